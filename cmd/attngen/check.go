@@ -1,0 +1,49 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/attngen/attngen/spec"
+	"github.com/attngen/attngen/verify"
+)
+
+func cmdCheck(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("check", stderr)
+	path := fs.String("spec", "", "spec file (YAML)")
+	seq := fs.Int("seq", 4096, "sequence length for the density")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := positive("seq", *seq); err != nil {
+		return err
+	}
+	s, err := loadSpec(*path, stderr)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s: ok\n", s.File)
+	fmt.Fprintf(stdout, "name: %s\ncausal: %v\nhead_dim: %d\n", s.Name, s.Causal, s.HeadDim)
+	fmt.Fprintf(stdout, "mask: %s\n", s.Mask)
+	for _, n := range s.MaskNames() {
+		fmt.Fprintf(stdout, "masks.%s: %s\n", n, s.Masks[n])
+	}
+	if len(s.Schedule) > 0 {
+		fmt.Fprint(stdout, "schedule: [")
+		for k, e := range s.Schedule {
+			if k > 0 {
+				fmt.Fprint(stdout, ", ")
+			}
+			fmt.Fprint(stdout, e.Name)
+		}
+		fmt.Fprintln(stdout, "]")
+	}
+	kept := verify.KeptPairs(s.Pattern(), *seq, *seq)
+	causal := verify.KeptPairs(spec.Pattern{Mask: spec.Full(), Causal: true}, *seq, *seq)
+	fmt.Fprintf(stdout, "density at seq %d: %.6f of all pairs, %.6f of causal (%d kept pairs)\n",
+		*seq, float64(kept)/float64(*seq)/float64(*seq), float64(kept)/float64(causal), kept)
+	if s.Mask.HasDocument() {
+		fmt.Fprintln(stdout, "note: document masks are counted as one document spanning the sequence")
+	}
+	return nil
+}

@@ -1,0 +1,184 @@
+package spec
+
+// Class is the class of a tile of (query, key) pairs.
+type Class uint8
+
+const (
+	Empty   Class = iota // no pair kept: never visited
+	Partial              // some kept: the predicate is evaluated per element
+	FullT                // every pair kept: the predicate is never evaluated
+)
+
+func (c Class) String() string {
+	switch c {
+	case Empty:
+		return "empty"
+	case Partial:
+		return "partial"
+	case FullT:
+		return "full"
+	}
+	return "Class(?)"
+}
+
+// Classify classifies the tile of query positions [q0, q1] and key positions
+// [k0, k1] (absolute, inclusive, non-negative, q0 <= q1, k0 <= k1) in time
+// independent of the tile's size. It is sound: Empty and FullT are only
+// returned when true. Each primitive (with the causal flag) is classified
+// exactly; unions and intersections combine their operands' classes and can
+// answer Partial for a tile that is in fact empty or full (see the package
+// documentation). A document mask is classified as one document, like At.
+func (p Pattern) Classify(q0, q1, k0, k1 int) Class {
+	return p.Mask.classify(q0, q1, k0, k1, p.Causal)
+}
+
+// ClassifyDocs classifies a tile of a packed sequence with document ids d
+// (as AtDocs). A tile whose queries and keys all lie in one document is
+// classified exactly as above in document-local positions; a tile whose
+// query documents and key documents are disjoint is Empty; any other tile of
+// a document mask is Partial unless causality alone makes it Empty.
+func (p Pattern) ClassifyDocs(q0, q1, k0, k1 int, d *Docs) Class {
+	if d == nil || !p.Mask.HasDocument() {
+		return p.Classify(q0, q1, k0, k1)
+	}
+	if p.Causal && k0 > q1 {
+		return Empty
+	}
+	iq0, iq1, ik0, ik1 := d.ids[q0], d.ids[q1], d.ids[k0], d.ids[k1]
+	if iq1 < ik0 || ik1 < iq0 {
+		return Empty
+	}
+	if iq0 == iq1 && ik0 == ik1 && iq0 == ik0 {
+		s := int(d.start[q0])
+		return p.Classify(q0-s, q1-s, k0-s, k1-s)
+	}
+	return Partial
+}
+
+// classifyDist classifies a tile against a set of allowed distances
+// d = i - j in [lo, hi] with d mod step == 0 (step >= 1). Every distance in
+// [q0-k1, q1-k0] occurs in the tile, so the answer is exact.
+func classifyDist(q0, q1, k0, k1, lo, hi, step int) Class {
+	a, b := q0-k1, q1-k0
+	x, y := max(a, lo), min(b, hi)
+	if x > y || ceilDiv(x, step)*step > y {
+		return Empty
+	}
+	if a >= lo && b <= hi && (step == 1 || (a == b && mod(a, step) == 0)) {
+		return FullT
+	}
+	return Partial
+}
+
+const inf = int(^uint(0) >> 2)
+
+func (m *Mask) classify(q0, q1, k0, k1 int, causal bool) Class {
+	switch m.Op {
+	case OpFull, OpDocument:
+		if !causal {
+			return FullT
+		}
+		return classifyDist(q0, q1, k0, k1, 0, inf, 1)
+	case OpWindow:
+		lo := -m.Right
+		if causal {
+			lo = 0
+		}
+		return classifyDist(q0, q1, k0, k1, lo, m.Left, 1)
+	case OpDilated:
+		lo, hi := -inf, inf
+		if m.Size > 0 {
+			hi = (m.Size - 1) * m.Stride
+			lo = -hi
+		}
+		if causal {
+			lo = 0
+		}
+		return classifyDist(q0, q1, k0, k1, lo, hi, m.Stride)
+	case OpGlobal:
+		g := m.Tokens
+		if k0 > g-1 || (causal && k0 > q1) {
+			return Empty
+		}
+		if k1 <= g-1 && (!causal || k1 <= q0) {
+			return FullT
+		}
+		return Partial
+	case OpBlock:
+		return classifyBlock(q0, q1, k0, k1, m.Size, causal)
+	case OpBridge:
+		return classifyBridge(q0, q1, k0, k1, m)
+	case OpUnion:
+		all := Empty
+		for _, a := range m.Args {
+			c := a.classify(q0, q1, k0, k1, causal)
+			if c == FullT {
+				return FullT
+			}
+			all = max(all, c)
+		}
+		return all
+	case OpIntersect:
+		all := FullT
+		for _, a := range m.Args {
+			c := a.classify(q0, q1, k0, k1, causal)
+			if c == Empty {
+				return Empty
+			}
+			all = min(all, c)
+		}
+		return all
+	}
+	panic("BUG: unknown op " + m.Op.String())
+}
+
+// classifyBlock: pairs with floor(i/b) == floor(j/b) (and j <= i if causal).
+func classifyBlock(q0, q1, k0, k1, b int, causal bool) Class {
+	nlo := max(q0/b, k0/b)
+	nhi := min(q1/b, k1/b)
+	if nlo > nhi {
+		return Empty
+	}
+	if !causal {
+		// Some shared block exists; full iff every row and column share one block.
+		if q0/b == q1/b && k0/b == k1/b && q0/b == k0/b {
+			return FullT
+		}
+		return Partial
+	}
+	// Within block n the kept pairs need some j <= i: the smallest key of
+	// the block's part of the tile must not exceed its largest query.
+	ok := func(n int) bool { return max(n*b, k0) <= min(n*b+b-1, q1) }
+	if !(nhi-nlo >= 2 || ok(nlo) || ok(nhi)) {
+		return Empty
+	}
+	if q0/b == q1/b && k0/b == k1/b && q0/b == k0/b && k1 <= q0 {
+		return FullT
+	}
+	return Partial
+}
+
+// classifyBridge: rows i of block n (n >= 1) with phase < t see keys
+// [n*b - s, n*b - 1], and i - j <= md when md > 0.
+func classifyBridge(q0, q1, k0, k1 int, m *Mask) Class {
+	b, t, s, md := m.Block, m.Targets, m.Sources, m.MaxDistance
+	// Blocks whose active rows meet [q0, q1] and whose sources meet [k0, k1].
+	nlo := max(1, ceilDiv(q0-t+1, b), ceilDiv(k0+1, b))
+	nhi := min(floorDiv(q1, b), floorDiv(k1+s, b))
+	if nlo > nhi {
+		return Empty
+	}
+	if md > 0 {
+		// Smallest distance reachable in block n: first active row minus last
+		// source. Blocks strictly inside [nlo, nhi] reach distance 1.
+		f := func(n int) int { return max(n*b, q0) - min(n*b-1, k1) }
+		if !(nhi-nlo >= 2 || f(nlo) <= md || f(nhi) <= md) {
+			return Empty
+		}
+	}
+	n := q0 / b
+	if n >= 1 && q1/b == n && q1-n*b < t && k0 >= n*b-s && k1 <= n*b-1 && (md == 0 || q1-k0 <= md) {
+		return FullT
+	}
+	return Partial
+}

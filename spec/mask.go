@@ -1,0 +1,253 @@
+package spec
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Op names a node of the normalized mask tree. Shorthands (pbb, se_bridge,
+// streaming, strided) never appear here: the parser lowers them.
+type Op uint8
+
+const (
+	OpFull      Op = iota // true
+	OpWindow              // i-Left <= j <= i+Right
+	OpBlock               // blk(j) == blk(i), block size Size
+	OpBridge              // phi(i) < Targets, beta(i)-Sources <= j < beta(i), i-j <= MaxDistance if set
+	OpDilated             // (i-j) mod Stride == 0, |i-j|/Stride <= Size-1 if Size set
+	OpGlobal              // j < Tokens
+	OpDocument            // doc(i) == doc(j), ids given at run time
+	OpUnion               // OR of Args
+	OpIntersect           // AND of Args
+)
+
+var opNames = [...]string{"full", "window", "block", "bridge", "dilated", "global", "document", "union", "intersect"}
+
+func (o Op) String() string {
+	if int(o) < len(opNames) {
+		return opNames[o]
+	}
+	return fmt.Sprintf("Op(%d)", int(o))
+}
+
+// Mask is one node of a normalized mask. Only the fields of its Op are
+// meaningful; the others are zero.
+type Mask struct {
+	Op Op
+
+	Left, Right int // window: keys i-Left .. i+Right (a causal window of size W is Left=W-1, Right=0)
+	Size        int // block: block size; dilated: number of taps (0 = unbounded)
+	Block       int // bridge: block size b
+	Targets     int // bridge: first Targets phases of each block receive bridge edges
+	Sources     int // bridge: from the last Sources positions of the previous block
+	MaxDistance int // bridge: i-j <= MaxDistance (0 = unset)
+	Stride      int // dilated
+	Tokens      int // global: j < Tokens
+
+	Args []*Mask // union, intersect
+
+	// Pos is where the node (or the shorthand it was lowered from) was written.
+	Pos Pos
+	// From names the shorthand this node was lowered from ("pbb", ...), or "".
+	From string
+}
+
+// Full, Window, ... construct normalized nodes; they are convenient in tests
+// and in code that builds masks without a spec file.
+func Full() *Mask                    { return &Mask{Op: OpFull} }
+func Window(size int) *Mask          { return &Mask{Op: OpWindow, Left: size - 1} }
+func WindowLR(left, right int) *Mask { return &Mask{Op: OpWindow, Left: left, Right: right} }
+func Block(size int) *Mask           { return &Mask{Op: OpBlock, Size: size} }
+func Bridge(block, targets, sources, maxDistance int) *Mask {
+	return &Mask{Op: OpBridge, Block: block, Targets: targets, Sources: sources, MaxDistance: maxDistance}
+}
+func Dilated(stride, size int) *Mask { return &Mask{Op: OpDilated, Stride: stride, Size: size} }
+func Global(tokens int) *Mask        { return &Mask{Op: OpGlobal, Tokens: tokens} }
+func Document() *Mask                { return &Mask{Op: OpDocument} }
+func Union(args ...*Mask) *Mask      { return &Mask{Op: OpUnion, Args: args} }
+func Intersect(args ...*Mask) *Mask  { return &Mask{Op: OpIntersect, Args: args} }
+
+// String renders the mask as one line of flow YAML that the parser reads back
+// to the same tree (shorthands appear expanded).
+func (m *Mask) String() string {
+	var b strings.Builder
+	m.write(&b)
+	return b.String()
+}
+
+func (m *Mask) write(b *strings.Builder) {
+	switch m.Op {
+	case OpFull:
+		b.WriteString("{full: {}}")
+	case OpWindow:
+		if m.Right == 0 {
+			fmt.Fprintf(b, "{window: {size: %d}}", m.Left+1)
+		} else {
+			fmt.Fprintf(b, "{window: {left: %d, right: %d}}", m.Left, m.Right)
+		}
+	case OpBlock:
+		fmt.Fprintf(b, "{block: {size: %d}}", m.Size)
+	case OpBridge:
+		fmt.Fprintf(b, "{bridge: {block: %d, targets: %d, sources: %d", m.Block, m.Targets, m.Sources)
+		if m.MaxDistance > 0 {
+			fmt.Fprintf(b, ", max_distance: %d", m.MaxDistance)
+		}
+		b.WriteString("}}")
+	case OpDilated:
+		fmt.Fprintf(b, "{dilated: {stride: %d", m.Stride)
+		if m.Size > 0 {
+			fmt.Fprintf(b, ", size: %d", m.Size)
+		}
+		b.WriteString("}}")
+	case OpGlobal:
+		fmt.Fprintf(b, "{global: {tokens: %d}}", m.Tokens)
+	case OpDocument:
+		b.WriteString("{document: {}}")
+	case OpUnion, OpIntersect:
+		fmt.Fprintf(b, "{%s: [", m.Op)
+		for k, a := range m.Args {
+			if k > 0 {
+				b.WriteString(", ")
+			}
+			a.write(b)
+		}
+		b.WriteString("]}")
+	default:
+		panic("BUG: unknown op " + m.Op.String())
+	}
+}
+
+// Equal reports whether two masks are the same tree (positions ignored).
+func (m *Mask) Equal(o *Mask) bool {
+	if m.Op != o.Op || m.Left != o.Left || m.Right != o.Right || m.Size != o.Size ||
+		m.Block != o.Block || m.Targets != o.Targets || m.Sources != o.Sources ||
+		m.MaxDistance != o.MaxDistance || m.Stride != o.Stride || m.Tokens != o.Tokens ||
+		len(m.Args) != len(o.Args) {
+		return false
+	}
+	for k := range m.Args {
+		if !m.Args[k].Equal(o.Args[k]) {
+			return false
+		}
+	}
+	return true
+}
+
+// HasDocument reports whether the mask mentions document anywhere.
+func (m *Mask) HasDocument() bool {
+	if m.Op == OpDocument {
+		return true
+	}
+	for _, a := range m.Args {
+		if a.HasDocument() {
+			return true
+		}
+	}
+	return false
+}
+
+// Period returns the smallest p such that the mask is invariant under
+// shifting both positions by p (M(i+p, j+p) == M(i, j) for all i, j >= 0),
+// as far as the structure shows it. ok is false when the mask is not
+// periodic (global tokens, documents).
+func (m *Mask) Period() (p int, ok bool) {
+	switch m.Op {
+	case OpFull, OpWindow, OpDilated:
+		return 1, true
+	case OpBlock:
+		return m.Size, true
+	case OpBridge:
+		return m.Block, true
+	case OpGlobal, OpDocument:
+		return 0, false
+	case OpUnion, OpIntersect:
+		p = 1
+		for _, a := range m.Args {
+			q, ok := a.Period()
+			if !ok {
+				return 0, false
+			}
+			p = lcm(p, q)
+		}
+		return p, true
+	}
+	panic("BUG: unknown op " + m.Op.String())
+}
+
+func gcd(a, b int) int {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
+func lcm(a, b int) int { return a / gcd(a, b) * b }
+
+// floorDiv and mod are Euclidean: mod is never negative for b > 0.
+func floorDiv(a, b int) int {
+	q := a / b
+	if (a%b != 0) && ((a < 0) != (b < 0)) {
+		q--
+	}
+	return q
+}
+
+func mod(a, b int) int {
+	r := a % b
+	if r < 0 {
+		r += b
+	}
+	return r
+}
+
+func ceilDiv(a, b int) int { return -floorDiv(-a, b) }
+
+// eval evaluates the node at (i, j); positions may be document-local.
+// causal is ANDed into every leaf (AND distributes over both combinators).
+func (m *Mask) eval(i, j int, causal bool, sameDoc bool) bool {
+	if causal && j > i {
+		return false
+	}
+	switch m.Op {
+	case OpFull:
+		return true
+	case OpWindow:
+		return i-m.Left <= j && j <= i+m.Right
+	case OpBlock:
+		return floorDiv(i, m.Size) == floorDiv(j, m.Size)
+	case OpBridge:
+		beta := floorDiv(i, m.Block) * m.Block
+		if i-beta >= m.Targets || j >= beta || j < beta-m.Sources {
+			return false
+		}
+		return m.MaxDistance == 0 || i-j <= m.MaxDistance
+	case OpDilated:
+		d := i - j
+		if d < 0 {
+			d = -d
+		}
+		if d%m.Stride != 0 {
+			return false
+		}
+		return m.Size == 0 || d/m.Stride <= m.Size-1
+	case OpGlobal:
+		return j < m.Tokens
+	case OpDocument:
+		return sameDoc
+	case OpUnion:
+		for _, a := range m.Args {
+			if a.eval(i, j, causal, sameDoc) {
+				return true
+			}
+		}
+		return false
+	case OpIntersect:
+		for _, a := range m.Args {
+			if !a.eval(i, j, causal, sameDoc) {
+				return false
+			}
+		}
+		return true
+	}
+	panic("BUG: unknown op " + m.Op.String())
+}

@@ -1,0 +1,617 @@
+package spec
+
+import (
+	"errors"
+	"fmt"
+	"go/token"
+	"math"
+	"os"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Spec is a parsed, validated spec file. Its masks are normalized: no
+// shorthand survives parsing.
+type Spec struct {
+	File     string
+	Name     string // Go package name of the generated code
+	Mask     *Mask
+	Causal   bool
+	HeadDim  int
+	Schedule []ScheduleEntry // empty: the mask alone
+	Masks    map[string]*Mask
+}
+
+// ScheduleEntry is one layer of the analysis schedule: "mask", "full" or the
+// name of an extra mask.
+type ScheduleEntry struct {
+	Name string
+	Pos  Pos
+}
+
+// Pattern is the spec's own mask with its causal flag.
+func (s *Spec) Pattern() Pattern { return Pattern{Mask: s.Mask, Causal: s.Causal} }
+
+// Layers resolves the schedule, input side first. Without a schedule it is
+// the spec's mask alone.
+func (s *Spec) Layers() []Pattern {
+	if len(s.Schedule) == 0 {
+		return []Pattern{s.Pattern()}
+	}
+	out := make([]Pattern, len(s.Schedule))
+	for k, e := range s.Schedule {
+		switch e.Name {
+		case "mask":
+			out[k] = s.Pattern()
+		case "full":
+			out[k] = Pattern{Mask: Full(), Causal: s.Causal}
+		default:
+			out[k] = Pattern{Mask: s.Masks[e.Name], Causal: s.Causal}
+		}
+	}
+	return out
+}
+
+// LayerAt is the pattern of layer k (1-based) of a stack built from the
+// schedule: entry (k-1) mod len(schedule).
+func (s *Spec) LayerAt(k int) Pattern {
+	l := s.Layers()
+	return l[(k-1)%len(l)]
+}
+
+// MaskNames returns the extra mask names, sorted.
+func (s *Spec) MaskNames() []string {
+	names := make([]string, 0, len(s.Masks))
+	for n := range s.Masks {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Limits on what a spec may say. Integers are bounded so that positions fit
+// the 32-bit indices kernels use; nesting is bounded so that no input can
+// exhaust the stack.
+const (
+	MaxInt   = math.MaxInt32
+	MaxDepth = 64
+)
+
+// ParseFile reads and parses a spec file.
+func ParseFile(path string) (*Spec, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(path, data)
+}
+
+// Parse parses and validates a spec. On failure the error is an ErrorList
+// holding every problem found, each with its file:line:col.
+func Parse(file string, data []byte) (s *Spec, err error) {
+	p := &parser{file: file}
+	defer func() {
+		// The YAML library is outside this package; never let a fault in it
+		// escape as a panic.
+		if r := recover(); r != nil {
+			s, err = nil, ErrorList{{Pos{file, 1, 1}, fmt.Sprintf("cannot parse YAML: %v", r)}}
+		}
+	}()
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, ErrorList{p.yamlError(err)}
+	}
+	s = p.spec(&doc)
+	if len(p.errs) > 0 {
+		return nil, p.errs.sorted()
+	}
+	return s, nil
+}
+
+type parser struct {
+	file string
+	errs ErrorList
+}
+
+func (p *parser) pos(n *yaml.Node) Pos { return Pos{p.file, max(n.Line, 1), max(n.Column, 1)} }
+
+func (p *parser) errorf(n *yaml.Node, format string, args ...any) {
+	p.errs = append(p.errs, &Error{p.pos(n), fmt.Sprintf(format, args...)})
+}
+
+var yamlLine = regexp.MustCompile(`line (\d+)`)
+
+func (p *parser) yamlError(err error) *Error {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	line := 1
+	if m := yamlLine.FindStringSubmatch(msg); m != nil {
+		if n, err := strconv.Atoi(m[1]); err == nil {
+			line = n
+			msg = strings.TrimPrefix(strings.TrimPrefix(msg, m[0]), ": ")
+		}
+	}
+	return &Error{Pos{p.file, line, 1}, "invalid YAML: " + msg}
+}
+
+var topKeys = []string{"name", "mask", "causal", "head_dim", "schedule", "masks"}
+
+func (p *parser) spec(doc *yaml.Node) *Spec {
+	s := &Spec{File: p.file, Causal: true, HeadDim: 128, Masks: map[string]*Mask{}}
+	if doc.Kind == 0 || len(doc.Content) == 0 {
+		p.errs = append(p.errs, &Error{Pos{p.file, 1, 1}, "empty spec: want a mapping with at least name and mask"})
+		return nil
+	}
+	root := doc.Content[0]
+	if !p.noAlias(root) {
+		return nil
+	}
+	if root.Kind != yaml.MappingNode {
+		p.errorf(root, "spec: want a mapping with name, mask, ..., got %s", describe(root))
+		return nil
+	}
+	fields := p.mapping(root, "spec", topKeys)
+	if n := fields["name"]; n == nil {
+		p.errorf(root, "spec: missing field name")
+	} else if v, ok := p.str(n, "name"); ok {
+		if err := checkPackageName(v); err != nil {
+			p.errorf(n, "name: %v", err)
+		}
+		s.Name = v
+	}
+	var schedNode *yaml.Node
+	if n := fields["masks"]; n != nil {
+		if n.Kind != yaml.MappingNode {
+			p.errorf(n, "masks: want a mapping from name to mask, got %s", describe(n))
+		} else {
+			for k := 0; k+1 < len(n.Content); k += 2 {
+				kn, vn := n.Content[k], n.Content[k+1]
+				name, ok := p.str(kn, "masks key")
+				if !ok {
+					continue
+				}
+				switch {
+				case name == "mask" || name == "full":
+					p.errorf(kn, "masks: name %q is reserved for the schedule", name)
+				case !token.IsIdentifier(name):
+					p.errorf(kn, "masks: name %q is not an identifier", name)
+				case s.Masks[name] != nil:
+					p.errorf(kn, "masks: duplicate name %q", name)
+				}
+				if m := p.mask(vn, "masks."+name, 0); m != nil {
+					p.checkDocument(m, "masks."+name)
+					if _, dup := s.Masks[name]; !dup {
+						s.Masks[name] = m
+					}
+				}
+			}
+		}
+	}
+	if n := fields["mask"]; n == nil {
+		p.errorf(root, "spec: missing field mask")
+	} else if m := p.mask(n, "mask", 0); m != nil {
+		p.checkDocument(m, "mask")
+		s.Mask = m
+	}
+	if n := fields["causal"]; n != nil {
+		if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" {
+			p.errorf(n, "causal: want true or false, got %s", describe(n))
+		} else {
+			s.Causal = n.Value == "true" || n.Value == "True" || n.Value == "TRUE"
+		}
+	}
+	if n := fields["head_dim"]; n != nil {
+		if v, ok := p.integer(n, "head_dim"); ok {
+			if v != 64 && v != 128 {
+				p.errorf(n, "head_dim: %d is not supported (want 64 or 128)", v)
+			}
+			s.HeadDim = v
+		}
+	}
+	if schedNode = fields["schedule"]; schedNode != nil {
+		if schedNode.Kind != yaml.SequenceNode {
+			p.errorf(schedNode, "schedule: want a list of layer entries, got %s", describe(schedNode))
+		} else if len(schedNode.Content) == 0 {
+			p.errorf(schedNode, "schedule: empty; omit it to analyse the mask alone")
+		} else {
+			for _, e := range schedNode.Content {
+				v, ok := p.str(e, "schedule entry")
+				if !ok {
+					continue
+				}
+				if v != "mask" && v != "full" && s.Masks[v] == nil {
+					p.errorf(e, "schedule: unknown entry %q (want mask, full, or a name from masks)", v)
+					continue
+				}
+				s.Schedule = append(s.Schedule, ScheduleEntry{v, p.pos(e)})
+			}
+		}
+	}
+	return s
+}
+
+// noAlias rejects anchors' aliases anywhere in the tree: they would let a
+// small file name an exponentially large mask.
+func (p *parser) noAlias(n *yaml.Node) bool {
+	ok := true
+	var walk func(n *yaml.Node, depth int)
+	walk = func(n *yaml.Node, depth int) {
+		if n.Kind == yaml.AliasNode {
+			p.errorf(n, "aliases (*%s) are not supported in specs; write the mask out", n.Value)
+			ok = false
+			return
+		}
+		if depth > 4*MaxDepth+16 {
+			p.errorf(n, "spec nested too deeply (more than %d levels)", 4*MaxDepth+16)
+			ok = false
+			return
+		}
+		for _, c := range n.Content {
+			if ok {
+				walk(c, depth+1)
+			}
+		}
+	}
+	walk(n, 0)
+	return ok
+}
+
+// mapping checks a mapping's keys against the allowed ones and returns the
+// value node of each key present. Unknown and duplicate keys are errors.
+func (p *parser) mapping(n *yaml.Node, what string, allowed []string) map[string]*yaml.Node {
+	out := map[string]*yaml.Node{}
+	for k := 0; k+1 < len(n.Content); k += 2 {
+		kn, vn := n.Content[k], n.Content[k+1]
+		key, ok := p.str(kn, what+" key")
+		if !ok {
+			continue
+		}
+		if !contains(allowed, key) {
+			p.errorf(kn, "%s: unknown key %q (want %s)", what, key, strings.Join(allowed, ", "))
+			continue
+		}
+		if out[key] != nil {
+			p.errorf(kn, "%s: duplicate key %q", what, key)
+			continue
+		}
+		out[key] = vn
+	}
+	return out
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *parser) str(n *yaml.Node, what string) (string, bool) {
+	if n.Kind != yaml.ScalarNode || n.Tag != "!!str" {
+		p.errorf(n, "%s: want a string, got %s", what, describe(n))
+		return "", false
+	}
+	return n.Value, true
+}
+
+// integer reads a plain integer scalar in [0, MaxInt].
+func (p *parser) integer(n *yaml.Node, what string) (int, bool) {
+	if n.Kind != yaml.ScalarNode || (n.Tag != "!!int" && n.Tag != "!!float") || n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle) != 0 {
+		p.errorf(n, "%s: want an integer, got %s", what, describe(n))
+		return 0, false
+	}
+	v, err := strconv.ParseInt(strings.ReplaceAll(n.Value, "_", ""), 0, 64)
+	if errors.Is(err, strconv.ErrRange) || (err == nil && (v > MaxInt || v < -MaxInt)) {
+		p.errorf(n, "%s: integer %s out of range (at most %d)", what, n.Value, MaxInt)
+		return 0, false
+	}
+	if err != nil {
+		p.errorf(n, "%s: want an integer, got %s", what, describe(n))
+		return 0, false
+	}
+	return int(v), true
+}
+
+func describe(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.AliasNode:
+		return "an alias"
+	case yaml.ScalarNode:
+		v := n.Value
+		if len(v) > 40 {
+			v = v[:40] + "..."
+		}
+		switch n.Tag {
+		case "!!null":
+			return "nothing (null)"
+		case "!!str":
+			return fmt.Sprintf("the string %q", v)
+		case "!!int":
+			return "the integer " + v
+		case "!!float":
+			return "the number " + v
+		case "!!bool":
+			return "the boolean " + v
+		}
+		return fmt.Sprintf("%s %q", n.Tag, v)
+	}
+	return "an empty document"
+}
+
+// checkPackageName accepts names usable as an importable Go package:
+// lower-case letters, digits and underscores, starting with a letter, not a
+// keyword, not main.
+func checkPackageName(v string) error {
+	if v == "" {
+		return errors.New("empty; want a Go package name such as bridge")
+	}
+	for k, r := range v {
+		ok := (r >= 'a' && r <= 'z') || (k > 0 && ((r >= '0' && r <= '9') || r == '_'))
+		if !ok {
+			return fmt.Errorf("%q is not a valid Go package name (lower-case letters, digits and _, starting with a letter)", v)
+		}
+	}
+	if token.IsKeyword(v) || v == "main" {
+		return fmt.Errorf("%q cannot be a package name", v)
+	}
+	return nil
+}
+
+// Mask kinds a spec may write, with their parameters.
+var (
+	primitives = []string{"full", "window", "block", "bridge", "dilated", "global", "document"}
+	combiners  = []string{"union", "intersect"}
+	shorthands = []string{"pbb", "se_bridge", "streaming", "strided"}
+	allKinds   = append(append(append([]string{}, primitives...), combiners...), shorthands...)
+)
+
+// mask parses one mask node; nil after reporting errors.
+func (p *parser) mask(n *yaml.Node, what string, depth int) *Mask {
+	if depth >= MaxDepth {
+		p.errorf(n, "%s: masks nested more than %d deep", what, MaxDepth)
+		return nil
+	}
+	if n.Kind != yaml.MappingNode {
+		p.errorf(n, "%s: want a mapping with one of %s, got %s", what, strings.Join(allKinds, ", "), describe(n))
+		return nil
+	}
+	if len(n.Content) == 0 {
+		p.errorf(n, "%s: empty mapping; want one of %s", what, strings.Join(allKinds, ", "))
+		return nil
+	}
+	if len(n.Content) > 2 {
+		k1, _ := p.kindName(n.Content[0])
+		k2, _ := p.kindName(n.Content[2])
+		p.errorf(n.Content[2], "%s: two primitives in one map (%s and %s); combine them with union or intersect", what, k1, k2)
+		return nil
+	}
+	kind, ok := p.kindName(n.Content[0])
+	if !ok {
+		return nil
+	}
+	if !contains(allKinds, kind) {
+		p.errorf(n.Content[0], "%s: unknown mask kind %q (want one of %s)", what, kind, strings.Join(allKinds, ", "))
+		return nil
+	}
+	v := n.Content[1]
+	what = what + "." + kind
+	pos := p.pos(n.Content[0])
+	if kind == "union" || kind == "intersect" {
+		if v.Kind != yaml.SequenceNode {
+			p.errorf(v, "%s: want a list of masks, got %s", what, describe(v))
+			return nil
+		}
+		if len(v.Content) == 0 {
+			p.errorf(v, "%s: empty %s", what, kind)
+			return nil
+		}
+		m := &Mask{Op: OpUnion, Pos: pos}
+		if kind == "intersect" {
+			m.Op = OpIntersect
+		}
+		bad := false
+		for k, c := range v.Content {
+			a := p.mask(c, fmt.Sprintf("%s[%d]", what, k), depth+1)
+			bad = bad || a == nil
+			m.Args = append(m.Args, a)
+		}
+		if bad {
+			return nil
+		}
+		return m
+	}
+	pr := params{p: p, what: what}
+	switch {
+	case v.Kind == yaml.ScalarNode && v.Tag == "!!null":
+		pr.node = v
+	case v.Kind != yaml.MappingNode:
+		p.errorf(v, "%s: want a mapping of parameters, got %s", what, describe(v))
+		return nil
+	default:
+		pr.node = v
+	}
+	m := p.primitive(kind, &pr, pos)
+	if m == nil || pr.failed {
+		return nil
+	}
+	return m
+}
+
+func (p *parser) kindName(n *yaml.Node) (string, bool) {
+	if n.Kind != yaml.ScalarNode || n.Tag != "!!str" {
+		p.errorf(n, "mask kind: want a name, got %s", describe(n))
+		return "", false
+	}
+	return n.Value, true
+}
+
+// params reads the parameter mapping of one primitive or shorthand.
+type params struct {
+	p      *parser
+	what   string
+	node   *yaml.Node
+	fields map[string]*yaml.Node
+	failed bool
+}
+
+func (pr *params) allow(keys ...string) {
+	if pr.node.Kind == yaml.MappingNode {
+		n := len(pr.p.errs)
+		pr.fields = pr.p.mapping(pr.node, pr.what, keys)
+		pr.failed = pr.failed || len(pr.p.errs) > n
+	} else {
+		pr.fields = map[string]*yaml.Node{}
+	}
+	if len(keys) == 0 && pr.node.Kind == yaml.MappingNode && len(pr.node.Content) > 0 {
+		pr.failed = true
+	}
+}
+
+func (pr *params) has(key string) bool { return pr.fields[key] != nil }
+
+// get reads a required (required=true) or optional integer in [lo, hi].
+func (pr *params) get(key string, required bool, lo, hi int, hiWhy string) int {
+	n := pr.fields[key]
+	if n == nil {
+		if required {
+			pr.p.errorf(pr.node, "%s: missing parameter %s", pr.what, key)
+			pr.failed = true
+		}
+		return 0
+	}
+	v, ok := pr.p.integer(n, pr.what+"."+key)
+	if !ok {
+		pr.failed = true
+		return 0
+	}
+	if v < lo {
+		pr.p.errorf(n, "%s.%s: %d is out of range (at least %d)", pr.what, key, v, lo)
+		pr.failed = true
+	} else if v > hi {
+		pr.p.errorf(n, "%s.%s: %d is out of range (at most %s)", pr.what, key, v, hiWhy)
+		pr.failed = true
+	}
+	return v
+}
+
+func maxStr() string { return strconv.Itoa(MaxInt) }
+
+func (p *parser) primitive(kind string, pr *params, pos Pos) *Mask {
+	m := &Mask{Pos: pos}
+	switch kind {
+	case "full", "document":
+		pr.allow()
+		m.Op = OpFull
+		if kind == "document" {
+			m.Op = OpDocument
+		}
+	case "window":
+		pr.allow("size", "left", "right")
+		m.Op = OpWindow
+		switch {
+		case pr.has("size") && (pr.has("left") || pr.has("right")):
+			p.errorf(pr.node, "%s: give size (causal window) or left and right, not both", pr.what)
+			pr.failed = true
+		case pr.has("size"):
+			m.Left = pr.get("size", true, 1, MaxInt, maxStr()) - 1
+		case pr.has("left") || pr.has("right"):
+			m.Left = pr.get("left", true, 0, MaxInt, maxStr())
+			m.Right = pr.get("right", true, 0, MaxInt, maxStr())
+		default:
+			p.errorf(pr.node, "%s: missing parameter size (or left and right)", pr.what)
+			pr.failed = true
+		}
+	case "block":
+		pr.allow("size")
+		m.Op, m.Size = OpBlock, pr.get("size", true, 1, MaxInt, maxStr())
+	case "bridge":
+		pr.allow("block", "targets", "sources", "max_distance")
+		m.Op = OpBridge
+		m.Block = pr.get("block", true, 1, MaxInt, maxStr())
+		lim, why := MaxInt, maxStr()
+		if m.Block > 0 {
+			lim, why = m.Block, fmt.Sprintf("block = %d", m.Block)
+		}
+		m.Targets = pr.get("targets", true, 1, lim, why)
+		m.Sources = pr.get("sources", true, 1, lim, why)
+		m.MaxDistance = pr.get("max_distance", false, 1, MaxInt, maxStr())
+	case "dilated":
+		pr.allow("stride", "size")
+		m.Op = OpDilated
+		m.Stride = pr.get("stride", true, 1, MaxInt, maxStr())
+		m.Size = pr.get("size", false, 1, MaxInt, maxStr())
+	case "global":
+		pr.allow("tokens")
+		m.Op, m.Tokens = OpGlobal, pr.get("tokens", true, 1, MaxInt, maxStr())
+	case "pbb", "se_bridge":
+		keys := []string{"block", "width"}
+		if kind == "se_bridge" {
+			keys = append(keys, "sources")
+		}
+		pr.allow(keys...)
+		b := pr.get("block", true, 1, MaxInt, maxStr())
+		lim, why := MaxInt, maxStr()
+		if b > 0 {
+			lim, why = b, fmt.Sprintf("block = %d", b)
+		}
+		r := pr.get("width", true, 1, lim, why)
+		s := r
+		if kind == "se_bridge" {
+			s = pr.get("sources", true, 1, lim, why)
+			if !pr.failed && s <= r {
+				p.errorf(pr.fields["sources"], "%s.sources: %d must exceed width %d (use pbb for sources = width)", pr.what, s, r)
+				pr.failed = true
+			}
+		}
+		m = Union(&Mask{Op: OpBlock, Size: b, Pos: pos}, &Mask{Op: OpBridge, Block: b, Targets: r, Sources: s, Pos: pos})
+	case "streaming":
+		pr.allow("sinks", "window")
+		g := pr.get("sinks", true, 1, MaxInt, maxStr())
+		w := pr.get("window", true, 1, MaxInt, maxStr())
+		m = Union(&Mask{Op: OpGlobal, Tokens: g, Pos: pos}, &Mask{Op: OpWindow, Left: w - 1, Pos: pos})
+	case "strided":
+		pr.allow("stride")
+		l := pr.get("stride", true, 1, MaxInt, maxStr())
+		m = Union(&Mask{Op: OpWindow, Left: l - 1, Pos: pos}, &Mask{Op: OpDilated, Stride: l, Pos: pos})
+	default:
+		panic("BUG: kind " + kind + " listed but not parsed")
+	}
+	if contains(shorthands, kind) {
+		m.Pos, m.From = pos, kind
+		for _, a := range m.Args {
+			a.From = kind
+		}
+	}
+	return m
+}
+
+// checkDocument enforces where document may stand: as the whole mask or as a
+// direct operand of the top-level intersect, so that every kept pair lies in
+// one document and document-local positions are well defined.
+func (p *parser) checkDocument(m *Mask, what string) {
+	var walk func(m *Mask, allowed bool)
+	walk = func(m *Mask, allowed bool) {
+		if m.Op == OpDocument && !allowed {
+			p.errs = append(p.errs, &Error{m.Pos, what + ": document may only be the whole mask or an operand of the top-level intersect"})
+		}
+		for _, a := range m.Args {
+			walk(a, false)
+		}
+	}
+	if m.Op == OpIntersect {
+		for _, a := range m.Args {
+			walk(a, true)
+		}
+		return
+	}
+	walk(m, true)
+}

@@ -1,0 +1,119 @@
+package spec
+
+// Prog is the arithmetic progression {Lo, Lo+Step, ..., <= Hi} of key
+// positions; Step >= 1 and Lo <= Hi for a non-empty Prog.
+type Prog struct{ Lo, Hi, Step int }
+
+// Count is the number of positions in the progression.
+func (g Prog) Count() int {
+	if g.Lo > g.Hi {
+		return 0
+	}
+	return (g.Hi-g.Lo)/g.Step + 1
+}
+
+// Keys appends to dst the key positions j in [0, n) that query position i may
+// attend, as progressions (which may overlap), treating the sequence as one
+// document. Its cost depends on the mask's size, not on n.
+func (p Pattern) Keys(dst []Prog, i, n int) []Prog {
+	hi := n - 1
+	if p.Causal {
+		hi = min(hi, i)
+	}
+	return p.Mask.keys(dst, i, Prog{0, hi, 1})
+}
+
+// keys appends the progressions of row i within the range r.
+func (m *Mask) keys(dst []Prog, i int, r Prog) []Prog {
+	add := func(g Prog) []Prog {
+		if g = intersectProg(g, r); g.Lo <= g.Hi {
+			dst = append(dst, g)
+		}
+		return dst
+	}
+	switch m.Op {
+	case OpFull, OpDocument:
+		return add(Prog{r.Lo, r.Hi, 1})
+	case OpWindow:
+		return add(Prog{i - m.Left, i + m.Right, 1})
+	case OpBlock:
+		beta := floorDiv(i, m.Size) * m.Size
+		return add(Prog{beta, beta + m.Size - 1, 1})
+	case OpBridge:
+		beta := floorDiv(i, m.Block) * m.Block
+		if i-beta >= m.Targets {
+			return dst
+		}
+		lo := beta - m.Sources
+		if m.MaxDistance > 0 {
+			lo = max(lo, i-m.MaxDistance)
+		}
+		return add(Prog{lo, beta - 1, 1})
+	case OpDilated:
+		lo, hi := -inf, inf
+		if m.Size > 0 {
+			lo, hi = i-(m.Size-1)*m.Stride, i+(m.Size-1)*m.Stride
+		}
+		// Align lo to the residue of i.
+		lo = max(lo, r.Lo-m.Stride)
+		lo += mod(i-lo, m.Stride)
+		return add(Prog{lo, hi, m.Stride})
+	case OpGlobal:
+		return add(Prog{0, m.Tokens - 1, 1})
+	case OpUnion:
+		for _, a := range m.Args {
+			dst = a.keys(dst, i, r)
+		}
+		return dst
+	case OpIntersect:
+		cur := []Prog{r}
+		for _, a := range m.Args {
+			var next []Prog
+			for _, c := range cur {
+				next = a.keys(next, i, c)
+			}
+			if cur = next; len(cur) == 0 {
+				break
+			}
+		}
+		return append(dst, cur...)
+	}
+	panic("BUG: unknown op " + m.Op.String())
+}
+
+// intersectProg intersects two progressions (Chinese remainder theorem on
+// the residues); the result is empty (Lo > Hi) when they share nothing.
+func intersectProg(a, b Prog) Prog {
+	lo, hi := max(a.Lo, b.Lo), min(a.Hi, b.Hi)
+	empty := Prog{1, 0, 1}
+	if lo > hi {
+		return empty
+	}
+	if a.Step == 1 && b.Step == 1 {
+		return Prog{lo, hi, 1}
+	}
+	g, x, _ := extGCD(a.Step, b.Step)
+	diff := b.Lo - a.Lo
+	if mod(diff, g) != 0 {
+		return empty
+	}
+	l := a.Step / g * b.Step
+	// a.Lo + a.Step*k ≡ b.Lo (mod b.Step)  =>  k ≡ (diff/g) * x (mod b.Step/g)
+	m2 := b.Step / g
+	k := mod(mod(diff/g, m2)*mod(x, m2), m2)
+	x0 := a.Lo + a.Step*k // a solution; shift it to the first one >= lo
+	first := x0 + ceilDiv(lo-x0, l)*l
+	if first > hi {
+		return empty
+	}
+	return Prog{first, hi, l}
+}
+
+// extGCD returns g = gcd(a, b) and x, y with a*x + b*y = g.
+func extGCD(a, b int) (g, x, y int) {
+	if b == 0 {
+		return a, 1, 0
+	}
+	g, x1, y1 := extGCD(b, a%b)
+	return g, y1, x1 - (a/b)*y1
+}

@@ -1,0 +1,61 @@
+// Package spectest builds random masks for property tests across packages.
+package spectest
+
+import (
+	"math/rand/v2"
+
+	"github.com/attngen/attngen/spec"
+)
+
+// Primitive returns a random primitive (never document) with parameters
+// scaled to sequences of about n positions.
+func Primitive(r *rand.Rand, n int) *spec.Mask {
+	n = max(n, 2)
+	switch r.IntN(6) {
+	case 0:
+		return spec.Full()
+	case 1:
+		if r.IntN(3) == 0 {
+			return spec.WindowLR(r.IntN(n/2+1), r.IntN(n/2+1))
+		}
+		return spec.Window(1 + r.IntN(n/2+1))
+	case 2:
+		return spec.Block(1 + r.IntN(n/2+1))
+	case 3:
+		b := 1 + r.IntN(n/2+1)
+		md := 0
+		if r.IntN(3) == 0 {
+			md = 1 + r.IntN(2*b)
+		}
+		return spec.Bridge(b, 1+r.IntN(b), 1+r.IntN(b), md)
+	case 4:
+		size := 0
+		if r.IntN(2) == 0 {
+			size = 1 + r.IntN(6)
+		}
+		return spec.Dilated(1+r.IntN(8), size)
+	default:
+		return spec.Global(1 + r.IntN(n/4+1))
+	}
+}
+
+// Mask returns a random mask: a primitive, or a union or intersection of
+// random masks nested up to depth levels.
+func Mask(r *rand.Rand, n, depth int) *spec.Mask {
+	if depth <= 0 || r.IntN(3) == 0 {
+		return Primitive(r, n)
+	}
+	args := make([]*spec.Mask, 1+r.IntN(3))
+	for k := range args {
+		args[k] = Mask(r, n, depth-1)
+	}
+	if r.IntN(2) == 0 {
+		return spec.Union(args...)
+	}
+	return spec.Intersect(args...)
+}
+
+// Pattern returns a random mask with a random causal flag.
+func Pattern(r *rand.Rand, n, depth int) spec.Pattern {
+	return spec.Pattern{Mask: Mask(r, n, depth), Causal: r.IntN(4) != 0}
+}
