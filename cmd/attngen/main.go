@@ -1,5 +1,3 @@
-// Command attngen compiles attention mask specs into fused kernels and
-// analyses what a mask does. Run `attngen help` for the commands.
 package main
 
 import (

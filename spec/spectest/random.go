@@ -1,4 +1,3 @@
-// Package spectest builds random masks for property tests across packages.
 package spectest
 
 import (

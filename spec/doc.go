@@ -1,0 +1,51 @@
+// Package spec owns the meaning of a mask: the YAML spec language, its
+// validation, the normalized mask tree, exact evaluation and tile
+// classification. It knows nothing of any target's tile sizes, registers,
+// PTX or avo.
+//
+// # Spec files
+//
+// Parse and ParseFile read the format of MASKS.md section 6 (name, mask,
+// causal, head_dim, schedule, masks). Every problem in a file is reported at
+// once as an ErrorList of file:line:col: message entries naming the field.
+// Shorthands (pbb, se_bridge, streaming, strided) are lowered to unions of
+// primitives while parsing, so a Mask never holds one. Specs are bounded:
+// integers at most MaxInt (positions are 32-bit in kernels), nesting at most
+// MaxDepth, and YAML aliases are refused, so no input can exhaust time or
+// stack.
+//
+// Choices the contract leaves open, fixed here:
+//   - window {size: W} is the causal window j in [i-W+1, i] whatever the
+//     causal flag; window {left, right} is j in [i-left, i+right].
+//   - dilated without causal is symmetric: |i-j| mod stride == 0 and, with
+//     size, |i-j|/stride <= size-1.
+//   - document may only be the whole mask or an operand of the top-level
+//     intersect, so every kept pair lies in one document and
+//     document-local positions are well defined. Document ids are
+//     non-decreasing (one run per document). At and Classify treat the
+//     sequence as one document; AtDocs and ClassifyDocs take the ids.
+//   - head_dim defaults to 128; causal defaults to true.
+//
+// # Evaluation and classification
+//
+// A Pattern is a mask plus its causal flag. At(i, j) evaluates it exactly on
+// absolute positions (Row maps a query row to its bottom-right aligned
+// position). Keys lists the keys of one row as arithmetic progressions, for
+// counting and reachability without an S x S matrix.
+//
+// Classify(q0, q1, k0, k1) returns Empty, Partial or FullT for a tile by
+// interval arithmetic, in time independent of the tile's size. Each
+// primitive, with the causal flag folded in, is classified exactly: full,
+// window and dilated through the interval of distances i-j the tile covers
+// (every distance in [q0-k1, q1-k0] occurs in a rectangle), global through
+// its key bound, block and bridge through the range of blocks both sides of
+// the tile touch, checking only the first and last of them (the blocks in
+// between are always non-empty). Combinators are sound but can be
+// conservative: a union is Full when an operand is, and an intersection is
+// Empty when an operand is, so a union of partial operands that together
+// cover the tile (block with its bridge at a block boundary, window with a
+// dilated pattern) or an intersection of partial operands that never meet
+// (block with bridge, two windows that miss each other) is reported
+// Partial. The property tests measure how often that happens on random
+// nested masks (well under 1% of random tiles).
+package spec

@@ -1,0 +1,3 @@
+// Package spectest owns random mask generation for property tests shared by
+// several packages.
+package spectest

@@ -1,0 +1,130 @@
+package verify
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/attngen/attngen/spec"
+)
+
+// Shape describes one attention call. Tensors are laid out
+// [batch, heads, seq, head_dim], row-major. Query head h reads key/value head
+// h / (HeadsQ/HeadsKV) (grouped-query attention). Query row r sits at
+// absolute position r + SeqK - SeqQ (bottom-right aligned).
+type Shape struct {
+	Batch, HeadsQ, HeadsKV int
+	SeqQ, SeqK, HeadDim    int
+	// Scale multiplies the scores; 0 means 1/sqrt(HeadDim).
+	Scale float64
+}
+
+// Validate reports a shape no kernel can run.
+func (s Shape) Validate() error {
+	switch {
+	case s.Batch < 1 || s.HeadsQ < 1 || s.HeadsKV < 1 || s.SeqQ < 1 || s.SeqK < 1 || s.HeadDim < 1:
+		return fmt.Errorf("shape %+v: every dimension must be at least 1", s)
+	case s.HeadsQ%s.HeadsKV != 0:
+		return fmt.Errorf("shape: HeadsQ = %d is not a multiple of HeadsKV = %d", s.HeadsQ, s.HeadsKV)
+	case s.SeqQ > s.SeqK:
+		return fmt.Errorf("shape: SeqQ = %d exceeds SeqK = %d (queries are the last SeqQ positions of the keys)", s.SeqQ, s.SeqK)
+	case math.IsNaN(s.Scale) || math.IsInf(s.Scale, 0):
+		return fmt.Errorf("shape: scale %v is not finite", s.Scale)
+	}
+	return nil
+}
+
+// Sizes returns the number of elements of q (and out), of k (and v), and of lse.
+func (s Shape) Sizes() (q, kv, lse int) {
+	return s.Batch * s.HeadsQ * s.SeqQ * s.HeadDim, s.Batch * s.HeadsKV * s.SeqK * s.HeadDim, s.Batch * s.HeadsQ * s.SeqQ
+}
+
+// EffScale is the scale the call uses.
+func (s Shape) EffScale() float64 {
+	if s.Scale == 0 {
+		return 1 / math.Sqrt(float64(s.HeadDim))
+	}
+	return s.Scale
+}
+
+// checkInputs validates the shape, the slice lengths and the document ids.
+func checkInputs(s Shape, q, k, v int, docs *spec.Docs) error {
+	if err := s.Validate(); err != nil {
+		return err
+	}
+	nq, nkv, _ := s.Sizes()
+	switch {
+	case q < nq:
+		return fmt.Errorf("q has %d elements, shape needs %d", q, nq)
+	case k < nkv:
+		return fmt.Errorf("k has %d elements, shape needs %d", k, nkv)
+	case v < nkv:
+		return fmt.Errorf("v has %d elements, shape needs %d", v, nkv)
+	case docs != nil && docs.Len() < s.SeqK:
+		return fmt.Errorf("document ids cover %d positions, shape needs SeqK = %d", docs.Len(), s.SeqK)
+	}
+	return nil
+}
+
+// Reference computes masked attention in float64: for each batch, query head
+// and query row, softmax over the kept keys of scale*q.k, times v. It returns
+// the output ([batch, heads_q, seq_q, head_dim]) and the natural-log
+// log-sum-exp of the scaled scores per row. A row with no kept key has output
+// 0 and log-sum-exp -Inf. The mask is evaluated row by row (docs may be nil);
+// nothing of size SeqQ x SeqK is stored.
+func Reference(p spec.Pattern, docs *spec.Docs, q, k, v []float32, s Shape) (out, lse []float64, err error) {
+	if err := checkInputs(s, len(q), len(k), len(v), docs); err != nil {
+		return nil, nil, err
+	}
+	nq, _, nl := s.Sizes()
+	out, lse = make([]float64, nq), make([]float64, nl)
+	D, scale := s.HeadDim, s.EffScale()
+	group := s.HeadsQ / s.HeadsKV
+	scores := make([]float64, s.SeqK)
+	kept := make([]int, 0, s.SeqK)
+	acc := make([]float64, D)
+	for b := 0; b < s.Batch; b++ {
+		for h := 0; h < s.HeadsQ; h++ {
+			kvBase := (b*s.HeadsKV + h/group) * s.SeqK * D
+			for r := 0; r < s.SeqQ; r++ {
+				row := (b*s.HeadsQ+h)*s.SeqQ + r
+				qr := q[row*D : row*D+D]
+				i := spec.Row(r, s.SeqQ, s.SeqK)
+				kept = kept[:0]
+				m := math.Inf(-1)
+				for j := 0; j < s.SeqK; j++ {
+					if !p.AtDocs(i, j, docs) {
+						continue
+					}
+					kj := k[kvBase+j*D : kvBase+j*D+D]
+					dot := 0.0
+					for d := range qr {
+						dot += float64(qr[d]) * float64(kj[d])
+					}
+					scores[j] = dot * scale
+					kept = append(kept, j)
+					m = math.Max(m, scores[j])
+				}
+				o := out[row*D : row*D+D]
+				if len(kept) == 0 {
+					lse[row] = math.Inf(-1)
+					continue
+				}
+				clear(acc)
+				sum := 0.0
+				for _, j := range kept {
+					w := math.Exp(scores[j] - m)
+					sum += w
+					vj := v[kvBase+j*D : kvBase+j*D+D]
+					for d := range acc {
+						acc[d] += w * float64(vj[d])
+					}
+				}
+				for d := range o {
+					o[d] = acc[d] / sum
+				}
+				lse[row] = m + math.Log(sum)
+			}
+		}
+	}
+	return out, lse, nil
+}
