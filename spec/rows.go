@@ -1,5 +1,7 @@
 package spec
 
+import "slices"
+
 // Prog is the arithmetic progression {Lo, Lo+Step, ..., <= Hi} of key
 // positions; Step >= 1 and Lo <= Hi for a non-empty Prog.
 type Prog struct{ Lo, Hi, Step int }
@@ -117,3 +119,103 @@ func extGCD(a, b int) (g, x, y int) {
 	g, x1, y1 := extGCD(b, a%b)
 	return g, y1, x1 - (a/b)*y1
 }
+
+// CountKeys is the number of distinct positions in [lo, hi] covered by the
+// progressions (which may overlap). Step-1 intervals are merged; one
+// progression of larger step is counted by inclusion-exclusion against them;
+// several fall back to marking positions.
+func CountKeys(gs []Prog, lo, hi int) int {
+	var ivs []Prog
+	var strided []Prog
+	for _, g := range gs {
+		if g = intersectProg(g, Prog{lo, hi, 1}); g.Lo > g.Hi {
+			continue
+		}
+		if g.Step == 1 {
+			ivs = append(ivs, g)
+		} else {
+			strided = append(strided, g)
+		}
+	}
+	merged := mergeIntervals(ivs)
+	total := 0
+	for _, iv := range merged {
+		total += iv.Hi - iv.Lo + 1
+	}
+	switch len(strided) {
+	case 0:
+		return total
+	case 1:
+		g := strided[0]
+		total += g.Count()
+		for _, iv := range merged {
+			lo := max(iv.Lo, g.Lo)
+			lo += ((g.Lo-lo)%g.Step + g.Step) % g.Step
+			if hi := min(iv.Hi, g.Hi); lo <= hi {
+				total -= (hi-lo)/g.Step + 1
+			}
+		}
+		return total
+	}
+	seen := make([]bool, hi-lo+1)
+	count := 0
+	mark := func(g Prog) {
+		for j := g.Lo; j <= g.Hi; j += g.Step {
+			if !seen[j-lo] {
+				seen[j-lo] = true
+				count++
+			}
+		}
+	}
+	for _, g := range merged {
+		mark(g)
+	}
+	for _, g := range strided {
+		mark(g)
+	}
+	return count
+}
+
+// mergeIntervals sorts step-1 progressions and merges overlapping or
+// adjacent ones.
+func mergeIntervals(ivs []Prog) []Prog {
+	if len(ivs) <= 1 {
+		return ivs
+	}
+	out := append([]Prog(nil), ivs...)
+	slices.SortFunc(out, func(a, b Prog) int { return a.Lo - b.Lo })
+	k := 0
+	for _, iv := range out[1:] {
+		if iv.Lo <= out[k].Hi+1 {
+			out[k].Hi = max(out[k].Hi, iv.Hi)
+		} else {
+			k++
+			out[k] = iv
+		}
+	}
+	return out[:k+1]
+}
+
+// ClassifyExact classifies a tile by counting its kept pairs row by row from
+// the key progressions: exact for every mask (one document, like At), in
+// time proportional to the tile's height, not its area. Planners use it to
+// refine a Partial answer of Classify for combined masks.
+func (p Pattern) ClassifyExact(q0, q1, k0, k1 int) Class {
+	var buf [16]Prog
+	kept := 0
+	for i := q0; i <= q1; i++ {
+		kept += CountKeys(p.Keys(buf[:0], i, k1+1), k0, k1)
+	}
+	switch kept {
+	case 0:
+		return Empty
+	case (q1 - q0 + 1) * (k1 - k0 + 1):
+		return FullT
+	}
+	return Partial
+}
+
+// Exact reports whether Classify is exact for this pattern: true for a
+// single primitive, false where a union or intersection may answer Partial
+// for an empty or full tile.
+func (p Pattern) Exact() bool { return p.Mask.Op != OpUnion && p.Mask.Op != OpIntersect }

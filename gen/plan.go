@@ -1,0 +1,241 @@
+package gen
+
+import (
+	"fmt"
+
+	"github.com/attngen/attngen/spec"
+)
+
+// Target is what an emitter tells the planner: its name and the tile sizes
+// it runs at for a head dimension. The planner decides everything else.
+type Target interface {
+	Name() string
+	TileSizes(headDim int) (q, k int)
+}
+
+// Tiles is a Target with fixed tile sizes, for tools and tests.
+type Tiles struct {
+	TargetName string
+	Q, K       int
+}
+
+func (t Tiles) Name() string             { return t.TargetName }
+func (t Tiles) TileSizes(int) (q, k int) { return t.Q, t.K }
+func (t Tiles) String() string           { return fmt.Sprintf("%s %dx%d", t.TargetName, t.Q, t.K) }
+
+var _ Target = Tiles{}
+
+// LayoutKind says how positions are arranged before tiling.
+type LayoutKind uint8
+
+const (
+	// Identity tiles positions in order.
+	Identity LayoutKind = iota
+	// Residue gathers positions by i mod Stride: class c holds c, c+Stride,
+	// c+2*Stride, ... in order. A dilated mask only pairs positions of one
+	// class, and inside a class it is causal (or a window), so the tiles
+	// visited are dense (MASKS.md section 5).
+	Residue
+)
+
+func (k LayoutKind) String() string {
+	if k == Residue {
+		return "residue"
+	}
+	return "identity"
+}
+
+// Layout is a position permutation applied to queries, keys and values.
+type Layout struct {
+	Kind   LayoutKind
+	Stride int // Residue only
+}
+
+// Plan is everything an emitter needs, as data: the pattern the tiles run on
+// (after the layout transform), the tile sizes, the layout and the
+// partial-tile predicate. The tile schedule for a call's lengths follows
+// from it (Segments, Visit) in time proportional to the tiles visited.
+type Plan struct {
+	Name    string       // spec name
+	Source  spec.Pattern // the spec's mask, on absolute positions
+	Pattern spec.Pattern // the mask inside one segment of the layout
+	Layout  Layout
+	Target  string
+	TileQ   int
+	TileK   int
+	HeadDim int
+	Pred    *Pred // evaluated on partial tiles only, on segment positions
+}
+
+// Pass is one step of plan construction.
+type Pass interface {
+	Name() string
+	Run(p *Plan) error
+}
+
+type passFunc struct {
+	name string
+	run  func(*Plan) error
+}
+
+func (f passFunc) Name() string      { return f.name }
+func (f passFunc) Run(p *Plan) error { return f.run(p) }
+
+// Pipeline is the declared list of passes Compile runs, in order.
+var Pipeline = []Pass{
+	passFunc{"layout", passLayout},
+	passFunc{"tiles", passTiles},
+	passFunc{"predicate", passPredicate},
+}
+
+// Compile builds the plan of a spec for a target, running Pipeline. If
+// dump is not nil it is called with the plan after each pass.
+func Compile(s *spec.Spec, t Target, dump func(pass string, p *Plan)) (*Plan, error) {
+	p := &Plan{Name: s.Name, Source: s.Pattern(), Pattern: s.Pattern(), Target: t.Name(), HeadDim: s.HeadDim}
+	p.TileQ, p.TileK = t.TileSizes(s.HeadDim)
+	for _, ps := range Pipeline {
+		if err := ps.Run(p); err != nil {
+			return nil, fmt.Errorf("plan %s, pass %s: %w", s.Name, ps.Name(), err)
+		}
+		if dump != nil {
+			dump(ps.Name(), p)
+		}
+	}
+	return p, nil
+}
+
+// passLayout chooses the residue layout for a dilated mask whose stride is
+// below the key tile: inside each residue class the mask becomes causal
+// attention (or a window of Size taps).
+func passLayout(p *Plan) error {
+	m := p.Source.Mask
+	if m.Op != spec.OpDilated || m.Stride <= 1 || m.Stride >= p.TileK {
+		return nil
+	}
+	p.Layout = Layout{Kind: Residue, Stride: m.Stride}
+	inner := spec.Full()
+	switch {
+	case m.Size > 0 && p.Source.Causal:
+		inner = spec.Window(m.Size)
+	case m.Size > 0:
+		inner = spec.WindowLR(m.Size-1, m.Size-1)
+	}
+	p.Pattern = spec.Pattern{Mask: inner, Causal: p.Source.Causal}
+	return nil
+}
+
+func passTiles(p *Plan) error {
+	if p.TileQ < 1 || p.TileK < 1 {
+		return fmt.Errorf("target %s: tile sizes %dx%d must be positive", p.Target, p.TileQ, p.TileK)
+	}
+	return nil
+}
+
+func passPredicate(p *Plan) error {
+	p.Pred = LowerPred(p.Pattern)
+	return p.Pred.Check()
+}
+
+// Segment is one independent attention problem of the layout: queries
+// [0, SeqQ) and keys [0, SeqK) of the segment, bottom-right aligned, whose
+// positions map back to absolute positions Offset + Stride*x. The identity
+// layout has one segment with Stride 1.
+type Segment struct {
+	SeqQ, SeqK     int
+	Offset, Stride int
+}
+
+// Abs maps a segment position to its absolute position.
+func (s Segment) Abs(x int) int { return s.Offset + s.Stride*x }
+
+// Segments splits a call with sq queries and sk keys (sq <= sk) into the
+// layout's segments. Segments without queries are left out.
+func (p *Plan) Segments(sq, sk int) []Segment {
+	if p.Layout.Kind != Residue {
+		return []Segment{{SeqQ: sq, SeqK: sk, Offset: 0, Stride: 1}}
+	}
+	st, off := p.Layout.Stride, sk-sq
+	var out []Segment
+	for c := 0; c < st && c < sk; c++ {
+		nk := (sk - c + st - 1) / st     // keys c, c+st, ... < sk
+		first := max(0, (off-c+st-1)/st) // first class member that is a query
+		if nq := nk - first; nq > 0 {
+			out = append(out, Segment{SeqQ: nq, SeqK: nk, Offset: c, Stride: st})
+		}
+	}
+	return out
+}
+
+// TileRef is one key tile a query tile visits.
+type TileRef struct {
+	K     int // key tile index: keys [K*TileK, min((K+1)*TileK, SeqK))
+	Class spec.Class
+}
+
+// Visit appends the key tiles query tile qt of a segment visits, in
+// increasing order, each Full or Partial; empty tiles never appear. It
+// enumerates only the key tiles inside the mask's key spans, so its cost is
+// proportional to the tiles visited, never to SeqK/TileK.
+func (p *Plan) Visit(dst []TileRef, seg Segment, qt int, spans []spec.Span) ([]TileRef, []spec.Span) {
+	r0 := qt * p.TileQ
+	r1 := min(r0+p.TileQ, seg.SeqQ) - 1
+	off := seg.SeqK - seg.SeqQ
+	q0, q1 := r0+off, r1+off
+	spans = p.Pattern.KeySpans(spans[:0], q0, q1, seg.SeqK)
+	last := -1
+	for _, s := range spans {
+		for kt := max(s.Lo/p.TileK, last+1); kt <= s.Hi/p.TileK; kt++ {
+			k0 := kt * p.TileK
+			k1 := min(k0+p.TileK, seg.SeqK) - 1
+			c := p.Pattern.Classify(q0, q1, k0, k1)
+			if c == spec.Partial && !p.Pattern.Exact() {
+				c = p.Pattern.ClassifyExact(q0, q1, k0, k1)
+			}
+			if c != spec.Empty {
+				dst = append(dst, TileRef{kt, c})
+			}
+			last = kt
+		}
+	}
+	return dst, spans
+}
+
+// QueryTiles is the number of query tiles of a segment.
+func (p *Plan) QueryTiles(seg Segment) int { return (seg.SeqQ + p.TileQ - 1) / p.TileQ }
+
+// Stats summarizes the schedule of a call.
+type Stats struct {
+	SeqQ, SeqK    int
+	Segments      int
+	QueryTiles    int
+	Full, Partial int   // visited key tiles by class
+	Empty         int64 // key tiles never visited
+	VisitedPairs  int64 // pairs inside visited tiles
+}
+
+// Stats walks the whole schedule of a call with sq queries and sk keys.
+func (p *Plan) Stats(sq, sk int) Stats {
+	st := Stats{SeqQ: sq, SeqK: sk}
+	var refs []TileRef
+	var spans []spec.Span
+	for _, seg := range p.Segments(sq, sk) {
+		st.Segments++
+		nq, nk := p.QueryTiles(seg), (seg.SeqK+p.TileK-1)/p.TileK
+		st.QueryTiles += nq
+		for qt := 0; qt < nq; qt++ {
+			refs, spans = p.Visit(refs[:0], seg, qt, spans)
+			rows := int64(min(qt*p.TileQ+p.TileQ, seg.SeqQ) - qt*p.TileQ)
+			for _, r := range refs {
+				cols := int64(min(r.K*p.TileK+p.TileK, seg.SeqK) - r.K*p.TileK)
+				st.VisitedPairs += rows * cols
+				if r.Class == spec.FullT {
+					st.Full++
+				} else {
+					st.Partial++
+				}
+			}
+			st.Empty += int64(nk - len(refs))
+		}
+	}
+	return st
+}

@@ -1,0 +1,122 @@
+package spec
+
+import "slices"
+
+// Span is an inclusive interval of key positions.
+type Span struct{ Lo, Hi int }
+
+// KeySpans appends to dst sorted, disjoint intervals of key positions in
+// [0, n) that contain every key some query position in [q0, q1] may attend
+// (a superset, as tight as interval arithmetic per primitive allows). Its
+// cost is proportional to the number of intervals returned, which is at most
+// one per block or stride period the keys touch, so enumerating the key
+// tiles inside the spans costs about the number of tiles a planner visits.
+func (p Pattern) KeySpans(dst []Span, q0, q1, n int) []Span {
+	hi := n - 1
+	if p.Causal {
+		hi = min(hi, q1)
+	}
+	spans := p.Mask.spans(nil, q0, q1, p.Causal, hi)
+	start := len(dst)
+	for _, s := range spans {
+		s.Lo, s.Hi = max(s.Lo, 0), min(s.Hi, hi)
+		if s.Lo <= s.Hi {
+			dst = append(dst, s)
+		}
+	}
+	return append(dst[:start], mergeSpans(dst[start:])...)
+}
+
+func mergeSpans(s []Span) []Span {
+	if len(s) <= 1 {
+		return s
+	}
+	slices.SortFunc(s, func(a, b Span) int { return a.Lo - b.Lo })
+	k := 0
+	for _, x := range s[1:] {
+		if x.Lo <= s[k].Hi+1 {
+			s[k].Hi = max(s[k].Hi, x.Hi)
+		} else {
+			k++
+			s[k] = x
+		}
+	}
+	return s[:k+1]
+}
+
+func (m *Mask) spans(dst []Span, q0, q1 int, causal bool, hiKey int) []Span {
+	switch m.Op {
+	case OpFull, OpDocument:
+		return append(dst, Span{0, inf})
+	case OpWindow:
+		return append(dst, Span{q0 - m.Left, q1 + m.Right})
+	case OpBlock:
+		return append(dst, Span{floorDiv(q0, m.Size) * m.Size, floorDiv(q1, m.Size)*m.Size + m.Size - 1})
+	case OpBridge:
+		b := m.Block
+		nlo := max(1, ceilDiv(q0-m.Targets+1, b))
+		nhi := floorDiv(q1, b)
+		if m.Sources == b && nlo <= nhi {
+			return append(dst, Span{nlo*b - b, nhi*b - 1})
+		}
+		for n := nlo; n <= nhi; n++ {
+			lo := n*b - m.Sources
+			if m.MaxDistance > 0 {
+				lo = max(lo, max(n*b, q0)-m.MaxDistance)
+			}
+			dst = append(dst, Span{lo, n*b - 1})
+		}
+		return dst
+	case OpDilated:
+		// Keys j = i - k*stride for the allowed k: rows [q0, q1] shifted by
+		// k*stride. Shifts closer than the tile height merge into one span.
+		st := m.Stride
+		kmin, kmax := -inf, inf
+		if m.Size > 0 {
+			kmin, kmax = -(m.Size - 1), m.Size-1
+		}
+		if causal {
+			kmin = 0
+		}
+		kmin = max(kmin, ceilDiv(q0-hiKey, st))
+		kmax = min(kmax, floorDiv(q1, st))
+		if kmin > kmax {
+			return dst
+		}
+		if st <= q1-q0+1 {
+			return append(dst, Span{q0 - kmax*st, q1 - kmin*st})
+		}
+		for k := kmax; k >= kmin; k-- {
+			dst = append(dst, Span{q0 - k*st, q1 - k*st})
+		}
+		return dst
+	case OpGlobal:
+		return append(dst, Span{0, m.Tokens - 1})
+	case OpUnion:
+		for _, a := range m.Args {
+			dst = a.spans(dst, q0, q1, causal, hiKey)
+		}
+		return dst
+	case OpIntersect:
+		cur := mergeSpans(m.Args[0].spans(nil, q0, q1, causal, hiKey))
+		for _, a := range m.Args[1:] {
+			other := mergeSpans(a.spans(nil, q0, q1, causal, hiKey))
+			var next []Span
+			x, y := 0, 0
+			for x < len(cur) && y < len(other) {
+				lo, hi := max(cur[x].Lo, other[y].Lo), min(cur[x].Hi, other[y].Hi)
+				if lo <= hi {
+					next = append(next, Span{lo, hi})
+				}
+				if cur[x].Hi < other[y].Hi {
+					x++
+				} else {
+					y++
+				}
+			}
+			cur = next
+		}
+		return append(dst, cur...)
+	}
+	panic("BUG: unknown op " + m.Op.String())
+}
