@@ -19,6 +19,9 @@ Commands:
   attngen reach -spec F -layers L -seq S -max-distance D [-json] [-o coverage.png|.svg]
                                           reachability coverage of the layer schedule
 
+  attngen plan  -spec F -seq S [-seq-q Q] [-tile-q T] [-tile-k T] [-dump PASS]
+                                          print the tiled plan and its schedule
+
 Run 'attngen COMMAND -h' for a command's flags.
 `
 
@@ -44,6 +47,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		"check": cmdCheck,
 		"show":  cmdShow,
 		"reach": cmdReach,
+		"plan":  cmdPlan,
 	}
 	cmd, ok := cmds[args[0]]
 	if !ok {

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/attngen/attngen/gen"
+	"github.com/attngen/attngen/verify"
+)
+
+func cmdPlan(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("plan", stderr)
+	path := fs.String("spec", "", "spec file (YAML)")
+	seq := fs.Int("seq", 4096, "key length (and query length unless -seq-q is given)")
+	seqQ := fs.Int("seq-q", 0, "query length (default: -seq); queries are the last positions")
+	tq := fs.Int("tile-q", 64, "query tile size")
+	tk := fs.Int("tile-k", 64, "key tile size")
+	first := fs.Int("first", 8, "print the schedule of this many first query tiles")
+	dump := fs.String("dump", "", "print the plan after this pass ("+passNames()+") and stop")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *seqQ == 0 {
+		*seqQ = *seq
+	}
+	if err := positive("seq", *seq, "seq-q", *seqQ, "tile-q", *tq, "tile-k", *tk); err != nil {
+		return err
+	}
+	if *seqQ > *seq {
+		return fmt.Errorf("-seq-q %d exceeds -seq %d (queries are the last -seq-q of the keys)", *seqQ, *seq)
+	}
+	if *dump != "" && !strings.Contains(","+passNames()+",", ","+*dump+",") {
+		return fmt.Errorf("-dump %q: no such pass (want one of %s)", *dump, passNames())
+	}
+	s, err := loadSpec(*path, stderr)
+	if err != nil {
+		return err
+	}
+	var dumped bool
+	p, err := gen.Compile(s, gen.Tiles{TargetName: "generic", Q: *tq, K: *tk}, func(pass string, p *gen.Plan) {
+		if pass == *dump {
+			fmt.Fprintf(stdout, "# after pass %s\n", pass)
+			if p.Pred == nil {
+				fmt.Fprintf(stdout, "plan %s\ntarget %s\nhead_dim %d\ntiles %d %d\nsource causal=%v %s\nlayout %s %d\npattern causal=%v %s\n",
+					p.Name, p.Target, p.HeadDim, p.TileQ, p.TileK, p.Source.Causal, p.Source.Mask, p.Layout.Kind, p.Layout.Stride, p.Pattern.Causal, p.Pattern.Mask)
+			} else {
+				fmt.Fprint(stdout, p.Text(0, 0, 0))
+			}
+			dumped = true
+		}
+	})
+	if err != nil {
+		return err
+	}
+	if dumped {
+		return nil
+	}
+	fmt.Fprint(stdout, p.Text(*seqQ, *seq, *first))
+	kept := verify.KeptPairs(s.Pattern(), *seqQ, *seq)
+	st := p.Stats(*seqQ, *seq)
+	fmt.Fprintf(stdout, "# kept pairs %d, density %.6f of all pairs; visited tiles hold %.4f kept pairs per pair computed\n",
+		kept, float64(kept)/float64(*seqQ)/float64(*seq), float64(kept)/float64(max(st.VisitedPairs, 1)))
+	return nil
+}
+
+func passNames() string {
+	var names []string
+	for _, p := range gen.Pipeline {
+		names = append(names, p.Name())
+	}
+	return strings.Join(names, ",")
+}

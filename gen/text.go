@@ -1,0 +1,228 @@
+package gen
+
+import (
+	"bufio"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/attngen/attngen/spec"
+)
+
+// Dump is a plan with the schedule of one call, as printed by Text and read
+// back by ParseText.
+type Dump struct {
+	Plan  *Plan
+	Stats Stats
+	// First lists the visited key tiles of the first query tiles of the
+	// first segment.
+	First [][]TileRef
+}
+
+// Text prints the plan and the schedule of a call with sq queries and sk
+// keys: counts of tiles by class and the key tiles of the first `first`
+// query tiles of the first segment. ParseText reads it back.
+func (p *Plan) Text(sq, sk, first int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "plan %s\n", p.Name)
+	fmt.Fprintf(&b, "target %s\n", p.Target)
+	fmt.Fprintf(&b, "head_dim %d\n", p.HeadDim)
+	fmt.Fprintf(&b, "tiles %d %d\n", p.TileQ, p.TileK)
+	fmt.Fprintf(&b, "source causal=%v %s\n", p.Source.Causal, p.Source.Mask)
+	fmt.Fprintf(&b, "layout %s %d\n", p.Layout.Kind, p.Layout.Stride)
+	fmt.Fprintf(&b, "pattern causal=%v %s\n", p.Pattern.Causal, p.Pattern.Mask)
+	fmt.Fprintf(&b, "predicate %d\n", len(p.Pred.Insts))
+	for _, line := range strings.Split(strings.TrimSuffix(p.Pred.String(), "\n"), "\n") {
+		fmt.Fprintf(&b, "  %s\n", line)
+	}
+	if sq < 1 {
+		return b.String()
+	}
+	st := p.Stats(sq, sk)
+	fmt.Fprintf(&b, "call seq_q %d seq_k %d\n", sq, sk)
+	fmt.Fprintf(&b, "segments %d\n", st.Segments)
+	fmt.Fprintf(&b, "query_tiles %d\n", st.QueryTiles)
+	fmt.Fprintf(&b, "key_tiles full %d partial %d empty %d\n", st.Full, st.Partial, st.Empty)
+	fmt.Fprintf(&b, "visited_pairs %d\n", st.VisitedPairs)
+	segs := p.Segments(sq, sk)
+	n := min(first, p.QueryTiles(segs[0]))
+	fmt.Fprintf(&b, "first %d\n", n)
+	var refs []TileRef
+	var spans []spec.Span
+	for qt := 0; qt < n; qt++ {
+		refs, spans = p.Visit(refs[:0], segs[0], qt, spans)
+		fmt.Fprintf(&b, "  q%d:", qt)
+		for _, r := range refs {
+			c := "P"
+			if r.Class == spec.FullT {
+				c = "F"
+			}
+			fmt.Fprintf(&b, " %d%s", r.K, c)
+		}
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// ParseText reads what Text printed.
+func ParseText(text string) (*Dump, error) {
+	d := &Dump{Plan: &Plan{}}
+	p := d.Plan
+	sc := bufio.NewScanner(strings.NewReader(text))
+	sc.Buffer(make([]byte, 1<<20), 1<<26)
+	line := 0
+	next := func() ([]string, string, bool) {
+		if !sc.Scan() {
+			return nil, "", false
+		}
+		line++
+		return strings.Fields(sc.Text()), sc.Text(), true
+	}
+	bad := func(what string) error { return fmt.Errorf("plan text line %d: %s", line, what) }
+	ints := func(f []string, want ...string) ([]int, error) {
+		var out []int
+		for k, w := range want {
+			if w != "" {
+				if k >= len(f) || f[k] != w {
+					return nil, bad(fmt.Sprintf("want %q", strings.Join(want, " ")))
+				}
+				continue
+			}
+			if k >= len(f) {
+				return nil, bad("missing number")
+			}
+			v, err := strconv.Atoi(f[k])
+			if err != nil {
+				return nil, bad(fmt.Sprintf("bad number %q", f[k]))
+			}
+			out = append(out, v)
+		}
+		if len(f) != len(want) {
+			return nil, bad("extra fields")
+		}
+		return out, nil
+	}
+	pattern := func(raw, key string) (spec.Pattern, error) {
+		rest, ok := strings.CutPrefix(raw, key+" causal=")
+		if !ok {
+			return spec.Pattern{}, bad("want " + key)
+		}
+		flag, mask, _ := strings.Cut(rest, " ")
+		s, err := spec.Parse("plan", []byte(fmt.Sprintf("name: x\ncausal: %s\nmask: %s\n", flag, mask)))
+		if err != nil {
+			return spec.Pattern{}, bad(fmt.Sprintf("%s: %v", key, err))
+		}
+		return s.Pattern(), nil
+	}
+	f, raw, _ := next()
+	if len(f) != 2 || f[0] != "plan" {
+		return nil, bad("want \"plan NAME\"")
+	}
+	p.Name = f[1]
+	if f, _, _ = next(); len(f) != 2 || f[0] != "target" {
+		return nil, bad("want \"target NAME\"")
+	}
+	p.Target = f[1]
+	f, _, _ = next()
+	v, err := ints(f, "head_dim", "")
+	if err != nil {
+		return nil, err
+	}
+	p.HeadDim = v[0]
+	f, _, _ = next()
+	if v, err = ints(f, "tiles", "", ""); err != nil {
+		return nil, err
+	}
+	p.TileQ, p.TileK = v[0], v[1]
+	_, raw, _ = next()
+	if p.Source, err = pattern(raw, "source"); err != nil {
+		return nil, err
+	}
+	f, _, _ = next()
+	if len(f) != 3 || f[0] != "layout" {
+		return nil, bad("want \"layout KIND STRIDE\"")
+	}
+	switch f[1] {
+	case "identity":
+	case "residue":
+		p.Layout.Kind = Residue
+	default:
+		return nil, bad("unknown layout " + f[1])
+	}
+	if p.Layout.Stride, err = strconv.Atoi(f[2]); err != nil {
+		return nil, bad("bad stride")
+	}
+	_, raw, _ = next()
+	if p.Pattern, err = pattern(raw, "pattern"); err != nil {
+		return nil, err
+	}
+	f, _, _ = next()
+	if v, err = ints(f, "predicate", ""); err != nil {
+		return nil, err
+	}
+	var pred strings.Builder
+	for k := 0; k < v[0]; k++ {
+		if _, raw, ok := next(); ok {
+			pred.WriteString(strings.TrimSpace(raw) + "\n")
+		}
+	}
+	if p.Pred, err = ParsePred(pred.String()); err != nil {
+		return nil, bad(err.Error())
+	}
+	f, _, ok := next()
+	if !ok {
+		return d, nil
+	}
+	st := &d.Stats
+	if v, err = ints(f, "call", "seq_q", "", "seq_k", ""); err != nil {
+		return nil, err
+	}
+	st.SeqQ, st.SeqK = v[0], v[1]
+	f, _, _ = next()
+	if v, err = ints(f, "segments", ""); err != nil {
+		return nil, err
+	}
+	st.Segments = v[0]
+	f, _, _ = next()
+	if v, err = ints(f, "query_tiles", ""); err != nil {
+		return nil, err
+	}
+	st.QueryTiles = v[0]
+	f, _, _ = next()
+	if v, err = ints(f, "key_tiles", "full", "", "partial", "", "empty", ""); err != nil {
+		return nil, err
+	}
+	st.Full, st.Partial, st.Empty = v[0], v[1], int64(v[2])
+	f, _, _ = next()
+	if v, err = ints(f, "visited_pairs", ""); err != nil {
+		return nil, err
+	}
+	st.VisitedPairs = int64(v[0])
+	f, _, _ = next()
+	if v, err = ints(f, "first", ""); err != nil {
+		return nil, err
+	}
+	for qt := 0; qt < v[0]; qt++ {
+		f, _, _ := next()
+		if len(f) == 0 || f[0] != fmt.Sprintf("q%d:", qt) {
+			return nil, bad(fmt.Sprintf("want \"q%d:\"", qt))
+		}
+		refs := []TileRef{}
+		for _, t := range f[1:] {
+			if len(t) < 2 {
+				return nil, bad("bad tile " + t)
+			}
+			k, err := strconv.Atoi(t[:len(t)-1])
+			c := map[byte]spec.Class{'F': spec.FullT, 'P': spec.Partial}[t[len(t)-1]]
+			if err != nil || c == spec.Empty {
+				return nil, bad("bad tile " + t)
+			}
+			refs = append(refs, TileRef{k, c})
+		}
+		d.First = append(d.First, refs)
+	}
+	if _, _, ok := next(); ok {
+		return nil, bad("trailing text")
+	}
+	return d, nil
+}

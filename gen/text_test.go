@@ -1,0 +1,52 @@
+package gen
+
+import (
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/attngen/attngen/spec"
+)
+
+// TestTextRoundTrip: the printed plan parses back to the same plan, stats
+// and schedule, for every example spec.
+func TestTextRoundTrip(t *testing.T) {
+	files, _ := filepath.Glob("../spec/examples/*.yaml")
+	for _, f := range files {
+		s, err := spec.ParseFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := Compile(s, Tiles{"generic", 64, 64}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := p.Text(1000, 1500, 6)
+		d, err := ParseText(text)
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", f, err, text)
+		}
+		q := d.Plan
+		if q.Name != p.Name || q.Target != p.Target || q.TileQ != p.TileQ || q.TileK != p.TileK || q.HeadDim != p.HeadDim ||
+			q.Layout != p.Layout || !q.Source.Mask.Equal(p.Source.Mask) || q.Source.Causal != p.Source.Causal ||
+			!q.Pattern.Mask.Equal(p.Pattern.Mask) || q.Pattern.Causal != p.Pattern.Causal || q.Pred.String() != p.Pred.String() {
+			t.Fatalf("%s: plan changed through text:\n%s", f, text)
+		}
+		if d.Stats != p.Stats(1000, 1500) {
+			t.Fatalf("%s: stats %+v, want %+v", f, d.Stats, p.Stats(1000, 1500))
+		}
+		seg := p.Segments(1000, 1500)[0]
+		for qt, refs := range d.First {
+			want, _ := p.Visit(nil, seg, qt, nil)
+			if !reflect.DeepEqual(refs, append([]TileRef{}, want...)) {
+				t.Fatalf("%s: q tile %d: %v, want %v", f, qt, refs, want)
+			}
+		}
+		if q2 := strings.Replace(text, "tiles 64 64", "tiles 64", 1); q2 != text {
+			if _, err := ParseText(q2); err == nil {
+				t.Fatalf("%s: malformed text accepted", f)
+			}
+		}
+	}
+}
