@@ -61,7 +61,7 @@ func (p Pattern) ClassifyDocs(q0, q1, k0, k1 int, d *Docs) Class {
 func classifyDist(q0, q1, k0, k1, lo, hi, step int) Class {
 	a, b := q0-k1, q1-k0
 	x, y := max(a, lo), min(b, hi)
-	if x > y || ceilDiv(x, step)*step > y {
+	if x > y || (step > 1 && ceilDiv(x, step)*step > y) {
 		return Empty
 	}
 	if a >= lo && b <= hi && (step == 1 || (a == b && mod(a, step) == 0)) {
