@@ -5,5 +5,4 @@ import (
 	"io"
 )
 
-func cmdShow(args []string, stdout, stderr io.Writer) error  { return errors.New("not yet") }
 func cmdReach(args []string, stdout, stderr io.Writer) error { return errors.New("not yet") }
