@@ -4,4 +4,4 @@ go 1.26.0
 
 require go.yaml.in/yaml/v3 v3.0.6
 
-require golang.org/x/image v0.48.0 // indirect
+require golang.org/x/image v0.48.0

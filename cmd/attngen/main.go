@@ -14,7 +14,7 @@ const usage = `attngen: fused sparse-attention kernels from mask specs
 
 Commands:
   attngen check -spec F [-seq N]          validate F, print the normalized mask and its density
-  attngen show  -spec F -seq N -tile T [-o mask.png|mask.svg]
+  attngen show  -spec F -seq N -tile T [-o mask.png|mask.svg] [-width W]
                                           draw the mask and its tile classes
   attngen reach -spec F -layers L -seq S -max-distance D [-json] [-o coverage.png|.svg]
                                           reachability coverage of the layer schedule
