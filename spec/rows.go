@@ -14,6 +14,9 @@ func (g Prog) Count() int {
 	return (g.Hi-g.Lo)/g.Step + 1
 }
 
+// Clip returns the part of g within [lo, hi] (empty when Lo > Hi).
+func (g Prog) Clip(lo, hi int) Prog { return intersectProg(g, Prog{lo, hi, 1}) }
+
 // Keys appends to dst the key positions j in [0, n) that query position i may
 // attend, as progressions (which may overlap), treating the sequence as one
 // document. Its cost depends on the mask's size, not on n.
@@ -128,7 +131,7 @@ func CountKeys(gs []Prog, lo, hi int) int {
 	var ivs []Prog
 	var strided []Prog
 	for _, g := range gs {
-		if g = intersectProg(g, Prog{lo, hi, 1}); g.Lo > g.Hi {
+		if g = g.Clip(lo, hi); g.Lo > g.Hi {
 			continue
 		}
 		if g.Step == 1 {
@@ -137,7 +140,7 @@ func CountKeys(gs []Prog, lo, hi int) int {
 			strided = append(strided, g)
 		}
 	}
-	merged := mergeIntervals(ivs)
+	merged := MergeRuns(ivs)
 	total := 0
 	for _, iv := range merged {
 		total += iv.Hi - iv.Lo + 1
@@ -176,13 +179,12 @@ func CountKeys(gs []Prog, lo, hi int) int {
 	return count
 }
 
-// mergeIntervals sorts step-1 progressions and merges overlapping or
-// adjacent ones.
-func mergeIntervals(ivs []Prog) []Prog {
-	if len(ivs) <= 1 {
-		return ivs
+// MergeRuns sorts step-1 progressions in place and merges overlapping or
+// adjacent ones, returning the disjoint runs in order.
+func MergeRuns(out []Prog) []Prog {
+	if len(out) <= 1 {
+		return out
 	}
-	out := append([]Prog(nil), ivs...)
 	slices.SortFunc(out, func(a, b Prog) int { return a.Lo - b.Lo })
 	k := 0
 	for _, iv := range out[1:] {

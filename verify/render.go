@@ -174,7 +174,7 @@ func Density(p spec.Pattern, n, cell int) *DensityGrid {
 					strided = append(strided, g)
 				}
 			}
-			ivs = picMerge(ivs)
+			ivs = spec.MergeRuns(ivs)
 			for _, iv := range ivs {
 				picAddRun(acc, diff, iv.Lo, iv.Hi, cell)
 			}
@@ -184,7 +184,7 @@ func Density(p spec.Pattern, n, cell int) *DensityGrid {
 				s := strided[0]
 				picAddProg(acc, s, cell, 1)
 				for _, iv := range ivs {
-					if x := picClipProg(s, iv.Lo, iv.Hi); x.Lo <= x.Hi {
+					if x := s.Clip(iv.Lo, iv.Hi); x.Lo <= x.Hi {
 						picAddProg(acc, x, cell, -1)
 					}
 				}
@@ -319,31 +319,6 @@ func picAddProg(acc []int64, g spec.Prog, cell int, sign int64) {
 	}
 }
 
-// clipProg is the part of g within [lo, hi].
-func picClipProg(g spec.Prog, lo, hi int) spec.Prog {
-	first := max(lo, g.Lo)
-	first += picMod(g.Lo-first, g.Step)
-	return spec.Prog{Lo: first, Hi: min(hi, g.Hi), Step: g.Step}
-}
-
-// mergeInPlace sorts step-1 runs and merges overlapping or adjacent ones.
-func picMerge(ivs []spec.Prog) []spec.Prog {
-	if len(ivs) <= 1 {
-		return ivs
-	}
-	slices.SortFunc(ivs, func(a, b spec.Prog) int { return a.Lo - b.Lo })
-	k := 0
-	for _, iv := range ivs[1:] {
-		if iv.Lo <= ivs[k].Hi+1 {
-			ivs[k].Hi = max(ivs[k].Hi, iv.Hi)
-		} else {
-			k++
-			ivs[k] = iv
-		}
-	}
-	return ivs[:k+1]
-}
-
 // inRuns reports whether j lies in one of the sorted, disjoint runs.
 func picInRuns(ivs []spec.Prog, j int) bool {
 	k, _ := slices.BinarySearchFunc(ivs, j, func(iv spec.Prog, j int) int {
@@ -366,7 +341,6 @@ func picFloorDiv(a, b int) int {
 	return q
 }
 
-func picMod(a, b int) int     { return a - picFloorDiv(a, b)*b }
 func picCeilDiv(a, b int) int { return -picFloorDiv(-a, b) }
 
 // MaskImageOptions configures WriteMaskPNG and WriteMaskSVG.
