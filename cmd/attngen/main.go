@@ -50,6 +50,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		"plan":  cmdPlan,
 	}
 	cmd, ok := cmds[args[0]]
+	if !ok && len(args[0]) > 1 && args[0][0] == '-' {
+		fmt.Fprintf(stderr, "attngen: kernel generation (attngen -spec F) is not built yet; use check, show, reach or plan\n\n%s", usage)
+		return 2
+	}
 	if !ok {
 		fmt.Fprintf(stderr, "attngen: unknown command %q\n\n%s", args[0], usage)
 		return 2
