@@ -18,9 +18,9 @@ Commands:
                                           draw the mask and its tile classes
   attngen reach -spec F -layers L -seq S -max-distance D [-json] [-o coverage.png|.svg]
                                           reachability coverage of the layer schedule
-
   attngen plan  -spec F -seq S [-seq-q Q] [-tile-q T] [-tile-k T] [-dump PASS]
                                           print the tiled plan and its schedule
+
 
 Run 'attngen COMMAND -h' for a command's flags.
 `
