@@ -21,7 +21,6 @@ Commands:
   attngen plan  -spec F -seq S [-seq-q Q] [-tile-q T] [-tile-k T] [-dump PASS]
                                           print the tiled plan and its schedule
 
-
 Run 'attngen COMMAND -h' for a command's flags.
 `
 
