@@ -1,15 +1,18 @@
 package spec
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"go/token"
+	"io"
 	"math"
 	"os"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -101,9 +104,18 @@ func Parse(file string, data []byte) (s *Spec, err error) {
 			s, err = nil, ErrorList{{Pos{file, 1, 1}, fmt.Sprintf("cannot parse YAML: %v", r)}}
 		}
 	}()
+	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, ErrorList{p.yamlError(err)}
+	if err := dec.Decode(&doc); err != nil && err != io.EOF {
+		return nil, ErrorList{p.yamlError(data, err)}
+	}
+	// A second document would be silently ignored: reject it, and report a
+	// syntax error after the first document too.
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err == nil {
+		p.errorf(&extra, "spec: a second YAML document starts here; a spec file holds one document")
+	} else if err != io.EOF {
+		p.errs = append(p.errs, p.yamlError(data, err))
 	}
 	s = p.spec(&doc)
 	if len(p.errs) > 0 {
@@ -123,18 +135,96 @@ func (p *parser) errorf(n *yaml.Node, format string, args ...any) {
 	p.errs = append(p.errs, &Error{p.pos(n), fmt.Sprintf(format, args...)})
 }
 
-var yamlLine = regexp.MustCompile(`line (\d+)`)
+var yamlLine = regexp.MustCompile(`^line (\d+): `)
 
-func (p *parser) yamlError(err error) *Error {
+// yamlError positions a syntax error. The YAML library reports only a line,
+// and for parser (as opposed to scanner) errors that line is the 0-based line
+// of the enclosing construct; so the line is found again as the one after the
+// longest prefix of whole lines that is valid YAML, and the column is that
+// line's first non-blank character. Past a parsing budget (large files) the
+// library's line is kept.
+func (p *parser) yamlError(data []byte, err error) *Error {
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")
 	line := 1
 	if m := yamlLine.FindStringSubmatch(msg); m != nil {
-		if n, err := strconv.Atoi(m[1]); err == nil {
+		msg = msg[len(m[0]):]
+		if n, err := strconv.Atoi(m[1]); err == nil && n >= 1 {
 			line = n
-			msg = strings.TrimPrefix(strings.TrimPrefix(msg, m[0]), ": ")
 		}
 	}
-	return &Error{Pos{p.file, line, 1}, "invalid YAML: " + msg}
+	col := 1
+	if l, ok := syntaxErrorLine(data); ok {
+		line = l
+		col = firstNonBlank(data, l)
+	}
+	return &Error{Pos{p.file, line, col}, "invalid YAML: " + msg}
+}
+
+// syntaxErrorBudget bounds the bytes syntaxErrorLine parses in all.
+const syntaxErrorBudget = 256 << 10
+
+// syntaxErrorLine returns 1 + the largest number of leading whole lines of
+// data that parse as YAML, given that data as a whole does not.
+func syntaxErrorLine(data []byte) (int, bool) {
+	var starts []int // starts[k] is the offset of line k+2 (1-based)
+	for k, c := range data {
+		if c == '\n' && k+1 < len(data) {
+			starts = append(starts, k+1)
+		}
+	}
+	budget := syntaxErrorBudget
+	for k := len(starts) - 1; k >= 0; k-- {
+		budget -= starts[k]
+		if budget < 0 {
+			return 0, false
+		}
+		if validYAML(data[:starts[k]]) {
+			return k + 2, true
+		}
+	}
+	return 1, true
+}
+
+// validYAML reports whether every document in b parses.
+func validYAML(b []byte) (ok bool) {
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	for {
+		var n yaml.Node
+		switch err := dec.Decode(&n); err {
+		case nil:
+		case io.EOF:
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+// firstNonBlank is the column of the first character of line (1-based) that
+// is not a space, or 1.
+func firstNonBlank(data []byte, line int) int {
+	off := 0
+	for l := 1; l < line; l++ {
+		k := bytes.IndexByte(data[off:], '\n')
+		if k < 0 {
+			return 1
+		}
+		off += k + 1
+	}
+	col := 1
+	for off < len(data) && data[off] == ' ' {
+		off++
+		col++
+	}
+	if off >= len(data) || data[off] == '\n' || data[off] == '\r' {
+		return 1
+	}
+	return col
 }
 
 var topKeys = []string{"name", "mask", "causal", "head_dim", "schedule", "masks"}
@@ -163,6 +253,7 @@ func (p *parser) spec(doc *yaml.Node) *Spec {
 		s.Name = v
 	}
 	var schedNode *yaml.Node
+	defined := map[string]bool{} // names in masks, valid or not
 	if n := fields["masks"]; n != nil {
 		if n.Kind != yaml.MappingNode {
 			p.errorf(n, "masks: want a mapping from name to mask, got %s", describe(n))
@@ -171,18 +262,20 @@ func (p *parser) spec(doc *yaml.Node) *Spec {
 				kn, vn := n.Content[k], n.Content[k+1]
 				name, ok := p.str(kn, "masks key")
 				if !ok {
+					p.mask(vn, "masks entry", 0)
 					continue
 				}
+				defined[name] = true
 				switch {
 				case name == "mask" || name == "full":
-					p.errorf(kn, "masks: name %q is reserved for the schedule", name)
+					p.errorf(kn, "masks: name %q is reserved for the schedule", clip(name))
 				case !token.IsIdentifier(name):
-					p.errorf(kn, "masks: name %q is not an identifier", name)
+					p.errorf(kn, "masks: name %q is not an identifier", clip(name))
 				case s.Masks[name] != nil:
-					p.errorf(kn, "masks: duplicate name %q", name)
+					p.errorf(kn, "masks: duplicate name %q", clip(name))
 				}
-				if m := p.mask(vn, "masks."+name, 0); m != nil {
-					p.checkDocument(m, "masks."+name)
+				if m := p.mask(vn, "masks."+clip(name), 0); m != nil {
+					p.checkDocument(m, "masks."+clip(name))
 					if _, dup := s.Masks[name]; !dup {
 						s.Masks[name] = m
 					}
@@ -197,10 +290,17 @@ func (p *parser) spec(doc *yaml.Node) *Spec {
 		s.Mask = m
 	}
 	if n := fields["causal"]; n != nil {
-		if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" {
+		// YAML 1.2 booleans only: yes, no, on, off are strings (and an
+		// explicit !!bool tag does not make them booleans).
+		switch v := n.Value; {
+		case n.Kind != yaml.ScalarNode || n.Tag != "!!bool":
 			p.errorf(n, "causal: want true or false, got %s", describe(n))
-		} else {
-			s.Causal = n.Value == "true" || n.Value == "True" || n.Value == "TRUE"
+		case v == "true" || v == "True" || v == "TRUE":
+			s.Causal = true
+		case v == "false" || v == "False" || v == "FALSE":
+			s.Causal = false
+		default:
+			p.errorf(n, "causal: want true or false, got %q", clip(v))
 		}
 	}
 	if n := fields["head_dim"]; n != nil {
@@ -222,8 +322,8 @@ func (p *parser) spec(doc *yaml.Node) *Spec {
 				if !ok {
 					continue
 				}
-				if v != "mask" && v != "full" && s.Masks[v] == nil {
-					p.errorf(e, "schedule: unknown entry %q (want mask, full, or a name from masks)", v)
+				if v != "mask" && v != "full" && !defined[v] {
+					p.errorf(e, "schedule: unknown entry %q (want mask, full, or a name from masks)", clip(v))
 					continue
 				}
 				s.Schedule = append(s.Schedule, ScheduleEntry{v, p.pos(e)})
@@ -233,26 +333,33 @@ func (p *parser) spec(doc *yaml.Node) *Spec {
 	return s
 }
 
-// noAlias rejects anchors' aliases anywhere in the tree: they would let a
-// small file name an exponentially large mask.
+// maxNodeDepth bounds the YAML nesting walked before masks are parsed; a mask
+// nested MaxDepth deep is about 2*MaxDepth levels of YAML.
+const maxNodeDepth = 4*MaxDepth + 16
+
+// noAlias rejects anchors' aliases anywhere in the tree (every one is
+// reported): they would let a small file name an exponentially large mask.
+// It also rejects YAML nested far deeper than any valid spec, once.
 func (p *parser) noAlias(n *yaml.Node) bool {
-	ok := true
+	ok, depthErr := true, false
 	var walk func(n *yaml.Node, depth int)
 	walk = func(n *yaml.Node, depth int) {
 		if n.Kind == yaml.AliasNode {
-			p.errorf(n, "aliases (*%s) are not supported in specs; write the mask out", n.Value)
+			p.errorf(n, "aliases (*%s) are not supported in specs; write the mask out", bare(n.Value))
 			ok = false
 			return
 		}
-		if depth > 4*MaxDepth+16 {
-			p.errorf(n, "spec nested too deeply (more than %d levels)", 4*MaxDepth+16)
+		if depth > maxNodeDepth {
+			p.errorf(n, "spec nested too deeply (more than %d levels of YAML)", maxNodeDepth)
 			ok = false
+			depthErr = true
 			return
 		}
 		for _, c := range n.Content {
-			if ok {
-				walk(c, depth+1)
+			if depthErr {
+				return
 			}
+			walk(c, depth+1)
 		}
 	}
 	walk(n, 0)
@@ -270,11 +377,11 @@ func (p *parser) mapping(n *yaml.Node, what string, allowed []string) map[string
 			continue
 		}
 		if !contains(allowed, key) {
-			p.errorf(kn, "%s: unknown key %q (want %s)", what, key, strings.Join(allowed, ", "))
+			p.errorf(kn, "%s: unknown key %q (want %s)", what, clip(key), strings.Join(allowed, ", "))
 			continue
 		}
 		if out[key] != nil {
-			p.errorf(kn, "%s: duplicate key %q", what, key)
+			p.errorf(kn, "%s: duplicate key %q", what, clip(key))
 			continue
 		}
 		out[key] = vn
@@ -299,23 +406,35 @@ func (p *parser) str(n *yaml.Node, what string) (string, bool) {
 	return n.Value, true
 }
 
-// integer reads a plain integer scalar in [0, MaxInt].
+// integer reads a plain decimal integer with magnitude at most MaxInt (the
+// caller checks the sign). Quoted numbers, floats, and the forms YAML
+// libraries disagree on (0100 is 64 to YAML 1.1 and 100 to YAML 1.2; 0x10,
+// 0o17, 1_000) are errors.
 func (p *parser) integer(n *yaml.Node, what string) (int, bool) {
-	if n.Kind != yaml.ScalarNode || (n.Tag != "!!int" && n.Tag != "!!float") || n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle) != 0 {
+	// Digits too many even for a float resolve to a string; they are still
+	// an integer that overflows.
+	overflow := n.Kind == yaml.ScalarNode && n.Tag == "!!str" && n.Style == 0 && decimalInt.MatchString(n.Value)
+	if !overflow && (n.Kind != yaml.ScalarNode || (n.Tag != "!!int" && n.Tag != "!!float") || n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle) != 0) {
 		p.errorf(n, "%s: want an integer, got %s", what, describe(n))
 		return 0, false
 	}
-	v, err := strconv.ParseInt(strings.ReplaceAll(n.Value, "_", ""), 0, 64)
-	if errors.Is(err, strconv.ErrRange) || (err == nil && (v > MaxInt || v < -MaxInt)) {
-		p.errorf(n, "%s: integer %s out of range (at most %d)", what, n.Value, MaxInt)
+	if !decimalInt.MatchString(n.Value) {
+		if n.Tag == "!!float" {
+			p.errorf(n, "%s: want an integer, got %s", what, describe(n))
+		} else {
+			p.errorf(n, "%s: want a decimal integer without leading zeros or underscores, got %s", what, describe(n))
+		}
 		return 0, false
 	}
-	if err != nil {
-		p.errorf(n, "%s: want an integer, got %s", what, describe(n))
+	v, err := strconv.ParseInt(n.Value, 10, 64)
+	if err != nil || v > MaxInt || v < -MaxInt {
+		p.errorf(n, "%s: integer %s out of range (at most %d)", what, bare(n.Value), MaxInt)
 		return 0, false
 	}
 	return int(v), true
 }
+
+var decimalInt = regexp.MustCompile(`^[-+]?(0|[1-9][0-9]*)$`)
 
 func describe(n *yaml.Node) string {
 	switch n.Kind {
@@ -326,15 +445,16 @@ func describe(n *yaml.Node) string {
 	case yaml.AliasNode:
 		return "an alias"
 	case yaml.ScalarNode:
-		v := n.Value
-		if len(v) > 40 {
-			v = v[:40] + "..."
-		}
 		switch n.Tag {
 		case "!!null":
 			return "nothing (null)"
 		case "!!str":
-			return fmt.Sprintf("the string %q", v)
+			return fmt.Sprintf("the string %q", clip(n.Value))
+		}
+		// Plain scalars resolved to these tags are one word; an explicit
+		// tag (!!int "a b") may hold anything.
+		v := bare(n.Value)
+		switch n.Tag {
 		case "!!int":
 			return "the integer " + v
 		case "!!float":
@@ -342,9 +462,27 @@ func describe(n *yaml.Node) string {
 		case "!!bool":
 			return "the boolean " + v
 		}
-		return fmt.Sprintf("%s %q", n.Tag, v)
+		return fmt.Sprintf("%q tagged %q", clip(n.Value), clip(n.Tag))
 	}
 	return "an empty document"
+}
+
+// clip shortens a value quoted in a message.
+func clip(v string) string {
+	if len(v) > 40 {
+		return v[:40] + "..."
+	}
+	return v
+}
+
+// bare is clip for a value written without quotes: quoted after all when it
+// holds spaces or unprintable characters, so that a message stays one line.
+func bare(v string) string {
+	v = clip(v)
+	if strings.ContainsFunc(v, func(r rune) bool { return !unicode.IsGraphic(r) || unicode.IsSpace(r) }) {
+		return strconv.Quote(v)
+	}
+	return v
 }
 
 // checkPackageName accepts names usable as an importable Go package:
@@ -357,11 +495,11 @@ func checkPackageName(v string) error {
 	for k, r := range v {
 		ok := (r >= 'a' && r <= 'z') || (k > 0 && ((r >= '0' && r <= '9') || r == '_'))
 		if !ok {
-			return fmt.Errorf("%q is not a valid Go package name (lower-case letters, digits and _, starting with a letter)", v)
+			return fmt.Errorf("%q is not a valid Go package name (lower-case letters, digits and _, starting with a letter)", clip(v))
 		}
 	}
 	if token.IsKeyword(v) || v == "main" {
-		return fmt.Errorf("%q cannot be a package name", v)
+		return fmt.Errorf("%q cannot be a package name", clip(v))
 	}
 	return nil
 }
@@ -389,9 +527,15 @@ func (p *parser) mask(n *yaml.Node, what string, depth int) *Mask {
 		return nil
 	}
 	if len(n.Content) > 2 {
-		k1, _ := p.kindName(n.Content[0])
-		k2, _ := p.kindName(n.Content[2])
-		p.errorf(n.Content[2], "%s: two primitives in one map (%s and %s); combine them with union or intersect", what, k1, k2)
+		k1, ok1 := p.kindName(n.Content[0])
+		k2, ok2 := p.kindName(n.Content[2])
+		switch {
+		case !ok1 || !ok2:
+		case k1 == k2:
+			p.errorf(n.Content[2], "%s: duplicate key %q", what, clip(k2))
+		default:
+			p.errorf(n.Content[2], "%s: two primitives in one map (%s and %s); combine them with union or intersect", what, clip(k1), clip(k2))
+		}
 		return nil
 	}
 	kind, ok := p.kindName(n.Content[0])
@@ -399,7 +543,7 @@ func (p *parser) mask(n *yaml.Node, what string, depth int) *Mask {
 		return nil
 	}
 	if !contains(allKinds, kind) {
-		p.errorf(n.Content[0], "%s: unknown mask kind %q (want one of %s)", what, kind, strings.Join(allKinds, ", "))
+		p.errorf(n.Content[0], "%s: unknown mask kind %q (want one of %s)", what, clip(kind), strings.Join(allKinds, ", "))
 		return nil
 	}
 	v := n.Content[1]
@@ -464,15 +608,18 @@ type params struct {
 }
 
 func (pr *params) allow(keys ...string) {
+	if len(keys) == 0 && pr.node.Kind == yaml.MappingNode && len(pr.node.Content) > 0 {
+		pr.p.errorf(pr.node.Content[0], "%s: takes no parameters; write {}", pr.what)
+		pr.failed = true
+		pr.fields = map[string]*yaml.Node{}
+		return
+	}
 	if pr.node.Kind == yaml.MappingNode {
 		n := len(pr.p.errs)
 		pr.fields = pr.p.mapping(pr.node, pr.what, keys)
 		pr.failed = pr.failed || len(pr.p.errs) > n
 	} else {
 		pr.fields = map[string]*yaml.Node{}
-	}
-	if len(keys) == 0 && pr.node.Kind == yaml.MappingNode && len(pr.node.Content) > 0 {
-		pr.failed = true
 	}
 }
 
@@ -524,7 +671,8 @@ func (p *parser) primitive(kind string, pr *params, pos Pos) *Mask {
 		case pr.has("size"):
 			m.Left = pr.get("size", true, 1, MaxInt, maxStr()) - 1
 		case pr.has("left") || pr.has("right"):
-			m.Left = pr.get("left", true, 0, MaxInt, maxStr())
+			// left+1 is the size String writes for right = 0.
+			m.Left = pr.get("left", true, 0, MaxInt-1, strconv.Itoa(MaxInt-1))
 			m.Right = pr.get("right", true, 0, MaxInt, maxStr())
 		default:
 			p.errorf(pr.node, "%s: missing parameter size (or left and right)", pr.what)

@@ -1,0 +1,904 @@
+package spec_test
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/attngen/attngen/spec"
+	"github.com/attngen/attngen/spec/spectest"
+)
+
+// lines joins its arguments as the lines of a file, so that argument k is
+// line k+1 and positions in the tables below can be read off directly.
+func lines(ls ...string) string { return strings.Join(ls, "\n") + "\n" }
+
+// wantErr is one expected error: its exact position and substrings of its
+// message, the first naming the field.
+type wantErr struct {
+	line, col int
+	has       []string
+}
+
+func at(line, col int, has ...string) wantErr { return wantErr{line, col, has} }
+
+type errCase struct {
+	name string
+	src  string
+	want []wantErr
+}
+
+// base is a valid spec the error cases add one fault to.
+const base = "name: a\nmask: {full: {}}\n"
+
+// errCases holds one malformed spec per kind of error, and more. The fuzz
+// target seeds its corpus from it too.
+var errCases = []errCase{
+	// YAML itself.
+	{"syntax: unclosed flow mapping", lines("name: a", "mask: {full: {}", "head_dim: 64"),
+		[]wantErr{at(2, 1, "invalid YAML", "did not find expected ',' or '}'")}},
+	{"syntax: unclosed flow sequence", lines("name: a", "mask:", "  union: [{full: {}}", "causal: true"),
+		[]wantErr{at(3, 3, "invalid YAML", "did not find expected ',' or ']'")}},
+	{"syntax: bad indentation", lines("name: a", "mask:", "  block:", "    size: 4", " head_dim: 64"),
+		[]wantErr{at(5, 2, "invalid YAML", "did not find expected key")}},
+	{"syntax: tab indentation", lines("name: a", "mask: {full: {}}", "\tcausal: true"),
+		[]wantErr{at(3, 1, "invalid YAML", "found character that cannot start any token")}},
+	{"syntax: unterminated string", lines("name: a", "mask: {full: {}}", `head_dim: "64`),
+		[]wantErr{at(3, 1, "invalid YAML", "unexpected end of stream")}},
+	{"syntax: mapping value in plain scalar", lines("name: a: b", "mask: {full: {}}"),
+		[]wantErr{at(1, 1, "invalid YAML", "mapping values are not allowed")}},
+	{"syntax: control character", "name: a\x01\nmask: {full: {}}\n",
+		[]wantErr{at(1, 1, "invalid YAML", "control characters are not allowed")}},
+	{"syntax: error on a later line", lines("name: a", "mask:", "  window: {size: 4}", "causal: true", "head_dim: [64"),
+		[]wantErr{at(5, 1, "invalid YAML")}},
+	{"syntax: too deep for YAML", "name: a\nmask: " + strings.Repeat("[", 20000) + "\n",
+		[]wantErr{at(2, 1, "invalid YAML", "exceeded max depth")}},
+	{"empty file", "", []wantErr{at(1, 1, "empty spec")}},
+	{"only comments", "# nothing here\n\n", []wantErr{at(1, 1, "empty spec")}},
+	{"only a document marker", "---\n", []wantErr{at(2, 1, "spec: want a mapping", "got nothing (null)")}},
+	{"top level is a list", lines("- name: a", "- mask: {full: {}}"),
+		[]wantErr{at(1, 1, "spec: want a mapping", "got a list")}},
+	{"top level is a string", "hello\n", []wantErr{at(1, 1, "spec: want a mapping", `got the string "hello"`)}},
+	{"second document", lines("name: a", "mask: {full: {}}", "---", "name: b", "mask: {full: {}}"),
+		[]wantErr{at(3, 1, "second YAML document")}},
+	{"syntax error in a second document", lines("name: a", "mask: {full: {}}", "---", "[", "causal: x"),
+		[]wantErr{at(4, 1, "invalid YAML")}},
+
+	// Top-level fields.
+	{"unknown top-level key", base + "colour: red\n",
+		[]wantErr{at(3, 1, `spec: unknown key "colour"`, "want name, mask, causal, head_dim, schedule, masks")}},
+	{"misspelt top-level key", lines("name: a", "mask: {full: {}}", "headdim: 64"),
+		[]wantErr{at(3, 1, `spec: unknown key "headdim"`)}},
+	{"missing name and mask", "causal: true\n",
+		[]wantErr{at(1, 1, "spec: missing field name"), at(1, 1, "spec: missing field mask")}},
+	{"missing mask", "name: a\n", []wantErr{at(1, 1, "spec: missing field mask")}},
+	{"duplicate top-level key", lines("name: a", "mask: {full: {}}", "name: b"),
+		[]wantErr{at(3, 1, `spec: duplicate key "name"`)}},
+	{"top-level key is an integer", base + "5: x\n",
+		[]wantErr{at(3, 1, "spec key: want a string", "got the integer 5")}},
+	{"top-level key is a boolean", base + "true: x\n",
+		[]wantErr{at(3, 1, "spec key: want a string", "got the boolean true")}},
+	{"top-level key is a list", base + "? [a]\n: x\n",
+		[]wantErr{at(3, 3, "spec key: want a string", "got a list")}},
+	{"name is an integer", "name: 5\nmask: {full: {}}\n",
+		[]wantErr{at(1, 7, "name: want a string", "got the integer 5")}},
+	{"name is null", "name:\nmask: {full: {}}\n",
+		[]wantErr{at(1, 6, "name: want a string", "got nothing (null)")}},
+	{"name with a dash", "name: my-kernel\nmask: {full: {}}\n",
+		[]wantErr{at(1, 7, "name:", `"my-kernel" is not a valid Go package name`)}},
+	{"name with upper case", "name: Bridge\nmask: {full: {}}\n",
+		[]wantErr{at(1, 7, "name:", `"Bridge" is not a valid Go package name`)}},
+	{"name starting with a digit", "name: 2fast\nmask: {full: {}}\n",
+		[]wantErr{at(1, 7, "name:", `"2fast" is not a valid Go package name`)}},
+	{"name starting with underscore", "name: _x\nmask: {full: {}}\n",
+		[]wantErr{at(1, 7, "name:", `"_x" is not a valid Go package name`)}},
+	{"name not ASCII", "name: café\nmask: {full: {}}\n",
+		[]wantErr{at(1, 7, "name:", "is not a valid Go package name")}},
+	{"name is a keyword", "name: func\nmask: {full: {}}\n",
+		[]wantErr{at(1, 7, "name:", `"func" cannot be a package name`)}},
+	{"name is main", "name: main\nmask: {full: {}}\n",
+		[]wantErr{at(1, 7, "name:", `"main" cannot be a package name`)}},
+	{"name is empty", "name: ''\nmask: {full: {}}\n",
+		[]wantErr{at(1, 7, "name: empty")}},
+
+	// causal: YAML 1.2 booleans only.
+	{"causal yes", base + "causal: yes\n", []wantErr{at(3, 9, "causal: want true or false", `got the string "yes"`)}},
+	{"causal no", base + "causal: no\n", []wantErr{at(3, 9, "causal: want true or false", `got the string "no"`)}},
+	{"causal on", base + "causal: on\n", []wantErr{at(3, 9, "causal: want true or false", `got the string "on"`)}},
+	{"causal off", base + "causal: off\n", []wantErr{at(3, 9, "causal: want true or false", `got the string "off"`)}},
+	{"causal y", base + "causal: y\n", []wantErr{at(3, 9, "causal: want true or false", `got the string "y"`)}},
+	{"causal 1", base + "causal: 1\n", []wantErr{at(3, 9, "causal: want true or false", "got the integer 1")}},
+	{"causal quoted", base + "causal: \"true\"\n", []wantErr{at(3, 9, "causal: want true or false", `got the string "true"`)}},
+	{"causal tagged yes", base + "causal: !!bool yes\n", []wantErr{at(3, 9, "causal: want true or false", `got "yes"`)}},
+	{"causal list", base + "causal: [true]\n", []wantErr{at(3, 9, "causal: want true or false", "got a list")}},
+	{"causal null", base + "causal:\n", []wantErr{at(3, 8, "causal: want true or false", "got nothing (null)")}},
+
+	// head_dim.
+	{"head_dim 96", base + "head_dim: 96\n", []wantErr{at(3, 11, "head_dim: 96 is not supported", "want 64 or 128")}},
+	{"head_dim 0", base + "head_dim: 0\n", []wantErr{at(3, 11, "head_dim: 0 is not supported")}},
+	{"head_dim negative", base + "head_dim: -64\n", []wantErr{at(3, 11, "head_dim: -64 is not supported")}},
+	{"head_dim quoted", base + "head_dim: \"128\"\n", []wantErr{at(3, 11, "head_dim: want an integer", `got the string "128"`)}},
+	{"head_dim float", base + "head_dim: 128.0\n", []wantErr{at(3, 11, "head_dim: want an integer", "got the number 128.0")}},
+	{"head_dim hex", base + "head_dim: 0x80\n", []wantErr{at(3, 11, "head_dim: want a decimal integer", "0x80")}},
+	{"head_dim overflow", base + "head_dim: 99999999999999999999\n",
+		[]wantErr{at(3, 11, "head_dim: integer 99999999999999999999 out of range", "at most 2147483647")}},
+	{"head_dim mapping", base + "head_dim: {size: 64}\n", []wantErr{at(3, 11, "head_dim: want an integer", "got a mapping")}},
+
+	// schedule.
+	{"schedule not a list", base + "schedule: mask\n",
+		[]wantErr{at(3, 11, "schedule: want a list of layer entries", `got the string "mask"`)}},
+	{"schedule a mapping", base + "schedule: {mask: 1}\n",
+		[]wantErr{at(3, 11, "schedule: want a list", "got a mapping")}},
+	{"schedule empty", base + "schedule: []\n", []wantErr{at(3, 11, "schedule: empty")}},
+	{"schedule unknown entry", base + "schedule: [mask, wide, full]\n",
+		[]wantErr{at(3, 18, `schedule: unknown entry "wide"`, "want mask, full, or a name from masks")}},
+	{"schedule entry not a string", base + "schedule: [mask, 3]\n",
+		[]wantErr{at(3, 18, "schedule entry: want a string", "got the integer 3")}},
+	{"schedule entry a mapping", lines("name: a", "mask: {full: {}}", "schedule:", "  - mask", "  - {window: {size: 4}}"),
+		[]wantErr{at(5, 5, "schedule entry: want a string", "got a mapping")}},
+	{"schedule names an invalid extra mask", lines("name: a", "mask: {full: {}}", "schedule: [mask, wide]", "masks:", "  wide: {window: {size: 0}}"),
+		[]wantErr{at(5, 25, "masks.wide.window.size: 0 is out of range")}},
+
+	// masks.
+	{"masks not a mapping", base + "masks: [a]\n",
+		[]wantErr{at(3, 8, "masks: want a mapping from name to mask", "got a list")}},
+	{"masks reserved name mask", base + "masks: {mask: {full: {}}}\n",
+		[]wantErr{at(3, 9, `masks: name "mask" is reserved`)}},
+	{"masks reserved name full", base + "masks:\n  full: {window: {size: 4}}\n",
+		[]wantErr{at(4, 3, `masks: name "full" is reserved`)}},
+	{"masks name not an identifier", base + "masks: {my-mask: {full: {}}}\n",
+		[]wantErr{at(3, 9, `masks: name "my-mask" is not an identifier`)}},
+	{"masks key not a string", base + "masks: {5: {block: {size: 0}}}\n",
+		[]wantErr{at(3, 9, "masks key: want a string", "got the integer 5"), at(3, 27, "masks entry.block.size: 0 is out of range")}},
+	{"masks duplicate name", base + "masks:\n  w: {full: {}}\n  w: {window: {size: 2}}\n",
+		[]wantErr{at(5, 3, `masks: duplicate name "w"`)}},
+	{"masks bad entry", base + "masks:\n  w: {window: {size: 0}}\n",
+		[]wantErr{at(4, 22, "masks.w.window.size: 0 is out of range (at least 1)")}},
+
+	// The mask's structure.
+	{"mask null", "name: a\nmask:\n", []wantErr{at(2, 6, "mask: want a mapping with one of full, window", "got nothing (null)")}},
+	{"mask a string", "name: a\nmask: window\n", []wantErr{at(2, 7, "mask: want a mapping", `got the string "window"`)}},
+	{"mask a list", "name: a\nmask: [full]\n", []wantErr{at(2, 7, "mask: want a mapping", "got a list")}},
+	{"mask empty mapping", "name: a\nmask: {}\n", []wantErr{at(2, 7, "mask: empty mapping")}},
+	{"unknown mask kind", "name: a\nmask: {sliding_window: {size: 4}}\n",
+		[]wantErr{at(2, 8, `mask: unknown mask kind "sliding_window"`, "want one of full, window, block, bridge, dilated, global, document, union, intersect, pbb, se_bridge, streaming, strided")}},
+	{"two primitives in one map", lines("name: a", "mask:", "  block: {size: 4}", "  window: {size: 2}"),
+		[]wantErr{at(4, 3, "mask: two primitives in one map (block and window)", "union or intersect")}},
+	{"two primitives in a union operand", lines("name: a", "mask:", "  union:", "    - {block: {size: 4}, global: {tokens: 1}}"),
+		[]wantErr{at(4, 26, "mask.union[0]: two primitives in one map (block and global)")}},
+	{"duplicate primitive key", "name: a\nmask: {block: {size: 4}, block: {size: 8}}\n",
+		[]wantErr{at(2, 26, `mask: duplicate key "block"`)}},
+	{"mask kind not a string", "name: a\nmask: {5: {}}\n",
+		[]wantErr{at(2, 8, "mask kind: want a name", "got the integer 5")}},
+	{"parameters not a mapping", "name: a\nmask: {block: 4}\n",
+		[]wantErr{at(2, 15, "mask.block: want a mapping of parameters", "got the integer 4")}},
+	{"parameters a list", "name: a\nmask: {window: [4]}\n",
+		[]wantErr{at(2, 16, "mask.window: want a mapping of parameters", "got a list")}},
+	{"unknown parameter", "name: a\nmask: {block: {size: 4, stride: 2}}\n",
+		[]wantErr{at(2, 25, `mask.block: unknown key "stride"`, "want size")}},
+	{"duplicate parameter", "name: a\nmask: {block: {size: 4, size: 8}}\n",
+		[]wantErr{at(2, 25, `mask.block: duplicate key "size"`)}},
+	{"parameter key not a string", "name: a\nmask: {block: {4: 4}}\n",
+		[]wantErr{at(2, 15, "mask.block: missing parameter size"), at(2, 16, "mask.block key: want a string", "got the integer 4")}},
+	{"full with a parameter", "name: a\nmask: {full: {size: 4}}\n",
+		[]wantErr{at(2, 15, "mask.full: takes no parameters")}},
+	{"document with a parameter", "name: a\nmask: {document: {ids: x}}\n",
+		[]wantErr{at(2, 19, "mask.document: takes no parameters")}},
+	{"full with a scalar", "name: a\nmask: {full: true}\n",
+		[]wantErr{at(2, 14, "mask.full: want a mapping of parameters", "got the boolean true")}},
+
+	// window.
+	{"window size 0", "name: a\nmask: {window: {size: 0}}\n",
+		[]wantErr{at(2, 23, "mask.window.size: 0 is out of range (at least 1)")}},
+	{"window size and left", "name: a\nmask: {window: {size: 4, left: 2}}\n",
+		[]wantErr{at(2, 16, "mask.window: give size (causal window) or left and right, not both")}},
+	{"window size and right", "name: a\nmask: {window: {size: 4, right: 2}}\n",
+		[]wantErr{at(2, 16, "mask.window: give size (causal window) or left and right, not both")}},
+	{"window left without right", "name: a\nmask: {window: {left: 4}}\n",
+		[]wantErr{at(2, 16, "mask.window: missing parameter right")}},
+	{"window right without left", "name: a\nmask: {window: {right: 4}}\n",
+		[]wantErr{at(2, 16, "mask.window: missing parameter left")}},
+	{"window without parameters", "name: a\nmask: {window: {}}\n",
+		[]wantErr{at(2, 16, "mask.window: missing parameter size (or left and right)")}},
+	{"window null parameters", "name: a\nmask:\n  window:\n",
+		[]wantErr{at(3, 10, "mask.window: missing parameter size (or left and right)")}},
+	{"window left negative", "name: a\nmask: {window: {left: -1, right: 0}}\n",
+		[]wantErr{at(2, 23, "mask.window.left: -1 is out of range (at least 0)")}},
+	{"window left too large", "name: a\nmask: {window: {left: 2147483647, right: 0}}\n",
+		[]wantErr{at(2, 23, "mask.window.left: 2147483647 is out of range (at most 2147483646)")}},
+	{"window size overflows int32", "name: a\nmask: {window: {size: 2147483648}}\n",
+		[]wantErr{at(2, 23, "mask.window.size: integer 2147483648 out of range (at most 2147483647)")}},
+	{"window unknown parameter", "name: a\nmask: {window: {width: 4}}\n",
+		[]wantErr{at(2, 16, "mask.window: missing parameter size"), at(2, 17, `mask.window: unknown key "width"`, "want size, left, right")}},
+
+	// block.
+	{"block size 0", "name: a\nmask: {block: {size: 0}}\n", []wantErr{at(2, 22, "mask.block.size: 0 is out of range (at least 1)")}},
+	{"block size negative", "name: a\nmask: {block: {size: -8}}\n", []wantErr{at(2, 22, "mask.block.size: -8 is out of range (at least 1)")}},
+	{"block missing size", "name: a\nmask: {block: {}}\n", []wantErr{at(2, 15, "mask.block: missing parameter size")}},
+
+	// bridge.
+	{"bridge targets larger than block", "name: a\nmask: {bridge: {block: 32, targets: 40, sources: 8}}\n",
+		[]wantErr{at(2, 37, "mask.bridge.targets: 40 is out of range (at most block = 32)")}},
+	{"bridge sources larger than block", "name: a\nmask: {bridge: {block: 32, targets: 8, sources: 33}}\n",
+		[]wantErr{at(2, 49, "mask.bridge.sources: 33 is out of range (at most block = 32)")}},
+	{"bridge targets 0", "name: a\nmask: {bridge: {block: 32, targets: 0, sources: 8}}\n",
+		[]wantErr{at(2, 37, "mask.bridge.targets: 0 is out of range (at least 1)")}},
+	{"bridge max_distance 0", "name: a\nmask: {bridge: {block: 32, targets: 8, sources: 8, max_distance: 0}}\n",
+		[]wantErr{at(2, 66, "mask.bridge.max_distance: 0 is out of range (at least 1)")}},
+	{"bridge without parameters", "name: a\nmask: {bridge: {}}\n",
+		[]wantErr{at(2, 16, "mask.bridge: missing parameter block"), at(2, 16, "mask.bridge: missing parameter targets"), at(2, 16, "mask.bridge: missing parameter sources")}},
+	{"bridge unknown parameter", "name: a\nmask: {bridge: {block: 32, targets: 8, sources: 8, width: 8}}\n",
+		[]wantErr{at(2, 52, `mask.bridge: unknown key "width"`, "want block, targets, sources, max_distance")}},
+	{"bridge block 0 and targets", "name: a\nmask: {bridge: {block: 0, targets: 8, sources: 8}}\n",
+		[]wantErr{at(2, 24, "mask.bridge.block: 0 is out of range (at least 1)")}},
+
+	// dilated, global.
+	{"dilated stride 0", "name: a\nmask: {dilated: {stride: 0}}\n", []wantErr{at(2, 26, "mask.dilated.stride: 0 is out of range (at least 1)")}},
+	{"dilated size 0", "name: a\nmask: {dilated: {stride: 2, size: 0}}\n", []wantErr{at(2, 35, "mask.dilated.size: 0 is out of range (at least 1)")}},
+	{"dilated missing stride", "name: a\nmask: {dilated: {size: 4}}\n", []wantErr{at(2, 17, "mask.dilated: missing parameter stride")}},
+	{"global tokens 0", "name: a\nmask: {global: {tokens: 0}}\n", []wantErr{at(2, 25, "mask.global.tokens: 0 is out of range (at least 1)")}},
+	{"global missing tokens", "name: a\nmask: {global: {}}\n", []wantErr{at(2, 16, "mask.global: missing parameter tokens")}},
+	{"global unknown parameter", "name: a\nmask: {global: {tokens: 4, size: 2}}\n",
+		[]wantErr{at(2, 28, `mask.global: unknown key "size"`, "want tokens")}},
+
+	// Shorthands.
+	{"pbb width larger than block", "name: a\nmask: {pbb: {block: 16, width: 17}}\n",
+		[]wantErr{at(2, 32, "mask.pbb.width: 17 is out of range (at most block = 16)")}},
+	{"pbb unknown parameter sources", "name: a\nmask: {pbb: {block: 16, width: 4, sources: 8}}\n",
+		[]wantErr{at(2, 35, `mask.pbb: unknown key "sources"`, "want block, width")}},
+	{"pbb missing width", "name: a\nmask: {pbb: {block: 16}}\n", []wantErr{at(2, 13, "mask.pbb: missing parameter width")}},
+	{"pbb block 0", "name: a\nmask: {pbb: {block: 0, width: 4}}\n", []wantErr{at(2, 21, "mask.pbb.block: 0 is out of range (at least 1)")}},
+	{"se_bridge sources equal width", "name: a\nmask: {se_bridge: {block: 256, width: 32, sources: 32}}\n",
+		[]wantErr{at(2, 52, "mask.se_bridge.sources: 32 must exceed width 32", "use pbb")}},
+	{"se_bridge sources below width", "name: a\nmask: {se_bridge: {block: 256, width: 32, sources: 8}}\n",
+		[]wantErr{at(2, 52, "mask.se_bridge.sources: 8 must exceed width 32")}},
+	{"se_bridge sources larger than block", "name: a\nmask: {se_bridge: {block: 256, width: 32, sources: 257}}\n",
+		[]wantErr{at(2, 52, "mask.se_bridge.sources: 257 is out of range (at most block = 256)")}},
+	{"se_bridge missing sources", "name: a\nmask: {se_bridge: {block: 256, width: 32}}\n",
+		[]wantErr{at(2, 19, "mask.se_bridge: missing parameter sources")}},
+	{"se_bridge unknown parameter", "name: a\nmask: {se_bridge: {block: 256, width: 32, sources: 64, targets: 4}}\n",
+		[]wantErr{at(2, 56, `mask.se_bridge: unknown key "targets"`, "want block, width, sources")}},
+	{"streaming unknown parameter", "name: a\nmask: {streaming: {sinks: 4, size: 64}}\n",
+		[]wantErr{at(2, 19, "mask.streaming: missing parameter window"), at(2, 30, `mask.streaming: unknown key "size"`, "want sinks, window")}},
+	{"streaming sinks 0", "name: a\nmask: {streaming: {sinks: 0, window: 64}}\n",
+		[]wantErr{at(2, 27, "mask.streaming.sinks: 0 is out of range (at least 1)")}},
+	{"streaming window 0", "name: a\nmask: {streaming: {sinks: 4, window: 0}}\n",
+		[]wantErr{at(2, 38, "mask.streaming.window: 0 is out of range (at least 1)")}},
+	{"strided stride 0", "name: a\nmask: {strided: {stride: 0}}\n",
+		[]wantErr{at(2, 26, "mask.strided.stride: 0 is out of range (at least 1)")}},
+	{"strided unknown parameter", "name: a\nmask: {strided: {stride: 4, size: 2}}\n",
+		[]wantErr{at(2, 29, `mask.strided: unknown key "size"`, "want stride")}},
+	{"shorthand with a list", "name: a\nmask: {pbb: [16, 4]}\n",
+		[]wantErr{at(2, 13, "mask.pbb: want a mapping of parameters", "got a list")}},
+
+	// union and intersect.
+	{"empty union", "name: a\nmask: {union: []}\n", []wantErr{at(2, 15, "mask.union: empty union")}},
+	{"empty intersect", "name: a\nmask: {intersect: []}\n", []wantErr{at(2, 19, "mask.intersect: empty intersect")}},
+	{"union of a mapping", "name: a\nmask: {union: {block: {size: 4}}}\n",
+		[]wantErr{at(2, 15, "mask.union: want a list of masks", "got a mapping")}},
+	{"union null", "name: a\nmask:\n  union:\n", []wantErr{at(3, 9, "mask.union: want a list of masks", "got nothing (null)")}},
+	{"union operand a string", "name: a\nmask: {union: [{full: {}}, window]}\n",
+		[]wantErr{at(2, 28, "mask.union[1]: want a mapping", `got the string "window"`)}},
+	{"bad operands all reported", lines("name: a", "mask:", "  union:", "    - block: {size: 0}", "    - full: {}", "    - intersect:", "        - window: {size: 4}", "        - dilated: {stride: -2}"),
+		[]wantErr{at(4, 21, "mask.union[0].block.size: 0 is out of range"), at(8, 29, "mask.union[2].intersect[1].dilated.stride: -2 is out of range")}},
+
+	// document placement.
+	{"document in a union", "name: a\nmask: {union: [{document: {}}, {window: {size: 4}}]}\n",
+		[]wantErr{at(2, 17, "mask: document may only be the whole mask or an operand of the top-level intersect")}},
+	{"document under a union in the intersect", "name: a\nmask: {intersect: [{window: {size: 4}}, {union: [{document: {}}, {full: {}}]}]}\n",
+		[]wantErr{at(2, 51, "mask: document may only be")}},
+	{"document in a nested intersect", "name: a\nmask: {intersect: [{full: {}}, {intersect: [{document: {}}]}]}\n",
+		[]wantErr{at(2, 46, "mask: document may only be")}},
+	{"document in an extra mask's union", base + "masks: {d: {union: [{document: {}}]}}\n",
+		[]wantErr{at(3, 22, "masks.d: document may only be")}},
+	{"document in a shorthand position twice", "name: a\nmask: {union: [{document: {}}, {document: {}}]}\n",
+		[]wantErr{at(2, 17, "mask: document may only be"), at(2, 33, "mask: document may only be")}},
+
+	// Aliases.
+	{"alias", lines("name: a", "mask: &m {window: {size: 4}}", "masks:", "  w: *m"),
+		[]wantErr{at(4, 6, "aliases (*m) are not supported")}},
+	{"alias as a mask name", lines("name: &n a", "mask: {full: {}}", "schedule: [mask, *n]"),
+		[]wantErr{at(3, 18, "aliases (*n) are not supported")}},
+	{"alias bomb", lines("name: a", "mask: {full: {}}", "masks:", "  x: &a {union: [{full: {}}, {full: {}}]}", "  y: &b {union: [*a, *a, *a]}", "  z: {union: [*b, *b, *b]}"),
+		[]wantErr{at(5, 18, "aliases (*a)"), at(5, 22, "aliases (*a)"), at(5, 26, "aliases (*a)"),
+			at(6, 15, "aliases (*b)"), at(6, 19, "aliases (*b)"), at(6, 23, "aliases (*b)")}},
+	{"merge key", lines("name: a", "mask: {full: {}}", "masks:", "  b: &b {window: {size: 4}}", "  c:", "    <<: *b"),
+		[]wantErr{at(6, 9, "aliases (*b)")}},
+
+	// Integers.
+	{"integer double-quoted", "name: a\nmask: {block: {size: \"256\"}}\n",
+		[]wantErr{at(2, 22, "mask.block.size: want an integer", `got the string "256"`)}},
+	{"integer single-quoted", "name: a\nmask: {block: {size: '256'}}\n",
+		[]wantErr{at(2, 22, "mask.block.size: want an integer", `got the string "256"`)}},
+	{"integer tagged and quoted", "name: a\nmask: {block: {size: !!int \"256\"}}\n",
+		[]wantErr{at(2, 22, "mask.block.size: want an integer")}},
+	{"integer tagged nonsense", "name: a\nmask: {block: {size: !!int a b}}\n",
+		[]wantErr{at(2, 22, "mask.block.size: want a decimal integer", `"a b"`)}},
+	{"float", "name: a\nmask: {block: {size: 2.5}}\n",
+		[]wantErr{at(2, 22, "mask.block.size: want an integer", "got the number 2.5")}},
+	{"float with exponent", "name: a\nmask: {block: {size: 1e3}}\n",
+		[]wantErr{at(2, 22, "mask.block.size: want an integer", "got the number 1e3")}},
+	{"float infinity", "name: a\nmask: {block: {size: .inf}}\n",
+		[]wantErr{at(2, 22, "mask.block.size: want an integer", "got the number .inf")}},
+	{"float huge exponent", "name: a\nmask: {block: {size: 1e400}}\n",
+		[]wantErr{at(2, 22, "mask.block.size: want an integer")}},
+	{"negative", "name: a\nmask: {global: {tokens: -4}}\n",
+		[]wantErr{at(2, 25, "mask.global.tokens: -4 is out of range (at least 1)")}},
+	{"hexadecimal", "name: a\nmask: {block: {size: 0x100}}\n",
+		[]wantErr{at(2, 22, "mask.block.size: want a decimal integer", "0x100")}},
+	{"YAML 1.2 octal", "name: a\nmask: {block: {size: 0o100}}\n",
+		[]wantErr{at(2, 22, "mask.block.size: want a decimal integer", "0o100")}},
+	{"leading zero (YAML 1.1 octal)", "name: a\nmask: {block: {size: 0100}}\n",
+		[]wantErr{at(2, 22, "mask.block.size: want a decimal integer", "0100")}},
+	{"underscores", "name: a\nmask: {block: {size: 1_024}}\n",
+		[]wantErr{at(2, 22, "mask.block.size: want a decimal integer", "1_024")}},
+	{"binary", "name: a\nmask: {block: {size: 0b100}}\n",
+		[]wantErr{at(2, 22, "mask.block.size: want a decimal integer", "0b100")}},
+	{"boolean as integer", "name: a\nmask: {block: {size: true}}\n",
+		[]wantErr{at(2, 22, "mask.block.size: want an integer", "got the boolean true")}},
+	{"null as integer", "name: a\nmask: {block: {size: }}\n",
+		[]wantErr{at(2, 22, "mask.block.size: want an integer", "got nothing (null)")}},
+	{"integer just over int32", "name: a\nmask: {block: {size: 2147483648}}\n",
+		[]wantErr{at(2, 22, "mask.block.size: integer 2147483648 out of range (at most 2147483647)")}},
+	{"integer over int64", "name: a\nmask: {block: {size: 9223372036854775808}}\n",
+		[]wantErr{at(2, 22, "mask.block.size: integer 9223372036854775808 out of range")}},
+	{"integer far over int64", "name: a\nmask: {block: {size: " + strings.Repeat("9", 400) + "}}\n",
+		[]wantErr{at(2, 22, "mask.block.size: integer 9999999999", "out of range")}},
+	{"negative overflow", "name: a\nmask: {block: {size: -9223372036854775809}}\n",
+		[]wantErr{at(2, 22, "mask.block.size: integer -9223372036854775809 out of range")}},
+
+	// Everything at once, in file order.
+	{"several errors at once", lines(
+		"name: My-Kernel",        // 1
+		"mask:",                  // 2
+		"  union:",               // 3
+		"    - block: {size: 0}", // 4
+		"    - bridge: {block: 8, targets: 9, sources: 8}", // 5
+		"    - window: {size: 4, left: 2}",                 // 6
+		"    - union: []",                                  // 7
+		"    - document: {}",                               // 8
+		"causal: yes",                                      // 9
+		"head_dim: 96",                                     // 10
+		"schedule: [mask, nope]",                           // 11
+		"masks:",                                           // 12
+		"  full: {window: {size: 4}}",                      // 13
+		"colour: red",                                      // 14
+	), []wantErr{
+		at(1, 7, "name:", "not a valid Go package name"),
+		at(4, 21, "mask.union[0].block.size: 0 is out of range"),
+		at(5, 35, "mask.union[1].bridge.targets: 9 is out of range (at most block = 8)"),
+		at(6, 15, "mask.union[2].window: give size"),
+		at(7, 14, "mask.union[3].union: empty union"),
+		at(9, 9, "causal: want true or false"),
+		at(10, 11, "head_dim: 96 is not supported"),
+		at(11, 18, `schedule: unknown entry "nope"`),
+		at(13, 3, `masks: name "full" is reserved`),
+		at(14, 1, `spec: unknown key "colour"`),
+	}},
+}
+
+func TestParseErrors(t *testing.T) {
+	for _, c := range errCases {
+		t.Run(c.name, func(t *testing.T) {
+			s, err := spec.Parse("t.yaml", []byte(c.src))
+			if err == nil {
+				t.Fatalf("parsed, want errors; mask %s", s.Mask)
+			}
+			if s != nil {
+				t.Errorf("got a spec along with the error")
+			}
+			var list spec.ErrorList
+			if !errors.As(err, &list) {
+				t.Fatalf("error %T %v, want a spec.ErrorList", err, err)
+			}
+			checkErrors(t, list, c.want)
+			// The error text is one file:line:col: message per line.
+			text := strings.Split(err.Error(), "\n")
+			if len(text) != len(list) {
+				t.Errorf("Error() has %d lines for %d errors:\n%s", len(text), len(list), err)
+			}
+			for k, l := range text {
+				if k < len(list) {
+					want := fmt.Sprintf("t.yaml:%d:%d: %s", list[k].Pos.Line, list[k].Pos.Col, list[k].Msg)
+					if l != want {
+						t.Errorf("Error() line %d = %q, want %q", k+1, l, want)
+					}
+				}
+			}
+		})
+	}
+}
+
+func checkErrors(t *testing.T, list spec.ErrorList, want []wantErr) {
+	t.Helper()
+	if len(list) != len(want) {
+		t.Errorf("got %d errors, want %d:\n%s", len(list), len(want), list)
+	}
+	for k := 0; k < min(len(list), len(want)); k++ {
+		e, w := list[k], want[k]
+		if e.Pos.File != "t.yaml" || e.Pos.Line != w.line || e.Pos.Col != w.col {
+			t.Errorf("error %d at %s, want t.yaml:%d:%d (%s)", k, e.Pos, w.line, w.col, e.Msg)
+		}
+		for _, h := range w.has {
+			if !strings.Contains(e.Msg, h) {
+				t.Errorf("error %d %q does not contain %q", k, e.Msg, h)
+			}
+		}
+	}
+}
+
+// TestParseErrorsNestedDepth: masks nest MaxDepth deep and no deeper; far
+// deeper YAML is refused before the masks are looked at.
+func TestParseErrorsNestedDepth(t *testing.T) {
+	nest := func(levels int) string {
+		return "name: a\nmask: " + strings.Repeat("{union: [", levels-1) + "{full: {}}" + strings.Repeat("]}", levels-1) + "\n"
+	}
+	s, err := spec.Parse("t.yaml", []byte(nest(spec.MaxDepth)))
+	if err != nil {
+		t.Fatalf("%d levels: %v", spec.MaxDepth, err)
+	}
+	d := 0
+	for m := s.Mask; m != nil; d++ {
+		if len(m.Args) == 0 {
+			m = nil
+		} else {
+			m = m.Args[0]
+		}
+	}
+	if d != spec.MaxDepth {
+		t.Errorf("parsed %d levels, want %d", d, spec.MaxDepth)
+	}
+
+	// One level more: the error is at the innermost mask, named by its path.
+	src := nest(spec.MaxDepth + 1)
+	_, err = spec.Parse("t.yaml", []byte(src))
+	col := 7 + spec.MaxDepth*len("{union: [")
+	path := "mask" + strings.Repeat(".union[0]", spec.MaxDepth)
+	checkList(t, err, []wantErr{at(2, col, path+": masks nested more than 64 deep")})
+
+	// In block style, inside an extra mask.
+	var b strings.Builder
+	b.WriteString("name: a\nmask: {full: {}}\nmasks:\n  deep:\n")
+	for k := 0; k < spec.MaxDepth; k++ {
+		fmt.Fprintf(&b, "%sunion:\n%s- ", strings.Repeat("  ", 2*k+2), strings.Repeat("  ", 2*k+2))
+		b.WriteString("\n")
+	}
+	fmt.Fprintf(&b, "%sfull: {}\n", strings.Repeat("  ", 2*spec.MaxDepth+2))
+	_, err = spec.Parse("t.yaml", []byte(b.String()))
+	path = "masks.deep" + strings.Repeat(".union[0]", spec.MaxDepth)
+	checkList(t, err, []wantErr{at(5+2*spec.MaxDepth, 4*spec.MaxDepth+5, path+": masks nested more than 64 deep")})
+
+	// Far deeper: refused as YAML nesting, once.
+	_, err = spec.Parse("t.yaml", []byte(nest(1000)))
+	checkList(t, err, []wantErr{at(2, 7+136*len("{union: ["), "spec nested too deeply")})
+}
+
+func checkList(t *testing.T, err error, want []wantErr) {
+	t.Helper()
+	var list spec.ErrorList
+	if !errors.As(err, &list) {
+		t.Fatalf("error %T %v, want a spec.ErrorList", err, err)
+	}
+	checkErrors(t, list, want)
+}
+
+// exampleWant is what each example spec says, written with the
+// constructors.
+var exampleWant = map[string]struct {
+	name     string
+	mask     *spec.Mask
+	headDim  int
+	schedule []string
+	masks    map[string]*spec.Mask
+}{
+	"block.yaml":     {"block", spec.Block(256), 128, nil, nil},
+	"bridge.yaml":    {"bridge", spec.Union(spec.Block(256), spec.Bridge(256, 32, 32, 0)), 128, nil, nil},
+	"causal.yaml":    {"causal", spec.Full(), 128, nil, nil},
+	"dilated.yaml":   {"dilated", spec.Dilated(8, 0), 128, nil, nil},
+	"document.yaml":  {"document", spec.Intersect(spec.Document(), spec.Union(spec.Global(2), spec.Window(512))), 64, nil, nil},
+	"hetero.yaml":    {"hetero", spec.Block(128), 64, []string{"mask", "wide", "sparse"}, map[string]*spec.Mask{"wide": spec.Window(256), "sparse": spec.Dilated(16, 32)}},
+	"hybrid.yaml":    {"hybrid", spec.Union(spec.Block(64), spec.Bridge(64, 8, 8, 0)), 64, []string{"mask", "mask", "mask", "full"}, nil},
+	"se_bridge.yaml": {"sebridge", spec.Union(spec.Block(256), spec.Bridge(256, 32, 256, 0)), 128, nil, nil},
+	"streaming.yaml": {"streaming", spec.Union(spec.Global(4), spec.Window(1024)), 128, nil, nil},
+	"window.yaml":    {"window", spec.Window(1024), 128, nil, nil},
+}
+
+func exampleFiles(t *testing.T) []string {
+	t.Helper()
+	files, err := filepath.Glob("examples/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no examples: %v", err)
+	}
+	return files
+}
+
+// TestParseExamples: every example parses; those listed above to exactly the
+// masks they describe, and none keeps a shorthand.
+func TestParseExamples(t *testing.T) {
+	seen := map[string]bool{}
+	for _, f := range exampleFiles(t) {
+		s, err := spec.ParseFile(f)
+		if err != nil {
+			t.Errorf("%v", err)
+			continue
+		}
+		if s.File != f || s.Mask == nil {
+			t.Errorf("%s: File %q, Mask %v", f, s.File, s.Mask)
+			continue
+		}
+		checkNormal(t, f, s.Mask)
+		for _, n := range s.MaskNames() {
+			checkNormal(t, f+" masks."+n, s.Masks[n])
+		}
+		w, ok := exampleWant[filepath.Base(f)]
+		if !ok {
+			continue
+		}
+		seen[filepath.Base(f)] = true
+		if s.Name != w.name || s.HeadDim != w.headDim || !s.Causal {
+			t.Errorf("%s: name %q head_dim %d causal %v, want %q %d true", f, s.Name, s.HeadDim, s.Causal, w.name, w.headDim)
+		}
+		if !s.Mask.Equal(w.mask) {
+			t.Errorf("%s: mask %s, want %s", f, s.Mask, w.mask)
+		}
+		var sched []string
+		for _, e := range s.Schedule {
+			sched = append(sched, e.Name)
+			if e.Pos.File != f || e.Pos.Line < 1 || e.Pos.Col < 1 {
+				t.Errorf("%s: schedule entry %s at %s", f, e.Name, e.Pos)
+			}
+		}
+		if fmt.Sprint(sched) != fmt.Sprint(w.schedule) {
+			t.Errorf("%s: schedule %v, want %v", f, sched, w.schedule)
+		}
+		if len(s.Masks) != len(w.masks) {
+			t.Errorf("%s: %d extra masks, want %d", f, len(s.Masks), len(w.masks))
+		}
+		for n, m := range w.masks {
+			if got := s.Masks[n]; got == nil || !got.Equal(m) {
+				t.Errorf("%s: masks.%s = %v, want %s", f, n, got, m)
+			}
+		}
+		layers := s.Layers()
+		if len(w.schedule) > 0 && len(layers) != len(w.schedule) || len(w.schedule) == 0 && len(layers) != 1 {
+			t.Errorf("%s: %d layers for schedule %v", f, len(layers), w.schedule)
+		}
+		for _, l := range layers {
+			if l.Mask == nil || l.Causal != s.Causal {
+				t.Errorf("%s: layer %v", f, l)
+			}
+		}
+	}
+	for name := range exampleWant {
+		if !seen[name] {
+			t.Errorf("example %s missing", name)
+		}
+	}
+}
+
+// checkNormal: only normalized nodes, combinators non-empty, and the
+// rendering names no shorthand.
+func checkNormal(t *testing.T, what string, m *spec.Mask) {
+	t.Helper()
+	var walk func(m *spec.Mask) bool
+	walk = func(m *spec.Mask) bool {
+		if m == nil || m.Op > spec.OpIntersect {
+			return false
+		}
+		if (m.Op == spec.OpUnion || m.Op == spec.OpIntersect) != (len(m.Args) > 0) {
+			return false
+		}
+		for _, a := range m.Args {
+			if !walk(a) {
+				return false
+			}
+		}
+		return true
+	}
+	if !walk(m) {
+		t.Errorf("%s: mask is not normalized: %v", what, m)
+	}
+	str := m.String()
+	for _, sh := range []string{"pbb", "se_bridge", "streaming", "strided", "sinks", "width"} {
+		if strings.Contains(str, sh) {
+			t.Errorf("%s: %s still names %s", what, str, sh)
+		}
+	}
+}
+
+// TestParsePrimitives: each primitive and combinator, in flow and block
+// style, parses to its constructor.
+func TestParsePrimitives(t *testing.T) {
+	cases := []struct {
+		src  string
+		want *spec.Mask
+	}{
+		{"{full: {}}", spec.Full()},
+		{"{full: }", spec.Full()},
+		{"{document: {}}", spec.Document()},
+		{"{window: {size: 1}}", spec.Window(1)},
+		{"{window: {size: 1024}}", spec.Window(1024)},
+		{"{window: {size: 2147483647}}", spec.Window(spec.MaxInt)},
+		{"{window: {left: 3, right: 2}}", spec.WindowLR(3, 2)},
+		{"{window: {left: 0, right: 0}}", spec.WindowLR(0, 0)},
+		{"{window: {left: 7, right: 0}}", spec.Window(8)},
+		{"{block: {size: 64}}", spec.Block(64)},
+		{"{block: {size: +64}}", spec.Block(64)},
+		{"{bridge: {block: 64, targets: 8, sources: 16}}", spec.Bridge(64, 8, 16, 0)},
+		{"{bridge: {block: 64, targets: 64, sources: 64, max_distance: 1}}", spec.Bridge(64, 64, 64, 1)},
+		{"{bridge: {max_distance: 100, sources: 2, targets: 1, block: 4}}", spec.Bridge(4, 1, 2, 100)},
+		{"{dilated: {stride: 4}}", spec.Dilated(4, 0)},
+		{"{dilated: {stride: 4, size: 3}}", spec.Dilated(4, 3)},
+		{"{global: {tokens: 4}}", spec.Global(4)},
+		{"{union: [{block: {size: 4}}]}", spec.Union(spec.Block(4))},
+		{"{intersect: [{document: {}}, {window: {size: 4}}, {global: {tokens: 1}}]}", spec.Intersect(spec.Document(), spec.Window(4), spec.Global(1))},
+		{"{union: [{intersect: [{block: {size: 8}}, {dilated: {stride: 2}}]}, {union: [{full: {}}]}]}",
+			spec.Union(spec.Intersect(spec.Block(8), spec.Dilated(2, 0)), spec.Union(spec.Full()))},
+		{"\n  union:\n    - block:\n        size: 4\n    - window: {left: 1, right: 1}\n", spec.Union(spec.Block(4), spec.WindowLR(1, 1))},
+		{"\n  bridge:\n    block: 8\n    targets: 2\n    sources: 3\n", spec.Bridge(8, 2, 3, 0)},
+	}
+	for _, c := range cases {
+		s, err := spec.Parse("t.yaml", []byte("name: a\nmask: "+c.src+"\n"))
+		if err != nil {
+			t.Errorf("%s: %v", c.src, err)
+			continue
+		}
+		if !s.Mask.Equal(c.want) {
+			t.Errorf("%s: got %s, want %s", c.src, s.Mask, c.want)
+		}
+		if s.Mask.From != "" {
+			t.Errorf("%s: From %q on a mask written out", c.src, s.Mask.From)
+		}
+	}
+}
+
+// TestParseShorthands: every shorthand lowers to the union of MASKS.md, in
+// its order, wherever it stands.
+func TestParseShorthands(t *testing.T) {
+	cases := []struct {
+		src  string
+		from string
+		want *spec.Mask
+	}{
+		{"{pbb: {block: 256, width: 32}}", "pbb", spec.Union(spec.Block(256), spec.Bridge(256, 32, 32, 0))},
+		{"{pbb: {width: 4, block: 4}}", "pbb", spec.Union(spec.Block(4), spec.Bridge(4, 4, 4, 0))},
+		{"{se_bridge: {block: 256, width: 32, sources: 256}}", "se_bridge", spec.Union(spec.Block(256), spec.Bridge(256, 32, 256, 0))},
+		{"{se_bridge: {block: 64, width: 1, sources: 2}}", "se_bridge", spec.Union(spec.Block(64), spec.Bridge(64, 1, 2, 0))},
+		{"{streaming: {sinks: 4, window: 1024}}", "streaming", spec.Union(spec.Global(4), spec.Window(1024))},
+		{"{streaming: {sinks: 1, window: 1}}", "streaming", spec.Union(spec.Global(1), spec.Window(1))},
+		{"{strided: {stride: 8}}", "strided", spec.Union(spec.Window(8), spec.Dilated(8, 0))},
+		{"{strided: {stride: 1}}", "strided", spec.Union(spec.Window(1), spec.Dilated(1, 0))},
+	}
+	for _, c := range cases {
+		s, err := spec.Parse("t.yaml", []byte("name: a\nmask: "+c.src+"\n"))
+		if err != nil {
+			t.Errorf("%s: %v", c.src, err)
+			continue
+		}
+		if !s.Mask.Equal(c.want) {
+			t.Errorf("%s: got %s, want %s", c.src, s.Mask, c.want)
+		}
+		checkNormal(t, c.src, s.Mask)
+		// Provenance: the union and its operands remember the shorthand
+		// and where it was written.
+		if s.Mask.From != c.from || s.Mask.Pos != (spec.Pos{File: "t.yaml", Line: 2, Col: 8}) {
+			t.Errorf("%s: From %q at %s, want %q at t.yaml:2:8", c.src, s.Mask.From, s.Mask.Pos, c.from)
+		}
+		for _, a := range s.Mask.Args {
+			if a.From != c.from {
+				t.Errorf("%s: operand %s From %q", c.src, a, a.From)
+			}
+		}
+
+		// Nested in a combinator, in an intersect with document, and in
+		// an extra mask.
+		nested := fmt.Sprintf("name: a\nmask: {intersect: [{document: {}}, {union: [{full: {}}, %s]}]}\nmasks: {x: %s}\nschedule: [x, mask]\n", c.src, c.src)
+		s, err = spec.Parse("t.yaml", []byte(nested))
+		if err != nil {
+			t.Errorf("%s: %v", nested, err)
+			continue
+		}
+		want := spec.Intersect(spec.Document(), spec.Union(spec.Full(), c.want))
+		if !s.Mask.Equal(want) || !s.Masks["x"].Equal(c.want) {
+			t.Errorf("%s: got %s and %s, want %s and %s", nested, s.Mask, s.Masks["x"], want, c.want)
+		}
+		checkNormal(t, nested, s.Mask)
+		checkNormal(t, nested, s.Masks["x"])
+	}
+}
+
+// TestParseDefaults: causal true, head_dim 128, no schedule, no extra masks.
+func TestParseDefaults(t *testing.T) {
+	s, err := spec.Parse("t.yaml", []byte("name: a\nmask: {full: {}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.Causal || s.HeadDim != 128 || len(s.Schedule) != 0 || len(s.Masks) != 0 || s.Name != "a" || s.File != "t.yaml" {
+		t.Errorf("defaults: %+v", s)
+	}
+	if l := s.Layers(); len(l) != 1 || !l[0].Mask.Equal(spec.Full()) || !l[0].Causal {
+		t.Errorf("layers %v", l)
+	}
+	if p := s.LayerAt(5); !p.Causal || !p.Mask.Equal(spec.Full()) {
+		t.Errorf("LayerAt(5) = %v", p)
+	}
+
+	for _, c := range []struct {
+		src     string
+		causal  bool
+		headDim int
+	}{
+		{"causal: false", false, 128},
+		{"causal: False", false, 128},
+		{"causal: FALSE", false, 128},
+		{"causal: true", true, 128},
+		{"causal: True", true, 128},
+		{"causal: TRUE", true, 128},
+		{"head_dim: 64", true, 64},
+		{"head_dim: 128\ncausal: false", false, 128},
+	} {
+		s, err := spec.Parse("t.yaml", []byte("name: a\nmask: {full: {}}\n"+c.src+"\n"))
+		if err != nil {
+			t.Errorf("%s: %v", c.src, err)
+			continue
+		}
+		if s.Causal != c.causal || s.HeadDim != c.headDim {
+			t.Errorf("%s: causal %v head_dim %d", c.src, s.Causal, s.HeadDim)
+		}
+	}
+
+	// A schedule resolves every entry; extra masks keep their names.
+	s, err = spec.Parse("t.yaml", []byte(lines(
+		"name: hetero2",
+		"mask: {block: {size: 4}}",
+		"causal: false",
+		"schedule: [mask, full, w, mask]",
+		"masks:",
+		"  w: {window: {size: 3}}",
+		"  unused: {global: {tokens: 2}}",
+	)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []*spec.Mask{spec.Block(4), spec.Full(), spec.Window(3), spec.Block(4)}
+	l := s.Layers()
+	if len(l) != len(want) {
+		t.Fatalf("layers %v", l)
+	}
+	for k := range l {
+		if !l[k].Mask.Equal(want[k]) || l[k].Causal {
+			t.Errorf("layer %d = %v, want %s, not causal", k, l[k], want[k])
+		}
+		if p := s.LayerAt(k + 1 + 4); !p.Mask.Equal(want[k]) {
+			t.Errorf("LayerAt(%d) = %v", k+5, p)
+		}
+	}
+	if s.Schedule[2].Pos != (spec.Pos{File: "t.yaml", Line: 4, Col: 24}) {
+		t.Errorf("schedule entry at %s", s.Schedule[2].Pos)
+	}
+	if fmt.Sprint(s.MaskNames()) != "[unused w]" {
+		t.Errorf("mask names %v", s.MaskNames())
+	}
+}
+
+// reparse parses a mask rendered by String back, as a whole spec.
+func reparse(m *spec.Mask, causal bool) (*spec.Spec, error) {
+	src := fmt.Sprintf("name: rt\ncausal: %v\nmask: %s\n", causal, m)
+	return spec.Parse("rt.yaml", []byte(src))
+}
+
+// TestParseRoundTrip: String renders a mask that parses back to an Equal one,
+// for every example, every shorthand and random masks.
+func TestParseRoundTrip(t *testing.T) {
+	var masks []*spec.Mask
+	for _, f := range exampleFiles(t) {
+		s, err := spec.ParseFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		masks = append(masks, s.Mask)
+		for _, n := range s.MaskNames() {
+			masks = append(masks, s.Masks[n])
+		}
+	}
+	masks = append(masks,
+		spec.Window(spec.MaxInt), spec.WindowLR(spec.MaxInt-1, 0), spec.WindowLR(0, spec.MaxInt),
+		spec.Bridge(spec.MaxInt, spec.MaxInt, 1, spec.MaxInt), spec.Dilated(spec.MaxInt, spec.MaxInt),
+		spec.Global(spec.MaxInt), spec.Block(spec.MaxInt),
+		spec.Intersect(spec.Document(), spec.Window(3)), spec.Document(),
+	)
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 500 {
+		masks = append(masks, spectest.Mask(r, 1+r.IntN(300), 1+r.IntN(5)))
+	}
+	for _, m := range masks {
+		for _, causal := range []bool{true, false} {
+			s, err := reparse(m, causal)
+			if err != nil {
+				t.Errorf("%s: %v", m, err)
+				continue
+			}
+			if !s.Mask.Equal(m) || s.Causal != causal {
+				t.Errorf("round trip of %s gave %s", m, s.Mask)
+			}
+			if s.Mask.String() != m.String() {
+				t.Errorf("String of %s changed to %s", m, s.Mask)
+			}
+		}
+	}
+}
+
+// TestParseFile: a missing file is an os error, not a positioned one.
+func TestParseFile(t *testing.T) {
+	_, err := spec.ParseFile(filepath.Join(t.TempDir(), "none.yaml"))
+	if !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("missing file: %v", err)
+	}
+	path := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(path, []byte("name: a\nmask: {block: {size: 0}}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = spec.ParseFile(path)
+	if want := path + ":2:22: mask.block.size: 0 is out of range (at least 1)"; err == nil || err.Error() != want {
+		t.Errorf("got %v, want %s", err, want)
+	}
+}
+
+// TestParseLargeInputs: huge or deeply nested inputs end in an error (or a
+// spec) promptly, without exhausting the stack. The times are logged; the
+// test only needs each to finish.
+func TestParseLargeInputs(t *testing.T) {
+	var deepBlock, deepSeq strings.Builder
+	for k := 0; k < 3000; k++ {
+		fmt.Fprintf(&deepBlock, "%sa:\n", strings.Repeat(" ", k))
+		fmt.Fprintf(&deepSeq, "%s-\n", strings.Repeat(" ", k))
+	}
+	cases := []struct {
+		name string
+		src  string
+		ok   bool
+	}{
+		{"1 MB flow sequence", "[" + strings.Repeat("1,", 500_000) + "1]", false},
+		{"1 MB flow sequence as a union", "name: a\nmask: {union: [" + strings.Repeat("{full: {}},", 50_000) + "{full: {}}]}\n", true},
+		{"100k open brackets", strings.Repeat("[", 100_000), false},
+		{"100k open mappings", strings.Repeat("{a: ", 100_000), false},
+		{"9k closed brackets", strings.Repeat("[", 9000) + strings.Repeat("]", 9000), false},
+		{"9k nested unions", "name: a\nmask: " + strings.Repeat("{union: [", 4000) + "{full: {}}" + strings.Repeat("]}", 4000) + "\n", false},
+		{"deep block mappings", deepBlock.String(), false},
+		{"deep block sequences", deepSeq.String(), false},
+		{"100k unknown keys", base + strings.Repeat("x: 1\n", 100_000), false},
+		{"1 MB name", "name: " + strings.Repeat("a", 1<<20) + "\nmask: {full: {}}\n", true},
+		{"1 MB key", "name: a\nmask: {full: {}}\n" + strings.Repeat("k", 1<<20) + ": 1\n", false},
+		{"1 MB integer", "name: a\nmask: {block: {size: " + strings.Repeat("7", 1<<20) + "}}\n", false},
+		{"1M newlines", strings.Repeat("\n", 1<<20) + "x", false},
+		{"syntax error after 100k lines", base + strings.Repeat("# c\n", 100_000) + "[\n", false},
+		{"syntax error before 30k lines", "name: [\n" + strings.Repeat("a: 1\n", 30_000), false},
+		{"50k documents", strings.Repeat("---\nname: a\n", 50_000), false},
+		{"10k aliases", "name: &a a\nmask: {full: {}}\nschedule: [" + strings.Repeat("*a, ", 10_000) + "mask]\n", false},
+		{"64k-wide union of windows", "name: a\nmask:\n  union:\n" + strings.Repeat("    - window: {size: 7}\n", 1<<16), true},
+	}
+	for _, c := range cases {
+		t0 := time.Now()
+		s, err := spec.Parse("big.yaml", []byte(c.src))
+		dt := time.Since(t0)
+		msg := fmt.Sprint(err)
+		if k := strings.IndexByte(msg, '\n'); k >= 0 {
+			msg = msg[:k] + " ..."
+		}
+		t.Logf("%-32s %8d bytes  %12v  %.120s", c.name, len(c.src), dt, msg)
+		if c.ok != (err == nil) || c.ok != (s != nil) {
+			t.Errorf("%s: spec %v, error %v", c.name, s != nil, err != nil)
+		}
+		if err != nil {
+			var list spec.ErrorList
+			if !errors.As(err, &list) || len(list) == 0 {
+				t.Errorf("%s: error %T", c.name, err)
+			}
+		}
+	}
+}
