@@ -1,0 +1,41 @@
+// Package kernel is the CPU attention runtime that generated packages
+// carry: the driver (Forward: shapes, workspace, goroutines, the tile
+// schedule), the per-tile microkernels (AVX-512 and AVX2 Go assembly
+// written by emit/avo, and a pure-Go path computing the same function), and
+// the exp2 they share. It sits at the top level because generated packages
+// need it, but they import only the standard library and x/sys: attngen
+// copies these files into each generated package (renaming the package) and
+// adds the mask-specific code generated from the spec. attngen's own verify
+// and bench commands run this package directly, so what is tested here is
+// byte for byte what users get.
+//
+// # The microkernel ABI
+//
+// One call processes one query tile against one key tile, updating the
+// online-softmax state of the tile's rows. Tiles are TQ = 48 query rows by
+// TK = 64 keys; D is 64 or 128. All buffers are float32, row-major,
+// contiguous, 64-byte aligned:
+//
+//	q    [TQ][D]   query rows pre-multiplied by scale*log2(e); unused rows are zero
+//	kt   [D][TK]   the key tile transposed (kt[d][c] = key c, dim d); unused columns zero
+//	v    [TK][D]   value rows; unused rows zero
+//	s    [TQ][TK]  scratch for scores and probabilities
+//	o    [TQ][D]   running unnormalized output
+//	m    [TQ]      running maximum score in log2 units (starts at -Inf)
+//	l    [TQ]      running sum of 2^(score - m) (starts at 0)
+//	mask [TQ]uint64, or nil: bit c of mask[r] is set when row r keeps key c.
+//	               nil means every pair of the tile is kept (a full tile).
+//
+// For each row r: scores s_c = q_r . kt[:,c]; masked scores are -Inf;
+// mnew = max(m_r, max_c s_c); if mnew is -Inf the row is left untouched
+// (no key kept yet); otherwise alpha = 2^(m_r - mnew) (0 when m_r is -Inf),
+// p_c = 2^(s_c - mnew) (0 when masked), l_r = alpha*l_r + sum_c p_c,
+// o_r = alpha*o_r + sum_c p_c * v_c, m_r = mnew. The driver finishes a row
+// with out = o/l and lse = (m + log2 l) * ln 2, or 0 and -Inf when l = 0.
+package kernel
+
+// Tile sizes shared by every variant.
+const (
+	TQ = 48
+	TK = 64
+)
