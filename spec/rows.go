@@ -221,3 +221,35 @@ func (p Pattern) ClassifyExact(q0, q1, k0, k1 int) Class {
 // single primitive, false where a union or intersection may answer Partial
 // for an empty or full tile.
 func (p Pattern) Exact() bool { return p.Mask.Op != OpUnion && p.Mask.Op != OpIntersect }
+
+// RowBits returns the keep bits of query position i against keys k0 ..
+// k0+63 (bit c: key k0+c kept; keys at or past n are not), computed from the
+// row's key progressions, so its cost does not depend on the 64 keys. buf is
+// scratch. With docs (and a document mask) positional patterns use
+// document-local positions and keys outside i's document are not kept, as
+// in AtDocs.
+func (p Pattern) RowBits(buf []Prog, i, k0, n int, docs *Docs) (uint64, []Prog) {
+	shift := 0
+	if docs != nil && p.Mask.HasDocument() {
+		shift = docs.Start(i)
+		n = docs.End(i) + 1 - shift
+		i -= shift
+		k0 -= shift
+	}
+	buf = p.Keys(buf[:0], i, n)
+	var w uint64
+	for _, g := range buf {
+		g = g.Clip(k0, k0+63)
+		if g.Lo > g.Hi {
+			continue
+		}
+		if g.Step == 1 {
+			w |= (^uint64(0) >> uint(63-(g.Hi-g.Lo))) << uint(g.Lo-k0)
+			continue
+		}
+		for j := g.Lo; j <= g.Hi; j += g.Step {
+			w |= 1 << uint(j-k0)
+		}
+	}
+	return w, buf
+}
