@@ -180,24 +180,13 @@ func (p *Plan) Visit(dst []TileRef, seg Segment, qt int, spans []spec.Span) ([]T
 	r0 := qt * p.TileQ
 	r1 := min(r0+p.TileQ, seg.SeqQ) - 1
 	off := seg.SeqK - seg.SeqQ
-	q0, q1 := r0+off, r1+off
-	spans = p.Pattern.KeySpans(spans[:0], q0, q1, seg.SeqK)
-	last := -1
-	for _, s := range spans {
-		for kt := max(s.Lo/p.TileK, last+1); kt <= s.Hi/p.TileK; kt++ {
-			k0 := kt * p.TileK
-			k1 := min(k0+p.TileK, seg.SeqK) - 1
-			c := p.Pattern.Classify(q0, q1, k0, k1)
-			if c == spec.Partial && !p.Pattern.Exact() {
-				c = p.Pattern.ClassifyExact(q0, q1, k0, k1)
-			}
-			if c != spec.Empty {
-				dst = append(dst, TileRef{kt, c})
-			}
-			last = kt
-		}
-	}
-	return dst, spans
+	return p.VisitRange(dst, r0+off, r1+off, seg.SeqK, spans)
+}
+
+// VisitRange is Visit for query positions [q0, q1] of a segment with nk
+// keys; spans is scratch.
+func (p *Plan) VisitRange(dst []TileRef, q0, q1, nk int, spans []spec.Span) ([]TileRef, []spec.Span) {
+	return spec.VisitTiles(p.Pattern, dst, q0, q1, nk, p.TileK, spans, func(k int, c spec.Class) TileRef { return TileRef{k, c} })
 }
 
 // QueryTiles is the number of query tiles of a segment.
