@@ -16,15 +16,18 @@ func (p Pattern) KeySpans(dst []Span, q0, q1, n int) []Span {
 	if p.Causal {
 		hi = min(hi, q1)
 	}
-	spans := p.Mask.spans(nil, q0, q1, p.Causal, hi)
 	start := len(dst)
-	for _, s := range spans {
+	dst = p.Mask.spans(dst, q0, q1, p.Causal, hi)
+	k := start
+	for _, s := range dst[start:] {
 		s.Lo, s.Hi = max(s.Lo, 0), min(s.Hi, hi)
 		if s.Lo <= s.Hi {
-			dst = append(dst, s)
+			dst[k] = s
+			k++
 		}
 	}
-	return append(dst[:start], mergeSpans(dst[start:])...)
+	merged := mergeSpans(dst[start:k])
+	return dst[:start+len(merged)]
 }
 
 func mergeSpans(s []Span) []Span {
