@@ -1,0 +1,51 @@
+// Package cuda is attngen's binding of the CUDA driver API: it loads
+// libcuda.so.1 at run time, owns the driver's function table, and offers a small
+// Go API over it (devices, the primary context, PTX modules with the JIT error
+// log, kernel functions, device buffers, kernel launches and event timing).
+//
+// # Why it is here
+//
+// The package sits at the top level of the module, next to spec/ and gen/,
+// because two kinds of code need it at run time: the packages attngen
+// generates (their CUDA entry points load the embedded PTX and launch it), and
+// attngen's own GPU runner (verify/ and cmd/attngen bench). Neither may depend
+// on the other, so the binding is its own small runtime package.
+//
+// # Why purego
+//
+// The driver is reached through github.com/ebitengine/purego, not cgo and not
+// gorgonia.org/cu (see design/ARCHITECTURE.md, "Decisions already taken").
+// The package builds with CGO_ENABLED=0 and needs no CUDA headers; where there is
+// no driver, [Open] returns an error wrapping [ErrNoDriver] and nothing panics
+// or exits, so test binaries that import it run on GPU-less CI machines and
+// skip. Set ATTNGEN_LIBCUDA to load another library instead of libcuda.so.1
+// (the tests use this to load a mock driver built from testdata/mock_cuda.c).
+//
+// # Threading
+//
+// A CUDA context is current per OS thread, and Go moves goroutines between
+// threads. Every method here that needs a context therefore locks the calling
+// goroutine to its thread for the duration of the call (runtime.LockOSThread)
+// and makes its [Context] current first (cuCtxSetCurrent, a cheap thread-local
+// store), so callers need not manage threads. Code that calls the driver by
+// other means must follow the same rule: lock the goroutine with
+// runtime.LockOSThread and set the context current before each call, or keep
+// all CUDA work on one locked goroutine. The methods are safe to call from
+// several goroutines; the driver itself serializes work on the default stream.
+//
+// # Typical use
+//
+//	drv, err := cuda.Open()
+//	if cuda.Unavailable(err) {
+//		t.Skip(err) // no driver, stub driver, or no device
+//	}
+//	dev, err := drv.Device(0)
+//	ctx, err := dev.PrimaryContext()
+//	defer ctx.Release()
+//	mod, err := ctx.LoadModule(ptx) // a PTX error carries the JIT log
+//	fn, err := mod.Function("attn_fwd")
+//	err = fn.SetMaxDynamicSharedMemory(160 << 10)
+//	q, err := ctx.AllocFloat32(n)
+//	err = cuda.Launch(fn, [3]uint32{64, 1, 1}, [3]uint32{128, 1, 1}, 160<<10, q, int32(n))
+//	err = ctx.Synchronize()
+package cuda
