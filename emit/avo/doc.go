@@ -1,4 +1,35 @@
-// Package avo will own lowering a gen.Plan to AVX-512 and AVX2 Go assembly
-// through avo. It decides no tiling. It is empty until the CPU kernel issue
-// lands.
+// Package avo lowers the CPU tile microkernel to AVX-512 and AVX2 Go
+// assembly through avo (github.com/mmcloughlin/avo). It decides no tiling:
+// the tile sizes (TQ = 48, TK = 64) and the microkernel ABI are those of
+// package kernel, and which tiles run, full or partial, is the plan's.
+//
+// Build returns an avo build context holding the whole kernel file: the
+// shared constant table (EmitConsts), one tile kernel per ISA and head
+// dimension (EmitTile: tileAVX512D64, tileAVX512D128, tileAVX2D64,
+// tileAVX2D128) and the FMA peak loops the benchmarks compare against
+// (EmitPeak: peakFMA512, peakFMA256). Generate compiles and prints it,
+// WriteFiles writes kernel/tile_amd64.s and kernel/tile_amd64.go; the command
+// cmd/genkernel runs it for go generate (kernel/generate.go). Output is
+// byte-for-byte deterministic, and a test compares the committed files with
+// a fresh generation.
+//
+// Each tile kernel runs three phases: S = Q K^T, the online softmax, and
+// O = alpha O + P V. The two products are register-blocked (AVX-512: 6 rows
+// x 4 zmm accumulators with explicit broadcasts; AVX2: 3 rows x 4 ymm, all
+// 16 registers) and stream the operand whose chunk stays in L1. The softmax
+// takes rows in groups of one per lane so that the row maxima and sums are
+// transposing reductions, works in log2 units with a degree-6 exp2 (1.3 ulp,
+// VSCALEFPS on AVX-512, exponent-field add on AVX2, anything below 2^-125
+// flushed to +0 so that no subnormal, and no microcode assist, ever
+// occurs), applies the mask with opmask registers (AVX-512) or bit tests
+// (AVX2) only when the mask is not nil, and handles rows with no key kept
+// yet without a branch or a NaN.
+//
+// Facts about avo that the code relies on: it never spills (too many live
+// registers is an allocation error); with more than 16 live vectors in AVX2
+// code it silently takes Y16-Y31, so Generate rejects any EVEX-only register
+// in an AVX2 function; it inserts no VZEROUPPER (every kernel ends with one);
+// its liveness analysis treats VPXORD x, x, x as reading x (zeroing on
+// AVX-512 is therefore a broadcast load of +0); its build package registers
+// flags on flag.CommandLine, so the command uses its own flag set.
 package avo

@@ -1,0 +1,86 @@
+package avo
+
+import (
+	"math"
+
+	"github.com/mmcloughlin/avo/attr"
+	"github.com/mmcloughlin/avo/build"
+	op "github.com/mmcloughlin/avo/operand"
+)
+
+// exp2Coeffs are c1..c6 of p(f) = 1 + c1 f + ... + c6 f^6, a minimax fit of
+// 2^f on [-0.5, 0.5] for relative error with the constant term pinned to 1
+// (so that 2^0 is exactly 1 and an unchanged running maximum gives alpha = 1
+// exactly). Fit error 2.0e-9; evaluated by Horner with FMA in float32 the
+// relative error stays below 8e-8 (1.3 ulp) over the interval.
+var exp2Coeffs = [6]uint32{
+	0x3f317218, // 0.6931472
+	0x3e75fdee, // 0.24022648
+	0x3d635774, // 0.055503324
+	0x3c1d96a6, // 0.009618437
+	0x3aaf9f2d, // 0.0013398879
+	0x3920fde8, // 0.00015353377
+}
+
+// Constant table slots. Each slot is 32 bytes: one value repeated in all
+// eight lanes of a ymm register, so AVX2 code reads whole vectors and AVX-512
+// code reads the first lane with an embedded broadcast.
+const (
+	kNegInf = iota    // -Inf
+	kOne              // 1.0
+	kZero             // +0.0
+	kFlush            // -125: exp2 of anything below is flushed to exactly +0
+	kC1               // exp2 coefficients c1..c6 in slots kC1..kC1+5
+	kPat0   = kC1 + 6 // int32 lanes 1<<i: bits 0-7 of a mask dword
+	kSlots  = kPat0 + 4
+)
+
+const slotBytes = 32
+
+// ConstTable is the read-only data every kernel shares; EmitConsts adds it
+// to a file once, before the kernels that use it.
+type ConstTable struct {
+	base op.Mem
+}
+
+// slot returns the memory operand of a constant slot, plus off bytes.
+func (c ConstTable) slot(k int) op.Mem { return c.base.Offset(k * slotBytes) }
+
+// coeff returns the slot of exp2 coefficient c_i, i in 1..6.
+func (c ConstTable) coeff(i int) op.Mem { return c.slot(kC1 + i - 1) }
+
+// EmitConsts adds the constant table to the file.
+func EmitConsts(ctx *build.Context) ConstTable {
+	base := ctx.StaticGlobal("attnconst")
+	ctx.DataAttributes(attr.RODATA | attr.NOPTR)
+	put := func(k int, lane int, v uint32) {
+		ctx.AddDatum(k*slotBytes+4*lane, op.U32(v))
+	}
+	for k := 0; k < kSlots; k++ {
+		for lane := 0; lane < 8; lane++ {
+			put(k, lane, slotValue(k, lane))
+		}
+	}
+	return ConstTable{base: base}
+}
+
+// slotValue is the bit pattern of one lane of a constant slot.
+func slotValue(k, lane int) uint32 {
+	switch {
+	case k == kNegInf:
+		return math.Float32bits(float32(math.Inf(-1)))
+	case k == kOne:
+		return math.Float32bits(1)
+	case k == kZero:
+		return 0
+	case k == kFlush:
+		return math.Float32bits(-125)
+	case k >= kC1 && k < kC1+len(exp2Coeffs):
+		return exp2Coeffs[k-kC1]
+	case k >= kPat0 && k < kPat0+4:
+		// Pattern j tests bits 8j..8j+7 of a 32-bit mask word: lane i
+		// of the ymm chunk covering those columns holds 1<<(8j+i).
+		return 1 << (8*(k-kPat0) + lane)
+	}
+	panic("BUG: unknown constant slot")
+}

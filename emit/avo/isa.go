@@ -1,0 +1,111 @@
+package avo
+
+import (
+	"fmt"
+
+	"github.com/mmcloughlin/avo/build"
+	"github.com/mmcloughlin/avo/reg"
+)
+
+// ISA names an x86 vector instruction set a kernel is written for.
+type ISA int
+
+// The instruction sets the emitter lowers to.
+const (
+	// AVX512 uses 512-bit zmm registers (32 of them), opmask registers for
+	// masking, embedded broadcasts and VSCALEFPS. It needs AVX512F (and
+	// AVX512VL for the xmm forms it uses on registers 16-31).
+	AVX512 ISA = iota
+	// AVX2 uses 256-bit ymm registers with FMA3 and never more than 16 of
+	// them, so that no instruction needs an EVEX encoding.
+	AVX2
+)
+
+// ISAs lists every instruction set, in the order the generated file holds
+// their functions.
+var ISAs = []ISA{AVX512, AVX2}
+
+// HeadDims lists the head dimensions a tile kernel exists for.
+var HeadDims = []int{64, 128}
+
+// Tile sizes of the microkernel ABI (kernel.TQ and kernel.TK).
+const (
+	TQ = 48
+	TK = 64
+)
+
+func (i ISA) String() string {
+	switch i {
+	case AVX512:
+		return "AVX512"
+	case AVX2:
+		return "AVX2"
+	}
+	return fmt.Sprintf("ISA(%d)", int(i))
+}
+
+// lanes is the number of float32 lanes in one vector register.
+func (i ISA) lanes() int {
+	if i == AVX512 {
+		return 16
+	}
+	return 8
+}
+
+// vec allocates a virtual vector register of the ISA's width.
+func (i ISA) vec(ctx *build.Context) reg.VecVirtual {
+	if i == AVX512 {
+		return ctx.ZMM()
+	}
+	return ctx.YMM()
+}
+
+// TileName is the Go name of the tile kernel for an ISA and head dimension,
+// for example tileAVX512D128.
+func TileName(isa ISA, d int) string {
+	return fmt.Sprintf("tile%sD%d", isa, d)
+}
+
+// PeakName is the Go name of the FMA peak loop for an ISA: peakFMA512 or
+// peakFMA256.
+func PeakName(isa ISA) string {
+	if isa == AVX512 {
+		return "peakFMA512"
+	}
+	return "peakFMA256"
+}
+
+// blocking is the register blocking of the two matrix products in a tile:
+// an accumulator block of rows x vecs vector registers.
+type blocking struct {
+	rows   int  // rows of the accumulator block (broadcast operand)
+	vecs   int  // vector registers per row (streamed operand)
+	bFirst bool // load the vecs streamed vectors first, then broadcast row by row
+	unroll int  // reduction steps per loop iteration
+	kc     int  // reduction steps per part (the reduction is split into parts)
+}
+
+// blocks returns the blocking of the two products of an ISA: QK^T (rows of
+// q broadcast, columns of kt streamed) and PV (probabilities broadcast,
+// columns of v streamed).
+//
+// AVX-512: 6 rows x 4 zmm = 24 accumulators (64 columns); per reduction
+// step the 4 streamed vectors are loaded once and each row's value is
+// broadcast into one register (VBROADCASTSS from memory, a pure load)
+// and used by 4 FMAs: 29 live registers, 10 loads per 24 FMAs. Broadcasting
+// through the FMA's memory operand instead costs 28 loads per 24 FMAs, more
+// than two load ports give, and measured about 0.6x as fast here.
+//
+// AVX2: 3 rows x 4 ymm = 12 accumulators (32 columns); per step the 3
+// rows are broadcast into 3 registers, then each streamed vector is loaded
+// into the 16th register and used by 3 FMAs: 7 loads per 12 FMAs and
+// exactly 16 live registers.
+//
+// kc = 64 splits the reduction of QK^T at D = 128 in two, so that the half
+// of kt a column chunk reads (16 KiB) stays in L1 across the row blocks.
+func (i ISA) blocks() (qk, pv blocking) {
+	if i == AVX512 {
+		return blocking{rows: 6, vecs: 4, bFirst: true, unroll: 4, kc: 64}, blocking{rows: 6, vecs: 4, bFirst: true, unroll: 4, kc: 64}
+	}
+	return blocking{rows: 3, vecs: 4, unroll: 4, kc: 64}, blocking{rows: 3, vecs: 4, unroll: 4, kc: 64}
+}

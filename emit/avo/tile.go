@@ -1,0 +1,556 @@
+package avo
+
+import (
+	"fmt"
+
+	"github.com/mmcloughlin/avo/build"
+	op "github.com/mmcloughlin/avo/operand"
+	"github.com/mmcloughlin/avo/reg"
+)
+
+// TileSignature is the Go signature of every tile kernel.
+const TileSignature = "func(q, kt, v, s, o, m, l *float32, mask *uint64)"
+
+// tileGen emits one tile kernel: one ISA, one head dimension.
+type tileGen struct {
+	ctx     *build.Context
+	isa     ISA
+	d       int
+	w       int      // float32 lanes per vector
+	qk, pv  blocking // register blocking of the two products
+	c       ConstTable
+	alpha   op.Mem // stack local [TQ]float32: alpha of each row
+	msafe   op.Mem // stack local [w]float32: the group's maxima, 0 for rows with no key
+	scratch op.Mem // stack local [w][w]float32: one partial vector per row of the group
+}
+
+// EmitTile adds the tile kernel for isa and head dimension d to ctx. The
+// constant table must have been added to the same context by EmitConsts.
+//
+// The kernel runs in three phases:
+//
+//  1. scores: S = Q K^T into s, register-blocked (see ISA.blocks), in column
+//     chunks, parts of the reduction over d, row blocks, and the reduction
+//     loop unrolled by blocking.unroll;
+//  2. softmax, in groups of one row per vector lane, with transposing
+//     reductions (see softmax); the mask is applied only when mask != nil:
+//     the nil test is done once and selects one of two copies of the code;
+//     rows with no key kept so far and none in this tile are left untouched
+//     (alpha = 1, p = 0, m and l unchanged), and no NaN arises on the way;
+//  3. O = alpha*O + P V, register-blocked the same way, in column chunks of
+//     V that stay in L1.
+//
+// No vector register is ever spilled (avo cannot), and the AVX2 kernels use
+// Y0-Y15 only (Generate checks it). Every kernel ends with VZEROUPPER.
+func EmitTile(ctx *build.Context, c ConstTable, isa ISA, d int) {
+	qk, pv := isa.blocks()
+	emitTile(ctx, c, isa, d, TileName(isa, d), phaseAll, qk, pv)
+}
+
+// Phases of a tile kernel; emitTile can leave some out to time the others.
+const (
+	phaseScores = 1 << iota
+	phaseSoftmax
+	phasePV
+	phaseAll = phaseScores | phaseSoftmax | phasePV
+)
+
+func emitTile(ctx *build.Context, c ConstTable, isa ISA, d int, name string, phases int, qk, pv blocking) {
+	w := isa.lanes()
+	qkc, pkc := min(qk.kc, d), min(pv.kc, TK)
+	if TQ%qk.rows != 0 || TK%(qk.vecs*w) != 0 || d%qkc != 0 || qkc%qk.unroll != 0 ||
+		TQ%pv.rows != 0 || d%(pv.vecs*w) != 0 || TK%pkc != 0 || pkc%pv.unroll != 0 {
+		panic(fmt.Sprintf("BUG: blocking %+v, %+v does not fit %s with D = %d", qk, pv, isa, d))
+	}
+	g := &tileGen{ctx: ctx, isa: isa, d: d, w: w, qk: qk, pv: pv, c: c}
+	ctx.Function(name)
+	ctx.Pragma("noescape")
+	ctx.SignatureExpr(TileSignature)
+	ctx.Doc(
+		fmt.Sprintf("%s is the tile microkernel (see the package doc for the ABI) for", name),
+		fmt.Sprintf("D = %d, written for %s. A nil mask means a full tile.", d, isa.requires()),
+	)
+	g.alpha = ctx.AllocLocal(4 * TQ)
+	g.msafe = ctx.AllocLocal(4 * g.w)
+	g.scratch = ctx.AllocLocal(4 * g.w * g.w)
+
+	if phases&phaseScores != 0 {
+		ctx.Comment("Phase 1: S = Q K^T into s.")
+		g.scores()
+	}
+	if phases&phaseSoftmax != 0 {
+		ctx.Comment("Phase 2: online softmax row by row; the mask only when mask != nil.")
+		mask := ctx.Load(ctx.Param("mask"), ctx.GP64())
+		ctx.TESTQ(mask, mask)
+		ctx.JZ(op.LabelRef("full"))
+		g.softmax(mask, "masked")
+		ctx.JMP(op.LabelRef("pv"))
+		ctx.Label("full")
+		g.softmax(nil, "unmasked")
+		ctx.Label("pv")
+	}
+	if phases&phasePV != 0 {
+		ctx.Comment("Phase 3: O = alpha O + P V.")
+		g.pvProduct()
+	}
+
+	ctx.VZEROUPPER()
+	ctx.RET()
+}
+
+func (i ISA) requires() string {
+	if i == AVX512 {
+		return "AVX-512 Foundation"
+	}
+	return "AVX2 and FMA3"
+}
+
+func (g *tileGen) vec() reg.VecVirtual { return g.isa.vec(g.ctx) }
+
+func (g *tileGen) param(name string) reg.Register {
+	return g.ctx.Load(g.ctx.Param(name), g.ctx.GP64())
+}
+
+func mem(base reg.Register, disp int) op.Mem { return op.Mem{Base: base, Disp: disp} }
+
+func (g *tileGen) zero(x reg.VecVirtual) { zero(g.ctx, g.c, g.isa, x) }
+
+// zero sets x to +0 by a broadcast load: avo's liveness analysis does not
+// know that VPXORD x, x, x ignores x (it does know it of VXORPS, which
+// needs AVX512DQ on zmm), so a VPXORD zeroing would keep x live back to the
+// function entry.
+func zero(ctx *build.Context, c ConstTable, isa ISA, x reg.VecVirtual) {
+	if isa == AVX512 {
+		ctx.VBROADCASTSS(c.slot(kZero), x)
+	} else {
+		ctx.VXORPS(x, x, x)
+	}
+}
+
+// newAcc allocates a rows x vecs block of accumulators.
+func (g *tileGen) newAcc(blk blocking) [][]reg.VecVirtual {
+	acc := make([][]reg.VecVirtual, blk.rows)
+	for r := range acc {
+		acc[r] = make([]reg.VecVirtual, blk.vecs)
+		for j := range acc[r] {
+			acc[r][j] = g.vec()
+		}
+	}
+	return acc
+}
+
+// gemm emits acc[r][j] += sum_k A[r][k] * B[k][j*w:(j+1)*w] for k < klen,
+// where A[r][k] is the float32 at a + r*aRow + 4k (broadcast) and B[k] starts
+// at b + k*bRow (streamed vectors).
+func (g *tileGen) gemm(blk blocking, acc [][]reg.VecVirtual, a reg.Register, aOff, aRow int, b reg.Register, bOff, bRow, klen int, label string) {
+	ctx := g.ctx
+	u := blk.unroll
+	ap, bp, n := ctx.GP64(), ctx.GP64(), ctx.GP64()
+	ctx.LEAQ(mem(a, aOff), ap)
+	ctx.LEAQ(mem(b, bOff), bp)
+	ctx.MOVQ(op.U32(uint32(klen/u)), n)
+	ctx.Label(label)
+	for k := 0; k < u; k++ {
+		if blk.bFirst {
+			bv := make([]reg.VecVirtual, blk.vecs)
+			for j := range bv {
+				bv[j] = g.vec()
+				ctx.VMOVUPS(mem(bp, k*bRow+j*g.w*4), bv[j])
+			}
+			for r := range acc {
+				x := g.vec()
+				ctx.VBROADCASTSS(mem(ap, r*aRow+4*k), x)
+				for j := range bv {
+					ctx.VFMADD231PS(bv[j], x, acc[r][j])
+				}
+			}
+		} else {
+			xs := make([]reg.VecVirtual, len(acc))
+			for r := range xs {
+				xs[r] = g.vec()
+				ctx.VBROADCASTSS(mem(ap, r*aRow+4*k), xs[r])
+			}
+			for j := 0; j < blk.vecs; j++ {
+				y := g.vec()
+				ctx.VMOVUPS(mem(bp, k*bRow+j*g.w*4), y)
+				for r := range xs {
+					ctx.VFMADD231PS(y, xs[r], acc[r][j])
+				}
+			}
+		}
+	}
+	ctx.ADDQ(op.U32(uint32(4*u)), ap)
+	ctx.ADDQ(op.U32(uint32(bRow*u)), bp)
+	ctx.DECQ(n)
+	ctx.JNZ(op.LabelRef(label))
+}
+
+// scores emits phase 1: s = q kt in column chunks of qk.vecs vectors (the
+// outer loop), then parts of qk.kc of the reduction over d (so that the
+// part of kt a chunk reads stays in L1), then row blocks of qk.rows.
+func (g *tileGen) scores() {
+	ctx, blk := g.ctx, g.qk
+	q, kt, s := g.param("q"), g.param("kt"), g.param("s")
+	cw, kc := blk.vecs*g.w, min(blk.kc, g.d)
+	ch := ctx.GP64()
+	ctx.MOVQ(op.U32(uint32(TK/cw)), ch)
+	ctx.Label("qk_chunk")
+	for part := 0; part < g.d/kc; part++ {
+		qr, sr, rb := ctx.GP64(), ctx.GP64(), ctx.GP64()
+		ctx.MOVQ(q, qr)
+		ctx.MOVQ(s, sr)
+		ctx.MOVQ(op.U32(uint32(TQ/blk.rows)), rb)
+		ctx.Label(fmt.Sprintf("qk_rows%d", part))
+		acc := g.newAcc(blk)
+		for r, row := range acc {
+			for j, x := range row {
+				if part == 0 {
+					g.zero(x)
+				} else {
+					ctx.VMOVUPS(mem(sr, 4*(r*TK+j*g.w)), x)
+				}
+			}
+		}
+		g.gemm(blk, acc, qr, 4*part*kc, 4*g.d, kt, 4*part*kc*TK, 4*TK, kc, fmt.Sprintf("qk_d%d", part))
+		for r, row := range acc {
+			for j, x := range row {
+				ctx.VMOVUPS(x, mem(sr, 4*(r*TK+j*g.w)))
+			}
+		}
+		ctx.ADDQ(op.U32(uint32(4*blk.rows*g.d)), qr)
+		ctx.ADDQ(op.U32(uint32(4*blk.rows*TK)), sr)
+		ctx.DECQ(rb)
+		ctx.JNZ(op.LabelRef(fmt.Sprintf("qk_rows%d", part)))
+	}
+	ctx.ADDQ(op.U32(uint32(4*cw)), kt)
+	ctx.ADDQ(op.U32(uint32(4*cw)), s)
+	ctx.DECQ(ch)
+	ctx.JNZ(op.LabelRef("qk_chunk"))
+}
+
+// maxOp and addOp are the two row reductions.
+func (g *tileGen) maxOp(a, b, dst reg.Register) { g.ctx.VMAXPS(a, b, dst) }
+func (g *tileGen) addOp(a, b, dst reg.Register) { g.ctx.VADDPS(a, b, dst) }
+
+// transposeReduce loads w vectors from the stack scratch and returns one
+// vector whose lane r is f over all lanes of vector r. Each merge of two
+// vectors costs two shuffles and one f; 15 merges for 16 rows (AVX-512), 7
+// for 8 (AVX2), against 8 dependent steps per row for a horizontal
+// reduction of each row on its own.
+func (g *tileGen) transposeReduce(f func(a, b, dst reg.Register)) reg.VecVirtual {
+	ctx := g.ctx
+	vs := make([]reg.VecVirtual, g.w)
+	for r := range vs {
+		vs[r] = g.vec()
+		ctx.VMOVUPS(g.scratch.Offset(4*g.w*r), vs[r])
+	}
+	for level := 1; len(vs) > 1; level++ {
+		next := make([]reg.VecVirtual, len(vs)/2)
+		for i := range next {
+			a, b := vs[2*i], vs[2*i+1]
+			lo, hi := g.vec(), g.vec()
+			switch {
+			case level == 1: // [a0 a1 b0 b1] and [a2 a3 b2 b3] in each 128-bit lane
+				ctx.VSHUFPS(op.U8(0x44), b, a, lo)
+				ctx.VSHUFPS(op.U8(0xee), b, a, hi)
+			case level == 2: // [a0 a2 b0 b2] and [a1 a3 b1 b3]
+				ctx.VSHUFPS(op.U8(0x88), b, a, lo)
+				ctx.VSHUFPS(op.U8(0xdd), b, a, hi)
+			case g.isa == AVX2: // [a.lo b.lo] and [a.hi b.hi]
+				ctx.VPERM2F128(op.U8(0x20), b, a, lo)
+				ctx.VPERM2F128(op.U8(0x31), b, a, hi)
+			default: // 128-bit lanes [a0 a2 b0 b2] and [a1 a3 b1 b3]
+				ctx.VSHUFF32X4(op.U8(0x88), b, a, lo)
+				ctx.VSHUFF32X4(op.U8(0xdd), b, a, hi)
+			}
+			f(hi, lo, lo)
+			next[i] = lo
+		}
+		vs = next
+	}
+	return vs[0]
+}
+
+// exp2 replaces every lane x of v (x <= 0 or -Inf) by 2^x: n = round(x),
+// f = x - n in [-0.5, 0.5], 2^f by a degree-6 polynomial, times 2^n.
+// Anything below -125 (-Inf included) gives exactly +0 and nothing computes
+// a subnormal on the way: on Intel cores an underflowing result costs a
+// microcode assist of about a hundred cycles, and masked keys would hit it
+// for every vector. On AVX-512, lanes whose bit in kmask (if not nil) is
+// clear give +0 too.
+func (g *tileGen) exp2(x reg.VecVirtual, kmask reg.Register) {
+	ctx, c := g.ctx, g.c
+	flush := c.slot(kFlush)
+	if g.isa == AVX512 {
+		keep := ctx.K()
+		if kmask != nil {
+			ctx.VCMPPS_BCST(op.U8(0x1d), flush, x, kmask, keep) // kmask && x >= -125 (GE_OQ)
+		} else {
+			ctx.VCMPPS_BCST(op.U8(0x1d), flush, x, keep) // x >= -125 (GE_OQ)
+		}
+		ctx.VMAXPS_BCST(flush, x, x)
+		n := g.vec()
+		ctx.VRNDSCALEPS(op.U8(0), x, n) // round to nearest even
+		ctx.VSUBPS(n, x, x)
+		p := g.vec()
+		ctx.VBROADCASTSS(c.coeff(6), p)
+		for i := 5; i >= 1; i-- {
+			ctx.VFMADD213PS_BCST(c.coeff(i), x, p)
+		}
+		ctx.VFMADD213PS_BCST(c.slot(kOne), x, p)
+		ctx.VSCALEFPS_Z(n, p, keep, x) // x = keep ? p * 2^n : 0
+		return
+	}
+	if kmask != nil {
+		panic("BUG: AVX2 exp2 takes no mask")
+	}
+	keep := g.vec()
+	ctx.VCMPPS(op.U8(0x1d), flush, x, keep) // x >= -125 (GE_OQ)
+	ctx.VMAXPS(flush, x, x)
+	n := g.vec()
+	ctx.VCVTPS2DQ(x, n) // round to nearest even (MXCSR default)
+	f := g.vec()
+	ctx.VCVTDQ2PS(n, f)
+	ctx.VSUBPS(f, x, x)
+	p := g.vec()
+	ctx.VMOVUPS(c.coeff(6), p)
+	for i := 5; i >= 1; i-- {
+		ctx.VFMADD213PS(c.coeff(i), x, p)
+	}
+	ctx.VFMADD213PS(c.slot(kOne), x, p)
+	ctx.VPSLLD(op.U8(23), n, n)
+	ctx.VPADDD(n, p, p)    // p * 2^n through the exponent field; n >= -125 keeps it normal
+	ctx.VANDPS(keep, p, x) // +0 where flushed
+}
+
+// rowMax emits the partial maxima of the row at srow (row i of the group,
+// mask words at mk) into one vector. Masked keys count as -Inf; AVX2 also
+// writes -Inf back into s for them so that pass B needs no mask.
+func (g *tileGen) rowMax(srow, mk, i reg.Register, negInf reg.VecVirtual) reg.VecVirtual {
+	ctx := g.ctx
+	nv, vb := TK/g.w, 4*g.w
+	maskRow := op.Mem{Base: mk, Index: i, Scale: 8}
+	switch {
+	case g.isa == AVX512 && mk != nil:
+		t := g.vec()
+		for j := 0; j < nv; j++ {
+			k := ctx.K()
+			ctx.KMOVW(maskRow.Offset(2*j), k)
+			if j == 0 {
+				ctx.VBLENDMPS(mem(srow, 0), negInf, k, t) // t = k ? s : -Inf
+			} else {
+				ctx.VMAXPS(mem(srow, vb*j), t, k, t) // where k: t = max(t, s)
+			}
+		}
+		return t
+	case mk != nil:
+		lo, hi := g.vec(), g.vec()
+		ctx.VPBROADCASTD(maskRow, lo)
+		ctx.VPBROADCASTD(maskRow.Offset(4), hi)
+		acc := make([]reg.VecVirtual, 2)
+		for j := 0; j < nv; j++ {
+			word := lo
+			if j >= 4 {
+				word = hi
+			}
+			pat := g.c.slot(kPat0 + j%4)
+			x, t := g.vec(), g.vec()
+			ctx.VMOVUPS(mem(srow, vb*j), x)
+			ctx.VPAND(pat, word, t)
+			ctx.VPCMPEQD(pat, t, t)
+			ctx.VBLENDVPS(t, x, negInf, x) // x = t ? x : -Inf
+			ctx.VMOVUPS(x, mem(srow, vb*j))
+			if j < 2 {
+				acc[j] = x
+			} else {
+				ctx.VMAXPS(x, acc[j%2], acc[j%2])
+			}
+		}
+		ctx.VMAXPS(acc[1], acc[0], acc[0])
+		return acc[0]
+	default:
+		acc := []reg.VecVirtual{g.vec(), g.vec()}
+		ctx.VMOVUPS(mem(srow, 0), acc[0])
+		ctx.VMOVUPS(mem(srow, vb), acc[1])
+		for j := 2; j < nv; j++ {
+			ctx.VMAXPS(mem(srow, vb*j), acc[j%2], acc[j%2])
+		}
+		ctx.VMAXPS(acc[1], acc[0], acc[0])
+		return acc[0]
+	}
+}
+
+// rowExp replaces the row at srow by p = exp2(s - ms) (0 where masked) and
+// returns the partial row sums as one vector.
+func (g *tileGen) rowExp(srow, mk, i reg.Register, ms reg.VecVirtual) reg.VecVirtual {
+	ctx := g.ctx
+	nv, vb := TK/g.w, 4*g.w
+	sums := make([]reg.VecVirtual, 2)
+	for j := 0; j < nv; j++ {
+		x := g.vec()
+		ctx.VMOVUPS(mem(srow, vb*j), x)
+		ctx.VSUBPS(ms, x, x)
+		var k reg.Register
+		if mk != nil && g.isa == AVX512 {
+			k = ctx.K()
+			ctx.KMOVW(op.Mem{Base: mk, Index: i, Scale: 8, Disp: 2 * j}, k)
+		}
+		g.exp2(x, k)
+		ctx.VMOVUPS(x, mem(srow, vb*j))
+		if j < 2 {
+			sums[j] = x
+		} else {
+			ctx.VADDPS(x, sums[j%2], sums[j%2])
+		}
+	}
+	ctx.VADDPS(sums[1], sums[0], sums[0])
+	return sums[0]
+}
+
+// softmax emits phase 2 for all TQ rows; mask is nil for full tiles. Rows
+// go in groups of w, one row per lane of a vector. Pass A reduces each row
+// to a vector of partial maxima (scratch), transposeReduce turns them into
+// the group's row maxima; the new running maxima, alpha and the safe maxima
+// (0 for rows with no key kept so far, so that their p are exactly 0) are
+// computed for the whole group at once; pass B replaces the scores by
+// p = 2^(s - m) row by row, leaving partial row sums in scratch, reduced
+// the same way into the group's l update.
+func (g *tileGen) softmax(mask reg.Register, pfx string) {
+	ctx, c := g.ctx, g.c
+	w, vb := g.w, 4*g.w
+	s, m, l := g.param("s"), g.param("m"), g.param("l")
+	ap := ctx.GP64()
+	ctx.LEAQ(g.alpha, ap)
+	var negInf reg.VecVirtual
+	if mask != nil {
+		negInf = g.vec()
+		ctx.VBROADCASTSS(c.slot(kNegInf), negInf)
+	}
+	grp := ctx.GP64()
+	ctx.MOVQ(op.U32(uint32(TQ/w)), grp)
+	ctx.Label(pfx + "_group")
+
+	// Pass A: row maxima.
+	i, srow, scr := ctx.GP64(), ctx.GP64(), ctx.GP64()
+	ctx.XORQ(i, i)
+	ctx.MOVQ(s, srow)
+	ctx.LEAQ(g.scratch, scr)
+	ctx.Label(pfx + "_max")
+	t := g.rowMax(srow, mask, i, negInf)
+	ctx.VMOVUPS(t, mem(scr, 0))
+	ctx.ADDQ(op.U32(4*TK), srow)
+	ctx.ADDQ(op.U8(uint8(vb)), scr)
+	ctx.INCQ(i)
+	ctx.CMPQ(i, op.U8(uint8(w)))
+	ctx.JNE(op.LabelRef(pfx + "_max"))
+	mnew := g.transposeReduce(g.maxOp)
+
+	// The group's new maxima, alpha, safe maxima.
+	mold := g.vec()
+	ctx.VMOVUPS(mem(m, 0), mold)
+	ctx.VMAXPS(mold, mnew, mnew)
+	ctx.VMOVUPS(mnew, mem(m, 0)) // -Inf stays -Inf for rows with no key
+	msafe, alpha := g.vec(), g.vec()
+	if g.isa == AVX512 {
+		live, dead := ctx.K(), ctx.K()
+		ctx.VCMPPS_BCST(op.U8(0x0c), c.slot(kNegInf), mnew, live) // mnew != -Inf (NEQ_OQ)
+		ctx.VMOVAPS_Z(mnew, live, msafe)
+		ctx.VSUBPS(msafe, mold, alpha)
+		g.exp2(alpha, nil) // 0 where mold = -Inf
+		ctx.KNOTW(live, dead)
+		ctx.VBROADCASTSS(c.slot(kOne), dead, alpha) // untouched rows: alpha = 1
+	} else {
+		dead, one := g.vec(), g.vec()
+		ctx.VCMPPS(op.U8(0x00), c.slot(kNegInf), mnew, dead) // mnew == -Inf (EQ_OQ)
+		ctx.VANDNPS(mnew, dead, msafe)
+		ctx.VSUBPS(msafe, mold, alpha)
+		g.exp2(alpha, nil)
+		ctx.VMOVUPS(c.slot(kOne), one)
+		ctx.VBLENDVPS(dead, one, alpha, alpha) // untouched rows: alpha = 1
+	}
+	ctx.VMOVUPS(msafe, g.msafe)
+	ctx.VMOVUPS(alpha, mem(ap, 0))
+
+	// Pass B: probabilities and row sums.
+	ctx.XORQ(i, i)
+	ctx.MOVQ(s, srow)
+	ctx.LEAQ(g.scratch, scr)
+	ctx.Label(pfx + "_exp")
+	ms := g.vec()
+	ctx.VBROADCASTSS(g.msafe.Idx(i, 4), ms)
+	sum := g.rowExp(srow, mask, i, ms)
+	ctx.VMOVUPS(sum, mem(scr, 0))
+	ctx.ADDQ(op.U32(4*TK), srow)
+	ctx.ADDQ(op.U8(uint8(vb)), scr)
+	ctx.INCQ(i)
+	ctx.CMPQ(i, op.U8(uint8(w)))
+	ctx.JNE(op.LabelRef(pfx + "_exp"))
+	rowsum := g.transposeReduce(g.addOp)
+	a := g.vec()
+	ctx.VMOVUPS(mem(ap, 0), a)
+	ctx.VFMADD231PS(mem(l, 0), a, rowsum) // sum + alpha*l
+	ctx.VMOVUPS(rowsum, mem(l, 0))
+
+	ctx.ADDQ(op.U32(uint32(w*4*TK)), s)
+	ctx.ADDQ(op.U8(uint8(vb)), m)
+	ctx.ADDQ(op.U8(uint8(vb)), l)
+	ctx.ADDQ(op.U8(uint8(vb)), ap)
+	if mask != nil {
+		ctx.ADDQ(op.U8(uint8(8*w)), mask)
+	}
+	ctx.DECQ(grp)
+	ctx.JNZ(op.LabelRef(pfx + "_group"))
+}
+
+// pvProduct emits phase 3: o = alpha*o + p v in column chunks of pv.vecs
+// vectors (the outer loop), then parts of pv.kc keys (so that the part of
+// v a chunk reads stays in L1), then row blocks of pv.rows.
+func (g *tileGen) pvProduct() {
+	ctx, blk := g.ctx, g.pv
+	v, o, s := g.param("v"), g.param("o"), g.param("s")
+	rows, cw, kc := blk.rows, blk.vecs*g.w, min(blk.kc, TK)
+	ch := ctx.GP64()
+	ctx.MOVQ(op.U32(uint32(g.d/cw)), ch)
+	ctx.Label("pv_chunk")
+	for part := 0; part < TK/kc; part++ {
+		ap, orow, srow, rb := ctx.GP64(), ctx.GP64(), ctx.GP64(), ctx.GP64()
+		if part == 0 {
+			ctx.LEAQ(g.alpha, ap)
+		}
+		ctx.MOVQ(o, orow)
+		ctx.MOVQ(s, srow)
+		ctx.MOVQ(op.U32(uint32(TQ/rows)), rb)
+		ctx.Label(fmt.Sprintf("pv_rows%d", part))
+		acc := g.newAcc(blk)
+		for r, row := range acc {
+			if part > 0 {
+				for j, x := range row {
+					ctx.VMOVUPS(mem(orow, 4*(r*g.d+j*g.w)), x)
+				}
+				continue
+			}
+			a := g.vec()
+			ctx.VBROADCASTSS(mem(ap, 4*r), a)
+			for j, x := range row {
+				ctx.VMULPS(mem(orow, 4*(r*g.d+j*g.w)), a, x)
+			}
+		}
+		g.gemm(blk, acc, srow, 4*part*kc, 4*TK, v, 4*part*kc*g.d, 4*g.d, kc, fmt.Sprintf("pv_k%d", part))
+		for r, row := range acc {
+			for j, x := range row {
+				ctx.VMOVUPS(x, mem(orow, 4*(r*g.d+j*g.w)))
+			}
+		}
+		ctx.ADDQ(op.U32(uint32(4*rows*g.d)), orow)
+		ctx.ADDQ(op.U32(uint32(4*rows*TK)), srow)
+		if part == 0 {
+			ctx.ADDQ(op.U8(uint8(4*rows)), ap)
+		}
+		ctx.DECQ(rb)
+		ctx.JNZ(op.LabelRef(fmt.Sprintf("pv_rows%d", part)))
+	}
+	ctx.ADDQ(op.U32(uint32(4*cw)), o)
+	ctx.ADDQ(op.U32(uint32(4*cw)), v)
+	ctx.DECQ(ch)
+	ctx.JNZ(op.LabelRef("pv_chunk"))
+}
