@@ -1,8 +1,9 @@
 // Package gen owns the Plan: tile sizes, the tile schedule (which key tiles
 // each query tile visits, full or partial), the partial-tile predicate as a
 // small integer IR, and layout transforms (dilated masks gathered by residue
-// class). Later it will also own launch geometry and the Go API of generated
-// packages. It never imports an emitter (a test enforces it).
+// class); and the generated Go packages (PackageFiles: the API file plus
+// copies of the runtime sources they carry). Later it will also own GPU
+// launch geometry. It never imports an emitter (a test enforces it).
 //
 // Compile runs the declared Pipeline of passes (layout, tiles, predicate).
 // The schedule of a call is not stored: Visit lists the key tiles of one

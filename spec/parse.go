@@ -763,3 +763,7 @@ func (p *parser) checkDocument(m *Mask, what string) {
 	}
 	walk(m, true)
 }
+
+// CheckPackageName reports whether v can name a generated package (the rule
+// the spec's name field follows).
+func CheckPackageName(v string) error { return checkPackageName(v) }

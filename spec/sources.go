@@ -6,5 +6,5 @@ import "embed"
 // (no parsing): generated packages carry a copy so that they classify tiles
 // and evaluate masks with exactly the code tested here.
 //
-//go:embed mask.go pattern.go classify.go span.go rows.go tiles.go
+//go:embed errors.go mask.go pattern.go classify.go span.go rows.go tiles.go
 var AlgebraSources embed.FS

@@ -1,7 +1,10 @@
 // Package verify owns the ground truth kernels are judged against: the
 // float64 dense reference, the reachability model of a layer schedule
 // (dependency sets, coverage, hop counts, the K-way boundary-copy bound),
-// exact pair counting, and pictures of a mask and its tile classes (text,
-// PNG, SVG) for people to check by eye. It trusts no emitter's claims: it evaluates masks only
-// through spec.Pattern.
+// exact pair counting, kernel checks (numeric against the reference and a
+// straightforward float32 implementation, dependency by perturbation, a
+// 3-layer stack against the reachability model), and pictures of a mask and
+// its tile classes (text, PNG, SVG) for people to check by eye. It trusts no
+// emitter's claims: it evaluates masks only through spec.Pattern and runs
+// kernels only through their public entry points.
 package verify

@@ -12,7 +12,13 @@ import (
 
 const usage = `attngen: fused sparse-attention kernels from mask specs
 
+Generate a Go package with fused attention kernels for a spec:
+  attngen -spec F [-out DIR] [-pkg NAME]
+
 Commands:
+  attngen verify -spec F                  check F's kernels against the float64 reference
+  attngen bench -spec F -seq S -heads H -threads 1,2 [-json]
+                                          effective GFLOP/s of every kernel variant vs the measured FMA peak
   attngen check -spec F [-seq N]          validate F, print the normalized mask and its density
   attngen show  -spec F -seq N -tile T [-o mask.png|mask.svg] [-width W]
                                           draw the mask and its tile classes
@@ -43,15 +49,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	cmds := map[string]func([]string, io.Writer, io.Writer) error{
-		"check": cmdCheck,
-		"show":  cmdShow,
-		"reach": cmdReach,
-		"plan":  cmdPlan,
+		"check":    cmdCheck,
+		"show":     cmdShow,
+		"reach":    cmdReach,
+		"plan":     cmdPlan,
+		"verify":   cmdVerify,
+		"generate": cmdGenerate,
+		"bench":    cmdBench,
 	}
 	cmd, ok := cmds[args[0]]
 	if !ok && len(args[0]) > 1 && args[0][0] == '-' {
-		fmt.Fprintf(stderr, "attngen: kernel generation (attngen -spec F) is not built yet; use check, show, reach or plan\n\n%s", usage)
-		return 2
+		cmd, ok, args = cmdGenerate, true, append([]string{"generate"}, args...)
 	}
 	if !ok {
 		fmt.Fprintf(stderr, "attngen: unknown command %q\n\n%s", args[0], usage)

@@ -1,0 +1,176 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/attngen/attngen/gen"
+	"github.com/attngen/attngen/kernel"
+	"github.com/attngen/attngen/spec"
+	"github.com/attngen/attngen/verify"
+)
+
+// benchResult is one line of attngen bench -json.
+type benchResult struct {
+	Variant    string  `json:"variant"`
+	Mask       string  `json:"mask"`
+	Seq        int     `json:"seq"`
+	Batch      int     `json:"batch"`
+	Heads      int     `json:"heads"`
+	HeadDim    int     `json:"head_dim"`
+	Threads    int     `json:"threads"`
+	Ms         float64 `json:"ms"`
+	GFlops     float64 `json:"gflops"`
+	PeakGFlops float64 `json:"peak_gflops"`
+	PctPeak    float64 `json:"pct_peak"`
+	KeptPairs  int64   `json:"kept_pairs"`
+	Reps       int     `json:"reps"`
+	MeasHeads  int     `json:"measured_heads"`
+	AllocsOp   float64 `json:"allocs_per_op"`
+}
+
+func cmdBench(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("bench", stderr)
+	path := fs.String("spec", "", "spec file (YAML)")
+	seq := fs.Int("seq", 4096, "sequence length (queries = keys)")
+	heads := fs.Int("heads", 8, "query heads (= key/value heads)")
+	batch := fs.Int("batch", 1, "batch")
+	threadsFlag := fs.String("threads", "1", "thread counts, comma separated (e.g. 1,2)")
+	reps := fs.Int("reps", 3, "repetitions per variant; the best is reported")
+	naiveHeads := fs.Int("naive-heads", 1, "heads the straightforward Go implementation runs (it is slow; throughput is per pair, so fewer heads measure the same rate)")
+	asJSON := fs.Bool("json", false, "print one JSON array")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := positive("seq", *seq, "heads", *heads, "batch", *batch, "reps", *reps, "naive-heads", *naiveHeads); err != nil {
+		return err
+	}
+	var threads []int
+	for _, f := range strings.Split(*threadsFlag, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return fmt.Errorf("-threads %q: want positive integers separated by commas", *threadsFlag)
+		}
+		threads = append(threads, n)
+	}
+	s, err := loadSpec(*path, stderr)
+	if err != nil {
+		return err
+	}
+	if s.Mask.HasDocument() {
+		return fmt.Errorf("bench: document masks need run-time ids; benchmark the positional mask instead")
+	}
+	plan, err := gen.Compile(s, gen.CPUTarget, nil)
+	if err != nil {
+		return err
+	}
+	mask := plan.KernelMask()
+	D := s.HeadDim
+	kept := verify.KeptPairs(s.Pattern(), *seq, *seq)
+	r := rand.New(rand.NewPCG(1, 2))
+	n := *batch * *heads * *seq * D
+	mk := func(n int) []float32 {
+		x := make([]float32, n)
+		for k := range x {
+			x[k] = float32(r.NormFloat64())
+		}
+		return x
+	}
+	q, k, v := mk(n), mk(n), mk(n)
+	out, lse := make([]float32, n), make([]float32, *batch**heads**seq)
+	shape := kernel.Shape{Batch: *batch, HeadsQ: *heads, HeadsKV: *heads, SeqQ: *seq, SeqK: *seq, HeadDim: D}
+	flops := func(h int) float64 { return 4 * float64(*batch) * float64(h) * float64(D) * float64(kept) }
+	prev := runtime.GOMAXPROCS(0)
+	defer runtime.GOMAXPROCS(prev)
+	var results []benchResult
+	for _, th := range threads {
+		runtime.GOMAXPROCS(th)
+		peak := kernel.PeakGFLOPS(th, 200*time.Millisecond)
+		add := func(variant string, h, reps int, ms float64, allocs float64) {
+			g := flops(h) / (ms / 1e3) / 1e9
+			results = append(results, benchResult{Variant: variant, Mask: s.Name, Seq: *seq, Batch: *batch, Heads: *heads, HeadDim: D,
+				Threads: th, Ms: ms, GFlops: g, PeakGFlops: peak, PctPeak: 100 * g / peak, KeptPairs: kept, Reps: reps, MeasHeads: h, AllocsOp: allocs})
+		}
+		for _, variant := range []kernel.Variant{kernel.AVX512, kernel.AVX2, kernel.PureGo} {
+			if !kernel.Supported(variant) {
+				continue
+			}
+			call := func() {
+				if err := kernel.Forward(mask, variant, out, lse, q, k, v, nil, shape); err != nil {
+					panic("BUG: " + err.Error())
+				}
+			}
+			call() // warm-up: workers, workspace
+			best := time.Duration(1 << 62)
+			for rep := 0; rep < *reps; rep++ {
+				t0 := time.Now()
+				call()
+				best = min(best, time.Since(t0))
+			}
+			allocs := testingAllocs(call)
+			add(variant.String(), *heads, *reps, float64(best.Nanoseconds())/1e6, allocs)
+		}
+		// The straightforward Go implementation, on naiveHeads heads, with
+		// th goroutines over the heads/rows.
+		nh := min(max(*naiveHeads, th), *heads)
+		ns := verify.Shape{Batch: 1, HeadsQ: nh, HeadsKV: nh, SeqQ: *seq, SeqK: *seq, HeadDim: D}
+		t0 := time.Now()
+		if err := naiveParallel(s.Pattern(), q, k, v, ns, out, th); err != nil {
+			return err
+		}
+		add("naive", nh, 1, float64(time.Since(t0).Nanoseconds())/1e6, -1)
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		return enc.Encode(results)
+	}
+	fmt.Fprintf(stdout, "bench %s: B=%d H=%d D=%d S=%d, kept pairs %d (density %.4f of causal); effective GFLOP/s = 4*B*H*D*kept/s\n",
+		s.Name, *batch, *heads, D, *seq, kept, float64(kept)/(float64(*seq)*float64(*seq+1)/2))
+	fmt.Fprintf(stdout, "%-8s %7s %10s %10s %12s %8s %9s\n", "variant", "threads", "ms", "GFLOP/s", "peak GFLOP/s", "% peak", "allocs/op")
+	for _, r := range results {
+		allocs := "-"
+		if r.AllocsOp >= 0 {
+			allocs = fmt.Sprintf("%.0f", r.AllocsOp)
+		}
+		fmt.Fprintf(stdout, "%-8s %7d %10.2f %10.1f %12.1f %7.1f%% %9s\n", r.Variant, r.Threads, r.Ms, r.GFlops, r.PeakGFlops, r.PctPeak, allocs)
+	}
+	fmt.Fprintf(stdout, "(peak: 12-chain FMA loop on every thread, measured in this run; naive runs on max(-naive-heads, threads) heads)\n")
+	return nil
+}
+
+// naiveParallel runs verify.NaiveFP32 split by head over th goroutines.
+func naiveParallel(p spec.Pattern, q, k, v []float32, s verify.Shape, out []float32, th int) error {
+	D := s.HeadDim
+	per := s.SeqQ * D
+	errs := make(chan error, s.HeadsQ)
+	sem := make(chan struct{}, th)
+	for h := 0; h < s.HeadsQ; h++ {
+		sem <- struct{}{}
+		go func(h int) {
+			defer func() { <-sem }()
+			one := verify.Shape{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: s.SeqQ, SeqK: s.SeqK, HeadDim: D}
+			errs <- verify.NaiveFP32(p, nil, q[h*per:(h+1)*per], k[h*per:(h+1)*per], v[h*per:(h+1)*per], one, out[h*per:(h+1)*per], nil)
+		}(h)
+	}
+	for h := 0; h < s.HeadsQ; h++ {
+		if err := <-errs; err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// testingAllocs counts heap allocations of one call (after warm-up).
+func testingAllocs(f func()) float64 {
+	var a, b runtime.MemStats
+	runtime.ReadMemStats(&a)
+	f()
+	runtime.ReadMemStats(&b)
+	return float64(b.Mallocs - a.Mallocs)
+}

@@ -1,0 +1,47 @@
+//go:build amd64 && !purego
+
+package kernel
+
+import "golang.org/x/sys/cpu"
+
+// tileAsm returns the assembly microkernel of a variant when the CPU has
+// the instructions it needs (AVX-512 Foundation; AVX2 with FMA) and the
+// operating system saves the registers (x/sys/cpu checks both).
+func tileAsm(v Variant) (tileFunc, bool) {
+	switch v {
+	case AVX512:
+		if !cpu.X86.HasAVX512F {
+			return nil, false
+		}
+		return tileAVX512, true
+	case AVX2:
+		if !cpu.X86.HasAVX2 || !cpu.X86.HasFMA {
+			return nil, false
+		}
+		return tileAVX2, true
+	}
+	return nil, false
+}
+
+// The adapted kernels, made once so that dispatch allocates nothing.
+var (
+	tileAVX512 = asmTile(tileAVX512D64, tileAVX512D128)
+	tileAVX2   = asmTile(tileAVX2D64, tileAVX2D128)
+)
+
+type asmFunc func(q, kt, v, s, o, m, l *float32, mask *uint64)
+
+// asmTile adapts the pointer ABI of the assembly to tileFunc.
+func asmTile(d64, d128 asmFunc) tileFunc {
+	return func(q, kt, v, s, o, m, l []float32, mask []uint64, d int) {
+		f := d64
+		if d == 128 {
+			f = d128
+		}
+		var mp *uint64
+		if mask != nil {
+			mp = &mask[0]
+		}
+		f(&q[0], &kt[0], &v[0], &s[0], &o[0], &m[0], &l[0], mp)
+	}
+}

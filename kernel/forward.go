@@ -1,0 +1,428 @@
+package kernel
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"sync"
+	"sync/atomic"
+)
+
+// Shape describes one attention call. Tensors are laid out
+// [batch, heads, seq, head_dim], row-major. Query head h reads key/value
+// head h / (HeadsQ/HeadsKV) (grouped-query attention). Query row r sits at
+// absolute position r + SeqK - SeqQ (bottom-right aligned), so SeqQ <= SeqK.
+type Shape struct {
+	Batch, HeadsQ, HeadsKV int
+	SeqQ, SeqK, HeadDim    int
+	// Scale multiplies the scores q.k; 0 means 1/sqrt(HeadDim).
+	Scale float32
+}
+
+// TileRef is one key tile a query tile visits.
+type TileRef struct {
+	K    int  // key tile index within the segment: keys [K*TK, (K+1)*TK)
+	Full bool // every pair kept: the predicate is not evaluated
+}
+
+// Mask is what the driver needs of a mask. Generated packages implement it
+// with code generated from their spec; attngen implements it from a plan.
+type Mask interface {
+	// Stride is 1 for the identity layout, or the residue stride: positions
+	// are gathered by p mod Stride and each class is one segment.
+	Stride() int
+	// UsesDocs reports whether the mask needs document ids.
+	UsesDocs() bool
+	// Bind prepares the mask for one call with document ids (nil when the
+	// mask has none) covering seqK key positions.
+	Bind(docs []int32, seqK int) (Bound, error)
+}
+
+// Bound is a mask ready for one call. Positions are segment positions.
+type Bound interface {
+	// Visit appends, in increasing order, the key tiles that query
+	// positions [q0, q1] of a segment with nk keys visit; never an empty one.
+	Visit(dst []TileRef, q0, q1, nk int) []TileRef
+	// Word returns the keep bits of query position i against keys
+	// k0 .. k0+TK-1 (bit c: key k0+c kept); keys at or past nk are not kept.
+	Word(i, k0, nk int) uint64
+}
+
+// Variant selects a microkernel.
+type Variant int
+
+const (
+	Auto   Variant = iota // the best the CPU supports
+	AVX512                // AVX-512F
+	AVX2                  // AVX2 and FMA
+	PureGo                // portable Go
+)
+
+func (v Variant) String() string {
+	switch v {
+	case Auto:
+		return "auto"
+	case AVX512:
+		return "avx512"
+	case AVX2:
+		return "avx2"
+	case PureGo:
+		return "purego"
+	}
+	return fmt.Sprintf("Variant(%d)", int(v))
+}
+
+// tileFunc is one microkernel (see the package documentation).
+type tileFunc func(q, kt, v, s, o, m, l []float32, mask []uint64, d int)
+
+// Supported reports whether this machine and build can run the variant.
+func Supported(v Variant) bool { _, ok := tileFor(v); return ok }
+
+// Best is the variant Auto picks here.
+func Best() Variant {
+	for _, v := range []Variant{AVX512, AVX2} {
+		if Supported(v) {
+			return v
+		}
+	}
+	return PureGo
+}
+
+// Errors a call can return.
+var (
+	ErrShape    = errors.New("bad shape")
+	ErrShort    = errors.New("slice shorter than the shape")
+	ErrVariant  = errors.New("variant not supported on this machine")
+	ErrHeadDim  = errors.New("head dimension not supported")
+	ErrDocument = errors.New("bad document ids")
+)
+
+func (s Shape) check(out, lse, q, k, v int, docs []int32, needDocs bool) error {
+	switch {
+	case s.Batch < 1 || s.HeadsQ < 1 || s.HeadsKV < 1 || s.SeqQ < 1 || s.SeqK < 1:
+		return fmt.Errorf("%w: %+v: every dimension must be at least 1", ErrShape, s)
+	case s.HeadDim != 64 && s.HeadDim != 128:
+		return fmt.Errorf("%w: %d (want 64 or 128)", ErrHeadDim, s.HeadDim)
+	case s.HeadsQ%s.HeadsKV != 0:
+		return fmt.Errorf("%w: HeadsQ = %d is not a multiple of HeadsKV = %d", ErrShape, s.HeadsQ, s.HeadsKV)
+	case s.SeqQ > s.SeqK:
+		return fmt.Errorf("%w: SeqQ = %d exceeds SeqK = %d", ErrShape, s.SeqQ, s.SeqK)
+	case s.SeqK > math.MaxInt32 || int64(s.Batch)*int64(s.HeadsQ)*int64(s.SeqQ)*int64(s.HeadDim) > math.MaxInt:
+		return fmt.Errorf("%w: too large", ErrShape)
+	case math.IsNaN(float64(s.Scale)) || math.IsInf(float64(s.Scale), 0):
+		return fmt.Errorf("%w: scale %v is not finite", ErrShape, s.Scale)
+	}
+	nq := s.Batch * s.HeadsQ * s.SeqQ * s.HeadDim
+	nkv := s.Batch * s.HeadsKV * s.SeqK * s.HeadDim
+	switch {
+	case q < nq:
+		return fmt.Errorf("%w: q has %d elements, the shape needs %d", ErrShort, q, nq)
+	case k < nkv:
+		return fmt.Errorf("%w: k has %d elements, the shape needs %d", ErrShort, k, nkv)
+	case v < nkv:
+		return fmt.Errorf("%w: v has %d elements, the shape needs %d", ErrShort, v, nkv)
+	case out < nq:
+		return fmt.Errorf("%w: out has %d elements, the shape needs %d", ErrShort, out, nq)
+	case lse >= 0 && lse < s.Batch*s.HeadsQ*s.SeqQ:
+		return fmt.Errorf("%w: lse has %d elements, the shape needs %d (or pass nil)", ErrShort, lse, s.Batch*s.HeadsQ*s.SeqQ)
+	case needDocs && len(docs) < s.SeqK:
+		return fmt.Errorf("%w: %d document ids, the shape needs SeqK = %d", ErrDocument, len(docs), s.SeqK)
+	}
+	return nil
+}
+
+// segment is one residue class (or the whole sequence): nq queries and nk
+// keys, position x at absolute position off + stride*x.
+type segment struct{ nq, nk, off, stride, tiles, base int }
+
+func segments(dst []segment, sq, sk, st int) []segment {
+	dst = dst[:0]
+	if st <= 1 {
+		return append(dst, segment{nq: sq, nk: sk, stride: 1, tiles: (sk + TK - 1) / TK})
+	}
+	first := sk - sq
+	base := 0
+	for c := 0; c < st && c < sk; c++ {
+		nk := (sk - c + st - 1) / st
+		f := max(0, (first-c+st-1)/st)
+		if nk-f > 0 {
+			dst = append(dst, segment{nq: nk - f, nk: nk, off: c, stride: st, tiles: (nk + TK - 1) / TK, base: base})
+			base += (nk + TK - 1) / TK
+		}
+	}
+	return dst
+}
+
+// call is the state of one Forward call shared by its workers.
+type call struct {
+	bound      Bound
+	tile       tileFunc
+	s          Shape
+	out, lse   []float32
+	q, k, v    []float32
+	scale      float32
+	segs       []segment
+	tilesPerKV int // key tiles of one (batch, kv head) over all segments
+	kt, vt     []float32
+	// work items: phase 0 prepares (batch, kv head) key/value tiles, phase 1
+	// runs (batch, q head, segment, query tile).
+	next   atomic.Int64
+	items  []item
+	prep   atomic.Int64
+	nprep  int64
+	wg     sync.WaitGroup
+	prepWG sync.WaitGroup
+}
+
+type item struct{ b, h, seg, qt int32 }
+
+// worker holds one goroutine's tile buffers.
+type worker struct {
+	q, s, o, m, l []float32
+	mask          []uint64
+	refs          []TileRef
+	jobs          chan *call
+}
+
+// The worker pool persists across calls so a call allocates nothing after
+// warm-up.
+var pool struct {
+	sync.Mutex
+	workers []*worker
+	segs    []segment
+	items   []item
+	kt, vt  []float32
+	call    call
+}
+
+func newWorker() *worker {
+	w := &worker{
+		q: make([]float32, TQ*128), s: make([]float32, TQ*TK), o: make([]float32, TQ*128),
+		m: make([]float32, TQ), l: make([]float32, TQ), mask: make([]uint64, TQ),
+		jobs: make(chan *call),
+	}
+	go func() {
+		for c := range w.jobs {
+			w.run(c)
+			c.wg.Done()
+		}
+	}()
+	return w
+}
+
+// Forward computes masked attention: out (and lse when not nil) from q, k, v.
+// docs holds one document id per key position when the mask has document.
+// out is [batch, heads_q, seq_q, head_dim]; lse is [batch, heads_q, seq_q],
+// natural log; rows that keep no key get 0 and -Inf. Work is spread over up
+// to GOMAXPROCS goroutines; calls are serialized (a Mask is bound to one
+// call at a time).
+func Forward(m Mask, variant Variant, out, lse, q, k, v []float32, docs []int32, s Shape) error {
+	nl := len(lse)
+	if lse == nil {
+		nl = -1
+	}
+	if err := s.check(len(out), nl, len(q), len(k), len(v), docs, m.UsesDocs()); err != nil {
+		return err
+	}
+	if variant == Auto {
+		variant = Best()
+	}
+	tile, ok := tileFor(variant)
+	if !ok {
+		return fmt.Errorf("%w: %s", ErrVariant, variant)
+	}
+	var bdocs []int32
+	if m.UsesDocs() {
+		bdocs = docs[:s.SeqK]
+	}
+	pool.Lock()
+	defer pool.Unlock()
+	bound, err := m.Bind(bdocs, s.SeqK)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrDocument, err)
+	}
+	c := &pool.call
+	c.bound, c.tile, c.s, c.out, c.lse, c.q, c.k, c.v = bound, tile, s, out, lse, q, k, v
+	c.next.Store(0)
+	c.prep.Store(0)
+	c.tilesPerKV = 0
+	c.scale = s.Scale
+	if c.scale == 0 {
+		c.scale = float32(1 / math.Sqrt(float64(s.HeadDim)))
+	}
+	c.scale *= math.Log2E
+	pool.segs = segments(pool.segs, s.SeqQ, s.SeqK, m.Stride())
+	c.segs = pool.segs
+	for _, g := range c.segs {
+		c.tilesPerKV += g.tiles
+	}
+	nkv := s.Batch * s.HeadsKV * c.tilesPerKV * TK * s.HeadDim
+	pool.kt = grow(pool.kt, nkv)
+	pool.vt = grow(pool.vt, nkv)
+	c.kt, c.vt = pool.kt, pool.vt
+	pool.items = pool.items[:0]
+	for b := 0; b < s.Batch; b++ {
+		for h := 0; h < s.HeadsQ; h++ {
+			for g, seg := range c.segs {
+				for qt := 0; qt < (seg.nq+TQ-1)/TQ; qt++ {
+					pool.items = append(pool.items, item{int32(b), int32(h), int32(g), int32(qt)})
+				}
+			}
+		}
+	}
+	c.items = pool.items
+	c.nprep = int64(s.Batch * s.HeadsKV)
+	nw := min(runtime.GOMAXPROCS(0), len(c.items))
+	for len(pool.workers) < nw {
+		pool.workers = append(pool.workers, newWorker())
+	}
+	c.prepWG.Add(nw)
+	c.wg.Add(nw)
+	for _, w := range pool.workers[:nw] {
+		w.jobs <- c
+	}
+	c.wg.Wait()
+	// Drop references to the caller's slices.
+	c.bound, c.out, c.lse, c.q, c.k, c.v = nil, nil, nil, nil, nil, nil
+	return nil
+}
+
+func grow(b []float32, n int) []float32 {
+	if cap(b) < n {
+		return make([]float32, n)
+	}
+	return b[:n]
+}
+
+func (w *worker) run(c *call) {
+	// Phase 0: gather and transpose key tiles, copy value tiles (padded).
+	for {
+		p := c.prep.Add(1) - 1
+		if p >= c.nprep {
+			break
+		}
+		c.prepare(int(p))
+	}
+	c.prepWG.Done()
+	c.prepWG.Wait()
+	for {
+		n := c.next.Add(1) - 1
+		if n >= int64(len(c.items)) {
+			return
+		}
+		w.queryTile(c, c.items[n])
+	}
+}
+
+// prepare lays out the key and value tiles of one (batch, kv head): for each
+// segment and key tile, kt[d][c] and vt[c][d], zero past the segment's keys.
+func (c *call) prepare(p int) {
+	s, D := c.s, c.s.HeadDim
+	src := p * s.SeqK * D
+	dst := p * c.tilesPerKV * TK * D
+	for _, g := range c.segs {
+		for t := 0; t < g.tiles; t++ {
+			kt := c.kt[dst+(g.base+t)*TK*D:][:TK*D]
+			vt := c.vt[dst+(g.base+t)*TK*D:][:TK*D]
+			for col := 0; col < TK; col++ {
+				x := t*TK + col
+				if x >= g.nk {
+					for d := 0; d < D; d++ {
+						kt[d*TK+col] = 0
+					}
+					clear(vt[col*D : col*D+D])
+					continue
+				}
+				row := src + (g.off+g.stride*x)*D
+				kr := c.k[row : row+D]
+				for d, val := range kr {
+					kt[d*TK+col] = val
+				}
+				copy(vt[col*D:col*D+D], c.v[row:row+D])
+			}
+		}
+	}
+}
+
+func (w *worker) queryTile(c *call, it item) {
+	s, D := c.s, c.s.HeadDim
+	g := c.segs[it.seg]
+	b, h, qt := int(it.b), int(it.h), int(it.qt)
+	hk := h / (s.HeadsQ / s.HeadsKV)
+	r0 := qt * TQ
+	rows := min(TQ, g.nq-r0)
+	qoff := g.nk - g.nq // segment position of segment query row 0
+	// Load the query tile: segment query row r is absolute position
+	// off + stride*(r + qoff), which is call row that - (SeqK - SeqQ).
+	qbase := (b*s.HeadsQ + h) * s.SeqQ
+	qt0 := w.q[:TQ*D]
+	for r := 0; r < TQ; r++ {
+		dst := qt0[r*D : r*D+D]
+		if r >= rows {
+			clear(dst)
+			continue
+		}
+		abs := g.off + g.stride*(r0+r+qoff)
+		src := c.q[(qbase+abs-(s.SeqK-s.SeqQ))*D:][:D]
+		for d, x := range src {
+			dst[d] = x * c.scale
+		}
+	}
+	o, m, l := w.o[:TQ*D], w.m[:TQ], w.l[:TQ]
+	clear(o)
+	clear(l)
+	for r := range m {
+		m[r] = float32(math.Inf(-1))
+	}
+	q0, q1 := r0+qoff, r0+qoff+rows-1
+	w.refs = c.bound.Visit(w.refs[:0], q0, q1, g.nk)
+	kvBase := ((b*s.HeadsKV+hk)*c.tilesPerKV + g.base) * TK * D
+	for _, ref := range w.refs {
+		k0 := ref.K * TK
+		var mask []uint64
+		if !ref.Full || k0+TK > g.nk {
+			mask = w.mask[:TQ]
+			for r := 0; r < TQ; r++ {
+				switch {
+				case r >= rows:
+					mask[r] = 0
+				case ref.Full:
+					mask[r] = tailBits(g.nk - k0)
+				default:
+					mask[r] = c.bound.Word(q0+r, k0, g.nk)
+				}
+			}
+		}
+		off := kvBase + ref.K*TK*D
+		c.tile(qt0, c.kt[off:off+TK*D], c.vt[off:off+TK*D], w.s[:TQ*TK], o, m, l, mask, D)
+	}
+	// Finish rows: out = o / l, lse = (m + log2 l) ln 2.
+	for r := 0; r < rows; r++ {
+		abs := g.off + g.stride*(r0+r+qoff)
+		row := qbase + abs - (s.SeqK - s.SeqQ)
+		dst := c.out[row*D : row*D+D]
+		if l[r] == 0 {
+			clear(dst)
+			if c.lse != nil {
+				c.lse[row] = float32(math.Inf(-1))
+			}
+			continue
+		}
+		inv := 1 / l[r]
+		for d, x := range o[r*D : r*D+D] {
+			dst[d] = x * inv
+		}
+		if c.lse != nil {
+			c.lse[row] = float32((float64(m[r]) + math.Log2(float64(l[r]))) * math.Ln2)
+		}
+	}
+}
+
+// tailBits keeps the first n keys of a tile.
+func tailBits(n int) uint64 {
+	if n >= TK {
+		return ^uint64(0)
+	}
+	return 1<<uint(n) - 1
+}

@@ -1,0 +1,253 @@
+package verify
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"github.com/attngen/attngen/spec"
+)
+
+// Run is a kernel under test: masked attention of q, k, v into out and lse
+// (natural log), with document ids when the mask has document.
+type Run func(out, lse, q, k, v []float32, docs []int32, s Shape) error
+
+// Tolerance: a kernel's maximum error against the float64 reference may be
+// at most ErrFactor times that of NaiveFP32 on the same inputs, with a floor
+// of ErrFloor (a few float32 ulps at the outputs' scale of about 1) so that
+// a lucky, nearly exact naive result does not demand the impossible.
+const (
+	ErrFactor = 8
+	ErrFloor  = 1e-6
+)
+
+// Shapes returns the awkward shapes kernels are checked on for a head
+// dimension: length 1, lengths that are not a multiple of any tile, fewer
+// queries than keys, grouped-query heads, several batches.
+func Shapes(d int) []Shape {
+	return []Shape{
+		{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: 1, SeqK: 1, HeadDim: d},
+		{Batch: 1, HeadsQ: 2, HeadsKV: 1, SeqQ: 77, SeqK: 77, HeadDim: d},
+		{Batch: 2, HeadsQ: 2, HeadsKV: 2, SeqQ: 50, SeqK: 130, HeadDim: d},
+		{Batch: 1, HeadsQ: 4, HeadsKV: 2, SeqQ: 200, SeqK: 200, HeadDim: d, Scale: 0.3},
+		{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: 1, SeqK: 301, HeadDim: d},
+		{Batch: 1, HeadsQ: 3, HeadsKV: 1, SeqQ: 129, SeqK: 321, HeadDim: d},
+	}
+}
+
+// NumericReport is what CheckNumeric measured on one shape.
+type NumericReport struct {
+	Shape               Shape
+	KernelErr, NaiveErr float64 // max |out - reference|
+	KernelLSE, NaiveLSE float64 // max |lse - reference| over kept rows
+	MaskedRows          int     // rows with no kept key (checked exactly)
+}
+
+func (r NumericReport) String() string {
+	return fmt.Sprintf("B%d Hq%d Hkv%d Sq%d Sk%d D%d: out err %.2e (naive fp32 %.2e), lse err %.2e (naive %.2e), %d fully masked rows",
+		r.Shape.Batch, r.Shape.HeadsQ, r.Shape.HeadsKV, r.Shape.SeqQ, r.Shape.SeqK, r.Shape.HeadDim,
+		r.KernelErr, r.NaiveErr, r.KernelLSE, r.NaiveLSE, r.MaskedRows)
+}
+
+// RandomDocs returns non-decreasing document ids for n positions: runs of
+// random length, some of length 1.
+func RandomDocs(r *rand.Rand, n int) []int32 {
+	ids := make([]int32, n)
+	for k := 1; k < n; k++ {
+		ids[k] = ids[k-1]
+		if r.IntN(20) == 0 {
+			ids[k]++
+		}
+	}
+	return ids
+}
+
+func randomSlice(r *rand.Rand, n int, scale float64) []float32 {
+	x := make([]float32, n)
+	for k := range x {
+		x[k] = float32(r.NormFloat64() * scale)
+	}
+	return x
+}
+
+func poison(x []float32) {
+	for k := range x {
+		x[k] = float32(math.NaN())
+	}
+}
+
+// CheckNumeric runs the kernel on fresh random inputs of one shape, outputs
+// poisoned with NaN first, and compares it with the float64 reference and
+// with NaiveFP32. Rows with no kept key must be exactly 0 with lse -Inf.
+func CheckNumeric(p spec.Pattern, run Run, s Shape, r *rand.Rand) (NumericReport, error) {
+	rep := NumericReport{Shape: s}
+	nq, nkv, nl := s.Sizes()
+	q, k, v := randomSlice(r, nq, 1), randomSlice(r, nkv, 1), randomSlice(r, nkv, 1)
+	var ids []int32
+	var docs *spec.Docs
+	if p.Mask.HasDocument() {
+		ids = RandomDocs(r, s.SeqK)
+		docs, _ = spec.NewDocs(ids)
+	}
+	ref, refLSE, err := Reference(p, docs, q, k, v, s)
+	if err != nil {
+		return rep, err
+	}
+	naive, naiveLSE := make([]float32, nq), make([]float32, nl)
+	if err := NaiveFP32(p, docs, q, k, v, s, naive, naiveLSE); err != nil {
+		return rep, err
+	}
+	out, lse := make([]float32, nq), make([]float32, nl)
+	poison(out)
+	poison(lse)
+	if err := run(out, lse, q, k, v, ids, s); err != nil {
+		return rep, err
+	}
+	D := s.HeadDim
+	for row := 0; row < nl; row++ {
+		if math.IsInf(refLSE[row], -1) {
+			rep.MaskedRows++
+			if !math.IsInf(float64(lse[row]), -1) {
+				return rep, fmt.Errorf("%v: row %d keeps no key but lse = %v, want -Inf", s, row, lse[row])
+			}
+			for d := 0; d < D; d++ {
+				if out[row*D+d] != 0 {
+					return rep, fmt.Errorf("%v: row %d keeps no key but out[%d] = %v, want 0", s, row, d, out[row*D+d])
+				}
+			}
+			continue
+		}
+		if e := math.Abs(float64(lse[row]) - refLSE[row]); !(e <= math.MaxFloat64) {
+			return rep, fmt.Errorf("%v: row %d: lse = %v, reference %v", s, row, lse[row], refLSE[row])
+		} else {
+			rep.KernelLSE = max(rep.KernelLSE, e)
+		}
+		rep.NaiveLSE = max(rep.NaiveLSE, math.Abs(float64(naiveLSE[row])-refLSE[row]))
+		for d := 0; d < D; d++ {
+			x := row*D + d
+			e := math.Abs(float64(out[x]) - ref[x])
+			if !(e <= math.MaxFloat64) {
+				return rep, fmt.Errorf("%v: out[row %d, dim %d] = %v (not written or not finite), reference %v", s, row, d, out[x], ref[x])
+			}
+			rep.KernelErr = max(rep.KernelErr, e)
+			rep.NaiveErr = max(rep.NaiveErr, math.Abs(float64(naive[x])-ref[x]))
+		}
+	}
+	if rep.KernelErr > ErrFactor*max(rep.NaiveErr, ErrFloor) || rep.KernelLSE > ErrFactor*max(rep.NaiveLSE, ErrFloor) {
+		return rep, fmt.Errorf("%v: error too large: %v", s, rep)
+	}
+	return rep, nil
+}
+
+// CheckDependencies checks, for one small shape, that output row i changes
+// exactly when a key/value row j the mask keeps for i changes: it perturbs
+// each key/value row in turn and compares outputs bit for bit.
+func CheckDependencies(p spec.Pattern, run Run, s Shape, r *rand.Rand) error {
+	if s.Batch != 1 || s.HeadsQ != 1 || s.HeadsKV != 1 {
+		return errors.New("CheckDependencies wants one batch and one head")
+	}
+	nq, nkv, nl := s.Sizes()
+	D := s.HeadDim
+	q, k, v := randomSlice(r, nq, 1), randomSlice(r, nkv, 1), randomSlice(r, nkv, 1)
+	var ids []int32
+	var docs *spec.Docs
+	if p.Mask.HasDocument() {
+		ids = RandomDocs(r, s.SeqK)
+		docs, _ = spec.NewDocs(ids)
+	}
+	base, lse := make([]float32, nq), make([]float32, nl)
+	if err := run(base, lse, q, k, v, ids, s); err != nil {
+		return err
+	}
+	out := make([]float32, nq)
+	k2, v2 := make([]float32, nkv), make([]float32, nkv)
+	for j := 0; j < s.SeqK; j++ {
+		copy(k2, k)
+		copy(v2, v)
+		for d := 0; d < D; d++ {
+			k2[j*D+d] += float32(r.NormFloat64())
+			v2[j*D+d] += float32(r.NormFloat64())
+		}
+		poison(out)
+		if err := run(out, lse, q, k2, v2, ids, s); err != nil {
+			return err
+		}
+		for row := 0; row < s.SeqQ; row++ {
+			changed := false
+			for d := 0; d < D; d++ {
+				if out[row*D+d] != base[row*D+d] {
+					changed = true
+				}
+			}
+			if want := p.AtDocs(spec.Row(row, s.SeqQ, s.SeqK), j, docs); changed != want {
+				return fmt.Errorf("%v: changing key/value %d changed output row %d: %v, but the mask keeps the pair: %v", s, j, row, changed, want)
+			}
+		}
+	}
+	return nil
+}
+
+// CheckStack runs a stack of len(layers) attention layers (one head, q = k
+// = v = the layer input, then a positionwise tanh mixing with a residual)
+// and checks by perturbing each input position that output t depends on
+// input s exactly when s is in the reachability model's R_L(t).
+func CheckStack(layers []spec.Pattern, runs []Run, n, d int, r *rand.Rand) error {
+	if len(layers) != len(runs) {
+		return errors.New("CheckStack: one run per layer")
+	}
+	mix := randomSlice(r, d*d, 1/math.Sqrt(float64(d)))
+	s := Shape{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: n, SeqK: n, HeadDim: d}
+	forward := func(x []float32) ([]float32, error) {
+		cur := append([]float32(nil), x...)
+		y, lse, next := make([]float32, n*d), make([]float32, n), make([]float32, n*d)
+		for l, run := range runs {
+			if err := run(y, lse, cur, cur, cur, nil, s); err != nil {
+				return nil, fmt.Errorf("layer %d: %w", l+1, err)
+			}
+			for t := 0; t < n; t++ {
+				for a := 0; a < d; a++ {
+					acc := float64(cur[t*d+a])
+					for b := 0; b < d; b++ {
+						acc += float64(mix[a*d+b]) * float64(y[t*d+b])
+					}
+					next[t*d+a] = float32(math.Tanh(acc))
+				}
+			}
+			cur, next = next, cur
+		}
+		return cur, nil
+	}
+	x := randomSlice(r, n*d, 1)
+	base, err := forward(x)
+	if err != nil {
+		return err
+	}
+	reach, err := NewReach(layers, n)
+	if err != nil {
+		return err
+	}
+	reach.AdvanceTo(len(layers))
+	for src := 0; src < n; src++ {
+		x2 := append([]float32(nil), x...)
+		for a := 0; a < d; a++ {
+			x2[src*d+a] += float32(r.NormFloat64())
+		}
+		out, err := forward(x2)
+		if err != nil {
+			return err
+		}
+		for t := 0; t < n; t++ {
+			changed := false
+			for a := 0; a < d; a++ {
+				if out[t*d+a] != base[t*d+a] {
+					changed = true
+				}
+			}
+			if want := reach.Reachable(len(layers), t, src); changed != want {
+				return fmt.Errorf("%d-layer stack, n %d: changing input %d changed output %d: %v, but %d in R_%d(%d): %v", len(layers), n, src, t, changed, src, len(layers), t, want)
+			}
+		}
+	}
+	return nil
+}
