@@ -57,6 +57,7 @@ const (
 	OpLg2
 	OpBra
 	OpRet
+	OpBitcast // mov.b32 between .b32 and .f32 registers
 	numOps
 )
 
@@ -68,7 +69,7 @@ const (
 //	W register of twice T's width; Y of the second type T2
 //	P predicate (a source may be negated); B b32 register; H b16 register
 //	F f32 register or immediate; U u32 register or immediate; I immediate
-//	A address; V vector of registers; L label
+//	A address (64-bit register, or 32-bit for .shared); S shared address; V vector of registers; L label; X any 32-bit register
 type opSpec struct {
 	text   string // mnemonic; {T}, {T2}, {C} and {S} are replaced
 	types  []Type // allowed T (nil: none)
@@ -110,14 +111,14 @@ var opTable = [numOps]opSpec{
 	OpCvtaGlob:  {text: "cvta.to.global.u64", sig: "DD", nd: 1},
 	OpLd:        {text: "ld.{S}.{T}", types: []Type{U32, S32, B32, F32, U64, B64}, sig: "TA", nd: 1},
 	OpSt:        {text: "st.{S}.{T}", types: []Type{U32, S32, B32, F32, U64, B64}, sig: "AT", nd: 1},
-	OpCpAsync:   {text: "cp.async.cg.shared.global", sig: "AAIU", nd: 1},
+	OpCpAsync:   {text: "cp.async.cg.shared.global", sig: "SAIU", nd: 1},
 	OpCpCommit:  {text: "cp.async.commit_group"},
 	OpCpWait:    {text: "cp.async.wait_group", sig: "I"},
 	OpBar:       {text: "bar.sync", sig: "I"},
-	OpShflBfly:  {text: "shfl.sync.bfly.b32", sig: "BBIII", nd: 1},
+	OpShflBfly:  {text: "shfl.sync.bfly.b32", sig: "XXIII", nd: 1},
 	OpMma:       {text: "mma.sync.aligned.m16n8k16.row.col.f32.{T}.{T}.f32", types: []Type{BF16, F16}, sig: "VVVV", nd: 1},
-	OpLdmatrix:  {text: "ldmatrix.sync.aligned.m8n8.x4.shared.b16", sig: "VA", nd: 1},
-	OpLdmatrixT: {text: "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16", sig: "VA", nd: 1},
+	OpLdmatrix:  {text: "ldmatrix.sync.aligned.m8n8.x4.shared.b16", sig: "VS", nd: 1},
+	OpLdmatrixT: {text: "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16", sig: "VS", nd: 1},
 	OpAddF:      {text: "add.rn.f32", sig: "FFF", nd: 1},
 	OpSubF:      {text: "sub.rn.f32", sig: "FFF", nd: 1},
 	OpMulF:      {text: "mul.rn.f32", sig: "FFF", nd: 1},
@@ -128,6 +129,7 @@ var opTable = [numOps]opSpec{
 	OpLg2:       {text: "lg2.approx.ftz.f32", sig: "FF", nd: 1},
 	OpBra:       {text: "bra", sig: "L"},
 	OpRet:       {text: "ret"},
+	OpBitcast:   {text: "mov.b32", sig: "XX", nd: 1},
 }
 
 var cmpOK = map[string]bool{"eq": true, "ne": true, "lt": true, "le": true, "gt": true, "ge": true}
@@ -203,6 +205,11 @@ func fits(c byte, o Operand, in *Inst) error {
 		return nil
 	case 'B':
 		return regOrImm(B32)
+	case 'X':
+		if o.Kind == KReg && o.Reg.T == F32 {
+			return nil
+		}
+		return regOrImm(B32)
 	case 'D':
 		return reg(B64)
 	case 'H':
@@ -220,8 +227,13 @@ func fits(c byte, o Operand, in *Inst) error {
 		if o.Kind != KAddr {
 			return fmt.Errorf("operand %s: want an address", o)
 		}
-		if o.Name == "" && o.Reg.T != B64 && !(o.Reg.T == B32 && (in.Space == "shared" || in.Op == OpCpAsync && o.Off >= 0)) {
+		if o.Name == "" && o.Reg.T != B64 && !(o.Reg.T == B32 && in.Space == "shared") {
 			return fmt.Errorf("operand %s: address register must be 64-bit", o)
+		}
+		return nil
+	case 'S':
+		if o.Kind != KAddr || o.Name == "" && o.Reg.T != B32 && o.Reg.T != B64 {
+			return fmt.Errorf("operand %s: want a shared address", o)
 		}
 		return nil
 	case 'V':

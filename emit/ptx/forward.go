@@ -1,0 +1,558 @@
+package ptx
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/attngen/attngen/gen"
+)
+
+// Tile sizes and block shape of the forward kernel: one CTA per (query
+// tile, head, batch), four warps, each owning 16 query rows.
+const (
+	TileQ   = 64
+	TileK   = 64
+	Warps   = 4
+	Threads = 32 * Warps
+)
+
+// Sm80 is the planner target of the forward kernel.
+var Sm80 = gen.Tiles{TargetName: "ptx-sm80", Q: TileQ, K: TileK}
+
+// Config chooses the element type and variants of the forward kernel.
+type Config struct {
+	// Elem is the input and output element type: BF16 (default) or F16.
+	Elem Type
+	// SoftLg2 computes log2(l) for the log-sum-exp with integer exponent
+	// extraction and an odd atanh series (error below 1e-7) instead of
+	// lg2.approx.ftz.f32, for interpreters without lg2.
+	SoftLg2 bool
+}
+
+// Forward is a generated forward kernel.
+type Forward struct {
+	Name    string // kernel entry name
+	HeadDim int
+	Elem    Type
+	Params  []Param
+	PTX     string // the module text
+	// DynShared is the dynamic shared memory the kernel needs, in bytes.
+	DynShared int
+}
+
+// rowStride is the shared-memory row pitch of a tile: D bf16 values plus
+// 16 bytes of padding, which staggers ldmatrix rows across banks.
+func rowStride(d int) int { return 2*d + 16 }
+
+// forwardParams is the parameter layout, in order.
+func forwardParams() []Param {
+	return []Param{
+		{Name: "q", T: U64, Doc: "queries [batch][heads_q][seq_q][D], elem"},
+		{Name: "k", T: U64, Doc: "keys [batch][heads_kv][seq_k][D], elem"},
+		{Name: "v", T: U64, Doc: "values [batch][heads_kv][seq_k][D], elem"},
+		{Name: "o", T: U64, Doc: "output [batch][heads_q][seq_q][D], elem"},
+		{Name: "lse", T: U64, Doc: "log-sum-exp [batch][heads_q][seq_q], f32 (natural log)"},
+		{Name: "seq_q", T: U32, Doc: "query rows (<= seq_k); row r is position r + seq_k - seq_q"},
+		{Name: "seq_k", T: U32, Doc: "keys"},
+		{Name: "heads_q", T: U32, Doc: "query heads"},
+		{Name: "heads_kv", T: U32, Doc: "key/value heads; query head h reads h / (heads_q/heads_kv)"},
+		{Name: "scale_log2", T: F32, Doc: "softmax scale times log2(e)"},
+	}
+}
+
+// Launch is the geometry and parameter list of one call.
+type Launch struct {
+	Grid, Block [3]int
+	DynShared   int
+	Params      []Param // order and types, as in the kernel
+	// Scalars are the values of the non-pointer parameters, in order.
+	SeqQ, SeqK, HeadsQ, HeadsKV uint32
+	ScaleLog2                   float32
+}
+
+// Geometry is the launch of a call with the given shape; scale 0 means
+// 1/sqrt(D).
+func (k *Forward) Geometry(batch, headsQ, headsKV, seqQ, seqK int, scale float64) (Launch, error) {
+	switch {
+	case batch < 1 || headsQ < 1 || headsKV < 1 || seqQ < 1 || seqK < 1:
+		return Launch{}, fmt.Errorf("ptx: shape %d %d %d %d %d: every dimension must be at least 1", batch, headsQ, headsKV, seqQ, seqK)
+	case headsQ%headsKV != 0:
+		return Launch{}, fmt.Errorf("ptx: heads_q %d is not a multiple of heads_kv %d", headsQ, headsKV)
+	case seqQ > seqK:
+		return Launch{}, fmt.Errorf("ptx: seq_q %d exceeds seq_k %d", seqQ, seqK)
+	case seqK >= inf/2 || batch > 65535 || headsQ > 65535:
+		return Launch{}, fmt.Errorf("ptx: shape too large for the kernel's 32-bit positions and grid")
+	}
+	if scale == 0 {
+		scale = 1 / math.Sqrt(float64(k.HeadDim))
+	}
+	return Launch{
+		Grid:  [3]int{(seqQ + TileQ - 1) / TileQ, headsQ, batch},
+		Block: [3]int{Threads, 1, 1}, DynShared: k.DynShared, Params: k.Params,
+		SeqQ: uint32(seqQ), SeqK: uint32(seqK), HeadsQ: uint32(headsQ), HeadsKV: uint32(headsKV),
+		ScaleLog2: float32(scale * math.Log2E),
+	}, nil
+}
+
+var negInf = Fimm(float32(math.Inf(-1)))
+
+// GenerateForward emits the forward kernel of a plan.
+func GenerateForward(p *gen.Plan, cfg Config) (*Forward, error) {
+	if cfg.Elem == NoType {
+		cfg.Elem = BF16
+	}
+	if cfg.Elem != BF16 && cfg.Elem != F16 {
+		return nil, fmt.Errorf("ptx: element type %s: want bf16 or f16", cfg.Elem)
+	}
+	if p.TileQ != TileQ || p.TileK != TileK {
+		return nil, fmt.Errorf("ptx: plan tiles %dx%d, the sm80 forward kernel runs %dx%d (compile the plan for ptx.Sm80)", p.TileQ, p.TileK, TileQ, TileK)
+	}
+	if p.HeadDim != 64 && p.HeadDim != 128 {
+		return nil, fmt.Errorf("ptx: head_dim %d: the forward kernel supports 64 and 128", p.HeadDim)
+	}
+	if p.Layout.Kind != gen.Identity {
+		return nil, fmt.Errorf("ptx: %s layout: dilated masks are not supported by the v1 PTX kernel (the residue layout needs a gather)", p.Layout.Kind)
+	}
+	if err := checkMask(p.Pattern.Mask); err != nil {
+		return nil, err
+	}
+	if p.Pred == nil || p.Pred.UsesDocs() {
+		return nil, fmt.Errorf("ptx: plan %s: predicate missing or reads document ids", p.Name)
+	}
+	g := &fwd{p: p, cfg: cfg, D: p.HeadDim, RS: rowStride(p.HeadDim)}
+	g.f = NewFunc("attn_fwd_" + p.Name)
+	g.f.Params = forwardParams()
+	g.f.ReqNTID = Threads
+	g.f.DynShared = "smem"
+	if err := g.kernel(); err != nil {
+		return nil, err
+	}
+	mod := &Module{
+		Comments: []string{
+			fmt.Sprintf("attngen forward kernel for spec %q, mask %s (causal %v)", p.Name, p.Pattern.Mask, p.Pattern.Causal),
+			fmt.Sprintf("tiles %dx%d, head_dim %d, %s in, f32 accumulate; generated by emit/ptx.GenerateForward", TileQ, TileK, p.HeadDim, cfg.Elem),
+		},
+		Funcs: []*Func{g.f},
+	}
+	text, err := mod.Text()
+	if err != nil {
+		return nil, err
+	}
+	return &Forward{Name: g.f.Name, HeadDim: p.HeadDim, Elem: cfg.Elem, Params: g.f.Params, PTX: text, DynShared: g.smemBytes()}, nil
+}
+
+type fwd struct {
+	p   *gen.Plan
+	cfg Config
+	f   *Func
+	D   int // head dim
+	RS  int // shared row stride in bytes
+
+	// per-thread values
+	tid, lane, warp, g4, t4 Operand
+	sq, sk                  Operand
+	kbase, vbase            Operand // b64 global + ch*16
+	smem                    Operand
+	copyS                   Operand // rb*RS + ch*16
+	rb                      Operand // copy row of this thread
+	kthi                    Operand
+	scl                     Operand
+	i0, i1                  Operand // absolute positions of the thread's two rows
+}
+
+func (g *fwd) kvBytes() int   { return TileK * g.RS }
+func (g *fwd) qBytes() int    { return TileQ * g.RS }
+func (g *fwd) smemBytes() int { return g.qBytes() + 4*g.kvBytes() }
+
+// cpr is the number of 16-byte chunks per row; rowStep the rows 128
+// threads cover per copy step.
+func (g *fwd) cpr() int     { return g.D / 8 }
+func (g *fwd) rowStep() int { return Threads / g.cpr() }
+
+func (g *fwd) param(name string, t Type) Operand {
+	r := g.f.NewReg(t)
+	g.f.Emit(Inst{Op: OpLdParam, T: t, Dst: []Operand{R(r)}, Src: []Operand{AddrSym(name, 0)}})
+	return R(r)
+}
+
+func (g *fwd) global(name string) Operand {
+	a := g.param(name, U64)
+	r := g.f.NewReg(U64)
+	g.f.Emit(Inst{Op: OpCvtaGlob, Dst: []Operand{R(r)}, Src: []Operand{a}})
+	return R(r)
+}
+
+// wide returns base + x*c as a b64 address (x u32).
+func (g *fwd) wide(base, x Operand, c int64) Operand {
+	f := g.f
+	off := f.NewReg(U64)
+	f.Emit(Inst{Op: OpMulWide, T: U32, Dst: []Operand{R(off)}, Src: []Operand{f.reg(U32, x), I(c)}})
+	return f.Op3(OpAdd, U64, base, R(off))
+}
+
+func (g *fwd) special(n string) Operand { return R(g.f.Mov(U32, Special(n))) }
+
+func (g *fwd) kernel() error {
+	f := g.f
+	D := g.D
+	f.Comment("parameters and thread coordinates")
+	q, k, v, o, lse := g.global("q"), g.global("k"), g.global("v"), g.global("o"), g.global("lse")
+	g.sq, g.sk = g.param("seq_q", U32), g.param("seq_k", U32)
+	hq, hkv := g.param("heads_q", U32), g.param("heads_kv", U32)
+	g.scl = g.param("scale_log2", F32)
+	g.tid = g.special("%tid.x")
+	qt, h, bz := g.special("%ctaid.x"), g.special("%ctaid.y"), g.special("%ctaid.z")
+	g.warp = f.Op3(OpShr, U32, g.tid, I(5))
+	g.lane = f.Op3(OpAnd, B32, g.tid, I(31))
+	g.g4 = f.Op3(OpShr, U32, g.lane, I(2))
+	g.t4 = f.Op3(OpAnd, B32, g.lane, I(3))
+	group := f.Op3(OpDiv, U32, hq, hkv)
+	kvh := f.Op3(OpDiv, U32, h, group)
+	off := f.Sub(g.sk, g.sq)
+	qrow0 := f.MulC(qt, TileQ)
+
+	f.Comment("global bases: this tile's query rows, this head's keys and values")
+	rowIdx := f.Add(f.Op3(OpMulLo, S32, f.Add(f.Op3(OpMulLo, S32, bz, hq), h), g.sq), qrow0)
+	qbase := g.wide(q, rowIdx, int64(2*D))
+	obase := g.wide(o, rowIdx, int64(2*D))
+	lbase := g.wide(lse, rowIdx, 4)
+	kvIdx := f.Op3(OpMulLo, S32, f.Add(f.Op3(OpMulLo, S32, bz, hkv), kvh), g.sk)
+
+	f.Comment(fmt.Sprintf("shared memory: Q %d bytes, then 2 buffers of K and V, %d bytes each (row pitch %d)", g.qBytes(), g.kvBytes(), g.RS))
+	g.smem = R(f.Mov(U32, Sym("smem")))
+	ch := f.Op3(OpAnd, B32, g.tid, I(int64(g.cpr()-1)))
+	g.rb = f.Op3(OpShr, U32, g.tid, I(int64(log2(int64(g.cpr())))))
+	ch16 := f.MulC(ch, 16)
+	g.copyS = f.Add(f.MulC(g.rb, int64(g.RS)), ch16)
+	ch16w := f.NewReg(U64)
+	f.Emit(Inst{Op: OpCvtWide, T: U64, T2: U32, Dst: []Operand{R(ch16w)}, Src: []Operand{f.reg(U32, ch16)}})
+	g.kbase = f.Op3(OpAdd, U64, g.wide(k, kvIdx, int64(2*D)), R(ch16w))
+	g.vbase = f.Op3(OpAdd, U64, g.wide(v, kvIdx, int64(2*D)), R(ch16w))
+	qbaseCh := f.Op3(OpAdd, U64, qbase, R(ch16w))
+
+	f.Comment("Q tile: cp.async, rows past seq_q zero-filled")
+	lim := f.Sub(f.Sub(g.sq, I(1)), qrow0) // last valid row of the tile
+	sQ := f.Add(g.smem, g.copyS)
+	for it := 0; it < TileQ/g.rowStep(); it++ {
+		r := f.Add(g.rb, I(int64(it*g.rowStep())))
+		valid := f.Setp("le", S32, r, lim)
+		size := f.Selp(U32, I(16), I(0), valid)
+		src := g.wide(qbaseCh, f.Min(r, lim), int64(2*D))
+		f.Emit(Inst{Op: OpCpAsync, Dst: []Operand{Addr(sQ.Reg, int64(it*g.rowStep()*g.RS))}, Src: []Operand{Addr(src.Reg, 0), I(16), size}})
+	}
+	f.Emit(Inst{Op: OpCpCommit})
+	f.Emit(Inst{Op: OpCpWait, Src: []Operand{I(0)}})
+	f.Emit(Inst{Op: OpBar, Src: []Operand{I(0)}})
+
+	f.Comment("Q fragments: ldmatrix.x4 per 16 columns")
+	lrow := f.Add(f.Op3(OpAnd, B32, g.lane, I(7)), f.MulC(f.Op3(OpAnd, B32, f.Op3(OpShr, U32, g.lane, I(3)), I(1)), 8))
+	lcol2 := f.MulC(f.Op3(OpShr, U32, g.lane, I(4)), 16) // 8 columns * 2 bytes
+	aRowCol := f.Add(f.MulC(lrow, int64(g.RS)), lcol2)   // Q and V (trans) lane offset
+	aQ := f.Add(f.Add(g.smem, f.MulC(g.warp, int64(16*g.RS))), aRowCol)
+	qa := make([][4]Reg, D/16)
+	for ks := range qa {
+		for x := range qa[ks] {
+			qa[ks][x] = f.NewReg(B32)
+		}
+		f.Emit(Inst{Op: OpLdmatrix, Dst: []Operand{Vec(qa[ks][:]...)}, Src: []Operand{Addr(aQ.Reg, int64(ks*32))}})
+	}
+	// K lane offset: key (l&7) + 8*(l>>4), column 8*((l>>3)&1)
+	aK := f.Add(f.MulC(f.Add(f.Op3(OpAnd, B32, g.lane, I(7)), f.MulC(f.Op3(OpShr, U32, g.lane, I(4)), 8)), int64(g.RS)),
+		f.MulC(f.Op3(OpAnd, B32, f.Op3(OpShr, U32, g.lane, I(3)), I(1)), 16))
+
+	f.Comment("softmax state and output accumulators")
+	m := [2]Reg{f.Mov(F32, negInf), f.Mov(F32, negInf)}
+	l := [2]Reg{f.Mov(F32, Fimm(0)), f.Mov(F32, Fimm(0))}
+	acc := make([][4]Reg, D/8)
+	for n := range acc {
+		for x := range acc[n] {
+			acc[n][x] = f.Mov(F32, Fimm(0))
+		}
+	}
+	g.i0 = f.Add(f.Add(f.Add(qrow0, f.MulC(g.warp, 16)), g.g4), off)
+	g.i1 = f.Add(g.i0, I(8))
+
+	f.Comment(fmt.Sprintf("key-tile range: hull of %s over this tile's query positions", g.p.Pattern.Mask))
+	q0 := f.Add(qrow0, off)
+	q1 := f.Add(f.Sub(f.Min(f.Add(qrow0, I(TileQ)), g.sq), I(1)), off)
+	lo, hi := f.emitHull(g.p.Pattern.Mask, q0, q1)
+	lo = f.Max(lo, I(0))
+	hi = f.Min(hi, f.Sub(g.sk, I(1)))
+	if g.p.Pattern.Causal {
+		hi = f.Min(hi, q1)
+	}
+	ktlo := f.Op3(OpShr, S32, lo, I(int64(log2(TileK))))
+	g.kthi = f.Op3(OpShr, S32, f.reg(S32, hi), I(int64(log2(TileK))))
+
+	fin := f.NewLabel("finish")
+	cur, ccur := g.find(ktlo, q0, q1)
+	pend := f.Setp("gt", S32, R(cur), g.kthi)
+	f.Bra(fin, &pend, false)
+	buf := f.Mov(U32, I(0))
+	g.load(R(cur), R(buf))
+	f.Emit(Inst{Op: OpCpCommit})
+
+	loop := f.NewLabel("tile")
+	f.Place(loop)
+	nxt, cnxt := g.find(f.Add(R(cur), I(1)), q0, q1)
+	noload := f.NewLabel("noprefetch")
+	pl := f.Setp("gt", S32, R(nxt), g.kthi)
+	f.Bra(noload, &pl, false)
+	g.load(R(nxt), f.Op3(OpXor, B32, R(buf), I(1)))
+	f.Place(noload)
+	f.Emit(Inst{Op: OpCpCommit})
+	f.Emit(Inst{Op: OpCpWait, Src: []Operand{I(1)}})
+	f.Emit(Inst{Op: OpBar, Src: []Operand{I(0)}})
+	if err := g.compute(R(cur), R(ccur), R(buf), qa, aK, aRowCol, m, l, acc); err != nil {
+		return err
+	}
+	f.Emit(Inst{Op: OpBar, Src: []Operand{I(0)}})
+	f.Set(U32, cur, R(nxt))
+	f.Set(U32, ccur, R(cnxt))
+	f.Into(OpXor, B32, buf, R(buf), I(1))
+	pc := f.Setp("le", S32, R(cur), g.kthi)
+	f.Bra(loop, &pc, false)
+	f.Place(fin)
+
+	g.finish(obase, lbase, qrow0, m, l, acc)
+	f.Emit(Inst{Op: OpRet})
+	return nil
+}
+
+// find emits a scan from key tile start to the first tile at or past it
+// whose class is not empty (or past kthi). Full tiles that run past seq_k
+// are demoted to partial so the key bound is checked.
+func (g *fwd) find(start, q0, q1 Operand) (t, c Reg) {
+	f := g.f
+	t, c = f.Mov(U32, start), f.Mov(U32, I(cEmpty))
+	scan, done := f.NewLabel("scan"), f.NewLabel("found")
+	f.Place(scan)
+	past := f.Setp("gt", S32, R(t), g.kthi)
+	f.Bra(done, &past, false)
+	k0 := f.MulC(R(t), TileK)
+	kend := f.Add(k0, I(TileK))
+	k1 := f.Sub(f.Min(kend, g.sk), I(1))
+	f.Comment("tile class, per primitive (spec/classify.go)")
+	cls := f.emitClassify(g.p.Pattern.Mask, g.p.Pattern.Causal, q0, q1, k0, k1)
+	f.Set(U32, c, f.reg(S32, cls))
+	over := f.PAnd(f.Setp("gt", S32, kend, g.sk), f.Setp("eq", S32, R(c), I(cFull)))
+	f.Emit(Inst{Op: OpMov, T: U32, Guard: &over, Dst: []Operand{R(c)}, Src: []Operand{I(cPartial)}})
+	empty := f.Setp("eq", S32, R(c), I(cEmpty))
+	f.Emit(Inst{Op: OpAdd, T: U32, Guard: &empty, Dst: []Operand{R(t)}, Src: []Operand{R(t), I(1)}})
+	f.Bra(scan, &empty, false)
+	f.Place(done)
+	return t, c
+}
+
+// load issues the cp.async copies of key tile kt into buffer buf (0 or 1).
+func (g *fwd) load(kt, buf Operand) {
+	f := g.f
+	f.Comment("K and V tile copies, keys past seq_k zero-filled")
+	sb := f.Add(f.Add(g.smem, I(int64(g.qBytes()))), f.MulC(buf, int64(2*g.kvBytes())))
+	sK := f.Add(sb, g.copyS)
+	key0 := f.Add(f.MulC(kt, TileK), g.rb)
+	last := f.Sub(g.sk, I(1))
+	for it := 0; it < TileK/g.rowStep(); it++ {
+		key := f.Add(key0, I(int64(it*g.rowStep())))
+		valid := f.Setp("le", S32, key, last)
+		size := f.Selp(U32, I(16), I(0), valid)
+		kc := f.Min(key, last)
+		so := int64(it * g.rowStep() * g.RS)
+		ks := g.wide(g.kbase, kc, int64(2*g.D))
+		vs := g.wide(g.vbase, kc, int64(2*g.D))
+		f.Emit(Inst{Op: OpCpAsync, Dst: []Operand{Addr(sK.Reg, so)}, Src: []Operand{Addr(ks.Reg, 0), I(16), size}})
+		f.Emit(Inst{Op: OpCpAsync, Dst: []Operand{Addr(sK.Reg, so+int64(g.kvBytes()))}, Src: []Operand{Addr(vs.Reg, 0), I(16), size}})
+	}
+}
+
+func (g *fwd) mma(d [4]Reg, a [4]Reg, b0, b1 Reg) {
+	g.f.Emit(Inst{Op: OpMma, T: g.cfg.Elem, Dst: []Operand{Vec(d[:]...)}, Src: []Operand{Vec(a[:]...), Vec(b0, b1), Vec(d[:]...)}})
+}
+
+// compute runs one key tile: S = Q K^T, mask, online softmax, O += P V.
+func (g *fwd) compute(kt, cls, buf Operand, qa [][4]Reg, aK, aV Operand, m, l [2]Reg, acc [][4]Reg) error {
+	f := g.f
+	D := g.D
+	f.Comment("S = Q K^T")
+	sb := f.Add(f.Add(g.smem, I(int64(g.qBytes()))), f.MulC(buf, int64(2*g.kvBytes())))
+	sK := f.Add(sb, aK)
+	s := make([][4]Reg, TileK/8)
+	for n := range s {
+		for x := range s[n] {
+			s[n][x] = f.Mov(F32, Fimm(0))
+		}
+	}
+	for ks := 0; ks < D/16; ks++ {
+		for np := 0; np < TileK/16; np++ {
+			var b [4]Reg
+			for x := range b {
+				b[x] = f.NewReg(B32)
+			}
+			f.Emit(Inst{Op: OpLdmatrix, Dst: []Operand{Vec(b[:]...)}, Src: []Operand{Addr(sK.Reg, int64(np*16*g.RS+ks*32))}})
+			g.mma(s[2*np], qa[ks], b[0], b[1])
+			g.mma(s[2*np+1], qa[ks], b[2], b[3])
+		}
+	}
+	for n := range s {
+		for x := range s[n] {
+			f.Emit(Inst{Op: OpMulF, Dst: []Operand{R(s[n][x])}, Src: []Operand{R(s[n][x]), g.scl}})
+		}
+	}
+	nomask := f.NewLabel("nomask")
+	pp := f.Setp("ne", S32, cls, I(cPartial))
+	f.Bra(nomask, &pp, false)
+	f.Comment("partial tile: the fused predicate per element, and the key bound")
+	c0 := f.Add(f.MulC(kt, TileK), f.MulC(g.t4, 2))
+	for n := range s {
+		for x := range s[n] {
+			row := g.i0
+			if x >= 2 {
+				row = g.i1
+			}
+			col := f.Add(c0, I(int64(n*8+x&1)))
+			keep, err := LowerPred(f, g.p.Pred, PredEnv{Row: row, Col: col})
+			if err != nil {
+				return err
+			}
+			keep = f.PAnd(keep, f.Setp("lt", S32, col, g.sk))
+			f.Emit(Inst{Op: OpSelp, T: F32, Dst: []Operand{R(s[n][x])}, Src: []Operand{R(s[n][x]), negInf, R(keep)}})
+		}
+	}
+	f.Place(nomask)
+
+	f.Comment("online softmax: row max over the quad, rescale, exponentiate")
+	var alpha [2]Operand
+	for r := 0; r < 2; r++ {
+		mx := R(s[0][2*r])
+		for n := range s {
+			for x := 2 * r; x < 2*r+2; x++ {
+				if n == 0 && x == 2*r {
+					continue
+				}
+				mx = f.F(OpMaxF, mx, R(s[n][x]))
+			}
+		}
+		for _, lane := range []int64{1, 2} {
+			o := f.NewReg(F32)
+			f.Emit(Inst{Op: OpShflBfly, Dst: []Operand{R(o)}, Src: []Operand{mx, I(lane), I(31), I(0xffffffff)}})
+			mx = f.F(OpMaxF, mx, R(o))
+		}
+		mnew := f.F(OpMaxF, R(m[r]), mx)
+		isInf := f.Setp("eq", F32, mnew, negInf)
+		muse := f.Selp(F32, Fimm(0), mnew, isInf)
+		alpha[r] = f.F(OpEx2, f.F(OpSubF, R(m[r]), muse))
+		f.Set(F32, m[r], mnew)
+		sum := Operand{}
+		for n := range s {
+			for x := 2 * r; x < 2*r+2; x++ {
+				e := f.F(OpEx2, f.F(OpSubF, R(s[n][x]), muse))
+				f.Set(F32, s[n][x], e)
+				if sum.Kind == 0 {
+					sum = e
+				} else {
+					sum = f.F(OpAddF, sum, e)
+				}
+			}
+		}
+		f.Emit(Inst{Op: OpFma, Dst: []Operand{R(l[r])}, Src: []Operand{R(l[r]), alpha[r], sum}})
+		for n := range acc {
+			for x := 2 * r; x < 2*r+2; x++ {
+				f.Emit(Inst{Op: OpMulF, Dst: []Operand{R(acc[n][x])}, Src: []Operand{R(acc[n][x]), alpha[r]}})
+			}
+		}
+	}
+
+	f.Comment("O += P V: P packed to pairs, V through ldmatrix.trans")
+	pt := BF16x2
+	if g.cfg.Elem == F16 {
+		pt = F16x2
+	}
+	pack := func(hi, lo Reg) Reg {
+		r := f.NewReg(B32)
+		f.Emit(Inst{Op: OpCvtPack, T: pt, Dst: []Operand{R(r)}, Src: []Operand{R(hi), R(lo)}})
+		return r
+	}
+	sV := f.Add(f.Add(sb, I(int64(g.kvBytes()))), aV)
+	for kk := 0; kk < TileK/16; kk++ {
+		a := [4]Reg{
+			pack(s[2*kk][1], s[2*kk][0]), pack(s[2*kk][3], s[2*kk][2]),
+			pack(s[2*kk+1][1], s[2*kk+1][0]), pack(s[2*kk+1][3], s[2*kk+1][2]),
+		}
+		for dp := 0; dp < D/16; dp++ {
+			var b [4]Reg
+			for x := range b {
+				b[x] = f.NewReg(B32)
+			}
+			f.Emit(Inst{Op: OpLdmatrixT, Dst: []Operand{Vec(b[:]...)}, Src: []Operand{Addr(sV.Reg, int64(kk*16*g.RS+dp*32))}})
+			g.mma(acc[2*dp], a, b[0], b[1])
+			g.mma(acc[2*dp+1], a, b[2], b[3])
+		}
+	}
+	return nil
+}
+
+// lg2 emits log2(x) for x >= 1 (x is a row sum of exponentials that
+// includes 2^0).
+func (g *fwd) lg2(x Operand) Operand {
+	f := g.f
+	if !g.cfg.SoftLg2 {
+		return f.F(OpLg2, x)
+	}
+	bits := f.NewReg(B32)
+	f.Emit(Inst{Op: OpBitcast, Dst: []Operand{R(bits)}, Src: []Operand{x}})
+	e := f.Sub(f.Op3(OpShr, U32, R(bits), I(23)), I(127))
+	mb := f.Op3(OpOr, B32, f.Op3(OpAnd, B32, R(bits), I(0x7fffff)), I(0x3f800000))
+	mant := f.NewReg(F32)
+	f.Emit(Inst{Op: OpBitcast, Dst: []Operand{R(mant)}, Src: []Operand{mb}})
+	big := f.Setp("gt", F32, R(mant), Fimm(float32(math.Sqrt2)))
+	mh := f.F(OpMulF, R(mant), Fimm(0.5))
+	mm := f.Selp(F32, mh, R(mant), big)
+	e2 := f.Selp(S32, f.reg(S32, f.Add(e, I(1))), f.reg(S32, e), big)
+	z := f.F(OpDivF, f.F(OpSubF, mm, Fimm(1)), f.F(OpAddF, mm, Fimm(1)))
+	z2 := f.F(OpMulF, z, z)
+	poly := Fimm(2.0 / 9)
+	for _, c := range []float64{2.0 / 7, 2.0 / 5, 2.0 / 3, 2} {
+		poly = f.F(OpFma, poly, z2, Fimm(float32(c)))
+	}
+	ln := f.F(OpMulF, poly, z)
+	ef := f.NewReg(F32)
+	f.Emit(Inst{Op: OpCvtF32I, T: S32, Dst: []Operand{R(ef)}, Src: []Operand{e2}})
+	return f.F(OpFma, ln, Fimm(float32(1/math.Ln2)), R(ef))
+}
+
+// finish normalizes O, stores it and the log-sum-exp, guarded by seq_q.
+func (g *fwd) finish(obase, lbase, qrow0 Operand, m, l [2]Reg, acc [][4]Reg) {
+	f := g.f
+	f.Comment("epilogue: O / l, lse = (m + log2 l) ln 2; empty rows give 0 and -inf")
+	pt := BF16x2
+	if g.cfg.Elem == F16 {
+		pt = F16x2
+	}
+	first := f.Setp("eq", U32, g.t4, I(0))
+	for r := 0; r < 2; r++ {
+		lt := R(l[r])
+		for _, lane := range []int64{1, 2} {
+			o := f.NewReg(F32)
+			f.Emit(Inst{Op: OpShflBfly, Dst: []Operand{R(o)}, Src: []Operand{lt, I(lane), I(31), I(0xffffffff)}})
+			lt = f.F(OpAddF, lt, R(o))
+		}
+		zero := f.Setp("eq", F32, lt, Fimm(0))
+		one := f.Selp(F32, Fimm(1), lt, zero)
+		inv := f.Selp(F32, Fimm(0), f.F(OpDivF, Fimm(1), one), zero)
+		lse := f.F(OpMulF, f.F(OpAddF, R(m[r]), g.lg2(one)), Fimm(float32(math.Ln2)))
+		lse = f.Selp(F32, negInf, lse, zero)
+		row := f.Add(f.Add(f.MulC(g.warp, 16), g.g4), I(int64(8*r))) // row within the tile
+		valid := f.Setp("lt", S32, f.Add(qrow0, row), g.sq)
+		ob := g.wide(obase, f.Add(f.MulC(row, int64(g.D)), f.MulC(g.t4, 2)), 2)
+		for n := range acc {
+			x0 := f.F(OpMulF, R(acc[n][2*r]), inv)
+			x1 := f.F(OpMulF, R(acc[n][2*r+1]), inv)
+			pr := f.NewReg(B32)
+			f.Emit(Inst{Op: OpCvtPack, T: pt, Dst: []Operand{R(pr)}, Src: []Operand{x1, x0}})
+			f.Emit(Inst{Op: OpSt, T: B32, Space: "global", Guard: &valid, Dst: []Operand{Addr(ob.Reg, int64(n*16))}, Src: []Operand{R(pr)}})
+		}
+		lb := g.wide(lbase, row, 4)
+		w := f.PAnd(valid, first)
+		f.Emit(Inst{Op: OpSt, T: F32, Space: "global", Guard: &w, Dst: []Operand{Addr(lb.Reg, 0)}, Src: []Operand{lse}})
+	}
+}
