@@ -28,7 +28,6 @@ func bf16(x float32) uint16 {
 
 func fromBF16(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
 
-
 // f16 rounds to the nearest IEEE half (ties to even) for values in the
 // normal range and returns its bits; the tests only feed it such values.
 func f16(x float32) uint16 {
