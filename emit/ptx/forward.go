@@ -556,3 +556,9 @@ func (g *fwd) finish(obase, lbase, qrow0 Operand, m, l [2]Reg, acc [][4]Reg) {
 		f.Emit(Inst{Op: OpSt, T: F32, Space: "global", Guard: &w, Dst: []Operand{Addr(lb.Reg, 0)}, Src: []Operand{lse}})
 	}
 }
+
+// Args lists the kernel arguments in parameter order: the five device
+// addresses, then the scalars (uint32 and float32).
+func (l Launch) Args(q, k, v, o, lse uint64) []any {
+	return []any{q, k, v, o, lse, l.SeqQ, l.SeqK, l.HeadsQ, l.HeadsKV, l.ScaleLog2}
+}

@@ -181,7 +181,7 @@ func runForward(t *testing.T, p *gen.Plan, cfg Config, s shape, want *spec.Patte
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := dev.Launch(mod, k.Name, l.Grid, l.Block, l.DynShared, qa, ka, va, oa, la, l.SeqQ, l.SeqK, l.HeadsQ, l.HeadsKV, l.ScaleLog2); err != nil {
+	if _, err := dev.Launch(mod, k.Name, l.Grid, l.Block, l.DynShared, l.Args(qa, ka, va, oa, la)...); err != nil {
 		t.Fatal(err)
 	}
 	oh, err := dev.ReadU16(oa, nq)
