@@ -403,18 +403,20 @@ func (g *fwd) compute(kt, cls, buf Operand, qa [][4]Reg, aK, aV Operand, m, l [2
 	f.Bra(nomask, &pp, false)
 	f.Comment("partial tile: the fused predicate per element, and the key bound")
 	c0 := f.Add(f.MulC(kt, TileK), f.MulC(g.t4, 2))
+	memo := NewPredMemo()
 	for n := range s {
+		cols := [2]Operand{f.Add(c0, I(int64(n*8))), f.Add(c0, I(int64(n*8+1)))}
+		inK := [2]Reg{f.Setp("lt", S32, cols[0], g.sk), f.Setp("lt", S32, cols[1], g.sk)}
 		for x := range s[n] {
 			row := g.i0
 			if x >= 2 {
 				row = g.i1
 			}
-			col := f.Add(c0, I(int64(n*8+x&1)))
-			keep, err := LowerPred(f, g.p.Pred, PredEnv{Row: row, Col: col})
+			keep, err := LowerPredMemo(f, g.p.Pred, PredEnv{Row: row, Col: cols[x&1]}, memo)
 			if err != nil {
 				return err
 			}
-			keep = f.PAnd(keep, f.Setp("lt", S32, col, g.sk))
+			keep = f.PAnd(keep, inK[x&1])
 			f.Emit(Inst{Op: OpSelp, T: F32, Dst: []Operand{R(s[n][x])}, Src: []Operand{R(s[n][x]), negInf, R(keep)}})
 		}
 	}

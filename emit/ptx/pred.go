@@ -49,6 +49,24 @@ func (f *Func) asPred(x pval) Reg {
 // predicate that fails Check, or document ops without env.Docs return an
 // error.
 func LowerPred(f *Func, p *gen.Pred, env PredEnv) (Reg, error) {
+	return LowerPredMemo(f, p, env, nil)
+}
+
+// PredMemo shares predicate subexpressions between evaluations at
+// different (row, col) operands in one straight-line block: a value that
+// depends only on the row is computed once per row operand, one that
+// depends only on the column once per column operand, constants once.
+type PredMemo struct {
+	vals map[string]pval
+}
+
+// NewPredMemo returns an empty memo.
+func NewPredMemo() *PredMemo { return &PredMemo{vals: map[string]pval{}} }
+
+// LowerPredMemo is LowerPred sharing values through memo (nil: none).
+// Registers it reuses were computed earlier in the same block, so a memo
+// must not outlive the block (or branch) it was filled in.
+func LowerPredMemo(f *Func, p *gen.Pred, env PredEnv, memo *PredMemo) (Reg, error) {
 	if p == nil {
 		return Reg{}, fmt.Errorf("ptx: nil predicate")
 	}
@@ -56,6 +74,7 @@ func LowerPred(f *Func, p *gen.Pred, env PredEnv) (Reg, error) {
 		return Reg{}, fmt.Errorf("ptx: %w", err)
 	}
 	vals := make([]pval, len(p.Insts))
+	deps := make([]uint8, len(p.Insts)) // 1: reads the row, 2: reads the column
 	loadDoc := func(base Reg, pos Operand) Operand {
 		off := f.NewReg(S64)
 		f.Emit(Inst{Op: OpMulWide, T: S32, Dst: []Operand{R(off)}, Src: []Operand{f.reg(S32, pos), I(4)}})
@@ -65,6 +84,33 @@ func LowerPred(f *Func, p *gen.Pred, env PredEnv) (Reg, error) {
 		return R(v)
 	}
 	for k, in := range p.Insts {
+		switch in.Op {
+		case gen.IRRow:
+			deps[k] = 1
+		case gen.IRCol:
+			deps[k] = 2
+		default:
+			if in.Op.Arity() >= 1 {
+				deps[k] |= deps[in.A]
+			}
+			if in.Op.Arity() == 2 {
+				deps[k] |= deps[in.B]
+			}
+		}
+		key := ""
+		if memo != nil {
+			key = fmt.Sprint(k, "|", in.Op)
+			if deps[k]&1 != 0 {
+				key += "|" + env.Row.String()
+			}
+			if deps[k]&2 != 0 {
+				key += "|" + env.Col.String()
+			}
+			if v, ok := memo.vals[key]; ok {
+				vals[k] = v
+				continue
+			}
+		}
 		a, b := pval{}, pval{}
 		if in.Op.Arity() >= 1 {
 			a = vals[in.A]
@@ -138,6 +184,9 @@ func LowerPred(f *Func, p *gen.Pred, env PredEnv) (Reg, error) {
 			return Reg{}, fmt.Errorf("ptx: predicate v%d: op %s cannot be rendered", k, in.Op)
 		}
 		vals[k] = out
+		if key != "" {
+			memo.vals[key] = out
+		}
 	}
 	last := vals[len(vals)-1]
 	if !last.isPred && isImm(last.v) {
