@@ -10,6 +10,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/cpu"
+
+	"github.com/attngen/attngen/spec"
 )
 
 // These tests compare every assembly tile kernel against atRef, a float64
@@ -249,6 +251,28 @@ func (ref *atRef) errs(st *atState) (eo, el, em float64, err error) {
 	return eo, el, em, nil
 }
 
+// atUnkept checks that the rows a tile's mask keeps nothing of (word 0)
+// are bit for bit what they were, whether touched before or not.
+func atUnkept(before, after *atState, mask []uint64, d int) error {
+	if mask == nil {
+		return nil
+	}
+	for r := 0; r < TQ; r++ {
+		if mask[r] != 0 {
+			continue
+		}
+		for j := 0; j < d; j++ {
+			if math.Float32bits(after.o[r*d+j]) != math.Float32bits(before.o[r*d+j]) {
+				return fmt.Errorf("row %d keeps no key: o[%d] = %v, was %v", r, j, after.o[r*d+j], before.o[r*d+j])
+			}
+		}
+		if math.Float32bits(after.m[r]) != math.Float32bits(before.m[r]) || math.Float32bits(after.l[r]) != math.Float32bits(before.l[r]) {
+			return fmt.Errorf("row %d keeps no key: m, l = %v, %v, was %v, %v", r, after.m[r], after.l[r], before.m[r], before.l[r])
+		}
+	}
+	return nil
+}
+
 // atGen makes inputs. grid: exact scores (q = a/8 * scale, kt = b/8);
 // otherwise Gaussian with scores of standard deviation about sd.
 type atGen struct {
@@ -308,10 +332,59 @@ func (g *atGen) tile(maskKind string) *atTile {
 			t.mask[TQ-1] = 1 << 63 // one key only, the last column
 			t.mask[TQ-2] = 1       // one key only, the first column
 		}
+	case "zeroblocks", "zerochunks", "single", "blockdiag", "blockdiag8", "causal", "bottom":
+		t.mask = sparseMask(g.rng, maskKind)
 	default:
 		panic(maskKind)
 	}
 	return t
+}
+
+// sparseMask makes the masks that let the kernels skip work: whole row
+// blocks (6 rows for AVX-512, 3 for AVX2) keeping nothing, columns no row of
+// a block keeps, and narrow key ranges.
+//
+//	zeroblocks  random bits, but rows 0-5, 18-20, 30-35 and 45-47 keep nothing
+//	zerochunks  random bits in columns 16-31 and 40-47 only, some rows empty
+//	single      one random key per row, every fourth row empty
+//	blockdiag   rows 12i..12i+11 keep columns 16i..16i+15
+//	blockdiag8  rows 6i..6i+5 keep columns 8i+4..8i+11 (i < 7)
+//	causal      row r keeps columns c <= r - 20 (the diagonal of a tile)
+//	bottom      rows 0-15 keep columns c <= r + 48, rows 16-47 nothing (block 256:
+//	            query rows 240-287 against keys 192-255)
+func sparseMask(rng *rand.Rand, kind string) []uint64 {
+	mask := make([]uint64, TQ)
+	for r := range mask {
+		switch kind {
+		case "zeroblocks":
+			if !(r < 6 || r >= 18 && r < 21 || r >= 30 && r < 36 || r >= 45) {
+				mask[r] = rng.Uint64() & rng.Uint64()
+			}
+		case "zerochunks":
+			if r%5 != 2 {
+				mask[r] = rng.Uint64() & (0xffff<<16 | 0xff<<40)
+			}
+		case "single":
+			if r%4 != 1 {
+				mask[r] = 1 << rng.IntN(TK)
+			}
+		case "blockdiag":
+			mask[r] = 0xffff << (16 * (r / 12))
+		case "blockdiag8":
+			if r/6 < 7 {
+				mask[r] = 0xff << (8*(r/6) + 4)
+			}
+		case "causal":
+			if r >= 20 {
+				mask[r] = ^uint64(0) >> (TK - 1 - (r - 20))
+			}
+		case "bottom":
+			if r < 16 {
+				mask[r] = ^uint64(0) >> (TK - 1 - (r + 48))
+			}
+		}
+	}
+	return mask
 }
 
 // poisonUntouched fills o of rows with m = -Inf with arbitrary non-zero
@@ -352,7 +425,11 @@ func atScenario(t *testing.T, v atVariant, g *atGen, masks []string, prior bool)
 	f32 := st.clone()
 	for i, mk := range masks {
 		tile := g.tile(mk)
+		before := st.clone()
 		st.run(v.fn, q, tile)
+		if err := atUnkept(before, st, tile.mask, v.d); err != nil {
+			t.Fatalf("tile %d (%s): %v", i, mk, err)
+		}
 		ref.step(q, tile)
 		atStepF32(f32, v.d, q, tile)
 		eo, el, em, err := ref.errs(st)
@@ -398,6 +475,10 @@ func TestTileAsm(t *testing.T) {
 		{"large-prior", true, 8, 0, []string{"partial", "empty", "full"}, true},
 		{"gaussian", false, 0, 6, []string{"full", "partial", "full", "dense"}, false},
 		{"gaussian-large", false, 0, 60, []string{"partial", "full", "dense", "full"}, true},
+		{"sparse", true, 1, 0, []string{"zeroblocks", "zerochunks", "single", "blockdiag", "blockdiag8", "causal", "bottom"}, false},
+		{"sparse-prior", true, 1, 0, []string{"bottom", "zerochunks", "causal", "single", "zeroblocks", "blockdiag8", "blockdiag"}, true},
+		{"sparse-mixed", true, 8, 0, []string{"single", "full", "zeroblocks", "partial", "bottom", "full", "zerochunks"}, false},
+		{"sparse-gaussian", false, 0, 6, []string{"blockdiag", "causal", "full", "zerochunks", "zeroblocks", "single"}, true},
 	}
 	for _, v := range atVariants() {
 		t.Run(v.name, func(t *testing.T) {
@@ -578,6 +659,84 @@ func BenchmarkTileAVX2D128(b *testing.B)   { benchTileAsm(b, "AVX2D128", "full")
 // The masked benchmarks run the same work with a mask (partial tiles).
 func BenchmarkTileMaskedAVX512D128(b *testing.B) { benchTileAsm(b, "AVX512D128", "dense") }
 func BenchmarkTileMaskedAVX2D128(b *testing.B)   { benchTileAsm(b, "AVX2D128", "dense") }
+
+// sparseTileMasks lists the visited tiles (those keeping some pair) of the
+// query tiles covering rows [q0, q1) of a pattern over seq keys: the mask
+// of each, nil for a full tile, and the kept pairs in all.
+func sparseTileMasks(p spec.Pattern, q0, q1, seq int) (masks [][]uint64, kept int) {
+	for qt := q0; qt < q1; qt += TQ {
+		for k0 := 0; k0 < seq; k0 += TK {
+			mask := make([]uint64, TQ)
+			n := 0
+			for r := 0; r < TQ; r++ {
+				for c := 0; c < TK; c++ {
+					if p.At(qt+r, k0+c) {
+						mask[r] |= 1 << c
+						n++
+					}
+				}
+			}
+			if n == 0 {
+				continue
+			}
+			if n == TQ*TK {
+				mask = nil
+			}
+			masks = append(masks, mask)
+			kept += n
+		}
+	}
+	return masks, kept
+}
+
+// BenchmarkTileSparse runs the tile kernels over the visited tiles of 16
+// query tiles (rows 1536-2303 of 4096) of the BenchmarkForward masks of
+// package gen, with the driver's mask words (nil for full tiles). It
+// reports the GFLOP/s of the pairs kept (what the mask asks for) and
+// ns/tile.
+func BenchmarkTileSparse(b *testing.B) {
+	patterns := []struct {
+		name string
+		p    spec.Pattern
+	}{
+		{"causal", spec.Pattern{Mask: spec.Full(), Causal: true}},
+		{"window1024", spec.Pattern{Mask: spec.Window(1024), Causal: true}},
+		{"block256", spec.Pattern{Mask: spec.Block(256), Causal: true}},
+		{"bridge256r32", spec.Pattern{Mask: spec.Union(spec.Block(256), spec.Bridge(256, 32, 32, 0)), Causal: true}},
+	}
+	for _, pat := range patterns {
+		masks, kept := sparseTileMasks(pat.p, 1536, 2304, 4096)
+		for _, name := range []string{"AVX512D128", "AVX2D128"} {
+			b.Run(pat.name+"/"+name, func(b *testing.B) {
+				var v atVariant
+				for _, x := range atVariants() {
+					if x.name == name {
+						v = x
+					}
+				}
+				if !v.ok {
+					b.Skipf("CPU lacks the instructions of %s", name)
+				}
+				g := &atGen{rng: rand.New(rand.NewPCG(1, 2)), d: v.d, grid: true, scale: 1}
+				q := g.q()
+				tile := g.tile("full")
+				st := newAtState(v.d)
+				for b.Loop() {
+					for _, mask := range masks {
+						var mp *uint64
+						if mask != nil {
+							mp = &mask[0]
+						}
+						v.fn(&q[0], &tile.kt[0], &tile.v[0], &st.s[0], &st.o[0], &st.m[0], &st.l[0], mp)
+					}
+				}
+				sec := b.Elapsed().Seconds()
+				b.ReportMetric(4*float64(kept*v.d)*float64(b.N)/sec/1e9, "GFLOP/s")
+				b.ReportMetric(sec*1e9/float64(b.N*len(masks)), "ns/tile")
+			})
+		}
+	}
+}
 
 // PeakFMA512 and PeakFMA256 report the single-core FP32 FMA peak that the
 // tile figures are compared against.

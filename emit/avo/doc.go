@@ -25,6 +25,13 @@
 // (AVX2) only when the mask is not nil, and handles rows with no key kept
 // yet without a branch or a NaN.
 //
+// The nil test of the mask selects, once on entry, one of two copies of the
+// kernel. The masked copy ORs the mask words of each row block and skips
+// what the mask makes useless: row blocks that keep nothing (in both
+// products), in S = Q K^T the vectors of columns no row of the block keeps,
+// and in P V the keys outside the block's first to last kept key. Skipped
+// scores are never read unmasked, so whatever s held there cannot leak.
+//
 // Facts about avo that the code relies on: it never spills (too many live
 // registers is an allocation error); with more than 16 live vectors in AVX2
 // code it silently takes Y16-Y31, so Generate rejects any EVEX-only register

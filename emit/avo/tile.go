@@ -2,6 +2,7 @@ package avo
 
 import (
 	"fmt"
+	"math/bits"
 
 	"github.com/mmcloughlin/avo/build"
 	op "github.com/mmcloughlin/avo/operand"
@@ -22,6 +23,7 @@ type tileGen struct {
 	alpha   op.Mem // stack local [TQ]float32: alpha of each row
 	msafe   op.Mem // stack local [w]float32: the group's maxima, 0 for rows with no key
 	scratch op.Mem // stack local [w][w]float32: one partial vector per row of the group
+	blockOr op.Mem // stack local [TQ/rows]uint64: OR of the mask words of each row block
 }
 
 // EmitTile adds the tile kernel for isa and head dimension d to ctx. The
@@ -33,33 +35,36 @@ type tileGen struct {
 //     chunks, parts of the reduction over d, row blocks, and the reduction
 //     loop unrolled by blocking.unroll;
 //  2. softmax, in groups of one row per vector lane, with transposing
-//     reductions (see softmax); the mask is applied only when mask != nil:
-//     the nil test is done once and selects one of two copies of the code;
+//     reductions (see softmax); the mask is applied only when mask != nil;
 //     rows with no key kept so far and none in this tile are left untouched
 //     (alpha = 1, p = 0, m and l unchanged), and no NaN arises on the way;
 //  3. O = alpha*O + P V, register-blocked the same way, in column chunks of
 //     V that stay in L1.
 //
+// The nil test of the mask is done once, on entry, and selects one of two
+// copies of the whole kernel. The full-tile copy computes everything. The
+// masked copy first ORs the mask words of each row block (blockMasks) and
+// skips what the mask makes useless: in phase 1 a row block whose rows keep
+// nothing, and the vectors of columns that no row of the block keeps (its
+// s there is never read unmasked: AVX-512 reads s under the opmask, AVX2
+// overwrites masked scores with -Inf before reading them); in phase 3 a row
+// block whose rows keep nothing (their p are 0 and alpha is exactly 1, so o
+// stays as it is), and the keys outside the range between the lowest and
+// highest key the block keeps (their p are 0).
+//
 // No vector register is ever spilled (avo cannot), and the AVX2 kernels use
 // Y0-Y15 only (Generate checks it). Every kernel ends with VZEROUPPER.
 func EmitTile(ctx *build.Context, c ConstTable, isa ISA, d int) {
 	qk, pv := isa.blocks()
-	emitTile(ctx, c, isa, d, TileName(isa, d), phaseAll, qk, pv)
+	emitTile(ctx, c, isa, d, TileName(isa, d), qk, pv)
 }
 
-// Phases of a tile kernel; emitTile can leave some out to time the others.
-const (
-	phaseScores = 1 << iota
-	phaseSoftmax
-	phasePV
-	phaseAll = phaseScores | phaseSoftmax | phasePV
-)
-
-func emitTile(ctx *build.Context, c ConstTable, isa ISA, d int, name string, phases int, qk, pv blocking) {
+func emitTile(ctx *build.Context, c ConstTable, isa ISA, d int, name string, qk, pv blocking) {
 	w := isa.lanes()
 	qkc, pkc := min(qk.kc, d), min(pv.kc, TK)
 	if TQ%qk.rows != 0 || TK%(qk.vecs*w) != 0 || d%qkc != 0 || qkc%qk.unroll != 0 ||
-		TQ%pv.rows != 0 || d%(pv.vecs*w) != 0 || TK%pkc != 0 || pkc%pv.unroll != 0 {
+		TQ%pv.rows != 0 || d%(pv.vecs*w) != 0 || TK%pkc != 0 || pkc%pv.unroll != 0 ||
+		qk.rows != pv.rows || pkc != TK || d&(d-1) != 0 {
 		panic(fmt.Sprintf("BUG: blocking %+v, %+v does not fit %s with D = %d", qk, pv, isa, d))
 	}
 	g := &tileGen{ctx: ctx, isa: isa, d: d, w: w, qk: qk, pv: pv, c: c}
@@ -73,27 +78,30 @@ func emitTile(ctx *build.Context, c ConstTable, isa ISA, d int, name string, pha
 	g.alpha = ctx.AllocLocal(4 * TQ)
 	g.msafe = ctx.AllocLocal(4 * g.w)
 	g.scratch = ctx.AllocLocal(4 * g.w * g.w)
+	g.blockOr = ctx.AllocLocal(8 * TQ / qk.rows)
 
-	if phases&phaseScores != 0 {
-		ctx.Comment("Phase 1: S = Q K^T into s.")
-		g.scores()
-	}
-	if phases&phaseSoftmax != 0 {
-		ctx.Comment("Phase 2: online softmax row by row; the mask only when mask != nil.")
-		mask := ctx.Load(ctx.Param("mask"), ctx.GP64())
-		ctx.TESTQ(mask, mask)
-		ctx.JZ(op.LabelRef("full"))
-		g.softmax(mask, "masked")
-		ctx.JMP(op.LabelRef("pv"))
-		ctx.Label("full")
-		g.softmax(nil, "unmasked")
-		ctx.Label("pv")
-	}
-	if phases&phasePV != 0 {
-		ctx.Comment("Phase 3: O = alpha O + P V.")
-		g.pvProduct()
-	}
+	mask := ctx.Load(ctx.Param("mask"), ctx.GP64())
+	ctx.TESTQ(mask, mask)
+	ctx.JZ(op.LabelRef("full"))
 
+	ctx.Comment("Masked tile. The OR of each row block's mask words.")
+	g.blockMasks(mask)
+	ctx.Comment("Phase 1: S = Q K^T into s, kept row blocks and column vectors only.")
+	g.scoresMasked()
+	ctx.Comment("Phase 2: online softmax row by row, masked.")
+	g.softmax(mask, "masked")
+	ctx.Comment("Phase 3: O = alpha O + P V, kept row blocks and key ranges only.")
+	g.pvMasked()
+	ctx.VZEROUPPER()
+	ctx.RET()
+
+	ctx.Label("full")
+	ctx.Comment("Full tile. Phase 1: S = Q K^T into s.")
+	g.scores()
+	ctx.Comment("Phase 2: online softmax row by row.")
+	g.softmax(nil, "unmasked")
+	ctx.Comment("Phase 3: O = alpha O + P V.")
+	g.pvProduct()
 	ctx.VZEROUPPER()
 	ctx.RET()
 }
@@ -144,15 +152,24 @@ func (g *tileGen) newAcc(blk blocking) [][]reg.VecVirtual {
 // at b + k*bRow (streamed vectors).
 func (g *tileGen) gemm(blk blocking, acc [][]reg.VecVirtual, a reg.Register, aOff, aRow int, b reg.Register, bOff, bRow, klen int, label string) {
 	ctx := g.ctx
-	u := blk.unroll
 	ap, bp, n := ctx.GP64(), ctx.GP64(), ctx.GP64()
 	ctx.LEAQ(mem(a, aOff), ap)
 	ctx.LEAQ(mem(b, bOff), bp)
-	ctx.MOVQ(op.U32(uint32(klen/u)), n)
+	ctx.MOVQ(op.U32(uint32(klen/blk.unroll)), n)
+	g.gemmLoop(blk, acc, ap, aRow, bp, bRow, n, label)
+}
+
+// gemmLoop emits the loop of gemm: n iterations of blk.unroll reduction
+// steps, A at ap (rows aRow bytes apart) and B at bp (steps bRow bytes
+// apart); it advances ap, bp and counts n down to 0.
+func (g *tileGen) gemmLoop(blk blocking, acc [][]reg.VecVirtual, ap reg.Register, aRow int, bp reg.Register, bRow int, n reg.Register, label string) {
+	ctx := g.ctx
+	u := blk.unroll
+	vecs := len(acc[0])
 	ctx.Label(label)
 	for k := 0; k < u; k++ {
 		if blk.bFirst {
-			bv := make([]reg.VecVirtual, blk.vecs)
+			bv := make([]reg.VecVirtual, vecs)
 			for j := range bv {
 				bv[j] = g.vec()
 				ctx.VMOVUPS(mem(bp, k*bRow+j*g.w*4), bv[j])
@@ -170,7 +187,7 @@ func (g *tileGen) gemm(blk blocking, acc [][]reg.VecVirtual, a reg.Register, aOf
 				xs[r] = g.vec()
 				ctx.VBROADCASTSS(mem(ap, r*aRow+4*k), xs[r])
 			}
-			for j := 0; j < blk.vecs; j++ {
+			for j := 0; j < vecs; j++ {
 				y := g.vec()
 				ctx.VMOVUPS(mem(bp, k*bRow+j*g.w*4), y)
 				for r := range xs {
@@ -553,4 +570,200 @@ func (g *tileGen) pvProduct() {
 	ctx.ADDQ(op.U32(uint32(4*cw)), v)
 	ctx.DECQ(ch)
 	ctx.JNZ(op.LabelRef("pv_chunk"))
+}
+
+// log2 is the base-2 logarithm of a power of two.
+func log2(x int) uint8 {
+	if x <= 0 || x&(x-1) != 0 {
+		panic(fmt.Sprintf("BUG: log2(%d)", x))
+	}
+	return uint8(bits.TrailingZeros(uint(x)))
+}
+
+// lea sets dst to base + disp.
+func (g *tileGen) lea(base reg.Register, disp int, dst reg.Register) {
+	if disp == 0 {
+		g.ctx.MOVQ(base, dst)
+	} else {
+		g.ctx.LEAQ(mem(base, disp), dst)
+	}
+}
+
+// bitScan sets lo and hi to the indices of the lowest and highest set bit
+// of x (not zero). It copies x into both first: avo takes the destination
+// of BSF and BSR as read too (it is left as it was for a zero source), which
+// would keep lo and hi live back to the function entry.
+func bitScan(ctx *build.Context, x, lo, hi reg.Register) {
+	ctx.MOVQ(x, lo)
+	ctx.MOVQ(x, hi)
+	ctx.BSFQ(lo, lo)
+	ctx.BSRQ(hi, hi)
+}
+
+// blockMasks emits the OR of the mask words of each row block of qk.rows
+// rows into the stack local blockOr: zero means the block keeps nothing.
+func (g *tileGen) blockMasks(mask reg.Register) {
+	ctx, rows := g.ctx, g.qk.rows
+	mp, bp, n := ctx.GP64(), ctx.GP64(), ctx.GP64()
+	ctx.MOVQ(mask, mp)
+	ctx.LEAQ(g.blockOr, bp)
+	ctx.MOVQ(op.U32(uint32(TQ/rows)), n)
+	ctx.Label("mask_or")
+	x := ctx.GP64()
+	ctx.MOVQ(mem(mp, 0), x)
+	for r := 1; r < rows; r++ {
+		ctx.ORQ(mem(mp, 8*r), x)
+	}
+	ctx.MOVQ(x, mem(bp, 0))
+	ctx.ADDQ(op.U8(uint8(8*rows)), mp)
+	ctx.ADDQ(op.U8(8), bp)
+	ctx.DECQ(n)
+	ctx.JNZ(op.LabelRef("mask_or"))
+}
+
+// scoresMasked emits phase 1 of a masked tile: the loops of scores (column
+// chunks unrolled here), where each row block computes only the vectors of
+// its column chunk between the first and the last column that some row of
+// the block keeps (one copy of the block code per vector count), and
+// nothing when it keeps no column of the chunk. What it skips of s keeps
+// whatever it held; the masked softmax never uses it.
+func (g *tileGen) scoresMasked() {
+	ctx, blk := g.ctx, g.qk
+	cw, kc := blk.vecs*g.w, min(blk.kc, g.d)
+	for ch := 0; ch < TK/cw; ch++ {
+		for part := 0; part < g.d/kc; part++ {
+			pfx := fmt.Sprintf("mqk_c%d_p%d", ch, part)
+			qr, sr, ktp, orp, rb := ctx.GP64(), ctx.GP64(), ctx.GP64(), ctx.GP64(), ctx.GP64()
+			ctx.MOVQ(g.param("q"), qr)
+			g.lea(g.param("s"), 4*ch*cw, sr)
+			g.lea(g.param("kt"), 4*(ch*cw+part*kc*TK), ktp)
+			ctx.LEAQ(g.blockOr, orp)
+			ctx.MOVQ(op.U32(uint32(TQ/blk.rows)), rb)
+			ctx.Label(pfx + "_rows")
+			// The block's bits of this chunk; skip the block if none.
+			bitsr := ctx.GP64()
+			switch cw {
+			case 64:
+				ctx.MOVQ(mem(orp, 0), bitsr)
+			case 32:
+				ctx.MOVL(mem(orp, 4*ch), bitsr.As32())
+			default:
+				panic(fmt.Sprintf("BUG: column chunk of %d", cw))
+			}
+			ctx.TESTQ(bitsr, bitsr)
+			ctx.JZ(op.LabelRef(pfx + "_next"))
+			// Vectors j0..j1 of the chunk hold every kept column.
+			j0, j1 := ctx.GP64(), ctx.GP64()
+			bitScan(ctx, bitsr, j0, j1)
+			ctx.SHRQ(op.U8(log2(g.w)), j0)
+			ctx.SHRQ(op.U8(log2(g.w)), j1)
+			ctx.SUBQ(j0, j1)                 // vector count - 1
+			ctx.SHLQ(op.U8(log2(4*g.w)), j0) // byte offset of vector j0
+			for nv := 1; nv < blk.vecs; nv++ {
+				ctx.CMPQ(j1, op.U8(uint8(nv-1)))
+				ctx.JE(op.LabelRef(fmt.Sprintf("%s_v%d", pfx, nv)))
+			}
+			for nv := blk.vecs; nv >= 1; nv-- {
+				if nv < blk.vecs {
+					ctx.Label(fmt.Sprintf("%s_v%d", pfx, nv))
+				}
+				sp, bp := ctx.GP64(), ctx.GP64()
+				ctx.LEAQ(op.Mem{Base: sr, Index: j0, Scale: 1}, sp)
+				ctx.LEAQ(op.Mem{Base: ktp, Index: j0, Scale: 1}, bp)
+				b := blk
+				b.vecs = nv
+				acc := g.newAcc(b)
+				for r, row := range acc {
+					for j, x := range row {
+						if part == 0 {
+							g.zero(x)
+						} else {
+							ctx.VMOVUPS(mem(sp, 4*(r*TK+j*g.w)), x)
+						}
+					}
+				}
+				ap, n := ctx.GP64(), ctx.GP64()
+				g.lea(qr, 4*part*kc, ap)
+				ctx.MOVQ(op.U32(uint32(kc/blk.unroll)), n)
+				g.gemmLoop(b, acc, ap, 4*g.d, bp, 4*TK, n, fmt.Sprintf("%s_v%d_d", pfx, nv))
+				for r, row := range acc {
+					for j, x := range row {
+						ctx.VMOVUPS(x, mem(sp, 4*(r*TK+j*g.w)))
+					}
+				}
+				if nv > 1 {
+					ctx.JMP(op.LabelRef(pfx + "_next"))
+				}
+			}
+			ctx.Label(pfx + "_next")
+			ctx.ADDQ(op.U32(uint32(4*blk.rows*g.d)), qr)
+			ctx.ADDQ(op.U32(uint32(4*blk.rows*TK)), sr)
+			ctx.ADDQ(op.U8(8), orp)
+			ctx.DECQ(rb)
+			ctx.JNZ(op.LabelRef(pfx + "_rows"))
+		}
+	}
+}
+
+// pvMasked emits phase 3 of a masked tile: the loops of pvProduct, where a
+// row block that keeps no key is skipped (o stays bit for bit: its p are 0
+// and its alpha exactly 1) and the others run the reduction over the keys
+// from the first to the last the block keeps, rounded out to whole unrolled
+// steps (the p between are 0 where masked).
+func (g *tileGen) pvMasked() {
+	ctx, blk := g.ctx, g.pv
+	v, o, s := g.param("v"), g.param("o"), g.param("s")
+	rows, cw, u := blk.rows, blk.vecs*g.w, blk.unroll
+	ch := ctx.GP64()
+	ctx.MOVQ(op.U32(uint32(g.d/cw)), ch)
+	ctx.Label("mpv_chunk")
+	ap, orow, srow, orp, rb := ctx.GP64(), ctx.GP64(), ctx.GP64(), ctx.GP64(), ctx.GP64()
+	ctx.LEAQ(g.alpha, ap)
+	ctx.MOVQ(o, orow)
+	ctx.MOVQ(s, srow)
+	ctx.LEAQ(g.blockOr, orp)
+	ctx.MOVQ(op.U32(uint32(TQ/rows)), rb)
+	ctx.Label("mpv_rows")
+	bitsr := ctx.GP64()
+	ctx.MOVQ(mem(orp, 0), bitsr)
+	ctx.TESTQ(bitsr, bitsr)
+	ctx.JZ(op.LabelRef("mpv_next"))
+	// Steps lo..hi of u keys hold every kept key.
+	lo, n := ctx.GP64(), ctx.GP64()
+	bitScan(ctx, bitsr, lo, n)
+	ctx.SHRQ(op.U8(log2(u)), lo)
+	ctx.SHRQ(op.U8(log2(u)), n)
+	ctx.SUBQ(lo, n)
+	ctx.INCQ(n)
+	ctx.SHLQ(op.U8(log2(4*u)), lo) // byte offset of key u*lo in a row of s
+	pa := ctx.GP64()
+	ctx.LEAQ(op.Mem{Base: srow, Index: lo, Scale: 1}, pa)
+	ctx.SHLQ(op.U8(log2(g.d)), lo) // byte offset of value row u*lo
+	pb := ctx.GP64()
+	ctx.LEAQ(op.Mem{Base: v, Index: lo, Scale: 1}, pb)
+	acc := g.newAcc(blk)
+	for r, row := range acc {
+		a := g.vec()
+		ctx.VBROADCASTSS(mem(ap, 4*r), a)
+		for j, x := range row {
+			ctx.VMULPS(mem(orow, 4*(r*g.d+j*g.w)), a, x)
+		}
+	}
+	g.gemmLoop(blk, acc, pa, 4*TK, pb, 4*g.d, n, "mpv_k")
+	for r, row := range acc {
+		for j, x := range row {
+			ctx.VMOVUPS(x, mem(orow, 4*(r*g.d+j*g.w)))
+		}
+	}
+	ctx.Label("mpv_next")
+	ctx.ADDQ(op.U32(uint32(4*rows*g.d)), orow)
+	ctx.ADDQ(op.U32(uint32(4*rows*TK)), srow)
+	ctx.ADDQ(op.U8(uint8(4*rows)), ap)
+	ctx.ADDQ(op.U8(8), orp)
+	ctx.DECQ(rb)
+	ctx.JNZ(op.LabelRef("mpv_rows"))
+	ctx.ADDQ(op.U32(uint32(4*cw)), o)
+	ctx.ADDQ(op.U32(uint32(4*cw)), v)
+	ctx.DECQ(ch)
+	ctx.JNZ(op.LabelRef("mpv_chunk"))
 }
