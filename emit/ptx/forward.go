@@ -34,8 +34,12 @@ type Forward struct {
 	Name    string // kernel entry name
 	HeadDim int
 	Elem    Type
-	Params  []Param
-	PTX     string // the module text
+	// Stride is the residue layout's stride (1 for the identity layout):
+	// CTAs with blockIdx.z = batch*Stride + c run residue class c, whose
+	// positions c, c+Stride, ... form one causal (or windowed) problem.
+	Stride int
+	Params []Param
+	PTX    string // the module text
 	// DynShared is the dynamic shared memory the kernel needs, in bytes.
 	DynShared int
 }
@@ -80,14 +84,24 @@ func (k *Forward) Geometry(batch, headsQ, headsKV, seqQ, seqK int, scale float64
 		return Launch{}, fmt.Errorf("ptx: heads_q %d is not a multiple of heads_kv %d", headsQ, headsKV)
 	case seqQ > seqK:
 		return Launch{}, fmt.Errorf("ptx: seq_q %d exceeds seq_k %d", seqQ, seqK)
-	case seqK >= inf/2 || batch > 65535 || headsQ > 65535:
+	case seqK >= inf/2 || batch*max(k.Stride, 1) > 65535 || headsQ > 65535:
 		return Launch{}, fmt.Errorf("ptx: shape too large for the kernel's 32-bit positions and grid")
 	}
 	if scale == 0 {
 		scale = 1 / math.Sqrt(float64(k.HeadDim))
 	}
+	rows, z := seqQ, batch
+	if st := k.Stride; st > 1 {
+		// the most queries any residue class holds (gen.Plan.Segments)
+		rows, z = 0, batch*st
+		for c := 0; c < st && c < seqK; c++ {
+			nk := (seqK - c + st - 1) / st
+			first := max(0, (seqK-seqQ-c+st-1)/st)
+			rows = max(rows, nk-first)
+		}
+	}
 	return Launch{
-		Grid:  [3]int{(seqQ + TileQ - 1) / TileQ, headsQ, batch},
+		Grid:  [3]int{(rows + TileQ - 1) / TileQ, headsQ, z},
 		Block: [3]int{Threads, 1, 1}, DynShared: k.DynShared, Params: k.Params,
 		SeqQ: uint32(seqQ), SeqK: uint32(seqK), HeadsQ: uint32(headsQ), HeadsKV: uint32(headsKV),
 		ScaleLog2: float32(scale * math.Log2E),
@@ -110,8 +124,12 @@ func GenerateForward(p *gen.Plan, cfg Config) (*Forward, error) {
 	if p.HeadDim != 64 && p.HeadDim != 128 {
 		return nil, fmt.Errorf("ptx: head_dim %d: the forward kernel supports 64 and 128", p.HeadDim)
 	}
-	if p.Layout.Kind != gen.Identity {
-		return nil, fmt.Errorf("ptx: %s layout: dilated masks are not supported by the v1 PTX kernel (the residue layout needs a gather)", p.Layout.Kind)
+	st := 1
+	switch {
+	case p.Layout.Kind == gen.Residue && p.Layout.Stride >= 1:
+		st = p.Layout.Stride
+	case p.Layout.Kind != gen.Identity:
+		return nil, fmt.Errorf("ptx: %s layout cannot be rendered", p.Layout.Kind)
 	}
 	if err := checkMask(p.Pattern.Mask); err != nil {
 		return nil, err
@@ -119,7 +137,7 @@ func GenerateForward(p *gen.Plan, cfg Config) (*Forward, error) {
 	if p.Pred == nil || p.Pred.UsesDocs() {
 		return nil, fmt.Errorf("ptx: plan %s: predicate missing or reads document ids", p.Name)
 	}
-	g := &fwd{p: p, cfg: cfg, D: p.HeadDim, RS: rowStride(p.HeadDim)}
+	g := &fwd{p: p, cfg: cfg, D: p.HeadDim, RS: rowStride(p.HeadDim), st: st}
 	g.f = NewFunc("attn_fwd_" + p.Name)
 	g.f.Params = forwardParams()
 	g.f.ReqNTID = Threads
@@ -138,15 +156,17 @@ func GenerateForward(p *gen.Plan, cfg Config) (*Forward, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Forward{Name: g.f.Name, HeadDim: p.HeadDim, Elem: cfg.Elem, Params: g.f.Params, PTX: text, DynShared: g.smemBytes()}, nil
+	return &Forward{Name: g.f.Name, HeadDim: p.HeadDim, Elem: cfg.Elem, Stride: st, Params: g.f.Params, PTX: text, DynShared: g.smemBytes()}, nil
 }
 
 type fwd struct {
-	p   *gen.Plan
-	cfg Config
-	f   *Func
-	D   int // head dim
-	RS  int // shared row stride in bytes
+	p     *gen.Plan
+	cfg   Config
+	f     *Func
+	D     int // head dim
+	RS    int // shared row stride in bytes
+	st    int // residue stride (1: identity layout); global row pitch multiplier
+	pitch int64
 
 	// per-thread values
 	tid, lane, warp, g4, t4 Operand
@@ -208,15 +228,36 @@ func (g *fwd) kernel() error {
 	g.t4 = f.Op3(OpAnd, B32, g.lane, I(3))
 	group := f.Op3(OpDiv, U32, hq, hkv)
 	kvh := f.Op3(OpDiv, U32, h, group)
-	off := f.Sub(g.sk, g.sq)
 	qrow0 := f.MulC(qt, TileQ)
+	sqAll, skAll := g.sq, g.sk
+	qRow, kRow := qrow0, I(0) // tensor rows of the tile's first query and of key 0
+	if st := int64(g.st); st > 1 {
+		f.Comment(fmt.Sprintf("residue layout, stride %d: this CTA runs class c = ctaid.z mod %d on positions c, c+%d, ...", st, st, st))
+		c := f.FloorMod(bz, st)
+		bz = f.FloorDiv(bz, st)
+		nk := f.FloorDiv(f.Add(f.Sub(skAll, c), I(st-1)), st)
+		offAll := f.Sub(skAll, sqAll)
+		first := f.Max(I(0), f.CeilDiv(f.Sub(offAll, c), st))
+		nq := f.Sub(nk, first)
+		exit := f.NewLabel("run")
+		run := f.Setp("lt", S32, qrow0, nq)
+		f.Bra(exit, &run, false)
+		f.Emit(Inst{Op: OpRet})
+		f.Place(exit)
+		g.sq, g.sk = nq, nk
+		qRow = f.Sub(f.Add(c, f.MulC(f.Add(first, qrow0), st)), offAll)
+		kRow = c
+	}
+	off := f.Sub(g.sk, g.sq)
+	pitch := int64(g.st)
 
 	f.Comment("global bases: this tile's query rows, this head's keys and values")
-	rowIdx := f.Add(f.Op3(OpMulLo, S32, f.Add(f.Op3(OpMulLo, S32, bz, hq), h), g.sq), qrow0)
+	rowIdx := f.Add(f.Op3(OpMulLo, S32, f.Add(f.Op3(OpMulLo, S32, bz, hq), h), sqAll), qRow)
 	qbase := g.wide(q, rowIdx, int64(2*D))
 	obase := g.wide(o, rowIdx, int64(2*D))
 	lbase := g.wide(lse, rowIdx, 4)
-	kvIdx := f.Op3(OpMulLo, S32, f.Add(f.Op3(OpMulLo, S32, bz, hkv), kvh), g.sk)
+	kvIdx := f.Add(f.Op3(OpMulLo, S32, f.Add(f.Op3(OpMulLo, S32, bz, hkv), kvh), skAll), kRow)
+	g.pitch = pitch
 
 	f.Comment(fmt.Sprintf("shared memory: Q %d bytes, then 2 buffers of K and V, %d bytes each (row pitch %d)", g.qBytes(), g.kvBytes(), g.RS))
 	g.smem = R(f.Mov(U32, Sym("smem")))
@@ -237,7 +278,7 @@ func (g *fwd) kernel() error {
 		r := f.Add(g.rb, I(int64(it*g.rowStep())))
 		valid := f.Setp("le", S32, r, lim)
 		size := f.Selp(U32, I(16), I(0), valid)
-		src := g.wide(qbaseCh, f.Min(r, lim), int64(2*D))
+		src := g.wide(qbaseCh, f.Min(r, lim), pitch*int64(2*D))
 		f.Emit(Inst{Op: OpCpAsync, Dst: []Operand{Addr(sQ.Reg, int64(it*g.rowStep()*g.RS))}, Src: []Operand{Addr(src.Reg, 0), I(16), size}})
 	}
 	f.Emit(Inst{Op: OpCpCommit})
@@ -358,8 +399,8 @@ func (g *fwd) load(kt, buf Operand) {
 		size := f.Selp(U32, I(16), I(0), valid)
 		kc := f.Min(key, last)
 		so := int64(it * g.rowStep() * g.RS)
-		ks := g.wide(g.kbase, kc, int64(2*g.D))
-		vs := g.wide(g.vbase, kc, int64(2*g.D))
+		ks := g.wide(g.kbase, kc, g.pitch*int64(2*g.D))
+		vs := g.wide(g.vbase, kc, g.pitch*int64(2*g.D))
 		f.Emit(Inst{Op: OpCpAsync, Dst: []Operand{Addr(sK.Reg, so)}, Src: []Operand{Addr(ks.Reg, 0), I(16), size}})
 		f.Emit(Inst{Op: OpCpAsync, Dst: []Operand{Addr(sK.Reg, so+int64(g.kvBytes()))}, Src: []Operand{Addr(vs.Reg, 0), I(16), size}})
 	}
@@ -545,7 +586,7 @@ func (g *fwd) finish(obase, lbase, qrow0 Operand, m, l [2]Reg, acc [][4]Reg) {
 		lse = f.Selp(F32, negInf, lse, zero)
 		row := f.Add(f.Add(f.MulC(g.warp, 16), g.g4), I(int64(8*r))) // row within the tile
 		valid := f.Setp("lt", S32, f.Add(qrow0, row), g.sq)
-		ob := g.wide(obase, f.Add(f.MulC(row, int64(g.D)), f.MulC(g.t4, 2)), 2)
+		ob := g.wide(g.wide(obase, row, g.pitch*int64(2*g.D)), g.t4, 4)
 		for n := range acc {
 			x0 := f.F(OpMulF, R(acc[n][2*r]), inv)
 			x1 := f.F(OpMulF, R(acc[n][2*r+1]), inv)
@@ -553,7 +594,7 @@ func (g *fwd) finish(obase, lbase, qrow0 Operand, m, l [2]Reg, acc [][4]Reg) {
 			f.Emit(Inst{Op: OpCvtPack, T: pt, Dst: []Operand{R(pr)}, Src: []Operand{x1, x0}})
 			f.Emit(Inst{Op: OpSt, T: B32, Space: "global", Guard: &valid, Dst: []Operand{Addr(ob.Reg, int64(n*16))}, Src: []Operand{R(pr)}})
 		}
-		lb := g.wide(lbase, row, 4)
+		lb := g.wide(lbase, row, 4*g.pitch)
 		w := f.PAnd(valid, first)
 		f.Emit(Inst{Op: OpSt, T: F32, Space: "global", Guard: &w, Dst: []Operand{Addr(lb.Reg, 0)}, Src: []Operand{lse}})
 	}

@@ -28,7 +28,7 @@ func examplePlan(t *testing.T, name string) *gen.Plan {
 	return p
 }
 
-var supported = []string{"block", "bridge", "causal", "hetero", "hybrid", "se_bridge", "streaming", "window"}
+var supported = []string{"block", "bridge", "causal", "dilated", "hetero", "hybrid", "se_bridge", "streaming", "window"}
 
 func TestForwardDeterministic(t *testing.T) {
 	for _, name := range supported {
@@ -142,7 +142,6 @@ func TestForwardGolden(t *testing.T) {
 }
 
 func TestForwardRejects(t *testing.T) {
-	dil := examplePlan(t, "dilated")
 	doc := examplePlan(t, "document")
 	causal := examplePlan(t, "causal")
 	odd, err := gen.Compile(&spec.Spec{Name: "odd", Mask: spec.Full(), Causal: true, HeadDim: 96}, Sm80, nil)
@@ -154,18 +153,12 @@ func TestForwardRejects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bigStride, err := gen.Compile(&spec.Spec{Name: "d", Mask: spec.Dilated(100, 0), Causal: true, HeadDim: 64}, Sm80, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, c := range []struct {
 		name string
 		p    *gen.Plan
 		cfg  Config
 		want string
 	}{
-		{"dilated", dil, Config{}, "dilated"},
-		{"dilated identity layout", bigStride, Config{}, "dilated"},
 		{"document", doc, Config{}, "document"},
 		{"head dim", odd, Config{}, "head_dim 96"},
 		{"tiles", tiles48, Config{}, "tiles 48x64"},

@@ -296,6 +296,11 @@ func TestInterpSmallMasks(t *testing.T) {
 		{"full_nc", spec.Full(), false},
 		{"intersect", spec.Intersect(spec.Block(96), spec.Window(70)), true},
 		{"block_nc", spec.Block(40), false},
+		{"dilated8", spec.Dilated(8, 0), true},
+		{"dilated5_size", spec.Dilated(5, 6), true},
+		{"dilated3_nc", spec.Dilated(3, 10), false},
+		{"dilated100", spec.Dilated(100, 0), true},
+		{"dilated_mix", spec.Union(spec.Dilated(7, 4), spec.Window(9)), true},
 	}
 	for _, mk := range masks {
 		for _, d := range []int{64, 128} {

@@ -12,11 +12,9 @@ const inf = 1 << 30
 // checkMask reports masks the v1 kernel cannot run.
 func checkMask(m *spec.Mask) error {
 	switch m.Op {
-	case spec.OpDilated:
-		return fmt.Errorf("ptx: dilated masks are not supported by the v1 PTX kernel (the residue layout needs a gather)")
 	case spec.OpDocument:
 		return fmt.Errorf("ptx: document masks are not supported by the v1 PTX kernel (tile classes need run-time document ids)")
-	case spec.OpFull, spec.OpWindow, spec.OpBlock, spec.OpBridge, spec.OpGlobal:
+	case spec.OpFull, spec.OpWindow, spec.OpBlock, spec.OpBridge, spec.OpGlobal, spec.OpDilated:
 		return nil
 	case spec.OpUnion, spec.OpIntersect:
 		for _, a := range m.Args {
@@ -55,6 +53,14 @@ func (f *Func) emitHull(m *spec.Mask, q0, q1 Operand) (lo, hi Operand) {
 		return f.Selp(S32, I(inf), f.reg(S32, l), empty), f.Selp(S32, I(-inf), f.reg(S32, h), empty)
 	case spec.OpGlobal:
 		return I(0), I(int64(m.Tokens - 1))
+	case spec.OpDilated:
+		// keys i - k*stride for the allowed k: the hull of the shifts
+		lo, hi = I(-inf), I(inf)
+		if m.Size > 0 {
+			r := int64((m.Size - 1) * m.Stride)
+			lo, hi = f.Sub(q0, I(r)), f.Add(q1, I(r))
+		}
+		return lo, hi
 	case spec.OpUnion, spec.OpIntersect:
 		lo, hi = f.emitHull(m.Args[0], q0, q1)
 		for _, a := range m.Args[1:] {
@@ -89,9 +95,9 @@ func (f *Func) classOf(empty, full *Reg) Operand {
 	return c
 }
 
-// classifyDist is spec's classifyDist with step 1; lo and hi may be
-// -inf/inf (then the bound is not compared).
-func (f *Func) classifyDist(q0, q1, k0, k1 Operand, lo, hi int64) Operand {
+// classifyDist is spec's classifyDist; lo and hi may be -inf/inf (then
+// the bound is not compared).
+func (f *Func) classifyDist(q0, q1, k0, k1 Operand, lo, hi, step int64) Operand {
 	a, b := f.Sub(q0, k1), f.Sub(q1, k0)
 	x, y := a, b
 	if lo > -inf {
@@ -101,6 +107,10 @@ func (f *Func) classifyDist(q0, q1, k0, k1 Operand, lo, hi int64) Operand {
 		y = f.Min(b, I(hi))
 	}
 	empty := f.Setp("gt", S32, x, y)
+	if step > 1 {
+		// no multiple of step in [x, y]
+		empty = f.POr(empty, f.Setp("gt", S32, f.MulC(f.CeilDiv(x, step), step), y))
+	}
 	var full *Reg
 	switch {
 	case lo > -inf && hi < inf:
@@ -111,6 +121,14 @@ func (f *Func) classifyDist(q0, q1, k0, k1 Operand, lo, hi int64) Operand {
 		full = &p
 	case hi < inf:
 		p := f.Setp("le", S32, b, I(hi))
+		full = &p
+	}
+	if step > 1 {
+		// full only when the tile has one distance, a multiple of step
+		p := f.PAnd(f.Setp("eq", S32, a, b), f.Setp("eq", S32, f.FloorMod(a, step), I(0)))
+		if full != nil {
+			p = f.PAnd(*full, p)
+		}
 		full = &p
 	}
 	return f.classOf(&empty, full)
@@ -126,13 +144,23 @@ func (f *Func) emitClassify(m *spec.Mask, causal bool, q0, q1, k0, k1 Operand) O
 		if !causal {
 			return I(cFull)
 		}
-		return f.classifyDist(q0, q1, k0, k1, 0, inf)
+		return f.classifyDist(q0, q1, k0, k1, 0, inf, 1)
 	case spec.OpWindow:
 		lo := int64(-m.Right)
 		if causal {
 			lo = 0
 		}
-		return f.classifyDist(q0, q1, k0, k1, lo, int64(m.Left))
+		return f.classifyDist(q0, q1, k0, k1, lo, int64(m.Left), 1)
+	case spec.OpDilated:
+		lo, hi := int64(-inf), int64(inf)
+		if m.Size > 0 {
+			hi = int64((m.Size - 1) * m.Stride)
+			lo = -hi
+		}
+		if causal {
+			lo = 0
+		}
+		return f.classifyDist(q0, q1, k0, k1, lo, hi, int64(m.Stride))
 	case spec.OpGlobal:
 		g := int64(m.Tokens)
 		empty := f.Setp("gt", S32, k0, I(g-1))

@@ -76,6 +76,9 @@ var schedMasks = []struct {
 	{"streaming", spec.Union(spec.Global(4), spec.Window(50)), true},
 	{"global_nc", spec.Global(7), false},
 	{"intersect", spec.Intersect(spec.Block(96), spec.Window(70)), true},
+	{"dilated100", spec.Dilated(100, 0), true},
+	{"dilated70_nc", spec.Dilated(70, 3), false},
+	{"dilated_mix", spec.Union(spec.Dilated(7, 4), spec.Window(9)), true},
 	{"nested", spec.Union(spec.Intersect(spec.Block(30), spec.Window(20)), spec.Global(3), spec.Bridge(30, 5, 7, 0)), true},
 }
 
