@@ -48,20 +48,31 @@ type Forward struct {
 // 16 bytes of padding, which staggers ldmatrix rows across banks.
 func rowStride(d int) int { return 2*d + 16 }
 
-// forwardParams is the parameter layout, in order.
-func forwardParams() []Param {
-	return []Param{
+// forwardParams is the parameter layout, in order. Document kernels take
+// three more device addresses after lse: per key position (absolute,
+// [seq_k], shared by every batch element and head) the s32 document id
+// (non-decreasing), the first and the last position of its document.
+func forwardParams(docs bool) []Param {
+	ps := []Param{
 		{Name: "q", T: U64, Doc: "queries [batch][heads_q][seq_q][D], elem"},
 		{Name: "k", T: U64, Doc: "keys [batch][heads_kv][seq_k][D], elem"},
 		{Name: "v", T: U64, Doc: "values [batch][heads_kv][seq_k][D], elem"},
 		{Name: "o", T: U64, Doc: "output [batch][heads_q][seq_q][D], elem"},
 		{Name: "lse", T: U64, Doc: "log-sum-exp [batch][heads_q][seq_q], f32 (natural log)"},
+	}
+	if docs {
+		ps = append(ps,
+			Param{Name: "doc_id", T: U64, Doc: "document id per position [seq_k], s32, non-decreasing"},
+			Param{Name: "doc_start", T: U64, Doc: "first position of the position's document [seq_k], s32"},
+			Param{Name: "doc_end", T: U64, Doc: "last position of the position's document [seq_k], s32"})
+	}
+	return append(ps, []Param{
 		{Name: "seq_q", T: U32, Doc: "query rows (<= seq_k); row r is position r + seq_k - seq_q"},
 		{Name: "seq_k", T: U32, Doc: "keys"},
 		{Name: "heads_q", T: U32, Doc: "query heads"},
 		{Name: "heads_kv", T: U32, Doc: "key/value heads; query head h reads h / (heads_q/heads_kv)"},
 		{Name: "scale_log2", T: F32, Doc: "softmax scale times log2(e)"},
-	}
+	}...)
 }
 
 // Launch is the geometry and parameter list of one call.
@@ -134,12 +145,16 @@ func GenerateForward(p *gen.Plan, cfg Config) (*Forward, error) {
 	if err := checkMask(p.Pattern.Mask); err != nil {
 		return nil, err
 	}
-	if p.Pred == nil || p.Pred.UsesDocs() {
-		return nil, fmt.Errorf("ptx: plan %s: predicate missing or reads document ids", p.Name)
+	if p.Pred == nil {
+		return nil, fmt.Errorf("ptx: plan %s: no predicate", p.Name)
 	}
 	g := &fwd{p: p, cfg: cfg, D: p.HeadDim, RS: rowStride(p.HeadDim), st: st}
 	g.f = NewFunc("attn_fwd_" + p.Name)
-	g.f.Params = forwardParams()
+	g.docs = p.Pattern.Mask.HasDocument()
+	if g.docs && st > 1 {
+		return nil, fmt.Errorf("ptx: document masks with a residue layout are not supported")
+	}
+	g.f.Params = forwardParams(g.docs)
 	g.f.ReqNTID = Threads
 	g.f.DynShared = "smem"
 	if err := g.kernel(); err != nil {
@@ -160,13 +175,15 @@ func GenerateForward(p *gen.Plan, cfg Config) (*Forward, error) {
 }
 
 type fwd struct {
-	p     *gen.Plan
-	cfg   Config
-	f     *Func
-	D     int // head dim
-	RS    int // shared row stride in bytes
-	st    int // residue stride (1: identity layout); global row pitch multiplier
-	pitch int64
+	p                       *gen.Plan
+	cfg                     Config
+	f                       *Func
+	D                       int // head dim
+	RS                      int // shared row stride in bytes
+	st                      int // residue stride (1: identity layout); global row pitch multiplier
+	pitch                   int64
+	docs                    bool
+	docID, docStart, docEnd Operand // b64 global addresses (document kernels)
 
 	// per-thread values
 	tid, lane, warp, g4, t4 Operand
@@ -217,6 +234,9 @@ func (g *fwd) kernel() error {
 	D := g.D
 	f.Comment("parameters and thread coordinates")
 	q, k, v, o, lse := g.global("q"), g.global("k"), g.global("v"), g.global("o"), g.global("lse")
+	if g.docs {
+		g.docID, g.docStart, g.docEnd = g.global("doc_id"), g.global("doc_start"), g.global("doc_end")
+	}
 	g.sq, g.sk = g.param("seq_q", U32), g.param("seq_k", U32)
 	hq, hkv := g.param("heads_q", U32), g.param("heads_kv", U32)
 	g.scl = g.param("scale_log2", F32)
@@ -316,7 +336,17 @@ func (g *fwd) kernel() error {
 	f.Comment(fmt.Sprintf("key-tile range: hull of %s over this tile's query positions", g.p.Pattern.Mask))
 	q0 := f.Add(qrow0, off)
 	q1 := f.Add(f.Sub(f.Min(f.Add(qrow0, I(TileQ)), g.sq), I(1)), off)
-	lo, hi := f.emitHull(g.p.Pattern.Mask, q0, q1)
+	var lo, hi Operand
+	if g.docs {
+		// as spec.VisitTilesDocs: from q0's document start to q1, or to the
+		// end of q1's document without causality
+		lo, hi = g.ldS32(g.docStart, q0), q1
+		if !g.p.Pattern.Causal {
+			hi = g.ldS32(g.docEnd, q1)
+		}
+	} else {
+		lo, hi = f.emitHull(g.p.Pattern.Mask, q0, q1)
+	}
 	lo = f.Max(lo, I(0))
 	hi = f.Min(hi, f.Sub(g.sk, I(1)))
 	if g.p.Pattern.Causal {
@@ -374,7 +404,12 @@ func (g *fwd) find(start, q0, q1 Operand) (t, c Reg) {
 	kend := f.Add(k0, I(TileK))
 	k1 := f.Sub(f.Min(kend, g.sk), I(1))
 	f.Comment("tile class, per primitive (spec/classify.go)")
-	cls := f.emitClassify(g.p.Pattern.Mask, g.p.Pattern.Causal, q0, q1, k0, k1)
+	var cls Operand
+	if g.docs {
+		cls = g.classifyDocs(q0, q1, k0, k1)
+	} else {
+		cls = f.emitClassify(g.p.Pattern.Mask, g.p.Pattern.Causal, q0, q1, k0, k1)
+	}
 	f.Set(U32, c, f.reg(S32, cls))
 	over := f.PAnd(f.Setp("gt", S32, kend, g.sk), f.Setp("eq", S32, R(c), I(cFull)))
 	f.Emit(Inst{Op: OpMov, T: U32, Guard: &over, Dst: []Operand{R(c)}, Src: []Operand{I(cPartial)}})
@@ -383,6 +418,31 @@ func (g *fwd) find(start, q0, q1 Operand) (t, c Reg) {
 	f.Bra(scan, &empty, false)
 	f.Place(done)
 	return t, c
+}
+
+// ldS32 loads the s32 at base[idx].
+func (g *fwd) ldS32(base, idx Operand) Operand {
+	a := g.wide(base, idx, 4)
+	r := g.f.NewReg(S32)
+	g.f.Emit(Inst{Op: OpLd, T: S32, Space: "global", Dst: []Operand{R(r)}, Src: []Operand{Addr(a.Reg, 0)}})
+	return R(r)
+}
+
+// classifyDocs is spec's ClassifyDocs: empty when causality or disjoint
+// documents rule the tile out, the local classification when queries and
+// keys share one document, else partial.
+func (g *fwd) classifyDocs(q0, q1, k0, k1 Operand) Operand {
+	f := g.f
+	iq0, iq1, ik0, ik1 := g.ldS32(g.docID, q0), g.ldS32(g.docID, q1), g.ldS32(g.docID, k0), g.ldS32(g.docID, k1)
+	empty := f.POr(f.Setp("lt", S32, iq1, ik0), f.Setp("lt", S32, ik1, iq0))
+	if g.p.Pattern.Causal {
+		empty = f.POr(empty, f.Setp("gt", S32, k0, q1))
+	}
+	same := f.PAnd(f.PAnd(f.Setp("eq", S32, iq0, iq1), f.Setp("eq", S32, ik0, ik1)), f.Setp("eq", S32, iq0, ik0))
+	s := g.ldS32(g.docStart, q0)
+	local := f.emitClassify(g.p.Pattern.Mask, g.p.Pattern.Causal, f.Sub(q0, s), f.Sub(q1, s), f.Sub(k0, s), f.Sub(k1, s))
+	c := f.Selp(S32, f.reg(S32, local), I(cPartial), same)
+	return f.Selp(S32, I(cEmpty), c, empty)
 }
 
 // load issues the cp.async copies of key tile kt into buffer buf (0 or 1).
@@ -445,15 +505,25 @@ func (g *fwd) compute(kt, cls, buf Operand, qa [][4]Reg, aK, aV Operand, m, l [2
 	f.Comment("partial tile: the fused predicate per element, and the key bound")
 	c0 := f.Add(f.MulC(kt, TileK), f.MulC(g.t4, 2))
 	memo := NewPredMemo()
+	rows := [2]Operand{g.i0, g.i1}
+	lastK := f.Sub(g.sk, I(1))
+	if g.docs {
+		rows[0], rows[1] = f.Min(rows[0], lastK), f.Min(rows[1], lastK)
+	}
 	for n := range s {
 		cols := [2]Operand{f.Add(c0, I(int64(n*8))), f.Add(c0, I(int64(n*8+1)))}
 		inK := [2]Reg{f.Setp("lt", S32, cols[0], g.sk), f.Setp("lt", S32, cols[1], g.sk)}
+		if g.docs {
+			// document arrays have seq_k entries: clamp positions past the
+			// end (their scores are masked or their rows not stored)
+			cols[0], cols[1] = f.Min(cols[0], lastK), f.Min(cols[1], lastK)
+		}
 		for x := range s[n] {
-			row := g.i0
+			row := rows[0]
 			if x >= 2 {
-				row = g.i1
+				row = rows[1]
 			}
-			keep, err := LowerPredMemo(f, g.p.Pred, PredEnv{Row: row, Col: cols[x&1]}, memo)
+			keep, err := LowerPredMemo(f, g.p.Pred, PredEnv{Row: row, Col: cols[x&1], Docs: g.docs, DocIDs: g.docID.Reg, DocStarts: g.docStart.Reg}, memo)
 			if err != nil {
 				return err
 			}
@@ -600,8 +670,46 @@ func (g *fwd) finish(obase, lbase, qrow0 Operand, m, l [2]Reg, acc [][4]Reg) {
 	}
 }
 
-// Args lists the kernel arguments in parameter order: the five device
-// addresses, then the scalars (uint32 and float32).
-func (l Launch) Args(q, k, v, o, lse uint64) []any {
-	return []any{q, k, v, o, lse, l.SeqQ, l.SeqK, l.HeadsQ, l.HeadsKV, l.ScaleLog2}
+// Args lists the kernel arguments in parameter order: the device
+// addresses (q, k, v, o, lse, and for document kernels doc_id, doc_start,
+// doc_end), then the scalars (uint32 and float32).
+func (l Launch) Args(ptrs ...uint64) ([]any, error) {
+	want := 0
+	for _, p := range l.Params {
+		if p.T == U64 {
+			want++
+		}
+	}
+	if len(ptrs) != want {
+		return nil, fmt.Errorf("ptx: the kernel takes %d device addresses, got %d", want, len(ptrs))
+	}
+	var args []any
+	for _, p := range ptrs {
+		args = append(args, p)
+	}
+	return append(args, l.SeqQ, l.SeqK, l.HeadsQ, l.HeadsKV, l.ScaleLog2), nil
+}
+
+// DocArrays returns the doc_start and doc_end arrays of document ids
+// (non-decreasing, one per key position) for a document kernel.
+func DocArrays(ids []int32) (start, end []int32, err error) {
+	start, end = make([]int32, len(ids)), make([]int32, len(ids))
+	for i := range ids {
+		switch {
+		case i > 0 && ids[i] < ids[i-1]:
+			return nil, nil, fmt.Errorf("ptx: document ids decrease at position %d", i)
+		case i > 0 && ids[i] == ids[i-1]:
+			start[i] = start[i-1]
+		default:
+			start[i] = int32(i)
+		}
+	}
+	for i := len(ids) - 1; i >= 0; i-- {
+		if i+1 < len(ids) && ids[i+1] == ids[i] {
+			end[i] = end[i+1]
+		} else {
+			end[i] = int32(i)
+		}
+	}
+	return start, end, nil
 }

@@ -2,6 +2,7 @@ package ptx
 
 import (
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -28,7 +29,7 @@ func examplePlan(t *testing.T, name string) *gen.Plan {
 	return p
 }
 
-var supported = []string{"block", "bridge", "causal", "dilated", "hetero", "hybrid", "se_bridge", "streaming", "window"}
+var supported = []string{"block", "bridge", "causal", "dilated", "document", "hetero", "hybrid", "se_bridge", "streaming", "window"}
 
 func TestForwardDeterministic(t *testing.T) {
 	for _, name := range supported {
@@ -142,7 +143,6 @@ func TestForwardGolden(t *testing.T) {
 }
 
 func TestForwardRejects(t *testing.T) {
-	doc := examplePlan(t, "document")
 	causal := examplePlan(t, "causal")
 	odd, err := gen.Compile(&spec.Spec{Name: "odd", Mask: spec.Full(), Causal: true, HeadDim: 96}, Sm80, nil)
 	if err != nil {
@@ -159,7 +159,6 @@ func TestForwardRejects(t *testing.T) {
 		cfg  Config
 		want string
 	}{
-		{"document", doc, Config{}, "document"},
 		{"head dim", odd, Config{}, "head_dim 96"},
 		{"tiles", tiles48, Config{}, "tiles 48x64"},
 		{"element", causal, Config{Elem: F32}, "element type"},
@@ -186,7 +185,13 @@ func TestGeometry(t *testing.T) {
 	if l.SeqQ != 130 || l.SeqK != 300 || l.HeadsQ != 8 || l.HeadsKV != 2 || l.ScaleLog2 != float32(0.125*1.4426950408889634) {
 		t.Errorf("scalars %+v", l)
 	}
-	args := l.Args(1, 2, 3, 4, 5)
+	args, err := l.Args(1, 2, 3, 4, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Args(1, 2, 3); err == nil {
+		t.Error("Args took 3 addresses")
+	}
 	if len(args) != len(k.Params) {
 		t.Fatalf("%d args for %d params", len(args), len(k.Params))
 	}
@@ -194,5 +199,18 @@ func TestGeometry(t *testing.T) {
 		if _, err := k.Geometry(bad[0], bad[1], bad[2], bad[3], bad[4], 0); err == nil {
 			t.Errorf("shape %v accepted", bad)
 		}
+	}
+}
+
+func TestDocArrays(t *testing.T) {
+	start, end, err := DocArrays([]int32{0, 0, 1, 1, 1, 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(start, end) != "[0 0 2 2 2 5] [1 1 4 4 4 5]" {
+		t.Errorf("start %v end %v", start, end)
+	}
+	if _, _, err := DocArrays([]int32{1, 0}); err == nil {
+		t.Error("decreasing ids accepted")
 	}
 }

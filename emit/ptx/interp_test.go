@@ -77,7 +77,7 @@ type shape struct{ batch, hq, hkv, sq, sk int }
 // by at most u * sum_j w_j |v_jd|, and rounding the output by u |out_d|.
 // Accumulation in f32 and ex2.approx add orders of magnitude less; the
 // bound is widened by 10% for them.
-func bounds(p spec.Pattern, q, k, v []float32, s verify.Shape, u float64) []float64 {
+func bounds(p spec.Pattern, docs *spec.Docs, q, k, v []float32, s verify.Shape, u float64) []float64 {
 	D, scale := s.HeadDim, s.EffScale()
 	group := s.HeadsQ / s.HeadsKV
 	out := make([]float64, s.Batch*s.HeadsQ*s.SeqQ*D)
@@ -91,7 +91,7 @@ func bounds(p spec.Pattern, q, k, v []float32, s verify.Shape, u float64) []floa
 				m := math.Inf(-1)
 				for j := range sc {
 					sc[j] = math.Inf(-1)
-					if p.At(i, j) {
+					if p.AtDocs(i, j, docs) {
 						dot := 0.0
 						for d := 0; d < D; d++ {
 							dot += float64(q[row*D+d]) * float64(k[kv+j*D+d])
@@ -128,6 +128,11 @@ func bounds(p spec.Pattern, q, k, v []float32, s verify.Shape, u float64) []floa
 // reference of mask want (p.Source when nil). It returns the number of
 // mismatches, reporting the first few when report is set.
 func runForward(t *testing.T, p *gen.Plan, cfg Config, s shape, want *spec.Pattern, report bool) int {
+	return runForwardDocs(t, p, cfg, s, want, report, nil)
+}
+
+// runForwardDocs is runForward with document ids (nil: none).
+func runForwardDocs(t *testing.T, p *gen.Plan, cfg Config, s shape, want *spec.Pattern, report bool, ids []int32) int {
 	t.Helper()
 	k, err := GenerateForward(p, cfg)
 	if err != nil {
@@ -181,7 +186,34 @@ func runForward(t *testing.T, p *gen.Plan, cfg Config, s shape, want *spec.Patte
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := dev.Launch(mod, k.Name, l.Grid, l.Block, l.DynShared, l.Args(qa, ka, va, oa, la)...); err != nil {
+	ptrs := []uint64{qa, ka, va, oa, la}
+	var docs *spec.Docs
+	if ids != nil {
+		docs = &spec.Docs{}
+		if err := docs.Reset(ids); err != nil {
+			t.Fatal(err)
+		}
+		start, end, err := DocArrays(ids)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range [][]int32{ids, start, end} {
+			addr := alloc(4 * len(a))
+			u := make([]uint32, len(a))
+			for i, x := range a {
+				u[i] = uint32(x)
+			}
+			if err := dev.WriteU32(addr, u); err != nil {
+				t.Fatal(err)
+			}
+			ptrs = append(ptrs, addr)
+		}
+	}
+	args, err := l.Args(ptrs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dev.Launch(mod, k.Name, l.Grid, l.Block, l.DynShared, args...); err != nil {
 		t.Fatal(err)
 	}
 	oh, err := dev.ReadU16(oa, nq)
@@ -196,11 +228,11 @@ func runForward(t *testing.T, p *gen.Plan, cfg Config, s shape, want *spec.Patte
 	if want != nil {
 		pat = *want
 	}
-	ref, refLse, err := verify.Reference(pat, nil, qf, kf, vf, vs)
+	ref, refLse, err := verify.Reference(pat, docs, qf, kf, vf, vs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tol := bounds(pat, qf, kf, vf, vs, u)
+	tol := bounds(pat, docs, qf, kf, vf, vs, u)
 	bad, worst := 0, 0.0
 	for i := range ref {
 		got := float64(unround(oh[i]))
@@ -275,7 +307,11 @@ func TestInterpExamples(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, sh := range shapes {
-			t.Run(fmt.Sprintf("%s/%v", s.Name, sh), func(t *testing.T) { runForward(t, p, Config{SoftLg2: true}, sh, nil, true) })
+			var ids []int32
+			if s.Mask.HasDocument() {
+				ids = docIDs(sh.sk)
+			}
+			t.Run(fmt.Sprintf("%s/%v", s.Name, sh), func(t *testing.T) { runForwardDocs(t, p, Config{SoftLg2: true}, sh, nil, true, ids) })
 		}
 	}
 }
@@ -326,5 +362,54 @@ func TestInterpF16(t *testing.T) {
 	for _, d := range []int{64, 128} {
 		p := compile(t, "pbb", spec.Union(spec.Block(64), spec.Bridge(64, 8, 8, 0)), true, d)
 		runForward(t, p, Config{Elem: F16, SoftLg2: true}, shape{1, 2, 1, 90, 150}, nil, true)
+	}
+}
+
+// docIDs packs documents of lengths 1, 50, 3, 90, 1, 20, 35, ... into n
+// positions.
+func docIDs(n int) []int32 {
+	lens := []int{1, 50, 3, 90, 1, 20, 35}
+	var ids []int32
+	for d := 0; len(ids) < n; d++ {
+		for k := 0; k < lens[d%len(lens)] && len(ids) < n; k++ {
+			ids = append(ids, int32(3*d+1))
+		}
+	}
+	return ids
+}
+
+func TestInterpDocuments(t *testing.T) {
+	masks := []struct {
+		name   string
+		m      *spec.Mask
+		causal bool
+	}{
+		{"doc", spec.Document(), true},
+		{"doc_nc", spec.Document(), false},
+		{"doc_stream", spec.Intersect(spec.Document(), spec.Union(spec.Global(2), spec.Window(20))), true},
+		{"doc_block", spec.Intersect(spec.Document(), spec.Block(16)), true},
+	}
+	files := []string{"../../spec/examples/document.yaml"}
+	for _, file := range files {
+		s, err := spec.ParseFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		masks = append(masks, struct {
+			name   string
+			m      *spec.Mask
+			causal bool
+		}{s.Name, s.Mask, s.Causal})
+	}
+	ids := docIDs(200)
+	for _, mk := range masks {
+		for _, d := range []int{64, 128} {
+			p := compile(t, mk.name, mk.m, mk.causal, d)
+			for _, sh := range []shape{{1, 2, 1, 150, 200}, {2, 1, 1, 1, 200}, {1, 1, 1, 200, 200}} {
+				t.Run(fmt.Sprintf("%s/d%d/%v", mk.name, d, sh), func(t *testing.T) {
+					runForwardDocs(t, p, Config{SoftLg2: true}, sh, nil, true, ids)
+				})
+			}
+		}
 	}
 }

@@ -12,9 +12,7 @@ const inf = 1 << 30
 // checkMask reports masks the v1 kernel cannot run.
 func checkMask(m *spec.Mask) error {
 	switch m.Op {
-	case spec.OpDocument:
-		return fmt.Errorf("ptx: document masks are not supported by the v1 PTX kernel (tile classes need run-time document ids)")
-	case spec.OpFull, spec.OpWindow, spec.OpBlock, spec.OpBridge, spec.OpGlobal, spec.OpDilated:
+	case spec.OpDocument, spec.OpFull, spec.OpWindow, spec.OpBlock, spec.OpBridge, spec.OpGlobal, spec.OpDilated:
 		return nil
 	case spec.OpUnion, spec.OpIntersect:
 		for _, a := range m.Args {
