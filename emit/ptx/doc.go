@@ -45,8 +45,9 @@
 // seq_k), the next visited tile in flight while the current one computes.
 // S = Q K^T and O += P V use mma.sync.m16n8k16 (.bf16 or .f16, f32
 // accumulate; ldmatrix for K, ldmatrix.trans for V). The online softmax
-// follows kernel/doc.go: scores times scale*log2(e), row max over the quad
-// with shfl.sync.bfly, ex2.approx.ftz, P packed with cvt.rn.bf16x2.f32 (or
+// follows kernel/doc.go: the row max of the raw scores over the quad
+// (shfl.sync.bfly) times scale*log2(e), P = ex2.approx.ftz(fma(s,
+// scale*log2(e), -m)), packed with cvt.rn.bf16x2.f32 (or
 // f16x2), l summed from the unrounded P; the epilogue writes O/l and
 // lse = (m + log2 l) ln 2, or 0 and -Inf for rows without keys.
 //

@@ -86,7 +86,8 @@ type Launch struct {
 }
 
 // Geometry is the launch of a call with the given shape; scale 0 means
-// 1/sqrt(D).
+// 1/sqrt(D), and a scale must be positive (the kernel takes the row max
+// before scaling).
 func (k *Forward) Geometry(batch, headsQ, headsKV, seqQ, seqK int, scale float64) (Launch, error) {
 	switch {
 	case batch < 1 || headsQ < 1 || headsKV < 1 || seqQ < 1 || seqK < 1:
@@ -100,6 +101,9 @@ func (k *Forward) Geometry(batch, headsQ, headsKV, seqQ, seqK int, scale float64
 	}
 	if scale == 0 {
 		scale = 1 / math.Sqrt(float64(k.HeadDim))
+	}
+	if !(scale > 0) || math.IsInf(scale, 0) {
+		return Launch{}, fmt.Errorf("ptx: softmax scale %v: the kernel needs a positive finite scale", scale)
 	}
 	rows, z := seqQ, batch
 	if st := k.Stride; st > 1 {
@@ -494,11 +498,6 @@ func (g *fwd) compute(kt, cls, buf Operand, qa [][4]Reg, aK, aV Operand, m, l [2
 			g.mma(s[2*np+1], qa[ks], b[2], b[3])
 		}
 	}
-	for n := range s {
-		for x := range s[n] {
-			f.Emit(Inst{Op: OpMulF, Dst: []Operand{R(s[n][x])}, Src: []Operand{R(s[n][x]), g.scl}})
-		}
-	}
 	nomask := f.NewLabel("nomask")
 	pp := f.Setp("ne", S32, cls, I(cPartial))
 	f.Bra(nomask, &pp, false)
@@ -550,15 +549,17 @@ func (g *fwd) compute(kt, cls, buf Operand, qa [][4]Reg, aK, aV Operand, m, l [2
 			f.Emit(Inst{Op: OpShflBfly, Dst: []Operand{R(o)}, Src: []Operand{mx, I(lane), I(31), I(0xffffffff)}})
 			mx = f.F(OpMaxF, mx, R(o))
 		}
-		mnew := f.F(OpMaxF, R(m[r]), mx)
+		// scores are scaled here, in the exponent (scale > 0 keeps the max)
+		mnew := f.F(OpMaxF, R(m[r]), f.F(OpMulF, mx, g.scl))
 		isInf := f.Setp("eq", F32, mnew, negInf)
 		muse := f.Selp(F32, Fimm(0), mnew, isInf)
 		alpha[r] = f.F(OpEx2, f.F(OpSubF, R(m[r]), muse))
 		f.Set(F32, m[r], mnew)
+		nm := f.F(OpMulF, muse, Fimm(-1))
 		sum := Operand{}
 		for n := range s {
 			for x := 2 * r; x < 2*r+2; x++ {
-				e := f.F(OpEx2, f.F(OpSubF, R(s[n][x]), muse))
+				e := f.F(OpEx2, f.F(OpFma, R(s[n][x]), g.scl, nm))
 				f.Set(F32, s[n][x], e)
 				if sum.Kind == 0 {
 					sum = e

@@ -195,6 +195,9 @@ func TestGeometry(t *testing.T) {
 	if len(args) != len(k.Params) {
 		t.Fatalf("%d args for %d params", len(args), len(k.Params))
 	}
+	if _, err := k.Geometry(1, 1, 1, 1, 1, -0.5); err == nil {
+		t.Error("negative scale accepted")
+	}
 	for _, bad := range [][5]int{{1, 8, 3, 10, 10}, {1, 1, 1, 11, 10}, {0, 1, 1, 1, 1}} {
 		if _, err := k.Geometry(bad[0], bad[1], bad[2], bad[3], bad[4], 0); err == nil {
 			t.Errorf("shape %v accepted", bad)
