@@ -417,3 +417,80 @@ func TestInterpDocuments(t *testing.T) {
 		}
 	}
 }
+
+// TestInterpVisits counts the key tiles the kernel visits through its
+// barriers (one for Q, two per visited tile, none in CTAs past a residue
+// class's queries) and compares them with the plan's schedule: equal for
+// single primitives, whose classes are exact; for combined masks the
+// kernel may visit tiles the plan's exact refinement drops, never fewer.
+func TestInterpVisits(t *testing.T) {
+	cases := []struct {
+		name   string
+		m      *spec.Mask
+		causal bool
+		exact  bool
+	}{
+		{"causal", spec.Full(), true, true},
+		{"block48", spec.Block(48), true, true},
+		{"window40", spec.Window(40), true, true},
+		{"bridge_only", spec.Bridge(32, 4, 8, 0), true, true},
+		{"global_nc", spec.Global(7), false, true},
+		{"dilated8", spec.Dilated(8, 0), true, true},
+		{"dilated100", spec.Dilated(100, 0), true, true},
+		{"pbb", spec.Union(spec.Block(64), spec.Bridge(64, 8, 8, 0)), true, false},
+		{"streaming", spec.Union(spec.Global(4), spec.Window(50)), true, false},
+	}
+	for _, c := range cases {
+		for _, sh := range []shape{{1, 2, 1, 300, 700}, {1, 1, 1, 1, 500}} {
+			p := compile(t, c.name, c.m, c.causal, 64)
+			k, err := GenerateForward(p, Config{SoftLg2: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			mod, err := ptxi.Parse(k.Name, k.PTX)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dev := ptxi.NewDevice()
+			nq, nkv, nl := verify.Shape{Batch: sh.batch, HeadsQ: sh.hq, HeadsKV: sh.hkv, SeqQ: sh.sq, SeqK: sh.sk, HeadDim: 64}.Sizes()
+			var ptrs []uint64
+			for _, n := range []int{2 * nq, 2 * nkv, 2 * nkv, 2 * nq, 4 * nl} {
+				a, err := dev.Alloc(n)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ptrs = append(ptrs, a)
+			}
+			l, err := k.Geometry(sh.batch, sh.hq, sh.hkv, sh.sq, sh.sk, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			args, err := l.Args(ptrs...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, err := dev.Launch(mod, k.Name, l.Grid, l.Block, l.DynShared, args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want int64
+			var refs []gen.TileRef
+			var spans []spec.Span
+			for _, seg := range p.Segments(sh.sq, sh.sk) {
+				for qt := 0; qt < p.QueryTiles(seg); qt++ {
+					refs, spans = p.Visit(refs[:0], seg, qt, spans)
+					want += 1 + 2*int64(len(refs))
+				}
+			}
+			want *= int64(sh.batch * sh.hq)
+			switch {
+			case c.exact && st.Barriers != want:
+				t.Errorf("%s %v: %d barriers, the plan's schedule gives %d", c.name, sh, st.Barriers, want)
+			case st.Barriers < want:
+				t.Errorf("%s %v: %d barriers, fewer than the plan's %d", c.name, sh, st.Barriers, want)
+			default:
+				t.Logf("%s %v: %d barriers, plan %d", c.name, sh, st.Barriers, want)
+			}
+		}
+	}
+}
