@@ -306,25 +306,6 @@ func (g *fwd) kernel() error {
 		f.Emit(Inst{Op: OpCpAsync, Dst: []Operand{Addr(sQ.Reg, int64(it*g.rowStep()*g.RS))}, Src: []Operand{Addr(src.Reg, 0), I(16), size}})
 	}
 	f.Emit(Inst{Op: OpCpCommit})
-	f.Emit(Inst{Op: OpCpWait, Src: []Operand{I(0)}})
-	f.Emit(Inst{Op: OpBar, Src: []Operand{I(0)}})
-
-	f.Comment("Q fragments: ldmatrix.x4 per 16 columns")
-	lrow := f.Add(f.Op3(OpAnd, B32, g.lane, I(7)), f.MulC(f.Op3(OpAnd, B32, f.Op3(OpShr, U32, g.lane, I(3)), I(1)), 8))
-	lcol2 := f.MulC(f.Op3(OpShr, U32, g.lane, I(4)), 16) // 8 columns * 2 bytes
-	aRowCol := f.Add(f.MulC(lrow, int64(g.RS)), lcol2)   // Q and V (trans) lane offset
-	aQ := f.Add(f.Add(g.smem, f.MulC(g.warp, int64(16*g.RS))), aRowCol)
-	qa := make([][4]Reg, D/16)
-	for ks := range qa {
-		for x := range qa[ks] {
-			qa[ks][x] = f.NewReg(B32)
-		}
-		f.Emit(Inst{Op: OpLdmatrix, Dst: []Operand{Vec(qa[ks][:]...)}, Src: []Operand{Addr(aQ.Reg, int64(ks*32))}})
-	}
-	// K lane offset: key (l&7) + 8*(l>>4), column 8*((l>>3)&1)
-	aK := f.Add(f.MulC(f.Add(f.Op3(OpAnd, B32, g.lane, I(7)), f.MulC(f.Op3(OpShr, U32, g.lane, I(4)), 8)), int64(g.RS)),
-		f.MulC(f.Op3(OpAnd, B32, f.Op3(OpShr, U32, g.lane, I(3)), I(1)), 16))
-
 	f.Comment("softmax state and output accumulators")
 	m := [2]Reg{f.Mov(F32, negInf), f.Mov(F32, negInf)}
 	l := [2]Reg{f.Mov(F32, Fimm(0)), f.Mov(F32, Fimm(0))}
@@ -367,6 +348,26 @@ func (g *fwd) kernel() error {
 	g.load(R(cur), R(buf))
 	f.Emit(Inst{Op: OpCpCommit})
 
+	f.Comment("the Q group is complete when at most the first K/V group is pending")
+	f.Emit(Inst{Op: OpCpWait, Src: []Operand{I(1)}})
+	f.Emit(Inst{Op: OpBar, Src: []Operand{I(0)}})
+
+	f.Comment("Q fragments: ldmatrix.x4 per 16 columns")
+	lrow := f.Add(f.Op3(OpAnd, B32, g.lane, I(7)), f.MulC(f.Op3(OpAnd, B32, f.Op3(OpShr, U32, g.lane, I(3)), I(1)), 8))
+	lcol2 := f.MulC(f.Op3(OpShr, U32, g.lane, I(4)), 16) // 8 columns * 2 bytes
+	aRowCol := f.Add(f.MulC(lrow, int64(g.RS)), lcol2)   // Q and V (trans) lane offset
+	aQ := f.Add(f.Add(g.smem, f.MulC(g.warp, int64(16*g.RS))), aRowCol)
+	qa := make([][4]Reg, D/16)
+	for ks := range qa {
+		for x := range qa[ks] {
+			qa[ks][x] = f.NewReg(B32)
+		}
+		f.Emit(Inst{Op: OpLdmatrix, Dst: []Operand{Vec(qa[ks][:]...)}, Src: []Operand{Addr(aQ.Reg, int64(ks*32))}})
+	}
+	// K lane offset: key (l&7) + 8*(l>>4), column 8*((l>>3)&1)
+	aK := f.Add(f.MulC(f.Add(f.Op3(OpAnd, B32, g.lane, I(7)), f.MulC(f.Op3(OpShr, U32, g.lane, I(4)), 8)), int64(g.RS)),
+		f.MulC(f.Op3(OpAnd, B32, f.Op3(OpShr, U32, g.lane, I(3)), I(1)), 16))
+
 	loop := f.NewLabel("tile")
 	f.Place(loop)
 	nxt, cnxt := g.find(f.Add(R(cur), I(1)), q0, q1)
@@ -388,6 +389,7 @@ func (g *fwd) kernel() error {
 	pc := f.Setp("le", S32, R(cur), g.kthi)
 	f.Bra(loop, &pc, false)
 	f.Place(fin)
+	f.Emit(Inst{Op: OpCpWait, Src: []Operand{I(0)}}) // no copy outlives the CTA
 
 	g.finish(obase, lbase, qrow0, m, l, acc)
 	f.Emit(Inst{Op: OpRet})
