@@ -75,7 +75,9 @@ func forwardParams(docs bool) []Param {
 	}...)
 }
 
-// Launch is the geometry and parameter list of one call.
+// Launch is the geometry and parameter list of one call. DynShared is
+// 5*64*(2D+16) bytes (43520 for D = 64, 87040 for D = 128): above 48 KiB
+// the driver needs cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES).
 type Launch struct {
 	Grid, Block [3]int
 	DynShared   int

@@ -496,3 +496,20 @@ func TestInterpVisits(t *testing.T) {
 		}
 	}
 }
+
+// TestInterpHardwareLg2 runs the default kernel (lg2.approx) once the
+// interpreter accepts lg2; until then it is skipped.
+func TestInterpHardwareLg2(t *testing.T) {
+	p := compile(t, "pbb", spec.Union(spec.Block(64), spec.Bridge(64, 8, 8, 0)), true, 64)
+	k, err := GenerateForward(p, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ptxi.Parse(k.Name, k.PTX); err != nil {
+		if strings.Contains(err.Error(), "lg2") {
+			t.Skipf("the interpreter lacks lg2.approx.ftz.f32: %v", err)
+		}
+		t.Fatal(err)
+	}
+	runForward(t, p, Config{}, shape{1, 2, 1, 100, 150}, nil, true)
+}
