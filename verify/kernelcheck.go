@@ -45,7 +45,7 @@ type NumericReport struct {
 }
 
 func (r NumericReport) String() string {
-	return fmt.Sprintf("B%d Hq%d Hkv%d Sq%d Sk%d D%d: out err %.2e (naive fp32 %.2e), lse err %.2e (naive %.2e), %d fully masked rows",
+	return fmt.Sprintf("B%d Hq%d Hkv%d Sq%d Sk%d D%d: out err %.2e (yardstick %.2e), lse err %.2e (yardstick %.2e), %d fully masked rows",
 		r.Shape.Batch, r.Shape.HeadsQ, r.Shape.HeadsKV, r.Shape.SeqQ, r.Shape.SeqK, r.Shape.HeadDim,
 		r.KernelErr, r.NaiveErr, r.KernelLSE, r.NaiveLSE, r.MaskedRows)
 }
@@ -77,13 +77,42 @@ func poison(x []float32) {
 	}
 }
 
+// NumericOptions sets what a kernel is judged against: inputs are rounded
+// by Round (nil: float32 as drawn), the yardstick Naive runs on the same
+// inputs, and the kernel's error may be at most Factor times the
+// yardstick's, or Floor.
+type NumericOptions struct {
+	Round  func([]float32)
+	Naive  func(p spec.Pattern, docs *spec.Docs, q, k, v []float32, s Shape, out, lse []float32) error
+	Factor float64
+	Floor  float64
+}
+
+// FP32 judges float32 kernels against NaiveFP32.
+var FP32 = NumericOptions{Naive: NaiveFP32, Factor: ErrFactor, Floor: ErrFloor}
+
+// BF16Kernel judges kernels with bfloat16 inputs and outputs against
+// NaiveBF16: at most twice its error, with a floor of 2e-3 (about the
+// rounding step of bf16 at the outputs' scale of 1, 2^-9 = 1.95e-3).
+var BF16Kernel = NumericOptions{Round: RoundBF16, Naive: NaiveBF16, Factor: 2, Floor: 2e-3}
+
 // CheckNumeric runs the kernel on fresh random inputs of one shape, outputs
 // poisoned with NaN first, and compares it with the float64 reference and
 // with NaiveFP32. Rows with no kept key must be exactly 0 with lse -Inf.
 func CheckNumeric(p spec.Pattern, run Run, s Shape, r *rand.Rand) (NumericReport, error) {
+	return CheckNumericWith(p, run, s, r, FP32)
+}
+
+// CheckNumericWith is CheckNumeric with a chosen yardstick.
+func CheckNumericWith(p spec.Pattern, run Run, s Shape, r *rand.Rand, opt NumericOptions) (NumericReport, error) {
 	rep := NumericReport{Shape: s}
 	nq, nkv, nl := s.Sizes()
 	q, k, v := randomSlice(r, nq, 1), randomSlice(r, nkv, 1), randomSlice(r, nkv, 1)
+	if opt.Round != nil {
+		opt.Round(q)
+		opt.Round(k)
+		opt.Round(v)
+	}
 	var ids []int32
 	var docs *spec.Docs
 	if p.Mask.HasDocument() {
@@ -95,7 +124,7 @@ func CheckNumeric(p spec.Pattern, run Run, s Shape, r *rand.Rand) (NumericReport
 		return rep, err
 	}
 	naive, naiveLSE := make([]float32, nq), make([]float32, nl)
-	if err := NaiveFP32(p, docs, q, k, v, s, naive, naiveLSE); err != nil {
+	if err := opt.Naive(p, docs, q, k, v, s, naive, naiveLSE); err != nil {
 		return rep, err
 	}
 	out, lse := make([]float32, nq), make([]float32, nl)
@@ -134,7 +163,7 @@ func CheckNumeric(p spec.Pattern, run Run, s Shape, r *rand.Rand) (NumericReport
 			rep.NaiveErr = max(rep.NaiveErr, math.Abs(float64(naive[x])-ref[x]))
 		}
 	}
-	if rep.KernelErr > ErrFactor*max(rep.NaiveErr, ErrFloor) || rep.KernelLSE > ErrFactor*max(rep.NaiveLSE, ErrFloor) {
+	if rep.KernelErr > opt.Factor*max(rep.NaiveErr, opt.Floor) || rep.KernelLSE > opt.Factor*max(rep.NaiveLSE, opt.Floor) {
 		return rep, fmt.Errorf("%v: error too large: %v", s, rep)
 	}
 	return rep, nil

@@ -224,3 +224,46 @@ func TestKeptPairs(t *testing.T) {
 		}
 	}
 }
+
+// TestNaiveYardsticks: the float32 and bf16 yardsticks compute the same
+// function as the reference, within their precision.
+func TestNaiveYardsticks(t *testing.T) {
+	r := rand.New(rand.NewPCG(17, 18))
+	for iter := 0; iter < 100; iter++ {
+		p := spectest.Pattern(r, 30, 2)
+		s := Shape{Batch: 1, HeadsQ: 2, HeadsKV: 1, SeqK: 1 + r.IntN(60), HeadDim: 1 + r.IntN(16)}
+		s.SeqQ = 1 + r.IntN(s.SeqK)
+		nq, nkv, nl := s.Sizes()
+		q, k, v := randSlice(r, nq), randSlice(r, nkv), randSlice(r, nkv)
+		RoundBF16(q)
+		RoundBF16(k)
+		RoundBF16(v)
+		ref, refLSE, _ := Reference(p, nil, q, k, v, s)
+		for name, tol := range map[string]float64{"fp32": 1e-5, "bf16": 2e-2} {
+			out, lse := make([]float32, nq), make([]float32, nl)
+			f := NaiveFP32
+			if name == "bf16" {
+				f = NaiveBF16
+			}
+			if err := f(p, nil, q, k, v, s, out, lse); err != nil {
+				t.Fatal(err)
+			}
+			for n := range out {
+				if math.Abs(float64(out[n])-ref[n]) > tol*(1+math.Abs(ref[n])) {
+					t.Fatalf("%s %v: out[%d] = %v, reference %v", name, p, n, out[n], ref[n])
+				}
+			}
+			for n := range lse {
+				if !closeTo(float64(lse[n]), refLSE[n], 1e-5) {
+					t.Fatalf("%s %v: lse[%d] = %v, reference %v", name, p, n, lse[n], refLSE[n])
+				}
+			}
+		}
+	}
+	if BF16(1) != 0x3f80 || FromBF16(0x3f80) != 1 || BF16(float32(math.Inf(1))) != 0x7f80 {
+		t.Fatal("bf16 conversion")
+	}
+	if x := FromBF16(BF16(1 + 1.0/256)); x != 1 { // tie rounds to even
+		t.Fatalf("bf16 tie: %v", x)
+	}
+}
