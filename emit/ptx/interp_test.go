@@ -1,5 +1,3 @@
-//go:build ptxinterp
-
 package ptx
 
 import (
@@ -406,8 +404,12 @@ func TestInterpDocuments(t *testing.T) {
 		}{s.Name, s.Mask, s.Causal})
 	}
 	ids := docIDs(200)
+	dims := []int{64, 128}
+	if testing.Short() {
+		dims = dims[:1]
+	}
 	for _, mk := range masks {
-		for _, d := range []int{64, 128} {
+		for _, d := range dims {
 			p := compile(t, mk.name, mk.m, mk.causal, d)
 			for _, sh := range []shape{{1, 2, 1, 150, 200}, {2, 1, 1, 1, 200}, {1, 1, 1, 200, 200}} {
 				t.Run(fmt.Sprintf("%s/d%d/%v", mk.name, d, sh), func(t *testing.T) {

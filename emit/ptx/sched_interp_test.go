@@ -1,5 +1,3 @@
-//go:build ptxinterp
-
 package ptx
 
 import (
