@@ -70,10 +70,9 @@
 // header and declarations, a golden kernel (testdata/causal64.ptx; rerun
 // with -update), rejections and launch geometry.
 //
-// Interpreter tests run the kernels under verify/ptx; until that package
-// is committed they sit behind the ptxinterp build tag:
-//
-//	go test -tags ptxinterp ./emit/ptx
+// Interpreter tests run the kernels under verify/ptx (with its race,
+// divergence and uninitialized-read checks on); -short trims the head_dim
+// 128 sweeps.
 //
 // They compare every example spec and a set of small-parameter masks (D 64
 // and 128, seq not multiples of 64, seq_q = 1, seq_q < seq_k, grouped
@@ -83,5 +82,9 @@
 // element type (u sum_j w_j |v_j| + u |out|, u = 2^-8 for bf16); and they
 // check the in-kernel tile classes (exactly, against spec), key hulls
 // (against brute force) and predicates (against gen.Pred.Eval) on random
-// tiles. The interpreter has no lg2, so they use Config.SoftLg2.
+// tiles; and the key tiles each CTA visits (counted by its barriers) equal
+// the plan's schedule. The interpreter has no lg2, so they use
+// Config.SoftLg2; TestInterpHardwareLg2 runs the lg2.approx kernel once it
+// does. go test -run TestWritePTX -ptxdir DIR writes the example kernels
+// for GPU checks.
 package ptx
