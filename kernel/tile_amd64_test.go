@@ -660,6 +660,11 @@ func BenchmarkTileAVX2D128(b *testing.B)   { benchTileAsm(b, "AVX2D128", "full")
 func BenchmarkTileMaskedAVX512D128(b *testing.B) { benchTileAsm(b, "AVX512D128", "dense") }
 func BenchmarkTileMaskedAVX2D128(b *testing.B)   { benchTileAsm(b, "AVX2D128", "dense") }
 
+// The empty benchmarks run a masked tile that keeps nothing: what is left
+// when both products are skipped (the softmax and the mask bookkeeping).
+func BenchmarkTileEmptyAVX512D128(b *testing.B) { benchTileAsm(b, "AVX512D128", "empty") }
+func BenchmarkTileEmptyAVX2D128(b *testing.B)   { benchTileAsm(b, "AVX2D128", "empty") }
+
 // sparseTileMasks lists the visited tiles (those keeping some pair) of the
 // query tiles covering rows [q0, q1) of a pattern over seq keys: the mask
 // of each, nil for a full tile, and the kept pairs in all.

@@ -82,8 +82,18 @@ func emitTile(ctx *build.Context, c ConstTable, isa ISA, d int, name string, qk,
 
 	mask := ctx.Load(ctx.Param("mask"), ctx.GP64())
 	ctx.TESTQ(mask, mask)
-	ctx.JZ(op.LabelRef("full"))
+	ctx.JNZ(op.LabelRef("masked"))
 
+	ctx.Comment("Full tile. Phase 1: S = Q K^T into s.")
+	g.scores()
+	ctx.Comment("Phase 2: online softmax row by row.")
+	g.softmax(nil, "unmasked")
+	ctx.Comment("Phase 3: O = alpha O + P V.")
+	g.pvProduct()
+	ctx.VZEROUPPER()
+	ctx.RET()
+
+	ctx.Label("masked")
 	ctx.Comment("Masked tile. The OR of each row block's mask words.")
 	g.blockMasks(mask)
 	ctx.Comment("Phase 1: S = Q K^T into s, kept row blocks and column vectors only.")
@@ -92,16 +102,6 @@ func emitTile(ctx *build.Context, c ConstTable, isa ISA, d int, name string, qk,
 	g.softmax(mask, "masked")
 	ctx.Comment("Phase 3: O = alpha O + P V, kept row blocks and key ranges only.")
 	g.pvMasked()
-	ctx.VZEROUPPER()
-	ctx.RET()
-
-	ctx.Label("full")
-	ctx.Comment("Full tile. Phase 1: S = Q K^T into s.")
-	g.scores()
-	ctx.Comment("Phase 2: online softmax row by row.")
-	g.softmax(nil, "unmasked")
-	ctx.Comment("Phase 3: O = alpha O + P V.")
-	g.pvProduct()
 	ctx.VZEROUPPER()
 	ctx.RET()
 }
@@ -431,7 +431,9 @@ func (g *tileGen) rowExp(srow, mk, i reg.Register, ms reg.VecVirtual) reg.VecVir
 // (0 for rows with no key kept so far, so that their p are exactly 0) are
 // computed for the whole group at once; pass B replaces the scores by
 // p = 2^(s - m) row by row, leaving partial row sums in scratch, reduced
-// the same way into the group's l update.
+// the same way into the group's l update. With a mask, a group whose rows
+// all keep nothing skips both passes: its m and l stay, its alpha is set to
+// 1 and its p to 0 (a row block of the P V product may straddle two groups).
 func (g *tileGen) softmax(mask reg.Register, pfx string) {
 	ctx, c := g.ctx, g.c
 	w, vb := g.w, 4*g.w
@@ -446,6 +448,15 @@ func (g *tileGen) softmax(mask reg.Register, pfx string) {
 	grp := ctx.GP64()
 	ctx.MOVQ(op.U32(uint32(TQ/w)), grp)
 	ctx.Label(pfx + "_group")
+	if mask != nil {
+		// A group whose rows all keep nothing goes to pfx_empty.
+		x := ctx.GP64()
+		ctx.MOVQ(mem(mask, 0), x)
+		for r := 1; r < w; r++ {
+			ctx.ORQ(mem(mask, 8*r), x)
+		}
+		ctx.JZ(op.LabelRef(pfx + "_empty"))
+	}
 
 	// Pass A: row maxima.
 	i, srow, scr := ctx.GP64(), ctx.GP64(), ctx.GP64()
@@ -515,8 +526,35 @@ func (g *tileGen) softmax(mask reg.Register, pfx string) {
 	if mask != nil {
 		ctx.ADDQ(op.U8(uint8(8*w)), mask)
 	}
+	if mask != nil {
+		ctx.Label(pfx + "_next")
+	}
 	ctx.DECQ(grp)
 	ctx.JNZ(op.LabelRef(pfx + "_group"))
+	if mask == nil {
+		return
+	}
+	ctx.JMP(op.LabelRef(pfx + "_done"))
+
+	// A group keeping nothing: m and l stay, alpha is 1 and p is 0 (the P V
+	// product reads the p of these rows when a row block straddles groups).
+	ctx.Label(pfx + "_empty")
+	one, zero := g.vec(), g.vec()
+	ctx.VBROADCASTSS(c.slot(kOne), one)
+	ctx.VMOVUPS(one, mem(ap, 0))
+	g.zero(zero)
+	for r := 0; r < w; r++ {
+		for j := 0; j < TK/w; j++ {
+			ctx.VMOVUPS(zero, mem(s, 4*(r*TK+j*w)))
+		}
+	}
+	ctx.ADDQ(op.U32(uint32(w*4*TK)), s)
+	ctx.ADDQ(op.U8(uint8(vb)), m)
+	ctx.ADDQ(op.U8(uint8(vb)), l)
+	ctx.ADDQ(op.U8(uint8(vb)), ap)
+	ctx.ADDQ(op.U8(uint8(8*w)), mask)
+	ctx.JMP(op.LabelRef(pfx + "_next"))
+	ctx.Label(pfx + "_done")
 }
 
 // pvProduct emits phase 3: o = alpha*o + p v in column chunks of pv.vecs
