@@ -77,6 +77,7 @@ const (
 	fNeg
 	fAbs
 	fEx2
+	fLg2
 	fRcpApprox
 	fRcpRN
 )
@@ -673,6 +674,18 @@ func (d *decoder) decode() inst {
 		}
 		in.typ = d.oneType(m, tF32)
 		in.op, in.sub = opF1, fEx2
+		in.dst = []operand{d.dreg(ops[0], tF32)}
+		in.src = []operand{d.src(ops[1], tF32)}
+	case "lg2":
+		d.nops(2)
+		if !m.has("approx") {
+			d.fail(st.tok, "lg2 needs .approx")
+		}
+		if m.has("ftz") {
+			in.flags |= flFtz
+		}
+		in.typ = d.oneType(m, tF32)
+		in.op, in.sub = opF1, fLg2
 		in.dst = []operand{d.dreg(ops[0], tF32)}
 		in.src = []operand{d.src(ops[1], tF32)}
 	case "rcp":

@@ -101,6 +101,10 @@
 //     of the H200 on all 32768 cases (non-ftz: 24682 equal, 7990 at 1 ulp, 96
 //     at 2 ulp; the distribution is asserted). The hardware's table-driven
 //     MUFU.EX2 is not reproduced bit for bit.
+//   - lg2.approx.f32 and lg2.approx.ftz.f32 (no golden): modelled as the
+//     correctly rounded log2(x) (.ftz: subnormal inputs give -inf). The PTX ISA
+//     documents a maximum absolute error of about 2^-22 for the hardware, and
+//     nothing here pins it; a kernel must tolerate that.
 //   - add/sub/mul/div.rn.f32 are IEEE float32 (Go float32 arithmetic, each
 //     result rounded once). fma.rn.f32 rounds a*b+c once: the exact product in
 //     float64, the sum with its exact error (TwoSum), moved to round-to-odd,
@@ -164,7 +168,7 @@
 //	cvt.{rn,rz,rm,rp}.f32.{u,s}{8..64}; cvt.{rni,rzi,rmi,rpi}[.ftz].{u,s}{8..64}.f32 (saturating, NaN -> 0)
 //	cvt.rn.{bf16x2,f16x2}.f32 d, a, b (a -> upper half); cvt.rn.{bf16,f16}.f32 d16, a; cvt.f32.{bf16,f16} d, a16
 //	add, sub, mul, div.rn[.ftz].f32; fma.rn[.ftz].f32; min, max[.ftz].f32
-//	ex2.approx[.ftz].f32; rcp.approx.ftz.f32; rcp.rn.f32
+//	ex2.approx[.ftz].f32; lg2.approx[.ftz].f32; rcp.approx.ftz.f32; rcp.rn.f32
 //	ld[.global|.shared[::cta]][.CACHE][.v2|.v4].TYPE  d|{d..}, [a]
 //	st[.global|.shared[::cta]][.CACHE][.v2|.v4].TYPE  [a], s|{s..}
 //	     TYPE: .b8 .u8 .s8 (scalar only) .b16 .u16 .s16 .b32 .u32 .s32 .f32 .b64 .u64 .s64

@@ -19,9 +19,12 @@ type chunk struct {
 	n   uint32
 }
 
+// laneAsync is one thread's incomplete cp.async copies, oldest first;
+// ends[i] is the number of them in committed groups 0..i (the rest are not
+// yet committed).
 type laneAsync struct {
-	open   []chunk   // issued, not yet committed
-	groups [][]chunk // committed, not yet waited for (oldest first)
+	chunks []chunk
+	ends   []int
 }
 
 type warp struct {
@@ -104,8 +107,8 @@ func (r *blockRun) run(ctaid [3]int) error {
 		clear(w.def)
 		clear(w.pdef)
 		for l := range w.async {
-			w.async[l].open = w.async[l].open[:0]
-			w.async[l].groups = w.async[l].groups[:0]
+			w.async[l].chunks = w.async[l].chunks[:0]
+			w.async[l].ends = w.async[l].ends[:0]
 		}
 		r.st.Warps++
 		set := func(sp int, f func(l int) int) {
@@ -704,6 +707,8 @@ func (r *blockRun) exec(w *warp, in *inst, active uint32) error {
 				}
 			case fEx2:
 				v = bitsOf(ex2Approx(f32of(u), fz))
+			case fLg2:
+				v = bitsOf(lg2Approx(f32of(u), fz))
 			case fRcpApprox:
 				v = bitsOf(rcpApproxFtz(f32of(u)))
 			case fRcpRN:
@@ -718,24 +723,26 @@ func (r *blockRun) exec(w *warp, in *inst, active uint32) error {
 	case opCpCommit:
 		for m := active; m != 0; m &= m - 1 {
 			a := &w.async[bits.TrailingZeros32(m)]
-			a.groups = append(a.groups, a.open)
-			a.open = nil
+			a.ends = append(a.ends, len(a.chunks))
 		}
 	case opCpWait:
 		for m := active; m != 0; m &= m - 1 {
 			a := &w.async[bits.TrailingZeros32(m)]
 			if in.flags&flWaitAll != 0 {
-				a.groups = append(a.groups, a.open)
-				a.open = nil
+				a.ends = append(a.ends, len(a.chunks))
 			}
-			done := len(a.groups) - int(in.imm)
-			for i := 0; i < done; i++ {
-				for _, c := range a.groups[i] {
-					r.completeCopy(w, c)
-				}
+			done := len(a.ends) - int(in.imm)
+			if done <= 0 {
+				continue
 			}
-			if done > 0 {
-				a.groups = append(a.groups[:0], a.groups[done:]...)
+			n := a.ends[done-1]
+			for _, c := range a.chunks[:n] {
+				r.completeCopy(w, c)
+			}
+			a.chunks = a.chunks[:copy(a.chunks, a.chunks[n:])]
+			a.ends = a.ends[:copy(a.ends, a.ends[done:])]
+			for i := range a.ends {
+				a.ends[i] -= n
 			}
 		}
 	case opWarpSync:
@@ -1039,7 +1046,7 @@ func (r *blockRun) cpAsync(w *warp, in *inst, active uint32) error {
 		copy(r.sm[doff:doff+srcN], r.d.mem[soff:soff+srcN])
 		clear(r.sm[doff+srcN : doff+n])
 		a := &w.async[l]
-		a.open = append(a.open, chunk{uint32(doff), uint32(n)})
+		a.chunks = append(a.chunks, chunk{uint32(doff), uint32(n)})
 	}
 	return nil
 }

@@ -2,82 +2,52 @@ package ptx
 
 import "math"
 
-// halfVal is a decoded bf16 or f16 operand of mma: value = sig * 2^q.
-type halfVal struct {
-	v   float64 // exact value
-	sig int64   // signed integer significand (implicit bit included)
-	q   int32   // exponent of the significand's last bit
-	e   int32   // exponent as the tensor core aligns it (subnormals: the minimum normal exponent)
-	cls uint8   // 0 zero, 1 finite, 2 infinite, 3 NaN
-}
-
-func signed(neg bool, m int64) int64 {
-	if neg {
-		return -m
-	}
-	return m
-}
-
-func decodeBF16(h uint16) halfVal {
-	e := int32(h>>7) & 0xff
-	m := int64(h & 0x7f)
-	neg := h&0x8000 != 0
-	v := float64(math.Float32frombits(uint32(h) << 16))
-	switch {
-	case e == 0xff && m != 0:
-		return halfVal{v: v, cls: 3}
-	case e == 0xff:
-		return halfVal{v: v, cls: 2}
-	case e == 0 && m == 0:
-		return halfVal{v: v, e: zeroExp}
-	case e == 0:
-		return halfVal{v: v, sig: signed(neg, m), q: -126 - 7, e: -126, cls: 1}
-	}
-	return halfVal{v: v, sig: signed(neg, m|0x80), q: e - 127 - 7, e: e - 127, cls: 1}
-}
-
-func decodeF16(h uint16) halfVal {
-	e := int32(h>>10) & 0x1f
-	m := int64(h & 0x3ff)
-	neg := h&0x8000 != 0
-	v := float64(math.Float32frombits(f16ToF32(h)))
-	switch {
-	case e == 0x1f && m != 0:
-		return halfVal{v: math.NaN(), cls: 3}
-	case e == 0x1f:
-		return halfVal{v: v, cls: 2}
-	case e == 0 && m == 0:
-		return halfVal{v: v, e: zeroExp}
-	case e == 0:
-		return halfVal{v: v, sig: signed(neg, m), q: -14 - 10, e: -14, cls: 1}
-	}
-	return halfVal{v: v, sig: signed(neg, m|0x400), q: e - 15 - 10, e: e - 15, cls: 1}
-}
-
-// truncShift returns x * 2^-s truncated toward zero, for s >= -11 and
-// |x| < 2^40 (branch-free: the signs of the terms are random).
-func truncShift(x int64, s int32) int64 {
-	m := x >> 63
-	ax := (x ^ m) - m
-	r := (ax << 11) >> uint(min(s+11, 63))
-	return (r ^ m) - m
-}
-
 // zeroExp is the alignment exponent given to zero operands: far below any
 // real one, so that a zero product never sets emax.
 const zeroExp = -1 << 20
 
+// halfVec holds the 16 operands of one A row or one B column of mma.
+type halfVec struct {
+	v [16]float64 // exact values
+	e [16]int32   // exponents as the tensor core aligns them
+}
+
+// decodeBF16 returns a bf16's exact value, its alignment exponent (the
+// unbiased exponent; subnormals count as the minimum normal exponent, zeros
+// as zeroExp) and whether it is infinite or NaN.
+func decodeBF16(h uint16) (float64, int32, bool) {
+	v := float64(math.Float32frombits(uint32(h) << 16))
+	switch e := int32(h>>7) & 0xff; {
+	case e == 0xff:
+		return v, 0, true
+	case h&0x7fff == 0:
+		return v, zeroExp, false
+	case e == 0:
+		return v, -126, false
+	default:
+		return v, e - 127, false
+	}
+}
+
+// decodeF16 is decodeBF16 for IEEE binary16.
+func decodeF16(h uint16) (float64, int32, bool) {
+	v := float64(math.Float32frombits(f16ToF32(h)))
+	switch e := int32(h>>10) & 0x1f; {
+	case e == 0x1f:
+		return v, 0, true
+	case h&0x7fff == 0:
+		return v, zeroExp, false
+	case e == 0:
+		return v, -14, false
+	default:
+		return v, e - 15, false
+	}
+}
+
 // pow2 is 2^k for k in float64's normal range.
 func pow2(k int32) float64 { return math.Float64frombits(uint64(k+1023) << 52) }
 
-// halfVec is 16 operands of one A row or B column, as arrays.
-type halfVec struct {
-	sig [16]int64
-	e   [16]int32
-	v   [16]float64
-}
-
-// mmaDotVec is one element of mma.sync.m16n8k16 with f32 accumulation, as the
+// mmaDot is one element of mma.sync.m16n8k16 with f32 accumulation, as the
 // H200 computes it (bit-exact on all 2 x 256 recorded cases):
 //
 //   - the 16 products a_k*b_k are exact;
@@ -95,7 +65,9 @@ type halfVec struct {
 // Not covered by the goldens and so unverified: zero and subnormal results,
 // subnormal inputs, and overflow (which round-toward-zero sends to the
 // largest finite value).
-func mmaDotVec(c uint32, a, b *halfVec, frac int32, special bool) uint32 {
+//
+// special reports that a or b holds an infinity or NaN.
+func mmaDot(c uint32, a, b *halfVec, special bool) uint32 {
 	cf := float64(math.Float32frombits(c))
 	if special || c&0x7f800000 == 0x7f800000 {
 		s := cf
@@ -108,24 +80,11 @@ func mmaDotVec(c uint32, a, b *halfVec, frac int32, special bool) uint32 {
 		return math.Float32bits(float32(s))
 	}
 	emax := int32(zeroExp)
-	var csig int64
-	var ce int32
 	if c&0x7fffffff != 0 {
-		e := int32(c>>23) & 0xff
-		m := int64(c & 0x7fffff)
-		if e == 0 {
-			e = 1
-		} else {
-			m |= 0x800000
-		}
-		ce = e - 127
-		emax = ce
-		csig = signed(c>>31 != 0, m)
+		emax = max(int32(c>>23)&0xff, 1) - 127
 	}
-	var pe [16]int32
 	for k := 0; k < 16; k++ {
-		pe[k] = a.e[k] + b.e[k]
-		emax = max(emax, pe[k])
+		emax = max(emax, a.e[k]+b.e[k])
 	}
 	if emax < zeroExp/2 {
 		// every term is zero: IEEE signed-zero sum
@@ -135,16 +94,17 @@ func mmaDotVec(c uint32, a, b *halfVec, frac int32, special bool) uint32 {
 		}
 		return math.Float32bits(float32(s))
 	}
-	lsb := emax - 25 // weight of the last kept bit
-	sum := truncShift(csig, lsb-(ce-23))
-	base := lsb + 2*frac
+	// Scaled so that the last kept bit has weight 1, every term is exact in
+	// float64 and below 2^28; converting to int64 truncates toward zero.
+	scale := pow2(25 - emax)
+	sum := int64(cf * scale)
 	for k := 0; k < 16; k++ {
-		sum += truncShift(a.sig[k]*b.sig[k], base-pe[k])
+		sum += int64(a.v[k] * b.v[k] * scale)
 	}
 	if sum == 0 {
 		return 0
 	}
-	return math.Float32bits(rzF32(float64(sum) * pow2(lsb)))
+	return math.Float32bits(rzF32(float64(sum) * pow2(emax-25)))
 }
 
 // mmaWarp executes mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16}: a holds
@@ -154,43 +114,40 @@ func mmaDotVec(c uint32, a, b *halfVec, frac int32, special bool) uint32 {
 // 2t+8*(i>>1) and +1 (low half first); B register i holds rows 2t+8i and +1
 // of column g; C/D register i holds row g+8*(i>>1), column 2t+(i&1).
 func mmaWarp(a *[128]uint32, b *[64]uint32, c *[128]uint32, d *[128]uint32, f16 bool) {
-	dec, frac := decodeBF16, int32(7)
+	dec := decodeBF16
 	if f16 {
-		dec, frac = decodeF16, 10
+		dec = decodeF16
 	}
 	var A [16]halfVec // rows
 	var B [8]halfVec  // columns
-	var C [16][8]uint32
 	var rowSp [16]bool
 	var colSp [8]bool
-	put := func(v *halfVec, k int, h uint16) bool {
-		x := dec(h)
-		v.sig[k], v.e[k], v.v[k] = x.sig, x.e, x.v
-		return x.cls >= 2
-	}
 	for lane := 0; lane < 32; lane++ {
 		g, t := lane>>2, lane&3
 		for i := 0; i < 4; i++ {
 			w := a[lane*4+i]
 			row, col := g+8*(i&1), 2*t+8*(i>>1)
-			s0, s1 := put(&A[row], col, uint16(w)), put(&A[row], col+1, uint16(w>>16))
+			r := &A[row]
+			var s0, s1 bool
+			r.v[col], r.e[col], s0 = dec(uint16(w))
+			r.v[col+1], r.e[col+1], s1 = dec(uint16(w >> 16))
 			rowSp[row] = rowSp[row] || s0 || s1
 		}
 		for i := 0; i < 2; i++ {
 			w := b[lane*2+i]
 			k := 2*t + 8*i
-			s0, s1 := put(&B[g], k, uint16(w)), put(&B[g], k+1, uint16(w>>16))
+			col := &B[g]
+			var s0, s1 bool
+			col.v[k], col.e[k], s0 = dec(uint16(w))
+			col.v[k+1], col.e[k+1], s1 = dec(uint16(w >> 16))
 			colSp[g] = colSp[g] || s0 || s1
-		}
-		for i := 0; i < 4; i++ {
-			C[g+8*(i>>1)][2*t+(i&1)] = c[lane*4+i]
 		}
 	}
 	for lane := 0; lane < 32; lane++ {
 		g, t := lane>>2, lane&3
 		for i := 0; i < 4; i++ {
 			row, col := g+8*(i>>1), 2*t+(i&1)
-			d[lane*4+i] = mmaDotVec(C[row][col], &A[row], &B[col], frac, rowSp[row] || colSp[col])
+			d[lane*4+i] = mmaDot(c[lane*4+i], &A[row], &B[col], rowSp[row] || colSp[col])
 		}
 	}
 }

@@ -1,23 +1,24 @@
 package ptx
 
-import (
-	"testing"
-)
+import "testing"
 
-// mmaDot is mmaDotVec over halfVal operands (test helper for references).
-func mmaDot(c uint32, a *[16]halfVal, b *[16]halfVal, special bool) uint32 {
+// refDot is one mma output element for a row of A and a column of B given
+// as 16 bf16 (or f16) values: the model the golden tests pin, for use by
+// reference computations.
+func refDot(c uint32, a, b []uint16, f16 bool) uint32 {
+	dec := decodeBF16
+	if f16 {
+		dec = decodeF16
+	}
 	var av, bv halfVec
+	special := false
 	for k := 0; k < 16; k++ {
-		av.sig[k], av.e[k], av.v[k] = a[k].sig, a[k].e, a[k].v
-		bv.sig[k], bv.e[k], bv.v[k] = b[k].sig, b[k].e, b[k].v
+		var sa, sb bool
+		av.v[k], av.e[k], sa = dec(a[k])
+		bv.v[k], bv.e[k], sb = dec(b[k])
+		special = special || sa || sb
 	}
-	frac := a[0].e - a[0].q // 7 (bf16) or 10 (f16); any nonzero operand tells
-	for k := 0; k < 16; k++ {
-		if a[k].cls == 1 {
-			frac = a[k].e - a[k].q
-		}
-	}
-	return mmaDotVec(c, &av, &bv, frac, special)
+	return mmaDot(c, &av, &bv, special)
 }
 
 func BenchmarkMmaWarp(b *testing.B) {

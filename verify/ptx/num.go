@@ -161,6 +161,24 @@ func ex2Approx(x float32, ftzMode bool) float32 {
 	return r
 }
 
+// lg2Approx models lg2.approx.f32 (and .ftz) as the correctly rounded
+// log2(x): NaN for negative x and NaN, -inf for zero (and, under .ftz, for
+// subnormals), +inf for +inf. No golden pins it: the PTX ISA documents the
+// hardware's only as an approximation with a maximum absolute error of
+// about 2^-22, so kernels must not depend on more.
+func lg2Approx(x float32, ftzMode bool) float32 {
+	if ftzMode {
+		x = ftz(x)
+	}
+	switch {
+	case x != x || x < 0:
+		return float32(math.NaN())
+	case x == 0:
+		return float32(math.Inf(-1))
+	}
+	return float32(math.Log2(float64(x)))
+}
+
 // rcpApproxFtz models rcp.approx.ftz.f32: the correctly rounded 1/x with
 // subnormal inputs and outputs flushed. The H200 differs by at most 1 ulp.
 func rcpApproxFtz(x float32) float32 {
