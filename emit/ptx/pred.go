@@ -3,6 +3,7 @@ package ptx
 import (
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/attngen/attngen/gen"
 )
@@ -72,6 +73,12 @@ func LowerPredMemo(f *Func, p *gen.Pred, env PredEnv, memo *PredMemo) (Reg, erro
 	}
 	if err := p.Check(); err != nil {
 		return Reg{}, fmt.Errorf("ptx: %w", err)
+	}
+	if memo == nil || len(memo.vals) == 0 {
+		f.Comment("partial-tile predicate (gen.Pred, one value per line):")
+		for _, line := range strings.Split(strings.TrimSpace(p.String()), "\n") {
+			f.Comment("  " + line)
+		}
 	}
 	vals := make([]pval, len(p.Insts))
 	deps := make([]uint8, len(p.Insts)) // 1: reads the row, 2: reads the column

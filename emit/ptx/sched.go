@@ -30,6 +30,9 @@ func checkMask(m *spec.Mask) error {
 // spec.KeySpans before clipping): union is the min/max hull, intersect the
 // intersection. An empty set is [inf, -inf].
 func (f *Func) emitHull(m *spec.Mask, q0, q1 Operand) (lo, hi Operand) {
+	if m.Op != spec.OpUnion && m.Op != spec.OpIntersect {
+		f.Comment("key hull of " + m.String())
+	}
 	switch m.Op {
 	case spec.OpFull, spec.OpDocument:
 		return I(0), I(inf)
@@ -137,6 +140,9 @@ func (f *Func) classifyDist(q0, q1, k0, k1 Operand, lo, hi, step int64) Operand 
 // spec's Mask.classify primitive by primitive: union is the max of the
 // classes, intersect the min.
 func (f *Func) emitClassify(m *spec.Mask, causal bool, q0, q1, k0, k1 Operand) Operand {
+	if m.Op != spec.OpUnion && m.Op != spec.OpIntersect {
+		f.Comment(fmt.Sprintf("tile class of %s (causal %v)", m, causal))
+	}
 	switch m.Op {
 	case spec.OpFull, spec.OpDocument:
 		if !causal {
