@@ -111,7 +111,6 @@ const (
 	rndRZ
 	rndRM
 	rndRP
-	rndNone
 )
 
 const (
@@ -138,11 +137,10 @@ func (s space) String() string {
 const (
 	flFtz uint16 = 1 << iota
 	flTrans
-	flF16      // mma/cvt: f16 (else bf16)
-	flToSpace  // cvta.to.*
-	flCombine  // setp with a combining predicate
-	flPair     // setp/shfl second destination predicate
-	flSignedHi // unused
+	flF16     // mma/cvt: f16 (else bf16)
+	flToSpace // cvta.to.*
+	flCombine // setp with a combining predicate
+	flPair    // setp/shfl second destination predicate
 	flWaitAll
 	flZfill // cp.async with a src-size operand
 )

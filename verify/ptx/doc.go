@@ -84,7 +84,10 @@
 //     rounded toward zero to f32. NaN inputs, inf*0 and inf-inf give NaN
 //     0x7fffffff. Not covered by the goldens, so unverified: subnormal inputs
 //     (aligned at the minimum normal exponent), zero and subnormal results,
-//     and overflow (round toward zero gives the largest finite value).
+//     and overflow (round toward zero gives the largest finite value). The
+//     model is the H200's (sm_90); other GPUs accumulate differently (an A100
+//     is reported to add in smaller groups), so results there may differ in
+//     the last bits.
 //   - ldmatrix.sync.aligned.m8n8.{x1,x2,x4}{,.trans}.shared.b16: bit-exact on
 //     all 6 x 64 cases.
 //   - cvt.rn.bf16x2.f32 and cvt.rn.f16x2.f32: bit-exact on all 32768 cases:
