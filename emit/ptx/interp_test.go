@@ -283,7 +283,7 @@ func compile(t *testing.T, name string, m *spec.Mask, causal bool, d int) *gen.P
 var shapes = []shape{
 	{1, 2, 1, 70, 130}, // grouped heads, SeqQ < SeqK, not multiples of 64
 	{1, 1, 1, 1, 77},   // decode
-	{2, 2, 2, 100, 100},
+	{2, 4, 2, 65, 100},
 }
 
 func TestInterpExamples(t *testing.T) {

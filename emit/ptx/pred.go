@@ -140,10 +140,15 @@ func LowerPredMemo(f *Func, p *gen.Pred, env PredEnv, memo *PredMemo) (Reg, erro
 			out.v = f.Add(f.asInt(a), f.asInt(b))
 		case gen.IRSub:
 			out.v = f.Sub(f.asInt(a), f.asInt(b))
-		case gen.IRDivC:
+		case gen.IRDivC, gen.IRModC:
+			if in.Imm > math.MaxInt32 {
+				return Reg{}, fmt.Errorf("ptx: predicate v%d: %s by %d does not fit s32", k, in.Op, in.Imm)
+			}
+			if in.Op == gen.IRModC {
+				out.v = f.FloorMod(f.asInt(a), in.Imm)
+				break
+			}
 			out.v = f.FloorDiv(f.asInt(a), in.Imm)
-		case gen.IRModC:
-			out.v = f.FloorMod(f.asInt(a), in.Imm)
 		case gen.IRLt, gen.IRLe, gen.IREq:
 			x, y := f.asInt(a), f.asInt(b)
 			cmp := map[gen.IROp]string{gen.IRLt: "lt", gen.IRLe: "le", gen.IREq: "eq"}[in.Op]

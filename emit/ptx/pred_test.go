@@ -75,6 +75,10 @@ func TestUnknownIROp(t *testing.T) {
 	if _, err := LowerPred(f, p, env); err == nil {
 		t.Fatal("unknown IR op lowered without error")
 	}
+	p = &gen.Pred{Insts: []gen.Inst{{Op: gen.IRRow}, {Op: gen.IRDivC, A: 0, Imm: 1 << 40}}}
+	if _, err := LowerPred(f, p, env); err == nil {
+		t.Fatal("divc by 2^40 lowered without error")
+	}
 	env.Docs = false
 	p = &gen.Pred{Insts: []gen.Inst{{Op: gen.IRRow}, {Op: gen.IRDocID, A: 0}}}
 	if _, err := LowerPred(f, p, env); err == nil || !strings.Contains(err.Error(), "document") {
@@ -94,6 +98,7 @@ func TestLegalizeRejects(t *testing.T) {
 		"bad space":   {Op: OpLd, T: U32, Space: "local", Dst: []Operand{R(Reg{T: B32})}, Src: []Operand{Addr(Reg{T: B64}, 0)}},
 		"float imm":   {Op: OpAdd, T: S32, Dst: []Operand{R(Reg{T: B32})}, Src: []Operand{R(Reg{T: B32}), Fimm(1)}},
 		"guard class": {Op: OpRet, Guard: &Reg{T: B32}},
+		"wide imm":    {Op: OpAdd, T: S32, Dst: []Operand{R(Reg{T: B32})}, Src: []Operand{R(Reg{T: B32}), I(1 << 33)}},
 	}
 	for name, in := range cases {
 		f := NewFunc("k")

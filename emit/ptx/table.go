@@ -2,6 +2,7 @@ package ptx
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 )
@@ -170,6 +171,9 @@ func fits(c byte, o Operand, in *Inst) error {
 		case KImm:
 			if t == F32 || t == Pred {
 				return fmt.Errorf("operand %s: integer immediate where %s is wanted", o, t)
+			}
+			if t.Size() == 4 && (o.Imm < math.MinInt32 || o.Imm > math.MaxUint32) {
+				return fmt.Errorf("operand %s: immediate does not fit %s", o, t)
 			}
 			return nil
 		case KFImm:
