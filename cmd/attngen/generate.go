@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/attngen/attngen/emit/ptx"
 	"github.com/attngen/attngen/gen"
 	"github.com/attngen/attngen/kernel"
 	"github.com/attngen/attngen/kernel/specmask"
@@ -43,10 +44,6 @@ func cmdGenerate(args []string, stdout, stderr io.Writer) error {
 	if dir == "" {
 		dir = s.Name
 	}
-	p, err := gen.Compile(s, gen.CPUTarget, nil)
-	if err != nil {
-		return err
-	}
 	importPath, err := gen.ImportPath(dir)
 	if err != nil {
 		return err
@@ -57,8 +54,7 @@ func cmdGenerate(args []string, stdout, stderr io.Writer) error {
 			kept = append(kept, a)
 		}
 	}
-	command := "attngen " + strings.Join(quoteArgs(kept), " ")
-	files, err := gen.PackageFiles(s, p, runtimeSources, importPath, name, command)
+	files, err := packageFiles(s, importPath, name, "attngen "+strings.Join(quoteArgs(kept), " "))
 	if err != nil {
 		return err
 	}
@@ -70,6 +66,38 @@ func cmdGenerate(args []string, stdout, stderr io.Writer) error {
 		return cmdVerify([]string{"-spec", *path}, stdout, stderr)
 	}
 	return nil
+}
+
+// packageFiles builds every file of the generated package: the CPU plan and
+// runtime, and the PTX kernel with its launch description.
+func packageFiles(s *spec.Spec, importPath, name, command string) (map[string][]byte, error) {
+	p, err := gen.Compile(s, gen.CPUTarget, nil)
+	if err != nil {
+		return nil, err
+	}
+	gpu, err := gpuKernel(s)
+	if err != nil {
+		return nil, err
+	}
+	return gen.PackageFiles(s, p, runtimeSources, gpu, importPath, name, command)
+}
+
+// gpuKernel emits the spec's PTX forward kernel (bf16) and describes it.
+func gpuKernel(s *spec.Spec) (*gen.GPUKernel, error) {
+	plan, err := gen.Compile(s, ptx.Sm80, nil)
+	if err != nil {
+		return nil, err
+	}
+	f, err := ptx.GenerateForward(plan, ptx.Config{})
+	if err != nil {
+		return nil, err
+	}
+	k := &gen.GPUKernel{Name: f.Name, Target: "sm_80", Elem: f.Elem.String(), PTX: f.PTX,
+		TileQ: ptx.TileQ, Threads: ptx.Threads, DynShared: f.DynShared, Stride: max(f.Stride, 1)}
+	for _, prm := range f.Params {
+		k.Params = append(k.Params, gen.GPUParam{Name: prm.Name, Type: prm.T.String(), Doc: prm.Doc})
+	}
+	return k, nil
 }
 
 func quoteArgs(args []string) []string {

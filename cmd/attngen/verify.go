@@ -32,6 +32,8 @@ func cmdVerify(args []string, stdout, stderr io.Writer) error {
 	path := fs.String("spec", "", "spec file (YAML)")
 	seed := fs.Uint64("seed", uint64(time.Now().UnixNano()), "random seed (default: fresh inputs each run)")
 	depN := fs.Int("dep-seq", 70, "length for the dependency-by-perturbation and 3-layer stack checks")
+	gpu := fs.Bool("gpu", false, "also run the PTX kernel on the GPU (CUDA driver) against the reference and the interpreter")
+	noPTX := fs.Bool("no-ptx", false, "skip the PTX kernel under the interpreter")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -93,6 +95,13 @@ func cmdVerify(args []string, stdout, stderr io.Writer) error {
 		} else {
 			fmt.Fprintf(stdout, "%-7s ok   a 3-layer stack depends exactly on R_3(t) of the reachability model (S = %d)\n", v, *depN)
 		}
+	}
+	if !*noPTX || *gpu {
+		n, err := verifyPTX(s, r, *gpu, stdout)
+		if err != nil {
+			return err
+		}
+		failed += n
 	}
 	if failed > 0 {
 		fmt.Fprintf(stdout, "%d checks FAILED\n", failed)

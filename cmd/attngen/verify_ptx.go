@@ -1,0 +1,132 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+
+	"github.com/attngen/attngen/cuda"
+	"github.com/attngen/attngen/emit/ptx"
+	"github.com/attngen/attngen/gen"
+	"github.com/attngen/attngen/spec"
+	"github.com/attngen/attngen/verify"
+	"github.com/attngen/attngen/verify/gpurun"
+)
+
+// interpShapes are the small awkward shapes the PTX interpreter runs.
+func interpShapes(d int) []verify.Shape {
+	return []verify.Shape{
+		{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: 1, SeqK: 1, HeadDim: d},
+		{Batch: 1, HeadsQ: 2, HeadsKV: 1, SeqQ: 37, SeqK: 70, HeadDim: d},
+		{Batch: 2, HeadsQ: 1, HeadsKV: 1, SeqQ: 65, SeqK: 65, HeadDim: d},
+	}
+}
+
+// verifyPTX checks the spec's bf16 PTX kernel under the interpreter and,
+// with gpu, on the GPU (the interpreter shapes plus larger ones up to
+// S = 8192) and against the interpreter on identical inputs. It returns the
+// number of failed checks.
+func verifyPTX(s *spec.Spec, r *rand.Rand, gpu bool, stdout io.Writer) (int, error) {
+	plan, err := gen.Compile(s, ptx.Sm80, nil)
+	if err != nil {
+		return 0, err
+	}
+	fi, err := ptx.GenerateForward(plan, ptx.Config{})
+	if err != nil {
+		return 0, err
+	}
+	ik, err := gpurun.Interp(fi)
+	if err != nil {
+		return 0, err
+	}
+	failed := 0
+	report := func(what string, err error, ok string) {
+		if err != nil {
+			failed++
+			fmt.Fprintf(stdout, "%-7s FAIL %v\n", what, err)
+		} else {
+			fmt.Fprintf(stdout, "%-7s ok   %s\n", what, ok)
+		}
+	}
+	for _, sh := range interpShapes(s.HeadDim) {
+		rep, err := verify.CheckNumericWith(s.Pattern(), ik.Run(), sh, r, verify.BF16Kernel)
+		report("ptx-sim", err, rep.String()+" (bf16; yardstick: straightforward bf16)")
+	}
+	dep := verify.Shape{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: 20, SeqK: 40, HeadDim: s.HeadDim}
+	report("ptx-sim", verify.CheckDependencies(s.Pattern(), ik.Run(), dep, r), "output i changes exactly when a kept key/value j changes (S = 40, all j)")
+	if !gpu {
+		return failed, nil
+	}
+	drv, err := cuda.Open()
+	if err != nil {
+		return failed, fmt.Errorf("-gpu: %w", err)
+	}
+	dev, err := drv.Device(0)
+	if err != nil {
+		return failed, err
+	}
+	ctx, err := dev.PrimaryContext()
+	if err != nil {
+		return failed, err
+	}
+	defer ctx.Release()
+	fg, err := ptx.GenerateForward(plan, ptx.Config{})
+	if err != nil {
+		return failed, err
+	}
+	gk, err := gpurun.GPU(ctx, fg)
+	if err != nil {
+		return failed, err
+	}
+	fmt.Fprintf(stdout, "gpu: %s\n", dev)
+	shapes := append(interpShapes(s.HeadDim), verify.Shapes(s.HeadDim)...)
+	shapes = append(shapes, verify.Shape{Batch: 1, HeadsQ: 2, HeadsKV: 1, SeqQ: 8192, SeqK: 8192, HeadDim: s.HeadDim})
+	for _, sh := range shapes {
+		rep, err := verify.CheckNumericWith(s.Pattern(), gk.Run(), sh, r, verify.BF16Kernel)
+		report("gpu", err, rep.String())
+	}
+	report("gpu", verify.CheckDependencies(s.Pattern(), gk.Run(), dep, r), "output i changes exactly when a kept key/value j changes (S = 40, all j)")
+	// GPU against the interpreter on identical inputs.
+	for _, sh := range interpShapes(s.HeadDim) {
+		report("gpu=sim", agree(s, gk, ik, sh, r), fmt.Sprintf("GPU and interpreter agree within bf16 output rounding on %dx%d", sh.SeqQ, sh.SeqK))
+	}
+	return failed, nil
+}
+
+// agree runs two kernels on the same bf16 inputs; outputs may differ by the
+// rounding of one bf16 step (2^-8 relative) plus what ex2.approx allows.
+func agree(s *spec.Spec, a, b *gpurun.Kernel, sh verify.Shape, r *rand.Rand) error {
+	nq, nkv, nl := sh.Sizes()
+	mk := func(n int) []float32 {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32(r.NormFloat64())
+		}
+		verify.RoundBF16(x)
+		return x
+	}
+	q, k, v := mk(nq), mk(nkv), mk(nkv)
+	var ids []int32
+	if s.Mask.HasDocument() {
+		ids = verify.RandomDocs(r, sh.SeqK)
+	}
+	oa, la, ob, lb := make([]float32, nq), make([]float32, nl), make([]float32, nq), make([]float32, nl)
+	if err := a.Run()(oa, la, q, k, v, ids, sh); err != nil {
+		return err
+	}
+	if err := b.Run()(ob, lb, q, k, v, ids, sh); err != nil {
+		return err
+	}
+	for i := range oa {
+		if d := math.Abs(float64(oa[i] - ob[i])); d > 1e-2*(1+math.Abs(float64(ob[i]))) {
+			return fmt.Errorf("out[%d]: %v vs %v", i, oa[i], ob[i])
+		}
+	}
+	for i := range la {
+		if math.IsInf(float64(la[i]), -1) != math.IsInf(float64(lb[i]), -1) || (!math.IsInf(float64(la[i]), -1) && math.Abs(float64(la[i]-lb[i])) > 1e-4) {
+			return fmt.Errorf("lse[%d]: %v vs %v", i, la[i], lb[i])
+		}
+	}
+	return nil
+}

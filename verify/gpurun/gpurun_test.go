@@ -1,0 +1,72 @@
+package gpurun
+
+import (
+	"math/rand/v2"
+	"path/filepath"
+	"testing"
+
+	"github.com/attngen/attngen/emit/ptx"
+	"github.com/attngen/attngen/gen"
+	"github.com/attngen/attngen/spec"
+	"github.com/attngen/attngen/verify"
+)
+
+// TestInterpExamples runs every example spec's PTX kernel under the
+// interpreter on small awkward shapes against the float64 reference (judged
+// against a straightforward bf16 implementation) and checks dependencies
+// by perturbation.
+func TestInterpExamples(t *testing.T) {
+	files, _ := filepath.Glob("../../spec/examples/*.yaml")
+	r := rand.New(rand.NewPCG(71, 72))
+	for _, f := range files {
+		s, err := spec.ParseFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		plan, err := gen.Compile(s, ptx.Sm80, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fw, err := ptx.GenerateForward(plan, ptx.Config{})
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		k, err := Interp(fw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		D := s.HeadDim
+		shapes := []verify.Shape{
+			{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: 1, SeqK: 1, HeadDim: D},
+			{Batch: 1, HeadsQ: 2, HeadsKV: 1, SeqQ: 37, SeqK: 70, HeadDim: D},
+			{Batch: 2, HeadsQ: 1, HeadsKV: 1, SeqQ: 65, SeqK: 65, HeadDim: D},
+		}
+		if testing.Short() {
+			shapes = shapes[:2]
+		}
+		for _, sh := range shapes {
+			rep, err := verify.CheckNumericWith(s.Pattern(), k.Run(), sh, r, verify.BF16Kernel)
+			if err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			t.Logf("%s: %v", filepath.Base(f), rep)
+		}
+		dep := verify.Shape{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: 20, SeqK: 40, HeadDim: D}
+		if !testing.Short() {
+			if err := verify.CheckDependencies(s.Pattern(), k.Run(), dep, r); err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+		}
+	}
+}
+
+func TestF16RoundTrip(t *testing.T) {
+	for _, x := range []float32{0, 1, -2.5, 65504, 6.1035156e-05, 5.9604645e-08, 0.33325195} {
+		if got := fromF16(f16(x)); got != x {
+			t.Errorf("f16 round trip of %v gave %v", x, got)
+		}
+	}
+	if fromF16(f16(1e6)) != fromF16(0x7c00) {
+		t.Error("overflow is not +Inf")
+	}
+}
