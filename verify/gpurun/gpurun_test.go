@@ -70,3 +70,34 @@ func TestF16RoundTrip(t *testing.T) {
 		t.Error("overflow is not +Inf")
 	}
 }
+
+// TestInterpMaskedRows: rows that keep no key give exactly 0 and -Inf, for
+// random nested masks too, with grouped heads and fewer queries than keys.
+func TestInterpMaskedRows(t *testing.T) {
+	r := rand.New(rand.NewPCG(73, 74))
+	pats := []spec.Pattern{
+		{Mask: spec.Bridge(16, 3, 5, 0), Causal: true},
+		{Mask: spec.Intersect(spec.Block(40), spec.Bridge(40, 4, 4, 0)), Causal: true},
+		{Mask: spec.Union(spec.Global(2), spec.Dilated(3, 4)), Causal: false},
+	}
+	for _, p := range pats {
+		plan, err := gen.Compile(&spec.Spec{Name: "t", Mask: p.Mask, Causal: p.Causal, HeadDim: 64}, ptx.Sm80, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fw, err := ptx.GenerateForward(plan, ptx.Config{})
+		if err != nil {
+			t.Fatalf("%v: %v", p, err)
+		}
+		k, err := Interp(fw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sh := verify.Shape{Batch: 1, HeadsQ: 4, HeadsKV: 2, SeqQ: 45, SeqK: 77, HeadDim: 64}
+		rep, err := verify.CheckNumericWith(p, k.Run(), sh, r, verify.BF16Kernel)
+		if err != nil {
+			t.Fatalf("%v: %v", p, err)
+		}
+		t.Logf("%v: %v", p, rep)
+	}
+}
