@@ -23,6 +23,7 @@ func cmdGenerate(args []string, stdout, stderr io.Writer) error {
 	out := fs.String("out", "", "folder of the generated package (default: the spec's name, here)")
 	pkg := fs.String("pkg", "", "package name (default: the spec's name)")
 	check := fs.Bool("verify", false, "after generating, run attngen verify on the spec's kernels")
+	dtype := fs.String("dtype", "bf16", "element type of the GPU kernel: bf16 or f16")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -54,7 +55,11 @@ func cmdGenerate(args []string, stdout, stderr io.Writer) error {
 			kept = append(kept, a)
 		}
 	}
-	files, err := packageFiles(s, importPath, name, "attngen "+strings.Join(quoteArgs(kept), " "))
+	elem := map[string]ptx.Type{"bf16": ptx.BF16, "f16": ptx.F16, "fp16": ptx.F16}[*dtype]
+	if elem == ptx.NoType {
+		return fmt.Errorf("-dtype %q: want bf16 or f16", *dtype)
+	}
+	files, err := packageFiles(s, importPath, name, elem, "attngen "+strings.Join(quoteArgs(kept), " "))
 	if err != nil {
 		return err
 	}
@@ -70,25 +75,25 @@ func cmdGenerate(args []string, stdout, stderr io.Writer) error {
 
 // packageFiles builds every file of the generated package: the CPU plan and
 // runtime, and the PTX kernel with its launch description.
-func packageFiles(s *spec.Spec, importPath, name, command string) (map[string][]byte, error) {
+func packageFiles(s *spec.Spec, importPath, name string, elem ptx.Type, command string) (map[string][]byte, error) {
 	p, err := gen.Compile(s, gen.CPUTarget, nil)
 	if err != nil {
 		return nil, err
 	}
-	gpu, err := gpuKernel(s)
+	gpu, err := gpuKernel(s, elem)
 	if err != nil {
 		return nil, err
 	}
 	return gen.PackageFiles(s, p, runtimeSources, gpu, importPath, name, command)
 }
 
-// gpuKernel emits the spec's PTX forward kernel (bf16) and describes it.
-func gpuKernel(s *spec.Spec) (*gen.GPUKernel, error) {
+// gpuKernel emits the spec's PTX forward kernel and describes it.
+func gpuKernel(s *spec.Spec, elem ptx.Type) (*gen.GPUKernel, error) {
 	plan, err := gen.Compile(s, ptx.Sm80, nil)
 	if err != nil {
 		return nil, err
 	}
-	f, err := ptx.GenerateForward(plan, ptx.Config{})
+	f, err := ptx.GenerateForward(plan, ptx.Config{Elem: elem})
 	if err != nil {
 		return nil, err
 	}

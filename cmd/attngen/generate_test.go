@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/attngen/attngen/emit/ptx"
 	"github.com/attngen/attngen/spec"
 )
 
@@ -27,11 +28,11 @@ func TestGenerateDeterministic(t *testing.T) {
 		out := s.Name                                   // generated/doc.go writes each example to its spec name
 		cmd := "attngen -spec " + s.File + " -out " + out
 		ip := "github.com/attngen/attngen/generated/" + out
-		a, err := packageFiles(s, ip, s.Name, cmd)
+		a, err := packageFiles(s, ip, s.Name, ptx.BF16, cmd)
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := packageFiles(s, ip, s.Name, cmd)
+		b, err := packageFiles(s, ip, s.Name, ptx.BF16, cmd)
 		if err != nil {
 			t.Fatal(err)
 		}
