@@ -316,33 +316,68 @@ func (w *worker) run(c *call) {
 }
 
 // prepare lays out the key and value tiles of one (batch, kv head): for each
-// segment and key tile, kt[d][c] and vt[c][d], zero past the segment's keys.
+// segment and key tile, kt[d][c] (the keys transposed) and vt[c][d], zero
+// past the segment's keys. Value tiles that are already contiguous rows of v
+// (identity layout, whole tile) are not copied: valueTile reads them in
+// place.
 func (c *call) prepare(p int) {
 	s, D := c.s, c.s.HeadDim
 	src := p * s.SeqK * D
 	dst := p * c.tilesPerKV * TK * D
+	var rows [4][]float32
+	zero := make([]float32, 0) // stands for a key past the end
 	for _, g := range c.segs {
 		for t := 0; t < g.tiles; t++ {
 			kt := c.kt[dst+(g.base+t)*TK*D:][:TK*D]
+			inPlace := g.stride == 1 && (t+1)*TK <= g.nk
 			vt := c.vt[dst+(g.base+t)*TK*D:][:TK*D]
-			for col := 0; col < TK; col++ {
-				x := t*TK + col
-				if x >= g.nk {
-					for d := 0; d < D; d++ {
-						kt[d*TK+col] = 0
+			// Four keys at a time, so that each d writes four adjacent floats.
+			for col := 0; col < TK; col += 4 {
+				for u := range rows {
+					x := t*TK + col + u
+					if x >= g.nk {
+						rows[u] = zero
+						if !inPlace {
+							clear(vt[(col+u)*D : (col+u)*D+D])
+						}
+						continue
 					}
-					clear(vt[col*D : col*D+D])
+					row := src + (g.off+g.stride*x)*D
+					rows[u] = c.k[row : row+D]
+					if !inPlace {
+						copy(vt[(col+u)*D:(col+u)*D+D], c.v[row:row+D])
+					}
+				}
+				r0, r1, r2, r3 := rows[0], rows[1], rows[2], rows[3]
+				if len(r0) == D && len(r1) == D && len(r2) == D && len(r3) == D {
+					for d := 0; d < D; d++ {
+						o := kt[d*TK+col : d*TK+col+4]
+						o[0], o[1], o[2], o[3] = r0[d], r1[d], r2[d], r3[d]
+					}
 					continue
 				}
-				row := src + (g.off+g.stride*x)*D
-				kr := c.k[row : row+D]
-				for d, val := range kr {
-					kt[d*TK+col] = val
+				for d := 0; d < D; d++ {
+					for u, r := range rows {
+						if len(r) == D {
+							kt[d*TK+col+u] = r[d]
+						} else {
+							kt[d*TK+col+u] = 0
+						}
+					}
 				}
-				copy(vt[col*D:col*D+D], c.v[row:row+D])
 			}
 		}
 	}
+}
+
+// valueTile returns value tile t of segment g for (batch, kv head) p: the
+// rows of v themselves when prepare left them in place.
+func (c *call) valueTile(p int, g segment, t int) []float32 {
+	D := c.s.HeadDim
+	if g.stride == 1 && (t+1)*TK <= g.nk {
+		return c.v[(p*c.s.SeqK+t*TK)*D:][:TK*D]
+	}
+	return c.vt[(p*c.tilesPerKV+g.base+t)*TK*D:][:TK*D]
 }
 
 func (w *worker) queryTile(c *call, it item) {
@@ -357,6 +392,7 @@ func (w *worker) queryTile(c *call, it item) {
 	// off + stride*(r + qoff), which is call row that - (SeqK - SeqQ).
 	qbase := (b*s.HeadsQ + h) * s.SeqQ
 	qt0 := w.q[:TQ*D]
+	scale := c.scale
 	for r := 0; r < TQ; r++ {
 		dst := qt0[r*D : r*D+D]
 		if r >= rows {
@@ -366,7 +402,7 @@ func (w *worker) queryTile(c *call, it item) {
 		abs := g.off + g.stride*(r0+r+qoff)
 		src := c.q[(qbase+abs-(s.SeqK-s.SeqQ))*D:][:D]
 		for d, x := range src {
-			dst[d] = x * c.scale
+			dst[d] = x * scale
 		}
 	}
 	o, m, l := w.o[:TQ*D], w.m[:TQ], w.l[:TQ]
@@ -395,7 +431,7 @@ func (w *worker) queryTile(c *call, it item) {
 			}
 		}
 		off := kvBase + ref.K*TK*D
-		c.tile(qt0, c.kt[off:off+TK*D], c.vt[off:off+TK*D], w.s[:TQ*TK], o, m, l, mask, D)
+		c.tile(qt0, c.kt[off:off+TK*D], c.valueTile(b*s.HeadsKV+hk, g, ref.K), w.s[:TQ*TK], o, m, l, mask, D)
 	}
 	// Finish rows: out = o / l, lse = (m + log2 l) ln 2.
 	for r := 0; r < rows; r++ {
