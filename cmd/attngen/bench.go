@@ -98,8 +98,12 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	var results []benchResult
 	for _, th := range threads {
 		runtime.GOMAXPROCS(th)
-		peak := kernel.PeakGFLOPS(th, 200*time.Millisecond)
+		// The FMA peak is measured right before and after each variant and
+		// averaged: on shared machines it drifts within a run.
+		peakBefore := 0.0
+		measurePeak := func() { peakBefore = kernel.PeakGFLOPS(th, 150*time.Millisecond) }
 		add := func(variant string, h, reps int, ms float64, allocs float64) {
+			peak := (peakBefore + kernel.PeakGFLOPS(th, 150*time.Millisecond)) / 2
 			g := flops(h) / (ms / 1e3) / 1e9
 			results = append(results, benchResult{Variant: variant, Mask: s.Name, Seq: *seq, Batch: *batch, Heads: *heads, HeadDim: D,
 				Threads: th, Ms: ms, GFlops: g, PeakGFlops: peak, PctPeak: 100 * g / peak, KeptPairs: kept, Reps: reps, MeasHeads: h, AllocsOp: allocs})
@@ -108,6 +112,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 			if !kernel.Supported(variant) {
 				continue
 			}
+			measurePeak()
 			call := func() {
 				if err := kernel.Forward(mask, variant, out, lse, q, k, v, nil, shape); err != nil {
 					panic("BUG: " + err.Error())
@@ -135,6 +140,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		// th goroutines over the heads/rows.
 		nh := min(max(*naiveHeads, th), *heads)
 		ns := verify.Shape{Batch: 1, HeadsQ: nh, HeadsKV: nh, SeqQ: *seq, SeqK: *seq, HeadDim: D}
+		measurePeak()
 		t0 := time.Now()
 		if err := naiveParallel(s.Pattern(), q, k, v, ns, out, th); err != nil {
 			return err
@@ -155,7 +161,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		}
 		fmt.Fprintf(stdout, "%-8s %7d %10.2f %10.1f %12.1f %7.1f%% %9s\n", r.Variant, r.Threads, r.Ms, r.GFlops, r.PeakGFlops, r.PctPeak, allocs)
 	}
-	fmt.Fprintf(stdout, "(peak: 12-chain FMA loop on every thread, measured in this run; naive runs on max(-naive-heads, threads) heads)\n")
+	fmt.Fprintf(stdout, "(peak: 12-chain FMA loop on every thread, measured right before and after each line and averaged; naive runs on max(-naive-heads, threads) heads)\n")
 	return nil
 }
 
