@@ -13,7 +13,7 @@
 //     signature per op); Legalize, which checks every instruction against
 //     the table, labels and register classes and returns an error (never
 //     panics) on anything it cannot render; Module.Text, the one place that
-//     writes the header (.version 8.0, .target sm_80, .address_size 64),
+//     writes the header (.version 7.8, .target sm_80, .address_size 64),
 //     the .entry with its .param list, the .reg declarations derived from
 //     the registers the body uses, and the dynamic shared memory.
 //   - build.go: emission helpers with constant folding; floored division

@@ -58,7 +58,7 @@ func TestForwardHeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		".version 8.0\n.target sm_80\n.address_size 64\n",
+		".version 7.8\n.target sm_80\n.address_size 64\n",
 		".extern .shared .align 16 .b8 smem[];\n",
 		".visible .entry attn_fwd_bridge(\n\t.param .u64 q,\n\t.param .u64 k,\n\t.param .u64 v,\n\t.param .u64 o,\n\t.param .u64 lse,\n\t.param .u32 seq_q,\n\t.param .u32 seq_k,\n\t.param .u32 heads_q,\n\t.param .u32 heads_kv,\n\t.param .f32 scale_log2\n)\n.reqntid 128, 1, 1\n{\n",
 		"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {",

@@ -379,9 +379,12 @@ type Module struct {
 	Funcs    []*Func
 }
 
-// Version, Target and AddressSize are the module header.
+// Version, Target and AddressSize are the module header. PTX ISA 7.8 is
+// the oldest that has everything the kernel uses; it is accepted by CUDA
+// 11.8 and later (ptxas 11.8 assembles every example kernel for sm_80 and
+// sm_90 without spills), so the same text loads on older drivers too.
 const (
-	Version     = "8.0"
+	Version     = "7.8"
 	Target      = "sm_80"
 	AddressSize = 64
 )
