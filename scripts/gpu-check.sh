@@ -11,8 +11,10 @@
 # shared memory), attngen verify -gpu on every example (GPU vs float64
 # reference and vs the PTX interpreter), the GPU benchmark of the six masks
 # of PERFORMANCE.md (B=4 H=16 S=8192 D=128 bf16) and flex_anchor.py on the
-# same shapes, and writes OUT/gpu-results.md plus the raw outputs. Copy
-# OUT/gpu-results.md to docs/gpu-results.md and commit it.
+# same shapes, records the lg2.approx goldens with record.cu, and writes
+# OUT/gpu-results.md plus the raw outputs (7 files). Copy
+# OUT/gpu-results.md to docs/gpu-results.md and OUT/lg2.json.gz to
+# verify/ptx/testdata/h200/, and commit them.
 set -uo pipefail
 
 mode=${1:-}
@@ -32,6 +34,7 @@ build)
   done
   flex="${FLEX_ANCHOR:-$root/../shared/bench/flex_anchor.py}"
   if [ -f "$flex" ]; then cp "$flex" "$b/"; else echo "warning: flex_anchor.py not found at $flex (set FLEX_ANCHOR)"; fi
+  cp verify/ptx/testdata/record.cu "$b/"
   cp "$0" "$b/gpu-check.sh"
   git rev-parse HEAD > "$b/commit" 2>/dev/null || true
   echo "bundle ready: $b ($(du -sh "$b" | cut -f1))"
@@ -74,12 +77,18 @@ run)
   cat "$out/bench.jsonl" >> "$md"; echo '```' >> "$md"
   echo "## flex_anchor.py (same shapes, same run)" >> "$md"; echo '```' >> "$md"
   if [ -f flex_anchor.py ]; then
-    timeout 600 python3 flex_anchor.py --out "$out/flex.json" > "$out/flex.txt" 2>&1
-    tail -30 "$out/flex.txt" >> "$md"
+    timeout 600 python3 flex_anchor.py --out "$out/flex.json" > /tmp/flex.txt 2>&1
+    tail -30 /tmp/flex.txt >> "$md"
   else
     echo "flex_anchor.py not in the bundle" >> "$md"
   fi
   echo '```' >> "$md"
+  echo "## instruction goldens (record.cu; lg2.approx is new)" >> "$md"
+  if nvcc -O2 -arch=sm_90 -o /tmp/record record.cu >> "$md" 2>&1 && mkdir -p /tmp/goldens && /tmp/record /tmp/goldens >> "$md" 2>&1; then
+    gzip -9c /tmp/goldens/lg2.json > "$out/lg2.json.gz" && echo "lg2.json.gz recorded" >> "$md"
+  else
+    echo "recording failed" >> "$md"
+  fi
   echo "wrote $md"
   ;;
 *)
