@@ -13,6 +13,13 @@ import (
 // weighted sum, all in float32. out and lse (lse may be nil) are written
 // like Reference.
 func NaiveFP32(p spec.Pattern, docs *spec.Docs, q, k, v []float32, s Shape, out, lse []float32) error {
+	same := func(x float32) float32 { return x }
+	return naive(p, docs, q, k, v, s, out, lse, same, same)
+}
+
+// naive is the straightforward attention both yardsticks share; roundP
+// rounds each probability before it multiplies v, roundOut each output.
+func naive(p spec.Pattern, docs *spec.Docs, q, k, v []float32, s Shape, out, lse []float32, roundP, roundOut func(float32) float32) error {
 	if err := checkInputs(s, len(q), len(k), len(v), docs); err != nil {
 		return err
 	}
@@ -60,13 +67,14 @@ func NaiveFP32(p spec.Pattern, docs *spec.Docs, q, k, v []float32, s Shape, out,
 					}
 					w := float32(math.Exp(float64(scores[j] - m)))
 					sum += w
+					w = roundP(w)
 					vj := v[kvBase+j*D : kvBase+j*D+D]
 					for d := range acc {
 						acc[d] += w * vj[d]
 					}
 				}
 				for d := range o {
-					o[d] = acc[d] / sum
+					o[d] = roundOut(acc[d] / sum)
 				}
 				if lse != nil {
 					lse[row] = m + float32(math.Log(float64(sum)))
