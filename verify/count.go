@@ -15,7 +15,3 @@ func KeptPairs(p spec.Pattern, sq, sk int) int64 {
 	}
 	return kept
 }
-
-// unionCount is the number of distinct positions in [0, n) the progressions
-// cover.
-func unionCount(gs []spec.Prog, n int) int { return spec.CountKeys(gs, 0, n-1) }
