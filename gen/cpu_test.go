@@ -127,8 +127,12 @@ func TestCPUErrors(t *testing.T) {
 
 // TestCPUNoAllocs: after warm-up a call allocates nothing.
 func TestCPUNoAllocs(t *testing.T) {
-	for _, v := range variants() {
-		p := spec.Pattern{Mask: spec.Union(spec.Block(64), spec.Bridge(64, 8, 8, 0)), Causal: true}
+	masks := []*spec.Mask{
+		spec.Union(spec.Block(64), spec.Bridge(64, 8, 8, 0)),
+		spec.Intersect(spec.Window(100), spec.Union(spec.Block(64), spec.Global(3))),
+	}
+	for k, v := range append(variants(), kernel.PureGo) {
+		p := spec.Pattern{Mask: masks[k%len(masks)], Causal: true}
 		plan, _ := Compile(&spec.Spec{Name: "t", Mask: p.Mask, Causal: true, HeadDim: 64}, CPUTarget, nil)
 		m := plan.KernelMask()
 		s := kernel.Shape{Batch: 1, HeadsQ: 2, HeadsKV: 1, SeqQ: 300, SeqK: 300, HeadDim: 64}
@@ -140,7 +144,7 @@ func TestCPUNoAllocs(t *testing.T) {
 			}
 		})
 		if allocs != 0 {
-			t.Errorf("%s: %v allocations per call", v, allocs)
+			t.Errorf("%s %v: %v allocations per call", v, p, allocs)
 		}
 	}
 }

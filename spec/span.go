@@ -101,25 +101,33 @@ func (m *Mask) spans(dst []Span, q0, q1 int, causal bool, hiKey int) []Span {
 		}
 		return dst
 	case OpIntersect:
-		cur := mergeSpans(m.Args[0].spans(nil, q0, q1, causal, hiKey))
+		// Everything happens in dst's spare room, so that a caller's buffer
+		// serves every call: the running intersection at dst[start:mid],
+		// the next operand's spans after it, their intersection after those,
+		// then moved down to start.
+		start := len(dst)
+		dst = m.Args[0].spans(dst, q0, q1, causal, hiKey)
+		dst = dst[:start+len(mergeSpans(dst[start:]))]
 		for _, a := range m.Args[1:] {
-			other := mergeSpans(a.spans(nil, q0, q1, causal, hiKey))
-			var next []Span
-			x, y := 0, 0
-			for x < len(cur) && y < len(other) {
-				lo, hi := max(cur[x].Lo, other[y].Lo), min(cur[x].Hi, other[y].Hi)
-				if lo <= hi {
-					next = append(next, Span{lo, hi})
+			mid := len(dst)
+			dst = a.spans(dst, q0, q1, causal, hiKey)
+			end := mid + len(mergeSpans(dst[mid:]))
+			dst = dst[:end]
+			for x, y := start, mid; x < mid && y < end; {
+				cx, oy := dst[x], dst[y]
+				if lo, hi := max(cx.Lo, oy.Lo), min(cx.Hi, oy.Hi); lo <= hi {
+					dst = append(dst, Span{lo, hi})
 				}
-				if cur[x].Hi < other[y].Hi {
+				if cx.Hi < oy.Hi {
 					x++
 				} else {
 					y++
 				}
 			}
-			cur = next
+			n := copy(dst[start:], dst[end:])
+			dst = dst[:start+n]
 		}
-		return append(dst, cur...)
+		return dst
 	}
 	panic("BUG: unknown op " + m.Op.String())
 }

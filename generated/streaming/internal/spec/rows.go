@@ -74,17 +74,21 @@ func (m *Mask) keys(dst []Prog, i int, r Prog) []Prog {
 		}
 		return dst
 	case OpIntersect:
-		cur := []Prog{r}
+		// In dst's spare room: the running result at dst[start:mid], each
+		// operand's progressions within it appended after, then moved down.
+		start := len(dst)
+		dst = append(dst, r)
 		for _, a := range m.Args {
-			var next []Prog
-			for _, c := range cur {
-				next = a.keys(next, i, c)
+			mid := len(dst)
+			for k := start; k < mid; k++ {
+				dst = a.keys(dst, i, dst[k])
 			}
-			if cur = next; len(cur) == 0 {
+			n := copy(dst[start:], dst[mid:])
+			if dst = dst[:start+n]; n == 0 {
 				break
 			}
 		}
-		return append(dst, cur...)
+		return dst
 	}
 	panic("BUG: unknown op " + m.Op.String())
 }
@@ -131,8 +135,8 @@ func extGCD(a, b int) (g, x, y int) {
 // progression of larger step is counted by inclusion-exclusion against them;
 // several fall back to marking positions.
 func CountKeys(gs []Prog, lo, hi int) int {
-	var ivs []Prog
-	var strided []Prog
+	var ivsBuf, stridedBuf [16]Prog // no allocation for the usual few progressions
+	ivs, strided := ivsBuf[:0], stridedBuf[:0]
 	for _, g := range gs {
 		if g = g.Clip(lo, hi); g.Lo > g.Hi {
 			continue
