@@ -1,18 +1,53 @@
 package gen
 
-import (
-	"github.com/attngen/attngen/kernel"
-	"github.com/attngen/attngen/kernel/specmask"
-)
+import "github.com/attngen/attngen/runtime/mask"
 
-// CPUTarget is the tile shape of the CPU microkernels.
-var CPUTarget = Tiles{TargetName: "cpu", Q: kernel.TQ, K: kernel.TK}
+// Mask is the plan as the CPU runtime's compiled mask, evaluating the
+// plan's programs (Prog.Eval). attngen's own verify and bench commands run
+// kernels through it; generated packages run the same programs rendered as
+// Go (GoMask), and tests hold the two equal. It allocates nothing per call
+// and is safe for concurrent use.
+func (p *Plan) Mask() mask.Mask { return evalMask{p} }
 
-// KernelMask is the plan's mask for the CPU driver. The plan must have been
-// compiled for CPUTarget.
-func (p *Plan) KernelMask() kernel.Mask {
-	if p.TileQ != kernel.TQ || p.TileK != kernel.TK {
-		panic("BUG: KernelMask on a plan not compiled for CPUTarget")
+type evalMask struct{ p *Plan }
+
+// evalScratch values fit on the stack; longer programs allocate.
+const evalScratch = 256
+
+func (m evalMask) Stride() int    { return max(m.p.Layout.Stride, 1) }
+func (m evalMask) UsesDocs() bool { return m.p.Pred.UsesDocs() }
+
+func (m evalMask) Hull(q0, q1, x int, d *mask.Docs) (int, int) {
+	var scratch [evalScratch]int64
+	var res [2]int64
+	args := [3]int64{int64(q0), int64(q1), int64(x)}
+	m.p.Hull.Eval(args[:], d, scratch[:], res[:])
+	return int(res[0]), int(res[1])
+}
+
+func (m evalMask) Class(q0, q1, k0, k1 int, d *mask.Docs) mask.Class {
+	var scratch [evalScratch]int64
+	var res [1]int64
+	args := [4]int64{int64(q0), int64(q1), int64(k0), int64(k1)}
+	m.p.Class.Eval(args[:], d, scratch[:], res[:])
+	return mask.Class(res[0])
+}
+
+func (m evalMask) Word(i, k0, nk int, d *mask.Docs) uint64 {
+	var scratch [evalScratch]int64
+	var res [1]int64
+	if m.p.Word != nil {
+		args := [2]int64{int64(i), int64(k0)}
+		m.p.Word.Eval(args[:], d, scratch[:], res[:])
+		return uint64(res[0]) & mask.TailBits(nk-k0)
 	}
-	return specmask.New(p.Pattern, p.Layout.Stride)
+	var w uint64
+	for c := 0; c < min(64, nk-k0); c++ {
+		args := [2]int64{int64(i), int64(k0 + c)}
+		m.p.Pred.Eval(args[:], d, scratch[:], res[:])
+		if res[0] != 0 {
+			w |= 1 << uint(c)
+		}
+	}
+	return w
 }

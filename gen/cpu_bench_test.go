@@ -4,7 +4,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/attngen/attngen/kernel"
+	"github.com/attngen/attngen/runtime/cpu"
 	"github.com/attngen/attngen/spec"
 	"github.com/attngen/attngen/verify"
 )
@@ -38,26 +38,26 @@ func BenchmarkForward(b *testing.B) {
 	}
 	n := H * S * D
 	q, k, v, out, lse := mk(n), mk(n), mk(n), make([]float32, n), make([]float32, H*S)
-	s := kernel.Shape{Batch: 1, HeadsQ: H, HeadsKV: H, SeqQ: S, SeqK: S, HeadDim: D}
+	s := cpu.Shape{Batch: 1, HeadsQ: H, HeadsKV: H, SeqQ: S, SeqK: S, HeadDim: D}
 	for _, m := range masks {
 		plan, err := Compile(&spec.Spec{Name: m.name, Mask: m.p.Mask, Causal: m.p.Causal, HeadDim: D}, CPUTarget, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
-		km := plan.KernelMask()
+		km := plan.Mask()
 		flops := 4 * float64(H*D) * float64(verify.KeptPairs(m.p, S, S))
-		for _, variant := range []kernel.Variant{kernel.AVX512, kernel.AVX2, kernel.PureGo} {
-			if !kernel.Supported(variant) {
+		for _, variant := range []cpu.Variant{cpu.AVX512, cpu.AVX2, cpu.PureGo} {
+			if !cpu.Supported(variant) {
 				continue
 			}
 			b.Run(m.name+"/"+variant.String(), func(b *testing.B) {
 				// Warm up workers and workspace, so allocs/op shows a steady call.
-				if err := kernel.Forward(km, variant, out, lse, q, k, v, nil, s); err != nil {
+				if err := cpu.Forward(km, variant, out, lse, q, k, v, nil, s); err != nil {
 					b.Fatal(err)
 				}
 				b.ReportAllocs()
 				for b.Loop() {
-					if err := kernel.Forward(km, variant, out, lse, q, k, v, nil, s); err != nil {
+					if err := cpu.Forward(km, variant, out, lse, q, k, v, nil, s); err != nil {
 						b.Fatal(err)
 					}
 				}

@@ -4,28 +4,28 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/attngen/attngen/kernel"
+	"github.com/attngen/attngen/runtime/cpu"
 	"github.com/attngen/attngen/spec"
 	"github.com/attngen/attngen/spec/spectest"
 	"github.com/attngen/attngen/verify"
 )
 
-func cpuRun(t testing.TB, p spec.Pattern, variant kernel.Variant, d int) verify.Run {
+func cpuRun(t testing.TB, p spec.Pattern, variant cpu.Variant, d int) verify.Run {
 	plan, err := Compile(&spec.Spec{Name: "t", Mask: p.Mask, Causal: p.Causal, HeadDim: d}, CPUTarget, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := plan.KernelMask()
+	m := plan.Mask()
 	return func(out, lse, q, k, v []float32, docs []int32, s verify.Shape) error {
-		return kernel.Forward(m, variant, out, lse, q, k, v, docs, kernel.Shape{
+		return cpu.Forward(m, variant, out, lse, q, k, v, docs, cpu.Shape{
 			Batch: s.Batch, HeadsQ: s.HeadsQ, HeadsKV: s.HeadsKV, SeqQ: s.SeqQ, SeqK: s.SeqK, HeadDim: s.HeadDim, Scale: float32(s.Scale)})
 	}
 }
 
-func variants() []kernel.Variant {
-	var out []kernel.Variant
-	for _, v := range []kernel.Variant{kernel.AVX512, kernel.AVX2, kernel.PureGo} {
-		if kernel.Supported(v) {
+func variants() []cpu.Variant {
+	var out []cpu.Variant
+	for _, v := range []cpu.Variant{cpu.AVX512, cpu.AVX2, cpu.PureGo} {
+		if cpu.Supported(v) {
 			out = append(out, v)
 		}
 	}
@@ -85,7 +85,7 @@ func TestCPUDependencies(t *testing.T) {
 // TestCPUErrors: bad shapes and short slices are errors, never crashes.
 func TestCPUErrors(t *testing.T) {
 	p := spec.Pattern{Mask: spec.Full(), Causal: true}
-	run := cpuRun(t, p, kernel.PureGo, 64)
+	run := cpuRun(t, p, cpu.PureGo, 64)
 	good := verify.Shape{Batch: 1, HeadsQ: 2, HeadsKV: 1, SeqQ: 3, SeqK: 5, HeadDim: 64}
 	nq, nkv, nl := good.Sizes()
 	mk := func(n int) []float32 { return make([]float32, n) }
@@ -116,7 +116,7 @@ func TestCPUErrors(t *testing.T) {
 		}
 	}
 	dp := spec.Pattern{Mask: spec.Intersect(spec.Document(), spec.Full()), Causal: true}
-	drun := cpuRun(t, dp, kernel.PureGo, 64)
+	drun := cpuRun(t, dp, cpu.PureGo, 64)
 	if err := drun(mk(nq), mk(nl), mk(nq), mk(nkv), mk(nkv), []int32{0, 0}, good); err == nil {
 		t.Error("short document ids: no error")
 	}
@@ -131,15 +131,15 @@ func TestCPUNoAllocs(t *testing.T) {
 		spec.Union(spec.Block(64), spec.Bridge(64, 8, 8, 0)),
 		spec.Intersect(spec.Window(100), spec.Union(spec.Block(64), spec.Global(3))),
 	}
-	for k, v := range append(variants(), kernel.PureGo) {
+	for k, v := range append(variants(), cpu.PureGo) {
 		p := spec.Pattern{Mask: masks[k%len(masks)], Causal: true}
 		plan, _ := Compile(&spec.Spec{Name: "t", Mask: p.Mask, Causal: true, HeadDim: 64}, CPUTarget, nil)
-		m := plan.KernelMask()
-		s := kernel.Shape{Batch: 1, HeadsQ: 2, HeadsKV: 1, SeqQ: 300, SeqK: 300, HeadDim: 64}
+		m := plan.Mask()
+		s := cpu.Shape{Batch: 1, HeadsQ: 2, HeadsKV: 1, SeqQ: 300, SeqK: 300, HeadDim: 64}
 		q, k, vv := make([]float32, 2*300*64), make([]float32, 300*64), make([]float32, 300*64)
 		out, lse := make([]float32, 2*300*64), make([]float32, 600)
 		allocs := testing.AllocsPerRun(5, func() {
-			if err := kernel.Forward(m, v, out, lse, q, k, vv, nil, s); err != nil {
+			if err := cpu.Forward(m, v, out, lse, q, k, vv, nil, s); err != nil {
 				t.Fatal(err)
 			}
 		})

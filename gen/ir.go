@@ -6,32 +6,49 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/attngen/attngen/spec"
+	"github.com/attngen/attngen/runtime/mask"
 )
 
-// IROp is an operation of the partial-tile predicate. Values are 64-bit
-// integers; comparisons and logic produce 0 or 1.
+// IROp is an operation of the plan's integer IR. Values are 64-bit
+// integers; comparisons and logic produce 0 or 1; word ops produce 64-bit
+// keep words (bit c: lane c).
 type IROp uint8
 
 const (
-	IRRow      IROp = iota // the query position i (in the plan's layout)
-	IRCol                  // the key position j
+	IRArg      IROp = iota // argument number Imm of the program
 	IRConst                // Imm
 	IRAdd                  // A + B
 	IRSub                  // A - B
+	IRMulC                 // A * Imm
 	IRDivC                 // floor(A / Imm), Imm >= 1
 	IRModC                 // A mod Imm in [0, Imm), Imm >= 1
+	IRDiv                  // floor(A / B), B >= 1 at run time
+	IRMin                  // min(A, B)
+	IRMax                  // max(A, B)
 	IRLt                   // A < B
 	IRLe                   // A <= B
 	IREq                   // A == B
 	IRAnd                  // A && B
 	IROr                   // A || B
+	IRNot                  // !A
+	IRSelect               // A != 0 ? B : C
 	IRDocID                // document id of position A (run-time ids)
 	IRDocStart             // first position of A's document
+	IRDocEnd               // last position of A's document
+	IRWRange               // keep word with lanes A..B set (clipped to [0, 63]); A = -1: from lane 0 (Imm&1), B = -1: to lane 63 (Imm&2)
+	IRWStep                // keep word with lanes A, A +- Imm, A +- 2*Imm, ... set (every lane congruent to A mod Imm)
+	IRWAnd                 // A & B (words)
+	IRWOr                  // A | B (words)
+	IRWIf                  // A != 0 ? B : 0 (a word kept or dropped by a scalar condition)
 	numIROps
 )
 
-var irNames = [...]string{"row", "col", "const", "add", "sub", "divc", "modc", "lt", "le", "eq", "and", "or", "docid", "docstart"}
+// NumIROps is the number of IR ops; every renderer is tested on each op
+// below it.
+const NumIROps = numIROps
+
+var irNames = [numIROps]string{"arg", "const", "add", "sub", "mulc", "divc", "modc", "div", "min", "max", "lt", "le", "eq", "and", "or", "not", "select",
+	"docid", "docstart", "docend", "wrange", "wstep", "wand", "wor", "wif"}
 
 func (o IROp) String() string {
 	if o < numIROps {
@@ -43,43 +60,106 @@ func (o IROp) String() string {
 // Arity is the number of value operands the op reads.
 func (o IROp) Arity() int {
 	switch o {
-	case IRRow, IRCol, IRConst:
+	case IRArg, IRConst:
 		return 0
-	case IRDivC, IRModC, IRDocID, IRDocStart:
+	case IRMulC, IRDivC, IRModC, IRNot, IRDocID, IRDocStart, IRDocEnd, IRWStep:
 		return 1
+	case IRSelect:
+		return 3
 	}
 	return 2
 }
 
 // HasImm reports whether the op carries an immediate.
-func (o IROp) HasImm() bool { return o == IRConst || o == IRDivC || o == IRModC }
+func (o IROp) HasImm() bool {
+	switch o {
+	case IRArg, IRConst, IRMulC, IRDivC, IRModC, IRWStep, IRWRange:
+		return true
+	}
+	return false
+}
 
-// Inst is one SSA instruction; it defines value number = its index. A and B
-// name earlier values.
+// Word reports whether the op makes a keep word. Word ops exist only in
+// the CPU keep-word program (Plan.Word); GPU kernels evaluate the predicate
+// per element and never see them.
+func (o IROp) Word() bool { return o >= IRWRange && o < numIROps }
+
+// Docs reports whether the op reads document ids.
+func (o IROp) Docs() bool { return o == IRDocID || o == IRDocStart || o == IRDocEnd }
+
+// Inst is one SSA instruction; it defines value number = its index. A, B
+// and C name earlier values.
 type Inst struct {
-	Op   IROp
-	A, B int
-	Imm  int64
+	Op      IROp
+	A, B, C int
+	Imm     int64
 }
 
-// Pred is the partial-tile predicate: a straight-line SSA program whose last
-// instruction is the result (1 = the pair is kept).
-type Pred struct {
-	Insts []Inst
+// operands returns the value operands of in (-1 entries of wrange are
+// absent bounds).
+func (in Inst) operands() []int {
+	switch in.Op.Arity() {
+	case 1:
+		return []int{in.A}
+	case 2:
+		if in.Op == IRWRange {
+			var o []int
+			if in.A >= 0 {
+				o = append(o, in.A)
+			}
+			if in.B >= 0 {
+				o = append(o, in.B)
+			}
+			return o
+		}
+		return []int{in.A, in.B}
+	case 3:
+		return []int{in.A, in.B, in.C}
+	}
+	return nil
 }
 
-// String prints one instruction per line: "v3 = sub v0 v1", "v4 = modc v3 8".
-func (p *Pred) String() string {
+// Prog is a straight-line SSA program of the plan: the partial-tile
+// predicate, the key hull, the tile class, the CPU keep word, the residue
+// segment arithmetic. Args names its arguments, Results the values it
+// returns.
+type Prog struct {
+	Name    string
+	Args    []string
+	Insts   []Inst
+	Results []int
+}
+
+// Inf stands for an unbounded key position. Programs compare against it
+// but never do arithmetic on it; renderers with narrower integers (PTX s32)
+// may clamp it to any value above every position they handle.
+const Inf = mask.Inf
+
+// String prints the program: a header naming it, its arguments and
+// results, then one instruction per line ("v3 = sub v0 v1", "v4 = modc v3 8").
+func (p *Prog) String() string {
 	var b strings.Builder
+	fmt.Fprintf(&b, "%s(%s) ->", p.Name, strings.Join(p.Args, ", "))
+	for _, r := range p.Results {
+		fmt.Fprintf(&b, " v%d", r)
+	}
+	b.WriteByte('\n')
 	for k, in := range p.Insts {
 		fmt.Fprintf(&b, "v%d = %s", k, in.Op)
-		if in.Op.Arity() >= 1 {
-			fmt.Fprintf(&b, " v%d", in.A)
+		if in.Op == IRWRange {
+			for _, x := range []int{in.A, in.B} {
+				if x < 0 {
+					b.WriteString(" _")
+				} else {
+					fmt.Fprintf(&b, " v%d", x)
+				}
+			}
+		} else {
+			for _, x := range in.operands() {
+				fmt.Fprintf(&b, " v%d", x)
+			}
 		}
-		if in.Op.Arity() == 2 {
-			fmt.Fprintf(&b, " v%d", in.B)
-		}
-		if in.Op.HasImm() {
+		if in.Op.HasImm() && in.Op != IRWRange {
 			fmt.Fprintf(&b, " %d", in.Imm)
 		}
 		b.WriteByte('\n')
@@ -87,48 +167,77 @@ func (p *Pred) String() string {
 	return b.String()
 }
 
-// ParsePred reads the text String prints and checks it.
-func ParsePred(text string) (*Pred, error) {
-	p := &Pred{}
+// ParseProg reads the text String prints and checks it.
+func ParseProg(text string) (*Prog, error) {
+	p := &Prog{}
 	sc := bufio.NewScanner(strings.NewReader(text))
-	for line := 1; sc.Scan(); line++ {
+	line := 0
+	for sc.Scan() {
+		line++
+		if strings.TrimSpace(sc.Text()) != "" {
+			break
+		}
+	}
+	head := strings.TrimSpace(sc.Text())
+	name, rest, ok := strings.Cut(head, "(")
+	args, res, ok2 := strings.Cut(rest, ") ->")
+	if !ok || !ok2 || name == "" {
+		return nil, fmt.Errorf("program line %d: want \"NAME(ARGS) -> RESULTS\", got %q", line, head)
+	}
+	p.Name = name
+	for _, a := range strings.Split(args, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			p.Args = append(p.Args, a)
+		}
+	}
+	for _, r := range strings.Fields(res) {
+		v, err := strconv.Atoi(strings.TrimPrefix(r, "v"))
+		if err != nil || !strings.HasPrefix(r, "v") {
+			return nil, fmt.Errorf("program line %d: bad result %q", line, r)
+		}
+		p.Results = append(p.Results, v)
+	}
+	for sc.Scan() {
+		line++
 		f := strings.Fields(sc.Text())
 		if len(f) == 0 {
 			continue
 		}
 		if len(f) < 3 || f[1] != "=" || f[0] != fmt.Sprintf("v%d", len(p.Insts)) {
-			return nil, fmt.Errorf("predicate line %d: want \"v%d = op ...\", got %q", line, len(p.Insts), sc.Text())
+			return nil, fmt.Errorf("program line %d: want \"v%d = op ...\", got %q", line, len(p.Insts), sc.Text())
 		}
 		op := IROp(0)
 		for ; op < numIROps && op.String() != f[2]; op++ {
 		}
 		if op == numIROps {
-			return nil, fmt.Errorf("predicate line %d: unknown op %q", line, f[2])
+			return nil, fmt.Errorf("program line %d: unknown op %q", line, f[2])
 		}
-		args := f[3:]
+		ops := f[3:]
+		in := Inst{Op: op}
 		want := op.Arity()
-		if op.HasImm() {
+		if op.HasImm() && op != IRWRange {
 			want++
 		}
-		if len(args) != want {
-			return nil, fmt.Errorf("predicate line %d: %s takes %d operands, got %d", line, op, want, len(args))
+		if len(ops) != want {
+			return nil, fmt.Errorf("program line %d: %s takes %d operands, got %d", line, op, want, len(ops))
 		}
-		in := Inst{Op: op}
+		vals := []*int{&in.A, &in.B, &in.C}
 		for k := 0; k < op.Arity(); k++ {
-			v, err := strconv.Atoi(strings.TrimPrefix(args[k], "v"))
-			if err != nil || !strings.HasPrefix(args[k], "v") {
-				return nil, fmt.Errorf("predicate line %d: bad operand %q", line, args[k])
+			if op == IRWRange && ops[k] == "_" {
+				*vals[k] = -1
+				in.Imm |= 1 << k
+				continue
 			}
-			if k == 0 {
-				in.A = v
-			} else {
-				in.B = v
+			v, err := strconv.Atoi(strings.TrimPrefix(ops[k], "v"))
+			if err != nil || !strings.HasPrefix(ops[k], "v") {
+				return nil, fmt.Errorf("program line %d: bad operand %q", line, ops[k])
 			}
+			*vals[k] = v
 		}
-		if op.HasImm() {
-			v, err := strconv.ParseInt(args[len(args)-1], 10, 64)
+		if op.HasImm() && op != IRWRange {
+			v, err := strconv.ParseInt(ops[len(ops)-1], 10, 64)
 			if err != nil {
-				return nil, fmt.Errorf("predicate line %d: bad immediate %q", line, args[len(args)-1])
+				return nil, fmt.Errorf("program line %d: bad immediate %q", line, ops[len(ops)-1])
 			}
 			in.Imm = v
 		}
@@ -141,72 +250,102 @@ func ParsePred(text string) (*Pred, error) {
 }
 
 // Check verifies SSA form: operands refer to earlier values, immediates of
-// divc and modc are positive, and there is a result.
-func (p *Pred) Check() error {
-	if len(p.Insts) == 0 {
-		return fmt.Errorf("predicate: empty")
+// divc, modc and wstep are positive, arguments exist, and results name values.
+func (p *Prog) Check() error {
+	if len(p.Insts) == 0 || len(p.Results) == 0 {
+		return fmt.Errorf("program %s: empty", p.Name)
 	}
 	for k, in := range p.Insts {
 		if in.Op >= numIROps {
-			return fmt.Errorf("predicate v%d: unknown op %d", k, in.Op)
+			return fmt.Errorf("program %s v%d: unknown op %d", p.Name, k, in.Op)
 		}
-		if (in.Op.Arity() >= 1 && (in.A < 0 || in.A >= k)) || (in.Op.Arity() == 2 && (in.B < 0 || in.B >= k)) {
-			return fmt.Errorf("predicate v%d: operand not defined before use", k)
+		for _, x := range in.operands() {
+			if x < 0 || x >= k {
+				return fmt.Errorf("program %s v%d: operand not defined before use", p.Name, k)
+			}
 		}
-		if (in.Op == IRDivC || in.Op == IRModC) && in.Imm < 1 {
-			return fmt.Errorf("predicate v%d: %s by %d", k, in.Op, in.Imm)
+		switch in.Op {
+		case IRDivC, IRModC, IRWStep:
+			if in.Imm < 1 {
+				return fmt.Errorf("program %s v%d: %s by %d", p.Name, k, in.Op, in.Imm)
+			}
+		case IRArg:
+			if in.Imm < 0 || in.Imm >= int64(len(p.Args)) {
+				return fmt.Errorf("program %s v%d: argument %d of %d", p.Name, k, in.Imm, len(p.Args))
+			}
+		case IRWRange:
+			if (in.A < 0) != (in.Imm&1 != 0) || (in.B < 0) != (in.Imm&2 != 0) {
+				return fmt.Errorf("program %s v%d: wrange bounds and flags disagree", p.Name, k)
+			}
+		}
+	}
+	for _, r := range p.Results {
+		if r < 0 || r >= len(p.Insts) {
+			return fmt.Errorf("program %s: result v%d not defined", p.Name, r)
 		}
 	}
 	return nil
 }
 
-// UsesDocs reports whether the predicate reads document ids.
-func (p *Pred) UsesDocs() bool {
+// UsesDocs reports whether the program reads document ids.
+func (p *Prog) UsesDocs() bool {
 	for _, in := range p.Insts {
-		if in.Op == IRDocID || in.Op == IRDocStart {
+		if in.Op.Docs() {
 			return true
 		}
 	}
 	return false
 }
 
-// Eval runs the predicate for one pair. docs may be nil when UsesDocs is
-// false. Emitters' kernels are checked against it, and it against the mask.
-func (p *Pred) Eval(i, j int, docs *spec.Docs) bool {
-	var stack [64]int64
-	v := stack[:0]
-	if len(p.Insts) > len(stack) {
-		v = make([]int64, 0, len(p.Insts))
+// Live reports, per value, whether some result depends on it. Renderers
+// skip dead values.
+func (p *Prog) Live() []bool {
+	live := make([]bool, len(p.Insts))
+	for _, r := range p.Results {
+		live[r] = true
 	}
-	b2i := func(b bool) int64 {
-		if b {
-			return 1
+	for k := len(p.Insts) - 1; k >= 0; k-- {
+		if live[k] {
+			for _, x := range p.Insts[k].operands() {
+				live[x] = true
+			}
 		}
-		return 0
 	}
-	for _, in := range p.Insts {
+	return live
+}
+
+// Eval runs the program on args and writes its results to res; scratch
+// holds the values (allocated when shorter than the program). docs may be
+// nil when UsesDocs is false. It is the reference every renderer is tested
+// against, and the CPU runtime's mask when attngen runs a plan itself.
+func (p *Prog) Eval(args []int64, docs *mask.Docs, scratch, res []int64) {
+	if len(scratch) < len(p.Insts) {
+		scratch = make([]int64, len(p.Insts))
+	}
+	v := scratch[:len(p.Insts)]
+	for k, in := range p.Insts {
 		var x int64
 		switch in.Op {
-		case IRRow:
-			x = int64(i)
-		case IRCol:
-			x = int64(j)
+		case IRArg:
+			x = args[in.Imm]
 		case IRConst:
 			x = in.Imm
 		case IRAdd:
 			x = v[in.A] + v[in.B]
 		case IRSub:
 			x = v[in.A] - v[in.B]
+		case IRMulC:
+			x = v[in.A] * in.Imm
 		case IRDivC:
-			x = v[in.A] / in.Imm
-			if v[in.A]%in.Imm != 0 && v[in.A] < 0 {
-				x--
-			}
+			x = int64(mask.FloorDiv(int(v[in.A]), int(in.Imm)))
 		case IRModC:
-			x = v[in.A] % in.Imm
-			if x < 0 {
-				x += in.Imm
-			}
+			x = int64(mask.FloorMod(int(v[in.A]), int(in.Imm)))
+		case IRDiv:
+			x = int64(mask.FloorDiv(int(v[in.A]), int(v[in.B])))
+		case IRMin:
+			x = min(v[in.A], v[in.B])
+		case IRMax:
+			x = max(v[in.A], v[in.B])
 		case IRLt:
 			x = b2i(v[in.A] < v[in.B])
 		case IRLe:
@@ -217,14 +356,51 @@ func (p *Pred) Eval(i, j int, docs *spec.Docs) bool {
 			x = b2i(v[in.A] != 0 && v[in.B] != 0)
 		case IROr:
 			x = b2i(v[in.A] != 0 || v[in.B] != 0)
+		case IRNot:
+			x = b2i(v[in.A] == 0)
+		case IRSelect:
+			x = v[in.C]
+			if v[in.A] != 0 {
+				x = v[in.B]
+			}
 		case IRDocID:
 			x = int64(docs.ID(int(v[in.A])))
 		case IRDocStart:
 			x = int64(docs.Start(int(v[in.A])))
+		case IRDocEnd:
+			x = int64(docs.End(int(v[in.A])))
+		case IRWRange:
+			lo, hi := int64(0), int64(63)
+			if in.A >= 0 {
+				lo = v[in.A]
+			}
+			if in.B >= 0 {
+				hi = v[in.B]
+			}
+			x = int64(mask.Lanes(int(lo), int(hi)))
+		case IRWStep:
+			x = int64(mask.Every(int(v[in.A]), int(in.Imm)))
+		case IRWAnd:
+			x = v[in.A] & v[in.B]
+		case IRWOr:
+			x = v[in.A] | v[in.B]
+		case IRWIf:
+			if v[in.A] != 0 {
+				x = v[in.B]
+			}
 		default:
 			panic("BUG: unknown IR op " + in.Op.String())
 		}
-		v = append(v, x)
+		v[k] = x
 	}
-	return v[len(v)-1] != 0
+	for n, r := range p.Results {
+		res[n] = v[r]
+	}
+}
+
+func b2i(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
 }

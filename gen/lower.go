@@ -1,140 +1,245 @@
 package gen
 
-import "github.com/attngen/attngen/spec"
+import (
+	"fmt"
 
-// LowerPred compiles a pattern into the partial-tile predicate. Common
-// subexpressions are shared and constants folded, so the predicate of a
-// union of a block and its bridge computes i/b, i mod b once.
-func LowerPred(p spec.Pattern) *Pred {
-	b := &builder{memo: map[Inst]int{}, p: &Pred{}}
-	i, j := b.emit(Inst{Op: IRRow}), b.emit(Inst{Op: IRCol})
-	li, lj, same := i, j, -1
-	if p.Mask.HasDocument() {
-		same = b.emit(Inst{Op: IREq, A: b.emit(Inst{Op: IRDocID, A: i}), B: b.emit(Inst{Op: IRDocID, A: j})})
-		ds := b.emit(Inst{Op: IRDocStart, A: i})
-		li, lj = b.emit(Inst{Op: IRSub, A: i, B: ds}), b.emit(Inst{Op: IRSub, A: j, B: ds})
-	}
-	r := b.lower(p.Mask, li, lj, same)
-	if p.Causal {
-		r = b.and(b.emit(Inst{Op: IRLe, A: j, B: i}), r)
-	}
-	// The result must be the last instruction.
-	if r != len(b.p.Insts)-1 {
-		b.p.Insts = append(b.p.Insts, Inst{Op: IRAnd, A: r, B: r})
-	}
-	return b.p
+	"github.com/attngen/attngen/runtime/mask"
+	"github.com/attngen/attngen/spec"
+)
+
+// primitive is how one spec primitive is lowered into the plan's programs.
+// This table is the only place in attngen, besides spec's own definition,
+// that knows what a primitive means: every target renders the programs.
+type primitive struct {
+	// pred: is the pair (i, j) kept (positions local to the document)?
+	pred func(b *builder, m *spec.Mask, causal bool, i, j int) int
+	// hull: next >= x is at most the smallest kept key >= x of any query
+	// in [q0, q1], last is at least every kept key; none: next > last.
+	hull func(b *builder, m *spec.Mask, causal bool, q0, q1, x int) (next, last int)
+	// class: the tile [q0, q1] x [k0, k1] (with the causal flag folded in)
+	// as a mask.Class value, exact for a primitive.
+	class func(b *builder, m *spec.Mask, causal bool, q0, q1, k0, k1 int) int
 }
 
-type builder struct {
-	p    *Pred
-	memo map[Inst]int
+// primitives covers every spec op that is not a combinator; a test checks
+// that none is missing.
+var primitives = map[spec.Op]primitive{
+	spec.OpFull: {
+		pred: func(b *builder, m *spec.Mask, causal bool, i, j int) int { return b.konst(1) },
+		hull: func(b *builder, m *spec.Mask, causal bool, q0, q1, x int) (int, int) { return x, b.konst(Inf) },
+		class: func(b *builder, m *spec.Mask, causal bool, q0, q1, k0, k1 int) int {
+			if !causal {
+				return b.konst(int64(mask.Full))
+			}
+			return b.classDist(causal, q0, q1, k0, k1, 0, Inf, 1)
+		},
+	},
+	spec.OpWindow: {
+		pred: func(b *builder, m *spec.Mask, causal bool, i, j int) int {
+			d := b.sub(i, j)
+			return b.and(b.le(d, b.konst(int64(m.Left))), b.le(b.konst(int64(-m.Right)), d))
+		},
+		hull: func(b *builder, m *spec.Mask, causal bool, q0, q1, x int) (int, int) {
+			return b.max(x, b.addC(q0, int64(-m.Left))), b.addC(q1, int64(m.Right))
+		},
+		class: func(b *builder, m *spec.Mask, causal bool, q0, q1, k0, k1 int) int {
+			return b.classDist(causal, q0, q1, k0, k1, int64(-m.Right), int64(m.Left), 1)
+		},
+	},
+	spec.OpBlock: {
+		pred: func(b *builder, m *spec.Mask, causal bool, i, j int) int {
+			return b.eq(b.divC(i, int64(m.Size)), b.divC(j, int64(m.Size)))
+		},
+		hull: func(b *builder, m *spec.Mask, causal bool, q0, q1, x int) (int, int) {
+			s := int64(m.Size)
+			return b.max(x, b.mulC(b.divC(q0, s), s)), b.addC(b.mulC(b.divC(q1, s), s), s-1)
+		},
+		class: func(b *builder, m *spec.Mask, causal bool, q0, q1, k0, k1 int) int {
+			s := int64(m.Size)
+			bq0, bq1, bk0, bk1 := b.divC(q0, s), b.divC(q1, s), b.divC(k0, s), b.divC(k1, s)
+			nlo, nhi := b.max(bq0, bk0), b.min(bq1, bk1)
+			empty := b.lt(nhi, nlo)
+			same := b.ands(b.eq(bq0, bq1), b.eq(bk0, bk1), b.eq(bq0, bk0))
+			if !causal {
+				return b.class(empty, same)
+			}
+			// Within block n the kept pairs need some j <= i: the smallest
+			// key of the block's part of the tile must not exceed its largest
+			// query.
+			ok := func(n int) int {
+				nb := b.mulC(n, s)
+				return b.le(b.max(nb, k0), b.min(b.addC(nb, s-1), q1))
+			}
+			some := b.or(b.or(b.le(b.konst(2), b.sub(nhi, nlo)), ok(nlo)), ok(nhi))
+			return b.class(b.or(empty, b.not(some)), b.and(same, b.le(k1, q0)))
+		},
+	},
+	spec.OpBridge: {
+		pred: func(b *builder, m *spec.Mask, causal bool, i, j int) int {
+			phase := b.modC(i, int64(m.Block))
+			beta := b.sub(i, phase)
+			r := b.ands(b.lt(phase, b.konst(int64(m.Targets))), b.lt(j, beta), b.le(b.addC(beta, int64(-m.Sources)), j))
+			if m.MaxDistance > 0 {
+				r = b.and(r, b.le(b.sub(i, j), b.konst(int64(m.MaxDistance))))
+			}
+			return r
+		},
+		hull: func(b *builder, m *spec.Mask, causal bool, q0, q1, x int) (int, int) {
+			// Rows of block n >= 1 with phase < targets see keys
+			// [n*bl - sources, n*bl - 1]; the first block whose sources end
+			// at or after x gives next.
+			bl := int64(m.Block)
+			nlo := b.max(b.konst(1), b.ceilDivC(b.addC(q0, 1-int64(m.Targets)), bl))
+			nhi := b.divC(q1, bl)
+			n := b.max(nlo, b.addC(b.divC(x, bl), 1))
+			nb := b.mulC(n, bl)
+			lo := b.addC(nb, -int64(m.Sources))
+			if m.MaxDistance > 0 {
+				lo = b.max(lo, b.addC(b.max(nb, q0), -int64(m.MaxDistance)))
+			}
+			next := b.sel(b.lt(nhi, n), b.konst(Inf), b.max(x, lo))
+			last := b.sel(b.lt(nhi, nlo), b.konst(-Inf), b.addC(b.mulC(nhi, bl), -1))
+			return next, last
+		},
+		class: func(b *builder, m *spec.Mask, causal bool, q0, q1, k0, k1 int) int {
+			bl, t, s, md := int64(m.Block), int64(m.Targets), int64(m.Sources), int64(m.MaxDistance)
+			// Blocks whose active rows meet [q0, q1] and whose sources meet [k0, k1].
+			nlo := b.max(b.max(b.konst(1), b.ceilDivC(b.addC(q0, 1-t), bl)), b.ceilDivC(b.addC(k0, 1), bl))
+			nhi := b.min(b.divC(q1, bl), b.divC(b.addC(k1, s), bl))
+			empty := b.lt(nhi, nlo)
+			if md > 0 {
+				// Smallest distance reachable in block n: first active row
+				// minus last source. Blocks strictly inside [nlo, nhi] reach 1.
+				f := func(n int) int {
+					nb := b.mulC(n, bl)
+					return b.le(b.sub(b.max(nb, q0), b.min(b.addC(nb, -1), k1)), b.konst(md))
+				}
+				some := b.or(b.or(b.le(b.konst(2), b.sub(nhi, nlo)), f(nlo)), f(nhi))
+				empty = b.or(empty, b.not(some))
+			}
+			n := b.divC(q0, bl)
+			nb := b.mulC(n, bl)
+			full := b.ands(b.le(b.konst(1), n), b.eq(b.divC(q1, bl), n), b.lt(b.sub(q1, nb), b.konst(t)),
+				b.le(b.addC(nb, -s), k0), b.le(k1, b.addC(nb, -1)))
+			if md > 0 {
+				full = b.and(full, b.le(b.sub(q1, k0), b.konst(md)))
+			}
+			return b.class(empty, full)
+		},
+	},
+	spec.OpDilated: {
+		pred: func(b *builder, m *spec.Mask, causal bool, i, j int) int {
+			d := b.sub(i, j)
+			r := b.eq(b.modC(d, int64(m.Stride)), b.konst(0))
+			if m.Size > 0 {
+				reach := int64((m.Size - 1) * m.Stride)
+				r = b.ands(r, b.le(d, b.konst(reach)), b.le(b.konst(-reach), d))
+			}
+			return r
+		},
+		hull: func(b *builder, m *spec.Mask, causal bool, q0, q1, x int) (int, int) {
+			// Keys i - k*stride for the allowed shifts k: the largest shift
+			// whose keys still reach x gives next.
+			st := int64(m.Stride)
+			k := b.divC(b.sub(q1, x), st)
+			kmin := int64(-Inf)
+			if m.Size > 0 {
+				k = b.min(k, b.konst(int64(m.Size-1)))
+				kmin = -int64(m.Size - 1)
+			}
+			if causal {
+				kmin = 0
+			}
+			next := b.max(x, b.sub(q0, b.mulC(k, st)))
+			last := b.konst(Inf)
+			if kmin > -Inf {
+				next = b.sel(b.lt(k, b.konst(kmin)), b.konst(Inf), next)
+				last = b.addC(q1, -kmin*st)
+			}
+			return next, last
+		},
+		class: func(b *builder, m *spec.Mask, causal bool, q0, q1, k0, k1 int) int {
+			lo, hi := int64(-Inf), int64(Inf)
+			if m.Size > 0 {
+				hi = int64((m.Size - 1) * m.Stride)
+				lo = -hi
+			}
+			return b.classDist(causal, q0, q1, k0, k1, lo, hi, int64(m.Stride))
+		},
+	},
+	spec.OpGlobal: {
+		pred: func(b *builder, m *spec.Mask, causal bool, i, j int) int {
+			return b.lt(j, b.konst(int64(m.Tokens)))
+		},
+		hull: func(b *builder, m *spec.Mask, causal bool, q0, q1, x int) (int, int) {
+			return x, b.konst(int64(m.Tokens - 1))
+		},
+		class: func(b *builder, m *spec.Mask, causal bool, q0, q1, k0, k1 int) int {
+			g := b.konst(int64(m.Tokens - 1))
+			empty, full := b.lt(g, k0), b.le(k1, g)
+			if causal {
+				empty, full = b.or(empty, b.lt(q1, k0)), b.and(full, b.le(k1, q0))
+			}
+			return b.class(empty, full)
+		},
+	},
+	// document is the whole sequence inside one document; the document
+	// split itself is lowered once for the whole mask (lowerDocs).
+	spec.OpDocument: {
+		pred: func(b *builder, m *spec.Mask, causal bool, i, j int) int { return b.konst(1) },
+		hull: func(b *builder, m *spec.Mask, causal bool, q0, q1, x int) (int, int) { return x, b.konst(Inf) },
+		class: func(b *builder, m *spec.Mask, causal bool, q0, q1, k0, k1 int) int {
+			if !causal {
+				return b.konst(int64(mask.Full))
+			}
+			return b.classDist(causal, q0, q1, k0, k1, 0, Inf, 1)
+		},
+	},
 }
 
-func (b *builder) emit(in Inst) int {
-	if in.Op.Arity() < 2 {
-		in.B = 0
+// classDist classifies a tile against the distances d = i - j in [lo, hi]
+// (with causal: lo >= 0) with d mod step == 0. Every distance in
+// [q0-k1, q1-k0] occurs in the tile, so the answer is exact. Unbounded
+// sides are Inf or -Inf and are not compared.
+func (b *builder) classDist(causal bool, q0, q1, k0, k1 int, lo, hi, step int64) int {
+	if causal {
+		lo = max(lo, 0)
 	}
-	if in.Op.Arity() < 1 {
-		in.A = 0
+	a, c := b.sub(q0, k1), b.sub(q1, k0)
+	x, y := a, c
+	if lo > -Inf {
+		x = b.max(a, b.konst(lo))
 	}
-	switch in.Op {
-	case IRAdd, IREq, IRAnd, IROr:
-		if in.A > in.B {
-			in.A, in.B = in.B, in.A
-		}
+	if hi < Inf {
+		y = b.min(c, b.konst(hi))
 	}
-	if v, ok := b.memo[in]; ok {
-		return v
+	empty := b.lt(y, x)
+	if step > 1 {
+		// no multiple of step in [x, y]
+		empty = b.or(empty, b.lt(y, b.mulC(b.ceilDivC(x, step), step)))
 	}
-	b.p.Insts = append(b.p.Insts, in)
-	b.memo[in] = len(b.p.Insts) - 1
-	return len(b.p.Insts) - 1
+	full := b.konst(1)
+	if lo > -Inf {
+		full = b.and(full, b.le(b.konst(lo), a))
+	}
+	if hi < Inf {
+		full = b.and(full, b.le(c, b.konst(hi)))
+	}
+	if step > 1 {
+		// full only when the tile has one distance, a multiple of step
+		full = b.ands(full, b.eq(a, c), b.eq(b.modC(a, step), b.konst(0)))
+	}
+	return b.class(empty, full)
 }
 
-func (b *builder) konst(v int) int { return b.emit(Inst{Op: IRConst, Imm: int64(v)}) }
-
-// isConst reports the value of a constant instruction.
-func (b *builder) isConst(v int) (int64, bool) {
-	in := b.p.Insts[v]
-	return in.Imm, in.Op == IRConst
-}
-
-func (b *builder) and(x, y int) int {
-	if c, ok := b.isConst(x); ok {
-		if c == 0 {
-			return x
-		}
-		return y
-	}
-	if c, ok := b.isConst(y); ok {
-		if c == 0 {
-			return y
-		}
-		return x
-	}
-	return b.emit(Inst{Op: IRAnd, A: x, B: y})
-}
-
-func (b *builder) or(x, y int) int {
-	if c, ok := b.isConst(x); ok {
-		if c != 0 {
-			return x
-		}
-		return y
-	}
-	if c, ok := b.isConst(y); ok {
-		if c != 0 {
-			return y
-		}
-		return x
-	}
-	return b.emit(Inst{Op: IROr, A: x, B: y})
-}
-
-func (b *builder) le(x, y int) int  { return b.emit(Inst{Op: IRLe, A: x, B: y}) }
-func (b *builder) lt(x, y int) int  { return b.emit(Inst{Op: IRLt, A: x, B: y}) }
-func (b *builder) sub(x, y int) int { return b.emit(Inst{Op: IRSub, A: x, B: y}) }
-
-// lower emits the predicate of m on (local) positions i, j; same is the
-// document-equality value (or -1 without documents).
-func (b *builder) lower(m *spec.Mask, i, j, same int) int {
+// lower* walk the mask tree; combinators are handled here, primitives by
+// the table.
+func (b *builder) lowerPred(m *spec.Mask, causal bool, i, j int) int {
 	switch m.Op {
-	case spec.OpFull:
-		return b.konst(1)
-	case spec.OpDocument:
-		if same < 0 {
-			return b.konst(1)
-		}
-		return same
-	case spec.OpWindow:
-		d := b.sub(i, j)
-		r := b.le(d, b.konst(m.Left))
-		return b.and(r, b.le(b.konst(-m.Right), d))
-	case spec.OpBlock:
-		return b.emit(Inst{Op: IREq, A: b.emit(Inst{Op: IRDivC, A: i, Imm: int64(m.Size)}), B: b.emit(Inst{Op: IRDivC, A: j, Imm: int64(m.Size)})})
-	case spec.OpBridge:
-		phase := b.emit(Inst{Op: IRModC, A: i, Imm: int64(m.Block)})
-		beta := b.sub(i, phase)
-		r := b.and(b.lt(phase, b.konst(m.Targets)), b.lt(j, beta))
-		r = b.and(r, b.le(b.sub(beta, b.konst(m.Sources)), j))
-		if m.MaxDistance > 0 {
-			r = b.and(r, b.le(b.sub(i, j), b.konst(m.MaxDistance)))
-		}
-		return r
-	case spec.OpDilated:
-		d := b.sub(i, j)
-		r := b.emit(Inst{Op: IREq, A: b.emit(Inst{Op: IRModC, A: d, Imm: int64(m.Stride)}), B: b.konst(0)})
-		if m.Size > 0 {
-			reach := (m.Size - 1) * m.Stride
-			r = b.and(r, b.and(b.le(d, b.konst(reach)), b.le(b.konst(-reach), d)))
-		}
-		return r
-	case spec.OpGlobal:
-		return b.lt(j, b.konst(m.Tokens))
 	case spec.OpUnion, spec.OpIntersect:
-		r := b.lower(m.Args[0], i, j, same)
+		r := b.lowerPred(m.Args[0], causal, i, j)
 		for _, a := range m.Args[1:] {
-			x := b.lower(a, i, j, same)
+			x := b.lowerPred(a, causal, i, j)
 			if m.Op == spec.OpUnion {
 				r = b.or(r, x)
 			} else {
@@ -143,5 +248,118 @@ func (b *builder) lower(m *spec.Mask, i, j, same int) int {
 		}
 		return r
 	}
-	panic("BUG: unknown op " + m.Op.String())
+	return primitiveOf(m).pred(b, m, causal, i, j)
+}
+
+func (b *builder) lowerHull(m *spec.Mask, causal bool, q0, q1, x int) (next, last int) {
+	switch m.Op {
+	case spec.OpUnion, spec.OpIntersect:
+		next, last = b.lowerHull(m.Args[0], causal, q0, q1, x)
+		for _, a := range m.Args[1:] {
+			n, l := b.lowerHull(a, causal, q0, q1, x)
+			if m.Op == spec.OpUnion {
+				next, last = b.min(next, n), b.max(last, l)
+			} else {
+				// every operand must keep the key: a key below any
+				// operand's next is not kept
+				next, last = b.max(next, n), b.min(last, l)
+			}
+		}
+		return next, last
+	}
+	return primitiveOf(m).hull(b, m, causal, q0, q1, x)
+}
+
+func (b *builder) lowerClass(m *spec.Mask, causal bool, q0, q1, k0, k1 int) int {
+	switch m.Op {
+	case spec.OpUnion, spec.OpIntersect:
+		c := b.lowerClass(m.Args[0], causal, q0, q1, k0, k1)
+		for _, a := range m.Args[1:] {
+			x := b.lowerClass(a, causal, q0, q1, k0, k1)
+			if m.Op == spec.OpUnion {
+				c = b.max(c, x)
+			} else {
+				c = b.min(c, x)
+			}
+		}
+		return c
+	}
+	return primitiveOf(m).class(b, m, causal, q0, q1, k0, k1)
+}
+
+func primitiveOf(m *spec.Mask) primitive {
+	p, ok := primitives[m.Op]
+	if !ok {
+		panic(fmt.Sprintf("BUG: gen has no lowering for mask op %s", m.Op))
+	}
+	return p
+}
+
+// LowerPred compiles a pattern into the partial-tile predicate
+// pred(i, j) -> keep, on positions of the plan's layout. With document
+// ids, positional patterns use document-local positions and pairs in
+// different documents are not kept.
+func LowerPred(p spec.Pattern) *Prog {
+	b := newBuilder("pred", "i", "j")
+	i, j := b.arg(0), b.arg(1)
+	li, lj, same := i, j, b.konst(1)
+	if p.Mask.HasDocument() {
+		same = b.eq(b.emit(Inst{Op: IRDocID, A: i}), b.emit(Inst{Op: IRDocID, A: j}))
+		ds := b.emit(Inst{Op: IRDocStart, A: i})
+		li, lj = b.sub(i, ds), b.sub(j, ds)
+	}
+	r := b.and(same, b.lowerPred(p.Mask, p.Causal, li, lj))
+	if p.Causal {
+		r = b.and(b.le(j, i), r)
+	}
+	return b.done(r)
+}
+
+// LowerHull compiles the key hull hull(q0, q1, x) -> (next, last) of
+// query positions [q0, q1] (see mask.Mask.Hull).
+func LowerHull(p spec.Pattern) *Prog {
+	b := newBuilder("hull", "q0", "q1", "x")
+	q0, q1, x := b.arg(0), b.arg(1), b.arg(2)
+	var next, last int
+	if p.Mask.HasDocument() {
+		// from the start of q0's document to q1, or to the end of q1's
+		// document without causality
+		next = b.max(x, b.emit(Inst{Op: IRDocStart, A: q0}))
+		last = q1
+		if !p.Causal {
+			last = b.emit(Inst{Op: IRDocEnd, A: q1})
+		}
+	} else {
+		next, last = b.lowerHull(p.Mask, p.Causal, q0, q1, x)
+		if p.Causal {
+			last = b.min(last, q1)
+		}
+	}
+	return b.done(next, last)
+}
+
+// LowerClass compiles the tile class class(q0, q1, k0, k1) -> mask.Class.
+// Each primitive is exact; a union takes the largest class of its operands
+// and an intersection the smallest, which is sound but may answer Partial
+// for an empty or full tile (the runtime refines Partial tiles exactly
+// from their keep words). With documents, a tile inside one document is
+// classified in document-local positions, a tile whose query and key
+// documents are disjoint is empty, any other is partial.
+func LowerClass(p spec.Pattern) *Prog {
+	b := newBuilder("class", "q0", "q1", "k0", "k1")
+	q0, q1, k0, k1 := b.arg(0), b.arg(1), b.arg(2), b.arg(3)
+	if !p.Mask.HasDocument() {
+		return b.done(b.lowerClass(p.Mask, p.Causal, q0, q1, k0, k1))
+	}
+	id := func(x int) int { return b.emit(Inst{Op: IRDocID, A: x}) }
+	iq0, iq1, ik0, ik1 := id(q0), id(q1), id(k0), id(k1)
+	empty := b.or(b.lt(iq1, ik0), b.lt(ik1, iq0))
+	if p.Causal {
+		empty = b.or(empty, b.lt(q1, k0))
+	}
+	same := b.ands(b.eq(iq0, iq1), b.eq(ik0, ik1), b.eq(iq0, ik0))
+	s := b.emit(Inst{Op: IRDocStart, A: q0})
+	local := b.lowerClass(p.Mask, p.Causal, b.sub(q0, s), b.sub(q1, s), b.sub(k0, s), b.sub(k1, s))
+	c := b.sel(same, local, b.konst(1))
+	return b.done(b.sel(empty, b.konst(0), c))
 }

@@ -3,6 +3,7 @@ package gen
 import (
 	"fmt"
 
+	"github.com/attngen/attngen/runtime/mask"
 	"github.com/attngen/attngen/spec"
 )
 
@@ -51,10 +52,13 @@ type Layout struct {
 	Stride int // Residue only
 }
 
-// Plan is everything an emitter needs, as data: the pattern the tiles run on
-// (after the layout transform), the tile sizes, the layout and the
-// partial-tile predicate. The tile schedule for a call's lengths follows
-// from it (Segments, Visit) in time proportional to the tiles visited.
+// Plan is everything a target needs, as data: the pattern the tiles run on
+// (after the layout transform), the tile sizes, the layout, and the
+// programs every target renders: the partial-tile predicate, the key hull
+// of a query tile, the tile class and the CPU keep word. The tile schedule
+// of a call follows from them (Segments, Visit) in time proportional to
+// the tiles visited. Targets never read Source or Pattern to decide what
+// to compute; those are kept for printing and for checks.
 type Plan struct {
 	Name    string       // spec name
 	Source  spec.Pattern // the spec's mask, on absolute positions
@@ -64,7 +68,10 @@ type Plan struct {
 	TileQ   int
 	TileK   int
 	HeadDim int
-	Pred    *Pred // evaluated on partial tiles only, on segment positions
+	Pred    *Prog // pred(i, j) -> keep: evaluated on partial tiles only, on segment positions
+	Hull    *Prog // hull(q0, q1, x) -> (next, last): see mask.Mask.Hull
+	Class   *Prog // class(q0, q1, k0, k1) -> mask.Class, sound
+	Word    *Prog // word(i, k0) -> keep bits of keys k0..k0+63; nil: Pred per lane
 }
 
 // Pass is one step of plan construction.
@@ -86,6 +93,8 @@ var Pipeline = []Pass{
 	passFunc{"layout", passLayout},
 	passFunc{"tiles", passTiles},
 	passFunc{"predicate", passPredicate},
+	passFunc{"schedule", passSchedule},
+	passFunc{"word", passWord},
 }
 
 // Compile builds the plan of a spec for a target, running Pipeline. If
@@ -136,57 +145,67 @@ func passPredicate(p *Plan) error {
 	return p.Pred.Check()
 }
 
-// Segment is one independent attention problem of the layout: queries
-// [0, SeqQ) and keys [0, SeqK) of the segment, bottom-right aligned, whose
-// positions map back to absolute positions Offset + Stride*x. The identity
-// layout has one segment with Stride 1.
-type Segment struct {
-	SeqQ, SeqK     int
-	Offset, Stride int
+// passSchedule lowers the key hull and the tile class.
+func passSchedule(p *Plan) error {
+	p.Hull, p.Class = LowerHull(p.Pattern), LowerClass(p.Pattern)
+	if err := p.Hull.Check(); err != nil {
+		return err
+	}
+	return p.Class.Check()
 }
 
-// Abs maps a segment position to its absolute position.
-func (s Segment) Abs(x int) int { return s.Offset + s.Stride*x }
+// passWord bit-slices the predicate into the CPU keep word.
+func passWord(p *Plan) error {
+	if p.TileK > 64 {
+		return fmt.Errorf("target %s: key tiles of %d exceed the 64 keys of a keep word", p.Target, p.TileK)
+	}
+	p.Word = LowerWord(p.Pred)
+	return nil
+}
+
+// Segment is one independent attention problem of the layout (see
+// mask.Segment).
+type Segment = mask.Segment
 
 // Segments splits a call with sq queries and sk keys (sq <= sk) into the
 // layout's segments. Segments without queries are left out.
 func (p *Plan) Segments(sq, sk int) []Segment {
-	if p.Layout.Kind != Residue {
-		return []Segment{{SeqQ: sq, SeqK: sk, Offset: 0, Stride: 1}}
-	}
-	st, off := p.Layout.Stride, sk-sq
-	var out []Segment
-	for c := 0; c < st && c < sk; c++ {
-		nk := (sk - c + st - 1) / st     // keys c, c+st, ... < sk
-		first := max(0, (off-c+st-1)/st) // first class member that is a query
-		if nq := nk - first; nq > 0 {
-			out = append(out, Segment{SeqQ: nq, SeqK: nk, Offset: c, Stride: st})
-		}
-	}
-	return out
+	return mask.Segments(nil, sq, sk, p.Layout.Stride)
 }
 
 // TileRef is one key tile a query tile visits.
-type TileRef struct {
-	K     int // key tile index: keys [K*TileK, min((K+1)*TileK, SeqK))
-	Class spec.Class
-}
+type TileRef = mask.Tile
 
 // Visit appends the key tiles query tile qt of a segment visits, in
-// increasing order, each Full or Partial; empty tiles never appear. It
-// enumerates only the key tiles inside the mask's key spans, so its cost is
-// proportional to the tiles visited, never to SeqK/TileK.
-func (p *Plan) Visit(dst []TileRef, seg Segment, qt int, spans []spec.Span) ([]TileRef, []spec.Span) {
+// increasing order, each Full or Partial, exactly as the CPU runtime walks
+// them: the hull and class programs propose tiles, and partial ones are
+// refined by their keep words, so no empty tile is ever visited and a
+// tile every row keeps whole is Full. docs is nil unless the mask has
+// document.
+func (p *Plan) Visit(dst []TileRef, seg Segment, qt int, docs *mask.Docs) []TileRef {
 	r0 := qt * p.TileQ
 	r1 := min(r0+p.TileQ, seg.SeqQ) - 1
 	off := seg.SeqK - seg.SeqQ
-	return p.VisitRange(dst, r0+off, r1+off, seg.SeqK, spans)
+	return p.VisitRange(dst, r0+off, r1+off, seg.SeqK, docs)
 }
 
-// VisitRange is Visit for query positions [q0, q1] of a segment with nk
-// keys; spans is scratch.
-func (p *Plan) VisitRange(dst []TileRef, q0, q1, nk int, spans []spec.Span) ([]TileRef, []spec.Span) {
-	return spec.VisitTiles(p.Pattern, dst, q0, q1, nk, p.TileK, spans, func(k int, c spec.Class) TileRef { return TileRef{k, c} })
+// VisitRange is Visit for query positions [q0, q1] of a segment with nk keys.
+func (p *Plan) VisitRange(dst []TileRef, q0, q1, nk int, docs *mask.Docs) []TileRef {
+	m := p.Mask()
+	start := len(dst)
+	dst = mask.Visit(m, dst, q0, q1, nk, p.TileK, docs)
+	words := make([]uint64, q1-q0+1)
+	k := start
+	for _, t := range dst[start:] {
+		if t.Class == mask.Partial {
+			t.Class = mask.Refine(m, words, q0, q1, t.K, nk, p.TileK, docs)
+		}
+		if t.Class != mask.Empty {
+			dst[k] = t
+			k++
+		}
+	}
+	return dst[:k]
 }
 
 // QueryTiles is the number of query tiles of a segment.
@@ -202,22 +221,23 @@ type Stats struct {
 	VisitedPairs  int64 // pairs inside visited tiles
 }
 
-// Stats walks the whole schedule of a call with sq queries and sk keys.
+// Stats walks the whole schedule of a call with sq queries and sk keys
+// (one document).
 func (p *Plan) Stats(sq, sk int) Stats {
 	st := Stats{SeqQ: sq, SeqK: sk}
 	var refs []TileRef
-	var spans []spec.Span
+	docs := p.oneDoc(sk)
 	for _, seg := range p.Segments(sq, sk) {
 		st.Segments++
 		nq, nk := p.QueryTiles(seg), (seg.SeqK+p.TileK-1)/p.TileK
 		st.QueryTiles += nq
 		for qt := 0; qt < nq; qt++ {
-			refs, spans = p.Visit(refs[:0], seg, qt, spans)
+			refs = p.Visit(refs[:0], seg, qt, docs)
 			rows := int64(min(qt*p.TileQ+p.TileQ, seg.SeqQ) - qt*p.TileQ)
 			for _, r := range refs {
 				cols := int64(min(r.K*p.TileK+p.TileK, seg.SeqK) - r.K*p.TileK)
 				st.VisitedPairs += rows * cols
-				if r.Class == spec.FullT {
+				if r.Class == mask.Full {
 					st.Full++
 				} else {
 					st.Partial++
@@ -227,4 +247,14 @@ func (p *Plan) Stats(sq, sk int) Stats {
 		}
 	}
 	return st
+}
+
+// oneDoc is the document index of a sequence of n positions in one
+// document (what At assumes), or nil when the mask has no document.
+func (p *Plan) oneDoc(n int) *mask.Docs {
+	if !p.Pred.UsesDocs() {
+		return nil
+	}
+	d, _ := mask.NewDocs(make([]int32, n))
+	return d
 }

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/attngen/attngen/runtime/mask"
 	"github.com/attngen/attngen/spec"
 	"github.com/attngen/attngen/spec/spectest"
 )
@@ -15,18 +16,14 @@ import (
 func checkSchedule(t *testing.T, p *Plan, sq, sk int) {
 	t.Helper()
 	var refs []TileRef
-	var spans []spec.Span
 	var keptInSegments int64
-	var docs *spec.Docs
-	if p.Pred.UsesDocs() {
-		docs, _ = spec.NewDocs(make([]int32, sk)) // one document, as At assumes
-	}
 	for _, seg := range p.Segments(sq, sk) {
+		docs := p.oneDoc(seg.SeqK) // one document, as At assumes
 		off := seg.SeqK - seg.SeqQ
 		nk := (seg.SeqK + p.TileK - 1) / p.TileK
 		for qt := 0; qt < p.QueryTiles(seg); qt++ {
-			refs, spans = p.Visit(refs[:0], seg, qt, spans)
-			got := map[int]spec.Class{}
+			refs = p.Visit(refs[:0], seg, qt, docs)
+			got := map[int]mask.Class{}
 			for n, r := range refs {
 				if n > 0 && r.K <= refs[n-1].K {
 					t.Fatalf("%s sq %d sk %d: key tiles out of order %v", p.Name, sq, sk, refs)
@@ -44,8 +41,8 @@ func checkSchedule(t *testing.T, p *Plan, sq, sk int) {
 						if want {
 							kept++
 						}
-						if c, ok := got[kt]; ok && c == spec.Partial {
-							if p.Pred.Eval(r+off, j, docs) != want {
+						if c, ok := got[kt]; ok && c == mask.Partial {
+							if evalPred(p.Pred, r+off, j, docs) != want {
 								t.Fatalf("%s sq %d sk %d seg %+v: predicate at (%d, %d) says %v, mask %v\n%s", p.Name, sq, sk, seg, r+off, j, !want, want, p.Pred)
 							}
 						}
@@ -56,9 +53,11 @@ func checkSchedule(t *testing.T, p *Plan, sq, sk int) {
 				switch {
 				case kept == 0 && visited:
 					t.Fatalf("%s sq %d sk %d seg %+v q tile %d: empty key tile %d visited", p.Name, sq, sk, seg, qt, kt)
+				case visited && c == mask.Partial && kept == total:
+					t.Fatalf("%s sq %d sk %d seg %+v q tile %d: key tile %d marked partial, all %d kept", p.Name, sq, sk, seg, qt, kt, total)
 				case kept > 0 && !visited:
 					t.Fatalf("%s sq %d sk %d seg %+v q tile %d: key tile %d with %d kept pairs not visited", p.Name, sq, sk, seg, qt, kt, kept)
-				case visited && c == spec.FullT && kept != total:
+				case visited && c == mask.Full && kept != total:
 					t.Fatalf("%s sq %d sk %d seg %+v q tile %d: key tile %d marked full, %d of %d kept", p.Name, sq, sk, seg, qt, kt, kept, total)
 				}
 			}
@@ -139,7 +138,7 @@ func TestPredicateDocuments(t *testing.T) {
 		pred := LowerPred(pat)
 		for i := 0; i < n; i++ {
 			for j := 0; j < n; j++ {
-				if got, want := pred.Eval(i, j, docs), pat.AtDocs(i, j, docs); got != want {
+				if got, want := evalPred(pred, i, j, docs), pat.AtDocs(i, j, docs); got != want {
 					t.Fatalf("%v ids %v (%d,%d): predicate %v, mask %v\n%s", pat, ids, i, j, got, want, pred)
 				}
 			}
@@ -147,22 +146,36 @@ func TestPredicateDocuments(t *testing.T) {
 	}
 }
 
-// TestPredicateText: the predicate prints and parses back unchanged.
-func TestPredicateText(t *testing.T) {
+// evalPred evaluates pred(i, j).
+func evalPred(p *Prog, i, j int, docs *mask.Docs) bool {
+	var res [1]int64
+	p.Eval([]int64{int64(i), int64(j)}, docs, nil, res[:])
+	return res[0] != 0
+}
+
+// TestProgramText: every program of random plans prints and parses back
+// unchanged; malformed text is refused.
+func TestProgramText(t *testing.T) {
 	r := rand.New(rand.NewPCG(41, 42))
 	for iter := 0; iter < 200; iter++ {
-		pred := LowerPred(spectest.Pattern(r, 30, 3))
-		back, err := ParsePred(pred.String())
-		if err != nil {
-			t.Fatalf("%v\n%s", err, pred)
-		}
-		if back.String() != pred.String() {
-			t.Fatalf("round trip changed the predicate:\n%s\n%s", pred, back)
+		pat := spectest.Pattern(r, 30, 3)
+		for _, prog := range []*Prog{LowerPred(pat), LowerHull(pat), LowerClass(pat), LowerWord(LowerPred(pat)), ResidueProg()} {
+			if prog == nil {
+				continue
+			}
+			back, err := ParseProg(prog.String())
+			if err != nil {
+				t.Fatalf("%v\n%s", err, prog)
+			}
+			if back.String() != prog.String() {
+				t.Fatalf("round trip changed the program:\n%s\n%s", prog, back)
+			}
 		}
 	}
-	for _, bad := range []string{"", "v0 = row\nv1 = add v0 v5\n", "v0 = const\n", "v0 = divc v0 0\n", "v1 = row\n", "v0 = frob\n"} {
-		if _, err := ParsePred(bad); err == nil {
-			t.Errorf("ParsePred(%q): no error", bad)
+	for _, bad := range []string{"", "p(i) -> v0\nv0 = arg 0\nv1 = add v0 v5\n", "p() -> v0\nv0 = const\n", "p(i) -> v0\nv0 = arg 0\nv1 = divc v0 0\n",
+		"p(i) -> v1\nv0 = arg 0\n", "p(i) -> v0\nv0 = frob\n", "p(i) -> v0\nv0 = arg 1\n", "p(i) v0\nv0 = arg 0\n"} {
+		if _, err := ParseProg(bad); err == nil {
+			t.Errorf("ParseProg(%q): no error", bad)
 		}
 	}
 }

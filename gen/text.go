@@ -6,8 +6,21 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/attngen/attngen/runtime/mask"
 	"github.com/attngen/attngen/spec"
 )
+
+// namedProg is one program of a plan, by the name its text carries.
+type namedProg struct {
+	name string
+	prog *Prog
+	ptr  **Prog
+}
+
+// Programs lists the plan's programs in the order Text prints them.
+func (p *Plan) Programs() []namedProg {
+	return []namedProg{{"pred", p.Pred, &p.Pred}, {"hull", p.Hull, &p.Hull}, {"class", p.Class, &p.Class}, {"word", p.Word, &p.Word}}
+}
 
 // Dump is a plan with the schedule of one call, as printed by Text and read
 // back by ParseText.
@@ -31,9 +44,16 @@ func (p *Plan) Text(sq, sk, first int) string {
 	fmt.Fprintf(&b, "source causal=%v %s\n", p.Source.Causal, p.Source.Mask)
 	fmt.Fprintf(&b, "layout %s %d\n", p.Layout.Kind, p.Layout.Stride)
 	fmt.Fprintf(&b, "pattern causal=%v %s\n", p.Pattern.Causal, p.Pattern.Mask)
-	fmt.Fprintf(&b, "predicate %d\n", len(p.Pred.Insts))
-	for _, line := range strings.Split(strings.TrimSuffix(p.Pred.String(), "\n"), "\n") {
-		fmt.Fprintf(&b, "  %s\n", line)
+	for _, pr := range p.Programs() {
+		if pr.prog == nil {
+			fmt.Fprintf(&b, "program %s 0\n", pr.name)
+			continue
+		}
+		lines := strings.Split(strings.TrimSuffix(pr.prog.String(), "\n"), "\n")
+		fmt.Fprintf(&b, "program %s %d\n", pr.name, len(lines))
+		for _, line := range lines {
+			fmt.Fprintf(&b, "  %s\n", line)
+		}
 	}
 	if sq < 1 {
 		return b.String()
@@ -48,13 +68,13 @@ func (p *Plan) Text(sq, sk, first int) string {
 	n := min(first, p.QueryTiles(segs[0]))
 	fmt.Fprintf(&b, "first %d\n", n)
 	var refs []TileRef
-	var spans []spec.Span
+	docs := p.oneDoc(segs[0].SeqK)
 	for qt := 0; qt < n; qt++ {
-		refs, spans = p.Visit(refs[:0], segs[0], qt, spans)
+		refs = p.Visit(refs[:0], segs[0], qt, docs)
 		fmt.Fprintf(&b, "  q%d:", qt)
 		for _, r := range refs {
 			c := "P"
-			if r.Class == spec.FullT {
+			if r.Class == mask.Full {
 				c = "F"
 			}
 			fmt.Fprintf(&b, " %d%s", r.K, c)
@@ -156,18 +176,28 @@ func ParseText(text string) (*Dump, error) {
 	if p.Pattern, err = pattern(raw, "pattern"); err != nil {
 		return nil, err
 	}
-	f, _, _ = next()
-	if v, err = ints(f, "predicate", ""); err != nil {
-		return nil, err
-	}
-	var pred strings.Builder
-	for k := 0; k < v[0]; k++ {
-		if _, raw, ok := next(); ok {
-			pred.WriteString(strings.TrimSpace(raw) + "\n")
+	for _, pr := range p.Programs() {
+		f, _, _ = next()
+		if v, err = ints(f, "program", pr.name, ""); err != nil {
+			return nil, err
 		}
-	}
-	if p.Pred, err = ParsePred(pred.String()); err != nil {
-		return nil, bad(err.Error())
+		if v[0] == 0 {
+			continue
+		}
+		var text strings.Builder
+		for k := 0; k < v[0]; k++ {
+			if _, raw, ok := next(); ok {
+				text.WriteString(strings.TrimSpace(raw) + "\n")
+			}
+		}
+		prog, err := ParseProg(text.String())
+		if err != nil {
+			return nil, bad(err.Error())
+		}
+		if prog.Name != pr.name {
+			return nil, bad(fmt.Sprintf("program %s is named %s", pr.name, prog.Name))
+		}
+		*pr.ptr = prog
 	}
 	f, _, ok := next()
 	if !ok {
@@ -213,11 +243,11 @@ func ParseText(text string) (*Dump, error) {
 				return nil, bad("bad tile " + t)
 			}
 			k, err := strconv.Atoi(t[:len(t)-1])
-			c := map[byte]spec.Class{'F': spec.FullT, 'P': spec.Partial}[t[len(t)-1]]
-			if err != nil || c == spec.Empty {
+			c := map[byte]mask.Class{'F': mask.Full, 'P': mask.Partial}[t[len(t)-1]]
+			if err != nil || c == mask.Empty {
 				return nil, bad("bad tile " + t)
 			}
-			refs = append(refs, TileRef{k, c})
+			refs = append(refs, TileRef{K: k, Class: c})
 		}
 		d.First = append(d.First, refs)
 	}

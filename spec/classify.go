@@ -1,25 +1,17 @@
 package spec
 
-// Class is the class of a tile of (query, key) pairs.
-type Class uint8
+import "github.com/attngen/attngen/runtime/mask"
 
+// Class is the class of a tile of (query, key) pairs; runtime/mask owns
+// the type so that every target reads the same values.
+type Class = mask.Class
+
+// The classes.
 const (
-	Empty   Class = iota // no pair kept: never visited
-	Partial              // some kept: the predicate is evaluated per element
-	FullT                // every pair kept: the predicate is never evaluated
+	Empty   = mask.Empty   // no pair kept: never visited
+	Partial = mask.Partial // some kept: the predicate is evaluated per element
+	FullT   = mask.Full    // every pair kept: the predicate is never evaluated
 )
-
-func (c Class) String() string {
-	switch c {
-	case Empty:
-		return "empty"
-	case Partial:
-		return "partial"
-	case FullT:
-		return "full"
-	}
-	return "Class(?)"
-}
 
 // Classify classifies the tile of query positions [q0, q1] and key positions
 // [k0, k1] (absolute, inclusive, non-negative, q0 <= q1, k0 <= k1) in time
@@ -44,12 +36,12 @@ func (p Pattern) ClassifyDocs(q0, q1, k0, k1 int, d *Docs) Class {
 	if p.Causal && k0 > q1 {
 		return Empty
 	}
-	iq0, iq1, ik0, ik1 := d.ids[q0], d.ids[q1], d.ids[k0], d.ids[k1]
+	iq0, iq1, ik0, ik1 := d.ID(q0), d.ID(q1), d.ID(k0), d.ID(k1)
 	if iq1 < ik0 || ik1 < iq0 {
 		return Empty
 	}
 	if iq0 == iq1 && ik0 == ik1 && iq0 == ik0 {
-		s := int(d.start[q0])
+		s := d.Start(q0)
 		return p.Classify(q0-s, q1-s, k0-s, k1-s)
 	}
 	return Partial

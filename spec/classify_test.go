@@ -59,9 +59,6 @@ func TestClassifySound(t *testing.T) {
 		p := spectest.Pattern(r, 40, 3)
 		q0, q1, k0, k1 := randomTile(r, 80)
 		got, want := p.Classify(q0, q1, k0, k1), bruteClass(p, q0, q1, k0, k1)
-		if exact := p.ClassifyExact(q0, q1, k0, k1); exact != want {
-			t.Fatalf("%v tile q[%d,%d] k[%d,%d]: ClassifyExact = %v, brute force = %v", p, q0, q1, k0, k1, exact, want)
-		}
 		total++
 		if got == want {
 			continue
@@ -78,34 +75,4 @@ func TestClassifySound(t *testing.T) {
 	}
 	t.Logf("combinations: %d tiles, %d (%.2f%%) classified partial although %d empty and %d full",
 		total, loose, 100*float64(loose)/float64(total), looseEmpty, looseFull)
-}
-
-// TestKeySpansCover: every kept pair of a query tile lies inside the spans,
-// and the spans' tiles are few beyond the non-empty ones.
-func TestKeySpansCover(t *testing.T) {
-	r := rand.New(rand.NewPCG(11, 12))
-	var buf []spec.Span
-	for iter := 0; iter < 5000; iter++ {
-		p := spectest.Pattern(r, 40, 3)
-		n := 1 + r.IntN(90)
-		q0 := r.IntN(n)
-		q1 := min(n-1, q0+r.IntN(20))
-		buf = p.KeySpans(buf[:0], q0, q1, n)
-		in := make([]bool, n)
-		for k, s := range buf {
-			if s.Lo < 0 || s.Hi >= n || s.Lo > s.Hi || (k > 0 && s.Lo <= buf[k-1].Hi+1) {
-				t.Fatalf("%v q[%d,%d] n %d: bad spans %v", p, q0, q1, n, buf)
-			}
-			for j := s.Lo; j <= s.Hi; j++ {
-				in[j] = true
-			}
-		}
-		for i := q0; i <= q1; i++ {
-			for j := 0; j < n; j++ {
-				if p.At(i, j) && !in[j] {
-					t.Fatalf("%v q[%d,%d] n %d: key %d kept by row %d but outside spans %v", p, q0, q1, n, j, i, buf)
-				}
-			}
-		}
-	}
 }

@@ -19,7 +19,15 @@ const (
 	OpDocument            // doc(i) == doc(j), ids given at run time
 	OpUnion               // OR of Args
 	OpIntersect           // AND of Args
+	numOps
 )
+
+// NumOps is the number of mask ops: every op below it must be parsed,
+// printed, classified and lowered by gen (tests loop up to it).
+const NumOps = numOps
+
+// Combinator reports whether the op combines other masks.
+func (o Op) Combinator() bool { return o == OpUnion || o == OpIntersect }
 
 var opNames = [...]string{"full", "window", "block", "bridge", "dilated", "global", "document", "union", "intersect"}
 

@@ -1,6 +1,10 @@
 package spec
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/attngen/attngen/runtime/mask"
+)
 
 // Pattern is what one attention layer evaluates: a normalized mask and the
 // causal flag ANDed into it. Positions are absolute (see Row).
@@ -31,10 +35,10 @@ func (p Pattern) AtDocs(i, j int, d *Docs) bool {
 	if d == nil || !p.Mask.HasDocument() {
 		return p.At(i, j)
 	}
-	if d.ids[i] != d.ids[j] {
+	if d.ID(i) != d.ID(j) {
 		return false
 	}
-	s := int(d.start[i])
+	s := d.Start(i)
 	return p.Mask.eval(i-s, j-s, p.Causal, true)
 }
 
@@ -42,55 +46,9 @@ func (p Pattern) AtDocs(i, j int, d *Docs) bool {
 // flag is shift-invariant and does not change it.
 func (p Pattern) Period() (int, bool) { return p.Mask.Period() }
 
-// Docs holds the document ids of a packed sequence, one per absolute
-// position; ids are non-decreasing, so each document is one run.
-type Docs struct {
-	ids        []int32
-	start, end []int32
-}
+// Docs holds the document ids of a packed sequence (runtime/mask owns
+// the type: generated code and the CPU driver index documents the same way).
+type Docs = mask.Docs
 
 // NewDocs checks ids (non-decreasing) and indexes document starts.
-func NewDocs(ids []int32) (*Docs, error) {
-	d := &Docs{}
-	return d, d.Reset(ids)
-}
-
-// Reset re-indexes d for new ids, reusing its memory.
-func (d *Docs) Reset(ids []int32) error {
-	d.ids = ids
-	if cap(d.start) < len(ids) {
-		d.start, d.end = make([]int32, len(ids)), make([]int32, len(ids))
-	}
-	d.start, d.end = d.start[:len(ids)], d.end[:len(ids)]
-	for k := range ids {
-		switch {
-		case k == 0 || ids[k] != ids[k-1]:
-			if k > 0 && ids[k] < ids[k-1] {
-				return fmt.Errorf("document ids must be non-decreasing (packed sequences): ids[%d] = %d after ids[%d] = %d", k, ids[k], k-1, ids[k-1])
-			}
-			d.start[k] = int32(k)
-		default:
-			d.start[k] = d.start[k-1]
-		}
-	}
-	for k := len(ids) - 1; k >= 0; k-- {
-		if k == len(ids)-1 || ids[k+1] != ids[k] {
-			d.end[k] = int32(k)
-		} else {
-			d.end[k] = d.end[k+1]
-		}
-	}
-	return nil
-}
-
-// Len is the number of positions the ids cover.
-func (d *Docs) Len() int { return len(d.ids) }
-
-// ID returns the document id at position i.
-func (d *Docs) ID(i int) int32 { return d.ids[i] }
-
-// Start returns the first position of i's document.
-func (d *Docs) Start(i int) int { return int(d.start[i]) }
-
-// End returns the last position of i's document.
-func (d *Docs) End(i int) int { return int(d.end[i]) }
+func NewDocs(ids []int32) (*Docs, error) { return mask.NewDocs(ids) }

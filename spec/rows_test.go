@@ -35,36 +35,3 @@ func TestKeysMatchAt(t *testing.T) {
 		}
 	}
 }
-
-// TestRowBits: the keep words agree with At and AtDocs.
-func TestRowBits(t *testing.T) {
-	r := rand.New(rand.NewPCG(15, 16))
-	var buf []spec.Prog
-	for iter := 0; iter < 2000; iter++ {
-		p := spectest.Pattern(r, 60, 3)
-		n := 1 + r.IntN(200)
-		var docs *spec.Docs
-		if r.IntN(3) == 0 {
-			p.Mask = spec.Intersect(spec.Document(), p.Mask)
-			ids := make([]int32, n)
-			for k := 1; k < n; k++ {
-				ids[k] = ids[k-1]
-				if r.IntN(30) == 0 {
-					ids[k]++
-				}
-			}
-			docs, _ = spec.NewDocs(ids)
-		}
-		i := r.IntN(n)
-		k0 := r.IntN(n)
-		var w uint64
-		w, buf = p.RowBits(buf, i, k0, n, docs)
-		for c := 0; c < 64; c++ {
-			j := k0 + c
-			want := j < n && p.AtDocs(i, j, docs)
-			if got := w>>uint(c)&1 == 1; got != want {
-				t.Fatalf("%v n %d row %d k0 %d bit %d: %v, At %v", p, n, i, k0, c, got, want)
-			}
-		}
-	}
-}

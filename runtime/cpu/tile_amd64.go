@@ -2,7 +2,7 @@
 
 //go:build amd64 && !purego
 
-package kernel
+package cpu
 
 // tileAVX512D64 is the tile microkernel (see the package doc for the ABI) for
 // D = 64, written for AVX-512 Foundation. A nil mask means a full tile.

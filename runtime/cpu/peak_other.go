@@ -1,5 +1,5 @@
 //go:build !amd64 || purego
 
-package kernel
+package cpu
 
 func peakLoop() (func(int), int) { return peakGo, 12 * 2 }

@@ -32,7 +32,7 @@
 // p_c = 2^(s_c - mnew) (0 when masked), l_r = alpha*l_r + sum_c p_c,
 // o_r = alpha*o_r + sum_c p_c * v_c, m_r = mnew. The driver finishes a row
 // with out = o/l and lse = (m + log2 l) * ln 2, or 0 and -Inf when l = 0.
-package kernel
+package cpu
 
 // Tile sizes shared by every variant.
 const (

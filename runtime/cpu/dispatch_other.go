@@ -1,6 +1,6 @@
 //go:build !amd64 || purego
 
-package kernel
+package cpu
 
 // tileAsm: no assembly in this build.
 func tileAsm(Variant) (tileFunc, bool) { return nil, false }

@@ -1,14 +1,14 @@
 //go:build amd64 && !purego
 
-package kernel
+package cpu
 
-import "golang.org/x/sys/cpu"
+import xcpu "golang.org/x/sys/cpu"
 
 func peakLoop() (func(int), int) {
 	switch {
-	case cpu.X86.HasAVX512F:
+	case xcpu.X86.HasAVX512F:
 		return peakFMA512, 12 * 2 * 16
-	case cpu.X86.HasAVX2 && cpu.X86.HasFMA:
+	case xcpu.X86.HasAVX2 && xcpu.X86.HasFMA:
 		return peakFMA256, 12 * 2 * 8
 	}
 	return peakGo, 12 * 2

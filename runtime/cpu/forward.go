@@ -1,12 +1,15 @@
-package kernel
+package cpu
 
 import (
 	"errors"
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
+
+	"github.com/attngen/attngen/runtime/mask"
 )
 
 // Shape describes one attention call. Tensors are laid out
@@ -20,35 +23,6 @@ type Shape struct {
 	Scale float32
 }
 
-// TileRef is one key tile a query tile visits.
-type TileRef struct {
-	K    int  // key tile index within the segment: keys [K*TK, (K+1)*TK)
-	Full bool // every pair kept: the predicate is not evaluated
-}
-
-// Mask is what the driver needs of a mask. Generated packages implement it
-// with code generated from their spec; attngen implements it from a plan.
-type Mask interface {
-	// Stride is 1 for the identity layout, or the residue stride: positions
-	// are gathered by p mod Stride and each class is one segment.
-	Stride() int
-	// UsesDocs reports whether the mask needs document ids.
-	UsesDocs() bool
-	// Bind prepares the mask for one call with document ids (nil when the
-	// mask has none) covering seqK key positions.
-	Bind(docs []int32, seqK int) (Bound, error)
-}
-
-// Bound is a mask ready for one call. Positions are segment positions.
-type Bound interface {
-	// Visit appends, in increasing order, the key tiles that query
-	// positions [q0, q1] of a segment with nk keys visit; never an empty one.
-	Visit(dst []TileRef, q0, q1, nk int) []TileRef
-	// Word returns the keep bits of query position i against keys
-	// k0 .. k0+TK-1 (bit c: key k0+c kept); keys at or past nk are not kept.
-	Word(i, k0, nk int) uint64
-}
-
 // Variant selects a microkernel.
 type Variant int
 
@@ -59,31 +33,18 @@ const (
 	PureGo                // portable Go
 )
 
-func (v Variant) String() string {
-	switch v {
-	case Auto:
-		return "auto"
-	case AVX512:
-		return "avx512"
-	case AVX2:
-		return "avx2"
-	case PureGo:
-		return "purego"
-	}
-	return fmt.Sprintf("Variant(%d)", int(v))
-}
-
 // tileFunc is one microkernel (see the package documentation).
 type tileFunc func(q, kt, v, s, o, m, l []float32, mask []uint64, d int)
 
 // Supported reports whether this machine and build can run the variant.
 func Supported(v Variant) bool { _, ok := tileFor(v); return ok }
 
-// Best is the variant Auto picks here.
+// Best is the variant Auto picks here: the first of Targets this machine
+// runs.
 func Best() Variant {
-	for _, v := range []Variant{AVX512, AVX2} {
-		if Supported(v) {
-			return v
+	for _, t := range Targets {
+		if Supported(t.Variant) {
+			return t.Variant
 		}
 	}
 	return PureGo
@@ -99,19 +60,8 @@ var (
 )
 
 func (s Shape) check(out, lse, q, k, v int, docs []int32, needDocs bool) error {
-	switch {
-	case s.Batch < 1 || s.HeadsQ < 1 || s.HeadsKV < 1 || s.SeqQ < 1 || s.SeqK < 1:
-		return fmt.Errorf("%w: %+v: every dimension must be at least 1", ErrShape, s)
-	case s.HeadDim != 64 && s.HeadDim != 128:
-		return fmt.Errorf("%w: %d (want 64 or 128)", ErrHeadDim, s.HeadDim)
-	case s.HeadsQ%s.HeadsKV != 0:
-		return fmt.Errorf("%w: HeadsQ = %d is not a multiple of HeadsKV = %d", ErrShape, s.HeadsQ, s.HeadsKV)
-	case s.SeqQ > s.SeqK:
-		return fmt.Errorf("%w: SeqQ = %d exceeds SeqK = %d", ErrShape, s.SeqQ, s.SeqK)
-	case s.SeqK > math.MaxInt32 || int64(s.Batch)*int64(s.HeadsQ)*int64(s.SeqQ)*int64(s.HeadDim) > math.MaxInt:
-		return fmt.Errorf("%w: too large", ErrShape)
-	case math.IsNaN(float64(s.Scale)) || math.IsInf(float64(s.Scale), 0):
-		return fmt.Errorf("%w: scale %v is not finite", ErrShape, s.Scale)
+	if err := s.checkDims(); err != nil {
+		return err
 	}
 	nq := s.Batch * s.HeadsQ * s.SeqQ * s.HeadDim
 	nkv := s.Batch * s.HeadsKV * s.SeqK * s.HeadDim
@@ -132,31 +82,44 @@ func (s Shape) check(out, lse, q, k, v int, docs []int32, needDocs bool) error {
 	return nil
 }
 
+// checkDims checks the dimensions alone.
+func (s Shape) checkDims() error {
+	switch {
+	case s.Batch < 1 || s.HeadsQ < 1 || s.HeadsKV < 1 || s.SeqQ < 1 || s.SeqK < 1:
+		return fmt.Errorf("%w: %+v: every dimension must be at least 1", ErrShape, s)
+	case s.HeadsQ%s.HeadsKV != 0:
+		return fmt.Errorf("%w: HeadsQ = %d is not a multiple of HeadsKV = %d", ErrShape, s.HeadsQ, s.HeadsKV)
+	case s.SeqQ > s.SeqK:
+		return fmt.Errorf("%w: SeqQ = %d exceeds SeqK = %d", ErrShape, s.SeqQ, s.SeqK)
+	case s.SeqK > math.MaxInt32 || int64(s.Batch)*int64(s.HeadsQ)*int64(s.SeqQ)*int64(s.HeadDim) > math.MaxInt:
+		return fmt.Errorf("%w: too large", ErrShape)
+	case math.IsNaN(float64(s.Scale)) || math.IsInf(float64(s.Scale), 0):
+		return fmt.Errorf("%w: scale %v is not finite", ErrShape, s.Scale)
+	}
+	return nil
+}
+
 // segment is one residue class (or the whole sequence): nq queries and nk
-// keys, position x at absolute position off + stride*x.
+// keys, position x at absolute position off + stride*x (mask.Segments),
+// with its key tiles stored from tile base on.
 type segment struct{ nq, nk, off, stride, tiles, base int }
 
-func segments(dst []segment, sq, sk, st int) []segment {
+func segments(dst []segment, scratch []mask.Segment, sq, sk, st int) ([]segment, []mask.Segment) {
 	dst = dst[:0]
-	if st <= 1 {
-		return append(dst, segment{nq: sq, nk: sk, stride: 1, tiles: (sk + TK - 1) / TK})
-	}
-	first := sk - sq
+	scratch = mask.Segments(scratch[:0], sq, sk, st)
 	base := 0
-	for c := 0; c < st && c < sk; c++ {
-		nk := (sk - c + st - 1) / st
-		f := max(0, (first-c+st-1)/st)
-		if nk-f > 0 {
-			dst = append(dst, segment{nq: nk - f, nk: nk, off: c, stride: st, tiles: (nk + TK - 1) / TK, base: base})
-			base += (nk + TK - 1) / TK
-		}
+	for _, g := range scratch {
+		t := (g.SeqK + TK - 1) / TK
+		dst = append(dst, segment{nq: g.SeqQ, nk: g.SeqK, off: g.Offset, stride: g.Stride, tiles: t, base: base})
+		base += t
 	}
-	return dst
+	return dst, scratch
 }
 
 // call is the state of one Forward call shared by its workers.
 type call struct {
-	bound      Bound
+	mask       mask.Mask
+	docs       *mask.Docs
 	tile       tileFunc
 	s          Shape
 	out, lse   []float32
@@ -181,7 +144,7 @@ type item struct{ b, h, seg, qt int32 }
 type worker struct {
 	q, s, o, m, l []float32
 	mask          []uint64
-	refs          []TileRef
+	refs          []mask.Tile
 	jobs          chan *call
 }
 
@@ -191,6 +154,8 @@ var pool struct {
 	sync.Mutex
 	workers []*worker
 	segs    []segment
+	msegs   []mask.Segment
+	docs    mask.Docs
 	items   []item
 	kt, vt  []float32
 	call    call
@@ -198,7 +163,7 @@ var pool struct {
 
 func newWorker() *worker {
 	w := &worker{
-		q: make([]float32, TQ*128), s: make([]float32, TQ*TK), o: make([]float32, TQ*128),
+		q: make([]float32, TQ*maxHeadDim()), s: make([]float32, TQ*TK), o: make([]float32, TQ*maxHeadDim()),
 		m: make([]float32, TQ), l: make([]float32, TQ), mask: make([]uint64, TQ),
 		jobs: make(chan *call),
 	}
@@ -211,19 +176,16 @@ func newWorker() *worker {
 	return w
 }
 
-// Forward computes masked attention: out (and lse when not nil) from q, k, v.
-// docs holds one document id per key position when the mask has document.
-// out is [batch, heads_q, seq_q, head_dim]; lse is [batch, heads_q, seq_q],
-// natural log; rows that keep no key get 0 and -Inf. Work is spread over up
-// to GOMAXPROCS goroutines; calls are serialized (a Mask is bound to one
-// call at a time).
-func Forward(m Mask, variant Variant, out, lse, q, k, v []float32, docs []int32, s Shape) error {
+// Forward computes masked attention: out (and lse when not nil) from q, k, v
+// under the compiled mask m. docs holds one document id per key position
+// when the mask has document. out is [batch, heads_q, seq_q, head_dim];
+// lse is [batch, heads_q, seq_q], natural log; rows that keep no key get 0
+// and -Inf. Work is spread over up to GOMAXPROCS goroutines; calls are
+// serialized (they share one workspace).
+func Forward(m mask.Mask, variant Variant, out, lse, q, k, v []float32, docs []int32, s Shape) error {
 	nl := len(lse)
 	if lse == nil {
 		nl = -1
-	}
-	if err := s.check(len(out), nl, len(q), len(k), len(v), docs, m.UsesDocs()); err != nil {
-		return err
 	}
 	if variant == Auto {
 		variant = Best()
@@ -232,18 +194,23 @@ func Forward(m Mask, variant Variant, out, lse, q, k, v []float32, docs []int32,
 	if !ok {
 		return fmt.Errorf("%w: %s", ErrVariant, variant)
 	}
-	var bdocs []int32
-	if m.UsesDocs() {
-		bdocs = docs[:s.SeqK]
+	if t, _ := TargetOf(variant); t.Supports(s.HeadDim) != nil {
+		return t.Supports(s.HeadDim)
+	}
+	if err := s.check(len(out), nl, len(q), len(k), len(v), docs, m.UsesDocs()); err != nil {
+		return err
 	}
 	pool.Lock()
 	defer pool.Unlock()
-	bound, err := m.Bind(bdocs, s.SeqK)
-	if err != nil {
-		return fmt.Errorf("%w: %v", ErrDocument, err)
-	}
 	c := &pool.call
-	c.bound, c.tile, c.s, c.out, c.lse, c.q, c.k, c.v = bound, tile, s, out, lse, q, k, v
+	c.docs = nil
+	if m.UsesDocs() {
+		if err := pool.docs.Reset(docs[:s.SeqK]); err != nil {
+			return fmt.Errorf("%w: %v", ErrDocument, err)
+		}
+		c.docs = &pool.docs
+	}
+	c.mask, c.tile, c.s, c.out, c.lse, c.q, c.k, c.v = m, tile, s, out, lse, q, k, v
 	c.next.Store(0)
 	c.prep.Store(0)
 	c.tilesPerKV = 0
@@ -252,7 +219,7 @@ func Forward(m Mask, variant Variant, out, lse, q, k, v []float32, docs []int32,
 		c.scale = float32(1 / math.Sqrt(float64(s.HeadDim)))
 	}
 	c.scale *= math.Log2E
-	pool.segs = segments(pool.segs, s.SeqQ, s.SeqK, m.Stride())
+	pool.segs, pool.msegs = segments(pool.segs, pool.msegs, s.SeqQ, s.SeqK, m.Stride())
 	c.segs = pool.segs
 	for _, g := range c.segs {
 		c.tilesPerKV += g.tiles
@@ -284,8 +251,17 @@ func Forward(m Mask, variant Variant, out, lse, q, k, v []float32, docs []int32,
 	}
 	c.wg.Wait()
 	// Drop references to the caller's slices.
-	c.bound, c.out, c.lse, c.q, c.k, c.v = nil, nil, nil, nil, nil, nil
+	c.mask, c.docs, c.out, c.lse, c.q, c.k, c.v = nil, nil, nil, nil, nil, nil, nil
 	return nil
+}
+
+// maxHeadDim is the largest head dimension any target supports.
+func maxHeadDim() int {
+	d := 0
+	for _, t := range Targets {
+		d = max(d, slices.Max(t.HeadDims))
+	}
+	return d
 }
 
 func grow(b []float32, n int) []float32 {
@@ -412,26 +388,33 @@ func (w *worker) queryTile(c *call, it item) {
 		m[r] = float32(math.Inf(-1))
 	}
 	q0, q1 := r0+qoff, r0+qoff+rows-1
-	w.refs = c.bound.Visit(w.refs[:0], q0, q1, g.nk)
+	w.refs = mask.Visit(c.mask, w.refs[:0], q0, q1, g.nk, TK, c.docs)
 	kvBase := ((b*s.HeadsKV+hk)*c.tilesPerKV + g.base) * TK * D
 	for _, ref := range w.refs {
 		k0 := ref.K * TK
-		var mask []uint64
-		if !ref.Full || k0+TK > g.nk {
-			mask = w.mask[:TQ]
-			for r := 0; r < TQ; r++ {
-				switch {
-				case r >= rows:
-					mask[r] = 0
-				case ref.Full:
-					mask[r] = tailBits(g.nk - k0)
-				default:
-					mask[r] = c.bound.Word(q0+r, k0, g.nk)
+		class := ref.Class
+		words := w.mask[:TQ]
+		if class == mask.Partial {
+			// exact class and keep words of the tile's rows
+			class = mask.Refine(c.mask, words, q0, q1, ref.K, g.nk, TK, c.docs)
+			if class == mask.Empty {
+				continue
+			}
+		}
+		var keep []uint64
+		if class == mask.Partial || k0+TK > g.nk {
+			keep = words
+			if class == mask.Full {
+				for r := range keep {
+					keep[r] = 0
+					if r < rows {
+						keep[r] = mask.TailBits(g.nk - k0)
+					}
 				}
 			}
 		}
 		off := kvBase + ref.K*TK*D
-		c.tile(qt0, c.kt[off:off+TK*D], c.valueTile(b*s.HeadsKV+hk, g, ref.K), w.s[:TQ*TK], o, m, l, mask, D)
+		c.tile(qt0, c.kt[off:off+TK*D], c.valueTile(b*s.HeadsKV+hk, g, ref.K), w.s[:TQ*TK], o, m, l, keep, D)
 	}
 	// Finish rows: out = o / l, lse = (m + log2 l) ln 2.
 	for r := 0; r < rows; r++ {
@@ -453,12 +436,4 @@ func (w *worker) queryTile(c *call, it item) {
 			c.lse[row] = float32((float64(m[r]) + math.Log2(float64(l[r]))) * math.Ln2)
 		}
 	}
-}
-
-// tailBits keeps the first n keys of a tile.
-func tailBits(n int) uint64 {
-	if n >= TK {
-		return ^uint64(0)
-	}
-	return 1<<uint(n) - 1
 }

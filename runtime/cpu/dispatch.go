@@ -1,4 +1,4 @@
-package kernel
+package cpu
 
 // tileFor returns the microkernel of a variant, if this build and machine
 // can run it.

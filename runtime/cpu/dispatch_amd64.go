@@ -1,8 +1,8 @@
 //go:build amd64 && !purego
 
-package kernel
+package cpu
 
-import "golang.org/x/sys/cpu"
+import xcpu "golang.org/x/sys/cpu"
 
 // tileAsm returns the assembly microkernel of a variant when the CPU has
 // the instructions it needs (AVX-512 Foundation; AVX2 with FMA) and the
@@ -10,12 +10,12 @@ import "golang.org/x/sys/cpu"
 func tileAsm(v Variant) (tileFunc, bool) {
 	switch v {
 	case AVX512:
-		if !cpu.X86.HasAVX512F {
+		if !xcpu.X86.HasAVX512F {
 			return nil, false
 		}
 		return tileAVX512, true
 	case AVX2:
-		if !cpu.X86.HasAVX2 || !cpu.X86.HasFMA {
+		if !xcpu.X86.HasAVX2 || !xcpu.X86.HasFMA {
 			return nil, false
 		}
 		return tileAVX2, true

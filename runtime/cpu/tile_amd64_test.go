@@ -1,6 +1,6 @@
 //go:build amd64 && !purego
 
-package kernel
+package cpu
 
 import (
 	"fmt"
@@ -9,7 +9,7 @@ import (
 	"testing"
 	"unsafe"
 
-	"golang.org/x/sys/cpu"
+	xcpu "golang.org/x/sys/cpu"
 
 	"github.com/attngen/attngen/spec"
 )
@@ -40,8 +40,8 @@ type atVariant struct {
 }
 
 func atVariants() []atVariant {
-	avx512 := cpu.X86.HasAVX512F
-	avx2 := cpu.X86.HasAVX2 && cpu.X86.HasFMA
+	avx512 := xcpu.X86.HasAVX512F
+	avx2 := xcpu.X86.HasAVX2 && xcpu.X86.HasFMA
 	return []atVariant{
 		{"AVX512D64", 64, tileAVX512D64, avx512},
 		{"AVX512D128", 128, tileAVX512D128, avx512},
@@ -613,12 +613,12 @@ func TestTileAsmExp2(t *testing.T) {
 }
 
 func TestPeakFMA(t *testing.T) {
-	if cpu.X86.HasAVX512F {
+	if xcpu.X86.HasAVX512F {
 		peakFMA512(0)
 		peakFMA512(-1)
 		peakFMA512(1000)
 	}
-	if cpu.X86.HasAVX2 && cpu.X86.HasFMA {
+	if xcpu.X86.HasAVX2 && xcpu.X86.HasFMA {
 		peakFMA256(0)
 		peakFMA256(-1)
 		peakFMA256(1000)
@@ -756,7 +756,7 @@ func benchPeak(b *testing.B, ok bool, fn func(int), flopsPerIter int) {
 	b.ReportMetric(float64(flopsPerIter)*iters*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 }
 
-func BenchmarkPeakFMA512(b *testing.B) { benchPeak(b, cpu.X86.HasAVX512F, peakFMA512, 12*2*16) }
+func BenchmarkPeakFMA512(b *testing.B) { benchPeak(b, xcpu.X86.HasAVX512F, peakFMA512, 12*2*16) }
 func BenchmarkPeakFMA256(b *testing.B) {
-	benchPeak(b, cpu.X86.HasAVX2 && cpu.X86.HasFMA, peakFMA256, 12*2*8)
+	benchPeak(b, xcpu.X86.HasAVX2 && xcpu.X86.HasFMA, peakFMA256, 12*2*8)
 }

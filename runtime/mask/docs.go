@@ -1,0 +1,56 @@
+package mask
+
+import "fmt"
+
+// Docs holds the document ids of a packed sequence, one per position; ids
+// are non-decreasing, so each document is one run of positions.
+type Docs struct {
+	ids        []int32
+	start, end []int32
+}
+
+// NewDocs checks ids (non-decreasing) and indexes document starts and ends.
+func NewDocs(ids []int32) (*Docs, error) {
+	d := &Docs{}
+	return d, d.Reset(ids)
+}
+
+// Reset re-indexes d for new ids, reusing its memory.
+func (d *Docs) Reset(ids []int32) error {
+	d.ids = ids
+	if cap(d.start) < len(ids) {
+		d.start, d.end = make([]int32, len(ids)), make([]int32, len(ids))
+	}
+	d.start, d.end = d.start[:len(ids)], d.end[:len(ids)]
+	for k := range ids {
+		switch {
+		case k == 0 || ids[k] != ids[k-1]:
+			if k > 0 && ids[k] < ids[k-1] {
+				return fmt.Errorf("document ids must be non-decreasing (packed sequences): ids[%d] = %d after ids[%d] = %d", k, ids[k], k-1, ids[k-1])
+			}
+			d.start[k] = int32(k)
+		default:
+			d.start[k] = d.start[k-1]
+		}
+	}
+	for k := len(ids) - 1; k >= 0; k-- {
+		if k == len(ids)-1 || ids[k+1] != ids[k] {
+			d.end[k] = int32(k)
+		} else {
+			d.end[k] = d.end[k+1]
+		}
+	}
+	return nil
+}
+
+// Len is the number of positions the ids cover.
+func (d *Docs) Len() int { return len(d.ids) }
+
+// ID returns the document id at position i.
+func (d *Docs) ID(i int) int32 { return d.ids[i] }
+
+// Start returns the first position of i's document.
+func (d *Docs) Start(i int) int { return int(d.start[i]) }
+
+// End returns the last position of i's document.
+func (d *Docs) End(i int) int { return int(d.end[i]) }
