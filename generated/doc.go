@@ -2,7 +2,9 @@
 // packages attngen generates. They are written by go generate ./... (the
 // lines below), byte-identical on every run, and never edited by hand; CI
 // regenerates them and fails on any difference. generated_test.go runs the
-// kernel checks of attngen verify on every one of them.
+// kernel checks of attngen verify on every one of them, through the table
+// internal/registry writes from spec/examples (packages_test.go), and a
+// test checks that the lines below cover every example.
 package generated
 
 //go:generate go run ../cmd/attngen -spec ../spec/examples/block.yaml -out block
@@ -15,3 +17,4 @@ package generated
 //go:generate go run ../cmd/attngen -spec ../spec/examples/se_bridge.yaml -out sebridge
 //go:generate go run ../cmd/attngen -spec ../spec/examples/streaming.yaml -out streaming
 //go:generate go run ../cmd/attngen -spec ../spec/examples/window.yaml -out window
+//go:generate go run ./internal/registry

@@ -2,66 +2,33 @@ package generated_test
 
 import (
 	"math/rand/v2"
+	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"testing"
 
-	"github.com/attngen/attngen/generated/block"
-	"github.com/attngen/attngen/generated/bridge"
-	"github.com/attngen/attngen/generated/causal"
-	"github.com/attngen/attngen/generated/dilated"
-	"github.com/attngen/attngen/generated/document"
-	"github.com/attngen/attngen/generated/hetero"
-	"github.com/attngen/attngen/generated/hybrid"
-	"github.com/attngen/attngen/generated/sebridge"
-	"github.com/attngen/attngen/generated/streaming"
-	"github.com/attngen/attngen/generated/window"
+	"github.com/attngen/attngen/emit/ptx"
+	"github.com/attngen/attngen/gen"
+	"github.com/attngen/attngen/runtime/cpu"
+	"github.com/attngen/attngen/runtime/mask"
 	"github.com/attngen/attngen/spec"
 	"github.com/attngen/attngen/verify"
 )
 
-// pkg is one generated package seen through its API: run returns the
-// package's ForwardVariant for variant v as a verify.Run.
+// pkg is one generated package seen through its API (packages_test.go,
+// written from spec/examples by internal/registry).
 type pkg struct {
-	file      string
+	file, dir string
 	mask      string
 	headDim   int
+	docs      bool
 	supported func(int) bool
-	run       func(v int) verify.Run
-}
-
-// The variants, as the generated packages number them.
-const (
-	avx512 = 1
-	avx2   = 2
-	purego = 3
-)
-
-// api adapts a package without document ids.
-func api[S any, V ~int](file, mask string, d int, sup func(V) bool, fwd func(V, []float32, []float32, []float32, []float32, []float32, S) error, mk func(verify.Shape) S) pkg {
-	return pkg{file, mask, d, func(v int) bool { return sup(V(v)) }, func(v int) verify.Run {
-		return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
-			return fwd(V(v), out, lse, q, k, vv, mk(s))
-		}
-	}}
-}
-
-func packages() []pkg {
-	return []pkg{
-		api("block.yaml", block.Mask, block.HeadDim, block.Supported, block.ForwardVariant, func(s verify.Shape) block.Shape { return block.Shape(conv(s)) }),
-		api("bridge.yaml", bridge.Mask, bridge.HeadDim, bridge.Supported, bridge.ForwardVariant, func(s verify.Shape) bridge.Shape { return bridge.Shape(conv(s)) }),
-		api("causal.yaml", causal.Mask, causal.HeadDim, causal.Supported, causal.ForwardVariant, func(s verify.Shape) causal.Shape { return causal.Shape(conv(s)) }),
-		api("dilated.yaml", dilated.Mask, dilated.HeadDim, dilated.Supported, dilated.ForwardVariant, func(s verify.Shape) dilated.Shape { return dilated.Shape(conv(s)) }),
-		api("hetero.yaml", hetero.Mask, hetero.HeadDim, hetero.Supported, hetero.ForwardVariant, func(s verify.Shape) hetero.Shape { return hetero.Shape(conv(s)) }),
-		api("hybrid.yaml", hybrid.Mask, hybrid.HeadDim, hybrid.Supported, hybrid.ForwardVariant, func(s verify.Shape) hybrid.Shape { return hybrid.Shape(conv(s)) }),
-		api("se_bridge.yaml", sebridge.Mask, sebridge.HeadDim, sebridge.Supported, sebridge.ForwardVariant, func(s verify.Shape) sebridge.Shape { return sebridge.Shape(conv(s)) }),
-		api("streaming.yaml", streaming.Mask, streaming.HeadDim, streaming.Supported, streaming.ForwardVariant, func(s verify.Shape) streaming.Shape { return streaming.Shape(conv(s)) }),
-		api("window.yaml", window.Mask, window.HeadDim, window.Supported, window.ForwardVariant, func(s verify.Shape) window.Shape { return window.Shape(conv(s)) }),
-		{"document.yaml", document.Mask, document.HeadDim, func(v int) bool { return document.Supported(document.Variant(v)) }, func(v int) verify.Run {
-			return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
-				return document.ForwardVariant(document.Variant(v), out, lse, q, k, vv, docs, document.Shape(conv(s)))
-			}
-		}},
-	}
+	compiled  mask.Mask
+	geometry  func(k int, s verify.Shape) (grid, block [3]int, dynShared int)
+	gpus      int
+	// run returns the package's ForwardVariant for variant v as a verify.Run.
+	run func(v int) verify.Run
 }
 
 // shape is the common layout of every generated Shape.
@@ -76,29 +43,143 @@ func conv(s verify.Shape) shape {
 	return shape{s.Batch, s.HeadsQ, s.HeadsKV, s.SeqQ, s.SeqK, s.HeadDim, float32(s.Scale)}
 }
 
-// TestGeneratedPackages runs the checks of attngen verify on every
-// generated package, through its public API, for every variant this
-// machine supports.
-func TestGeneratedPackages(t *testing.T) {
-	r := rand.New(rand.NewPCG(61, 62))
-	files, _ := filepath.Glob("../spec/examples/*.yaml")
-	pkgs := packages()
-	if len(pkgs) != len(files) {
-		t.Fatalf("%d example specs but %d generated packages under test", len(files), len(pkgs))
+// load parses a package's spec and checks the package is not stale.
+func load(t *testing.T, p pkg) *spec.Spec {
+	t.Helper()
+	s, err := spec.ParseFile(filepath.Join("../spec/examples", p.file))
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, p := range pkgs {
-		s, err := spec.ParseFile(filepath.Join("../spec/examples", p.file))
+	if s.Mask.String() != p.mask || s.HeadDim != p.headDim || s.Mask.HasDocument() != p.docs {
+		t.Fatalf("%s: generated package is stale (mask %s, head_dim %d)", p.file, p.mask, p.headDim)
+	}
+	return s
+}
+
+// TestEveryExampleGenerated: generated/doc.go generates every example and
+// the registry lists every one.
+func TestEveryExampleGenerated(t *testing.T) {
+	files, _ := filepath.Glob("../spec/examples/*.yaml")
+	doc, err := os.ReadFile("doc.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, m := range regexp.MustCompile(`(?m)^//go:generate go run \.\./cmd/attngen -spec \.\./spec/examples/(\S+) -out (\S+)$`).FindAllSubmatch(doc, -1) {
+		lines = append(lines, string(m[1]))
+	}
+	var listed []string
+	for _, p := range packages() {
+		listed = append(listed, p.file)
+	}
+	for _, f := range files {
+		if !slices.Contains(lines, filepath.Base(f)) {
+			t.Errorf("generated/doc.go does not generate %s", f)
+		}
+		if !slices.Contains(listed, filepath.Base(f)) {
+			t.Errorf("packages_test.go does not list %s: run go generate ./generated", f)
+		}
+	}
+	if len(lines) != len(files) || len(listed) != len(files) {
+		t.Errorf("%d examples, %d go:generate lines, %d packages under test", len(files), len(lines), len(listed))
+	}
+}
+
+// TestCompiledMaskMatchesPlan: each package's compiled mask (mask.go, the
+// plan's programs rendered as Go) returns what the plan's programs return
+// when attngen evaluates them, on random tiles, rows and key offsets.
+func TestCompiledMaskMatchesPlan(t *testing.T) {
+	r := rand.New(rand.NewPCG(63, 64))
+	for _, p := range packages() {
+		s := load(t, p)
+		plan, err := gen.Compile(s, gen.CPUTarget, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if s.Mask.String() != p.mask || s.HeadDim != p.headDim {
-			t.Fatalf("%s: generated package is stale (mask %s, head_dim %d)", p.file, p.mask, p.headDim)
+		want := plan.Mask()
+		got := p.compiled
+		if got.Stride() != want.Stride() || got.UsesDocs() != want.UsesDocs() {
+			t.Fatalf("%s: stride %d docs %v, plan %d %v", p.file, got.Stride(), got.UsesDocs(), want.Stride(), want.UsesDocs())
 		}
-		for _, v := range []int{avx512, avx2, purego} {
+		for iter := 0; iter < 3000; iter++ {
+			n := 1 + r.IntN(3000)
+			var docs *mask.Docs
+			if p.docs {
+				ids := make([]int32, n)
+				for k := 1; k < n; k++ {
+					ids[k] = ids[k-1]
+					if r.IntN(200) == 0 {
+						ids[k]++
+					}
+				}
+				docs, _ = mask.NewDocs(ids)
+			}
+			q0 := r.IntN(n)
+			q1 := min(n-1, q0+r.IntN(64))
+			k0 := r.IntN(n)
+			k1 := min(n-1, k0+r.IntN(64))
+			x := r.IntN(n)
+			gn, gl := got.Hull(q0, q1, x, docs)
+			wn, wl := want.Hull(q0, q1, x, docs)
+			if gn != wn || gl != wl {
+				t.Fatalf("%s: Hull(%d, %d, %d) = %d, %d; plan %d, %d", p.file, q0, q1, x, gn, gl, wn, wl)
+			}
+			if g, w := got.Class(q0, q1, k0, k1, docs), want.Class(q0, q1, k0, k1, docs); g != w {
+				t.Fatalf("%s: Class(%d, %d, %d, %d) = %v; plan %v", p.file, q0, q1, k0, k1, g, w)
+			}
+			k64 := 64 * r.IntN((n+63)/64)
+			if g, w := got.Word(q0, k64, n, docs), want.Word(q0, k64, n, docs); g != w {
+				t.Fatalf("%s: Word(%d, %d, %d) = %064b; plan %064b", p.file, q0, k64, n, g, w)
+			}
+		}
+	}
+}
+
+// TestGPUGeometry: the launch each package's GPU kernels describe is the
+// one the PTX emitter computes for the same call.
+func TestGPUGeometry(t *testing.T) {
+	r := rand.New(rand.NewPCG(65, 66))
+	for _, p := range packages() {
+		s := load(t, p)
+		if p.gpus == 0 {
+			t.Fatalf("%s: no GPU kernel", p.file)
+		}
+		plan, err := gen.Compile(s, ptx.SM80, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := ptx.GenerateForward(plan, ptx.Config{Target: ptx.SM80})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for iter := 0; iter < 200; iter++ {
+			sk := 1 + r.IntN(5000)
+			sh := verify.Shape{Batch: 1 + r.IntN(3), HeadsQ: 4, HeadsKV: 2, SeqQ: 1 + r.IntN(sk), SeqK: sk, HeadDim: s.HeadDim}
+			grid, block, dyn := p.geometry(0, sh)
+			l, err := f.Geometry(sh.Batch, sh.HeadsQ, sh.HeadsKV, sh.SeqQ, sh.SeqK, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if grid != l.Grid || block != l.Block || dyn != l.DynShared {
+				t.Fatalf("%s %+v: package geometry %v %v %d, emitter %v %v %d", p.file, sh, grid, block, dyn, l.Grid, l.Block, l.DynShared)
+			}
+		}
+	}
+}
+
+// TestGeneratedPackages runs the checks of attngen verify on every
+// generated package, through its public API, for every CPU target this
+// machine supports.
+func TestGeneratedPackages(t *testing.T) {
+	r := rand.New(rand.NewPCG(61, 62))
+	for _, p := range packages() {
+		s := load(t, p)
+		for _, tg := range cpu.Targets {
+			v := int(tg.Variant)
 			if !p.supported(v) {
 				continue
 			}
-			name := p.file + "/" + []string{"", "avx512", "avx2", "purego"}[v]
+			name := p.file + "/" + tg.Name
 			run := p.run(v)
 			for _, sh := range verify.Shapes(s.HeadDim) {
 				if testing.Short() && sh.SeqK > 200 {

@@ -20,13 +20,17 @@ import (
 // Spec is a parsed, validated spec file. Its masks are normalized: no
 // shorthand survives parsing.
 type Spec struct {
-	File     string
-	Name     string // Go package name of the generated code
-	Mask     *Mask
-	Causal   bool
-	HeadDim  int
-	Schedule []ScheduleEntry // empty: the mask alone
-	Masks    map[string]*Mask
+	File    string
+	Name    string // Go package name of the generated code
+	Mask    *Mask
+	Causal  bool
+	HeadDim int
+	// HeadDimPos is where head_dim was written (zero when defaulted):
+	// which head dimensions run is the targets' business, and their errors
+	// point here.
+	HeadDimPos Pos
+	Schedule   []ScheduleEntry // empty: the mask alone
+	Masks      map[string]*Mask
 }
 
 // ScheduleEntry is one layer of the analysis schedule: "mask", "full" or the
@@ -227,6 +231,10 @@ func firstNonBlank(data []byte, line int) int {
 	return col
 }
 
+// MaxHeadDim bounds head_dim in a spec; the targets a package is
+// generated for decide which sizes actually run.
+const MaxHeadDim = 1024
+
 var topKeys = []string{"name", "mask", "causal", "head_dim", "schedule", "masks"}
 
 func (p *parser) spec(doc *yaml.Node) *Spec {
@@ -305,10 +313,11 @@ func (p *parser) spec(doc *yaml.Node) *Spec {
 	}
 	if n := fields["head_dim"]; n != nil {
 		if v, ok := p.integer(n, "head_dim"); ok {
-			if v != 64 && v != 128 {
-				p.errorf(n, "head_dim: %d is not supported (want 64 or 128)", v)
+			if v < 1 || v > MaxHeadDim {
+				p.errorf(n, "head_dim: %d is not supported (want 1 to %d; each target lists the sizes it runs)", v, MaxHeadDim)
 			}
 			s.HeadDim = v
+			s.HeadDimPos = p.pos(n)
 		}
 	}
 	if schedNode = fields["schedule"]; schedNode != nil {

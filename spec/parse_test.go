@@ -119,7 +119,7 @@ var errCases = []errCase{
 	{"causal null", base + "causal:\n", []wantErr{at(3, 8, "causal: want true or false", "got nothing (null)")}},
 
 	// head_dim.
-	{"head_dim 96", base + "head_dim: 96\n", []wantErr{at(3, 11, "head_dim: 96 is not supported", "want 64 or 128")}},
+	{"head_dim 2048", base + "head_dim: 2048\n", []wantErr{at(3, 11, "head_dim: 2048 is not supported", "want 1 to 1024")}},
 	{"head_dim 0", base + "head_dim: 0\n", []wantErr{at(3, 11, "head_dim: 0 is not supported")}},
 	{"head_dim negative", base + "head_dim: -64\n", []wantErr{at(3, 11, "head_dim: -64 is not supported")}},
 	{"head_dim quoted", base + "head_dim: \"128\"\n", []wantErr{at(3, 11, "head_dim: want an integer", `got the string "128"`)}},
@@ -363,7 +363,7 @@ var errCases = []errCase{
 		"    - union: []",                                  // 7
 		"    - document: {}",                               // 8
 		"causal: yes",                                      // 9
-		"head_dim: 96",                                     // 10
+		"head_dim: 4096",                                   // 10
 		"schedule: [mask, nope]",                           // 11
 		"masks:",                                           // 12
 		"  full: {window: {size: 4}}",                      // 13
@@ -375,7 +375,7 @@ var errCases = []errCase{
 		at(6, 15, "mask.union[2].window: give size"),
 		at(7, 14, "mask.union[3].union: empty union"),
 		at(9, 9, "causal: want true or false"),
-		at(10, 11, "head_dim: 96 is not supported"),
+		at(10, 11, "head_dim: 4096 is not supported"),
 		at(11, 18, `schedule: unknown entry "nope"`),
 		at(13, 3, `masks: name "full" is reserved`),
 		at(14, 1, `spec: unknown key "colour"`),

@@ -13,7 +13,7 @@ import (
 	"github.com/attngen/attngen/cuda"
 	"github.com/attngen/attngen/emit/ptx"
 	"github.com/attngen/attngen/gen"
-	"github.com/attngen/attngen/kernel"
+	"github.com/attngen/attngen/runtime/cpu"
 	"github.com/attngen/attngen/spec"
 	"github.com/attngen/attngen/verify"
 	"github.com/attngen/attngen/verify/gpurun"
@@ -77,7 +77,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	mask := plan.KernelMask()
+	mask := plan.Mask()
 	D := s.HeadDim
 	kept := verify.KeptPairs(s.Pattern(), *seq, *seq)
 	r := rand.New(rand.NewPCG(1, 2))
@@ -91,7 +91,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	}
 	q, k, v := mk(n), mk(n), mk(n)
 	out, lse := make([]float32, n), make([]float32, *batch**heads**seq)
-	shape := kernel.Shape{Batch: *batch, HeadsQ: *heads, HeadsKV: *heads, SeqQ: *seq, SeqK: *seq, HeadDim: D}
+	shape := cpu.Shape{Batch: *batch, HeadsQ: *heads, HeadsKV: *heads, SeqQ: *seq, SeqK: *seq, HeadDim: D}
 	flops := func(h int) float64 { return 4 * float64(*batch) * float64(h) * float64(D) * float64(kept) }
 	prev := runtime.GOMAXPROCS(0)
 	defer runtime.GOMAXPROCS(prev)
@@ -101,25 +101,26 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		// The FMA peak is measured right before and after each variant and
 		// averaged: on shared machines it drifts within a run.
 		peakBefore := 0.0
-		measurePeak := func() { peakBefore = kernel.PeakGFLOPS(th, 150*time.Millisecond) }
+		measurePeak := func() { peakBefore = cpu.PeakGFLOPS(th, 150*time.Millisecond) }
 		add := func(variant string, h, reps int, ms float64, allocs float64) {
-			peak := (peakBefore + kernel.PeakGFLOPS(th, 150*time.Millisecond)) / 2
+			peak := (peakBefore + cpu.PeakGFLOPS(th, 150*time.Millisecond)) / 2
 			g := flops(h) / (ms / 1e3) / 1e9
 			results = append(results, benchResult{Variant: variant, Mask: s.Name, Seq: *seq, Batch: *batch, Heads: *heads, HeadDim: D,
 				Threads: th, Ms: ms, GFlops: g, PeakGFlops: peak, PctPeak: 100 * g / peak, KeptPairs: kept, Reps: reps, MeasHeads: h, AllocsOp: allocs})
 		}
-		for _, variant := range []kernel.Variant{kernel.AVX512, kernel.AVX2, kernel.PureGo} {
-			if !kernel.Supported(variant) {
+		for _, t := range cpu.Targets {
+			variant := t.Variant
+			if !cpu.Supported(variant) {
 				continue
 			}
 			measurePeak()
 			call := func() {
-				if err := kernel.Forward(mask, variant, out, lse, q, k, v, nil, shape); err != nil {
+				if err := cpu.Forward(mask, variant, out, lse, q, k, v, nil, shape); err != nil {
 					panic("BUG: " + err.Error())
 				}
 			}
 			reps, allocs := *reps, -1.0
-			if variant == kernel.PureGo {
+			if variant == cpu.PureGo {
 				// The scalar path is slow: one timed call, which also warms up.
 				reps = 1
 			} else {
@@ -131,7 +132,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 				call()
 				best = min(best, time.Since(t0))
 			}
-			if variant != kernel.PureGo {
+			if variant != cpu.PureGo {
 				allocs = testingAllocs(call)
 			}
 			add(variant.String(), *heads, reps, float64(best.Nanoseconds())/1e6, allocs)
@@ -212,7 +213,7 @@ func benchGPU(s *spec.Spec, batch, heads, seq, reps int, asJSON bool, stdout io.
 		return err
 	}
 	defer ctx.Release()
-	plan, err := gen.Compile(s, ptx.Sm80, nil)
+	plan, err := gen.Compile(s, ptx.SM80, nil)
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,8 @@ func cmdCheck(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("check", stderr)
 	path := fs.String("spec", "", "spec file (YAML)")
 	seq := fs.Int("seq", 4096, "sequence length for the density")
+	dtype := fs.String("dtype", "bf16", "element types of the GPU kernels to check the spec against (as attngen -spec)")
+	sm := fs.String("sm", "80", "SM versions of the GPU kernels to check the spec against (as attngen -spec); none: CPU only")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -21,6 +23,15 @@ func cmdCheck(args []string, stdout, stderr io.Writer) error {
 	s, err := loadSpec(*path, stderr)
 	if err != nil {
 		return err
+	}
+	gpus, err := gpuTargets(*sm, *dtype)
+	if err != nil {
+		return err
+	}
+	// check accepts exactly what generate accepts: the targets run it
+	if err := checkTargets(s, gpus); err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitError{1}
 	}
 	fmt.Fprintf(stdout, "%s: ok\n", s.File)
 	fmt.Fprintf(stdout, "name: %s\ncausal: %v\nhead_dim: %d\n", s.Name, s.Causal, s.HeadDim)

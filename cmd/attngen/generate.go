@@ -4,17 +4,14 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/attngen/attngen/emit/ptx"
 	"github.com/attngen/attngen/gen"
-	"github.com/attngen/attngen/kernel"
-	"github.com/attngen/attngen/kernel/specmask"
+	"github.com/attngen/attngen/runtime/cpu"
 	"github.com/attngen/attngen/spec"
 )
-
-// runtimeSources is what generated packages carry.
-var runtimeSources = gen.Runtime{Spec: spec.AlgebraSources, Kernel: kernel.Sources, SpecMask: specmask.Sources}
 
 // cmdGenerate is the main job: attngen -spec F -out DIR [-pkg NAME].
 func cmdGenerate(args []string, stdout, stderr io.Writer) error {
@@ -23,7 +20,8 @@ func cmdGenerate(args []string, stdout, stderr io.Writer) error {
 	out := fs.String("out", "", "folder of the generated package (default: the spec's name, here)")
 	pkg := fs.String("pkg", "", "package name (default: the spec's name)")
 	check := fs.Bool("verify", false, "after generating, run attngen verify on the spec's kernels")
-	dtype := fs.String("dtype", "bf16", "element type of the GPU kernel: bf16 or f16")
+	dtype := fs.String("dtype", "bf16", "element types of the GPU kernels, comma separated: bf16, f16")
+	sm := fs.String("sm", "80", "SM versions of the GPU kernels (compute capability x 10), comma separated; none: no GPU kernel")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -55,11 +53,11 @@ func cmdGenerate(args []string, stdout, stderr io.Writer) error {
 			kept = append(kept, a)
 		}
 	}
-	elem := map[string]ptx.Type{"bf16": ptx.BF16, "f16": ptx.F16, "fp16": ptx.F16}[*dtype]
-	if elem == ptx.NoType {
-		return fmt.Errorf("-dtype %q: want bf16 or f16", *dtype)
+	gpus, err := gpuTargets(*sm, *dtype)
+	if err != nil {
+		return err
 	}
-	files, err := packageFiles(s, importPath, name, elem, "attngen "+strings.Join(quoteArgs(kept), " "))
+	files, err := packageFiles(s, importPath, name, gpus, "attngen "+strings.Join(quoteArgs(kept), " "))
 	if err != nil {
 		return err
 	}
@@ -73,31 +71,95 @@ func cmdGenerate(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// packageFiles builds every file of the generated package: the CPU plan and
-// runtime, and the PTX kernel with its launch description.
-func packageFiles(s *spec.Spec, importPath, name string, elem ptx.Type, command string) (map[string][]byte, error) {
+// gpuTargets parses -sm and -dtype into the PTX targets to build: every
+// SM version with every element type.
+func gpuTargets(sms, dtypes string) ([]ptx.Target, error) {
+	if sms == "none" || sms == "" {
+		return nil, nil
+	}
+	var out []ptx.Target
+	for _, v := range strings.Split(sms, ",") {
+		n, err := strconv.Atoi(strings.TrimPrefix(strings.TrimSpace(v), "sm_"))
+		if err != nil {
+			return nil, fmt.Errorf("-sm %q: want SM versions such as 80 or 80,90, or none", sms)
+		}
+		for _, e := range strings.Split(dtypes, ",") {
+			e = strings.TrimSpace(e)
+			if e == "fp16" {
+				e = "f16"
+			}
+			t := ptx.Target{SM: n, Elem: e}
+			if err := t.Check(); err != nil {
+				return nil, fmt.Errorf("-sm %s -dtype %s: %v", sms, dtypes, err)
+			}
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+// targetError checks that every target runs the spec's head dimension and
+// names the spec line that asks for it.
+func targetError(s *spec.Spec, name string, err error) error {
+	if err == nil {
+		return nil
+	}
+	at := s.HeadDimPos
+	if at.Line == 0 {
+		at = spec.Pos{File: s.File, Line: 1, Col: 1}
+	}
+	return fmt.Errorf("%s: head_dim: %d is not supported by target %s: %v", at, s.HeadDim, name, err)
+}
+
+// checkTargets reports the first target (CPU variants, then the GPU
+// targets) that cannot run the spec.
+func checkTargets(s *spec.Spec, gpus []ptx.Target) error {
+	for _, t := range cpu.Targets {
+		if err := targetError(s, t.Name, t.Supports(s.HeadDim)); err != nil {
+			return err
+		}
+	}
+	for _, t := range gpus {
+		if err := targetError(s, t.Name(), t.Supports(s.HeadDim)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// packageFiles builds every file of the generated package: the CPU plan's
+// compiled mask and API, and one PTX kernel per GPU target with its launch
+// description.
+func packageFiles(s *spec.Spec, importPath, name string, gpus []ptx.Target, command string) (map[string][]byte, error) {
+	if err := checkTargets(s, gpus); err != nil {
+		return nil, err
+	}
 	p, err := gen.Compile(s, gen.CPUTarget, nil)
 	if err != nil {
 		return nil, err
 	}
-	gpu, err := gpuKernel(s, elem)
-	if err != nil {
-		return nil, err
+	var ks []*gen.GPUKernel
+	for _, t := range gpus {
+		k, err := gpuKernel(s, t)
+		if err != nil {
+			return nil, err
+		}
+		ks = append(ks, k)
 	}
-	return gen.PackageFiles(s, p, runtimeSources, gpu, importPath, name, command)
+	return gen.PackageFiles(s, p, ks, importPath, name, command)
 }
 
-// gpuKernel emits the spec's PTX forward kernel and describes it.
-func gpuKernel(s *spec.Spec, elem ptx.Type) (*gen.GPUKernel, error) {
-	plan, err := gen.Compile(s, ptx.Sm80, nil)
+// gpuKernel emits the spec's PTX forward kernel for a target and describes it.
+func gpuKernel(s *spec.Spec, t ptx.Target) (*gen.GPUKernel, error) {
+	plan, err := gen.Compile(s, t, nil)
 	if err != nil {
 		return nil, err
 	}
-	f, err := ptx.GenerateForward(plan, ptx.Config{Elem: elem})
+	f, err := ptx.GenerateForward(plan, ptx.Config{Target: t})
 	if err != nil {
 		return nil, err
 	}
-	k := &gen.GPUKernel{Name: f.Name, Target: "sm_80", Elem: f.Elem.String(), PTX: f.PTX,
+	k := &gen.GPUKernel{Name: f.Name, Target: t.Arch(), Elem: t.Elem, PTX: f.PTX,
 		TileQ: ptx.TileQ, Threads: ptx.Threads, DynShared: f.DynShared, Stride: max(f.Stride, 1)}
 	for _, prm := range f.Params {
 		k.Params = append(k.Params, gen.GPUParam{Name: prm.Name, Type: prm.T.String(), Doc: prm.Doc})

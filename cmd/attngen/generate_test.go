@@ -28,11 +28,11 @@ func TestGenerateDeterministic(t *testing.T) {
 		out := s.Name                                   // generated/doc.go writes each example to its spec name
 		cmd := "attngen -spec " + s.File + " -out " + out
 		ip := "github.com/attngen/attngen/generated/" + out
-		a, err := packageFiles(s, ip, s.Name, ptx.BF16, cmd)
+		a, err := packageFiles(s, ip, s.Name, []ptx.Target{ptx.SM80}, cmd)
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := packageFiles(s, ip, s.Name, ptx.BF16, cmd)
+		b, err := packageFiles(s, ip, s.Name, []ptx.Target{ptx.SM80}, cmd)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -51,7 +51,7 @@ func TestGenerateDeterministic(t *testing.T) {
 				t.Fatalf("%s: generated/%s/%s is stale or missing (run go generate ./...)", f, out, name)
 			}
 		}
-		if !strings.Contains(string(a["gpu.go"]), "func Geometry(s Shape)") {
+		if !strings.Contains(string(a["gpu.go"]), "func (k GPUKernel) Geometry(s Shape)") {
 			t.Fatalf("%s: no GPU launch geometry", f)
 		}
 	}

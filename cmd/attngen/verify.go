@@ -7,20 +7,20 @@ import (
 	"time"
 
 	"github.com/attngen/attngen/gen"
-	"github.com/attngen/attngen/kernel"
+	"github.com/attngen/attngen/runtime/cpu"
 	"github.com/attngen/attngen/spec"
 	"github.com/attngen/attngen/verify"
 )
 
 // kernelRun adapts a CPU variant running a pattern's plan to verify.Run.
-func kernelRun(p spec.Pattern, headDim int, variant kernel.Variant) (verify.Run, error) {
+func kernelRun(p spec.Pattern, headDim int, variant cpu.Variant) (verify.Run, error) {
 	plan, err := gen.Compile(&spec.Spec{Name: "verify", Mask: p.Mask, Causal: p.Causal, HeadDim: headDim}, gen.CPUTarget, nil)
 	if err != nil {
 		return nil, err
 	}
-	m := plan.KernelMask()
+	m := plan.Mask()
 	return func(out, lse, q, k, v []float32, docs []int32, s verify.Shape) error {
-		return kernel.Forward(m, variant, out, lse, q, k, v, docs, kernel.Shape{
+		return cpu.Forward(m, variant, out, lse, q, k, v, docs, cpu.Shape{
 			Batch: s.Batch, HeadsQ: s.HeadsQ, HeadsKV: s.HeadsKV, SeqQ: s.SeqQ, SeqK: s.SeqK,
 			HeadDim: s.HeadDim, Scale: float32(s.Scale),
 		})
@@ -47,8 +47,9 @@ func cmdVerify(args []string, stdout, stderr io.Writer) error {
 	r := rand.New(rand.NewPCG(*seed, 0x61747467656e))
 	fmt.Fprintf(stdout, "verify %s (%s), seed %d\nmask: %s (causal %v), head_dim %d\n", s.Name, s.File, *seed, s.Mask, s.Causal, s.HeadDim)
 	failed := 0
-	for _, v := range []kernel.Variant{kernel.AVX512, kernel.AVX2, kernel.PureGo} {
-		if !kernel.Supported(v) {
+	for _, t := range cpu.Targets {
+		v := t.Variant
+		if !cpu.Supported(v) {
 			fmt.Fprintf(stdout, "%-7s not supported on this machine/build: skipped\n", v)
 			continue
 		}

@@ -28,7 +28,7 @@ func interpShapes(d int) []verify.Shape {
 // S = 8192) and against the interpreter on identical inputs. It returns the
 // number of failed checks.
 func verifyPTX(s *spec.Spec, r *rand.Rand, gpu bool, stdout io.Writer) (int, error) {
-	plan, err := gen.Compile(s, ptx.Sm80, nil)
+	plan, err := gen.Compile(s, ptx.SM80, nil)
 	if err != nil {
 		return 0, err
 	}

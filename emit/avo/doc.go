@@ -1,15 +1,15 @@
 // Package avo lowers the CPU tile microkernel to AVX-512 and AVX2 Go
 // assembly through avo (github.com/mmcloughlin/avo). It decides no tiling:
 // the tile sizes (TQ = 48, TK = 64) and the microkernel ABI are those of
-// package kernel, and which tiles run, full or partial, is the plan's.
+// package runtime/cpu, and which tiles run, full or partial, is the plan's.
 //
 // Build returns an avo build context holding the whole kernel file: the
 // shared constant table (EmitConsts), one tile kernel per ISA and head
 // dimension (EmitTile: tileAVX512D64, tileAVX512D128, tileAVX2D64,
 // tileAVX2D128) and the FMA peak loops the benchmarks compare against
 // (EmitPeak: peakFMA512, peakFMA256). Generate compiles and prints it,
-// WriteFiles writes kernel/tile_amd64.s and kernel/tile_amd64.go; the command
-// cmd/genkernel runs it for go generate (kernel/generate.go). Output is
+// WriteFiles writes runtime/cpu/tile_amd64.s and runtime/cpu/tile_amd64.go; the command
+// cmd/genkernel runs it for go generate (runtime/cpu/generate.go). Output is
 // byte-for-byte deterministic, and a test compares the committed files with
 // a fresh generation.
 //

@@ -15,14 +15,14 @@ import (
 
 // Options configures the generated kernel files.
 type Options struct {
-	// Pkg is the package clause of the generated files ("kernel" when empty).
+	// Pkg is the package clause of the generated files ("cpu" when empty).
 	Pkg string
 	// Command is the command that regenerates the files, written into their
 	// "Code generated" headers (DefaultCommand when empty).
 	Command string
 }
 
-// DefaultCommand regenerates kernel/tile_amd64.{s,go}; kernel/generate.go
+// DefaultCommand regenerates runtime/cpu/tile_amd64.{s,go}; runtime/cpu/generate.go
 // runs it.
 const DefaultCommand = "go run github.com/attngen/attngen/emit/avo/cmd/genkernel"
 
@@ -61,7 +61,7 @@ func Build() *build.Context {
 // 16 vectors are live).
 func Generate(ctx *build.Context, opts Options) (asm, stubs []byte, err error) {
 	if opts.Pkg == "" {
-		opts.Pkg = "kernel"
+		opts.Pkg = "cpu"
 	}
 	if opts.Command == "" {
 		opts.Command = DefaultCommand

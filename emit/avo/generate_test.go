@@ -33,20 +33,20 @@ func TestDeterministic(t *testing.T) {
 	}
 }
 
-// TestCommittedUpToDate checks that kernel/tile_amd64.{s,go} are what the
-// generator writes now (regenerate with go generate ./kernel).
+// TestCommittedUpToDate checks that runtime/cpu/tile_amd64.{s,go} are what the
+// generator writes now (regenerate with go generate ./runtime/cpu).
 func TestCommittedUpToDate(t *testing.T) {
 	asm, stubs, err := Kernel(Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for name, want := range map[string][]byte{AsmFile: asm, StubsFile: stubs} {
-		got, err := os.ReadFile(filepath.Join("..", "..", "kernel", name))
+		got, err := os.ReadFile(filepath.Join("..", "..", "runtime", "cpu", name))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(got, want) {
-			t.Errorf("kernel/%s is stale: run go generate ./kernel", name)
+			t.Errorf("runtime/cpu/%s is stale: run go generate ./runtime/cpu", name)
 		}
 	}
 }

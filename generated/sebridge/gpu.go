@@ -2,48 +2,54 @@
 
 package sebridge
 
-import _ "embed"
+import (
+	_ "embed"
 
-// PTX is the forward kernel for NVIDIA GPUs (sm_80 and later), bf16 inputs and
-// outputs, float32 accumulation and log-sum-exp; load it with the CUDA
-// driver (cuModuleLoadData) and launch KernelName with Geometry.
-//
-//go:embed forward_sm_80.ptx
-var PTX string
+	"github.com/attngen/attngen/runtime/mask"
+)
 
-// KernelName is the PTX entry point.
-const KernelName = "attn_fwd_sebridge"
+// GPUKernel is a forward kernel of this package for NVIDIA GPUs: PTX to
+// load with the CUDA driver (cuModuleLoadData), the entry to launch and
+// how to launch it. Inputs and outputs are Elem, accumulation and
+// log-sum-exp float32.
+type GPUKernel struct {
+	Target string // the GPU architecture it needs at least, e.g. "sm_80"
+	Elem   string // element type of q, k, v and out: "bf16" or "f16"
+	Name   string // entry point
+	PTX    string
+	// Params lists the kernel parameters in order: name, PTX type, meaning.
+	// The scalar ones are SeqQ, SeqK, HeadsQ, HeadsKV and scale*log2(e).
+	Params [][3]string
 
-// GPUElem is the element type of q, k, v and out on the GPU.
-const GPUElem = "bf16"
-
-// GPUParams lists the kernel parameters in order: name, PTX type, meaning.
-var GPUParams = [][3]string{
-	{"q", "u64", "queries [batch][heads_q][seq_q][D], elem"},
-	{"k", "u64", "keys [batch][heads_kv][seq_k][D], elem"},
-	{"v", "u64", "values [batch][heads_kv][seq_k][D], elem"},
-	{"o", "u64", "output [batch][heads_q][seq_q][D], elem"},
-	{"lse", "u64", "log-sum-exp [batch][heads_q][seq_q], f32 (natural log)"},
-	{"seq_q", "u32", "query rows (<= seq_k); row r is position r + seq_k - seq_q"},
-	{"seq_k", "u32", "keys"},
-	{"heads_q", "u32", "query heads"},
-	{"heads_kv", "u32", "key/value heads; query head h reads h / (heads_q/heads_kv)"},
-	{"scale_log2", "f32", "softmax scale times log2(e)"},
+	tileQ, threads, dynShared, stride int
 }
 
 // Geometry returns the launch of a call: grid and block dimensions and the
 // dynamic shared memory in bytes (which needs
-// CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES when above 48 KiB). The
-// scalar parameters are SeqQ, SeqK, HeadsQ, HeadsKV and scale*log2(e).
-func Geometry(s Shape) (grid, block [3]int, dynShared int) {
-	rows, z := s.SeqQ, s.Batch
-	if st := 1; st > 1 {
-		rows, z = 0, s.Batch*st
-		for c := 0; c < st && c < s.SeqK; c++ {
-			nk := (s.SeqK - c + st - 1) / st
-			first := max(0, (s.SeqK-s.SeqQ-c+st-1)/st)
-			rows = max(rows, nk-first)
-		}
-	}
-	return [3]int{(rows + 64 - 1) / 64, s.HeadsQ, z}, [3]int{128, 1, 1}, 87040
+// CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES when above 48 KiB).
+func (k GPUKernel) Geometry(s Shape) (grid, block [3]int, dynShared int) {
+	rows := mask.MaxQueries(s.SeqQ, s.SeqK, k.stride)
+	return [3]int{(rows + k.tileQ - 1) / k.tileQ, s.HeadsQ, s.Batch * k.stride}, [3]int{k.threads, 1, 1}, k.dynShared
 }
+
+// GPUKernels lists the package's GPU kernels, one per GPU target it was
+// generated for.
+var GPUKernels = []GPUKernel{
+	{Target: "sm_80", Elem: "bf16", Name: "attn_fwd_sebridge", PTX: ptx0,
+		Params: [][3]string{
+			{"q", "u64", "queries [batch][heads_q][seq_q][D], elem"},
+			{"k", "u64", "keys [batch][heads_kv][seq_k][D], elem"},
+			{"v", "u64", "values [batch][heads_kv][seq_k][D], elem"},
+			{"o", "u64", "output [batch][heads_q][seq_q][D], elem"},
+			{"lse", "u64", "log-sum-exp [batch][heads_q][seq_q], f32 (natural log)"},
+			{"seq_q", "u32", "query rows (<= seq_k); row r is position r + seq_k - seq_q"},
+			{"seq_k", "u32", "keys"},
+			{"heads_q", "u32", "query heads"},
+			{"heads_kv", "u32", "key/value heads; query head h reads h / (heads_q/heads_kv)"},
+			{"scale_log2", "f32", "softmax scale times log2(e)"},
+		},
+		tileQ: 64, threads: 128, dynShared: 87040, stride: 1},
+}
+
+//go:embed forward_sm_80_bf16.ptx
+var ptx0 string

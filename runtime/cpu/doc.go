@@ -1,13 +1,14 @@
-// Package kernel is the CPU attention runtime that generated packages
-// carry: the driver (Forward: shapes, workspace, goroutines, the tile
-// schedule), the per-tile microkernels (AVX-512 and AVX2 Go assembly
-// written by emit/avo, and a pure-Go path computing the same function), and
-// the exp2 they share. It sits at the top level because generated packages
-// need it, but they import only the standard library and x/sys: attngen
-// copies these files into each generated package (renaming the package) and
-// adds the mask-specific code generated from the spec. attngen's own verify
-// and bench commands run this package directly, so what is tested here is
-// byte for byte what users get.
+// Package cpu is attngen's CPU attention runtime, which every generated
+// package imports (with runtime/mask): the driver (Forward: shapes,
+// workspace, goroutines, the tile walk of the plan), the per-tile
+// microkernels (AVX-512 and AVX2 Go assembly written by emit/avo, and a
+// pure-Go path computing the same function), the exp2 they share, the
+// variants as values (Targets) and the FMA peak loop benchmarks measure
+// beside the kernels. It imports only the standard library, x/sys and
+// runtime/mask. A generated package contributes only its compiled mask (a
+// mask.Mask written from the plan); attngen's own verify and bench
+// commands run this package with the plan evaluated directly, and tests
+// hold the two masks equal, so what is tested here is what users run.
 //
 // # The microkernel ABI
 //
