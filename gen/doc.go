@@ -1,16 +1,25 @@
-// Package gen owns the Plan: tile sizes, the tile schedule (which key tiles
-// each query tile visits, full or partial), the partial-tile predicate as a
-// small integer IR, and layout transforms (dilated masks gathered by residue
-// class); and the generated Go packages (PackageFiles: the API file plus
-// copies of the runtime sources they carry). Later it will also own GPU
-// launch geometry. It never imports an emitter (a test enforces it).
+// Package gen owns the plan, the only contract between a mask and its
+// targets. Compile runs the declared Pipeline of passes (layout, tiles,
+// predicate, schedule, word) and lowers a spec into target-free programs of
+// a small integer SSA IR (ir.go): the partial-tile predicate pred(i, j),
+// the key hull of a query tile hull(q0, q1, x) -> (next, last), the tile
+// class class(q0, q1, k0, k1), the CPU keep word word(i, k0) (the
+// predicate bit-sliced over 64 keys, word.go) and the residue-layout
+// arithmetic residue(c, sq, sk, st) (layout.go). The lowering table in
+// lower.go is the only place outside spec that knows what a primitive
+// means; targets render the programs: emit/ptx as PTX, GoBody (gosrc.go,
+// through jennifer) as Go for generated packages and runtime/mask, and
+// Prog.Eval evaluates them (the reference renderers are tested against,
+// and Plan.Mask, which attngen's own commands run).
 //
-// Compile runs the declared Pipeline of passes (layout, tiles, predicate).
-// The schedule of a call is not stored: Visit lists the key tiles of one
-// query tile from the mask's key spans and tile classification, in time
-// proportional to the tiles it returns (plus at most one boundary tile per
-// span), so it stays usable at a million positions. Tiles that Classify
-// calls partial for a union or intersection are re-classified exactly by
-// counting (spec.Pattern.ClassifyExact), so no empty tile is ever visited.
-// A Plan prints as text (Text) and parses back (ParseText).
+// The tile schedule of a call is not stored: Visit walks it with the
+// runtime's own functions (mask.Visit, mask.Refine), jumping over keys the
+// hull excludes and refining partial tiles exactly by their keep words, so
+// no empty tile is visited and the schedule checked here is the one users
+// run. A Plan prints as text (Text) and parses back (ParseText).
+//
+// gen also writes generated packages (PackageFiles: the API, the compiled
+// mask, the GPU kernels an emitter produced) that import the runtime
+// instead of copying it. It never imports an emitter: the GPU kernels
+// arrive as GPUKernel data, and a test enforces the layering with go list.
 package gen

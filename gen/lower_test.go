@@ -186,3 +186,35 @@ func TestResidueProg(t *testing.T) {
 		}
 	}
 }
+
+// TestEveryOpRendersAndEvaluates: every IR op has an evaluation and a Go
+// rendering (a forgotten op fails here; PTX checks its own in emit/ptx).
+func TestEveryOpRendersAndEvaluates(t *testing.T) {
+	docs, _ := mask.NewDocs([]int32{0, 0, 1, 1, 1, 2, 2, 2})
+	for op := IROp(0); op < NumIROps; op++ {
+		in := Inst{Op: op, A: 0, B: 1, C: 2, Imm: 3}
+		switch op {
+		case IRArg:
+			in.Imm = 1
+		case IRWRange:
+			in.Imm = 0
+		}
+		p := &Prog{Name: "op", Args: []string{"a", "b", "c"}, Insts: []Inst{{Op: IRArg, Imm: 0}, {Op: IRArg, Imm: 1}, {Op: IRArg, Imm: 2}, in}, Results: []int{3}}
+		if err := p.Check(); err != nil {
+			t.Fatalf("%s: %v", op, err)
+		}
+		var res [1]int64
+		p.Eval([]int64{1, 2, 3}, docs, nil, res[:])
+		want := "int"
+		if op.Word() {
+			want = "uint64"
+		}
+		if _, err := GoBody(p, p.Args, "d", []string{want}); err != nil {
+			t.Errorf("%s: %v", op, err)
+		}
+		back, err := ParseProg(p.String())
+		if err != nil || back.String() != p.String() {
+			t.Errorf("%s: text round trip: %v", op, err)
+		}
+	}
+}

@@ -5,7 +5,7 @@
 //
 // # Spec files
 //
-// Parse and ParseFile read the format of MASKS.md section 6 (name, mask,
+// Parse and ParseFile read the spec format of docs/language.md (name, mask,
 // causal, head_dim, schedule, masks). Every problem in a file is reported at
 // once as an ErrorList of file:line:col: message entries naming the field.
 // Shorthands (pbb, se_bridge, streaming, strided) are lowered to unions of
@@ -24,7 +24,10 @@
 //     document-local positions are well defined. Document ids are
 //     non-decreasing (one run per document). At and Classify treat the
 //     sequence as one document; AtDocs and ClassifyDocs take the ids.
-//   - head_dim defaults to 128; causal defaults to true.
+//   - head_dim defaults to 128 and may be 1 to MaxHeadDim here; the
+//     targets a package is generated for say which sizes they run, and
+//     their errors point at the head_dim line (HeadDimPos).
+//   - causal defaults to true.
 //
 // # Evaluation and classification
 //
@@ -48,4 +51,12 @@
 // (block with bridge, two windows that miss each other) is reported
 // Partial. The property tests measure how often that happens on random
 // nested masks (well under 1% of random tiles).
+//
+// This package is the meaning and the independent oracle; it is not what
+// kernels run. gen lowers the same definitions into the plan's programs
+// (its lowering table is the other place a primitive is written), and
+// tests hold the two equal pair by pair. Class and Docs are runtime/mask's
+// types, shared so that every layer reads the same values. A new
+// primitive is added here (tree, parser, At, Keys, Classify, String) and in
+// gen's lowering table; NumOps ends the op list and tests loop up to it.
 package spec

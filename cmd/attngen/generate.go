@@ -98,30 +98,24 @@ func gpuTargets(sms, dtypes string) ([]ptx.Target, error) {
 	return out, nil
 }
 
-// targetError checks that every target runs the spec's head dimension and
-// names the spec line that asks for it.
-func targetError(s *spec.Spec, name string, err error) error {
-	if err == nil {
-		return nil
-	}
+// checkTargets reports, at the spec's head_dim line, the first target (CPU
+// variants, then the GPU targets) that cannot run the spec.
+func checkTargets(s *spec.Spec, gpus []ptx.Target) error {
 	at := s.HeadDimPos
 	if at.Line == 0 {
 		at = spec.Pos{File: s.File, Line: 1, Col: 1}
 	}
-	return fmt.Errorf("%s: head_dim: %d is not supported by target %s: %v", at, s.HeadDim, name, err)
-}
-
-// checkTargets reports the first target (CPU variants, then the GPU
-// targets) that cannot run the spec.
-func checkTargets(s *spec.Spec, gpus []ptx.Target) error {
+	bad := func(name string, dims []int) error {
+		return fmt.Errorf("%s: head_dim: %d is not supported by target %s (it runs %s)", at, s.HeadDim, name, strings.ReplaceAll(strings.Trim(fmt.Sprint(dims), "[]"), " ", ", "))
+	}
 	for _, t := range cpu.Targets {
-		if err := targetError(s, t.Name, t.Supports(s.HeadDim)); err != nil {
-			return err
+		if t.Supports(s.HeadDim) != nil {
+			return bad(t.Name, t.HeadDims)
 		}
 	}
 	for _, t := range gpus {
-		if err := targetError(s, t.Name(), t.Supports(s.HeadDim)); err != nil {
-			return err
+		if t.Supports(s.HeadDim) != nil {
+			return bad(t.Name(), t.HeadDims())
 		}
 	}
 	return nil

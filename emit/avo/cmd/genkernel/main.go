@@ -1,4 +1,4 @@
-// Command genkernel writes the amd64 tile kernels of package kernel:
+// Command genkernel writes the amd64 tile kernels of package runtime/cpu:
 // tile_amd64.s and tile_amd64.go, into the current folder (or -dir). It is
 // run by go generate in runtime/cpu/ (see runtime/cpu/generate.go); the output is
 // byte-for-byte deterministic.
