@@ -113,6 +113,10 @@ func TestCheckMalformed(t *testing.T) {
 			[]string{"3:12: aliases (*m) are not supported", "3:19: aliases (*m) are not supported"}},
 		{"second document", "name: a\nmask: {full: {}}\n---\nname: b\n",
 			[]string{"3:1: spec: a second YAML document starts here"}},
+		// A file that parses but asks for a head dimension no target runs:
+		// check refuses it exactly as generation does.
+		{"head_dim no target runs", "name: a\nmask: {full: {}}\nhead_dim: 96\n",
+			[]string{"3:11: head_dim: 96 is not supported by target avx512 (it runs 64, 128)"}},
 		{"too deep", "name: a\nmask: " + strings.Repeat("{union: [", 70) + "{full: {}}" + strings.Repeat("]}", 70) + "\n",
 			[]string{fmt.Sprintf("2:%d: mask%s: masks nested more than 64 deep", 7+64*9, strings.Repeat(".union[0]", 64))}},
 		{"several", strings.Join([]string{
@@ -124,7 +128,7 @@ func TestCheckMalformed(t *testing.T) {
 			"    - union: []",
 			"    - {block: {size: 4}, window: {size: 2}}",
 			"causal: yes",
-			"head_dim: 32",
+			"head_dim: 2048",
 			"schedule: [mask, missing]",
 			"extra: 1",
 			"",
@@ -135,7 +139,7 @@ func TestCheckMalformed(t *testing.T) {
 			"6:14: mask.union[2].union: empty union",
 			"7:26: mask.union[3]: two primitives in one map (block and window)",
 			`8:9: causal: want true or false, got the string "yes"`,
-			"9:11: head_dim: 32 is not supported (want 64 or 128)",
+			"9:11: head_dim: 2048 is not supported (want 1 to 1024",
 			`10:18: schedule: unknown entry "missing"`,
 			`11:1: spec: unknown key "extra"`,
 		}},

@@ -32,6 +32,13 @@ func cmdGenerate(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	gpus, err := gpuTargets(*sm, *dtype)
+	if err != nil {
+		return err
+	}
+	if err := checkTargets(s, gpus); err != nil {
+		return err
+	}
 	name := s.Name
 	if *pkg != "" {
 		if err := spec.CheckPackageName(*pkg); err != nil {
@@ -52,10 +59,6 @@ func cmdGenerate(args []string, stdout, stderr io.Writer) error {
 		if !strings.HasPrefix(strings.TrimLeft(a, "-"), "verify") {
 			kept = append(kept, a)
 		}
-	}
-	gpus, err := gpuTargets(*sm, *dtype)
-	if err != nil {
-		return err
 	}
 	files, err := packageFiles(s, importPath, name, gpus, "attngen "+strings.Join(quoteArgs(kept), " "))
 	if err != nil {

@@ -56,3 +56,28 @@ func TestGenerateDeterministic(t *testing.T) {
 		}
 	}
 }
+
+// TestGenerateRefusesWhatCheckRefuses: a head dimension some target does
+// not run is refused by generation with the message check prints, and
+// nothing is written.
+func TestGenerateRefusesWhatCheckRefuses(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "hd.yaml")
+	if err := os.WriteFile(path, []byte("name: hd\nmask: {full: {}}\nhead_dim: 96\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	var stdout, stderr bytes.Buffer
+	err := cmdGenerate([]string{"-spec", path, "-out", out}, &stdout, &stderr)
+	want := path + ":3:11: head_dim: 96 is not supported by target avx512 (it runs 64, 128)"
+	if err == nil || err.Error() != want {
+		t.Fatalf("generate: %v, want %s", err, want)
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Fatalf("generate wrote %s for a spec it refused", out)
+	}
+	// Without the CPU limits in the way, the GPU target's own list decides.
+	if err := checkTargets(&spec.Spec{File: path, HeadDim: 64}, []ptx.Target{{SM: 80, Elem: "bf16"}}); err != nil {
+		t.Fatalf("head_dim 64: %v", err)
+	}
+}

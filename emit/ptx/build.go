@@ -76,6 +76,8 @@ func (f *Func) MulC(a Operand, c int64) Operand {
 	switch {
 	case isImm(a):
 		return I(a.Imm * c)
+	case c == 0:
+		return I(0)
 	case c == 1:
 		return a
 	case c > 0 && c&(c-1) == 0:
@@ -134,6 +136,16 @@ func (f *Func) FloorDiv(a Operand, c int64) Operand {
 	}
 	q := f.Op3(OpDiv, S32, a, I(c))
 	r := f.Op3(OpRem, S32, a, I(c))
+	p := f.Setp("lt", S32, r, I(0))
+	f.Emit(Inst{Op: OpSub, T: S32, Guard: &p, Dst: []Operand{q}, Src: []Operand{q, I(1)}})
+	return q
+}
+
+// FloorDivR is floor(a / b) for a register b >= 1 at run time: div.s32
+// with a correction when the remainder is negative.
+func (f *Func) FloorDivR(a, b Operand) Operand {
+	q := f.Op3(OpDiv, S32, a, b)
+	r := f.Op3(OpRem, S32, a, b)
 	p := f.Setp("lt", S32, r, I(0))
 	f.Emit(Inst{Op: OpSub, T: S32, Guard: &p, Dst: []Operand{q}, Src: []Operand{q, I(1)}})
 	return q

@@ -1,90 +1,125 @@
 // Package ptx lowers a gen.Plan to PTX text for sm_80 and later: the
 // forward attention kernel (bf16 or fp16 inputs, fp32 accumulation) whose
-// tile schedule is evaluated inside the kernel from the plan's mask. It
-// decides no tiling: tile sizes (ptx.Sm80, 64x64), the layout and the
-// predicate come from the plan.
+// tile schedule is evaluated inside the kernel from the plan's programs.
+//
+// It knows nothing of the spec language: it never imports spec and never
+// looks at a mask. Everything it computes about a mask comes from the
+// plan, as data: the tile sizes, the layout (identity, or residue with a
+// stride), and the plan's integer programs (gen.Prog), which it renders
+// into the kernel: the key hull hull(q0, q1, x), the tile class
+// class(q0, q1, k0, k1), the partial-tile predicate pred(i, j) and, for
+// residue layouts, gen.ResidueProg. A new mask primitive therefore needs
+// no change here; a new IR op does (and TestEveryIROp fails until it
+// renders).
+//
+// Targets are values: Target{SM, Elem} names the SM version the module is
+// written for (its .target, with the PTX ISA version known for it) and the
+// element type. It is a gen.Target (Name, TileSizes), so a plan is
+// compiled for it directly; it also tells the head dimensions the kernel
+// supports (HeadDims, Supports). SM80 is the default; DefaultTargets are
+// the targets attngen builds by default.
 //
 // # Pieces
 //
+//   - target.go: Target, SM80, DefaultTargets, the tile and block
+//     constants, and the table of PTX ISA versions per SM version. A target
+//     whose SM has no ISA version, or lacks an op of the op table (each op
+//     carries the oldest SM that has it: cp.async and bf16 mma need sm_80),
+//     is refused with an error.
 //   - ir.go: a small instruction IR: virtual registers by class (.pred,
 //     .b16, .b32, .b64, .f32; integer types live in bit-size registers),
 //     operands, instructions, labels, guards.
 //   - table.go: the one op-to-text table (opTable, with an operand
-//     signature per op); Legalize, which checks every instruction against
-//     the table, labels and register classes and returns an error (never
-//     panics) on anything it cannot render; Module.Text, the one place that
-//     writes the header (.version 7.8, .target sm_80, .address_size 64),
-//     the .entry with its .param list, the .reg declarations derived from
-//     the registers the body uses, and the dynamic shared memory.
+//     signature and a minimum SM per op); Legalize, which checks every
+//     instruction against the table, labels and register classes and
+//     returns an error (never panics) on anything it cannot render;
+//     Module.Text, the one place that writes the header (.version of the
+//     SM, .target sm_<SM>, .address_size 64), the .entry with its .param
+//     list, the .reg declarations derived from the registers the body uses,
+//     and the dynamic shared memory.
 //   - build.go: emission helpers with constant folding; floored division
-//     and modulo (shifts and masks for powers of two, div/rem.s32 with a
-//     correction otherwise, so negative operands are right too).
-//   - pred.go: the plan's partial-tile predicate (gen.Pred) as integer PTX
-//     on a score element's (row, col): every gen.IROp is handled; document
-//     ids and starts are loads from run-time arrays. PredMemo shares
-//     row-only and column-only subexpressions across a tile's elements.
-//   - sched.go: the closed-form key hull of a query tile (per primitive:
-//     window [q0-left, q1+right], block [blk(q0)b, blk(q1)b+b-1], bridge
-//     from its first active block, global [0, g-1], dilated by its reach;
-//     union = min/max hull, intersect = intersection) and each primitive's
-//     tile classification of spec/classify.go (union = max, intersect =
-//     min of the classes), as PTX integer code.
+//     and modulo by constants (shifts and masks for powers of two,
+//     div/rem.s32 with a correction otherwise) and by registers, so
+//     negative operands are right too.
+//   - prog.go: RenderProg, the renderer of any plan program as s32 PTX:
+//     arguments are operands the caller gives (registers or immediates, in
+//     Prog.Args order), results come back as integer operands or predicate
+//     registers (Value), document ops load from the kernel's doc_id,
+//     doc_start and doc_end arrays (DocRegs). Every non-word gen.IROp
+//     renders; word ops (which exist only in the CPU keep-word program), an
+//     unknown op or a constant or immediate outside s32 (gen.Inf and
+//     -gen.Inf fit) are errors. Constants fold; dead values are skipped; a
+//     Memo shares values between renderings in one block by the arguments
+//     they depend on, so the per-element predicate computes row-only values
+//     once per row and column-only values once per column.
 //   - forward.go: the forward kernel, its parameter layout and Launch
-//     geometry.
+//     geometry (the grid's query tiles come from mask.MaxQueries).
 //
 // # The forward kernel
 //
 // One CTA per (query tile of 64 rows, query head, batch), 4 warps of 16
 // query rows each. Q is copied to shared memory with cp.async and held in
-// registers as ldmatrix.x4 fragments. Key tiles are visited from the hull
-// of the tile's key range; a scan skips empty tiles (they are never
-// copied), full tiles skip the predicate, partial tiles evaluate it per
-// element together with the key bound (a full tile that runs past seq_k is
-// demoted to partial). K and V tiles (64 keys x D, rows padded by 16 bytes)
-// are double-buffered with cp.async (16-byte chunks, zero-filled past
-// seq_k), the next visited tile in flight while the current one computes.
-// S = Q K^T and O += P V use mma.sync.m16n8k16 (.bf16 or .f16, f32
-// accumulate; ldmatrix for K, ldmatrix.trans for V). The online softmax
-// follows kernel/doc.go: the row max of the raw scores over the quad
-// (shfl.sync.bfly) times scale*log2(e), P = ex2.approx.ftz(fma(s,
-// scale*log2(e), -m)), packed with cvt.rn.bf16x2.f32 (or
-// f16x2), l summed from the unrounded P; the epilogue writes O/l and
-// lse = (m + log2 l) ln 2, or 0 and -Inf for rows without keys.
+// registers as ldmatrix.x4 fragments. The key tiles visited are the tiles
+// of the plan's hull(q0, q1, 0) of the tile's query positions, clipped to
+// [0, seq_k-1], scanned in order: each tile's class is the plan's class
+// program, empty tiles are skipped (never copied), full tiles skip the
+// predicate, partial tiles evaluate the predicate program per element
+// together with the key bound (a full tile that runs past seq_k is demoted
+// to partial). The class program is sound but may call a tile of a union
+// or intersection partial (or non-empty) where keep words would refine it,
+// so the kernel may visit a superset of the plan's exact schedule
+// (gen.Plan.Visit), never fewer tiles. K and V tiles (64 keys x D, rows
+// padded by 16 bytes) are double-buffered with cp.async (16-byte chunks,
+// zero-filled past seq_k), the next visited tile in flight while the
+// current one computes. S = Q K^T and O += P V use mma.sync.m16n8k16
+// (.bf16 or .f16, f32 accumulate; ldmatrix for K, ldmatrix.trans for V).
+// The online softmax follows runtime/cpu's: the row max of the raw scores
+// over the quad (shfl.sync.bfly) times scale*log2(e), P =
+// ex2.approx.ftz(fma(s, scale*log2(e), -m)), packed with
+// cvt.rn.bf16x2.f32 (or f16x2), l summed from the unrounded P; the
+// epilogue writes O/l and lse = (m + log2 l) ln 2, or 0 and -Inf for rows
+// without keys.
 //
 // Shapes: tensors are [batch][heads][seq][D] row-major; query head h reads
 // key/value head h / (heads_q/heads_kv); seq_q <= seq_k, query row r is
-// position r + seq_k - seq_q. Dilated masks whose stride is below the key
-// tile run on the plan's residue layout: CTA z = batch*stride + c runs
-// residue class c, reading rows c, c+stride, ... directly (a strided row
-// pitch, no gather). Document kernels take doc_id, doc_start and doc_end
-// arrays (DocArrays) over the seq_k positions, shared by every batch
-// element and head; their key range and tile classes follow
-// spec.VisitTilesDocs and spec.ClassifyDocs.
+// position r + seq_k - seq_q. Plans with a residue layout run it
+// directly: CTA z = batch*stride + c runs residue class c, whose query and
+// key counts are gen.ResidueProg rendered with st bound to the plan's
+// stride, reading rows c, c+stride, ... (a strided row pitch, no gather).
+// Document kernels (a plan program reads document ids) take doc_id,
+// doc_start and doc_end arrays (DocArrays) over the seq_k positions,
+// shared by every batch element and head; documents with a residue layout
+// are refused.
 //
-// Positions are s32 and below 2^30.
+// Positions are s32 and seq_k below 2^29.
 //
 // # Tests
 //
-// Text-level tests (always run): every gen.IROp is lowered, unknown ops
-// and illegal instructions are errors, generation is deterministic, the
-// header and declarations, a golden kernel (testdata/causal64.ptx; rerun
-// with -update), rejections and launch geometry.
+// Text-level tests (always run): targets and the header they give, every
+// gen.IROp (each non-word op renders and equals Prog.Eval under the
+// interpreter, with register, immediate and mixed operands; each word op
+// is refused by name), rejections of programs and plans that cannot be
+// rendered, the memo's sharing, illegal instructions, determinism, the
+// register declarations, a golden kernel (testdata/causal64.ptx; rerun
+// with -update), launch geometry, and that no file of the package imports
+// spec.
 //
 // Interpreter tests run the kernels under verify/ptx (with its race,
 // divergence and uninitialized-read checks on); -short trims the head_dim
-// 128 sweeps.
-//
-// They compare every example spec and a set of small-parameter masks (D 64
-// and 128, seq not multiples of 64, seq_q = 1, seq_q < seq_k, grouped
-// heads, bf16 and f16, dilated, documents) with verify.Reference on inputs
-// rounded to the element type, per element within the error of a
-// straightforward implementation that rounds P and the output to the
-// element type (u sum_j w_j |v_j| + u |out|, u = 2^-8 for bf16); and they
-// check the in-kernel tile classes (exactly, against spec), key hulls
-// (against brute force) and predicates (against gen.Pred.Eval) on random
-// tiles; and the key tiles each CTA visits (counted by its barriers) equal
-// the plan's schedule. The interpreter has no lg2, so they use
-// Config.SoftLg2; TestInterpHardwareLg2 runs the lg2.approx kernel once it
-// does. go test -run TestWritePTX -ptxdir DIR writes the example kernels
-// for GPU checks.
+// 128 runs. Their masks are the example specs (spec/examples/*.yaml) and
+// seeded random masks (spec/spectest; single primitives, dilated ones in
+// the residue layout, nested unions and intersections, and documents
+// intersected with random masks). They compare the kernels with
+// verify.Reference on inputs rounded to the element type, per element
+// within the error of a straightforward implementation that rounds P and
+// the output to the element type (u sum_j w_j |v_j| + u |out|, u = 2^-8
+// for bf16); they run the plan's hull, class, predicate and residue
+// programs as the kernel renders them on random arguments against
+// Prog.Eval; and they count the key tiles each CTA visits (by its
+// barriers) against a scan of the plan's hull and class programs, whose
+// tiles must include the plan's exact schedule (Visit). The interpreter
+// has no lg2, so they use Config.SoftLg2; TestInterpHardwareLg2 runs the
+// lg2.approx kernel once it does. TestPtxas assembles every example for
+// sm_80 and sm_90 when ptxas is at hand. go test -run TestWritePTX
+// -ptxdir DIR writes the example kernels for GPU checks.
 package ptx

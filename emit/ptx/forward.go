@@ -3,27 +3,26 @@ package ptx
 import (
 	"fmt"
 	"math"
-	"strings"
 
 	"github.com/attngen/attngen/gen"
+	"github.com/attngen/attngen/runtime/mask"
 )
 
-// Tile sizes and block shape of the forward kernel: one CTA per (query
-// tile, head, batch), four warps, each owning 16 query rows.
+// maxSeq bounds seq_k: positions, and the sums of positions and mask
+// parameters the plan's programs form, stay far inside s32.
+const maxSeq = 1 << 29
+
+// Class values of the tile class program (mask.Class), as s32 immediates.
 const (
-	TileQ   = 64
-	TileK   = 64
-	Warps   = 4
-	Threads = 32 * Warps
+	cEmpty   = int64(mask.Empty)
+	cPartial = int64(mask.Partial)
+	cFull    = int64(mask.Full)
 )
 
-// Sm80 is the planner target of the forward kernel.
-var Sm80 = gen.Tiles{TargetName: "ptx-sm80", Q: TileQ, K: TileK}
-
-// Config chooses the element type and variants of the forward kernel.
+// Config chooses the target and variants of the forward kernel.
 type Config struct {
-	// Elem is the input and output element type: BF16 (default) or F16.
-	Elem Type
+	// Target is the SM version and element type; the zero value is SM80.
+	Target Target
 	// SoftLg2 computes log2(l) for the log-sum-exp with integer exponent
 	// extraction and an odd atanh series (error below 1e-7) instead of
 	// lg2.approx.ftz.f32, for interpreters without lg2.
@@ -33,11 +32,13 @@ type Config struct {
 // Forward is a generated forward kernel.
 type Forward struct {
 	Name    string // kernel entry name
+	Target  Target
 	HeadDim int
-	Elem    Type
+	Elem    Type // the target's element type
 	// Stride is the residue layout's stride (1 for the identity layout):
 	// CTAs with blockIdx.z = batch*Stride + c run residue class c, whose
-	// positions c, c+Stride, ... form one causal (or windowed) problem.
+	// positions c, c+Stride, ... form one segment of the plan's layout
+	// (mask.Segments).
 	Stride int
 	Params []Param
 	PTX    string // the module text
@@ -99,7 +100,7 @@ func (k *Forward) Geometry(batch, headsQ, headsKV, seqQ, seqK int, scale float64
 		return Launch{}, fmt.Errorf("ptx: heads_q %d is not a multiple of heads_kv %d", headsQ, headsKV)
 	case seqQ > seqK:
 		return Launch{}, fmt.Errorf("ptx: seq_q %d exceeds seq_k %d", seqQ, seqK)
-	case seqK >= inf/2 || batch*max(k.Stride, 1) > 65535 || headsQ > 65535:
+	case seqK >= maxSeq || batch*max(k.Stride, 1) > 65535 || headsQ > 65535:
 		return Launch{}, fmt.Errorf("ptx: shape too large for the kernel's 32-bit positions and grid")
 	}
 	if scale == 0 {
@@ -108,16 +109,10 @@ func (k *Forward) Geometry(batch, headsQ, headsKV, seqQ, seqK int, scale float64
 	if !(scale > 0) || math.IsInf(scale, 0) {
 		return Launch{}, fmt.Errorf("ptx: softmax scale %v: the kernel needs a positive finite scale", scale)
 	}
-	rows, z := seqQ, batch
-	if st := k.Stride; st > 1 {
-		// the most queries any residue class holds (gen.Plan.Segments)
-		rows, z = 0, batch*st
-		for c := 0; c < st && c < seqK; c++ {
-			nk := (seqK - c + st - 1) / st
-			first := max(0, (seqK-seqQ-c+st-1)/st)
-			rows = max(rows, nk-first)
-		}
-	}
+	// the most queries any segment of the layout holds: one CTA per
+	// query tile of it, per residue class in z
+	rows := mask.MaxQueries(seqQ, seqK, k.Stride)
+	z := batch * max(k.Stride, 1)
 	return Launch{
 		Grid:  [3]int{(rows + TileQ - 1) / TileQ, headsQ, z},
 		Block: [3]int{Threads, 1, 1}, DynShared: k.DynShared, Params: k.Params,
@@ -128,19 +123,25 @@ func (k *Forward) Geometry(batch, headsQ, headsKV, seqQ, seqK int, scale float64
 
 var negInf = Fimm(float32(math.Inf(-1)))
 
-// GenerateForward emits the forward kernel of a plan.
+// GenerateForward emits the forward kernel of a plan for cfg.Target. It
+// renders the plan's programs (the key hull, the tile class, the
+// partial-tile predicate and, for residue layouts, gen.ResidueProg) and
+// reads nothing else of the mask; a plan whose tiles, head dimension,
+// layout or programs the target cannot render is an error.
 func GenerateForward(p *gen.Plan, cfg Config) (*Forward, error) {
-	if cfg.Elem == NoType {
-		cfg.Elem = BF16
+	t := cfg.Target
+	if t == (Target{}) {
+		t = SM80
 	}
-	if cfg.Elem != BF16 && cfg.Elem != F16 {
-		return nil, fmt.Errorf("ptx: element type %s: want bf16 or f16", cfg.Elem)
+	if err := t.Check(); err != nil {
+		return nil, err
 	}
-	if p.TileQ != TileQ || p.TileK != TileK {
-		return nil, fmt.Errorf("ptx: plan tiles %dx%d, the sm80 forward kernel runs %dx%d (compile the plan for ptx.Sm80)", p.TileQ, p.TileK, TileQ, TileK)
+	elem, _ := t.ElemType()
+	if q, k := t.TileSizes(p.HeadDim); p.TileQ != q || p.TileK != k {
+		return nil, fmt.Errorf("ptx: plan tiles %dx%d, the %s forward kernel runs %dx%d (compile the plan for a ptx.Target)", p.TileQ, p.TileK, t.Arch(), q, k)
 	}
-	if p.HeadDim != 64 && p.HeadDim != 128 {
-		return nil, fmt.Errorf("ptx: head_dim %d: the forward kernel supports 64 and 128", p.HeadDim)
+	if err := t.Supports(p.HeadDim); err != nil {
+		return nil, err
 	}
 	st := 1
 	switch {
@@ -149,15 +150,22 @@ func GenerateForward(p *gen.Plan, cfg Config) (*Forward, error) {
 	case p.Layout.Kind != gen.Identity:
 		return nil, fmt.Errorf("ptx: %s layout cannot be rendered", p.Layout.Kind)
 	}
-	if err := checkMask(p.Pattern.Mask); err != nil {
-		return nil, err
+	for _, pr := range []struct {
+		name string
+		p    *gen.Prog
+		args int
+		res  int
+	}{{"predicate", p.Pred, 2, 1}, {"hull", p.Hull, 3, 2}, {"class", p.Class, 4, 1}} {
+		if pr.p == nil {
+			return nil, fmt.Errorf("ptx: plan %s: no %s program", p.Name, pr.name)
+		}
+		if len(pr.p.Args) != pr.args || len(pr.p.Results) != pr.res {
+			return nil, fmt.Errorf("ptx: plan %s: the %s program %s takes %d arguments and returns %d values, want %d and %d", p.Name, pr.name, pr.p.Name, len(pr.p.Args), len(pr.p.Results), pr.args, pr.res)
+		}
 	}
-	if p.Pred == nil {
-		return nil, fmt.Errorf("ptx: plan %s: no predicate", p.Name)
-	}
-	g := &fwd{p: p, cfg: cfg, D: p.HeadDim, RS: rowStride(p.HeadDim), st: st}
+	g := &fwd{p: p, cfg: cfg, elem: elem, D: p.HeadDim, RS: rowStride(p.HeadDim), st: st}
 	g.f = NewFunc("attn_fwd_" + p.Name)
-	g.docs = p.Pattern.Mask.HasDocument()
+	g.docs = p.Pred.UsesDocs() || p.Hull.UsesDocs() || p.Class.UsesDocs()
 	if g.docs && st > 1 {
 		return nil, fmt.Errorf("ptx: document masks with a residue layout are not supported")
 	}
@@ -169,29 +177,38 @@ func GenerateForward(p *gen.Plan, cfg Config) (*Forward, error) {
 	}
 	mod := &Module{
 		Comments: []string{
-			fmt.Sprintf("attngen forward kernel for spec %q, mask %s (causal %v)", p.Name, p.Pattern.Mask, p.Pattern.Causal),
-			fmt.Sprintf("tiles %dx%d, head_dim %d, %s in, f32 accumulate, layout %s", TileQ, TileK, p.HeadDim, cfg.Elem, p.Layout.Kind),
-			fmt.Sprintf("generated by emit/ptx.GenerateForward(gen.Compile(spec, ptx.Sm80), ptx.Config{Elem: %s, SoftLg2: %v})", strings.ToUpper(cfg.Elem.String()), cfg.SoftLg2),
+			fmt.Sprintf("attngen forward kernel for spec %q, target %s", p.Name, t.Name()),
+			fmt.Sprintf("tiles %dx%d, head_dim %d, %s in, f32 accumulate, layout %s", TileQ, TileK, p.HeadDim, elem, layoutText(p.Layout)),
+			fmt.Sprintf("generated by emit/ptx.GenerateForward(plan, ptx.Config{Target: ptx.Target{SM: %d, Elem: %q}, SoftLg2: %v})", t.SM, t.Elem, cfg.SoftLg2),
 		},
+		SM:    t.SM,
 		Funcs: []*Func{g.f},
 	}
 	text, err := mod.Text()
 	if err != nil {
 		return nil, err
 	}
-	return &Forward{Name: g.f.Name, HeadDim: p.HeadDim, Elem: cfg.Elem, Stride: st, Params: g.f.Params, PTX: text, DynShared: g.smemBytes()}, nil
+	return &Forward{Name: g.f.Name, Target: t, HeadDim: p.HeadDim, Elem: elem, Stride: st, Params: g.f.Params, PTX: text, DynShared: g.smemBytes()}, nil
+}
+
+func layoutText(l gen.Layout) string {
+	if l.Kind == gen.Residue {
+		return fmt.Sprintf("%s (stride %d)", l.Kind, l.Stride)
+	}
+	return l.Kind.String()
 }
 
 type fwd struct {
-	p                       *gen.Plan
-	cfg                     Config
-	f                       *Func
-	D                       int // head dim
-	RS                      int // shared row stride in bytes
-	st                      int // residue stride (1: identity layout); global row pitch multiplier
-	pitch                   int64
-	docs                    bool
-	docID, docStart, docEnd Operand // b64 global addresses (document kernels)
+	p       *gen.Plan
+	cfg     Config
+	elem    Type // BF16 or F16
+	f       *Func
+	D       int // head dim
+	RS      int // shared row stride in bytes
+	st      int // residue stride (1: identity layout); global row pitch multiplier
+	pitch   int64
+	docs    bool
+	docRegs *DocRegs // document arrays (document kernels), else nil
 
 	// per-thread values
 	tid, lane, warp, g4, t4 Operand
@@ -243,7 +260,8 @@ func (g *fwd) kernel() error {
 	f.Comment("parameters and thread coordinates")
 	q, k, v, o, lse := g.global("q"), g.global("k"), g.global("v"), g.global("o"), g.global("lse")
 	if g.docs {
-		g.docID, g.docStart, g.docEnd = g.global("doc_id"), g.global("doc_start"), g.global("doc_end")
+		id, start, end := g.global("doc_id"), g.global("doc_start"), g.global("doc_end")
+		g.docRegs = &DocRegs{ID: id.Reg, Start: start.Reg, End: end.Reg}
 	}
 	g.sq, g.sk = g.param("seq_q", U32), g.param("seq_k", U32)
 	hq, hkv := g.param("heads_q", U32), g.param("heads_kv", U32)
@@ -263,10 +281,16 @@ func (g *fwd) kernel() error {
 		f.Comment(fmt.Sprintf("residue layout, stride %d: this CTA runs class c = ctaid.z mod %d on positions c, c+%d, ...", st, st, st))
 		c := f.FloorMod(bz, st)
 		bz = f.FloorDiv(bz, st)
-		nk := f.FloorDiv(f.Add(f.Sub(skAll, c), I(st-1)), st)
+		res := gen.ResidueProg()
+		f.CommentProg(fmt.Sprintf("the class's queries and keys, st = %d", st), res)
+		nqk, err := RenderInts(f, res, Env{Args: []Operand{c, sqAll, skAll, I(st)}})
+		if err != nil {
+			return err
+		}
+		nq, nk := nqk[0], nqk[1]
+		// the class's queries are its last nq keys
+		first := f.Sub(nk, nq)
 		offAll := f.Sub(skAll, sqAll)
-		first := f.Max(I(0), f.CeilDiv(f.Sub(offAll, c), st))
-		nq := f.Sub(nk, first)
 		exit := f.NewLabel("run")
 		run := f.Setp("lt", S32, qrow0, nq)
 		f.Bra(exit, &run, false)
@@ -322,30 +346,26 @@ func (g *fwd) kernel() error {
 	g.i0 = f.Add(f.Add(f.Add(qrow0, f.MulC(g.warp, 16)), g.g4), off)
 	g.i1 = f.Add(g.i0, I(8))
 
-	f.Comment(fmt.Sprintf("key-tile range: hull of %s over this tile's query positions", g.p.Pattern.Mask))
+	f.Comment("key-tile range: the plan's key hull of this tile's query positions, hull(q0, q1, 0), clipped to [0, seq_k-1]")
 	q0 := f.Add(qrow0, off)
 	q1 := f.Add(f.Sub(f.Min(f.Add(qrow0, I(TileQ)), g.sq), I(1)), off)
-	var lo, hi Operand
-	if g.docs {
-		// as spec.VisitTilesDocs: from q0's document start to q1, or to the
-		// end of q1's document without causality
-		lo, hi = g.ldS32(g.docStart, q0), q1
-		if !g.p.Pattern.Causal {
-			hi = g.ldS32(g.docEnd, q1)
-		}
-	} else {
-		lo, hi = f.emitHull(g.p.Pattern.Mask, q0, q1)
+	f.CommentProg("key hull", g.p.Hull)
+	hull, err := RenderInts(f, g.p.Hull, Env{Args: []Operand{q0, q1, I(0)}, Docs: g.docRegs})
+	if err != nil {
+		return err
 	}
-	lo = f.Max(lo, I(0))
-	hi = f.Min(hi, f.Sub(g.sk, I(1)))
-	if g.p.Pattern.Causal {
-		hi = f.Min(hi, q1)
-	}
-	ktlo := f.Op3(OpShr, S32, lo, I(int64(log2(TileK))))
-	g.kthi = f.Op3(OpShr, S32, f.reg(S32, hi), I(int64(log2(TileK))))
+	lo := f.Max(hull[0], I(0))
+	hi := f.Min(hull[1], f.Sub(g.sk, I(1)))
+	// floored: an empty hull gives last < 0
+	ktlo := f.FloorDiv(lo, TileK)
+	g.kthi = f.reg(S32, f.FloorDiv(hi, TileK))
 
 	fin := f.NewLabel("finish")
-	cur, ccur := g.find(ktlo, q0, q1)
+	f.CommentProg("tile class", g.p.Class)
+	cur, ccur, err := g.find(ktlo, q0, q1)
+	if err != nil {
+		return err
+	}
 	pend := f.Setp("gt", S32, R(cur), g.kthi)
 	f.Bra(fin, &pend, false)
 	buf := f.Mov(U32, I(0))
@@ -374,7 +394,10 @@ func (g *fwd) kernel() error {
 
 	loop := f.NewLabel("tile")
 	f.Place(loop)
-	nxt, cnxt := g.find(f.Add(R(cur), I(1)), q0, q1)
+	nxt, cnxt, err := g.find(f.Add(R(cur), I(1)), q0, q1)
+	if err != nil {
+		return err
+	}
 	noload := f.NewLabel("noprefetch")
 	pl := f.Setp("gt", S32, R(nxt), g.kthi)
 	f.Bra(noload, &pl, false)
@@ -401,9 +424,10 @@ func (g *fwd) kernel() error {
 }
 
 // find emits a scan from key tile start to the first tile at or past it
-// whose class is not empty (or past kthi). Full tiles that run past seq_k
-// are demoted to partial so the key bound is checked.
-func (g *fwd) find(start, q0, q1 Operand) (t, c Reg) {
+// whose class (the plan's class(q0, q1, k0, k1) program) is not empty, or
+// past kthi. Full tiles that run past seq_k are demoted to partial so the
+// key bound is checked.
+func (g *fwd) find(start, q0, q1 Operand) (t, c Reg, err error) {
 	f := g.f
 	t, c = f.Mov(U32, start), f.Mov(U32, I(cEmpty))
 	scan, done := f.NewLabel("scan"), f.NewLabel("found")
@@ -413,46 +437,19 @@ func (g *fwd) find(start, q0, q1 Operand) (t, c Reg) {
 	k0 := f.MulC(R(t), TileK)
 	kend := f.Add(k0, I(TileK))
 	k1 := f.Sub(f.Min(kend, g.sk), I(1))
-	f.Comment("tile class, per primitive (spec/classify.go)")
-	var cls Operand
-	if g.docs {
-		cls = g.classifyDocs(q0, q1, k0, k1)
-	} else {
-		cls = f.emitClassify(g.p.Pattern.Mask, g.p.Pattern.Causal, q0, q1, k0, k1)
+	f.Comment("tile class: the plan's class program")
+	cls, err := RenderInts(f, g.p.Class, Env{Args: []Operand{q0, q1, k0, k1}, Docs: g.docRegs})
+	if err != nil {
+		return t, c, err
 	}
-	f.Set(U32, c, f.reg(S32, cls))
+	f.Set(U32, c, f.reg(S32, cls[0]))
 	over := f.PAnd(f.Setp("gt", S32, kend, g.sk), f.Setp("eq", S32, R(c), I(cFull)))
 	f.Emit(Inst{Op: OpMov, T: U32, Guard: &over, Dst: []Operand{R(c)}, Src: []Operand{I(cPartial)}})
 	empty := f.Setp("eq", S32, R(c), I(cEmpty))
 	f.Emit(Inst{Op: OpAdd, T: U32, Guard: &empty, Dst: []Operand{R(t)}, Src: []Operand{R(t), I(1)}})
 	f.Bra(scan, &empty, false)
 	f.Place(done)
-	return t, c
-}
-
-// ldS32 loads the s32 at base[idx].
-func (g *fwd) ldS32(base, idx Operand) Operand {
-	a := g.wide(base, idx, 4)
-	r := g.f.NewReg(S32)
-	g.f.Emit(Inst{Op: OpLd, T: S32, Space: "global", Dst: []Operand{R(r)}, Src: []Operand{Addr(a.Reg, 0)}})
-	return R(r)
-}
-
-// classifyDocs is spec's ClassifyDocs: empty when causality or disjoint
-// documents rule the tile out, the local classification when queries and
-// keys share one document, else partial.
-func (g *fwd) classifyDocs(q0, q1, k0, k1 Operand) Operand {
-	f := g.f
-	iq0, iq1, ik0, ik1 := g.ldS32(g.docID, q0), g.ldS32(g.docID, q1), g.ldS32(g.docID, k0), g.ldS32(g.docID, k1)
-	empty := f.POr(f.Setp("lt", S32, iq1, ik0), f.Setp("lt", S32, ik1, iq0))
-	if g.p.Pattern.Causal {
-		empty = f.POr(empty, f.Setp("gt", S32, k0, q1))
-	}
-	same := f.PAnd(f.PAnd(f.Setp("eq", S32, iq0, iq1), f.Setp("eq", S32, ik0, ik1)), f.Setp("eq", S32, iq0, ik0))
-	s := g.ldS32(g.docStart, q0)
-	local := f.emitClassify(g.p.Pattern.Mask, g.p.Pattern.Causal, f.Sub(q0, s), f.Sub(q1, s), f.Sub(k0, s), f.Sub(k1, s))
-	c := f.Selp(S32, f.reg(S32, local), I(cPartial), same)
-	return f.Selp(S32, I(cEmpty), c, empty)
+	return t, c, nil
 }
 
 // load issues the cp.async copies of key tile kt into buffer buf (0 or 1).
@@ -477,7 +474,7 @@ func (g *fwd) load(kt, buf Operand) {
 }
 
 func (g *fwd) mma(d [4]Reg, a [4]Reg, b0, b1 Reg) {
-	g.f.Emit(Inst{Op: OpMma, T: g.cfg.Elem, Dst: []Operand{Vec(d[:]...)}, Src: []Operand{Vec(a[:]...), Vec(b0, b1), Vec(d[:]...)}})
+	g.f.Emit(Inst{Op: OpMma, T: g.elem, Dst: []Operand{Vec(d[:]...)}, Src: []Operand{Vec(a[:]...), Vec(b0, b1), Vec(d[:]...)}})
 }
 
 // compute runs one key tile: S = Q K^T, mask, online softmax, O += P V.
@@ -509,7 +506,8 @@ func (g *fwd) compute(kt, cls, buf Operand, qa [][4]Reg, aK, aV Operand, m, l [2
 	f.Bra(nomask, &pp, false)
 	f.Comment("partial tile: the fused predicate per element, and the key bound")
 	c0 := f.Add(f.MulC(kt, TileK), f.MulC(g.t4, 2))
-	memo := NewPredMemo()
+	f.CommentProg("partial-tile predicate", g.p.Pred)
+	memo := NewMemo()
 	rows := [2]Operand{g.i0, g.i1}
 	lastK := f.Sub(g.sk, I(1))
 	if g.docs {
@@ -528,7 +526,7 @@ func (g *fwd) compute(kt, cls, buf Operand, qa [][4]Reg, aK, aV Operand, m, l [2
 			if x >= 2 {
 				row = rows[1]
 			}
-			keep, err := LowerPredMemo(f, g.p.Pred, PredEnv{Row: row, Col: cols[x&1], Docs: g.docs, DocIDs: g.docID.Reg, DocStarts: g.docStart.Reg}, memo)
+			keep, err := RenderPred(f, g.p.Pred, Env{Args: []Operand{row, cols[x&1]}, Docs: g.docRegs}, memo)
 			if err != nil {
 				return err
 			}
@@ -584,7 +582,7 @@ func (g *fwd) compute(kt, cls, buf Operand, qa [][4]Reg, aK, aV Operand, m, l [2
 
 	f.Comment("O += P V: P packed to pairs, V through ldmatrix.trans")
 	pt := BF16x2
-	if g.cfg.Elem == F16 {
+	if g.elem == F16 {
 		pt = F16x2
 	}
 	pack := func(hi, lo Reg) Reg {
@@ -645,7 +643,7 @@ func (g *fwd) finish(obase, lbase, qrow0 Operand, m, l [2]Reg, acc [][4]Reg) {
 	f := g.f
 	f.Comment("epilogue: O / l, lse = (m + log2 l) ln 2; empty rows give 0 and -inf")
 	pt := BF16x2
-	if g.cfg.Elem == F16 {
+	if g.elem == F16 {
 		pt = F16x2
 	}
 	first := f.Setp("eq", U32, g.t4, I(0))

@@ -3,6 +3,8 @@ package ptx
 import (
 	"flag"
 	"fmt"
+	"go/parser"
+	"go/token"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -22,19 +24,33 @@ func examplePlan(t *testing.T, name string) *gen.Plan {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := gen.Compile(s, Sm80, nil)
+	p, err := gen.Compile(s, SM80, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return p
 }
 
-var supported = []string{"block", "bridge", "causal", "dilated", "document", "hetero", "hybrid", "se_bridge", "streaming", "window"}
+// exampleNames lists the example specs (spec/examples/*.yaml).
+func exampleNames(t *testing.T) []string {
+	t.Helper()
+	files, err := filepath.Glob("../../spec/examples/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no example specs: %v", err)
+	}
+	var names []string
+	for _, f := range files {
+		names = append(names, strings.TrimSuffix(filepath.Base(f), ".yaml"))
+	}
+	return names
+}
+
+var f16SM80 = Target{SM: 80, Elem: "f16"}
 
 func TestForwardDeterministic(t *testing.T) {
-	for _, name := range supported {
+	for _, name := range exampleNames(t) {
 		p := examplePlan(t, name)
-		for _, cfg := range []Config{{}, {Elem: F16}, {SoftLg2: true}} {
+		for _, cfg := range []Config{{}, {Target: f16SM80}, {SoftLg2: true}, {Target: Target{SM: 90, Elem: "bf16"}}} {
 			a, err := GenerateForward(p, cfg)
 			if err != nil {
 				t.Fatalf("%s: %v", name, err)
@@ -101,7 +117,7 @@ func TestForwardHeader(t *testing.T) {
 }
 
 func TestForwardF16(t *testing.T) {
-	k, err := GenerateForward(examplePlan(t, "causal"), Config{Elem: F16, SoftLg2: true})
+	k, err := GenerateForward(examplePlan(t, "causal"), Config{Target: f16SM80, SoftLg2: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +135,7 @@ func TestForwardF16(t *testing.T) {
 
 // TestForwardGolden pins the text of the causal kernel, head_dim 64.
 func TestForwardGolden(t *testing.T) {
-	p, err := gen.Compile(&spec.Spec{Name: "causal64", Mask: spec.Full(), Causal: true, HeadDim: 64}, Sm80, nil)
+	p, err := gen.Compile(&spec.Spec{Name: "causal64", Mask: spec.Full(), Causal: true, HeadDim: 64}, SM80, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +160,7 @@ func TestForwardGolden(t *testing.T) {
 
 func TestForwardRejects(t *testing.T) {
 	causal := examplePlan(t, "causal")
-	odd, err := gen.Compile(&spec.Spec{Name: "odd", Mask: spec.Full(), Causal: true, HeadDim: 96}, Sm80, nil)
+	odd, err := gen.Compile(&spec.Spec{Name: "odd", Mask: spec.Full(), Causal: true, HeadDim: 96}, SM80, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,6 +169,25 @@ func TestForwardRejects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// plans whose programs cannot be rendered
+	with := func(edit func(p *gen.Plan)) *gen.Plan {
+		p := *examplePlan(t, "window")
+		edit(&p)
+		return &p
+	}
+	wordPred := with(func(p *gen.Plan) { p.Pred = p.Word })
+	bigConst := with(func(p *gen.Plan) {
+		q := *p.Pred
+		q.Insts = append(append([]gen.Inst{}, q.Insts...), gen.Inst{Op: gen.IRConst, Imm: 1 << 40}, gen.Inst{Op: gen.IRLt, A: len(q.Insts), B: q.Results[0]})
+		q.Results = []int{len(q.Insts) - 1}
+		p.Pred = &q
+	})
+	noHull := with(func(p *gen.Plan) { p.Hull = nil })
+	swapped := with(func(p *gen.Plan) { p.Hull, p.Class = p.Class, p.Hull })
+	docResidue := with(func(p *gen.Plan) {
+		p.Layout = gen.Layout{Kind: gen.Residue, Stride: 3}
+		p.Class = examplePlan(t, "document").Class
+	})
 	for _, c := range []struct {
 		name string
 		p    *gen.Plan
@@ -161,11 +196,59 @@ func TestForwardRejects(t *testing.T) {
 	}{
 		{"head dim", odd, Config{}, "head_dim 96"},
 		{"tiles", tiles48, Config{}, "tiles 48x64"},
-		{"element", causal, Config{Elem: F32}, "element type"},
+		{"element", causal, Config{Target: Target{SM: 80, Elem: "f32"}}, "element type"},
+		{"old sm", causal, Config{Target: Target{SM: 75, Elem: "bf16"}}, "cp.async.cg.shared.global (sm_80)"},
+		{"new sm", causal, Config{Target: Target{SM: 120, Elem: "bf16"}}, "sm_120"},
+		{"word op", wordPred, Config{}, "word op"},
+		{"s32", bigConst, Config{}, "does not fit s32"},
+		{"no hull", noHull, Config{}, "no hull program"},
+		{"hull shape", swapped, Config{}, "takes 4 arguments"},
+		{"documents in a residue layout", docResidue, Config{}, "residue layout"},
 	} {
 		_, err := GenerateForward(c.p, c.cfg)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: err = %v, want it to mention %q", c.name, err, c.want)
+		}
+	}
+}
+
+// TestForwardTargetHeader checks the target's SM reaches the header.
+func TestForwardTargetHeader(t *testing.T) {
+	p := examplePlan(t, "causal")
+	for _, tg := range []Target{SM80, {SM: 90, Elem: "f16"}, {SM: 86, Elem: "bf16"}} {
+		k, err := GenerateForward(p, Config{Target: tg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := fmt.Sprintf(".version 7.8\n.target sm_%d\n", tg.SM); !strings.Contains(k.PTX, want) {
+			t.Errorf("%s: PTX lacks %q", tg, want)
+		}
+		if k.Target != tg || k.Elem.String() != tg.Elem {
+			t.Errorf("%s: Forward says target %s, elem %s", tg, k.Target, k.Elem)
+		}
+	}
+}
+
+// TestNoSpecImport checks that the package's code (tests aside) does not
+// import spec: everything it knows of a mask comes from the plan.
+func TestNoSpecImport(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	for _, file := range files {
+		if strings.HasSuffix(file, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, file, nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, im := range f.Imports {
+			if path, _ := strconv.Unquote(im.Path.Value); strings.HasPrefix(path, "github.com/attngen/attngen/spec") {
+				t.Errorf("%s imports %s", file, path)
+			}
 		}
 	}
 }
@@ -194,6 +277,28 @@ func TestGeometry(t *testing.T) {
 	}
 	if len(args) != len(k.Params) {
 		t.Fatalf("%d args for %d params", len(args), len(k.Params))
+	}
+	// a residue layout: one grid row per residue class, as many query
+	// tiles as the largest class has queries
+	dil, err := GenerateForward(examplePlan(t, "dilated"), Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dil.Stride != 8 {
+		t.Fatalf("dilated stride %d", dil.Stride)
+	}
+	for _, sh := range [][2]int{{1, 1}, {1, 9}, {70, 1000}, {1000, 1000}, {513, 520}} {
+		l, err := dil.Geometry(2, 1, 1, sh[0], sh[1], 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		most := 0
+		for _, seg := range examplePlan(t, "dilated").Segments(sh[0], sh[1]) {
+			most = max(most, seg.SeqQ)
+		}
+		if l.Grid != [3]int{(most + TileQ - 1) / TileQ, 1, 16} {
+			t.Errorf("seq %v: grid %v, the largest segment has %d queries", sh, l.Grid, most)
+		}
 	}
 	if _, err := k.Geometry(1, 1, 1, 1, 1, -0.5); err == nil {
 		t.Error("negative scale accepted")

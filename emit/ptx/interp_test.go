@@ -9,7 +9,9 @@ import (
 	"testing"
 
 	"github.com/attngen/attngen/gen"
+	"github.com/attngen/attngen/runtime/mask"
 	"github.com/attngen/attngen/spec"
+	"github.com/attngen/attngen/spec/spectest"
 	"github.com/attngen/attngen/verify"
 	ptxi "github.com/attngen/attngen/verify/ptx"
 )
@@ -273,11 +275,71 @@ func runForwardDocs(t *testing.T, p *gen.Plan, cfg Config, s shape, want *spec.P
 
 func compile(t *testing.T, name string, m *spec.Mask, causal bool, d int) *gen.Plan {
 	t.Helper()
-	p, err := gen.Compile(&spec.Spec{Name: name, Mask: m, Causal: causal, HeadDim: d}, Sm80, nil)
+	p, err := gen.Compile(&spec.Spec{Name: name, Mask: m, Causal: causal, HeadDim: d}, SM80, nil)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%s (causal %v, mask %s): %v", name, causal, m, err)
 	}
 	return p
+}
+
+// testMask is a named pattern of the test lists.
+type testMask struct {
+	name string
+	p    spec.Pattern
+}
+
+// exampleMasks are the patterns of spec/examples/*.yaml.
+func exampleMasks(t *testing.T) []testMask {
+	t.Helper()
+	files, _ := filepath.Glob("../../spec/examples/*.yaml")
+	if len(files) == 0 {
+		t.Fatal("no example specs")
+	}
+	var ms []testMask
+	for _, file := range files {
+		s, err := spec.ParseFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms = append(ms, testMask{s.Name, s.Pattern()})
+	}
+	return ms
+}
+
+// randomMasks returns n random patterns (spec/spectest) with parameters
+// scaled to sequences of about 200 positions, seeded by seed: half single
+// primitives, every fourth of them dilated (the residue layout), half
+// nested unions and intersections.
+func randomMasks(seed uint64, n int) []testMask {
+	r := rand.New(rand.NewPCG(seed, 17))
+	var ms []testMask
+	for k := 0; k < n; k++ {
+		p := spectest.Pattern(r, 200, 3)
+		if k%2 == 0 {
+			p.Mask = spectest.Primitive(r, 200)
+		}
+		for k%4 == 2 && p.Mask.Op != spec.OpDilated {
+			p.Mask = spectest.Primitive(r, 200)
+		}
+		ms = append(ms, testMask{fmt.Sprintf("rand%d_%d", seed, k), p})
+	}
+	return ms
+}
+
+// randomDocMasks returns n random document patterns: document alone or
+// intersected with a random mask (the forms the parser accepts).
+func randomDocMasks(seed uint64, n int) []testMask {
+	r := rand.New(rand.NewPCG(seed, 19))
+	var ms []testMask
+	for k := 0; k < n; k++ {
+		p := spectest.Pattern(r, 60, 2)
+		p.Mask = spec.Intersect(spec.Document(), p.Mask)
+		if k == 0 {
+			p.Mask = spec.Document()
+		}
+		ms = append(ms, testMask{fmt.Sprintf("doc%d_%d", seed, k), p})
+	}
+	return ms
 }
 
 var shapes = []shape{
@@ -293,20 +355,13 @@ func TestInterpExamples(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, err := gen.Compile(s, Sm80, nil)
+		p, err := gen.Compile(s, SM80, nil)
 		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := GenerateForward(p, Config{SoftLg2: true}); err != nil {
-			if strings.Contains(err.Error(), "not supported") {
-				t.Logf("%s: %v", s.Name, err)
-				continue
-			}
 			t.Fatal(err)
 		}
 		for _, sh := range shapes {
 			var ids []int32
-			if s.Mask.HasDocument() {
+			if p.Pred.UsesDocs() {
 				ids = docIDs(sh.sk)
 			}
 			t.Run(fmt.Sprintf("%s/%v", s.Name, sh), func(t *testing.T) { runForwardDocs(t, p, Config{SoftLg2: true}, sh, nil, true, ids) })
@@ -314,37 +369,22 @@ func TestInterpExamples(t *testing.T) {
 	}
 }
 
-func TestInterpSmallMasks(t *testing.T) {
-	masks := []struct {
-		name   string
-		m      *spec.Mask
-		causal bool
-	}{
-		{"block48", spec.Block(48), true},
-		{"pbb", spec.Union(spec.Block(64), spec.Bridge(64, 8, 8, 0)), true},
-		{"bridge_only", spec.Bridge(32, 4, 8, 0), true},
-		{"bridge_md", spec.Bridge(48, 16, 48, 20), true},
-		{"window40", spec.Window(40), true},
-		{"streaming", spec.Union(spec.Global(4), spec.Window(50)), true},
-		{"noncausal_lr", spec.WindowLR(30, 20), false},
-		{"full_nc", spec.Full(), false},
-		{"intersect", spec.Intersect(spec.Block(96), spec.Window(70)), true},
-		{"block_nc", spec.Block(40), false},
-		{"dilated8", spec.Dilated(8, 0), true},
-		{"dilated5_size", spec.Dilated(5, 6), true},
-		{"dilated3_nc", spec.Dilated(3, 10), false},
-		{"dilated100", spec.Dilated(100, 0), true},
-		{"dilated_mix", spec.Union(spec.Dilated(7, 4), spec.Window(9)), true},
-	}
-	dims := []int{64, 128}
-	if testing.Short() {
-		dims = dims[:1]
-	}
-	for _, mk := range masks {
+// TestInterpRandomMasks runs random masks of small parameters (head_dim
+// 64, and 128 for every other one without -short) on shapes that are not
+// multiples of the tiles.
+func TestInterpRandomMasks(t *testing.T) {
+	for k, mk := range randomMasks(1, 16) {
+		dims := []int{64}
+		if !testing.Short() && k%2 == 1 {
+			dims = append(dims, 128)
+		}
 		for _, d := range dims {
-			p := compile(t, mk.name, mk.m, mk.causal, d)
+			p := compile(t, mk.name, mk.p.Mask, mk.p.Causal, d)
 			for _, sh := range []shape{{1, 2, 1, 150, 200}, {1, 1, 1, 1, 150}} {
-				t.Run(fmt.Sprintf("%s/d%d/%v", mk.name, d, sh), func(t *testing.T) { runForward(t, p, Config{SoftLg2: true}, sh, nil, true) })
+				t.Run(fmt.Sprintf("%s/d%d/%v", mk.name, d, sh), func(t *testing.T) {
+					t.Logf("%s, layout %s", mk.p, layoutText(p.Layout))
+					runForward(t, p, Config{SoftLg2: true}, sh, nil, true)
+				})
 			}
 		}
 	}
@@ -361,9 +401,11 @@ func TestInterpCatchesWrongMask(t *testing.T) {
 }
 
 func TestInterpF16(t *testing.T) {
-	for _, d := range []int{64, 128} {
-		p := compile(t, "pbb", spec.Union(spec.Block(64), spec.Bridge(64, 8, 8, 0)), true, d)
-		runForward(t, p, Config{Elem: F16, SoftLg2: true}, shape{1, 2, 1, 90, 150}, nil, true)
+	for k, mk := range randomMasks(2, 2) {
+		d := 64 * (k + 1)
+		p := compile(t, mk.name, mk.p.Mask, mk.p.Causal, d)
+		t.Logf("%s: %s, head_dim %d", mk.name, mk.p, d)
+		runForward(t, p, Config{Target: f16SM80, SoftLg2: true}, shape{1, 2, 1, 90, 150}, nil, true)
 	}
 }
 
@@ -381,38 +423,23 @@ func docIDs(n int) []int32 {
 }
 
 func TestInterpDocuments(t *testing.T) {
-	masks := []struct {
-		name   string
-		m      *spec.Mask
-		causal bool
-	}{
-		{"doc", spec.Document(), true},
-		{"doc_nc", spec.Document(), false},
-		{"doc_stream", spec.Intersect(spec.Document(), spec.Union(spec.Global(2), spec.Window(20))), true},
-		{"doc_block", spec.Intersect(spec.Document(), spec.Block(16)), true},
-	}
-	files := []string{"../../spec/examples/document.yaml"}
-	for _, file := range files {
-		s, err := spec.ParseFile(file)
-		if err != nil {
-			t.Fatal(err)
+	masks := randomDocMasks(3, 5)
+	for _, m := range exampleMasks(t) {
+		if m.p.Mask.HasDocument() {
+			masks = append(masks, m)
 		}
-		masks = append(masks, struct {
-			name   string
-			m      *spec.Mask
-			causal bool
-		}{s.Name, s.Mask, s.Causal})
 	}
 	ids := docIDs(200)
-	dims := []int{64, 128}
-	if testing.Short() {
-		dims = dims[:1]
-	}
-	for _, mk := range masks {
+	for k, mk := range masks {
+		dims := []int{64}
+		if !testing.Short() && k%2 == 1 {
+			dims = append(dims, 128)
+		}
 		for _, d := range dims {
-			p := compile(t, mk.name, mk.m, mk.causal, d)
+			p := compile(t, mk.name, mk.p.Mask, mk.p.Causal, d)
 			for _, sh := range []shape{{1, 2, 1, 150, 200}, {2, 1, 1, 1, 200}, {1, 1, 1, 200, 200}} {
 				t.Run(fmt.Sprintf("%s/d%d/%v", mk.name, d, sh), func(t *testing.T) {
+					t.Logf("%s", mk.p)
 					runForwardDocs(t, p, Config{SoftLg2: true}, sh, nil, true, ids)
 				})
 			}
@@ -420,89 +447,154 @@ func TestInterpDocuments(t *testing.T) {
 	}
 }
 
+// planTiles scans the key tiles query positions [q0, q1] of a segment
+// with nk keys visit the way the kernel does, evaluating the plan's
+// programs with Prog.Eval: every tile of the clipped hull(q0, q1, 0) whose
+// class(q0, q1, k0, k1) is not empty, full tiles past nk demoted to
+// partial.
+func planTiles(p *gen.Plan, q0, q1, nk int, docs *spec.Docs) []gen.TileRef {
+	var h [2]int64
+	p.Hull.Eval([]int64{int64(q0), int64(q1), 0}, docs, nil, h[:])
+	lo, hi := max(h[0], 0), min(h[1], int64(nk-1))
+	var refs []gen.TileRef
+	if lo > hi {
+		return nil
+	}
+	var c [1]int64
+	for kt := int(lo) / p.TileK; kt <= int(hi)/p.TileK; kt++ {
+		k0 := kt * p.TileK
+		k1 := min(k0+p.TileK, nk) - 1
+		p.Class.Eval([]int64{int64(q0), int64(q1), int64(k0), int64(k1)}, docs, nil, c[:])
+		cls := mask.Class(c[0])
+		if cls == mask.Full && k0+p.TileK > nk {
+			cls = mask.Partial
+		}
+		if cls != mask.Empty {
+			refs = append(refs, gen.TileRef{K: kt, Class: cls})
+		}
+	}
+	return refs
+}
+
 // TestInterpVisits counts the key tiles the kernel visits through its
 // barriers (one for Q and two per visited tile; none in CTAs that visit
-// no tile or lie past a residue class's queries) and compares them with the plan's schedule: equal for
-// single primitives, whose classes are exact; for combined masks the
-// kernel may visit tiles the plan's exact refinement drops, never fewer.
+// no tile or lie past a residue class's queries) and compares them with a
+// scan of the plan's hull and class programs (planTiles). It also checks
+// that the plan's exact schedule (Visit, refined by keep words) is a
+// subset of that scan and agrees on full tiles: the class program is
+// sound, so the kernel may visit more tiles, never fewer.
 func TestInterpVisits(t *testing.T) {
-	cases := []struct {
-		name   string
-		m      *spec.Mask
-		causal bool
-		exact  bool
-	}{
-		{"causal", spec.Full(), true, true},
-		{"block48", spec.Block(48), true, true},
-		{"window40", spec.Window(40), true, true},
-		{"bridge_only", spec.Bridge(32, 4, 8, 0), true, true},
-		{"global_nc", spec.Global(7), false, true},
-		{"dilated8", spec.Dilated(8, 0), true, true},
-		{"dilated100", spec.Dilated(100, 0), true, true},
-		{"pbb", spec.Union(spec.Block(64), spec.Bridge(64, 8, 8, 0)), true, false},
-		{"streaming", spec.Union(spec.Global(4), spec.Window(50)), true, false},
-	}
-	for _, c := range cases {
+	masks := append(exampleMasks(t), randomMasks(4, 16)...)
+	masks = append(masks, randomDocMasks(5, 4)...)
+	for _, c := range masks {
 		for _, sh := range []shape{{1, 2, 1, 300, 700}, {1, 1, 1, 1, 500}} {
-			p := compile(t, c.name, c.m, c.causal, 64)
-			k, err := GenerateForward(p, Config{SoftLg2: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			mod, err := ptxi.Parse(k.Name, k.PTX)
-			if err != nil {
-				t.Fatal(err)
-			}
-			dev := ptxi.NewDevice()
-			nq, nkv, nl := verify.Shape{Batch: sh.batch, HeadsQ: sh.hq, HeadsKV: sh.hkv, SeqQ: sh.sq, SeqK: sh.sk, HeadDim: 64}.Sizes()
-			var ptrs []uint64
-			for _, n := range []int{2 * nq, 2 * nkv, 2 * nkv, 2 * nq, 4 * nl} {
-				a, err := dev.Alloc(n)
-				if err != nil {
+			p := compile(t, c.name, c.p.Mask, c.p.Causal, 64)
+			var ids []int32
+			var docs *spec.Docs
+			if p.Pred.UsesDocs() {
+				ids = docIDs(sh.sk)
+				var err error
+				if docs, err = spec.NewDocs(ids); err != nil {
 					t.Fatal(err)
 				}
-				ptrs = append(ptrs, a)
 			}
-			l, err := k.Geometry(sh.batch, sh.hq, sh.hkv, sh.sq, sh.sk, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			args, err := l.Args(ptrs...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			st, err := dev.Launch(mod, k.Name, l.Grid, l.Block, l.DynShared, args...)
-			if err != nil {
-				t.Fatal(err)
-			}
+			st := launchCount(t, p, sh, ids)
 			var want int64
 			var refs []gen.TileRef
-			var spans []spec.Span
 			for _, seg := range p.Segments(sh.sq, sh.sk) {
+				off := seg.SeqK - seg.SeqQ
 				for qt := 0; qt < p.QueryTiles(seg); qt++ {
-					refs, spans = p.Visit(refs[:0], seg, qt, spans)
-					if len(refs) > 0 {
-						want += 1 + 2*int64(len(refs))
+					q0 := qt*p.TileQ + off
+					q1 := min(qt*p.TileQ+p.TileQ, seg.SeqQ) - 1 + off
+					scan := planTiles(p, q0, q1, seg.SeqK, docs)
+					if len(scan) > 0 {
+						want += 1 + 2*int64(len(scan))
+					}
+					classes := map[int]mask.Class{}
+					for _, r := range scan {
+						classes[r.K] = r.Class
+					}
+					refs = p.Visit(refs[:0], seg, qt, docs)
+					for _, r := range refs {
+						sc, ok := classes[r.K]
+						switch {
+						case !ok:
+							t.Errorf("%s %v: segment %+v query tile %d: the plan visits key tile %d (%s), the kernel's scan does not", c.name, sh, seg, qt, r.K, r.Class)
+						case sc == mask.Full && r.Class != mask.Full:
+							t.Errorf("%s %v: segment %+v query tile %d: key tile %d is full by the class program, %s by keep words", c.name, sh, seg, qt, r.K, r.Class)
+						}
 					}
 				}
 			}
 			want *= int64(sh.batch * sh.hq)
-			switch {
-			case c.exact && st.Barriers != want:
-				t.Errorf("%s %v: %d barriers, the plan's schedule gives %d", c.name, sh, st.Barriers, want)
-			case st.Barriers < want:
-				t.Errorf("%s %v: %d barriers, fewer than the plan's %d", c.name, sh, st.Barriers, want)
-			default:
-				t.Logf("%s %v: %d barriers, plan %d", c.name, sh, st.Barriers, want)
+			if st.Barriers != want {
+				t.Errorf("%s (%s) %v: %d barriers, the plan's hull and class programs give %d", c.name, c.p, sh, st.Barriers, want)
 			}
 		}
 	}
 }
 
+// launchCount runs the kernel of p on shape sh (document ids ids, nil for
+// none) and returns the interpreter's statistics.
+func launchCount(t *testing.T, p *gen.Plan, sh shape, ids []int32) *ptxi.Stats {
+	t.Helper()
+	k, err := GenerateForward(p, Config{SoftLg2: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod, err := ptxi.Parse(k.Name, k.PTX)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev := ptxi.NewDevice()
+	nq, nkv, nl := verify.Shape{Batch: sh.batch, HeadsQ: sh.hq, HeadsKV: sh.hkv, SeqQ: sh.sq, SeqK: sh.sk, HeadDim: p.HeadDim}.Sizes()
+	var ptrs []uint64
+	sizes := []int{2 * nq, 2 * nkv, 2 * nkv, 2 * nq, 4 * nl}
+	var arrays [][]int32
+	if ids != nil {
+		start, end, err := DocArrays(ids)
+		if err != nil {
+			t.Fatal(err)
+		}
+		arrays = [][]int32{ids, start, end}
+		sizes = append(sizes, 4*len(ids), 4*len(ids), 4*len(ids))
+	}
+	for x, n := range sizes {
+		a, err := dev.Alloc(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ptrs = append(ptrs, a)
+		if x >= 5 {
+			u := make([]uint32, len(ids))
+			for i, v := range arrays[x-5] {
+				u[i] = uint32(v)
+			}
+			if err := dev.WriteU32(a, u); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	l, err := k.Geometry(sh.batch, sh.hq, sh.hkv, sh.sq, sh.sk, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args, err := l.Args(ptrs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := dev.Launch(mod, k.Name, l.Grid, l.Block, l.DynShared, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
 // TestInterpHardwareLg2 runs the default kernel (lg2.approx) once the
 // interpreter accepts lg2; until then it is skipped.
 func TestInterpHardwareLg2(t *testing.T) {
-	p := compile(t, "pbb", spec.Union(spec.Block(64), spec.Bridge(64, 8, 8, 0)), true, 64)
+	mk := randomMasks(6, 1)[0]
+	p := compile(t, mk.name, mk.p.Mask, mk.p.Causal, 64)
 	k, err := GenerateForward(p, Config{})
 	if err != nil {
 		t.Fatal(err)

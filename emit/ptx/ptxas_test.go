@@ -14,9 +14,10 @@ import (
 var spillRE = regexp.MustCompile(`(\d+) bytes spill stores, (\d+) bytes spill loads`)
 var regsRE = regexp.MustCompile(`Used (\d+) registers`)
 
-// TestPtxas assembles every example's forward kernel (bf16 and f16, D of
-// the spec) with NVIDIA's ptxas for sm_80 and sm_90 and requires success
-// and no register spills. It needs ptxas, which no GPU is needed for:
+// TestPtxas assembles every example's forward kernel (each default
+// target's element type, D of the spec), written for sm_80 and for sm_90,
+// with NVIDIA's ptxas for that SM and requires success and no register
+// spills. It needs ptxas, which no GPU is needed for:
 // ATTNGEN_PTXAS names it (.ci/run fetches it with scripts/fetch-ptxas.sh);
 // without it the test is skipped.
 func TestPtxas(t *testing.T) {
@@ -35,33 +36,34 @@ func TestPtxas(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		plan, err := gen.Compile(s, Sm80, nil)
+		plan, err := gen.Compile(s, SM80, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, elem := range []Type{BF16, F16} {
-			k, err := GenerateForward(plan, Config{Elem: elem})
-			if err != nil {
-				t.Fatal(err)
-			}
-			src := filepath.Join(dir, k.Name+"_"+elem.String()+".ptx")
-			if err := os.WriteFile(src, []byte(k.PTX), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			for _, arch := range []string{"sm_80", "sm_90"} {
-				out, err := exec.Command(ptxas, "-v", "--gpu-name", arch, src, "-o", filepath.Join(dir, "k.cubin")).CombinedOutput()
+		for _, dt := range DefaultTargets {
+			for _, sm := range []int{80, 90} {
+				tg := Target{SM: sm, Elem: dt.Elem}
+				k, err := GenerateForward(plan, Config{Target: tg})
 				if err != nil {
-					t.Fatalf("%s %s %s: ptxas failed: %v\n%s", filepath.Base(f), elem, arch, err, out)
+					t.Fatal(err)
+				}
+				src := filepath.Join(dir, k.Name+"_"+tg.Name()+".ptx")
+				if err := os.WriteFile(src, []byte(k.PTX), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				out, err := exec.Command(ptxas, "-v", "--gpu-name", tg.Arch(), src, "-o", filepath.Join(dir, "k.cubin")).CombinedOutput()
+				if err != nil {
+					t.Fatalf("%s %s: ptxas failed: %v\n%s", filepath.Base(f), tg, err, out)
 				}
 				m := spillRE.FindSubmatch(out)
 				if m == nil || string(m[1]) != "0" || string(m[2]) != "0" {
-					t.Fatalf("%s %s %s: spills or no report:\n%s", filepath.Base(f), elem, arch, out)
+					t.Fatalf("%s %s: spills or no report:\n%s", filepath.Base(f), tg, out)
 				}
 				regs := regsRE.FindSubmatch(out)
 				if regs == nil {
 					t.Fatalf("%s: no register count:\n%s", f, out)
 				}
-				t.Logf("%s %s %s: %s registers, no spills, %d bytes dynamic shared memory", filepath.Base(f), elem, arch, regs[1], k.DynShared)
+				t.Logf("%s %s: %s registers, no spills, %d bytes dynamic shared memory", filepath.Base(f), tg, regs[1], k.DynShared)
 			}
 		}
 	}

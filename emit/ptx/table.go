@@ -77,6 +77,7 @@ type opSpec struct {
 	types2 []Type // allowed T2 (nil: none)
 	sig    string
 	nd     int // how many of sig are destinations
+	minSM  int // the oldest SM version that has the instruction (0: any)
 }
 
 var (
@@ -108,18 +109,18 @@ var opTable = [numOps]opSpec{
 	OpSelp:      {text: "selp.{T}", types: []Type{S32, U32, B32, F32}, sig: "TTTP", nd: 1},
 	OpCvtWide:   {text: "cvt.{T}.{T2}", types: []Type{U64, S64}, types2: ints32, sig: "TY", nd: 1},
 	OpCvtF32I:   {text: "cvt.rn.f32.{T}", types: ints32, sig: "FT", nd: 1},
-	OpCvtPack:   {text: "cvt.rn.{T}.f32", types: []Type{BF16x2, F16x2}, sig: "TFF", nd: 1},
+	OpCvtPack:   {text: "cvt.rn.{T}.f32", types: []Type{BF16x2, F16x2}, sig: "TFF", nd: 1, minSM: 80},
 	OpCvtaGlob:  {text: "cvta.to.global.u64", sig: "DD", nd: 1},
 	OpLd:        {text: "ld.{S}.{T}", types: []Type{U32, S32, B32, F32, U64, B64}, sig: "TA", nd: 1},
 	OpSt:        {text: "st.{S}.{T}", types: []Type{U32, S32, B32, F32, U64, B64}, sig: "AT", nd: 1},
-	OpCpAsync:   {text: "cp.async.cg.shared.global", sig: "SAIU", nd: 1},
-	OpCpCommit:  {text: "cp.async.commit_group"},
-	OpCpWait:    {text: "cp.async.wait_group", sig: "I"},
+	OpCpAsync:   {text: "cp.async.cg.shared.global", sig: "SAIU", nd: 1, minSM: 80},
+	OpCpCommit:  {text: "cp.async.commit_group", minSM: 80},
+	OpCpWait:    {text: "cp.async.wait_group", sig: "I", minSM: 80},
 	OpBar:       {text: "bar.sync", sig: "I"},
 	OpShflBfly:  {text: "shfl.sync.bfly.b32", sig: "XXIII", nd: 1},
-	OpMma:       {text: "mma.sync.aligned.m16n8k16.row.col.f32.{T}.{T}.f32", types: []Type{BF16, F16}, sig: "VVVV", nd: 1},
-	OpLdmatrix:  {text: "ldmatrix.sync.aligned.m8n8.x4.shared.b16", sig: "VS", nd: 1},
-	OpLdmatrixT: {text: "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16", sig: "VS", nd: 1},
+	OpMma:       {text: "mma.sync.aligned.m16n8k16.row.col.f32.{T}.{T}.f32", types: []Type{BF16, F16}, sig: "VVVV", nd: 1, minSM: 80},
+	OpLdmatrix:  {text: "ldmatrix.sync.aligned.m8n8.x4.shared.b16", sig: "VS", nd: 1, minSM: 75},
+	OpLdmatrixT: {text: "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16", sig: "VS", nd: 1, minSM: 75},
 	OpAddF:      {text: "add.rn.f32", sig: "FFF", nd: 1},
 	OpSubF:      {text: "sub.rn.f32", sig: "FFF", nd: 1},
 	OpMulF:      {text: "mul.rn.f32", sig: "FFF", nd: 1},
@@ -373,30 +374,31 @@ func render(b *strings.Builder, in *Inst) error {
 	return nil
 }
 
-// Module is a PTX module of one or more kernels sharing a header.
+// Module is a PTX module of one or more kernels sharing a header, for
+// one SM version.
 type Module struct {
 	Comments []string // written at the top as // lines
+	SM       int      // the .target: sm_<SM>; it must have a PTX ISA version (isaVersions)
 	Funcs    []*Func
 }
 
-// Version, Target and AddressSize are the module header. PTX ISA 7.8 is
-// the oldest that has everything the kernel uses; it is accepted by CUDA
-// 11.8 and later (ptxas 11.8 assembles every example kernel for sm_80 and
-// sm_90 without spills), so the same text loads on older drivers too.
-const (
-	Version     = "7.8"
-	Target      = "sm_80"
-	AddressSize = 64
-)
+// AddressSize is the module's .address_size.
+const AddressSize = 64
 
 // Text legalizes every kernel and renders the module: the one place that
-// writes headers and declarations.
+// writes headers and declarations. The header is .version (the ISA version
+// of the SM), .target sm_<SM> and .address_size 64; an SM without a known
+// ISA version, or an instruction the SM lacks, is an error.
 func (m *Module) Text() (string, error) {
+	isa, err := isaVersion(m.SM)
+	if err != nil {
+		return "", err
+	}
 	var b strings.Builder
 	for _, c := range m.Comments {
 		fmt.Fprintf(&b, "// %s\n", c)
 	}
-	fmt.Fprintf(&b, ".version %s\n.target %s\n.address_size %d\n", Version, Target, AddressSize)
+	fmt.Fprintf(&b, ".version %s\n.target sm_%d\n.address_size %d\n", isa, m.SM, AddressSize)
 	dyn := map[string]bool{}
 	for _, f := range m.Funcs {
 		if f.DynShared != "" && !dyn[f.DynShared] {
@@ -407,6 +409,11 @@ func (m *Module) Text() (string, error) {
 	for _, f := range m.Funcs {
 		if err := Legalize(f); err != nil {
 			return "", err
+		}
+		for k := range f.Body {
+			if sp, ok := f.Body[k].Op.spec(); ok && sp.minSM > m.SM {
+				return "", fmt.Errorf("ptx: %s: instruction %d: %s needs sm_%d, the module targets sm_%d", f.Name, k, sp.text, sp.minSM, m.SM)
+			}
 		}
 		fmt.Fprintf(&b, "\n.visible .entry %s(\n", f.Name)
 		for k, p := range f.Params {

@@ -58,13 +58,13 @@ func TestWritePTX(t *testing.T) {
 	if *ptxDir == "" {
 		t.Skip("no -ptxdir")
 	}
-	for _, name := range supported {
-		for _, cfg := range []Config{{Elem: BF16}, {Elem: F16}} {
-			k, err := GenerateForward(examplePlan(t, name), cfg)
+	for _, name := range exampleNames(t) {
+		for _, tg := range DefaultTargets {
+			k, err := GenerateForward(examplePlan(t, name), Config{Target: tg})
 			if err != nil {
 				t.Fatal(err)
 			}
-			path := filepath.Join(*ptxDir, k.Name+"_"+cfg.Elem.String()+".ptx")
+			path := filepath.Join(*ptxDir, k.Name+"_"+tg.Elem+".ptx")
 			if err := os.WriteFile(path, []byte(k.PTX), 0o644); err != nil {
 				t.Fatal(err)
 			}

@@ -47,7 +47,11 @@ func Of(r *rand.Rand, op spec.Op, n int) *spec.Mask {
 		if r.IntN(2) == 0 {
 			size = 1 + r.IntN(6)
 		}
-		return spec.Dilated(1+r.IntN(8), size)
+		stride := 1 + r.IntN(8)
+		if r.IntN(4) == 0 {
+			stride = 1 + r.IntN(n) // at least a key tile now and then: the identity layout
+		}
+		return spec.Dilated(stride, size)
 	case spec.OpGlobal:
 		return spec.Global(1 + r.IntN(n/4+1))
 	}

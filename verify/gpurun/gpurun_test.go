@@ -23,7 +23,7 @@ func TestInterpExamples(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		plan, err := gen.Compile(s, ptx.Sm80, nil)
+		plan, err := gen.Compile(s, ptx.SM80, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -81,7 +81,7 @@ func TestInterpMaskedRows(t *testing.T) {
 		{Mask: spec.Union(spec.Global(2), spec.Dilated(3, 4)), Causal: false},
 	}
 	for _, p := range pats {
-		plan, err := gen.Compile(&spec.Spec{Name: "t", Mask: p.Mask, Causal: p.Causal, HeadDim: 64}, ptx.Sm80, nil)
+		plan, err := gen.Compile(&spec.Spec{Name: "t", Mask: p.Mask, Causal: p.Causal, HeadDim: 64}, ptx.SM80, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

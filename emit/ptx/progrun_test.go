@@ -1,0 +1,160 @@
+package ptx
+
+import (
+	"testing"
+
+	"github.com/attngen/attngen/gen"
+	"github.com/attngen/attngen/runtime/mask"
+	ptxi "github.com/attngen/attngen/verify/ptx"
+)
+
+// progKernel renders program p into a kernel that runs one case per
+// thread: it reads the arguments not bound in bind (s32, in Args order)
+// from in, renders p with bound arguments as immediates, and writes each
+// result as an s32 and then the first result as a predicate (0 or 1) to
+// out. With docs the kernel takes the three document arrays.
+func progKernel(p *gen.Prog, bind map[int]int64, docs bool) (string, error) {
+	f := NewFunc("prog")
+	f.Params = []Param{{Name: "in", T: U64}, {Name: "out", T: U64}, {Name: "cases", T: U32}}
+	if docs {
+		f.Params = append(f.Params, forwardParams(true)[5:8]...)
+	}
+	g := &fwd{f: f}
+	in, out := g.global("in"), g.global("out")
+	cases := g.param("cases", U32)
+	env := Env{}
+	if docs {
+		id, start, end := g.global("doc_id"), g.global("doc_start"), g.global("doc_end")
+		env.Docs = &DocRegs{ID: id.Reg, Start: start.Reg, End: end.Reg}
+	}
+	tid := f.Add(f.MulC(g.special("%ctaid.x"), 128), g.special("%tid.x"))
+	done := f.NewLabel("done")
+	past := f.Setp("ge", S32, tid, cases)
+	f.Bra(done, &past, false)
+	nin := len(p.Args) - len(bind)
+	ia := g.wide(in, tid, int64(4*max(nin, 1)))
+	x := 0
+	for n := range p.Args {
+		if v, ok := bind[n]; ok {
+			env.Args = append(env.Args, I(v))
+			continue
+		}
+		r := f.NewReg(S32)
+		f.Emit(Inst{Op: OpLd, T: S32, Space: "global", Dst: []Operand{R(r)}, Src: []Operand{Addr(ia.Reg, int64(4*x))}})
+		env.Args = append(env.Args, R(r))
+		x++
+	}
+	res, err := RenderProg(f, p, env, nil)
+	if err != nil {
+		return "", err
+	}
+	nout := len(p.Results) + 1
+	oa := g.wide(out, tid, int64(4*nout))
+	outs := []Operand{}
+	for _, v := range res {
+		outs = append(outs, f.IntOf(v))
+	}
+	outs = append(outs, f.Selp(S32, I(1), I(0), f.PredOf(res[0])))
+	for k, o := range outs {
+		f.Emit(Inst{Op: OpSt, T: S32, Space: "global", Dst: []Operand{Addr(oa.Reg, int64(4*k))}, Src: []Operand{f.reg(S32, o)}})
+	}
+	f.Place(done)
+	f.Emit(Inst{Op: OpRet})
+	return (&Module{SM: 80, Funcs: []*Func{f}}).Text()
+}
+
+// checkProg runs p under the interpreter on every case (full argument
+// lists; bound arguments must equal bind in every case) and compares each
+// result with Prog.Eval. ids are the document ids (nil: no documents). It
+// returns the number of mismatches, reporting the first few.
+func checkProg(t *testing.T, p *gen.Prog, bind map[int]int64, ids []int32, cases [][]int64) int {
+	t.Helper()
+	// whole warps: pad with copies of the last case (the interpreter wants
+	// warp-uniform branches)
+	n := len(cases)
+	for len(cases)%128 != 0 {
+		cases = append(cases, cases[n-1])
+	}
+	text, err := progKernel(p, bind, ids != nil)
+	if err != nil {
+		t.Fatalf("%s: %v", p.Name, err)
+	}
+	mod, err := ptxi.Parse(p.Name+".ptx", text)
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", p.Name, err, text)
+	}
+	nin := max(len(p.Args)-len(bind), 1)
+	in := make([]uint32, nin*len(cases))
+	for c, args := range cases {
+		x := 0
+		for n, a := range args {
+			if _, ok := bind[n]; !ok {
+				in[nin*c+x] = uint32(int32(a))
+				x++
+			}
+		}
+	}
+	dev := ptxi.NewDevice()
+	alloc := func(n int) uint64 {
+		a, err := dev.Alloc(max(n, 4))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	nout := len(p.Results) + 1
+	ia, oa := alloc(4*len(in)), alloc(4*nout*len(cases))
+	if err := dev.WriteU32(ia, in); err != nil {
+		t.Fatal(err)
+	}
+	args := []any{ia, oa, uint32(len(cases))}
+	var docs *mask.Docs
+	if ids != nil {
+		if docs, err = mask.NewDocs(ids); err != nil {
+			t.Fatal(err)
+		}
+		start, end, err := DocArrays(ids)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range [][]int32{ids, start, end} {
+			addr := alloc(4 * len(a))
+			u := make([]uint32, len(a))
+			for i, x := range a {
+				u[i] = uint32(x)
+			}
+			if err := dev.WriteU32(addr, u); err != nil {
+				t.Fatal(err)
+			}
+			args = append(args, addr)
+		}
+	}
+	if _, err := dev.Launch(mod, "prog", [3]int{(len(cases) + 127) / 128, 1, 1}, [3]int{128, 1, 1}, 0, args...); err != nil {
+		t.Fatalf("%s: %v", p.Name, err)
+	}
+	out, err := dev.ReadU32(oa, nout*len(cases))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := 0
+	res := make([]int64, len(p.Results))
+	for c, a := range cases[:n] {
+		p.Eval(a, docs, nil, res)
+		got := out[nout*c : nout*c+nout]
+		for r := range res {
+			if int64(int32(got[r])) != res[r] {
+				if bad < 6 {
+					t.Errorf("%s%v (bound %v): result %d = %d, Eval gives %d", p.Name, a, bind, r, int32(got[r]), res[r])
+				}
+				bad++
+			}
+		}
+		if want := b2i(res[0] != 0); int64(got[len(res)]) != want {
+			if bad < 6 {
+				t.Errorf("%s%v (bound %v): result 0 as a predicate = %d, want %d", p.Name, a, bind, got[len(res)], want)
+			}
+			bad++
+		}
+	}
+	return bad
+}

@@ -1,0 +1,136 @@
+package ptx
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/attngen/attngen/gen"
+)
+
+// Tile sizes and block shape of the forward kernel: one CTA per (query
+// tile, head, batch), four warps, each owning 16 query rows.
+const (
+	TileQ   = 64
+	TileK   = 64
+	Warps   = 4
+	Threads = 32 * Warps
+)
+
+// Target is one PTX target of the forward kernel, as a value: the SM
+// version the module is written for (compute capability times ten: 80,
+// 90) and the element type of q, k, v and the output ("bf16" or "f16").
+// It satisfies gen.Target, so a plan is compiled for it directly; the SM
+// version only changes the module header (and which ops the op table may
+// use), never the plan.
+type Target struct {
+	SM   int
+	Elem string
+}
+
+// SM80 is the default target: sm_80 (Ampere and later), bf16.
+var SM80 = Target{SM: 80, Elem: "bf16"}
+
+// DefaultTargets are the targets attngen builds kernels for by default:
+// both element types on sm_80 (whose PTX every later GPU loads).
+var DefaultTargets = []Target{SM80, {SM: 80, Elem: "f16"}}
+
+var _ gen.Target = Target{}
+
+// headDims are the head dimensions the forward kernel is written for.
+var headDims = []int{64, 128}
+
+// Name is the target's planner name, e.g. "ptx-sm80-bf16".
+func (t Target) Name() string { return fmt.Sprintf("ptx-sm%d-%s", t.SM, t.Elem) }
+
+// String is Name.
+func (t Target) String() string { return t.Name() }
+
+// Arch is the PTX target directive's name, e.g. "sm_80".
+func (t Target) Arch() string { return fmt.Sprintf("sm_%d", t.SM) }
+
+// TileSizes is the forward kernel's tile: 64 queries by 64 keys for every
+// head dimension.
+func (t Target) TileSizes(headDim int) (q, k int) { return TileQ, TileK }
+
+// HeadDims lists the head dimensions the forward kernel supports.
+func (t Target) HeadDims() []int { return slices.Clone(headDims) }
+
+// Supports reports why the target cannot run a kernel of head dimension
+// headDim (nil when it can): an unknown SM version or element type, or an
+// unsupported head dimension.
+func (t Target) Supports(headDim int) error {
+	if err := t.Check(); err != nil {
+		return err
+	}
+	if !slices.Contains(headDims, headDim) {
+		return fmt.Errorf("ptx: head_dim %d: the forward kernel supports %s", headDim, joinInts(headDims))
+	}
+	return nil
+}
+
+// Check reports whether the target can be rendered: a PTX ISA version is
+// known for its SM version, every op of the op table is available on it,
+// and its element type is bf16 or f16.
+func (t Target) Check() error {
+	if _, err := t.ElemType(); err != nil {
+		return err
+	}
+	if _, err := isaVersion(t.SM); err != nil {
+		return err
+	}
+	var need []string
+	for op := OpLdParam; op < numOps; op++ {
+		if sp, ok := op.spec(); ok && sp.minSM > t.SM {
+			need = append(need, fmt.Sprintf("%s (sm_%d)", opName.Replace(sp.text), sp.minSM))
+		}
+	}
+	if len(need) > 0 {
+		return fmt.Errorf("ptx: target %s: the forward kernel's op table needs %s", t.Arch(), strings.Join(need, ", "))
+	}
+	return nil
+}
+
+// opName writes an op table mnemonic without its type placeholders.
+var opName = strings.NewReplacer(".{T}", "", ".{T2}", "", ".{C}", "", ".{S}", "")
+
+// ElemType is the target's element type as a PTX type (BF16 or F16).
+func (t Target) ElemType() (Type, error) {
+	switch t.Elem {
+	case "bf16":
+		return BF16, nil
+	case "f16":
+		return F16, nil
+	}
+	return NoType, fmt.Errorf("ptx: element type %q: want bf16 or f16", t.Elem)
+}
+
+// isaVersions is the PTX ISA version written in the header of a module
+// for each SM version it may target. ISA 7.8 is the oldest that has
+// everything the kernel uses and that names sm_89 and sm_90; CUDA 11.8 and
+// later accept it (ptxas 11.8 assembles every example kernel for sm_80 and
+// sm_90 without spills). Later SM versions need a later ISA and are not
+// served yet.
+var isaVersions = map[int]string{75: "7.8", 80: "7.8", 86: "7.8", 87: "7.8", 89: "7.8", 90: "7.8"}
+
+func isaVersion(sm int) (string, error) {
+	v, ok := isaVersions[sm]
+	if !ok {
+		var known []int
+		for s := range isaVersions {
+			known = append(known, s)
+		}
+		sort.Ints(known)
+		return "", fmt.Errorf("ptx: target sm_%d: no PTX ISA version is known for it (known: sm_%s)", sm, strings.ReplaceAll(joinInts(known), ", ", ", sm_"))
+	}
+	return v, nil
+}
+
+func joinInts(xs []int) string {
+	s := make([]string, len(xs))
+	for k, x := range xs {
+		s[k] = fmt.Sprint(x)
+	}
+	return strings.Join(s, ", ")
+}
