@@ -11,40 +11,50 @@ func (p *Plan) Mask() mask.Mask { return evalMask{p} }
 
 type evalMask struct{ p *Plan }
 
-// evalScratch values fit on the stack; longer programs allocate.
-const evalScratch = 256
+// eval runs a program with its values on the stack: a small frame for
+// the usual programs (zeroing it is part of every call), a larger one for
+// long ones, and the heap beyond that.
+func eval(p *Prog, args []int64, d *mask.Docs, res []int64) {
+	switch n := len(p.Insts); {
+	case n <= 32:
+		var scratch [32]int64
+		p.Eval(args, d, scratch[:], res)
+	case n <= 256:
+		var scratch [256]int64
+		p.Eval(args, d, scratch[:], res)
+	default:
+		p.Eval(args, d, nil, res)
+	}
+}
 
 func (m evalMask) Stride() int    { return max(m.p.Layout.Stride, 1) }
 func (m evalMask) UsesDocs() bool { return m.p.Pred.UsesDocs() }
 
 func (m evalMask) Hull(q0, q1, x int, d *mask.Docs) (int, int) {
-	var scratch [evalScratch]int64
 	var res [2]int64
 	args := [3]int64{int64(q0), int64(q1), int64(x)}
-	m.p.Hull.Eval(args[:], d, scratch[:], res[:])
+	eval(m.p.Hull, args[:], d, res[:])
 	return int(res[0]), int(res[1])
 }
 
 func (m evalMask) Class(q0, q1, k0, k1 int, d *mask.Docs) mask.Class {
-	var scratch [evalScratch]int64
 	var res [1]int64
 	args := [4]int64{int64(q0), int64(q1), int64(k0), int64(k1)}
-	m.p.Class.Eval(args[:], d, scratch[:], res[:])
+	eval(m.p.Class, args[:], d, res[:])
 	return mask.Class(res[0])
 }
 
 func (m evalMask) Word(i, k0, nk int, d *mask.Docs) uint64 {
-	var scratch [evalScratch]int64
 	var res [1]int64
 	if m.p.Word != nil {
 		args := [2]int64{int64(i), int64(k0)}
-		m.p.Word.Eval(args[:], d, scratch[:], res[:])
+		eval(m.p.Word, args[:], d, res[:])
 		return uint64(res[0]) & mask.TailBits(nk-k0)
 	}
 	var w uint64
 	for c := 0; c < min(64, nk-k0); c++ {
 		args := [2]int64{int64(i), int64(k0 + c)}
-		m.p.Pred.Eval(args[:], d, scratch[:], res[:])
+		eval(m.p.Pred, args[:], d, res[:])
 		if res[0] != 0 {
 			w |= 1 << uint(c)
 		}
