@@ -84,24 +84,18 @@ func GoMaskFile(p *Plan, pkgName, command string) ([]byte, error) {
 	}
 	f.Func().Params(jen.Id("compiled")).Id("Word").Params(jen.List(jen.Id("i"), jen.Id("k0"), jen.Id("nk")).Int(), docs).Uint64().Block(wordBody...)
 	f.Line()
-	if p.Word != nil {
-		body, err := GoBody(p.Word, p.Word.Args, "d", []string{"uint64"})
-		if err != nil {
-			return nil, err
-		}
-		f.Comment("word is the predicate bit-sliced over 64 keys (the plan's keep-word program).")
-		f.Func().Id("word").Params(jen.List(jen.Id("i"), jen.Id("k0")).Int(), docs).Uint64().Block(body...)
-		f.Line()
-	}
+	// The keep word: the bit-sliced program, or the predicate it falls back to.
+	helper, prog, want, doc := "word", p.Word, "uint64", "word is the predicate bit-sliced over 64 keys (the plan's keep-word program)."
 	if p.Word == nil {
-		body, err := GoBody(p.Pred, p.Pred.Args, "d", []string{"bool"})
-		if err != nil {
-			return nil, err
-		}
-		f.Comment("keep is the partial-tile predicate: is key j kept for query i?")
-		f.Func().Id("keep").Params(jen.List(jen.Id("i"), jen.Id("j")).Int(), docs).Bool().Block(body...)
-		f.Line()
+		helper, prog, want, doc = "keep", p.Pred, "bool", "keep is the partial-tile predicate: is key j kept for query i?"
 	}
+	body, err := GoBody(prog, prog.Args, "d", []string{want})
+	if err != nil {
+		return nil, err
+	}
+	f.Comment(doc)
+	f.Func().Id(helper).Params(jen.List(jen.Id(prog.Args[0]), jen.Id(prog.Args[1])).Int(), docs).Id(want).Block(body...)
+	f.Line()
 	f.Var().Id("_").Qual(MaskPkg, "Mask").Op("=").Id("compiled").Values()
 	var buf bytes.Buffer
 	if err := f.Render(&buf); err != nil {

@@ -24,16 +24,7 @@ type primitive struct {
 // primitives covers every spec op that is not a combinator; a test checks
 // that none is missing.
 var primitives = map[spec.Op]primitive{
-	spec.OpFull: {
-		pred: func(b *builder, m *spec.Mask, causal bool, i, j int) int { return b.konst(1) },
-		hull: func(b *builder, m *spec.Mask, causal bool, q0, q1, x int) (int, int) { return x, b.konst(Inf) },
-		class: func(b *builder, m *spec.Mask, causal bool, q0, q1, k0, k1 int) int {
-			if !causal {
-				return b.konst(int64(mask.Full))
-			}
-			return b.classDist(causal, q0, q1, k0, k1, 0, Inf, 1)
-		},
-	},
+	spec.OpFull: everything,
 	spec.OpWindow: {
 		pred: func(b *builder, m *spec.Mask, causal bool, i, j int) int {
 			d := b.sub(i, j)
@@ -183,17 +174,21 @@ var primitives = map[spec.Op]primitive{
 			return b.class(empty, full)
 		},
 	},
-	// document is the whole sequence inside one document; the document
-	// split itself is lowered once for the whole mask (lowerDocs).
-	spec.OpDocument: {
-		pred: func(b *builder, m *spec.Mask, causal bool, i, j int) int { return b.konst(1) },
-		hull: func(b *builder, m *spec.Mask, causal bool, q0, q1, x int) (int, int) { return x, b.konst(Inf) },
-		class: func(b *builder, m *spec.Mask, causal bool, q0, q1, k0, k1 int) int {
-			if !causal {
-				return b.konst(int64(mask.Full))
-			}
-			return b.classDist(causal, q0, q1, k0, k1, 0, Inf, 1)
-		},
+	// document keeps every pair inside one document; the document split
+	// itself is lowered once for the whole mask (LowerPred, LowerHull,
+	// LowerClass).
+	spec.OpDocument: everything,
+}
+
+// everything keeps every pair (with the causal flag folded in).
+var everything = primitive{
+	pred: func(b *builder, m *spec.Mask, causal bool, i, j int) int { return b.konst(1) },
+	hull: func(b *builder, m *spec.Mask, causal bool, q0, q1, x int) (int, int) { return x, b.konst(Inf) },
+	class: func(b *builder, m *spec.Mask, causal bool, q0, q1, k0, k1 int) int {
+		if !causal {
+			return b.konst(int64(mask.Full))
+		}
+		return b.classDist(causal, q0, q1, k0, k1, 0, Inf, 1)
 	},
 }
 

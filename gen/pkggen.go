@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/attngen/attngen/runtime/gpu"
 	"github.com/attngen/attngen/spec"
 )
 
@@ -29,7 +30,7 @@ const CPUPkg = thisModule + "/runtime/cpu"
 // runtime (runtime/cpu, runtime/mask) instead of carrying copies of it.
 // importPath is the import path the folder will have; command is the
 // command line that regenerates it, written at the top of every file.
-func PackageFiles(s *spec.Spec, p *Plan, gpus []*GPUKernel, importPath, pkgName, command string) (map[string][]byte, error) {
+func PackageFiles(s *spec.Spec, p *Plan, gpus []gpu.Kernel, importPath, pkgName, command string) (map[string][]byte, error) {
 	files := map[string][]byte{}
 	api, err := apiFile(s, p, pkgName, command)
 	if err != nil {

@@ -124,22 +124,12 @@ func TestPredicateDocuments(t *testing.T) {
 		inner := spectest.Mask(r, 20, 2)
 		pat := spec.Pattern{Mask: spec.Intersect(spec.Document(), inner), Causal: r.IntN(3) != 0}
 		n := 1 + r.IntN(60)
-		ids := make([]int32, n)
-		for k := 1; k < n; k++ {
-			ids[k] = ids[k-1]
-			if r.IntN(8) == 0 {
-				ids[k]++
-			}
-		}
-		docs, err := spec.NewDocs(ids)
-		if err != nil {
-			t.Fatal(err)
-		}
+		docs := randomDocs(r, n)
 		pred := LowerPred(pat)
 		for i := 0; i < n; i++ {
 			for j := 0; j < n; j++ {
 				if got, want := evalPred(pred, i, j, docs), pat.AtDocs(i, j, docs); got != want {
-					t.Fatalf("%v ids %v (%d,%d): predicate %v, mask %v\n%s", pat, ids, i, j, got, want, pred)
+					t.Fatalf("%v docs %+v (%d,%d): predicate %v, mask %v\n%s", pat, docs, i, j, got, want, pred)
 				}
 			}
 		}

@@ -23,7 +23,7 @@ func packages() []pkg {
 			supported: func(v int) bool { return block.Supported(block.Variant(v)) },
 			compiled:  block.CompiledMask(),
 			geometry: func(k int, s verify.Shape) ([3]int, [3]int, int) {
-				return block.GPUKernels[k].Geometry(block.Shape(conv(s)))
+				return block.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.SeqQ, s.SeqK)
 			},
 			gpus: len(block.GPUKernels),
 			run: func(v int) verify.Run {
@@ -35,7 +35,7 @@ func packages() []pkg {
 			supported: func(v int) bool { return bridge.Supported(bridge.Variant(v)) },
 			compiled:  bridge.CompiledMask(),
 			geometry: func(k int, s verify.Shape) ([3]int, [3]int, int) {
-				return bridge.GPUKernels[k].Geometry(bridge.Shape(conv(s)))
+				return bridge.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.SeqQ, s.SeqK)
 			},
 			gpus: len(bridge.GPUKernels),
 			run: func(v int) verify.Run {
@@ -47,7 +47,7 @@ func packages() []pkg {
 			supported: func(v int) bool { return causal.Supported(causal.Variant(v)) },
 			compiled:  causal.CompiledMask(),
 			geometry: func(k int, s verify.Shape) ([3]int, [3]int, int) {
-				return causal.GPUKernels[k].Geometry(causal.Shape(conv(s)))
+				return causal.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.SeqQ, s.SeqK)
 			},
 			gpus: len(causal.GPUKernels),
 			run: func(v int) verify.Run {
@@ -59,7 +59,7 @@ func packages() []pkg {
 			supported: func(v int) bool { return dilated.Supported(dilated.Variant(v)) },
 			compiled:  dilated.CompiledMask(),
 			geometry: func(k int, s verify.Shape) ([3]int, [3]int, int) {
-				return dilated.GPUKernels[k].Geometry(dilated.Shape(conv(s)))
+				return dilated.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.SeqQ, s.SeqK)
 			},
 			gpus: len(dilated.GPUKernels),
 			run: func(v int) verify.Run {
@@ -71,7 +71,7 @@ func packages() []pkg {
 			supported: func(v int) bool { return document.Supported(document.Variant(v)) },
 			compiled:  document.CompiledMask(),
 			geometry: func(k int, s verify.Shape) ([3]int, [3]int, int) {
-				return document.GPUKernels[k].Geometry(document.Shape(conv(s)))
+				return document.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.SeqQ, s.SeqK)
 			},
 			gpus: len(document.GPUKernels),
 			run: func(v int) verify.Run {
@@ -83,7 +83,7 @@ func packages() []pkg {
 			supported: func(v int) bool { return hetero.Supported(hetero.Variant(v)) },
 			compiled:  hetero.CompiledMask(),
 			geometry: func(k int, s verify.Shape) ([3]int, [3]int, int) {
-				return hetero.GPUKernels[k].Geometry(hetero.Shape(conv(s)))
+				return hetero.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.SeqQ, s.SeqK)
 			},
 			gpus: len(hetero.GPUKernels),
 			run: func(v int) verify.Run {
@@ -95,7 +95,7 @@ func packages() []pkg {
 			supported: func(v int) bool { return hybrid.Supported(hybrid.Variant(v)) },
 			compiled:  hybrid.CompiledMask(),
 			geometry: func(k int, s verify.Shape) ([3]int, [3]int, int) {
-				return hybrid.GPUKernels[k].Geometry(hybrid.Shape(conv(s)))
+				return hybrid.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.SeqQ, s.SeqK)
 			},
 			gpus: len(hybrid.GPUKernels),
 			run: func(v int) verify.Run {
@@ -107,7 +107,7 @@ func packages() []pkg {
 			supported: func(v int) bool { return sebridge.Supported(sebridge.Variant(v)) },
 			compiled:  sebridge.CompiledMask(),
 			geometry: func(k int, s verify.Shape) ([3]int, [3]int, int) {
-				return sebridge.GPUKernels[k].Geometry(sebridge.Shape(conv(s)))
+				return sebridge.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.SeqQ, s.SeqK)
 			},
 			gpus: len(sebridge.GPUKernels),
 			run: func(v int) verify.Run {
@@ -119,7 +119,7 @@ func packages() []pkg {
 			supported: func(v int) bool { return streaming.Supported(streaming.Variant(v)) },
 			compiled:  streaming.CompiledMask(),
 			geometry: func(k int, s verify.Shape) ([3]int, [3]int, int) {
-				return streaming.GPUKernels[k].Geometry(streaming.Shape(conv(s)))
+				return streaming.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.SeqQ, s.SeqK)
 			},
 			gpus: len(streaming.GPUKernels),
 			run: func(v int) verify.Run {
@@ -131,7 +131,7 @@ func packages() []pkg {
 			supported: func(v int) bool { return window.Supported(window.Variant(v)) },
 			compiled:  window.CompiledMask(),
 			geometry: func(k int, s verify.Shape) ([3]int, [3]int, int) {
-				return window.GPUKernels[k].Geometry(window.Shape(conv(s)))
+				return window.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.SeqQ, s.SeqK)
 			},
 			gpus: len(window.GPUKernels),
 			run: func(v int) verify.Run {

@@ -3,6 +3,8 @@ package spec
 import (
 	"fmt"
 	"strings"
+
+	"github.com/attngen/attngen/runtime/mask"
 )
 
 // Op names a node of the normalized mask tree. Shorthands (pbb, se_bridge,
@@ -191,22 +193,10 @@ func gcd(a, b int) int {
 
 func lcm(a, b int) int { return a / gcd(a, b) * b }
 
-// floorDiv and mod are Euclidean: mod is never negative for b > 0.
-func floorDiv(a, b int) int {
-	q := a / b
-	if (a%b != 0) && ((a < 0) != (b < 0)) {
-		q--
-	}
-	return q
-}
+// floorDiv and mod are floored (mod is never negative); b >= 1.
+func floorDiv(a, b int) int { return mask.FloorDiv(a, b) }
 
-func mod(a, b int) int {
-	r := a % b
-	if r < 0 {
-		r += b
-	}
-	return r
-}
+func mod(a, b int) int { return mask.FloorMod(a, b) }
 
 func ceilDiv(a, b int) int { return -floorDiv(-a, b) }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/attngen/attngen/emit/ptx"
 	"github.com/attngen/attngen/gen"
 	"github.com/attngen/attngen/runtime/cpu"
+	"github.com/attngen/attngen/runtime/gpu"
 	"github.com/attngen/attngen/spec"
 )
 
@@ -135,7 +136,7 @@ func packageFiles(s *spec.Spec, importPath, name string, gpus []ptx.Target, comm
 	if err != nil {
 		return nil, err
 	}
-	var ks []*gen.GPUKernel
+	var ks []gpu.Kernel
 	for _, t := range gpus {
 		k, err := gpuKernel(s, t)
 		if err != nil {
@@ -146,22 +147,17 @@ func packageFiles(s *spec.Spec, importPath, name string, gpus []ptx.Target, comm
 	return gen.PackageFiles(s, p, ks, importPath, name, command)
 }
 
-// gpuKernel emits the spec's PTX forward kernel for a target and describes it.
-func gpuKernel(s *spec.Spec, t ptx.Target) (*gen.GPUKernel, error) {
+// gpuKernel emits the spec's PTX forward kernel for a target.
+func gpuKernel(s *spec.Spec, t ptx.Target) (gpu.Kernel, error) {
 	plan, err := gen.Compile(s, t, nil)
 	if err != nil {
-		return nil, err
+		return gpu.Kernel{}, err
 	}
 	f, err := ptx.GenerateForward(plan, ptx.Config{Target: t})
 	if err != nil {
-		return nil, err
+		return gpu.Kernel{}, err
 	}
-	k := &gen.GPUKernel{Name: f.Name, Target: t.Arch(), Elem: t.Elem, PTX: f.PTX,
-		TileQ: ptx.TileQ, Threads: ptx.Threads, DynShared: f.DynShared, Stride: max(f.Stride, 1)}
-	for _, prm := range f.Params {
-		k.Params = append(k.Params, gen.GPUParam{Name: prm.Name, Type: prm.T.String(), Doc: prm.Doc})
-	}
-	return k, nil
+	return f.Kernel(), nil
 }
 
 func quoteArgs(args []string) []string {

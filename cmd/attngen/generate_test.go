@@ -51,7 +51,7 @@ func TestGenerateDeterministic(t *testing.T) {
 				t.Fatalf("%s: generated/%s/%s is stale or missing (run go generate ./...)", f, out, name)
 			}
 		}
-		if !strings.Contains(string(a["gpu.go"]), "func (k GPUKernel) Geometry(s Shape)") {
+		if !strings.Contains(string(a["gpu.go"]), "var GPUKernels = []gpu.Kernel{") {
 			t.Fatalf("%s: no GPU launch geometry", f)
 		}
 	}

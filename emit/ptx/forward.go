@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/attngen/attngen/gen"
+	"github.com/attngen/attngen/runtime/gpu"
 	"github.com/attngen/attngen/runtime/mask"
 )
 
@@ -89,7 +90,18 @@ type Launch struct {
 	ScaleLog2                   float32
 }
 
-// Geometry is the launch of a call with the given shape; scale 0 means
+// Kernel describes the kernel as generated packages embed it.
+func (k *Forward) Kernel() gpu.Kernel {
+	g := gpu.Kernel{Target: k.Target.Arch(), Elem: k.Target.Elem, Name: k.Name, PTX: k.PTX,
+		TileQ: TileQ, Threads: Threads, DynShared: k.DynShared, Stride: max(k.Stride, 1)}
+	for _, p := range k.Params {
+		g.Params = append(g.Params, [3]string{p.Name, p.T.String(), p.Doc})
+	}
+	return g
+}
+
+// Geometry is the launch of a call with the given shape (the kernel's
+// gpu.Kernel geometry, after checking the shape); scale 0 means
 // 1/sqrt(D), and a scale must be positive (the kernel takes the row max
 // before scaling).
 func (k *Forward) Geometry(batch, headsQ, headsKV, seqQ, seqK int, scale float64) (Launch, error) {
@@ -109,13 +121,9 @@ func (k *Forward) Geometry(batch, headsQ, headsKV, seqQ, seqK int, scale float64
 	if !(scale > 0) || math.IsInf(scale, 0) {
 		return Launch{}, fmt.Errorf("ptx: softmax scale %v: the kernel needs a positive finite scale", scale)
 	}
-	// the most queries any segment of the layout holds: one CTA per
-	// query tile of it, per residue class in z
-	rows := mask.MaxQueries(seqQ, seqK, k.Stride)
-	z := batch * max(k.Stride, 1)
+	grid, block, dyn := k.Kernel().Geometry(batch, headsQ, seqQ, seqK)
 	return Launch{
-		Grid:  [3]int{(rows + TileQ - 1) / TileQ, headsQ, z},
-		Block: [3]int{Threads, 1, 1}, DynShared: k.DynShared, Params: k.Params,
+		Grid: grid, Block: block, DynShared: dyn, Params: k.Params,
 		SeqQ: uint32(seqQ), SeqK: uint32(seqK), HeadsQ: uint32(headsQ), HeadsKV: uint32(headsKV),
 		ScaleLog2: float32(scale * math.Log2E),
 	}, nil

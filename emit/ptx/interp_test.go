@@ -193,21 +193,7 @@ func runForwardDocs(t *testing.T, p *gen.Plan, cfg Config, s shape, want *spec.P
 		if err := docs.Reset(ids); err != nil {
 			t.Fatal(err)
 		}
-		start, end, err := DocArrays(ids)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, a := range [][]int32{ids, start, end} {
-			addr := alloc(4 * len(a))
-			u := make([]uint32, len(a))
-			for i, x := range a {
-				u[i] = uint32(x)
-			}
-			if err := dev.WriteU32(addr, u); err != nil {
-				t.Fatal(err)
-			}
-			ptrs = append(ptrs, addr)
-		}
+		ptrs = append(ptrs, docArrays(t, dev, alloc, ids)...)
 	}
 	args, err := l.Args(ptrs...)
 	if err != nil {
@@ -606,4 +592,28 @@ func TestInterpHardwareLg2(t *testing.T) {
 		t.Fatal(err)
 	}
 	runForward(t, p, Config{}, shape{1, 2, 1, 100, 150}, nil, true)
+}
+
+// docArrays copies the document id, start and end arrays of ids to the
+// interpreter's memory and returns their addresses, in kernel parameter
+// order.
+func docArrays(t *testing.T, dev *ptxi.Device, alloc func(int) uint64, ids []int32) []uint64 {
+	t.Helper()
+	start, end, err := DocArrays(ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var addrs []uint64
+	for _, a := range [][]int32{ids, start, end} {
+		addr := alloc(4 * len(a))
+		u := make([]uint32, len(a))
+		for i, x := range a {
+			u[i] = uint32(x)
+		}
+		if err := dev.WriteU32(addr, u); err != nil {
+			t.Fatal(err)
+		}
+		addrs = append(addrs, addr)
+	}
+	return addrs
 }

@@ -113,20 +113,8 @@ func checkProg(t *testing.T, p *gen.Prog, bind map[int]int64, ids []int32, cases
 		if docs, err = mask.NewDocs(ids); err != nil {
 			t.Fatal(err)
 		}
-		start, end, err := DocArrays(ids)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, a := range [][]int32{ids, start, end} {
-			addr := alloc(4 * len(a))
-			u := make([]uint32, len(a))
-			for i, x := range a {
-				u[i] = uint32(x)
-			}
-			if err := dev.WriteU32(addr, u); err != nil {
-				t.Fatal(err)
-			}
-			args = append(args, addr)
+		for _, a := range docArrays(t, dev, alloc, ids) {
+			args = append(args, a)
 		}
 	}
 	if _, err := dev.Launch(mod, "prog", [3]int{(len(cases) + 127) / 128, 1, 1}, [3]int{128, 1, 1}, 0, args...); err != nil {

@@ -5,36 +5,14 @@ package dilated
 import (
 	_ "embed"
 
-	"github.com/attngen/attngen/runtime/mask"
+	"github.com/attngen/attngen/runtime/gpu"
 )
 
-// GPUKernel is a forward kernel of this package for NVIDIA GPUs: PTX to
-// load with the CUDA driver (cuModuleLoadData), the entry to launch and
-// how to launch it. Inputs and outputs are Elem, accumulation and
-// log-sum-exp float32.
-type GPUKernel struct {
-	Target string // the GPU architecture it needs at least, e.g. "sm_80"
-	Elem   string // element type of q, k, v and out: "bf16" or "f16"
-	Name   string // entry point
-	PTX    string
-	// Params lists the kernel parameters in order: name, PTX type, meaning.
-	// The scalar ones are SeqQ, SeqK, HeadsQ, HeadsKV and scale*log2(e).
-	Params [][3]string
-
-	tileQ, threads, dynShared, stride int
-}
-
-// Geometry returns the launch of a call: grid and block dimensions and the
-// dynamic shared memory in bytes (which needs
-// CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES when above 48 KiB).
-func (k GPUKernel) Geometry(s Shape) (grid, block [3]int, dynShared int) {
-	rows := mask.MaxQueries(s.SeqQ, s.SeqK, k.stride)
-	return [3]int{(rows + k.tileQ - 1) / k.tileQ, s.HeadsQ, s.Batch * k.stride}, [3]int{k.threads, 1, 1}, k.dynShared
-}
-
-// GPUKernels lists the package's GPU kernels, one per GPU target it was
-// generated for.
-var GPUKernels = []GPUKernel{
+// GPUKernels lists the package's forward kernels for NVIDIA GPUs, one per
+// GPU target it was generated for: PTX to load with the CUDA driver
+// (cuModuleLoadData), the entry to launch, its parameters, and
+// Geometry(batch, headsQ, seqQ, seqK) for the launch.
+var GPUKernels = []gpu.Kernel{
 	{Target: "sm_80", Elem: "bf16", Name: "attn_fwd_dilated", PTX: ptx0,
 		Params: [][3]string{
 			{"q", "u64", "queries [batch][heads_q][seq_q][D], elem"},
@@ -48,7 +26,7 @@ var GPUKernels = []GPUKernel{
 			{"heads_kv", "u32", "key/value heads; query head h reads h / (heads_q/heads_kv)"},
 			{"scale_log2", "f32", "softmax scale times log2(e)"},
 		},
-		tileQ: 64, threads: 128, dynShared: 87040, stride: 8},
+		TileQ: 64, Threads: 128, DynShared: 87040, Stride: 8},
 }
 
 //go:embed forward_sm_80_bf16.ptx

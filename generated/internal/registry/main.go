@@ -50,7 +50,7 @@ func run() error {
 		fmt.Fprintf(&b, `		{file: %q, dir: %q, mask: %[3]s.Mask, headDim: %[3]s.HeadDim, docs: %[4]v,
 			supported: func(v int) bool { return %[3]s.Supported(%[3]s.Variant(v)) },
 			compiled:  %[3]s.CompiledMask(),
-			geometry: func(k int, s verify.Shape) ([3]int, [3]int, int) { return %[3]s.GPUKernels[k].Geometry(%[3]s.Shape(conv(s))) },
+			geometry: func(k int, s verify.Shape) ([3]int, [3]int, int) { return %[3]s.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.SeqQ, s.SeqK) },
 			gpus:      len(%[3]s.GPUKernels),
 			run: func(v int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
