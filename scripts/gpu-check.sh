@@ -30,7 +30,9 @@ build)
   cp spec/examples/*.yaml "$b/specs/"
   for d in generated/*/; do
     n=$(basename "$d")
-    [ -f "$d/forward_sm_80.ptx" ] && cp "$d/forward_sm_80.ptx" "$b/ptx/$n.ptx"
+    for f in "$d"forward_sm_*.ptx; do
+      [ -f "$f" ] && cp "$f" "$b/ptx/$n.$(basename "$f" .ptx | sed 's/^forward_//').ptx"
+    done
   done
   flex="${FLEX_ANCHOR:-$root/../shared/bench/flex_anchor.py}"
   if [ -f "$flex" ]; then cp "$flex" "$b/"; else echo "warning: flex_anchor.py not found at $flex (set FLEX_ANCHOR)"; fi
