@@ -19,7 +19,7 @@ const (
 	goWord
 )
 
-func opType(p *Prog, types []gotype, in Inst) gotype {
+func opType(types []gotype, in Inst) gotype {
 	switch in.Op {
 	case IRLt, IRLe, IREq, IRAnd, IROr, IRNot:
 		return goBool
@@ -47,7 +47,7 @@ func GoBody(p *Prog, args []string, docs string, want []string) ([]jen.Code, err
 	live := p.Live()
 	types := make([]gotype, len(p.Insts))
 	for k, in := range p.Insts {
-		types[k] = opType(p, types, in)
+		types[k] = opType(types, in)
 	}
 	name := func(k int) string { return fmt.Sprintf("v%d", k) }
 	// ref renders value k as a Go expression of type t.
