@@ -194,8 +194,9 @@ func Forward(m mask.Mask, variant Variant, out, lse, q, k, v []float32, docs []i
 	if !ok {
 		return fmt.Errorf("%w: %s", ErrVariant, variant)
 	}
-	if t, _ := TargetOf(variant); t.Supports(s.HeadDim) != nil {
-		return t.Supports(s.HeadDim)
+	t, _ := TargetOf(variant)
+	if err := t.Supports(s.HeadDim); err != nil {
+		return err
 	}
 	if err := s.check(len(out), nl, len(q), len(k), len(v), docs, m.UsesDocs()); err != nil {
 		return err
