@@ -1,7 +1,5 @@
 package mask
 
-import "math/bits"
-
 // Class is the class of a tile of (query, key) pairs.
 type Class int
 
@@ -160,8 +158,6 @@ func Every(a, step int) uint64 {
 	return w
 }
 
-// Count is the number of keys a word keeps.
-func Count(w uint64) int { return bits.OnesCount64(w) }
 
 // Inf stands for an unbounded key position in compiled masks: above every
 // position a call can have (Shape checks keep positions below 2^31 - 1).
