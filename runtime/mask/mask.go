@@ -158,7 +158,6 @@ func Every(a, step int) uint64 {
 	return w
 }
 
-
 // Inf stands for an unbounded key position in compiled masks: above every
 // position a call can have (Shape checks keep positions below 2^31 - 1).
 // Compiled masks compare against it and never do arithmetic on it.
