@@ -60,8 +60,17 @@ var (
 )
 
 func (s Shape) check(out, lse, q, k, v int, docs []int32, needDocs bool) error {
-	if err := s.checkDims(); err != nil {
-		return err
+	switch {
+	case s.Batch < 1 || s.HeadsQ < 1 || s.HeadsKV < 1 || s.SeqQ < 1 || s.SeqK < 1:
+		return fmt.Errorf("%w: %+v: every dimension must be at least 1", ErrShape, s)
+	case s.HeadsQ%s.HeadsKV != 0:
+		return fmt.Errorf("%w: HeadsQ = %d is not a multiple of HeadsKV = %d", ErrShape, s.HeadsQ, s.HeadsKV)
+	case s.SeqQ > s.SeqK:
+		return fmt.Errorf("%w: SeqQ = %d exceeds SeqK = %d", ErrShape, s.SeqQ, s.SeqK)
+	case s.SeqK > math.MaxInt32 || int64(s.Batch)*int64(s.HeadsQ)*int64(s.SeqQ)*int64(s.HeadDim) > math.MaxInt:
+		return fmt.Errorf("%w: too large", ErrShape)
+	case math.IsNaN(float64(s.Scale)) || math.IsInf(float64(s.Scale), 0):
+		return fmt.Errorf("%w: scale %v is not finite", ErrShape, s.Scale)
 	}
 	nq := s.Batch * s.HeadsQ * s.SeqQ * s.HeadDim
 	nkv := s.Batch * s.HeadsKV * s.SeqK * s.HeadDim
@@ -78,23 +87,6 @@ func (s Shape) check(out, lse, q, k, v int, docs []int32, needDocs bool) error {
 		return fmt.Errorf("%w: lse has %d elements, the shape needs %d (or pass nil)", ErrShort, lse, s.Batch*s.HeadsQ*s.SeqQ)
 	case needDocs && len(docs) < s.SeqK:
 		return fmt.Errorf("%w: %d document ids, the shape needs SeqK = %d", ErrDocument, len(docs), s.SeqK)
-	}
-	return nil
-}
-
-// checkDims checks the dimensions alone.
-func (s Shape) checkDims() error {
-	switch {
-	case s.Batch < 1 || s.HeadsQ < 1 || s.HeadsKV < 1 || s.SeqQ < 1 || s.SeqK < 1:
-		return fmt.Errorf("%w: %+v: every dimension must be at least 1", ErrShape, s)
-	case s.HeadsQ%s.HeadsKV != 0:
-		return fmt.Errorf("%w: HeadsQ = %d is not a multiple of HeadsKV = %d", ErrShape, s.HeadsQ, s.HeadsKV)
-	case s.SeqQ > s.SeqK:
-		return fmt.Errorf("%w: SeqQ = %d exceeds SeqK = %d", ErrShape, s.SeqQ, s.SeqK)
-	case s.SeqK > math.MaxInt32 || int64(s.Batch)*int64(s.HeadsQ)*int64(s.SeqQ)*int64(s.HeadDim) > math.MaxInt:
-		return fmt.Errorf("%w: too large", ErrShape)
-	case math.IsNaN(float64(s.Scale)) || math.IsInf(float64(s.Scale), 0):
-		return fmt.Errorf("%w: scale %v is not finite", ErrShape, s.Scale)
 	}
 	return nil
 }
