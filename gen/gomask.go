@@ -13,9 +13,6 @@ import (
 // code gen writes is compiled against (mask.SupportPackageIsVersionN).
 const RuntimeVersion = mask.Version
 
-// cpuTargets are the CPU variants generated APIs name.
-func cpuTargets() []cpu.Target { return cpu.Targets }
-
 // CPUTarget is the tile shape of the CPU microkernels.
 var CPUTarget = Tiles{TargetName: "cpu", Q: cpu.TQ, K: cpu.TK}
 

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/attngen/attngen/runtime/cpu"
 	"github.com/attngen/attngen/runtime/gpu"
 	"github.com/attngen/attngen/spec"
 )
@@ -119,7 +120,7 @@ type Variant = cpu.Variant
 const (
 	Auto = cpu.Auto
 `)
-	for _, t := range cpuTargets() {
+	for _, t := range cpu.Targets {
 		fmt.Fprintf(&b, "\t%s = cpu.%s // %s\n", t.Ident, t.Ident, t.Doc)
 	}
 	b.WriteString(`)
