@@ -1,0 +1,150 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// tempModule makes a Go module in a temporary folder, with the example
+// specs copied into spec/, and makes it the current folder.
+func tempModule(t *testing.T) string {
+	t.Helper()
+	examples, err := filepath.Abs("../../spec/examples")
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	if err := os.WriteFile(filepath.Join(root, "go.mod"), []byte("module example.com/user\n\ngo 1.26\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(root, "spec"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"window.yaml", "bridge.yaml", "causal.yaml"} {
+		data, err := os.ReadFile(filepath.Join(examples, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, "spec", name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Chdir(root)
+	return root
+}
+
+// attngen runs one command line and fails the test unless it exits 0.
+func attngen(t *testing.T, args ...string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	if code := run(args, &stdout, &stderr); code != 0 {
+		t.Fatalf("attngen %s: exit %d\n%s%s", strings.Join(args, " "), code, stdout.String(), stderr.String())
+	}
+}
+
+// readPackage returns the files directly in dir by name, failing the test
+// if there are none.
+func readPackage(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, e := range entries {
+		if e.Type().IsRegular() {
+			data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[e.Name()] = string(data)
+		}
+	}
+	if out["attention.go"] == "" || out["mask.go"] == "" {
+		t.Fatalf("%s holds no generated package: %d files", dir, len(out))
+	}
+	return out
+}
+
+// samePackage fails unless dir still holds exactly the files of want.
+func samePackage(t *testing.T, dir string, want map[string]string) {
+	t.Helper()
+	got := readPackage(t, dir)
+	for n, data := range want {
+		if got[n] != data {
+			t.Errorf("%s/%s was removed or changed", dir, n)
+		}
+	}
+	for n := range got {
+		if _, ok := want[n]; !ok {
+			t.Errorf("%s/%s appeared", dir, n)
+		}
+	}
+}
+
+// TestGenerateKeepsSubpackage: attngen -spec window.yaml -out attn leaves
+// the package generated before into attn/sub/bridge alone.
+func TestGenerateKeepsSubpackage(t *testing.T) {
+	tempModule(t)
+	attngen(t, "-spec", "spec/bridge.yaml", "-out", "attn/sub/bridge")
+	bridge := readPackage(t, "attn/sub/bridge")
+	attngen(t, "-spec", "spec/window.yaml", "-out", "attn")
+	readPackage(t, "attn")
+	samePackage(t, "attn/sub/bridge", bridge)
+}
+
+// TestGenerateIntoCurrentFolder: cd gen && attngen -spec
+// ../spec/window.yaml -out . writes the package into gen itself and leaves
+// the other packages in gen's subfolders (and gen's own hand-written
+// files) alone.
+func TestGenerateIntoCurrentFolder(t *testing.T) {
+	root := tempModule(t)
+	gen := filepath.Join(root, "gen")
+	if err := os.Mkdir(gen, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	doc := "// Package gen holds the generated packages.\npackage gen\n\n//go:generate attngen -spec ../spec/bridge.yaml -out bridge\n"
+	if err := os.WriteFile(filepath.Join(gen, "doc.go"), []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(gen)
+	attngen(t, "-spec", "../spec/bridge.yaml", "-out", "bridge")
+	attngen(t, "-spec", "../spec/causal.yaml", "-out", "causal", "-sm", "none")
+	bridge := readPackage(t, "bridge")
+	causal := readPackage(t, "causal")
+	attngen(t, "-spec", "../spec/window.yaml", "-out", ".")
+	readPackage(t, ".")
+	samePackage(t, "bridge", bridge)
+	samePackage(t, "causal", causal)
+	if data, err := os.ReadFile("doc.go"); err != nil || string(data) != doc {
+		t.Fatalf("doc.go was removed or changed: %v", err)
+	}
+}
+
+// TestGenerateRefusesHandWritten: a hand-written attention.go in -out is
+// not overwritten; attngen names it and exits 1.
+func TestGenerateRefusesHandWritten(t *testing.T) {
+	tempModule(t)
+	if err := os.Mkdir("attn", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mine := "package attn\n\n// Forward is hand-written.\nfunc Forward() {}\n"
+	if err := os.WriteFile("attn/attention.go", []byte(mine), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"-spec", "spec/window.yaml", "-out", "attn"}, &stdout, &stderr)
+	if code != 1 || !strings.Contains(stderr.String(), filepath.Join("attn", "attention.go")) {
+		t.Fatalf("exit %d, stderr %q: want 1 and an error naming attn/attention.go", code, stderr.String())
+	}
+	if data, err := os.ReadFile("attn/attention.go"); err != nil || string(data) != mine {
+		t.Fatalf("attn/attention.go was changed: %v", err)
+	}
+	entries, err := os.ReadDir("attn")
+	if err != nil || len(entries) != 1 {
+		t.Fatalf("attn holds %d entries after a refused run, want 1: %v", len(entries), err)
+	}
+}
