@@ -69,7 +69,12 @@ func checkInputs(s Shape, q, k, v int, docs *spec.Docs) error {
 // and query row, softmax over the kept keys of scale*q.k, times v. It returns
 // the output ([batch, heads_q, seq_q, head_dim]) and the natural-log
 // log-sum-exp of the scaled scores per row. A row with no kept key has output
-// 0 and log-sum-exp -Inf. The mask is evaluated row by row (docs may be nil);
+// 0 and log-sum-exp -Inf. Non-finite inputs follow IEEE arithmetic through
+// the kept pairs only: m is the maximum kept score (NaN if one is NaN), p_j
+// = exp(s_j - m) (m taken as 0 when every kept score is -Inf), out = sum
+// p_j v_j / sum p_j, lse = m + log sum p_j; a row whose p sum to 0 (every
+// kept score -Inf) gets 0 and -Inf like a row that keeps nothing. Masked
+// pairs never read their key or value. The mask is evaluated row by row (docs may be nil);
 // nothing of size SeqQ x SeqK is stored.
 func Reference(p spec.Pattern, docs *spec.Docs, q, k, v []float32, s Shape) (out, lse []float64, err error) {
 	if err := checkInputs(s, len(q), len(k), len(v), docs); err != nil {
@@ -109,15 +114,25 @@ func Reference(p spec.Pattern, docs *spec.Docs, q, k, v []float32, s Shape) (out
 					lse[row] = math.Inf(-1)
 					continue
 				}
+				// Every kept score -Inf: no weight anywhere, like a row that
+				// keeps nothing (the kernels' rule; NaN scores make m NaN).
+				ms := m
+				if math.IsInf(m, -1) {
+					ms = 0
+				}
 				clear(acc)
 				sum := 0.0
 				for _, j := range kept {
-					w := math.Exp(scores[j] - m)
+					w := math.Exp(scores[j] - ms)
 					sum += w
 					vj := v[kvBase+j*D : kvBase+j*D+D]
 					for d := range acc {
 						acc[d] += w * float64(vj[d])
 					}
+				}
+				if sum == 0 {
+					lse[row] = math.Inf(-1)
+					continue
 				}
 				for d := range o {
 					o[d] = acc[d] / sum

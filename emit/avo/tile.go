@@ -288,24 +288,28 @@ func (g *tileGen) transposeReduce(f func(a, b, dst reg.Register)) reg.VecVirtual
 	return vs[0]
 }
 
-// exp2 replaces every lane x of v (x <= 0 or -Inf) by 2^x: n = round(x),
-// f = x - n in [-0.5, 0.5], 2^f by a degree-6 polynomial, times 2^n.
-// Anything below -125 (-Inf included) gives exactly +0 and nothing computes
-// a subnormal on the way: on Intel cores an underflowing result costs a
-// microcode assist of about a hundred cycles, and masked keys would hit it
-// for every vector. On AVX-512, lanes whose bit in kmask (if not nil) is
-// clear give +0 too.
+// exp2 replaces every lane x of v (x <= 0, -Inf or NaN) by 2^x: n =
+// round(x), f = x - n in [-0.5, 0.5], 2^f by a degree-6 polynomial, times
+// 2^n. Anything below -125 (-Inf included) gives exactly +0 and nothing
+// computes a subnormal on the way: on Intel cores an underflowing result
+// costs a microcode assist of about a hundred cycles, and masked keys would
+// hit it for every vector. NaN gives NaN: the flush test is "not less
+// than", true for NaN, and the clamp takes x as the operand VMAXPS returns
+// when one is NaN, so a NaN score of a kept pair reaches p, l and o. On
+// AVX-512, lanes whose bit in kmask (if not nil) is clear give +0 too.
 func (g *tileGen) exp2(x reg.VecVirtual, kmask reg.Register) {
 	ctx, c := g.ctx, g.c
 	flush := c.slot(kFlush)
+	lo := g.vec()
+	ctx.VBROADCASTSS(flush, lo)
 	if g.isa == AVX512 {
 		keep := ctx.K()
 		if kmask != nil {
-			ctx.VCMPPS_BCST(op.U8(0x1d), flush, x, kmask, keep) // kmask && x >= -125 (GE_OQ)
+			ctx.VCMPPS(op.U8(0x15), lo, x, kmask, keep) // kmask && !(x < -125) (NLT_UQ)
 		} else {
-			ctx.VCMPPS_BCST(op.U8(0x1d), flush, x, keep) // x >= -125 (GE_OQ)
+			ctx.VCMPPS(op.U8(0x15), lo, x, keep) // !(x < -125) (NLT_UQ)
 		}
-		ctx.VMAXPS_BCST(flush, x, x)
+		ctx.VMAXPS(x, lo, x) // max(-125, x), NaN stays NaN
 		n := g.vec()
 		ctx.VRNDSCALEPS(op.U8(0), x, n) // round to nearest even
 		ctx.VSUBPS(n, x, x)
@@ -322,10 +326,10 @@ func (g *tileGen) exp2(x reg.VecVirtual, kmask reg.Register) {
 		panic("BUG: AVX2 exp2 takes no mask")
 	}
 	keep := g.vec()
-	ctx.VCMPPS(op.U8(0x1d), flush, x, keep) // x >= -125 (GE_OQ)
-	ctx.VMAXPS(flush, x, x)
+	ctx.VCMPPS(op.U8(0x15), lo, x, keep) // !(x < -125) (NLT_UQ)
+	ctx.VMAXPS(x, lo, x)                 // max(-125, x), NaN stays NaN
 	n := g.vec()
-	ctx.VCVTPS2DQ(x, n) // round to nearest even (MXCSR default)
+	ctx.VCVTPS2DQ(x, n) // round to nearest even (MXCSR default); NaN gives 0x80000000
 	f := g.vec()
 	ctx.VCVTDQ2PS(n, f)
 	ctx.VSUBPS(f, x, x)

@@ -4,10 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
+	"unsafe"
 
 	"github.com/attngen/attngen/runtime/mask"
 )
@@ -57,38 +60,117 @@ var (
 	ErrVariant  = errors.New("variant not supported on this machine")
 	ErrHeadDim  = errors.New("head dimension not supported")
 	ErrDocument = errors.New("bad document ids")
+	ErrAlias    = errors.New("output overlaps another argument")
 )
 
-func (s Shape) check(out, lse, q, k, v int, docs []int32, needDocs bool) error {
-	switch {
-	case s.Batch < 1 || s.HeadsQ < 1 || s.HeadsKV < 1 || s.SeqQ < 1 || s.SeqK < 1:
-		return fmt.Errorf("%w: %+v: every dimension must be at least 1", ErrShape, s)
-	case s.HeadsQ%s.HeadsKV != 0:
-		return fmt.Errorf("%w: HeadsQ = %d is not a multiple of HeadsKV = %d", ErrShape, s.HeadsQ, s.HeadsKV)
-	case s.SeqQ > s.SeqK:
-		return fmt.Errorf("%w: SeqQ = %d exceeds SeqK = %d", ErrShape, s.SeqQ, s.SeqK)
-	case s.SeqK > math.MaxInt32 || int64(s.Batch)*int64(s.HeadsQ)*int64(s.SeqQ)*int64(s.HeadDim) > math.MaxInt:
-		return fmt.Errorf("%w: too large", ErrShape)
-	case math.IsNaN(float64(s.Scale)) || math.IsInf(float64(s.Scale), 0):
-		return fmt.Errorf("%w: scale %v is not finite", ErrShape, s.Scale)
+// maxScale bounds |Scale|: the kernels multiply q by Scale*log2(e) in
+// float32, which must be finite.
+const maxScale = math.MaxFloat32 / math.Log2E
+
+// sizes holds the element counts of one call, computed with overflow
+// checks.
+type sizes struct{ q, kv, lse int }
+
+// mul multiplies non-negative ints, reporting overflow.
+func mul(xs ...int) (int, bool) {
+	p := 1
+	for _, x := range xs {
+		if x < 0 {
+			return 0, false
+		}
+		if x != 0 && p > math.MaxInt/x {
+			return 0, false
+		}
+		p *= x
 	}
-	nq := s.Batch * s.HeadsQ * s.SeqQ * s.HeadDim
-	nkv := s.Batch * s.HeadsKV * s.SeqK * s.HeadDim
+	return p, true
+}
+
+func (s Shape) check() (sizes, error) {
+	var z sizes
 	switch {
-	case q < nq:
-		return fmt.Errorf("%w: q has %d elements, the shape needs %d", ErrShort, q, nq)
-	case k < nkv:
-		return fmt.Errorf("%w: k has %d elements, the shape needs %d", ErrShort, k, nkv)
-	case v < nkv:
-		return fmt.Errorf("%w: v has %d elements, the shape needs %d", ErrShort, v, nkv)
-	case out < nq:
-		return fmt.Errorf("%w: out has %d elements, the shape needs %d", ErrShort, out, nq)
-	case lse >= 0 && lse < s.Batch*s.HeadsQ*s.SeqQ:
-		return fmt.Errorf("%w: lse has %d elements, the shape needs %d (or pass nil)", ErrShort, lse, s.Batch*s.HeadsQ*s.SeqQ)
-	case needDocs && len(docs) < s.SeqK:
-		return fmt.Errorf("%w: %d document ids, the shape needs SeqK = %d", ErrDocument, len(docs), s.SeqK)
+	case s.Batch < 1 || s.HeadsQ < 1 || s.HeadsKV < 1 || s.SeqQ < 1 || s.SeqK < 1 || s.HeadDim < 1:
+		return z, fmt.Errorf("%w: %+v: every dimension must be at least 1", ErrShape, s)
+	case s.HeadsQ%s.HeadsKV != 0:
+		return z, fmt.Errorf("%w: HeadsQ = %d is not a multiple of HeadsKV = %d", ErrShape, s.HeadsQ, s.HeadsKV)
+	case s.SeqQ > s.SeqK:
+		return z, fmt.Errorf("%w: SeqQ = %d exceeds SeqK = %d", ErrShape, s.SeqQ, s.SeqK)
+	case s.SeqK > math.MaxInt32:
+		return z, fmt.Errorf("%w: SeqK = %d exceeds %d", ErrShape, s.SeqK, math.MaxInt32)
+	case math.IsNaN(float64(s.Scale)) || math.Abs(float64(s.Scale)) > maxScale:
+		return z, fmt.Errorf("%w: scale %v: the scale must be finite and at most %.4g in magnitude (scale*log2(e) is a float32)", ErrShape, s.Scale, maxScale)
+	}
+	q, ok1 := mul(s.Batch, s.HeadsQ, s.SeqQ, s.HeadDim)
+	kv, ok2 := mul(s.Batch, s.HeadsKV, s.SeqK, s.HeadDim)
+	lse, ok3 := mul(s.Batch, s.HeadsQ, s.SeqQ)
+	if !ok1 || !ok2 || !ok3 {
+		return z, fmt.Errorf("%w: %+v: the tensor sizes overflow int", ErrShape, s)
+	}
+	return sizes{q, kv, lse}, nil
+}
+
+// checkArgs checks the slices against the shape's sizes: lengths, document
+// ids (one run of SeqK shared by every batch, or one per batch), and that
+// no output overlaps an input or the other output.
+func (z sizes) checkArgs(s Shape, out, lse, q, k, v []float32, docs []int32, needDocs bool) error {
+	switch {
+	case len(q) < z.q:
+		return fmt.Errorf("%w: q has %d elements, the shape needs %d", ErrShort, len(q), z.q)
+	case len(k) < z.kv:
+		return fmt.Errorf("%w: k has %d elements, the shape needs %d", ErrShort, len(k), z.kv)
+	case len(v) < z.kv:
+		return fmt.Errorf("%w: v has %d elements, the shape needs %d", ErrShort, len(v), z.kv)
+	case len(out) < z.q:
+		return fmt.Errorf("%w: out has %d elements, the shape needs %d", ErrShort, len(out), z.q)
+	case lse != nil && len(lse) < z.lse:
+		return fmt.Errorf("%w: lse has %d elements, the shape needs %d (or pass nil)", ErrShort, len(lse), z.lse)
+	}
+	if needDocs {
+		if n, ok := mul(s.Batch, s.SeqK); !ok || len(docs) != s.SeqK && len(docs) != n {
+			return fmt.Errorf("%w: %d document ids; the shape needs SeqK = %d (shared by every batch) or Batch*SeqK = %d (one row per batch)", ErrDocument, len(docs), s.SeqK, n)
+		}
+	}
+	o := span(out[:z.q])
+	l := span(lse[:min(len(lse), z.lse)])
+	var d memSpan
+	if needDocs {
+		d = span(docs[:docsLen(s, docs)])
+	}
+	for _, a := range []struct {
+		name string
+		m    memSpan
+	}{{"q", span(q[:z.q])}, {"k", span(k[:z.kv])}, {"v", span(v[:z.kv])}, {"lse", l}, {"docs", d}} {
+		if o.overlaps(a.m) {
+			return fmt.Errorf("%w: out and %s share memory", ErrAlias, a.name)
+		}
+		if a.name != "lse" && l.overlaps(a.m) {
+			return fmt.Errorf("%w: lse and %s share memory", ErrAlias, a.name)
+		}
 	}
 	return nil
+}
+
+// docsLen is the number of document ids a call reads.
+func docsLen(s Shape, docs []int32) int {
+	if len(docs) == s.SeqK {
+		return s.SeqK
+	}
+	return s.Batch * s.SeqK
+}
+
+// memSpan is the byte range a slice covers.
+type memSpan struct{ lo, hi uintptr }
+
+func span[T any](b []T) memSpan {
+	if len(b) == 0 {
+		return memSpan{}
+	}
+	lo := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	return memSpan{lo, lo + uintptr(len(b))*unsafe.Sizeof(b[0])}
+}
+
+func (a memSpan) overlaps(b memSpan) bool {
+	return a.lo < a.hi && b.lo < b.hi && a.lo < b.hi && b.lo < a.hi
 }
 
 // segment is one residue class (or the whole sequence): nq queries and nk
@@ -108,18 +190,24 @@ func segments(dst []segment, scratch []mask.Segment, sq, sk, st int) ([]segment,
 	return dst, scratch
 }
 
-// call is the state of one Forward call shared by its workers.
+// call is the state of one Forward call shared by its workers. Calls come
+// from a sync.Pool, so concurrent calls each have their own, and a call
+// allocates nothing once the pool holds one of its size.
 type call struct {
 	mask       mask.Mask
-	docs       *mask.Docs
+	docs       []mask.Docs // one per batch, or one for all; nil without documents
 	tile       tileFunc
 	s          Shape
 	out, lse   []float32
 	q, k, v    []float32
 	scale      float32
 	segs       []segment
+	msegs      []mask.Segment
 	tilesPerKV int // key tiles of one (batch, kv head) over all segments
 	kt, vt     []float32
+	// nonFinite has one word per key tile (like kt): bit c is set when
+	// value row c of the tile holds a NaN or an infinity.
+	nonFinite []uint64
 	// work items: phase 0 prepares (batch, kv head) key/value tiles, phase 1
 	// runs (batch, q head, segment, query tile).
 	next   atomic.Int64
@@ -132,53 +220,123 @@ type call struct {
 
 type item struct{ b, h, seg, qt int32 }
 
-// worker holds one goroutine's tile buffers.
-type worker struct {
+// maxPooled bounds the workspace (key and value tiles) a call keeps for the
+// next one; a larger one is left to the garbage collector after the call.
+const maxPooled = 64 << 20 / 4
+
+var calls = sync.Pool{New: func() any { return new(call) }}
+
+// buffers are one goroutine's tile buffers.
+type buffers struct {
 	q, s, o, m, l []float32
+	vclean        []float32 // a value tile with masked non-finite entries zeroed
 	mask          []uint64
 	refs          []mask.Tile
-	jobs          chan *call
 }
 
-// The worker pool persists across calls so a call allocates nothing after
-// warm-up.
+func newBuffers() *buffers {
+	d := maxHeadDim()
+	return &buffers{
+		q: make([]float32, TQ*d), s: make([]float32, TQ*TK), o: make([]float32, TQ*d),
+		m: make([]float32, TQ), l: make([]float32, TQ), mask: make([]uint64, TQ),
+		vclean: make([]float32, TK*d),
+	}
+}
+
+// callerBuffers serve the goroutine that calls Forward, which works too.
+var callerBuffers = sync.Pool{New: func() any { return newBuffers() }}
+
+// A worker is a goroutine that helps calls. Idle workers wait in the pool
+// and exit after idleTimeout without work, so a process that stops calling
+// Forward keeps no goroutine and no tile buffers.
+type worker struct {
+	*buffers
+	jobs  chan *call
+	timer *time.Timer
+}
+
+const idleTimeout = 2 * time.Second
+
 var pool struct {
 	sync.Mutex
-	workers []*worker
-	segs    []segment
-	msegs   []mask.Segment
-	docs    mask.Docs
-	items   []item
-	kt, vt  []float32
-	call    call
+	idle []*worker
+	live int // worker goroutines, idle or busy
 }
 
-func newWorker() *worker {
-	w := &worker{
-		q: make([]float32, TQ*maxHeadDim()), s: make([]float32, TQ*TK), o: make([]float32, TQ*maxHeadDim()),
-		m: make([]float32, TQ), l: make([]float32, TQ), mask: make([]uint64, TQ),
-		jobs: make(chan *call),
+// helpers returns up to n workers: idle ones first, then new ones while the
+// pool holds fewer than GOMAXPROCS-1 goroutines (the callers work too).
+func helpers(dst []*worker, n int) []*worker {
+	pool.Lock()
+	defer pool.Unlock()
+	for len(dst) < n && len(pool.idle) > 0 {
+		w := pool.idle[len(pool.idle)-1]
+		pool.idle = pool.idle[:len(pool.idle)-1]
+		dst = append(dst, w)
 	}
-	go func() {
-		for c := range w.jobs {
+	for len(dst) < n && pool.live < runtime.GOMAXPROCS(0)-1 {
+		w := &worker{buffers: newBuffers(), jobs: make(chan *call)}
+		pool.live++
+		go w.loop()
+		dst = append(dst, w)
+	}
+	return dst
+}
+
+func (w *worker) loop() {
+	w.timer = time.NewTimer(idleTimeout)
+	for {
+		select {
+		case c := <-w.jobs:
 			w.run(c)
 			c.wg.Done()
+			w.timer.Reset(idleTimeout)
+			pool.Lock()
+			pool.idle = append(pool.idle, w)
+			pool.Unlock()
+		case <-w.timer.C:
+			pool.Lock()
+			i := slices.Index(pool.idle, w)
+			if i < 0 {
+				// A caller took this worker as the timer fired: its job
+				// is on the way.
+				pool.Unlock()
+				w.timer.Reset(idleTimeout)
+				continue
+			}
+			pool.idle = slices.Delete(pool.idle, i, i+1)
+			pool.live--
+			pool.Unlock()
+			return
 		}
-	}()
-	return w
+	}
+}
+
+// Workers reports the worker goroutines the package holds now (idle or
+// busy); tests use it to check that idle workers exit.
+func Workers() int {
+	pool.Lock()
+	defer pool.Unlock()
+	return pool.live
 }
 
 // Forward computes masked attention: out (and lse when not nil) from q, k, v
-// under the compiled mask m. docs holds one document id per key position
-// when the mask has document. out is [batch, heads_q, seq_q, head_dim];
-// lse is [batch, heads_q, seq_q], natural log; rows that keep no key get 0
-// and -Inf. Work is spread over up to GOMAXPROCS goroutines; calls are
-// serialized (they share one workspace).
+// under the compiled mask m. When the mask has documents, docs holds the
+// document id of every key position: SeqK ids shared by every batch, or
+// Batch*SeqK ids, one row per batch. out is [batch, heads_q, seq_q,
+// head_dim]; lse is [batch, heads_q, seq_q], natural log; rows that keep no
+// key get 0 and -Inf.
+//
+// A masked pair never reads the key or value it masks: NaN or infinities
+// at masked positions cannot reach any output. Kept pairs follow IEEE
+// arithmetic: a NaN in a kept query, key or value, or a kept score of +Inf,
+// makes the outputs that depend on it non-finite (see the package
+// documentation for the exact rule).
+//
+// Forward is safe for concurrent use. Each call runs on the calling
+// goroutine and on up to GOMAXPROCS-1 shared helper goroutines, which exit
+// after two seconds without work; workspaces are pooled and released by the
+// garbage collector when unused.
 func Forward(m mask.Mask, variant Variant, out, lse, q, k, v []float32, docs []int32, s Shape) error {
-	nl := len(lse)
-	if lse == nil {
-		nl = -1
-	}
 	if variant == Auto {
 		variant = Best()
 	}
@@ -190,18 +348,51 @@ func Forward(m mask.Mask, variant Variant, out, lse, q, k, v []float32, docs []i
 	if err := t.Supports(s.HeadDim); err != nil {
 		return err
 	}
-	if err := s.check(len(out), nl, len(q), len(k), len(v), docs, m.UsesDocs()); err != nil {
+	z, err := s.check()
+	if err != nil {
 		return err
 	}
-	pool.Lock()
-	defer pool.Unlock()
-	c := &pool.call
-	c.docs = nil
+	if err := z.checkArgs(s, out, lse, q, k, v, docs, m.UsesDocs()); err != nil {
+		return err
+	}
+	c := calls.Get().(*call)
+	if err := c.setup(m, tile, s, out, lse, q, k, v, docs); err != nil {
+		c.release()
+		return err
+	}
+	nw := min(runtime.GOMAXPROCS(0), len(c.items))
+	var hs [64]*worker
+	ws := helpers(hs[:0], min(nw-1, len(hs)))
+	c.prepWG.Add(len(ws) + 1)
+	c.wg.Add(len(ws))
+	for _, w := range ws {
+		w.jobs <- c
+	}
+	b := callerBuffers.Get().(*buffers)
+	b.run(c)
+	callerBuffers.Put(b)
+	c.wg.Wait()
+	c.release()
+	return nil
+}
+
+// setup fills the call's state and workspace.
+func (c *call) setup(m mask.Mask, tile tileFunc, s Shape, out, lse, q, k, v []float32, docs []int32) error {
+	c.docs = c.docs[:0]
 	if m.UsesDocs() {
-		if err := pool.docs.Reset(docs[:s.SeqK]); err != nil {
-			return fmt.Errorf("%w: %v", ErrDocument, err)
+		rows := docsLen(s, docs) / s.SeqK
+		for b := 0; b < rows; b++ {
+			if b == len(c.docs) {
+				c.docs = append(c.docs, mask.Docs{})
+			}
+			c.docs = c.docs[:b+1]
+			if err := c.docs[b].Reset(docs[b*s.SeqK : (b+1)*s.SeqK]); err != nil {
+				if rows > 1 {
+					return fmt.Errorf("%w: batch %d: %v", ErrDocument, b, err)
+				}
+				return fmt.Errorf("%w: %v", ErrDocument, err)
+			}
 		}
-		c.docs = &pool.docs
 	}
 	c.mask, c.tile, c.s, c.out, c.lse, c.q, c.k, c.v = m, tile, s, out, lse, q, k, v
 	c.next.Store(0)
@@ -212,40 +403,55 @@ func Forward(m mask.Mask, variant Variant, out, lse, q, k, v []float32, docs []i
 		c.scale = float32(1 / math.Sqrt(float64(s.HeadDim)))
 	}
 	c.scale *= math.Log2E
-	pool.segs, pool.msegs = segments(pool.segs, pool.msegs, s.SeqQ, s.SeqK, m.Stride())
-	c.segs = pool.segs
+	c.segs, c.msegs = segments(c.segs, c.msegs, s.SeqQ, s.SeqK, m.Stride())
 	for _, g := range c.segs {
 		c.tilesPerKV += g.tiles
 	}
-	nkv := s.Batch * s.HeadsKV * c.tilesPerKV * TK * s.HeadDim
-	pool.kt = grow(pool.kt, nkv)
-	pool.vt = grow(pool.vt, nkv)
-	c.kt, c.vt = pool.kt, pool.vt
-	pool.items = pool.items[:0]
+	tiles, ok := mul(s.Batch, s.HeadsKV, c.tilesPerKV)
+	nkv, ok2 := mul(tiles, TK, s.HeadDim)
+	kv, _ := mul(s.Batch, s.HeadsKV, s.SeqK, s.HeadDim)
+	if !ok || !ok2 || nkv > 2*kv+maxPooled {
+		return fmt.Errorf("%w: %+v: the key and value tiles of a layout of stride %d would take %d times the keys' memory", ErrShape, s, m.Stride(), nkv/kv)
+	}
+	c.kt = grow(c.kt, nkv)
+	c.vt = grow(c.vt, nkv)
+	if cap(c.nonFinite) < tiles {
+		c.nonFinite = make([]uint64, tiles)
+	}
+	c.nonFinite = c.nonFinite[:tiles]
+	c.items = c.items[:0]
 	for b := 0; b < s.Batch; b++ {
 		for h := 0; h < s.HeadsQ; h++ {
 			for g, seg := range c.segs {
 				for qt := 0; qt < (seg.nq+TQ-1)/TQ; qt++ {
-					pool.items = append(pool.items, item{int32(b), int32(h), int32(g), int32(qt)})
+					c.items = append(c.items, item{int32(b), int32(h), int32(g), int32(qt)})
 				}
 			}
 		}
 	}
-	c.items = pool.items
 	c.nprep = int64(s.Batch * s.HeadsKV)
-	nw := min(runtime.GOMAXPROCS(0), len(c.items))
-	for len(pool.workers) < nw {
-		pool.workers = append(pool.workers, newWorker())
-	}
-	c.prepWG.Add(nw)
-	c.wg.Add(nw)
-	for _, w := range pool.workers[:nw] {
-		w.jobs <- c
-	}
-	c.wg.Wait()
-	// Drop references to the caller's slices.
-	c.mask, c.docs, c.out, c.lse, c.q, c.k, c.v = nil, nil, nil, nil, nil, nil, nil
 	return nil
+}
+
+// release drops the call's references to the caller's slices and returns
+// it to the pool, unless its workspace is too large to keep.
+func (c *call) release() {
+	c.mask, c.out, c.lse, c.q, c.k, c.v = nil, nil, nil, nil, nil, nil
+	if cap(c.kt) > maxPooled {
+		return
+	}
+	calls.Put(c)
+}
+
+// docsOf returns the document ids of batch b, or nil.
+func (c *call) docsOf(b int) *mask.Docs {
+	switch len(c.docs) {
+	case 0:
+		return nil
+	case 1:
+		return &c.docs[0]
+	}
+	return &c.docs[b]
 }
 
 // maxHeadDim is the largest head dimension any target supports.
@@ -264,7 +470,7 @@ func grow(b []float32, n int) []float32 {
 	return b[:n]
 }
 
-func (w *worker) run(c *call) {
+func (w *buffers) run(c *call) {
 	// Phase 0: gather and transpose key tiles, copy value tiles (padded).
 	for {
 		p := c.prep.Add(1) - 1
@@ -286,9 +492,9 @@ func (w *worker) run(c *call) {
 
 // prepare lays out the key and value tiles of one (batch, kv head): for each
 // segment and key tile, kt[d][c] (the keys transposed) and vt[c][d], zero
-// past the segment's keys. Value tiles that are already contiguous rows of v
-// (identity layout, whole tile) are not copied: valueTile reads them in
-// place.
+// past the segment's keys, and the tile's nonFinite word. Value tiles that
+// are already contiguous rows of v (identity layout, whole tile) are not
+// copied: valueTile reads them in place.
 func (c *call) prepare(p int) {
 	s, D := c.s, c.s.HeadDim
 	src := p * s.SeqK * D
@@ -300,6 +506,7 @@ func (c *call) prepare(p int) {
 			kt := c.kt[dst+(g.base+t)*TK*D:][:TK*D]
 			inPlace := g.stride == 1 && (t+1)*TK <= g.nk
 			vt := c.vt[dst+(g.base+t)*TK*D:][:TK*D]
+			var nf uint64
 			// Four keys at a time, so that each d writes four adjacent floats.
 			for col := 0; col < TK; col += 4 {
 				for u := range rows {
@@ -313,8 +520,12 @@ func (c *call) prepare(p int) {
 					}
 					row := src + (g.off+g.stride*x)*D
 					rows[u] = c.k[row : row+D]
+					vr := c.v[row : row+D]
+					if !allFinite(vr) {
+						nf |= 1 << uint(col+u)
+					}
 					if !inPlace {
-						copy(vt[(col+u)*D:(col+u)*D+D], c.v[row:row+D])
+						copy(vt[(col+u)*D:(col+u)*D+D], vr)
 					}
 				}
 				r0, r1, r2, r3 := rows[0], rows[1], rows[2], rows[3]
@@ -335,6 +546,58 @@ func (c *call) prepare(p int) {
 					}
 				}
 			}
+			c.nonFinite[p*c.tilesPerKV+g.base+t] = nf
+		}
+	}
+}
+
+// allFinite reports whether x holds no NaN and no infinity: it ORs, two
+// floats at a time, the exponent fields plus one, which carries into the
+// sign bit exactly for an all-ones exponent.
+func allFinite(x []float32) bool {
+	const exp2, one2 = 0x7f8000007f800000, 0x0080000000800000
+	var acc uint64
+	n := len(x) &^ 1
+	w := unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(x))), n/2)
+	for _, b := range w {
+		acc |= b&exp2 + one2
+	}
+	if n < len(x) {
+		acc |= uint64(math.Float32bits(x[n]))&0x7f800000 + 0x00800000
+	}
+	return acc&0x8000000080000000 == 0
+}
+
+// sanitize copies the value tile v into w.vclean with the non-finite
+// entries of the rows in fix set to zero.
+func (w *buffers) sanitize(v []float32, fix uint64, D int) []float32 {
+	vc := w.vclean[:TK*D]
+	copy(vc, v[:TK*D])
+	for b := fix; b != 0; b &= b - 1 {
+		row := vc[bits.TrailingZeros64(b)*D:][:D]
+		for d, x := range row {
+			if x-x != 0 {
+				row[d] = 0
+			}
+		}
+	}
+	return vc
+}
+
+// restore adds to o the terms a sanitized tile left out: p times the
+// non-finite value entries of the keys in fix, for the rows that keep them
+// (the microkernels leave p in w.s).
+func (w *buffers) restore(v []float32, fix uint64, keep []uint64, D int) {
+	for r, k := range keep {
+		for b := k & fix; b != 0; b &= b - 1 {
+			c := bits.TrailingZeros64(b)
+			p := w.s[r*TK+c]
+			o := w.o[r*D:][:D]
+			for d, x := range v[c*D:][:D] {
+				if x-x != 0 {
+					o[d] += p * x
+				}
+			}
 		}
 	}
 }
@@ -349,7 +612,7 @@ func (c *call) valueTile(p int, g segment, t int) []float32 {
 	return c.vt[(p*c.tilesPerKV+g.base+t)*TK*D:][:TK*D]
 }
 
-func (w *worker) queryTile(c *call, it item) {
+func (w *buffers) queryTile(c *call, it item) {
 	s, D := c.s, c.s.HeadDim
 	g := c.segs[it.seg]
 	b, h, qt := int(it.b), int(it.h), int(it.qt)
@@ -381,7 +644,8 @@ func (w *worker) queryTile(c *call, it item) {
 		m[r] = float32(math.Inf(-1))
 	}
 	q0, q1 := r0+qoff, r0+qoff+rows-1
-	w.refs = mask.Visit(c.mask, w.refs[:0], q0, q1, g.nk, TK, c.docs)
+	docs := c.docsOf(b)
+	w.refs = mask.Visit(c.mask, w.refs[:0], q0, q1, g.nk, TK, docs)
 	kvBase := ((b*s.HeadsKV+hk)*c.tilesPerKV + g.base) * TK * D
 	for _, ref := range w.refs {
 		k0 := ref.K * TK
@@ -389,7 +653,7 @@ func (w *worker) queryTile(c *call, it item) {
 		words := w.mask[:TQ]
 		if class == mask.Partial {
 			// exact class and keep words of the tile's rows
-			class = mask.Refine(c.mask, words, q0, q1, ref.K, g.nk, TK, c.docs)
+			class = mask.Refine(c.mask, words, q0, q1, ref.K, g.nk, TK, docs)
 			if class == mask.Empty {
 				continue
 			}
@@ -407,7 +671,25 @@ func (w *worker) queryTile(c *call, it item) {
 			}
 		}
 		off := kvBase + ref.K*TK*D
-		c.tile(qt0, c.kt[off:off+TK*D], c.valueTile(b*s.HeadsKV+hk, g, ref.K), w.s[:TQ*TK], o, m, l, keep, D)
+		vt := c.valueTile(b*s.HeadsKV+hk, g, ref.K)
+		// Value rows holding NaN or infinities that some row of the tile
+		// masks: the kernels multiply masked p = 0 by v, so they run on a
+		// copy with those entries zeroed, and the rows that keep the keys
+		// get their terms afterwards.
+		var fix uint64
+		if nf := c.nonFinite[off/(TK*D)]; nf != 0 && keep != nil {
+			all := ^uint64(0)
+			for _, k := range keep[:rows] {
+				all &= k
+			}
+			if fix = nf &^ all; fix != 0 {
+				vt = w.sanitize(vt, fix, D)
+			}
+		}
+		c.tile(qt0, c.kt[off:off+TK*D], vt, w.s[:TQ*TK], o, m, l, keep, D)
+		if fix != 0 {
+			w.restore(c.valueTile(b*s.HeadsKV+hk, g, ref.K), fix, keep[:rows], D)
+		}
 	}
 	// Finish rows: out = o / l, lse = (m + log2 l) ln 2.
 	for r := 0; r < rows; r++ {

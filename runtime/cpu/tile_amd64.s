@@ -430,8 +430,9 @@ unmasked_max:
 	VCMPPS.BCST      $0x0c, attnconst<>+0(SB), Z1, K1
 	VMOVAPS.Z        Z1, K1, Z1
 	VSUBPS           Z1, Z0, Z0
-	VCMPPS.BCST      $0x1d, attnconst<>+96(SB), Z0, K2
-	VMAXPS.BCST      attnconst<>+96(SB), Z0, Z0
+	VBROADCASTSS     attnconst<>+96(SB), Z2
+	VCMPPS           $0x15, Z2, Z0, K2
+	VMAXPS           Z0, Z2, Z0
 	VRNDSCALEPS      $0x00, Z0, Z2
 	VSUBPS           Z2, Z0, Z0
 	VBROADCASTSS     attnconst<>+288(SB), Z3
@@ -454,8 +455,9 @@ unmasked_exp:
 	VBROADCASTSS     192(SP)(DI*4), Z0
 	VMOVUPS          (R8), Z1
 	VSUBPS           Z0, Z1, Z1
-	VCMPPS.BCST      $0x1d, attnconst<>+96(SB), Z1, K1
-	VMAXPS.BCST      attnconst<>+96(SB), Z1, Z1
+	VBROADCASTSS     attnconst<>+96(SB), Z2
+	VCMPPS           $0x15, Z2, Z1, K1
+	VMAXPS           Z1, Z2, Z1
 	VRNDSCALEPS      $0x00, Z1, Z2
 	VSUBPS           Z2, Z1, Z1
 	VBROADCASTSS     attnconst<>+288(SB), Z3
@@ -469,8 +471,9 @@ unmasked_exp:
 	VMOVUPS          Z1, (R8)
 	VMOVUPS          64(R8), Z2
 	VSUBPS           Z0, Z2, Z2
-	VCMPPS.BCST      $0x1d, attnconst<>+96(SB), Z2, K1
-	VMAXPS.BCST      attnconst<>+96(SB), Z2, Z2
+	VBROADCASTSS     attnconst<>+96(SB), Z3
+	VCMPPS           $0x15, Z3, Z2, K1
+	VMAXPS           Z2, Z3, Z2
 	VRNDSCALEPS      $0x00, Z2, Z3
 	VSUBPS           Z3, Z2, Z2
 	VBROADCASTSS     attnconst<>+288(SB), Z4
@@ -484,8 +487,9 @@ unmasked_exp:
 	VMOVUPS          Z2, 64(R8)
 	VMOVUPS          128(R8), Z3
 	VSUBPS           Z0, Z3, Z3
-	VCMPPS.BCST      $0x1d, attnconst<>+96(SB), Z3, K1
-	VMAXPS.BCST      attnconst<>+96(SB), Z3, Z3
+	VBROADCASTSS     attnconst<>+96(SB), Z4
+	VCMPPS           $0x15, Z4, Z3, K1
+	VMAXPS           Z3, Z4, Z3
 	VRNDSCALEPS      $0x00, Z3, Z4
 	VSUBPS           Z4, Z3, Z3
 	VBROADCASTSS     attnconst<>+288(SB), Z5
@@ -500,8 +504,9 @@ unmasked_exp:
 	VADDPS           Z3, Z1, Z1
 	VMOVUPS          192(R8), Z3
 	VSUBPS           Z0, Z3, Z3
-	VCMPPS.BCST      $0x1d, attnconst<>+96(SB), Z3, K1
-	VMAXPS.BCST      attnconst<>+96(SB), Z3, Z3
+	VBROADCASTSS     attnconst<>+96(SB), Z0
+	VCMPPS           $0x15, Z0, Z3, K1
+	VMAXPS           Z3, Z0, Z3
 	VRNDSCALEPS      $0x00, Z3, Z0
 	VSUBPS           Z0, Z3, Z3
 	VBROADCASTSS     attnconst<>+288(SB), Z4
@@ -1524,8 +1529,9 @@ masked_max:
 	VCMPPS.BCST      $0x0c, attnconst<>+0(SB), Z2, K1
 	VMOVAPS.Z        Z2, K1, Z2
 	VSUBPS           Z2, Z1, Z1
-	VCMPPS.BCST      $0x1d, attnconst<>+96(SB), Z1, K2
-	VMAXPS.BCST      attnconst<>+96(SB), Z1, Z1
+	VBROADCASTSS     attnconst<>+96(SB), Z3
+	VCMPPS           $0x15, Z3, Z1, K2
+	VMAXPS           Z1, Z3, Z1
 	VRNDSCALEPS      $0x00, Z1, Z3
 	VSUBPS           Z3, Z1, Z1
 	VBROADCASTSS     attnconst<>+288(SB), Z4
@@ -1549,8 +1555,9 @@ masked_exp:
 	VMOVUPS          (R9), Z2
 	VSUBPS           Z1, Z2, Z2
 	KMOVW            (AX)(R8*8), K1
-	VCMPPS.BCST      $0x1d, attnconst<>+96(SB), Z2, K1, K1
-	VMAXPS.BCST      attnconst<>+96(SB), Z2, Z2
+	VBROADCASTSS     attnconst<>+96(SB), Z3
+	VCMPPS           $0x15, Z3, Z2, K1, K1
+	VMAXPS           Z2, Z3, Z2
 	VRNDSCALEPS      $0x00, Z2, Z3
 	VSUBPS           Z3, Z2, Z2
 	VBROADCASTSS     attnconst<>+288(SB), Z4
@@ -1565,8 +1572,9 @@ masked_exp:
 	VMOVUPS          64(R9), Z3
 	VSUBPS           Z1, Z3, Z3
 	KMOVW            2(AX)(R8*8), K1
-	VCMPPS.BCST      $0x1d, attnconst<>+96(SB), Z3, K1, K1
-	VMAXPS.BCST      attnconst<>+96(SB), Z3, Z3
+	VBROADCASTSS     attnconst<>+96(SB), Z4
+	VCMPPS           $0x15, Z4, Z3, K1, K1
+	VMAXPS           Z3, Z4, Z3
 	VRNDSCALEPS      $0x00, Z3, Z4
 	VSUBPS           Z4, Z3, Z3
 	VBROADCASTSS     attnconst<>+288(SB), Z5
@@ -1581,8 +1589,9 @@ masked_exp:
 	VMOVUPS          128(R9), Z4
 	VSUBPS           Z1, Z4, Z4
 	KMOVW            4(AX)(R8*8), K1
-	VCMPPS.BCST      $0x1d, attnconst<>+96(SB), Z4, K1, K1
-	VMAXPS.BCST      attnconst<>+96(SB), Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K1, K1
+	VMAXPS           Z4, Z5, Z4
 	VRNDSCALEPS      $0x00, Z4, Z5
 	VSUBPS           Z5, Z4, Z4
 	VBROADCASTSS     attnconst<>+288(SB), Z6
@@ -1598,8 +1607,9 @@ masked_exp:
 	VMOVUPS          192(R9), Z4
 	VSUBPS           Z1, Z4, Z4
 	KMOVW            6(AX)(R8*8), K1
-	VCMPPS.BCST      $0x1d, attnconst<>+96(SB), Z4, K1, K1
-	VMAXPS.BCST      attnconst<>+96(SB), Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z1
+	VCMPPS           $0x15, Z1, Z4, K1, K1
+	VMAXPS           Z4, Z1, Z4
 	VRNDSCALEPS      $0x00, Z4, Z1
 	VSUBPS           Z1, Z4, Z4
 	VBROADCASTSS     attnconst<>+288(SB), Z5
@@ -2523,8 +2533,9 @@ unmasked_max:
 	VCMPPS.BCST      $0x0c, attnconst<>+0(SB), Z1, K1
 	VMOVAPS.Z        Z1, K1, Z1
 	VSUBPS           Z1, Z0, Z0
-	VCMPPS.BCST      $0x1d, attnconst<>+96(SB), Z0, K2
-	VMAXPS.BCST      attnconst<>+96(SB), Z0, Z0
+	VBROADCASTSS     attnconst<>+96(SB), Z2
+	VCMPPS           $0x15, Z2, Z0, K2
+	VMAXPS           Z0, Z2, Z0
 	VRNDSCALEPS      $0x00, Z0, Z2
 	VSUBPS           Z2, Z0, Z0
 	VBROADCASTSS     attnconst<>+288(SB), Z3
@@ -2547,8 +2558,9 @@ unmasked_exp:
 	VBROADCASTSS     192(SP)(DI*4), Z0
 	VMOVUPS          (R8), Z1
 	VSUBPS           Z0, Z1, Z1
-	VCMPPS.BCST      $0x1d, attnconst<>+96(SB), Z1, K1
-	VMAXPS.BCST      attnconst<>+96(SB), Z1, Z1
+	VBROADCASTSS     attnconst<>+96(SB), Z2
+	VCMPPS           $0x15, Z2, Z1, K1
+	VMAXPS           Z1, Z2, Z1
 	VRNDSCALEPS      $0x00, Z1, Z2
 	VSUBPS           Z2, Z1, Z1
 	VBROADCASTSS     attnconst<>+288(SB), Z3
@@ -2562,8 +2574,9 @@ unmasked_exp:
 	VMOVUPS          Z1, (R8)
 	VMOVUPS          64(R8), Z2
 	VSUBPS           Z0, Z2, Z2
-	VCMPPS.BCST      $0x1d, attnconst<>+96(SB), Z2, K1
-	VMAXPS.BCST      attnconst<>+96(SB), Z2, Z2
+	VBROADCASTSS     attnconst<>+96(SB), Z3
+	VCMPPS           $0x15, Z3, Z2, K1
+	VMAXPS           Z2, Z3, Z2
 	VRNDSCALEPS      $0x00, Z2, Z3
 	VSUBPS           Z3, Z2, Z2
 	VBROADCASTSS     attnconst<>+288(SB), Z4
@@ -2577,8 +2590,9 @@ unmasked_exp:
 	VMOVUPS          Z2, 64(R8)
 	VMOVUPS          128(R8), Z3
 	VSUBPS           Z0, Z3, Z3
-	VCMPPS.BCST      $0x1d, attnconst<>+96(SB), Z3, K1
-	VMAXPS.BCST      attnconst<>+96(SB), Z3, Z3
+	VBROADCASTSS     attnconst<>+96(SB), Z4
+	VCMPPS           $0x15, Z4, Z3, K1
+	VMAXPS           Z3, Z4, Z3
 	VRNDSCALEPS      $0x00, Z3, Z4
 	VSUBPS           Z4, Z3, Z3
 	VBROADCASTSS     attnconst<>+288(SB), Z5
@@ -2593,8 +2607,9 @@ unmasked_exp:
 	VADDPS           Z3, Z1, Z1
 	VMOVUPS          192(R8), Z3
 	VSUBPS           Z0, Z3, Z3
-	VCMPPS.BCST      $0x1d, attnconst<>+96(SB), Z3, K1
-	VMAXPS.BCST      attnconst<>+96(SB), Z3, Z3
+	VBROADCASTSS     attnconst<>+96(SB), Z0
+	VCMPPS           $0x15, Z0, Z3, K1
+	VMAXPS           Z3, Z0, Z3
 	VRNDSCALEPS      $0x00, Z3, Z0
 	VSUBPS           Z0, Z3, Z3
 	VBROADCASTSS     attnconst<>+288(SB), Z4
@@ -4193,8 +4208,9 @@ masked_max:
 	VCMPPS.BCST      $0x0c, attnconst<>+0(SB), Z2, K1
 	VMOVAPS.Z        Z2, K1, Z2
 	VSUBPS           Z2, Z1, Z1
-	VCMPPS.BCST      $0x1d, attnconst<>+96(SB), Z1, K2
-	VMAXPS.BCST      attnconst<>+96(SB), Z1, Z1
+	VBROADCASTSS     attnconst<>+96(SB), Z3
+	VCMPPS           $0x15, Z3, Z1, K2
+	VMAXPS           Z1, Z3, Z1
 	VRNDSCALEPS      $0x00, Z1, Z3
 	VSUBPS           Z3, Z1, Z1
 	VBROADCASTSS     attnconst<>+288(SB), Z4
@@ -4218,8 +4234,9 @@ masked_exp:
 	VMOVUPS          (R9), Z2
 	VSUBPS           Z1, Z2, Z2
 	KMOVW            (AX)(R8*8), K1
-	VCMPPS.BCST      $0x1d, attnconst<>+96(SB), Z2, K1, K1
-	VMAXPS.BCST      attnconst<>+96(SB), Z2, Z2
+	VBROADCASTSS     attnconst<>+96(SB), Z3
+	VCMPPS           $0x15, Z3, Z2, K1, K1
+	VMAXPS           Z2, Z3, Z2
 	VRNDSCALEPS      $0x00, Z2, Z3
 	VSUBPS           Z3, Z2, Z2
 	VBROADCASTSS     attnconst<>+288(SB), Z4
@@ -4234,8 +4251,9 @@ masked_exp:
 	VMOVUPS          64(R9), Z3
 	VSUBPS           Z1, Z3, Z3
 	KMOVW            2(AX)(R8*8), K1
-	VCMPPS.BCST      $0x1d, attnconst<>+96(SB), Z3, K1, K1
-	VMAXPS.BCST      attnconst<>+96(SB), Z3, Z3
+	VBROADCASTSS     attnconst<>+96(SB), Z4
+	VCMPPS           $0x15, Z4, Z3, K1, K1
+	VMAXPS           Z3, Z4, Z3
 	VRNDSCALEPS      $0x00, Z3, Z4
 	VSUBPS           Z4, Z3, Z3
 	VBROADCASTSS     attnconst<>+288(SB), Z5
@@ -4250,8 +4268,9 @@ masked_exp:
 	VMOVUPS          128(R9), Z4
 	VSUBPS           Z1, Z4, Z4
 	KMOVW            4(AX)(R8*8), K1
-	VCMPPS.BCST      $0x1d, attnconst<>+96(SB), Z4, K1, K1
-	VMAXPS.BCST      attnconst<>+96(SB), Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K1, K1
+	VMAXPS           Z4, Z5, Z4
 	VRNDSCALEPS      $0x00, Z4, Z5
 	VSUBPS           Z5, Z4, Z4
 	VBROADCASTSS     attnconst<>+288(SB), Z6
@@ -4267,8 +4286,9 @@ masked_exp:
 	VMOVUPS          192(R9), Z4
 	VSUBPS           Z1, Z4, Z4
 	KMOVW            6(AX)(R8*8), K1
-	VCMPPS.BCST      $0x1d, attnconst<>+96(SB), Z4, K1, K1
-	VMAXPS.BCST      attnconst<>+96(SB), Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z1
+	VCMPPS           $0x15, Z1, Z4, K1, K1
+	VMAXPS           Z4, Z1, Z4
 	VRNDSCALEPS      $0x00, Z4, Z1
 	VSUBPS           Z1, Z4, Z4
 	VBROADCASTSS     attnconst<>+288(SB), Z5
@@ -4828,87 +4848,89 @@ unmasked_group:
 	LEAQ 224(SP), R9
 
 unmasked_max:
-	VMOVUPS     (R8), Y0
-	VMOVUPS     32(R8), Y1
-	VMAXPS      64(R8), Y0, Y0
-	VMAXPS      96(R8), Y1, Y1
-	VMAXPS      128(R8), Y0, Y0
-	VMAXPS      160(R8), Y1, Y1
-	VMAXPS      192(R8), Y0, Y0
-	VMAXPS      224(R8), Y1, Y1
-	VMAXPS      Y1, Y0, Y0
-	VMOVUPS     Y0, (R9)
-	ADDQ        $0x00000100, R8
-	ADDQ        $0x20, R9
-	INCQ        DI
-	CMPQ        DI, $0x08
-	JNE         unmasked_max
-	VMOVUPS     224(SP), Y0
-	VMOVUPS     256(SP), Y1
-	VMOVUPS     288(SP), Y2
-	VMOVUPS     320(SP), Y3
-	VMOVUPS     352(SP), Y4
-	VMOVUPS     384(SP), Y5
-	VMOVUPS     416(SP), Y6
-	VMOVUPS     448(SP), Y7
-	VSHUFPS     $0x44, Y1, Y0, Y8
-	VSHUFPS     $0xee, Y1, Y0, Y0
-	VMAXPS      Y0, Y8, Y8
-	VSHUFPS     $0x44, Y3, Y2, Y0
-	VSHUFPS     $0xee, Y3, Y2, Y1
-	VMAXPS      Y1, Y0, Y0
-	VSHUFPS     $0x44, Y5, Y4, Y1
-	VSHUFPS     $0xee, Y5, Y4, Y2
-	VMAXPS      Y2, Y1, Y1
-	VSHUFPS     $0x44, Y7, Y6, Y2
-	VSHUFPS     $0xee, Y7, Y6, Y3
-	VMAXPS      Y3, Y2, Y2
-	VSHUFPS     $0x88, Y0, Y8, Y3
-	VSHUFPS     $0xdd, Y0, Y8, Y0
-	VMAXPS      Y0, Y3, Y3
-	VSHUFPS     $0x88, Y2, Y1, Y0
-	VSHUFPS     $0xdd, Y2, Y1, Y1
-	VMAXPS      Y1, Y0, Y0
-	VPERM2F128  $0x20, Y0, Y3, Y1
-	VPERM2F128  $0x31, Y0, Y3, Y0
-	VMAXPS      Y0, Y1, Y1
-	VMOVUPS     (CX), Y0
-	VMAXPS      Y0, Y1, Y1
-	VMOVUPS     Y1, (CX)
-	VCMPPS      $0x00, attnconst<>+0(SB), Y1, Y2
-	VANDNPS     Y1, Y2, Y1
-	VSUBPS      Y1, Y0, Y0
-	VCMPPS      $0x1d, attnconst<>+96(SB), Y0, Y3
-	VMAXPS      attnconst<>+96(SB), Y0, Y0
-	VCVTPS2DQ   Y0, Y4
-	VCVTDQ2PS   Y4, Y5
-	VSUBPS      Y5, Y0, Y0
-	VMOVUPS     attnconst<>+288(SB), Y5
-	VFMADD213PS attnconst<>+256(SB), Y0, Y5
-	VFMADD213PS attnconst<>+224(SB), Y0, Y5
-	VFMADD213PS attnconst<>+192(SB), Y0, Y5
-	VFMADD213PS attnconst<>+160(SB), Y0, Y5
-	VFMADD213PS attnconst<>+128(SB), Y0, Y5
-	VFMADD213PS attnconst<>+32(SB), Y0, Y5
-	VPSLLD      $0x17, Y4, Y4
-	VPADDD      Y4, Y5, Y5
-	VANDPS      Y3, Y5, Y0
-	VMOVUPS     attnconst<>+32(SB), Y3
-	VBLENDVPS   Y2, Y3, Y0, Y0
-	VMOVUPS     Y1, 192(SP)
-	VMOVUPS     Y0, (BX)
-	XORQ        DI, DI
-	MOVQ        AX, R8
-	LEAQ        224(SP), R9
+	VMOVUPS      (R8), Y0
+	VMOVUPS      32(R8), Y1
+	VMAXPS       64(R8), Y0, Y0
+	VMAXPS       96(R8), Y1, Y1
+	VMAXPS       128(R8), Y0, Y0
+	VMAXPS       160(R8), Y1, Y1
+	VMAXPS       192(R8), Y0, Y0
+	VMAXPS       224(R8), Y1, Y1
+	VMAXPS       Y1, Y0, Y0
+	VMOVUPS      Y0, (R9)
+	ADDQ         $0x00000100, R8
+	ADDQ         $0x20, R9
+	INCQ         DI
+	CMPQ         DI, $0x08
+	JNE          unmasked_max
+	VMOVUPS      224(SP), Y0
+	VMOVUPS      256(SP), Y1
+	VMOVUPS      288(SP), Y2
+	VMOVUPS      320(SP), Y3
+	VMOVUPS      352(SP), Y4
+	VMOVUPS      384(SP), Y5
+	VMOVUPS      416(SP), Y6
+	VMOVUPS      448(SP), Y7
+	VSHUFPS      $0x44, Y1, Y0, Y8
+	VSHUFPS      $0xee, Y1, Y0, Y0
+	VMAXPS       Y0, Y8, Y8
+	VSHUFPS      $0x44, Y3, Y2, Y0
+	VSHUFPS      $0xee, Y3, Y2, Y1
+	VMAXPS       Y1, Y0, Y0
+	VSHUFPS      $0x44, Y5, Y4, Y1
+	VSHUFPS      $0xee, Y5, Y4, Y2
+	VMAXPS       Y2, Y1, Y1
+	VSHUFPS      $0x44, Y7, Y6, Y2
+	VSHUFPS      $0xee, Y7, Y6, Y3
+	VMAXPS       Y3, Y2, Y2
+	VSHUFPS      $0x88, Y0, Y8, Y3
+	VSHUFPS      $0xdd, Y0, Y8, Y0
+	VMAXPS       Y0, Y3, Y3
+	VSHUFPS      $0x88, Y2, Y1, Y0
+	VSHUFPS      $0xdd, Y2, Y1, Y1
+	VMAXPS       Y1, Y0, Y0
+	VPERM2F128   $0x20, Y0, Y3, Y1
+	VPERM2F128   $0x31, Y0, Y3, Y0
+	VMAXPS       Y0, Y1, Y1
+	VMOVUPS      (CX), Y0
+	VMAXPS       Y0, Y1, Y1
+	VMOVUPS      Y1, (CX)
+	VCMPPS       $0x00, attnconst<>+0(SB), Y1, Y2
+	VANDNPS      Y1, Y2, Y1
+	VSUBPS       Y1, Y0, Y0
+	VBROADCASTSS attnconst<>+96(SB), Y3
+	VCMPPS       $0x15, Y3, Y0, Y4
+	VMAXPS       Y0, Y3, Y0
+	VCVTPS2DQ    Y0, Y3
+	VCVTDQ2PS    Y3, Y5
+	VSUBPS       Y5, Y0, Y0
+	VMOVUPS      attnconst<>+288(SB), Y5
+	VFMADD213PS  attnconst<>+256(SB), Y0, Y5
+	VFMADD213PS  attnconst<>+224(SB), Y0, Y5
+	VFMADD213PS  attnconst<>+192(SB), Y0, Y5
+	VFMADD213PS  attnconst<>+160(SB), Y0, Y5
+	VFMADD213PS  attnconst<>+128(SB), Y0, Y5
+	VFMADD213PS  attnconst<>+32(SB), Y0, Y5
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y5, Y5
+	VANDPS       Y4, Y5, Y0
+	VMOVUPS      attnconst<>+32(SB), Y3
+	VBLENDVPS    Y2, Y3, Y0, Y0
+	VMOVUPS      Y1, 192(SP)
+	VMOVUPS      Y0, (BX)
+	XORQ         DI, DI
+	MOVQ         AX, R8
+	LEAQ         224(SP), R9
 
 unmasked_exp:
 	VBROADCASTSS 192(SP)(DI*4), Y0
 	VMOVUPS      (R8), Y1
 	VSUBPS       Y0, Y1, Y1
-	VCMPPS       $0x1d, attnconst<>+96(SB), Y1, Y2
-	VMAXPS       attnconst<>+96(SB), Y1, Y1
-	VCVTPS2DQ    Y1, Y3
-	VCVTDQ2PS    Y3, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y2
+	VCMPPS       $0x15, Y2, Y1, Y3
+	VMAXPS       Y1, Y2, Y1
+	VCVTPS2DQ    Y1, Y2
+	VCVTDQ2PS    Y2, Y4
 	VSUBPS       Y4, Y1, Y1
 	VMOVUPS      attnconst<>+288(SB), Y4
 	VFMADD213PS  attnconst<>+256(SB), Y1, Y4
@@ -4917,16 +4939,17 @@ unmasked_exp:
 	VFMADD213PS  attnconst<>+160(SB), Y1, Y4
 	VFMADD213PS  attnconst<>+128(SB), Y1, Y4
 	VFMADD213PS  attnconst<>+32(SB), Y1, Y4
-	VPSLLD       $0x17, Y3, Y3
-	VPADDD       Y3, Y4, Y4
-	VANDPS       Y2, Y4, Y1
+	VPSLLD       $0x17, Y2, Y2
+	VPADDD       Y2, Y4, Y4
+	VANDPS       Y3, Y4, Y1
 	VMOVUPS      Y1, (R8)
 	VMOVUPS      32(R8), Y2
 	VSUBPS       Y0, Y2, Y2
-	VCMPPS       $0x1d, attnconst<>+96(SB), Y2, Y3
-	VMAXPS       attnconst<>+96(SB), Y2, Y2
-	VCVTPS2DQ    Y2, Y4
-	VCVTDQ2PS    Y4, Y5
+	VBROADCASTSS attnconst<>+96(SB), Y3
+	VCMPPS       $0x15, Y3, Y2, Y4
+	VMAXPS       Y2, Y3, Y2
+	VCVTPS2DQ    Y2, Y3
+	VCVTDQ2PS    Y3, Y5
 	VSUBPS       Y5, Y2, Y2
 	VMOVUPS      attnconst<>+288(SB), Y5
 	VFMADD213PS  attnconst<>+256(SB), Y2, Y5
@@ -4935,16 +4958,17 @@ unmasked_exp:
 	VFMADD213PS  attnconst<>+160(SB), Y2, Y5
 	VFMADD213PS  attnconst<>+128(SB), Y2, Y5
 	VFMADD213PS  attnconst<>+32(SB), Y2, Y5
-	VPSLLD       $0x17, Y4, Y4
-	VPADDD       Y4, Y5, Y5
-	VANDPS       Y3, Y5, Y2
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y5, Y5
+	VANDPS       Y4, Y5, Y2
 	VMOVUPS      Y2, 32(R8)
 	VMOVUPS      64(R8), Y3
 	VSUBPS       Y0, Y3, Y3
-	VCMPPS       $0x1d, attnconst<>+96(SB), Y3, Y4
-	VMAXPS       attnconst<>+96(SB), Y3, Y3
-	VCVTPS2DQ    Y3, Y5
-	VCVTDQ2PS    Y5, Y6
+	VBROADCASTSS attnconst<>+96(SB), Y4
+	VCMPPS       $0x15, Y4, Y3, Y5
+	VMAXPS       Y3, Y4, Y3
+	VCVTPS2DQ    Y3, Y4
+	VCVTDQ2PS    Y4, Y6
 	VSUBPS       Y6, Y3, Y3
 	VMOVUPS      attnconst<>+288(SB), Y6
 	VFMADD213PS  attnconst<>+256(SB), Y3, Y6
@@ -4953,17 +4977,18 @@ unmasked_exp:
 	VFMADD213PS  attnconst<>+160(SB), Y3, Y6
 	VFMADD213PS  attnconst<>+128(SB), Y3, Y6
 	VFMADD213PS  attnconst<>+32(SB), Y3, Y6
-	VPSLLD       $0x17, Y5, Y5
-	VPADDD       Y5, Y6, Y6
-	VANDPS       Y4, Y6, Y3
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       Y4, Y6, Y6
+	VANDPS       Y5, Y6, Y3
 	VMOVUPS      Y3, 64(R8)
 	VADDPS       Y3, Y1, Y1
 	VMOVUPS      96(R8), Y3
 	VSUBPS       Y0, Y3, Y3
-	VCMPPS       $0x1d, attnconst<>+96(SB), Y3, Y4
-	VMAXPS       attnconst<>+96(SB), Y3, Y3
-	VCVTPS2DQ    Y3, Y5
-	VCVTDQ2PS    Y5, Y6
+	VBROADCASTSS attnconst<>+96(SB), Y4
+	VCMPPS       $0x15, Y4, Y3, Y5
+	VMAXPS       Y3, Y4, Y3
+	VCVTPS2DQ    Y3, Y4
+	VCVTDQ2PS    Y4, Y6
 	VSUBPS       Y6, Y3, Y3
 	VMOVUPS      attnconst<>+288(SB), Y6
 	VFMADD213PS  attnconst<>+256(SB), Y3, Y6
@@ -4972,17 +4997,18 @@ unmasked_exp:
 	VFMADD213PS  attnconst<>+160(SB), Y3, Y6
 	VFMADD213PS  attnconst<>+128(SB), Y3, Y6
 	VFMADD213PS  attnconst<>+32(SB), Y3, Y6
-	VPSLLD       $0x17, Y5, Y5
-	VPADDD       Y5, Y6, Y6
-	VANDPS       Y4, Y6, Y3
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       Y4, Y6, Y6
+	VANDPS       Y5, Y6, Y3
 	VMOVUPS      Y3, 96(R8)
 	VADDPS       Y3, Y2, Y2
 	VMOVUPS      128(R8), Y3
 	VSUBPS       Y0, Y3, Y3
-	VCMPPS       $0x1d, attnconst<>+96(SB), Y3, Y4
-	VMAXPS       attnconst<>+96(SB), Y3, Y3
-	VCVTPS2DQ    Y3, Y5
-	VCVTDQ2PS    Y5, Y6
+	VBROADCASTSS attnconst<>+96(SB), Y4
+	VCMPPS       $0x15, Y4, Y3, Y5
+	VMAXPS       Y3, Y4, Y3
+	VCVTPS2DQ    Y3, Y4
+	VCVTDQ2PS    Y4, Y6
 	VSUBPS       Y6, Y3, Y3
 	VMOVUPS      attnconst<>+288(SB), Y6
 	VFMADD213PS  attnconst<>+256(SB), Y3, Y6
@@ -4991,17 +5017,18 @@ unmasked_exp:
 	VFMADD213PS  attnconst<>+160(SB), Y3, Y6
 	VFMADD213PS  attnconst<>+128(SB), Y3, Y6
 	VFMADD213PS  attnconst<>+32(SB), Y3, Y6
-	VPSLLD       $0x17, Y5, Y5
-	VPADDD       Y5, Y6, Y6
-	VANDPS       Y4, Y6, Y3
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       Y4, Y6, Y6
+	VANDPS       Y5, Y6, Y3
 	VMOVUPS      Y3, 128(R8)
 	VADDPS       Y3, Y1, Y1
 	VMOVUPS      160(R8), Y3
 	VSUBPS       Y0, Y3, Y3
-	VCMPPS       $0x1d, attnconst<>+96(SB), Y3, Y4
-	VMAXPS       attnconst<>+96(SB), Y3, Y3
-	VCVTPS2DQ    Y3, Y5
-	VCVTDQ2PS    Y5, Y6
+	VBROADCASTSS attnconst<>+96(SB), Y4
+	VCMPPS       $0x15, Y4, Y3, Y5
+	VMAXPS       Y3, Y4, Y3
+	VCVTPS2DQ    Y3, Y4
+	VCVTDQ2PS    Y4, Y6
 	VSUBPS       Y6, Y3, Y3
 	VMOVUPS      attnconst<>+288(SB), Y6
 	VFMADD213PS  attnconst<>+256(SB), Y3, Y6
@@ -5010,17 +5037,18 @@ unmasked_exp:
 	VFMADD213PS  attnconst<>+160(SB), Y3, Y6
 	VFMADD213PS  attnconst<>+128(SB), Y3, Y6
 	VFMADD213PS  attnconst<>+32(SB), Y3, Y6
-	VPSLLD       $0x17, Y5, Y5
-	VPADDD       Y5, Y6, Y6
-	VANDPS       Y4, Y6, Y3
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       Y4, Y6, Y6
+	VANDPS       Y5, Y6, Y3
 	VMOVUPS      Y3, 160(R8)
 	VADDPS       Y3, Y2, Y2
 	VMOVUPS      192(R8), Y3
 	VSUBPS       Y0, Y3, Y3
-	VCMPPS       $0x1d, attnconst<>+96(SB), Y3, Y4
-	VMAXPS       attnconst<>+96(SB), Y3, Y3
-	VCVTPS2DQ    Y3, Y5
-	VCVTDQ2PS    Y5, Y6
+	VBROADCASTSS attnconst<>+96(SB), Y4
+	VCMPPS       $0x15, Y4, Y3, Y5
+	VMAXPS       Y3, Y4, Y3
+	VCVTPS2DQ    Y3, Y4
+	VCVTDQ2PS    Y4, Y6
 	VSUBPS       Y6, Y3, Y3
 	VMOVUPS      attnconst<>+288(SB), Y6
 	VFMADD213PS  attnconst<>+256(SB), Y3, Y6
@@ -5029,17 +5057,18 @@ unmasked_exp:
 	VFMADD213PS  attnconst<>+160(SB), Y3, Y6
 	VFMADD213PS  attnconst<>+128(SB), Y3, Y6
 	VFMADD213PS  attnconst<>+32(SB), Y3, Y6
-	VPSLLD       $0x17, Y5, Y5
-	VPADDD       Y5, Y6, Y6
-	VANDPS       Y4, Y6, Y3
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       Y4, Y6, Y6
+	VANDPS       Y5, Y6, Y3
 	VMOVUPS      Y3, 192(R8)
 	VADDPS       Y3, Y1, Y1
 	VMOVUPS      224(R8), Y3
 	VSUBPS       Y0, Y3, Y3
-	VCMPPS       $0x1d, attnconst<>+96(SB), Y3, Y0
-	VMAXPS       attnconst<>+96(SB), Y3, Y3
-	VCVTPS2DQ    Y3, Y4
-	VCVTDQ2PS    Y4, Y5
+	VBROADCASTSS attnconst<>+96(SB), Y0
+	VCMPPS       $0x15, Y0, Y3, Y4
+	VMAXPS       Y3, Y0, Y3
+	VCVTPS2DQ    Y3, Y0
+	VCVTDQ2PS    Y0, Y5
 	VSUBPS       Y5, Y3, Y3
 	VMOVUPS      attnconst<>+288(SB), Y5
 	VFMADD213PS  attnconst<>+256(SB), Y3, Y5
@@ -5048,9 +5077,9 @@ unmasked_exp:
 	VFMADD213PS  attnconst<>+160(SB), Y3, Y5
 	VFMADD213PS  attnconst<>+128(SB), Y3, Y5
 	VFMADD213PS  attnconst<>+32(SB), Y3, Y5
-	VPSLLD       $0x17, Y4, Y4
-	VPADDD       Y4, Y5, Y5
-	VANDPS       Y0, Y5, Y3
+	VPSLLD       $0x17, Y0, Y0
+	VPADDD       Y0, Y5, Y5
+	VANDPS       Y4, Y5, Y3
 	VMOVUPS      Y3, 224(R8)
 	VADDPS       Y3, Y2, Y2
 	VADDPS       Y2, Y1, Y1
@@ -6063,10 +6092,11 @@ masked_max:
 	VCMPPS       $0x00, attnconst<>+0(SB), Y2, Y3
 	VANDNPS      Y2, Y3, Y2
 	VSUBPS       Y2, Y1, Y1
-	VCMPPS       $0x1d, attnconst<>+96(SB), Y1, Y4
-	VMAXPS       attnconst<>+96(SB), Y1, Y1
-	VCVTPS2DQ    Y1, Y5
-	VCVTDQ2PS    Y5, Y6
+	VBROADCASTSS attnconst<>+96(SB), Y4
+	VCMPPS       $0x15, Y4, Y1, Y5
+	VMAXPS       Y1, Y4, Y1
+	VCVTPS2DQ    Y1, Y4
+	VCVTDQ2PS    Y4, Y6
 	VSUBPS       Y6, Y1, Y1
 	VMOVUPS      attnconst<>+288(SB), Y6
 	VFMADD213PS  attnconst<>+256(SB), Y1, Y6
@@ -6075,9 +6105,9 @@ masked_max:
 	VFMADD213PS  attnconst<>+160(SB), Y1, Y6
 	VFMADD213PS  attnconst<>+128(SB), Y1, Y6
 	VFMADD213PS  attnconst<>+32(SB), Y1, Y6
-	VPSLLD       $0x17, Y5, Y5
-	VPADDD       Y5, Y6, Y6
-	VANDPS       Y4, Y6, Y1
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       Y4, Y6, Y6
+	VANDPS       Y5, Y6, Y1
 	VMOVUPS      attnconst<>+32(SB), Y4
 	VBLENDVPS    Y3, Y4, Y1, Y1
 	VMOVUPS      Y2, 192(SP)
@@ -6090,10 +6120,11 @@ masked_exp:
 	VBROADCASTSS 192(SP)(R8*4), Y1
 	VMOVUPS      (R9), Y2
 	VSUBPS       Y1, Y2, Y2
-	VCMPPS       $0x1d, attnconst<>+96(SB), Y2, Y3
-	VMAXPS       attnconst<>+96(SB), Y2, Y2
-	VCVTPS2DQ    Y2, Y4
-	VCVTDQ2PS    Y4, Y5
+	VBROADCASTSS attnconst<>+96(SB), Y3
+	VCMPPS       $0x15, Y3, Y2, Y4
+	VMAXPS       Y2, Y3, Y2
+	VCVTPS2DQ    Y2, Y3
+	VCVTDQ2PS    Y3, Y5
 	VSUBPS       Y5, Y2, Y2
 	VMOVUPS      attnconst<>+288(SB), Y5
 	VFMADD213PS  attnconst<>+256(SB), Y2, Y5
@@ -6102,16 +6133,17 @@ masked_exp:
 	VFMADD213PS  attnconst<>+160(SB), Y2, Y5
 	VFMADD213PS  attnconst<>+128(SB), Y2, Y5
 	VFMADD213PS  attnconst<>+32(SB), Y2, Y5
-	VPSLLD       $0x17, Y4, Y4
-	VPADDD       Y4, Y5, Y5
-	VANDPS       Y3, Y5, Y2
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y5, Y5
+	VANDPS       Y4, Y5, Y2
 	VMOVUPS      Y2, (R9)
 	VMOVUPS      32(R9), Y3
 	VSUBPS       Y1, Y3, Y3
-	VCMPPS       $0x1d, attnconst<>+96(SB), Y3, Y4
-	VMAXPS       attnconst<>+96(SB), Y3, Y3
-	VCVTPS2DQ    Y3, Y5
-	VCVTDQ2PS    Y5, Y6
+	VBROADCASTSS attnconst<>+96(SB), Y4
+	VCMPPS       $0x15, Y4, Y3, Y5
+	VMAXPS       Y3, Y4, Y3
+	VCVTPS2DQ    Y3, Y4
+	VCVTDQ2PS    Y4, Y6
 	VSUBPS       Y6, Y3, Y3
 	VMOVUPS      attnconst<>+288(SB), Y6
 	VFMADD213PS  attnconst<>+256(SB), Y3, Y6
@@ -6120,16 +6152,17 @@ masked_exp:
 	VFMADD213PS  attnconst<>+160(SB), Y3, Y6
 	VFMADD213PS  attnconst<>+128(SB), Y3, Y6
 	VFMADD213PS  attnconst<>+32(SB), Y3, Y6
-	VPSLLD       $0x17, Y5, Y5
-	VPADDD       Y5, Y6, Y6
-	VANDPS       Y4, Y6, Y3
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       Y4, Y6, Y6
+	VANDPS       Y5, Y6, Y3
 	VMOVUPS      Y3, 32(R9)
 	VMOVUPS      64(R9), Y4
 	VSUBPS       Y1, Y4, Y4
-	VCMPPS       $0x1d, attnconst<>+96(SB), Y4, Y5
-	VMAXPS       attnconst<>+96(SB), Y4, Y4
-	VCVTPS2DQ    Y4, Y6
-	VCVTDQ2PS    Y6, Y7
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
 	VSUBPS       Y7, Y4, Y4
 	VMOVUPS      attnconst<>+288(SB), Y7
 	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
@@ -6138,17 +6171,18 @@ masked_exp:
 	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
 	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
 	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
-	VPSLLD       $0x17, Y6, Y6
-	VPADDD       Y6, Y7, Y7
-	VANDPS       Y5, Y7, Y4
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
 	VMOVUPS      Y4, 64(R9)
 	VADDPS       Y4, Y2, Y2
 	VMOVUPS      96(R9), Y4
 	VSUBPS       Y1, Y4, Y4
-	VCMPPS       $0x1d, attnconst<>+96(SB), Y4, Y5
-	VMAXPS       attnconst<>+96(SB), Y4, Y4
-	VCVTPS2DQ    Y4, Y6
-	VCVTDQ2PS    Y6, Y7
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
 	VSUBPS       Y7, Y4, Y4
 	VMOVUPS      attnconst<>+288(SB), Y7
 	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
@@ -6157,17 +6191,18 @@ masked_exp:
 	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
 	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
 	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
-	VPSLLD       $0x17, Y6, Y6
-	VPADDD       Y6, Y7, Y7
-	VANDPS       Y5, Y7, Y4
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
 	VMOVUPS      Y4, 96(R9)
 	VADDPS       Y4, Y3, Y3
 	VMOVUPS      128(R9), Y4
 	VSUBPS       Y1, Y4, Y4
-	VCMPPS       $0x1d, attnconst<>+96(SB), Y4, Y5
-	VMAXPS       attnconst<>+96(SB), Y4, Y4
-	VCVTPS2DQ    Y4, Y6
-	VCVTDQ2PS    Y6, Y7
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
 	VSUBPS       Y7, Y4, Y4
 	VMOVUPS      attnconst<>+288(SB), Y7
 	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
@@ -6176,17 +6211,18 @@ masked_exp:
 	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
 	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
 	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
-	VPSLLD       $0x17, Y6, Y6
-	VPADDD       Y6, Y7, Y7
-	VANDPS       Y5, Y7, Y4
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
 	VMOVUPS      Y4, 128(R9)
 	VADDPS       Y4, Y2, Y2
 	VMOVUPS      160(R9), Y4
 	VSUBPS       Y1, Y4, Y4
-	VCMPPS       $0x1d, attnconst<>+96(SB), Y4, Y5
-	VMAXPS       attnconst<>+96(SB), Y4, Y4
-	VCVTPS2DQ    Y4, Y6
-	VCVTDQ2PS    Y6, Y7
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
 	VSUBPS       Y7, Y4, Y4
 	VMOVUPS      attnconst<>+288(SB), Y7
 	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
@@ -6195,17 +6231,18 @@ masked_exp:
 	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
 	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
 	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
-	VPSLLD       $0x17, Y6, Y6
-	VPADDD       Y6, Y7, Y7
-	VANDPS       Y5, Y7, Y4
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
 	VMOVUPS      Y4, 160(R9)
 	VADDPS       Y4, Y3, Y3
 	VMOVUPS      192(R9), Y4
 	VSUBPS       Y1, Y4, Y4
-	VCMPPS       $0x1d, attnconst<>+96(SB), Y4, Y5
-	VMAXPS       attnconst<>+96(SB), Y4, Y4
-	VCVTPS2DQ    Y4, Y6
-	VCVTDQ2PS    Y6, Y7
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
 	VSUBPS       Y7, Y4, Y4
 	VMOVUPS      attnconst<>+288(SB), Y7
 	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
@@ -6214,17 +6251,18 @@ masked_exp:
 	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
 	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
 	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
-	VPSLLD       $0x17, Y6, Y6
-	VPADDD       Y6, Y7, Y7
-	VANDPS       Y5, Y7, Y4
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
 	VMOVUPS      Y4, 192(R9)
 	VADDPS       Y4, Y2, Y2
 	VMOVUPS      224(R9), Y4
 	VSUBPS       Y1, Y4, Y4
-	VCMPPS       $0x1d, attnconst<>+96(SB), Y4, Y1
-	VMAXPS       attnconst<>+96(SB), Y4, Y4
-	VCVTPS2DQ    Y4, Y5
-	VCVTDQ2PS    Y5, Y6
+	VBROADCASTSS attnconst<>+96(SB), Y1
+	VCMPPS       $0x15, Y1, Y4, Y5
+	VMAXPS       Y4, Y1, Y4
+	VCVTPS2DQ    Y4, Y1
+	VCVTDQ2PS    Y1, Y6
 	VSUBPS       Y6, Y4, Y4
 	VMOVUPS      attnconst<>+288(SB), Y6
 	VFMADD213PS  attnconst<>+256(SB), Y4, Y6
@@ -6233,9 +6271,9 @@ masked_exp:
 	VFMADD213PS  attnconst<>+160(SB), Y4, Y6
 	VFMADD213PS  attnconst<>+128(SB), Y4, Y6
 	VFMADD213PS  attnconst<>+32(SB), Y4, Y6
-	VPSLLD       $0x17, Y5, Y5
-	VPADDD       Y5, Y6, Y6
-	VANDPS       Y1, Y6, Y4
+	VPSLLD       $0x17, Y1, Y1
+	VPADDD       Y1, Y6, Y6
+	VANDPS       Y5, Y6, Y4
 	VMOVUPS      Y4, 224(R9)
 	VADDPS       Y4, Y3, Y3
 	VADDPS       Y3, Y2, Y2
@@ -6784,87 +6822,89 @@ unmasked_group:
 	LEAQ 224(SP), R9
 
 unmasked_max:
-	VMOVUPS     (R8), Y0
-	VMOVUPS     32(R8), Y1
-	VMAXPS      64(R8), Y0, Y0
-	VMAXPS      96(R8), Y1, Y1
-	VMAXPS      128(R8), Y0, Y0
-	VMAXPS      160(R8), Y1, Y1
-	VMAXPS      192(R8), Y0, Y0
-	VMAXPS      224(R8), Y1, Y1
-	VMAXPS      Y1, Y0, Y0
-	VMOVUPS     Y0, (R9)
-	ADDQ        $0x00000100, R8
-	ADDQ        $0x20, R9
-	INCQ        DI
-	CMPQ        DI, $0x08
-	JNE         unmasked_max
-	VMOVUPS     224(SP), Y0
-	VMOVUPS     256(SP), Y1
-	VMOVUPS     288(SP), Y2
-	VMOVUPS     320(SP), Y3
-	VMOVUPS     352(SP), Y4
-	VMOVUPS     384(SP), Y5
-	VMOVUPS     416(SP), Y6
-	VMOVUPS     448(SP), Y7
-	VSHUFPS     $0x44, Y1, Y0, Y8
-	VSHUFPS     $0xee, Y1, Y0, Y0
-	VMAXPS      Y0, Y8, Y8
-	VSHUFPS     $0x44, Y3, Y2, Y0
-	VSHUFPS     $0xee, Y3, Y2, Y1
-	VMAXPS      Y1, Y0, Y0
-	VSHUFPS     $0x44, Y5, Y4, Y1
-	VSHUFPS     $0xee, Y5, Y4, Y2
-	VMAXPS      Y2, Y1, Y1
-	VSHUFPS     $0x44, Y7, Y6, Y2
-	VSHUFPS     $0xee, Y7, Y6, Y3
-	VMAXPS      Y3, Y2, Y2
-	VSHUFPS     $0x88, Y0, Y8, Y3
-	VSHUFPS     $0xdd, Y0, Y8, Y0
-	VMAXPS      Y0, Y3, Y3
-	VSHUFPS     $0x88, Y2, Y1, Y0
-	VSHUFPS     $0xdd, Y2, Y1, Y1
-	VMAXPS      Y1, Y0, Y0
-	VPERM2F128  $0x20, Y0, Y3, Y1
-	VPERM2F128  $0x31, Y0, Y3, Y0
-	VMAXPS      Y0, Y1, Y1
-	VMOVUPS     (CX), Y0
-	VMAXPS      Y0, Y1, Y1
-	VMOVUPS     Y1, (CX)
-	VCMPPS      $0x00, attnconst<>+0(SB), Y1, Y2
-	VANDNPS     Y1, Y2, Y1
-	VSUBPS      Y1, Y0, Y0
-	VCMPPS      $0x1d, attnconst<>+96(SB), Y0, Y3
-	VMAXPS      attnconst<>+96(SB), Y0, Y0
-	VCVTPS2DQ   Y0, Y4
-	VCVTDQ2PS   Y4, Y5
-	VSUBPS      Y5, Y0, Y0
-	VMOVUPS     attnconst<>+288(SB), Y5
-	VFMADD213PS attnconst<>+256(SB), Y0, Y5
-	VFMADD213PS attnconst<>+224(SB), Y0, Y5
-	VFMADD213PS attnconst<>+192(SB), Y0, Y5
-	VFMADD213PS attnconst<>+160(SB), Y0, Y5
-	VFMADD213PS attnconst<>+128(SB), Y0, Y5
-	VFMADD213PS attnconst<>+32(SB), Y0, Y5
-	VPSLLD      $0x17, Y4, Y4
-	VPADDD      Y4, Y5, Y5
-	VANDPS      Y3, Y5, Y0
-	VMOVUPS     attnconst<>+32(SB), Y3
-	VBLENDVPS   Y2, Y3, Y0, Y0
-	VMOVUPS     Y1, 192(SP)
-	VMOVUPS     Y0, (BX)
-	XORQ        DI, DI
-	MOVQ        AX, R8
-	LEAQ        224(SP), R9
+	VMOVUPS      (R8), Y0
+	VMOVUPS      32(R8), Y1
+	VMAXPS       64(R8), Y0, Y0
+	VMAXPS       96(R8), Y1, Y1
+	VMAXPS       128(R8), Y0, Y0
+	VMAXPS       160(R8), Y1, Y1
+	VMAXPS       192(R8), Y0, Y0
+	VMAXPS       224(R8), Y1, Y1
+	VMAXPS       Y1, Y0, Y0
+	VMOVUPS      Y0, (R9)
+	ADDQ         $0x00000100, R8
+	ADDQ         $0x20, R9
+	INCQ         DI
+	CMPQ         DI, $0x08
+	JNE          unmasked_max
+	VMOVUPS      224(SP), Y0
+	VMOVUPS      256(SP), Y1
+	VMOVUPS      288(SP), Y2
+	VMOVUPS      320(SP), Y3
+	VMOVUPS      352(SP), Y4
+	VMOVUPS      384(SP), Y5
+	VMOVUPS      416(SP), Y6
+	VMOVUPS      448(SP), Y7
+	VSHUFPS      $0x44, Y1, Y0, Y8
+	VSHUFPS      $0xee, Y1, Y0, Y0
+	VMAXPS       Y0, Y8, Y8
+	VSHUFPS      $0x44, Y3, Y2, Y0
+	VSHUFPS      $0xee, Y3, Y2, Y1
+	VMAXPS       Y1, Y0, Y0
+	VSHUFPS      $0x44, Y5, Y4, Y1
+	VSHUFPS      $0xee, Y5, Y4, Y2
+	VMAXPS       Y2, Y1, Y1
+	VSHUFPS      $0x44, Y7, Y6, Y2
+	VSHUFPS      $0xee, Y7, Y6, Y3
+	VMAXPS       Y3, Y2, Y2
+	VSHUFPS      $0x88, Y0, Y8, Y3
+	VSHUFPS      $0xdd, Y0, Y8, Y0
+	VMAXPS       Y0, Y3, Y3
+	VSHUFPS      $0x88, Y2, Y1, Y0
+	VSHUFPS      $0xdd, Y2, Y1, Y1
+	VMAXPS       Y1, Y0, Y0
+	VPERM2F128   $0x20, Y0, Y3, Y1
+	VPERM2F128   $0x31, Y0, Y3, Y0
+	VMAXPS       Y0, Y1, Y1
+	VMOVUPS      (CX), Y0
+	VMAXPS       Y0, Y1, Y1
+	VMOVUPS      Y1, (CX)
+	VCMPPS       $0x00, attnconst<>+0(SB), Y1, Y2
+	VANDNPS      Y1, Y2, Y1
+	VSUBPS       Y1, Y0, Y0
+	VBROADCASTSS attnconst<>+96(SB), Y3
+	VCMPPS       $0x15, Y3, Y0, Y4
+	VMAXPS       Y0, Y3, Y0
+	VCVTPS2DQ    Y0, Y3
+	VCVTDQ2PS    Y3, Y5
+	VSUBPS       Y5, Y0, Y0
+	VMOVUPS      attnconst<>+288(SB), Y5
+	VFMADD213PS  attnconst<>+256(SB), Y0, Y5
+	VFMADD213PS  attnconst<>+224(SB), Y0, Y5
+	VFMADD213PS  attnconst<>+192(SB), Y0, Y5
+	VFMADD213PS  attnconst<>+160(SB), Y0, Y5
+	VFMADD213PS  attnconst<>+128(SB), Y0, Y5
+	VFMADD213PS  attnconst<>+32(SB), Y0, Y5
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y5, Y5
+	VANDPS       Y4, Y5, Y0
+	VMOVUPS      attnconst<>+32(SB), Y3
+	VBLENDVPS    Y2, Y3, Y0, Y0
+	VMOVUPS      Y1, 192(SP)
+	VMOVUPS      Y0, (BX)
+	XORQ         DI, DI
+	MOVQ         AX, R8
+	LEAQ         224(SP), R9
 
 unmasked_exp:
 	VBROADCASTSS 192(SP)(DI*4), Y0
 	VMOVUPS      (R8), Y1
 	VSUBPS       Y0, Y1, Y1
-	VCMPPS       $0x1d, attnconst<>+96(SB), Y1, Y2
-	VMAXPS       attnconst<>+96(SB), Y1, Y1
-	VCVTPS2DQ    Y1, Y3
-	VCVTDQ2PS    Y3, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y2
+	VCMPPS       $0x15, Y2, Y1, Y3
+	VMAXPS       Y1, Y2, Y1
+	VCVTPS2DQ    Y1, Y2
+	VCVTDQ2PS    Y2, Y4
 	VSUBPS       Y4, Y1, Y1
 	VMOVUPS      attnconst<>+288(SB), Y4
 	VFMADD213PS  attnconst<>+256(SB), Y1, Y4
@@ -6873,16 +6913,17 @@ unmasked_exp:
 	VFMADD213PS  attnconst<>+160(SB), Y1, Y4
 	VFMADD213PS  attnconst<>+128(SB), Y1, Y4
 	VFMADD213PS  attnconst<>+32(SB), Y1, Y4
-	VPSLLD       $0x17, Y3, Y3
-	VPADDD       Y3, Y4, Y4
-	VANDPS       Y2, Y4, Y1
+	VPSLLD       $0x17, Y2, Y2
+	VPADDD       Y2, Y4, Y4
+	VANDPS       Y3, Y4, Y1
 	VMOVUPS      Y1, (R8)
 	VMOVUPS      32(R8), Y2
 	VSUBPS       Y0, Y2, Y2
-	VCMPPS       $0x1d, attnconst<>+96(SB), Y2, Y3
-	VMAXPS       attnconst<>+96(SB), Y2, Y2
-	VCVTPS2DQ    Y2, Y4
-	VCVTDQ2PS    Y4, Y5
+	VBROADCASTSS attnconst<>+96(SB), Y3
+	VCMPPS       $0x15, Y3, Y2, Y4
+	VMAXPS       Y2, Y3, Y2
+	VCVTPS2DQ    Y2, Y3
+	VCVTDQ2PS    Y3, Y5
 	VSUBPS       Y5, Y2, Y2
 	VMOVUPS      attnconst<>+288(SB), Y5
 	VFMADD213PS  attnconst<>+256(SB), Y2, Y5
@@ -6891,16 +6932,17 @@ unmasked_exp:
 	VFMADD213PS  attnconst<>+160(SB), Y2, Y5
 	VFMADD213PS  attnconst<>+128(SB), Y2, Y5
 	VFMADD213PS  attnconst<>+32(SB), Y2, Y5
-	VPSLLD       $0x17, Y4, Y4
-	VPADDD       Y4, Y5, Y5
-	VANDPS       Y3, Y5, Y2
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y5, Y5
+	VANDPS       Y4, Y5, Y2
 	VMOVUPS      Y2, 32(R8)
 	VMOVUPS      64(R8), Y3
 	VSUBPS       Y0, Y3, Y3
-	VCMPPS       $0x1d, attnconst<>+96(SB), Y3, Y4
-	VMAXPS       attnconst<>+96(SB), Y3, Y3
-	VCVTPS2DQ    Y3, Y5
-	VCVTDQ2PS    Y5, Y6
+	VBROADCASTSS attnconst<>+96(SB), Y4
+	VCMPPS       $0x15, Y4, Y3, Y5
+	VMAXPS       Y3, Y4, Y3
+	VCVTPS2DQ    Y3, Y4
+	VCVTDQ2PS    Y4, Y6
 	VSUBPS       Y6, Y3, Y3
 	VMOVUPS      attnconst<>+288(SB), Y6
 	VFMADD213PS  attnconst<>+256(SB), Y3, Y6
@@ -6909,17 +6951,18 @@ unmasked_exp:
 	VFMADD213PS  attnconst<>+160(SB), Y3, Y6
 	VFMADD213PS  attnconst<>+128(SB), Y3, Y6
 	VFMADD213PS  attnconst<>+32(SB), Y3, Y6
-	VPSLLD       $0x17, Y5, Y5
-	VPADDD       Y5, Y6, Y6
-	VANDPS       Y4, Y6, Y3
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       Y4, Y6, Y6
+	VANDPS       Y5, Y6, Y3
 	VMOVUPS      Y3, 64(R8)
 	VADDPS       Y3, Y1, Y1
 	VMOVUPS      96(R8), Y3
 	VSUBPS       Y0, Y3, Y3
-	VCMPPS       $0x1d, attnconst<>+96(SB), Y3, Y4
-	VMAXPS       attnconst<>+96(SB), Y3, Y3
-	VCVTPS2DQ    Y3, Y5
-	VCVTDQ2PS    Y5, Y6
+	VBROADCASTSS attnconst<>+96(SB), Y4
+	VCMPPS       $0x15, Y4, Y3, Y5
+	VMAXPS       Y3, Y4, Y3
+	VCVTPS2DQ    Y3, Y4
+	VCVTDQ2PS    Y4, Y6
 	VSUBPS       Y6, Y3, Y3
 	VMOVUPS      attnconst<>+288(SB), Y6
 	VFMADD213PS  attnconst<>+256(SB), Y3, Y6
@@ -6928,17 +6971,18 @@ unmasked_exp:
 	VFMADD213PS  attnconst<>+160(SB), Y3, Y6
 	VFMADD213PS  attnconst<>+128(SB), Y3, Y6
 	VFMADD213PS  attnconst<>+32(SB), Y3, Y6
-	VPSLLD       $0x17, Y5, Y5
-	VPADDD       Y5, Y6, Y6
-	VANDPS       Y4, Y6, Y3
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       Y4, Y6, Y6
+	VANDPS       Y5, Y6, Y3
 	VMOVUPS      Y3, 96(R8)
 	VADDPS       Y3, Y2, Y2
 	VMOVUPS      128(R8), Y3
 	VSUBPS       Y0, Y3, Y3
-	VCMPPS       $0x1d, attnconst<>+96(SB), Y3, Y4
-	VMAXPS       attnconst<>+96(SB), Y3, Y3
-	VCVTPS2DQ    Y3, Y5
-	VCVTDQ2PS    Y5, Y6
+	VBROADCASTSS attnconst<>+96(SB), Y4
+	VCMPPS       $0x15, Y4, Y3, Y5
+	VMAXPS       Y3, Y4, Y3
+	VCVTPS2DQ    Y3, Y4
+	VCVTDQ2PS    Y4, Y6
 	VSUBPS       Y6, Y3, Y3
 	VMOVUPS      attnconst<>+288(SB), Y6
 	VFMADD213PS  attnconst<>+256(SB), Y3, Y6
@@ -6947,17 +6991,18 @@ unmasked_exp:
 	VFMADD213PS  attnconst<>+160(SB), Y3, Y6
 	VFMADD213PS  attnconst<>+128(SB), Y3, Y6
 	VFMADD213PS  attnconst<>+32(SB), Y3, Y6
-	VPSLLD       $0x17, Y5, Y5
-	VPADDD       Y5, Y6, Y6
-	VANDPS       Y4, Y6, Y3
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       Y4, Y6, Y6
+	VANDPS       Y5, Y6, Y3
 	VMOVUPS      Y3, 128(R8)
 	VADDPS       Y3, Y1, Y1
 	VMOVUPS      160(R8), Y3
 	VSUBPS       Y0, Y3, Y3
-	VCMPPS       $0x1d, attnconst<>+96(SB), Y3, Y4
-	VMAXPS       attnconst<>+96(SB), Y3, Y3
-	VCVTPS2DQ    Y3, Y5
-	VCVTDQ2PS    Y5, Y6
+	VBROADCASTSS attnconst<>+96(SB), Y4
+	VCMPPS       $0x15, Y4, Y3, Y5
+	VMAXPS       Y3, Y4, Y3
+	VCVTPS2DQ    Y3, Y4
+	VCVTDQ2PS    Y4, Y6
 	VSUBPS       Y6, Y3, Y3
 	VMOVUPS      attnconst<>+288(SB), Y6
 	VFMADD213PS  attnconst<>+256(SB), Y3, Y6
@@ -6966,17 +7011,18 @@ unmasked_exp:
 	VFMADD213PS  attnconst<>+160(SB), Y3, Y6
 	VFMADD213PS  attnconst<>+128(SB), Y3, Y6
 	VFMADD213PS  attnconst<>+32(SB), Y3, Y6
-	VPSLLD       $0x17, Y5, Y5
-	VPADDD       Y5, Y6, Y6
-	VANDPS       Y4, Y6, Y3
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       Y4, Y6, Y6
+	VANDPS       Y5, Y6, Y3
 	VMOVUPS      Y3, 160(R8)
 	VADDPS       Y3, Y2, Y2
 	VMOVUPS      192(R8), Y3
 	VSUBPS       Y0, Y3, Y3
-	VCMPPS       $0x1d, attnconst<>+96(SB), Y3, Y4
-	VMAXPS       attnconst<>+96(SB), Y3, Y3
-	VCVTPS2DQ    Y3, Y5
-	VCVTDQ2PS    Y5, Y6
+	VBROADCASTSS attnconst<>+96(SB), Y4
+	VCMPPS       $0x15, Y4, Y3, Y5
+	VMAXPS       Y3, Y4, Y3
+	VCVTPS2DQ    Y3, Y4
+	VCVTDQ2PS    Y4, Y6
 	VSUBPS       Y6, Y3, Y3
 	VMOVUPS      attnconst<>+288(SB), Y6
 	VFMADD213PS  attnconst<>+256(SB), Y3, Y6
@@ -6985,17 +7031,18 @@ unmasked_exp:
 	VFMADD213PS  attnconst<>+160(SB), Y3, Y6
 	VFMADD213PS  attnconst<>+128(SB), Y3, Y6
 	VFMADD213PS  attnconst<>+32(SB), Y3, Y6
-	VPSLLD       $0x17, Y5, Y5
-	VPADDD       Y5, Y6, Y6
-	VANDPS       Y4, Y6, Y3
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       Y4, Y6, Y6
+	VANDPS       Y5, Y6, Y3
 	VMOVUPS      Y3, 192(R8)
 	VADDPS       Y3, Y1, Y1
 	VMOVUPS      224(R8), Y3
 	VSUBPS       Y0, Y3, Y3
-	VCMPPS       $0x1d, attnconst<>+96(SB), Y3, Y0
-	VMAXPS       attnconst<>+96(SB), Y3, Y3
-	VCVTPS2DQ    Y3, Y4
-	VCVTDQ2PS    Y4, Y5
+	VBROADCASTSS attnconst<>+96(SB), Y0
+	VCMPPS       $0x15, Y0, Y3, Y4
+	VMAXPS       Y3, Y0, Y3
+	VCVTPS2DQ    Y3, Y0
+	VCVTDQ2PS    Y0, Y5
 	VSUBPS       Y5, Y3, Y3
 	VMOVUPS      attnconst<>+288(SB), Y5
 	VFMADD213PS  attnconst<>+256(SB), Y3, Y5
@@ -7004,9 +7051,9 @@ unmasked_exp:
 	VFMADD213PS  attnconst<>+160(SB), Y3, Y5
 	VFMADD213PS  attnconst<>+128(SB), Y3, Y5
 	VFMADD213PS  attnconst<>+32(SB), Y3, Y5
-	VPSLLD       $0x17, Y4, Y4
-	VPADDD       Y4, Y5, Y5
-	VANDPS       Y0, Y5, Y3
+	VPSLLD       $0x17, Y0, Y0
+	VPADDD       Y0, Y5, Y5
+	VANDPS       Y4, Y5, Y3
 	VMOVUPS      Y3, 224(R8)
 	VADDPS       Y3, Y2, Y2
 	VADDPS       Y2, Y1, Y1
@@ -8716,10 +8763,11 @@ masked_max:
 	VCMPPS       $0x00, attnconst<>+0(SB), Y2, Y3
 	VANDNPS      Y2, Y3, Y2
 	VSUBPS       Y2, Y1, Y1
-	VCMPPS       $0x1d, attnconst<>+96(SB), Y1, Y4
-	VMAXPS       attnconst<>+96(SB), Y1, Y1
-	VCVTPS2DQ    Y1, Y5
-	VCVTDQ2PS    Y5, Y6
+	VBROADCASTSS attnconst<>+96(SB), Y4
+	VCMPPS       $0x15, Y4, Y1, Y5
+	VMAXPS       Y1, Y4, Y1
+	VCVTPS2DQ    Y1, Y4
+	VCVTDQ2PS    Y4, Y6
 	VSUBPS       Y6, Y1, Y1
 	VMOVUPS      attnconst<>+288(SB), Y6
 	VFMADD213PS  attnconst<>+256(SB), Y1, Y6
@@ -8728,9 +8776,9 @@ masked_max:
 	VFMADD213PS  attnconst<>+160(SB), Y1, Y6
 	VFMADD213PS  attnconst<>+128(SB), Y1, Y6
 	VFMADD213PS  attnconst<>+32(SB), Y1, Y6
-	VPSLLD       $0x17, Y5, Y5
-	VPADDD       Y5, Y6, Y6
-	VANDPS       Y4, Y6, Y1
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       Y4, Y6, Y6
+	VANDPS       Y5, Y6, Y1
 	VMOVUPS      attnconst<>+32(SB), Y4
 	VBLENDVPS    Y3, Y4, Y1, Y1
 	VMOVUPS      Y2, 192(SP)
@@ -8743,10 +8791,11 @@ masked_exp:
 	VBROADCASTSS 192(SP)(R8*4), Y1
 	VMOVUPS      (R9), Y2
 	VSUBPS       Y1, Y2, Y2
-	VCMPPS       $0x1d, attnconst<>+96(SB), Y2, Y3
-	VMAXPS       attnconst<>+96(SB), Y2, Y2
-	VCVTPS2DQ    Y2, Y4
-	VCVTDQ2PS    Y4, Y5
+	VBROADCASTSS attnconst<>+96(SB), Y3
+	VCMPPS       $0x15, Y3, Y2, Y4
+	VMAXPS       Y2, Y3, Y2
+	VCVTPS2DQ    Y2, Y3
+	VCVTDQ2PS    Y3, Y5
 	VSUBPS       Y5, Y2, Y2
 	VMOVUPS      attnconst<>+288(SB), Y5
 	VFMADD213PS  attnconst<>+256(SB), Y2, Y5
@@ -8755,16 +8804,17 @@ masked_exp:
 	VFMADD213PS  attnconst<>+160(SB), Y2, Y5
 	VFMADD213PS  attnconst<>+128(SB), Y2, Y5
 	VFMADD213PS  attnconst<>+32(SB), Y2, Y5
-	VPSLLD       $0x17, Y4, Y4
-	VPADDD       Y4, Y5, Y5
-	VANDPS       Y3, Y5, Y2
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y5, Y5
+	VANDPS       Y4, Y5, Y2
 	VMOVUPS      Y2, (R9)
 	VMOVUPS      32(R9), Y3
 	VSUBPS       Y1, Y3, Y3
-	VCMPPS       $0x1d, attnconst<>+96(SB), Y3, Y4
-	VMAXPS       attnconst<>+96(SB), Y3, Y3
-	VCVTPS2DQ    Y3, Y5
-	VCVTDQ2PS    Y5, Y6
+	VBROADCASTSS attnconst<>+96(SB), Y4
+	VCMPPS       $0x15, Y4, Y3, Y5
+	VMAXPS       Y3, Y4, Y3
+	VCVTPS2DQ    Y3, Y4
+	VCVTDQ2PS    Y4, Y6
 	VSUBPS       Y6, Y3, Y3
 	VMOVUPS      attnconst<>+288(SB), Y6
 	VFMADD213PS  attnconst<>+256(SB), Y3, Y6
@@ -8773,16 +8823,17 @@ masked_exp:
 	VFMADD213PS  attnconst<>+160(SB), Y3, Y6
 	VFMADD213PS  attnconst<>+128(SB), Y3, Y6
 	VFMADD213PS  attnconst<>+32(SB), Y3, Y6
-	VPSLLD       $0x17, Y5, Y5
-	VPADDD       Y5, Y6, Y6
-	VANDPS       Y4, Y6, Y3
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       Y4, Y6, Y6
+	VANDPS       Y5, Y6, Y3
 	VMOVUPS      Y3, 32(R9)
 	VMOVUPS      64(R9), Y4
 	VSUBPS       Y1, Y4, Y4
-	VCMPPS       $0x1d, attnconst<>+96(SB), Y4, Y5
-	VMAXPS       attnconst<>+96(SB), Y4, Y4
-	VCVTPS2DQ    Y4, Y6
-	VCVTDQ2PS    Y6, Y7
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
 	VSUBPS       Y7, Y4, Y4
 	VMOVUPS      attnconst<>+288(SB), Y7
 	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
@@ -8791,17 +8842,18 @@ masked_exp:
 	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
 	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
 	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
-	VPSLLD       $0x17, Y6, Y6
-	VPADDD       Y6, Y7, Y7
-	VANDPS       Y5, Y7, Y4
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
 	VMOVUPS      Y4, 64(R9)
 	VADDPS       Y4, Y2, Y2
 	VMOVUPS      96(R9), Y4
 	VSUBPS       Y1, Y4, Y4
-	VCMPPS       $0x1d, attnconst<>+96(SB), Y4, Y5
-	VMAXPS       attnconst<>+96(SB), Y4, Y4
-	VCVTPS2DQ    Y4, Y6
-	VCVTDQ2PS    Y6, Y7
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
 	VSUBPS       Y7, Y4, Y4
 	VMOVUPS      attnconst<>+288(SB), Y7
 	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
@@ -8810,17 +8862,18 @@ masked_exp:
 	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
 	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
 	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
-	VPSLLD       $0x17, Y6, Y6
-	VPADDD       Y6, Y7, Y7
-	VANDPS       Y5, Y7, Y4
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
 	VMOVUPS      Y4, 96(R9)
 	VADDPS       Y4, Y3, Y3
 	VMOVUPS      128(R9), Y4
 	VSUBPS       Y1, Y4, Y4
-	VCMPPS       $0x1d, attnconst<>+96(SB), Y4, Y5
-	VMAXPS       attnconst<>+96(SB), Y4, Y4
-	VCVTPS2DQ    Y4, Y6
-	VCVTDQ2PS    Y6, Y7
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
 	VSUBPS       Y7, Y4, Y4
 	VMOVUPS      attnconst<>+288(SB), Y7
 	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
@@ -8829,17 +8882,18 @@ masked_exp:
 	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
 	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
 	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
-	VPSLLD       $0x17, Y6, Y6
-	VPADDD       Y6, Y7, Y7
-	VANDPS       Y5, Y7, Y4
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
 	VMOVUPS      Y4, 128(R9)
 	VADDPS       Y4, Y2, Y2
 	VMOVUPS      160(R9), Y4
 	VSUBPS       Y1, Y4, Y4
-	VCMPPS       $0x1d, attnconst<>+96(SB), Y4, Y5
-	VMAXPS       attnconst<>+96(SB), Y4, Y4
-	VCVTPS2DQ    Y4, Y6
-	VCVTDQ2PS    Y6, Y7
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
 	VSUBPS       Y7, Y4, Y4
 	VMOVUPS      attnconst<>+288(SB), Y7
 	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
@@ -8848,17 +8902,18 @@ masked_exp:
 	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
 	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
 	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
-	VPSLLD       $0x17, Y6, Y6
-	VPADDD       Y6, Y7, Y7
-	VANDPS       Y5, Y7, Y4
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
 	VMOVUPS      Y4, 160(R9)
 	VADDPS       Y4, Y3, Y3
 	VMOVUPS      192(R9), Y4
 	VSUBPS       Y1, Y4, Y4
-	VCMPPS       $0x1d, attnconst<>+96(SB), Y4, Y5
-	VMAXPS       attnconst<>+96(SB), Y4, Y4
-	VCVTPS2DQ    Y4, Y6
-	VCVTDQ2PS    Y6, Y7
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
 	VSUBPS       Y7, Y4, Y4
 	VMOVUPS      attnconst<>+288(SB), Y7
 	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
@@ -8867,17 +8922,18 @@ masked_exp:
 	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
 	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
 	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
-	VPSLLD       $0x17, Y6, Y6
-	VPADDD       Y6, Y7, Y7
-	VANDPS       Y5, Y7, Y4
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
 	VMOVUPS      Y4, 192(R9)
 	VADDPS       Y4, Y2, Y2
 	VMOVUPS      224(R9), Y4
 	VSUBPS       Y1, Y4, Y4
-	VCMPPS       $0x1d, attnconst<>+96(SB), Y4, Y1
-	VMAXPS       attnconst<>+96(SB), Y4, Y4
-	VCVTPS2DQ    Y4, Y5
-	VCVTDQ2PS    Y5, Y6
+	VBROADCASTSS attnconst<>+96(SB), Y1
+	VCMPPS       $0x15, Y1, Y4, Y5
+	VMAXPS       Y4, Y1, Y4
+	VCVTPS2DQ    Y4, Y1
+	VCVTDQ2PS    Y1, Y6
 	VSUBPS       Y6, Y4, Y4
 	VMOVUPS      attnconst<>+288(SB), Y6
 	VFMADD213PS  attnconst<>+256(SB), Y4, Y6
@@ -8886,9 +8942,9 @@ masked_exp:
 	VFMADD213PS  attnconst<>+160(SB), Y4, Y6
 	VFMADD213PS  attnconst<>+128(SB), Y4, Y6
 	VFMADD213PS  attnconst<>+32(SB), Y4, Y6
-	VPSLLD       $0x17, Y5, Y5
-	VPADDD       Y5, Y6, Y6
-	VANDPS       Y1, Y6, Y4
+	VPSLLD       $0x17, Y1, Y1
+	VPADDD       Y1, Y6, Y6
+	VANDPS       Y5, Y6, Y4
 	VMOVUPS      Y4, 224(R9)
 	VADDPS       Y4, Y3, Y3
 	VADDPS       Y3, Y2, Y2

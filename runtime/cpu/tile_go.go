@@ -31,9 +31,10 @@ import (
 // a few of them; the loop is bound by the two scalar floating-point ports
 // there anyway. Larger blocks spill more on amd64 and measured slower.
 //
-// Rows that keep no key and have no state yet (mnew = -Inf) are left
-// untouched; a row that keeps no key but has state is unchanged (alpha = 1,
-// p = 0). Masked scores are never read, so s may hold anything on entry.
+// Rows that keep no key in the tile are left untouched. A row whose kept
+// scores are all -Inf or NaN and that has no state yet (mnew = -Inf) takes
+// 0 as its maximum, as the assembly does: p is 0 for -Inf and NaN for NaN.
+// Masked scores are never read, so s may hold anything on entry.
 func tileGo(q, kt, v, s, o, m, l []float32, mask []uint64, d int) {
 	if d != 64 && d != 128 {
 		panic("kernel: tileGo: D must be 64 or 128")
@@ -110,17 +111,18 @@ func tileGo(q, kt, v, s, o, m, l []float32, mask []uint64, d int) {
 				}
 			}
 		}
+		// mx = -Inf: every kept score is -Inf or NaN and the row has no
+		// state. Like the assembly, use 0 as the maximum: p is 0 for -Inf
+		// and NaN for NaN, and m stays -Inf.
+		ms := mx
 		if mx == negInf {
-			// Only reachable with -Inf scores; treat as nothing kept.
-			keep[r] = 0
-			clear(sr[:])
-			continue
+			ms = 0
 		}
 		var sum0, sum1 float32
 		if k == ^uint64(0) {
 			for c := 0; c < TK; c += 2 {
-				p0 := exp2Neg(sr[c] - mx)
-				p1 := exp2Neg(sr[c+1] - mx)
+				p0 := exp2Neg(sr[c] - ms)
+				p1 := exp2Neg(sr[c+1] - ms)
 				sr[c], sr[c+1] = p0, p1
 				sum0 += p0
 				sum1 += p1
@@ -129,29 +131,24 @@ func tileGo(q, kt, v, s, o, m, l []float32, mask []uint64, d int) {
 			for c := range sr {
 				p := float32(0)
 				if k>>uint(c)&1 != 0 {
-					p = exp2Neg(sr[c] - mx)
+					p = exp2Neg(sr[c] - ms)
 				}
 				sr[c] = p
 				sum0 += p
 			}
 		}
 		sum := sum0 + sum1
-		a := float32(1) // mr == mx: mx is finite, so alpha is exactly 1
-		if mr != mx {
-			a = 0 // mr = -Inf, or so far below mx that alpha underflows
-			if mr != negInf {
-				a = exp2Neg(mr - mx)
-			}
+		a := float32(1) // mr == mx, or no state yet: alpha is exactly 1
+		if mr != mx && mx != negInf {
+			// mr = -Inf gives 0 (as does mr so far below mx that alpha
+			// underflows); 0*o keeps a NaN of o, as in the assembly.
+			a = exp2Neg(mr - mx)
 		}
-		switch or := o[r*d : (r+1)*d]; a {
-		case 1:
+		if a == 1 {
 			l[r] += sum
-		case 0:
-			// Set rather than scale, so that no NaN can come from 0*o.
-			l[r] = sum
-			clear(or)
-		default:
+		} else {
 			l[r] = a*l[r] + sum
+			or := o[r*d : (r+1)*d]
 			for i := range or {
 				or[i] *= a
 			}

@@ -1,0 +1,210 @@
+package verify
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"github.com/attngen/attngen/spec"
+)
+
+// sentinel fills outputs before the runs of the non-finite checks: a
+// finite value no kernel writes, so that a row left unwritten cannot pass
+// for a NaN or for a clean result.
+const sentinel = float32(-1234.5)
+
+// CheckNonFinite runs the kernel on inputs holding NaN and infinities and
+// checks two rules against a clean run and the float64 reference:
+//
+//   - a masked pair never reads its key or value: every output row that
+//     keeps none of the poisoned keys (and whose own query is clean) is
+//     bit-identical to the clean run, however the poisoned positions are
+//     filled;
+//   - kept pairs follow IEEE arithmetic as Reference defines it: in a row
+//     that depends on a poisoned input, every output and the lse are of the
+//     reference's kind (finite, NaN, +Inf or -Inf).
+//
+// Each trial poisons either every key a random query row masks (k and v,
+// all head dimensions, with NaN, +Inf and -Inf mixed) or a few random
+// entries of q, k and v.
+func CheckNonFinite(p spec.Pattern, run Run, s Shape, r *rand.Rand, trials int) error {
+	if err := s.Validate(); err != nil {
+		return err
+	}
+	nq, nkv, nl := s.Sizes()
+	D := s.HeadDim
+	q, k, v := randomSlice(r, nq, 1), randomSlice(r, nkv, 1), randomSlice(r, nkv, 1)
+	var ids []int32
+	var docs *spec.Docs
+	if p.Mask.HasDocument() {
+		ids = RandomDocs(r, s.SeqK)
+		docs, _ = spec.NewDocs(ids)
+	}
+	clean, cleanLSE := make([]float32, nq), make([]float32, nl)
+	fill(clean, cleanLSE)
+	if err := run(clean, cleanLSE, q, k, v, ids, s); err != nil {
+		return err
+	}
+	group := s.HeadsQ / s.HeadsKV
+	keeps := func(row, j int) bool { // row: [batch, head, seq_q] index
+		return p.AtDocs(spec.Row(row%s.SeqQ, s.SeqQ, s.SeqK), j, docs)
+	}
+	// kvOf is the (batch, kv head) of a query row's keys.
+	kvOf := func(row int) int {
+		bh := row / s.SeqQ
+		return bh/s.HeadsQ*s.HeadsKV + bh%s.HeadsQ/group
+	}
+	specials := []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))}
+	special := func() float32 { return specials[r.IntN(len(specials))] }
+	out, lse := make([]float32, nq), make([]float32, nl)
+	for t := 0; t < trials; t++ {
+		pq, pk, pv := clone(q), clone(k), clone(v)
+		badQ := map[int]bool{}     // query rows holding a special value
+		badKey := map[[2]int]bool{} // (batch*HeadsKV + kv head, key) holding one
+		what := ""
+		if t%2 == 0 {
+			row := r.IntN(nl)
+			kv := kvOf(row)
+			n := 0
+			for j := 0; j < s.SeqK; j++ {
+				if keeps(row, j) {
+					continue
+				}
+				n++
+				badKey[[2]int{kv, j}] = true
+				for d := 0; d < D; d++ {
+					pk[(kv*s.SeqK+j)*D+d] = special()
+					pv[(kv*s.SeqK+j)*D+d] = special()
+				}
+			}
+			what = fmt.Sprintf("the %d keys query row %d masks poisoned", n, row)
+		} else {
+			for n := 1 + r.IntN(3); n > 0; n-- {
+				switch r.IntN(3) {
+				case 0:
+					x := r.IntN(nq)
+					pq[x] = special()
+					badQ[x/D] = true
+				case 1:
+					x := r.IntN(nkv)
+					pk[x] = special()
+					badKey[[2]int{x / D / s.SeqK, x / D % s.SeqK}] = true
+				default:
+					x := r.IntN(nkv)
+					pv[x] = special()
+					badKey[[2]int{x / D / s.SeqK, x / D % s.SeqK}] = true
+				}
+			}
+			what = "special values in q, k and v"
+		}
+		ref, refLSE, err := Reference(p, docs, pq, pk, pv, s)
+		if err != nil {
+			return err
+		}
+		fill(out, lse)
+		if err := run(out, lse, pq, pk, pv, ids, s); err != nil {
+			return err
+		}
+		for row := 0; row < nl; row++ {
+			kv := kvOf(row)
+			dep := badQ[row]
+			for j := 0; j < s.SeqK && !dep; j++ {
+				dep = badKey[[2]int{kv, j}] && keeps(row, j)
+			}
+			o, c := out[row*D:][:D], clean[row*D:][:D]
+			if !dep {
+				for d := range o {
+					if math.Float32bits(o[d]) != math.Float32bits(c[d]) {
+						return fmt.Errorf("%v, %s: row %d depends on none of them, but out[%d] = %v, clean run %v", s, what, row, d, o[d], c[d])
+					}
+				}
+				if math.Float32bits(lse[row]) != math.Float32bits(cleanLSE[row]) {
+					return fmt.Errorf("%v, %s: row %d depends on none of them, but lse = %v, clean run %v", s, what, row, lse[row], cleanLSE[row])
+				}
+				continue
+			}
+			for d := range o {
+				if kind(float64(o[d])) != kind(ref[row*D+d]) {
+					return fmt.Errorf("%v, %s: row %d: out[%d] = %v, reference %v", s, what, row, d, o[d], ref[row*D+d])
+				}
+			}
+			if kind(float64(lse[row])) != kind(refLSE[row]) {
+				return fmt.Errorf("%v, %s: row %d: lse = %v, reference %v", s, what, row, lse[row], refLSE[row])
+			}
+		}
+	}
+	return nil
+}
+
+// kind classifies a value: 0 finite, 1 NaN, 2 +Inf, 3 -Inf.
+func kind(x float64) int {
+	switch {
+	case math.IsNaN(x):
+		return 1
+	case math.IsInf(x, 1):
+		return 2
+	case math.IsInf(x, -1):
+		return 3
+	}
+	return 0
+}
+
+func fill(out, lse []float32) {
+	for i := range out {
+		out[i] = sentinel
+	}
+	for i := range lse {
+		lse[i] = sentinel
+	}
+}
+
+func clone(x []float32) []float32 { return append([]float32(nil), x...) }
+
+// CheckBatchDocs runs a document mask with one row of document ids per
+// batch (Batch*SeqK ids) and checks each batch against the reference with
+// its own ids; a kernel that reads the first row for every batch fails.
+func CheckBatchDocs(p spec.Pattern, run Run, s Shape, r *rand.Rand) error {
+	if err := s.Validate(); err != nil {
+		return err
+	}
+	if s.Batch < 2 {
+		return fmt.Errorf("CheckBatchDocs: %v: needs at least 2 batches", s)
+	}
+	nq, nkv, nl := s.Sizes()
+	q, k, v := randomSlice(r, nq, 1), randomSlice(r, nkv, 1), randomSlice(r, nkv, 1)
+	ids := make([]int32, 0, s.Batch*s.SeqK)
+	for b := 0; b < s.Batch; b++ {
+		ids = append(ids, RandomDocs(r, s.SeqK)...)
+	}
+	out, lse := make([]float32, nq), make([]float32, nl)
+	poison(out)
+	poison(lse)
+	if err := run(out, lse, q, k, v, ids, s); err != nil {
+		return err
+	}
+	one := s
+	one.Batch = 1
+	bq, bkv, bl := one.Sizes()
+	for b := 0; b < s.Batch; b++ {
+		docs, err := spec.NewDocs(ids[b*s.SeqK : (b+1)*s.SeqK])
+		if err != nil {
+			return err
+		}
+		ref, refLSE, err := Reference(p, docs, q[b*bq:][:bq], k[b*bkv:][:bkv], v[b*bkv:][:bkv], one)
+		if err != nil {
+			return err
+		}
+		for x, want := range ref {
+			if got := out[b*bq+x]; !(math.Abs(float64(got)-want) <= 1e-4) {
+				return fmt.Errorf("%v, one row of ids per batch: batch %d: out[%d] = %v, reference %v", s, b, x, got, want)
+			}
+		}
+		for x, want := range refLSE {
+			got := float64(lse[b*bl+x])
+			if !(math.Abs(got-want) <= 1e-4 || math.IsInf(want, -1) && math.IsInf(got, -1)) {
+				return fmt.Errorf("%v, one row of ids per batch: batch %d: lse[%d] = %v, reference %v", s, b, x, got, want)
+			}
+		}
+	}
+	return nil
+}
