@@ -59,7 +59,7 @@ func CheckNonFinite(p spec.Pattern, run Run, s Shape, r *rand.Rand, trials int) 
 	out, lse := make([]float32, nq), make([]float32, nl)
 	for t := 0; t < trials; t++ {
 		pq, pk, pv := clone(q), clone(k), clone(v)
-		badQ := map[int]bool{}     // query rows holding a special value
+		badQ := map[int]bool{}      // query rows holding a special value
 		badKey := map[[2]int]bool{} // (batch*HeadsKV + kv head, key) holding one
 		what := ""
 		if t%2 == 0 {
