@@ -122,8 +122,7 @@ var primitives = map[spec.Op]primitive{
 		pred: func(b *builder, m *spec.Mask, causal bool, i, j int) int {
 			d := b.sub(i, j)
 			r := b.eq(b.modC(d, int64(m.Stride)), b.konst(0))
-			if m.Size > 0 {
-				reach := int64((m.Size - 1) * m.Stride)
+			if reach, ok := dilatedReach(m); ok {
 				r = b.ands(r, b.le(d, b.konst(reach)), b.le(b.konst(-reach), d))
 			}
 			return r
@@ -134,7 +133,7 @@ var primitives = map[spec.Op]primitive{
 			st := int64(m.Stride)
 			k := b.divC(b.sub(q1, x), st)
 			kmin := int64(-Inf)
-			if m.Size > 0 {
+			if _, ok := dilatedReach(m); ok {
 				k = b.min(k, b.konst(int64(m.Size-1)))
 				kmin = -int64(m.Size - 1)
 			}
@@ -151,9 +150,8 @@ var primitives = map[spec.Op]primitive{
 		},
 		class: func(b *builder, m *spec.Mask, causal bool, q0, q1, k0, k1 int) int {
 			lo, hi := int64(-Inf), int64(Inf)
-			if m.Size > 0 {
-				hi = int64((m.Size - 1) * m.Stride)
-				lo = -hi
+			if reach, ok := dilatedReach(m); ok {
+				lo, hi = -reach, reach
 			}
 			return b.classDist(causal, q0, q1, k0, k1, lo, hi, int64(m.Stride))
 		},
@@ -178,6 +176,25 @@ var primitives = map[spec.Op]primitive{
 	// itself is lowered once for the whole mask (LowerPred, LowerHull,
 	// LowerClass).
 	spec.OpDocument: everything,
+}
+
+// dilatedReach is the largest distance |i - j| a dilated mask keeps,
+// (Size-1)*Stride, and whether it bounds anything. Positions of a call are
+// below Inf (mask.Inf: Shape checks keep them there), so no two are Inf or
+// more apart: a reach of Inf or more excludes no pair, and the mask is
+// lowered as the unbounded one (Size 0). This is exact for every legal
+// position, on every target, and keeps every constant of the programs in
+// [-Inf, Inf] (the parser allows Size and Stride up to 2^31-1, whose
+// product is near 2^62); below Inf the reach is kept as it is.
+func dilatedReach(m *spec.Mask) (int64, bool) {
+	if m.Size <= 0 {
+		return 0, false
+	}
+	taps, st := int64(m.Size-1), int64(max(m.Stride, 1))
+	if taps > (Inf-1)/st { // (Size-1)*Stride >= Inf, without overflow
+		return 0, false
+	}
+	return taps * st, true
 }
 
 // everything keeps every pair (with the causal flag folded in).

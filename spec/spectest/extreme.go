@@ -1,0 +1,80 @@
+package spectest
+
+import (
+	"math/rand/v2"
+
+	"github.com/attngen/attngen/spec"
+)
+
+// ExtremeValues are the integers Extreme draws parameters from: the
+// smallest legal values, values around a key tile, around 2^29 (the PTX
+// kernel's sequence bound), 2^30, and up to spec.MaxInt, the largest the
+// parser accepts.
+var ExtremeValues = []int{1, 2, 3, 63, 64, 65, 1<<29 - 1, 1 << 29, 1<<29 + 1, 1 << 30, spec.MaxInt - 2, spec.MaxInt - 1, spec.MaxInt}
+
+// extreme draws from ExtremeValues, capped at hi (hi >= 1).
+func extreme(r *rand.Rand, hi int) int {
+	return min(ExtremeValues[r.IntN(len(ExtremeValues))], hi)
+}
+
+// Extreme returns a mask of one primitive op (document included) whose
+// parameters are drawn from ExtremeValues (and 0 where the parser allows
+// it), within the bounds the parser enforces: a window's left is at most
+// spec.MaxInt-1, a bridge's targets and sources at most its block. It
+// panics for an op it does not know.
+func Extreme(r *rand.Rand, op spec.Op) *spec.Mask {
+	orZero := func(hi int) int {
+		if r.IntN(4) == 0 {
+			return 0
+		}
+		return extreme(r, hi)
+	}
+	switch op {
+	case spec.OpFull:
+		return spec.Full()
+	case spec.OpDocument:
+		return spec.Document()
+	case spec.OpWindow:
+		if r.IntN(3) == 0 {
+			return spec.Window(extreme(r, spec.MaxInt))
+		}
+		return spec.WindowLR(orZero(spec.MaxInt-1), orZero(spec.MaxInt))
+	case spec.OpBlock:
+		return spec.Block(extreme(r, spec.MaxInt))
+	case spec.OpBridge:
+		b := extreme(r, spec.MaxInt)
+		pick := func() int {
+			if r.IntN(3) == 0 {
+				return b
+			}
+			return extreme(r, b)
+		}
+		return spec.Bridge(b, pick(), pick(), orZero(spec.MaxInt))
+	case spec.OpDilated:
+		return spec.Dilated(extreme(r, spec.MaxInt), orZero(spec.MaxInt))
+	case spec.OpGlobal:
+		return spec.Global(extreme(r, spec.MaxInt))
+	}
+	panic("spectest: no extreme generator for mask op " + op.String())
+}
+
+// ExtremeMask returns a primitive of extreme parameters (never document),
+// or a union or intersection of such masks nested up to depth levels.
+func ExtremeMask(r *rand.Rand, depth int) *spec.Mask {
+	if depth <= 0 || r.IntN(3) == 0 {
+		for {
+			op := spec.Op(r.IntN(int(spec.NumOps)))
+			if !op.Combinator() && op != spec.OpDocument {
+				return Extreme(r, op)
+			}
+		}
+	}
+	args := make([]*spec.Mask, 1+r.IntN(3))
+	for k := range args {
+		args[k] = ExtremeMask(r, depth-1)
+	}
+	if r.IntN(2) == 0 {
+		return spec.Union(args...)
+	}
+	return spec.Intersect(args...)
+}
