@@ -27,7 +27,9 @@ type DocRegs struct {
 }
 
 // Value is a rendered program value: an s32 operand (register or
-// immediate) or, for comparisons and logic, a predicate register.
+// immediate) or, for comparisons and logic, a predicate register. Inside
+// RenderProg (and in a Memo) a value whose range does not fit s32 is an
+// s64 operand (a .b64 register); RenderProg never returns one.
 type Value struct {
 	IsPred bool
 	Int    Operand // when !IsPred
@@ -37,20 +39,75 @@ type Value struct {
 func intVal(o Operand) Value { return Value{Int: o} }
 func predVal(p Reg) Value    { return Value{IsPred: true, P: p} }
 
-// IntOf returns v as an s32 operand (a predicate becomes 1 or 0).
+// IntOf returns v as an s32 operand (a predicate becomes 1 or 0). A
+// 64-bit value (see RenderProg) saturates to [math.MinInt32,
+// math.MaxInt32], which keeps its order against every s32 value strictly
+// between the two (every position).
 func (f *Func) IntOf(v Value) Operand {
-	if !v.IsPred {
-		return v.Int
+	switch {
+	case v.IsPred:
+		return f.Selp(S32, I(1), I(0), v.P)
+	case isWide(v.Int):
+		return f.saturate(v.Int, interval{math.MinInt64, math.MaxInt64})
 	}
-	return f.Selp(S32, I(1), I(0), v.P)
+	return v.Int
+}
+
+// saturate clamps a 64-bit operand whose value lies in r to s32 (the
+// bounds r already keeps are not compared).
+func (f *Func) saturate(o Operand, r interval) Operand {
+	if isImm(o) {
+		return I(min(max(o.Imm, math.MinInt32), math.MaxInt32))
+	}
+	if r.lo < math.MinInt32 {
+		o = f.Op3(OpMax, S64, o, I(math.MinInt32))
+	}
+	if r.hi > math.MaxInt32 {
+		o = f.Op3(OpMin, S64, o, I(math.MaxInt32))
+	}
+	return f.narrow(o)
 }
 
 // PredOf returns v as a predicate register (an integer is true when not 0).
 func (f *Func) PredOf(v Value) Reg {
-	if v.IsPred {
+	switch {
+	case v.IsPred:
 		return v.P
+	case isWide(v.Int):
+		return f.Setp("ne", S64, v.Int, I(0))
 	}
 	return f.Setp("ne", S32, v.Int, I(0))
+}
+
+// isWide reports whether an integer operand of a program value is 64-bit:
+// a .b64 register or an immediate outside s32.
+func isWide(o Operand) bool {
+	return o.Kind == KReg && o.Reg.T == B64 || o.Kind == KImm && (o.Imm < math.MinInt32 || o.Imm > math.MaxInt32)
+}
+
+// narrow converts a 64-bit register whose value fits s32 to an s32
+// register.
+func (f *Func) narrow(o Operand) Operand {
+	if o.Kind != KReg {
+		return o
+	}
+	r := f.NewReg(S32)
+	f.Emit(Inst{Op: OpCvtNarrow, T: S32, T2: S64, Dst: []Operand{R(r)}, Src: []Operand{o}})
+	return R(r)
+}
+
+// widen returns an integer value as an s64 operand: immediates stay,
+// s32 registers are sign-extended, predicates become 1 or 0.
+func (f *Func) widen(v Value) Operand {
+	if v.IsPred {
+		return f.Selp(S64, I(1), I(0), v.P)
+	}
+	if v.Int.Kind != KReg || v.Int.Reg.T == B64 {
+		return v.Int
+	}
+	r := f.NewReg(S64)
+	f.Emit(Inst{Op: OpCvtWide, T: S64, T2: S32, Dst: []Operand{R(r)}, Src: []Operand{v.Int}})
+	return R(r)
 }
 
 // boolOf normalizes v to the 0/1 meaning of logic ops without emitting
@@ -101,8 +158,8 @@ func (f *Func) CommentProg(what string, p *gen.Prog) {
 }
 
 // checkImm is the s32 legalization of a program immediate: constants
-// (gen.Inf and -gen.Inf included) and the immediates of mulc, divc and
-// modc must fit s32.
+// (gen.Inf and -gen.Inf included), the immediates of mulc, divc and modc,
+// and values folded from constants alone must fit s32.
 func checkImm(p *gen.Prog, k int, what string, v int64) error {
 	if v < math.MinInt32 || v > math.MaxInt32 {
 		return fmt.Errorf("ptx: program %s v%d: %s %d does not fit s32", p.Name, k, what, v)
@@ -111,15 +168,26 @@ func checkImm(p *gen.Prog, k int, what string, v int64) error {
 }
 
 // RenderProg emits PTX computing program p on env's operands and returns
-// its results, in Prog.Results order. Values are s32 (positions are below
-// 2^30; gen.Inf is 2^31-1 and only compared); divc, modc and div are
-// floored, correct for negative dividends; comparisons and logic produce
-// predicates; document ops load from env.Docs. Dead values (Prog.Live) are
-// not rendered, constants are folded, and memo (nil: none) shares values
-// between renderings in one block. Every non-word gen.IROp renders; a word
-// op (which exists only in the CPU keep-word program), an unknown op, a
-// program that fails Check, arguments that are not s32 operands, an
-// immediate outside s32 or document ops without env.Docs return an error.
+// its results, in Prog.Results order. It is exact, as Prog.Eval, for
+// arguments in registers that are kernel positions, in [0, ArgMax]
+// (immediate arguments are taken as they are): a range analysis bounds
+// every value from the arguments' ranges (valueRanges), values whose range
+// fits s32 are computed in s32 (every kernel of ordinary masks), and the
+// few whose range does not (a window reaching 2^31-1 keys ahead adds it to
+// a position) are computed in s64 and converted back where their range
+// fits again. A result whose range exceeds s32 is saturated to
+// [math.MinInt32, math.MaxInt32] (see IntOf): results are key bounds, and a
+// saturated bound lies beyond every position on the same side as the true
+// one. divc, modc and div are floored, correct for negative dividends;
+// comparisons and logic produce predicates; document ops load from
+// env.Docs. Dead values (Prog.Live) are not rendered, constants are
+// folded, and memo (nil: none) shares values between renderings in one
+// block. Every non-word gen.IROp renders; a word op (which exists only in
+// the CPU keep-word program), an unknown op, a program that fails Check,
+// arguments that are not s32 operands, a constant or immediate outside s32
+// (gen keeps them in [-gen.Inf, gen.Inf]), a value folded from constants
+// alone outside s32, a value whose range does not fit 64 bits or document
+// ops without env.Docs return an error.
 func RenderProg(f *Func, p *gen.Prog, env Env, memo *Memo) ([]Value, error) {
 	if p == nil {
 		return nil, fmt.Errorf("ptx: nil program")
@@ -144,6 +212,21 @@ func RenderProg(f *Func, p *gen.Prog, env Env, memo *Memo) ([]Value, error) {
 		memo = nil // dependencies are a 64-bit set
 	}
 	live := p.Live()
+	for k, in := range p.Insts {
+		if live[k] && (in.Op == gen.IRConst || in.Op == gen.IRMulC || in.Op == gen.IRDivC || in.Op == gen.IRModC) {
+			what := "constant"
+			if in.Op != gen.IRConst {
+				what = in.Op.String() + " by"
+			}
+			if err := checkImm(p, k, what, in.Imm); err != nil {
+				return nil, err
+			}
+		}
+	}
+	rng, err := valueRanges(p, env, live)
+	if err != nil {
+		return nil, err
+	}
 	vals := make([]Value, len(p.Insts))
 	deps := make([]uint64, len(p.Insts)) // bit n: depends on argument n
 	for k, in := range p.Insts {
@@ -173,7 +256,13 @@ func RenderProg(f *Func, p *gen.Prog, env Env, memo *Memo) ([]Value, error) {
 				continue
 			}
 		}
-		v, err := f.renderInst(p, k, in, vals, env)
+		var v Value
+		var err error
+		if wideOp(in.Op) && (!rng[k].fits32() || anyWide(in, vals)) {
+			v, err = f.renderWide(p, k, in, vals, rng[k])
+		} else {
+			v, err = f.renderInst(p, k, in, vals, env)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -190,6 +279,9 @@ func RenderProg(f *Func, p *gen.Prog, env Env, memo *Memo) ([]Value, error) {
 	res := make([]Value, len(p.Results))
 	for n, r := range p.Results {
 		res[n] = vals[r]
+		if v := res[n]; !v.IsPred && isWide(v.Int) {
+			res[n] = intVal(f.saturate(v.Int, rng[r]))
+		}
 	}
 	return res, nil
 }
@@ -343,6 +435,9 @@ func (f *Func) renderInst(p *gen.Prog, k int, in gen.Inst, vals []Value, env Env
 		if env.Docs == nil {
 			return Value{}, fmt.Errorf("ptx: program %s v%d: %s needs the run-time document arrays, which this kernel does not take", p.Name, k, in.Op)
 		}
+		if !a.IsPred && isWide(a.Int) {
+			return Value{}, fmt.Errorf("ptx: program %s v%d: %s of a value outside s32 (not a position)", p.Name, k, in.Op)
+		}
 		base := map[gen.IROp]Reg{gen.IRDocID: env.Docs.ID, gen.IRDocStart: env.Docs.Start, gen.IRDocEnd: env.Docs.End}[in.Op]
 		return intVal(f.LoadS32(base, f.IntOf(a))), nil
 	}
@@ -358,4 +453,233 @@ func (f *Func) LoadS32(base Reg, idx Operand) Operand {
 	v := f.NewReg(S32)
 	f.Emit(Inst{Op: OpLd, T: S32, Space: "global", Dst: []Operand{R(v)}, Src: []Operand{Addr(addr.Reg, 0)}})
 	return R(v)
+}
+
+// ArgMax bounds the program arguments the forward kernel passes in
+// registers: positions below maxSeq (Geometry refuses seq_k >= maxSeq),
+// plus the rows and columns of a last query or key tile that run past
+// seq_k (less than a tile each), and residue classes below the stride.
+// RenderProg's range analysis takes every register argument to lie in
+// [0, ArgMax]; immediate arguments have their own value.
+const ArgMax = maxSeq + 2*TileK
+
+// interval is the closed range [lo, hi] of a program value.
+type interval struct{ lo, hi int64 }
+
+func (r interval) fits32() bool { return r.lo >= math.MinInt32 && r.hi <= math.MaxInt32 }
+
+// addOK, mulOK are int64 addition and multiplication that report overflow.
+func addOK(a, b int64) (int64, bool) {
+	c := a + b
+	return c, (c > a) == (b > 0) || b == 0
+}
+
+func mulOK(a, b int64) (int64, bool) {
+	if a == 0 || b == 0 {
+		return 0, true
+	}
+	c := a * b
+	return c, c/b == a && !(a == -1 && b == math.MinInt64) && !(b == -1 && a == math.MinInt64)
+}
+
+// span is the interval of the given bounds (at least one).
+func span(xs ...int64) interval {
+	r := interval{xs[0], xs[0]}
+	for _, x := range xs[1:] {
+		r.lo, r.hi = min(r.lo, x), max(r.hi, x)
+	}
+	return r
+}
+
+// valueRanges bounds every live value of p, given register arguments in
+// [0, ArgMax] and immediate arguments at their value, by interval
+// arithmetic (exact for a value of constants and immediates alone). Two
+// patterns are tightened because programs use them on positions: x mod c
+// of an x within one period of c is x shifted, and x - (x mod c) is c times
+// floor(x / c). Document ids are any s32, document bounds positions. A
+// bound that leaves int64 is an error.
+func valueRanges(p *gen.Prog, env Env, live []bool) ([]interval, error) {
+	rs := make([]interval, len(p.Insts))
+	for k, in := range p.Insts {
+		if !live[k] {
+			continue
+		}
+		var a, b, c interval
+		switch in.Op.Arity() {
+		case 3:
+			c = rs[in.C]
+			fallthrough
+		case 2:
+			b = rs[in.B]
+			fallthrough
+		case 1:
+			a = rs[in.A]
+		}
+		r, ok := interval{}, true
+		switch in.Op {
+		case gen.IRArg:
+			r = interval{0, ArgMax}
+			if o := env.Args[in.Imm]; isImm(o) {
+				r = interval{o.Imm, o.Imm}
+			}
+		case gen.IRConst:
+			r = interval{in.Imm, in.Imm}
+		case gen.IRAdd:
+			lo, ok1 := addOK(a.lo, b.lo)
+			hi, ok2 := addOK(a.hi, b.hi)
+			r, ok = interval{lo, hi}, ok1 && ok2
+		case gen.IRSub:
+			if m := p.Insts[in.B]; m.Op == gen.IRModC && m.A == in.A {
+				lo, ok1 := mulOK(floorDivI(a.lo, m.Imm), m.Imm)
+				hi, ok2 := mulOK(floorDivI(a.hi, m.Imm), m.Imm)
+				r, ok = interval{lo, hi}, ok1 && ok2
+				break
+			}
+			lo, ok1 := addOK(a.lo, -b.hi)
+			hi, ok2 := addOK(a.hi, -b.lo)
+			r, ok = interval{lo, hi}, ok1 && ok2 && b.lo != math.MinInt64
+		case gen.IRMulC:
+			lo, ok1 := mulOK(a.lo, in.Imm)
+			hi, ok2 := mulOK(a.hi, in.Imm)
+			r, ok = span(lo, hi), ok1 && ok2
+		case gen.IRDivC:
+			r = interval{floorDivI(a.lo, in.Imm), floorDivI(a.hi, in.Imm)}
+		case gen.IRModC:
+			r = interval{0, in.Imm - 1}
+			if q := floorDivI(a.lo, in.Imm); q == floorDivI(a.hi, in.Imm) {
+				r = interval{a.lo - q*in.Imm, a.hi - q*in.Imm}
+			}
+		case gen.IRDiv:
+			// floor(x / y) for y >= 1 (the op's precondition) is monotone
+			// in x, and in y for x of one sign: the corners bound it
+			b.lo, b.hi = max(b.lo, 1), max(b.hi, 1)
+			r = span(floorDivI(a.lo, b.lo), floorDivI(a.lo, b.hi), floorDivI(a.hi, b.lo), floorDivI(a.hi, b.hi))
+		case gen.IRMin:
+			r = interval{min(a.lo, b.lo), min(a.hi, b.hi)}
+		case gen.IRMax:
+			r = interval{max(a.lo, b.lo), max(a.hi, b.hi)}
+		case gen.IRLt, gen.IRLe, gen.IREq, gen.IRAnd, gen.IROr, gen.IRNot:
+			r = interval{0, 1}
+		case gen.IRSelect:
+			r = span(b.lo, b.hi, c.lo, c.hi)
+		case gen.IRDocID:
+			r = interval{math.MinInt32, math.MaxInt32}
+		case gen.IRDocStart, gen.IRDocEnd:
+			r = interval{0, ArgMax}
+		default:
+			return nil, fmt.Errorf("ptx: program %s v%d: op %s cannot be rendered", p.Name, k, in.Op)
+		}
+		if !ok {
+			return nil, fmt.Errorf("ptx: program %s v%d: the range of %s does not fit 64 bits", p.Name, k, in.Op)
+		}
+		rs[k] = r
+	}
+	return rs, nil
+}
+
+// wideOp reports whether an op is rendered in s64 when its range or an
+// operand does not fit s32 (logic ops only test operands against 0, and
+// document ops take positions).
+func wideOp(op gen.IROp) bool {
+	switch op {
+	case gen.IRAdd, gen.IRSub, gen.IRMulC, gen.IRDivC, gen.IRModC, gen.IRDiv, gen.IRMin, gen.IRMax,
+		gen.IRLt, gen.IRLe, gen.IREq, gen.IRSelect:
+		return true
+	}
+	return false
+}
+
+// anyWide reports whether an operand of in is a 64-bit value.
+func anyWide(in gen.Inst, vals []Value) bool {
+	for _, x := range operands(in) {
+		if !vals[x].IsPred && isWide(vals[x].Int) {
+			return true
+		}
+	}
+	return false
+}
+
+// renderWide emits one instruction of p in s64: operands are widened,
+// and the result is narrowed back to s32 when its range r fits. An
+// instruction of immediates alone is folded with Prog.Eval's arithmetic.
+func (f *Func) renderWide(p *gen.Prog, k int, in gen.Inst, vals []Value, r interval) (Value, error) {
+	if in.Op == gen.IRDiv {
+		if y := vals[in.B]; !y.IsPred && isImm(y.Int) && y.Int.Imm < 1 {
+			return Value{}, fmt.Errorf("ptx: program %s v%d: div by the constant %d (want >= 1)", p.Name, k, y.Int.Imm)
+		}
+	}
+	ops := operands(in)
+	q := &gen.Prog{Name: p.Name, Results: []int{len(ops)}}
+	e := in
+	idx := []*int{&e.A, &e.B, &e.C}
+	for n, x := range ops {
+		v := vals[x]
+		if v.IsPred || !isImm(v.Int) {
+			q = nil
+			break
+		}
+		q.Insts = append(q.Insts, gen.Inst{Op: gen.IRConst, Imm: v.Int.Imm})
+		*idx[n] = n
+	}
+	if q != nil {
+		q.Insts = append(q.Insts, e)
+		var res [1]int64
+		q.Eval(nil, nil, nil, res[:])
+		return intVal(I(res[0])), nil
+	}
+	w := func(x int) Operand { return f.widen(vals[x]) }
+	var out Operand
+	switch in.Op {
+	case gen.IRAdd:
+		out = f.Op3(OpAdd, S64, w(in.A), w(in.B))
+	case gen.IRSub:
+		out = f.Op3(OpSub, S64, w(in.A), w(in.B))
+	case gen.IRMulC:
+		out = f.Op3(OpMulLo, S64, w(in.A), I(in.Imm))
+	case gen.IRDivC:
+		out = f.floorDiv64(w(in.A), I(in.Imm))
+	case gen.IRModC:
+		out = f.floorMod64(w(in.A), in.Imm)
+	case gen.IRDiv:
+		out = f.floorDiv64(w(in.A), w(in.B))
+	case gen.IRMin:
+		out = f.Op3(OpMin, S64, w(in.A), w(in.B))
+	case gen.IRMax:
+		out = f.Op3(OpMax, S64, w(in.A), w(in.B))
+	case gen.IRLt, gen.IRLe, gen.IREq:
+		return predVal(f.Setp(cmpOf[in.Op].cmp, S64, w(in.A), w(in.B))), nil
+	case gen.IRSelect:
+		cond := f.boolOf(vals[in.A])
+		if !cond.IsPred {
+			if cond.Int.Imm != 0 {
+				return vals[in.B], nil
+			}
+			return vals[in.C], nil
+		}
+		out = f.Selp(S64, w(in.B), w(in.C), cond.P)
+	default:
+		return Value{}, fmt.Errorf("ptx: program %s v%d: op %s has no 64-bit rendering", p.Name, k, in.Op)
+	}
+	if r.fits32() {
+		out = f.narrow(out)
+	}
+	return intVal(out), nil
+}
+
+// floorDiv64 is floor(a / d) in s64 for d >= 1 (an immediate or a
+// register): div.s64 with a correction when the remainder is negative.
+func (f *Func) floorDiv64(a, d Operand) Operand {
+	q := f.Op3(OpDiv, S64, a, d)
+	r := f.Op3(OpRem, S64, a, d)
+	p := f.Setp("lt", S64, r, I(0))
+	f.Emit(Inst{Op: OpSub, T: S64, Guard: &p, Dst: []Operand{q}, Src: []Operand{q, I(1)}})
+	return q
+}
+
+// floorMod64 is a mod c in [0, c) in s64 for c >= 1.
+func (f *Func) floorMod64(a Operand, c int64) Operand {
+	r := f.Op3(OpRem, S64, a, I(c))
+	p := f.Setp("lt", S64, r, I(0))
+	f.Emit(Inst{Op: OpAdd, T: S64, Guard: &p, Dst: []Operand{r}, Src: []Operand{r, I(c)}})
+	return r
 }

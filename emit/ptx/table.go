@@ -34,10 +34,11 @@ const (
 	OpShr
 	OpSetp
 	OpSelp
-	OpCvtWide  // integer widening cvt.T.T2
-	OpCvtF32I  // cvt.rn.f32.T
-	OpCvtPack  // cvt.rn.{bf16x2,f16x2}.f32 d, hi, lo
-	OpCvtaGlob // cvta.to.global.u64
+	OpCvtWide   // integer widening cvt.T.T2
+	OpCvtNarrow // integer narrowing cvt.T.T2 (keeps the low bits)
+	OpCvtF32I   // cvt.rn.f32.T
+	OpCvtPack   // cvt.rn.{bf16x2,f16x2}.f32 d, hi, lo
+	OpCvtaGlob  // cvta.to.global.u64
 	OpLd
 	OpSt
 	OpCpAsync
@@ -88,26 +89,27 @@ var (
 // opTable is the one place an instruction becomes text.
 var opTable = [numOps]opSpec{
 	OpLdParam:   {text: "ld.param.{T}", types: []Type{U32, S32, U64, F32}, sig: "TA", nd: 1},
-	OpMov:       {text: "mov.{T}", types: []Type{U32, S32, B32, U64, B64, F32, Pred}, sig: "TT", nd: 1},
+	OpMov:       {text: "mov.{T}", types: []Type{U32, S32, B32, U64, S64, B64, F32, Pred}, sig: "TT", nd: 1},
 	OpAdd:       {text: "add.{T}", types: ints, sig: "TTT", nd: 1},
 	OpSub:       {text: "sub.{T}", types: ints, sig: "TTT", nd: 1},
 	OpMulLo:     {text: "mul.lo.{T}", types: ints, sig: "TTT", nd: 1},
 	OpMulWide:   {text: "mul.wide.{T}", types: ints32, sig: "WTT", nd: 1},
 	OpMadLo:     {text: "mad.lo.{T}", types: ints, sig: "TTTT", nd: 1},
 	OpMadWide:   {text: "mad.wide.{T}", types: ints32, sig: "WTTW", nd: 1},
-	OpDiv:       {text: "div.{T}", types: ints32, sig: "TTT", nd: 1},
-	OpRem:       {text: "rem.{T}", types: ints32, sig: "TTT", nd: 1},
-	OpMin:       {text: "min.{T}", types: ints32, sig: "TTT", nd: 1},
-	OpMax:       {text: "max.{T}", types: ints32, sig: "TTT", nd: 1},
+	OpDiv:       {text: "div.{T}", types: ints, sig: "TTT", nd: 1},
+	OpRem:       {text: "rem.{T}", types: ints, sig: "TTT", nd: 1},
+	OpMin:       {text: "min.{T}", types: ints, sig: "TTT", nd: 1},
+	OpMax:       {text: "max.{T}", types: ints, sig: "TTT", nd: 1},
 	OpAnd:       {text: "and.{T}", types: []Type{Pred, B32, B64}, sig: "TTT", nd: 1},
 	OpOr:        {text: "or.{T}", types: []Type{Pred, B32, B64}, sig: "TTT", nd: 1},
 	OpXor:       {text: "xor.{T}", types: []Type{Pred, B32}, sig: "TTT", nd: 1},
 	OpNot:       {text: "not.{T}", types: []Type{Pred, B32}, sig: "TT", nd: 1},
 	OpShl:       {text: "shl.{T}", types: []Type{B32, B64}, sig: "TTU", nd: 1},
-	OpShr:       {text: "shr.{T}", types: []Type{U32, S32, B32, U64}, sig: "TTU", nd: 1},
-	OpSetp:      {text: "setp.{C}.{T}", types: []Type{S32, U32, F32}, sig: "PTT", nd: 1},
-	OpSelp:      {text: "selp.{T}", types: []Type{S32, U32, B32, F32}, sig: "TTTP", nd: 1},
+	OpShr:       {text: "shr.{T}", types: []Type{U32, S32, B32, U64, S64}, sig: "TTU", nd: 1},
+	OpSetp:      {text: "setp.{C}.{T}", types: []Type{S32, U32, S64, F32}, sig: "PTT", nd: 1},
+	OpSelp:      {text: "selp.{T}", types: []Type{S32, U32, B32, S64, F32}, sig: "TTTP", nd: 1},
 	OpCvtWide:   {text: "cvt.{T}.{T2}", types: []Type{U64, S64}, types2: ints32, sig: "TY", nd: 1},
+	OpCvtNarrow: {text: "cvt.{T}.{T2}", types: ints32, types2: []Type{U64, S64}, sig: "TY", nd: 1},
 	OpCvtF32I:   {text: "cvt.rn.f32.{T}", types: ints32, sig: "FT", nd: 1},
 	OpCvtPack:   {text: "cvt.rn.{T}.f32", types: []Type{BF16x2, F16x2}, sig: "TFF", nd: 1, minSM: 80},
 	OpCvtaGlob:  {text: "cvta.to.global.u64", sig: "DD", nd: 1},
