@@ -25,7 +25,8 @@ func gpuFiles(ks []gpu.Kernel, pkgName, command string) (map[string][]byte, erro
 	b.WriteString(`// GPUKernels lists the package's forward kernels for NVIDIA GPUs, one per
 // GPU target it was generated for: PTX to load with the CUDA driver
 // (cuModuleLoadData), the entry to launch, its parameters, and
-// Geometry(batch, headsQ, seqQ, seqK) for the launch.
+// Geometry(batch, headsQ, headsKV, seqQ, seqK) for the launch (an error for
+// a shape the kernel cannot run).
 var GPUKernels = []gpu.Kernel{
 `)
 	for n, k := range ks {

@@ -1,9 +1,12 @@
 package generated_test
 
 import (
+	"errors"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"testing"
@@ -25,8 +28,11 @@ type pkg struct {
 	docs      bool
 	supported func(int) bool
 	compiled  mask.Mask
-	geometry  func(k int, s verify.Shape) (grid, block [3]int, dynShared int)
+	geometry  func(k int, s verify.Shape) (grid, block [3]int, dynShared int, err error)
 	gpus      int
+	best      func() (int, string)
+	variant   reflect.Type
+	errs      map[string]error
 	// run returns the package's ForwardVariant for variant v as a verify.Run.
 	run func(v int) verify.Run
 }
@@ -155,13 +161,36 @@ func TestGPUGeometry(t *testing.T) {
 		for iter := 0; iter < 200; iter++ {
 			sk := 1 + r.IntN(5000)
 			sh := verify.Shape{Batch: 1 + r.IntN(3), HeadsQ: 4, HeadsKV: 2, SeqQ: 1 + r.IntN(sk), SeqK: sk, HeadDim: s.HeadDim}
-			grid, block, dyn := p.geometry(0, sh)
+			grid, block, dyn, err := p.geometry(0, sh)
+			if err != nil {
+				t.Fatal(err)
+			}
 			l, err := f.Geometry(sh.Batch, sh.HeadsQ, sh.HeadsKV, sh.SeqQ, sh.SeqK, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if grid != l.Grid || block != l.Block || dyn != l.DynShared {
 				t.Fatalf("%s %+v: package geometry %v %v %d, emitter %v %v %d", p.file, sh, grid, block, dyn, l.Grid, l.Block, l.DynShared)
+			}
+		}
+	}
+}
+
+// TestGPUGeometryRejects: the package's geometry refuses the shapes the
+// kernel cannot run, as the emitter's does, and never overflows.
+func TestGPUGeometryRejects(t *testing.T) {
+	for _, p := range packages() {
+		for _, sh := range []verify.Shape{
+			{Batch: 0, HeadsQ: 1, HeadsKV: 1, SeqQ: 1, SeqK: 1},
+			{Batch: 1, HeadsQ: 3, HeadsKV: 2, SeqQ: 1, SeqK: 1},
+			{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: 9, SeqK: 8},
+			{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: 1, SeqK: 1 << 29},
+			{Batch: 1, HeadsQ: 1 << 16, HeadsKV: 1, SeqQ: 1, SeqK: 1},
+			{Batch: 1 << 16, HeadsQ: 1, HeadsKV: 1, SeqQ: 1, SeqK: 1},
+			{Batch: math.MaxInt, HeadsQ: 1, HeadsKV: 1, SeqQ: 1, SeqK: 1},
+		} {
+			if _, _, _, err := p.geometry(0, sh); err == nil {
+				t.Errorf("%s: %+v: no error", p.file, sh)
 			}
 		}
 	}
@@ -202,4 +231,65 @@ func TestGeneratedPackages(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestAPI: each package exports its own errors and Variant type, says which
+// variant Auto runs, and rejects a head dimension other than its own, an
+// aliased output, an overflowing shape and bad document ids with its
+// errors.
+func TestAPI(t *testing.T) {
+	r := rand.New(rand.NewPCG(67, 68))
+	for _, p := range packages() {
+		if p.variant.PkgPath() != "github.com/attngen/attngen/generated/"+p.dir {
+			t.Errorf("%s: Variant is %s.%s, not the package's own type", p.file, p.variant.PkgPath(), p.variant.Name())
+		}
+		best, name := p.best()
+		if best != int(cpu.Best()) || name != cpu.Best().String() || !p.supported(best) {
+			t.Errorf("%s: Best() = %d %q, runtime %v", p.file, best, name, cpu.Best())
+		}
+		run := p.run(int(cpu.Auto))
+		s := verify.Shape{Batch: 2, HeadsQ: 2, HeadsKV: 1, SeqQ: 10, SeqK: 12, HeadDim: p.headDim}
+		nq, nkv, nl := s.Sizes()
+		q, k, v := randVec(r, nq), randVec(r, nkv), randVec(r, nkv)
+		out, lse := make([]float32, nq), make([]float32, nl)
+		var ids []int32
+		if p.docs {
+			ids = make([]int32, s.SeqK)
+		}
+		if err := run(out, lse, q, k, v, ids, s); err != nil {
+			t.Fatalf("%s: %v", p.file, err)
+		}
+		bad := s
+		bad.HeadDim = p.headDim ^ (64 | 128)
+		big := s
+		big.Batch = 1 << 57
+		for _, c := range []struct {
+			what, err string
+			call      func() error
+		}{
+			{"other head dim", "headDim", func() error { return run(out, lse, q, k, v, ids, bad) }},
+			{"head dim 0", "headDim", func() error { b := s; b.HeadDim = 0; return run(out, lse, q, k, v, ids, b) }},
+			{"batch 1<<57", "shape", func() error { return run(nil, nil, nil, nil, nil, ids, big) }},
+			{"out over v", "alias", func() error { buf := make([]float32, nq); return run(buf, nil, q, k, buf[:nkv], ids, s) }},
+			{"short q", "short", func() error { return run(out, lse, q[:nq-1], k, v, ids, s) }},
+			{"variant 99", "variant", func() error { return p.run(99)(out, lse, q, k, v, ids, s) }},
+		} {
+			if err := c.call(); !errors.Is(err, p.errs[c.err]) {
+				t.Errorf("%s: %s: error %v, want %s.Err%s", p.file, c.what, err, p.dir, c.err)
+			}
+		}
+		if p.docs {
+			if err := run(out, lse, q, k, v, make([]int32, s.SeqK+1), s); !errors.Is(err, p.errs["document"]) {
+				t.Errorf("%s: %d document ids: error %v, want ErrDocument", p.file, s.SeqK+1, err)
+			}
+		}
+	}
+}
+
+func randVec(r *rand.Rand, n int) []float32 {
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(r.NormFloat64())
+	}
+	return x
 }

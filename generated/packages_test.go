@@ -3,6 +3,8 @@
 package generated_test
 
 import (
+	"reflect"
+
 	"github.com/attngen/attngen/generated/block"
 	"github.com/attngen/attngen/generated/bridge"
 	"github.com/attngen/attngen/generated/causal"
@@ -22,10 +24,13 @@ func packages() []pkg {
 		{file: "block.yaml", dir: "block", mask: block.Mask, headDim: block.HeadDim, docs: false,
 			supported: func(v int) bool { return block.Supported(block.Variant(v)) },
 			compiled:  block.CompiledMask(),
-			geometry: func(k int, s verify.Shape) ([3]int, [3]int, int) {
-				return block.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.SeqQ, s.SeqK)
+			geometry: func(k int, s verify.Shape) ([3]int, [3]int, int, error) {
+				return block.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.HeadsKV, s.SeqQ, s.SeqK)
 			},
-			gpus: len(block.GPUKernels),
+			gpus:    len(block.GPUKernels),
+			best:    func() (int, string) { return int(block.Best()), block.Best().String() },
+			variant: reflect.TypeFor[block.Variant](),
+			errs:    map[string]error{"shape": block.ErrShape, "short": block.ErrShort, "variant": block.ErrVariant, "headDim": block.ErrHeadDim, "document": block.ErrDocument, "alias": block.ErrAlias},
 			run: func(v int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					return block.ForwardVariant(block.Variant(v), out, lse, q, k, vv, block.Shape(conv(s)))
@@ -34,10 +39,13 @@ func packages() []pkg {
 		{file: "bridge.yaml", dir: "bridge", mask: bridge.Mask, headDim: bridge.HeadDim, docs: false,
 			supported: func(v int) bool { return bridge.Supported(bridge.Variant(v)) },
 			compiled:  bridge.CompiledMask(),
-			geometry: func(k int, s verify.Shape) ([3]int, [3]int, int) {
-				return bridge.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.SeqQ, s.SeqK)
+			geometry: func(k int, s verify.Shape) ([3]int, [3]int, int, error) {
+				return bridge.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.HeadsKV, s.SeqQ, s.SeqK)
 			},
-			gpus: len(bridge.GPUKernels),
+			gpus:    len(bridge.GPUKernels),
+			best:    func() (int, string) { return int(bridge.Best()), bridge.Best().String() },
+			variant: reflect.TypeFor[bridge.Variant](),
+			errs:    map[string]error{"shape": bridge.ErrShape, "short": bridge.ErrShort, "variant": bridge.ErrVariant, "headDim": bridge.ErrHeadDim, "document": bridge.ErrDocument, "alias": bridge.ErrAlias},
 			run: func(v int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					return bridge.ForwardVariant(bridge.Variant(v), out, lse, q, k, vv, bridge.Shape(conv(s)))
@@ -46,10 +54,13 @@ func packages() []pkg {
 		{file: "causal.yaml", dir: "causal", mask: causal.Mask, headDim: causal.HeadDim, docs: false,
 			supported: func(v int) bool { return causal.Supported(causal.Variant(v)) },
 			compiled:  causal.CompiledMask(),
-			geometry: func(k int, s verify.Shape) ([3]int, [3]int, int) {
-				return causal.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.SeqQ, s.SeqK)
+			geometry: func(k int, s verify.Shape) ([3]int, [3]int, int, error) {
+				return causal.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.HeadsKV, s.SeqQ, s.SeqK)
 			},
-			gpus: len(causal.GPUKernels),
+			gpus:    len(causal.GPUKernels),
+			best:    func() (int, string) { return int(causal.Best()), causal.Best().String() },
+			variant: reflect.TypeFor[causal.Variant](),
+			errs:    map[string]error{"shape": causal.ErrShape, "short": causal.ErrShort, "variant": causal.ErrVariant, "headDim": causal.ErrHeadDim, "document": causal.ErrDocument, "alias": causal.ErrAlias},
 			run: func(v int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					return causal.ForwardVariant(causal.Variant(v), out, lse, q, k, vv, causal.Shape(conv(s)))
@@ -58,10 +69,13 @@ func packages() []pkg {
 		{file: "dilated.yaml", dir: "dilated", mask: dilated.Mask, headDim: dilated.HeadDim, docs: false,
 			supported: func(v int) bool { return dilated.Supported(dilated.Variant(v)) },
 			compiled:  dilated.CompiledMask(),
-			geometry: func(k int, s verify.Shape) ([3]int, [3]int, int) {
-				return dilated.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.SeqQ, s.SeqK)
+			geometry: func(k int, s verify.Shape) ([3]int, [3]int, int, error) {
+				return dilated.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.HeadsKV, s.SeqQ, s.SeqK)
 			},
-			gpus: len(dilated.GPUKernels),
+			gpus:    len(dilated.GPUKernels),
+			best:    func() (int, string) { return int(dilated.Best()), dilated.Best().String() },
+			variant: reflect.TypeFor[dilated.Variant](),
+			errs:    map[string]error{"shape": dilated.ErrShape, "short": dilated.ErrShort, "variant": dilated.ErrVariant, "headDim": dilated.ErrHeadDim, "document": dilated.ErrDocument, "alias": dilated.ErrAlias},
 			run: func(v int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					return dilated.ForwardVariant(dilated.Variant(v), out, lse, q, k, vv, dilated.Shape(conv(s)))
@@ -70,10 +84,13 @@ func packages() []pkg {
 		{file: "document.yaml", dir: "document", mask: document.Mask, headDim: document.HeadDim, docs: true,
 			supported: func(v int) bool { return document.Supported(document.Variant(v)) },
 			compiled:  document.CompiledMask(),
-			geometry: func(k int, s verify.Shape) ([3]int, [3]int, int) {
-				return document.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.SeqQ, s.SeqK)
+			geometry: func(k int, s verify.Shape) ([3]int, [3]int, int, error) {
+				return document.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.HeadsKV, s.SeqQ, s.SeqK)
 			},
-			gpus: len(document.GPUKernels),
+			gpus:    len(document.GPUKernels),
+			best:    func() (int, string) { return int(document.Best()), document.Best().String() },
+			variant: reflect.TypeFor[document.Variant](),
+			errs:    map[string]error{"shape": document.ErrShape, "short": document.ErrShort, "variant": document.ErrVariant, "headDim": document.ErrHeadDim, "document": document.ErrDocument, "alias": document.ErrAlias},
 			run: func(v int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					return document.ForwardVariant(document.Variant(v), out, lse, q, k, vv, docs, document.Shape(conv(s)))
@@ -82,10 +99,13 @@ func packages() []pkg {
 		{file: "hetero.yaml", dir: "hetero", mask: hetero.Mask, headDim: hetero.HeadDim, docs: false,
 			supported: func(v int) bool { return hetero.Supported(hetero.Variant(v)) },
 			compiled:  hetero.CompiledMask(),
-			geometry: func(k int, s verify.Shape) ([3]int, [3]int, int) {
-				return hetero.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.SeqQ, s.SeqK)
+			geometry: func(k int, s verify.Shape) ([3]int, [3]int, int, error) {
+				return hetero.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.HeadsKV, s.SeqQ, s.SeqK)
 			},
-			gpus: len(hetero.GPUKernels),
+			gpus:    len(hetero.GPUKernels),
+			best:    func() (int, string) { return int(hetero.Best()), hetero.Best().String() },
+			variant: reflect.TypeFor[hetero.Variant](),
+			errs:    map[string]error{"shape": hetero.ErrShape, "short": hetero.ErrShort, "variant": hetero.ErrVariant, "headDim": hetero.ErrHeadDim, "document": hetero.ErrDocument, "alias": hetero.ErrAlias},
 			run: func(v int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					return hetero.ForwardVariant(hetero.Variant(v), out, lse, q, k, vv, hetero.Shape(conv(s)))
@@ -94,10 +114,13 @@ func packages() []pkg {
 		{file: "hybrid.yaml", dir: "hybrid", mask: hybrid.Mask, headDim: hybrid.HeadDim, docs: false,
 			supported: func(v int) bool { return hybrid.Supported(hybrid.Variant(v)) },
 			compiled:  hybrid.CompiledMask(),
-			geometry: func(k int, s verify.Shape) ([3]int, [3]int, int) {
-				return hybrid.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.SeqQ, s.SeqK)
+			geometry: func(k int, s verify.Shape) ([3]int, [3]int, int, error) {
+				return hybrid.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.HeadsKV, s.SeqQ, s.SeqK)
 			},
-			gpus: len(hybrid.GPUKernels),
+			gpus:    len(hybrid.GPUKernels),
+			best:    func() (int, string) { return int(hybrid.Best()), hybrid.Best().String() },
+			variant: reflect.TypeFor[hybrid.Variant](),
+			errs:    map[string]error{"shape": hybrid.ErrShape, "short": hybrid.ErrShort, "variant": hybrid.ErrVariant, "headDim": hybrid.ErrHeadDim, "document": hybrid.ErrDocument, "alias": hybrid.ErrAlias},
 			run: func(v int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					return hybrid.ForwardVariant(hybrid.Variant(v), out, lse, q, k, vv, hybrid.Shape(conv(s)))
@@ -106,10 +129,13 @@ func packages() []pkg {
 		{file: "se_bridge.yaml", dir: "sebridge", mask: sebridge.Mask, headDim: sebridge.HeadDim, docs: false,
 			supported: func(v int) bool { return sebridge.Supported(sebridge.Variant(v)) },
 			compiled:  sebridge.CompiledMask(),
-			geometry: func(k int, s verify.Shape) ([3]int, [3]int, int) {
-				return sebridge.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.SeqQ, s.SeqK)
+			geometry: func(k int, s verify.Shape) ([3]int, [3]int, int, error) {
+				return sebridge.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.HeadsKV, s.SeqQ, s.SeqK)
 			},
-			gpus: len(sebridge.GPUKernels),
+			gpus:    len(sebridge.GPUKernels),
+			best:    func() (int, string) { return int(sebridge.Best()), sebridge.Best().String() },
+			variant: reflect.TypeFor[sebridge.Variant](),
+			errs:    map[string]error{"shape": sebridge.ErrShape, "short": sebridge.ErrShort, "variant": sebridge.ErrVariant, "headDim": sebridge.ErrHeadDim, "document": sebridge.ErrDocument, "alias": sebridge.ErrAlias},
 			run: func(v int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					return sebridge.ForwardVariant(sebridge.Variant(v), out, lse, q, k, vv, sebridge.Shape(conv(s)))
@@ -118,10 +144,13 @@ func packages() []pkg {
 		{file: "streaming.yaml", dir: "streaming", mask: streaming.Mask, headDim: streaming.HeadDim, docs: false,
 			supported: func(v int) bool { return streaming.Supported(streaming.Variant(v)) },
 			compiled:  streaming.CompiledMask(),
-			geometry: func(k int, s verify.Shape) ([3]int, [3]int, int) {
-				return streaming.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.SeqQ, s.SeqK)
+			geometry: func(k int, s verify.Shape) ([3]int, [3]int, int, error) {
+				return streaming.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.HeadsKV, s.SeqQ, s.SeqK)
 			},
-			gpus: len(streaming.GPUKernels),
+			gpus:    len(streaming.GPUKernels),
+			best:    func() (int, string) { return int(streaming.Best()), streaming.Best().String() },
+			variant: reflect.TypeFor[streaming.Variant](),
+			errs:    map[string]error{"shape": streaming.ErrShape, "short": streaming.ErrShort, "variant": streaming.ErrVariant, "headDim": streaming.ErrHeadDim, "document": streaming.ErrDocument, "alias": streaming.ErrAlias},
 			run: func(v int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					return streaming.ForwardVariant(streaming.Variant(v), out, lse, q, k, vv, streaming.Shape(conv(s)))
@@ -130,10 +159,13 @@ func packages() []pkg {
 		{file: "window.yaml", dir: "window", mask: window.Mask, headDim: window.HeadDim, docs: false,
 			supported: func(v int) bool { return window.Supported(window.Variant(v)) },
 			compiled:  window.CompiledMask(),
-			geometry: func(k int, s verify.Shape) ([3]int, [3]int, int) {
-				return window.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.SeqQ, s.SeqK)
+			geometry: func(k int, s verify.Shape) ([3]int, [3]int, int, error) {
+				return window.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.HeadsKV, s.SeqQ, s.SeqK)
 			},
-			gpus: len(window.GPUKernels),
+			gpus:    len(window.GPUKernels),
+			best:    func() (int, string) { return int(window.Best()), window.Best().String() },
+			variant: reflect.TypeFor[window.Variant](),
+			errs:    map[string]error{"shape": window.ErrShape, "short": window.ErrShort, "variant": window.ErrVariant, "headDim": window.ErrHeadDim, "document": window.ErrDocument, "alias": window.ErrAlias},
 			run: func(v int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					return window.ForwardVariant(window.Variant(v), out, lse, q, k, vv, window.Shape(conv(s)))

@@ -11,7 +11,7 @@ import (
 
 // maxSeq bounds seq_k: positions, and the sums of positions and mask
 // parameters the plan's programs form, stay far inside s32.
-const maxSeq = 1 << 29
+const maxSeq = gpu.MaxSeq
 
 // Class values of the tile class program (mask.Class), as s32 immediates.
 const (
@@ -105,23 +105,16 @@ func (k *Forward) Kernel() gpu.Kernel {
 // 1/sqrt(D), and a scale must be positive (the kernel takes the row max
 // before scaling).
 func (k *Forward) Geometry(batch, headsQ, headsKV, seqQ, seqK int, scale float64) (Launch, error) {
-	switch {
-	case batch < 1 || headsQ < 1 || headsKV < 1 || seqQ < 1 || seqK < 1:
-		return Launch{}, fmt.Errorf("ptx: shape %d %d %d %d %d: every dimension must be at least 1", batch, headsQ, headsKV, seqQ, seqK)
-	case headsQ%headsKV != 0:
-		return Launch{}, fmt.Errorf("ptx: heads_q %d is not a multiple of heads_kv %d", headsQ, headsKV)
-	case seqQ > seqK:
-		return Launch{}, fmt.Errorf("ptx: seq_q %d exceeds seq_k %d", seqQ, seqK)
-	case seqK >= maxSeq || batch*max(k.Stride, 1) > 65535 || headsQ > 65535:
-		return Launch{}, fmt.Errorf("ptx: shape too large for the kernel's 32-bit positions and grid")
+	grid, block, dyn, err := k.Kernel().Geometry(batch, headsQ, headsKV, seqQ, seqK)
+	if err != nil {
+		return Launch{}, fmt.Errorf("ptx: %w", err)
 	}
 	if scale == 0 {
 		scale = 1 / math.Sqrt(float64(k.HeadDim))
 	}
-	if !(scale > 0) || math.IsInf(scale, 0) {
-		return Launch{}, fmt.Errorf("ptx: softmax scale %v: the kernel needs a positive finite scale", scale)
+	if sl := float32(scale * math.Log2E); !(scale > 0) || math.IsInf(float64(sl), 0) {
+		return Launch{}, fmt.Errorf("ptx: softmax scale %v: the kernel needs a positive scale whose product with log2(e) is a finite float32", scale)
 	}
-	grid, block, dyn := k.Kernel().Geometry(batch, headsQ, seqQ, seqK)
 	return Launch{
 		Grid: grid, Block: block, DynShared: dyn, Params: k.Params,
 		SeqQ: uint32(seqQ), SeqK: uint32(seqK), HeadsQ: uint32(headsQ), HeadsKV: uint32(headsKV),

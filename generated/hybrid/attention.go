@@ -14,6 +14,8 @@
 package hybrid
 
 import (
+	"fmt"
+
 	"github.com/attngen/attngen/runtime/cpu"
 	"github.com/attngen/attngen/runtime/mask"
 )
@@ -38,25 +40,43 @@ const Causal = true
 type Shape struct {
 	Batch, HeadsQ, HeadsKV int
 	SeqQ, SeqK             int
-	// HeadDim must equal the package's HeadDim.
+	// HeadDim must equal the package's HeadDim (anything else is
+	// ErrHeadDim).
 	HeadDim int
-	// Scale multiplies the scores q.k; 0 means 1/sqrt(HeadDim).
+	// Scale multiplies the scores q.k; 0 means 1/sqrt(HeadDim). Its
+	// magnitude must be finite and at most about 2.4e38 (ErrShape).
 	Scale float32
 }
 
-// Variant selects an implementation (a CPU target of the runtime).
-type Variant = cpu.Variant
-
-// The variants: Auto is the best this machine supports.
-const (
-	Auto   = cpu.Auto
-	AVX512 = cpu.AVX512 // AVX-512 Foundation, 16 floats a vector
-	AVX2   = cpu.AVX2   // AVX2 with FMA3, 8 floats a vector
-	PureGo = cpu.PureGo // portable Go, the same function
+// The errors Forward returns wrap one of these; test with errors.Is.
+var (
+	ErrShape    = cpu.ErrShape    // a dimension below 1, SeqQ > SeqK, sizes that overflow, a bad Scale
+	ErrShort    = cpu.ErrShort    // a slice shorter than the shape
+	ErrVariant  = cpu.ErrVariant  // a variant this machine or build cannot run
+	ErrHeadDim  = cpu.ErrHeadDim  // Shape.HeadDim is not HeadDim
+	ErrDocument = cpu.ErrDocument // document ids of a wrong length, or decreasing
+	ErrAlias    = cpu.ErrAlias    // out or lse shares memory with another argument
 )
 
+// Variant selects an implementation (a CPU target of attngen's runtime).
+type Variant int
+
+// The variants. Auto is the best this machine supports (see Best).
+const (
+	Auto   Variant = Variant(cpu.Auto)
+	AVX512         = Variant(cpu.AVX512) // AVX-512 Foundation, 16 floats a vector
+	AVX2           = Variant(cpu.AVX2)   // AVX2 with FMA3, 8 floats a vector
+	PureGo         = Variant(cpu.PureGo) // portable Go, the same function
+)
+
+// String returns the variant's name as attngen's commands print it.
+func (v Variant) String() string { return cpu.Variant(v).String() }
+
 // Supported reports whether this machine and build can run a variant.
-func Supported(v Variant) bool { return cpu.Supported(v) }
+func Supported(v Variant) bool { return cpu.Supported(cpu.Variant(v)) }
+
+// Best returns the variant Auto runs on this machine.
+func Best() Variant { return Variant(cpu.Best()) }
 
 // CompiledMask is the mask the CPU runtime runs (mask.go), on the
 // positions of the layout; tests compare it with attngen's plan.
@@ -65,15 +85,30 @@ func CompiledMask() mask.Mask { return compiled{} }
 // Forward computes masked attention: out = softmax(scale * q k^T + mask) v
 // and, when lse is not nil, the natural log-sum-exp of each row's kept
 // scaled scores. out is [Batch, HeadsQ, SeqQ, HeadDim], lse is [Batch,
-// HeadsQ, SeqQ]. A row that keeps no key gets 0 and -Inf.
-// Work is spread over GOMAXPROCS goroutines; after the first call of a
-// shape a call allocates nothing. Bad shapes and slices shorter than the
-// shape are errors.
+// HeadsQ, SeqQ]. A row that keeps no key gets 0 and -Inf. Bad shapes,
+// slices shorter than the shape and outputs that overlap an input are
+// errors.
+//
+// Masked pairs never read their key or value: NaN, infinities or stale
+// data at positions a row masks cannot change that row. Kept pairs follow
+// IEEE arithmetic: a NaN in a kept query, key or value, or a kept score of
+// +Inf, makes the outputs that depend on it NaN or infinite, as the
+// float64 formula does (a row whose kept scores are all -Inf gets 0 and
+// -Inf).
+//
+// Forward is safe for concurrent use: calls run in parallel, each on its
+// calling goroutine plus helper goroutines shared by every package (at most
+// GOMAXPROCS-1; they exit after two seconds without work). Workspaces are
+// pooled; once a call of a shape has run, the next allocates nothing, and
+// the garbage collector frees workspaces that stay unused.
 func Forward(out, lse, q, k, v []float32, s Shape) error {
 	return ForwardVariant(Auto, out, lse, q, k, v, s)
 }
 
 // ForwardVariant is Forward with a chosen implementation.
 func ForwardVariant(variant Variant, out, lse, q, k, v []float32, s Shape) error {
-	return cpu.Forward(compiled{}, variant, out, lse, q, k, v, nil, cpu.Shape(s))
+	if s.HeadDim != HeadDim {
+		return fmt.Errorf("%w: Shape.HeadDim = %d, the package was generated for %d", ErrHeadDim, s.HeadDim, HeadDim)
+	}
+	return cpu.Forward(compiled{}, cpu.Variant(variant), out, lse, q, k, v, nil, cpu.Shape(s))
 }

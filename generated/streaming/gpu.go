@@ -11,7 +11,8 @@ import (
 // GPUKernels lists the package's forward kernels for NVIDIA GPUs, one per
 // GPU target it was generated for: PTX to load with the CUDA driver
 // (cuModuleLoadData), the entry to launch, its parameters, and
-// Geometry(batch, headsQ, seqQ, seqK) for the launch.
+// Geometry(batch, headsQ, headsKV, seqQ, seqK) for the launch (an error for
+// a shape the kernel cannot run).
 var GPUKernels = []gpu.Kernel{
 	{Target: "sm_80", Elem: "bf16", Name: "attn_fwd_streaming", PTX: ptx0,
 		Params: [][3]string{

@@ -6,7 +6,11 @@
 // package cuda, does).
 package gpu
 
-import "github.com/attngen/attngen/runtime/mask"
+import (
+	"fmt"
+
+	"github.com/attngen/attngen/runtime/mask"
+)
 
 // Kernel is one forward kernel for NVIDIA GPUs.
 type Kernel struct {
@@ -24,12 +28,39 @@ type Kernel struct {
 	Stride    int // residue layout stride (1: identity): grid z = batch*Stride
 }
 
+// MaxSeq bounds seq_k: the kernels hold positions, and sums of positions
+// and mask constants, in 32-bit registers.
+const MaxSeq = 1 << 29
+
+// maxGridYZ is CUDA's limit on the grid's y and z dimensions.
+const maxGridYZ = 65535
+
 // Geometry returns the launch of a call: grid and block dimensions and the
 // dynamic shared memory in bytes (which needs
 // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES when above 48 KiB). One
 // CTA runs one query tile of one head of one residue class of one batch.
-func (k Kernel) Geometry(batch, headsQ, seqQ, seqK int) (grid, block [3]int, dynShared int) {
+// A shape the kernel cannot run is an error: a dimension below 1, HeadsQ
+// not a multiple of HeadsKV, SeqQ > SeqK, SeqK >= MaxSeq, or a grid past
+// CUDA's limits (HeadsQ and Batch*Stride at most 65535).
+func (k Kernel) Geometry(batch, headsQ, headsKV, seqQ, seqK int) (grid, block [3]int, dynShared int, err error) {
 	st := max(k.Stride, 1)
+	switch {
+	case k.TileQ < 1 || k.Threads < 1:
+		err = fmt.Errorf("gpu: kernel %q has no tile size or thread count", k.Name)
+	case batch < 1 || headsQ < 1 || headsKV < 1 || seqQ < 1 || seqK < 1:
+		err = fmt.Errorf("gpu: shape %d %d %d %d %d: every dimension must be at least 1", batch, headsQ, headsKV, seqQ, seqK)
+	case headsQ%headsKV != 0:
+		err = fmt.Errorf("gpu: heads_q %d is not a multiple of heads_kv %d", headsQ, headsKV)
+	case seqQ > seqK:
+		err = fmt.Errorf("gpu: seq_q %d exceeds seq_k %d", seqQ, seqK)
+	case seqK >= MaxSeq:
+		err = fmt.Errorf("gpu: seq_k %d: the kernel's 32-bit positions need seq_k < %d", seqK, MaxSeq)
+	case headsQ > maxGridYZ || batch > maxGridYZ/st:
+		err = fmt.Errorf("gpu: heads_q %d and batch %d x stride %d: the grid allows at most %d of each", headsQ, batch, st, maxGridYZ)
+	}
+	if err != nil {
+		return grid, block, 0, err
+	}
 	rows := mask.MaxQueries(seqQ, seqK, st)
-	return [3]int{(rows + k.TileQ - 1) / k.TileQ, headsQ, batch * st}, [3]int{k.Threads, 1, 1}, k.DynShared
+	return [3]int{(rows + k.TileQ - 1) / k.TileQ, headsQ, batch * st}, [3]int{k.Threads, 1, 1}, k.DynShared, nil
 }
