@@ -217,20 +217,97 @@ func CheckDependencies(p spec.Pattern, run Run, s Shape, r *rand.Rand) error {
 	return nil
 }
 
+// The regime CheckStack runs its stack in. With inputs of order 1 the
+// check cannot see far dependencies: q = k = v makes each row's score with
+// itself about |x|^2/sqrt(d), so a row gives every other key a weight near
+// e^-7, and after three hops an input's effect on an output at the edge of
+// its dependency set is about 1e-8 of that output, below float32's step
+// (2^-24): the kernels round it away and a correct stack reads as "does not
+// depend". CheckStack therefore draws the unperturbed inputs at the tiny
+// scale stackBase, perturbs a source by a vector with elements in [-1, 1],
+// and runs the layers with the score scale 1/(stackScaleDiv·d), so that
+// every score is at most about 1/stackScaleDiv in magnitude (the first
+// layer's input is at most about 1 per element, every later one is a tanh)
+// and attention is within a few percent of uniform. A kept key then carries at least about 1/K of the change of its
+// row (K keys kept), and after L hops the change at an output is about
+// 1/(K_1···K_L): far above the rounding step of outputs of order stackBase
+// as long as that product, doubled per layer for the mixing and the
+// deviation from uniform weights, stays below stackMaxGain.
+const (
+	stackBase     = 0x1p-30
+	stackScaleDiv = 8
+	stackMaxGain  = 0x1p40
+	stackMaxWork  = 0x1p40 // multiply-adds CheckStack agrees to do
+)
+
 // CheckStack runs a stack of len(layers) attention layers (one head, q = k
 // = v = the layer input, then a positionwise tanh mixing with a residual)
 // and checks by perturbing each input position that output t depends on
-// input s exactly when s is in the reachability model's R_L(t).
+// input s exactly when s is in the reachability model's R_L(t). Outputs are
+// compared bit for bit: a layer that drops a kept pair or attends to a
+// masked key shows as a dependency missing or extra wherever it changes
+// R_L. Unperturbed inputs are tiny and scores are scaled down (see
+// stackBase) so that the effect of an input through L hops stays well above
+// float32 rounding; a stack too wide and deep for that (the product over
+// layers of twice the most keys a row keeps exceeds 2^40) is an error, not
+// a verdict.
 func CheckStack(layers []spec.Pattern, runs []Run, n, d int, r *rand.Rand) error {
 	if len(layers) != len(runs) {
 		return errors.New("CheckStack: one run per layer")
 	}
-	mix := randomSlice(r, d*d, 1/math.Sqrt(float64(d)))
-	s := Shape{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: n, SeqK: n, HeadDim: d}
+	if len(layers) == 0 {
+		return errors.New("CheckStack: no layers")
+	}
+	if r == nil {
+		return errors.New("CheckStack: nil random source")
+	}
+	for l, run := range runs {
+		if run == nil {
+			return fmt.Errorf("CheckStack: layer %d has no run", l+1)
+		}
+	}
+	if n < 1 || d < 1 {
+		return fmt.Errorf("CheckStack: sequence length %d and head dimension %d must be at least 1", n, d)
+	}
+	// One forward per source: L layers of attention (n²·d) and mixing
+	// (n·d²). The product is formed in float64, which cannot overflow here;
+	// within the bound n·d and d·d fit an int.
+	if work := float64(n) * float64(n) * float64(len(layers)) * float64(d) * (float64(n) + float64(d)); work > stackMaxWork {
+		return fmt.Errorf("CheckStack: %d layers over %d positions of dimension %d need about %.3g multiply-adds, more than the limit 2^40; use a shorter sequence", len(layers), n, d, work)
+	}
+	nd, dd := n*d, d*d
+	gain := 1.0
+	for l, p := range layers {
+		if p.Mask == nil {
+			return fmt.Errorf("CheckStack: layer %d has no mask", l+1)
+		}
+		most := 0
+		for t := 0; t < n; t++ {
+			kept := 0
+			for j := 0; j < n; j++ {
+				if p.At(t, j) {
+					kept++
+				}
+			}
+			most = max(most, kept)
+		}
+		gain *= 2 * float64(max(most, 1))
+	}
+	if gain > stackMaxGain {
+		return fmt.Errorf("CheckStack: %d layers over %d positions: an input's effect can fall below float32 resolution (product of 2×keys per row %.3g > 2^40); use a shorter sequence or fewer layers", len(layers), n, gain)
+	}
+	reach, err := NewReach(layers, n)
+	if err != nil {
+		return err
+	}
+	reach.AdvanceTo(len(layers))
+	mix := randomSlice(r, dd, 1/math.Sqrt(float64(d)))
+	s := Shape{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: n, SeqK: n, HeadDim: d, Scale: 1 / (stackScaleDiv * float64(d))}
 	forward := func(x []float32) ([]float32, error) {
 		cur := append([]float32(nil), x...)
-		y, lse, next := make([]float32, n*d), make([]float32, n), make([]float32, n*d)
+		y, lse, next := make([]float32, nd), make([]float32, n), make([]float32, nd)
 		for l, run := range runs {
+			poison(y)
 			if err := run(y, lse, cur, cur, cur, nil, s); err != nil {
 				return nil, fmt.Errorf("layer %d: %w", l+1, err)
 			}
@@ -240,6 +317,9 @@ func CheckStack(layers []spec.Pattern, runs []Run, n, d int, r *rand.Rand) error
 					for b := 0; b < d; b++ {
 						acc += float64(mix[a*d+b]) * float64(y[t*d+b])
 					}
+					if math.IsNaN(acc) || math.IsInf(acc, 0) {
+						return nil, fmt.Errorf("layer %d: output row %d is not finite (not written?)", l+1, t)
+					}
 					next[t*d+a] = float32(math.Tanh(acc))
 				}
 			}
@@ -247,20 +327,15 @@ func CheckStack(layers []spec.Pattern, runs []Run, n, d int, r *rand.Rand) error
 		}
 		return cur, nil
 	}
-	x := randomSlice(r, n*d, 1)
+	x := randomSlice(r, nd, stackBase)
 	base, err := forward(x)
 	if err != nil {
 		return err
 	}
-	reach, err := NewReach(layers, n)
-	if err != nil {
-		return err
-	}
-	reach.AdvanceTo(len(layers))
 	for src := 0; src < n; src++ {
 		x2 := append([]float32(nil), x...)
 		for a := 0; a < d; a++ {
-			x2[src*d+a] += float32(r.NormFloat64())
+			x2[src*d+a] += float32(2*r.Float64() - 1)
 		}
 		out, err := forward(x2)
 		if err != nil {
