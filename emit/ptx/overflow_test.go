@@ -60,9 +60,9 @@ func extremeSpecs(t *testing.T, seed uint64, n int) []*spec.Spec {
 // near 0, 2^29 and spec.MaxInt for every primitive, compiles into a plan
 // and a forward kernel for every target attngen generate builds.
 func TestExtremeSpecsGenerate(t *testing.T) {
-	n := 400
+	n := 240
 	if testing.Short() {
-		n = 120
+		n = 80
 	}
 	for _, s := range extremeSpecs(t, 1, n) {
 		for _, tg := range overflowTargets {
@@ -416,6 +416,28 @@ func TestHugeStrideGeometry(t *testing.T) {
 		}
 		if l.Grid[2] != 65535 {
 			t.Errorf("stride %d: grid %v", st, l.Grid)
+		}
+	}
+}
+
+// TestRenderRangeRejects: a value whose range leaves 64 bits, and a
+// document op on a value outside s32 (not a position), are errors.
+func TestRenderRangeRejects(t *testing.T) {
+	arg, inf := gen.Inst{Op: gen.IRArg}, gen.Inst{Op: gen.IRConst, Imm: gen.Inf}
+	for _, c := range []struct {
+		name  string
+		insts []gen.Inst
+		want  string
+	}{
+		{"range past 64 bits", []gen.Inst{arg, {Op: gen.IRMulC, A: 0, Imm: gen.Inf}, {Op: gen.IRMulC, A: 1, Imm: gen.Inf}, {Op: gen.IRMulC, A: 2, Imm: gen.Inf}}, "does not fit 64 bits"},
+		{"document id of a wide value", []gen.Inst{arg, inf, {Op: gen.IRAdd, A: 0, B: 1}, {Op: gen.IRDocID, A: 2}}, "outside s32"},
+	} {
+		p := &gen.Prog{Name: "bad", Args: []string{"i"}, Insts: c.insts, Results: []int{len(c.insts) - 1}}
+		f := NewFunc("k")
+		docs := &DocRegs{ID: f.NewReg(B64), Start: f.NewReg(B64), End: f.NewReg(B64)}
+		_, err := RenderProg(f, p, Env{Args: []Operand{R(f.NewReg(S32))}, Docs: docs}, nil)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err = %v, want it to mention %q", c.name, err, c.want)
 		}
 	}
 }

@@ -350,7 +350,14 @@ func render(b *strings.Builder, in *Inst) error {
 	if !ok {
 		return fmt.Errorf("ptx: op %d has no entry in the op table", in.Op)
 	}
-	text := strings.NewReplacer("{T}", in.T.String(), "{T2}", in.T2.String(), "{C}", in.Cmp, "{S}", in.Space).Replace(sp.text)
+	text := sp.text
+	if strings.IndexByte(text, '{') >= 0 {
+		// placeholders in place (a Replacer per instruction was most of
+		// the time Text took)
+		for _, r := range [][2]string{{"{T}", in.T.String()}, {"{T2}", in.T2.String()}, {"{C}", in.Cmp}, {"{S}", in.Space}} {
+			text = strings.ReplaceAll(text, r[0], r[1])
+		}
+	}
 	b.WriteByte('\t')
 	if in.Guard != nil {
 		if in.GuardNeg {
