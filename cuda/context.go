@@ -24,6 +24,9 @@ type Context struct {
 // PrimaryContext retains the device's primary context (cuDevicePrimaryCtxRetain),
 // the one the CUDA runtime and PyTorch share. Release it when done.
 func (dev *Device) PrimaryContext() (*Context, error) {
+	if err := dev.usable("Device.PrimaryContext"); err != nil {
+		return nil, err
+	}
 	var h uintptr
 	if err := dev.drv.check("cuDevicePrimaryCtxRetain", dev.drv.cuDevicePrimaryCtxRetain(&h, dev.handle)); err != nil {
 		return nil, err
@@ -31,16 +34,38 @@ func (dev *Device) PrimaryContext() (*Context, error) {
 	return &Context{drv: dev.drv, dev: dev, handle: h}, nil
 }
 
-// Device is the device the context belongs to.
-func (c *Context) Device() *Device { return c.dev }
+// Device is the device the context belongs to (nil for a nil Context).
+func (c *Context) Device() *Device {
+	if c == nil {
+		return nil
+	}
+	return c.dev
+}
 
-// Driver is the driver the context was made by.
-func (c *Context) Driver() *Driver { return c.drv }
+// Driver is the driver the context was made by (nil for a nil Context).
+func (c *Context) Driver() *Driver {
+	if c == nil {
+		return nil
+	}
+	return c.drv
+}
+
+// usable returns nil for a Context made by Device.PrimaryContext (released
+// or not), else the error of method called on it.
+func (c *Context) usable(method string) error {
+	if c == nil || c.dev.usable(method) != nil || c.drv != c.dev.drv {
+		return zeroValue(method, "*Context", "Device.PrimaryContext")
+	}
+	return nil
+}
 
 // Release drops this retain of the primary context
 // (cuDevicePrimaryCtxRelease). When no retain is left the driver destroys the
 // context and everything allocated in it. Releasing twice is a no-op.
 func (c *Context) Release() error {
+	if err := c.usable("Context.Release"); err != nil {
+		return err
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.handle == 0 {
@@ -55,6 +80,9 @@ func (c *Context) Release() error {
 // goroutine to the thread with runtime.LockOSThread; the methods of this
 // package do it themselves.
 func (c *Context) MakeCurrent() error {
+	if err := c.usable("Context.MakeCurrent"); err != nil {
+		return err
+	}
 	c.mu.Lock()
 	h := c.handle
 	c.mu.Unlock()
@@ -67,6 +95,9 @@ func (c *Context) MakeCurrent() error {
 // do runs one driver call with the context current on a locked thread and
 // turns its result into an error named after fn.
 func (c *Context) do(fn string, call func() Result) error {
+	if err := c.usable(fn); err != nil {
+		return err
+	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	if err := c.MakeCurrent(); err != nil {
@@ -78,5 +109,8 @@ func (c *Context) do(fn string, call func() Result) error {
 // Synchronize waits for all work in the context to finish (cuCtxSynchronize).
 // An error from an earlier asynchronous launch surfaces here.
 func (c *Context) Synchronize() error {
+	if err := c.usable("Context.Synchronize"); err != nil {
+		return err
+	}
 	return c.do("cuCtxSynchronize", func() Result { return c.drv.cuCtxSynchronize() })
 }

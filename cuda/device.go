@@ -1,6 +1,9 @@
 package cuda
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 // DeviceAttribute is a CUdevice_attribute.
 type DeviceAttribute int32
@@ -42,6 +45,9 @@ type Device struct {
 
 // DeviceCount is the number of CUDA devices (cuDeviceGetCount).
 func (d *Driver) DeviceCount() (int, error) {
+	if err := d.usable("Driver.DeviceCount"); err != nil {
+		return 0, err
+	}
 	var n int32
 	if err := d.check("cuDeviceGetCount", d.cuDeviceGetCount(&n)); err != nil {
 		return 0, err
@@ -51,6 +57,12 @@ func (d *Driver) DeviceCount() (int, error) {
 
 // Device looks up device ordinal and reads its name and properties.
 func (d *Driver) Device(ordinal int) (*Device, error) {
+	if err := d.usable("Driver.Device"); err != nil {
+		return nil, err
+	}
+	if ordinal < 0 || ordinal > math.MaxInt32 {
+		return nil, fmt.Errorf("cuda: Driver.Device: ordinal %d is out of range (0 to %d)", ordinal, math.MaxInt32)
+	}
 	var h int32
 	if err := d.check("cuDeviceGet", d.cuDeviceGet(&h, int32(ordinal))); err != nil {
 		return nil, err
@@ -86,6 +98,9 @@ func (d *Driver) Device(ordinal int) (*Device, error) {
 
 // Attribute reads one device attribute (cuDeviceGetAttribute).
 func (dev *Device) Attribute(a DeviceAttribute) (int, error) {
+	if err := dev.usable("Device.Attribute"); err != nil {
+		return 0, err
+	}
 	var v int32
 	if err := dev.drv.check("cuDeviceGetAttribute", dev.drv.cuDeviceGetAttribute(&v, int32(a), dev.handle)); err != nil {
 		return 0, err
@@ -93,10 +108,28 @@ func (dev *Device) Attribute(a DeviceAttribute) (int, error) {
 	return int(v), nil
 }
 
-// Arch is the PTX target of the device's compute capability, e.g. "sm_90".
-func (dev *Device) Arch() string { return fmt.Sprintf("sm_%d%d", dev.Major, dev.Minor) }
+// usable returns nil for a Device made by Driver.Device, else the error of
+// method called on it. (Device 0's handle is 0: only the driver tells.)
+func (dev *Device) usable(method string) error {
+	if dev == nil || dev.drv.usable(method) != nil {
+		return zeroValue(method, "*Device", "Driver.Device")
+	}
+	return nil
+}
+
+// Arch is the PTX target of the device's compute capability, e.g. "sm_90"
+// ("" for a nil Device).
+func (dev *Device) Arch() string {
+	if dev == nil {
+		return ""
+	}
+	return fmt.Sprintf("sm_%d%d", dev.Major, dev.Minor)
+}
 
 func (dev *Device) String() string {
+	if dev == nil {
+		return "<nil *cuda.Device>"
+	}
 	return fmt.Sprintf("%s (%s, %d SMs, %d KiB shared/block opt-in)",
 		dev.Name, dev.Arch(), dev.SMs, dev.SharedPerBlockOptin>>10)
 }

@@ -21,6 +21,19 @@
 // skip. Set ATTNGEN_LIBCUDA to load another library instead of libcuda.so.1
 // (the tests use this to load a mock driver built from testdata/mock_cuda.c).
 //
+// # Errors, not panics
+//
+// Every function and method that can fail returns an error instead of
+// panicking. Handles ([Driver], [Device], [Context], [Module], [Function],
+// [Buffer], [Event]) are only usable as this package returns them: a nil
+// pointer or a zero value, or one that hangs off such a value, makes every
+// method return an error wrapping [ErrZeroValue] (the accessors without an
+// error result, such as [Driver.Path] or [Buffer.Len], return zero values).
+// A handle that was released, freed, destroyed or unloaded gives an error on
+// use, and releasing it again is a no-op. Arguments a C call would truncate
+// (a device ordinal or attribute value outside int32, an allocation whose
+// size in bytes overflows, a name with a NUL byte) are errors too.
+//
 // # Threading
 //
 // A CUDA context is current per OS thread, and Go moves goroutines between

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"unsafe"
 )
@@ -18,9 +19,14 @@ const LibraryEnv = "ATTNGEN_LIBCUDA"
 
 // Driver is a loaded CUDA driver library and its function table. The library
 // stays loaded for the life of the process.
+//
+// Only [Open] and [OpenLibrary] make a usable Driver: the methods of a nil or
+// zero Driver, and of everything reached through one, return an error
+// wrapping [ErrZeroValue].
 type Driver struct {
 	path    string
 	version int
+	ready   bool // every function bound and cuInit done
 
 	cuInit                    func(flags uint32) Result
 	cuDriverGetVersion        func(v *int32) Result
@@ -121,6 +127,12 @@ func Open() (*Driver, error) {
 // no GPU). [Unavailable] is true of all three. A library opened once is
 // returned again by later calls with the same path.
 func OpenLibrary(path string) (*Driver, error) {
+	switch {
+	case path == "":
+		return nil, fmt.Errorf("cuda: load: empty library path: %w", ErrNoDriver)
+	case strings.IndexByte(path, 0) >= 0:
+		return nil, fmt.Errorf("cuda: load %q: the path contains a NUL byte: %w", path, ErrNoDriver)
+	}
 	openMu.Lock()
 	defer openMu.Unlock()
 	if d, ok := opened[path]; ok {
@@ -152,16 +164,36 @@ func OpenLibrary(path string) (*Driver, error) {
 		return nil, err
 	}
 	d.version = int(v)
+	d.ready = true
 	opened[path] = d
 	return d, nil
 }
 
-// Path is the library this driver was loaded from.
-func (d *Driver) Path() string { return d.path }
+// Path is the library this driver was loaded from ("" for a nil Driver).
+func (d *Driver) Path() string {
+	if d == nil {
+		return ""
+	}
+	return d.path
+}
 
 // Version is the CUDA version the driver supports, 1000*major + 10*minor
-// (13000 for CUDA 13.0), from cuDriverGetVersion.
-func (d *Driver) Version() int { return d.version }
+// (13000 for CUDA 13.0), from cuDriverGetVersion (0 for a nil Driver).
+func (d *Driver) Version() int {
+	if d == nil {
+		return 0
+	}
+	return d.version
+}
+
+// usable returns nil for a Driver made by OpenLibrary, else the error of
+// method called on it.
+func (d *Driver) usable(method string) error {
+	if d == nil || !d.ready {
+		return zeroValue(method, "*Driver", "Open or OpenLibrary")
+	}
+	return nil
+}
 
 // check turns a CUresult into nil or an [*Error] carrying the driver's name
 // and description of the code.

@@ -116,6 +116,9 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
+	if e == nil {
+		return "cuda: <nil *cuda.Error>"
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "cuda: %s: %s (%d)", e.Func, e.Name, int(e.Code))
 	if e.Desc != "" {
@@ -131,7 +134,12 @@ func (e *Error) Error() string {
 
 // Unwrap returns the Result, so errors.Is(err, ErrInvalidPTX) and
 // errors.As(err, &r) see it.
-func (e *Error) Unwrap() error { return e.Code }
+func (e *Error) Unwrap() error {
+	if e == nil {
+		return nil
+	}
+	return e.Code
+}
 
 // Unavailable reports whether err says that CUDA cannot be used on this
 // machine at all, as opposed to a failure of a particular call: no driver
@@ -152,4 +160,16 @@ func Unavailable(err error) bool {
 		}
 	}
 	return false
+}
+
+// ErrZeroValue is wrapped by the error a method or function returns when
+// its receiver or a handle argument is nil or a zero value instead of one
+// this package made: a [Driver] not from [Open], a [Device] not from
+// [Driver.Device], a [Function] not from [Module.Function], and so on.
+var ErrZeroValue = errors.New("nil or zero-value handle")
+
+// zeroValue is the error of method called on a nil or zero value of typ,
+// which only from makes.
+func zeroValue(method, typ, from string) error {
+	return fmt.Errorf("cuda: %s: %w: a %s comes from %s", method, ErrZeroValue, typ, from)
 }

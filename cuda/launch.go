@@ -17,6 +17,9 @@ import (
 // uint32, float32 (.s32/.u32/.b32/.f32), int64, uint64, float64 (.64 types).
 // Go's int, being of no fixed C size, is refused.
 func Launch(fn *Function, grid, block [3]uint32, sharedBytes uint32, args ...any) error {
+	if err := fn.usable("Launch"); err != nil {
+		return err
+	}
 	// One 8-byte slot per argument, each value in the slot's first bytes, and
 	// an array of pointers to the slots: the void** kernelParams.
 	slots := make([]uint64, len(args))
@@ -55,6 +58,9 @@ func Launch(fn *Function, grid, block [3]uint32, sharedBytes uint32, args ...any
 // params[i] points at the value of parameter i, which must stay unchanged
 // until LaunchParams returns (the driver copies the values during the call).
 func (f *Function) LaunchParams(grid, block [3]uint32, sharedBytes uint32, params []unsafe.Pointer) error {
+	if err := f.usable("Function.LaunchParams"); err != nil {
+		return err
+	}
 	if f.mod.handle == 0 {
 		return errNilHandle
 	}

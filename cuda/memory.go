@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"math"
 	"unsafe"
 )
 
@@ -19,6 +20,9 @@ type Buffer struct {
 // Alloc allocates bytes of device memory (cuMemAlloc_v2). The contents are
 // undefined; see [Buffer.Memset].
 func (c *Context) Alloc(bytes int) (*Buffer, error) {
+	if err := c.usable("Context.Alloc"); err != nil {
+		return nil, err
+	}
 	if bytes <= 0 {
 		return nil, fmt.Errorf("cuda: Alloc(%d): size must be positive", bytes)
 	}
@@ -30,13 +34,28 @@ func (c *Context) Alloc(bytes int) (*Buffer, error) {
 }
 
 // AllocFloat32 allocates room for n float32 values.
-func (c *Context) AllocFloat32(n int) (*Buffer, error) { return c.Alloc(4 * n) }
+func (c *Context) AllocFloat32(n int) (*Buffer, error) { return c.allocN("Context.AllocFloat32", n, 4) }
 
 // AllocUint16 allocates room for n 16-bit values (bf16 or fp16 bit patterns).
-func (c *Context) AllocUint16(n int) (*Buffer, error) { return c.Alloc(2 * n) }
+func (c *Context) AllocUint16(n int) (*Buffer, error) { return c.allocN("Context.AllocUint16", n, 2) }
+
+// allocN allocates n elements of size bytes each, refusing a byte count
+// that overflows an int.
+func (c *Context) allocN(method string, n, size int) (*Buffer, error) {
+	if err := c.usable(method); err != nil {
+		return nil, err
+	}
+	if n > math.MaxInt/size {
+		return nil, fmt.Errorf("cuda: %s(%d): %d-byte elements: the size in bytes overflows", method, n, size)
+	}
+	return c.Alloc(size * n)
+}
 
 // UploadFloat32 allocates a buffer holding a copy of src.
 func (c *Context) UploadFloat32(src []float32) (*Buffer, error) {
+	if err := c.usable("Context.UploadFloat32"); err != nil {
+		return nil, err
+	}
 	b, err := c.AllocFloat32(len(src))
 	if err != nil {
 		return nil, err
@@ -50,6 +69,9 @@ func (c *Context) UploadFloat32(src []float32) (*Buffer, error) {
 
 // UploadUint16 allocates a buffer holding a copy of src.
 func (c *Context) UploadUint16(src []uint16) (*Buffer, error) {
+	if err := c.usable("Context.UploadUint16"); err != nil {
+		return nil, err
+	}
 	b, err := c.AllocUint16(len(src))
 	if err != nil {
 		return nil, err
@@ -61,14 +83,37 @@ func (c *Context) UploadUint16(src []uint16) (*Buffer, error) {
 	return b, nil
 }
 
-// Ptr is the device address of the buffer, 0 once freed.
-func (b *Buffer) Ptr() DevicePtr { return b.ptr }
+// usable returns nil for a Buffer made by this package (freed or not),
+// else the error of method called on it.
+func (b *Buffer) usable(method string) error {
+	if b == nil || b.ctx.usable(method) != nil {
+		return zeroValue(method, "*Buffer", "Context.Alloc or an Upload method")
+	}
+	return nil
+}
 
-// Len is the size of the buffer in bytes.
-func (b *Buffer) Len() int { return b.size }
+// Ptr is the device address of the buffer, 0 once freed (and for a nil
+// Buffer).
+func (b *Buffer) Ptr() DevicePtr {
+	if b == nil {
+		return 0
+	}
+	return b.ptr
+}
+
+// Len is the size of the buffer in bytes (0 for a nil Buffer).
+func (b *Buffer) Len() int {
+	if b == nil {
+		return 0
+	}
+	return b.size
+}
 
 // Free frees the buffer (cuMemFree_v2). Freeing twice is a no-op.
 func (b *Buffer) Free() error {
+	if err := b.usable("Buffer.Free"); err != nil {
+		return err
+	}
 	if b.ptr == 0 {
 		return nil
 	}
@@ -79,14 +124,21 @@ func (b *Buffer) Free() error {
 
 // Memset sets every byte of the buffer to v (cuMemsetD8_v2).
 func (b *Buffer) Memset(v byte) error {
+	if err := b.usable("Buffer.Memset"); err != nil {
+		return err
+	}
 	if b.ptr == 0 {
 		return errNilHandle
 	}
 	return b.ctx.do("cuMemsetD8_v2", func() Result { return b.ctx.drv.cuMemsetD8(b.ptr, v, uintptr(b.size)) })
 }
 
-// write copies n bytes at src to the start of the buffer (cuMemcpyHtoD_v2).
-func (b *Buffer) write(src unsafe.Pointer, n int) error {
+// write copies n bytes at src to the start of the buffer (cuMemcpyHtoD_v2);
+// method names the caller in errors.
+func (b *Buffer) write(method string, src unsafe.Pointer, n int) error {
+	if err := b.usable(method); err != nil {
+		return err
+	}
 	if b.ptr == 0 {
 		return errNilHandle
 	}
@@ -99,8 +151,12 @@ func (b *Buffer) write(src unsafe.Pointer, n int) error {
 	return b.ctx.do("cuMemcpyHtoD_v2", func() Result { return b.ctx.drv.cuMemcpyHtoD(b.ptr, src, uintptr(n)) })
 }
 
-// read copies n bytes from the start of the buffer to dst (cuMemcpyDtoH_v2).
-func (b *Buffer) read(dst unsafe.Pointer, n int) error {
+// read copies n bytes from the start of the buffer to dst (cuMemcpyDtoH_v2);
+// method names the caller in errors.
+func (b *Buffer) read(method string, dst unsafe.Pointer, n int) error {
+	if err := b.usable(method); err != nil {
+		return err
+	}
 	if b.ptr == 0 {
 		return errNilHandle
 	}
@@ -115,30 +171,30 @@ func (b *Buffer) read(dst unsafe.Pointer, n int) error {
 
 // Write copies src to the start of the buffer.
 func (b *Buffer) Write(src []byte) error {
-	return b.write(unsafe.Pointer(unsafe.SliceData(src)), len(src))
+	return b.write("Buffer.Write", unsafe.Pointer(unsafe.SliceData(src)), len(src))
 }
 
 // Read copies the start of the buffer into dst.
 func (b *Buffer) Read(dst []byte) error {
-	return b.read(unsafe.Pointer(unsafe.SliceData(dst)), len(dst))
+	return b.read("Buffer.Read", unsafe.Pointer(unsafe.SliceData(dst)), len(dst))
 }
 
 // WriteFloat32 copies src to the start of the buffer.
 func (b *Buffer) WriteFloat32(src []float32) error {
-	return b.write(unsafe.Pointer(unsafe.SliceData(src)), 4*len(src))
+	return b.write("Buffer.WriteFloat32", unsafe.Pointer(unsafe.SliceData(src)), 4*len(src))
 }
 
 // ReadFloat32 copies the start of the buffer into dst.
 func (b *Buffer) ReadFloat32(dst []float32) error {
-	return b.read(unsafe.Pointer(unsafe.SliceData(dst)), 4*len(dst))
+	return b.read("Buffer.ReadFloat32", unsafe.Pointer(unsafe.SliceData(dst)), 4*len(dst))
 }
 
 // WriteUint16 copies src (bf16 or fp16 bit patterns) to the start of the buffer.
 func (b *Buffer) WriteUint16(src []uint16) error {
-	return b.write(unsafe.Pointer(unsafe.SliceData(src)), 2*len(src))
+	return b.write("Buffer.WriteUint16", unsafe.Pointer(unsafe.SliceData(src)), 2*len(src))
 }
 
 // ReadUint16 copies the start of the buffer into dst.
 func (b *Buffer) ReadUint16(dst []uint16) error {
-	return b.read(unsafe.Pointer(unsafe.SliceData(dst)), 2*len(dst))
+	return b.read("Buffer.ReadUint16", unsafe.Pointer(unsafe.SliceData(dst)), 2*len(dst))
 }

@@ -3,7 +3,10 @@ package cuda
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"math"
 	"runtime"
+	"strings"
 	"unsafe"
 )
 
@@ -33,6 +36,9 @@ type Module struct {
 // returns an [*Error] whose Log holds the JIT error log (ptxas messages with
 // line numbers), and whose message includes it.
 func (c *Context) LoadModule(image []byte) (*Module, error) {
+	if err := c.usable("Context.LoadModule"); err != nil {
+		return nil, err
+	}
 	if len(image) == 0 {
 		return nil, errors.New("cuda: LoadModule: empty image")
 	}
@@ -78,9 +84,21 @@ func logText(b []byte) string {
 	return string(bytes.TrimRight(b, "\n"))
 }
 
+// usable returns nil for a Module made by Context.LoadModule (unloaded or
+// not), else the error of method called on it.
+func (m *Module) usable(method string) error {
+	if m == nil || m.ctx.usable(method) != nil {
+		return zeroValue(method, "*Module", "Context.LoadModule")
+	}
+	return nil
+}
+
 // Unload unloads the module (cuModuleUnload); its functions become invalid.
 // Unloading twice is a no-op.
 func (m *Module) Unload() error {
+	if err := m.usable("Module.Unload"); err != nil {
+		return err
+	}
 	if m.handle == 0 {
 		return nil
 	}
@@ -91,6 +109,15 @@ func (m *Module) Unload() error {
 
 // Function looks up a kernel (a PTX .entry) by name (cuModuleGetFunction).
 func (m *Module) Function(name string) (*Function, error) {
+	if err := m.usable("Module.Function"); err != nil {
+		return nil, err
+	}
+	switch {
+	case name == "":
+		return nil, errors.New("cuda: Module.Function: empty kernel name")
+	case strings.IndexByte(name, 0) >= 0:
+		return nil, fmt.Errorf("cuda: Module.Function(%q): the name contains a NUL byte", name)
+	}
 	if m.handle == 0 {
 		return nil, errNilHandle
 	}
@@ -132,11 +159,29 @@ type Function struct {
 	Name   string
 }
 
-// Context is the context the function's module was loaded in.
-func (f *Function) Context() *Context { return f.ctx }
+// Context is the context the function's module was loaded in (nil for a
+// nil Function).
+func (f *Function) Context() *Context {
+	if f == nil {
+		return nil
+	}
+	return f.ctx
+}
+
+// usable returns nil for a Function made by Module.Function (its module
+// unloaded or not), else the error of method called on it.
+func (f *Function) usable(method string) error {
+	if f == nil || f.handle == 0 || f.mod.usable(method) != nil || f.ctx != f.mod.ctx {
+		return zeroValue(method, "*Function", "Module.Function")
+	}
+	return nil
+}
 
 // Attribute reads a function attribute (cuFuncGetAttribute).
 func (f *Function) Attribute(a FuncAttribute) (int, error) {
+	if err := f.usable("Function.Attribute"); err != nil {
+		return 0, err
+	}
 	if f.mod.handle == 0 {
 		return 0, errNilHandle
 	}
@@ -147,6 +192,12 @@ func (f *Function) Attribute(a FuncAttribute) (int, error) {
 
 // SetAttribute sets a function attribute (cuFuncSetAttribute).
 func (f *Function) SetAttribute(a FuncAttribute, v int) error {
+	if err := f.usable("Function.SetAttribute"); err != nil {
+		return err
+	}
+	if v < math.MinInt32 || v > math.MaxInt32 {
+		return fmt.Errorf("cuda: Function.SetAttribute(%d, %d): value out of range of a C int", a, v)
+	}
 	if f.mod.handle == 0 {
 		return errNilHandle
 	}
@@ -158,11 +209,27 @@ func (f *Function) SetAttribute(a FuncAttribute, v int) error {
 // a launch asking for more than 48 KiB fails; the ceiling is the device's
 // SharedPerBlockOptin less the kernel's static shared memory.
 func (f *Function) SetMaxDynamicSharedMemory(bytes int) error {
+	if err := f.usable("Function.SetMaxDynamicSharedMemory"); err != nil {
+		return err
+	}
+	if bytes < 0 || bytes > math.MaxInt32 {
+		return fmt.Errorf("cuda: Function.SetMaxDynamicSharedMemory(%d): out of range (0 to %d)", bytes, math.MaxInt32)
+	}
 	return f.SetAttribute(FuncMaxDynamicSharedSizeBytes, bytes)
 }
 
 // NumRegs is the number of registers per thread the kernel was compiled to.
-func (f *Function) NumRegs() (int, error) { return f.Attribute(FuncNumRegs) }
+func (f *Function) NumRegs() (int, error) {
+	if err := f.usable("Function.NumRegs"); err != nil {
+		return 0, err
+	}
+	return f.Attribute(FuncNumRegs)
+}
 
 // LocalBytes is the local memory per thread (register spills, local arrays).
-func (f *Function) LocalBytes() (int, error) { return f.Attribute(FuncLocalSizeBytes) }
+func (f *Function) LocalBytes() (int, error) {
+	if err := f.usable("Function.LocalBytes"); err != nil {
+		return 0, err
+	}
+	return f.Attribute(FuncLocalSizeBytes)
+}
