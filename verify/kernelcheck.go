@@ -228,11 +228,12 @@ func CheckDependencies(p spec.Pattern, run Run, s Shape, r *rand.Rand) error {
 // and runs the layers with the score scale 1/(stackScaleDiv·d), so that
 // every score is at most about 1/stackScaleDiv in magnitude (the first
 // layer's input is at most about 1 per element, every later one is a tanh)
-// and attention is within a few percent of uniform. A kept key then carries at least about 1/K of the change of its
-// row (K keys kept), and after L hops the change at an output is about
-// 1/(K_1···K_L): far above the rounding step of outputs of order stackBase
-// as long as that product, doubled per layer for the mixing and the
-// deviation from uniform weights, stays below stackMaxGain.
+// and attention is within a few percent of uniform. A kept key then
+// carries at least about 1/K of the change of its row (K keys kept), and
+// after L hops the change at an output is about 1/(K_1···K_L): far above
+// the rounding step of outputs of order stackBase as long as that product,
+// doubled per layer for the mixing and the deviation from uniform weights,
+// stays below stackMaxGain.
 const (
 	stackBase     = 0x1p-30
 	stackScaleDiv = 8
