@@ -9,8 +9,7 @@ import (
 	"github.com/attngen/attngen/runtime/mask"
 )
 
-// maxSeq bounds seq_k: positions, and the sums of positions and mask
-// parameters the plan's programs form, stay far inside s32.
+// maxSeq bounds seq_k; RenderProg's range analysis (ArgMax) relies on it.
 const maxSeq = gpu.MaxSeq
 
 // Class values of the tile class program (mask.Class), as s32 immediates.
@@ -225,7 +224,7 @@ type fwd struct {
 
 func (g *fwd) kvBytes() int   { return TileK * g.RS }
 func (g *fwd) qBytes() int    { return TileQ * g.RS }
-func (g *fwd) smemBytes() int { return g.qBytes() + 4*g.kvBytes() }
+func (g *fwd) smemBytes() int { return g.qBytes() + 4*g.kvBytes() + flagBytes }
 
 // cpr is the number of 16-byte chunks per row; rowStep the rows 128
 // threads cover per copy step.
@@ -536,6 +535,7 @@ func (g *fwd) compute(kt, cls, buf Operand, qa [][4]Reg, aK, aV Operand, m, l [2
 		}
 	}
 	f.Place(nomask)
+	fix := g.sanitize(cls, sb)
 
 	f.Comment("online softmax: row max over the quad, rescale, exponentiate")
 	var alpha [2]Operand
@@ -607,7 +607,176 @@ func (g *fwd) compute(kt, cls, buf Operand, qa [][4]Reg, aK, aV Operand, m, l [2
 			g.mma(acc[2*dp+1], a, b[2], b[3])
 		}
 	}
+	g.restore(fix, sb, aV, s, acc)
 	return nil
+}
+
+// Element bits of the 16-bit types: exponent, its lowest bit, mantissa, and
+// the codes sanitize writes for a non-finite value (+Inf 1, -Inf 128, NaN
+// 16384: sums over the 64 keys of a tile stay exact and separable).
+type elemBits struct{ exp, expLow, mant, pos, neg, nan int64 }
+
+func (g *fwd) bits() elemBits {
+	if g.elem == F16 {
+		return elemBits{0x7c00, 0x0400, 0x03ff, 0x3c00, 0x5800, 0x7400}
+	}
+	return elemBits{0x7f80, 0x0080, 0x007f, 0x3f80, 0x4300, 0x4680}
+}
+
+// flagBytes is the shared memory after the key/value buffers: one word per
+// warp for sanitize's vote.
+const flagBytes = 4 * Threads / 32
+
+// sanitize emits the masked-value rule for partial tiles: the P V product
+// multiplies a masked p = 0 by its value, and 0 times NaN or an infinity is
+// NaN, so a non-finite value a row masks would reach that row. Each thread
+// checks its share of the value tile (the words it copied); when any value
+// of the tile is non-finite (a CTA-wide vote through shared memory), the
+// threads replace those values by 0 in place and write, where the tile's
+// keys were (no longer read), a code per element: 0 for a finite value, 1
+// for +Inf, 128 for -Inf, 16384 for NaN. restore then adds the non-finite
+// terms back to the rows that keep them. It returns a register that is 1
+// when the tile was rewritten (the same in every thread).
+func (g *fwd) sanitize(cls, sb Operand) Reg {
+	f := g.f
+	eb := g.bits()
+	expMask, low, signs := eb.exp|eb.exp<<16, eb.expLow|eb.expLow<<16, int64(0x80008000)
+	done := f.Mov(B32, I(0))
+	skip := f.NewLabel("finite")
+	f.Comment("masked values: a partial tile's non-finite values are zeroed, and added back where kept")
+	np := f.Setp("ne", S32, cls, I(cPartial))
+	f.Bra(skip, &np, false)
+	sK := f.Add(sb, g.copyS)
+	vOff := int64(g.kvBytes())
+	words := TileK / g.rowStep() * 4
+	addr := func(w int) int64 { return int64(w/4*g.rowStep()*g.RS + 4*(w%4)) }
+	load := func(off int64) Reg {
+		x := f.NewReg(B32)
+		f.Emit(Inst{Op: OpLd, T: B32, Space: "shared", Dst: []Operand{R(x)}, Src: []Operand{Addr(sK.Reg, off)}})
+		return x
+	}
+	// nonFinite: bit 15 (31) set where the low (high) half has an all-ones
+	// exponent (the carry of exponent + lowest bit)
+	nonFinite := func(x Reg) Operand {
+		t := f.Op3(OpAnd, B32, R(x), I(expMask))
+		t = f.Op3(OpAdd, U32, t, I(low))
+		return f.Op3(OpAnd, B32, t, I(signs))
+	}
+	any := f.Mov(B32, I(0))
+	for w := 0; w < words; w++ {
+		f.Into(OpOr, B32, any, R(any), nonFinite(load(vOff+addr(w))))
+	}
+	for _, lane := range []int64{1, 2, 4, 8, 16} {
+		o := f.NewReg(B32)
+		f.Emit(Inst{Op: OpShflBfly, Dst: []Operand{R(o)}, Src: []Operand{R(any), I(lane), I(31), I(0xffffffff)}})
+		f.Into(OpOr, B32, any, R(any), R(o))
+	}
+	flags := f.Add(g.smem, I(int64(g.qBytes()+4*g.kvBytes())))
+	lane0 := f.Setp("eq", U32, g.lane, I(0))
+	f.Emit(Inst{Op: OpSt, T: B32, Space: "shared", Guard: &lane0, Dst: []Operand{Addr(f.reg(U32, f.Add(flags, f.MulC(g.warp, 4))).Reg, 0)}, Src: []Operand{R(any)}})
+	f.Emit(Inst{Op: OpBar, Src: []Operand{I(0)}})
+	all := f.Mov(B32, I(0))
+	for w := 0; w < Threads/32; w++ {
+		x := f.NewReg(B32)
+		f.Emit(Inst{Op: OpLd, T: B32, Space: "shared", Dst: []Operand{R(x)}, Src: []Operand{Addr(f.reg(U32, flags).Reg, int64(4*w))}})
+		f.Into(OpOr, B32, all, R(all), R(x))
+	}
+	clean := f.Setp("eq", U32, R(all), I(0))
+	f.Bra(skip, &clean, false)
+	f.Comment("a non-finite value in the tile: zero it, and write its code over the keys")
+	code := func(h Operand, nf Operand) Operand {
+		isNF := f.Setp("ne", U32, nf, I(0))
+		isNaN := f.Setp("ne", U32, f.Op3(OpAnd, B32, h, I(eb.mant)), I(0))
+		isNeg := f.Setp("ne", U32, f.Op3(OpAnd, B32, h, I(0x8000)), I(0))
+		c := f.Selp(U32, I(eb.neg), I(eb.pos), isNeg)
+		c = f.Selp(U32, I(eb.nan), c, isNaN)
+		return f.Selp(U32, c, I(0), isNF)
+	}
+	for w := 0; w < words; w++ {
+		x := load(vOff + addr(w))
+		nf := nonFinite(x)
+		m := f.Op3(OpMulLo, U32, f.Op3(OpShr, U32, nf, I(15)), I(0xffff))
+		xc := f.Op3(OpAnd, B32, R(x), f.Op3(OpXor, B32, m, I(0xffffffff)))
+		f.Emit(Inst{Op: OpSt, T: B32, Space: "shared", Dst: []Operand{Addr(sK.Reg, vOff+addr(w))}, Src: []Operand{f.reg(B32, xc)}})
+		lo := code(f.Op3(OpAnd, B32, R(x), I(0xffff)), f.Op3(OpAnd, B32, nf, I(0x8000)))
+		hi := code(f.Op3(OpShr, U32, R(x), I(16)), f.Op3(OpAnd, B32, nf, I(0x80000000)))
+		n := f.Op3(OpOr, B32, lo, f.Op3(OpShl, B32, hi, I(16)))
+		f.Emit(Inst{Op: OpSt, T: B32, Space: "shared", Dst: []Operand{Addr(sK.Reg, addr(w))}, Src: []Operand{f.reg(B32, n)}})
+	}
+	f.Emit(Inst{Op: OpBar, Src: []Operand{I(0)}})
+	f.Set(B32, done, I(1))
+	f.Place(skip)
+	return done
+}
+
+// restore emits the second half of sanitize's rule, after O += P V on the
+// zeroed values: C = [p > 0] times the codes (one more product over the
+// tile, exact in f32) counts, for each output element, the +Inf, -Inf and
+// NaN values its row keeps with a non-zero weight; an element with any gets
+// the IEEE sum of those: NaN for a NaN or for both infinities, else the
+// infinity. Rows that keep none are left bit for bit as they are.
+func (g *fwd) restore(done Reg, sb, aV Operand, s [][4]Reg, acc [][4]Reg) {
+	f := g.f
+	pt := BF16x2
+	if g.elem == F16 {
+		pt = F16x2
+	}
+	skip := f.NewLabel("restored")
+	none := f.Setp("eq", U32, R(done), I(0))
+	f.Bra(skip, &none, false)
+	f.Comment("add back the kept non-finite values of a sanitized tile")
+	ind := func(x Reg) Operand {
+		return f.Selp(F32, Fimm(1), Fimm(0), f.Setp("gt", F32, R(x), Fimm(0)))
+	}
+	pack := func(hi, lo Reg) Reg {
+		r := f.NewReg(B32)
+		f.Emit(Inst{Op: OpCvtPack, T: pt, Dst: []Operand{R(r)}, Src: []Operand{ind(hi), ind(lo)}})
+		return r
+	}
+	a := make([][4]Reg, TileK/16)
+	for kk := range a {
+		a[kk] = [4]Reg{
+			pack(s[2*kk][1], s[2*kk][0]), pack(s[2*kk][3], s[2*kk][2]),
+			pack(s[2*kk+1][1], s[2*kk+1][0]), pack(s[2*kk+1][3], s[2*kk+1][2]),
+		}
+	}
+	sN := f.Add(sb, aV)
+	nan, inf := Fimm(float32(math.NaN())), float32(math.Inf(1))
+	for dp := 0; dp < g.D/16; dp++ {
+		var c [2][4]Reg
+		for h := range c {
+			for x := range c[h] {
+				c[h][x] = f.Mov(F32, Fimm(0))
+			}
+		}
+		for kk := range a {
+			var b [4]Reg
+			for x := range b {
+				b[x] = f.NewReg(B32)
+			}
+			f.Emit(Inst{Op: OpLdmatrixT, Dst: []Operand{Vec(b[:]...)}, Src: []Operand{Addr(sN.Reg, int64(kk*16*g.RS+dp*32))}})
+			g.mma(c[0], a[kk], b[0], b[1])
+			g.mma(c[1], a[kk], b[2], b[3])
+		}
+		for h := range c {
+			for x := range c[h] {
+				// the count is an integer below 2^23: adding 2^23 puts it
+				// in the low mantissa bits
+				bitsR := f.NewReg(B32)
+				f.Emit(Inst{Op: OpBitcast, Dst: []Operand{R(bitsR)}, Src: []Operand{f.F(OpAddF, R(c[h][x]), Fimm(0x1p23))}})
+				n := f.Op3(OpAnd, B32, R(bitsR), I(0x7fffff))
+				pos := f.Setp("ne", U32, f.Op3(OpAnd, B32, n, I(127)), I(0))
+				neg := f.Setp("ne", U32, f.Op3(OpAnd, B32, f.Op3(OpShr, U32, n, I(7)), I(127)), I(0))
+				isNaN := f.POr(f.Setp("ne", U32, f.Op3(OpShr, U32, n, I(14)), I(0)), f.PAnd(pos, neg))
+				v := f.Selp(F32, Fimm(inf), Fimm(-inf), pos)
+				v = f.Selp(F32, nan, v, isNaN)
+				some := f.Setp("ne", U32, n, I(0))
+				y := acc[2*dp+h][x]
+				f.Set(F32, y, f.Selp(F32, f.F(OpAddF, R(y), v), R(y), some))
+			}
+		}
+	}
+	f.Place(skip)
 }
 
 // lg2 emits log2(x) for x >= 1 (x is a row sum of exponentials that
@@ -636,7 +805,9 @@ func (g *fwd) lg2(x Operand) Operand {
 	ln := f.F(OpMulF, poly, z)
 	ef := f.NewReg(F32)
 	f.Emit(Inst{Op: OpCvtF32I, T: S32, Dst: []Operand{R(ef)}, Src: []Operand{e2}})
-	return f.F(OpFma, ln, Fimm(float32(1/math.Ln2)), R(ef))
+	// (x - x) * 0 is 0, or NaN when l is NaN (a kept NaN score), which the
+	// bit arithmetic above would turn into a finite value
+	return f.F(OpAddF, f.F(OpFma, ln, Fimm(float32(1/math.Ln2)), R(ef)), f.F(OpMulF, f.F(OpSubF, x, x), Fimm(0)))
 }
 
 // finish normalizes O, stores it and the log-sum-exp, guarded by seq_q.

@@ -463,7 +463,8 @@ func planTiles(p *gen.Plan, q0, q1, nk int, docs *spec.Docs) []gen.TileRef {
 }
 
 // TestInterpVisits counts the key tiles the kernel visits through its
-// barriers (one for Q and two per visited tile; none in CTAs that visit
+// barriers (one for Q, two per visited tile and one more per partial
+// tile, sanitize's vote on finite data; none in CTAs that visit
 // no tile or lie past a residue class's queries) and compares them with a
 // scan of the plan's hull and class programs (planTiles). It also checks
 // that the plan's exact schedule (Visit, refined by keep words) is a
@@ -495,6 +496,11 @@ func TestInterpVisits(t *testing.T) {
 					scan := planTiles(p, q0, q1, seg.SeqK, docs)
 					if len(scan) > 0 {
 						want += 1 + 2*int64(len(scan))
+					}
+					for _, r := range scan {
+						if r.Class == mask.Partial {
+							want++ // sanitize's vote (the data is finite)
+						}
 					}
 					classes := map[int]mask.Class{}
 					for _, r := range scan {

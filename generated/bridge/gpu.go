@@ -27,7 +27,7 @@ var GPUKernels = []gpu.Kernel{
 			{"heads_kv", "u32", "key/value heads; query head h reads h / (heads_q/heads_kv)"},
 			{"scale_log2", "f32", "softmax scale times log2(e)"},
 		},
-		TileQ: 64, Threads: 128, DynShared: 87040, Stride: 1},
+		TileQ: 64, Threads: 128, DynShared: 87056, Stride: 1},
 }
 
 //go:embed forward_sm_80_bf16.ptx
