@@ -1,6 +1,9 @@
 package spec
 
-import "slices"
+import (
+	"math/big"
+	"slices"
+)
 
 // Prog is the arithmetic progression {Lo, Lo+Step, ..., <= Hi} of key
 // positions; Step >= 1 and Lo <= Hi for a non-empty Prog.
@@ -106,9 +109,14 @@ func intersectProg(a, b Prog) Prog {
 	if mod(diff, g) != 0 {
 		return empty
 	}
-	l := a.Step / g * b.Step
 	// a.Lo + a.Step*k ≡ b.Lo (mod b.Step)  =>  k ≡ (diff/g) * x (mod b.Step/g)
 	m2 := b.Step / g
+	if a.Step > 1<<31 || m2 > 1<<31 || a.Step/g > (hi-lo)/b.Step {
+		// Large steps (nested strides): the products below could overflow
+		// int, and l > hi - lo leaves at most one common position.
+		return intersectBig(a, b, lo, hi, g, x)
+	}
+	l := a.Step / g * b.Step
 	k := mod(mod(diff/g, m2)*mod(x, m2), m2)
 	x0 := a.Lo + a.Step*k // a solution; shift it to the first one >= lo
 	first := x0 + ceilDiv(lo-x0, l)*l
@@ -116,6 +124,30 @@ func intersectProg(a, b Prog) Prog {
 		return empty
 	}
 	return Prog{first, hi, l}
+}
+
+// intersectBig is intersectProg's arithmetic in big integers: the first
+// common position at or after lo, and the step lcm(a.Step, b.Step) when
+// it fits between lo and hi (else the one position).
+func intersectBig(a, b Prog, lo, hi, g, x int) Prog {
+	bi := func(v int) *big.Int { return big.NewInt(int64(v)) }
+	m2 := bi(b.Step / g)
+	k := new(big.Int).Mul(bi((b.Lo-a.Lo)/g), bi(x))
+	k.Mod(k, m2)
+	l := new(big.Int).Mul(bi(a.Step/g), bi(b.Step))
+	x0 := new(big.Int).Add(bi(a.Lo), new(big.Int).Mul(bi(a.Step), k))
+	// first = x0 + ceil((lo - x0) / l) * l
+	d := new(big.Int).Sub(bi(lo), x0)
+	q := new(big.Int).Neg(new(big.Int).Div(new(big.Int).Neg(d), l)) // ceil: -floor(-d/l); Div floors for l > 0
+	first := new(big.Int).Add(x0, new(big.Int).Mul(q, l))
+	if first.Cmp(bi(hi)) > 0 {
+		return Prog{1, 0, 1}
+	}
+	f := int(first.Int64())
+	if l.Cmp(bi(hi-lo)) > 0 {
+		return Prog{f, f, 1}
+	}
+	return Prog{f, hi, int(l.Int64())}
 }
 
 // extGCD returns g = gcd(a, b) and x, y with a*x + b*y = g.
