@@ -41,14 +41,17 @@
 //     and modulo by constants (shifts and masks for powers of two,
 //     div/rem.s32 with a correction otherwise) and by registers, so
 //     negative operands are right too.
-//   - prog.go: RenderProg, the renderer of any plan program as s32 PTX:
-//     arguments are operands the caller gives (registers or immediates, in
+//   - prog.go: RenderProg, the renderer of any plan program as PTX: s32,
+//     with a range analysis from register arguments that are positions in
+//     [0, ArgMax]; values whose range does not fit s32 are computed in
+//     s64, and results that do not fit saturate to s32. Arguments are operands the caller gives (registers or immediates, in
 //     Prog.Args order), results come back as integer operands or predicate
 //     registers (Value), document ops load from the kernel's doc_id,
 //     doc_start and doc_end arrays (DocRegs). Every non-word gen.IROp
 //     renders; word ops (which exist only in the CPU keep-word program), an
-//     unknown op or a constant or immediate outside s32 (gen.Inf and
-//     -gen.Inf fit) are errors. Constants fold; dead values are skipped; a
+//     unknown op, a constant, immediate or value folded from constants
+//     outside s32 (gen.Inf and -gen.Inf fit), or a value whose range
+//     exceeds 64 bits are errors. Constants fold; dead values are skipped; a
 //     Memo shares values between renderings in one block by the arguments
 //     they depend on, so the per-element predicate computes row-only values
 //     once per row and column-only values once per column.
@@ -91,7 +94,18 @@
 // shared by every batch element and head; documents with a residue layout
 // are refused.
 //
-// Positions are s32 and seq_k below 2^29.
+// Positions are s32 and seq_k below 2^29 (gpu.MaxSeq); values the programs
+// form from them may leave s32 and are then computed in s64.
+//
+// Masked pairs never read their value: the P V product multiplies a masked
+// p = 0 by v, and 0 times NaN or an infinity is NaN, so on partial tiles
+// the threads vote (through a shared word per warp) on whether the value
+// tile holds a non-finite element; if so they zero those elements in
+// shared memory, write a code per element over the tile's keys (no longer
+// read), and after the product add back, through one more product of
+// [p > 0] with the codes, the IEEE sum of the non-finite values each row
+// keeps with a non-zero weight. Full tiles keep every pair, so IEEE
+// arithmetic needs nothing there. A kept NaN score gives NaN through ex2.
 //
 // # Tests
 //
@@ -102,7 +116,10 @@
 // rendered, the memo's sharing, illegal instructions, determinism, the
 // register declarations, a golden kernel (testdata/causal64.ptx; rerun
 // with -update), launch geometry, and that no file of the package imports
-// spec.
+// spec. The overflow tests (overflow_test.go) generate random specs with
+// extreme parameters for every target, run extreme kernels under the
+// interpreter against the reference, and check rendered programs against
+// Prog.Eval on positions near 2^29 and on operands past s32.
 //
 // Interpreter tests run the kernels under verify/ptx (with its race,
 // divergence and uninitialized-read checks on); -short trims the head_dim
@@ -116,7 +133,7 @@
 // for bf16); they run the plan's hull, class, predicate and residue
 // programs as the kernel renders them on random arguments against
 // Prog.Eval; and they count the key tiles each CTA visits (by its
-// barriers) against a scan of the plan's hull and class programs, whose
+// barriers, one more per partial tile for the vote) against a scan of the plan's hull and class programs, whose
 // tiles must include the plan's exact schedule (Visit). The interpreter
 // has no lg2, so they use Config.SoftLg2; TestInterpHardwareLg2 runs the
 // lg2.approx kernel once it does. TestPtxas assembles every example for
