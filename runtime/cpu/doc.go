@@ -28,11 +28,22 @@
 //	               nil means every pair of the tile is kept (a full tile).
 //
 // For each row r: scores s_c = q_r . kt[:,c]; masked scores are -Inf;
-// mnew = max(m_r, max_c s_c); if mnew is -Inf the row is left untouched
-// (no key kept yet); otherwise alpha = 2^(m_r - mnew) (0 when m_r is -Inf),
-// p_c = 2^(s_c - mnew) (0 when masked), l_r = alpha*l_r + sum_c p_c,
-// o_r = alpha*o_r + sum_c p_c * v_c, m_r = mnew. The driver finishes a row
-// with out = o/l and lse = (m + log2 l) * ln 2, or 0 and -Inf when l = 0.
+// mnew = max(m_r, max_c s_c). A row that keeps no key of the tile is left
+// untouched. Otherwise, with ms = mnew, or 0 when mnew is -Inf (every kept
+// score -Inf or NaN, no state yet; m stays -Inf): alpha = 2^(m_r - mnew)
+// (1 when they are equal or mnew is -Inf, 0 when m_r is -Inf), p_c =
+// 2^(s_c - ms) (0 when masked, NaN for a NaN score), l_r = alpha*l_r +
+// sum_c p_c, o_r = alpha*o_r + sum_c p_c * v_c, m_r = mnew. exp2 flushes
+// results below 2^-126 to 0 and keeps NaN, so a kept NaN score or a kept
+// +Inf score (Inf - Inf) makes the row NaN. The driver finishes a row with
+// out = o/l and lse = (m + log2 l) * ln 2, or 0 and -Inf when l = 0.
+//
+// The kernels multiply a masked p = 0 by its value row, and 0 times NaN or
+// an infinity is NaN. So that masked data never reaches an output, the
+// driver marks, once per call, the value rows of each key tile that hold a
+// non-finite element; for a tile where some row masks one of them it runs
+// the kernel on a copy with those elements zeroed and then adds p * v for
+// them to the rows that keep them (IEEE arithmetic through kept pairs).
 package cpu
 
 // Tile sizes shared by every variant.
