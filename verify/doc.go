@@ -3,7 +3,10 @@
 // (dependency sets, coverage, hop counts, the K-way boundary-copy bound),
 // exact pair counting, kernel checks (numeric against the reference and a
 // straightforward float32 implementation, dependency by perturbation, a
-// 3-layer stack against the reachability model), and pictures of a mask and
+// 3-layer stack against the reachability model; non-finite inputs:
+// poisoned masked positions leave every row that masks them bit-identical,
+// kept NaN and infinities give the reference's kinds of results, document
+// ids one row per batch), and pictures of a mask and
 // its tile classes (text, PNG, SVG) for people to check by eye. It trusts no
 // emitter's claims: it evaluates masks only through spec.Pattern and runs
 // kernels only through their public entry points.
