@@ -283,3 +283,32 @@ func BenchmarkConcurrent(b *testing.B) {
 		})
 	}
 }
+
+// TestLargeWorkspaceReleased: a call whose key and value tiles are large
+// (a long decode) does not keep them once it returns: after the caller
+// drops its slices and the garbage collector runs, the heap is back near
+// where it was.
+func TestLargeWorkspaceReleased(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocates 256 MiB")
+	}
+	heap := func() uint64 {
+		runtime.GC()
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	before := heap()
+	s := cpu.Shape{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: 1, SeqK: 1 << 17, HeadDim: 128}
+	func() {
+		a := newArgs(rand.New(rand.NewPCG(12, 13)), s)
+		if err := cpu.Forward(causal{}, cpu.Auto, a.out, a.lse, a.q, a.k, a.v, nil, s); err != nil {
+			t.Fatal(err)
+		}
+	}()
+	after := heap()
+	if after > before+16<<20 {
+		t.Errorf("heap %d MiB after the call, %d MiB before: the workspace stayed", after>>20, before>>20)
+	}
+}
