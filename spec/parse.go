@@ -88,17 +88,39 @@ const (
 	MaxDepth = 64
 )
 
-// ParseFile reads and parses a spec file.
+// Limits on a spec file as a whole. A spec is a few lines; the size cap
+// keeps a stray device or a huge file from being read into memory and
+// parsed, and the error cap keeps a file full of mistakes from printing
+// tens of thousands of lines.
+const (
+	MaxFileSize = 1 << 20 // bytes
+	MaxErrors   = 20      // errors listed; the rest are counted
+)
+
+// ParseFile reads and parses a spec file, reading at most MaxFileSize+1
+// bytes: a larger file (or an endless one such as /dev/zero) is refused
+// without reading the rest.
 func ParseFile(path string) (*Spec, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > MaxFileSize {
+		return nil, ErrorList{{Pos{path, 1, 1}, fmt.Sprintf("spec file is larger than 1 MiB (%d bytes): a spec is a few lines, so this is not one", MaxFileSize)}}
 	}
 	return Parse(path, data)
 }
 
 // Parse parses and validates a spec. On failure the error is an ErrorList
-// holding every problem found, each with its file:line:col.
+// holding the problems found in file order, each with its file:line:col:
+// the first MaxErrors of them, then, if there are more, one entry at the
+// next one's position counting those not listed. Parse takes data of any
+// size (its caller already holds it); ParseFile caps what it reads.
 func Parse(file string, data []byte) (s *Spec, err error) {
 	p := &parser{file: file}
 	defer func() {
@@ -123,9 +145,20 @@ func Parse(file string, data []byte) (s *Spec, err error) {
 	}
 	s = p.spec(&doc)
 	if len(p.errs) > 0 {
-		return nil, p.errs.sorted()
+		return nil, capErrors(p.errs.sorted())
 	}
 	return s, nil
+}
+
+// capErrors keeps the first MaxErrors of a sorted list and replaces the
+// rest by one entry, at the first left-out error's position, saying how
+// many there are.
+func capErrors(l ErrorList) ErrorList {
+	if len(l) <= MaxErrors {
+		return l
+	}
+	more := &Error{l[MaxErrors].Pos, fmt.Sprintf("and %d more errors from here on, not listed (fix the ones above first)", len(l)-MaxErrors)}
+	return append(l[:MaxErrors:MaxErrors], more)
 }
 
 type parser struct {

@@ -49,19 +49,18 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	naiveHeads := fs.Int("naive-heads", 1, "heads the straightforward Go implementation runs (it is slow; throughput is per pair, so fewer heads measure the same rate)")
 	asJSON := fs.Bool("json", false, "print one JSON array")
 	gpu := fs.Bool("gpu", false, "benchmark the bf16 PTX kernel on the GPU instead of the CPU variants (use -batch 4 -heads 16 -seq 8192 for PERFORMANCE.md's shape)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args, stdout, path); err != nil {
 		return err
 	}
 	if err := positive("seq", *seq, "heads", *heads, "batch", *batch, "reps", *reps, "naive-heads", *naiveHeads); err != nil {
 		return err
 	}
-	var threads []int
-	for _, f := range strings.Split(*threadsFlag, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 {
-			return fmt.Errorf("-threads %q: want positive integers separated by commas", *threadsFlag)
-		}
-		threads = append(threads, n)
+	if err := atMost("reps", *reps, maxBenchReps, "the best of more repetitions measures nothing new"); err != nil {
+		return err
+	}
+	threads, err := benchThreads(*threadsFlag)
+	if err != nil {
+		return err
 	}
 	s, err := loadSpec(*path, stderr)
 	if err != nil {
@@ -71,7 +70,14 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("bench: document masks need run-time ids; benchmark the positional mask instead")
 	}
 	if *gpu {
-		return benchGPU(s, *batch, *heads, *seq, *reps, *asJSON, stdout)
+		// The device holds the tensors; only the sizes are checked here.
+		if _, err := benchElems(*batch, *heads, *seq, s.HeadDim); err != nil {
+			return err
+		}
+		return benchGPU(s, *batch, *heads, *seq, *reps, *asJSON, stdout, stderr)
+	}
+	if err := benchMemory(*batch, *heads, *seq, s.HeadDim); err != nil {
+		return err
 	}
 	plan, err := gen.Compile(s, gen.CPUTarget, nil)
 	if err != nil {
@@ -113,6 +119,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 			if !cpu.Supported(variant) {
 				continue
 			}
+			fmt.Fprintf(stderr, "bench %s: %s, %d thread%s, best of %d\n", s.Name, variant, th, plural(th), *reps)
 			measurePeak()
 			call := func() {
 				if err := cpu.Forward(mask, variant, out, lse, q, k, v, nil, shape); err != nil {
@@ -141,6 +148,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		// th goroutines over the heads/rows.
 		nh := min(max(*naiveHeads, th), *heads)
 		ns := verify.Shape{Batch: 1, HeadsQ: nh, HeadsKV: nh, SeqQ: *seq, SeqK: *seq, HeadDim: D}
+		fmt.Fprintf(stderr, "bench %s: naive, %d thread%s, %d head%s, once\n", s.Name, th, plural(th), nh, plural(nh))
 		measurePeak()
 		t0 := time.Now()
 		if err := naiveParallel(s.Pattern(), q, k, v, ns, out, th); err != nil {
@@ -166,6 +174,51 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
+// Bounds of bench's flags, checked before anything is allocated.
+const (
+	maxBenchReps    = 1000
+	maxBenchThreadN = 16 // thread counts in one -threads list
+	// fallbackMemory is the memory assumed where the machine's cannot be
+	// read (no /proc/meminfo).
+	fallbackMemory = 8 << 30
+)
+
+// maxBenchThreads is the largest -threads count: four goroutines per CPU
+// already measure nothing but the scheduler, and a fixed ceiling of 1024
+// keeps a many-core machine from starting tens of thousands of threads
+// (the Go runtime aborts at 10000).
+func maxBenchThreads() int { return min(4*runtime.NumCPU(), 1024) }
+
+// benchThreads parses and bounds -threads.
+func benchThreads(flag string) ([]int, error) {
+	fields := strings.Split(flag, ",")
+	if len(fields) > maxBenchThreadN {
+		return nil, usagef("-threads lists %d counts, at most %d (each runs the whole benchmark)", len(fields), maxBenchThreadN)
+	}
+	var threads []int
+	for _, f := range fields {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, usagef("-threads %q: want positive integers separated by commas", flag)
+		}
+		if limit := maxBenchThreads(); n > limit {
+			return nil, usagef("-threads %d: at most %d (4 x the %d CPUs here, and never above 1024: more threads than CPUs only measure the scheduler)", n, limit, runtime.NumCPU())
+		}
+		threads = append(threads, n)
+	}
+	return threads, nil
+}
+
+// benchElems is batch*heads*seq*headDim, the elements of q (and of k, v
+// and out), refused with the flags named when the product overflows.
+func benchElems(batch, heads, seq, headDim int) (int64, error) {
+	n, ok := mulInt64(batch, heads, seq, headDim)
+	if !ok {
+		return 0, usagef("-batch %d x -heads %d x -seq %d x head_dim %d elements overflows a 64-bit count; no machine holds these tensors", batch, heads, seq, headDim)
+	}
+	return n, nil
+}
+
 // naiveParallel runs verify.NaiveFP32 split by head over th goroutines.
 func naiveParallel(p spec.Pattern, q, k, v []float32, s verify.Shape, out []float32, th int) error {
 	D := s.HeadDim
@@ -188,6 +241,13 @@ func naiveParallel(p spec.Pattern, q, k, v []float32, s verify.Shape, out []floa
 	return nil
 }
 
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
 // testingAllocs counts heap allocations of one call (after warm-up).
 func testingAllocs(f func()) float64 {
 	var a, b runtime.MemStats
@@ -199,7 +259,8 @@ func testingAllocs(f func()) float64 {
 
 // benchGPU times the spec's bf16 PTX kernel with CUDA events (best of
 // reps) and reports effective TFLOP/s.
-func benchGPU(s *spec.Spec, batch, heads, seq, reps int, asJSON bool, stdout io.Writer) error {
+func benchGPU(s *spec.Spec, batch, heads, seq, reps int, asJSON bool, stdout, progress io.Writer) error {
+	fmt.Fprintf(progress, "bench %s: opening the GPU\n", s.Name)
 	drv, err := cuda.Open()
 	if err != nil {
 		return err
@@ -226,6 +287,7 @@ func benchGPU(s *spec.Spec, batch, heads, seq, reps int, asJSON bool, stdout io.
 		return err
 	}
 	sh := verify.Shape{Batch: batch, HeadsQ: heads, HeadsKV: heads, SeqQ: seq, SeqK: seq, HeadDim: s.HeadDim}
+	fmt.Fprintf(progress, "bench %s: timing the bf16 kernel on %s, best of %d\n", s.Name, dev, max(reps, 5))
 	d, err := gpurun.Time(ctx, k, sh, max(reps, 5))
 	if err != nil {
 		return err

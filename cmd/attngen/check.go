@@ -14,17 +14,20 @@ func cmdCheck(args []string, stdout, stderr io.Writer) error {
 	seq := fs.Int("seq", 4096, "sequence length for the density")
 	dtype := fs.String("dtype", "bf16", "element types of the GPU kernels to check the spec against (as attngen -spec)")
 	sm := fs.String("sm", "80", "SM versions of the GPU kernels to check the spec against (as attngen -spec); none: CPU only")
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args, stdout, path); err != nil {
 		return err
 	}
 	if err := positive("seq", *seq); err != nil {
 		return err
 	}
-	s, err := loadSpec(*path, stderr)
-	if err != nil {
+	if err := atMost("seq", *seq, maxAnalysisSeq, analysisWhy); err != nil {
 		return err
 	}
 	gpus, err := gpuTargets(*sm, *dtype)
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	s, err := loadSpec(*path, stderr)
 	if err != nil {
 		return err
 	}

@@ -23,17 +23,14 @@ func cmdGenerate(args []string, stdout, stderr io.Writer) error {
 	check := fs.Bool("verify", false, "after generating, run attngen verify on the spec's kernels")
 	dtype := fs.String("dtype", "bf16", "element types of the GPU kernels, comma separated: bf16, f16")
 	sm := fs.String("sm", "80", "SM versions of the GPU kernels (compute capability x 10), comma separated; none: no GPU kernel")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
-	s, err := loadSpec(*path, stderr)
-	if err != nil {
+	if err := parseArgs(fs, args, stdout, path); err != nil {
 		return err
 	}
 	gpus, err := gpuTargets(*sm, *dtype)
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	s, err := loadSpec(*path, stderr)
 	if err != nil {
 		return err
 	}
@@ -55,12 +52,7 @@ func cmdGenerate(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	var kept []string // the command recorded in the files, without -verify
-	for _, a := range args {
-		if !strings.HasPrefix(strings.TrimLeft(a, "-"), "verify") {
-			kept = append(kept, a)
-		}
-	}
+	kept := withoutVerify(args) // the command recorded in the files
 	files, err := packageFiles(s, importPath, name, gpus, "attngen "+strings.Join(quoteArgs(kept), " "))
 	if err != nil {
 		return err
@@ -70,9 +62,29 @@ func cmdGenerate(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "wrote package %s (%s) to %s: %d files\n", name, importPath, filepath.Clean(dir), len(files))
 	if *check {
-		return cmdVerify([]string{"-spec", *path}, stdout, stderr)
+		// Verify what was written: the same spec and the same GPU targets.
+		return cmdVerify([]string{"-spec", *path, "-sm", *sm, "-dtype", *dtype}, stdout, stderr)
 	}
 	return nil
+}
+
+// withoutVerify drops the -verify flag (in any of its spellings: -verify,
+// --verify, -verify=BOOL) from a command line; every other argument,
+// a spec file named verify.yaml included, is kept.
+func withoutVerify(args []string) []string {
+	var kept []string
+	for k, a := range args {
+		if k > 0 && args[k-1] == "--" {
+			kept = append(kept, args[k:]...)
+			break
+		}
+		name, _, _ := strings.Cut(strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-"), "=")
+		if strings.HasPrefix(a, "-") && name == "verify" {
+			continue
+		}
+		kept = append(kept, a)
+	}
+	return kept
 }
 
 // gpuTargets parses -sm and -dtype into the PTX targets to build: every

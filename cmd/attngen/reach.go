@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math/bits"
@@ -36,49 +35,46 @@ func cmdReach(args []string, stdout, stderr io.Writer) error {
 	target := fs.Int("target", -1, "target position t of a K-way boundary-copy bound (with -source and -k)")
 	source := fs.Int("source", -1, "source position s of the boundary-copy bound")
 	k := fs.Int("k", 0, "number K of label values of the boundary-copy bound")
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args, stdout, path); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q (flags come as -name value)", fs.Arg(0))
 	}
 	if err := positive("layers", *layers, "seq", *seq); err != nil {
 		return err
 	}
 	if *seq > reachMaxSeq {
-		return fmt.Errorf("-seq %d is above %d: the model holds S² bits per layer generation", *seq, reachMaxSeq)
+		return usagef("-seq %d is above %d: the model holds S² bits per layer generation", *seq, reachMaxSeq)
 	}
 	if *layers > reachMaxLayers {
-		return fmt.Errorf("-layers %d is above %d", *layers, reachMaxLayers)
+		return usagef("-layers %d is above %d", *layers, reachMaxLayers)
 	}
 	D := *maxDist
 	switch {
 	case D == -1:
 		D = *seq - 1
 	case D < 0:
-		return fmt.Errorf("-max-distance must be at least 0 (or -1 for seq-1), got %d", D)
+		return usagef("-max-distance must be at least 0 (or -1 for seq-1), got %d", D)
 	case D >= *seq:
-		return fmt.Errorf("-max-distance %d must be less than -seq %d (distances run from 0 to S-1)", D, *seq)
+		return usagef("-max-distance %d must be less than -seq %d (distances run from 0 to S-1)", D, *seq)
 	}
 	var pairs []verify.Pair
 	if *target >= 0 || *source >= 0 || *k != 0 {
 		if *target < 0 || *source < 0 || *k == 0 {
-			return errors.New("the boundary-copy bound needs all of -target, -source and -k")
+			return usagef("the boundary-copy bound needs all of -target, -source and -k")
 		}
 		if *target >= *seq || *source >= *seq {
-			return fmt.Errorf("-target %d and -source %d must be positions below -seq %d", *target, *source, *seq)
+			return usagef("-target %d and -source %d must be positions below -seq %d", *target, *source, *seq)
 		}
 		if *k < 1 {
-			return fmt.Errorf("-k must be at least 1, got %d", *k)
+			return usagef("-k must be at least 1, got %d", *k)
 		}
 		pairs = append(pairs, verify.Pair{Target: *target, Source: *source})
 	}
 	if *hops && !*asJSON {
-		return errors.New("-hops selects extra JSON fields: use it with -json (the text output always has a hop summary)")
+		return usagef("-hops selects extra JSON fields: use it with -json (the text output always has a hop summary)")
 	}
 	ext := strings.ToLower(filepath.Ext(*out))
 	if *out != "" && ext != ".png" && ext != ".svg" {
-		return fmt.Errorf("-o %s: want a .png or .svg file", *out)
+		return usagef("-o %s: want a .png or .svg file", *out)
 	}
 	s, err := loadSpec(*path, stderr)
 	if err != nil {

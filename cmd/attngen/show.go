@@ -22,23 +22,23 @@ func cmdShow(args []string, stdout, stderr io.Writer) error {
 	tile := fs.Int("tile", 128, "tile side T in positions, at most N")
 	out := fs.String("o", "", "write an image instead of text pictures: `FILE`.png or FILE.svg")
 	width := fs.Int("width", 0, "picture width: text columns (default 100), or with -o the largest plot side in pixels (default and at most 1024)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args, stdout, path); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	if err := positive("seq", *seq, "tile", *tile); err != nil {
 		return err
 	}
-	if *tile > *seq {
-		return fmt.Errorf("-tile %d is larger than -seq %d", *tile, *seq)
+	if err := atMost("seq", *seq, maxAnalysisSeq, analysisWhy); err != nil {
+		return err
 	}
-	if tiles := (*seq + *tile - 1) / *tile; tiles > maxShowTiles {
-		return fmt.Errorf("-seq %d / -tile %d gives %d tiles a side, more than %d: use a larger tile", *seq, *tile, tiles, maxShowTiles)
+	if *tile > *seq {
+		return usagef("-tile %d is larger than -seq %d", *tile, *seq)
+	}
+	if tiles := (*seq-1) / *tile + 1; tiles > maxShowTiles {
+		return usagef("-seq %d / -tile %d gives %d tiles a side, more than %d: use a larger tile", *seq, *tile, tiles, maxShowTiles)
 	}
 	if *width < 0 {
-		return fmt.Errorf("-width must not be negative, got %d", *width)
+		return usagef("-width must not be negative, got %d", *width)
 	}
 	var format string
 	if *out != "" {
@@ -46,13 +46,15 @@ func cmdShow(args []string, stdout, stderr io.Writer) error {
 		case ".png", ".svg":
 			format = ext[1:]
 		default:
-			return fmt.Errorf("-o %s: unknown image format %q (want .png or .svg)", *out, ext)
+			return usagef("-o %s: unknown image format %q (want .png or .svg)", *out, ext)
 		}
 		if *width != 0 && (*width < 16 || *width > verify.MaxMaskPlot) {
-			return fmt.Errorf("-width %d: with -o the plot side must be 16 to %d pixels", *width, verify.MaxMaskPlot)
+			return usagef("-width %d: with -o the plot side must be 16 to %d pixels", *width, verify.MaxMaskPlot)
 		}
 	} else if *width != 0 && *width < 8 {
-		return fmt.Errorf("-width %d: at least 8 text columns", *width)
+		return usagef("-width %d: at least 8 text columns", *width)
+	} else if err := atMost("width", *width, maxShowTiles, "text columns; a cell is at least one tile"); err != nil {
+		return err
 	}
 	s, err := loadSpec(*path, stderr)
 	if err != nil {

@@ -27,22 +27,39 @@ func kernelRun(p spec.Pattern, headDim int, variant cpu.Variant) (verify.Run, er
 	}, nil
 }
 
+// maxDepSeq bounds verify -dep-seq: the dependency and stack checks run
+// the kernels once per key position, each run over S x S pairs.
+const maxDepSeq = 512
+
 func cmdVerify(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("verify", stderr)
 	path := fs.String("spec", "", "spec file (YAML)")
 	seed := fs.Uint64("seed", uint64(time.Now().UnixNano()), "random seed (default: fresh inputs each run)")
 	depN := fs.Int("dep-seq", 70, "length for the dependency-by-perturbation and 3-layer stack checks")
 	gpu := fs.Bool("gpu", false, "also run the PTX kernel on the GPU (CUDA driver) against the reference and the interpreter")
-	noPTX := fs.Bool("no-ptx", false, "skip the PTX kernel under the interpreter")
-	if err := fs.Parse(args); err != nil {
+	noPTX := fs.Bool("no-ptx", false, "skip the PTX kernels under the interpreter")
+	dtype := fs.String("dtype", "bf16", "element types of the PTX kernels to verify, comma separated: bf16, f16 (as attngen -spec)")
+	sm := fs.String("sm", "80", "SM versions of the PTX kernels to verify (as attngen -spec); none: CPU kernels only")
+	if err := parseArgs(fs, args, stdout, path); err != nil {
 		return err
 	}
 	if err := positive("dep-seq", *depN); err != nil {
 		return err
 	}
+	if err := atMost("dep-seq", *depN, maxDepSeq, "the perturbation checks run the kernel once per key position on S x S pairs"); err != nil {
+		return err
+	}
+	gpus, err := gpuTargets(*sm, *dtype)
+	if err != nil {
+		return usageError{err.Error()}
+	}
 	s, err := loadSpec(*path, stderr)
 	if err != nil {
 		return err
+	}
+	if err := checkTargets(s, gpus); err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitError{1}
 	}
 	r := rand.New(rand.NewPCG(*seed, 0x61747467656e))
 	fmt.Fprintf(stdout, "verify %s (%s), seed %d\nmask: %s (causal %v), head_dim %d\n", s.Name, s.File, *seed, s.Mask, s.Causal, s.HeadDim)
@@ -97,8 +114,14 @@ func cmdVerify(args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stdout, "%-7s ok   a 3-layer stack depends exactly on R_3(t) of the reachability model (S = %d)\n", v, *depN)
 		}
 	}
-	if !*noPTX || *gpu {
-		n, err := verifyPTX(s, r, *gpu, stdout)
+	if len(gpus) == 0 && *gpu {
+		return usagef("-gpu with -sm none: no PTX kernel to run")
+	}
+	for _, t := range gpus {
+		if *noPTX && !*gpu {
+			break
+		}
+		n, err := verifyPTX(s, t, r, *gpu, stdout, stderr)
 		if err != nil {
 			return err
 		}
