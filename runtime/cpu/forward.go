@@ -205,9 +205,11 @@ type call struct {
 	msegs      []mask.Segment
 	tilesPerKV int // key tiles of one (batch, kv head) over all segments
 	kt, vt     []float32
-	// nonFinite has one word per key tile (like kt): bit c is set when
-	// value row c of the tile holds a NaN or an infinity.
-	nonFinite []uint64
+	// nonFinite has one word per key tile (like kt), computed the first
+	// time a partial tile needs it (known): bit c is set when value row c
+	// of the tile holds a NaN or an infinity.
+	nonFinite []atomic.Uint64
+	known     []atomic.Bool
 	// work items: phase 0 prepares (batch, kv head) key/value tiles, phase 1
 	// runs (batch, q head, segment, query tile).
 	next   atomic.Int64
@@ -415,10 +417,11 @@ func (c *call) setup(m mask.Mask, tile tileFunc, s Shape, out, lse, q, k, v []fl
 	}
 	c.kt = grow(c.kt, nkv)
 	c.vt = grow(c.vt, nkv)
-	if cap(c.nonFinite) < tiles {
-		c.nonFinite = make([]uint64, tiles)
+	if cap(c.known) < tiles {
+		c.nonFinite, c.known = make([]atomic.Uint64, tiles), make([]atomic.Bool, tiles)
 	}
-	c.nonFinite = c.nonFinite[:tiles]
+	c.nonFinite, c.known = c.nonFinite[:tiles], c.known[:tiles]
+	clear(c.known)
 	c.items = c.items[:0]
 	for b := 0; b < s.Batch; b++ {
 		for h := 0; h < s.HeadsQ; h++ {
@@ -492,7 +495,7 @@ func (w *buffers) run(c *call) {
 
 // prepare lays out the key and value tiles of one (batch, kv head): for each
 // segment and key tile, kt[d][c] (the keys transposed) and vt[c][d], zero
-// past the segment's keys, and the tile's nonFinite word. Value tiles that
+// past the segment's keys. Value tiles that
 // are already contiguous rows of v (identity layout, whole tile) are not
 // copied: valueTile reads them in place.
 func (c *call) prepare(p int) {
@@ -506,7 +509,6 @@ func (c *call) prepare(p int) {
 			kt := c.kt[dst+(g.base+t)*TK*D:][:TK*D]
 			inPlace := g.stride == 1 && (t+1)*TK <= g.nk
 			vt := c.vt[dst+(g.base+t)*TK*D:][:TK*D]
-			var nf uint64
 			// Four keys at a time, so that each d writes four adjacent floats.
 			for col := 0; col < TK; col += 4 {
 				for u := range rows {
@@ -520,12 +522,8 @@ func (c *call) prepare(p int) {
 					}
 					row := src + (g.off+g.stride*x)*D
 					rows[u] = c.k[row : row+D]
-					vr := c.v[row : row+D]
-					if !allFinite(vr) {
-						nf |= 1 << uint(col+u)
-					}
 					if !inPlace {
-						copy(vt[(col+u)*D:(col+u)*D+D], vr)
+						copy(vt[(col+u)*D:(col+u)*D+D], c.v[row:row+D])
 					}
 				}
 				r0, r1, r2, r3 := rows[0], rows[1], rows[2], rows[3]
@@ -546,9 +544,27 @@ func (c *call) prepare(p int) {
 					}
 				}
 			}
-			c.nonFinite[p*c.tilesPerKV+g.base+t] = nf
 		}
 	}
+}
+
+// nonFiniteRows returns the nonFinite word of key tile i, whose values are
+// v: the rows holding a NaN or an infinity. Only partial tiles need it, so
+// it is computed on first use (by whichever worker gets there first; they
+// compute the same word).
+func (c *call) nonFiniteRows(i int, v []float32, D int) uint64 {
+	if c.known[i].Load() {
+		return c.nonFinite[i].Load()
+	}
+	var nf uint64
+	for r := 0; r < TK; r++ {
+		if !allFinite(v[r*D : r*D+D]) {
+			nf |= 1 << uint(r)
+		}
+	}
+	c.nonFinite[i].Store(nf)
+	c.known[i].Store(true)
+	return nf
 }
 
 // allFinite reports whether x holds no NaN and no infinity: it ORs, two
@@ -556,16 +572,23 @@ func (c *call) prepare(p int) {
 // sign bit exactly for an all-ones exponent.
 func allFinite(x []float32) bool {
 	const exp2, one2 = 0x7f8000007f800000, 0x0080000000800000
-	var acc uint64
+	var a0, a1, a2, a3 uint64
 	n := len(x) &^ 1
 	w := unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(x))), n/2)
+	for len(w) >= 4 {
+		a0 |= w[0]&exp2 + one2
+		a1 |= w[1]&exp2 + one2
+		a2 |= w[2]&exp2 + one2
+		a3 |= w[3]&exp2 + one2
+		w = w[4:]
+	}
 	for _, b := range w {
-		acc |= b&exp2 + one2
+		a0 |= b&exp2 + one2
 	}
 	if n < len(x) {
-		acc |= uint64(math.Float32bits(x[n]))&0x7f800000 + 0x00800000
+		a0 |= uint64(math.Float32bits(x[n]))&0x7f800000 + 0x00800000
 	}
-	return acc&0x8000000080000000 == 0
+	return (a0|a1|a2|a3)&0x8000000080000000 == 0
 }
 
 // sanitize copies the value tile v into w.vclean with the non-finite
@@ -677,13 +700,15 @@ func (w *buffers) queryTile(c *call, it item) {
 		// copy with those entries zeroed, and the rows that keep the keys
 		// get their terms afterwards.
 		var fix uint64
-		if nf := c.nonFinite[off/(TK*D)]; nf != 0 && keep != nil {
-			all := ^uint64(0)
-			for _, k := range keep[:rows] {
-				all &= k
-			}
-			if fix = nf &^ all; fix != 0 {
-				vt = w.sanitize(vt, fix, D)
+		if keep != nil { // a full tile keeps every pair
+			if nf := c.nonFiniteRows(off/(TK*D), vt, D); nf != 0 {
+				all := ^uint64(0)
+				for _, k := range keep[:rows] {
+					all &= k
+				}
+				if fix = nf &^ all; fix != 0 {
+					vt = w.sanitize(vt, fix, D)
+				}
 			}
 		}
 		c.tile(qt0, c.kt[off:off+TK*D], vt, w.s[:TQ*TK], o, m, l, keep, D)
