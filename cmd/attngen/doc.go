@@ -1,6 +1,56 @@
 // Command attngen compiles attention mask specs into fused kernels and
-// analyses what a mask does: check validates a spec and prints its
-// normalized mask, show draws the mask and its tile classes, reach prints
-// the reachability coverage of a layer schedule. It holds only command-line
-// handling; the logic lives in spec and verify.
+// analyses what a mask does. It holds only command-line handling; the
+// logic lives in spec, gen, emit/ptx and verify.
+//
+// Usage:
+//
+//	attngen -spec F [-out DIR] [-pkg NAME] [-sm 80,90|none] [-dtype bf16,f16] [-verify]
+//	attngen generate ...    the same, named
+//	attngen verify -spec F [-seed N] [-sm 80] [-dtype bf16] [-gpu] [-no-ptx]
+//	attngen bench -spec F [-seq S] [-heads H] [-batch B] [-threads 1,2] [-reps R] [-json] [-gpu]
+//	attngen check -spec F [-seq N] [-sm 80] [-dtype bf16]
+//	attngen show -spec F [-seq N] [-tile T] [-o mask.png|mask.svg] [-width W]
+//	attngen reach -spec F [-layers L] [-seq S] [-max-distance D] [-json] [-o coverage.png|.svg]
+//	attngen plan -spec F [-seq S] [-seq-q Q] [-tile-q T] [-tile-k T] [-dump PASS]
+//	attngen help [COMMAND]
+//	attngen version         (also attngen -version)
+//
+// The commands:
+//
+//   - attngen -spec F (generate) writes a Go package with F's fused
+//     attention kernels: the CPU variants and one PTX kernel per GPU target
+//     of -sm (SM versions, comma separated, or none) and -dtype (bf16, f16).
+//     Every file starts with the command that regenerates it. -verify then
+//     runs attngen verify on the same spec and the same GPU targets.
+//   - attngen verify checks every CPU variant this machine runs against the
+//     float64 reference, by perturbation and in a 3-layer stack, and the PTX
+//     kernels of -sm/-dtype under the PTX interpreter; -gpu also runs them
+//     on the GPU, reporting progress on stderr.
+//   - attngen bench measures the effective GFLOP/s of every variant against
+//     this CPU's FMA peak (or times the PTX kernel with -gpu), reporting
+//     progress on stderr.
+//   - attngen check validates a spec and prints its normalized mask and
+//     density.
+//   - attngen show draws the mask and its tile classes as text or an image.
+//   - attngen reach prints the reachability coverage of the spec's layer
+//     schedule.
+//   - attngen plan prints the tiled plan and its schedule.
+//   - attngen help prints the usage, or a command's usage and flags (as
+//     attngen COMMAND -h does); attngen version prints the version of the
+//     attngen module in the binary's build information, "(devel)" when it
+//     was built from a source checkout.
+//
+// A command taking -spec F also takes F as its one argument (attngen check
+// F); flags may come before and after it, and "--" ends them. Any other
+// argument is a usage error.
+//
+// Inputs are bounded before any work: spec files at 1 MiB (spec.MaxFileSize)
+// with at most 20 errors listed, -seq of check and show at 2^22 and of plan
+// at 2^18 with at most 2^24 tiles, bench's tensors at half of the machine's
+// memory and -threads at 4 per CPU (at most 1024), every size computed with
+// overflow checks.
+//
+// Exit status: 0 success; 1 failure (a spec with errors, a failed check, an
+// I/O error); 2 usage error (unknown command or flag, a flag value out of
+// range, a stray argument, no spec).
 package main
