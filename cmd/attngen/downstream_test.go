@@ -8,11 +8,27 @@ import (
 	"testing"
 )
 
+// downstreamSteps are the README's steps ("Using attngen from your
+// module") for a module that uses attngen from a local checkout before the
+// module is published, word for word; CHECKOUT stands for the checkout's
+// path. A plain "go get -tool" would ask the module proxy for a version
+// that does not exist; the require of the zero pseudo-version, satisfied
+// by the replace, means nothing is looked up.
+var downstreamSteps = []string{
+	"go mod init example.com/downstream",
+	"go mod edit -replace github.com/attngen/attngen=CHECKOUT",
+	"go mod edit -require=github.com/attngen/attngen@v0.0.0-00010101000000-000000000000",
+	"go get -tool github.com/attngen/attngen/cmd/attngen",
+	"go generate ./...",
+	"go test ./...",
+}
+
 // TestDownstreamGoGenerate builds the README's downstream scenario for real:
-// a module outside this repository with a spec file and a //go:generate line
-// that runs attngen from this checkout (as a go tool), then go generate and
-// go test in it; its test checks the generated Forward against a
-// straightforward implementation.
+// a folder outside this repository with a spec file and a //go:generate
+// line, made a module by exactly the README's steps with the module proxy
+// off (GOPROXY=off), so attngen comes from this checkout as a go tool; then
+// go generate and go test in it, with and without -tags purego. Its test
+// checks the generated Forward against a straightforward implementation.
 func TestDownstreamGoGenerate(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a module: skipped under -short")
@@ -35,16 +51,6 @@ func TestDownstreamGoGenerate(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	write("go.mod", `module example.com/downstream
-
-go 1.26
-
-require github.com/attngen/attngen v0.0.0
-
-replace github.com/attngen/attngen => `+root+`
-
-tool github.com/attngen/attngen/cmd/attngen
-`)
 	write("attn/window.yaml", `name: attn
 mask:
   streaming: {sinks: 2, window: 40}
@@ -122,18 +128,40 @@ func TestForward(t *testing.T) {
 	run := func(args ...string) string {
 		cmd := exec.Command(goBin, args...)
 		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off")
+		// Offline: everything must come from the checkout and the module
+		// cache that building attngen itself filled.
+		cmd.Env = append(os.Environ(), "GOPROXY=off", "GOWORK=off")
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
 		return string(out)
 	}
-	run("mod", "tidy")
-	run("generate", "./...")
-	if _, err := os.Stat(filepath.Join(dir, "attn", "attention.go")); err != nil {
-		t.Fatalf("go generate wrote no package: %v", err)
+	for _, step := range downstreamSteps {
+		args := strings.Fields(strings.ReplaceAll(step, "CHECKOUT", root))
+		if args[0] != "go" {
+			t.Fatalf("step %q is not a go command", step)
+		}
+		out := run(args[1:]...)
+		if step == "go generate ./..." {
+			if _, err := os.Stat(filepath.Join(dir, "attn", "attention.go")); err != nil {
+				t.Fatalf("go generate wrote no package: %v", err)
+			}
+		}
+		t.Logf("%s\n%s", step, out)
 	}
-	t.Log(run("test", "./..."))
 	t.Log(run("test", "-tags", "purego", "./..."))
+	if v := run("tool", "attngen", "version"); !strings.Contains(v, "replaced by "+root) {
+		t.Errorf("go tool attngen version: %q, want it to name the checkout", v)
+	}
+	// The README shows these steps; the test runs them.
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Join(downstreamSteps, "\n")
+	want = strings.ReplaceAll(want, "CHECKOUT", "/path/to/attngen")
+	if !strings.Contains(string(readme), want) {
+		t.Errorf("README.md does not show the steps this test runs:\n%s", want)
+	}
 }
