@@ -33,13 +33,7 @@ func CheckNonFinite(p spec.Pattern, run Run, s Shape, r *rand.Rand, trials int) 
 	}
 	nq, nkv, nl := s.Sizes()
 	D := s.HeadDim
-	q, k, v := randomSlice(r, nq, 1), randomSlice(r, nkv, 1), randomSlice(r, nkv, 1)
-	var ids []int32
-	var docs *spec.Docs
-	if p.Mask.HasDocument() {
-		ids = RandomDocs(r, s.SeqK)
-		docs, _ = spec.NewDocs(ids)
-	}
+	q, k, v, ids, docs := randomInputs(p, s, r)
 	clean, cleanLSE := make([]float32, nq), make([]float32, nl)
 	fill(clean, cleanLSE)
 	if err := run(clean, cleanLSE, q, k, v, ids, s); err != nil {

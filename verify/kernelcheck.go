@@ -71,6 +71,18 @@ func randomSlice(r *rand.Rand, n int, scale float64) []float32 {
 	return x
 }
 
+// randomInputs draws q, k and v (standard normal) for a shape and, when
+// the mask has documents, random document ids.
+func randomInputs(p spec.Pattern, s Shape, r *rand.Rand) (q, k, v []float32, ids []int32, docs *spec.Docs) {
+	nq, nkv, _ := s.Sizes()
+	q, k, v = randomSlice(r, nq, 1), randomSlice(r, nkv, 1), randomSlice(r, nkv, 1)
+	if p.Mask.HasDocument() {
+		ids = RandomDocs(r, s.SeqK)
+		docs, _ = spec.NewDocs(ids)
+	}
+	return q, k, v, ids, docs
+}
+
 func poison(x []float32) {
 	for k := range x {
 		x[k] = float32(math.NaN())
@@ -178,13 +190,7 @@ func CheckDependencies(p spec.Pattern, run Run, s Shape, r *rand.Rand) error {
 	}
 	nq, nkv, nl := s.Sizes()
 	D := s.HeadDim
-	q, k, v := randomSlice(r, nq, 1), randomSlice(r, nkv, 1), randomSlice(r, nkv, 1)
-	var ids []int32
-	var docs *spec.Docs
-	if p.Mask.HasDocument() {
-		ids = RandomDocs(r, s.SeqK)
-		docs, _ = spec.NewDocs(ids)
-	}
+	q, k, v, ids, docs := randomInputs(p, s, r)
 	base, lse := make([]float32, nq), make([]float32, nl)
 	if err := run(base, lse, q, k, v, ids, s); err != nil {
 		return err

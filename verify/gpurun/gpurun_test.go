@@ -11,13 +11,17 @@ import (
 	"github.com/attngen/attngen/verify"
 )
 
-// TestInterpExamples runs every example spec's PTX kernel under the
-// interpreter on small awkward shapes against the float64 reference (judged
-// against a straightforward bf16 implementation) and checks dependencies
-// by perturbation.
-func TestInterpExamples(t *testing.T) {
+// example is one example spec's sm_80 kernel under the interpreter.
+type example struct {
+	file string
+	spec *spec.Spec
+	k    *Kernel
+}
+
+func exampleKernels(t *testing.T) []example {
+	t.Helper()
 	files, _ := filepath.Glob("../../spec/examples/*.yaml")
-	r := rand.New(rand.NewPCG(71, 72))
+	var es []example
 	for _, f := range files {
 		s, err := spec.ParseFile(f)
 		if err != nil {
@@ -35,6 +39,19 @@ func TestInterpExamples(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		es = append(es, example{f, s, k})
+	}
+	return es
+}
+
+// TestInterpExamples runs every example spec's PTX kernel under the
+// interpreter on small awkward shapes against the float64 reference (judged
+// against a straightforward bf16 implementation) and checks dependencies
+// by perturbation.
+func TestInterpExamples(t *testing.T) {
+	r := rand.New(rand.NewPCG(71, 72))
+	for _, e := range exampleKernels(t) {
+		f, s, k := e.file, e.spec, e.k
 		D := s.HeadDim
 		shapes := []verify.Shape{
 			{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: 1, SeqK: 1, HeadDim: D},

@@ -5,9 +5,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/attngen/attngen/emit/ptx"
-	"github.com/attngen/attngen/gen"
-	"github.com/attngen/attngen/spec"
 	"github.com/attngen/attngen/verify"
 )
 
@@ -16,25 +13,9 @@ import (
 // output and kept ones give the reference's kinds of results, as on the
 // CPU.
 func TestInterpNonFinite(t *testing.T) {
-	files, _ := filepath.Glob("../../spec/examples/*.yaml")
 	r := rand.New(rand.NewPCG(73, 74))
-	for _, f := range files {
-		s, err := spec.ParseFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		plan, err := gen.Compile(s, ptx.SM80, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fw, err := ptx.GenerateForward(plan, ptx.Config{})
-		if err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
-		k, err := Interp(fw)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, e := range exampleKernels(t) {
+		f, s, k := e.file, e.spec, e.k
 		D := s.HeadDim
 		shapes := []verify.Shape{
 			{Batch: 1, HeadsQ: 2, HeadsKV: 1, SeqQ: 37, SeqK: 70, HeadDim: D},
