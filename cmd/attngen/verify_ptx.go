@@ -29,9 +29,8 @@ func interpShapes(d int) []verify.Shape {
 // returns the number of failed checks; the GPU checks report their progress
 // on progress.
 //
-// Both element types are judged against the straightforward bf16 kernel on
-// bf16-valued inputs (exact in f16 too): for f16 kernels, whose rounding is
-// finer, that bound is looser than an f16 yardstick would be.
+// Each element type is judged against the straightforward kernel of that
+// type (verify.BF16Kernel, verify.F16Kernel) on inputs rounded to it.
 func verifyPTX(s *spec.Spec, t ptx.Target, r *rand.Rand, gpu bool, stdout, progress io.Writer) (int, error) {
 	plan, err := gen.Compile(s, t, nil)
 	if err != nil {
@@ -55,9 +54,13 @@ func verifyPTX(s *spec.Spec, t ptx.Target, r *rand.Rand, gpu bool, stdout, progr
 			fmt.Fprintf(stdout, "%-7s ok   %s\n", what, ok)
 		}
 	}
-	yard := " (" + t.Elem + "; yardstick: straightforward bf16)"
+	opts := verify.BF16Kernel
+	if t.Elem == "f16" {
+		opts = verify.F16Kernel
+	}
+	yard := " (" + t.Elem + "; yardstick: straightforward " + t.Elem + ")"
 	for _, sh := range interpShapes(s.HeadDim) {
-		rep, err := verify.CheckNumericWith(s.Pattern(), ik.Run(), sh, r, verify.BF16Kernel)
+		rep, err := verify.CheckNumericWith(s.Pattern(), ik.Run(), sh, r, opts)
 		report("ptx-sim", err, rep.String()+yard)
 	}
 	dep := verify.Shape{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: 20, SeqK: 40, HeadDim: s.HeadDim}
@@ -97,7 +100,7 @@ func verifyPTX(s *spec.Spec, t ptx.Target, r *rand.Rand, gpu bool, stdout, progr
 	}
 	for _, sh := range shapes {
 		next(fmt.Sprintf("numeric, B%d Hq%d Hkv%d Sq%d Sk%d", sh.Batch, sh.HeadsQ, sh.HeadsKV, sh.SeqQ, sh.SeqK))
-		rep, err := verify.CheckNumericWith(s.Pattern(), gk.Run(), sh, r, verify.BF16Kernel)
+		rep, err := verify.CheckNumericWith(s.Pattern(), gk.Run(), sh, r, opts)
 		report("gpu", err, rep.String())
 	}
 	next("dependencies, S = 40")

@@ -55,7 +55,7 @@ func (k *Kernel) run(out, lse, q, kk, v []float32, ids []int32, s verify.Shape) 
 	}
 	toElem, fromElem := verify.BF16, verify.FromBF16
 	if k.F.Elem == ptx.F16 {
-		toElem, fromElem = f16, fromF16
+		toElem, fromElem = verify.F16, verify.FromF16
 	}
 	var ptrs []uint64
 	for _, x := range [][]float32{q[:nq], kk[:nkv], v[:nkv]} {
@@ -136,52 +136,6 @@ func hasDocs(f *ptx.Forward) bool {
 		}
 	}
 	return false
-}
-
-// f16 rounds to IEEE half precision (ties to even), returning its bits.
-func f16(x float32) uint16 {
-	b := math.Float32bits(x)
-	sign := uint16(b>>16) & 0x8000
-	a := math.Abs(float64(x))
-	switch {
-	case math.IsNaN(float64(x)):
-		return sign | 0x7e00
-	case a >= 65520:
-		return sign | 0x7c00
-	case a < math.Ldexp(1, -25):
-		return sign
-	}
-	e := math.Floor(math.Log2(a))
-	if e < -14 {
-		e = -14
-	}
-	m := math.RoundToEven(a / math.Ldexp(1, int(e)-10))
-	if m >= 2048 {
-		m /= 2
-		e++
-	}
-	if m < 1024 { // subnormal
-		return sign | uint16(m)
-	}
-	return sign | uint16(e+15)<<10 | uint16(m-1024)
-}
-
-func fromF16(h uint16) float32 {
-	sign := float32(1)
-	if h&0x8000 != 0 {
-		sign = -1
-	}
-	e, m := int(h>>10)&0x1f, float64(h&0x3ff)
-	switch e {
-	case 0:
-		return sign * float32(math.Ldexp(m, -24))
-	case 31:
-		if m != 0 {
-			return float32(math.NaN())
-		}
-		return sign * float32(math.Inf(1))
-	}
-	return sign * float32(math.Ldexp(1+m/1024, e-15))
 }
 
 // Interp binds a kernel to a fresh PTX interpreter device per call.

@@ -79,11 +79,11 @@ func TestInterpExamples(t *testing.T) {
 
 func TestF16RoundTrip(t *testing.T) {
 	for _, x := range []float32{0, 1, -2.5, 65504, 6.1035156e-05, 5.9604645e-08, 0.33325195} {
-		if got := fromF16(f16(x)); got != x {
+		if got := verify.FromF16(verify.F16(x)); got != x {
 			t.Errorf("f16 round trip of %v gave %v", x, got)
 		}
 	}
-	if fromF16(f16(1e6)) != fromF16(0x7c00) {
+	if verify.FromF16(verify.F16(1e6)) != verify.FromF16(0x7c00) {
 		t.Error("overflow is not +Inf")
 	}
 }

@@ -5,6 +5,10 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/attngen/attngen/emit/ptx"
+	"github.com/attngen/attngen/gen"
+	"github.com/attngen/attngen/spec"
+
 	"github.com/attngen/attngen/verify"
 )
 
@@ -30,5 +34,37 @@ func TestInterpNonFinite(t *testing.T) {
 				t.Errorf("%s: %v", filepath.Base(f), err)
 			}
 		}
+	}
+}
+
+// TestInterpF16Yardstick: f16 kernels are within the error of a
+// straightforward f16 implementation (verify.F16Kernel), the yardstick
+// attngen verify -dtype f16 uses.
+func TestInterpF16Yardstick(t *testing.T) {
+	r := rand.New(rand.NewPCG(75, 76))
+	for _, name := range []string{"causal", "bridge", "dilated", "document"} {
+		s, err := spec.ParseFile("../../spec/examples/" + name + ".yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tg := ptx.Target{SM: 80, Elem: "f16"}
+		plan, err := gen.Compile(s, tg, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fw, err := ptx.GenerateForward(plan, ptx.Config{Target: tg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		k, err := Interp(fw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sh := verify.Shape{Batch: 1, HeadsQ: 2, HeadsKV: 1, SeqQ: 37, SeqK: 70, HeadDim: s.HeadDim}
+		rep, err := verify.CheckNumericWith(s.Pattern(), k.Run(), sh, r, verify.F16Kernel)
+		if err != nil {
+			t.Errorf("%s f16: %v", name, err)
+		}
+		t.Logf("%s f16: %v", name, rep)
 	}
 }
