@@ -6,8 +6,11 @@
 // # Spec files
 //
 // Parse and ParseFile read the spec format of docs/language.md (name, mask,
-// causal, head_dim, schedule, masks). Every problem in a file is reported at
-// once as an ErrorList of file:line:col: message entries naming the field.
+// causal, head_dim, schedule, masks). The problems of a file are reported
+// at once as an ErrorList of file:line:col: message entries naming the
+// field: the first MaxErrors in file order, then one entry counting the
+// rest. ParseFile refuses files larger than MaxFileSize (1 MiB) without
+// reading past that.
 // Shorthands (pbb, se_bridge, streaming, strided) are lowered to unions of
 // primitives while parsing, so a Mask never holds one. Specs are bounded:
 // integers at most MaxInt (positions are 32-bit in kernels), nesting at most
