@@ -13,6 +13,14 @@
 // byte-for-byte deterministic, and a test compares the committed files with
 // a fresh generation.
 //
+// A second file, built the same way by BuildReadBW and written by
+// WriteReadBWFiles as runtime/cpu/readbw_amd64.s and readbw_amd64.go (the
+// same command writes both files), holds the read-bandwidth loops that
+// decoding benchmarks compare against (EmitReadSum: readSumAVX512,
+// readSumAVX2): 8 independent VADDPS chains summing full vectors loaded
+// from memory, then one horizontal sum. They share nothing with the tile
+// kernels, whose file they leave unchanged.
+//
 // Each tile kernel runs three phases: S = Q K^T, the online softmax, and
 // O = alpha O + P V. The two products are register-blocked (AVX-512: 6 rows
 // x 4 zmm accumulators with explicit broadcasts; AVX2: 3 rows x 4 ymm, all

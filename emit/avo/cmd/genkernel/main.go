@@ -1,7 +1,9 @@
-// Command genkernel writes the amd64 tile kernels of package runtime/cpu:
-// tile_amd64.s and tile_amd64.go, into the current folder (or -dir). It is
-// run by go generate in runtime/cpu/ (see runtime/cpu/generate.go); the output is
-// byte-for-byte deterministic.
+// Command genkernel writes the amd64 assembly of package runtime/cpu into
+// the current folder (or -dir): the tile kernels and the FMA peak loops
+// (tile_amd64.s, tile_amd64.go) and the read-bandwidth loops
+// (readbw_amd64.s, readbw_amd64.go). It is run by go generate in
+// runtime/cpu/ (see runtime/cpu/generate.go); the output is byte-for-byte
+// deterministic.
 package main
 
 import (
@@ -15,11 +17,14 @@ import (
 func main() {
 	// avo's build package registers its own flags on flag.CommandLine.
 	fs := flag.NewFlagSet("genkernel", flag.ExitOnError)
-	dir := fs.String("dir", ".", "folder to write "+avo.AsmFile+" and "+avo.StubsFile+" into")
+	dir := fs.String("dir", ".", "folder to write "+avo.AsmFile+", "+avo.StubsFile+", "+avo.ReadBWAsmFile+" and "+avo.ReadBWStubsFile+" into")
 	pkg := fs.String("pkg", "cpu", "package clause of the generated files")
 	fs.Parse(os.Args[1:]) //nolint:errcheck // ExitOnError
-	if err := avo.WriteFiles(*dir, avo.Options{Pkg: *pkg}); err != nil {
-		fmt.Fprintln(os.Stderr, "genkernel:", err)
-		os.Exit(1)
+	opts := avo.Options{Pkg: *pkg}
+	for _, write := range []func(string, avo.Options) error{avo.WriteFiles, avo.WriteReadBWFiles} {
+		if err := write(*dir, opts); err != nil {
+			fmt.Fprintln(os.Stderr, "genkernel:", err)
+			os.Exit(1)
+		}
 	}
 }
