@@ -16,6 +16,7 @@ func hostileShapes(d int) []verify.Shape {
 		{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: 1, SeqK: 1, HeadDim: d},
 		{Batch: 2, HeadsQ: 2, HeadsKV: 1, SeqQ: 61, SeqK: 130, HeadDim: d},
 		{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: 150, SeqK: 150, HeadDim: d, Scale: 0.3},
+		{Batch: 1, HeadsQ: 4, HeadsKV: 2, SeqQ: 2, SeqK: 600, HeadDim: d},
 	}
 }
 

@@ -24,7 +24,7 @@ const (
 
 // Shapes returns the awkward shapes kernels are checked on for a head
 // dimension: length 1, lengths that are not a multiple of any tile, fewer
-// queries than keys, grouped-query heads, several batches.
+// queries than keys, grouped-query heads, several batches, decoding.
 func Shapes(d int) []Shape {
 	return []Shape{
 		{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: 1, SeqK: 1, HeadDim: d},
@@ -33,6 +33,11 @@ func Shapes(d int) []Shape {
 		{Batch: 1, HeadsQ: 4, HeadsKV: 2, SeqQ: 200, SeqK: 200, HeadDim: d, Scale: 0.3},
 		{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: 1, SeqK: 301, HeadDim: d},
 		{Batch: 1, HeadsQ: 3, HeadsKV: 1, SeqQ: 129, SeqK: 321, HeadDim: d},
+		// decoding: few queries against many keys, grouped heads sharing
+		// one pass over the keys, keys split across parts
+		{Batch: 2, HeadsQ: 6, HeadsKV: 2, SeqQ: 3, SeqK: 700, HeadDim: d},
+		{Batch: 1, HeadsQ: 8, HeadsKV: 1, SeqQ: 1, SeqK: 2000, HeadDim: d},
+		{Batch: 1, HeadsQ: 4, HeadsKV: 2, SeqQ: 16, SeqK: 1500, HeadDim: d, Scale: 0.2},
 	}
 }
 

@@ -1,0 +1,442 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"math/bits"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/attngen/attngen/runtime/mask"
+)
+
+// segment is one residue class (or the whole sequence): nq queries and nk
+// keys, position x at absolute position off + stride*x (mask.Segments),
+// with its key tiles numbered from base on among the call's tiles; qt0 is
+// the index of its first query tile among the call's query tiles.
+type segment struct{ nq, nk, off, stride, tiles, base, qt0 int }
+
+func segments(dst []segment, scratch []mask.Segment, sq, sk, st int) ([]segment, []mask.Segment) {
+	dst = dst[:0]
+	scratch = mask.Segments(scratch[:0], sq, sk, st)
+	base, qt := 0, 0
+	for _, g := range scratch {
+		t := (g.SeqK + TK - 1) / TK
+		dst = append(dst, segment{nq: g.SeqQ, nk: g.SeqK, off: g.Offset, stride: g.Stride, tiles: t, base: base, qt0: qt})
+		base += t
+		qt += (g.SeqQ + TQ - 1) / TQ
+	}
+	return dst, scratch
+}
+
+// A job is one query tile: per rows of each of nh query heads (h, h+1,
+// ...; they share a key/value head and their rows share positions, so the
+// tile reads each key and value once for all of them) against the key
+// tiles of its visit list, c.refs[v0:v1]. A job split into parts > 1 items
+// (flash decoding: keys across threads) keeps each part's softmax state in
+// c.partial from slot part0 on, and the last part to finish merges them.
+type job struct {
+	b, h, nh, seg, qt, per int32
+	v0, v1                 int32
+	parts, part0           int32
+}
+
+// An item is the unit of work: the key tiles c.refs[r0:r1] of a job, and
+// the partial state slot it fills (-1: the whole job, finished in place).
+type item struct{ job, r0, r1, part int32 }
+
+// call is the state of one Forward call shared by its workers. Calls come
+// from a sync.Pool, so concurrent calls each have their own, and a call
+// allocates nothing once the pool holds one of its size.
+type call struct {
+	mask     mask.Mask
+	docs     []mask.Docs // one per batch, or one for all; nil without documents
+	tile     tileFunc
+	s        Shape
+	out, lse []float32
+	q, k, v  []float32
+	scale    float32
+	segs     []segment
+	msegs    []mask.Segment
+
+	// The key tiles some query tile visits, found once per call: visits
+	// holds, for each document row (one per batch with per-batch ids, else
+	// one) and query tile, the range of refs it visits; slot maps (document
+	// row, key tile) to the tile's place among the nslots tiles a (batch, kv
+	// head) packs, or -1.
+	tilesPerKV, qtiles int
+	refs               []mask.Tile
+	visits             []int32
+	slot               []int32
+	nslots             int
+
+	// Packed tiles, by index p = (batch*HeadsKV + kv head)*nslots + slot:
+	// kt[p] the keys transposed, vt[p] the values when they are not rows of
+	// v in place; state 0 unpacked, 1 being packed, 2 ready. nonFinite[p]
+	// (computed the first time a partial tile needs it: known) has bit c
+	// set when value row c holds a NaN or an infinity.
+	kt, vt    []float32
+	state     []atomic.Uint32
+	nonFinite []atomic.Uint64
+	known     []atomic.Bool
+
+	jobs    []job
+	items   []item
+	partial []float32      // parts' o, m, l (partSize floats each)
+	pending []atomic.Int32 // parts finished, per job
+	next    atomic.Int64
+	wg      sync.WaitGroup
+}
+
+// partSize is the state one part keeps: o, m and l of TQ rows.
+func partSize(d int) int { return TQ*d + 2*TQ }
+
+// maxPooled bounds the workspace (key and value tiles) a call keeps for the
+// next one; a larger one is left to the garbage collector after the call.
+const maxPooled = 64 << 20 / 4
+
+// minPart is the fewest key tiles a part of a split job gets; calls with
+// fewer than splitJobs jobs split them.
+const (
+	minPart   = 4
+	splitJobs = 32
+)
+
+var calls = sync.Pool{New: func() any { return new(call) }}
+
+// setup fills the call's state and workspace.
+func (c *call) setup(m mask.Mask, tile tileFunc, s Shape, out, lse, q, k, v []float32, docs []int32) error {
+	c.docs = c.docs[:0]
+	if m.UsesDocs() {
+		rows := docsLen(s, docs) / s.SeqK
+		for b := 0; b < rows; b++ {
+			if b == len(c.docs) {
+				c.docs = append(c.docs, mask.Docs{})
+			}
+			c.docs = c.docs[:b+1]
+			if err := c.docs[b].Reset(docs[b*s.SeqK : (b+1)*s.SeqK]); err != nil {
+				if rows > 1 {
+					return fmt.Errorf("%w: batch %d: %v", ErrDocument, b, err)
+				}
+				return fmt.Errorf("%w: %v", ErrDocument, err)
+			}
+		}
+	}
+	c.mask, c.tile, c.s, c.out, c.lse, c.q, c.k, c.v = m, tile, s, out, lse, q, k, v
+	c.next.Store(0)
+	c.scale = s.Scale
+	if c.scale == 0 {
+		c.scale = float32(1 / math.Sqrt(float64(s.HeadDim)))
+	}
+	c.scale *= math.Log2E
+	c.segs, c.msegs = segments(c.segs, c.msegs, s.SeqQ, s.SeqK, m.Stride())
+	c.tilesPerKV, c.qtiles = 0, 0
+	for _, g := range c.segs {
+		c.tilesPerKV += g.tiles
+		c.qtiles += (g.nq + TQ - 1) / TQ
+	}
+	c.plan()
+	tiles, ok := mul(s.Batch, s.HeadsKV, c.nslots)
+	nkv, ok2 := mul(tiles, TK, s.HeadDim)
+	kv, _ := mul(s.Batch, s.HeadsKV, s.SeqK, s.HeadDim)
+	if !ok || !ok2 || nkv > 2*kv+maxPooled {
+		return fmt.Errorf("%w: %+v: the key and value tiles of a layout of stride %d would take %d times the keys' memory", ErrShape, s, m.Stride(), nkv/kv)
+	}
+	c.kt = grow(c.kt, nkv)
+	c.vt = grow(c.vt, nkv)
+	if cap(c.known) < tiles {
+		c.state, c.nonFinite, c.known = make([]atomic.Uint32, tiles), make([]atomic.Uint64, tiles), make([]atomic.Bool, tiles)
+	}
+	c.state, c.nonFinite, c.known = c.state[:tiles], c.nonFinite[:tiles], c.known[:tiles]
+	clear(c.state)
+	clear(c.known)
+	c.makeJobs()
+	return nil
+}
+
+// plan finds the key tiles each query tile visits (mask.Visit, once per
+// document row and query tile, whatever the heads) and numbers the tiles
+// some query tile visits: only those are packed.
+func (c *call) plan() {
+	rows := max(len(c.docs), 1)
+	c.refs = c.refs[:0]
+	c.visits = c.visits[:0]
+	if cap(c.slot) < rows*c.tilesPerKV {
+		c.slot = make([]int32, rows*c.tilesPerKV)
+	}
+	c.slot = c.slot[:rows*c.tilesPerKV]
+	for i := range c.slot {
+		c.slot[i] = -1
+	}
+	c.nslots = 0
+	for dr := 0; dr < rows; dr++ {
+		var docs *mask.Docs
+		if len(c.docs) > 0 {
+			docs = &c.docs[dr]
+		}
+		slot, n := c.slot[dr*c.tilesPerKV:][:c.tilesPerKV], int32(0)
+		for _, g := range c.segs {
+			qoff := g.nk - g.nq
+			for r0 := 0; r0 < g.nq; r0 += TQ {
+				c.visits = append(c.visits, int32(len(c.refs)))
+				q0, q1 := r0+qoff, min(r0+TQ, g.nq)-1+qoff
+				c.refs = mask.Visit(c.mask, c.refs, q0, q1, g.nk, TK, docs)
+				for _, r := range c.refs[c.visits[len(c.visits)-1]:] {
+					if t := g.base + r.K; slot[t] < 0 {
+						slot[t] = n
+						n++
+					}
+				}
+			}
+		}
+		c.nslots = max(c.nslots, int(n))
+	}
+	c.visits = append(c.visits, int32(len(c.refs)))
+}
+
+// makeJobs lists the jobs and items. The query heads of a key/value head
+// share one job when a segment's rows are few (decoding: SeqQ small), so
+// that keys and values are read once for the group. When the jobs are
+// fewer than splitJobs (decoding again), each is split into parts of at
+// least minPart key tiles so that threads share its keys. The split depends
+// on the shape only, so results do not depend on the number of threads.
+func (c *call) makeJobs() {
+	s := c.s
+	group := s.HeadsQ / s.HeadsKV
+	c.jobs = c.jobs[:0]
+	for b := 0; b < s.Batch; b++ {
+		dr := 0
+		if len(c.docs) > 1 {
+			dr = b
+		}
+		for kvh := 0; kvh < s.HeadsKV; kvh++ {
+			for gi, g := range c.segs {
+				heads := 1
+				if g.nq <= TQ/2 {
+					heads = min(group, TQ/g.nq)
+				}
+				for h := 0; h < group; h += heads {
+					nh := min(heads, group-h)
+					for qt := 0; qt*TQ < g.nq; qt++ {
+						vi := dr*c.qtiles + g.qt0 + qt
+						c.jobs = append(c.jobs, job{
+							b: int32(b), h: int32(kvh*group + h), nh: int32(nh), seg: int32(gi), qt: int32(qt),
+							per: int32(min(TQ, g.nq-qt*TQ)), v0: c.visits[vi], v1: c.visits[vi+1], parts: 1, part0: -1,
+						})
+					}
+				}
+			}
+		}
+	}
+	want := splitJobs
+	split := want > len(c.jobs)
+	c.items = c.items[:0]
+	parts := 0
+	for ji := range c.jobs {
+		j := &c.jobs[ji]
+		n := int(j.v1 - j.v0)
+		p := 1
+		if split {
+			p = min((want+len(c.jobs)-1)/len(c.jobs), n/minPart)
+			p = max(p, 1)
+		}
+		if p == 1 {
+			c.items = append(c.items, item{int32(ji), j.v0, j.v1, -1})
+			continue
+		}
+		j.parts, j.part0 = int32(p), int32(parts)
+		for i := 0; i < p; i++ {
+			c.items = append(c.items, item{int32(ji), j.v0 + int32(i*n/p), j.v0 + int32((i+1)*n/p), int32(parts + i)})
+		}
+		parts += p
+	}
+	c.partial = grow(c.partial, parts*partSize(s.HeadDim))
+	if cap(c.pending) < len(c.jobs) {
+		c.pending = make([]atomic.Int32, len(c.jobs))
+	}
+	c.pending = c.pending[:len(c.jobs)]
+	clear(c.pending)
+}
+
+// release drops the call's references to the caller's slices and returns
+// it to the pool, unless its workspace is too large to keep.
+func (c *call) release() {
+	c.mask, c.out, c.lse, c.q, c.k, c.v = nil, nil, nil, nil, nil, nil
+	if cap(c.kt) > maxPooled {
+		return
+	}
+	calls.Put(c)
+}
+
+// docsOf returns the document ids of batch b, or nil.
+func (c *call) docsOf(b int) *mask.Docs {
+	switch len(c.docs) {
+	case 0:
+		return nil
+	case 1:
+		return &c.docs[0]
+	}
+	return &c.docs[b]
+}
+
+// packed returns the index of key tile t (of segment g) of (batch b, kv
+// head kvh) among the packed tiles, packing it first if no worker has.
+func (c *call) packed(b, kvh int, g segment, t int) int {
+	dr := 0
+	if len(c.docs) > 1 {
+		dr = b
+	}
+	p := (b*c.s.HeadsKV+kvh)*c.nslots + int(c.slot[dr*c.tilesPerKV+g.base+t])
+	st := &c.state[p]
+	if st.Load() == 2 {
+		return p
+	}
+	if st.CompareAndSwap(0, 1) {
+		c.pack(p, b*c.s.HeadsKV+kvh, g, t)
+		st.Store(2)
+		return p
+	}
+	for st.Load() != 2 {
+		runtime.Gosched()
+	}
+	return p
+}
+
+// pack lays out key tile t of segment g of (batch, kv head) bk as packed
+// tile p: kt[d][c] (the keys transposed) and vt[c][d], zero past the
+// segment's keys. Value tiles that are contiguous rows of v (identity
+// layout, whole tile) are not copied: valueTile reads them in place.
+func (c *call) pack(p, bk int, g segment, t int) {
+	D := c.s.HeadDim
+	src := bk * c.s.SeqK * D
+	kt := c.kt[p*TK*D:][:TK*D]
+	vt := c.vt[p*TK*D:][:TK*D]
+	inPlace := g.stride == 1 && (t+1)*TK <= g.nk
+	var rows [4][]float32
+	zero := make([]float32, 0) // stands for a key past the end
+	// Four keys at a time, so that each d writes four adjacent floats.
+	for col := 0; col < TK; col += 4 {
+		for u := range rows {
+			x := t*TK + col + u
+			if x >= g.nk {
+				rows[u] = zero
+				if !inPlace {
+					clear(vt[(col+u)*D : (col+u)*D+D])
+				}
+				continue
+			}
+			row := src + (g.off+g.stride*x)*D
+			rows[u] = c.k[row : row+D]
+			if !inPlace {
+				copy(vt[(col+u)*D:(col+u)*D+D], c.v[row:row+D])
+			}
+		}
+		r0, r1, r2, r3 := rows[0], rows[1], rows[2], rows[3]
+		if len(r0) == D && len(r1) == D && len(r2) == D && len(r3) == D {
+			for d := 0; d < D; d++ {
+				o := kt[d*TK+col : d*TK+col+4]
+				o[0], o[1], o[2], o[3] = r0[d], r1[d], r2[d], r3[d]
+			}
+			continue
+		}
+		for d := 0; d < D; d++ {
+			for u, r := range rows {
+				if len(r) == D {
+					kt[d*TK+col+u] = r[d]
+				} else {
+					kt[d*TK+col+u] = 0
+				}
+			}
+		}
+	}
+}
+
+// valueTile returns the values of key tile t of segment g of (batch, kv
+// head) bk, packed as tile p: the rows of v themselves when pack left them
+// in place.
+func (c *call) valueTile(p, bk int, g segment, t int) []float32 {
+	D := c.s.HeadDim
+	if g.stride == 1 && (t+1)*TK <= g.nk {
+		return c.v[(bk*c.s.SeqK+t*TK)*D:][:TK*D]
+	}
+	return c.vt[p*TK*D:][:TK*D]
+}
+
+// nonFiniteRows returns the nonFinite word of packed tile p, whose values
+// are v: the rows holding a NaN or an infinity. Only partial tiles need it,
+// so it is computed on first use (by whichever worker gets there first;
+// they compute the same word).
+func (c *call) nonFiniteRows(p int, v []float32, D int) uint64 {
+	if c.known[p].Load() {
+		return c.nonFinite[p].Load()
+	}
+	var nf uint64
+	for r := 0; r < TK; r++ {
+		if !allFinite(v[r*D : r*D+D]) {
+			nf |= 1 << uint(r)
+		}
+	}
+	c.nonFinite[p].Store(nf)
+	c.known[p].Store(true)
+	return nf
+}
+
+// allFinite reports whether x holds no NaN and no infinity: it ORs, two
+// floats at a time, the exponent fields plus one, which carries into the
+// sign bit exactly for an all-ones exponent.
+func allFinite(x []float32) bool {
+	const exp2, one2 = 0x7f8000007f800000, 0x0080000000800000
+	var a0, a1, a2, a3 uint64
+	n := len(x) &^ 1
+	w := unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(x))), n/2)
+	for len(w) >= 4 {
+		a0 |= w[0]&exp2 + one2
+		a1 |= w[1]&exp2 + one2
+		a2 |= w[2]&exp2 + one2
+		a3 |= w[3]&exp2 + one2
+		w = w[4:]
+	}
+	for _, b := range w {
+		a0 |= b&exp2 + one2
+	}
+	if n < len(x) {
+		a0 |= uint64(math.Float32bits(x[n]))&0x7f800000 + 0x00800000
+	}
+	return (a0|a1|a2|a3)&0x8000000080000000 == 0
+}
+
+// sanitize copies the value tile v into w.vclean with the non-finite
+// entries of the rows in fix set to zero.
+func (w *buffers) sanitize(v []float32, fix uint64, D int) []float32 {
+	vc := w.vclean[:TK*D]
+	copy(vc, v[:TK*D])
+	for b := fix; b != 0; b &= b - 1 {
+		row := vc[bits.TrailingZeros64(b)*D:][:D]
+		for d, x := range row {
+			if x-x != 0 {
+				row[d] = 0
+			}
+		}
+	}
+	return vc
+}
+
+// restore adds to o the terms a sanitized tile left out: p times the
+// non-finite value entries of the keys in fix, for the rows that keep them
+// (the microkernels leave p in w.s).
+func (w *buffers) restore(v []float32, fix uint64, keep []uint64, D int) {
+	for r, k := range keep {
+		for b := k & fix; b != 0; b &= b - 1 {
+			c := bits.TrailingZeros64(b)
+			p := w.s[r*TK+c]
+			o := w.o[r*D:][:D]
+			for d, x := range v[c*D:][:D] {
+				if x-x != 0 {
+					o[d] += p * x
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,103 @@
+package cpu
+
+import (
+	"runtime"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/attngen/attngen/runtime/mask"
+)
+
+// buffers are one goroutine's tile buffers.
+type buffers struct {
+	q, s, o, m, l []float32
+	vclean        []float32 // a value tile with masked non-finite entries zeroed
+	mask          []uint64
+	refs          []mask.Tile
+}
+
+func newBuffers() *buffers {
+	d := maxHeadDim()
+	return &buffers{
+		q: make([]float32, TQ*d), s: make([]float32, TQ*TK), o: make([]float32, TQ*d),
+		m: make([]float32, TQ), l: make([]float32, TQ), mask: make([]uint64, TQ),
+		vclean: make([]float32, TK*d),
+	}
+}
+
+// callerBuffers serve the goroutine that calls Forward, which works too.
+var callerBuffers = sync.Pool{New: func() any { return newBuffers() }}
+
+// A worker is a goroutine that helps calls. Idle workers wait in the pool
+// and exit after idleTimeout without work, so a process that stops calling
+// Forward keeps no goroutine and no tile buffers.
+type worker struct {
+	*buffers
+	jobs  chan *call
+	timer *time.Timer
+}
+
+const idleTimeout = 2 * time.Second
+
+var pool struct {
+	sync.Mutex
+	idle []*worker
+	live int // worker goroutines, idle or busy
+}
+
+// helpers returns up to n workers: idle ones first, then new ones while the
+// pool holds fewer than GOMAXPROCS-1 goroutines (the callers work too).
+func helpers(dst []*worker, n int) []*worker {
+	pool.Lock()
+	defer pool.Unlock()
+	for len(dst) < n && len(pool.idle) > 0 {
+		w := pool.idle[len(pool.idle)-1]
+		pool.idle = pool.idle[:len(pool.idle)-1]
+		dst = append(dst, w)
+	}
+	for len(dst) < n && pool.live < runtime.GOMAXPROCS(0)-1 {
+		w := &worker{buffers: newBuffers(), jobs: make(chan *call)}
+		pool.live++
+		go w.loop()
+		dst = append(dst, w)
+	}
+	return dst
+}
+
+func (w *worker) loop() {
+	w.timer = time.NewTimer(idleTimeout)
+	for {
+		select {
+		case c := <-w.jobs:
+			w.run(c)
+			c.wg.Done()
+			w.timer.Reset(idleTimeout)
+			pool.Lock()
+			pool.idle = append(pool.idle, w)
+			pool.Unlock()
+		case <-w.timer.C:
+			pool.Lock()
+			i := slices.Index(pool.idle, w)
+			if i < 0 {
+				// A caller took this worker as the timer fired: its job
+				// is on the way.
+				pool.Unlock()
+				w.timer.Reset(idleTimeout)
+				continue
+			}
+			pool.idle = slices.Delete(pool.idle, i, i+1)
+			pool.live--
+			pool.Unlock()
+			return
+		}
+	}
+}
+
+// Workers reports the worker goroutines the package holds now (idle or
+// busy); tests use it to check that idle workers exit.
+func Workers() int {
+	pool.Lock()
+	defer pool.Unlock()
+	return pool.live
+}

@@ -1,0 +1,185 @@
+package cpu
+
+import (
+	"math"
+
+	"github.com/attngen/attngen/runtime/mask"
+)
+
+func (w *buffers) run(c *call) {
+	for {
+		n := c.next.Add(1) - 1
+		if n >= int64(len(c.items)) {
+			return
+		}
+		w.runItem(c, c.items[n])
+	}
+}
+
+// rowOf returns, for row r of job j's tile, the query head and the row of
+// the call's q, out and lse (the [batch, head, seq_q] index).
+func (c *call) rowOf(j job, r int) (head, row int) {
+	s := c.s
+	g := c.segs[j.seg]
+	per := int(j.per)
+	head = int(j.h) + r/per
+	x := int(j.qt)*TQ + r%per + g.nk - g.nq // segment position
+	abs := g.off + g.stride*x
+	return head, (int(j.b)*s.HeadsQ+head)*s.SeqQ + abs - (s.SeqK - s.SeqQ)
+}
+
+// runItem runs the key tiles of one item over its job's query tile, then
+// finishes the rows (or stores the part's state, and merges the parts if
+// it is the last).
+func (w *buffers) runItem(c *call, it item) {
+	s, D := c.s, c.s.HeadDim
+	j := c.jobs[it.job]
+	g := c.segs[j.seg]
+	b, per := int(j.b), int(j.per)
+	rows := int(j.nh) * per
+	hk := int(j.h) / (s.HeadsQ / s.HeadsKV)
+	bk := b*s.HeadsKV + hk
+	// Load the query tile, scaled by scale*log2(e).
+	qt0 := w.q[:TQ*D]
+	for r := 0; r < TQ; r++ {
+		dst := qt0[r*D : r*D+D]
+		if r >= rows {
+			clear(dst)
+			continue
+		}
+		_, row := c.rowOf(j, r)
+		for d, x := range c.q[row*D:][:D] {
+			dst[d] = x * c.scale
+		}
+	}
+	o, m, l := w.o[:TQ*D], w.m[:TQ], w.l[:TQ]
+	clear(o)
+	clear(l)
+	for r := range m {
+		m[r] = float32(math.Inf(-1))
+	}
+	qoff := g.nk - g.nq
+	q0 := int(j.qt)*TQ + qoff
+	q1 := q0 + per - 1
+	docs := c.docsOf(b)
+	for _, ref := range c.refs[it.r0:it.r1] {
+		k0 := ref.K * TK
+		class := ref.Class
+		words := w.mask[:TQ]
+		if class == mask.Partial {
+			// exact class and keep words of the tile's positions
+			class = mask.Refine(c.mask, words, q0, q1, ref.K, g.nk, TK, docs)
+			if class == mask.Empty {
+				continue
+			}
+		}
+		// Keep words when the tile is partial, runs past the keys, or has
+		// rows to skip (the kernels skip row blocks that keep nothing).
+		var keep []uint64
+		if class == mask.Partial || k0+TK > g.nk || rows < TQ {
+			keep = words
+			if class == mask.Full {
+				tail := mask.TailBits(g.nk - k0)
+				for r := 0; r < per; r++ {
+					keep[r] = tail
+				}
+			}
+			for h := 1; h < int(j.nh); h++ {
+				copy(keep[h*per:(h+1)*per], keep[:per])
+			}
+			clear(keep[rows:])
+		}
+		p := c.packed(b, hk, g, ref.K)
+		vt := c.valueTile(p, bk, g, ref.K)
+		// Value rows holding NaN or infinities that some row of the tile
+		// masks: the kernels multiply masked p = 0 by v, so they run on a
+		// copy with those entries zeroed, and the rows that keep the keys
+		// get their terms afterwards.
+		var fix uint64
+		if keep != nil { // a full tile keeps every pair
+			if nf := c.nonFiniteRows(p, vt, D); nf != 0 {
+				all := ^uint64(0)
+				for _, k := range keep[:rows] {
+					all &= k
+				}
+				if fix = nf &^ all; fix != 0 {
+					vt = w.sanitize(vt, fix, D)
+				}
+			}
+		}
+		c.tile(qt0, c.kt[p*TK*D:][:TK*D], vt, w.s[:TQ*TK], o, m, l, keep, D)
+		if fix != 0 {
+			w.restore(c.valueTile(p, bk, g, ref.K), fix, keep[:rows], D)
+		}
+	}
+	if it.part < 0 {
+		c.finish(j, o, m, l)
+		return
+	}
+	// A part of a split job: keep its state; the last part merges.
+	ps := c.partial[int(it.part)*partSize(D):][:partSize(D)]
+	copy(ps, o[:rows*D])
+	copy(ps[TQ*D:], m[:rows])
+	copy(ps[TQ*D+TQ:], l[:rows])
+	if c.pending[it.job].Add(1) == j.parts {
+		w.merge(c, j)
+	}
+}
+
+// merge combines the parts of a split job (in part order, so the result
+// does not depend on which thread ran which) and finishes its rows: with
+// M the largest part maximum, l = sum_p 2^(m_p - M) l_p and o likewise
+// (every factor 1 when M is -Inf).
+func (w *buffers) merge(c *call, j job) {
+	D := c.s.HeadDim
+	rows := int(j.nh) * int(j.per)
+	o, m, l := w.o[:TQ*D], w.m[:TQ], w.l[:TQ]
+	negInf := float32(math.Inf(-1))
+	for r := 0; r < rows; r++ {
+		mx := negInf
+		for p := 0; p < int(j.parts); p++ {
+			ps := c.partial[(int(j.part0)+p)*partSize(D):]
+			mx = max(mx, ps[TQ*D+r])
+		}
+		or := o[r*D : r*D+D]
+		clear(or)
+		var lr float32
+		for p := 0; p < int(j.parts); p++ {
+			ps := c.partial[(int(j.part0)+p)*partSize(D):]
+			f := float32(1)
+			if mx != negInf {
+				f = exp2(ps[TQ*D+r] - mx)
+			}
+			lr += f * ps[TQ*D+TQ+r]
+			for d, x := range ps[r*D : r*D+D] {
+				or[d] += f * x
+			}
+		}
+		m[r], l[r] = mx, lr
+	}
+	c.finish(j, o, m, l)
+}
+
+// finish writes the rows of a job: out = o / l, lse = (m + log2 l) ln 2,
+// or 0 and -Inf for rows that keep no key (l = 0).
+func (c *call) finish(j job, o, m, l []float32) {
+	D := c.s.HeadDim
+	for r := 0; r < int(j.nh)*int(j.per); r++ {
+		_, row := c.rowOf(j, r)
+		dst := c.out[row*D : row*D+D]
+		if l[r] == 0 {
+			clear(dst)
+			if c.lse != nil {
+				c.lse[row] = float32(math.Inf(-1))
+			}
+			continue
+		}
+		inv := 1 / l[r]
+		for d, x := range o[r*D : r*D+D] {
+			dst[d] = x * inv
+		}
+		if c.lse != nil {
+			c.lse[row] = float32((float64(m[r]) + math.Log2(float64(l[r]))) * math.Ln2)
+		}
+	}
+}
