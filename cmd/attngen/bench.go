@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -23,26 +24,49 @@ import (
 type benchResult struct {
 	Variant    string  `json:"variant"`
 	Mask       string  `json:"mask"`
+	Dtype      string  `json:"dtype"`
 	Seq        int     `json:"seq"`
+	SeqQ       int     `json:"seq_q"`
 	Batch      int     `json:"batch"`
 	Heads      int     `json:"heads"`
+	HeadsKV    int     `json:"heads_kv"`
 	HeadDim    int     `json:"head_dim"`
 	Threads    int     `json:"threads"`
 	Ms         float64 `json:"ms"`
 	GFlops     float64 `json:"gflops"`
 	PeakGFlops float64 `json:"peak_gflops"`
 	PctPeak    float64 `json:"pct_peak"`
+	GBps       float64 `json:"gbps"`
+	PeakGBps   float64 `json:"peak_gbps"`
 	KeptPairs  int64   `json:"kept_pairs"`
 	Reps       int     `json:"reps"`
 	MeasHeads  int     `json:"measured_heads"`
 	AllocsOp   float64 `json:"allocs_per_op"`
 }
 
+// benchBytes is the memory traffic bench credits one call with: q read and
+// out written for batch*hq*seqQ rows, k and v read in full (every one of
+// the seqK keys of every one of the hkv heads, whatever the mask keeps),
+// and lse written when the call writes it; float32 throughout.
+func benchBytes(batch, hq, hkv, seqQ, seqK, headDim int, lse bool) float64 {
+	rows := float64(batch) * float64(hq) * float64(seqQ)
+	b := 2*rows*float64(headDim) + 2*float64(batch)*float64(hkv)*float64(seqK)*float64(headDim)
+	if lse {
+		b += rows
+	}
+	return 4 * b
+}
+
 func cmdBench(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("bench", stderr)
 	path := fs.String("spec", "", "spec file (YAML)")
-	seq := fs.Int("seq", 4096, "sequence length (queries = keys)")
-	heads := fs.Int("heads", 8, "query heads (= key/value heads)")
+	seq := fs.Int("seq", 4096, "sequence length: the keys (the KV cache when -seq-q is shorter)")
+	seqQFlag := fs.Int("seq-q", 0, "query rows, the last Q positions of the sequence (1 <= Q <= -seq; default -seq; 1 is one decoding step). GB/s counts q and out (and lse) of these rows and every key and value, all -seq keys of every key/value head, whatever the mask keeps")
+	heads := fs.Int("heads", 8, "query heads")
+	headsKVFlag := fs.Int("heads-kv", 0, "key/value heads; -heads must be a multiple (grouped-query attention; default -heads)")
+	dtype := fs.String("dtype", "fp32", "element type of q, k, v and out: fp32 (bf16 and f16 are not implemented yet)")
+	paged := fs.Int("paged", 0, "page size of a paged KV cache (not implemented yet: leave unset for contiguous caches)")
+	bwMiB := fs.Int("bw-mib", cpu.DefaultReadMiB, "buffer of the read-bandwidth probe in MiB (at most an eighth of this machine's memory)")
 	batch := fs.Int("batch", 1, "batch")
 	threadsFlag := fs.String("threads", "1", "thread counts, comma separated (e.g. 1,2)")
 	reps := fs.Int("reps", 3, "repetitions per variant; the best is reported")
@@ -52,8 +76,32 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	if err := parseArgs(fs, args, stdout, path); err != nil {
 		return err
 	}
-	if err := positive("seq", *seq, "heads", *heads, "batch", *batch, "reps", *reps, "naive-heads", *naiveHeads); err != nil {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if err := positive("seq", *seq, "heads", *heads, "batch", *batch, "reps", *reps, "naive-heads", *naiveHeads, "bw-mib", *bwMiB); err != nil {
 		return err
+	}
+	seqQ, headsKV := *seq, *heads
+	if set["seq-q"] {
+		if *seqQFlag < 1 || *seqQFlag > *seq {
+			return usagef("-seq-q %d: the query rows must be between 1 and -seq %d (they are the last positions of the sequence)", *seqQFlag, *seq)
+		}
+		seqQ = *seqQFlag
+	}
+	if set["heads-kv"] {
+		if err := positive("heads-kv", *headsKVFlag); err != nil {
+			return err
+		}
+		if *headsKVFlag > *heads || *heads%*headsKVFlag != 0 {
+			return usagef("-heads %d -heads-kv %d: the query heads must be a multiple of the key/value heads", *heads, *headsKVFlag)
+		}
+		headsKV = *headsKVFlag
+	}
+	if err := benchDtype(*dtype); err != nil {
+		return err
+	}
+	if set["paged"] {
+		return usagef("-paged %d: paged KV caches are not implemented yet; leave -paged out to benchmark contiguous caches", *paged)
 	}
 	if err := atMost("reps", *reps, maxBenchReps, "the best of more repetitions measures nothing new"); err != nil {
 		return err
@@ -70,13 +118,17 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("bench: document masks need run-time ids; benchmark the positional mask instead")
 	}
 	if *gpu {
+		if seqQ != *seq || headsKV != *heads {
+			return usagef("-gpu times the PTX kernel with as many queries as keys and one key/value head per query head: leave out -seq-q and -heads-kv")
+		}
 		// The device holds the tensors; only the sizes are checked here.
 		if _, err := benchElems(*batch, *heads, *seq, s.HeadDim); err != nil {
 			return err
 		}
 		return benchGPU(s, *batch, *heads, *seq, *reps, *asJSON, stdout, stderr)
 	}
-	if err := benchMemory(*batch, *heads, *seq, s.HeadDim); err != nil {
+	probeMiB := cpu.ReadProbeMiB(*bwMiB)
+	if err := benchMemory(*batch, *heads, headsKV, seqQ, *seq, s.HeadDim, int64(probeMiB)<<20); err != nil {
 		return err
 	}
 	plan, err := gen.Compile(s, gen.CPUTarget, nil)
@@ -85,9 +137,9 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	}
 	mask := plan.Mask()
 	D := s.HeadDim
-	kept := verify.KeptPairs(s.Pattern(), *seq, *seq)
+	kept := verify.KeptPairs(s.Pattern(), seqQ, *seq)
 	r := rand.New(rand.NewPCG(1, 2))
-	n := *batch * *heads * *seq * D
+	nq, nkv := *batch**heads*seqQ*D, *batch*headsKV**seq*D
 	mk := func(n int) []float32 {
 		x := make([]float32, n)
 		for k := range x {
@@ -95,10 +147,10 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		}
 		return x
 	}
-	q, k, v := mk(n), mk(n), mk(n)
-	out, lse := make([]float32, n), make([]float32, *batch**heads**seq)
-	shape := cpu.Shape{Batch: *batch, HeadsQ: *heads, HeadsKV: *heads, SeqQ: *seq, SeqK: *seq, HeadDim: D}
-	flops := func(h int) float64 { return 4 * float64(*batch) * float64(h) * float64(D) * float64(kept) }
+	q, k, v := mk(nq), mk(nkv), mk(nkv)
+	out, lse := make([]float32, nq), make([]float32, *batch**heads*seqQ)
+	shape := cpu.Shape{Batch: *batch, HeadsQ: *heads, HeadsKV: headsKV, SeqQ: seqQ, SeqK: *seq, HeadDim: D}
+	group := *heads / headsKV
 	prev := runtime.GOMAXPROCS(0)
 	defer runtime.GOMAXPROCS(prev)
 	var results []benchResult
@@ -108,11 +160,20 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		// averaged: on shared machines it drifts within a run.
 		peakBefore := 0.0
 		measurePeak := func() { peakBefore = cpu.PeakGFLOPS(th, 150*time.Millisecond) }
-		add := func(variant string, h, reps int, ms float64, allocs float64) {
+		// The read bandwidth is measured once per thread count, before the
+		// kernels, on a buffer far larger than the caches.
+		fmt.Fprintf(stderr, "bench %s: read bandwidth, %d thread%s, %d MiB buffer\n", s.Name, th, plural(th), probeMiB)
+		peakBW := cpu.PeakReadGBps(th, probeMiB, 200*time.Millisecond)
+		// add records a variant that ran b batches of h query heads (and
+		// the key/value heads they read), writing lse or not.
+		add := func(variant string, b, h int, lseOut bool, reps int, ms float64, allocs float64) {
 			peak := (peakBefore + cpu.PeakGFLOPS(th, 150*time.Millisecond)) / 2
-			g := flops(h) / (ms / 1e3) / 1e9
-			results = append(results, benchResult{Variant: variant, Mask: s.Name, Seq: *seq, Batch: *batch, Heads: *heads, HeadDim: D,
-				Threads: th, Ms: ms, GFlops: g, PeakGFlops: peak, PctPeak: 100 * g / peak, KeptPairs: kept, Reps: reps, MeasHeads: h, AllocsOp: allocs})
+			sec := ms / 1e3
+			g := 4 * float64(b) * float64(h) * float64(D) * float64(kept) / sec / 1e9
+			gb := benchBytes(b, h, (h+group-1)/group, seqQ, *seq, D, lseOut) / sec / 1e9
+			results = append(results, benchResult{Variant: variant, Mask: s.Name, Dtype: *dtype, Seq: *seq, SeqQ: seqQ, Batch: *batch, Heads: *heads, HeadsKV: headsKV, HeadDim: D,
+				Threads: th, Ms: ms, GFlops: g, PeakGFlops: peak, PctPeak: 100 * g / peak, GBps: gb, PeakGBps: peakBW,
+				KeptPairs: kept, Reps: reps, MeasHeads: h, AllocsOp: allocs})
 		}
 		for _, t := range cpu.Targets {
 			variant := t.Variant
@@ -121,9 +182,10 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 			}
 			fmt.Fprintf(stderr, "bench %s: %s, %d thread%s, best of %d\n", s.Name, variant, th, plural(th), *reps)
 			measurePeak()
+			var callErr error
 			call := func() {
-				if err := cpu.Forward(mask, variant, out, lse, q, k, v, nil, shape); err != nil {
-					panic("BUG: " + err.Error())
+				if err := cpu.Forward(mask, variant, out, lse, q, k, v, nil, shape); err != nil && callErr == nil {
+					callErr = err
 				}
 			}
 			reps, allocs := *reps, -1.0
@@ -142,36 +204,53 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 			if variant != cpu.PureGo {
 				allocs = testingAllocs(call)
 			}
-			add(variant.String(), *heads, reps, float64(best.Nanoseconds())/1e6, allocs)
+			if callErr != nil {
+				return fmt.Errorf("bench %s: %s: %w", s.Name, variant, callErr)
+			}
+			add(variant.String(), *batch, *heads, true, reps, float64(best.Nanoseconds())/1e6, allocs)
 		}
-		// The straightforward Go implementation, on naiveHeads heads, with
-		// th goroutines over the heads/rows.
+		// The straightforward Go implementation, on naiveHeads query heads
+		// of the first batch, with th goroutines over the heads.
 		nh := min(max(*naiveHeads, th), *heads)
-		ns := verify.Shape{Batch: 1, HeadsQ: nh, HeadsKV: nh, SeqQ: *seq, SeqK: *seq, HeadDim: D}
 		fmt.Fprintf(stderr, "bench %s: naive, %d thread%s, %d head%s, once\n", s.Name, th, plural(th), nh, plural(nh))
 		measurePeak()
 		t0 := time.Now()
-		if err := naiveParallel(s.Pattern(), q, k, v, ns, out, th); err != nil {
+		if err := naiveParallel(s.Pattern(), q, k, v, out, nh, group, seqQ, *seq, D, th); err != nil {
 			return err
 		}
-		add("naive", nh, 1, float64(time.Since(t0).Nanoseconds())/1e6, -1)
+		add("naive", 1, nh, false, 1, float64(time.Since(t0).Nanoseconds())/1e6, -1)
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		return enc.Encode(results)
 	}
-	fmt.Fprintf(stdout, "bench %s: B=%d H=%d D=%d S=%d, kept pairs %d (density %.4f of causal); effective GFLOP/s = 4*B*H*D*kept/s\n",
-		s.Name, *batch, *heads, D, *seq, kept, float64(kept)/(float64(*seq)*float64(*seq+1)/2))
-	fmt.Fprintf(stdout, "%-8s %7s %10s %10s %12s %8s %9s\n", "variant", "threads", "ms", "GFLOP/s", "peak GFLOP/s", "% peak", "allocs/op")
+	causal := verify.KeptPairs(spec.Pattern{Mask: spec.Full(), Causal: true}, seqQ, *seq)
+	fmt.Fprintf(stdout, "bench %s: B=%d H=%d Hkv=%d D=%d S=%d Q=%d %s, kept pairs %d (density %.4f of causal); effective GFLOP/s = 4*B*H*D*kept/s, GB/s = bytes of q, k, v (all S keys of every kv head), out and lse per s\n",
+		s.Name, *batch, *heads, headsKV, D, *seq, seqQ, *dtype, kept, float64(kept)/float64(causal))
+	fmt.Fprintf(stdout, "%-8s %7s %5s %7s %8s %10s %10s %12s %8s %9s %10s %9s\n",
+		"variant", "threads", "dtype", "seq_q", "heads_kv", "ms", "GFLOP/s", "peak GFLOP/s", "% peak", "GB/s", "peak GB/s", "allocs/op")
 	for _, r := range results {
 		allocs := "-"
 		if r.AllocsOp >= 0 {
 			allocs = fmt.Sprintf("%.0f", r.AllocsOp)
 		}
-		fmt.Fprintf(stdout, "%-8s %7d %10.2f %10.1f %12.1f %7.1f%% %9s\n", r.Variant, r.Threads, r.Ms, r.GFlops, r.PeakGFlops, r.PctPeak, allocs)
+		fmt.Fprintf(stdout, "%-8s %7d %5s %7d %8d %10.3f %10.1f %12.1f %7.1f%% %9.2f %10.1f %9s\n",
+			r.Variant, r.Threads, r.Dtype, r.SeqQ, r.HeadsKV, r.Ms, r.GFlops, r.PeakGFlops, r.PctPeak, r.GBps, r.PeakGBps, allocs)
 	}
-	fmt.Fprintf(stdout, "(peak: 12-chain FMA loop on every thread, measured right before and after each line and averaged; naive runs on max(-naive-heads, threads) heads)\n")
+	fmt.Fprintf(stdout, "(peak GFLOP/s: 12-chain FMA loop on every thread, measured right before and after each line and averaged; peak GB/s: every thread summing its slice of a %d MiB buffer, once per thread count; naive runs one batch of max(-naive-heads, threads) heads)\n", probeMiB)
 	return nil
+}
+
+// benchDtype accepts fp32 and refuses, as a usage error, the types bench
+// names but cannot run yet and anything else.
+func benchDtype(d string) error {
+	switch d {
+	case "fp32":
+		return nil
+	case "bf16", "f16":
+		return usagef("-dtype %s: not implemented yet; only fp32 kernels can be benchmarked (use -dtype fp32)", d)
+	}
+	return usagef("-dtype %q: want fp32, bf16 or f16 (only fp32 is implemented)", d)
 }
 
 // Bounds of bench's flags, checked before anything is allocated.
@@ -219,21 +298,23 @@ func benchElems(batch, heads, seq, headDim int) (int64, error) {
 	return n, nil
 }
 
-// naiveParallel runs verify.NaiveFP32 split by head over th goroutines.
-func naiveParallel(p spec.Pattern, q, k, v []float32, s verify.Shape, out []float32, th int) error {
-	D := s.HeadDim
-	per := s.SeqQ * D
-	errs := make(chan error, s.HeadsQ)
+// naiveParallel runs verify.NaiveFP32 on the first nh query heads of the
+// first batch, split by head over th goroutines; query head h reads
+// key/value head h/group.
+func naiveParallel(p spec.Pattern, q, k, v, out []float32, nh, group, seqQ, seqK, D, th int) error {
+	perQ, perKV := seqQ*D, seqK*D
+	errs := make(chan error, nh)
 	sem := make(chan struct{}, th)
-	for h := 0; h < s.HeadsQ; h++ {
+	for h := 0; h < nh; h++ {
 		sem <- struct{}{}
 		go func(h int) {
 			defer func() { <-sem }()
-			one := verify.Shape{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: s.SeqQ, SeqK: s.SeqK, HeadDim: D}
-			errs <- verify.NaiveFP32(p, nil, q[h*per:(h+1)*per], k[h*per:(h+1)*per], v[h*per:(h+1)*per], one, out[h*per:(h+1)*per], nil)
+			one := verify.Shape{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: seqQ, SeqK: seqK, HeadDim: D}
+			g := h / group
+			errs <- verify.NaiveFP32(p, nil, q[h*perQ:(h+1)*perQ], k[g*perKV:(g+1)*perKV], v[g*perKV:(g+1)*perKV], one, out[h*perQ:(h+1)*perQ], nil)
 		}(h)
 	}
-	for h := 0; h < s.HeadsQ; h++ {
+	for h := 0; h < nh; h++ {
 		if err := <-errs; err != nil {
 			return err
 		}

@@ -102,29 +102,34 @@ func cgroupMax() (int64, bool) {
 	return n, err == nil && n > 0
 }
 
-// benchMemory refuses a CPU benchmark whose tensors and workspace would not
-// fit in memory: q, k, v and out of batch*heads*seq*headDim float32 each,
-// lse, and the kernels' key and value tile workspace (the keys and values
-// again, each sequence padded to whole tiles). Every product and sum is
+// benchMemory refuses a CPU benchmark whose tensors, workspace and
+// read-bandwidth probe would not fit in memory: q and out of
+// batch*headsQ*seqQ*headDim float32 each, lse (batch*headsQ*seqQ), k and v
+// of batch*headsKV*seqK*headDim each, the kernels' key and value tile
+// workspace (the keys and values again, each sequence padded to whole
+// tiles), and probeBytes for the probe's buffer. Every product and sum is
 // checked, so a flag near MaxInt64 is refused here, not in make.
-func benchMemory(batch, heads, seq, headDim int) error {
-	n, err := benchElems(batch, heads, seq, headDim)
-	if err != nil {
-		return err
+func benchMemory(batch, headsQ, headsKV, seqQ, seqK, headDim int, probeBytes int64) error {
+	nq, ok1 := mulInt64(batch, headsQ, seqQ, headDim)
+	nkv, ok2 := mulInt64(batch, headsKV, seqK, headDim)
+	if !ok1 || !ok2 {
+		return usagef("-batch %d x -heads %d x -seq-q %d, -heads-kv %d x -seq %d, head_dim %d: the element count overflows a 64-bit count; no machine holds these tensors",
+			batch, headsQ, seqQ, headsKV, seqK, headDim)
 	}
-	padded, ok1 := mulInt64(batch, heads, seq/cpu.TK+1, cpu.TK, headDim)
-	lse, ok2 := mulInt64(batch, heads, seq)
-	floats, ok3 := addInt64(n, n, n, n, padded, padded, lse)
-	total, ok4 := floats*4, floats <= math.MaxInt64/4
-	ok := ok1 && ok2 && ok3 && ok4
+	padded, ok3 := mulInt64(batch, headsKV, seqK/cpu.TK+1, cpu.TK, headDim)
+	lse, ok4 := mulInt64(batch, headsQ, seqQ)
+	floats, ok5 := addInt64(nq, nq, nkv, nkv, padded, padded, lse)
+	tensors, ok6 := floats*4, floats <= math.MaxInt64/4
+	total, ok7 := addInt64(tensors, max(probeBytes, 0))
+	ok := ok3 && ok4 && ok5 && ok6 && ok7
 	limit, from := memoryLimit()
 	if !ok || total > limit {
 		size := "more than 8 EiB"
 		if ok {
-			size = byteSize(total)
+			size = fmt.Sprintf("%s (%s for the read-bandwidth probe's buffer)", byteSize(total), byteSize(probeBytes))
 		}
-		return usagef("-batch %d -heads %d -seq %d (head_dim %d) needs %s of memory for q, k, v, out, lse and the workspace; the limit is %s (%s): use a shorter -seq or fewer -heads",
-			batch, heads, seq, headDim, size, byteSize(limit), from)
+		return usagef("-batch %d -heads %d -heads-kv %d -seq %d -seq-q %d (head_dim %d) needs %s of memory for q, k, v, out, lse, the workspace and the read-bandwidth probe; the limit is %s (%s): use a shorter -seq or -seq-q, fewer -heads or -heads-kv, or a smaller -bw-mib",
+			batch, headsQ, headsKV, seqK, seqQ, headDim, size, byteSize(limit), from)
 	}
 	return nil
 }
