@@ -7,7 +7,7 @@
 //	attngen -spec F [-out DIR] [-pkg NAME] [-sm 80,90|none] [-dtype bf16,f16] [-verify]
 //	attngen generate ...    the same, named
 //	attngen verify -spec F [-seed N] [-sm 80] [-dtype bf16] [-gpu] [-no-ptx]
-//	attngen bench -spec F [-seq S] [-heads H] [-batch B] [-threads 1,2] [-reps R] [-json] [-gpu]
+//	attngen bench -spec F [-seq S] [-seq-q Q] [-heads H] [-heads-kv H] [-batch B] [-dtype fp32] [-threads 1,2] [-reps R] [-bw-mib M] [-json] [-gpu]
 //	attngen check -spec F [-seq N] [-sm 80] [-dtype bf16]
 //	attngen show -spec F [-seq N] [-tile T] [-o mask.png|mask.svg] [-width W]
 //	attngen reach -spec F [-layers L] [-seq S] [-max-distance D] [-json] [-o coverage.png|.svg]
@@ -27,8 +27,14 @@
 //     kernels of -sm/-dtype under the PTX interpreter; -gpu also runs them
 //     on the GPU, reporting progress on stderr.
 //   - attngen bench measures the effective GFLOP/s of every variant against
-//     this CPU's FMA peak (or times the PTX kernel with -gpu), reporting
-//     progress on stderr.
+//     this CPU's FMA peak, and its GB/s (q, out and lse, and every key and
+//     value of every key/value head, per second) against this machine's
+//     read bandwidth, both measured in the same run (or times the PTX
+//     kernel with -gpu), reporting progress on stderr. -seq-q Q runs the
+//     last Q positions against all -seq keys (Q = 1: one decoding step),
+//     -heads-kv groups the query heads; -dtype takes only fp32 for now
+//     (bf16 and f16 are usage errors, as is -paged: paged caches are not
+//     implemented yet).
 //   - attngen check validates a spec and prints its normalized mask and
 //     density.
 //   - attngen show draws the mask and its tile classes as text or an image.
@@ -46,9 +52,10 @@
 //
 // Inputs are bounded before any work: spec files at 1 MiB (spec.MaxFileSize)
 // with at most 20 errors listed, -seq of check and show at 2^22 and of plan
-// at 2^18 with at most 2^24 tiles, bench's tensors at half of the machine's
-// memory and -threads at 4 per CPU (at most 1024), every size computed with
-// overflow checks.
+// at 2^18 with at most 2^24 tiles, bench's tensors (with the read-bandwidth
+// probe's buffer, itself at most an eighth of the memory) at half of the
+// machine's memory and -threads at 4 per CPU (at most 1024), every size
+// computed with overflow checks.
 //
 // Exit status: 0 success; 1 failure (a spec with errors, a failed check, an
 // I/O error); 2 usage error (unknown command or flag, a flag value out of
