@@ -6,8 +6,11 @@
 // Build returns an avo build context holding the whole kernel file: the
 // shared constant table (EmitConsts), one tile kernel per ISA and head
 // dimension (EmitTile: tileAVX512D64, tileAVX512D128, tileAVX2D64,
-// tileAVX2D128) and the FMA peak loops the benchmarks compare against
-// (EmitPeak: peakFMA512, peakFMA256). Generate compiles and prints it,
+// tileAVX2D128), the FMA peak loops the benchmarks compare against
+// (EmitPeak: peakFMA512, peakFMA256) and the AVX-512 key-tile transpose
+// the runtime packs whole key tiles with (EmitTranspose:
+// transposeTileAVX512, 16 x 16 blocks through three rounds of shuffles).
+// Generate compiles and prints it,
 // WriteFiles writes runtime/cpu/tile_amd64.s and runtime/cpu/tile_amd64.go; the command
 // cmd/genkernel runs it for go generate (runtime/cpu/generate.go). Output is
 // byte-for-byte deterministic, and a test compares the committed files with

@@ -38,8 +38,8 @@ const (
 const Constraint = "amd64,!purego"
 
 // Build returns a build context holding the whole kernel file: the constant
-// table, the tile kernel for every ISA and head dimension, and the FMA peak
-// loops.
+// table, the tile kernel for every ISA and head dimension, the FMA peak
+// loops and the AVX-512 key-tile transpose.
 func Build() *build.Context {
 	ctx := build.NewContext()
 	ctx.ConstraintExpr(Constraint)
@@ -52,6 +52,7 @@ func Build() *build.Context {
 	for _, isa := range ISAs {
 		EmitPeak(ctx, c, isa)
 	}
+	EmitTranspose(ctx)
 	return ctx
 }
 

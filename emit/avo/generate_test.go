@@ -78,6 +78,9 @@ func TestHeaders(t *testing.T) {
 			t.Errorf("missing %s", PeakName(isa))
 		}
 	}
+	if !bytes.Contains(stubs, []byte("\nfunc "+TransposeName+"(dst *float32, src *float32, pitch int, d int)\n")) {
+		t.Errorf("missing %s", TransposeName)
+	}
 }
 
 // functions splits an assembly file into its TEXT blocks by name.
@@ -101,7 +104,7 @@ func TestVZEROUPPERBeforeRET(t *testing.T) {
 		t.Fatal(err)
 	}
 	fns := functions(asm)
-	if len(fns) != len(ISAs)*len(HeadDims)+len(ISAs) {
+	if len(fns) != len(ISAs)*len(HeadDims)+len(ISAs)+1 { // tiles, peaks, transpose
 		t.Fatalf("found %d functions", len(fns))
 	}
 	for name, body := range fns {
@@ -134,7 +137,7 @@ func TestAVX2Registers(t *testing.T) {
 		t.Fatal(err)
 	}
 	requires := regexp.MustCompile(`(?m)^// Requires: (.*)\nTEXT ·(\w+)`).FindAllSubmatch(asm, -1)
-	if len(requires) != len(ISAs)*len(HeadDims)+len(ISAs) {
+	if len(requires) != len(ISAs)*len(HeadDims)+len(ISAs)+1 { // tiles, peaks, transpose
 		t.Fatalf("found %d Requires lines", len(requires))
 	}
 	for _, m := range requires {

@@ -77,6 +77,10 @@ type call struct {
 	// v in place; state 0 unpacked, 1 being packed, 2 ready. nonFinite[p]
 	// (computed the first time a partial tile needs it: known) has bit c
 	// set when value row c holds a NaN or an infinity.
+	// transient: every key tile is used by one job only (decoding: one
+	// job per key/value head and segment), so tiles are packed into the
+	// worker's buffers when used, and nothing is kept.
+	transient bool
 	kt, vt    []float32
 	state     []atomic.Uint32
 	nonFinite []atomic.Uint64
@@ -138,7 +142,16 @@ func (c *call) setup(m mask.Mask, tile tileFunc, s Shape, out, lse, q, k, v []fl
 		c.qtiles += (g.nq + TQ - 1) / TQ
 	}
 	c.plan()
-	tiles, ok := mul(s.Batch, s.HeadsKV, c.nslots)
+	group := s.HeadsQ / s.HeadsKV
+	c.transient = true
+	for _, g := range c.segs {
+		c.transient = c.transient && g.nq <= TQ/2 && TQ/g.nq >= group
+	}
+	kept := c.nslots
+	if c.transient {
+		kept = 0
+	}
+	tiles, ok := mul(s.Batch, s.HeadsKV, kept)
 	nkv, ok2 := mul(tiles, TK, s.HeadDim)
 	kv, _ := mul(s.Batch, s.HeadsKV, s.SeqK, s.HeadDim)
 	if !ok || !ok2 || nkv > 2*kv+maxPooled {
@@ -281,6 +294,38 @@ func (c *call) docsOf(b int) *mask.Docs {
 	return &c.docs[b]
 }
 
+// tileData returns the transposed keys and the values of key tile t of
+// segment g of (batch b, kv head kvh), and the tile's non-finite value rows
+// when nf is set (partial tiles need them): packed in the worker's buffers
+// for a transient call, else the call's packed tile (packed by the first
+// worker that needs it).
+func (c *call) tileData(w *buffers, b, kvh int, g segment, t int, nf bool) (kt, vt []float32, bad uint64) {
+	D := c.s.HeadDim
+	bk := b*c.s.HeadsKV + kvh
+	if c.transient {
+		kt, vt = w.kt[:TK*D], w.vt[:TK*D]
+		c.pack(kt, vt, bk, g, t)
+		vt = c.valueTile(vt, bk, g, t)
+		if nf {
+			bad = nonFiniteRows(vt, D)
+		}
+		return kt, vt, bad
+	}
+	p := c.packed(b, kvh, g, t)
+	kt, vt = c.kt[p*TK*D:][:TK*D], c.valueTile(c.vt[p*TK*D:][:TK*D], bk, g, t)
+	if nf {
+		if c.known[p].Load() {
+			bad = c.nonFinite[p].Load()
+		} else {
+			// computed by whichever worker gets there first; they agree
+			bad = nonFiniteRows(vt, D)
+			c.nonFinite[p].Store(bad)
+			c.known[p].Store(true)
+		}
+	}
+	return kt, vt, bad
+}
+
 // packed returns the index of key tile t (of segment g) of (batch b, kv
 // head kvh) among the packed tiles, packing it first if no worker has.
 func (c *call) packed(b, kvh int, g segment, t int) int {
@@ -294,7 +339,8 @@ func (c *call) packed(b, kvh int, g segment, t int) int {
 		return p
 	}
 	if st.CompareAndSwap(0, 1) {
-		c.pack(p, b*c.s.HeadsKV+kvh, g, t)
+		D := c.s.HeadDim
+		c.pack(c.kt[p*TK*D:][:TK*D], c.vt[p*TK*D:][:TK*D], b*c.s.HeadsKV+kvh, g, t)
 		st.Store(2)
 		return p
 	}
@@ -304,16 +350,27 @@ func (c *call) packed(b, kvh int, g segment, t int) int {
 	return p
 }
 
-// pack lays out key tile t of segment g of (batch, kv head) bk as packed
-// tile p: kt[d][c] (the keys transposed) and vt[c][d], zero past the
-// segment's keys. Value tiles that are contiguous rows of v (identity
-// layout, whole tile) are not copied: valueTile reads them in place.
-func (c *call) pack(p, bk int, g segment, t int) {
+// pack lays out key tile t of segment g of (batch, kv head) bk: kt[d][c]
+// (the keys transposed) and vt[c][d], zero past the segment's keys. Value
+// tiles that are contiguous rows of v (identity layout, whole tile) are not
+// copied: valueTile reads them in place.
+func (c *call) pack(kt, vt []float32, bk int, g segment, t int) {
 	D := c.s.HeadDim
 	src := bk * c.s.SeqK * D
-	kt := c.kt[p*TK*D:][:TK*D]
-	vt := c.vt[p*TK*D:][:TK*D]
 	inPlace := g.stride == 1 && (t+1)*TK <= g.nk
+	if whole := (t+1)*TK <= g.nk; whole {
+		first := src + (g.off+g.stride*t*TK)*D
+		last := first + (g.stride*(TK-1)+1)*D
+		if transposeAsm(kt, c.k[first:last], g.stride*D, D) {
+			if !inPlace {
+				for x := 0; x < TK; x++ {
+					row := first + g.stride*x*D
+					copy(vt[x*D:(x+1)*D], c.v[row:row+D])
+				}
+			}
+			return
+		}
+	}
 	var rows [4][]float32
 	zero := make([]float32, 0) // stands for a key past the end
 	// Four keys at a time, so that each d writes four adjacent floats.
@@ -354,32 +411,25 @@ func (c *call) pack(p, bk int, g segment, t int) {
 }
 
 // valueTile returns the values of key tile t of segment g of (batch, kv
-// head) bk, packed as tile p: the rows of v themselves when pack left them
-// in place.
-func (c *call) valueTile(p, bk int, g segment, t int) []float32 {
+// head) bk, given where pack wrote them (vt): the rows of v themselves when
+// pack left them in place.
+func (c *call) valueTile(vt []float32, bk int, g segment, t int) []float32 {
 	D := c.s.HeadDim
 	if g.stride == 1 && (t+1)*TK <= g.nk {
 		return c.v[(bk*c.s.SeqK+t*TK)*D:][:TK*D]
 	}
-	return c.vt[p*TK*D:][:TK*D]
+	return vt
 }
 
-// nonFiniteRows returns the nonFinite word of packed tile p, whose values
-// are v: the rows holding a NaN or an infinity. Only partial tiles need it,
-// so it is computed on first use (by whichever worker gets there first;
-// they compute the same word).
-func (c *call) nonFiniteRows(p int, v []float32, D int) uint64 {
-	if c.known[p].Load() {
-		return c.nonFinite[p].Load()
-	}
+// nonFiniteRows returns the rows of a value tile that hold a NaN or an
+// infinity, as bits.
+func nonFiniteRows(v []float32, D int) uint64 {
 	var nf uint64
 	for r := 0; r < TK; r++ {
 		if !allFinite(v[r*D : r*D+D]) {
 			nf |= 1 << uint(r)
 		}
 	}
-	c.nonFinite[p].Store(nf)
-	c.known[p].Store(true)
 	return nf
 }
 

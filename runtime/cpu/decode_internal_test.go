@@ -1,37 +1,6 @@
 package cpu
 
-import (
-	"testing"
-
-	"github.com/attngen/attngen/runtime/mask"
-)
-
-// window keeps keys i-size < j <= i.
-type window struct{ size int }
-
-func (window) Stride() int    { return 1 }
-func (window) UsesDocs() bool { return false }
-func (w window) Hull(q0, q1, x int, _ *mask.Docs) (int, int) {
-	return max(x, q0-w.size+1, 0), q1
-}
-func (w window) Class(q0, q1, k0, k1 int, _ *mask.Docs) mask.Class {
-	switch {
-	case k0 > q1 || k1 <= q0-w.size:
-		return mask.Empty
-	case k1 <= q0 && k0 > q1-w.size:
-		return mask.Full
-	}
-	return mask.Partial
-}
-func (w window) Word(i, k0, nk int, _ *mask.Docs) uint64 {
-	var b uint64
-	for c := 0; c < 64 && k0+c < nk; c++ {
-		if j := k0 + c; j <= i && j > i-w.size {
-			b |= 1 << c
-		}
-	}
-	return b
-}
+import "testing"
 
 // TestDecodePlan: a decoding call packs only the key tiles its queries
 // visit (a window decode packs the same number whatever SeqK), runs the

@@ -4,3 +4,6 @@ package cpu
 
 // tileAsm: no assembly in this build.
 func tileAsm(Variant) (tileFunc, bool) { return nil, false }
+
+// transposeAsm: no assembly in this build.
+func transposeAsm(kt, k []float32, pitch, d int) bool { return false }

@@ -38,7 +38,6 @@ func (w *buffers) runItem(c *call, it item) {
 	b, per := int(j.b), int(j.per)
 	rows := int(j.nh) * per
 	hk := int(j.h) / (s.HeadsQ / s.HeadsKV)
-	bk := b*s.HeadsKV + hk
 	// Load the query tile, scaled by scale*log2(e).
 	qt0 := w.q[:TQ*D]
 	for r := 0; r < TQ; r++ {
@@ -89,28 +88,33 @@ func (w *buffers) runItem(c *call, it item) {
 			}
 			clear(keep[rows:])
 		}
-		p := c.packed(b, hk, g, ref.K)
-		vt := c.valueTile(p, bk, g, ref.K)
+		// Whether some row masks a key of the tile (keys past the end are
+		// zero, hence finite): only then can a non-finite value leak.
+		masked := false
+		if keep != nil {
+			all := mask.TailBits(g.nk - k0)
+			for _, k := range keep[:rows] {
+				all &= k
+			}
+			masked = all != mask.TailBits(g.nk-k0)
+		}
+		kt, vt, nf := c.tileData(w, b, hk, g, ref.K, masked)
 		// Value rows holding NaN or infinities that some row of the tile
-		// masks: the kernels multiply masked p = 0 by v, so they run on a
-		// copy with those entries zeroed, and the rows that keep the keys
-		// get their terms afterwards.
-		var fix uint64
-		if keep != nil { // a full tile keeps every pair
-			if nf := c.nonFiniteRows(p, vt, D); nf != 0 {
-				all := ^uint64(0)
-				for _, k := range keep[:rows] {
-					all &= k
-				}
-				if fix = nf &^ all; fix != 0 {
-					vt = w.sanitize(vt, fix, D)
-				}
+		// masks (a full tile keeps every pair): the kernels multiply masked
+		// p = 0 by v, so they run on a copy with those entries zeroed, and
+		// the rows that keep the keys get their terms afterwards.
+		if nf != 0 {
+			all := ^uint64(0)
+			for _, k := range keep[:rows] {
+				all &= k
+			}
+			if fix := nf &^ all; fix != 0 {
+				c.tile(qt0, kt, w.sanitize(vt, fix, D), w.s[:TQ*TK], o, m, l, keep, D)
+				w.restore(vt, fix, keep[:rows], D)
+				continue
 			}
 		}
-		c.tile(qt0, c.kt[p*TK*D:][:TK*D], vt, w.s[:TQ*TK], o, m, l, keep, D)
-		if fix != 0 {
-			w.restore(c.valueTile(p, bk, g, ref.K), fix, keep[:rows], D)
-		}
+		c.tile(qt0, kt, vt, w.s[:TQ*TK], o, m, l, keep, D)
 	}
 	if it.part < 0 {
 		c.finish(j, o, m, l)
