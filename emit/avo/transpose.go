@@ -89,7 +89,7 @@ func EmitTranspose(ctx *build.Context) {
 			}
 		}
 	}
-	ctx.ADDQ(op.U32(64), src)       // next 16 dimensions of every key row
+	ctx.ADDQ(op.U32(64), src)      // next 16 dimensions of every key row
 	ctx.ADDQ(op.U32(4*16*64), dst) // next 16 rows of the tile
 	ctx.DECQ(n)
 	ctx.JNZ(op.LabelRef("block"))
