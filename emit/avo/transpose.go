@@ -10,10 +10,10 @@ import (
 // TransposeName is the packing routine of the AVX-512 kernels.
 const TransposeName = "transposeTileAVX512"
 
-// EmitTranspose adds func(dst, src *float32, pitch, d int): it writes the
-// d x 64 transpose of 64 key rows, dst[i*64+c] = src[c*pitch+i] for
-// dimensions i < d (a multiple of 16) and keys c < 64, the kt layout of the
-// tile ABI. It works on 16 x 16 blocks: each of 16 key rows is one
+// EmitTranspose adds func(dst, src *float32, pitch, d int, scale float32):
+// it writes the d x 64 transpose of 64 key rows, scaled, dst[i*64+c] =
+// scale*src[c*pitch+i] for dimensions i < d (a multiple of 16) and keys c <
+// 64, the kt layout of the tile ABI. It works on 16 x 16 blocks: each of 16 key rows is one
 // register, and three rounds of shuffles (floats, then pairs of floats
 // within 128-bit lanes, then 128-bit lanes across the register) turn them
 // into 16 registers of one dimension each.
@@ -21,16 +21,19 @@ func EmitTranspose(ctx *build.Context) {
 	ctx.Function(TransposeName)
 	ctx.Attributes(attr.NOSPLIT)
 	ctx.Pragma("noescape")
-	ctx.SignatureExpr("func(dst, src *float32, pitch, d int)")
+	ctx.SignatureExpr("func(dst, src *float32, pitch, d int, scale float32)")
 	ctx.Doc(
-		TransposeName+" writes dst[i*64+c] = src[c*pitch+i] for i < d (a multiple",
-		"of 16) and c < 64: the transposed key tile of the tile kernels. It needs",
-		"AVX-512 Foundation.",
+		TransposeName+" writes dst[i*64+c] = scale*src[c*pitch+i] for i < d (a",
+		"multiple of 16) and c < 64: the transposed, scaled key tile of the tile",
+		"kernels. It needs AVX-512 Foundation.",
 	)
 	dst := ctx.Load(ctx.Param("dst"), ctx.GP64())
 	src := ctx.Load(ctx.Param("src"), ctx.GP64())
 	pitch := ctx.Load(ctx.Param("pitch"), ctx.GP64())
 	n := ctx.Load(ctx.Param("d"), ctx.GP64())
+	sx := ctx.Load(ctx.Param("scale"), ctx.XMM())
+	sc := ctx.ZMM()
+	ctx.VBROADCASTSS(sx, sc)
 	ctx.SHLQ(op.U8(2), pitch) // bytes between key rows
 	ctx.SHRQ(op.U8(4), n)     // dimension blocks
 	ctx.TESTQ(n, n)
@@ -84,6 +87,7 @@ func EmitTranspose(ctx *build.Context) {
 					imm = 0xdd
 				}
 				ctx.VSHUFF32X4(op.U8(imm), c[2+l/2], c[l/2], x)
+				ctx.VMULPS(sc, x, x)
 				// dimension 4l+e of this block, keys kb*16 .. kb*16+15
 				ctx.VMOVUPS(x, op.Mem{Base: dst, Disp: 4 * ((4*l+e)*64 + 16*kb)})
 			}

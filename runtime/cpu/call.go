@@ -351,7 +351,8 @@ func (c *call) packed(b, kvh int, g segment, t int) int {
 }
 
 // pack lays out key tile t of segment g of (batch, kv head) bk: kt[d][c]
-// (the keys transposed) and vt[c][d], zero past the segment's keys. Value
+// (the keys transposed, times scale*log2(e), so that the kernels' scores
+// come out scaled) and vt[c][d], zero past the segment's keys. Value
 // tiles that are contiguous rows of v (identity layout, whole tile) are not
 // copied: valueTile reads them in place.
 func (c *call) pack(kt, vt []float32, bk int, g segment, t int) {
@@ -361,7 +362,7 @@ func (c *call) pack(kt, vt []float32, bk int, g segment, t int) {
 	if whole := (t+1)*TK <= g.nk; whole {
 		first := src + (g.off+g.stride*t*TK)*D
 		last := first + (g.stride*(TK-1)+1)*D
-		if transposeAsm(kt, c.k[first:last], g.stride*D, D) {
+		if transposeAsm(kt, c.k[first:last], g.stride*D, D, c.scale) {
 			if !inPlace {
 				for x := 0; x < TK; x++ {
 					row := first + g.stride*x*D
@@ -373,6 +374,7 @@ func (c *call) pack(kt, vt []float32, bk int, g segment, t int) {
 	}
 	var rows [4][]float32
 	zero := make([]float32, 0) // stands for a key past the end
+	sc := c.scale
 	// Four keys at a time, so that each d writes four adjacent floats.
 	for col := 0; col < TK; col += 4 {
 		for u := range rows {
@@ -394,14 +396,14 @@ func (c *call) pack(kt, vt []float32, bk int, g segment, t int) {
 		if len(r0) == D && len(r1) == D && len(r2) == D && len(r3) == D {
 			for d := 0; d < D; d++ {
 				o := kt[d*TK+col : d*TK+col+4]
-				o[0], o[1], o[2], o[3] = r0[d], r1[d], r2[d], r3[d]
+				o[0], o[1], o[2], o[3] = sc*r0[d], sc*r1[d], sc*r2[d], sc*r3[d]
 			}
 			continue
 		}
 		for d := 0; d < D; d++ {
 			for u, r := range rows {
 				if len(r) == D {
-					kt[d*TK+col+u] = r[d]
+					kt[d*TK+col+u] = sc * r[d]
 				} else {
 					kt[d*TK+col+u] = 0
 				}

@@ -46,12 +46,13 @@ func asmTile(d64, d128 asmFunc) tileFunc {
 	}
 }
 
-// transposeAsm transposes a whole key tile (64 rows, pitch floats apart)
-// into kt with AVX-512 when the CPU has it, and reports whether it did.
-func transposeAsm(kt, k []float32, pitch, d int) bool {
+// transposeAsm transposes a whole key tile (64 rows, pitch floats apart),
+// times scale, into kt with AVX-512 when the CPU has it, and reports
+// whether it did.
+func transposeAsm(kt, k []float32, pitch, d int, scale float32) bool {
 	if !xcpu.X86.HasAVX512F || d%16 != 0 || len(kt) < d*TK || len(k) < (TK-1)*pitch+d {
 		return false
 	}
-	transposeTileAVX512(&kt[0], &k[0], pitch, d)
+	transposeTileAVX512(&kt[0], &k[0], pitch, d, scale)
 	return true
 }

@@ -6,4 +6,4 @@ package cpu
 func tileAsm(Variant) (tileFunc, bool) { return nil, false }
 
 // transposeAsm: no assembly in this build.
-func transposeAsm(kt, k []float32, pitch, d int) bool { return false }
+func transposeAsm(kt, k []float32, pitch, d int, scale float32) bool { return false }

@@ -17,8 +17,9 @@
 // TK = 64 keys; D is 64 or 128. All buffers are float32, row-major,
 // contiguous, 64-byte aligned:
 //
-//	q    [TQ][D]   query rows pre-multiplied by scale*log2(e); unused rows are zero
-//	kt   [D][TK]   the key tile transposed (kt[d][c] = key c, dim d); unused columns zero
+//	q    [TQ][D]   query rows; unused rows are zero
+//	kt   [D][TK]   the key tile transposed and multiplied by scale*log2(e)
+//	               (kt[d][c] = scale*log2(e)*key c, dim d); unused columns zero
 //	v    [TK][D]   value rows; unused rows zero
 //	s    [TQ][TK]  scratch for scores and probabilities
 //	o    [TQ][D]   running unnormalized output

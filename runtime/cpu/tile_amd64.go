@@ -36,9 +36,9 @@ func peakFMA512(n int)
 // 256-bit registers (192 flops per iteration) to measure the FP32 FMA peak.
 func peakFMA256(n int)
 
-// transposeTileAVX512 writes dst[i*64+c] = src[c*pitch+i] for i < d (a multiple
-// of 16) and c < 64: the transposed key tile of the tile kernels. It needs
-// AVX-512 Foundation.
+// transposeTileAVX512 writes dst[i*64+c] = scale*src[c*pitch+i] for i < d (a
+// multiple of 16) and c < 64: the transposed, scaled key tile of the tile
+// kernels. It needs AVX-512 Foundation.
 //
 //go:noescape
-func transposeTileAVX512(dst *float32, src *float32, pitch int, d int)
+func transposeTileAVX512(dst *float32, src *float32, pitch int, d int, scale float32)

@@ -18,7 +18,7 @@ func TestPackTranspose(t *testing.T) {
 			for i := range k {
 				k[i], v[i] = float32(r.NormFloat64()), float32(r.NormFloat64())
 			}
-			c := &call{s: Shape{SeqK: sk, HeadDim: D}, k: k, v: v}
+			c := &call{s: Shape{SeqK: sk, HeadDim: D}, k: k, v: v, scale: 0.375}
 			for off := 0; off < stride; off++ {
 				g := segment{nk: (sk - off + stride - 1) / stride, off: off, stride: stride}
 				for tt := 0; tt*TK < g.nk; tt++ {
@@ -34,7 +34,7 @@ func TestPackTranspose(t *testing.T) {
 							wantK, wantV := float32(0), float32(0)
 							if key < g.nk {
 								row := (sk + g.off + g.stride*key) * D
-								wantK, wantV = k[row+d], v[row+d]
+								wantK, wantV = 0.375*k[row+d], v[row+d]
 							}
 							if kt[d*TK+x] != wantK || (key < g.nk || !(g.stride == 1 && (tt+1)*TK <= g.nk)) && vt[x*D+d] != wantV {
 								t.Fatalf("D %d stride %d class %d tile %d key %d dim %d: kt %v vt %v, want %v %v", D, stride, off, tt, x, d, kt[d*TK+x], vt[x*D+d], wantK, wantV)
@@ -59,14 +59,14 @@ func TestTransposeAsm(t *testing.T) {
 				k[i] = float32(r.NormFloat64())
 			}
 			kt := make([]float32, D*TK)
-			if !transposeAsm(kt, k, pitch, D) {
+			if !transposeAsm(kt, k, pitch, D, -1.5) {
 				continue
 			}
 			ran = true
 			for d := 0; d < D; d++ {
 				for c := 0; c < TK; c++ {
-					if kt[d*TK+c] != k[c*pitch+d] {
-						t.Fatalf("D %d pitch %d: kt[%d][%d] = %v, want %v", D, pitch, d, c, kt[d*TK+c], k[c*pitch+d])
+					if kt[d*TK+c] != -1.5*k[c*pitch+d] {
+						t.Fatalf("D %d pitch %d: kt[%d][%d] = %v, want %v", D, pitch, d, c, kt[d*TK+c], -1.5*k[c*pitch+d])
 					}
 				}
 			}

@@ -38,17 +38,22 @@ func (w *buffers) runItem(c *call, it item) {
 	b, per := int(j.b), int(j.per)
 	rows := int(j.nh) * per
 	hk := int(j.h) / (s.HeadsQ / s.HeadsKV)
-	// Load the query tile, scaled by scale*log2(e).
-	qt0 := w.q[:TQ*D]
-	for r := 0; r < TQ; r++ {
-		dst := qt0[r*D : r*D+D]
-		if r >= rows {
-			clear(dst)
-			continue
-		}
-		_, row := c.rowOf(j, r)
-		for d, x := range c.q[row*D:][:D] {
-			dst[d] = x * c.scale
+	// The query tile: the rows of q in place when they are TQ consecutive
+	// rows of one head, else copied (zero past the tile's rows). The scale
+	// is in the packed keys.
+	var qt0 []float32
+	if _, row := c.rowOf(j, 0); rows == TQ && j.nh == 1 && g.stride == 1 {
+		qt0 = c.q[row*D:][:TQ*D]
+	} else {
+		qt0 = w.q[:TQ*D]
+		for r := 0; r < TQ; r++ {
+			dst := qt0[r*D : r*D+D]
+			if r >= rows {
+				clear(dst)
+				continue
+			}
+			_, row := c.rowOf(j, r)
+			copy(dst, c.q[row*D:][:D])
 		}
 	}
 	o, m, l := w.o[:TQ*D], w.m[:TQ], w.l[:TQ]
