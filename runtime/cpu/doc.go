@@ -41,10 +41,29 @@
 //
 // The kernels multiply a masked p = 0 by its value row, and 0 times NaN or
 // an infinity is NaN. So that masked data never reaches an output, the
-// driver marks, once per call, the value rows of each key tile that hold a
-// non-finite element; for a tile where some row masks one of them it runs
-// the kernel on a copy with those elements zeroed and then adds p * v for
-// them to the rows that keep them (IEEE arithmetic through kept pairs).
+// driver marks the value rows of a key tile that hold a non-finite element
+// (once per tile, when some row of a tile masks a key of it); for a tile
+// where some row masks one of them it runs the kernel on a copy with those
+// elements zeroed and then adds p * v for them to the rows that keep them
+// (IEEE arithmetic through kept pairs).
+//
+// # The driver
+//
+// A call first walks the plan once per query tile (mask.Visit, shared by
+// the heads and, unless document ids differ per batch, by the batches):
+// the key tiles some query tile visits are the only ones ever packed, so
+// a decoding call (few queries) costs what its kept keys cost. A job is
+// one query tile of one head, or, when a segment's rows are few, of all
+// the query heads that share a key/value head (they read each key and
+// value once). Calls with fewer than splitJobs jobs split each into parts
+// of consecutive key tiles that run on different threads and merge, in
+// part order, by their maxima (flash decoding); the split depends on the
+// shape only, so results do not depend on the thread count. Key tiles are
+// packed (transposed, times scale*log2(e); values copied only where they
+// are not whole rows of v) by the first worker that needs them, or, when
+// every tile has one user (decoding), in the worker's own buffers. Whole
+// key tiles go through the AVX-512 transpose where the CPU has it. Query
+// tiles are read from q in place when they are TQ consecutive rows.
 package cpu
 
 // Tile sizes shared by every variant.
