@@ -161,7 +161,10 @@ var primitives = map[spec.Op]primitive{
 			return b.lt(j, b.konst(int64(m.Tokens)))
 		},
 		hull: func(b *builder, m *spec.Mask, causal bool, q0, q1, x int) (int, int) {
-			return x, b.konst(int64(m.Tokens - 1))
+			// no kept key at or past x once x is past the tokens: next > last,
+			// so that a union's hull jumps from the tokens to its other keys
+			g := b.konst(int64(m.Tokens - 1))
+			return b.sel(b.le(x, g), x, b.konst(Inf)), g
 		},
 		class: func(b *builder, m *spec.Mask, causal bool, q0, q1, k0, k1 int) int {
 			g := b.konst(int64(m.Tokens - 1))

@@ -48,20 +48,51 @@ type benchResult struct {
 // out written for batch*hq*seqQ rows, k and v read in full (every one of
 // the seqK keys of every one of the hkv heads, whatever the mask keeps),
 // and lse written when the call writes it; float32 throughout.
-func benchBytes(batch, hq, hkv, seqQ, seqK, headDim int, lse bool) float64 {
+// benchBytes counts the bytes one call reads and writes: q and out (and
+// lse) of every query row, and the key and value rows of the readKeys keys
+// some query keeps, per key/value head.
+func benchBytes(batch, hq, hkv, seqQ, readKeys, headDim int, lse bool) float64 {
 	rows := float64(batch) * float64(hq) * float64(seqQ)
-	b := 2*rows*float64(headDim) + 2*float64(batch)*float64(hkv)*float64(seqK)*float64(headDim)
+	b := 2*rows*float64(headDim) + 2*float64(batch)*float64(hkv)*float64(readKeys)*float64(headDim)
 	if lse {
 		b += rows
 	}
 	return 4 * b
 }
 
+// keysRead counts the keys that some of the last seqQ query positions keep:
+// the keys a kernel that skips what the mask leaves out must read.
+func keysRead(p spec.Pattern, seqQ, seqK int) int {
+	mark := make([]int32, seqK+1) // +1 at an interval's start, -1 past its end
+	var progs []spec.Prog
+	for r := 0; r < seqQ; r++ {
+		progs = p.Keys(progs[:0], spec.Row(r, seqQ, seqK), seqK)
+		for _, g := range progs {
+			if g.Step == 1 {
+				mark[g.Lo]++
+				mark[g.Hi+1]--
+				continue
+			}
+			for j := g.Lo; j <= g.Hi; j += g.Step {
+				mark[j]++
+				mark[j+1]--
+			}
+		}
+	}
+	n, run := 0, int32(0)
+	for _, m := range mark[:seqK] {
+		if run += m; run > 0 {
+			n++
+		}
+	}
+	return n
+}
+
 func cmdBench(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("bench", stderr)
 	path := fs.String("spec", "", "spec file (YAML)")
 	seq := fs.Int("seq", 4096, "sequence length: the keys (the KV cache when -seq-q is shorter)")
-	seqQFlag := fs.Int("seq-q", 0, "query rows, the last Q positions of the sequence (1 <= Q <= -seq; default -seq; 1 is one decoding step). GB/s counts q and out (and lse) of these rows and every key and value, all -seq keys of every key/value head, whatever the mask keeps")
+	seqQFlag := fs.Int("seq-q", 0, "query rows, the last Q positions of the sequence (1 <= Q <= -seq; default -seq; 1 is one decoding step). GB/s counts q and out (and lse) of these rows and the key and value rows of every key some of them keeps, per key/value head")
 	heads := fs.Int("heads", 8, "query heads")
 	headsKVFlag := fs.Int("heads-kv", 0, "key/value heads; -heads must be a multiple (grouped-query attention; default -heads)")
 	dtype := fs.String("dtype", "fp32", "element type of q, k, v and out: fp32 (bf16 and f16 are not implemented yet)")
@@ -138,6 +169,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	mask := plan.Mask()
 	D := s.HeadDim
 	kept := verify.KeptPairs(s.Pattern(), seqQ, *seq)
+	read := keysRead(s.Pattern(), seqQ, *seq)
 	r := rand.New(rand.NewPCG(1, 2))
 	nq, nkv := *batch**heads*seqQ*D, *batch*headsKV**seq*D
 	mk := func(n int) []float32 {
@@ -170,7 +202,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 			peak := (peakBefore + cpu.PeakGFLOPS(th, 150*time.Millisecond)) / 2
 			sec := ms / 1e3
 			g := 4 * float64(b) * float64(h) * float64(D) * float64(kept) / sec / 1e9
-			gb := benchBytes(b, h, (h+group-1)/group, seqQ, *seq, D, lseOut) / sec / 1e9
+			gb := benchBytes(b, h, (h+group-1)/group, seqQ, read, D, lseOut) / sec / 1e9
 			results = append(results, benchResult{Variant: variant, Mask: s.Name, Dtype: *dtype, Seq: *seq, SeqQ: seqQ, Batch: *batch, Heads: *heads, HeadsKV: headsKV, HeadDim: D,
 				Threads: th, Ms: ms, GFlops: g, PeakGFlops: peak, PctPeak: 100 * g / peak, GBps: gb, PeakGBps: peakBW,
 				KeptPairs: kept, Reps: reps, MeasHeads: h, AllocsOp: allocs})
@@ -225,8 +257,8 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		return enc.Encode(results)
 	}
 	causal := verify.KeptPairs(spec.Pattern{Mask: spec.Full(), Causal: true}, seqQ, *seq)
-	fmt.Fprintf(stdout, "bench %s: B=%d H=%d Hkv=%d D=%d S=%d Q=%d %s, kept pairs %d (density %.4f of causal); effective GFLOP/s = 4*B*H*D*kept/s, GB/s = bytes of q, k, v (all S keys of every kv head), out and lse per s\n",
-		s.Name, *batch, *heads, headsKV, D, *seq, seqQ, *dtype, kept, float64(kept)/float64(causal))
+	fmt.Fprintf(stdout, "bench %s: B=%d H=%d Hkv=%d D=%d S=%d Q=%d %s, kept pairs %d (density %.4f of causal); effective GFLOP/s = 4*B*H*D*kept/s, GB/s = bytes of q, out, lse and the k, v rows of the %d keys some query keeps, per s\n",
+		s.Name, *batch, *heads, headsKV, D, *seq, seqQ, *dtype, kept, float64(kept)/float64(causal), read)
 	fmt.Fprintf(stdout, "%-8s %7s %5s %7s %8s %10s %10s %12s %8s %9s %10s %9s\n",
 		"variant", "threads", "dtype", "seq_q", "heads_kv", "ms", "GFLOP/s", "peak GFLOP/s", "% peak", "GB/s", "peak GB/s", "allocs/op")
 	for _, r := range results {

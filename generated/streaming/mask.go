@@ -20,12 +20,17 @@ func (compiled) UsesDocs() bool {
 
 // Hull bounds the keys query positions [q0, q1] may keep (mask.Mask).
 func (compiled) Hull(q0, q1, x int, d *mask.Docs) (next, last int) {
-	v5 := q0 - 1023
-	v6 := max(x, v5)
-	v8 := min(x, v6)
-	v9 := max(q1, 3)
-	v10 := min(q1, v9)
-	return v8, v10
+	v4 := x <= 3
+	v6 := mask.Inf
+	if v4 {
+		v6 = x
+	}
+	v8 := q0 - 1023
+	v9 := max(x, v8)
+	v11 := min(v6, v9)
+	v12 := max(q1, 3)
+	v13 := min(q1, v12)
+	return v11, v13
 }
 
 // Class classifies the tile [q0, q1] x [k0, k1] soundly (mask.Mask).
