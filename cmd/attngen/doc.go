@@ -27,8 +27,8 @@
 //     kernels of -sm/-dtype under the PTX interpreter; -gpu also runs them
 //     on the GPU, reporting progress on stderr.
 //   - attngen bench measures the effective GFLOP/s of every variant against
-//     this CPU's FMA peak, and its GB/s (q, out and lse, and every key and
-//     value of every key/value head, per second) against this machine's
+//     this CPU's FMA peak, and its GB/s (q, out and lse, and the key and
+//     value rows of the keys some query keeps, per second) against this machine's
 //     read bandwidth, both measured in the same run (or times the PTX
 //     kernel with -gpu), reporting progress on stderr. -seq-q Q runs the
 //     last Q positions against all -seq keys (Q = 1: one decoding step),
