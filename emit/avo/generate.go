@@ -39,7 +39,7 @@ const Constraint = "amd64,!purego"
 
 // Build returns a build context holding the whole kernel file: the constant
 // table, the tile kernel for every ISA and head dimension, the FMA peak
-// loops and the AVX-512 key-tile transpose.
+// loops, the AVX-512 key-tile transpose and the L2 prefetch loop.
 func Build() *build.Context {
 	ctx := build.NewContext()
 	ctx.ConstraintExpr(Constraint)
@@ -53,6 +53,7 @@ func Build() *build.Context {
 		EmitPeak(ctx, c, isa)
 	}
 	EmitTranspose(ctx)
+	EmitPrefetch(ctx)
 	return ctx
 }
 

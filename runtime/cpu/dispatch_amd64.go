@@ -56,3 +56,10 @@ func transposeAsm(kt, k []float32, pitch, d int, scale float32) bool {
 	transposeTileAVX512(&kt[0], &k[0], pitch, d, scale)
 	return true
 }
+
+// prefetch asks for x in the L2 cache without waiting for it.
+func prefetch(x []float32) {
+	if len(x) > 0 {
+		prefetchL2(&x[0], len(x))
+	}
+}

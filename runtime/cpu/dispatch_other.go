@@ -7,3 +7,6 @@ func tileAsm(Variant) (tileFunc, bool) { return nil, false }
 
 // transposeAsm: no assembly in this build.
 func transposeAsm(kt, k []float32, pitch, d int, scale float32) bool { return false }
+
+// prefetch: no prefetch instruction in this build.
+func prefetch(x []float32) {}

@@ -66,7 +66,21 @@ func (w *buffers) runItem(c *call, it item) {
 	q0 := int(j.qt)*TQ + qoff
 	q1 := q0 + per - 1
 	docs := c.docsOf(b)
-	for _, ref := range c.refs[it.r0:it.r1] {
+	refs := c.refs[it.r0:it.r1]
+	// Decoding reads each key tile once, from memory: ask for the rows of
+	// the tile after next while this one runs.
+	ahead := func(i int) {
+		if c.transient && g.stride == 1 && i < len(refs) {
+			k1 := refs[i].K * TK
+			n := min(TK, g.nk-k1) * D
+			at := ((b*s.HeadsKV+hk)*s.SeqK + k1) * D
+			prefetch(c.k[at:][:n])
+			prefetch(c.v[at:][:n])
+		}
+	}
+	ahead(1)
+	for i, ref := range refs {
+		ahead(i + 2)
 		k0 := ref.K * TK
 		class := ref.Class
 		words := w.mask[:TQ]
