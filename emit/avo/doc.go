@@ -9,7 +9,8 @@
 // tileAVX2D128), the FMA peak loops the benchmarks compare against
 // (EmitPeak: peakFMA512, peakFMA256) and the AVX-512 key-tile transpose
 // the runtime packs whole key tiles with (EmitTranspose:
-// transposeTileAVX512, 16 x 16 blocks through three rounds of shuffles).
+// transposeTileAVX512, 16 x 16 blocks through three rounds of shuffles)
+// and the L2 prefetch loop of the decoding path (EmitPrefetch: prefetchL2).
 // Generate compiles and prints it,
 // WriteFiles writes runtime/cpu/tile_amd64.s and runtime/cpu/tile_amd64.go; the command
 // cmd/genkernel runs it for go generate (runtime/cpu/generate.go). Output is
