@@ -135,6 +135,15 @@ const (
 	}
 	b.WriteString(`)
 
+// Elem is the element type of q, k and v for Forward16: BF16 or F16.
+type Elem int
+
+// The 16-bit element types.
+const (
+	BF16 Elem = Elem(cpu.BF16) // bfloat16, as its 16 bits (the high half of a float32)
+	F16  Elem = Elem(cpu.F16)  // IEEE 754 half precision, as its 16 bits
+)
+
 // String returns the variant's name as attngen's commands print it.
 func (v Variant) String() string { return cpu.Variant(v).String() }
 
@@ -190,7 +199,23 @@ func ForwardVariant(variant Variant, out, lse, q, k, v []float32%s, s Shape) err
 	}
 	return cpu.Forward(compiled{}, cpu.Variant(variant), out, lse, q, k, v, %s, cpu.Shape(s))
 }
-`, docDoc, docParam, docPass, docParam, docArg)
+
+// Forward16 is Forward with q, k and v in a 16-bit format (elem: BF16 or
+// F16), as their bits: they are widened exactly to float32 and the kernels
+// compute in float32; out and lse are float32. A 16-bit KV cache is half
+// the bytes to read.
+func Forward16(elem Elem, out, lse []float32, q, k, v []uint16%s, s Shape) error {
+	return ForwardVariant16(Auto, elem, out, lse, q, k, v%s, s)
+}
+
+// ForwardVariant16 is Forward16 with a chosen implementation.
+func ForwardVariant16(variant Variant, elem Elem, out, lse []float32, q, k, v []uint16%s, s Shape) error {
+	if s.HeadDim != HeadDim {
+		return fmt.Errorf("%%w: Shape.HeadDim = %%d, the package was generated for %%d", ErrHeadDim, s.HeadDim, HeadDim)
+	}
+	return cpu.Forward16(compiled{}, cpu.Variant(variant), cpu.Elem(elem), out, lse, q, k, v, %s, cpu.Shape(s))
+}
+`, docDoc, docParam, docPass, docParam, docArg, docParam, docPass, docParam, docArg)
 	out, err := format.Source(b.Bytes())
 	if err != nil {
 		return nil, fmt.Errorf("BUG: generated API does not format: %v\n%s", err, b.Bytes())

@@ -35,6 +35,9 @@ type pkg struct {
 	errs      map[string]error
 	// run returns the package's ForwardVariant for variant v as a verify.Run.
 	run func(v int) verify.Run
+	// run16 returns its ForwardVariant16 for variant v and element type
+	// elem (cpu.BF16 or cpu.F16): float32 inputs are rounded to the format.
+	run16 func(v, elem int) verify.Run
 }
 
 // shape is the common layout of every generated Shape.
@@ -292,4 +295,54 @@ func randVec(r *rand.Rand, n int) []float32 {
 		x[i] = float32(r.NormFloat64())
 	}
 	return x
+}
+
+// bits16 rounds float32 values to a 16-bit format (cpu.BF16 or cpu.F16)
+// and returns the bits.
+func bits16(elem int, x []float32) []uint16 {
+	b := make([]uint16, len(x))
+	for i, v := range x {
+		if elem == int(cpu.BF16) {
+			b[i] = verify.BF16(v)
+		} else {
+			b[i] = verify.F16(v)
+		}
+	}
+	return b
+}
+
+// TestSixteenBitInputs: every package's Forward16, on every variant, with
+// bf16 and f16 inputs, against the float64 reference on the same rounded
+// inputs (within the error of a float32 implementation on them), with the
+// masked-data and non-finite rules of the float32 path.
+func TestSixteenBitInputs(t *testing.T) {
+	r := rand.New(rand.NewPCG(87, 88))
+	for _, p := range packages() {
+		s := load(t, p)
+		for _, tg := range cpu.Targets {
+			if !p.supported(int(tg.Variant)) {
+				continue
+			}
+			for _, e := range []struct {
+				elem cpu.Elem
+				opts verify.NumericOptions
+			}{{cpu.BF16, verify.BF16Inputs}, {cpu.F16, verify.F16Inputs}} {
+				run := p.run16(int(tg.Variant), int(e.elem))
+				name := p.file + "/" + tg.Name + "/" + e.elem.String()
+				for _, sh := range verify.Shapes(s.HeadDim) {
+					if testing.Short() && sh.SeqK > 200 {
+						continue
+					}
+					if _, err := verify.CheckNumericWith(s.Pattern(), run, sh, r, e.opts); err != nil {
+						t.Errorf("%s: %v", name, err)
+					}
+				}
+				for _, sh := range hostileShapes(s.HeadDim)[1:] {
+					if err := verify.CheckNonFinite(s.Pattern(), run, sh, r, 2); err != nil {
+						t.Errorf("%s: %v", name, err)
+					}
+				}
+			}
+		}
+	}
 }

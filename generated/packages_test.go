@@ -35,6 +35,12 @@ func packages() []pkg {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					return block.ForwardVariant(block.Variant(v), out, lse, q, k, vv, block.Shape(conv(s)))
 				}
+			},
+			run16: func(v, elem int) verify.Run {
+				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
+					q16, k16, v16 := bits16(elem, q), bits16(elem, k), bits16(elem, vv)
+					return block.ForwardVariant16(block.Variant(v), block.Elem(elem), out, lse, q16, k16, v16, block.Shape(conv(s)))
+				}
 			}},
 		{file: "bridge.yaml", dir: "bridge", mask: bridge.Mask, headDim: bridge.HeadDim, docs: false,
 			supported: func(v int) bool { return bridge.Supported(bridge.Variant(v)) },
@@ -49,6 +55,12 @@ func packages() []pkg {
 			run: func(v int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					return bridge.ForwardVariant(bridge.Variant(v), out, lse, q, k, vv, bridge.Shape(conv(s)))
+				}
+			},
+			run16: func(v, elem int) verify.Run {
+				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
+					q16, k16, v16 := bits16(elem, q), bits16(elem, k), bits16(elem, vv)
+					return bridge.ForwardVariant16(bridge.Variant(v), bridge.Elem(elem), out, lse, q16, k16, v16, bridge.Shape(conv(s)))
 				}
 			}},
 		{file: "causal.yaml", dir: "causal", mask: causal.Mask, headDim: causal.HeadDim, docs: false,
@@ -65,6 +77,12 @@ func packages() []pkg {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					return causal.ForwardVariant(causal.Variant(v), out, lse, q, k, vv, causal.Shape(conv(s)))
 				}
+			},
+			run16: func(v, elem int) verify.Run {
+				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
+					q16, k16, v16 := bits16(elem, q), bits16(elem, k), bits16(elem, vv)
+					return causal.ForwardVariant16(causal.Variant(v), causal.Elem(elem), out, lse, q16, k16, v16, causal.Shape(conv(s)))
+				}
 			}},
 		{file: "dilated.yaml", dir: "dilated", mask: dilated.Mask, headDim: dilated.HeadDim, docs: false,
 			supported: func(v int) bool { return dilated.Supported(dilated.Variant(v)) },
@@ -79,6 +97,12 @@ func packages() []pkg {
 			run: func(v int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					return dilated.ForwardVariant(dilated.Variant(v), out, lse, q, k, vv, dilated.Shape(conv(s)))
+				}
+			},
+			run16: func(v, elem int) verify.Run {
+				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
+					q16, k16, v16 := bits16(elem, q), bits16(elem, k), bits16(elem, vv)
+					return dilated.ForwardVariant16(dilated.Variant(v), dilated.Elem(elem), out, lse, q16, k16, v16, dilated.Shape(conv(s)))
 				}
 			}},
 		{file: "document.yaml", dir: "document", mask: document.Mask, headDim: document.HeadDim, docs: true,
@@ -95,6 +119,12 @@ func packages() []pkg {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					return document.ForwardVariant(document.Variant(v), out, lse, q, k, vv, docs, document.Shape(conv(s)))
 				}
+			},
+			run16: func(v, elem int) verify.Run {
+				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
+					q16, k16, v16 := bits16(elem, q), bits16(elem, k), bits16(elem, vv)
+					return document.ForwardVariant16(document.Variant(v), document.Elem(elem), out, lse, q16, k16, v16, docs, document.Shape(conv(s)))
+				}
 			}},
 		{file: "hetero.yaml", dir: "hetero", mask: hetero.Mask, headDim: hetero.HeadDim, docs: false,
 			supported: func(v int) bool { return hetero.Supported(hetero.Variant(v)) },
@@ -109,6 +139,12 @@ func packages() []pkg {
 			run: func(v int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					return hetero.ForwardVariant(hetero.Variant(v), out, lse, q, k, vv, hetero.Shape(conv(s)))
+				}
+			},
+			run16: func(v, elem int) verify.Run {
+				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
+					q16, k16, v16 := bits16(elem, q), bits16(elem, k), bits16(elem, vv)
+					return hetero.ForwardVariant16(hetero.Variant(v), hetero.Elem(elem), out, lse, q16, k16, v16, hetero.Shape(conv(s)))
 				}
 			}},
 		{file: "hybrid.yaml", dir: "hybrid", mask: hybrid.Mask, headDim: hybrid.HeadDim, docs: false,
@@ -125,6 +161,12 @@ func packages() []pkg {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					return hybrid.ForwardVariant(hybrid.Variant(v), out, lse, q, k, vv, hybrid.Shape(conv(s)))
 				}
+			},
+			run16: func(v, elem int) verify.Run {
+				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
+					q16, k16, v16 := bits16(elem, q), bits16(elem, k), bits16(elem, vv)
+					return hybrid.ForwardVariant16(hybrid.Variant(v), hybrid.Elem(elem), out, lse, q16, k16, v16, hybrid.Shape(conv(s)))
+				}
 			}},
 		{file: "se_bridge.yaml", dir: "sebridge", mask: sebridge.Mask, headDim: sebridge.HeadDim, docs: false,
 			supported: func(v int) bool { return sebridge.Supported(sebridge.Variant(v)) },
@@ -139,6 +181,12 @@ func packages() []pkg {
 			run: func(v int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					return sebridge.ForwardVariant(sebridge.Variant(v), out, lse, q, k, vv, sebridge.Shape(conv(s)))
+				}
+			},
+			run16: func(v, elem int) verify.Run {
+				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
+					q16, k16, v16 := bits16(elem, q), bits16(elem, k), bits16(elem, vv)
+					return sebridge.ForwardVariant16(sebridge.Variant(v), sebridge.Elem(elem), out, lse, q16, k16, v16, sebridge.Shape(conv(s)))
 				}
 			}},
 		{file: "streaming.yaml", dir: "streaming", mask: streaming.Mask, headDim: streaming.HeadDim, docs: false,
@@ -155,6 +203,12 @@ func packages() []pkg {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					return streaming.ForwardVariant(streaming.Variant(v), out, lse, q, k, vv, streaming.Shape(conv(s)))
 				}
+			},
+			run16: func(v, elem int) verify.Run {
+				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
+					q16, k16, v16 := bits16(elem, q), bits16(elem, k), bits16(elem, vv)
+					return streaming.ForwardVariant16(streaming.Variant(v), streaming.Elem(elem), out, lse, q16, k16, v16, streaming.Shape(conv(s)))
+				}
 			}},
 		{file: "window.yaml", dir: "window", mask: window.Mask, headDim: window.HeadDim, docs: false,
 			supported: func(v int) bool { return window.Supported(window.Variant(v)) },
@@ -169,6 +223,12 @@ func packages() []pkg {
 			run: func(v int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					return window.ForwardVariant(window.Variant(v), out, lse, q, k, vv, window.Shape(conv(s)))
+				}
+			},
+			run16: func(v, elem int) verify.Run {
+				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
+					q16, k16, v16 := bits16(elem, q), bits16(elem, k), bits16(elem, vv)
+					return window.ForwardVariant16(window.Variant(v), window.Elem(elem), out, lse, q16, k16, v16, window.Shape(conv(s)))
 				}
 			}},
 	}

@@ -108,6 +108,14 @@ type NumericOptions struct {
 // FP32 judges float32 kernels against NaiveFP32.
 var FP32 = NumericOptions{Naive: NaiveFP32, Factor: ErrFactor, Floor: ErrFloor}
 
+// BF16Inputs and F16Inputs judge float32 kernels fed 16-bit inputs (the CPU
+// runtime's Forward16): the same float32 yardstick on inputs rounded to
+// the format first.
+var (
+	BF16Inputs = NumericOptions{Round: RoundBF16, Naive: NaiveFP32, Factor: ErrFactor, Floor: ErrFloor}
+	F16Inputs  = NumericOptions{Round: RoundF16, Naive: NaiveFP32, Factor: ErrFactor, Floor: ErrFloor}
+)
+
 // BF16Kernel judges kernels with bfloat16 inputs and outputs against
 // NaiveBF16: at most twice its error, with a floor of 2e-3 (about the
 // rounding step of bf16 at the outputs' scale of 1, 2^-9 = 1.95e-3).

@@ -39,7 +39,8 @@ const Constraint = "amd64,!purego"
 
 // Build returns a build context holding the whole kernel file: the constant
 // table, the tile kernel for every ISA and head dimension, the FMA peak
-// loops, the AVX-512 key-tile transpose and the L2 prefetch loop.
+// loops, the AVX-512 key-tile transpose, the L2 prefetch loop and the
+// 16-bit widening loops.
 func Build() *build.Context {
 	ctx := build.NewContext()
 	ctx.ConstraintExpr(Constraint)
@@ -54,6 +55,7 @@ func Build() *build.Context {
 	}
 	EmitTranspose(ctx)
 	EmitPrefetch(ctx)
+	EmitWiden(ctx)
 	return ctx
 }
 

@@ -107,7 +107,7 @@ func TestVZEROUPPERBeforeRET(t *testing.T) {
 		t.Fatal(err)
 	}
 	fns := functions(asm)
-	if len(fns) != len(ISAs)*len(HeadDims)+len(ISAs)+2 { // tiles, peaks, transpose, prefetch
+	if len(fns) != len(ISAs)*len(HeadDims)+len(ISAs)+4 { // tiles, peaks, transpose, prefetch, widen x2
 		t.Fatalf("found %d functions", len(fns))
 	}
 	for name, body := range fns {
@@ -143,7 +143,7 @@ func TestAVX2Registers(t *testing.T) {
 		t.Fatal(err)
 	}
 	requires := regexp.MustCompile(`(?m)^// Requires: (.*)\nTEXT ·(\w+)`).FindAllSubmatch(asm, -1)
-	if len(requires) != len(ISAs)*len(HeadDims)+len(ISAs)+2 { // tiles, peaks, transpose, prefetch
+	if len(requires) != len(ISAs)*len(HeadDims)+len(ISAs)+4 { // tiles, peaks, transpose, prefetch, widen x2
 		t.Fatalf("found %d Requires lines", len(requires))
 	}
 	for _, m := range requires {

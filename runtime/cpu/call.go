@@ -56,7 +56,7 @@ type call struct {
 	tile     tileFunc
 	s        Shape
 	out, lse []float32
-	q, k, v  []float32
+	inputs   // q, k and v (float32 or 16-bit)
 	scale    float32
 	segs     []segment
 	msegs    []mask.Segment
@@ -111,7 +111,7 @@ const (
 var calls = sync.Pool{New: func() any { return new(call) }}
 
 // setup fills the call's state and workspace.
-func (c *call) setup(m mask.Mask, tile tileFunc, s Shape, out, lse, q, k, v []float32, docs []int32) error {
+func (c *call) setup(m mask.Mask, tile tileFunc, s Shape, out, lse []float32, in inputs, docs []int32) error {
 	c.docs = c.docs[:0]
 	if m.UsesDocs() {
 		rows := docsLen(s, docs) / s.SeqK
@@ -128,7 +128,7 @@ func (c *call) setup(m mask.Mask, tile tileFunc, s Shape, out, lse, q, k, v []fl
 			}
 		}
 	}
-	c.mask, c.tile, c.s, c.out, c.lse, c.q, c.k, c.v = m, tile, s, out, lse, q, k, v
+	c.mask, c.tile, c.s, c.out, c.lse, c.inputs = m, tile, s, out, lse, in
 	c.next.Store(0)
 	c.scale = s.Scale
 	if c.scale == 0 {
@@ -276,7 +276,7 @@ func (c *call) makeJobs() {
 // release drops the call's references to the caller's slices and returns
 // it to the pool, unless its workspace is too large to keep.
 func (c *call) release() {
-	c.mask, c.out, c.lse, c.q, c.k, c.v = nil, nil, nil, nil, nil, nil
+	c.mask, c.out, c.lse, c.inputs = nil, nil, nil, inputs{}
 	if cap(c.kt) > maxPooled {
 		return
 	}
@@ -304,14 +304,14 @@ func (c *call) tileData(w *buffers, b, kvh int, g segment, t int, nf bool) (kt, 
 	bk := b*c.s.HeadsKV + kvh
 	if c.transient {
 		kt, vt = w.kt[:TK*D], w.vt[:TK*D]
-		c.pack(kt, vt, bk, g, t)
+		c.pack(kt, vt, w.conv, bk, g, t)
 		vt = c.valueTile(vt, bk, g, t)
 		if nf {
 			bad = nonFiniteRows(vt, D)
 		}
 		return kt, vt, bad
 	}
-	p := c.packed(b, kvh, g, t)
+	p := c.packed(w, b, kvh, g, t)
 	kt, vt = c.kt[p*TK*D:][:TK*D], c.valueTile(c.vt[p*TK*D:][:TK*D], bk, g, t)
 	if nf {
 		if c.known[p].Load() {
@@ -328,7 +328,7 @@ func (c *call) tileData(w *buffers, b, kvh int, g segment, t int, nf bool) (kt, 
 
 // packed returns the index of key tile t (of segment g) of (batch b, kv
 // head kvh) among the packed tiles, packing it first if no worker has.
-func (c *call) packed(b, kvh int, g segment, t int) int {
+func (c *call) packed(w *buffers, b, kvh int, g segment, t int) int {
 	dr := 0
 	if len(c.docs) > 1 {
 		dr = b
@@ -340,7 +340,7 @@ func (c *call) packed(b, kvh int, g segment, t int) int {
 	}
 	if st.CompareAndSwap(0, 1) {
 		D := c.s.HeadDim
-		c.pack(c.kt[p*TK*D:][:TK*D], c.vt[p*TK*D:][:TK*D], b*c.s.HeadsKV+kvh, g, t)
+		c.pack(c.kt[p*TK*D:][:TK*D], c.vt[p*TK*D:][:TK*D], w.conv, b*c.s.HeadsKV+kvh, g, t)
 		st.Store(2)
 		return p
 	}
@@ -354,10 +354,30 @@ func (c *call) packed(b, kvh int, g segment, t int) int {
 // (the keys transposed, times scale*log2(e), so that the kernels' scores
 // come out scaled) and vt[c][d], zero past the segment's keys. Value
 // tiles that are contiguous rows of v (identity layout, whole tile) are not
-// copied: valueTile reads them in place.
-func (c *call) pack(kt, vt []float32, bk int, g segment, t int) {
+// copied: valueTile reads them in place. 16-bit keys and values are
+// widened to float32 first (keys through tmp).
+func (c *call) pack(kt, vt, tmp []float32, bk int, g segment, t int) {
 	D := c.s.HeadDim
 	src := bk * c.s.SeqK * D
+	if c.elem != F32 {
+		tmp = tmp[:TK*D]
+		for x := 0; x < TK; x++ {
+			kr, vr := tmp[x*D:(x+1)*D], vt[x*D:(x+1)*D]
+			key := t*TK + x
+			if key >= g.nk {
+				clear(kr)
+				clear(vr)
+				continue
+			}
+			row := src + (g.off+g.stride*key)*D
+			widen(kr, c.k16[row:row+D], c.elem)
+			widen(vr, c.v16[row:row+D], c.elem)
+		}
+		if !transposeAsm(kt, tmp, D, D, c.scale) {
+			transposeGo(kt, tmp, D, D, c.scale)
+		}
+		return
+	}
 	inPlace := g.stride == 1 && (t+1)*TK <= g.nk
 	if whole := (t+1)*TK <= g.nk; whole {
 		first := src + (g.off+g.stride*t*TK)*D
@@ -417,7 +437,7 @@ func (c *call) pack(kt, vt []float32, bk int, g segment, t int) {
 // pack left them in place.
 func (c *call) valueTile(vt []float32, bk int, g segment, t int) []float32 {
 	D := c.s.HeadDim
-	if g.stride == 1 && (t+1)*TK <= g.nk {
+	if c.elem == F32 && g.stride == 1 && (t+1)*TK <= g.nk {
 		return c.v[(bk*c.s.SeqK+t*TK)*D:][:TK*D]
 	}
 	return vt

@@ -2,7 +2,11 @@
 
 package cpu
 
-import xcpu "golang.org/x/sys/cpu"
+import (
+	"unsafe"
+
+	xcpu "golang.org/x/sys/cpu"
+)
 
 // tileAsm returns the assembly microkernel of a variant when the CPU has
 // the instructions it needs (AVX-512 Foundation; AVX2 with FMA) and the
@@ -62,4 +66,26 @@ func prefetch(x []float32) {
 	if len(x) > 0 {
 		prefetchL2(&x[0], len(x))
 	}
+}
+
+// prefetch16 is prefetch for 16-bit elements.
+func prefetch16(x []uint16) {
+	if len(x) > 1 {
+		prefetchL2((*float32)(unsafe.Pointer(&x[0])), len(x)/2)
+	}
+}
+
+// widenAsm widens 16-bit elements with AVX-512 when the CPU has it (whole
+// groups of 16; the rest in Go) and reports whether it did.
+func widenAsm(dst []float32, src []uint16, elem Elem) bool {
+	n := len(src) &^ 15
+	if !xcpu.X86.HasAVX512F || n == 0 || n != len(src) {
+		return false
+	}
+	if elem == BF16 {
+		widenBF16AVX512(&dst[0], &src[0], n)
+	} else {
+		widenF16AVX512(&dst[0], &src[0], n)
+	}
+	return true
 }

@@ -10,3 +10,9 @@ func transposeAsm(kt, k []float32, pitch, d int, scale float32) bool { return fa
 
 // prefetch: no prefetch instruction in this build.
 func prefetch(x []float32) {}
+
+// prefetch16: no prefetch instruction in this build.
+func prefetch16(x []uint16) {}
+
+// widenAsm: no assembly in this build.
+func widenAsm(dst []float32, src []uint16, elem Elem) bool { return false }

@@ -105,17 +105,64 @@ func (s Shape) check() (sizes, error) {
 	return sizes{q, kv, lse}, nil
 }
 
+// Elem is the element type of q, k and v. The kernels compute in float32
+// whatever it is (16-bit inputs are widened, exactly, as tiles are packed);
+// out and lse are float32.
+type Elem int
+
+const (
+	F32  Elem = iota // float32
+	BF16             // bfloat16, as its 16 bits (the high half of a float32)
+	F16              // IEEE 754 half precision, as its 16 bits
+)
+
+func (e Elem) String() string {
+	switch e {
+	case F32:
+		return "fp32"
+	case BF16:
+		return "bf16"
+	case F16:
+		return "f16"
+	}
+	return fmt.Sprintf("Elem(%d)", int(e))
+}
+
+// inputs are q, k and v in their element type: the float32 slices for
+// F32, the 16-bit ones otherwise.
+type inputs struct {
+	elem          Elem
+	q, k, v       []float32
+	q16, k16, v16 []uint16
+}
+
+func (in inputs) lens() (q, k, v int) {
+	if in.elem == F32 {
+		return len(in.q), len(in.k), len(in.v)
+	}
+	return len(in.q16), len(in.k16), len(in.v16)
+}
+
+// spans returns the memory of the first nq, nkv, nkv elements.
+func (in inputs) spans(nq, nkv int) [3]memSpan {
+	if in.elem == F32 {
+		return [3]memSpan{span(in.q[:nq]), span(in.k[:nkv]), span(in.v[:nkv])}
+	}
+	return [3]memSpan{span(in.q16[:nq]), span(in.k16[:nkv]), span(in.v16[:nkv])}
+}
+
 // checkArgs checks the slices against the shape's sizes: lengths, document
 // ids (one run of SeqK shared by every batch, or one per batch), and that
 // no output overlaps an input or the other output.
-func (z sizes) checkArgs(s Shape, out, lse, q, k, v []float32, docs []int32, needDocs bool) error {
+func (z sizes) checkArgs(s Shape, out, lse []float32, in inputs, docs []int32, needDocs bool) error {
+	lq, lk, lv := in.lens()
 	switch {
-	case len(q) < z.q:
-		return fmt.Errorf("%w: q has %d elements, the shape needs %d", ErrShort, len(q), z.q)
-	case len(k) < z.kv:
-		return fmt.Errorf("%w: k has %d elements, the shape needs %d", ErrShort, len(k), z.kv)
-	case len(v) < z.kv:
-		return fmt.Errorf("%w: v has %d elements, the shape needs %d", ErrShort, len(v), z.kv)
+	case lq < z.q:
+		return fmt.Errorf("%w: q has %d elements, the shape needs %d", ErrShort, lq, z.q)
+	case lk < z.kv:
+		return fmt.Errorf("%w: k has %d elements, the shape needs %d", ErrShort, lk, z.kv)
+	case lv < z.kv:
+		return fmt.Errorf("%w: v has %d elements, the shape needs %d", ErrShort, lv, z.kv)
 	case len(out) < z.q:
 		return fmt.Errorf("%w: out has %d elements, the shape needs %d", ErrShort, len(out), z.q)
 	case lse != nil && len(lse) < z.lse:
@@ -132,10 +179,11 @@ func (z sizes) checkArgs(s Shape, out, lse, q, k, v []float32, docs []int32, nee
 	if needDocs {
 		d = span(docs[:docsLen(s, docs)])
 	}
+	sp := in.spans(z.q, z.kv)
 	for _, a := range []struct {
 		name string
 		m    memSpan
-	}{{"q", span(q[:z.q])}, {"k", span(k[:z.kv])}, {"v", span(v[:z.kv])}, {"lse", l}, {"docs", d}} {
+	}{{"q", sp[0]}, {"k", sp[1]}, {"v", sp[2]}, {"lse", l}, {"docs", d}} {
 		if o.overlaps(a.m) {
 			return fmt.Errorf("%w: out and %s share memory", ErrAlias, a.name)
 		}
@@ -191,6 +239,21 @@ func (a memSpan) overlaps(b memSpan) bool {
 // keys, and the keys are split across threads (flash decoding). Results do
 // not depend on the number of threads.
 func Forward(m mask.Mask, variant Variant, out, lse, q, k, v []float32, docs []int32, s Shape) error {
+	return forward(m, variant, out, lse, inputs{elem: F32, q: q, k: k, v: v}, docs, s)
+}
+
+// Forward16 is Forward with q, k and v in a 16-bit format, elem (BF16 or
+// F16), as their bits: the kernels widen them exactly to float32 and
+// compute in float32; out and lse are float32. A 16-bit cache is half the
+// bytes to read, which is what decoding costs.
+func Forward16(m mask.Mask, variant Variant, elem Elem, out, lse []float32, q, k, v []uint16, docs []int32, s Shape) error {
+	if elem != BF16 && elem != F16 {
+		return fmt.Errorf("%w: %s is not a 16-bit element type", ErrShape, elem)
+	}
+	return forward(m, variant, out, lse, inputs{elem: elem, q16: q, k16: k, v16: v}, docs, s)
+}
+
+func forward(m mask.Mask, variant Variant, out, lse []float32, in inputs, docs []int32, s Shape) error {
 	if variant == Auto {
 		variant = Best()
 	}
@@ -206,11 +269,11 @@ func Forward(m mask.Mask, variant Variant, out, lse, q, k, v []float32, docs []i
 	if err != nil {
 		return err
 	}
-	if err := z.checkArgs(s, out, lse, q, k, v, docs, m.UsesDocs()); err != nil {
+	if err := z.checkArgs(s, out, lse, in, docs, m.UsesDocs()); err != nil {
 		return err
 	}
 	c := calls.Get().(*call)
-	if err := c.setup(m, tile, s, out, lse, q, k, v, docs); err != nil {
+	if err := c.setup(m, tile, s, out, lse, in, docs); err != nil {
 		c.release()
 		return err
 	}

@@ -14,6 +14,7 @@ type buffers struct {
 	q, s, o, m, l []float32
 	vclean        []float32 // a value tile with masked non-finite entries zeroed
 	kt, vt        []float32 // a key and a value tile packed for a transient call
+	conv          []float32 // 16-bit key rows widened before the transpose
 	mask          []uint64
 	refs          []mask.Tile
 }
@@ -23,7 +24,7 @@ func newBuffers() *buffers {
 	return &buffers{
 		q: make([]float32, TQ*d), s: make([]float32, TQ*TK), o: make([]float32, TQ*d),
 		m: make([]float32, TQ), l: make([]float32, TQ), mask: make([]uint64, TQ),
-		vclean: make([]float32, TK*d), kt: make([]float32, TK*d), vt: make([]float32, TK*d),
+		vclean: make([]float32, TK*d), kt: make([]float32, TK*d), vt: make([]float32, TK*d), conv: make([]float32, TK*d),
 	}
 }
 

@@ -49,3 +49,15 @@ func transposeTileAVX512(dst *float32, src *float32, pitch int, d int, scale flo
 //
 //go:noescape
 func prefetchL2(p *float32, n int)
+
+// widenBF16AVX512 writes the float32 values of the n bfloat16 elements at src to dst
+// (n a multiple of 16). It needs AVX-512 Foundation.
+//
+//go:noescape
+func widenBF16AVX512(dst *float32, src *uint16, n int)
+
+// widenF16AVX512 writes the float32 values of the n half-precision elements at src to dst
+// (n a multiple of 16). It needs AVX-512 Foundation.
+//
+//go:noescape
+func widenF16AVX512(dst *float32, src *uint16, n int)

@@ -9868,3 +9868,48 @@ loop:
 
 done:
 	RET
+
+// func widenBF16AVX512(dst *float32, src *uint16, n int)
+// Requires: AVX, AVX512F
+TEXT ·widenBF16AVX512(SB), NOSPLIT, $0-24
+	MOVQ  dst+0(FP), AX
+	MOVQ  src+8(FP), CX
+	MOVQ  n+16(FP), DX
+	SHRQ  $0x04, DX
+	TESTQ DX, DX
+	JZ    done
+
+loop:
+	VPMOVZXWD (CX), Z0
+	VPSLLD    $0x10, Z0, Z0
+	VMOVUPS   Z0, (AX)
+	ADDQ      $0x20, CX
+	ADDQ      $0x40, AX
+	DECQ      DX
+	JNZ       loop
+
+done:
+	VZEROUPPER
+	RET
+
+// func widenF16AVX512(dst *float32, src *uint16, n int)
+// Requires: AVX, AVX512F
+TEXT ·widenF16AVX512(SB), NOSPLIT, $0-24
+	MOVQ  dst+0(FP), AX
+	MOVQ  src+8(FP), CX
+	MOVQ  n+16(FP), DX
+	SHRQ  $0x04, DX
+	TESTQ DX, DX
+	JZ    done
+
+loop:
+	VCVTPH2PS (CX), Z0
+	VMOVUPS   Z0, (AX)
+	ADDQ      $0x20, CX
+	ADDQ      $0x40, AX
+	DECQ      DX
+	JNZ       loop
+
+done:
+	VZEROUPPER
+	RET

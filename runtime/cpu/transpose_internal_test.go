@@ -18,7 +18,7 @@ func TestPackTranspose(t *testing.T) {
 			for i := range k {
 				k[i], v[i] = float32(r.NormFloat64()), float32(r.NormFloat64())
 			}
-			c := &call{s: Shape{SeqK: sk, HeadDim: D}, k: k, v: v, scale: 0.375}
+			c := &call{s: Shape{SeqK: sk, HeadDim: D}, inputs: inputs{k: k, v: v}, scale: 0.375}
 			for off := 0; off < stride; off++ {
 				g := segment{nk: (sk - off + stride - 1) / stride, off: off, stride: stride}
 				for tt := 0; tt*TK < g.nk; tt++ {
@@ -26,7 +26,7 @@ func TestPackTranspose(t *testing.T) {
 					for i := range kt {
 						kt[i], vt[i] = -7, -7
 					}
-					c.pack(kt, vt, 1, g, tt)
+					c.pack(kt, vt, make([]float32, TK*D), 1, g, tt)
 					vt = c.valueTile(vt, 1, g, tt)
 					for x := 0; x < TK; x++ {
 						key := tt*TK + x

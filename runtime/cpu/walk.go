@@ -42,7 +42,7 @@ func (w *buffers) runItem(c *call, it item) {
 	// rows of one head, else copied (zero past the tile's rows). The scale
 	// is in the packed keys.
 	var qt0 []float32
-	if _, row := c.rowOf(j, 0); rows == TQ && j.nh == 1 && g.stride == 1 {
+	if _, row := c.rowOf(j, 0); c.elem == F32 && rows == TQ && j.nh == 1 && g.stride == 1 {
 		qt0 = c.q[row*D:][:TQ*D]
 	} else {
 		qt0 = w.q[:TQ*D]
@@ -53,7 +53,11 @@ func (w *buffers) runItem(c *call, it item) {
 				continue
 			}
 			_, row := c.rowOf(j, r)
-			copy(dst, c.q[row*D:][:D])
+			if c.elem == F32 {
+				copy(dst, c.q[row*D:][:D])
+			} else {
+				widen(dst, c.q16[row*D:][:D], c.elem)
+			}
 		}
 	}
 	o, m, l := w.o[:TQ*D], w.m[:TQ], w.l[:TQ]
@@ -74,8 +78,13 @@ func (w *buffers) runItem(c *call, it item) {
 			k1 := refs[i].K * TK
 			n := min(TK, g.nk-k1) * D
 			at := ((b*s.HeadsKV+hk)*s.SeqK + k1) * D
-			prefetch(c.k[at:][:n])
-			prefetch(c.v[at:][:n])
+			if c.elem == F32 {
+				prefetch(c.k[at:][:n])
+				prefetch(c.v[at:][:n])
+			} else {
+				prefetch16(c.k16[at:][:n])
+				prefetch16(c.v16[at:][:n])
+			}
 		}
 	}
 	ahead(1)

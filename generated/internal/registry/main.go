@@ -59,6 +59,12 @@ func run() error {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					return %[3]s.ForwardVariant(%[3]s.Variant(v), out, lse, q, k, vv, %[5]s%[3]s.Shape(conv(s)))
 				}
+			},
+			run16: func(v, elem int) verify.Run {
+				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
+					q16, k16, v16 := bits16(elem, q), bits16(elem, k), bits16(elem, vv)
+					return %[3]s.ForwardVariant16(%[3]s.Variant(v), %[3]s.Elem(elem), out, lse, q16, k16, v16, %[5]s%[3]s.Shape(conv(s)))
+				}
 			}},
 `, filepath.Base(files[k]), n, n, s.Mask.HasDocument(), docs)
 	}
