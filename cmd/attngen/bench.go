@@ -51,13 +51,40 @@ type benchResult struct {
 // benchBytes counts the bytes one call reads and writes: q and out (and
 // lse) of every query row, and the key and value rows of the readKeys keys
 // some query keeps, per key/value head.
-func benchBytes(batch, hq, hkv, seqQ, readKeys, headDim int, lse bool) float64 {
+func benchBytes(batch, hq, hkv, seqQ, readKeys, headDim, esize int, lse bool) float64 {
 	rows := float64(batch) * float64(hq) * float64(seqQ)
-	b := 2*rows*float64(headDim) + 2*float64(batch)*float64(hkv)*float64(readKeys)*float64(headDim)
+	in := rows*float64(headDim) + 2*float64(batch)*float64(hkv)*float64(readKeys)*float64(headDim) // q, k, v
+	b := float64(esize)*in + 4*rows*float64(headDim)                                               // out
 	if lse {
-		b += rows
+		b += 4 * rows
 	}
-	return 4 * b
+	return b
+}
+
+// bits16 rounds float32 values to a 16-bit format and returns the bits.
+func bits16(elem cpu.Elem, x []float32) []uint16 {
+	b := make([]uint16, len(x))
+	for i, v := range x {
+		if elem == cpu.BF16 {
+			b[i] = verify.BF16(v)
+		} else {
+			b[i] = verify.F16(v)
+		}
+	}
+	return b
+}
+
+// widened returns the float32 values of 16-bit bits.
+func widened(elem cpu.Elem, b []uint16) []float32 {
+	x := make([]float32, len(b))
+	for i, h := range b {
+		if elem == cpu.BF16 {
+			x[i] = verify.FromBF16(h)
+		} else {
+			x[i] = verify.FromF16(h)
+		}
+	}
+	return x
 }
 
 // keysRead counts the keys that some of the last seqQ query positions keep:
@@ -95,7 +122,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	seqQFlag := fs.Int("seq-q", 0, "query rows, the last Q positions of the sequence (1 <= Q <= -seq; default -seq; 1 is one decoding step). GB/s counts q and out (and lse) of these rows and the key and value rows of every key some of them keeps, per key/value head")
 	heads := fs.Int("heads", 8, "query heads")
 	headsKVFlag := fs.Int("heads-kv", 0, "key/value heads; -heads must be a multiple (grouped-query attention; default -heads)")
-	dtype := fs.String("dtype", "fp32", "element type of q, k, v and out: fp32 (bf16 and f16 are not implemented yet)")
+	dtype := fs.String("dtype", "fp32", "element type of q, k and v: fp32, bf16 or f16 (16-bit inputs are widened to float32 as tiles are packed; out and lse are float32)")
 	paged := fs.Int("paged", 0, "page size of a paged KV cache (not implemented yet: leave unset for contiguous caches)")
 	bwMiB := fs.Int("bw-mib", cpu.DefaultReadMiB, "buffer of the read-bandwidth probe in MiB (at most an eighth of this machine's memory)")
 	batch := fs.Int("batch", 1, "batch")
@@ -128,7 +155,8 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		}
 		headsKV = *headsKVFlag
 	}
-	if err := benchDtype(*dtype); err != nil {
+	elem, err := benchDtype(*dtype)
+	if err != nil {
 		return err
 	}
 	if set["paged"] {
@@ -159,7 +187,11 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		return benchGPU(s, *batch, *heads, *seq, *reps, *asJSON, stdout, stderr)
 	}
 	probeMiB := cpu.ReadProbeMiB(*bwMiB)
-	if err := benchMemory(*batch, *heads, headsKV, seqQ, *seq, s.HeadDim, int64(probeMiB)<<20); err != nil {
+	esize := 4
+	if elem != cpu.F32 {
+		esize = 2
+	}
+	if err := benchMemory(*batch, *heads, headsKV, seqQ, *seq, s.HeadDim, esize, int64(probeMiB)<<20); err != nil {
 		return err
 	}
 	plan, err := gen.Compile(s, gen.CPUTarget, nil)
@@ -180,6 +212,13 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		return x
 	}
 	q, k, v := mk(nq), mk(nkv), mk(nkv)
+	// 16-bit inputs: the same values rounded to the format, as its bits
+	// (the naive path runs on the rounded float32 values).
+	var q16, k16, v16 []uint16
+	if elem != cpu.F32 {
+		q16, k16, v16 = bits16(elem, q), bits16(elem, k), bits16(elem, v)
+		q, k, v = widened(elem, q16), widened(elem, k16), widened(elem, v16)
+	}
 	out, lse := make([]float32, nq), make([]float32, *batch**heads*seqQ)
 	shape := cpu.Shape{Batch: *batch, HeadsQ: *heads, HeadsKV: headsKV, SeqQ: seqQ, SeqK: *seq, HeadDim: D}
 	group := *heads / headsKV
@@ -202,7 +241,11 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 			peak := (peakBefore + cpu.PeakGFLOPS(th, 150*time.Millisecond)) / 2
 			sec := ms / 1e3
 			g := 4 * float64(b) * float64(h) * float64(D) * float64(kept) / sec / 1e9
-			gb := benchBytes(b, h, (h+group-1)/group, seqQ, read, D, lseOut) / sec / 1e9
+			es := esize
+			if variant == "naive" {
+				es = 4 // the straightforward path reads the float32 values
+			}
+			gb := benchBytes(b, h, (h+group-1)/group, seqQ, read, D, es, lseOut) / sec / 1e9
 			results = append(results, benchResult{Variant: variant, Mask: s.Name, Dtype: *dtype, Seq: *seq, SeqQ: seqQ, Batch: *batch, Heads: *heads, HeadsKV: headsKV, HeadDim: D,
 				Threads: th, Ms: ms, GFlops: g, PeakGFlops: peak, PctPeak: 100 * g / peak, GBps: gb, PeakGBps: peakBW,
 				KeptPairs: kept, Reps: reps, MeasHeads: h, AllocsOp: allocs})
@@ -216,7 +259,13 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 			measurePeak()
 			var callErr error
 			call := func() {
-				if err := cpu.Forward(mask, variant, out, lse, q, k, v, nil, shape); err != nil && callErr == nil {
+				var err error
+				if elem == cpu.F32 {
+					err = cpu.Forward(mask, variant, out, lse, q, k, v, nil, shape)
+				} else {
+					err = cpu.Forward16(mask, variant, elem, out, lse, q16, k16, v16, nil, shape)
+				}
+				if err != nil && callErr == nil {
 					callErr = err
 				}
 			}
@@ -275,14 +324,16 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 
 // benchDtype accepts fp32 and refuses, as a usage error, the types bench
 // names but cannot run yet and anything else.
-func benchDtype(d string) error {
+func benchDtype(d string) (cpu.Elem, error) {
 	switch d {
 	case "fp32":
-		return nil
-	case "bf16", "f16":
-		return usagef("-dtype %s: not implemented yet; only fp32 kernels can be benchmarked (use -dtype fp32)", d)
+		return cpu.F32, nil
+	case "bf16":
+		return cpu.BF16, nil
+	case "f16":
+		return cpu.F16, nil
 	}
-	return usagef("-dtype %q: want fp32, bf16 or f16 (only fp32 is implemented)", d)
+	return 0, usagef("-dtype %q: want fp32, bf16 or f16", d)
 }
 
 // Bounds of bench's flags, checked before anything is allocated.

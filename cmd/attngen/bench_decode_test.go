@@ -53,11 +53,18 @@ func near(x, y float64) bool { return math.Abs(x-y) <= 1e-9*math.Max(math.Abs(x)
 // TestBenchDecodeRows: a decoding shape (one query, grouped heads) prints
 // rows with dtype, seq_q, heads_kv, gbps and peak_gbps, whose GFLOP/s count
 // the pairs one query keeps and whose GB/s count q, every key and value of
-// every key/value head, out and lse.
+// every key/value head (all kept by the last causal row), out and lse, at
+// 2 bytes an input element for bf16 and f16.
 func TestBenchDecodeRows(t *testing.T) {
+	for _, dt := range []string{"fp32", "bf16", "f16"} {
+		benchDecodeRows(t, dt)
+	}
+}
+
+func benchDecodeRows(t *testing.T, dt string) {
 	const S, Q, H, HKV, D = 256, 1, 4, 2, 128
 	rows := benchRows(t, "-spec", "../../spec/examples/causal.yaml", "-seq", "256", "-seq-q", "1", "-heads", "4", "-heads-kv", "2",
-		"-reps", "1", "-bw-mib", "4", "-json")
+		"-reps", "1", "-bw-mib", "4", "-dtype", dt, "-json")
 	s, err := spec.ParseFile("../../spec/examples/causal.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -72,7 +79,7 @@ func TestBenchDecodeRows(t *testing.T) {
 		if r.Dtype == nil || r.SeqQ == nil || r.HeadsKV == nil || r.GBps == nil || r.PeakGBps == nil {
 			t.Fatalf("%s: a new field is missing: %+v", r.Variant, r)
 		}
-		if *r.Dtype != "fp32" || *r.SeqQ != Q || *r.HeadsKV != HKV || r.Seq != S || r.Heads != H || r.HeadDim != D {
+		if *r.Dtype != dt || *r.SeqQ != Q || *r.HeadsKV != HKV || r.Seq != S || r.Heads != H || r.HeadDim != D {
 			t.Errorf("%s: dtype %q seq_q %d heads_kv %d seq %d heads %d head_dim %d", r.Variant, *r.Dtype, *r.SeqQ, *r.HeadsKV, r.Seq, r.Heads, r.HeadDim)
 		}
 		if r.KeptPairs != kept {
@@ -95,7 +102,11 @@ func TestBenchDecodeRows(t *testing.T) {
 		if want := 4 * float64(batch*hq*D) * float64(kept) / sec / 1e9; !near(r.GFlops, want) {
 			t.Errorf("%s: gflops %v, want %v", r.Variant, r.GFlops, want)
 		}
-		bytes := 4 * float64(batch*hq*Q*D+2*batch*hkv*S*D+batch*hq*Q*D+lse*batch*hq*Q)
+		es := 4 // bytes of an input element: 2 for the 16-bit kernels, not naive
+		if dt != "fp32" && r.Variant != "naive" {
+			es = 2
+		}
+		bytes := float64(es*(batch*hq*Q*D+2*batch*hkv*S*D) + 4*(batch*hq*Q*D+lse*batch*hq*Q))
 		if want := bytes / sec / 1e9; !near(*r.GBps, want) {
 			t.Errorf("%s: gbps %v, want %v", r.Variant, *r.GBps, want)
 		}
@@ -133,8 +144,6 @@ func TestBenchDecodeUsage(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{[]string{"-dtype", "bf16"}, []string{"-dtype bf16", "not implemented", "fp32"}},
-		{[]string{"-dtype", "f16"}, []string{"-dtype f16", "not implemented", "fp32"}},
 		{[]string{"-dtype", "int8"}, []string{`-dtype "int8"`, "fp32, bf16 or f16"}},
 		{[]string{"-paged", "16"}, []string{"-paged 16", "not implemented"}},
 		{[]string{"-seq", "256", "-seq-q", "0"}, []string{"-seq-q 0", "between 1 and -seq 256"}},
@@ -174,18 +183,18 @@ func TestBenchMemoryDecodeShape(t *testing.T) {
 	const D, H = 128, 64
 	// k, v and their two tile copies of one head take about half the limit.
 	seq := int(limit / 2 / (4 * 4 * D))
-	if err := benchMemory(1, H, 1, 1, seq, D, 0); err != nil {
+	if err := benchMemory(1, H, 1, 1, seq, D, 4, 0); err != nil {
 		t.Errorf("one query, one key/value head, seq %d: %v", seq, err)
 	}
-	err := benchMemory(1, H, H, 1, seq, D, 0)
+	err := benchMemory(1, H, H, 1, seq, D, 4, 0)
 	if err == nil || !strings.Contains(err.Error(), "-heads-kv 64") {
 		t.Errorf("one query, %d key/value heads, seq %d: %v, want a refusal naming -heads-kv", H, seq, err)
 	}
-	if err := benchMemory(1, H, H, seq, seq, D, 0); err == nil {
+	if err := benchMemory(1, H, H, seq, seq, D, 4, 0); err == nil {
 		t.Errorf("prefill, %d heads, seq %d: no refusal", H, seq)
 	}
 	// The probe's buffer counts too.
-	if err := benchMemory(1, H, 1, 1, seq, D, limit); err == nil || !strings.Contains(err.Error(), "read-bandwidth probe") {
+	if err := benchMemory(1, H, 1, 1, seq, D, 4, limit); err == nil || !strings.Contains(err.Error(), "read-bandwidth probe") {
 		t.Errorf("with a probe buffer as large as the limit: %v", err)
 	}
 }

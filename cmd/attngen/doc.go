@@ -32,8 +32,8 @@
 //     read bandwidth, both measured in the same run (or times the PTX
 //     kernel with -gpu), reporting progress on stderr. -seq-q Q runs the
 //     last Q positions against all -seq keys (Q = 1: one decoding step),
-//     -heads-kv groups the query heads; -dtype takes only fp32 for now
-//     (bf16 and f16 are usage errors, as is -paged: paged caches are not
+//     -heads-kv groups the query heads; -dtype bf16 or f16 feeds 16-bit
+//     q, k and v (-paged is a usage error: paged caches are not
 //     implemented yet).
 //   - attngen check validates a spec and prints its normalized mask and
 //     density.
