@@ -121,6 +121,7 @@ var (
 	ErrHeadDim  = cpu.ErrHeadDim  // Shape.HeadDim is not HeadDim
 	ErrDocument = cpu.ErrDocument // document ids of a wrong length, or decreasing
 	ErrAlias    = cpu.ErrAlias    // out or lse shares memory with another argument
+	ErrPage     = cpu.ErrPage     // a page table that does not fit the shape or the cache
 )
 
 // Variant selects an implementation (a CPU target of attngen's runtime).
@@ -200,7 +201,7 @@ func ForwardVariant(variant Variant, out, lse, q, k, v []float32%s, s Shape) err
 	return cpu.Forward(compiled{}, cpu.Variant(variant), out, lse, q, k, v, %s, cpu.Shape(s))
 }
 
-// Forward16 is Forward with q, k and v in a 16-bit format (elem: BF16 or
+%s// Forward16 is Forward with q, k and v in a 16-bit format (elem: BF16 or
 // F16), as their bits: they are widened exactly to float32 and the kernels
 // compute in float32; out and lse are float32. A 16-bit KV cache is half
 // the bytes to read.
@@ -215,12 +216,43 @@ func ForwardVariant16(variant Variant, elem Elem, out, lse []float32, q, k, v []
 	}
 	return cpu.Forward16(compiled{}, cpu.Variant(variant), cpu.Elem(elem), out, lse, q, k, v, %s, cpu.Shape(s))
 }
-`, docDoc, docParam, docPass, docParam, docArg, docParam, docPass, docParam, docArg)
+`, docDoc, docParam, docPass, docParam, docArg, pagedAPI(s, docParam, docPass, docArg), docParam, docPass, docParam, docArg)
 	out, err := format.Source(b.Bytes())
 	if err != nil {
 		return nil, fmt.Errorf("BUG: generated API does not format: %v\n%s", err, b.Bytes())
 	}
 	return out, nil
+}
+
+// pagedAPI is the paged-cache part of the API of a spec with page_size.
+func pagedAPI(s *spec.Spec, docParam, docPass, docArg string) string {
+	if s.PageSize == 0 {
+		return ""
+	}
+	return fmt.Sprintf(`// PageSize is the key positions a page of the paged KV cache holds.
+const PageSize = %d
+
+// ForwardPaged is Forward on a paged KV cache: k and v hold pages of
+// PageSize positions, [page][HeadsKV][PageSize][HeadDim], and table lists
+// the pages of each batch's SeqK positions in order, ceil(SeqK/PageSize)
+// entries per batch, back to back: position j of batch b is row
+// j %% PageSize of page table[b*ceil(SeqK/PageSize) + j/PageSize]. Pages are
+// read in place, may be shared, and are not touched where the mask leaves
+// them empty; rows of a page past SeqK are never read. A table that does
+// not fit the shape or names a page outside k and v is ErrPage.
+func ForwardPaged(out, lse, q, k, v []float32, table []int32%s, s Shape) error {
+	return ForwardPagedVariant(Auto, out, lse, q, k, v, table%s, s)
+}
+
+// ForwardPagedVariant is ForwardPaged with a chosen implementation.
+func ForwardPagedVariant(variant Variant, out, lse, q, k, v []float32, table []int32%s, s Shape) error {
+	if s.HeadDim != HeadDim {
+		return fmt.Errorf("%%w: Shape.HeadDim = %%d, the package was generated for %%d", ErrHeadDim, s.HeadDim, HeadDim)
+	}
+	return cpu.ForwardPaged(compiled{}, cpu.Variant(variant), out, lse, q, k, v, %s, cpu.Paged{PageSize: PageSize, Table: table}, cpu.Shape(s))
+}
+
+`, s.PageSize, docParam, docPass, docParam, docArg)
 }
 
 // ImportPath finds the import path a folder will have: the module path from

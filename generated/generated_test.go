@@ -38,6 +38,10 @@ type pkg struct {
 	// run16 returns its ForwardVariant16 for variant v and element type
 	// elem (cpu.BF16 or cpu.F16): float32 inputs are rounded to the format.
 	run16 func(v, elem int) verify.Run
+	// paged returns ForwardPagedVariant for packages whose spec sets
+	// page_size (pageSize > 0).
+	paged    func(v int) pagedRun
+	pageSize int
 }
 
 // shape is the common layout of every generated Shape.
@@ -344,5 +348,85 @@ func TestSixteenBitInputs(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// pagedRun is a package's ForwardPagedVariant.
+type pagedRun func(out, lse, q, k, v []float32, table []int32, docs []int32, s verify.Shape) error
+
+// TestPagedPackages: packages with page_size give, from a paged cache in
+// shuffled pages with NaN in every unused slot and a partly filled last
+// page, the outputs of the contiguous cache bit for bit, on every
+// variant, for decoding and prefill shapes.
+func TestPagedPackages(t *testing.T) {
+	r := rand.New(rand.NewPCG(89, 90))
+	n := 0
+	for _, p := range packages() {
+		if p.paged == nil {
+			continue
+		}
+		n++
+		s := load(t, p)
+		for _, tg := range cpu.Targets {
+			if !p.supported(int(tg.Variant)) {
+				continue
+			}
+			for _, sh := range []verify.Shape{
+				{Batch: 2, HeadsQ: 4, HeadsKV: 2, SeqQ: 1, SeqK: 1300, HeadDim: s.HeadDim},
+				{Batch: 1, HeadsQ: 2, HeadsKV: 1, SeqQ: 100, SeqK: 333, HeadDim: s.HeadDim},
+			} {
+				nq, nkv, nl := sh.Sizes()
+				q, k, v := randVec(r, nq), randVec(r, nkv), randVec(r, nkv)
+				want, wantLSE := make([]float32, nq), make([]float32, nl)
+				if err := p.run(int(tg.Variant))(want, wantLSE, q, k, v, nil, sh); err != nil {
+					t.Fatal(err)
+				}
+				P, D := p.pageSize, sh.HeadDim
+				need := (sh.SeqK + P - 1) / P
+				pages := sh.Batch*need + 2
+				per := sh.HeadsKV * P * D
+				pk, pv := make([]float32, pages*per), make([]float32, pages*per)
+				for i := range pk {
+					pk[i], pv[i] = float32(math.NaN()), float32(math.NaN())
+				}
+				order := r.Perm(pages)
+				table := make([]int32, sh.Batch*need)
+				for b := 0; b < sh.Batch; b++ {
+					for i := 0; i < need; i++ {
+						pg := order[b*need+i]
+						table[b*need+i] = int32(pg)
+						for h := 0; h < sh.HeadsKV; h++ {
+							for x := 0; x < P && i*P+x < sh.SeqK; x++ {
+								src := ((b*sh.HeadsKV+h)*sh.SeqK + i*P + x) * D
+								dst := ((pg*sh.HeadsKV+h)*P + x) * D
+								copy(pk[dst:dst+D], k[src:src+D])
+								copy(pv[dst:dst+D], v[src:src+D])
+							}
+						}
+					}
+				}
+				out, lse := make([]float32, nq), make([]float32, nl)
+				if err := p.paged(int(tg.Variant))(out, lse, q, pk, pv, table, nil, sh); err != nil {
+					t.Fatalf("%s/%s %v: %v", p.file, tg.Name, sh, err)
+				}
+				for i := range out {
+					if math.Float32bits(out[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("%s/%s %v: paged out[%d] = %v, contiguous %v", p.file, tg.Name, sh, i, out[i], want[i])
+					}
+				}
+				for i := range lse {
+					if math.Float32bits(lse[i]) != math.Float32bits(wantLSE[i]) {
+						t.Fatalf("%s/%s %v: paged lse[%d] = %v, contiguous %v", p.file, tg.Name, sh, i, lse[i], wantLSE[i])
+					}
+				}
+				table[0] = int32(pages)
+				if err := p.paged(int(tg.Variant))(out, lse, q, pk, pv, table, nil, sh); !errors.Is(err, p.errs["page"]) {
+					t.Errorf("%s/%s: page %d of %d: error %v, want ErrPage", p.file, tg.Name, pages, pages, err)
+				}
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no example spec sets page_size")
 	}
 }

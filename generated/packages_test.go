@@ -30,7 +30,7 @@ func packages() []pkg {
 			gpus:    len(block.GPUKernels),
 			best:    func() (int, string) { return int(block.Best()), block.Best().String() },
 			variant: reflect.TypeFor[block.Variant](),
-			errs:    map[string]error{"shape": block.ErrShape, "short": block.ErrShort, "variant": block.ErrVariant, "headDim": block.ErrHeadDim, "document": block.ErrDocument, "alias": block.ErrAlias},
+			errs:    map[string]error{"shape": block.ErrShape, "short": block.ErrShort, "variant": block.ErrVariant, "headDim": block.ErrHeadDim, "document": block.ErrDocument, "alias": block.ErrAlias, "page": block.ErrPage},
 			run: func(v int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					return block.ForwardVariant(block.Variant(v), out, lse, q, k, vv, block.Shape(conv(s)))
@@ -51,7 +51,7 @@ func packages() []pkg {
 			gpus:    len(bridge.GPUKernels),
 			best:    func() (int, string) { return int(bridge.Best()), bridge.Best().String() },
 			variant: reflect.TypeFor[bridge.Variant](),
-			errs:    map[string]error{"shape": bridge.ErrShape, "short": bridge.ErrShort, "variant": bridge.ErrVariant, "headDim": bridge.ErrHeadDim, "document": bridge.ErrDocument, "alias": bridge.ErrAlias},
+			errs:    map[string]error{"shape": bridge.ErrShape, "short": bridge.ErrShort, "variant": bridge.ErrVariant, "headDim": bridge.ErrHeadDim, "document": bridge.ErrDocument, "alias": bridge.ErrAlias, "page": bridge.ErrPage},
 			run: func(v int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					return bridge.ForwardVariant(bridge.Variant(v), out, lse, q, k, vv, bridge.Shape(conv(s)))
@@ -72,7 +72,7 @@ func packages() []pkg {
 			gpus:    len(causal.GPUKernels),
 			best:    func() (int, string) { return int(causal.Best()), causal.Best().String() },
 			variant: reflect.TypeFor[causal.Variant](),
-			errs:    map[string]error{"shape": causal.ErrShape, "short": causal.ErrShort, "variant": causal.ErrVariant, "headDim": causal.ErrHeadDim, "document": causal.ErrDocument, "alias": causal.ErrAlias},
+			errs:    map[string]error{"shape": causal.ErrShape, "short": causal.ErrShort, "variant": causal.ErrVariant, "headDim": causal.ErrHeadDim, "document": causal.ErrDocument, "alias": causal.ErrAlias, "page": causal.ErrPage},
 			run: func(v int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					return causal.ForwardVariant(causal.Variant(v), out, lse, q, k, vv, causal.Shape(conv(s)))
@@ -93,7 +93,7 @@ func packages() []pkg {
 			gpus:    len(dilated.GPUKernels),
 			best:    func() (int, string) { return int(dilated.Best()), dilated.Best().String() },
 			variant: reflect.TypeFor[dilated.Variant](),
-			errs:    map[string]error{"shape": dilated.ErrShape, "short": dilated.ErrShort, "variant": dilated.ErrVariant, "headDim": dilated.ErrHeadDim, "document": dilated.ErrDocument, "alias": dilated.ErrAlias},
+			errs:    map[string]error{"shape": dilated.ErrShape, "short": dilated.ErrShort, "variant": dilated.ErrVariant, "headDim": dilated.ErrHeadDim, "document": dilated.ErrDocument, "alias": dilated.ErrAlias, "page": dilated.ErrPage},
 			run: func(v int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					return dilated.ForwardVariant(dilated.Variant(v), out, lse, q, k, vv, dilated.Shape(conv(s)))
@@ -114,7 +114,7 @@ func packages() []pkg {
 			gpus:    len(document.GPUKernels),
 			best:    func() (int, string) { return int(document.Best()), document.Best().String() },
 			variant: reflect.TypeFor[document.Variant](),
-			errs:    map[string]error{"shape": document.ErrShape, "short": document.ErrShort, "variant": document.ErrVariant, "headDim": document.ErrHeadDim, "document": document.ErrDocument, "alias": document.ErrAlias},
+			errs:    map[string]error{"shape": document.ErrShape, "short": document.ErrShort, "variant": document.ErrVariant, "headDim": document.ErrHeadDim, "document": document.ErrDocument, "alias": document.ErrAlias, "page": document.ErrPage},
 			run: func(v int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					return document.ForwardVariant(document.Variant(v), out, lse, q, k, vv, docs, document.Shape(conv(s)))
@@ -135,7 +135,7 @@ func packages() []pkg {
 			gpus:    len(hetero.GPUKernels),
 			best:    func() (int, string) { return int(hetero.Best()), hetero.Best().String() },
 			variant: reflect.TypeFor[hetero.Variant](),
-			errs:    map[string]error{"shape": hetero.ErrShape, "short": hetero.ErrShort, "variant": hetero.ErrVariant, "headDim": hetero.ErrHeadDim, "document": hetero.ErrDocument, "alias": hetero.ErrAlias},
+			errs:    map[string]error{"shape": hetero.ErrShape, "short": hetero.ErrShort, "variant": hetero.ErrVariant, "headDim": hetero.ErrHeadDim, "document": hetero.ErrDocument, "alias": hetero.ErrAlias, "page": hetero.ErrPage},
 			run: func(v int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					return hetero.ForwardVariant(hetero.Variant(v), out, lse, q, k, vv, hetero.Shape(conv(s)))
@@ -156,7 +156,7 @@ func packages() []pkg {
 			gpus:    len(hybrid.GPUKernels),
 			best:    func() (int, string) { return int(hybrid.Best()), hybrid.Best().String() },
 			variant: reflect.TypeFor[hybrid.Variant](),
-			errs:    map[string]error{"shape": hybrid.ErrShape, "short": hybrid.ErrShort, "variant": hybrid.ErrVariant, "headDim": hybrid.ErrHeadDim, "document": hybrid.ErrDocument, "alias": hybrid.ErrAlias},
+			errs:    map[string]error{"shape": hybrid.ErrShape, "short": hybrid.ErrShort, "variant": hybrid.ErrVariant, "headDim": hybrid.ErrHeadDim, "document": hybrid.ErrDocument, "alias": hybrid.ErrAlias, "page": hybrid.ErrPage},
 			run: func(v int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					return hybrid.ForwardVariant(hybrid.Variant(v), out, lse, q, k, vv, hybrid.Shape(conv(s)))
@@ -177,7 +177,7 @@ func packages() []pkg {
 			gpus:    len(sebridge.GPUKernels),
 			best:    func() (int, string) { return int(sebridge.Best()), sebridge.Best().String() },
 			variant: reflect.TypeFor[sebridge.Variant](),
-			errs:    map[string]error{"shape": sebridge.ErrShape, "short": sebridge.ErrShort, "variant": sebridge.ErrVariant, "headDim": sebridge.ErrHeadDim, "document": sebridge.ErrDocument, "alias": sebridge.ErrAlias},
+			errs:    map[string]error{"shape": sebridge.ErrShape, "short": sebridge.ErrShort, "variant": sebridge.ErrVariant, "headDim": sebridge.ErrHeadDim, "document": sebridge.ErrDocument, "alias": sebridge.ErrAlias, "page": sebridge.ErrPage},
 			run: func(v int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					return sebridge.ForwardVariant(sebridge.Variant(v), out, lse, q, k, vv, sebridge.Shape(conv(s)))
@@ -198,10 +198,16 @@ func packages() []pkg {
 			gpus:    len(streaming.GPUKernels),
 			best:    func() (int, string) { return int(streaming.Best()), streaming.Best().String() },
 			variant: reflect.TypeFor[streaming.Variant](),
-			errs:    map[string]error{"shape": streaming.ErrShape, "short": streaming.ErrShort, "variant": streaming.ErrVariant, "headDim": streaming.ErrHeadDim, "document": streaming.ErrDocument, "alias": streaming.ErrAlias},
+			errs:    map[string]error{"shape": streaming.ErrShape, "short": streaming.ErrShort, "variant": streaming.ErrVariant, "headDim": streaming.ErrHeadDim, "document": streaming.ErrDocument, "alias": streaming.ErrAlias, "page": streaming.ErrPage},
 			run: func(v int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					return streaming.ForwardVariant(streaming.Variant(v), out, lse, q, k, vv, streaming.Shape(conv(s)))
+				}
+			},
+			pageSize: streaming.PageSize,
+			paged: func(v int) pagedRun {
+				return func(out, lse, q, k, vv []float32, table []int32, docs []int32, s verify.Shape) error {
+					return streaming.ForwardPagedVariant(streaming.Variant(v), out, lse, q, k, vv, table, streaming.Shape(conv(s)))
 				}
 			},
 			run16: func(v, elem int) verify.Run {
@@ -219,7 +225,7 @@ func packages() []pkg {
 			gpus:    len(window.GPUKernels),
 			best:    func() (int, string) { return int(window.Best()), window.Best().String() },
 			variant: reflect.TypeFor[window.Variant](),
-			errs:    map[string]error{"shape": window.ErrShape, "short": window.ErrShort, "variant": window.ErrVariant, "headDim": window.ErrHeadDim, "document": window.ErrDocument, "alias": window.ErrAlias},
+			errs:    map[string]error{"shape": window.ErrShape, "short": window.ErrShort, "variant": window.ErrVariant, "headDim": window.ErrHeadDim, "document": window.ErrDocument, "alias": window.ErrAlias, "page": window.ErrPage},
 			run: func(v int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					return window.ForwardVariant(window.Variant(v), out, lse, q, k, vv, window.Shape(conv(s)))

@@ -93,3 +93,21 @@ func TestParseErrorCap(t *testing.T) {
 		t.Errorf("%d errors: got %d entries: %v", MaxErrors, len(list), err)
 	}
 }
+
+// TestPageSize: page_size is optional, a positive integer at most
+// MaxPageSize, reported by file, line and field otherwise.
+func TestPageSize(t *testing.T) {
+	s, err := Parse("p.yaml", []byte("name: p\nmask: {window: {size: 8}}\npage_size: 16\n"))
+	if err != nil || s.PageSize != 16 {
+		t.Fatalf("page_size 16: %v, %+v", err, s)
+	}
+	if s, err := Parse("p.yaml", []byte("name: p\nmask: {window: {size: 8}}\n")); err != nil || s.PageSize != 0 {
+		t.Fatalf("no page_size: %v, %d", err, s.PageSize)
+	}
+	for _, v := range []string{"0", "-3", "1048577", "x", "1.5"} {
+		_, err := Parse("p.yaml", []byte("name: p\nmask: {window: {size: 8}}\npage_size: "+v+"\n"))
+		if err == nil || !strings.Contains(err.Error(), "p.yaml:3:") || !strings.Contains(err.Error(), "page_size") {
+			t.Errorf("page_size %s: %v", v, err)
+		}
+	}
+}

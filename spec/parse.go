@@ -29,8 +29,11 @@ type Spec struct {
 	// which head dimensions run is the targets' business, and their errors
 	// point here.
 	HeadDimPos Pos
-	Schedule   []ScheduleEntry // empty: the mask alone
-	Masks      map[string]*Mask
+	// PageSize is the key positions a page of a paged KV cache holds (0:
+	// no paged API). Generated packages then offer ForwardPaged.
+	PageSize int
+	Schedule []ScheduleEntry // empty: the mask alone
+	Masks    map[string]*Mask
 }
 
 // ScheduleEntry is one layer of the analysis schedule: "mask", "full" or the
@@ -268,7 +271,10 @@ func firstNonBlank(data []byte, line int) int {
 // generated for decide which sizes actually run.
 const MaxHeadDim = 1024
 
-var topKeys = []string{"name", "mask", "causal", "head_dim", "schedule", "masks"}
+var topKeys = []string{"name", "mask", "causal", "head_dim", "page_size", "schedule", "masks"}
+
+// MaxPageSize bounds page_size.
+const MaxPageSize = 1 << 20
 
 func (p *parser) spec(doc *yaml.Node) *Spec {
 	s := &Spec{File: p.file, Causal: true, HeadDim: 128, Masks: map[string]*Mask{}}
@@ -342,6 +348,14 @@ func (p *parser) spec(doc *yaml.Node) *Spec {
 			s.Causal = false
 		default:
 			p.errorf(n, "causal: want true or false, got %q", clip(v))
+		}
+	}
+	if n := fields["page_size"]; n != nil {
+		if v, ok := p.integer(n, "page_size"); ok {
+			if v < 1 || v > MaxPageSize {
+				p.errorf(n, "page_size: %d is out of range (want 1 to %d key positions a page)", v, MaxPageSize)
+			}
+			s.PageSize = v
 		}
 	}
 	if n := fields["head_dim"]; n != nil {

@@ -71,7 +71,7 @@ var errCases = []errCase{
 
 	// Top-level fields.
 	{"unknown top-level key", base + "colour: red\n",
-		[]wantErr{at(3, 1, `spec: unknown key "colour"`, "want name, mask, causal, head_dim, schedule, masks")}},
+		[]wantErr{at(3, 1, `spec: unknown key "colour"`, "want name, mask, causal, head_dim, page_size, schedule, masks")}},
 	{"misspelt top-level key", lines("name: a", "mask: {full: {}}", "headdim: 64"),
 		[]wantErr{at(3, 1, `spec: unknown key "headdim"`)}},
 	{"missing name and mask", "causal: true\n",

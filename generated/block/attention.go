@@ -56,6 +56,7 @@ var (
 	ErrHeadDim  = cpu.ErrHeadDim  // Shape.HeadDim is not HeadDim
 	ErrDocument = cpu.ErrDocument // document ids of a wrong length, or decreasing
 	ErrAlias    = cpu.ErrAlias    // out or lse shares memory with another argument
+	ErrPage     = cpu.ErrPage     // a page table that does not fit the shape or the cache
 )
 
 // Variant selects an implementation (a CPU target of attngen's runtime).

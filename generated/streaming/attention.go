@@ -56,6 +56,7 @@ var (
 	ErrHeadDim  = cpu.ErrHeadDim  // Shape.HeadDim is not HeadDim
 	ErrDocument = cpu.ErrDocument // document ids of a wrong length, or decreasing
 	ErrAlias    = cpu.ErrAlias    // out or lse shares memory with another argument
+	ErrPage     = cpu.ErrPage     // a page table that does not fit the shape or the cache
 )
 
 // Variant selects an implementation (a CPU target of attngen's runtime).
@@ -120,6 +121,29 @@ func ForwardVariant(variant Variant, out, lse, q, k, v []float32, s Shape) error
 		return fmt.Errorf("%w: Shape.HeadDim = %d, the package was generated for %d", ErrHeadDim, s.HeadDim, HeadDim)
 	}
 	return cpu.Forward(compiled{}, cpu.Variant(variant), out, lse, q, k, v, nil, cpu.Shape(s))
+}
+
+// PageSize is the key positions a page of the paged KV cache holds.
+const PageSize = 16
+
+// ForwardPaged is Forward on a paged KV cache: k and v hold pages of
+// PageSize positions, [page][HeadsKV][PageSize][HeadDim], and table lists
+// the pages of each batch's SeqK positions in order, ceil(SeqK/PageSize)
+// entries per batch, back to back: position j of batch b is row
+// j % PageSize of page table[b*ceil(SeqK/PageSize) + j/PageSize]. Pages are
+// read in place, may be shared, and are not touched where the mask leaves
+// them empty; rows of a page past SeqK are never read. A table that does
+// not fit the shape or names a page outside k and v is ErrPage.
+func ForwardPaged(out, lse, q, k, v []float32, table []int32, s Shape) error {
+	return ForwardPagedVariant(Auto, out, lse, q, k, v, table, s)
+}
+
+// ForwardPagedVariant is ForwardPaged with a chosen implementation.
+func ForwardPagedVariant(variant Variant, out, lse, q, k, v []float32, table []int32, s Shape) error {
+	if s.HeadDim != HeadDim {
+		return fmt.Errorf("%w: Shape.HeadDim = %d, the package was generated for %d", ErrHeadDim, s.HeadDim, HeadDim)
+	}
+	return cpu.ForwardPaged(compiled{}, cpu.Variant(variant), out, lse, q, k, v, nil, cpu.Paged{PageSize: PageSize, Table: table}, cpu.Shape(s))
 }
 
 // Forward16 is Forward with q, k and v in a 16-bit format (elem: BF16 or

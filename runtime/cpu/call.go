@@ -58,8 +58,12 @@ type call struct {
 	out, lse []float32
 	inputs   // q, k and v (float32 or 16-bit)
 	scale    float32
-	segs     []segment
-	msegs    []mask.Segment
+	// A paged cache (pageSize > 0): key position j of batch b is row
+	// j%pageSize of page table[b*tableStride + j/pageSize].
+	pageSize, tableStride int
+	table                 []int32
+	segs                  []segment
+	msegs                 []mask.Segment
 
 	// The key tiles some query tile visits, found once per call: visits
 	// holds, for each document row (one per batch with per-batch ids, else
@@ -350,15 +354,41 @@ func (c *call) packed(w *buffers, b, kvh int, g segment, t int) int {
 	return p
 }
 
+// keyRow returns the offset in k and v of key position pos of (batch, kv
+// head) bk: contiguous [batch, kv head, SeqK, D], or through the page
+// table of a paged cache.
+func (c *call) keyRow(bk, pos int) int {
+	D := c.s.HeadDim
+	if c.pageSize == 0 {
+		return (bk*c.s.SeqK + pos) * D
+	}
+	b, kvh := bk/c.s.HeadsKV, bk%c.s.HeadsKV
+	page := int(c.table[b*c.tableStride+pos/c.pageSize])
+	return ((page*c.s.HeadsKV+kvh)*c.pageSize + pos%c.pageSize) * D
+}
+
+// tileRun reports whether the 64 keys of whole key tile t of segment g of
+// (batch, kv head) bk lie pitch floats apart from offset first (always for
+// contiguous caches; within one page for paged ones).
+func (c *call) tileRun(bk int, g segment, t int) (first, pitch int, ok bool) {
+	if (t+1)*TK > g.nk {
+		return 0, 0, false
+	}
+	p0, p1 := g.off+g.stride*t*TK, g.off+g.stride*((t+1)*TK-1)
+	if c.pageSize > 0 && p0/c.pageSize != p1/c.pageSize {
+		return 0, 0, false
+	}
+	return c.keyRow(bk, p0), g.stride * c.s.HeadDim, true
+}
+
 // pack lays out key tile t of segment g of (batch, kv head) bk: kt[d][c]
 // (the keys transposed, times scale*log2(e), so that the kernels' scores
 // come out scaled) and vt[c][d], zero past the segment's keys. Value
-// tiles that are contiguous rows of v (identity layout, whole tile) are not
-// copied: valueTile reads them in place. 16-bit keys and values are
-// widened to float32 first (keys through tmp).
+// tiles that are contiguous rows of v are not copied: valueTile reads them
+// in place. 16-bit keys and values are widened to float32 first (keys
+// through tmp).
 func (c *call) pack(kt, vt, tmp []float32, bk int, g segment, t int) {
 	D := c.s.HeadDim
-	src := bk * c.s.SeqK * D
 	if c.elem != F32 {
 		tmp = tmp[:TK*D]
 		for x := 0; x < TK; x++ {
@@ -369,7 +399,7 @@ func (c *call) pack(kt, vt, tmp []float32, bk int, g segment, t int) {
 				clear(vr)
 				continue
 			}
-			row := src + (g.off+g.stride*key)*D
+			row := c.keyRow(bk, g.off+g.stride*key)
 			widen(kr, c.k16[row:row+D], c.elem)
 			widen(vr, c.v16[row:row+D], c.elem)
 		}
@@ -378,14 +408,14 @@ func (c *call) pack(kt, vt, tmp []float32, bk int, g segment, t int) {
 		}
 		return
 	}
-	inPlace := g.stride == 1 && (t+1)*TK <= g.nk
-	if whole := (t+1)*TK <= g.nk; whole {
-		first := src + (g.off+g.stride*t*TK)*D
-		last := first + (g.stride*(TK-1)+1)*D
-		if transposeAsm(kt, c.k[first:last], g.stride*D, D, c.scale) {
+	first, pitch, run := c.tileRun(bk, g, t)
+	inPlace := run && pitch == D
+	if run {
+		last := first + (TK-1)*pitch + D
+		if transposeAsm(kt, c.k[first:last], pitch, D, c.scale) {
 			if !inPlace {
 				for x := 0; x < TK; x++ {
-					row := first + g.stride*x*D
+					row := first + x*pitch
 					copy(vt[x*D:(x+1)*D], c.v[row:row+D])
 				}
 			}
@@ -406,7 +436,7 @@ func (c *call) pack(kt, vt, tmp []float32, bk int, g segment, t int) {
 				}
 				continue
 			}
-			row := src + (g.off+g.stride*x)*D
+			row := c.keyRow(bk, g.off+g.stride*x)
 			rows[u] = c.k[row : row+D]
 			if !inPlace {
 				copy(vt[(col+u)*D:(col+u)*D+D], c.v[row:row+D])
@@ -436,9 +466,10 @@ func (c *call) pack(kt, vt, tmp []float32, bk int, g segment, t int) {
 // head) bk, given where pack wrote them (vt): the rows of v themselves when
 // pack left them in place.
 func (c *call) valueTile(vt []float32, bk int, g segment, t int) []float32 {
-	D := c.s.HeadDim
-	if c.elem == F32 && g.stride == 1 && (t+1)*TK <= g.nk {
-		return c.v[(bk*c.s.SeqK+t*TK)*D:][:TK*D]
+	if c.elem == F32 {
+		if first, pitch, run := c.tileRun(bk, g, t); run && pitch == c.s.HeadDim {
+			return c.v[first:][:TK*c.s.HeadDim]
+		}
 	}
 	return vt
 }

@@ -57,6 +57,7 @@ var (
 	ErrHeadDim  = errors.New("head dimension not supported")
 	ErrDocument = errors.New("bad document ids")
 	ErrAlias    = errors.New("output overlaps another argument")
+	ErrPage     = errors.New("bad page table")
 )
 
 // maxScale bounds |Scale|: the kernels multiply q by Scale*log2(e) in
@@ -194,6 +195,45 @@ func (z sizes) checkArgs(s Shape, out, lse []float32, in inputs, docs []int32, n
 	return nil
 }
 
+func (pg *Paged) stride(s Shape) int {
+	if pg.TableStride > 0 {
+		return pg.TableStride
+	}
+	return (s.SeqK + pg.PageSize - 1) / pg.PageSize
+}
+
+// check validates a page table against the shape and the caches, with
+// overflow-safe sizes, and returns the elements of k and v the pages span
+// (what the length and aliasing checks then use).
+func (pg *Paged) check(s Shape, in inputs) (int, error) {
+	if pg.PageSize < 1 || pg.PageSize > math.MaxInt32 || pg.TableStride < 0 {
+		return 0, fmt.Errorf("%w: page size %d, table stride %d", ErrPage, pg.PageSize, pg.TableStride)
+	}
+	need := (s.SeqK + pg.PageSize - 1) / pg.PageSize
+	stride := pg.stride(s)
+	if stride < need {
+		return 0, fmt.Errorf("%w: table stride %d is below the %d pages of SeqK = %d", ErrPage, stride, need, s.SeqK)
+	}
+	rows, ok := mul(s.Batch-1, stride)
+	if !ok || rows > math.MaxInt-need || len(pg.Table) < rows+need {
+		return 0, fmt.Errorf("%w: %d table entries; %d batches of %d pages, %d apart, need %d", ErrPage, len(pg.Table), s.Batch, need, stride, rows+need)
+	}
+	per, ok := mul(s.HeadsKV, pg.PageSize, s.HeadDim)
+	if !ok {
+		return 0, fmt.Errorf("%w: a page of %d heads x %d positions x %d overflows", ErrPage, s.HeadsKV, pg.PageSize, s.HeadDim)
+	}
+	_, lk, lv := in.lens()
+	pages := min(lk, lv) / per
+	for b := 0; b < s.Batch; b++ {
+		for i, p := range pg.Table[b*stride : b*stride+need] {
+			if p < 0 || int(p) >= pages {
+				return 0, fmt.Errorf("%w: batch %d, entry %d: page %d, but k and v hold %d pages of %d elements", ErrPage, b, i, p, pages, per)
+			}
+		}
+	}
+	return pages * per, nil
+}
+
 // docsLen is the number of document ids a call reads.
 func docsLen(s Shape, docs []int32) int {
 	if len(docs) == s.SeqK {
@@ -239,7 +279,25 @@ func (a memSpan) overlaps(b memSpan) bool {
 // keys, and the keys are split across threads (flash decoding). Results do
 // not depend on the number of threads.
 func Forward(m mask.Mask, variant Variant, out, lse, q, k, v []float32, docs []int32, s Shape) error {
-	return forward(m, variant, out, lse, inputs{elem: F32, q: q, k: k, v: v}, docs, s)
+	return forward(m, variant, out, lse, inputs{elem: F32, q: q, k: k, v: v}, docs, nil, s)
+}
+
+// Paged describes a paged KV cache: k and v hold pages of PageSize key
+// positions, [page][HeadsKV][PageSize][HeadDim], and Table lists, for each
+// batch, the pages of its SeqK positions in order: position j of batch b
+// is row j % PageSize of page Table[b*TableStride + j/PageSize]. Only the
+// first ceil(SeqK/PageSize) entries of a batch are read; pages may be
+// shared, and rows of a page past SeqK are never read.
+type Paged struct {
+	PageSize    int
+	Table       []int32
+	TableStride int // entries per batch in Table; 0 means ceil(SeqK/PageSize)
+}
+
+// ForwardPaged is Forward on a paged KV cache (see Paged): pages are read
+// in place, and pages the mask leaves empty are not touched.
+func ForwardPaged(m mask.Mask, variant Variant, out, lse, q, k, v []float32, docs []int32, pg Paged, s Shape) error {
+	return forward(m, variant, out, lse, inputs{elem: F32, q: q, k: k, v: v}, docs, &pg, s)
 }
 
 // Forward16 is Forward with q, k and v in a 16-bit format, elem (BF16 or
@@ -250,10 +308,10 @@ func Forward16(m mask.Mask, variant Variant, elem Elem, out, lse []float32, q, k
 	if elem != BF16 && elem != F16 {
 		return fmt.Errorf("%w: %s is not a 16-bit element type", ErrShape, elem)
 	}
-	return forward(m, variant, out, lse, inputs{elem: elem, q16: q, k16: k, v16: v}, docs, s)
+	return forward(m, variant, out, lse, inputs{elem: elem, q16: q, k16: k, v16: v}, docs, nil, s)
 }
 
-func forward(m mask.Mask, variant Variant, out, lse []float32, in inputs, docs []int32, s Shape) error {
+func forward(m mask.Mask, variant Variant, out, lse []float32, in inputs, docs []int32, pg *Paged, s Shape) error {
 	if variant == Auto {
 		variant = Best()
 	}
@@ -269,10 +327,19 @@ func forward(m mask.Mask, variant Variant, out, lse []float32, in inputs, docs [
 	if err != nil {
 		return err
 	}
+	if pg != nil {
+		if z.kv, err = pg.check(s, in); err != nil {
+			return err
+		}
+	}
 	if err := z.checkArgs(s, out, lse, in, docs, m.UsesDocs()); err != nil {
 		return err
 	}
 	c := calls.Get().(*call)
+	c.pageSize, c.tableStride, c.table = 0, 0, nil
+	if pg != nil {
+		c.pageSize, c.tableStride, c.table = pg.PageSize, pg.stride(s), pg.Table
+	}
 	if err := c.setup(m, tile, s, out, lse, in, docs); err != nil {
 		c.release()
 		return err

@@ -74,10 +74,12 @@ func (w *buffers) runItem(c *call, it item) {
 	// Decoding reads each key tile once, from memory: ask for the rows of
 	// the tile after next while this one runs.
 	ahead := func(i int) {
-		if c.transient && g.stride == 1 && i < len(refs) {
-			k1 := refs[i].K * TK
-			n := min(TK, g.nk-k1) * D
-			at := ((b*s.HeadsKV+hk)*s.SeqK + k1) * D
+		if c.transient && i < len(refs) {
+			first, pitch, run := c.tileRun(b*s.HeadsKV+hk, g, refs[i].K)
+			if !run || pitch != D {
+				return
+			}
+			n, at := TK*D, first
 			if c.elem == F32 {
 				prefetch(c.k[at:][:n])
 				prefetch(c.v[at:][:n])

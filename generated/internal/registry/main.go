@@ -16,6 +16,20 @@ import (
 	"github.com/attngen/attngen/spec"
 )
 
+// pagedEntry is the paged-cache field of a package with page_size.
+func pagedEntry(n, docs string, pageSize int) string {
+	if pageSize == 0 {
+		return ""
+	}
+	return fmt.Sprintf(`			pageSize: %[1]s.PageSize,
+			paged: func(v int) pagedRun {
+				return func(out, lse, q, k, vv []float32, table []int32, docs []int32, s verify.Shape) error {
+					return %[1]s.ForwardPagedVariant(%[1]s.Variant(v), out, lse, q, k, vv, table, %[2]s%[1]s.Shape(conv(s)))
+				}
+			},
+`, n, docs)
+}
+
 func main() {
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "registry:", err)
@@ -54,19 +68,19 @@ func run() error {
 			gpus:      len(%[3]s.GPUKernels),
 			best:      func() (int, string) { return int(%[3]s.Best()), %[3]s.Best().String() },
 			variant:   reflect.TypeFor[%[3]s.Variant](),
-			errs:      map[string]error{"shape": %[3]s.ErrShape, "short": %[3]s.ErrShort, "variant": %[3]s.ErrVariant, "headDim": %[3]s.ErrHeadDim, "document": %[3]s.ErrDocument, "alias": %[3]s.ErrAlias},
+			errs:      map[string]error{"shape": %[3]s.ErrShape, "short": %[3]s.ErrShort, "variant": %[3]s.ErrVariant, "headDim": %[3]s.ErrHeadDim, "document": %[3]s.ErrDocument, "alias": %[3]s.ErrAlias, "page": %[3]s.ErrPage},
 			run: func(v int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					return %[3]s.ForwardVariant(%[3]s.Variant(v), out, lse, q, k, vv, %[5]s%[3]s.Shape(conv(s)))
 				}
 			},
-			run16: func(v, elem int) verify.Run {
+%[6]s			run16: func(v, elem int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					q16, k16, v16 := bits16(elem, q), bits16(elem, k), bits16(elem, vv)
 					return %[3]s.ForwardVariant16(%[3]s.Variant(v), %[3]s.Elem(elem), out, lse, q16, k16, v16, %[5]s%[3]s.Shape(conv(s)))
 				}
 			}},
-`, filepath.Base(files[k]), n, n, s.Mask.HasDocument(), docs)
+`, filepath.Base(files[k]), n, n, s.Mask.HasDocument(), docs, pagedEntry(n, docs, s.PageSize))
 	}
 	b.WriteString("\t}\n}\n")
 	src, err := format.Source(b.Bytes())
