@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"strconv"
@@ -59,6 +60,34 @@ func benchBytes(batch, hq, hkv, seqQ, readKeys, headDim, esize int, lse bool) fl
 		b += 4 * rows
 	}
 	return b
+}
+
+// pagedCopy lays contiguous caches ([batch, kv head, seq, D]) out as pages
+// of p positions in a shuffled order, unused slots NaN, with their table.
+func pagedCopy(r *rand.Rand, k, v []float32, batch, hkv, seq, d, p int) (pk, pv []float32, pg cpu.Paged) {
+	need := (seq + p - 1) / p
+	per := hkv * p * d
+	pages := batch * need
+	pk, pv = make([]float32, pages*per), make([]float32, pages*per)
+	for i := range pk {
+		pk[i], pv[i] = float32(math.NaN()), float32(math.NaN())
+	}
+	order := r.Perm(pages)
+	pg = cpu.Paged{PageSize: p, Table: make([]int32, pages)}
+	for b := 0; b < batch; b++ {
+		for i := 0; i < need; i++ {
+			page := order[b*need+i]
+			pg.Table[b*need+i] = int32(page)
+			for h := 0; h < hkv; h++ {
+				n := min(p, seq-i*p) * d
+				src := ((b*hkv+h)*seq + i*p) * d
+				dst := (page*hkv + h) * p * d
+				copy(pk[dst:dst+n], k[src:src+n])
+				copy(pv[dst:dst+n], v[src:src+n])
+			}
+		}
+	}
+	return pk, pv, pg
 }
 
 // bits16 rounds float32 values to a 16-bit format and returns the bits.
@@ -123,7 +152,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	heads := fs.Int("heads", 8, "query heads")
 	headsKVFlag := fs.Int("heads-kv", 0, "key/value heads; -heads must be a multiple (grouped-query attention; default -heads)")
 	dtype := fs.String("dtype", "fp32", "element type of q, k and v: fp32, bf16 or f16 (16-bit inputs are widened to float32 as tiles are packed; out and lse are float32)")
-	paged := fs.Int("paged", 0, "page size of a paged KV cache (not implemented yet: leave unset for contiguous caches)")
+	paged := fs.Int("paged", 0, "page size of a paged KV cache: the kernels read k and v from pages of this many positions in shuffled order through a page table (fp32 only)")
 	bwMiB := fs.Int("bw-mib", cpu.DefaultReadMiB, "buffer of the read-bandwidth probe in MiB (at most an eighth of this machine's memory)")
 	batch := fs.Int("batch", 1, "batch")
 	threadsFlag := fs.String("threads", "1", "thread counts, comma separated (e.g. 1,2)")
@@ -160,7 +189,15 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if set["paged"] {
-		return usagef("-paged %d: paged KV caches are not implemented yet; leave -paged out to benchmark contiguous caches", *paged)
+		if *paged < 1 || *paged > spec.MaxPageSize {
+			return usagef("-paged %d: want 1 to %d positions a page", *paged, spec.MaxPageSize)
+		}
+		if *dtype != "fp32" {
+			return usagef("-paged with -dtype %s: paged caches are fp32 only for now", *dtype)
+		}
+		if *gpu {
+			return usagef("-paged: the PTX kernel reads contiguous caches only")
+		}
 	}
 	if err := atMost("reps", *reps, maxBenchReps, "the best of more repetitions measures nothing new"); err != nil {
 		return err
@@ -191,7 +228,11 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	if elem != cpu.F32 {
 		esize = 2
 	}
-	if err := benchMemory(*batch, *heads, headsKV, seqQ, *seq, s.HeadDim, esize, int64(probeMiB)<<20); err != nil {
+	copies := 0 // a paged copy of k and v
+	if *paged > 0 {
+		copies = *paged
+	}
+	if err := benchMemory(*batch, *heads, headsKV, seqQ, *seq, s.HeadDim, esize, copies, int64(probeMiB)<<20); err != nil {
 		return err
 	}
 	plan, err := gen.Compile(s, gen.CPUTarget, nil)
@@ -220,6 +261,13 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		q, k, v = widened(elem, q16), widened(elem, k16), widened(elem, v16)
 	}
 	out, lse := make([]float32, nq), make([]float32, *batch**heads*seqQ)
+	// A paged cache: the same keys and values in pages of -paged
+	// positions, in a shuffled order, with NaN in the unused slots.
+	var pk, pv []float32
+	var pg cpu.Paged
+	if *paged > 0 {
+		pk, pv, pg = pagedCopy(r, k, v, *batch, headsKV, *seq, D, *paged)
+	}
 	shape := cpu.Shape{Batch: *batch, HeadsQ: *heads, HeadsKV: headsKV, SeqQ: seqQ, SeqK: *seq, HeadDim: D}
 	group := *heads / headsKV
 	prev := runtime.GOMAXPROCS(0)
@@ -260,9 +308,12 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 			var callErr error
 			call := func() {
 				var err error
-				if elem == cpu.F32 {
+				switch {
+				case *paged > 0:
+					err = cpu.ForwardPaged(mask, variant, out, lse, q, pk, pv, nil, pg, shape)
+				case elem == cpu.F32:
 					err = cpu.Forward(mask, variant, out, lse, q, k, v, nil, shape)
-				} else {
+				default:
 					err = cpu.Forward16(mask, variant, elem, out, lse, q16, k16, v16, nil, shape)
 				}
 				if err != nil && callErr == nil {

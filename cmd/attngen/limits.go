@@ -109,7 +109,7 @@ func cgroupMax() (int64, bool) {
 // workspace (the keys and values again, each sequence padded to whole
 // tiles), and probeBytes for the probe's buffer. Every product and sum is
 // checked, so a flag near MaxInt64 is refused here, not in make.
-func benchMemory(batch, headsQ, headsKV, seqQ, seqK, headDim, esize int, probeBytes int64) error {
+func benchMemory(batch, headsQ, headsKV, seqQ, seqK, headDim, esize, page int, probeBytes int64) error {
 	nq, ok1 := mulInt64(batch, headsQ, seqQ, headDim)
 	nkv, ok2 := mulInt64(batch, headsKV, seqK, headDim)
 	if !ok1 || !ok2 {
@@ -120,6 +120,11 @@ func benchMemory(batch, headsQ, headsKV, seqQ, seqK, headDim, esize int, probeBy
 	lse, ok4 := mulInt64(batch, headsQ, seqQ)
 	floats, ok5 := addInt64(nq, nq, nkv, nkv, padded, padded, lse)
 	tensors, ok6 := floats*4, floats <= math.MaxInt64/4
+	if page > 0 { // a paged copy of k and v, in whole pages
+		pages, ok := mulInt64(batch, headsKV, seqK/page+1, page, headDim)
+		ok6 = ok6 && ok && pages <= math.MaxInt64/8 && tensors <= math.MaxInt64-8*pages
+		tensors += 8 * pages
+	}
 	if esize == 2 { // 16-bit copies of q, k and v beside the float32 ones
 		in, ok := addInt64(nq, nkv, nkv)
 		ok6 = ok6 && ok && in <= math.MaxInt64/2 && tensors <= math.MaxInt64-2*in

@@ -383,82 +383,46 @@ func (c *call) tileRun(bk int, g segment, t int) (first, pitch int, ok bool) {
 
 // pack lays out key tile t of segment g of (batch, kv head) bk: kt[d][c]
 // (the keys transposed, times scale*log2(e), so that the kernels' scores
-// come out scaled) and vt[c][d], zero past the segment's keys. Value
-// tiles that are contiguous rows of v are not copied: valueTile reads them
-// in place. 16-bit keys and values are widened to float32 first (keys
-// through tmp).
+// come out scaled) and vt[c][d], zero past the segment's keys. A whole
+// tile of float32 keys evenly spaced in k goes straight through the AVX-512
+// transpose, and its values stay in place when they are consecutive rows
+// (valueTile reads them there); other tiles (the last of a segment, tiles
+// across pages, 16-bit inputs, which are widened) are gathered into tmp
+// first.
 func (c *call) pack(kt, vt, tmp []float32, bk int, g segment, t int) {
 	D := c.s.HeadDim
-	if c.elem != F32 {
-		tmp = tmp[:TK*D]
-		for x := 0; x < TK; x++ {
-			kr, vr := tmp[x*D:(x+1)*D], vt[x*D:(x+1)*D]
-			key := t*TK + x
-			if key >= g.nk {
-				clear(kr)
-				clear(vr)
-				continue
+	first, pitch, run := c.tileRun(bk, g, t)
+	if c.elem == F32 && run && transposeAsm(kt, c.k[first:first+(TK-1)*pitch+D], pitch, D, c.scale) {
+		if pitch != D { // values not in place
+			for x := 0; x < TK; x++ {
+				row := first + x*pitch
+				copy(vt[x*D:(x+1)*D], c.v[row:row+D])
 			}
-			row := c.keyRow(bk, g.off+g.stride*key)
-			widen(kr, c.k16[row:row+D], c.elem)
-			widen(vr, c.v16[row:row+D], c.elem)
-		}
-		if !transposeAsm(kt, tmp, D, D, c.scale) {
-			transposeGo(kt, tmp, D, D, c.scale)
 		}
 		return
 	}
-	first, pitch, run := c.tileRun(bk, g, t)
-	inPlace := run && pitch == D
-	if run {
-		last := first + (TK-1)*pitch + D
-		if transposeAsm(kt, c.k[first:last], pitch, D, c.scale) {
-			if !inPlace {
-				for x := 0; x < TK; x++ {
-					row := first + x*pitch
-					copy(vt[x*D:(x+1)*D], c.v[row:row+D])
-				}
-			}
-			return
-		}
-	}
-	var rows [4][]float32
-	zero := make([]float32, 0) // stands for a key past the end
-	sc := c.scale
-	// Four keys at a time, so that each d writes four adjacent floats.
-	for col := 0; col < TK; col += 4 {
-		for u := range rows {
-			x := t*TK + col + u
-			if x >= g.nk {
-				rows[u] = zero
-				if !inPlace {
-					clear(vt[(col+u)*D : (col+u)*D+D])
-				}
-				continue
-			}
-			row := c.keyRow(bk, g.off+g.stride*x)
-			rows[u] = c.k[row : row+D]
-			if !inPlace {
-				copy(vt[(col+u)*D:(col+u)*D+D], c.v[row:row+D])
-			}
-		}
-		r0, r1, r2, r3 := rows[0], rows[1], rows[2], rows[3]
-		if len(r0) == D && len(r1) == D && len(r2) == D && len(r3) == D {
-			for d := 0; d < D; d++ {
-				o := kt[d*TK+col : d*TK+col+4]
-				o[0], o[1], o[2], o[3] = sc*r0[d], sc*r1[d], sc*r2[d], sc*r3[d]
-			}
+	// Gather the rows (tail tiles, pages, residue classes), widening 16-bit
+	// ones, then transpose the keys.
+	tmp = tmp[:TK*D]
+	for x := 0; x < TK; x++ {
+		kr, vr := tmp[x*D:(x+1)*D], vt[x*D:(x+1)*D]
+		key := t*TK + x
+		if key >= g.nk {
+			clear(kr)
+			clear(vr)
 			continue
 		}
-		for d := 0; d < D; d++ {
-			for u, r := range rows {
-				if len(r) == D {
-					kt[d*TK+col+u] = sc * r[d]
-				} else {
-					kt[d*TK+col+u] = 0
-				}
-			}
+		row := c.keyRow(bk, g.off+g.stride*key)
+		if c.elem == F32 {
+			copy(kr, c.k[row:row+D])
+			copy(vr, c.v[row:row+D])
+		} else {
+			widen(kr, c.k16[row:row+D], c.elem)
+			widen(vr, c.v16[row:row+D], c.elem)
 		}
+	}
+	if !transposeAsm(kt, tmp, D, D, c.scale) {
+		transposeGo(kt, tmp, D, D, c.scale)
 	}
 }
 
