@@ -33,8 +33,7 @@
 //     kernel with -gpu), reporting progress on stderr. -seq-q Q runs the
 //     last Q positions against all -seq keys (Q = 1: one decoding step),
 //     -heads-kv groups the query heads; -dtype bf16 or f16 feeds 16-bit
-//     q, k and v (-paged is a usage error: paged caches are not
-//     implemented yet).
+//     q, k and v, -paged PAGE reads k and v from shuffled pages.
 //   - attngen check validates a spec and prints its normalized mask and
 //     density.
 //   - attngen show draws the mask and its tile classes as text or an image.
