@@ -10,7 +10,8 @@
 // (EmitPeak: peakFMA512, peakFMA256) and the AVX-512 key-tile transpose
 // the runtime packs whole key tiles with (EmitTranspose:
 // transposeTileAVX512, 16 x 16 blocks through three rounds of shuffles)
-// and the L2 prefetch loop of the decoding path (EmitPrefetch: prefetchL2).
+// and the loops that widen 16-bit inputs (EmitWiden: widenBF16AVX512,
+// widenF16AVX512).
 // Generate compiles and prints it,
 // WriteFiles writes runtime/cpu/tile_amd64.s and runtime/cpu/tile_amd64.go; the command
 // cmd/genkernel runs it for go generate (runtime/cpu/generate.go). Output is

@@ -39,8 +39,7 @@ const Constraint = "amd64,!purego"
 
 // Build returns a build context holding the whole kernel file: the constant
 // table, the tile kernel for every ISA and head dimension, the FMA peak
-// loops, the AVX-512 key-tile transpose, the L2 prefetch loop and the
-// 16-bit widening loops.
+// loops, the AVX-512 key-tile transpose and the 16-bit widening loops.
 func Build() *build.Context {
 	ctx := build.NewContext()
 	ctx.ConstraintExpr(Constraint)
@@ -54,7 +53,6 @@ func Build() *build.Context {
 		EmitPeak(ctx, c, isa)
 	}
 	EmitTranspose(ctx)
-	EmitPrefetch(ctx)
 	EmitWiden(ctx)
 	return ctx
 }

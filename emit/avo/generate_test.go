@@ -78,9 +78,6 @@ func TestHeaders(t *testing.T) {
 			t.Errorf("missing %s", PeakName(isa))
 		}
 	}
-	if !bytes.Contains(stubs, []byte("\nfunc "+PrefetchName+"(p *float32, n int)\n")) {
-		t.Errorf("missing %s", PrefetchName)
-	}
 	if !bytes.Contains(stubs, []byte("\nfunc "+TransposeName+"(dst *float32, src *float32, pitch int, d int, scale float32)\n")) {
 		t.Errorf("missing %s", TransposeName)
 	}
@@ -107,13 +104,10 @@ func TestVZEROUPPERBeforeRET(t *testing.T) {
 		t.Fatal(err)
 	}
 	fns := functions(asm)
-	if len(fns) != len(ISAs)*len(HeadDims)+len(ISAs)+4 { // tiles, peaks, transpose, prefetch, widen x2
+	if len(fns) != len(ISAs)*len(HeadDims)+len(ISAs)+3 { // tiles, peaks, transpose, widen x2
 		t.Fatalf("found %d functions", len(fns))
 	}
 	for name, body := range fns {
-		if name == PrefetchName {
-			continue // no vector register
-		}
 		var prev string
 		rets := 0
 		for _, line := range strings.Split(body, "\n") {
@@ -143,17 +137,11 @@ func TestAVX2Registers(t *testing.T) {
 		t.Fatal(err)
 	}
 	requires := regexp.MustCompile(`(?m)^// Requires: (.*)\nTEXT ·(\w+)`).FindAllSubmatch(asm, -1)
-	if len(requires) != len(ISAs)*len(HeadDims)+len(ISAs)+4 { // tiles, peaks, transpose, prefetch, widen x2
+	if len(requires) != len(ISAs)*len(HeadDims)+len(ISAs)+3 { // tiles, peaks, transpose, widen x2
 		t.Fatalf("found %d Requires lines", len(requires))
 	}
 	for _, m := range requires {
 		name, isas := string(m[2]), string(m[1])
-		if name == PrefetchName {
-			if strings.Contains(isas, "AVX") {
-				t.Errorf("%s requires %s", name, isas)
-			}
-			continue
-		}
 		avx2 := strings.Contains(name, "AVX2") || strings.HasSuffix(name, "256")
 		if avx2 == strings.Contains(isas, "AVX512") {
 			t.Errorf("%s requires %s", name, isas)

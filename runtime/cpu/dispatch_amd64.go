@@ -2,11 +2,7 @@
 
 package cpu
 
-import (
-	"unsafe"
-
-	xcpu "golang.org/x/sys/cpu"
-)
+import xcpu "golang.org/x/sys/cpu"
 
 // tileAsm returns the assembly microkernel of a variant when the CPU has
 // the instructions it needs (AVX-512 Foundation; AVX2 with FMA) and the
@@ -59,20 +55,6 @@ func transposeAsm(kt, k []float32, pitch, d int, scale float32) bool {
 	}
 	transposeTileAVX512(&kt[0], &k[0], pitch, d, scale)
 	return true
-}
-
-// prefetch asks for x in the L2 cache without waiting for it.
-func prefetch(x []float32) {
-	if len(x) > 0 {
-		prefetchL2(&x[0], len(x))
-	}
-}
-
-// prefetch16 is prefetch for 16-bit elements.
-func prefetch16(x []uint16) {
-	if len(x) > 1 {
-		prefetchL2((*float32)(unsafe.Pointer(&x[0])), len(x)/2)
-	}
 }
 
 // widenAsm widens 16-bit elements with AVX-512 when the CPU has it (whole

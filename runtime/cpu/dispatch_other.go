@@ -8,11 +8,5 @@ func tileAsm(Variant) (tileFunc, bool) { return nil, false }
 // transposeAsm: no assembly in this build.
 func transposeAsm(kt, k []float32, pitch, d int, scale float32) bool { return false }
 
-// prefetch: no prefetch instruction in this build.
-func prefetch(x []float32) {}
-
-// prefetch16: no prefetch instruction in this build.
-func prefetch16(x []uint16) {}
-
 // widenAsm: no assembly in this build.
 func widenAsm(dst []float32, src []uint16, elem Elem) bool { return false }

@@ -43,13 +43,6 @@ func peakFMA256(n int)
 //go:noescape
 func transposeTileAVX512(dst *float32, src *float32, pitch int, d int, scale float32)
 
-// prefetchL2 prefetches into L2 (PREFETCHT1) every 64-byte line of the n
-// floats at p. Prefetches do not fault, so the rounding up to whole lines is
-// harmless.
-//
-//go:noescape
-func prefetchL2(p *float32, n int)
-
 // widenBF16AVX512 writes the float32 values of the n bfloat16 elements at src to dst
 // (n a multiple of 16). It needs AVX-512 Foundation.
 //

@@ -9847,28 +9847,6 @@ done:
 	VZEROUPPER
 	RET
 
-// func prefetchL2(p *float32, n int)
-// Requires: MMX+
-TEXT ·prefetchL2(SB), NOSPLIT, $0-16
-	MOVQ  p+0(FP), AX
-	MOVQ  n+8(FP), CX
-	ADDQ  $0x3f, CX
-	SHRQ  $0x06, CX
-	TESTQ CX, CX
-	JZ    done
-
-loop:
-	PREFETCHT1 (AX)
-	PREFETCHT1 64(AX)
-	PREFETCHT1 128(AX)
-	PREFETCHT1 192(AX)
-	ADDQ       $0x00000100, AX
-	DECQ       CX
-	JNZ        loop
-
-done:
-	RET
-
 // func widenBF16AVX512(dst *float32, src *uint16, n int)
 // Requires: AVX, AVX512F
 TEXT ·widenBF16AVX512(SB), NOSPLIT, $0-24

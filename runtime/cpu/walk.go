@@ -71,27 +71,7 @@ func (w *buffers) runItem(c *call, it item) {
 	q1 := q0 + per - 1
 	docs := c.docsOf(b)
 	refs := c.refs[it.r0:it.r1]
-	// Decoding reads each key tile once, from memory: ask for the rows of
-	// the tile after next while this one runs.
-	ahead := func(i int) {
-		if c.transient && i < len(refs) {
-			first, pitch, run := c.tileRun(b*s.HeadsKV+hk, g, refs[i].K)
-			if !run || pitch != D {
-				return
-			}
-			n, at := TK*D, first
-			if c.elem == F32 {
-				prefetch(c.k[at:][:n])
-				prefetch(c.v[at:][:n])
-			} else {
-				prefetch16(c.k16[at:][:n])
-				prefetch16(c.v16[at:][:n])
-			}
-		}
-	}
-	ahead(1)
-	for i, ref := range refs {
-		ahead(i + 2)
+	for _, ref := range refs {
 		k0 := ref.K * TK
 		class := ref.Class
 		words := w.mask[:TQ]
