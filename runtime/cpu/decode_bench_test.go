@@ -3,6 +3,7 @@ package cpu
 import (
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 
 	"github.com/attngen/attngen/runtime/mask"
@@ -65,6 +66,7 @@ func BenchmarkDecode(b *testing.B) {
 				}
 				b.ReportMetric(bytes*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
 				b.ReportMetric(float64(Workers()), "workers")
+				b.ReportMetric(float64(runtime.GOMAXPROCS(0)), "procs")
 			})
 		}
 	}
