@@ -133,7 +133,8 @@
 // for bf16); they run the plan's hull, class, predicate and residue
 // programs as the kernel renders them on random arguments against
 // Prog.Eval; and they count the key tiles each CTA visits (by its
-// barriers, one more per partial tile for the vote) against a scan of the plan's hull and class programs, whose
+// barriers, one more per partial tile for the vote) against a scan (which,
+// like the kernel, jumps over empty tiles with the hull's next) of the plan's hull and class programs, whose
 // tiles must include the plan's exact schedule (Visit). The interpreter
 // has no lg2, so they use Config.SoftLg2; TestInterpHardwareLg2 runs the
 // lg2.approx kernel once it does. TestPtxas assembles every example for

@@ -425,8 +425,11 @@ func (g *fwd) kernel() error {
 
 // find emits a scan from key tile start to the first tile at or past it
 // whose class (the plan's class(q0, q1, k0, k1) program) is not empty, or
-// past kthi. Full tiles that run past seq_k are demoted to partial so the
-// key bound is checked.
+// past kthi. After an empty tile it jumps to the tile holding the next key
+// the plan's hull allows at or past the following tile (hull(q0, q1, x)'s
+// next), so that long runs of empty tiles (between the sinks and the
+// window of a sink+window mask) cost one step. Full tiles that run past
+// seq_k are demoted to partial so the key bound is checked.
 func (g *fwd) find(start, q0, q1 Operand) (t, c Reg, err error) {
 	f := g.f
 	t, c = f.Mov(U32, start), f.Mov(U32, I(cEmpty))
@@ -446,8 +449,15 @@ func (g *fwd) find(start, q0, q1 Operand) (t, c Reg, err error) {
 	over := f.PAnd(f.Setp("gt", S32, kend, g.sk), f.Setp("eq", S32, R(c), I(cFull)))
 	f.Emit(Inst{Op: OpMov, T: U32, Guard: &over, Dst: []Operand{R(c)}, Src: []Operand{I(cPartial)}})
 	empty := f.Setp("eq", S32, R(c), I(cEmpty))
-	f.Emit(Inst{Op: OpAdd, T: U32, Guard: &empty, Dst: []Operand{R(t)}, Src: []Operand{R(t), I(1)}})
-	f.Bra(scan, &empty, false)
+	f.Bra(done, &empty, true)
+	f.Comment("empty tile: jump to the tile of the first key at or past the next tile that the key hull allows")
+	f.CommentProg("key hull", g.p.Hull)
+	h, err := RenderInts(f, g.p.Hull, Env{Args: []Operand{q0, q1, kend}, Docs: g.docRegs})
+	if err != nil {
+		return t, c, err
+	}
+	f.Set(U32, t, f.Max(f.Add(R(t), I(1)), f.FloorDiv(h[0], TileK)))
+	f.Bra(scan, nil, false)
 	f.Place(done)
 	return t, c, nil
 }

@@ -447,7 +447,7 @@ func planTiles(p *gen.Plan, q0, q1, nk int, docs *spec.Docs) []gen.TileRef {
 		return nil
 	}
 	var c [1]int64
-	for kt := int(lo) / p.TileK; kt <= int(hi)/p.TileK; kt++ {
+	for kt := int(lo) / p.TileK; kt <= int(hi)/p.TileK; {
 		k0 := kt * p.TileK
 		k1 := min(k0+p.TileK, nk) - 1
 		p.Class.Eval([]int64{int64(q0), int64(q1), int64(k0), int64(k1)}, docs, nil, c[:])
@@ -457,7 +457,13 @@ func planTiles(p *gen.Plan, q0, q1, nk int, docs *spec.Docs) []gen.TileRef {
 		}
 		if cls != mask.Empty {
 			refs = append(refs, gen.TileRef{K: kt, Class: cls})
+			kt++
+			continue
 		}
+		// the kernel jumps over an empty tile with the hull
+		var hn [2]int64
+		p.Hull.Eval([]int64{int64(q0), int64(q1), int64(k0 + p.TileK)}, docs, nil, hn[:])
+		kt = max(kt+1, int(floorDivI(hn[0], int64(p.TileK))))
 	}
 	return refs
 }
@@ -622,4 +628,20 @@ func docArrays(t *testing.T, dev *ptxi.Device, alloc func(int) uint64, ids []int
 		addrs = append(addrs, addr)
 	}
 	return addrs
+}
+
+// TestInterpJumpsEmptyTiles: a sink+window decode costs the same work at
+// any cache length: after an empty tile the kernel jumps with the hull to
+// the window instead of stepping through every tile between (it stepped
+// through all of them before: 1024 steps at 64k keys).
+func TestInterpJumpsEmptyTiles(t *testing.T) {
+	p := compile(t, "sinkwin", spec.Union(spec.Global(4), spec.Window(1024)), true, 64)
+	var ins []int64
+	for _, sk := range []int{8192, 65536} {
+		st := launchCount(t, p, shape{1, 1, 1, 1, sk}, nil)
+		ins = append(ins, st.WarpInstructions)
+	}
+	if float64(ins[1]) > 1.1*float64(ins[0]) {
+		t.Errorf("warp instructions %d at 8k keys, %d at 64k: the scan grows with the cache", ins[0], ins[1])
+	}
 }
