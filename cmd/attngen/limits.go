@@ -1,14 +1,9 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
 	"math"
 	"math/bits"
-	"os"
-	"strconv"
-	"strings"
 
 	"github.com/attngen/attngen/runtime/cpu"
 )
@@ -61,45 +56,16 @@ func byteSize(n int64) string {
 // memory.max when that is lower, or a fixed fallbackMemory where neither
 // can be read. from says which.
 func memoryLimit() (limit int64, from string) {
-	total, ok := memTotal()
-	if !ok {
+	total, cgroup, ok := cpu.MachineMemory()
+	switch {
+	case !ok:
 		return fallbackMemory, "no /proc/meminfo here: a fixed cap"
-	}
-	from = fmt.Sprintf("half of this machine's %s, /proc/meminfo MemTotal", byteSize(total))
-	if cg, ok := cgroupMax(); ok && cg < total {
-		total, from = cg, fmt.Sprintf("half of this cgroup's memory.max %s", byteSize(cg))
+	case cgroup:
+		from = fmt.Sprintf("half of this cgroup's memory.max %s", byteSize(total))
+	default:
+		from = fmt.Sprintf("half of this machine's %s, /proc/meminfo MemTotal", byteSize(total))
 	}
 	return total / 2, from
-}
-
-// memTotal reads MemTotal from /proc/meminfo (Linux).
-func memTotal() (int64, bool) {
-	data, err := os.ReadFile("/proc/meminfo")
-	if err != nil {
-		return 0, false
-	}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) >= 2 && f[0] == "MemTotal:" {
-			kb, err := strconv.ParseInt(f[1], 10, 64)
-			if err != nil || kb <= 0 || kb > math.MaxInt64/1024 {
-				return 0, false
-			}
-			return kb * 1024, true
-		}
-	}
-	return 0, false
-}
-
-// cgroupMax reads the cgroup v2 memory limit of this process, if any.
-func cgroupMax() (int64, bool) {
-	data, err := os.ReadFile("/sys/fs/cgroup/memory.max")
-	if err != nil {
-		return 0, false
-	}
-	n, err := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
-	return n, err == nil && n > 0
 }
 
 // benchMemory refuses a CPU benchmark whose tensors, workspace and

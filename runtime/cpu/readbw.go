@@ -155,11 +155,20 @@ var readSink float32
 // machineMemory is the memory this process may use: MemTotal from
 // /proc/meminfo, or the cgroup v2 memory.max when that is lower.
 func machineMemory() (int64, bool) {
+	total, _, ok := MachineMemory()
+	return total, ok
+}
+
+// MachineMemory returns the memory this process may use and where the
+// figure comes from: MemTotal from /proc/meminfo, or the cgroup v2
+// memory.max when that is lower (cgroup true). ok is false where neither
+// can be read. attngen bench sizes its buffers from it.
+func MachineMemory() (bytes int64, cgroup, ok bool) {
 	total, ok := memInfoTotal()
 	if cg, ok2 := cgroupMemoryMax(); ok2 && (!ok || cg < total) {
-		return cg, true
+		return cg, true, true
 	}
-	return total, ok
+	return total, false, ok
 }
 
 // memInfoTotal reads MemTotal from /proc/meminfo (Linux).
