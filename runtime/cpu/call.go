@@ -392,6 +392,16 @@ func (c *call) tileRun(bk int, g segment, t int) (first, pitch int, ok bool) {
 func (c *call) pack(kt, vt, tmp []float32, bk int, g segment, t int) {
 	D := c.s.HeadDim
 	first, pitch, run := c.tileRun(bk, g, t)
+	if c.elem == F32 && run && pitch == D && c.transient {
+		// Decoding reads each key tile once, from memory: one sequential
+		// copy and a transpose from cache beat the strided transpose from
+		// memory (4.4 against 5.3-5.7 ms for a causal decode of 32k keys).
+		tmp = tmp[:TK*D]
+		copy(tmp, c.k[first:first+TK*D])
+		if transposeAsm(kt, tmp, D, D, c.scale) {
+			return
+		}
+	}
 	if c.elem == F32 && run && transposeAsm(kt, c.k[first:first+(TK-1)*pitch+D], pitch, D, c.scale) {
 		if pitch != D { // values not in place
 			for x := 0; x < TK; x++ {
