@@ -414,6 +414,15 @@ func (c *call) pack(kt, vt, tmp []float32, bk int, g segment, t int) {
 	// Gather the rows (tail tiles, pages, residue classes), widening 16-bit
 	// ones, then transpose the keys.
 	tmp = tmp[:TK*D]
+	if c.elem != F32 && run && pitch == D {
+		// 16-bit rows back to back: one widening pass each
+		widen(tmp, c.k16[first:first+TK*D], c.elem)
+		widen(vt[:TK*D], c.v16[first:first+TK*D], c.elem)
+		if !transposeAsm(kt, tmp, D, D, c.scale) {
+			transposeGo(kt, tmp, D, D, c.scale)
+		}
+		return
+	}
 	for x := 0; x < TK; x++ {
 		kr, vr := tmp[x*D:(x+1)*D], vt[x*D:(x+1)*D]
 		key := t*TK + x
