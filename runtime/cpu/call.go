@@ -247,8 +247,7 @@ func (c *call) makeJobs() {
 			}
 		}
 	}
-	want := splitJobs
-	split := want > len(c.jobs)
+	split := len(c.jobs) < splitJobs
 	c.items = c.items[:0]
 	parts := 0
 	for ji := range c.jobs {
@@ -256,7 +255,7 @@ func (c *call) makeJobs() {
 		n := int(j.v1 - j.v0)
 		p := 1
 		if split {
-			p = min((want+len(c.jobs)-1)/len(c.jobs), n/minPart)
+			p = min((splitJobs+len(c.jobs)-1)/len(c.jobs), n/minPart)
 			p = max(p, 1)
 		}
 		if p == 1 {
