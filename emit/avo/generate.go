@@ -38,8 +38,9 @@ const (
 const Constraint = "amd64,!purego"
 
 // Build returns a build context holding the whole kernel file: the constant
-// table, the tile kernel for every ISA and head dimension, the FMA peak
-// loops, the AVX-512 key-tile transpose and the 16-bit widening loops.
+// table, the tile kernel for every ISA and head dimension, the AVX-512
+// decode kernels, the FMA peak loops, the AVX-512 key-tile transpose and
+// the 16-bit widening loops.
 func Build() *build.Context {
 	ctx := build.NewContext()
 	ctx.ConstraintExpr(Constraint)
@@ -47,6 +48,13 @@ func Build() *build.Context {
 	for _, isa := range ISAs {
 		for _, d := range HeadDims {
 			EmitTile(ctx, c, isa, d)
+		}
+	}
+	for _, e := range Elems {
+		for _, d := range HeadDims {
+			for _, r := range DecodeRows {
+				EmitDecode(ctx, c, e, d, r)
+			}
 		}
 	}
 	for _, isa := range ISAs {

@@ -255,12 +255,18 @@ func (g *tileGen) addOp(a, b, dst reg.Register) { g.ctx.VADDPS(a, b, dst) }
 // for 8 (AVX2), against 8 dependent steps per row for a horizontal
 // reduction of each row on its own.
 func (g *tileGen) transposeReduce(f func(a, b, dst reg.Register)) reg.VecVirtual {
-	ctx := g.ctx
 	vs := make([]reg.VecVirtual, g.w)
 	for r := range vs {
 		vs[r] = g.vec()
-		ctx.VMOVUPS(g.scratch.Offset(4*g.w*r), vs[r])
+		g.ctx.VMOVUPS(g.scratch.Offset(4*g.w*r), vs[r])
 	}
+	return g.reduceVecs(vs, f)
+}
+
+// reduceVecs is transposeReduce on w vectors in registers: lane r of the
+// result is f over all lanes of vs[r].
+func (g *tileGen) reduceVecs(vs []reg.VecVirtual, f func(a, b, dst reg.Register)) reg.VecVirtual {
+	ctx := g.ctx
 	for level := 1; len(vs) > 1; level++ {
 		next := make([]reg.VecVirtual, len(vs)/2)
 		for i := range next {

@@ -54,6 +54,7 @@ type call struct {
 	mask     mask.Mask
 	docs     []mask.Docs // one per batch, or one for all; nil without documents
 	tile     tileFunc
+	decode   bool // the variant has decode kernels (hasDecode)
 	s        Shape
 	out, lse []float32
 	inputs   // q, k and v (float32 or 16-bit)
@@ -364,6 +365,33 @@ func (c *call) keyRow(bk, pos int) int {
 	b, kvh := bk/c.s.HeadsKV, bk%c.s.HeadsKV
 	page := int(c.table[b*c.tableStride+pos/c.pageSize])
 	return ((page*c.s.HeadsKV+kvh)*c.pageSize + pos%c.pageSize) * D
+}
+
+// rowOffsets sets off[x] to the byte offset in k and v of key x of whole
+// key tile t of segment g of (batch, kv head) bk.
+func (c *call) rowOffsets(off *[TK]int, bk int, g segment, t int) {
+	es := 4
+	if c.elem != F32 {
+		es = 2
+	}
+	if first, pitch, ok := c.tileRun(bk, g, t); ok {
+		for x := range off {
+			off[x] = es * (first + x*pitch)
+		}
+		return
+	}
+	for x := range off {
+		off[x] = es * c.keyRow(bk, g.off+g.stride*(t*TK+x))
+	}
+}
+
+// kvBase returns the first elements of k and v, which rowOffsets' offsets
+// are relative to.
+func (c *call) kvBase() (k, v unsafe.Pointer) {
+	if c.elem == F32 {
+		return unsafe.Pointer(&c.k[0]), unsafe.Pointer(&c.v[0])
+	}
+	return unsafe.Pointer(&c.k16[0]), unsafe.Pointer(&c.v16[0])
 }
 
 // tileRun reports whether the 64 keys of whole key tile t of segment g of

@@ -8,3 +8,19 @@ func tileFor(v Variant) (tileFunc, bool) {
 	}
 	return tileAsm(v)
 }
+
+// maxDecodeRows is the most rows a job may have to use the decode kernels
+// (see emit/avo.EmitDecode): one pass over each whole key tile that every
+// row keeps, its rows read in place.
+const maxDecodeRows = 8
+
+// decodeRows is the row count the decode kernel runs for a job of rows
+// rows: 1, 2, 4 or 8, the rows past the job's being zero queries whose
+// results are not used.
+func decodeRows(rows int) int {
+	n := 1
+	for n < rows {
+		n *= 2
+	}
+	return n
+}

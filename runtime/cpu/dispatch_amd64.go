@@ -2,7 +2,12 @@
 
 package cpu
 
-import xcpu "golang.org/x/sys/cpu"
+import (
+	"math/bits"
+	"unsafe"
+
+	xcpu "golang.org/x/sys/cpu"
+)
 
 // tileAsm returns the assembly microkernel of a variant when the CPU has
 // the instructions it needs (AVX-512 Foundation; AVX2 with FMA) and the
@@ -44,6 +49,37 @@ func asmTile(d64, d128 asmFunc) tileFunc {
 		}
 		f(&q[0], &kt[0], &v[0], &s[0], &o[0], &m[0], &l[0], mp)
 	}
+}
+
+// hasDecode reports whether a variant has decode kernels on this CPU.
+func hasDecode(v Variant) bool { return v == AVX512 && xcpu.X86.HasAVX512F }
+
+type decodeKernel func(q *float32, k, v *byte, off *int, o, m, l *float32)
+
+// decodeKernels are the decode kernels by element type, head dimension (64,
+// 128) and rows (1, 2, 4, 8).
+var decodeKernels = [3][2][4]decodeKernel{
+	F32: {
+		{decodeAVX512F32D64R1, decodeAVX512F32D64R2, decodeAVX512F32D64R4, decodeAVX512F32D64R8},
+		{decodeAVX512F32D128R1, decodeAVX512F32D128R2, decodeAVX512F32D128R4, decodeAVX512F32D128R8},
+	},
+	BF16: {
+		{decodeAVX512BF16D64R1, decodeAVX512BF16D64R2, decodeAVX512BF16D64R4, decodeAVX512BF16D64R8},
+		{decodeAVX512BF16D128R1, decodeAVX512BF16D128R2, decodeAVX512BF16D128R4, decodeAVX512BF16D128R8},
+	},
+	F16: {
+		{decodeAVX512F16D64R1, decodeAVX512F16D64R2, decodeAVX512F16D64R4, decodeAVX512F16D64R8},
+		{decodeAVX512F16D128R1, decodeAVX512F16D128R2, decodeAVX512F16D128R4, decodeAVX512F16D128R8},
+	},
+}
+
+// decodeAsm runs the decode kernel of elem, d (64 or 128) and rows (1, 2, 4
+// or 8) on k and v (the first elements of the caller's k and v; every
+// offset in off must lie in them, with a whole row after it).
+func decodeAsm(elem Elem, q []float32, k, v unsafe.Pointer, off *[TK]int, o, m, l []float32, rows, d int) {
+	_, _, _, _ = q[rows*d-1], o[rows*d-1], m[rows-1], l[rows-1]
+	f := decodeKernels[elem][d/128][bits.TrailingZeros(uint(rows))]
+	f(&q[0], (*byte)(k), (*byte)(v), &off[0], &o[0], &m[0], &l[0])
 }
 
 // transposeAsm transposes a whole key tile (64 rows, pitch floats apart),

@@ -2,6 +2,8 @@
 
 package cpu
 
+import "unsafe"
+
 // tileAsm: no assembly in this build.
 func tileAsm(Variant) (tileFunc, bool) { return nil, false }
 
@@ -10,3 +12,11 @@ func transposeAsm(kt, k []float32, pitch, d int, scale float32) bool { return fa
 
 // widenAsm: no assembly in this build.
 func widenAsm(dst []float32, src []uint16, elem Elem) bool { return false }
+
+// hasDecode: no decode kernels in this build.
+func hasDecode(Variant) bool { return false }
+
+// decodeAsm is never called in this build.
+func decodeAsm(Elem, []float32, unsafe.Pointer, unsafe.Pointer, *[TK]int, []float32, []float32, []float32, int, int) {
+	panic("BUG: no decode kernels in this build")
+}

@@ -340,6 +340,7 @@ func forward(m mask.Mask, variant Variant, out, lse []float32, in inputs, docs [
 	if pg != nil {
 		c.pageSize, c.tableStride, c.table = pg.PageSize, pg.stride(s), pg.Table
 	}
+	c.decode = hasDecode(variant)
 	if err := c.setup(m, tile, s, out, lse, in, docs); err != nil {
 		c.release()
 		return err

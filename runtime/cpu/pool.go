@@ -12,6 +12,8 @@ import (
 // buffers are one goroutine's tile buffers.
 type buffers struct {
 	q, s, o, m, l []float32
+	qs            []float32 // the query rows scaled, for the decode kernels
+	off           [TK]int   // byte offsets of a tile's key rows, for the decode kernels
 	vclean        []float32 // a value tile with masked non-finite entries zeroed
 	kt, vt        []float32 // a key and a value tile packed for a transient call
 	conv          []float32 // 16-bit key rows widened before the transpose
@@ -22,7 +24,7 @@ type buffers struct {
 func newBuffers() *buffers {
 	d := maxHeadDim()
 	return &buffers{
-		q: make([]float32, TQ*d), s: make([]float32, TQ*TK), o: make([]float32, TQ*d),
+		q: make([]float32, TQ*d), qs: make([]float32, TQ*d), s: make([]float32, TQ*TK), o: make([]float32, TQ*d),
 		m: make([]float32, TQ), l: make([]float32, TQ), mask: make([]uint64, TQ),
 		vclean: make([]float32, TK*d), kt: make([]float32, TK*d), vt: make([]float32, TK*d), conv: make([]float32, TK*d),
 	}

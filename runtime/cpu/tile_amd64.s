@@ -9225,6 +9225,20982 @@ mpv_next:
 	VZEROUPPER
 	RET
 
+// func decodeAVX512F32D64R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+// Requires: AVX, AVX512F
+TEXT ·decodeAVX512F32D64R1(SB), $320-56
+	// Scores: vector i holds keys i*keys .. i*keys+keys-1 by rows.
+	MOVQ q+0(FP), AX
+	MOVQ k+8(FP), CX
+	MOVQ off+24(FP), DX
+	LEAQ (SP), BX
+	MOVQ $0x00000004, SI
+
+qk:
+	VMOVUPS     (AX), Z0
+	MOVQ        (DX), DI
+	VMOVUPS     (CX)(DI*1), Z1
+	VMULPS      Z1, Z0, Z1
+	MOVQ        8(DX), DI
+	VMOVUPS     (CX)(DI*1), Z2
+	VMULPS      Z2, Z0, Z2
+	MOVQ        16(DX), DI
+	VMOVUPS     (CX)(DI*1), Z3
+	VMULPS      Z3, Z0, Z3
+	MOVQ        24(DX), DI
+	VMOVUPS     (CX)(DI*1), Z4
+	VMULPS      Z4, Z0, Z4
+	MOVQ        32(DX), DI
+	VMOVUPS     (CX)(DI*1), Z5
+	VMULPS      Z5, Z0, Z5
+	MOVQ        40(DX), DI
+	VMOVUPS     (CX)(DI*1), Z6
+	VMULPS      Z6, Z0, Z6
+	MOVQ        48(DX), DI
+	VMOVUPS     (CX)(DI*1), Z7
+	VMULPS      Z7, Z0, Z7
+	MOVQ        56(DX), DI
+	VMOVUPS     (CX)(DI*1), Z8
+	VMULPS      Z8, Z0, Z8
+	MOVQ        64(DX), DI
+	VMOVUPS     (CX)(DI*1), Z9
+	VMULPS      Z9, Z0, Z9
+	MOVQ        72(DX), DI
+	VMOVUPS     (CX)(DI*1), Z10
+	VMULPS      Z10, Z0, Z10
+	MOVQ        80(DX), DI
+	VMOVUPS     (CX)(DI*1), Z11
+	VMULPS      Z11, Z0, Z11
+	MOVQ        88(DX), DI
+	VMOVUPS     (CX)(DI*1), Z12
+	VMULPS      Z12, Z0, Z12
+	MOVQ        96(DX), DI
+	VMOVUPS     (CX)(DI*1), Z13
+	VMULPS      Z13, Z0, Z13
+	MOVQ        104(DX), DI
+	VMOVUPS     (CX)(DI*1), Z14
+	VMULPS      Z14, Z0, Z14
+	MOVQ        112(DX), DI
+	VMOVUPS     (CX)(DI*1), Z15
+	VMULPS      Z15, Z0, Z15
+	MOVQ        120(DX), DI
+	VMOVUPS     (CX)(DI*1), Z16
+	VMULPS      Z16, Z0, Z0
+	VMOVUPS     64(AX), Z16
+	MOVQ        (DX), DI
+	VMOVUPS     64(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z1
+	MOVQ        8(DX), DI
+	VMOVUPS     64(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z2
+	MOVQ        16(DX), DI
+	VMOVUPS     64(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z3
+	MOVQ        24(DX), DI
+	VMOVUPS     64(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z4
+	MOVQ        32(DX), DI
+	VMOVUPS     64(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z5
+	MOVQ        40(DX), DI
+	VMOVUPS     64(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z6
+	MOVQ        48(DX), DI
+	VMOVUPS     64(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z7
+	MOVQ        56(DX), DI
+	VMOVUPS     64(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z8
+	MOVQ        64(DX), DI
+	VMOVUPS     64(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z9
+	MOVQ        72(DX), DI
+	VMOVUPS     64(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z10
+	MOVQ        80(DX), DI
+	VMOVUPS     64(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z11
+	MOVQ        88(DX), DI
+	VMOVUPS     64(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z12
+	MOVQ        96(DX), DI
+	VMOVUPS     64(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z13
+	MOVQ        104(DX), DI
+	VMOVUPS     64(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z14
+	MOVQ        112(DX), DI
+	VMOVUPS     64(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z15
+	MOVQ        120(DX), DI
+	VMOVUPS     64(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z0
+	VMOVUPS     128(AX), Z16
+	MOVQ        (DX), DI
+	VMOVUPS     128(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z1
+	MOVQ        8(DX), DI
+	VMOVUPS     128(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z2
+	MOVQ        16(DX), DI
+	VMOVUPS     128(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z3
+	MOVQ        24(DX), DI
+	VMOVUPS     128(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z4
+	MOVQ        32(DX), DI
+	VMOVUPS     128(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z5
+	MOVQ        40(DX), DI
+	VMOVUPS     128(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z6
+	MOVQ        48(DX), DI
+	VMOVUPS     128(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z7
+	MOVQ        56(DX), DI
+	VMOVUPS     128(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z8
+	MOVQ        64(DX), DI
+	VMOVUPS     128(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z9
+	MOVQ        72(DX), DI
+	VMOVUPS     128(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z10
+	MOVQ        80(DX), DI
+	VMOVUPS     128(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z11
+	MOVQ        88(DX), DI
+	VMOVUPS     128(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z12
+	MOVQ        96(DX), DI
+	VMOVUPS     128(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z13
+	MOVQ        104(DX), DI
+	VMOVUPS     128(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z14
+	MOVQ        112(DX), DI
+	VMOVUPS     128(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z15
+	MOVQ        120(DX), DI
+	VMOVUPS     128(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z0
+	VMOVUPS     192(AX), Z16
+	MOVQ        (DX), DI
+	VMOVUPS     192(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z1
+	MOVQ        8(DX), DI
+	VMOVUPS     192(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z2
+	MOVQ        16(DX), DI
+	VMOVUPS     192(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z3
+	MOVQ        24(DX), DI
+	VMOVUPS     192(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z4
+	MOVQ        32(DX), DI
+	VMOVUPS     192(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z5
+	MOVQ        40(DX), DI
+	VMOVUPS     192(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z6
+	MOVQ        48(DX), DI
+	VMOVUPS     192(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z7
+	MOVQ        56(DX), DI
+	VMOVUPS     192(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z8
+	MOVQ        64(DX), DI
+	VMOVUPS     192(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z9
+	MOVQ        72(DX), DI
+	VMOVUPS     192(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z10
+	MOVQ        80(DX), DI
+	VMOVUPS     192(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z11
+	MOVQ        88(DX), DI
+	VMOVUPS     192(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z12
+	MOVQ        96(DX), DI
+	VMOVUPS     192(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z13
+	MOVQ        104(DX), DI
+	VMOVUPS     192(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z14
+	MOVQ        112(DX), DI
+	VMOVUPS     192(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z15
+	MOVQ        120(DX), DI
+	VMOVUPS     192(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z0
+	VSHUFPS     $0x44, Z2, Z1, Z16
+	VSHUFPS     $0xee, Z2, Z1, Z1
+	VADDPS      Z1, Z16, Z16
+	VSHUFPS     $0x44, Z4, Z3, Z1
+	VSHUFPS     $0xee, Z4, Z3, Z2
+	VADDPS      Z2, Z1, Z1
+	VSHUFPS     $0x44, Z6, Z5, Z2
+	VSHUFPS     $0xee, Z6, Z5, Z3
+	VADDPS      Z3, Z2, Z2
+	VSHUFPS     $0x44, Z8, Z7, Z3
+	VSHUFPS     $0xee, Z8, Z7, Z4
+	VADDPS      Z4, Z3, Z3
+	VSHUFPS     $0x44, Z10, Z9, Z4
+	VSHUFPS     $0xee, Z10, Z9, Z5
+	VADDPS      Z5, Z4, Z4
+	VSHUFPS     $0x44, Z12, Z11, Z5
+	VSHUFPS     $0xee, Z12, Z11, Z6
+	VADDPS      Z6, Z5, Z5
+	VSHUFPS     $0x44, Z14, Z13, Z6
+	VSHUFPS     $0xee, Z14, Z13, Z7
+	VADDPS      Z7, Z6, Z6
+	VSHUFPS     $0x44, Z0, Z15, Z7
+	VSHUFPS     $0xee, Z0, Z15, Z0
+	VADDPS      Z0, Z7, Z7
+	VSHUFPS     $0x88, Z1, Z16, Z0
+	VSHUFPS     $0xdd, Z1, Z16, Z1
+	VADDPS      Z1, Z0, Z0
+	VSHUFPS     $0x88, Z3, Z2, Z1
+	VSHUFPS     $0xdd, Z3, Z2, Z2
+	VADDPS      Z2, Z1, Z1
+	VSHUFPS     $0x88, Z5, Z4, Z2
+	VSHUFPS     $0xdd, Z5, Z4, Z3
+	VADDPS      Z3, Z2, Z2
+	VSHUFPS     $0x88, Z7, Z6, Z3
+	VSHUFPS     $0xdd, Z7, Z6, Z4
+	VADDPS      Z4, Z3, Z3
+	VSHUFF32X4  $0x88, Z1, Z0, Z4
+	VSHUFF32X4  $0xdd, Z1, Z0, Z0
+	VADDPS      Z0, Z4, Z4
+	VSHUFF32X4  $0x88, Z3, Z2, Z0
+	VSHUFF32X4  $0xdd, Z3, Z2, Z1
+	VADDPS      Z1, Z0, Z0
+	VSHUFF32X4  $0x88, Z0, Z4, Z1
+	VSHUFF32X4  $0xdd, Z0, Z4, Z0
+	VADDPS      Z0, Z1, Z1
+	VMOVUPS     Z1, (BX)
+	ADDQ        $0x40, BX
+	ADDQ        $0x80, DX
+	DECQ        SI
+	JNZ         qk
+
+	// Row maxima, alpha, p and l, each row's value in every lane of its residue.
+	VMOVUPS          (SP), Z0
+	VMOVUPS          64(SP), Z1
+	VMAXPS           128(SP), Z0, Z0
+	VMAXPS           192(SP), Z1, Z1
+	VMAXPS           Z1, Z0, Z0
+	VSHUFF32X4       $0x4e, Z0, Z0, Z1
+	VMAXPS           Z1, Z0, Z0
+	VSHUFF32X4       $0xb1, Z0, Z0, Z1
+	VMAXPS           Z1, Z0, Z0
+	VPERMILPS        $0x4e, Z0, Z1
+	VMAXPS           Z1, Z0, Z0
+	VPERMILPS        $0xb1, Z0, Z1
+	VMAXPS           Z1, Z0, Z0
+	MOVQ             o+32(FP), AX
+	MOVQ             m+40(FP), CX
+	MOVQ             l+48(FP), DX
+	MOVL             $0x00000001, BX
+	KMOVW            BX, K1
+	VBROADCASTSS     (CX), Z1
+	VMAXPS           Z1, Z0, Z0
+	VMOVUPS          Z0, K1, (CX)
+	VCMPPS.BCST      $0x0c, attnconst<>+0(SB), Z0, K2
+	VMOVAPS.Z        Z0, K2, Z0
+	VSUBPS           Z0, Z1, Z1
+	VBROADCASTSS     attnconst<>+96(SB), Z2
+	VCMPPS           $0x15, Z2, Z1, K3
+	VMAXPS           Z1, Z2, Z1
+	VRNDSCALEPS      $0x00, Z1, Z2
+	VSUBPS           Z2, Z1, Z1
+	VBROADCASTSS     attnconst<>+288(SB), Z3
+	VFMADD213PS.BCST attnconst<>+256(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+224(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+192(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+160(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+128(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+32(SB), Z1, Z3
+	VSCALEFPS.Z      Z2, Z3, K3, Z1
+	KNOTW            K2, K2
+	VBROADCASTSS     attnconst<>+32(SB), K2, Z1
+	VMOVUPS          Z1, 256(SP)
+	VMOVUPS          (SP), Z2
+	VSUBPS           Z0, Z2, Z2
+	VBROADCASTSS     attnconst<>+96(SB), Z3
+	VCMPPS           $0x15, Z3, Z2, K2
+	VMAXPS           Z2, Z3, Z2
+	VRNDSCALEPS      $0x00, Z2, Z3
+	VSUBPS           Z3, Z2, Z2
+	VBROADCASTSS     attnconst<>+288(SB), Z4
+	VFMADD213PS.BCST attnconst<>+256(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+224(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+192(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+160(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+128(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+32(SB), Z2, Z4
+	VSCALEFPS.Z      Z3, Z4, K2, Z2
+	VMOVUPS          Z2, (SP)
+	VMOVUPS          64(SP), Z3
+	VSUBPS           Z0, Z3, Z3
+	VBROADCASTSS     attnconst<>+96(SB), Z4
+	VCMPPS           $0x15, Z4, Z3, K2
+	VMAXPS           Z3, Z4, Z3
+	VRNDSCALEPS      $0x00, Z3, Z4
+	VSUBPS           Z4, Z3, Z3
+	VBROADCASTSS     attnconst<>+288(SB), Z5
+	VFMADD213PS.BCST attnconst<>+256(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+224(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+192(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+160(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+128(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+32(SB), Z3, Z5
+	VSCALEFPS.Z      Z4, Z5, K2, Z3
+	VMOVUPS          Z3, 64(SP)
+	VMOVUPS          128(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 128(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          192(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z0
+	VCMPPS           $0x15, Z0, Z4, K2
+	VMAXPS           Z4, Z0, Z4
+	VRNDSCALEPS      $0x00, Z4, Z0
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z5
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z5
+	VSCALEFPS.Z      Z0, Z5, K2, Z4
+	VMOVUPS          Z4, 192(SP)
+	VADDPS           Z4, Z3, Z3
+	VADDPS           Z3, Z2, Z2
+	VSHUFF32X4       $0x4e, Z2, Z2, Z0
+	VADDPS           Z0, Z2, Z2
+	VSHUFF32X4       $0xb1, Z2, Z2, Z0
+	VADDPS           Z0, Z2, Z2
+	VPERMILPS        $0x4e, Z2, Z0
+	VADDPS           Z0, Z2, Z2
+	VPERMILPS        $0xb1, Z2, Z0
+	VADDPS           Z0, Z2, Z2
+	VBROADCASTSS     (DX), Z0
+	VFMADD231PS      Z0, Z1, Z2
+	VMOVUPS          Z2, K1, (DX)
+
+	// o = alpha*o.
+	VBROADCASTSS 256(SP), Z0
+	VMULPS       (AX), Z0, Z1
+	VMOVUPS      Z1, (AX)
+	VMULPS       64(AX), Z0, Z1
+	VMOVUPS      Z1, 64(AX)
+	VMULPS       128(AX), Z0, Z1
+	VMOVUPS      Z1, 128(AX)
+	VMULPS       192(AX), Z0, Z0
+	VMOVUPS      Z0, 192(AX)
+
+	// o += P V, in groups of rows, each over the whole tile.
+	MOVQ    v+16(FP), CX
+	MOVQ    off+24(FP), DX
+	LEAQ    (SP), BX
+	MOVQ    $0x00000010, SI
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS 192(AX), Z3
+
+pv0:
+	MOVQ         (DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS (BX), Z4
+	VMOVUPS      (DI), Z5
+	VFMADD231PS  Z5, Z4, Z0
+	VMOVUPS      64(DI), Z5
+	VFMADD231PS  Z5, Z4, Z1
+	VMOVUPS      128(DI), Z5
+	VFMADD231PS  Z5, Z4, Z2
+	VMOVUPS      192(DI), Z5
+	VFMADD231PS  Z5, Z4, Z3
+	MOVQ         8(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 4(BX), Z4
+	VMOVUPS      (DI), Z5
+	VFMADD231PS  Z5, Z4, Z0
+	VMOVUPS      64(DI), Z5
+	VFMADD231PS  Z5, Z4, Z1
+	VMOVUPS      128(DI), Z5
+	VFMADD231PS  Z5, Z4, Z2
+	VMOVUPS      192(DI), Z5
+	VFMADD231PS  Z5, Z4, Z3
+	MOVQ         16(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 8(BX), Z4
+	VMOVUPS      (DI), Z5
+	VFMADD231PS  Z5, Z4, Z0
+	VMOVUPS      64(DI), Z5
+	VFMADD231PS  Z5, Z4, Z1
+	VMOVUPS      128(DI), Z5
+	VFMADD231PS  Z5, Z4, Z2
+	VMOVUPS      192(DI), Z5
+	VFMADD231PS  Z5, Z4, Z3
+	MOVQ         24(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 12(BX), Z4
+	VMOVUPS      (DI), Z5
+	VFMADD231PS  Z5, Z4, Z0
+	VMOVUPS      64(DI), Z5
+	VFMADD231PS  Z5, Z4, Z1
+	VMOVUPS      128(DI), Z5
+	VFMADD231PS  Z5, Z4, Z2
+	VMOVUPS      192(DI), Z5
+	VFMADD231PS  Z5, Z4, Z3
+	ADDQ         $0x00000010, BX
+	ADDQ         $0x20, DX
+	DECQ         SI
+	JNZ          pv0
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, 192(AX)
+	VZEROUPPER
+	RET
+
+// func decodeAVX512F32D64R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+// Requires: AVX, AVX512F
+TEXT ·decodeAVX512F32D64R2(SB), $576-56
+	// Scores: vector i holds keys i*keys .. i*keys+keys-1 by rows.
+	MOVQ q+0(FP), AX
+	MOVQ k+8(FP), CX
+	MOVQ off+24(FP), DX
+	LEAQ (SP), BX
+	MOVQ $0x00000008, SI
+
+qk:
+	MOVQ        (DX), DI
+	ADDQ        CX, DI
+	MOVQ        8(DX), R8
+	ADDQ        CX, R8
+	MOVQ        16(DX), R9
+	ADDQ        CX, R9
+	MOVQ        24(DX), R10
+	ADDQ        CX, R10
+	MOVQ        32(DX), R11
+	ADDQ        CX, R11
+	MOVQ        40(DX), R12
+	ADDQ        CX, R12
+	MOVQ        48(DX), R13
+	ADDQ        CX, R13
+	MOVQ        56(DX), R14
+	ADDQ        CX, R14
+	VMOVUPS     (AX), Z0
+	VMOVUPS     256(AX), Z1
+	VMOVUPS     (DI), Z2
+	VMULPS      Z2, Z0, Z3
+	VMULPS      Z2, Z1, Z2
+	VMOVUPS     (R8), Z4
+	VMULPS      Z4, Z0, Z5
+	VMULPS      Z4, Z1, Z4
+	VMOVUPS     (R9), Z6
+	VMULPS      Z6, Z0, Z7
+	VMULPS      Z6, Z1, Z6
+	VMOVUPS     (R10), Z8
+	VMULPS      Z8, Z0, Z9
+	VMULPS      Z8, Z1, Z8
+	VMOVUPS     (R11), Z10
+	VMULPS      Z10, Z0, Z11
+	VMULPS      Z10, Z1, Z10
+	VMOVUPS     (R12), Z12
+	VMULPS      Z12, Z0, Z13
+	VMULPS      Z12, Z1, Z12
+	VMOVUPS     (R13), Z14
+	VMULPS      Z14, Z0, Z15
+	VMULPS      Z14, Z1, Z14
+	VMOVUPS     (R14), Z16
+	VMULPS      Z16, Z0, Z0
+	VMULPS      Z16, Z1, Z1
+	VMOVUPS     64(AX), Z16
+	VMOVUPS     320(AX), Z17
+	VMOVUPS     64(DI), Z18
+	VFMADD231PS Z18, Z16, Z3
+	VFMADD231PS Z18, Z17, Z2
+	VMOVUPS     64(R8), Z18
+	VFMADD231PS Z18, Z16, Z5
+	VFMADD231PS Z18, Z17, Z4
+	VMOVUPS     64(R9), Z18
+	VFMADD231PS Z18, Z16, Z7
+	VFMADD231PS Z18, Z17, Z6
+	VMOVUPS     64(R10), Z18
+	VFMADD231PS Z18, Z16, Z9
+	VFMADD231PS Z18, Z17, Z8
+	VMOVUPS     64(R11), Z18
+	VFMADD231PS Z18, Z16, Z11
+	VFMADD231PS Z18, Z17, Z10
+	VMOVUPS     64(R12), Z18
+	VFMADD231PS Z18, Z16, Z13
+	VFMADD231PS Z18, Z17, Z12
+	VMOVUPS     64(R13), Z18
+	VFMADD231PS Z18, Z16, Z15
+	VFMADD231PS Z18, Z17, Z14
+	VMOVUPS     64(R14), Z18
+	VFMADD231PS Z18, Z16, Z0
+	VFMADD231PS Z18, Z17, Z1
+	VMOVUPS     128(AX), Z16
+	VMOVUPS     384(AX), Z17
+	VMOVUPS     128(DI), Z18
+	VFMADD231PS Z18, Z16, Z3
+	VFMADD231PS Z18, Z17, Z2
+	VMOVUPS     128(R8), Z18
+	VFMADD231PS Z18, Z16, Z5
+	VFMADD231PS Z18, Z17, Z4
+	VMOVUPS     128(R9), Z18
+	VFMADD231PS Z18, Z16, Z7
+	VFMADD231PS Z18, Z17, Z6
+	VMOVUPS     128(R10), Z18
+	VFMADD231PS Z18, Z16, Z9
+	VFMADD231PS Z18, Z17, Z8
+	VMOVUPS     128(R11), Z18
+	VFMADD231PS Z18, Z16, Z11
+	VFMADD231PS Z18, Z17, Z10
+	VMOVUPS     128(R12), Z18
+	VFMADD231PS Z18, Z16, Z13
+	VFMADD231PS Z18, Z17, Z12
+	VMOVUPS     128(R13), Z18
+	VFMADD231PS Z18, Z16, Z15
+	VFMADD231PS Z18, Z17, Z14
+	VMOVUPS     128(R14), Z18
+	VFMADD231PS Z18, Z16, Z0
+	VFMADD231PS Z18, Z17, Z1
+	VMOVUPS     192(AX), Z16
+	VMOVUPS     448(AX), Z17
+	VMOVUPS     192(DI), Z18
+	VFMADD231PS Z18, Z16, Z3
+	VFMADD231PS Z18, Z17, Z2
+	VMOVUPS     192(R8), Z18
+	VFMADD231PS Z18, Z16, Z5
+	VFMADD231PS Z18, Z17, Z4
+	VMOVUPS     192(R9), Z18
+	VFMADD231PS Z18, Z16, Z7
+	VFMADD231PS Z18, Z17, Z6
+	VMOVUPS     192(R10), Z18
+	VFMADD231PS Z18, Z16, Z9
+	VFMADD231PS Z18, Z17, Z8
+	VMOVUPS     192(R11), Z18
+	VFMADD231PS Z18, Z16, Z11
+	VFMADD231PS Z18, Z17, Z10
+	VMOVUPS     192(R12), Z18
+	VFMADD231PS Z18, Z16, Z13
+	VFMADD231PS Z18, Z17, Z12
+	VMOVUPS     192(R13), Z18
+	VFMADD231PS Z18, Z16, Z15
+	VFMADD231PS Z18, Z17, Z14
+	VMOVUPS     192(R14), Z18
+	VFMADD231PS Z18, Z16, Z0
+	VFMADD231PS Z18, Z17, Z1
+	VSHUFPS     $0x44, Z2, Z3, Z16
+	VSHUFPS     $0xee, Z2, Z3, Z2
+	VADDPS      Z2, Z16, Z16
+	VSHUFPS     $0x44, Z4, Z5, Z2
+	VSHUFPS     $0xee, Z4, Z5, Z3
+	VADDPS      Z3, Z2, Z2
+	VSHUFPS     $0x44, Z6, Z7, Z3
+	VSHUFPS     $0xee, Z6, Z7, Z4
+	VADDPS      Z4, Z3, Z3
+	VSHUFPS     $0x44, Z8, Z9, Z4
+	VSHUFPS     $0xee, Z8, Z9, Z5
+	VADDPS      Z5, Z4, Z4
+	VSHUFPS     $0x44, Z10, Z11, Z5
+	VSHUFPS     $0xee, Z10, Z11, Z6
+	VADDPS      Z6, Z5, Z5
+	VSHUFPS     $0x44, Z12, Z13, Z6
+	VSHUFPS     $0xee, Z12, Z13, Z7
+	VADDPS      Z7, Z6, Z6
+	VSHUFPS     $0x44, Z14, Z15, Z7
+	VSHUFPS     $0xee, Z14, Z15, Z8
+	VADDPS      Z8, Z7, Z7
+	VSHUFPS     $0x44, Z1, Z0, Z8
+	VSHUFPS     $0xee, Z1, Z0, Z0
+	VADDPS      Z0, Z8, Z8
+	VSHUFPS     $0x88, Z2, Z16, Z0
+	VSHUFPS     $0xdd, Z2, Z16, Z1
+	VADDPS      Z1, Z0, Z0
+	VSHUFPS     $0x88, Z4, Z3, Z1
+	VSHUFPS     $0xdd, Z4, Z3, Z2
+	VADDPS      Z2, Z1, Z1
+	VSHUFPS     $0x88, Z6, Z5, Z2
+	VSHUFPS     $0xdd, Z6, Z5, Z3
+	VADDPS      Z3, Z2, Z2
+	VSHUFPS     $0x88, Z8, Z7, Z3
+	VSHUFPS     $0xdd, Z8, Z7, Z4
+	VADDPS      Z4, Z3, Z3
+	VSHUFF32X4  $0x88, Z1, Z0, Z4
+	VSHUFF32X4  $0xdd, Z1, Z0, Z0
+	VADDPS      Z0, Z4, Z4
+	VSHUFF32X4  $0x88, Z3, Z2, Z0
+	VSHUFF32X4  $0xdd, Z3, Z2, Z1
+	VADDPS      Z1, Z0, Z0
+	VSHUFF32X4  $0x88, Z0, Z4, Z1
+	VSHUFF32X4  $0xdd, Z0, Z4, Z0
+	VADDPS      Z0, Z1, Z1
+	VMOVUPS     Z1, (BX)
+	ADDQ        $0x40, BX
+	ADDQ        $0x40, DX
+	DECQ        SI
+	JNZ         qk
+
+	// Row maxima, alpha, p and l, each row's value in every lane of its residue.
+	VMOVUPS          (SP), Z0
+	VMOVUPS          64(SP), Z1
+	VMAXPS           128(SP), Z0, Z0
+	VMAXPS           192(SP), Z1, Z1
+	VMAXPS           256(SP), Z0, Z0
+	VMAXPS           320(SP), Z1, Z1
+	VMAXPS           384(SP), Z0, Z0
+	VMAXPS           448(SP), Z1, Z1
+	VMAXPS           Z1, Z0, Z0
+	VSHUFF32X4       $0x4e, Z0, Z0, Z1
+	VMAXPS           Z1, Z0, Z0
+	VSHUFF32X4       $0xb1, Z0, Z0, Z1
+	VMAXPS           Z1, Z0, Z0
+	VPERMILPS        $0x4e, Z0, Z1
+	VMAXPS           Z1, Z0, Z0
+	MOVQ             o+32(FP), AX
+	MOVQ             m+40(FP), CX
+	MOVQ             l+48(FP), DX
+	MOVL             $0x00000003, BX
+	KMOVW            BX, K1
+	VPBROADCASTQ     (CX), Z1
+	VMAXPS           Z1, Z0, Z0
+	VMOVUPS          Z0, K1, (CX)
+	VCMPPS.BCST      $0x0c, attnconst<>+0(SB), Z0, K2
+	VMOVAPS.Z        Z0, K2, Z0
+	VSUBPS           Z0, Z1, Z1
+	VBROADCASTSS     attnconst<>+96(SB), Z2
+	VCMPPS           $0x15, Z2, Z1, K3
+	VMAXPS           Z1, Z2, Z1
+	VRNDSCALEPS      $0x00, Z1, Z2
+	VSUBPS           Z2, Z1, Z1
+	VBROADCASTSS     attnconst<>+288(SB), Z3
+	VFMADD213PS.BCST attnconst<>+256(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+224(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+192(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+160(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+128(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+32(SB), Z1, Z3
+	VSCALEFPS.Z      Z2, Z3, K3, Z1
+	KNOTW            K2, K2
+	VBROADCASTSS     attnconst<>+32(SB), K2, Z1
+	VMOVUPS          Z1, 512(SP)
+	VMOVUPS          (SP), Z2
+	VSUBPS           Z0, Z2, Z2
+	VBROADCASTSS     attnconst<>+96(SB), Z3
+	VCMPPS           $0x15, Z3, Z2, K2
+	VMAXPS           Z2, Z3, Z2
+	VRNDSCALEPS      $0x00, Z2, Z3
+	VSUBPS           Z3, Z2, Z2
+	VBROADCASTSS     attnconst<>+288(SB), Z4
+	VFMADD213PS.BCST attnconst<>+256(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+224(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+192(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+160(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+128(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+32(SB), Z2, Z4
+	VSCALEFPS.Z      Z3, Z4, K2, Z2
+	VMOVUPS          Z2, (SP)
+	VMOVUPS          64(SP), Z3
+	VSUBPS           Z0, Z3, Z3
+	VBROADCASTSS     attnconst<>+96(SB), Z4
+	VCMPPS           $0x15, Z4, Z3, K2
+	VMAXPS           Z3, Z4, Z3
+	VRNDSCALEPS      $0x00, Z3, Z4
+	VSUBPS           Z4, Z3, Z3
+	VBROADCASTSS     attnconst<>+288(SB), Z5
+	VFMADD213PS.BCST attnconst<>+256(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+224(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+192(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+160(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+128(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+32(SB), Z3, Z5
+	VSCALEFPS.Z      Z4, Z5, K2, Z3
+	VMOVUPS          Z3, 64(SP)
+	VMOVUPS          128(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 128(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          192(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 192(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          256(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 256(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          320(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 320(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          384(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 384(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          448(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z0
+	VCMPPS           $0x15, Z0, Z4, K2
+	VMAXPS           Z4, Z0, Z4
+	VRNDSCALEPS      $0x00, Z4, Z0
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z5
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z5
+	VSCALEFPS.Z      Z0, Z5, K2, Z4
+	VMOVUPS          Z4, 448(SP)
+	VADDPS           Z4, Z3, Z3
+	VADDPS           Z3, Z2, Z2
+	VSHUFF32X4       $0x4e, Z2, Z2, Z0
+	VADDPS           Z0, Z2, Z2
+	VSHUFF32X4       $0xb1, Z2, Z2, Z0
+	VADDPS           Z0, Z2, Z2
+	VPERMILPS        $0x4e, Z2, Z0
+	VADDPS           Z0, Z2, Z2
+	VPBROADCASTQ     (DX), Z0
+	VFMADD231PS      Z0, Z1, Z2
+	VMOVUPS          Z2, K1, (DX)
+
+	// o = alpha*o.
+	VBROADCASTSS 512(SP), Z0
+	VMULPS       (AX), Z0, Z1
+	VMOVUPS      Z1, (AX)
+	VMULPS       64(AX), Z0, Z1
+	VMOVUPS      Z1, 64(AX)
+	VMULPS       128(AX), Z0, Z1
+	VMOVUPS      Z1, 128(AX)
+	VMULPS       192(AX), Z0, Z0
+	VMOVUPS      Z0, 192(AX)
+	VBROADCASTSS 516(SP), Z0
+	VMULPS       256(AX), Z0, Z1
+	VMOVUPS      Z1, 256(AX)
+	VMULPS       320(AX), Z0, Z1
+	VMOVUPS      Z1, 320(AX)
+	VMULPS       384(AX), Z0, Z1
+	VMOVUPS      Z1, 384(AX)
+	VMULPS       448(AX), Z0, Z0
+	VMOVUPS      Z0, 448(AX)
+
+	// o += P V, in groups of rows, each over the whole tile.
+	MOVQ    v+16(FP), CX
+	MOVQ    off+24(FP), DX
+	LEAQ    (SP), BX
+	MOVQ    $0x00000010, SI
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS 192(AX), Z3
+	VMOVUPS 256(AX), Z4
+	VMOVUPS 320(AX), Z5
+	VMOVUPS 384(AX), Z6
+	VMOVUPS 448(AX), Z7
+
+pv0:
+	MOVQ         (DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS (BX), Z8
+	VBROADCASTSS 4(BX), Z9
+	VMOVUPS      (DI), Z10
+	VFMADD231PS  Z10, Z8, Z0
+	VFMADD231PS  Z10, Z9, Z4
+	VMOVUPS      64(DI), Z10
+	VFMADD231PS  Z10, Z8, Z1
+	VFMADD231PS  Z10, Z9, Z5
+	VMOVUPS      128(DI), Z10
+	VFMADD231PS  Z10, Z8, Z2
+	VFMADD231PS  Z10, Z9, Z6
+	VMOVUPS      192(DI), Z10
+	VFMADD231PS  Z10, Z8, Z3
+	VFMADD231PS  Z10, Z9, Z7
+	MOVQ         8(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 8(BX), Z8
+	VBROADCASTSS 12(BX), Z9
+	VMOVUPS      (DI), Z10
+	VFMADD231PS  Z10, Z8, Z0
+	VFMADD231PS  Z10, Z9, Z4
+	VMOVUPS      64(DI), Z10
+	VFMADD231PS  Z10, Z8, Z1
+	VFMADD231PS  Z10, Z9, Z5
+	VMOVUPS      128(DI), Z10
+	VFMADD231PS  Z10, Z8, Z2
+	VFMADD231PS  Z10, Z9, Z6
+	VMOVUPS      192(DI), Z10
+	VFMADD231PS  Z10, Z8, Z3
+	VFMADD231PS  Z10, Z9, Z7
+	MOVQ         16(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 16(BX), Z8
+	VBROADCASTSS 20(BX), Z9
+	VMOVUPS      (DI), Z10
+	VFMADD231PS  Z10, Z8, Z0
+	VFMADD231PS  Z10, Z9, Z4
+	VMOVUPS      64(DI), Z10
+	VFMADD231PS  Z10, Z8, Z1
+	VFMADD231PS  Z10, Z9, Z5
+	VMOVUPS      128(DI), Z10
+	VFMADD231PS  Z10, Z8, Z2
+	VFMADD231PS  Z10, Z9, Z6
+	VMOVUPS      192(DI), Z10
+	VFMADD231PS  Z10, Z8, Z3
+	VFMADD231PS  Z10, Z9, Z7
+	MOVQ         24(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 24(BX), Z8
+	VBROADCASTSS 28(BX), Z9
+	VMOVUPS      (DI), Z10
+	VFMADD231PS  Z10, Z8, Z0
+	VFMADD231PS  Z10, Z9, Z4
+	VMOVUPS      64(DI), Z10
+	VFMADD231PS  Z10, Z8, Z1
+	VFMADD231PS  Z10, Z9, Z5
+	VMOVUPS      128(DI), Z10
+	VFMADD231PS  Z10, Z8, Z2
+	VFMADD231PS  Z10, Z9, Z6
+	VMOVUPS      192(DI), Z10
+	VFMADD231PS  Z10, Z8, Z3
+	VFMADD231PS  Z10, Z9, Z7
+	ADDQ         $0x00000020, BX
+	ADDQ         $0x20, DX
+	DECQ         SI
+	JNZ          pv0
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, 192(AX)
+	VMOVUPS      Z4, 256(AX)
+	VMOVUPS      Z5, 320(AX)
+	VMOVUPS      Z6, 384(AX)
+	VMOVUPS      Z7, 448(AX)
+	VZEROUPPER
+	RET
+
+// func decodeAVX512F32D64R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+// Requires: AVX, AVX512F
+TEXT ·decodeAVX512F32D64R4(SB), $1088-56
+	// Scores: vector i holds keys i*keys .. i*keys+keys-1 by rows.
+	MOVQ q+0(FP), AX
+	MOVQ k+8(FP), CX
+	MOVQ off+24(FP), DX
+	LEAQ (SP), BX
+	MOVQ $0x00000010, SI
+
+qk:
+	MOVQ        (DX), DI
+	ADDQ        CX, DI
+	MOVQ        8(DX), R8
+	ADDQ        CX, R8
+	MOVQ        16(DX), R9
+	ADDQ        CX, R9
+	MOVQ        24(DX), R10
+	ADDQ        CX, R10
+	VMOVUPS     (AX), Z0
+	VMOVUPS     256(AX), Z1
+	VMOVUPS     512(AX), Z2
+	VMOVUPS     768(AX), Z3
+	VMOVUPS     (DI), Z4
+	VMULPS      Z4, Z0, Z5
+	VMULPS      Z4, Z1, Z6
+	VMULPS      Z4, Z2, Z7
+	VMULPS      Z4, Z3, Z4
+	VMOVUPS     (R8), Z8
+	VMULPS      Z8, Z0, Z9
+	VMULPS      Z8, Z1, Z10
+	VMULPS      Z8, Z2, Z11
+	VMULPS      Z8, Z3, Z8
+	VMOVUPS     (R9), Z12
+	VMULPS      Z12, Z0, Z13
+	VMULPS      Z12, Z1, Z14
+	VMULPS      Z12, Z2, Z15
+	VMULPS      Z12, Z3, Z12
+	VMOVUPS     (R10), Z16
+	VMULPS      Z16, Z0, Z0
+	VMULPS      Z16, Z1, Z1
+	VMULPS      Z16, Z2, Z2
+	VMULPS      Z16, Z3, Z3
+	VMOVUPS     64(AX), Z16
+	VMOVUPS     320(AX), Z17
+	VMOVUPS     576(AX), Z18
+	VMOVUPS     832(AX), Z19
+	VMOVUPS     64(DI), Z20
+	VFMADD231PS Z20, Z16, Z5
+	VFMADD231PS Z20, Z17, Z6
+	VFMADD231PS Z20, Z18, Z7
+	VFMADD231PS Z20, Z19, Z4
+	VMOVUPS     64(R8), Z20
+	VFMADD231PS Z20, Z16, Z9
+	VFMADD231PS Z20, Z17, Z10
+	VFMADD231PS Z20, Z18, Z11
+	VFMADD231PS Z20, Z19, Z8
+	VMOVUPS     64(R9), Z20
+	VFMADD231PS Z20, Z16, Z13
+	VFMADD231PS Z20, Z17, Z14
+	VFMADD231PS Z20, Z18, Z15
+	VFMADD231PS Z20, Z19, Z12
+	VMOVUPS     64(R10), Z20
+	VFMADD231PS Z20, Z16, Z0
+	VFMADD231PS Z20, Z17, Z1
+	VFMADD231PS Z20, Z18, Z2
+	VFMADD231PS Z20, Z19, Z3
+	VMOVUPS     128(AX), Z16
+	VMOVUPS     384(AX), Z17
+	VMOVUPS     640(AX), Z18
+	VMOVUPS     896(AX), Z19
+	VMOVUPS     128(DI), Z20
+	VFMADD231PS Z20, Z16, Z5
+	VFMADD231PS Z20, Z17, Z6
+	VFMADD231PS Z20, Z18, Z7
+	VFMADD231PS Z20, Z19, Z4
+	VMOVUPS     128(R8), Z20
+	VFMADD231PS Z20, Z16, Z9
+	VFMADD231PS Z20, Z17, Z10
+	VFMADD231PS Z20, Z18, Z11
+	VFMADD231PS Z20, Z19, Z8
+	VMOVUPS     128(R9), Z20
+	VFMADD231PS Z20, Z16, Z13
+	VFMADD231PS Z20, Z17, Z14
+	VFMADD231PS Z20, Z18, Z15
+	VFMADD231PS Z20, Z19, Z12
+	VMOVUPS     128(R10), Z20
+	VFMADD231PS Z20, Z16, Z0
+	VFMADD231PS Z20, Z17, Z1
+	VFMADD231PS Z20, Z18, Z2
+	VFMADD231PS Z20, Z19, Z3
+	VMOVUPS     192(AX), Z16
+	VMOVUPS     448(AX), Z17
+	VMOVUPS     704(AX), Z18
+	VMOVUPS     960(AX), Z19
+	VMOVUPS     192(DI), Z20
+	VFMADD231PS Z20, Z16, Z5
+	VFMADD231PS Z20, Z17, Z6
+	VFMADD231PS Z20, Z18, Z7
+	VFMADD231PS Z20, Z19, Z4
+	VMOVUPS     192(R8), Z20
+	VFMADD231PS Z20, Z16, Z9
+	VFMADD231PS Z20, Z17, Z10
+	VFMADD231PS Z20, Z18, Z11
+	VFMADD231PS Z20, Z19, Z8
+	VMOVUPS     192(R9), Z20
+	VFMADD231PS Z20, Z16, Z13
+	VFMADD231PS Z20, Z17, Z14
+	VFMADD231PS Z20, Z18, Z15
+	VFMADD231PS Z20, Z19, Z12
+	VMOVUPS     192(R10), Z20
+	VFMADD231PS Z20, Z16, Z0
+	VFMADD231PS Z20, Z17, Z1
+	VFMADD231PS Z20, Z18, Z2
+	VFMADD231PS Z20, Z19, Z3
+	VSHUFPS     $0x44, Z6, Z5, Z16
+	VSHUFPS     $0xee, Z6, Z5, Z5
+	VADDPS      Z5, Z16, Z16
+	VSHUFPS     $0x44, Z4, Z7, Z5
+	VSHUFPS     $0xee, Z4, Z7, Z4
+	VADDPS      Z4, Z5, Z5
+	VSHUFPS     $0x44, Z10, Z9, Z4
+	VSHUFPS     $0xee, Z10, Z9, Z6
+	VADDPS      Z6, Z4, Z4
+	VSHUFPS     $0x44, Z8, Z11, Z6
+	VSHUFPS     $0xee, Z8, Z11, Z7
+	VADDPS      Z7, Z6, Z6
+	VSHUFPS     $0x44, Z14, Z13, Z7
+	VSHUFPS     $0xee, Z14, Z13, Z8
+	VADDPS      Z8, Z7, Z7
+	VSHUFPS     $0x44, Z12, Z15, Z8
+	VSHUFPS     $0xee, Z12, Z15, Z9
+	VADDPS      Z9, Z8, Z8
+	VSHUFPS     $0x44, Z1, Z0, Z9
+	VSHUFPS     $0xee, Z1, Z0, Z0
+	VADDPS      Z0, Z9, Z9
+	VSHUFPS     $0x44, Z3, Z2, Z0
+	VSHUFPS     $0xee, Z3, Z2, Z1
+	VADDPS      Z1, Z0, Z0
+	VSHUFPS     $0x88, Z5, Z16, Z1
+	VSHUFPS     $0xdd, Z5, Z16, Z2
+	VADDPS      Z2, Z1, Z1
+	VSHUFPS     $0x88, Z6, Z4, Z2
+	VSHUFPS     $0xdd, Z6, Z4, Z3
+	VADDPS      Z3, Z2, Z2
+	VSHUFPS     $0x88, Z8, Z7, Z3
+	VSHUFPS     $0xdd, Z8, Z7, Z4
+	VADDPS      Z4, Z3, Z3
+	VSHUFPS     $0x88, Z0, Z9, Z4
+	VSHUFPS     $0xdd, Z0, Z9, Z0
+	VADDPS      Z0, Z4, Z4
+	VSHUFF32X4  $0x88, Z2, Z1, Z0
+	VSHUFF32X4  $0xdd, Z2, Z1, Z1
+	VADDPS      Z1, Z0, Z0
+	VSHUFF32X4  $0x88, Z4, Z3, Z1
+	VSHUFF32X4  $0xdd, Z4, Z3, Z2
+	VADDPS      Z2, Z1, Z1
+	VSHUFF32X4  $0x88, Z1, Z0, Z2
+	VSHUFF32X4  $0xdd, Z1, Z0, Z0
+	VADDPS      Z0, Z2, Z2
+	VMOVUPS     Z2, (BX)
+	ADDQ        $0x40, BX
+	ADDQ        $0x20, DX
+	DECQ        SI
+	JNZ         qk
+
+	// Row maxima, alpha, p and l, each row's value in every lane of its residue.
+	VMOVUPS          (SP), Z0
+	VMOVUPS          64(SP), Z1
+	VMAXPS           128(SP), Z0, Z0
+	VMAXPS           192(SP), Z1, Z1
+	VMAXPS           256(SP), Z0, Z0
+	VMAXPS           320(SP), Z1, Z1
+	VMAXPS           384(SP), Z0, Z0
+	VMAXPS           448(SP), Z1, Z1
+	VMAXPS           512(SP), Z0, Z0
+	VMAXPS           576(SP), Z1, Z1
+	VMAXPS           640(SP), Z0, Z0
+	VMAXPS           704(SP), Z1, Z1
+	VMAXPS           768(SP), Z0, Z0
+	VMAXPS           832(SP), Z1, Z1
+	VMAXPS           896(SP), Z0, Z0
+	VMAXPS           960(SP), Z1, Z1
+	VMAXPS           Z1, Z0, Z0
+	VSHUFF32X4       $0x4e, Z0, Z0, Z1
+	VMAXPS           Z1, Z0, Z0
+	VSHUFF32X4       $0xb1, Z0, Z0, Z1
+	VMAXPS           Z1, Z0, Z0
+	MOVQ             o+32(FP), AX
+	MOVQ             m+40(FP), CX
+	MOVQ             l+48(FP), DX
+	MOVL             $0x0000000f, BX
+	KMOVW            BX, K1
+	VBROADCASTF32X4  (CX), Z1
+	VMAXPS           Z1, Z0, Z0
+	VMOVUPS          Z0, K1, (CX)
+	VCMPPS.BCST      $0x0c, attnconst<>+0(SB), Z0, K2
+	VMOVAPS.Z        Z0, K2, Z0
+	VSUBPS           Z0, Z1, Z1
+	VBROADCASTSS     attnconst<>+96(SB), Z2
+	VCMPPS           $0x15, Z2, Z1, K3
+	VMAXPS           Z1, Z2, Z1
+	VRNDSCALEPS      $0x00, Z1, Z2
+	VSUBPS           Z2, Z1, Z1
+	VBROADCASTSS     attnconst<>+288(SB), Z3
+	VFMADD213PS.BCST attnconst<>+256(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+224(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+192(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+160(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+128(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+32(SB), Z1, Z3
+	VSCALEFPS.Z      Z2, Z3, K3, Z1
+	KNOTW            K2, K2
+	VBROADCASTSS     attnconst<>+32(SB), K2, Z1
+	VMOVUPS          Z1, 1024(SP)
+	VMOVUPS          (SP), Z2
+	VSUBPS           Z0, Z2, Z2
+	VBROADCASTSS     attnconst<>+96(SB), Z3
+	VCMPPS           $0x15, Z3, Z2, K2
+	VMAXPS           Z2, Z3, Z2
+	VRNDSCALEPS      $0x00, Z2, Z3
+	VSUBPS           Z3, Z2, Z2
+	VBROADCASTSS     attnconst<>+288(SB), Z4
+	VFMADD213PS.BCST attnconst<>+256(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+224(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+192(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+160(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+128(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+32(SB), Z2, Z4
+	VSCALEFPS.Z      Z3, Z4, K2, Z2
+	VMOVUPS          Z2, (SP)
+	VMOVUPS          64(SP), Z3
+	VSUBPS           Z0, Z3, Z3
+	VBROADCASTSS     attnconst<>+96(SB), Z4
+	VCMPPS           $0x15, Z4, Z3, K2
+	VMAXPS           Z3, Z4, Z3
+	VRNDSCALEPS      $0x00, Z3, Z4
+	VSUBPS           Z4, Z3, Z3
+	VBROADCASTSS     attnconst<>+288(SB), Z5
+	VFMADD213PS.BCST attnconst<>+256(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+224(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+192(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+160(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+128(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+32(SB), Z3, Z5
+	VSCALEFPS.Z      Z4, Z5, K2, Z3
+	VMOVUPS          Z3, 64(SP)
+	VMOVUPS          128(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 128(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          192(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 192(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          256(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 256(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          320(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 320(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          384(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 384(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          448(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 448(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          512(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 512(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          576(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 576(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          640(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 640(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          704(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 704(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          768(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 768(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          832(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 832(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          896(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 896(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          960(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z0
+	VCMPPS           $0x15, Z0, Z4, K2
+	VMAXPS           Z4, Z0, Z4
+	VRNDSCALEPS      $0x00, Z4, Z0
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z5
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z5
+	VSCALEFPS.Z      Z0, Z5, K2, Z4
+	VMOVUPS          Z4, 960(SP)
+	VADDPS           Z4, Z3, Z3
+	VADDPS           Z3, Z2, Z2
+	VSHUFF32X4       $0x4e, Z2, Z2, Z0
+	VADDPS           Z0, Z2, Z2
+	VSHUFF32X4       $0xb1, Z2, Z2, Z0
+	VADDPS           Z0, Z2, Z2
+	VBROADCASTF32X4  (DX), Z0
+	VFMADD231PS      Z0, Z1, Z2
+	VMOVUPS          Z2, K1, (DX)
+
+	// o = alpha*o.
+	VBROADCASTSS 1024(SP), Z0
+	VMULPS       (AX), Z0, Z1
+	VMOVUPS      Z1, (AX)
+	VMULPS       64(AX), Z0, Z1
+	VMOVUPS      Z1, 64(AX)
+	VMULPS       128(AX), Z0, Z1
+	VMOVUPS      Z1, 128(AX)
+	VMULPS       192(AX), Z0, Z0
+	VMOVUPS      Z0, 192(AX)
+	VBROADCASTSS 1028(SP), Z0
+	VMULPS       256(AX), Z0, Z1
+	VMOVUPS      Z1, 256(AX)
+	VMULPS       320(AX), Z0, Z1
+	VMOVUPS      Z1, 320(AX)
+	VMULPS       384(AX), Z0, Z1
+	VMOVUPS      Z1, 384(AX)
+	VMULPS       448(AX), Z0, Z0
+	VMOVUPS      Z0, 448(AX)
+	VBROADCASTSS 1032(SP), Z0
+	VMULPS       512(AX), Z0, Z1
+	VMOVUPS      Z1, 512(AX)
+	VMULPS       576(AX), Z0, Z1
+	VMOVUPS      Z1, 576(AX)
+	VMULPS       640(AX), Z0, Z1
+	VMOVUPS      Z1, 640(AX)
+	VMULPS       704(AX), Z0, Z0
+	VMOVUPS      Z0, 704(AX)
+	VBROADCASTSS 1036(SP), Z0
+	VMULPS       768(AX), Z0, Z1
+	VMOVUPS      Z1, 768(AX)
+	VMULPS       832(AX), Z0, Z1
+	VMOVUPS      Z1, 832(AX)
+	VMULPS       896(AX), Z0, Z1
+	VMOVUPS      Z1, 896(AX)
+	VMULPS       960(AX), Z0, Z0
+	VMOVUPS      Z0, 960(AX)
+
+	// o += P V, in groups of rows, each over the whole tile.
+	MOVQ    v+16(FP), CX
+	MOVQ    off+24(FP), DX
+	LEAQ    (SP), BX
+	MOVQ    $0x00000010, SI
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS 192(AX), Z3
+	VMOVUPS 256(AX), Z4
+	VMOVUPS 320(AX), Z5
+	VMOVUPS 384(AX), Z6
+	VMOVUPS 448(AX), Z7
+	VMOVUPS 512(AX), Z8
+	VMOVUPS 576(AX), Z9
+	VMOVUPS 640(AX), Z10
+	VMOVUPS 704(AX), Z11
+	VMOVUPS 768(AX), Z12
+	VMOVUPS 832(AX), Z13
+	VMOVUPS 896(AX), Z14
+	VMOVUPS 960(AX), Z15
+
+pv0:
+	MOVQ         (DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS (BX), Z16
+	VBROADCASTSS 4(BX), Z17
+	VBROADCASTSS 8(BX), Z18
+	VBROADCASTSS 12(BX), Z19
+	VMOVUPS      (DI), Z20
+	VFMADD231PS  Z20, Z16, Z0
+	VFMADD231PS  Z20, Z17, Z4
+	VFMADD231PS  Z20, Z18, Z8
+	VFMADD231PS  Z20, Z19, Z12
+	VMOVUPS      64(DI), Z20
+	VFMADD231PS  Z20, Z16, Z1
+	VFMADD231PS  Z20, Z17, Z5
+	VFMADD231PS  Z20, Z18, Z9
+	VFMADD231PS  Z20, Z19, Z13
+	VMOVUPS      128(DI), Z20
+	VFMADD231PS  Z20, Z16, Z2
+	VFMADD231PS  Z20, Z17, Z6
+	VFMADD231PS  Z20, Z18, Z10
+	VFMADD231PS  Z20, Z19, Z14
+	VMOVUPS      192(DI), Z20
+	VFMADD231PS  Z20, Z16, Z3
+	VFMADD231PS  Z20, Z17, Z7
+	VFMADD231PS  Z20, Z18, Z11
+	VFMADD231PS  Z20, Z19, Z15
+	MOVQ         8(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 16(BX), Z16
+	VBROADCASTSS 20(BX), Z17
+	VBROADCASTSS 24(BX), Z18
+	VBROADCASTSS 28(BX), Z19
+	VMOVUPS      (DI), Z20
+	VFMADD231PS  Z20, Z16, Z0
+	VFMADD231PS  Z20, Z17, Z4
+	VFMADD231PS  Z20, Z18, Z8
+	VFMADD231PS  Z20, Z19, Z12
+	VMOVUPS      64(DI), Z20
+	VFMADD231PS  Z20, Z16, Z1
+	VFMADD231PS  Z20, Z17, Z5
+	VFMADD231PS  Z20, Z18, Z9
+	VFMADD231PS  Z20, Z19, Z13
+	VMOVUPS      128(DI), Z20
+	VFMADD231PS  Z20, Z16, Z2
+	VFMADD231PS  Z20, Z17, Z6
+	VFMADD231PS  Z20, Z18, Z10
+	VFMADD231PS  Z20, Z19, Z14
+	VMOVUPS      192(DI), Z20
+	VFMADD231PS  Z20, Z16, Z3
+	VFMADD231PS  Z20, Z17, Z7
+	VFMADD231PS  Z20, Z18, Z11
+	VFMADD231PS  Z20, Z19, Z15
+	MOVQ         16(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 32(BX), Z16
+	VBROADCASTSS 36(BX), Z17
+	VBROADCASTSS 40(BX), Z18
+	VBROADCASTSS 44(BX), Z19
+	VMOVUPS      (DI), Z20
+	VFMADD231PS  Z20, Z16, Z0
+	VFMADD231PS  Z20, Z17, Z4
+	VFMADD231PS  Z20, Z18, Z8
+	VFMADD231PS  Z20, Z19, Z12
+	VMOVUPS      64(DI), Z20
+	VFMADD231PS  Z20, Z16, Z1
+	VFMADD231PS  Z20, Z17, Z5
+	VFMADD231PS  Z20, Z18, Z9
+	VFMADD231PS  Z20, Z19, Z13
+	VMOVUPS      128(DI), Z20
+	VFMADD231PS  Z20, Z16, Z2
+	VFMADD231PS  Z20, Z17, Z6
+	VFMADD231PS  Z20, Z18, Z10
+	VFMADD231PS  Z20, Z19, Z14
+	VMOVUPS      192(DI), Z20
+	VFMADD231PS  Z20, Z16, Z3
+	VFMADD231PS  Z20, Z17, Z7
+	VFMADD231PS  Z20, Z18, Z11
+	VFMADD231PS  Z20, Z19, Z15
+	MOVQ         24(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 48(BX), Z16
+	VBROADCASTSS 52(BX), Z17
+	VBROADCASTSS 56(BX), Z18
+	VBROADCASTSS 60(BX), Z19
+	VMOVUPS      (DI), Z20
+	VFMADD231PS  Z20, Z16, Z0
+	VFMADD231PS  Z20, Z17, Z4
+	VFMADD231PS  Z20, Z18, Z8
+	VFMADD231PS  Z20, Z19, Z12
+	VMOVUPS      64(DI), Z20
+	VFMADD231PS  Z20, Z16, Z1
+	VFMADD231PS  Z20, Z17, Z5
+	VFMADD231PS  Z20, Z18, Z9
+	VFMADD231PS  Z20, Z19, Z13
+	VMOVUPS      128(DI), Z20
+	VFMADD231PS  Z20, Z16, Z2
+	VFMADD231PS  Z20, Z17, Z6
+	VFMADD231PS  Z20, Z18, Z10
+	VFMADD231PS  Z20, Z19, Z14
+	VMOVUPS      192(DI), Z20
+	VFMADD231PS  Z20, Z16, Z3
+	VFMADD231PS  Z20, Z17, Z7
+	VFMADD231PS  Z20, Z18, Z11
+	VFMADD231PS  Z20, Z19, Z15
+	ADDQ         $0x00000040, BX
+	ADDQ         $0x20, DX
+	DECQ         SI
+	JNZ          pv0
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, 192(AX)
+	VMOVUPS      Z4, 256(AX)
+	VMOVUPS      Z5, 320(AX)
+	VMOVUPS      Z6, 384(AX)
+	VMOVUPS      Z7, 448(AX)
+	VMOVUPS      Z8, 512(AX)
+	VMOVUPS      Z9, 576(AX)
+	VMOVUPS      Z10, 640(AX)
+	VMOVUPS      Z11, 704(AX)
+	VMOVUPS      Z12, 768(AX)
+	VMOVUPS      Z13, 832(AX)
+	VMOVUPS      Z14, 896(AX)
+	VMOVUPS      Z15, 960(AX)
+	VZEROUPPER
+	RET
+
+// func decodeAVX512F32D64R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+// Requires: AVX, AVX512F
+TEXT ·decodeAVX512F32D64R8(SB), $2112-56
+	// Scores: vector i holds keys i*keys .. i*keys+keys-1 by rows.
+	MOVQ q+0(FP), AX
+	MOVQ k+8(FP), CX
+	MOVQ off+24(FP), DX
+	LEAQ (SP), BX
+	MOVQ $0x00000020, SI
+
+qk:
+	MOVQ        (DX), DI
+	ADDQ        CX, DI
+	MOVQ        8(DX), R8
+	ADDQ        CX, R8
+	VMOVUPS     (AX), Z0
+	VMOVUPS     256(AX), Z1
+	VMOVUPS     512(AX), Z2
+	VMOVUPS     768(AX), Z3
+	VMOVUPS     1024(AX), Z4
+	VMOVUPS     1280(AX), Z5
+	VMOVUPS     1536(AX), Z6
+	VMOVUPS     1792(AX), Z7
+	VMOVUPS     (DI), Z8
+	VMULPS      Z8, Z0, Z9
+	VMULPS      Z8, Z1, Z10
+	VMULPS      Z8, Z2, Z11
+	VMULPS      Z8, Z3, Z12
+	VMULPS      Z8, Z4, Z13
+	VMULPS      Z8, Z5, Z14
+	VMULPS      Z8, Z6, Z15
+	VMULPS      Z8, Z7, Z8
+	VMOVUPS     (R8), Z18
+	VMULPS      Z18, Z0, Z0
+	VMULPS      Z18, Z1, Z1
+	VMULPS      Z18, Z2, Z2
+	VMULPS      Z18, Z3, Z3
+	VMULPS      Z18, Z4, Z4
+	VMULPS      Z18, Z5, Z5
+	VMULPS      Z18, Z6, Z6
+	VMULPS      Z18, Z7, Z7
+	VMOVUPS     64(AX), Z18
+	VMOVUPS     320(AX), Z19
+	VMOVUPS     576(AX), Z20
+	VMOVUPS     832(AX), Z21
+	VMOVUPS     1088(AX), Z22
+	VMOVUPS     1344(AX), Z23
+	VMOVUPS     1600(AX), Z24
+	VMOVUPS     1856(AX), Z25
+	VMOVUPS     64(DI), Z26
+	VFMADD231PS Z26, Z18, Z9
+	VFMADD231PS Z26, Z19, Z10
+	VFMADD231PS Z26, Z20, Z11
+	VFMADD231PS Z26, Z21, Z12
+	VFMADD231PS Z26, Z22, Z13
+	VFMADD231PS Z26, Z23, Z14
+	VFMADD231PS Z26, Z24, Z15
+	VFMADD231PS Z26, Z25, Z8
+	VMOVUPS     64(R8), Z26
+	VFMADD231PS Z26, Z18, Z0
+	VFMADD231PS Z26, Z19, Z1
+	VFMADD231PS Z26, Z20, Z2
+	VFMADD231PS Z26, Z21, Z3
+	VFMADD231PS Z26, Z22, Z4
+	VFMADD231PS Z26, Z23, Z5
+	VFMADD231PS Z26, Z24, Z6
+	VFMADD231PS Z26, Z25, Z7
+	VMOVUPS     128(AX), Z18
+	VMOVUPS     384(AX), Z19
+	VMOVUPS     640(AX), Z20
+	VMOVUPS     896(AX), Z21
+	VMOVUPS     1152(AX), Z22
+	VMOVUPS     1408(AX), Z23
+	VMOVUPS     1664(AX), Z24
+	VMOVUPS     1920(AX), Z25
+	VMOVUPS     128(DI), Z26
+	VFMADD231PS Z26, Z18, Z9
+	VFMADD231PS Z26, Z19, Z10
+	VFMADD231PS Z26, Z20, Z11
+	VFMADD231PS Z26, Z21, Z12
+	VFMADD231PS Z26, Z22, Z13
+	VFMADD231PS Z26, Z23, Z14
+	VFMADD231PS Z26, Z24, Z15
+	VFMADD231PS Z26, Z25, Z8
+	VMOVUPS     128(R8), Z26
+	VFMADD231PS Z26, Z18, Z0
+	VFMADD231PS Z26, Z19, Z1
+	VFMADD231PS Z26, Z20, Z2
+	VFMADD231PS Z26, Z21, Z3
+	VFMADD231PS Z26, Z22, Z4
+	VFMADD231PS Z26, Z23, Z5
+	VFMADD231PS Z26, Z24, Z6
+	VFMADD231PS Z26, Z25, Z7
+	VMOVUPS     192(AX), Z18
+	VMOVUPS     448(AX), Z19
+	VMOVUPS     704(AX), Z20
+	VMOVUPS     960(AX), Z21
+	VMOVUPS     1216(AX), Z22
+	VMOVUPS     1472(AX), Z23
+	VMOVUPS     1728(AX), Z24
+	VMOVUPS     1984(AX), Z25
+	VMOVUPS     192(DI), Z26
+	VFMADD231PS Z26, Z18, Z9
+	VFMADD231PS Z26, Z19, Z10
+	VFMADD231PS Z26, Z20, Z11
+	VFMADD231PS Z26, Z21, Z12
+	VFMADD231PS Z26, Z22, Z13
+	VFMADD231PS Z26, Z23, Z14
+	VFMADD231PS Z26, Z24, Z15
+	VFMADD231PS Z26, Z25, Z8
+	VMOVUPS     192(R8), Z26
+	VFMADD231PS Z26, Z18, Z0
+	VFMADD231PS Z26, Z19, Z1
+	VFMADD231PS Z26, Z20, Z2
+	VFMADD231PS Z26, Z21, Z3
+	VFMADD231PS Z26, Z22, Z4
+	VFMADD231PS Z26, Z23, Z5
+	VFMADD231PS Z26, Z24, Z6
+	VFMADD231PS Z26, Z25, Z7
+	VSHUFPS     $0x44, Z10, Z9, Z18
+	VSHUFPS     $0xee, Z10, Z9, Z9
+	VADDPS      Z9, Z18, Z18
+	VSHUFPS     $0x44, Z12, Z11, Z9
+	VSHUFPS     $0xee, Z12, Z11, Z10
+	VADDPS      Z10, Z9, Z9
+	VSHUFPS     $0x44, Z14, Z13, Z10
+	VSHUFPS     $0xee, Z14, Z13, Z11
+	VADDPS      Z11, Z10, Z10
+	VSHUFPS     $0x44, Z8, Z15, Z11
+	VSHUFPS     $0xee, Z8, Z15, Z8
+	VADDPS      Z8, Z11, Z11
+	VSHUFPS     $0x44, Z1, Z0, Z8
+	VSHUFPS     $0xee, Z1, Z0, Z0
+	VADDPS      Z0, Z8, Z8
+	VSHUFPS     $0x44, Z3, Z2, Z0
+	VSHUFPS     $0xee, Z3, Z2, Z1
+	VADDPS      Z1, Z0, Z0
+	VSHUFPS     $0x44, Z5, Z4, Z1
+	VSHUFPS     $0xee, Z5, Z4, Z2
+	VADDPS      Z2, Z1, Z1
+	VSHUFPS     $0x44, Z7, Z6, Z2
+	VSHUFPS     $0xee, Z7, Z6, Z3
+	VADDPS      Z3, Z2, Z2
+	VSHUFPS     $0x88, Z9, Z18, Z3
+	VSHUFPS     $0xdd, Z9, Z18, Z4
+	VADDPS      Z4, Z3, Z3
+	VSHUFPS     $0x88, Z11, Z10, Z4
+	VSHUFPS     $0xdd, Z11, Z10, Z5
+	VADDPS      Z5, Z4, Z4
+	VSHUFPS     $0x88, Z0, Z8, Z5
+	VSHUFPS     $0xdd, Z0, Z8, Z0
+	VADDPS      Z0, Z5, Z5
+	VSHUFPS     $0x88, Z2, Z1, Z0
+	VSHUFPS     $0xdd, Z2, Z1, Z1
+	VADDPS      Z1, Z0, Z0
+	VSHUFF32X4  $0x88, Z4, Z3, Z1
+	VSHUFF32X4  $0xdd, Z4, Z3, Z2
+	VADDPS      Z2, Z1, Z1
+	VSHUFF32X4  $0x88, Z0, Z5, Z2
+	VSHUFF32X4  $0xdd, Z0, Z5, Z0
+	VADDPS      Z0, Z2, Z2
+	VSHUFF32X4  $0x88, Z2, Z1, Z0
+	VSHUFF32X4  $0xdd, Z2, Z1, Z1
+	VADDPS      Z1, Z0, Z0
+	VMOVUPS     Z0, (BX)
+	ADDQ        $0x40, BX
+	ADDQ        $0x10, DX
+	DECQ        SI
+	JNZ         qk
+
+	// Row maxima, alpha, p and l, each row's value in every lane of its residue.
+	VMOVUPS          (SP), Z0
+	VMOVUPS          64(SP), Z1
+	VMAXPS           128(SP), Z0, Z0
+	VMAXPS           192(SP), Z1, Z1
+	VMAXPS           256(SP), Z0, Z0
+	VMAXPS           320(SP), Z1, Z1
+	VMAXPS           384(SP), Z0, Z0
+	VMAXPS           448(SP), Z1, Z1
+	VMAXPS           512(SP), Z0, Z0
+	VMAXPS           576(SP), Z1, Z1
+	VMAXPS           640(SP), Z0, Z0
+	VMAXPS           704(SP), Z1, Z1
+	VMAXPS           768(SP), Z0, Z0
+	VMAXPS           832(SP), Z1, Z1
+	VMAXPS           896(SP), Z0, Z0
+	VMAXPS           960(SP), Z1, Z1
+	VMAXPS           1024(SP), Z0, Z0
+	VMAXPS           1088(SP), Z1, Z1
+	VMAXPS           1152(SP), Z0, Z0
+	VMAXPS           1216(SP), Z1, Z1
+	VMAXPS           1280(SP), Z0, Z0
+	VMAXPS           1344(SP), Z1, Z1
+	VMAXPS           1408(SP), Z0, Z0
+	VMAXPS           1472(SP), Z1, Z1
+	VMAXPS           1536(SP), Z0, Z0
+	VMAXPS           1600(SP), Z1, Z1
+	VMAXPS           1664(SP), Z0, Z0
+	VMAXPS           1728(SP), Z1, Z1
+	VMAXPS           1792(SP), Z0, Z0
+	VMAXPS           1856(SP), Z1, Z1
+	VMAXPS           1920(SP), Z0, Z0
+	VMAXPS           1984(SP), Z1, Z1
+	VMAXPS           Z1, Z0, Z0
+	VSHUFF32X4       $0x4e, Z0, Z0, Z1
+	VMAXPS           Z1, Z0, Z0
+	MOVQ             o+32(FP), AX
+	MOVQ             m+40(FP), CX
+	MOVQ             l+48(FP), DX
+	MOVL             $0x000000ff, BX
+	KMOVW            BX, K1
+	VMOVUPS          (CX), Y16
+	VSHUFF32X4       $0x44, Z16, Z16, Z16
+	VMAXPS           Z16, Z0, Z0
+	VMOVUPS          Z0, K1, (CX)
+	VCMPPS.BCST      $0x0c, attnconst<>+0(SB), Z0, K2
+	VMOVAPS.Z        Z0, K2, Z0
+	VSUBPS           Z0, Z16, Z1
+	VBROADCASTSS     attnconst<>+96(SB), Z2
+	VCMPPS           $0x15, Z2, Z1, K3
+	VMAXPS           Z1, Z2, Z1
+	VRNDSCALEPS      $0x00, Z1, Z2
+	VSUBPS           Z2, Z1, Z1
+	VBROADCASTSS     attnconst<>+288(SB), Z3
+	VFMADD213PS.BCST attnconst<>+256(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+224(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+192(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+160(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+128(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+32(SB), Z1, Z3
+	VSCALEFPS.Z      Z2, Z3, K3, Z1
+	KNOTW            K2, K2
+	VBROADCASTSS     attnconst<>+32(SB), K2, Z1
+	VMOVUPS          Z1, 2048(SP)
+	VMOVUPS          (SP), Z2
+	VSUBPS           Z0, Z2, Z2
+	VBROADCASTSS     attnconst<>+96(SB), Z3
+	VCMPPS           $0x15, Z3, Z2, K2
+	VMAXPS           Z2, Z3, Z2
+	VRNDSCALEPS      $0x00, Z2, Z3
+	VSUBPS           Z3, Z2, Z2
+	VBROADCASTSS     attnconst<>+288(SB), Z4
+	VFMADD213PS.BCST attnconst<>+256(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+224(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+192(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+160(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+128(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+32(SB), Z2, Z4
+	VSCALEFPS.Z      Z3, Z4, K2, Z2
+	VMOVUPS          Z2, (SP)
+	VMOVUPS          64(SP), Z3
+	VSUBPS           Z0, Z3, Z3
+	VBROADCASTSS     attnconst<>+96(SB), Z4
+	VCMPPS           $0x15, Z4, Z3, K2
+	VMAXPS           Z3, Z4, Z3
+	VRNDSCALEPS      $0x00, Z3, Z4
+	VSUBPS           Z4, Z3, Z3
+	VBROADCASTSS     attnconst<>+288(SB), Z5
+	VFMADD213PS.BCST attnconst<>+256(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+224(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+192(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+160(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+128(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+32(SB), Z3, Z5
+	VSCALEFPS.Z      Z4, Z5, K2, Z3
+	VMOVUPS          Z3, 64(SP)
+	VMOVUPS          128(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 128(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          192(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 192(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          256(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 256(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          320(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 320(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          384(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 384(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          448(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 448(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          512(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 512(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          576(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 576(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          640(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 640(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          704(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 704(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          768(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 768(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          832(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 832(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          896(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 896(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          960(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 960(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          1024(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1024(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          1088(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1088(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          1152(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1152(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          1216(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1216(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          1280(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1280(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          1344(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1344(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          1408(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1408(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          1472(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1472(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          1536(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1536(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          1600(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1600(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          1664(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1664(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          1728(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1728(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          1792(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1792(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          1856(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1856(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          1920(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1920(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          1984(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z0
+	VCMPPS           $0x15, Z0, Z4, K2
+	VMAXPS           Z4, Z0, Z4
+	VRNDSCALEPS      $0x00, Z4, Z0
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z5
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z5
+	VSCALEFPS.Z      Z0, Z5, K2, Z4
+	VMOVUPS          Z4, 1984(SP)
+	VADDPS           Z4, Z3, Z3
+	VADDPS           Z3, Z2, Z2
+	VSHUFF32X4       $0x4e, Z2, Z2, Z0
+	VADDPS           Z0, Z2, Z2
+	VMOVUPS          (DX), Y17
+	VSHUFF32X4       $0x44, Z17, Z17, Z17
+	VFMADD231PS      Z17, Z1, Z2
+	VMOVUPS          Z2, K1, (DX)
+
+	// o = alpha*o.
+	VBROADCASTSS 2048(SP), Z0
+	VMULPS       (AX), Z0, Z1
+	VMOVUPS      Z1, (AX)
+	VMULPS       64(AX), Z0, Z1
+	VMOVUPS      Z1, 64(AX)
+	VMULPS       128(AX), Z0, Z1
+	VMOVUPS      Z1, 128(AX)
+	VMULPS       192(AX), Z0, Z0
+	VMOVUPS      Z0, 192(AX)
+	VBROADCASTSS 2052(SP), Z0
+	VMULPS       256(AX), Z0, Z1
+	VMOVUPS      Z1, 256(AX)
+	VMULPS       320(AX), Z0, Z1
+	VMOVUPS      Z1, 320(AX)
+	VMULPS       384(AX), Z0, Z1
+	VMOVUPS      Z1, 384(AX)
+	VMULPS       448(AX), Z0, Z0
+	VMOVUPS      Z0, 448(AX)
+	VBROADCASTSS 2056(SP), Z0
+	VMULPS       512(AX), Z0, Z1
+	VMOVUPS      Z1, 512(AX)
+	VMULPS       576(AX), Z0, Z1
+	VMOVUPS      Z1, 576(AX)
+	VMULPS       640(AX), Z0, Z1
+	VMOVUPS      Z1, 640(AX)
+	VMULPS       704(AX), Z0, Z0
+	VMOVUPS      Z0, 704(AX)
+	VBROADCASTSS 2060(SP), Z0
+	VMULPS       768(AX), Z0, Z1
+	VMOVUPS      Z1, 768(AX)
+	VMULPS       832(AX), Z0, Z1
+	VMOVUPS      Z1, 832(AX)
+	VMULPS       896(AX), Z0, Z1
+	VMOVUPS      Z1, 896(AX)
+	VMULPS       960(AX), Z0, Z0
+	VMOVUPS      Z0, 960(AX)
+	VBROADCASTSS 2064(SP), Z0
+	VMULPS       1024(AX), Z0, Z1
+	VMOVUPS      Z1, 1024(AX)
+	VMULPS       1088(AX), Z0, Z1
+	VMOVUPS      Z1, 1088(AX)
+	VMULPS       1152(AX), Z0, Z1
+	VMOVUPS      Z1, 1152(AX)
+	VMULPS       1216(AX), Z0, Z0
+	VMOVUPS      Z0, 1216(AX)
+	VBROADCASTSS 2068(SP), Z0
+	VMULPS       1280(AX), Z0, Z1
+	VMOVUPS      Z1, 1280(AX)
+	VMULPS       1344(AX), Z0, Z1
+	VMOVUPS      Z1, 1344(AX)
+	VMULPS       1408(AX), Z0, Z1
+	VMOVUPS      Z1, 1408(AX)
+	VMULPS       1472(AX), Z0, Z0
+	VMOVUPS      Z0, 1472(AX)
+	VBROADCASTSS 2072(SP), Z0
+	VMULPS       1536(AX), Z0, Z1
+	VMOVUPS      Z1, 1536(AX)
+	VMULPS       1600(AX), Z0, Z1
+	VMOVUPS      Z1, 1600(AX)
+	VMULPS       1664(AX), Z0, Z1
+	VMOVUPS      Z1, 1664(AX)
+	VMULPS       1728(AX), Z0, Z0
+	VMOVUPS      Z0, 1728(AX)
+	VBROADCASTSS 2076(SP), Z0
+	VMULPS       1792(AX), Z0, Z1
+	VMOVUPS      Z1, 1792(AX)
+	VMULPS       1856(AX), Z0, Z1
+	VMOVUPS      Z1, 1856(AX)
+	VMULPS       1920(AX), Z0, Z1
+	VMOVUPS      Z1, 1920(AX)
+	VMULPS       1984(AX), Z0, Z0
+	VMOVUPS      Z0, 1984(AX)
+
+	// o += P V, in groups of rows, each over the whole tile.
+	MOVQ    v+16(FP), CX
+	MOVQ    off+24(FP), DX
+	LEAQ    (SP), BX
+	MOVQ    $0x00000010, SI
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS 192(AX), Z3
+	VMOVUPS 256(AX), Z4
+	VMOVUPS 320(AX), Z5
+	VMOVUPS 384(AX), Z6
+	VMOVUPS 448(AX), Z7
+	VMOVUPS 512(AX), Z8
+	VMOVUPS 576(AX), Z9
+	VMOVUPS 640(AX), Z10
+	VMOVUPS 704(AX), Z11
+	VMOVUPS 768(AX), Z12
+	VMOVUPS 832(AX), Z13
+	VMOVUPS 896(AX), Z14
+	VMOVUPS 960(AX), Z15
+
+pv0:
+	MOVQ         (DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS (BX), Z16
+	VBROADCASTSS 4(BX), Z17
+	VBROADCASTSS 8(BX), Z18
+	VBROADCASTSS 12(BX), Z19
+	VMOVUPS      (DI), Z20
+	VFMADD231PS  Z20, Z16, Z0
+	VFMADD231PS  Z20, Z17, Z4
+	VFMADD231PS  Z20, Z18, Z8
+	VFMADD231PS  Z20, Z19, Z12
+	VMOVUPS      64(DI), Z20
+	VFMADD231PS  Z20, Z16, Z1
+	VFMADD231PS  Z20, Z17, Z5
+	VFMADD231PS  Z20, Z18, Z9
+	VFMADD231PS  Z20, Z19, Z13
+	VMOVUPS      128(DI), Z20
+	VFMADD231PS  Z20, Z16, Z2
+	VFMADD231PS  Z20, Z17, Z6
+	VFMADD231PS  Z20, Z18, Z10
+	VFMADD231PS  Z20, Z19, Z14
+	VMOVUPS      192(DI), Z20
+	VFMADD231PS  Z20, Z16, Z3
+	VFMADD231PS  Z20, Z17, Z7
+	VFMADD231PS  Z20, Z18, Z11
+	VFMADD231PS  Z20, Z19, Z15
+	MOVQ         8(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 32(BX), Z16
+	VBROADCASTSS 36(BX), Z17
+	VBROADCASTSS 40(BX), Z18
+	VBROADCASTSS 44(BX), Z19
+	VMOVUPS      (DI), Z20
+	VFMADD231PS  Z20, Z16, Z0
+	VFMADD231PS  Z20, Z17, Z4
+	VFMADD231PS  Z20, Z18, Z8
+	VFMADD231PS  Z20, Z19, Z12
+	VMOVUPS      64(DI), Z20
+	VFMADD231PS  Z20, Z16, Z1
+	VFMADD231PS  Z20, Z17, Z5
+	VFMADD231PS  Z20, Z18, Z9
+	VFMADD231PS  Z20, Z19, Z13
+	VMOVUPS      128(DI), Z20
+	VFMADD231PS  Z20, Z16, Z2
+	VFMADD231PS  Z20, Z17, Z6
+	VFMADD231PS  Z20, Z18, Z10
+	VFMADD231PS  Z20, Z19, Z14
+	VMOVUPS      192(DI), Z20
+	VFMADD231PS  Z20, Z16, Z3
+	VFMADD231PS  Z20, Z17, Z7
+	VFMADD231PS  Z20, Z18, Z11
+	VFMADD231PS  Z20, Z19, Z15
+	MOVQ         16(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 64(BX), Z16
+	VBROADCASTSS 68(BX), Z17
+	VBROADCASTSS 72(BX), Z18
+	VBROADCASTSS 76(BX), Z19
+	VMOVUPS      (DI), Z20
+	VFMADD231PS  Z20, Z16, Z0
+	VFMADD231PS  Z20, Z17, Z4
+	VFMADD231PS  Z20, Z18, Z8
+	VFMADD231PS  Z20, Z19, Z12
+	VMOVUPS      64(DI), Z20
+	VFMADD231PS  Z20, Z16, Z1
+	VFMADD231PS  Z20, Z17, Z5
+	VFMADD231PS  Z20, Z18, Z9
+	VFMADD231PS  Z20, Z19, Z13
+	VMOVUPS      128(DI), Z20
+	VFMADD231PS  Z20, Z16, Z2
+	VFMADD231PS  Z20, Z17, Z6
+	VFMADD231PS  Z20, Z18, Z10
+	VFMADD231PS  Z20, Z19, Z14
+	VMOVUPS      192(DI), Z20
+	VFMADD231PS  Z20, Z16, Z3
+	VFMADD231PS  Z20, Z17, Z7
+	VFMADD231PS  Z20, Z18, Z11
+	VFMADD231PS  Z20, Z19, Z15
+	MOVQ         24(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 96(BX), Z16
+	VBROADCASTSS 100(BX), Z17
+	VBROADCASTSS 104(BX), Z18
+	VBROADCASTSS 108(BX), Z19
+	VMOVUPS      (DI), Z20
+	VFMADD231PS  Z20, Z16, Z0
+	VFMADD231PS  Z20, Z17, Z4
+	VFMADD231PS  Z20, Z18, Z8
+	VFMADD231PS  Z20, Z19, Z12
+	VMOVUPS      64(DI), Z20
+	VFMADD231PS  Z20, Z16, Z1
+	VFMADD231PS  Z20, Z17, Z5
+	VFMADD231PS  Z20, Z18, Z9
+	VFMADD231PS  Z20, Z19, Z13
+	VMOVUPS      128(DI), Z20
+	VFMADD231PS  Z20, Z16, Z2
+	VFMADD231PS  Z20, Z17, Z6
+	VFMADD231PS  Z20, Z18, Z10
+	VFMADD231PS  Z20, Z19, Z14
+	VMOVUPS      192(DI), Z20
+	VFMADD231PS  Z20, Z16, Z3
+	VFMADD231PS  Z20, Z17, Z7
+	VFMADD231PS  Z20, Z18, Z11
+	VFMADD231PS  Z20, Z19, Z15
+	ADDQ         $0x00000080, BX
+	ADDQ         $0x20, DX
+	DECQ         SI
+	JNZ          pv0
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, 192(AX)
+	VMOVUPS      Z4, 256(AX)
+	VMOVUPS      Z5, 320(AX)
+	VMOVUPS      Z6, 384(AX)
+	VMOVUPS      Z7, 448(AX)
+	VMOVUPS      Z8, 512(AX)
+	VMOVUPS      Z9, 576(AX)
+	VMOVUPS      Z10, 640(AX)
+	VMOVUPS      Z11, 704(AX)
+	VMOVUPS      Z12, 768(AX)
+	VMOVUPS      Z13, 832(AX)
+	VMOVUPS      Z14, 896(AX)
+	VMOVUPS      Z15, 960(AX)
+	MOVQ         v+16(FP), CX
+	MOVQ         off+24(FP), DX
+	LEAQ         (SP), BX
+	MOVQ         $0x00000010, SI
+	VMOVUPS      1024(AX), Z0
+	VMOVUPS      1088(AX), Z1
+	VMOVUPS      1152(AX), Z2
+	VMOVUPS      1216(AX), Z3
+	VMOVUPS      1280(AX), Z4
+	VMOVUPS      1344(AX), Z5
+	VMOVUPS      1408(AX), Z6
+	VMOVUPS      1472(AX), Z7
+	VMOVUPS      1536(AX), Z8
+	VMOVUPS      1600(AX), Z9
+	VMOVUPS      1664(AX), Z10
+	VMOVUPS      1728(AX), Z11
+	VMOVUPS      1792(AX), Z12
+	VMOVUPS      1856(AX), Z13
+	VMOVUPS      1920(AX), Z14
+	VMOVUPS      1984(AX), Z15
+
+pv4:
+	MOVQ         (DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 16(BX), Z16
+	VBROADCASTSS 20(BX), Z17
+	VBROADCASTSS 24(BX), Z18
+	VBROADCASTSS 28(BX), Z19
+	VMOVUPS      (DI), Z20
+	VFMADD231PS  Z20, Z16, Z0
+	VFMADD231PS  Z20, Z17, Z4
+	VFMADD231PS  Z20, Z18, Z8
+	VFMADD231PS  Z20, Z19, Z12
+	VMOVUPS      64(DI), Z20
+	VFMADD231PS  Z20, Z16, Z1
+	VFMADD231PS  Z20, Z17, Z5
+	VFMADD231PS  Z20, Z18, Z9
+	VFMADD231PS  Z20, Z19, Z13
+	VMOVUPS      128(DI), Z20
+	VFMADD231PS  Z20, Z16, Z2
+	VFMADD231PS  Z20, Z17, Z6
+	VFMADD231PS  Z20, Z18, Z10
+	VFMADD231PS  Z20, Z19, Z14
+	VMOVUPS      192(DI), Z20
+	VFMADD231PS  Z20, Z16, Z3
+	VFMADD231PS  Z20, Z17, Z7
+	VFMADD231PS  Z20, Z18, Z11
+	VFMADD231PS  Z20, Z19, Z15
+	MOVQ         8(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 48(BX), Z16
+	VBROADCASTSS 52(BX), Z17
+	VBROADCASTSS 56(BX), Z18
+	VBROADCASTSS 60(BX), Z19
+	VMOVUPS      (DI), Z20
+	VFMADD231PS  Z20, Z16, Z0
+	VFMADD231PS  Z20, Z17, Z4
+	VFMADD231PS  Z20, Z18, Z8
+	VFMADD231PS  Z20, Z19, Z12
+	VMOVUPS      64(DI), Z20
+	VFMADD231PS  Z20, Z16, Z1
+	VFMADD231PS  Z20, Z17, Z5
+	VFMADD231PS  Z20, Z18, Z9
+	VFMADD231PS  Z20, Z19, Z13
+	VMOVUPS      128(DI), Z20
+	VFMADD231PS  Z20, Z16, Z2
+	VFMADD231PS  Z20, Z17, Z6
+	VFMADD231PS  Z20, Z18, Z10
+	VFMADD231PS  Z20, Z19, Z14
+	VMOVUPS      192(DI), Z20
+	VFMADD231PS  Z20, Z16, Z3
+	VFMADD231PS  Z20, Z17, Z7
+	VFMADD231PS  Z20, Z18, Z11
+	VFMADD231PS  Z20, Z19, Z15
+	MOVQ         16(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 80(BX), Z16
+	VBROADCASTSS 84(BX), Z17
+	VBROADCASTSS 88(BX), Z18
+	VBROADCASTSS 92(BX), Z19
+	VMOVUPS      (DI), Z20
+	VFMADD231PS  Z20, Z16, Z0
+	VFMADD231PS  Z20, Z17, Z4
+	VFMADD231PS  Z20, Z18, Z8
+	VFMADD231PS  Z20, Z19, Z12
+	VMOVUPS      64(DI), Z20
+	VFMADD231PS  Z20, Z16, Z1
+	VFMADD231PS  Z20, Z17, Z5
+	VFMADD231PS  Z20, Z18, Z9
+	VFMADD231PS  Z20, Z19, Z13
+	VMOVUPS      128(DI), Z20
+	VFMADD231PS  Z20, Z16, Z2
+	VFMADD231PS  Z20, Z17, Z6
+	VFMADD231PS  Z20, Z18, Z10
+	VFMADD231PS  Z20, Z19, Z14
+	VMOVUPS      192(DI), Z20
+	VFMADD231PS  Z20, Z16, Z3
+	VFMADD231PS  Z20, Z17, Z7
+	VFMADD231PS  Z20, Z18, Z11
+	VFMADD231PS  Z20, Z19, Z15
+	MOVQ         24(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 112(BX), Z16
+	VBROADCASTSS 116(BX), Z17
+	VBROADCASTSS 120(BX), Z18
+	VBROADCASTSS 124(BX), Z19
+	VMOVUPS      (DI), Z20
+	VFMADD231PS  Z20, Z16, Z0
+	VFMADD231PS  Z20, Z17, Z4
+	VFMADD231PS  Z20, Z18, Z8
+	VFMADD231PS  Z20, Z19, Z12
+	VMOVUPS      64(DI), Z20
+	VFMADD231PS  Z20, Z16, Z1
+	VFMADD231PS  Z20, Z17, Z5
+	VFMADD231PS  Z20, Z18, Z9
+	VFMADD231PS  Z20, Z19, Z13
+	VMOVUPS      128(DI), Z20
+	VFMADD231PS  Z20, Z16, Z2
+	VFMADD231PS  Z20, Z17, Z6
+	VFMADD231PS  Z20, Z18, Z10
+	VFMADD231PS  Z20, Z19, Z14
+	VMOVUPS      192(DI), Z20
+	VFMADD231PS  Z20, Z16, Z3
+	VFMADD231PS  Z20, Z17, Z7
+	VFMADD231PS  Z20, Z18, Z11
+	VFMADD231PS  Z20, Z19, Z15
+	ADDQ         $0x00000080, BX
+	ADDQ         $0x20, DX
+	DECQ         SI
+	JNZ          pv4
+	VMOVUPS      Z0, 1024(AX)
+	VMOVUPS      Z1, 1088(AX)
+	VMOVUPS      Z2, 1152(AX)
+	VMOVUPS      Z3, 1216(AX)
+	VMOVUPS      Z4, 1280(AX)
+	VMOVUPS      Z5, 1344(AX)
+	VMOVUPS      Z6, 1408(AX)
+	VMOVUPS      Z7, 1472(AX)
+	VMOVUPS      Z8, 1536(AX)
+	VMOVUPS      Z9, 1600(AX)
+	VMOVUPS      Z10, 1664(AX)
+	VMOVUPS      Z11, 1728(AX)
+	VMOVUPS      Z12, 1792(AX)
+	VMOVUPS      Z13, 1856(AX)
+	VMOVUPS      Z14, 1920(AX)
+	VMOVUPS      Z15, 1984(AX)
+	VZEROUPPER
+	RET
+
+// func decodeAVX512F32D128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+// Requires: AVX, AVX512F
+TEXT ·decodeAVX512F32D128R1(SB), $320-56
+	// Scores: vector i holds keys i*keys .. i*keys+keys-1 by rows.
+	MOVQ q+0(FP), AX
+	MOVQ k+8(FP), CX
+	MOVQ off+24(FP), DX
+	LEAQ (SP), BX
+	MOVQ $0x00000004, SI
+
+qk:
+	VMOVUPS     (AX), Z0
+	MOVQ        (DX), DI
+	VMOVUPS     (CX)(DI*1), Z1
+	VMULPS      Z1, Z0, Z1
+	MOVQ        8(DX), DI
+	VMOVUPS     (CX)(DI*1), Z2
+	VMULPS      Z2, Z0, Z2
+	MOVQ        16(DX), DI
+	VMOVUPS     (CX)(DI*1), Z3
+	VMULPS      Z3, Z0, Z3
+	MOVQ        24(DX), DI
+	VMOVUPS     (CX)(DI*1), Z4
+	VMULPS      Z4, Z0, Z4
+	MOVQ        32(DX), DI
+	VMOVUPS     (CX)(DI*1), Z5
+	VMULPS      Z5, Z0, Z5
+	MOVQ        40(DX), DI
+	VMOVUPS     (CX)(DI*1), Z6
+	VMULPS      Z6, Z0, Z6
+	MOVQ        48(DX), DI
+	VMOVUPS     (CX)(DI*1), Z7
+	VMULPS      Z7, Z0, Z7
+	MOVQ        56(DX), DI
+	VMOVUPS     (CX)(DI*1), Z8
+	VMULPS      Z8, Z0, Z8
+	MOVQ        64(DX), DI
+	VMOVUPS     (CX)(DI*1), Z9
+	VMULPS      Z9, Z0, Z9
+	MOVQ        72(DX), DI
+	VMOVUPS     (CX)(DI*1), Z10
+	VMULPS      Z10, Z0, Z10
+	MOVQ        80(DX), DI
+	VMOVUPS     (CX)(DI*1), Z11
+	VMULPS      Z11, Z0, Z11
+	MOVQ        88(DX), DI
+	VMOVUPS     (CX)(DI*1), Z12
+	VMULPS      Z12, Z0, Z12
+	MOVQ        96(DX), DI
+	VMOVUPS     (CX)(DI*1), Z13
+	VMULPS      Z13, Z0, Z13
+	MOVQ        104(DX), DI
+	VMOVUPS     (CX)(DI*1), Z14
+	VMULPS      Z14, Z0, Z14
+	MOVQ        112(DX), DI
+	VMOVUPS     (CX)(DI*1), Z15
+	VMULPS      Z15, Z0, Z15
+	MOVQ        120(DX), DI
+	VMOVUPS     (CX)(DI*1), Z16
+	VMULPS      Z16, Z0, Z0
+	VMOVUPS     64(AX), Z16
+	MOVQ        (DX), DI
+	VMOVUPS     64(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z1
+	MOVQ        8(DX), DI
+	VMOVUPS     64(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z2
+	MOVQ        16(DX), DI
+	VMOVUPS     64(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z3
+	MOVQ        24(DX), DI
+	VMOVUPS     64(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z4
+	MOVQ        32(DX), DI
+	VMOVUPS     64(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z5
+	MOVQ        40(DX), DI
+	VMOVUPS     64(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z6
+	MOVQ        48(DX), DI
+	VMOVUPS     64(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z7
+	MOVQ        56(DX), DI
+	VMOVUPS     64(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z8
+	MOVQ        64(DX), DI
+	VMOVUPS     64(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z9
+	MOVQ        72(DX), DI
+	VMOVUPS     64(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z10
+	MOVQ        80(DX), DI
+	VMOVUPS     64(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z11
+	MOVQ        88(DX), DI
+	VMOVUPS     64(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z12
+	MOVQ        96(DX), DI
+	VMOVUPS     64(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z13
+	MOVQ        104(DX), DI
+	VMOVUPS     64(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z14
+	MOVQ        112(DX), DI
+	VMOVUPS     64(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z15
+	MOVQ        120(DX), DI
+	VMOVUPS     64(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z0
+	VMOVUPS     128(AX), Z16
+	MOVQ        (DX), DI
+	VMOVUPS     128(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z1
+	MOVQ        8(DX), DI
+	VMOVUPS     128(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z2
+	MOVQ        16(DX), DI
+	VMOVUPS     128(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z3
+	MOVQ        24(DX), DI
+	VMOVUPS     128(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z4
+	MOVQ        32(DX), DI
+	VMOVUPS     128(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z5
+	MOVQ        40(DX), DI
+	VMOVUPS     128(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z6
+	MOVQ        48(DX), DI
+	VMOVUPS     128(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z7
+	MOVQ        56(DX), DI
+	VMOVUPS     128(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z8
+	MOVQ        64(DX), DI
+	VMOVUPS     128(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z9
+	MOVQ        72(DX), DI
+	VMOVUPS     128(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z10
+	MOVQ        80(DX), DI
+	VMOVUPS     128(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z11
+	MOVQ        88(DX), DI
+	VMOVUPS     128(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z12
+	MOVQ        96(DX), DI
+	VMOVUPS     128(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z13
+	MOVQ        104(DX), DI
+	VMOVUPS     128(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z14
+	MOVQ        112(DX), DI
+	VMOVUPS     128(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z15
+	MOVQ        120(DX), DI
+	VMOVUPS     128(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z0
+	VMOVUPS     192(AX), Z16
+	MOVQ        (DX), DI
+	VMOVUPS     192(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z1
+	MOVQ        8(DX), DI
+	VMOVUPS     192(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z2
+	MOVQ        16(DX), DI
+	VMOVUPS     192(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z3
+	MOVQ        24(DX), DI
+	VMOVUPS     192(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z4
+	MOVQ        32(DX), DI
+	VMOVUPS     192(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z5
+	MOVQ        40(DX), DI
+	VMOVUPS     192(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z6
+	MOVQ        48(DX), DI
+	VMOVUPS     192(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z7
+	MOVQ        56(DX), DI
+	VMOVUPS     192(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z8
+	MOVQ        64(DX), DI
+	VMOVUPS     192(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z9
+	MOVQ        72(DX), DI
+	VMOVUPS     192(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z10
+	MOVQ        80(DX), DI
+	VMOVUPS     192(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z11
+	MOVQ        88(DX), DI
+	VMOVUPS     192(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z12
+	MOVQ        96(DX), DI
+	VMOVUPS     192(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z13
+	MOVQ        104(DX), DI
+	VMOVUPS     192(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z14
+	MOVQ        112(DX), DI
+	VMOVUPS     192(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z15
+	MOVQ        120(DX), DI
+	VMOVUPS     192(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z0
+	VMOVUPS     256(AX), Z16
+	MOVQ        (DX), DI
+	VMOVUPS     256(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z1
+	MOVQ        8(DX), DI
+	VMOVUPS     256(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z2
+	MOVQ        16(DX), DI
+	VMOVUPS     256(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z3
+	MOVQ        24(DX), DI
+	VMOVUPS     256(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z4
+	MOVQ        32(DX), DI
+	VMOVUPS     256(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z5
+	MOVQ        40(DX), DI
+	VMOVUPS     256(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z6
+	MOVQ        48(DX), DI
+	VMOVUPS     256(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z7
+	MOVQ        56(DX), DI
+	VMOVUPS     256(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z8
+	MOVQ        64(DX), DI
+	VMOVUPS     256(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z9
+	MOVQ        72(DX), DI
+	VMOVUPS     256(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z10
+	MOVQ        80(DX), DI
+	VMOVUPS     256(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z11
+	MOVQ        88(DX), DI
+	VMOVUPS     256(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z12
+	MOVQ        96(DX), DI
+	VMOVUPS     256(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z13
+	MOVQ        104(DX), DI
+	VMOVUPS     256(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z14
+	MOVQ        112(DX), DI
+	VMOVUPS     256(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z15
+	MOVQ        120(DX), DI
+	VMOVUPS     256(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z0
+	VMOVUPS     320(AX), Z16
+	MOVQ        (DX), DI
+	VMOVUPS     320(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z1
+	MOVQ        8(DX), DI
+	VMOVUPS     320(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z2
+	MOVQ        16(DX), DI
+	VMOVUPS     320(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z3
+	MOVQ        24(DX), DI
+	VMOVUPS     320(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z4
+	MOVQ        32(DX), DI
+	VMOVUPS     320(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z5
+	MOVQ        40(DX), DI
+	VMOVUPS     320(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z6
+	MOVQ        48(DX), DI
+	VMOVUPS     320(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z7
+	MOVQ        56(DX), DI
+	VMOVUPS     320(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z8
+	MOVQ        64(DX), DI
+	VMOVUPS     320(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z9
+	MOVQ        72(DX), DI
+	VMOVUPS     320(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z10
+	MOVQ        80(DX), DI
+	VMOVUPS     320(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z11
+	MOVQ        88(DX), DI
+	VMOVUPS     320(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z12
+	MOVQ        96(DX), DI
+	VMOVUPS     320(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z13
+	MOVQ        104(DX), DI
+	VMOVUPS     320(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z14
+	MOVQ        112(DX), DI
+	VMOVUPS     320(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z15
+	MOVQ        120(DX), DI
+	VMOVUPS     320(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z0
+	VMOVUPS     384(AX), Z16
+	MOVQ        (DX), DI
+	VMOVUPS     384(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z1
+	MOVQ        8(DX), DI
+	VMOVUPS     384(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z2
+	MOVQ        16(DX), DI
+	VMOVUPS     384(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z3
+	MOVQ        24(DX), DI
+	VMOVUPS     384(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z4
+	MOVQ        32(DX), DI
+	VMOVUPS     384(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z5
+	MOVQ        40(DX), DI
+	VMOVUPS     384(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z6
+	MOVQ        48(DX), DI
+	VMOVUPS     384(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z7
+	MOVQ        56(DX), DI
+	VMOVUPS     384(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z8
+	MOVQ        64(DX), DI
+	VMOVUPS     384(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z9
+	MOVQ        72(DX), DI
+	VMOVUPS     384(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z10
+	MOVQ        80(DX), DI
+	VMOVUPS     384(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z11
+	MOVQ        88(DX), DI
+	VMOVUPS     384(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z12
+	MOVQ        96(DX), DI
+	VMOVUPS     384(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z13
+	MOVQ        104(DX), DI
+	VMOVUPS     384(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z14
+	MOVQ        112(DX), DI
+	VMOVUPS     384(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z15
+	MOVQ        120(DX), DI
+	VMOVUPS     384(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z0
+	VMOVUPS     448(AX), Z16
+	MOVQ        (DX), DI
+	VMOVUPS     448(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z1
+	MOVQ        8(DX), DI
+	VMOVUPS     448(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z2
+	MOVQ        16(DX), DI
+	VMOVUPS     448(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z3
+	MOVQ        24(DX), DI
+	VMOVUPS     448(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z4
+	MOVQ        32(DX), DI
+	VMOVUPS     448(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z5
+	MOVQ        40(DX), DI
+	VMOVUPS     448(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z6
+	MOVQ        48(DX), DI
+	VMOVUPS     448(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z7
+	MOVQ        56(DX), DI
+	VMOVUPS     448(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z8
+	MOVQ        64(DX), DI
+	VMOVUPS     448(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z9
+	MOVQ        72(DX), DI
+	VMOVUPS     448(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z10
+	MOVQ        80(DX), DI
+	VMOVUPS     448(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z11
+	MOVQ        88(DX), DI
+	VMOVUPS     448(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z12
+	MOVQ        96(DX), DI
+	VMOVUPS     448(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z13
+	MOVQ        104(DX), DI
+	VMOVUPS     448(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z14
+	MOVQ        112(DX), DI
+	VMOVUPS     448(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z15
+	MOVQ        120(DX), DI
+	VMOVUPS     448(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z0
+	VSHUFPS     $0x44, Z2, Z1, Z16
+	VSHUFPS     $0xee, Z2, Z1, Z1
+	VADDPS      Z1, Z16, Z16
+	VSHUFPS     $0x44, Z4, Z3, Z1
+	VSHUFPS     $0xee, Z4, Z3, Z2
+	VADDPS      Z2, Z1, Z1
+	VSHUFPS     $0x44, Z6, Z5, Z2
+	VSHUFPS     $0xee, Z6, Z5, Z3
+	VADDPS      Z3, Z2, Z2
+	VSHUFPS     $0x44, Z8, Z7, Z3
+	VSHUFPS     $0xee, Z8, Z7, Z4
+	VADDPS      Z4, Z3, Z3
+	VSHUFPS     $0x44, Z10, Z9, Z4
+	VSHUFPS     $0xee, Z10, Z9, Z5
+	VADDPS      Z5, Z4, Z4
+	VSHUFPS     $0x44, Z12, Z11, Z5
+	VSHUFPS     $0xee, Z12, Z11, Z6
+	VADDPS      Z6, Z5, Z5
+	VSHUFPS     $0x44, Z14, Z13, Z6
+	VSHUFPS     $0xee, Z14, Z13, Z7
+	VADDPS      Z7, Z6, Z6
+	VSHUFPS     $0x44, Z0, Z15, Z7
+	VSHUFPS     $0xee, Z0, Z15, Z0
+	VADDPS      Z0, Z7, Z7
+	VSHUFPS     $0x88, Z1, Z16, Z0
+	VSHUFPS     $0xdd, Z1, Z16, Z1
+	VADDPS      Z1, Z0, Z0
+	VSHUFPS     $0x88, Z3, Z2, Z1
+	VSHUFPS     $0xdd, Z3, Z2, Z2
+	VADDPS      Z2, Z1, Z1
+	VSHUFPS     $0x88, Z5, Z4, Z2
+	VSHUFPS     $0xdd, Z5, Z4, Z3
+	VADDPS      Z3, Z2, Z2
+	VSHUFPS     $0x88, Z7, Z6, Z3
+	VSHUFPS     $0xdd, Z7, Z6, Z4
+	VADDPS      Z4, Z3, Z3
+	VSHUFF32X4  $0x88, Z1, Z0, Z4
+	VSHUFF32X4  $0xdd, Z1, Z0, Z0
+	VADDPS      Z0, Z4, Z4
+	VSHUFF32X4  $0x88, Z3, Z2, Z0
+	VSHUFF32X4  $0xdd, Z3, Z2, Z1
+	VADDPS      Z1, Z0, Z0
+	VSHUFF32X4  $0x88, Z0, Z4, Z1
+	VSHUFF32X4  $0xdd, Z0, Z4, Z0
+	VADDPS      Z0, Z1, Z1
+	VMOVUPS     Z1, (BX)
+	ADDQ        $0x40, BX
+	ADDQ        $0x80, DX
+	DECQ        SI
+	JNZ         qk
+
+	// Row maxima, alpha, p and l, each row's value in every lane of its residue.
+	VMOVUPS          (SP), Z0
+	VMOVUPS          64(SP), Z1
+	VMAXPS           128(SP), Z0, Z0
+	VMAXPS           192(SP), Z1, Z1
+	VMAXPS           Z1, Z0, Z0
+	VSHUFF32X4       $0x4e, Z0, Z0, Z1
+	VMAXPS           Z1, Z0, Z0
+	VSHUFF32X4       $0xb1, Z0, Z0, Z1
+	VMAXPS           Z1, Z0, Z0
+	VPERMILPS        $0x4e, Z0, Z1
+	VMAXPS           Z1, Z0, Z0
+	VPERMILPS        $0xb1, Z0, Z1
+	VMAXPS           Z1, Z0, Z0
+	MOVQ             o+32(FP), AX
+	MOVQ             m+40(FP), CX
+	MOVQ             l+48(FP), DX
+	MOVL             $0x00000001, BX
+	KMOVW            BX, K1
+	VBROADCASTSS     (CX), Z1
+	VMAXPS           Z1, Z0, Z0
+	VMOVUPS          Z0, K1, (CX)
+	VCMPPS.BCST      $0x0c, attnconst<>+0(SB), Z0, K2
+	VMOVAPS.Z        Z0, K2, Z0
+	VSUBPS           Z0, Z1, Z1
+	VBROADCASTSS     attnconst<>+96(SB), Z2
+	VCMPPS           $0x15, Z2, Z1, K3
+	VMAXPS           Z1, Z2, Z1
+	VRNDSCALEPS      $0x00, Z1, Z2
+	VSUBPS           Z2, Z1, Z1
+	VBROADCASTSS     attnconst<>+288(SB), Z3
+	VFMADD213PS.BCST attnconst<>+256(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+224(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+192(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+160(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+128(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+32(SB), Z1, Z3
+	VSCALEFPS.Z      Z2, Z3, K3, Z1
+	KNOTW            K2, K2
+	VBROADCASTSS     attnconst<>+32(SB), K2, Z1
+	VMOVUPS          Z1, 256(SP)
+	VMOVUPS          (SP), Z2
+	VSUBPS           Z0, Z2, Z2
+	VBROADCASTSS     attnconst<>+96(SB), Z3
+	VCMPPS           $0x15, Z3, Z2, K2
+	VMAXPS           Z2, Z3, Z2
+	VRNDSCALEPS      $0x00, Z2, Z3
+	VSUBPS           Z3, Z2, Z2
+	VBROADCASTSS     attnconst<>+288(SB), Z4
+	VFMADD213PS.BCST attnconst<>+256(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+224(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+192(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+160(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+128(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+32(SB), Z2, Z4
+	VSCALEFPS.Z      Z3, Z4, K2, Z2
+	VMOVUPS          Z2, (SP)
+	VMOVUPS          64(SP), Z3
+	VSUBPS           Z0, Z3, Z3
+	VBROADCASTSS     attnconst<>+96(SB), Z4
+	VCMPPS           $0x15, Z4, Z3, K2
+	VMAXPS           Z3, Z4, Z3
+	VRNDSCALEPS      $0x00, Z3, Z4
+	VSUBPS           Z4, Z3, Z3
+	VBROADCASTSS     attnconst<>+288(SB), Z5
+	VFMADD213PS.BCST attnconst<>+256(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+224(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+192(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+160(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+128(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+32(SB), Z3, Z5
+	VSCALEFPS.Z      Z4, Z5, K2, Z3
+	VMOVUPS          Z3, 64(SP)
+	VMOVUPS          128(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 128(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          192(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z0
+	VCMPPS           $0x15, Z0, Z4, K2
+	VMAXPS           Z4, Z0, Z4
+	VRNDSCALEPS      $0x00, Z4, Z0
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z5
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z5
+	VSCALEFPS.Z      Z0, Z5, K2, Z4
+	VMOVUPS          Z4, 192(SP)
+	VADDPS           Z4, Z3, Z3
+	VADDPS           Z3, Z2, Z2
+	VSHUFF32X4       $0x4e, Z2, Z2, Z0
+	VADDPS           Z0, Z2, Z2
+	VSHUFF32X4       $0xb1, Z2, Z2, Z0
+	VADDPS           Z0, Z2, Z2
+	VPERMILPS        $0x4e, Z2, Z0
+	VADDPS           Z0, Z2, Z2
+	VPERMILPS        $0xb1, Z2, Z0
+	VADDPS           Z0, Z2, Z2
+	VBROADCASTSS     (DX), Z0
+	VFMADD231PS      Z0, Z1, Z2
+	VMOVUPS          Z2, K1, (DX)
+
+	// o = alpha*o.
+	VBROADCASTSS 256(SP), Z0
+	VMULPS       (AX), Z0, Z1
+	VMOVUPS      Z1, (AX)
+	VMULPS       64(AX), Z0, Z1
+	VMOVUPS      Z1, 64(AX)
+	VMULPS       128(AX), Z0, Z1
+	VMOVUPS      Z1, 128(AX)
+	VMULPS       192(AX), Z0, Z1
+	VMOVUPS      Z1, 192(AX)
+	VMULPS       256(AX), Z0, Z1
+	VMOVUPS      Z1, 256(AX)
+	VMULPS       320(AX), Z0, Z1
+	VMOVUPS      Z1, 320(AX)
+	VMULPS       384(AX), Z0, Z1
+	VMOVUPS      Z1, 384(AX)
+	VMULPS       448(AX), Z0, Z0
+	VMOVUPS      Z0, 448(AX)
+
+	// o += P V, in groups of rows, each over the whole tile.
+	MOVQ    v+16(FP), CX
+	MOVQ    off+24(FP), DX
+	LEAQ    (SP), BX
+	MOVQ    $0x00000010, SI
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS 192(AX), Z3
+	VMOVUPS 256(AX), Z4
+	VMOVUPS 320(AX), Z5
+	VMOVUPS 384(AX), Z6
+	VMOVUPS 448(AX), Z7
+
+pv0:
+	MOVQ         (DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS (BX), Z8
+	VMOVUPS      (DI), Z9
+	VFMADD231PS  Z9, Z8, Z0
+	VMOVUPS      64(DI), Z9
+	VFMADD231PS  Z9, Z8, Z1
+	VMOVUPS      128(DI), Z9
+	VFMADD231PS  Z9, Z8, Z2
+	VMOVUPS      192(DI), Z9
+	VFMADD231PS  Z9, Z8, Z3
+	VMOVUPS      256(DI), Z9
+	VFMADD231PS  Z9, Z8, Z4
+	VMOVUPS      320(DI), Z9
+	VFMADD231PS  Z9, Z8, Z5
+	VMOVUPS      384(DI), Z9
+	VFMADD231PS  Z9, Z8, Z6
+	VMOVUPS      448(DI), Z9
+	VFMADD231PS  Z9, Z8, Z7
+	MOVQ         8(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 4(BX), Z8
+	VMOVUPS      (DI), Z9
+	VFMADD231PS  Z9, Z8, Z0
+	VMOVUPS      64(DI), Z9
+	VFMADD231PS  Z9, Z8, Z1
+	VMOVUPS      128(DI), Z9
+	VFMADD231PS  Z9, Z8, Z2
+	VMOVUPS      192(DI), Z9
+	VFMADD231PS  Z9, Z8, Z3
+	VMOVUPS      256(DI), Z9
+	VFMADD231PS  Z9, Z8, Z4
+	VMOVUPS      320(DI), Z9
+	VFMADD231PS  Z9, Z8, Z5
+	VMOVUPS      384(DI), Z9
+	VFMADD231PS  Z9, Z8, Z6
+	VMOVUPS      448(DI), Z9
+	VFMADD231PS  Z9, Z8, Z7
+	MOVQ         16(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 8(BX), Z8
+	VMOVUPS      (DI), Z9
+	VFMADD231PS  Z9, Z8, Z0
+	VMOVUPS      64(DI), Z9
+	VFMADD231PS  Z9, Z8, Z1
+	VMOVUPS      128(DI), Z9
+	VFMADD231PS  Z9, Z8, Z2
+	VMOVUPS      192(DI), Z9
+	VFMADD231PS  Z9, Z8, Z3
+	VMOVUPS      256(DI), Z9
+	VFMADD231PS  Z9, Z8, Z4
+	VMOVUPS      320(DI), Z9
+	VFMADD231PS  Z9, Z8, Z5
+	VMOVUPS      384(DI), Z9
+	VFMADD231PS  Z9, Z8, Z6
+	VMOVUPS      448(DI), Z9
+	VFMADD231PS  Z9, Z8, Z7
+	MOVQ         24(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 12(BX), Z8
+	VMOVUPS      (DI), Z9
+	VFMADD231PS  Z9, Z8, Z0
+	VMOVUPS      64(DI), Z9
+	VFMADD231PS  Z9, Z8, Z1
+	VMOVUPS      128(DI), Z9
+	VFMADD231PS  Z9, Z8, Z2
+	VMOVUPS      192(DI), Z9
+	VFMADD231PS  Z9, Z8, Z3
+	VMOVUPS      256(DI), Z9
+	VFMADD231PS  Z9, Z8, Z4
+	VMOVUPS      320(DI), Z9
+	VFMADD231PS  Z9, Z8, Z5
+	VMOVUPS      384(DI), Z9
+	VFMADD231PS  Z9, Z8, Z6
+	VMOVUPS      448(DI), Z9
+	VFMADD231PS  Z9, Z8, Z7
+	ADDQ         $0x00000010, BX
+	ADDQ         $0x20, DX
+	DECQ         SI
+	JNZ          pv0
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, 192(AX)
+	VMOVUPS      Z4, 256(AX)
+	VMOVUPS      Z5, 320(AX)
+	VMOVUPS      Z6, 384(AX)
+	VMOVUPS      Z7, 448(AX)
+	VZEROUPPER
+	RET
+
+// func decodeAVX512F32D128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+// Requires: AVX, AVX512F
+TEXT ·decodeAVX512F32D128R2(SB), $576-56
+	// Scores: vector i holds keys i*keys .. i*keys+keys-1 by rows.
+	MOVQ q+0(FP), AX
+	MOVQ k+8(FP), CX
+	MOVQ off+24(FP), DX
+	LEAQ (SP), BX
+	MOVQ $0x00000008, SI
+
+qk:
+	MOVQ        (DX), DI
+	ADDQ        CX, DI
+	MOVQ        8(DX), R8
+	ADDQ        CX, R8
+	MOVQ        16(DX), R9
+	ADDQ        CX, R9
+	MOVQ        24(DX), R10
+	ADDQ        CX, R10
+	MOVQ        32(DX), R11
+	ADDQ        CX, R11
+	MOVQ        40(DX), R12
+	ADDQ        CX, R12
+	MOVQ        48(DX), R13
+	ADDQ        CX, R13
+	MOVQ        56(DX), R14
+	ADDQ        CX, R14
+	VMOVUPS     (AX), Z0
+	VMOVUPS     512(AX), Z1
+	VMOVUPS     (DI), Z2
+	VMULPS      Z2, Z0, Z3
+	VMULPS      Z2, Z1, Z2
+	VMOVUPS     (R8), Z4
+	VMULPS      Z4, Z0, Z5
+	VMULPS      Z4, Z1, Z4
+	VMOVUPS     (R9), Z6
+	VMULPS      Z6, Z0, Z7
+	VMULPS      Z6, Z1, Z6
+	VMOVUPS     (R10), Z8
+	VMULPS      Z8, Z0, Z9
+	VMULPS      Z8, Z1, Z8
+	VMOVUPS     (R11), Z10
+	VMULPS      Z10, Z0, Z11
+	VMULPS      Z10, Z1, Z10
+	VMOVUPS     (R12), Z12
+	VMULPS      Z12, Z0, Z13
+	VMULPS      Z12, Z1, Z12
+	VMOVUPS     (R13), Z14
+	VMULPS      Z14, Z0, Z15
+	VMULPS      Z14, Z1, Z14
+	VMOVUPS     (R14), Z16
+	VMULPS      Z16, Z0, Z0
+	VMULPS      Z16, Z1, Z1
+	VMOVUPS     64(AX), Z16
+	VMOVUPS     576(AX), Z17
+	VMOVUPS     64(DI), Z18
+	VFMADD231PS Z18, Z16, Z3
+	VFMADD231PS Z18, Z17, Z2
+	VMOVUPS     64(R8), Z18
+	VFMADD231PS Z18, Z16, Z5
+	VFMADD231PS Z18, Z17, Z4
+	VMOVUPS     64(R9), Z18
+	VFMADD231PS Z18, Z16, Z7
+	VFMADD231PS Z18, Z17, Z6
+	VMOVUPS     64(R10), Z18
+	VFMADD231PS Z18, Z16, Z9
+	VFMADD231PS Z18, Z17, Z8
+	VMOVUPS     64(R11), Z18
+	VFMADD231PS Z18, Z16, Z11
+	VFMADD231PS Z18, Z17, Z10
+	VMOVUPS     64(R12), Z18
+	VFMADD231PS Z18, Z16, Z13
+	VFMADD231PS Z18, Z17, Z12
+	VMOVUPS     64(R13), Z18
+	VFMADD231PS Z18, Z16, Z15
+	VFMADD231PS Z18, Z17, Z14
+	VMOVUPS     64(R14), Z18
+	VFMADD231PS Z18, Z16, Z0
+	VFMADD231PS Z18, Z17, Z1
+	VMOVUPS     128(AX), Z16
+	VMOVUPS     640(AX), Z17
+	VMOVUPS     128(DI), Z18
+	VFMADD231PS Z18, Z16, Z3
+	VFMADD231PS Z18, Z17, Z2
+	VMOVUPS     128(R8), Z18
+	VFMADD231PS Z18, Z16, Z5
+	VFMADD231PS Z18, Z17, Z4
+	VMOVUPS     128(R9), Z18
+	VFMADD231PS Z18, Z16, Z7
+	VFMADD231PS Z18, Z17, Z6
+	VMOVUPS     128(R10), Z18
+	VFMADD231PS Z18, Z16, Z9
+	VFMADD231PS Z18, Z17, Z8
+	VMOVUPS     128(R11), Z18
+	VFMADD231PS Z18, Z16, Z11
+	VFMADD231PS Z18, Z17, Z10
+	VMOVUPS     128(R12), Z18
+	VFMADD231PS Z18, Z16, Z13
+	VFMADD231PS Z18, Z17, Z12
+	VMOVUPS     128(R13), Z18
+	VFMADD231PS Z18, Z16, Z15
+	VFMADD231PS Z18, Z17, Z14
+	VMOVUPS     128(R14), Z18
+	VFMADD231PS Z18, Z16, Z0
+	VFMADD231PS Z18, Z17, Z1
+	VMOVUPS     192(AX), Z16
+	VMOVUPS     704(AX), Z17
+	VMOVUPS     192(DI), Z18
+	VFMADD231PS Z18, Z16, Z3
+	VFMADD231PS Z18, Z17, Z2
+	VMOVUPS     192(R8), Z18
+	VFMADD231PS Z18, Z16, Z5
+	VFMADD231PS Z18, Z17, Z4
+	VMOVUPS     192(R9), Z18
+	VFMADD231PS Z18, Z16, Z7
+	VFMADD231PS Z18, Z17, Z6
+	VMOVUPS     192(R10), Z18
+	VFMADD231PS Z18, Z16, Z9
+	VFMADD231PS Z18, Z17, Z8
+	VMOVUPS     192(R11), Z18
+	VFMADD231PS Z18, Z16, Z11
+	VFMADD231PS Z18, Z17, Z10
+	VMOVUPS     192(R12), Z18
+	VFMADD231PS Z18, Z16, Z13
+	VFMADD231PS Z18, Z17, Z12
+	VMOVUPS     192(R13), Z18
+	VFMADD231PS Z18, Z16, Z15
+	VFMADD231PS Z18, Z17, Z14
+	VMOVUPS     192(R14), Z18
+	VFMADD231PS Z18, Z16, Z0
+	VFMADD231PS Z18, Z17, Z1
+	VMOVUPS     256(AX), Z16
+	VMOVUPS     768(AX), Z17
+	VMOVUPS     256(DI), Z18
+	VFMADD231PS Z18, Z16, Z3
+	VFMADD231PS Z18, Z17, Z2
+	VMOVUPS     256(R8), Z18
+	VFMADD231PS Z18, Z16, Z5
+	VFMADD231PS Z18, Z17, Z4
+	VMOVUPS     256(R9), Z18
+	VFMADD231PS Z18, Z16, Z7
+	VFMADD231PS Z18, Z17, Z6
+	VMOVUPS     256(R10), Z18
+	VFMADD231PS Z18, Z16, Z9
+	VFMADD231PS Z18, Z17, Z8
+	VMOVUPS     256(R11), Z18
+	VFMADD231PS Z18, Z16, Z11
+	VFMADD231PS Z18, Z17, Z10
+	VMOVUPS     256(R12), Z18
+	VFMADD231PS Z18, Z16, Z13
+	VFMADD231PS Z18, Z17, Z12
+	VMOVUPS     256(R13), Z18
+	VFMADD231PS Z18, Z16, Z15
+	VFMADD231PS Z18, Z17, Z14
+	VMOVUPS     256(R14), Z18
+	VFMADD231PS Z18, Z16, Z0
+	VFMADD231PS Z18, Z17, Z1
+	VMOVUPS     320(AX), Z16
+	VMOVUPS     832(AX), Z17
+	VMOVUPS     320(DI), Z18
+	VFMADD231PS Z18, Z16, Z3
+	VFMADD231PS Z18, Z17, Z2
+	VMOVUPS     320(R8), Z18
+	VFMADD231PS Z18, Z16, Z5
+	VFMADD231PS Z18, Z17, Z4
+	VMOVUPS     320(R9), Z18
+	VFMADD231PS Z18, Z16, Z7
+	VFMADD231PS Z18, Z17, Z6
+	VMOVUPS     320(R10), Z18
+	VFMADD231PS Z18, Z16, Z9
+	VFMADD231PS Z18, Z17, Z8
+	VMOVUPS     320(R11), Z18
+	VFMADD231PS Z18, Z16, Z11
+	VFMADD231PS Z18, Z17, Z10
+	VMOVUPS     320(R12), Z18
+	VFMADD231PS Z18, Z16, Z13
+	VFMADD231PS Z18, Z17, Z12
+	VMOVUPS     320(R13), Z18
+	VFMADD231PS Z18, Z16, Z15
+	VFMADD231PS Z18, Z17, Z14
+	VMOVUPS     320(R14), Z18
+	VFMADD231PS Z18, Z16, Z0
+	VFMADD231PS Z18, Z17, Z1
+	VMOVUPS     384(AX), Z16
+	VMOVUPS     896(AX), Z17
+	VMOVUPS     384(DI), Z18
+	VFMADD231PS Z18, Z16, Z3
+	VFMADD231PS Z18, Z17, Z2
+	VMOVUPS     384(R8), Z18
+	VFMADD231PS Z18, Z16, Z5
+	VFMADD231PS Z18, Z17, Z4
+	VMOVUPS     384(R9), Z18
+	VFMADD231PS Z18, Z16, Z7
+	VFMADD231PS Z18, Z17, Z6
+	VMOVUPS     384(R10), Z18
+	VFMADD231PS Z18, Z16, Z9
+	VFMADD231PS Z18, Z17, Z8
+	VMOVUPS     384(R11), Z18
+	VFMADD231PS Z18, Z16, Z11
+	VFMADD231PS Z18, Z17, Z10
+	VMOVUPS     384(R12), Z18
+	VFMADD231PS Z18, Z16, Z13
+	VFMADD231PS Z18, Z17, Z12
+	VMOVUPS     384(R13), Z18
+	VFMADD231PS Z18, Z16, Z15
+	VFMADD231PS Z18, Z17, Z14
+	VMOVUPS     384(R14), Z18
+	VFMADD231PS Z18, Z16, Z0
+	VFMADD231PS Z18, Z17, Z1
+	VMOVUPS     448(AX), Z16
+	VMOVUPS     960(AX), Z17
+	VMOVUPS     448(DI), Z18
+	VFMADD231PS Z18, Z16, Z3
+	VFMADD231PS Z18, Z17, Z2
+	VMOVUPS     448(R8), Z18
+	VFMADD231PS Z18, Z16, Z5
+	VFMADD231PS Z18, Z17, Z4
+	VMOVUPS     448(R9), Z18
+	VFMADD231PS Z18, Z16, Z7
+	VFMADD231PS Z18, Z17, Z6
+	VMOVUPS     448(R10), Z18
+	VFMADD231PS Z18, Z16, Z9
+	VFMADD231PS Z18, Z17, Z8
+	VMOVUPS     448(R11), Z18
+	VFMADD231PS Z18, Z16, Z11
+	VFMADD231PS Z18, Z17, Z10
+	VMOVUPS     448(R12), Z18
+	VFMADD231PS Z18, Z16, Z13
+	VFMADD231PS Z18, Z17, Z12
+	VMOVUPS     448(R13), Z18
+	VFMADD231PS Z18, Z16, Z15
+	VFMADD231PS Z18, Z17, Z14
+	VMOVUPS     448(R14), Z18
+	VFMADD231PS Z18, Z16, Z0
+	VFMADD231PS Z18, Z17, Z1
+	VSHUFPS     $0x44, Z2, Z3, Z16
+	VSHUFPS     $0xee, Z2, Z3, Z2
+	VADDPS      Z2, Z16, Z16
+	VSHUFPS     $0x44, Z4, Z5, Z2
+	VSHUFPS     $0xee, Z4, Z5, Z3
+	VADDPS      Z3, Z2, Z2
+	VSHUFPS     $0x44, Z6, Z7, Z3
+	VSHUFPS     $0xee, Z6, Z7, Z4
+	VADDPS      Z4, Z3, Z3
+	VSHUFPS     $0x44, Z8, Z9, Z4
+	VSHUFPS     $0xee, Z8, Z9, Z5
+	VADDPS      Z5, Z4, Z4
+	VSHUFPS     $0x44, Z10, Z11, Z5
+	VSHUFPS     $0xee, Z10, Z11, Z6
+	VADDPS      Z6, Z5, Z5
+	VSHUFPS     $0x44, Z12, Z13, Z6
+	VSHUFPS     $0xee, Z12, Z13, Z7
+	VADDPS      Z7, Z6, Z6
+	VSHUFPS     $0x44, Z14, Z15, Z7
+	VSHUFPS     $0xee, Z14, Z15, Z8
+	VADDPS      Z8, Z7, Z7
+	VSHUFPS     $0x44, Z1, Z0, Z8
+	VSHUFPS     $0xee, Z1, Z0, Z0
+	VADDPS      Z0, Z8, Z8
+	VSHUFPS     $0x88, Z2, Z16, Z0
+	VSHUFPS     $0xdd, Z2, Z16, Z1
+	VADDPS      Z1, Z0, Z0
+	VSHUFPS     $0x88, Z4, Z3, Z1
+	VSHUFPS     $0xdd, Z4, Z3, Z2
+	VADDPS      Z2, Z1, Z1
+	VSHUFPS     $0x88, Z6, Z5, Z2
+	VSHUFPS     $0xdd, Z6, Z5, Z3
+	VADDPS      Z3, Z2, Z2
+	VSHUFPS     $0x88, Z8, Z7, Z3
+	VSHUFPS     $0xdd, Z8, Z7, Z4
+	VADDPS      Z4, Z3, Z3
+	VSHUFF32X4  $0x88, Z1, Z0, Z4
+	VSHUFF32X4  $0xdd, Z1, Z0, Z0
+	VADDPS      Z0, Z4, Z4
+	VSHUFF32X4  $0x88, Z3, Z2, Z0
+	VSHUFF32X4  $0xdd, Z3, Z2, Z1
+	VADDPS      Z1, Z0, Z0
+	VSHUFF32X4  $0x88, Z0, Z4, Z1
+	VSHUFF32X4  $0xdd, Z0, Z4, Z0
+	VADDPS      Z0, Z1, Z1
+	VMOVUPS     Z1, (BX)
+	ADDQ        $0x40, BX
+	ADDQ        $0x40, DX
+	DECQ        SI
+	JNZ         qk
+
+	// Row maxima, alpha, p and l, each row's value in every lane of its residue.
+	VMOVUPS          (SP), Z0
+	VMOVUPS          64(SP), Z1
+	VMAXPS           128(SP), Z0, Z0
+	VMAXPS           192(SP), Z1, Z1
+	VMAXPS           256(SP), Z0, Z0
+	VMAXPS           320(SP), Z1, Z1
+	VMAXPS           384(SP), Z0, Z0
+	VMAXPS           448(SP), Z1, Z1
+	VMAXPS           Z1, Z0, Z0
+	VSHUFF32X4       $0x4e, Z0, Z0, Z1
+	VMAXPS           Z1, Z0, Z0
+	VSHUFF32X4       $0xb1, Z0, Z0, Z1
+	VMAXPS           Z1, Z0, Z0
+	VPERMILPS        $0x4e, Z0, Z1
+	VMAXPS           Z1, Z0, Z0
+	MOVQ             o+32(FP), AX
+	MOVQ             m+40(FP), CX
+	MOVQ             l+48(FP), DX
+	MOVL             $0x00000003, BX
+	KMOVW            BX, K1
+	VPBROADCASTQ     (CX), Z1
+	VMAXPS           Z1, Z0, Z0
+	VMOVUPS          Z0, K1, (CX)
+	VCMPPS.BCST      $0x0c, attnconst<>+0(SB), Z0, K2
+	VMOVAPS.Z        Z0, K2, Z0
+	VSUBPS           Z0, Z1, Z1
+	VBROADCASTSS     attnconst<>+96(SB), Z2
+	VCMPPS           $0x15, Z2, Z1, K3
+	VMAXPS           Z1, Z2, Z1
+	VRNDSCALEPS      $0x00, Z1, Z2
+	VSUBPS           Z2, Z1, Z1
+	VBROADCASTSS     attnconst<>+288(SB), Z3
+	VFMADD213PS.BCST attnconst<>+256(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+224(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+192(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+160(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+128(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+32(SB), Z1, Z3
+	VSCALEFPS.Z      Z2, Z3, K3, Z1
+	KNOTW            K2, K2
+	VBROADCASTSS     attnconst<>+32(SB), K2, Z1
+	VMOVUPS          Z1, 512(SP)
+	VMOVUPS          (SP), Z2
+	VSUBPS           Z0, Z2, Z2
+	VBROADCASTSS     attnconst<>+96(SB), Z3
+	VCMPPS           $0x15, Z3, Z2, K2
+	VMAXPS           Z2, Z3, Z2
+	VRNDSCALEPS      $0x00, Z2, Z3
+	VSUBPS           Z3, Z2, Z2
+	VBROADCASTSS     attnconst<>+288(SB), Z4
+	VFMADD213PS.BCST attnconst<>+256(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+224(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+192(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+160(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+128(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+32(SB), Z2, Z4
+	VSCALEFPS.Z      Z3, Z4, K2, Z2
+	VMOVUPS          Z2, (SP)
+	VMOVUPS          64(SP), Z3
+	VSUBPS           Z0, Z3, Z3
+	VBROADCASTSS     attnconst<>+96(SB), Z4
+	VCMPPS           $0x15, Z4, Z3, K2
+	VMAXPS           Z3, Z4, Z3
+	VRNDSCALEPS      $0x00, Z3, Z4
+	VSUBPS           Z4, Z3, Z3
+	VBROADCASTSS     attnconst<>+288(SB), Z5
+	VFMADD213PS.BCST attnconst<>+256(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+224(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+192(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+160(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+128(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+32(SB), Z3, Z5
+	VSCALEFPS.Z      Z4, Z5, K2, Z3
+	VMOVUPS          Z3, 64(SP)
+	VMOVUPS          128(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 128(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          192(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 192(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          256(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 256(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          320(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 320(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          384(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 384(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          448(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z0
+	VCMPPS           $0x15, Z0, Z4, K2
+	VMAXPS           Z4, Z0, Z4
+	VRNDSCALEPS      $0x00, Z4, Z0
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z5
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z5
+	VSCALEFPS.Z      Z0, Z5, K2, Z4
+	VMOVUPS          Z4, 448(SP)
+	VADDPS           Z4, Z3, Z3
+	VADDPS           Z3, Z2, Z2
+	VSHUFF32X4       $0x4e, Z2, Z2, Z0
+	VADDPS           Z0, Z2, Z2
+	VSHUFF32X4       $0xb1, Z2, Z2, Z0
+	VADDPS           Z0, Z2, Z2
+	VPERMILPS        $0x4e, Z2, Z0
+	VADDPS           Z0, Z2, Z2
+	VPBROADCASTQ     (DX), Z0
+	VFMADD231PS      Z0, Z1, Z2
+	VMOVUPS          Z2, K1, (DX)
+
+	// o = alpha*o.
+	VBROADCASTSS 512(SP), Z0
+	VMULPS       (AX), Z0, Z1
+	VMOVUPS      Z1, (AX)
+	VMULPS       64(AX), Z0, Z1
+	VMOVUPS      Z1, 64(AX)
+	VMULPS       128(AX), Z0, Z1
+	VMOVUPS      Z1, 128(AX)
+	VMULPS       192(AX), Z0, Z1
+	VMOVUPS      Z1, 192(AX)
+	VMULPS       256(AX), Z0, Z1
+	VMOVUPS      Z1, 256(AX)
+	VMULPS       320(AX), Z0, Z1
+	VMOVUPS      Z1, 320(AX)
+	VMULPS       384(AX), Z0, Z1
+	VMOVUPS      Z1, 384(AX)
+	VMULPS       448(AX), Z0, Z0
+	VMOVUPS      Z0, 448(AX)
+	VBROADCASTSS 516(SP), Z0
+	VMULPS       512(AX), Z0, Z1
+	VMOVUPS      Z1, 512(AX)
+	VMULPS       576(AX), Z0, Z1
+	VMOVUPS      Z1, 576(AX)
+	VMULPS       640(AX), Z0, Z1
+	VMOVUPS      Z1, 640(AX)
+	VMULPS       704(AX), Z0, Z1
+	VMOVUPS      Z1, 704(AX)
+	VMULPS       768(AX), Z0, Z1
+	VMOVUPS      Z1, 768(AX)
+	VMULPS       832(AX), Z0, Z1
+	VMOVUPS      Z1, 832(AX)
+	VMULPS       896(AX), Z0, Z1
+	VMOVUPS      Z1, 896(AX)
+	VMULPS       960(AX), Z0, Z0
+	VMOVUPS      Z0, 960(AX)
+
+	// o += P V, in groups of rows, each over the whole tile.
+	MOVQ    v+16(FP), CX
+	MOVQ    off+24(FP), DX
+	LEAQ    (SP), BX
+	MOVQ    $0x00000010, SI
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS 192(AX), Z3
+	VMOVUPS 256(AX), Z4
+	VMOVUPS 320(AX), Z5
+	VMOVUPS 384(AX), Z6
+	VMOVUPS 448(AX), Z7
+	VMOVUPS 512(AX), Z8
+	VMOVUPS 576(AX), Z9
+	VMOVUPS 640(AX), Z10
+	VMOVUPS 704(AX), Z11
+	VMOVUPS 768(AX), Z12
+	VMOVUPS 832(AX), Z13
+	VMOVUPS 896(AX), Z14
+	VMOVUPS 960(AX), Z15
+
+pv0:
+	MOVQ         (DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS (BX), Z16
+	VBROADCASTSS 4(BX), Z17
+	VMOVUPS      (DI), Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VMOVUPS      64(DI), Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VMOVUPS      128(DI), Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VMOVUPS      192(DI), Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VMOVUPS      256(DI), Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VMOVUPS      320(DI), Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VMOVUPS      384(DI), Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VMOVUPS      448(DI), Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	MOVQ         8(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 8(BX), Z16
+	VBROADCASTSS 12(BX), Z17
+	VMOVUPS      (DI), Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VMOVUPS      64(DI), Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VMOVUPS      128(DI), Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VMOVUPS      192(DI), Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VMOVUPS      256(DI), Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VMOVUPS      320(DI), Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VMOVUPS      384(DI), Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VMOVUPS      448(DI), Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	MOVQ         16(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 16(BX), Z16
+	VBROADCASTSS 20(BX), Z17
+	VMOVUPS      (DI), Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VMOVUPS      64(DI), Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VMOVUPS      128(DI), Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VMOVUPS      192(DI), Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VMOVUPS      256(DI), Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VMOVUPS      320(DI), Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VMOVUPS      384(DI), Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VMOVUPS      448(DI), Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	MOVQ         24(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 24(BX), Z16
+	VBROADCASTSS 28(BX), Z17
+	VMOVUPS      (DI), Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VMOVUPS      64(DI), Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VMOVUPS      128(DI), Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VMOVUPS      192(DI), Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VMOVUPS      256(DI), Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VMOVUPS      320(DI), Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VMOVUPS      384(DI), Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VMOVUPS      448(DI), Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	ADDQ         $0x00000020, BX
+	ADDQ         $0x20, DX
+	DECQ         SI
+	JNZ          pv0
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, 192(AX)
+	VMOVUPS      Z4, 256(AX)
+	VMOVUPS      Z5, 320(AX)
+	VMOVUPS      Z6, 384(AX)
+	VMOVUPS      Z7, 448(AX)
+	VMOVUPS      Z8, 512(AX)
+	VMOVUPS      Z9, 576(AX)
+	VMOVUPS      Z10, 640(AX)
+	VMOVUPS      Z11, 704(AX)
+	VMOVUPS      Z12, 768(AX)
+	VMOVUPS      Z13, 832(AX)
+	VMOVUPS      Z14, 896(AX)
+	VMOVUPS      Z15, 960(AX)
+	VZEROUPPER
+	RET
+
+// func decodeAVX512F32D128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+// Requires: AVX, AVX512F
+TEXT ·decodeAVX512F32D128R4(SB), $1088-56
+	// Scores: vector i holds keys i*keys .. i*keys+keys-1 by rows.
+	MOVQ q+0(FP), AX
+	MOVQ k+8(FP), CX
+	MOVQ off+24(FP), DX
+	LEAQ (SP), BX
+	MOVQ $0x00000010, SI
+
+qk:
+	MOVQ        (DX), DI
+	ADDQ        CX, DI
+	MOVQ        8(DX), R8
+	ADDQ        CX, R8
+	MOVQ        16(DX), R9
+	ADDQ        CX, R9
+	MOVQ        24(DX), R10
+	ADDQ        CX, R10
+	VMOVUPS     (AX), Z0
+	VMOVUPS     512(AX), Z1
+	VMOVUPS     1024(AX), Z2
+	VMOVUPS     1536(AX), Z3
+	VMOVUPS     (DI), Z4
+	VMULPS      Z4, Z0, Z5
+	VMULPS      Z4, Z1, Z6
+	VMULPS      Z4, Z2, Z7
+	VMULPS      Z4, Z3, Z4
+	VMOVUPS     (R8), Z8
+	VMULPS      Z8, Z0, Z9
+	VMULPS      Z8, Z1, Z10
+	VMULPS      Z8, Z2, Z11
+	VMULPS      Z8, Z3, Z8
+	VMOVUPS     (R9), Z12
+	VMULPS      Z12, Z0, Z13
+	VMULPS      Z12, Z1, Z14
+	VMULPS      Z12, Z2, Z15
+	VMULPS      Z12, Z3, Z12
+	VMOVUPS     (R10), Z16
+	VMULPS      Z16, Z0, Z0
+	VMULPS      Z16, Z1, Z1
+	VMULPS      Z16, Z2, Z2
+	VMULPS      Z16, Z3, Z3
+	VMOVUPS     64(AX), Z16
+	VMOVUPS     576(AX), Z17
+	VMOVUPS     1088(AX), Z18
+	VMOVUPS     1600(AX), Z19
+	VMOVUPS     64(DI), Z20
+	VFMADD231PS Z20, Z16, Z5
+	VFMADD231PS Z20, Z17, Z6
+	VFMADD231PS Z20, Z18, Z7
+	VFMADD231PS Z20, Z19, Z4
+	VMOVUPS     64(R8), Z20
+	VFMADD231PS Z20, Z16, Z9
+	VFMADD231PS Z20, Z17, Z10
+	VFMADD231PS Z20, Z18, Z11
+	VFMADD231PS Z20, Z19, Z8
+	VMOVUPS     64(R9), Z20
+	VFMADD231PS Z20, Z16, Z13
+	VFMADD231PS Z20, Z17, Z14
+	VFMADD231PS Z20, Z18, Z15
+	VFMADD231PS Z20, Z19, Z12
+	VMOVUPS     64(R10), Z20
+	VFMADD231PS Z20, Z16, Z0
+	VFMADD231PS Z20, Z17, Z1
+	VFMADD231PS Z20, Z18, Z2
+	VFMADD231PS Z20, Z19, Z3
+	VMOVUPS     128(AX), Z16
+	VMOVUPS     640(AX), Z17
+	VMOVUPS     1152(AX), Z18
+	VMOVUPS     1664(AX), Z19
+	VMOVUPS     128(DI), Z20
+	VFMADD231PS Z20, Z16, Z5
+	VFMADD231PS Z20, Z17, Z6
+	VFMADD231PS Z20, Z18, Z7
+	VFMADD231PS Z20, Z19, Z4
+	VMOVUPS     128(R8), Z20
+	VFMADD231PS Z20, Z16, Z9
+	VFMADD231PS Z20, Z17, Z10
+	VFMADD231PS Z20, Z18, Z11
+	VFMADD231PS Z20, Z19, Z8
+	VMOVUPS     128(R9), Z20
+	VFMADD231PS Z20, Z16, Z13
+	VFMADD231PS Z20, Z17, Z14
+	VFMADD231PS Z20, Z18, Z15
+	VFMADD231PS Z20, Z19, Z12
+	VMOVUPS     128(R10), Z20
+	VFMADD231PS Z20, Z16, Z0
+	VFMADD231PS Z20, Z17, Z1
+	VFMADD231PS Z20, Z18, Z2
+	VFMADD231PS Z20, Z19, Z3
+	VMOVUPS     192(AX), Z16
+	VMOVUPS     704(AX), Z17
+	VMOVUPS     1216(AX), Z18
+	VMOVUPS     1728(AX), Z19
+	VMOVUPS     192(DI), Z20
+	VFMADD231PS Z20, Z16, Z5
+	VFMADD231PS Z20, Z17, Z6
+	VFMADD231PS Z20, Z18, Z7
+	VFMADD231PS Z20, Z19, Z4
+	VMOVUPS     192(R8), Z20
+	VFMADD231PS Z20, Z16, Z9
+	VFMADD231PS Z20, Z17, Z10
+	VFMADD231PS Z20, Z18, Z11
+	VFMADD231PS Z20, Z19, Z8
+	VMOVUPS     192(R9), Z20
+	VFMADD231PS Z20, Z16, Z13
+	VFMADD231PS Z20, Z17, Z14
+	VFMADD231PS Z20, Z18, Z15
+	VFMADD231PS Z20, Z19, Z12
+	VMOVUPS     192(R10), Z20
+	VFMADD231PS Z20, Z16, Z0
+	VFMADD231PS Z20, Z17, Z1
+	VFMADD231PS Z20, Z18, Z2
+	VFMADD231PS Z20, Z19, Z3
+	VMOVUPS     256(AX), Z16
+	VMOVUPS     768(AX), Z17
+	VMOVUPS     1280(AX), Z18
+	VMOVUPS     1792(AX), Z19
+	VMOVUPS     256(DI), Z20
+	VFMADD231PS Z20, Z16, Z5
+	VFMADD231PS Z20, Z17, Z6
+	VFMADD231PS Z20, Z18, Z7
+	VFMADD231PS Z20, Z19, Z4
+	VMOVUPS     256(R8), Z20
+	VFMADD231PS Z20, Z16, Z9
+	VFMADD231PS Z20, Z17, Z10
+	VFMADD231PS Z20, Z18, Z11
+	VFMADD231PS Z20, Z19, Z8
+	VMOVUPS     256(R9), Z20
+	VFMADD231PS Z20, Z16, Z13
+	VFMADD231PS Z20, Z17, Z14
+	VFMADD231PS Z20, Z18, Z15
+	VFMADD231PS Z20, Z19, Z12
+	VMOVUPS     256(R10), Z20
+	VFMADD231PS Z20, Z16, Z0
+	VFMADD231PS Z20, Z17, Z1
+	VFMADD231PS Z20, Z18, Z2
+	VFMADD231PS Z20, Z19, Z3
+	VMOVUPS     320(AX), Z16
+	VMOVUPS     832(AX), Z17
+	VMOVUPS     1344(AX), Z18
+	VMOVUPS     1856(AX), Z19
+	VMOVUPS     320(DI), Z20
+	VFMADD231PS Z20, Z16, Z5
+	VFMADD231PS Z20, Z17, Z6
+	VFMADD231PS Z20, Z18, Z7
+	VFMADD231PS Z20, Z19, Z4
+	VMOVUPS     320(R8), Z20
+	VFMADD231PS Z20, Z16, Z9
+	VFMADD231PS Z20, Z17, Z10
+	VFMADD231PS Z20, Z18, Z11
+	VFMADD231PS Z20, Z19, Z8
+	VMOVUPS     320(R9), Z20
+	VFMADD231PS Z20, Z16, Z13
+	VFMADD231PS Z20, Z17, Z14
+	VFMADD231PS Z20, Z18, Z15
+	VFMADD231PS Z20, Z19, Z12
+	VMOVUPS     320(R10), Z20
+	VFMADD231PS Z20, Z16, Z0
+	VFMADD231PS Z20, Z17, Z1
+	VFMADD231PS Z20, Z18, Z2
+	VFMADD231PS Z20, Z19, Z3
+	VMOVUPS     384(AX), Z16
+	VMOVUPS     896(AX), Z17
+	VMOVUPS     1408(AX), Z18
+	VMOVUPS     1920(AX), Z19
+	VMOVUPS     384(DI), Z20
+	VFMADD231PS Z20, Z16, Z5
+	VFMADD231PS Z20, Z17, Z6
+	VFMADD231PS Z20, Z18, Z7
+	VFMADD231PS Z20, Z19, Z4
+	VMOVUPS     384(R8), Z20
+	VFMADD231PS Z20, Z16, Z9
+	VFMADD231PS Z20, Z17, Z10
+	VFMADD231PS Z20, Z18, Z11
+	VFMADD231PS Z20, Z19, Z8
+	VMOVUPS     384(R9), Z20
+	VFMADD231PS Z20, Z16, Z13
+	VFMADD231PS Z20, Z17, Z14
+	VFMADD231PS Z20, Z18, Z15
+	VFMADD231PS Z20, Z19, Z12
+	VMOVUPS     384(R10), Z20
+	VFMADD231PS Z20, Z16, Z0
+	VFMADD231PS Z20, Z17, Z1
+	VFMADD231PS Z20, Z18, Z2
+	VFMADD231PS Z20, Z19, Z3
+	VMOVUPS     448(AX), Z16
+	VMOVUPS     960(AX), Z17
+	VMOVUPS     1472(AX), Z18
+	VMOVUPS     1984(AX), Z19
+	VMOVUPS     448(DI), Z20
+	VFMADD231PS Z20, Z16, Z5
+	VFMADD231PS Z20, Z17, Z6
+	VFMADD231PS Z20, Z18, Z7
+	VFMADD231PS Z20, Z19, Z4
+	VMOVUPS     448(R8), Z20
+	VFMADD231PS Z20, Z16, Z9
+	VFMADD231PS Z20, Z17, Z10
+	VFMADD231PS Z20, Z18, Z11
+	VFMADD231PS Z20, Z19, Z8
+	VMOVUPS     448(R9), Z20
+	VFMADD231PS Z20, Z16, Z13
+	VFMADD231PS Z20, Z17, Z14
+	VFMADD231PS Z20, Z18, Z15
+	VFMADD231PS Z20, Z19, Z12
+	VMOVUPS     448(R10), Z20
+	VFMADD231PS Z20, Z16, Z0
+	VFMADD231PS Z20, Z17, Z1
+	VFMADD231PS Z20, Z18, Z2
+	VFMADD231PS Z20, Z19, Z3
+	VSHUFPS     $0x44, Z6, Z5, Z16
+	VSHUFPS     $0xee, Z6, Z5, Z5
+	VADDPS      Z5, Z16, Z16
+	VSHUFPS     $0x44, Z4, Z7, Z5
+	VSHUFPS     $0xee, Z4, Z7, Z4
+	VADDPS      Z4, Z5, Z5
+	VSHUFPS     $0x44, Z10, Z9, Z4
+	VSHUFPS     $0xee, Z10, Z9, Z6
+	VADDPS      Z6, Z4, Z4
+	VSHUFPS     $0x44, Z8, Z11, Z6
+	VSHUFPS     $0xee, Z8, Z11, Z7
+	VADDPS      Z7, Z6, Z6
+	VSHUFPS     $0x44, Z14, Z13, Z7
+	VSHUFPS     $0xee, Z14, Z13, Z8
+	VADDPS      Z8, Z7, Z7
+	VSHUFPS     $0x44, Z12, Z15, Z8
+	VSHUFPS     $0xee, Z12, Z15, Z9
+	VADDPS      Z9, Z8, Z8
+	VSHUFPS     $0x44, Z1, Z0, Z9
+	VSHUFPS     $0xee, Z1, Z0, Z0
+	VADDPS      Z0, Z9, Z9
+	VSHUFPS     $0x44, Z3, Z2, Z0
+	VSHUFPS     $0xee, Z3, Z2, Z1
+	VADDPS      Z1, Z0, Z0
+	VSHUFPS     $0x88, Z5, Z16, Z1
+	VSHUFPS     $0xdd, Z5, Z16, Z2
+	VADDPS      Z2, Z1, Z1
+	VSHUFPS     $0x88, Z6, Z4, Z2
+	VSHUFPS     $0xdd, Z6, Z4, Z3
+	VADDPS      Z3, Z2, Z2
+	VSHUFPS     $0x88, Z8, Z7, Z3
+	VSHUFPS     $0xdd, Z8, Z7, Z4
+	VADDPS      Z4, Z3, Z3
+	VSHUFPS     $0x88, Z0, Z9, Z4
+	VSHUFPS     $0xdd, Z0, Z9, Z0
+	VADDPS      Z0, Z4, Z4
+	VSHUFF32X4  $0x88, Z2, Z1, Z0
+	VSHUFF32X4  $0xdd, Z2, Z1, Z1
+	VADDPS      Z1, Z0, Z0
+	VSHUFF32X4  $0x88, Z4, Z3, Z1
+	VSHUFF32X4  $0xdd, Z4, Z3, Z2
+	VADDPS      Z2, Z1, Z1
+	VSHUFF32X4  $0x88, Z1, Z0, Z2
+	VSHUFF32X4  $0xdd, Z1, Z0, Z0
+	VADDPS      Z0, Z2, Z2
+	VMOVUPS     Z2, (BX)
+	ADDQ        $0x40, BX
+	ADDQ        $0x20, DX
+	DECQ        SI
+	JNZ         qk
+
+	// Row maxima, alpha, p and l, each row's value in every lane of its residue.
+	VMOVUPS          (SP), Z0
+	VMOVUPS          64(SP), Z1
+	VMAXPS           128(SP), Z0, Z0
+	VMAXPS           192(SP), Z1, Z1
+	VMAXPS           256(SP), Z0, Z0
+	VMAXPS           320(SP), Z1, Z1
+	VMAXPS           384(SP), Z0, Z0
+	VMAXPS           448(SP), Z1, Z1
+	VMAXPS           512(SP), Z0, Z0
+	VMAXPS           576(SP), Z1, Z1
+	VMAXPS           640(SP), Z0, Z0
+	VMAXPS           704(SP), Z1, Z1
+	VMAXPS           768(SP), Z0, Z0
+	VMAXPS           832(SP), Z1, Z1
+	VMAXPS           896(SP), Z0, Z0
+	VMAXPS           960(SP), Z1, Z1
+	VMAXPS           Z1, Z0, Z0
+	VSHUFF32X4       $0x4e, Z0, Z0, Z1
+	VMAXPS           Z1, Z0, Z0
+	VSHUFF32X4       $0xb1, Z0, Z0, Z1
+	VMAXPS           Z1, Z0, Z0
+	MOVQ             o+32(FP), AX
+	MOVQ             m+40(FP), CX
+	MOVQ             l+48(FP), DX
+	MOVL             $0x0000000f, BX
+	KMOVW            BX, K1
+	VBROADCASTF32X4  (CX), Z1
+	VMAXPS           Z1, Z0, Z0
+	VMOVUPS          Z0, K1, (CX)
+	VCMPPS.BCST      $0x0c, attnconst<>+0(SB), Z0, K2
+	VMOVAPS.Z        Z0, K2, Z0
+	VSUBPS           Z0, Z1, Z1
+	VBROADCASTSS     attnconst<>+96(SB), Z2
+	VCMPPS           $0x15, Z2, Z1, K3
+	VMAXPS           Z1, Z2, Z1
+	VRNDSCALEPS      $0x00, Z1, Z2
+	VSUBPS           Z2, Z1, Z1
+	VBROADCASTSS     attnconst<>+288(SB), Z3
+	VFMADD213PS.BCST attnconst<>+256(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+224(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+192(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+160(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+128(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+32(SB), Z1, Z3
+	VSCALEFPS.Z      Z2, Z3, K3, Z1
+	KNOTW            K2, K2
+	VBROADCASTSS     attnconst<>+32(SB), K2, Z1
+	VMOVUPS          Z1, 1024(SP)
+	VMOVUPS          (SP), Z2
+	VSUBPS           Z0, Z2, Z2
+	VBROADCASTSS     attnconst<>+96(SB), Z3
+	VCMPPS           $0x15, Z3, Z2, K2
+	VMAXPS           Z2, Z3, Z2
+	VRNDSCALEPS      $0x00, Z2, Z3
+	VSUBPS           Z3, Z2, Z2
+	VBROADCASTSS     attnconst<>+288(SB), Z4
+	VFMADD213PS.BCST attnconst<>+256(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+224(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+192(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+160(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+128(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+32(SB), Z2, Z4
+	VSCALEFPS.Z      Z3, Z4, K2, Z2
+	VMOVUPS          Z2, (SP)
+	VMOVUPS          64(SP), Z3
+	VSUBPS           Z0, Z3, Z3
+	VBROADCASTSS     attnconst<>+96(SB), Z4
+	VCMPPS           $0x15, Z4, Z3, K2
+	VMAXPS           Z3, Z4, Z3
+	VRNDSCALEPS      $0x00, Z3, Z4
+	VSUBPS           Z4, Z3, Z3
+	VBROADCASTSS     attnconst<>+288(SB), Z5
+	VFMADD213PS.BCST attnconst<>+256(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+224(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+192(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+160(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+128(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+32(SB), Z3, Z5
+	VSCALEFPS.Z      Z4, Z5, K2, Z3
+	VMOVUPS          Z3, 64(SP)
+	VMOVUPS          128(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 128(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          192(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 192(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          256(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 256(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          320(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 320(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          384(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 384(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          448(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 448(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          512(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 512(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          576(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 576(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          640(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 640(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          704(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 704(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          768(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 768(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          832(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 832(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          896(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 896(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          960(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z0
+	VCMPPS           $0x15, Z0, Z4, K2
+	VMAXPS           Z4, Z0, Z4
+	VRNDSCALEPS      $0x00, Z4, Z0
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z5
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z5
+	VSCALEFPS.Z      Z0, Z5, K2, Z4
+	VMOVUPS          Z4, 960(SP)
+	VADDPS           Z4, Z3, Z3
+	VADDPS           Z3, Z2, Z2
+	VSHUFF32X4       $0x4e, Z2, Z2, Z0
+	VADDPS           Z0, Z2, Z2
+	VSHUFF32X4       $0xb1, Z2, Z2, Z0
+	VADDPS           Z0, Z2, Z2
+	VBROADCASTF32X4  (DX), Z0
+	VFMADD231PS      Z0, Z1, Z2
+	VMOVUPS          Z2, K1, (DX)
+
+	// o = alpha*o.
+	VBROADCASTSS 1024(SP), Z0
+	VMULPS       (AX), Z0, Z1
+	VMOVUPS      Z1, (AX)
+	VMULPS       64(AX), Z0, Z1
+	VMOVUPS      Z1, 64(AX)
+	VMULPS       128(AX), Z0, Z1
+	VMOVUPS      Z1, 128(AX)
+	VMULPS       192(AX), Z0, Z1
+	VMOVUPS      Z1, 192(AX)
+	VMULPS       256(AX), Z0, Z1
+	VMOVUPS      Z1, 256(AX)
+	VMULPS       320(AX), Z0, Z1
+	VMOVUPS      Z1, 320(AX)
+	VMULPS       384(AX), Z0, Z1
+	VMOVUPS      Z1, 384(AX)
+	VMULPS       448(AX), Z0, Z0
+	VMOVUPS      Z0, 448(AX)
+	VBROADCASTSS 1028(SP), Z0
+	VMULPS       512(AX), Z0, Z1
+	VMOVUPS      Z1, 512(AX)
+	VMULPS       576(AX), Z0, Z1
+	VMOVUPS      Z1, 576(AX)
+	VMULPS       640(AX), Z0, Z1
+	VMOVUPS      Z1, 640(AX)
+	VMULPS       704(AX), Z0, Z1
+	VMOVUPS      Z1, 704(AX)
+	VMULPS       768(AX), Z0, Z1
+	VMOVUPS      Z1, 768(AX)
+	VMULPS       832(AX), Z0, Z1
+	VMOVUPS      Z1, 832(AX)
+	VMULPS       896(AX), Z0, Z1
+	VMOVUPS      Z1, 896(AX)
+	VMULPS       960(AX), Z0, Z0
+	VMOVUPS      Z0, 960(AX)
+	VBROADCASTSS 1032(SP), Z0
+	VMULPS       1024(AX), Z0, Z1
+	VMOVUPS      Z1, 1024(AX)
+	VMULPS       1088(AX), Z0, Z1
+	VMOVUPS      Z1, 1088(AX)
+	VMULPS       1152(AX), Z0, Z1
+	VMOVUPS      Z1, 1152(AX)
+	VMULPS       1216(AX), Z0, Z1
+	VMOVUPS      Z1, 1216(AX)
+	VMULPS       1280(AX), Z0, Z1
+	VMOVUPS      Z1, 1280(AX)
+	VMULPS       1344(AX), Z0, Z1
+	VMOVUPS      Z1, 1344(AX)
+	VMULPS       1408(AX), Z0, Z1
+	VMOVUPS      Z1, 1408(AX)
+	VMULPS       1472(AX), Z0, Z0
+	VMOVUPS      Z0, 1472(AX)
+	VBROADCASTSS 1036(SP), Z0
+	VMULPS       1536(AX), Z0, Z1
+	VMOVUPS      Z1, 1536(AX)
+	VMULPS       1600(AX), Z0, Z1
+	VMOVUPS      Z1, 1600(AX)
+	VMULPS       1664(AX), Z0, Z1
+	VMOVUPS      Z1, 1664(AX)
+	VMULPS       1728(AX), Z0, Z1
+	VMOVUPS      Z1, 1728(AX)
+	VMULPS       1792(AX), Z0, Z1
+	VMOVUPS      Z1, 1792(AX)
+	VMULPS       1856(AX), Z0, Z1
+	VMOVUPS      Z1, 1856(AX)
+	VMULPS       1920(AX), Z0, Z1
+	VMOVUPS      Z1, 1920(AX)
+	VMULPS       1984(AX), Z0, Z0
+	VMOVUPS      Z0, 1984(AX)
+
+	// o += P V, in groups of rows, each over the whole tile.
+	MOVQ    v+16(FP), CX
+	MOVQ    off+24(FP), DX
+	LEAQ    (SP), BX
+	MOVQ    $0x00000010, SI
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS 192(AX), Z3
+	VMOVUPS 256(AX), Z4
+	VMOVUPS 320(AX), Z5
+	VMOVUPS 384(AX), Z6
+	VMOVUPS 448(AX), Z7
+	VMOVUPS 512(AX), Z8
+	VMOVUPS 576(AX), Z9
+	VMOVUPS 640(AX), Z10
+	VMOVUPS 704(AX), Z11
+	VMOVUPS 768(AX), Z12
+	VMOVUPS 832(AX), Z13
+	VMOVUPS 896(AX), Z14
+	VMOVUPS 960(AX), Z15
+
+pv0:
+	MOVQ         (DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS (BX), Z16
+	VBROADCASTSS 4(BX), Z17
+	VMOVUPS      (DI), Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VMOVUPS      64(DI), Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VMOVUPS      128(DI), Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VMOVUPS      192(DI), Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VMOVUPS      256(DI), Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VMOVUPS      320(DI), Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VMOVUPS      384(DI), Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VMOVUPS      448(DI), Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	MOVQ         8(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 16(BX), Z16
+	VBROADCASTSS 20(BX), Z17
+	VMOVUPS      (DI), Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VMOVUPS      64(DI), Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VMOVUPS      128(DI), Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VMOVUPS      192(DI), Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VMOVUPS      256(DI), Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VMOVUPS      320(DI), Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VMOVUPS      384(DI), Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VMOVUPS      448(DI), Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	MOVQ         16(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 32(BX), Z16
+	VBROADCASTSS 36(BX), Z17
+	VMOVUPS      (DI), Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VMOVUPS      64(DI), Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VMOVUPS      128(DI), Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VMOVUPS      192(DI), Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VMOVUPS      256(DI), Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VMOVUPS      320(DI), Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VMOVUPS      384(DI), Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VMOVUPS      448(DI), Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	MOVQ         24(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 48(BX), Z16
+	VBROADCASTSS 52(BX), Z17
+	VMOVUPS      (DI), Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VMOVUPS      64(DI), Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VMOVUPS      128(DI), Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VMOVUPS      192(DI), Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VMOVUPS      256(DI), Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VMOVUPS      320(DI), Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VMOVUPS      384(DI), Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VMOVUPS      448(DI), Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	ADDQ         $0x00000040, BX
+	ADDQ         $0x20, DX
+	DECQ         SI
+	JNZ          pv0
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, 192(AX)
+	VMOVUPS      Z4, 256(AX)
+	VMOVUPS      Z5, 320(AX)
+	VMOVUPS      Z6, 384(AX)
+	VMOVUPS      Z7, 448(AX)
+	VMOVUPS      Z8, 512(AX)
+	VMOVUPS      Z9, 576(AX)
+	VMOVUPS      Z10, 640(AX)
+	VMOVUPS      Z11, 704(AX)
+	VMOVUPS      Z12, 768(AX)
+	VMOVUPS      Z13, 832(AX)
+	VMOVUPS      Z14, 896(AX)
+	VMOVUPS      Z15, 960(AX)
+	MOVQ         v+16(FP), CX
+	MOVQ         off+24(FP), DX
+	LEAQ         (SP), BX
+	MOVQ         $0x00000010, SI
+	VMOVUPS      1024(AX), Z0
+	VMOVUPS      1088(AX), Z1
+	VMOVUPS      1152(AX), Z2
+	VMOVUPS      1216(AX), Z3
+	VMOVUPS      1280(AX), Z4
+	VMOVUPS      1344(AX), Z5
+	VMOVUPS      1408(AX), Z6
+	VMOVUPS      1472(AX), Z7
+	VMOVUPS      1536(AX), Z8
+	VMOVUPS      1600(AX), Z9
+	VMOVUPS      1664(AX), Z10
+	VMOVUPS      1728(AX), Z11
+	VMOVUPS      1792(AX), Z12
+	VMOVUPS      1856(AX), Z13
+	VMOVUPS      1920(AX), Z14
+	VMOVUPS      1984(AX), Z15
+
+pv2:
+	MOVQ         (DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 8(BX), Z16
+	VBROADCASTSS 12(BX), Z17
+	VMOVUPS      (DI), Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VMOVUPS      64(DI), Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VMOVUPS      128(DI), Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VMOVUPS      192(DI), Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VMOVUPS      256(DI), Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VMOVUPS      320(DI), Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VMOVUPS      384(DI), Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VMOVUPS      448(DI), Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	MOVQ         8(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 24(BX), Z16
+	VBROADCASTSS 28(BX), Z17
+	VMOVUPS      (DI), Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VMOVUPS      64(DI), Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VMOVUPS      128(DI), Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VMOVUPS      192(DI), Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VMOVUPS      256(DI), Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VMOVUPS      320(DI), Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VMOVUPS      384(DI), Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VMOVUPS      448(DI), Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	MOVQ         16(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 40(BX), Z16
+	VBROADCASTSS 44(BX), Z17
+	VMOVUPS      (DI), Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VMOVUPS      64(DI), Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VMOVUPS      128(DI), Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VMOVUPS      192(DI), Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VMOVUPS      256(DI), Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VMOVUPS      320(DI), Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VMOVUPS      384(DI), Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VMOVUPS      448(DI), Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	MOVQ         24(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 56(BX), Z16
+	VBROADCASTSS 60(BX), Z17
+	VMOVUPS      (DI), Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VMOVUPS      64(DI), Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VMOVUPS      128(DI), Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VMOVUPS      192(DI), Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VMOVUPS      256(DI), Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VMOVUPS      320(DI), Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VMOVUPS      384(DI), Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VMOVUPS      448(DI), Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	ADDQ         $0x00000040, BX
+	ADDQ         $0x20, DX
+	DECQ         SI
+	JNZ          pv2
+	VMOVUPS      Z0, 1024(AX)
+	VMOVUPS      Z1, 1088(AX)
+	VMOVUPS      Z2, 1152(AX)
+	VMOVUPS      Z3, 1216(AX)
+	VMOVUPS      Z4, 1280(AX)
+	VMOVUPS      Z5, 1344(AX)
+	VMOVUPS      Z6, 1408(AX)
+	VMOVUPS      Z7, 1472(AX)
+	VMOVUPS      Z8, 1536(AX)
+	VMOVUPS      Z9, 1600(AX)
+	VMOVUPS      Z10, 1664(AX)
+	VMOVUPS      Z11, 1728(AX)
+	VMOVUPS      Z12, 1792(AX)
+	VMOVUPS      Z13, 1856(AX)
+	VMOVUPS      Z14, 1920(AX)
+	VMOVUPS      Z15, 1984(AX)
+	VZEROUPPER
+	RET
+
+// func decodeAVX512F32D128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+// Requires: AVX, AVX512F
+TEXT ·decodeAVX512F32D128R8(SB), $2112-56
+	// Scores: vector i holds keys i*keys .. i*keys+keys-1 by rows.
+	MOVQ q+0(FP), AX
+	MOVQ k+8(FP), CX
+	MOVQ off+24(FP), DX
+	LEAQ (SP), BX
+	MOVQ $0x00000020, SI
+
+qk:
+	MOVQ        (DX), DI
+	ADDQ        CX, DI
+	MOVQ        8(DX), R8
+	ADDQ        CX, R8
+	VMOVUPS     (AX), Z0
+	VMOVUPS     512(AX), Z1
+	VMOVUPS     1024(AX), Z2
+	VMOVUPS     1536(AX), Z3
+	VMOVUPS     2048(AX), Z4
+	VMOVUPS     2560(AX), Z5
+	VMOVUPS     3072(AX), Z6
+	VMOVUPS     3584(AX), Z7
+	VMOVUPS     (DI), Z8
+	VMULPS      Z8, Z0, Z9
+	VMULPS      Z8, Z1, Z10
+	VMULPS      Z8, Z2, Z11
+	VMULPS      Z8, Z3, Z12
+	VMULPS      Z8, Z4, Z13
+	VMULPS      Z8, Z5, Z14
+	VMULPS      Z8, Z6, Z15
+	VMULPS      Z8, Z7, Z8
+	VMOVUPS     (R8), Z18
+	VMULPS      Z18, Z0, Z0
+	VMULPS      Z18, Z1, Z1
+	VMULPS      Z18, Z2, Z2
+	VMULPS      Z18, Z3, Z3
+	VMULPS      Z18, Z4, Z4
+	VMULPS      Z18, Z5, Z5
+	VMULPS      Z18, Z6, Z6
+	VMULPS      Z18, Z7, Z7
+	VMOVUPS     64(AX), Z18
+	VMOVUPS     576(AX), Z19
+	VMOVUPS     1088(AX), Z20
+	VMOVUPS     1600(AX), Z21
+	VMOVUPS     2112(AX), Z22
+	VMOVUPS     2624(AX), Z23
+	VMOVUPS     3136(AX), Z24
+	VMOVUPS     3648(AX), Z25
+	VMOVUPS     64(DI), Z26
+	VFMADD231PS Z26, Z18, Z9
+	VFMADD231PS Z26, Z19, Z10
+	VFMADD231PS Z26, Z20, Z11
+	VFMADD231PS Z26, Z21, Z12
+	VFMADD231PS Z26, Z22, Z13
+	VFMADD231PS Z26, Z23, Z14
+	VFMADD231PS Z26, Z24, Z15
+	VFMADD231PS Z26, Z25, Z8
+	VMOVUPS     64(R8), Z26
+	VFMADD231PS Z26, Z18, Z0
+	VFMADD231PS Z26, Z19, Z1
+	VFMADD231PS Z26, Z20, Z2
+	VFMADD231PS Z26, Z21, Z3
+	VFMADD231PS Z26, Z22, Z4
+	VFMADD231PS Z26, Z23, Z5
+	VFMADD231PS Z26, Z24, Z6
+	VFMADD231PS Z26, Z25, Z7
+	VMOVUPS     128(AX), Z18
+	VMOVUPS     640(AX), Z19
+	VMOVUPS     1152(AX), Z20
+	VMOVUPS     1664(AX), Z21
+	VMOVUPS     2176(AX), Z22
+	VMOVUPS     2688(AX), Z23
+	VMOVUPS     3200(AX), Z24
+	VMOVUPS     3712(AX), Z25
+	VMOVUPS     128(DI), Z26
+	VFMADD231PS Z26, Z18, Z9
+	VFMADD231PS Z26, Z19, Z10
+	VFMADD231PS Z26, Z20, Z11
+	VFMADD231PS Z26, Z21, Z12
+	VFMADD231PS Z26, Z22, Z13
+	VFMADD231PS Z26, Z23, Z14
+	VFMADD231PS Z26, Z24, Z15
+	VFMADD231PS Z26, Z25, Z8
+	VMOVUPS     128(R8), Z26
+	VFMADD231PS Z26, Z18, Z0
+	VFMADD231PS Z26, Z19, Z1
+	VFMADD231PS Z26, Z20, Z2
+	VFMADD231PS Z26, Z21, Z3
+	VFMADD231PS Z26, Z22, Z4
+	VFMADD231PS Z26, Z23, Z5
+	VFMADD231PS Z26, Z24, Z6
+	VFMADD231PS Z26, Z25, Z7
+	VMOVUPS     192(AX), Z18
+	VMOVUPS     704(AX), Z19
+	VMOVUPS     1216(AX), Z20
+	VMOVUPS     1728(AX), Z21
+	VMOVUPS     2240(AX), Z22
+	VMOVUPS     2752(AX), Z23
+	VMOVUPS     3264(AX), Z24
+	VMOVUPS     3776(AX), Z25
+	VMOVUPS     192(DI), Z26
+	VFMADD231PS Z26, Z18, Z9
+	VFMADD231PS Z26, Z19, Z10
+	VFMADD231PS Z26, Z20, Z11
+	VFMADD231PS Z26, Z21, Z12
+	VFMADD231PS Z26, Z22, Z13
+	VFMADD231PS Z26, Z23, Z14
+	VFMADD231PS Z26, Z24, Z15
+	VFMADD231PS Z26, Z25, Z8
+	VMOVUPS     192(R8), Z26
+	VFMADD231PS Z26, Z18, Z0
+	VFMADD231PS Z26, Z19, Z1
+	VFMADD231PS Z26, Z20, Z2
+	VFMADD231PS Z26, Z21, Z3
+	VFMADD231PS Z26, Z22, Z4
+	VFMADD231PS Z26, Z23, Z5
+	VFMADD231PS Z26, Z24, Z6
+	VFMADD231PS Z26, Z25, Z7
+	VMOVUPS     256(AX), Z18
+	VMOVUPS     768(AX), Z19
+	VMOVUPS     1280(AX), Z20
+	VMOVUPS     1792(AX), Z21
+	VMOVUPS     2304(AX), Z22
+	VMOVUPS     2816(AX), Z23
+	VMOVUPS     3328(AX), Z24
+	VMOVUPS     3840(AX), Z25
+	VMOVUPS     256(DI), Z26
+	VFMADD231PS Z26, Z18, Z9
+	VFMADD231PS Z26, Z19, Z10
+	VFMADD231PS Z26, Z20, Z11
+	VFMADD231PS Z26, Z21, Z12
+	VFMADD231PS Z26, Z22, Z13
+	VFMADD231PS Z26, Z23, Z14
+	VFMADD231PS Z26, Z24, Z15
+	VFMADD231PS Z26, Z25, Z8
+	VMOVUPS     256(R8), Z26
+	VFMADD231PS Z26, Z18, Z0
+	VFMADD231PS Z26, Z19, Z1
+	VFMADD231PS Z26, Z20, Z2
+	VFMADD231PS Z26, Z21, Z3
+	VFMADD231PS Z26, Z22, Z4
+	VFMADD231PS Z26, Z23, Z5
+	VFMADD231PS Z26, Z24, Z6
+	VFMADD231PS Z26, Z25, Z7
+	VMOVUPS     320(AX), Z18
+	VMOVUPS     832(AX), Z19
+	VMOVUPS     1344(AX), Z20
+	VMOVUPS     1856(AX), Z21
+	VMOVUPS     2368(AX), Z22
+	VMOVUPS     2880(AX), Z23
+	VMOVUPS     3392(AX), Z24
+	VMOVUPS     3904(AX), Z25
+	VMOVUPS     320(DI), Z26
+	VFMADD231PS Z26, Z18, Z9
+	VFMADD231PS Z26, Z19, Z10
+	VFMADD231PS Z26, Z20, Z11
+	VFMADD231PS Z26, Z21, Z12
+	VFMADD231PS Z26, Z22, Z13
+	VFMADD231PS Z26, Z23, Z14
+	VFMADD231PS Z26, Z24, Z15
+	VFMADD231PS Z26, Z25, Z8
+	VMOVUPS     320(R8), Z26
+	VFMADD231PS Z26, Z18, Z0
+	VFMADD231PS Z26, Z19, Z1
+	VFMADD231PS Z26, Z20, Z2
+	VFMADD231PS Z26, Z21, Z3
+	VFMADD231PS Z26, Z22, Z4
+	VFMADD231PS Z26, Z23, Z5
+	VFMADD231PS Z26, Z24, Z6
+	VFMADD231PS Z26, Z25, Z7
+	VMOVUPS     384(AX), Z18
+	VMOVUPS     896(AX), Z19
+	VMOVUPS     1408(AX), Z20
+	VMOVUPS     1920(AX), Z21
+	VMOVUPS     2432(AX), Z22
+	VMOVUPS     2944(AX), Z23
+	VMOVUPS     3456(AX), Z24
+	VMOVUPS     3968(AX), Z25
+	VMOVUPS     384(DI), Z26
+	VFMADD231PS Z26, Z18, Z9
+	VFMADD231PS Z26, Z19, Z10
+	VFMADD231PS Z26, Z20, Z11
+	VFMADD231PS Z26, Z21, Z12
+	VFMADD231PS Z26, Z22, Z13
+	VFMADD231PS Z26, Z23, Z14
+	VFMADD231PS Z26, Z24, Z15
+	VFMADD231PS Z26, Z25, Z8
+	VMOVUPS     384(R8), Z26
+	VFMADD231PS Z26, Z18, Z0
+	VFMADD231PS Z26, Z19, Z1
+	VFMADD231PS Z26, Z20, Z2
+	VFMADD231PS Z26, Z21, Z3
+	VFMADD231PS Z26, Z22, Z4
+	VFMADD231PS Z26, Z23, Z5
+	VFMADD231PS Z26, Z24, Z6
+	VFMADD231PS Z26, Z25, Z7
+	VMOVUPS     448(AX), Z18
+	VMOVUPS     960(AX), Z19
+	VMOVUPS     1472(AX), Z20
+	VMOVUPS     1984(AX), Z21
+	VMOVUPS     2496(AX), Z22
+	VMOVUPS     3008(AX), Z23
+	VMOVUPS     3520(AX), Z24
+	VMOVUPS     4032(AX), Z25
+	VMOVUPS     448(DI), Z26
+	VFMADD231PS Z26, Z18, Z9
+	VFMADD231PS Z26, Z19, Z10
+	VFMADD231PS Z26, Z20, Z11
+	VFMADD231PS Z26, Z21, Z12
+	VFMADD231PS Z26, Z22, Z13
+	VFMADD231PS Z26, Z23, Z14
+	VFMADD231PS Z26, Z24, Z15
+	VFMADD231PS Z26, Z25, Z8
+	VMOVUPS     448(R8), Z26
+	VFMADD231PS Z26, Z18, Z0
+	VFMADD231PS Z26, Z19, Z1
+	VFMADD231PS Z26, Z20, Z2
+	VFMADD231PS Z26, Z21, Z3
+	VFMADD231PS Z26, Z22, Z4
+	VFMADD231PS Z26, Z23, Z5
+	VFMADD231PS Z26, Z24, Z6
+	VFMADD231PS Z26, Z25, Z7
+	VSHUFPS     $0x44, Z10, Z9, Z18
+	VSHUFPS     $0xee, Z10, Z9, Z9
+	VADDPS      Z9, Z18, Z18
+	VSHUFPS     $0x44, Z12, Z11, Z9
+	VSHUFPS     $0xee, Z12, Z11, Z10
+	VADDPS      Z10, Z9, Z9
+	VSHUFPS     $0x44, Z14, Z13, Z10
+	VSHUFPS     $0xee, Z14, Z13, Z11
+	VADDPS      Z11, Z10, Z10
+	VSHUFPS     $0x44, Z8, Z15, Z11
+	VSHUFPS     $0xee, Z8, Z15, Z8
+	VADDPS      Z8, Z11, Z11
+	VSHUFPS     $0x44, Z1, Z0, Z8
+	VSHUFPS     $0xee, Z1, Z0, Z0
+	VADDPS      Z0, Z8, Z8
+	VSHUFPS     $0x44, Z3, Z2, Z0
+	VSHUFPS     $0xee, Z3, Z2, Z1
+	VADDPS      Z1, Z0, Z0
+	VSHUFPS     $0x44, Z5, Z4, Z1
+	VSHUFPS     $0xee, Z5, Z4, Z2
+	VADDPS      Z2, Z1, Z1
+	VSHUFPS     $0x44, Z7, Z6, Z2
+	VSHUFPS     $0xee, Z7, Z6, Z3
+	VADDPS      Z3, Z2, Z2
+	VSHUFPS     $0x88, Z9, Z18, Z3
+	VSHUFPS     $0xdd, Z9, Z18, Z4
+	VADDPS      Z4, Z3, Z3
+	VSHUFPS     $0x88, Z11, Z10, Z4
+	VSHUFPS     $0xdd, Z11, Z10, Z5
+	VADDPS      Z5, Z4, Z4
+	VSHUFPS     $0x88, Z0, Z8, Z5
+	VSHUFPS     $0xdd, Z0, Z8, Z0
+	VADDPS      Z0, Z5, Z5
+	VSHUFPS     $0x88, Z2, Z1, Z0
+	VSHUFPS     $0xdd, Z2, Z1, Z1
+	VADDPS      Z1, Z0, Z0
+	VSHUFF32X4  $0x88, Z4, Z3, Z1
+	VSHUFF32X4  $0xdd, Z4, Z3, Z2
+	VADDPS      Z2, Z1, Z1
+	VSHUFF32X4  $0x88, Z0, Z5, Z2
+	VSHUFF32X4  $0xdd, Z0, Z5, Z0
+	VADDPS      Z0, Z2, Z2
+	VSHUFF32X4  $0x88, Z2, Z1, Z0
+	VSHUFF32X4  $0xdd, Z2, Z1, Z1
+	VADDPS      Z1, Z0, Z0
+	VMOVUPS     Z0, (BX)
+	ADDQ        $0x40, BX
+	ADDQ        $0x10, DX
+	DECQ        SI
+	JNZ         qk
+
+	// Row maxima, alpha, p and l, each row's value in every lane of its residue.
+	VMOVUPS          (SP), Z0
+	VMOVUPS          64(SP), Z1
+	VMAXPS           128(SP), Z0, Z0
+	VMAXPS           192(SP), Z1, Z1
+	VMAXPS           256(SP), Z0, Z0
+	VMAXPS           320(SP), Z1, Z1
+	VMAXPS           384(SP), Z0, Z0
+	VMAXPS           448(SP), Z1, Z1
+	VMAXPS           512(SP), Z0, Z0
+	VMAXPS           576(SP), Z1, Z1
+	VMAXPS           640(SP), Z0, Z0
+	VMAXPS           704(SP), Z1, Z1
+	VMAXPS           768(SP), Z0, Z0
+	VMAXPS           832(SP), Z1, Z1
+	VMAXPS           896(SP), Z0, Z0
+	VMAXPS           960(SP), Z1, Z1
+	VMAXPS           1024(SP), Z0, Z0
+	VMAXPS           1088(SP), Z1, Z1
+	VMAXPS           1152(SP), Z0, Z0
+	VMAXPS           1216(SP), Z1, Z1
+	VMAXPS           1280(SP), Z0, Z0
+	VMAXPS           1344(SP), Z1, Z1
+	VMAXPS           1408(SP), Z0, Z0
+	VMAXPS           1472(SP), Z1, Z1
+	VMAXPS           1536(SP), Z0, Z0
+	VMAXPS           1600(SP), Z1, Z1
+	VMAXPS           1664(SP), Z0, Z0
+	VMAXPS           1728(SP), Z1, Z1
+	VMAXPS           1792(SP), Z0, Z0
+	VMAXPS           1856(SP), Z1, Z1
+	VMAXPS           1920(SP), Z0, Z0
+	VMAXPS           1984(SP), Z1, Z1
+	VMAXPS           Z1, Z0, Z0
+	VSHUFF32X4       $0x4e, Z0, Z0, Z1
+	VMAXPS           Z1, Z0, Z0
+	MOVQ             o+32(FP), AX
+	MOVQ             m+40(FP), CX
+	MOVQ             l+48(FP), DX
+	MOVL             $0x000000ff, BX
+	KMOVW            BX, K1
+	VMOVUPS          (CX), Y16
+	VSHUFF32X4       $0x44, Z16, Z16, Z16
+	VMAXPS           Z16, Z0, Z0
+	VMOVUPS          Z0, K1, (CX)
+	VCMPPS.BCST      $0x0c, attnconst<>+0(SB), Z0, K2
+	VMOVAPS.Z        Z0, K2, Z0
+	VSUBPS           Z0, Z16, Z1
+	VBROADCASTSS     attnconst<>+96(SB), Z2
+	VCMPPS           $0x15, Z2, Z1, K3
+	VMAXPS           Z1, Z2, Z1
+	VRNDSCALEPS      $0x00, Z1, Z2
+	VSUBPS           Z2, Z1, Z1
+	VBROADCASTSS     attnconst<>+288(SB), Z3
+	VFMADD213PS.BCST attnconst<>+256(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+224(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+192(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+160(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+128(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+32(SB), Z1, Z3
+	VSCALEFPS.Z      Z2, Z3, K3, Z1
+	KNOTW            K2, K2
+	VBROADCASTSS     attnconst<>+32(SB), K2, Z1
+	VMOVUPS          Z1, 2048(SP)
+	VMOVUPS          (SP), Z2
+	VSUBPS           Z0, Z2, Z2
+	VBROADCASTSS     attnconst<>+96(SB), Z3
+	VCMPPS           $0x15, Z3, Z2, K2
+	VMAXPS           Z2, Z3, Z2
+	VRNDSCALEPS      $0x00, Z2, Z3
+	VSUBPS           Z3, Z2, Z2
+	VBROADCASTSS     attnconst<>+288(SB), Z4
+	VFMADD213PS.BCST attnconst<>+256(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+224(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+192(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+160(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+128(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+32(SB), Z2, Z4
+	VSCALEFPS.Z      Z3, Z4, K2, Z2
+	VMOVUPS          Z2, (SP)
+	VMOVUPS          64(SP), Z3
+	VSUBPS           Z0, Z3, Z3
+	VBROADCASTSS     attnconst<>+96(SB), Z4
+	VCMPPS           $0x15, Z4, Z3, K2
+	VMAXPS           Z3, Z4, Z3
+	VRNDSCALEPS      $0x00, Z3, Z4
+	VSUBPS           Z4, Z3, Z3
+	VBROADCASTSS     attnconst<>+288(SB), Z5
+	VFMADD213PS.BCST attnconst<>+256(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+224(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+192(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+160(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+128(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+32(SB), Z3, Z5
+	VSCALEFPS.Z      Z4, Z5, K2, Z3
+	VMOVUPS          Z3, 64(SP)
+	VMOVUPS          128(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 128(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          192(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 192(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          256(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 256(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          320(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 320(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          384(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 384(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          448(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 448(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          512(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 512(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          576(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 576(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          640(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 640(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          704(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 704(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          768(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 768(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          832(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 832(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          896(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 896(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          960(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 960(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          1024(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1024(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          1088(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1088(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          1152(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1152(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          1216(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1216(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          1280(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1280(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          1344(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1344(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          1408(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1408(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          1472(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1472(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          1536(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1536(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          1600(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1600(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          1664(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1664(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          1728(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1728(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          1792(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1792(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          1856(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1856(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          1920(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1920(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          1984(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z0
+	VCMPPS           $0x15, Z0, Z4, K2
+	VMAXPS           Z4, Z0, Z4
+	VRNDSCALEPS      $0x00, Z4, Z0
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z5
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z5
+	VSCALEFPS.Z      Z0, Z5, K2, Z4
+	VMOVUPS          Z4, 1984(SP)
+	VADDPS           Z4, Z3, Z3
+	VADDPS           Z3, Z2, Z2
+	VSHUFF32X4       $0x4e, Z2, Z2, Z0
+	VADDPS           Z0, Z2, Z2
+	VMOVUPS          (DX), Y17
+	VSHUFF32X4       $0x44, Z17, Z17, Z17
+	VFMADD231PS      Z17, Z1, Z2
+	VMOVUPS          Z2, K1, (DX)
+
+	// o = alpha*o.
+	VBROADCASTSS 2048(SP), Z0
+	VMULPS       (AX), Z0, Z1
+	VMOVUPS      Z1, (AX)
+	VMULPS       64(AX), Z0, Z1
+	VMOVUPS      Z1, 64(AX)
+	VMULPS       128(AX), Z0, Z1
+	VMOVUPS      Z1, 128(AX)
+	VMULPS       192(AX), Z0, Z1
+	VMOVUPS      Z1, 192(AX)
+	VMULPS       256(AX), Z0, Z1
+	VMOVUPS      Z1, 256(AX)
+	VMULPS       320(AX), Z0, Z1
+	VMOVUPS      Z1, 320(AX)
+	VMULPS       384(AX), Z0, Z1
+	VMOVUPS      Z1, 384(AX)
+	VMULPS       448(AX), Z0, Z0
+	VMOVUPS      Z0, 448(AX)
+	VBROADCASTSS 2052(SP), Z0
+	VMULPS       512(AX), Z0, Z1
+	VMOVUPS      Z1, 512(AX)
+	VMULPS       576(AX), Z0, Z1
+	VMOVUPS      Z1, 576(AX)
+	VMULPS       640(AX), Z0, Z1
+	VMOVUPS      Z1, 640(AX)
+	VMULPS       704(AX), Z0, Z1
+	VMOVUPS      Z1, 704(AX)
+	VMULPS       768(AX), Z0, Z1
+	VMOVUPS      Z1, 768(AX)
+	VMULPS       832(AX), Z0, Z1
+	VMOVUPS      Z1, 832(AX)
+	VMULPS       896(AX), Z0, Z1
+	VMOVUPS      Z1, 896(AX)
+	VMULPS       960(AX), Z0, Z0
+	VMOVUPS      Z0, 960(AX)
+	VBROADCASTSS 2056(SP), Z0
+	VMULPS       1024(AX), Z0, Z1
+	VMOVUPS      Z1, 1024(AX)
+	VMULPS       1088(AX), Z0, Z1
+	VMOVUPS      Z1, 1088(AX)
+	VMULPS       1152(AX), Z0, Z1
+	VMOVUPS      Z1, 1152(AX)
+	VMULPS       1216(AX), Z0, Z1
+	VMOVUPS      Z1, 1216(AX)
+	VMULPS       1280(AX), Z0, Z1
+	VMOVUPS      Z1, 1280(AX)
+	VMULPS       1344(AX), Z0, Z1
+	VMOVUPS      Z1, 1344(AX)
+	VMULPS       1408(AX), Z0, Z1
+	VMOVUPS      Z1, 1408(AX)
+	VMULPS       1472(AX), Z0, Z0
+	VMOVUPS      Z0, 1472(AX)
+	VBROADCASTSS 2060(SP), Z0
+	VMULPS       1536(AX), Z0, Z1
+	VMOVUPS      Z1, 1536(AX)
+	VMULPS       1600(AX), Z0, Z1
+	VMOVUPS      Z1, 1600(AX)
+	VMULPS       1664(AX), Z0, Z1
+	VMOVUPS      Z1, 1664(AX)
+	VMULPS       1728(AX), Z0, Z1
+	VMOVUPS      Z1, 1728(AX)
+	VMULPS       1792(AX), Z0, Z1
+	VMOVUPS      Z1, 1792(AX)
+	VMULPS       1856(AX), Z0, Z1
+	VMOVUPS      Z1, 1856(AX)
+	VMULPS       1920(AX), Z0, Z1
+	VMOVUPS      Z1, 1920(AX)
+	VMULPS       1984(AX), Z0, Z0
+	VMOVUPS      Z0, 1984(AX)
+	VBROADCASTSS 2064(SP), Z0
+	VMULPS       2048(AX), Z0, Z1
+	VMOVUPS      Z1, 2048(AX)
+	VMULPS       2112(AX), Z0, Z1
+	VMOVUPS      Z1, 2112(AX)
+	VMULPS       2176(AX), Z0, Z1
+	VMOVUPS      Z1, 2176(AX)
+	VMULPS       2240(AX), Z0, Z1
+	VMOVUPS      Z1, 2240(AX)
+	VMULPS       2304(AX), Z0, Z1
+	VMOVUPS      Z1, 2304(AX)
+	VMULPS       2368(AX), Z0, Z1
+	VMOVUPS      Z1, 2368(AX)
+	VMULPS       2432(AX), Z0, Z1
+	VMOVUPS      Z1, 2432(AX)
+	VMULPS       2496(AX), Z0, Z0
+	VMOVUPS      Z0, 2496(AX)
+	VBROADCASTSS 2068(SP), Z0
+	VMULPS       2560(AX), Z0, Z1
+	VMOVUPS      Z1, 2560(AX)
+	VMULPS       2624(AX), Z0, Z1
+	VMOVUPS      Z1, 2624(AX)
+	VMULPS       2688(AX), Z0, Z1
+	VMOVUPS      Z1, 2688(AX)
+	VMULPS       2752(AX), Z0, Z1
+	VMOVUPS      Z1, 2752(AX)
+	VMULPS       2816(AX), Z0, Z1
+	VMOVUPS      Z1, 2816(AX)
+	VMULPS       2880(AX), Z0, Z1
+	VMOVUPS      Z1, 2880(AX)
+	VMULPS       2944(AX), Z0, Z1
+	VMOVUPS      Z1, 2944(AX)
+	VMULPS       3008(AX), Z0, Z0
+	VMOVUPS      Z0, 3008(AX)
+	VBROADCASTSS 2072(SP), Z0
+	VMULPS       3072(AX), Z0, Z1
+	VMOVUPS      Z1, 3072(AX)
+	VMULPS       3136(AX), Z0, Z1
+	VMOVUPS      Z1, 3136(AX)
+	VMULPS       3200(AX), Z0, Z1
+	VMOVUPS      Z1, 3200(AX)
+	VMULPS       3264(AX), Z0, Z1
+	VMOVUPS      Z1, 3264(AX)
+	VMULPS       3328(AX), Z0, Z1
+	VMOVUPS      Z1, 3328(AX)
+	VMULPS       3392(AX), Z0, Z1
+	VMOVUPS      Z1, 3392(AX)
+	VMULPS       3456(AX), Z0, Z1
+	VMOVUPS      Z1, 3456(AX)
+	VMULPS       3520(AX), Z0, Z0
+	VMOVUPS      Z0, 3520(AX)
+	VBROADCASTSS 2076(SP), Z0
+	VMULPS       3584(AX), Z0, Z1
+	VMOVUPS      Z1, 3584(AX)
+	VMULPS       3648(AX), Z0, Z1
+	VMOVUPS      Z1, 3648(AX)
+	VMULPS       3712(AX), Z0, Z1
+	VMOVUPS      Z1, 3712(AX)
+	VMULPS       3776(AX), Z0, Z1
+	VMOVUPS      Z1, 3776(AX)
+	VMULPS       3840(AX), Z0, Z1
+	VMOVUPS      Z1, 3840(AX)
+	VMULPS       3904(AX), Z0, Z1
+	VMOVUPS      Z1, 3904(AX)
+	VMULPS       3968(AX), Z0, Z1
+	VMOVUPS      Z1, 3968(AX)
+	VMULPS       4032(AX), Z0, Z0
+	VMOVUPS      Z0, 4032(AX)
+
+	// o += P V, in groups of rows, each over the whole tile.
+	MOVQ    v+16(FP), CX
+	MOVQ    off+24(FP), DX
+	LEAQ    (SP), BX
+	MOVQ    $0x00000010, SI
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS 192(AX), Z3
+	VMOVUPS 256(AX), Z4
+	VMOVUPS 320(AX), Z5
+	VMOVUPS 384(AX), Z6
+	VMOVUPS 448(AX), Z7
+	VMOVUPS 512(AX), Z8
+	VMOVUPS 576(AX), Z9
+	VMOVUPS 640(AX), Z10
+	VMOVUPS 704(AX), Z11
+	VMOVUPS 768(AX), Z12
+	VMOVUPS 832(AX), Z13
+	VMOVUPS 896(AX), Z14
+	VMOVUPS 960(AX), Z15
+
+pv0:
+	MOVQ         (DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS (BX), Z16
+	VBROADCASTSS 4(BX), Z17
+	VMOVUPS      (DI), Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VMOVUPS      64(DI), Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VMOVUPS      128(DI), Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VMOVUPS      192(DI), Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VMOVUPS      256(DI), Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VMOVUPS      320(DI), Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VMOVUPS      384(DI), Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VMOVUPS      448(DI), Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	MOVQ         8(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 32(BX), Z16
+	VBROADCASTSS 36(BX), Z17
+	VMOVUPS      (DI), Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VMOVUPS      64(DI), Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VMOVUPS      128(DI), Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VMOVUPS      192(DI), Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VMOVUPS      256(DI), Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VMOVUPS      320(DI), Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VMOVUPS      384(DI), Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VMOVUPS      448(DI), Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	MOVQ         16(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 64(BX), Z16
+	VBROADCASTSS 68(BX), Z17
+	VMOVUPS      (DI), Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VMOVUPS      64(DI), Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VMOVUPS      128(DI), Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VMOVUPS      192(DI), Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VMOVUPS      256(DI), Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VMOVUPS      320(DI), Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VMOVUPS      384(DI), Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VMOVUPS      448(DI), Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	MOVQ         24(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 96(BX), Z16
+	VBROADCASTSS 100(BX), Z17
+	VMOVUPS      (DI), Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VMOVUPS      64(DI), Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VMOVUPS      128(DI), Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VMOVUPS      192(DI), Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VMOVUPS      256(DI), Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VMOVUPS      320(DI), Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VMOVUPS      384(DI), Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VMOVUPS      448(DI), Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	ADDQ         $0x00000080, BX
+	ADDQ         $0x20, DX
+	DECQ         SI
+	JNZ          pv0
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, 192(AX)
+	VMOVUPS      Z4, 256(AX)
+	VMOVUPS      Z5, 320(AX)
+	VMOVUPS      Z6, 384(AX)
+	VMOVUPS      Z7, 448(AX)
+	VMOVUPS      Z8, 512(AX)
+	VMOVUPS      Z9, 576(AX)
+	VMOVUPS      Z10, 640(AX)
+	VMOVUPS      Z11, 704(AX)
+	VMOVUPS      Z12, 768(AX)
+	VMOVUPS      Z13, 832(AX)
+	VMOVUPS      Z14, 896(AX)
+	VMOVUPS      Z15, 960(AX)
+	MOVQ         v+16(FP), CX
+	MOVQ         off+24(FP), DX
+	LEAQ         (SP), BX
+	MOVQ         $0x00000010, SI
+	VMOVUPS      1024(AX), Z0
+	VMOVUPS      1088(AX), Z1
+	VMOVUPS      1152(AX), Z2
+	VMOVUPS      1216(AX), Z3
+	VMOVUPS      1280(AX), Z4
+	VMOVUPS      1344(AX), Z5
+	VMOVUPS      1408(AX), Z6
+	VMOVUPS      1472(AX), Z7
+	VMOVUPS      1536(AX), Z8
+	VMOVUPS      1600(AX), Z9
+	VMOVUPS      1664(AX), Z10
+	VMOVUPS      1728(AX), Z11
+	VMOVUPS      1792(AX), Z12
+	VMOVUPS      1856(AX), Z13
+	VMOVUPS      1920(AX), Z14
+	VMOVUPS      1984(AX), Z15
+
+pv2:
+	MOVQ         (DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 8(BX), Z16
+	VBROADCASTSS 12(BX), Z17
+	VMOVUPS      (DI), Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VMOVUPS      64(DI), Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VMOVUPS      128(DI), Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VMOVUPS      192(DI), Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VMOVUPS      256(DI), Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VMOVUPS      320(DI), Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VMOVUPS      384(DI), Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VMOVUPS      448(DI), Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	MOVQ         8(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 40(BX), Z16
+	VBROADCASTSS 44(BX), Z17
+	VMOVUPS      (DI), Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VMOVUPS      64(DI), Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VMOVUPS      128(DI), Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VMOVUPS      192(DI), Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VMOVUPS      256(DI), Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VMOVUPS      320(DI), Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VMOVUPS      384(DI), Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VMOVUPS      448(DI), Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	MOVQ         16(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 72(BX), Z16
+	VBROADCASTSS 76(BX), Z17
+	VMOVUPS      (DI), Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VMOVUPS      64(DI), Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VMOVUPS      128(DI), Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VMOVUPS      192(DI), Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VMOVUPS      256(DI), Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VMOVUPS      320(DI), Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VMOVUPS      384(DI), Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VMOVUPS      448(DI), Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	MOVQ         24(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 104(BX), Z16
+	VBROADCASTSS 108(BX), Z17
+	VMOVUPS      (DI), Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VMOVUPS      64(DI), Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VMOVUPS      128(DI), Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VMOVUPS      192(DI), Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VMOVUPS      256(DI), Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VMOVUPS      320(DI), Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VMOVUPS      384(DI), Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VMOVUPS      448(DI), Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	ADDQ         $0x00000080, BX
+	ADDQ         $0x20, DX
+	DECQ         SI
+	JNZ          pv2
+	VMOVUPS      Z0, 1024(AX)
+	VMOVUPS      Z1, 1088(AX)
+	VMOVUPS      Z2, 1152(AX)
+	VMOVUPS      Z3, 1216(AX)
+	VMOVUPS      Z4, 1280(AX)
+	VMOVUPS      Z5, 1344(AX)
+	VMOVUPS      Z6, 1408(AX)
+	VMOVUPS      Z7, 1472(AX)
+	VMOVUPS      Z8, 1536(AX)
+	VMOVUPS      Z9, 1600(AX)
+	VMOVUPS      Z10, 1664(AX)
+	VMOVUPS      Z11, 1728(AX)
+	VMOVUPS      Z12, 1792(AX)
+	VMOVUPS      Z13, 1856(AX)
+	VMOVUPS      Z14, 1920(AX)
+	VMOVUPS      Z15, 1984(AX)
+	MOVQ         v+16(FP), CX
+	MOVQ         off+24(FP), DX
+	LEAQ         (SP), BX
+	MOVQ         $0x00000010, SI
+	VMOVUPS      2048(AX), Z0
+	VMOVUPS      2112(AX), Z1
+	VMOVUPS      2176(AX), Z2
+	VMOVUPS      2240(AX), Z3
+	VMOVUPS      2304(AX), Z4
+	VMOVUPS      2368(AX), Z5
+	VMOVUPS      2432(AX), Z6
+	VMOVUPS      2496(AX), Z7
+	VMOVUPS      2560(AX), Z8
+	VMOVUPS      2624(AX), Z9
+	VMOVUPS      2688(AX), Z10
+	VMOVUPS      2752(AX), Z11
+	VMOVUPS      2816(AX), Z12
+	VMOVUPS      2880(AX), Z13
+	VMOVUPS      2944(AX), Z14
+	VMOVUPS      3008(AX), Z15
+
+pv4:
+	MOVQ         (DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 16(BX), Z16
+	VBROADCASTSS 20(BX), Z17
+	VMOVUPS      (DI), Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VMOVUPS      64(DI), Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VMOVUPS      128(DI), Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VMOVUPS      192(DI), Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VMOVUPS      256(DI), Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VMOVUPS      320(DI), Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VMOVUPS      384(DI), Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VMOVUPS      448(DI), Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	MOVQ         8(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 48(BX), Z16
+	VBROADCASTSS 52(BX), Z17
+	VMOVUPS      (DI), Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VMOVUPS      64(DI), Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VMOVUPS      128(DI), Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VMOVUPS      192(DI), Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VMOVUPS      256(DI), Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VMOVUPS      320(DI), Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VMOVUPS      384(DI), Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VMOVUPS      448(DI), Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	MOVQ         16(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 80(BX), Z16
+	VBROADCASTSS 84(BX), Z17
+	VMOVUPS      (DI), Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VMOVUPS      64(DI), Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VMOVUPS      128(DI), Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VMOVUPS      192(DI), Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VMOVUPS      256(DI), Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VMOVUPS      320(DI), Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VMOVUPS      384(DI), Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VMOVUPS      448(DI), Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	MOVQ         24(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 112(BX), Z16
+	VBROADCASTSS 116(BX), Z17
+	VMOVUPS      (DI), Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VMOVUPS      64(DI), Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VMOVUPS      128(DI), Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VMOVUPS      192(DI), Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VMOVUPS      256(DI), Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VMOVUPS      320(DI), Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VMOVUPS      384(DI), Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VMOVUPS      448(DI), Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	ADDQ         $0x00000080, BX
+	ADDQ         $0x20, DX
+	DECQ         SI
+	JNZ          pv4
+	VMOVUPS      Z0, 2048(AX)
+	VMOVUPS      Z1, 2112(AX)
+	VMOVUPS      Z2, 2176(AX)
+	VMOVUPS      Z3, 2240(AX)
+	VMOVUPS      Z4, 2304(AX)
+	VMOVUPS      Z5, 2368(AX)
+	VMOVUPS      Z6, 2432(AX)
+	VMOVUPS      Z7, 2496(AX)
+	VMOVUPS      Z8, 2560(AX)
+	VMOVUPS      Z9, 2624(AX)
+	VMOVUPS      Z10, 2688(AX)
+	VMOVUPS      Z11, 2752(AX)
+	VMOVUPS      Z12, 2816(AX)
+	VMOVUPS      Z13, 2880(AX)
+	VMOVUPS      Z14, 2944(AX)
+	VMOVUPS      Z15, 3008(AX)
+	MOVQ         v+16(FP), CX
+	MOVQ         off+24(FP), DX
+	LEAQ         (SP), BX
+	MOVQ         $0x00000010, SI
+	VMOVUPS      3072(AX), Z0
+	VMOVUPS      3136(AX), Z1
+	VMOVUPS      3200(AX), Z2
+	VMOVUPS      3264(AX), Z3
+	VMOVUPS      3328(AX), Z4
+	VMOVUPS      3392(AX), Z5
+	VMOVUPS      3456(AX), Z6
+	VMOVUPS      3520(AX), Z7
+	VMOVUPS      3584(AX), Z8
+	VMOVUPS      3648(AX), Z9
+	VMOVUPS      3712(AX), Z10
+	VMOVUPS      3776(AX), Z11
+	VMOVUPS      3840(AX), Z12
+	VMOVUPS      3904(AX), Z13
+	VMOVUPS      3968(AX), Z14
+	VMOVUPS      4032(AX), Z15
+
+pv6:
+	MOVQ         (DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 24(BX), Z16
+	VBROADCASTSS 28(BX), Z17
+	VMOVUPS      (DI), Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VMOVUPS      64(DI), Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VMOVUPS      128(DI), Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VMOVUPS      192(DI), Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VMOVUPS      256(DI), Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VMOVUPS      320(DI), Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VMOVUPS      384(DI), Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VMOVUPS      448(DI), Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	MOVQ         8(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 56(BX), Z16
+	VBROADCASTSS 60(BX), Z17
+	VMOVUPS      (DI), Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VMOVUPS      64(DI), Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VMOVUPS      128(DI), Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VMOVUPS      192(DI), Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VMOVUPS      256(DI), Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VMOVUPS      320(DI), Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VMOVUPS      384(DI), Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VMOVUPS      448(DI), Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	MOVQ         16(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 88(BX), Z16
+	VBROADCASTSS 92(BX), Z17
+	VMOVUPS      (DI), Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VMOVUPS      64(DI), Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VMOVUPS      128(DI), Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VMOVUPS      192(DI), Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VMOVUPS      256(DI), Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VMOVUPS      320(DI), Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VMOVUPS      384(DI), Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VMOVUPS      448(DI), Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	MOVQ         24(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 120(BX), Z16
+	VBROADCASTSS 124(BX), Z17
+	VMOVUPS      (DI), Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VMOVUPS      64(DI), Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VMOVUPS      128(DI), Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VMOVUPS      192(DI), Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VMOVUPS      256(DI), Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VMOVUPS      320(DI), Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VMOVUPS      384(DI), Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VMOVUPS      448(DI), Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	ADDQ         $0x00000080, BX
+	ADDQ         $0x20, DX
+	DECQ         SI
+	JNZ          pv6
+	VMOVUPS      Z0, 3072(AX)
+	VMOVUPS      Z1, 3136(AX)
+	VMOVUPS      Z2, 3200(AX)
+	VMOVUPS      Z3, 3264(AX)
+	VMOVUPS      Z4, 3328(AX)
+	VMOVUPS      Z5, 3392(AX)
+	VMOVUPS      Z6, 3456(AX)
+	VMOVUPS      Z7, 3520(AX)
+	VMOVUPS      Z8, 3584(AX)
+	VMOVUPS      Z9, 3648(AX)
+	VMOVUPS      Z10, 3712(AX)
+	VMOVUPS      Z11, 3776(AX)
+	VMOVUPS      Z12, 3840(AX)
+	VMOVUPS      Z13, 3904(AX)
+	VMOVUPS      Z14, 3968(AX)
+	VMOVUPS      Z15, 4032(AX)
+	VZEROUPPER
+	RET
+
+// func decodeAVX512BF16D64R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+// Requires: AVX, AVX512F
+TEXT ·decodeAVX512BF16D64R1(SB), $320-56
+	// Scores: vector i holds keys i*keys .. i*keys+keys-1 by rows.
+	MOVQ q+0(FP), AX
+	MOVQ k+8(FP), CX
+	MOVQ off+24(FP), DX
+	LEAQ (SP), BX
+	MOVQ $0x00000004, SI
+
+qk:
+	VMOVUPS     (AX), Z0
+	MOVQ        (DX), DI
+	VPMOVZXWD   (CX)(DI*1), Z1
+	VPSLLD      $0x10, Z1, Z1
+	VMULPS      Z1, Z0, Z1
+	MOVQ        8(DX), DI
+	VPMOVZXWD   (CX)(DI*1), Z2
+	VPSLLD      $0x10, Z2, Z2
+	VMULPS      Z2, Z0, Z2
+	MOVQ        16(DX), DI
+	VPMOVZXWD   (CX)(DI*1), Z3
+	VPSLLD      $0x10, Z3, Z3
+	VMULPS      Z3, Z0, Z3
+	MOVQ        24(DX), DI
+	VPMOVZXWD   (CX)(DI*1), Z4
+	VPSLLD      $0x10, Z4, Z4
+	VMULPS      Z4, Z0, Z4
+	MOVQ        32(DX), DI
+	VPMOVZXWD   (CX)(DI*1), Z5
+	VPSLLD      $0x10, Z5, Z5
+	VMULPS      Z5, Z0, Z5
+	MOVQ        40(DX), DI
+	VPMOVZXWD   (CX)(DI*1), Z6
+	VPSLLD      $0x10, Z6, Z6
+	VMULPS      Z6, Z0, Z6
+	MOVQ        48(DX), DI
+	VPMOVZXWD   (CX)(DI*1), Z7
+	VPSLLD      $0x10, Z7, Z7
+	VMULPS      Z7, Z0, Z7
+	MOVQ        56(DX), DI
+	VPMOVZXWD   (CX)(DI*1), Z8
+	VPSLLD      $0x10, Z8, Z8
+	VMULPS      Z8, Z0, Z8
+	MOVQ        64(DX), DI
+	VPMOVZXWD   (CX)(DI*1), Z9
+	VPSLLD      $0x10, Z9, Z9
+	VMULPS      Z9, Z0, Z9
+	MOVQ        72(DX), DI
+	VPMOVZXWD   (CX)(DI*1), Z10
+	VPSLLD      $0x10, Z10, Z10
+	VMULPS      Z10, Z0, Z10
+	MOVQ        80(DX), DI
+	VPMOVZXWD   (CX)(DI*1), Z11
+	VPSLLD      $0x10, Z11, Z11
+	VMULPS      Z11, Z0, Z11
+	MOVQ        88(DX), DI
+	VPMOVZXWD   (CX)(DI*1), Z12
+	VPSLLD      $0x10, Z12, Z12
+	VMULPS      Z12, Z0, Z12
+	MOVQ        96(DX), DI
+	VPMOVZXWD   (CX)(DI*1), Z13
+	VPSLLD      $0x10, Z13, Z13
+	VMULPS      Z13, Z0, Z13
+	MOVQ        104(DX), DI
+	VPMOVZXWD   (CX)(DI*1), Z14
+	VPSLLD      $0x10, Z14, Z14
+	VMULPS      Z14, Z0, Z14
+	MOVQ        112(DX), DI
+	VPMOVZXWD   (CX)(DI*1), Z15
+	VPSLLD      $0x10, Z15, Z15
+	VMULPS      Z15, Z0, Z15
+	MOVQ        120(DX), DI
+	VPMOVZXWD   (CX)(DI*1), Z16
+	VPSLLD      $0x10, Z16, Z16
+	VMULPS      Z16, Z0, Z0
+	VMOVUPS     64(AX), Z16
+	MOVQ        (DX), DI
+	VPMOVZXWD   32(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z1
+	MOVQ        8(DX), DI
+	VPMOVZXWD   32(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z2
+	MOVQ        16(DX), DI
+	VPMOVZXWD   32(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z3
+	MOVQ        24(DX), DI
+	VPMOVZXWD   32(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z4
+	MOVQ        32(DX), DI
+	VPMOVZXWD   32(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z5
+	MOVQ        40(DX), DI
+	VPMOVZXWD   32(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z6
+	MOVQ        48(DX), DI
+	VPMOVZXWD   32(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z7
+	MOVQ        56(DX), DI
+	VPMOVZXWD   32(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z8
+	MOVQ        64(DX), DI
+	VPMOVZXWD   32(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z9
+	MOVQ        72(DX), DI
+	VPMOVZXWD   32(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z10
+	MOVQ        80(DX), DI
+	VPMOVZXWD   32(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z11
+	MOVQ        88(DX), DI
+	VPMOVZXWD   32(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z12
+	MOVQ        96(DX), DI
+	VPMOVZXWD   32(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z13
+	MOVQ        104(DX), DI
+	VPMOVZXWD   32(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z14
+	MOVQ        112(DX), DI
+	VPMOVZXWD   32(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z15
+	MOVQ        120(DX), DI
+	VPMOVZXWD   32(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z0
+	VMOVUPS     128(AX), Z16
+	MOVQ        (DX), DI
+	VPMOVZXWD   64(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z1
+	MOVQ        8(DX), DI
+	VPMOVZXWD   64(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z2
+	MOVQ        16(DX), DI
+	VPMOVZXWD   64(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z3
+	MOVQ        24(DX), DI
+	VPMOVZXWD   64(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z4
+	MOVQ        32(DX), DI
+	VPMOVZXWD   64(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z5
+	MOVQ        40(DX), DI
+	VPMOVZXWD   64(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z6
+	MOVQ        48(DX), DI
+	VPMOVZXWD   64(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z7
+	MOVQ        56(DX), DI
+	VPMOVZXWD   64(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z8
+	MOVQ        64(DX), DI
+	VPMOVZXWD   64(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z9
+	MOVQ        72(DX), DI
+	VPMOVZXWD   64(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z10
+	MOVQ        80(DX), DI
+	VPMOVZXWD   64(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z11
+	MOVQ        88(DX), DI
+	VPMOVZXWD   64(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z12
+	MOVQ        96(DX), DI
+	VPMOVZXWD   64(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z13
+	MOVQ        104(DX), DI
+	VPMOVZXWD   64(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z14
+	MOVQ        112(DX), DI
+	VPMOVZXWD   64(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z15
+	MOVQ        120(DX), DI
+	VPMOVZXWD   64(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z0
+	VMOVUPS     192(AX), Z16
+	MOVQ        (DX), DI
+	VPMOVZXWD   96(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z1
+	MOVQ        8(DX), DI
+	VPMOVZXWD   96(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z2
+	MOVQ        16(DX), DI
+	VPMOVZXWD   96(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z3
+	MOVQ        24(DX), DI
+	VPMOVZXWD   96(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z4
+	MOVQ        32(DX), DI
+	VPMOVZXWD   96(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z5
+	MOVQ        40(DX), DI
+	VPMOVZXWD   96(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z6
+	MOVQ        48(DX), DI
+	VPMOVZXWD   96(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z7
+	MOVQ        56(DX), DI
+	VPMOVZXWD   96(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z8
+	MOVQ        64(DX), DI
+	VPMOVZXWD   96(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z9
+	MOVQ        72(DX), DI
+	VPMOVZXWD   96(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z10
+	MOVQ        80(DX), DI
+	VPMOVZXWD   96(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z11
+	MOVQ        88(DX), DI
+	VPMOVZXWD   96(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z12
+	MOVQ        96(DX), DI
+	VPMOVZXWD   96(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z13
+	MOVQ        104(DX), DI
+	VPMOVZXWD   96(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z14
+	MOVQ        112(DX), DI
+	VPMOVZXWD   96(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z15
+	MOVQ        120(DX), DI
+	VPMOVZXWD   96(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z0
+	VSHUFPS     $0x44, Z2, Z1, Z16
+	VSHUFPS     $0xee, Z2, Z1, Z1
+	VADDPS      Z1, Z16, Z16
+	VSHUFPS     $0x44, Z4, Z3, Z1
+	VSHUFPS     $0xee, Z4, Z3, Z2
+	VADDPS      Z2, Z1, Z1
+	VSHUFPS     $0x44, Z6, Z5, Z2
+	VSHUFPS     $0xee, Z6, Z5, Z3
+	VADDPS      Z3, Z2, Z2
+	VSHUFPS     $0x44, Z8, Z7, Z3
+	VSHUFPS     $0xee, Z8, Z7, Z4
+	VADDPS      Z4, Z3, Z3
+	VSHUFPS     $0x44, Z10, Z9, Z4
+	VSHUFPS     $0xee, Z10, Z9, Z5
+	VADDPS      Z5, Z4, Z4
+	VSHUFPS     $0x44, Z12, Z11, Z5
+	VSHUFPS     $0xee, Z12, Z11, Z6
+	VADDPS      Z6, Z5, Z5
+	VSHUFPS     $0x44, Z14, Z13, Z6
+	VSHUFPS     $0xee, Z14, Z13, Z7
+	VADDPS      Z7, Z6, Z6
+	VSHUFPS     $0x44, Z0, Z15, Z7
+	VSHUFPS     $0xee, Z0, Z15, Z0
+	VADDPS      Z0, Z7, Z7
+	VSHUFPS     $0x88, Z1, Z16, Z0
+	VSHUFPS     $0xdd, Z1, Z16, Z1
+	VADDPS      Z1, Z0, Z0
+	VSHUFPS     $0x88, Z3, Z2, Z1
+	VSHUFPS     $0xdd, Z3, Z2, Z2
+	VADDPS      Z2, Z1, Z1
+	VSHUFPS     $0x88, Z5, Z4, Z2
+	VSHUFPS     $0xdd, Z5, Z4, Z3
+	VADDPS      Z3, Z2, Z2
+	VSHUFPS     $0x88, Z7, Z6, Z3
+	VSHUFPS     $0xdd, Z7, Z6, Z4
+	VADDPS      Z4, Z3, Z3
+	VSHUFF32X4  $0x88, Z1, Z0, Z4
+	VSHUFF32X4  $0xdd, Z1, Z0, Z0
+	VADDPS      Z0, Z4, Z4
+	VSHUFF32X4  $0x88, Z3, Z2, Z0
+	VSHUFF32X4  $0xdd, Z3, Z2, Z1
+	VADDPS      Z1, Z0, Z0
+	VSHUFF32X4  $0x88, Z0, Z4, Z1
+	VSHUFF32X4  $0xdd, Z0, Z4, Z0
+	VADDPS      Z0, Z1, Z1
+	VMOVUPS     Z1, (BX)
+	ADDQ        $0x40, BX
+	ADDQ        $0x80, DX
+	DECQ        SI
+	JNZ         qk
+
+	// Row maxima, alpha, p and l, each row's value in every lane of its residue.
+	VMOVUPS          (SP), Z0
+	VMOVUPS          64(SP), Z1
+	VMAXPS           128(SP), Z0, Z0
+	VMAXPS           192(SP), Z1, Z1
+	VMAXPS           Z1, Z0, Z0
+	VSHUFF32X4       $0x4e, Z0, Z0, Z1
+	VMAXPS           Z1, Z0, Z0
+	VSHUFF32X4       $0xb1, Z0, Z0, Z1
+	VMAXPS           Z1, Z0, Z0
+	VPERMILPS        $0x4e, Z0, Z1
+	VMAXPS           Z1, Z0, Z0
+	VPERMILPS        $0xb1, Z0, Z1
+	VMAXPS           Z1, Z0, Z0
+	MOVQ             o+32(FP), AX
+	MOVQ             m+40(FP), CX
+	MOVQ             l+48(FP), DX
+	MOVL             $0x00000001, BX
+	KMOVW            BX, K1
+	VBROADCASTSS     (CX), Z1
+	VMAXPS           Z1, Z0, Z0
+	VMOVUPS          Z0, K1, (CX)
+	VCMPPS.BCST      $0x0c, attnconst<>+0(SB), Z0, K2
+	VMOVAPS.Z        Z0, K2, Z0
+	VSUBPS           Z0, Z1, Z1
+	VBROADCASTSS     attnconst<>+96(SB), Z2
+	VCMPPS           $0x15, Z2, Z1, K3
+	VMAXPS           Z1, Z2, Z1
+	VRNDSCALEPS      $0x00, Z1, Z2
+	VSUBPS           Z2, Z1, Z1
+	VBROADCASTSS     attnconst<>+288(SB), Z3
+	VFMADD213PS.BCST attnconst<>+256(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+224(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+192(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+160(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+128(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+32(SB), Z1, Z3
+	VSCALEFPS.Z      Z2, Z3, K3, Z1
+	KNOTW            K2, K2
+	VBROADCASTSS     attnconst<>+32(SB), K2, Z1
+	VMOVUPS          Z1, 256(SP)
+	VMOVUPS          (SP), Z2
+	VSUBPS           Z0, Z2, Z2
+	VBROADCASTSS     attnconst<>+96(SB), Z3
+	VCMPPS           $0x15, Z3, Z2, K2
+	VMAXPS           Z2, Z3, Z2
+	VRNDSCALEPS      $0x00, Z2, Z3
+	VSUBPS           Z3, Z2, Z2
+	VBROADCASTSS     attnconst<>+288(SB), Z4
+	VFMADD213PS.BCST attnconst<>+256(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+224(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+192(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+160(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+128(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+32(SB), Z2, Z4
+	VSCALEFPS.Z      Z3, Z4, K2, Z2
+	VMOVUPS          Z2, (SP)
+	VMOVUPS          64(SP), Z3
+	VSUBPS           Z0, Z3, Z3
+	VBROADCASTSS     attnconst<>+96(SB), Z4
+	VCMPPS           $0x15, Z4, Z3, K2
+	VMAXPS           Z3, Z4, Z3
+	VRNDSCALEPS      $0x00, Z3, Z4
+	VSUBPS           Z4, Z3, Z3
+	VBROADCASTSS     attnconst<>+288(SB), Z5
+	VFMADD213PS.BCST attnconst<>+256(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+224(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+192(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+160(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+128(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+32(SB), Z3, Z5
+	VSCALEFPS.Z      Z4, Z5, K2, Z3
+	VMOVUPS          Z3, 64(SP)
+	VMOVUPS          128(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 128(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          192(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z0
+	VCMPPS           $0x15, Z0, Z4, K2
+	VMAXPS           Z4, Z0, Z4
+	VRNDSCALEPS      $0x00, Z4, Z0
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z5
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z5
+	VSCALEFPS.Z      Z0, Z5, K2, Z4
+	VMOVUPS          Z4, 192(SP)
+	VADDPS           Z4, Z3, Z3
+	VADDPS           Z3, Z2, Z2
+	VSHUFF32X4       $0x4e, Z2, Z2, Z0
+	VADDPS           Z0, Z2, Z2
+	VSHUFF32X4       $0xb1, Z2, Z2, Z0
+	VADDPS           Z0, Z2, Z2
+	VPERMILPS        $0x4e, Z2, Z0
+	VADDPS           Z0, Z2, Z2
+	VPERMILPS        $0xb1, Z2, Z0
+	VADDPS           Z0, Z2, Z2
+	VBROADCASTSS     (DX), Z0
+	VFMADD231PS      Z0, Z1, Z2
+	VMOVUPS          Z2, K1, (DX)
+
+	// o = alpha*o.
+	VBROADCASTSS 256(SP), Z0
+	VMULPS       (AX), Z0, Z1
+	VMOVUPS      Z1, (AX)
+	VMULPS       64(AX), Z0, Z1
+	VMOVUPS      Z1, 64(AX)
+	VMULPS       128(AX), Z0, Z1
+	VMOVUPS      Z1, 128(AX)
+	VMULPS       192(AX), Z0, Z0
+	VMOVUPS      Z0, 192(AX)
+
+	// o += P V, in groups of rows, each over the whole tile.
+	MOVQ    v+16(FP), CX
+	MOVQ    off+24(FP), DX
+	LEAQ    (SP), BX
+	MOVQ    $0x00000010, SI
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS 192(AX), Z3
+
+pv0:
+	MOVQ         (DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS (BX), Z4
+	VPMOVZXWD    (DI), Z5
+	VPSLLD       $0x10, Z5, Z5
+	VFMADD231PS  Z5, Z4, Z0
+	VPMOVZXWD    32(DI), Z5
+	VPSLLD       $0x10, Z5, Z5
+	VFMADD231PS  Z5, Z4, Z1
+	VPMOVZXWD    64(DI), Z5
+	VPSLLD       $0x10, Z5, Z5
+	VFMADD231PS  Z5, Z4, Z2
+	VPMOVZXWD    96(DI), Z5
+	VPSLLD       $0x10, Z5, Z5
+	VFMADD231PS  Z5, Z4, Z3
+	MOVQ         8(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 4(BX), Z4
+	VPMOVZXWD    (DI), Z5
+	VPSLLD       $0x10, Z5, Z5
+	VFMADD231PS  Z5, Z4, Z0
+	VPMOVZXWD    32(DI), Z5
+	VPSLLD       $0x10, Z5, Z5
+	VFMADD231PS  Z5, Z4, Z1
+	VPMOVZXWD    64(DI), Z5
+	VPSLLD       $0x10, Z5, Z5
+	VFMADD231PS  Z5, Z4, Z2
+	VPMOVZXWD    96(DI), Z5
+	VPSLLD       $0x10, Z5, Z5
+	VFMADD231PS  Z5, Z4, Z3
+	MOVQ         16(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 8(BX), Z4
+	VPMOVZXWD    (DI), Z5
+	VPSLLD       $0x10, Z5, Z5
+	VFMADD231PS  Z5, Z4, Z0
+	VPMOVZXWD    32(DI), Z5
+	VPSLLD       $0x10, Z5, Z5
+	VFMADD231PS  Z5, Z4, Z1
+	VPMOVZXWD    64(DI), Z5
+	VPSLLD       $0x10, Z5, Z5
+	VFMADD231PS  Z5, Z4, Z2
+	VPMOVZXWD    96(DI), Z5
+	VPSLLD       $0x10, Z5, Z5
+	VFMADD231PS  Z5, Z4, Z3
+	MOVQ         24(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 12(BX), Z4
+	VPMOVZXWD    (DI), Z5
+	VPSLLD       $0x10, Z5, Z5
+	VFMADD231PS  Z5, Z4, Z0
+	VPMOVZXWD    32(DI), Z5
+	VPSLLD       $0x10, Z5, Z5
+	VFMADD231PS  Z5, Z4, Z1
+	VPMOVZXWD    64(DI), Z5
+	VPSLLD       $0x10, Z5, Z5
+	VFMADD231PS  Z5, Z4, Z2
+	VPMOVZXWD    96(DI), Z5
+	VPSLLD       $0x10, Z5, Z5
+	VFMADD231PS  Z5, Z4, Z3
+	ADDQ         $0x00000010, BX
+	ADDQ         $0x20, DX
+	DECQ         SI
+	JNZ          pv0
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, 192(AX)
+	VZEROUPPER
+	RET
+
+// func decodeAVX512BF16D64R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+// Requires: AVX, AVX512F
+TEXT ·decodeAVX512BF16D64R2(SB), $576-56
+	// Scores: vector i holds keys i*keys .. i*keys+keys-1 by rows.
+	MOVQ q+0(FP), AX
+	MOVQ k+8(FP), CX
+	MOVQ off+24(FP), DX
+	LEAQ (SP), BX
+	MOVQ $0x00000008, SI
+
+qk:
+	MOVQ        (DX), DI
+	ADDQ        CX, DI
+	MOVQ        8(DX), R8
+	ADDQ        CX, R8
+	MOVQ        16(DX), R9
+	ADDQ        CX, R9
+	MOVQ        24(DX), R10
+	ADDQ        CX, R10
+	MOVQ        32(DX), R11
+	ADDQ        CX, R11
+	MOVQ        40(DX), R12
+	ADDQ        CX, R12
+	MOVQ        48(DX), R13
+	ADDQ        CX, R13
+	MOVQ        56(DX), R14
+	ADDQ        CX, R14
+	VMOVUPS     (AX), Z0
+	VMOVUPS     256(AX), Z1
+	VPMOVZXWD   (DI), Z2
+	VPSLLD      $0x10, Z2, Z2
+	VMULPS      Z2, Z0, Z3
+	VMULPS      Z2, Z1, Z2
+	VPMOVZXWD   (R8), Z4
+	VPSLLD      $0x10, Z4, Z4
+	VMULPS      Z4, Z0, Z5
+	VMULPS      Z4, Z1, Z4
+	VPMOVZXWD   (R9), Z6
+	VPSLLD      $0x10, Z6, Z6
+	VMULPS      Z6, Z0, Z7
+	VMULPS      Z6, Z1, Z6
+	VPMOVZXWD   (R10), Z8
+	VPSLLD      $0x10, Z8, Z8
+	VMULPS      Z8, Z0, Z9
+	VMULPS      Z8, Z1, Z8
+	VPMOVZXWD   (R11), Z10
+	VPSLLD      $0x10, Z10, Z10
+	VMULPS      Z10, Z0, Z11
+	VMULPS      Z10, Z1, Z10
+	VPMOVZXWD   (R12), Z12
+	VPSLLD      $0x10, Z12, Z12
+	VMULPS      Z12, Z0, Z13
+	VMULPS      Z12, Z1, Z12
+	VPMOVZXWD   (R13), Z14
+	VPSLLD      $0x10, Z14, Z14
+	VMULPS      Z14, Z0, Z15
+	VMULPS      Z14, Z1, Z14
+	VPMOVZXWD   (R14), Z16
+	VPSLLD      $0x10, Z16, Z16
+	VMULPS      Z16, Z0, Z0
+	VMULPS      Z16, Z1, Z1
+	VMOVUPS     64(AX), Z16
+	VMOVUPS     320(AX), Z17
+	VPMOVZXWD   32(DI), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z3
+	VFMADD231PS Z18, Z17, Z2
+	VPMOVZXWD   32(R8), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z5
+	VFMADD231PS Z18, Z17, Z4
+	VPMOVZXWD   32(R9), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z7
+	VFMADD231PS Z18, Z17, Z6
+	VPMOVZXWD   32(R10), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z9
+	VFMADD231PS Z18, Z17, Z8
+	VPMOVZXWD   32(R11), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z11
+	VFMADD231PS Z18, Z17, Z10
+	VPMOVZXWD   32(R12), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z13
+	VFMADD231PS Z18, Z17, Z12
+	VPMOVZXWD   32(R13), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z15
+	VFMADD231PS Z18, Z17, Z14
+	VPMOVZXWD   32(R14), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z0
+	VFMADD231PS Z18, Z17, Z1
+	VMOVUPS     128(AX), Z16
+	VMOVUPS     384(AX), Z17
+	VPMOVZXWD   64(DI), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z3
+	VFMADD231PS Z18, Z17, Z2
+	VPMOVZXWD   64(R8), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z5
+	VFMADD231PS Z18, Z17, Z4
+	VPMOVZXWD   64(R9), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z7
+	VFMADD231PS Z18, Z17, Z6
+	VPMOVZXWD   64(R10), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z9
+	VFMADD231PS Z18, Z17, Z8
+	VPMOVZXWD   64(R11), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z11
+	VFMADD231PS Z18, Z17, Z10
+	VPMOVZXWD   64(R12), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z13
+	VFMADD231PS Z18, Z17, Z12
+	VPMOVZXWD   64(R13), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z15
+	VFMADD231PS Z18, Z17, Z14
+	VPMOVZXWD   64(R14), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z0
+	VFMADD231PS Z18, Z17, Z1
+	VMOVUPS     192(AX), Z16
+	VMOVUPS     448(AX), Z17
+	VPMOVZXWD   96(DI), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z3
+	VFMADD231PS Z18, Z17, Z2
+	VPMOVZXWD   96(R8), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z5
+	VFMADD231PS Z18, Z17, Z4
+	VPMOVZXWD   96(R9), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z7
+	VFMADD231PS Z18, Z17, Z6
+	VPMOVZXWD   96(R10), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z9
+	VFMADD231PS Z18, Z17, Z8
+	VPMOVZXWD   96(R11), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z11
+	VFMADD231PS Z18, Z17, Z10
+	VPMOVZXWD   96(R12), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z13
+	VFMADD231PS Z18, Z17, Z12
+	VPMOVZXWD   96(R13), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z15
+	VFMADD231PS Z18, Z17, Z14
+	VPMOVZXWD   96(R14), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z0
+	VFMADD231PS Z18, Z17, Z1
+	VSHUFPS     $0x44, Z2, Z3, Z16
+	VSHUFPS     $0xee, Z2, Z3, Z2
+	VADDPS      Z2, Z16, Z16
+	VSHUFPS     $0x44, Z4, Z5, Z2
+	VSHUFPS     $0xee, Z4, Z5, Z3
+	VADDPS      Z3, Z2, Z2
+	VSHUFPS     $0x44, Z6, Z7, Z3
+	VSHUFPS     $0xee, Z6, Z7, Z4
+	VADDPS      Z4, Z3, Z3
+	VSHUFPS     $0x44, Z8, Z9, Z4
+	VSHUFPS     $0xee, Z8, Z9, Z5
+	VADDPS      Z5, Z4, Z4
+	VSHUFPS     $0x44, Z10, Z11, Z5
+	VSHUFPS     $0xee, Z10, Z11, Z6
+	VADDPS      Z6, Z5, Z5
+	VSHUFPS     $0x44, Z12, Z13, Z6
+	VSHUFPS     $0xee, Z12, Z13, Z7
+	VADDPS      Z7, Z6, Z6
+	VSHUFPS     $0x44, Z14, Z15, Z7
+	VSHUFPS     $0xee, Z14, Z15, Z8
+	VADDPS      Z8, Z7, Z7
+	VSHUFPS     $0x44, Z1, Z0, Z8
+	VSHUFPS     $0xee, Z1, Z0, Z0
+	VADDPS      Z0, Z8, Z8
+	VSHUFPS     $0x88, Z2, Z16, Z0
+	VSHUFPS     $0xdd, Z2, Z16, Z1
+	VADDPS      Z1, Z0, Z0
+	VSHUFPS     $0x88, Z4, Z3, Z1
+	VSHUFPS     $0xdd, Z4, Z3, Z2
+	VADDPS      Z2, Z1, Z1
+	VSHUFPS     $0x88, Z6, Z5, Z2
+	VSHUFPS     $0xdd, Z6, Z5, Z3
+	VADDPS      Z3, Z2, Z2
+	VSHUFPS     $0x88, Z8, Z7, Z3
+	VSHUFPS     $0xdd, Z8, Z7, Z4
+	VADDPS      Z4, Z3, Z3
+	VSHUFF32X4  $0x88, Z1, Z0, Z4
+	VSHUFF32X4  $0xdd, Z1, Z0, Z0
+	VADDPS      Z0, Z4, Z4
+	VSHUFF32X4  $0x88, Z3, Z2, Z0
+	VSHUFF32X4  $0xdd, Z3, Z2, Z1
+	VADDPS      Z1, Z0, Z0
+	VSHUFF32X4  $0x88, Z0, Z4, Z1
+	VSHUFF32X4  $0xdd, Z0, Z4, Z0
+	VADDPS      Z0, Z1, Z1
+	VMOVUPS     Z1, (BX)
+	ADDQ        $0x40, BX
+	ADDQ        $0x40, DX
+	DECQ        SI
+	JNZ         qk
+
+	// Row maxima, alpha, p and l, each row's value in every lane of its residue.
+	VMOVUPS          (SP), Z0
+	VMOVUPS          64(SP), Z1
+	VMAXPS           128(SP), Z0, Z0
+	VMAXPS           192(SP), Z1, Z1
+	VMAXPS           256(SP), Z0, Z0
+	VMAXPS           320(SP), Z1, Z1
+	VMAXPS           384(SP), Z0, Z0
+	VMAXPS           448(SP), Z1, Z1
+	VMAXPS           Z1, Z0, Z0
+	VSHUFF32X4       $0x4e, Z0, Z0, Z1
+	VMAXPS           Z1, Z0, Z0
+	VSHUFF32X4       $0xb1, Z0, Z0, Z1
+	VMAXPS           Z1, Z0, Z0
+	VPERMILPS        $0x4e, Z0, Z1
+	VMAXPS           Z1, Z0, Z0
+	MOVQ             o+32(FP), AX
+	MOVQ             m+40(FP), CX
+	MOVQ             l+48(FP), DX
+	MOVL             $0x00000003, BX
+	KMOVW            BX, K1
+	VPBROADCASTQ     (CX), Z1
+	VMAXPS           Z1, Z0, Z0
+	VMOVUPS          Z0, K1, (CX)
+	VCMPPS.BCST      $0x0c, attnconst<>+0(SB), Z0, K2
+	VMOVAPS.Z        Z0, K2, Z0
+	VSUBPS           Z0, Z1, Z1
+	VBROADCASTSS     attnconst<>+96(SB), Z2
+	VCMPPS           $0x15, Z2, Z1, K3
+	VMAXPS           Z1, Z2, Z1
+	VRNDSCALEPS      $0x00, Z1, Z2
+	VSUBPS           Z2, Z1, Z1
+	VBROADCASTSS     attnconst<>+288(SB), Z3
+	VFMADD213PS.BCST attnconst<>+256(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+224(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+192(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+160(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+128(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+32(SB), Z1, Z3
+	VSCALEFPS.Z      Z2, Z3, K3, Z1
+	KNOTW            K2, K2
+	VBROADCASTSS     attnconst<>+32(SB), K2, Z1
+	VMOVUPS          Z1, 512(SP)
+	VMOVUPS          (SP), Z2
+	VSUBPS           Z0, Z2, Z2
+	VBROADCASTSS     attnconst<>+96(SB), Z3
+	VCMPPS           $0x15, Z3, Z2, K2
+	VMAXPS           Z2, Z3, Z2
+	VRNDSCALEPS      $0x00, Z2, Z3
+	VSUBPS           Z3, Z2, Z2
+	VBROADCASTSS     attnconst<>+288(SB), Z4
+	VFMADD213PS.BCST attnconst<>+256(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+224(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+192(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+160(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+128(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+32(SB), Z2, Z4
+	VSCALEFPS.Z      Z3, Z4, K2, Z2
+	VMOVUPS          Z2, (SP)
+	VMOVUPS          64(SP), Z3
+	VSUBPS           Z0, Z3, Z3
+	VBROADCASTSS     attnconst<>+96(SB), Z4
+	VCMPPS           $0x15, Z4, Z3, K2
+	VMAXPS           Z3, Z4, Z3
+	VRNDSCALEPS      $0x00, Z3, Z4
+	VSUBPS           Z4, Z3, Z3
+	VBROADCASTSS     attnconst<>+288(SB), Z5
+	VFMADD213PS.BCST attnconst<>+256(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+224(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+192(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+160(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+128(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+32(SB), Z3, Z5
+	VSCALEFPS.Z      Z4, Z5, K2, Z3
+	VMOVUPS          Z3, 64(SP)
+	VMOVUPS          128(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 128(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          192(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 192(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          256(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 256(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          320(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 320(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          384(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 384(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          448(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z0
+	VCMPPS           $0x15, Z0, Z4, K2
+	VMAXPS           Z4, Z0, Z4
+	VRNDSCALEPS      $0x00, Z4, Z0
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z5
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z5
+	VSCALEFPS.Z      Z0, Z5, K2, Z4
+	VMOVUPS          Z4, 448(SP)
+	VADDPS           Z4, Z3, Z3
+	VADDPS           Z3, Z2, Z2
+	VSHUFF32X4       $0x4e, Z2, Z2, Z0
+	VADDPS           Z0, Z2, Z2
+	VSHUFF32X4       $0xb1, Z2, Z2, Z0
+	VADDPS           Z0, Z2, Z2
+	VPERMILPS        $0x4e, Z2, Z0
+	VADDPS           Z0, Z2, Z2
+	VPBROADCASTQ     (DX), Z0
+	VFMADD231PS      Z0, Z1, Z2
+	VMOVUPS          Z2, K1, (DX)
+
+	// o = alpha*o.
+	VBROADCASTSS 512(SP), Z0
+	VMULPS       (AX), Z0, Z1
+	VMOVUPS      Z1, (AX)
+	VMULPS       64(AX), Z0, Z1
+	VMOVUPS      Z1, 64(AX)
+	VMULPS       128(AX), Z0, Z1
+	VMOVUPS      Z1, 128(AX)
+	VMULPS       192(AX), Z0, Z0
+	VMOVUPS      Z0, 192(AX)
+	VBROADCASTSS 516(SP), Z0
+	VMULPS       256(AX), Z0, Z1
+	VMOVUPS      Z1, 256(AX)
+	VMULPS       320(AX), Z0, Z1
+	VMOVUPS      Z1, 320(AX)
+	VMULPS       384(AX), Z0, Z1
+	VMOVUPS      Z1, 384(AX)
+	VMULPS       448(AX), Z0, Z0
+	VMOVUPS      Z0, 448(AX)
+
+	// o += P V, in groups of rows, each over the whole tile.
+	MOVQ    v+16(FP), CX
+	MOVQ    off+24(FP), DX
+	LEAQ    (SP), BX
+	MOVQ    $0x00000010, SI
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS 192(AX), Z3
+	VMOVUPS 256(AX), Z4
+	VMOVUPS 320(AX), Z5
+	VMOVUPS 384(AX), Z6
+	VMOVUPS 448(AX), Z7
+
+pv0:
+	MOVQ         (DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS (BX), Z8
+	VBROADCASTSS 4(BX), Z9
+	VPMOVZXWD    (DI), Z10
+	VPSLLD       $0x10, Z10, Z10
+	VFMADD231PS  Z10, Z8, Z0
+	VFMADD231PS  Z10, Z9, Z4
+	VPMOVZXWD    32(DI), Z10
+	VPSLLD       $0x10, Z10, Z10
+	VFMADD231PS  Z10, Z8, Z1
+	VFMADD231PS  Z10, Z9, Z5
+	VPMOVZXWD    64(DI), Z10
+	VPSLLD       $0x10, Z10, Z10
+	VFMADD231PS  Z10, Z8, Z2
+	VFMADD231PS  Z10, Z9, Z6
+	VPMOVZXWD    96(DI), Z10
+	VPSLLD       $0x10, Z10, Z10
+	VFMADD231PS  Z10, Z8, Z3
+	VFMADD231PS  Z10, Z9, Z7
+	MOVQ         8(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 8(BX), Z8
+	VBROADCASTSS 12(BX), Z9
+	VPMOVZXWD    (DI), Z10
+	VPSLLD       $0x10, Z10, Z10
+	VFMADD231PS  Z10, Z8, Z0
+	VFMADD231PS  Z10, Z9, Z4
+	VPMOVZXWD    32(DI), Z10
+	VPSLLD       $0x10, Z10, Z10
+	VFMADD231PS  Z10, Z8, Z1
+	VFMADD231PS  Z10, Z9, Z5
+	VPMOVZXWD    64(DI), Z10
+	VPSLLD       $0x10, Z10, Z10
+	VFMADD231PS  Z10, Z8, Z2
+	VFMADD231PS  Z10, Z9, Z6
+	VPMOVZXWD    96(DI), Z10
+	VPSLLD       $0x10, Z10, Z10
+	VFMADD231PS  Z10, Z8, Z3
+	VFMADD231PS  Z10, Z9, Z7
+	MOVQ         16(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 16(BX), Z8
+	VBROADCASTSS 20(BX), Z9
+	VPMOVZXWD    (DI), Z10
+	VPSLLD       $0x10, Z10, Z10
+	VFMADD231PS  Z10, Z8, Z0
+	VFMADD231PS  Z10, Z9, Z4
+	VPMOVZXWD    32(DI), Z10
+	VPSLLD       $0x10, Z10, Z10
+	VFMADD231PS  Z10, Z8, Z1
+	VFMADD231PS  Z10, Z9, Z5
+	VPMOVZXWD    64(DI), Z10
+	VPSLLD       $0x10, Z10, Z10
+	VFMADD231PS  Z10, Z8, Z2
+	VFMADD231PS  Z10, Z9, Z6
+	VPMOVZXWD    96(DI), Z10
+	VPSLLD       $0x10, Z10, Z10
+	VFMADD231PS  Z10, Z8, Z3
+	VFMADD231PS  Z10, Z9, Z7
+	MOVQ         24(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 24(BX), Z8
+	VBROADCASTSS 28(BX), Z9
+	VPMOVZXWD    (DI), Z10
+	VPSLLD       $0x10, Z10, Z10
+	VFMADD231PS  Z10, Z8, Z0
+	VFMADD231PS  Z10, Z9, Z4
+	VPMOVZXWD    32(DI), Z10
+	VPSLLD       $0x10, Z10, Z10
+	VFMADD231PS  Z10, Z8, Z1
+	VFMADD231PS  Z10, Z9, Z5
+	VPMOVZXWD    64(DI), Z10
+	VPSLLD       $0x10, Z10, Z10
+	VFMADD231PS  Z10, Z8, Z2
+	VFMADD231PS  Z10, Z9, Z6
+	VPMOVZXWD    96(DI), Z10
+	VPSLLD       $0x10, Z10, Z10
+	VFMADD231PS  Z10, Z8, Z3
+	VFMADD231PS  Z10, Z9, Z7
+	ADDQ         $0x00000020, BX
+	ADDQ         $0x20, DX
+	DECQ         SI
+	JNZ          pv0
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, 192(AX)
+	VMOVUPS      Z4, 256(AX)
+	VMOVUPS      Z5, 320(AX)
+	VMOVUPS      Z6, 384(AX)
+	VMOVUPS      Z7, 448(AX)
+	VZEROUPPER
+	RET
+
+// func decodeAVX512BF16D64R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+// Requires: AVX, AVX512F
+TEXT ·decodeAVX512BF16D64R4(SB), $1088-56
+	// Scores: vector i holds keys i*keys .. i*keys+keys-1 by rows.
+	MOVQ q+0(FP), AX
+	MOVQ k+8(FP), CX
+	MOVQ off+24(FP), DX
+	LEAQ (SP), BX
+	MOVQ $0x00000010, SI
+
+qk:
+	MOVQ        (DX), DI
+	ADDQ        CX, DI
+	MOVQ        8(DX), R8
+	ADDQ        CX, R8
+	MOVQ        16(DX), R9
+	ADDQ        CX, R9
+	MOVQ        24(DX), R10
+	ADDQ        CX, R10
+	VMOVUPS     (AX), Z0
+	VMOVUPS     256(AX), Z1
+	VMOVUPS     512(AX), Z2
+	VMOVUPS     768(AX), Z3
+	VPMOVZXWD   (DI), Z4
+	VPSLLD      $0x10, Z4, Z4
+	VMULPS      Z4, Z0, Z5
+	VMULPS      Z4, Z1, Z6
+	VMULPS      Z4, Z2, Z7
+	VMULPS      Z4, Z3, Z4
+	VPMOVZXWD   (R8), Z8
+	VPSLLD      $0x10, Z8, Z8
+	VMULPS      Z8, Z0, Z9
+	VMULPS      Z8, Z1, Z10
+	VMULPS      Z8, Z2, Z11
+	VMULPS      Z8, Z3, Z8
+	VPMOVZXWD   (R9), Z12
+	VPSLLD      $0x10, Z12, Z12
+	VMULPS      Z12, Z0, Z13
+	VMULPS      Z12, Z1, Z14
+	VMULPS      Z12, Z2, Z15
+	VMULPS      Z12, Z3, Z12
+	VPMOVZXWD   (R10), Z16
+	VPSLLD      $0x10, Z16, Z16
+	VMULPS      Z16, Z0, Z0
+	VMULPS      Z16, Z1, Z1
+	VMULPS      Z16, Z2, Z2
+	VMULPS      Z16, Z3, Z3
+	VMOVUPS     64(AX), Z16
+	VMOVUPS     320(AX), Z17
+	VMOVUPS     576(AX), Z18
+	VMOVUPS     832(AX), Z19
+	VPMOVZXWD   32(DI), Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z5
+	VFMADD231PS Z20, Z17, Z6
+	VFMADD231PS Z20, Z18, Z7
+	VFMADD231PS Z20, Z19, Z4
+	VPMOVZXWD   32(R8), Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z9
+	VFMADD231PS Z20, Z17, Z10
+	VFMADD231PS Z20, Z18, Z11
+	VFMADD231PS Z20, Z19, Z8
+	VPMOVZXWD   32(R9), Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z13
+	VFMADD231PS Z20, Z17, Z14
+	VFMADD231PS Z20, Z18, Z15
+	VFMADD231PS Z20, Z19, Z12
+	VPMOVZXWD   32(R10), Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z0
+	VFMADD231PS Z20, Z17, Z1
+	VFMADD231PS Z20, Z18, Z2
+	VFMADD231PS Z20, Z19, Z3
+	VMOVUPS     128(AX), Z16
+	VMOVUPS     384(AX), Z17
+	VMOVUPS     640(AX), Z18
+	VMOVUPS     896(AX), Z19
+	VPMOVZXWD   64(DI), Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z5
+	VFMADD231PS Z20, Z17, Z6
+	VFMADD231PS Z20, Z18, Z7
+	VFMADD231PS Z20, Z19, Z4
+	VPMOVZXWD   64(R8), Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z9
+	VFMADD231PS Z20, Z17, Z10
+	VFMADD231PS Z20, Z18, Z11
+	VFMADD231PS Z20, Z19, Z8
+	VPMOVZXWD   64(R9), Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z13
+	VFMADD231PS Z20, Z17, Z14
+	VFMADD231PS Z20, Z18, Z15
+	VFMADD231PS Z20, Z19, Z12
+	VPMOVZXWD   64(R10), Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z0
+	VFMADD231PS Z20, Z17, Z1
+	VFMADD231PS Z20, Z18, Z2
+	VFMADD231PS Z20, Z19, Z3
+	VMOVUPS     192(AX), Z16
+	VMOVUPS     448(AX), Z17
+	VMOVUPS     704(AX), Z18
+	VMOVUPS     960(AX), Z19
+	VPMOVZXWD   96(DI), Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z5
+	VFMADD231PS Z20, Z17, Z6
+	VFMADD231PS Z20, Z18, Z7
+	VFMADD231PS Z20, Z19, Z4
+	VPMOVZXWD   96(R8), Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z9
+	VFMADD231PS Z20, Z17, Z10
+	VFMADD231PS Z20, Z18, Z11
+	VFMADD231PS Z20, Z19, Z8
+	VPMOVZXWD   96(R9), Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z13
+	VFMADD231PS Z20, Z17, Z14
+	VFMADD231PS Z20, Z18, Z15
+	VFMADD231PS Z20, Z19, Z12
+	VPMOVZXWD   96(R10), Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z0
+	VFMADD231PS Z20, Z17, Z1
+	VFMADD231PS Z20, Z18, Z2
+	VFMADD231PS Z20, Z19, Z3
+	VSHUFPS     $0x44, Z6, Z5, Z16
+	VSHUFPS     $0xee, Z6, Z5, Z5
+	VADDPS      Z5, Z16, Z16
+	VSHUFPS     $0x44, Z4, Z7, Z5
+	VSHUFPS     $0xee, Z4, Z7, Z4
+	VADDPS      Z4, Z5, Z5
+	VSHUFPS     $0x44, Z10, Z9, Z4
+	VSHUFPS     $0xee, Z10, Z9, Z6
+	VADDPS      Z6, Z4, Z4
+	VSHUFPS     $0x44, Z8, Z11, Z6
+	VSHUFPS     $0xee, Z8, Z11, Z7
+	VADDPS      Z7, Z6, Z6
+	VSHUFPS     $0x44, Z14, Z13, Z7
+	VSHUFPS     $0xee, Z14, Z13, Z8
+	VADDPS      Z8, Z7, Z7
+	VSHUFPS     $0x44, Z12, Z15, Z8
+	VSHUFPS     $0xee, Z12, Z15, Z9
+	VADDPS      Z9, Z8, Z8
+	VSHUFPS     $0x44, Z1, Z0, Z9
+	VSHUFPS     $0xee, Z1, Z0, Z0
+	VADDPS      Z0, Z9, Z9
+	VSHUFPS     $0x44, Z3, Z2, Z0
+	VSHUFPS     $0xee, Z3, Z2, Z1
+	VADDPS      Z1, Z0, Z0
+	VSHUFPS     $0x88, Z5, Z16, Z1
+	VSHUFPS     $0xdd, Z5, Z16, Z2
+	VADDPS      Z2, Z1, Z1
+	VSHUFPS     $0x88, Z6, Z4, Z2
+	VSHUFPS     $0xdd, Z6, Z4, Z3
+	VADDPS      Z3, Z2, Z2
+	VSHUFPS     $0x88, Z8, Z7, Z3
+	VSHUFPS     $0xdd, Z8, Z7, Z4
+	VADDPS      Z4, Z3, Z3
+	VSHUFPS     $0x88, Z0, Z9, Z4
+	VSHUFPS     $0xdd, Z0, Z9, Z0
+	VADDPS      Z0, Z4, Z4
+	VSHUFF32X4  $0x88, Z2, Z1, Z0
+	VSHUFF32X4  $0xdd, Z2, Z1, Z1
+	VADDPS      Z1, Z0, Z0
+	VSHUFF32X4  $0x88, Z4, Z3, Z1
+	VSHUFF32X4  $0xdd, Z4, Z3, Z2
+	VADDPS      Z2, Z1, Z1
+	VSHUFF32X4  $0x88, Z1, Z0, Z2
+	VSHUFF32X4  $0xdd, Z1, Z0, Z0
+	VADDPS      Z0, Z2, Z2
+	VMOVUPS     Z2, (BX)
+	ADDQ        $0x40, BX
+	ADDQ        $0x20, DX
+	DECQ        SI
+	JNZ         qk
+
+	// Row maxima, alpha, p and l, each row's value in every lane of its residue.
+	VMOVUPS          (SP), Z0
+	VMOVUPS          64(SP), Z1
+	VMAXPS           128(SP), Z0, Z0
+	VMAXPS           192(SP), Z1, Z1
+	VMAXPS           256(SP), Z0, Z0
+	VMAXPS           320(SP), Z1, Z1
+	VMAXPS           384(SP), Z0, Z0
+	VMAXPS           448(SP), Z1, Z1
+	VMAXPS           512(SP), Z0, Z0
+	VMAXPS           576(SP), Z1, Z1
+	VMAXPS           640(SP), Z0, Z0
+	VMAXPS           704(SP), Z1, Z1
+	VMAXPS           768(SP), Z0, Z0
+	VMAXPS           832(SP), Z1, Z1
+	VMAXPS           896(SP), Z0, Z0
+	VMAXPS           960(SP), Z1, Z1
+	VMAXPS           Z1, Z0, Z0
+	VSHUFF32X4       $0x4e, Z0, Z0, Z1
+	VMAXPS           Z1, Z0, Z0
+	VSHUFF32X4       $0xb1, Z0, Z0, Z1
+	VMAXPS           Z1, Z0, Z0
+	MOVQ             o+32(FP), AX
+	MOVQ             m+40(FP), CX
+	MOVQ             l+48(FP), DX
+	MOVL             $0x0000000f, BX
+	KMOVW            BX, K1
+	VBROADCASTF32X4  (CX), Z1
+	VMAXPS           Z1, Z0, Z0
+	VMOVUPS          Z0, K1, (CX)
+	VCMPPS.BCST      $0x0c, attnconst<>+0(SB), Z0, K2
+	VMOVAPS.Z        Z0, K2, Z0
+	VSUBPS           Z0, Z1, Z1
+	VBROADCASTSS     attnconst<>+96(SB), Z2
+	VCMPPS           $0x15, Z2, Z1, K3
+	VMAXPS           Z1, Z2, Z1
+	VRNDSCALEPS      $0x00, Z1, Z2
+	VSUBPS           Z2, Z1, Z1
+	VBROADCASTSS     attnconst<>+288(SB), Z3
+	VFMADD213PS.BCST attnconst<>+256(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+224(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+192(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+160(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+128(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+32(SB), Z1, Z3
+	VSCALEFPS.Z      Z2, Z3, K3, Z1
+	KNOTW            K2, K2
+	VBROADCASTSS     attnconst<>+32(SB), K2, Z1
+	VMOVUPS          Z1, 1024(SP)
+	VMOVUPS          (SP), Z2
+	VSUBPS           Z0, Z2, Z2
+	VBROADCASTSS     attnconst<>+96(SB), Z3
+	VCMPPS           $0x15, Z3, Z2, K2
+	VMAXPS           Z2, Z3, Z2
+	VRNDSCALEPS      $0x00, Z2, Z3
+	VSUBPS           Z3, Z2, Z2
+	VBROADCASTSS     attnconst<>+288(SB), Z4
+	VFMADD213PS.BCST attnconst<>+256(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+224(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+192(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+160(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+128(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+32(SB), Z2, Z4
+	VSCALEFPS.Z      Z3, Z4, K2, Z2
+	VMOVUPS          Z2, (SP)
+	VMOVUPS          64(SP), Z3
+	VSUBPS           Z0, Z3, Z3
+	VBROADCASTSS     attnconst<>+96(SB), Z4
+	VCMPPS           $0x15, Z4, Z3, K2
+	VMAXPS           Z3, Z4, Z3
+	VRNDSCALEPS      $0x00, Z3, Z4
+	VSUBPS           Z4, Z3, Z3
+	VBROADCASTSS     attnconst<>+288(SB), Z5
+	VFMADD213PS.BCST attnconst<>+256(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+224(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+192(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+160(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+128(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+32(SB), Z3, Z5
+	VSCALEFPS.Z      Z4, Z5, K2, Z3
+	VMOVUPS          Z3, 64(SP)
+	VMOVUPS          128(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 128(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          192(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 192(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          256(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 256(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          320(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 320(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          384(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 384(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          448(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 448(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          512(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 512(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          576(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 576(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          640(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 640(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          704(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 704(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          768(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 768(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          832(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 832(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          896(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 896(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          960(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z0
+	VCMPPS           $0x15, Z0, Z4, K2
+	VMAXPS           Z4, Z0, Z4
+	VRNDSCALEPS      $0x00, Z4, Z0
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z5
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z5
+	VSCALEFPS.Z      Z0, Z5, K2, Z4
+	VMOVUPS          Z4, 960(SP)
+	VADDPS           Z4, Z3, Z3
+	VADDPS           Z3, Z2, Z2
+	VSHUFF32X4       $0x4e, Z2, Z2, Z0
+	VADDPS           Z0, Z2, Z2
+	VSHUFF32X4       $0xb1, Z2, Z2, Z0
+	VADDPS           Z0, Z2, Z2
+	VBROADCASTF32X4  (DX), Z0
+	VFMADD231PS      Z0, Z1, Z2
+	VMOVUPS          Z2, K1, (DX)
+
+	// o = alpha*o.
+	VBROADCASTSS 1024(SP), Z0
+	VMULPS       (AX), Z0, Z1
+	VMOVUPS      Z1, (AX)
+	VMULPS       64(AX), Z0, Z1
+	VMOVUPS      Z1, 64(AX)
+	VMULPS       128(AX), Z0, Z1
+	VMOVUPS      Z1, 128(AX)
+	VMULPS       192(AX), Z0, Z0
+	VMOVUPS      Z0, 192(AX)
+	VBROADCASTSS 1028(SP), Z0
+	VMULPS       256(AX), Z0, Z1
+	VMOVUPS      Z1, 256(AX)
+	VMULPS       320(AX), Z0, Z1
+	VMOVUPS      Z1, 320(AX)
+	VMULPS       384(AX), Z0, Z1
+	VMOVUPS      Z1, 384(AX)
+	VMULPS       448(AX), Z0, Z0
+	VMOVUPS      Z0, 448(AX)
+	VBROADCASTSS 1032(SP), Z0
+	VMULPS       512(AX), Z0, Z1
+	VMOVUPS      Z1, 512(AX)
+	VMULPS       576(AX), Z0, Z1
+	VMOVUPS      Z1, 576(AX)
+	VMULPS       640(AX), Z0, Z1
+	VMOVUPS      Z1, 640(AX)
+	VMULPS       704(AX), Z0, Z0
+	VMOVUPS      Z0, 704(AX)
+	VBROADCASTSS 1036(SP), Z0
+	VMULPS       768(AX), Z0, Z1
+	VMOVUPS      Z1, 768(AX)
+	VMULPS       832(AX), Z0, Z1
+	VMOVUPS      Z1, 832(AX)
+	VMULPS       896(AX), Z0, Z1
+	VMOVUPS      Z1, 896(AX)
+	VMULPS       960(AX), Z0, Z0
+	VMOVUPS      Z0, 960(AX)
+
+	// o += P V, in groups of rows, each over the whole tile.
+	MOVQ    v+16(FP), CX
+	MOVQ    off+24(FP), DX
+	LEAQ    (SP), BX
+	MOVQ    $0x00000010, SI
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS 192(AX), Z3
+	VMOVUPS 256(AX), Z4
+	VMOVUPS 320(AX), Z5
+	VMOVUPS 384(AX), Z6
+	VMOVUPS 448(AX), Z7
+	VMOVUPS 512(AX), Z8
+	VMOVUPS 576(AX), Z9
+	VMOVUPS 640(AX), Z10
+	VMOVUPS 704(AX), Z11
+	VMOVUPS 768(AX), Z12
+	VMOVUPS 832(AX), Z13
+	VMOVUPS 896(AX), Z14
+	VMOVUPS 960(AX), Z15
+
+pv0:
+	MOVQ         (DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS (BX), Z16
+	VBROADCASTSS 4(BX), Z17
+	VBROADCASTSS 8(BX), Z18
+	VBROADCASTSS 12(BX), Z19
+	VPMOVZXWD    (DI), Z20
+	VPSLLD       $0x10, Z20, Z20
+	VFMADD231PS  Z20, Z16, Z0
+	VFMADD231PS  Z20, Z17, Z4
+	VFMADD231PS  Z20, Z18, Z8
+	VFMADD231PS  Z20, Z19, Z12
+	VPMOVZXWD    32(DI), Z20
+	VPSLLD       $0x10, Z20, Z20
+	VFMADD231PS  Z20, Z16, Z1
+	VFMADD231PS  Z20, Z17, Z5
+	VFMADD231PS  Z20, Z18, Z9
+	VFMADD231PS  Z20, Z19, Z13
+	VPMOVZXWD    64(DI), Z20
+	VPSLLD       $0x10, Z20, Z20
+	VFMADD231PS  Z20, Z16, Z2
+	VFMADD231PS  Z20, Z17, Z6
+	VFMADD231PS  Z20, Z18, Z10
+	VFMADD231PS  Z20, Z19, Z14
+	VPMOVZXWD    96(DI), Z20
+	VPSLLD       $0x10, Z20, Z20
+	VFMADD231PS  Z20, Z16, Z3
+	VFMADD231PS  Z20, Z17, Z7
+	VFMADD231PS  Z20, Z18, Z11
+	VFMADD231PS  Z20, Z19, Z15
+	MOVQ         8(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 16(BX), Z16
+	VBROADCASTSS 20(BX), Z17
+	VBROADCASTSS 24(BX), Z18
+	VBROADCASTSS 28(BX), Z19
+	VPMOVZXWD    (DI), Z20
+	VPSLLD       $0x10, Z20, Z20
+	VFMADD231PS  Z20, Z16, Z0
+	VFMADD231PS  Z20, Z17, Z4
+	VFMADD231PS  Z20, Z18, Z8
+	VFMADD231PS  Z20, Z19, Z12
+	VPMOVZXWD    32(DI), Z20
+	VPSLLD       $0x10, Z20, Z20
+	VFMADD231PS  Z20, Z16, Z1
+	VFMADD231PS  Z20, Z17, Z5
+	VFMADD231PS  Z20, Z18, Z9
+	VFMADD231PS  Z20, Z19, Z13
+	VPMOVZXWD    64(DI), Z20
+	VPSLLD       $0x10, Z20, Z20
+	VFMADD231PS  Z20, Z16, Z2
+	VFMADD231PS  Z20, Z17, Z6
+	VFMADD231PS  Z20, Z18, Z10
+	VFMADD231PS  Z20, Z19, Z14
+	VPMOVZXWD    96(DI), Z20
+	VPSLLD       $0x10, Z20, Z20
+	VFMADD231PS  Z20, Z16, Z3
+	VFMADD231PS  Z20, Z17, Z7
+	VFMADD231PS  Z20, Z18, Z11
+	VFMADD231PS  Z20, Z19, Z15
+	MOVQ         16(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 32(BX), Z16
+	VBROADCASTSS 36(BX), Z17
+	VBROADCASTSS 40(BX), Z18
+	VBROADCASTSS 44(BX), Z19
+	VPMOVZXWD    (DI), Z20
+	VPSLLD       $0x10, Z20, Z20
+	VFMADD231PS  Z20, Z16, Z0
+	VFMADD231PS  Z20, Z17, Z4
+	VFMADD231PS  Z20, Z18, Z8
+	VFMADD231PS  Z20, Z19, Z12
+	VPMOVZXWD    32(DI), Z20
+	VPSLLD       $0x10, Z20, Z20
+	VFMADD231PS  Z20, Z16, Z1
+	VFMADD231PS  Z20, Z17, Z5
+	VFMADD231PS  Z20, Z18, Z9
+	VFMADD231PS  Z20, Z19, Z13
+	VPMOVZXWD    64(DI), Z20
+	VPSLLD       $0x10, Z20, Z20
+	VFMADD231PS  Z20, Z16, Z2
+	VFMADD231PS  Z20, Z17, Z6
+	VFMADD231PS  Z20, Z18, Z10
+	VFMADD231PS  Z20, Z19, Z14
+	VPMOVZXWD    96(DI), Z20
+	VPSLLD       $0x10, Z20, Z20
+	VFMADD231PS  Z20, Z16, Z3
+	VFMADD231PS  Z20, Z17, Z7
+	VFMADD231PS  Z20, Z18, Z11
+	VFMADD231PS  Z20, Z19, Z15
+	MOVQ         24(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 48(BX), Z16
+	VBROADCASTSS 52(BX), Z17
+	VBROADCASTSS 56(BX), Z18
+	VBROADCASTSS 60(BX), Z19
+	VPMOVZXWD    (DI), Z20
+	VPSLLD       $0x10, Z20, Z20
+	VFMADD231PS  Z20, Z16, Z0
+	VFMADD231PS  Z20, Z17, Z4
+	VFMADD231PS  Z20, Z18, Z8
+	VFMADD231PS  Z20, Z19, Z12
+	VPMOVZXWD    32(DI), Z20
+	VPSLLD       $0x10, Z20, Z20
+	VFMADD231PS  Z20, Z16, Z1
+	VFMADD231PS  Z20, Z17, Z5
+	VFMADD231PS  Z20, Z18, Z9
+	VFMADD231PS  Z20, Z19, Z13
+	VPMOVZXWD    64(DI), Z20
+	VPSLLD       $0x10, Z20, Z20
+	VFMADD231PS  Z20, Z16, Z2
+	VFMADD231PS  Z20, Z17, Z6
+	VFMADD231PS  Z20, Z18, Z10
+	VFMADD231PS  Z20, Z19, Z14
+	VPMOVZXWD    96(DI), Z20
+	VPSLLD       $0x10, Z20, Z20
+	VFMADD231PS  Z20, Z16, Z3
+	VFMADD231PS  Z20, Z17, Z7
+	VFMADD231PS  Z20, Z18, Z11
+	VFMADD231PS  Z20, Z19, Z15
+	ADDQ         $0x00000040, BX
+	ADDQ         $0x20, DX
+	DECQ         SI
+	JNZ          pv0
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, 192(AX)
+	VMOVUPS      Z4, 256(AX)
+	VMOVUPS      Z5, 320(AX)
+	VMOVUPS      Z6, 384(AX)
+	VMOVUPS      Z7, 448(AX)
+	VMOVUPS      Z8, 512(AX)
+	VMOVUPS      Z9, 576(AX)
+	VMOVUPS      Z10, 640(AX)
+	VMOVUPS      Z11, 704(AX)
+	VMOVUPS      Z12, 768(AX)
+	VMOVUPS      Z13, 832(AX)
+	VMOVUPS      Z14, 896(AX)
+	VMOVUPS      Z15, 960(AX)
+	VZEROUPPER
+	RET
+
+// func decodeAVX512BF16D64R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+// Requires: AVX, AVX512F
+TEXT ·decodeAVX512BF16D64R8(SB), $2112-56
+	// Scores: vector i holds keys i*keys .. i*keys+keys-1 by rows.
+	MOVQ q+0(FP), AX
+	MOVQ k+8(FP), CX
+	MOVQ off+24(FP), DX
+	LEAQ (SP), BX
+	MOVQ $0x00000020, SI
+
+qk:
+	MOVQ        (DX), DI
+	ADDQ        CX, DI
+	MOVQ        8(DX), R8
+	ADDQ        CX, R8
+	VMOVUPS     (AX), Z0
+	VMOVUPS     256(AX), Z1
+	VMOVUPS     512(AX), Z2
+	VMOVUPS     768(AX), Z3
+	VMOVUPS     1024(AX), Z4
+	VMOVUPS     1280(AX), Z5
+	VMOVUPS     1536(AX), Z6
+	VMOVUPS     1792(AX), Z7
+	VPMOVZXWD   (DI), Z8
+	VPSLLD      $0x10, Z8, Z8
+	VMULPS      Z8, Z0, Z9
+	VMULPS      Z8, Z1, Z10
+	VMULPS      Z8, Z2, Z11
+	VMULPS      Z8, Z3, Z12
+	VMULPS      Z8, Z4, Z13
+	VMULPS      Z8, Z5, Z14
+	VMULPS      Z8, Z6, Z15
+	VMULPS      Z8, Z7, Z8
+	VPMOVZXWD   (R8), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VMULPS      Z18, Z0, Z0
+	VMULPS      Z18, Z1, Z1
+	VMULPS      Z18, Z2, Z2
+	VMULPS      Z18, Z3, Z3
+	VMULPS      Z18, Z4, Z4
+	VMULPS      Z18, Z5, Z5
+	VMULPS      Z18, Z6, Z6
+	VMULPS      Z18, Z7, Z7
+	VMOVUPS     64(AX), Z18
+	VMOVUPS     320(AX), Z19
+	VMOVUPS     576(AX), Z20
+	VMOVUPS     832(AX), Z21
+	VMOVUPS     1088(AX), Z22
+	VMOVUPS     1344(AX), Z23
+	VMOVUPS     1600(AX), Z24
+	VMOVUPS     1856(AX), Z25
+	VPMOVZXWD   32(DI), Z26
+	VPSLLD      $0x10, Z26, Z26
+	VFMADD231PS Z26, Z18, Z9
+	VFMADD231PS Z26, Z19, Z10
+	VFMADD231PS Z26, Z20, Z11
+	VFMADD231PS Z26, Z21, Z12
+	VFMADD231PS Z26, Z22, Z13
+	VFMADD231PS Z26, Z23, Z14
+	VFMADD231PS Z26, Z24, Z15
+	VFMADD231PS Z26, Z25, Z8
+	VPMOVZXWD   32(R8), Z26
+	VPSLLD      $0x10, Z26, Z26
+	VFMADD231PS Z26, Z18, Z0
+	VFMADD231PS Z26, Z19, Z1
+	VFMADD231PS Z26, Z20, Z2
+	VFMADD231PS Z26, Z21, Z3
+	VFMADD231PS Z26, Z22, Z4
+	VFMADD231PS Z26, Z23, Z5
+	VFMADD231PS Z26, Z24, Z6
+	VFMADD231PS Z26, Z25, Z7
+	VMOVUPS     128(AX), Z18
+	VMOVUPS     384(AX), Z19
+	VMOVUPS     640(AX), Z20
+	VMOVUPS     896(AX), Z21
+	VMOVUPS     1152(AX), Z22
+	VMOVUPS     1408(AX), Z23
+	VMOVUPS     1664(AX), Z24
+	VMOVUPS     1920(AX), Z25
+	VPMOVZXWD   64(DI), Z26
+	VPSLLD      $0x10, Z26, Z26
+	VFMADD231PS Z26, Z18, Z9
+	VFMADD231PS Z26, Z19, Z10
+	VFMADD231PS Z26, Z20, Z11
+	VFMADD231PS Z26, Z21, Z12
+	VFMADD231PS Z26, Z22, Z13
+	VFMADD231PS Z26, Z23, Z14
+	VFMADD231PS Z26, Z24, Z15
+	VFMADD231PS Z26, Z25, Z8
+	VPMOVZXWD   64(R8), Z26
+	VPSLLD      $0x10, Z26, Z26
+	VFMADD231PS Z26, Z18, Z0
+	VFMADD231PS Z26, Z19, Z1
+	VFMADD231PS Z26, Z20, Z2
+	VFMADD231PS Z26, Z21, Z3
+	VFMADD231PS Z26, Z22, Z4
+	VFMADD231PS Z26, Z23, Z5
+	VFMADD231PS Z26, Z24, Z6
+	VFMADD231PS Z26, Z25, Z7
+	VMOVUPS     192(AX), Z18
+	VMOVUPS     448(AX), Z19
+	VMOVUPS     704(AX), Z20
+	VMOVUPS     960(AX), Z21
+	VMOVUPS     1216(AX), Z22
+	VMOVUPS     1472(AX), Z23
+	VMOVUPS     1728(AX), Z24
+	VMOVUPS     1984(AX), Z25
+	VPMOVZXWD   96(DI), Z26
+	VPSLLD      $0x10, Z26, Z26
+	VFMADD231PS Z26, Z18, Z9
+	VFMADD231PS Z26, Z19, Z10
+	VFMADD231PS Z26, Z20, Z11
+	VFMADD231PS Z26, Z21, Z12
+	VFMADD231PS Z26, Z22, Z13
+	VFMADD231PS Z26, Z23, Z14
+	VFMADD231PS Z26, Z24, Z15
+	VFMADD231PS Z26, Z25, Z8
+	VPMOVZXWD   96(R8), Z26
+	VPSLLD      $0x10, Z26, Z26
+	VFMADD231PS Z26, Z18, Z0
+	VFMADD231PS Z26, Z19, Z1
+	VFMADD231PS Z26, Z20, Z2
+	VFMADD231PS Z26, Z21, Z3
+	VFMADD231PS Z26, Z22, Z4
+	VFMADD231PS Z26, Z23, Z5
+	VFMADD231PS Z26, Z24, Z6
+	VFMADD231PS Z26, Z25, Z7
+	VSHUFPS     $0x44, Z10, Z9, Z18
+	VSHUFPS     $0xee, Z10, Z9, Z9
+	VADDPS      Z9, Z18, Z18
+	VSHUFPS     $0x44, Z12, Z11, Z9
+	VSHUFPS     $0xee, Z12, Z11, Z10
+	VADDPS      Z10, Z9, Z9
+	VSHUFPS     $0x44, Z14, Z13, Z10
+	VSHUFPS     $0xee, Z14, Z13, Z11
+	VADDPS      Z11, Z10, Z10
+	VSHUFPS     $0x44, Z8, Z15, Z11
+	VSHUFPS     $0xee, Z8, Z15, Z8
+	VADDPS      Z8, Z11, Z11
+	VSHUFPS     $0x44, Z1, Z0, Z8
+	VSHUFPS     $0xee, Z1, Z0, Z0
+	VADDPS      Z0, Z8, Z8
+	VSHUFPS     $0x44, Z3, Z2, Z0
+	VSHUFPS     $0xee, Z3, Z2, Z1
+	VADDPS      Z1, Z0, Z0
+	VSHUFPS     $0x44, Z5, Z4, Z1
+	VSHUFPS     $0xee, Z5, Z4, Z2
+	VADDPS      Z2, Z1, Z1
+	VSHUFPS     $0x44, Z7, Z6, Z2
+	VSHUFPS     $0xee, Z7, Z6, Z3
+	VADDPS      Z3, Z2, Z2
+	VSHUFPS     $0x88, Z9, Z18, Z3
+	VSHUFPS     $0xdd, Z9, Z18, Z4
+	VADDPS      Z4, Z3, Z3
+	VSHUFPS     $0x88, Z11, Z10, Z4
+	VSHUFPS     $0xdd, Z11, Z10, Z5
+	VADDPS      Z5, Z4, Z4
+	VSHUFPS     $0x88, Z0, Z8, Z5
+	VSHUFPS     $0xdd, Z0, Z8, Z0
+	VADDPS      Z0, Z5, Z5
+	VSHUFPS     $0x88, Z2, Z1, Z0
+	VSHUFPS     $0xdd, Z2, Z1, Z1
+	VADDPS      Z1, Z0, Z0
+	VSHUFF32X4  $0x88, Z4, Z3, Z1
+	VSHUFF32X4  $0xdd, Z4, Z3, Z2
+	VADDPS      Z2, Z1, Z1
+	VSHUFF32X4  $0x88, Z0, Z5, Z2
+	VSHUFF32X4  $0xdd, Z0, Z5, Z0
+	VADDPS      Z0, Z2, Z2
+	VSHUFF32X4  $0x88, Z2, Z1, Z0
+	VSHUFF32X4  $0xdd, Z2, Z1, Z1
+	VADDPS      Z1, Z0, Z0
+	VMOVUPS     Z0, (BX)
+	ADDQ        $0x40, BX
+	ADDQ        $0x10, DX
+	DECQ        SI
+	JNZ         qk
+
+	// Row maxima, alpha, p and l, each row's value in every lane of its residue.
+	VMOVUPS          (SP), Z0
+	VMOVUPS          64(SP), Z1
+	VMAXPS           128(SP), Z0, Z0
+	VMAXPS           192(SP), Z1, Z1
+	VMAXPS           256(SP), Z0, Z0
+	VMAXPS           320(SP), Z1, Z1
+	VMAXPS           384(SP), Z0, Z0
+	VMAXPS           448(SP), Z1, Z1
+	VMAXPS           512(SP), Z0, Z0
+	VMAXPS           576(SP), Z1, Z1
+	VMAXPS           640(SP), Z0, Z0
+	VMAXPS           704(SP), Z1, Z1
+	VMAXPS           768(SP), Z0, Z0
+	VMAXPS           832(SP), Z1, Z1
+	VMAXPS           896(SP), Z0, Z0
+	VMAXPS           960(SP), Z1, Z1
+	VMAXPS           1024(SP), Z0, Z0
+	VMAXPS           1088(SP), Z1, Z1
+	VMAXPS           1152(SP), Z0, Z0
+	VMAXPS           1216(SP), Z1, Z1
+	VMAXPS           1280(SP), Z0, Z0
+	VMAXPS           1344(SP), Z1, Z1
+	VMAXPS           1408(SP), Z0, Z0
+	VMAXPS           1472(SP), Z1, Z1
+	VMAXPS           1536(SP), Z0, Z0
+	VMAXPS           1600(SP), Z1, Z1
+	VMAXPS           1664(SP), Z0, Z0
+	VMAXPS           1728(SP), Z1, Z1
+	VMAXPS           1792(SP), Z0, Z0
+	VMAXPS           1856(SP), Z1, Z1
+	VMAXPS           1920(SP), Z0, Z0
+	VMAXPS           1984(SP), Z1, Z1
+	VMAXPS           Z1, Z0, Z0
+	VSHUFF32X4       $0x4e, Z0, Z0, Z1
+	VMAXPS           Z1, Z0, Z0
+	MOVQ             o+32(FP), AX
+	MOVQ             m+40(FP), CX
+	MOVQ             l+48(FP), DX
+	MOVL             $0x000000ff, BX
+	KMOVW            BX, K1
+	VMOVUPS          (CX), Y16
+	VSHUFF32X4       $0x44, Z16, Z16, Z16
+	VMAXPS           Z16, Z0, Z0
+	VMOVUPS          Z0, K1, (CX)
+	VCMPPS.BCST      $0x0c, attnconst<>+0(SB), Z0, K2
+	VMOVAPS.Z        Z0, K2, Z0
+	VSUBPS           Z0, Z16, Z1
+	VBROADCASTSS     attnconst<>+96(SB), Z2
+	VCMPPS           $0x15, Z2, Z1, K3
+	VMAXPS           Z1, Z2, Z1
+	VRNDSCALEPS      $0x00, Z1, Z2
+	VSUBPS           Z2, Z1, Z1
+	VBROADCASTSS     attnconst<>+288(SB), Z3
+	VFMADD213PS.BCST attnconst<>+256(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+224(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+192(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+160(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+128(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+32(SB), Z1, Z3
+	VSCALEFPS.Z      Z2, Z3, K3, Z1
+	KNOTW            K2, K2
+	VBROADCASTSS     attnconst<>+32(SB), K2, Z1
+	VMOVUPS          Z1, 2048(SP)
+	VMOVUPS          (SP), Z2
+	VSUBPS           Z0, Z2, Z2
+	VBROADCASTSS     attnconst<>+96(SB), Z3
+	VCMPPS           $0x15, Z3, Z2, K2
+	VMAXPS           Z2, Z3, Z2
+	VRNDSCALEPS      $0x00, Z2, Z3
+	VSUBPS           Z3, Z2, Z2
+	VBROADCASTSS     attnconst<>+288(SB), Z4
+	VFMADD213PS.BCST attnconst<>+256(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+224(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+192(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+160(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+128(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+32(SB), Z2, Z4
+	VSCALEFPS.Z      Z3, Z4, K2, Z2
+	VMOVUPS          Z2, (SP)
+	VMOVUPS          64(SP), Z3
+	VSUBPS           Z0, Z3, Z3
+	VBROADCASTSS     attnconst<>+96(SB), Z4
+	VCMPPS           $0x15, Z4, Z3, K2
+	VMAXPS           Z3, Z4, Z3
+	VRNDSCALEPS      $0x00, Z3, Z4
+	VSUBPS           Z4, Z3, Z3
+	VBROADCASTSS     attnconst<>+288(SB), Z5
+	VFMADD213PS.BCST attnconst<>+256(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+224(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+192(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+160(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+128(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+32(SB), Z3, Z5
+	VSCALEFPS.Z      Z4, Z5, K2, Z3
+	VMOVUPS          Z3, 64(SP)
+	VMOVUPS          128(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 128(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          192(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 192(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          256(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 256(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          320(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 320(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          384(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 384(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          448(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 448(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          512(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 512(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          576(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 576(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          640(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 640(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          704(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 704(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          768(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 768(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          832(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 832(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          896(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 896(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          960(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 960(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          1024(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1024(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          1088(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1088(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          1152(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1152(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          1216(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1216(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          1280(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1280(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          1344(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1344(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          1408(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1408(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          1472(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1472(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          1536(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1536(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          1600(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1600(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          1664(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1664(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          1728(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1728(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          1792(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1792(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          1856(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1856(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          1920(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1920(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          1984(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z0
+	VCMPPS           $0x15, Z0, Z4, K2
+	VMAXPS           Z4, Z0, Z4
+	VRNDSCALEPS      $0x00, Z4, Z0
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z5
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z5
+	VSCALEFPS.Z      Z0, Z5, K2, Z4
+	VMOVUPS          Z4, 1984(SP)
+	VADDPS           Z4, Z3, Z3
+	VADDPS           Z3, Z2, Z2
+	VSHUFF32X4       $0x4e, Z2, Z2, Z0
+	VADDPS           Z0, Z2, Z2
+	VMOVUPS          (DX), Y17
+	VSHUFF32X4       $0x44, Z17, Z17, Z17
+	VFMADD231PS      Z17, Z1, Z2
+	VMOVUPS          Z2, K1, (DX)
+
+	// o = alpha*o.
+	VBROADCASTSS 2048(SP), Z0
+	VMULPS       (AX), Z0, Z1
+	VMOVUPS      Z1, (AX)
+	VMULPS       64(AX), Z0, Z1
+	VMOVUPS      Z1, 64(AX)
+	VMULPS       128(AX), Z0, Z1
+	VMOVUPS      Z1, 128(AX)
+	VMULPS       192(AX), Z0, Z0
+	VMOVUPS      Z0, 192(AX)
+	VBROADCASTSS 2052(SP), Z0
+	VMULPS       256(AX), Z0, Z1
+	VMOVUPS      Z1, 256(AX)
+	VMULPS       320(AX), Z0, Z1
+	VMOVUPS      Z1, 320(AX)
+	VMULPS       384(AX), Z0, Z1
+	VMOVUPS      Z1, 384(AX)
+	VMULPS       448(AX), Z0, Z0
+	VMOVUPS      Z0, 448(AX)
+	VBROADCASTSS 2056(SP), Z0
+	VMULPS       512(AX), Z0, Z1
+	VMOVUPS      Z1, 512(AX)
+	VMULPS       576(AX), Z0, Z1
+	VMOVUPS      Z1, 576(AX)
+	VMULPS       640(AX), Z0, Z1
+	VMOVUPS      Z1, 640(AX)
+	VMULPS       704(AX), Z0, Z0
+	VMOVUPS      Z0, 704(AX)
+	VBROADCASTSS 2060(SP), Z0
+	VMULPS       768(AX), Z0, Z1
+	VMOVUPS      Z1, 768(AX)
+	VMULPS       832(AX), Z0, Z1
+	VMOVUPS      Z1, 832(AX)
+	VMULPS       896(AX), Z0, Z1
+	VMOVUPS      Z1, 896(AX)
+	VMULPS       960(AX), Z0, Z0
+	VMOVUPS      Z0, 960(AX)
+	VBROADCASTSS 2064(SP), Z0
+	VMULPS       1024(AX), Z0, Z1
+	VMOVUPS      Z1, 1024(AX)
+	VMULPS       1088(AX), Z0, Z1
+	VMOVUPS      Z1, 1088(AX)
+	VMULPS       1152(AX), Z0, Z1
+	VMOVUPS      Z1, 1152(AX)
+	VMULPS       1216(AX), Z0, Z0
+	VMOVUPS      Z0, 1216(AX)
+	VBROADCASTSS 2068(SP), Z0
+	VMULPS       1280(AX), Z0, Z1
+	VMOVUPS      Z1, 1280(AX)
+	VMULPS       1344(AX), Z0, Z1
+	VMOVUPS      Z1, 1344(AX)
+	VMULPS       1408(AX), Z0, Z1
+	VMOVUPS      Z1, 1408(AX)
+	VMULPS       1472(AX), Z0, Z0
+	VMOVUPS      Z0, 1472(AX)
+	VBROADCASTSS 2072(SP), Z0
+	VMULPS       1536(AX), Z0, Z1
+	VMOVUPS      Z1, 1536(AX)
+	VMULPS       1600(AX), Z0, Z1
+	VMOVUPS      Z1, 1600(AX)
+	VMULPS       1664(AX), Z0, Z1
+	VMOVUPS      Z1, 1664(AX)
+	VMULPS       1728(AX), Z0, Z0
+	VMOVUPS      Z0, 1728(AX)
+	VBROADCASTSS 2076(SP), Z0
+	VMULPS       1792(AX), Z0, Z1
+	VMOVUPS      Z1, 1792(AX)
+	VMULPS       1856(AX), Z0, Z1
+	VMOVUPS      Z1, 1856(AX)
+	VMULPS       1920(AX), Z0, Z1
+	VMOVUPS      Z1, 1920(AX)
+	VMULPS       1984(AX), Z0, Z0
+	VMOVUPS      Z0, 1984(AX)
+
+	// o += P V, in groups of rows, each over the whole tile.
+	MOVQ    v+16(FP), CX
+	MOVQ    off+24(FP), DX
+	LEAQ    (SP), BX
+	MOVQ    $0x00000010, SI
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS 192(AX), Z3
+	VMOVUPS 256(AX), Z4
+	VMOVUPS 320(AX), Z5
+	VMOVUPS 384(AX), Z6
+	VMOVUPS 448(AX), Z7
+	VMOVUPS 512(AX), Z8
+	VMOVUPS 576(AX), Z9
+	VMOVUPS 640(AX), Z10
+	VMOVUPS 704(AX), Z11
+	VMOVUPS 768(AX), Z12
+	VMOVUPS 832(AX), Z13
+	VMOVUPS 896(AX), Z14
+	VMOVUPS 960(AX), Z15
+
+pv0:
+	MOVQ         (DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS (BX), Z16
+	VBROADCASTSS 4(BX), Z17
+	VBROADCASTSS 8(BX), Z18
+	VBROADCASTSS 12(BX), Z19
+	VPMOVZXWD    (DI), Z20
+	VPSLLD       $0x10, Z20, Z20
+	VFMADD231PS  Z20, Z16, Z0
+	VFMADD231PS  Z20, Z17, Z4
+	VFMADD231PS  Z20, Z18, Z8
+	VFMADD231PS  Z20, Z19, Z12
+	VPMOVZXWD    32(DI), Z20
+	VPSLLD       $0x10, Z20, Z20
+	VFMADD231PS  Z20, Z16, Z1
+	VFMADD231PS  Z20, Z17, Z5
+	VFMADD231PS  Z20, Z18, Z9
+	VFMADD231PS  Z20, Z19, Z13
+	VPMOVZXWD    64(DI), Z20
+	VPSLLD       $0x10, Z20, Z20
+	VFMADD231PS  Z20, Z16, Z2
+	VFMADD231PS  Z20, Z17, Z6
+	VFMADD231PS  Z20, Z18, Z10
+	VFMADD231PS  Z20, Z19, Z14
+	VPMOVZXWD    96(DI), Z20
+	VPSLLD       $0x10, Z20, Z20
+	VFMADD231PS  Z20, Z16, Z3
+	VFMADD231PS  Z20, Z17, Z7
+	VFMADD231PS  Z20, Z18, Z11
+	VFMADD231PS  Z20, Z19, Z15
+	MOVQ         8(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 32(BX), Z16
+	VBROADCASTSS 36(BX), Z17
+	VBROADCASTSS 40(BX), Z18
+	VBROADCASTSS 44(BX), Z19
+	VPMOVZXWD    (DI), Z20
+	VPSLLD       $0x10, Z20, Z20
+	VFMADD231PS  Z20, Z16, Z0
+	VFMADD231PS  Z20, Z17, Z4
+	VFMADD231PS  Z20, Z18, Z8
+	VFMADD231PS  Z20, Z19, Z12
+	VPMOVZXWD    32(DI), Z20
+	VPSLLD       $0x10, Z20, Z20
+	VFMADD231PS  Z20, Z16, Z1
+	VFMADD231PS  Z20, Z17, Z5
+	VFMADD231PS  Z20, Z18, Z9
+	VFMADD231PS  Z20, Z19, Z13
+	VPMOVZXWD    64(DI), Z20
+	VPSLLD       $0x10, Z20, Z20
+	VFMADD231PS  Z20, Z16, Z2
+	VFMADD231PS  Z20, Z17, Z6
+	VFMADD231PS  Z20, Z18, Z10
+	VFMADD231PS  Z20, Z19, Z14
+	VPMOVZXWD    96(DI), Z20
+	VPSLLD       $0x10, Z20, Z20
+	VFMADD231PS  Z20, Z16, Z3
+	VFMADD231PS  Z20, Z17, Z7
+	VFMADD231PS  Z20, Z18, Z11
+	VFMADD231PS  Z20, Z19, Z15
+	MOVQ         16(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 64(BX), Z16
+	VBROADCASTSS 68(BX), Z17
+	VBROADCASTSS 72(BX), Z18
+	VBROADCASTSS 76(BX), Z19
+	VPMOVZXWD    (DI), Z20
+	VPSLLD       $0x10, Z20, Z20
+	VFMADD231PS  Z20, Z16, Z0
+	VFMADD231PS  Z20, Z17, Z4
+	VFMADD231PS  Z20, Z18, Z8
+	VFMADD231PS  Z20, Z19, Z12
+	VPMOVZXWD    32(DI), Z20
+	VPSLLD       $0x10, Z20, Z20
+	VFMADD231PS  Z20, Z16, Z1
+	VFMADD231PS  Z20, Z17, Z5
+	VFMADD231PS  Z20, Z18, Z9
+	VFMADD231PS  Z20, Z19, Z13
+	VPMOVZXWD    64(DI), Z20
+	VPSLLD       $0x10, Z20, Z20
+	VFMADD231PS  Z20, Z16, Z2
+	VFMADD231PS  Z20, Z17, Z6
+	VFMADD231PS  Z20, Z18, Z10
+	VFMADD231PS  Z20, Z19, Z14
+	VPMOVZXWD    96(DI), Z20
+	VPSLLD       $0x10, Z20, Z20
+	VFMADD231PS  Z20, Z16, Z3
+	VFMADD231PS  Z20, Z17, Z7
+	VFMADD231PS  Z20, Z18, Z11
+	VFMADD231PS  Z20, Z19, Z15
+	MOVQ         24(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 96(BX), Z16
+	VBROADCASTSS 100(BX), Z17
+	VBROADCASTSS 104(BX), Z18
+	VBROADCASTSS 108(BX), Z19
+	VPMOVZXWD    (DI), Z20
+	VPSLLD       $0x10, Z20, Z20
+	VFMADD231PS  Z20, Z16, Z0
+	VFMADD231PS  Z20, Z17, Z4
+	VFMADD231PS  Z20, Z18, Z8
+	VFMADD231PS  Z20, Z19, Z12
+	VPMOVZXWD    32(DI), Z20
+	VPSLLD       $0x10, Z20, Z20
+	VFMADD231PS  Z20, Z16, Z1
+	VFMADD231PS  Z20, Z17, Z5
+	VFMADD231PS  Z20, Z18, Z9
+	VFMADD231PS  Z20, Z19, Z13
+	VPMOVZXWD    64(DI), Z20
+	VPSLLD       $0x10, Z20, Z20
+	VFMADD231PS  Z20, Z16, Z2
+	VFMADD231PS  Z20, Z17, Z6
+	VFMADD231PS  Z20, Z18, Z10
+	VFMADD231PS  Z20, Z19, Z14
+	VPMOVZXWD    96(DI), Z20
+	VPSLLD       $0x10, Z20, Z20
+	VFMADD231PS  Z20, Z16, Z3
+	VFMADD231PS  Z20, Z17, Z7
+	VFMADD231PS  Z20, Z18, Z11
+	VFMADD231PS  Z20, Z19, Z15
+	ADDQ         $0x00000080, BX
+	ADDQ         $0x20, DX
+	DECQ         SI
+	JNZ          pv0
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, 192(AX)
+	VMOVUPS      Z4, 256(AX)
+	VMOVUPS      Z5, 320(AX)
+	VMOVUPS      Z6, 384(AX)
+	VMOVUPS      Z7, 448(AX)
+	VMOVUPS      Z8, 512(AX)
+	VMOVUPS      Z9, 576(AX)
+	VMOVUPS      Z10, 640(AX)
+	VMOVUPS      Z11, 704(AX)
+	VMOVUPS      Z12, 768(AX)
+	VMOVUPS      Z13, 832(AX)
+	VMOVUPS      Z14, 896(AX)
+	VMOVUPS      Z15, 960(AX)
+	MOVQ         v+16(FP), CX
+	MOVQ         off+24(FP), DX
+	LEAQ         (SP), BX
+	MOVQ         $0x00000010, SI
+	VMOVUPS      1024(AX), Z0
+	VMOVUPS      1088(AX), Z1
+	VMOVUPS      1152(AX), Z2
+	VMOVUPS      1216(AX), Z3
+	VMOVUPS      1280(AX), Z4
+	VMOVUPS      1344(AX), Z5
+	VMOVUPS      1408(AX), Z6
+	VMOVUPS      1472(AX), Z7
+	VMOVUPS      1536(AX), Z8
+	VMOVUPS      1600(AX), Z9
+	VMOVUPS      1664(AX), Z10
+	VMOVUPS      1728(AX), Z11
+	VMOVUPS      1792(AX), Z12
+	VMOVUPS      1856(AX), Z13
+	VMOVUPS      1920(AX), Z14
+	VMOVUPS      1984(AX), Z15
+
+pv4:
+	MOVQ         (DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 16(BX), Z16
+	VBROADCASTSS 20(BX), Z17
+	VBROADCASTSS 24(BX), Z18
+	VBROADCASTSS 28(BX), Z19
+	VPMOVZXWD    (DI), Z20
+	VPSLLD       $0x10, Z20, Z20
+	VFMADD231PS  Z20, Z16, Z0
+	VFMADD231PS  Z20, Z17, Z4
+	VFMADD231PS  Z20, Z18, Z8
+	VFMADD231PS  Z20, Z19, Z12
+	VPMOVZXWD    32(DI), Z20
+	VPSLLD       $0x10, Z20, Z20
+	VFMADD231PS  Z20, Z16, Z1
+	VFMADD231PS  Z20, Z17, Z5
+	VFMADD231PS  Z20, Z18, Z9
+	VFMADD231PS  Z20, Z19, Z13
+	VPMOVZXWD    64(DI), Z20
+	VPSLLD       $0x10, Z20, Z20
+	VFMADD231PS  Z20, Z16, Z2
+	VFMADD231PS  Z20, Z17, Z6
+	VFMADD231PS  Z20, Z18, Z10
+	VFMADD231PS  Z20, Z19, Z14
+	VPMOVZXWD    96(DI), Z20
+	VPSLLD       $0x10, Z20, Z20
+	VFMADD231PS  Z20, Z16, Z3
+	VFMADD231PS  Z20, Z17, Z7
+	VFMADD231PS  Z20, Z18, Z11
+	VFMADD231PS  Z20, Z19, Z15
+	MOVQ         8(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 48(BX), Z16
+	VBROADCASTSS 52(BX), Z17
+	VBROADCASTSS 56(BX), Z18
+	VBROADCASTSS 60(BX), Z19
+	VPMOVZXWD    (DI), Z20
+	VPSLLD       $0x10, Z20, Z20
+	VFMADD231PS  Z20, Z16, Z0
+	VFMADD231PS  Z20, Z17, Z4
+	VFMADD231PS  Z20, Z18, Z8
+	VFMADD231PS  Z20, Z19, Z12
+	VPMOVZXWD    32(DI), Z20
+	VPSLLD       $0x10, Z20, Z20
+	VFMADD231PS  Z20, Z16, Z1
+	VFMADD231PS  Z20, Z17, Z5
+	VFMADD231PS  Z20, Z18, Z9
+	VFMADD231PS  Z20, Z19, Z13
+	VPMOVZXWD    64(DI), Z20
+	VPSLLD       $0x10, Z20, Z20
+	VFMADD231PS  Z20, Z16, Z2
+	VFMADD231PS  Z20, Z17, Z6
+	VFMADD231PS  Z20, Z18, Z10
+	VFMADD231PS  Z20, Z19, Z14
+	VPMOVZXWD    96(DI), Z20
+	VPSLLD       $0x10, Z20, Z20
+	VFMADD231PS  Z20, Z16, Z3
+	VFMADD231PS  Z20, Z17, Z7
+	VFMADD231PS  Z20, Z18, Z11
+	VFMADD231PS  Z20, Z19, Z15
+	MOVQ         16(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 80(BX), Z16
+	VBROADCASTSS 84(BX), Z17
+	VBROADCASTSS 88(BX), Z18
+	VBROADCASTSS 92(BX), Z19
+	VPMOVZXWD    (DI), Z20
+	VPSLLD       $0x10, Z20, Z20
+	VFMADD231PS  Z20, Z16, Z0
+	VFMADD231PS  Z20, Z17, Z4
+	VFMADD231PS  Z20, Z18, Z8
+	VFMADD231PS  Z20, Z19, Z12
+	VPMOVZXWD    32(DI), Z20
+	VPSLLD       $0x10, Z20, Z20
+	VFMADD231PS  Z20, Z16, Z1
+	VFMADD231PS  Z20, Z17, Z5
+	VFMADD231PS  Z20, Z18, Z9
+	VFMADD231PS  Z20, Z19, Z13
+	VPMOVZXWD    64(DI), Z20
+	VPSLLD       $0x10, Z20, Z20
+	VFMADD231PS  Z20, Z16, Z2
+	VFMADD231PS  Z20, Z17, Z6
+	VFMADD231PS  Z20, Z18, Z10
+	VFMADD231PS  Z20, Z19, Z14
+	VPMOVZXWD    96(DI), Z20
+	VPSLLD       $0x10, Z20, Z20
+	VFMADD231PS  Z20, Z16, Z3
+	VFMADD231PS  Z20, Z17, Z7
+	VFMADD231PS  Z20, Z18, Z11
+	VFMADD231PS  Z20, Z19, Z15
+	MOVQ         24(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 112(BX), Z16
+	VBROADCASTSS 116(BX), Z17
+	VBROADCASTSS 120(BX), Z18
+	VBROADCASTSS 124(BX), Z19
+	VPMOVZXWD    (DI), Z20
+	VPSLLD       $0x10, Z20, Z20
+	VFMADD231PS  Z20, Z16, Z0
+	VFMADD231PS  Z20, Z17, Z4
+	VFMADD231PS  Z20, Z18, Z8
+	VFMADD231PS  Z20, Z19, Z12
+	VPMOVZXWD    32(DI), Z20
+	VPSLLD       $0x10, Z20, Z20
+	VFMADD231PS  Z20, Z16, Z1
+	VFMADD231PS  Z20, Z17, Z5
+	VFMADD231PS  Z20, Z18, Z9
+	VFMADD231PS  Z20, Z19, Z13
+	VPMOVZXWD    64(DI), Z20
+	VPSLLD       $0x10, Z20, Z20
+	VFMADD231PS  Z20, Z16, Z2
+	VFMADD231PS  Z20, Z17, Z6
+	VFMADD231PS  Z20, Z18, Z10
+	VFMADD231PS  Z20, Z19, Z14
+	VPMOVZXWD    96(DI), Z20
+	VPSLLD       $0x10, Z20, Z20
+	VFMADD231PS  Z20, Z16, Z3
+	VFMADD231PS  Z20, Z17, Z7
+	VFMADD231PS  Z20, Z18, Z11
+	VFMADD231PS  Z20, Z19, Z15
+	ADDQ         $0x00000080, BX
+	ADDQ         $0x20, DX
+	DECQ         SI
+	JNZ          pv4
+	VMOVUPS      Z0, 1024(AX)
+	VMOVUPS      Z1, 1088(AX)
+	VMOVUPS      Z2, 1152(AX)
+	VMOVUPS      Z3, 1216(AX)
+	VMOVUPS      Z4, 1280(AX)
+	VMOVUPS      Z5, 1344(AX)
+	VMOVUPS      Z6, 1408(AX)
+	VMOVUPS      Z7, 1472(AX)
+	VMOVUPS      Z8, 1536(AX)
+	VMOVUPS      Z9, 1600(AX)
+	VMOVUPS      Z10, 1664(AX)
+	VMOVUPS      Z11, 1728(AX)
+	VMOVUPS      Z12, 1792(AX)
+	VMOVUPS      Z13, 1856(AX)
+	VMOVUPS      Z14, 1920(AX)
+	VMOVUPS      Z15, 1984(AX)
+	VZEROUPPER
+	RET
+
+// func decodeAVX512BF16D128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+// Requires: AVX, AVX512F
+TEXT ·decodeAVX512BF16D128R1(SB), $320-56
+	// Scores: vector i holds keys i*keys .. i*keys+keys-1 by rows.
+	MOVQ q+0(FP), AX
+	MOVQ k+8(FP), CX
+	MOVQ off+24(FP), DX
+	LEAQ (SP), BX
+	MOVQ $0x00000004, SI
+
+qk:
+	VMOVUPS     (AX), Z0
+	MOVQ        (DX), DI
+	VPMOVZXWD   (CX)(DI*1), Z1
+	VPSLLD      $0x10, Z1, Z1
+	VMULPS      Z1, Z0, Z1
+	MOVQ        8(DX), DI
+	VPMOVZXWD   (CX)(DI*1), Z2
+	VPSLLD      $0x10, Z2, Z2
+	VMULPS      Z2, Z0, Z2
+	MOVQ        16(DX), DI
+	VPMOVZXWD   (CX)(DI*1), Z3
+	VPSLLD      $0x10, Z3, Z3
+	VMULPS      Z3, Z0, Z3
+	MOVQ        24(DX), DI
+	VPMOVZXWD   (CX)(DI*1), Z4
+	VPSLLD      $0x10, Z4, Z4
+	VMULPS      Z4, Z0, Z4
+	MOVQ        32(DX), DI
+	VPMOVZXWD   (CX)(DI*1), Z5
+	VPSLLD      $0x10, Z5, Z5
+	VMULPS      Z5, Z0, Z5
+	MOVQ        40(DX), DI
+	VPMOVZXWD   (CX)(DI*1), Z6
+	VPSLLD      $0x10, Z6, Z6
+	VMULPS      Z6, Z0, Z6
+	MOVQ        48(DX), DI
+	VPMOVZXWD   (CX)(DI*1), Z7
+	VPSLLD      $0x10, Z7, Z7
+	VMULPS      Z7, Z0, Z7
+	MOVQ        56(DX), DI
+	VPMOVZXWD   (CX)(DI*1), Z8
+	VPSLLD      $0x10, Z8, Z8
+	VMULPS      Z8, Z0, Z8
+	MOVQ        64(DX), DI
+	VPMOVZXWD   (CX)(DI*1), Z9
+	VPSLLD      $0x10, Z9, Z9
+	VMULPS      Z9, Z0, Z9
+	MOVQ        72(DX), DI
+	VPMOVZXWD   (CX)(DI*1), Z10
+	VPSLLD      $0x10, Z10, Z10
+	VMULPS      Z10, Z0, Z10
+	MOVQ        80(DX), DI
+	VPMOVZXWD   (CX)(DI*1), Z11
+	VPSLLD      $0x10, Z11, Z11
+	VMULPS      Z11, Z0, Z11
+	MOVQ        88(DX), DI
+	VPMOVZXWD   (CX)(DI*1), Z12
+	VPSLLD      $0x10, Z12, Z12
+	VMULPS      Z12, Z0, Z12
+	MOVQ        96(DX), DI
+	VPMOVZXWD   (CX)(DI*1), Z13
+	VPSLLD      $0x10, Z13, Z13
+	VMULPS      Z13, Z0, Z13
+	MOVQ        104(DX), DI
+	VPMOVZXWD   (CX)(DI*1), Z14
+	VPSLLD      $0x10, Z14, Z14
+	VMULPS      Z14, Z0, Z14
+	MOVQ        112(DX), DI
+	VPMOVZXWD   (CX)(DI*1), Z15
+	VPSLLD      $0x10, Z15, Z15
+	VMULPS      Z15, Z0, Z15
+	MOVQ        120(DX), DI
+	VPMOVZXWD   (CX)(DI*1), Z16
+	VPSLLD      $0x10, Z16, Z16
+	VMULPS      Z16, Z0, Z0
+	VMOVUPS     64(AX), Z16
+	MOVQ        (DX), DI
+	VPMOVZXWD   32(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z1
+	MOVQ        8(DX), DI
+	VPMOVZXWD   32(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z2
+	MOVQ        16(DX), DI
+	VPMOVZXWD   32(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z3
+	MOVQ        24(DX), DI
+	VPMOVZXWD   32(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z4
+	MOVQ        32(DX), DI
+	VPMOVZXWD   32(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z5
+	MOVQ        40(DX), DI
+	VPMOVZXWD   32(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z6
+	MOVQ        48(DX), DI
+	VPMOVZXWD   32(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z7
+	MOVQ        56(DX), DI
+	VPMOVZXWD   32(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z8
+	MOVQ        64(DX), DI
+	VPMOVZXWD   32(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z9
+	MOVQ        72(DX), DI
+	VPMOVZXWD   32(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z10
+	MOVQ        80(DX), DI
+	VPMOVZXWD   32(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z11
+	MOVQ        88(DX), DI
+	VPMOVZXWD   32(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z12
+	MOVQ        96(DX), DI
+	VPMOVZXWD   32(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z13
+	MOVQ        104(DX), DI
+	VPMOVZXWD   32(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z14
+	MOVQ        112(DX), DI
+	VPMOVZXWD   32(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z15
+	MOVQ        120(DX), DI
+	VPMOVZXWD   32(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z0
+	VMOVUPS     128(AX), Z16
+	MOVQ        (DX), DI
+	VPMOVZXWD   64(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z1
+	MOVQ        8(DX), DI
+	VPMOVZXWD   64(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z2
+	MOVQ        16(DX), DI
+	VPMOVZXWD   64(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z3
+	MOVQ        24(DX), DI
+	VPMOVZXWD   64(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z4
+	MOVQ        32(DX), DI
+	VPMOVZXWD   64(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z5
+	MOVQ        40(DX), DI
+	VPMOVZXWD   64(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z6
+	MOVQ        48(DX), DI
+	VPMOVZXWD   64(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z7
+	MOVQ        56(DX), DI
+	VPMOVZXWD   64(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z8
+	MOVQ        64(DX), DI
+	VPMOVZXWD   64(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z9
+	MOVQ        72(DX), DI
+	VPMOVZXWD   64(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z10
+	MOVQ        80(DX), DI
+	VPMOVZXWD   64(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z11
+	MOVQ        88(DX), DI
+	VPMOVZXWD   64(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z12
+	MOVQ        96(DX), DI
+	VPMOVZXWD   64(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z13
+	MOVQ        104(DX), DI
+	VPMOVZXWD   64(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z14
+	MOVQ        112(DX), DI
+	VPMOVZXWD   64(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z15
+	MOVQ        120(DX), DI
+	VPMOVZXWD   64(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z0
+	VMOVUPS     192(AX), Z16
+	MOVQ        (DX), DI
+	VPMOVZXWD   96(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z1
+	MOVQ        8(DX), DI
+	VPMOVZXWD   96(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z2
+	MOVQ        16(DX), DI
+	VPMOVZXWD   96(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z3
+	MOVQ        24(DX), DI
+	VPMOVZXWD   96(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z4
+	MOVQ        32(DX), DI
+	VPMOVZXWD   96(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z5
+	MOVQ        40(DX), DI
+	VPMOVZXWD   96(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z6
+	MOVQ        48(DX), DI
+	VPMOVZXWD   96(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z7
+	MOVQ        56(DX), DI
+	VPMOVZXWD   96(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z8
+	MOVQ        64(DX), DI
+	VPMOVZXWD   96(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z9
+	MOVQ        72(DX), DI
+	VPMOVZXWD   96(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z10
+	MOVQ        80(DX), DI
+	VPMOVZXWD   96(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z11
+	MOVQ        88(DX), DI
+	VPMOVZXWD   96(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z12
+	MOVQ        96(DX), DI
+	VPMOVZXWD   96(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z13
+	MOVQ        104(DX), DI
+	VPMOVZXWD   96(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z14
+	MOVQ        112(DX), DI
+	VPMOVZXWD   96(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z15
+	MOVQ        120(DX), DI
+	VPMOVZXWD   96(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z0
+	VMOVUPS     256(AX), Z16
+	MOVQ        (DX), DI
+	VPMOVZXWD   128(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z1
+	MOVQ        8(DX), DI
+	VPMOVZXWD   128(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z2
+	MOVQ        16(DX), DI
+	VPMOVZXWD   128(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z3
+	MOVQ        24(DX), DI
+	VPMOVZXWD   128(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z4
+	MOVQ        32(DX), DI
+	VPMOVZXWD   128(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z5
+	MOVQ        40(DX), DI
+	VPMOVZXWD   128(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z6
+	MOVQ        48(DX), DI
+	VPMOVZXWD   128(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z7
+	MOVQ        56(DX), DI
+	VPMOVZXWD   128(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z8
+	MOVQ        64(DX), DI
+	VPMOVZXWD   128(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z9
+	MOVQ        72(DX), DI
+	VPMOVZXWD   128(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z10
+	MOVQ        80(DX), DI
+	VPMOVZXWD   128(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z11
+	MOVQ        88(DX), DI
+	VPMOVZXWD   128(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z12
+	MOVQ        96(DX), DI
+	VPMOVZXWD   128(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z13
+	MOVQ        104(DX), DI
+	VPMOVZXWD   128(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z14
+	MOVQ        112(DX), DI
+	VPMOVZXWD   128(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z15
+	MOVQ        120(DX), DI
+	VPMOVZXWD   128(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z0
+	VMOVUPS     320(AX), Z16
+	MOVQ        (DX), DI
+	VPMOVZXWD   160(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z1
+	MOVQ        8(DX), DI
+	VPMOVZXWD   160(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z2
+	MOVQ        16(DX), DI
+	VPMOVZXWD   160(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z3
+	MOVQ        24(DX), DI
+	VPMOVZXWD   160(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z4
+	MOVQ        32(DX), DI
+	VPMOVZXWD   160(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z5
+	MOVQ        40(DX), DI
+	VPMOVZXWD   160(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z6
+	MOVQ        48(DX), DI
+	VPMOVZXWD   160(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z7
+	MOVQ        56(DX), DI
+	VPMOVZXWD   160(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z8
+	MOVQ        64(DX), DI
+	VPMOVZXWD   160(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z9
+	MOVQ        72(DX), DI
+	VPMOVZXWD   160(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z10
+	MOVQ        80(DX), DI
+	VPMOVZXWD   160(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z11
+	MOVQ        88(DX), DI
+	VPMOVZXWD   160(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z12
+	MOVQ        96(DX), DI
+	VPMOVZXWD   160(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z13
+	MOVQ        104(DX), DI
+	VPMOVZXWD   160(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z14
+	MOVQ        112(DX), DI
+	VPMOVZXWD   160(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z15
+	MOVQ        120(DX), DI
+	VPMOVZXWD   160(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z0
+	VMOVUPS     384(AX), Z16
+	MOVQ        (DX), DI
+	VPMOVZXWD   192(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z1
+	MOVQ        8(DX), DI
+	VPMOVZXWD   192(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z2
+	MOVQ        16(DX), DI
+	VPMOVZXWD   192(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z3
+	MOVQ        24(DX), DI
+	VPMOVZXWD   192(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z4
+	MOVQ        32(DX), DI
+	VPMOVZXWD   192(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z5
+	MOVQ        40(DX), DI
+	VPMOVZXWD   192(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z6
+	MOVQ        48(DX), DI
+	VPMOVZXWD   192(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z7
+	MOVQ        56(DX), DI
+	VPMOVZXWD   192(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z8
+	MOVQ        64(DX), DI
+	VPMOVZXWD   192(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z9
+	MOVQ        72(DX), DI
+	VPMOVZXWD   192(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z10
+	MOVQ        80(DX), DI
+	VPMOVZXWD   192(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z11
+	MOVQ        88(DX), DI
+	VPMOVZXWD   192(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z12
+	MOVQ        96(DX), DI
+	VPMOVZXWD   192(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z13
+	MOVQ        104(DX), DI
+	VPMOVZXWD   192(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z14
+	MOVQ        112(DX), DI
+	VPMOVZXWD   192(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z15
+	MOVQ        120(DX), DI
+	VPMOVZXWD   192(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z0
+	VMOVUPS     448(AX), Z16
+	MOVQ        (DX), DI
+	VPMOVZXWD   224(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z1
+	MOVQ        8(DX), DI
+	VPMOVZXWD   224(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z2
+	MOVQ        16(DX), DI
+	VPMOVZXWD   224(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z3
+	MOVQ        24(DX), DI
+	VPMOVZXWD   224(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z4
+	MOVQ        32(DX), DI
+	VPMOVZXWD   224(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z5
+	MOVQ        40(DX), DI
+	VPMOVZXWD   224(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z6
+	MOVQ        48(DX), DI
+	VPMOVZXWD   224(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z7
+	MOVQ        56(DX), DI
+	VPMOVZXWD   224(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z8
+	MOVQ        64(DX), DI
+	VPMOVZXWD   224(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z9
+	MOVQ        72(DX), DI
+	VPMOVZXWD   224(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z10
+	MOVQ        80(DX), DI
+	VPMOVZXWD   224(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z11
+	MOVQ        88(DX), DI
+	VPMOVZXWD   224(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z12
+	MOVQ        96(DX), DI
+	VPMOVZXWD   224(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z13
+	MOVQ        104(DX), DI
+	VPMOVZXWD   224(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z14
+	MOVQ        112(DX), DI
+	VPMOVZXWD   224(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z15
+	MOVQ        120(DX), DI
+	VPMOVZXWD   224(CX)(DI*1), Z17
+	VPSLLD      $0x10, Z17, Z17
+	VFMADD231PS Z17, Z16, Z0
+	VSHUFPS     $0x44, Z2, Z1, Z16
+	VSHUFPS     $0xee, Z2, Z1, Z1
+	VADDPS      Z1, Z16, Z16
+	VSHUFPS     $0x44, Z4, Z3, Z1
+	VSHUFPS     $0xee, Z4, Z3, Z2
+	VADDPS      Z2, Z1, Z1
+	VSHUFPS     $0x44, Z6, Z5, Z2
+	VSHUFPS     $0xee, Z6, Z5, Z3
+	VADDPS      Z3, Z2, Z2
+	VSHUFPS     $0x44, Z8, Z7, Z3
+	VSHUFPS     $0xee, Z8, Z7, Z4
+	VADDPS      Z4, Z3, Z3
+	VSHUFPS     $0x44, Z10, Z9, Z4
+	VSHUFPS     $0xee, Z10, Z9, Z5
+	VADDPS      Z5, Z4, Z4
+	VSHUFPS     $0x44, Z12, Z11, Z5
+	VSHUFPS     $0xee, Z12, Z11, Z6
+	VADDPS      Z6, Z5, Z5
+	VSHUFPS     $0x44, Z14, Z13, Z6
+	VSHUFPS     $0xee, Z14, Z13, Z7
+	VADDPS      Z7, Z6, Z6
+	VSHUFPS     $0x44, Z0, Z15, Z7
+	VSHUFPS     $0xee, Z0, Z15, Z0
+	VADDPS      Z0, Z7, Z7
+	VSHUFPS     $0x88, Z1, Z16, Z0
+	VSHUFPS     $0xdd, Z1, Z16, Z1
+	VADDPS      Z1, Z0, Z0
+	VSHUFPS     $0x88, Z3, Z2, Z1
+	VSHUFPS     $0xdd, Z3, Z2, Z2
+	VADDPS      Z2, Z1, Z1
+	VSHUFPS     $0x88, Z5, Z4, Z2
+	VSHUFPS     $0xdd, Z5, Z4, Z3
+	VADDPS      Z3, Z2, Z2
+	VSHUFPS     $0x88, Z7, Z6, Z3
+	VSHUFPS     $0xdd, Z7, Z6, Z4
+	VADDPS      Z4, Z3, Z3
+	VSHUFF32X4  $0x88, Z1, Z0, Z4
+	VSHUFF32X4  $0xdd, Z1, Z0, Z0
+	VADDPS      Z0, Z4, Z4
+	VSHUFF32X4  $0x88, Z3, Z2, Z0
+	VSHUFF32X4  $0xdd, Z3, Z2, Z1
+	VADDPS      Z1, Z0, Z0
+	VSHUFF32X4  $0x88, Z0, Z4, Z1
+	VSHUFF32X4  $0xdd, Z0, Z4, Z0
+	VADDPS      Z0, Z1, Z1
+	VMOVUPS     Z1, (BX)
+	ADDQ        $0x40, BX
+	ADDQ        $0x80, DX
+	DECQ        SI
+	JNZ         qk
+
+	// Row maxima, alpha, p and l, each row's value in every lane of its residue.
+	VMOVUPS          (SP), Z0
+	VMOVUPS          64(SP), Z1
+	VMAXPS           128(SP), Z0, Z0
+	VMAXPS           192(SP), Z1, Z1
+	VMAXPS           Z1, Z0, Z0
+	VSHUFF32X4       $0x4e, Z0, Z0, Z1
+	VMAXPS           Z1, Z0, Z0
+	VSHUFF32X4       $0xb1, Z0, Z0, Z1
+	VMAXPS           Z1, Z0, Z0
+	VPERMILPS        $0x4e, Z0, Z1
+	VMAXPS           Z1, Z0, Z0
+	VPERMILPS        $0xb1, Z0, Z1
+	VMAXPS           Z1, Z0, Z0
+	MOVQ             o+32(FP), AX
+	MOVQ             m+40(FP), CX
+	MOVQ             l+48(FP), DX
+	MOVL             $0x00000001, BX
+	KMOVW            BX, K1
+	VBROADCASTSS     (CX), Z1
+	VMAXPS           Z1, Z0, Z0
+	VMOVUPS          Z0, K1, (CX)
+	VCMPPS.BCST      $0x0c, attnconst<>+0(SB), Z0, K2
+	VMOVAPS.Z        Z0, K2, Z0
+	VSUBPS           Z0, Z1, Z1
+	VBROADCASTSS     attnconst<>+96(SB), Z2
+	VCMPPS           $0x15, Z2, Z1, K3
+	VMAXPS           Z1, Z2, Z1
+	VRNDSCALEPS      $0x00, Z1, Z2
+	VSUBPS           Z2, Z1, Z1
+	VBROADCASTSS     attnconst<>+288(SB), Z3
+	VFMADD213PS.BCST attnconst<>+256(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+224(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+192(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+160(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+128(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+32(SB), Z1, Z3
+	VSCALEFPS.Z      Z2, Z3, K3, Z1
+	KNOTW            K2, K2
+	VBROADCASTSS     attnconst<>+32(SB), K2, Z1
+	VMOVUPS          Z1, 256(SP)
+	VMOVUPS          (SP), Z2
+	VSUBPS           Z0, Z2, Z2
+	VBROADCASTSS     attnconst<>+96(SB), Z3
+	VCMPPS           $0x15, Z3, Z2, K2
+	VMAXPS           Z2, Z3, Z2
+	VRNDSCALEPS      $0x00, Z2, Z3
+	VSUBPS           Z3, Z2, Z2
+	VBROADCASTSS     attnconst<>+288(SB), Z4
+	VFMADD213PS.BCST attnconst<>+256(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+224(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+192(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+160(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+128(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+32(SB), Z2, Z4
+	VSCALEFPS.Z      Z3, Z4, K2, Z2
+	VMOVUPS          Z2, (SP)
+	VMOVUPS          64(SP), Z3
+	VSUBPS           Z0, Z3, Z3
+	VBROADCASTSS     attnconst<>+96(SB), Z4
+	VCMPPS           $0x15, Z4, Z3, K2
+	VMAXPS           Z3, Z4, Z3
+	VRNDSCALEPS      $0x00, Z3, Z4
+	VSUBPS           Z4, Z3, Z3
+	VBROADCASTSS     attnconst<>+288(SB), Z5
+	VFMADD213PS.BCST attnconst<>+256(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+224(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+192(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+160(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+128(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+32(SB), Z3, Z5
+	VSCALEFPS.Z      Z4, Z5, K2, Z3
+	VMOVUPS          Z3, 64(SP)
+	VMOVUPS          128(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 128(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          192(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z0
+	VCMPPS           $0x15, Z0, Z4, K2
+	VMAXPS           Z4, Z0, Z4
+	VRNDSCALEPS      $0x00, Z4, Z0
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z5
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z5
+	VSCALEFPS.Z      Z0, Z5, K2, Z4
+	VMOVUPS          Z4, 192(SP)
+	VADDPS           Z4, Z3, Z3
+	VADDPS           Z3, Z2, Z2
+	VSHUFF32X4       $0x4e, Z2, Z2, Z0
+	VADDPS           Z0, Z2, Z2
+	VSHUFF32X4       $0xb1, Z2, Z2, Z0
+	VADDPS           Z0, Z2, Z2
+	VPERMILPS        $0x4e, Z2, Z0
+	VADDPS           Z0, Z2, Z2
+	VPERMILPS        $0xb1, Z2, Z0
+	VADDPS           Z0, Z2, Z2
+	VBROADCASTSS     (DX), Z0
+	VFMADD231PS      Z0, Z1, Z2
+	VMOVUPS          Z2, K1, (DX)
+
+	// o = alpha*o.
+	VBROADCASTSS 256(SP), Z0
+	VMULPS       (AX), Z0, Z1
+	VMOVUPS      Z1, (AX)
+	VMULPS       64(AX), Z0, Z1
+	VMOVUPS      Z1, 64(AX)
+	VMULPS       128(AX), Z0, Z1
+	VMOVUPS      Z1, 128(AX)
+	VMULPS       192(AX), Z0, Z1
+	VMOVUPS      Z1, 192(AX)
+	VMULPS       256(AX), Z0, Z1
+	VMOVUPS      Z1, 256(AX)
+	VMULPS       320(AX), Z0, Z1
+	VMOVUPS      Z1, 320(AX)
+	VMULPS       384(AX), Z0, Z1
+	VMOVUPS      Z1, 384(AX)
+	VMULPS       448(AX), Z0, Z0
+	VMOVUPS      Z0, 448(AX)
+
+	// o += P V, in groups of rows, each over the whole tile.
+	MOVQ    v+16(FP), CX
+	MOVQ    off+24(FP), DX
+	LEAQ    (SP), BX
+	MOVQ    $0x00000010, SI
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS 192(AX), Z3
+	VMOVUPS 256(AX), Z4
+	VMOVUPS 320(AX), Z5
+	VMOVUPS 384(AX), Z6
+	VMOVUPS 448(AX), Z7
+
+pv0:
+	MOVQ         (DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS (BX), Z8
+	VPMOVZXWD    (DI), Z9
+	VPSLLD       $0x10, Z9, Z9
+	VFMADD231PS  Z9, Z8, Z0
+	VPMOVZXWD    32(DI), Z9
+	VPSLLD       $0x10, Z9, Z9
+	VFMADD231PS  Z9, Z8, Z1
+	VPMOVZXWD    64(DI), Z9
+	VPSLLD       $0x10, Z9, Z9
+	VFMADD231PS  Z9, Z8, Z2
+	VPMOVZXWD    96(DI), Z9
+	VPSLLD       $0x10, Z9, Z9
+	VFMADD231PS  Z9, Z8, Z3
+	VPMOVZXWD    128(DI), Z9
+	VPSLLD       $0x10, Z9, Z9
+	VFMADD231PS  Z9, Z8, Z4
+	VPMOVZXWD    160(DI), Z9
+	VPSLLD       $0x10, Z9, Z9
+	VFMADD231PS  Z9, Z8, Z5
+	VPMOVZXWD    192(DI), Z9
+	VPSLLD       $0x10, Z9, Z9
+	VFMADD231PS  Z9, Z8, Z6
+	VPMOVZXWD    224(DI), Z9
+	VPSLLD       $0x10, Z9, Z9
+	VFMADD231PS  Z9, Z8, Z7
+	MOVQ         8(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 4(BX), Z8
+	VPMOVZXWD    (DI), Z9
+	VPSLLD       $0x10, Z9, Z9
+	VFMADD231PS  Z9, Z8, Z0
+	VPMOVZXWD    32(DI), Z9
+	VPSLLD       $0x10, Z9, Z9
+	VFMADD231PS  Z9, Z8, Z1
+	VPMOVZXWD    64(DI), Z9
+	VPSLLD       $0x10, Z9, Z9
+	VFMADD231PS  Z9, Z8, Z2
+	VPMOVZXWD    96(DI), Z9
+	VPSLLD       $0x10, Z9, Z9
+	VFMADD231PS  Z9, Z8, Z3
+	VPMOVZXWD    128(DI), Z9
+	VPSLLD       $0x10, Z9, Z9
+	VFMADD231PS  Z9, Z8, Z4
+	VPMOVZXWD    160(DI), Z9
+	VPSLLD       $0x10, Z9, Z9
+	VFMADD231PS  Z9, Z8, Z5
+	VPMOVZXWD    192(DI), Z9
+	VPSLLD       $0x10, Z9, Z9
+	VFMADD231PS  Z9, Z8, Z6
+	VPMOVZXWD    224(DI), Z9
+	VPSLLD       $0x10, Z9, Z9
+	VFMADD231PS  Z9, Z8, Z7
+	MOVQ         16(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 8(BX), Z8
+	VPMOVZXWD    (DI), Z9
+	VPSLLD       $0x10, Z9, Z9
+	VFMADD231PS  Z9, Z8, Z0
+	VPMOVZXWD    32(DI), Z9
+	VPSLLD       $0x10, Z9, Z9
+	VFMADD231PS  Z9, Z8, Z1
+	VPMOVZXWD    64(DI), Z9
+	VPSLLD       $0x10, Z9, Z9
+	VFMADD231PS  Z9, Z8, Z2
+	VPMOVZXWD    96(DI), Z9
+	VPSLLD       $0x10, Z9, Z9
+	VFMADD231PS  Z9, Z8, Z3
+	VPMOVZXWD    128(DI), Z9
+	VPSLLD       $0x10, Z9, Z9
+	VFMADD231PS  Z9, Z8, Z4
+	VPMOVZXWD    160(DI), Z9
+	VPSLLD       $0x10, Z9, Z9
+	VFMADD231PS  Z9, Z8, Z5
+	VPMOVZXWD    192(DI), Z9
+	VPSLLD       $0x10, Z9, Z9
+	VFMADD231PS  Z9, Z8, Z6
+	VPMOVZXWD    224(DI), Z9
+	VPSLLD       $0x10, Z9, Z9
+	VFMADD231PS  Z9, Z8, Z7
+	MOVQ         24(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 12(BX), Z8
+	VPMOVZXWD    (DI), Z9
+	VPSLLD       $0x10, Z9, Z9
+	VFMADD231PS  Z9, Z8, Z0
+	VPMOVZXWD    32(DI), Z9
+	VPSLLD       $0x10, Z9, Z9
+	VFMADD231PS  Z9, Z8, Z1
+	VPMOVZXWD    64(DI), Z9
+	VPSLLD       $0x10, Z9, Z9
+	VFMADD231PS  Z9, Z8, Z2
+	VPMOVZXWD    96(DI), Z9
+	VPSLLD       $0x10, Z9, Z9
+	VFMADD231PS  Z9, Z8, Z3
+	VPMOVZXWD    128(DI), Z9
+	VPSLLD       $0x10, Z9, Z9
+	VFMADD231PS  Z9, Z8, Z4
+	VPMOVZXWD    160(DI), Z9
+	VPSLLD       $0x10, Z9, Z9
+	VFMADD231PS  Z9, Z8, Z5
+	VPMOVZXWD    192(DI), Z9
+	VPSLLD       $0x10, Z9, Z9
+	VFMADD231PS  Z9, Z8, Z6
+	VPMOVZXWD    224(DI), Z9
+	VPSLLD       $0x10, Z9, Z9
+	VFMADD231PS  Z9, Z8, Z7
+	ADDQ         $0x00000010, BX
+	ADDQ         $0x20, DX
+	DECQ         SI
+	JNZ          pv0
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, 192(AX)
+	VMOVUPS      Z4, 256(AX)
+	VMOVUPS      Z5, 320(AX)
+	VMOVUPS      Z6, 384(AX)
+	VMOVUPS      Z7, 448(AX)
+	VZEROUPPER
+	RET
+
+// func decodeAVX512BF16D128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+// Requires: AVX, AVX512F
+TEXT ·decodeAVX512BF16D128R2(SB), $576-56
+	// Scores: vector i holds keys i*keys .. i*keys+keys-1 by rows.
+	MOVQ q+0(FP), AX
+	MOVQ k+8(FP), CX
+	MOVQ off+24(FP), DX
+	LEAQ (SP), BX
+	MOVQ $0x00000008, SI
+
+qk:
+	MOVQ        (DX), DI
+	ADDQ        CX, DI
+	MOVQ        8(DX), R8
+	ADDQ        CX, R8
+	MOVQ        16(DX), R9
+	ADDQ        CX, R9
+	MOVQ        24(DX), R10
+	ADDQ        CX, R10
+	MOVQ        32(DX), R11
+	ADDQ        CX, R11
+	MOVQ        40(DX), R12
+	ADDQ        CX, R12
+	MOVQ        48(DX), R13
+	ADDQ        CX, R13
+	MOVQ        56(DX), R14
+	ADDQ        CX, R14
+	VMOVUPS     (AX), Z0
+	VMOVUPS     512(AX), Z1
+	VPMOVZXWD   (DI), Z2
+	VPSLLD      $0x10, Z2, Z2
+	VMULPS      Z2, Z0, Z3
+	VMULPS      Z2, Z1, Z2
+	VPMOVZXWD   (R8), Z4
+	VPSLLD      $0x10, Z4, Z4
+	VMULPS      Z4, Z0, Z5
+	VMULPS      Z4, Z1, Z4
+	VPMOVZXWD   (R9), Z6
+	VPSLLD      $0x10, Z6, Z6
+	VMULPS      Z6, Z0, Z7
+	VMULPS      Z6, Z1, Z6
+	VPMOVZXWD   (R10), Z8
+	VPSLLD      $0x10, Z8, Z8
+	VMULPS      Z8, Z0, Z9
+	VMULPS      Z8, Z1, Z8
+	VPMOVZXWD   (R11), Z10
+	VPSLLD      $0x10, Z10, Z10
+	VMULPS      Z10, Z0, Z11
+	VMULPS      Z10, Z1, Z10
+	VPMOVZXWD   (R12), Z12
+	VPSLLD      $0x10, Z12, Z12
+	VMULPS      Z12, Z0, Z13
+	VMULPS      Z12, Z1, Z12
+	VPMOVZXWD   (R13), Z14
+	VPSLLD      $0x10, Z14, Z14
+	VMULPS      Z14, Z0, Z15
+	VMULPS      Z14, Z1, Z14
+	VPMOVZXWD   (R14), Z16
+	VPSLLD      $0x10, Z16, Z16
+	VMULPS      Z16, Z0, Z0
+	VMULPS      Z16, Z1, Z1
+	VMOVUPS     64(AX), Z16
+	VMOVUPS     576(AX), Z17
+	VPMOVZXWD   32(DI), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z3
+	VFMADD231PS Z18, Z17, Z2
+	VPMOVZXWD   32(R8), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z5
+	VFMADD231PS Z18, Z17, Z4
+	VPMOVZXWD   32(R9), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z7
+	VFMADD231PS Z18, Z17, Z6
+	VPMOVZXWD   32(R10), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z9
+	VFMADD231PS Z18, Z17, Z8
+	VPMOVZXWD   32(R11), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z11
+	VFMADD231PS Z18, Z17, Z10
+	VPMOVZXWD   32(R12), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z13
+	VFMADD231PS Z18, Z17, Z12
+	VPMOVZXWD   32(R13), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z15
+	VFMADD231PS Z18, Z17, Z14
+	VPMOVZXWD   32(R14), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z0
+	VFMADD231PS Z18, Z17, Z1
+	VMOVUPS     128(AX), Z16
+	VMOVUPS     640(AX), Z17
+	VPMOVZXWD   64(DI), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z3
+	VFMADD231PS Z18, Z17, Z2
+	VPMOVZXWD   64(R8), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z5
+	VFMADD231PS Z18, Z17, Z4
+	VPMOVZXWD   64(R9), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z7
+	VFMADD231PS Z18, Z17, Z6
+	VPMOVZXWD   64(R10), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z9
+	VFMADD231PS Z18, Z17, Z8
+	VPMOVZXWD   64(R11), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z11
+	VFMADD231PS Z18, Z17, Z10
+	VPMOVZXWD   64(R12), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z13
+	VFMADD231PS Z18, Z17, Z12
+	VPMOVZXWD   64(R13), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z15
+	VFMADD231PS Z18, Z17, Z14
+	VPMOVZXWD   64(R14), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z0
+	VFMADD231PS Z18, Z17, Z1
+	VMOVUPS     192(AX), Z16
+	VMOVUPS     704(AX), Z17
+	VPMOVZXWD   96(DI), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z3
+	VFMADD231PS Z18, Z17, Z2
+	VPMOVZXWD   96(R8), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z5
+	VFMADD231PS Z18, Z17, Z4
+	VPMOVZXWD   96(R9), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z7
+	VFMADD231PS Z18, Z17, Z6
+	VPMOVZXWD   96(R10), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z9
+	VFMADD231PS Z18, Z17, Z8
+	VPMOVZXWD   96(R11), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z11
+	VFMADD231PS Z18, Z17, Z10
+	VPMOVZXWD   96(R12), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z13
+	VFMADD231PS Z18, Z17, Z12
+	VPMOVZXWD   96(R13), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z15
+	VFMADD231PS Z18, Z17, Z14
+	VPMOVZXWD   96(R14), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z0
+	VFMADD231PS Z18, Z17, Z1
+	VMOVUPS     256(AX), Z16
+	VMOVUPS     768(AX), Z17
+	VPMOVZXWD   128(DI), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z3
+	VFMADD231PS Z18, Z17, Z2
+	VPMOVZXWD   128(R8), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z5
+	VFMADD231PS Z18, Z17, Z4
+	VPMOVZXWD   128(R9), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z7
+	VFMADD231PS Z18, Z17, Z6
+	VPMOVZXWD   128(R10), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z9
+	VFMADD231PS Z18, Z17, Z8
+	VPMOVZXWD   128(R11), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z11
+	VFMADD231PS Z18, Z17, Z10
+	VPMOVZXWD   128(R12), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z13
+	VFMADD231PS Z18, Z17, Z12
+	VPMOVZXWD   128(R13), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z15
+	VFMADD231PS Z18, Z17, Z14
+	VPMOVZXWD   128(R14), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z0
+	VFMADD231PS Z18, Z17, Z1
+	VMOVUPS     320(AX), Z16
+	VMOVUPS     832(AX), Z17
+	VPMOVZXWD   160(DI), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z3
+	VFMADD231PS Z18, Z17, Z2
+	VPMOVZXWD   160(R8), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z5
+	VFMADD231PS Z18, Z17, Z4
+	VPMOVZXWD   160(R9), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z7
+	VFMADD231PS Z18, Z17, Z6
+	VPMOVZXWD   160(R10), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z9
+	VFMADD231PS Z18, Z17, Z8
+	VPMOVZXWD   160(R11), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z11
+	VFMADD231PS Z18, Z17, Z10
+	VPMOVZXWD   160(R12), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z13
+	VFMADD231PS Z18, Z17, Z12
+	VPMOVZXWD   160(R13), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z15
+	VFMADD231PS Z18, Z17, Z14
+	VPMOVZXWD   160(R14), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z0
+	VFMADD231PS Z18, Z17, Z1
+	VMOVUPS     384(AX), Z16
+	VMOVUPS     896(AX), Z17
+	VPMOVZXWD   192(DI), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z3
+	VFMADD231PS Z18, Z17, Z2
+	VPMOVZXWD   192(R8), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z5
+	VFMADD231PS Z18, Z17, Z4
+	VPMOVZXWD   192(R9), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z7
+	VFMADD231PS Z18, Z17, Z6
+	VPMOVZXWD   192(R10), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z9
+	VFMADD231PS Z18, Z17, Z8
+	VPMOVZXWD   192(R11), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z11
+	VFMADD231PS Z18, Z17, Z10
+	VPMOVZXWD   192(R12), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z13
+	VFMADD231PS Z18, Z17, Z12
+	VPMOVZXWD   192(R13), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z15
+	VFMADD231PS Z18, Z17, Z14
+	VPMOVZXWD   192(R14), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z0
+	VFMADD231PS Z18, Z17, Z1
+	VMOVUPS     448(AX), Z16
+	VMOVUPS     960(AX), Z17
+	VPMOVZXWD   224(DI), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z3
+	VFMADD231PS Z18, Z17, Z2
+	VPMOVZXWD   224(R8), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z5
+	VFMADD231PS Z18, Z17, Z4
+	VPMOVZXWD   224(R9), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z7
+	VFMADD231PS Z18, Z17, Z6
+	VPMOVZXWD   224(R10), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z9
+	VFMADD231PS Z18, Z17, Z8
+	VPMOVZXWD   224(R11), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z11
+	VFMADD231PS Z18, Z17, Z10
+	VPMOVZXWD   224(R12), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z13
+	VFMADD231PS Z18, Z17, Z12
+	VPMOVZXWD   224(R13), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z15
+	VFMADD231PS Z18, Z17, Z14
+	VPMOVZXWD   224(R14), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VFMADD231PS Z18, Z16, Z0
+	VFMADD231PS Z18, Z17, Z1
+	VSHUFPS     $0x44, Z2, Z3, Z16
+	VSHUFPS     $0xee, Z2, Z3, Z2
+	VADDPS      Z2, Z16, Z16
+	VSHUFPS     $0x44, Z4, Z5, Z2
+	VSHUFPS     $0xee, Z4, Z5, Z3
+	VADDPS      Z3, Z2, Z2
+	VSHUFPS     $0x44, Z6, Z7, Z3
+	VSHUFPS     $0xee, Z6, Z7, Z4
+	VADDPS      Z4, Z3, Z3
+	VSHUFPS     $0x44, Z8, Z9, Z4
+	VSHUFPS     $0xee, Z8, Z9, Z5
+	VADDPS      Z5, Z4, Z4
+	VSHUFPS     $0x44, Z10, Z11, Z5
+	VSHUFPS     $0xee, Z10, Z11, Z6
+	VADDPS      Z6, Z5, Z5
+	VSHUFPS     $0x44, Z12, Z13, Z6
+	VSHUFPS     $0xee, Z12, Z13, Z7
+	VADDPS      Z7, Z6, Z6
+	VSHUFPS     $0x44, Z14, Z15, Z7
+	VSHUFPS     $0xee, Z14, Z15, Z8
+	VADDPS      Z8, Z7, Z7
+	VSHUFPS     $0x44, Z1, Z0, Z8
+	VSHUFPS     $0xee, Z1, Z0, Z0
+	VADDPS      Z0, Z8, Z8
+	VSHUFPS     $0x88, Z2, Z16, Z0
+	VSHUFPS     $0xdd, Z2, Z16, Z1
+	VADDPS      Z1, Z0, Z0
+	VSHUFPS     $0x88, Z4, Z3, Z1
+	VSHUFPS     $0xdd, Z4, Z3, Z2
+	VADDPS      Z2, Z1, Z1
+	VSHUFPS     $0x88, Z6, Z5, Z2
+	VSHUFPS     $0xdd, Z6, Z5, Z3
+	VADDPS      Z3, Z2, Z2
+	VSHUFPS     $0x88, Z8, Z7, Z3
+	VSHUFPS     $0xdd, Z8, Z7, Z4
+	VADDPS      Z4, Z3, Z3
+	VSHUFF32X4  $0x88, Z1, Z0, Z4
+	VSHUFF32X4  $0xdd, Z1, Z0, Z0
+	VADDPS      Z0, Z4, Z4
+	VSHUFF32X4  $0x88, Z3, Z2, Z0
+	VSHUFF32X4  $0xdd, Z3, Z2, Z1
+	VADDPS      Z1, Z0, Z0
+	VSHUFF32X4  $0x88, Z0, Z4, Z1
+	VSHUFF32X4  $0xdd, Z0, Z4, Z0
+	VADDPS      Z0, Z1, Z1
+	VMOVUPS     Z1, (BX)
+	ADDQ        $0x40, BX
+	ADDQ        $0x40, DX
+	DECQ        SI
+	JNZ         qk
+
+	// Row maxima, alpha, p and l, each row's value in every lane of its residue.
+	VMOVUPS          (SP), Z0
+	VMOVUPS          64(SP), Z1
+	VMAXPS           128(SP), Z0, Z0
+	VMAXPS           192(SP), Z1, Z1
+	VMAXPS           256(SP), Z0, Z0
+	VMAXPS           320(SP), Z1, Z1
+	VMAXPS           384(SP), Z0, Z0
+	VMAXPS           448(SP), Z1, Z1
+	VMAXPS           Z1, Z0, Z0
+	VSHUFF32X4       $0x4e, Z0, Z0, Z1
+	VMAXPS           Z1, Z0, Z0
+	VSHUFF32X4       $0xb1, Z0, Z0, Z1
+	VMAXPS           Z1, Z0, Z0
+	VPERMILPS        $0x4e, Z0, Z1
+	VMAXPS           Z1, Z0, Z0
+	MOVQ             o+32(FP), AX
+	MOVQ             m+40(FP), CX
+	MOVQ             l+48(FP), DX
+	MOVL             $0x00000003, BX
+	KMOVW            BX, K1
+	VPBROADCASTQ     (CX), Z1
+	VMAXPS           Z1, Z0, Z0
+	VMOVUPS          Z0, K1, (CX)
+	VCMPPS.BCST      $0x0c, attnconst<>+0(SB), Z0, K2
+	VMOVAPS.Z        Z0, K2, Z0
+	VSUBPS           Z0, Z1, Z1
+	VBROADCASTSS     attnconst<>+96(SB), Z2
+	VCMPPS           $0x15, Z2, Z1, K3
+	VMAXPS           Z1, Z2, Z1
+	VRNDSCALEPS      $0x00, Z1, Z2
+	VSUBPS           Z2, Z1, Z1
+	VBROADCASTSS     attnconst<>+288(SB), Z3
+	VFMADD213PS.BCST attnconst<>+256(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+224(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+192(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+160(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+128(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+32(SB), Z1, Z3
+	VSCALEFPS.Z      Z2, Z3, K3, Z1
+	KNOTW            K2, K2
+	VBROADCASTSS     attnconst<>+32(SB), K2, Z1
+	VMOVUPS          Z1, 512(SP)
+	VMOVUPS          (SP), Z2
+	VSUBPS           Z0, Z2, Z2
+	VBROADCASTSS     attnconst<>+96(SB), Z3
+	VCMPPS           $0x15, Z3, Z2, K2
+	VMAXPS           Z2, Z3, Z2
+	VRNDSCALEPS      $0x00, Z2, Z3
+	VSUBPS           Z3, Z2, Z2
+	VBROADCASTSS     attnconst<>+288(SB), Z4
+	VFMADD213PS.BCST attnconst<>+256(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+224(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+192(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+160(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+128(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+32(SB), Z2, Z4
+	VSCALEFPS.Z      Z3, Z4, K2, Z2
+	VMOVUPS          Z2, (SP)
+	VMOVUPS          64(SP), Z3
+	VSUBPS           Z0, Z3, Z3
+	VBROADCASTSS     attnconst<>+96(SB), Z4
+	VCMPPS           $0x15, Z4, Z3, K2
+	VMAXPS           Z3, Z4, Z3
+	VRNDSCALEPS      $0x00, Z3, Z4
+	VSUBPS           Z4, Z3, Z3
+	VBROADCASTSS     attnconst<>+288(SB), Z5
+	VFMADD213PS.BCST attnconst<>+256(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+224(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+192(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+160(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+128(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+32(SB), Z3, Z5
+	VSCALEFPS.Z      Z4, Z5, K2, Z3
+	VMOVUPS          Z3, 64(SP)
+	VMOVUPS          128(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 128(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          192(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 192(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          256(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 256(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          320(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 320(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          384(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 384(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          448(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z0
+	VCMPPS           $0x15, Z0, Z4, K2
+	VMAXPS           Z4, Z0, Z4
+	VRNDSCALEPS      $0x00, Z4, Z0
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z5
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z5
+	VSCALEFPS.Z      Z0, Z5, K2, Z4
+	VMOVUPS          Z4, 448(SP)
+	VADDPS           Z4, Z3, Z3
+	VADDPS           Z3, Z2, Z2
+	VSHUFF32X4       $0x4e, Z2, Z2, Z0
+	VADDPS           Z0, Z2, Z2
+	VSHUFF32X4       $0xb1, Z2, Z2, Z0
+	VADDPS           Z0, Z2, Z2
+	VPERMILPS        $0x4e, Z2, Z0
+	VADDPS           Z0, Z2, Z2
+	VPBROADCASTQ     (DX), Z0
+	VFMADD231PS      Z0, Z1, Z2
+	VMOVUPS          Z2, K1, (DX)
+
+	// o = alpha*o.
+	VBROADCASTSS 512(SP), Z0
+	VMULPS       (AX), Z0, Z1
+	VMOVUPS      Z1, (AX)
+	VMULPS       64(AX), Z0, Z1
+	VMOVUPS      Z1, 64(AX)
+	VMULPS       128(AX), Z0, Z1
+	VMOVUPS      Z1, 128(AX)
+	VMULPS       192(AX), Z0, Z1
+	VMOVUPS      Z1, 192(AX)
+	VMULPS       256(AX), Z0, Z1
+	VMOVUPS      Z1, 256(AX)
+	VMULPS       320(AX), Z0, Z1
+	VMOVUPS      Z1, 320(AX)
+	VMULPS       384(AX), Z0, Z1
+	VMOVUPS      Z1, 384(AX)
+	VMULPS       448(AX), Z0, Z0
+	VMOVUPS      Z0, 448(AX)
+	VBROADCASTSS 516(SP), Z0
+	VMULPS       512(AX), Z0, Z1
+	VMOVUPS      Z1, 512(AX)
+	VMULPS       576(AX), Z0, Z1
+	VMOVUPS      Z1, 576(AX)
+	VMULPS       640(AX), Z0, Z1
+	VMOVUPS      Z1, 640(AX)
+	VMULPS       704(AX), Z0, Z1
+	VMOVUPS      Z1, 704(AX)
+	VMULPS       768(AX), Z0, Z1
+	VMOVUPS      Z1, 768(AX)
+	VMULPS       832(AX), Z0, Z1
+	VMOVUPS      Z1, 832(AX)
+	VMULPS       896(AX), Z0, Z1
+	VMOVUPS      Z1, 896(AX)
+	VMULPS       960(AX), Z0, Z0
+	VMOVUPS      Z0, 960(AX)
+
+	// o += P V, in groups of rows, each over the whole tile.
+	MOVQ    v+16(FP), CX
+	MOVQ    off+24(FP), DX
+	LEAQ    (SP), BX
+	MOVQ    $0x00000010, SI
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS 192(AX), Z3
+	VMOVUPS 256(AX), Z4
+	VMOVUPS 320(AX), Z5
+	VMOVUPS 384(AX), Z6
+	VMOVUPS 448(AX), Z7
+	VMOVUPS 512(AX), Z8
+	VMOVUPS 576(AX), Z9
+	VMOVUPS 640(AX), Z10
+	VMOVUPS 704(AX), Z11
+	VMOVUPS 768(AX), Z12
+	VMOVUPS 832(AX), Z13
+	VMOVUPS 896(AX), Z14
+	VMOVUPS 960(AX), Z15
+
+pv0:
+	MOVQ         (DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS (BX), Z16
+	VBROADCASTSS 4(BX), Z17
+	VPMOVZXWD    (DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VPMOVZXWD    32(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VPMOVZXWD    64(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VPMOVZXWD    96(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VPMOVZXWD    128(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VPMOVZXWD    160(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VPMOVZXWD    192(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VPMOVZXWD    224(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	MOVQ         8(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 8(BX), Z16
+	VBROADCASTSS 12(BX), Z17
+	VPMOVZXWD    (DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VPMOVZXWD    32(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VPMOVZXWD    64(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VPMOVZXWD    96(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VPMOVZXWD    128(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VPMOVZXWD    160(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VPMOVZXWD    192(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VPMOVZXWD    224(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	MOVQ         16(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 16(BX), Z16
+	VBROADCASTSS 20(BX), Z17
+	VPMOVZXWD    (DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VPMOVZXWD    32(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VPMOVZXWD    64(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VPMOVZXWD    96(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VPMOVZXWD    128(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VPMOVZXWD    160(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VPMOVZXWD    192(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VPMOVZXWD    224(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	MOVQ         24(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 24(BX), Z16
+	VBROADCASTSS 28(BX), Z17
+	VPMOVZXWD    (DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VPMOVZXWD    32(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VPMOVZXWD    64(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VPMOVZXWD    96(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VPMOVZXWD    128(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VPMOVZXWD    160(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VPMOVZXWD    192(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VPMOVZXWD    224(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	ADDQ         $0x00000020, BX
+	ADDQ         $0x20, DX
+	DECQ         SI
+	JNZ          pv0
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, 192(AX)
+	VMOVUPS      Z4, 256(AX)
+	VMOVUPS      Z5, 320(AX)
+	VMOVUPS      Z6, 384(AX)
+	VMOVUPS      Z7, 448(AX)
+	VMOVUPS      Z8, 512(AX)
+	VMOVUPS      Z9, 576(AX)
+	VMOVUPS      Z10, 640(AX)
+	VMOVUPS      Z11, 704(AX)
+	VMOVUPS      Z12, 768(AX)
+	VMOVUPS      Z13, 832(AX)
+	VMOVUPS      Z14, 896(AX)
+	VMOVUPS      Z15, 960(AX)
+	VZEROUPPER
+	RET
+
+// func decodeAVX512BF16D128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+// Requires: AVX, AVX512F
+TEXT ·decodeAVX512BF16D128R4(SB), $1088-56
+	// Scores: vector i holds keys i*keys .. i*keys+keys-1 by rows.
+	MOVQ q+0(FP), AX
+	MOVQ k+8(FP), CX
+	MOVQ off+24(FP), DX
+	LEAQ (SP), BX
+	MOVQ $0x00000010, SI
+
+qk:
+	MOVQ        (DX), DI
+	ADDQ        CX, DI
+	MOVQ        8(DX), R8
+	ADDQ        CX, R8
+	MOVQ        16(DX), R9
+	ADDQ        CX, R9
+	MOVQ        24(DX), R10
+	ADDQ        CX, R10
+	VMOVUPS     (AX), Z0
+	VMOVUPS     512(AX), Z1
+	VMOVUPS     1024(AX), Z2
+	VMOVUPS     1536(AX), Z3
+	VPMOVZXWD   (DI), Z4
+	VPSLLD      $0x10, Z4, Z4
+	VMULPS      Z4, Z0, Z5
+	VMULPS      Z4, Z1, Z6
+	VMULPS      Z4, Z2, Z7
+	VMULPS      Z4, Z3, Z4
+	VPMOVZXWD   (R8), Z8
+	VPSLLD      $0x10, Z8, Z8
+	VMULPS      Z8, Z0, Z9
+	VMULPS      Z8, Z1, Z10
+	VMULPS      Z8, Z2, Z11
+	VMULPS      Z8, Z3, Z8
+	VPMOVZXWD   (R9), Z12
+	VPSLLD      $0x10, Z12, Z12
+	VMULPS      Z12, Z0, Z13
+	VMULPS      Z12, Z1, Z14
+	VMULPS      Z12, Z2, Z15
+	VMULPS      Z12, Z3, Z12
+	VPMOVZXWD   (R10), Z16
+	VPSLLD      $0x10, Z16, Z16
+	VMULPS      Z16, Z0, Z0
+	VMULPS      Z16, Z1, Z1
+	VMULPS      Z16, Z2, Z2
+	VMULPS      Z16, Z3, Z3
+	VMOVUPS     64(AX), Z16
+	VMOVUPS     576(AX), Z17
+	VMOVUPS     1088(AX), Z18
+	VMOVUPS     1600(AX), Z19
+	VPMOVZXWD   32(DI), Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z5
+	VFMADD231PS Z20, Z17, Z6
+	VFMADD231PS Z20, Z18, Z7
+	VFMADD231PS Z20, Z19, Z4
+	VPMOVZXWD   32(R8), Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z9
+	VFMADD231PS Z20, Z17, Z10
+	VFMADD231PS Z20, Z18, Z11
+	VFMADD231PS Z20, Z19, Z8
+	VPMOVZXWD   32(R9), Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z13
+	VFMADD231PS Z20, Z17, Z14
+	VFMADD231PS Z20, Z18, Z15
+	VFMADD231PS Z20, Z19, Z12
+	VPMOVZXWD   32(R10), Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z0
+	VFMADD231PS Z20, Z17, Z1
+	VFMADD231PS Z20, Z18, Z2
+	VFMADD231PS Z20, Z19, Z3
+	VMOVUPS     128(AX), Z16
+	VMOVUPS     640(AX), Z17
+	VMOVUPS     1152(AX), Z18
+	VMOVUPS     1664(AX), Z19
+	VPMOVZXWD   64(DI), Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z5
+	VFMADD231PS Z20, Z17, Z6
+	VFMADD231PS Z20, Z18, Z7
+	VFMADD231PS Z20, Z19, Z4
+	VPMOVZXWD   64(R8), Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z9
+	VFMADD231PS Z20, Z17, Z10
+	VFMADD231PS Z20, Z18, Z11
+	VFMADD231PS Z20, Z19, Z8
+	VPMOVZXWD   64(R9), Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z13
+	VFMADD231PS Z20, Z17, Z14
+	VFMADD231PS Z20, Z18, Z15
+	VFMADD231PS Z20, Z19, Z12
+	VPMOVZXWD   64(R10), Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z0
+	VFMADD231PS Z20, Z17, Z1
+	VFMADD231PS Z20, Z18, Z2
+	VFMADD231PS Z20, Z19, Z3
+	VMOVUPS     192(AX), Z16
+	VMOVUPS     704(AX), Z17
+	VMOVUPS     1216(AX), Z18
+	VMOVUPS     1728(AX), Z19
+	VPMOVZXWD   96(DI), Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z5
+	VFMADD231PS Z20, Z17, Z6
+	VFMADD231PS Z20, Z18, Z7
+	VFMADD231PS Z20, Z19, Z4
+	VPMOVZXWD   96(R8), Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z9
+	VFMADD231PS Z20, Z17, Z10
+	VFMADD231PS Z20, Z18, Z11
+	VFMADD231PS Z20, Z19, Z8
+	VPMOVZXWD   96(R9), Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z13
+	VFMADD231PS Z20, Z17, Z14
+	VFMADD231PS Z20, Z18, Z15
+	VFMADD231PS Z20, Z19, Z12
+	VPMOVZXWD   96(R10), Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z0
+	VFMADD231PS Z20, Z17, Z1
+	VFMADD231PS Z20, Z18, Z2
+	VFMADD231PS Z20, Z19, Z3
+	VMOVUPS     256(AX), Z16
+	VMOVUPS     768(AX), Z17
+	VMOVUPS     1280(AX), Z18
+	VMOVUPS     1792(AX), Z19
+	VPMOVZXWD   128(DI), Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z5
+	VFMADD231PS Z20, Z17, Z6
+	VFMADD231PS Z20, Z18, Z7
+	VFMADD231PS Z20, Z19, Z4
+	VPMOVZXWD   128(R8), Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z9
+	VFMADD231PS Z20, Z17, Z10
+	VFMADD231PS Z20, Z18, Z11
+	VFMADD231PS Z20, Z19, Z8
+	VPMOVZXWD   128(R9), Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z13
+	VFMADD231PS Z20, Z17, Z14
+	VFMADD231PS Z20, Z18, Z15
+	VFMADD231PS Z20, Z19, Z12
+	VPMOVZXWD   128(R10), Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z0
+	VFMADD231PS Z20, Z17, Z1
+	VFMADD231PS Z20, Z18, Z2
+	VFMADD231PS Z20, Z19, Z3
+	VMOVUPS     320(AX), Z16
+	VMOVUPS     832(AX), Z17
+	VMOVUPS     1344(AX), Z18
+	VMOVUPS     1856(AX), Z19
+	VPMOVZXWD   160(DI), Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z5
+	VFMADD231PS Z20, Z17, Z6
+	VFMADD231PS Z20, Z18, Z7
+	VFMADD231PS Z20, Z19, Z4
+	VPMOVZXWD   160(R8), Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z9
+	VFMADD231PS Z20, Z17, Z10
+	VFMADD231PS Z20, Z18, Z11
+	VFMADD231PS Z20, Z19, Z8
+	VPMOVZXWD   160(R9), Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z13
+	VFMADD231PS Z20, Z17, Z14
+	VFMADD231PS Z20, Z18, Z15
+	VFMADD231PS Z20, Z19, Z12
+	VPMOVZXWD   160(R10), Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z0
+	VFMADD231PS Z20, Z17, Z1
+	VFMADD231PS Z20, Z18, Z2
+	VFMADD231PS Z20, Z19, Z3
+	VMOVUPS     384(AX), Z16
+	VMOVUPS     896(AX), Z17
+	VMOVUPS     1408(AX), Z18
+	VMOVUPS     1920(AX), Z19
+	VPMOVZXWD   192(DI), Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z5
+	VFMADD231PS Z20, Z17, Z6
+	VFMADD231PS Z20, Z18, Z7
+	VFMADD231PS Z20, Z19, Z4
+	VPMOVZXWD   192(R8), Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z9
+	VFMADD231PS Z20, Z17, Z10
+	VFMADD231PS Z20, Z18, Z11
+	VFMADD231PS Z20, Z19, Z8
+	VPMOVZXWD   192(R9), Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z13
+	VFMADD231PS Z20, Z17, Z14
+	VFMADD231PS Z20, Z18, Z15
+	VFMADD231PS Z20, Z19, Z12
+	VPMOVZXWD   192(R10), Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z0
+	VFMADD231PS Z20, Z17, Z1
+	VFMADD231PS Z20, Z18, Z2
+	VFMADD231PS Z20, Z19, Z3
+	VMOVUPS     448(AX), Z16
+	VMOVUPS     960(AX), Z17
+	VMOVUPS     1472(AX), Z18
+	VMOVUPS     1984(AX), Z19
+	VPMOVZXWD   224(DI), Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z5
+	VFMADD231PS Z20, Z17, Z6
+	VFMADD231PS Z20, Z18, Z7
+	VFMADD231PS Z20, Z19, Z4
+	VPMOVZXWD   224(R8), Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z9
+	VFMADD231PS Z20, Z17, Z10
+	VFMADD231PS Z20, Z18, Z11
+	VFMADD231PS Z20, Z19, Z8
+	VPMOVZXWD   224(R9), Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z13
+	VFMADD231PS Z20, Z17, Z14
+	VFMADD231PS Z20, Z18, Z15
+	VFMADD231PS Z20, Z19, Z12
+	VPMOVZXWD   224(R10), Z20
+	VPSLLD      $0x10, Z20, Z20
+	VFMADD231PS Z20, Z16, Z0
+	VFMADD231PS Z20, Z17, Z1
+	VFMADD231PS Z20, Z18, Z2
+	VFMADD231PS Z20, Z19, Z3
+	VSHUFPS     $0x44, Z6, Z5, Z16
+	VSHUFPS     $0xee, Z6, Z5, Z5
+	VADDPS      Z5, Z16, Z16
+	VSHUFPS     $0x44, Z4, Z7, Z5
+	VSHUFPS     $0xee, Z4, Z7, Z4
+	VADDPS      Z4, Z5, Z5
+	VSHUFPS     $0x44, Z10, Z9, Z4
+	VSHUFPS     $0xee, Z10, Z9, Z6
+	VADDPS      Z6, Z4, Z4
+	VSHUFPS     $0x44, Z8, Z11, Z6
+	VSHUFPS     $0xee, Z8, Z11, Z7
+	VADDPS      Z7, Z6, Z6
+	VSHUFPS     $0x44, Z14, Z13, Z7
+	VSHUFPS     $0xee, Z14, Z13, Z8
+	VADDPS      Z8, Z7, Z7
+	VSHUFPS     $0x44, Z12, Z15, Z8
+	VSHUFPS     $0xee, Z12, Z15, Z9
+	VADDPS      Z9, Z8, Z8
+	VSHUFPS     $0x44, Z1, Z0, Z9
+	VSHUFPS     $0xee, Z1, Z0, Z0
+	VADDPS      Z0, Z9, Z9
+	VSHUFPS     $0x44, Z3, Z2, Z0
+	VSHUFPS     $0xee, Z3, Z2, Z1
+	VADDPS      Z1, Z0, Z0
+	VSHUFPS     $0x88, Z5, Z16, Z1
+	VSHUFPS     $0xdd, Z5, Z16, Z2
+	VADDPS      Z2, Z1, Z1
+	VSHUFPS     $0x88, Z6, Z4, Z2
+	VSHUFPS     $0xdd, Z6, Z4, Z3
+	VADDPS      Z3, Z2, Z2
+	VSHUFPS     $0x88, Z8, Z7, Z3
+	VSHUFPS     $0xdd, Z8, Z7, Z4
+	VADDPS      Z4, Z3, Z3
+	VSHUFPS     $0x88, Z0, Z9, Z4
+	VSHUFPS     $0xdd, Z0, Z9, Z0
+	VADDPS      Z0, Z4, Z4
+	VSHUFF32X4  $0x88, Z2, Z1, Z0
+	VSHUFF32X4  $0xdd, Z2, Z1, Z1
+	VADDPS      Z1, Z0, Z0
+	VSHUFF32X4  $0x88, Z4, Z3, Z1
+	VSHUFF32X4  $0xdd, Z4, Z3, Z2
+	VADDPS      Z2, Z1, Z1
+	VSHUFF32X4  $0x88, Z1, Z0, Z2
+	VSHUFF32X4  $0xdd, Z1, Z0, Z0
+	VADDPS      Z0, Z2, Z2
+	VMOVUPS     Z2, (BX)
+	ADDQ        $0x40, BX
+	ADDQ        $0x20, DX
+	DECQ        SI
+	JNZ         qk
+
+	// Row maxima, alpha, p and l, each row's value in every lane of its residue.
+	VMOVUPS          (SP), Z0
+	VMOVUPS          64(SP), Z1
+	VMAXPS           128(SP), Z0, Z0
+	VMAXPS           192(SP), Z1, Z1
+	VMAXPS           256(SP), Z0, Z0
+	VMAXPS           320(SP), Z1, Z1
+	VMAXPS           384(SP), Z0, Z0
+	VMAXPS           448(SP), Z1, Z1
+	VMAXPS           512(SP), Z0, Z0
+	VMAXPS           576(SP), Z1, Z1
+	VMAXPS           640(SP), Z0, Z0
+	VMAXPS           704(SP), Z1, Z1
+	VMAXPS           768(SP), Z0, Z0
+	VMAXPS           832(SP), Z1, Z1
+	VMAXPS           896(SP), Z0, Z0
+	VMAXPS           960(SP), Z1, Z1
+	VMAXPS           Z1, Z0, Z0
+	VSHUFF32X4       $0x4e, Z0, Z0, Z1
+	VMAXPS           Z1, Z0, Z0
+	VSHUFF32X4       $0xb1, Z0, Z0, Z1
+	VMAXPS           Z1, Z0, Z0
+	MOVQ             o+32(FP), AX
+	MOVQ             m+40(FP), CX
+	MOVQ             l+48(FP), DX
+	MOVL             $0x0000000f, BX
+	KMOVW            BX, K1
+	VBROADCASTF32X4  (CX), Z1
+	VMAXPS           Z1, Z0, Z0
+	VMOVUPS          Z0, K1, (CX)
+	VCMPPS.BCST      $0x0c, attnconst<>+0(SB), Z0, K2
+	VMOVAPS.Z        Z0, K2, Z0
+	VSUBPS           Z0, Z1, Z1
+	VBROADCASTSS     attnconst<>+96(SB), Z2
+	VCMPPS           $0x15, Z2, Z1, K3
+	VMAXPS           Z1, Z2, Z1
+	VRNDSCALEPS      $0x00, Z1, Z2
+	VSUBPS           Z2, Z1, Z1
+	VBROADCASTSS     attnconst<>+288(SB), Z3
+	VFMADD213PS.BCST attnconst<>+256(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+224(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+192(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+160(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+128(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+32(SB), Z1, Z3
+	VSCALEFPS.Z      Z2, Z3, K3, Z1
+	KNOTW            K2, K2
+	VBROADCASTSS     attnconst<>+32(SB), K2, Z1
+	VMOVUPS          Z1, 1024(SP)
+	VMOVUPS          (SP), Z2
+	VSUBPS           Z0, Z2, Z2
+	VBROADCASTSS     attnconst<>+96(SB), Z3
+	VCMPPS           $0x15, Z3, Z2, K2
+	VMAXPS           Z2, Z3, Z2
+	VRNDSCALEPS      $0x00, Z2, Z3
+	VSUBPS           Z3, Z2, Z2
+	VBROADCASTSS     attnconst<>+288(SB), Z4
+	VFMADD213PS.BCST attnconst<>+256(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+224(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+192(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+160(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+128(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+32(SB), Z2, Z4
+	VSCALEFPS.Z      Z3, Z4, K2, Z2
+	VMOVUPS          Z2, (SP)
+	VMOVUPS          64(SP), Z3
+	VSUBPS           Z0, Z3, Z3
+	VBROADCASTSS     attnconst<>+96(SB), Z4
+	VCMPPS           $0x15, Z4, Z3, K2
+	VMAXPS           Z3, Z4, Z3
+	VRNDSCALEPS      $0x00, Z3, Z4
+	VSUBPS           Z4, Z3, Z3
+	VBROADCASTSS     attnconst<>+288(SB), Z5
+	VFMADD213PS.BCST attnconst<>+256(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+224(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+192(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+160(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+128(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+32(SB), Z3, Z5
+	VSCALEFPS.Z      Z4, Z5, K2, Z3
+	VMOVUPS          Z3, 64(SP)
+	VMOVUPS          128(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 128(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          192(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 192(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          256(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 256(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          320(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 320(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          384(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 384(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          448(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 448(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          512(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 512(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          576(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 576(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          640(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 640(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          704(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 704(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          768(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 768(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          832(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 832(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          896(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 896(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          960(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z0
+	VCMPPS           $0x15, Z0, Z4, K2
+	VMAXPS           Z4, Z0, Z4
+	VRNDSCALEPS      $0x00, Z4, Z0
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z5
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z5
+	VSCALEFPS.Z      Z0, Z5, K2, Z4
+	VMOVUPS          Z4, 960(SP)
+	VADDPS           Z4, Z3, Z3
+	VADDPS           Z3, Z2, Z2
+	VSHUFF32X4       $0x4e, Z2, Z2, Z0
+	VADDPS           Z0, Z2, Z2
+	VSHUFF32X4       $0xb1, Z2, Z2, Z0
+	VADDPS           Z0, Z2, Z2
+	VBROADCASTF32X4  (DX), Z0
+	VFMADD231PS      Z0, Z1, Z2
+	VMOVUPS          Z2, K1, (DX)
+
+	// o = alpha*o.
+	VBROADCASTSS 1024(SP), Z0
+	VMULPS       (AX), Z0, Z1
+	VMOVUPS      Z1, (AX)
+	VMULPS       64(AX), Z0, Z1
+	VMOVUPS      Z1, 64(AX)
+	VMULPS       128(AX), Z0, Z1
+	VMOVUPS      Z1, 128(AX)
+	VMULPS       192(AX), Z0, Z1
+	VMOVUPS      Z1, 192(AX)
+	VMULPS       256(AX), Z0, Z1
+	VMOVUPS      Z1, 256(AX)
+	VMULPS       320(AX), Z0, Z1
+	VMOVUPS      Z1, 320(AX)
+	VMULPS       384(AX), Z0, Z1
+	VMOVUPS      Z1, 384(AX)
+	VMULPS       448(AX), Z0, Z0
+	VMOVUPS      Z0, 448(AX)
+	VBROADCASTSS 1028(SP), Z0
+	VMULPS       512(AX), Z0, Z1
+	VMOVUPS      Z1, 512(AX)
+	VMULPS       576(AX), Z0, Z1
+	VMOVUPS      Z1, 576(AX)
+	VMULPS       640(AX), Z0, Z1
+	VMOVUPS      Z1, 640(AX)
+	VMULPS       704(AX), Z0, Z1
+	VMOVUPS      Z1, 704(AX)
+	VMULPS       768(AX), Z0, Z1
+	VMOVUPS      Z1, 768(AX)
+	VMULPS       832(AX), Z0, Z1
+	VMOVUPS      Z1, 832(AX)
+	VMULPS       896(AX), Z0, Z1
+	VMOVUPS      Z1, 896(AX)
+	VMULPS       960(AX), Z0, Z0
+	VMOVUPS      Z0, 960(AX)
+	VBROADCASTSS 1032(SP), Z0
+	VMULPS       1024(AX), Z0, Z1
+	VMOVUPS      Z1, 1024(AX)
+	VMULPS       1088(AX), Z0, Z1
+	VMOVUPS      Z1, 1088(AX)
+	VMULPS       1152(AX), Z0, Z1
+	VMOVUPS      Z1, 1152(AX)
+	VMULPS       1216(AX), Z0, Z1
+	VMOVUPS      Z1, 1216(AX)
+	VMULPS       1280(AX), Z0, Z1
+	VMOVUPS      Z1, 1280(AX)
+	VMULPS       1344(AX), Z0, Z1
+	VMOVUPS      Z1, 1344(AX)
+	VMULPS       1408(AX), Z0, Z1
+	VMOVUPS      Z1, 1408(AX)
+	VMULPS       1472(AX), Z0, Z0
+	VMOVUPS      Z0, 1472(AX)
+	VBROADCASTSS 1036(SP), Z0
+	VMULPS       1536(AX), Z0, Z1
+	VMOVUPS      Z1, 1536(AX)
+	VMULPS       1600(AX), Z0, Z1
+	VMOVUPS      Z1, 1600(AX)
+	VMULPS       1664(AX), Z0, Z1
+	VMOVUPS      Z1, 1664(AX)
+	VMULPS       1728(AX), Z0, Z1
+	VMOVUPS      Z1, 1728(AX)
+	VMULPS       1792(AX), Z0, Z1
+	VMOVUPS      Z1, 1792(AX)
+	VMULPS       1856(AX), Z0, Z1
+	VMOVUPS      Z1, 1856(AX)
+	VMULPS       1920(AX), Z0, Z1
+	VMOVUPS      Z1, 1920(AX)
+	VMULPS       1984(AX), Z0, Z0
+	VMOVUPS      Z0, 1984(AX)
+
+	// o += P V, in groups of rows, each over the whole tile.
+	MOVQ    v+16(FP), CX
+	MOVQ    off+24(FP), DX
+	LEAQ    (SP), BX
+	MOVQ    $0x00000010, SI
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS 192(AX), Z3
+	VMOVUPS 256(AX), Z4
+	VMOVUPS 320(AX), Z5
+	VMOVUPS 384(AX), Z6
+	VMOVUPS 448(AX), Z7
+	VMOVUPS 512(AX), Z8
+	VMOVUPS 576(AX), Z9
+	VMOVUPS 640(AX), Z10
+	VMOVUPS 704(AX), Z11
+	VMOVUPS 768(AX), Z12
+	VMOVUPS 832(AX), Z13
+	VMOVUPS 896(AX), Z14
+	VMOVUPS 960(AX), Z15
+
+pv0:
+	MOVQ         (DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS (BX), Z16
+	VBROADCASTSS 4(BX), Z17
+	VPMOVZXWD    (DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VPMOVZXWD    32(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VPMOVZXWD    64(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VPMOVZXWD    96(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VPMOVZXWD    128(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VPMOVZXWD    160(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VPMOVZXWD    192(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VPMOVZXWD    224(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	MOVQ         8(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 16(BX), Z16
+	VBROADCASTSS 20(BX), Z17
+	VPMOVZXWD    (DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VPMOVZXWD    32(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VPMOVZXWD    64(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VPMOVZXWD    96(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VPMOVZXWD    128(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VPMOVZXWD    160(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VPMOVZXWD    192(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VPMOVZXWD    224(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	MOVQ         16(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 32(BX), Z16
+	VBROADCASTSS 36(BX), Z17
+	VPMOVZXWD    (DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VPMOVZXWD    32(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VPMOVZXWD    64(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VPMOVZXWD    96(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VPMOVZXWD    128(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VPMOVZXWD    160(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VPMOVZXWD    192(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VPMOVZXWD    224(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	MOVQ         24(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 48(BX), Z16
+	VBROADCASTSS 52(BX), Z17
+	VPMOVZXWD    (DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VPMOVZXWD    32(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VPMOVZXWD    64(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VPMOVZXWD    96(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VPMOVZXWD    128(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VPMOVZXWD    160(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VPMOVZXWD    192(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VPMOVZXWD    224(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	ADDQ         $0x00000040, BX
+	ADDQ         $0x20, DX
+	DECQ         SI
+	JNZ          pv0
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, 192(AX)
+	VMOVUPS      Z4, 256(AX)
+	VMOVUPS      Z5, 320(AX)
+	VMOVUPS      Z6, 384(AX)
+	VMOVUPS      Z7, 448(AX)
+	VMOVUPS      Z8, 512(AX)
+	VMOVUPS      Z9, 576(AX)
+	VMOVUPS      Z10, 640(AX)
+	VMOVUPS      Z11, 704(AX)
+	VMOVUPS      Z12, 768(AX)
+	VMOVUPS      Z13, 832(AX)
+	VMOVUPS      Z14, 896(AX)
+	VMOVUPS      Z15, 960(AX)
+	MOVQ         v+16(FP), CX
+	MOVQ         off+24(FP), DX
+	LEAQ         (SP), BX
+	MOVQ         $0x00000010, SI
+	VMOVUPS      1024(AX), Z0
+	VMOVUPS      1088(AX), Z1
+	VMOVUPS      1152(AX), Z2
+	VMOVUPS      1216(AX), Z3
+	VMOVUPS      1280(AX), Z4
+	VMOVUPS      1344(AX), Z5
+	VMOVUPS      1408(AX), Z6
+	VMOVUPS      1472(AX), Z7
+	VMOVUPS      1536(AX), Z8
+	VMOVUPS      1600(AX), Z9
+	VMOVUPS      1664(AX), Z10
+	VMOVUPS      1728(AX), Z11
+	VMOVUPS      1792(AX), Z12
+	VMOVUPS      1856(AX), Z13
+	VMOVUPS      1920(AX), Z14
+	VMOVUPS      1984(AX), Z15
+
+pv2:
+	MOVQ         (DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 8(BX), Z16
+	VBROADCASTSS 12(BX), Z17
+	VPMOVZXWD    (DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VPMOVZXWD    32(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VPMOVZXWD    64(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VPMOVZXWD    96(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VPMOVZXWD    128(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VPMOVZXWD    160(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VPMOVZXWD    192(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VPMOVZXWD    224(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	MOVQ         8(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 24(BX), Z16
+	VBROADCASTSS 28(BX), Z17
+	VPMOVZXWD    (DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VPMOVZXWD    32(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VPMOVZXWD    64(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VPMOVZXWD    96(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VPMOVZXWD    128(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VPMOVZXWD    160(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VPMOVZXWD    192(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VPMOVZXWD    224(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	MOVQ         16(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 40(BX), Z16
+	VBROADCASTSS 44(BX), Z17
+	VPMOVZXWD    (DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VPMOVZXWD    32(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VPMOVZXWD    64(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VPMOVZXWD    96(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VPMOVZXWD    128(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VPMOVZXWD    160(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VPMOVZXWD    192(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VPMOVZXWD    224(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	MOVQ         24(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 56(BX), Z16
+	VBROADCASTSS 60(BX), Z17
+	VPMOVZXWD    (DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VPMOVZXWD    32(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VPMOVZXWD    64(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VPMOVZXWD    96(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VPMOVZXWD    128(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VPMOVZXWD    160(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VPMOVZXWD    192(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VPMOVZXWD    224(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	ADDQ         $0x00000040, BX
+	ADDQ         $0x20, DX
+	DECQ         SI
+	JNZ          pv2
+	VMOVUPS      Z0, 1024(AX)
+	VMOVUPS      Z1, 1088(AX)
+	VMOVUPS      Z2, 1152(AX)
+	VMOVUPS      Z3, 1216(AX)
+	VMOVUPS      Z4, 1280(AX)
+	VMOVUPS      Z5, 1344(AX)
+	VMOVUPS      Z6, 1408(AX)
+	VMOVUPS      Z7, 1472(AX)
+	VMOVUPS      Z8, 1536(AX)
+	VMOVUPS      Z9, 1600(AX)
+	VMOVUPS      Z10, 1664(AX)
+	VMOVUPS      Z11, 1728(AX)
+	VMOVUPS      Z12, 1792(AX)
+	VMOVUPS      Z13, 1856(AX)
+	VMOVUPS      Z14, 1920(AX)
+	VMOVUPS      Z15, 1984(AX)
+	VZEROUPPER
+	RET
+
+// func decodeAVX512BF16D128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+// Requires: AVX, AVX512F
+TEXT ·decodeAVX512BF16D128R8(SB), $2112-56
+	// Scores: vector i holds keys i*keys .. i*keys+keys-1 by rows.
+	MOVQ q+0(FP), AX
+	MOVQ k+8(FP), CX
+	MOVQ off+24(FP), DX
+	LEAQ (SP), BX
+	MOVQ $0x00000020, SI
+
+qk:
+	MOVQ        (DX), DI
+	ADDQ        CX, DI
+	MOVQ        8(DX), R8
+	ADDQ        CX, R8
+	VMOVUPS     (AX), Z0
+	VMOVUPS     512(AX), Z1
+	VMOVUPS     1024(AX), Z2
+	VMOVUPS     1536(AX), Z3
+	VMOVUPS     2048(AX), Z4
+	VMOVUPS     2560(AX), Z5
+	VMOVUPS     3072(AX), Z6
+	VMOVUPS     3584(AX), Z7
+	VPMOVZXWD   (DI), Z8
+	VPSLLD      $0x10, Z8, Z8
+	VMULPS      Z8, Z0, Z9
+	VMULPS      Z8, Z1, Z10
+	VMULPS      Z8, Z2, Z11
+	VMULPS      Z8, Z3, Z12
+	VMULPS      Z8, Z4, Z13
+	VMULPS      Z8, Z5, Z14
+	VMULPS      Z8, Z6, Z15
+	VMULPS      Z8, Z7, Z8
+	VPMOVZXWD   (R8), Z18
+	VPSLLD      $0x10, Z18, Z18
+	VMULPS      Z18, Z0, Z0
+	VMULPS      Z18, Z1, Z1
+	VMULPS      Z18, Z2, Z2
+	VMULPS      Z18, Z3, Z3
+	VMULPS      Z18, Z4, Z4
+	VMULPS      Z18, Z5, Z5
+	VMULPS      Z18, Z6, Z6
+	VMULPS      Z18, Z7, Z7
+	VMOVUPS     64(AX), Z18
+	VMOVUPS     576(AX), Z19
+	VMOVUPS     1088(AX), Z20
+	VMOVUPS     1600(AX), Z21
+	VMOVUPS     2112(AX), Z22
+	VMOVUPS     2624(AX), Z23
+	VMOVUPS     3136(AX), Z24
+	VMOVUPS     3648(AX), Z25
+	VPMOVZXWD   32(DI), Z26
+	VPSLLD      $0x10, Z26, Z26
+	VFMADD231PS Z26, Z18, Z9
+	VFMADD231PS Z26, Z19, Z10
+	VFMADD231PS Z26, Z20, Z11
+	VFMADD231PS Z26, Z21, Z12
+	VFMADD231PS Z26, Z22, Z13
+	VFMADD231PS Z26, Z23, Z14
+	VFMADD231PS Z26, Z24, Z15
+	VFMADD231PS Z26, Z25, Z8
+	VPMOVZXWD   32(R8), Z26
+	VPSLLD      $0x10, Z26, Z26
+	VFMADD231PS Z26, Z18, Z0
+	VFMADD231PS Z26, Z19, Z1
+	VFMADD231PS Z26, Z20, Z2
+	VFMADD231PS Z26, Z21, Z3
+	VFMADD231PS Z26, Z22, Z4
+	VFMADD231PS Z26, Z23, Z5
+	VFMADD231PS Z26, Z24, Z6
+	VFMADD231PS Z26, Z25, Z7
+	VMOVUPS     128(AX), Z18
+	VMOVUPS     640(AX), Z19
+	VMOVUPS     1152(AX), Z20
+	VMOVUPS     1664(AX), Z21
+	VMOVUPS     2176(AX), Z22
+	VMOVUPS     2688(AX), Z23
+	VMOVUPS     3200(AX), Z24
+	VMOVUPS     3712(AX), Z25
+	VPMOVZXWD   64(DI), Z26
+	VPSLLD      $0x10, Z26, Z26
+	VFMADD231PS Z26, Z18, Z9
+	VFMADD231PS Z26, Z19, Z10
+	VFMADD231PS Z26, Z20, Z11
+	VFMADD231PS Z26, Z21, Z12
+	VFMADD231PS Z26, Z22, Z13
+	VFMADD231PS Z26, Z23, Z14
+	VFMADD231PS Z26, Z24, Z15
+	VFMADD231PS Z26, Z25, Z8
+	VPMOVZXWD   64(R8), Z26
+	VPSLLD      $0x10, Z26, Z26
+	VFMADD231PS Z26, Z18, Z0
+	VFMADD231PS Z26, Z19, Z1
+	VFMADD231PS Z26, Z20, Z2
+	VFMADD231PS Z26, Z21, Z3
+	VFMADD231PS Z26, Z22, Z4
+	VFMADD231PS Z26, Z23, Z5
+	VFMADD231PS Z26, Z24, Z6
+	VFMADD231PS Z26, Z25, Z7
+	VMOVUPS     192(AX), Z18
+	VMOVUPS     704(AX), Z19
+	VMOVUPS     1216(AX), Z20
+	VMOVUPS     1728(AX), Z21
+	VMOVUPS     2240(AX), Z22
+	VMOVUPS     2752(AX), Z23
+	VMOVUPS     3264(AX), Z24
+	VMOVUPS     3776(AX), Z25
+	VPMOVZXWD   96(DI), Z26
+	VPSLLD      $0x10, Z26, Z26
+	VFMADD231PS Z26, Z18, Z9
+	VFMADD231PS Z26, Z19, Z10
+	VFMADD231PS Z26, Z20, Z11
+	VFMADD231PS Z26, Z21, Z12
+	VFMADD231PS Z26, Z22, Z13
+	VFMADD231PS Z26, Z23, Z14
+	VFMADD231PS Z26, Z24, Z15
+	VFMADD231PS Z26, Z25, Z8
+	VPMOVZXWD   96(R8), Z26
+	VPSLLD      $0x10, Z26, Z26
+	VFMADD231PS Z26, Z18, Z0
+	VFMADD231PS Z26, Z19, Z1
+	VFMADD231PS Z26, Z20, Z2
+	VFMADD231PS Z26, Z21, Z3
+	VFMADD231PS Z26, Z22, Z4
+	VFMADD231PS Z26, Z23, Z5
+	VFMADD231PS Z26, Z24, Z6
+	VFMADD231PS Z26, Z25, Z7
+	VMOVUPS     256(AX), Z18
+	VMOVUPS     768(AX), Z19
+	VMOVUPS     1280(AX), Z20
+	VMOVUPS     1792(AX), Z21
+	VMOVUPS     2304(AX), Z22
+	VMOVUPS     2816(AX), Z23
+	VMOVUPS     3328(AX), Z24
+	VMOVUPS     3840(AX), Z25
+	VPMOVZXWD   128(DI), Z26
+	VPSLLD      $0x10, Z26, Z26
+	VFMADD231PS Z26, Z18, Z9
+	VFMADD231PS Z26, Z19, Z10
+	VFMADD231PS Z26, Z20, Z11
+	VFMADD231PS Z26, Z21, Z12
+	VFMADD231PS Z26, Z22, Z13
+	VFMADD231PS Z26, Z23, Z14
+	VFMADD231PS Z26, Z24, Z15
+	VFMADD231PS Z26, Z25, Z8
+	VPMOVZXWD   128(R8), Z26
+	VPSLLD      $0x10, Z26, Z26
+	VFMADD231PS Z26, Z18, Z0
+	VFMADD231PS Z26, Z19, Z1
+	VFMADD231PS Z26, Z20, Z2
+	VFMADD231PS Z26, Z21, Z3
+	VFMADD231PS Z26, Z22, Z4
+	VFMADD231PS Z26, Z23, Z5
+	VFMADD231PS Z26, Z24, Z6
+	VFMADD231PS Z26, Z25, Z7
+	VMOVUPS     320(AX), Z18
+	VMOVUPS     832(AX), Z19
+	VMOVUPS     1344(AX), Z20
+	VMOVUPS     1856(AX), Z21
+	VMOVUPS     2368(AX), Z22
+	VMOVUPS     2880(AX), Z23
+	VMOVUPS     3392(AX), Z24
+	VMOVUPS     3904(AX), Z25
+	VPMOVZXWD   160(DI), Z26
+	VPSLLD      $0x10, Z26, Z26
+	VFMADD231PS Z26, Z18, Z9
+	VFMADD231PS Z26, Z19, Z10
+	VFMADD231PS Z26, Z20, Z11
+	VFMADD231PS Z26, Z21, Z12
+	VFMADD231PS Z26, Z22, Z13
+	VFMADD231PS Z26, Z23, Z14
+	VFMADD231PS Z26, Z24, Z15
+	VFMADD231PS Z26, Z25, Z8
+	VPMOVZXWD   160(R8), Z26
+	VPSLLD      $0x10, Z26, Z26
+	VFMADD231PS Z26, Z18, Z0
+	VFMADD231PS Z26, Z19, Z1
+	VFMADD231PS Z26, Z20, Z2
+	VFMADD231PS Z26, Z21, Z3
+	VFMADD231PS Z26, Z22, Z4
+	VFMADD231PS Z26, Z23, Z5
+	VFMADD231PS Z26, Z24, Z6
+	VFMADD231PS Z26, Z25, Z7
+	VMOVUPS     384(AX), Z18
+	VMOVUPS     896(AX), Z19
+	VMOVUPS     1408(AX), Z20
+	VMOVUPS     1920(AX), Z21
+	VMOVUPS     2432(AX), Z22
+	VMOVUPS     2944(AX), Z23
+	VMOVUPS     3456(AX), Z24
+	VMOVUPS     3968(AX), Z25
+	VPMOVZXWD   192(DI), Z26
+	VPSLLD      $0x10, Z26, Z26
+	VFMADD231PS Z26, Z18, Z9
+	VFMADD231PS Z26, Z19, Z10
+	VFMADD231PS Z26, Z20, Z11
+	VFMADD231PS Z26, Z21, Z12
+	VFMADD231PS Z26, Z22, Z13
+	VFMADD231PS Z26, Z23, Z14
+	VFMADD231PS Z26, Z24, Z15
+	VFMADD231PS Z26, Z25, Z8
+	VPMOVZXWD   192(R8), Z26
+	VPSLLD      $0x10, Z26, Z26
+	VFMADD231PS Z26, Z18, Z0
+	VFMADD231PS Z26, Z19, Z1
+	VFMADD231PS Z26, Z20, Z2
+	VFMADD231PS Z26, Z21, Z3
+	VFMADD231PS Z26, Z22, Z4
+	VFMADD231PS Z26, Z23, Z5
+	VFMADD231PS Z26, Z24, Z6
+	VFMADD231PS Z26, Z25, Z7
+	VMOVUPS     448(AX), Z18
+	VMOVUPS     960(AX), Z19
+	VMOVUPS     1472(AX), Z20
+	VMOVUPS     1984(AX), Z21
+	VMOVUPS     2496(AX), Z22
+	VMOVUPS     3008(AX), Z23
+	VMOVUPS     3520(AX), Z24
+	VMOVUPS     4032(AX), Z25
+	VPMOVZXWD   224(DI), Z26
+	VPSLLD      $0x10, Z26, Z26
+	VFMADD231PS Z26, Z18, Z9
+	VFMADD231PS Z26, Z19, Z10
+	VFMADD231PS Z26, Z20, Z11
+	VFMADD231PS Z26, Z21, Z12
+	VFMADD231PS Z26, Z22, Z13
+	VFMADD231PS Z26, Z23, Z14
+	VFMADD231PS Z26, Z24, Z15
+	VFMADD231PS Z26, Z25, Z8
+	VPMOVZXWD   224(R8), Z26
+	VPSLLD      $0x10, Z26, Z26
+	VFMADD231PS Z26, Z18, Z0
+	VFMADD231PS Z26, Z19, Z1
+	VFMADD231PS Z26, Z20, Z2
+	VFMADD231PS Z26, Z21, Z3
+	VFMADD231PS Z26, Z22, Z4
+	VFMADD231PS Z26, Z23, Z5
+	VFMADD231PS Z26, Z24, Z6
+	VFMADD231PS Z26, Z25, Z7
+	VSHUFPS     $0x44, Z10, Z9, Z18
+	VSHUFPS     $0xee, Z10, Z9, Z9
+	VADDPS      Z9, Z18, Z18
+	VSHUFPS     $0x44, Z12, Z11, Z9
+	VSHUFPS     $0xee, Z12, Z11, Z10
+	VADDPS      Z10, Z9, Z9
+	VSHUFPS     $0x44, Z14, Z13, Z10
+	VSHUFPS     $0xee, Z14, Z13, Z11
+	VADDPS      Z11, Z10, Z10
+	VSHUFPS     $0x44, Z8, Z15, Z11
+	VSHUFPS     $0xee, Z8, Z15, Z8
+	VADDPS      Z8, Z11, Z11
+	VSHUFPS     $0x44, Z1, Z0, Z8
+	VSHUFPS     $0xee, Z1, Z0, Z0
+	VADDPS      Z0, Z8, Z8
+	VSHUFPS     $0x44, Z3, Z2, Z0
+	VSHUFPS     $0xee, Z3, Z2, Z1
+	VADDPS      Z1, Z0, Z0
+	VSHUFPS     $0x44, Z5, Z4, Z1
+	VSHUFPS     $0xee, Z5, Z4, Z2
+	VADDPS      Z2, Z1, Z1
+	VSHUFPS     $0x44, Z7, Z6, Z2
+	VSHUFPS     $0xee, Z7, Z6, Z3
+	VADDPS      Z3, Z2, Z2
+	VSHUFPS     $0x88, Z9, Z18, Z3
+	VSHUFPS     $0xdd, Z9, Z18, Z4
+	VADDPS      Z4, Z3, Z3
+	VSHUFPS     $0x88, Z11, Z10, Z4
+	VSHUFPS     $0xdd, Z11, Z10, Z5
+	VADDPS      Z5, Z4, Z4
+	VSHUFPS     $0x88, Z0, Z8, Z5
+	VSHUFPS     $0xdd, Z0, Z8, Z0
+	VADDPS      Z0, Z5, Z5
+	VSHUFPS     $0x88, Z2, Z1, Z0
+	VSHUFPS     $0xdd, Z2, Z1, Z1
+	VADDPS      Z1, Z0, Z0
+	VSHUFF32X4  $0x88, Z4, Z3, Z1
+	VSHUFF32X4  $0xdd, Z4, Z3, Z2
+	VADDPS      Z2, Z1, Z1
+	VSHUFF32X4  $0x88, Z0, Z5, Z2
+	VSHUFF32X4  $0xdd, Z0, Z5, Z0
+	VADDPS      Z0, Z2, Z2
+	VSHUFF32X4  $0x88, Z2, Z1, Z0
+	VSHUFF32X4  $0xdd, Z2, Z1, Z1
+	VADDPS      Z1, Z0, Z0
+	VMOVUPS     Z0, (BX)
+	ADDQ        $0x40, BX
+	ADDQ        $0x10, DX
+	DECQ        SI
+	JNZ         qk
+
+	// Row maxima, alpha, p and l, each row's value in every lane of its residue.
+	VMOVUPS          (SP), Z0
+	VMOVUPS          64(SP), Z1
+	VMAXPS           128(SP), Z0, Z0
+	VMAXPS           192(SP), Z1, Z1
+	VMAXPS           256(SP), Z0, Z0
+	VMAXPS           320(SP), Z1, Z1
+	VMAXPS           384(SP), Z0, Z0
+	VMAXPS           448(SP), Z1, Z1
+	VMAXPS           512(SP), Z0, Z0
+	VMAXPS           576(SP), Z1, Z1
+	VMAXPS           640(SP), Z0, Z0
+	VMAXPS           704(SP), Z1, Z1
+	VMAXPS           768(SP), Z0, Z0
+	VMAXPS           832(SP), Z1, Z1
+	VMAXPS           896(SP), Z0, Z0
+	VMAXPS           960(SP), Z1, Z1
+	VMAXPS           1024(SP), Z0, Z0
+	VMAXPS           1088(SP), Z1, Z1
+	VMAXPS           1152(SP), Z0, Z0
+	VMAXPS           1216(SP), Z1, Z1
+	VMAXPS           1280(SP), Z0, Z0
+	VMAXPS           1344(SP), Z1, Z1
+	VMAXPS           1408(SP), Z0, Z0
+	VMAXPS           1472(SP), Z1, Z1
+	VMAXPS           1536(SP), Z0, Z0
+	VMAXPS           1600(SP), Z1, Z1
+	VMAXPS           1664(SP), Z0, Z0
+	VMAXPS           1728(SP), Z1, Z1
+	VMAXPS           1792(SP), Z0, Z0
+	VMAXPS           1856(SP), Z1, Z1
+	VMAXPS           1920(SP), Z0, Z0
+	VMAXPS           1984(SP), Z1, Z1
+	VMAXPS           Z1, Z0, Z0
+	VSHUFF32X4       $0x4e, Z0, Z0, Z1
+	VMAXPS           Z1, Z0, Z0
+	MOVQ             o+32(FP), AX
+	MOVQ             m+40(FP), CX
+	MOVQ             l+48(FP), DX
+	MOVL             $0x000000ff, BX
+	KMOVW            BX, K1
+	VMOVUPS          (CX), Y16
+	VSHUFF32X4       $0x44, Z16, Z16, Z16
+	VMAXPS           Z16, Z0, Z0
+	VMOVUPS          Z0, K1, (CX)
+	VCMPPS.BCST      $0x0c, attnconst<>+0(SB), Z0, K2
+	VMOVAPS.Z        Z0, K2, Z0
+	VSUBPS           Z0, Z16, Z1
+	VBROADCASTSS     attnconst<>+96(SB), Z2
+	VCMPPS           $0x15, Z2, Z1, K3
+	VMAXPS           Z1, Z2, Z1
+	VRNDSCALEPS      $0x00, Z1, Z2
+	VSUBPS           Z2, Z1, Z1
+	VBROADCASTSS     attnconst<>+288(SB), Z3
+	VFMADD213PS.BCST attnconst<>+256(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+224(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+192(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+160(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+128(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+32(SB), Z1, Z3
+	VSCALEFPS.Z      Z2, Z3, K3, Z1
+	KNOTW            K2, K2
+	VBROADCASTSS     attnconst<>+32(SB), K2, Z1
+	VMOVUPS          Z1, 2048(SP)
+	VMOVUPS          (SP), Z2
+	VSUBPS           Z0, Z2, Z2
+	VBROADCASTSS     attnconst<>+96(SB), Z3
+	VCMPPS           $0x15, Z3, Z2, K2
+	VMAXPS           Z2, Z3, Z2
+	VRNDSCALEPS      $0x00, Z2, Z3
+	VSUBPS           Z3, Z2, Z2
+	VBROADCASTSS     attnconst<>+288(SB), Z4
+	VFMADD213PS.BCST attnconst<>+256(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+224(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+192(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+160(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+128(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+32(SB), Z2, Z4
+	VSCALEFPS.Z      Z3, Z4, K2, Z2
+	VMOVUPS          Z2, (SP)
+	VMOVUPS          64(SP), Z3
+	VSUBPS           Z0, Z3, Z3
+	VBROADCASTSS     attnconst<>+96(SB), Z4
+	VCMPPS           $0x15, Z4, Z3, K2
+	VMAXPS           Z3, Z4, Z3
+	VRNDSCALEPS      $0x00, Z3, Z4
+	VSUBPS           Z4, Z3, Z3
+	VBROADCASTSS     attnconst<>+288(SB), Z5
+	VFMADD213PS.BCST attnconst<>+256(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+224(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+192(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+160(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+128(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+32(SB), Z3, Z5
+	VSCALEFPS.Z      Z4, Z5, K2, Z3
+	VMOVUPS          Z3, 64(SP)
+	VMOVUPS          128(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 128(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          192(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 192(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          256(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 256(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          320(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 320(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          384(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 384(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          448(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 448(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          512(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 512(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          576(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 576(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          640(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 640(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          704(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 704(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          768(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 768(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          832(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 832(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          896(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 896(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          960(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 960(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          1024(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1024(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          1088(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1088(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          1152(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1152(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          1216(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1216(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          1280(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1280(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          1344(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1344(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          1408(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1408(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          1472(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1472(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          1536(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1536(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          1600(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1600(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          1664(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1664(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          1728(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1728(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          1792(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1792(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          1856(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1856(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          1920(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1920(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          1984(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z0
+	VCMPPS           $0x15, Z0, Z4, K2
+	VMAXPS           Z4, Z0, Z4
+	VRNDSCALEPS      $0x00, Z4, Z0
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z5
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z5
+	VSCALEFPS.Z      Z0, Z5, K2, Z4
+	VMOVUPS          Z4, 1984(SP)
+	VADDPS           Z4, Z3, Z3
+	VADDPS           Z3, Z2, Z2
+	VSHUFF32X4       $0x4e, Z2, Z2, Z0
+	VADDPS           Z0, Z2, Z2
+	VMOVUPS          (DX), Y17
+	VSHUFF32X4       $0x44, Z17, Z17, Z17
+	VFMADD231PS      Z17, Z1, Z2
+	VMOVUPS          Z2, K1, (DX)
+
+	// o = alpha*o.
+	VBROADCASTSS 2048(SP), Z0
+	VMULPS       (AX), Z0, Z1
+	VMOVUPS      Z1, (AX)
+	VMULPS       64(AX), Z0, Z1
+	VMOVUPS      Z1, 64(AX)
+	VMULPS       128(AX), Z0, Z1
+	VMOVUPS      Z1, 128(AX)
+	VMULPS       192(AX), Z0, Z1
+	VMOVUPS      Z1, 192(AX)
+	VMULPS       256(AX), Z0, Z1
+	VMOVUPS      Z1, 256(AX)
+	VMULPS       320(AX), Z0, Z1
+	VMOVUPS      Z1, 320(AX)
+	VMULPS       384(AX), Z0, Z1
+	VMOVUPS      Z1, 384(AX)
+	VMULPS       448(AX), Z0, Z0
+	VMOVUPS      Z0, 448(AX)
+	VBROADCASTSS 2052(SP), Z0
+	VMULPS       512(AX), Z0, Z1
+	VMOVUPS      Z1, 512(AX)
+	VMULPS       576(AX), Z0, Z1
+	VMOVUPS      Z1, 576(AX)
+	VMULPS       640(AX), Z0, Z1
+	VMOVUPS      Z1, 640(AX)
+	VMULPS       704(AX), Z0, Z1
+	VMOVUPS      Z1, 704(AX)
+	VMULPS       768(AX), Z0, Z1
+	VMOVUPS      Z1, 768(AX)
+	VMULPS       832(AX), Z0, Z1
+	VMOVUPS      Z1, 832(AX)
+	VMULPS       896(AX), Z0, Z1
+	VMOVUPS      Z1, 896(AX)
+	VMULPS       960(AX), Z0, Z0
+	VMOVUPS      Z0, 960(AX)
+	VBROADCASTSS 2056(SP), Z0
+	VMULPS       1024(AX), Z0, Z1
+	VMOVUPS      Z1, 1024(AX)
+	VMULPS       1088(AX), Z0, Z1
+	VMOVUPS      Z1, 1088(AX)
+	VMULPS       1152(AX), Z0, Z1
+	VMOVUPS      Z1, 1152(AX)
+	VMULPS       1216(AX), Z0, Z1
+	VMOVUPS      Z1, 1216(AX)
+	VMULPS       1280(AX), Z0, Z1
+	VMOVUPS      Z1, 1280(AX)
+	VMULPS       1344(AX), Z0, Z1
+	VMOVUPS      Z1, 1344(AX)
+	VMULPS       1408(AX), Z0, Z1
+	VMOVUPS      Z1, 1408(AX)
+	VMULPS       1472(AX), Z0, Z0
+	VMOVUPS      Z0, 1472(AX)
+	VBROADCASTSS 2060(SP), Z0
+	VMULPS       1536(AX), Z0, Z1
+	VMOVUPS      Z1, 1536(AX)
+	VMULPS       1600(AX), Z0, Z1
+	VMOVUPS      Z1, 1600(AX)
+	VMULPS       1664(AX), Z0, Z1
+	VMOVUPS      Z1, 1664(AX)
+	VMULPS       1728(AX), Z0, Z1
+	VMOVUPS      Z1, 1728(AX)
+	VMULPS       1792(AX), Z0, Z1
+	VMOVUPS      Z1, 1792(AX)
+	VMULPS       1856(AX), Z0, Z1
+	VMOVUPS      Z1, 1856(AX)
+	VMULPS       1920(AX), Z0, Z1
+	VMOVUPS      Z1, 1920(AX)
+	VMULPS       1984(AX), Z0, Z0
+	VMOVUPS      Z0, 1984(AX)
+	VBROADCASTSS 2064(SP), Z0
+	VMULPS       2048(AX), Z0, Z1
+	VMOVUPS      Z1, 2048(AX)
+	VMULPS       2112(AX), Z0, Z1
+	VMOVUPS      Z1, 2112(AX)
+	VMULPS       2176(AX), Z0, Z1
+	VMOVUPS      Z1, 2176(AX)
+	VMULPS       2240(AX), Z0, Z1
+	VMOVUPS      Z1, 2240(AX)
+	VMULPS       2304(AX), Z0, Z1
+	VMOVUPS      Z1, 2304(AX)
+	VMULPS       2368(AX), Z0, Z1
+	VMOVUPS      Z1, 2368(AX)
+	VMULPS       2432(AX), Z0, Z1
+	VMOVUPS      Z1, 2432(AX)
+	VMULPS       2496(AX), Z0, Z0
+	VMOVUPS      Z0, 2496(AX)
+	VBROADCASTSS 2068(SP), Z0
+	VMULPS       2560(AX), Z0, Z1
+	VMOVUPS      Z1, 2560(AX)
+	VMULPS       2624(AX), Z0, Z1
+	VMOVUPS      Z1, 2624(AX)
+	VMULPS       2688(AX), Z0, Z1
+	VMOVUPS      Z1, 2688(AX)
+	VMULPS       2752(AX), Z0, Z1
+	VMOVUPS      Z1, 2752(AX)
+	VMULPS       2816(AX), Z0, Z1
+	VMOVUPS      Z1, 2816(AX)
+	VMULPS       2880(AX), Z0, Z1
+	VMOVUPS      Z1, 2880(AX)
+	VMULPS       2944(AX), Z0, Z1
+	VMOVUPS      Z1, 2944(AX)
+	VMULPS       3008(AX), Z0, Z0
+	VMOVUPS      Z0, 3008(AX)
+	VBROADCASTSS 2072(SP), Z0
+	VMULPS       3072(AX), Z0, Z1
+	VMOVUPS      Z1, 3072(AX)
+	VMULPS       3136(AX), Z0, Z1
+	VMOVUPS      Z1, 3136(AX)
+	VMULPS       3200(AX), Z0, Z1
+	VMOVUPS      Z1, 3200(AX)
+	VMULPS       3264(AX), Z0, Z1
+	VMOVUPS      Z1, 3264(AX)
+	VMULPS       3328(AX), Z0, Z1
+	VMOVUPS      Z1, 3328(AX)
+	VMULPS       3392(AX), Z0, Z1
+	VMOVUPS      Z1, 3392(AX)
+	VMULPS       3456(AX), Z0, Z1
+	VMOVUPS      Z1, 3456(AX)
+	VMULPS       3520(AX), Z0, Z0
+	VMOVUPS      Z0, 3520(AX)
+	VBROADCASTSS 2076(SP), Z0
+	VMULPS       3584(AX), Z0, Z1
+	VMOVUPS      Z1, 3584(AX)
+	VMULPS       3648(AX), Z0, Z1
+	VMOVUPS      Z1, 3648(AX)
+	VMULPS       3712(AX), Z0, Z1
+	VMOVUPS      Z1, 3712(AX)
+	VMULPS       3776(AX), Z0, Z1
+	VMOVUPS      Z1, 3776(AX)
+	VMULPS       3840(AX), Z0, Z1
+	VMOVUPS      Z1, 3840(AX)
+	VMULPS       3904(AX), Z0, Z1
+	VMOVUPS      Z1, 3904(AX)
+	VMULPS       3968(AX), Z0, Z1
+	VMOVUPS      Z1, 3968(AX)
+	VMULPS       4032(AX), Z0, Z0
+	VMOVUPS      Z0, 4032(AX)
+
+	// o += P V, in groups of rows, each over the whole tile.
+	MOVQ    v+16(FP), CX
+	MOVQ    off+24(FP), DX
+	LEAQ    (SP), BX
+	MOVQ    $0x00000010, SI
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS 192(AX), Z3
+	VMOVUPS 256(AX), Z4
+	VMOVUPS 320(AX), Z5
+	VMOVUPS 384(AX), Z6
+	VMOVUPS 448(AX), Z7
+	VMOVUPS 512(AX), Z8
+	VMOVUPS 576(AX), Z9
+	VMOVUPS 640(AX), Z10
+	VMOVUPS 704(AX), Z11
+	VMOVUPS 768(AX), Z12
+	VMOVUPS 832(AX), Z13
+	VMOVUPS 896(AX), Z14
+	VMOVUPS 960(AX), Z15
+
+pv0:
+	MOVQ         (DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS (BX), Z16
+	VBROADCASTSS 4(BX), Z17
+	VPMOVZXWD    (DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VPMOVZXWD    32(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VPMOVZXWD    64(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VPMOVZXWD    96(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VPMOVZXWD    128(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VPMOVZXWD    160(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VPMOVZXWD    192(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VPMOVZXWD    224(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	MOVQ         8(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 32(BX), Z16
+	VBROADCASTSS 36(BX), Z17
+	VPMOVZXWD    (DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VPMOVZXWD    32(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VPMOVZXWD    64(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VPMOVZXWD    96(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VPMOVZXWD    128(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VPMOVZXWD    160(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VPMOVZXWD    192(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VPMOVZXWD    224(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	MOVQ         16(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 64(BX), Z16
+	VBROADCASTSS 68(BX), Z17
+	VPMOVZXWD    (DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VPMOVZXWD    32(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VPMOVZXWD    64(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VPMOVZXWD    96(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VPMOVZXWD    128(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VPMOVZXWD    160(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VPMOVZXWD    192(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VPMOVZXWD    224(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	MOVQ         24(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 96(BX), Z16
+	VBROADCASTSS 100(BX), Z17
+	VPMOVZXWD    (DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VPMOVZXWD    32(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VPMOVZXWD    64(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VPMOVZXWD    96(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VPMOVZXWD    128(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VPMOVZXWD    160(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VPMOVZXWD    192(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VPMOVZXWD    224(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	ADDQ         $0x00000080, BX
+	ADDQ         $0x20, DX
+	DECQ         SI
+	JNZ          pv0
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, 192(AX)
+	VMOVUPS      Z4, 256(AX)
+	VMOVUPS      Z5, 320(AX)
+	VMOVUPS      Z6, 384(AX)
+	VMOVUPS      Z7, 448(AX)
+	VMOVUPS      Z8, 512(AX)
+	VMOVUPS      Z9, 576(AX)
+	VMOVUPS      Z10, 640(AX)
+	VMOVUPS      Z11, 704(AX)
+	VMOVUPS      Z12, 768(AX)
+	VMOVUPS      Z13, 832(AX)
+	VMOVUPS      Z14, 896(AX)
+	VMOVUPS      Z15, 960(AX)
+	MOVQ         v+16(FP), CX
+	MOVQ         off+24(FP), DX
+	LEAQ         (SP), BX
+	MOVQ         $0x00000010, SI
+	VMOVUPS      1024(AX), Z0
+	VMOVUPS      1088(AX), Z1
+	VMOVUPS      1152(AX), Z2
+	VMOVUPS      1216(AX), Z3
+	VMOVUPS      1280(AX), Z4
+	VMOVUPS      1344(AX), Z5
+	VMOVUPS      1408(AX), Z6
+	VMOVUPS      1472(AX), Z7
+	VMOVUPS      1536(AX), Z8
+	VMOVUPS      1600(AX), Z9
+	VMOVUPS      1664(AX), Z10
+	VMOVUPS      1728(AX), Z11
+	VMOVUPS      1792(AX), Z12
+	VMOVUPS      1856(AX), Z13
+	VMOVUPS      1920(AX), Z14
+	VMOVUPS      1984(AX), Z15
+
+pv2:
+	MOVQ         (DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 8(BX), Z16
+	VBROADCASTSS 12(BX), Z17
+	VPMOVZXWD    (DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VPMOVZXWD    32(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VPMOVZXWD    64(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VPMOVZXWD    96(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VPMOVZXWD    128(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VPMOVZXWD    160(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VPMOVZXWD    192(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VPMOVZXWD    224(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	MOVQ         8(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 40(BX), Z16
+	VBROADCASTSS 44(BX), Z17
+	VPMOVZXWD    (DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VPMOVZXWD    32(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VPMOVZXWD    64(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VPMOVZXWD    96(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VPMOVZXWD    128(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VPMOVZXWD    160(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VPMOVZXWD    192(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VPMOVZXWD    224(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	MOVQ         16(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 72(BX), Z16
+	VBROADCASTSS 76(BX), Z17
+	VPMOVZXWD    (DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VPMOVZXWD    32(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VPMOVZXWD    64(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VPMOVZXWD    96(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VPMOVZXWD    128(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VPMOVZXWD    160(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VPMOVZXWD    192(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VPMOVZXWD    224(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	MOVQ         24(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 104(BX), Z16
+	VBROADCASTSS 108(BX), Z17
+	VPMOVZXWD    (DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VPMOVZXWD    32(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VPMOVZXWD    64(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VPMOVZXWD    96(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VPMOVZXWD    128(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VPMOVZXWD    160(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VPMOVZXWD    192(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VPMOVZXWD    224(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	ADDQ         $0x00000080, BX
+	ADDQ         $0x20, DX
+	DECQ         SI
+	JNZ          pv2
+	VMOVUPS      Z0, 1024(AX)
+	VMOVUPS      Z1, 1088(AX)
+	VMOVUPS      Z2, 1152(AX)
+	VMOVUPS      Z3, 1216(AX)
+	VMOVUPS      Z4, 1280(AX)
+	VMOVUPS      Z5, 1344(AX)
+	VMOVUPS      Z6, 1408(AX)
+	VMOVUPS      Z7, 1472(AX)
+	VMOVUPS      Z8, 1536(AX)
+	VMOVUPS      Z9, 1600(AX)
+	VMOVUPS      Z10, 1664(AX)
+	VMOVUPS      Z11, 1728(AX)
+	VMOVUPS      Z12, 1792(AX)
+	VMOVUPS      Z13, 1856(AX)
+	VMOVUPS      Z14, 1920(AX)
+	VMOVUPS      Z15, 1984(AX)
+	MOVQ         v+16(FP), CX
+	MOVQ         off+24(FP), DX
+	LEAQ         (SP), BX
+	MOVQ         $0x00000010, SI
+	VMOVUPS      2048(AX), Z0
+	VMOVUPS      2112(AX), Z1
+	VMOVUPS      2176(AX), Z2
+	VMOVUPS      2240(AX), Z3
+	VMOVUPS      2304(AX), Z4
+	VMOVUPS      2368(AX), Z5
+	VMOVUPS      2432(AX), Z6
+	VMOVUPS      2496(AX), Z7
+	VMOVUPS      2560(AX), Z8
+	VMOVUPS      2624(AX), Z9
+	VMOVUPS      2688(AX), Z10
+	VMOVUPS      2752(AX), Z11
+	VMOVUPS      2816(AX), Z12
+	VMOVUPS      2880(AX), Z13
+	VMOVUPS      2944(AX), Z14
+	VMOVUPS      3008(AX), Z15
+
+pv4:
+	MOVQ         (DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 16(BX), Z16
+	VBROADCASTSS 20(BX), Z17
+	VPMOVZXWD    (DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VPMOVZXWD    32(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VPMOVZXWD    64(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VPMOVZXWD    96(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VPMOVZXWD    128(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VPMOVZXWD    160(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VPMOVZXWD    192(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VPMOVZXWD    224(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	MOVQ         8(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 48(BX), Z16
+	VBROADCASTSS 52(BX), Z17
+	VPMOVZXWD    (DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VPMOVZXWD    32(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VPMOVZXWD    64(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VPMOVZXWD    96(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VPMOVZXWD    128(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VPMOVZXWD    160(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VPMOVZXWD    192(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VPMOVZXWD    224(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	MOVQ         16(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 80(BX), Z16
+	VBROADCASTSS 84(BX), Z17
+	VPMOVZXWD    (DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VPMOVZXWD    32(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VPMOVZXWD    64(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VPMOVZXWD    96(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VPMOVZXWD    128(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VPMOVZXWD    160(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VPMOVZXWD    192(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VPMOVZXWD    224(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	MOVQ         24(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 112(BX), Z16
+	VBROADCASTSS 116(BX), Z17
+	VPMOVZXWD    (DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VPMOVZXWD    32(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VPMOVZXWD    64(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VPMOVZXWD    96(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VPMOVZXWD    128(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VPMOVZXWD    160(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VPMOVZXWD    192(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VPMOVZXWD    224(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	ADDQ         $0x00000080, BX
+	ADDQ         $0x20, DX
+	DECQ         SI
+	JNZ          pv4
+	VMOVUPS      Z0, 2048(AX)
+	VMOVUPS      Z1, 2112(AX)
+	VMOVUPS      Z2, 2176(AX)
+	VMOVUPS      Z3, 2240(AX)
+	VMOVUPS      Z4, 2304(AX)
+	VMOVUPS      Z5, 2368(AX)
+	VMOVUPS      Z6, 2432(AX)
+	VMOVUPS      Z7, 2496(AX)
+	VMOVUPS      Z8, 2560(AX)
+	VMOVUPS      Z9, 2624(AX)
+	VMOVUPS      Z10, 2688(AX)
+	VMOVUPS      Z11, 2752(AX)
+	VMOVUPS      Z12, 2816(AX)
+	VMOVUPS      Z13, 2880(AX)
+	VMOVUPS      Z14, 2944(AX)
+	VMOVUPS      Z15, 3008(AX)
+	MOVQ         v+16(FP), CX
+	MOVQ         off+24(FP), DX
+	LEAQ         (SP), BX
+	MOVQ         $0x00000010, SI
+	VMOVUPS      3072(AX), Z0
+	VMOVUPS      3136(AX), Z1
+	VMOVUPS      3200(AX), Z2
+	VMOVUPS      3264(AX), Z3
+	VMOVUPS      3328(AX), Z4
+	VMOVUPS      3392(AX), Z5
+	VMOVUPS      3456(AX), Z6
+	VMOVUPS      3520(AX), Z7
+	VMOVUPS      3584(AX), Z8
+	VMOVUPS      3648(AX), Z9
+	VMOVUPS      3712(AX), Z10
+	VMOVUPS      3776(AX), Z11
+	VMOVUPS      3840(AX), Z12
+	VMOVUPS      3904(AX), Z13
+	VMOVUPS      3968(AX), Z14
+	VMOVUPS      4032(AX), Z15
+
+pv6:
+	MOVQ         (DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 24(BX), Z16
+	VBROADCASTSS 28(BX), Z17
+	VPMOVZXWD    (DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VPMOVZXWD    32(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VPMOVZXWD    64(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VPMOVZXWD    96(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VPMOVZXWD    128(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VPMOVZXWD    160(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VPMOVZXWD    192(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VPMOVZXWD    224(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	MOVQ         8(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 56(BX), Z16
+	VBROADCASTSS 60(BX), Z17
+	VPMOVZXWD    (DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VPMOVZXWD    32(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VPMOVZXWD    64(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VPMOVZXWD    96(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VPMOVZXWD    128(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VPMOVZXWD    160(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VPMOVZXWD    192(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VPMOVZXWD    224(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	MOVQ         16(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 88(BX), Z16
+	VBROADCASTSS 92(BX), Z17
+	VPMOVZXWD    (DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VPMOVZXWD    32(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VPMOVZXWD    64(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VPMOVZXWD    96(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VPMOVZXWD    128(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VPMOVZXWD    160(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VPMOVZXWD    192(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VPMOVZXWD    224(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	MOVQ         24(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 120(BX), Z16
+	VBROADCASTSS 124(BX), Z17
+	VPMOVZXWD    (DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VPMOVZXWD    32(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VPMOVZXWD    64(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VPMOVZXWD    96(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VPMOVZXWD    128(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VPMOVZXWD    160(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VPMOVZXWD    192(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VPMOVZXWD    224(DI), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	ADDQ         $0x00000080, BX
+	ADDQ         $0x20, DX
+	DECQ         SI
+	JNZ          pv6
+	VMOVUPS      Z0, 3072(AX)
+	VMOVUPS      Z1, 3136(AX)
+	VMOVUPS      Z2, 3200(AX)
+	VMOVUPS      Z3, 3264(AX)
+	VMOVUPS      Z4, 3328(AX)
+	VMOVUPS      Z5, 3392(AX)
+	VMOVUPS      Z6, 3456(AX)
+	VMOVUPS      Z7, 3520(AX)
+	VMOVUPS      Z8, 3584(AX)
+	VMOVUPS      Z9, 3648(AX)
+	VMOVUPS      Z10, 3712(AX)
+	VMOVUPS      Z11, 3776(AX)
+	VMOVUPS      Z12, 3840(AX)
+	VMOVUPS      Z13, 3904(AX)
+	VMOVUPS      Z14, 3968(AX)
+	VMOVUPS      Z15, 4032(AX)
+	VZEROUPPER
+	RET
+
+// func decodeAVX512F16D64R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+// Requires: AVX, AVX512F
+TEXT ·decodeAVX512F16D64R1(SB), $320-56
+	// Scores: vector i holds keys i*keys .. i*keys+keys-1 by rows.
+	MOVQ q+0(FP), AX
+	MOVQ k+8(FP), CX
+	MOVQ off+24(FP), DX
+	LEAQ (SP), BX
+	MOVQ $0x00000004, SI
+
+qk:
+	VMOVUPS     (AX), Z0
+	MOVQ        (DX), DI
+	VCVTPH2PS   (CX)(DI*1), Z1
+	VMULPS      Z1, Z0, Z1
+	MOVQ        8(DX), DI
+	VCVTPH2PS   (CX)(DI*1), Z2
+	VMULPS      Z2, Z0, Z2
+	MOVQ        16(DX), DI
+	VCVTPH2PS   (CX)(DI*1), Z3
+	VMULPS      Z3, Z0, Z3
+	MOVQ        24(DX), DI
+	VCVTPH2PS   (CX)(DI*1), Z4
+	VMULPS      Z4, Z0, Z4
+	MOVQ        32(DX), DI
+	VCVTPH2PS   (CX)(DI*1), Z5
+	VMULPS      Z5, Z0, Z5
+	MOVQ        40(DX), DI
+	VCVTPH2PS   (CX)(DI*1), Z6
+	VMULPS      Z6, Z0, Z6
+	MOVQ        48(DX), DI
+	VCVTPH2PS   (CX)(DI*1), Z7
+	VMULPS      Z7, Z0, Z7
+	MOVQ        56(DX), DI
+	VCVTPH2PS   (CX)(DI*1), Z8
+	VMULPS      Z8, Z0, Z8
+	MOVQ        64(DX), DI
+	VCVTPH2PS   (CX)(DI*1), Z9
+	VMULPS      Z9, Z0, Z9
+	MOVQ        72(DX), DI
+	VCVTPH2PS   (CX)(DI*1), Z10
+	VMULPS      Z10, Z0, Z10
+	MOVQ        80(DX), DI
+	VCVTPH2PS   (CX)(DI*1), Z11
+	VMULPS      Z11, Z0, Z11
+	MOVQ        88(DX), DI
+	VCVTPH2PS   (CX)(DI*1), Z12
+	VMULPS      Z12, Z0, Z12
+	MOVQ        96(DX), DI
+	VCVTPH2PS   (CX)(DI*1), Z13
+	VMULPS      Z13, Z0, Z13
+	MOVQ        104(DX), DI
+	VCVTPH2PS   (CX)(DI*1), Z14
+	VMULPS      Z14, Z0, Z14
+	MOVQ        112(DX), DI
+	VCVTPH2PS   (CX)(DI*1), Z15
+	VMULPS      Z15, Z0, Z15
+	MOVQ        120(DX), DI
+	VCVTPH2PS   (CX)(DI*1), Z16
+	VMULPS      Z16, Z0, Z0
+	VMOVUPS     64(AX), Z16
+	MOVQ        (DX), DI
+	VCVTPH2PS   32(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z1
+	MOVQ        8(DX), DI
+	VCVTPH2PS   32(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z2
+	MOVQ        16(DX), DI
+	VCVTPH2PS   32(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z3
+	MOVQ        24(DX), DI
+	VCVTPH2PS   32(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z4
+	MOVQ        32(DX), DI
+	VCVTPH2PS   32(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z5
+	MOVQ        40(DX), DI
+	VCVTPH2PS   32(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z6
+	MOVQ        48(DX), DI
+	VCVTPH2PS   32(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z7
+	MOVQ        56(DX), DI
+	VCVTPH2PS   32(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z8
+	MOVQ        64(DX), DI
+	VCVTPH2PS   32(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z9
+	MOVQ        72(DX), DI
+	VCVTPH2PS   32(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z10
+	MOVQ        80(DX), DI
+	VCVTPH2PS   32(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z11
+	MOVQ        88(DX), DI
+	VCVTPH2PS   32(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z12
+	MOVQ        96(DX), DI
+	VCVTPH2PS   32(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z13
+	MOVQ        104(DX), DI
+	VCVTPH2PS   32(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z14
+	MOVQ        112(DX), DI
+	VCVTPH2PS   32(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z15
+	MOVQ        120(DX), DI
+	VCVTPH2PS   32(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z0
+	VMOVUPS     128(AX), Z16
+	MOVQ        (DX), DI
+	VCVTPH2PS   64(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z1
+	MOVQ        8(DX), DI
+	VCVTPH2PS   64(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z2
+	MOVQ        16(DX), DI
+	VCVTPH2PS   64(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z3
+	MOVQ        24(DX), DI
+	VCVTPH2PS   64(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z4
+	MOVQ        32(DX), DI
+	VCVTPH2PS   64(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z5
+	MOVQ        40(DX), DI
+	VCVTPH2PS   64(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z6
+	MOVQ        48(DX), DI
+	VCVTPH2PS   64(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z7
+	MOVQ        56(DX), DI
+	VCVTPH2PS   64(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z8
+	MOVQ        64(DX), DI
+	VCVTPH2PS   64(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z9
+	MOVQ        72(DX), DI
+	VCVTPH2PS   64(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z10
+	MOVQ        80(DX), DI
+	VCVTPH2PS   64(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z11
+	MOVQ        88(DX), DI
+	VCVTPH2PS   64(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z12
+	MOVQ        96(DX), DI
+	VCVTPH2PS   64(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z13
+	MOVQ        104(DX), DI
+	VCVTPH2PS   64(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z14
+	MOVQ        112(DX), DI
+	VCVTPH2PS   64(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z15
+	MOVQ        120(DX), DI
+	VCVTPH2PS   64(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z0
+	VMOVUPS     192(AX), Z16
+	MOVQ        (DX), DI
+	VCVTPH2PS   96(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z1
+	MOVQ        8(DX), DI
+	VCVTPH2PS   96(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z2
+	MOVQ        16(DX), DI
+	VCVTPH2PS   96(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z3
+	MOVQ        24(DX), DI
+	VCVTPH2PS   96(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z4
+	MOVQ        32(DX), DI
+	VCVTPH2PS   96(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z5
+	MOVQ        40(DX), DI
+	VCVTPH2PS   96(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z6
+	MOVQ        48(DX), DI
+	VCVTPH2PS   96(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z7
+	MOVQ        56(DX), DI
+	VCVTPH2PS   96(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z8
+	MOVQ        64(DX), DI
+	VCVTPH2PS   96(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z9
+	MOVQ        72(DX), DI
+	VCVTPH2PS   96(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z10
+	MOVQ        80(DX), DI
+	VCVTPH2PS   96(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z11
+	MOVQ        88(DX), DI
+	VCVTPH2PS   96(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z12
+	MOVQ        96(DX), DI
+	VCVTPH2PS   96(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z13
+	MOVQ        104(DX), DI
+	VCVTPH2PS   96(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z14
+	MOVQ        112(DX), DI
+	VCVTPH2PS   96(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z15
+	MOVQ        120(DX), DI
+	VCVTPH2PS   96(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z0
+	VSHUFPS     $0x44, Z2, Z1, Z16
+	VSHUFPS     $0xee, Z2, Z1, Z1
+	VADDPS      Z1, Z16, Z16
+	VSHUFPS     $0x44, Z4, Z3, Z1
+	VSHUFPS     $0xee, Z4, Z3, Z2
+	VADDPS      Z2, Z1, Z1
+	VSHUFPS     $0x44, Z6, Z5, Z2
+	VSHUFPS     $0xee, Z6, Z5, Z3
+	VADDPS      Z3, Z2, Z2
+	VSHUFPS     $0x44, Z8, Z7, Z3
+	VSHUFPS     $0xee, Z8, Z7, Z4
+	VADDPS      Z4, Z3, Z3
+	VSHUFPS     $0x44, Z10, Z9, Z4
+	VSHUFPS     $0xee, Z10, Z9, Z5
+	VADDPS      Z5, Z4, Z4
+	VSHUFPS     $0x44, Z12, Z11, Z5
+	VSHUFPS     $0xee, Z12, Z11, Z6
+	VADDPS      Z6, Z5, Z5
+	VSHUFPS     $0x44, Z14, Z13, Z6
+	VSHUFPS     $0xee, Z14, Z13, Z7
+	VADDPS      Z7, Z6, Z6
+	VSHUFPS     $0x44, Z0, Z15, Z7
+	VSHUFPS     $0xee, Z0, Z15, Z0
+	VADDPS      Z0, Z7, Z7
+	VSHUFPS     $0x88, Z1, Z16, Z0
+	VSHUFPS     $0xdd, Z1, Z16, Z1
+	VADDPS      Z1, Z0, Z0
+	VSHUFPS     $0x88, Z3, Z2, Z1
+	VSHUFPS     $0xdd, Z3, Z2, Z2
+	VADDPS      Z2, Z1, Z1
+	VSHUFPS     $0x88, Z5, Z4, Z2
+	VSHUFPS     $0xdd, Z5, Z4, Z3
+	VADDPS      Z3, Z2, Z2
+	VSHUFPS     $0x88, Z7, Z6, Z3
+	VSHUFPS     $0xdd, Z7, Z6, Z4
+	VADDPS      Z4, Z3, Z3
+	VSHUFF32X4  $0x88, Z1, Z0, Z4
+	VSHUFF32X4  $0xdd, Z1, Z0, Z0
+	VADDPS      Z0, Z4, Z4
+	VSHUFF32X4  $0x88, Z3, Z2, Z0
+	VSHUFF32X4  $0xdd, Z3, Z2, Z1
+	VADDPS      Z1, Z0, Z0
+	VSHUFF32X4  $0x88, Z0, Z4, Z1
+	VSHUFF32X4  $0xdd, Z0, Z4, Z0
+	VADDPS      Z0, Z1, Z1
+	VMOVUPS     Z1, (BX)
+	ADDQ        $0x40, BX
+	ADDQ        $0x80, DX
+	DECQ        SI
+	JNZ         qk
+
+	// Row maxima, alpha, p and l, each row's value in every lane of its residue.
+	VMOVUPS          (SP), Z0
+	VMOVUPS          64(SP), Z1
+	VMAXPS           128(SP), Z0, Z0
+	VMAXPS           192(SP), Z1, Z1
+	VMAXPS           Z1, Z0, Z0
+	VSHUFF32X4       $0x4e, Z0, Z0, Z1
+	VMAXPS           Z1, Z0, Z0
+	VSHUFF32X4       $0xb1, Z0, Z0, Z1
+	VMAXPS           Z1, Z0, Z0
+	VPERMILPS        $0x4e, Z0, Z1
+	VMAXPS           Z1, Z0, Z0
+	VPERMILPS        $0xb1, Z0, Z1
+	VMAXPS           Z1, Z0, Z0
+	MOVQ             o+32(FP), AX
+	MOVQ             m+40(FP), CX
+	MOVQ             l+48(FP), DX
+	MOVL             $0x00000001, BX
+	KMOVW            BX, K1
+	VBROADCASTSS     (CX), Z1
+	VMAXPS           Z1, Z0, Z0
+	VMOVUPS          Z0, K1, (CX)
+	VCMPPS.BCST      $0x0c, attnconst<>+0(SB), Z0, K2
+	VMOVAPS.Z        Z0, K2, Z0
+	VSUBPS           Z0, Z1, Z1
+	VBROADCASTSS     attnconst<>+96(SB), Z2
+	VCMPPS           $0x15, Z2, Z1, K3
+	VMAXPS           Z1, Z2, Z1
+	VRNDSCALEPS      $0x00, Z1, Z2
+	VSUBPS           Z2, Z1, Z1
+	VBROADCASTSS     attnconst<>+288(SB), Z3
+	VFMADD213PS.BCST attnconst<>+256(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+224(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+192(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+160(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+128(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+32(SB), Z1, Z3
+	VSCALEFPS.Z      Z2, Z3, K3, Z1
+	KNOTW            K2, K2
+	VBROADCASTSS     attnconst<>+32(SB), K2, Z1
+	VMOVUPS          Z1, 256(SP)
+	VMOVUPS          (SP), Z2
+	VSUBPS           Z0, Z2, Z2
+	VBROADCASTSS     attnconst<>+96(SB), Z3
+	VCMPPS           $0x15, Z3, Z2, K2
+	VMAXPS           Z2, Z3, Z2
+	VRNDSCALEPS      $0x00, Z2, Z3
+	VSUBPS           Z3, Z2, Z2
+	VBROADCASTSS     attnconst<>+288(SB), Z4
+	VFMADD213PS.BCST attnconst<>+256(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+224(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+192(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+160(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+128(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+32(SB), Z2, Z4
+	VSCALEFPS.Z      Z3, Z4, K2, Z2
+	VMOVUPS          Z2, (SP)
+	VMOVUPS          64(SP), Z3
+	VSUBPS           Z0, Z3, Z3
+	VBROADCASTSS     attnconst<>+96(SB), Z4
+	VCMPPS           $0x15, Z4, Z3, K2
+	VMAXPS           Z3, Z4, Z3
+	VRNDSCALEPS      $0x00, Z3, Z4
+	VSUBPS           Z4, Z3, Z3
+	VBROADCASTSS     attnconst<>+288(SB), Z5
+	VFMADD213PS.BCST attnconst<>+256(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+224(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+192(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+160(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+128(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+32(SB), Z3, Z5
+	VSCALEFPS.Z      Z4, Z5, K2, Z3
+	VMOVUPS          Z3, 64(SP)
+	VMOVUPS          128(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 128(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          192(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z0
+	VCMPPS           $0x15, Z0, Z4, K2
+	VMAXPS           Z4, Z0, Z4
+	VRNDSCALEPS      $0x00, Z4, Z0
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z5
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z5
+	VSCALEFPS.Z      Z0, Z5, K2, Z4
+	VMOVUPS          Z4, 192(SP)
+	VADDPS           Z4, Z3, Z3
+	VADDPS           Z3, Z2, Z2
+	VSHUFF32X4       $0x4e, Z2, Z2, Z0
+	VADDPS           Z0, Z2, Z2
+	VSHUFF32X4       $0xb1, Z2, Z2, Z0
+	VADDPS           Z0, Z2, Z2
+	VPERMILPS        $0x4e, Z2, Z0
+	VADDPS           Z0, Z2, Z2
+	VPERMILPS        $0xb1, Z2, Z0
+	VADDPS           Z0, Z2, Z2
+	VBROADCASTSS     (DX), Z0
+	VFMADD231PS      Z0, Z1, Z2
+	VMOVUPS          Z2, K1, (DX)
+
+	// o = alpha*o.
+	VBROADCASTSS 256(SP), Z0
+	VMULPS       (AX), Z0, Z1
+	VMOVUPS      Z1, (AX)
+	VMULPS       64(AX), Z0, Z1
+	VMOVUPS      Z1, 64(AX)
+	VMULPS       128(AX), Z0, Z1
+	VMOVUPS      Z1, 128(AX)
+	VMULPS       192(AX), Z0, Z0
+	VMOVUPS      Z0, 192(AX)
+
+	// o += P V, in groups of rows, each over the whole tile.
+	MOVQ    v+16(FP), CX
+	MOVQ    off+24(FP), DX
+	LEAQ    (SP), BX
+	MOVQ    $0x00000010, SI
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS 192(AX), Z3
+
+pv0:
+	MOVQ         (DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS (BX), Z4
+	VCVTPH2PS    (DI), Z5
+	VFMADD231PS  Z5, Z4, Z0
+	VCVTPH2PS    32(DI), Z5
+	VFMADD231PS  Z5, Z4, Z1
+	VCVTPH2PS    64(DI), Z5
+	VFMADD231PS  Z5, Z4, Z2
+	VCVTPH2PS    96(DI), Z5
+	VFMADD231PS  Z5, Z4, Z3
+	MOVQ         8(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 4(BX), Z4
+	VCVTPH2PS    (DI), Z5
+	VFMADD231PS  Z5, Z4, Z0
+	VCVTPH2PS    32(DI), Z5
+	VFMADD231PS  Z5, Z4, Z1
+	VCVTPH2PS    64(DI), Z5
+	VFMADD231PS  Z5, Z4, Z2
+	VCVTPH2PS    96(DI), Z5
+	VFMADD231PS  Z5, Z4, Z3
+	MOVQ         16(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 8(BX), Z4
+	VCVTPH2PS    (DI), Z5
+	VFMADD231PS  Z5, Z4, Z0
+	VCVTPH2PS    32(DI), Z5
+	VFMADD231PS  Z5, Z4, Z1
+	VCVTPH2PS    64(DI), Z5
+	VFMADD231PS  Z5, Z4, Z2
+	VCVTPH2PS    96(DI), Z5
+	VFMADD231PS  Z5, Z4, Z3
+	MOVQ         24(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 12(BX), Z4
+	VCVTPH2PS    (DI), Z5
+	VFMADD231PS  Z5, Z4, Z0
+	VCVTPH2PS    32(DI), Z5
+	VFMADD231PS  Z5, Z4, Z1
+	VCVTPH2PS    64(DI), Z5
+	VFMADD231PS  Z5, Z4, Z2
+	VCVTPH2PS    96(DI), Z5
+	VFMADD231PS  Z5, Z4, Z3
+	ADDQ         $0x00000010, BX
+	ADDQ         $0x20, DX
+	DECQ         SI
+	JNZ          pv0
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, 192(AX)
+	VZEROUPPER
+	RET
+
+// func decodeAVX512F16D64R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+// Requires: AVX, AVX512F
+TEXT ·decodeAVX512F16D64R2(SB), $576-56
+	// Scores: vector i holds keys i*keys .. i*keys+keys-1 by rows.
+	MOVQ q+0(FP), AX
+	MOVQ k+8(FP), CX
+	MOVQ off+24(FP), DX
+	LEAQ (SP), BX
+	MOVQ $0x00000008, SI
+
+qk:
+	MOVQ        (DX), DI
+	ADDQ        CX, DI
+	MOVQ        8(DX), R8
+	ADDQ        CX, R8
+	MOVQ        16(DX), R9
+	ADDQ        CX, R9
+	MOVQ        24(DX), R10
+	ADDQ        CX, R10
+	MOVQ        32(DX), R11
+	ADDQ        CX, R11
+	MOVQ        40(DX), R12
+	ADDQ        CX, R12
+	MOVQ        48(DX), R13
+	ADDQ        CX, R13
+	MOVQ        56(DX), R14
+	ADDQ        CX, R14
+	VMOVUPS     (AX), Z0
+	VMOVUPS     256(AX), Z1
+	VCVTPH2PS   (DI), Z2
+	VMULPS      Z2, Z0, Z3
+	VMULPS      Z2, Z1, Z2
+	VCVTPH2PS   (R8), Z4
+	VMULPS      Z4, Z0, Z5
+	VMULPS      Z4, Z1, Z4
+	VCVTPH2PS   (R9), Z6
+	VMULPS      Z6, Z0, Z7
+	VMULPS      Z6, Z1, Z6
+	VCVTPH2PS   (R10), Z8
+	VMULPS      Z8, Z0, Z9
+	VMULPS      Z8, Z1, Z8
+	VCVTPH2PS   (R11), Z10
+	VMULPS      Z10, Z0, Z11
+	VMULPS      Z10, Z1, Z10
+	VCVTPH2PS   (R12), Z12
+	VMULPS      Z12, Z0, Z13
+	VMULPS      Z12, Z1, Z12
+	VCVTPH2PS   (R13), Z14
+	VMULPS      Z14, Z0, Z15
+	VMULPS      Z14, Z1, Z14
+	VCVTPH2PS   (R14), Z16
+	VMULPS      Z16, Z0, Z0
+	VMULPS      Z16, Z1, Z1
+	VMOVUPS     64(AX), Z16
+	VMOVUPS     320(AX), Z17
+	VCVTPH2PS   32(DI), Z18
+	VFMADD231PS Z18, Z16, Z3
+	VFMADD231PS Z18, Z17, Z2
+	VCVTPH2PS   32(R8), Z18
+	VFMADD231PS Z18, Z16, Z5
+	VFMADD231PS Z18, Z17, Z4
+	VCVTPH2PS   32(R9), Z18
+	VFMADD231PS Z18, Z16, Z7
+	VFMADD231PS Z18, Z17, Z6
+	VCVTPH2PS   32(R10), Z18
+	VFMADD231PS Z18, Z16, Z9
+	VFMADD231PS Z18, Z17, Z8
+	VCVTPH2PS   32(R11), Z18
+	VFMADD231PS Z18, Z16, Z11
+	VFMADD231PS Z18, Z17, Z10
+	VCVTPH2PS   32(R12), Z18
+	VFMADD231PS Z18, Z16, Z13
+	VFMADD231PS Z18, Z17, Z12
+	VCVTPH2PS   32(R13), Z18
+	VFMADD231PS Z18, Z16, Z15
+	VFMADD231PS Z18, Z17, Z14
+	VCVTPH2PS   32(R14), Z18
+	VFMADD231PS Z18, Z16, Z0
+	VFMADD231PS Z18, Z17, Z1
+	VMOVUPS     128(AX), Z16
+	VMOVUPS     384(AX), Z17
+	VCVTPH2PS   64(DI), Z18
+	VFMADD231PS Z18, Z16, Z3
+	VFMADD231PS Z18, Z17, Z2
+	VCVTPH2PS   64(R8), Z18
+	VFMADD231PS Z18, Z16, Z5
+	VFMADD231PS Z18, Z17, Z4
+	VCVTPH2PS   64(R9), Z18
+	VFMADD231PS Z18, Z16, Z7
+	VFMADD231PS Z18, Z17, Z6
+	VCVTPH2PS   64(R10), Z18
+	VFMADD231PS Z18, Z16, Z9
+	VFMADD231PS Z18, Z17, Z8
+	VCVTPH2PS   64(R11), Z18
+	VFMADD231PS Z18, Z16, Z11
+	VFMADD231PS Z18, Z17, Z10
+	VCVTPH2PS   64(R12), Z18
+	VFMADD231PS Z18, Z16, Z13
+	VFMADD231PS Z18, Z17, Z12
+	VCVTPH2PS   64(R13), Z18
+	VFMADD231PS Z18, Z16, Z15
+	VFMADD231PS Z18, Z17, Z14
+	VCVTPH2PS   64(R14), Z18
+	VFMADD231PS Z18, Z16, Z0
+	VFMADD231PS Z18, Z17, Z1
+	VMOVUPS     192(AX), Z16
+	VMOVUPS     448(AX), Z17
+	VCVTPH2PS   96(DI), Z18
+	VFMADD231PS Z18, Z16, Z3
+	VFMADD231PS Z18, Z17, Z2
+	VCVTPH2PS   96(R8), Z18
+	VFMADD231PS Z18, Z16, Z5
+	VFMADD231PS Z18, Z17, Z4
+	VCVTPH2PS   96(R9), Z18
+	VFMADD231PS Z18, Z16, Z7
+	VFMADD231PS Z18, Z17, Z6
+	VCVTPH2PS   96(R10), Z18
+	VFMADD231PS Z18, Z16, Z9
+	VFMADD231PS Z18, Z17, Z8
+	VCVTPH2PS   96(R11), Z18
+	VFMADD231PS Z18, Z16, Z11
+	VFMADD231PS Z18, Z17, Z10
+	VCVTPH2PS   96(R12), Z18
+	VFMADD231PS Z18, Z16, Z13
+	VFMADD231PS Z18, Z17, Z12
+	VCVTPH2PS   96(R13), Z18
+	VFMADD231PS Z18, Z16, Z15
+	VFMADD231PS Z18, Z17, Z14
+	VCVTPH2PS   96(R14), Z18
+	VFMADD231PS Z18, Z16, Z0
+	VFMADD231PS Z18, Z17, Z1
+	VSHUFPS     $0x44, Z2, Z3, Z16
+	VSHUFPS     $0xee, Z2, Z3, Z2
+	VADDPS      Z2, Z16, Z16
+	VSHUFPS     $0x44, Z4, Z5, Z2
+	VSHUFPS     $0xee, Z4, Z5, Z3
+	VADDPS      Z3, Z2, Z2
+	VSHUFPS     $0x44, Z6, Z7, Z3
+	VSHUFPS     $0xee, Z6, Z7, Z4
+	VADDPS      Z4, Z3, Z3
+	VSHUFPS     $0x44, Z8, Z9, Z4
+	VSHUFPS     $0xee, Z8, Z9, Z5
+	VADDPS      Z5, Z4, Z4
+	VSHUFPS     $0x44, Z10, Z11, Z5
+	VSHUFPS     $0xee, Z10, Z11, Z6
+	VADDPS      Z6, Z5, Z5
+	VSHUFPS     $0x44, Z12, Z13, Z6
+	VSHUFPS     $0xee, Z12, Z13, Z7
+	VADDPS      Z7, Z6, Z6
+	VSHUFPS     $0x44, Z14, Z15, Z7
+	VSHUFPS     $0xee, Z14, Z15, Z8
+	VADDPS      Z8, Z7, Z7
+	VSHUFPS     $0x44, Z1, Z0, Z8
+	VSHUFPS     $0xee, Z1, Z0, Z0
+	VADDPS      Z0, Z8, Z8
+	VSHUFPS     $0x88, Z2, Z16, Z0
+	VSHUFPS     $0xdd, Z2, Z16, Z1
+	VADDPS      Z1, Z0, Z0
+	VSHUFPS     $0x88, Z4, Z3, Z1
+	VSHUFPS     $0xdd, Z4, Z3, Z2
+	VADDPS      Z2, Z1, Z1
+	VSHUFPS     $0x88, Z6, Z5, Z2
+	VSHUFPS     $0xdd, Z6, Z5, Z3
+	VADDPS      Z3, Z2, Z2
+	VSHUFPS     $0x88, Z8, Z7, Z3
+	VSHUFPS     $0xdd, Z8, Z7, Z4
+	VADDPS      Z4, Z3, Z3
+	VSHUFF32X4  $0x88, Z1, Z0, Z4
+	VSHUFF32X4  $0xdd, Z1, Z0, Z0
+	VADDPS      Z0, Z4, Z4
+	VSHUFF32X4  $0x88, Z3, Z2, Z0
+	VSHUFF32X4  $0xdd, Z3, Z2, Z1
+	VADDPS      Z1, Z0, Z0
+	VSHUFF32X4  $0x88, Z0, Z4, Z1
+	VSHUFF32X4  $0xdd, Z0, Z4, Z0
+	VADDPS      Z0, Z1, Z1
+	VMOVUPS     Z1, (BX)
+	ADDQ        $0x40, BX
+	ADDQ        $0x40, DX
+	DECQ        SI
+	JNZ         qk
+
+	// Row maxima, alpha, p and l, each row's value in every lane of its residue.
+	VMOVUPS          (SP), Z0
+	VMOVUPS          64(SP), Z1
+	VMAXPS           128(SP), Z0, Z0
+	VMAXPS           192(SP), Z1, Z1
+	VMAXPS           256(SP), Z0, Z0
+	VMAXPS           320(SP), Z1, Z1
+	VMAXPS           384(SP), Z0, Z0
+	VMAXPS           448(SP), Z1, Z1
+	VMAXPS           Z1, Z0, Z0
+	VSHUFF32X4       $0x4e, Z0, Z0, Z1
+	VMAXPS           Z1, Z0, Z0
+	VSHUFF32X4       $0xb1, Z0, Z0, Z1
+	VMAXPS           Z1, Z0, Z0
+	VPERMILPS        $0x4e, Z0, Z1
+	VMAXPS           Z1, Z0, Z0
+	MOVQ             o+32(FP), AX
+	MOVQ             m+40(FP), CX
+	MOVQ             l+48(FP), DX
+	MOVL             $0x00000003, BX
+	KMOVW            BX, K1
+	VPBROADCASTQ     (CX), Z1
+	VMAXPS           Z1, Z0, Z0
+	VMOVUPS          Z0, K1, (CX)
+	VCMPPS.BCST      $0x0c, attnconst<>+0(SB), Z0, K2
+	VMOVAPS.Z        Z0, K2, Z0
+	VSUBPS           Z0, Z1, Z1
+	VBROADCASTSS     attnconst<>+96(SB), Z2
+	VCMPPS           $0x15, Z2, Z1, K3
+	VMAXPS           Z1, Z2, Z1
+	VRNDSCALEPS      $0x00, Z1, Z2
+	VSUBPS           Z2, Z1, Z1
+	VBROADCASTSS     attnconst<>+288(SB), Z3
+	VFMADD213PS.BCST attnconst<>+256(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+224(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+192(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+160(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+128(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+32(SB), Z1, Z3
+	VSCALEFPS.Z      Z2, Z3, K3, Z1
+	KNOTW            K2, K2
+	VBROADCASTSS     attnconst<>+32(SB), K2, Z1
+	VMOVUPS          Z1, 512(SP)
+	VMOVUPS          (SP), Z2
+	VSUBPS           Z0, Z2, Z2
+	VBROADCASTSS     attnconst<>+96(SB), Z3
+	VCMPPS           $0x15, Z3, Z2, K2
+	VMAXPS           Z2, Z3, Z2
+	VRNDSCALEPS      $0x00, Z2, Z3
+	VSUBPS           Z3, Z2, Z2
+	VBROADCASTSS     attnconst<>+288(SB), Z4
+	VFMADD213PS.BCST attnconst<>+256(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+224(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+192(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+160(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+128(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+32(SB), Z2, Z4
+	VSCALEFPS.Z      Z3, Z4, K2, Z2
+	VMOVUPS          Z2, (SP)
+	VMOVUPS          64(SP), Z3
+	VSUBPS           Z0, Z3, Z3
+	VBROADCASTSS     attnconst<>+96(SB), Z4
+	VCMPPS           $0x15, Z4, Z3, K2
+	VMAXPS           Z3, Z4, Z3
+	VRNDSCALEPS      $0x00, Z3, Z4
+	VSUBPS           Z4, Z3, Z3
+	VBROADCASTSS     attnconst<>+288(SB), Z5
+	VFMADD213PS.BCST attnconst<>+256(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+224(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+192(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+160(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+128(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+32(SB), Z3, Z5
+	VSCALEFPS.Z      Z4, Z5, K2, Z3
+	VMOVUPS          Z3, 64(SP)
+	VMOVUPS          128(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 128(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          192(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 192(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          256(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 256(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          320(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 320(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          384(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 384(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          448(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z0
+	VCMPPS           $0x15, Z0, Z4, K2
+	VMAXPS           Z4, Z0, Z4
+	VRNDSCALEPS      $0x00, Z4, Z0
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z5
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z5
+	VSCALEFPS.Z      Z0, Z5, K2, Z4
+	VMOVUPS          Z4, 448(SP)
+	VADDPS           Z4, Z3, Z3
+	VADDPS           Z3, Z2, Z2
+	VSHUFF32X4       $0x4e, Z2, Z2, Z0
+	VADDPS           Z0, Z2, Z2
+	VSHUFF32X4       $0xb1, Z2, Z2, Z0
+	VADDPS           Z0, Z2, Z2
+	VPERMILPS        $0x4e, Z2, Z0
+	VADDPS           Z0, Z2, Z2
+	VPBROADCASTQ     (DX), Z0
+	VFMADD231PS      Z0, Z1, Z2
+	VMOVUPS          Z2, K1, (DX)
+
+	// o = alpha*o.
+	VBROADCASTSS 512(SP), Z0
+	VMULPS       (AX), Z0, Z1
+	VMOVUPS      Z1, (AX)
+	VMULPS       64(AX), Z0, Z1
+	VMOVUPS      Z1, 64(AX)
+	VMULPS       128(AX), Z0, Z1
+	VMOVUPS      Z1, 128(AX)
+	VMULPS       192(AX), Z0, Z0
+	VMOVUPS      Z0, 192(AX)
+	VBROADCASTSS 516(SP), Z0
+	VMULPS       256(AX), Z0, Z1
+	VMOVUPS      Z1, 256(AX)
+	VMULPS       320(AX), Z0, Z1
+	VMOVUPS      Z1, 320(AX)
+	VMULPS       384(AX), Z0, Z1
+	VMOVUPS      Z1, 384(AX)
+	VMULPS       448(AX), Z0, Z0
+	VMOVUPS      Z0, 448(AX)
+
+	// o += P V, in groups of rows, each over the whole tile.
+	MOVQ    v+16(FP), CX
+	MOVQ    off+24(FP), DX
+	LEAQ    (SP), BX
+	MOVQ    $0x00000010, SI
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS 192(AX), Z3
+	VMOVUPS 256(AX), Z4
+	VMOVUPS 320(AX), Z5
+	VMOVUPS 384(AX), Z6
+	VMOVUPS 448(AX), Z7
+
+pv0:
+	MOVQ         (DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS (BX), Z8
+	VBROADCASTSS 4(BX), Z9
+	VCVTPH2PS    (DI), Z10
+	VFMADD231PS  Z10, Z8, Z0
+	VFMADD231PS  Z10, Z9, Z4
+	VCVTPH2PS    32(DI), Z10
+	VFMADD231PS  Z10, Z8, Z1
+	VFMADD231PS  Z10, Z9, Z5
+	VCVTPH2PS    64(DI), Z10
+	VFMADD231PS  Z10, Z8, Z2
+	VFMADD231PS  Z10, Z9, Z6
+	VCVTPH2PS    96(DI), Z10
+	VFMADD231PS  Z10, Z8, Z3
+	VFMADD231PS  Z10, Z9, Z7
+	MOVQ         8(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 8(BX), Z8
+	VBROADCASTSS 12(BX), Z9
+	VCVTPH2PS    (DI), Z10
+	VFMADD231PS  Z10, Z8, Z0
+	VFMADD231PS  Z10, Z9, Z4
+	VCVTPH2PS    32(DI), Z10
+	VFMADD231PS  Z10, Z8, Z1
+	VFMADD231PS  Z10, Z9, Z5
+	VCVTPH2PS    64(DI), Z10
+	VFMADD231PS  Z10, Z8, Z2
+	VFMADD231PS  Z10, Z9, Z6
+	VCVTPH2PS    96(DI), Z10
+	VFMADD231PS  Z10, Z8, Z3
+	VFMADD231PS  Z10, Z9, Z7
+	MOVQ         16(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 16(BX), Z8
+	VBROADCASTSS 20(BX), Z9
+	VCVTPH2PS    (DI), Z10
+	VFMADD231PS  Z10, Z8, Z0
+	VFMADD231PS  Z10, Z9, Z4
+	VCVTPH2PS    32(DI), Z10
+	VFMADD231PS  Z10, Z8, Z1
+	VFMADD231PS  Z10, Z9, Z5
+	VCVTPH2PS    64(DI), Z10
+	VFMADD231PS  Z10, Z8, Z2
+	VFMADD231PS  Z10, Z9, Z6
+	VCVTPH2PS    96(DI), Z10
+	VFMADD231PS  Z10, Z8, Z3
+	VFMADD231PS  Z10, Z9, Z7
+	MOVQ         24(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 24(BX), Z8
+	VBROADCASTSS 28(BX), Z9
+	VCVTPH2PS    (DI), Z10
+	VFMADD231PS  Z10, Z8, Z0
+	VFMADD231PS  Z10, Z9, Z4
+	VCVTPH2PS    32(DI), Z10
+	VFMADD231PS  Z10, Z8, Z1
+	VFMADD231PS  Z10, Z9, Z5
+	VCVTPH2PS    64(DI), Z10
+	VFMADD231PS  Z10, Z8, Z2
+	VFMADD231PS  Z10, Z9, Z6
+	VCVTPH2PS    96(DI), Z10
+	VFMADD231PS  Z10, Z8, Z3
+	VFMADD231PS  Z10, Z9, Z7
+	ADDQ         $0x00000020, BX
+	ADDQ         $0x20, DX
+	DECQ         SI
+	JNZ          pv0
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, 192(AX)
+	VMOVUPS      Z4, 256(AX)
+	VMOVUPS      Z5, 320(AX)
+	VMOVUPS      Z6, 384(AX)
+	VMOVUPS      Z7, 448(AX)
+	VZEROUPPER
+	RET
+
+// func decodeAVX512F16D64R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+// Requires: AVX, AVX512F
+TEXT ·decodeAVX512F16D64R4(SB), $1088-56
+	// Scores: vector i holds keys i*keys .. i*keys+keys-1 by rows.
+	MOVQ q+0(FP), AX
+	MOVQ k+8(FP), CX
+	MOVQ off+24(FP), DX
+	LEAQ (SP), BX
+	MOVQ $0x00000010, SI
+
+qk:
+	MOVQ        (DX), DI
+	ADDQ        CX, DI
+	MOVQ        8(DX), R8
+	ADDQ        CX, R8
+	MOVQ        16(DX), R9
+	ADDQ        CX, R9
+	MOVQ        24(DX), R10
+	ADDQ        CX, R10
+	VMOVUPS     (AX), Z0
+	VMOVUPS     256(AX), Z1
+	VMOVUPS     512(AX), Z2
+	VMOVUPS     768(AX), Z3
+	VCVTPH2PS   (DI), Z4
+	VMULPS      Z4, Z0, Z5
+	VMULPS      Z4, Z1, Z6
+	VMULPS      Z4, Z2, Z7
+	VMULPS      Z4, Z3, Z4
+	VCVTPH2PS   (R8), Z8
+	VMULPS      Z8, Z0, Z9
+	VMULPS      Z8, Z1, Z10
+	VMULPS      Z8, Z2, Z11
+	VMULPS      Z8, Z3, Z8
+	VCVTPH2PS   (R9), Z12
+	VMULPS      Z12, Z0, Z13
+	VMULPS      Z12, Z1, Z14
+	VMULPS      Z12, Z2, Z15
+	VMULPS      Z12, Z3, Z12
+	VCVTPH2PS   (R10), Z16
+	VMULPS      Z16, Z0, Z0
+	VMULPS      Z16, Z1, Z1
+	VMULPS      Z16, Z2, Z2
+	VMULPS      Z16, Z3, Z3
+	VMOVUPS     64(AX), Z16
+	VMOVUPS     320(AX), Z17
+	VMOVUPS     576(AX), Z18
+	VMOVUPS     832(AX), Z19
+	VCVTPH2PS   32(DI), Z20
+	VFMADD231PS Z20, Z16, Z5
+	VFMADD231PS Z20, Z17, Z6
+	VFMADD231PS Z20, Z18, Z7
+	VFMADD231PS Z20, Z19, Z4
+	VCVTPH2PS   32(R8), Z20
+	VFMADD231PS Z20, Z16, Z9
+	VFMADD231PS Z20, Z17, Z10
+	VFMADD231PS Z20, Z18, Z11
+	VFMADD231PS Z20, Z19, Z8
+	VCVTPH2PS   32(R9), Z20
+	VFMADD231PS Z20, Z16, Z13
+	VFMADD231PS Z20, Z17, Z14
+	VFMADD231PS Z20, Z18, Z15
+	VFMADD231PS Z20, Z19, Z12
+	VCVTPH2PS   32(R10), Z20
+	VFMADD231PS Z20, Z16, Z0
+	VFMADD231PS Z20, Z17, Z1
+	VFMADD231PS Z20, Z18, Z2
+	VFMADD231PS Z20, Z19, Z3
+	VMOVUPS     128(AX), Z16
+	VMOVUPS     384(AX), Z17
+	VMOVUPS     640(AX), Z18
+	VMOVUPS     896(AX), Z19
+	VCVTPH2PS   64(DI), Z20
+	VFMADD231PS Z20, Z16, Z5
+	VFMADD231PS Z20, Z17, Z6
+	VFMADD231PS Z20, Z18, Z7
+	VFMADD231PS Z20, Z19, Z4
+	VCVTPH2PS   64(R8), Z20
+	VFMADD231PS Z20, Z16, Z9
+	VFMADD231PS Z20, Z17, Z10
+	VFMADD231PS Z20, Z18, Z11
+	VFMADD231PS Z20, Z19, Z8
+	VCVTPH2PS   64(R9), Z20
+	VFMADD231PS Z20, Z16, Z13
+	VFMADD231PS Z20, Z17, Z14
+	VFMADD231PS Z20, Z18, Z15
+	VFMADD231PS Z20, Z19, Z12
+	VCVTPH2PS   64(R10), Z20
+	VFMADD231PS Z20, Z16, Z0
+	VFMADD231PS Z20, Z17, Z1
+	VFMADD231PS Z20, Z18, Z2
+	VFMADD231PS Z20, Z19, Z3
+	VMOVUPS     192(AX), Z16
+	VMOVUPS     448(AX), Z17
+	VMOVUPS     704(AX), Z18
+	VMOVUPS     960(AX), Z19
+	VCVTPH2PS   96(DI), Z20
+	VFMADD231PS Z20, Z16, Z5
+	VFMADD231PS Z20, Z17, Z6
+	VFMADD231PS Z20, Z18, Z7
+	VFMADD231PS Z20, Z19, Z4
+	VCVTPH2PS   96(R8), Z20
+	VFMADD231PS Z20, Z16, Z9
+	VFMADD231PS Z20, Z17, Z10
+	VFMADD231PS Z20, Z18, Z11
+	VFMADD231PS Z20, Z19, Z8
+	VCVTPH2PS   96(R9), Z20
+	VFMADD231PS Z20, Z16, Z13
+	VFMADD231PS Z20, Z17, Z14
+	VFMADD231PS Z20, Z18, Z15
+	VFMADD231PS Z20, Z19, Z12
+	VCVTPH2PS   96(R10), Z20
+	VFMADD231PS Z20, Z16, Z0
+	VFMADD231PS Z20, Z17, Z1
+	VFMADD231PS Z20, Z18, Z2
+	VFMADD231PS Z20, Z19, Z3
+	VSHUFPS     $0x44, Z6, Z5, Z16
+	VSHUFPS     $0xee, Z6, Z5, Z5
+	VADDPS      Z5, Z16, Z16
+	VSHUFPS     $0x44, Z4, Z7, Z5
+	VSHUFPS     $0xee, Z4, Z7, Z4
+	VADDPS      Z4, Z5, Z5
+	VSHUFPS     $0x44, Z10, Z9, Z4
+	VSHUFPS     $0xee, Z10, Z9, Z6
+	VADDPS      Z6, Z4, Z4
+	VSHUFPS     $0x44, Z8, Z11, Z6
+	VSHUFPS     $0xee, Z8, Z11, Z7
+	VADDPS      Z7, Z6, Z6
+	VSHUFPS     $0x44, Z14, Z13, Z7
+	VSHUFPS     $0xee, Z14, Z13, Z8
+	VADDPS      Z8, Z7, Z7
+	VSHUFPS     $0x44, Z12, Z15, Z8
+	VSHUFPS     $0xee, Z12, Z15, Z9
+	VADDPS      Z9, Z8, Z8
+	VSHUFPS     $0x44, Z1, Z0, Z9
+	VSHUFPS     $0xee, Z1, Z0, Z0
+	VADDPS      Z0, Z9, Z9
+	VSHUFPS     $0x44, Z3, Z2, Z0
+	VSHUFPS     $0xee, Z3, Z2, Z1
+	VADDPS      Z1, Z0, Z0
+	VSHUFPS     $0x88, Z5, Z16, Z1
+	VSHUFPS     $0xdd, Z5, Z16, Z2
+	VADDPS      Z2, Z1, Z1
+	VSHUFPS     $0x88, Z6, Z4, Z2
+	VSHUFPS     $0xdd, Z6, Z4, Z3
+	VADDPS      Z3, Z2, Z2
+	VSHUFPS     $0x88, Z8, Z7, Z3
+	VSHUFPS     $0xdd, Z8, Z7, Z4
+	VADDPS      Z4, Z3, Z3
+	VSHUFPS     $0x88, Z0, Z9, Z4
+	VSHUFPS     $0xdd, Z0, Z9, Z0
+	VADDPS      Z0, Z4, Z4
+	VSHUFF32X4  $0x88, Z2, Z1, Z0
+	VSHUFF32X4  $0xdd, Z2, Z1, Z1
+	VADDPS      Z1, Z0, Z0
+	VSHUFF32X4  $0x88, Z4, Z3, Z1
+	VSHUFF32X4  $0xdd, Z4, Z3, Z2
+	VADDPS      Z2, Z1, Z1
+	VSHUFF32X4  $0x88, Z1, Z0, Z2
+	VSHUFF32X4  $0xdd, Z1, Z0, Z0
+	VADDPS      Z0, Z2, Z2
+	VMOVUPS     Z2, (BX)
+	ADDQ        $0x40, BX
+	ADDQ        $0x20, DX
+	DECQ        SI
+	JNZ         qk
+
+	// Row maxima, alpha, p and l, each row's value in every lane of its residue.
+	VMOVUPS          (SP), Z0
+	VMOVUPS          64(SP), Z1
+	VMAXPS           128(SP), Z0, Z0
+	VMAXPS           192(SP), Z1, Z1
+	VMAXPS           256(SP), Z0, Z0
+	VMAXPS           320(SP), Z1, Z1
+	VMAXPS           384(SP), Z0, Z0
+	VMAXPS           448(SP), Z1, Z1
+	VMAXPS           512(SP), Z0, Z0
+	VMAXPS           576(SP), Z1, Z1
+	VMAXPS           640(SP), Z0, Z0
+	VMAXPS           704(SP), Z1, Z1
+	VMAXPS           768(SP), Z0, Z0
+	VMAXPS           832(SP), Z1, Z1
+	VMAXPS           896(SP), Z0, Z0
+	VMAXPS           960(SP), Z1, Z1
+	VMAXPS           Z1, Z0, Z0
+	VSHUFF32X4       $0x4e, Z0, Z0, Z1
+	VMAXPS           Z1, Z0, Z0
+	VSHUFF32X4       $0xb1, Z0, Z0, Z1
+	VMAXPS           Z1, Z0, Z0
+	MOVQ             o+32(FP), AX
+	MOVQ             m+40(FP), CX
+	MOVQ             l+48(FP), DX
+	MOVL             $0x0000000f, BX
+	KMOVW            BX, K1
+	VBROADCASTF32X4  (CX), Z1
+	VMAXPS           Z1, Z0, Z0
+	VMOVUPS          Z0, K1, (CX)
+	VCMPPS.BCST      $0x0c, attnconst<>+0(SB), Z0, K2
+	VMOVAPS.Z        Z0, K2, Z0
+	VSUBPS           Z0, Z1, Z1
+	VBROADCASTSS     attnconst<>+96(SB), Z2
+	VCMPPS           $0x15, Z2, Z1, K3
+	VMAXPS           Z1, Z2, Z1
+	VRNDSCALEPS      $0x00, Z1, Z2
+	VSUBPS           Z2, Z1, Z1
+	VBROADCASTSS     attnconst<>+288(SB), Z3
+	VFMADD213PS.BCST attnconst<>+256(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+224(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+192(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+160(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+128(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+32(SB), Z1, Z3
+	VSCALEFPS.Z      Z2, Z3, K3, Z1
+	KNOTW            K2, K2
+	VBROADCASTSS     attnconst<>+32(SB), K2, Z1
+	VMOVUPS          Z1, 1024(SP)
+	VMOVUPS          (SP), Z2
+	VSUBPS           Z0, Z2, Z2
+	VBROADCASTSS     attnconst<>+96(SB), Z3
+	VCMPPS           $0x15, Z3, Z2, K2
+	VMAXPS           Z2, Z3, Z2
+	VRNDSCALEPS      $0x00, Z2, Z3
+	VSUBPS           Z3, Z2, Z2
+	VBROADCASTSS     attnconst<>+288(SB), Z4
+	VFMADD213PS.BCST attnconst<>+256(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+224(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+192(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+160(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+128(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+32(SB), Z2, Z4
+	VSCALEFPS.Z      Z3, Z4, K2, Z2
+	VMOVUPS          Z2, (SP)
+	VMOVUPS          64(SP), Z3
+	VSUBPS           Z0, Z3, Z3
+	VBROADCASTSS     attnconst<>+96(SB), Z4
+	VCMPPS           $0x15, Z4, Z3, K2
+	VMAXPS           Z3, Z4, Z3
+	VRNDSCALEPS      $0x00, Z3, Z4
+	VSUBPS           Z4, Z3, Z3
+	VBROADCASTSS     attnconst<>+288(SB), Z5
+	VFMADD213PS.BCST attnconst<>+256(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+224(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+192(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+160(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+128(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+32(SB), Z3, Z5
+	VSCALEFPS.Z      Z4, Z5, K2, Z3
+	VMOVUPS          Z3, 64(SP)
+	VMOVUPS          128(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 128(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          192(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 192(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          256(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 256(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          320(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 320(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          384(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 384(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          448(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 448(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          512(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 512(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          576(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 576(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          640(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 640(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          704(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 704(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          768(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 768(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          832(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 832(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          896(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 896(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          960(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z0
+	VCMPPS           $0x15, Z0, Z4, K2
+	VMAXPS           Z4, Z0, Z4
+	VRNDSCALEPS      $0x00, Z4, Z0
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z5
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z5
+	VSCALEFPS.Z      Z0, Z5, K2, Z4
+	VMOVUPS          Z4, 960(SP)
+	VADDPS           Z4, Z3, Z3
+	VADDPS           Z3, Z2, Z2
+	VSHUFF32X4       $0x4e, Z2, Z2, Z0
+	VADDPS           Z0, Z2, Z2
+	VSHUFF32X4       $0xb1, Z2, Z2, Z0
+	VADDPS           Z0, Z2, Z2
+	VBROADCASTF32X4  (DX), Z0
+	VFMADD231PS      Z0, Z1, Z2
+	VMOVUPS          Z2, K1, (DX)
+
+	// o = alpha*o.
+	VBROADCASTSS 1024(SP), Z0
+	VMULPS       (AX), Z0, Z1
+	VMOVUPS      Z1, (AX)
+	VMULPS       64(AX), Z0, Z1
+	VMOVUPS      Z1, 64(AX)
+	VMULPS       128(AX), Z0, Z1
+	VMOVUPS      Z1, 128(AX)
+	VMULPS       192(AX), Z0, Z0
+	VMOVUPS      Z0, 192(AX)
+	VBROADCASTSS 1028(SP), Z0
+	VMULPS       256(AX), Z0, Z1
+	VMOVUPS      Z1, 256(AX)
+	VMULPS       320(AX), Z0, Z1
+	VMOVUPS      Z1, 320(AX)
+	VMULPS       384(AX), Z0, Z1
+	VMOVUPS      Z1, 384(AX)
+	VMULPS       448(AX), Z0, Z0
+	VMOVUPS      Z0, 448(AX)
+	VBROADCASTSS 1032(SP), Z0
+	VMULPS       512(AX), Z0, Z1
+	VMOVUPS      Z1, 512(AX)
+	VMULPS       576(AX), Z0, Z1
+	VMOVUPS      Z1, 576(AX)
+	VMULPS       640(AX), Z0, Z1
+	VMOVUPS      Z1, 640(AX)
+	VMULPS       704(AX), Z0, Z0
+	VMOVUPS      Z0, 704(AX)
+	VBROADCASTSS 1036(SP), Z0
+	VMULPS       768(AX), Z0, Z1
+	VMOVUPS      Z1, 768(AX)
+	VMULPS       832(AX), Z0, Z1
+	VMOVUPS      Z1, 832(AX)
+	VMULPS       896(AX), Z0, Z1
+	VMOVUPS      Z1, 896(AX)
+	VMULPS       960(AX), Z0, Z0
+	VMOVUPS      Z0, 960(AX)
+
+	// o += P V, in groups of rows, each over the whole tile.
+	MOVQ    v+16(FP), CX
+	MOVQ    off+24(FP), DX
+	LEAQ    (SP), BX
+	MOVQ    $0x00000010, SI
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS 192(AX), Z3
+	VMOVUPS 256(AX), Z4
+	VMOVUPS 320(AX), Z5
+	VMOVUPS 384(AX), Z6
+	VMOVUPS 448(AX), Z7
+	VMOVUPS 512(AX), Z8
+	VMOVUPS 576(AX), Z9
+	VMOVUPS 640(AX), Z10
+	VMOVUPS 704(AX), Z11
+	VMOVUPS 768(AX), Z12
+	VMOVUPS 832(AX), Z13
+	VMOVUPS 896(AX), Z14
+	VMOVUPS 960(AX), Z15
+
+pv0:
+	MOVQ         (DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS (BX), Z16
+	VBROADCASTSS 4(BX), Z17
+	VBROADCASTSS 8(BX), Z18
+	VBROADCASTSS 12(BX), Z19
+	VCVTPH2PS    (DI), Z20
+	VFMADD231PS  Z20, Z16, Z0
+	VFMADD231PS  Z20, Z17, Z4
+	VFMADD231PS  Z20, Z18, Z8
+	VFMADD231PS  Z20, Z19, Z12
+	VCVTPH2PS    32(DI), Z20
+	VFMADD231PS  Z20, Z16, Z1
+	VFMADD231PS  Z20, Z17, Z5
+	VFMADD231PS  Z20, Z18, Z9
+	VFMADD231PS  Z20, Z19, Z13
+	VCVTPH2PS    64(DI), Z20
+	VFMADD231PS  Z20, Z16, Z2
+	VFMADD231PS  Z20, Z17, Z6
+	VFMADD231PS  Z20, Z18, Z10
+	VFMADD231PS  Z20, Z19, Z14
+	VCVTPH2PS    96(DI), Z20
+	VFMADD231PS  Z20, Z16, Z3
+	VFMADD231PS  Z20, Z17, Z7
+	VFMADD231PS  Z20, Z18, Z11
+	VFMADD231PS  Z20, Z19, Z15
+	MOVQ         8(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 16(BX), Z16
+	VBROADCASTSS 20(BX), Z17
+	VBROADCASTSS 24(BX), Z18
+	VBROADCASTSS 28(BX), Z19
+	VCVTPH2PS    (DI), Z20
+	VFMADD231PS  Z20, Z16, Z0
+	VFMADD231PS  Z20, Z17, Z4
+	VFMADD231PS  Z20, Z18, Z8
+	VFMADD231PS  Z20, Z19, Z12
+	VCVTPH2PS    32(DI), Z20
+	VFMADD231PS  Z20, Z16, Z1
+	VFMADD231PS  Z20, Z17, Z5
+	VFMADD231PS  Z20, Z18, Z9
+	VFMADD231PS  Z20, Z19, Z13
+	VCVTPH2PS    64(DI), Z20
+	VFMADD231PS  Z20, Z16, Z2
+	VFMADD231PS  Z20, Z17, Z6
+	VFMADD231PS  Z20, Z18, Z10
+	VFMADD231PS  Z20, Z19, Z14
+	VCVTPH2PS    96(DI), Z20
+	VFMADD231PS  Z20, Z16, Z3
+	VFMADD231PS  Z20, Z17, Z7
+	VFMADD231PS  Z20, Z18, Z11
+	VFMADD231PS  Z20, Z19, Z15
+	MOVQ         16(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 32(BX), Z16
+	VBROADCASTSS 36(BX), Z17
+	VBROADCASTSS 40(BX), Z18
+	VBROADCASTSS 44(BX), Z19
+	VCVTPH2PS    (DI), Z20
+	VFMADD231PS  Z20, Z16, Z0
+	VFMADD231PS  Z20, Z17, Z4
+	VFMADD231PS  Z20, Z18, Z8
+	VFMADD231PS  Z20, Z19, Z12
+	VCVTPH2PS    32(DI), Z20
+	VFMADD231PS  Z20, Z16, Z1
+	VFMADD231PS  Z20, Z17, Z5
+	VFMADD231PS  Z20, Z18, Z9
+	VFMADD231PS  Z20, Z19, Z13
+	VCVTPH2PS    64(DI), Z20
+	VFMADD231PS  Z20, Z16, Z2
+	VFMADD231PS  Z20, Z17, Z6
+	VFMADD231PS  Z20, Z18, Z10
+	VFMADD231PS  Z20, Z19, Z14
+	VCVTPH2PS    96(DI), Z20
+	VFMADD231PS  Z20, Z16, Z3
+	VFMADD231PS  Z20, Z17, Z7
+	VFMADD231PS  Z20, Z18, Z11
+	VFMADD231PS  Z20, Z19, Z15
+	MOVQ         24(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 48(BX), Z16
+	VBROADCASTSS 52(BX), Z17
+	VBROADCASTSS 56(BX), Z18
+	VBROADCASTSS 60(BX), Z19
+	VCVTPH2PS    (DI), Z20
+	VFMADD231PS  Z20, Z16, Z0
+	VFMADD231PS  Z20, Z17, Z4
+	VFMADD231PS  Z20, Z18, Z8
+	VFMADD231PS  Z20, Z19, Z12
+	VCVTPH2PS    32(DI), Z20
+	VFMADD231PS  Z20, Z16, Z1
+	VFMADD231PS  Z20, Z17, Z5
+	VFMADD231PS  Z20, Z18, Z9
+	VFMADD231PS  Z20, Z19, Z13
+	VCVTPH2PS    64(DI), Z20
+	VFMADD231PS  Z20, Z16, Z2
+	VFMADD231PS  Z20, Z17, Z6
+	VFMADD231PS  Z20, Z18, Z10
+	VFMADD231PS  Z20, Z19, Z14
+	VCVTPH2PS    96(DI), Z20
+	VFMADD231PS  Z20, Z16, Z3
+	VFMADD231PS  Z20, Z17, Z7
+	VFMADD231PS  Z20, Z18, Z11
+	VFMADD231PS  Z20, Z19, Z15
+	ADDQ         $0x00000040, BX
+	ADDQ         $0x20, DX
+	DECQ         SI
+	JNZ          pv0
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, 192(AX)
+	VMOVUPS      Z4, 256(AX)
+	VMOVUPS      Z5, 320(AX)
+	VMOVUPS      Z6, 384(AX)
+	VMOVUPS      Z7, 448(AX)
+	VMOVUPS      Z8, 512(AX)
+	VMOVUPS      Z9, 576(AX)
+	VMOVUPS      Z10, 640(AX)
+	VMOVUPS      Z11, 704(AX)
+	VMOVUPS      Z12, 768(AX)
+	VMOVUPS      Z13, 832(AX)
+	VMOVUPS      Z14, 896(AX)
+	VMOVUPS      Z15, 960(AX)
+	VZEROUPPER
+	RET
+
+// func decodeAVX512F16D64R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+// Requires: AVX, AVX512F
+TEXT ·decodeAVX512F16D64R8(SB), $2112-56
+	// Scores: vector i holds keys i*keys .. i*keys+keys-1 by rows.
+	MOVQ q+0(FP), AX
+	MOVQ k+8(FP), CX
+	MOVQ off+24(FP), DX
+	LEAQ (SP), BX
+	MOVQ $0x00000020, SI
+
+qk:
+	MOVQ        (DX), DI
+	ADDQ        CX, DI
+	MOVQ        8(DX), R8
+	ADDQ        CX, R8
+	VMOVUPS     (AX), Z0
+	VMOVUPS     256(AX), Z1
+	VMOVUPS     512(AX), Z2
+	VMOVUPS     768(AX), Z3
+	VMOVUPS     1024(AX), Z4
+	VMOVUPS     1280(AX), Z5
+	VMOVUPS     1536(AX), Z6
+	VMOVUPS     1792(AX), Z7
+	VCVTPH2PS   (DI), Z8
+	VMULPS      Z8, Z0, Z9
+	VMULPS      Z8, Z1, Z10
+	VMULPS      Z8, Z2, Z11
+	VMULPS      Z8, Z3, Z12
+	VMULPS      Z8, Z4, Z13
+	VMULPS      Z8, Z5, Z14
+	VMULPS      Z8, Z6, Z15
+	VMULPS      Z8, Z7, Z8
+	VCVTPH2PS   (R8), Z18
+	VMULPS      Z18, Z0, Z0
+	VMULPS      Z18, Z1, Z1
+	VMULPS      Z18, Z2, Z2
+	VMULPS      Z18, Z3, Z3
+	VMULPS      Z18, Z4, Z4
+	VMULPS      Z18, Z5, Z5
+	VMULPS      Z18, Z6, Z6
+	VMULPS      Z18, Z7, Z7
+	VMOVUPS     64(AX), Z18
+	VMOVUPS     320(AX), Z19
+	VMOVUPS     576(AX), Z20
+	VMOVUPS     832(AX), Z21
+	VMOVUPS     1088(AX), Z22
+	VMOVUPS     1344(AX), Z23
+	VMOVUPS     1600(AX), Z24
+	VMOVUPS     1856(AX), Z25
+	VCVTPH2PS   32(DI), Z26
+	VFMADD231PS Z26, Z18, Z9
+	VFMADD231PS Z26, Z19, Z10
+	VFMADD231PS Z26, Z20, Z11
+	VFMADD231PS Z26, Z21, Z12
+	VFMADD231PS Z26, Z22, Z13
+	VFMADD231PS Z26, Z23, Z14
+	VFMADD231PS Z26, Z24, Z15
+	VFMADD231PS Z26, Z25, Z8
+	VCVTPH2PS   32(R8), Z26
+	VFMADD231PS Z26, Z18, Z0
+	VFMADD231PS Z26, Z19, Z1
+	VFMADD231PS Z26, Z20, Z2
+	VFMADD231PS Z26, Z21, Z3
+	VFMADD231PS Z26, Z22, Z4
+	VFMADD231PS Z26, Z23, Z5
+	VFMADD231PS Z26, Z24, Z6
+	VFMADD231PS Z26, Z25, Z7
+	VMOVUPS     128(AX), Z18
+	VMOVUPS     384(AX), Z19
+	VMOVUPS     640(AX), Z20
+	VMOVUPS     896(AX), Z21
+	VMOVUPS     1152(AX), Z22
+	VMOVUPS     1408(AX), Z23
+	VMOVUPS     1664(AX), Z24
+	VMOVUPS     1920(AX), Z25
+	VCVTPH2PS   64(DI), Z26
+	VFMADD231PS Z26, Z18, Z9
+	VFMADD231PS Z26, Z19, Z10
+	VFMADD231PS Z26, Z20, Z11
+	VFMADD231PS Z26, Z21, Z12
+	VFMADD231PS Z26, Z22, Z13
+	VFMADD231PS Z26, Z23, Z14
+	VFMADD231PS Z26, Z24, Z15
+	VFMADD231PS Z26, Z25, Z8
+	VCVTPH2PS   64(R8), Z26
+	VFMADD231PS Z26, Z18, Z0
+	VFMADD231PS Z26, Z19, Z1
+	VFMADD231PS Z26, Z20, Z2
+	VFMADD231PS Z26, Z21, Z3
+	VFMADD231PS Z26, Z22, Z4
+	VFMADD231PS Z26, Z23, Z5
+	VFMADD231PS Z26, Z24, Z6
+	VFMADD231PS Z26, Z25, Z7
+	VMOVUPS     192(AX), Z18
+	VMOVUPS     448(AX), Z19
+	VMOVUPS     704(AX), Z20
+	VMOVUPS     960(AX), Z21
+	VMOVUPS     1216(AX), Z22
+	VMOVUPS     1472(AX), Z23
+	VMOVUPS     1728(AX), Z24
+	VMOVUPS     1984(AX), Z25
+	VCVTPH2PS   96(DI), Z26
+	VFMADD231PS Z26, Z18, Z9
+	VFMADD231PS Z26, Z19, Z10
+	VFMADD231PS Z26, Z20, Z11
+	VFMADD231PS Z26, Z21, Z12
+	VFMADD231PS Z26, Z22, Z13
+	VFMADD231PS Z26, Z23, Z14
+	VFMADD231PS Z26, Z24, Z15
+	VFMADD231PS Z26, Z25, Z8
+	VCVTPH2PS   96(R8), Z26
+	VFMADD231PS Z26, Z18, Z0
+	VFMADD231PS Z26, Z19, Z1
+	VFMADD231PS Z26, Z20, Z2
+	VFMADD231PS Z26, Z21, Z3
+	VFMADD231PS Z26, Z22, Z4
+	VFMADD231PS Z26, Z23, Z5
+	VFMADD231PS Z26, Z24, Z6
+	VFMADD231PS Z26, Z25, Z7
+	VSHUFPS     $0x44, Z10, Z9, Z18
+	VSHUFPS     $0xee, Z10, Z9, Z9
+	VADDPS      Z9, Z18, Z18
+	VSHUFPS     $0x44, Z12, Z11, Z9
+	VSHUFPS     $0xee, Z12, Z11, Z10
+	VADDPS      Z10, Z9, Z9
+	VSHUFPS     $0x44, Z14, Z13, Z10
+	VSHUFPS     $0xee, Z14, Z13, Z11
+	VADDPS      Z11, Z10, Z10
+	VSHUFPS     $0x44, Z8, Z15, Z11
+	VSHUFPS     $0xee, Z8, Z15, Z8
+	VADDPS      Z8, Z11, Z11
+	VSHUFPS     $0x44, Z1, Z0, Z8
+	VSHUFPS     $0xee, Z1, Z0, Z0
+	VADDPS      Z0, Z8, Z8
+	VSHUFPS     $0x44, Z3, Z2, Z0
+	VSHUFPS     $0xee, Z3, Z2, Z1
+	VADDPS      Z1, Z0, Z0
+	VSHUFPS     $0x44, Z5, Z4, Z1
+	VSHUFPS     $0xee, Z5, Z4, Z2
+	VADDPS      Z2, Z1, Z1
+	VSHUFPS     $0x44, Z7, Z6, Z2
+	VSHUFPS     $0xee, Z7, Z6, Z3
+	VADDPS      Z3, Z2, Z2
+	VSHUFPS     $0x88, Z9, Z18, Z3
+	VSHUFPS     $0xdd, Z9, Z18, Z4
+	VADDPS      Z4, Z3, Z3
+	VSHUFPS     $0x88, Z11, Z10, Z4
+	VSHUFPS     $0xdd, Z11, Z10, Z5
+	VADDPS      Z5, Z4, Z4
+	VSHUFPS     $0x88, Z0, Z8, Z5
+	VSHUFPS     $0xdd, Z0, Z8, Z0
+	VADDPS      Z0, Z5, Z5
+	VSHUFPS     $0x88, Z2, Z1, Z0
+	VSHUFPS     $0xdd, Z2, Z1, Z1
+	VADDPS      Z1, Z0, Z0
+	VSHUFF32X4  $0x88, Z4, Z3, Z1
+	VSHUFF32X4  $0xdd, Z4, Z3, Z2
+	VADDPS      Z2, Z1, Z1
+	VSHUFF32X4  $0x88, Z0, Z5, Z2
+	VSHUFF32X4  $0xdd, Z0, Z5, Z0
+	VADDPS      Z0, Z2, Z2
+	VSHUFF32X4  $0x88, Z2, Z1, Z0
+	VSHUFF32X4  $0xdd, Z2, Z1, Z1
+	VADDPS      Z1, Z0, Z0
+	VMOVUPS     Z0, (BX)
+	ADDQ        $0x40, BX
+	ADDQ        $0x10, DX
+	DECQ        SI
+	JNZ         qk
+
+	// Row maxima, alpha, p and l, each row's value in every lane of its residue.
+	VMOVUPS          (SP), Z0
+	VMOVUPS          64(SP), Z1
+	VMAXPS           128(SP), Z0, Z0
+	VMAXPS           192(SP), Z1, Z1
+	VMAXPS           256(SP), Z0, Z0
+	VMAXPS           320(SP), Z1, Z1
+	VMAXPS           384(SP), Z0, Z0
+	VMAXPS           448(SP), Z1, Z1
+	VMAXPS           512(SP), Z0, Z0
+	VMAXPS           576(SP), Z1, Z1
+	VMAXPS           640(SP), Z0, Z0
+	VMAXPS           704(SP), Z1, Z1
+	VMAXPS           768(SP), Z0, Z0
+	VMAXPS           832(SP), Z1, Z1
+	VMAXPS           896(SP), Z0, Z0
+	VMAXPS           960(SP), Z1, Z1
+	VMAXPS           1024(SP), Z0, Z0
+	VMAXPS           1088(SP), Z1, Z1
+	VMAXPS           1152(SP), Z0, Z0
+	VMAXPS           1216(SP), Z1, Z1
+	VMAXPS           1280(SP), Z0, Z0
+	VMAXPS           1344(SP), Z1, Z1
+	VMAXPS           1408(SP), Z0, Z0
+	VMAXPS           1472(SP), Z1, Z1
+	VMAXPS           1536(SP), Z0, Z0
+	VMAXPS           1600(SP), Z1, Z1
+	VMAXPS           1664(SP), Z0, Z0
+	VMAXPS           1728(SP), Z1, Z1
+	VMAXPS           1792(SP), Z0, Z0
+	VMAXPS           1856(SP), Z1, Z1
+	VMAXPS           1920(SP), Z0, Z0
+	VMAXPS           1984(SP), Z1, Z1
+	VMAXPS           Z1, Z0, Z0
+	VSHUFF32X4       $0x4e, Z0, Z0, Z1
+	VMAXPS           Z1, Z0, Z0
+	MOVQ             o+32(FP), AX
+	MOVQ             m+40(FP), CX
+	MOVQ             l+48(FP), DX
+	MOVL             $0x000000ff, BX
+	KMOVW            BX, K1
+	VMOVUPS          (CX), Y16
+	VSHUFF32X4       $0x44, Z16, Z16, Z16
+	VMAXPS           Z16, Z0, Z0
+	VMOVUPS          Z0, K1, (CX)
+	VCMPPS.BCST      $0x0c, attnconst<>+0(SB), Z0, K2
+	VMOVAPS.Z        Z0, K2, Z0
+	VSUBPS           Z0, Z16, Z1
+	VBROADCASTSS     attnconst<>+96(SB), Z2
+	VCMPPS           $0x15, Z2, Z1, K3
+	VMAXPS           Z1, Z2, Z1
+	VRNDSCALEPS      $0x00, Z1, Z2
+	VSUBPS           Z2, Z1, Z1
+	VBROADCASTSS     attnconst<>+288(SB), Z3
+	VFMADD213PS.BCST attnconst<>+256(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+224(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+192(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+160(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+128(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+32(SB), Z1, Z3
+	VSCALEFPS.Z      Z2, Z3, K3, Z1
+	KNOTW            K2, K2
+	VBROADCASTSS     attnconst<>+32(SB), K2, Z1
+	VMOVUPS          Z1, 2048(SP)
+	VMOVUPS          (SP), Z2
+	VSUBPS           Z0, Z2, Z2
+	VBROADCASTSS     attnconst<>+96(SB), Z3
+	VCMPPS           $0x15, Z3, Z2, K2
+	VMAXPS           Z2, Z3, Z2
+	VRNDSCALEPS      $0x00, Z2, Z3
+	VSUBPS           Z3, Z2, Z2
+	VBROADCASTSS     attnconst<>+288(SB), Z4
+	VFMADD213PS.BCST attnconst<>+256(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+224(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+192(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+160(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+128(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+32(SB), Z2, Z4
+	VSCALEFPS.Z      Z3, Z4, K2, Z2
+	VMOVUPS          Z2, (SP)
+	VMOVUPS          64(SP), Z3
+	VSUBPS           Z0, Z3, Z3
+	VBROADCASTSS     attnconst<>+96(SB), Z4
+	VCMPPS           $0x15, Z4, Z3, K2
+	VMAXPS           Z3, Z4, Z3
+	VRNDSCALEPS      $0x00, Z3, Z4
+	VSUBPS           Z4, Z3, Z3
+	VBROADCASTSS     attnconst<>+288(SB), Z5
+	VFMADD213PS.BCST attnconst<>+256(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+224(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+192(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+160(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+128(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+32(SB), Z3, Z5
+	VSCALEFPS.Z      Z4, Z5, K2, Z3
+	VMOVUPS          Z3, 64(SP)
+	VMOVUPS          128(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 128(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          192(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 192(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          256(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 256(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          320(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 320(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          384(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 384(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          448(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 448(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          512(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 512(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          576(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 576(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          640(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 640(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          704(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 704(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          768(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 768(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          832(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 832(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          896(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 896(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          960(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 960(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          1024(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1024(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          1088(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1088(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          1152(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1152(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          1216(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1216(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          1280(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1280(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          1344(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1344(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          1408(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1408(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          1472(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1472(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          1536(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1536(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          1600(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1600(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          1664(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1664(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          1728(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1728(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          1792(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1792(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          1856(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1856(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          1920(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1920(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          1984(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z0
+	VCMPPS           $0x15, Z0, Z4, K2
+	VMAXPS           Z4, Z0, Z4
+	VRNDSCALEPS      $0x00, Z4, Z0
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z5
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z5
+	VSCALEFPS.Z      Z0, Z5, K2, Z4
+	VMOVUPS          Z4, 1984(SP)
+	VADDPS           Z4, Z3, Z3
+	VADDPS           Z3, Z2, Z2
+	VSHUFF32X4       $0x4e, Z2, Z2, Z0
+	VADDPS           Z0, Z2, Z2
+	VMOVUPS          (DX), Y17
+	VSHUFF32X4       $0x44, Z17, Z17, Z17
+	VFMADD231PS      Z17, Z1, Z2
+	VMOVUPS          Z2, K1, (DX)
+
+	// o = alpha*o.
+	VBROADCASTSS 2048(SP), Z0
+	VMULPS       (AX), Z0, Z1
+	VMOVUPS      Z1, (AX)
+	VMULPS       64(AX), Z0, Z1
+	VMOVUPS      Z1, 64(AX)
+	VMULPS       128(AX), Z0, Z1
+	VMOVUPS      Z1, 128(AX)
+	VMULPS       192(AX), Z0, Z0
+	VMOVUPS      Z0, 192(AX)
+	VBROADCASTSS 2052(SP), Z0
+	VMULPS       256(AX), Z0, Z1
+	VMOVUPS      Z1, 256(AX)
+	VMULPS       320(AX), Z0, Z1
+	VMOVUPS      Z1, 320(AX)
+	VMULPS       384(AX), Z0, Z1
+	VMOVUPS      Z1, 384(AX)
+	VMULPS       448(AX), Z0, Z0
+	VMOVUPS      Z0, 448(AX)
+	VBROADCASTSS 2056(SP), Z0
+	VMULPS       512(AX), Z0, Z1
+	VMOVUPS      Z1, 512(AX)
+	VMULPS       576(AX), Z0, Z1
+	VMOVUPS      Z1, 576(AX)
+	VMULPS       640(AX), Z0, Z1
+	VMOVUPS      Z1, 640(AX)
+	VMULPS       704(AX), Z0, Z0
+	VMOVUPS      Z0, 704(AX)
+	VBROADCASTSS 2060(SP), Z0
+	VMULPS       768(AX), Z0, Z1
+	VMOVUPS      Z1, 768(AX)
+	VMULPS       832(AX), Z0, Z1
+	VMOVUPS      Z1, 832(AX)
+	VMULPS       896(AX), Z0, Z1
+	VMOVUPS      Z1, 896(AX)
+	VMULPS       960(AX), Z0, Z0
+	VMOVUPS      Z0, 960(AX)
+	VBROADCASTSS 2064(SP), Z0
+	VMULPS       1024(AX), Z0, Z1
+	VMOVUPS      Z1, 1024(AX)
+	VMULPS       1088(AX), Z0, Z1
+	VMOVUPS      Z1, 1088(AX)
+	VMULPS       1152(AX), Z0, Z1
+	VMOVUPS      Z1, 1152(AX)
+	VMULPS       1216(AX), Z0, Z0
+	VMOVUPS      Z0, 1216(AX)
+	VBROADCASTSS 2068(SP), Z0
+	VMULPS       1280(AX), Z0, Z1
+	VMOVUPS      Z1, 1280(AX)
+	VMULPS       1344(AX), Z0, Z1
+	VMOVUPS      Z1, 1344(AX)
+	VMULPS       1408(AX), Z0, Z1
+	VMOVUPS      Z1, 1408(AX)
+	VMULPS       1472(AX), Z0, Z0
+	VMOVUPS      Z0, 1472(AX)
+	VBROADCASTSS 2072(SP), Z0
+	VMULPS       1536(AX), Z0, Z1
+	VMOVUPS      Z1, 1536(AX)
+	VMULPS       1600(AX), Z0, Z1
+	VMOVUPS      Z1, 1600(AX)
+	VMULPS       1664(AX), Z0, Z1
+	VMOVUPS      Z1, 1664(AX)
+	VMULPS       1728(AX), Z0, Z0
+	VMOVUPS      Z0, 1728(AX)
+	VBROADCASTSS 2076(SP), Z0
+	VMULPS       1792(AX), Z0, Z1
+	VMOVUPS      Z1, 1792(AX)
+	VMULPS       1856(AX), Z0, Z1
+	VMOVUPS      Z1, 1856(AX)
+	VMULPS       1920(AX), Z0, Z1
+	VMOVUPS      Z1, 1920(AX)
+	VMULPS       1984(AX), Z0, Z0
+	VMOVUPS      Z0, 1984(AX)
+
+	// o += P V, in groups of rows, each over the whole tile.
+	MOVQ    v+16(FP), CX
+	MOVQ    off+24(FP), DX
+	LEAQ    (SP), BX
+	MOVQ    $0x00000010, SI
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS 192(AX), Z3
+	VMOVUPS 256(AX), Z4
+	VMOVUPS 320(AX), Z5
+	VMOVUPS 384(AX), Z6
+	VMOVUPS 448(AX), Z7
+	VMOVUPS 512(AX), Z8
+	VMOVUPS 576(AX), Z9
+	VMOVUPS 640(AX), Z10
+	VMOVUPS 704(AX), Z11
+	VMOVUPS 768(AX), Z12
+	VMOVUPS 832(AX), Z13
+	VMOVUPS 896(AX), Z14
+	VMOVUPS 960(AX), Z15
+
+pv0:
+	MOVQ         (DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS (BX), Z16
+	VBROADCASTSS 4(BX), Z17
+	VBROADCASTSS 8(BX), Z18
+	VBROADCASTSS 12(BX), Z19
+	VCVTPH2PS    (DI), Z20
+	VFMADD231PS  Z20, Z16, Z0
+	VFMADD231PS  Z20, Z17, Z4
+	VFMADD231PS  Z20, Z18, Z8
+	VFMADD231PS  Z20, Z19, Z12
+	VCVTPH2PS    32(DI), Z20
+	VFMADD231PS  Z20, Z16, Z1
+	VFMADD231PS  Z20, Z17, Z5
+	VFMADD231PS  Z20, Z18, Z9
+	VFMADD231PS  Z20, Z19, Z13
+	VCVTPH2PS    64(DI), Z20
+	VFMADD231PS  Z20, Z16, Z2
+	VFMADD231PS  Z20, Z17, Z6
+	VFMADD231PS  Z20, Z18, Z10
+	VFMADD231PS  Z20, Z19, Z14
+	VCVTPH2PS    96(DI), Z20
+	VFMADD231PS  Z20, Z16, Z3
+	VFMADD231PS  Z20, Z17, Z7
+	VFMADD231PS  Z20, Z18, Z11
+	VFMADD231PS  Z20, Z19, Z15
+	MOVQ         8(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 32(BX), Z16
+	VBROADCASTSS 36(BX), Z17
+	VBROADCASTSS 40(BX), Z18
+	VBROADCASTSS 44(BX), Z19
+	VCVTPH2PS    (DI), Z20
+	VFMADD231PS  Z20, Z16, Z0
+	VFMADD231PS  Z20, Z17, Z4
+	VFMADD231PS  Z20, Z18, Z8
+	VFMADD231PS  Z20, Z19, Z12
+	VCVTPH2PS    32(DI), Z20
+	VFMADD231PS  Z20, Z16, Z1
+	VFMADD231PS  Z20, Z17, Z5
+	VFMADD231PS  Z20, Z18, Z9
+	VFMADD231PS  Z20, Z19, Z13
+	VCVTPH2PS    64(DI), Z20
+	VFMADD231PS  Z20, Z16, Z2
+	VFMADD231PS  Z20, Z17, Z6
+	VFMADD231PS  Z20, Z18, Z10
+	VFMADD231PS  Z20, Z19, Z14
+	VCVTPH2PS    96(DI), Z20
+	VFMADD231PS  Z20, Z16, Z3
+	VFMADD231PS  Z20, Z17, Z7
+	VFMADD231PS  Z20, Z18, Z11
+	VFMADD231PS  Z20, Z19, Z15
+	MOVQ         16(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 64(BX), Z16
+	VBROADCASTSS 68(BX), Z17
+	VBROADCASTSS 72(BX), Z18
+	VBROADCASTSS 76(BX), Z19
+	VCVTPH2PS    (DI), Z20
+	VFMADD231PS  Z20, Z16, Z0
+	VFMADD231PS  Z20, Z17, Z4
+	VFMADD231PS  Z20, Z18, Z8
+	VFMADD231PS  Z20, Z19, Z12
+	VCVTPH2PS    32(DI), Z20
+	VFMADD231PS  Z20, Z16, Z1
+	VFMADD231PS  Z20, Z17, Z5
+	VFMADD231PS  Z20, Z18, Z9
+	VFMADD231PS  Z20, Z19, Z13
+	VCVTPH2PS    64(DI), Z20
+	VFMADD231PS  Z20, Z16, Z2
+	VFMADD231PS  Z20, Z17, Z6
+	VFMADD231PS  Z20, Z18, Z10
+	VFMADD231PS  Z20, Z19, Z14
+	VCVTPH2PS    96(DI), Z20
+	VFMADD231PS  Z20, Z16, Z3
+	VFMADD231PS  Z20, Z17, Z7
+	VFMADD231PS  Z20, Z18, Z11
+	VFMADD231PS  Z20, Z19, Z15
+	MOVQ         24(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 96(BX), Z16
+	VBROADCASTSS 100(BX), Z17
+	VBROADCASTSS 104(BX), Z18
+	VBROADCASTSS 108(BX), Z19
+	VCVTPH2PS    (DI), Z20
+	VFMADD231PS  Z20, Z16, Z0
+	VFMADD231PS  Z20, Z17, Z4
+	VFMADD231PS  Z20, Z18, Z8
+	VFMADD231PS  Z20, Z19, Z12
+	VCVTPH2PS    32(DI), Z20
+	VFMADD231PS  Z20, Z16, Z1
+	VFMADD231PS  Z20, Z17, Z5
+	VFMADD231PS  Z20, Z18, Z9
+	VFMADD231PS  Z20, Z19, Z13
+	VCVTPH2PS    64(DI), Z20
+	VFMADD231PS  Z20, Z16, Z2
+	VFMADD231PS  Z20, Z17, Z6
+	VFMADD231PS  Z20, Z18, Z10
+	VFMADD231PS  Z20, Z19, Z14
+	VCVTPH2PS    96(DI), Z20
+	VFMADD231PS  Z20, Z16, Z3
+	VFMADD231PS  Z20, Z17, Z7
+	VFMADD231PS  Z20, Z18, Z11
+	VFMADD231PS  Z20, Z19, Z15
+	ADDQ         $0x00000080, BX
+	ADDQ         $0x20, DX
+	DECQ         SI
+	JNZ          pv0
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, 192(AX)
+	VMOVUPS      Z4, 256(AX)
+	VMOVUPS      Z5, 320(AX)
+	VMOVUPS      Z6, 384(AX)
+	VMOVUPS      Z7, 448(AX)
+	VMOVUPS      Z8, 512(AX)
+	VMOVUPS      Z9, 576(AX)
+	VMOVUPS      Z10, 640(AX)
+	VMOVUPS      Z11, 704(AX)
+	VMOVUPS      Z12, 768(AX)
+	VMOVUPS      Z13, 832(AX)
+	VMOVUPS      Z14, 896(AX)
+	VMOVUPS      Z15, 960(AX)
+	MOVQ         v+16(FP), CX
+	MOVQ         off+24(FP), DX
+	LEAQ         (SP), BX
+	MOVQ         $0x00000010, SI
+	VMOVUPS      1024(AX), Z0
+	VMOVUPS      1088(AX), Z1
+	VMOVUPS      1152(AX), Z2
+	VMOVUPS      1216(AX), Z3
+	VMOVUPS      1280(AX), Z4
+	VMOVUPS      1344(AX), Z5
+	VMOVUPS      1408(AX), Z6
+	VMOVUPS      1472(AX), Z7
+	VMOVUPS      1536(AX), Z8
+	VMOVUPS      1600(AX), Z9
+	VMOVUPS      1664(AX), Z10
+	VMOVUPS      1728(AX), Z11
+	VMOVUPS      1792(AX), Z12
+	VMOVUPS      1856(AX), Z13
+	VMOVUPS      1920(AX), Z14
+	VMOVUPS      1984(AX), Z15
+
+pv4:
+	MOVQ         (DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 16(BX), Z16
+	VBROADCASTSS 20(BX), Z17
+	VBROADCASTSS 24(BX), Z18
+	VBROADCASTSS 28(BX), Z19
+	VCVTPH2PS    (DI), Z20
+	VFMADD231PS  Z20, Z16, Z0
+	VFMADD231PS  Z20, Z17, Z4
+	VFMADD231PS  Z20, Z18, Z8
+	VFMADD231PS  Z20, Z19, Z12
+	VCVTPH2PS    32(DI), Z20
+	VFMADD231PS  Z20, Z16, Z1
+	VFMADD231PS  Z20, Z17, Z5
+	VFMADD231PS  Z20, Z18, Z9
+	VFMADD231PS  Z20, Z19, Z13
+	VCVTPH2PS    64(DI), Z20
+	VFMADD231PS  Z20, Z16, Z2
+	VFMADD231PS  Z20, Z17, Z6
+	VFMADD231PS  Z20, Z18, Z10
+	VFMADD231PS  Z20, Z19, Z14
+	VCVTPH2PS    96(DI), Z20
+	VFMADD231PS  Z20, Z16, Z3
+	VFMADD231PS  Z20, Z17, Z7
+	VFMADD231PS  Z20, Z18, Z11
+	VFMADD231PS  Z20, Z19, Z15
+	MOVQ         8(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 48(BX), Z16
+	VBROADCASTSS 52(BX), Z17
+	VBROADCASTSS 56(BX), Z18
+	VBROADCASTSS 60(BX), Z19
+	VCVTPH2PS    (DI), Z20
+	VFMADD231PS  Z20, Z16, Z0
+	VFMADD231PS  Z20, Z17, Z4
+	VFMADD231PS  Z20, Z18, Z8
+	VFMADD231PS  Z20, Z19, Z12
+	VCVTPH2PS    32(DI), Z20
+	VFMADD231PS  Z20, Z16, Z1
+	VFMADD231PS  Z20, Z17, Z5
+	VFMADD231PS  Z20, Z18, Z9
+	VFMADD231PS  Z20, Z19, Z13
+	VCVTPH2PS    64(DI), Z20
+	VFMADD231PS  Z20, Z16, Z2
+	VFMADD231PS  Z20, Z17, Z6
+	VFMADD231PS  Z20, Z18, Z10
+	VFMADD231PS  Z20, Z19, Z14
+	VCVTPH2PS    96(DI), Z20
+	VFMADD231PS  Z20, Z16, Z3
+	VFMADD231PS  Z20, Z17, Z7
+	VFMADD231PS  Z20, Z18, Z11
+	VFMADD231PS  Z20, Z19, Z15
+	MOVQ         16(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 80(BX), Z16
+	VBROADCASTSS 84(BX), Z17
+	VBROADCASTSS 88(BX), Z18
+	VBROADCASTSS 92(BX), Z19
+	VCVTPH2PS    (DI), Z20
+	VFMADD231PS  Z20, Z16, Z0
+	VFMADD231PS  Z20, Z17, Z4
+	VFMADD231PS  Z20, Z18, Z8
+	VFMADD231PS  Z20, Z19, Z12
+	VCVTPH2PS    32(DI), Z20
+	VFMADD231PS  Z20, Z16, Z1
+	VFMADD231PS  Z20, Z17, Z5
+	VFMADD231PS  Z20, Z18, Z9
+	VFMADD231PS  Z20, Z19, Z13
+	VCVTPH2PS    64(DI), Z20
+	VFMADD231PS  Z20, Z16, Z2
+	VFMADD231PS  Z20, Z17, Z6
+	VFMADD231PS  Z20, Z18, Z10
+	VFMADD231PS  Z20, Z19, Z14
+	VCVTPH2PS    96(DI), Z20
+	VFMADD231PS  Z20, Z16, Z3
+	VFMADD231PS  Z20, Z17, Z7
+	VFMADD231PS  Z20, Z18, Z11
+	VFMADD231PS  Z20, Z19, Z15
+	MOVQ         24(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 112(BX), Z16
+	VBROADCASTSS 116(BX), Z17
+	VBROADCASTSS 120(BX), Z18
+	VBROADCASTSS 124(BX), Z19
+	VCVTPH2PS    (DI), Z20
+	VFMADD231PS  Z20, Z16, Z0
+	VFMADD231PS  Z20, Z17, Z4
+	VFMADD231PS  Z20, Z18, Z8
+	VFMADD231PS  Z20, Z19, Z12
+	VCVTPH2PS    32(DI), Z20
+	VFMADD231PS  Z20, Z16, Z1
+	VFMADD231PS  Z20, Z17, Z5
+	VFMADD231PS  Z20, Z18, Z9
+	VFMADD231PS  Z20, Z19, Z13
+	VCVTPH2PS    64(DI), Z20
+	VFMADD231PS  Z20, Z16, Z2
+	VFMADD231PS  Z20, Z17, Z6
+	VFMADD231PS  Z20, Z18, Z10
+	VFMADD231PS  Z20, Z19, Z14
+	VCVTPH2PS    96(DI), Z20
+	VFMADD231PS  Z20, Z16, Z3
+	VFMADD231PS  Z20, Z17, Z7
+	VFMADD231PS  Z20, Z18, Z11
+	VFMADD231PS  Z20, Z19, Z15
+	ADDQ         $0x00000080, BX
+	ADDQ         $0x20, DX
+	DECQ         SI
+	JNZ          pv4
+	VMOVUPS      Z0, 1024(AX)
+	VMOVUPS      Z1, 1088(AX)
+	VMOVUPS      Z2, 1152(AX)
+	VMOVUPS      Z3, 1216(AX)
+	VMOVUPS      Z4, 1280(AX)
+	VMOVUPS      Z5, 1344(AX)
+	VMOVUPS      Z6, 1408(AX)
+	VMOVUPS      Z7, 1472(AX)
+	VMOVUPS      Z8, 1536(AX)
+	VMOVUPS      Z9, 1600(AX)
+	VMOVUPS      Z10, 1664(AX)
+	VMOVUPS      Z11, 1728(AX)
+	VMOVUPS      Z12, 1792(AX)
+	VMOVUPS      Z13, 1856(AX)
+	VMOVUPS      Z14, 1920(AX)
+	VMOVUPS      Z15, 1984(AX)
+	VZEROUPPER
+	RET
+
+// func decodeAVX512F16D128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+// Requires: AVX, AVX512F
+TEXT ·decodeAVX512F16D128R1(SB), $320-56
+	// Scores: vector i holds keys i*keys .. i*keys+keys-1 by rows.
+	MOVQ q+0(FP), AX
+	MOVQ k+8(FP), CX
+	MOVQ off+24(FP), DX
+	LEAQ (SP), BX
+	MOVQ $0x00000004, SI
+
+qk:
+	VMOVUPS     (AX), Z0
+	MOVQ        (DX), DI
+	VCVTPH2PS   (CX)(DI*1), Z1
+	VMULPS      Z1, Z0, Z1
+	MOVQ        8(DX), DI
+	VCVTPH2PS   (CX)(DI*1), Z2
+	VMULPS      Z2, Z0, Z2
+	MOVQ        16(DX), DI
+	VCVTPH2PS   (CX)(DI*1), Z3
+	VMULPS      Z3, Z0, Z3
+	MOVQ        24(DX), DI
+	VCVTPH2PS   (CX)(DI*1), Z4
+	VMULPS      Z4, Z0, Z4
+	MOVQ        32(DX), DI
+	VCVTPH2PS   (CX)(DI*1), Z5
+	VMULPS      Z5, Z0, Z5
+	MOVQ        40(DX), DI
+	VCVTPH2PS   (CX)(DI*1), Z6
+	VMULPS      Z6, Z0, Z6
+	MOVQ        48(DX), DI
+	VCVTPH2PS   (CX)(DI*1), Z7
+	VMULPS      Z7, Z0, Z7
+	MOVQ        56(DX), DI
+	VCVTPH2PS   (CX)(DI*1), Z8
+	VMULPS      Z8, Z0, Z8
+	MOVQ        64(DX), DI
+	VCVTPH2PS   (CX)(DI*1), Z9
+	VMULPS      Z9, Z0, Z9
+	MOVQ        72(DX), DI
+	VCVTPH2PS   (CX)(DI*1), Z10
+	VMULPS      Z10, Z0, Z10
+	MOVQ        80(DX), DI
+	VCVTPH2PS   (CX)(DI*1), Z11
+	VMULPS      Z11, Z0, Z11
+	MOVQ        88(DX), DI
+	VCVTPH2PS   (CX)(DI*1), Z12
+	VMULPS      Z12, Z0, Z12
+	MOVQ        96(DX), DI
+	VCVTPH2PS   (CX)(DI*1), Z13
+	VMULPS      Z13, Z0, Z13
+	MOVQ        104(DX), DI
+	VCVTPH2PS   (CX)(DI*1), Z14
+	VMULPS      Z14, Z0, Z14
+	MOVQ        112(DX), DI
+	VCVTPH2PS   (CX)(DI*1), Z15
+	VMULPS      Z15, Z0, Z15
+	MOVQ        120(DX), DI
+	VCVTPH2PS   (CX)(DI*1), Z16
+	VMULPS      Z16, Z0, Z0
+	VMOVUPS     64(AX), Z16
+	MOVQ        (DX), DI
+	VCVTPH2PS   32(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z1
+	MOVQ        8(DX), DI
+	VCVTPH2PS   32(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z2
+	MOVQ        16(DX), DI
+	VCVTPH2PS   32(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z3
+	MOVQ        24(DX), DI
+	VCVTPH2PS   32(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z4
+	MOVQ        32(DX), DI
+	VCVTPH2PS   32(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z5
+	MOVQ        40(DX), DI
+	VCVTPH2PS   32(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z6
+	MOVQ        48(DX), DI
+	VCVTPH2PS   32(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z7
+	MOVQ        56(DX), DI
+	VCVTPH2PS   32(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z8
+	MOVQ        64(DX), DI
+	VCVTPH2PS   32(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z9
+	MOVQ        72(DX), DI
+	VCVTPH2PS   32(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z10
+	MOVQ        80(DX), DI
+	VCVTPH2PS   32(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z11
+	MOVQ        88(DX), DI
+	VCVTPH2PS   32(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z12
+	MOVQ        96(DX), DI
+	VCVTPH2PS   32(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z13
+	MOVQ        104(DX), DI
+	VCVTPH2PS   32(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z14
+	MOVQ        112(DX), DI
+	VCVTPH2PS   32(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z15
+	MOVQ        120(DX), DI
+	VCVTPH2PS   32(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z0
+	VMOVUPS     128(AX), Z16
+	MOVQ        (DX), DI
+	VCVTPH2PS   64(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z1
+	MOVQ        8(DX), DI
+	VCVTPH2PS   64(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z2
+	MOVQ        16(DX), DI
+	VCVTPH2PS   64(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z3
+	MOVQ        24(DX), DI
+	VCVTPH2PS   64(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z4
+	MOVQ        32(DX), DI
+	VCVTPH2PS   64(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z5
+	MOVQ        40(DX), DI
+	VCVTPH2PS   64(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z6
+	MOVQ        48(DX), DI
+	VCVTPH2PS   64(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z7
+	MOVQ        56(DX), DI
+	VCVTPH2PS   64(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z8
+	MOVQ        64(DX), DI
+	VCVTPH2PS   64(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z9
+	MOVQ        72(DX), DI
+	VCVTPH2PS   64(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z10
+	MOVQ        80(DX), DI
+	VCVTPH2PS   64(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z11
+	MOVQ        88(DX), DI
+	VCVTPH2PS   64(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z12
+	MOVQ        96(DX), DI
+	VCVTPH2PS   64(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z13
+	MOVQ        104(DX), DI
+	VCVTPH2PS   64(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z14
+	MOVQ        112(DX), DI
+	VCVTPH2PS   64(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z15
+	MOVQ        120(DX), DI
+	VCVTPH2PS   64(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z0
+	VMOVUPS     192(AX), Z16
+	MOVQ        (DX), DI
+	VCVTPH2PS   96(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z1
+	MOVQ        8(DX), DI
+	VCVTPH2PS   96(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z2
+	MOVQ        16(DX), DI
+	VCVTPH2PS   96(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z3
+	MOVQ        24(DX), DI
+	VCVTPH2PS   96(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z4
+	MOVQ        32(DX), DI
+	VCVTPH2PS   96(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z5
+	MOVQ        40(DX), DI
+	VCVTPH2PS   96(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z6
+	MOVQ        48(DX), DI
+	VCVTPH2PS   96(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z7
+	MOVQ        56(DX), DI
+	VCVTPH2PS   96(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z8
+	MOVQ        64(DX), DI
+	VCVTPH2PS   96(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z9
+	MOVQ        72(DX), DI
+	VCVTPH2PS   96(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z10
+	MOVQ        80(DX), DI
+	VCVTPH2PS   96(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z11
+	MOVQ        88(DX), DI
+	VCVTPH2PS   96(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z12
+	MOVQ        96(DX), DI
+	VCVTPH2PS   96(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z13
+	MOVQ        104(DX), DI
+	VCVTPH2PS   96(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z14
+	MOVQ        112(DX), DI
+	VCVTPH2PS   96(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z15
+	MOVQ        120(DX), DI
+	VCVTPH2PS   96(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z0
+	VMOVUPS     256(AX), Z16
+	MOVQ        (DX), DI
+	VCVTPH2PS   128(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z1
+	MOVQ        8(DX), DI
+	VCVTPH2PS   128(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z2
+	MOVQ        16(DX), DI
+	VCVTPH2PS   128(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z3
+	MOVQ        24(DX), DI
+	VCVTPH2PS   128(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z4
+	MOVQ        32(DX), DI
+	VCVTPH2PS   128(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z5
+	MOVQ        40(DX), DI
+	VCVTPH2PS   128(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z6
+	MOVQ        48(DX), DI
+	VCVTPH2PS   128(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z7
+	MOVQ        56(DX), DI
+	VCVTPH2PS   128(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z8
+	MOVQ        64(DX), DI
+	VCVTPH2PS   128(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z9
+	MOVQ        72(DX), DI
+	VCVTPH2PS   128(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z10
+	MOVQ        80(DX), DI
+	VCVTPH2PS   128(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z11
+	MOVQ        88(DX), DI
+	VCVTPH2PS   128(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z12
+	MOVQ        96(DX), DI
+	VCVTPH2PS   128(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z13
+	MOVQ        104(DX), DI
+	VCVTPH2PS   128(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z14
+	MOVQ        112(DX), DI
+	VCVTPH2PS   128(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z15
+	MOVQ        120(DX), DI
+	VCVTPH2PS   128(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z0
+	VMOVUPS     320(AX), Z16
+	MOVQ        (DX), DI
+	VCVTPH2PS   160(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z1
+	MOVQ        8(DX), DI
+	VCVTPH2PS   160(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z2
+	MOVQ        16(DX), DI
+	VCVTPH2PS   160(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z3
+	MOVQ        24(DX), DI
+	VCVTPH2PS   160(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z4
+	MOVQ        32(DX), DI
+	VCVTPH2PS   160(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z5
+	MOVQ        40(DX), DI
+	VCVTPH2PS   160(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z6
+	MOVQ        48(DX), DI
+	VCVTPH2PS   160(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z7
+	MOVQ        56(DX), DI
+	VCVTPH2PS   160(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z8
+	MOVQ        64(DX), DI
+	VCVTPH2PS   160(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z9
+	MOVQ        72(DX), DI
+	VCVTPH2PS   160(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z10
+	MOVQ        80(DX), DI
+	VCVTPH2PS   160(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z11
+	MOVQ        88(DX), DI
+	VCVTPH2PS   160(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z12
+	MOVQ        96(DX), DI
+	VCVTPH2PS   160(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z13
+	MOVQ        104(DX), DI
+	VCVTPH2PS   160(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z14
+	MOVQ        112(DX), DI
+	VCVTPH2PS   160(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z15
+	MOVQ        120(DX), DI
+	VCVTPH2PS   160(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z0
+	VMOVUPS     384(AX), Z16
+	MOVQ        (DX), DI
+	VCVTPH2PS   192(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z1
+	MOVQ        8(DX), DI
+	VCVTPH2PS   192(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z2
+	MOVQ        16(DX), DI
+	VCVTPH2PS   192(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z3
+	MOVQ        24(DX), DI
+	VCVTPH2PS   192(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z4
+	MOVQ        32(DX), DI
+	VCVTPH2PS   192(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z5
+	MOVQ        40(DX), DI
+	VCVTPH2PS   192(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z6
+	MOVQ        48(DX), DI
+	VCVTPH2PS   192(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z7
+	MOVQ        56(DX), DI
+	VCVTPH2PS   192(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z8
+	MOVQ        64(DX), DI
+	VCVTPH2PS   192(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z9
+	MOVQ        72(DX), DI
+	VCVTPH2PS   192(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z10
+	MOVQ        80(DX), DI
+	VCVTPH2PS   192(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z11
+	MOVQ        88(DX), DI
+	VCVTPH2PS   192(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z12
+	MOVQ        96(DX), DI
+	VCVTPH2PS   192(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z13
+	MOVQ        104(DX), DI
+	VCVTPH2PS   192(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z14
+	MOVQ        112(DX), DI
+	VCVTPH2PS   192(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z15
+	MOVQ        120(DX), DI
+	VCVTPH2PS   192(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z0
+	VMOVUPS     448(AX), Z16
+	MOVQ        (DX), DI
+	VCVTPH2PS   224(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z1
+	MOVQ        8(DX), DI
+	VCVTPH2PS   224(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z2
+	MOVQ        16(DX), DI
+	VCVTPH2PS   224(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z3
+	MOVQ        24(DX), DI
+	VCVTPH2PS   224(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z4
+	MOVQ        32(DX), DI
+	VCVTPH2PS   224(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z5
+	MOVQ        40(DX), DI
+	VCVTPH2PS   224(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z6
+	MOVQ        48(DX), DI
+	VCVTPH2PS   224(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z7
+	MOVQ        56(DX), DI
+	VCVTPH2PS   224(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z8
+	MOVQ        64(DX), DI
+	VCVTPH2PS   224(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z9
+	MOVQ        72(DX), DI
+	VCVTPH2PS   224(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z10
+	MOVQ        80(DX), DI
+	VCVTPH2PS   224(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z11
+	MOVQ        88(DX), DI
+	VCVTPH2PS   224(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z12
+	MOVQ        96(DX), DI
+	VCVTPH2PS   224(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z13
+	MOVQ        104(DX), DI
+	VCVTPH2PS   224(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z14
+	MOVQ        112(DX), DI
+	VCVTPH2PS   224(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z15
+	MOVQ        120(DX), DI
+	VCVTPH2PS   224(CX)(DI*1), Z17
+	VFMADD231PS Z17, Z16, Z0
+	VSHUFPS     $0x44, Z2, Z1, Z16
+	VSHUFPS     $0xee, Z2, Z1, Z1
+	VADDPS      Z1, Z16, Z16
+	VSHUFPS     $0x44, Z4, Z3, Z1
+	VSHUFPS     $0xee, Z4, Z3, Z2
+	VADDPS      Z2, Z1, Z1
+	VSHUFPS     $0x44, Z6, Z5, Z2
+	VSHUFPS     $0xee, Z6, Z5, Z3
+	VADDPS      Z3, Z2, Z2
+	VSHUFPS     $0x44, Z8, Z7, Z3
+	VSHUFPS     $0xee, Z8, Z7, Z4
+	VADDPS      Z4, Z3, Z3
+	VSHUFPS     $0x44, Z10, Z9, Z4
+	VSHUFPS     $0xee, Z10, Z9, Z5
+	VADDPS      Z5, Z4, Z4
+	VSHUFPS     $0x44, Z12, Z11, Z5
+	VSHUFPS     $0xee, Z12, Z11, Z6
+	VADDPS      Z6, Z5, Z5
+	VSHUFPS     $0x44, Z14, Z13, Z6
+	VSHUFPS     $0xee, Z14, Z13, Z7
+	VADDPS      Z7, Z6, Z6
+	VSHUFPS     $0x44, Z0, Z15, Z7
+	VSHUFPS     $0xee, Z0, Z15, Z0
+	VADDPS      Z0, Z7, Z7
+	VSHUFPS     $0x88, Z1, Z16, Z0
+	VSHUFPS     $0xdd, Z1, Z16, Z1
+	VADDPS      Z1, Z0, Z0
+	VSHUFPS     $0x88, Z3, Z2, Z1
+	VSHUFPS     $0xdd, Z3, Z2, Z2
+	VADDPS      Z2, Z1, Z1
+	VSHUFPS     $0x88, Z5, Z4, Z2
+	VSHUFPS     $0xdd, Z5, Z4, Z3
+	VADDPS      Z3, Z2, Z2
+	VSHUFPS     $0x88, Z7, Z6, Z3
+	VSHUFPS     $0xdd, Z7, Z6, Z4
+	VADDPS      Z4, Z3, Z3
+	VSHUFF32X4  $0x88, Z1, Z0, Z4
+	VSHUFF32X4  $0xdd, Z1, Z0, Z0
+	VADDPS      Z0, Z4, Z4
+	VSHUFF32X4  $0x88, Z3, Z2, Z0
+	VSHUFF32X4  $0xdd, Z3, Z2, Z1
+	VADDPS      Z1, Z0, Z0
+	VSHUFF32X4  $0x88, Z0, Z4, Z1
+	VSHUFF32X4  $0xdd, Z0, Z4, Z0
+	VADDPS      Z0, Z1, Z1
+	VMOVUPS     Z1, (BX)
+	ADDQ        $0x40, BX
+	ADDQ        $0x80, DX
+	DECQ        SI
+	JNZ         qk
+
+	// Row maxima, alpha, p and l, each row's value in every lane of its residue.
+	VMOVUPS          (SP), Z0
+	VMOVUPS          64(SP), Z1
+	VMAXPS           128(SP), Z0, Z0
+	VMAXPS           192(SP), Z1, Z1
+	VMAXPS           Z1, Z0, Z0
+	VSHUFF32X4       $0x4e, Z0, Z0, Z1
+	VMAXPS           Z1, Z0, Z0
+	VSHUFF32X4       $0xb1, Z0, Z0, Z1
+	VMAXPS           Z1, Z0, Z0
+	VPERMILPS        $0x4e, Z0, Z1
+	VMAXPS           Z1, Z0, Z0
+	VPERMILPS        $0xb1, Z0, Z1
+	VMAXPS           Z1, Z0, Z0
+	MOVQ             o+32(FP), AX
+	MOVQ             m+40(FP), CX
+	MOVQ             l+48(FP), DX
+	MOVL             $0x00000001, BX
+	KMOVW            BX, K1
+	VBROADCASTSS     (CX), Z1
+	VMAXPS           Z1, Z0, Z0
+	VMOVUPS          Z0, K1, (CX)
+	VCMPPS.BCST      $0x0c, attnconst<>+0(SB), Z0, K2
+	VMOVAPS.Z        Z0, K2, Z0
+	VSUBPS           Z0, Z1, Z1
+	VBROADCASTSS     attnconst<>+96(SB), Z2
+	VCMPPS           $0x15, Z2, Z1, K3
+	VMAXPS           Z1, Z2, Z1
+	VRNDSCALEPS      $0x00, Z1, Z2
+	VSUBPS           Z2, Z1, Z1
+	VBROADCASTSS     attnconst<>+288(SB), Z3
+	VFMADD213PS.BCST attnconst<>+256(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+224(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+192(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+160(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+128(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+32(SB), Z1, Z3
+	VSCALEFPS.Z      Z2, Z3, K3, Z1
+	KNOTW            K2, K2
+	VBROADCASTSS     attnconst<>+32(SB), K2, Z1
+	VMOVUPS          Z1, 256(SP)
+	VMOVUPS          (SP), Z2
+	VSUBPS           Z0, Z2, Z2
+	VBROADCASTSS     attnconst<>+96(SB), Z3
+	VCMPPS           $0x15, Z3, Z2, K2
+	VMAXPS           Z2, Z3, Z2
+	VRNDSCALEPS      $0x00, Z2, Z3
+	VSUBPS           Z3, Z2, Z2
+	VBROADCASTSS     attnconst<>+288(SB), Z4
+	VFMADD213PS.BCST attnconst<>+256(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+224(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+192(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+160(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+128(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+32(SB), Z2, Z4
+	VSCALEFPS.Z      Z3, Z4, K2, Z2
+	VMOVUPS          Z2, (SP)
+	VMOVUPS          64(SP), Z3
+	VSUBPS           Z0, Z3, Z3
+	VBROADCASTSS     attnconst<>+96(SB), Z4
+	VCMPPS           $0x15, Z4, Z3, K2
+	VMAXPS           Z3, Z4, Z3
+	VRNDSCALEPS      $0x00, Z3, Z4
+	VSUBPS           Z4, Z3, Z3
+	VBROADCASTSS     attnconst<>+288(SB), Z5
+	VFMADD213PS.BCST attnconst<>+256(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+224(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+192(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+160(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+128(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+32(SB), Z3, Z5
+	VSCALEFPS.Z      Z4, Z5, K2, Z3
+	VMOVUPS          Z3, 64(SP)
+	VMOVUPS          128(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 128(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          192(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z0
+	VCMPPS           $0x15, Z0, Z4, K2
+	VMAXPS           Z4, Z0, Z4
+	VRNDSCALEPS      $0x00, Z4, Z0
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z5
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z5
+	VSCALEFPS.Z      Z0, Z5, K2, Z4
+	VMOVUPS          Z4, 192(SP)
+	VADDPS           Z4, Z3, Z3
+	VADDPS           Z3, Z2, Z2
+	VSHUFF32X4       $0x4e, Z2, Z2, Z0
+	VADDPS           Z0, Z2, Z2
+	VSHUFF32X4       $0xb1, Z2, Z2, Z0
+	VADDPS           Z0, Z2, Z2
+	VPERMILPS        $0x4e, Z2, Z0
+	VADDPS           Z0, Z2, Z2
+	VPERMILPS        $0xb1, Z2, Z0
+	VADDPS           Z0, Z2, Z2
+	VBROADCASTSS     (DX), Z0
+	VFMADD231PS      Z0, Z1, Z2
+	VMOVUPS          Z2, K1, (DX)
+
+	// o = alpha*o.
+	VBROADCASTSS 256(SP), Z0
+	VMULPS       (AX), Z0, Z1
+	VMOVUPS      Z1, (AX)
+	VMULPS       64(AX), Z0, Z1
+	VMOVUPS      Z1, 64(AX)
+	VMULPS       128(AX), Z0, Z1
+	VMOVUPS      Z1, 128(AX)
+	VMULPS       192(AX), Z0, Z1
+	VMOVUPS      Z1, 192(AX)
+	VMULPS       256(AX), Z0, Z1
+	VMOVUPS      Z1, 256(AX)
+	VMULPS       320(AX), Z0, Z1
+	VMOVUPS      Z1, 320(AX)
+	VMULPS       384(AX), Z0, Z1
+	VMOVUPS      Z1, 384(AX)
+	VMULPS       448(AX), Z0, Z0
+	VMOVUPS      Z0, 448(AX)
+
+	// o += P V, in groups of rows, each over the whole tile.
+	MOVQ    v+16(FP), CX
+	MOVQ    off+24(FP), DX
+	LEAQ    (SP), BX
+	MOVQ    $0x00000010, SI
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS 192(AX), Z3
+	VMOVUPS 256(AX), Z4
+	VMOVUPS 320(AX), Z5
+	VMOVUPS 384(AX), Z6
+	VMOVUPS 448(AX), Z7
+
+pv0:
+	MOVQ         (DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS (BX), Z8
+	VCVTPH2PS    (DI), Z9
+	VFMADD231PS  Z9, Z8, Z0
+	VCVTPH2PS    32(DI), Z9
+	VFMADD231PS  Z9, Z8, Z1
+	VCVTPH2PS    64(DI), Z9
+	VFMADD231PS  Z9, Z8, Z2
+	VCVTPH2PS    96(DI), Z9
+	VFMADD231PS  Z9, Z8, Z3
+	VCVTPH2PS    128(DI), Z9
+	VFMADD231PS  Z9, Z8, Z4
+	VCVTPH2PS    160(DI), Z9
+	VFMADD231PS  Z9, Z8, Z5
+	VCVTPH2PS    192(DI), Z9
+	VFMADD231PS  Z9, Z8, Z6
+	VCVTPH2PS    224(DI), Z9
+	VFMADD231PS  Z9, Z8, Z7
+	MOVQ         8(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 4(BX), Z8
+	VCVTPH2PS    (DI), Z9
+	VFMADD231PS  Z9, Z8, Z0
+	VCVTPH2PS    32(DI), Z9
+	VFMADD231PS  Z9, Z8, Z1
+	VCVTPH2PS    64(DI), Z9
+	VFMADD231PS  Z9, Z8, Z2
+	VCVTPH2PS    96(DI), Z9
+	VFMADD231PS  Z9, Z8, Z3
+	VCVTPH2PS    128(DI), Z9
+	VFMADD231PS  Z9, Z8, Z4
+	VCVTPH2PS    160(DI), Z9
+	VFMADD231PS  Z9, Z8, Z5
+	VCVTPH2PS    192(DI), Z9
+	VFMADD231PS  Z9, Z8, Z6
+	VCVTPH2PS    224(DI), Z9
+	VFMADD231PS  Z9, Z8, Z7
+	MOVQ         16(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 8(BX), Z8
+	VCVTPH2PS    (DI), Z9
+	VFMADD231PS  Z9, Z8, Z0
+	VCVTPH2PS    32(DI), Z9
+	VFMADD231PS  Z9, Z8, Z1
+	VCVTPH2PS    64(DI), Z9
+	VFMADD231PS  Z9, Z8, Z2
+	VCVTPH2PS    96(DI), Z9
+	VFMADD231PS  Z9, Z8, Z3
+	VCVTPH2PS    128(DI), Z9
+	VFMADD231PS  Z9, Z8, Z4
+	VCVTPH2PS    160(DI), Z9
+	VFMADD231PS  Z9, Z8, Z5
+	VCVTPH2PS    192(DI), Z9
+	VFMADD231PS  Z9, Z8, Z6
+	VCVTPH2PS    224(DI), Z9
+	VFMADD231PS  Z9, Z8, Z7
+	MOVQ         24(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 12(BX), Z8
+	VCVTPH2PS    (DI), Z9
+	VFMADD231PS  Z9, Z8, Z0
+	VCVTPH2PS    32(DI), Z9
+	VFMADD231PS  Z9, Z8, Z1
+	VCVTPH2PS    64(DI), Z9
+	VFMADD231PS  Z9, Z8, Z2
+	VCVTPH2PS    96(DI), Z9
+	VFMADD231PS  Z9, Z8, Z3
+	VCVTPH2PS    128(DI), Z9
+	VFMADD231PS  Z9, Z8, Z4
+	VCVTPH2PS    160(DI), Z9
+	VFMADD231PS  Z9, Z8, Z5
+	VCVTPH2PS    192(DI), Z9
+	VFMADD231PS  Z9, Z8, Z6
+	VCVTPH2PS    224(DI), Z9
+	VFMADD231PS  Z9, Z8, Z7
+	ADDQ         $0x00000010, BX
+	ADDQ         $0x20, DX
+	DECQ         SI
+	JNZ          pv0
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, 192(AX)
+	VMOVUPS      Z4, 256(AX)
+	VMOVUPS      Z5, 320(AX)
+	VMOVUPS      Z6, 384(AX)
+	VMOVUPS      Z7, 448(AX)
+	VZEROUPPER
+	RET
+
+// func decodeAVX512F16D128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+// Requires: AVX, AVX512F
+TEXT ·decodeAVX512F16D128R2(SB), $576-56
+	// Scores: vector i holds keys i*keys .. i*keys+keys-1 by rows.
+	MOVQ q+0(FP), AX
+	MOVQ k+8(FP), CX
+	MOVQ off+24(FP), DX
+	LEAQ (SP), BX
+	MOVQ $0x00000008, SI
+
+qk:
+	MOVQ        (DX), DI
+	ADDQ        CX, DI
+	MOVQ        8(DX), R8
+	ADDQ        CX, R8
+	MOVQ        16(DX), R9
+	ADDQ        CX, R9
+	MOVQ        24(DX), R10
+	ADDQ        CX, R10
+	MOVQ        32(DX), R11
+	ADDQ        CX, R11
+	MOVQ        40(DX), R12
+	ADDQ        CX, R12
+	MOVQ        48(DX), R13
+	ADDQ        CX, R13
+	MOVQ        56(DX), R14
+	ADDQ        CX, R14
+	VMOVUPS     (AX), Z0
+	VMOVUPS     512(AX), Z1
+	VCVTPH2PS   (DI), Z2
+	VMULPS      Z2, Z0, Z3
+	VMULPS      Z2, Z1, Z2
+	VCVTPH2PS   (R8), Z4
+	VMULPS      Z4, Z0, Z5
+	VMULPS      Z4, Z1, Z4
+	VCVTPH2PS   (R9), Z6
+	VMULPS      Z6, Z0, Z7
+	VMULPS      Z6, Z1, Z6
+	VCVTPH2PS   (R10), Z8
+	VMULPS      Z8, Z0, Z9
+	VMULPS      Z8, Z1, Z8
+	VCVTPH2PS   (R11), Z10
+	VMULPS      Z10, Z0, Z11
+	VMULPS      Z10, Z1, Z10
+	VCVTPH2PS   (R12), Z12
+	VMULPS      Z12, Z0, Z13
+	VMULPS      Z12, Z1, Z12
+	VCVTPH2PS   (R13), Z14
+	VMULPS      Z14, Z0, Z15
+	VMULPS      Z14, Z1, Z14
+	VCVTPH2PS   (R14), Z16
+	VMULPS      Z16, Z0, Z0
+	VMULPS      Z16, Z1, Z1
+	VMOVUPS     64(AX), Z16
+	VMOVUPS     576(AX), Z17
+	VCVTPH2PS   32(DI), Z18
+	VFMADD231PS Z18, Z16, Z3
+	VFMADD231PS Z18, Z17, Z2
+	VCVTPH2PS   32(R8), Z18
+	VFMADD231PS Z18, Z16, Z5
+	VFMADD231PS Z18, Z17, Z4
+	VCVTPH2PS   32(R9), Z18
+	VFMADD231PS Z18, Z16, Z7
+	VFMADD231PS Z18, Z17, Z6
+	VCVTPH2PS   32(R10), Z18
+	VFMADD231PS Z18, Z16, Z9
+	VFMADD231PS Z18, Z17, Z8
+	VCVTPH2PS   32(R11), Z18
+	VFMADD231PS Z18, Z16, Z11
+	VFMADD231PS Z18, Z17, Z10
+	VCVTPH2PS   32(R12), Z18
+	VFMADD231PS Z18, Z16, Z13
+	VFMADD231PS Z18, Z17, Z12
+	VCVTPH2PS   32(R13), Z18
+	VFMADD231PS Z18, Z16, Z15
+	VFMADD231PS Z18, Z17, Z14
+	VCVTPH2PS   32(R14), Z18
+	VFMADD231PS Z18, Z16, Z0
+	VFMADD231PS Z18, Z17, Z1
+	VMOVUPS     128(AX), Z16
+	VMOVUPS     640(AX), Z17
+	VCVTPH2PS   64(DI), Z18
+	VFMADD231PS Z18, Z16, Z3
+	VFMADD231PS Z18, Z17, Z2
+	VCVTPH2PS   64(R8), Z18
+	VFMADD231PS Z18, Z16, Z5
+	VFMADD231PS Z18, Z17, Z4
+	VCVTPH2PS   64(R9), Z18
+	VFMADD231PS Z18, Z16, Z7
+	VFMADD231PS Z18, Z17, Z6
+	VCVTPH2PS   64(R10), Z18
+	VFMADD231PS Z18, Z16, Z9
+	VFMADD231PS Z18, Z17, Z8
+	VCVTPH2PS   64(R11), Z18
+	VFMADD231PS Z18, Z16, Z11
+	VFMADD231PS Z18, Z17, Z10
+	VCVTPH2PS   64(R12), Z18
+	VFMADD231PS Z18, Z16, Z13
+	VFMADD231PS Z18, Z17, Z12
+	VCVTPH2PS   64(R13), Z18
+	VFMADD231PS Z18, Z16, Z15
+	VFMADD231PS Z18, Z17, Z14
+	VCVTPH2PS   64(R14), Z18
+	VFMADD231PS Z18, Z16, Z0
+	VFMADD231PS Z18, Z17, Z1
+	VMOVUPS     192(AX), Z16
+	VMOVUPS     704(AX), Z17
+	VCVTPH2PS   96(DI), Z18
+	VFMADD231PS Z18, Z16, Z3
+	VFMADD231PS Z18, Z17, Z2
+	VCVTPH2PS   96(R8), Z18
+	VFMADD231PS Z18, Z16, Z5
+	VFMADD231PS Z18, Z17, Z4
+	VCVTPH2PS   96(R9), Z18
+	VFMADD231PS Z18, Z16, Z7
+	VFMADD231PS Z18, Z17, Z6
+	VCVTPH2PS   96(R10), Z18
+	VFMADD231PS Z18, Z16, Z9
+	VFMADD231PS Z18, Z17, Z8
+	VCVTPH2PS   96(R11), Z18
+	VFMADD231PS Z18, Z16, Z11
+	VFMADD231PS Z18, Z17, Z10
+	VCVTPH2PS   96(R12), Z18
+	VFMADD231PS Z18, Z16, Z13
+	VFMADD231PS Z18, Z17, Z12
+	VCVTPH2PS   96(R13), Z18
+	VFMADD231PS Z18, Z16, Z15
+	VFMADD231PS Z18, Z17, Z14
+	VCVTPH2PS   96(R14), Z18
+	VFMADD231PS Z18, Z16, Z0
+	VFMADD231PS Z18, Z17, Z1
+	VMOVUPS     256(AX), Z16
+	VMOVUPS     768(AX), Z17
+	VCVTPH2PS   128(DI), Z18
+	VFMADD231PS Z18, Z16, Z3
+	VFMADD231PS Z18, Z17, Z2
+	VCVTPH2PS   128(R8), Z18
+	VFMADD231PS Z18, Z16, Z5
+	VFMADD231PS Z18, Z17, Z4
+	VCVTPH2PS   128(R9), Z18
+	VFMADD231PS Z18, Z16, Z7
+	VFMADD231PS Z18, Z17, Z6
+	VCVTPH2PS   128(R10), Z18
+	VFMADD231PS Z18, Z16, Z9
+	VFMADD231PS Z18, Z17, Z8
+	VCVTPH2PS   128(R11), Z18
+	VFMADD231PS Z18, Z16, Z11
+	VFMADD231PS Z18, Z17, Z10
+	VCVTPH2PS   128(R12), Z18
+	VFMADD231PS Z18, Z16, Z13
+	VFMADD231PS Z18, Z17, Z12
+	VCVTPH2PS   128(R13), Z18
+	VFMADD231PS Z18, Z16, Z15
+	VFMADD231PS Z18, Z17, Z14
+	VCVTPH2PS   128(R14), Z18
+	VFMADD231PS Z18, Z16, Z0
+	VFMADD231PS Z18, Z17, Z1
+	VMOVUPS     320(AX), Z16
+	VMOVUPS     832(AX), Z17
+	VCVTPH2PS   160(DI), Z18
+	VFMADD231PS Z18, Z16, Z3
+	VFMADD231PS Z18, Z17, Z2
+	VCVTPH2PS   160(R8), Z18
+	VFMADD231PS Z18, Z16, Z5
+	VFMADD231PS Z18, Z17, Z4
+	VCVTPH2PS   160(R9), Z18
+	VFMADD231PS Z18, Z16, Z7
+	VFMADD231PS Z18, Z17, Z6
+	VCVTPH2PS   160(R10), Z18
+	VFMADD231PS Z18, Z16, Z9
+	VFMADD231PS Z18, Z17, Z8
+	VCVTPH2PS   160(R11), Z18
+	VFMADD231PS Z18, Z16, Z11
+	VFMADD231PS Z18, Z17, Z10
+	VCVTPH2PS   160(R12), Z18
+	VFMADD231PS Z18, Z16, Z13
+	VFMADD231PS Z18, Z17, Z12
+	VCVTPH2PS   160(R13), Z18
+	VFMADD231PS Z18, Z16, Z15
+	VFMADD231PS Z18, Z17, Z14
+	VCVTPH2PS   160(R14), Z18
+	VFMADD231PS Z18, Z16, Z0
+	VFMADD231PS Z18, Z17, Z1
+	VMOVUPS     384(AX), Z16
+	VMOVUPS     896(AX), Z17
+	VCVTPH2PS   192(DI), Z18
+	VFMADD231PS Z18, Z16, Z3
+	VFMADD231PS Z18, Z17, Z2
+	VCVTPH2PS   192(R8), Z18
+	VFMADD231PS Z18, Z16, Z5
+	VFMADD231PS Z18, Z17, Z4
+	VCVTPH2PS   192(R9), Z18
+	VFMADD231PS Z18, Z16, Z7
+	VFMADD231PS Z18, Z17, Z6
+	VCVTPH2PS   192(R10), Z18
+	VFMADD231PS Z18, Z16, Z9
+	VFMADD231PS Z18, Z17, Z8
+	VCVTPH2PS   192(R11), Z18
+	VFMADD231PS Z18, Z16, Z11
+	VFMADD231PS Z18, Z17, Z10
+	VCVTPH2PS   192(R12), Z18
+	VFMADD231PS Z18, Z16, Z13
+	VFMADD231PS Z18, Z17, Z12
+	VCVTPH2PS   192(R13), Z18
+	VFMADD231PS Z18, Z16, Z15
+	VFMADD231PS Z18, Z17, Z14
+	VCVTPH2PS   192(R14), Z18
+	VFMADD231PS Z18, Z16, Z0
+	VFMADD231PS Z18, Z17, Z1
+	VMOVUPS     448(AX), Z16
+	VMOVUPS     960(AX), Z17
+	VCVTPH2PS   224(DI), Z18
+	VFMADD231PS Z18, Z16, Z3
+	VFMADD231PS Z18, Z17, Z2
+	VCVTPH2PS   224(R8), Z18
+	VFMADD231PS Z18, Z16, Z5
+	VFMADD231PS Z18, Z17, Z4
+	VCVTPH2PS   224(R9), Z18
+	VFMADD231PS Z18, Z16, Z7
+	VFMADD231PS Z18, Z17, Z6
+	VCVTPH2PS   224(R10), Z18
+	VFMADD231PS Z18, Z16, Z9
+	VFMADD231PS Z18, Z17, Z8
+	VCVTPH2PS   224(R11), Z18
+	VFMADD231PS Z18, Z16, Z11
+	VFMADD231PS Z18, Z17, Z10
+	VCVTPH2PS   224(R12), Z18
+	VFMADD231PS Z18, Z16, Z13
+	VFMADD231PS Z18, Z17, Z12
+	VCVTPH2PS   224(R13), Z18
+	VFMADD231PS Z18, Z16, Z15
+	VFMADD231PS Z18, Z17, Z14
+	VCVTPH2PS   224(R14), Z18
+	VFMADD231PS Z18, Z16, Z0
+	VFMADD231PS Z18, Z17, Z1
+	VSHUFPS     $0x44, Z2, Z3, Z16
+	VSHUFPS     $0xee, Z2, Z3, Z2
+	VADDPS      Z2, Z16, Z16
+	VSHUFPS     $0x44, Z4, Z5, Z2
+	VSHUFPS     $0xee, Z4, Z5, Z3
+	VADDPS      Z3, Z2, Z2
+	VSHUFPS     $0x44, Z6, Z7, Z3
+	VSHUFPS     $0xee, Z6, Z7, Z4
+	VADDPS      Z4, Z3, Z3
+	VSHUFPS     $0x44, Z8, Z9, Z4
+	VSHUFPS     $0xee, Z8, Z9, Z5
+	VADDPS      Z5, Z4, Z4
+	VSHUFPS     $0x44, Z10, Z11, Z5
+	VSHUFPS     $0xee, Z10, Z11, Z6
+	VADDPS      Z6, Z5, Z5
+	VSHUFPS     $0x44, Z12, Z13, Z6
+	VSHUFPS     $0xee, Z12, Z13, Z7
+	VADDPS      Z7, Z6, Z6
+	VSHUFPS     $0x44, Z14, Z15, Z7
+	VSHUFPS     $0xee, Z14, Z15, Z8
+	VADDPS      Z8, Z7, Z7
+	VSHUFPS     $0x44, Z1, Z0, Z8
+	VSHUFPS     $0xee, Z1, Z0, Z0
+	VADDPS      Z0, Z8, Z8
+	VSHUFPS     $0x88, Z2, Z16, Z0
+	VSHUFPS     $0xdd, Z2, Z16, Z1
+	VADDPS      Z1, Z0, Z0
+	VSHUFPS     $0x88, Z4, Z3, Z1
+	VSHUFPS     $0xdd, Z4, Z3, Z2
+	VADDPS      Z2, Z1, Z1
+	VSHUFPS     $0x88, Z6, Z5, Z2
+	VSHUFPS     $0xdd, Z6, Z5, Z3
+	VADDPS      Z3, Z2, Z2
+	VSHUFPS     $0x88, Z8, Z7, Z3
+	VSHUFPS     $0xdd, Z8, Z7, Z4
+	VADDPS      Z4, Z3, Z3
+	VSHUFF32X4  $0x88, Z1, Z0, Z4
+	VSHUFF32X4  $0xdd, Z1, Z0, Z0
+	VADDPS      Z0, Z4, Z4
+	VSHUFF32X4  $0x88, Z3, Z2, Z0
+	VSHUFF32X4  $0xdd, Z3, Z2, Z1
+	VADDPS      Z1, Z0, Z0
+	VSHUFF32X4  $0x88, Z0, Z4, Z1
+	VSHUFF32X4  $0xdd, Z0, Z4, Z0
+	VADDPS      Z0, Z1, Z1
+	VMOVUPS     Z1, (BX)
+	ADDQ        $0x40, BX
+	ADDQ        $0x40, DX
+	DECQ        SI
+	JNZ         qk
+
+	// Row maxima, alpha, p and l, each row's value in every lane of its residue.
+	VMOVUPS          (SP), Z0
+	VMOVUPS          64(SP), Z1
+	VMAXPS           128(SP), Z0, Z0
+	VMAXPS           192(SP), Z1, Z1
+	VMAXPS           256(SP), Z0, Z0
+	VMAXPS           320(SP), Z1, Z1
+	VMAXPS           384(SP), Z0, Z0
+	VMAXPS           448(SP), Z1, Z1
+	VMAXPS           Z1, Z0, Z0
+	VSHUFF32X4       $0x4e, Z0, Z0, Z1
+	VMAXPS           Z1, Z0, Z0
+	VSHUFF32X4       $0xb1, Z0, Z0, Z1
+	VMAXPS           Z1, Z0, Z0
+	VPERMILPS        $0x4e, Z0, Z1
+	VMAXPS           Z1, Z0, Z0
+	MOVQ             o+32(FP), AX
+	MOVQ             m+40(FP), CX
+	MOVQ             l+48(FP), DX
+	MOVL             $0x00000003, BX
+	KMOVW            BX, K1
+	VPBROADCASTQ     (CX), Z1
+	VMAXPS           Z1, Z0, Z0
+	VMOVUPS          Z0, K1, (CX)
+	VCMPPS.BCST      $0x0c, attnconst<>+0(SB), Z0, K2
+	VMOVAPS.Z        Z0, K2, Z0
+	VSUBPS           Z0, Z1, Z1
+	VBROADCASTSS     attnconst<>+96(SB), Z2
+	VCMPPS           $0x15, Z2, Z1, K3
+	VMAXPS           Z1, Z2, Z1
+	VRNDSCALEPS      $0x00, Z1, Z2
+	VSUBPS           Z2, Z1, Z1
+	VBROADCASTSS     attnconst<>+288(SB), Z3
+	VFMADD213PS.BCST attnconst<>+256(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+224(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+192(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+160(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+128(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+32(SB), Z1, Z3
+	VSCALEFPS.Z      Z2, Z3, K3, Z1
+	KNOTW            K2, K2
+	VBROADCASTSS     attnconst<>+32(SB), K2, Z1
+	VMOVUPS          Z1, 512(SP)
+	VMOVUPS          (SP), Z2
+	VSUBPS           Z0, Z2, Z2
+	VBROADCASTSS     attnconst<>+96(SB), Z3
+	VCMPPS           $0x15, Z3, Z2, K2
+	VMAXPS           Z2, Z3, Z2
+	VRNDSCALEPS      $0x00, Z2, Z3
+	VSUBPS           Z3, Z2, Z2
+	VBROADCASTSS     attnconst<>+288(SB), Z4
+	VFMADD213PS.BCST attnconst<>+256(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+224(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+192(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+160(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+128(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+32(SB), Z2, Z4
+	VSCALEFPS.Z      Z3, Z4, K2, Z2
+	VMOVUPS          Z2, (SP)
+	VMOVUPS          64(SP), Z3
+	VSUBPS           Z0, Z3, Z3
+	VBROADCASTSS     attnconst<>+96(SB), Z4
+	VCMPPS           $0x15, Z4, Z3, K2
+	VMAXPS           Z3, Z4, Z3
+	VRNDSCALEPS      $0x00, Z3, Z4
+	VSUBPS           Z4, Z3, Z3
+	VBROADCASTSS     attnconst<>+288(SB), Z5
+	VFMADD213PS.BCST attnconst<>+256(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+224(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+192(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+160(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+128(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+32(SB), Z3, Z5
+	VSCALEFPS.Z      Z4, Z5, K2, Z3
+	VMOVUPS          Z3, 64(SP)
+	VMOVUPS          128(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 128(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          192(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 192(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          256(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 256(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          320(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 320(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          384(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 384(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          448(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z0
+	VCMPPS           $0x15, Z0, Z4, K2
+	VMAXPS           Z4, Z0, Z4
+	VRNDSCALEPS      $0x00, Z4, Z0
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z5
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z5
+	VSCALEFPS.Z      Z0, Z5, K2, Z4
+	VMOVUPS          Z4, 448(SP)
+	VADDPS           Z4, Z3, Z3
+	VADDPS           Z3, Z2, Z2
+	VSHUFF32X4       $0x4e, Z2, Z2, Z0
+	VADDPS           Z0, Z2, Z2
+	VSHUFF32X4       $0xb1, Z2, Z2, Z0
+	VADDPS           Z0, Z2, Z2
+	VPERMILPS        $0x4e, Z2, Z0
+	VADDPS           Z0, Z2, Z2
+	VPBROADCASTQ     (DX), Z0
+	VFMADD231PS      Z0, Z1, Z2
+	VMOVUPS          Z2, K1, (DX)
+
+	// o = alpha*o.
+	VBROADCASTSS 512(SP), Z0
+	VMULPS       (AX), Z0, Z1
+	VMOVUPS      Z1, (AX)
+	VMULPS       64(AX), Z0, Z1
+	VMOVUPS      Z1, 64(AX)
+	VMULPS       128(AX), Z0, Z1
+	VMOVUPS      Z1, 128(AX)
+	VMULPS       192(AX), Z0, Z1
+	VMOVUPS      Z1, 192(AX)
+	VMULPS       256(AX), Z0, Z1
+	VMOVUPS      Z1, 256(AX)
+	VMULPS       320(AX), Z0, Z1
+	VMOVUPS      Z1, 320(AX)
+	VMULPS       384(AX), Z0, Z1
+	VMOVUPS      Z1, 384(AX)
+	VMULPS       448(AX), Z0, Z0
+	VMOVUPS      Z0, 448(AX)
+	VBROADCASTSS 516(SP), Z0
+	VMULPS       512(AX), Z0, Z1
+	VMOVUPS      Z1, 512(AX)
+	VMULPS       576(AX), Z0, Z1
+	VMOVUPS      Z1, 576(AX)
+	VMULPS       640(AX), Z0, Z1
+	VMOVUPS      Z1, 640(AX)
+	VMULPS       704(AX), Z0, Z1
+	VMOVUPS      Z1, 704(AX)
+	VMULPS       768(AX), Z0, Z1
+	VMOVUPS      Z1, 768(AX)
+	VMULPS       832(AX), Z0, Z1
+	VMOVUPS      Z1, 832(AX)
+	VMULPS       896(AX), Z0, Z1
+	VMOVUPS      Z1, 896(AX)
+	VMULPS       960(AX), Z0, Z0
+	VMOVUPS      Z0, 960(AX)
+
+	// o += P V, in groups of rows, each over the whole tile.
+	MOVQ    v+16(FP), CX
+	MOVQ    off+24(FP), DX
+	LEAQ    (SP), BX
+	MOVQ    $0x00000010, SI
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS 192(AX), Z3
+	VMOVUPS 256(AX), Z4
+	VMOVUPS 320(AX), Z5
+	VMOVUPS 384(AX), Z6
+	VMOVUPS 448(AX), Z7
+	VMOVUPS 512(AX), Z8
+	VMOVUPS 576(AX), Z9
+	VMOVUPS 640(AX), Z10
+	VMOVUPS 704(AX), Z11
+	VMOVUPS 768(AX), Z12
+	VMOVUPS 832(AX), Z13
+	VMOVUPS 896(AX), Z14
+	VMOVUPS 960(AX), Z15
+
+pv0:
+	MOVQ         (DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS (BX), Z16
+	VBROADCASTSS 4(BX), Z17
+	VCVTPH2PS    (DI), Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VCVTPH2PS    32(DI), Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VCVTPH2PS    64(DI), Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VCVTPH2PS    96(DI), Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VCVTPH2PS    128(DI), Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VCVTPH2PS    160(DI), Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VCVTPH2PS    192(DI), Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VCVTPH2PS    224(DI), Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	MOVQ         8(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 8(BX), Z16
+	VBROADCASTSS 12(BX), Z17
+	VCVTPH2PS    (DI), Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VCVTPH2PS    32(DI), Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VCVTPH2PS    64(DI), Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VCVTPH2PS    96(DI), Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VCVTPH2PS    128(DI), Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VCVTPH2PS    160(DI), Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VCVTPH2PS    192(DI), Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VCVTPH2PS    224(DI), Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	MOVQ         16(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 16(BX), Z16
+	VBROADCASTSS 20(BX), Z17
+	VCVTPH2PS    (DI), Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VCVTPH2PS    32(DI), Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VCVTPH2PS    64(DI), Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VCVTPH2PS    96(DI), Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VCVTPH2PS    128(DI), Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VCVTPH2PS    160(DI), Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VCVTPH2PS    192(DI), Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VCVTPH2PS    224(DI), Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	MOVQ         24(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 24(BX), Z16
+	VBROADCASTSS 28(BX), Z17
+	VCVTPH2PS    (DI), Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VCVTPH2PS    32(DI), Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VCVTPH2PS    64(DI), Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VCVTPH2PS    96(DI), Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VCVTPH2PS    128(DI), Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VCVTPH2PS    160(DI), Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VCVTPH2PS    192(DI), Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VCVTPH2PS    224(DI), Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	ADDQ         $0x00000020, BX
+	ADDQ         $0x20, DX
+	DECQ         SI
+	JNZ          pv0
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, 192(AX)
+	VMOVUPS      Z4, 256(AX)
+	VMOVUPS      Z5, 320(AX)
+	VMOVUPS      Z6, 384(AX)
+	VMOVUPS      Z7, 448(AX)
+	VMOVUPS      Z8, 512(AX)
+	VMOVUPS      Z9, 576(AX)
+	VMOVUPS      Z10, 640(AX)
+	VMOVUPS      Z11, 704(AX)
+	VMOVUPS      Z12, 768(AX)
+	VMOVUPS      Z13, 832(AX)
+	VMOVUPS      Z14, 896(AX)
+	VMOVUPS      Z15, 960(AX)
+	VZEROUPPER
+	RET
+
+// func decodeAVX512F16D128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+// Requires: AVX, AVX512F
+TEXT ·decodeAVX512F16D128R4(SB), $1088-56
+	// Scores: vector i holds keys i*keys .. i*keys+keys-1 by rows.
+	MOVQ q+0(FP), AX
+	MOVQ k+8(FP), CX
+	MOVQ off+24(FP), DX
+	LEAQ (SP), BX
+	MOVQ $0x00000010, SI
+
+qk:
+	MOVQ        (DX), DI
+	ADDQ        CX, DI
+	MOVQ        8(DX), R8
+	ADDQ        CX, R8
+	MOVQ        16(DX), R9
+	ADDQ        CX, R9
+	MOVQ        24(DX), R10
+	ADDQ        CX, R10
+	VMOVUPS     (AX), Z0
+	VMOVUPS     512(AX), Z1
+	VMOVUPS     1024(AX), Z2
+	VMOVUPS     1536(AX), Z3
+	VCVTPH2PS   (DI), Z4
+	VMULPS      Z4, Z0, Z5
+	VMULPS      Z4, Z1, Z6
+	VMULPS      Z4, Z2, Z7
+	VMULPS      Z4, Z3, Z4
+	VCVTPH2PS   (R8), Z8
+	VMULPS      Z8, Z0, Z9
+	VMULPS      Z8, Z1, Z10
+	VMULPS      Z8, Z2, Z11
+	VMULPS      Z8, Z3, Z8
+	VCVTPH2PS   (R9), Z12
+	VMULPS      Z12, Z0, Z13
+	VMULPS      Z12, Z1, Z14
+	VMULPS      Z12, Z2, Z15
+	VMULPS      Z12, Z3, Z12
+	VCVTPH2PS   (R10), Z16
+	VMULPS      Z16, Z0, Z0
+	VMULPS      Z16, Z1, Z1
+	VMULPS      Z16, Z2, Z2
+	VMULPS      Z16, Z3, Z3
+	VMOVUPS     64(AX), Z16
+	VMOVUPS     576(AX), Z17
+	VMOVUPS     1088(AX), Z18
+	VMOVUPS     1600(AX), Z19
+	VCVTPH2PS   32(DI), Z20
+	VFMADD231PS Z20, Z16, Z5
+	VFMADD231PS Z20, Z17, Z6
+	VFMADD231PS Z20, Z18, Z7
+	VFMADD231PS Z20, Z19, Z4
+	VCVTPH2PS   32(R8), Z20
+	VFMADD231PS Z20, Z16, Z9
+	VFMADD231PS Z20, Z17, Z10
+	VFMADD231PS Z20, Z18, Z11
+	VFMADD231PS Z20, Z19, Z8
+	VCVTPH2PS   32(R9), Z20
+	VFMADD231PS Z20, Z16, Z13
+	VFMADD231PS Z20, Z17, Z14
+	VFMADD231PS Z20, Z18, Z15
+	VFMADD231PS Z20, Z19, Z12
+	VCVTPH2PS   32(R10), Z20
+	VFMADD231PS Z20, Z16, Z0
+	VFMADD231PS Z20, Z17, Z1
+	VFMADD231PS Z20, Z18, Z2
+	VFMADD231PS Z20, Z19, Z3
+	VMOVUPS     128(AX), Z16
+	VMOVUPS     640(AX), Z17
+	VMOVUPS     1152(AX), Z18
+	VMOVUPS     1664(AX), Z19
+	VCVTPH2PS   64(DI), Z20
+	VFMADD231PS Z20, Z16, Z5
+	VFMADD231PS Z20, Z17, Z6
+	VFMADD231PS Z20, Z18, Z7
+	VFMADD231PS Z20, Z19, Z4
+	VCVTPH2PS   64(R8), Z20
+	VFMADD231PS Z20, Z16, Z9
+	VFMADD231PS Z20, Z17, Z10
+	VFMADD231PS Z20, Z18, Z11
+	VFMADD231PS Z20, Z19, Z8
+	VCVTPH2PS   64(R9), Z20
+	VFMADD231PS Z20, Z16, Z13
+	VFMADD231PS Z20, Z17, Z14
+	VFMADD231PS Z20, Z18, Z15
+	VFMADD231PS Z20, Z19, Z12
+	VCVTPH2PS   64(R10), Z20
+	VFMADD231PS Z20, Z16, Z0
+	VFMADD231PS Z20, Z17, Z1
+	VFMADD231PS Z20, Z18, Z2
+	VFMADD231PS Z20, Z19, Z3
+	VMOVUPS     192(AX), Z16
+	VMOVUPS     704(AX), Z17
+	VMOVUPS     1216(AX), Z18
+	VMOVUPS     1728(AX), Z19
+	VCVTPH2PS   96(DI), Z20
+	VFMADD231PS Z20, Z16, Z5
+	VFMADD231PS Z20, Z17, Z6
+	VFMADD231PS Z20, Z18, Z7
+	VFMADD231PS Z20, Z19, Z4
+	VCVTPH2PS   96(R8), Z20
+	VFMADD231PS Z20, Z16, Z9
+	VFMADD231PS Z20, Z17, Z10
+	VFMADD231PS Z20, Z18, Z11
+	VFMADD231PS Z20, Z19, Z8
+	VCVTPH2PS   96(R9), Z20
+	VFMADD231PS Z20, Z16, Z13
+	VFMADD231PS Z20, Z17, Z14
+	VFMADD231PS Z20, Z18, Z15
+	VFMADD231PS Z20, Z19, Z12
+	VCVTPH2PS   96(R10), Z20
+	VFMADD231PS Z20, Z16, Z0
+	VFMADD231PS Z20, Z17, Z1
+	VFMADD231PS Z20, Z18, Z2
+	VFMADD231PS Z20, Z19, Z3
+	VMOVUPS     256(AX), Z16
+	VMOVUPS     768(AX), Z17
+	VMOVUPS     1280(AX), Z18
+	VMOVUPS     1792(AX), Z19
+	VCVTPH2PS   128(DI), Z20
+	VFMADD231PS Z20, Z16, Z5
+	VFMADD231PS Z20, Z17, Z6
+	VFMADD231PS Z20, Z18, Z7
+	VFMADD231PS Z20, Z19, Z4
+	VCVTPH2PS   128(R8), Z20
+	VFMADD231PS Z20, Z16, Z9
+	VFMADD231PS Z20, Z17, Z10
+	VFMADD231PS Z20, Z18, Z11
+	VFMADD231PS Z20, Z19, Z8
+	VCVTPH2PS   128(R9), Z20
+	VFMADD231PS Z20, Z16, Z13
+	VFMADD231PS Z20, Z17, Z14
+	VFMADD231PS Z20, Z18, Z15
+	VFMADD231PS Z20, Z19, Z12
+	VCVTPH2PS   128(R10), Z20
+	VFMADD231PS Z20, Z16, Z0
+	VFMADD231PS Z20, Z17, Z1
+	VFMADD231PS Z20, Z18, Z2
+	VFMADD231PS Z20, Z19, Z3
+	VMOVUPS     320(AX), Z16
+	VMOVUPS     832(AX), Z17
+	VMOVUPS     1344(AX), Z18
+	VMOVUPS     1856(AX), Z19
+	VCVTPH2PS   160(DI), Z20
+	VFMADD231PS Z20, Z16, Z5
+	VFMADD231PS Z20, Z17, Z6
+	VFMADD231PS Z20, Z18, Z7
+	VFMADD231PS Z20, Z19, Z4
+	VCVTPH2PS   160(R8), Z20
+	VFMADD231PS Z20, Z16, Z9
+	VFMADD231PS Z20, Z17, Z10
+	VFMADD231PS Z20, Z18, Z11
+	VFMADD231PS Z20, Z19, Z8
+	VCVTPH2PS   160(R9), Z20
+	VFMADD231PS Z20, Z16, Z13
+	VFMADD231PS Z20, Z17, Z14
+	VFMADD231PS Z20, Z18, Z15
+	VFMADD231PS Z20, Z19, Z12
+	VCVTPH2PS   160(R10), Z20
+	VFMADD231PS Z20, Z16, Z0
+	VFMADD231PS Z20, Z17, Z1
+	VFMADD231PS Z20, Z18, Z2
+	VFMADD231PS Z20, Z19, Z3
+	VMOVUPS     384(AX), Z16
+	VMOVUPS     896(AX), Z17
+	VMOVUPS     1408(AX), Z18
+	VMOVUPS     1920(AX), Z19
+	VCVTPH2PS   192(DI), Z20
+	VFMADD231PS Z20, Z16, Z5
+	VFMADD231PS Z20, Z17, Z6
+	VFMADD231PS Z20, Z18, Z7
+	VFMADD231PS Z20, Z19, Z4
+	VCVTPH2PS   192(R8), Z20
+	VFMADD231PS Z20, Z16, Z9
+	VFMADD231PS Z20, Z17, Z10
+	VFMADD231PS Z20, Z18, Z11
+	VFMADD231PS Z20, Z19, Z8
+	VCVTPH2PS   192(R9), Z20
+	VFMADD231PS Z20, Z16, Z13
+	VFMADD231PS Z20, Z17, Z14
+	VFMADD231PS Z20, Z18, Z15
+	VFMADD231PS Z20, Z19, Z12
+	VCVTPH2PS   192(R10), Z20
+	VFMADD231PS Z20, Z16, Z0
+	VFMADD231PS Z20, Z17, Z1
+	VFMADD231PS Z20, Z18, Z2
+	VFMADD231PS Z20, Z19, Z3
+	VMOVUPS     448(AX), Z16
+	VMOVUPS     960(AX), Z17
+	VMOVUPS     1472(AX), Z18
+	VMOVUPS     1984(AX), Z19
+	VCVTPH2PS   224(DI), Z20
+	VFMADD231PS Z20, Z16, Z5
+	VFMADD231PS Z20, Z17, Z6
+	VFMADD231PS Z20, Z18, Z7
+	VFMADD231PS Z20, Z19, Z4
+	VCVTPH2PS   224(R8), Z20
+	VFMADD231PS Z20, Z16, Z9
+	VFMADD231PS Z20, Z17, Z10
+	VFMADD231PS Z20, Z18, Z11
+	VFMADD231PS Z20, Z19, Z8
+	VCVTPH2PS   224(R9), Z20
+	VFMADD231PS Z20, Z16, Z13
+	VFMADD231PS Z20, Z17, Z14
+	VFMADD231PS Z20, Z18, Z15
+	VFMADD231PS Z20, Z19, Z12
+	VCVTPH2PS   224(R10), Z20
+	VFMADD231PS Z20, Z16, Z0
+	VFMADD231PS Z20, Z17, Z1
+	VFMADD231PS Z20, Z18, Z2
+	VFMADD231PS Z20, Z19, Z3
+	VSHUFPS     $0x44, Z6, Z5, Z16
+	VSHUFPS     $0xee, Z6, Z5, Z5
+	VADDPS      Z5, Z16, Z16
+	VSHUFPS     $0x44, Z4, Z7, Z5
+	VSHUFPS     $0xee, Z4, Z7, Z4
+	VADDPS      Z4, Z5, Z5
+	VSHUFPS     $0x44, Z10, Z9, Z4
+	VSHUFPS     $0xee, Z10, Z9, Z6
+	VADDPS      Z6, Z4, Z4
+	VSHUFPS     $0x44, Z8, Z11, Z6
+	VSHUFPS     $0xee, Z8, Z11, Z7
+	VADDPS      Z7, Z6, Z6
+	VSHUFPS     $0x44, Z14, Z13, Z7
+	VSHUFPS     $0xee, Z14, Z13, Z8
+	VADDPS      Z8, Z7, Z7
+	VSHUFPS     $0x44, Z12, Z15, Z8
+	VSHUFPS     $0xee, Z12, Z15, Z9
+	VADDPS      Z9, Z8, Z8
+	VSHUFPS     $0x44, Z1, Z0, Z9
+	VSHUFPS     $0xee, Z1, Z0, Z0
+	VADDPS      Z0, Z9, Z9
+	VSHUFPS     $0x44, Z3, Z2, Z0
+	VSHUFPS     $0xee, Z3, Z2, Z1
+	VADDPS      Z1, Z0, Z0
+	VSHUFPS     $0x88, Z5, Z16, Z1
+	VSHUFPS     $0xdd, Z5, Z16, Z2
+	VADDPS      Z2, Z1, Z1
+	VSHUFPS     $0x88, Z6, Z4, Z2
+	VSHUFPS     $0xdd, Z6, Z4, Z3
+	VADDPS      Z3, Z2, Z2
+	VSHUFPS     $0x88, Z8, Z7, Z3
+	VSHUFPS     $0xdd, Z8, Z7, Z4
+	VADDPS      Z4, Z3, Z3
+	VSHUFPS     $0x88, Z0, Z9, Z4
+	VSHUFPS     $0xdd, Z0, Z9, Z0
+	VADDPS      Z0, Z4, Z4
+	VSHUFF32X4  $0x88, Z2, Z1, Z0
+	VSHUFF32X4  $0xdd, Z2, Z1, Z1
+	VADDPS      Z1, Z0, Z0
+	VSHUFF32X4  $0x88, Z4, Z3, Z1
+	VSHUFF32X4  $0xdd, Z4, Z3, Z2
+	VADDPS      Z2, Z1, Z1
+	VSHUFF32X4  $0x88, Z1, Z0, Z2
+	VSHUFF32X4  $0xdd, Z1, Z0, Z0
+	VADDPS      Z0, Z2, Z2
+	VMOVUPS     Z2, (BX)
+	ADDQ        $0x40, BX
+	ADDQ        $0x20, DX
+	DECQ        SI
+	JNZ         qk
+
+	// Row maxima, alpha, p and l, each row's value in every lane of its residue.
+	VMOVUPS          (SP), Z0
+	VMOVUPS          64(SP), Z1
+	VMAXPS           128(SP), Z0, Z0
+	VMAXPS           192(SP), Z1, Z1
+	VMAXPS           256(SP), Z0, Z0
+	VMAXPS           320(SP), Z1, Z1
+	VMAXPS           384(SP), Z0, Z0
+	VMAXPS           448(SP), Z1, Z1
+	VMAXPS           512(SP), Z0, Z0
+	VMAXPS           576(SP), Z1, Z1
+	VMAXPS           640(SP), Z0, Z0
+	VMAXPS           704(SP), Z1, Z1
+	VMAXPS           768(SP), Z0, Z0
+	VMAXPS           832(SP), Z1, Z1
+	VMAXPS           896(SP), Z0, Z0
+	VMAXPS           960(SP), Z1, Z1
+	VMAXPS           Z1, Z0, Z0
+	VSHUFF32X4       $0x4e, Z0, Z0, Z1
+	VMAXPS           Z1, Z0, Z0
+	VSHUFF32X4       $0xb1, Z0, Z0, Z1
+	VMAXPS           Z1, Z0, Z0
+	MOVQ             o+32(FP), AX
+	MOVQ             m+40(FP), CX
+	MOVQ             l+48(FP), DX
+	MOVL             $0x0000000f, BX
+	KMOVW            BX, K1
+	VBROADCASTF32X4  (CX), Z1
+	VMAXPS           Z1, Z0, Z0
+	VMOVUPS          Z0, K1, (CX)
+	VCMPPS.BCST      $0x0c, attnconst<>+0(SB), Z0, K2
+	VMOVAPS.Z        Z0, K2, Z0
+	VSUBPS           Z0, Z1, Z1
+	VBROADCASTSS     attnconst<>+96(SB), Z2
+	VCMPPS           $0x15, Z2, Z1, K3
+	VMAXPS           Z1, Z2, Z1
+	VRNDSCALEPS      $0x00, Z1, Z2
+	VSUBPS           Z2, Z1, Z1
+	VBROADCASTSS     attnconst<>+288(SB), Z3
+	VFMADD213PS.BCST attnconst<>+256(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+224(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+192(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+160(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+128(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+32(SB), Z1, Z3
+	VSCALEFPS.Z      Z2, Z3, K3, Z1
+	KNOTW            K2, K2
+	VBROADCASTSS     attnconst<>+32(SB), K2, Z1
+	VMOVUPS          Z1, 1024(SP)
+	VMOVUPS          (SP), Z2
+	VSUBPS           Z0, Z2, Z2
+	VBROADCASTSS     attnconst<>+96(SB), Z3
+	VCMPPS           $0x15, Z3, Z2, K2
+	VMAXPS           Z2, Z3, Z2
+	VRNDSCALEPS      $0x00, Z2, Z3
+	VSUBPS           Z3, Z2, Z2
+	VBROADCASTSS     attnconst<>+288(SB), Z4
+	VFMADD213PS.BCST attnconst<>+256(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+224(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+192(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+160(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+128(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+32(SB), Z2, Z4
+	VSCALEFPS.Z      Z3, Z4, K2, Z2
+	VMOVUPS          Z2, (SP)
+	VMOVUPS          64(SP), Z3
+	VSUBPS           Z0, Z3, Z3
+	VBROADCASTSS     attnconst<>+96(SB), Z4
+	VCMPPS           $0x15, Z4, Z3, K2
+	VMAXPS           Z3, Z4, Z3
+	VRNDSCALEPS      $0x00, Z3, Z4
+	VSUBPS           Z4, Z3, Z3
+	VBROADCASTSS     attnconst<>+288(SB), Z5
+	VFMADD213PS.BCST attnconst<>+256(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+224(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+192(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+160(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+128(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+32(SB), Z3, Z5
+	VSCALEFPS.Z      Z4, Z5, K2, Z3
+	VMOVUPS          Z3, 64(SP)
+	VMOVUPS          128(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 128(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          192(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 192(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          256(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 256(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          320(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 320(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          384(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 384(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          448(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 448(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          512(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 512(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          576(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 576(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          640(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 640(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          704(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 704(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          768(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 768(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          832(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 832(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          896(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 896(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          960(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z0
+	VCMPPS           $0x15, Z0, Z4, K2
+	VMAXPS           Z4, Z0, Z4
+	VRNDSCALEPS      $0x00, Z4, Z0
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z5
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z5
+	VSCALEFPS.Z      Z0, Z5, K2, Z4
+	VMOVUPS          Z4, 960(SP)
+	VADDPS           Z4, Z3, Z3
+	VADDPS           Z3, Z2, Z2
+	VSHUFF32X4       $0x4e, Z2, Z2, Z0
+	VADDPS           Z0, Z2, Z2
+	VSHUFF32X4       $0xb1, Z2, Z2, Z0
+	VADDPS           Z0, Z2, Z2
+	VBROADCASTF32X4  (DX), Z0
+	VFMADD231PS      Z0, Z1, Z2
+	VMOVUPS          Z2, K1, (DX)
+
+	// o = alpha*o.
+	VBROADCASTSS 1024(SP), Z0
+	VMULPS       (AX), Z0, Z1
+	VMOVUPS      Z1, (AX)
+	VMULPS       64(AX), Z0, Z1
+	VMOVUPS      Z1, 64(AX)
+	VMULPS       128(AX), Z0, Z1
+	VMOVUPS      Z1, 128(AX)
+	VMULPS       192(AX), Z0, Z1
+	VMOVUPS      Z1, 192(AX)
+	VMULPS       256(AX), Z0, Z1
+	VMOVUPS      Z1, 256(AX)
+	VMULPS       320(AX), Z0, Z1
+	VMOVUPS      Z1, 320(AX)
+	VMULPS       384(AX), Z0, Z1
+	VMOVUPS      Z1, 384(AX)
+	VMULPS       448(AX), Z0, Z0
+	VMOVUPS      Z0, 448(AX)
+	VBROADCASTSS 1028(SP), Z0
+	VMULPS       512(AX), Z0, Z1
+	VMOVUPS      Z1, 512(AX)
+	VMULPS       576(AX), Z0, Z1
+	VMOVUPS      Z1, 576(AX)
+	VMULPS       640(AX), Z0, Z1
+	VMOVUPS      Z1, 640(AX)
+	VMULPS       704(AX), Z0, Z1
+	VMOVUPS      Z1, 704(AX)
+	VMULPS       768(AX), Z0, Z1
+	VMOVUPS      Z1, 768(AX)
+	VMULPS       832(AX), Z0, Z1
+	VMOVUPS      Z1, 832(AX)
+	VMULPS       896(AX), Z0, Z1
+	VMOVUPS      Z1, 896(AX)
+	VMULPS       960(AX), Z0, Z0
+	VMOVUPS      Z0, 960(AX)
+	VBROADCASTSS 1032(SP), Z0
+	VMULPS       1024(AX), Z0, Z1
+	VMOVUPS      Z1, 1024(AX)
+	VMULPS       1088(AX), Z0, Z1
+	VMOVUPS      Z1, 1088(AX)
+	VMULPS       1152(AX), Z0, Z1
+	VMOVUPS      Z1, 1152(AX)
+	VMULPS       1216(AX), Z0, Z1
+	VMOVUPS      Z1, 1216(AX)
+	VMULPS       1280(AX), Z0, Z1
+	VMOVUPS      Z1, 1280(AX)
+	VMULPS       1344(AX), Z0, Z1
+	VMOVUPS      Z1, 1344(AX)
+	VMULPS       1408(AX), Z0, Z1
+	VMOVUPS      Z1, 1408(AX)
+	VMULPS       1472(AX), Z0, Z0
+	VMOVUPS      Z0, 1472(AX)
+	VBROADCASTSS 1036(SP), Z0
+	VMULPS       1536(AX), Z0, Z1
+	VMOVUPS      Z1, 1536(AX)
+	VMULPS       1600(AX), Z0, Z1
+	VMOVUPS      Z1, 1600(AX)
+	VMULPS       1664(AX), Z0, Z1
+	VMOVUPS      Z1, 1664(AX)
+	VMULPS       1728(AX), Z0, Z1
+	VMOVUPS      Z1, 1728(AX)
+	VMULPS       1792(AX), Z0, Z1
+	VMOVUPS      Z1, 1792(AX)
+	VMULPS       1856(AX), Z0, Z1
+	VMOVUPS      Z1, 1856(AX)
+	VMULPS       1920(AX), Z0, Z1
+	VMOVUPS      Z1, 1920(AX)
+	VMULPS       1984(AX), Z0, Z0
+	VMOVUPS      Z0, 1984(AX)
+
+	// o += P V, in groups of rows, each over the whole tile.
+	MOVQ    v+16(FP), CX
+	MOVQ    off+24(FP), DX
+	LEAQ    (SP), BX
+	MOVQ    $0x00000010, SI
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS 192(AX), Z3
+	VMOVUPS 256(AX), Z4
+	VMOVUPS 320(AX), Z5
+	VMOVUPS 384(AX), Z6
+	VMOVUPS 448(AX), Z7
+	VMOVUPS 512(AX), Z8
+	VMOVUPS 576(AX), Z9
+	VMOVUPS 640(AX), Z10
+	VMOVUPS 704(AX), Z11
+	VMOVUPS 768(AX), Z12
+	VMOVUPS 832(AX), Z13
+	VMOVUPS 896(AX), Z14
+	VMOVUPS 960(AX), Z15
+
+pv0:
+	MOVQ         (DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS (BX), Z16
+	VBROADCASTSS 4(BX), Z17
+	VCVTPH2PS    (DI), Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VCVTPH2PS    32(DI), Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VCVTPH2PS    64(DI), Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VCVTPH2PS    96(DI), Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VCVTPH2PS    128(DI), Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VCVTPH2PS    160(DI), Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VCVTPH2PS    192(DI), Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VCVTPH2PS    224(DI), Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	MOVQ         8(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 16(BX), Z16
+	VBROADCASTSS 20(BX), Z17
+	VCVTPH2PS    (DI), Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VCVTPH2PS    32(DI), Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VCVTPH2PS    64(DI), Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VCVTPH2PS    96(DI), Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VCVTPH2PS    128(DI), Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VCVTPH2PS    160(DI), Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VCVTPH2PS    192(DI), Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VCVTPH2PS    224(DI), Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	MOVQ         16(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 32(BX), Z16
+	VBROADCASTSS 36(BX), Z17
+	VCVTPH2PS    (DI), Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VCVTPH2PS    32(DI), Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VCVTPH2PS    64(DI), Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VCVTPH2PS    96(DI), Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VCVTPH2PS    128(DI), Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VCVTPH2PS    160(DI), Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VCVTPH2PS    192(DI), Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VCVTPH2PS    224(DI), Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	MOVQ         24(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 48(BX), Z16
+	VBROADCASTSS 52(BX), Z17
+	VCVTPH2PS    (DI), Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VCVTPH2PS    32(DI), Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VCVTPH2PS    64(DI), Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VCVTPH2PS    96(DI), Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VCVTPH2PS    128(DI), Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VCVTPH2PS    160(DI), Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VCVTPH2PS    192(DI), Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VCVTPH2PS    224(DI), Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	ADDQ         $0x00000040, BX
+	ADDQ         $0x20, DX
+	DECQ         SI
+	JNZ          pv0
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, 192(AX)
+	VMOVUPS      Z4, 256(AX)
+	VMOVUPS      Z5, 320(AX)
+	VMOVUPS      Z6, 384(AX)
+	VMOVUPS      Z7, 448(AX)
+	VMOVUPS      Z8, 512(AX)
+	VMOVUPS      Z9, 576(AX)
+	VMOVUPS      Z10, 640(AX)
+	VMOVUPS      Z11, 704(AX)
+	VMOVUPS      Z12, 768(AX)
+	VMOVUPS      Z13, 832(AX)
+	VMOVUPS      Z14, 896(AX)
+	VMOVUPS      Z15, 960(AX)
+	MOVQ         v+16(FP), CX
+	MOVQ         off+24(FP), DX
+	LEAQ         (SP), BX
+	MOVQ         $0x00000010, SI
+	VMOVUPS      1024(AX), Z0
+	VMOVUPS      1088(AX), Z1
+	VMOVUPS      1152(AX), Z2
+	VMOVUPS      1216(AX), Z3
+	VMOVUPS      1280(AX), Z4
+	VMOVUPS      1344(AX), Z5
+	VMOVUPS      1408(AX), Z6
+	VMOVUPS      1472(AX), Z7
+	VMOVUPS      1536(AX), Z8
+	VMOVUPS      1600(AX), Z9
+	VMOVUPS      1664(AX), Z10
+	VMOVUPS      1728(AX), Z11
+	VMOVUPS      1792(AX), Z12
+	VMOVUPS      1856(AX), Z13
+	VMOVUPS      1920(AX), Z14
+	VMOVUPS      1984(AX), Z15
+
+pv2:
+	MOVQ         (DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 8(BX), Z16
+	VBROADCASTSS 12(BX), Z17
+	VCVTPH2PS    (DI), Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VCVTPH2PS    32(DI), Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VCVTPH2PS    64(DI), Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VCVTPH2PS    96(DI), Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VCVTPH2PS    128(DI), Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VCVTPH2PS    160(DI), Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VCVTPH2PS    192(DI), Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VCVTPH2PS    224(DI), Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	MOVQ         8(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 24(BX), Z16
+	VBROADCASTSS 28(BX), Z17
+	VCVTPH2PS    (DI), Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VCVTPH2PS    32(DI), Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VCVTPH2PS    64(DI), Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VCVTPH2PS    96(DI), Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VCVTPH2PS    128(DI), Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VCVTPH2PS    160(DI), Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VCVTPH2PS    192(DI), Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VCVTPH2PS    224(DI), Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	MOVQ         16(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 40(BX), Z16
+	VBROADCASTSS 44(BX), Z17
+	VCVTPH2PS    (DI), Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VCVTPH2PS    32(DI), Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VCVTPH2PS    64(DI), Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VCVTPH2PS    96(DI), Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VCVTPH2PS    128(DI), Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VCVTPH2PS    160(DI), Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VCVTPH2PS    192(DI), Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VCVTPH2PS    224(DI), Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	MOVQ         24(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 56(BX), Z16
+	VBROADCASTSS 60(BX), Z17
+	VCVTPH2PS    (DI), Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VCVTPH2PS    32(DI), Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VCVTPH2PS    64(DI), Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VCVTPH2PS    96(DI), Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VCVTPH2PS    128(DI), Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VCVTPH2PS    160(DI), Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VCVTPH2PS    192(DI), Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VCVTPH2PS    224(DI), Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	ADDQ         $0x00000040, BX
+	ADDQ         $0x20, DX
+	DECQ         SI
+	JNZ          pv2
+	VMOVUPS      Z0, 1024(AX)
+	VMOVUPS      Z1, 1088(AX)
+	VMOVUPS      Z2, 1152(AX)
+	VMOVUPS      Z3, 1216(AX)
+	VMOVUPS      Z4, 1280(AX)
+	VMOVUPS      Z5, 1344(AX)
+	VMOVUPS      Z6, 1408(AX)
+	VMOVUPS      Z7, 1472(AX)
+	VMOVUPS      Z8, 1536(AX)
+	VMOVUPS      Z9, 1600(AX)
+	VMOVUPS      Z10, 1664(AX)
+	VMOVUPS      Z11, 1728(AX)
+	VMOVUPS      Z12, 1792(AX)
+	VMOVUPS      Z13, 1856(AX)
+	VMOVUPS      Z14, 1920(AX)
+	VMOVUPS      Z15, 1984(AX)
+	VZEROUPPER
+	RET
+
+// func decodeAVX512F16D128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+// Requires: AVX, AVX512F
+TEXT ·decodeAVX512F16D128R8(SB), $2112-56
+	// Scores: vector i holds keys i*keys .. i*keys+keys-1 by rows.
+	MOVQ q+0(FP), AX
+	MOVQ k+8(FP), CX
+	MOVQ off+24(FP), DX
+	LEAQ (SP), BX
+	MOVQ $0x00000020, SI
+
+qk:
+	MOVQ        (DX), DI
+	ADDQ        CX, DI
+	MOVQ        8(DX), R8
+	ADDQ        CX, R8
+	VMOVUPS     (AX), Z0
+	VMOVUPS     512(AX), Z1
+	VMOVUPS     1024(AX), Z2
+	VMOVUPS     1536(AX), Z3
+	VMOVUPS     2048(AX), Z4
+	VMOVUPS     2560(AX), Z5
+	VMOVUPS     3072(AX), Z6
+	VMOVUPS     3584(AX), Z7
+	VCVTPH2PS   (DI), Z8
+	VMULPS      Z8, Z0, Z9
+	VMULPS      Z8, Z1, Z10
+	VMULPS      Z8, Z2, Z11
+	VMULPS      Z8, Z3, Z12
+	VMULPS      Z8, Z4, Z13
+	VMULPS      Z8, Z5, Z14
+	VMULPS      Z8, Z6, Z15
+	VMULPS      Z8, Z7, Z8
+	VCVTPH2PS   (R8), Z18
+	VMULPS      Z18, Z0, Z0
+	VMULPS      Z18, Z1, Z1
+	VMULPS      Z18, Z2, Z2
+	VMULPS      Z18, Z3, Z3
+	VMULPS      Z18, Z4, Z4
+	VMULPS      Z18, Z5, Z5
+	VMULPS      Z18, Z6, Z6
+	VMULPS      Z18, Z7, Z7
+	VMOVUPS     64(AX), Z18
+	VMOVUPS     576(AX), Z19
+	VMOVUPS     1088(AX), Z20
+	VMOVUPS     1600(AX), Z21
+	VMOVUPS     2112(AX), Z22
+	VMOVUPS     2624(AX), Z23
+	VMOVUPS     3136(AX), Z24
+	VMOVUPS     3648(AX), Z25
+	VCVTPH2PS   32(DI), Z26
+	VFMADD231PS Z26, Z18, Z9
+	VFMADD231PS Z26, Z19, Z10
+	VFMADD231PS Z26, Z20, Z11
+	VFMADD231PS Z26, Z21, Z12
+	VFMADD231PS Z26, Z22, Z13
+	VFMADD231PS Z26, Z23, Z14
+	VFMADD231PS Z26, Z24, Z15
+	VFMADD231PS Z26, Z25, Z8
+	VCVTPH2PS   32(R8), Z26
+	VFMADD231PS Z26, Z18, Z0
+	VFMADD231PS Z26, Z19, Z1
+	VFMADD231PS Z26, Z20, Z2
+	VFMADD231PS Z26, Z21, Z3
+	VFMADD231PS Z26, Z22, Z4
+	VFMADD231PS Z26, Z23, Z5
+	VFMADD231PS Z26, Z24, Z6
+	VFMADD231PS Z26, Z25, Z7
+	VMOVUPS     128(AX), Z18
+	VMOVUPS     640(AX), Z19
+	VMOVUPS     1152(AX), Z20
+	VMOVUPS     1664(AX), Z21
+	VMOVUPS     2176(AX), Z22
+	VMOVUPS     2688(AX), Z23
+	VMOVUPS     3200(AX), Z24
+	VMOVUPS     3712(AX), Z25
+	VCVTPH2PS   64(DI), Z26
+	VFMADD231PS Z26, Z18, Z9
+	VFMADD231PS Z26, Z19, Z10
+	VFMADD231PS Z26, Z20, Z11
+	VFMADD231PS Z26, Z21, Z12
+	VFMADD231PS Z26, Z22, Z13
+	VFMADD231PS Z26, Z23, Z14
+	VFMADD231PS Z26, Z24, Z15
+	VFMADD231PS Z26, Z25, Z8
+	VCVTPH2PS   64(R8), Z26
+	VFMADD231PS Z26, Z18, Z0
+	VFMADD231PS Z26, Z19, Z1
+	VFMADD231PS Z26, Z20, Z2
+	VFMADD231PS Z26, Z21, Z3
+	VFMADD231PS Z26, Z22, Z4
+	VFMADD231PS Z26, Z23, Z5
+	VFMADD231PS Z26, Z24, Z6
+	VFMADD231PS Z26, Z25, Z7
+	VMOVUPS     192(AX), Z18
+	VMOVUPS     704(AX), Z19
+	VMOVUPS     1216(AX), Z20
+	VMOVUPS     1728(AX), Z21
+	VMOVUPS     2240(AX), Z22
+	VMOVUPS     2752(AX), Z23
+	VMOVUPS     3264(AX), Z24
+	VMOVUPS     3776(AX), Z25
+	VCVTPH2PS   96(DI), Z26
+	VFMADD231PS Z26, Z18, Z9
+	VFMADD231PS Z26, Z19, Z10
+	VFMADD231PS Z26, Z20, Z11
+	VFMADD231PS Z26, Z21, Z12
+	VFMADD231PS Z26, Z22, Z13
+	VFMADD231PS Z26, Z23, Z14
+	VFMADD231PS Z26, Z24, Z15
+	VFMADD231PS Z26, Z25, Z8
+	VCVTPH2PS   96(R8), Z26
+	VFMADD231PS Z26, Z18, Z0
+	VFMADD231PS Z26, Z19, Z1
+	VFMADD231PS Z26, Z20, Z2
+	VFMADD231PS Z26, Z21, Z3
+	VFMADD231PS Z26, Z22, Z4
+	VFMADD231PS Z26, Z23, Z5
+	VFMADD231PS Z26, Z24, Z6
+	VFMADD231PS Z26, Z25, Z7
+	VMOVUPS     256(AX), Z18
+	VMOVUPS     768(AX), Z19
+	VMOVUPS     1280(AX), Z20
+	VMOVUPS     1792(AX), Z21
+	VMOVUPS     2304(AX), Z22
+	VMOVUPS     2816(AX), Z23
+	VMOVUPS     3328(AX), Z24
+	VMOVUPS     3840(AX), Z25
+	VCVTPH2PS   128(DI), Z26
+	VFMADD231PS Z26, Z18, Z9
+	VFMADD231PS Z26, Z19, Z10
+	VFMADD231PS Z26, Z20, Z11
+	VFMADD231PS Z26, Z21, Z12
+	VFMADD231PS Z26, Z22, Z13
+	VFMADD231PS Z26, Z23, Z14
+	VFMADD231PS Z26, Z24, Z15
+	VFMADD231PS Z26, Z25, Z8
+	VCVTPH2PS   128(R8), Z26
+	VFMADD231PS Z26, Z18, Z0
+	VFMADD231PS Z26, Z19, Z1
+	VFMADD231PS Z26, Z20, Z2
+	VFMADD231PS Z26, Z21, Z3
+	VFMADD231PS Z26, Z22, Z4
+	VFMADD231PS Z26, Z23, Z5
+	VFMADD231PS Z26, Z24, Z6
+	VFMADD231PS Z26, Z25, Z7
+	VMOVUPS     320(AX), Z18
+	VMOVUPS     832(AX), Z19
+	VMOVUPS     1344(AX), Z20
+	VMOVUPS     1856(AX), Z21
+	VMOVUPS     2368(AX), Z22
+	VMOVUPS     2880(AX), Z23
+	VMOVUPS     3392(AX), Z24
+	VMOVUPS     3904(AX), Z25
+	VCVTPH2PS   160(DI), Z26
+	VFMADD231PS Z26, Z18, Z9
+	VFMADD231PS Z26, Z19, Z10
+	VFMADD231PS Z26, Z20, Z11
+	VFMADD231PS Z26, Z21, Z12
+	VFMADD231PS Z26, Z22, Z13
+	VFMADD231PS Z26, Z23, Z14
+	VFMADD231PS Z26, Z24, Z15
+	VFMADD231PS Z26, Z25, Z8
+	VCVTPH2PS   160(R8), Z26
+	VFMADD231PS Z26, Z18, Z0
+	VFMADD231PS Z26, Z19, Z1
+	VFMADD231PS Z26, Z20, Z2
+	VFMADD231PS Z26, Z21, Z3
+	VFMADD231PS Z26, Z22, Z4
+	VFMADD231PS Z26, Z23, Z5
+	VFMADD231PS Z26, Z24, Z6
+	VFMADD231PS Z26, Z25, Z7
+	VMOVUPS     384(AX), Z18
+	VMOVUPS     896(AX), Z19
+	VMOVUPS     1408(AX), Z20
+	VMOVUPS     1920(AX), Z21
+	VMOVUPS     2432(AX), Z22
+	VMOVUPS     2944(AX), Z23
+	VMOVUPS     3456(AX), Z24
+	VMOVUPS     3968(AX), Z25
+	VCVTPH2PS   192(DI), Z26
+	VFMADD231PS Z26, Z18, Z9
+	VFMADD231PS Z26, Z19, Z10
+	VFMADD231PS Z26, Z20, Z11
+	VFMADD231PS Z26, Z21, Z12
+	VFMADD231PS Z26, Z22, Z13
+	VFMADD231PS Z26, Z23, Z14
+	VFMADD231PS Z26, Z24, Z15
+	VFMADD231PS Z26, Z25, Z8
+	VCVTPH2PS   192(R8), Z26
+	VFMADD231PS Z26, Z18, Z0
+	VFMADD231PS Z26, Z19, Z1
+	VFMADD231PS Z26, Z20, Z2
+	VFMADD231PS Z26, Z21, Z3
+	VFMADD231PS Z26, Z22, Z4
+	VFMADD231PS Z26, Z23, Z5
+	VFMADD231PS Z26, Z24, Z6
+	VFMADD231PS Z26, Z25, Z7
+	VMOVUPS     448(AX), Z18
+	VMOVUPS     960(AX), Z19
+	VMOVUPS     1472(AX), Z20
+	VMOVUPS     1984(AX), Z21
+	VMOVUPS     2496(AX), Z22
+	VMOVUPS     3008(AX), Z23
+	VMOVUPS     3520(AX), Z24
+	VMOVUPS     4032(AX), Z25
+	VCVTPH2PS   224(DI), Z26
+	VFMADD231PS Z26, Z18, Z9
+	VFMADD231PS Z26, Z19, Z10
+	VFMADD231PS Z26, Z20, Z11
+	VFMADD231PS Z26, Z21, Z12
+	VFMADD231PS Z26, Z22, Z13
+	VFMADD231PS Z26, Z23, Z14
+	VFMADD231PS Z26, Z24, Z15
+	VFMADD231PS Z26, Z25, Z8
+	VCVTPH2PS   224(R8), Z26
+	VFMADD231PS Z26, Z18, Z0
+	VFMADD231PS Z26, Z19, Z1
+	VFMADD231PS Z26, Z20, Z2
+	VFMADD231PS Z26, Z21, Z3
+	VFMADD231PS Z26, Z22, Z4
+	VFMADD231PS Z26, Z23, Z5
+	VFMADD231PS Z26, Z24, Z6
+	VFMADD231PS Z26, Z25, Z7
+	VSHUFPS     $0x44, Z10, Z9, Z18
+	VSHUFPS     $0xee, Z10, Z9, Z9
+	VADDPS      Z9, Z18, Z18
+	VSHUFPS     $0x44, Z12, Z11, Z9
+	VSHUFPS     $0xee, Z12, Z11, Z10
+	VADDPS      Z10, Z9, Z9
+	VSHUFPS     $0x44, Z14, Z13, Z10
+	VSHUFPS     $0xee, Z14, Z13, Z11
+	VADDPS      Z11, Z10, Z10
+	VSHUFPS     $0x44, Z8, Z15, Z11
+	VSHUFPS     $0xee, Z8, Z15, Z8
+	VADDPS      Z8, Z11, Z11
+	VSHUFPS     $0x44, Z1, Z0, Z8
+	VSHUFPS     $0xee, Z1, Z0, Z0
+	VADDPS      Z0, Z8, Z8
+	VSHUFPS     $0x44, Z3, Z2, Z0
+	VSHUFPS     $0xee, Z3, Z2, Z1
+	VADDPS      Z1, Z0, Z0
+	VSHUFPS     $0x44, Z5, Z4, Z1
+	VSHUFPS     $0xee, Z5, Z4, Z2
+	VADDPS      Z2, Z1, Z1
+	VSHUFPS     $0x44, Z7, Z6, Z2
+	VSHUFPS     $0xee, Z7, Z6, Z3
+	VADDPS      Z3, Z2, Z2
+	VSHUFPS     $0x88, Z9, Z18, Z3
+	VSHUFPS     $0xdd, Z9, Z18, Z4
+	VADDPS      Z4, Z3, Z3
+	VSHUFPS     $0x88, Z11, Z10, Z4
+	VSHUFPS     $0xdd, Z11, Z10, Z5
+	VADDPS      Z5, Z4, Z4
+	VSHUFPS     $0x88, Z0, Z8, Z5
+	VSHUFPS     $0xdd, Z0, Z8, Z0
+	VADDPS      Z0, Z5, Z5
+	VSHUFPS     $0x88, Z2, Z1, Z0
+	VSHUFPS     $0xdd, Z2, Z1, Z1
+	VADDPS      Z1, Z0, Z0
+	VSHUFF32X4  $0x88, Z4, Z3, Z1
+	VSHUFF32X4  $0xdd, Z4, Z3, Z2
+	VADDPS      Z2, Z1, Z1
+	VSHUFF32X4  $0x88, Z0, Z5, Z2
+	VSHUFF32X4  $0xdd, Z0, Z5, Z0
+	VADDPS      Z0, Z2, Z2
+	VSHUFF32X4  $0x88, Z2, Z1, Z0
+	VSHUFF32X4  $0xdd, Z2, Z1, Z1
+	VADDPS      Z1, Z0, Z0
+	VMOVUPS     Z0, (BX)
+	ADDQ        $0x40, BX
+	ADDQ        $0x10, DX
+	DECQ        SI
+	JNZ         qk
+
+	// Row maxima, alpha, p and l, each row's value in every lane of its residue.
+	VMOVUPS          (SP), Z0
+	VMOVUPS          64(SP), Z1
+	VMAXPS           128(SP), Z0, Z0
+	VMAXPS           192(SP), Z1, Z1
+	VMAXPS           256(SP), Z0, Z0
+	VMAXPS           320(SP), Z1, Z1
+	VMAXPS           384(SP), Z0, Z0
+	VMAXPS           448(SP), Z1, Z1
+	VMAXPS           512(SP), Z0, Z0
+	VMAXPS           576(SP), Z1, Z1
+	VMAXPS           640(SP), Z0, Z0
+	VMAXPS           704(SP), Z1, Z1
+	VMAXPS           768(SP), Z0, Z0
+	VMAXPS           832(SP), Z1, Z1
+	VMAXPS           896(SP), Z0, Z0
+	VMAXPS           960(SP), Z1, Z1
+	VMAXPS           1024(SP), Z0, Z0
+	VMAXPS           1088(SP), Z1, Z1
+	VMAXPS           1152(SP), Z0, Z0
+	VMAXPS           1216(SP), Z1, Z1
+	VMAXPS           1280(SP), Z0, Z0
+	VMAXPS           1344(SP), Z1, Z1
+	VMAXPS           1408(SP), Z0, Z0
+	VMAXPS           1472(SP), Z1, Z1
+	VMAXPS           1536(SP), Z0, Z0
+	VMAXPS           1600(SP), Z1, Z1
+	VMAXPS           1664(SP), Z0, Z0
+	VMAXPS           1728(SP), Z1, Z1
+	VMAXPS           1792(SP), Z0, Z0
+	VMAXPS           1856(SP), Z1, Z1
+	VMAXPS           1920(SP), Z0, Z0
+	VMAXPS           1984(SP), Z1, Z1
+	VMAXPS           Z1, Z0, Z0
+	VSHUFF32X4       $0x4e, Z0, Z0, Z1
+	VMAXPS           Z1, Z0, Z0
+	MOVQ             o+32(FP), AX
+	MOVQ             m+40(FP), CX
+	MOVQ             l+48(FP), DX
+	MOVL             $0x000000ff, BX
+	KMOVW            BX, K1
+	VMOVUPS          (CX), Y16
+	VSHUFF32X4       $0x44, Z16, Z16, Z16
+	VMAXPS           Z16, Z0, Z0
+	VMOVUPS          Z0, K1, (CX)
+	VCMPPS.BCST      $0x0c, attnconst<>+0(SB), Z0, K2
+	VMOVAPS.Z        Z0, K2, Z0
+	VSUBPS           Z0, Z16, Z1
+	VBROADCASTSS     attnconst<>+96(SB), Z2
+	VCMPPS           $0x15, Z2, Z1, K3
+	VMAXPS           Z1, Z2, Z1
+	VRNDSCALEPS      $0x00, Z1, Z2
+	VSUBPS           Z2, Z1, Z1
+	VBROADCASTSS     attnconst<>+288(SB), Z3
+	VFMADD213PS.BCST attnconst<>+256(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+224(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+192(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+160(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+128(SB), Z1, Z3
+	VFMADD213PS.BCST attnconst<>+32(SB), Z1, Z3
+	VSCALEFPS.Z      Z2, Z3, K3, Z1
+	KNOTW            K2, K2
+	VBROADCASTSS     attnconst<>+32(SB), K2, Z1
+	VMOVUPS          Z1, 2048(SP)
+	VMOVUPS          (SP), Z2
+	VSUBPS           Z0, Z2, Z2
+	VBROADCASTSS     attnconst<>+96(SB), Z3
+	VCMPPS           $0x15, Z3, Z2, K2
+	VMAXPS           Z2, Z3, Z2
+	VRNDSCALEPS      $0x00, Z2, Z3
+	VSUBPS           Z3, Z2, Z2
+	VBROADCASTSS     attnconst<>+288(SB), Z4
+	VFMADD213PS.BCST attnconst<>+256(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+224(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+192(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+160(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+128(SB), Z2, Z4
+	VFMADD213PS.BCST attnconst<>+32(SB), Z2, Z4
+	VSCALEFPS.Z      Z3, Z4, K2, Z2
+	VMOVUPS          Z2, (SP)
+	VMOVUPS          64(SP), Z3
+	VSUBPS           Z0, Z3, Z3
+	VBROADCASTSS     attnconst<>+96(SB), Z4
+	VCMPPS           $0x15, Z4, Z3, K2
+	VMAXPS           Z3, Z4, Z3
+	VRNDSCALEPS      $0x00, Z3, Z4
+	VSUBPS           Z4, Z3, Z3
+	VBROADCASTSS     attnconst<>+288(SB), Z5
+	VFMADD213PS.BCST attnconst<>+256(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+224(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+192(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+160(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+128(SB), Z3, Z5
+	VFMADD213PS.BCST attnconst<>+32(SB), Z3, Z5
+	VSCALEFPS.Z      Z4, Z5, K2, Z3
+	VMOVUPS          Z3, 64(SP)
+	VMOVUPS          128(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 128(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          192(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 192(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          256(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 256(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          320(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 320(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          384(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 384(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          448(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 448(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          512(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 512(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          576(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 576(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          640(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 640(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          704(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 704(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          768(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 768(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          832(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 832(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          896(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 896(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          960(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 960(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          1024(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1024(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          1088(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1088(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          1152(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1152(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          1216(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1216(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          1280(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1280(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          1344(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1344(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          1408(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1408(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          1472(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1472(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          1536(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1536(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          1600(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1600(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          1664(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1664(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          1728(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1728(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          1792(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1792(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          1856(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1856(SP)
+	VADDPS           Z4, Z3, Z3
+	VMOVUPS          1920(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z5
+	VCMPPS           $0x15, Z5, Z4, K2
+	VMAXPS           Z4, Z5, Z4
+	VRNDSCALEPS      $0x00, Z4, Z5
+	VSUBPS           Z5, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z6
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z6
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z6
+	VSCALEFPS.Z      Z5, Z6, K2, Z4
+	VMOVUPS          Z4, 1920(SP)
+	VADDPS           Z4, Z2, Z2
+	VMOVUPS          1984(SP), Z4
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+96(SB), Z0
+	VCMPPS           $0x15, Z0, Z4, K2
+	VMAXPS           Z4, Z0, Z4
+	VRNDSCALEPS      $0x00, Z4, Z0
+	VSUBPS           Z0, Z4, Z4
+	VBROADCASTSS     attnconst<>+288(SB), Z5
+	VFMADD213PS.BCST attnconst<>+256(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+224(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+192(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+160(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+128(SB), Z4, Z5
+	VFMADD213PS.BCST attnconst<>+32(SB), Z4, Z5
+	VSCALEFPS.Z      Z0, Z5, K2, Z4
+	VMOVUPS          Z4, 1984(SP)
+	VADDPS           Z4, Z3, Z3
+	VADDPS           Z3, Z2, Z2
+	VSHUFF32X4       $0x4e, Z2, Z2, Z0
+	VADDPS           Z0, Z2, Z2
+	VMOVUPS          (DX), Y17
+	VSHUFF32X4       $0x44, Z17, Z17, Z17
+	VFMADD231PS      Z17, Z1, Z2
+	VMOVUPS          Z2, K1, (DX)
+
+	// o = alpha*o.
+	VBROADCASTSS 2048(SP), Z0
+	VMULPS       (AX), Z0, Z1
+	VMOVUPS      Z1, (AX)
+	VMULPS       64(AX), Z0, Z1
+	VMOVUPS      Z1, 64(AX)
+	VMULPS       128(AX), Z0, Z1
+	VMOVUPS      Z1, 128(AX)
+	VMULPS       192(AX), Z0, Z1
+	VMOVUPS      Z1, 192(AX)
+	VMULPS       256(AX), Z0, Z1
+	VMOVUPS      Z1, 256(AX)
+	VMULPS       320(AX), Z0, Z1
+	VMOVUPS      Z1, 320(AX)
+	VMULPS       384(AX), Z0, Z1
+	VMOVUPS      Z1, 384(AX)
+	VMULPS       448(AX), Z0, Z0
+	VMOVUPS      Z0, 448(AX)
+	VBROADCASTSS 2052(SP), Z0
+	VMULPS       512(AX), Z0, Z1
+	VMOVUPS      Z1, 512(AX)
+	VMULPS       576(AX), Z0, Z1
+	VMOVUPS      Z1, 576(AX)
+	VMULPS       640(AX), Z0, Z1
+	VMOVUPS      Z1, 640(AX)
+	VMULPS       704(AX), Z0, Z1
+	VMOVUPS      Z1, 704(AX)
+	VMULPS       768(AX), Z0, Z1
+	VMOVUPS      Z1, 768(AX)
+	VMULPS       832(AX), Z0, Z1
+	VMOVUPS      Z1, 832(AX)
+	VMULPS       896(AX), Z0, Z1
+	VMOVUPS      Z1, 896(AX)
+	VMULPS       960(AX), Z0, Z0
+	VMOVUPS      Z0, 960(AX)
+	VBROADCASTSS 2056(SP), Z0
+	VMULPS       1024(AX), Z0, Z1
+	VMOVUPS      Z1, 1024(AX)
+	VMULPS       1088(AX), Z0, Z1
+	VMOVUPS      Z1, 1088(AX)
+	VMULPS       1152(AX), Z0, Z1
+	VMOVUPS      Z1, 1152(AX)
+	VMULPS       1216(AX), Z0, Z1
+	VMOVUPS      Z1, 1216(AX)
+	VMULPS       1280(AX), Z0, Z1
+	VMOVUPS      Z1, 1280(AX)
+	VMULPS       1344(AX), Z0, Z1
+	VMOVUPS      Z1, 1344(AX)
+	VMULPS       1408(AX), Z0, Z1
+	VMOVUPS      Z1, 1408(AX)
+	VMULPS       1472(AX), Z0, Z0
+	VMOVUPS      Z0, 1472(AX)
+	VBROADCASTSS 2060(SP), Z0
+	VMULPS       1536(AX), Z0, Z1
+	VMOVUPS      Z1, 1536(AX)
+	VMULPS       1600(AX), Z0, Z1
+	VMOVUPS      Z1, 1600(AX)
+	VMULPS       1664(AX), Z0, Z1
+	VMOVUPS      Z1, 1664(AX)
+	VMULPS       1728(AX), Z0, Z1
+	VMOVUPS      Z1, 1728(AX)
+	VMULPS       1792(AX), Z0, Z1
+	VMOVUPS      Z1, 1792(AX)
+	VMULPS       1856(AX), Z0, Z1
+	VMOVUPS      Z1, 1856(AX)
+	VMULPS       1920(AX), Z0, Z1
+	VMOVUPS      Z1, 1920(AX)
+	VMULPS       1984(AX), Z0, Z0
+	VMOVUPS      Z0, 1984(AX)
+	VBROADCASTSS 2064(SP), Z0
+	VMULPS       2048(AX), Z0, Z1
+	VMOVUPS      Z1, 2048(AX)
+	VMULPS       2112(AX), Z0, Z1
+	VMOVUPS      Z1, 2112(AX)
+	VMULPS       2176(AX), Z0, Z1
+	VMOVUPS      Z1, 2176(AX)
+	VMULPS       2240(AX), Z0, Z1
+	VMOVUPS      Z1, 2240(AX)
+	VMULPS       2304(AX), Z0, Z1
+	VMOVUPS      Z1, 2304(AX)
+	VMULPS       2368(AX), Z0, Z1
+	VMOVUPS      Z1, 2368(AX)
+	VMULPS       2432(AX), Z0, Z1
+	VMOVUPS      Z1, 2432(AX)
+	VMULPS       2496(AX), Z0, Z0
+	VMOVUPS      Z0, 2496(AX)
+	VBROADCASTSS 2068(SP), Z0
+	VMULPS       2560(AX), Z0, Z1
+	VMOVUPS      Z1, 2560(AX)
+	VMULPS       2624(AX), Z0, Z1
+	VMOVUPS      Z1, 2624(AX)
+	VMULPS       2688(AX), Z0, Z1
+	VMOVUPS      Z1, 2688(AX)
+	VMULPS       2752(AX), Z0, Z1
+	VMOVUPS      Z1, 2752(AX)
+	VMULPS       2816(AX), Z0, Z1
+	VMOVUPS      Z1, 2816(AX)
+	VMULPS       2880(AX), Z0, Z1
+	VMOVUPS      Z1, 2880(AX)
+	VMULPS       2944(AX), Z0, Z1
+	VMOVUPS      Z1, 2944(AX)
+	VMULPS       3008(AX), Z0, Z0
+	VMOVUPS      Z0, 3008(AX)
+	VBROADCASTSS 2072(SP), Z0
+	VMULPS       3072(AX), Z0, Z1
+	VMOVUPS      Z1, 3072(AX)
+	VMULPS       3136(AX), Z0, Z1
+	VMOVUPS      Z1, 3136(AX)
+	VMULPS       3200(AX), Z0, Z1
+	VMOVUPS      Z1, 3200(AX)
+	VMULPS       3264(AX), Z0, Z1
+	VMOVUPS      Z1, 3264(AX)
+	VMULPS       3328(AX), Z0, Z1
+	VMOVUPS      Z1, 3328(AX)
+	VMULPS       3392(AX), Z0, Z1
+	VMOVUPS      Z1, 3392(AX)
+	VMULPS       3456(AX), Z0, Z1
+	VMOVUPS      Z1, 3456(AX)
+	VMULPS       3520(AX), Z0, Z0
+	VMOVUPS      Z0, 3520(AX)
+	VBROADCASTSS 2076(SP), Z0
+	VMULPS       3584(AX), Z0, Z1
+	VMOVUPS      Z1, 3584(AX)
+	VMULPS       3648(AX), Z0, Z1
+	VMOVUPS      Z1, 3648(AX)
+	VMULPS       3712(AX), Z0, Z1
+	VMOVUPS      Z1, 3712(AX)
+	VMULPS       3776(AX), Z0, Z1
+	VMOVUPS      Z1, 3776(AX)
+	VMULPS       3840(AX), Z0, Z1
+	VMOVUPS      Z1, 3840(AX)
+	VMULPS       3904(AX), Z0, Z1
+	VMOVUPS      Z1, 3904(AX)
+	VMULPS       3968(AX), Z0, Z1
+	VMOVUPS      Z1, 3968(AX)
+	VMULPS       4032(AX), Z0, Z0
+	VMOVUPS      Z0, 4032(AX)
+
+	// o += P V, in groups of rows, each over the whole tile.
+	MOVQ    v+16(FP), CX
+	MOVQ    off+24(FP), DX
+	LEAQ    (SP), BX
+	MOVQ    $0x00000010, SI
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS 192(AX), Z3
+	VMOVUPS 256(AX), Z4
+	VMOVUPS 320(AX), Z5
+	VMOVUPS 384(AX), Z6
+	VMOVUPS 448(AX), Z7
+	VMOVUPS 512(AX), Z8
+	VMOVUPS 576(AX), Z9
+	VMOVUPS 640(AX), Z10
+	VMOVUPS 704(AX), Z11
+	VMOVUPS 768(AX), Z12
+	VMOVUPS 832(AX), Z13
+	VMOVUPS 896(AX), Z14
+	VMOVUPS 960(AX), Z15
+
+pv0:
+	MOVQ         (DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS (BX), Z16
+	VBROADCASTSS 4(BX), Z17
+	VCVTPH2PS    (DI), Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VCVTPH2PS    32(DI), Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VCVTPH2PS    64(DI), Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VCVTPH2PS    96(DI), Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VCVTPH2PS    128(DI), Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VCVTPH2PS    160(DI), Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VCVTPH2PS    192(DI), Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VCVTPH2PS    224(DI), Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	MOVQ         8(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 32(BX), Z16
+	VBROADCASTSS 36(BX), Z17
+	VCVTPH2PS    (DI), Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VCVTPH2PS    32(DI), Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VCVTPH2PS    64(DI), Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VCVTPH2PS    96(DI), Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VCVTPH2PS    128(DI), Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VCVTPH2PS    160(DI), Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VCVTPH2PS    192(DI), Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VCVTPH2PS    224(DI), Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	MOVQ         16(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 64(BX), Z16
+	VBROADCASTSS 68(BX), Z17
+	VCVTPH2PS    (DI), Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VCVTPH2PS    32(DI), Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VCVTPH2PS    64(DI), Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VCVTPH2PS    96(DI), Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VCVTPH2PS    128(DI), Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VCVTPH2PS    160(DI), Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VCVTPH2PS    192(DI), Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VCVTPH2PS    224(DI), Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	MOVQ         24(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 96(BX), Z16
+	VBROADCASTSS 100(BX), Z17
+	VCVTPH2PS    (DI), Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VCVTPH2PS    32(DI), Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VCVTPH2PS    64(DI), Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VCVTPH2PS    96(DI), Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VCVTPH2PS    128(DI), Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VCVTPH2PS    160(DI), Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VCVTPH2PS    192(DI), Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VCVTPH2PS    224(DI), Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	ADDQ         $0x00000080, BX
+	ADDQ         $0x20, DX
+	DECQ         SI
+	JNZ          pv0
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, 192(AX)
+	VMOVUPS      Z4, 256(AX)
+	VMOVUPS      Z5, 320(AX)
+	VMOVUPS      Z6, 384(AX)
+	VMOVUPS      Z7, 448(AX)
+	VMOVUPS      Z8, 512(AX)
+	VMOVUPS      Z9, 576(AX)
+	VMOVUPS      Z10, 640(AX)
+	VMOVUPS      Z11, 704(AX)
+	VMOVUPS      Z12, 768(AX)
+	VMOVUPS      Z13, 832(AX)
+	VMOVUPS      Z14, 896(AX)
+	VMOVUPS      Z15, 960(AX)
+	MOVQ         v+16(FP), CX
+	MOVQ         off+24(FP), DX
+	LEAQ         (SP), BX
+	MOVQ         $0x00000010, SI
+	VMOVUPS      1024(AX), Z0
+	VMOVUPS      1088(AX), Z1
+	VMOVUPS      1152(AX), Z2
+	VMOVUPS      1216(AX), Z3
+	VMOVUPS      1280(AX), Z4
+	VMOVUPS      1344(AX), Z5
+	VMOVUPS      1408(AX), Z6
+	VMOVUPS      1472(AX), Z7
+	VMOVUPS      1536(AX), Z8
+	VMOVUPS      1600(AX), Z9
+	VMOVUPS      1664(AX), Z10
+	VMOVUPS      1728(AX), Z11
+	VMOVUPS      1792(AX), Z12
+	VMOVUPS      1856(AX), Z13
+	VMOVUPS      1920(AX), Z14
+	VMOVUPS      1984(AX), Z15
+
+pv2:
+	MOVQ         (DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 8(BX), Z16
+	VBROADCASTSS 12(BX), Z17
+	VCVTPH2PS    (DI), Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VCVTPH2PS    32(DI), Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VCVTPH2PS    64(DI), Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VCVTPH2PS    96(DI), Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VCVTPH2PS    128(DI), Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VCVTPH2PS    160(DI), Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VCVTPH2PS    192(DI), Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VCVTPH2PS    224(DI), Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	MOVQ         8(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 40(BX), Z16
+	VBROADCASTSS 44(BX), Z17
+	VCVTPH2PS    (DI), Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VCVTPH2PS    32(DI), Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VCVTPH2PS    64(DI), Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VCVTPH2PS    96(DI), Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VCVTPH2PS    128(DI), Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VCVTPH2PS    160(DI), Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VCVTPH2PS    192(DI), Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VCVTPH2PS    224(DI), Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	MOVQ         16(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 72(BX), Z16
+	VBROADCASTSS 76(BX), Z17
+	VCVTPH2PS    (DI), Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VCVTPH2PS    32(DI), Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VCVTPH2PS    64(DI), Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VCVTPH2PS    96(DI), Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VCVTPH2PS    128(DI), Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VCVTPH2PS    160(DI), Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VCVTPH2PS    192(DI), Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VCVTPH2PS    224(DI), Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	MOVQ         24(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 104(BX), Z16
+	VBROADCASTSS 108(BX), Z17
+	VCVTPH2PS    (DI), Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VCVTPH2PS    32(DI), Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VCVTPH2PS    64(DI), Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VCVTPH2PS    96(DI), Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VCVTPH2PS    128(DI), Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VCVTPH2PS    160(DI), Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VCVTPH2PS    192(DI), Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VCVTPH2PS    224(DI), Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	ADDQ         $0x00000080, BX
+	ADDQ         $0x20, DX
+	DECQ         SI
+	JNZ          pv2
+	VMOVUPS      Z0, 1024(AX)
+	VMOVUPS      Z1, 1088(AX)
+	VMOVUPS      Z2, 1152(AX)
+	VMOVUPS      Z3, 1216(AX)
+	VMOVUPS      Z4, 1280(AX)
+	VMOVUPS      Z5, 1344(AX)
+	VMOVUPS      Z6, 1408(AX)
+	VMOVUPS      Z7, 1472(AX)
+	VMOVUPS      Z8, 1536(AX)
+	VMOVUPS      Z9, 1600(AX)
+	VMOVUPS      Z10, 1664(AX)
+	VMOVUPS      Z11, 1728(AX)
+	VMOVUPS      Z12, 1792(AX)
+	VMOVUPS      Z13, 1856(AX)
+	VMOVUPS      Z14, 1920(AX)
+	VMOVUPS      Z15, 1984(AX)
+	MOVQ         v+16(FP), CX
+	MOVQ         off+24(FP), DX
+	LEAQ         (SP), BX
+	MOVQ         $0x00000010, SI
+	VMOVUPS      2048(AX), Z0
+	VMOVUPS      2112(AX), Z1
+	VMOVUPS      2176(AX), Z2
+	VMOVUPS      2240(AX), Z3
+	VMOVUPS      2304(AX), Z4
+	VMOVUPS      2368(AX), Z5
+	VMOVUPS      2432(AX), Z6
+	VMOVUPS      2496(AX), Z7
+	VMOVUPS      2560(AX), Z8
+	VMOVUPS      2624(AX), Z9
+	VMOVUPS      2688(AX), Z10
+	VMOVUPS      2752(AX), Z11
+	VMOVUPS      2816(AX), Z12
+	VMOVUPS      2880(AX), Z13
+	VMOVUPS      2944(AX), Z14
+	VMOVUPS      3008(AX), Z15
+
+pv4:
+	MOVQ         (DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 16(BX), Z16
+	VBROADCASTSS 20(BX), Z17
+	VCVTPH2PS    (DI), Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VCVTPH2PS    32(DI), Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VCVTPH2PS    64(DI), Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VCVTPH2PS    96(DI), Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VCVTPH2PS    128(DI), Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VCVTPH2PS    160(DI), Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VCVTPH2PS    192(DI), Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VCVTPH2PS    224(DI), Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	MOVQ         8(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 48(BX), Z16
+	VBROADCASTSS 52(BX), Z17
+	VCVTPH2PS    (DI), Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VCVTPH2PS    32(DI), Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VCVTPH2PS    64(DI), Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VCVTPH2PS    96(DI), Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VCVTPH2PS    128(DI), Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VCVTPH2PS    160(DI), Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VCVTPH2PS    192(DI), Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VCVTPH2PS    224(DI), Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	MOVQ         16(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 80(BX), Z16
+	VBROADCASTSS 84(BX), Z17
+	VCVTPH2PS    (DI), Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VCVTPH2PS    32(DI), Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VCVTPH2PS    64(DI), Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VCVTPH2PS    96(DI), Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VCVTPH2PS    128(DI), Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VCVTPH2PS    160(DI), Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VCVTPH2PS    192(DI), Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VCVTPH2PS    224(DI), Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	MOVQ         24(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 112(BX), Z16
+	VBROADCASTSS 116(BX), Z17
+	VCVTPH2PS    (DI), Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VCVTPH2PS    32(DI), Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VCVTPH2PS    64(DI), Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VCVTPH2PS    96(DI), Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VCVTPH2PS    128(DI), Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VCVTPH2PS    160(DI), Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VCVTPH2PS    192(DI), Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VCVTPH2PS    224(DI), Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	ADDQ         $0x00000080, BX
+	ADDQ         $0x20, DX
+	DECQ         SI
+	JNZ          pv4
+	VMOVUPS      Z0, 2048(AX)
+	VMOVUPS      Z1, 2112(AX)
+	VMOVUPS      Z2, 2176(AX)
+	VMOVUPS      Z3, 2240(AX)
+	VMOVUPS      Z4, 2304(AX)
+	VMOVUPS      Z5, 2368(AX)
+	VMOVUPS      Z6, 2432(AX)
+	VMOVUPS      Z7, 2496(AX)
+	VMOVUPS      Z8, 2560(AX)
+	VMOVUPS      Z9, 2624(AX)
+	VMOVUPS      Z10, 2688(AX)
+	VMOVUPS      Z11, 2752(AX)
+	VMOVUPS      Z12, 2816(AX)
+	VMOVUPS      Z13, 2880(AX)
+	VMOVUPS      Z14, 2944(AX)
+	VMOVUPS      Z15, 3008(AX)
+	MOVQ         v+16(FP), CX
+	MOVQ         off+24(FP), DX
+	LEAQ         (SP), BX
+	MOVQ         $0x00000010, SI
+	VMOVUPS      3072(AX), Z0
+	VMOVUPS      3136(AX), Z1
+	VMOVUPS      3200(AX), Z2
+	VMOVUPS      3264(AX), Z3
+	VMOVUPS      3328(AX), Z4
+	VMOVUPS      3392(AX), Z5
+	VMOVUPS      3456(AX), Z6
+	VMOVUPS      3520(AX), Z7
+	VMOVUPS      3584(AX), Z8
+	VMOVUPS      3648(AX), Z9
+	VMOVUPS      3712(AX), Z10
+	VMOVUPS      3776(AX), Z11
+	VMOVUPS      3840(AX), Z12
+	VMOVUPS      3904(AX), Z13
+	VMOVUPS      3968(AX), Z14
+	VMOVUPS      4032(AX), Z15
+
+pv6:
+	MOVQ         (DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 24(BX), Z16
+	VBROADCASTSS 28(BX), Z17
+	VCVTPH2PS    (DI), Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VCVTPH2PS    32(DI), Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VCVTPH2PS    64(DI), Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VCVTPH2PS    96(DI), Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VCVTPH2PS    128(DI), Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VCVTPH2PS    160(DI), Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VCVTPH2PS    192(DI), Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VCVTPH2PS    224(DI), Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	MOVQ         8(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 56(BX), Z16
+	VBROADCASTSS 60(BX), Z17
+	VCVTPH2PS    (DI), Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VCVTPH2PS    32(DI), Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VCVTPH2PS    64(DI), Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VCVTPH2PS    96(DI), Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VCVTPH2PS    128(DI), Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VCVTPH2PS    160(DI), Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VCVTPH2PS    192(DI), Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VCVTPH2PS    224(DI), Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	MOVQ         16(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 88(BX), Z16
+	VBROADCASTSS 92(BX), Z17
+	VCVTPH2PS    (DI), Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VCVTPH2PS    32(DI), Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VCVTPH2PS    64(DI), Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VCVTPH2PS    96(DI), Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VCVTPH2PS    128(DI), Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VCVTPH2PS    160(DI), Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VCVTPH2PS    192(DI), Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VCVTPH2PS    224(DI), Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	MOVQ         24(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 120(BX), Z16
+	VBROADCASTSS 124(BX), Z17
+	VCVTPH2PS    (DI), Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z8
+	VCVTPH2PS    32(DI), Z18
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z9
+	VCVTPH2PS    64(DI), Z18
+	VFMADD231PS  Z18, Z16, Z2
+	VFMADD231PS  Z18, Z17, Z10
+	VCVTPH2PS    96(DI), Z18
+	VFMADD231PS  Z18, Z16, Z3
+	VFMADD231PS  Z18, Z17, Z11
+	VCVTPH2PS    128(DI), Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z12
+	VCVTPH2PS    160(DI), Z18
+	VFMADD231PS  Z18, Z16, Z5
+	VFMADD231PS  Z18, Z17, Z13
+	VCVTPH2PS    192(DI), Z18
+	VFMADD231PS  Z18, Z16, Z6
+	VFMADD231PS  Z18, Z17, Z14
+	VCVTPH2PS    224(DI), Z18
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z15
+	ADDQ         $0x00000080, BX
+	ADDQ         $0x20, DX
+	DECQ         SI
+	JNZ          pv6
+	VMOVUPS      Z0, 3072(AX)
+	VMOVUPS      Z1, 3136(AX)
+	VMOVUPS      Z2, 3200(AX)
+	VMOVUPS      Z3, 3264(AX)
+	VMOVUPS      Z4, 3328(AX)
+	VMOVUPS      Z5, 3392(AX)
+	VMOVUPS      Z6, 3456(AX)
+	VMOVUPS      Z7, 3520(AX)
+	VMOVUPS      Z8, 3584(AX)
+	VMOVUPS      Z9, 3648(AX)
+	VMOVUPS      Z10, 3712(AX)
+	VMOVUPS      Z11, 3776(AX)
+	VMOVUPS      Z12, 3840(AX)
+	VMOVUPS      Z13, 3904(AX)
+	VMOVUPS      Z14, 3968(AX)
+	VMOVUPS      Z15, 4032(AX)
+	VZEROUPPER
+	RET
+
 // func peakFMA512(n int)
 // Requires: AVX, AVX512F
 TEXT ·peakFMA512(SB), NOSPLIT, $0-8

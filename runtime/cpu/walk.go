@@ -71,6 +71,12 @@ func (w *buffers) runItem(c *call, it item) {
 	q1 := q0 + per - 1
 	docs := c.docsOf(b)
 	refs := c.refs[it.r0:it.r1]
+	// Decoding (few rows, each key tile read once): whole tiles that every
+	// row keeps go to the decode kernels, which read the key and value rows
+	// in place, with the query rows scaled (zero rows pad them to 1, 2, 4
+	// or 8).
+	direct := c.decode && c.transient && rows <= maxDecodeRows
+	var qs []float32
 	for _, ref := range refs {
 		k0 := ref.K * TK
 		class := ref.Class
@@ -81,6 +87,20 @@ func (w *buffers) runItem(c *call, it item) {
 			if class == mask.Empty {
 				continue
 			}
+		}
+		if direct && class == mask.Full && k0+TK <= g.nk {
+			n := decodeRows(rows)
+			if qs == nil {
+				qs = w.qs[:n*D]
+				for x, y := range qt0[:rows*D] {
+					qs[x] = y * c.scale
+				}
+				clear(qs[rows*D:])
+			}
+			c.rowOffsets(&w.off, b*s.HeadsKV+hk, g, ref.K)
+			kb, vb := c.kvBase()
+			decodeAsm(c.elem, qs, kb, vb, &w.off, o, m, l, n, D)
+			continue
 		}
 		// Keep words when the tile is partial, runs past the keys, or has
 		// rows to skip (the kernels skip row blocks that keep nothing).
