@@ -98,13 +98,17 @@ func functions(asm []byte) map[string]string {
 	return fns
 }
 
+// nFuncs is the number of functions the kernel file holds: tiles, decode
+// kernels, peaks, the transpose and two widening loops.
+var nFuncs = len(ISAs)*len(HeadDims) + len(Elems)*len(HeadDims)*len(DecodeRows) + len(ISAs) + 3
+
 func TestVZEROUPPERBeforeRET(t *testing.T) {
 	asm, _, err := Kernel(Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	fns := functions(asm)
-	if len(fns) != len(ISAs)*len(HeadDims)+len(ISAs)+3 { // tiles, peaks, transpose, widen x2
+	if len(fns) != nFuncs { // tiles, decode kernels, peaks, transpose, widen x2
 		t.Fatalf("found %d functions", len(fns))
 	}
 	for name, body := range fns {
@@ -137,7 +141,7 @@ func TestAVX2Registers(t *testing.T) {
 		t.Fatal(err)
 	}
 	requires := regexp.MustCompile(`(?m)^// Requires: (.*)\nTEXT ·(\w+)`).FindAllSubmatch(asm, -1)
-	if len(requires) != len(ISAs)*len(HeadDims)+len(ISAs)+3 { // tiles, peaks, transpose, widen x2
+	if len(requires) != nFuncs {
 		t.Fatalf("found %d Requires lines", len(requires))
 	}
 	for _, m := range requires {
