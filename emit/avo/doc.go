@@ -6,7 +6,10 @@
 // Build returns an avo build context holding the whole kernel file: the
 // shared constant table (EmitConsts), one tile kernel per ISA and head
 // dimension (EmitTile: tileAVX512D64, tileAVX512D128, tileAVX2D64,
-// tileAVX2D128), the FMA peak loops the benchmarks compare against
+// tileAVX2D128), the decode kernels (EmitDecode: decodeAVX512F32D128R4
+// and the like, by key and value type, head dimension and rows, for
+// decoding's whole key tiles read in place), the FMA peak loops the
+// benchmarks compare against
 // (EmitPeak: peakFMA512, peakFMA256) and the AVX-512 key-tile transpose
 // the runtime packs whole key tiles with (EmitTranspose:
 // transposeTileAVX512, 16 x 16 blocks through three rounds of shuffles)
