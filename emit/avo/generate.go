@@ -39,8 +39,8 @@ const Constraint = "amd64,!purego"
 
 // Build returns a build context holding the whole kernel file: the constant
 // table, the tile kernel for every ISA and head dimension, the AVX-512
-// decode kernels, the FMA peak loops, the AVX-512 key-tile transpose and
-// the 16-bit widening loops.
+// decode kernels, the FMA peak loops, the AVX-512 key-tile transpose, the
+// 16-bit widening loops and the driver's row helpers.
 func Build() *build.Context {
 	ctx := build.NewContext()
 	ctx.ConstraintExpr(Constraint)
@@ -62,6 +62,7 @@ func Build() *build.Context {
 	}
 	EmitTranspose(ctx)
 	EmitWiden(ctx)
+	EmitRowHelpers(ctx)
 	return ctx
 }
 

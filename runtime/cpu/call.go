@@ -487,6 +487,9 @@ func (c *call) valueTile(vt []float32, bk int, g segment, t int) []float32 {
 // nonFiniteRows returns the rows of a value tile that hold a NaN or an
 // infinity, as bits.
 func nonFiniteRows(v []float32, D int) uint64 {
+	if nf, ok := nonFiniteAsm(v, D); ok {
+		return nf
+	}
 	var nf uint64
 	for r := 0; r < TK; r++ {
 		if !allFinite(v[r*D : r*D+D]) {

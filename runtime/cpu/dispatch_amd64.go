@@ -82,6 +82,25 @@ func decodeAsm(elem Elem, q []float32, k, v unsafe.Pointer, off *[TK]int, o, m, 
 	f(&q[0], (*byte)(k), (*byte)(v), &off[0], &o[0], &m[0], &l[0])
 }
 
+// scaleRowAsm sets dst = src*s with AVX-512 when the CPU has it (len(src)
+// a multiple of 16) and reports whether it did.
+func scaleRowAsm(dst, src []float32, s float32) bool {
+	n := len(src)
+	if !xcpu.X86.HasAVX512F || n%16 != 0 || n == 0 || len(dst) < n {
+		return false
+	}
+	scaleRowAVX512(&dst[0], &src[0], n, s)
+	return true
+}
+
+// nonFiniteAsm is nonFiniteRows with AVX-512 when the CPU has it.
+func nonFiniteAsm(v []float32, d int) (uint64, bool) {
+	if !xcpu.X86.HasAVX512F || d%16 != 0 || len(v) < TK*d {
+		return 0, false
+	}
+	return nonFiniteRowsAVX512(&v[0], d), true
+}
+
 // transposeAsm transposes a whole key tile (64 rows, pitch floats apart),
 // times scale, into kt with AVX-512 when the CPU has it, and reports
 // whether it did.

@@ -20,3 +20,9 @@ func hasDecode(Variant) bool { return false }
 func decodeAsm(Elem, []float32, unsafe.Pointer, unsafe.Pointer, *[TK]int, []float32, []float32, []float32, int, int) {
 	panic("BUG: no decode kernels in this build")
 }
+
+// scaleRowAsm: no assembly in this build.
+func scaleRowAsm(dst, src []float32, s float32) bool { return false }
+
+// nonFiniteAsm: no assembly in this build.
+func nonFiniteAsm(v []float32, d int) (uint64, bool) { return 0, false }

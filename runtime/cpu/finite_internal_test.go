@@ -47,3 +47,68 @@ func BenchmarkAllFinite(b *testing.B) {
 	}
 	_ = n
 }
+
+// TestNonFiniteRows: nonFiniteRows (AVX-512 where the CPU has it) marks
+// exactly the value rows holding a NaN or an infinity, for special values
+// at random positions, including the first and last element of a row, and
+// never a row holding only finite values (largest, subnormal, -0).
+func TestNonFiniteRows(t *testing.T) {
+	r := rand.New(rand.NewPCG(16, 17))
+	bad := []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), math.Float32frombits(0xffc00001)}
+	good := []float32{math.MaxFloat32, -math.MaxFloat32, math.SmallestNonzeroFloat32, float32(math.Copysign(0, -1))}
+	for _, d := range []int{64, 128} {
+		for trial := 0; trial < 200; trial++ {
+			v := make([]float32, TK*d)
+			for i := range v {
+				v[i] = float32(r.NormFloat64())
+			}
+			var want uint64
+			for k := r.IntN(6); k > 0; k-- {
+				row, col := r.IntN(TK), r.IntN(d)
+				switch r.IntN(3) {
+				case 0:
+					col = 0
+				case 1:
+					col = d - 1
+				}
+				v[row*d+col] = bad[r.IntN(len(bad))]
+				want |= 1 << row
+			}
+			for k := r.IntN(6); k > 0; k-- {
+				row, col := r.IntN(TK), r.IntN(d)
+				if want>>row&1 == 0 {
+					v[row*d+col] = good[r.IntN(len(good))]
+				}
+			}
+			if got := nonFiniteRows(v, d); got != want {
+				t.Fatalf("D=%d trial %d: rows %064b, want %064b", d, trial, got, want)
+			}
+		}
+	}
+}
+
+// TestScaleRow: the output scaling (AVX-512 where the CPU has it) is the
+// product of each element and the factor, bit for bit, specials included.
+func TestScaleRow(t *testing.T) {
+	r := rand.New(rand.NewPCG(18, 19))
+	for _, n := range []int{16, 64, 128} {
+		src, dst := make([]float32, n), make([]float32, n+1)
+		for i := range src {
+			src[i] = float32(r.NormFloat64() * 1e3)
+		}
+		src[0], src[n-1] = float32(math.Inf(-1)), float32(math.NaN())
+		dst[n] = 7 // past the row: untouched
+		s := float32(r.Float64())
+		if !scaleRowAsm(dst[:n], src, s) {
+			t.Skip("no assembly for the row scaling here")
+		}
+		for i, x := range src {
+			if w := x * s; math.Float32bits(dst[i]) != math.Float32bits(w) && !(math.IsNaN(float64(w)) && math.IsNaN(float64(dst[i]))) {
+				t.Fatalf("n %d: dst[%d] = %v, want %v", n, i, dst[i], w)
+			}
+		}
+		if dst[n] != 7 {
+			t.Fatalf("n %d: wrote past the row", n)
+		}
+	}
+}

@@ -246,3 +246,16 @@ func widenBF16AVX512(dst *float32, src *uint16, n int)
 //
 //go:noescape
 func widenF16AVX512(dst *float32, src *uint16, n int)
+
+// scaleRowAVX512 writes dst[i] = src[i]*s for i < n (a multiple of 16). It
+// needs AVX-512 Foundation.
+//
+//go:noescape
+func scaleRowAVX512(dst *float32, src *float32, n int, s float32)
+
+// nonFiniteRowsAVX512 returns the rows of the TK rows of d floats at v (d a
+// multiple of 16) that hold a NaN or an infinity, as bits. It needs AVX-512
+// Foundation.
+//
+//go:noescape
+func nonFiniteRowsAVX512(v *float32, d int) uint64

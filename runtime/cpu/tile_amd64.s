@@ -30867,3 +30867,62 @@ loop:
 done:
 	VZEROUPPER
 	RET
+
+// func scaleRowAVX512(dst *float32, src *float32, n int, s float32)
+// Requires: AVX, AVX512F, SSE
+TEXT ·scaleRowAVX512(SB), NOSPLIT, $0-28
+	MOVQ         dst+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         n+16(FP), DX
+	MOVSS        s+24(FP), X0
+	VBROADCASTSS X0, Z0
+	SHRQ         $0x04, DX
+	TESTQ        DX, DX
+	JZ           done
+
+loop:
+	VMULPS  (CX), Z0, Z1
+	VMOVUPS Z1, (AX)
+	ADDQ    $0x40, CX
+	ADDQ    $0x40, AX
+	DECQ    DX
+	JNZ     loop
+
+done:
+	VZEROUPPER
+	RET
+
+// func nonFiniteRowsAVX512(v *float32, d int) uint64
+// Requires: AVX, AVX512F
+TEXT ·nonFiniteRowsAVX512(SB), NOSPLIT, $0-24
+	MOVQ         v+0(FP), AX
+	MOVQ         d+8(FP), CX
+	SHRQ         $0x04, CX
+	MOVL         $0x7f800000, DX
+	VPBROADCASTD DX, Z0
+	XORQ         DX, DX
+	XORQ         BX, BX
+
+row:
+	KXORW K1, K1, K1
+	MOVQ  CX, SI
+
+vec:
+	VPANDD   (AX), Z0, Z1
+	VPCMPEQD Z0, Z1, K2
+	KORW     K2, K1, K1
+	ADDQ     $0x40, AX
+	DECQ     SI
+	JNZ      vec
+	KMOVW    K1, SI
+	TESTL    SI, SI
+	JZ       next
+	BTSQ     BX, DX
+
+next:
+	INCQ BX
+	CMPQ BX, $0x40
+	JNE  row
+	MOVQ DX, ret+16(FP)
+	VZEROUPPER
+	RET

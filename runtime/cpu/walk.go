@@ -209,8 +209,10 @@ func (c *call) finish(j job, o, m, l []float32) {
 			continue
 		}
 		inv := 1 / l[r]
-		for d, x := range o[r*D : r*D+D] {
-			dst[d] = x * inv
+		if !scaleRowAsm(dst, o[r*D:r*D+D], inv) {
+			for d, x := range o[r*D : r*D+D] {
+				dst[d] = x * inv
+			}
 		}
 		if c.lse != nil {
 			c.lse[row] = float32((float64(m[r]) + math.Log2(float64(l[r]))) * math.Ln2)
