@@ -1,10 +1,10 @@
 // Package cpu is attngen's CPU attention runtime, which every generated
-// package imports (with runtime/mask): the driver (Forward: shapes,
-// workspace, goroutines, the tile walk of the plan), the per-tile
-// microkernels (AVX-512 and AVX2 Go assembly written by emit/avo, and a
-// pure-Go path computing the same function), the exp2 they share, the
-// variants as values (Targets) and the FMA peak loop benchmarks measure
-// beside the kernels. It imports only the standard library, x/sys and
+// package imports (with runtime/mask): the driver (ForwardArgs and the
+// functions that call it: shapes, workspace, goroutines, the tile walk of
+// the plan), the per-tile microkernels (AVX-512 and AVX2 Go assembly
+// written by emit/avo, and a pure-Go path computing the same function),
+// the exp2 they share, the variants as values (Targets) and the FMA peak
+// loop benchmarks measure beside the kernels. It imports only the standard library, x/sys and
 // runtime/mask. A generated package contributes only its compiled mask (a
 // mask.Mask written from the plan); attngen's own verify and bench
 // commands run this package with the plan evaluated directly, and tests
