@@ -325,3 +325,31 @@ func TestArgsNonFinite(t *testing.T) {
 		}
 	}
 }
+
+// TestArgsNoAllocs: after the first call of a shape, a package's
+// ForwardArgs (16-bit inputs and output, the paged cache where the package
+// has one) allocates nothing.
+func TestArgsNoAllocs(t *testing.T) {
+	r := rand.New(rand.NewPCG(97, 98))
+	for _, p := range packages() {
+		s := verify.Shape{Batch: 1, HeadsQ: 4, HeadsKV: 2, SeqQ: 2, SeqK: 300, HeadDim: p.headDim}
+		nq, nkv, nl := s.Sizes()
+		elem := int(cpu.BF16)
+		a := genArgs{Elem: elem, Q16: bits16(elem, randVec(r, nq)), K16: bits16(elem, randVec(r, nkv)), V16: bits16(elem, randVec(r, nkv)),
+			Out16: make([]uint16, nq), LSE: make([]float32, nl), Shape: s}
+		if p.docs {
+			a.Docs = randDocs(r, s.SeqK)
+		}
+		if p.pageSize > 0 {
+			a.K16, a.V16, a.Table = pagesOf(r, a.K16, a.V16, s, p.pageSize, 0)
+		}
+		run := p.args(int(cpu.Auto))
+		if allocs := testing.AllocsPerRun(5, func() {
+			if err := run(a); err != nil {
+				t.Fatal(err)
+			}
+		}); allocs != 0 {
+			t.Errorf("%s: %v allocations per call", p.file, allocs)
+		}
+	}
+}

@@ -121,10 +121,10 @@ func (c *call) setup(m mask.Mask, tile tileFunc, s Shape, out []float32, out16 [
 	if m.UsesDocs() {
 		rows := docsLen(s, docs) / s.SeqK
 		for b := 0; b < rows; b++ {
-			if b == len(c.docs) {
+			if b == cap(c.docs) {
 				c.docs = append(c.docs, mask.Docs{})
 			}
-			c.docs = c.docs[:b+1]
+			c.docs = c.docs[:b+1] // a pooled call's Docs keep their buffers
 			if err := c.docs[b].Reset(docs[b*s.SeqK : (b+1)*s.SeqK]); err != nil {
 				if rows > 1 {
 					return fmt.Errorf("%w: batch %d: %v", ErrDocument, b, err)
