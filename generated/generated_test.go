@@ -42,7 +42,26 @@ type pkg struct {
 	// page_size (pageSize > 0).
 	paged    func(v int) pagedRun
 	pageSize int
+	// args returns ForwardArgsVariant for variant v: Docs reach only
+	// document packages' Args, Table only those of paged packages.
+	args     func(v int) argsRun
+	argsType reflect.Type
 }
+
+// genArgs holds the fields of every package's Args.
+type genArgs struct {
+	Elem          int
+	Q, K, V       []float32
+	Q16, K16, V16 []uint16
+	Out           []float32
+	Out16         []uint16
+	LSE           []float32
+	Docs, Table   []int32
+	Shape         verify.Shape
+}
+
+// argsRun is a package's ForwardArgsVariant.
+type argsRun func(a genArgs) error
 
 // shape is the common layout of every generated Shape.
 type shape struct {

@@ -41,7 +41,14 @@ func packages() []pkg {
 					q16, k16, v16 := bits16(elem, q), bits16(elem, k), bits16(elem, vv)
 					return block.ForwardVariant16(block.Variant(v), block.Elem(elem), out, lse, q16, k16, v16, block.Shape(conv(s)))
 				}
-			}},
+			},
+			args: func(v int) argsRun {
+				return func(a genArgs) error {
+					return block.ForwardArgsVariant(block.Variant(v), block.Args{Elem: block.Elem(a.Elem), Q: a.Q, K: a.K, V: a.V, Q16: a.Q16, K16: a.K16, V16: a.V16,
+						Out: a.Out, Out16: a.Out16, LSE: a.LSE, Shape: block.Shape(conv(a.Shape))})
+				}
+			},
+			argsType: reflect.TypeFor[block.Args]()},
 		{file: "bridge.yaml", dir: "bridge", mask: bridge.Mask, headDim: bridge.HeadDim, docs: false,
 			supported: func(v int) bool { return bridge.Supported(bridge.Variant(v)) },
 			compiled:  bridge.CompiledMask(),
@@ -62,7 +69,14 @@ func packages() []pkg {
 					q16, k16, v16 := bits16(elem, q), bits16(elem, k), bits16(elem, vv)
 					return bridge.ForwardVariant16(bridge.Variant(v), bridge.Elem(elem), out, lse, q16, k16, v16, bridge.Shape(conv(s)))
 				}
-			}},
+			},
+			args: func(v int) argsRun {
+				return func(a genArgs) error {
+					return bridge.ForwardArgsVariant(bridge.Variant(v), bridge.Args{Elem: bridge.Elem(a.Elem), Q: a.Q, K: a.K, V: a.V, Q16: a.Q16, K16: a.K16, V16: a.V16,
+						Out: a.Out, Out16: a.Out16, LSE: a.LSE, Shape: bridge.Shape(conv(a.Shape))})
+				}
+			},
+			argsType: reflect.TypeFor[bridge.Args]()},
 		{file: "causal.yaml", dir: "causal", mask: causal.Mask, headDim: causal.HeadDim, docs: false,
 			supported: func(v int) bool { return causal.Supported(causal.Variant(v)) },
 			compiled:  causal.CompiledMask(),
@@ -83,7 +97,14 @@ func packages() []pkg {
 					q16, k16, v16 := bits16(elem, q), bits16(elem, k), bits16(elem, vv)
 					return causal.ForwardVariant16(causal.Variant(v), causal.Elem(elem), out, lse, q16, k16, v16, causal.Shape(conv(s)))
 				}
-			}},
+			},
+			args: func(v int) argsRun {
+				return func(a genArgs) error {
+					return causal.ForwardArgsVariant(causal.Variant(v), causal.Args{Elem: causal.Elem(a.Elem), Q: a.Q, K: a.K, V: a.V, Q16: a.Q16, K16: a.K16, V16: a.V16,
+						Out: a.Out, Out16: a.Out16, LSE: a.LSE, Shape: causal.Shape(conv(a.Shape))})
+				}
+			},
+			argsType: reflect.TypeFor[causal.Args]()},
 		{file: "dilated.yaml", dir: "dilated", mask: dilated.Mask, headDim: dilated.HeadDim, docs: false,
 			supported: func(v int) bool { return dilated.Supported(dilated.Variant(v)) },
 			compiled:  dilated.CompiledMask(),
@@ -104,7 +125,14 @@ func packages() []pkg {
 					q16, k16, v16 := bits16(elem, q), bits16(elem, k), bits16(elem, vv)
 					return dilated.ForwardVariant16(dilated.Variant(v), dilated.Elem(elem), out, lse, q16, k16, v16, dilated.Shape(conv(s)))
 				}
-			}},
+			},
+			args: func(v int) argsRun {
+				return func(a genArgs) error {
+					return dilated.ForwardArgsVariant(dilated.Variant(v), dilated.Args{Elem: dilated.Elem(a.Elem), Q: a.Q, K: a.K, V: a.V, Q16: a.Q16, K16: a.K16, V16: a.V16,
+						Out: a.Out, Out16: a.Out16, LSE: a.LSE, Shape: dilated.Shape(conv(a.Shape))})
+				}
+			},
+			argsType: reflect.TypeFor[dilated.Args]()},
 		{file: "document.yaml", dir: "document", mask: document.Mask, headDim: document.HeadDim, docs: true,
 			supported: func(v int) bool { return document.Supported(document.Variant(v)) },
 			compiled:  document.CompiledMask(),
@@ -125,7 +153,14 @@ func packages() []pkg {
 					q16, k16, v16 := bits16(elem, q), bits16(elem, k), bits16(elem, vv)
 					return document.ForwardVariant16(document.Variant(v), document.Elem(elem), out, lse, q16, k16, v16, docs, document.Shape(conv(s)))
 				}
-			}},
+			},
+			args: func(v int) argsRun {
+				return func(a genArgs) error {
+					return document.ForwardArgsVariant(document.Variant(v), document.Args{Elem: document.Elem(a.Elem), Q: a.Q, K: a.K, V: a.V, Q16: a.Q16, K16: a.K16, V16: a.V16,
+						Out: a.Out, Out16: a.Out16, LSE: a.LSE, Docs: a.Docs, Shape: document.Shape(conv(a.Shape))})
+				}
+			},
+			argsType: reflect.TypeFor[document.Args]()},
 		{file: "hetero.yaml", dir: "hetero", mask: hetero.Mask, headDim: hetero.HeadDim, docs: false,
 			supported: func(v int) bool { return hetero.Supported(hetero.Variant(v)) },
 			compiled:  hetero.CompiledMask(),
@@ -146,7 +181,14 @@ func packages() []pkg {
 					q16, k16, v16 := bits16(elem, q), bits16(elem, k), bits16(elem, vv)
 					return hetero.ForwardVariant16(hetero.Variant(v), hetero.Elem(elem), out, lse, q16, k16, v16, hetero.Shape(conv(s)))
 				}
-			}},
+			},
+			args: func(v int) argsRun {
+				return func(a genArgs) error {
+					return hetero.ForwardArgsVariant(hetero.Variant(v), hetero.Args{Elem: hetero.Elem(a.Elem), Q: a.Q, K: a.K, V: a.V, Q16: a.Q16, K16: a.K16, V16: a.V16,
+						Out: a.Out, Out16: a.Out16, LSE: a.LSE, Shape: hetero.Shape(conv(a.Shape))})
+				}
+			},
+			argsType: reflect.TypeFor[hetero.Args]()},
 		{file: "hybrid.yaml", dir: "hybrid", mask: hybrid.Mask, headDim: hybrid.HeadDim, docs: false,
 			supported: func(v int) bool { return hybrid.Supported(hybrid.Variant(v)) },
 			compiled:  hybrid.CompiledMask(),
@@ -167,7 +209,14 @@ func packages() []pkg {
 					q16, k16, v16 := bits16(elem, q), bits16(elem, k), bits16(elem, vv)
 					return hybrid.ForwardVariant16(hybrid.Variant(v), hybrid.Elem(elem), out, lse, q16, k16, v16, hybrid.Shape(conv(s)))
 				}
-			}},
+			},
+			args: func(v int) argsRun {
+				return func(a genArgs) error {
+					return hybrid.ForwardArgsVariant(hybrid.Variant(v), hybrid.Args{Elem: hybrid.Elem(a.Elem), Q: a.Q, K: a.K, V: a.V, Q16: a.Q16, K16: a.K16, V16: a.V16,
+						Out: a.Out, Out16: a.Out16, LSE: a.LSE, Shape: hybrid.Shape(conv(a.Shape))})
+				}
+			},
+			argsType: reflect.TypeFor[hybrid.Args]()},
 		{file: "se_bridge.yaml", dir: "sebridge", mask: sebridge.Mask, headDim: sebridge.HeadDim, docs: false,
 			supported: func(v int) bool { return sebridge.Supported(sebridge.Variant(v)) },
 			compiled:  sebridge.CompiledMask(),
@@ -188,7 +237,14 @@ func packages() []pkg {
 					q16, k16, v16 := bits16(elem, q), bits16(elem, k), bits16(elem, vv)
 					return sebridge.ForwardVariant16(sebridge.Variant(v), sebridge.Elem(elem), out, lse, q16, k16, v16, sebridge.Shape(conv(s)))
 				}
-			}},
+			},
+			args: func(v int) argsRun {
+				return func(a genArgs) error {
+					return sebridge.ForwardArgsVariant(sebridge.Variant(v), sebridge.Args{Elem: sebridge.Elem(a.Elem), Q: a.Q, K: a.K, V: a.V, Q16: a.Q16, K16: a.K16, V16: a.V16,
+						Out: a.Out, Out16: a.Out16, LSE: a.LSE, Shape: sebridge.Shape(conv(a.Shape))})
+				}
+			},
+			argsType: reflect.TypeFor[sebridge.Args]()},
 		{file: "streaming.yaml", dir: "streaming", mask: streaming.Mask, headDim: streaming.HeadDim, docs: false,
 			supported: func(v int) bool { return streaming.Supported(streaming.Variant(v)) },
 			compiled:  streaming.CompiledMask(),
@@ -215,7 +271,14 @@ func packages() []pkg {
 					q16, k16, v16 := bits16(elem, q), bits16(elem, k), bits16(elem, vv)
 					return streaming.ForwardVariant16(streaming.Variant(v), streaming.Elem(elem), out, lse, q16, k16, v16, streaming.Shape(conv(s)))
 				}
-			}},
+			},
+			args: func(v int) argsRun {
+				return func(a genArgs) error {
+					return streaming.ForwardArgsVariant(streaming.Variant(v), streaming.Args{Elem: streaming.Elem(a.Elem), Q: a.Q, K: a.K, V: a.V, Q16: a.Q16, K16: a.K16, V16: a.V16,
+						Out: a.Out, Out16: a.Out16, LSE: a.LSE, Table: a.Table, Shape: streaming.Shape(conv(a.Shape))})
+				}
+			},
+			argsType: reflect.TypeFor[streaming.Args]()},
 		{file: "window.yaml", dir: "window", mask: window.Mask, headDim: window.HeadDim, docs: false,
 			supported: func(v int) bool { return window.Supported(window.Variant(v)) },
 			compiled:  window.CompiledMask(),
@@ -236,6 +299,13 @@ func packages() []pkg {
 					q16, k16, v16 := bits16(elem, q), bits16(elem, k), bits16(elem, vv)
 					return window.ForwardVariant16(window.Variant(v), window.Elem(elem), out, lse, q16, k16, v16, window.Shape(conv(s)))
 				}
-			}},
+			},
+			args: func(v int) argsRun {
+				return func(a genArgs) error {
+					return window.ForwardArgsVariant(window.Variant(v), window.Args{Elem: window.Elem(a.Elem), Q: a.Q, K: a.K, V: a.V, Q16: a.Q16, K16: a.K16, V16: a.V16,
+						Out: a.Out, Out16: a.Out16, LSE: a.LSE, Shape: window.Shape(conv(a.Shape))})
+				}
+			},
+			argsType: reflect.TypeFor[window.Args]()},
 	}
 }

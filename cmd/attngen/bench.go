@@ -26,6 +26,7 @@ type benchResult struct {
 	Variant    string  `json:"variant"`
 	Mask       string  `json:"mask"`
 	Dtype      string  `json:"dtype"`
+	OutDtype   string  `json:"out_dtype"`
 	Seq        int     `json:"seq"`
 	SeqQ       int     `json:"seq_q"`
 	Batch      int     `json:"batch"`
@@ -45,17 +46,14 @@ type benchResult struct {
 	AllocsOp   float64 `json:"allocs_per_op"`
 }
 
-// benchBytes is the memory traffic bench credits one call with: q read and
-// out written for batch*hq*seqQ rows, k and v read in full (every one of
-// the seqK keys of every one of the hkv heads, whatever the mask keeps),
-// and lse written when the call writes it; float32 throughout.
 // benchBytes counts the bytes one call reads and writes: q and out (and
 // lse) of every query row, and the key and value rows of the readKeys keys
-// some query keeps, per key/value head.
-func benchBytes(batch, hq, hkv, seqQ, readKeys, headDim, esize int, lse bool) float64 {
+// some query keeps, per key/value head; esize bytes an input element,
+// osize an output element, lse float32.
+func benchBytes(batch, hq, hkv, seqQ, readKeys, headDim, esize, osize int, lse bool) float64 {
 	rows := float64(batch) * float64(hq) * float64(seqQ)
 	in := rows*float64(headDim) + 2*float64(batch)*float64(hkv)*float64(readKeys)*float64(headDim) // q, k, v
-	b := float64(esize)*in + 4*rows*float64(headDim)                                               // out
+	b := float64(esize)*in + float64(osize)*rows*float64(headDim)                                  // out
 	if lse {
 		b += 4 * rows
 	}
@@ -63,14 +61,15 @@ func benchBytes(batch, hq, hkv, seqQ, readKeys, headDim, esize int, lse bool) fl
 }
 
 // pagedCopy lays contiguous caches ([batch, kv head, seq, D]) out as pages
-// of p positions in a shuffled order, unused slots NaN, with their table.
-func pagedCopy(r *rand.Rand, k, v []float32, batch, hkv, seq, d, p int) (pk, pv []float32, pg cpu.Paged) {
+// of p positions in a shuffled order, unused slots nan (NaN in the
+// caches' element type), with their table.
+func pagedCopy[T float32 | uint16](r *rand.Rand, k, v []T, nan T, batch, hkv, seq, d, p int) (pk, pv []T, pg cpu.Paged) {
 	need := (seq + p - 1) / p
 	per := hkv * p * d
 	pages := batch * need
-	pk, pv = make([]float32, pages*per), make([]float32, pages*per)
+	pk, pv = make([]T, pages*per), make([]T, pages*per)
 	for i := range pk {
-		pk[i], pv[i] = float32(math.NaN()), float32(math.NaN())
+		pk[i], pv[i] = nan, nan
 	}
 	order := r.Perm(pages)
 	pg = cpu.Paged{PageSize: p, Table: make([]int32, pages)}
@@ -151,8 +150,9 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	seqQFlag := fs.Int("seq-q", 0, "query rows, the last Q positions of the sequence (1 <= Q <= -seq; default -seq; 1 is one decoding step). GB/s counts q and out (and lse) of these rows and the key and value rows of every key some of them keeps, per key/value head")
 	heads := fs.Int("heads", 8, "query heads")
 	headsKVFlag := fs.Int("heads-kv", 0, "key/value heads; -heads must be a multiple (grouped-query attention; default -heads)")
-	dtype := fs.String("dtype", "fp32", "element type of q, k and v: fp32, bf16 or f16 (16-bit inputs are widened to float32 as tiles are packed; out and lse are float32)")
-	paged := fs.Int("paged", 0, "page size of a paged KV cache: the kernels read k and v from pages of this many positions in shuffled order through a page table (fp32 only)")
+	dtype := fs.String("dtype", "fp32", "element type of q, k and v: fp32, bf16 or f16 (16-bit inputs are widened to float32 as tiles are packed; lse is float32)")
+	outDtype := fs.String("out-dtype", "fp32", "element type of out: fp32, or the -dtype of 16-bit inputs (the float32 output rounded to it)")
+	paged := fs.Int("paged", 0, "page size of a paged KV cache: the kernels read k and v (in -dtype) from pages of this many positions in shuffled order through a page table")
 	bwMiB := fs.Int("bw-mib", cpu.DefaultReadMiB, "buffer of the read-bandwidth probe in MiB (at most an eighth of this machine's memory)")
 	batch := fs.Int("batch", 1, "batch")
 	threadsFlag := fs.String("threads", "1", "thread counts, comma separated (e.g. 1,2)")
@@ -188,12 +188,20 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	switch {
+	case *outDtype == "fp32" || *outDtype == *dtype:
+	case *dtype == "fp32":
+		return usagef("-out-dtype %q with -dtype fp32: float32 inputs give a float32 output; a 16-bit output needs -dtype bf16 or f16 (the output is float32 or the inputs' type)", *outDtype)
+	default:
+		return usagef("-out-dtype %q with -dtype %s: want fp32 or %s (the output is float32 or the inputs' type)", *outDtype, *dtype, *dtype)
+	}
+	out16 := *outDtype != "fp32"
+	if *gpu && set["out-dtype"] {
+		return usagef("-out-dtype: -gpu times the bf16 PTX kernel, whose output is bf16")
+	}
 	if set["paged"] {
 		if *paged < 1 || *paged > spec.MaxPageSize {
 			return usagef("-paged %d: want 1 to %d positions a page", *paged, spec.MaxPageSize)
-		}
-		if *dtype != "fp32" {
-			return usagef("-paged with -dtype %s: paged caches are fp32 only for now", *dtype)
 		}
 		if *gpu {
 			return usagef("-paged: the PTX kernel reads contiguous caches only")
@@ -261,14 +269,25 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		q, k, v = widened(elem, q16), widened(elem, k16), widened(elem, v16)
 	}
 	out, lse := make([]float32, nq), make([]float32, *batch**heads*seqQ)
-	// A paged cache: the same keys and values in pages of -paged
-	// positions, in a shuffled order, with NaN in the unused slots.
-	var pk, pv []float32
-	var pg cpu.Paged
-	if *paged > 0 {
-		pk, pv, pg = pagedCopy(r, k, v, *batch, headsKV, *seq, D, *paged)
-	}
 	shape := cpu.Shape{Batch: *batch, HeadsQ: *heads, HeadsKV: headsKV, SeqQ: seqQ, SeqK: *seq, HeadDim: D}
+	// The kernels' call: inputs in -dtype, output in -out-dtype, and with
+	// -paged the same keys and values in pages of that many positions, in
+	// a shuffled order, with NaN in the unused slots.
+	callArgs := cpu.Args{Elem: elem, Q: q, K: k, V: v, Out: out, LSE: lse, Shape: shape}
+	if elem != cpu.F32 {
+		callArgs.Q, callArgs.K, callArgs.V = nil, nil, nil
+		callArgs.Q16, callArgs.K16, callArgs.V16 = q16, k16, v16
+	}
+	if out16 {
+		callArgs.Out, callArgs.Out16 = nil, make([]uint16, nq)
+	}
+	if *paged > 0 {
+		if elem == cpu.F32 {
+			callArgs.K, callArgs.V, callArgs.Paged = pagedCopy(r, k, v, float32(math.NaN()), *batch, headsKV, *seq, D, *paged)
+		} else {
+			callArgs.K16, callArgs.V16, callArgs.Paged = pagedCopy(r, k16, v16, 0xffff, *batch, headsKV, *seq, D, *paged) // NaN in both formats
+		}
+	}
 	group := *heads / headsKV
 	prev := runtime.GOMAXPROCS(0)
 	defer runtime.GOMAXPROCS(prev)
@@ -289,12 +308,15 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 			peak := (peakBefore + cpu.PeakGFLOPS(th, 150*time.Millisecond)) / 2
 			sec := ms / 1e3
 			g := 4 * float64(b) * float64(h) * float64(D) * float64(kept) / sec / 1e9
-			es := esize
-			if variant == "naive" {
-				es = 4 // the straightforward path reads the float32 values
+			es, os := esize, 4
+			if out16 {
+				os = 2
 			}
-			gb := benchBytes(b, h, (h+group-1)/group, seqQ, read, D, es, lseOut) / sec / 1e9
-			results = append(results, benchResult{Variant: variant, Mask: s.Name, Dtype: *dtype, Seq: *seq, SeqQ: seqQ, Batch: *batch, Heads: *heads, HeadsKV: headsKV, HeadDim: D,
+			if variant == "naive" {
+				es, os = 4, 4 // the straightforward path reads and writes float32 values
+			}
+			gb := benchBytes(b, h, (h+group-1)/group, seqQ, read, D, es, os, lseOut) / sec / 1e9
+			results = append(results, benchResult{Variant: variant, Mask: s.Name, Dtype: *dtype, OutDtype: *outDtype, Seq: *seq, SeqQ: seqQ, Batch: *batch, Heads: *heads, HeadsKV: headsKV, HeadDim: D,
 				Threads: th, Ms: ms, GFlops: g, PeakGFlops: peak, PctPeak: 100 * g / peak, GBps: gb, PeakGBps: peakBW,
 				KeptPairs: kept, Reps: reps, MeasHeads: h, AllocsOp: allocs})
 		}
@@ -307,16 +329,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 			measurePeak()
 			var callErr error
 			call := func() {
-				var err error
-				switch {
-				case *paged > 0:
-					err = cpu.ForwardPaged(mask, variant, out, lse, q, pk, pv, nil, pg, shape)
-				case elem == cpu.F32:
-					err = cpu.Forward(mask, variant, out, lse, q, k, v, nil, shape)
-				default:
-					err = cpu.Forward16(mask, variant, elem, out, lse, q16, k16, v16, nil, shape)
-				}
-				if err != nil && callErr == nil {
+				if err := cpu.ForwardArgs(mask, variant, callArgs); err != nil && callErr == nil {
 					callErr = err
 				}
 			}
@@ -358,7 +371,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	}
 	causal := verify.KeptPairs(spec.Pattern{Mask: spec.Full(), Causal: true}, seqQ, *seq)
 	fmt.Fprintf(stdout, "bench %s: B=%d H=%d Hkv=%d D=%d S=%d Q=%d %s, kept pairs %d (density %.4f of causal); effective GFLOP/s = 4*B*H*D*kept/s, GB/s = bytes of q, out, lse and the k, v rows of the %d keys some query keeps, per s\n",
-		s.Name, *batch, *heads, headsKV, D, *seq, seqQ, *dtype, kept, float64(kept)/float64(causal), read)
+		s.Name, *batch, *heads, headsKV, D, *seq, seqQ, *dtype+" in, "+*outDtype+" out", kept, float64(kept)/float64(causal), read)
 	fmt.Fprintf(stdout, "%-8s %7s %5s %7s %8s %10s %10s %12s %8s %9s %10s %9s\n",
 		"variant", "threads", "dtype", "seq_q", "heads_kv", "ms", "GFLOP/s", "peak GFLOP/s", "% peak", "GB/s", "peak GB/s", "allocs/op")
 	for _, r := range results {

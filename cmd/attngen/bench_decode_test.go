@@ -23,6 +23,7 @@ type decodeRow struct {
 	KeptPairs int64    `json:"kept_pairs"`
 	MeasHeads int      `json:"measured_heads"`
 	Dtype     *string  `json:"dtype"`
+	OutDtype  *string  `json:"out_dtype"`
 	SeqQ      *int     `json:"seq_q"`
 	HeadsKV   *int     `json:"heads_kv"`
 	GBps      *float64 `json:"gbps"`
@@ -55,16 +56,24 @@ func near(x, y float64) bool { return math.Abs(x-y) <= 1e-9*math.Max(math.Abs(x)
 // the pairs one query keeps and whose GB/s count q, every key and value of
 // every key/value head (all kept by the last causal row), out and lse, at
 // 2 bytes an input element for bf16 and f16.
+//
+// With -out-dtype (16-bit output) the kernels' out counts 2 bytes an
+// element; with -paged the rows are those of the same call on a paged
+// cache, for every dtype.
 func TestBenchDecodeRows(t *testing.T) {
 	for _, dt := range []string{"fp32", "bf16", "f16"} {
-		benchDecodeRows(t, dt)
+		benchDecodeRows(t, dt, "fp32")
 	}
+	benchDecodeRows(t, "bf16", "bf16", "-paged", "16")
+	benchDecodeRows(t, "f16", "f16")
+	benchDecodeRows(t, "f16", "fp32", "-paged", "7")
+	benchDecodeRows(t, "fp32", "fp32", "-paged", "100")
 }
 
-func benchDecodeRows(t *testing.T, dt string) {
+func benchDecodeRows(t *testing.T, dt, odt string, extra ...string) {
 	const S, Q, H, HKV, D = 256, 1, 4, 2, 128
-	rows := benchRows(t, "-spec", "../../spec/examples/causal.yaml", "-seq", "256", "-seq-q", "1", "-heads", "4", "-heads-kv", "2",
-		"-reps", "1", "-bw-mib", "4", "-dtype", dt, "-json")
+	rows := benchRows(t, append([]string{"-spec", "../../spec/examples/causal.yaml", "-seq", "256", "-seq-q", "1", "-heads", "4", "-heads-kv", "2",
+		"-reps", "1", "-bw-mib", "4", "-dtype", dt, "-out-dtype", odt, "-json"}, extra...)...)
 	s, err := spec.ParseFile("../../spec/examples/causal.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -76,8 +85,11 @@ func benchDecodeRows(t *testing.T, dt string) {
 	seen := map[string]bool{}
 	for _, r := range rows {
 		seen[r.Variant] = true
-		if r.Dtype == nil || r.SeqQ == nil || r.HeadsKV == nil || r.GBps == nil || r.PeakGBps == nil {
+		if r.Dtype == nil || r.OutDtype == nil || r.SeqQ == nil || r.HeadsKV == nil || r.GBps == nil || r.PeakGBps == nil {
 			t.Fatalf("%s: a new field is missing: %+v", r.Variant, r)
+		}
+		if *r.OutDtype != odt {
+			t.Errorf("%s: out_dtype %q, want %q", r.Variant, *r.OutDtype, odt)
 		}
 		if *r.Dtype != dt || *r.SeqQ != Q || *r.HeadsKV != HKV || r.Seq != S || r.Heads != H || r.HeadDim != D {
 			t.Errorf("%s: dtype %q seq_q %d heads_kv %d seq %d heads %d head_dim %d", r.Variant, *r.Dtype, *r.SeqQ, *r.HeadsKV, r.Seq, r.Heads, r.HeadDim)
@@ -102,11 +114,14 @@ func benchDecodeRows(t *testing.T, dt string) {
 		if want := 4 * float64(batch*hq*D) * float64(kept) / sec / 1e9; !near(r.GFlops, want) {
 			t.Errorf("%s: gflops %v, want %v", r.Variant, r.GFlops, want)
 		}
-		es := 4 // bytes of an input element: 2 for the 16-bit kernels, not naive
+		es, os := 4, 4 // bytes of an input and an output element: 2 for the 16-bit kernels, not naive
 		if dt != "fp32" && r.Variant != "naive" {
 			es = 2
 		}
-		bytes := float64(es*(batch*hq*Q*D+2*batch*hkv*S*D) + 4*(batch*hq*Q*D+lse*batch*hq*Q))
+		if odt != "fp32" && r.Variant != "naive" {
+			os = 2
+		}
+		bytes := float64(es*(batch*hq*Q*D+2*batch*hkv*S*D) + os*batch*hq*Q*D + 4*lse*batch*hq*Q)
 		if want := bytes / sec / 1e9; !near(*r.GBps, want) {
 			t.Errorf("%s: gbps %v, want %v", r.Variant, *r.GBps, want)
 		}
@@ -146,7 +161,10 @@ func TestBenchDecodeUsage(t *testing.T) {
 	}{
 		{[]string{"-dtype", "int8"}, []string{`-dtype "int8"`, "fp32, bf16 or f16"}},
 		{[]string{"-paged", "0"}, []string{"-paged 0", "positions a page"}},
-		{[]string{"-paged", "16", "-dtype", "bf16"}, []string{"-paged", "fp32 only"}},
+		{[]string{"-out-dtype", "bf16"}, []string{`-out-dtype "bf16"`, "-dtype bf16 or f16"}},
+		{[]string{"-dtype", "f16", "-out-dtype", "bf16"}, []string{`-out-dtype "bf16"`, "fp32 or f16"}},
+		{[]string{"-dtype", "bf16", "-out-dtype", "int8"}, []string{`-out-dtype "int8"`, "fp32 or bf16"}},
+		{[]string{"-gpu", "-out-dtype", "fp32"}, []string{"-out-dtype", "-gpu"}},
 		{[]string{"-seq", "256", "-seq-q", "0"}, []string{"-seq-q 0", "between 1 and -seq 256"}},
 		{[]string{"-seq", "256", "-seq-q", "257"}, []string{"-seq-q 257", "between 1 and -seq 256"}},
 		{[]string{"-seq", "256", "-seq-q", "-3"}, []string{"-seq-q -3", "between 1 and -seq 256"}},

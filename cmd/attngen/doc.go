@@ -7,7 +7,7 @@
 //	attngen -spec F [-out DIR] [-pkg NAME] [-sm 80,90|none] [-dtype bf16,f16] [-verify]
 //	attngen generate ...    the same, named
 //	attngen verify -spec F [-seed N] [-sm 80] [-dtype bf16] [-gpu] [-no-ptx]
-//	attngen bench -spec F [-seq S] [-seq-q Q] [-heads H] [-heads-kv H] [-batch B] [-dtype fp32] [-threads 1,2] [-reps R] [-bw-mib M] [-json] [-gpu]
+//	attngen bench -spec F [-seq S] [-seq-q Q] [-heads H] [-heads-kv H] [-batch B] [-dtype fp32] [-out-dtype fp32] [-paged PAGE] [-threads 1,2] [-reps R] [-bw-mib M] [-json] [-gpu]
 //	attngen check -spec F [-seq N] [-sm 80] [-dtype bf16]
 //	attngen show -spec F [-seq N] [-tile T] [-o mask.png|mask.svg] [-width W]
 //	attngen reach -spec F [-layers L] [-seq S] [-max-distance D] [-json] [-o coverage.png|.svg]
@@ -33,7 +33,8 @@
 //     kernel with -gpu), reporting progress on stderr. -seq-q Q runs the
 //     last Q positions against all -seq keys (Q = 1: one decoding step),
 //     -heads-kv groups the query heads; -dtype bf16 or f16 feeds 16-bit
-//     q, k and v, -paged PAGE reads k and v from shuffled pages.
+//     q, k and v, -out-dtype (fp32 or the -dtype) chooses the output's
+//     type, -paged PAGE reads k and v from shuffled pages.
 //   - attngen check validates a spec and prints its normalized mask and
 //     density.
 //   - attngen show draws the mask and its tile classes as text or an image.

@@ -73,7 +73,9 @@ func memoryLimit() (limit int64, from string) {
 // batch*headsQ*seqQ*headDim float32 each, lse (batch*headsQ*seqQ), k and v
 // of batch*headsKV*seqK*headDim each, the kernels' key and value tile
 // workspace (the keys and values again, each sequence padded to whole
-// tiles), and probeBytes for the probe's buffer. Every product and sum is
+// tiles), for esize 2 the 16-bit copies of q, k, v and out, for page > 0
+// a paged copy of k and v of esize bytes an element, and probeBytes for
+// the probe's buffer. Every product and sum is
 // checked, so a flag near MaxInt64 is refused here, not in make.
 func benchMemory(batch, headsQ, headsKV, seqQ, seqK, headDim, esize, page int, probeBytes int64) error {
 	nq, ok1 := mulInt64(batch, headsQ, seqQ, headDim)
@@ -86,13 +88,14 @@ func benchMemory(batch, headsQ, headsKV, seqQ, seqK, headDim, esize, page int, p
 	lse, ok4 := mulInt64(batch, headsQ, seqQ)
 	floats, ok5 := addInt64(nq, nq, nkv, nkv, padded, padded, lse)
 	tensors, ok6 := floats*4, floats <= math.MaxInt64/4
-	if page > 0 { // a paged copy of k and v, in whole pages
+	if page > 0 { // a paged copy of k and v in their element type, in whole pages
 		pages, ok := mulInt64(batch, headsKV, seqK/page+1, page, headDim)
-		ok6 = ok6 && ok && pages <= math.MaxInt64/8 && tensors <= math.MaxInt64-8*pages
-		tensors += 8 * pages
+		per := 2 * int64(esize)
+		ok6 = ok6 && ok && pages <= math.MaxInt64/per && tensors <= math.MaxInt64-per*pages
+		tensors += per * pages
 	}
-	if esize == 2 { // 16-bit copies of q, k and v beside the float32 ones
-		in, ok := addInt64(nq, nkv, nkv)
+	if esize == 2 { // 16-bit copies of q, k, v and out beside the float32 ones
+		in, ok := addInt64(nq, nkv, nkv, nq)
 		ok6 = ok6 && ok && in <= math.MaxInt64/2 && tensors <= math.MaxInt64-2*in
 		tensors += 2 * in
 	}

@@ -50,8 +50,8 @@ type Shape struct {
 
 // The errors Forward returns wrap one of these; test with errors.Is.
 var (
-	ErrShape    = cpu.ErrShape    // a dimension below 1, SeqQ > SeqK, sizes that overflow, a bad Scale
-	ErrShort    = cpu.ErrShort    // a slice shorter than the shape
+	ErrShape    = cpu.ErrShape    // a dimension below 1, SeqQ > SeqK, sizes that overflow, a bad Scale, Args slices that do not fit Elem
+	ErrShort    = cpu.ErrShort    // a slice shorter than the shape, or no output
 	ErrVariant  = cpu.ErrVariant  // a variant this machine or build cannot run
 	ErrHeadDim  = cpu.ErrHeadDim  // Shape.HeadDim is not HeadDim
 	ErrDocument = cpu.ErrDocument // document ids of a wrong length, or decreasing
@@ -70,11 +70,13 @@ const (
 	PureGo         = Variant(cpu.PureGo) // portable Go, the same function
 )
 
-// Elem is the element type of q, k and v for Forward16: BF16 or F16.
+// Elem is the element type of q, k and v: F32, or BF16 and F16 for
+// Forward16 and the 16-bit slices of Args.
 type Elem int
 
-// The 16-bit element types.
+// The element types.
 const (
+	F32  Elem = Elem(cpu.F32)  // float32, the zero value
 	BF16 Elem = Elem(cpu.BF16) // bfloat16, as its 16 bits (the high half of a float32)
 	F16  Elem = Elem(cpu.F16)  // IEEE 754 half precision, as its 16 bits
 )
@@ -137,4 +139,46 @@ func ForwardVariant16(variant Variant, elem Elem, out, lse []float32, q, k, v []
 		return fmt.Errorf("%w: Shape.HeadDim = %d, the package was generated for %d", ErrHeadDim, s.HeadDim, HeadDim)
 	}
 	return cpu.Forward16(compiled{}, cpu.Variant(variant), cpu.Elem(elem), out, lse, q, k, v, nil, cpu.Shape(s))
+}
+
+// Args are the arguments of ForwardArgs, the general entry point: q, k
+// and v in float32 or a 16-bit format, the output in float32 or the
+// inputs' format, in any combination. A slice is given when it is not
+// nil; the layouts are those of Forward.
+type Args struct {
+	// Elem is the element type of q, k and v: F32 (the zero value) reads
+	// Q, K and V; BF16 and F16 read Q16, K16 and V16, the formats' bits.
+	// The slices of the other type must be nil (ErrShape).
+	Elem          Elem
+	Q, K, V       []float32
+	Q16, K16, V16 []uint16
+	// Exactly one of Out and Out16 is given (both: ErrShape; neither:
+	// ErrShort). Out receives the output as float32; Out16, for 16-bit
+	// inputs only, in their format: each element the float32 that Out
+	// would hold, rounded to nearest, ties to even (f16 overflows to an
+	// infinity, NaN stays NaN).
+	Out   []float32
+	Out16 []uint16
+	// LSE, when given, receives the natural log-sum-exp of each row,
+	// [Batch, HeadsQ, SeqQ], float32 whatever Elem is.
+	LSE   []float32
+	Shape Shape
+}
+
+// ForwardArgs computes masked attention as Forward does, on the inputs,
+// output and cache that a describes (Forward and Forward16 are special
+// cases).
+func ForwardArgs(a Args) error {
+	return ForwardArgsVariant(Auto, a)
+}
+
+// ForwardArgsVariant is ForwardArgs with a chosen implementation.
+func ForwardArgsVariant(variant Variant, a Args) error {
+	if a.Shape.HeadDim != HeadDim {
+		return fmt.Errorf("%w: Shape.HeadDim = %d, the package was generated for %d", ErrHeadDim, a.Shape.HeadDim, HeadDim)
+	}
+	return cpu.ForwardArgs(compiled{}, cpu.Variant(variant), cpu.Args{
+		Elem: cpu.Elem(a.Elem), Q: a.Q, K: a.K, V: a.V, Q16: a.Q16, K16: a.K16, V16: a.V16,
+		Out: a.Out, Out16: a.Out16, LSE: a.LSE, Shape: cpu.Shape(a.Shape),
+	})
 }

@@ -57,7 +57,8 @@ type call struct {
 	decode   bool // the variant has decode kernels (hasDecode)
 	s        Shape
 	out, lse []float32
-	inputs   // q, k and v (float32 or 16-bit)
+	out16    []uint16 // the output in the inputs' 16-bit format, instead of out
+	inputs            // q, k and v (float32 or 16-bit)
 	scale    float32
 	// A paged cache (pageSize > 0): key position j of batch b is row
 	// j%pageSize of page table[b*tableStride + j/pageSize].
@@ -116,15 +117,15 @@ const (
 var calls = sync.Pool{New: func() any { return new(call) }}
 
 // setup fills the call's state and workspace.
-func (c *call) setup(m mask.Mask, tile tileFunc, s Shape, out, lse []float32, in inputs, docs []int32) error {
+func (c *call) setup(m mask.Mask, tile tileFunc, s Shape, out []float32, out16 []uint16, lse []float32, in inputs, docs []int32) error {
 	c.docs = c.docs[:0]
 	if m.UsesDocs() {
 		rows := docsLen(s, docs) / s.SeqK
 		for b := 0; b < rows; b++ {
-			if b == len(c.docs) {
+			if b == cap(c.docs) {
 				c.docs = append(c.docs, mask.Docs{})
 			}
-			c.docs = c.docs[:b+1]
+			c.docs = c.docs[:b+1] // a pooled call's Docs keep their buffers
 			if err := c.docs[b].Reset(docs[b*s.SeqK : (b+1)*s.SeqK]); err != nil {
 				if rows > 1 {
 					return fmt.Errorf("%w: batch %d: %v", ErrDocument, b, err)
@@ -133,7 +134,7 @@ func (c *call) setup(m mask.Mask, tile tileFunc, s Shape, out, lse []float32, in
 			}
 		}
 	}
-	c.mask, c.tile, c.s, c.out, c.lse, c.inputs = m, tile, s, out, lse, in
+	c.mask, c.tile, c.s, c.out, c.out16, c.lse, c.inputs = m, tile, s, out, out16, lse, in
 	c.next.Store(0)
 	c.scale = s.Scale
 	if c.scale == 0 {
@@ -280,7 +281,7 @@ func (c *call) makeJobs() {
 // release drops the call's references to the caller's slices and returns
 // it to the pool, unless its workspace is too large to keep.
 func (c *call) release() {
-	c.mask, c.out, c.lse, c.inputs = nil, nil, nil, inputs{}
+	c.mask, c.out, c.out16, c.lse, c.inputs, c.table = nil, nil, nil, nil, inputs{}, nil
 	if cap(c.kt) > maxPooled {
 		return
 	}

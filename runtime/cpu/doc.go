@@ -1,14 +1,30 @@
 // Package cpu is attngen's CPU attention runtime, which every generated
-// package imports (with runtime/mask): the driver (Forward: shapes,
-// workspace, goroutines, the tile walk of the plan), the per-tile
-// microkernels (AVX-512 and AVX2 Go assembly written by emit/avo, and a
-// pure-Go path computing the same function), the exp2 they share, the
-// variants as values (Targets) and the FMA peak loop benchmarks measure
-// beside the kernels. It imports only the standard library, x/sys and
+// package imports (with runtime/mask): the driver (ForwardArgs and the
+// functions that call it: shapes, workspace, goroutines, the tile walk of
+// the plan), the per-tile microkernels (AVX-512 and AVX2 Go assembly
+// written by emit/avo, and a pure-Go path computing the same function),
+// the exp2 they share, the variants as values (Targets) and the FMA peak
+// loop benchmarks measure beside the kernels. It imports only the standard library, x/sys and
 // runtime/mask. A generated package contributes only its compiled mask (a
 // mask.Mask written from the plan); attngen's own verify and bench
 // commands run this package with the plan evaluated directly, and tests
 // hold the two masks equal, so what is tested here is what users run.
+//
+// # Entry points
+//
+// ForwardArgs is the general entry point: an Args holds q, k and v as
+// float32 (Elem F32) or as bf16 or f16 bits (Q16, K16, V16), the output as
+// float32 (Out) or, for 16-bit inputs, in their format (Out16), the
+// optional float32 lse, document ids, a Paged cache description (the zero
+// value: contiguous) and the Shape, so every combination is one call.
+// Forward, ForwardPaged and Forward16 fill an Args and call it. It checks
+// the Args before it touches anything: slices of the other element type,
+// both outputs or an unknown Elem wrap ErrShape; no output or a short one
+// ErrShort; document ids given to a mask without documents ErrDocument;
+// an output (Out or Out16, or lse) overlapping an input, the document ids,
+// the page table or the other output ErrAlias. Inputs are widened and
+// pages gathered as tiles are packed (below), whatever their type, so a
+// 16-bit paged cache takes the same paths as a float32 one.
 //
 // # The microkernel ABI
 //
@@ -37,7 +53,10 @@
 // sum_c p_c, o_r = alpha*o_r + sum_c p_c * v_c, m_r = mnew. exp2 flushes
 // results below 2^-126 to 0 and keeps NaN, so a kept NaN score or a kept
 // +Inf score (Inf - Inf) makes the row NaN. The driver finishes a row with
-// out = o/l and lse = (m + log2 l) * ln 2, or 0 and -Inf when l = 0.
+// out = o/l and lse = (m + log2 l) * ln 2, or 0 and -Inf when l = 0; a
+// 16-bit output gets each float32 o/l rounded to the inputs' format (to
+// nearest, ties to even, in Go), so it is bit for bit the float32 output
+// rounded.
 //
 // The kernels multiply a masked p = 0 by its value row, and 0 times NaN or
 // an infinity is NaN. So that masked data never reaches an output, the

@@ -52,3 +52,64 @@ func transposeGo(kt, k []float32, pitch, d int, scale float32) {
 		}
 	}
 }
+
+// narrow writes x*inv for every x of src into dst, rounded to elem (BF16
+// or F16): each element is the float32 product rounded once more, to
+// nearest, ties to even.
+func narrow(dst []uint16, src []float32, inv float32, elem Elem) {
+	dst = dst[:len(src)]
+	if elem == BF16 {
+		for i, x := range src {
+			dst[i] = f32toBF16(x * inv)
+		}
+		return
+	}
+	for i, x := range src {
+		dst[i] = f32toF16(x * inv)
+	}
+}
+
+// f32toBF16 rounds a float32 to bfloat16 bits: to nearest, ties to even
+// (values past the largest bfloat16 by half an ulp or more become
+// infinities); a NaN keeps its sign and the high bits of its payload and
+// comes out quiet.
+func f32toBF16(x float32) uint16 {
+	u := math.Float32bits(x)
+	if u&0x7fffffff > 0x7f800000 {
+		return uint16(u>>16) | 0x40
+	}
+	u += 0x7fff + (u>>16)&1
+	return uint16(u >> 16)
+}
+
+// f32toF16 rounds a float32 to IEEE half-precision bits: to nearest, ties
+// to even, through the subnormals (steps of 2^-24); magnitudes from 65520
+// (the largest half, 65504, plus half an ulp) on become infinities, and a
+// NaN keeps its sign and the high bits of its payload and comes out quiet.
+func f32toF16(x float32) uint16 {
+	u := math.Float32bits(x)
+	sign := uint16(u>>16) & 0x8000
+	a := u & 0x7fffffff
+	switch {
+	case a > 0x7f800000: // NaN
+		return sign | 0x7e00 | uint16(a>>13)&0x3ff
+	case a >= 0x477ff000: // 65520 and above, infinities
+		return sign | 0x7c00
+	case a >= 0x38800000: // 2^-14 and above: normal
+		a -= 112 << 23 // rebias the exponent from 127 to 15
+		a += 0xfff + (a>>13)&1
+		return sign | uint16(a>>13)
+	case a < 0x33000000: // below 2^-25 (2^-25 itself ties to 0)
+		return sign
+	}
+	// Subnormal halves: m * 2^(e-150) in steps of 2^-24 is m >> (126-e).
+	e := a >> 23
+	m := a&0x7fffff | 0x800000
+	shift := 126 - e // 14 to 24
+	h := m >> shift
+	rem, half := m&(1<<shift-1), uint32(1)<<(shift-1)
+	if rem > half || rem == half && h&1 == 1 {
+		h++
+	}
+	return sign | uint16(h)
+}

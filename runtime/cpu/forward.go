@@ -108,7 +108,8 @@ func (s Shape) check() (sizes, error) {
 
 // Elem is the element type of q, k and v. The kernels compute in float32
 // whatever it is (16-bit inputs are widened, exactly, as tiles are packed);
-// out and lse are float32.
+// lse is float32, out float32 or, through ForwardArgs, the inputs' 16-bit
+// format.
 type Elem int
 
 const (
@@ -154,9 +155,15 @@ func (in inputs) spans(nq, nkv int) [3]memSpan {
 
 // checkArgs checks the slices against the shape's sizes: lengths, document
 // ids (one run of SeqK shared by every batch, or one per batch), and that
-// no output overlaps an input or the other output.
-func (z sizes) checkArgs(s Shape, out, lse []float32, in inputs, docs []int32, needDocs bool) error {
+// no output (out or out16, lse) overlaps an input (q, k, v, document ids,
+// the page table) or the other output. table is the part of the page table
+// the call reads (nil without pages).
+func (z sizes) checkArgs(s Shape, a *Args, in inputs, table []int32, needDocs bool) error {
 	lq, lk, lv := in.lens()
+	lo, oname := len(a.Out), "out"
+	if a.Out16 != nil {
+		lo, oname = len(a.Out16), "out16"
+	}
 	switch {
 	case lq < z.q:
 		return fmt.Errorf("%w: q has %d elements, the shape needs %d", ErrShort, lq, z.q)
@@ -164,32 +171,37 @@ func (z sizes) checkArgs(s Shape, out, lse []float32, in inputs, docs []int32, n
 		return fmt.Errorf("%w: k has %d elements, the shape needs %d", ErrShort, lk, z.kv)
 	case lv < z.kv:
 		return fmt.Errorf("%w: v has %d elements, the shape needs %d", ErrShort, lv, z.kv)
-	case len(out) < z.q:
-		return fmt.Errorf("%w: out has %d elements, the shape needs %d", ErrShort, len(out), z.q)
-	case lse != nil && len(lse) < z.lse:
-		return fmt.Errorf("%w: lse has %d elements, the shape needs %d (or pass nil)", ErrShort, len(lse), z.lse)
+	case lo < z.q:
+		return fmt.Errorf("%w: %s has %d elements, the shape needs %d", ErrShort, oname, lo, z.q)
+	case a.LSE != nil && len(a.LSE) < z.lse:
+		return fmt.Errorf("%w: lse has %d elements, the shape needs %d (or pass nil)", ErrShort, len(a.LSE), z.lse)
 	}
 	if needDocs {
-		if n, ok := mul(s.Batch, s.SeqK); !ok || len(docs) != s.SeqK && len(docs) != n {
-			return fmt.Errorf("%w: %d document ids; the shape needs SeqK = %d (shared by every batch) or Batch*SeqK = %d (one row per batch)", ErrDocument, len(docs), s.SeqK, n)
+		if n, ok := mul(s.Batch, s.SeqK); !ok || len(a.Docs) != s.SeqK && len(a.Docs) != n {
+			return fmt.Errorf("%w: %d document ids; the shape needs SeqK = %d (shared by every batch) or Batch*SeqK = %d (one row per batch)", ErrDocument, len(a.Docs), s.SeqK, n)
 		}
 	}
-	o := span(out[:z.q])
-	l := span(lse[:min(len(lse), z.lse)])
+	var o memSpan
+	if a.Out16 != nil {
+		o = span(a.Out16[:z.q])
+	} else {
+		o = span(a.Out[:z.q])
+	}
+	l := span(a.LSE[:min(len(a.LSE), z.lse)])
 	var d memSpan
 	if needDocs {
-		d = span(docs[:docsLen(s, docs)])
+		d = span(a.Docs[:docsLen(s, a.Docs)])
 	}
 	sp := in.spans(z.q, z.kv)
-	for _, a := range []struct {
+	for _, x := range []struct {
 		name string
 		m    memSpan
-	}{{"q", sp[0]}, {"k", sp[1]}, {"v", sp[2]}, {"lse", l}, {"docs", d}} {
-		if o.overlaps(a.m) {
-			return fmt.Errorf("%w: out and %s share memory", ErrAlias, a.name)
+	}{{"q", sp[0]}, {"k", sp[1]}, {"v", sp[2]}, {"lse", l}, {"docs", d}, {"the page table", span(table)}} {
+		if o.overlaps(x.m) {
+			return fmt.Errorf("%w: %s and %s share memory", ErrAlias, oname, x.name)
 		}
-		if a.name != "lse" && l.overlaps(a.m) {
-			return fmt.Errorf("%w: lse and %s share memory", ErrAlias, a.name)
+		if x.name != "lse" && l.overlaps(x.m) {
+			return fmt.Errorf("%w: lse and %s share memory", ErrAlias, x.name)
 		}
 	}
 	return nil
@@ -204,34 +216,35 @@ func (pg *Paged) stride(s Shape) int {
 
 // check validates a page table against the shape and the caches, with
 // overflow-safe sizes, and returns the elements of k and v the pages span
-// (what the length and aliasing checks then use).
-func (pg *Paged) check(s Shape, in inputs) (int, error) {
+// (what the length and aliasing checks then use) and the part of the
+// table the call reads.
+func (pg *Paged) check(s Shape, in inputs) (int, []int32, error) {
 	if pg.PageSize < 1 || pg.PageSize > math.MaxInt32 || pg.TableStride < 0 {
-		return 0, fmt.Errorf("%w: page size %d, table stride %d", ErrPage, pg.PageSize, pg.TableStride)
+		return 0, nil, fmt.Errorf("%w: page size %d, table stride %d", ErrPage, pg.PageSize, pg.TableStride)
 	}
 	need := (s.SeqK + pg.PageSize - 1) / pg.PageSize
 	stride := pg.stride(s)
 	if stride < need {
-		return 0, fmt.Errorf("%w: table stride %d is below the %d pages of SeqK = %d", ErrPage, stride, need, s.SeqK)
+		return 0, nil, fmt.Errorf("%w: table stride %d is below the %d pages of SeqK = %d", ErrPage, stride, need, s.SeqK)
 	}
 	rows, ok := mul(s.Batch-1, stride)
 	if !ok || rows > math.MaxInt-need || len(pg.Table) < rows+need {
-		return 0, fmt.Errorf("%w: %d table entries; %d batches of %d pages, %d apart, need %d", ErrPage, len(pg.Table), s.Batch, need, stride, rows+need)
+		return 0, nil, fmt.Errorf("%w: %d table entries; %d batches of %d pages, %d apart, need %d", ErrPage, len(pg.Table), s.Batch, need, stride, rows+need)
 	}
 	per, ok := mul(s.HeadsKV, pg.PageSize, s.HeadDim)
 	if !ok {
-		return 0, fmt.Errorf("%w: a page of %d heads x %d positions x %d overflows", ErrPage, s.HeadsKV, pg.PageSize, s.HeadDim)
+		return 0, nil, fmt.Errorf("%w: a page of %d heads x %d positions x %d overflows", ErrPage, s.HeadsKV, pg.PageSize, s.HeadDim)
 	}
 	_, lk, lv := in.lens()
 	pages := min(lk, lv) / per
 	for b := 0; b < s.Batch; b++ {
 		for i, p := range pg.Table[b*stride : b*stride+need] {
 			if p < 0 || int(p) >= pages {
-				return 0, fmt.Errorf("%w: batch %d, entry %d: page %d, but k and v hold %d pages of %d elements", ErrPage, b, i, p, pages, per)
+				return 0, nil, fmt.Errorf("%w: batch %d, entry %d: page %d, but k and v hold %d pages of %d elements", ErrPage, b, i, p, pages, per)
 			}
 		}
 	}
-	return pages * per, nil
+	return pages * per, pg.Table[:rows+need], nil
 }
 
 // docsLen is the number of document ids a call reads.
@@ -257,29 +270,107 @@ func (a memSpan) overlaps(b memSpan) bool {
 	return a.lo < a.hi && b.lo < b.hi && a.lo < b.hi && b.lo < a.hi
 }
 
-// Forward computes masked attention: out (and lse when not nil) from q, k, v
-// under the compiled mask m. When the mask has documents, docs holds the
-// document id of every key position: SeqK ids shared by every batch, or
-// Batch*SeqK ids, one row per batch. out is [batch, heads_q, seq_q,
-// head_dim]; lse is [batch, heads_q, seq_q], natural log; rows that keep no
-// key get 0 and -Inf.
+// Args are the arguments of one call of ForwardArgs, the general entry
+// point: inputs in float32 or a 16-bit format, output in float32 or the
+// inputs' format, contiguous or paged caches, in any combination. A slice
+// is given when it is not nil.
+type Args struct {
+	// Elem is the element type of q, k and v: F32 (the zero value) reads Q,
+	// K and V; BF16 and F16 read Q16, K16 and V16, the formats' bits. The
+	// slices of the other type must be nil.
+	Elem          Elem
+	Q, K, V       []float32
+	Q16, K16, V16 []uint16
+	// Exactly one of Out and Out16 is given: Out receives the output as
+	// float32, Out16 (a 16-bit Elem only) in Elem's format, each element
+	// the float32 that Out would hold rounded to nearest, ties to even
+	// (f16 overflows to an infinity; NaN stays NaN). Both are [Batch,
+	// HeadsQ, SeqQ, HeadDim].
+	Out   []float32
+	Out16 []uint16
+	// LSE, when given, receives the natural log-sum-exp of each row's kept
+	// scaled scores, [Batch, HeadsQ, SeqQ], float32 whatever Elem is.
+	LSE []float32
+	// Docs are the document ids of the key positions when the mask has
+	// documents: SeqK ids shared by every batch, or Batch*SeqK, one row per
+	// batch. They must be nil for a mask without documents.
+	Docs []int32
+	// Paged describes K and V (or K16 and V16) as a paged cache when its
+	// PageSize is not 0; the zero value is a contiguous cache.
+	Paged Paged
+	Shape Shape
+}
+
+// inputs checks that the slices given fit Elem and returns q, k and v.
+func (a *Args) inputs() (inputs, error) {
+	switch a.Elem {
+	case F32:
+		if a.Q16 != nil || a.K16 != nil || a.V16 != nil {
+			return inputs{}, fmt.Errorf("%w: Elem %s reads Q, K and V; Q16, K16 and V16 must be nil", ErrShape, a.Elem)
+		}
+		if a.Out16 != nil {
+			return inputs{}, fmt.Errorf("%w: Out16 is the output in the inputs' 16-bit format, and Elem is %s: write Out", ErrShape, a.Elem)
+		}
+	case BF16, F16:
+		if a.Q != nil || a.K != nil || a.V != nil {
+			return inputs{}, fmt.Errorf("%w: Elem %s reads Q16, K16 and V16; Q, K and V must be nil", ErrShape, a.Elem)
+		}
+	default:
+		return inputs{}, fmt.Errorf("%w: %s is not an element type (F32, BF16 or F16)", ErrShape, a.Elem)
+	}
+	if a.Out != nil && a.Out16 != nil {
+		return inputs{}, fmt.Errorf("%w: both Out and Out16 are given; the output goes to one of them", ErrShape)
+	}
+	return inputs{elem: a.Elem, q: a.Q, k: a.K, v: a.V, q16: a.Q16, k16: a.K16, v16: a.V16}, nil
+}
+
+// ForwardArgs computes masked attention under the compiled mask m: the
+// output (and the log-sum-exp when a.LSE is given) from q, k and v, in
+// the element types, layout and shape a describes. Every other entry
+// point (Forward, ForwardPaged, Forward16) is a call of it.
 //
-// A masked pair never reads the key or value it masks: NaN or infinities
-// at masked positions cannot reach any output. Kept pairs follow IEEE
-// arithmetic: a NaN in a kept query, key or value, or a kept score of +Inf,
-// makes the outputs that depend on it non-finite (see the package
-// documentation for the exact rule).
+// A row that keeps no key gets 0 and -Inf. A masked pair never reads the
+// key or value it masks: NaN or infinities at masked positions cannot
+// reach any output. Kept pairs follow IEEE arithmetic: a NaN in a kept
+// query, key or value, or a kept score of +Inf, makes the outputs that
+// depend on it non-finite (see the package documentation for the exact
+// rule).
 //
-// Forward is safe for concurrent use. Each call runs on the calling
+// Errors wrap ErrShape (a bad shape, slices that do not fit Elem, both or
+// an unknown Elem), ErrShort (a slice shorter than the shape, or no
+// output), ErrDocument (document ids of a wrong length, decreasing, or
+// given to a mask without documents), ErrAlias (an output overlapping an
+// input, the page table or the other output), ErrPage, ErrVariant or
+// ErrHeadDim.
+//
+// ForwardArgs is safe for concurrent use. Each call runs on the calling
 // goroutine and on up to GOMAXPROCS-1 shared helper goroutines, which exit
-// after two seconds without work; workspaces are pooled and released by the
-// garbage collector when unused. Only the key tiles some query visits are
-// packed, so a decoding call (few queries) costs what its kept keys cost;
-// the query heads that share a key/value head then share one pass over the
-// keys, and the keys are split across threads (flash decoding). Results do
-// not depend on the number of threads.
+// after two seconds without work; workspaces are pooled and released by
+// the garbage collector when unused. Only the key tiles some query visits
+// are packed, so a decoding call (few queries) costs what its kept keys
+// cost; the query heads that share a key/value head then share one pass
+// over the keys, and the keys are split across threads (flash decoding).
+// Results do not depend on the number of threads.
+func ForwardArgs(m mask.Mask, variant Variant, a Args) error {
+	return forward(m, variant, &a)
+}
+
+// docsFor returns docs when the mask has documents: the entry points
+// before ForwardArgs ignore ids given to other masks.
+func docsFor(m mask.Mask, docs []int32) []int32 {
+	if m.UsesDocs() {
+		return docs
+	}
+	return nil
+}
+
+// Forward is ForwardArgs with float32 q, k, v and out on a contiguous
+// cache. When the mask has documents, docs holds the document id of every
+// key position: SeqK ids shared by every batch, or Batch*SeqK ids, one row
+// per batch (other masks ignore docs). out is [batch, heads_q, seq_q,
+// head_dim]; lse, when not nil, is [batch, heads_q, seq_q], natural log.
 func Forward(m mask.Mask, variant Variant, out, lse, q, k, v []float32, docs []int32, s Shape) error {
-	return forward(m, variant, out, lse, inputs{elem: F32, q: q, k: k, v: v}, docs, nil, s)
+	return forward(m, variant, &Args{Q: q, K: k, V: v, Out: out, LSE: lse, Docs: docsFor(m, docs), Shape: s})
 }
 
 // Paged describes a paged KV cache: k and v hold pages of PageSize key
@@ -287,17 +378,21 @@ func Forward(m mask.Mask, variant Variant, out, lse, q, k, v []float32, docs []i
 // batch, the pages of its SeqK positions in order: position j of batch b
 // is row j % PageSize of page Table[b*TableStride + j/PageSize]. Only the
 // first ceil(SeqK/PageSize) entries of a batch are read; pages may be
-// shared, and rows of a page past SeqK are never read.
+// shared, and rows of a page past SeqK are never read. Pages are read in
+// place, and pages the mask leaves empty are not touched. The zero value
+// (PageSize 0, no table) is a contiguous cache.
 type Paged struct {
 	PageSize    int
 	Table       []int32
 	TableStride int // entries per batch in Table; 0 means ceil(SeqK/PageSize)
 }
 
-// ForwardPaged is Forward on a paged KV cache (see Paged): pages are read
-// in place, and pages the mask leaves empty are not touched.
+// ForwardPaged is Forward on a paged KV cache (see Paged).
 func ForwardPaged(m mask.Mask, variant Variant, out, lse, q, k, v []float32, docs []int32, pg Paged, s Shape) error {
-	return forward(m, variant, out, lse, inputs{elem: F32, q: q, k: k, v: v}, docs, &pg, s)
+	if pg.PageSize == 0 { // not the contiguous cache of ForwardArgs
+		return fmt.Errorf("%w: page size 0", ErrPage)
+	}
+	return forward(m, variant, &Args{Q: q, K: k, V: v, Out: out, LSE: lse, Docs: docsFor(m, docs), Paged: pg, Shape: s})
 }
 
 // Forward16 is Forward with q, k and v in a 16-bit format, elem (BF16 or
@@ -308,10 +403,10 @@ func Forward16(m mask.Mask, variant Variant, elem Elem, out, lse []float32, q, k
 	if elem != BF16 && elem != F16 {
 		return fmt.Errorf("%w: %s is not a 16-bit element type", ErrShape, elem)
 	}
-	return forward(m, variant, out, lse, inputs{elem: elem, q16: q, k16: k, v16: v}, docs, nil, s)
+	return forward(m, variant, &Args{Elem: elem, Q16: q, K16: k, V16: v, Out: out, LSE: lse, Docs: docsFor(m, docs), Shape: s})
 }
 
-func forward(m mask.Mask, variant Variant, out, lse []float32, in inputs, docs []int32, pg *Paged, s Shape) error {
+func forward(m mask.Mask, variant Variant, a *Args) error {
 	if variant == Auto {
 		variant = Best()
 	}
@@ -319,29 +414,39 @@ func forward(m mask.Mask, variant Variant, out, lse []float32, in inputs, docs [
 	if !ok {
 		return fmt.Errorf("%w: %s", ErrVariant, variant)
 	}
+	s := a.Shape
 	t, _ := TargetOf(variant)
 	if err := t.Supports(s.HeadDim); err != nil {
 		return err
+	}
+	in, err := a.inputs()
+	if err != nil {
+		return err
+	}
+	if a.Docs != nil && !m.UsesDocs() {
+		return fmt.Errorf("%w: %d document ids given, but the mask has no documents (Docs must be nil)", ErrDocument, len(a.Docs))
 	}
 	z, err := s.check()
 	if err != nil {
 		return err
 	}
-	if pg != nil {
-		if z.kv, err = pg.check(s, in); err != nil {
+	var table []int32
+	pg := &a.Paged
+	if paged := pg.PageSize != 0 || pg.Table != nil || pg.TableStride != 0; paged {
+		if z.kv, table, err = pg.check(s, in); err != nil {
 			return err
 		}
 	}
-	if err := z.checkArgs(s, out, lse, in, docs, m.UsesDocs()); err != nil {
+	if err := z.checkArgs(s, a, in, table, m.UsesDocs()); err != nil {
 		return err
 	}
 	c := calls.Get().(*call)
 	c.pageSize, c.tableStride, c.table = 0, 0, nil
-	if pg != nil {
-		c.pageSize, c.tableStride, c.table = pg.PageSize, pg.stride(s), pg.Table
+	if table != nil {
+		c.pageSize, c.tableStride, c.table = pg.PageSize, pg.stride(s), table
 	}
 	c.decode = hasDecode(variant)
-	if err := c.setup(m, tile, s, out, lse, in, docs); err != nil {
+	if err := c.setup(m, tile, s, a.Out, a.Out16, a.LSE, in, a.Docs); err != nil {
 		c.release()
 		return err
 	}

@@ -10,16 +10,20 @@ import (
 )
 
 // pagedCache lays the contiguous caches k, v ([batch, kv head, seqK, D])
-// out as pages of size p in a shuffled order, with NaN in every slot no
-// position uses (spare pages, rows past SeqK), and returns the caches and
-// the table.
+// out as pages of size p in a shuffled order, with NaN (float32) or
+// staleK and staleV in every slot no position uses (spare pages, rows
+// past SeqK), and returns the caches and the table.
 func pagedCache(r *rand.Rand, k, v []float32, s cpu.Shape, p, stride int) (pk, pv []float32, table []int32) {
+	return pagedCacheOf(r, k, v, s, p, stride, float32(math.NaN()), float32(math.Inf(1)))
+}
+
+func pagedCacheOf[T float32 | uint16](r *rand.Rand, k, v []T, s cpu.Shape, p, stride int, staleK, staleV T) (pk, pv []T, table []int32) {
 	need := (s.SeqK + p - 1) / p
 	pages := s.Batch*need + 3 // three spare pages
 	per := s.HeadsKV * p * s.HeadDim
-	pk, pv = make([]float32, pages*per), make([]float32, pages*per)
+	pk, pv = make([]T, pages*per), make([]T, pages*per)
 	for i := range pk {
-		pk[i], pv[i] = float32(math.NaN()), float32(math.Inf(1))
+		pk[i], pv[i] = staleK, staleV
 	}
 	order := r.Perm(pages)
 	table = make([]int32, s.Batch*stride)

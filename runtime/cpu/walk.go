@@ -195,21 +195,27 @@ func (w *buffers) merge(c *call, j job) {
 }
 
 // finish writes the rows of a job: out = o / l, lse = (m + log2 l) ln 2,
-// or 0 and -Inf for rows that keep no key (l = 0).
+// or 0 and -Inf for rows that keep no key (l = 0). A 16-bit output gets
+// the same float32 values rounded to the format.
 func (c *call) finish(j job, o, m, l []float32) {
 	D := c.s.HeadDim
 	for r := 0; r < int(j.nh)*int(j.per); r++ {
 		_, row := c.rowOf(j, r)
-		dst := c.out[row*D : row*D+D]
 		if l[r] == 0 {
-			clear(dst)
+			if c.out16 != nil {
+				clear(c.out16[row*D : row*D+D])
+			} else {
+				clear(c.out[row*D : row*D+D])
+			}
 			if c.lse != nil {
 				c.lse[row] = float32(math.Inf(-1))
 			}
 			continue
 		}
 		inv := 1 / l[r]
-		if !scaleRowAsm(dst, o[r*D:r*D+D], inv) {
+		if c.out16 != nil {
+			narrow(c.out16[row*D:row*D+D], o[r*D:r*D+D], inv, c.elem)
+		} else if dst := c.out[row*D : row*D+D]; !scaleRowAsm(dst, o[r*D:r*D+D], inv) {
 			for d, x := range o[r*D : r*D+D] {
 				dst[d] = x * inv
 			}

@@ -30,6 +30,19 @@ func pagedEntry(n, docs string, pageSize int) string {
 `, n, docs)
 }
 
+// argsFields are the fields of a package's Args beyond those every
+// package has: Docs for document masks, Table with page_size.
+func argsFields(s *spec.Spec) string {
+	f := ""
+	if s.Mask.HasDocument() {
+		f += " Docs: a.Docs,"
+	}
+	if s.PageSize > 0 {
+		f += " Table: a.Table,"
+	}
+	return f
+}
+
 func main() {
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "registry:", err)
@@ -79,8 +92,15 @@ func run() error {
 					q16, k16, v16 := bits16(elem, q), bits16(elem, k), bits16(elem, vv)
 					return %[3]s.ForwardVariant16(%[3]s.Variant(v), %[3]s.Elem(elem), out, lse, q16, k16, v16, %[5]s%[3]s.Shape(conv(s)))
 				}
-			}},
-`, filepath.Base(files[k]), n, n, s.Mask.HasDocument(), docs, pagedEntry(n, docs, s.PageSize))
+			},
+			args: func(v int) argsRun {
+				return func(a genArgs) error {
+					return %[3]s.ForwardArgsVariant(%[3]s.Variant(v), %[3]s.Args{Elem: %[3]s.Elem(a.Elem), Q: a.Q, K: a.K, V: a.V, Q16: a.Q16, K16: a.K16, V16: a.V16,
+						Out: a.Out, Out16: a.Out16, LSE: a.LSE,%[7]s Shape: %[3]s.Shape(conv(a.Shape))})
+				}
+			},
+			argsType: reflect.TypeFor[%[3]s.Args]()},
+`, filepath.Base(files[k]), n, n, s.Mask.HasDocument(), docs, pagedEntry(n, docs, s.PageSize), argsFields(s))
 	}
 	b.WriteString("\t}\n}\n")
 	src, err := format.Source(b.Bytes())
