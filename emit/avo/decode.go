@@ -173,13 +173,7 @@ func EmitDecode(ctx *build.Context, c ConstTable, e Elem, d, r int) {
 	ctx.VMAXPS(mold, mnew, mnew)
 	ctx.VMOVUPS(mnew, rowMask, mem(m, 0)) // -Inf stays -Inf for a row with no finite score
 	msafe, alpha := g.vec(), g.vec()
-	live, dead := ctx.K(), ctx.K()
-	ctx.VCMPPS_BCST(op.U8(0x0c), c.slot(kNegInf), mnew, live) // mnew != -Inf (NEQ_OQ)
-	ctx.VMOVAPS_Z(mnew, live, msafe)
-	ctx.VSUBPS(msafe, mold, alpha)
-	g.exp2(alpha, nil) // 0 where mold = -Inf
-	ctx.KNOTW(live, dead)
-	ctx.VBROADCASTSS(c.slot(kOne), dead, alpha) // untouched row: alpha = 1
+	g.alphaAVX512(mnew, mold, msafe, alpha)
 	ctx.VMOVUPS(alpha, abuf)
 	sums := []reg.VecVirtual{nil, nil}
 	for i := 0; i < nv; i++ {

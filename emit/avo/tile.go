@@ -490,13 +490,7 @@ func (g *tileGen) softmax(mask reg.Register, pfx string) {
 	ctx.VMOVUPS(mnew, mem(m, 0)) // -Inf stays -Inf for rows with no key
 	msafe, alpha := g.vec(), g.vec()
 	if g.isa == AVX512 {
-		live, dead := ctx.K(), ctx.K()
-		ctx.VCMPPS_BCST(op.U8(0x0c), c.slot(kNegInf), mnew, live) // mnew != -Inf (NEQ_OQ)
-		ctx.VMOVAPS_Z(mnew, live, msafe)
-		ctx.VSUBPS(msafe, mold, alpha)
-		g.exp2(alpha, nil) // 0 where mold = -Inf
-		ctx.KNOTW(live, dead)
-		ctx.VBROADCASTSS(c.slot(kOne), dead, alpha) // untouched rows: alpha = 1
+		g.alphaAVX512(mnew, mold, msafe, alpha)
 	} else {
 		dead, one := g.vec(), g.vec()
 		ctx.VCMPPS(op.U8(0x00), c.slot(kNegInf), mnew, dead) // mnew == -Inf (EQ_OQ)
@@ -565,6 +559,20 @@ func (g *tileGen) softmax(mask reg.Register, pfx string) {
 	ctx.ADDQ(op.U8(uint8(8*w)), mask)
 	ctx.JMP(op.LabelRef(pfx + "_next"))
 	ctx.Label(pfx + "_done")
+}
+
+// alphaAVX512 sets, lane by lane, msafe to the new maximum mnew or 0 where
+// it is -Inf (a row with no key kept so far), and alpha to 2^(mold -
+// msafe), or 1 where mnew is -Inf (the row stays untouched).
+func (g *tileGen) alphaAVX512(mnew, mold, msafe, alpha reg.VecVirtual) {
+	ctx, c := g.ctx, g.c
+	live, dead := ctx.K(), ctx.K()
+	ctx.VCMPPS_BCST(op.U8(0x0c), c.slot(kNegInf), mnew, live) // mnew != -Inf (NEQ_OQ)
+	ctx.VMOVAPS_Z(mnew, live, msafe)
+	ctx.VSUBPS(msafe, mold, alpha)
+	g.exp2(alpha, nil) // 0 where mold = -Inf
+	ctx.KNOTW(live, dead)
+	ctx.VBROADCASTSS(c.slot(kOne), dead, alpha) // untouched rows: alpha = 1
 }
 
 // pvProduct emits phase 3: o = alpha*o + p v in column chunks of pv.vecs
