@@ -63,6 +63,7 @@ func Build() *build.Context {
 	EmitTranspose(ctx)
 	EmitWiden(ctx)
 	EmitRowHelpers(ctx)
+	EmitLSE(ctx)
 	return ctx
 }
 

@@ -1,6 +1,8 @@
 package avo
 
 import (
+	"math"
+
 	"github.com/mmcloughlin/avo/attr"
 	"github.com/mmcloughlin/avo/build"
 	op "github.com/mmcloughlin/avo/operand"
@@ -93,6 +95,78 @@ func EmitRowHelpers(ctx *build.Context) {
 	ctx.CMPQ(r, op.U8(TK))
 	ctx.JNE(op.LabelRef("row"))
 	ctx.Store(res, ctx.ReturnIndex(0))
+	ctx.VZEROUPPER()
+	ctx.RET()
+}
+
+// LSEName is the AVX-512 loop that finishes the log-sum-exp of output rows.
+const LSEName = "lseAVX512"
+
+// log2Series are the coefficients 2/ln2 * 1/(2i+1), i = 0..5, of log2(x) =
+// 2/ln2 * atanh(s) = 2/ln2 * (s + s^3/3 + s^5/5 + ...), s = (x-1)/(x+1), for
+// x in [1, 2): s < 1/3, so the first omitted term is below 2e-7.
+var log2Series = [6]float64{1, 1.0 / 3, 1.0 / 5, 1.0 / 7, 1.0 / 9, 1.0 / 11}
+
+// EmitLSE adds lseAVX512(dst, m, l *float32, n int): dst[i] = (m[i] +
+// log2(l[i])) * ln2 for n a multiple of 16, the log-sum-exp of a row in
+// natural-log units from its running maximum (log2 units) and sum. log2(l)
+// is the exponent (VGETEXPPS) plus log2 of the mantissa in [1, 2)
+// (VGETMANTPS) by the atanh series above; l = +Inf gives +Inf, NaN gives
+// NaN, 0 gives -Inf (the driver writes -Inf for such rows itself).
+func EmitLSE(ctx *build.Context) {
+	ctx.Function(LSEName)
+	ctx.Attributes(attr.NOSPLIT)
+	ctx.Pragma("noescape")
+	ctx.SignatureExpr("func(dst, m, l *float32, n int)")
+	ctx.Doc(
+		LSEName+" writes dst[i] = (m[i] + log2(l[i])) * ln2 for i < n (a multiple of",
+		"16). It needs AVX-512 Foundation.",
+	)
+	dst := ctx.Load(ctx.Param("dst"), ctx.GP64())
+	mp := ctx.Load(ctx.Param("m"), ctx.GP64())
+	lp := ctx.Load(ctx.Param("l"), ctx.GP64())
+	n := ctx.Load(ctx.Param("n"), ctx.GP64())
+	broadcast := func(v float32) op.Op {
+		x, g := ctx.ZMM(), ctx.GP32()
+		ctx.MOVL(op.U32(math.Float32bits(v)), g)
+		ctx.VPBROADCASTD(g, x)
+		return x
+	}
+	one := broadcast(1)
+	ln2 := broadcast(float32(math.Ln2))
+	coef := make([]op.Op, len(log2Series))
+	for i, c := range log2Series {
+		coef[i] = broadcast(float32(2 / math.Ln2 * c))
+	}
+	ctx.SHRQ(op.U8(4), n)
+	ctx.TESTQ(n, n)
+	ctx.JZ(op.LabelRef("done"))
+	ctx.Label("loop")
+	x, e, mt := ctx.ZMM(), ctx.ZMM(), ctx.ZMM()
+	ctx.VMOVUPS(op.Mem{Base: lp}, x)
+	ctx.VGETEXPPS(x, e)
+	ctx.VGETMANTPS(op.U8(0), x, mt) // [1, 2), sign of the source
+	num, den, s := ctx.ZMM(), ctx.ZMM(), ctx.ZMM()
+	ctx.VSUBPS(one, mt, num)
+	ctx.VADDPS(one, mt, den)
+	ctx.VDIVPS(den, num, s)
+	s2, p := ctx.ZMM(), ctx.ZMM()
+	ctx.VMULPS(s, s, s2)
+	ctx.VMOVAPS(coef[len(coef)-1], p)
+	for i := len(coef) - 2; i >= 0; i-- {
+		ctx.VFMADD213PS(coef[i], s2, p) // p = p*s2 + c_i
+	}
+	ctx.VMULPS(s, p, p) // log2 of the mantissa
+	ctx.VADDPS(op.Mem{Base: mp}, e, e)
+	ctx.VADDPS(p, e, e)
+	ctx.VMULPS(ln2, e, e)
+	ctx.VMOVUPS(e, op.Mem{Base: dst})
+	ctx.ADDQ(op.U8(64), lp)
+	ctx.ADDQ(op.U8(64), mp)
+	ctx.ADDQ(op.U8(64), dst)
+	ctx.DECQ(n)
+	ctx.JNZ(op.LabelRef("loop"))
+	ctx.Label("done")
 	ctx.VZEROUPPER()
 	ctx.RET()
 }

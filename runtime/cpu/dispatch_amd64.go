@@ -101,6 +101,18 @@ func nonFiniteAsm(v []float32, d int) (uint64, bool) {
 	return nonFiniteRowsAVX512(&v[0], d), true
 }
 
+// lseAsm sets dst[i] = (m[i] + log2(l[i])) * ln2 for the first n rows (of
+// len(m) = len(l) <= len(dst), a multiple of 16; rows past n are computed
+// too) with AVX-512 when the CPU has it, and reports whether it did.
+func lseAsm(dst, m, l []float32, n int) bool {
+	n = (n + 15) &^ 15
+	if !xcpu.X86.HasAVX512F || n == 0 || n > len(m) || n > len(l) || n > len(dst) {
+		return false
+	}
+	lseAVX512(&dst[0], &m[0], &l[0], n)
+	return true
+}
+
 // transposeAsm transposes a whole key tile (64 rows, pitch floats apart),
 // times scale, into kt with AVX-512 when the CPU has it, and reports
 // whether it did.

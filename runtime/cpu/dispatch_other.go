@@ -26,3 +26,6 @@ func scaleRowAsm(dst, src []float32, s float32) bool { return false }
 
 // nonFiniteAsm: no assembly in this build.
 func nonFiniteAsm(v []float32, d int) (uint64, bool) { return 0, false }
+
+// lseAsm: no assembly in this build.
+func lseAsm(dst, m, l []float32, n int) bool { return false }

@@ -259,3 +259,9 @@ func scaleRowAVX512(dst *float32, src *float32, n int, s float32)
 //
 //go:noescape
 func nonFiniteRowsAVX512(v *float32, d int) uint64
+
+// lseAVX512 writes dst[i] = (m[i] + log2(l[i])) * ln2 for i < n (a multiple of
+// 16). It needs AVX-512 Foundation.
+//
+//go:noescape
+func lseAVX512(dst *float32, m *float32, l *float32, n int)

@@ -30926,3 +30926,59 @@ next:
 	MOVQ DX, ret+16(FP)
 	VZEROUPPER
 	RET
+
+// func lseAVX512(dst *float32, m *float32, l *float32, n int)
+// Requires: AVX, AVX512F
+TEXT ·lseAVX512(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), AX
+	MOVQ         m+8(FP), CX
+	MOVQ         l+16(FP), DX
+	MOVQ         n+24(FP), BX
+	MOVL         $0x3f800000, SI
+	VPBROADCASTD SI, Z0
+	MOVL         $0x3f317218, SI
+	VPBROADCASTD SI, Z1
+	MOVL         $0x4038aa3b, SI
+	VPBROADCASTD SI, Z2
+	MOVL         $0x3f76384f, SI
+	VPBROADCASTD SI, Z3
+	MOVL         $0x3f13bb63, SI
+	VPBROADCASTD SI, Z4
+	MOVL         $0x3ed30bb1, SI
+	VPBROADCASTD SI, Z5
+	MOVL         $0x3ea4258a, SI
+	VPBROADCASTD SI, Z6
+	MOVL         $0x3e864d42, SI
+	VPBROADCASTD SI, Z7
+	SHRQ         $0x04, BX
+	TESTQ        BX, BX
+	JZ           done
+
+loop:
+	VMOVUPS     (DX), Z8
+	VGETEXPPS   Z8, Z9
+	VGETMANTPS  $0x00, Z8, Z8
+	VSUBPS      Z0, Z8, Z10
+	VADDPS      Z0, Z8, Z8
+	VDIVPS      Z8, Z10, Z8
+	VMULPS      Z8, Z8, Z10
+	VMOVAPS     Z7, Z11
+	VFMADD213PS Z6, Z10, Z11
+	VFMADD213PS Z5, Z10, Z11
+	VFMADD213PS Z4, Z10, Z11
+	VFMADD213PS Z3, Z10, Z11
+	VFMADD213PS Z2, Z10, Z11
+	VMULPS      Z8, Z11, Z11
+	VADDPS      (CX), Z9, Z9
+	VADDPS      Z11, Z9, Z9
+	VMULPS      Z1, Z9, Z9
+	VMOVUPS     Z9, (AX)
+	ADDQ        $0x40, DX
+	ADDQ        $0x40, CX
+	ADDQ        $0x40, AX
+	DECQ        BX
+	JNZ         loop
+
+done:
+	VZEROUPPER
+	RET

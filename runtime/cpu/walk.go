@@ -199,7 +199,10 @@ func (w *buffers) merge(c *call, j job) {
 // the same float32 values rounded to the format.
 func (c *call) finish(j job, o, m, l []float32) {
 	D := c.s.HeadDim
-	for r := 0; r < int(j.nh)*int(j.per); r++ {
+	rows := int(j.nh) * int(j.per)
+	var lse [TQ]float32
+	vecLSE := c.lse != nil && lseAsm(lse[:], m[:TQ], l[:TQ], rows)
+	for r := 0; r < rows; r++ {
 		_, row := c.rowOf(j, r)
 		if l[r] == 0 {
 			if c.out16 != nil {
@@ -220,7 +223,10 @@ func (c *call) finish(j job, o, m, l []float32) {
 				dst[d] = x * inv
 			}
 		}
-		if c.lse != nil {
+		switch {
+		case vecLSE:
+			c.lse[row] = lse[r]
+		case c.lse != nil:
 			c.lse[row] = float32((float64(m[r]) + math.Log2(float64(l[r]))) * math.Ln2)
 		}
 	}
