@@ -80,5 +80,12 @@ func (c *Columns) KeyTiles() int { return max(len(c.start)-1, 0) }
 // Of returns the query tiles that visit key tile kt, in increasing order.
 func (c *Columns) Of(kt int) []ColTile { return c.tiles[c.start[kt]:c.start[kt+1]] }
 
+// QueryTiles is the number of query tiles of the schedule Build made.
+func (c *Columns) QueryTiles() int { return max(len(c.rowAt)-1, 0) }
+
+// Row returns the key tiles query tile qt visits (the forward schedule
+// Build transposed), in increasing order; valid after Build only.
+func (c *Columns) Row(qt int) []Tile { return c.rows[c.rowAt[qt]:c.rowAt[qt+1]] }
+
 // Len is the number of tiles in the schedule.
 func (c *Columns) Len() int { return len(c.tiles) }
