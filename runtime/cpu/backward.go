@@ -56,7 +56,7 @@ func Backward(m mask.Mask, variant Variant, dq, dk, dv, dout, q, k, v, out, lse 
 		return err
 	}
 	for _, x := range []struct {
-		name string
+		name    string
 		n, want int
 	}{
 		{"dq", len(dq), z.q}, {"dk", len(dk), z.kv}, {"dv", len(dv), z.kv}, {"dout", len(dout), z.q},
