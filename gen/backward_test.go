@@ -1,6 +1,7 @@
 package gen
 
 import (
+	"errors"
 	"math/rand/v2"
 	"path/filepath"
 	"testing"
@@ -153,5 +154,24 @@ func TestBackwardNoAllocs(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Errorf("%v allocations per call", allocs)
+	}
+}
+
+// TestBackwardDocumentErrors: document ids of a wrong length or decreasing
+// are ErrDocument.
+func TestBackwardDocumentErrors(t *testing.T) {
+	p := spec.Pattern{Mask: spec.Intersect(spec.Document(), spec.Full()), Causal: true}
+	bwd := cpuBackward(t, p, cpu.PureGo, 64)
+	s := verify.Shape{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: 3, SeqK: 5, HeadDim: 64}
+	nq, nkv, nl := s.Sizes()
+	mk := func(n int) []float32 { return make([]float32, n) }
+	for _, ids := range [][]int32{{0, 0}, {0, 1, 0, 1, 1}, nil} {
+		err := bwd(mk(nq), mk(nkv), mk(nkv), mk(nq), mk(nq), mk(nkv), mk(nkv), mk(nq), mk(nl), ids, s)
+		if !errors.Is(err, cpu.ErrDocument) {
+			t.Errorf("ids %v: error %v, want ErrDocument", ids, err)
+		}
+	}
+	if err := bwd(mk(nq), mk(nkv), mk(nkv), mk(nq), mk(nq), mk(nkv), mk(nkv), mk(nq), mk(nl), []int32{0, 0, 1, 1, 1}, s); err != nil {
+		t.Error(err)
 	}
 }
