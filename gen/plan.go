@@ -208,6 +208,24 @@ func (p *Plan) VisitRange(dst []TileRef, q0, q1, nk int, docs *mask.Docs) []Tile
 	return dst[:k]
 }
 
+// Columns is the column-wise schedule of a segment, what a backward pass
+// walks: for each key tile, the query tiles that visit it, in increasing
+// order, with exact classes (the forward schedule of Visit, refined by the
+// keep words, transposed: mask.Columns). docs is nil unless the mask has
+// document.
+func (p *Plan) Columns(seg Segment, docs *mask.Docs) *mask.Columns {
+	var rows []TileRef
+	var at []int32
+	for qt := 0; qt < p.QueryTiles(seg); qt++ {
+		at = append(at, int32(len(rows)))
+		rows = p.Visit(rows, seg, qt, docs)
+	}
+	at = append(at, int32(len(rows)))
+	c := new(mask.Columns)
+	c.Transpose(rows, at, (seg.SeqK+p.TileK-1)/p.TileK)
+	return c
+}
+
 // QueryTiles is the number of query tiles of a segment.
 func (p *Plan) QueryTiles(seg Segment) int { return (seg.SeqQ + p.TileQ - 1) / p.TileQ }
 

@@ -26,6 +26,16 @@
 // pages gathered as tiles are packed (below), whatever their type, so a
 // 16-bit paged cache takes the same paths as a float32 one.
 //
+// # Backward
+//
+// Backward computes dq, dk and dv from dout, q, k, v and the forward's out
+// and lse (FlashAttention-2 style: delta = rowsum(dout*out); per key tile,
+// over the query tiles of mask.Columns, the forward schedule transposed, P
+// = exp(S - lse) is recomputed for dV and dK; a second pass per query tile
+// accumulates dQ). It validates its arguments like Forward and runs the
+// same pure-Go code for every variant for now; AVX-512 and AVX2 backward
+// kernels are still to come.
+//
 // # The microkernel ABI
 //
 // One call processes one query tile against one key tile, updating the

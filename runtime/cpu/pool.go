@@ -33,12 +33,23 @@ func newBuffers() *buffers {
 // callerBuffers serve the goroutine that calls Forward, which works too.
 var callerBuffers = sync.Pool{New: func() any { return newBuffers() }}
 
+// A task is what a worker helps with: a forward call (*call) or one pass
+// of a backward call (*bcall). work takes items until none is left; done
+// tells the caller this worker has finished.
+type task interface {
+	work(*buffers)
+	done()
+}
+
+func (c *call) work(b *buffers) { b.run(c) }
+func (c *call) done()           { c.wg.Done() }
+
 // A worker is a goroutine that helps calls. Idle workers wait in the pool
 // and exit after idleTimeout without work, so a process that stops calling
 // Forward keeps no goroutine and no tile buffers.
 type worker struct {
 	*buffers
-	jobs  chan *call
+	jobs  chan task
 	timer *time.Timer
 }
 
@@ -61,7 +72,7 @@ func helpers(dst []*worker, n int) []*worker {
 		dst = append(dst, w)
 	}
 	for len(dst) < n && pool.live < runtime.GOMAXPROCS(0)-1 {
-		w := &worker{buffers: newBuffers(), jobs: make(chan *call)}
+		w := &worker{buffers: newBuffers(), jobs: make(chan task)}
 		pool.live++
 		go w.loop()
 		dst = append(dst, w)
@@ -74,8 +85,8 @@ func (w *worker) loop() {
 	for {
 		select {
 		case c := <-w.jobs:
-			w.run(c)
-			c.wg.Done()
+			c.work(w.buffers)
+			c.done()
 			w.timer.Reset(idleTimeout)
 			pool.Lock()
 			pool.idle = append(pool.idle, w)

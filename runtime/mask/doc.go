@@ -1,7 +1,8 @@
 // Package mask is the part of attngen's runtime that knows what a compiled
 // mask is: the interface generated packages implement with Go code lowered
 // from the plan (Mask: key hull, tile class, keep words), the tile walk
-// every target shares (Visit, Refine), document ids of packed sequences
+// every target shares (Visit, Refine, and Columns, the column-wise walk of a
+// backward pass), document ids of packed sequences
 // (Docs), the residue segments of dilated layouts (Residue, written from
 // the plan's segment program) and the small integer helpers the generated
 // code calls (FloorDiv, Lanes, Every). It imports only the standard library.

@@ -1,0 +1,412 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/attngen/attngen/runtime/mask"
+)
+
+// Backward computes the gradients of masked attention under the compiled
+// mask m: dq, dk and dv of a loss whose gradient with respect to the
+// output is dout, from the inputs q, k, v and the forward's out and lse
+// (the natural-log log-sum-exp Forward writes). Layouts are those of
+// Forward: q, out, dout and dq are [Batch, HeadsQ, SeqQ, HeadDim], k, v,
+// dk and dv [Batch, HeadsKV, SeqK, HeadDim], lse [Batch, HeadsQ, SeqQ];
+// docs as in Forward (ignored by masks without documents).
+//
+// It is the FlashAttention-2 backward walked through the plan: delta =
+// rowsum(dout * out); then, per key tile, over the query tiles that visit
+// it (mask.Columns, the forward schedule transposed), P = exp(S - lse)
+// recomputed, dV += P^T dout, dS = P * (dout V^T - delta), dK += dS^T Q
+// * scale; and a second pass per query tile over the key tiles it visits
+// for dQ += dS K * scale. Every output row is written by one thread, in a
+// fixed order, so results do not depend on the number of threads. The
+// query heads of a group sum into their key/value head's dK and dV. Empty
+// tiles are never visited, and a masked pair never reads its key or value:
+// non-finite data at masked positions cannot reach any gradient. A row
+// whose lse is -Inf (it keeps no key) contributes nothing: its dq is 0, as
+// are dk and dv of keys no row keeps.
+//
+// Every variant runs the same pure-Go code for now (the variant is
+// validated like Forward's, so callers can pass the one they use for the
+// forward); AVX-512 and AVX2 backward kernels are still to come.
+//
+// Errors wrap ErrShape, ErrShort (a slice shorter than the shape),
+// ErrDocument, ErrAlias (dq, dk or dv overlapping each other or any
+// input), ErrVariant or ErrHeadDim. After warm-up a call allocates
+// nothing.
+func Backward(m mask.Mask, variant Variant, dq, dk, dv, dout, q, k, v, out, lse []float32, docs []int32, s Shape) error {
+	if variant == Auto {
+		variant = Best()
+	}
+	if _, ok := tileFor(variant); !ok {
+		return fmt.Errorf("%w: %s", ErrVariant, variant)
+	}
+	t, _ := TargetOf(variant)
+	if err := t.Supports(s.HeadDim); err != nil {
+		return err
+	}
+	docs = docsFor(m, docs)
+	z, err := s.check()
+	if err != nil {
+		return err
+	}
+	for _, x := range []struct {
+		name    string
+		n, want int
+	}{
+		{"dq", len(dq), z.q}, {"dk", len(dk), z.kv}, {"dv", len(dv), z.kv}, {"dout", len(dout), z.q},
+		{"q", len(q), z.q}, {"k", len(k), z.kv}, {"v", len(v), z.kv}, {"out", len(out), z.q}, {"lse", len(lse), z.lse},
+	} {
+		if x.n < x.want {
+			return fmt.Errorf("%w: %s has %d elements, the shape needs %d", ErrShort, x.name, x.n, x.want)
+		}
+	}
+	var ds memSpan
+	if m.UsesDocs() {
+		if n, ok := mul(s.Batch, s.SeqK); !ok || len(docs) != s.SeqK && len(docs) != n {
+			return fmt.Errorf("%w: %d document ids; the shape needs SeqK = %d (shared by every batch) or Batch*SeqK = %d (one row per batch)", ErrDocument, len(docs), s.SeqK, n)
+		}
+		ds = span(docs[:docsLen(s, docs)])
+	}
+	type named struct {
+		name string
+		m    memSpan
+	}
+	ins := [...]named{{"dq", span(dq[:z.q])}, {"dk", span(dk[:z.kv])}, {"dv", span(dv[:z.kv])},
+		{"dout", span(dout[:z.q])}, {"q", span(q[:z.q])}, {"k", span(k[:z.kv])}, {"v", span(v[:z.kv])},
+		{"out", span(out[:z.q])}, {"lse", span(lse[:z.lse])}, {"docs", ds}}
+	for a, o := range ins[:3] {
+		for b, x := range ins {
+			if a != b && o.m.overlaps(x.m) {
+				return fmt.Errorf("%w: %s and %s share memory", ErrAlias, o.name, x.name)
+			}
+		}
+	}
+	c := bcalls.Get().(*bcall)
+	defer bcalls.Put(c)
+	c.dq, c.dk, c.dv, c.dout, c.q, c.k, c.v, c.out, c.lse = dq[:z.q], dk[:z.kv], dv[:z.kv], dout[:z.q], q[:z.q], k[:z.kv], v[:z.kv], out[:z.q], lse[:z.lse]
+	defer c.drop()
+	if err := c.setup(m, s, docs); err != nil {
+		return err
+	}
+	c.deltas()
+	clear(c.dq)
+	clear(c.dk)
+	clear(c.dv)
+	c.run(1)
+	c.run(2)
+	return nil
+}
+
+// bcall is the state of one Backward call; pooled like call.
+type bcall struct {
+	mask                                     mask.Mask
+	s                                        Shape
+	scale                                    float32
+	dq, dk, dv, dout, q, k, v, out, lse, dlt []float32
+	docs                                     []mask.Docs
+	segs                                     []segment
+	msegs                                    []mask.Segment
+	cols                                     []mask.Columns // per (document row, segment)
+	items                                    []bitem        // pass 1: key tiles; pass 2: query tiles
+	items2                                   []bitem
+	pass                                     int
+	next                                     atomic.Int64
+	wg                                       sync.WaitGroup
+}
+
+// A bitem is a key tile (pass 1: kt, of kv head h) or a query tile (pass
+// 2: qt, of query head h) of one segment of one batch.
+type bitem struct{ b, h, seg, t int32 }
+
+var bcalls = sync.Pool{New: func() any { return new(bcall) }}
+
+func (c *bcall) drop() {
+	c.mask = nil
+	c.dq, c.dk, c.dv, c.dout, c.q, c.k, c.v, c.out, c.lse = nil, nil, nil, nil, nil, nil, nil, nil, nil
+}
+
+func (c *bcall) setup(m mask.Mask, s Shape, docs []int32) error {
+	c.docs = c.docs[:0]
+	if m.UsesDocs() {
+		rows := docsLen(s, docs) / s.SeqK
+		for b := 0; b < rows; b++ {
+			if b == cap(c.docs) {
+				c.docs = append(c.docs, mask.Docs{})
+			}
+			c.docs = c.docs[:b+1]
+			if err := c.docs[b].Reset(docs[b*s.SeqK : (b+1)*s.SeqK]); err != nil {
+				if rows > 1 {
+					return fmt.Errorf("%w: batch %d: %v", ErrDocument, b, err)
+				}
+				return fmt.Errorf("%w: %v", ErrDocument, err)
+			}
+		}
+	}
+	c.mask, c.s = m, s
+	c.scale = s.Scale
+	if c.scale == 0 {
+		c.scale = float32(1 / math.Sqrt(float64(s.HeadDim)))
+	}
+	c.segs, c.msegs = segments(c.segs, c.msegs, s.SeqQ, s.SeqK, m.Stride())
+	rows := max(len(c.docs), 1)
+	n := rows * len(c.segs)
+	for len(c.cols) < n {
+		c.cols = append(c.cols, mask.Columns{})
+	}
+	for dr := 0; dr < rows; dr++ {
+		for gi, g := range c.segs {
+			c.cols[dr*len(c.segs)+gi].Build(m, g.nq, g.nk, TQ, TK, c.docsRow(dr))
+		}
+	}
+	c.items, c.items2 = c.items[:0], c.items2[:0]
+	for b := 0; b < s.Batch; b++ {
+		cs := c.colsOf(b)
+		for h := 0; h < s.HeadsKV; h++ {
+			for gi, g := range c.segs {
+				for kt := 0; kt < g.tiles; kt++ {
+					if len(cs[gi].Of(kt)) > 0 {
+						c.items = append(c.items, bitem{int32(b), int32(h), int32(gi), int32(kt)})
+					}
+				}
+			}
+		}
+		for h := 0; h < s.HeadsQ; h++ {
+			for gi, g := range c.segs {
+				for qt := 0; qt*TQ < g.nq; qt++ {
+					if len(cs[gi].Row(qt)) > 0 {
+						c.items2 = append(c.items2, bitem{int32(b), int32(h), int32(gi), int32(qt)})
+					}
+				}
+			}
+		}
+	}
+	c.dlt = grow(c.dlt, len(c.lse))
+	return nil
+}
+
+func (c *bcall) docsRow(dr int) *mask.Docs {
+	if len(c.docs) == 0 {
+		return nil
+	}
+	return &c.docs[dr]
+}
+
+// colsOf returns the schedules (one per segment) of batch b.
+func (c *bcall) colsOf(b int) []mask.Columns {
+	dr := 0
+	if len(c.docs) > 1 {
+		dr = b
+	}
+	return c.cols[dr*len(c.segs):][:len(c.segs)]
+}
+
+func (c *bcall) docsOf(b int) *mask.Docs {
+	switch len(c.docs) {
+	case 0:
+		return nil
+	case 1:
+		return &c.docs[0]
+	}
+	return &c.docs[b]
+}
+
+// deltas computes delta = rowsum(dout * out) of every row that keeps a
+// key (lse > -Inf).
+func (c *bcall) deltas() {
+	D := c.s.HeadDim
+	for row, l := range c.lse {
+		if math.IsInf(float64(l), -1) {
+			continue
+		}
+		c.dlt[row] = dot(c.dout[row*D:][:D], c.out[row*D:][:D])
+	}
+}
+
+// run runs one pass on the calling goroutine and the helpers.
+func (c *bcall) run(pass int) {
+	c.pass = pass
+	c.next.Store(0)
+	n := len(c.items)
+	if pass == 2 {
+		n = len(c.items2)
+	}
+	nw := min(runtime.GOMAXPROCS(0), n)
+	var hs [64]*worker
+	ws := helpers(hs[:0], min(nw-1, len(hs)))
+	c.wg.Add(len(ws))
+	for _, w := range ws {
+		w.jobs <- c
+	}
+	b := callerBuffers.Get().(*buffers)
+	c.work(b)
+	callerBuffers.Put(b)
+	c.wg.Wait()
+}
+
+func (c *bcall) done() { c.wg.Done() }
+
+func (c *bcall) work(w *buffers) {
+	items := c.items
+	if c.pass == 2 {
+		items = c.items2
+	}
+	for {
+		n := c.next.Add(1) - 1
+		if n >= int64(len(items)) {
+			return
+		}
+		if c.pass == 1 {
+			c.keyTile(w, items[n])
+		} else {
+			c.queryTile(w, items[n])
+		}
+	}
+}
+
+// qrow returns the row index ([batch, head, seq_q]) of segment position x
+// of segment g, and kvrow the row ([batch, kv head, seq_k]) of key x.
+func (c *bcall) qrow(b, h int, g segment, x int) int {
+	s := c.s
+	return (b*s.HeadsQ+h)*s.SeqQ + g.off + g.stride*x - (s.SeqK - s.SeqQ)
+}
+
+func (c *bcall) kvrow(b, h int, g segment, x int) int {
+	return (b*c.s.HeadsKV+h)*c.s.SeqK + g.off + g.stride*x
+}
+
+// words fills w.mask with the keep words of query tile qt against key tile
+// kt of segment g (rows past the segment's queries get 0) and reports
+// whether the tile keeps a pair.
+func (c *bcall) words(w *buffers, b int, g segment, qt, kt int, class mask.Class) bool {
+	words := w.mask[:TQ]
+	off := g.nk - g.nq
+	q0 := qt*TQ + off
+	q1 := min(qt*TQ+TQ, g.nq) - 1 + off
+	if class == mask.Full {
+		tail := mask.TailBits(g.nk - kt*TK)
+		for r := range words {
+			words[r] = 0
+			if q0+r <= q1 {
+				words[r] = tail
+			}
+		}
+		return true
+	}
+	return mask.Refine(c.mask, words, q0, q1, kt, g.nk, TK, c.docsOf(b)) != mask.Empty
+}
+
+// prob returns P = exp(scale * q.k - lse) and dS = P * (dout.v - delta)
+// of one kept pair.
+func (c *bcall) prob(qi, kj, di, vj []float32, lse, delta float32) (p, ds float32) {
+	sc := float64(dot(qi, kj)*c.scale) - float64(lse)
+	p = float32(math.Exp(sc))
+	return p, p * (dot(di, vj) - delta)
+}
+
+// keyTile is pass 1 for one key tile of one kv head: dK and dV of its keys,
+// over the query heads of the group and the query tiles that visit it.
+func (c *bcall) keyTile(w *buffers, it bitem) {
+	s, D := c.s, c.s.HeadDim
+	b, kvh, g, kt := int(it.b), int(it.h), c.segs[it.seg], int(it.t)
+	group := s.HeadsQ / s.HeadsKV
+	k0 := kt * TK
+	nk := min(TK, g.nk-k0)
+	off := g.nk - g.nq
+	for _, ct := range c.colsOf(b)[it.seg].Of(kt) {
+		if !c.words(w, b, g, ct.Q, kt, ct.Class) {
+			continue
+		}
+		for h := kvh * group; h < (kvh+1)*group; h++ {
+			for r, word := range w.mask[:TQ] {
+				if word == 0 {
+					continue
+				}
+				row := c.qrow(b, h, g, ct.Q*TQ+r+off)
+				l := c.lse[row]
+				if math.IsInf(float64(l), -1) {
+					continue
+				}
+				qi, di := c.q[row*D:][:D], c.dout[row*D:][:D]
+				delta := c.dlt[row]
+				for j := 0; j < nk; j++ {
+					if word&(1<<uint(j)) == 0 {
+						continue
+					}
+					kr := c.kvrow(b, kvh, g, k0+j) * D
+					p, ds := c.prob(qi, c.k[kr:][:D], di, c.v[kr:][:D], l, delta)
+					axpy(p, di, c.dv[kr:][:D])
+					axpy(ds*c.scale, qi, c.dk[kr:][:D])
+				}
+			}
+		}
+	}
+}
+
+// queryTile is pass 2 for one query tile of one query head: dQ of its rows
+// over the key tiles it visits.
+func (c *bcall) queryTile(w *buffers, it bitem) {
+	s, D := c.s, c.s.HeadDim
+	b, h, g, qt := int(it.b), int(it.h), c.segs[it.seg], int(it.t)
+	kvh := h / (s.HeadsQ / s.HeadsKV)
+	off := g.nk - g.nq
+	for _, t := range c.colsOf(b)[it.seg].Row(qt) {
+		if !c.words(w, b, g, qt, t.K, t.Class) {
+			continue
+		}
+		k0 := t.K * TK
+		nk := min(TK, g.nk-k0)
+		for r, word := range w.mask[:TQ] {
+			if word == 0 {
+				continue
+			}
+			row := c.qrow(b, h, g, qt*TQ+r+off)
+			l := c.lse[row]
+			if math.IsInf(float64(l), -1) {
+				continue
+			}
+			qi, di, dqi := c.q[row*D:][:D], c.dout[row*D:][:D], c.dq[row*D:][:D]
+			delta := c.dlt[row]
+			for j := 0; j < nk; j++ {
+				if word&(1<<uint(j)) == 0 {
+					continue
+				}
+				kr := c.kvrow(b, kvh, g, k0+j) * D
+				kj := c.k[kr:][:D]
+				_, ds := c.prob(qi, kj, di, c.v[kr:][:D], l, delta)
+				axpy(ds*c.scale, kj, dqi)
+			}
+		}
+	}
+}
+
+// dot is the float32 dot product of a and b (len(b) >= len(a)), in four
+// partial sums.
+func dot(a, b []float32) float32 {
+	b = b[:len(a)]
+	var s0, s1, s2, s3 float32
+	i := 0
+	for ; i+4 <= len(a); i += 4 {
+		s0 += a[i] * b[i]
+		s1 += a[i+1] * b[i+1]
+		s2 += a[i+2] * b[i+2]
+		s3 += a[i+3] * b[i+3]
+	}
+	for ; i < len(a); i++ {
+		s0 += a[i] * b[i]
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+// axpy adds a*x to y (len(y) >= len(x)).
+func axpy(a float32, x, y []float32) {
+	y = y[:len(x)]
+	for i, e := range x {
+		y[i] += a * e
+	}
+}

@@ -1,0 +1,106 @@
+package cpu_test
+
+import (
+	"errors"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"testing"
+
+	"github.com/attngen/attngen/runtime/cpu"
+)
+
+type bargs struct {
+	dq, dk, dv, dout, q, k, v, out, lse []float32
+}
+
+func newBargs(r *rand.Rand, s cpu.Shape) bargs {
+	nq := s.Batch * s.HeadsQ * s.SeqQ * s.HeadDim
+	nkv := s.Batch * s.HeadsKV * s.SeqK * s.HeadDim
+	a := bargs{make([]float32, nq), make([]float32, nkv), make([]float32, nkv), randSlice(r, nq),
+		randSlice(r, nq), randSlice(r, nkv), randSlice(r, nkv), make([]float32, nq), make([]float32, nq/s.HeadDim)}
+	return a
+}
+
+func (a bargs) call(m causal, v cpu.Variant, s cpu.Shape) error {
+	return cpu.Backward(m, v, a.dq, a.dk, a.dv, a.dout, a.q, a.k, a.v, a.out, a.lse, nil, s)
+}
+
+// TestBackwardErrors: the forward's validation, for every argument.
+func TestBackwardErrors(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	s := cpu.Shape{Batch: 1, HeadsQ: 2, HeadsKV: 1, SeqQ: 9, SeqK: 12, HeadDim: 64}
+	a := newBargs(r, s)
+	if err := cpu.Forward(causal{}, cpu.PureGo, a.out, a.lse, a.q, a.k, a.v, nil, s); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.call(causal{}, cpu.PureGo, s); err != nil {
+		t.Fatal(err)
+	}
+	short := func(f func(*bargs)) bargs { b := a; f(&b); return b }
+	for name, c := range map[string]struct {
+		a    bargs
+		s    cpu.Shape
+		want error
+	}{
+		"short dq":   {short(func(b *bargs) { b.dq = b.dq[1:] }), s, cpu.ErrShort},
+		"short dk":   {short(func(b *bargs) { b.dk = b.dk[1:] }), s, cpu.ErrShort},
+		"short dv":   {short(func(b *bargs) { b.dv = b.dv[1:] }), s, cpu.ErrShort},
+		"short dout": {short(func(b *bargs) { b.dout = b.dout[1:] }), s, cpu.ErrShort},
+		"short out":  {short(func(b *bargs) { b.out = b.out[1:] }), s, cpu.ErrShort},
+		"nil lse":    {short(func(b *bargs) { b.lse = nil }), s, cpu.ErrShort},
+		"short v":    {short(func(b *bargs) { b.v = b.v[1:] }), s, cpu.ErrShort},
+		"dq = q":     {short(func(b *bargs) { b.dq = b.q }), s, cpu.ErrAlias},
+		"dk = dv":    {short(func(b *bargs) { b.dk = b.dv }), s, cpu.ErrAlias},
+		"dv = lse":   {short(func(b *bargs) { b.dv = append(b.lse[:0:0], make([]float32, len(b.dv))...); b.lse = b.dv[:len(a.lse)] }), s, cpu.ErrAlias},
+		"dq = dout":  {short(func(b *bargs) { b.dq = b.dout }), s, cpu.ErrAlias},
+		"sq > sk":    {a, cpu.Shape{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: 3, SeqK: 2, HeadDim: 64}, cpu.ErrShape},
+		"gqa":        {a, cpu.Shape{Batch: 1, HeadsQ: 3, HeadsKV: 2, SeqQ: 1, SeqK: 1, HeadDim: 64}, cpu.ErrShape},
+		"head dim":   {a, cpu.Shape{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: 1, SeqK: 1, HeadDim: 32}, cpu.ErrHeadDim},
+		"overflow":   {a, cpu.Shape{Batch: 1 << 57, HeadsQ: 1, HeadsKV: 1, SeqQ: 1, SeqK: 1, HeadDim: 64}, cpu.ErrShape},
+	} {
+		if err := c.a.call(causal{}, cpu.PureGo, c.s); !errors.Is(err, c.want) {
+			t.Errorf("%s: error %v, want %v", name, err, c.want)
+		}
+	}
+	if err := a.call(causal{}, cpu.Variant(99), s); !errors.Is(err, cpu.ErrVariant) {
+		t.Errorf("unknown variant: error %v", err)
+	}
+}
+
+// TestBackwardThreads: the gradients do not depend on the number of
+// threads, bit for bit, and every variant gives the same (pure-Go) result.
+func TestBackwardThreads(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	s := cpu.Shape{Batch: 2, HeadsQ: 4, HeadsKV: 2, SeqQ: 150, SeqK: 200, HeadDim: 64}
+	a := newBargs(r, s)
+	if err := cpu.Forward(causal{}, cpu.PureGo, a.out, a.lse, a.q, a.k, a.v, nil, s); err != nil {
+		t.Fatal(err)
+	}
+	var first [3][]float32
+	for n, procs := range []int{1, 2, 3} {
+		old := runtime.GOMAXPROCS(procs)
+		for _, v := range []cpu.Variant{cpu.Auto, cpu.PureGo} {
+			for _, x := range [][]float32{a.dq, a.dk, a.dv} {
+				for i := range x {
+					x[i] = float32(math.NaN())
+				}
+			}
+			if err := a.call(causal{}, v, s); err != nil {
+				t.Fatal(err)
+			}
+			for g, x := range [][]float32{a.dq, a.dk, a.dv} {
+				if n == 0 && v == cpu.Auto {
+					first[g] = append([]float32(nil), x...)
+					continue
+				}
+				for i := range x {
+					if math.Float32bits(x[i]) != math.Float32bits(first[g][i]) {
+						t.Fatalf("GOMAXPROCS %d, %s: gradient %d differs at %d: %v vs %v", procs, v, g, i, x[i], first[g][i])
+					}
+				}
+			}
+		}
+		runtime.GOMAXPROCS(old)
+	}
+}

@@ -1,0 +1,292 @@
+package verify
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+
+	"github.com/attngen/attngen/spec"
+)
+
+// RunBackward is a backward kernel under test: the gradients dq, dk and dv
+// of masked attention from dout, the inputs q, k, v, and the output and
+// the natural-log lse of the forward, with document ids when the mask has
+// document.
+type RunBackward func(dq, dk, dv, dout, q, k, v, out, lse []float32, docs []int32, s Shape) error
+
+// GradReport is what CheckGrad measured on one shape: for dq, dk and dv
+// in turn, the kernel's and the yardstick's largest error against
+// ReferenceGrad, and the largest reference magnitude.
+type GradReport struct {
+	Shape                Shape
+	KernelErr, NaiveErr  [3]float64
+	RefMax               [3]float64
+	MaskedRows, DeadKeys int // rows that keep no key, key rows no query keeps (checked exactly 0)
+}
+
+var gradNames = [3]string{"dq", "dk", "dv"}
+
+func (r GradReport) String() string {
+	s := fmt.Sprintf("B%d Hq%d Hkv%d Sq%d Sk%d D%d:", r.Shape.Batch, r.Shape.HeadsQ, r.Shape.HeadsKV, r.Shape.SeqQ, r.Shape.SeqK, r.Shape.HeadDim)
+	for x, n := range gradNames {
+		s += fmt.Sprintf(" %s err %.2e (yardstick %.2e, max %.2e)", n, r.KernelErr[x], r.NaiveErr[x], r.RefMax[x])
+	}
+	return s + fmt.Sprintf(", %d fully masked rows, %d keys kept by no row", r.MaskedRows, r.DeadKeys)
+}
+
+// structure returns, for a shape, which query rows ([batch, head, seq_q])
+// keep some key and which key rows ([batch, kv head, seq_k]) some query
+// row keeps: where the gradients must be exactly 0 and where they need
+// not be.
+func structure(p spec.Pattern, docs *spec.Docs, s Shape) (rowKeeps, keyKept []bool) {
+	_, nkv, nl := s.Sizes()
+	rowKeeps, keyKept = make([]bool, nl), make([]bool, nkv/s.HeadDim)
+	group := s.HeadsQ / s.HeadsKV
+	for bh := 0; bh < s.Batch*s.HeadsQ; bh++ {
+		kv := bh/s.HeadsQ*s.HeadsKV + bh%s.HeadsQ/group
+		for r := 0; r < s.SeqQ; r++ {
+			i := spec.Row(r, s.SeqQ, s.SeqK)
+			for j := 0; j < s.SeqK; j++ {
+				if p.AtDocs(i, j, docs) {
+					rowKeeps[bh*s.SeqQ+r] = true
+					keyKept[kv*s.SeqK+j] = true
+				}
+			}
+		}
+	}
+	return rowKeeps, keyKept
+}
+
+// CheckGrad runs the forward fwd and then the backward bwd on fresh random
+// inputs of one shape (every output poisoned with NaN first) and compares
+// dq, dk and dv with ReferenceGrad and with NaiveGradFP32 on the same
+// inputs: each may be at most opt.Factor times the yardstick's error, with
+// a floor of opt.Floor times the largest reference magnitude. The rows of
+// dq whose query keeps no key, and the rows of dk and dv of keys no query
+// keeps, must be exactly 0.
+func CheckGrad(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r *rand.Rand) (GradReport, error) {
+	rep := GradReport{Shape: s}
+	nq, nkv, nl := s.Sizes()
+	D := s.HeadDim
+	q, k, v, ids, docs := randomInputs(p, s, r)
+	dout := randomSlice(r, nq, 1)
+	ref, err := ReferenceGrad(p, docs, q, k, v, dout, s)
+	if err != nil {
+		return rep, err
+	}
+	naive, err := NaiveGradFP32(p, docs, q, k, v, dout, s)
+	if err != nil {
+		return rep, err
+	}
+	out, lse := make([]float32, nq), make([]float32, nl)
+	poison(out)
+	poison(lse)
+	if err := fwd(out, lse, q, k, v, ids, s); err != nil {
+		return rep, fmt.Errorf("forward: %w", err)
+	}
+	dq, dk, dv := make([]float32, nq), make([]float32, nkv), make([]float32, nkv)
+	poison(dq)
+	poison(dk)
+	poison(dv)
+	if err := bwd(dq, dk, dv, dout, q, k, v, out, lse, ids, s); err != nil {
+		return rep, err
+	}
+	rowKeeps, keyKept := structure(p, docs, s)
+	got := [3][]float32{dq, dk, dv}
+	want := [3][]float64{ref.Q, ref.K, ref.V}
+	yard := [3][]float32{naive.Q, naive.K, naive.V}
+	live := [3][]bool{rowKeeps, keyKept, keyKept}
+	for x := range got {
+		for row, ok := range live[x] {
+			if !ok {
+				if x < 2 {
+					if x == 0 {
+						rep.MaskedRows++
+					} else {
+						rep.DeadKeys++
+					}
+				}
+				for d := 0; d < D; d++ {
+					if e := got[x][row*D+d]; e != 0 {
+						return rep, fmt.Errorf("%v: %s[row %d, dim %d] = %v, want exactly 0 (no pair of that row is kept)", s, gradNames[x], row, d, e)
+					}
+				}
+				continue
+			}
+			for d := 0; d < D; d++ {
+				i := row*D + d
+				e := math.Abs(float64(got[x][i]) - want[x][i])
+				if !(e <= math.MaxFloat64) {
+					return rep, fmt.Errorf("%v: %s[row %d, dim %d] = %v (not written or not finite), reference %v", s, gradNames[x], row, d, got[x][i], want[x][i])
+				}
+				rep.KernelErr[x] = max(rep.KernelErr[x], e)
+				rep.NaiveErr[x] = max(rep.NaiveErr[x], math.Abs(float64(yard[x][i])-want[x][i]))
+				rep.RefMax[x] = max(rep.RefMax[x], math.Abs(want[x][i]))
+			}
+		}
+	}
+	for x := range got {
+		if rep.KernelErr[x] > ErrFactor*max(rep.NaiveErr[x], ErrFloor*max(rep.RefMax[x], 1)) {
+			return rep, fmt.Errorf("%v: %s error too large: %v", s, gradNames[x], rep)
+		}
+	}
+	return rep, nil
+}
+
+// CheckGradDependencies checks, for one small shape of one batch and one
+// head, that perturbing row i of dout changes dv exactly at the keys row i
+// keeps, dk only there, and dq only in row i; outputs are compared bit
+// for bit.
+func CheckGradDependencies(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r *rand.Rand) error {
+	if s.Batch != 1 || s.HeadsQ != 1 || s.HeadsKV != 1 {
+		return errors.New("CheckGradDependencies wants one batch and one head")
+	}
+	nq, nkv, nl := s.Sizes()
+	D := s.HeadDim
+	q, k, v, ids, docs := randomInputs(p, s, r)
+	dout := randomSlice(r, nq, 1)
+	out, lse := make([]float32, nq), make([]float32, nl)
+	if err := fwd(out, lse, q, k, v, ids, s); err != nil {
+		return err
+	}
+	base := [3][]float32{make([]float32, nq), make([]float32, nkv), make([]float32, nkv)}
+	if err := bwd(base[0], base[1], base[2], dout, q, k, v, out, lse, ids, s); err != nil {
+		return err
+	}
+	got := [3][]float32{make([]float32, nq), make([]float32, nkv), make([]float32, nkv)}
+	changed := func(x []float32, y []float32, row int) bool {
+		for d := 0; d < D; d++ {
+			if x[row*D+d] != y[row*D+d] {
+				return true
+			}
+		}
+		return false
+	}
+	for i := 0; i < s.SeqQ; i++ {
+		d2 := clone(dout)
+		for d := 0; d < D; d++ {
+			d2[i*D+d] += float32(1000 * r.NormFloat64())
+		}
+		for _, g := range got {
+			poison(g)
+		}
+		if err := bwd(got[0], got[1], got[2], d2, q, k, v, out, lse, ids, s); err != nil {
+			return err
+		}
+		row := spec.Row(i, s.SeqQ, s.SeqK)
+		for r2 := 0; r2 < s.SeqQ; r2++ {
+			if r2 != i && changed(got[0], base[0], r2) {
+				return fmt.Errorf("%v: changing dout row %d changed dq row %d", s, i, r2)
+			}
+		}
+		for j := 0; j < s.SeqK; j++ {
+			keeps := p.AtDocs(row, j, docs)
+			if c := changed(got[2], base[2], j); c != keeps {
+				return fmt.Errorf("%v: changing dout row %d changed dv row %d: %v, but the mask keeps the pair: %v", s, i, j, c, keeps)
+			}
+			if c := changed(got[1], base[1], j); c && !keeps {
+				return fmt.Errorf("%v: changing dout row %d changed dk row %d, which the row masks", s, i, j)
+			}
+		}
+	}
+	return nil
+}
+
+// CheckGradNonFinite poisons, in each trial, the keys and values a random
+// query row masks (NaN, +Inf and -Inf mixed), runs the forward and the
+// backward on them, and checks that a masked pair is never read: every dq
+// row whose query keeps none of the poisoned keys, and every dk and dv row
+// of a clean key that only such queries keep, is bit-identical to the
+// clean run.
+func CheckGradNonFinite(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r *rand.Rand, trials int) error {
+	if err := s.Validate(); err != nil {
+		return err
+	}
+	nq, nkv, nl := s.Sizes()
+	D := s.HeadDim
+	group := s.HeadsQ / s.HeadsKV
+	q, k, v, ids, docs := randomInputs(p, s, r)
+	dout := randomSlice(r, nq, 1)
+	run := func(k, v []float32) ([3][]float32, error) {
+		out, lse := make([]float32, nq), make([]float32, nl)
+		g := [3][]float32{make([]float32, nq), make([]float32, nkv), make([]float32, nkv)}
+		fill(out, lse)
+		if err := fwd(out, lse, q, k, v, ids, s); err != nil {
+			return g, err
+		}
+		for _, x := range g {
+			poison(x)
+		}
+		return g, bwd(g[0], g[1], g[2], dout, q, k, v, out, lse, ids, s)
+	}
+	clean, err := run(k, v)
+	if err != nil {
+		return err
+	}
+	kvOf := func(bh int) int { return bh/s.HeadsQ*s.HeadsKV + bh%s.HeadsQ/group }
+	keeps := func(r, j int) bool { return p.AtDocs(spec.Row(r, s.SeqQ, s.SeqK), j, docs) }
+	specials := []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))}
+	for t := 0; t < trials; t++ {
+		pk, pv := clone(k), clone(v)
+		row := r.IntN(nl)
+		kv := kvOf(row / s.SeqQ)
+		bad := make([]bool, nkv/D)
+		for j := 0; j < s.SeqK; j++ {
+			if keeps(row%s.SeqQ, j) {
+				continue
+			}
+			bad[kv*s.SeqK+j] = true
+			for d := 0; d < D; d++ {
+				pk[(kv*s.SeqK+j)*D+d] = specials[r.IntN(3)]
+				pv[(kv*s.SeqK+j)*D+d] = specials[r.IntN(3)]
+			}
+		}
+		got, err := run(pk, pv)
+		if err != nil {
+			return err
+		}
+		// dirty query rows: those keeping a poisoned key
+		dirty := make([]bool, nl)
+		for x := 0; x < nl; x++ {
+			for j := 0; j < s.SeqK; j++ {
+				if bad[kvOf(x/s.SeqQ)*s.SeqK+j] && keeps(x%s.SeqQ, j) {
+					dirty[x] = true
+					break
+				}
+			}
+		}
+		// dirty key rows: poisoned, or kept by a dirty query row
+		dirtyKey := slices.Clone(bad)
+		for x := 0; x < nl; x++ {
+			if !dirty[x] {
+				continue
+			}
+			for j := 0; j < s.SeqK; j++ {
+				if keeps(x%s.SeqQ, j) {
+					dirtyKey[kvOf(x/s.SeqQ)*s.SeqK+j] = true
+				}
+			}
+		}
+		same := func(x int, n int) bool {
+			for d := 0; d < D; d++ {
+				if math.Float32bits(got[x][n*D+d]) != math.Float32bits(clean[x][n*D+d]) {
+					return false
+				}
+			}
+			return true
+		}
+		for x := 0; x < nl; x++ {
+			if !dirty[x] && !same(0, x) {
+				return fmt.Errorf("%v: the keys query row %d masks poisoned: dq row %d, which keeps none of them, changed", s, row, x)
+			}
+		}
+		for n := range dirtyKey {
+			if !dirtyKey[n] && (!same(1, n) || !same(2, n)) {
+				return fmt.Errorf("%v: the keys query row %d masks poisoned: dk/dv of clean key row %d, kept by clean rows only, changed", s, row, n)
+			}
+		}
+	}
+	return nil
+}
