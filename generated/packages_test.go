@@ -8,10 +8,12 @@ import (
 	"github.com/attngen/attngen/generated/block"
 	"github.com/attngen/attngen/generated/bridge"
 	"github.com/attngen/attngen/generated/causal"
+	"github.com/attngen/attngen/generated/chunked"
 	"github.com/attngen/attngen/generated/dilated"
 	"github.com/attngen/attngen/generated/document"
 	"github.com/attngen/attngen/generated/hetero"
 	"github.com/attngen/attngen/generated/hybrid"
+	"github.com/attngen/attngen/generated/prefixlm"
 	"github.com/attngen/attngen/generated/sebridge"
 	"github.com/attngen/attngen/generated/streaming"
 	"github.com/attngen/attngen/generated/window"
@@ -82,6 +84,27 @@ func packages() []pkg {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					q16, k16, v16 := bits16(elem, q), bits16(elem, k), bits16(elem, vv)
 					return causal.ForwardVariant16(causal.Variant(v), causal.Elem(elem), out, lse, q16, k16, v16, causal.Shape(conv(s)))
+				}
+			}},
+		{file: "chunked.yaml", dir: "chunked", mask: chunked.Mask, headDim: chunked.HeadDim, docs: false,
+			supported: func(v int) bool { return chunked.Supported(chunked.Variant(v)) },
+			compiled:  chunked.CompiledMask(),
+			geometry: func(k int, s verify.Shape) ([3]int, [3]int, int, error) {
+				return chunked.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.HeadsKV, s.SeqQ, s.SeqK)
+			},
+			gpus:    len(chunked.GPUKernels),
+			best:    func() (int, string) { return int(chunked.Best()), chunked.Best().String() },
+			variant: reflect.TypeFor[chunked.Variant](),
+			errs:    map[string]error{"shape": chunked.ErrShape, "short": chunked.ErrShort, "variant": chunked.ErrVariant, "headDim": chunked.ErrHeadDim, "document": chunked.ErrDocument, "alias": chunked.ErrAlias, "page": chunked.ErrPage},
+			run: func(v int) verify.Run {
+				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
+					return chunked.ForwardVariant(chunked.Variant(v), out, lse, q, k, vv, chunked.Shape(conv(s)))
+				}
+			},
+			run16: func(v, elem int) verify.Run {
+				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
+					q16, k16, v16 := bits16(elem, q), bits16(elem, k), bits16(elem, vv)
+					return chunked.ForwardVariant16(chunked.Variant(v), chunked.Elem(elem), out, lse, q16, k16, v16, chunked.Shape(conv(s)))
 				}
 			}},
 		{file: "dilated.yaml", dir: "dilated", mask: dilated.Mask, headDim: dilated.HeadDim, docs: false,
@@ -166,6 +189,27 @@ func packages() []pkg {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					q16, k16, v16 := bits16(elem, q), bits16(elem, k), bits16(elem, vv)
 					return hybrid.ForwardVariant16(hybrid.Variant(v), hybrid.Elem(elem), out, lse, q16, k16, v16, hybrid.Shape(conv(s)))
+				}
+			}},
+		{file: "prefix_lm.yaml", dir: "prefixlm", mask: prefixlm.Mask, headDim: prefixlm.HeadDim, docs: false,
+			supported: func(v int) bool { return prefixlm.Supported(prefixlm.Variant(v)) },
+			compiled:  prefixlm.CompiledMask(),
+			geometry: func(k int, s verify.Shape) ([3]int, [3]int, int, error) {
+				return prefixlm.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.HeadsKV, s.SeqQ, s.SeqK)
+			},
+			gpus:    len(prefixlm.GPUKernels),
+			best:    func() (int, string) { return int(prefixlm.Best()), prefixlm.Best().String() },
+			variant: reflect.TypeFor[prefixlm.Variant](),
+			errs:    map[string]error{"shape": prefixlm.ErrShape, "short": prefixlm.ErrShort, "variant": prefixlm.ErrVariant, "headDim": prefixlm.ErrHeadDim, "document": prefixlm.ErrDocument, "alias": prefixlm.ErrAlias, "page": prefixlm.ErrPage},
+			run: func(v int) verify.Run {
+				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
+					return prefixlm.ForwardVariant(prefixlm.Variant(v), out, lse, q, k, vv, prefixlm.Shape(conv(s)))
+				}
+			},
+			run16: func(v, elem int) verify.Run {
+				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
+					q16, k16, v16 := bits16(elem, q), bits16(elem, k), bits16(elem, vv)
+					return prefixlm.ForwardVariant16(prefixlm.Variant(v), prefixlm.Elem(elem), out, lse, q16, k16, v16, prefixlm.Shape(conv(s)))
 				}
 			}},
 		{file: "se_bridge.yaml", dir: "sebridge", mask: sebridge.Mask, headDim: sebridge.HeadDim, docs: false,

@@ -167,6 +167,9 @@ func capErrors(l ErrorList) ErrorList {
 type parser struct {
 	file string
 	errs ErrorList
+	// nonCausal lists the masks that need causal: false (prefix_lm), by
+	// position and field, checked once the causal flag is read.
+	nonCausal []*Error
 }
 
 func (p *parser) pos(n *yaml.Node) Pos { return Pos{p.file, max(n.Line, 1), max(n.Column, 1)} }
@@ -367,6 +370,11 @@ func (p *parser) spec(doc *yaml.Node) *Spec {
 			s.HeadDimPos = p.pos(n)
 		}
 	}
+	if s.Causal {
+		for _, e := range p.nonCausal {
+			p.errs = append(p.errs, e)
+		}
+	}
 	if schedNode = fields["schedule"]; schedNode != nil {
 		if schedNode.Kind != yaml.SequenceNode {
 			p.errorf(schedNode, "schedule: want a list of layer entries, got %s", describe(schedNode))
@@ -562,9 +570,9 @@ func checkPackageName(v string) error {
 
 // Mask kinds a spec may write, with their parameters.
 var (
-	primitives = []string{"full", "window", "block", "bridge", "dilated", "global", "document"}
+	primitives = []string{"full", "window", "block", "bridge", "dilated", "global", "document", "queries", "keys"}
 	combiners  = []string{"union", "intersect"}
-	shorthands = []string{"pbb", "se_bridge", "streaming", "strided"}
+	shorthands = []string{"pbb", "se_bridge", "streaming", "strided", "prefix_lm", "chunked"}
 	allKinds   = append(append(append([]string{}, primitives...), combiners...), shorthands...)
 )
 
@@ -756,6 +764,41 @@ func (p *parser) primitive(kind string, pr *params, pos Pos) *Mask {
 	case "global":
 		pr.allow("tokens")
 		m.Op, m.Tokens = OpGlobal, pr.get("tokens", true, 1, MaxInt, maxStr())
+	case "queries", "keys":
+		pr.allow("from", "below", "stride", "phase")
+		m.Op = OpQueries
+		if kind == "keys" {
+			m.Op = OpKeys
+		}
+		m.Lo = pr.get("from", false, 0, MaxInt, maxStr())
+		m.Below = pr.get("below", false, 1, MaxInt, maxStr())
+		m.Stride = max(pr.get("stride", false, 1, MaxInt, maxStr()), 1)
+		if pr.has("phase") && !pr.has("stride") {
+			p.errorf(pr.fields["phase"], "%s.phase: needs stride (the positions p with p mod stride == phase)", pr.what)
+			pr.failed = true
+		} else {
+			m.Phase = pr.get("phase", false, 0, m.Stride-1, fmt.Sprintf("stride - 1 = %d", m.Stride-1))
+		}
+		if !pr.failed && m.Below > 0 {
+			if first, _ := setRange(m, 0, m.Below-1); first >= m.Below {
+				at := pr.fields["below"]
+				if m.Lo < m.Below {
+					p.errorf(at, "%s.below: no position in [from, below) = [%d, %d) has p mod %d == %d; the mask keeps nothing", pr.what, m.Lo, m.Below, m.Stride, m.Phase)
+				} else {
+					p.errorf(at, "%s.below: %d must exceed from = %d; the mask keeps nothing", pr.what, m.Below, m.Lo)
+				}
+				pr.failed = true
+			}
+		}
+	case "prefix_lm":
+		pr.allow("prefix")
+		n := pr.get("prefix", true, 1, MaxInt, maxStr())
+		m = Union(&Mask{Op: OpKeys, Below: n, Stride: 1, Pos: pos}, &Mask{Op: OpWindow, Left: MaxInt - 1, Pos: pos})
+		p.nonCausal = append(p.nonCausal, &Error{pos, pr.what + ": is bidirectional over the prefix, so it needs causal: false (its causal part after the prefix is built in); under causal: true it is plain causal attention"})
+	case "chunked":
+		pr.allow("size")
+		c := pr.get("size", true, 1, MaxInt, maxStr())
+		m = Intersect(&Mask{Op: OpBlock, Size: c, Pos: pos}, &Mask{Op: OpWindow, Left: MaxInt - 1, Pos: pos})
 	case "pbb", "se_bridge":
 		keys := []string{"block", "width"}
 		if kind == "se_bridge" {

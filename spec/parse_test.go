@@ -166,7 +166,7 @@ var errCases = []errCase{
 	{"mask a list", "name: a\nmask: [full]\n", []wantErr{at(2, 7, "mask: want a mapping", "got a list")}},
 	{"mask empty mapping", "name: a\nmask: {}\n", []wantErr{at(2, 7, "mask: empty mapping")}},
 	{"unknown mask kind", "name: a\nmask: {sliding_window: {size: 4}}\n",
-		[]wantErr{at(2, 8, `mask: unknown mask kind "sliding_window"`, "want one of full, window, block, bridge, dilated, global, document, union, intersect, pbb, se_bridge, streaming, strided")}},
+		[]wantErr{at(2, 8, `mask: unknown mask kind "sliding_window"`, "want one of full, window, block, bridge, dilated, global, document, queries, keys, union, intersect, pbb, se_bridge, streaming, strided, prefix_lm, chunked")}},
 	{"two primitives in one map", lines("name: a", "mask:", "  block: {size: 4}", "  window: {size: 2}"),
 		[]wantErr{at(4, 3, "mask: two primitives in one map (block and window)", "union or intersect")}},
 	{"two primitives in a union operand", lines("name: a", "mask:", "  union:", "    - {block: {size: 4}, global: {tokens: 1}}"),
@@ -246,7 +246,33 @@ var errCases = []errCase{
 	{"global unknown parameter", "name: a\nmask: {global: {tokens: 4, size: 2}}\n",
 		[]wantErr{at(2, 28, `mask.global: unknown key "size"`, "want tokens")}},
 
+	// queries, keys.
+	{"keys below 0", "name: a\nmask: {keys: {below: 0}}\n", []wantErr{at(2, 22, "mask.keys.below: 0 is out of range (at least 1)")}},
+	{"queries from negative", "name: a\nmask: {queries: {from: -1}}\n", []wantErr{at(2, 24, "mask.queries.from: -1 is out of range (at least 0)")}},
+	{"keys from not below below", "name: a\nmask: {keys: {from: 8, below: 8}}\n",
+		[]wantErr{at(2, 31, "mask.keys.below: 8 must exceed from = 8", "keeps nothing")}},
+	{"queries stride misses the range", "name: a\nmask: {queries: {from: 5, below: 8, stride: 4}}\n",
+		[]wantErr{at(2, 34, "mask.queries.below: no position in [from, below) = [5, 8) has p mod 4 == 0", "keeps nothing")}},
+	{"keys phase without stride", "name: a\nmask: {keys: {phase: 1}}\n",
+		[]wantErr{at(2, 22, "mask.keys.phase: needs stride")}},
+	{"keys phase not below stride", "name: a\nmask: {keys: {stride: 4, phase: 4}}\n",
+		[]wantErr{at(2, 33, "mask.keys.phase: 4 is out of range (at most stride - 1 = 3)")}},
+	{"keys stride 0", "name: a\nmask: {keys: {stride: 0}}\n", []wantErr{at(2, 23, "mask.keys.stride: 0 is out of range (at least 1)")}},
+	{"queries unknown parameter", "name: a\nmask: {queries: {below: 4, size: 2}}\n",
+		[]wantErr{at(2, 28, `mask.queries: unknown key "size"`, "want from, below, stride, phase")}},
+
 	// Shorthands.
+	{"prefix_lm under causal", "name: a\nmask: {prefix_lm: {prefix: 4}}\n",
+		[]wantErr{at(2, 8, "mask.prefix_lm: is bidirectional over the prefix, so it needs causal: false")}},
+	{"prefix_lm in masks under causal, written causal", lines("name: a", "causal: true", "mask: {full: {}}", "schedule: [mask, p]", "masks:", "  p: {union: [{window: {size: 4}}, {prefix_lm: {prefix: 4}}]}"),
+		[]wantErr{at(6, 37, "masks.p.union[1].prefix_lm: is bidirectional over the prefix")}},
+	{"prefix_lm prefix 0", "name: a\ncausal: false\nmask: {prefix_lm: {prefix: 0}}\n",
+		[]wantErr{at(3, 28, "mask.prefix_lm.prefix: 0 is out of range (at least 1)")}},
+	{"prefix_lm missing prefix", "name: a\ncausal: false\nmask: {prefix_lm: {}}\n",
+		[]wantErr{at(3, 19, "mask.prefix_lm: missing parameter prefix")}},
+	{"chunked size 0", "name: a\nmask: {chunked: {size: 0}}\n", []wantErr{at(2, 24, "mask.chunked.size: 0 is out of range (at least 1)")}},
+	{"chunked unknown parameter", "name: a\nmask: {chunked: {size: 4, chunk: 2}}\n",
+		[]wantErr{at(2, 27, `mask.chunked: unknown key "chunk"`, "want size")}},
 	{"pbb width larger than block", "name: a\nmask: {pbb: {block: 16, width: 17}}\n",
 		[]wantErr{at(2, 32, "mask.pbb.width: 17 is out of range (at most block = 16)")}},
 	{"pbb unknown parameter sources", "name: a\nmask: {pbb: {block: 16, width: 4, sources: 8}}\n",
@@ -495,17 +521,20 @@ var exampleWant = map[string]struct {
 	headDim  int
 	schedule []string
 	masks    map[string]*spec.Mask
+	causal   bool
 }{
-	"block.yaml":     {"block", spec.Block(256), 128, nil, nil},
-	"bridge.yaml":    {"bridge", spec.Union(spec.Block(256), spec.Bridge(256, 32, 32, 0)), 128, nil, nil},
-	"causal.yaml":    {"causal", spec.Full(), 128, nil, nil},
-	"dilated.yaml":   {"dilated", spec.Dilated(8, 0), 128, nil, nil},
-	"document.yaml":  {"document", spec.Intersect(spec.Document(), spec.Union(spec.Global(2), spec.Window(512))), 64, nil, nil},
-	"hetero.yaml":    {"hetero", spec.Block(128), 64, []string{"mask", "wide", "sparse"}, map[string]*spec.Mask{"wide": spec.Window(256), "sparse": spec.Dilated(16, 32)}},
-	"hybrid.yaml":    {"hybrid", spec.Union(spec.Block(64), spec.Bridge(64, 8, 8, 0)), 64, []string{"mask", "mask", "mask", "full"}, nil},
-	"se_bridge.yaml": {"sebridge", spec.Union(spec.Block(256), spec.Bridge(256, 32, 256, 0)), 128, nil, nil},
-	"streaming.yaml": {"streaming", spec.Union(spec.Global(4), spec.Window(1024)), 128, nil, nil},
-	"window.yaml":    {"window", spec.Window(1024), 128, nil, nil},
+	"block.yaml":     {"block", spec.Block(256), 128, nil, nil, true},
+	"bridge.yaml":    {"bridge", spec.Union(spec.Block(256), spec.Bridge(256, 32, 32, 0)), 128, nil, nil, true},
+	"causal.yaml":    {"causal", spec.Full(), 128, nil, nil, true},
+	"chunked.yaml":   {"chunked", spec.Intersect(spec.Block(256), spec.Window(spec.MaxInt)), 128, nil, nil, true},
+	"dilated.yaml":   {"dilated", spec.Dilated(8, 0), 128, nil, nil, true},
+	"document.yaml":  {"document", spec.Intersect(spec.Document(), spec.Union(spec.Global(2), spec.Window(512))), 64, nil, nil, true},
+	"hetero.yaml":    {"hetero", spec.Block(128), 64, []string{"mask", "wide", "sparse"}, map[string]*spec.Mask{"wide": spec.Window(256), "sparse": spec.Dilated(16, 32)}, true},
+	"hybrid.yaml":    {"hybrid", spec.Union(spec.Block(64), spec.Bridge(64, 8, 8, 0)), 64, []string{"mask", "mask", "mask", "full"}, nil, true},
+	"prefix_lm.yaml": {"prefixlm", spec.Union(spec.KeySet(0, 512, 1, 0), spec.Window(spec.MaxInt)), 128, nil, nil, false},
+	"se_bridge.yaml": {"sebridge", spec.Union(spec.Block(256), spec.Bridge(256, 32, 256, 0)), 128, nil, nil, true},
+	"streaming.yaml": {"streaming", spec.Union(spec.Global(4), spec.Window(1024)), 128, nil, nil, true},
+	"window.yaml":    {"window", spec.Window(1024), 128, nil, nil, true},
 }
 
 func exampleFiles(t *testing.T) []string {
@@ -540,8 +569,8 @@ func TestParseExamples(t *testing.T) {
 			continue
 		}
 		seen[filepath.Base(f)] = true
-		if s.Name != w.name || s.HeadDim != w.headDim || !s.Causal {
-			t.Errorf("%s: name %q head_dim %d causal %v, want %q %d true", f, s.Name, s.HeadDim, s.Causal, w.name, w.headDim)
+		if s.Name != w.name || s.HeadDim != w.headDim || s.Causal != w.causal {
+			t.Errorf("%s: name %q head_dim %d causal %v, want %q %d %v", f, s.Name, s.HeadDim, s.Causal, w.name, w.headDim, w.causal)
 		}
 		if !s.Mask.Equal(w.mask) {
 			t.Errorf("%s: mask %s, want %s", f, s.Mask, w.mask)
@@ -587,10 +616,10 @@ func checkNormal(t *testing.T, what string, m *spec.Mask) {
 	t.Helper()
 	var walk func(m *spec.Mask) bool
 	walk = func(m *spec.Mask) bool {
-		if m == nil || m.Op > spec.OpIntersect {
+		if m == nil || m.Op >= spec.NumOps {
 			return false
 		}
-		if (m.Op == spec.OpUnion || m.Op == spec.OpIntersect) != (len(m.Args) > 0) {
+		if m.Op.Combinator() != (len(m.Args) > 0) {
 			return false
 		}
 		for _, a := range m.Args {
@@ -635,6 +664,13 @@ func TestParsePrimitives(t *testing.T) {
 		{"{dilated: {stride: 4}}", spec.Dilated(4, 0)},
 		{"{dilated: {stride: 4, size: 3}}", spec.Dilated(4, 3)},
 		{"{global: {tokens: 4}}", spec.Global(4)},
+		{"{queries: {below: 4}}", spec.QuerySet(0, 4, 1, 0)},
+		{"{queries: {from: 4}}", spec.QuerySet(4, 0, 1, 0)},
+		{"{keys: {from: 2, below: 9, stride: 3, phase: 2}}", spec.KeySet(2, 9, 3, 2)},
+		{"{keys: {stride: 2}}", spec.KeySet(0, 0, 2, 0)},
+		{"{keys: {stride: 1}}", spec.KeySet(0, 0, 1, 0)},
+		{"{keys: {}}", spec.KeySet(0, 0, 1, 0)},
+		{"{keys: {from: 7, below: 8, stride: 7}}", spec.KeySet(7, 8, 7, 0)},
 		{"{union: [{block: {size: 4}}]}", spec.Union(spec.Block(4))},
 		{"{intersect: [{document: {}}, {window: {size: 4}}, {global: {tokens: 1}}]}", spec.Intersect(spec.Document(), spec.Window(4), spec.Global(1))},
 		{"{union: [{intersect: [{block: {size: 8}}, {dilated: {stride: 2}}]}, {union: [{full: {}}]}]}",
@@ -673,6 +709,7 @@ func TestParseShorthands(t *testing.T) {
 		{"{streaming: {sinks: 1, window: 1}}", "streaming", spec.Union(spec.Global(1), spec.Window(1))},
 		{"{strided: {stride: 8}}", "strided", spec.Union(spec.Window(8), spec.Dilated(8, 0))},
 		{"{strided: {stride: 1}}", "strided", spec.Union(spec.Window(1), spec.Dilated(1, 0))},
+		{"{chunked: {size: 8192}}", "chunked", spec.Intersect(spec.Block(8192), spec.Window(spec.MaxInt))},
 	}
 	for _, c := range cases {
 		s, err := spec.Parse("t.yaml", []byte("name: a\nmask: "+c.src+"\n"))
@@ -710,6 +747,20 @@ func TestParseShorthands(t *testing.T) {
 		checkNormal(t, nested, s.Mask)
 		checkNormal(t, nested, s.Masks["x"])
 	}
+}
+
+// TestParsePrefixLM: prefix_lm lowers to keys below the prefix united
+// with the causal window, under causal: false (the only flag it takes).
+func TestParsePrefixLM(t *testing.T) {
+	s, err := spec.Parse("t.yaml", []byte("name: a\ncausal: false\nmask: {prefix_lm: {prefix: 64}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := spec.Union(spec.KeySet(0, 64, 1, 0), spec.Window(spec.MaxInt))
+	if !s.Mask.Equal(want) || s.Mask.From != "prefix_lm" || s.Causal {
+		t.Errorf("got %s (from %q, causal %v), want %s", s.Mask, s.Mask.From, s.Causal, want)
+	}
+	checkNormal(t, "prefix_lm", s.Mask)
 }
 
 // TestParseDefaults: causal true, head_dim 128, no schedule, no extra masks.

@@ -68,6 +68,17 @@ func (m *Mask) keys(dst []Prog, i int, r Prog) []Prog {
 		return add(Prog{lo, hi, m.Stride})
 	case OpGlobal:
 		return add(Prog{0, m.Tokens - 1, 1})
+	case OpQueries:
+		if !m.inSet(i) {
+			return dst
+		}
+		return add(Prog{r.Lo, r.Hi, 1})
+	case OpKeys:
+		hi := inf
+		if m.Below > 0 {
+			hi = m.Below - 1
+		}
+		return add(Prog{m.Lo + mod(m.Phase-m.Lo, m.Stride), hi, m.Stride})
 	case OpUnion:
 		for _, a := range m.Args {
 			dst = a.keys(dst, i, r)

@@ -54,6 +54,23 @@ func Extreme(r *rand.Rand, op spec.Op) *spec.Mask {
 		return spec.Dilated(extreme(r, spec.MaxInt), orZero(spec.MaxInt))
 	case spec.OpGlobal:
 		return spec.Global(extreme(r, spec.MaxInt))
+	case spec.OpQueries, spec.OpKeys:
+		for {
+			from, below, stride, phase := orZero(spec.MaxInt), orZero(spec.MaxInt), 1, 0
+			if r.IntN(2) == 0 {
+				stride = extreme(r, spec.MaxInt)
+				switch r.IntN(3) {
+				case 1:
+					phase = stride - 1
+				case 2:
+					phase = extreme(r, stride-1) % stride
+				}
+			}
+			// the parser's rule: some position of the set lies below below
+			if first := from + ((phase-from)%stride+stride)%stride; below == 0 || first < below {
+				return set(op, from, below, stride, phase)
+			}
+		}
 	}
 	panic("spectest: no extreme generator for mask op " + op.String())
 }

@@ -54,8 +54,31 @@ func Of(r *rand.Rand, op spec.Op, n int) *spec.Mask {
 		return spec.Dilated(stride, size)
 	case spec.OpGlobal:
 		return spec.Global(1 + r.IntN(n/4+1))
+	case spec.OpQueries, spec.OpKeys:
+		from, below, stride, phase := 0, 0, 1, 0
+		if r.IntN(2) == 0 {
+			from = r.IntN(n)
+		}
+		if r.IntN(3) == 0 {
+			stride = 2 + r.IntN(8)
+			phase = r.IntN(stride)
+		}
+		if r.IntN(2) == 0 {
+			// past the set's first position, so that the parser takes it
+			first := from + ((phase-from)%stride+stride)%stride
+			below = first + 1 + r.IntN(n)
+		}
+		return set(op, from, below, stride, phase)
 	}
 	panic("spectest: no random generator for mask op " + op.String())
+}
+
+// set is spec.QuerySet or spec.KeySet.
+func set(op spec.Op, from, below, stride, phase int) *spec.Mask {
+	if op == spec.OpQueries {
+		return spec.QuerySet(from, below, stride, phase)
+	}
+	return spec.KeySet(from, below, stride, phase)
 }
 
 // Mask returns a random mask: a primitive, or a union or intersection of

@@ -1,0 +1,222 @@
+package gen
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/attngen/attngen/runtime/cpu"
+	"github.com/attngen/attngen/runtime/mask"
+	"github.com/attngen/attngen/spec"
+)
+
+// external is a mask published outside attngen, re-implemented here from
+// its published meaning (not from its code), next to the attngen spec
+// that docs/language.md maps it to. keep takes FlexAttention's q_idx and
+// kv_idx with equal lengths; for SeqQ < SeqK the test passes
+// q_idx + SeqK - SeqQ, the offset language.md documents.
+type external struct {
+	name   string // where it comes from, with its parameters
+	causal bool   // the spec's causal flag
+	mask   string // the spec's mask, flow YAML
+	keep   func(q, kv int) bool
+}
+
+// floorDiv is Python's // on ints (PyTorch's on integer tensors floors too).
+func floorDiv(a, b int) int {
+	q := a / b
+	if (a%b != 0) && ((a < 0) != (b < 0)) {
+		q--
+	}
+	return q
+}
+
+func externals() []external {
+	var out []external
+	add := func(name string, causal bool, m string, keep func(q, kv int) bool) {
+		out = append(out, external{name, causal, m, keep})
+	}
+	// attention-gym masks/causal.py: causal_mask.
+	add("attention-gym causal_mask", true, "{full: {}}", func(q, kv int) bool { return q >= kv })
+	for _, w := range []int{1, 5, 64} {
+		// attention-gym masks/sliding_window.py: causal and q - kv <= W.
+		add(fmt.Sprintf("attention-gym generate_sliding_window(%d)", w), true, fmt.Sprintf("{window: {size: %d}}", w+1),
+			func(q, kv int) bool { return q >= kv && q-kv <= w })
+		// Hugging Face masking_utils sliding_window_causal_mask_function:
+		// causal and kv > q - W.
+		add(fmt.Sprintf("HF sliding_window_causal_mask_function(%d)", w), true, fmt.Sprintf("{window: {size: %d}}", w),
+			func(q, kv int) bool { return kv <= q && kv > q-w })
+		// Hugging Face sliding_window_bidirectional_mask_function: |q - kv| <= W.
+		add(fmt.Sprintf("HF sliding_window_bidirectional_mask_function(%d)", w), false, fmt.Sprintf("{window: {left: %d, right: %d}}", w, w),
+			func(q, kv int) bool { return q-kv <= w && kv-q <= w })
+	}
+	for _, p := range []int{1, 7, 64, 100} {
+		// attention-gym masks/prefix_lm.py: kv < P, or causal.
+		add(fmt.Sprintf("attention-gym generate_prefix_lm_mask(%d)", p), false, fmt.Sprintf("{prefix_lm: {prefix: %d}}", p),
+			func(q, kv int) bool { return kv < p || q >= kv })
+		// FlexAttention one-sided predicates, the building blocks of
+		// hybrids: the first P rows see every key; keys from P on.
+		add(fmt.Sprintf("mask_mod q_idx < %d", p), false, fmt.Sprintf("{queries: {below: %d}}", p),
+			func(q, kv int) bool { return q < p })
+		add(fmt.Sprintf("mask_mod (kv_idx >= %d) & causal", p), true, fmt.Sprintf("{keys: {from: %d}}", p),
+			func(q, kv int) bool { return kv >= p && q >= kv })
+		// "first P rows bidirectional over the first P keys, causal
+		// elsewhere" written with the one-sided primitives.
+		add(fmt.Sprintf("mask_mod ((q_idx < %d) & (kv_idx < %d)) | causal", p, p), false,
+			fmt.Sprintf("{union: [{intersect: [{queries: {below: %d}}, {keys: {below: %d}}]}, {window: {size: 2147483647}}]}", p, p),
+			func(q, kv int) bool { return q < p && kv < p || q >= kv })
+	}
+	for _, c := range []int{1, 4, 33, 64} {
+		// Hugging Face masking_utils chunked_causal_mask_function without
+		// left padding (Llama 4's chunked attention): same chunk of
+		// attention_chunk_size positions, and causal.
+		add(fmt.Sprintf("HF chunked_causal_mask_function(%d)", c), true, fmt.Sprintf("{chunked: {size: %d}}", c),
+			func(q, kv int) bool { return floorDiv(kv, c) == floorDiv(q, c) && kv <= q })
+		// the same under causal: false: chunked brings its own causality
+		add(fmt.Sprintf("HF chunked_causal_mask_function(%d), spec not causal", c), false, fmt.Sprintf("{chunked: {size: %d}}", c),
+			func(q, kv int) bool { return floorDiv(kv, c) == floorDiv(q, c) && kv <= q })
+	}
+	for _, s := range []int{2, 3} {
+		for ph := 0; ph < s; ph++ {
+			// FlexAttention: keys at positions congruent to ph mod s.
+			add(fmt.Sprintf("mask_mod (kv_idx %% %d == %d) & causal", s, ph), true, fmt.Sprintf("{keys: {stride: %d, phase: %d}}", s, ph),
+				func(q, kv int) bool { return kv%s == ph && q >= kv })
+		}
+	}
+	return out
+}
+
+// TestExternalMasks: for every external mask, attngen's meaning (At), its
+// dense rows (Keys, which the float64 reference and the counters use),
+// the plan's keep words (what the CPU kernels apply) and the plan's tile
+// classes agree with the external definition on every pair, at equal
+// lengths and when decoding; and the CPU kernel's output equals a float64
+// attention computed with the external definition.
+func TestExternalMasks(t *testing.T) {
+	r := rand.New(rand.NewPCG(91, 92))
+	var progs []spec.Prog
+	for _, e := range externals() {
+		s, err := spec.Parse("ext.yaml", []byte(fmt.Sprintf("name: ext\ncausal: %v\nhead_dim: 64\nmask: %s\n", e.causal, e.mask)))
+		if err != nil {
+			t.Fatalf("%s: %v", e.name, err)
+		}
+		pat := s.Pattern()
+		plan, err := Compile(s, CPUTarget, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", e.name, err)
+		}
+		m := plan.Mask()
+		for _, sz := range [][2]int{{1, 1}, {7, 7}, {130, 130}, {200, 200}, {1, 150}, {50, 170}} {
+			sq, sk := sz[0], sz[1]
+			for row := 0; row < sq; row++ {
+				i := spec.Row(row, sq, sk)
+				dense := make([]bool, sk)
+				progs = pat.Keys(progs[:0], i, sk)
+				for _, g := range progs {
+					for j := g.Lo; j <= g.Hi; j += g.Step {
+						dense[j] = true
+					}
+				}
+				for k0 := 0; k0 < sk; k0 += 64 {
+					w := m.Word(i, k0, sk, nil)
+					for j := k0; j < min(k0+64, sk); j++ {
+						want := e.keep(i, j)
+						if pat.At(i, j) != want || dense[j] != want || (w>>uint(j-k0)&1 != 0) != want {
+							t.Fatalf("%s (%s, causal %v): sq %d sk %d pair (%d, %d): external %v, At %v, Keys %v, keep word %v",
+								e.name, e.mask, e.causal, sq, sk, i, j, want, pat.At(i, j), dense[j], w>>uint(j-k0)&1 != 0)
+						}
+					}
+				}
+			}
+			// tile classes (query and key tiles of 16 positions) are sound
+			// against the external mask
+			for q0 := sk - sq; q0 < sk; q0 += 16 {
+				q1 := min(q0+15, sk-1)
+				for k0 := 0; k0 < sk; k0 += 16 {
+					k1 := min(k0+15, sk-1)
+					kept, total := 0, 0
+					for i := q0; i <= q1; i++ {
+						for j := k0; j <= k1; j++ {
+							total++
+							if e.keep(i, j) {
+								kept++
+							}
+						}
+					}
+					switch c := m.Class(q0, q1, k0, k1, nil); {
+					case c == spec.Empty && kept > 0, c == spec.FullT && kept < total:
+						t.Fatalf("%s: tile [%d,%d]x[%d,%d] is %v, %d of %d kept", e.name, q0, q1, k0, k1, c, kept, total)
+					}
+				}
+			}
+			checkExternalKernel(t, e, m, sq, sk, r)
+		}
+	}
+}
+
+// checkExternalKernel runs the CPU kernels (every supported variant) and
+// compares their output and log-sum-exp with float64 attention under the
+// external mask.
+func checkExternalKernel(t *testing.T, e external, m mask.Mask, sq, sk int, r *rand.Rand) {
+	t.Helper()
+	const d = 64
+	q, k, v := make([]float32, sq*d), make([]float32, sk*d), make([]float32, sk*d)
+	for _, x := range [][]float32{q, k, v} {
+		for n := range x {
+			x[n] = float32(r.Float64()*2 - 1)
+		}
+	}
+	scale := 1 / math.Sqrt(d)
+	wantOut, wantLSE := make([]float64, sq*d), make([]float64, sq)
+	for row := 0; row < sq; row++ {
+		i := spec.Row(row, sq, sk)
+		mx := math.Inf(-1)
+		sc := make([]float64, sk)
+		for j := 0; j < sk; j++ {
+			if !e.keep(i, j) {
+				continue
+			}
+			for c := 0; c < d; c++ {
+				sc[j] += float64(q[row*d+c]) * float64(k[j*d+c])
+			}
+			sc[j] *= scale
+			mx = math.Max(mx, sc[j])
+		}
+		if math.IsInf(mx, -1) {
+			wantLSE[row] = mx
+			continue
+		}
+		sum := 0.0
+		for j := 0; j < sk; j++ {
+			if e.keep(i, j) {
+				p := math.Exp(sc[j] - mx)
+				sum += p
+				for c := 0; c < d; c++ {
+					wantOut[row*d+c] += p * float64(v[j*d+c])
+				}
+			}
+		}
+		for c := 0; c < d; c++ {
+			wantOut[row*d+c] /= sum
+		}
+		wantLSE[row] = mx + math.Log(sum)
+	}
+	for _, variant := range variants() {
+		out, lse := make([]float32, sq*d), make([]float32, sq)
+		err := cpu.Forward(m, variant, out, lse, q, k, v, nil, cpu.Shape{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: sq, SeqK: sk, HeadDim: d})
+		if err != nil {
+			t.Fatalf("%s: %s: %v", e.name, variant, err)
+		}
+		for n := range out {
+			if math.Abs(float64(out[n])-wantOut[n]) > 1e-4 {
+				t.Fatalf("%s: %s sq %d sk %d: out[%d] = %v, external %v", e.name, variant, sq, sk, n, out[n], wantOut[n])
+			}
+		}
+		for n := range lse {
+			if want := wantLSE[n]; math.IsInf(want, -1) != math.IsInf(float64(lse[n]), -1) || !math.IsInf(want, -1) && math.Abs(float64(lse[n])-want) > 1e-4 {
+				t.Fatalf("%s: %s sq %d sk %d: lse[%d] = %v, external %v", e.name, variant, sq, sk, n, lse[n], want)
+			}
+		}
+	}
+}
