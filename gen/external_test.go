@@ -84,6 +84,27 @@ func externals() []external {
 				func(q, kv int) bool { return kv%s == ph && q >= kv })
 		}
 	}
+	for _, w := range []int{1, 3, 64, 65} {
+		// FlexAttention: every earlier key except the W most recent
+		// (issue 11's "everything except the last 64 keys" is W = 65:
+		// q_idx - kv_idx > 64).
+		add(fmt.Sprintf("mask_mod causal & (q_idx - kv_idx >= %d)", w), true, fmt.Sprintf("{not: {window: {size: %d}}}", w),
+			func(q, kv int) bool { return q >= kv && q-kv >= w })
+		// bidirectional: everything outside the band |q - kv| <= W
+		add(fmt.Sprintf("mask_mod abs(q_idx - kv_idx) > %d", w), false, fmt.Sprintf("{not: {window: {left: %d, right: %d}}}", w, w),
+			func(q, kv int) bool { return q-kv > w || kv-q > w })
+	}
+	for _, c := range []int{4, 16} {
+		// and_masks(sliding_window(W), ~same_block): a window minus the
+		// query's own block (A & ~B)
+		add(fmt.Sprintf("mask_mod causal & (q_idx - kv_idx < 40) & ~(q_idx // %d == kv_idx // %d)", c, c), true,
+			fmt.Sprintf("{intersect: [{window: {size: 40}}, {not: {block: {size: %d}}}]}", c),
+			func(q, kv int) bool { return q >= kv && q-kv < 40 && floorDiv(q, c) != floorDiv(kv, c) })
+		// or_masks(prefix, ~chunk): keys below c, or outside the query's chunk
+		add(fmt.Sprintf("mask_mod (kv_idx < %d) | (q_idx // %d != kv_idx // %d)", c, c, c), false,
+			fmt.Sprintf("{union: [{keys: {below: %d}}, {not: {block: {size: %d}}}]}", c, c),
+			func(q, kv int) bool { return kv < c || floorDiv(q, c) != floorDiv(kv, c) })
+	}
 	return out
 }
 

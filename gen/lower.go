@@ -369,6 +369,9 @@ func (b *builder) classDist(causal bool, q0, q1, k0, k1 int, lo, hi, step int64)
 // the table.
 func (b *builder) lowerPred(m *spec.Mask, causal bool, i, j int) int {
 	switch m.Op {
+	case spec.OpNot:
+		// the causal flag is ANDed once, by LowerPred
+		return b.not(b.lowerPred(m.Args[0], causal, i, j))
 	case spec.OpUnion, spec.OpIntersect:
 		r := b.lowerPred(m.Args[0], causal, i, j)
 		for _, a := range m.Args[1:] {
@@ -386,6 +389,9 @@ func (b *builder) lowerPred(m *spec.Mask, causal bool, i, j int) int {
 
 func (b *builder) lowerHull(m *spec.Mask, causal bool, q0, q1, x int) (next, last int) {
 	switch m.Op {
+	case spec.OpNot:
+		// the keys an operand drops can be anywhere: the whole row
+		return x, b.konst(Inf)
 	case spec.OpUnion, spec.OpIntersect:
 		next, last = b.lowerHull(m.Args[0], causal, q0, q1, x)
 		for _, a := range m.Args[1:] {
@@ -405,6 +411,14 @@ func (b *builder) lowerHull(m *spec.Mask, causal bool, q0, q1, x int) (next, las
 
 func (b *builder) lowerClass(m *spec.Mask, causal bool, q0, q1, k0, k1 int) int {
 	switch m.Op {
+	case spec.OpNot:
+		// spec's rule: the operand's class without the causal flag,
+		// Empty and Full swapped (2 - c), capped by the causal class
+		c := b.sub(b.konst(int64(mask.Full)), b.lowerClass(m.Args[0], false, q0, q1, k0, k1))
+		if causal {
+			c = b.min(c, everything.class(b, nil, true, q0, q1, k0, k1))
+		}
+		return c
 	case spec.OpUnion, spec.OpIntersect:
 		c := b.lowerClass(m.Args[0], causal, q0, q1, k0, k1)
 		for _, a := range m.Args[1:] {

@@ -13,6 +13,7 @@ package generated
 //go:generate go run ../cmd/attngen -spec ../spec/examples/chunked.yaml -out chunked
 //go:generate go run ../cmd/attngen -spec ../spec/examples/dilated.yaml -out dilated
 //go:generate go run ../cmd/attngen -spec ../spec/examples/document.yaml -out document
+//go:generate go run ../cmd/attngen -spec ../spec/examples/except.yaml -out except
 //go:generate go run ../cmd/attngen -spec ../spec/examples/hetero.yaml -out hetero
 //go:generate go run ../cmd/attngen -spec ../spec/examples/hybrid.yaml -out hybrid
 //go:generate go run ../cmd/attngen -spec ../spec/examples/prefix_lm.yaml -out prefixlm

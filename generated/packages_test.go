@@ -11,6 +11,7 @@ import (
 	"github.com/attngen/attngen/generated/chunked"
 	"github.com/attngen/attngen/generated/dilated"
 	"github.com/attngen/attngen/generated/document"
+	"github.com/attngen/attngen/generated/except"
 	"github.com/attngen/attngen/generated/hetero"
 	"github.com/attngen/attngen/generated/hybrid"
 	"github.com/attngen/attngen/generated/prefixlm"
@@ -147,6 +148,27 @@ func packages() []pkg {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					q16, k16, v16 := bits16(elem, q), bits16(elem, k), bits16(elem, vv)
 					return document.ForwardVariant16(document.Variant(v), document.Elem(elem), out, lse, q16, k16, v16, docs, document.Shape(conv(s)))
+				}
+			}},
+		{file: "except.yaml", dir: "except", mask: except.Mask, headDim: except.HeadDim, docs: false,
+			supported: func(v int) bool { return except.Supported(except.Variant(v)) },
+			compiled:  except.CompiledMask(),
+			geometry: func(k int, s verify.Shape) ([3]int, [3]int, int, error) {
+				return except.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.HeadsKV, s.SeqQ, s.SeqK)
+			},
+			gpus:    len(except.GPUKernels),
+			best:    func() (int, string) { return int(except.Best()), except.Best().String() },
+			variant: reflect.TypeFor[except.Variant](),
+			errs:    map[string]error{"shape": except.ErrShape, "short": except.ErrShort, "variant": except.ErrVariant, "headDim": except.ErrHeadDim, "document": except.ErrDocument, "alias": except.ErrAlias, "page": except.ErrPage},
+			run: func(v int) verify.Run {
+				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
+					return except.ForwardVariant(except.Variant(v), out, lse, q, k, vv, except.Shape(conv(s)))
+				}
+			},
+			run16: func(v, elem int) verify.Run {
+				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
+					q16, k16, v16 := bits16(elem, q), bits16(elem, k), bits16(elem, vv)
+					return except.ForwardVariant16(except.Variant(v), except.Elem(elem), out, lse, q16, k16, v16, except.Shape(conv(s)))
 				}
 			}},
 		{file: "hetero.yaml", dir: "hetero", mask: hetero.Mask, headDim: hetero.HeadDim, docs: false,

@@ -100,6 +100,18 @@ func (m *Mask) classify(q0, q1, k0, k1 int, causal bool) Class {
 		return classifyQueries(q0, q1, k0, k1, m, causal)
 	case OpKeys:
 		return classifyKeys(q0, q1, k0, k1, m, causal)
+	case OpNot:
+		// The pairs kept are the causal ones the operand, taken without
+		// the causal flag, drops: its full tiles become empty and its
+		// empty tiles take the causal class (Empty < Partial < FullT, so
+		// 2 - c swaps the ends). Exact when causal is false or the
+		// operand's class is; a partial operand under causal is partial
+		// unless causality alone empties the tile.
+		c := 2 - m.Args[0].classify(q0, q1, k0, k1, false)
+		if causal {
+			c = min(c, Full().classify(q0, q1, k0, k1, true))
+		}
+		return c
 	case OpBlock:
 		return classifyBlock(q0, q1, k0, k1, m.Size, causal)
 	case OpBridge:

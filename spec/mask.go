@@ -24,6 +24,7 @@ const (
 	OpKeys                // j in the set (Lo <= j < Below, j mod Stride == Phase): keys on one side
 	OpUnion               // OR of Args
 	OpIntersect           // AND of Args
+	OpNot                 // NOT of Args[0] (the causal flag stays ANDed outside)
 	numOps
 )
 
@@ -32,9 +33,9 @@ const (
 const NumOps = numOps
 
 // Combinator reports whether the op combines other masks (its Args).
-func (o Op) Combinator() bool { return o == OpUnion || o == OpIntersect }
+func (o Op) Combinator() bool { return o == OpUnion || o == OpIntersect || o == OpNot }
 
-var opNames = [...]string{"full", "window", "block", "bridge", "dilated", "global", "document", "queries", "keys", "union", "intersect"}
+var opNames = [...]string{"full", "window", "block", "bridge", "dilated", "global", "document", "queries", "keys", "union", "intersect", "not"}
 
 func (o Op) String() string {
 	if int(o) < len(opNames) {
@@ -60,7 +61,7 @@ type Mask struct {
 	Below       int // queries, keys: positions of the set are below it (0 = unbounded)
 	Phase       int // queries, keys: positions p of the set have p mod Stride == Phase, 0 <= Phase < Stride
 
-	Args []*Mask // union, intersect
+	Args []*Mask // union, intersect: the operands; not: the one operand
 
 	// Pos is where the node (or the shorthand it was lowered from) was written.
 	Pos Pos
@@ -82,6 +83,7 @@ func Global(tokens int) *Mask        { return &Mask{Op: OpGlobal, Tokens: tokens
 func Document() *Mask                { return &Mask{Op: OpDocument} }
 func Union(args ...*Mask) *Mask      { return &Mask{Op: OpUnion, Args: args} }
 func Intersect(args ...*Mask) *Mask  { return &Mask{Op: OpIntersect, Args: args} }
+func Not(arg *Mask) *Mask            { return &Mask{Op: OpNot, Args: []*Mask{arg}} }
 
 // QuerySet and KeySet are the one-sided masks: the rows (queries) or the
 // keys p with from <= p < below (below 0: no bound) and p mod stride ==
@@ -156,6 +158,10 @@ func (m *Mask) write(b *strings.Builder) {
 			}
 		}
 		b.WriteString("}}")
+	case OpNot:
+		b.WriteString("{not: ")
+		m.Args[0].write(b)
+		b.WriteString("}")
 	case OpUnion, OpIntersect:
 		fmt.Fprintf(b, "{%s: [", m.Op)
 		for k, a := range m.Args {
@@ -220,7 +226,7 @@ func (m *Mask) Period() (p int, ok bool) {
 			return 0, false
 		}
 		return m.Stride, true
-	case OpUnion, OpIntersect:
+	case OpUnion, OpIntersect, OpNot:
 		p = 1
 		for _, a := range m.Args {
 			q, ok := a.Period()
@@ -286,6 +292,10 @@ func (m *Mask) eval(i, j int, causal bool, sameDoc bool) bool {
 		return m.inSet(i)
 	case OpKeys:
 		return m.inSet(j)
+	case OpNot:
+		// causal is ANDed above and inside alike: for j <= i the operand
+		// answers its own predicate, so this is causal AND NOT operand
+		return !m.Args[0].eval(i, j, causal, sameDoc)
 	case OpUnion:
 		for _, a := range m.Args {
 			if a.eval(i, j, causal, sameDoc) {

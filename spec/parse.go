@@ -571,7 +571,7 @@ func checkPackageName(v string) error {
 // Mask kinds a spec may write, with their parameters.
 var (
 	primitives = []string{"full", "window", "block", "bridge", "dilated", "global", "document", "queries", "keys"}
-	combiners  = []string{"union", "intersect"}
+	combiners  = []string{"union", "intersect", "not"}
 	shorthands = []string{"pbb", "se_bridge", "streaming", "strided", "prefix_lm", "chunked"}
 	allKinds   = append(append(append([]string{}, primitives...), combiners...), shorthands...)
 )
@@ -613,6 +613,17 @@ func (p *parser) mask(n *yaml.Node, what string, depth int) *Mask {
 	v := n.Content[1]
 	what = what + "." + kind
 	pos := p.pos(n.Content[0])
+	if kind == "not" {
+		if v.Kind != yaml.MappingNode {
+			p.errorf(v, "%s: want one mask (a mapping), got %s", what, describe(v))
+			return nil
+		}
+		a := p.mask(v, what, depth+1)
+		if a == nil {
+			return nil
+		}
+		return &Mask{Op: OpNot, Args: []*Mask{a}, Pos: pos}
+	}
 	if kind == "union" || kind == "intersect" {
 		if v.Kind != yaml.SequenceNode {
 			p.errorf(v, "%s: want a list of masks, got %s", what, describe(v))

@@ -166,7 +166,7 @@ var errCases = []errCase{
 	{"mask a list", "name: a\nmask: [full]\n", []wantErr{at(2, 7, "mask: want a mapping", "got a list")}},
 	{"mask empty mapping", "name: a\nmask: {}\n", []wantErr{at(2, 7, "mask: empty mapping")}},
 	{"unknown mask kind", "name: a\nmask: {sliding_window: {size: 4}}\n",
-		[]wantErr{at(2, 8, `mask: unknown mask kind "sliding_window"`, "want one of full, window, block, bridge, dilated, global, document, queries, keys, union, intersect, pbb, se_bridge, streaming, strided, prefix_lm, chunked")}},
+		[]wantErr{at(2, 8, `mask: unknown mask kind "sliding_window"`, "want one of full, window, block, bridge, dilated, global, document, queries, keys, union, intersect, not, pbb, se_bridge, streaming, strided, prefix_lm, chunked")}},
 	{"two primitives in one map", lines("name: a", "mask:", "  block: {size: 4}", "  window: {size: 2}"),
 		[]wantErr{at(4, 3, "mask: two primitives in one map (block and window)", "union or intersect")}},
 	{"two primitives in a union operand", lines("name: a", "mask:", "  union:", "    - {block: {size: 4}, global: {tokens: 1}}"),
@@ -312,6 +312,18 @@ var errCases = []errCase{
 		[]wantErr{at(2, 28, "mask.union[1]: want a mapping", `got the string "window"`)}},
 	{"bad operands all reported", lines("name: a", "mask:", "  union:", "    - block: {size: 0}", "    - full: {}", "    - intersect:", "        - window: {size: 4}", "        - dilated: {stride: -2}"),
 		[]wantErr{at(4, 21, "mask.union[0].block.size: 0 is out of range"), at(8, 29, "mask.union[2].intersect[1].dilated.stride: -2 is out of range")}},
+
+	// not.
+	{"not of a list", "name: a\nmask: {not: [{full: {}}]}\n",
+		[]wantErr{at(2, 13, "mask.not: want one mask (a mapping)", "got a list")}},
+	{"not null", "name: a\nmask: {not: }\n", []wantErr{at(2, 13, "mask.not: want one mask (a mapping)", "got nothing (null)")}},
+	{"not empty", "name: a\nmask: {not: {}}\n", []wantErr{at(2, 13, "mask.not: empty mapping")}},
+	{"not of two kinds", "name: a\nmask: {not: {full: {}, block: {size: 4}}}\n",
+		[]wantErr{at(2, 24, "mask.not: two primitives in one map (full and block)")}},
+	{"not operand error", "name: a\nmask: {not: {block: {size: 0}}}\n",
+		[]wantErr{at(2, 28, "mask.not.block.size: 0 is out of range (at least 1)")}},
+	{"document under not", "name: a\nmask: {intersect: [{not: {document: {}}}, {full: {}}]}\n",
+		[]wantErr{at(2, 27, "mask: document may only be")}},
 
 	// document placement.
 	{"document in a union", "name: a\nmask: {union: [{document: {}}, {window: {size: 4}}]}\n",
@@ -529,6 +541,7 @@ var exampleWant = map[string]struct {
 	"chunked.yaml":   {"chunked", spec.Intersect(spec.Block(256), spec.Window(spec.MaxInt)), 128, nil, nil, true},
 	"dilated.yaml":   {"dilated", spec.Dilated(8, 0), 128, nil, nil, true},
 	"document.yaml":  {"document", spec.Intersect(spec.Document(), spec.Union(spec.Global(2), spec.Window(512))), 64, nil, nil, true},
+	"except.yaml":    {"except", spec.Not(spec.Window(64)), 64, nil, nil, true},
 	"hetero.yaml":    {"hetero", spec.Block(128), 64, []string{"mask", "wide", "sparse"}, map[string]*spec.Mask{"wide": spec.Window(256), "sparse": spec.Dilated(16, 32)}, true},
 	"hybrid.yaml":    {"hybrid", spec.Union(spec.Block(64), spec.Bridge(64, 8, 8, 0)), 64, []string{"mask", "mask", "mask", "full"}, nil, true},
 	"prefix_lm.yaml": {"prefixlm", spec.Union(spec.KeySet(0, 512, 1, 0), spec.Window(spec.MaxInt)), 128, nil, nil, false},
@@ -619,7 +632,7 @@ func checkNormal(t *testing.T, what string, m *spec.Mask) {
 		if m == nil || m.Op >= spec.NumOps {
 			return false
 		}
-		if m.Op.Combinator() != (len(m.Args) > 0) {
+		if m.Op.Combinator() != (len(m.Args) > 0) || m.Op == spec.OpNot && len(m.Args) != 1 {
 			return false
 		}
 		for _, a := range m.Args {
@@ -672,6 +685,11 @@ func TestParsePrimitives(t *testing.T) {
 		{"{keys: {}}", spec.KeySet(0, 0, 1, 0)},
 		{"{keys: {from: 7, below: 8, stride: 7}}", spec.KeySet(7, 8, 7, 0)},
 		{"{union: [{block: {size: 4}}]}", spec.Union(spec.Block(4))},
+		{"{not: {window: {size: 64}}}", spec.Not(spec.Window(64))},
+		{"{not: {not: {full: {}}}}", spec.Not(spec.Not(spec.Full()))},
+		{"{intersect: [{window: {size: 512}}, {not: {union: [{block: {size: 64}}, {keys: {below: 4}}]}}]}",
+			spec.Intersect(spec.Window(512), spec.Not(spec.Union(spec.Block(64), spec.KeySet(0, 4, 1, 0))))},
+		{"\n  not:\n    dilated: {stride: 2}\n", spec.Not(spec.Dilated(2, 0))},
 		{"{intersect: [{document: {}}, {window: {size: 4}}, {global: {tokens: 1}}]}", spec.Intersect(spec.Document(), spec.Window(4), spec.Global(1))},
 		{"{union: [{intersect: [{block: {size: 8}}, {dilated: {stride: 2}}]}, {union: [{full: {}}]}]}",
 			spec.Union(spec.Intersect(spec.Block(8), spec.Dilated(2, 0)), spec.Union(spec.Full()))},

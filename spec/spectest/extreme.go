@@ -76,7 +76,8 @@ func Extreme(r *rand.Rand, op spec.Op) *spec.Mask {
 }
 
 // ExtremeMask returns a primitive of extreme parameters (never document),
-// or a union or intersection of such masks nested up to depth levels.
+// or a union, intersection or complement of such masks nested up to depth
+// levels.
 func ExtremeMask(r *rand.Rand, depth int) *spec.Mask {
 	if depth <= 0 || r.IntN(3) == 0 {
 		for {
@@ -85,6 +86,9 @@ func ExtremeMask(r *rand.Rand, depth int) *spec.Mask {
 				return Extreme(r, op)
 			}
 		}
+	}
+	if r.IntN(5) == 0 {
+		return spec.Not(ExtremeMask(r, depth-1))
 	}
 	args := make([]*spec.Mask, 1+r.IntN(3))
 	for k := range args {

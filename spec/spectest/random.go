@@ -81,11 +81,14 @@ func set(op spec.Op, from, below, stride, phase int) *spec.Mask {
 	return spec.KeySet(from, below, stride, phase)
 }
 
-// Mask returns a random mask: a primitive, or a union or intersection of
-// random masks nested up to depth levels.
+// Mask returns a random mask: a primitive, or a union, intersection or
+// complement of random masks nested up to depth levels.
 func Mask(r *rand.Rand, n, depth int) *spec.Mask {
 	if depth <= 0 || r.IntN(3) == 0 {
 		return Primitive(r, n)
+	}
+	if r.IntN(5) == 0 {
+		return spec.Not(Mask(r, n, depth-1))
 	}
 	args := make([]*spec.Mask, 1+r.IntN(3))
 	for k := range args {
