@@ -84,6 +84,29 @@ func externals() []external {
 				func(q, kv int) bool { return kv%s == ph && q >= kv })
 		}
 	}
+	for _, c := range []int{1, 4, 33} {
+		for _, pad := range []int{1, 3, 32, 100} {
+			// Hugging Face chunked_causal_mask_function(chunk_size, left_padding):
+			// (kv - pad) // c == (q - pad) // c, and causal
+			add(fmt.Sprintf("HF chunked_causal_mask_function(%d, left_padding=%d)", c, pad), true, fmt.Sprintf("{chunked: {size: %d, offset: %d}}", c, pad),
+				func(q, kv int) bool { return floorDiv(kv-pad, c) == floorDiv(q-pad, c) && kv <= q })
+			// blocks after a prefix, both ways
+			add(fmt.Sprintf("mask_mod (q_idx - %d) // %d == (kv_idx - %d) // %d", pad, c, pad, c), false, fmt.Sprintf("{block: {size: %d, offset: %d}}", c, pad),
+				func(q, kv int) bool { return floorDiv(kv-pad, c) == floorDiv(q-pad, c) })
+		}
+	}
+	for _, st := range []int{2, 5, 64} {
+		for _, ph := range []int{0, 1, st - 1} {
+			// dilation with an absolute phase: keys at positions ph mod st
+			// (keys at even positions: st 2, ph 0)
+			add(fmt.Sprintf("mask_mod causal & (kv_idx %% %d == %d)", st, ph), true, fmt.Sprintf("{dilated: {stride: %d, phase: %d}}", st, ph),
+				func(q, kv int) bool { return q >= kv && kv%st == ph })
+			// with a window: the phase-aligned keys of the last 40
+			add(fmt.Sprintf("mask_mod causal & (q_idx - kv_idx < 40) & (kv_idx %% %d == %d)", st, ph), true,
+				fmt.Sprintf("{intersect: [{window: {size: 40}}, {dilated: {stride: %d, phase: %d}}]}", st, ph),
+				func(q, kv int) bool { return q >= kv && q-kv < 40 && kv%st == ph })
+		}
+	}
 	for _, w := range []int{1, 3, 64, 65} {
 		// FlexAttention: every earlier key except the W most recent
 		// (issue 11's "everything except the last 64 keys" is W = 65:

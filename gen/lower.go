@@ -38,15 +38,22 @@ var primitives = map[spec.Op]primitive{
 		},
 	},
 	spec.OpBlock: {
+		// Blocks start at Offset + k*Size: every position is shifted by
+		// -(Offset mod Size) (floored division keeps it exact for the
+		// negative shifted positions), which moves them to multiples of
+		// Size; no offset shifts nothing.
 		pred: func(b *builder, m *spec.Mask, causal bool, i, j int) int {
-			return b.eq(b.divC(i, int64(m.Size)), b.divC(j, int64(m.Size)))
+			sh, s := blockShift(m), int64(m.Size)
+			return b.eq(b.divC(b.shift(i, sh), s), b.divC(b.shift(j, sh), s))
 		},
 		hull: func(b *builder, m *spec.Mask, causal bool, q0, q1, x int) (int, int) {
-			s := int64(m.Size)
-			return b.max(x, b.mulC(b.divC(q0, s), s)), b.addC(b.mulC(b.divC(q1, s), s), s-1)
+			sh, s := blockShift(m), int64(m.Size)
+			first := b.shift(b.mulC(b.divC(b.shift(q0, sh), s), s), -sh)
+			return b.max(x, first), b.shift(b.addC(b.mulC(b.divC(b.shift(q1, sh), s), s), s-1), -sh)
 		},
 		class: func(b *builder, m *spec.Mask, causal bool, q0, q1, k0, k1 int) int {
-			s := int64(m.Size)
+			sh, s := blockShift(m), int64(m.Size)
+			q0, q1, k0, k1 = b.shift(q0, sh), b.shift(q1, sh), b.shift(k0, sh), b.shift(k1, sh)
 			bq0, bq1, bk0, bk1 := b.divC(q0, s), b.divC(q1, s), b.divC(k0, s), b.divC(k1, s)
 			nlo, nhi := b.max(bq0, bk0), b.min(bq1, bk1)
 			empty := b.lt(nhi, nlo)
@@ -220,6 +227,20 @@ var primitives = map[spec.Op]primitive{
 	// itself is lowered once for the whole mask (LowerPred, LowerHull,
 	// LowerClass).
 	spec.OpDocument: everything,
+}
+
+// shift is x + c, and x itself (no instruction) for c = 0.
+func (b *builder) shift(x int, c int64) int {
+	if c == 0 {
+		return x
+	}
+	return b.addC(x, c)
+}
+
+// blockShift is the shift -(Offset mod Size) that moves a block mask's
+// block starts to multiples of Size.
+func blockShift(m *spec.Mask) int64 {
+	return -int64(m.Offset % m.Size)
 }
 
 // dilatedReach is the largest distance |i - j| a dilated mask keeps,

@@ -14,6 +14,7 @@ import (
 	"github.com/attngen/attngen/generated/except"
 	"github.com/attngen/attngen/generated/hetero"
 	"github.com/attngen/attngen/generated/hybrid"
+	"github.com/attngen/attngen/generated/offsets"
 	"github.com/attngen/attngen/generated/prefixlm"
 	"github.com/attngen/attngen/generated/sebridge"
 	"github.com/attngen/attngen/generated/streaming"
@@ -211,6 +212,27 @@ func packages() []pkg {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					q16, k16, v16 := bits16(elem, q), bits16(elem, k), bits16(elem, vv)
 					return hybrid.ForwardVariant16(hybrid.Variant(v), hybrid.Elem(elem), out, lse, q16, k16, v16, hybrid.Shape(conv(s)))
+				}
+			}},
+		{file: "offsets.yaml", dir: "offsets", mask: offsets.Mask, headDim: offsets.HeadDim, docs: false,
+			supported: func(v int) bool { return offsets.Supported(offsets.Variant(v)) },
+			compiled:  offsets.CompiledMask(),
+			geometry: func(k int, s verify.Shape) ([3]int, [3]int, int, error) {
+				return offsets.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.HeadsKV, s.SeqQ, s.SeqK)
+			},
+			gpus:    len(offsets.GPUKernels),
+			best:    func() (int, string) { return int(offsets.Best()), offsets.Best().String() },
+			variant: reflect.TypeFor[offsets.Variant](),
+			errs:    map[string]error{"shape": offsets.ErrShape, "short": offsets.ErrShort, "variant": offsets.ErrVariant, "headDim": offsets.ErrHeadDim, "document": offsets.ErrDocument, "alias": offsets.ErrAlias, "page": offsets.ErrPage},
+			run: func(v int) verify.Run {
+				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
+					return offsets.ForwardVariant(offsets.Variant(v), out, lse, q, k, vv, offsets.Shape(conv(s)))
+				}
+			},
+			run16: func(v, elem int) verify.Run {
+				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
+					q16, k16, v16 := bits16(elem, q), bits16(elem, k), bits16(elem, vv)
+					return offsets.ForwardVariant16(offsets.Variant(v), offsets.Elem(elem), out, lse, q16, k16, v16, offsets.Shape(conv(s)))
 				}
 			}},
 		{file: "prefix_lm.yaml", dir: "prefixlm", mask: prefixlm.Mask, headDim: prefixlm.HeadDim, docs: false,

@@ -113,7 +113,10 @@ func (m *Mask) classify(q0, q1, k0, k1 int, causal bool) Class {
 		}
 		return c
 	case OpBlock:
-		return classifyBlock(q0, q1, k0, k1, m.Size, causal)
+		// shifting both sides by s = -Offset mod Size keeps causality and
+		// moves the blocks to start at multiples of Size
+		s := mod(-m.Offset, m.Size)
+		return classifyBlock(q0+s, q1+s, k0+s, k1+s, m.Size, causal)
 	case OpBridge:
 		return classifyBridge(q0, q1, k0, k1, m)
 	case OpUnion:

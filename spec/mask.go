@@ -15,7 +15,7 @@ type Op uint8
 const (
 	OpFull      Op = iota // true
 	OpWindow              // i-Left <= j <= i+Right
-	OpBlock               // blk(j) == blk(i), block size Size
+	OpBlock               // floor((j-Offset)/Size) == floor((i-Offset)/Size)
 	OpBridge              // phi(i) < Targets, beta(i)-Sources <= j < beta(i), i-j <= MaxDistance if set
 	OpDilated             // (i-j) mod Stride == 0, |i-j|/Stride <= Size-1 if Size set
 	OpGlobal              // j < Tokens
@@ -51,6 +51,7 @@ type Mask struct {
 
 	Left, Right int // window: keys i-Left .. i+Right (a causal window of size W is Left=W-1, Right=0)
 	Size        int // block: block size; dilated: number of taps (0 = unbounded)
+	Offset      int // block: blocks start at Offset + k*Size (as written; only Offset mod Size matters)
 	Block       int // bridge: block size b
 	Targets     int // bridge: first Targets phases of each block receive bridge edges
 	Sources     int // bridge: from the last Sources positions of the previous block
@@ -75,6 +76,10 @@ func Full() *Mask                    { return &Mask{Op: OpFull} }
 func Window(size int) *Mask          { return &Mask{Op: OpWindow, Left: size - 1} }
 func WindowLR(left, right int) *Mask { return &Mask{Op: OpWindow, Left: left, Right: right} }
 func Block(size int) *Mask           { return &Mask{Op: OpBlock, Size: size} }
+
+// BlockAt is a block mask whose blocks start at offset + k*size.
+func BlockAt(size, offset int) *Mask { return &Mask{Op: OpBlock, Size: size, Offset: offset} }
+
 func Bridge(block, targets, sources, maxDistance int) *Mask {
 	return &Mask{Op: OpBridge, Block: block, Targets: targets, Sources: sources, MaxDistance: maxDistance}
 }
@@ -121,7 +126,11 @@ func (m *Mask) write(b *strings.Builder) {
 			fmt.Fprintf(b, "{window: {left: %d, right: %d}}", m.Left, m.Right)
 		}
 	case OpBlock:
-		fmt.Fprintf(b, "{block: {size: %d}}", m.Size)
+		if m.Offset != 0 {
+			fmt.Fprintf(b, "{block: {size: %d, offset: %d}}", m.Size, m.Offset)
+		} else {
+			fmt.Fprintf(b, "{block: {size: %d}}", m.Size)
+		}
 	case OpBridge:
 		fmt.Fprintf(b, "{bridge: {block: %d, targets: %d, sources: %d", m.Block, m.Targets, m.Sources)
 		if m.MaxDistance > 0 {
@@ -181,7 +190,7 @@ func (m *Mask) Equal(o *Mask) bool {
 	if m.Op != o.Op || m.Left != o.Left || m.Right != o.Right || m.Size != o.Size ||
 		m.Block != o.Block || m.Targets != o.Targets || m.Sources != o.Sources ||
 		m.MaxDistance != o.MaxDistance || m.Stride != o.Stride || m.Tokens != o.Tokens ||
-		m.Lo != o.Lo || m.Below != o.Below || m.Phase != o.Phase ||
+		m.Lo != o.Lo || m.Below != o.Below || m.Phase != o.Phase || m.Offset != o.Offset ||
 		len(m.Args) != len(o.Args) {
 		return false
 	}
@@ -268,7 +277,7 @@ func (m *Mask) eval(i, j int, causal bool, sameDoc bool) bool {
 	case OpWindow:
 		return i-m.Left <= j && j <= i+m.Right
 	case OpBlock:
-		return floorDiv(i, m.Size) == floorDiv(j, m.Size)
+		return floorDiv(i-m.Offset, m.Size) == floorDiv(j-m.Offset, m.Size)
 	case OpBridge:
 		beta := floorDiv(i, m.Block) * m.Block
 		if i-beta >= m.Targets || j >= beta || j < beta-m.Sources {

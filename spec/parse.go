@@ -754,8 +754,9 @@ func (p *parser) primitive(kind string, pr *params, pos Pos) *Mask {
 			pr.failed = true
 		}
 	case "block":
-		pr.allow("size")
+		pr.allow("size", "offset")
 		m.Op, m.Size = OpBlock, pr.get("size", true, 1, MaxInt, maxStr())
+		m.Offset = pr.get("offset", false, 0, MaxInt, maxStr())
 	case "bridge":
 		pr.allow("block", "targets", "sources", "max_distance")
 		m.Op = OpBridge
@@ -768,10 +769,21 @@ func (p *parser) primitive(kind string, pr *params, pos Pos) *Mask {
 		m.Sources = pr.get("sources", true, 1, lim, why)
 		m.MaxDistance = pr.get("max_distance", false, 1, MaxInt, maxStr())
 	case "dilated":
-		pr.allow("stride", "size")
+		pr.allow("stride", "size", "phase")
 		m.Op = OpDilated
 		m.Stride = pr.get("stride", true, 1, MaxInt, maxStr())
 		m.Size = pr.get("size", false, 1, MaxInt, maxStr())
+		if pr.has("phase") {
+			// the absolute form: keys at positions phase mod stride, for
+			// every query; that is a keys set
+			if pr.has("size") {
+				p.errorf(pr.fields["phase"], "%s: give size (taps counted back from the query) or phase (keys at fixed positions), not both; intersect an absolute phase with a window to bound it", pr.what)
+				pr.failed = true
+			}
+			hi := max(m.Stride-1, 0)
+			ph := pr.get("phase", false, 0, hi, fmt.Sprintf("stride - 1 = %d", hi))
+			m = &Mask{Op: OpKeys, Stride: max(m.Stride, 1), Phase: ph, Pos: pos, From: "dilated"}
+		}
 	case "global":
 		pr.allow("tokens")
 		m.Op, m.Tokens = OpGlobal, pr.get("tokens", true, 1, MaxInt, maxStr())
@@ -807,9 +819,10 @@ func (p *parser) primitive(kind string, pr *params, pos Pos) *Mask {
 		m = Union(&Mask{Op: OpKeys, Below: n, Stride: 1, Pos: pos}, &Mask{Op: OpWindow, Left: MaxInt - 1, Pos: pos})
 		p.nonCausal = append(p.nonCausal, &Error{pos, pr.what + ": is bidirectional over the prefix, so it needs causal: false (its causal part after the prefix is built in); under causal: true it is plain causal attention"})
 	case "chunked":
-		pr.allow("size")
+		pr.allow("size", "offset")
 		c := pr.get("size", true, 1, MaxInt, maxStr())
-		m = Intersect(&Mask{Op: OpBlock, Size: c, Pos: pos}, &Mask{Op: OpWindow, Left: MaxInt - 1, Pos: pos})
+		o := pr.get("offset", false, 0, MaxInt, maxStr())
+		m = Intersect(&Mask{Op: OpBlock, Size: c, Offset: o, Pos: pos}, &Mask{Op: OpWindow, Left: MaxInt - 1, Pos: pos})
 	case "pbb", "se_bridge":
 		keys := []string{"block", "width"}
 		if kind == "se_bridge" {

@@ -237,6 +237,20 @@ var errCases = []errCase{
 	{"bridge block 0 and targets", "name: a\nmask: {bridge: {block: 0, targets: 8, sources: 8}}\n",
 		[]wantErr{at(2, 24, "mask.bridge.block: 0 is out of range (at least 1)")}},
 
+	// block offset, dilated phase.
+	{"block offset negative", "name: a\nmask: {block: {size: 4, offset: -1}}\n",
+		[]wantErr{at(2, 33, "mask.block.offset: -1 is out of range (at least 0)")}},
+	{"block offset without size", "name: a\nmask: {block: {offset: 4}}\n",
+		[]wantErr{at(2, 15, "mask.block: missing parameter size")}},
+	{"dilated phase and size", "name: a\nmask: {dilated: {stride: 4, size: 2, phase: 1}}\n",
+		[]wantErr{at(2, 45, "mask.dilated: give size (taps counted back from the query) or phase (keys at fixed positions), not both")}},
+	{"dilated phase not below stride", "name: a\nmask: {dilated: {stride: 4, phase: 4}}\n",
+		[]wantErr{at(2, 36, "mask.dilated.phase: 4 is out of range (at most stride - 1 = 3)")}},
+	{"dilated phase without stride", "name: a\nmask: {dilated: {phase: 0}}\n",
+		[]wantErr{at(2, 17, "mask.dilated: missing parameter stride")}},
+	{"chunked offset negative", "name: a\nmask: {chunked: {size: 4, offset: -2}}\n",
+		[]wantErr{at(2, 35, "mask.chunked.offset: -2 is out of range (at least 0)")}},
+
 	// dilated, global.
 	{"dilated stride 0", "name: a\nmask: {dilated: {stride: 0}}\n", []wantErr{at(2, 26, "mask.dilated.stride: 0 is out of range (at least 1)")}},
 	{"dilated size 0", "name: a\nmask: {dilated: {stride: 2, size: 0}}\n", []wantErr{at(2, 35, "mask.dilated.size: 0 is out of range (at least 1)")}},
@@ -544,6 +558,7 @@ var exampleWant = map[string]struct {
 	"except.yaml":    {"except", spec.Not(spec.Window(64)), 64, nil, nil, true},
 	"hetero.yaml":    {"hetero", spec.Block(128), 64, []string{"mask", "wide", "sparse"}, map[string]*spec.Mask{"wide": spec.Window(256), "sparse": spec.Dilated(16, 32)}, true},
 	"hybrid.yaml":    {"hybrid", spec.Union(spec.Block(64), spec.Bridge(64, 8, 8, 0)), 64, []string{"mask", "mask", "mask", "full"}, nil, true},
+	"offsets.yaml":   {"offsets", spec.Union(spec.Intersect(spec.BlockAt(256, 100), spec.Window(spec.MaxInt)), spec.KeySet(0, 0, 64, 63)), 128, nil, nil, true},
 	"prefix_lm.yaml": {"prefixlm", spec.Union(spec.KeySet(0, 512, 1, 0), spec.Window(spec.MaxInt)), 128, nil, nil, false},
 	"se_bridge.yaml": {"sebridge", spec.Union(spec.Block(256), spec.Bridge(256, 32, 256, 0)), 128, nil, nil, true},
 	"streaming.yaml": {"streaming", spec.Union(spec.Global(4), spec.Window(1024)), 128, nil, nil, true},
@@ -670,6 +685,9 @@ func TestParsePrimitives(t *testing.T) {
 		{"{window: {left: 0, right: 0}}", spec.WindowLR(0, 0)},
 		{"{window: {left: 7, right: 0}}", spec.Window(8)},
 		{"{block: {size: 64}}", spec.Block(64)},
+		{"{block: {size: 64, offset: 0}}", spec.Block(64)},
+		{"{block: {size: 64, offset: 100}}", spec.BlockAt(64, 100)},
+		{"{block: {offset: 2147483647, size: 1}}", spec.BlockAt(1, spec.MaxInt)},
 		{"{block: {size: +64}}", spec.Block(64)},
 		{"{bridge: {block: 64, targets: 8, sources: 16}}", spec.Bridge(64, 8, 16, 0)},
 		{"{bridge: {block: 64, targets: 64, sources: 64, max_distance: 1}}", spec.Bridge(64, 64, 64, 1)},
@@ -728,6 +746,10 @@ func TestParseShorthands(t *testing.T) {
 		{"{strided: {stride: 8}}", "strided", spec.Union(spec.Window(8), spec.Dilated(8, 0))},
 		{"{strided: {stride: 1}}", "strided", spec.Union(spec.Window(1), spec.Dilated(1, 0))},
 		{"{chunked: {size: 8192}}", "chunked", spec.Intersect(spec.Block(8192), spec.Window(spec.MaxInt))},
+		{"{chunked: {size: 8192, offset: 17}}", "chunked", spec.Intersect(spec.BlockAt(8192, 17), spec.Window(spec.MaxInt))},
+		{"{dilated: {stride: 2, phase: 0}}", "dilated", spec.KeySet(0, 0, 2, 0)},
+		{"{dilated: {stride: 64, phase: 63}}", "dilated", spec.KeySet(0, 0, 64, 63)},
+		{"{dilated: {phase: 0, stride: 1}}", "dilated", spec.KeySet(0, 0, 1, 0)},
 	}
 	for _, c := range cases {
 		s, err := spec.Parse("t.yaml", []byte("name: a\nmask: "+c.src+"\n"))

@@ -45,7 +45,7 @@ func (m *Mask) keys(dst []Prog, i int, r Prog) []Prog {
 	case OpWindow:
 		return add(Prog{i - m.Left, i + m.Right, 1})
 	case OpBlock:
-		beta := floorDiv(i, m.Size) * m.Size
+		beta := floorDiv(i-m.Offset, m.Size)*m.Size + m.Offset
 		return add(Prog{beta, beta + m.Size - 1, 1})
 	case OpBridge:
 		beta := floorDiv(i, m.Block) * m.Block

@@ -40,7 +40,7 @@ func Extreme(r *rand.Rand, op spec.Op) *spec.Mask {
 		}
 		return spec.WindowLR(orZero(spec.MaxInt-1), orZero(spec.MaxInt))
 	case spec.OpBlock:
-		return spec.Block(extreme(r, spec.MaxInt))
+		return spec.BlockAt(extreme(r, spec.MaxInt), orZero(spec.MaxInt))
 	case spec.OpBridge:
 		b := extreme(r, spec.MaxInt)
 		pick := func() int {

@@ -34,7 +34,11 @@ func Of(r *rand.Rand, op spec.Op, n int) *spec.Mask {
 		}
 		return spec.Window(1 + r.IntN(n/2+1))
 	case spec.OpBlock:
-		return spec.Block(1 + r.IntN(n/2+1))
+		b, o := 1+r.IntN(n/2+1), 0
+		if r.IntN(2) == 0 {
+			o = r.IntN(2*b + 1)
+		}
+		return spec.BlockAt(b, o)
 	case spec.OpBridge:
 		b := 1 + r.IntN(n/2+1)
 		md := 0
