@@ -23,6 +23,15 @@ type external struct {
 	keep   func(q, kv int) bool
 }
 
+// seq is lo, lo+step, ... below hi.
+func seq(lo, hi, step int) []int {
+	var out []int
+	for x := lo; x < hi; x += step {
+		out = append(out, x)
+	}
+	return out
+}
+
 // floorDiv is Python's // on ints (PyTorch's on integer tensors floors too).
 func floorDiv(a, b int) int {
 	q := a / b
@@ -106,6 +115,53 @@ func externals() []external {
 				fmt.Sprintf("{intersect: [{window: {size: 40}}, {dilated: {stride: %d, phase: %d}}]}", st, ph),
 				func(q, kv int) bool { return q >= kv && q-kv < 40 && kv%st == ph })
 		}
+	}
+	in := func(x int, set []int) bool {
+		for _, p := range set {
+			if p == x {
+				return true
+			}
+		}
+		return false
+	}
+	for _, g := range []struct {
+		spec string // global parameters
+		set  []int  // the positions, listed
+	}{
+		{"positions: [0]", []int{0}},
+		{"positions: [0, 7, 150]", []int{0, 7, 150}},
+		{"positions: [3], ranges: [{from: 64, below: 96}]", append([]int{3}, seq(64, 96, 1)...)},
+		{"stride: 50, phase: 49", seq(49, 400, 50)},
+		{"tokens: 2, positions: [100]", []int{0, 1, 100}},
+	} {
+		for _, w := range []int{2, 8} {
+			// Hugging Face LongformerSelfAttention: attention_window w
+			// (w/2 keys each side), and global attention both ways for
+			// the positions of global_attention_mask
+			add(fmt.Sprintf("HF Longformer attention_window=%d, global %v", w, g.set), false, fmt.Sprintf("{longformer: {window: %d, %s}}", w, g.spec),
+				func(q, kv int) bool { return q-kv <= w/2 && kv-q <= w/2 || in(q, g.set) || in(kv, g.set) })
+		}
+		// FlexAttention: global positions every later query sees, next
+		// to a causal window of 16 (causal & (isin(kv, G) | q - kv < 16))
+		add(fmt.Sprintf("mask_mod causal & (kv in %v | q_idx - kv_idx < 16)", g.set), true,
+			fmt.Sprintf("{union: [{global: {%s}}, {window: {size: 16}}]}", g.spec),
+			func(q, kv int) bool { return q >= kv && (in(kv, g.set) || q-kv < 16) })
+		// global rows and columns, causal
+		add(fmt.Sprintf("mask_mod causal & (q in %v | kv in %v)", g.set, g.set), true, fmt.Sprintf("{global: {%s, rows: true}}", g.spec),
+			func(q, kv int) bool { return q >= kv && (in(q, g.set) || in(kv, g.set)) })
+	}
+	for _, b := range []int{4, 16} {
+		// BigBird ITC without its random blocks (Zaheer et al. 2020, HF
+		// BigBirdBlockSparseAttention's sliding and global parts): query
+		// block n sees key blocks n-1, n, n+1, and the first block is
+		// global both ways. Adjacent blocks are the blocks of size 2b
+		// aligned at 0 or at b.
+		add(fmt.Sprintf("BigBird ITC block %d, 1 global block, no random", b), false,
+			fmt.Sprintf("{union: [{block: {size: %d}}, {block: {size: %d, offset: %d}}, {global: {tokens: %d, rows: true}}]}", 2*b, 2*b, b, b),
+			func(q, kv int) bool {
+				d := floorDiv(q, b) - floorDiv(kv, b)
+				return d >= -1 && d <= 1 || q < b || kv < b
+			})
 	}
 	for _, w := range []int{1, 3, 64, 65} {
 		// FlexAttention: every earlier key except the W most recent

@@ -14,6 +14,7 @@ import (
 	"github.com/attngen/attngen/generated/except"
 	"github.com/attngen/attngen/generated/hetero"
 	"github.com/attngen/attngen/generated/hybrid"
+	"github.com/attngen/attngen/generated/longformer"
 	"github.com/attngen/attngen/generated/offsets"
 	"github.com/attngen/attngen/generated/prefixlm"
 	"github.com/attngen/attngen/generated/sebridge"
@@ -212,6 +213,27 @@ func packages() []pkg {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					q16, k16, v16 := bits16(elem, q), bits16(elem, k), bits16(elem, vv)
 					return hybrid.ForwardVariant16(hybrid.Variant(v), hybrid.Elem(elem), out, lse, q16, k16, v16, hybrid.Shape(conv(s)))
+				}
+			}},
+		{file: "longformer.yaml", dir: "longformer", mask: longformer.Mask, headDim: longformer.HeadDim, docs: false,
+			supported: func(v int) bool { return longformer.Supported(longformer.Variant(v)) },
+			compiled:  longformer.CompiledMask(),
+			geometry: func(k int, s verify.Shape) ([3]int, [3]int, int, error) {
+				return longformer.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.HeadsKV, s.SeqQ, s.SeqK)
+			},
+			gpus:    len(longformer.GPUKernels),
+			best:    func() (int, string) { return int(longformer.Best()), longformer.Best().String() },
+			variant: reflect.TypeFor[longformer.Variant](),
+			errs:    map[string]error{"shape": longformer.ErrShape, "short": longformer.ErrShort, "variant": longformer.ErrVariant, "headDim": longformer.ErrHeadDim, "document": longformer.ErrDocument, "alias": longformer.ErrAlias, "page": longformer.ErrPage},
+			run: func(v int) verify.Run {
+				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
+					return longformer.ForwardVariant(longformer.Variant(v), out, lse, q, k, vv, longformer.Shape(conv(s)))
+				}
+			},
+			run16: func(v, elem int) verify.Run {
+				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
+					q16, k16, v16 := bits16(elem, q), bits16(elem, k), bits16(elem, vv)
+					return longformer.ForwardVariant16(longformer.Variant(v), longformer.Elem(elem), out, lse, q16, k16, v16, longformer.Shape(conv(s)))
 				}
 			}},
 		{file: "offsets.yaml", dir: "offsets", mask: offsets.Mask, headDim: offsets.HeadDim, docs: false,

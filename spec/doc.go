@@ -11,9 +11,11 @@
 // field: the first MaxErrors in file order, then one entry counting the
 // rest. ParseFile refuses files larger than MaxFileSize (1 MiB) without
 // reading past that.
-// Shorthands (pbb, se_bridge, streaming, strided, prefix_lm, chunked) are
-// lowered to unions and intersections of primitives while parsing, so a
-// Mask never holds one. Specs are bounded:
+// Shorthands (pbb, se_bridge, streaming, strided, prefix_lm, chunked,
+// longformer) are lowered to unions and intersections of primitives while
+// parsing, so a Mask never holds one; so are the forms of global beyond
+// tokens (positions, ranges, stride, rows: keys and queries sets) and
+// dilated with a phase (a keys set). Specs are bounded:
 // integers at most MaxInt (positions are 32-bit in kernels), nesting at most
 // MaxDepth, and YAML aliases are refused, so no input can exhaust time or
 // stack.
