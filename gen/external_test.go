@@ -21,6 +21,11 @@ type external struct {
 	causal bool   // the spec's causal flag
 	mask   string // the spec's mask, flow YAML
 	keep   func(q, kv int) bool
+	// sizes, when set, are the only (SeqQ, SeqK) the definition is for
+	sizes [][2]int
+	// docs, when set, are the document ids of a packed sequence (keep
+	// reads them itself); the calls then have SeqK = len(docs)
+	docs []int32
 }
 
 // seq is lo, lo+step, ... below hi.
@@ -44,7 +49,7 @@ func floorDiv(a, b int) int {
 func externals() []external {
 	var out []external
 	add := func(name string, causal bool, m string, keep func(q, kv int) bool) {
-		out = append(out, external{name, causal, m, keep})
+		out = append(out, external{name: name, causal: causal, mask: m, keep: keep})
 	}
 	// attention-gym masks/causal.py: causal_mask.
 	add("attention-gym causal_mask", true, "{full: {}}", func(q, kv int) bool { return q >= kv })
@@ -150,6 +155,109 @@ func externals() []external {
 		add(fmt.Sprintf("mask_mod causal & (q in %v | kv in %v)", g.set, g.set), true, fmt.Sprintf("{global: {%s, rows: true}}", g.spec),
 			func(q, kv int) bool { return q >= kv && (in(q, g.set) || in(kv, g.set)) })
 	}
+	for _, g := range []struct {
+		radius int
+		set    []int
+		spec   string
+	}{{3, []int{0, 8}, "positions: [0, 8]"}, {16, []int{5, 100, 101, 102}, "positions: [5], ranges: [{from: 100, below: 103}]"}} {
+		// attention-gym generate_global_sliding_window(window_size, is_global):
+		// abs(q - kv) <= window_size, or q or kv global
+		add(fmt.Sprintf("attention-gym generate_global_sliding_window(%d, %v)", g.radius, g.set), false,
+			fmt.Sprintf("{union: [{window: {left: %d, right: %d}}, {global: {%s, rows: true}}]}", g.radius, g.radius, g.spec),
+			func(q, kv int) bool { return q-kv <= g.radius && kv-q <= g.radius || in(q, g.set) || in(kv, g.set) })
+	}
+	for _, v := range []struct{ prompt, perFrame, width, round int }{{2, 14, 2, 4}, {10, 20, 1, 8}} {
+		for _, sink := range []bool{false, true} {
+			// attention-gym SVG generate_spatial_head_mask_mod: keys of the
+			// prompt (and of the first frame with attn_sink), rows of the
+			// prompt, and abs(q - kv) < mask_width
+			cols := v.prompt
+			if sink {
+				cols += v.perFrame
+			}
+			mw := v.width * v.perFrame / v.round * v.round
+			add(fmt.Sprintf("attention-gym SVG spatial head %+v sink %v", v, sink), false,
+				fmt.Sprintf("{union: [{keys: {below: %d}}, {queries: {below: %d}}, {window: {left: %d, right: %d}}]}", cols, v.prompt, mw-1, mw-1),
+				func(q, kv int) bool { return kv < cols || q < v.prompt || q-kv < mw && kv-q < mw })
+		}
+	}
+	for _, j := range []struct{ prefix, block, blocks int }{{5, 4, 3}, {37, 16, 8}, {0, 8, 4}} {
+		// attention-gym JetSpec generate_jetspec_training_mask_mod: Q_LEN =
+		// blocks*block queries against KV_LEN = prefix + Q_LEN keys; a
+		// query sees the prefix and, in its own block (keys laid out after
+		// the prefix), the keys up to its offset. FlexAttention's q_idx
+		// starts at 0; attngen's query positions are q_idx + prefix.
+		sq := j.blocks * j.block
+		m := fmt.Sprintf("{union: [{keys: {below: %d}}, {chunked: {size: %d, offset: %d}}]}", j.prefix, j.block, j.prefix)
+		if j.prefix == 0 {
+			m = fmt.Sprintf("{chunked: {size: %d}}", j.block)
+		}
+		out = append(out, external{
+			name:   fmt.Sprintf("attention-gym JetSpec training mask %+v", j),
+			causal: true,
+			mask:   m,
+			keep: func(q, kv int) bool {
+				qi := q - j.prefix // FlexAttention's q_idx
+				if kv < j.prefix {
+					return true
+				}
+				kb := kv - j.prefix
+				return floorDiv(qi, j.block) == floorDiv(kb, j.block) && kb%j.block <= qi%j.block
+			},
+			sizes: [][2]int{{sq, sq + j.prefix}},
+		})
+	}
+	for _, n := range []int{4, 50} {
+		// attention-gym batchify_mask_mod(causal_mask, n) and
+		// batchify_mask_mod(noop_mask, n): the same group of n, and the
+		// inner mask on positions within the group
+		add(fmt.Sprintf("attention-gym batchify_mask_mod(causal_mask, %d)", n), true, fmt.Sprintf("{block: {size: %d}}", n),
+			func(q, kv int) bool { return q/n == kv/n && q%n >= kv%n })
+		add(fmt.Sprintf("attention-gym batchify_mask_mod(noop_mask, %d)", n), false, fmt.Sprintf("{block: {size: %d}}", n),
+			func(q, kv int) bool { return q/n == kv/n })
+	}
+	for _, pad := range []int{1, 9, 100} {
+		// Hugging Face causal_mask_function & padding_mask_function with a
+		// left-padded attention_mask ([0]*pad + [1]*...): one padding
+		add(fmt.Sprintf("HF causal & padding_mask_function, left padding %d", pad), true, fmt.Sprintf("{keys: {from: %d}}", pad),
+			func(q, kv int) bool { return kv <= q && kv >= pad })
+	}
+	// Hugging Face bidirectional_mask_function: every pair.
+	add("HF bidirectional_mask_function", false, "{full: {}}", func(q, kv int) bool { return true })
+	// Packed sequences, with document ids: runs of 1 to 60 positions.
+	ids := make([]int32, 200)
+	for k, doc, left := 0, int32(0), 7; k < len(ids); k++ {
+		if left == 0 {
+			doc++
+			left = 1 + (int(doc)*37)%60
+		}
+		ids[k] = doc
+		left--
+	}
+	start := func(x int) int {
+		for x > 0 && ids[x-1] == ids[x] {
+			x--
+		}
+		return x
+	}
+	docCase := func(name string, causal bool, m string, keep func(q, kv int) bool) {
+		out = append(out, external{name: name, causal: causal, mask: m, keep: keep, docs: ids})
+	}
+	// Hugging Face packed_sequence_mask_function and causal, attention-gym
+	// generate_doc_mask_mod(causal_mask, offsets)
+	docCase("HF packed_sequence_mask_function & causal", true, "{document: {}}",
+		func(q, kv int) bool { return ids[q] == ids[kv] && kv <= q })
+	// attention-gym generate_doc_mask_mod(inner, offsets): the inner mask on
+	// positions logical to the document (q - offsets[doc[q]])
+	for _, w := range []int{1, 5} {
+		docCase(fmt.Sprintf("attention-gym generate_doc_mask_mod(sliding_window(%d))", w), true, fmt.Sprintf("{intersect: [{document: {}}, {window: {size: %d}}]}", w+1),
+			func(q, kv int) bool { return ids[q] == ids[kv] && kv <= q && q-kv <= w })
+	}
+	for _, p := range []int{1, 4} {
+		docCase(fmt.Sprintf("attention-gym generate_doc_mask_mod(generate_prefix_lm_mask(%d))", p), false,
+			fmt.Sprintf("{intersect: [{document: {}}, {prefix_lm: {prefix: %d}}]}", p),
+			func(q, kv int) bool { return ids[q] == ids[kv] && (kv-start(kv) < p || q >= kv) })
+	}
 	for _, b := range []int{4, 16} {
 		// BigBird ITC without its random blocks (Zaheer et al. 2020, HF
 		// BigBirdBlockSparseAttention's sliding and global parts): query
@@ -207,24 +315,42 @@ func TestExternalMasks(t *testing.T) {
 			t.Fatalf("%s: %v", e.name, err)
 		}
 		m := plan.Mask()
-		for _, sz := range [][2]int{{1, 1}, {7, 7}, {130, 130}, {200, 200}, {1, 150}, {50, 170}} {
+		sizes := [][2]int{{1, 1}, {7, 7}, {130, 130}, {200, 200}, {1, 150}, {50, 170}}
+		var docs *mask.Docs
+		switch {
+		case e.docs != nil:
+			sizes = [][2]int{{len(e.docs), len(e.docs)}, {60, len(e.docs)}}
+			if docs, err = mask.NewDocs(e.docs); err != nil {
+				t.Fatal(err)
+			}
+		case e.sizes != nil:
+			sizes = e.sizes
+		}
+		for _, sz := range sizes {
 			sq, sk := sz[0], sz[1]
 			for row := 0; row < sq; row++ {
 				i := spec.Row(row, sq, sk)
 				dense := make([]bool, sk)
-				progs = pat.Keys(progs[:0], i, sk)
-				for _, g := range progs {
-					for j := g.Lo; j <= g.Hi; j += g.Step {
-						dense[j] = true
+				if docs == nil {
+					progs = pat.Keys(progs[:0], i, sk)
+					for _, g := range progs {
+						for j := g.Lo; j <= g.Hi; j += g.Step {
+							dense[j] = true
+						}
+					}
+				} else {
+					// Keys sees one document; AtDocs is the dense row
+					for j := range dense {
+						dense[j] = pat.AtDocs(i, j, docs)
 					}
 				}
 				for k0 := 0; k0 < sk; k0 += 64 {
-					w := m.Word(i, k0, sk, nil)
+					w := m.Word(i, k0, sk, docs)
 					for j := k0; j < min(k0+64, sk); j++ {
-						want := e.keep(i, j)
-						if pat.At(i, j) != want || dense[j] != want || (w>>uint(j-k0)&1 != 0) != want {
+						want, at := e.keep(i, j), pat.AtDocs(i, j, docs)
+						if at != want || dense[j] != want || (w>>uint(j-k0)&1 != 0) != want {
 							t.Fatalf("%s (%s, causal %v): sq %d sk %d pair (%d, %d): external %v, At %v, Keys %v, keep word %v",
-								e.name, e.mask, e.causal, sq, sk, i, j, want, pat.At(i, j), dense[j], w>>uint(j-k0)&1 != 0)
+								e.name, e.mask, e.causal, sq, sk, i, j, want, at, dense[j], w>>uint(j-k0)&1 != 0)
 						}
 					}
 				}
@@ -244,7 +370,7 @@ func TestExternalMasks(t *testing.T) {
 							}
 						}
 					}
-					switch c := m.Class(q0, q1, k0, k1, nil); {
+					switch c := m.Class(q0, q1, k0, k1, docs); {
 					case c == spec.Empty && kept > 0, c == spec.FullT && kept < total:
 						t.Fatalf("%s: tile [%d,%d]x[%d,%d] is %v, %d of %d kept", e.name, q0, q1, k0, k1, c, kept, total)
 					}
@@ -304,7 +430,7 @@ func checkExternalKernel(t *testing.T, e external, m mask.Mask, sq, sk int, r *r
 	}
 	for _, variant := range variants() {
 		out, lse := make([]float32, sq*d), make([]float32, sq)
-		err := cpu.Forward(m, variant, out, lse, q, k, v, nil, cpu.Shape{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: sq, SeqK: sk, HeadDim: d})
+		err := cpu.Forward(m, variant, out, lse, q, k, v, e.docs, cpu.Shape{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: sq, SeqK: sk, HeadDim: d})
 		if err != nil {
 			t.Fatalf("%s: %s: %v", e.name, variant, err)
 		}
