@@ -167,6 +167,8 @@ func GoBody(p *Prog, args []string, docs string, want []string) ([]jen.Code, err
 			e = bin("&", in.A, in.B, goWord)
 		case IRWOr:
 			e = bin("|", in.A, in.B, goWord)
+		case IRWNot:
+			e = jen.Op("^").Add(ref(in.A, goWord))
 		case IRWIf:
 			code = append(code, jen.Var().Id(name(k)).Uint64(),
 				jen.If(ref(in.A, goBool)).Block(jen.Id(name(k)).Op("=").Add(ref(in.B, goWord))))

@@ -40,6 +40,7 @@ const (
 	IRWAnd                 // A & B (words)
 	IRWOr                  // A | B (words)
 	IRWIf                  // A != 0 ? B : 0 (a word kept or dropped by a scalar condition)
+	IRWNot                 // ^A (the complement of a word: lanes past the keys are cut by the caller)
 	numIROps
 )
 
@@ -48,7 +49,7 @@ const (
 const NumIROps = numIROps
 
 var irNames = [numIROps]string{"arg", "const", "add", "sub", "mulc", "divc", "modc", "div", "min", "max", "lt", "le", "eq", "and", "or", "not", "select",
-	"docid", "docstart", "docend", "wrange", "wstep", "wand", "wor", "wif"}
+	"docid", "docstart", "docend", "wrange", "wstep", "wand", "wor", "wif", "wnot"}
 
 func (o IROp) String() string {
 	if o < numIROps {
@@ -62,7 +63,7 @@ func (o IROp) Arity() int {
 	switch o {
 	case IRArg, IRConst:
 		return 0
-	case IRMulC, IRDivC, IRModC, IRNot, IRDocID, IRDocStart, IRDocEnd, IRWStep:
+	case IRMulC, IRDivC, IRModC, IRNot, IRDocID, IRDocStart, IRDocEnd, IRWStep, IRWNot:
 		return 1
 	case IRSelect:
 		return 3
@@ -388,6 +389,8 @@ func (p *Prog) Eval(args []int64, docs *mask.Docs, scratch, res []int64) {
 			if v[in.A] != 0 {
 				x = v[in.B]
 			}
+		case IRWNot:
+			x = ^v[in.A]
 		default:
 			panic("BUG: unknown IR op " + in.Op.String())
 		}

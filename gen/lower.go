@@ -38,15 +38,22 @@ var primitives = map[spec.Op]primitive{
 		},
 	},
 	spec.OpBlock: {
+		// Blocks start at Offset + k*Size: every position is shifted by
+		// -(Offset mod Size) (floored division keeps it exact for the
+		// negative shifted positions), which moves them to multiples of
+		// Size; no offset shifts nothing.
 		pred: func(b *builder, m *spec.Mask, causal bool, i, j int) int {
-			return b.eq(b.divC(i, int64(m.Size)), b.divC(j, int64(m.Size)))
+			sh, s := blockShift(m), int64(m.Size)
+			return b.eq(b.divC(b.shift(i, sh), s), b.divC(b.shift(j, sh), s))
 		},
 		hull: func(b *builder, m *spec.Mask, causal bool, q0, q1, x int) (int, int) {
-			s := int64(m.Size)
-			return b.max(x, b.mulC(b.divC(q0, s), s)), b.addC(b.mulC(b.divC(q1, s), s), s-1)
+			sh, s := blockShift(m), int64(m.Size)
+			first := b.shift(b.mulC(b.divC(b.shift(q0, sh), s), s), -sh)
+			return b.max(x, first), b.shift(b.addC(b.mulC(b.divC(b.shift(q1, sh), s), s), s-1), -sh)
 		},
 		class: func(b *builder, m *spec.Mask, causal bool, q0, q1, k0, k1 int) int {
-			s := int64(m.Size)
+			sh, s := blockShift(m), int64(m.Size)
+			q0, q1, k0, k1 = b.shift(q0, sh), b.shift(q1, sh), b.shift(k0, sh), b.shift(k1, sh)
 			bq0, bq1, bk0, bk1 := b.divC(q0, s), b.divC(q1, s), b.divC(k0, s), b.divC(k1, s)
 			nlo, nhi := b.max(bq0, bk0), b.min(bq1, bk1)
 			empty := b.lt(nhi, nlo)
@@ -175,10 +182,65 @@ var primitives = map[spec.Op]primitive{
 			return b.class(empty, full)
 		},
 	},
+	spec.OpQueries: {
+		pred: func(b *builder, m *spec.Mask, causal bool, i, j int) int {
+			return b.inSet(m, i)
+		},
+		hull: func(b *builder, m *spec.Mask, causal bool, q0, q1, x int) (int, int) {
+			// every key, when a row of [q0, q1] is in the set
+			none := b.setNone(m, q0, q1)
+			return b.sel(none, b.konst(Inf), x), b.sel(none, b.konst(-Inf), b.konst(Inf))
+		},
+		class: func(b *builder, m *spec.Mask, causal bool, q0, q1, k0, k1 int) int {
+			empty, full := b.setNone(m, q0, q1), b.covers(m, q0, q1)
+			if causal {
+				// the last row of the set must reach k0
+				empty, full = b.or(empty, b.lt(b.setLast(m, q1), k0)), b.and(full, b.le(k1, q0))
+			}
+			return b.class(empty, full)
+		},
+	},
+	spec.OpKeys: {
+		pred: func(b *builder, m *spec.Mask, causal bool, i, j int) int {
+			return b.inSet(m, j)
+		},
+		hull: func(b *builder, m *spec.Mask, causal bool, q0, q1, x int) (int, int) {
+			// the first key of the set at or after x, and below (not the
+			// set's last position: no key is past it)
+			next := b.setNext(m, x)
+			if m.Below == 0 {
+				return next, b.konst(Inf)
+			}
+			last := b.konst(int64(m.Below - 1))
+			return b.sel(b.setNone(m, x, last), b.konst(Inf), next), last
+		},
+		class: func(b *builder, m *spec.Mask, causal bool, q0, q1, k0, k1 int) int {
+			hi := k1
+			full := b.covers(m, k0, k1)
+			if causal {
+				hi, full = b.min(hi, q1), b.and(full, b.le(k1, q0))
+			}
+			return b.class(b.setNone(m, k0, hi), full)
+		},
+	},
 	// document keeps every pair inside one document; the document split
 	// itself is lowered once for the whole mask (LowerPred, LowerHull,
 	// LowerClass).
 	spec.OpDocument: everything,
+}
+
+// shift is x + c, and x itself (no instruction) for c = 0.
+func (b *builder) shift(x int, c int64) int {
+	if c == 0 {
+		return x
+	}
+	return b.addC(x, c)
+}
+
+// blockShift is the shift -(Offset mod Size) that moves a block mask's
+// block starts to multiples of Size.
+func blockShift(m *spec.Mask) int64 {
+	return -int64(m.Offset % m.Size)
 }
 
 // dilatedReach is the largest distance |i - j| a dilated mask keeps,
@@ -198,6 +260,83 @@ func dilatedReach(m *spec.Mask) (int64, bool) {
 		return 0, false
 	}
 	return taps * st, true
+}
+
+// inSet is whether position x is in the set of a queries or keys mask.
+func (b *builder) inSet(m *spec.Mask, x int) int {
+	r := b.konst(1)
+	if m.Lo > 0 {
+		r = b.and(r, b.le(b.konst(int64(m.Lo)), x))
+	}
+	if m.Below > 0 {
+		r = b.and(r, b.lt(x, b.konst(int64(m.Below))))
+	}
+	if m.Stride > 1 {
+		r = b.and(r, b.eq(b.modC(x, int64(m.Stride)), b.konst(int64(m.Phase))))
+	}
+	return r
+}
+
+// setNone is whether no position of a queries or keys set lies in
+// [lo, hi] (hi may be Inf). It compares the distance to the set's first
+// position at or after lo with hi - lo, so that no value leaves
+// [-Inf, Inf] even when lo or hi are constants.
+func (b *builder) setNone(m *spec.Mask, lo, hi int) int {
+	if m.Lo > 0 {
+		lo = b.max(lo, b.konst(int64(m.Lo)))
+	}
+	if m.Below > 0 {
+		hi = b.min(hi, b.konst(int64(m.Below-1)))
+	}
+	if m.Stride == 1 {
+		return b.lt(hi, lo)
+	}
+	off := b.modC(b.sub(b.konst(int64(m.Phase)), lo), int64(m.Stride))
+	return b.lt(b.sub(hi, lo), off)
+}
+
+// setLast is the last position of the set at or before hi, for hi below
+// Inf (below the set's first position when there is none).
+func (b *builder) setLast(m *spec.Mask, hi int) int {
+	if m.Below > 0 {
+		hi = b.min(hi, b.konst(int64(m.Below-1)))
+	}
+	if m.Stride == 1 {
+		return hi
+	}
+	return b.sub(hi, b.modC(b.addC(hi, -int64(m.Phase)), int64(m.Stride)))
+}
+
+// setNext is at least x and at most the set's first position at or after
+// x (ignoring below): that position, except within a stride of Inf, where
+// the residue is found from Inf - stride so that constants stay below Inf
+// (no position of a call is there; the bound is still sound).
+func (b *builder) setNext(m *spec.Mask, x int) int {
+	lo := x
+	if m.Lo > 0 {
+		lo = b.max(lo, b.konst(int64(m.Lo)))
+	}
+	if m.Stride == 1 {
+		return lo
+	}
+	st := int64(m.Stride)
+	c := b.min(lo, b.konst(Inf-st))
+	return b.max(lo, b.add(c, b.modC(b.sub(b.konst(int64(m.Phase)), c), st)))
+}
+
+// covers is whether every position of [lo, hi] is in the set.
+func (b *builder) covers(m *spec.Mask, lo, hi int) int {
+	r := b.konst(1)
+	if m.Lo > 0 {
+		r = b.and(r, b.le(b.konst(int64(m.Lo)), lo))
+	}
+	if m.Below > 0 {
+		r = b.and(r, b.lt(hi, b.konst(int64(m.Below))))
+	}
+	if m.Stride > 1 {
+		r = b.ands(r, b.eq(lo, hi), b.eq(b.modC(lo, int64(m.Stride)), b.konst(int64(m.Phase))))
+	}
+	return r
 }
 
 // everything keeps every pair (with the causal flag folded in).
@@ -251,6 +390,9 @@ func (b *builder) classDist(causal bool, q0, q1, k0, k1 int, lo, hi, step int64)
 // the table.
 func (b *builder) lowerPred(m *spec.Mask, causal bool, i, j int) int {
 	switch m.Op {
+	case spec.OpNot:
+		// the causal flag is ANDed once, by LowerPred
+		return b.not(b.lowerPred(m.Args[0], causal, i, j))
 	case spec.OpUnion, spec.OpIntersect:
 		r := b.lowerPred(m.Args[0], causal, i, j)
 		for _, a := range m.Args[1:] {
@@ -268,6 +410,9 @@ func (b *builder) lowerPred(m *spec.Mask, causal bool, i, j int) int {
 
 func (b *builder) lowerHull(m *spec.Mask, causal bool, q0, q1, x int) (next, last int) {
 	switch m.Op {
+	case spec.OpNot:
+		// the keys an operand drops can be anywhere: the whole row
+		return x, b.konst(Inf)
 	case spec.OpUnion, spec.OpIntersect:
 		next, last = b.lowerHull(m.Args[0], causal, q0, q1, x)
 		for _, a := range m.Args[1:] {
@@ -287,6 +432,14 @@ func (b *builder) lowerHull(m *spec.Mask, causal bool, q0, q1, x int) (next, las
 
 func (b *builder) lowerClass(m *spec.Mask, causal bool, q0, q1, k0, k1 int) int {
 	switch m.Op {
+	case spec.OpNot:
+		// spec's rule: the operand's class without the causal flag,
+		// Empty and Full swapped (2 - c), capped by the causal class
+		c := b.sub(b.konst(int64(mask.Full)), b.lowerClass(m.Args[0], false, q0, q1, k0, k1))
+		if causal {
+			c = b.min(c, everything.class(b, nil, true, q0, q1, k0, k1))
+		}
+		return c
 	case spec.OpUnion, spec.OpIntersect:
 		c := b.lowerClass(m.Args[0], causal, q0, q1, k0, k1)
 		for _, a := range m.Args[1:] {

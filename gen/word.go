@@ -131,6 +131,10 @@ func (w *wordLowering) lower(in Inst) (wval, bool) {
 		return w.compare(in.Op, a, c)
 	case IRAnd, IROr:
 		return w.logic(in.Op, a, c)
+	case IRNot:
+		if a.kind == wWord {
+			return wval{kind: wWord, v: b.emit(Inst{Op: IRWNot, A: a.v})}, true
+		}
 	}
 	return wval{}, false
 }

@@ -10,10 +10,15 @@ package generated
 //go:generate go run ../cmd/attngen -spec ../spec/examples/block.yaml -out block
 //go:generate go run ../cmd/attngen -spec ../spec/examples/bridge.yaml -out bridge
 //go:generate go run ../cmd/attngen -spec ../spec/examples/causal.yaml -out causal
+//go:generate go run ../cmd/attngen -spec ../spec/examples/chunked.yaml -out chunked
 //go:generate go run ../cmd/attngen -spec ../spec/examples/dilated.yaml -out dilated
 //go:generate go run ../cmd/attngen -spec ../spec/examples/document.yaml -out document
+//go:generate go run ../cmd/attngen -spec ../spec/examples/except.yaml -out except
 //go:generate go run ../cmd/attngen -spec ../spec/examples/hetero.yaml -out hetero
 //go:generate go run ../cmd/attngen -spec ../spec/examples/hybrid.yaml -out hybrid
+//go:generate go run ../cmd/attngen -spec ../spec/examples/longformer.yaml -out longformer
+//go:generate go run ../cmd/attngen -spec ../spec/examples/offsets.yaml -out offsets
+//go:generate go run ../cmd/attngen -spec ../spec/examples/prefix_lm.yaml -out prefixlm
 //go:generate go run ../cmd/attngen -spec ../spec/examples/se_bridge.yaml -out sebridge
 //go:generate go run ../cmd/attngen -spec ../spec/examples/streaming.yaml -out streaming
 //go:generate go run ../cmd/attngen -spec ../spec/examples/window.yaml -out window

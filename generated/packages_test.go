@@ -8,10 +8,15 @@ import (
 	"github.com/attngen/attngen/generated/block"
 	"github.com/attngen/attngen/generated/bridge"
 	"github.com/attngen/attngen/generated/causal"
+	"github.com/attngen/attngen/generated/chunked"
 	"github.com/attngen/attngen/generated/dilated"
 	"github.com/attngen/attngen/generated/document"
+	"github.com/attngen/attngen/generated/except"
 	"github.com/attngen/attngen/generated/hetero"
 	"github.com/attngen/attngen/generated/hybrid"
+	"github.com/attngen/attngen/generated/longformer"
+	"github.com/attngen/attngen/generated/offsets"
+	"github.com/attngen/attngen/generated/prefixlm"
 	"github.com/attngen/attngen/generated/sebridge"
 	"github.com/attngen/attngen/generated/streaming"
 	"github.com/attngen/attngen/generated/window"
@@ -105,6 +110,34 @@ func packages() []pkg {
 				}
 			},
 			argsType: reflect.TypeFor[causal.Args]()},
+		{file: "chunked.yaml", dir: "chunked", mask: chunked.Mask, headDim: chunked.HeadDim, docs: false,
+			supported: func(v int) bool { return chunked.Supported(chunked.Variant(v)) },
+			compiled:  chunked.CompiledMask(),
+			geometry: func(k int, s verify.Shape) ([3]int, [3]int, int, error) {
+				return chunked.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.HeadsKV, s.SeqQ, s.SeqK)
+			},
+			gpus:    len(chunked.GPUKernels),
+			best:    func() (int, string) { return int(chunked.Best()), chunked.Best().String() },
+			variant: reflect.TypeFor[chunked.Variant](),
+			errs:    map[string]error{"shape": chunked.ErrShape, "short": chunked.ErrShort, "variant": chunked.ErrVariant, "headDim": chunked.ErrHeadDim, "document": chunked.ErrDocument, "alias": chunked.ErrAlias, "page": chunked.ErrPage},
+			run: func(v int) verify.Run {
+				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
+					return chunked.ForwardVariant(chunked.Variant(v), out, lse, q, k, vv, chunked.Shape(conv(s)))
+				}
+			},
+			run16: func(v, elem int) verify.Run {
+				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
+					q16, k16, v16 := bits16(elem, q), bits16(elem, k), bits16(elem, vv)
+					return chunked.ForwardVariant16(chunked.Variant(v), chunked.Elem(elem), out, lse, q16, k16, v16, chunked.Shape(conv(s)))
+				}
+			},
+			args: func(v int) argsRun {
+				return func(a genArgs) error {
+					return chunked.ForwardArgsVariant(chunked.Variant(v), chunked.Args{Elem: chunked.Elem(a.Elem), Q: a.Q, K: a.K, V: a.V, Q16: a.Q16, K16: a.K16, V16: a.V16,
+						Out: a.Out, Out16: a.Out16, LSE: a.LSE, Shape: chunked.Shape(conv(a.Shape))})
+				}
+			},
+			argsType: reflect.TypeFor[chunked.Args]()},
 		{file: "dilated.yaml", dir: "dilated", mask: dilated.Mask, headDim: dilated.HeadDim, docs: false,
 			supported: func(v int) bool { return dilated.Supported(dilated.Variant(v)) },
 			compiled:  dilated.CompiledMask(),
@@ -161,6 +194,34 @@ func packages() []pkg {
 				}
 			},
 			argsType: reflect.TypeFor[document.Args]()},
+		{file: "except.yaml", dir: "except", mask: except.Mask, headDim: except.HeadDim, docs: false,
+			supported: func(v int) bool { return except.Supported(except.Variant(v)) },
+			compiled:  except.CompiledMask(),
+			geometry: func(k int, s verify.Shape) ([3]int, [3]int, int, error) {
+				return except.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.HeadsKV, s.SeqQ, s.SeqK)
+			},
+			gpus:    len(except.GPUKernels),
+			best:    func() (int, string) { return int(except.Best()), except.Best().String() },
+			variant: reflect.TypeFor[except.Variant](),
+			errs:    map[string]error{"shape": except.ErrShape, "short": except.ErrShort, "variant": except.ErrVariant, "headDim": except.ErrHeadDim, "document": except.ErrDocument, "alias": except.ErrAlias, "page": except.ErrPage},
+			run: func(v int) verify.Run {
+				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
+					return except.ForwardVariant(except.Variant(v), out, lse, q, k, vv, except.Shape(conv(s)))
+				}
+			},
+			run16: func(v, elem int) verify.Run {
+				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
+					q16, k16, v16 := bits16(elem, q), bits16(elem, k), bits16(elem, vv)
+					return except.ForwardVariant16(except.Variant(v), except.Elem(elem), out, lse, q16, k16, v16, except.Shape(conv(s)))
+				}
+			},
+			args: func(v int) argsRun {
+				return func(a genArgs) error {
+					return except.ForwardArgsVariant(except.Variant(v), except.Args{Elem: except.Elem(a.Elem), Q: a.Q, K: a.K, V: a.V, Q16: a.Q16, K16: a.K16, V16: a.V16,
+						Out: a.Out, Out16: a.Out16, LSE: a.LSE, Shape: except.Shape(conv(a.Shape))})
+				}
+			},
+			argsType: reflect.TypeFor[except.Args]()},
 		{file: "hetero.yaml", dir: "hetero", mask: hetero.Mask, headDim: hetero.HeadDim, docs: false,
 			supported: func(v int) bool { return hetero.Supported(hetero.Variant(v)) },
 			compiled:  hetero.CompiledMask(),
@@ -217,6 +278,90 @@ func packages() []pkg {
 				}
 			},
 			argsType: reflect.TypeFor[hybrid.Args]()},
+		{file: "longformer.yaml", dir: "longformer", mask: longformer.Mask, headDim: longformer.HeadDim, docs: false,
+			supported: func(v int) bool { return longformer.Supported(longformer.Variant(v)) },
+			compiled:  longformer.CompiledMask(),
+			geometry: func(k int, s verify.Shape) ([3]int, [3]int, int, error) {
+				return longformer.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.HeadsKV, s.SeqQ, s.SeqK)
+			},
+			gpus:    len(longformer.GPUKernels),
+			best:    func() (int, string) { return int(longformer.Best()), longformer.Best().String() },
+			variant: reflect.TypeFor[longformer.Variant](),
+			errs:    map[string]error{"shape": longformer.ErrShape, "short": longformer.ErrShort, "variant": longformer.ErrVariant, "headDim": longformer.ErrHeadDim, "document": longformer.ErrDocument, "alias": longformer.ErrAlias, "page": longformer.ErrPage},
+			run: func(v int) verify.Run {
+				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
+					return longformer.ForwardVariant(longformer.Variant(v), out, lse, q, k, vv, longformer.Shape(conv(s)))
+				}
+			},
+			run16: func(v, elem int) verify.Run {
+				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
+					q16, k16, v16 := bits16(elem, q), bits16(elem, k), bits16(elem, vv)
+					return longformer.ForwardVariant16(longformer.Variant(v), longformer.Elem(elem), out, lse, q16, k16, v16, longformer.Shape(conv(s)))
+				}
+			},
+			args: func(v int) argsRun {
+				return func(a genArgs) error {
+					return longformer.ForwardArgsVariant(longformer.Variant(v), longformer.Args{Elem: longformer.Elem(a.Elem), Q: a.Q, K: a.K, V: a.V, Q16: a.Q16, K16: a.K16, V16: a.V16,
+						Out: a.Out, Out16: a.Out16, LSE: a.LSE, Shape: longformer.Shape(conv(a.Shape))})
+				}
+			},
+			argsType: reflect.TypeFor[longformer.Args]()},
+		{file: "offsets.yaml", dir: "offsets", mask: offsets.Mask, headDim: offsets.HeadDim, docs: false,
+			supported: func(v int) bool { return offsets.Supported(offsets.Variant(v)) },
+			compiled:  offsets.CompiledMask(),
+			geometry: func(k int, s verify.Shape) ([3]int, [3]int, int, error) {
+				return offsets.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.HeadsKV, s.SeqQ, s.SeqK)
+			},
+			gpus:    len(offsets.GPUKernels),
+			best:    func() (int, string) { return int(offsets.Best()), offsets.Best().String() },
+			variant: reflect.TypeFor[offsets.Variant](),
+			errs:    map[string]error{"shape": offsets.ErrShape, "short": offsets.ErrShort, "variant": offsets.ErrVariant, "headDim": offsets.ErrHeadDim, "document": offsets.ErrDocument, "alias": offsets.ErrAlias, "page": offsets.ErrPage},
+			run: func(v int) verify.Run {
+				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
+					return offsets.ForwardVariant(offsets.Variant(v), out, lse, q, k, vv, offsets.Shape(conv(s)))
+				}
+			},
+			run16: func(v, elem int) verify.Run {
+				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
+					q16, k16, v16 := bits16(elem, q), bits16(elem, k), bits16(elem, vv)
+					return offsets.ForwardVariant16(offsets.Variant(v), offsets.Elem(elem), out, lse, q16, k16, v16, offsets.Shape(conv(s)))
+				}
+			},
+			args: func(v int) argsRun {
+				return func(a genArgs) error {
+					return offsets.ForwardArgsVariant(offsets.Variant(v), offsets.Args{Elem: offsets.Elem(a.Elem), Q: a.Q, K: a.K, V: a.V, Q16: a.Q16, K16: a.K16, V16: a.V16,
+						Out: a.Out, Out16: a.Out16, LSE: a.LSE, Shape: offsets.Shape(conv(a.Shape))})
+				}
+			},
+			argsType: reflect.TypeFor[offsets.Args]()},
+		{file: "prefix_lm.yaml", dir: "prefixlm", mask: prefixlm.Mask, headDim: prefixlm.HeadDim, docs: false,
+			supported: func(v int) bool { return prefixlm.Supported(prefixlm.Variant(v)) },
+			compiled:  prefixlm.CompiledMask(),
+			geometry: func(k int, s verify.Shape) ([3]int, [3]int, int, error) {
+				return prefixlm.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.HeadsKV, s.SeqQ, s.SeqK)
+			},
+			gpus:    len(prefixlm.GPUKernels),
+			best:    func() (int, string) { return int(prefixlm.Best()), prefixlm.Best().String() },
+			variant: reflect.TypeFor[prefixlm.Variant](),
+			errs:    map[string]error{"shape": prefixlm.ErrShape, "short": prefixlm.ErrShort, "variant": prefixlm.ErrVariant, "headDim": prefixlm.ErrHeadDim, "document": prefixlm.ErrDocument, "alias": prefixlm.ErrAlias, "page": prefixlm.ErrPage},
+			run: func(v int) verify.Run {
+				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
+					return prefixlm.ForwardVariant(prefixlm.Variant(v), out, lse, q, k, vv, prefixlm.Shape(conv(s)))
+				}
+			},
+			run16: func(v, elem int) verify.Run {
+				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
+					q16, k16, v16 := bits16(elem, q), bits16(elem, k), bits16(elem, vv)
+					return prefixlm.ForwardVariant16(prefixlm.Variant(v), prefixlm.Elem(elem), out, lse, q16, k16, v16, prefixlm.Shape(conv(s)))
+				}
+			},
+			args: func(v int) argsRun {
+				return func(a genArgs) error {
+					return prefixlm.ForwardArgsVariant(prefixlm.Variant(v), prefixlm.Args{Elem: prefixlm.Elem(a.Elem), Q: a.Q, K: a.K, V: a.V, Q16: a.Q16, K16: a.K16, V16: a.V16,
+						Out: a.Out, Out16: a.Out16, LSE: a.LSE, Shape: prefixlm.Shape(conv(a.Shape))})
+				}
+			},
+			argsType: reflect.TypeFor[prefixlm.Args]()},
 		{file: "se_bridge.yaml", dir: "sebridge", mask: sebridge.Mask, headDim: sebridge.HeadDim, docs: false,
 			supported: func(v int) bool { return sebridge.Supported(sebridge.Variant(v)) },
 			compiled:  sebridge.CompiledMask(),

@@ -96,8 +96,27 @@ func (m *Mask) classify(q0, q1, k0, k1 int, causal bool) Class {
 			return FullT
 		}
 		return Partial
+	case OpQueries:
+		return classifyQueries(q0, q1, k0, k1, m, causal)
+	case OpKeys:
+		return classifyKeys(q0, q1, k0, k1, m, causal)
+	case OpNot:
+		// The pairs kept are the causal ones the operand, taken without
+		// the causal flag, drops: its full tiles become empty and its
+		// empty tiles take the causal class (Empty < Partial < FullT, so
+		// 2 - c swaps the ends). Exact when causal is false or the
+		// operand's class is; a partial operand under causal is partial
+		// unless causality alone empties the tile.
+		c := 2 - m.Args[0].classify(q0, q1, k0, k1, false)
+		if causal {
+			c = min(c, Full().classify(q0, q1, k0, k1, true))
+		}
+		return c
 	case OpBlock:
-		return classifyBlock(q0, q1, k0, k1, m.Size, causal)
+		// shifting both sides by s = -Offset mod Size keeps causality and
+		// moves the blocks to start at multiples of Size
+		s := mod(-m.Offset, m.Size)
+		return classifyBlock(q0+s, q1+s, k0+s, k1+s, m.Size, causal)
 	case OpBridge:
 		return classifyBridge(q0, q1, k0, k1, m)
 	case OpUnion:
@@ -170,6 +189,48 @@ func classifyBridge(q0, q1, k0, k1 int, m *Mask) Class {
 	}
 	n := q0 / b
 	if n >= 1 && q1/b == n && q1-n*b < t && k0 >= n*b-s && k1 <= n*b-1 && (md == 0 || q1-k0 <= md) {
+		return FullT
+	}
+	return Partial
+}
+
+// setRange is the first and last position of a queries or keys set within
+// [lo, hi] (first > last when there is none).
+func setRange(m *Mask, lo, hi int) (first, last int) {
+	lo = max(lo, m.Lo)
+	if m.Below > 0 {
+		hi = min(hi, m.Below-1)
+	}
+	return lo + mod(m.Phase-lo, m.Stride), hi - mod(hi-m.Phase, m.Stride)
+}
+
+// covers reports whether every position of [lo, hi] is in the set.
+func covers(m *Mask, lo, hi int) bool {
+	return m.Lo <= lo && (m.Below == 0 || hi < m.Below) && (m.Stride == 1 || lo == hi && m.inSet(lo))
+}
+
+// classifyQueries: rows i in the set keep every key (j <= i if causal).
+func classifyQueries(q0, q1, k0, k1 int, m *Mask, causal bool) Class {
+	first, last := setRange(m, q0, q1)
+	if first > last || (causal && last < k0) {
+		return Empty
+	}
+	if covers(m, q0, q1) && (!causal || k1 <= q0) {
+		return FullT
+	}
+	return Partial
+}
+
+// classifyKeys: keys j in the set are kept by every row (i >= j if causal).
+func classifyKeys(q0, q1, k0, k1 int, m *Mask, causal bool) Class {
+	hi := k1
+	if causal {
+		hi = min(hi, q1)
+	}
+	if first, last := setRange(m, k0, hi); first > last {
+		return Empty
+	}
+	if covers(m, k0, k1) && (!causal || k1 <= q0) {
 		return FullT
 	}
 	return Partial

@@ -11,8 +11,11 @@
 // field: the first MaxErrors in file order, then one entry counting the
 // rest. ParseFile refuses files larger than MaxFileSize (1 MiB) without
 // reading past that.
-// Shorthands (pbb, se_bridge, streaming, strided) are lowered to unions of
-// primitives while parsing, so a Mask never holds one. Specs are bounded:
+// Shorthands (pbb, se_bridge, streaming, strided, prefix_lm, chunked,
+// longformer) are lowered to unions and intersections of primitives while
+// parsing, so a Mask never holds one; so are the forms of global beyond
+// tokens (positions, ranges, stride, rows: keys and queries sets) and
+// dilated with a phase (a keys set). Specs are bounded:
 // integers at most MaxInt (positions are 32-bit in kernels), nesting at most
 // MaxDepth, and YAML aliases are refused, so no input can exhaust time or
 // stack.
@@ -46,7 +49,8 @@
 // (every distance in [q0-k1, q1-k0] occurs in a rectangle), global through
 // its key bound, block and bridge through the range of blocks both sides of
 // the tile touch, checking only the first and last of them (the blocks in
-// between are always non-empty). Combinators are sound but can be
+// between are always non-empty), queries and keys through the first and
+// last position of their set inside the tile's rows or columns. Combinators are sound but can be
 // conservative: a union is Full when an operand is, and an intersection is
 // Empty when an operand is, so a union of partial operands that together
 // cover the tile (block with its bridge at a block boundary, window with a

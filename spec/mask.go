@@ -8,19 +8,23 @@ import (
 )
 
 // Op names a node of the normalized mask tree. Shorthands (pbb, se_bridge,
-// streaming, strided) never appear here: the parser lowers them.
+// streaming, strided, prefix_lm, chunked, ...) never appear here: the
+// parser lowers them.
 type Op uint8
 
 const (
 	OpFull      Op = iota // true
 	OpWindow              // i-Left <= j <= i+Right
-	OpBlock               // blk(j) == blk(i), block size Size
+	OpBlock               // floor((j-Offset)/Size) == floor((i-Offset)/Size)
 	OpBridge              // phi(i) < Targets, beta(i)-Sources <= j < beta(i), i-j <= MaxDistance if set
 	OpDilated             // (i-j) mod Stride == 0, |i-j|/Stride <= Size-1 if Size set
 	OpGlobal              // j < Tokens
 	OpDocument            // doc(i) == doc(j), ids given at run time
+	OpQueries             // i in the set (Lo <= i < Below, i mod Stride == Phase): rows on one side
+	OpKeys                // j in the set (Lo <= j < Below, j mod Stride == Phase): keys on one side
 	OpUnion               // OR of Args
 	OpIntersect           // AND of Args
+	OpNot                 // NOT of Args[0] (the causal flag stays ANDed outside)
 	numOps
 )
 
@@ -28,10 +32,10 @@ const (
 // printed, classified and lowered by gen (tests loop up to it).
 const NumOps = numOps
 
-// Combinator reports whether the op combines other masks.
-func (o Op) Combinator() bool { return o == OpUnion || o == OpIntersect }
+// Combinator reports whether the op combines other masks (its Args).
+func (o Op) Combinator() bool { return o == OpUnion || o == OpIntersect || o == OpNot }
 
-var opNames = [...]string{"full", "window", "block", "bridge", "dilated", "global", "document", "union", "intersect"}
+var opNames = [...]string{"full", "window", "block", "bridge", "dilated", "global", "document", "queries", "keys", "union", "intersect", "not"}
 
 func (o Op) String() string {
 	if int(o) < len(opNames) {
@@ -47,14 +51,18 @@ type Mask struct {
 
 	Left, Right int // window: keys i-Left .. i+Right (a causal window of size W is Left=W-1, Right=0)
 	Size        int // block: block size; dilated: number of taps (0 = unbounded)
+	Offset      int // block: blocks start at Offset + k*Size (as written; only Offset mod Size matters)
 	Block       int // bridge: block size b
 	Targets     int // bridge: first Targets phases of each block receive bridge edges
 	Sources     int // bridge: from the last Sources positions of the previous block
 	MaxDistance int // bridge: i-j <= MaxDistance (0 = unset)
-	Stride      int // dilated
+	Stride      int // dilated; queries, keys: the set's step (>= 1)
 	Tokens      int // global: j < Tokens
+	Lo          int // queries, keys: first position of the set
+	Below       int // queries, keys: positions of the set are below it (0 = unbounded)
+	Phase       int // queries, keys: positions p of the set have p mod Stride == Phase, 0 <= Phase < Stride
 
-	Args []*Mask // union, intersect
+	Args []*Mask // union, intersect: the operands; not: the one operand
 
 	// Pos is where the node (or the shorthand it was lowered from) was written.
 	Pos Pos
@@ -68,6 +76,10 @@ func Full() *Mask                    { return &Mask{Op: OpFull} }
 func Window(size int) *Mask          { return &Mask{Op: OpWindow, Left: size - 1} }
 func WindowLR(left, right int) *Mask { return &Mask{Op: OpWindow, Left: left, Right: right} }
 func Block(size int) *Mask           { return &Mask{Op: OpBlock, Size: size} }
+
+// BlockAt is a block mask whose blocks start at offset + k*size.
+func BlockAt(size, offset int) *Mask { return &Mask{Op: OpBlock, Size: size, Offset: offset} }
+
 func Bridge(block, targets, sources, maxDistance int) *Mask {
 	return &Mask{Op: OpBridge, Block: block, Targets: targets, Sources: sources, MaxDistance: maxDistance}
 }
@@ -76,6 +88,24 @@ func Global(tokens int) *Mask        { return &Mask{Op: OpGlobal, Tokens: tokens
 func Document() *Mask                { return &Mask{Op: OpDocument} }
 func Union(args ...*Mask) *Mask      { return &Mask{Op: OpUnion, Args: args} }
 func Intersect(args ...*Mask) *Mask  { return &Mask{Op: OpIntersect, Args: args} }
+func Not(arg *Mask) *Mask            { return &Mask{Op: OpNot, Args: []*Mask{arg}} }
+
+// QuerySet and KeySet are the one-sided masks: the rows (queries) or the
+// keys p with from <= p < below (below 0: no bound) and p mod stride ==
+// phase (stride below 1 is 1).
+func QuerySet(from, below, stride, phase int) *Mask {
+	return set(OpQueries, from, below, stride, phase)
+}
+func KeySet(from, below, stride, phase int) *Mask { return set(OpKeys, from, below, stride, phase) }
+
+func set(op Op, from, below, stride, phase int) *Mask {
+	return &Mask{Op: op, Lo: from, Below: below, Stride: max(stride, 1), Phase: phase}
+}
+
+// inSet reports whether position x is in the set of a queries or keys node.
+func (m *Mask) inSet(x int) bool {
+	return x >= m.Lo && (m.Below == 0 || x < m.Below) && mod(x-m.Phase, m.Stride) == 0
+}
 
 // String renders the mask as one line of flow YAML that the parser reads back
 // to the same tree (shorthands appear expanded).
@@ -96,7 +126,11 @@ func (m *Mask) write(b *strings.Builder) {
 			fmt.Fprintf(b, "{window: {left: %d, right: %d}}", m.Left, m.Right)
 		}
 	case OpBlock:
-		fmt.Fprintf(b, "{block: {size: %d}}", m.Size)
+		if m.Offset != 0 {
+			fmt.Fprintf(b, "{block: {size: %d, offset: %d}}", m.Size, m.Offset)
+		} else {
+			fmt.Fprintf(b, "{block: {size: %d}}", m.Size)
+		}
 	case OpBridge:
 		fmt.Fprintf(b, "{bridge: {block: %d, targets: %d, sources: %d", m.Block, m.Targets, m.Sources)
 		if m.MaxDistance > 0 {
@@ -113,6 +147,30 @@ func (m *Mask) write(b *strings.Builder) {
 		fmt.Fprintf(b, "{global: {tokens: %d}}", m.Tokens)
 	case OpDocument:
 		b.WriteString("{document: {}}")
+	case OpQueries, OpKeys:
+		fmt.Fprintf(b, "{%s: {", m.Op)
+		sep := ""
+		field := func(name string, v int) {
+			fmt.Fprintf(b, "%s%s: %d", sep, name, v)
+			sep = ", "
+		}
+		if m.Lo != 0 {
+			field("from", m.Lo)
+		}
+		if m.Below != 0 {
+			field("below", m.Below)
+		}
+		if m.Stride > 1 {
+			field("stride", m.Stride)
+			if m.Phase != 0 {
+				field("phase", m.Phase)
+			}
+		}
+		b.WriteString("}}")
+	case OpNot:
+		b.WriteString("{not: ")
+		m.Args[0].write(b)
+		b.WriteString("}")
 	case OpUnion, OpIntersect:
 		fmt.Fprintf(b, "{%s: [", m.Op)
 		for k, a := range m.Args {
@@ -132,6 +190,7 @@ func (m *Mask) Equal(o *Mask) bool {
 	if m.Op != o.Op || m.Left != o.Left || m.Right != o.Right || m.Size != o.Size ||
 		m.Block != o.Block || m.Targets != o.Targets || m.Sources != o.Sources ||
 		m.MaxDistance != o.MaxDistance || m.Stride != o.Stride || m.Tokens != o.Tokens ||
+		m.Lo != o.Lo || m.Below != o.Below || m.Phase != o.Phase || m.Offset != o.Offset ||
 		len(m.Args) != len(o.Args) {
 		return false
 	}
@@ -170,7 +229,13 @@ func (m *Mask) Period() (p int, ok bool) {
 		return m.Block, true
 	case OpGlobal, OpDocument:
 		return 0, false
-	case OpUnion, OpIntersect:
+	case OpQueries, OpKeys:
+		// a bound breaks the shift invariance; the residue alone keeps it
+		if m.Lo != 0 || m.Below != 0 {
+			return 0, false
+		}
+		return m.Stride, true
+	case OpUnion, OpIntersect, OpNot:
 		p = 1
 		for _, a := range m.Args {
 			q, ok := a.Period()
@@ -212,7 +277,7 @@ func (m *Mask) eval(i, j int, causal bool, sameDoc bool) bool {
 	case OpWindow:
 		return i-m.Left <= j && j <= i+m.Right
 	case OpBlock:
-		return floorDiv(i, m.Size) == floorDiv(j, m.Size)
+		return floorDiv(i-m.Offset, m.Size) == floorDiv(j-m.Offset, m.Size)
 	case OpBridge:
 		beta := floorDiv(i, m.Block) * m.Block
 		if i-beta >= m.Targets || j >= beta || j < beta-m.Sources {
@@ -232,6 +297,14 @@ func (m *Mask) eval(i, j int, causal bool, sameDoc bool) bool {
 		return j < m.Tokens
 	case OpDocument:
 		return sameDoc
+	case OpQueries:
+		return m.inSet(i)
+	case OpKeys:
+		return m.inSet(j)
+	case OpNot:
+		// causal is ANDed above and inside alike: for j <= i the operand
+		// answers its own predicate, so this is causal AND NOT operand
+		return !m.Args[0].eval(i, j, causal, sameDoc)
 	case OpUnion:
 		for _, a := range m.Args {
 			if a.eval(i, j, causal, sameDoc) {

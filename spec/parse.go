@@ -167,6 +167,9 @@ func capErrors(l ErrorList) ErrorList {
 type parser struct {
 	file string
 	errs ErrorList
+	// nonCausal lists the masks that need causal: false (prefix_lm), by
+	// position and field, checked once the causal flag is read.
+	nonCausal []*Error
 }
 
 func (p *parser) pos(n *yaml.Node) Pos { return Pos{p.file, max(n.Line, 1), max(n.Column, 1)} }
@@ -337,17 +340,8 @@ func (p *parser) spec(doc *yaml.Node) *Spec {
 		s.Mask = m
 	}
 	if n := fields["causal"]; n != nil {
-		// YAML 1.2 booleans only: yes, no, on, off are strings (and an
-		// explicit !!bool tag does not make them booleans).
-		switch v := n.Value; {
-		case n.Kind != yaml.ScalarNode || n.Tag != "!!bool":
-			p.errorf(n, "causal: want true or false, got %s", describe(n))
-		case v == "true" || v == "True" || v == "TRUE":
-			s.Causal = true
-		case v == "false" || v == "False" || v == "FALSE":
-			s.Causal = false
-		default:
-			p.errorf(n, "causal: want true or false, got %q", clip(v))
+		if v, ok := p.boolean(n, "causal"); ok {
+			s.Causal = v
 		}
 	}
 	if n := fields["page_size"]; n != nil {
@@ -365,6 +359,11 @@ func (p *parser) spec(doc *yaml.Node) *Spec {
 			}
 			s.HeadDim = v
 			s.HeadDimPos = p.pos(n)
+		}
+	}
+	if s.Causal {
+		for _, e := range p.nonCausal {
+			p.errs = append(p.errs, e)
 		}
 	}
 	if schedNode = fields["schedule"]; schedNode != nil {
@@ -562,9 +561,9 @@ func checkPackageName(v string) error {
 
 // Mask kinds a spec may write, with their parameters.
 var (
-	primitives = []string{"full", "window", "block", "bridge", "dilated", "global", "document"}
-	combiners  = []string{"union", "intersect"}
-	shorthands = []string{"pbb", "se_bridge", "streaming", "strided"}
+	primitives = []string{"full", "window", "block", "bridge", "dilated", "global", "document", "queries", "keys"}
+	combiners  = []string{"union", "intersect", "not"}
+	shorthands = []string{"pbb", "se_bridge", "streaming", "strided", "prefix_lm", "chunked", "longformer"}
 	allKinds   = append(append(append([]string{}, primitives...), combiners...), shorthands...)
 )
 
@@ -605,6 +604,17 @@ func (p *parser) mask(n *yaml.Node, what string, depth int) *Mask {
 	v := n.Content[1]
 	what = what + "." + kind
 	pos := p.pos(n.Content[0])
+	if kind == "not" {
+		if v.Kind != yaml.MappingNode {
+			p.errorf(v, "%s: want one mask (a mapping), got %s", what, describe(v))
+			return nil
+		}
+		a := p.mask(v, what, depth+1)
+		if a == nil {
+			return nil
+		}
+		return &Mask{Op: OpNot, Args: []*Mask{a}, Pos: pos}
+	}
 	if kind == "union" || kind == "intersect" {
 		if v.Kind != yaml.SequenceNode {
 			p.errorf(v, "%s: want a list of masks, got %s", what, describe(v))
@@ -735,8 +745,9 @@ func (p *parser) primitive(kind string, pr *params, pos Pos) *Mask {
 			pr.failed = true
 		}
 	case "block":
-		pr.allow("size")
+		pr.allow("size", "offset")
 		m.Op, m.Size = OpBlock, pr.get("size", true, 1, MaxInt, maxStr())
+		m.Offset = pr.get("offset", false, 0, MaxInt, maxStr())
 	case "bridge":
 		pr.allow("block", "targets", "sources", "max_distance")
 		m.Op = OpBridge
@@ -749,13 +760,98 @@ func (p *parser) primitive(kind string, pr *params, pos Pos) *Mask {
 		m.Sources = pr.get("sources", true, 1, lim, why)
 		m.MaxDistance = pr.get("max_distance", false, 1, MaxInt, maxStr())
 	case "dilated":
-		pr.allow("stride", "size")
+		pr.allow("stride", "size", "phase")
 		m.Op = OpDilated
 		m.Stride = pr.get("stride", true, 1, MaxInt, maxStr())
 		m.Size = pr.get("size", false, 1, MaxInt, maxStr())
+		if pr.has("phase") {
+			// the absolute form: keys at positions phase mod stride, for
+			// every query; that is a keys set
+			if pr.has("size") {
+				p.errorf(pr.fields["phase"], "%s: give size (taps counted back from the query) or phase (keys at fixed positions), not both; intersect an absolute phase with a window to bound it", pr.what)
+				pr.failed = true
+			}
+			hi := max(m.Stride-1, 0)
+			ph := pr.get("phase", false, 0, hi, fmt.Sprintf("stride - 1 = %d", hi))
+			m = &Mask{Op: OpKeys, Stride: max(m.Stride, 1), Phase: ph, Pos: pos, From: "dilated"}
+		}
 	case "global":
-		pr.allow("tokens")
-		m.Op, m.Tokens = OpGlobal, pr.get("tokens", true, 1, MaxInt, maxStr())
+		pr.allow(append(globalKeys, "rows")...)
+		if pr.has("tokens") && len(pr.fields) == 1 {
+			// the attention sinks of the first form
+			m.Op, m.Tokens = OpGlobal, pr.get("tokens", true, 1, MaxInt, maxStr())
+			break
+		}
+		rows, ok := false, true
+		if n := pr.fields["rows"]; n != nil {
+			rows, ok = p.boolean(n, pr.what+".rows")
+			pr.failed = pr.failed || !ok
+		}
+		cols := p.globalSet(pr)
+		if pr.failed {
+			return nil
+		}
+		if !rows && len(cols) == 1 {
+			m = cols[0]
+		} else {
+			m = Union(cols...)
+			if rows {
+				m.Args = append(m.Args, rowsOf(cols)...)
+			}
+		}
+		m.Pos, m.From = pos, "global"
+		for _, a := range m.Args {
+			a.From = "global"
+		}
+	case "longformer":
+		pr.allow(append(globalKeys, "window")...)
+		w := pr.get("window", true, 2, MaxInt-1, strconv.Itoa(MaxInt-1))
+		if !pr.failed && w%2 != 0 {
+			p.errorf(pr.fields["window"], "%s.window: %d is odd; Longformer's attention_window is even (w/2 keys on each side)", pr.what, w)
+			pr.failed = true
+		}
+		var cols []*Mask
+		if len(pr.fields) > 1 {
+			cols = p.globalSet(pr)
+		}
+		m = Union(&Mask{Op: OpWindow, Left: w / 2, Right: w / 2, Pos: pos})
+		m.Args = append(append(m.Args, cols...), rowsOf(cols)...)
+	case "queries", "keys":
+		pr.allow("from", "below", "stride", "phase")
+		m.Op = OpQueries
+		if kind == "keys" {
+			m.Op = OpKeys
+		}
+		m.Lo = pr.get("from", false, 0, MaxInt, maxStr())
+		m.Below = pr.get("below", false, 1, MaxInt, maxStr())
+		m.Stride = max(pr.get("stride", false, 1, MaxInt, maxStr()), 1)
+		if pr.has("phase") && !pr.has("stride") {
+			p.errorf(pr.fields["phase"], "%s.phase: needs stride (the positions p with p mod stride == phase)", pr.what)
+			pr.failed = true
+		} else {
+			m.Phase = pr.get("phase", false, 0, m.Stride-1, fmt.Sprintf("stride - 1 = %d", m.Stride-1))
+		}
+		if !pr.failed && m.Below > 0 {
+			if first, _ := setRange(m, 0, m.Below-1); first >= m.Below {
+				at := pr.fields["below"]
+				if m.Lo < m.Below {
+					p.errorf(at, "%s.below: no position in [from, below) = [%d, %d) has p mod %d == %d; the mask keeps nothing", pr.what, m.Lo, m.Below, m.Stride, m.Phase)
+				} else {
+					p.errorf(at, "%s.below: %d must exceed from = %d; the mask keeps nothing", pr.what, m.Below, m.Lo)
+				}
+				pr.failed = true
+			}
+		}
+	case "prefix_lm":
+		pr.allow("prefix")
+		n := pr.get("prefix", true, 1, MaxInt, maxStr())
+		m = Union(&Mask{Op: OpKeys, Below: n, Stride: 1, Pos: pos}, &Mask{Op: OpWindow, Left: MaxInt - 1, Pos: pos})
+		p.nonCausal = append(p.nonCausal, &Error{pos, pr.what + ": is bidirectional over the prefix, so it needs causal: false (its causal part after the prefix is built in); under causal: true it is plain causal attention"})
+	case "chunked":
+		pr.allow("size", "offset")
+		c := pr.get("size", true, 1, MaxInt, maxStr())
+		o := pr.get("offset", false, 0, MaxInt, maxStr())
+		m = Intersect(&Mask{Op: OpBlock, Size: c, Offset: o, Pos: pos}, &Mask{Op: OpWindow, Left: MaxInt - 1, Pos: pos})
 	case "pbb", "se_bridge":
 		keys := []string{"block", "width"}
 		if kind == "se_bridge" {
@@ -796,6 +892,134 @@ func (p *parser) primitive(kind string, pr *params, pos Pos) *Mask {
 		}
 	}
 	return m
+}
+
+// globalKeys are the parameters of a set of global positions.
+var globalKeys = []string{"tokens", "positions", "ranges", "stride", "phase"}
+
+// MaxGlobalRuns bounds the positions and ranges one global (or
+// longformer) lists: each run is a comparison in every kernel.
+const MaxGlobalRuns = 256
+
+// globalSet reads the global positions of pr (tokens, positions, ranges,
+// stride with phase) as key sets: global tokens for a prefix, one keys
+// node per run of listed positions and ranges (merged when they touch),
+// one strided keys node. At least one parameter is required.
+func (p *parser) globalSet(pr *params) []*Mask {
+	pos := p.pos(pr.node)
+	if pr.node.Kind == yaml.MappingNode && len(pr.node.Content) > 0 {
+		pos = p.pos(pr.node.Content[0])
+	}
+	var out []*Mask
+	if pr.has("tokens") {
+		out = append(out, &Mask{Op: OpGlobal, Tokens: pr.get("tokens", true, 1, MaxInt, maxStr()), Pos: pos})
+	}
+	var runs [][2]int // [from, below)
+	if n := pr.fields["positions"]; n != nil {
+		if n.Kind != yaml.SequenceNode || len(n.Content) == 0 {
+			p.errorf(n, "%s.positions: want a non-empty list of positions, got %s", pr.what, describe(n))
+			pr.failed = true
+		} else {
+			for k, e := range n.Content {
+				what := fmt.Sprintf("%s.positions[%d]", pr.what, k)
+				v, ok := p.integer(e, what)
+				switch {
+				case !ok:
+					pr.failed = true
+				case v < 0 || v > MaxInt-1:
+					p.errorf(e, "%s: %d is out of range (want 0 to %d)", what, v, MaxInt-1)
+					pr.failed = true
+				default:
+					runs = append(runs, [2]int{v, v + 1})
+				}
+			}
+		}
+	}
+	if n := pr.fields["ranges"]; n != nil {
+		if n.Kind != yaml.SequenceNode || len(n.Content) == 0 {
+			p.errorf(n, "%s.ranges: want a non-empty list of {from, below}, got %s", pr.what, describe(n))
+			pr.failed = true
+		} else {
+			for k, e := range n.Content {
+				what := fmt.Sprintf("%s.ranges[%d]", pr.what, k)
+				if e.Kind != yaml.MappingNode {
+					p.errorf(e, "%s: want a mapping {from, below}, got %s", what, describe(e))
+					pr.failed = true
+					continue
+				}
+				r := params{p: p, what: what, node: e}
+				r.allow("from", "below")
+				from := r.get("from", true, 0, MaxInt-1, strconv.Itoa(MaxInt-1))
+				below := r.get("below", true, 1, MaxInt, maxStr())
+				if !r.failed && below <= from {
+					p.errorf(r.fields["below"], "%s.below: %d must exceed from = %d", what, below, from)
+					r.failed = true
+				}
+				pr.failed = pr.failed || r.failed
+				if !r.failed {
+					runs = append(runs, [2]int{from, below})
+				}
+			}
+		}
+	}
+	if len(runs) > MaxGlobalRuns {
+		p.errorf(pr.node, "%s: %d positions and ranges, at most %d (write long runs as ranges, regular ones with stride)", pr.what, len(runs), MaxGlobalRuns)
+		pr.failed = true
+	}
+	sort.Slice(runs, func(a, b int) bool { return runs[a][0] < runs[b][0] })
+	for k, r := range runs {
+		if k > 0 && r[0] <= out[len(out)-1].Below && out[len(out)-1].Op == OpKeys && out[len(out)-1].Stride == 1 {
+			last := out[len(out)-1]
+			last.Below = max(last.Below, r[1])
+			continue
+		}
+		out = append(out, &Mask{Op: OpKeys, Lo: r[0], Below: r[1], Stride: 1, Pos: pos})
+	}
+	if pr.has("stride") {
+		st := pr.get("stride", true, 1, MaxInt, maxStr())
+		hi := max(st-1, 0)
+		ph := pr.get("phase", false, 0, hi, fmt.Sprintf("stride - 1 = %d", hi))
+		out = append(out, &Mask{Op: OpKeys, Stride: max(st, 1), Phase: ph, Pos: pos})
+	} else if pr.has("phase") {
+		p.errorf(pr.fields["phase"], "%s.phase: needs stride (the positions p with p mod stride == phase)", pr.what)
+		pr.failed = true
+	}
+	if len(out) == 0 && !pr.failed {
+		p.errorf(pr.node, "%s: no global positions: give tokens, positions, ranges or stride", pr.what)
+		pr.failed = true
+	}
+	return out
+}
+
+// rowsOf is the same sets as global rows: queries in place of keys.
+func rowsOf(cols []*Mask) []*Mask {
+	out := make([]*Mask, len(cols))
+	for k, c := range cols {
+		r := *c
+		r.Op = OpQueries
+		if c.Op == OpGlobal {
+			r = Mask{Op: OpQueries, Below: c.Tokens, Stride: 1, Pos: c.Pos}
+		}
+		out[k] = &r
+	}
+	return out
+}
+
+// boolean reads a YAML 1.2 boolean (true, True, TRUE, false, False,
+// FALSE): yes, no, on and off are strings (and an explicit !!bool tag does
+// not make them booleans).
+func (p *parser) boolean(n *yaml.Node, what string) (bool, bool) {
+	switch v := n.Value; {
+	case n.Kind != yaml.ScalarNode || n.Tag != "!!bool":
+		p.errorf(n, "%s: want true or false, got %s", what, describe(n))
+	case v == "true" || v == "True" || v == "TRUE":
+		return true, true
+	case v == "false" || v == "False" || v == "FALSE":
+		return false, true
+	default:
+		p.errorf(n, "%s: want true or false, got %q", what, clip(v))
+	}
+	return false, false
 }
 
 // checkDocument enforces where document may stand: as the whole mask or as a

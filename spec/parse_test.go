@@ -166,7 +166,7 @@ var errCases = []errCase{
 	{"mask a list", "name: a\nmask: [full]\n", []wantErr{at(2, 7, "mask: want a mapping", "got a list")}},
 	{"mask empty mapping", "name: a\nmask: {}\n", []wantErr{at(2, 7, "mask: empty mapping")}},
 	{"unknown mask kind", "name: a\nmask: {sliding_window: {size: 4}}\n",
-		[]wantErr{at(2, 8, `mask: unknown mask kind "sliding_window"`, "want one of full, window, block, bridge, dilated, global, document, union, intersect, pbb, se_bridge, streaming, strided")}},
+		[]wantErr{at(2, 8, `mask: unknown mask kind "sliding_window"`, "want one of full, window, block, bridge, dilated, global, document, queries, keys, union, intersect, not, pbb, se_bridge, streaming, strided, prefix_lm, chunked, longformer")}},
 	{"two primitives in one map", lines("name: a", "mask:", "  block: {size: 4}", "  window: {size: 2}"),
 		[]wantErr{at(4, 3, "mask: two primitives in one map (block and window)", "union or intersect")}},
 	{"two primitives in a union operand", lines("name: a", "mask:", "  union:", "    - {block: {size: 4}, global: {tokens: 1}}"),
@@ -237,16 +237,81 @@ var errCases = []errCase{
 	{"bridge block 0 and targets", "name: a\nmask: {bridge: {block: 0, targets: 8, sources: 8}}\n",
 		[]wantErr{at(2, 24, "mask.bridge.block: 0 is out of range (at least 1)")}},
 
+	// block offset, dilated phase.
+	{"block offset negative", "name: a\nmask: {block: {size: 4, offset: -1}}\n",
+		[]wantErr{at(2, 33, "mask.block.offset: -1 is out of range (at least 0)")}},
+	{"block offset without size", "name: a\nmask: {block: {offset: 4}}\n",
+		[]wantErr{at(2, 15, "mask.block: missing parameter size")}},
+	{"dilated phase and size", "name: a\nmask: {dilated: {stride: 4, size: 2, phase: 1}}\n",
+		[]wantErr{at(2, 45, "mask.dilated: give size (taps counted back from the query) or phase (keys at fixed positions), not both")}},
+	{"dilated phase not below stride", "name: a\nmask: {dilated: {stride: 4, phase: 4}}\n",
+		[]wantErr{at(2, 36, "mask.dilated.phase: 4 is out of range (at most stride - 1 = 3)")}},
+	{"dilated phase without stride", "name: a\nmask: {dilated: {phase: 0}}\n",
+		[]wantErr{at(2, 17, "mask.dilated: missing parameter stride")}},
+	{"chunked offset negative", "name: a\nmask: {chunked: {size: 4, offset: -2}}\n",
+		[]wantErr{at(2, 35, "mask.chunked.offset: -2 is out of range (at least 0)")}},
+
 	// dilated, global.
 	{"dilated stride 0", "name: a\nmask: {dilated: {stride: 0}}\n", []wantErr{at(2, 26, "mask.dilated.stride: 0 is out of range (at least 1)")}},
 	{"dilated size 0", "name: a\nmask: {dilated: {stride: 2, size: 0}}\n", []wantErr{at(2, 35, "mask.dilated.size: 0 is out of range (at least 1)")}},
 	{"dilated missing stride", "name: a\nmask: {dilated: {size: 4}}\n", []wantErr{at(2, 17, "mask.dilated: missing parameter stride")}},
 	{"global tokens 0", "name: a\nmask: {global: {tokens: 0}}\n", []wantErr{at(2, 25, "mask.global.tokens: 0 is out of range (at least 1)")}},
-	{"global missing tokens", "name: a\nmask: {global: {}}\n", []wantErr{at(2, 16, "mask.global: missing parameter tokens")}},
+	{"global missing tokens", "name: a\nmask: {global: {}}\n", []wantErr{at(2, 16, "mask.global: no global positions: give tokens, positions, ranges or stride")}},
+	{"global rows alone", "name: a\nmask: {global: {rows: true}}\n", []wantErr{at(2, 16, "mask.global: no global positions")}},
+	{"global rows not a boolean", "name: a\nmask: {global: {positions: [3], rows: yes}}\n",
+		[]wantErr{at(2, 39, "mask.global.rows: want true or false", `got the string "yes"`)}},
+	{"global positions empty", "name: a\nmask: {global: {positions: []}}\n",
+		[]wantErr{at(2, 28, "mask.global.positions: want a non-empty list of positions", "got a list")}},
+	{"global positions not a list", "name: a\nmask: {global: {positions: 4}}\n",
+		[]wantErr{at(2, 28, "mask.global.positions: want a non-empty list of positions", "got the integer 4")}},
+	{"global position negative and too large", "name: a\nmask: {global: {positions: [1, -1, 2147483647]}}\n",
+		[]wantErr{at(2, 32, "mask.global.positions[1]: -1 is out of range (want 0 to 2147483646)"), at(2, 36, "mask.global.positions[2]: 2147483647 is out of range")}},
+	{"global range below not above from", "name: a\nmask: {global: {ranges: [{from: 4, below: 9}, {from: 8, below: 8}]}}\n",
+		[]wantErr{at(2, 64, "mask.global.ranges[1].below: 8 must exceed from = 8")}},
+	{"global range missing below and unknown key", "name: a\nmask: {global: {ranges: [{from: 4, to: 9}]}}\n",
+		[]wantErr{at(2, 26, "mask.global.ranges[0]: missing parameter below"), at(2, 36, `mask.global.ranges[0]: unknown key "to"`, "want from, below")}},
+	{"global range not a mapping", "name: a\nmask: {global: {ranges: [[4, 9]]}}\n",
+		[]wantErr{at(2, 26, "mask.global.ranges[0]: want a mapping {from, below}", "got a list")}},
+	{"global phase without stride", "name: a\nmask: {global: {positions: [0], phase: 1}}\n",
+		[]wantErr{at(2, 40, "mask.global.phase: needs stride")}},
+	{"global stride phase out of range", "name: a\nmask: {global: {stride: 8, phase: 8}}\n",
+		[]wantErr{at(2, 35, "mask.global.phase: 8 is out of range (at most stride - 1 = 7)")}},
+	{"longformer odd window", "name: a\nmask: {longformer: {window: 5, positions: [0]}}\n",
+		[]wantErr{at(2, 29, "mask.longformer.window: 5 is odd")}},
+	{"longformer missing window", "name: a\nmask: {longformer: {positions: [0]}}\n",
+		[]wantErr{at(2, 20, "mask.longformer: missing parameter window")}},
+	{"longformer rows", "name: a\nmask: {longformer: {window: 4, rows: false}}\n",
+		[]wantErr{at(2, 32, `mask.longformer: unknown key "rows"`)}},
 	{"global unknown parameter", "name: a\nmask: {global: {tokens: 4, size: 2}}\n",
 		[]wantErr{at(2, 28, `mask.global: unknown key "size"`, "want tokens")}},
 
+	// queries, keys.
+	{"keys below 0", "name: a\nmask: {keys: {below: 0}}\n", []wantErr{at(2, 22, "mask.keys.below: 0 is out of range (at least 1)")}},
+	{"queries from negative", "name: a\nmask: {queries: {from: -1}}\n", []wantErr{at(2, 24, "mask.queries.from: -1 is out of range (at least 0)")}},
+	{"keys from not below below", "name: a\nmask: {keys: {from: 8, below: 8}}\n",
+		[]wantErr{at(2, 31, "mask.keys.below: 8 must exceed from = 8", "keeps nothing")}},
+	{"queries stride misses the range", "name: a\nmask: {queries: {from: 5, below: 8, stride: 4}}\n",
+		[]wantErr{at(2, 34, "mask.queries.below: no position in [from, below) = [5, 8) has p mod 4 == 0", "keeps nothing")}},
+	{"keys phase without stride", "name: a\nmask: {keys: {phase: 1}}\n",
+		[]wantErr{at(2, 22, "mask.keys.phase: needs stride")}},
+	{"keys phase not below stride", "name: a\nmask: {keys: {stride: 4, phase: 4}}\n",
+		[]wantErr{at(2, 33, "mask.keys.phase: 4 is out of range (at most stride - 1 = 3)")}},
+	{"keys stride 0", "name: a\nmask: {keys: {stride: 0}}\n", []wantErr{at(2, 23, "mask.keys.stride: 0 is out of range (at least 1)")}},
+	{"queries unknown parameter", "name: a\nmask: {queries: {below: 4, size: 2}}\n",
+		[]wantErr{at(2, 28, `mask.queries: unknown key "size"`, "want from, below, stride, phase")}},
+
 	// Shorthands.
+	{"prefix_lm under causal", "name: a\nmask: {prefix_lm: {prefix: 4}}\n",
+		[]wantErr{at(2, 8, "mask.prefix_lm: is bidirectional over the prefix, so it needs causal: false")}},
+	{"prefix_lm in masks under causal, written causal", lines("name: a", "causal: true", "mask: {full: {}}", "schedule: [mask, p]", "masks:", "  p: {union: [{window: {size: 4}}, {prefix_lm: {prefix: 4}}]}"),
+		[]wantErr{at(6, 37, "masks.p.union[1].prefix_lm: is bidirectional over the prefix")}},
+	{"prefix_lm prefix 0", "name: a\ncausal: false\nmask: {prefix_lm: {prefix: 0}}\n",
+		[]wantErr{at(3, 28, "mask.prefix_lm.prefix: 0 is out of range (at least 1)")}},
+	{"prefix_lm missing prefix", "name: a\ncausal: false\nmask: {prefix_lm: {}}\n",
+		[]wantErr{at(3, 19, "mask.prefix_lm: missing parameter prefix")}},
+	{"chunked size 0", "name: a\nmask: {chunked: {size: 0}}\n", []wantErr{at(2, 24, "mask.chunked.size: 0 is out of range (at least 1)")}},
+	{"chunked unknown parameter", "name: a\nmask: {chunked: {size: 4, chunk: 2}}\n",
+		[]wantErr{at(2, 27, `mask.chunked: unknown key "chunk"`, "want size")}},
 	{"pbb width larger than block", "name: a\nmask: {pbb: {block: 16, width: 17}}\n",
 		[]wantErr{at(2, 32, "mask.pbb.width: 17 is out of range (at most block = 16)")}},
 	{"pbb unknown parameter sources", "name: a\nmask: {pbb: {block: 16, width: 4, sources: 8}}\n",
@@ -286,6 +351,18 @@ var errCases = []errCase{
 		[]wantErr{at(2, 28, "mask.union[1]: want a mapping", `got the string "window"`)}},
 	{"bad operands all reported", lines("name: a", "mask:", "  union:", "    - block: {size: 0}", "    - full: {}", "    - intersect:", "        - window: {size: 4}", "        - dilated: {stride: -2}"),
 		[]wantErr{at(4, 21, "mask.union[0].block.size: 0 is out of range"), at(8, 29, "mask.union[2].intersect[1].dilated.stride: -2 is out of range")}},
+
+	// not.
+	{"not of a list", "name: a\nmask: {not: [{full: {}}]}\n",
+		[]wantErr{at(2, 13, "mask.not: want one mask (a mapping)", "got a list")}},
+	{"not null", "name: a\nmask: {not: }\n", []wantErr{at(2, 13, "mask.not: want one mask (a mapping)", "got nothing (null)")}},
+	{"not empty", "name: a\nmask: {not: {}}\n", []wantErr{at(2, 13, "mask.not: empty mapping")}},
+	{"not of two kinds", "name: a\nmask: {not: {full: {}, block: {size: 4}}}\n",
+		[]wantErr{at(2, 24, "mask.not: two primitives in one map (full and block)")}},
+	{"not operand error", "name: a\nmask: {not: {block: {size: 0}}}\n",
+		[]wantErr{at(2, 28, "mask.not.block.size: 0 is out of range (at least 1)")}},
+	{"document under not", "name: a\nmask: {intersect: [{not: {document: {}}}, {full: {}}]}\n",
+		[]wantErr{at(2, 27, "mask: document may only be")}},
 
 	// document placement.
 	{"document in a union", "name: a\nmask: {union: [{document: {}}, {window: {size: 4}}]}\n",
@@ -495,17 +572,24 @@ var exampleWant = map[string]struct {
 	headDim  int
 	schedule []string
 	masks    map[string]*spec.Mask
+	causal   bool
 }{
-	"block.yaml":     {"block", spec.Block(256), 128, nil, nil},
-	"bridge.yaml":    {"bridge", spec.Union(spec.Block(256), spec.Bridge(256, 32, 32, 0)), 128, nil, nil},
-	"causal.yaml":    {"causal", spec.Full(), 128, nil, nil},
-	"dilated.yaml":   {"dilated", spec.Dilated(8, 0), 128, nil, nil},
-	"document.yaml":  {"document", spec.Intersect(spec.Document(), spec.Union(spec.Global(2), spec.Window(512))), 64, nil, nil},
-	"hetero.yaml":    {"hetero", spec.Block(128), 64, []string{"mask", "wide", "sparse"}, map[string]*spec.Mask{"wide": spec.Window(256), "sparse": spec.Dilated(16, 32)}},
-	"hybrid.yaml":    {"hybrid", spec.Union(spec.Block(64), spec.Bridge(64, 8, 8, 0)), 64, []string{"mask", "mask", "mask", "full"}, nil},
-	"se_bridge.yaml": {"sebridge", spec.Union(spec.Block(256), spec.Bridge(256, 32, 256, 0)), 128, nil, nil},
-	"streaming.yaml": {"streaming", spec.Union(spec.Global(4), spec.Window(1024)), 128, nil, nil},
-	"window.yaml":    {"window", spec.Window(1024), 128, nil, nil},
+	"block.yaml":    {"block", spec.Block(256), 128, nil, nil, true},
+	"bridge.yaml":   {"bridge", spec.Union(spec.Block(256), spec.Bridge(256, 32, 32, 0)), 128, nil, nil, true},
+	"causal.yaml":   {"causal", spec.Full(), 128, nil, nil, true},
+	"chunked.yaml":  {"chunked", spec.Intersect(spec.Block(256), spec.Window(spec.MaxInt)), 128, nil, nil, true},
+	"dilated.yaml":  {"dilated", spec.Dilated(8, 0), 128, nil, nil, true},
+	"document.yaml": {"document", spec.Intersect(spec.Document(), spec.Union(spec.Global(2), spec.Window(512))), 64, nil, nil, true},
+	"except.yaml":   {"except", spec.Not(spec.Window(64)), 64, nil, nil, true},
+	"hetero.yaml":   {"hetero", spec.Block(128), 64, []string{"mask", "wide", "sparse"}, map[string]*spec.Mask{"wide": spec.Window(256), "sparse": spec.Dilated(16, 32)}, true},
+	"hybrid.yaml":   {"hybrid", spec.Union(spec.Block(64), spec.Bridge(64, 8, 8, 0)), 64, []string{"mask", "mask", "mask", "full"}, nil, true},
+	"longformer.yaml": {"longformer", spec.Union(spec.WindowLR(128, 128), spec.KeySet(0, 1, 1, 0), spec.KeySet(100, 101, 1, 0), spec.KeySet(128, 192, 1, 0),
+		spec.QuerySet(0, 1, 1, 0), spec.QuerySet(100, 101, 1, 0), spec.QuerySet(128, 192, 1, 0)), 64, nil, nil, false},
+	"offsets.yaml":   {"offsets", spec.Union(spec.Intersect(spec.BlockAt(256, 100), spec.Window(spec.MaxInt)), spec.KeySet(0, 0, 64, 63)), 128, nil, nil, true},
+	"prefix_lm.yaml": {"prefixlm", spec.Union(spec.KeySet(0, 512, 1, 0), spec.Window(spec.MaxInt)), 128, nil, nil, false},
+	"se_bridge.yaml": {"sebridge", spec.Union(spec.Block(256), spec.Bridge(256, 32, 256, 0)), 128, nil, nil, true},
+	"streaming.yaml": {"streaming", spec.Union(spec.Global(4), spec.Window(1024)), 128, nil, nil, true},
+	"window.yaml":    {"window", spec.Window(1024), 128, nil, nil, true},
 }
 
 func exampleFiles(t *testing.T) []string {
@@ -540,8 +624,8 @@ func TestParseExamples(t *testing.T) {
 			continue
 		}
 		seen[filepath.Base(f)] = true
-		if s.Name != w.name || s.HeadDim != w.headDim || !s.Causal {
-			t.Errorf("%s: name %q head_dim %d causal %v, want %q %d true", f, s.Name, s.HeadDim, s.Causal, w.name, w.headDim)
+		if s.Name != w.name || s.HeadDim != w.headDim || s.Causal != w.causal {
+			t.Errorf("%s: name %q head_dim %d causal %v, want %q %d %v", f, s.Name, s.HeadDim, s.Causal, w.name, w.headDim, w.causal)
 		}
 		if !s.Mask.Equal(w.mask) {
 			t.Errorf("%s: mask %s, want %s", f, s.Mask, w.mask)
@@ -587,10 +671,10 @@ func checkNormal(t *testing.T, what string, m *spec.Mask) {
 	t.Helper()
 	var walk func(m *spec.Mask) bool
 	walk = func(m *spec.Mask) bool {
-		if m == nil || m.Op > spec.OpIntersect {
+		if m == nil || m.Op >= spec.NumOps {
 			return false
 		}
-		if (m.Op == spec.OpUnion || m.Op == spec.OpIntersect) != (len(m.Args) > 0) {
+		if m.Op.Combinator() != (len(m.Args) > 0) || m.Op == spec.OpNot && len(m.Args) != 1 {
 			return false
 		}
 		for _, a := range m.Args {
@@ -628,6 +712,9 @@ func TestParsePrimitives(t *testing.T) {
 		{"{window: {left: 0, right: 0}}", spec.WindowLR(0, 0)},
 		{"{window: {left: 7, right: 0}}", spec.Window(8)},
 		{"{block: {size: 64}}", spec.Block(64)},
+		{"{block: {size: 64, offset: 0}}", spec.Block(64)},
+		{"{block: {size: 64, offset: 100}}", spec.BlockAt(64, 100)},
+		{"{block: {offset: 2147483647, size: 1}}", spec.BlockAt(1, spec.MaxInt)},
 		{"{block: {size: +64}}", spec.Block(64)},
 		{"{bridge: {block: 64, targets: 8, sources: 16}}", spec.Bridge(64, 8, 16, 0)},
 		{"{bridge: {block: 64, targets: 64, sources: 64, max_distance: 1}}", spec.Bridge(64, 64, 64, 1)},
@@ -635,7 +722,19 @@ func TestParsePrimitives(t *testing.T) {
 		{"{dilated: {stride: 4}}", spec.Dilated(4, 0)},
 		{"{dilated: {stride: 4, size: 3}}", spec.Dilated(4, 3)},
 		{"{global: {tokens: 4}}", spec.Global(4)},
+		{"{queries: {below: 4}}", spec.QuerySet(0, 4, 1, 0)},
+		{"{queries: {from: 4}}", spec.QuerySet(4, 0, 1, 0)},
+		{"{keys: {from: 2, below: 9, stride: 3, phase: 2}}", spec.KeySet(2, 9, 3, 2)},
+		{"{keys: {stride: 2}}", spec.KeySet(0, 0, 2, 0)},
+		{"{keys: {stride: 1}}", spec.KeySet(0, 0, 1, 0)},
+		{"{keys: {}}", spec.KeySet(0, 0, 1, 0)},
+		{"{keys: {from: 7, below: 8, stride: 7}}", spec.KeySet(7, 8, 7, 0)},
 		{"{union: [{block: {size: 4}}]}", spec.Union(spec.Block(4))},
+		{"{not: {window: {size: 64}}}", spec.Not(spec.Window(64))},
+		{"{not: {not: {full: {}}}}", spec.Not(spec.Not(spec.Full()))},
+		{"{intersect: [{window: {size: 512}}, {not: {union: [{block: {size: 64}}, {keys: {below: 4}}]}}]}",
+			spec.Intersect(spec.Window(512), spec.Not(spec.Union(spec.Block(64), spec.KeySet(0, 4, 1, 0))))},
+		{"\n  not:\n    dilated: {stride: 2}\n", spec.Not(spec.Dilated(2, 0))},
 		{"{intersect: [{document: {}}, {window: {size: 4}}, {global: {tokens: 1}}]}", spec.Intersect(spec.Document(), spec.Window(4), spec.Global(1))},
 		{"{union: [{intersect: [{block: {size: 8}}, {dilated: {stride: 2}}]}, {union: [{full: {}}]}]}",
 			spec.Union(spec.Intersect(spec.Block(8), spec.Dilated(2, 0)), spec.Union(spec.Full()))},
@@ -673,6 +772,24 @@ func TestParseShorthands(t *testing.T) {
 		{"{streaming: {sinks: 1, window: 1}}", "streaming", spec.Union(spec.Global(1), spec.Window(1))},
 		{"{strided: {stride: 8}}", "strided", spec.Union(spec.Window(8), spec.Dilated(8, 0))},
 		{"{strided: {stride: 1}}", "strided", spec.Union(spec.Window(1), spec.Dilated(1, 0))},
+		{"{chunked: {size: 8192}}", "chunked", spec.Intersect(spec.Block(8192), spec.Window(spec.MaxInt))},
+		{"{chunked: {size: 8192, offset: 17}}", "chunked", spec.Intersect(spec.BlockAt(8192, 17), spec.Window(spec.MaxInt))},
+		{"{dilated: {stride: 2, phase: 0}}", "dilated", spec.KeySet(0, 0, 2, 0)},
+		{"{global: {positions: [5]}}", "global", spec.KeySet(5, 6, 1, 0)},
+		{"{global: {tokens: 4, rows: false}}", "global", spec.Global(4)},
+		{"{global: {positions: [9, 3, 4, 5], ranges: [{from: 6, below: 8}, {from: 20, below: 30}]}}", "global",
+			spec.Union(spec.KeySet(3, 8, 1, 0), spec.KeySet(9, 10, 1, 0), spec.KeySet(20, 30, 1, 0))},
+		{"{global: {tokens: 2, positions: [10], rows: true}}", "global",
+			spec.Union(spec.Global(2), spec.KeySet(10, 11, 1, 0), spec.QuerySet(0, 2, 1, 0), spec.QuerySet(10, 11, 1, 0))},
+		{"{global: {stride: 64, phase: 63, rows: true}}", "global", spec.Union(spec.KeySet(0, 0, 64, 63), spec.QuerySet(0, 0, 64, 63))},
+		{"{global: {ranges: [{from: 0, below: 4}, {below: 9, from: 4}], positions: [9]}}", "global", spec.KeySet(0, 10, 1, 0)},
+		{"{global: {ranges: [{from: 2, below: 10}], positions: [5, 2, 12]}}", "global", spec.Union(spec.KeySet(2, 10, 1, 0), spec.KeySet(12, 13, 1, 0))},
+		{"{longformer: {window: 4, positions: [0]}}", "longformer", spec.Union(spec.WindowLR(2, 2), spec.KeySet(0, 1, 1, 0), spec.QuerySet(0, 1, 1, 0))},
+		{"{longformer: {window: 512}}", "longformer", spec.Union(spec.WindowLR(256, 256))},
+		{"{longformer: {window: 8, tokens: 1, stride: 100}}", "longformer",
+			spec.Union(spec.WindowLR(4, 4), spec.Global(1), spec.KeySet(0, 0, 100, 0), spec.QuerySet(0, 1, 1, 0), spec.QuerySet(0, 0, 100, 0))},
+		{"{dilated: {stride: 64, phase: 63}}", "dilated", spec.KeySet(0, 0, 64, 63)},
+		{"{dilated: {phase: 0, stride: 1}}", "dilated", spec.KeySet(0, 0, 1, 0)},
 	}
 	for _, c := range cases {
 		s, err := spec.Parse("t.yaml", []byte("name: a\nmask: "+c.src+"\n"))
@@ -710,6 +827,20 @@ func TestParseShorthands(t *testing.T) {
 		checkNormal(t, nested, s.Mask)
 		checkNormal(t, nested, s.Masks["x"])
 	}
+}
+
+// TestParsePrefixLM: prefix_lm lowers to keys below the prefix united
+// with the causal window, under causal: false (the only flag it takes).
+func TestParsePrefixLM(t *testing.T) {
+	s, err := spec.Parse("t.yaml", []byte("name: a\ncausal: false\nmask: {prefix_lm: {prefix: 64}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := spec.Union(spec.KeySet(0, 64, 1, 0), spec.Window(spec.MaxInt))
+	if !s.Mask.Equal(want) || s.Mask.From != "prefix_lm" || s.Causal {
+		t.Errorf("got %s (from %q, causal %v), want %s", s.Mask, s.Mask.From, s.Causal, want)
+	}
+	checkNormal(t, "prefix_lm", s.Mask)
 }
 
 // TestParseDefaults: causal true, head_dim 128, no schedule, no extra masks.

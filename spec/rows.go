@@ -45,7 +45,7 @@ func (m *Mask) keys(dst []Prog, i int, r Prog) []Prog {
 	case OpWindow:
 		return add(Prog{i - m.Left, i + m.Right, 1})
 	case OpBlock:
-		beta := floorDiv(i, m.Size) * m.Size
+		beta := floorDiv(i-m.Offset, m.Size)*m.Size + m.Offset
 		return add(Prog{beta, beta + m.Size - 1, 1})
 	case OpBridge:
 		beta := floorDiv(i, m.Block) * m.Block
@@ -68,6 +68,26 @@ func (m *Mask) keys(dst []Prog, i int, r Prog) []Prog {
 		return add(Prog{lo, hi, m.Stride})
 	case OpGlobal:
 		return add(Prog{0, m.Tokens - 1, 1})
+	case OpQueries:
+		if !m.inSet(i) {
+			return dst
+		}
+		return add(Prog{r.Lo, r.Hi, 1})
+	case OpKeys:
+		hi := inf
+		if m.Below > 0 {
+			hi = m.Below - 1
+		}
+		return add(Prog{m.Lo + mod(m.Phase-m.Lo, m.Stride), hi, m.Stride})
+	case OpNot:
+		// The operand's keys go after dst, their complement within r
+		// after those, and the complement is moved down.
+		start := len(dst)
+		dst = m.Args[0].keys(dst, i, r)
+		mid := len(dst)
+		dst = complement(dst, start, r)
+		n := copy(dst[start:], dst[mid:])
+		return dst[:start+n]
 	case OpUnion:
 		for _, a := range m.Args {
 			dst = a.keys(dst, i, r)
@@ -91,6 +111,121 @@ func (m *Mask) keys(dst []Prog, i int, r Prog) []Prog {
 		return dst
 	}
 	panic("BUG: unknown op " + m.Op.String())
+}
+
+// complement appends to dst the positions of r that none of the
+// progressions dst[start:] holds (each of them a subset of r), as
+// progressions.
+func complement(dst []Prog, start int, r Prog) []Prog {
+	return complementIn(dst, r, slices.Clone(dst[start:]))
+}
+
+// maxRuns bounds the work complementIn spends on one listing before it
+// splits a piece by residue.
+const maxRuns = 4096
+
+// complementIn appends the positions of the progression u that no
+// progression of ops (each a subset of u) holds. u is cut at every
+// operand's ends; in each piece the same operands are active. A piece is
+// listed as the runs between the positions its operands hold when they
+// are few (or when even the densest operand is sparse); else it is split
+// into the residue classes of the densest operand's step, its own class
+// dropped, and each class is the universe of the same problem with the
+// other operands. So the cost follows the strides of the operand (the
+// period of the complement) or the count of positions it holds, whichever
+// is smaller, not the sequence length.
+func complementIn(dst []Prog, u Prog, ops []Prog) []Prog {
+	if u.Lo > u.Hi {
+		return dst
+	}
+	cuts := []int{u.Lo, u.Hi + 1}
+	for k, g := range ops {
+		g.Hi = g.Lo + (g.Hi-g.Lo)/g.Step*g.Step // last position held
+		ops[k] = g
+		cuts = append(cuts, g.Lo, g.Hi+1)
+	}
+	slices.Sort(cuts)
+	cuts = slices.Compact(cuts)
+	var active []Prog
+	for c := 0; c+1 < len(cuts); c++ {
+		a, b := cuts[c], cuts[c+1]-1
+		if a < u.Lo || b > u.Hi {
+			continue
+		}
+		first := a + mod(u.Lo-a, u.Step) // u's first position in the piece
+		if first > b {
+			continue
+		}
+		active = active[:0]
+		whole := false
+		for _, g := range ops {
+			if g.Lo <= a && b <= g.Hi {
+				if g.Step == u.Step || g.Lo == g.Hi {
+					whole = true
+					break
+				}
+				active = append(active, g)
+			}
+		}
+		if whole {
+			continue
+		}
+		if len(active) == 0 {
+			dst = append(dst, Prog{first, b, u.Step})
+			continue
+		}
+		count, dense := 0, active[0]
+		for _, g := range active {
+			count += (b-first)/g.Step + 1
+			if g.Step < dense.Step {
+				dense = g
+			}
+		}
+		classes := dense.Step / u.Step
+		if count <= maxRuns || classes > maxRuns || count <= classes {
+			dst = complementRuns(dst, active, first, b, u.Step)
+			continue
+		}
+		for k := range classes {
+			x := first + k*u.Step
+			if mod(x-dense.Lo, dense.Step) == 0 {
+				continue
+			}
+			v := Prog{x, b, dense.Step}
+			var rest []Prog
+			for _, g := range active {
+				if h := intersectProg(g, v); h.Lo <= h.Hi {
+					rest = append(rest, h)
+				}
+			}
+			dst = complementIn(dst, v, rest)
+		}
+	}
+	return dst
+}
+
+// complementRuns appends the runs of positions first, first+step, ... <=
+// hi between the positions the progressions of active hold.
+func complementRuns(dst []Prog, active []Prog, first, hi, step int) []Prog {
+	var pts []int
+	for _, g := range active {
+		for x := first + mod(g.Lo-first, g.Step); x <= hi; x += g.Step {
+			pts = append(pts, x)
+		}
+	}
+	slices.Sort(pts)
+	pts = slices.Compact(pts)
+	x := first
+	for _, p := range pts {
+		if p > x {
+			dst = append(dst, Prog{x, p - step, step})
+		}
+		x = p + step
+	}
+	if x <= hi {
+		dst = append(dst, Prog{x, hi, step})
+	}
+	return dst
 }
 
 // intersectProg intersects two progressions (Chinese remainder theorem on

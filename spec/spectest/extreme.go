@@ -40,7 +40,7 @@ func Extreme(r *rand.Rand, op spec.Op) *spec.Mask {
 		}
 		return spec.WindowLR(orZero(spec.MaxInt-1), orZero(spec.MaxInt))
 	case spec.OpBlock:
-		return spec.Block(extreme(r, spec.MaxInt))
+		return spec.BlockAt(extreme(r, spec.MaxInt), orZero(spec.MaxInt))
 	case spec.OpBridge:
 		b := extreme(r, spec.MaxInt)
 		pick := func() int {
@@ -54,12 +54,30 @@ func Extreme(r *rand.Rand, op spec.Op) *spec.Mask {
 		return spec.Dilated(extreme(r, spec.MaxInt), orZero(spec.MaxInt))
 	case spec.OpGlobal:
 		return spec.Global(extreme(r, spec.MaxInt))
+	case spec.OpQueries, spec.OpKeys:
+		for {
+			from, below, stride, phase := orZero(spec.MaxInt), orZero(spec.MaxInt), 1, 0
+			if r.IntN(2) == 0 {
+				stride = extreme(r, spec.MaxInt)
+				switch r.IntN(3) {
+				case 1:
+					phase = stride - 1
+				case 2:
+					phase = extreme(r, stride-1) % stride
+				}
+			}
+			// the parser's rule: some position of the set lies below below
+			if first := from + ((phase-from)%stride+stride)%stride; below == 0 || first < below {
+				return set(op, from, below, stride, phase)
+			}
+		}
 	}
 	panic("spectest: no extreme generator for mask op " + op.String())
 }
 
 // ExtremeMask returns a primitive of extreme parameters (never document),
-// or a union or intersection of such masks nested up to depth levels.
+// or a union, intersection or complement of such masks nested up to depth
+// levels.
 func ExtremeMask(r *rand.Rand, depth int) *spec.Mask {
 	if depth <= 0 || r.IntN(3) == 0 {
 		for {
@@ -68,6 +86,9 @@ func ExtremeMask(r *rand.Rand, depth int) *spec.Mask {
 				return Extreme(r, op)
 			}
 		}
+	}
+	if r.IntN(5) == 0 {
+		return spec.Not(ExtremeMask(r, depth-1))
 	}
 	args := make([]*spec.Mask, 1+r.IntN(3))
 	for k := range args {

@@ -34,7 +34,11 @@ func Of(r *rand.Rand, op spec.Op, n int) *spec.Mask {
 		}
 		return spec.Window(1 + r.IntN(n/2+1))
 	case spec.OpBlock:
-		return spec.Block(1 + r.IntN(n/2+1))
+		b, o := 1+r.IntN(n/2+1), 0
+		if r.IntN(2) == 0 {
+			o = r.IntN(2*b + 1)
+		}
+		return spec.BlockAt(b, o)
 	case spec.OpBridge:
 		b := 1 + r.IntN(n/2+1)
 		md := 0
@@ -54,15 +58,41 @@ func Of(r *rand.Rand, op spec.Op, n int) *spec.Mask {
 		return spec.Dilated(stride, size)
 	case spec.OpGlobal:
 		return spec.Global(1 + r.IntN(n/4+1))
+	case spec.OpQueries, spec.OpKeys:
+		from, below, stride, phase := 0, 0, 1, 0
+		if r.IntN(2) == 0 {
+			from = r.IntN(n)
+		}
+		if r.IntN(3) == 0 {
+			stride = 2 + r.IntN(8)
+			phase = r.IntN(stride)
+		}
+		if r.IntN(2) == 0 {
+			// past the set's first position, so that the parser takes it
+			first := from + ((phase-from)%stride+stride)%stride
+			below = first + 1 + r.IntN(n)
+		}
+		return set(op, from, below, stride, phase)
 	}
 	panic("spectest: no random generator for mask op " + op.String())
 }
 
-// Mask returns a random mask: a primitive, or a union or intersection of
-// random masks nested up to depth levels.
+// set is spec.QuerySet or spec.KeySet.
+func set(op spec.Op, from, below, stride, phase int) *spec.Mask {
+	if op == spec.OpQueries {
+		return spec.QuerySet(from, below, stride, phase)
+	}
+	return spec.KeySet(from, below, stride, phase)
+}
+
+// Mask returns a random mask: a primitive, or a union, intersection or
+// complement of random masks nested up to depth levels.
 func Mask(r *rand.Rand, n, depth int) *spec.Mask {
 	if depth <= 0 || r.IntN(3) == 0 {
 		return Primitive(r, n)
+	}
+	if r.IntN(5) == 0 {
+		return spec.Not(Mask(r, n, depth-1))
 	}
 	args := make([]*spec.Mask, 1+r.IntN(3))
 	for k := range args {

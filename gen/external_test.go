@@ -1,0 +1,448 @@
+package gen
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/attngen/attngen/runtime/cpu"
+	"github.com/attngen/attngen/runtime/mask"
+	"github.com/attngen/attngen/spec"
+)
+
+// external is a mask published outside attngen, re-implemented here from
+// its published meaning (not from its code), next to the attngen spec
+// that docs/language.md maps it to. keep takes FlexAttention's q_idx and
+// kv_idx with equal lengths; for SeqQ < SeqK the test passes
+// q_idx + SeqK - SeqQ, the offset language.md documents.
+type external struct {
+	name   string // where it comes from, with its parameters
+	causal bool   // the spec's causal flag
+	mask   string // the spec's mask, flow YAML
+	keep   func(q, kv int) bool
+	// sizes, when set, are the only (SeqQ, SeqK) the definition is for
+	sizes [][2]int
+	// docs, when set, are the document ids of a packed sequence (keep
+	// reads them itself); the calls then have SeqK = len(docs)
+	docs []int32
+}
+
+// seq is lo, lo+step, ... below hi.
+func seq(lo, hi, step int) []int {
+	var out []int
+	for x := lo; x < hi; x += step {
+		out = append(out, x)
+	}
+	return out
+}
+
+// floorDiv is Python's // on ints (PyTorch's on integer tensors floors too).
+func floorDiv(a, b int) int {
+	q := a / b
+	if (a%b != 0) && ((a < 0) != (b < 0)) {
+		q--
+	}
+	return q
+}
+
+func externals() []external {
+	var out []external
+	add := func(name string, causal bool, m string, keep func(q, kv int) bool) {
+		out = append(out, external{name: name, causal: causal, mask: m, keep: keep})
+	}
+	// attention-gym masks/causal.py: causal_mask.
+	add("attention-gym causal_mask", true, "{full: {}}", func(q, kv int) bool { return q >= kv })
+	for _, w := range []int{1, 5, 64} {
+		// attention-gym masks/sliding_window.py: causal and q - kv <= W.
+		add(fmt.Sprintf("attention-gym generate_sliding_window(%d)", w), true, fmt.Sprintf("{window: {size: %d}}", w+1),
+			func(q, kv int) bool { return q >= kv && q-kv <= w })
+		// Hugging Face masking_utils sliding_window_causal_mask_function:
+		// causal and kv > q - W.
+		add(fmt.Sprintf("HF sliding_window_causal_mask_function(%d)", w), true, fmt.Sprintf("{window: {size: %d}}", w),
+			func(q, kv int) bool { return kv <= q && kv > q-w })
+		// Hugging Face sliding_window_bidirectional_mask_function: |q - kv| <= W.
+		add(fmt.Sprintf("HF sliding_window_bidirectional_mask_function(%d)", w), false, fmt.Sprintf("{window: {left: %d, right: %d}}", w, w),
+			func(q, kv int) bool { return q-kv <= w && kv-q <= w })
+	}
+	for _, p := range []int{1, 7, 64, 100} {
+		// attention-gym masks/prefix_lm.py: kv < P, or causal.
+		add(fmt.Sprintf("attention-gym generate_prefix_lm_mask(%d)", p), false, fmt.Sprintf("{prefix_lm: {prefix: %d}}", p),
+			func(q, kv int) bool { return kv < p || q >= kv })
+		// FlexAttention one-sided predicates, the building blocks of
+		// hybrids: the first P rows see every key; keys from P on.
+		add(fmt.Sprintf("mask_mod q_idx < %d", p), false, fmt.Sprintf("{queries: {below: %d}}", p),
+			func(q, kv int) bool { return q < p })
+		add(fmt.Sprintf("mask_mod (kv_idx >= %d) & causal", p), true, fmt.Sprintf("{keys: {from: %d}}", p),
+			func(q, kv int) bool { return kv >= p && q >= kv })
+		// "first P rows bidirectional over the first P keys, causal
+		// elsewhere" written with the one-sided primitives.
+		add(fmt.Sprintf("mask_mod ((q_idx < %d) & (kv_idx < %d)) | causal", p, p), false,
+			fmt.Sprintf("{union: [{intersect: [{queries: {below: %d}}, {keys: {below: %d}}]}, {window: {size: 2147483647}}]}", p, p),
+			func(q, kv int) bool { return q < p && kv < p || q >= kv })
+	}
+	for _, c := range []int{1, 4, 33, 64} {
+		// Hugging Face masking_utils chunked_causal_mask_function without
+		// left padding (Llama 4's chunked attention): same chunk of
+		// attention_chunk_size positions, and causal.
+		add(fmt.Sprintf("HF chunked_causal_mask_function(%d)", c), true, fmt.Sprintf("{chunked: {size: %d}}", c),
+			func(q, kv int) bool { return floorDiv(kv, c) == floorDiv(q, c) && kv <= q })
+		// the same under causal: false: chunked brings its own causality
+		add(fmt.Sprintf("HF chunked_causal_mask_function(%d), spec not causal", c), false, fmt.Sprintf("{chunked: {size: %d}}", c),
+			func(q, kv int) bool { return floorDiv(kv, c) == floorDiv(q, c) && kv <= q })
+	}
+	for _, s := range []int{2, 3} {
+		for ph := 0; ph < s; ph++ {
+			// FlexAttention: keys at positions congruent to ph mod s.
+			add(fmt.Sprintf("mask_mod (kv_idx %% %d == %d) & causal", s, ph), true, fmt.Sprintf("{keys: {stride: %d, phase: %d}}", s, ph),
+				func(q, kv int) bool { return kv%s == ph && q >= kv })
+		}
+	}
+	for _, c := range []int{1, 4, 33} {
+		for _, pad := range []int{1, 3, 32, 100} {
+			// Hugging Face chunked_causal_mask_function(chunk_size, left_padding):
+			// (kv - pad) // c == (q - pad) // c, and causal
+			add(fmt.Sprintf("HF chunked_causal_mask_function(%d, left_padding=%d)", c, pad), true, fmt.Sprintf("{chunked: {size: %d, offset: %d}}", c, pad),
+				func(q, kv int) bool { return floorDiv(kv-pad, c) == floorDiv(q-pad, c) && kv <= q })
+			// blocks after a prefix, both ways
+			add(fmt.Sprintf("mask_mod (q_idx - %d) // %d == (kv_idx - %d) // %d", pad, c, pad, c), false, fmt.Sprintf("{block: {size: %d, offset: %d}}", c, pad),
+				func(q, kv int) bool { return floorDiv(kv-pad, c) == floorDiv(q-pad, c) })
+		}
+	}
+	for _, st := range []int{2, 5, 64} {
+		for _, ph := range []int{0, 1, st - 1} {
+			// dilation with an absolute phase: keys at positions ph mod st
+			// (keys at even positions: st 2, ph 0)
+			add(fmt.Sprintf("mask_mod causal & (kv_idx %% %d == %d)", st, ph), true, fmt.Sprintf("{dilated: {stride: %d, phase: %d}}", st, ph),
+				func(q, kv int) bool { return q >= kv && kv%st == ph })
+			// with a window: the phase-aligned keys of the last 40
+			add(fmt.Sprintf("mask_mod causal & (q_idx - kv_idx < 40) & (kv_idx %% %d == %d)", st, ph), true,
+				fmt.Sprintf("{intersect: [{window: {size: 40}}, {dilated: {stride: %d, phase: %d}}]}", st, ph),
+				func(q, kv int) bool { return q >= kv && q-kv < 40 && kv%st == ph })
+		}
+	}
+	in := func(x int, set []int) bool {
+		for _, p := range set {
+			if p == x {
+				return true
+			}
+		}
+		return false
+	}
+	for _, g := range []struct {
+		spec string // global parameters
+		set  []int  // the positions, listed
+	}{
+		{"positions: [0]", []int{0}},
+		{"positions: [0, 7, 150]", []int{0, 7, 150}},
+		{"positions: [3], ranges: [{from: 64, below: 96}]", append([]int{3}, seq(64, 96, 1)...)},
+		{"stride: 50, phase: 49", seq(49, 400, 50)},
+		{"tokens: 2, positions: [100]", []int{0, 1, 100}},
+	} {
+		for _, w := range []int{2, 8} {
+			// Hugging Face LongformerSelfAttention: attention_window w
+			// (w/2 keys each side), and global attention both ways for
+			// the positions of global_attention_mask
+			add(fmt.Sprintf("HF Longformer attention_window=%d, global %v", w, g.set), false, fmt.Sprintf("{longformer: {window: %d, %s}}", w, g.spec),
+				func(q, kv int) bool { return q-kv <= w/2 && kv-q <= w/2 || in(q, g.set) || in(kv, g.set) })
+		}
+		// FlexAttention: global positions every later query sees, next
+		// to a causal window of 16 (causal & (isin(kv, G) | q - kv < 16))
+		add(fmt.Sprintf("mask_mod causal & (kv in %v | q_idx - kv_idx < 16)", g.set), true,
+			fmt.Sprintf("{union: [{global: {%s}}, {window: {size: 16}}]}", g.spec),
+			func(q, kv int) bool { return q >= kv && (in(kv, g.set) || q-kv < 16) })
+		// global rows and columns, causal
+		add(fmt.Sprintf("mask_mod causal & (q in %v | kv in %v)", g.set, g.set), true, fmt.Sprintf("{global: {%s, rows: true}}", g.spec),
+			func(q, kv int) bool { return q >= kv && (in(q, g.set) || in(kv, g.set)) })
+	}
+	for _, g := range []struct {
+		radius int
+		set    []int
+		spec   string
+	}{{3, []int{0, 8}, "positions: [0, 8]"}, {16, []int{5, 100, 101, 102}, "positions: [5], ranges: [{from: 100, below: 103}]"}} {
+		// attention-gym generate_global_sliding_window(window_size, is_global):
+		// abs(q - kv) <= window_size, or q or kv global
+		add(fmt.Sprintf("attention-gym generate_global_sliding_window(%d, %v)", g.radius, g.set), false,
+			fmt.Sprintf("{union: [{window: {left: %d, right: %d}}, {global: {%s, rows: true}}]}", g.radius, g.radius, g.spec),
+			func(q, kv int) bool { return q-kv <= g.radius && kv-q <= g.radius || in(q, g.set) || in(kv, g.set) })
+	}
+	for _, v := range []struct{ prompt, perFrame, width, round int }{{2, 14, 2, 4}, {10, 20, 1, 8}} {
+		for _, sink := range []bool{false, true} {
+			// attention-gym SVG generate_spatial_head_mask_mod: keys of the
+			// prompt (and of the first frame with attn_sink), rows of the
+			// prompt, and abs(q - kv) < mask_width
+			cols := v.prompt
+			if sink {
+				cols += v.perFrame
+			}
+			mw := v.width * v.perFrame / v.round * v.round
+			add(fmt.Sprintf("attention-gym SVG spatial head %+v sink %v", v, sink), false,
+				fmt.Sprintf("{union: [{keys: {below: %d}}, {queries: {below: %d}}, {window: {left: %d, right: %d}}]}", cols, v.prompt, mw-1, mw-1),
+				func(q, kv int) bool { return kv < cols || q < v.prompt || q-kv < mw && kv-q < mw })
+		}
+	}
+	for _, j := range []struct{ prefix, block, blocks int }{{5, 4, 3}, {37, 16, 8}, {0, 8, 4}} {
+		// attention-gym JetSpec generate_jetspec_training_mask_mod: Q_LEN =
+		// blocks*block queries against KV_LEN = prefix + Q_LEN keys; a
+		// query sees the prefix and, in its own block (keys laid out after
+		// the prefix), the keys up to its offset. FlexAttention's q_idx
+		// starts at 0; attngen's query positions are q_idx + prefix.
+		sq := j.blocks * j.block
+		m := fmt.Sprintf("{union: [{keys: {below: %d}}, {chunked: {size: %d, offset: %d}}]}", j.prefix, j.block, j.prefix)
+		if j.prefix == 0 {
+			m = fmt.Sprintf("{chunked: {size: %d}}", j.block)
+		}
+		out = append(out, external{
+			name:   fmt.Sprintf("attention-gym JetSpec training mask %+v", j),
+			causal: true,
+			mask:   m,
+			keep: func(q, kv int) bool {
+				qi := q - j.prefix // FlexAttention's q_idx
+				if kv < j.prefix {
+					return true
+				}
+				kb := kv - j.prefix
+				return floorDiv(qi, j.block) == floorDiv(kb, j.block) && kb%j.block <= qi%j.block
+			},
+			sizes: [][2]int{{sq, sq + j.prefix}},
+		})
+	}
+	for _, n := range []int{4, 50} {
+		// attention-gym batchify_mask_mod(causal_mask, n) and
+		// batchify_mask_mod(noop_mask, n): the same group of n, and the
+		// inner mask on positions within the group
+		add(fmt.Sprintf("attention-gym batchify_mask_mod(causal_mask, %d)", n), true, fmt.Sprintf("{block: {size: %d}}", n),
+			func(q, kv int) bool { return q/n == kv/n && q%n >= kv%n })
+		add(fmt.Sprintf("attention-gym batchify_mask_mod(noop_mask, %d)", n), false, fmt.Sprintf("{block: {size: %d}}", n),
+			func(q, kv int) bool { return q/n == kv/n })
+	}
+	for _, pad := range []int{1, 9, 100} {
+		// Hugging Face causal_mask_function & padding_mask_function with a
+		// left-padded attention_mask ([0]*pad + [1]*...): one padding
+		add(fmt.Sprintf("HF causal & padding_mask_function, left padding %d", pad), true, fmt.Sprintf("{keys: {from: %d}}", pad),
+			func(q, kv int) bool { return kv <= q && kv >= pad })
+	}
+	// Hugging Face bidirectional_mask_function: every pair.
+	add("HF bidirectional_mask_function", false, "{full: {}}", func(q, kv int) bool { return true })
+	// Packed sequences, with document ids: runs of 1 to 60 positions.
+	ids := make([]int32, 200)
+	for k, doc, left := 0, int32(0), 7; k < len(ids); k++ {
+		if left == 0 {
+			doc++
+			left = 1 + (int(doc)*37)%60
+		}
+		ids[k] = doc
+		left--
+	}
+	start := func(x int) int {
+		for x > 0 && ids[x-1] == ids[x] {
+			x--
+		}
+		return x
+	}
+	docCase := func(name string, causal bool, m string, keep func(q, kv int) bool) {
+		out = append(out, external{name: name, causal: causal, mask: m, keep: keep, docs: ids})
+	}
+	// Hugging Face packed_sequence_mask_function and causal, attention-gym
+	// generate_doc_mask_mod(causal_mask, offsets)
+	docCase("HF packed_sequence_mask_function & causal", true, "{document: {}}",
+		func(q, kv int) bool { return ids[q] == ids[kv] && kv <= q })
+	// attention-gym generate_doc_mask_mod(inner, offsets): the inner mask on
+	// positions logical to the document (q - offsets[doc[q]])
+	for _, w := range []int{1, 5} {
+		docCase(fmt.Sprintf("attention-gym generate_doc_mask_mod(sliding_window(%d))", w), true, fmt.Sprintf("{intersect: [{document: {}}, {window: {size: %d}}]}", w+1),
+			func(q, kv int) bool { return ids[q] == ids[kv] && kv <= q && q-kv <= w })
+	}
+	for _, p := range []int{1, 4} {
+		docCase(fmt.Sprintf("attention-gym generate_doc_mask_mod(generate_prefix_lm_mask(%d))", p), false,
+			fmt.Sprintf("{intersect: [{document: {}}, {prefix_lm: {prefix: %d}}]}", p),
+			func(q, kv int) bool { return ids[q] == ids[kv] && (kv-start(kv) < p || q >= kv) })
+	}
+	for _, b := range []int{4, 16} {
+		// BigBird ITC without its random blocks (Zaheer et al. 2020, HF
+		// BigBirdBlockSparseAttention's sliding and global parts): query
+		// block n sees key blocks n-1, n, n+1, and the first block is
+		// global both ways. Adjacent blocks are the blocks of size 2b
+		// aligned at 0 or at b.
+		add(fmt.Sprintf("BigBird ITC block %d, 1 global block, no random", b), false,
+			fmt.Sprintf("{union: [{block: {size: %d}}, {block: {size: %d, offset: %d}}, {global: {tokens: %d, rows: true}}]}", 2*b, 2*b, b, b),
+			func(q, kv int) bool {
+				d := floorDiv(q, b) - floorDiv(kv, b)
+				return d >= -1 && d <= 1 || q < b || kv < b
+			})
+	}
+	for _, w := range []int{1, 3, 64, 65} {
+		// FlexAttention: every earlier key except the W most recent
+		// (issue 11's "everything except the last 64 keys" is W = 65:
+		// q_idx - kv_idx > 64).
+		add(fmt.Sprintf("mask_mod causal & (q_idx - kv_idx >= %d)", w), true, fmt.Sprintf("{not: {window: {size: %d}}}", w),
+			func(q, kv int) bool { return q >= kv && q-kv >= w })
+		// bidirectional: everything outside the band |q - kv| <= W
+		add(fmt.Sprintf("mask_mod abs(q_idx - kv_idx) > %d", w), false, fmt.Sprintf("{not: {window: {left: %d, right: %d}}}", w, w),
+			func(q, kv int) bool { return q-kv > w || kv-q > w })
+	}
+	for _, c := range []int{4, 16} {
+		// and_masks(sliding_window(W), ~same_block): a window minus the
+		// query's own block (A & ~B)
+		add(fmt.Sprintf("mask_mod causal & (q_idx - kv_idx < 40) & ~(q_idx // %d == kv_idx // %d)", c, c), true,
+			fmt.Sprintf("{intersect: [{window: {size: 40}}, {not: {block: {size: %d}}}]}", c),
+			func(q, kv int) bool { return q >= kv && q-kv < 40 && floorDiv(q, c) != floorDiv(kv, c) })
+		// or_masks(prefix, ~chunk): keys below c, or outside the query's chunk
+		add(fmt.Sprintf("mask_mod (kv_idx < %d) | (q_idx // %d != kv_idx // %d)", c, c, c), false,
+			fmt.Sprintf("{union: [{keys: {below: %d}}, {not: {block: {size: %d}}}]}", c, c),
+			func(q, kv int) bool { return kv < c || floorDiv(q, c) != floorDiv(kv, c) })
+	}
+	return out
+}
+
+// TestExternalMasks: for every external mask, attngen's meaning (At), its
+// dense rows (Keys, which the float64 reference and the counters use),
+// the plan's keep words (what the CPU kernels apply) and the plan's tile
+// classes agree with the external definition on every pair, at equal
+// lengths and when decoding; and the CPU kernel's output equals a float64
+// attention computed with the external definition.
+func TestExternalMasks(t *testing.T) {
+	r := rand.New(rand.NewPCG(91, 92))
+	var progs []spec.Prog
+	for _, e := range externals() {
+		s, err := spec.Parse("ext.yaml", []byte(fmt.Sprintf("name: ext\ncausal: %v\nhead_dim: 64\nmask: %s\n", e.causal, e.mask)))
+		if err != nil {
+			t.Fatalf("%s: %v", e.name, err)
+		}
+		pat := s.Pattern()
+		plan, err := Compile(s, CPUTarget, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", e.name, err)
+		}
+		m := plan.Mask()
+		sizes := [][2]int{{1, 1}, {7, 7}, {130, 130}, {200, 200}, {1, 150}, {50, 170}}
+		var docs *mask.Docs
+		switch {
+		case e.docs != nil:
+			sizes = [][2]int{{len(e.docs), len(e.docs)}, {60, len(e.docs)}}
+			if docs, err = mask.NewDocs(e.docs); err != nil {
+				t.Fatal(err)
+			}
+		case e.sizes != nil:
+			sizes = e.sizes
+		}
+		for _, sz := range sizes {
+			sq, sk := sz[0], sz[1]
+			for row := 0; row < sq; row++ {
+				i := spec.Row(row, sq, sk)
+				dense := make([]bool, sk)
+				if docs == nil {
+					progs = pat.Keys(progs[:0], i, sk)
+					for _, g := range progs {
+						for j := g.Lo; j <= g.Hi; j += g.Step {
+							dense[j] = true
+						}
+					}
+				} else {
+					// Keys sees one document; AtDocs is the dense row
+					for j := range dense {
+						dense[j] = pat.AtDocs(i, j, docs)
+					}
+				}
+				for k0 := 0; k0 < sk; k0 += 64 {
+					w := m.Word(i, k0, sk, docs)
+					for j := k0; j < min(k0+64, sk); j++ {
+						want, at := e.keep(i, j), pat.AtDocs(i, j, docs)
+						if at != want || dense[j] != want || (w>>uint(j-k0)&1 != 0) != want {
+							t.Fatalf("%s (%s, causal %v): sq %d sk %d pair (%d, %d): external %v, At %v, Keys %v, keep word %v",
+								e.name, e.mask, e.causal, sq, sk, i, j, want, at, dense[j], w>>uint(j-k0)&1 != 0)
+						}
+					}
+				}
+			}
+			// tile classes (query and key tiles of 16 positions) are sound
+			// against the external mask
+			for q0 := sk - sq; q0 < sk; q0 += 16 {
+				q1 := min(q0+15, sk-1)
+				for k0 := 0; k0 < sk; k0 += 16 {
+					k1 := min(k0+15, sk-1)
+					kept, total := 0, 0
+					for i := q0; i <= q1; i++ {
+						for j := k0; j <= k1; j++ {
+							total++
+							if e.keep(i, j) {
+								kept++
+							}
+						}
+					}
+					switch c := m.Class(q0, q1, k0, k1, docs); {
+					case c == spec.Empty && kept > 0, c == spec.FullT && kept < total:
+						t.Fatalf("%s: tile [%d,%d]x[%d,%d] is %v, %d of %d kept", e.name, q0, q1, k0, k1, c, kept, total)
+					}
+				}
+			}
+			checkExternalKernel(t, e, m, sq, sk, r)
+		}
+	}
+}
+
+// checkExternalKernel runs the CPU kernels (every supported variant) and
+// compares their output and log-sum-exp with float64 attention under the
+// external mask.
+func checkExternalKernel(t *testing.T, e external, m mask.Mask, sq, sk int, r *rand.Rand) {
+	t.Helper()
+	const d = 64
+	q, k, v := make([]float32, sq*d), make([]float32, sk*d), make([]float32, sk*d)
+	for _, x := range [][]float32{q, k, v} {
+		for n := range x {
+			x[n] = float32(r.Float64()*2 - 1)
+		}
+	}
+	scale := 1 / math.Sqrt(d)
+	wantOut, wantLSE := make([]float64, sq*d), make([]float64, sq)
+	for row := 0; row < sq; row++ {
+		i := spec.Row(row, sq, sk)
+		mx := math.Inf(-1)
+		sc := make([]float64, sk)
+		for j := 0; j < sk; j++ {
+			if !e.keep(i, j) {
+				continue
+			}
+			for c := 0; c < d; c++ {
+				sc[j] += float64(q[row*d+c]) * float64(k[j*d+c])
+			}
+			sc[j] *= scale
+			mx = math.Max(mx, sc[j])
+		}
+		if math.IsInf(mx, -1) {
+			wantLSE[row] = mx
+			continue
+		}
+		sum := 0.0
+		for j := 0; j < sk; j++ {
+			if e.keep(i, j) {
+				p := math.Exp(sc[j] - mx)
+				sum += p
+				for c := 0; c < d; c++ {
+					wantOut[row*d+c] += p * float64(v[j*d+c])
+				}
+			}
+		}
+		for c := 0; c < d; c++ {
+			wantOut[row*d+c] /= sum
+		}
+		wantLSE[row] = mx + math.Log(sum)
+	}
+	for _, variant := range variants() {
+		out, lse := make([]float32, sq*d), make([]float32, sq)
+		err := cpu.Forward(m, variant, out, lse, q, k, v, e.docs, cpu.Shape{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: sq, SeqK: sk, HeadDim: d})
+		if err != nil {
+			t.Fatalf("%s: %s: %v", e.name, variant, err)
+		}
+		for n := range out {
+			if math.Abs(float64(out[n])-wantOut[n]) > 1e-4 {
+				t.Fatalf("%s: %s sq %d sk %d: out[%d] = %v, external %v", e.name, variant, sq, sk, n, out[n], wantOut[n])
+			}
+		}
+		for n := range lse {
+			if want := wantLSE[n]; math.IsInf(want, -1) != math.IsInf(float64(lse[n]), -1) || !math.IsInf(want, -1) && math.Abs(float64(lse[n])-want) > 1e-4 {
+				t.Fatalf("%s: %s sq %d sk %d: lse[%d] = %v, external %v", e.name, variant, sq, sk, n, lse[n], want)
+			}
+		}
+	}
+}
