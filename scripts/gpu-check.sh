@@ -1,23 +1,189 @@
 #!/usr/bin/env bash
 # GPU checks in two steps, because the GPU host has CUDA but no Go:
 #
-#   scripts/gpu-check.sh build            # on a machine with Go: fills gpu-bundle/
-#   gpu-bundle/gpu-check.sh run OUT       # on the GPU host: every check, results in OUT/
+#   scripts/gpu-check.sh build                # on a machine with Go: fills gpu-bundle/
+#   gpu-bundle/gpu-check.sh run-verify OUT    # on the GPU host: correctness, about 2 minutes
+#   gpu-bundle/gpu-check.sh run-time OUT      # on the GPU host: timing, about 4 minutes
+#   gpu-bundle/gpu-check.sh run OUT           # both, one after the other
+#
+# Each run step ends within 5.5 minutes (every command in it has a time
+# limit inside that budget), so each fits a 6-minute call; it writes its
+# own results file in OUT (run-verify: OUT/gpu-verify.md, run-time:
+# OUT/gpu-time.md) and the raw outputs beside it, at most six files. OUT
+# may be relative: it is resolved against the directory the script is
+# called from. A step exits non-zero when any of its checks failed, ran out
+# of time or could not run, and its results file lists which.
 #
 # gpu-bundle/ is git-excluded (.gitignore); it holds the attngen binary
 # (CGO_ENABLED=0), the CUDA binding's test binary, the example specs, the
-# generated PTX, flex_anchor.py and this script. The run step does, in one
-# pass: ptxas -v on every PTX for sm_80 and sm_90 (registers, spills,
-# shared memory), attngen verify -gpu on every example (GPU vs float64
-# reference and vs the PTX interpreter), the GPU benchmark of the six masks
-# of PERFORMANCE.md (B=4 H=16 S=8192 D=128 bf16) and flex_anchor.py on the
-# same shapes, records the lg2.approx goldens with record.cu, and writes
-# OUT/gpu-results.md plus the raw outputs (7 files). Copy
-# OUT/gpu-results.md to docs/gpu-results.md and OUT/lg2.json.gz to
-# verify/ptx/testdata/h200/, and commit them.
+# generated PTX, flex_anchor.py (from ../shared/bench, or $FLEX_ANCHOR),
+# flex_bench.py, record.cu and this script.
+#
+# run-verify: ptxas -v of every PTX for sm_80, sm_90 and sm_90a (fails on
+# spills), the CUDA binding's tests on the real driver, attngen verify -gpu
+# on every example (bf16 and f16; GPU against the float64 reference, rows
+# sampled on the S = 8192 shape, and against the PTX interpreter; four
+# specs at a time), and the instruction goldens of record.cu (lg2.approx is
+# new: OUT/lg2.json.gz goes to verify/ptx/testdata/h200/).
+#
+# run-time: attngen bench -gpu on the six masks of PERFORMANCE.md (B=4
+# H=16 S=8192 D=128 bf16: random normal inputs, median of 30 timed launches
+# after 3 warm-up launches, the output of the timed launches checked against
+# the float64 reference on sampled rows), then FlexAttention and SDPA on the
+# same masks and shapes in the same run (flex_bench.py: flex_anchor.py with
+# every timing a median of at least 20 calls after warm-up), and one table
+# of both in OUT/gpu-time.md.
+#
+# Commit the two results files together as docs/gpu-results.md.
 set -uo pipefail
 
+budget=330 # seconds one run step may take in all
 mode=${1:-}
+
+usage() {
+  echo "usage: $0 build | run-verify OUTDIR | run-time OUTDIR | run OUTDIR" >&2
+  exit 2
+}
+
+# absdir creates OUTDIR and prints its absolute path.
+absdir() {
+  [ -n "${1:-}" ] || usage
+  mkdir -p -- "$1" && (cd -- "$1" && pwd) || { echo "$0: cannot create $1" >&2; exit 2; }
+}
+
+failed=()
+# step NAME SECONDS FUNCTION: runs an exported shell function with a time
+# limit that ends inside the step's budget, and records a failure.
+step() {
+  local name=$1 limit=$2 fn=$3 left rc
+  left=$((budget - SECONDS))
+  if [ "$left" -lt 5 ]; then
+    echo "== $name: not run, the ${budget}s budget is spent"
+    failed+=("$name: not run, no time left")
+    return 1
+  fi
+  [ "$limit" -gt "$left" ] && limit=$left
+  echo "== $name (limit ${limit}s, ${SECONDS}s used)"
+  timeout "$limit" bash -c "$fn"
+  rc=$?
+  if [ "$rc" -ne 0 ]; then
+    if [ "$rc" = 124 ]; then failed+=("$name: timed out after ${limit}s"); else failed+=("$name: exit $rc"); fi
+  fi
+  return "$rc"
+}
+
+header() {
+  echo "# $1"
+  echo
+  echo "- date: $(date -u +%Y-%m-%dT%H:%MZ)"
+  echo "- commit: $(cat commit 2>/dev/null)"
+  echo "- machine: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1)"
+  echo "- CUDA: $(nvcc --version 2>/dev/null | tail -1)"
+  echo "- command: \`gpu-check.sh $mode OUT\`"
+  echo
+}
+
+# finish writes the step's verdict into its results file and exits.
+finish() {
+  local md=$1
+  {
+    echo "## verdict"
+    echo
+    if [ "${#failed[@]}" -eq 0 ]; then
+      echo "every step passed (${SECONDS}s)"
+    else
+      echo "FAILED (${SECONDS}s):"
+      for f in "${failed[@]}"; do echo "- $f"; done
+    fi
+  } >> "$md"
+  echo "wrote $md"
+  [ "${#failed[@]}" -eq 0 ] || exit 1
+  exit 0
+}
+
+do_ptxas() {
+  local f arch log bad=0
+  for f in ptx/*.ptx; do
+    for arch in sm_80 sm_90 sm_90a; do
+      echo "== $f $arch"
+      if ! log=$(ptxas -v --gpu-name "$arch" "$f" -o /dev/null 2>&1); then
+        echo "$log"; echo "ptxas FAILED"; bad=1; continue
+      fi
+      echo "$log" | grep -E "registers|spill|smem"
+      if ! echo "$log" | grep -q "0 bytes spill stores, 0 bytes spill loads"; then echo "SPILLS"; bad=1; fi
+    done
+  done
+  return $bad
+}
+
+# A skipped test here means no driver: a failure on the GPU host.
+do_cuda() { ./cuda.test -test.run Real -test.v > "$VOUT/cuda.txt" 2>&1; local rc=$?; cat "$VOUT/cuda.txt"; [ "$rc" = 0 ] && ! grep -q -- "--- SKIP" "$VOUT/cuda.txt"; }
+
+do_verify() {
+  ls specs/*.yaml | xargs -P 4 -I{} sh -c \
+    './attngen verify -gpu -dtype bf16,f16 -spec {} -seed 1 -sample 512 > "$VOUT/$(basename {} .yaml).txt" 2>&1'
+}
+
+do_goldens() {
+  nvcc -O2 -arch=sm_90 -o /tmp/record record.cu && rm -rf /tmp/goldens && mkdir -p /tmp/goldens &&
+    /tmp/record /tmp/goldens && gzip -9c /tmp/goldens/lg2.json > "$OUT/lg2.json.gz"
+}
+
+do_bench() {
+  local m bad=0
+  for m in causal window block bridge dilated streaming; do
+    echo "== $m" >&2
+    timeout 75 ./attngen bench -gpu -spec "specs/$m.yaml" -batch 4 -heads 16 -seq 8192 -json || bad=1
+  done
+  return $bad
+}
+
+do_flex() {
+  [ -f flex_anchor.py ] || { echo "flex_anchor.py is not in the bundle (build with FLEX_ANCHOR=path)"; return 1; }
+  PYTHONUNBUFFERED=1 python3 flex_bench.py --out "$OUT/flex.json"
+}
+
+do_table() {
+  python3 - "$OUT/bench.jsonl" "$OUT/flex.json" <<'PY'
+import json, sys
+flexname = {"causal": "causal", "window": "window1024", "block": "block256",
+            "bridge": "bridge256r32", "dilated": "dilated8", "streaming": "sink4+window1024"}
+ours = {}
+for line in open(sys.argv[1]):
+    line = line.strip()
+    if line.startswith("["):
+        for r in json.loads(line):
+            ours[r["mask"]] = r
+try:
+    flex = json.load(open(sys.argv[2]))
+except Exception as e:
+    flex = {"env": {}, "rows": []}
+    print(f"flex_anchor.py wrote no results: {e!r}\n")
+fl = {r["mask"]: r for r in flex.get("rows", [])}
+env = flex.get("env", {})
+if env:
+    print(f"FlexAttention side: {env.get('gpu')}, torch {env.get('torch')}, shape {env.get('shape')}; "
+          f"bf16 matmul {env.get('bf16_matmul_tflops', 0):.0f} TFLOP/s; SDPA causal {env.get('sdpa_causal_ms', 0):.3f} ms\n")
+print("| mask | attngen ms (median) | attngen TFLOP/s | runs | min-max ms | output check | Flex ms | Flex TFLOP/s | attngen / Flex |")
+print("|---|---|---|---|---|---|---|---|---|")
+for m, fn in flexname.items():
+    o, f = ours.get(m), fl.get(fn, {})
+    if o:
+        a = f"{o['ms']:.3f} | {o['tflops']:.1f} | {o['runs']} | {o['ms_min']:.3f}-{o['ms_max']:.3f} | {o['check'][:60]}"
+    else:
+        a = "- | - | - | - | not run"
+    if "flex_fwd_ms" in f:
+        b = f"{f['flex_fwd_ms']:.3f} | {f['flex_fwd_tflops']:.1f}"
+        ratio = f"{o['tflops'] / f['flex_fwd_tflops']:.2f}x" if o else "-"
+    else:
+        b, ratio = (f"error: {f['error'][:40]}" if "error" in f else "-") + " | -", "-"
+    print(f"| {m} ({fn}) | {a} | {b} | {ratio} |")
+print("\nEffective TFLOP/s = 4*B*H*D*kept_pairs / time; both sides: random normal bf16 inputs, median after warm-up.")
+PY
+}
+
+export -f do_ptxas do_cuda do_verify do_goldens do_bench do_flex do_table
+
 case "$mode" in
 build)
   set -e
@@ -35,66 +201,58 @@ build)
     done
   done
   flex="${FLEX_ANCHOR:-$root/../shared/bench/flex_anchor.py}"
-  if [ -f "$flex" ]; then cp "$flex" "$b/"; else echo "warning: flex_anchor.py not found at $flex (set FLEX_ANCHOR)"; fi
-  cp verify/ptx/testdata/record.cu "$b/"
+  if [ -f "$flex" ]; then cp "$flex" "$b/"; else echo "warning: flex_anchor.py not found at $flex (set FLEX_ANCHOR); run-time will fail its FlexAttention step"; fi
+  cp scripts/flex_bench.py verify/ptx/testdata/record.cu "$b/"
   cp "$0" "$b/gpu-check.sh"
   git rev-parse HEAD > "$b/commit" 2>/dev/null || true
   echo "bundle ready: $b ($(du -sh "$b" | cut -f1))"
   ;;
-run)
-  out=${2:?usage: gpu-check.sh run OUTDIR}
-  mkdir -p "$out"
-  cd "$(dirname "$0")"
-  md="$out/gpu-results.md"
+run-verify)
+  OUT=$(absdir "${2:-}") || exit 2
+  VOUT=$(mktemp -d) || exit 2
+  trap 'rm -rf "$VOUT"' EXIT
+  export OUT VOUT
+  cd "$(dirname "$0")" || exit 2
+  md="$OUT/gpu-verify.md"
+  header "GPU verification" > "$md"
+  step "ptxas -v (sm_80, sm_90, sm_90a; no spills)" 60 do_ptxas > "$OUT/ptxas.txt" 2>&1
+  { echo "## ptxas -v"; echo '```'; grep -E "^==|Used|spill|FAILED|SPILLS" "$OUT/ptxas.txt" | sed 's/ptxas info    : //' | awk '/^==/{if(l)print l; l=$0; next} {l=l " |" $0} END{if(l)print l}' | head -80; echo '```'; } >> "$md"
+  step "CUDA binding on the real driver" 60 do_cuda > "$OUT/cuda-real.txt" 2>&1
+  { echo "## CUDA binding on the real driver"; echo '```'; tail -20 "$OUT/cuda-real.txt"; echo '```'; } >> "$md"
+  step "attngen verify -gpu, every example, bf16 and f16" 200 do_verify > "$OUT/verify-log.txt" 2>&1
+  for f in "$VOUT"/*.txt; do [ "$f" = "$VOUT/cuda.txt" ] || { echo "==== $(basename "$f" .txt)"; cat "$f"; }; done > "$OUT/verify.txt" 2>&1
+  cat "$OUT/verify-log.txt" >> "$OUT/verify.txt"; rm -f "$OUT/verify-log.txt"
   {
-    echo "# GPU results"
-    echo
-    echo "- date: $(date -u +%Y-%m-%dT%H:%MZ)"
-    echo "- commit: $(cat commit 2>/dev/null)"
-    echo "- machine: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1)"
-    echo "- CUDA: $(nvcc --version 2>/dev/null | tail -1)"
-    echo "- commands: \`gpu-check.sh run OUT\` (ptxas -v, attngen verify -gpu, attngen bench -gpu, flex_anchor.py)"
-    echo
-  } > "$md"
-  echo "## ptxas -v" >> "$md"; echo '```' >> "$md"
-  for f in ptx/*.ptx; do
-    for arch in sm_80 sm_90; do
-      echo "== $f $arch"
-      ptxas -v --gpu-name "$arch" "$f" -o /dev/null 2>&1 | grep -E "registers|spill|smem|error" || echo "ptxas failed"
+    echo "## attngen verify -gpu"; echo '```'
+    for f in "$VOUT"/*.txt; do
+      [ "$f" = "$VOUT/cuda.txt" ] && continue
+      echo "$(basename "$f" .txt): $(tail -1 "$f")"
+      grep -E "FAIL|^gpu: " "$f" | head -10 | sed 's/^/    /'
     done
-  done > "$out/ptxas.txt" 2>&1
-  cat "$out/ptxas.txt" >> "$md"; echo '```' >> "$md"
-  echo "## CUDA binding on the real driver" >> "$md"; echo '```' >> "$md"
-  ./cuda.test -test.run Real -test.v > "$out/cuda-real.txt" 2>&1; tail -20 "$out/cuda-real.txt" >> "$md"; echo '```' >> "$md"
-  echo "## attngen verify -gpu" >> "$md"; echo '```' >> "$md"
-  for s in specs/*.yaml; do
-    echo "== $s"
-    timeout 300 ./attngen verify -gpu -spec "$s" -seed 1 2>&1 | grep -E "FAIL|gpu|passed|FAILED" | head -40
-  done > "$out/verify.txt" 2>&1
-  cat "$out/verify.txt" >> "$md"; echo '```' >> "$md"
-  echo "## attngen bench -gpu (B=4 H=16 S=8192 D=128, bf16, forward)" >> "$md"; echo '```' >> "$md"
-  for m in causal window block bridge dilated streaming; do
-    timeout 120 ./attngen bench -gpu -spec "specs/$m.yaml" -batch 4 -heads 16 -seq 8192 -reps 10 -json 2>&1
-  done > "$out/bench.jsonl"
-  cat "$out/bench.jsonl" >> "$md"; echo '```' >> "$md"
-  echo "## flex_anchor.py (same shapes, same run)" >> "$md"; echo '```' >> "$md"
-  if [ -f flex_anchor.py ]; then
-    timeout 600 python3 flex_anchor.py --out "$out/flex.json" > /tmp/flex.txt 2>&1
-    tail -30 /tmp/flex.txt >> "$md"
-  else
-    echo "flex_anchor.py not in the bundle" >> "$md"
-  fi
-  echo '```' >> "$md"
-  echo "## instruction goldens (record.cu; lg2.approx is new)" >> "$md"
-  if nvcc -O2 -arch=sm_90 -o /tmp/record record.cu >> "$md" 2>&1 && mkdir -p /tmp/goldens && /tmp/record /tmp/goldens >> "$md" 2>&1; then
-    gzip -9c /tmp/goldens/lg2.json > "$out/lg2.json.gz" && echo "lg2.json.gz recorded" >> "$md"
-  else
-    echo "recording failed" >> "$md"
-  fi
-  echo "wrote $md"
+    echo '```'
+  } >> "$md"
+  step "instruction goldens (record.cu)" 90 do_goldens > "$OUT/record.txt" 2>&1
+  { echo "## instruction goldens (record.cu; lg2.approx is new)"; echo '```'; tail -15 "$OUT/record.txt"; echo '```'; } >> "$md"
+  finish "$md"
+  ;;
+run-time)
+  OUT=$(absdir "${2:-}") || exit 2
+  export OUT
+  cd "$(dirname "$0")" || exit 2
+  md="$OUT/gpu-time.md"
+  header "GPU timing: attngen and FlexAttention, B=4 H=16 S=8192 D=128 bf16 forward" > "$md"
+  step "attngen bench -gpu, six masks" 150 do_bench > "$OUT/bench.jsonl" 2> "$OUT/bench-log.txt"
+  step "FlexAttention and SDPA (flex_bench.py)" 200 do_flex > "$OUT/flex.txt" 2>&1
+  { echo "## attngen and FlexAttention, same run"; echo; do_table; echo; echo '```'; tail -12 "$OUT/flex.txt"; echo '```'; } >> "$md" 2>&1
+  finish "$md"
+  ;;
+run)
+  [ -n "${2:-}" ] || usage
+  "$0" run-verify "$2"; a=$?
+  "$0" run-time "$2"; b=$?
+  [ "$a" = 0 ] && [ "$b" = 0 ]
   ;;
 *)
-  echo "usage: $0 build | run OUTDIR" >&2
-  exit 2
+  usage
   ;;
 esac

@@ -33,6 +33,10 @@ func RoundBF16(x []float32) {
 // product with v (as tensor-core kernels do), accumulation in float32, and
 // the output rounded to bf16. lse stays float32.
 func NaiveBF16(p spec.Pattern, docs *spec.Docs, q, k, v []float32, s Shape, out, lse []float32) error {
+	return naiveRowsBF16(p, docs, q, k, v, s, nil, out, lse)
+}
+
+func naiveRowsBF16(p spec.Pattern, docs *spec.Docs, q, k, v []float32, s Shape, rows []int, out, lse []float32) error {
 	round := func(x float32) float32 { return FromBF16(BF16(x)) }
-	return naive(p, docs, q, k, v, s, out, lse, round, round)
+	return naive(p, docs, q, k, v, s, rows, out, lse, round, round)
 }

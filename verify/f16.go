@@ -65,11 +65,15 @@ func RoundF16(x []float32) {
 // NaiveF16 is NaiveBF16 for half precision: the yardstick of GPU kernels
 // with f16 inputs and outputs (probabilities and outputs rounded to f16).
 func NaiveF16(p spec.Pattern, docs *spec.Docs, q, k, v []float32, s Shape, out, lse []float32) error {
+	return naiveRowsF16(p, docs, q, k, v, s, nil, out, lse)
+}
+
+func naiveRowsF16(p spec.Pattern, docs *spec.Docs, q, k, v []float32, s Shape, rows []int, out, lse []float32) error {
 	round := func(x float32) float32 { return FromF16(F16(x)) }
-	return naive(p, docs, q, k, v, s, out, lse, round, round)
+	return naive(p, docs, q, k, v, s, rows, out, lse, round, round)
 }
 
 // F16Kernel judges kernels with half-precision inputs and outputs against
 // NaiveF16 on inputs rounded to f16, as BF16Kernel does for bfloat16; the
 // floor is a few f16 ulps at the outputs' scale.
-var F16Kernel = NumericOptions{Round: RoundF16, Naive: NaiveF16, Factor: 2, Floor: 3e-4}
+var F16Kernel = NumericOptions{Round: RoundF16, Naive: NaiveF16, NaiveRows: naiveRowsF16, Factor: 2, Floor: 3e-4}

@@ -47,12 +47,20 @@ type NumericReport struct {
 	KernelErr, NaiveErr float64 // max |out - reference|
 	KernelLSE, NaiveLSE float64 // max |lse - reference| over kept rows
 	MaskedRows          int     // rows with no kept key (checked exactly)
+	Rows                int     // rows judged when sampled (0: every row)
 }
 
 func (r NumericReport) String() string {
 	return fmt.Sprintf("B%d Hq%d Hkv%d Sq%d Sk%d D%d: out err %.2e (yardstick %.2e), lse err %.2e (yardstick %.2e), %d fully masked rows",
 		r.Shape.Batch, r.Shape.HeadsQ, r.Shape.HeadsKV, r.Shape.SeqQ, r.Shape.SeqK, r.Shape.HeadDim,
-		r.KernelErr, r.NaiveErr, r.KernelLSE, r.NaiveLSE, r.MaskedRows)
+		r.KernelErr, r.NaiveErr, r.KernelLSE, r.NaiveLSE, r.MaskedRows) + r.sampled()
+}
+
+func (r NumericReport) sampled() string {
+	if r.Rows == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (of %d sampled rows)", r.Rows)
 }
 
 // RandomDocs returns non-decreasing document ids for n positions: runs of
@@ -99,27 +107,32 @@ func poison(x []float32) {
 // inputs, and the kernel's error may be at most Factor times the
 // yardstick's, or Floor.
 type NumericOptions struct {
-	Round  func([]float32)
-	Naive  func(p spec.Pattern, docs *spec.Docs, q, k, v []float32, s Shape, out, lse []float32) error
-	Factor float64
-	Floor  float64
+	Round func([]float32)
+	Naive func(p spec.Pattern, docs *spec.Docs, q, k, v []float32, s Shape, out, lse []float32) error
+	// NaiveRows is Naive on the listed lse rows only (the others left as
+	// they are), for checks of sampled rows (CheckOutput); nil: Naive runs
+	// on every row. The package's options set it; an option whose Naive is
+	// replaced must replace or clear it too.
+	NaiveRows func(p spec.Pattern, docs *spec.Docs, q, k, v []float32, s Shape, rows []int, out, lse []float32) error
+	Factor    float64
+	Floor     float64
 }
 
 // FP32 judges float32 kernels against NaiveFP32.
-var FP32 = NumericOptions{Naive: NaiveFP32, Factor: ErrFactor, Floor: ErrFloor}
+var FP32 = NumericOptions{Naive: NaiveFP32, NaiveRows: naiveRowsFP32, Factor: ErrFactor, Floor: ErrFloor}
 
 // BF16Inputs and F16Inputs judge float32 kernels fed 16-bit inputs (the CPU
 // runtime's Forward16): the same float32 yardstick on inputs rounded to
 // the format first.
 var (
-	BF16Inputs = NumericOptions{Round: RoundBF16, Naive: NaiveFP32, Factor: ErrFactor, Floor: ErrFloor}
-	F16Inputs  = NumericOptions{Round: RoundF16, Naive: NaiveFP32, Factor: ErrFactor, Floor: ErrFloor}
+	BF16Inputs = NumericOptions{Round: RoundBF16, Naive: NaiveFP32, NaiveRows: naiveRowsFP32, Factor: ErrFactor, Floor: ErrFloor}
+	F16Inputs  = NumericOptions{Round: RoundF16, Naive: NaiveFP32, NaiveRows: naiveRowsFP32, Factor: ErrFactor, Floor: ErrFloor}
 )
 
 // BF16Kernel judges kernels with bfloat16 inputs and outputs against
 // NaiveBF16: at most twice its error, with a floor of 2e-3 (about the
 // rounding step of bf16 at the outputs' scale of 1, 2^-9 = 1.95e-3).
-var BF16Kernel = NumericOptions{Round: RoundBF16, Naive: NaiveBF16, Factor: 2, Floor: 2e-3}
+var BF16Kernel = NumericOptions{Round: RoundBF16, Naive: NaiveBF16, NaiveRows: naiveRowsBF16, Factor: 2, Floor: 2e-3}
 
 // CheckNumeric runs the kernel on fresh random inputs of one shape, outputs
 // poisoned with NaN first, and compares it with the float64 reference and
@@ -130,7 +143,13 @@ func CheckNumeric(p spec.Pattern, run Run, s Shape, r *rand.Rand) (NumericReport
 
 // CheckNumericWith is CheckNumeric with a chosen yardstick.
 func CheckNumericWith(p spec.Pattern, run Run, s Shape, r *rand.Rand, opt NumericOptions) (NumericReport, error) {
-	rep := NumericReport{Shape: s}
+	return CheckNumericSampled(p, run, s, r, opt, 0)
+}
+
+// CheckNumericSampled is CheckNumericWith judging n query rows (SampleRows;
+// each for a few heads) instead of every row, for shapes too long for the
+// float64 reference on every row; n <= 0 judges every row.
+func CheckNumericSampled(p spec.Pattern, run Run, s Shape, r *rand.Rand, opt NumericOptions, n int) (NumericReport, error) {
 	nq, nkv, nl := s.Sizes()
 	q, k, v := randomSlice(r, nq, 1), randomSlice(r, nkv, 1), randomSlice(r, nkv, 1)
 	if opt.Round != nil {
@@ -144,36 +163,68 @@ func CheckNumericWith(p spec.Pattern, run Run, s Shape, r *rand.Rand, opt Numeri
 		ids = RandomDocs(r, s.SeqK)
 		docs, _ = spec.NewDocs(ids)
 	}
-	ref, refLSE, err := Reference(p, docs, q, k, v, s)
-	if err != nil {
-		return rep, err
-	}
-	naive, naiveLSE := make([]float32, nq), make([]float32, nl)
-	if err := opt.Naive(p, docs, q, k, v, s, naive, naiveLSE); err != nil {
-		return rep, err
+	var rows []int
+	if n > 0 {
+		rows = SampleRows(p, docs, s, n, r)
 	}
 	out, lse := make([]float32, nq), make([]float32, nl)
 	poison(out)
 	poison(lse)
 	if err := run(out, lse, q, k, v, ids, s); err != nil {
+		return NumericReport{Shape: s}, err
+	}
+	return CheckOutput(p, ids, q, k, v, s, out, lse, opt, rows)
+}
+
+// CheckOutput judges a kernel's output and lse on inputs q, k, v (as the
+// kernel read them: rounded to its element type) and document ids (nil
+// without documents) against the float64 reference, on the listed lse rows
+// (nil: every row): each row's error may be at most opt.Factor times the
+// yardstick's (opt.Naive on the same inputs) or opt.Floor, and rows that
+// keep no key must be exactly 0 with lse -Inf.
+func CheckOutput(p spec.Pattern, ids []int32, q, k, v []float32, s Shape, out, lse []float32, opt NumericOptions, rows []int) (NumericReport, error) {
+	rep := NumericReport{Shape: s, Rows: len(rows)}
+	nq, _, nl := s.Sizes()
+	if len(out) < nq || len(lse) < nl {
+		return rep, fmt.Errorf("%v: out or lse shorter than the shape", s)
+	}
+	var docs *spec.Docs
+	if p.Mask.HasDocument() {
+		d, err := spec.NewDocs(ids)
+		if err != nil {
+			return rep, err
+		}
+		docs = d
+	}
+	ref, refLSE, err := ReferenceRows(p, docs, q, k, v, s, rows)
+	if err != nil {
+		return rep, err
+	}
+	naive, naiveLSE := make([]float32, nq), make([]float32, nl)
+	if rows != nil && opt.NaiveRows != nil {
+		err = opt.NaiveRows(p, docs, q, k, v, s, rows, naive, naiveLSE)
+	} else {
+		err = opt.Naive(p, docs, q, k, v, s, naive, naiveLSE)
+	}
+	if err != nil {
 		return rep, err
 	}
 	D := s.HeadDim
-	for row := 0; row < nl; row++ {
+	check := func(row int) error {
 		if math.IsInf(refLSE[row], -1) {
 			rep.MaskedRows++
 			if !math.IsInf(float64(lse[row]), -1) {
-				return rep, fmt.Errorf("%v: row %d keeps no key but lse = %v, want -Inf", s, row, lse[row])
+				return fmt.Errorf("%v: row %d keeps no key but lse = %v, want -Inf", s, row, lse[row])
 			}
 			for d := 0; d < D; d++ {
 				if out[row*D+d] != 0 {
-					return rep, fmt.Errorf("%v: row %d keeps no key but out[%d] = %v, want 0", s, row, d, out[row*D+d])
+					return fmt.Errorf("%v: row %d keeps no key but out[%d] = %v, want 0", s, row, d, out[row*D+d])
 				}
 			}
-			continue
+			return nil
 		}
 		if e := math.Abs(float64(lse[row]) - refLSE[row]); !(e <= math.MaxFloat64) {
-			return rep, fmt.Errorf("%v: row %d: lse = %v, reference %v", s, row, lse[row], refLSE[row])
+			return fmt.Errorf("%v: row %d: lse = %v, reference %v", s, row, lse[row], refLSE[row])
 		} else {
 			rep.KernelLSE = max(rep.KernelLSE, e)
 		}
@@ -182,10 +233,24 @@ func CheckNumericWith(p spec.Pattern, run Run, s Shape, r *rand.Rand, opt Numeri
 			x := row*D + d
 			e := math.Abs(float64(out[x]) - ref[x])
 			if !(e <= math.MaxFloat64) {
-				return rep, fmt.Errorf("%v: out[row %d, dim %d] = %v (not written or not finite), reference %v", s, row, d, out[x], ref[x])
+				return fmt.Errorf("%v: out[row %d, dim %d] = %v (not written or not finite), reference %v", s, row, d, out[x], ref[x])
 			}
 			rep.KernelErr = max(rep.KernelErr, e)
 			rep.NaiveErr = max(rep.NaiveErr, math.Abs(float64(naive[x])-ref[x]))
+		}
+		return nil
+	}
+	if rows == nil {
+		for row := 0; row < nl; row++ {
+			if err := check(row); err != nil {
+				return rep, err
+			}
+		}
+	} else {
+		for _, row := range rows {
+			if err := check(row); err != nil {
+				return rep, err
+			}
 		}
 	}
 	if rep.KernelErr > opt.Factor*max(rep.NaiveErr, opt.Floor) || rep.KernelLSE > opt.Factor*max(rep.NaiveLSE, opt.Floor) {

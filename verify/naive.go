@@ -13,76 +13,98 @@ import (
 // weighted sum, all in float32. out and lse (lse may be nil) are written
 // like Reference.
 func NaiveFP32(p spec.Pattern, docs *spec.Docs, q, k, v []float32, s Shape, out, lse []float32) error {
+	return naiveRowsFP32(p, docs, q, k, v, s, nil, out, lse)
+}
+
+func naiveRowsFP32(p spec.Pattern, docs *spec.Docs, q, k, v []float32, s Shape, rows []int, out, lse []float32) error {
 	same := func(x float32) float32 { return x }
-	return naive(p, docs, q, k, v, s, out, lse, same, same)
+	return naive(p, docs, q, k, v, s, rows, out, lse, same, same)
 }
 
 // naive is the straightforward attention both yardsticks share; roundP
 // rounds each probability before it multiplies v, roundOut each output.
-func naive(p spec.Pattern, docs *spec.Docs, q, k, v []float32, s Shape, out, lse []float32, roundP, roundOut func(float32) float32) error {
+// rows lists the lse rows to compute (nil: every row, in order, on one
+// goroutine; see forRows); the others are left as they are.
+func naive(p spec.Pattern, docs *spec.Docs, q, k, v []float32, s Shape, rows []int, out, lse []float32, roundP, roundOut func(float32) float32) error {
 	if err := checkInputs(s, len(q), len(k), len(v), docs); err != nil {
 		return err
 	}
-	D, scale := s.HeadDim, float32(s.EffScale())
+	if err := checkRows(rows, s.Batch*s.HeadsQ*s.SeqQ); err != nil {
+		return err
+	}
+	forRows(s, rows, func() func(row int) {
+		x := naiveRow{p: p, docs: docs, q: q, k: k, v: v, s: s, out: out, lse: lse, roundP: roundP, roundOut: roundOut,
+			scores: make([]float32, s.SeqK), acc: make([]float32, s.HeadDim), keep: make([]bool, s.SeqK)}
+		return x.run
+	})
+	return nil
+}
+
+// naiveRow computes naive's rows with its own scratch.
+type naiveRow struct {
+	p                spec.Pattern
+	docs             *spec.Docs
+	q, k, v          []float32
+	s                Shape
+	out, lse         []float32
+	roundP, roundOut func(float32) float32
+	scores, acc      []float32
+	keep             []bool
+	progs            []spec.Prog
+}
+
+func (x *naiveRow) run(row int) {
+	s, D, scale := x.s, x.s.HeadDim, float32(x.s.EffScale())
 	group := s.HeadsQ / s.HeadsKV
-	scores := make([]float32, s.SeqK)
-	acc := make([]float32, D)
-	keep := make([]bool, s.SeqK)
-	var progs []spec.Prog
-	for b := 0; b < s.Batch; b++ {
-		for h := 0; h < s.HeadsQ; h++ {
-			kvBase := (b*s.HeadsKV + h/group) * s.SeqK * D
-			for r := 0; r < s.SeqQ; r++ {
-				row := (b*s.HeadsQ+h)*s.SeqQ + r
-				qr := q[row*D : row*D+D]
-				i := spec.Row(r, s.SeqQ, s.SeqK)
-				progs = denseRow(p, docs, i, s.SeqK, keep, progs)
-				m := float32(math.Inf(-1))
-				for j := 0; j < s.SeqK; j++ {
-					scores[j] = float32(math.Inf(-1))
-					if !keep[j] {
-						continue
-					}
-					var dot float32
-					kj := k[kvBase+j*D : kvBase+j*D+D]
-					for d := range qr {
-						dot += qr[d] * kj[d]
-					}
-					scores[j] = dot * scale
-					m = max(m, scores[j])
-				}
-				o := out[row*D : row*D+D]
-				if math.IsInf(float64(m), -1) {
-					clear(o)
-					if lse != nil {
-						lse[row] = m
-					}
-					continue
-				}
-				clear(acc)
-				var sum float32
-				for j := 0; j < s.SeqK; j++ {
-					if math.IsInf(float64(scores[j]), -1) {
-						continue
-					}
-					w := float32(math.Exp(float64(scores[j] - m)))
-					sum += w
-					w = roundP(w)
-					vj := v[kvBase+j*D : kvBase+j*D+D]
-					for d := range acc {
-						acc[d] += w * vj[d]
-					}
-				}
-				for d := range o {
-					o[d] = roundOut(acc[d] / sum)
-				}
-				if lse != nil {
-					lse[row] = m + float32(math.Log(float64(sum)))
-				}
-			}
+	bh, r := row/s.SeqQ, row%s.SeqQ
+	b, h := bh/s.HeadsQ, bh%s.HeadsQ
+	kvBase := (b*s.HeadsKV + h/group) * s.SeqK * D
+	qr := x.q[row*D : row*D+D]
+	i := spec.Row(r, s.SeqQ, s.SeqK)
+	x.progs = denseRow(x.p, x.docs, i, s.SeqK, x.keep, x.progs)
+	scores, acc, keep := x.scores, x.acc, x.keep
+	m := float32(math.Inf(-1))
+	for j := 0; j < s.SeqK; j++ {
+		scores[j] = float32(math.Inf(-1))
+		if !keep[j] {
+			continue
+		}
+		var dot float32
+		kj := x.k[kvBase+j*D : kvBase+j*D+D]
+		for d := range qr {
+			dot += qr[d] * kj[d]
+		}
+		scores[j] = dot * scale
+		m = max(m, scores[j])
+	}
+	o := x.out[row*D : row*D+D]
+	if math.IsInf(float64(m), -1) {
+		clear(o)
+		if x.lse != nil {
+			x.lse[row] = m
+		}
+		return
+	}
+	clear(acc)
+	var sum float32
+	for j := 0; j < s.SeqK; j++ {
+		if math.IsInf(float64(scores[j]), -1) {
+			continue
+		}
+		w := float32(math.Exp(float64(scores[j] - m)))
+		sum += w
+		w = x.roundP(w)
+		vj := x.v[kvBase+j*D : kvBase+j*D+D]
+		for d := range acc {
+			acc[d] += w * vj[d]
 		}
 	}
-	return nil
+	for d := range o {
+		o[d] = x.roundOut(acc[d] / sum)
+	}
+	if x.lse != nil {
+		x.lse[row] = m + float32(math.Log(float64(sum)))
+	}
 }
 
 // denseRow fills keep with row i of the mask (the dense mask row a

@@ -3,6 +3,9 @@ package verify
 import (
 	"fmt"
 	"math"
+	"runtime"
+	"sync"
+	"sync/atomic"
 
 	"github.com/attngen/attngen/spec"
 )
@@ -77,69 +80,136 @@ func checkInputs(s Shape, q, k, v int, docs *spec.Docs) error {
 // pairs never read their key or value. The mask is evaluated row by row (docs may be nil);
 // nothing of size SeqQ x SeqK is stored.
 func Reference(p spec.Pattern, docs *spec.Docs, q, k, v []float32, s Shape) (out, lse []float64, err error) {
+	return ReferenceRows(p, docs, q, k, v, s, nil)
+}
+
+// ReferenceRows is Reference on the listed rows of lse ([batch][heads_q]
+// [seq_q] indices, as SampleRows returns them) only, spread over the
+// machine's threads; the other rows of out and lse are left 0. nil rows
+// means every row (one thread, as Reference).
+func ReferenceRows(p spec.Pattern, docs *spec.Docs, q, k, v []float32, s Shape, rows []int) (out, lse []float64, err error) {
 	if err := checkInputs(s, len(q), len(k), len(v), docs); err != nil {
 		return nil, nil, err
 	}
 	nq, _, nl := s.Sizes()
+	if err := checkRows(rows, nl); err != nil {
+		return nil, nil, err
+	}
 	out, lse = make([]float64, nq), make([]float64, nl)
-	D, scale := s.HeadDim, s.EffScale()
+	forRows(s, rows, func() func(row int) {
+		r := refRow{p: p, docs: docs, q: q, k: k, v: v, s: s, out: out, lse: lse,
+			scores: make([]float64, s.SeqK), kept: make([]int, 0, s.SeqK), acc: make([]float64, s.HeadDim)}
+		return r.run
+	})
+	return out, lse, nil
+}
+
+// refRow computes Reference's rows with its own scratch.
+type refRow struct {
+	p        spec.Pattern
+	docs     *spec.Docs
+	q, k, v  []float32
+	s        Shape
+	out, lse []float64
+	scores   []float64
+	kept     []int
+	acc      []float64
+}
+
+func (x *refRow) run(row int) {
+	s, D, scale := x.s, x.s.HeadDim, x.s.EffScale()
 	group := s.HeadsQ / s.HeadsKV
-	scores := make([]float64, s.SeqK)
-	kept := make([]int, 0, s.SeqK)
-	acc := make([]float64, D)
-	for b := 0; b < s.Batch; b++ {
-		for h := 0; h < s.HeadsQ; h++ {
-			kvBase := (b*s.HeadsKV + h/group) * s.SeqK * D
-			for r := 0; r < s.SeqQ; r++ {
-				row := (b*s.HeadsQ+h)*s.SeqQ + r
-				qr := q[row*D : row*D+D]
-				i := spec.Row(r, s.SeqQ, s.SeqK)
-				kept = kept[:0]
-				m := math.Inf(-1)
-				for j := 0; j < s.SeqK; j++ {
-					if !p.AtDocs(i, j, docs) {
-						continue
-					}
-					kj := k[kvBase+j*D : kvBase+j*D+D]
-					dot := 0.0
-					for d := range qr {
-						dot += float64(qr[d]) * float64(kj[d])
-					}
-					scores[j] = dot * scale
-					kept = append(kept, j)
-					m = math.Max(m, scores[j])
-				}
-				o := out[row*D : row*D+D]
-				if len(kept) == 0 {
-					lse[row] = math.Inf(-1)
-					continue
-				}
-				// Every kept score -Inf: no weight anywhere, like a row that
-				// keeps nothing (the kernels' rule; NaN scores make m NaN).
-				ms := m
-				if math.IsInf(m, -1) {
-					ms = 0
-				}
-				clear(acc)
-				sum := 0.0
-				for _, j := range kept {
-					w := math.Exp(scores[j] - ms)
-					sum += w
-					vj := v[kvBase+j*D : kvBase+j*D+D]
-					for d := range acc {
-						acc[d] += w * float64(vj[d])
-					}
-				}
-				if sum == 0 {
-					lse[row] = math.Inf(-1)
-					continue
-				}
-				for d := range o {
-					o[d] = acc[d] / sum
-				}
-				lse[row] = m + math.Log(sum)
-			}
+	bh, r := row/s.SeqQ, row%s.SeqQ
+	b, h := bh/s.HeadsQ, bh%s.HeadsQ
+	kvBase := (b*s.HeadsKV + h/group) * s.SeqK * D
+	qr := x.q[row*D : row*D+D]
+	i := spec.Row(r, s.SeqQ, s.SeqK)
+	scores, kept, acc := x.scores, x.kept[:0], x.acc
+	m := math.Inf(-1)
+	for j := 0; j < s.SeqK; j++ {
+		if !x.p.AtDocs(i, j, x.docs) {
+			continue
+		}
+		kj := x.k[kvBase+j*D : kvBase+j*D+D]
+		dot := 0.0
+		for d := range qr {
+			dot += float64(qr[d]) * float64(kj[d])
+		}
+		scores[j] = dot * scale
+		kept = append(kept, j)
+		m = math.Max(m, scores[j])
+	}
+	x.kept = kept
+	o := x.out[row*D : row*D+D]
+	if len(kept) == 0 {
+		x.lse[row] = math.Inf(-1)
+		return
+	}
+	// Every kept score -Inf: no weight anywhere, like a row that
+	// keeps nothing (the kernels' rule; NaN scores make m NaN).
+	ms := m
+	if math.IsInf(m, -1) {
+		ms = 0
+	}
+	clear(acc)
+	sum := 0.0
+	for _, j := range kept {
+		w := math.Exp(scores[j] - ms)
+		sum += w
+		vj := x.v[kvBase+j*D : kvBase+j*D+D]
+		for d := range acc {
+			acc[d] += w * float64(vj[d])
 		}
 	}
-	return out, lse, nil
+	if sum == 0 {
+		x.lse[row] = math.Inf(-1)
+		return
+	}
+	for d := range o {
+		o[d] = acc[d] / sum
+	}
+	x.lse[row] = m + math.Log(sum)
+}
+
+// checkRows reports a row list with an index outside [0, n) or repeated.
+func checkRows(rows []int, n int) error {
+	seen := make(map[int]bool, len(rows))
+	for _, r := range rows {
+		if r < 0 || r >= n || seen[r] {
+			return fmt.Errorf("rows: %d is outside [0, %d) or repeated", r, n)
+		}
+		seen[r] = true
+	}
+	return nil
+}
+
+// forRows runs every row of a shape in order on one goroutine (rows nil),
+// or the listed rows spread over GOMAXPROCS goroutines, each with the row
+// function newRow makes for it (its own scratch).
+func forRows(s Shape, rows []int, newRow func() func(row int)) {
+	if rows == nil {
+		run := newRow()
+		for row := 0; row < s.Batch*s.HeadsQ*s.SeqQ; row++ {
+			run(row)
+		}
+		return
+	}
+	workers := min(runtime.GOMAXPROCS(0), len(rows))
+	var wg sync.WaitGroup
+	var next atomic.Int64
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			run := newRow()
+			for {
+				n := int(next.Add(1)) - 1
+				if n >= len(rows) {
+					return
+				}
+				run(rows[n])
+			}
+		}()
+	}
+	wg.Wait()
 }

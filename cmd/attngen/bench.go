@@ -159,7 +159,10 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	reps := fs.Int("reps", 3, "repetitions per variant; the best is reported")
 	naiveHeads := fs.Int("naive-heads", 1, "heads the straightforward Go implementation runs (it is slow; throughput is per pair, so fewer heads measure the same rate)")
 	asJSON := fs.Bool("json", false, "print one JSON array")
-	gpu := fs.Bool("gpu", false, "benchmark the bf16 PTX kernel on the GPU instead of the CPU variants (use -batch 4 -heads 16 -seq 8192 for PERFORMANCE.md's shape)")
+	gpu := fs.Bool("gpu", false, "benchmark the bf16 PTX kernel on the GPU instead of the CPU variants (use -batch 4 -heads 16 -seq 8192 for PERFORMANCE.md's shape): random normal bf16 inputs, -warmup untimed launches, then -reps timed ones (default 30, at least 20; the median is reported), and the output of the timed launches checked against the float64 reference on -sample rows")
+	warmup := fs.Int("warmup", 3, "-gpu: untimed launches before the timed ones")
+	sample := fs.Int("sample", 256, "-gpu: query rows (each for four heads: first, last, two random) whose output is checked against the float64 reference after timing; 0: every row")
+	seed := fs.Uint64("seed", 1, "-gpu: seed of the random normal bf16 inputs")
 	if err := parseArgs(fs, args, stdout, path); err != nil {
 		return err
 	}
@@ -210,6 +213,27 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	if err := atMost("reps", *reps, maxBenchReps, "the best of more repetitions measures nothing new"); err != nil {
 		return err
 	}
+	if !*gpu {
+		for _, f := range []string{"warmup", "sample", "seed"} {
+			if set[f] {
+				return usagef("-%s: only -gpu takes it (the CPU variants report the best of -reps)", f)
+			}
+		}
+	}
+	if *gpu {
+		if !set["reps"] {
+			*reps = defaultGPUReps
+		}
+		if *reps < minGPUReps {
+			return usagef("-reps %d with -gpu: the median needs at least %d timed launches", *reps, minGPUReps)
+		}
+		if *warmup < 0 || *warmup > maxBenchReps {
+			return usagef("-warmup %d: want 0 to %d", *warmup, maxBenchReps)
+		}
+		if *sample < 0 {
+			return usagef("-sample %d: want 0 (every row) or more rows", *sample)
+		}
+	}
 	threads, err := benchThreads(*threadsFlag)
 	if err != nil {
 		return err
@@ -225,11 +249,17 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		if seqQ != *seq || headsKV != *heads {
 			return usagef("-gpu times the PTX kernel with as many queries as keys and one key/value head per query head: leave out -seq-q and -heads-kv")
 		}
-		// The device holds the tensors; only the sizes are checked here.
-		if _, err := benchElems(*batch, *heads, *seq, s.HeadDim); err != nil {
+		// The host draws q, k and v, reads out back and checks it: four
+		// float32 tensors and a 16-bit copy of one.
+		n, err := benchElems(*batch, *heads, *seq, s.HeadDim)
+		if err != nil {
 			return err
 		}
-		return benchGPU(s, *batch, *heads, *seq, *reps, *asJSON, stdout, stderr)
+		if limit, from := memoryLimit(); n > limit/18 {
+			return usagef("-gpu -batch %d -heads %d -seq %d: the host copies of q, k, v and out take %s, more than the %s allowed (%s)",
+				*batch, *heads, *seq, byteSize(18*n), byteSize(limit), from)
+		}
+		return benchGPU(s, gpuBench{batch: *batch, heads: *heads, seq: *seq, reps: *reps, warmup: *warmup, sample: *sample, seed: *seed}, *asJSON, stdout, stderr)
 	}
 	probeMiB := cpu.ReadProbeMiB(*bwMiB)
 	esize := 4
@@ -403,6 +433,8 @@ func benchDtype(d string) (cpu.Elem, error) {
 // Bounds of bench's flags, checked before anything is allocated.
 const (
 	maxBenchReps    = 1000
+	defaultGPUReps  = 30 // -gpu: timed launches when -reps is not given
+	minGPUReps      = 20 // -gpu: the fewest timed launches a median is taken of
 	maxBenchThreadN = 16 // thread counts in one -threads list
 	// fallbackMemory is the memory assumed where the machine's cannot be
 	// read (no /proc/meminfo).
@@ -485,9 +517,33 @@ func testingAllocs(f func()) float64 {
 	return float64(b.Mallocs - a.Mallocs)
 }
 
-// benchGPU times the spec's bf16 PTX kernel with CUDA events (best of
-// reps) and reports effective TFLOP/s.
-func benchGPU(s *spec.Spec, batch, heads, seq, reps int, asJSON bool, stdout, progress io.Writer) error {
+// gpuBench is what bench -gpu runs: the shape (as many queries as keys, one
+// key/value head per query head), the launches and the output check.
+type gpuBench struct {
+	batch, heads, seq int
+	reps, warmup      int
+	sample            int // rows checked after timing; 0: every row
+	seed              uint64
+}
+
+// benchInputs draws n standard normal values rounded to bf16: random, so
+// that the tensor cores see the data a model gives them (they run faster on
+// zeros and constants).
+func benchInputs(r *rand.Rand, n int) []float32 {
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(r.NormFloat64())
+	}
+	verify.RoundBF16(x)
+	return x
+}
+
+// benchGPU times the spec's bf16 PTX kernel with CUDA events on random
+// inputs (median of the timed launches after the warm-up), reports
+// effective TFLOP/s, and then checks the output the timed launches left
+// against the float64 reference on sampled rows; a failed check is
+// reported and makes the command fail.
+func benchGPU(s *spec.Spec, b gpuBench, asJSON bool, stdout, progress io.Writer) error {
 	fmt.Fprintf(progress, "bench %s: opening the GPU\n", s.Name)
 	drv, err := cuda.Open()
 	if err != nil {
@@ -514,20 +570,45 @@ func benchGPU(s *spec.Spec, batch, heads, seq, reps int, asJSON bool, stdout, pr
 	if err != nil {
 		return err
 	}
-	sh := verify.Shape{Batch: batch, HeadsQ: heads, HeadsKV: heads, SeqQ: seq, SeqK: seq, HeadDim: s.HeadDim}
-	fmt.Fprintf(progress, "bench %s: timing the bf16 kernel on %s, best of %d\n", s.Name, dev, max(reps, 5))
-	d, err := gpurun.Time(ctx, k, sh, max(reps, 5))
+	sh := verify.Shape{Batch: b.batch, HeadsQ: b.heads, HeadsKV: b.heads, SeqQ: b.seq, SeqK: b.seq, HeadDim: s.HeadDim}
+	nq, nkv, nl := sh.Sizes()
+	r := rand.New(rand.NewPCG(b.seed, 0x62656e6368))
+	fmt.Fprintf(progress, "bench %s: random normal bf16 inputs (seed %d)\n", s.Name, b.seed)
+	q, kk, v := benchInputs(r, nq), benchInputs(r, nkv), benchInputs(r, nkv)
+	out, lse := make([]float32, nq), make([]float32, nl)
+	fmt.Fprintf(progress, "bench %s: timing the bf16 kernel on %s: %d warm-up launches, then the median of %d\n", s.Name, dev, b.warmup, b.reps)
+	tm, err := k.Bench(out, lse, q, kk, v, nil, sh, b.warmup, b.reps)
 	if err != nil {
 		return err
 	}
-	kept := verify.KeptPairs(s.Pattern(), seq, seq)
-	ms := float64(d.Nanoseconds()) / 1e6
-	tf := 4 * float64(batch*heads*s.HeadDim) * float64(kept) / (ms / 1e3) / 1e12
-	res := map[string]any{"variant": "ptx-bf16", "mask": s.Name, "seq": seq, "batch": batch, "heads": heads, "head_dim": s.HeadDim,
-		"ms": ms, "tflops": tf, "kept_pairs": kept, "device": dev.String()}
-	if asJSON {
-		return json.NewEncoder(stdout).Encode([]any{res})
+	var rows []int
+	if b.sample > 0 {
+		rows = verify.SampleRows(s.Pattern(), nil, sh, b.sample, r)
 	}
-	fmt.Fprintf(stdout, "bench %s on %s: B=%d H=%d D=%d S=%d bf16: %.3f ms, %.1f effective TFLOP/s\n", s.Name, dev, batch, heads, s.HeadDim, seq, ms, tf)
+	fmt.Fprintf(progress, "bench %s: checking the output of the timed launches against the float64 reference\n", s.Name)
+	rep, cerr := verify.CheckOutput(s.Pattern(), nil, q, kk, v, sh, out, lse, verify.BF16Kernel, rows)
+	check := "ok: " + rep.String()
+	if cerr != nil {
+		check = "FAIL: " + cerr.Error()
+	}
+	kept := verify.KeptPairs(s.Pattern(), b.seq, b.seq)
+	msOf := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
+	ms := msOf(tm.Median())
+	tf := 4 * float64(b.batch*b.heads*s.HeadDim) * float64(kept) / (ms / 1e3) / 1e12
+	res := map[string]any{"variant": "ptx-bf16", "mask": s.Name, "seq": b.seq, "batch": b.batch, "heads": b.heads, "head_dim": s.HeadDim,
+		"ms": ms, "ms_min": msOf(tm.Min()), "ms_max": msOf(tm.Max()), "stat": "median", "runs": len(tm.Times), "warmup": tm.Warmup,
+		"tflops": tf, "kept_pairs": kept, "device": dev.String(), "inputs": fmt.Sprintf("random normal bf16, seed %d", b.seed), "check": check}
+	if asJSON {
+		if err := json.NewEncoder(stdout).Encode([]any{res}); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(stdout, "bench %s on %s: B=%d H=%d D=%d S=%d bf16: median %.3f ms of %d (min %.3f, max %.3f), %.1f effective TFLOP/s; output %s\n",
+			s.Name, dev, b.batch, b.heads, s.HeadDim, b.seq, ms, len(tm.Times), msOf(tm.Min()), msOf(tm.Max()), tf, check)
+	}
+	if cerr != nil {
+		fmt.Fprintf(progress, "bench %s: the output of the timed launches is wrong: %v\n", s.Name, cerr)
+		return exitError{1}
+	}
 	return nil
 }

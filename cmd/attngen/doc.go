@@ -6,8 +6,8 @@
 //
 //	attngen -spec F [-out DIR] [-pkg NAME] [-sm 80,90|none] [-dtype bf16,f16] [-verify]
 //	attngen generate ...    the same, named
-//	attngen verify -spec F [-seed N] [-sm 80] [-dtype bf16] [-gpu] [-no-ptx]
-//	attngen bench -spec F [-seq S] [-seq-q Q] [-heads H] [-heads-kv H] [-batch B] [-dtype fp32] [-out-dtype fp32] [-paged PAGE] [-threads 1,2] [-reps R] [-bw-mib M] [-json] [-gpu]
+//	attngen verify -spec F [-seed N] [-sm 80] [-dtype bf16] [-gpu] [-sample N] [-no-ptx]
+//	attngen bench -spec F [-seq S] [-seq-q Q] [-heads H] [-heads-kv H] [-batch B] [-dtype fp32] [-out-dtype fp32] [-paged PAGE] [-threads 1,2] [-reps R] [-bw-mib M] [-json] [-gpu [-warmup N] [-sample N] [-seed N]]
 //	attngen check -spec F [-seq N] [-sm 80] [-dtype bf16]
 //	attngen show -spec F [-seq N] [-tile T] [-o mask.png|mask.svg] [-width W]
 //	attngen reach -spec F [-layers L] [-seq S] [-max-distance D] [-json] [-o coverage.png|.svg]
@@ -25,12 +25,16 @@
 //   - attngen verify checks every CPU variant this machine runs against the
 //     float64 reference, by perturbation and in a 3-layer stack, and the PTX
 //     kernels of -sm/-dtype under the PTX interpreter; -gpu also runs them
-//     on the GPU, reporting progress on stderr.
+//     on the GPU, reporting progress on stderr, judging shapes of 1024 rows
+//     or more on -sample rows.
 //   - attngen bench measures the effective GFLOP/s of every variant against
 //     this CPU's FMA peak, and its GB/s (q, out and lse, and the key and
 //     value rows of the keys some query keeps, per second) against this machine's
 //     read bandwidth, both measured in the same run (or times the PTX
-//     kernel with -gpu), reporting progress on stderr. -seq-q Q runs the
+//     kernel with -gpu: random normal bf16 inputs, the median of -reps timed
+//     launches after -warmup, and the output of the timed launches checked
+//     against the float64 reference on -sample rows), reporting progress on
+//     stderr. -seq-q Q runs the
 //     last Q positions against all -seq keys (Q = 1: one decoding step),
 //     -heads-kv groups the query heads; -dtype bf16 or f16 feeds 16-bit
 //     q, k and v, -out-dtype (fp32 or the -dtype) chooses the output's

@@ -40,11 +40,15 @@ func cmdVerify(args []string, stdout, stderr io.Writer) error {
 	noPTX := fs.Bool("no-ptx", false, "skip the PTX kernels under the interpreter")
 	dtype := fs.String("dtype", "bf16", "element types of the PTX kernels to verify, comma separated: bf16, f16 (as attngen -spec)")
 	sm := fs.String("sm", "80", "SM versions of the PTX kernels to verify (as attngen -spec); none: CPU kernels only")
+	sample := fs.Int("sample", 512, fmt.Sprintf("-gpu: on shapes of %d or more query rows, the query rows judged against the float64 reference (first, last, fully masked, mask boundaries, tile edges, random; for every head up to four); 0: every row", sampleFrom))
 	if err := parseArgs(fs, args, stdout, path); err != nil {
 		return err
 	}
 	if err := positive("dep-seq", *depN); err != nil {
 		return err
+	}
+	if *sample < 0 {
+		return usagef("-sample %d: want 0 (every row) or more rows", *sample)
 	}
 	if err := atMost("dep-seq", *depN, maxDepSeq, "the perturbation checks run the kernel once per key position on S x S pairs"); err != nil {
 		return err
@@ -124,7 +128,7 @@ func cmdVerify(args []string, stdout, stderr io.Writer) error {
 		if *noPTX && !*gpu {
 			break
 		}
-		n, err := verifyPTX(s, t, r, *gpu, stdout, stderr)
+		n, err := verifyPTX(s, t, r, *gpu, *sample, stdout, stderr)
 		if err != nil {
 			return err
 		}

@@ -14,6 +14,12 @@ import (
 	"github.com/attngen/attngen/verify/gpurun"
 )
 
+// sampleFrom is the fewest query rows of a GPU shape that verify -gpu
+// judges on sampled rows (-sample) rather than on every row: the float64
+// reference of every row of its S = 8192 shape takes about 20 s a spec on
+// one thread.
+const sampleFrom = 1024
+
 // interpShapes are the small awkward shapes the PTX interpreter runs.
 func interpShapes(d int) []verify.Shape {
 	return []verify.Shape{
@@ -25,13 +31,14 @@ func interpShapes(d int) []verify.Shape {
 
 // verifyPTX checks the spec's PTX kernel for one target under the
 // interpreter and, with gpu, on the GPU (the interpreter shapes plus larger
-// ones up to S = 8192) and against the interpreter on identical inputs. It
+// ones up to S = 8192, those of sampleFrom rows or more judged on sample
+// rows) and against the interpreter on identical inputs. It
 // returns the number of failed checks; the GPU checks report their progress
 // on progress.
 //
 // Each element type is judged against the straightforward kernel of that
 // type (verify.BF16Kernel, verify.F16Kernel) on inputs rounded to it.
-func verifyPTX(s *spec.Spec, t ptx.Target, r *rand.Rand, gpu bool, stdout, progress io.Writer) (int, error) {
+func verifyPTX(s *spec.Spec, t ptx.Target, r *rand.Rand, gpu bool, sample int, stdout, progress io.Writer) (int, error) {
 	plan, err := gen.Compile(s, t, nil)
 	if err != nil {
 		return 0, err
@@ -99,8 +106,12 @@ func verifyPTX(s *spec.Spec, t ptx.Target, r *rand.Rand, gpu bool, stdout, progr
 		fmt.Fprintf(progress, "verify %s: gpu check %d of %d: %s\n", t.Name(), step, steps, what)
 	}
 	for _, sh := range shapes {
+		n := 0
+		if sh.SeqQ >= sampleFrom {
+			n = sample
+		}
 		next(fmt.Sprintf("numeric, B%d Hq%d Hkv%d Sq%d Sk%d", sh.Batch, sh.HeadsQ, sh.HeadsKV, sh.SeqQ, sh.SeqK))
-		rep, err := verify.CheckNumericWith(s.Pattern(), gk.Run(), sh, r, opts)
+		rep, err := verify.CheckNumericSampled(s.Pattern(), gk.Run(), sh, r, opts, n)
 		report("gpu", err, rep.String())
 	}
 	next("dependencies, S = 40")

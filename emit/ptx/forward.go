@@ -46,6 +46,16 @@ type Forward struct {
 	DynShared int
 }
 
+// minCTAs is the .minnctapersm of the kernel per head dimension (none
+// where absent). At head_dim 64 a CTA takes 46 KB of shared memory, so four
+// fit an SM, and ptxas 12.4 for sm_90 then caps the kernel at 128
+// registers (four CTAs of 128 threads) and spills (hetero: 48 bytes of
+// spill stores, TestPtxas12); asking for three CTAs allows 170 registers,
+// and the kernels take 141-159 without spills. At head_dim 128 (87 KB, two
+// CTAs) ptxas's own choice (176-181 registers) spills nothing, while
+// .minnctapersm 1 or 2 would let it take 243.
+var minCTAs = map[int]int{64: 3}
+
 // rowStride is the shared-memory row pitch of a tile: D bf16 values plus
 // 16 bytes of padding, which staggers ldmatrix rows across banks.
 func rowStride(d int) int { return 2*d + 16 }
@@ -171,6 +181,7 @@ func GenerateForward(p *gen.Plan, cfg Config) (*Forward, error) {
 	}
 	g.f.Params = forwardParams(g.docs)
 	g.f.ReqNTID = Threads
+	g.f.MinCTAs = minCTAs[p.HeadDim]
 	g.f.DynShared = "smem"
 	if err := g.kernel(); err != nil {
 		return nil, err

@@ -172,9 +172,12 @@ type Inst struct {
 // Func is a kernel under construction: parameters, shared memory and an
 // instruction list over virtual registers.
 type Func struct {
-	Name      string
-	Params    []Param
-	ReqNTID   int    // threads per block (.reqntid), 0 for none
+	Name    string
+	Params  []Param
+	ReqNTID int // threads per block (.reqntid), 0 for none
+	// MinCTAs is the .minnctapersm directive (0 for none; it needs ReqNTID):
+	// the fewest CTAs per SM the register budget must allow.
+	MinCTAs   int
 	DynShared string // name of the dynamic shared array, "" for none
 	Body      []Inst
 	next      map[Type]int

@@ -435,6 +435,9 @@ func (m *Module) Text() (string, error) {
 		b.WriteString(")\n")
 		if f.ReqNTID > 0 {
 			fmt.Fprintf(&b, ".reqntid %d, 1, 1\n", f.ReqNTID)
+			if f.MinCTAs > 0 {
+				fmt.Fprintf(&b, ".minnctapersm %d\n", f.MinCTAs)
+			}
 		}
 		b.WriteString("{\n")
 		// Declarations from the registers the body uses.

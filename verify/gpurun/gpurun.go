@@ -7,7 +7,7 @@ package gpurun
 
 import (
 	"fmt"
-	"math"
+	"slices"
 	"time"
 
 	"github.com/attngen/attngen/cuda"
@@ -24,6 +24,11 @@ type backend interface {
 	readU16(addr uint64, n int) ([]uint16, error)
 	readF32(addr uint64, n int) ([]float32, error)
 	launch(l ptx.Launch, args []any) error
+	// timed launches once and returns how long the kernel took (CUDA
+	// events on a GPU, the wall clock under the interpreter).
+	timed(l ptx.Launch, args []any) (time.Duration, error)
+	// fill sets n bytes at addr to b.
+	fill(addr uint64, n int, b byte) error
 	reset()
 }
 
@@ -42,16 +47,40 @@ func (k *Kernel) Run() verify.Run {
 
 func (k *Kernel) run(out, lse, q, kk, v []float32, ids []int32, s verify.Shape) error {
 	defer k.b.reset()
+	c, err := k.prepare(out, lse, q, kk, v, ids, s)
+	if err != nil {
+		return err
+	}
+	if err := k.b.launch(c.l, c.args); err != nil {
+		return err
+	}
+	return k.results(c, out, lse)
+}
+
+// call is one prepared call: inputs on the device, output buffers
+// allocated, the launch and its arguments.
+type call struct {
+	l        ptx.Launch
+	args     []any
+	oa, la   uint64 // out and lse
+	nq, nl   int
+	fromElem func(uint16) float32
+	wantsLSE bool
+}
+
+// prepare checks the shape, writes q, k and v (rounded to the element
+// type) and the document arrays to the device and allocates out and lse.
+func (k *Kernel) prepare(out, lse, q, kk, v []float32, ids []int32, s verify.Shape) (call, error) {
 	if s.HeadDim != k.F.HeadDim {
-		return fmt.Errorf("gpurun: head dim %d, kernel is for %d", s.HeadDim, k.F.HeadDim)
+		return call{}, fmt.Errorf("gpurun: head dim %d, kernel is for %d", s.HeadDim, k.F.HeadDim)
 	}
 	nq, nkv, nl := s.Sizes()
 	if len(q) < nq || len(kk) < nkv || len(v) < nkv || len(out) < nq || (lse != nil && len(lse) < nl) {
-		return fmt.Errorf("gpurun: slices shorter than the shape")
+		return call{}, fmt.Errorf("gpurun: slices shorter than the shape")
 	}
 	l, err := k.F.Geometry(s.Batch, s.HeadsQ, s.HeadsKV, s.SeqQ, s.SeqK, s.Scale)
 	if err != nil {
-		return err
+		return call{}, err
 	}
 	toElem, fromElem := verify.BF16, verify.FromBF16
 	if k.F.Elem == ptx.F16 {
@@ -65,29 +94,29 @@ func (k *Kernel) run(out, lse, q, kk, v []float32, ids []int32, s verify.Shape) 
 		}
 		a, err := k.b.alloc(2 * len(h))
 		if err != nil {
-			return err
+			return call{}, err
 		}
 		if err := k.b.writeU16(a, h); err != nil {
-			return err
+			return call{}, err
 		}
 		ptrs = append(ptrs, a)
 	}
 	oa, err := k.b.alloc(2 * nq)
 	if err != nil {
-		return err
+		return call{}, err
 	}
 	la, err := k.b.alloc(4 * nl)
 	if err != nil {
-		return err
+		return call{}, err
 	}
 	ptrs = append(ptrs, oa, la)
 	if hasDocs(k.F) {
 		if len(ids) < s.SeqK {
-			return fmt.Errorf("gpurun: the kernel needs %d document ids, got %d", s.SeqK, len(ids))
+			return call{}, fmt.Errorf("gpurun: the kernel needs %d document ids, got %d", s.SeqK, len(ids))
 		}
 		start, end, err := ptx.DocArrays(ids[:s.SeqK])
 		if err != nil {
-			return err
+			return call{}, err
 		}
 		for _, arr := range [][]int32{ids[:s.SeqK], start, end} {
 			u := make([]uint32, len(arr))
@@ -96,36 +125,113 @@ func (k *Kernel) run(out, lse, q, kk, v []float32, ids []int32, s verify.Shape) 
 			}
 			a, err := k.b.alloc(4 * len(u))
 			if err != nil {
-				return err
+				return call{}, err
 			}
 			if err := k.b.writeU32(a, u); err != nil {
-				return err
+				return call{}, err
 			}
 			ptrs = append(ptrs, a)
 		}
 	}
 	args, err := l.Args(ptrs...)
 	if err != nil {
-		return err
+		return call{}, err
 	}
-	if err := k.b.launch(l, args); err != nil {
-		return err
-	}
-	oh, err := k.b.readU16(oa, nq)
+	return call{l: l, args: args, oa: oa, la: la, nq: nq, nl: nl, fromElem: fromElem, wantsLSE: lse != nil}, nil
+}
+
+// results reads out and lse back (widened to float32).
+func (k *Kernel) results(c call, out, lse []float32) error {
+	oh, err := k.b.readU16(c.oa, c.nq)
 	if err != nil {
 		return err
 	}
 	for i, h := range oh {
-		out[i] = fromElem(h)
+		out[i] = c.fromElem(h)
 	}
-	if lse != nil {
-		lf, err := k.b.readF32(la, nl)
+	if c.wantsLSE {
+		lf, err := k.b.readF32(c.la, c.nl)
 		if err != nil {
 			return err
 		}
 		copy(lse, lf)
 	}
 	return nil
+}
+
+// Timing is what Bench measured: each timed launch, in order.
+type Timing struct {
+	Warmup int             // untimed launches before
+	Times  []time.Duration // one per timed launch
+}
+
+// Median is the median of the timed launches (the mean of the two middle
+// ones for an even count).
+func (t Timing) Median() time.Duration {
+	if len(t.Times) == 0 {
+		return 0
+	}
+	x := slices.Clone(t.Times)
+	slices.Sort(x)
+	n := len(x)
+	if n%2 == 1 {
+		return x[n/2]
+	}
+	return (x[n/2-1] + x[n/2]) / 2
+}
+
+// Min is the fastest timed launch.
+func (t Timing) Min() time.Duration {
+	if len(t.Times) == 0 {
+		return 0
+	}
+	return slices.Min(t.Times)
+}
+
+// Max is the slowest timed launch.
+func (t Timing) Max() time.Duration {
+	if len(t.Times) == 0 {
+		return 0
+	}
+	return slices.Max(t.Times)
+}
+
+// Bench times the kernel on the given inputs (q, k, v rounded to its
+// element type, as Run does; document ids for document kernels): it fills
+// the output with NaN (all-ones bytes), launches warmup times untimed,
+// then reps times, each launch timed on its own, and reads out and lse
+// (nil: not read) as the last launch left them, so that the caller checks
+// the output of the timed runs and a kernel that writes nothing shows as
+// NaN.
+func (k *Kernel) Bench(out, lse, q, kk, v []float32, ids []int32, s verify.Shape, warmup, reps int) (Timing, error) {
+	if warmup < 0 || reps < 1 {
+		return Timing{}, fmt.Errorf("gpurun: Bench: warmup %d, reps %d: want warmup >= 0 and reps >= 1", warmup, reps)
+	}
+	defer k.b.reset()
+	c, err := k.prepare(out, lse, q, kk, v, ids, s)
+	if err != nil {
+		return Timing{}, err
+	}
+	if err := k.b.fill(c.oa, 2*c.nq, 0xff); err != nil {
+		return Timing{}, err
+	}
+	if err := k.b.fill(c.la, 4*c.nl, 0xff); err != nil {
+		return Timing{}, err
+	}
+	t := Timing{Warmup: warmup}
+	for i := 0; i < warmup; i++ {
+		if err := k.b.launch(c.l, c.args); err != nil {
+			return t, err
+		}
+	}
+	for i := 0; i < reps; i++ {
+		d, err := k.b.timed(c.l, c.args)
+		if err != nil {
+			return t, err
+		}
+		t.Times = append(t.Times, d)
+	}
+	return t, k.results(c, out, lse)
 }
 
 // hasDocs reports whether the kernel takes document-id arrays.
@@ -170,6 +276,18 @@ func (b *interpBackend) readF32(a uint64, n int) ([]float32, error) {
 func (b *interpBackend) launch(l ptx.Launch, args []any) error {
 	_, err := b.d().Launch(b.mod, b.name, l.Grid, l.Block, l.DynShared, args...)
 	return err
+}
+func (b *interpBackend) timed(l ptx.Launch, args []any) (time.Duration, error) {
+	t0 := time.Now()
+	err := b.launch(l, args)
+	return time.Since(t0), err
+}
+func (b *interpBackend) fill(a uint64, n int, x byte) error {
+	h := make([]uint16, n/2)
+	for i := range h {
+		h[i] = uint16(x) | uint16(x)<<8
+	}
+	return b.d().WriteU16(a, h)
 }
 
 // GPU binds a kernel to a real GPU: the module is loaded once (the JIT log
@@ -258,44 +376,7 @@ func (b *gpuBackend) start(l ptx.Launch, args []any) error {
 	return cuda.Launch(b.fn, u3(l.Grid), u3(l.Block), uint32(l.DynShared), conv...)
 }
 
-// Time measures one launch of the kernel on inputs of shape s (already on
-// the device), best of reps, with CUDA events.
-func Time(ctx *cuda.Context, k *Kernel, s verify.Shape, reps int) (time.Duration, error) {
-	gb, ok := k.b.(*gpuBackend)
-	if !ok {
-		return 0, fmt.Errorf("gpurun: Time needs a GPU kernel")
-	}
-	nq, nkv, nl := s.Sizes()
-	var ptrs []uint64
-	for _, n := range []int{2 * nq, 2 * nkv, 2 * nkv, 2 * nq, 4 * nl} {
-		a, err := gb.alloc(n)
-		if err != nil {
-			return 0, err
-		}
-		if err := gb.buf(a).Memset(0x3c); err != nil { // small finite bf16 values
-			return 0, err
-		}
-		ptrs = append(ptrs, a)
-	}
-	defer gb.reset()
-	l, err := k.F.Geometry(s.Batch, s.HeadsQ, s.HeadsKV, s.SeqQ, s.SeqK, s.Scale)
-	if err != nil {
-		return 0, err
-	}
-	args, err := l.Args(ptrs...)
-	if err != nil {
-		return 0, err
-	}
-	if err := gb.launch(l, args); err != nil { // warm-up
-		return 0, err
-	}
-	best := time.Duration(math.MaxInt64)
-	for r := 0; r < reps; r++ {
-		d, err := ctx.Time(func() error { return gb.start(l, args) })
-		if err != nil {
-			return 0, err
-		}
-		best = min(best, d)
-	}
-	return best, nil
+func (b *gpuBackend) timed(l ptx.Launch, args []any) (time.Duration, error) {
+	return b.ctx.Time(func() error { return b.start(l, args) })
 }
+func (b *gpuBackend) fill(a uint64, n int, x byte) error { return b.buf(a).Memset(x) }

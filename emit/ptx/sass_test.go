@@ -1,0 +1,387 @@
+package ptx
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/attngen/attngen/gen"
+	"github.com/attngen/attngen/spec"
+)
+
+// ptxas 12.4 (Debian trixie's non-free toolkit; scripts/fetch-ptxas.sh
+// 12.4) assembles for sm_90a, which ptxas 11.8 cannot, and comes with
+// nvdisasm, which lists the SASS of a cubin. With them TestPtxas12
+// assembles every example kernel for sm_90 and sm_90a without spills and
+// TestSASSInnerLoop counts the tensor-core, shared-memory matrix and
+// exponential instructions of the key-tile loop, so that a regression of
+// the generated code shows without a GPU. ATTNGEN_PTXAS12 names that ptxas
+// (.ci/run sets it); nvdisasm is looked up beside it, then as
+// ATTNGEN_NVDISASM, then on PATH. Without them the tests are skipped.
+
+// ptxas12 returns the ptxas of ATTNGEN_PTXAS12, failing the test when it
+// is older than 12.0 (no sm_90a), or skips.
+func ptxas12(t *testing.T) string {
+	t.Helper()
+	p := os.Getenv("ATTNGEN_PTXAS12")
+	if p == "" {
+		t.Skip("no ptxas 12: set ATTNGEN_PTXAS12 (scripts/fetch-ptxas.sh 12.4 fetches ptxas 12.4 and nvdisasm)")
+	}
+	out, err := exec.Command(p, "--version").CombinedOutput()
+	if err != nil {
+		t.Fatalf("ATTNGEN_PTXAS12=%s: %v\n%s", p, err, out)
+	}
+	m := regexp.MustCompile(`release (\d+)\.(\d+)`).FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("ATTNGEN_PTXAS12=%s: no release in its --version:\n%s", p, out)
+	}
+	if major, _ := strconv.Atoi(string(m[1])); major < 12 {
+		t.Fatalf("ATTNGEN_PTXAS12=%s is ptxas %s.%s: sm_90a needs 12.0 or later (scripts/fetch-ptxas.sh 12.4)", p, m[1], m[2])
+	}
+	return p
+}
+
+// nvdisasm returns the nvdisasm beside ptxas, ATTNGEN_NVDISASM or the one on
+// PATH, or skips.
+func nvdisasm(t *testing.T, ptxas string) string {
+	t.Helper()
+	if p := filepath.Join(filepath.Dir(ptxas), "nvdisasm"); fileExists(p) {
+		return p
+	}
+	if p := os.Getenv("ATTNGEN_NVDISASM"); p != "" {
+		return p
+	}
+	if p, err := exec.LookPath("nvdisasm"); err == nil {
+		return p
+	}
+	t.Skip("no nvdisasm beside ATTNGEN_PTXAS12, in ATTNGEN_NVDISASM or on PATH (scripts/fetch-ptxas.sh 12.4 fetches it)")
+	return ""
+}
+
+func fileExists(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && !st.IsDir()
+}
+
+// cubin is one example kernel assembled by ptxas 12.
+type cubin struct {
+	name string // spec file, element type and SM, for messages
+	k    *Forward
+	path string
+	log  string // ptxas -v
+}
+
+// assembled caches the cubins of one test process, in cubinDir: TestPtxas12
+// and TestSASSInnerLoop read the same ones. TestMain removes the folder.
+var (
+	assembled = map[string][]cubin{}
+	cubinDir  string
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if cubinDir != "" {
+		os.RemoveAll(cubinDir)
+	}
+	os.Exit(code)
+}
+
+// assemble12 assembles every example's forward kernel (both default element
+// types, the module written for sm_90) with ptxas 12 for each of archs.
+func assemble12(t *testing.T, ptxas string, archs ...string) []cubin {
+	t.Helper()
+	key := ptxas + "|" + strings.Join(archs, ",")
+	if cs, ok := assembled[key]; ok {
+		return cs
+	}
+	files, _ := filepath.Glob("../../spec/examples/*.yaml")
+	if len(files) == 0 {
+		t.Fatal("no example specs")
+	}
+	if cubinDir == "" {
+		d, err := os.MkdirTemp("", "attngen-ptxas12-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cubinDir = d
+	}
+	dir := cubinDir
+	var cs []cubin
+	for _, f := range files {
+		s, err := spec.ParseFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		plan, err := gen.Compile(s, SM80, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, dt := range DefaultTargets {
+			tg := Target{SM: 90, Elem: dt.Elem}
+			k, err := GenerateForward(plan, Config{Target: tg})
+			if err != nil {
+				t.Fatal(err)
+			}
+			base := strings.TrimSuffix(filepath.Base(f), ".yaml") + "_" + dt.Elem
+			src := filepath.Join(dir, base+".ptx")
+			if err := os.WriteFile(src, []byte(k.PTX), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			for _, arch := range archs {
+				bin := filepath.Join(dir, base+"_"+arch+".cubin")
+				out, err := exec.Command(ptxas, "-v", "--gpu-name", arch, src, "-o", bin).CombinedOutput()
+				name := fmt.Sprintf("%s %s %s", filepath.Base(f), dt.Elem, arch)
+				if err != nil {
+					t.Fatalf("%s: ptxas failed: %v\n%s", name, err, out)
+				}
+				cs = append(cs, cubin{name: name, k: k, path: bin, log: string(out)})
+			}
+		}
+	}
+	assembled[key] = cs
+	return cs
+}
+
+// TestPtxas12 assembles every example's forward kernel, bf16 and f16, for
+// sm_90 and sm_90a with ptxas 12 and requires success and no spills.
+func TestPtxas12(t *testing.T) {
+	p := ptxas12(t)
+	for _, c := range assemble12(t, p, "sm_90", "sm_90a") {
+		m := spillRE.FindStringSubmatch(c.log)
+		if m == nil || m[1] != "0" || m[2] != "0" {
+			t.Errorf("%s: spills or no report:\n%s", c.name, c.log)
+			continue
+		}
+		regs := regsRE.FindStringSubmatch(c.log)
+		if regs == nil {
+			t.Fatalf("%s: no register count:\n%s", c.name, c.log)
+		}
+		t.Logf("%s: %s registers, no spills", c.name, regs[1])
+	}
+}
+
+// sassCounts are the instructions the SASS check counts.
+type sassCounts struct {
+	HMMA      int // HMMA.16816 (mma.sync.m16n8k16): one per 16x8x16 product
+	LDSM      int // LDSM.16.M88.4 (ldmatrix.x4): four 8x8 b16 matrices
+	LDSMT     int // LDSM.16.MT88.4 (ldmatrix.x4.trans)
+	EX2       int // MUFU.EX2 (ex2.approx.ftz.f32)
+	OtherHMMA int // HMMA of any other shape (none expected)
+}
+
+func (c sassCounts) String() string {
+	return fmt.Sprintf("HMMA.16816 %d, LDSM.16.M88.4 %d, LDSM.16.MT88.4 %d, MUFU.EX2 %d", c.HMMA, c.LDSM, c.LDSMT, c.EX2)
+}
+
+func (c *sassCounts) add(op string) {
+	switch {
+	case strings.HasPrefix(op, "HMMA.16816."):
+		c.HMMA++
+	case strings.HasPrefix(op, "HMMA"):
+		c.OtherHMMA++
+	case op == "LDSM.16.M88.4":
+		c.LDSM++
+	case op == "LDSM.16.MT88.4":
+		c.LDSMT++
+	case op == "MUFU.EX2":
+		c.EX2++
+	}
+}
+
+// sassLoop is what TestSASSInnerLoop reads of a kernel's SASS: the key-tile
+// loop (the backward branch whose body holds the most HMMA), split into the
+// instructions every tile runs and those a forward branch inside the loop
+// may skip, and the instructions outside it.
+type sassLoop struct {
+	Every, Cond, Outside sassCounts
+	Insts                int // instructions in the loop
+}
+
+var (
+	sassInstRE  = regexp.MustCompile(`^\s*/\*[0-9a-f]+\*/\s+(?:@!?U?P[0-9T]+\s+)?([A-Z][A-Z0-9_.]*)`)
+	sassLabelRE = regexp.MustCompile(`^(\.L_x_\d+):`)
+	sassTargRE  = regexp.MustCompile("`\\((\\.L_x_\\d+)\\)")
+)
+
+// readSASSLoop parses nvdisasm's listing of one kernel.
+func readSASSLoop(listing string) (sassLoop, error) {
+	type inst struct {
+		op, target string
+	}
+	var insts []inst
+	labels := map[string]int{}
+	for _, line := range strings.Split(listing, "\n") {
+		if m := sassLabelRE.FindStringSubmatch(line); m != nil {
+			labels[m[1]] = len(insts)
+			continue
+		}
+		m := sassInstRE.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		in := inst{op: m[1]}
+		if in.op == "BRA" {
+			if t := sassTargRE.FindStringSubmatch(line); t != nil {
+				in.target = t[1]
+			}
+		}
+		insts = append(insts, in)
+	}
+	if len(insts) == 0 {
+		return sassLoop{}, fmt.Errorf("no instructions in the listing")
+	}
+	hmma := make([]int, len(insts)+1) // prefix counts of HMMA
+	for i, in := range insts {
+		hmma[i+1] = hmma[i]
+		if strings.HasPrefix(in.op, "HMMA") {
+			hmma[i+1]++
+		}
+	}
+	lo, hi, best := -1, -1, 0
+	for i, in := range insts {
+		if in.target == "" {
+			continue
+		}
+		to, ok := labels[in.target]
+		if !ok {
+			return sassLoop{}, fmt.Errorf("branch to unknown label %s", in.target)
+		}
+		if to <= i && hmma[i+1]-hmma[to] > best {
+			lo, hi, best = to, i, hmma[i+1]-hmma[to]
+		}
+	}
+	if lo < 0 {
+		return sassLoop{}, fmt.Errorf("no loop holds an HMMA")
+	}
+	cond := make([]bool, len(insts))
+	for i := lo; i <= hi; i++ {
+		if insts[i].target == "" {
+			continue
+		}
+		if to := labels[insts[i].target]; to > i && to <= hi+1 {
+			for j := i + 1; j < to; j++ {
+				cond[j] = true
+			}
+		}
+	}
+	var l sassLoop
+	for i, in := range insts {
+		switch {
+		case i < lo || i > hi:
+			l.Outside.add(in.op)
+		case cond[i]:
+			l.Cond.add(in.op)
+		default:
+			l.Every.add(in.op)
+		}
+	}
+	l.Insts = hi - lo + 1
+	return l, nil
+}
+
+// wantSASSLoop is what the kernel's structure implies, per warp (SASS
+// counts warp instructions) and per key tile of TileK keys, for head
+// dimension d. A warp owns 16 query rows; every warp reads the whole key
+// and value tile.
+//
+//   - S = Q K^T is 16 x TileK scores over d: (TileK/8)*(d/16) products of
+//     m16n8k16 (one HMMA.16816 each), with the key fragments read by one
+//     ldmatrix.x4 (16 keys x 16 dims) per (TileK/16)*(d/16).
+//   - O += P V is 16 x d outputs over TileK keys: (d/8)*(TileK/16) HMMA,
+//     the values read transposed, one LDSM.16.MT88.4 per 16 keys x 16 dims:
+//     (TileK/16)*(d/16).
+//   - A thread holds 2 rows x TileK/4 scores of the warp's 16 x TileK block
+//     (TileK/8 accumulator fragments of 2 x 2): TileK/2 exponentials, plus
+//     one rescale factor ex2(m_old - m_new) per row: TileK/2 + 2 MUFU.EX2.
+//
+// Those run on every tile. A partial tile whose value tile holds a
+// non-finite value (sanitize, restore) runs one more P V-shaped product
+// over the codes written where the keys were: (d/8)*(TileK/16) HMMA and
+// (TileK/16)*(d/16) LDSM.16.MT88.4, behind a branch. Outside the loop, Q
+// is read once into fragments, d/16 ldmatrix.x4, and no HMMA or ex2 runs
+// (the epilogue's lg2 and division are MUFU.LG2 and MUFU.RCP).
+func wantSASSLoop(d int) sassLoop {
+	pv := (d / 8) * (TileK / 16)
+	tiles := (TileK / 16) * (d / 16)
+	return sassLoop{
+		Every:   sassCounts{HMMA: (TileK/8)*(d/16) + pv, LDSM: tiles, LDSMT: tiles, EX2: TileK/2 + 2},
+		Cond:    sassCounts{HMMA: pv, LDSMT: tiles},
+		Outside: sassCounts{LDSM: d / 16},
+	}
+}
+
+// TestSASSInnerLoop disassembles every example kernel assembled for sm_90a
+// and checks the key-tile loop's instruction counts against wantSASSLoop.
+func TestSASSInnerLoop(t *testing.T) {
+	p := ptxas12(t)
+	dis := nvdisasm(t, p)
+	seen := map[string]bool{}
+	for _, c := range assemble12(t, p, "sm_90", "sm_90a") {
+		if !strings.HasSuffix(c.name, "sm_90a") {
+			continue
+		}
+		out, err := exec.Command(dis, c.path).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: nvdisasm: %v\n%s", c.name, err, out)
+		}
+		got, err := readSASSLoop(string(out))
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		want := wantSASSLoop(c.k.HeadDim)
+		got.Insts = 0
+		if got != want {
+			t.Errorf("%s (D=%d): SASS of the key-tile loop\n every tile: %v\n  want      %v\n conditional: %v\n  want        %v\n outside: %v\n  want    %v",
+				c.name, c.k.HeadDim, got.Every, want.Every, got.Cond, want.Cond, got.Outside, want.Outside)
+			continue
+		}
+		if d := fmt.Sprint(c.k.HeadDim, c.k.Elem); !seen[d] {
+			seen[d] = true
+			t.Logf("%s (D=%d): every tile %v; sanitized partial tiles add %v; outside the loop %v", c.name, c.k.HeadDim, got.Every, got.Cond, got.Outside)
+		}
+	}
+}
+
+// TestReadSASSLoop checks the listing parser on a hand-written listing: a
+// loop with a skipped block, an inner scan loop, code before and after.
+func TestReadSASSLoop(t *testing.T) {
+	listing := "" +
+		"        /*0000*/                   LDSM.16.M88.4 R8, [R2] ;\n" +
+		".L_x_9:\n" +
+		"        /*0010*/               @P0 BRA `(.L_x_3) ;\n" +
+		".L_x_4:\n" +
+		"        /*0020*/              @!P0 BRA `(.L_x_4) ;\n" +
+		".L_x_3:\n" +
+		"        /*0030*/                   LDSM.16.M88.4 R116, [R3+UR7] ;\n" +
+		"        /*0040*/                   HMMA.16816.F32.BF16 R40, R8, R116, R40 ;\n" +
+		"        /*0050*/                   MUFU.EX2 R5, R5 ;\n" +
+		"        /*0060*/              @!P0 BRA `(.L_x_8) ;\n" +
+		"        /*0070*/                   LDSM.16.MT88.4 R4, [R3] ;\n" +
+		"        /*0080*/                   HMMA.16816.F32.BF16 R40, R8, R4, R40 ;\n" +
+		".L_x_8:\n" +
+		"        /*0090*/                   LDSM.16.MT88.4 R4, [R3] ;\n" +
+		"        /*00a0*/              @!P0 BRA `(.L_x_9) ;\n" +
+		"        /*00b0*/                   MUFU.EX2 R5, R5 ;\n" +
+		"        /*00c0*/                   EXIT ;\n"
+	got, err := readSASSLoop(listing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := sassLoop{
+		Every:   sassCounts{HMMA: 1, LDSM: 1, LDSMT: 1, EX2: 1},
+		Cond:    sassCounts{HMMA: 1, LDSMT: 1},
+		Outside: sassCounts{LDSM: 1, EX2: 1},
+		Insts:   10,
+	}
+	if got != want {
+		t.Fatalf("got %+v\nwant %+v", got, want)
+	}
+	if _, err := readSASSLoop("        /*0000*/                   EXIT ;\n"); err == nil {
+		t.Fatal("a listing without a loop: no error")
+	}
+}
