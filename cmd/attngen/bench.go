@@ -150,7 +150,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	seqQFlag := fs.Int("seq-q", 0, "query rows, the last Q positions of the sequence (1 <= Q <= -seq; default -seq; 1 is one decoding step). GB/s counts q and out (and lse) of these rows and the key and value rows of every key some of them keeps, per key/value head")
 	heads := fs.Int("heads", 8, "query heads")
 	headsKVFlag := fs.Int("heads-kv", 0, "key/value heads; -heads must be a multiple (grouped-query attention; default -heads)")
-	dtype := fs.String("dtype", "fp32", "element type of q, k and v: fp32, bf16 or f16 (16-bit inputs are widened to float32 as tiles are packed; lse is float32)")
+	dtype := fs.String("dtype", "fp32", "element type of q, k and v: fp32, bf16 or f16 (16-bit inputs are widened exactly to float32 as tiles are packed or as the decode kernels load rows; lse is float32)")
 	outDtype := fs.String("out-dtype", "fp32", "element type of out: fp32, or the -dtype of 16-bit inputs (the float32 output rounded to it)")
 	paged := fs.Int("paged", 0, "page size of a paged KV cache: the kernels read k and v (in -dtype) from pages of this many positions in shuffled order through a page table")
 	bwMiB := fs.Int("bw-mib", cpu.DefaultReadMiB, "buffer of the read-bandwidth probe in MiB (at most an eighth of this machine's memory)")
