@@ -94,7 +94,10 @@ func TestBackwardAPI(t *testing.T) {
 			{"no lse", "short", func() error { return bwd(dq, dk, dv, dout, q, k, v, out, nil, ids, s) }},
 			{"short dout", "short", func() error { return bwd(dq, dk, dv, dout[:nq-1], q, k, v, out, lse, ids, s) }},
 			{"short dv", "short", func() error { return bwd(dq, dk, dv[:nkv-1], dout, q, k, v, out, lse, ids, s) }},
-			{"dk over dv", "alias", func() error { buf := make([]float32, nkv+8); return bwd(dq, buf[:nkv], buf[8:], dout, q, k, v, out, lse, ids, s) }},
+			{"dk over dv", "alias", func() error {
+				buf := make([]float32, nkv+8)
+				return bwd(dq, buf[:nkv], buf[8:], dout, q, k, v, out, lse, ids, s)
+			}},
 			{"dq over dout", "alias", func() error { return bwd(dout, dk, dv, dout, q, k, v, out, lse, ids, s) }},
 			{"dv over k", "alias", func() error { return bwd(dq, dk, k, dout, q, k, v, out, lse, ids, s) }},
 			{"variant 99", "variant", func() error { return p.bwd(99)(dq, dk, dv, dout, q, k, v, out, lse, ids, s) }},
