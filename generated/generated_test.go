@@ -35,6 +35,8 @@ type pkg struct {
 	errs      map[string]error
 	// run returns the package's ForwardVariant for variant v as a verify.Run.
 	run func(v int) verify.Run
+	// bwd returns its BackwardVariant for variant v as a verify.RunBackward.
+	bwd func(v int) verify.RunBackward
 	// run16 returns its ForwardVariant16 for variant v and element type
 	// elem (cpu.BF16 or cpu.F16): float32 inputs are rounded to the format.
 	run16 func(v, elem int) verify.Run

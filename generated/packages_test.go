@@ -41,6 +41,11 @@ func packages() []pkg {
 					return block.ForwardVariant(block.Variant(v), out, lse, q, k, vv, block.Shape(conv(s)))
 				}
 			},
+			bwd: func(v int) verify.RunBackward {
+				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape) error {
+					return block.BackwardVariant(block.Variant(v), dq, dk, dv, dout, q, k, vv, out, lse, block.Shape(conv(s)))
+				}
+			},
 			run16: func(v, elem int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					q16, k16, v16 := bits16(elem, q), bits16(elem, k), bits16(elem, vv)
@@ -67,6 +72,11 @@ func packages() []pkg {
 			run: func(v int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					return bridge.ForwardVariant(bridge.Variant(v), out, lse, q, k, vv, bridge.Shape(conv(s)))
+				}
+			},
+			bwd: func(v int) verify.RunBackward {
+				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape) error {
+					return bridge.BackwardVariant(bridge.Variant(v), dq, dk, dv, dout, q, k, vv, out, lse, bridge.Shape(conv(s)))
 				}
 			},
 			run16: func(v, elem int) verify.Run {
@@ -97,6 +107,11 @@ func packages() []pkg {
 					return causal.ForwardVariant(causal.Variant(v), out, lse, q, k, vv, causal.Shape(conv(s)))
 				}
 			},
+			bwd: func(v int) verify.RunBackward {
+				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape) error {
+					return causal.BackwardVariant(causal.Variant(v), dq, dk, dv, dout, q, k, vv, out, lse, causal.Shape(conv(s)))
+				}
+			},
 			run16: func(v, elem int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					q16, k16, v16 := bits16(elem, q), bits16(elem, k), bits16(elem, vv)
@@ -123,6 +138,11 @@ func packages() []pkg {
 			run: func(v int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					return chunked.ForwardVariant(chunked.Variant(v), out, lse, q, k, vv, chunked.Shape(conv(s)))
+				}
+			},
+			bwd: func(v int) verify.RunBackward {
+				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape) error {
+					return chunked.BackwardVariant(chunked.Variant(v), dq, dk, dv, dout, q, k, vv, out, lse, chunked.Shape(conv(s)))
 				}
 			},
 			run16: func(v, elem int) verify.Run {
@@ -153,6 +173,11 @@ func packages() []pkg {
 					return dilated.ForwardVariant(dilated.Variant(v), out, lse, q, k, vv, dilated.Shape(conv(s)))
 				}
 			},
+			bwd: func(v int) verify.RunBackward {
+				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape) error {
+					return dilated.BackwardVariant(dilated.Variant(v), dq, dk, dv, dout, q, k, vv, out, lse, dilated.Shape(conv(s)))
+				}
+			},
 			run16: func(v, elem int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					q16, k16, v16 := bits16(elem, q), bits16(elem, k), bits16(elem, vv)
@@ -179,6 +204,11 @@ func packages() []pkg {
 			run: func(v int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					return document.ForwardVariant(document.Variant(v), out, lse, q, k, vv, docs, document.Shape(conv(s)))
+				}
+			},
+			bwd: func(v int) verify.RunBackward {
+				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape) error {
+					return document.BackwardVariant(document.Variant(v), dq, dk, dv, dout, q, k, vv, out, lse, docs, document.Shape(conv(s)))
 				}
 			},
 			run16: func(v, elem int) verify.Run {
@@ -209,6 +239,11 @@ func packages() []pkg {
 					return except.ForwardVariant(except.Variant(v), out, lse, q, k, vv, except.Shape(conv(s)))
 				}
 			},
+			bwd: func(v int) verify.RunBackward {
+				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape) error {
+					return except.BackwardVariant(except.Variant(v), dq, dk, dv, dout, q, k, vv, out, lse, except.Shape(conv(s)))
+				}
+			},
 			run16: func(v, elem int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					q16, k16, v16 := bits16(elem, q), bits16(elem, k), bits16(elem, vv)
@@ -235,6 +270,11 @@ func packages() []pkg {
 			run: func(v int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					return hetero.ForwardVariant(hetero.Variant(v), out, lse, q, k, vv, hetero.Shape(conv(s)))
+				}
+			},
+			bwd: func(v int) verify.RunBackward {
+				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape) error {
+					return hetero.BackwardVariant(hetero.Variant(v), dq, dk, dv, dout, q, k, vv, out, lse, hetero.Shape(conv(s)))
 				}
 			},
 			run16: func(v, elem int) verify.Run {
@@ -265,6 +305,11 @@ func packages() []pkg {
 					return hybrid.ForwardVariant(hybrid.Variant(v), out, lse, q, k, vv, hybrid.Shape(conv(s)))
 				}
 			},
+			bwd: func(v int) verify.RunBackward {
+				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape) error {
+					return hybrid.BackwardVariant(hybrid.Variant(v), dq, dk, dv, dout, q, k, vv, out, lse, hybrid.Shape(conv(s)))
+				}
+			},
 			run16: func(v, elem int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					q16, k16, v16 := bits16(elem, q), bits16(elem, k), bits16(elem, vv)
@@ -291,6 +336,11 @@ func packages() []pkg {
 			run: func(v int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					return longformer.ForwardVariant(longformer.Variant(v), out, lse, q, k, vv, longformer.Shape(conv(s)))
+				}
+			},
+			bwd: func(v int) verify.RunBackward {
+				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape) error {
+					return longformer.BackwardVariant(longformer.Variant(v), dq, dk, dv, dout, q, k, vv, out, lse, longformer.Shape(conv(s)))
 				}
 			},
 			run16: func(v, elem int) verify.Run {
@@ -321,6 +371,11 @@ func packages() []pkg {
 					return offsets.ForwardVariant(offsets.Variant(v), out, lse, q, k, vv, offsets.Shape(conv(s)))
 				}
 			},
+			bwd: func(v int) verify.RunBackward {
+				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape) error {
+					return offsets.BackwardVariant(offsets.Variant(v), dq, dk, dv, dout, q, k, vv, out, lse, offsets.Shape(conv(s)))
+				}
+			},
 			run16: func(v, elem int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					q16, k16, v16 := bits16(elem, q), bits16(elem, k), bits16(elem, vv)
@@ -347,6 +402,11 @@ func packages() []pkg {
 			run: func(v int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					return prefixlm.ForwardVariant(prefixlm.Variant(v), out, lse, q, k, vv, prefixlm.Shape(conv(s)))
+				}
+			},
+			bwd: func(v int) verify.RunBackward {
+				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape) error {
+					return prefixlm.BackwardVariant(prefixlm.Variant(v), dq, dk, dv, dout, q, k, vv, out, lse, prefixlm.Shape(conv(s)))
 				}
 			},
 			run16: func(v, elem int) verify.Run {
@@ -377,6 +437,11 @@ func packages() []pkg {
 					return sebridge.ForwardVariant(sebridge.Variant(v), out, lse, q, k, vv, sebridge.Shape(conv(s)))
 				}
 			},
+			bwd: func(v int) verify.RunBackward {
+				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape) error {
+					return sebridge.BackwardVariant(sebridge.Variant(v), dq, dk, dv, dout, q, k, vv, out, lse, sebridge.Shape(conv(s)))
+				}
+			},
 			run16: func(v, elem int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					q16, k16, v16 := bits16(elem, q), bits16(elem, k), bits16(elem, vv)
@@ -403,6 +468,11 @@ func packages() []pkg {
 			run: func(v int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					return streaming.ForwardVariant(streaming.Variant(v), out, lse, q, k, vv, streaming.Shape(conv(s)))
+				}
+			},
+			bwd: func(v int) verify.RunBackward {
+				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape) error {
+					return streaming.BackwardVariant(streaming.Variant(v), dq, dk, dv, dout, q, k, vv, out, lse, streaming.Shape(conv(s)))
 				}
 			},
 			pageSize: streaming.PageSize,
@@ -437,6 +507,11 @@ func packages() []pkg {
 			run: func(v int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					return window.ForwardVariant(window.Variant(v), out, lse, q, k, vv, window.Shape(conv(s)))
+				}
+			},
+			bwd: func(v int) verify.RunBackward {
+				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape) error {
+					return window.BackwardVariant(window.Variant(v), dq, dk, dv, dout, q, k, vv, out, lse, window.Shape(conv(s)))
 				}
 			},
 			run16: func(v, elem int) verify.Run {

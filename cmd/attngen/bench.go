@@ -23,6 +23,7 @@ import (
 
 // benchResult is one line of attngen bench -json.
 type benchResult struct {
+	Pass       string  `json:"pass"` // fwd or bwd
 	Variant    string  `json:"variant"`
 	Mask       string  `json:"mask"`
 	Dtype      string  `json:"dtype"`
@@ -59,6 +60,29 @@ func benchBytes(batch, hq, hkv, seqQ, readKeys, headDim, esize, osize int, lse b
 	}
 	return b
 }
+
+// benchBytesBwd counts the bytes one backward call reads and writes, all
+// float32: q, out, dout and dq of every query row (and lse, when read),
+// and k, v, dk and dv of the readKeys keys some query keeps, per
+// key/value head. The straightforward backward recomputes the output
+// instead of reading out and lse (out false).
+func benchBytesBwd(batch, hq, hkv, seqQ, readKeys, headDim int, out bool) float64 {
+	rows := float64(batch) * float64(hq) * float64(seqQ)
+	perRow := 3.0 // q, dout, dq
+	if out {
+		perRow = 4 // and out
+	}
+	b := 4 * (perRow*rows*float64(headDim) + 4*float64(batch)*float64(hkv)*float64(readKeys)*float64(headDim))
+	if out {
+		b += 4 * rows // lse
+	}
+	return b
+}
+
+// bwdFlopFactor is how many forward FLOPs a backward row counts: the
+// backward recomputes S = QK^T and computes dV, dP, dK and dQ, five
+// matrix products to the forward's two (FlashAttention-2's count).
+const bwdFlopFactor = 2.5
 
 // pagedCopy lays contiguous caches ([batch, kv head, seq, D]) out as pages
 // of p positions in a shuffled order, unused slots nan (NaN in the
@@ -163,6 +187,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	warmup := fs.Int("warmup", 3, "-gpu: untimed launches before the timed ones")
 	sample := fs.Int("sample", 256, "-gpu: query rows (each for four heads: first, last, two random) whose output is checked against the float64 reference after timing; 0: every row")
 	seed := fs.Uint64("seed", 1, "-gpu: seed of the random normal bf16 inputs")
+	pass := fs.String("pass", "fwd", "what to time: fwd (the forward), bwd (the backward: dq, dk and dv from dout, q, k, v and the forward's out and lse; float32, contiguous caches, CPU only; GFLOP/s count 2.5x the forward's FLOPs) or both")
 	if err := parseArgs(fs, args, stdout, path); err != nil {
 		return err
 	}
@@ -212,6 +237,20 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	}
 	if err := atMost("reps", *reps, maxBenchReps, "the best of more repetitions measures nothing new"); err != nil {
 		return err
+	}
+	fwdPass, bwdPass := *pass == "fwd" || *pass == "both", *pass == "bwd" || *pass == "both"
+	if !fwdPass && !bwdPass {
+		return usagef("-pass %q: want fwd, bwd or both", *pass)
+	}
+	if bwdPass {
+		switch {
+		case *gpu:
+			return usagef("-pass %s with -gpu: there is no PTX backward kernel yet; the backward runs on the CPU", *pass)
+		case *dtype != "fp32" || *outDtype != "fp32":
+			return usagef("-pass %s with -dtype %s -out-dtype %s: the backward takes float32 inputs and writes float32 gradients", *pass, *dtype, *outDtype)
+		case set["paged"]:
+			return usagef("-pass %s with -paged: the backward reads contiguous caches only", *pass)
+		}
 	}
 	if !*gpu {
 		for _, f := range []string{"warmup", "sample", "seed"} {
@@ -270,7 +309,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	if *paged > 0 {
 		copies = *paged
 	}
-	if err := benchMemory(*batch, *heads, headsKV, seqQ, *seq, s.HeadDim, esize, copies, int64(probeMiB)<<20); err != nil {
+	if err := benchMemory(*batch, *heads, headsKV, seqQ, *seq, s.HeadDim, esize, copies, bwdPass, int64(probeMiB)<<20); err != nil {
 		return err
 	}
 	plan, err := gen.Compile(s, gen.CPUTarget, nil)
@@ -318,6 +357,17 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 			callArgs.K16, callArgs.V16, callArgs.Paged = pagedCopy(r, k16, v16, 0xffff, *batch, headsKV, *seq, D, *paged) // NaN in both formats
 		}
 	}
+	// The backward's inputs: a random dout, and out and lse of the forward
+	// on the same q, k and v.
+	var dout, dq, dk, dv, fout, flse []float32
+	if bwdPass {
+		dout = mk(nq)
+		dq, dk, dv = make([]float32, nq), make([]float32, nkv), make([]float32, nkv)
+		fout, flse = make([]float32, nq), make([]float32, len(lse))
+		if err := cpu.Forward(mask, cpu.Auto, fout, flse, q, k, v, nil, shape); err != nil {
+			return fmt.Errorf("bench %s: forward for the backward's inputs: %w", s.Name, err)
+		}
+	}
 	group := *heads / headsKV
 	prev := runtime.GOMAXPROCS(0)
 	defer runtime.GOMAXPROCS(prev)
@@ -334,7 +384,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		peakBW := cpu.PeakReadGBps(th, probeMiB, 200*time.Millisecond)
 		// add records a variant that ran b batches of h query heads (and
 		// the key/value heads they read), writing lse or not.
-		add := func(variant string, b, h int, lseOut bool, reps int, ms float64, allocs float64) {
+		add := func(pass, variant string, b, h int, lseOut bool, reps int, ms float64, allocs float64) {
 			peak := (peakBefore + cpu.PeakGFLOPS(th, 150*time.Millisecond)) / 2
 			sec := ms / 1e3
 			g := 4 * float64(b) * float64(h) * float64(D) * float64(kept) / sec / 1e9
@@ -345,14 +395,42 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 			if variant == "naive" {
 				es, os = 4, 4 // the straightforward path reads and writes float32 values
 			}
-			gb := benchBytes(b, h, (h+group-1)/group, seqQ, read, D, es, os, lseOut) / sec / 1e9
-			results = append(results, benchResult{Variant: variant, Mask: s.Name, Dtype: *dtype, OutDtype: *outDtype, Seq: *seq, SeqQ: seqQ, Batch: *batch, Heads: *heads, HeadsKV: headsKV, HeadDim: D,
+			hkv := (h + group - 1) / group
+			gb := benchBytes(b, h, hkv, seqQ, read, D, es, os, lseOut) / sec / 1e9
+			if pass == "bwd" {
+				g *= bwdFlopFactor
+				gb = benchBytesBwd(b, h, hkv, seqQ, read, D, lseOut) / sec / 1e9
+			}
+			results = append(results, benchResult{Pass: pass, Variant: variant, Mask: s.Name, Dtype: *dtype, OutDtype: *outDtype, Seq: *seq, SeqQ: seqQ, Batch: *batch, Heads: *heads, HeadsKV: headsKV, HeadDim: D,
 				Threads: th, Ms: ms, GFlops: g, PeakGFlops: peak, PctPeak: 100 * g / peak, GBps: gb, PeakGBps: peakBW,
 				KeptPairs: kept, Reps: reps, MeasHeads: h, AllocsOp: allocs})
 		}
+		// timeVariant times one variant's call: the pure-Go variant is slow,
+		// so it runs once (which also warms up) and its allocations are not
+		// counted; the others run a warm-up call (workers, workspace), the
+		// best of -reps, and one call counting allocations.
+		timeVariant := func(variant cpu.Variant, call func()) (n int, ms, allocs float64) {
+			n, allocs = *reps, -1.0
+			if variant == cpu.PureGo {
+				n = 1
+			} else {
+				call()
+			}
+			best := time.Duration(1 << 62)
+			for rep := 0; rep < n; rep++ {
+				t0 := time.Now()
+				call()
+				best = min(best, time.Since(t0))
+			}
+			if variant != cpu.PureGo {
+				allocs = testingAllocs(call)
+			}
+			return n, float64(best.Nanoseconds()) / 1e6, allocs
+		}
+		nh := min(max(*naiveHeads, th), *heads)
 		for _, t := range cpu.Targets {
 			variant := t.Variant
-			if !cpu.Supported(variant) {
+			if !fwdPass || !cpu.Supported(variant) {
 				continue
 			}
 			fmt.Fprintf(stderr, "bench %s: %s, %d thread%s, best of %d\n", s.Name, variant, th, plural(th), *reps)
@@ -363,37 +441,54 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 					callErr = err
 				}
 			}
-			reps, allocs := *reps, -1.0
-			if variant == cpu.PureGo {
-				// The scalar path is slow: one timed call, which also warms up.
-				reps = 1
-			} else {
-				call() // warm-up: workers, workspace
-			}
-			best := time.Duration(1 << 62)
-			for rep := 0; rep < reps; rep++ {
-				t0 := time.Now()
-				call()
-				best = min(best, time.Since(t0))
-			}
-			if variant != cpu.PureGo {
-				allocs = testingAllocs(call)
-			}
+			reps, ms, allocs := timeVariant(variant, call)
 			if callErr != nil {
 				return fmt.Errorf("bench %s: %s: %w", s.Name, variant, callErr)
 			}
-			add(variant.String(), *batch, *heads, true, reps, float64(best.Nanoseconds())/1e6, allocs)
+			add("fwd", variant.String(), *batch, *heads, true, reps, ms, allocs)
 		}
-		// The straightforward Go implementation, on naiveHeads query heads
-		// of the first batch, with th goroutines over the heads.
-		nh := min(max(*naiveHeads, th), *heads)
-		fmt.Fprintf(stderr, "bench %s: naive, %d thread%s, %d head%s, once\n", s.Name, th, plural(th), nh, plural(nh))
-		measurePeak()
-		t0 := time.Now()
-		if err := naiveParallel(s.Pattern(), q, k, v, out, nh, group, seqQ, *seq, D, th); err != nil {
-			return err
+		if fwdPass {
+			// The straightforward Go implementation, on naiveHeads query heads
+			// of the first batch, with th goroutines over the heads.
+			fmt.Fprintf(stderr, "bench %s: naive, %d thread%s, %d head%s, once\n", s.Name, th, plural(th), nh, plural(nh))
+			measurePeak()
+			t0 := time.Now()
+			if err := naiveParallel(s.Pattern(), q, k, v, out, nh, group, seqQ, *seq, D, th); err != nil {
+				return err
+			}
+			add("fwd", "naive", 1, nh, false, 1, float64(time.Since(t0).Nanoseconds())/1e6, -1)
 		}
-		add("naive", 1, nh, false, 1, float64(time.Since(t0).Nanoseconds())/1e6, -1)
+		for _, t := range cpu.Targets {
+			variant := t.Variant
+			if !bwdPass || !cpu.Supported(variant) {
+				continue
+			}
+			fmt.Fprintf(stderr, "bench %s: backward, %s, %d thread%s, best of %d\n", s.Name, variant, th, plural(th), *reps)
+			measurePeak()
+			var callErr error
+			call := func() {
+				if err := cpu.Backward(mask, variant, dq, dk, dv, dout, q, k, v, fout, flse, nil, shape); err != nil && callErr == nil {
+					callErr = err
+				}
+			}
+			reps, ms, allocs := timeVariant(variant, call)
+			if callErr != nil {
+				return fmt.Errorf("bench %s: backward, %s: %w", s.Name, variant, callErr)
+			}
+			add("bwd", variant.String(), *batch, *heads, true, reps, ms, allocs)
+		}
+		if bwdPass {
+			// The straightforward Go backward (verify.NaiveGradFP32: dense
+			// keep rows, the softmax recomputed in float32), on the same
+			// heads as the forward's naive.
+			fmt.Fprintf(stderr, "bench %s: backward, naive, %d thread%s, %d head%s, once\n", s.Name, th, plural(th), nh, plural(nh))
+			measurePeak()
+			t0 := time.Now()
+			if err := naiveGradParallel(s.Pattern(), q, k, v, dout, nh, group, seqQ, *seq, D, th); err != nil {
+				return err
+			}
+			add("bwd", "naive", 1, nh, false, 1, float64(time.Since(t0).Nanoseconds())/1e6, -1)
+		}
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
@@ -402,17 +497,20 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	causal := verify.KeptPairs(spec.Pattern{Mask: spec.Full(), Causal: true}, seqQ, *seq)
 	fmt.Fprintf(stdout, "bench %s: B=%d H=%d Hkv=%d D=%d S=%d Q=%d %s, kept pairs %d (density %.4f of causal); effective GFLOP/s = 4*B*H*D*kept/s, GB/s = bytes of q, out, lse and the k, v rows of the %d keys some query keeps, per s\n",
 		s.Name, *batch, *heads, headsKV, D, *seq, seqQ, *dtype+" in, "+*outDtype+" out", kept, float64(kept)/float64(causal), read)
-	fmt.Fprintf(stdout, "%-8s %7s %5s %7s %8s %10s %10s %12s %8s %9s %10s %9s\n",
-		"variant", "threads", "dtype", "seq_q", "heads_kv", "ms", "GFLOP/s", "peak GFLOP/s", "% peak", "GB/s", "peak GB/s", "allocs/op")
+	fmt.Fprintf(stdout, "%-4s %-8s %7s %5s %7s %8s %10s %10s %12s %8s %9s %10s %9s\n",
+		"pass", "variant", "threads", "dtype", "seq_q", "heads_kv", "ms", "GFLOP/s", "peak GFLOP/s", "% peak", "GB/s", "peak GB/s", "allocs/op")
 	for _, r := range results {
 		allocs := "-"
 		if r.AllocsOp >= 0 {
 			allocs = fmt.Sprintf("%.0f", r.AllocsOp)
 		}
-		fmt.Fprintf(stdout, "%-8s %7d %5s %7d %8d %10.3f %10.1f %12.1f %7.1f%% %9.2f %10.1f %9s\n",
-			r.Variant, r.Threads, r.Dtype, r.SeqQ, r.HeadsKV, r.Ms, r.GFlops, r.PeakGFlops, r.PctPeak, r.GBps, r.PeakGBps, allocs)
+		fmt.Fprintf(stdout, "%-4s %-8s %7d %5s %7d %8d %10.3f %10.1f %12.1f %7.1f%% %9.2f %10.1f %9s\n",
+			r.Pass, r.Variant, r.Threads, r.Dtype, r.SeqQ, r.HeadsKV, r.Ms, r.GFlops, r.PeakGFlops, r.PctPeak, r.GBps, r.PeakGBps, allocs)
 	}
 	fmt.Fprintf(stdout, "(peak GFLOP/s: 12-chain FMA loop on every thread, measured right before and after each line and averaged; peak GB/s: every thread summing its slice of a %d MiB buffer, once per thread count; naive runs one batch of max(-naive-heads, threads) heads)\n", probeMiB)
+	if bwdPass {
+		fmt.Fprintf(stdout, "(bwd rows: GFLOP/s count %.1f x 4*B*H*D*kept/s; GB/s count q, out, dout, dq, lse and the k, v, dk, dv rows of the keys some query keeps, all float32; every variant runs the same Go backward today)\n", bwdFlopFactor)
+	}
 	return nil
 }
 
@@ -491,6 +589,31 @@ func naiveParallel(p spec.Pattern, q, k, v, out []float32, nh, group, seqQ, seqK
 			one := verify.Shape{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: seqQ, SeqK: seqK, HeadDim: D}
 			g := h / group
 			errs <- verify.NaiveFP32(p, nil, q[h*perQ:(h+1)*perQ], k[g*perKV:(g+1)*perKV], v[g*perKV:(g+1)*perKV], one, out[h*perQ:(h+1)*perQ], nil)
+		}(h)
+	}
+	for h := 0; h < nh; h++ {
+		if err := <-errs; err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// naiveGradParallel runs verify.NaiveGradFP32 on the first nh query heads
+// of the first batch, split by head over th goroutines; query head h reads
+// key/value head h/group. The gradients are discarded.
+func naiveGradParallel(p spec.Pattern, q, k, v, dout []float32, nh, group, seqQ, seqK, D, th int) error {
+	perQ, perKV := seqQ*D, seqK*D
+	errs := make(chan error, nh)
+	sem := make(chan struct{}, th)
+	for h := 0; h < nh; h++ {
+		sem <- struct{}{}
+		go func(h int) {
+			defer func() { <-sem }()
+			one := verify.Shape{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: seqQ, SeqK: seqK, HeadDim: D}
+			g := h / group
+			_, err := verify.NaiveGradFP32(p, nil, q[h*perQ:(h+1)*perQ], k[g*perKV:(g+1)*perKV], v[g*perKV:(g+1)*perKV], dout[h*perQ:(h+1)*perQ], one)
+			errs <- err
 		}(h)
 	}
 	for h := 0; h < nh; h++ {

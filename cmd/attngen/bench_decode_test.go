@@ -202,18 +202,18 @@ func TestBenchMemoryDecodeShape(t *testing.T) {
 	const D, H = 128, 64
 	// k, v and their two tile copies of one head take about half the limit.
 	seq := int(limit / 2 / (4 * 4 * D))
-	if err := benchMemory(1, H, 1, 1, seq, D, 4, 0, 0); err != nil {
+	if err := benchMemory(1, H, 1, 1, seq, D, 4, 0, false, 0); err != nil {
 		t.Errorf("one query, one key/value head, seq %d: %v", seq, err)
 	}
-	err := benchMemory(1, H, H, 1, seq, D, 4, 0, 0)
+	err := benchMemory(1, H, H, 1, seq, D, 4, 0, false, 0)
 	if err == nil || !strings.Contains(err.Error(), "-heads-kv 64") {
 		t.Errorf("one query, %d key/value heads, seq %d: %v, want a refusal naming -heads-kv", H, seq, err)
 	}
-	if err := benchMemory(1, H, H, seq, seq, D, 4, 0, 0); err == nil {
+	if err := benchMemory(1, H, H, seq, seq, D, 4, 0, false, 0); err == nil {
 		t.Errorf("prefill, %d heads, seq %d: no refusal", H, seq)
 	}
 	// The probe's buffer counts too.
-	if err := benchMemory(1, H, 1, 1, seq, D, 4, 0, limit); err == nil || !strings.Contains(err.Error(), "read-bandwidth probe") {
+	if err := benchMemory(1, H, 1, 1, seq, D, 4, 0, false, limit); err == nil || !strings.Contains(err.Error(), "read-bandwidth probe") {
 		t.Errorf("with a probe buffer as large as the limit: %v", err)
 	}
 }

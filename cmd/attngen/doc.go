@@ -7,7 +7,7 @@
 //	attngen -spec F [-out DIR] [-pkg NAME] [-sm 80,90|none] [-dtype bf16,f16] [-verify]
 //	attngen generate ...    the same, named
 //	attngen verify -spec F [-seed N] [-sm 80] [-dtype bf16] [-gpu] [-sample N] [-no-ptx]
-//	attngen bench -spec F [-seq S] [-seq-q Q] [-heads H] [-heads-kv H] [-batch B] [-dtype fp32] [-out-dtype fp32] [-paged PAGE] [-threads 1,2] [-reps R] [-bw-mib M] [-json] [-gpu [-warmup N] [-sample N] [-seed N]]
+//	attngen bench -spec F [-seq S] [-seq-q Q] [-heads H] [-heads-kv H] [-batch B] [-dtype fp32] [-out-dtype fp32] [-paged PAGE] [-threads 1,2] [-reps R] [-bw-mib M] [-pass fwd|bwd|both] [-json] [-gpu [-warmup N] [-sample N] [-seed N]]
 //	attngen check -spec F [-seq N] [-sm 80] [-dtype bf16]
 //	attngen show -spec F [-seq N] [-tile T] [-o mask.png|mask.svg] [-width W]
 //	attngen reach -spec F [-layers L] [-seq S] [-max-distance D] [-json] [-o coverage.png|.svg]
@@ -23,7 +23,10 @@
 //     Every file starts with the command that regenerates it. -verify then
 //     runs attngen verify on the same spec and the same GPU targets.
 //   - attngen verify checks every CPU variant this machine runs against the
-//     float64 reference, by perturbation and in a 3-layer stack, and the PTX
+//     float64 reference, by perturbation and in a 3-layer stack, its
+//     backward (dq, dk and dv against the float64 reference gradients on
+//     the same shapes, their dependencies on dout, masked NaN and
+//     infinities reaching no gradient), and the PTX
 //     kernels of -sm/-dtype under the PTX interpreter; -gpu also runs them
 //     on the GPU, reporting progress on stderr, judging shapes of 1024 rows
 //     or more on -sample rows.
@@ -38,7 +41,11 @@
 //     last Q positions against all -seq keys (Q = 1: one decoding step),
 //     -heads-kv groups the query heads; -dtype bf16 or f16 feeds 16-bit
 //     q, k and v, -out-dtype (fp32 or the -dtype) chooses the output's
-//     type, -paged PAGE reads k and v from shuffled pages.
+//     type, -paged PAGE reads k and v from shuffled pages. -pass bwd times
+//     the backward instead (float32, contiguous caches, CPU only; with a
+//     straightforward Go backward as naive), -pass both the two; every
+//     -json row has a pass (fwd or bwd), and a backward row's gflops
+//     counts 2.5 x 4*B*H*D*kept_pairs per second.
 //   - attngen check validates a spec and prints its normalized mask and
 //     density.
 //   - attngen show draws the mask and its tile classes as text or an image.

@@ -74,10 +74,11 @@ func memoryLimit() (limit int64, from string) {
 // of batch*headsKV*seqK*headDim each, the kernels' key and value tile
 // workspace (the keys and values again, each sequence padded to whole
 // tiles), for esize 2 the 16-bit copies of q, k, v and out, for page > 0
-// a paged copy of k and v of esize bytes an element, and probeBytes for
+// a paged copy of k and v of esize bytes an element, with grads the
+// backward's dout, dq, dk, dv and row deltas, and probeBytes for
 // the probe's buffer. Every product and sum is
 // checked, so a flag near MaxInt64 is refused here, not in make.
-func benchMemory(batch, headsQ, headsKV, seqQ, seqK, headDim, esize, page int, probeBytes int64) error {
+func benchMemory(batch, headsQ, headsKV, seqQ, seqK, headDim, esize, page int, grads bool, probeBytes int64) error {
 	nq, ok1 := mulInt64(batch, headsQ, seqQ, headDim)
 	nkv, ok2 := mulInt64(batch, headsKV, seqK, headDim)
 	if !ok1 || !ok2 {
@@ -87,6 +88,10 @@ func benchMemory(batch, headsQ, headsKV, seqQ, seqK, headDim, esize, page int, p
 	padded, ok3 := mulInt64(batch, headsKV, seqK/cpu.TK+1, cpu.TK, headDim)
 	lse, ok4 := mulInt64(batch, headsQ, seqQ)
 	floats, ok5 := addInt64(nq, nq, nkv, nkv, padded, padded, lse)
+	if grads { // the backward's dout, dq, dk, dv and its row deltas
+		g, ok := addInt64(floats, nq, nq, nkv, nkv, lse)
+		floats, ok5 = g, ok5 && ok
+	}
 	tensors, ok6 := floats*4, floats <= math.MaxInt64/4
 	if page > 0 { // a paged copy of k and v in their element type, in whole pages
 		pages, ok := mulInt64(batch, headsKV, seqK/page+1, page, headDim)
@@ -107,7 +112,7 @@ func benchMemory(batch, headsQ, headsKV, seqQ, seqK, headDim, esize, page int, p
 		if ok {
 			size = fmt.Sprintf("%s (%s for the read-bandwidth probe's buffer)", byteSize(total), byteSize(probeBytes))
 		}
-		return usagef("-batch %d -heads %d -heads-kv %d -seq %d -seq-q %d (head_dim %d) needs %s of memory for q, k, v, out, lse, the workspace and the read-bandwidth probe; the limit is %s (%s): use a shorter -seq or -seq-q, fewer -heads or -heads-kv, or a smaller -bw-mib",
+		return usagef("-batch %d -heads %d -heads-kv %d -seq %d -seq-q %d (head_dim %d) needs %s of memory for q, k, v, out, lse (with -pass bwd or both their gradients too), the workspace and the read-bandwidth probe; the limit is %s (%s): use a shorter -seq or -seq-q, fewer -heads or -heads-kv, or a smaller -bw-mib",
 			batch, headsQ, headsKV, seqK, seqQ, headDim, size, byteSize(limit), from)
 	}
 	return nil

@@ -25,7 +25,7 @@ var cmdDocs = []cmdDoc{
 		"generate a Go package with F's fused attention kernels (the default command: 'attngen -spec F' is 'attngen generate -spec F')"},
 	{"verify", "verify -spec F [-seed N] [-sm 80] [-dtype bf16] [-gpu] [-no-ptx]",
 		"check F's CPU kernels, and its PTX kernels under the interpreter (or on the GPU with -gpu), against the float64 reference"},
-	{"bench", "bench -spec F [-seq S] [-heads H] [-batch B] [-threads 1,2] [-reps R] [-json] [-gpu]",
+	{"bench", "bench -spec F [-seq S] [-heads H] [-batch B] [-threads 1,2] [-reps R] [-pass fwd|bwd|both] [-json] [-gpu]",
 		"effective GFLOP/s of every kernel variant against the measured FMA peak"},
 	{"check", "check -spec F [-seq N] [-sm 80] [-dtype bf16]",
 		"validate F, print the normalized mask and its density"},

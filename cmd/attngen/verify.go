@@ -27,6 +27,65 @@ func kernelRun(p spec.Pattern, headDim int, variant cpu.Variant) (verify.Run, er
 	}, nil
 }
 
+// kernelBackward adapts the backward of a CPU variant running a pattern's
+// plan to verify.RunBackward.
+func kernelBackward(p spec.Pattern, headDim int, variant cpu.Variant) (verify.RunBackward, error) {
+	plan, err := gen.Compile(&spec.Spec{Name: "verify", Mask: p.Mask, Causal: p.Causal, HeadDim: headDim}, gen.CPUTarget, nil)
+	if err != nil {
+		return nil, err
+	}
+	m := plan.Mask()
+	return func(dq, dk, dv, dout, q, k, v, out, lse []float32, docs []int32, s verify.Shape) error {
+		return cpu.Backward(m, variant, dq, dk, dv, dout, q, k, v, out, lse, docs, cpu.Shape{
+			Batch: s.Batch, HeadsQ: s.HeadsQ, HeadsKV: s.HeadsKV, SeqQ: s.SeqQ, SeqK: s.SeqK,
+			HeadDim: s.HeadDim, Scale: float32(s.Scale),
+		})
+	}, nil
+}
+
+// verifyBackward runs the gradient checks on one CPU variant's backward
+// (after its forward, run): dq, dk and dv against the float64 reference
+// on the forward's shapes, the dependencies of the gradients on dout by
+// perturbation, and NaN and infinities at masked positions. It prints a
+// line per check and returns the number that failed.
+func verifyBackward(s *spec.Spec, v cpu.Variant, run verify.Run, depN int, r *rand.Rand, stdout io.Writer) (int, error) {
+	bwd, err := kernelBackward(s.Pattern(), s.HeadDim, v)
+	if err != nil {
+		return 0, err
+	}
+	failed := 0
+	for _, sh := range verify.Shapes(s.HeadDim) {
+		rep, err := verify.CheckGrad(s.Pattern(), run, bwd, sh, r)
+		if err != nil {
+			failed++
+			fmt.Fprintf(stdout, "%-7s FAIL backward %v\n", v, err)
+			continue
+		}
+		fmt.Fprintf(stdout, "%-7s ok   backward %v\n", v, rep)
+	}
+	dep := verify.Shape{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: depN, SeqK: depN, HeadDim: s.HeadDim}
+	if err := verify.CheckGradDependencies(s.Pattern(), run, bwd, dep, r); err != nil {
+		failed++
+		fmt.Fprintf(stdout, "%-7s FAIL backward dependencies: %v\n", v, err)
+	} else {
+		fmt.Fprintf(stdout, "%-7s ok   backward: dout row i changes dv exactly at the keys i keeps, dk only there, dq only in row i (S = %d, all i)\n", v, depN)
+	}
+	nonFinite := []verify.Shape{
+		{Batch: 2, HeadsQ: 2, HeadsKV: 1, SeqQ: 61, SeqK: 130, HeadDim: s.HeadDim},
+		{Batch: 1, HeadsQ: 4, HeadsKV: 2, SeqQ: 2, SeqK: 600, HeadDim: s.HeadDim},
+	}
+	for _, sh := range nonFinite {
+		if err := verify.CheckGradNonFinite(s.Pattern(), run, bwd, sh, r, 3); err != nil {
+			failed++
+			fmt.Fprintf(stdout, "%-7s FAIL backward non-finite: %v\n", v, err)
+			continue
+		}
+		fmt.Fprintf(stdout, "%-7s ok   backward: NaN and infinities at masked keys and values reach no gradient (B%d Hq%d Hkv%d Sq%d Sk%d)\n",
+			v, sh.Batch, sh.HeadsQ, sh.HeadsKV, sh.SeqQ, sh.SeqK)
+	}
+	return failed, nil
+}
+
 // maxDepSeq bounds verify -dep-seq: the dependency and stack checks run
 // the kernels once per key position, each run over S x S pairs.
 const maxDepSeq = 512
@@ -97,6 +156,11 @@ func cmdVerify(args []string, stdout, stderr io.Writer) error {
 		} else {
 			fmt.Fprintf(stdout, "%-7s ok   output i changes exactly when a kept key/value j changes (S = %d, all j)\n", v, *depN)
 		}
+		n, err := verifyBackward(s, v, run, *depN, r, stdout)
+		if err != nil {
+			return err
+		}
+		failed += n
 		var layers []spec.Pattern
 		var runs []verify.Run
 		for l := 1; l <= 3; l++ {

@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/attngen/attngen/runtime/cpu"
+	"github.com/attngen/attngen/verify"
 )
 
 // TestVerifyPassesCorrectSpecs: attngen verify exits 0 on correct kernels
@@ -39,6 +42,40 @@ func TestVerifyPassesCorrectSpecs(t *testing.T) {
 		stdout, stderr, code := runCLI(args...)
 		if code != 0 || strings.Contains(stdout, "FAIL") {
 			t.Errorf("attngen %s: exit %d\n%s%s", strings.Join(args, " "), code, stdout, stderr)
+		}
+	}
+}
+
+// TestVerifyBackward: attngen verify checks every supported CPU variant's
+// backward too, in the forward's report style: one line per shape (dq, dk
+// and dv against the float64 reference), the dependencies of the
+// gradients on dout, and NaN and infinities at masked positions.
+func TestVerifyBackward(t *testing.T) {
+	for _, f := range []string{"../../spec/examples/hetero.yaml", "../../spec/examples/document.yaml"} {
+		stdout, stderr, code := runCLI("verify", "-spec", f, "-seed", "5", "-no-ptx", "-dep-seq", "40")
+		if code != 0 || strings.Contains(stdout, "FAIL") {
+			t.Fatalf("verify %s: exit %d\n%s%s", f, code, stdout, stderr)
+		}
+		for _, tg := range cpu.Targets {
+			if !cpu.Supported(tg.Variant) {
+				continue
+			}
+			prefix := fmt.Sprintf("%-7s ok   backward", tg.Variant)
+			var shapes, deps, nonFinite int
+			for _, line := range strings.Split(stdout, "\n") {
+				switch {
+				case strings.HasPrefix(line, prefix+" B") && strings.Contains(line, "dq err") && strings.Contains(line, "dk err") && strings.Contains(line, "dv err"):
+					shapes++
+				case strings.HasPrefix(line, prefix+": dout row i changes dv exactly") && strings.Contains(line, "S = 40"):
+					deps++
+				case strings.HasPrefix(line, prefix+": NaN and infinities"):
+					nonFinite++
+				}
+			}
+			if shapes != len(verify.Shapes(64)) || deps != 1 || nonFinite != 2 {
+				t.Errorf("verify %s, %s: %d backward shape lines (want %d), %d dependency lines, %d non-finite lines:\n%s",
+					f, tg.Variant, shapes, len(verify.Shapes(64)), deps, nonFinite, stdout)
+			}
 		}
 	}
 }

@@ -87,6 +87,11 @@ func run() error {
 					return %[3]s.ForwardVariant(%[3]s.Variant(v), out, lse, q, k, vv, %[5]s%[3]s.Shape(conv(s)))
 				}
 			},
+			bwd: func(v int) verify.RunBackward {
+				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape) error {
+					return %[3]s.BackwardVariant(%[3]s.Variant(v), dq, dk, dv, dout, q, k, vv, out, lse, %[5]s%[3]s.Shape(conv(s)))
+				}
+			},
 %[6]s			run16: func(v, elem int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					q16, k16, v16 := bits16(elem, q), bits16(elem, k), bits16(elem, vv)
