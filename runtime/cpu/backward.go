@@ -94,6 +94,7 @@ func Backward(m mask.Mask, variant Variant, dq, dk, dv, dout, q, k, v, out, lse 
 	if err := c.setup(m, s, docs); err != nil {
 		return err
 	}
+	c.asm = hasBwdAsm(variant)
 	c.deltas()
 	clear(c.dq)
 	clear(c.dk)
@@ -116,6 +117,7 @@ type bcall struct {
 	items                                    []bitem        // pass 1: key tiles; pass 2: query tiles
 	items2                                   []bitem
 	pass                                     int
+	asm                                      bool // the AVX-512 kernels (backward_tiled.go)
 	next                                     atomic.Int64
 	wg                                       sync.WaitGroup
 }
@@ -261,9 +263,14 @@ func (c *bcall) work(w *buffers) {
 		if n >= int64(len(items)) {
 			return
 		}
-		if c.pass == 1 {
+		switch {
+		case c.pass == 1 && c.asm:
+			c.keyTileAsm(w, items[n])
+		case c.pass == 1:
 			c.keyTile(w, items[n])
-		} else {
+		case c.asm:
+			c.queryTileAsm(w, items[n])
+		default:
 			c.queryTile(w, items[n])
 		}
 	}
