@@ -161,3 +161,26 @@ func randF32(r *rand.Rand, n int) []float32 {
 	}
 	return x
 }
+
+// BenchmarkGemmAVX512 times the products of one (query tile, key tile)
+// pair at D = 128 and reports GFLOP/s (compare PeakGFLOPS(1, ...)).
+func BenchmarkGemmAVX512(b *testing.B) {
+	needAVX512(b)
+	r := rand.New(rand.NewPCG(1, 2))
+	a, bb, c := randF32(r, 128*128), randF32(r, 128*128), randF32(r, 128*128)
+	for _, g := range []struct {
+		name                          string
+		m, n, k, sam, sak, ldb, ldc int
+	}{
+		{"S=QKt", TQ, TK, 128, 128, 1, TK, TK},
+		{"dV=PtdO", TK, 128, TQ, 1, TK, 128, 128},
+		{"dQ=dSK", TQ, 128, TK, TK, 1, 128, 128},
+	} {
+		b.Run(g.name, func(b *testing.B) {
+			for b.Loop() {
+				gemmAsm(c, a, bb, g.m, g.n, g.k, g.sam, g.sak, g.ldb, g.ldc, true)
+			}
+			b.ReportMetric(2*float64(g.m*g.n*g.k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
+	}
+}

@@ -80,7 +80,7 @@ func TestBackwardThreads(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := map[cpu.Variant][3][]float32{}
-	for _, procs := range []int{1, 2, 3} {
+	for _, procs := range []int{1, 2, 3, 8} {
 		old := runtime.GOMAXPROCS(procs)
 		for _, v := range []cpu.Variant{cpu.Auto, cpu.AVX512, cpu.AVX2, cpu.PureGo} {
 			for _, x := range [][]float32{a.dq, a.dk, a.dv} {

@@ -106,8 +106,9 @@ func (c *bcall) probs(w *buffers, bb *bwdBuffers, qo, rows, pq int) {
 	bwdProbAsm(w.s, bb.dp, bb.lb, bb.dl, bb.words, rows, c.scale*math.Log2E, c.scale)
 }
 
-// keyTileAsm is keyTile with the AVX-512 kernels.
-func (c *bcall) keyTileAsm(w *buffers, it bitem) {
+// keyTileAsm is keyTile with the AVX-512 kernels; with fused set it also
+// adds dS K to dQ of every pair (see columnAsm).
+func (c *bcall) keyTileAsm(w *buffers, it bitem, fused bool) {
 	s, D := c.s, c.s.HeadDim
 	b, kvh, g, kt := int(it.b), int(it.h), c.segs[it.seg], int(it.t)
 	bb := w.bwdBufs()
@@ -117,8 +118,14 @@ func (c *bcall) keyTileAsm(w *buffers, it bitem) {
 	off := g.nk - g.nq
 	pk := g.stride * D
 	ko := c.kvrow(b, kvh, g, k0) * D
-	packT(w.kt[:D*TK], c.k[ko:], nk, pk, D)
+	krows := c.k[ko:]
+	packT(w.kt[:D*TK], krows, nk, pk, D)
 	packT(w.vt[:D*TK], c.v[ko:], nk, pk, D)
+	var kc []float32
+	var bad uint64
+	if fused {
+		kc, bad = w.cleanKeys(krows, nk, pk, D)
+	}
 	dk, dv := bb.dk[:nk*D], bb.dv[:nk*D]
 	clear(dk)
 	clear(dv)
@@ -136,11 +143,78 @@ func (c *bcall) keyTileAsm(w *buffers, it bitem) {
 			c.probs(w, bb, q0*D, rows, g.stride*D)
 			gemmAsm(dv, w.s, c.dout[q0*D:], nk, D, rows, 1, TK, g.stride*D, D, true)
 			gemmAsm(dk, bb.dp, c.q[q0*D:], nk, D, rows, 1, TK, g.stride*D, D, true)
+			if fused {
+				c.dqAsm(bb, c.dq[q0*D:], rows, g.stride*D, krows, kc, pk, bad, nk)
+			}
 		}
 	}
 	for j := 0; j < nk; j++ {
 		copy(c.dk[ko+j*pk:][:D], dk[j*D:][:D])
 		copy(c.dv[ko+j*pk:][:D], dv[j*D:][:D])
+	}
+}
+
+// columnAsm is the fused backward of one kv head of one segment of one
+// batch (an item of c.items3): its key tiles in increasing order, each
+// with dK, dV and the dQ terms of its pairs. The query rows of the group's
+// heads are this item's alone, and each row's dQ receives the key tiles in
+// increasing order, as queryTileAsm adds them: the two ways give the same
+// bits, so the choice between them (by thread count) cannot change the
+// result.
+func (c *bcall) columnAsm(w *buffers, it bitem) {
+	for kt := 0; kt < c.segs[it.seg].tiles; kt++ {
+		if len(c.colsOf(int(it.b))[it.seg].Of(kt)) > 0 {
+			c.keyTileAsm(w, bitem{it.b, it.h, it.seg, int32(kt)}, true)
+		}
+	}
+}
+
+// cleanKeys returns, when some of the nk key rows at k (pitch floats
+// apart) hold a NaN or an infinity (bad, as bits), a copy of the rows in
+// w.vclean (D apart) with those elements 0; nil and 0 when none does.
+func (w *buffers) cleanKeys(k []float32, nk, pitch, D int) ([]float32, uint64) {
+	bad := badRows(k, nk, pitch, D)
+	if bad == 0 {
+		return nil, 0
+	}
+	kc := w.vclean[:nk*D]
+	for j := 0; j < nk; j++ {
+		row := kc[j*D:][:D]
+		copy(row, k[j*pitch:][:D])
+		if bad&(1<<uint(j)) != 0 {
+			for d, x := range row {
+				if x-x != 0 {
+					row[d] = 0
+				}
+			}
+		}
+	}
+	return kc, bad
+}
+
+// dqAsm adds dS K (dS in bb.dp, scale included) to the rows rows of dq
+// (pq floats apart): K is the nk key rows at krows (pk apart), or, when
+// kc is not nil, its copy with the non-finite elements of the rows in bad
+// zeroed (D apart), whose left-out terms are then added for the rows that
+// keep those keys.
+func (c *bcall) dqAsm(bb *bwdBuffers, dq []float32, rows, pq int, krows, kc []float32, pk int, bad uint64, nk int) {
+	D := c.s.HeadDim
+	if kc == nil {
+		gemmAsm(dq, bb.dp, krows, rows, D, nk, TK, 1, pk, pq, true)
+		return
+	}
+	gemmAsm(dq, bb.dp, kc, rows, D, nk, TK, 1, D, pq, true)
+	for r := 0; r < rows; r++ {
+		for x := bb.words[r] & bad; x != 0; x &= x - 1 {
+			j := bits.TrailingZeros64(x)
+			ds := bb.dp[r*TK+j]
+			dqr := dq[r*pq:][:D]
+			for d, kx := range krows[j*pk:][:D] {
+				if kx-kx != 0 {
+					dqr[d] += ds * kx
+				}
+			}
+		}
 	}
 }
 
@@ -155,7 +229,6 @@ func (c *bcall) queryTileAsm(w *buffers, it bitem) {
 	q0 := c.qrow(b, h, g, qt*TQ+off)
 	pq, pk := g.stride*D, g.stride*D
 	c.rowsOf(bb, q0, rows, g.stride)
-	dq := c.dq[q0*D:]
 	for _, t := range c.colsOf(b)[it.seg].Row(qt) {
 		if !c.words(w, b, g, qt, t.K, t.Class) || !c.liveWords(w, bb, q0, rows, g.stride) {
 			continue
@@ -167,36 +240,8 @@ func (c *bcall) queryTileAsm(w *buffers, it bitem) {
 		packT(w.kt[:D*TK], krows, nk, pk, D)
 		packT(w.vt[:D*TK], c.v[ko:], nk, pk, D)
 		c.probs(w, bb, q0*D, rows, pq)
-		bad := badRows(krows, nk, pk, D)
-		if bad == 0 {
-			gemmAsm(dq, bb.dp, krows, rows, D, nk, TK, 1, pk, pq, true)
-			continue
-		}
-		kc := w.vclean[:nk*D]
-		for j := 0; j < nk; j++ {
-			row := kc[j*D:][:D]
-			copy(row, krows[j*pk:][:D])
-			if bad&(1<<uint(j)) != 0 {
-				for d, x := range row {
-					if x-x != 0 {
-						row[d] = 0
-					}
-				}
-			}
-		}
-		gemmAsm(dq, bb.dp, kc, rows, D, nk, TK, 1, D, pq, true)
-		for r := 0; r < rows; r++ {
-			for x := bb.words[r] & bad; x != 0; x &= x - 1 {
-				j := bits.TrailingZeros64(x)
-				ds := bb.dp[r*TK+j]
-				dqr := dq[r*pq:][:D]
-				for d, kx := range krows[j*pk:][:D] {
-					if kx-kx != 0 {
-						dqr[d] += ds * kx
-					}
-				}
-			}
-		}
+		kc, bad := w.cleanKeys(krows, nk, pk, D)
+		c.dqAsm(bb, c.dq[q0*D:], rows, pq, krows, kc, pk, bad, nk)
 	}
 }
 
