@@ -169,7 +169,7 @@ func BenchmarkGemmAVX512(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 2))
 	a, bb, c := randF32(r, 128*128), randF32(r, 128*128), randF32(r, 128*128)
 	for _, g := range []struct {
-		name                          string
+		name                        string
 		m, n, k, sam, sak, ldb, ldc int
 	}{
 		{"S=QKt", TQ, TK, 128, 128, 1, TK, TK},
