@@ -31,9 +31,11 @@ import (
 // whose lse is -Inf (it keeps no key) contributes nothing: its dq is 0, as
 // are dk and dv of keys no row keeps.
 //
-// Every variant runs the same pure-Go code for now (the variant is
-// validated like Forward's, so callers can pass the one they use for the
-// forward); AVX-512 and AVX2 backward kernels are still to come.
+// The AVX512 variant runs the AVX-512 kernels of backward_tiled.go (one
+// fused pass per kv head when there are enough of them for the threads);
+// AVX2 and PureGo run the pure-Go per-pair code below (Go dot products and
+// math.Exp per kept pair), which the AVX-512 path matches within float32
+// rounding, not bit for bit.
 //
 // Errors wrap ErrShape, ErrShort (a slice shorter than the shape),
 // ErrDocument, ErrAlias (dq, dk or dv overlapping each other or any
