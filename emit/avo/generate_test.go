@@ -100,8 +100,8 @@ func functions(asm []byte) map[string]string {
 
 // nFuncs is the number of functions the kernel file holds: tiles, decode
 // kernels, peaks, the transpose, two widening loops, two row helpers and
-// the log-sum-exp loop.
-var nFuncs = len(ISAs)*len(HeadDims) + len(Elems)*len(HeadDims)*len(DecodeRows) + len(ISAs) + 6
+// the log-sum-exp loop, and the backward's gemm and probability kernels.
+var nFuncs = len(ISAs)*len(HeadDims) + len(Elems)*len(HeadDims)*len(DecodeRows) + len(ISAs) + 8
 
 func TestVZEROUPPERBeforeRET(t *testing.T) {
 	asm, _, err := Kernel(Options{})

@@ -31,9 +31,11 @@ import (
 // whose lse is -Inf (it keeps no key) contributes nothing: its dq is 0, as
 // are dk and dv of keys no row keeps.
 //
-// Every variant runs the same pure-Go code for now (the variant is
-// validated like Forward's, so callers can pass the one they use for the
-// forward); AVX-512 and AVX2 backward kernels are still to come.
+// The AVX512 variant runs the AVX-512 kernels of backward_tiled.go (one
+// fused pass per kv head when there are enough of them for the threads);
+// AVX2 and PureGo run the pure-Go per-pair code below (Go dot products and
+// math.Exp per kept pair), which the AVX-512 path matches within float32
+// rounding, not bit for bit.
 //
 // Errors wrap ErrShape, ErrShort (a slice shorter than the shape),
 // ErrDocument, ErrAlias (dq, dk or dv overlapping each other or any
@@ -94,10 +96,15 @@ func Backward(m mask.Mask, variant Variant, dq, dk, dv, dout, q, k, v, out, lse 
 	if err := c.setup(m, s, docs); err != nil {
 		return err
 	}
+	c.asm = hasBwdAsm(variant)
 	c.deltas()
 	clear(c.dq)
 	clear(c.dk)
 	clear(c.dv)
+	if c.asm && len(c.items3) >= runtime.GOMAXPROCS(0) {
+		c.run(3) // enough kv heads for every thread: one fused pass
+		return nil
+	}
 	c.run(1)
 	c.run(2)
 	return nil
@@ -115,7 +122,9 @@ type bcall struct {
 	cols                                     []mask.Columns // per (document row, segment)
 	items                                    []bitem        // pass 1: key tiles; pass 2: query tiles
 	items2                                   []bitem
+	items3                                   []bitem // fused: one per (batch, kv head, segment)
 	pass                                     int
+	asm                                      bool // the AVX-512 kernels (backward_tiled.go)
 	next                                     atomic.Int64
 	wg                                       sync.WaitGroup
 }
@@ -164,15 +173,19 @@ func (c *bcall) setup(m mask.Mask, s Shape, docs []int32) error {
 			c.cols[dr*len(c.segs)+gi].Build(m, g.nq, g.nk, TQ, TK, c.docsRow(dr))
 		}
 	}
-	c.items, c.items2 = c.items[:0], c.items2[:0]
+	c.items, c.items2, c.items3 = c.items[:0], c.items2[:0], c.items3[:0]
 	for b := 0; b < s.Batch; b++ {
 		cs := c.colsOf(b)
 		for h := 0; h < s.HeadsKV; h++ {
 			for gi, g := range c.segs {
+				n := len(c.items)
 				for kt := 0; kt < g.tiles; kt++ {
 					if len(cs[gi].Of(kt)) > 0 {
 						c.items = append(c.items, bitem{int32(b), int32(h), int32(gi), int32(kt)})
 					}
+				}
+				if len(c.items) > n {
+					c.items3 = append(c.items3, bitem{int32(b), int32(h), int32(gi), 0})
 				}
 			}
 		}
@@ -232,10 +245,7 @@ func (c *bcall) deltas() {
 func (c *bcall) run(pass int) {
 	c.pass = pass
 	c.next.Store(0)
-	n := len(c.items)
-	if pass == 2 {
-		n = len(c.items2)
-	}
+	n := len(c.passItems())
 	nw := min(runtime.GOMAXPROCS(0), n)
 	var hs [64]*worker
 	ws := helpers(hs[:0], min(nw-1, len(hs)))
@@ -251,19 +261,34 @@ func (c *bcall) run(pass int) {
 
 func (c *bcall) done() { c.wg.Done() }
 
-func (c *bcall) work(w *buffers) {
-	items := c.items
-	if c.pass == 2 {
-		items = c.items2
+// passItems returns the items of the current pass.
+func (c *bcall) passItems() []bitem {
+	switch c.pass {
+	case 2:
+		return c.items2
+	case 3:
+		return c.items3
 	}
+	return c.items
+}
+
+func (c *bcall) work(w *buffers) {
+	items := c.passItems()
 	for {
 		n := c.next.Add(1) - 1
 		if n >= int64(len(items)) {
 			return
 		}
-		if c.pass == 1 {
+		switch {
+		case c.pass == 3:
+			c.columnAsm(w, items[n])
+		case c.pass == 1 && c.asm:
+			c.keyTileAsm(w, items[n], false)
+		case c.pass == 1:
 			c.keyTile(w, items[n])
-		} else {
+		case c.asm:
+			c.queryTileAsm(w, items[n])
+		default:
 			c.queryTile(w, items[n])
 		}
 	}

@@ -31,10 +31,25 @@
 // Backward computes dq, dk and dv from dout, q, k, v and the forward's out
 // and lse (FlashAttention-2 style: delta = rowsum(dout*out); per key tile,
 // over the query tiles of mask.Columns, the forward schedule transposed, P
-// = exp(S - lse) is recomputed for dV and dK; a second pass per query tile
-// accumulates dQ). It validates its arguments like Forward and runs the
-// same pure-Go code for every variant for now; AVX-512 and AVX2 backward
-// kernels are still to come.
+// = exp(S - lse) is recomputed for dV and dK; dQ gathers dS K). It
+// validates its arguments like Forward. The AVX512 variant (and Auto where
+// it is the best) runs each (query tile, key tile) pair as five products
+// by one strided AVX-512 matrix kernel (gemmAVX512: S = Q K^T, dP = dO V^T,
+// dV += P^T dO, dK += dS^T Q, dQ += dS K, with K and V transposed into
+// [D][TK] tiles by transposeTileAVX512) and one elementwise kernel
+// (bwdProbAVX512: P = exp2(c S - lse log2 e) and dS = P (dP - delta) scale,
+// the keep words as opmasks, masked lanes exactly 0), all written by
+// emit/avo. With at least as many (batch, kv head, segment) items as
+// threads it is one pass per item, the key tiles in order, dQ added as it
+// goes; otherwise a first pass per key tile (dK, dV) and a second per
+// query tile (dQ, recomputing S and dP); both add every dQ row's terms in
+// key tile order, so they give the same bits and the result does not
+// depend on the thread count. dQ multiplies dS by the key rows themselves,
+// so key rows holding a NaN or an infinity go through a copy with those
+// elements 0 and the rows that keep them get the left-out terms in Go,
+// as the forward does for value rows. AVX2 and PureGo (and builds without
+// assembly) run a pure-Go per-pair backward: Go dot products and math.Exp
+// for every kept pair.
 //
 // # The microkernel ABI
 //

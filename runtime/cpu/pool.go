@@ -19,6 +19,7 @@ type buffers struct {
 	conv          []float32 // 16-bit key rows widened before the transpose
 	mask          []uint64
 	refs          []mask.Tile
+	bwd           *bwdBuffers // the AVX-512 backward's tiles, made on first use
 }
 
 func newBuffers() *buffers {

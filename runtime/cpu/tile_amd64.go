@@ -265,3 +265,17 @@ func nonFiniteRowsAVX512(v *float32, d int) uint64
 //
 //go:noescape
 func lseAVX512(dst *float32, m *float32, l *float32, n int)
+
+// gemmAVX512 computes C (+)= A B: c[i*ldc+j] (+)= sum over l < k of
+// a[i*sam+l*sak] * b[l*ldb+j], for i < m and j < n (a multiple of 64),
+// adding to c when acc != 0. It needs AVX-512 Foundation.
+//
+//go:noescape
+func gemmAVX512(c *float32, a *float32, b *float32, m int, n int, k int, sam int, sak int, ldb int, ldc int, acc int)
+
+// bwdProbAVX512 replaces, for each row r < rows of the TK-wide tiles s and
+// dp, s by p = exp2(c*s - lb[r]) and dp by p*scale*(dp - dl[r]), both +0
+// where bit c of mask[r] is clear. It needs AVX-512 Foundation.
+//
+//go:noescape
+func bwdProbAVX512(s *float32, dp *float32, lb *float32, dl *float32, mask *uint64, rows int, c float32, scale float32)

@@ -1,0 +1,261 @@
+package cpu
+
+import (
+	"math"
+	"math/bits"
+)
+
+// The AVX-512 backward (hasBwdAsm): the per-pair Go code of backward.go
+// with every (query tile, key tile) pair done as five matrix products by
+// gemmAVX512 and one elementwise pass by bwdProbAVX512 (emit/avo
+// EmitBackward). For a query tile of rows rows (one query head, rows pq =
+// stride*D floats apart, read in place) and a key tile of nk keys (its kv
+// head, pk floats apart):
+//
+//	S  = Q K^T             gemm, B = K^T packed [D][TK] (transposeTileAVX512)
+//	dP = dO V^T            gemm, B = V^T packed the same way
+//	P  = exp(scale S - lse), dS = P (dP - delta) scale    bwdProb, masked lanes +0
+//	dV += P^T dO           gemm, A = P read transposed (pass 1)
+//	dK += dS^T Q           gemm, A = dS read transposed (pass 1)
+//	dQ += dS K             gemm, B = the key rows in place (pass 2)
+//
+// dK and dV of a key tile accumulate in the worker's buffers over the query
+// tiles and the heads of the group, in the order of mask.Columns, and are
+// written once; dQ accumulates in place, in the order of the query tile's
+// row of the schedule. Every sum has a fixed order, so the result does not
+// depend on the thread count.
+//
+// Masked pairs: P and dS are exactly +0 there whatever S and dP hold, so
+// NaN or infinite keys and values at masked positions, which reach only
+// their own column of S and dP, change nothing in pass 1. dQ multiplies dS
+// by the key rows themselves, and 0 times NaN is NaN: key rows of the tile
+// holding a non-finite element go through a copy with those elements set
+// to 0, and the terms they leave out are added back in Go for the rows
+// that keep them (IEEE arithmetic through kept pairs), as the forward does
+// for value rows.
+
+// bwdBuffers are one worker's tiles for the AVX-512 backward.
+type bwdBuffers struct {
+	dp     []float32 // [TQ][TK] dP, then dS
+	dk, dv []float32 // [TK][D] a key tile's gradients
+	lb, dl []float32 // [TQ] lse*log2(e) and delta of the query tile's rows
+	words  []uint64  // [TQ] keep words of the live rows
+}
+
+func (w *buffers) bwdBufs() *bwdBuffers {
+	if w.bwd == nil {
+		d := maxHeadDim()
+		w.bwd = &bwdBuffers{dp: make([]float32, TQ*TK), dk: make([]float32, TK*d), dv: make([]float32, TK*d),
+			lb: make([]float32, TQ), dl: make([]float32, TQ), words: make([]uint64, TQ)}
+	}
+	return w.bwd
+}
+
+// packT writes the transpose of nk rows of D floats (pitch floats apart)
+// into dst [D][TK], columns past nk zero.
+func packT(dst, src []float32, nk, pitch, D int) {
+	if nk == TK && transposeAsm(dst, src, pitch, D, 1) {
+		return
+	}
+	for d := 0; d < D; d++ {
+		row := dst[d*TK:][:TK]
+		for c := 0; c < nk; c++ {
+			row[c] = src[c*pitch+d]
+		}
+		clear(row[nk:])
+	}
+}
+
+// rowsOf fills lb and dl of the rows rows of a query tile starting at row
+// q0 ([batch, head, seq] index, rows pitch apart in rows units of 1).
+func (c *bcall) rowsOf(bb *bwdBuffers, q0, rows, stride int) {
+	for r := 0; r < rows; r++ {
+		row := q0 + r*stride
+		l := c.lse[row]
+		if math.IsInf(float64(l), -1) {
+			bb.lb[r], bb.dl[r] = 0, 0
+			continue
+		}
+		bb.lb[r] = float32(float64(l) * math.Log2E)
+		bb.dl[r] = c.dlt[row]
+	}
+}
+
+// liveWords copies the keep words of w.mask into bb.words, 0 for rows
+// whose lse is -Inf, and reports whether any pair is kept.
+func (c *bcall) liveWords(w *buffers, bb *bwdBuffers, q0, rows, stride int) bool {
+	var any uint64
+	for r := 0; r < rows; r++ {
+		x := w.mask[r]
+		if x != 0 && math.IsInf(float64(c.lse[q0+r*stride]), -1) {
+			x = 0
+		}
+		bb.words[r] = x
+		any |= x
+	}
+	return any != 0
+}
+
+// probs computes S and dP of a query tile (rows at element offset qo, pq
+// apart) against the packed key tile in w.kt, w.vt, then P into w.s and dS
+// into bb.dp.
+func (c *bcall) probs(w *buffers, bb *bwdBuffers, qo, rows, pq int) {
+	D := c.s.HeadDim
+	gemmAsm(w.s, c.q[qo:], w.kt, rows, TK, D, pq, 1, TK, TK, false)
+	gemmAsm(bb.dp, c.dout[qo:], w.vt, rows, TK, D, pq, 1, TK, TK, false)
+	bwdProbAsm(w.s, bb.dp, bb.lb, bb.dl, bb.words, rows, c.scale*math.Log2E, c.scale)
+}
+
+// keyTileAsm is keyTile with the AVX-512 kernels; with fused set it also
+// adds dS K to dQ of every pair (see columnAsm).
+func (c *bcall) keyTileAsm(w *buffers, it bitem, fused bool) {
+	s, D := c.s, c.s.HeadDim
+	b, kvh, g, kt := int(it.b), int(it.h), c.segs[it.seg], int(it.t)
+	bb := w.bwdBufs()
+	group := s.HeadsQ / s.HeadsKV
+	k0 := kt * TK
+	nk := min(TK, g.nk-k0)
+	off := g.nk - g.nq
+	pk := g.stride * D
+	ko := c.kvrow(b, kvh, g, k0) * D
+	krows := c.k[ko:]
+	packT(w.kt[:D*TK], krows, nk, pk, D)
+	packT(w.vt[:D*TK], c.v[ko:], nk, pk, D)
+	var kc []float32
+	var bad uint64
+	if fused {
+		kc, bad = w.cleanKeys(krows, nk, pk, D)
+	}
+	dk, dv := bb.dk[:nk*D], bb.dv[:nk*D]
+	clear(dk)
+	clear(dv)
+	for _, ct := range c.colsOf(b)[it.seg].Of(kt) {
+		if !c.words(w, b, g, ct.Q, kt, ct.Class) {
+			continue
+		}
+		rows := min(TQ, g.nq-ct.Q*TQ)
+		for h := kvh * group; h < (kvh+1)*group; h++ {
+			q0 := c.qrow(b, h, g, ct.Q*TQ+off)
+			if !c.liveWords(w, bb, q0, rows, g.stride) {
+				continue
+			}
+			c.rowsOf(bb, q0, rows, g.stride)
+			c.probs(w, bb, q0*D, rows, g.stride*D)
+			gemmAsm(dv, w.s, c.dout[q0*D:], nk, D, rows, 1, TK, g.stride*D, D, true)
+			gemmAsm(dk, bb.dp, c.q[q0*D:], nk, D, rows, 1, TK, g.stride*D, D, true)
+			if fused {
+				c.dqAsm(bb, c.dq[q0*D:], rows, g.stride*D, krows, kc, pk, bad, nk)
+			}
+		}
+	}
+	for j := 0; j < nk; j++ {
+		copy(c.dk[ko+j*pk:][:D], dk[j*D:][:D])
+		copy(c.dv[ko+j*pk:][:D], dv[j*D:][:D])
+	}
+}
+
+// columnAsm is the fused backward of one kv head of one segment of one
+// batch (an item of c.items3): its key tiles in increasing order, each
+// with dK, dV and the dQ terms of its pairs. The query rows of the group's
+// heads are this item's alone, and each row's dQ receives the key tiles in
+// increasing order, as queryTileAsm adds them: the two ways give the same
+// bits, so the choice between them (by thread count) cannot change the
+// result.
+func (c *bcall) columnAsm(w *buffers, it bitem) {
+	for kt := 0; kt < c.segs[it.seg].tiles; kt++ {
+		if len(c.colsOf(int(it.b))[it.seg].Of(kt)) > 0 {
+			c.keyTileAsm(w, bitem{it.b, it.h, it.seg, int32(kt)}, true)
+		}
+	}
+}
+
+// cleanKeys returns, when some of the nk key rows at k (pitch floats
+// apart) hold a NaN or an infinity (bad, as bits), a copy of the rows in
+// w.vclean (D apart) with those elements 0; nil and 0 when none does.
+func (w *buffers) cleanKeys(k []float32, nk, pitch, D int) ([]float32, uint64) {
+	bad := badRows(k, nk, pitch, D)
+	if bad == 0 {
+		return nil, 0
+	}
+	kc := w.vclean[:nk*D]
+	for j := 0; j < nk; j++ {
+		row := kc[j*D:][:D]
+		copy(row, k[j*pitch:][:D])
+		if bad&(1<<uint(j)) != 0 {
+			for d, x := range row {
+				if x-x != 0 {
+					row[d] = 0
+				}
+			}
+		}
+	}
+	return kc, bad
+}
+
+// dqAsm adds dS K (dS in bb.dp, scale included) to the rows rows of dq
+// (pq floats apart): K is the nk key rows at krows (pk apart), or, when
+// kc is not nil, its copy with the non-finite elements of the rows in bad
+// zeroed (D apart), whose left-out terms are then added for the rows that
+// keep those keys.
+func (c *bcall) dqAsm(bb *bwdBuffers, dq []float32, rows, pq int, krows, kc []float32, pk int, bad uint64, nk int) {
+	D := c.s.HeadDim
+	if kc == nil {
+		gemmAsm(dq, bb.dp, krows, rows, D, nk, TK, 1, pk, pq, true)
+		return
+	}
+	gemmAsm(dq, bb.dp, kc, rows, D, nk, TK, 1, D, pq, true)
+	for r := 0; r < rows; r++ {
+		for x := bb.words[r] & bad; x != 0; x &= x - 1 {
+			j := bits.TrailingZeros64(x)
+			ds := bb.dp[r*TK+j]
+			dqr := dq[r*pq:][:D]
+			for d, kx := range krows[j*pk:][:D] {
+				if kx-kx != 0 {
+					dqr[d] += ds * kx
+				}
+			}
+		}
+	}
+}
+
+// queryTileAsm is queryTile with the AVX-512 kernels.
+func (c *bcall) queryTileAsm(w *buffers, it bitem) {
+	s, D := c.s, c.s.HeadDim
+	b, h, g, qt := int(it.b), int(it.h), c.segs[it.seg], int(it.t)
+	bb := w.bwdBufs()
+	kvh := h / (s.HeadsQ / s.HeadsKV)
+	off := g.nk - g.nq
+	rows := min(TQ, g.nq-qt*TQ)
+	q0 := c.qrow(b, h, g, qt*TQ+off)
+	pq, pk := g.stride*D, g.stride*D
+	c.rowsOf(bb, q0, rows, g.stride)
+	for _, t := range c.colsOf(b)[it.seg].Row(qt) {
+		if !c.words(w, b, g, qt, t.K, t.Class) || !c.liveWords(w, bb, q0, rows, g.stride) {
+			continue
+		}
+		k0 := t.K * TK
+		nk := min(TK, g.nk-k0)
+		ko := c.kvrow(b, kvh, g, k0) * D
+		krows := c.k[ko:]
+		packT(w.kt[:D*TK], krows, nk, pk, D)
+		packT(w.vt[:D*TK], c.v[ko:], nk, pk, D)
+		c.probs(w, bb, q0*D, rows, pq)
+		kc, bad := w.cleanKeys(krows, nk, pk, D)
+		c.dqAsm(bb, c.dq[q0*D:], rows, pq, krows, kc, pk, bad, nk)
+	}
+}
+
+// badRows returns the rows of nk key rows (pitch floats apart) that hold
+// a NaN or an infinity, as bits.
+func badRows(k []float32, nk, pitch, D int) uint64 {
+	if nk == TK && pitch == D {
+		return nonFiniteRows(k, D)
+	}
+	var nf uint64
+	for j := 0; j < nk; j++ {
+		if !allFinite(k[j*pitch:][:D]) {
+			nf |= 1 << uint(j)
+		}
+	}
+	return nf
+}
