@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -187,6 +188,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	warmup := fs.Int("warmup", 3, "-gpu: untimed launches before the timed ones")
 	sample := fs.Int("sample", 256, "-gpu: query rows (each for four heads: first, last, two random) whose output is checked against the float64 reference after timing; 0: every row")
 	seed := fs.Uint64("seed", 1, "-gpu: seed of the random normal bf16 inputs")
+	variantsFlag := fs.String("variants", "", "comma-separated variants to time, of the CPU targets' names (avx512, avx2, purego) and naive (the straightforward Go implementation); default all this machine runs")
 	pass := fs.String("pass", "fwd", "what to time: fwd (the forward), bwd (the backward: dq, dk and dv from dout, q, k, v and the forward's out and lse; float32, contiguous caches, CPU only; GFLOP/s count 2.5x the forward's FLOPs) or both")
 	if err := parseArgs(fs, args, stdout, path); err != nil {
 		return err
@@ -236,6 +238,10 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	if err := atMost("reps", *reps, maxBenchReps, "the best of more repetitions measures nothing new"); err != nil {
+		return err
+	}
+	want, err := benchVariants(*variantsFlag)
+	if err != nil {
 		return err
 	}
 	fwdPass, bwdPass := *pass == "fwd" || *pass == "both", *pass == "bwd" || *pass == "both"
@@ -430,7 +436,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		nh := min(max(*naiveHeads, th), *heads)
 		for _, t := range cpu.Targets {
 			variant := t.Variant
-			if !fwdPass || !cpu.Supported(variant) {
+			if !fwdPass || !cpu.Supported(variant) || !want[variant.String()] {
 				continue
 			}
 			fmt.Fprintf(stderr, "bench %s: %s, %d thread%s, best of %d\n", s.Name, variant, th, plural(th), *reps)
@@ -447,7 +453,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 			}
 			add("fwd", variant.String(), *batch, *heads, true, reps, ms, allocs)
 		}
-		if fwdPass {
+		if fwdPass && want["naive"] {
 			// The straightforward Go implementation, on naiveHeads query heads
 			// of the first batch, with th goroutines over the heads.
 			fmt.Fprintf(stderr, "bench %s: naive, %d thread%s, %d head%s, once\n", s.Name, th, plural(th), nh, plural(nh))
@@ -460,7 +466,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		}
 		for _, t := range cpu.Targets {
 			variant := t.Variant
-			if !bwdPass || !cpu.Supported(variant) {
+			if !bwdPass || !cpu.Supported(variant) || !want[variant.String()] {
 				continue
 			}
 			fmt.Fprintf(stderr, "bench %s: backward, %s, %d thread%s, best of %d\n", s.Name, variant, th, plural(th), *reps)
@@ -477,7 +483,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 			}
 			add("bwd", variant.String(), *batch, *heads, true, reps, ms, allocs)
 		}
-		if bwdPass {
+		if bwdPass && want["naive"] {
 			// The straightforward Go backward (verify.NaiveGradFP32: dense
 			// keep rows, the softmax recomputed in float32), on the same
 			// heads as the forward's naive.
@@ -509,7 +515,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "(peak GFLOP/s: 12-chain FMA loop on every thread, measured right before and after each line and averaged; peak GB/s: every thread summing its slice of a %d MiB buffer, once per thread count; naive runs one batch of max(-naive-heads, threads) heads)\n", probeMiB)
 	if bwdPass {
-		fmt.Fprintf(stdout, "(bwd rows: GFLOP/s count %.1f x 4*B*H*D*kept/s; GB/s count q, out, dout, dq, lse and the k, v, dk, dv rows of the keys some query keeps, all float32; every variant runs the same Go backward today)\n", bwdFlopFactor)
+		fmt.Fprintf(stdout, "(bwd rows: GFLOP/s count %.1f x 4*B*H*D*kept/s; GB/s count q, out, dout, dq, lse and the k, v, dk, dv rows of the keys some query keeps, all float32; AVX-512 runs the tiled backward kernels, AVX2 and pure Go the per-pair Go backward)\n", bwdFlopFactor)
 	}
 	return nil
 }
@@ -734,4 +740,31 @@ func benchGPU(s *spec.Spec, b gpuBench, asJSON bool, stdout, progress io.Writer)
 		return exitError{1}
 	}
 	return nil
+}
+
+// benchVariants parses -variants: the set of variant names to time (every
+// CPU target's and naive when list is empty), or a usage error naming an
+// unknown one.
+func benchVariants(list string) (map[string]bool, error) {
+	known := map[string]bool{"naive": true}
+	for _, t := range cpu.Targets {
+		known[t.Variant.String()] = true
+	}
+	if list == "" {
+		return known, nil
+	}
+	want := map[string]bool{}
+	for _, v := range strings.Split(list, ",") {
+		v = strings.TrimSpace(v)
+		if !known[v] {
+			names := make([]string, 0, len(known))
+			for n := range known {
+				names = append(names, n)
+			}
+			sort.Strings(names)
+			return nil, usagef("-variants: unknown variant %q (want some of %s)", v, strings.Join(names, ", "))
+		}
+		want[v] = true
+	}
+	return want, nil
 }

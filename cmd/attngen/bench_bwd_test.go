@@ -154,3 +154,21 @@ func TestBenchPassErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchVariants: -variants times exactly the variants named, in the
+// usual order, and an unknown name is a usage error naming it.
+func TestBenchVariants(t *testing.T) {
+	base := []string{"-spec", "../../spec/examples/hetero.yaml", "-seq", "150", "-heads", "2", "-reps", "1", "-bw-mib", "4", "-json", "-pass", "both"}
+	var got []string
+	for _, r := range passRows(t, append(base, "-variants", "naive,purego")...) {
+		got = append(got, *r.Pass+"/"+r.Variant)
+	}
+	if want := "fwd/purego fwd/naive bwd/purego bwd/naive"; strings.Join(got, " ") != want {
+		t.Errorf("rows %v, want %s", got, want)
+	}
+	args := append([]string{"bench"}, append(base, "-variants", "avx512,sse")...)
+	_, errs, code := runCLI(args...)
+	if code != 2 || !strings.Contains(errs, `"sse"`) {
+		t.Errorf("attngen %s: exit %d, stderr %q; want exit 2 naming sse", strings.Join(args, " "), code, errs)
+	}
+}

@@ -7,7 +7,7 @@
 //	attngen -spec F [-out DIR] [-pkg NAME] [-sm 80,90|none] [-dtype bf16,f16] [-verify]
 //	attngen generate ...    the same, named
 //	attngen verify -spec F [-seed N] [-sm 80] [-dtype bf16] [-gpu] [-sample N] [-no-ptx]
-//	attngen bench -spec F [-seq S] [-seq-q Q] [-heads H] [-heads-kv H] [-batch B] [-dtype fp32] [-out-dtype fp32] [-paged PAGE] [-threads 1,2] [-reps R] [-bw-mib M] [-pass fwd|bwd|both] [-json] [-gpu [-warmup N] [-sample N] [-seed N]]
+//	attngen bench -spec F [-seq S] [-seq-q Q] [-heads H] [-heads-kv H] [-batch B] [-dtype fp32] [-out-dtype fp32] [-paged PAGE] [-threads 1,2] [-reps R] [-bw-mib M] [-pass fwd|bwd|both] [-variants LIST] [-json] [-gpu [-warmup N] [-sample N] [-seed N]]
 //	attngen check -spec F [-seq N] [-sm 80] [-dtype bf16]
 //	attngen show -spec F [-seq N] [-tile T] [-o mask.png|mask.svg] [-width W]
 //	attngen reach -spec F [-layers L] [-seq S] [-max-distance D] [-json] [-o coverage.png|.svg]
@@ -45,7 +45,8 @@
 //     the backward instead (float32, contiguous caches, CPU only; with a
 //     straightforward Go backward as naive), -pass both the two; every
 //     -json row has a pass (fwd or bwd), and a backward row's gflops
-//     counts 2.5 x 4*B*H*D*kept_pairs per second.
+//     counts 2.5 x 4*B*H*D*kept_pairs per second. -variants times only
+//     the variants named (avx512, avx2, purego, naive).
 //   - attngen check validates a spec and prints its normalized mask and
 //     density.
 //   - attngen show draws the mask and its tile classes as text or an image.
