@@ -561,7 +561,7 @@ func checkPackageName(v string) error {
 
 // Mask kinds a spec may write, with their parameters.
 var (
-	primitives = []string{"full", "window", "block", "bridge", "dilated", "global", "document", "queries", "keys"}
+	primitives = []string{"full", "window", "block", "bridge", "dilated", "global", "document", "queries", "keys", "neighborhood"}
 	combiners  = []string{"union", "intersect", "not"}
 	shorthands = []string{"pbb", "se_bridge", "streaming", "strided", "prefix_lm", "chunked", "longformer"}
 	allKinds   = append(append(append([]string{}, primitives...), combiners...), shorthands...)
@@ -842,6 +842,11 @@ func (p *parser) primitive(kind string, pr *params, pos Pos) *Mask {
 				pr.failed = true
 			}
 		}
+	case "neighborhood":
+		m = p.neighborhood(pr, pos)
+		if m == nil {
+			return nil
+		}
 	case "prefix_lm":
 		pr.allow("prefix")
 		n := pr.get("prefix", true, 1, MaxInt, maxStr())
@@ -890,6 +895,112 @@ func (p *parser) primitive(kind string, pr *params, pos Pos) *Mask {
 		for _, a := range m.Args {
 			a.From = kind
 		}
+	}
+	return m
+}
+
+// MaxGrid bounds the cells of a neighborhood's grid (H*W), so that every
+// position, and a grid row past the last, stays below 2^31 in kernels.
+const MaxGrid = 1 << 30
+
+// neighborhood reads a neighborhood mask: grid [H, W] (required), kernel
+// [kh, kw] (required), dilation [dh, dw] (default 1), causal [ch, cw]
+// (default false); kernel, dilation and causal may also be one value for
+// both axes. Along each axis the kernel is at least 1 and odd unless the
+// axis is causal, and kernel*dilation is at most the grid's extent.
+func (p *parser) neighborhood(pr *params, pos Pos) *Mask {
+	pr.allow("grid", "kernel", "dilation", "causal")
+	m := &Mask{Op: OpNeighborhood, Pos: pos, Dilation: [2]int{1, 1}}
+	axisName := [2]string{"rows", "columns"}
+	// pair reads a field as [rows, columns] (or one value for both
+	// axes when one is allowed): read parses one element for axis a, or
+	// for both when a is -1.
+	pair := func(key string, one bool, read func(n *yaml.Node, what string, a int) bool) bool {
+		n := pr.fields[key]
+		what := pr.what + "." + key
+		switch {
+		case n == nil:
+			p.errorf(pr.node, "%s: missing parameter %s", pr.what, key)
+		case n.Kind == yaml.SequenceNode && len(n.Content) == 2:
+			ok0 := read(n.Content[0], what+"[0]", 0)
+			ok1 := read(n.Content[1], what+"[1]", 1)
+			return ok0 && ok1
+		case n.Kind == yaml.ScalarNode && one:
+			return read(n, what, -1)
+		case one:
+			p.errorf(n, "%s: want [rows, columns] or one value for both, got %s", what, describe(n))
+		default:
+			p.errorf(n, "%s: want [rows, columns], got %s", what, describe(n))
+		}
+		return false
+	}
+	ints := func(dst *[2]int) func(n *yaml.Node, what string, a int) bool {
+		return func(n *yaml.Node, what string, a int) bool {
+			v, ok := p.integer(n, what)
+			if ok && (v < 1 || v > MaxGrid) {
+				p.errorf(n, "%s: %d is out of range (want 1 to %d)", what, v, MaxGrid)
+				ok = false
+			}
+			if a < 0 {
+				dst[0], dst[1] = v, v
+			} else {
+				dst[a] = v
+			}
+			return ok
+		}
+	}
+	ok := pair("grid", false, ints(&m.Grid))
+	if pr.has("causal") {
+		ok = pair("causal", true, func(n *yaml.Node, what string, a int) bool {
+			v, good := p.boolean(n, what)
+			if a < 0 {
+				m.AxisCausal = [2]bool{v, v}
+			} else {
+				m.AxisCausal[a] = v
+			}
+			return good
+		}) && ok
+	}
+	okK := pair("kernel", true, ints(&m.Kernel))
+	okD := true
+	if pr.has("dilation") {
+		okD = pair("dilation", true, ints(&m.Dilation))
+	}
+	ok = ok && okK && okD
+	if ok && m.Grid[0]*m.Grid[1] > MaxGrid {
+		p.errorf(pr.fields["grid"], "%s.grid: %d x %d = %d cells, at most %d", pr.what, m.Grid[0], m.Grid[1], m.Grid[0]*m.Grid[1], MaxGrid)
+		ok = false
+	}
+	if ok {
+		for a := range 2 {
+			at := func(key string) *yaml.Node {
+				n := pr.fields[key]
+				if n.Kind == yaml.SequenceNode {
+					return n.Content[a]
+				}
+				return n
+			}
+			what := fmt.Sprintf("%s.kernel[%d]", pr.what, a)
+			switch {
+			case m.Kernel[a]%2 == 0 && !m.AxisCausal[a]:
+				p.errorf(at("kernel"), "%s: %d is even; along a non-causal axis (%s) the kernel is centred on the query, so it is odd (NATTEN's kernel_size)", what, m.Kernel[a], axisName[a])
+				ok = false
+			case m.Kernel[a]*m.Dilation[a] > m.Grid[a]:
+				n := at("kernel")
+				if pr.has("dilation") {
+					n = at("dilation")
+				}
+				p.errorf(n, "%s: kernel %d x dilation %d = %d exceeds the grid's %d %s (NATTEN needs kernel*dilation <= extent)", what, m.Kernel[a], m.Dilation[a], m.Kernel[a]*m.Dilation[a], m.Grid[a], axisName[a])
+				ok = false
+			}
+		}
+	}
+	if !ok {
+		pr.failed = true
+		return nil
+	}
+	if !m.bothCausal() {
+		p.nonCausal = append(p.nonCausal, &Error{pos, pr.what + ": is not causal along both axes, so it keeps keys after the query in sequence order; it needs causal: false (the causal axes are built in), since under causal: true the mask would be cut at the diagonal of the flattened sequence"})
 	}
 	return m
 }
