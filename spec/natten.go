@@ -163,7 +163,8 @@ func classifyNeighborhood(q0, q1, k0, k1 int, m *Mask) Class {
 }
 
 // neighborhoodKeys appends the keys of row i: one progression (step: the
-// column dilation) per key row.
+// column dilation) per key row, or a single one when the window is one
+// column (step W times the row dilation) or whole rows without gaps.
 func (m *Mask) neighborhoodKeys(dst []Prog, i int, r Prog) []Prog {
 	w, n := m.Grid[1], m.Grid[0]*m.Grid[1]
 	if i < 0 || i >= n {
@@ -171,9 +172,19 @@ func (m *Mask) neighborhoodKeys(dst []Prog, i int, r Prog) []Prog {
 	}
 	rlo, rhi := m.axis(0).window(i / w)
 	clo, chi := m.axis(1).window(i % w)
-	for row := rlo; row <= rhi; row += m.Dilation[0] {
-		if g := intersectProg(Prog{row*w + clo, row*w + chi, m.Dilation[1]}, r); g.Lo <= g.Hi {
+	add := func(g Prog) {
+		if g = intersectProg(g, r); g.Lo <= g.Hi {
 			dst = append(dst, g)
+		}
+	}
+	switch {
+	case clo == chi:
+		add(Prog{rlo*w + clo, rhi*w + clo, w * m.Dilation[0]})
+	case clo == 0 && chi == w-1 && m.Dilation[1] == 1 && m.Dilation[0] == 1:
+		add(Prog{rlo * w, rhi*w + w - 1, 1})
+	default:
+		for row := rlo; row <= rhi; row += m.Dilation[0] {
+			add(Prog{row*w + clo, row*w + chi, m.Dilation[1]})
 		}
 	}
 	return dst
