@@ -197,8 +197,9 @@ func (m *Mask) bothCausal() bool { return m.AxisCausal[0] && m.AxisCausal[1] }
 
 // ExactClass reports whether Classify is exact for this pattern when its
 // mask is a single primitive. It is, except for a neighborhood that is not
-// causal along both axes under the causal flag (a combination the parser
-// refuses: such a spec must say causal: false), which is classified
+// causal along both axes under the causal flag (the parser takes it only
+// with causal: true written out: NATTEN cut at the diagonal of the
+// flattened sequence), which is classified
 // soundly as the neighbourhood's class capped by causality's.
 func (p Pattern) ExactClass() bool {
 	return !(p.Causal && p.Mask.Op == OpNeighborhood && !p.Mask.bothCausal())

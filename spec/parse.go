@@ -170,6 +170,10 @@ type parser struct {
 	// nonCausal lists the masks that need causal: false (prefix_lm), by
 	// position and field, checked once the causal flag is read.
 	nonCausal []*Error
+	// defaultCausal lists the masks that need causal written out
+	// (neighborhood not causal along both axes): refused when causal is
+	// left to its default.
+	defaultCausal []*Error
 }
 
 func (p *parser) pos(n *yaml.Node) Pos { return Pos{p.file, max(n.Line, 1), max(n.Column, 1)} }
@@ -365,6 +369,9 @@ func (p *parser) spec(doc *yaml.Node) *Spec {
 		for _, e := range p.nonCausal {
 			p.errs = append(p.errs, e)
 		}
+	}
+	if fields["causal"] == nil {
+		p.errs = append(p.errs, p.defaultCausal...)
 	}
 	if schedNode = fields["schedule"]; schedNode != nil {
 		if schedNode.Kind != yaml.SequenceNode {
@@ -1000,7 +1007,7 @@ func (p *parser) neighborhood(pr *params, pos Pos) *Mask {
 		return nil
 	}
 	if !m.bothCausal() {
-		p.nonCausal = append(p.nonCausal, &Error{pos, pr.what + ": is not causal along both axes, so it keeps keys after the query in sequence order; it needs causal: false (the causal axes are built in), since under causal: true the mask would be cut at the diagonal of the flattened sequence"})
+		p.defaultCausal = append(p.defaultCausal, &Error{pos, pr.what + ": is not causal along both axes, so it keeps keys after the query in sequence order, and causal defaults to true: write causal: false for NATTEN's neighbourhood (its causal axes are built in), or causal: true to cut it at the diagonal of the flattened sequence"})
 	}
 	return m
 }

@@ -300,6 +300,28 @@ var errCases = []errCase{
 	{"queries unknown parameter", "name: a\nmask: {queries: {below: 4, size: 2}}\n",
 		[]wantErr{at(2, 28, `mask.queries: unknown key "size"`, "want from, below, stride, phase")}},
 
+	// neighborhood.
+	{"neighborhood under the default causal", lines("name: a", "mask: {neighborhood: {grid: [4, 4], kernel: 3}}"),
+		[]wantErr{at(2, 8, "mask.neighborhood: is not causal along both axes", "write causal: false")}},
+	{"neighborhood even kernel", lines("name: a", "causal: false", "mask: {neighborhood: {grid: [4, 4], kernel: [2, 3]}}"),
+		[]wantErr{at(3, 46, "mask.neighborhood.kernel[0]: 2 is even")}},
+	{"neighborhood kernel past the grid", lines("name: a", "causal: false", "mask: {neighborhood: {grid: [4, 8], kernel: [3, 9]}}"),
+		[]wantErr{at(3, 49, "mask.neighborhood.kernel[1]: kernel 9 x dilation 1 = 9 exceeds the grid's 8 columns")}},
+	{"neighborhood dilation past the grid", lines("name: a", "causal: false", "mask: {neighborhood: {grid: [9, 8], kernel: 3, dilation: [4, 1]}}"),
+		[]wantErr{at(3, 59, "mask.neighborhood.kernel[0]: kernel 3 x dilation 4 = 12 exceeds the grid's 9 rows")}},
+	{"neighborhood grid one value", lines("name: a", "causal: false", "mask: {neighborhood: {grid: 16, kernel: 3}}"),
+		[]wantErr{at(3, 29, "mask.neighborhood.grid: want [rows, columns], got the integer 16")}},
+	{"neighborhood grid too large", lines("name: a", "causal: false", "mask: {neighborhood: {grid: [65536, 65536], kernel: 3}}"),
+		[]wantErr{at(3, 29, "mask.neighborhood.grid: 65536 x 65536 = 4294967296 cells, at most 1073741824")}},
+	{"neighborhood grid 0", lines("name: a", "causal: false", "mask: {neighborhood: {grid: [0, 4], kernel: 3}}"),
+		[]wantErr{at(3, 30, "mask.neighborhood.grid[0]: 0 is out of range (want 1 to 1073741824)")}},
+	{"neighborhood missing kernel", lines("name: a", "causal: false", "mask: {neighborhood: {grid: [4, 4]}}"),
+		[]wantErr{at(3, 22, "mask.neighborhood: missing parameter kernel")}},
+	{"neighborhood causal not a boolean", lines("name: a", "causal: false", "mask: {neighborhood: {grid: [4, 4], kernel: 3, causal: [yes, false]}}"),
+		[]wantErr{at(3, 57, "mask.neighborhood.causal[0]: want true or false")}},
+	{"neighborhood unknown parameter", lines("name: a", "causal: false", "mask: {neighborhood: {grid: [4, 4], kernel: 3, stride: 2}}"),
+		[]wantErr{at(3, 48, "mask.neighborhood: unknown key \"stride\"", "want grid, kernel, dilation, causal")}},
+
 	// Shorthands.
 	{"prefix_lm under causal", "name: a\nmask: {prefix_lm: {prefix: 4}}\n",
 		[]wantErr{at(2, 8, "mask.prefix_lm: is bidirectional over the prefix, so it needs causal: false")}},
@@ -949,9 +971,6 @@ func TestParseRoundTrip(t *testing.T) {
 	}
 	for _, m := range masks {
 		for _, causal := range []bool{true, false} {
-			if causal && needsNonCausal(m) {
-				continue // refused under causal: true (TestParseErrors)
-			}
 			s, err := reparse(m, causal)
 			if err != nil {
 				t.Errorf("%s: %v", m, err)
@@ -965,20 +984,6 @@ func TestParseRoundTrip(t *testing.T) {
 			}
 		}
 	}
-}
-
-// needsNonCausal reports whether m holds a neighborhood that is not causal
-// along both axes, which the parser takes only under causal: false.
-func needsNonCausal(m *spec.Mask) bool {
-	if m.Op == spec.OpNeighborhood && !(m.AxisCausal[0] && m.AxisCausal[1]) {
-		return true
-	}
-	for _, a := range m.Args {
-		if needsNonCausal(a) {
-			return true
-		}
-	}
-	return false
 }
 
 // TestParseFile: a missing file is an os error, not a positioned one.
