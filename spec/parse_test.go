@@ -607,11 +607,12 @@ var exampleWant = map[string]struct {
 	"hybrid.yaml":   {"hybrid", spec.Union(spec.Block(64), spec.Bridge(64, 8, 8, 0)), 64, []string{"mask", "mask", "mask", "full"}, nil, true},
 	"longformer.yaml": {"longformer", spec.Union(spec.WindowLR(128, 128), spec.KeySet(0, 1, 1, 0), spec.KeySet(100, 101, 1, 0), spec.KeySet(128, 192, 1, 0),
 		spec.QuerySet(0, 1, 1, 0), spec.QuerySet(100, 101, 1, 0), spec.QuerySet(128, 192, 1, 0)), 64, nil, nil, false},
-	"offsets.yaml":   {"offsets", spec.Union(spec.Intersect(spec.BlockAt(256, 100), spec.Window(spec.MaxInt)), spec.KeySet(0, 0, 64, 63)), 128, nil, nil, true},
-	"prefix_lm.yaml": {"prefixlm", spec.Union(spec.KeySet(0, 512, 1, 0), spec.Window(spec.MaxInt)), 128, nil, nil, false},
-	"se_bridge.yaml": {"sebridge", spec.Union(spec.Block(256), spec.Bridge(256, 32, 256, 0)), 128, nil, nil, true},
-	"streaming.yaml": {"streaming", spec.Union(spec.Global(4), spec.Window(1024)), 128, nil, nil, true},
-	"window.yaml":    {"window", spec.Window(1024), 128, nil, nil, true},
+	"neighborhood.yaml": {"neighborhood", spec.Neighborhood(32, 48, 7, 7, 2, 3, false, false), 64, nil, nil, false},
+	"offsets.yaml":      {"offsets", spec.Union(spec.Intersect(spec.BlockAt(256, 100), spec.Window(spec.MaxInt)), spec.KeySet(0, 0, 64, 63)), 128, nil, nil, true},
+	"prefix_lm.yaml":    {"prefixlm", spec.Union(spec.KeySet(0, 512, 1, 0), spec.Window(spec.MaxInt)), 128, nil, nil, false},
+	"se_bridge.yaml":    {"sebridge", spec.Union(spec.Block(256), spec.Bridge(256, 32, 256, 0)), 128, nil, nil, true},
+	"streaming.yaml":    {"streaming", spec.Union(spec.Global(4), spec.Window(1024)), 128, nil, nil, true},
+	"window.yaml":       {"window", spec.Window(1024), 128, nil, nil, true},
 }
 
 func exampleFiles(t *testing.T) []string {
