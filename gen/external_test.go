@@ -222,6 +222,7 @@ func externals() []external {
 		add(fmt.Sprintf("HF causal & padding_mask_function, left padding %d", pad), true, fmt.Sprintf("{keys: {from: %d}}", pad),
 			func(q, kv int) bool { return kv <= q && kv >= pad })
 	}
+	out = append(out, nattenExternals()...)
 	// Hugging Face bidirectional_mask_function: every pair.
 	add("HF bidirectional_mask_function", false, "{full: {}}", func(q, kv int) bool { return true })
 	// Packed sequences, with document ids: runs of 1 to 60 positions.
@@ -291,6 +292,106 @@ func externals() []external {
 		add(fmt.Sprintf("mask_mod (kv_idx < %d) | (q_idx // %d != kv_idx // %d)", c, c, c), false,
 			fmt.Sprintf("{union: [{keys: {below: %d}}, {not: {block: {size: %d}}}]}", c, c),
 			func(q, kv int) bool { return kv < c || floorDiv(q, c) != floorDiv(kv, c) })
+	}
+	return out
+}
+
+// nattenAxis is NATTEN's window along one axis of extent length, as its
+// kernels compute it (NeighborhoodMask in natten_commons.cuh): the first
+// neighbour and the end (exclusive) of the neighbours start, start+d, ...
+// of index. Not causal: centred, shifted inwards at the edges, with the
+// dilated groups' lengths accounted for; causal: the kernel's positions up
+// to index.
+func nattenAxis(index, length, kernel, d int, causal bool) (start, end int) {
+	half := kernel / 2
+	if causal {
+		return max(index/d-kernel+1, 0)*d + index%d, min(length, index+d)
+	}
+	switch {
+	case d <= 1:
+		start = max(index-half, 0)
+		if index+half >= length {
+			start += length - index - half - 1
+		}
+	case index-half*d < 0:
+		start = index % d
+	case index+half*d >= length:
+		full := length / d * d // positions in whole dilation groups
+		rest := length - full
+		if index%d < rest {
+			start = length - rest + index%d - 2*half*d
+		} else {
+			start = full + index%d - kernel*d
+		}
+	default:
+		start = index - half*d
+	}
+	return start, min(length, start+kernel*d)
+}
+
+// nattenExternals are NATTEN's 2-D neighbourhood attention on flattened
+// grids (token = row*W + col; tokens past the grid attend to nothing and
+// are not attended), and attention-gym's generate_natten.
+func nattenExternals() []external {
+	var out []external
+	in := func(index, length, kernel, d int, causal bool, x int) bool {
+		s, e := nattenAxis(index, length, kernel, d, causal)
+		return x >= s && x < e && (x-s)%d == 0
+	}
+	for _, g := range []struct {
+		h, w, kh, kw, dh, dw int
+		ch, cw               bool
+	}{
+		{6, 6, 3, 3, 1, 1, false, false},
+		{8, 12, 5, 3, 1, 2, false, false},
+		{9, 7, 3, 3, 3, 2, false, false},
+		{11, 10, 3, 3, 3, 3, false, false},
+		{10, 6, 5, 3, 1, 1, true, false},
+		{7, 9, 3, 5, 2, 1, false, true},
+		{5, 8, 3, 4, 1, 2, true, true},
+		{1, 40, 1, 9, 1, 4, false, false},
+		{40, 1, 7, 1, 5, 1, false, false},
+	} {
+		n := g.h * g.w
+		causal := g.ch && g.cw
+		m := fmt.Sprintf("{neighborhood: {grid: [%d, %d], kernel: [%d, %d], dilation: [%d, %d], causal: [%v, %v]}}", g.h, g.w, g.kh, g.kw, g.dh, g.dw, g.ch, g.cw)
+		out = append(out, external{
+			name:   fmt.Sprintf("NATTEN na2d %+v", g),
+			causal: causal,
+			mask:   m,
+			keep: func(q, kv int) bool {
+				if q >= n || kv >= n {
+					return false
+				}
+				return in(q/g.w, g.h, g.kh, g.dh, g.ch, kv/g.w) && in(q%g.w, g.w, g.kw, g.dw, g.cw, kv%g.w)
+			},
+			sizes: [][2]int{{n, n}, {1, n}, {n/3 + 1, n}, {n + 7, n + 7}},
+		})
+	}
+	for _, g := range []struct{ canvas, kw, kh int }{{6, 3, 3}, {8, 5, 3}, {13, 7, 7}} {
+		// attention-gym masks/natten.py generate_natten(canvas_w,
+		// canvas_h, kernel_w, kernel_h): the kernel centre is the query's
+		// cell clamped to half a kernel from the edges; its x is the row
+		// (idx // canvas_w) and is clamped with canvas_w and kernel_w, so
+		// for square canvases it is NATTEN with kernel [kernel_w, kernel_h]
+		c := g.canvas
+		clamp := func(v, lo, hi int) int { return min(max(v, lo), hi) }
+		abs := func(v int) int { return max(v, -v) }
+		out = append(out, external{
+			name:   fmt.Sprintf("attention-gym generate_natten(%d, %d, %d, %d)", c, c, g.kw, g.kh),
+			causal: false,
+			mask:   fmt.Sprintf("{neighborhood: {grid: [%d, %d], kernel: [%d, %d]}}", c, c, g.kw, g.kh),
+			keep: func(q, kv int) bool {
+				if q >= c*c || kv >= c*c { // FlexAttention is called with c*c tokens
+					return false
+				}
+				qx, qy, kx, ky := q/c, q%c, kv/c, kv%c
+				cx := clamp(qx, g.kw/2, c-1-g.kw/2)
+				cy := clamp(qy, g.kh/2, c-1-g.kh/2)
+				return abs(cx-kx) <= g.kw/2 && abs(cy-ky) <= g.kh/2
+			},
+			sizes: [][2]int{{c * c, c * c}, {3, c * c}},
+		})
 	}
 	return out
 }
