@@ -223,6 +223,7 @@ func externals() []external {
 			func(q, kv int) bool { return kv <= q && kv >= pad })
 	}
 	out = append(out, nattenExternals()...)
+	out = append(out, bigbirdExternals()...)
 	// Hugging Face bidirectional_mask_function: every pair.
 	add("HF bidirectional_mask_function", false, "{full: {}}", func(q, kv int) bool { return true })
 	// Packed sequences, with document ids: runs of 1 to 60 positions.
@@ -391,6 +392,69 @@ func nattenExternals() []external {
 				return abs(cx-kx) <= g.kw/2 && abs(cy-ky) <= g.kh/2
 			},
 			sizes: [][2]int{{c * c, c * c}, {3, c * c}},
+		})
+	}
+	return out
+}
+
+// bigbirdExternals are BigBird's ITC block-sparse attention (Zaheer et al.
+// 2020; Hugging Face BigBirdBlockSparseAttention): blocks of b positions,
+// a query block sees the key blocks within window/2 of it, the first and
+// last g blocks are global both ways, and every other query block sees r
+// random key blocks among the non-global blocks outside its window, drawn
+// by the rule language.md documents (re-implemented here).
+func bigbirdExternals() []external {
+	var out []external
+	mix := func(z uint64) uint64 {
+		z ^= z >> 30
+		z *= 0xBF58476D1CE4E5B9
+		z ^= z >> 27
+		z *= 0x94D049BB133111EB
+		return z ^ z>>31
+	}
+	for _, c := range []struct {
+		b, nb, window, g, r int
+		seed                uint64
+	}{
+		{4, 12, 3, 1, 2, 7},
+		{3, 20, 3, 2, 3, 1},
+		{8, 10, 5, 1, 1, 123456},
+		{2, 16, 1, 0, 4, 99},
+		{5, 9, 3, 1, 9, 3}, // more random blocks than candidates: all of them
+		{4, 8, 3, 1, 0, 0}, // no random blocks
+		{6, 4, 3, 2, 2, 5}, // every block global
+		{16, 13, 3, 1, 3, 42},
+	} {
+		n, h := c.b*c.nb, c.window/2
+		random := map[[2]int]bool{} // (query block, key block)
+		for q := c.g; q < c.nb-c.g; q++ {
+			var cand []int
+			for k := c.g; k < c.nb-c.g; k++ {
+				if k-q > h || q-k > h {
+					cand = append(cand, k)
+				}
+			}
+			for k := 0; k < c.r && k < len(cand); k++ {
+				x := mix(c.seed*0x9E3779B97F4A7C15 + uint64(q)<<32 + uint64(k))
+				at := k + int(x%uint64(len(cand)-k))
+				cand[k], cand[at] = cand[at], cand[k]
+				random[[2]int{q, cand[k]}] = true
+			}
+		}
+		global := func(blk int) bool { return blk < c.g || blk >= c.nb-c.g }
+		spec := fmt.Sprintf("{bigbird: {block: %d, blocks: %d, window: %d, global: %d, random: %d, seed: %d}}", c.b, c.nb, c.window, c.g, c.r, c.seed)
+		out = append(out, external{
+			name:   fmt.Sprintf("BigBird ITC %+v", c),
+			causal: false,
+			mask:   spec,
+			keep: func(q, kv int) bool {
+				if q >= n || kv >= n {
+					return false
+				}
+				qb, kb := q/c.b, kv/c.b
+				return global(qb) || global(kb) || qb-kb <= h && kb-qb <= h || random[[2]int{qb, kb}]
+			},
+			sizes: [][2]int{{n, n}, {1, n}, {n/2 + 1, n}, {n + 5, n + 5}},
 		})
 	}
 	return out

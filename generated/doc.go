@@ -7,6 +7,7 @@
 // test checks that the lines below cover every example.
 package generated
 
+//go:generate go run ../cmd/attngen -spec ../spec/examples/bigbird.yaml -out bigbird
 //go:generate go run ../cmd/attngen -spec ../spec/examples/block.yaml -out block
 //go:generate go run ../cmd/attngen -spec ../spec/examples/bridge.yaml -out bridge
 //go:generate go run ../cmd/attngen -spec ../spec/examples/causal.yaml -out causal

@@ -1,6 +1,7 @@
 package spec_test
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 
@@ -77,5 +78,47 @@ func TestNeighborhoodKeys(t *testing.T) {
 				t.Fatalf("%v row %d keeps %d keys, want %d", p, i, len(want), full)
 			}
 		}
+	}
+}
+
+// TestBigBirdRandomBlocks: each non-global query block gets min(random,
+// candidates) distinct key blocks, none global or in its window, in
+// increasing order; the draw depends on the seed; global blocks get none.
+func TestBigBirdRandomBlocks(t *testing.T) {
+	r := rand.New(rand.NewPCG(99, 100))
+	differ := 0
+	for iter := 0; iter < 500; iter++ {
+		bb := spec.BigBird{Block: 1 + r.IntN(8), Blocks: 1 + r.IntN(40), Window: 1 + 2*r.IntN(3), Random: r.IntN(6), Seed: r.Uint64N(1 << 31)}
+		bb.Global = r.IntN(bb.Blocks/2 + 1)
+		other := bb
+		other.Seed++
+		h := bb.Window / 2
+		for q := range bb.Blocks {
+			got := bb.RandomBlocks(q)
+			global := q < bb.Global || q >= bb.Blocks-bb.Global
+			cand := 0
+			for c := bb.Global; c < bb.Blocks-bb.Global; c++ {
+				if c < q-h || c > q+h {
+					cand++
+				}
+			}
+			if global {
+				cand = 0
+			}
+			if len(got) != min(bb.Random, cand) {
+				t.Fatalf("%+v block %d: %v, want %d blocks", bb, q, got, min(bb.Random, cand))
+			}
+			for k, c := range got {
+				if k > 0 && c <= got[k-1] || c < bb.Global || c >= bb.Blocks-bb.Global || c >= q-h && c <= q+h {
+					t.Fatalf("%+v block %d: %v", bb, q, got)
+				}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(other.RandomBlocks(q)) {
+				differ++
+			}
+		}
+	}
+	if differ == 0 {
+		t.Errorf("the seed never changes the random blocks")
 	}
 }

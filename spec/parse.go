@@ -570,7 +570,7 @@ func checkPackageName(v string) error {
 var (
 	primitives = []string{"full", "window", "block", "bridge", "dilated", "global", "document", "queries", "keys", "neighborhood"}
 	combiners  = []string{"union", "intersect", "not"}
-	shorthands = []string{"pbb", "se_bridge", "streaming", "strided", "prefix_lm", "chunked", "longformer"}
+	shorthands = []string{"pbb", "se_bridge", "streaming", "strided", "prefix_lm", "chunked", "longformer", "bigbird"}
 	allKinds   = append(append(append([]string{}, primitives...), combiners...), shorthands...)
 )
 
@@ -823,6 +823,41 @@ func (p *parser) primitive(kind string, pr *params, pos Pos) *Mask {
 		}
 		m = Union(&Mask{Op: OpWindow, Left: w / 2, Right: w / 2, Pos: pos})
 		m.Args = append(append(m.Args, cols...), rowsOf(cols)...)
+	case "bigbird":
+		pr.allow("block", "blocks", "window", "global", "random", "seed")
+		bb := BigBird{Window: 3, Global: 1}
+		bb.Block = pr.get("block", true, 1, MaxInt, maxStr())
+		bb.Blocks = pr.get("blocks", true, 1, MaxInt, maxStr())
+		if pr.has("window") {
+			bb.Window = pr.get("window", true, 1, MaxInt, maxStr())
+			if !pr.failed && bb.Window%2 == 0 {
+				p.errorf(pr.fields["window"], "%s.window: %d is even; the window is the query's block and as many on each side (BigBird's is 3)", pr.what, bb.Window)
+				pr.failed = true
+			}
+		}
+		if pr.has("global") {
+			hi := max(bb.Blocks/2, 0)
+			bb.Global = pr.get("global", true, 0, hi, fmt.Sprintf("blocks/2 = %d: the first and the last global blocks", hi))
+		}
+		bb.Random = pr.get("random", true, 0, MaxInt, maxStr())
+		seedWhy := "2^31-1"
+		if bb.Random > 0 {
+			bb.Seed = uint64(pr.get("seed", true, 0, MaxInt, seedWhy))
+		} else if pr.has("seed") {
+			bb.Seed = uint64(pr.get("seed", false, 0, MaxInt, seedWhy))
+		}
+		if !pr.failed && bb.Block > MaxInt/bb.Blocks {
+			p.errorf(pr.node, "%s: block %d x blocks %d positions exceed %d", pr.what, bb.Block, bb.Blocks, MaxInt)
+			pr.failed = true
+		}
+		if !pr.failed && (bb.Blocks-2*bb.Global)*min(bb.Random, bb.Blocks) > MaxRandomBlocks {
+			p.errorf(pr.fields["random"], "%s.random: %d random blocks for each of %d query blocks, more than %d in all (each is a comparison in every kernel)", pr.what, bb.Random, bb.Blocks-2*bb.Global, MaxRandomBlocks)
+			pr.failed = true
+		}
+		if pr.failed {
+			return nil
+		}
+		m = bb.Mask()
 	case "queries", "keys":
 		pr.allow("from", "below", "stride", "phase")
 		m.Op = OpQueries

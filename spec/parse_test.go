@@ -323,6 +323,18 @@ var errCases = []errCase{
 		[]wantErr{at(3, 48, "mask.neighborhood: unknown key \"stride\"", "want grid, kernel, dilation, causal")}},
 
 	// Shorthands.
+	{"bigbird even window", lines("name: a", "causal: false", "mask: {bigbird: {block: 4, blocks: 8, window: 2, random: 1, seed: 1}}"),
+		[]wantErr{at(3, 47, "mask.bigbird.window: 2 is even")}},
+	{"bigbird missing seed", lines("name: a", "causal: false", "mask: {bigbird: {block: 4, blocks: 8, random: 1}}"),
+		[]wantErr{at(3, 17, "mask.bigbird: missing parameter seed")}},
+	{"bigbird too many global blocks", lines("name: a", "causal: false", "mask: {bigbird: {block: 4, blocks: 8, global: 5, random: 0}}"),
+		[]wantErr{at(3, 47, "mask.bigbird.global: 5 is out of range (at most blocks/2 = 4")}},
+	{"bigbird too many random blocks", lines("name: a", "causal: false", "mask: {bigbird: {block: 4, blocks: 100, random: 6, seed: 1}}"),
+		[]wantErr{at(3, 49, "mask.bigbird.random: 6 random blocks for each of 98 query blocks, more than 512")}},
+	{"bigbird too many positions", lines("name: a", "causal: false", "mask: {bigbird: {block: 65536, blocks: 65536, random: 0}}"),
+		[]wantErr{at(3, 17, "mask.bigbird: block 65536 x blocks 65536 positions exceed 2147483647")}},
+	{"bigbird missing random", lines("name: a", "causal: false", "mask: {bigbird: {block: 4, blocks: 8}}"),
+		[]wantErr{at(3, 17, "mask.bigbird: missing parameter random")}},
 	{"prefix_lm under causal", "name: a\nmask: {prefix_lm: {prefix: 4}}\n",
 		[]wantErr{at(2, 8, "mask.prefix_lm: is bidirectional over the prefix, so it needs causal: false")}},
 	{"prefix_lm in masks under causal, written causal", lines("name: a", "causal: true", "mask: {full: {}}", "schedule: [mask, p]", "masks:", "  p: {union: [{window: {size: 4}}, {prefix_lm: {prefix: 4}}]}"),
@@ -596,6 +608,7 @@ var exampleWant = map[string]struct {
 	masks    map[string]*spec.Mask
 	causal   bool
 }{
+	"bigbird.yaml":  {"bigbird", spec.BigBird{Block: 64, Blocks: 16, Window: 3, Global: 1, Random: 2, Seed: 2020}.Mask(), 64, nil, nil, false},
 	"block.yaml":    {"block", spec.Block(256), 128, nil, nil, true},
 	"bridge.yaml":   {"bridge", spec.Union(spec.Block(256), spec.Bridge(256, 32, 32, 0)), 128, nil, nil, true},
 	"causal.yaml":   {"causal", spec.Full(), 128, nil, nil, true},
