@@ -12,7 +12,7 @@
 // rest. ParseFile refuses files larger than MaxFileSize (1 MiB) without
 // reading past that.
 // Shorthands (pbb, se_bridge, streaming, strided, prefix_lm, chunked,
-// longformer) are lowered to unions and intersections of primitives while
+// longformer, bigbird) are lowered to unions and intersections of primitives while
 // parsing, so a Mask never holds one; so are the forms of global beyond
 // tokens (positions, ranges, stride, rows: keys and queries sets) and
 // dilated with a phase (a keys set). Specs are bounded:
