@@ -114,7 +114,8 @@ func (b *builder) fold(in Inst) (int, bool) {
 				return pair[0], true
 			}
 		}
-		if in.A == in.B && in.Op != IRAnd && in.Op != IROr {
+		if in.A == in.B && (in.Op != IRAnd && in.Op != IROr || b.boolean(in.A)) {
+			// x && x is x only for a 0/1 value
 			return in.A, true
 		}
 	case IRSelect:
@@ -164,6 +165,16 @@ func (b *builder) fold(in Inst) (int, bool) {
 		}
 	}
 	return 0, false
+}
+
+// boolean reports whether value v is 0 or 1 by construction (a
+// comparison or logic).
+func (b *builder) boolean(v int) bool {
+	switch b.p.Insts[v].Op {
+	case IRLt, IRLe, IREq, IRAnd, IROr, IRNot:
+		return true
+	}
+	return false
 }
 
 func (b *builder) add(x, y int) int { return b.emit(Inst{Op: IRAdd, A: x, B: y}) }

@@ -222,6 +222,8 @@ func externals() []external {
 		add(fmt.Sprintf("HF causal & padding_mask_function, left padding %d", pad), true, fmt.Sprintf("{keys: {from: %d}}", pad),
 			func(q, kv int) bool { return kv <= q && kv >= pad })
 	}
+	out = append(out, nattenExternals()...)
+	out = append(out, bigbirdExternals()...)
 	// Hugging Face bidirectional_mask_function: every pair.
 	add("HF bidirectional_mask_function", false, "{full: {}}", func(q, kv int) bool { return true })
 	// Packed sequences, with document ids: runs of 1 to 60 positions.
@@ -291,6 +293,169 @@ func externals() []external {
 		add(fmt.Sprintf("mask_mod (kv_idx < %d) | (q_idx // %d != kv_idx // %d)", c, c, c), false,
 			fmt.Sprintf("{union: [{keys: {below: %d}}, {not: {block: {size: %d}}}]}", c, c),
 			func(q, kv int) bool { return kv < c || floorDiv(q, c) != floorDiv(kv, c) })
+	}
+	return out
+}
+
+// nattenAxis is NATTEN's window along one axis of extent length, as its
+// kernels compute it (NeighborhoodMask in natten_commons.cuh): the first
+// neighbour and the end (exclusive) of the neighbours start, start+d, ...
+// of index. Not causal: centred, shifted inwards at the edges, with the
+// dilated groups' lengths accounted for; causal: the kernel's positions up
+// to index.
+func nattenAxis(index, length, kernel, d int, causal bool) (start, end int) {
+	half := kernel / 2
+	if causal {
+		return max(index/d-kernel+1, 0)*d + index%d, min(length, index+d)
+	}
+	switch {
+	case d <= 1:
+		start = max(index-half, 0)
+		if index+half >= length {
+			start += length - index - half - 1
+		}
+	case index-half*d < 0:
+		start = index % d
+	case index+half*d >= length:
+		full := length / d * d // positions in whole dilation groups
+		rest := length - full
+		if index%d < rest {
+			start = length - rest + index%d - 2*half*d
+		} else {
+			start = full + index%d - kernel*d
+		}
+	default:
+		start = index - half*d
+	}
+	return start, min(length, start+kernel*d)
+}
+
+// nattenExternals are NATTEN's 2-D neighbourhood attention on flattened
+// grids (token = row*W + col; tokens past the grid attend to nothing and
+// are not attended), and attention-gym's generate_natten.
+func nattenExternals() []external {
+	var out []external
+	in := func(index, length, kernel, d int, causal bool, x int) bool {
+		s, e := nattenAxis(index, length, kernel, d, causal)
+		return x >= s && x < e && (x-s)%d == 0
+	}
+	for _, g := range []struct {
+		h, w, kh, kw, dh, dw int
+		ch, cw               bool
+	}{
+		{6, 6, 3, 3, 1, 1, false, false},
+		{8, 12, 5, 3, 1, 2, false, false},
+		{9, 7, 3, 3, 3, 2, false, false},
+		{11, 10, 3, 3, 3, 3, false, false},
+		{10, 6, 5, 3, 1, 1, true, false},
+		{7, 9, 3, 5, 2, 1, false, true},
+		{5, 8, 3, 4, 1, 2, true, true},
+		{1, 40, 1, 9, 1, 4, false, false},
+		{40, 1, 7, 1, 5, 1, false, false},
+	} {
+		n := g.h * g.w
+		causal := g.ch && g.cw
+		m := fmt.Sprintf("{neighborhood: {grid: [%d, %d], kernel: [%d, %d], dilation: [%d, %d], causal: [%v, %v]}}", g.h, g.w, g.kh, g.kw, g.dh, g.dw, g.ch, g.cw)
+		out = append(out, external{
+			name:   fmt.Sprintf("NATTEN na2d %+v", g),
+			causal: causal,
+			mask:   m,
+			keep: func(q, kv int) bool {
+				if q >= n || kv >= n {
+					return false
+				}
+				return in(q/g.w, g.h, g.kh, g.dh, g.ch, kv/g.w) && in(q%g.w, g.w, g.kw, g.dw, g.cw, kv%g.w)
+			},
+			sizes: [][2]int{{n, n}, {1, n}, {n/3 + 1, n}, {n + 7, n + 7}},
+		})
+	}
+	for _, g := range []struct{ canvas, kw, kh int }{{6, 3, 3}, {8, 5, 3}, {13, 7, 7}} {
+		// attention-gym masks/natten.py generate_natten(canvas_w,
+		// canvas_h, kernel_w, kernel_h): the kernel centre is the query's
+		// cell clamped to half a kernel from the edges; its x is the row
+		// (idx // canvas_w) and is clamped with canvas_w and kernel_w, so
+		// for square canvases it is NATTEN with kernel [kernel_w, kernel_h]
+		c := g.canvas
+		clamp := func(v, lo, hi int) int { return min(max(v, lo), hi) }
+		abs := func(v int) int { return max(v, -v) }
+		out = append(out, external{
+			name:   fmt.Sprintf("attention-gym generate_natten(%d, %d, %d, %d)", c, c, g.kw, g.kh),
+			causal: false,
+			mask:   fmt.Sprintf("{neighborhood: {grid: [%d, %d], kernel: [%d, %d]}}", c, c, g.kw, g.kh),
+			keep: func(q, kv int) bool {
+				if q >= c*c || kv >= c*c { // FlexAttention is called with c*c tokens
+					return false
+				}
+				qx, qy, kx, ky := q/c, q%c, kv/c, kv%c
+				cx := clamp(qx, g.kw/2, c-1-g.kw/2)
+				cy := clamp(qy, g.kh/2, c-1-g.kh/2)
+				return abs(cx-kx) <= g.kw/2 && abs(cy-ky) <= g.kh/2
+			},
+			sizes: [][2]int{{c * c, c * c}, {3, c * c}},
+		})
+	}
+	return out
+}
+
+// bigbirdExternals are BigBird's ITC block-sparse attention (Zaheer et al.
+// 2020; Hugging Face BigBirdBlockSparseAttention): blocks of b positions,
+// a query block sees the key blocks within window/2 of it, the first and
+// last g blocks are global both ways, and every other query block sees r
+// random key blocks among the non-global blocks outside its window, drawn
+// by the rule language.md documents (re-implemented here).
+func bigbirdExternals() []external {
+	var out []external
+	mix := func(z uint64) uint64 {
+		z ^= z >> 30
+		z *= 0xBF58476D1CE4E5B9
+		z ^= z >> 27
+		z *= 0x94D049BB133111EB
+		return z ^ z>>31
+	}
+	for _, c := range []struct {
+		b, nb, window, g, r int
+		seed                uint64
+	}{
+		{4, 12, 3, 1, 2, 7},
+		{3, 20, 3, 2, 3, 1},
+		{8, 10, 5, 1, 1, 123456},
+		{2, 16, 1, 0, 4, 99},
+		{5, 9, 3, 1, 9, 3}, // more random blocks than candidates: all of them
+		{4, 8, 3, 1, 0, 0}, // no random blocks
+		{6, 4, 3, 2, 2, 5}, // every block global
+		{16, 13, 3, 1, 3, 42},
+	} {
+		n, h := c.b*c.nb, c.window/2
+		random := map[[2]int]bool{} // (query block, key block)
+		for q := c.g; q < c.nb-c.g; q++ {
+			var cand []int
+			for k := c.g; k < c.nb-c.g; k++ {
+				if k-q > h || q-k > h {
+					cand = append(cand, k)
+				}
+			}
+			for k := 0; k < c.r && k < len(cand); k++ {
+				x := mix(c.seed*0x9E3779B97F4A7C15 + uint64(q)<<32 + uint64(k))
+				at := k + int(x%uint64(len(cand)-k))
+				cand[k], cand[at] = cand[at], cand[k]
+				random[[2]int{q, cand[k]}] = true
+			}
+		}
+		global := func(blk int) bool { return blk < c.g || blk >= c.nb-c.g }
+		spec := fmt.Sprintf("{bigbird: {block: %d, blocks: %d, window: %d, global: %d, random: %d, seed: %d}}", c.b, c.nb, c.window, c.g, c.r, c.seed)
+		out = append(out, external{
+			name:   fmt.Sprintf("BigBird ITC %+v", c),
+			causal: false,
+			mask:   spec,
+			keep: func(q, kv int) bool {
+				if q >= n || kv >= n {
+					return false
+				}
+				qb, kb := q/c.b, kv/c.b
+				return global(qb) || global(kb) || qb-kb <= h && kb-qb <= h || random[[2]int{qb, kb}]
+			},
+			sizes: [][2]int{{n, n}, {1, n}, {n/2 + 1, n}, {n + 5, n + 5}},
+		})
 	}
 	return out
 }

@@ -169,6 +169,18 @@ func GoBody(p *Prog, args []string, docs string, want []string) ([]jen.Code, err
 			e = bin("|", in.A, in.B, goWord)
 		case IRWNot:
 			e = jen.Op("^").Add(ref(in.A, goWord))
+		case IRWPeriod:
+			// periodWord, inline: runs of B+1 lanes every Imm lanes from
+			// the lane where (c + A) mod Imm is 0, each cut to the lanes of
+			// C's class
+			s := name(k) + "s"
+			code = append(code, jen.Var().Id(name(k)).Uint64(),
+				jen.For(
+					jen.Id(s).Op(":=").Op("-").Qual(MaskPkg, "FloorMod").Call(ref(in.A, goInt), jen.Lit(int(in.Imm))),
+					jen.Id(s).Op("<").Lit(64),
+					jen.Id(s).Op("+=").Lit(int(in.Imm)),
+				).Block(jen.Id(name(k)).Op("|=").Qual(MaskPkg, "Lanes").Call(jen.Id(s), jen.Id("min").Call(jen.Id(s).Op("+").Add(ref(in.B, goInt)), jen.Lit(63))).Op("&").Qual(MaskPkg, "Every").Call(jen.Id(s), jen.Id("max").Call(ref(in.C, goInt), jen.Lit(1)))))
+			continue
 		case IRWIf:
 			code = append(code, jen.Var().Id(name(k)).Uint64(),
 				jen.If(ref(in.A, goBool)).Block(jen.Id(name(k)).Op("=").Add(ref(in.B, goWord))))

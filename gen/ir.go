@@ -41,6 +41,7 @@ const (
 	IRWOr                  // A | B (words)
 	IRWIf                  // A != 0 ? B : 0 (a word kept or dropped by a scalar condition)
 	IRWNot                 // ^A (the complement of a word: lanes past the keys are cut by the caller)
+	IRWPeriod              // keep word with the lanes c whose m = (c + A) mod Imm has m <= B and m mod C == 0 (Imm >= 1; C >= 1 at run time)
 	numIROps
 )
 
@@ -49,7 +50,7 @@ const (
 const NumIROps = numIROps
 
 var irNames = [numIROps]string{"arg", "const", "add", "sub", "mulc", "divc", "modc", "div", "min", "max", "lt", "le", "eq", "and", "or", "not", "select",
-	"docid", "docstart", "docend", "wrange", "wstep", "wand", "wor", "wif", "wnot"}
+	"docid", "docstart", "docend", "wrange", "wstep", "wand", "wor", "wif", "wnot", "wperiod"}
 
 func (o IROp) String() string {
 	if o < numIROps {
@@ -65,7 +66,7 @@ func (o IROp) Arity() int {
 		return 0
 	case IRMulC, IRDivC, IRModC, IRNot, IRDocID, IRDocStart, IRDocEnd, IRWStep, IRWNot:
 		return 1
-	case IRSelect:
+	case IRSelect, IRWPeriod:
 		return 3
 	}
 	return 2
@@ -74,7 +75,7 @@ func (o IROp) Arity() int {
 // HasImm reports whether the op carries an immediate.
 func (o IROp) HasImm() bool {
 	switch o {
-	case IRArg, IRConst, IRMulC, IRDivC, IRModC, IRWStep, IRWRange:
+	case IRArg, IRConst, IRMulC, IRDivC, IRModC, IRWStep, IRWRange, IRWPeriod:
 		return true
 	}
 	return false
@@ -266,7 +267,7 @@ func (p *Prog) Check() error {
 			}
 		}
 		switch in.Op {
-		case IRDivC, IRModC, IRWStep:
+		case IRDivC, IRModC, IRWStep, IRWPeriod:
 			if in.Imm < 1 {
 				return fmt.Errorf("program %s v%d: %s by %d", p.Name, k, in.Op, in.Imm)
 			}
@@ -391,6 +392,8 @@ func (p *Prog) Eval(args []int64, docs *mask.Docs, scratch, res []int64) {
 			}
 		case IRWNot:
 			x = ^v[in.A]
+		case IRWPeriod:
+			x = int64(periodWord(v[in.A], v[in.B], v[in.C], in.Imm))
 		default:
 			panic("BUG: unknown IR op " + in.Op.String())
 		}
@@ -399,6 +402,19 @@ func (p *Prog) Eval(args []int64, docs *mask.Docs, scratch, res []int64) {
 	for n, r := range p.Results {
 		res[n] = v[r]
 	}
+}
+
+// periodWord is wperiod's word: the lanes c in [0, 63] whose m = (c + a)
+// mod p satisfies m <= b and m mod step == 0 (step below 1 is 1). Runs of
+// b+1 lanes start every p lanes, from the lane where m is 0; each keeps
+// the lanes of the step's class.
+func periodWord(a, b, step, p int64) uint64 {
+	step = max(step, 1)
+	var w uint64
+	for s := -int64(mask.FloorMod(int(a), int(p))); s < 64; s += p {
+		w |= mask.Lanes(int(s), int(min(s+b, 63))) & mask.Every(int(s), int(step))
+	}
+	return w
 }
 
 func b2i(b bool) int64 {

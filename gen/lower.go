@@ -227,6 +227,8 @@ var primitives = map[spec.Op]primitive{
 	// itself is lowered once for the whole mask (LowerPred, LowerHull,
 	// LowerClass).
 	spec.OpDocument: everything,
+	// NATTEN over a grid: gen/natten.go
+	spec.OpNeighborhood: neighborhood,
 }
 
 // shift is x + c, and x itself (no instruction) for c = 0.

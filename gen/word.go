@@ -37,6 +37,7 @@ const (
 	wAff                 // sign*c + v
 	wDiv                 // floor((sign*c + v) / d)
 	wMod                 // (sign*c + v) mod d
+	wModMod              // ((c + v) mod d) mod d2
 	wDoc                 // document id of position c + v
 	wWord                // keep word v
 )
@@ -45,7 +46,8 @@ type wval struct {
 	kind wkind
 	v    int   // value number in the word program
 	sign int64 // wAff, wDiv, wMod: +1 or -1
-	d    int64 // wDiv, wMod
+	d    int64 // wDiv, wMod, wModMod
+	d2   int64 // wModMod
 }
 
 type wordLowering struct {
@@ -115,7 +117,16 @@ func (w *wordLowering) lower(in Inst) (wval, bool) {
 		case a.kind == wAff && c.kind == wAff && in.Op == IRAdd && a.sign == -c.sign:
 			return scalar(b.add(a.v, c.v))
 		}
-	case IRDivC, IRModC:
+	case IRModC:
+		if a.kind == wMod && a.d%in.Imm == 0 {
+			// a residue of a residue by a divisor is the residue
+			return wval{kind: wMod, v: a.v, sign: a.sign, d: in.Imm}, true
+		}
+		if a.kind == wMod && a.sign > 0 {
+			return wval{kind: wModMod, v: a.v, sign: 1, d: a.d, d2: in.Imm}, true
+		}
+		fallthrough
+	case IRDivC:
 		if a.kind == wAff {
 			k := wDiv
 			if in.Op == IRModC {
@@ -178,7 +189,7 @@ func (w *wordLowering) compare(op IROp, a, c wval) (wval, bool) {
 		return w.laneRange(x.sign, x.v, lo, hi), true
 	case wMod:
 		if op != IREq {
-			return wval{}, false
+			return w.periodRange(x, lo, hi), true
 		}
 		// (sign*c + v) mod d == s: c = sign*(s - v) mod d, when 0 <= s < d
 		first := b.sub(s.v, x.v)
@@ -187,6 +198,16 @@ func (w *wordLowering) compare(op IROp, a, c wval) (wval, bool) {
 		}
 		ok := b.and(b.le(b.konst(0), s.v), b.lt(s.v, b.konst(x.d)))
 		return wval{kind: wWord, v: b.emit(Inst{Op: IRWIf, A: ok, B: b.emit(Inst{Op: IRWStep, A: first, Imm: x.d})})}, true
+	case wModMod:
+		if op != IREq {
+			return wval{}, false
+		}
+		// m = (c + v) mod d has m mod d2 == s, for 0 <= s < d2: then
+		// m >= s, and m - s = (c + v - s) mod d is at most d-1-s and a
+		// multiple of d2; for m < s, (c + v - s) mod d exceeds d-1-s
+		ok := b.and(b.le(b.konst(0), s.v), b.lt(s.v, b.konst(x.d2)))
+		bound := b.sel(ok, b.sub(b.konst(x.d-1), s.v), b.konst(-1))
+		return wval{kind: wWord, v: b.emit(Inst{Op: IRWPeriod, A: b.sub(x.v, s.v), B: bound, C: b.konst(x.d2), Imm: x.d})}, true
 	case wDoc:
 		// ids are non-decreasing: the keys sharing position p's document
 		// are the run [start(p), end(p)]
@@ -199,6 +220,27 @@ func (w *wordLowering) compare(op IROp, a, c wval) (wval, bool) {
 		return wval{kind: wWord, v: b.wrange(lo, hi)}, true
 	}
 	return wval{}, false
+}
+
+// periodRange is the word of lanes c with m = (sign*c + v) mod d in
+// [lo, hi] (-1: an absent bound), as wperiod: with the bounds clipped to
+// [0, d-1], sign +1 keeps (c + v - lo) mod d <= hi - lo, sign -1 keeps
+// (c - v + hi) mod d <= hi - lo (for m outside [lo, hi] both exceed
+// hi - lo).
+func (w *wordLowering) periodRange(x wval, lo, hi int) wval {
+	b := w.b
+	l, h := b.konst(0), b.konst(x.d-1)
+	if lo >= 0 {
+		l = b.max(l, lo)
+	}
+	if hi >= 0 {
+		h = b.min(h, hi)
+	}
+	a := b.sub(x.v, l)
+	if x.sign < 0 {
+		a = b.sub(h, x.v)
+	}
+	return wval{kind: wWord, v: b.emit(Inst{Op: IRWPeriod, A: a, B: b.sub(h, l), C: b.konst(1), Imm: x.d})}
 }
 
 // laneRange is the word of lanes c with sign*c + v in [lo, hi].

@@ -7,6 +7,7 @@
 // test checks that the lines below cover every example.
 package generated
 
+//go:generate go run ../cmd/attngen -spec ../spec/examples/bigbird.yaml -out bigbird
 //go:generate go run ../cmd/attngen -spec ../spec/examples/block.yaml -out block
 //go:generate go run ../cmd/attngen -spec ../spec/examples/bridge.yaml -out bridge
 //go:generate go run ../cmd/attngen -spec ../spec/examples/causal.yaml -out causal
@@ -17,6 +18,7 @@ package generated
 //go:generate go run ../cmd/attngen -spec ../spec/examples/hetero.yaml -out hetero
 //go:generate go run ../cmd/attngen -spec ../spec/examples/hybrid.yaml -out hybrid
 //go:generate go run ../cmd/attngen -spec ../spec/examples/longformer.yaml -out longformer
+//go:generate go run ../cmd/attngen -spec ../spec/examples/neighborhood.yaml -out neighborhood
 //go:generate go run ../cmd/attngen -spec ../spec/examples/offsets.yaml -out offsets
 //go:generate go run ../cmd/attngen -spec ../spec/examples/prefix_lm.yaml -out prefixlm
 //go:generate go run ../cmd/attngen -spec ../spec/examples/se_bridge.yaml -out sebridge

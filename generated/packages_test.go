@@ -5,6 +5,7 @@ package generated_test
 import (
 	"reflect"
 
+	"github.com/attngen/attngen/generated/bigbird"
 	"github.com/attngen/attngen/generated/block"
 	"github.com/attngen/attngen/generated/bridge"
 	"github.com/attngen/attngen/generated/causal"
@@ -15,6 +16,7 @@ import (
 	"github.com/attngen/attngen/generated/hetero"
 	"github.com/attngen/attngen/generated/hybrid"
 	"github.com/attngen/attngen/generated/longformer"
+	"github.com/attngen/attngen/generated/neighborhood"
 	"github.com/attngen/attngen/generated/offsets"
 	"github.com/attngen/attngen/generated/prefixlm"
 	"github.com/attngen/attngen/generated/sebridge"
@@ -26,6 +28,34 @@ import (
 // packages lists one entry per spec in spec/examples.
 func packages() []pkg {
 	return []pkg{
+		{file: "bigbird.yaml", dir: "bigbird", mask: bigbird.Mask, headDim: bigbird.HeadDim, docs: false,
+			supported: func(v int) bool { return bigbird.Supported(bigbird.Variant(v)) },
+			compiled:  bigbird.CompiledMask(),
+			geometry: func(k int, s verify.Shape) ([3]int, [3]int, int, error) {
+				return bigbird.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.HeadsKV, s.SeqQ, s.SeqK)
+			},
+			gpus:    len(bigbird.GPUKernels),
+			best:    func() (int, string) { return int(bigbird.Best()), bigbird.Best().String() },
+			variant: reflect.TypeFor[bigbird.Variant](),
+			errs:    map[string]error{"shape": bigbird.ErrShape, "short": bigbird.ErrShort, "variant": bigbird.ErrVariant, "headDim": bigbird.ErrHeadDim, "document": bigbird.ErrDocument, "alias": bigbird.ErrAlias, "page": bigbird.ErrPage},
+			run: func(v int) verify.Run {
+				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
+					return bigbird.ForwardVariant(bigbird.Variant(v), out, lse, q, k, vv, bigbird.Shape(conv(s)))
+				}
+			},
+			run16: func(v, elem int) verify.Run {
+				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
+					q16, k16, v16 := bits16(elem, q), bits16(elem, k), bits16(elem, vv)
+					return bigbird.ForwardVariant16(bigbird.Variant(v), bigbird.Elem(elem), out, lse, q16, k16, v16, bigbird.Shape(conv(s)))
+				}
+			},
+			args: func(v int) argsRun {
+				return func(a genArgs) error {
+					return bigbird.ForwardArgsVariant(bigbird.Variant(v), bigbird.Args{Elem: bigbird.Elem(a.Elem), Q: a.Q, K: a.K, V: a.V, Q16: a.Q16, K16: a.K16, V16: a.V16,
+						Out: a.Out, Out16: a.Out16, LSE: a.LSE, Shape: bigbird.Shape(conv(a.Shape))})
+				}
+			},
+			argsType: reflect.TypeFor[bigbird.Args]()},
 		{file: "block.yaml", dir: "block", mask: block.Mask, headDim: block.HeadDim, docs: false,
 			supported: func(v int) bool { return block.Supported(block.Variant(v)) },
 			compiled:  block.CompiledMask(),
@@ -356,6 +386,34 @@ func packages() []pkg {
 				}
 			},
 			argsType: reflect.TypeFor[longformer.Args]()},
+		{file: "neighborhood.yaml", dir: "neighborhood", mask: neighborhood.Mask, headDim: neighborhood.HeadDim, docs: false,
+			supported: func(v int) bool { return neighborhood.Supported(neighborhood.Variant(v)) },
+			compiled:  neighborhood.CompiledMask(),
+			geometry: func(k int, s verify.Shape) ([3]int, [3]int, int, error) {
+				return neighborhood.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.HeadsKV, s.SeqQ, s.SeqK)
+			},
+			gpus:    len(neighborhood.GPUKernels),
+			best:    func() (int, string) { return int(neighborhood.Best()), neighborhood.Best().String() },
+			variant: reflect.TypeFor[neighborhood.Variant](),
+			errs:    map[string]error{"shape": neighborhood.ErrShape, "short": neighborhood.ErrShort, "variant": neighborhood.ErrVariant, "headDim": neighborhood.ErrHeadDim, "document": neighborhood.ErrDocument, "alias": neighborhood.ErrAlias, "page": neighborhood.ErrPage},
+			run: func(v int) verify.Run {
+				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
+					return neighborhood.ForwardVariant(neighborhood.Variant(v), out, lse, q, k, vv, neighborhood.Shape(conv(s)))
+				}
+			},
+			run16: func(v, elem int) verify.Run {
+				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
+					q16, k16, v16 := bits16(elem, q), bits16(elem, k), bits16(elem, vv)
+					return neighborhood.ForwardVariant16(neighborhood.Variant(v), neighborhood.Elem(elem), out, lse, q16, k16, v16, neighborhood.Shape(conv(s)))
+				}
+			},
+			args: func(v int) argsRun {
+				return func(a genArgs) error {
+					return neighborhood.ForwardArgsVariant(neighborhood.Variant(v), neighborhood.Args{Elem: neighborhood.Elem(a.Elem), Q: a.Q, K: a.K, V: a.V, Q16: a.Q16, K16: a.K16, V16: a.V16,
+						Out: a.Out, Out16: a.Out16, LSE: a.LSE, Shape: neighborhood.Shape(conv(a.Shape))})
+				}
+			},
+			argsType: reflect.TypeFor[neighborhood.Args]()},
 		{file: "offsets.yaml", dir: "offsets", mask: offsets.Mask, headDim: offsets.HeadDim, docs: false,
 			supported: func(v int) bool { return offsets.Supported(offsets.Variant(v)) },
 			compiled:  offsets.CompiledMask(),

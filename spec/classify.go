@@ -100,6 +100,13 @@ func (m *Mask) classify(q0, q1, k0, k1 int, causal bool) Class {
 		return classifyQueries(q0, q1, k0, k1, m, causal)
 	case OpKeys:
 		return classifyKeys(q0, q1, k0, k1, m, causal)
+	case OpNeighborhood:
+		c := classifyNeighborhood(q0, q1, k0, k1, m)
+		if causal && !m.bothCausal() {
+			// sound, not exact (see ExactClass)
+			c = min(c, Full().classify(q0, q1, k0, k1, true))
+		}
+		return c
 	case OpNot:
 		// The pairs kept are the causal ones the operand, taken without
 		// the causal flag, drops: its full tiles become empty and its

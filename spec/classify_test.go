@@ -37,14 +37,15 @@ func randomTile(r *rand.Rand, n int) (q0, q1, k0, k1 int) {
 }
 
 // TestClassifySingleExact: every primitive, with and without causal, is
-// classified exactly.
+// classified exactly (soundly where ExactClass says so: a neighborhood not
+// causal along both axes under the causal flag).
 func TestClassifySingleExact(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for iter := 0; iter < 20000; iter++ {
 		p := spec.Pattern{Mask: spectest.Primitive(r, 40), Causal: r.IntN(2) == 0}
 		q0, q1, k0, k1 := randomTile(r, 80)
 		got, want := p.Classify(q0, q1, k0, k1), bruteClass(p, q0, q1, k0, k1)
-		if got != want {
+		if got != want && (p.ExactClass() || got != spec.Partial) {
 			t.Fatalf("%v tile q[%d,%d] k[%d,%d]: Classify = %v, brute force = %v", p, q0, q1, k0, k1, got, want)
 		}
 	}

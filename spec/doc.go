@@ -12,7 +12,7 @@
 // rest. ParseFile refuses files larger than MaxFileSize (1 MiB) without
 // reading past that.
 // Shorthands (pbb, se_bridge, streaming, strided, prefix_lm, chunked,
-// longformer) are lowered to unions and intersections of primitives while
+// longformer, bigbird) are lowered to unions and intersections of primitives while
 // parsing, so a Mask never holds one; so are the forms of global beyond
 // tokens (positions, ranges, stride, rows: keys and queries sets) and
 // dilated with a phase (a keys set). Specs are bounded:
@@ -34,6 +34,10 @@
 //     targets a package is generated for say which sizes they run, and
 //     their errors point at the head_dim line (HeadDimPos).
 //   - causal defaults to true.
+//   - neighborhood is NATTEN's rule (natten.go); tokens at or past H*W are
+//     outside the grid and keep nothing. Unless it is causal along both
+//     axes, a spec holding it must write causal out (false: NATTEN; true:
+//     cut at the flattened diagonal).
 //
 // # Evaluation and classification
 //
@@ -50,7 +54,12 @@
 // its key bound, block and bridge through the range of blocks both sides of
 // the tile touch, checking only the first and last of them (the blocks in
 // between are always non-empty), queries and keys through the first and
-// last position of their set inside the tile's rows or columns. Combinators are sound but can be
+// last position of their set inside the tile's rows or columns, neighborhood
+// through the at most three rectangles of grid cells each side of the tile
+// covers and, per axis, the distances each zone of queries (window at the
+// start, centred, at the end) keeps (capped by the causal class, soundly,
+// when the causal flag cuts a neighborhood that is not causal along both
+// axes: ExactClass). Combinators are sound but can be
 // conservative: a union is Full when an operand is, and an intersection is
 // Empty when an operand is, so a union of partial operands that together
 // cover the tile (block with its bridge at a block boundary, window with a

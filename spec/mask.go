@@ -13,18 +13,19 @@ import (
 type Op uint8
 
 const (
-	OpFull      Op = iota // true
-	OpWindow              // i-Left <= j <= i+Right
-	OpBlock               // floor((j-Offset)/Size) == floor((i-Offset)/Size)
-	OpBridge              // phi(i) < Targets, beta(i)-Sources <= j < beta(i), i-j <= MaxDistance if set
-	OpDilated             // (i-j) mod Stride == 0, |i-j|/Stride <= Size-1 if Size set
-	OpGlobal              // j < Tokens
-	OpDocument            // doc(i) == doc(j), ids given at run time
-	OpQueries             // i in the set (Lo <= i < Below, i mod Stride == Phase): rows on one side
-	OpKeys                // j in the set (Lo <= j < Below, j mod Stride == Phase): keys on one side
-	OpUnion               // OR of Args
-	OpIntersect           // AND of Args
-	OpNot                 // NOT of Args[0] (the causal flag stays ANDed outside)
+	OpFull         Op = iota // true
+	OpWindow                 // i-Left <= j <= i+Right
+	OpBlock                  // floor((j-Offset)/Size) == floor((i-Offset)/Size)
+	OpBridge                 // phi(i) < Targets, beta(i)-Sources <= j < beta(i), i-j <= MaxDistance if set
+	OpDilated                // (i-j) mod Stride == 0, |i-j|/Stride <= Size-1 if Size set
+	OpGlobal                 // j < Tokens
+	OpDocument               // doc(i) == doc(j), ids given at run time
+	OpQueries                // i in the set (Lo <= i < Below, i mod Stride == Phase): rows on one side
+	OpKeys                   // j in the set (Lo <= j < Below, j mod Stride == Phase): keys on one side
+	OpNeighborhood           // NATTEN over a Grid[0] x Grid[1] grid of tokens (i = row*Grid[1] + col)
+	OpUnion                  // OR of Args
+	OpIntersect              // AND of Args
+	OpNot                    // NOT of Args[0] (the causal flag stays ANDed outside)
 	numOps
 )
 
@@ -35,7 +36,7 @@ const NumOps = numOps
 // Combinator reports whether the op combines other masks (its Args).
 func (o Op) Combinator() bool { return o == OpUnion || o == OpIntersect || o == OpNot }
 
-var opNames = [...]string{"full", "window", "block", "bridge", "dilated", "global", "document", "queries", "keys", "union", "intersect", "not"}
+var opNames = [...]string{"full", "window", "block", "bridge", "dilated", "global", "document", "queries", "keys", "neighborhood", "union", "intersect", "not"}
 
 func (o Op) String() string {
 	if int(o) < len(opNames) {
@@ -61,6 +62,12 @@ type Mask struct {
 	Lo          int // queries, keys: first position of the set
 	Below       int // queries, keys: positions of the set are below it (0 = unbounded)
 	Phase       int // queries, keys: positions p of the set have p mod Stride == Phase, 0 <= Phase < Stride
+
+	// neighborhood, per axis (0: rows, 1: columns): the grid's extent,
+	// the kernel (neighbours along the axis), the dilation, and whether
+	// the axis is causal.
+	Grid, Kernel, Dilation [2]int
+	AxisCausal             [2]bool
 
 	Args []*Mask // union, intersect: the operands; not: the one operand
 
@@ -89,6 +96,13 @@ func Document() *Mask                { return &Mask{Op: OpDocument} }
 func Union(args ...*Mask) *Mask      { return &Mask{Op: OpUnion, Args: args} }
 func Intersect(args ...*Mask) *Mask  { return &Mask{Op: OpIntersect, Args: args} }
 func Not(arg *Mask) *Mask            { return &Mask{Op: OpNot, Args: []*Mask{arg}} }
+
+// Neighborhood is NATTEN's neighbourhood attention over an h x w grid of
+// tokens (token i = row*w + col): kernel kh x kw, dilation dh x dw, causal
+// per axis (see natten.go for the meaning).
+func Neighborhood(h, w, kh, kw, dh, dw int, causalH, causalW bool) *Mask {
+	return &Mask{Op: OpNeighborhood, Grid: [2]int{h, w}, Kernel: [2]int{kh, kw}, Dilation: [2]int{dh, dw}, AxisCausal: [2]bool{causalH, causalW}}
+}
 
 // QuerySet and KeySet are the one-sided masks: the rows (queries) or the
 // keys p with from <= p < below (below 0: no bound) and p mod stride ==
@@ -167,6 +181,15 @@ func (m *Mask) write(b *strings.Builder) {
 			}
 		}
 		b.WriteString("}}")
+	case OpNeighborhood:
+		fmt.Fprintf(b, "{neighborhood: {grid: [%d, %d], kernel: [%d, %d]", m.Grid[0], m.Grid[1], m.Kernel[0], m.Kernel[1])
+		if m.Dilation != [2]int{1, 1} {
+			fmt.Fprintf(b, ", dilation: [%d, %d]", m.Dilation[0], m.Dilation[1])
+		}
+		if m.AxisCausal != [2]bool{} {
+			fmt.Fprintf(b, ", causal: [%v, %v]", m.AxisCausal[0], m.AxisCausal[1])
+		}
+		b.WriteString("}}")
 	case OpNot:
 		b.WriteString("{not: ")
 		m.Args[0].write(b)
@@ -191,6 +214,7 @@ func (m *Mask) Equal(o *Mask) bool {
 		m.Block != o.Block || m.Targets != o.Targets || m.Sources != o.Sources ||
 		m.MaxDistance != o.MaxDistance || m.Stride != o.Stride || m.Tokens != o.Tokens ||
 		m.Lo != o.Lo || m.Below != o.Below || m.Phase != o.Phase || m.Offset != o.Offset ||
+		m.Grid != o.Grid || m.Kernel != o.Kernel || m.Dilation != o.Dilation || m.AxisCausal != o.AxisCausal ||
 		len(m.Args) != len(o.Args) {
 		return false
 	}
@@ -227,7 +251,7 @@ func (m *Mask) Period() (p int, ok bool) {
 		return m.Size, true
 	case OpBridge:
 		return m.Block, true
-	case OpGlobal, OpDocument:
+	case OpGlobal, OpDocument, OpNeighborhood:
 		return 0, false
 	case OpQueries, OpKeys:
 		// a bound breaks the shift invariance; the residue alone keeps it
@@ -301,6 +325,8 @@ func (m *Mask) eval(i, j int, causal bool, sameDoc bool) bool {
 		return m.inSet(i)
 	case OpKeys:
 		return m.inSet(j)
+	case OpNeighborhood:
+		return m.neighbors(i, j)
 	case OpNot:
 		// causal is ANDed above and inside alike: for j <= i the operand
 		// answers its own predicate, so this is causal AND NOT operand

@@ -170,6 +170,10 @@ type parser struct {
 	// nonCausal lists the masks that need causal: false (prefix_lm), by
 	// position and field, checked once the causal flag is read.
 	nonCausal []*Error
+	// defaultCausal lists the masks that need causal written out
+	// (neighborhood not causal along both axes): refused when causal is
+	// left to its default.
+	defaultCausal []*Error
 }
 
 func (p *parser) pos(n *yaml.Node) Pos { return Pos{p.file, max(n.Line, 1), max(n.Column, 1)} }
@@ -366,6 +370,9 @@ func (p *parser) spec(doc *yaml.Node) *Spec {
 			p.errs = append(p.errs, e)
 		}
 	}
+	if fields["causal"] == nil {
+		p.errs = append(p.errs, p.defaultCausal...)
+	}
 	if schedNode = fields["schedule"]; schedNode != nil {
 		if schedNode.Kind != yaml.SequenceNode {
 			p.errorf(schedNode, "schedule: want a list of layer entries, got %s", describe(schedNode))
@@ -561,9 +568,9 @@ func checkPackageName(v string) error {
 
 // Mask kinds a spec may write, with their parameters.
 var (
-	primitives = []string{"full", "window", "block", "bridge", "dilated", "global", "document", "queries", "keys"}
+	primitives = []string{"full", "window", "block", "bridge", "dilated", "global", "document", "queries", "keys", "neighborhood"}
 	combiners  = []string{"union", "intersect", "not"}
-	shorthands = []string{"pbb", "se_bridge", "streaming", "strided", "prefix_lm", "chunked", "longformer"}
+	shorthands = []string{"pbb", "se_bridge", "streaming", "strided", "prefix_lm", "chunked", "longformer", "bigbird"}
 	allKinds   = append(append(append([]string{}, primitives...), combiners...), shorthands...)
 )
 
@@ -816,6 +823,41 @@ func (p *parser) primitive(kind string, pr *params, pos Pos) *Mask {
 		}
 		m = Union(&Mask{Op: OpWindow, Left: w / 2, Right: w / 2, Pos: pos})
 		m.Args = append(append(m.Args, cols...), rowsOf(cols)...)
+	case "bigbird":
+		pr.allow("block", "blocks", "window", "global", "random", "seed")
+		bb := BigBird{Window: 3, Global: 1}
+		bb.Block = pr.get("block", true, 1, MaxInt, maxStr())
+		bb.Blocks = pr.get("blocks", true, 1, MaxInt, maxStr())
+		if pr.has("window") {
+			bb.Window = pr.get("window", true, 1, MaxInt, maxStr())
+			if !pr.failed && bb.Window%2 == 0 {
+				p.errorf(pr.fields["window"], "%s.window: %d is even; the window is the query's block and as many on each side (BigBird's is 3)", pr.what, bb.Window)
+				pr.failed = true
+			}
+		}
+		if pr.has("global") {
+			hi := max(bb.Blocks/2, 0)
+			bb.Global = pr.get("global", true, 0, hi, fmt.Sprintf("blocks/2 = %d: the first and the last global blocks", hi))
+		}
+		bb.Random = pr.get("random", true, 0, MaxInt, maxStr())
+		seedWhy := "2^31-1"
+		if bb.Random > 0 {
+			bb.Seed = uint64(pr.get("seed", true, 0, MaxInt, seedWhy))
+		} else if pr.has("seed") {
+			bb.Seed = uint64(pr.get("seed", false, 0, MaxInt, seedWhy))
+		}
+		if !pr.failed && bb.Block > MaxInt/bb.Blocks {
+			p.errorf(pr.node, "%s: block %d x blocks %d positions exceed %d", pr.what, bb.Block, bb.Blocks, MaxInt)
+			pr.failed = true
+		}
+		if !pr.failed && (bb.Blocks-2*bb.Global)*min(bb.Random, bb.Blocks) > MaxRandomBlocks {
+			p.errorf(pr.fields["random"], "%s.random: %d random blocks for each of %d query blocks, more than %d in all (each is a comparison in every kernel)", pr.what, bb.Random, bb.Blocks-2*bb.Global, MaxRandomBlocks)
+			pr.failed = true
+		}
+		if pr.failed {
+			return nil
+		}
+		m = bb.Mask()
 	case "queries", "keys":
 		pr.allow("from", "below", "stride", "phase")
 		m.Op = OpQueries
@@ -841,6 +883,11 @@ func (p *parser) primitive(kind string, pr *params, pos Pos) *Mask {
 				}
 				pr.failed = true
 			}
+		}
+	case "neighborhood":
+		m = p.neighborhood(pr, pos)
+		if m == nil {
+			return nil
 		}
 	case "prefix_lm":
 		pr.allow("prefix")
@@ -890,6 +937,112 @@ func (p *parser) primitive(kind string, pr *params, pos Pos) *Mask {
 		for _, a := range m.Args {
 			a.From = kind
 		}
+	}
+	return m
+}
+
+// MaxGrid bounds the cells of a neighborhood's grid (H*W), so that every
+// position, and a grid row past the last, stays below 2^31 in kernels.
+const MaxGrid = 1 << 30
+
+// neighborhood reads a neighborhood mask: grid [H, W] (required), kernel
+// [kh, kw] (required), dilation [dh, dw] (default 1), causal [ch, cw]
+// (default false); kernel, dilation and causal may also be one value for
+// both axes. Along each axis the kernel is at least 1 and odd unless the
+// axis is causal, and kernel*dilation is at most the grid's extent.
+func (p *parser) neighborhood(pr *params, pos Pos) *Mask {
+	pr.allow("grid", "kernel", "dilation", "causal")
+	m := &Mask{Op: OpNeighborhood, Pos: pos, Dilation: [2]int{1, 1}}
+	axisName := [2]string{"rows", "columns"}
+	// pair reads a field as [rows, columns] (or one value for both
+	// axes when one is allowed): read parses one element for axis a, or
+	// for both when a is -1.
+	pair := func(key string, one bool, read func(n *yaml.Node, what string, a int) bool) bool {
+		n := pr.fields[key]
+		what := pr.what + "." + key
+		switch {
+		case n == nil:
+			p.errorf(pr.node, "%s: missing parameter %s", pr.what, key)
+		case n.Kind == yaml.SequenceNode && len(n.Content) == 2:
+			ok0 := read(n.Content[0], what+"[0]", 0)
+			ok1 := read(n.Content[1], what+"[1]", 1)
+			return ok0 && ok1
+		case n.Kind == yaml.ScalarNode && one:
+			return read(n, what, -1)
+		case one:
+			p.errorf(n, "%s: want [rows, columns] or one value for both, got %s", what, describe(n))
+		default:
+			p.errorf(n, "%s: want [rows, columns], got %s", what, describe(n))
+		}
+		return false
+	}
+	ints := func(dst *[2]int) func(n *yaml.Node, what string, a int) bool {
+		return func(n *yaml.Node, what string, a int) bool {
+			v, ok := p.integer(n, what)
+			if ok && (v < 1 || v > MaxGrid) {
+				p.errorf(n, "%s: %d is out of range (want 1 to %d)", what, v, MaxGrid)
+				ok = false
+			}
+			if a < 0 {
+				dst[0], dst[1] = v, v
+			} else {
+				dst[a] = v
+			}
+			return ok
+		}
+	}
+	ok := pair("grid", false, ints(&m.Grid))
+	if pr.has("causal") {
+		ok = pair("causal", true, func(n *yaml.Node, what string, a int) bool {
+			v, good := p.boolean(n, what)
+			if a < 0 {
+				m.AxisCausal = [2]bool{v, v}
+			} else {
+				m.AxisCausal[a] = v
+			}
+			return good
+		}) && ok
+	}
+	okK := pair("kernel", true, ints(&m.Kernel))
+	okD := true
+	if pr.has("dilation") {
+		okD = pair("dilation", true, ints(&m.Dilation))
+	}
+	ok = ok && okK && okD
+	if ok && m.Grid[0]*m.Grid[1] > MaxGrid {
+		p.errorf(pr.fields["grid"], "%s.grid: %d x %d = %d cells, at most %d", pr.what, m.Grid[0], m.Grid[1], m.Grid[0]*m.Grid[1], MaxGrid)
+		ok = false
+	}
+	if ok {
+		for a := range 2 {
+			at := func(key string) *yaml.Node {
+				n := pr.fields[key]
+				if n.Kind == yaml.SequenceNode {
+					return n.Content[a]
+				}
+				return n
+			}
+			what := fmt.Sprintf("%s.kernel[%d]", pr.what, a)
+			switch {
+			case m.Kernel[a]%2 == 0 && !m.AxisCausal[a]:
+				p.errorf(at("kernel"), "%s: %d is even; along a non-causal axis (%s) the kernel is centred on the query, so it is odd (NATTEN's kernel_size)", what, m.Kernel[a], axisName[a])
+				ok = false
+			case m.Kernel[a]*m.Dilation[a] > m.Grid[a]:
+				n := at("kernel")
+				if pr.has("dilation") {
+					n = at("dilation")
+				}
+				p.errorf(n, "%s: kernel %d x dilation %d = %d exceeds the grid's %d %s (NATTEN needs kernel*dilation <= extent)", what, m.Kernel[a], m.Dilation[a], m.Kernel[a]*m.Dilation[a], m.Grid[a], axisName[a])
+				ok = false
+			}
+		}
+	}
+	if !ok {
+		pr.failed = true
+		return nil
+	}
+	if !m.bothCausal() {
+		p.defaultCausal = append(p.defaultCausal, &Error{pos, pr.what + ": is not causal along both axes, so it keeps keys after the query in sequence order, and causal defaults to true: write causal: false for NATTEN's neighbourhood (its causal axes are built in), or causal: true to cut it at the diagonal of the flattened sequence"})
 	}
 	return m
 }

@@ -79,6 +79,8 @@ func (m *Mask) keys(dst []Prog, i int, r Prog) []Prog {
 			hi = m.Below - 1
 		}
 		return add(Prog{m.Lo + mod(m.Phase-m.Lo, m.Stride), hi, m.Stride})
+	case OpNeighborhood:
+		return m.neighborhoodKeys(dst, i, r)
 	case OpNot:
 		// The operand's keys go after dst, their complement within r
 		// after those, and the complement is moved down.

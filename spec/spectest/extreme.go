@@ -71,6 +71,28 @@ func Extreme(r *rand.Rand, op spec.Op) *spec.Mask {
 				return set(op, from, below, stride, phase)
 			}
 		}
+	case spec.OpNeighborhood:
+		h := extreme(r, spec.MaxGrid)
+		w := extreme(r, spec.MaxGrid/h)
+		var k, d [2]int
+		var c [2]bool
+		for a, l := range [2]int{h, w} {
+			c[a] = r.IntN(3) == 0
+			k[a] = extreme(r, l)
+			if !c[a] && k[a]%2 == 0 {
+				k[a]--
+			}
+			d[a] = extreme(r, l/k[a])
+		}
+		if k[0] > 65 && k[1] > 1 {
+			// Keys lists one progression per kernel row unless the window
+			// is one column (or whole rows): keep those few
+			k[0] = min(k[0], 65)
+			if !c[0] && k[0]%2 == 0 {
+				k[0]--
+			}
+		}
+		return spec.Neighborhood(h, w, k[0], k[1], d[0], d[1], c[0], c[1])
 	}
 	panic("spectest: no extreme generator for mask op " + op.String())
 }

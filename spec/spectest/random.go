@@ -73,8 +73,37 @@ func Of(r *rand.Rand, op spec.Op, n int) *spec.Mask {
 			below = first + 1 + r.IntN(n)
 		}
 		return set(op, from, below, stride, phase)
+	case spec.OpNeighborhood:
+		// about n cells, now and then fewer (positions past the grid) or
+		// one row or column
+		w := 1 + r.IntN(8)
+		if r.IntN(5) == 0 {
+			w = 1 + r.IntN(n)
+		}
+		h := max(1, (n+r.IntN(n/2+1)-n/4)/w)
+		return NeighborhoodIn(r, h, w)
 	}
 	panic("spectest: no random generator for mask op " + op.String())
+}
+
+// NeighborhoodIn returns a random neighborhood mask over an h x w grid:
+// per axis a random causal flag, a kernel (odd unless causal) and a
+// dilation with kernel*dilation within the extent.
+func NeighborhoodIn(r *rand.Rand, h, w int) *spec.Mask {
+	var k, d [2]int
+	var c [2]bool
+	for a, l := range [2]int{h, w} {
+		c[a] = r.IntN(3) == 0
+		k[a] = 1 + r.IntN(l)
+		if !c[a] && k[a]%2 == 0 {
+			k[a]--
+		}
+		d[a] = 1
+		if r.IntN(2) == 0 {
+			d[a] = 1 + r.IntN(l/k[a])
+		}
+	}
+	return spec.Neighborhood(h, w, k[0], k[1], d[0], d[1], c[0], c[1])
 }
 
 // set is spec.QuerySet or spec.KeySet.
