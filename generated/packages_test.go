@@ -43,6 +43,11 @@ func packages() []pkg {
 					return bigbird.ForwardVariant(bigbird.Variant(v), out, lse, q, k, vv, bigbird.Shape(conv(s)))
 				}
 			},
+			bwd: func(v int) verify.RunBackward {
+				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape) error {
+					return bigbird.BackwardVariant(bigbird.Variant(v), dq, dk, dv, dout, q, k, vv, out, lse, bigbird.Shape(conv(s)))
+				}
+			},
 			run16: func(v, elem int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					q16, k16, v16 := bits16(elem, q), bits16(elem, k), bits16(elem, vv)
@@ -399,6 +404,11 @@ func packages() []pkg {
 			run: func(v int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					return neighborhood.ForwardVariant(neighborhood.Variant(v), out, lse, q, k, vv, neighborhood.Shape(conv(s)))
+				}
+			},
+			bwd: func(v int) verify.RunBackward {
+				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape) error {
+					return neighborhood.BackwardVariant(neighborhood.Variant(v), dq, dk, dv, dout, q, k, vv, out, lse, neighborhood.Shape(conv(s)))
 				}
 			},
 			run16: func(v, elem int) verify.Run {
