@@ -163,3 +163,22 @@ func TestBackwardNonFinite(t *testing.T) {
 		runtime.GOMAXPROCS(old)
 	}
 }
+
+// TestBackwardNonFiniteNoAllocs: a call whose q and dout hold NaN and
+// infinities (the AVX-512 backward's copies of such rows) allocates
+// nothing after warm-up either.
+func TestBackwardNonFiniteNoAllocs(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	s := cpu.Shape{Batch: 1, HeadsQ: 2, HeadsKV: 1, SeqQ: 300, SeqK: 300, HeadDim: 64}
+	a := newBargs(r, s)
+	a.q[5*64+3], a.dout[70*64+9], a.dout[70*64+10] = float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))
+	if err := cpu.Forward(causal{}, cpu.Auto, a.out, a.lse, a.q, a.k, a.v, nil, s); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.call(causal{}, cpu.Auto, s); err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(5, func() { _ = a.call(causal{}, cpu.Auto, s) }); n != 0 {
+		t.Errorf("%v allocations per call", n)
+	}
+}
