@@ -16,7 +16,8 @@ import (
 // multiple of a tile, fewer queries than keys, grouped heads, several
 // batches; outputs poisoned with NaN, rows and keys no pair keeps exactly
 // 0), the dependencies of the gradients on dout by perturbation, and NaN
-// and infinities at masked positions, which must reach no gradient.
+// and infinities at masked positions or in a row's q and dout, which must
+// reach no gradient through a masked pair.
 func TestBackwardPackages(t *testing.T) {
 	r := rand.New(rand.NewPCG(91, 92))
 	for _, p := range packages() {

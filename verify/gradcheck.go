@@ -194,12 +194,17 @@ func CheckGradDependencies(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r 
 	return nil
 }
 
-// CheckGradNonFinite poisons, in each trial, the keys and values a random
-// query row masks (NaN, +Inf and -Inf mixed), runs the forward and the
-// backward on them, and checks that a masked pair is never read: every dq
-// row whose query keeps none of the poisoned keys, and every dk and dv row
-// of a clean key that only such queries keep, is bit-identical to the
-// clean run.
+// CheckGradNonFinite checks that a masked pair is never read, with NaN,
+// +Inf and -Inf (mixed) in two ways in each trial. First it poisons the
+// keys and values a random query row masks: every dq row whose query keeps
+// none of the poisoned keys, and every dk and dv row of a clean key that
+// only such queries keep, must be bit-identical to the clean run. Then it
+// poisons q and dout (or one of them) of a random query row and of a
+// random row that keeps no key (lse -Inf; when the shape has one): every
+// dk and dv row of a key neither row keeps, and every other row of dq,
+// must be bit-identical to the clean run (a backward that multiplies a
+// masked pair's P or dS, 0, by the row's q or dout gets 0 * NaN = NaN
+// there).
 func CheckGradNonFinite(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r *rand.Rand, trials int) error {
 	if err := s.Validate(); err != nil {
 		return err
@@ -209,7 +214,7 @@ func CheckGradNonFinite(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r *ra
 	group := s.HeadsQ / s.HeadsKV
 	q, k, v, ids, docs := randomInputs(p, s, r)
 	dout := randomSlice(r, nq, 1)
-	run := func(k, v []float32) ([3][]float32, error) {
+	run := func(q, k, v, dout []float32) ([3][]float32, error) {
 		out, lse := make([]float32, nq), make([]float32, nl)
 		g := [3][]float32{make([]float32, nq), make([]float32, nkv), make([]float32, nkv)}
 		fill(out, lse)
@@ -221,13 +226,28 @@ func CheckGradNonFinite(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r *ra
 		}
 		return g, bwd(g[0], g[1], g[2], dout, q, k, v, out, lse, ids, s)
 	}
-	clean, err := run(k, v)
+	clean, err := run(q, k, v, dout)
 	if err != nil {
 		return err
 	}
 	kvOf := func(bh int) int { return bh/s.HeadsQ*s.HeadsKV + bh%s.HeadsQ/group }
 	keeps := func(r, j int) bool { return p.AtDocs(spec.Row(r, s.SeqQ, s.SeqK), j, docs) }
 	specials := []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))}
+	rowKeeps, _ := structure(p, docs, s)
+	var dead []int
+	for x, ok := range rowKeeps {
+		if !ok {
+			dead = append(dead, x)
+		}
+	}
+	same := func(got [3][]float32, x int, n int) bool {
+		for d := 0; d < D; d++ {
+			if math.Float32bits(got[x][n*D+d]) != math.Float32bits(clean[x][n*D+d]) {
+				return false
+			}
+		}
+		return true
+	}
 	for t := 0; t < trials; t++ {
 		pk, pv := clone(k), clone(v)
 		row := r.IntN(nl)
@@ -243,7 +263,7 @@ func CheckGradNonFinite(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r *ra
 				pv[(kv*s.SeqK+j)*D+d] = specials[r.IntN(3)]
 			}
 		}
-		got, err := run(pk, pv)
+		got, err := run(q, pk, pv, dout)
 		if err != nil {
 			return err
 		}
@@ -269,22 +289,56 @@ func CheckGradNonFinite(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r *ra
 				}
 			}
 		}
-		same := func(x int, n int) bool {
-			for d := 0; d < D; d++ {
-				if math.Float32bits(got[x][n*D+d]) != math.Float32bits(clean[x][n*D+d]) {
-					return false
-				}
-			}
-			return true
-		}
 		for x := 0; x < nl; x++ {
-			if !dirty[x] && !same(0, x) {
+			if !dirty[x] && !same(got, 0, x) {
 				return fmt.Errorf("%v: the keys query row %d masks poisoned: dq row %d, which keeps none of them, changed", s, row, x)
 			}
 		}
 		for n := range dirtyKey {
-			if !dirtyKey[n] && (!same(1, n) || !same(2, n)) {
+			if !dirtyKey[n] && (!same(got, 1, n) || !same(got, 2, n)) {
 				return fmt.Errorf("%v: the keys query row %d masks poisoned: dk/dv of clean key row %d, kept by clean rows only, changed", s, row, n)
+			}
+		}
+
+		// q and dout of a random row and of a row that keeps no key
+		rows := []int{r.IntN(nl)}
+		if len(dead) > 0 {
+			rows = append(rows, dead[r.IntN(len(dead))])
+		}
+		pq, po := clone(q), clone(dout)
+		poisoned := make([]bool, nl)
+		keyDirty := make([]bool, nkv/D)
+		for _, x := range rows {
+			poisoned[x] = true
+			to := [][]float32{pq, po} // both half the time, q only or dout only a quarter each
+			if m := r.IntN(4); m < 2 {
+				to = to[m : m+1]
+			}
+			for _, a := range to {
+				for d := 0; d < D; d++ {
+					if d == 0 || r.IntN(2) == 0 {
+						a[x*D+d] = specials[r.IntN(3)]
+					}
+				}
+			}
+			for j := 0; j < s.SeqK; j++ {
+				if keeps(x%s.SeqQ, j) {
+					keyDirty[kvOf(x/s.SeqQ)*s.SeqK+j] = true
+				}
+			}
+		}
+		got, err = run(pq, k, v, po)
+		if err != nil {
+			return err
+		}
+		for x := 0; x < nl; x++ {
+			if !poisoned[x] && !same(got, 0, x) {
+				return fmt.Errorf("%v: q and dout of query rows %v poisoned: dq row %d changed", s, rows, x)
+			}
+		}
+		for n := range keyDirty {
+			if !keyDirty[n] && (!same(got, 1, n) || !same(got, 2, n)) {
+				return fmt.Errorf("%v: q and dout of query rows %v poisoned: dk/dv of key row %d, which they mask, changed", s, rows, n)
 			}
 		}
 	}

@@ -80,7 +80,7 @@ func verifyBackward(s *spec.Spec, v cpu.Variant, run verify.Run, depN int, r *ra
 			fmt.Fprintf(stdout, "%-7s FAIL backward non-finite: %v\n", v, err)
 			continue
 		}
-		fmt.Fprintf(stdout, "%-7s ok   backward: NaN and infinities at masked keys and values reach no gradient (B%d Hq%d Hkv%d Sq%d Sk%d)\n",
+		fmt.Fprintf(stdout, "%-7s ok   backward: NaN and infinities at masked keys and values, or in a row's q and dout, reach no gradient through a masked pair (B%d Hq%d Hkv%d Sq%d Sk%d)\n",
 			v, sh.Batch, sh.HeadsQ, sh.HeadsKV, sh.SeqQ, sh.SeqK)
 	}
 	return failed, nil

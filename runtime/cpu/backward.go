@@ -26,8 +26,10 @@ import (
 // for dQ += dS K * scale. Every output row is written by one thread, in a
 // fixed order, so results do not depend on the number of threads. The
 // query heads of a group sum into their key/value head's dK and dV. Empty
-// tiles are never visited, and a masked pair never reads its key or value:
-// non-finite data at masked positions cannot reach any gradient. A row
+// tiles are never visited, and a masked pair never reads its key or value,
+// nor its query's q or dout: non-finite data at masked positions cannot
+// reach any gradient, and a NaN or an infinity in q or dout of a row
+// reaches only its dq and dk and dv of the keys it keeps. A row
 // whose lse is -Inf (it keeps no key) contributes nothing: its dq is 0, as
 // are dk and dv of keys no row keeps.
 //
@@ -98,6 +100,9 @@ func Backward(m mask.Mask, variant Variant, dq, dk, dv, dout, q, k, v, out, lse 
 	}
 	c.asm = hasBwdAsm(variant)
 	c.deltas()
+	if c.asm {
+		c.markNonFinite()
+	}
 	clear(c.dq)
 	clear(c.dk)
 	clear(c.dv)
@@ -124,7 +129,9 @@ type bcall struct {
 	items2                                   []bitem
 	items3                                   []bitem // fused: one per (batch, kv head, segment)
 	pass                                     int
-	asm                                      bool // the AVX-512 kernels (backward_tiled.go)
+	asm                                      bool     // the AVX-512 kernels (backward_tiled.go)
+	qbad                                     []uint64 // AVX-512: bit row%64 of word row/64 set when q or dout of the row holds a NaN or an infinity
+	anyBad                                   bool     // some bit of qbad is set
 	next                                     atomic.Int64
 	wg                                       sync.WaitGroup
 }

@@ -7,7 +7,10 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/attngen/attngen/gen"
 	"github.com/attngen/attngen/runtime/cpu"
+	"github.com/attngen/attngen/spec"
+	"github.com/attngen/attngen/verify"
 )
 
 type bargs struct {
@@ -107,5 +110,75 @@ func TestBackwardThreads(t *testing.T) {
 			}
 		}
 		runtime.GOMAXPROCS(old)
+	}
+}
+
+// TestBackwardNonFinite: verify's non-finite check on every variant, both
+// schedules of the AVX-512 backward (one fused pass at GOMAXPROCS 1, two
+// passes at 8) and both head dimensions: NaN and infinities in the keys
+// and values a row masks, or in q and dout of a row (one that keeps keys,
+// and one that keeps none where the mask has such rows), reach no
+// gradient through a masked pair.
+func TestBackwardNonFinite(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	pats := []spec.Pattern{
+		{Mask: spec.Full(), Causal: true},
+		{Mask: spec.Bridge(16, 3, 5, 0), Causal: true}, // most rows keep nothing
+		{Mask: spec.Union(spec.Global(3), spec.Window(100)), Causal: true},
+		{Mask: spec.Dilated(3, 0), Causal: true},
+		{Mask: spec.Intersect(spec.Document(), spec.Window(90)), Causal: true},
+	}
+	shapes := []verify.Shape{
+		{Batch: 1, HeadsQ: 2, HeadsKV: 1, SeqQ: 70, SeqK: 100, HeadDim: 64},
+		{Batch: 1, HeadsQ: 2, HeadsKV: 2, SeqQ: 130, SeqK: 130, HeadDim: 128},
+	}
+	for _, procs := range []int{1, 8} {
+		old := runtime.GOMAXPROCS(procs)
+		for _, tg := range cpu.Targets {
+			if !cpu.Supported(tg.Variant) {
+				continue
+			}
+			for _, p := range pats {
+				for _, s := range shapes {
+					plan, err := gen.Compile(&spec.Spec{Name: "t", Mask: p.Mask, Causal: p.Causal, HeadDim: s.HeadDim}, gen.CPUTarget, nil)
+					if err != nil {
+						t.Fatal(err)
+					}
+					m, v := plan.Mask(), tg.Variant
+					cs := func(s verify.Shape) cpu.Shape {
+						return cpu.Shape{Batch: s.Batch, HeadsQ: s.HeadsQ, HeadsKV: s.HeadsKV, SeqQ: s.SeqQ, SeqK: s.SeqK, HeadDim: s.HeadDim}
+					}
+					fwd := func(out, lse, q, k, v2 []float32, docs []int32, s verify.Shape) error {
+						return cpu.Forward(m, v, out, lse, q, k, v2, docs, cs(s))
+					}
+					bwd := func(dq, dk, dv, dout, q, k, v2, out, lse []float32, docs []int32, s verify.Shape) error {
+						return cpu.Backward(m, v, dq, dk, dv, dout, q, k, v2, out, lse, docs, cs(s))
+					}
+					if err := verify.CheckGradNonFinite(p, fwd, bwd, s, r, 3); err != nil {
+						t.Fatalf("GOMAXPROCS %d, %s, %v: %v", procs, tg.Name, p, err)
+					}
+				}
+			}
+		}
+		runtime.GOMAXPROCS(old)
+	}
+}
+
+// TestBackwardNonFiniteNoAllocs: a call whose q and dout hold NaN and
+// infinities (the AVX-512 backward's copies of such rows) allocates
+// nothing after warm-up either.
+func TestBackwardNonFiniteNoAllocs(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	s := cpu.Shape{Batch: 1, HeadsQ: 2, HeadsKV: 1, SeqQ: 300, SeqK: 300, HeadDim: 64}
+	a := newBargs(r, s)
+	a.q[5*64+3], a.dout[70*64+9], a.dout[70*64+10] = float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))
+	if err := cpu.Forward(causal{}, cpu.Auto, a.out, a.lse, a.q, a.k, a.v, nil, s); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.call(causal{}, cpu.Auto, s); err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(5, func() { _ = a.call(causal{}, cpu.Auto, s) }); n != 0 {
+		t.Errorf("%v allocations per call", n)
 	}
 }

@@ -3,6 +3,8 @@ package cpu
 import (
 	"math"
 	"math/bits"
+
+	"github.com/attngen/attngen/runtime/mask"
 )
 
 // The AVX-512 backward (hasBwdAsm): the per-pair Go code of backward.go
@@ -33,6 +35,15 @@ import (
 // to 0, and the terms they leave out are added back in Go for the rows
 // that keep them (IEEE arithmetic through kept pairs), as the forward does
 // for value rows.
+//
+// dV and dK multiply P and dS by the query tile's rows of dO and Q, so a
+// NaN or an infinity in q or dout of a row would reach, through the 0 of
+// P and dS, every key of the tile that the row masks (all of them when it
+// keeps none). Backward marks once, in qbad, the rows whose q or dout
+// holds one; a tile where such a row masks a key runs the two products
+// on a copy of its dO (Q) rows with those elements set to 0, and adds the
+// left-out terms in Go for the keys the row keeps. Finite data takes the
+// products on q and dout in place.
 
 // bwdBuffers are one worker's tiles for the AVX-512 backward.
 type bwdBuffers struct {
@@ -40,13 +51,15 @@ type bwdBuffers struct {
 	dk, dv []float32 // [TK][D] a key tile's gradients
 	lb, dl []float32 // [TQ] lse*log2(e) and delta of the query tile's rows
 	words  []uint64  // [TQ] keep words of the live rows
+	qc, oc []float32 // [TQ][D] a query tile's Q and dO rows, non-finite elements of some rows zeroed
 }
 
 func (w *buffers) bwdBufs() *bwdBuffers {
 	if w.bwd == nil {
 		d := maxHeadDim()
 		w.bwd = &bwdBuffers{dp: make([]float32, TQ*TK), dk: make([]float32, TK*d), dv: make([]float32, TK*d),
-			lb: make([]float32, TQ), dl: make([]float32, TQ), words: make([]uint64, TQ)}
+			lb: make([]float32, TQ), dl: make([]float32, TQ), words: make([]uint64, TQ),
+			qc: make([]float32, TQ*d), oc: make([]float32, TQ*d)}
 	}
 	return w.bwd
 }
@@ -141,8 +154,12 @@ func (c *bcall) keyTileAsm(w *buffers, it bitem, fused bool) {
 			}
 			c.rowsOf(bb, q0, rows, g.stride)
 			c.probs(w, bb, q0*D, rows, g.stride*D)
-			gemmAsm(dv, w.s, c.dout[q0*D:], nk, D, rows, 1, TK, g.stride*D, D, true)
-			gemmAsm(dk, bb.dp, c.q[q0*D:], nk, D, rows, 1, TK, g.stride*D, D, true)
+			if fix := c.tileBad(bb, q0, rows, g.stride, nk); fix != 0 {
+				c.gradsClean(w, bb, dk, dv, q0*D, rows, g.stride*D, nk, fix)
+			} else {
+				gemmAsm(dv, w.s, c.dout[q0*D:], nk, D, rows, 1, TK, g.stride*D, D, true)
+				gemmAsm(dk, bb.dp, c.q[q0*D:], nk, D, rows, 1, TK, g.stride*D, D, true)
+			}
 			if fused {
 				c.dqAsm(bb, c.dq[q0*D:], rows, g.stride*D, krows, kc, pk, bad, nk)
 			}
@@ -258,4 +275,102 @@ func badRows(k []float32, nk, pitch, D int) uint64 {
 		}
 	}
 	return nf
+}
+
+// markNonFinite sets c.qbad and c.anyBad: the rows ([batch, head, seq_q])
+// whose q or dout holds a NaN or an infinity, 64 rows at a time.
+func (c *bcall) markNonFinite() {
+	D, n := c.s.HeadDim, len(c.lse)
+	c.qbad = grow(c.qbad, (n+63)/64)
+	var any uint64
+	for i := range c.qbad {
+		r0 := i * 64
+		var x uint64
+		if r0+64 <= n {
+			x = nonFiniteRows(c.q[r0*D:], D) | nonFiniteRows(c.dout[r0*D:], D)
+		} else {
+			for r := r0; r < n; r++ {
+				if !allFinite(c.q[r*D:][:D]) || !allFinite(c.dout[r*D:][:D]) {
+					x |= 1 << uint(r-r0)
+				}
+			}
+		}
+		c.qbad[i] = x
+		any |= x
+	}
+	c.anyBad = any != 0
+}
+
+// tileBad returns, as bits, the rows of a query tile (rows rows from row
+// q0, stride apart) whose q or dout holds a non-finite element and that
+// mask some of the nk keys of the tile (bb.words: none kept when the row's
+// lse is -Inf).
+func (c *bcall) tileBad(bb *bwdBuffers, q0, rows, stride, nk int) uint64 {
+	if !c.anyBad {
+		return 0
+	}
+	tail := mask.TailBits(nk)
+	var fix uint64
+	for r := 0; r < rows; r++ {
+		row := q0 + r*stride
+		if c.qbad[row>>6]&(1<<uint(row&63)) != 0 && bb.words[r]&tail != tail {
+			fix |= 1 << uint(r)
+		}
+	}
+	return fix
+}
+
+// gradsClean adds P^T dO to dv and dS^T Q to dk (P in w.s, dS in bb.dp)
+// for a query tile whose rows in fix hold a NaN or an infinity in q or
+// dout (rows at element offset qo, pq apart): the products read copies of
+// the dO and Q rows with those elements 0 (only the matrices where a row
+// of fix has one), then the left-out terms are added for the keys each
+// row keeps (IEEE arithmetic through kept pairs).
+func (c *bcall) gradsClean(w *buffers, bb *bwdBuffers, dk, dv []float32, qo, rows, pq, nk int, fix uint64) {
+	D := c.s.HeadDim
+	var fixO, fixQ uint64
+	for x := fix; x != 0; x &= x - 1 {
+		r := bits.TrailingZeros64(x)
+		if !allFinite(c.dout[qo+r*pq:][:D]) {
+			fixO |= 1 << uint(r)
+		}
+		if !allFinite(c.q[qo+r*pq:][:D]) {
+			fixQ |= 1 << uint(r)
+		}
+	}
+	product := func(dst, a, src, clean []float32, fix uint64) {
+		if fix == 0 {
+			gemmAsm(dst, a, src[qo:], nk, D, rows, 1, TK, pq, D, true)
+			return
+		}
+		clean = clean[:rows*D]
+		for r := 0; r < rows; r++ {
+			row := clean[r*D:][:D]
+			copy(row, src[qo+r*pq:][:D])
+			if fix&(1<<uint(r)) != 0 {
+				for d, x := range row {
+					if x-x != 0 {
+						row[d] = 0
+					}
+				}
+			}
+		}
+		gemmAsm(dst, a, clean, nk, D, rows, 1, TK, D, D, true)
+		tail := mask.TailBits(nk)
+		for x := fix; x != 0; x &= x - 1 {
+			r := bits.TrailingZeros64(x)
+			srow := src[qo+r*pq:][:D]
+			for y := bb.words[r] & tail; y != 0; y &= y - 1 {
+				j := bits.TrailingZeros64(y)
+				f, drow := a[r*TK+j], dst[j*D:][:D]
+				for d, e := range srow {
+					if e-e != 0 {
+						drow[d] += f * e
+					}
+				}
+			}
+		}
+	}
+	product(dv, w.s, c.dout, bb.oc, fixO)
+	product(dk, bb.dp, c.q, bb.qc, fixQ)
 }

@@ -47,7 +47,11 @@
 // depend on the thread count. dQ multiplies dS by the key rows themselves,
 // so key rows holding a NaN or an infinity go through a copy with those
 // elements 0 and the rows that keep them get the left-out terms in Go,
-// as the forward does for value rows. AVX2 and PureGo (and builds without
+// as the forward does for value rows; likewise dV and dK multiply P and
+// dS by the rows of dout and q, so the rows of q or dout holding one
+// (found in one scan per call) go, in the tiles where they mask a key,
+// through a copy with those elements 0, and the keys they keep get the
+// left-out terms in Go. AVX2 and PureGo (and builds without
 // assembly) run a pure-Go per-pair backward: Go dot products and math.Exp
 // for every kept pair.
 //

@@ -474,9 +474,9 @@ func maxHeadDim() int {
 	return d
 }
 
-func grow(b []float32, n int) []float32 {
+func grow[T any](b []T, n int) []T {
 	if cap(b) < n {
-		return make([]float32, n)
+		return make([]T, n)
 	}
 	return b[:n]
 }
