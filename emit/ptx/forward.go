@@ -56,6 +56,11 @@ type Forward struct {
 // .minnctapersm 1 or 2 would let it take 243.
 var minCTAs = map[int]int{64: 3}
 
+// bigPred is the predicate length (IR instructions) above which a kernel
+// asks for at most two CTAs per SM (see Forward): the examples' predicates
+// take 4-54 instructions, bigbird's 163.
+const bigPred = 96
+
 // rowStride is the shared-memory row pitch of a tile: D bf16 values plus
 // 16 bytes of padding, which staggers ldmatrix rows across banks.
 func rowStride(d int) int { return 2*d + 16 }
@@ -182,6 +187,12 @@ func GenerateForward(p *gen.Plan, cfg Config) (*Forward, error) {
 	g.f.Params = forwardParams(g.docs)
 	g.f.ReqNTID = Threads
 	g.f.MinCTAs = minCTAs[p.HeadDim]
+	if g.f.MinCTAs > 2 && len(p.Pred.Insts) > bigPred {
+		// a long partial-tile predicate, inlined per element, needs more
+		// than the 170 registers three CTAs allow (bigbird: 168 and 128
+		// bytes of spills); two CTAs leave ptxas up to 255
+		g.f.MinCTAs = 2
+	}
 	g.f.DynShared = "smem"
 	if err := g.kernel(); err != nil {
 		return nil, err
