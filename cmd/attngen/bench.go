@@ -434,66 +434,59 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 			return n, float64(best.Nanoseconds()) / 1e6, allocs
 		}
 		nh := min(max(*naiveHeads, th), *heads)
-		for _, t := range cpu.Targets {
-			variant := t.Variant
-			if !fwdPass || !cpu.Supported(variant) || !want[variant.String()] {
-				continue
-			}
-			fmt.Fprintf(stderr, "bench %s: %s, %d thread%s, best of %d\n", s.Name, variant, th, plural(th), *reps)
-			measurePeak()
-			var callErr error
-			call := func() {
-				if err := cpu.ForwardArgs(mask, variant, callArgs); err != nil && callErr == nil {
-					callErr = err
+		// One pass: each variant this machine runs and -variants names,
+		// then the straightforward Go implementation on nh heads.
+		type benchPass struct {
+			name, label string
+			call        func(cpu.Variant) error
+			naive       func() error
+		}
+		var passes []benchPass
+		if fwdPass {
+			passes = append(passes, benchPass{"fwd", "",
+				func(vr cpu.Variant) error { return cpu.ForwardArgs(mask, vr, callArgs) },
+				// on naiveHeads query heads of the first batch, with th
+				// goroutines over the heads
+				func() error { return naiveParallel(s.Pattern(), q, k, v, out, nh, group, seqQ, *seq, D, th) }})
+		}
+		if bwdPass {
+			passes = append(passes, benchPass{"bwd", "backward, ",
+				func(vr cpu.Variant) error {
+					return cpu.Backward(mask, vr, dq, dk, dv, dout, q, k, v, fout, flse, nil, shape)
+				},
+				// verify.NaiveGradFP32: dense keep rows, the softmax
+				// recomputed in float32, on the forward naive's heads
+				func() error { return naiveGradParallel(s.Pattern(), q, k, v, dout, nh, group, seqQ, *seq, D, th) }})
+		}
+		for _, ps := range passes {
+			for _, t := range cpu.Targets {
+				variant := t.Variant
+				if !cpu.Supported(variant) || !want[variant.String()] {
+					continue
 				}
-			}
-			reps, ms, allocs := timeVariant(variant, call)
-			if callErr != nil {
-				return fmt.Errorf("bench %s: %s: %w", s.Name, variant, callErr)
-			}
-			add("fwd", variant.String(), *batch, *heads, true, reps, ms, allocs)
-		}
-		if fwdPass && want["naive"] {
-			// The straightforward Go implementation, on naiveHeads query heads
-			// of the first batch, with th goroutines over the heads.
-			fmt.Fprintf(stderr, "bench %s: naive, %d thread%s, %d head%s, once\n", s.Name, th, plural(th), nh, plural(nh))
-			measurePeak()
-			t0 := time.Now()
-			if err := naiveParallel(s.Pattern(), q, k, v, out, nh, group, seqQ, *seq, D, th); err != nil {
-				return err
-			}
-			add("fwd", "naive", 1, nh, false, 1, float64(time.Since(t0).Nanoseconds())/1e6, -1)
-		}
-		for _, t := range cpu.Targets {
-			variant := t.Variant
-			if !bwdPass || !cpu.Supported(variant) || !want[variant.String()] {
-				continue
-			}
-			fmt.Fprintf(stderr, "bench %s: backward, %s, %d thread%s, best of %d\n", s.Name, variant, th, plural(th), *reps)
-			measurePeak()
-			var callErr error
-			call := func() {
-				if err := cpu.Backward(mask, variant, dq, dk, dv, dout, q, k, v, fout, flse, nil, shape); err != nil && callErr == nil {
-					callErr = err
+				fmt.Fprintf(stderr, "bench %s: %s%s, %d thread%s, best of %d\n", s.Name, ps.label, variant, th, plural(th), *reps)
+				measurePeak()
+				var callErr error
+				call := func() {
+					if err := ps.call(variant); err != nil && callErr == nil {
+						callErr = err
+					}
 				}
+				reps, ms, allocs := timeVariant(variant, call)
+				if callErr != nil {
+					return fmt.Errorf("bench %s: %s%s: %w", s.Name, ps.label, variant, callErr)
+				}
+				add(ps.name, variant.String(), *batch, *heads, true, reps, ms, allocs)
 			}
-			reps, ms, allocs := timeVariant(variant, call)
-			if callErr != nil {
-				return fmt.Errorf("bench %s: backward, %s: %w", s.Name, variant, callErr)
+			if want["naive"] {
+				fmt.Fprintf(stderr, "bench %s: %snaive, %d thread%s, %d head%s, once\n", s.Name, ps.label, th, plural(th), nh, plural(nh))
+				measurePeak()
+				t0 := time.Now()
+				if err := ps.naive(); err != nil {
+					return err
+				}
+				add(ps.name, "naive", 1, nh, false, 1, float64(time.Since(t0).Nanoseconds())/1e6, -1)
 			}
-			add("bwd", variant.String(), *batch, *heads, true, reps, ms, allocs)
-		}
-		if bwdPass && want["naive"] {
-			// The straightforward Go backward (verify.NaiveGradFP32: dense
-			// keep rows, the softmax recomputed in float32), on the same
-			// heads as the forward's naive.
-			fmt.Fprintf(stderr, "bench %s: backward, naive, %d thread%s, %d head%s, once\n", s.Name, th, plural(th), nh, plural(nh))
-			measurePeak()
-			t0 := time.Now()
-			if err := naiveGradParallel(s.Pattern(), q, k, v, dout, nh, group, seqQ, *seq, D, th); err != nil {
-				return err
-			}
-			add("bwd", "naive", 1, nh, false, 1, float64(time.Since(t0).Nanoseconds())/1e6, -1)
 		}
 	}
 	if *asJSON {
