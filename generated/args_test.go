@@ -330,6 +330,9 @@ func TestArgsNonFinite(t *testing.T) {
 // ForwardArgs (16-bit inputs and output, the paged cache where the package
 // has one) allocates nothing.
 func TestArgsNoAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
 	r := rand.New(rand.NewPCG(97, 98))
 	for _, p := range packages() {
 		s := verify.Shape{Batch: 1, HeadsQ: 4, HeadsKV: 2, SeqQ: 2, SeqK: 300, HeadDim: p.headDim}

@@ -435,6 +435,9 @@ func TestArgsErrors(t *testing.T) {
 // TestArgsNoAllocs: after warm-up a call through ForwardArgs, 16-bit,
 // paged, with 16-bit output, allocates nothing.
 func TestArgsNoAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
 	r := rand.New(rand.NewPCG(46, 47))
 	s := cpu.Shape{Batch: 1, HeadsQ: 4, HeadsKV: 2, SeqQ: 3, SeqK: 700, HeadDim: 64}
 	a := newArgs(r, s)

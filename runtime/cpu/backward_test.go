@@ -168,6 +168,9 @@ func TestBackwardNonFinite(t *testing.T) {
 // infinities (the AVX-512 backward's copies of such rows) allocates
 // nothing after warm-up either.
 func TestBackwardNonFiniteNoAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
 	r := rand.New(rand.NewPCG(13, 14))
 	s := cpu.Shape{Batch: 1, HeadsQ: 2, HeadsKV: 1, SeqQ: 300, SeqK: 300, HeadDim: 64}
 	a := newBargs(r, s)
