@@ -43,11 +43,11 @@ const (
 	opShfl
 	opMma
 	opLdmatrix
-	opWgmma     // wgmma.mma_async (executed when the whole warpgroup arrives)
-	opWgFence   // wgmma.fence
-	opWgCommit  // wgmma.commit_group
-	opWgWait    // wgmma.wait_group N
-	opMbarInit  // mbarrier.init
+	opWgmma    // wgmma.mma_async (executed when the whole warpgroup arrives)
+	opWgFence  // wgmma.fence
+	opWgCommit // wgmma.commit_group
+	opWgWait   // wgmma.wait_group N
+	opMbarInit // mbarrier.init
 	opMbarArrive
 	opMbarExpectTx
 	opMbarWait // try_wait / test_wait; sub selects
@@ -195,8 +195,8 @@ type inst struct {
 	guardNeg bool
 	dst      []operand
 	src      []operand
-	target   int   // branch target
-	imm      int64 // wait_group N
+	target   int     // branch target
+	imm      int64   // wait_group N
 	wg       *wgInfo // wgmma.mma_async details
 	line     int
 	text     string
