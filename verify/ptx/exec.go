@@ -81,7 +81,13 @@ type blockRun struct {
 
 	mbars  map[int]*mbarState // live mbarrier objects by shared offset
 	events int64              // mbarrier state changes (wakes test_wait spinners)
+	idleEv int64              // events at the last round that woke a spinner
+	idle   int                // rounds only spinners ran since events changed
 }
+
+// maxIdleRounds bounds the rounds in which only mbarrier.test_wait spinners
+// run without any mbarrier changing state.
+const maxIdleRounds = 1000
 
 func newBlockRun(d *Device, k *Kernel, grid, block [3]int, shSize int, params []byte, st *Stats) *blockRun {
 	r := &blockRun{d: d, k: k, st: st, grid: grid, block: block, params: params}
@@ -124,7 +130,7 @@ func (r *blockRun) run(ctaid [3]int) error {
 	}
 	r.epoch = 1
 	clear(r.mbars)
-	r.events = 0
+	r.events, r.idleEv, r.idle = 0, 0, 0
 	k := r.k
 	bx, by := r.block[0], r.block[1]
 	for _, w := range r.warps {
@@ -181,6 +187,24 @@ func (r *blockRun) run(ctaid [3]int) error {
 		}
 		if progress {
 			continue
+		}
+		if r.events != r.idleEv {
+			r.idleEv, r.idle = r.events, 0
+		}
+		if r.idle < maxIdleRounds {
+			// test_wait spinners resume even without an mbarrier change: a
+			// warp may poll while doing other work; a spin that never sees
+			// a change ends as a deadlock after maxIdleRounds
+			yielded := false
+			for _, w := range r.warps {
+				if w.state == wsYield {
+					w.state, yielded = wsRun, true
+				}
+			}
+			if yielded {
+				r.idle++
+				continue
+			}
 		}
 		var waiting *warp
 		nbar, nexit := 0, 0

@@ -351,7 +351,6 @@ func runWgCase(t *testing.T, c wgCase) (int, string) {
 	return bad, first
 }
 
-
 func TestWgmmaLayouts(t *testing.T) {
 	seed := int64(1)
 	for _, n := range []int{8, 64, 128, 256} {
