@@ -43,6 +43,18 @@ const (
 	opShfl
 	opMma
 	opLdmatrix
+	opWgmma    // wgmma.mma_async (executed when the whole warpgroup arrives)
+	opWgFence  // wgmma.fence
+	opWgCommit // wgmma.commit_group
+	opWgWait   // wgmma.wait_group N
+	opMbarInit // mbarrier.init
+	opMbarArrive
+	opMbarExpectTx
+	opMbarWait // try_wait / test_wait; sub selects
+	opMbarInval
+	opBulkTensor // cp.async.bulk.tensor
+	opSetmaxnreg
+	opNop // fences the interpreter has nothing to do for
 	opBra
 	opExit
 )
@@ -142,7 +154,9 @@ const (
 	flCombine // setp with a combining predicate
 	flPair    // setp/shfl second destination predicate
 	flWaitAll
-	flZfill // cp.async with a src-size operand
+	flZfill    // cp.async with a src-size operand
+	flExpectTx // mbarrier.arrive.expect_tx
+	flParity   // mbarrier wait with a phase parity (else a state token)
 )
 
 type okind uint8
@@ -181,8 +195,9 @@ type inst struct {
 	guardNeg bool
 	dst      []operand
 	src      []operand
-	target   int   // branch target
-	imm      int64 // wait_group N
+	target   int     // branch target
+	imm      int64   // wait_group N
+	wg       *wgInfo // wgmma.mma_async details
 	line     int
 	text     string
 	rd, wr   []int32 // data registers read and written (checked for definedness, marked defined)
@@ -439,6 +454,9 @@ func (d *decoder) addr(o rawOp, sp space) operand {
 		d.fail(o.tok, "expected an address [..], found %s", d.opText(o))
 	}
 	a := operand{kind: oAddr, base: -1, off: o.off}
+	if len(o.sub) > 0 {
+		d.fail(o.tok, "a coordinate vector in an address is only for cp.async.bulk.tensor")
+	}
 	if o.name == "" {
 		if sp == spParam {
 			d.fail(o.tok, "ld.param needs a parameter name")
@@ -735,6 +753,10 @@ func (d *decoder) decode() inst {
 	case "cvt":
 		d.cvt(&in, m)
 	case "cp":
+		if len(parts) > 2 && parts[1] == "async" && parts[2] == "bulk" {
+			d.bulkTensor(&in, m)
+			break
+		}
 		d.cpAsync(&in, m)
 	case "bar", "barrier":
 		if m.has("warp") {
@@ -765,6 +787,14 @@ func (d *decoder) decode() inst {
 		d.mma(&in, m)
 	case "ldmatrix":
 		d.ldmatrix(&in, m)
+	case "wgmma":
+		d.wgmma(&in, m)
+	case "mbarrier":
+		d.mbarrier(&in, m)
+	case "setmaxnreg":
+		d.setmaxnreg(&in, m)
+	case "fence":
+		d.fence(&in, m)
 	case "bra":
 		m.has("uni")
 		d.nops(1)

@@ -41,6 +41,8 @@ type Device struct {
 	// block started. NewDevice sets it. Without it shared memory starts
 	// filled with 0xff bytes (an f32 NaN) in every block.
 	CheckUninitShared bool
+
+	tmaps map[uint64]*TensorMap // NewTensorMap's maps by device address
 }
 
 // NewDevice returns an empty device with all checks on.

@@ -68,6 +68,94 @@
 //   - Device.MaxWarpInstructions bounds a launch (an endless loop is an
 //     error).
 //
+// # sm_90a: wgmma, mbarrier, bulk tensor copies
+//
+// These were written from the PTX ISA alone, not from attngen's emitter, so
+// that a misreading on either side shows as a disagreement (wgmma.go,
+// mbarrier.go; tests in wgmma_test.go and mbarrier_test.go build shared
+// memory with their own reading of the ISA's layout figures).
+//
+//   - Scheduling: warps still run one at a time, but a warp also stops at a
+//     wgmma.mma_async until the other three warps of its warpgroup (warps
+//     4g..4g+3, all 32 lanes active) reach the same instruction, which then
+//     runs once for the 128 threads; at an mbarrier.try_wait whose phase has
+//     not completed (the warp sleeps and re-executes it when the phase
+//     completes); and after an mbarrier.test_wait that returned false (the
+//     other warps run first). When no warp can continue (a warpgroup split
+//     between a wgmma and a bar.sync or an exit, a try_wait on a phase that
+//     never completes, a test_wait spin through 1000 rounds without any
+//     mbarrier change) the launch fails with a deadlock error listing every
+//     warp's state.
+//   - wgmma.mma_async.sync.aligned.m64nNk16.f32.{bf16,f16}.{bf16,f16}, N a
+//     multiple of 8 up to 256, A from a descriptor or from 4 registers, B
+//     from a descriptor, scale-d as a predicate (or 0/1), imm-scale-a/b of
+//     +-1 (negation flips the inputs' sign bits), imm-trans-a/b (MN-major).
+//     Descriptor: bits 0-13 start >> 4, 16-29 LBO >> 4, 32-45 SBO >> 4, 49-51
+//     base offset (must be 0 here), 62-63 swizzle (0 none, 1 128B, 2 64B, 3
+//     32B); any other bit set is an error. Layouts (16-bit elements, units of
+//     16 bytes): K-major without swizzle: 8-row x 16-byte core matrices, K
+//     halves LBO apart, 8-row groups SBO apart; K-major swizzled (W bytes):
+//     rows W bytes apart, 8-row groups SBO apart, LBO unused; MN-major
+//     without swizzle: 8 M/N-element groups SBO apart, 8-K groups LBO apart;
+//     MN-major swizzled: W/2 M/N-element groups LBO apart, 8-K groups SBO
+//     apart, K rows W bytes apart. The swizzle XORs address bits 4.. with
+//     address bits 7.. (1, 2 or 3 bits for 32B, 64B, 128B) of the absolute
+//     shared address, so advancing the start address by 32 bytes steps K by
+//     16 inside a 128B row. The accumulator fragment: warp w of the group
+//     owns rows 16w..16w+15; register i of lane l is row 16w + l/4 +
+//     8*(i/2%2), column 8*(i/4) + 2*(l%4) + i%2. A in registers uses
+//     mma.m16n8k16's A fragment per warp. Every element reads the operand
+//     bytes through the shared-memory checks (bounds, uninitialized, bytes a
+//     bulk copy has not completed).
+//   - wgmma numerics: each output is mmaDot, the H200 mma.sync model (16
+//     exact products and the accumulator aligned at the largest exponent,
+//     truncated to 2^(emax-25), summed, rounded toward zero). That wgmma's
+//     tensor-core path adds the same way is an assumption no golden pins
+//     yet. scale-d = 0 adds a -0 accumulator (IEEE signed-zero rules for
+//     A*B alone), also unverified.
+//   - wgmma asynchrony: the product is computed at issue, but its
+//     accumulator registers (and A registers) are in flight until a
+//     wgmma.wait_group covers its group: any other instruction reading or
+//     writing them first is an error (naming whether the group was
+//     committed). wgmma.fence must precede a warp's first wgmma.mma_async,
+//     and an accumulator or A register written by another instruction since
+//     the last wgmma.fence is an error. The descriptors and scale-d must be
+//     uniform across the warpgroup. Not modelled: shared-memory writes by
+//     the generic proxy without fence.proxy.async before wgmma reads them
+//     (fence.proxy.async is accepted and does nothing), and wgmma reads
+//     racing with later writes across mbarrier synchronization (the race
+//     checker knows only bar.sync epochs).
+//   - mbarrier.{init,arrive[.expect_tx],expect_tx,try_wait[.parity],
+//     test_wait[.parity],inval}.shared::cta.b64 (.release/.acquire/.relaxed
+//     and .cta accepted): a phase completes when its pending arrivals reach
+//     0 and its tx-count is 0; then the pending count resets to init's
+//     count. The arrive state token is the phase number; a parity wait
+//     succeeds when the current phase's parity differs from the operand.
+//     Errors: arriving more often than a phase expects, counts outside
+//     1..2^20-1, tx-count beyond +-(2^20-1), an operation on an offset with
+//     no initialized mbarrier, ld/st of an mbarrier's 8 bytes, a parity other
+//     than 0/1. Arrivals and waits are per active thread.
+//   - cp.async.bulk.tensor.{2d,3d}.shared::cluster.global[.tile].mbarrier::
+//     complete_tx::bytes [dst], [tmap, {c0, ..}], [mbar]: tmap is a 64-bit
+//     register holding an address from Device.NewTensorMap (TensorMap: base,
+//     element size, dims, byte strides, box, swizzle; element strides 1, no
+//     interleave, zero fill out of bounds). The box is copied at issue into
+//     dst (128-byte aligned) densely, dimension 0 fastest, each 16-byte unit
+//     placed by the same address swizzle as wgmma (a swizzled map needs an
+//     inner box exactly the swizzle width); its bytes are pending (loading
+//     them is an error) until mbar's current phase completes; its full box
+//     size counts against the tx-count. A block that ends with copies
+//     pending is an error. The tensor map is passed by pointer (a .u64
+//     parameter), not as a .param .b8[128] by value.
+//   - setmaxnreg.{inc,dec}.sync.aligned.u32 N (N a multiple of 8 in
+//     24..256, all lanes active), fence.proxy.async[.shared::cta|
+//     .shared::cluster|.global], fence.mbarrier_init.release.cluster: accepted
+//     and checked, no effect (registers are unlimited here).
+//   - What the first GPU session must pin (testdata/README.md): wgmma's
+//     accumulation (is it mmaDot?), scale-d = 0 with signed zeros, and the
+//     swizzled layouts of both wgmma and the tensor copy, by recording
+//     wgmma outputs for every swizzle mode, K- and MN-major, A in registers.
+//
 // # Numerics and their fidelity to the H200
 //
 // Every golden case recorded by testdata/record.cu is replayed through this
@@ -183,6 +271,12 @@
 //	shfl.sync.{up,down,bfly,idx}.b32 d[|p], a, b, c, 0xffffffff
 //	mma.sync.aligned.m16n8k16.row.col.f32.{bf16.bf16,f16.f16}.f32 {d0..d3}, {a0..a3}, {b0, b1}, {c0..c3}
 //	ldmatrix.sync.aligned.m8n8.{x1,x2,x4}[.trans].shared[::cta].b16 {d..}, [a]
+//	wgmma.fence.sync.aligned; wgmma.commit_group.sync.aligned; wgmma.wait_group.sync.aligned N
+//	wgmma.mma_async.sync.aligned.m64nNk16.f32.{bf16.bf16,f16.f16} {d..}, adesc|{a0..a3}, bdesc, scale-d, +-1, +-1[, tA], tB
+//	mbarrier.init/inval/arrive[.expect_tx]/expect_tx/try_wait[.parity]/test_wait[.parity][.SEM][.cta].shared::cta.b64 ...
+//	cp.async.bulk.tensor.{2d,3d}.shared::cluster.global.mbarrier::complete_tx::bytes [dst], [tmap, {c..}], [mbar]
+//	setmaxnreg.{inc,dec}.sync.aligned.u32 N; fence.proxy.async[.SPACE]; fence.mbarrier_init.release.cluster
+//	     (wgmma and setmaxnreg need .target sm_90a; mbarrier, the bulk copy and the fences sm_90 or later)
 //	bra[.uni] LABEL; ret; exit
 //
 // Anything else (another modifier, state space, barrier id, member mask,

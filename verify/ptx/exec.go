@@ -12,6 +12,9 @@ const (
 	wsRun uint8 = iota
 	wsBar
 	wsExit
+	wsWG    // at a wgmma.mma_async, waiting for the rest of its warpgroup
+	wsMbar  // parked at an mbarrier.try_wait whose phase has not completed
+	wsYield // after an mbarrier.test_wait that found the phase incomplete
 )
 
 type chunk struct {
@@ -38,6 +41,21 @@ type warp struct {
 	preds []uint32 // per predicate slot: one bit per lane
 	pdef  []uint32
 	async [32]laneAsync
+
+	// wgmma state (see wgmma.go)
+	icount   int64   // instructions this warp executed
+	wstamp   []int64 // per data slot: icount of its last write by a non-wgmma instruction
+	fenceAt  int64   // icount of the last wgmma.fence (-1: none yet)
+	wgPend   []int32 // per data slot: the wgmma group whose result it awaits (0: none)
+	nPend    int     // slots with wgPend != 0
+	wgOpen   int32   // group of the wgmma ops issued since the last commit (0: none)
+	wgGroups []int32 // committed groups not yet waited for, oldest first
+	wgSeq    int32
+
+	// mbarrier waits (see mbarrier.go)
+	waitIn     *inst
+	waitActive uint32
+	yieldEv    int64
 }
 
 type blockRun struct {
@@ -60,7 +78,16 @@ type blockRun struct {
 	mb     [64]uint32
 	mc     [128]uint32
 	md     [128]uint32
+
+	mbars  map[int]*mbarState // live mbarrier objects by shared offset
+	events int64              // mbarrier state changes (wakes test_wait spinners)
+	idleEv int64              // events at the last round that woke a spinner
+	idle   int                // rounds only spinners ran since events changed
 }
+
+// maxIdleRounds bounds the rounds in which only mbarrier.test_wait spinners
+// run without any mbarrier changing state.
+const maxIdleRounds = 1000
 
 func newBlockRun(d *Device, k *Kernel, grid, block [3]int, shSize int, params []byte, st *Stats) *blockRun {
 	r := &blockRun{d: d, k: k, st: st, grid: grid, block: block, params: params}
@@ -78,6 +105,8 @@ func newBlockRun(d *Device, k *Kernel, grid, block [3]int, shSize int, params []
 		w.def = make([]uint32, k.nData)
 		w.preds = make([]uint32, k.nPred)
 		w.pdef = make([]uint32, k.nPred)
+		w.wstamp = make([]int64, k.nData)
+		w.wgPend = make([]int32, k.nData)
 		cnt := min(32, n-32*i)
 		if cnt == 32 {
 			w.full = ^uint32(0)
@@ -100,12 +129,18 @@ func (r *blockRun) run(ctaid [3]int) error {
 		clear(r.pend)
 	}
 	r.epoch = 1
+	clear(r.mbars)
+	r.events, r.idleEv, r.idle = 0, 0, 0
 	k := r.k
 	bx, by := r.block[0], r.block[1]
 	for _, w := range r.warps {
 		w.pc, w.live, w.state = 0, w.full, wsRun
 		clear(w.def)
 		clear(w.pdef)
+		clear(w.wstamp)
+		clear(w.wgPend)
+		w.icount, w.fenceAt, w.nPend, w.wgOpen, w.wgGroups, w.wgSeq = 0, -1, 0, 0, w.wgGroups[:0], 0
+		w.waitIn, w.waitActive, w.yieldEv = nil, 0, 0
 		for l := range w.async {
 			w.async[l].chunks = w.async[l].chunks[:0]
 			w.async[l].ends = w.async[l].ends[:0]
@@ -146,15 +181,49 @@ func (r *blockRun) run(ctaid [3]int) error {
 				}
 			}
 		}
-		var waiting *warp
-		for _, w := range r.warps {
-			if w.state == wsBar {
-				waiting = w
-				break
+		progress, err := r.wake()
+		if err != nil {
+			return err
+		}
+		if progress {
+			continue
+		}
+		if r.events != r.idleEv {
+			r.idleEv, r.idle = r.events, 0
+		}
+		if r.idle < maxIdleRounds {
+			// test_wait spinners resume even without an mbarrier change: a
+			// warp may poll while doing other work; a spin that never sees
+			// a change ends as a deadlock after maxIdleRounds
+			yielded := false
+			for _, w := range r.warps {
+				if w.state == wsYield {
+					w.state, yielded = wsRun, true
+				}
+			}
+			if yielded {
+				r.idle++
+				continue
 			}
 		}
-		if waiting == nil {
-			return nil
+		var waiting *warp
+		nbar, nexit := 0, 0
+		for _, w := range r.warps {
+			switch w.state {
+			case wsBar:
+				nbar++
+				if waiting == nil {
+					waiting = w
+				}
+			case wsExit:
+				nexit++
+			}
+		}
+		if nexit == len(r.warps) {
+			return r.leftovers()
+		}
+		if nbar+nexit < len(r.warps) {
+			return r.deadlock()
 		}
 		for _, w := range r.warps {
 			if w.state == wsExit || w.live != w.full {
@@ -322,7 +391,38 @@ func (r *blockRun) runWarp(w *warp) error {
 				}
 			}
 		}
+		if w.nPend > 0 && in.op != opWgmma && active != 0 {
+			if err := r.checkPending(w, in); err != nil {
+				return err
+			}
+		}
+		w.icount++
 		switch in.op {
+		case opWgmma:
+			if active != ^uint32(0) {
+				return r.errf(w, in, -1, "wgmma.mma_async needs all 32 lanes of the warp active; lanes %s are not", lanesString(^active))
+			}
+			w.state = wsWG
+			return nil
+		case opMbarWait:
+			if active == 0 {
+				continue
+			}
+			done, err := r.mbarWait(w, in, active)
+			if err != nil {
+				return err
+			}
+			if !done && in.sub == 1 { // try_wait: park until the phase completes, then run it again
+				w.pc--
+				w.state, w.waitIn, w.waitActive = wsMbar, in, active
+				return nil
+			}
+			w.pdef[in.dst[0].slot] |= active
+			if !done { // test_wait: let the other warps run
+				w.state, w.yieldEv = wsYield, r.events
+				return nil
+			}
+			continue
 		case opBra:
 			switch active {
 			case 0:
@@ -346,7 +446,7 @@ func (r *blockRun) runWarp(w *warp) error {
 			}
 			w.state = wsBar
 			return nil
-		case opWarpSync, opShfl, opMma, opLdmatrix:
+		case opWarpSync, opShfl, opMma, opLdmatrix, opWgFence, opWgCommit, opWgWait, opSetmaxnreg:
 			if active != ^uint32(0) {
 				return r.errf(w, in, -1, "%s needs all 32 lanes of the warp active; lanes %s are not", opName(in), lanesString(^active))
 			}
@@ -360,6 +460,7 @@ func (r *blockRun) runWarp(w *warp) error {
 		}
 		for _, s := range in.wr {
 			w.def[s] |= active
+			w.wstamp[s] = w.icount
 		}
 		for _, s := range in.wrp {
 			w.pdef[s] |= active
@@ -752,6 +853,20 @@ func (r *blockRun) exec(w *warp, in *inst, active uint32) error {
 		return r.mma(w, in)
 	case opLdmatrix:
 		return r.ldmatrix(w, in)
+	case opWgFence:
+		w.fenceAt = w.icount
+	case opWgCommit:
+		if w.wgOpen != 0 {
+			w.wgGroups = append(w.wgGroups, w.wgOpen)
+			w.wgOpen = 0
+		}
+	case opWgWait:
+		r.wgWait(w, int(in.imm))
+	case opMbarInit, opMbarArrive, opMbarExpectTx, opMbarInval:
+		return r.mbarOp(w, in, active)
+	case opBulkTensor:
+		return r.bulkTensor(w, in, active)
+	case opSetmaxnreg, opNop:
 	default:
 		panic(fmt.Sprintf("BUG: opcode %d reached exec", in.op))
 	}
@@ -890,6 +1005,11 @@ func (r *blockRun) ldst(w *warp, in *inst, active uint32) error {
 		mem := r.d.mem
 		if sh {
 			mem = r.sm
+			if len(r.mbars) > 0 {
+				if a, ok := r.mbarOverlap(off, n); ok {
+					return r.errf(w, in, l, "ld/st of the mbarrier object at shared offset %#x (only mbarrier instructions may access it)", a)
+				}
+			}
 			var msg string
 			if load {
 				msg = r.shRead(w, off, n)

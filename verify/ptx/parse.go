@@ -710,6 +710,14 @@ func (p *parser) operand() rawOp {
 			}
 			o.off = sign * int64(v)
 		}
+		if p.is(",") { // [tensorMap, {c0, c1, ...}] of cp.async.bulk.tensor
+			p.next()
+			c := p.operand()
+			if c.kind != rVec {
+				p.fail(c.tok, "expected a vector of coordinates after ',' in an address")
+			}
+			o.sub = c.sub
+		}
 		p.expect("]")
 		return o
 	case t.kind == tkPunct && t.s == "!":
