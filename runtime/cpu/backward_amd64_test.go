@@ -32,6 +32,30 @@ func eachBwdKernels(t *testing.T, f func(t *testing.T, kern bwdKernels)) {
 	}
 }
 
+// TestBwdKernelsOf: each assembly variant runs its own kernels where the
+// CPU has them (the AVX2 variant the AVX2 ones, even on an AVX-512 CPU),
+// the others the pure-Go backward.
+func TestBwdKernelsOf(t *testing.T) {
+	for _, c := range []struct {
+		v    Variant
+		want bwdKernels
+		ok   bool
+	}{
+		{AVX512, bwdAVX512, xcpu.X86.HasAVX512F},
+		{AVX2, bwdAVX2, xcpu.X86.HasAVX2 && xcpu.X86.HasFMA},
+		{PureGo, bwdNone, true},
+		{Auto, bwdNone, true},
+	} {
+		want := c.want
+		if !c.ok {
+			want = bwdNone
+		}
+		if got := bwdKernelsOf(c.v); got != want {
+			t.Errorf("%s: kernels %d, want %d", c.v, got, want)
+		}
+	}
+}
+
 // TestGemm: gemmAVX512 and gemmAVX2 against a float64 loop, for awkward m
 // (every row block and remainder: 6, 4, 2, 1 on AVX-512, 3, 2, 1 on
 // AVX2), n of one to three 64-column chunks (two AVX2 chunks each), k from
