@@ -45,8 +45,9 @@ func backwardPatterns(r *rand.Rand, n int) []spec.Pattern {
 }
 
 // TestBackwardNumeric: gradients against the float64 reference on the
-// forward's awkward shapes, every supported variant (the same pure-Go
-// backward for now), within a small factor of a float32 backward.
+// forward's awkward shapes, every supported variant (the tiled backward
+// with the AVX-512 or the AVX2 kernels, the pure-Go per-pair one), within
+// a small factor of a float32 backward.
 func TestBackwardNumeric(t *testing.T) {
 	r := rand.New(rand.NewPCG(61, 62))
 	shapes := []verify.Shape{
@@ -134,7 +135,8 @@ func TestBackwardNonFinite(t *testing.T) {
 	}
 }
 
-// TestBackwardNoAllocs: after warm-up a call allocates nothing.
+// TestBackwardNoAllocs: after warm-up a call allocates nothing, on every
+// supported variant.
 func TestBackwardNoAllocs(t *testing.T) {
 	p := spec.Pattern{Mask: spec.Union(spec.Block(64), spec.Bridge(64, 8, 8, 0)), Causal: true}
 	plan, _ := Compile(&spec.Spec{Name: "t", Mask: p.Mask, Causal: true, HeadDim: 64}, CPUTarget, nil)
@@ -147,13 +149,15 @@ func TestBackwardNoAllocs(t *testing.T) {
 	if err := cpu.Forward(m, cpu.Auto, out, lse, q, k, v, nil, s); err != nil {
 		t.Fatal(err)
 	}
-	allocs := testing.AllocsPerRun(5, func() {
-		if err := cpu.Backward(m, cpu.Auto, dq, dk, dv, dout, q, k, v, out, lse, nil, s); err != nil {
-			t.Fatal(err)
+	for _, vr := range append(variants(), cpu.Auto) {
+		allocs := testing.AllocsPerRun(5, func() {
+			if err := cpu.Backward(m, vr, dq, dk, dv, dout, q, k, v, out, lse, nil, s); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if allocs != 0 {
+			t.Errorf("%s: %v allocations per call", vr, allocs)
 		}
-	})
-	if allocs != 0 {
-		t.Errorf("%v allocations per call", allocs)
 	}
 }
 

@@ -508,7 +508,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "(peak GFLOP/s: 12-chain FMA loop on every thread, measured right before and after each line and averaged; peak GB/s: every thread summing its slice of a %d MiB buffer, once per thread count; naive runs one batch of max(-naive-heads, threads) heads)\n", probeMiB)
 	if bwdPass {
-		fmt.Fprintf(stdout, "(bwd rows: GFLOP/s count %.1f x 4*B*H*D*kept/s; GB/s count q, out, dout, dq, lse and the k, v, dk, dv rows of the keys some query keeps, all float32; AVX-512 runs the tiled backward kernels, AVX2 and pure Go the per-pair Go backward)\n", bwdFlopFactor)
+		fmt.Fprintf(stdout, "(bwd rows: GFLOP/s count %.1f x 4*B*H*D*kept/s; GB/s count q, out, dout, dq, lse and the k, v, dk, dv rows of the keys some query keeps, all float32; AVX-512 and AVX2 run the tiled backward kernels, pure Go the per-pair Go backward)\n", bwdFlopFactor)
 	}
 	return nil
 }

@@ -26,13 +26,14 @@ var exp2Coeffs = [6]uint32{
 // eight lanes of a ymm register, so AVX2 code reads whole vectors and AVX-512
 // code reads the first lane with an embedded broadcast.
 const (
-	kNegInf = iota    // -Inf
-	kOne              // 1.0
-	kZero             // +0.0
-	kFlush            // -125: exp2 of anything below is flushed to exactly +0
-	kC1               // exp2 coefficients c1..c6 in slots kC1..kC1+5
-	kPat0   = kC1 + 6 // int32 lanes 1<<i: bits 0-7 of a mask dword
-	kSlots  = kPat0 + 4
+	kNegInf = iota      // -Inf
+	kOne                // 1.0
+	kZero               // +0.0
+	kFlush              // -125: exp2 of anything below is flushed to exactly +0
+	kC1                 // exp2 coefficients c1..c6 in slots kC1..kC1+5
+	kPat0   = kC1 + 6   // int32 lanes 1<<i: bits 0-7 of a mask dword
+	kExpMax = kPat0 + 4 // 128: the AVX2 backward's exp2 clamps its argument to at most this
+	kSlots  = kExpMax + 1
 )
 
 const slotBytes = 32
@@ -75,6 +76,8 @@ func slotValue(k, lane int) uint32 {
 		return 0
 	case k == kFlush:
 		return math.Float32bits(-125)
+	case k == kExpMax:
+		return math.Float32bits(128)
 	case k >= kC1 && k < kC1+len(exp2Coeffs):
 		return exp2Coeffs[k-kC1]
 	case k >= kPat0 && k < kPat0+4:

@@ -14,11 +14,13 @@
 // the runtime packs whole key tiles with (EmitTranspose:
 // transposeTileAVX512, 16 x 16 blocks through three rounds of shuffles)
 // and the loops that widen 16-bit inputs (EmitWiden: widenBF16AVX512,
-// widenF16AVX512), and the two kernels of the AVX-512 backward
-// (EmitBackward: gemmAVX512, C (+)= A B with A read through two strides so
-// that it may be transposed, 6, 4, 2 or 1 rows x 4 zmm register blocks;
-// bwdProbAVX512, P = exp2(c S - lb) and dS = P scale (dP - delta) with the
-// keep words as opmasks, reusing the tile kernels' exp2).
+// widenF16AVX512), and the two kernels of the tiled backward for each ISA
+// (EmitBackward: gemmAVX512 and gemmAVX2, C (+)= A B with A read through
+// two strides so that it may be transposed, 6, 4, 2 or 1 rows x 4 zmm
+// register blocks on AVX-512, 3, 2 or 1 rows x 4 ymm in 16 registers on
+// AVX2; bwdProbAVX512 and bwdProbAVX2, P = exp2(c S - lb) and dS = P scale
+// (dP - delta), the keep words as opmasks on AVX-512 and as bit tests
+// ANDed into both results on AVX2, reusing the tile kernels' exp2).
 // Generate compiles and prints it,
 // WriteFiles writes runtime/cpu/tile_amd64.s and runtime/cpu/tile_amd64.go; the command
 // cmd/genkernel runs it for go generate (runtime/cpu/generate.go). Output is

@@ -81,6 +81,15 @@ func TestHeaders(t *testing.T) {
 	if !bytes.Contains(stubs, []byte("\nfunc "+TransposeName+"(dst *float32, src *float32, pitch int, d int, scale float32)\n")) {
 		t.Errorf("missing %s", TransposeName)
 	}
+	for _, isa := range ISAs {
+		gemm := "//go:noescape\nfunc " + GemmName(isa) + "(c *float32, a *float32, b *float32, m int, n int, k int, sam int, sak int, ldb int, ldc int, acc int)\n"
+		prob := "//go:noescape\nfunc " + BwdProbName(isa) + "(s *float32, dp *float32, lb *float32, dl *float32, mask *uint64, rows int, c float32, scale float32)\n"
+		for _, decl := range []string{gemm, prob} {
+			if !bytes.Contains(stubs, []byte(decl)) {
+				t.Errorf("missing declaration %q", decl)
+			}
+		}
+	}
 }
 
 // functions splits an assembly file into its TEXT blocks by name.
@@ -100,8 +109,9 @@ func functions(asm []byte) map[string]string {
 
 // nFuncs is the number of functions the kernel file holds: tiles, decode
 // kernels, peaks, the transpose, two widening loops, two row helpers and
-// the log-sum-exp loop, and the backward's gemm and probability kernels.
-var nFuncs = len(ISAs)*len(HeadDims) + len(Elems)*len(HeadDims)*len(DecodeRows) + len(ISAs) + 8
+// the log-sum-exp loop, and the backward's gemm and probability kernels
+// for each ISA.
+var nFuncs = len(ISAs)*len(HeadDims) + len(Elems)*len(HeadDims)*len(DecodeRows) + len(ISAs) + 6 + 2*len(ISAs)
 
 func TestVZEROUPPERBeforeRET(t *testing.T) {
 	asm, _, err := Kernel(Options{})

@@ -33,11 +33,12 @@ import (
 // whose lse is -Inf (it keeps no key) contributes nothing: its dq is 0, as
 // are dk and dv of keys no row keeps.
 //
-// The AVX512 variant runs the AVX-512 kernels of backward_tiled.go (one
-// fused pass per kv head when there are enough of them for the threads);
-// AVX2 and PureGo run the pure-Go per-pair code below (Go dot products and
-// math.Exp per kept pair), which the AVX-512 path matches within float32
-// rounding, not bit for bit.
+// The AVX512 and AVX2 variants run the tiled backward of
+// backward_tiled.go with their own kernels (one fused pass per kv head when
+// there are enough of them for the threads); PureGo runs the pure-Go
+// per-pair code below (Go dot products and math.Exp per kept pair), which
+// the tiled paths match within float32 rounding, not bit for bit (nor do
+// the AVX-512 and AVX2 kernels match each other bit for bit).
 //
 // Errors wrap ErrShape, ErrShort (a slice shorter than the shape),
 // ErrDocument, ErrAlias (dq, dk or dv overlapping each other or any
@@ -98,7 +99,8 @@ func Backward(m mask.Mask, variant Variant, dq, dk, dv, dout, q, k, v, out, lse 
 	if err := c.setup(m, s, docs); err != nil {
 		return err
 	}
-	c.asm = hasBwdAsm(variant)
+	c.kern = bwdKernelsOf(variant)
+	c.asm = c.kern != bwdNone
 	c.deltas()
 	if c.asm {
 		c.markNonFinite()
@@ -129,9 +131,10 @@ type bcall struct {
 	items2                                   []bitem
 	items3                                   []bitem // fused: one per (batch, kv head, segment)
 	pass                                     int
-	asm                                      bool     // the AVX-512 kernels (backward_tiled.go)
-	qbad                                     []uint64 // AVX-512: bit row%64 of word row/64 set when q or dout of the row holds a NaN or an infinity
-	anyBad                                   bool     // some bit of qbad is set
+	asm                                      bool       // the assembly kernels (backward_tiled.go): kern != bwdNone
+	kern                                     bwdKernels // which ones
+	qbad                                     []uint64   // tiled: bit row%64 of word row/64 set when q or dout of the row holds a NaN or an infinity
+	anyBad                                   bool       // some bit of qbad is set
 	next                                     atomic.Int64
 	wg                                       sync.WaitGroup
 }

@@ -10,23 +10,65 @@ import (
 	xcpu "golang.org/x/sys/cpu"
 )
 
-func needAVX512(t testing.TB) {
-	if !xcpu.X86.HasAVX512F {
-		t.Skip("no AVX-512 on this CPU")
+// bwdKernelSets are the backward's kernel pairs, each tested the same way.
+var bwdKernelSets = []struct {
+	name string
+	kern bwdKernels
+	ok   bool
+}{
+	{"AVX512", bwdAVX512, xcpu.X86.HasAVX512F},
+	{"AVX2", bwdAVX2, xcpu.X86.HasAVX2 && xcpu.X86.HasFMA},
+}
+
+// eachBwdKernels runs f as a subtest for each kernel pair the CPU has.
+func eachBwdKernels(t *testing.T, f func(t *testing.T, kern bwdKernels)) {
+	for _, ks := range bwdKernelSets {
+		t.Run(ks.name, func(t *testing.T) {
+			if !ks.ok {
+				t.Skipf("CPU lacks the instructions of %s", ks.name)
+			}
+			f(t, ks.kern)
+		})
 	}
 }
 
-// TestGemmAVX512: gemmAVX512 against a float64 loop, for awkward m (every
-// row block and remainder), n of one to three column chunks, k from 0,
-// A row-major and transposed with padded strides, B and C with padded
+// TestBwdKernelsOf: each assembly variant runs its own kernels where the
+// CPU has them (the AVX2 variant the AVX2 ones, even on an AVX-512 CPU),
+// the others the pure-Go backward.
+func TestBwdKernelsOf(t *testing.T) {
+	for _, c := range []struct {
+		v    Variant
+		want bwdKernels
+		ok   bool
+	}{
+		{AVX512, bwdAVX512, xcpu.X86.HasAVX512F},
+		{AVX2, bwdAVX2, xcpu.X86.HasAVX2 && xcpu.X86.HasFMA},
+		{PureGo, bwdNone, true},
+		{Auto, bwdNone, true},
+	} {
+		want := c.want
+		if !c.ok {
+			want = bwdNone
+		}
+		if got := bwdKernelsOf(c.v); got != want {
+			t.Errorf("%s: kernels %d, want %d", c.v, got, want)
+		}
+	}
+}
+
+// TestGemm: gemmAVX512 and gemmAVX2 against a float64 loop, for awkward m
+// (every row block and remainder: 6, 4, 2, 1 on AVX-512, 3, 2, 1 on
+// AVX2), n of one to three 64-column chunks (two AVX2 chunks each), k from
+// 0, A row-major and transposed with padded strides, B and C with padded
 // rows, overwriting and accumulating; nothing outside C's m x n changes.
-func TestGemmAVX512(t *testing.T) {
-	needAVX512(t)
+func TestGemm(t *testing.T) { eachBwdKernels(t, testGemm) }
+
+func testGemm(t *testing.T, kern bwdKernels) {
 	r := rand.New(rand.NewPCG(91, 92))
 	for iter := 0; iter < 400; iter++ {
 		m, n, k := 1+r.IntN(70), 64*(1+r.IntN(3)), r.IntN(140)
 		if iter < 8 {
-			m = iter + 1 // each remainder of the 6, 4, 2, 1 row blocks
+			m = iter + 1 // each remainder of the row blocks
 		}
 		var sam, sak int
 		if r.IntN(2) == 0 { // row-major A
@@ -40,7 +82,7 @@ func TestGemmAVX512(t *testing.T) {
 		b := randF32(r, max((k-1)*ldb+n, 1))
 		c := randF32(r, (m-1)*ldc+n+7)
 		c0 := append([]float32(nil), c...)
-		gemmAsm(c, a, b, m, n, k, sam, sak, ldb, ldc, acc)
+		gemmAsm(kern, c, a, b, m, n, k, sam, sak, ldb, ldc, acc)
 		for i := range c {
 			row, j := i/ldc, i%ldc
 			if row >= m || j >= n {
@@ -65,10 +107,11 @@ func TestGemmAVX512(t *testing.T) {
 	}
 }
 
-// TestGemmAVX512NaN: a NaN or infinity in A or B reaches exactly the C
-// elements whose sums include it.
-func TestGemmAVX512NaN(t *testing.T) {
-	needAVX512(t)
+// TestGemmNaN: a NaN or infinity in A or B reaches exactly the C elements
+// whose sums include it, for each kernel.
+func TestGemmNaN(t *testing.T) { eachBwdKernels(t, testGemmNaN) }
+
+func testGemmNaN(t *testing.T, kern bwdKernels) {
 	m, n, k := 13, 128, 9
 	a, b, c := make([]float32, m*k), make([]float32, k*n), make([]float32, m*n)
 	for i := range a {
@@ -79,7 +122,7 @@ func TestGemmAVX512NaN(t *testing.T) {
 	}
 	a[5*k+3] = float32(math.NaN()) // row 5
 	b[7*n+70] = float32(math.Inf(1))
-	gemmAsm(c, a, b, m, n, k, k, 1, n, n, false)
+	gemmAsm(kern, c, a, b, m, n, k, k, 1, n, n, false)
 	for i, x := range c {
 		row, j := i/n, i%n
 		switch {
@@ -93,11 +136,12 @@ func TestGemmAVX512NaN(t *testing.T) {
 	}
 }
 
-// TestBwdProbAVX512: p and dS against Go, masked lanes exactly +0 even
-// where s and dp hold NaN or infinities, NaN kept scores give NaN, rows
-// past rows untouched.
-func TestBwdProbAVX512(t *testing.T) {
-	needAVX512(t)
+// TestBwdProb: p and dS of bwdProbAVX512 and bwdProbAVX2 against Go,
+// masked lanes exactly +0 even where s and dp hold NaN or infinities, NaN
+// kept scores give NaN, rows past rows untouched.
+func TestBwdProb(t *testing.T) { eachBwdKernels(t, testBwdProb) }
+
+func testBwdProb(t *testing.T, kern bwdKernels) {
 	r := rand.New(rand.NewPCG(93, 94))
 	for iter := 0; iter < 50; iter++ {
 		rows := 1 + r.IntN(TQ)
@@ -127,7 +171,7 @@ func TestBwdProbAVX512(t *testing.T) {
 			s[nanAt] = float32(math.NaN())
 		}
 		s0, dp0 := append([]float32(nil), s...), append([]float32(nil), dp...)
-		bwdProbAsm(s, dp, lb, dl, words, rows, c, scale)
+		bwdProbAsm(kern, s, dp, lb, dl, words, rows, c, scale)
 		for i := range s {
 			row, j := i/TK, i%TK
 			switch {
@@ -154,6 +198,36 @@ func TestBwdProbAVX512(t *testing.T) {
 	}
 }
 
+// TestBwdProbLarge: kept arguments c*s - lb above 0 (an lse below the
+// row's scores, as a caller may pass) give 2^x up to the float32 range
+// and +Inf from 128 up, for each kernel (AVX2 clamps its argument to 128
+// before the exponent-field add, which would wrap above).
+func TestBwdProbLarge(t *testing.T) { eachBwdKernels(t, testBwdProbLarge) }
+
+func testBwdProbLarge(t *testing.T, kern bwdKernels) {
+	xs := []float32{0.25, 3, 100.5, 126.9, 127.4, 127.6, 127.99, 128, 128.2, 200, 1e30}
+	s, dp := make([]float32, TK), make([]float32, TK)
+	for j := range s {
+		s[j] = xs[j%len(xs)]
+		dp[j] = 1
+	}
+	lb, dl, words := []float32{0}, []float32{0}, []uint64{^uint64(0)}
+	bwdProbAsm(kern, s, dp, lb, dl, words, 1, 1, 1)
+	for j, p := range s {
+		x := float64(xs[j%len(xs)])
+		want := math.Exp2(x)
+		if want > math.MaxFloat32 {
+			if !math.IsInf(float64(p), 1) || !math.IsInf(float64(dp[j]), 1) {
+				t.Fatalf("x = %v: p %v, ds %v, want +Inf", x, p, dp[j])
+			}
+			continue
+		}
+		if math.Abs(float64(p)-want) > 1e-6*want {
+			t.Fatalf("x = %v: p %v, want %v", x, p, want)
+		}
+	}
+}
+
 func randF32(r *rand.Rand, n int) []float32 {
 	x := make([]float32, n)
 	for i := range x {
@@ -162,10 +236,10 @@ func randF32(r *rand.Rand, n int) []float32 {
 	return x
 }
 
-// BenchmarkGemmAVX512 times the products of one (query tile, key tile)
-// pair at D = 128 and reports GFLOP/s (compare PeakGFLOPS(1, ...)).
-func BenchmarkGemmAVX512(b *testing.B) {
-	needAVX512(b)
+// BenchmarkGemm times the products of one (query tile, key tile) pair at
+// D = 128 with each kernel and reports GFLOP/s (compare BenchmarkPeakFMA512
+// and BenchmarkPeakFMA256).
+func BenchmarkGemm(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 2))
 	a, bb, c := randF32(r, 128*128), randF32(r, 128*128), randF32(r, 128*128)
 	for _, g := range []struct {
@@ -176,11 +250,16 @@ func BenchmarkGemmAVX512(b *testing.B) {
 		{"dV=PtdO", TK, 128, TQ, 1, TK, 128, 128},
 		{"dQ=dSK", TQ, 128, TK, TK, 1, 128, 128},
 	} {
-		b.Run(g.name, func(b *testing.B) {
-			for b.Loop() {
-				gemmAsm(c, a, bb, g.m, g.n, g.k, g.sam, g.sak, g.ldb, g.ldc, true)
-			}
-			b.ReportMetric(2*float64(g.m*g.n*g.k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-		})
+		for _, ks := range bwdKernelSets {
+			b.Run(g.name+"/"+ks.name, func(b *testing.B) {
+				if !ks.ok {
+					b.Skipf("CPU lacks the instructions of %s", ks.name)
+				}
+				for b.Loop() {
+					gemmAsm(ks.kern, c, a, bb, g.m, g.n, g.k, g.sam, g.sak, g.ldb, g.ldc, true)
+				}
+				b.ReportMetric(2*float64(g.m*g.n*g.k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		}
 	}
 }

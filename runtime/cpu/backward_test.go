@@ -72,9 +72,10 @@ func TestBackwardErrors(t *testing.T) {
 }
 
 // TestBackwardThreads: the gradients do not depend on the number of
-// threads, bit for bit, for each variant (AVX-512 runs its own kernels,
-// the others the pure-Go backward), on a shape with grouped heads, tail
-// tiles and several key tiles per query tile.
+// threads, bit for bit, for each variant (AVX-512 and AVX2 run the tiled
+// backward with their own kernels, PureGo the per-pair backward), on a
+// shape with grouped heads, tail tiles and several key tiles per query
+// tile.
 func TestBackwardThreads(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 10))
 	s := cpu.Shape{Batch: 2, HeadsQ: 4, HeadsKV: 2, SeqQ: 150, SeqK: 200, HeadDim: 64}
@@ -114,7 +115,7 @@ func TestBackwardThreads(t *testing.T) {
 }
 
 // TestBackwardNonFinite: verify's non-finite check on every variant, both
-// schedules of the AVX-512 backward (one fused pass at GOMAXPROCS 1, two
+// schedules of the tiled backward (one fused pass at GOMAXPROCS 1, two
 // passes at 8) and both head dimensions: NaN and infinities in the keys
 // and values a row masks, or in q and dout of a row (one that keeps keys,
 // and one that keeps none where the mask has such rows), reach no
@@ -165,8 +166,8 @@ func TestBackwardNonFinite(t *testing.T) {
 }
 
 // TestBackwardNonFiniteNoAllocs: a call whose q and dout hold NaN and
-// infinities (the AVX-512 backward's copies of such rows) allocates
-// nothing after warm-up either.
+// infinities (the tiled backward's copies of such rows) allocates
+// nothing after warm-up either, on every variant.
 func TestBackwardNonFiniteNoAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates")
@@ -178,10 +179,15 @@ func TestBackwardNonFiniteNoAllocs(t *testing.T) {
 	if err := cpu.Forward(causal{}, cpu.Auto, a.out, a.lse, a.q, a.k, a.v, nil, s); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.call(causal{}, cpu.Auto, s); err != nil {
-		t.Fatal(err)
-	}
-	if n := testing.AllocsPerRun(5, func() { _ = a.call(causal{}, cpu.Auto, s) }); n != 0 {
-		t.Errorf("%v allocations per call", n)
+	for _, v := range []cpu.Variant{cpu.Auto, cpu.AVX512, cpu.AVX2, cpu.PureGo} {
+		if !cpu.Supported(v) {
+			continue
+		}
+		if err := a.call(causal{}, v, s); err != nil {
+			t.Fatal(err)
+		}
+		if n := testing.AllocsPerRun(5, func() { _ = a.call(causal{}, v, s) }); n != 0 {
+			t.Errorf("%s: %v allocations per call", v, n)
+		}
 	}
 }

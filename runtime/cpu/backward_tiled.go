@@ -7,14 +7,15 @@ import (
 	"github.com/attngen/attngen/runtime/mask"
 )
 
-// The AVX-512 backward (hasBwdAsm): the per-pair Go code of backward.go
-// with every (query tile, key tile) pair done as five matrix products by
-// gemmAVX512 and one elementwise pass by bwdProbAVX512 (emit/avo
-// EmitBackward). For a query tile of rows rows (one query head, rows pq =
-// stride*D floats apart, read in place) and a key tile of nk keys (its kv
-// head, pk floats apart):
+// The tiled backward (bwdKernelsOf, AVX512 and AVX2 variants): the
+// per-pair Go code of backward.go with every (query tile, key tile) pair
+// done as five matrix products by gemmAVX512 or gemmAVX2 and one
+// elementwise pass by bwdProbAVX512 or bwdProbAVX2 (emit/avo EmitBackward;
+// c.kern picks the pair, gemmAsm and bwdProbAsm call it). For a query tile
+// of rows rows (one query head, rows pq = stride*D floats apart, read in
+// place) and a key tile of nk keys (its kv head, pk floats apart):
 //
-//	S  = Q K^T             gemm, B = K^T packed [D][TK] (transposeTileAVX512)
+//	S  = Q K^T             gemm, B = K^T packed [D][TK] (transposeTileAVX512 where the CPU has it)
 //	dP = dO V^T            gemm, B = V^T packed the same way
 //	P  = exp(scale S - lse), dS = P (dP - delta) scale    bwdProb, masked lanes +0
 //	dV += P^T dO           gemm, A = P read transposed (pass 1)
@@ -45,7 +46,16 @@ import (
 // left-out terms in Go for the keys the row keeps. Finite data takes the
 // products on q and dout in place.
 
-// bwdBuffers are one worker's tiles for the AVX-512 backward.
+// bwdKernels names the kernels of the tiled backward a call runs.
+type bwdKernels uint8
+
+const (
+	bwdNone   bwdKernels = iota // the pure-Go per-pair backward
+	bwdAVX512                   // gemmAVX512, bwdProbAVX512
+	bwdAVX2                     // gemmAVX2, bwdProbAVX2
+)
+
+// bwdBuffers are one worker's tiles for the tiled backward.
 type bwdBuffers struct {
 	dp     []float32 // [TQ][TK] dP, then dS
 	dk, dv []float32 // [TK][D] a key tile's gradients
@@ -114,12 +124,12 @@ func (c *bcall) liveWords(w *buffers, bb *bwdBuffers, q0, rows, stride int) bool
 // into bb.dp.
 func (c *bcall) probs(w *buffers, bb *bwdBuffers, qo, rows, pq int) {
 	D := c.s.HeadDim
-	gemmAsm(w.s, c.q[qo:], w.kt, rows, TK, D, pq, 1, TK, TK, false)
-	gemmAsm(bb.dp, c.dout[qo:], w.vt, rows, TK, D, pq, 1, TK, TK, false)
-	bwdProbAsm(w.s, bb.dp, bb.lb, bb.dl, bb.words, rows, c.scale*math.Log2E, c.scale)
+	gemmAsm(c.kern, w.s, c.q[qo:], w.kt, rows, TK, D, pq, 1, TK, TK, false)
+	gemmAsm(c.kern, bb.dp, c.dout[qo:], w.vt, rows, TK, D, pq, 1, TK, TK, false)
+	bwdProbAsm(c.kern, w.s, bb.dp, bb.lb, bb.dl, bb.words, rows, c.scale*math.Log2E, c.scale)
 }
 
-// keyTileAsm is keyTile with the AVX-512 kernels; with fused set it also
+// keyTileAsm is keyTile with the assembly kernels; with fused set it also
 // adds dS K to dQ of every pair (see columnAsm).
 func (c *bcall) keyTileAsm(w *buffers, it bitem, fused bool) {
 	s, D := c.s, c.s.HeadDim
@@ -157,8 +167,8 @@ func (c *bcall) keyTileAsm(w *buffers, it bitem, fused bool) {
 			if fix := c.tileBad(bb, q0, rows, g.stride, nk); fix != 0 {
 				c.gradsClean(w, bb, dk, dv, q0*D, rows, g.stride*D, nk, fix)
 			} else {
-				gemmAsm(dv, w.s, c.dout[q0*D:], nk, D, rows, 1, TK, g.stride*D, D, true)
-				gemmAsm(dk, bb.dp, c.q[q0*D:], nk, D, rows, 1, TK, g.stride*D, D, true)
+				gemmAsm(c.kern, dv, w.s, c.dout[q0*D:], nk, D, rows, 1, TK, g.stride*D, D, true)
+				gemmAsm(c.kern, dk, bb.dp, c.q[q0*D:], nk, D, rows, 1, TK, g.stride*D, D, true)
 			}
 			if fused {
 				c.dqAsm(bb, c.dq[q0*D:], rows, g.stride*D, krows, kc, pk, bad, nk)
@@ -217,10 +227,10 @@ func (w *buffers) cleanKeys(k []float32, nk, pitch, D int) ([]float32, uint64) {
 func (c *bcall) dqAsm(bb *bwdBuffers, dq []float32, rows, pq int, krows, kc []float32, pk int, bad uint64, nk int) {
 	D := c.s.HeadDim
 	if kc == nil {
-		gemmAsm(dq, bb.dp, krows, rows, D, nk, TK, 1, pk, pq, true)
+		gemmAsm(c.kern, dq, bb.dp, krows, rows, D, nk, TK, 1, pk, pq, true)
 		return
 	}
-	gemmAsm(dq, bb.dp, kc, rows, D, nk, TK, 1, D, pq, true)
+	gemmAsm(c.kern, dq, bb.dp, kc, rows, D, nk, TK, 1, D, pq, true)
 	for r := 0; r < rows; r++ {
 		for x := bb.words[r] & bad; x != 0; x &= x - 1 {
 			j := bits.TrailingZeros64(x)
@@ -235,7 +245,7 @@ func (c *bcall) dqAsm(bb *bwdBuffers, dq []float32, rows, pq int, krows, kc []fl
 	}
 }
 
-// queryTileAsm is queryTile with the AVX-512 kernels.
+// queryTileAsm is queryTile with the assembly kernels.
 func (c *bcall) queryTileAsm(w *buffers, it bitem) {
 	s, D := c.s, c.s.HeadDim
 	b, h, g, qt := int(it.b), int(it.h), c.segs[it.seg], int(it.t)
@@ -340,7 +350,7 @@ func (c *bcall) gradsClean(w *buffers, bb *bwdBuffers, dk, dv []float32, qo, row
 	}
 	product := func(dst, a, src, clean []float32, fix uint64) {
 		if fix == 0 {
-			gemmAsm(dst, a, src[qo:], nk, D, rows, 1, TK, pq, D, true)
+			gemmAsm(c.kern, dst, a, src[qo:], nk, D, rows, 1, TK, pq, D, true)
 			return
 		}
 		clean = clean[:rows*D]
@@ -355,7 +365,7 @@ func (c *bcall) gradsClean(w *buffers, bb *bwdBuffers, dk, dv []float32, qo, row
 				}
 			}
 		}
-		gemmAsm(dst, a, clean, nk, D, rows, 1, TK, D, D, true)
+		gemmAsm(c.kern, dst, a, clean, nk, D, rows, 1, TK, D, D, true)
 		tail := mask.TailBits(nk)
 		for x := fix; x != 0; x &= x - 1 {
 			r := bits.TrailingZeros64(x)

@@ -36,10 +36,14 @@
 // it is the best) runs each (query tile, key tile) pair as five products
 // by one strided AVX-512 matrix kernel (gemmAVX512: S = Q K^T, dP = dO V^T,
 // dV += P^T dO, dK += dS^T Q, dQ += dS K, with K and V transposed into
-// [D][TK] tiles by transposeTileAVX512) and one elementwise kernel
-// (bwdProbAVX512: P = exp2(c S - lse log2 e) and dS = P (dP - delta) scale,
-// the keep words as opmasks, masked lanes exactly 0), all written by
-// emit/avo. With at least as many (batch, kv head, segment) items as
+// [D][TK] tiles, by transposeTileAVX512 where the CPU has it) and one
+// elementwise kernel (bwdProbAVX512: P = exp2(c S - lse log2 e) and dS = P
+// (dP - delta) scale, the keep words as opmasks, masked lanes exactly 0),
+// all written by emit/avo. The AVX2 variant runs the same schedule with
+// its own two kernels (gemmAVX2, 3 rows x 4 ymm register blocks in 16
+// registers; bwdProbAVX2, the keep words tested against bit patterns and
+// ANDed into P and dS, so masked lanes are exactly 0 there too). With at
+// least as many (batch, kv head, segment) items as
 // threads it is one pass per item, the key tiles in order, dQ added as it
 // goes; otherwise a first pass per key tile (dK, dV) and a second per
 // query tile (dQ, recomputing S and dP); both add every dQ row's terms in
@@ -51,9 +55,9 @@
 // dS by the rows of dout and q, so the rows of q or dout holding one
 // (found in one scan per call) go, in the tiles where they mask a key,
 // through a copy with those elements 0, and the keys they keep get the
-// left-out terms in Go. AVX2 and PureGo (and builds without
-// assembly) run a pure-Go per-pair backward: Go dot products and math.Exp
-// for every kept pair.
+// left-out terms in Go. PureGo (and builds without assembly, or a CPU
+// without the variant's instructions) runs a pure-Go per-pair backward:
+// Go dot products and math.Exp for every kept pair.
 //
 // # The microkernel ABI
 //

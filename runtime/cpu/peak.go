@@ -11,6 +11,13 @@ import (
 // Benchmarks report kernels as a fraction of it, measured in the same run.
 func PeakGFLOPS(threads int, dur time.Duration) float64 {
 	loop, flopsPerIter := peakLoop()
+	return peakGFLOPS(loop, flopsPerIter, threads, dur)
+}
+
+// peakGFLOPS is PeakGFLOPS with a given loop (flopsPerIter flops an
+// iteration): benchmarks of the AVX2 kernels compare against peakFMA256
+// (peakLoopOf), the ymm peak, where PeakGFLOPS measures zmm.
+func peakGFLOPS(loop func(int), flopsPerIter, threads int, dur time.Duration) float64 {
 	// Calibrate iterations per call on one thread.
 	n := 1 << 16
 	for {

@@ -279,3 +279,17 @@ func gemmAVX512(c *float32, a *float32, b *float32, m int, n int, k int, sam int
 //
 //go:noescape
 func bwdProbAVX512(s *float32, dp *float32, lb *float32, dl *float32, mask *uint64, rows int, c float32, scale float32)
+
+// gemmAVX2 computes C (+)= A B: c[i*ldc+j] (+)= sum over l < k of
+// a[i*sam+l*sak] * b[l*ldb+j], for i < m and j < n (a multiple of 64),
+// adding to c when acc != 0. It needs AVX2 and FMA3.
+//
+//go:noescape
+func gemmAVX2(c *float32, a *float32, b *float32, m int, n int, k int, sam int, sak int, ldb int, ldc int, acc int)
+
+// bwdProbAVX2 replaces, for each row r < rows of the TK-wide tiles s and
+// dp, s by p = exp2(c*s - lb[r]) and dp by p*scale*(dp - dl[r]), both +0
+// where bit c of mask[r] is clear. It needs AVX2 and FMA3.
+//
+//go:noescape
+func bwdProbAVX2(s *float32, dp *float32, lb *float32, dl *float32, mask *uint64, rows int, c float32, scale float32)

@@ -116,7 +116,15 @@ DATA attnconst<>+432(SB)/4, $0x10000000
 DATA attnconst<>+436(SB)/4, $0x20000000
 DATA attnconst<>+440(SB)/4, $0x40000000
 DATA attnconst<>+444(SB)/4, $0x80000000
-GLOBL attnconst<>(SB), RODATA|NOPTR, $448
+DATA attnconst<>+448(SB)/4, $0x43000000
+DATA attnconst<>+452(SB)/4, $0x43000000
+DATA attnconst<>+456(SB)/4, $0x43000000
+DATA attnconst<>+460(SB)/4, $0x43000000
+DATA attnconst<>+464(SB)/4, $0x43000000
+DATA attnconst<>+468(SB)/4, $0x43000000
+DATA attnconst<>+472(SB)/4, $0x43000000
+DATA attnconst<>+476(SB)/4, $0x43000000
+GLOBL attnconst<>(SB), RODATA|NOPTR, $480
 
 // func tileAVX512D64(q *float32, kt *float32, v *float32, s *float32, o *float32, m *float32, l *float32, mask *uint64)
 // Requires: AVX, AVX512F
@@ -31514,6 +31522,528 @@ row:
 	ADDQ             $0x08, SI
 	DECQ             DI
 	JNZ              row
+
+done:
+	VZEROUPPER
+	RET
+
+// func gemmAVX2(c *float32, a *float32, b *float32, m int, n int, k int, sam int, sak int, ldb int, ldc int, acc int)
+// Requires: AVX, FMA3
+TEXT ·gemmAVX2(SB), NOSPLIT, $16-88
+	MOVQ  sam+48(FP), AX
+	SHLQ  $0x02, AX
+	MOVQ  sak+56(FP), CX
+	SHLQ  $0x02, CX
+	MOVQ  ldb+64(FP), DX
+	SHLQ  $0x02, DX
+	MOVQ  b+16(FP), BX
+	MOVQ  c+0(FP), SI
+	MOVQ  SI, (SP)
+	MOVQ  n+32(FP), SI
+	SHRQ  $0x05, SI
+	MOVQ  SI, 8(SP)
+	TESTQ SI, SI
+	JZ    done
+
+chunk:
+	MOVQ a+8(FP), SI
+	MOVQ (SP), DI
+	MOVQ m+24(FP), R8
+
+rows:
+	CMPQ    R8, $0x03
+	JAE     blk3
+	CMPQ    R8, $0x02
+	JAE     blk2
+	TESTQ   R8, R8
+	JZ      chunk_next
+	VXORPS  Y0, Y0, Y0
+	VMOVAPS Y0, Y1
+	VMOVAPS Y0, Y2
+	VMOVAPS Y0, Y3
+	VMOVAPS Y0, Y0
+	MOVQ    SI, R9
+	MOVQ    BX, R10
+	MOVQ    k+40(FP), R11
+	TESTQ   R11, R11
+	JZ      blk1_store
+
+blk1_k:
+	VBROADCASTSS (R9), Y4
+	VMOVUPS      (R10), Y5
+	VFMADD231PS  Y5, Y4, Y1
+	VMOVUPS      32(R10), Y5
+	VFMADD231PS  Y5, Y4, Y2
+	VMOVUPS      64(R10), Y5
+	VFMADD231PS  Y5, Y4, Y3
+	VMOVUPS      96(R10), Y5
+	VFMADD231PS  Y5, Y4, Y0
+	ADDQ         CX, R9
+	ADDQ         DX, R10
+	DECQ         R11
+	JNZ          blk1_k
+
+blk1_store:
+	MOVQ   ldc+72(FP), R9
+	SHLQ   $0x02, R9
+	MOVQ   DI, R10
+	CMPQ   acc+80(FP), $0x00
+	JE     blk1_put
+	VADDPS (R10), Y1, Y1
+	VADDPS 32(R10), Y2, Y2
+	VADDPS 64(R10), Y3, Y3
+	VADDPS 96(R10), Y0, Y0
+	MOVQ   DI, R10
+
+blk1_put:
+	VMOVUPS Y1, (R10)
+	VMOVUPS Y2, 32(R10)
+	VMOVUPS Y3, 64(R10)
+	VMOVUPS Y0, 96(R10)
+	ADDQ    R9, R10
+	MOVQ    R10, DI
+	LEAQ    (SI)(AX*1), SI
+	SUBQ    $0x01, R8
+	JMP     rows
+
+blk2:
+	VXORPS  Y0, Y0, Y0
+	VMOVAPS Y0, Y1
+	VMOVAPS Y0, Y2
+	VMOVAPS Y0, Y3
+	VMOVAPS Y0, Y4
+	VMOVAPS Y0, Y5
+	VMOVAPS Y0, Y6
+	VMOVAPS Y0, Y7
+	VMOVAPS Y0, Y0
+	MOVQ    SI, R9
+	MOVQ    BX, R10
+	MOVQ    k+40(FP), R11
+	TESTQ   R11, R11
+	JZ      blk2_store
+
+blk2_k:
+	VBROADCASTSS (R9), Y8
+	VBROADCASTSS (R9)(AX*1), Y9
+	VMOVUPS      (R10), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VMOVUPS      32(R10), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VMOVUPS      64(R10), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	VMOVUPS      96(R10), Y10
+	VFMADD231PS  Y10, Y8, Y4
+	VFMADD231PS  Y10, Y9, Y0
+	ADDQ         CX, R9
+	ADDQ         DX, R10
+	DECQ         R11
+	JNZ          blk2_k
+
+blk2_store:
+	MOVQ   ldc+72(FP), R9
+	SHLQ   $0x02, R9
+	MOVQ   DI, R10
+	CMPQ   acc+80(FP), $0x00
+	JE     blk2_put
+	VADDPS (R10), Y1, Y1
+	VADDPS 32(R10), Y2, Y2
+	VADDPS 64(R10), Y3, Y3
+	VADDPS 96(R10), Y4, Y4
+	ADDQ   R9, R10
+	VADDPS (R10), Y5, Y5
+	VADDPS 32(R10), Y6, Y6
+	VADDPS 64(R10), Y7, Y7
+	VADDPS 96(R10), Y0, Y0
+	MOVQ   DI, R10
+
+blk2_put:
+	VMOVUPS Y1, (R10)
+	VMOVUPS Y2, 32(R10)
+	VMOVUPS Y3, 64(R10)
+	VMOVUPS Y4, 96(R10)
+	ADDQ    R9, R10
+	VMOVUPS Y5, (R10)
+	VMOVUPS Y6, 32(R10)
+	VMOVUPS Y7, 64(R10)
+	VMOVUPS Y0, 96(R10)
+	ADDQ    R9, R10
+	MOVQ    R10, DI
+	LEAQ    (SI)(AX*2), SI
+	SUBQ    $0x02, R8
+	JMP     rows
+
+blk3:
+	VXORPS  Y0, Y0, Y0
+	VMOVAPS Y0, Y1
+	VMOVAPS Y0, Y2
+	VMOVAPS Y0, Y3
+	VMOVAPS Y0, Y4
+	VMOVAPS Y0, Y5
+	VMOVAPS Y0, Y6
+	VMOVAPS Y0, Y7
+	VMOVAPS Y0, Y8
+	VMOVAPS Y0, Y9
+	VMOVAPS Y0, Y10
+	VMOVAPS Y0, Y11
+	VMOVAPS Y0, Y0
+	MOVQ    SI, R9
+	MOVQ    BX, R10
+	MOVQ    k+40(FP), R11
+	TESTQ   R11, R11
+	JZ      blk3_store
+
+blk3_k:
+	VBROADCASTSS (R9), Y12
+	VBROADCASTSS (R9)(AX*1), Y13
+	VBROADCASTSS (R9)(AX*2), Y14
+	VMOVUPS      (R10), Y15
+	VFMADD231PS  Y15, Y12, Y1
+	VFMADD231PS  Y15, Y13, Y5
+	VFMADD231PS  Y15, Y14, Y9
+	VMOVUPS      32(R10), Y15
+	VFMADD231PS  Y15, Y12, Y2
+	VFMADD231PS  Y15, Y13, Y6
+	VFMADD231PS  Y15, Y14, Y10
+	VMOVUPS      64(R10), Y15
+	VFMADD231PS  Y15, Y12, Y3
+	VFMADD231PS  Y15, Y13, Y7
+	VFMADD231PS  Y15, Y14, Y11
+	VMOVUPS      96(R10), Y15
+	VFMADD231PS  Y15, Y12, Y4
+	VFMADD231PS  Y15, Y13, Y8
+	VFMADD231PS  Y15, Y14, Y0
+	ADDQ         CX, R9
+	ADDQ         DX, R10
+	DECQ         R11
+	JNZ          blk3_k
+
+blk3_store:
+	MOVQ   ldc+72(FP), R9
+	SHLQ   $0x02, R9
+	MOVQ   DI, R10
+	CMPQ   acc+80(FP), $0x00
+	JE     blk3_put
+	VADDPS (R10), Y1, Y1
+	VADDPS 32(R10), Y2, Y2
+	VADDPS 64(R10), Y3, Y3
+	VADDPS 96(R10), Y4, Y4
+	ADDQ   R9, R10
+	VADDPS (R10), Y5, Y5
+	VADDPS 32(R10), Y6, Y6
+	VADDPS 64(R10), Y7, Y7
+	VADDPS 96(R10), Y8, Y8
+	ADDQ   R9, R10
+	VADDPS (R10), Y9, Y9
+	VADDPS 32(R10), Y10, Y10
+	VADDPS 64(R10), Y11, Y11
+	VADDPS 96(R10), Y0, Y0
+	MOVQ   DI, R10
+
+blk3_put:
+	VMOVUPS Y1, (R10)
+	VMOVUPS Y2, 32(R10)
+	VMOVUPS Y3, 64(R10)
+	VMOVUPS Y4, 96(R10)
+	ADDQ    R9, R10
+	VMOVUPS Y5, (R10)
+	VMOVUPS Y6, 32(R10)
+	VMOVUPS Y7, 64(R10)
+	VMOVUPS Y8, 96(R10)
+	ADDQ    R9, R10
+	VMOVUPS Y9, (R10)
+	VMOVUPS Y10, 32(R10)
+	VMOVUPS Y11, 64(R10)
+	VMOVUPS Y0, 96(R10)
+	ADDQ    R9, R10
+	MOVQ    R10, DI
+	LEAQ    (SI)(AX*2), SI
+	ADDQ    AX, SI
+	SUBQ    $0x03, R8
+	JMP     rows
+
+chunk_next:
+	ADDQ $0x00000080, BX
+	MOVQ (SP), SI
+	ADDQ $0x00000080, SI
+	MOVQ SI, (SP)
+	DECQ 8(SP)
+	JNZ  chunk
+
+done:
+	VZEROUPPER
+	RET
+
+// func bwdProbAVX2(s *float32, dp *float32, lb *float32, dl *float32, mask *uint64, rows int, c float32, scale float32)
+// Requires: AVX, AVX2, FMA3, SSE
+TEXT ·bwdProbAVX2(SB), NOSPLIT, $0-56
+	MOVQ         s+0(FP), AX
+	MOVQ         dp+8(FP), CX
+	MOVQ         lb+16(FP), DX
+	MOVQ         dl+24(FP), BX
+	MOVQ         mask+32(FP), SI
+	MOVQ         rows+40(FP), DI
+	MOVSS        c+48(FP), X0
+	MOVSS        scale+52(FP), X1
+	VBROADCASTSS X0, Y0
+	VBROADCASTSS X1, Y1
+	TESTQ        DI, DI
+	JZ           done
+
+row:
+	VBROADCASTSS (DX), Y2
+	VBROADCASTSS (BX), Y3
+	VPBROADCASTD (SI), Y4
+	VPBROADCASTD 4(SI), Y5
+	VPAND        attnconst<>+320(SB), Y4, Y6
+	VPCMPEQD     attnconst<>+320(SB), Y6, Y6
+	VMOVUPS      (AX), Y7
+	VFMSUB213PS  Y2, Y0, Y7
+	VMOVUPS      attnconst<>+448(SB), Y8
+	VMINPS       Y7, Y8, Y7
+	VBROADCASTSS attnconst<>+96(SB), Y8
+	VCMPPS       $0x15, Y8, Y7, Y9
+	VMAXPS       Y7, Y8, Y7
+	VCVTPS2DQ    Y7, Y8
+	VCVTDQ2PS    Y8, Y10
+	VSUBPS       Y10, Y7, Y7
+	VMOVUPS      attnconst<>+288(SB), Y10
+	VFMADD213PS  attnconst<>+256(SB), Y7, Y10
+	VFMADD213PS  attnconst<>+224(SB), Y7, Y10
+	VFMADD213PS  attnconst<>+192(SB), Y7, Y10
+	VFMADD213PS  attnconst<>+160(SB), Y7, Y10
+	VFMADD213PS  attnconst<>+128(SB), Y7, Y10
+	VFMADD213PS  attnconst<>+32(SB), Y7, Y10
+	VPSLLD       $0x17, Y8, Y8
+	VPADDD       Y8, Y10, Y10
+	VANDPS       Y9, Y10, Y7
+	VANDPS       Y6, Y7, Y7
+	VMOVUPS      Y7, (AX)
+	VMOVUPS      (CX), Y8
+	VSUBPS       Y3, Y8, Y8
+	VMULPS       Y1, Y7, Y7
+	VMULPS       Y8, Y7, Y8
+	VANDPS       Y6, Y8, Y8
+	VMOVUPS      Y8, (CX)
+	VPAND        attnconst<>+352(SB), Y4, Y6
+	VPCMPEQD     attnconst<>+352(SB), Y6, Y6
+	VMOVUPS      32(AX), Y7
+	VFMSUB213PS  Y2, Y0, Y7
+	VMOVUPS      attnconst<>+448(SB), Y8
+	VMINPS       Y7, Y8, Y7
+	VBROADCASTSS attnconst<>+96(SB), Y8
+	VCMPPS       $0x15, Y8, Y7, Y9
+	VMAXPS       Y7, Y8, Y7
+	VCVTPS2DQ    Y7, Y8
+	VCVTDQ2PS    Y8, Y10
+	VSUBPS       Y10, Y7, Y7
+	VMOVUPS      attnconst<>+288(SB), Y10
+	VFMADD213PS  attnconst<>+256(SB), Y7, Y10
+	VFMADD213PS  attnconst<>+224(SB), Y7, Y10
+	VFMADD213PS  attnconst<>+192(SB), Y7, Y10
+	VFMADD213PS  attnconst<>+160(SB), Y7, Y10
+	VFMADD213PS  attnconst<>+128(SB), Y7, Y10
+	VFMADD213PS  attnconst<>+32(SB), Y7, Y10
+	VPSLLD       $0x17, Y8, Y8
+	VPADDD       Y8, Y10, Y10
+	VANDPS       Y9, Y10, Y7
+	VANDPS       Y6, Y7, Y7
+	VMOVUPS      Y7, 32(AX)
+	VMOVUPS      32(CX), Y8
+	VSUBPS       Y3, Y8, Y8
+	VMULPS       Y1, Y7, Y7
+	VMULPS       Y8, Y7, Y8
+	VANDPS       Y6, Y8, Y8
+	VMOVUPS      Y8, 32(CX)
+	VPAND        attnconst<>+384(SB), Y4, Y6
+	VPCMPEQD     attnconst<>+384(SB), Y6, Y6
+	VMOVUPS      64(AX), Y7
+	VFMSUB213PS  Y2, Y0, Y7
+	VMOVUPS      attnconst<>+448(SB), Y8
+	VMINPS       Y7, Y8, Y7
+	VBROADCASTSS attnconst<>+96(SB), Y8
+	VCMPPS       $0x15, Y8, Y7, Y9
+	VMAXPS       Y7, Y8, Y7
+	VCVTPS2DQ    Y7, Y8
+	VCVTDQ2PS    Y8, Y10
+	VSUBPS       Y10, Y7, Y7
+	VMOVUPS      attnconst<>+288(SB), Y10
+	VFMADD213PS  attnconst<>+256(SB), Y7, Y10
+	VFMADD213PS  attnconst<>+224(SB), Y7, Y10
+	VFMADD213PS  attnconst<>+192(SB), Y7, Y10
+	VFMADD213PS  attnconst<>+160(SB), Y7, Y10
+	VFMADD213PS  attnconst<>+128(SB), Y7, Y10
+	VFMADD213PS  attnconst<>+32(SB), Y7, Y10
+	VPSLLD       $0x17, Y8, Y8
+	VPADDD       Y8, Y10, Y10
+	VANDPS       Y9, Y10, Y7
+	VANDPS       Y6, Y7, Y7
+	VMOVUPS      Y7, 64(AX)
+	VMOVUPS      64(CX), Y8
+	VSUBPS       Y3, Y8, Y8
+	VMULPS       Y1, Y7, Y7
+	VMULPS       Y8, Y7, Y8
+	VANDPS       Y6, Y8, Y8
+	VMOVUPS      Y8, 64(CX)
+	VPAND        attnconst<>+416(SB), Y4, Y4
+	VPCMPEQD     attnconst<>+416(SB), Y4, Y4
+	VMOVUPS      96(AX), Y6
+	VFMSUB213PS  Y2, Y0, Y6
+	VMOVUPS      attnconst<>+448(SB), Y7
+	VMINPS       Y6, Y7, Y6
+	VBROADCASTSS attnconst<>+96(SB), Y7
+	VCMPPS       $0x15, Y7, Y6, Y8
+	VMAXPS       Y6, Y7, Y6
+	VCVTPS2DQ    Y6, Y7
+	VCVTDQ2PS    Y7, Y9
+	VSUBPS       Y9, Y6, Y6
+	VMOVUPS      attnconst<>+288(SB), Y9
+	VFMADD213PS  attnconst<>+256(SB), Y6, Y9
+	VFMADD213PS  attnconst<>+224(SB), Y6, Y9
+	VFMADD213PS  attnconst<>+192(SB), Y6, Y9
+	VFMADD213PS  attnconst<>+160(SB), Y6, Y9
+	VFMADD213PS  attnconst<>+128(SB), Y6, Y9
+	VFMADD213PS  attnconst<>+32(SB), Y6, Y9
+	VPSLLD       $0x17, Y7, Y7
+	VPADDD       Y7, Y9, Y9
+	VANDPS       Y8, Y9, Y6
+	VANDPS       Y4, Y6, Y6
+	VMOVUPS      Y6, 96(AX)
+	VMOVUPS      96(CX), Y7
+	VSUBPS       Y3, Y7, Y7
+	VMULPS       Y1, Y6, Y6
+	VMULPS       Y7, Y6, Y7
+	VANDPS       Y4, Y7, Y7
+	VMOVUPS      Y7, 96(CX)
+	VPAND        attnconst<>+320(SB), Y5, Y4
+	VPCMPEQD     attnconst<>+320(SB), Y4, Y4
+	VMOVUPS      128(AX), Y6
+	VFMSUB213PS  Y2, Y0, Y6
+	VMOVUPS      attnconst<>+448(SB), Y7
+	VMINPS       Y6, Y7, Y6
+	VBROADCASTSS attnconst<>+96(SB), Y7
+	VCMPPS       $0x15, Y7, Y6, Y8
+	VMAXPS       Y6, Y7, Y6
+	VCVTPS2DQ    Y6, Y7
+	VCVTDQ2PS    Y7, Y9
+	VSUBPS       Y9, Y6, Y6
+	VMOVUPS      attnconst<>+288(SB), Y9
+	VFMADD213PS  attnconst<>+256(SB), Y6, Y9
+	VFMADD213PS  attnconst<>+224(SB), Y6, Y9
+	VFMADD213PS  attnconst<>+192(SB), Y6, Y9
+	VFMADD213PS  attnconst<>+160(SB), Y6, Y9
+	VFMADD213PS  attnconst<>+128(SB), Y6, Y9
+	VFMADD213PS  attnconst<>+32(SB), Y6, Y9
+	VPSLLD       $0x17, Y7, Y7
+	VPADDD       Y7, Y9, Y9
+	VANDPS       Y8, Y9, Y6
+	VANDPS       Y4, Y6, Y6
+	VMOVUPS      Y6, 128(AX)
+	VMOVUPS      128(CX), Y7
+	VSUBPS       Y3, Y7, Y7
+	VMULPS       Y1, Y6, Y6
+	VMULPS       Y7, Y6, Y7
+	VANDPS       Y4, Y7, Y7
+	VMOVUPS      Y7, 128(CX)
+	VPAND        attnconst<>+352(SB), Y5, Y4
+	VPCMPEQD     attnconst<>+352(SB), Y4, Y4
+	VMOVUPS      160(AX), Y6
+	VFMSUB213PS  Y2, Y0, Y6
+	VMOVUPS      attnconst<>+448(SB), Y7
+	VMINPS       Y6, Y7, Y6
+	VBROADCASTSS attnconst<>+96(SB), Y7
+	VCMPPS       $0x15, Y7, Y6, Y8
+	VMAXPS       Y6, Y7, Y6
+	VCVTPS2DQ    Y6, Y7
+	VCVTDQ2PS    Y7, Y9
+	VSUBPS       Y9, Y6, Y6
+	VMOVUPS      attnconst<>+288(SB), Y9
+	VFMADD213PS  attnconst<>+256(SB), Y6, Y9
+	VFMADD213PS  attnconst<>+224(SB), Y6, Y9
+	VFMADD213PS  attnconst<>+192(SB), Y6, Y9
+	VFMADD213PS  attnconst<>+160(SB), Y6, Y9
+	VFMADD213PS  attnconst<>+128(SB), Y6, Y9
+	VFMADD213PS  attnconst<>+32(SB), Y6, Y9
+	VPSLLD       $0x17, Y7, Y7
+	VPADDD       Y7, Y9, Y9
+	VANDPS       Y8, Y9, Y6
+	VANDPS       Y4, Y6, Y6
+	VMOVUPS      Y6, 160(AX)
+	VMOVUPS      160(CX), Y7
+	VSUBPS       Y3, Y7, Y7
+	VMULPS       Y1, Y6, Y6
+	VMULPS       Y7, Y6, Y7
+	VANDPS       Y4, Y7, Y7
+	VMOVUPS      Y7, 160(CX)
+	VPAND        attnconst<>+384(SB), Y5, Y4
+	VPCMPEQD     attnconst<>+384(SB), Y4, Y4
+	VMOVUPS      192(AX), Y6
+	VFMSUB213PS  Y2, Y0, Y6
+	VMOVUPS      attnconst<>+448(SB), Y7
+	VMINPS       Y6, Y7, Y6
+	VBROADCASTSS attnconst<>+96(SB), Y7
+	VCMPPS       $0x15, Y7, Y6, Y8
+	VMAXPS       Y6, Y7, Y6
+	VCVTPS2DQ    Y6, Y7
+	VCVTDQ2PS    Y7, Y9
+	VSUBPS       Y9, Y6, Y6
+	VMOVUPS      attnconst<>+288(SB), Y9
+	VFMADD213PS  attnconst<>+256(SB), Y6, Y9
+	VFMADD213PS  attnconst<>+224(SB), Y6, Y9
+	VFMADD213PS  attnconst<>+192(SB), Y6, Y9
+	VFMADD213PS  attnconst<>+160(SB), Y6, Y9
+	VFMADD213PS  attnconst<>+128(SB), Y6, Y9
+	VFMADD213PS  attnconst<>+32(SB), Y6, Y9
+	VPSLLD       $0x17, Y7, Y7
+	VPADDD       Y7, Y9, Y9
+	VANDPS       Y8, Y9, Y6
+	VANDPS       Y4, Y6, Y6
+	VMOVUPS      Y6, 192(AX)
+	VMOVUPS      192(CX), Y7
+	VSUBPS       Y3, Y7, Y7
+	VMULPS       Y1, Y6, Y6
+	VMULPS       Y7, Y6, Y7
+	VANDPS       Y4, Y7, Y7
+	VMOVUPS      Y7, 192(CX)
+	VPAND        attnconst<>+416(SB), Y5, Y4
+	VPCMPEQD     attnconst<>+416(SB), Y4, Y4
+	VMOVUPS      224(AX), Y5
+	VFMSUB213PS  Y2, Y0, Y5
+	VMOVUPS      attnconst<>+448(SB), Y2
+	VMINPS       Y5, Y2, Y5
+	VBROADCASTSS attnconst<>+96(SB), Y2
+	VCMPPS       $0x15, Y2, Y5, Y6
+	VMAXPS       Y5, Y2, Y5
+	VCVTPS2DQ    Y5, Y2
+	VCVTDQ2PS    Y2, Y7
+	VSUBPS       Y7, Y5, Y5
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y5, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y5, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y5, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y5, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y5, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y5, Y7
+	VPSLLD       $0x17, Y2, Y2
+	VPADDD       Y2, Y7, Y7
+	VANDPS       Y6, Y7, Y5
+	VANDPS       Y4, Y5, Y5
+	VMOVUPS      Y5, 224(AX)
+	VMOVUPS      224(CX), Y2
+	VSUBPS       Y3, Y2, Y2
+	VMULPS       Y1, Y5, Y5
+	VMULPS       Y2, Y5, Y2
+	VANDPS       Y4, Y2, Y2
+	VMOVUPS      Y2, 224(CX)
+	ADDQ         $0x00000100, AX
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x04, DX
+	ADDQ         $0x04, BX
+	ADDQ         $0x08, SI
+	DECQ         DI
+	JNZ          row
 
 done:
 	VZEROUPPER
