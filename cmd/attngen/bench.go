@@ -381,9 +381,14 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	for _, th := range threads {
 		runtime.GOMAXPROCS(th)
 		// The FMA peak is measured right before and after each variant and
-		// averaged: on shared machines it drifts within a run.
-		peakBefore := 0.0
-		measurePeak := func() { peakBefore = cpu.PeakGFLOPS(th, 150*time.Millisecond) }
+		// averaged: on shared machines it drifts within a run. It is the
+		// peak of the variant's own vectors (ymm for avx2; the widest for
+		// pure Go and naive, the machine's).
+		peakBefore, peakOf := 0.0, cpu.Auto
+		measurePeak := func(v cpu.Variant) {
+			peakOf = v
+			peakBefore = cpu.PeakGFLOPSOf(v, th, 150*time.Millisecond)
+		}
 		// The read bandwidth is measured once per thread count, before the
 		// kernels, on a buffer far larger than the caches.
 		fmt.Fprintf(stderr, "bench %s: read bandwidth, %d thread%s, %d MiB buffer\n", s.Name, th, plural(th), probeMiB)
@@ -391,7 +396,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		// add records a variant that ran b batches of h query heads (and
 		// the key/value heads they read), writing lse or not.
 		add := func(pass, variant string, b, h int, lseOut bool, reps int, ms float64, allocs float64) {
-			peak := (peakBefore + cpu.PeakGFLOPS(th, 150*time.Millisecond)) / 2
+			peak := (peakBefore + cpu.PeakGFLOPSOf(peakOf, th, 150*time.Millisecond)) / 2
 			sec := ms / 1e3
 			g := 4 * float64(b) * float64(h) * float64(D) * float64(kept) / sec / 1e9
 			es, os := esize, 4
@@ -465,7 +470,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 					continue
 				}
 				fmt.Fprintf(stderr, "bench %s: %s%s, %d thread%s, best of %d\n", s.Name, ps.label, variant, th, plural(th), *reps)
-				measurePeak()
+				measurePeak(variant)
 				var callErr error
 				call := func() {
 					if err := ps.call(variant); err != nil && callErr == nil {
@@ -480,7 +485,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 			}
 			if want["naive"] {
 				fmt.Fprintf(stderr, "bench %s: %snaive, %d thread%s, %d head%s, once\n", s.Name, ps.label, th, plural(th), nh, plural(nh))
-				measurePeak()
+				measurePeak(cpu.Auto)
 				t0 := time.Now()
 				if err := ps.naive(); err != nil {
 					return err
@@ -506,7 +511,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "%-4s %-8s %7d %5s %7d %8d %10.3f %10.1f %12.1f %7.1f%% %9.2f %10.1f %9s\n",
 			r.Pass, r.Variant, r.Threads, r.Dtype, r.SeqQ, r.HeadsKV, r.Ms, r.GFlops, r.PeakGFlops, r.PctPeak, r.GBps, r.PeakGBps, allocs)
 	}
-	fmt.Fprintf(stdout, "(peak GFLOP/s: 12-chain FMA loop on every thread, measured right before and after each line and averaged; peak GB/s: every thread summing its slice of a %d MiB buffer, once per thread count; naive runs one batch of max(-naive-heads, threads) heads)\n", probeMiB)
+	fmt.Fprintf(stdout, "(peak GFLOP/s: 12-chain FMA loop on every thread on the line's own vectors (ymm for avx2, the widest otherwise), measured right before and after each line and averaged; peak GB/s: every thread summing its slice of a %d MiB buffer, once per thread count; naive runs one batch of max(-naive-heads, threads) heads)\n", probeMiB)
 	if bwdPass {
 		fmt.Fprintf(stdout, "(bwd rows: GFLOP/s count %.1f x 4*B*H*D*kept/s; GB/s count q, out, dout, dq, lse and the k, v, dk, dv rows of the keys some query keeps, all float32; AVX-512 and AVX2 run the tiled backward kernels, pure Go the per-pair Go backward)\n", bwdFlopFactor)
 	}

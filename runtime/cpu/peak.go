@@ -14,6 +14,14 @@ func PeakGFLOPS(threads int, dur time.Duration) float64 {
 	return peakGFLOPS(loop, flopsPerIter, threads, dur)
 }
 
+// PeakGFLOPSOf is PeakGFLOPS for the vectors a variant's kernels use: the
+// ymm peak for AVX2 (half the zmm peak on a CPU with AVX-512), the widest
+// otherwise. A kernel's fraction of the peak is against its own width.
+func PeakGFLOPSOf(v Variant, threads int, dur time.Duration) float64 {
+	loop, flopsPerIter := peakLoopOf(v)
+	return peakGFLOPS(loop, flopsPerIter, threads, dur)
+}
+
 // peakGFLOPS is PeakGFLOPS with a given loop (flopsPerIter flops an
 // iteration): benchmarks of the AVX2 kernels compare against peakFMA256
 // (peakLoopOf), the ymm peak, where PeakGFLOPS measures zmm.
