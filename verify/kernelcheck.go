@@ -38,6 +38,9 @@ func Shapes(d int) []Shape {
 		{Batch: 2, HeadsQ: 6, HeadsKV: 2, SeqQ: 3, SeqK: 700, HeadDim: d},
 		{Batch: 1, HeadsQ: 8, HeadsKV: 1, SeqQ: 1, SeqK: 2000, HeadDim: d},
 		{Batch: 1, HeadsQ: 4, HeadsKV: 2, SeqQ: 16, SeqK: 1500, HeadDim: d, Scale: 0.2},
+		// 16 and 12 rows a key/value head: decode kernels in groups of 8
+		{Batch: 1, HeadsQ: 8, HeadsKV: 2, SeqQ: 4, SeqK: 1100, HeadDim: d},
+		{Batch: 1, HeadsQ: 4, HeadsKV: 1, SeqQ: 3, SeqK: 900, HeadDim: d},
 	}
 }
 

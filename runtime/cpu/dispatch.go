@@ -10,13 +10,14 @@ func tileFor(v Variant) (tileFunc, bool) {
 }
 
 // maxDecodeRows is the most rows a job may have to use the decode kernels
-// (see emit/avo.EmitDecode): one pass over each whole key tile that every
-// row keeps, its rows read in place.
-const maxDecodeRows = 8
+// (see emit/avo.EmitDecode), in groups of 8: one pass per group over each
+// whole key tile that every row keeps, its rows read in place.
+const maxDecodeRows = 16
 
-// decodeRows is the row count the decode kernel runs for a job of rows
-// rows: 1, 2, 4 or 8, the rows past the job's being zero queries whose
-// results are not used.
+// decodeRows is the row count the decode kernels run for rows rows: the
+// next power of two (a job of up to 8 rows runs one kernel of 1, 2, 4 or
+// 8 rows, a larger one groups of 8 and a last padded group), the rows past
+// the job's being zero queries whose results are not used.
 func decodeRows(rows int) int {
 	n := 1
 	for n < rows {

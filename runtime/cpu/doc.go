@@ -117,11 +117,12 @@
 // key tiles go through the AVX-512 transpose where the CPU has it. Query
 // tiles are read from q in place when they are TQ consecutive rows.
 //
-// Decoding jobs of at most maxDecodeRows rows skip packing for whole key
-// tiles that every row keeps: on AVX-512 the decode kernels
+// Decoding jobs of at most maxDecodeRows (16) rows skip packing for whole
+// key tiles that every row keeps: on AVX-512 the decode kernels
 // (emit/avo.EmitDecode, 1, 2, 4 or 8 rows, float32, bfloat16 or half
-// precision) read the key and value rows in place, through one byte offset
-// per key row (contiguous, paged or strided alike), in one pass per tile,
+// precision; larger jobs in groups of 8) read the key and value rows in
+// place, through one byte offset per key row (contiguous, paged or strided
+// alike), in one pass per tile and group,
 // with the query rows scaled instead of the keys. Partial tiles still go
 // through the tile kernel, whose running state (o, m, l) they share.
 package cpu

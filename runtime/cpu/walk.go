@@ -99,7 +99,11 @@ func (w *buffers) runItem(c *call, it item) {
 			}
 			c.rowOffsets(&w.off, b*s.HeadsKV+hk, g, ref.K)
 			kb, vb := c.kvBase()
-			decodeAsm(c.elem, qs, kb, vb, &w.off, o, m, l, n, D)
+			// groups of 8 rows, the last padded to 1, 2, 4 or 8
+			for r0 := 0; r0 < rows; r0 += 8 {
+				n := decodeRows(min(rows-r0, 8))
+				decodeAsm(c.elem, qs[r0*D:], kb, vb, &w.off, o[r0*D:], m[r0:], l[r0:], n, D)
+			}
 			continue
 		}
 		// Keep words when the tile is partial, runs past the keys, or has
