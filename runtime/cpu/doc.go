@@ -122,9 +122,9 @@
 // (emit/avo.EmitDecode, 1, 2, 4 or 8 rows, float32, bfloat16 or half
 // precision; larger jobs in groups of 8) read the key and value rows in
 // place, through one byte offset per key row (contiguous, paged or strided
-// alike), in one pass per tile and group,
-// with the query rows scaled instead of the keys. Partial tiles still go
-// through the tile kernel, whose running state (o, m, l) they share.
+// alike), in one pass per tile and group, with the query rows scaled
+// instead of the keys. Partial tiles still go through the tile kernel,
+// whose running state (o, m, l) they share.
 package cpu
 
 // Tile sizes shared by every variant.
