@@ -125,3 +125,87 @@ func TestPagedErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestSharedPrefixPages: batches that share a prompt prefix can share its
+// pages (one copy of the prefix's keys and values in the cache, every
+// batch's table pointing at it, each batch's own suffix pages after it):
+// the outputs equal those of a contiguous cache holding a copy of the
+// prefix per batch, bit for bit, for prefill and decoding shapes, on every
+// variant, with the suffixes of different lengths' worth of stale data
+// (NaN) in the slots no position uses.
+func TestSharedPrefixPages(t *testing.T) {
+	r := rand.New(rand.NewPCG(24, 25))
+	for _, c := range []struct {
+		s      cpu.Shape
+		page   int
+		prefix int // pages
+	}{
+		{cpu.Shape{Batch: 3, HeadsQ: 4, HeadsKV: 2, SeqQ: 1, SeqK: 300, HeadDim: 64}, 16, 12},
+		{cpu.Shape{Batch: 2, HeadsQ: 2, HeadsKV: 1, SeqQ: 40, SeqK: 260, HeadDim: 128}, 64, 3},
+		{cpu.Shape{Batch: 4, HeadsQ: 8, HeadsKV: 2, SeqQ: 3, SeqK: 1100, HeadDim: 128}, 32, 30},
+	} {
+		s, p, D := c.s, c.page, c.s.HeadDim
+		a := newArgs(r, s)
+		// the prefix positions of every batch hold batch 0's rows
+		for b := 1; b < s.Batch; b++ {
+			for h := 0; h < s.HeadsKV; h++ {
+				src, dst := (0*s.HeadsKV+h)*s.SeqK*D, (b*s.HeadsKV+h)*s.SeqK*D
+				copy(a.k[dst:dst+c.prefix*p*D], a.k[src:src+c.prefix*p*D])
+				copy(a.v[dst:dst+c.prefix*p*D], a.v[src:src+c.prefix*p*D])
+			}
+		}
+		need := (s.SeqK + p - 1) / p
+		pages := c.prefix + s.Batch*(need-c.prefix) + 1
+		per := s.HeadsKV * p * D
+		pk, pv := make([]float32, pages*per), make([]float32, pages*per)
+		for i := range pk {
+			pk[i], pv[i] = float32(math.NaN()), float32(math.NaN())
+		}
+		order := r.Perm(pages)
+		table := make([]int32, s.Batch*need)
+		next := c.prefix
+		for b := 0; b < s.Batch; b++ {
+			for i := 0; i < need; i++ {
+				page := order[i] // the shared prefix pages
+				if i >= c.prefix {
+					page = order[next]
+					next++
+				}
+				table[b*need+i] = int32(page)
+				for h := 0; h < s.HeadsKV; h++ {
+					for x := 0; x < p && i*p+x < s.SeqK; x++ {
+						src := ((b*s.HeadsKV+h)*s.SeqK + i*p + x) * D
+						dst := ((page*s.HeadsKV+h)*p + x) * D
+						copy(pk[dst:dst+D], a.k[src:src+D])
+						copy(pv[dst:dst+D], a.v[src:src+D])
+					}
+				}
+			}
+		}
+		for _, v := range cpu.Targets {
+			if !cpu.Supported(v.Variant) {
+				continue
+			}
+			if err := cpu.Forward(causal{}, v.Variant, a.out, a.lse, a.q, a.k, a.v, nil, s); err != nil {
+				t.Fatal(err)
+			}
+			out, lse := make([]float32, len(a.out)), make([]float32, len(a.lse))
+			for i := range out {
+				out[i] = float32(math.NaN())
+			}
+			if err := cpu.ForwardPaged(causal{}, v.Variant, out, lse, a.q, pk, pv, nil, cpu.Paged{PageSize: p, Table: table}, s); err != nil {
+				t.Fatalf("%s %+v: %v", v.Name, s, err)
+			}
+			for i := range out {
+				if math.Float32bits(out[i]) != math.Float32bits(a.out[i]) {
+					t.Fatalf("%s %+v page %d, %d shared pages: out[%d] = %v, contiguous %v", v.Name, s, p, c.prefix, i, out[i], a.out[i])
+				}
+			}
+			for i := range lse {
+				if math.Float32bits(lse[i]) != math.Float32bits(a.lse[i]) {
+					t.Fatalf("%s %+v: lse[%d] = %v, contiguous %v", v.Name, s, i, lse[i], a.lse[i])
+				}
+			}
+		}
+	}
+}
