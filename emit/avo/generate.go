@@ -40,8 +40,8 @@ const Constraint = "amd64,!purego"
 // Build returns a build context holding the whole kernel file: the constant
 // table, the tile kernel for every ISA and head dimension, the AVX-512
 // decode kernels, the FMA peak loops, the AVX-512 key-tile transpose, the
-// 16-bit widening loops, the driver's row helpers and the backward's
-// kernels (EmitBackward).
+// 16-bit widening and narrowing loops, the driver's row helpers and the
+// backward's kernels (EmitBackward).
 func Build() *build.Context {
 	ctx := build.NewContext()
 	ctx.ConstraintExpr(Constraint)
@@ -65,6 +65,7 @@ func Build() *build.Context {
 	EmitWiden(ctx)
 	EmitRowHelpers(ctx)
 	EmitLSE(ctx)
+	EmitNarrow(ctx)
 	EmitBackward(ctx, c)
 	return ctx
 }

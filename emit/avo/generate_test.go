@@ -108,10 +108,10 @@ func functions(asm []byte) map[string]string {
 }
 
 // nFuncs is the number of functions the kernel file holds: tiles, decode
-// kernels, peaks, the transpose, two widening loops, two row helpers and
-// the log-sum-exp loop, and the backward's gemm and probability kernels
-// for each ISA.
-var nFuncs = len(ISAs)*len(HeadDims) + len(Elems)*len(HeadDims)*len(DecodeRows) + len(ISAs) + 6 + 2*len(ISAs)
+// kernels, peaks, the transpose, two widening loops, two row helpers, the
+// log-sum-exp loop and two narrowing loops, and the backward's gemm and
+// probability kernels for each ISA.
+var nFuncs = len(ISAs)*len(HeadDims) + len(Elems)*len(HeadDims)*len(DecodeRows) + len(ISAs) + 8 + 2*len(ISAs)
 
 func TestVZEROUPPERBeforeRET(t *testing.T) {
 	asm, _, err := Kernel(Options{})

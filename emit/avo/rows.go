@@ -170,3 +170,82 @@ func EmitLSE(ctx *build.Context) {
 	ctx.VZEROUPPER()
 	ctx.RET()
 }
+
+// Names of the AVX-512 narrowing loops of 16-bit outputs.
+const (
+	NarrowBF16Name = "narrowBF16AVX512"
+	NarrowF16Name  = "narrowF16AVX512"
+)
+
+// EmitNarrow adds the loops that write a 16-bit output row,
+// func(dst *uint16, src *float32, n int, s float32) for n a multiple of 16:
+// dst[i] = src[i]*s rounded to nearest, ties to even. Half precision by
+// VCVTPS2PH (rounding control 0: to nearest even, through the subnormals,
+// to infinity past the largest; a NaN keeps its sign and high payload
+// bits and comes out quiet). bfloat16 in integer lanes: u + 0x7fff + bit
+// 16 of u, the high half, with NaN lanes (exponent all ones, mantissa not
+// zero) taking their high half with the quiet bit set instead.
+func EmitNarrow(ctx *build.Context) {
+	for _, f16 := range []bool{false, true} {
+		name, what := NarrowBF16Name, "bfloat16"
+		if f16 {
+			name, what = NarrowF16Name, "half-precision"
+		}
+		ctx.Function(name)
+		ctx.Attributes(attr.NOSPLIT)
+		ctx.Pragma("noescape")
+		ctx.SignatureExpr("func(dst *uint16, src *float32, n int, s float32)")
+		ctx.Doc(
+			name+" writes dst[i] = src[i]*s rounded to "+what+" (to nearest, ties",
+			"to even; NaN stays NaN, quiet) for i < n (a multiple of 16). It needs",
+			"AVX-512 Foundation.",
+		)
+		dst := ctx.Load(ctx.Param("dst"), ctx.GP64())
+		src := ctx.Load(ctx.Param("src"), ctx.GP64())
+		n := ctx.Load(ctx.Param("n"), ctx.GP64())
+		sx := ctx.Load(ctx.Param("s"), ctx.XMM())
+		sc := ctx.ZMM()
+		ctx.VBROADCASTSS(sx, sc)
+		var bias, one, quiet, abs, inf op.Op
+		if !f16 {
+			broadcast := func(v uint32) op.Op {
+				x, g := ctx.ZMM(), ctx.GP32()
+				ctx.MOVL(op.U32(v), g)
+				ctx.VPBROADCASTD(g, x)
+				return x
+			}
+			bias, one, quiet = broadcast(0x7fff), broadcast(1), broadcast(0x40)
+			abs, inf = broadcast(0x7fffffff), broadcast(0x7f800000)
+		}
+		ctx.SHRQ(op.U8(4), n)
+		ctx.TESTQ(n, n)
+		ctx.JZ(op.LabelRef("done"))
+		ctx.Label("loop")
+		x := ctx.ZMM()
+		ctx.VMULPS(op.Mem{Base: src}, sc, x)
+		if f16 {
+			ctx.VCVTPS2PH(op.U8(0), x, op.Mem{Base: dst})
+		} else {
+			// r = (u + 0x7fff + (u>>16 & 1)) >> 16; NaN: u>>16 | 0x40
+			t, r, nan := ctx.ZMM(), ctx.ZMM(), ctx.ZMM()
+			ctx.VPSRLD(op.U8(16), x, t)
+			ctx.VPANDD(one, t, r)
+			ctx.VPADDD(bias, r, r)
+			ctx.VPADDD(x, r, r)
+			ctx.VPSRLD(op.U8(16), r, r)
+			ctx.VPORD(quiet, t, nan)
+			a, k := ctx.ZMM(), ctx.K()
+			ctx.VPANDD(abs, x, a)
+			ctx.VPCMPUD(op.U8(6), inf, a, k) // |u| > 0x7f800000: NaN (NLE, unsigned)
+			ctx.VMOVDQA32(nan, k, r)
+			ctx.VPMOVDW(r, op.Mem{Base: dst})
+		}
+		ctx.ADDQ(op.U8(64), src)
+		ctx.ADDQ(op.U8(32), dst)
+		ctx.DECQ(n)
+		ctx.JNZ(op.LabelRef("loop"))
+		ctx.Label("done")
+		ctx.VZEROUPPER()
+		ctx.RET()
+	}
+}

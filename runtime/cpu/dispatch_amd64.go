@@ -113,6 +113,22 @@ func lseAsm(dst, m, l []float32, n int) bool {
 	return true
 }
 
+// narrowAsm writes dst = src*s rounded to elem (BF16 or F16) with AVX-512
+// when the CPU has it (len(src) a multiple of 16) and reports whether it
+// did; the result is f32toBF16 or f32toF16 of each product, bit for bit.
+func narrowAsm(dst []uint16, src []float32, s float32, elem Elem) bool {
+	n := len(src)
+	if !xcpu.X86.HasAVX512F || n%16 != 0 || n == 0 || len(dst) < n {
+		return false
+	}
+	if elem == BF16 {
+		narrowBF16AVX512(&dst[0], &src[0], n, s)
+	} else {
+		narrowF16AVX512(&dst[0], &src[0], n, s)
+	}
+	return true
+}
+
 // transposeAsm transposes a whole key tile (64 rows, pitch floats apart),
 // times scale, into kt with AVX-512 when the CPU has it, and reports
 // whether it did.

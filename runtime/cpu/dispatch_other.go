@@ -29,3 +29,6 @@ func nonFiniteAsm(v []float32, d int) (uint64, bool) { return 0, false }
 
 // lseAsm: no assembly in this build.
 func lseAsm(dst, m, l []float32, n int) bool { return false }
+
+// narrowAsm: no assembly in this build.
+func narrowAsm(dst []uint16, src []float32, s float32, elem Elem) bool { return false }

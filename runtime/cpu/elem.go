@@ -58,6 +58,9 @@ func transposeGo(kt, k []float32, pitch, d int, scale float32) {
 // nearest, ties to even.
 func narrow(dst []uint16, src []float32, inv float32, elem Elem) {
 	dst = dst[:len(src)]
+	if narrowAsm(dst, src, inv, elem) {
+		return
+	}
 	if elem == BF16 {
 		for i, x := range src {
 			dst[i] = f32toBF16(x * inv)

@@ -266,6 +266,20 @@ func nonFiniteRowsAVX512(v *float32, d int) uint64
 //go:noescape
 func lseAVX512(dst *float32, m *float32, l *float32, n int)
 
+// narrowBF16AVX512 writes dst[i] = src[i]*s rounded to bfloat16 (to nearest, ties
+// to even; NaN stays NaN, quiet) for i < n (a multiple of 16). It needs
+// AVX-512 Foundation.
+//
+//go:noescape
+func narrowBF16AVX512(dst *uint16, src *float32, n int, s float32)
+
+// narrowF16AVX512 writes dst[i] = src[i]*s rounded to half-precision (to nearest, ties
+// to even; NaN stays NaN, quiet) for i < n (a multiple of 16). It needs
+// AVX-512 Foundation.
+//
+//go:noescape
+func narrowF16AVX512(dst *uint16, src *float32, n int, s float32)
+
 // gemmAVX512 computes C (+)= A B: c[i*ldc+j] (+)= sum over l < k of
 // a[i*sam+l*sak] * b[l*ldb+j], for i < m and j < n (a multiple of 64),
 // adding to c when acc != 0. It needs AVX-512 Foundation.

@@ -30991,6 +30991,73 @@ done:
 	VZEROUPPER
 	RET
 
+// func narrowBF16AVX512(dst *uint16, src *float32, n int, s float32)
+// Requires: AVX, AVX512F, SSE
+TEXT ·narrowBF16AVX512(SB), NOSPLIT, $0-28
+	MOVQ         dst+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         n+16(FP), DX
+	MOVSS        s+24(FP), X0
+	VBROADCASTSS X0, Z0
+	MOVL         $0x00007fff, BX
+	VPBROADCASTD BX, Z1
+	MOVL         $0x00000001, BX
+	VPBROADCASTD BX, Z2
+	MOVL         $0x00000040, BX
+	VPBROADCASTD BX, Z3
+	MOVL         $0x7fffffff, BX
+	VPBROADCASTD BX, Z4
+	MOVL         $0x7f800000, BX
+	VPBROADCASTD BX, Z5
+	SHRQ         $0x04, DX
+	TESTQ        DX, DX
+	JZ           done
+
+loop:
+	VMULPS    (CX), Z0, Z6
+	VPSRLD    $0x10, Z6, Z7
+	VPANDD    Z2, Z7, Z8
+	VPADDD    Z1, Z8, Z8
+	VPADDD    Z6, Z8, Z8
+	VPSRLD    $0x10, Z8, Z8
+	VPORD     Z3, Z7, Z7
+	VPANDD    Z4, Z6, Z6
+	VPCMPUD   $0x06, Z5, Z6, K1
+	VMOVDQA32 Z7, K1, Z8
+	VPMOVDW   Z8, (AX)
+	ADDQ      $0x40, CX
+	ADDQ      $0x20, AX
+	DECQ      DX
+	JNZ       loop
+
+done:
+	VZEROUPPER
+	RET
+
+// func narrowF16AVX512(dst *uint16, src *float32, n int, s float32)
+// Requires: AVX, AVX512F, SSE
+TEXT ·narrowF16AVX512(SB), NOSPLIT, $0-28
+	MOVQ         dst+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         n+16(FP), DX
+	MOVSS        s+24(FP), X0
+	VBROADCASTSS X0, Z0
+	SHRQ         $0x04, DX
+	TESTQ        DX, DX
+	JZ           done
+
+loop:
+	VMULPS    (CX), Z0, Z1
+	VCVTPS2PH $0x00, Z1, (AX)
+	ADDQ      $0x40, CX
+	ADDQ      $0x20, AX
+	DECQ      DX
+	JNZ       loop
+
+done:
+	VZEROUPPER
+	RET
+
 // func gemmAVX512(c *float32, a *float32, b *float32, m int, n int, k int, sam int, sak int, ldb int, ldc int, acc int)
 // Requires: AVX, AVX512F
 TEXT ·gemmAVX512(SB), NOSPLIT, $16-88
