@@ -73,8 +73,8 @@ func (w *buffers) runItem(c *call, it item) {
 	refs := c.refs[it.r0:it.r1]
 	// Decoding (few rows, each key tile read once): whole tiles that every
 	// row keeps go to the decode kernels, which read the key and value rows
-	// in place, with the query rows scaled (zero rows pad them to 1, 2, 4
-	// or 8).
+	// in place, with the query rows scaled, in groups of 8 rows (zero rows
+	// pad the last group to 1, 2, 4 or 8).
 	direct := c.decode && c.transient && rows <= maxDecodeRows
 	var qs []float32
 	for _, ref := range refs {
