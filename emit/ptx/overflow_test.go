@@ -182,17 +182,7 @@ func runProgCases(t *testing.T, p *gen.Prog, bind map[int]int64, cases [][]int64
 	if err != nil {
 		t.Fatalf("%s: %v\n%s", p.Name, err, text)
 	}
-	nin := max(len(p.Args)-len(bind), 1)
-	in := make([]uint32, nin*len(cases))
-	for c, args := range cases {
-		x := 0
-		for a, v := range args {
-			if _, ok := bind[a]; !ok {
-				in[nin*c+x] = uint32(int32(v))
-				x++
-			}
-		}
-	}
+	in := progInputs(p, bind, cases)
 	dev := ptxi.NewDevice()
 	nout := len(p.Results) + 1
 	ia, err := dev.Alloc(4 * len(in))

@@ -67,6 +67,23 @@ func progKernel(p *gen.Prog, bind map[int]int64, docs bool) (string, error) {
 // lists; bound arguments must equal bind in every case) and compares each
 // result with Prog.Eval. ids are the document ids (nil: no documents). It
 // returns the number of mismatches, reporting the first few.
+// progInputs packs the unbound arguments of every case as 32-bit words,
+// max(unbound, 1) of them a case: the input layout of progKernel.
+func progInputs(p *gen.Prog, bind map[int]int64, cases [][]int64) []uint32 {
+	nin := max(len(p.Args)-len(bind), 1)
+	in := make([]uint32, nin*len(cases))
+	for c, args := range cases {
+		x := 0
+		for n, a := range args {
+			if _, ok := bind[n]; !ok {
+				in[nin*c+x] = uint32(int32(a))
+				x++
+			}
+		}
+	}
+	return in
+}
+
 func checkProg(t *testing.T, p *gen.Prog, bind map[int]int64, ids []int32, cases [][]int64) int {
 	t.Helper()
 	// whole warps: pad with copies of the last case (the interpreter wants
@@ -83,17 +100,7 @@ func checkProg(t *testing.T, p *gen.Prog, bind map[int]int64, ids []int32, cases
 	if err != nil {
 		t.Fatalf("%s: %v\n%s", p.Name, err, text)
 	}
-	nin := max(len(p.Args)-len(bind), 1)
-	in := make([]uint32, nin*len(cases))
-	for c, args := range cases {
-		x := 0
-		for n, a := range args {
-			if _, ok := bind[n]; !ok {
-				in[nin*c+x] = uint32(int32(a))
-				x++
-			}
-		}
-	}
+	in := progInputs(p, bind, cases)
 	dev := ptxi.NewDevice()
 	alloc := func(n int) uint64 {
 		a, err := dev.Alloc(max(n, 4))
