@@ -6,6 +6,7 @@ import (
 	"github.com/mmcloughlin/avo/attr"
 	"github.com/mmcloughlin/avo/build"
 	op "github.com/mmcloughlin/avo/operand"
+	"github.com/mmcloughlin/avo/reg"
 )
 
 // Names of the AVX-512 row helpers of the driver.
@@ -66,9 +67,7 @@ func EmitRowHelpers(ctx *build.Context) {
 	v := ctx.Load(ctx.Param("v"), ctx.GP64())
 	d := ctx.Load(ctx.Param("d"), ctx.GP64())
 	ctx.SHRQ(op.U8(4), d) // vectors per row
-	e, eg := ctx.ZMM(), ctx.GP32()
-	ctx.MOVL(op.U32(nonFiniteExpBit), eg)
-	ctx.VPBROADCASTD(eg, e)
+	e := broadcastBits(ctx, nonFiniteExpBit)
 	res, r := ctx.GP64(), ctx.GP64()
 	ctx.XORQ(res, res)
 	ctx.XORQ(r, r)
@@ -126,12 +125,7 @@ func EmitLSE(ctx *build.Context) {
 	mp := ctx.Load(ctx.Param("m"), ctx.GP64())
 	lp := ctx.Load(ctx.Param("l"), ctx.GP64())
 	n := ctx.Load(ctx.Param("n"), ctx.GP64())
-	broadcast := func(v float32) op.Op {
-		x, g := ctx.ZMM(), ctx.GP32()
-		ctx.MOVL(op.U32(math.Float32bits(v)), g)
-		ctx.VPBROADCASTD(g, x)
-		return x
-	}
+	broadcast := func(v float32) op.Op { return broadcastBits(ctx, math.Float32bits(v)) }
 	one := broadcast(1)
 	ln2 := broadcast(float32(math.Ln2))
 	coef := make([]op.Op, len(log2Series))
@@ -208,14 +202,8 @@ func EmitNarrow(ctx *build.Context) {
 		ctx.VBROADCASTSS(sx, sc)
 		var bias, one, quiet, abs, inf op.Op
 		if !f16 {
-			broadcast := func(v uint32) op.Op {
-				x, g := ctx.ZMM(), ctx.GP32()
-				ctx.MOVL(op.U32(v), g)
-				ctx.VPBROADCASTD(g, x)
-				return x
-			}
-			bias, one, quiet = broadcast(0x7fff), broadcast(1), broadcast(0x40)
-			abs, inf = broadcast(0x7fffffff), broadcast(0x7f800000)
+			bias, one, quiet = broadcastBits(ctx, 0x7fff), broadcastBits(ctx, 1), broadcastBits(ctx, 0x40)
+			abs, inf = broadcastBits(ctx, 0x7fffffff), broadcastBits(ctx, 0x7f800000)
 		}
 		ctx.SHRQ(op.U8(4), n)
 		ctx.TESTQ(n, n)
@@ -248,4 +236,13 @@ func EmitNarrow(ctx *build.Context) {
 		ctx.VZEROUPPER()
 		ctx.RET()
 	}
+}
+
+// broadcastBits returns a zmm register holding bits in every 32-bit lane
+// (through a general register: no constant table slot needed).
+func broadcastBits(ctx *build.Context, bits uint32) reg.VecVirtual {
+	x, g := ctx.ZMM(), ctx.GP32()
+	ctx.MOVL(op.U32(bits), g)
+	ctx.VPBROADCASTD(g, x)
+	return x
 }
