@@ -180,6 +180,17 @@ func grad64(p spec.Pattern, docs *spec.Docs, q, k, v, dout []float64, s Shape) G
 // taken from a forward), then delta = dout . out and the gradients of
 // ReferenceGrad accumulated in float32, rows in order.
 func NaiveGradFP32(p spec.Pattern, docs *spec.Docs, q, k, v, dout []float32, s Shape) (Grads[float32], error) {
+	return NaiveGradRounded(p, docs, q, k, v, dout, s, nil)
+}
+
+// NaiveGradRounded is NaiveGradFP32 for kernels that feed 16-bit tensor
+// cores: round (nil: none) is applied to the output before delta, to the
+// probabilities before dv += P dout, and to dS before dk and dq (the
+// values a bf16 or f16 backward multiplies), accumulating in float32.
+func NaiveGradRounded(p spec.Pattern, docs *spec.Docs, q, k, v, dout []float32, s Shape, round func(float32) float32) (Grads[float32], error) {
+	if round == nil {
+		round = func(x float32) float32 { return x }
+	}
 	if err := checkInputs(s, len(q), len(k), len(v), docs); err != nil {
 		return Grads[float32]{}, err
 	}
@@ -234,7 +245,7 @@ func NaiveGradFP32(p spec.Pattern, docs *spec.Docs, q, k, v, dout []float32, s S
 				}
 				var delta float32
 				for d := range o {
-					delta += dor[d] * o[d]
+					delta += dor[d] * round(o[d])
 				}
 				for j := 0; j < s.SeqK; j++ {
 					if !keep[j] {
@@ -245,11 +256,12 @@ func NaiveGradFP32(p spec.Pattern, docs *spec.Docs, q, k, v, dout []float32, s S
 					for d := range vj {
 						dp += dor[d] * vj[d]
 					}
-					ds := scores[j] * (dp - delta) * scale
+					ds := round(scores[j]*(dp-delta)) * scale
+					pj := round(scores[j])
 					kj := k[kvBase+j*D : kvBase+j*D+D]
 					dv, dk, dq := g.V[kvBase+j*D:][:D], g.K[kvBase+j*D:][:D], g.Q[row*D:][:D]
 					for d := range dv {
-						dv[d] += scores[j] * dor[d]
+						dv[d] += pj * dor[d]
 						dk[d] += ds * qr[d]
 						dq[d] += ds * kj[d]
 					}

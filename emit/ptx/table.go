@@ -60,6 +60,8 @@ const (
 	OpBra
 	OpRet
 	OpBitcast // mov.b32 between .b32 and .f32 registers
+	OpCvtU16  // cvt.u16.u32: the low half of a b32 into a b16 register
+	OpCvtF16  // cvt.f32.f16: an IEEE half in a b16 register to f32 (exact)
 	numOps
 )
 
@@ -134,6 +136,8 @@ var opTable = [numOps]opSpec{
 	OpBra:       {text: "bra", sig: "L"},
 	OpRet:       {text: "ret"},
 	OpBitcast:   {text: "mov.b32", sig: "XX", nd: 1},
+	OpCvtU16:    {text: "cvt.u16.u32", sig: "HB", nd: 1},
+	OpCvtF16:    {text: "cvt.f32.f16", sig: "FH", nd: 1},
 }
 
 var cmpOK = map[string]bool{"eq": true, "ne": true, "lt": true, "le": true, "gt": true, "ge": true}

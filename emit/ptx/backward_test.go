@@ -1,0 +1,305 @@
+package ptx
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"path/filepath"
+	"testing"
+
+	"github.com/attngen/attngen/gen"
+	"github.com/attngen/attngen/spec"
+	"github.com/attngen/attngen/verify"
+	ptxi "github.com/attngen/attngen/verify/ptx"
+)
+
+// bwdRun is one backward run under the interpreter: the inputs (rounded
+// to the element type, as float32) and the kernels' gradients.
+type bwdRun struct {
+	vs          verify.Shape
+	q, k, v, do []float32
+	dq, dk, dv  []float32
+	docs        *spec.Docs
+	dqSt, dkvSt *ptxi.Stats
+}
+
+// poisonedInputs lets a test replace inputs before the run (nil: none):
+// it gets q, k, v and dout as float32 and may write non-finite values.
+type poisonFunc func(q, k, v, dout []float32)
+
+// runBackwardKernels runs the forward kernel and then both backward
+// kernels of plan p under the interpreter on random inputs of shape s
+// rounded to the element type (document ids when ids is not nil), with
+// every output poisoned with NaN first.
+func runBackwardKernels(t *testing.T, p *gen.Plan, cfg Config, s shape, ids []int32, seed uint64, poisonIn poisonFunc) *bwdRun {
+	t.Helper()
+	fk, err := GenerateForward(p, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bk, err := GenerateBackward(p, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmod, err := ptxi.Parse(fk.Name+".ptx", fk.PTX)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bmod, err := ptxi.Parse(bk.DQ+".ptx", bk.PTX)
+	if err != nil {
+		t.Fatal(err)
+	}
+	D := p.HeadDim
+	vs := verify.Shape{Batch: s.batch, HeadsQ: s.hq, HeadsKV: s.hkv, SeqQ: s.sq, SeqK: s.sk, HeadDim: D}
+	nq, nkv, nl := vs.Sizes()
+	rng := rand.New(rand.NewPCG(seed, uint64(s.sk*7+D)))
+	round, unround := bf16, fromBF16
+	if fk.Elem == F16 {
+		round, unround = f16, fromF16
+	}
+	draw := func(n int) []float32 {
+		f := make([]float32, n)
+		for i := range f {
+			x := float32(rng.NormFloat64())
+			if math.Abs(float64(x)) < 1e-4 {
+				x = 1e-4
+			}
+			f[i] = unround(round(x))
+		}
+		return f
+	}
+	r := &bwdRun{vs: vs, q: draw(nq), k: draw(nkv), v: draw(nkv), do: draw(nq)}
+	if poisonIn != nil {
+		poisonIn(r.q, r.k, r.v, r.do)
+	}
+	to16 := func(f []float32) []uint16 {
+		h := make([]uint16, len(f))
+		for i, x := range f {
+			switch {
+			case x != x:
+				h[i] = 0x7fc0
+				if fk.Elem == F16 {
+					h[i] = 0x7e00
+				}
+			case math.IsInf(float64(x), 0):
+				h[i] = 0x7f80
+				if fk.Elem == F16 {
+					h[i] = 0x7c00
+				}
+				if x < 0 {
+					h[i] |= 0x8000
+				}
+			default:
+				h[i] = round(x)
+			}
+		}
+		return h
+	}
+	dev := ptxi.NewDevice()
+	alloc := func(n int) uint64 {
+		a, err := dev.Alloc(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	nan := func(n int) []float32 {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32(math.NaN())
+		}
+		return x
+	}
+	qa, ka, va, oa, la, doa := alloc(2*nq), alloc(2*nkv), alloc(2*nkv), alloc(2*nq), alloc(4*nl), alloc(2*nq)
+	dqa, dka, dva, dea := alloc(4*nq), alloc(4*nkv), alloc(4*nkv), alloc(4*nl)
+	for _, w := range []struct {
+		a uint64
+		f []float32
+	}{{qa, r.q}, {ka, r.k}, {va, r.v}, {doa, r.do}} {
+		if err := dev.WriteU16(w.a, to16(w.f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, w := range []struct {
+		a uint64
+		n int
+	}{{dqa, nq}, {dka, nkv}, {dva, nkv}, {dea, nl}, {la, nl}} {
+		if err := dev.WriteF32(w.a, nan(w.n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var docPtrs []uint64
+	if ids != nil {
+		r.docs = &spec.Docs{}
+		if err := r.docs.Reset(ids); err != nil {
+			t.Fatal(err)
+		}
+		docPtrs = docArrays(t, dev, alloc, ids)
+	}
+	fl, err := fk.Geometry(s.batch, s.hq, s.hkv, s.sq, s.sk, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args, err := fl.Args(append([]uint64{qa, ka, va, oa, la}, docPtrs...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dev.Launch(fmod, fk.Name, fl.Grid, fl.Block, fl.DynShared, args...); err != nil {
+		t.Fatal(err)
+	}
+	bl, err := bk.Geometry(s.batch, s.hq, s.hkv, s.sq, s.sk, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args, err = bl.Args(bl.DQ, append(append([]uint64{qa, ka, va, oa, doa, la, dea}, docPtrs...), dqa)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.dqSt, err = dev.Launch(bmod, bk.DQ, bl.DQ.Grid, bl.DQ.Block, bl.DQ.DynShared, args...); err != nil {
+		t.Fatal(err)
+	}
+	args, err = bl.Args(bl.DKV, append(append([]uint64{qa, ka, va, doa, la, dea}, docPtrs...), dka, dva)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.dkvSt, err = dev.Launch(bmod, bk.DKV, bl.DKV.Grid, bl.DKV.Block, bl.DKV.DynShared, args...); err != nil {
+		t.Fatal(err)
+	}
+	read := func(a uint64, n int) []float32 {
+		x, err := dev.ReadF32(a, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return x
+	}
+	r.dq, r.dk, r.dv = read(dqa, nq), read(dka, nkv), read(dva, nkv)
+	return r
+}
+
+// checkBackward compares a run's gradients with the float64 reference of
+// pattern pat on the same (rounded) inputs: rows of dq whose query keeps
+// no key and rows of dk and dv of keys no query keeps must be exactly 0;
+// every other element must be within ErrFactor times the error of a
+// straightforward backward that rounds out, P and dS to the element type
+// (verify.NaiveGradRounded), with a floor. It returns the number of
+// failures (reported when report is set).
+func checkBackward(t *testing.T, r *bwdRun, pat spec.Pattern, elem Type, report bool) int {
+	t.Helper()
+	vs := r.vs
+	D := vs.HeadDim
+	ref, err := verify.ReferenceGrad(pat, r.docs, r.q, r.k, r.v, r.do, vs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rnd := func(x float32) float32 { return fromBF16(bf16(x)) }
+	if elem == F16 {
+		rnd = func(x float32) float32 {
+			if math.Abs(float64(x)) < 1.0/(1<<14) || math.Abs(float64(x)) > 65504 {
+				return x // outside f16's normal range the test rounding is not needed
+			}
+			return fromF16(f16(x))
+		}
+	}
+	yard, err := verify.NaiveGradRounded(pat, r.docs, r.q, r.k, r.v, r.do, vs, rnd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	group := vs.HeadsQ / vs.HeadsKV
+	rowKeeps := make([]bool, vs.Batch*vs.HeadsQ*vs.SeqQ)
+	keyKept := make([]bool, vs.Batch*vs.HeadsKV*vs.SeqK)
+	for bh := 0; bh < vs.Batch*vs.HeadsQ; bh++ {
+		kv := bh/vs.HeadsQ*vs.HeadsKV + bh%vs.HeadsQ/group
+		for row := 0; row < vs.SeqQ; row++ {
+			i := spec.Row(row, vs.SeqQ, vs.SeqK)
+			for j := 0; j < vs.SeqK; j++ {
+				if pat.AtDocs(i, j, r.docs) {
+					rowKeeps[bh*vs.SeqQ+row] = true
+					keyKept[kv*vs.SeqK+j] = true
+				}
+			}
+		}
+	}
+	bad := 0
+	names := []string{"dq", "dk", "dv"}
+	got := [][]float32{r.dq, r.dk, r.dv}
+	want := [][]float64{ref.Q, ref.K, ref.V}
+	ys := [][]float32{yard.Q, yard.K, yard.V}
+	live := [][]bool{rowKeeps, keyKept, keyKept}
+	for x := range got {
+		var kerr, yerr, rmax float64
+		for row, ok := range live[x] {
+			for d := 0; d < D; d++ {
+				i := row*D + d
+				g := got[x][i]
+				if !ok {
+					if g != 0 {
+						if report && bad < 5 {
+							t.Errorf("%s[row %d, dim %d] = %v, want exactly 0 (no pair of the row is kept)", names[x], row, d, g)
+						}
+						bad++
+					}
+					continue
+				}
+				e := math.Abs(float64(g) - want[x][i])
+				if !(e <= math.MaxFloat64) {
+					if report && bad < 5 {
+						t.Errorf("%s[row %d, dim %d] = %v, reference %v", names[x], row, d, g, want[x][i])
+					}
+					bad++
+					continue
+				}
+				kerr = max(kerr, e)
+				yerr = max(yerr, math.Abs(float64(ys[x][i])-want[x][i]))
+				rmax = max(rmax, math.Abs(want[x][i]))
+			}
+		}
+		lim := verify.ErrFactor * max(yerr, verify.ErrFloor*max(rmax, 1))
+		if report {
+			t.Logf("%s: error %.3g, yardstick %.3g, max %.3g", names[x], kerr, yerr, rmax)
+		}
+		if kerr > lim {
+			if report {
+				t.Errorf("%s: error %.3g above %d x the yardstick's %.3g", names[x], kerr, verify.ErrFactor, yerr)
+			}
+			bad++
+		}
+	}
+	return bad
+}
+
+// bwdShapes are the backward's awkward shapes: lengths not multiples of
+// the tile, fewer queries than keys, grouped heads, one query, batches.
+var bwdShapes = []shape{
+	{1, 2, 1, 70, 130},
+	{1, 1, 1, 1, 77},
+	{2, 4, 2, 65, 100},
+}
+
+func TestBackwardInterpExamples(t *testing.T) {
+	files, _ := filepath.Glob("../../spec/examples/*.yaml")
+	if len(files) == 0 {
+		t.Fatal("no example specs")
+	}
+	for _, file := range files {
+		s, err := spec.ParseFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := gen.Compile(s, SM80, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sh := range bwdShapes {
+			var ids []int32
+			if p.Pred.UsesDocs() {
+				ids = docIDs(sh.sk)
+			}
+			t.Run(fmt.Sprintf("%s/%v", s.Name, sh), func(t *testing.T) {
+				r := runBackwardKernels(t, p, Config{SoftLg2: true}, sh, ids, 1, nil)
+				if bad := checkBackward(t, r, p.Source, BF16, true); bad > 0 {
+					t.Fatalf("%d failures", bad)
+				}
+			})
+		}
+	}
+}
