@@ -100,7 +100,10 @@ func GenerateBackward(p *gen.Plan, cfg Config) (*Backward, error) {
 			return nil, err
 		}
 		g.docs = g.docs || (queryHull(p) != nil && queryHull(p).UsesDocs())
-		bk := &bwdK{fwd: g, dkv: dkv}
+		bk := &bwdK{fwd: g, dkv: dkv, bq: TileQ}
+		if dkv {
+			bk.bq = bwdQ[p.HeadDim]
+		}
 		name := "attn_bwd_dq_" + p.Name
 		if dkv {
 			name = "attn_bwd_dkv_" + p.Name
@@ -108,6 +111,9 @@ func GenerateBackward(p *gen.Plan, cfg Config) (*Backward, error) {
 		g.f = NewFunc(name)
 		g.f.Params = backwardParams(dkv, g.docs)
 		g.f.ReqNTID = Threads
+		// one CTA per SM is all the register budget must allow: ptxas
+		// otherwise caps some kernels near 168 registers and spills
+		g.f.MinCTAs = 1
 		g.f.DynShared = "smem"
 		if err := bk.kernel(); err != nil {
 			return nil, err
@@ -201,6 +207,16 @@ func (l BackwardLaunch) Args(x Launch, ptrs ...uint64) ([]any, error) {
 	return append(args, l.Scale), nil
 }
 
+// bwdQ is the query rows per step of the dk/dv kernel per head dimension:
+// at D = 128 its 128 registers of dk and dv accumulators leave no room for
+// 64-query score fragments (ptxas 11.8 spilled), so it takes 32.
+var bwdQ = map[int]int{64: 64, 128: 32}
+
+// heldQ is the largest head dimension whose Q fragments the dq kernel
+// holds in registers; above it (D = 128: 32 more registers next to 64 of
+// dq accumulators) ptxas 11.8 spilled, so they are read per tile.
+const heldQ = 64
+
 // bwdK emits one of the two backward kernels.
 type bwdK struct {
 	*fwd
@@ -215,28 +231,31 @@ type bwdK struct {
 	qthi         Operand // last query tile (dkv)
 	aRowCol, aK  Operand // ldmatrix lane offsets: A operands and trans B; non-trans B
 	ch16w        Operand // b64 chunk offset of this thread's copies
-	nlBytes      int     // dkv: the per-row -lse*log2(e) and delta of a query tile
+	bq           int     // query rows per step: the dq tile (64), or the dkv kernel's query tiles (bwdQ)
 }
 
 // Shared memory. dq: Q, dO, then 2 buffers of K and V; then delta of the
 // tile's rows. dkv: K, V, then 2 buffers of Q and dO, then 2 buffers of
 // the rows' -lse*log2(e) and delta.
 func (g *bwdK) tileBytes() int { return TileQ * g.RS }
+
+// bufBytes is one tile of the double-buffered pair: bq rows.
+func (g *bwdK) bufBytes() int { return g.bq * g.RS }
 func (g *bwdK) smemBytes() int {
 	if g.dkv {
-		return 6*g.tileBytes() + 2*2*4*TileQ
+		return 2*g.tileBytes() + 4*g.bufBytes() + 2*2*4*g.bq
 	}
 	return 6*g.tileBytes() + 4*TileQ
 }
 
 // buffer b of the double-buffered pair of tiles (dq: K, V; dkv: Q, dO).
 func (g *bwdK) bufBase(buf Operand) Operand {
-	return g.f.Add(g.f.Add(g.smem, I(int64(2*g.tileBytes()))), g.f.MulC(buf, int64(2*g.tileBytes())))
+	return g.f.Add(g.f.Add(g.smem, I(int64(2*g.tileBytes()))), g.f.MulC(buf, int64(2*g.bufBytes())))
 }
 
 // dkv: the 64 (-lse*log2(e), delta) pairs of buffer buf, as two arrays.
 func (g *bwdK) rowBase(buf Operand) Operand {
-	return g.f.Add(g.f.Add(g.smem, I(int64(6*g.tileBytes()))), g.f.MulC(buf, int64(2*4*TileQ)))
+	return g.f.Add(g.f.Add(g.smem, I(int64(2*g.tileBytes()+4*g.bufBytes()))), g.f.MulC(buf, int64(2*4*g.bq)))
 }
 
 // prologue reads the parameters and thread coordinates and sets up the
@@ -306,14 +325,14 @@ func (g *bwdK) rowsBase(base, heads, h, seqAll, row0 Operand, esize int64) Opera
 	return g.wide(base, idx, esize*int64(g.D))
 }
 
-// copyRows issues cp.async copies of rows [0, 64) of a tile into shared
+// copyRows issues cp.async copies of rows [0, n) of a tile into shared
 // memory at dst (row pitch RS) from src (the tile's row 0 plus this
 // thread's chunk; rows pitch*2D bytes apart), zero-filling rows past lim
 // (lim >= 0 is the last valid row).
-func (g *bwdK) copyRows(dst, src, lim Operand) {
+func (g *bwdK) copyRows(dst, src, lim Operand, n int) {
 	f := g.f
 	sd := f.Add(dst, g.copyS)
-	for it := 0; it < TileQ/g.rowStep(); it++ {
+	for it := 0; it < n/g.rowStep(); it++ {
 		r := f.Add(g.rb, I(int64(it*g.rowStep())))
 		valid := f.Setp("le", S32, r, lim)
 		size := f.Selp(U32, I(16), I(0), valid)
@@ -342,10 +361,10 @@ func zeros(f *Func, n int) [][4]Reg {
 	return a
 }
 
-// product16 accumulates a 16 x 64 product into c (8 blocks of 8 columns):
-// A rows from a [16][D] tile at aA (this warp's rows, ldmatrix lane offset
-// included) times the transpose of a [64][D] tile at bB (the aK lane
-// offset included), over D.
+// product16 accumulates a 16 x n product into c (n/8 blocks of 8
+// columns, n = 8 len(c)): A rows from a [16][D] tile at aA (this warp's
+// rows, ldmatrix lane offset included; or the fragments aRegs) times the
+// transpose of an [n][D] tile at bB (the aK lane offset included), over D.
 func (g *bwdK) product16(c [][4]Reg, aA, bB Operand, aRegs [][4]Reg) {
 	for ks := 0; ks < g.D/16; ks++ {
 		a := [4]Reg{}
@@ -354,7 +373,7 @@ func (g *bwdK) product16(c [][4]Reg, aA, bB Operand, aRegs [][4]Reg) {
 		} else {
 			a = g.frag(OpLdmatrix, aA, int64(ks*32))
 		}
-		for np := 0; np < TileK/16; np++ {
+		for np := 0; np < len(c)/2; np++ {
 			b := g.frag(OpLdmatrix, bB, int64(np*16*g.RS+ks*32))
 			g.mma(c[2*np], a, b[0], b[1])
 			g.mma(c[2*np+1], a, b[2], b[3])
@@ -362,8 +381,8 @@ func (g *bwdK) product16(c [][4]Reg, aA, bB Operand, aRegs [][4]Reg) {
 	}
 }
 
-// pack converts a 16 x 64 f32 fragment set (the C layout of 8 blocks)
-// into the 4 A fragments of its 4 k-steps of 16.
+// pack converts a 16 x n f32 fragment set (the C layout of n/8 blocks)
+// into the A fragments of its n/16 k-steps.
 func (g *bwdK) pack(s [][4]Reg) [][4]Reg {
 	f := g.f
 	pt := BF16x2
@@ -382,8 +401,8 @@ func (g *bwdK) pack(s [][4]Reg) [][4]Reg {
 	return a
 }
 
-// accumulate adds A (4 k-steps of 16 over a 64-row tile) times the
-// [64][D] tile at bT (read with ldmatrix.trans, aRowCol lane offset
+// accumulate adds A (k-steps of 16 over the rows of a tile) times the
+// tile at bT (read with ldmatrix.trans, aRowCol lane offset
 // included) into acc (D/8 blocks).
 func (g *bwdK) accumulate(acc [][4]Reg, a [][4]Reg, bT Operand) {
 	for kk := range a {
@@ -414,27 +433,45 @@ func (g *bwdK) widen16(x Operand) (lo, hi Operand) {
 	return bits(f.Op3(OpShl, B32, x, I(16))), bits(f.Op3(OpAnd, B32, x, I(0xffff0000)))
 }
 
-// mask applies the partial-tile predicate to P and dS: element x of
-// block n of the thread's fragment is the pair (row(n, x), col(n, x)) as
-// (query position, key position); masked pairs get P = 0 and dS = 0
-// (selected, not multiplied, so non-finite scores of masked pairs vanish).
-func (g *bwdK) keepPreds(rowPos func(n, x int) Operand, colPos func(n, x int) Operand, extra func(n, x int) *Reg) ([][4]Reg, error) {
+// maskTile applies the partial-tile predicate to P in place: element x
+// of block n of the thread's fragment is the pair (rowPos(n, x),
+// colPos(n, x)) as (query position, key position), and extra (when not
+// nil) is one more condition; masked pairs get P = 0 (selected, not
+// multiplied, so the non-finite scores of masked pairs vanish). Each
+// predicate is rendered next to its use, so few are live at once.
+func (g *bwdK) maskTile(p [][4]Reg, rowPos, colPos func(n, x int) Operand, extra func(n, x int) *Reg) error {
 	f := g.f
 	memo := NewMemo()
-	keep := make([][4]Reg, TileK/8)
-	for n := range keep {
-		for x := range keep[n] {
+	for n := range p {
+		for x := range p[n] {
 			k, err := RenderPred(f, g.p.Pred, Env{Args: []Operand{rowPos(n, x), colPos(n, x)}, Docs: g.docRegs}, memo)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			if e := extra(n, x); e != nil {
 				k = f.PAnd(k, *e)
 			}
-			keep[n][x] = k
+			f.Emit(Inst{Op: OpSelp, T: F32, Dst: []Operand{R(p[n][x])}, Src: []Operand{R(p[n][x]), Fimm(0), R(k)}})
 		}
 	}
-	return keep, nil
+	return nil
+}
+
+// zeroMasked sets dS to 0 where P is 0 in a partial tile (partial holds):
+// a masked pair's dP may be non-finite (its value or dout is), and 0 times
+// that is NaN. Kept pairs whose P underflowed to 0 get 0 as well, which
+// differs from IEEE only when their dP is not finite.
+func (g *bwdK) zeroMasked(p, ds [][4]Reg, partial Reg) {
+	f := g.f
+	skip := f.NewLabel("kept")
+	f.Bra(skip, &partial, true)
+	for n := range p {
+		for x := range p[n] {
+			pos := f.Setp("gt", F32, R(p[n][x]), Fimm(0))
+			f.Emit(Inst{Op: OpSelp, T: F32, Dst: []Operand{R(ds[n][x])}, Src: []Operand{R(ds[n][x]), Fimm(0), R(pos)}})
+		}
+	}
+	f.Place(skip)
 }
 
 func (g *bwdK) kernel() error {
@@ -475,9 +512,9 @@ func (g *bwdK) kernelDQ() error {
 
 	f.Comment("Q and dO tiles: cp.async, rows past seq_q zero-filled")
 	lim := f.Sub(f.Sub(g.sq, I(1)), qrow0)
-	g.copyRows(g.smem, f.Op3(OpAdd, U64, qb, g.ch16w), lim)
+	g.copyRows(g.smem, f.Op3(OpAdd, U64, qb, g.ch16w), lim, TileQ)
 	sDO := f.Add(g.smem, I(int64(g.tileBytes())))
-	g.copyRows(sDO, f.Op3(OpAdd, U64, db, g.ch16w), lim)
+	g.copyRows(sDO, f.Op3(OpAdd, U64, db, g.ch16w), lim, TileQ)
 	f.Emit(Inst{Op: OpCpCommit})
 
 	f.Comment("delta = rowsum(dout * out): two threads per row, D/2 columns each, f32")
@@ -566,11 +603,14 @@ func (g *bwdK) kernelDQ() error {
 	}
 	f.Bra(fin, &pend, false)
 
-	f.Comment("Q fragments, held; dO fragments are read per tile")
 	aQ := f.Add(f.Add(g.smem, f.MulC(g.warp, int64(16*g.RS))), g.aRowCol)
-	qa := make([][4]Reg, D/16)
-	for ks := range qa {
-		qa[ks] = g.frag(OpLdmatrix, aQ, int64(ks*32))
+	var qa [][4]Reg
+	if D <= heldQ {
+		f.Comment("Q fragments, held; dO fragments are read per tile")
+		qa = make([][4]Reg, D/16)
+		for ks := range qa {
+			qa[ks] = g.frag(OpLdmatrix, aQ, int64(ks*32))
+		}
 	}
 	aDO := f.Add(aQ, I(int64(g.tileBytes())))
 
@@ -590,24 +630,17 @@ func (g *bwdK) kernelDQ() error {
 	f.Emit(Inst{Op: OpBar, Src: []Operand{I(0)}})
 
 	sb := g.bufBase(R(buf))
-	f.Comment("S = Q K^T, dP = dO V^T")
-	s, dp := zeros(f, TileK/8), zeros(f, TileK/8)
-	g.product16(s, Operand{}, f.Add(sb, g.aK), qa)
-	g.product16(dp, aDO, f.Add(f.Add(sb, I(int64(g.tileBytes()))), g.aK), nil)
-	f.Comment("P = exp2(S scale log2(e) - lse log2(e)); dS = P (dP - delta)")
-	ds := make([][4]Reg, len(s))
+	f.Comment("S = Q K^T; P = exp2(S scale log2(e) - lse log2(e))")
+	s := zeros(f, TileK/8)
+	g.product16(s, aQ, f.Add(sb, g.aK), qa)
 	for n := range s {
 		for x := range s[n] {
-			r := x / 2
-			pv := f.F(OpEx2, f.F(OpFma, R(s[n][x]), g.scl, nl[r]))
-			f.Set(F32, s[n][x], pv)
-			ds[n][x] = f.NewReg(F32)
-			f.Set(F32, ds[n][x], f.F(OpMulF, pv, f.F(OpSubF, R(dp[n][x]), dl[r])))
+			f.Set(F32, s[n][x], f.F(OpEx2, f.F(OpFma, R(s[n][x]), g.scl, nl[x/2])))
 		}
 	}
+	partial := f.Setp("eq", S32, R(ccur), I(cPartial))
 	nomask := f.NewLabel("nomask")
-	pp := f.Setp("ne", S32, R(ccur), I(cPartial))
-	f.Bra(nomask, &pp, false)
+	f.Bra(nomask, &partial, true)
 	f.Comment("partial tile: the fused predicate per element, and the key bound")
 	f.CommentProg("partial-tile predicate", g.p.Pred)
 	c0 := f.Add(f.MulC(R(cur), TileK), f.MulC(g.t4, 2))
@@ -628,18 +661,20 @@ func (g *bwdK) kernelDQ() error {
 			cols[n][x] = c
 		}
 	}
-	keep, err := g.keepPreds(func(n, x int) Operand { return prow[x/2] }, func(n, x int) Operand { return cols[n][x&1] },
-		func(n, x int) *Reg { r := inK[n][x&1]; return &r })
-	if err != nil {
+	if err := g.maskTile(s, func(n, x int) Operand { return prow[x/2] }, func(n, x int) Operand { return cols[n][x&1] },
+		func(n, x int) *Reg { r := inK[n][x&1]; return &r }); err != nil {
 		return err
 	}
-	for n := range s {
-		for x := range s[n] {
-			f.Emit(Inst{Op: OpSelp, T: F32, Dst: []Operand{R(s[n][x])}, Src: []Operand{R(s[n][x]), Fimm(0), R(keep[n][x])}})
-			f.Emit(Inst{Op: OpSelp, T: F32, Dst: []Operand{R(ds[n][x])}, Src: []Operand{R(ds[n][x]), Fimm(0), R(keep[n][x])}})
+	f.Place(nomask)
+	f.Comment("dP = dO V^T; dS = P (dP - delta), in place")
+	ds := zeros(f, TileK/8)
+	g.product16(ds, aDO, f.Add(f.Add(sb, I(int64(g.bufBytes()))), g.aK), nil)
+	for n := range ds {
+		for x := range ds[n] {
+			f.Set(F32, ds[n][x], f.F(OpMulF, R(s[n][x]), f.F(OpSubF, R(ds[n][x]), dl[x/2])))
 		}
 	}
-	f.Place(nomask)
+	g.zeroMasked(s, ds, partial)
 	f.Comment("dQ += dS K (K through ldmatrix.trans)")
 	g.accumulate(dq_, g.pack(ds), f.Add(sb, g.aRowCol))
 	f.Emit(Inst{Op: OpBar, Src: []Operand{I(0)}})
@@ -690,7 +725,7 @@ func (g *bwdK) loadKV(kt, buf Operand) {
 		ks := g.wide(g.kbase, kc, g.pitch*int64(2*g.D))
 		vs := g.wide(g.vbase, kc, g.pitch*int64(2*g.D))
 		f.Emit(Inst{Op: OpCpAsync, Dst: []Operand{Addr(sK.Reg, so)}, Src: []Operand{Addr(ks.Reg, 0), I(16), size}})
-		f.Emit(Inst{Op: OpCpAsync, Dst: []Operand{Addr(sK.Reg, so+int64(g.tileBytes()))}, Src: []Operand{Addr(vs.Reg, 0), I(16), size}})
+		f.Emit(Inst{Op: OpCpAsync, Dst: []Operand{Addr(sK.Reg, so+int64(g.bufBytes()))}, Src: []Operand{Addr(vs.Reg, 0), I(16), size}})
 	}
 }
 
@@ -720,8 +755,8 @@ func (g *bwdK) kernelDKV() error {
 
 	f.Comment("K and V tiles: cp.async, keys past seq_k zero-filled")
 	klim := f.Sub(f.Sub(g.sk, I(1)), krow0)
-	g.copyRows(g.smem, f.Op3(OpAdd, U64, kb, g.ch16w), klim)
-	g.copyRows(f.Add(g.smem, I(int64(g.tileBytes()))), f.Op3(OpAdd, U64, vb, g.ch16w), klim)
+	g.copyRows(g.smem, f.Op3(OpAdd, U64, kb, g.ch16w), klim, TileK)
+	g.copyRows(f.Add(g.smem, I(int64(g.tileBytes()))), f.Op3(OpAdd, U64, vb, g.ch16w), klim, TileK)
 	f.Emit(Inst{Op: OpCpCommit})
 
 	dkA, dvA := zeros(f, D/8), zeros(f, D/8)
@@ -732,7 +767,8 @@ func (g *bwdK) kernelDKV() error {
 	kpos[1] = f.Add(kpos[0], I(8))
 
 	f.Comment("query-tile range of this key tile")
-	nqt := f.FloorDiv(f.Add(g.sq, I(TileQ-1)), TileQ)
+	bq := int64(g.bq)
+	nqt := f.FloorDiv(f.Add(g.sq, I(bq-1)), bq)
 	qtlo, qthi := Operand(I(0)), f.Sub(nqt, I(1))
 	if queryHull(g.p) != nil {
 		f.CommentProg("query hull", queryHull(g.p))
@@ -742,7 +778,7 @@ func (g *bwdK) kernelDKV() error {
 		}
 		lo := f.Max(f.Sub(qh[0], g.off), I(0))
 		hi := f.Min(f.Sub(qh[1], g.off), f.Sub(g.sq, I(1)))
-		qtlo, qthi = f.FloorDiv(lo, TileQ), f.FloorDiv(hi, TileQ)
+		qtlo, qthi = f.FloorDiv(lo, bq), f.FloorDiv(hi, bq)
 	}
 	g.qthi = f.reg(S32, qthi)
 	qtlo = f.reg(S32, qtlo)
@@ -790,33 +826,30 @@ func (g *bwdK) kernelDKV() error {
 	f.Emit(Inst{Op: OpBar, Src: []Operand{I(0)}})
 
 	sb := g.bufBase(R(buf))
-	sDO := f.Add(sb, I(int64(g.tileBytes())))
-	f.Comment("S^T = K Q^T, dP^T = V dO^T (this warp's 16 keys by the tile's 64 queries)")
-	s, dp := zeros(f, TileQ/8), zeros(f, TileQ/8)
+	sDO := f.Add(sb, I(int64(g.bufBytes())))
+	f.Comment("S^T = K Q^T (this warp's 16 keys by the tile's 64 queries); P^T")
+	s := zeros(f, g.bq/8)
 	g.product16(s, aKw, f.Add(sb, g.aK), nil)
-	g.product16(dp, aVw, f.Add(sDO, g.aK), nil)
 	f.Comment("per query column: -lse*log2(e) and delta from shared memory")
 	rb := g.rowBase(R(buf))
-	qr0 := f.MulC(R(cur), TileQ)
-	ds := make([][4]Reg, len(s))
+	qr0 := f.MulC(R(cur), bq)
+	dl := make([][2]Operand, len(s))
 	for n := range s {
 		for c := 0; c < 2; c++ {
 			col := f.Add(f.MulC(g.t4, 2), I(int64(8*n+c)))
 			ca := f.reg(U32, f.Add(rb, f.MulC(col, 4)))
 			nlv, dlv := f.NewReg(F32), f.NewReg(F32)
 			f.Emit(Inst{Op: OpLd, T: F32, Space: "shared", Dst: []Operand{R(nlv)}, Src: []Operand{Addr(ca.Reg, 0)}})
-			f.Emit(Inst{Op: OpLd, T: F32, Space: "shared", Dst: []Operand{R(dlv)}, Src: []Operand{Addr(ca.Reg, 4*TileQ)}})
+			f.Emit(Inst{Op: OpLd, T: F32, Space: "shared", Dst: []Operand{R(dlv)}, Src: []Operand{Addr(ca.Reg, 4*bq)}})
+			dl[n][c] = R(dlv)
 			for _, x := range []int{c, c + 2} {
-				pv := f.F(OpEx2, f.F(OpFma, R(s[n][x]), g.scl, R(nlv)))
-				f.Set(F32, s[n][x], pv)
-				ds[n][x] = f.NewReg(F32)
-				f.Set(F32, ds[n][x], f.F(OpMulF, pv, f.F(OpSubF, R(dp[n][x]), R(dlv))))
+				f.Set(F32, s[n][x], f.F(OpEx2, f.F(OpFma, R(s[n][x]), g.scl, R(nlv))))
 			}
 		}
 	}
+	partial := f.Setp("eq", S32, R(ccur), I(cPartial))
 	nomask := f.NewLabel("nomask")
-	pp := f.Setp("ne", S32, R(ccur), I(cPartial))
-	f.Bra(nomask, &pp, false)
+	f.Bra(nomask, &partial, true)
 	f.Comment("partial tile: the fused predicate per element (rows past seq_q have P = 0 already)")
 	f.CommentProg("partial-tile predicate", g.p.Pred)
 	lastK := f.Sub(g.sk, I(1))
@@ -825,7 +858,7 @@ func (g *bwdK) kernelDKV() error {
 		kp[0], kp[1] = f.Min(kp[0], lastK), f.Min(kp[1], lastK)
 	}
 	qc0 := f.Add(f.Add(qr0, f.MulC(g.t4, 2)), g.off)
-	qcols := make([][2]Operand, TileQ/8)
+	qcols := make([][2]Operand, g.bq/8)
 	for n := range qcols {
 		for x := 0; x < 2; x++ {
 			c := f.Add(qc0, I(int64(n*8+x)))
@@ -835,20 +868,22 @@ func (g *bwdK) kernelDKV() error {
 			qcols[n][x] = c
 		}
 	}
-	keep, err := g.keepPreds(func(n, x int) Operand { return qcols[n][x&1] }, func(n, x int) Operand { return kp[x/2] },
-		func(n, x int) *Reg { return nil })
-	if err != nil {
+	if err := g.maskTile(s, func(n, x int) Operand { return qcols[n][x&1] }, func(n, x int) Operand { return kp[x/2] },
+		func(n, x int) *Reg { return nil }); err != nil {
 		return err
 	}
-	for n := range s {
-		for x := range s[n] {
-			f.Emit(Inst{Op: OpSelp, T: F32, Dst: []Operand{R(s[n][x])}, Src: []Operand{R(s[n][x]), Fimm(0), R(keep[n][x])}})
-			f.Emit(Inst{Op: OpSelp, T: F32, Dst: []Operand{R(ds[n][x])}, Src: []Operand{R(ds[n][x]), Fimm(0), R(keep[n][x])}})
+	f.Place(nomask)
+	f.Comment("dV += P^T dO (dO through ldmatrix.trans)")
+	g.accumulate(dvA, g.pack(s), f.Add(sDO, g.aRowCol))
+	f.Comment("dP^T = V dO^T; dS^T = P^T (dP^T - delta), in place; dK += dS^T Q")
+	ds := zeros(f, g.bq/8)
+	g.product16(ds, aVw, f.Add(sDO, g.aK), nil)
+	for n := range ds {
+		for x := range ds[n] {
+			f.Set(F32, ds[n][x], f.F(OpMulF, R(s[n][x]), f.F(OpSubF, R(ds[n][x]), dl[n][x&1])))
 		}
 	}
-	f.Place(nomask)
-	f.Comment("dV += P^T dO, dK += dS^T Q (dO and Q through ldmatrix.trans)")
-	g.accumulate(dvA, g.pack(s), f.Add(sDO, g.aRowCol))
+	g.zeroMasked(s, ds, partial)
 	g.accumulate(dkA, g.pack(ds), f.Add(sb, g.aRowCol))
 	f.Emit(Inst{Op: OpBar, Src: []Operand{I(0)}})
 	f.Set(U32, cur, R(nxt))
@@ -894,28 +929,30 @@ type qLoader struct {
 // those rows have P = 0 and dS = 0).
 func (l *qLoader) load(qt, buf Operand) {
 	g, f := l.g, l.g.f
+	bq := int64(g.bq)
 	f.Comment("Q and dO tile copies, rows past seq_q zero-filled")
-	r0 := f.MulC(qt, TileQ)
+	r0 := f.MulC(qt, bq)
 	lim := f.Sub(f.Sub(g.sq, I(1)), r0)
 	sb := g.bufBase(buf)
 	src := func(base Operand) Operand { return g.wide(base, r0, g.pitch*int64(2*g.D)) }
-	g.copyRows(sb, src(l.qb), lim)
-	g.copyRows(f.Add(sb, I(int64(g.tileBytes()))), src(l.db), lim)
-	f.Comment("the rows' -lse*log2(e) (threads 0-63) and delta (64-127)")
-	r := f.Op3(OpAnd, B32, g.tid, I(TileQ-1))
-	isDelta := f.Setp("ge", U32, g.tid, I(TileQ))
+	g.copyRows(sb, src(l.qb), lim, g.bq)
+	g.copyRows(f.Add(sb, I(int64(g.bufBytes()))), src(l.db), lim, g.bq)
+	f.Comment(fmt.Sprintf("the rows' -lse*log2(e) (threads 0-%d) and delta (%d-%d)", bq-1, bq, 2*bq-1))
+	r := f.Op3(OpAnd, B32, g.tid, I(bq-1))
+	isDelta := f.Setp("ge", U32, g.tid, I(bq))
+	some := f.Setp("lt", U32, g.tid, I(2*bq))
 	valid := f.Setp("le", S32, r, lim)
 	rc := f.Add(r0, f.Min(r, f.Max(lim, I(0))))
 	base := f.NewReg(B64)
 	f.Emit(Inst{Op: OpSelp, T: S64, Dst: []Operand{R(base)}, Src: []Operand{l.deb, l.lb, R(isDelta)}})
 	a := g.wide(R(base), rc, 4*g.pitch)
-	x := f.NewReg(F32)
-	f.Emit(Inst{Op: OpLd, T: F32, Space: "global", Dst: []Operand{R(x)}, Src: []Operand{Addr(a.Reg, 0)}})
+	x := f.Mov(F32, Fimm(0))
+	f.Emit(Inst{Op: OpLd, T: F32, Space: "global", Guard: &some, Dst: []Operand{R(x)}, Src: []Operand{Addr(a.Reg, 0)}})
 	nl := f.Selp(F32, f.F(OpMulF, R(x), Fimm(float32(-math.Log2E))), negInf, valid)
 	dl := f.Selp(F32, R(x), Fimm(0), valid)
 	val := f.Selp(F32, dl, nl, isDelta)
-	sa := f.reg(U32, f.Add(f.Add(g.rowBase(buf), f.MulC(r, 4)), f.MulC(f.Op3(OpShr, U32, g.tid, I(6)), 4*TileQ)))
-	f.Emit(Inst{Op: OpSt, T: F32, Space: "shared", Dst: []Operand{Addr(sa.Reg, 0)}, Src: []Operand{val}})
+	sa := f.reg(U32, f.Add(g.rowBase(buf), f.MulC(f.Op3(OpAnd, B32, g.tid, I(2*bq-1)), 4)))
+	f.Emit(Inst{Op: OpSt, T: F32, Space: "shared", Guard: &some, Dst: []Operand{Addr(sa.Reg, 0)}, Src: []Operand{val}})
 }
 
 // findQ emits a scan from query tile start to the first tile at or past it
@@ -930,8 +967,8 @@ func (g *bwdK) findQ(start, k0, k1 Operand) (t, c Reg, err error) {
 	f.Place(scan)
 	past := f.Setp("gt", S32, R(t), g.qthi)
 	f.Bra(done, &past, false)
-	r0 := f.MulC(R(t), TileQ)
-	rend := f.Add(r0, I(TileQ))
+	r0 := f.MulC(R(t), int64(g.bq))
+	rend := f.Add(r0, I(int64(g.bq)))
 	q0 := f.Add(r0, g.off)
 	q1 := f.Add(f.Sub(f.Min(rend, g.sq), I(1)), g.off)
 	f.Comment("tile class: the plan's class program")
@@ -948,7 +985,7 @@ func (g *bwdK) findQ(start, k0, k1 Operand) (t, c Reg, err error) {
 		if err != nil {
 			return t, c, err
 		}
-		f.Set(U32, t, f.Max(f.Add(R(t), I(1)), f.FloorDiv(f.Sub(qh[0], g.off), TileQ)))
+		f.Set(U32, t, f.Max(f.Add(R(t), I(1)), f.FloorDiv(f.Sub(qh[0], g.off), int64(g.bq))))
 	} else {
 		f.Into(OpAdd, U32, t, R(t), I(1))
 	}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -300,6 +302,59 @@ func TestBackwardInterpExamples(t *testing.T) {
 					t.Fatalf("%d failures", bad)
 				}
 			})
+		}
+	}
+}
+
+// TestBackwardPtxas assembles every example's backward module (both
+// default element types, sm_80 and sm_90) with ptxas and requires no
+// spills in either kernel; skipped without ptxas (ATTNGEN_PTXAS).
+func TestBackwardPtxas(t *testing.T) {
+	ptxas := os.Getenv("ATTNGEN_PTXAS")
+	if ptxas == "" {
+		if p, err := exec.LookPath("ptxas"); err == nil {
+			ptxas = p
+		} else {
+			t.Skip("no ptxas: set ATTNGEN_PTXAS (scripts/fetch-ptxas.sh fetches one)")
+		}
+	}
+	files, _ := filepath.Glob("../../spec/examples/*.yaml")
+	dir := t.TempDir()
+	for _, f := range files {
+		s, err := spec.ParseFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		plan, err := gen.Compile(s, SM80, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, dt := range DefaultTargets {
+			for _, sm := range []int{80, 90} {
+				tg := Target{SM: sm, Elem: dt.Elem}
+				b, err := GenerateBackward(plan, Config{Target: tg})
+				if err != nil {
+					t.Fatal(err)
+				}
+				src := filepath.Join(dir, "bwd_"+plan.Name+"_"+tg.Name()+".ptx")
+				if err := os.WriteFile(src, []byte(b.PTX), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				out, err := exec.Command(ptxas, "-v", "--gpu-name", tg.Arch(), src, "-o", filepath.Join(dir, "k.cubin")).CombinedOutput()
+				if err != nil {
+					t.Fatalf("%s %s: ptxas failed: %v\n%s", filepath.Base(f), tg, err, out)
+				}
+				spills, regs := spillRE.FindAllSubmatch(out, -1), regsRE.FindAllSubmatch(out, -1)
+				if len(spills) != 2 || len(regs) != 2 {
+					t.Fatalf("%s %s: want two kernels' reports:\n%s", filepath.Base(f), tg, out)
+				}
+				for _, m := range spills {
+					if string(m[1]) != "0" || string(m[2]) != "0" {
+						t.Errorf("%s %s: spills:\n%s", filepath.Base(f), tg, out)
+					}
+				}
+				t.Logf("%s %s: %s and %s registers (ptxas order), no spills; shared %d (dq), %d (dk/dv) bytes", filepath.Base(f), tg, regs[0][1], regs[1][1], b.DQShared, b.DKVShared)
+			}
 		}
 	}
 }
