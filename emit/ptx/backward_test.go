@@ -358,3 +358,63 @@ func TestBackwardPtxas(t *testing.T) {
 		}
 	}
 }
+
+// TestBackwardInterpCatchesWrongMask checks that the comparison is sharp
+// enough to see a mask off by one key.
+func TestBackwardInterpCatchesWrongMask(t *testing.T) {
+	p := compile(t, "window40", spec.Window(40), true, 64)
+	r := runBackwardKernels(t, p, Config{SoftLg2: true}, shape{1, 1, 1, 100, 130}, nil, 3, nil)
+	if bad := checkBackward(t, r, spec.Pattern{Mask: spec.Window(40), Causal: true}, BF16, false); bad != 0 {
+		t.Fatalf("the right mask failed %d checks", bad)
+	}
+	if bad := checkBackward(t, r, spec.Pattern{Mask: spec.Window(41), Causal: true}, BF16, false); bad == 0 {
+		t.Fatal("a backward for window 40 passed as window 41")
+	}
+}
+
+// TestBackwardInterpRandomMasks runs random masks (single primitives,
+// dilated ones in the residue layout, nested unions and intersections;
+// head_dim 128 for every other one without -short) and document masks.
+func TestBackwardInterpRandomMasks(t *testing.T) {
+	for k, mk := range randomMasks(5, 12) {
+		d := 64
+		if !testing.Short() && k%2 == 1 {
+			d = 128
+		}
+		p := compile(t, mk.name, mk.p.Mask, mk.p.Causal, d)
+		for _, sh := range []shape{{1, 2, 1, 150, 200}, {1, 1, 1, 1, 150}} {
+			t.Run(fmt.Sprintf("%s/d%d/%v", mk.name, d, sh), func(t *testing.T) {
+				t.Logf("%s, layout %s", mk.p, layoutText(p.Layout))
+				r := runBackwardKernels(t, p, Config{SoftLg2: true}, sh, nil, uint64(k), nil)
+				if bad := checkBackward(t, r, p.Source, BF16, true); bad > 0 {
+					t.Fatalf("%d failures", bad)
+				}
+			})
+		}
+	}
+	for k, mk := range randomDocMasks(6, 4) {
+		p := compile(t, mk.name, mk.p.Mask, mk.p.Causal, 64)
+		sh := shape{2, 2, 1, 120, 200}
+		t.Run(fmt.Sprintf("%s/%v", mk.name, sh), func(t *testing.T) {
+			t.Logf("%s", mk.p)
+			r := runBackwardKernels(t, p, Config{SoftLg2: true}, sh, docIDs(sh.sk), uint64(k), nil)
+			if bad := checkBackward(t, r, p.Source, BF16, true); bad > 0 {
+				t.Fatalf("%d failures", bad)
+			}
+		})
+	}
+}
+
+func TestBackwardInterpF16(t *testing.T) {
+	for k, mk := range randomMasks(7, 2) {
+		d := 64 * (k + 1)
+		p := compile(t, mk.name, mk.p.Mask, mk.p.Causal, d)
+		t.Run(fmt.Sprintf("%s/d%d", mk.name, d), func(t *testing.T) {
+			t.Logf("%s", mk.p)
+			r := runBackwardKernels(t, p, Config{Target: f16SM80, SoftLg2: true}, shape{1, 2, 1, 90, 150}, nil, 9, nil)
+			if bad := checkBackward(t, r, p.Source, F16, true); bad > 0 {
+				t.Fatalf("%d failures", bad)
+			}
+		})
+	}
+}
