@@ -21,9 +21,10 @@ type primitive struct {
 	class func(b *builder, m *spec.Mask, causal bool, q0, q1, k0, k1 int) int
 	// qhull, the query hull of keys [k0, k1], the transpose of hull: next
 	// >= x is at most the smallest query >= x that keeps some key of
-	// [k0, k1], last is at least every such query; none: next > last. With
-	// the causal flag x is at least k0 already (LowerQHull); a primitive
-	// folds in whatever else the flag excludes.
+	// [k0, k1], last is at least every such query; none: next > last (for
+	// the exact ones: every primitive but neighborhood). With the causal
+	// flag x is at least k0 already (LowerQHull); a primitive folds in
+	// whatever else the flag excludes.
 	qhull func(b *builder, m *spec.Mask, causal bool, k0, k1, x int) (next, last int)
 }
 
@@ -647,15 +648,18 @@ func LowerHull(p spec.Pattern) *Prog {
 // key positions [k0, k1], the key hull transposed, on positions of the
 // plan's layout: next is at least x and at most the smallest query
 // position >= x that keeps some key of [k0, k1]; last is at least every
-// query position that keeps one; when no query at or past x keeps one,
-// next > last for a single primitive (a union, intersection or complement
-// is only sound: its next may be at most its last with no such query, as
-// for LowerHull). Each primitive's bound is exact except neighborhood's
-// (a rectangle of grid cells, as its key hull); a complement's is every
-// row from x. The causal flag (j <= i) starts the rows at k0. With
-// document ids the rows lie in [start of k0's document, end of k1's
-// document] (causal: from k0), as LowerHull bounds keys by documents only.
-// A backward pass walks a key tile's query tiles with it (Plan.VisitColumn).
+// query position that keeps one. Each primitive's bound is exact (next is
+// that smallest query, last the largest, and next > last when no query
+// at or past x keeps a key; a queries or keys set's next within a stride
+// of Inf is only sound, see setNext) except neighborhood's, a rectangle
+// of grid cells as its key hull. Unions take the smallest next and the
+// largest last of their operands, intersections the largest next and the
+// smallest last, and a complement's rows are every row from x: sound, but
+// next may be at most last with no such query (as for LowerHull). The
+// causal flag (j <= i) starts the rows at k0. With document ids the rows
+// lie in [start of k0's document, end of k1's document] (causal: from
+// k0), as LowerHull bounds keys by documents only. A backward pass walks a
+// key tile's query tiles with it (Plan.VisitColumn).
 func LowerQHull(p spec.Pattern) *Prog {
 	b := newBuilder("qhull", "k0", "k1", "x")
 	k0, k1, x := b.arg(0), b.arg(1), b.arg(2)
