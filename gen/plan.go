@@ -58,8 +58,9 @@ type Layout struct {
 // of a query tile, the query hull of a key tile, the tile class and the
 // CPU keep word. The tile schedule of a call follows from them (Segments,
 // Visit) in time proportional to the tiles visited, and so does its
-// transpose, the column-wise schedule a backward pass walks (VisitColumn). Targets never read Source or Pattern to decide what
-// to compute; those are kept for printing and for checks.
+// transpose, the column-wise schedule a backward pass walks
+// (VisitColumn). Targets never read Source or Pattern to decide what to
+// compute; those are kept for printing and for checks.
 type Plan struct {
 	Name    string       // spec name
 	Source  spec.Pattern // the spec's mask, on absolute positions
