@@ -2,8 +2,10 @@
 // targets. Compile runs the declared Pipeline of passes (layout, tiles,
 // predicate, schedule, word) and lowers a spec into target-free programs of
 // a small integer SSA IR (ir.go): the partial-tile predicate pred(i, j),
-// the key hull of a query tile hull(q0, q1, x) -> (next, last), the tile
-// class class(q0, q1, k0, k1), the CPU keep word word(i, k0) (the
+// the key hull of a query tile hull(q0, q1, x) -> (next, last), the query
+// hull of a key tile qhull(k0, k1, x) -> (next, last) (the key hull
+// transposed, for a backward pass: Plan.VisitColumn), the tile class
+// class(q0, q1, k0, k1), the CPU keep word word(i, k0) (the
 // predicate bit-sliced over 64 keys, word.go) and the residue-layout
 // arithmetic residue(c, sq, sk, st) (layout.go). The lowering table in
 // lower.go is the only place outside spec that knows what a primitive

@@ -19,6 +19,13 @@ type primitive struct {
 	// class: the tile [q0, q1] x [k0, k1] (with the causal flag folded in)
 	// as a mask.Class value, exact for a primitive.
 	class func(b *builder, m *spec.Mask, causal bool, q0, q1, k0, k1 int) int
+	// qhull, the query hull of keys [k0, k1], the transpose of hull: next
+	// >= x is at most the smallest query >= x that keeps some key of
+	// [k0, k1], last is at least every such query; none: next > last (for
+	// the exact ones: every primitive but neighborhood). With the causal
+	// flag x is at least k0 already (LowerQHull); a primitive folds in
+	// whatever else the flag excludes.
+	qhull func(b *builder, m *spec.Mask, causal bool, k0, k1, x int) (next, last int)
 }
 
 // primitives covers every spec op that is not a combinator; a test checks
@@ -35,6 +42,16 @@ var primitives = map[spec.Op]primitive{
 		},
 		class: func(b *builder, m *spec.Mask, causal bool, q0, q1, k0, k1 int) int {
 			return b.classDist(causal, q0, q1, k0, k1, int64(-m.Right), int64(m.Left), 1)
+		},
+		qhull: func(b *builder, m *spec.Mask, causal bool, k0, k1, x int) (int, int) {
+			// key j is kept by rows j-Right .. j+Left: the rows of [k0, k1]
+			// are [k0-Right, k1+Left], every one of them; causal keeps
+			// [k0, k1+Left] (row i >= k0 keeps min(i, k1)), and x >= k0
+			last := b.addC(k1, int64(m.Left))
+			if causal {
+				return x, last
+			}
+			return b.max(x, b.addC(k0, int64(-m.Right))), last
 		},
 	},
 	spec.OpBlock: {
@@ -70,6 +87,18 @@ var primitives = map[spec.Op]primitive{
 			}
 			some := b.or(b.or(b.le(b.konst(2), b.sub(nhi, nlo)), ok(nlo)), ok(nhi))
 			return b.class(b.or(empty, b.not(some)), b.and(same, b.le(k1, q0)))
+		},
+		qhull: func(b *builder, m *spec.Mask, causal bool, k0, k1, x int) (int, int) {
+			// symmetric: the rows of k0's block through the end of k1's;
+			// causal keeps [k0, end of k1's block] (row i > k1 of k1's block
+			// keeps k1), and x >= k0
+			sh, s := blockShift(m), int64(m.Size)
+			last := b.shift(b.addC(b.mulC(b.divC(b.shift(k1, sh), s), s), s-1), -sh)
+			if causal {
+				return x, last
+			}
+			first := b.shift(b.mulC(b.divC(b.shift(k0, sh), s), s), -sh)
+			return b.max(x, first), last
 		},
 	},
 	spec.OpBridge: {
@@ -124,6 +153,30 @@ var primitives = map[spec.Op]primitive{
 			}
 			return b.class(empty, full)
 		},
+		qhull: func(b *builder, m *spec.Mask, causal bool, k0, k1, x int) (int, int) {
+			// Block n sends keys [n*bl - sources, n*bl - 1] to its rows of
+			// phase below targets: blocks nlo..nhi reach [k0, k1]. With a
+			// max distance md, row n*bl + p reaches back to n*bl + p - md,
+			// so only phases below md see the block's keys, only rows up
+			// to k1 + md reach k1, and the last block is the one whose
+			// first row does (n*bl <= k1 + min(sources, md)). Every row so
+			// described keeps some key of [k0, k1]; keys precede their
+			// rows' blocks, so the causal flag removes none.
+			bl, t, s, md := int64(m.Block), int64(m.Targets), int64(m.Sources), int64(m.MaxDistance)
+			if md > 0 {
+				t, s = min(t, md), min(s, md)
+			}
+			nlo := b.ceilDivC(b.addC(k0, 1), bl)
+			nhi := b.divC(b.addC(k1, s), bl)
+			// the first block whose rows of phase < t reach x
+			n := b.max(nlo, b.ceilDivC(b.addC(x, 1-t), bl))
+			next := b.sel(b.lt(nhi, n), b.konst(Inf), b.max(x, b.mulC(n, bl)))
+			last := b.sel(b.lt(nhi, nlo), b.konst(-Inf), b.addC(b.mulC(nhi, bl), t-1))
+			if md > 0 {
+				last = b.min(last, b.addC(k1, md))
+			}
+			return next, last
+		},
 	},
 	spec.OpDilated: {
 		pred: func(b *builder, m *spec.Mask, causal bool, i, j int) int {
@@ -162,6 +215,27 @@ var primitives = map[spec.Op]primitive{
 			}
 			return b.classDist(causal, q0, q1, k0, k1, lo, hi, int64(m.Stride))
 		},
+		qhull: func(b *builder, m *spec.Mask, causal bool, k0, k1, x int) (int, int) {
+			// Rows j + k*stride for keys j in [k0, k1] and the allowed
+			// shifts k: the rows of [k0 - reach, k1 + reach] (causal: from
+			// k0, where x is already) whose residue (i - k0) mod stride is
+			// at most k1 - k0 (each has a key of its class near enough),
+			// every one of them. next is the first such row from
+			// y = max(x, k0 - reach).
+			st := int64(m.Stride)
+			y, last := x, b.konst(Inf)
+			if reach, ok := dilatedReach(m); ok {
+				last = b.addC(k1, reach)
+				if !causal {
+					y = b.max(x, b.addC(k0, -reach))
+				}
+			}
+			if st == 1 {
+				return y, last
+			}
+			r := b.modC(b.sub(y, k0), st)
+			return b.sel(b.le(r, b.sub(k1, k0)), y, b.addC(b.sub(y, r), st)), last
+		},
 	},
 	spec.OpGlobal: {
 		pred: func(b *builder, m *spec.Mask, causal bool, i, j int) int {
@@ -181,6 +255,12 @@ var primitives = map[spec.Op]primitive{
 			}
 			return b.class(empty, full)
 		},
+		qhull: func(b *builder, m *spec.Mask, causal bool, k0, k1, x int) (int, int) {
+			// every row, when k0 is a token (causal: every row from k0,
+			// which keeps k0, and x >= k0)
+			some := b.le(k0, b.konst(int64(m.Tokens-1)))
+			return b.sel(some, x, b.konst(Inf)), b.sel(some, b.konst(Inf), b.konst(-Inf))
+		},
 	},
 	spec.OpQueries: {
 		pred: func(b *builder, m *spec.Mask, causal bool, i, j int) int {
@@ -198,6 +278,16 @@ var primitives = map[spec.Op]primitive{
 				empty, full = b.or(empty, b.lt(b.setLast(m, q1), k0)), b.and(full, b.le(k1, q0))
 			}
 			return b.class(empty, full)
+		},
+		qhull: func(b *builder, m *spec.Mask, causal bool, k0, k1, x int) (int, int) {
+			// the rows of the set, whatever the keys (causal: those from
+			// k0, which keep k0, and x >= k0)
+			next := b.setNext(m, x)
+			if m.Below == 0 {
+				return next, b.konst(Inf)
+			}
+			last := b.konst(setLastConst(m))
+			return b.sel(b.setNone(m, x, last), b.konst(Inf), next), last
 		},
 	},
 	spec.OpKeys: {
@@ -221,6 +311,16 @@ var primitives = map[spec.Op]primitive{
 				hi, full = b.min(hi, q1), b.and(full, b.le(k1, q0))
 			}
 			return b.class(b.setNone(m, k0, hi), full)
+		},
+		qhull: func(b *builder, m *spec.Mask, causal bool, k0, k1, x int) (int, int) {
+			// every row, when [k0, k1] holds a key of the set; causal: the
+			// rows from that first key on
+			none := b.setNone(m, k0, k1)
+			next := x
+			if causal {
+				next = b.max(x, b.setNext(m, k0))
+			}
+			return b.sel(none, b.konst(Inf), next), b.sel(none, b.konst(-Inf), b.konst(Inf))
 		},
 	},
 	// document keeps every pair inside one document; the document split
@@ -309,6 +409,13 @@ func (b *builder) setLast(m *spec.Mask, hi int) int {
 	return b.sub(hi, b.modC(b.addC(hi, -int64(m.Phase)), int64(m.Stride)))
 }
 
+// setLastConst is the largest position of a queries or keys set with a
+// bound (Below > 0); below m.Lo when the set is empty.
+func setLastConst(m *spec.Mask) int64 {
+	hi := m.Below - 1
+	return int64(hi - mask.FloorMod(hi-m.Phase, m.Stride))
+}
+
 // setNext is at least x and at most the set's first position at or after
 // x (ignoring below): that position, except within a stride of Inf, where
 // the residue is found from Inf - stride so that constants stay below Inf
@@ -351,6 +458,8 @@ var everything = primitive{
 		}
 		return b.classDist(causal, q0, q1, k0, k1, 0, Inf, 1)
 	},
+	// every row (causal: from k0, where x is already)
+	qhull: func(b *builder, m *spec.Mask, causal bool, k0, k1, x int) (int, int) { return x, b.konst(Inf) },
 }
 
 // classDist classifies a tile against the distances d = i - j in [lo, hi]
@@ -432,6 +541,33 @@ func (b *builder) lowerHull(m *spec.Mask, causal bool, q0, q1, x int) (next, las
 	return primitiveOf(m).hull(b, m, causal, q0, q1, x)
 }
 
+func (b *builder) lowerQHull(m *spec.Mask, causal bool, k0, k1, x int) (next, last int) {
+	switch m.Op {
+	case spec.OpNot:
+		// the rows an operand drops can be anywhere: every row from x
+		return x, b.konst(Inf)
+	case spec.OpUnion, spec.OpIntersect:
+		next, last = b.lowerQHull(m.Args[0], causal, k0, k1, x)
+		for _, a := range m.Args[1:] {
+			n, l := b.lowerQHull(a, causal, k0, k1, x)
+			if m.Op == spec.OpUnion {
+				next, last = b.min(next, n), b.max(last, l)
+			} else {
+				// every operand must keep the pair: a row below any
+				// operand's next keeps no key of [k0, k1]
+				next, last = b.max(next, n), b.min(last, l)
+			}
+		}
+		return next, last
+	}
+	if q := primitiveOf(m).qhull; q != nil {
+		return q(b, m, causal, k0, k1, x)
+	}
+	// sound for a primitive without a query hull (TestQHullPrimitives
+	// fails for it): every row from x
+	return x, b.konst(Inf)
+}
+
 func (b *builder) lowerClass(m *spec.Mask, causal bool, q0, q1, k0, k1 int) int {
 	switch m.Op {
 	case spec.OpNot:
@@ -504,6 +640,41 @@ func LowerHull(p spec.Pattern) *Prog {
 		if p.Causal {
 			last = b.min(last, q1)
 		}
+	}
+	return b.done(next, last)
+}
+
+// LowerQHull compiles the query hull qhull(k0, k1, x) -> (next, last) of
+// key positions [k0, k1], the key hull transposed, on positions of the
+// plan's layout: next is at least x and at most the smallest query
+// position >= x that keeps some key of [k0, k1]; last is at least every
+// query position that keeps one. Each primitive's bound is exact (next is
+// that smallest query, last the largest, and next > last when no query
+// at or past x keeps a key; a queries or keys set's next within a stride
+// of Inf is only sound, see setNext) except neighborhood's, a rectangle
+// of grid cells as its key hull. Unions take the smallest next and the
+// largest last of their operands, intersections the largest next and the
+// smallest last, and a complement's rows are every row from x: sound, but
+// next may be at most last with no such query (as for LowerHull). The
+// causal flag (j <= i) starts the rows at k0. With document ids the rows
+// lie in [start of k0's document, end of k1's document] (causal: from
+// k0), as LowerHull bounds keys by documents only. A backward pass walks a
+// key tile's query tiles with it (Plan.VisitColumn).
+func LowerQHull(p spec.Pattern) *Prog {
+	b := newBuilder("qhull", "k0", "k1", "x")
+	k0, k1, x := b.arg(0), b.arg(1), b.arg(2)
+	if p.Causal {
+		x = b.max(x, k0)
+	}
+	var next, last int
+	if p.Mask.HasDocument() {
+		next = x
+		if !p.Causal {
+			next = b.max(x, b.emit(Inst{Op: IRDocStart, A: k0}))
+		}
+		last = b.emit(Inst{Op: IRDocEnd, A: k1})
+	} else {
+		next, last = b.lowerQHull(p.Mask, p.Causal, k0, k1, x)
 	}
 	return b.done(next, last)
 }

@@ -112,6 +112,43 @@ func (b *builder) natPieces(lo, hi int, w int64) (p [3][4]int, exists [3]int) {
 	return p, [3]int{b.konst(1), b.le(b.addC(r0, 2), r1), b.lt(r0, r1)}
 }
 
+// natRect is next, the first cell at or after x of the rectangle of rows
+// [r0, r1] x columns [c0, c1] of a grid of width w (r1 < H), and last, its
+// last cell; none: (Inf, -Inf).
+func (b *builder) natRect(w int64, r0, r1, c0, c1, x, none int) (next, last int) {
+	xr := b.divC(x, w)
+	xc := b.sub(x, b.mulC(xr, w))
+	before := b.lt(xr, r0)
+	rr := b.min(b.max(xr, r0), b.addC(r1, 1)) // at most H: rr*W + C0 < 2^31
+	cand := b.sel(b.or(before, b.le(xc, c0)), b.add(b.mulC(rr, w), c0), x)
+	nr := b.min(b.addC(rr, 1), b.addC(r1, 1))
+	past := b.and(b.not(before), b.lt(c1, xc))
+	inf := b.konst(Inf)
+	next = b.sel(past, b.sel(b.le(nr, r1), b.add(b.mulC(nr, w), c0), inf), b.sel(b.le(rr, r1), cand, inf))
+	last = b.add(b.mulC(r1, w), c1)
+	return b.sel(none, inf, next), b.sel(none, b.konst(-Inf), last)
+}
+
+// natQBound bounds the queries whose windows along the axis meet keys
+// [x0, x1] (0 <= x0 <= x1 <= L-1): every such query lies in [lo, hi].
+// Causal: key x is in the windows of queries x .. x+(K-1)D. Not causal,
+// with span = (K-1)D and n = K/2: query y's window ends at
+// max(g + span, min(y - nD + span, last)) (g = y mod D, last the group's
+// last position, at least L-D), so it reaches x only if y >= x - (span -
+// nD) or x <= g + span <= D-1 + span; it starts at max(g, min(y - nD,
+// last - span)), at or before x only if y <= x + nD or x >= last - span
+// >= L-D-span.
+func (b *builder) natQBound(a natAxis, x0, x1 int) (lo, hi int) {
+	span := (a.K - 1) * a.D
+	if a.Causal {
+		return x0, b.min(b.konst(a.L-1), b.addC(x1, span))
+	}
+	nd := a.K / 2 * a.D
+	lo = b.sel(b.le(x0, b.konst(a.D-1+span)), b.konst(0), b.addC(x0, -(span-nd)))
+	hi = b.sel(b.lt(x1, b.konst(a.L-a.D-span)), b.addC(x1, nd), b.konst(a.L-1))
+	return lo, hi
+}
+
 var neighborhood = primitive{
 	pred: func(b *builder, m *spec.Mask, causal bool, i, j int) int {
 		rows, cols := natAxes(m)
@@ -148,17 +185,7 @@ var neighborhood = primitive{
 		single := b.eq(rq0, rq1)
 		r0, r1 := b.natBound(rows, rq0, rq1)
 		c0, c1 := b.natBound(cols, b.sel(single, b.modD(q0, w), b.konst(0)), b.sel(single, b.modD(q1, w), b.konst(w-1)))
-		xr := b.divC(x, w)
-		xc := b.sub(x, b.mulC(xr, w))
-		before := b.lt(xr, r0)
-		rr := b.min(b.max(xr, r0), b.addC(r1, 1)) // at most H: rr*W + C0 < 2^31
-		cand := b.sel(b.or(before, b.le(xc, c0)), b.add(b.mulC(rr, w), c0), x)
-		nr := b.min(b.addC(rr, 1), b.addC(r1, 1))
-		past := b.and(b.not(before), b.lt(c1, xc))
-		inf := b.konst(Inf)
-		next := b.sel(past, b.sel(b.le(nr, r1), b.add(b.mulC(nr, w), c0), inf), b.sel(b.le(rr, r1), cand, inf))
-		last := b.add(b.mulC(r1, w), c1)
-		return b.sel(none, inf, next), b.sel(none, b.konst(-Inf), last)
+		return b.natRect(w, r0, r1, c0, c1, x, none)
 	},
 	class: func(b *builder, m *spec.Mask, causal bool, q0, q1, k0, k1 int) int {
 		// spec's classifyNeighborhood: between a rectangle of queries and
@@ -185,5 +212,20 @@ var neighborhood = primitive{
 			cl = b.min(cl, everything.class(b, nil, true, q0, q1, k0, k1))
 		}
 		return cl
+	},
+	qhull: func(b *builder, m *spec.Mask, causal bool, k0, k1, x int) (int, int) {
+		// The queries that keep keys [k0, k1] lie in rows [R0, R1] and
+		// columns [C0, C1] (natQBound of the keys' rows, and of the keys'
+		// columns when they share a row, else of all columns): next is the
+		// first such cell at or after x. Sound, not exact, as the key hull.
+		rows, cols := natAxes(m)
+		w, n := cols.L, rows.L*cols.L
+		none := b.le(b.konst(n), k0)
+		k1 = b.min(k1, b.konst(n-1))
+		rk0, rk1 := b.divC(k0, w), b.divC(k1, w)
+		single := b.eq(rk0, rk1)
+		r0, r1 := b.natQBound(rows, rk0, rk1)
+		c0, c1 := b.natQBound(cols, b.sel(single, b.modD(k0, w), b.konst(0)), b.sel(single, b.modD(k1, w), b.konst(w-1)))
+		return b.natRect(w, r0, r1, c0, c1, x, none)
 	},
 }

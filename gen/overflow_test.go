@@ -35,7 +35,7 @@ func TestLoweredConstantsFitS32(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%v: %v", pat, err)
 		}
-		for _, prog := range []*Prog{p.Pred, p.Hull, p.Class, ResidueProg()} {
+		for _, prog := range []*Prog{p.Pred, p.Hull, p.QHull, p.Class, ResidueProg()} {
 			for k, in := range prog.Insts {
 				switch in.Op {
 				case IRConst, IRMulC, IRDivC, IRModC:
@@ -149,7 +149,7 @@ func TestDilatedReachBound(t *testing.T) {
 		for _, causal := range []bool{false, true} {
 			bounded := spec.Pattern{Mask: spec.Dilated(c.stride, c.size), Causal: causal}
 			free := spec.Pattern{Mask: spec.Dilated(c.stride, 0), Causal: causal}
-			for _, pair := range [][2]*Prog{{LowerPred(bounded), LowerPred(free)}, {LowerHull(bounded), LowerHull(free)}, {LowerClass(bounded), LowerClass(free)}} {
+			for _, pair := range [][2]*Prog{{LowerPred(bounded), LowerPred(free)}, {LowerHull(bounded), LowerHull(free)}, {LowerQHull(bounded), LowerQHull(free)}, {LowerClass(bounded), LowerClass(free)}} {
 				if a, b := pair[0].String(), pair[1].String(); a != b {
 					t.Errorf("%v: program differs from the unbounded mask's\n%s\n%s", bounded, a, b)
 				}

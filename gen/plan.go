@@ -55,10 +55,12 @@ type Layout struct {
 // Plan is everything a target needs, as data: the pattern the tiles run on
 // (after the layout transform), the tile sizes, the layout, and the
 // programs every target renders: the partial-tile predicate, the key hull
-// of a query tile, the tile class and the CPU keep word. The tile schedule
-// of a call follows from them (Segments, Visit) in time proportional to
-// the tiles visited. Targets never read Source or Pattern to decide what
-// to compute; those are kept for printing and for checks.
+// of a query tile, the query hull of a key tile, the tile class and the
+// CPU keep word. The tile schedule of a call follows from them (Segments,
+// Visit) in time proportional to the tiles visited, and so does its
+// transpose, the column-wise schedule a backward pass walks
+// (VisitColumn). Targets never read Source or Pattern to decide what to
+// compute; those are kept for printing and for checks.
 type Plan struct {
 	Name    string       // spec name
 	Source  spec.Pattern // the spec's mask, on absolute positions
@@ -70,6 +72,7 @@ type Plan struct {
 	HeadDim int
 	Pred    *Prog // pred(i, j) -> keep: evaluated on partial tiles only, on segment positions
 	Hull    *Prog // hull(q0, q1, x) -> (next, last): see mask.Mask.Hull
+	QHull   *Prog // qhull(k0, k1, x) -> (next, last): the query hull of key positions [k0, k1] (LowerQHull)
 	Class   *Prog // class(q0, q1, k0, k1) -> mask.Class, sound
 	Word    *Prog // word(i, k0) -> keep bits of keys k0..k0+63; nil: Pred per lane
 }
@@ -145,10 +148,13 @@ func passPredicate(p *Plan) error {
 	return p.Pred.Check()
 }
 
-// passSchedule lowers the key hull and the tile class.
+// passSchedule lowers the key hull, the query hull and the tile class.
 func passSchedule(p *Plan) error {
-	p.Hull, p.Class = LowerHull(p.Pattern), LowerClass(p.Pattern)
+	p.Hull, p.QHull, p.Class = LowerHull(p.Pattern), LowerQHull(p.Pattern), LowerClass(p.Pattern)
 	if err := p.Hull.Check(); err != nil {
+		return err
+	}
+	if err := p.QHull.Check(); err != nil {
 		return err
 	}
 	return p.Class.Check()
@@ -224,6 +230,50 @@ func (p *Plan) Columns(seg Segment, docs *mask.Docs) *mask.Columns {
 	c := new(mask.Columns)
 	c.Transpose(rows, at, (seg.SeqK+p.TileK-1)/p.TileK)
 	return c
+}
+
+// VisitColumn appends the query tiles of a segment that key tile kt may
+// need, in increasing order, each with the class program's class: the
+// column-wise schedule in closed form, as a backward kernel walks it. It
+// jumps over the query positions the query hull excludes, as mask.Visit
+// jumps over keys, and leaves out the tiles the class program calls Empty;
+// the rest are a superset of Columns' tiles, with sound classes (a Partial
+// tile is not refined by keep words and may keep no pair). docs is nil
+// unless the mask has document.
+func (p *Plan) VisitColumn(dst []mask.ColTile, seg Segment, kt int, docs *mask.Docs) []mask.ColTile {
+	k0 := kt * p.TileK
+	dst, _ = p.visitColumn(dst, k0, min(k0+p.TileK, seg.SeqK)-1, seg.SeqK-seg.SeqQ, seg.SeqK, docs)
+	return dst
+}
+
+// visitColumn is VisitColumn for keys [k0, k1] of a segment whose queries
+// are positions [off, nk-1], tiled from off. It also returns the number of
+// tiles it classified (those it returns and those found Empty).
+func (p *Plan) visitColumn(dst []mask.ColTile, k0, k1, off, nk int, docs *mask.Docs) ([]mask.ColTile, int) {
+	qhull := func(x int) (next, last int) {
+		var res [2]int64
+		args := [3]int64{int64(k0), int64(k1), int64(x)}
+		eval(p.QHull, args[:], docs, res[:])
+		return int(res[0]), int(res[1])
+	}
+	next, last := qhull(off)
+	last = min(last, nk-1)
+	tried := 0
+	for q := max(next, off); q <= last; {
+		qt := (q - off) / p.TileQ
+		r0 := off + qt*p.TileQ
+		r1 := min(r0+p.TileQ, nk) - 1
+		var res [1]int64
+		args := [4]int64{int64(r0), int64(r1), int64(k0), int64(k1)}
+		eval(p.Class, args[:], docs, res[:])
+		tried++
+		if c := mask.Class(res[0]); c != mask.Empty {
+			dst = append(dst, mask.ColTile{Q: qt, Class: c})
+		}
+		q, _ = qhull(r0 + p.TileQ)
+		q = max(q, r0+p.TileQ)
+	}
+	return dst, tried
 }
 
 // QueryTiles is the number of query tiles of a segment.

@@ -149,7 +149,7 @@ func TestProgramText(t *testing.T) {
 	r := rand.New(rand.NewPCG(41, 42))
 	for iter := 0; iter < 200; iter++ {
 		pat := spectest.Pattern(r, 30, 3)
-		for _, prog := range []*Prog{LowerPred(pat), LowerHull(pat), LowerClass(pat), LowerWord(LowerPred(pat)), ResidueProg()} {
+		for _, prog := range []*Prog{LowerPred(pat), LowerHull(pat), LowerQHull(pat), LowerClass(pat), LowerWord(LowerPred(pat)), ResidueProg()} {
 			if prog == nil {
 				continue
 			}

@@ -19,7 +19,7 @@ type namedProg struct {
 
 // Programs lists the plan's programs in the order Text prints them.
 func (p *Plan) Programs() []namedProg {
-	return []namedProg{{"pred", p.Pred, &p.Pred}, {"hull", p.Hull, &p.Hull}, {"class", p.Class, &p.Class}, {"word", p.Word, &p.Word}}
+	return []namedProg{{"pred", p.Pred, &p.Pred}, {"hull", p.Hull, &p.Hull}, {"qhull", p.QHull, &p.QHull}, {"class", p.Class, &p.Class}, {"word", p.Word, &p.Word}}
 }
 
 // Dump is a plan with the schedule of one call, as printed by Text and read

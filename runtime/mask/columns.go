@@ -14,8 +14,9 @@ type ColTile struct {
 //
 // It is derived from the row-wise schedule by a transposition (a counting
 // sort of the forward visit lists, in time proportional to the tiles
-// visited plus the key tiles), not from a closed-form query hull per key
-// tile. A Columns keeps its memory across Build calls, so a pooled one
+// visited plus the key tiles), not from the closed-form query hull per key
+// tile that a plan also holds (its qhull program, which gen's
+// Plan.VisitColumn and GPU backward kernels walk). A Columns keeps its memory across Build calls, so a pooled one
 // allocates nothing once it has grown to a call's size.
 type Columns struct {
 	start []int32   // the query tiles of key tile kt: tiles[start[kt]:start[kt+1]]
