@@ -88,8 +88,8 @@ func GenerateBackward(p *gen.Plan, cfg Config) (*Backward, error) {
 	if _, err := newFwd(p, cfg, t); err != nil {
 		return nil, err
 	}
-	if queryHull(p) != nil && (len(queryHull(p).Args) != 3 || len(queryHull(p).Results) != 2) {
-		return nil, fmt.Errorf("ptx: plan %s: the query hull program %s takes %d arguments and returns %d values, want 3 and 2", p.Name, queryHull(p).Name, len(queryHull(p).Args), len(queryHull(p).Results))
+	if p.QHull != nil && (len(p.QHull.Args) != 3 || len(p.QHull.Results) != 2) {
+		return nil, fmt.Errorf("ptx: plan %s: the query hull program %s takes %d arguments and returns %d values, want 3 and 2", p.Name, p.QHull.Name, len(p.QHull.Args), len(p.QHull.Results))
 	}
 	b := &Backward{Target: t, HeadDim: p.HeadDim}
 	var funcs []*Func
@@ -99,7 +99,7 @@ func GenerateBackward(p *gen.Plan, cfg Config) (*Backward, error) {
 		if err != nil {
 			return nil, err
 		}
-		g.docs = g.docs || (queryHull(p) != nil && queryHull(p).UsesDocs())
+		g.docs = g.docs || (p.QHull != nil && p.QHull.UsesDocs())
 		bk := &bwdK{fwd: g, dkv: dkv, bq: TileQ}
 		if dkv {
 			bk.bq = bwdQ[p.HeadDim]
@@ -138,7 +138,7 @@ func GenerateBackward(p *gen.Plan, cfg Config) (*Backward, error) {
 	b.DQ, b.DKV = funcs[0].Name, funcs[1].Name
 	b.DQParams, b.DKVParams = funcs[0].Params, funcs[1].Params
 	b.PTX, b.DQShared, b.DKVShared = text, shared[0], shared[1]
-	b.HasQueryHull = queryHull(p) != nil
+	b.HasQueryHull = p.QHull != nil
 	return b, nil
 }
 
@@ -770,9 +770,9 @@ func (g *bwdK) kernelDKV() error {
 	bq := int64(g.bq)
 	nqt := f.FloorDiv(f.Add(g.sq, I(bq-1)), bq)
 	qtlo, qthi := Operand(I(0)), f.Sub(nqt, I(1))
-	if queryHull(g.p) != nil {
-		f.CommentProg("query hull", queryHull(g.p))
-		qh, err := RenderInts(f, queryHull(g.p), Env{Args: []Operand{k0, k1, I(0)}, Docs: g.docRegs})
+	if g.p.QHull != nil {
+		f.CommentProg("query hull", g.p.QHull)
+		qh, err := RenderInts(f, g.p.QHull, Env{Args: []Operand{k0, k1, I(0)}, Docs: g.docRegs})
 		if err != nil {
 			return err
 		}
@@ -979,9 +979,9 @@ func (g *bwdK) findQ(start, k0, k1 Operand) (t, c Reg, err error) {
 	f.Set(U32, c, f.reg(S32, cls[0]))
 	empty := f.Setp("eq", S32, R(c), I(cEmpty))
 	f.Bra(done, &empty, true)
-	if queryHull(g.p) != nil {
+	if g.p.QHull != nil {
 		f.Comment("empty tile: jump to the tile of the first query at or past the next tile that the query hull allows")
-		qh, err := RenderInts(f, queryHull(g.p), Env{Args: []Operand{k0, k1, f.Add(rend, g.off)}, Docs: g.docRegs})
+		qh, err := RenderInts(f, g.p.QHull, Env{Args: []Operand{k0, k1, f.Add(rend, g.off)}, Docs: g.docRegs})
 		if err != nil {
 			return t, c, err
 		}
@@ -993,6 +993,3 @@ func (g *bwdK) findQ(start, k0, k1 Operand) (t, c Reg, err error) {
 	f.Place(done)
 	return t, c, nil
 }
-
-// queryHull is the plan's query hull program (nil until the plan has one).
-func queryHull(p *gen.Plan) *gen.Prog { return nil }
