@@ -103,6 +103,11 @@ func GenerateBackward(p *gen.Plan, cfg Config) (*Backward, error) {
 		bk := &bwdK{fwd: g, dkv: dkv, bq: TileQ}
 		if dkv {
 			bk.bq = bwdQ[p.HeadDim]
+			if len(p.Pred.Insts) > bigPred {
+				// a long partial-tile predicate (NATTEN's: ptxas 11.8
+				// spilled at 64 queries) needs the registers of 32
+				bk.bq = min(bk.bq, 32)
+			}
 		}
 		name := "attn_bwd_dq_" + p.Name
 		if dkv {
@@ -208,9 +213,10 @@ func (l BackwardLaunch) Args(x Launch, ptrs ...uint64) ([]any, error) {
 }
 
 // bwdQ is the query rows per step of the dk/dv kernel per head dimension:
-// at D = 128 its 128 registers of dk and dv accumulators leave no room for
-// 64-query score fragments (ptxas 11.8 spilled), so it takes 32.
-var bwdQ = map[int]int{64: 64, 128: 32}
+// at D = 128 its 128 registers of dk and dv accumulators leave little room
+// for score fragments (ptxas 11.8 spilled at 64 queries, and for sm_90 at
+// 32), so it takes 16.
+var bwdQ = map[int]int{64: 64, 128: 16}
 
 // heldQ is the largest head dimension whose Q fragments the dq kernel
 // holds in registers; above it (D = 128: 32 more registers next to 64 of
@@ -243,10 +249,17 @@ func (g *bwdK) tileBytes() int { return TileQ * g.RS }
 func (g *bwdK) bufBytes() int { return g.bq * g.RS }
 func (g *bwdK) smemBytes() int {
 	if g.dkv {
-		return 2*g.tileBytes() + 4*g.bufBytes() + 2*2*4*g.bq
+		return g.dkvFlags() + g.bufBytes() + 2*voteBytes
 	}
-	return 6*g.tileBytes() + 4*TileQ
+	return 6*g.tileBytes() + 4*TileQ + voteBytes
 }
+
+// voteBytes is one word per warp for sanitize's vote.
+const voteBytes = 4 * Threads / 32
+
+// dkvFlags is the dk/dv kernel's flag tile (sanitize), after the rows'
+// -lse*log2(e) and delta; its two vote areas follow it.
+func (g *bwdK) dkvFlags() int { return 2*g.tileBytes() + 4*g.bufBytes() + 2*2*4*g.bq }
 
 // buffer b of the double-buffered pair of tiles (dq: K, V; dkv: Q, dO).
 func (g *bwdK) bufBase(buf Operand) Operand {
@@ -460,15 +473,131 @@ func (g *bwdK) maskTile(p [][4]Reg, rowPos, colPos func(n, x int) Operand, extra
 // zeroMasked sets dS to 0 where P is 0 in a partial tile (partial holds):
 // a masked pair's dP may be non-finite (its value or dout is), and 0 times
 // that is NaN. Kept pairs whose P underflowed to 0 get 0 as well, which
-// differs from IEEE only when their dP is not finite.
+// differs from IEEE only when their dP is not finite; a NaN P (a kept
+// non-finite score) keeps its NaN dS.
 func (g *bwdK) zeroMasked(p, ds [][4]Reg, partial Reg) {
 	f := g.f
 	skip := f.NewLabel("kept")
 	f.Bra(skip, &partial, true)
 	for n := range p {
 		for x := range p[n] {
-			pos := f.Setp("gt", F32, R(p[n][x]), Fimm(0))
-			f.Emit(Inst{Op: OpSelp, T: F32, Dst: []Operand{R(ds[n][x])}, Src: []Operand{R(ds[n][x]), Fimm(0), R(pos)}})
+			zero := f.Setp("eq", F32, R(p[n][x]), Fimm(0))
+			f.Emit(Inst{Op: OpSelp, T: F32, Dst: []Operand{R(ds[n][x])}, Src: []Operand{Fimm(0), R(ds[n][x]), R(zero)}})
+		}
+	}
+	f.Place(skip)
+}
+
+// sanitize emits the masked-input rule of a partial tile (the caller
+// branches on the class) for an n-row tile at base, as the forward's
+// sanitize does for values: a product over the tile's rows multiplies a
+// masked pair's 0 by that row's data, and 0 times NaN or an infinity is
+// NaN. Each thread checks the words it copied; when any element of the
+// tile is non-finite (a CTA-wide vote through the four words at vote),
+// the threads replace those elements by 0 in place and write, in the same
+// layout at flags, 1 (in the element type) where an element was
+// non-finite and 0 elsewhere, and set done to 1 (the same in every
+// thread); restoreNaN then makes the gradients of pairs that keep a
+// rewritten element NaN.
+func (g *bwdK) sanitize(done Reg, base, flags, vote Operand, n int) {
+	f := g.f
+	eb := g.bits()
+	expMask, low, signs := eb.exp|eb.exp<<16, eb.expLow|eb.expLow<<16, int64(0x80008000)
+	sT := f.reg(U32, f.Add(base, g.copyS))
+	sF := f.reg(U32, f.Add(flags, g.copyS))
+	words := n / g.rowStep() * 4
+	addr := func(w int) int64 { return int64(w/4*g.rowStep()*g.RS + 4*(w%4)) }
+	load := func(w int) Reg {
+		x := f.NewReg(B32)
+		f.Emit(Inst{Op: OpLd, T: B32, Space: "shared", Dst: []Operand{R(x)}, Src: []Operand{Addr(sT.Reg, addr(w))}})
+		return x
+	}
+	// bit 15 (31) set where the low (high) half has an all-ones exponent
+	nonFinite := func(x Reg) Operand {
+		t := f.Op3(OpAnd, B32, R(x), I(expMask))
+		t = f.Op3(OpAdd, U32, t, I(low))
+		return f.Op3(OpAnd, B32, t, I(signs))
+	}
+	any := f.Mov(B32, I(0))
+	for w := 0; w < words; w++ {
+		f.Into(OpOr, B32, any, R(any), nonFinite(load(w)))
+	}
+	for _, lane := range []int64{1, 2, 4, 8, 16} {
+		o := f.NewReg(B32)
+		f.Emit(Inst{Op: OpShflBfly, Dst: []Operand{R(o)}, Src: []Operand{R(any), I(lane), I(31), I(0xffffffff)}})
+		f.Into(OpOr, B32, any, R(any), R(o))
+	}
+	lane0 := f.Setp("eq", U32, g.lane, I(0))
+	f.Emit(Inst{Op: OpSt, T: B32, Space: "shared", Guard: &lane0, Dst: []Operand{Addr(f.reg(U32, f.Add(vote, f.MulC(g.warp, 4))).Reg, 0)}, Src: []Operand{R(any)}})
+	f.Emit(Inst{Op: OpBar, Src: []Operand{I(0)}})
+	all := f.Mov(B32, I(0))
+	va := f.reg(U32, vote)
+	for w := 0; w < Threads/32; w++ {
+		x := f.NewReg(B32)
+		f.Emit(Inst{Op: OpLd, T: B32, Space: "shared", Dst: []Operand{R(x)}, Src: []Operand{Addr(va.Reg, int64(4*w))}})
+		f.Into(OpOr, B32, all, R(all), R(x))
+	}
+	skip := f.NewLabel("finite")
+	clean := f.Setp("eq", U32, R(all), I(0))
+	f.Bra(skip, &clean, false)
+	f.Comment("a non-finite element in the tile: zero it, and flag it")
+	for w := 0; w < words; w++ {
+		x := load(w)
+		nf := nonFinite(x)
+		lo := f.Op3(OpShr, U32, f.Op3(OpAnd, B32, nf, I(0x8000)), I(15))
+		hi := f.Op3(OpShr, U32, nf, I(31))
+		m := f.Op3(OpOr, B32, f.Op3(OpMulLo, U32, lo, I(0xffff)), f.Op3(OpMulLo, U32, hi, I(0xffff0000)))
+		xc := f.Op3(OpAnd, B32, R(x), f.Op3(OpXor, B32, m, I(0xffffffff)))
+		f.Emit(Inst{Op: OpSt, T: B32, Space: "shared", Dst: []Operand{Addr(sT.Reg, addr(w))}, Src: []Operand{f.reg(B32, xc)}})
+		fl := f.Op3(OpOr, B32, f.Op3(OpMulLo, U32, lo, I(eb.pos)), f.Op3(OpMulLo, U32, hi, I(eb.pos<<16)))
+		f.Emit(Inst{Op: OpSt, T: B32, Space: "shared", Dst: []Operand{Addr(sF.Reg, addr(w))}, Src: []Operand{f.reg(B32, fl)}})
+	}
+	f.Emit(Inst{Op: OpBar, Src: []Operand{I(0)}})
+	f.Set(B32, done, I(1))
+	f.Place(skip)
+}
+
+// sanitizePartial is sanitize in partial tiles only: it returns the
+// register restoreNaN tests (0 on every other tile).
+func (g *bwdK) sanitizePartial(partial Reg, base, flags, vote Operand, n int) Reg {
+	f := g.f
+	done := f.Mov(B32, I(0))
+	skip := f.NewLabel("unmasked")
+	f.Bra(skip, &partial, true)
+	g.sanitize(done, base, flags, vote, n)
+	f.Place(skip)
+	return done
+}
+
+// restoreNaN emits the second half of sanitize's rule after acc += A T
+// on the zeroed tile T: C = P times the flags (one more product over the
+// tile, with the A fragments pa of P in the element type: P >= 0, so C is
+// non-zero exactly where a pair with P > 0, or a NaN P, meets a rewritten
+// element) marks the elements of acc that a kept pair reaches from a
+// rewritten element, and those become NaN (IEEE gives NaN or an infinity
+// there; a gradient that meets an infinite input is not usable either
+// way). flags is read with ldmatrix.trans (the aRowCol lane offset
+// included).
+func (g *bwdK) restoreNaN(done Reg, pa [][4]Reg, flags Operand, acc [][4]Reg) {
+	f := g.f
+	skip := f.NewLabel("restored")
+	none := f.Setp("eq", U32, R(done), I(0))
+	f.Bra(skip, &none, false)
+	f.Comment("gradients that a kept pair reaches from a rewritten element are NaN")
+	nan := Fimm(float32(math.NaN()))
+	for dp := 0; dp < g.D/16; dp++ {
+		c := zeros(f, 2)
+		for kk := range pa {
+			b := g.frag(OpLdmatrixT, flags, int64(kk*16*g.RS+dp*32))
+			g.mma(c[0], pa[kk], b[0], b[1])
+			g.mma(c[1], pa[kk], b[2], b[3])
+		}
+		for h := range c {
+			for x := range c[h] {
+				some := f.Setp("ne", F32, R(c[h][x]), Fimm(0))
+				y := acc[2*dp+h][x]
+				f.Emit(Inst{Op: OpSelp, T: F32, Dst: []Operand{R(y)}, Src: []Operand{nan, R(y), R(some)}})
+			}
 		}
 	}
 	f.Place(skip)
@@ -675,8 +804,12 @@ func (g *bwdK) kernelDQ() error {
 		}
 	}
 	g.zeroMasked(s, ds, partial)
+	f.Comment("masked keys: non-finite K elements of a partial tile zeroed, flagged over V")
+	sV := f.Add(sb, I(int64(g.bufBytes())))
+	done := g.sanitizePartial(partial, sb, sV, f.Add(g.smem, I(int64(6*g.tileBytes()+4*TileQ))), TileK)
 	f.Comment("dQ += dS K (K through ldmatrix.trans)")
 	g.accumulate(dq_, g.pack(ds), f.Add(sb, g.aRowCol))
+	g.restoreNaN(done, g.pack(s), f.Add(sV, g.aRowCol), dq_)
 	f.Emit(Inst{Op: OpBar, Src: []Operand{I(0)}})
 	f.Set(U32, cur, R(nxt))
 	f.Set(U32, ccur, R(cnxt))
@@ -833,15 +966,11 @@ func (g *bwdK) kernelDKV() error {
 	f.Comment("per query column: -lse*log2(e) and delta from shared memory")
 	rb := g.rowBase(R(buf))
 	qr0 := f.MulC(R(cur), bq)
-	dl := make([][2]Operand, len(s))
+	colAddr := f.reg(U32, f.Add(rb, f.MulC(g.t4, 8))) // column 2*t4 of block 0
 	for n := range s {
 		for c := 0; c < 2; c++ {
-			col := f.Add(f.MulC(g.t4, 2), I(int64(8*n+c)))
-			ca := f.reg(U32, f.Add(rb, f.MulC(col, 4)))
-			nlv, dlv := f.NewReg(F32), f.NewReg(F32)
-			f.Emit(Inst{Op: OpLd, T: F32, Space: "shared", Dst: []Operand{R(nlv)}, Src: []Operand{Addr(ca.Reg, 0)}})
-			f.Emit(Inst{Op: OpLd, T: F32, Space: "shared", Dst: []Operand{R(dlv)}, Src: []Operand{Addr(ca.Reg, 4*bq)}})
-			dl[n][c] = R(dlv)
+			nlv := f.NewReg(F32)
+			f.Emit(Inst{Op: OpLd, T: F32, Space: "shared", Dst: []Operand{R(nlv)}, Src: []Operand{Addr(colAddr.Reg, int64(4*(8*n+c)))}})
 			for _, x := range []int{c, c + 2} {
 				f.Set(F32, s[n][x], f.F(OpEx2, f.F(OpFma, R(s[n][x]), g.scl, R(nlv))))
 			}
@@ -873,18 +1002,30 @@ func (g *bwdK) kernelDKV() error {
 		return err
 	}
 	f.Place(nomask)
-	f.Comment("dV += P^T dO (dO through ldmatrix.trans)")
-	g.accumulate(dvA, g.pack(s), f.Add(sDO, g.aRowCol))
-	f.Comment("dP^T = V dO^T; dS^T = P^T (dP^T - delta), in place; dK += dS^T Q")
+	f.Comment("dP^T = V dO^T; dS^T = P^T (dP^T - delta), in place")
 	ds := zeros(f, g.bq/8)
 	g.product16(ds, aVw, f.Add(sDO, g.aK), nil)
 	for n := range ds {
-		for x := range ds[n] {
-			f.Set(F32, ds[n][x], f.F(OpMulF, R(s[n][x]), f.F(OpSubF, R(ds[n][x]), dl[n][x&1])))
+		for c := 0; c < 2; c++ {
+			dlv := f.NewReg(F32)
+			f.Emit(Inst{Op: OpLd, T: F32, Space: "shared", Dst: []Operand{R(dlv)}, Src: []Operand{Addr(colAddr.Reg, int64(4*(8*n+c))+4*bq)}})
+			for _, x := range []int{c, c + 2} {
+				f.Set(F32, ds[n][x], f.F(OpMulF, R(s[n][x]), f.F(OpSubF, R(ds[n][x]), R(dlv))))
+			}
 		}
 	}
 	g.zeroMasked(s, ds, partial)
+	flags := f.Add(g.smem, I(int64(g.dkvFlags())))
+	vote := f.Add(flags, I(int64(g.bufBytes())))
+	f.Comment("masked rows: non-finite dO elements of a partial tile zeroed and flagged; dV += P^T dO (dO through ldmatrix.trans)")
+	fixed := g.sanitizePartial(partial, sDO, flags, vote, g.bq)
+	pa := g.pack(s)
+	g.accumulate(dvA, pa, f.Add(sDO, g.aRowCol))
+	g.restoreNaN(fixed, pa, f.Add(flags, g.aRowCol), dvA)
+	f.Comment("the same for Q; dK += dS^T Q")
+	fixed = g.sanitizePartial(partial, sb, flags, f.Add(vote, I(voteBytes)), g.bq)
 	g.accumulate(dkA, g.pack(ds), f.Add(sb, g.aRowCol))
+	g.restoreNaN(fixed, pa, f.Add(flags, g.aRowCol), dkA)
 	f.Emit(Inst{Op: OpBar, Src: []Operand{I(0)}})
 	f.Set(U32, cur, R(nxt))
 	f.Set(U32, ccur, R(cnxt))

@@ -307,16 +307,26 @@ func TestBackwardInterpExamples(t *testing.T) {
 }
 
 // TestBackwardPtxas assembles every example's backward module (both
-// default element types, sm_80 and sm_90) with ptxas and requires no
-// spills in either kernel; skipped without ptxas (ATTNGEN_PTXAS).
+// default element types) with ptxas 11.8 for sm_80 and sm_90
+// (ATTNGEN_PTXAS) and with ptxas 12.4 for sm_90a (ATTNGEN_PTXAS12), and
+// requires no spills in either kernel; skipped without any ptxas.
 func TestBackwardPtxas(t *testing.T) {
-	ptxas := os.Getenv("ATTNGEN_PTXAS")
-	if ptxas == "" {
-		if p, err := exec.LookPath("ptxas"); err == nil {
-			ptxas = p
-		} else {
-			t.Skip("no ptxas: set ATTNGEN_PTXAS (scripts/fetch-ptxas.sh fetches one)")
-		}
+	type run struct {
+		ptxas string
+		sm    int
+		arch  string
+	}
+	var runs []run
+	if p := os.Getenv("ATTNGEN_PTXAS"); p != "" {
+		runs = append(runs, run{p, 80, "sm_80"}, run{p, 90, "sm_90"})
+	} else if p, err := exec.LookPath("ptxas"); err == nil {
+		runs = append(runs, run{p, 80, "sm_80"}, run{p, 90, "sm_90"})
+	}
+	if p := os.Getenv("ATTNGEN_PTXAS12"); p != "" {
+		runs = append(runs, run{p, 90, "sm_90a"})
+	}
+	if len(runs) == 0 {
+		t.Skip("no ptxas: set ATTNGEN_PTXAS or ATTNGEN_PTXAS12 (scripts/fetch-ptxas.sh fetches them)")
 	}
 	files, _ := filepath.Glob("../../spec/examples/*.yaml")
 	dir := t.TempDir()
@@ -330,30 +340,31 @@ func TestBackwardPtxas(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, dt := range DefaultTargets {
-			for _, sm := range []int{80, 90} {
-				tg := Target{SM: sm, Elem: dt.Elem}
+			for _, rn := range runs {
+				tg := Target{SM: rn.sm, Elem: dt.Elem}
 				b, err := GenerateBackward(plan, Config{Target: tg})
 				if err != nil {
 					t.Fatal(err)
 				}
+				name := fmt.Sprintf("%s %s %s", filepath.Base(f), dt.Elem, rn.arch)
 				src := filepath.Join(dir, "bwd_"+plan.Name+"_"+tg.Name()+".ptx")
 				if err := os.WriteFile(src, []byte(b.PTX), 0o644); err != nil {
 					t.Fatal(err)
 				}
-				out, err := exec.Command(ptxas, "-v", "--gpu-name", tg.Arch(), src, "-o", filepath.Join(dir, "k.cubin")).CombinedOutput()
+				out, err := exec.Command(rn.ptxas, "-v", "--gpu-name", rn.arch, src, "-o", filepath.Join(dir, "k.cubin")).CombinedOutput()
 				if err != nil {
-					t.Fatalf("%s %s: ptxas failed: %v\n%s", filepath.Base(f), tg, err, out)
+					t.Fatalf("%s: ptxas failed: %v\n%s", name, err, out)
 				}
 				spills, regs := spillRE.FindAllSubmatch(out, -1), regsRE.FindAllSubmatch(out, -1)
 				if len(spills) != 2 || len(regs) != 2 {
-					t.Fatalf("%s %s: want two kernels' reports:\n%s", filepath.Base(f), tg, out)
+					t.Fatalf("%s: want two kernels' reports:\n%s", name, out)
 				}
 				for _, m := range spills {
 					if string(m[1]) != "0" || string(m[2]) != "0" {
-						t.Errorf("%s %s: spills:\n%s", filepath.Base(f), tg, out)
+						t.Errorf("%s: spills:\n%s", name, out)
 					}
 				}
-				t.Logf("%s %s: %s and %s registers (ptxas order), no spills; shared %d (dq), %d (dk/dv) bytes", filepath.Base(f), tg, regs[0][1], regs[1][1], b.DQShared, b.DKVShared)
+				t.Logf("%s: %s and %s registers (ptxas order), no spills; shared %d (dq), %d (dk/dv) bytes", name, regs[0][1], regs[1][1], b.DQShared, b.DKVShared)
 			}
 		}
 	}
@@ -415,6 +426,128 @@ func TestBackwardInterpF16(t *testing.T) {
 			if bad := checkBackward(t, r, p.Source, F16, true); bad > 0 {
 				t.Fatalf("%d failures", bad)
 			}
+		})
+	}
+}
+
+// TestBackwardInterpNonFinite checks that a masked pair never reads its
+// key, value, query or dout: with NaN, +Inf and -Inf at positions a row
+// masks, every gradient row the poison cannot reach through a kept pair
+// is bit-identical to the clean run (the kernels are deterministic). First
+// the keys and values a row masks, then q and dout of one row and of a
+// row that keeps nothing.
+func TestBackwardInterpNonFinite(t *testing.T) {
+	masks := []testMask{
+		{"window", spec.Pattern{Mask: spec.Window(20), Causal: true}},
+		{"sinkwin", spec.Pattern{Mask: spec.Union(spec.Global(3), spec.Window(17)), Causal: true}},
+		{"block", spec.Pattern{Mask: spec.Block(24)}},
+	}
+	masks = append(masks, randomMasks(8, 3)...)
+	specials := []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))}
+	for k, mk := range masks {
+		d := 64
+		if k%2 == 1 && !testing.Short() {
+			d = 128
+		}
+		p := compile(t, mk.name, mk.p.Mask, mk.p.Causal, d)
+		sh := shape{1, 2, 1, 90, 130}
+		t.Run(fmt.Sprintf("%s/d%d", mk.name, d), func(t *testing.T) {
+			t.Logf("%s", mk.p)
+			cfg := Config{SoftLg2: true}
+			clean := runBackwardKernels(t, p, cfg, sh, nil, 11, nil)
+			vs := clean.vs
+			keeps := func(r, j int) bool { return mk.p.AtDocs(spec.Row(r, vs.SeqQ, vs.SeqK), j, nil) }
+			rng := rand.New(rand.NewPCG(uint64(k), 5))
+			D := vs.HeadDim
+			same := func(what string, a, b []float32, row int) {
+				t.Helper()
+				for x := row * D; x < (row+1)*D; x++ {
+					if math.Float32bits(a[x]) != math.Float32bits(b[x]) {
+						t.Fatalf("%s row %d changed: %v, clean %v", what, row, a[x], b[x])
+					}
+				}
+			}
+			// keys: poison the keys and values a row masks (kv head 0 serves both query heads)
+			r0 := vs.SeqQ / 2
+			poisoned := map[int]bool{}
+			for j := 0; j < vs.SeqK; j++ {
+				if !keeps(r0, j) && rng.IntN(3) == 0 {
+					poisoned[j] = true
+				}
+			}
+			got := runBackwardKernels(t, p, cfg, sh, nil, 11, func(q, kk, v, dout []float32) {
+				for j := range poisoned {
+					for x := 0; x < D; x++ {
+						kk[j*D+x] = specials[rng.IntN(3)]
+						v[j*D+x] = specials[rng.IntN(3)]
+					}
+				}
+			})
+			reach := make([]bool, vs.SeqQ) // rows that keep a poisoned key
+			for r := range reach {
+				for j := range poisoned {
+					reach[r] = reach[r] || keeps(r, j)
+				}
+			}
+			checked := 0
+			for h := 0; h < vs.HeadsQ; h++ {
+				for r := 0; r < vs.SeqQ; r++ {
+					if !reach[r] {
+						same("dq", got.dq, clean.dq, h*vs.SeqQ+r)
+						checked++
+					}
+				}
+			}
+			for j := 0; j < vs.SeqK; j++ {
+				ok := !poisoned[j]
+				for r := 0; r < vs.SeqQ && ok; r++ {
+					ok = !(keeps(r, j) && reach[r])
+				}
+				if ok {
+					same("dk", got.dk, clean.dk, j)
+					same("dv", got.dv, clean.dv, j)
+					checked++
+				}
+			}
+			// rows: poison q and dout of row r1 of head 1, and of a row that keeps nothing
+			r1 := rng.IntN(vs.SeqQ)
+			rows := []int{vs.SeqQ + r1}
+			for r := 0; r < vs.SeqQ; r++ {
+				dead := true
+				for j := 0; j < vs.SeqK && dead; j++ {
+					dead = !keeps(r, j)
+				}
+				if dead {
+					rows = append(rows, r)
+					break
+				}
+			}
+			got = runBackwardKernels(t, p, cfg, sh, nil, 11, func(q, kk, v, dout []float32) {
+				for _, row := range rows {
+					for x := 0; x < D; x++ {
+						q[row*D+x] = specials[rng.IntN(3)]
+						dout[row*D+x] = specials[rng.IntN(3)]
+					}
+				}
+			})
+			for row := 0; row < vs.HeadsQ*vs.SeqQ; row++ {
+				if row != rows[0] && (len(rows) == 1 || row != rows[1]) {
+					same("dq", got.dq, clean.dq, row)
+					checked++
+				}
+			}
+			for j := 0; j < vs.SeqK; j++ {
+				ok := true
+				for _, row := range rows {
+					ok = ok && !keeps(row%vs.SeqQ, j)
+				}
+				if ok {
+					same("dk", got.dk, clean.dk, j)
+					same("dv", got.dv, clean.dv, j)
+					checked++
+				}
+			}
+			t.Logf("%d poisoned keys, poisoned rows %v: %d gradient rows bit-identical", len(poisoned), rows, checked)
 		})
 	}
 }
