@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/attngen/attngen/gen"
+	"github.com/attngen/attngen/runtime/mask"
 	"github.com/attngen/attngen/spec"
 	"github.com/attngen/attngen/verify"
 	ptxi "github.com/attngen/attngen/verify/ptx"
@@ -549,5 +550,86 @@ func TestBackwardInterpNonFinite(t *testing.T) {
 			}
 			t.Logf("%d poisoned keys, poisoned rows %v: %d gradient rows bit-identical", len(poisoned), rows, checked)
 		})
+	}
+}
+
+// TestBackwardInterpColumnSchedule counts the query tiles each dk/dv CTA
+// visits, by its barriers (two per tile, two more per partial tile for
+// the votes of the masked-input rule), against the plan's closed-form column
+// schedule (gen.Plan.VisitColumn: the query hull and class programs
+// evaluated in Go) with the kernel's query step, summed over the query
+// heads of each group; and checks by brute force that the schedule visits
+// the tile of every kept pair, so the kernel never skips a tile it needs.
+func TestBackwardInterpColumnSchedule(t *testing.T) {
+	masks := exampleMasks(t)
+	masks = append(masks, randomMasks(9, 6)...)
+	for _, mk := range masks {
+		if mk.p.Mask.HasDocument() {
+			continue
+		}
+		p := compile(t, mk.name, mk.p.Mask, mk.p.Causal, 64)
+		if p.Layout.Kind != gen.Identity {
+			continue
+		}
+		b, err := GenerateBackward(p, Config{SoftLg2: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !b.HasQueryHull {
+			t.Fatalf("%s: the plan has no query hull", mk.name)
+		}
+		sh := shape{1, 2, 1, 150, 200}
+		t.Run(mk.name, func(t *testing.T) {
+			r := runBackwardKernels(t, p, Config{SoftLg2: true}, sh, nil, 4, nil)
+			pq := *p
+			pq.TileQ = bwdQ[64]
+			if len(p.Pred.Insts) > bigPred {
+				pq.TileQ = 32
+			}
+			seg := gen.Segment{SeqQ: sh.sq, SeqK: sh.sk}
+			want := int64(0)
+			for kt := 0; kt < (sh.sk+TileK-1)/TileK; kt++ {
+				tiles := pq.VisitColumn(nil, seg, kt, nil)
+				for _, c := range tiles {
+					want += 2 // the copy wait and the end of the tile
+					if c.Class == mask.Partial {
+						want += 2
+					}
+				}
+				// every row that keeps a key of the tile is in a visited tile
+				visited := map[int]bool{}
+				for _, v := range tiles {
+					visited[v.Q] = true
+				}
+				for r := 0; r < sh.sq; r++ {
+					for j := kt * TileK; j < min(kt*TileK+TileK, sh.sk); j++ {
+						if mk.p.AtDocs(spec.Row(r, sh.sq, sh.sk), j, nil) && !visited[r/pq.TileQ] {
+							t.Fatalf("key tile %d: row %d keeps key %d, its query tile %d is not visited", kt, r, j, r/pq.TileQ)
+						}
+					}
+				}
+			}
+			want *= int64(sh.hq / sh.hkv)
+			if r.dkvSt.Barriers != want {
+				t.Fatalf("dk/dv kernel: %d barriers, the closed-form schedule gives %d", r.dkvSt.Barriers, want)
+			}
+			t.Logf("%d barriers", want)
+		})
+	}
+}
+
+// TestBackwardInterpJumpsQueryTiles: the dk/dv kernel's work per key tile
+// of a sliding window does not grow with the sequence: it starts at the
+// first query tile the query hull allows instead of scanning from row 0.
+func TestBackwardInterpJumpsQueryTiles(t *testing.T) {
+	p := compile(t, "window", spec.Window(100), true, 64)
+	var per []float64
+	for _, n := range []int{1024, 4096} {
+		r := runBackwardKernels(t, p, Config{SoftLg2: true}, shape{1, 1, 1, n, n}, nil, 2, nil)
+		per = append(per, float64(r.dkvSt.WarpInstructions)/float64(r.dkvSt.Blocks))
+	}
+	t.Logf("warp instructions per dk/dv CTA: %.0f at 1024, %.0f at 4096", per[0], per[1])
+	if per[1] > 1.05*per[0] {
+		t.Errorf("the dk/dv kernel's work per key tile grows with the sequence: %.0f -> %.0f", per[0], per[1])
 	}
 }
