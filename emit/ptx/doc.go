@@ -57,6 +57,8 @@
 //     once per row and column-only values once per column.
 //   - forward.go: the forward kernel, its parameter layout and Launch
 //     geometry (the grid's query tiles come from mask.MaxQueries).
+//   - backward.go: the backward pass, two kernels in one module, its
+//     parameter layouts and BackwardLaunch geometry.
 //
 // # The forward kernel
 //
@@ -107,6 +109,43 @@
 // keeps with a non-zero weight. Full tiles keep every pair, so IEEE
 // arithmetic needs nothing there. A kept NaN score gives NaN through ex2.
 //
+// # The backward kernels
+//
+// GenerateBackward emits the FlashAttention-2 backward from the same plan
+// as two kernels, launched in order; every gradient element is written by
+// one thread in a fixed order (no atomics), so results are deterministic,
+// and every row is written (rows and keys that keep nothing get exactly
+// 0). Gradients and delta are f32.
+//
+//   - The dq kernel has the forward's grid and schedule (the key hull, the
+//     class program, the forward's scan and double-buffered K/V copies).
+//     It first computes delta = rowsum(dout * out) of its 64 rows (two
+//     threads per row, f32) into the delta buffer, then per key tile
+//     S = Q K^T, P = ex2(S scale log2(e) - lse log2(e)), masked in partial
+//     tiles (predicate and key bound, selected), dP = dO V^T, dS = P (dP -
+//     delta) and dQ += dS K (K through ldmatrix.trans).
+//   - The dk/dv kernel runs one CTA per key tile (64 keys, 16 per warp) of
+//     a key/value head; K and V stay in shared memory while it loops over
+//     the query heads of the group and, for each, over the query tiles the
+//     plan's query hull qhull(k0, k1, x) allows, skipping those the class
+//     program calls empty and jumping over empty runs with the hull's next
+//     (TestBackwardInterpJumpsQueryTiles). Per query tile (64 rows at head
+//     dimension 64, 16 at 128 and 32 for predicates longer than bigPred,
+//     so that ptxas needs no spills: bwdQ) it forms S^T = K Q^T, P^T, dP^T
+//     = V dO^T and dS^T in registers and accumulates dV += P^T dO and dK +=
+//     dS^T Q, summed over the group's heads.
+//
+// Masked pairs never reach a gradient: P is selected to 0 by the
+// predicate, dS to 0 where P is 0 (a NaN P, a kept non-finite score, keeps
+// its NaN), and, in partial tiles, the tile whose rows a masked pair would
+// multiply by 0 (K in the dq kernel; dO and Q in the dk/dv kernel) is
+// checked for non-finite elements by a CTA-wide vote; if it has any, they
+// are zeroed in shared memory and flagged, and after the product one more
+// product of P with the flags makes NaN the gradient elements that a kept
+// pair reaches from a flagged element (IEEE would give NaN or an
+// infinity). The lse of rows past seq_q is taken as -Inf in the dk/dv
+// kernel (P = 0), and their Q and dO are zero-filled.
+//
 // # Tests
 //
 // Text-level tests (always run): targets and the header they give, every
@@ -116,7 +155,16 @@
 // rendered, the memo's sharing, illegal instructions, determinism, the
 // register declarations, a golden kernel (testdata/causal64.ptx; rerun
 // with -update), launch geometry, and that no file of the package imports
-// spec. The overflow tests (overflow_test.go) generate random specs with
+// spec. Backward tests (backward_test.go) run the forward and both
+// backward kernels under the interpreter on every example and on random
+// and document masks (head dimensions 64 and 128, bf16 and f16, awkward
+// shapes) against verify.ReferenceGrad, within verify.ErrFactor of a
+// straightforward backward that rounds out, P and dS to the element type
+// (verify.NaiveGradRounded), with rows and keys that keep nothing exactly
+// 0; they check that an off-by-one mask fails, that poisoned masked
+// inputs leave every unreachable gradient row bit-identical, the dk/dv
+// kernel's visits against the closed-form column schedule, and (with
+// ptxas) that neither kernel spills. The overflow tests (overflow_test.go) generate random specs with
 // extreme parameters for every target, run extreme kernels under the
 // interpreter against the reference, and check rendered programs against
 // Prog.Eval on positions near 2^29 and on operands past s32.
