@@ -501,55 +501,27 @@ func (g *bwdK) zeroMasked(p, ds [][4]Reg, partial Reg) {
 // rewritten element NaN.
 func (g *bwdK) sanitize(done Reg, base, flags, vote Operand, n int) {
 	f := g.f
-	eb := g.bits()
-	expMask, low, signs := eb.exp|eb.exp<<16, eb.expLow|eb.expLow<<16, int64(0x80008000)
 	sT := f.reg(U32, f.Add(base, g.copyS))
 	sF := f.reg(U32, f.Add(flags, g.copyS))
-	words := n / g.rowStep() * 4
-	addr := func(w int) int64 { return int64(w/4*g.rowStep()*g.RS + 4*(w%4)) }
+	words, addr := g.share(n)
 	load := func(w int) Reg {
 		x := f.NewReg(B32)
 		f.Emit(Inst{Op: OpLd, T: B32, Space: "shared", Dst: []Operand{R(x)}, Src: []Operand{Addr(sT.Reg, addr(w))}})
 		return x
 	}
-	// bit 15 (31) set where the low (high) half has an all-ones exponent
-	nonFinite := func(x Reg) Operand {
-		t := f.Op3(OpAnd, B32, R(x), I(expMask))
-		t = f.Op3(OpAdd, U32, t, I(low))
-		return f.Op3(OpAnd, B32, t, I(signs))
-	}
-	any := f.Mov(B32, I(0))
-	for w := 0; w < words; w++ {
-		f.Into(OpOr, B32, any, R(any), nonFinite(load(w)))
-	}
-	for _, lane := range []int64{1, 2, 4, 8, 16} {
-		o := f.NewReg(B32)
-		f.Emit(Inst{Op: OpShflBfly, Dst: []Operand{R(o)}, Src: []Operand{R(any), I(lane), I(31), I(0xffffffff)}})
-		f.Into(OpOr, B32, any, R(any), R(o))
-	}
-	lane0 := f.Setp("eq", U32, g.lane, I(0))
-	f.Emit(Inst{Op: OpSt, T: B32, Space: "shared", Guard: &lane0, Dst: []Operand{Addr(f.reg(U32, f.Add(vote, f.MulC(g.warp, 4))).Reg, 0)}, Src: []Operand{R(any)}})
-	f.Emit(Inst{Op: OpBar, Src: []Operand{I(0)}})
-	all := f.Mov(B32, I(0))
-	va := f.reg(U32, vote)
-	for w := 0; w < Threads/32; w++ {
-		x := f.NewReg(B32)
-		f.Emit(Inst{Op: OpLd, T: B32, Space: "shared", Dst: []Operand{R(x)}, Src: []Operand{Addr(va.Reg, int64(4*w))}})
-		f.Into(OpOr, B32, all, R(all), R(x))
-	}
 	skip := f.NewLabel("finite")
-	clean := f.Setp("eq", U32, R(all), I(0))
-	f.Bra(skip, &clean, false)
+	g.voteNonFinite(load, words, func() Operand { return vote }, skip)
 	f.Comment("a non-finite element in the tile: zero it, and flag it")
+	one := g.bits().pos
 	for w := 0; w < words; w++ {
 		x := load(w)
-		nf := nonFinite(x)
+		nf := g.nonFinite(x)
 		lo := f.Op3(OpShr, U32, f.Op3(OpAnd, B32, nf, I(0x8000)), I(15))
 		hi := f.Op3(OpShr, U32, nf, I(31))
 		m := f.Op3(OpOr, B32, f.Op3(OpMulLo, U32, lo, I(0xffff)), f.Op3(OpMulLo, U32, hi, I(0xffff0000)))
 		xc := f.Op3(OpAnd, B32, R(x), f.Op3(OpXor, B32, m, I(0xffffffff)))
 		f.Emit(Inst{Op: OpSt, T: B32, Space: "shared", Dst: []Operand{Addr(sT.Reg, addr(w))}, Src: []Operand{f.reg(B32, xc)}})
-		fl := f.Op3(OpOr, B32, f.Op3(OpMulLo, U32, lo, I(eb.pos)), f.Op3(OpMulLo, U32, hi, I(eb.pos<<16)))
+		fl := f.Op3(OpOr, B32, f.Op3(OpMulLo, U32, lo, I(one)), f.Op3(OpMulLo, U32, hi, I(one<<16)))
 		f.Emit(Inst{Op: OpSt, T: B32, Space: "shared", Dst: []Operand{Addr(sF.Reg, addr(w))}, Src: []Operand{f.reg(B32, fl)}})
 	}
 	f.Emit(Inst{Op: OpBar, Src: []Operand{I(0)}})

@@ -683,7 +683,6 @@ const flagBytes = 4 * Threads / 32
 func (g *fwd) sanitize(cls, sb Operand) Reg {
 	f := g.f
 	eb := g.bits()
-	expMask, low, signs := eb.exp|eb.exp<<16, eb.expLow|eb.expLow<<16, int64(0x80008000)
 	done := f.Mov(B32, I(0))
 	skip := f.NewLabel("finite")
 	f.Comment("masked values: a partial tile's non-finite values are zeroed, and added back where kept")
@@ -691,41 +690,14 @@ func (g *fwd) sanitize(cls, sb Operand) Reg {
 	f.Bra(skip, &np, false)
 	sK := f.Add(sb, g.copyS)
 	vOff := int64(g.kvBytes())
-	words := TileK / g.rowStep() * 4
-	addr := func(w int) int64 { return int64(w/4*g.rowStep()*g.RS + 4*(w%4)) }
+	words, addr := g.share(TileK)
 	load := func(off int64) Reg {
 		x := f.NewReg(B32)
 		f.Emit(Inst{Op: OpLd, T: B32, Space: "shared", Dst: []Operand{R(x)}, Src: []Operand{Addr(sK.Reg, off)}})
 		return x
 	}
-	// nonFinite: bit 15 (31) set where the low (high) half has an all-ones
-	// exponent (the carry of exponent + lowest bit)
-	nonFinite := func(x Reg) Operand {
-		t := f.Op3(OpAnd, B32, R(x), I(expMask))
-		t = f.Op3(OpAdd, U32, t, I(low))
-		return f.Op3(OpAnd, B32, t, I(signs))
-	}
-	any := f.Mov(B32, I(0))
-	for w := 0; w < words; w++ {
-		f.Into(OpOr, B32, any, R(any), nonFinite(load(vOff+addr(w))))
-	}
-	for _, lane := range []int64{1, 2, 4, 8, 16} {
-		o := f.NewReg(B32)
-		f.Emit(Inst{Op: OpShflBfly, Dst: []Operand{R(o)}, Src: []Operand{R(any), I(lane), I(31), I(0xffffffff)}})
-		f.Into(OpOr, B32, any, R(any), R(o))
-	}
-	flags := f.Add(g.smem, I(int64(g.qBytes()+4*g.kvBytes())))
-	lane0 := f.Setp("eq", U32, g.lane, I(0))
-	f.Emit(Inst{Op: OpSt, T: B32, Space: "shared", Guard: &lane0, Dst: []Operand{Addr(f.reg(U32, f.Add(flags, f.MulC(g.warp, 4))).Reg, 0)}, Src: []Operand{R(any)}})
-	f.Emit(Inst{Op: OpBar, Src: []Operand{I(0)}})
-	all := f.Mov(B32, I(0))
-	for w := 0; w < Threads/32; w++ {
-		x := f.NewReg(B32)
-		f.Emit(Inst{Op: OpLd, T: B32, Space: "shared", Dst: []Operand{R(x)}, Src: []Operand{Addr(f.reg(U32, flags).Reg, int64(4*w))}})
-		f.Into(OpOr, B32, all, R(all), R(x))
-	}
-	clean := f.Setp("eq", U32, R(all), I(0))
-	f.Bra(skip, &clean, false)
+	g.voteNonFinite(func(w int) Reg { return load(vOff + addr(w)) }, words,
+		func() Operand { return f.Add(g.smem, I(int64(g.qBytes()+4*g.kvBytes()))) }, skip)
 	f.Comment("a non-finite value in the tile: zero it, and write its code over the keys")
 	code := func(h Operand, nf Operand) Operand {
 		isNF := f.Setp("ne", U32, nf, I(0))
@@ -737,7 +709,7 @@ func (g *fwd) sanitize(cls, sb Operand) Reg {
 	}
 	for w := 0; w < words; w++ {
 		x := load(vOff + addr(w))
-		nf := nonFinite(x)
+		nf := g.nonFinite(x)
 		m := f.Op3(OpMulLo, U32, f.Op3(OpShr, U32, nf, I(15)), I(0xffff))
 		xc := f.Op3(OpAnd, B32, R(x), f.Op3(OpXor, B32, m, I(0xffffffff)))
 		f.Emit(Inst{Op: OpSt, T: B32, Space: "shared", Dst: []Operand{Addr(sK.Reg, vOff+addr(w))}, Src: []Operand{f.reg(B32, xc)}})
@@ -750,6 +722,52 @@ func (g *fwd) sanitize(cls, sb Operand) Reg {
 	f.Set(B32, done, I(1))
 	f.Place(skip)
 	return done
+}
+
+// share is the part of an n-row tile a thread copied (its 16-byte chunk
+// of rows rb, rb+rowStep, ...): words 32-bit words, word w at byte
+// addr(w) from the thread's copy offset (copyS).
+func (g *fwd) share(n int) (words int, addr func(w int) int64) {
+	return n / g.rowStep() * 4, func(w int) int64 { return int64(w/4*g.rowStep()*g.RS + 4*(w%4)) }
+}
+
+// nonFinite returns x's bit 15 (31) set where its low (high) 16-bit half
+// has an all-ones exponent (the carry of exponent + lowest bit), other
+// bits clear.
+func (g *fwd) nonFinite(x Reg) Operand {
+	f, eb := g.f, g.bits()
+	t := f.Op3(OpAnd, B32, R(x), I(eb.exp|eb.exp<<16))
+	t = f.Op3(OpAdd, U32, t, I(eb.expLow|eb.expLow<<16))
+	return f.Op3(OpAnd, B32, t, I(0x80008000))
+}
+
+// voteNonFinite checks the thread's words of a tile (load(w), w < words)
+// for non-finite elements, votes across the CTA through one word per warp
+// at vote() (rendered after the thread's check), and branches to skip
+// when no element of the tile is non-finite.
+func (g *fwd) voteNonFinite(load func(w int) Reg, words int, vote func() Operand, skip string) {
+	f := g.f
+	any := f.Mov(B32, I(0))
+	for w := 0; w < words; w++ {
+		f.Into(OpOr, B32, any, R(any), g.nonFinite(load(w)))
+	}
+	for _, lane := range []int64{1, 2, 4, 8, 16} {
+		o := f.NewReg(B32)
+		f.Emit(Inst{Op: OpShflBfly, Dst: []Operand{R(o)}, Src: []Operand{R(any), I(lane), I(31), I(0xffffffff)}})
+		f.Into(OpOr, B32, any, R(any), R(o))
+	}
+	flags := vote()
+	lane0 := f.Setp("eq", U32, g.lane, I(0))
+	f.Emit(Inst{Op: OpSt, T: B32, Space: "shared", Guard: &lane0, Dst: []Operand{Addr(f.reg(U32, f.Add(flags, f.MulC(g.warp, 4))).Reg, 0)}, Src: []Operand{R(any)}})
+	f.Emit(Inst{Op: OpBar, Src: []Operand{I(0)}})
+	all := f.Mov(B32, I(0))
+	for w := 0; w < Threads/32; w++ {
+		x := f.NewReg(B32)
+		f.Emit(Inst{Op: OpLd, T: B32, Space: "shared", Dst: []Operand{R(x)}, Src: []Operand{Addr(f.reg(U32, flags).Reg, int64(4*w))}})
+		f.Into(OpOr, B32, all, R(all), R(x))
+	}
+	clean := f.Setp("eq", U32, R(all), I(0))
+	f.Bra(skip, &clean, false)
 }
 
 // restore emits the second half of sanitize's rule, after O += P V on the
