@@ -665,18 +665,10 @@ func (g *bwdK) kernelDQ() error {
 	g.i0 = f.Add(f.Add(f.Add(qrow0, f.MulC(g.warp, 16)), g.g4), g.off)
 	g.i1 = f.Add(g.i0, I(8))
 
-	f.Comment("key-tile range: the plan's key hull of this tile's query positions, clipped to [0, seq_k-1]")
-	q0 := f.Add(qrow0, g.off)
-	q1 := f.Add(f.Sub(f.Min(f.Add(qrow0, I(TileQ)), g.sq), I(1)), g.off)
-	f.CommentProg("key hull", g.p.Hull)
-	hull, err := RenderInts(f, g.p.Hull, Env{Args: []Operand{q0, q1, I(0)}, Docs: g.docRegs})
+	q0, q1, ktlo, err := g.keyRange(qrow0, g.off)
 	if err != nil {
 		return err
 	}
-	lo := f.Max(hull[0], I(0))
-	hi := f.Min(hull[1], f.Sub(g.sk, I(1)))
-	ktlo := f.FloorDiv(lo, TileK)
-	g.kthi = f.reg(S32, f.FloorDiv(hi, TileK))
 
 	fin := f.NewLabel("finish")
 	f.CommentProg("tile class", g.p.Class)

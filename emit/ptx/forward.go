@@ -379,19 +379,10 @@ func (g *fwd) kernel() error {
 	g.i0 = f.Add(f.Add(f.Add(qrow0, f.MulC(g.warp, 16)), g.g4), off)
 	g.i1 = f.Add(g.i0, I(8))
 
-	f.Comment("key-tile range: the plan's key hull of this tile's query positions, hull(q0, q1, 0), clipped to [0, seq_k-1]")
-	q0 := f.Add(qrow0, off)
-	q1 := f.Add(f.Sub(f.Min(f.Add(qrow0, I(TileQ)), g.sq), I(1)), off)
-	f.CommentProg("key hull", g.p.Hull)
-	hull, err := RenderInts(f, g.p.Hull, Env{Args: []Operand{q0, q1, I(0)}, Docs: g.docRegs})
+	q0, q1, ktlo, err := g.keyRange(qrow0, off)
 	if err != nil {
 		return err
 	}
-	lo := f.Max(hull[0], I(0))
-	hi := f.Min(hull[1], f.Sub(g.sk, I(1)))
-	// floored: an empty hull gives last < 0
-	ktlo := f.FloorDiv(lo, TileK)
-	g.kthi = f.reg(S32, f.FloorDiv(hi, TileK))
 
 	fin := f.NewLabel("finish")
 	f.CommentProg("tile class", g.p.Class)
@@ -454,6 +445,28 @@ func (g *fwd) kernel() error {
 	g.finish(obase, lbase, qrow0, m, l, acc)
 	f.Emit(Inst{Op: OpRet})
 	return nil
+}
+
+// keyRange emits the key-tile range of the query tile whose first row is
+// qrow0 (positions q0 = qrow0 + off to q1, its last row below seq_q plus
+// off): the plan's key hull of those positions, clipped to [0, seq_k-1].
+// It sets g.kthi to the last tile and returns q0, q1 and the first tile.
+func (g *fwd) keyRange(qrow0, off Operand) (q0, q1, ktlo Operand, err error) {
+	f := g.f
+	f.Comment("key-tile range: the plan's key hull of this tile's query positions, hull(q0, q1, 0), clipped to [0, seq_k-1]")
+	q0 = f.Add(qrow0, off)
+	q1 = f.Add(f.Sub(f.Min(f.Add(qrow0, I(TileQ)), g.sq), I(1)), off)
+	f.CommentProg("key hull", g.p.Hull)
+	hull, err := RenderInts(f, g.p.Hull, Env{Args: []Operand{q0, q1, I(0)}, Docs: g.docRegs})
+	if err != nil {
+		return q0, q1, ktlo, err
+	}
+	lo := f.Max(hull[0], I(0))
+	hi := f.Min(hull[1], f.Sub(g.sk, I(1)))
+	// floored: an empty hull gives last < 0
+	ktlo = f.FloorDiv(lo, TileK)
+	g.kthi = f.reg(S32, f.FloorDiv(hi, TileK))
+	return q0, q1, ktlo, nil
 }
 
 // find emits a scan from key tile start to the first tile at or past it
