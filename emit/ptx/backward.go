@@ -707,79 +707,66 @@ func (g *bwdK) kernelDQ() error {
 	}
 	aDO := f.Add(aQ, I(int64(g.tileBytes())))
 
-	loop := f.NewLabel("tile")
-	f.Place(loop)
-	nxt, cnxt, err := g.find(f.Add(R(cur), I(1)), q0, q1)
-	if err != nil {
-		return err
-	}
-	noload := f.NewLabel("noprefetch")
-	pl := f.Setp("gt", S32, R(nxt), g.kthi)
-	f.Bra(noload, &pl, false)
-	g.loadKV(R(nxt), f.Op3(OpXor, B32, R(buf), I(1)))
-	f.Place(noload)
-	f.Emit(Inst{Op: OpCpCommit})
-	f.Emit(Inst{Op: OpCpWait, Src: []Operand{I(1)}})
-	f.Emit(Inst{Op: OpBar, Src: []Operand{I(0)}})
-
-	sb := g.bufBase(R(buf))
-	f.Comment("S = Q K^T; P = exp2(S scale log2(e) - lse log2(e))")
-	s := zeros(f, TileK/8)
-	g.product16(s, aQ, f.Add(sb, g.aK), qa)
-	for n := range s {
-		for x := range s[n] {
-			f.Set(F32, s[n][x], f.F(OpEx2, f.F(OpFma, R(s[n][x]), g.scl, nl[x/2])))
-		}
-	}
-	partial := f.Setp("eq", S32, R(ccur), I(cPartial))
-	nomask := f.NewLabel("nomask")
-	f.Bra(nomask, &partial, true)
-	f.Comment("partial tile: the fused predicate per element, and the key bound")
-	f.CommentProg("partial-tile predicate", g.p.Pred)
-	c0 := f.Add(f.MulC(R(cur), TileK), f.MulC(g.t4, 2))
-	lastK := f.Sub(g.sk, I(1))
-	prow := [2]Operand{g.i0, g.i1}
-	if g.docs {
-		prow[0], prow[1] = f.Min(prow[0], lastK), f.Min(prow[1], lastK)
-	}
-	cols := make([][2]Operand, TileK/8)
-	inK := make([][2]Reg, TileK/8)
-	for n := range cols {
-		for x := 0; x < 2; x++ {
-			c := f.Add(c0, I(int64(n*8+x)))
-			inK[n][x] = f.Setp("lt", S32, c, g.sk)
-			if g.docs {
-				c = f.Min(c, lastK)
+	body := func() error {
+		sb := g.bufBase(R(buf))
+		f.Comment("S = Q K^T; P = exp2(S scale log2(e) - lse log2(e))")
+		s := zeros(f, TileK/8)
+		g.product16(s, aQ, f.Add(sb, g.aK), qa)
+		for n := range s {
+			for x := range s[n] {
+				f.Set(F32, s[n][x], f.F(OpEx2, f.F(OpFma, R(s[n][x]), g.scl, nl[x/2])))
 			}
-			cols[n][x] = c
 		}
+		partial := f.Setp("eq", S32, R(ccur), I(cPartial))
+		nomask := f.NewLabel("nomask")
+		f.Bra(nomask, &partial, true)
+		f.Comment("partial tile: the fused predicate per element, and the key bound")
+		f.CommentProg("partial-tile predicate", g.p.Pred)
+		c0 := f.Add(f.MulC(R(cur), TileK), f.MulC(g.t4, 2))
+		lastK := f.Sub(g.sk, I(1))
+		prow := [2]Operand{g.i0, g.i1}
+		if g.docs {
+			prow[0], prow[1] = f.Min(prow[0], lastK), f.Min(prow[1], lastK)
+		}
+		cols := make([][2]Operand, TileK/8)
+		inK := make([][2]Reg, TileK/8)
+		for n := range cols {
+			for x := 0; x < 2; x++ {
+				c := f.Add(c0, I(int64(n*8+x)))
+				inK[n][x] = f.Setp("lt", S32, c, g.sk)
+				if g.docs {
+					c = f.Min(c, lastK)
+				}
+				cols[n][x] = c
+			}
+		}
+		if err := g.maskTile(s, func(n, x int) Operand { return prow[x/2] }, func(n, x int) Operand { return cols[n][x&1] },
+			func(n, x int) *Reg { r := inK[n][x&1]; return &r }); err != nil {
+			return err
+		}
+		f.Place(nomask)
+		f.Comment("dP = dO V^T; dS = P (dP - delta), in place")
+		ds := zeros(f, TileK/8)
+		g.product16(ds, aDO, f.Add(f.Add(sb, I(int64(g.bufBytes()))), g.aK), nil)
+		for n := range ds {
+			for x := range ds[n] {
+				f.Set(F32, ds[n][x], f.F(OpMulF, R(s[n][x]), f.F(OpSubF, R(ds[n][x]), dl[x/2])))
+			}
+		}
+		g.zeroMasked(s, ds, partial)
+		f.Comment("masked keys: non-finite K elements of a partial tile zeroed, flagged over V")
+		sV := f.Add(sb, I(int64(g.bufBytes())))
+		done := g.sanitizePartial(partial, sb, sV, f.Add(g.smem, I(int64(6*g.tileBytes()+4*TileQ))), TileK)
+		f.Comment("dQ += dS K (K through ldmatrix.trans)")
+		g.accumulate(dq_, g.pack(ds), f.Add(sb, g.aRowCol))
+		g.restoreNaN(done, g.pack(s), f.Add(sV, g.aRowCol), dq_)
+		return nil
 	}
-	if err := g.maskTile(s, func(n, x int) Operand { return prow[x/2] }, func(n, x int) Operand { return cols[n][x&1] },
-		func(n, x int) *Reg { r := inK[n][x&1]; return &r }); err != nil {
+	if err := g.pipeline("tile", cur, ccur, buf, g.kthi,
+		func(start Operand) (Reg, Reg, error) { return g.find(start, q0, q1) },
+		g.loadKV, body); err != nil {
 		return err
 	}
-	f.Place(nomask)
-	f.Comment("dP = dO V^T; dS = P (dP - delta), in place")
-	ds := zeros(f, TileK/8)
-	g.product16(ds, aDO, f.Add(f.Add(sb, I(int64(g.bufBytes()))), g.aK), nil)
-	for n := range ds {
-		for x := range ds[n] {
-			f.Set(F32, ds[n][x], f.F(OpMulF, R(s[n][x]), f.F(OpSubF, R(ds[n][x]), dl[x/2])))
-		}
-	}
-	g.zeroMasked(s, ds, partial)
-	f.Comment("masked keys: non-finite K elements of a partial tile zeroed, flagged over V")
-	sV := f.Add(sb, I(int64(g.bufBytes())))
-	done := g.sanitizePartial(partial, sb, sV, f.Add(g.smem, I(int64(6*g.tileBytes()+4*TileQ))), TileK)
-	f.Comment("dQ += dS K (K through ldmatrix.trans)")
-	g.accumulate(dq_, g.pack(ds), f.Add(sb, g.aRowCol))
-	g.restoreNaN(done, g.pack(s), f.Add(sV, g.aRowCol), dq_)
-	f.Emit(Inst{Op: OpBar, Src: []Operand{I(0)}})
-	f.Set(U32, cur, R(nxt))
-	f.Set(U32, ccur, R(cnxt))
-	f.Into(OpXor, B32, buf, R(buf), I(1))
-	pc := f.Setp("le", S32, R(cur), g.kthi)
-	f.Bra(loop, &pc, false)
 	f.Place(fin)
 	f.Emit(Inst{Op: OpCpWait, Src: []Operand{I(0)}})
 
@@ -907,95 +894,82 @@ func (g *bwdK) kernelDKV() error {
 	ld.load(R(cur), R(buf))
 	f.Emit(Inst{Op: OpCpCommit})
 
-	loop := f.NewLabel("qtile")
-	f.Place(loop)
-	nxt, cnxt, err := g.findQ(f.Add(R(cur), I(1)), k0, k1)
-	if err != nil {
+	body := func() error {
+		sb := g.bufBase(R(buf))
+		sDO := f.Add(sb, I(int64(g.bufBytes())))
+		f.Comment("S^T = K Q^T (this warp's 16 keys by the tile's 64 queries); P^T")
+		s := zeros(f, g.bq/8)
+		g.product16(s, aKw, f.Add(sb, g.aK), nil)
+		f.Comment("per query column: -lse*log2(e) and delta from shared memory")
+		rb := g.rowBase(R(buf))
+		qr0 := f.MulC(R(cur), bq)
+		colAddr := f.reg(U32, f.Add(rb, f.MulC(g.t4, 8))) // column 2*t4 of block 0
+		for n := range s {
+			for c := 0; c < 2; c++ {
+				nlv := f.NewReg(F32)
+				f.Emit(Inst{Op: OpLd, T: F32, Space: "shared", Dst: []Operand{R(nlv)}, Src: []Operand{Addr(colAddr.Reg, int64(4*(8*n+c)))}})
+				for _, x := range []int{c, c + 2} {
+					f.Set(F32, s[n][x], f.F(OpEx2, f.F(OpFma, R(s[n][x]), g.scl, R(nlv))))
+				}
+			}
+		}
+		partial := f.Setp("eq", S32, R(ccur), I(cPartial))
+		nomask := f.NewLabel("nomask")
+		f.Bra(nomask, &partial, true)
+		f.Comment("partial tile: the fused predicate per element (rows past seq_q have P = 0 already)")
+		f.CommentProg("partial-tile predicate", g.p.Pred)
+		lastK := f.Sub(g.sk, I(1))
+		kp := kpos
+		if g.docs {
+			kp[0], kp[1] = f.Min(kp[0], lastK), f.Min(kp[1], lastK)
+		}
+		qc0 := f.Add(f.Add(qr0, f.MulC(g.t4, 2)), g.off)
+		qcols := make([][2]Operand, g.bq/8)
+		for n := range qcols {
+			for x := 0; x < 2; x++ {
+				c := f.Add(qc0, I(int64(n*8+x)))
+				if g.docs {
+					c = f.Min(c, lastK)
+				}
+				qcols[n][x] = c
+			}
+		}
+		if err := g.maskTile(s, func(n, x int) Operand { return qcols[n][x&1] }, func(n, x int) Operand { return kp[x/2] },
+			func(n, x int) *Reg { return nil }); err != nil {
+			return err
+		}
+		f.Place(nomask)
+		f.Comment("dP^T = V dO^T; dS^T = P^T (dP^T - delta), in place")
+		ds := zeros(f, g.bq/8)
+		g.product16(ds, aVw, f.Add(sDO, g.aK), nil)
+		for n := range ds {
+			for c := 0; c < 2; c++ {
+				dlv := f.NewReg(F32)
+				f.Emit(Inst{Op: OpLd, T: F32, Space: "shared", Dst: []Operand{R(dlv)}, Src: []Operand{Addr(colAddr.Reg, int64(4*(8*n+c))+4*bq)}})
+				for _, x := range []int{c, c + 2} {
+					f.Set(F32, ds[n][x], f.F(OpMulF, R(s[n][x]), f.F(OpSubF, R(ds[n][x]), R(dlv))))
+				}
+			}
+		}
+		g.zeroMasked(s, ds, partial)
+		flags := f.Add(g.smem, I(int64(g.dkvFlags())))
+		vote := f.Add(flags, I(int64(g.bufBytes())))
+		f.Comment("masked rows: non-finite dO elements of a partial tile zeroed and flagged; dV += P^T dO (dO through ldmatrix.trans)")
+		fixed := g.sanitizePartial(partial, sDO, flags, vote, g.bq)
+		pa := g.pack(s)
+		g.accumulate(dvA, pa, f.Add(sDO, g.aRowCol))
+		g.restoreNaN(fixed, pa, f.Add(flags, g.aRowCol), dvA)
+		f.Comment("the same for Q; dK += dS^T Q")
+		fixed = g.sanitizePartial(partial, sb, flags, f.Add(vote, I(voteBytes)), g.bq)
+		g.accumulate(dkA, g.pack(ds), f.Add(sb, g.aRowCol))
+		g.restoreNaN(fixed, pa, f.Add(flags, g.aRowCol), dkA)
+		return nil
+	}
+	if err := g.pipeline("qtile", cur, ccur, buf, g.qthi,
+		func(start Operand) (Reg, Reg, error) { return g.findQ(start, k0, k1) },
+		ld.load, body); err != nil {
 		return err
 	}
-	noload := f.NewLabel("noprefetch")
-	pl := f.Setp("gt", S32, R(nxt), g.qthi)
-	f.Bra(noload, &pl, false)
-	ld.load(R(nxt), f.Op3(OpXor, B32, R(buf), I(1)))
-	f.Place(noload)
-	f.Emit(Inst{Op: OpCpCommit})
-	f.Emit(Inst{Op: OpCpWait, Src: []Operand{I(1)}})
-	f.Emit(Inst{Op: OpBar, Src: []Operand{I(0)}})
-
-	sb := g.bufBase(R(buf))
-	sDO := f.Add(sb, I(int64(g.bufBytes())))
-	f.Comment("S^T = K Q^T (this warp's 16 keys by the tile's 64 queries); P^T")
-	s := zeros(f, g.bq/8)
-	g.product16(s, aKw, f.Add(sb, g.aK), nil)
-	f.Comment("per query column: -lse*log2(e) and delta from shared memory")
-	rb := g.rowBase(R(buf))
-	qr0 := f.MulC(R(cur), bq)
-	colAddr := f.reg(U32, f.Add(rb, f.MulC(g.t4, 8))) // column 2*t4 of block 0
-	for n := range s {
-		for c := 0; c < 2; c++ {
-			nlv := f.NewReg(F32)
-			f.Emit(Inst{Op: OpLd, T: F32, Space: "shared", Dst: []Operand{R(nlv)}, Src: []Operand{Addr(colAddr.Reg, int64(4*(8*n+c)))}})
-			for _, x := range []int{c, c + 2} {
-				f.Set(F32, s[n][x], f.F(OpEx2, f.F(OpFma, R(s[n][x]), g.scl, R(nlv))))
-			}
-		}
-	}
-	partial := f.Setp("eq", S32, R(ccur), I(cPartial))
-	nomask := f.NewLabel("nomask")
-	f.Bra(nomask, &partial, true)
-	f.Comment("partial tile: the fused predicate per element (rows past seq_q have P = 0 already)")
-	f.CommentProg("partial-tile predicate", g.p.Pred)
-	lastK := f.Sub(g.sk, I(1))
-	kp := kpos
-	if g.docs {
-		kp[0], kp[1] = f.Min(kp[0], lastK), f.Min(kp[1], lastK)
-	}
-	qc0 := f.Add(f.Add(qr0, f.MulC(g.t4, 2)), g.off)
-	qcols := make([][2]Operand, g.bq/8)
-	for n := range qcols {
-		for x := 0; x < 2; x++ {
-			c := f.Add(qc0, I(int64(n*8+x)))
-			if g.docs {
-				c = f.Min(c, lastK)
-			}
-			qcols[n][x] = c
-		}
-	}
-	if err := g.maskTile(s, func(n, x int) Operand { return qcols[n][x&1] }, func(n, x int) Operand { return kp[x/2] },
-		func(n, x int) *Reg { return nil }); err != nil {
-		return err
-	}
-	f.Place(nomask)
-	f.Comment("dP^T = V dO^T; dS^T = P^T (dP^T - delta), in place")
-	ds := zeros(f, g.bq/8)
-	g.product16(ds, aVw, f.Add(sDO, g.aK), nil)
-	for n := range ds {
-		for c := 0; c < 2; c++ {
-			dlv := f.NewReg(F32)
-			f.Emit(Inst{Op: OpLd, T: F32, Space: "shared", Dst: []Operand{R(dlv)}, Src: []Operand{Addr(colAddr.Reg, int64(4*(8*n+c))+4*bq)}})
-			for _, x := range []int{c, c + 2} {
-				f.Set(F32, ds[n][x], f.F(OpMulF, R(s[n][x]), f.F(OpSubF, R(ds[n][x]), R(dlv))))
-			}
-		}
-	}
-	g.zeroMasked(s, ds, partial)
-	flags := f.Add(g.smem, I(int64(g.dkvFlags())))
-	vote := f.Add(flags, I(int64(g.bufBytes())))
-	f.Comment("masked rows: non-finite dO elements of a partial tile zeroed and flagged; dV += P^T dO (dO through ldmatrix.trans)")
-	fixed := g.sanitizePartial(partial, sDO, flags, vote, g.bq)
-	pa := g.pack(s)
-	g.accumulate(dvA, pa, f.Add(sDO, g.aRowCol))
-	g.restoreNaN(fixed, pa, f.Add(flags, g.aRowCol), dvA)
-	f.Comment("the same for Q; dK += dS^T Q")
-	fixed = g.sanitizePartial(partial, sb, flags, f.Add(vote, I(voteBytes)), g.bq)
-	g.accumulate(dkA, g.pack(ds), f.Add(sb, g.aRowCol))
-	g.restoreNaN(fixed, pa, f.Add(flags, g.aRowCol), dkA)
-	f.Emit(Inst{Op: OpBar, Src: []Operand{I(0)}})
-	f.Set(U32, cur, R(nxt))
-	f.Set(U32, ccur, R(cnxt))
-	f.Into(OpXor, B32, buf, R(buf), I(1))
-	pc := f.Setp("le", S32, R(cur), g.qthi)
-	f.Bra(loop, &pc, false)
 	f.Place(next)
 	f.Emit(Inst{Op: OpCpWait, Src: []Operand{I(0)}})
 	f.Into(OpAdd, U32, gi, R(gi), I(1))

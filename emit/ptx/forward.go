@@ -416,34 +416,51 @@ func (g *fwd) kernel() error {
 	aK := f.Add(f.MulC(f.Add(f.Op3(OpAnd, B32, g.lane, I(7)), f.MulC(f.Op3(OpShr, U32, g.lane, I(4)), 8)), int64(g.RS)),
 		f.MulC(f.Op3(OpAnd, B32, f.Op3(OpShr, U32, g.lane, I(3)), I(1)), 16))
 
-	loop := f.NewLabel("tile")
+	err = g.pipeline("tile", cur, ccur, buf, g.kthi,
+		func(start Operand) (Reg, Reg, error) { return g.find(start, q0, q1) },
+		g.load,
+		func() error { return g.compute(R(cur), R(ccur), R(buf), qa, aK, aRowCol, m, l, acc) })
+	if err != nil {
+		return err
+	}
+	f.Place(fin)
+	f.Emit(Inst{Op: OpCpWait, Src: []Operand{I(0)}}) // no copy outlives the CTA
+
+	g.finish(obase, lbase, qrow0, m, l, acc)
+	f.Emit(Inst{Op: OpRet})
+	return nil
+}
+
+// pipeline emits the double-buffered tile loop the kernels share: tile
+// cur (class ccur) is in buffer buf; each step finds the next tile
+// (find(cur+1)), starts its copies into the other buffer (load) unless it
+// is past last, waits for the current tile's copies, runs body between
+// two barriers, and moves on while cur <= last.
+func (g *fwd) pipeline(stem string, cur, ccur, buf Reg, last Operand, find func(start Operand) (Reg, Reg, error), load func(t, buf Operand), body func() error) error {
+	f := g.f
+	loop := f.NewLabel(stem)
 	f.Place(loop)
-	nxt, cnxt, err := g.find(f.Add(R(cur), I(1)), q0, q1)
+	nxt, cnxt, err := find(f.Add(R(cur), I(1)))
 	if err != nil {
 		return err
 	}
 	noload := f.NewLabel("noprefetch")
-	pl := f.Setp("gt", S32, R(nxt), g.kthi)
+	pl := f.Setp("gt", S32, R(nxt), last)
 	f.Bra(noload, &pl, false)
-	g.load(R(nxt), f.Op3(OpXor, B32, R(buf), I(1)))
+	load(R(nxt), f.Op3(OpXor, B32, R(buf), I(1)))
 	f.Place(noload)
 	f.Emit(Inst{Op: OpCpCommit})
 	f.Emit(Inst{Op: OpCpWait, Src: []Operand{I(1)}})
 	f.Emit(Inst{Op: OpBar, Src: []Operand{I(0)}})
-	if err := g.compute(R(cur), R(ccur), R(buf), qa, aK, aRowCol, m, l, acc); err != nil {
+	if err := body(); err != nil {
 		return err
 	}
 	f.Emit(Inst{Op: OpBar, Src: []Operand{I(0)}})
 	f.Set(U32, cur, R(nxt))
 	f.Set(U32, ccur, R(cnxt))
 	f.Into(OpXor, B32, buf, R(buf), I(1))
-	pc := f.Setp("le", S32, R(cur), g.kthi)
+	pc := f.Setp("le", S32, R(cur), last)
 	f.Bra(loop, &pc, false)
-	f.Place(fin)
-	f.Emit(Inst{Op: OpCpWait, Src: []Operand{I(0)}}) // no copy outlives the CTA
-
-	g.finish(obase, lbase, qrow0, m, l, acc)
-	f.Emit(Inst{Op: OpRet})
 	return nil
 }
 
