@@ -417,6 +417,52 @@ func TestBackwardInterpRandomMasks(t *testing.T) {
 	}
 }
 
+// TestBackwardInterpDeadRows runs masks with rows that keep no key and
+// keys no row keeps (their gradients must be exactly 0), on both head
+// dimensions, with grouped heads.
+func TestBackwardInterpDeadRows(t *testing.T) {
+	masks := []testMask{
+		{"rows100window", spec.Pattern{Mask: spec.Intersect(spec.QuerySet(100, 0, 1, 0), spec.Window(10)), Causal: true}},
+		{"bridge", spec.Pattern{Mask: spec.Bridge(32, 5, 7, 0), Causal: true}},
+		{"keysphase", spec.Pattern{Mask: spec.Intersect(spec.KeySet(3, 150, 5, 1), spec.QuerySet(0, 0, 3, 2))}},
+	}
+	for k, mk := range masks {
+		for _, d := range []int{64, 128} {
+			p := compile(t, mk.name, mk.p.Mask, mk.p.Causal, d)
+			sh := shape{1, 4, 2, 130, 170}
+			t.Run(fmt.Sprintf("%s/d%d", mk.name, d), func(t *testing.T) {
+				r := runBackwardKernels(t, p, Config{SoftLg2: true}, sh, nil, uint64(k), nil)
+				rows, keys := 0, 0
+				for rr := 0; rr < sh.sq; rr++ {
+					dead := true
+					for j := 0; j < sh.sk && dead; j++ {
+						dead = !mk.p.AtDocs(spec.Row(rr, sh.sq, sh.sk), j, nil)
+					}
+					if dead {
+						rows++
+					}
+				}
+				for j := 0; j < sh.sk; j++ {
+					dead := true
+					for rr := 0; rr < sh.sq && dead; rr++ {
+						dead = !mk.p.AtDocs(spec.Row(rr, sh.sq, sh.sk), j, nil)
+					}
+					if dead {
+						keys++
+					}
+				}
+				if rows == 0 || keys == 0 {
+					t.Fatalf("%s: %d dead rows, %d dead keys: the test needs both", mk.p, rows, keys)
+				}
+				t.Logf("%s: %d rows keep nothing, %d keys kept by none", mk.p, rows, keys)
+				if bad := checkBackward(t, r, p.Source, BF16, true); bad > 0 {
+					t.Fatalf("%d failures", bad)
+				}
+			})
+		}
+	}
+}
+
 func TestBackwardInterpF16(t *testing.T) {
 	for k, mk := range randomMasks(7, 2) {
 		d := 64 * (k + 1)
