@@ -130,7 +130,7 @@ func (k *BackwardKernel) prepare(dq, dk, dv, dout, q, kk, v, out, lse []float32,
 	}
 	nq, nkv, nl := s.Sizes()
 	for _, x := range []struct {
-		name string
+		name    string
 		n, want int
 	}{{"q", len(q), nq}, {"k", len(kk), nkv}, {"v", len(v), nkv}, {"out", len(out), nq}, {"dout", len(dout), nq},
 		{"lse", len(lse), nl}, {"dq", len(dq), nq}, {"dk", len(dk), nkv}, {"dv", len(dv), nkv}} {
