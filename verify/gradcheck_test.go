@@ -166,6 +166,18 @@ func TestCheckGradSampled(t *testing.T) {
 	if _, err := CheckGradSampled(p, nil, q, k, v, dout, s, g.Q, g.K, dead, GradBF16, deadRows); err == nil || !strings.Contains(err.Error(), "want exactly 0") {
 		t.Errorf("a dead key's dv set: %v", err)
 	}
+	if every := SampleGradRows(p, nil, s, 0, r); len(every.Query) != 600 || len(every.Key) != 400 {
+		t.Errorf("n = 0: %d query rows and %d keys, want 600 and 400", len(every.Query), len(every.Key))
+	}
+	fwd := func(out, lse, q, k, v []float32, ids []int32, s Shape) error { return NaiveBF16(p, nil, q, k, v, s, out, lse) }
+	if rep, err := CheckGradSampledRun(p, fwd, bf16Backward(p, nil), s, r, GradBF16, 30); err != nil {
+		t.Errorf("CheckGradSampledRun of the bf16 backward: %v", err)
+	} else if rep.KernelErr != rep.NaiveErr {
+		t.Errorf("CheckGradSampledRun: the yardstick's error %v, the check's %v", rep.KernelErr, rep.NaiveErr)
+	}
+	if _, err := CheckGradSampledRun(p, fwd, bf16Backward(p, func(g Grads[float32]) { g.Q[5] = 0.5 }), s, r, GradBF16, 0); err == nil {
+		t.Error("CheckGradSampledRun on every row: one dq element changed passed")
+	}
 	if _, err := CheckGradSampled(p, nil, q, k, v, dout, s, g.Q, g.K, g.V, GradBF16, GradRows{Key: []int{400}}); err == nil {
 		t.Error("key row 400 of 400 accepted")
 	}

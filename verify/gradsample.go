@@ -24,12 +24,17 @@ type GradRows struct {
 // (the first and last keys, the first and last of the keys no query keeps
 // and of the keys some query keeps, then random ones), sorted. The keys'
 // rows need the softmax of every query row of their group that keeps them,
-// so they stay within one head.
+// so they stay within one head. n <= 0 picks every row and every key.
 func SampleGradRows(p spec.Pattern, docs *spec.Docs, s Shape, n int, r *rand.Rand) GradRows {
 	g := GradRows{Query: SampleRows(p, docs, s, n, r)}
-	if n <= 0 || n > s.SeqK {
-		n = s.SeqK
+	if n <= 0 {
+		_, nkv, _ := s.Sizes()
+		for x := 0; x < nkv/s.HeadDim; x++ {
+			g.Key = append(g.Key, x)
+		}
+		return g
 	}
+	n = min(n, s.SeqK)
 	base := (r.IntN(s.Batch)*s.HeadsKV + r.IntN(s.HeadsKV)) * s.SeqK
 	kept := make([]bool, s.SeqK)
 	for row := 0; row < s.SeqQ; row++ {
@@ -380,4 +385,36 @@ func CheckGradSampled(p spec.Pattern, ids []int32, q, k, v, dout []float32, s Sh
 		}
 	}
 	return rep, nil
+}
+
+// CheckGradSampledRun runs the forward fwd and then the backward bwd on
+// fresh random inputs of one shape, rounded by opt.Round (every output
+// poisoned with NaN first), and judges the gradients with
+// CheckGradSampled on the rows SampleGradRows picks for n.
+func CheckGradSampledRun(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r *rand.Rand, opt GradOptions, n int) (GradReport, error) {
+	if err := s.Validate(); err != nil {
+		return GradReport{Shape: s}, err
+	}
+	nq, nkv, nl := s.Sizes()
+	q, k, v, ids, docs := randomInputs(p, s, r)
+	dout := randomSlice(r, nq, 1)
+	if opt.Round != nil {
+		for _, x := range [][]float32{q, k, v, dout} {
+			opt.Round(x)
+		}
+	}
+	out, lse := make([]float32, nq), make([]float32, nl)
+	poison(out)
+	poison(lse)
+	if err := fwd(out, lse, q, k, v, ids, s); err != nil {
+		return GradReport{Shape: s}, fmt.Errorf("forward: %w", err)
+	}
+	dq, dk, dv := make([]float32, nq), make([]float32, nkv), make([]float32, nkv)
+	poison(dq)
+	poison(dk)
+	poison(dv)
+	if err := bwd(dq, dk, dv, dout, q, k, v, out, lse, ids, s); err != nil {
+		return GradReport{Shape: s}, err
+	}
+	return CheckGradSampled(p, ids, q, k, v, dout, s, dq, dk, dv, opt, SampleGradRows(p, docs, s, n, r))
 }

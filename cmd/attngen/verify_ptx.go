@@ -44,7 +44,8 @@ func interpBwdShapes(d int) []verify.Shape {
 // the backward's two, under the interpreter and, with gpu, on the GPU (the
 // interpreter shapes plus larger ones: the forward's up to S = 8192, those
 // of sampleFrom rows or more judged on sample rows; the backward's those
-// of verify.Shapes, judged on every row) and against the interpreter on
+// of verify.Shapes, judged on every row, and S = 4096 judged on sample dq
+// rows and sample dk/dv keys of one head) and against the interpreter on
 // identical inputs. It returns the number of failed checks; the GPU checks
 // report their progress on progress.
 //
@@ -130,7 +131,9 @@ func verifyPTX(s *spec.Spec, t ptx.Target, r *rand.Rand, gpu bool, sample int, s
 	shapes := append(interpShapes(s.HeadDim), verify.Shapes(s.HeadDim)...)
 	shapes = append(shapes, verify.Shape{Batch: 1, HeadsQ: 2, HeadsKV: 1, SeqQ: 8192, SeqK: 8192, HeadDim: s.HeadDim})
 	bwdShapes := append(interpBwdShapes(s.HeadDim), verify.Shapes(s.HeadDim)...)
-	steps := len(shapes) + 1 + len(interpShapes(s.HeadDim)) + len(bwdShapes) + 1 + len(interpBwdShapes(s.HeadDim))
+	// the backward's long shape, judged on sampled rows and keys
+	bwdLong := verify.Shape{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: 4096, SeqK: 4096, HeadDim: s.HeadDim}
+	steps := len(shapes) + 1 + len(interpShapes(s.HeadDim)) + len(bwdShapes) + 2 + len(interpBwdShapes(s.HeadDim))
 	step := 0
 	next := func(what string) {
 		step++
@@ -157,6 +160,13 @@ func verifyPTX(s *spec.Spec, t ptx.Target, r *rand.Rand, gpu bool, sample int, s
 		rep, err := verify.CheckGradWith(s.Pattern(), gk.Run(), gb.Run(), sh, r, gopts)
 		report("gpu", err, "backward "+rep.String())
 	}
+	next(fmt.Sprintf("backward, B1 Hq1 Hkv1 Sq%d Sk%d, sampled", bwdLong.SeqQ, bwdLong.SeqK))
+	rep, err := verify.CheckGradSampledRun(s.Pattern(), gk.Run(), gb.Run(), bwdLong, r, gopts, sample)
+	what := fmt.Sprintf(" (of %d sampled dq rows and %d dk/dv keys)", sample, sample)
+	if sample == 0 {
+		what = " (every row)"
+	}
+	report("gpu", err, "backward "+rep.String()+what)
 	next("backward dependencies, S = 40")
 	report("gpu", verify.CheckGradDependencies(s.Pattern(), gk.Run(), gb.Run(), dep, r), bwdDepText)
 	for _, sh := range interpBwdShapes(s.HeadDim) {
