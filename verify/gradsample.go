@@ -105,13 +105,15 @@ func gradRow(p spec.Pattern, docs *spec.Docs, q, k, v, dout []float32, s Shape, 
 		kvBase: (bh/s.HeadsQ*s.HeadsKV + bh%s.HeadsQ/group) * s.SeqK * D}
 	i := spec.Row(r, s.SeqQ, s.SeqK)
 	var kept []int
+	var s64 []float64
+	var s32 []float32
 	m64, m32 := math.Inf(-1), float32(math.Inf(-1))
 	for j := 0; j < s.SeqK; j++ {
 		if !p.AtDocs(i, j, docs) {
 			continue
 		}
-		kept = append(kept, j)
 		d64, d32 := st.dots(k, j)
+		kept, s64, s32 = append(kept, j), append(s64, d64), append(s32, d32)
 		m64 = math.Max(m64, d64)
 		m32 = max(m32, d32)
 	}
@@ -124,9 +126,8 @@ func gradRow(p spec.Pattern, docs *spec.Docs, q, k, v, dout []float32, s Shape, 
 		ms = 0
 	}
 	o64 := make([]float64, D)
-	for _, j := range kept {
-		d64, _ := st.dots(k, j)
-		e := math.Exp(d64 - ms)
+	for n, j := range kept {
+		e := math.Exp(s64[n] - ms)
 		st.sum64 += e
 		for d, y := range v[st.kvBase+j*D:][:D] {
 			o64[d] += e * float64(y)
@@ -143,13 +144,11 @@ func gradRow(p spec.Pattern, docs *spec.Docs, q, k, v, dout []float32, s Shape, 
 		return st
 	}
 	o32 := make([]float32, D)
-	for _, j := range kept {
-		_, d32 := st.dots(k, j)
-		st.sum32 += float32(math.Exp(float64(d32 - m32)))
+	for n := range kept {
+		st.sum32 += float32(math.Exp(float64(s32[n] - m32)))
 	}
-	for _, j := range kept {
-		_, d32 := st.dots(k, j)
-		pj := float32(math.Exp(float64(d32-m32))) / st.sum32
+	for n, j := range kept {
+		pj := float32(math.Exp(float64(s32[n]-m32))) / st.sum32
 		for d, y := range v[st.kvBase+j*D:][:D] {
 			o32[d] += pj * y
 		}
