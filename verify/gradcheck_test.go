@@ -169,7 +169,9 @@ func TestCheckGradSampled(t *testing.T) {
 	if every := SampleGradRows(p, nil, s, 0, r); len(every.Query) != 600 || len(every.Key) != 400 {
 		t.Errorf("n = 0: %d query rows and %d keys, want 600 and 400", len(every.Query), len(every.Key))
 	}
-	fwd := func(out, lse, q, k, v []float32, ids []int32, s Shape) error { return NaiveBF16(p, nil, q, k, v, s, out, lse) }
+	fwd := func(out, lse, q, k, v []float32, ids []int32, s Shape) error {
+		return NaiveBF16(p, nil, q, k, v, s, out, lse)
+	}
 	if rep, err := CheckGradSampledRun(p, fwd, bf16Backward(p, nil), s, r, GradBF16, 30); err != nil {
 		t.Errorf("CheckGradSampledRun of the bf16 backward: %v", err)
 	} else if rep.KernelErr != rep.NaiveErr {
