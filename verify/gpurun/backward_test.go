@@ -3,10 +3,14 @@ package gpurun
 import (
 	"math"
 	"math/rand/v2"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/attngen/attngen/cuda"
 	"github.com/attngen/attngen/emit/ptx"
 	"github.com/attngen/attngen/gen"
 	"github.com/attngen/attngen/spec"
@@ -213,5 +217,95 @@ func TestInterpBackwardBench(t *testing.T) {
 				t.Fatalf("gradient %d element %d: Run %v, Bench %v", x, i, g[x][i], b[x][i])
 			}
 		}
+	}
+}
+
+// TestBackwardMockGPU binds a backward to the CUDA binding against the
+// mock driver (cuda/testdata/mock_cuda.c, built with gcc; skipped without
+// gcc): both entries of the module load (each allowed its dynamic shared
+// memory above 48 KiB), Bench times each launch pair with events (the
+// mock's 1.5 ms), and the gradients the mock never wrote come back as the
+// NaN they were filled with, which the sampled check rejects; Run gives
+// the same, and bad calls are refused before anything is allocated.
+func TestBackwardMockGPU(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the mock libcuda is built for linux only")
+	}
+	gcc, err := exec.LookPath("gcc")
+	if err != nil {
+		t.Skip("gcc not found; cannot build the mock libcuda.so.1")
+	}
+	lib := filepath.Join(t.TempDir(), "libcuda.so.1")
+	if out, err := exec.Command(gcc, "-shared", "-fPIC", "-O1", "-o", lib, filepath.Join("..", "..", "cuda", "testdata", "mock_cuda.c")).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	t.Setenv(cuda.LibraryEnv, lib)
+	drv, err := cuda.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev, err := drv.Device(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, err := dev.PrimaryContext()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ctx.Release()
+	s := &spec.Spec{Name: "c", Mask: spec.Full(), Causal: true, HeadDim: 128}
+	plan, err := gen.Compile(s, ptx.SM80, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bw, err := ptx.GenerateBackward(plan, ptx.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// the mock refuses a launch above 48 KiB of dynamic shared memory
+	// unless the function was allowed it
+	if bw.DQShared <= 48*1024 || bw.DKVShared <= 48*1024 {
+		t.Fatalf("shared memory %d and %d bytes: the test needs both kernels above 48 KiB", bw.DQShared, bw.DKVShared)
+	}
+	k, err := GPUBackward(ctx, bw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(91, 92))
+	sh := verify.Shape{Batch: 1, HeadsQ: 2, HeadsKV: 1, SeqQ: 130, SeqK: 130, HeadDim: 128}
+	nq, nkv, nl := sh.Sizes()
+	q, kk, v, dout, out := randomBF16(r, nq), randomBF16(r, nkv), randomBF16(r, nkv), randomBF16(r, nq), randomBF16(r, nq)
+	lse := make([]float32, nl)
+	g := [3][]float32{make([]float32, nq), make([]float32, nkv), make([]float32, nkv)}
+	tm, err := k.Bench(g[0], g[1], g[2], dout, q, kk, v, out, lse, nil, sh, 2, 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tm.Times) != 20 || tm.Warmup != 2 || tm.Median() != 1500*time.Microsecond {
+		t.Fatalf("timing %+v: want 20 timed launch pairs of the mock's 1.5 ms after 2 warm-ups", tm)
+	}
+	for x, grad := range g {
+		if !math.IsNaN(float64(grad[0])) || !math.IsNaN(float64(grad[len(grad)-1])) {
+			t.Fatalf("gradient %d: %v ... %v, want the NaN fill (the mock kernels write nothing)", x, grad[0], grad[len(grad)-1])
+		}
+	}
+	p := s.Pattern()
+	if _, err := verify.CheckGradSampled(p, nil, q, kk, v, dout, sh, g[0], g[1], g[2], verify.GradBF16, verify.SampleGradRows(p, nil, sh, 16, r)); err == nil || !strings.Contains(err.Error(), "not written") {
+		t.Fatalf("check of gradients never written: %v", err)
+	}
+	for _, grad := range g {
+		clear(grad)
+	}
+	if err := k.Run()(g[0], g[1], g[2], dout, q, kk, v, out, lse, nil, sh); err != nil {
+		t.Fatal(err)
+	}
+	if !math.IsNaN(float64(g[1][5])) {
+		t.Errorf("Run: dk[5] = %v, want the NaN fill", g[1][5])
+	}
+	if err := k.Run()(g[0], g[1], g[2], dout, q, kk, v, out, lse[:1], nil, sh); err == nil || !strings.Contains(err.Error(), "lse has 1 elements") {
+		t.Errorf("short lse: %v", err)
+	}
+	if _, err := GPUBackward(ctx, nil); err == nil {
+		t.Error("GPUBackward(nil): no error")
 	}
 }
