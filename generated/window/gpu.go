@@ -48,7 +48,7 @@ var GPUKernels = []gpu.Kernel{
 			{"scale_log2", "f32", "softmax scale times log2(e)"},
 			{"scale", "f32", "softmax scale"},
 		},
-		TileQ: 64, TileK: 64, Threads: 128, DynShared: 104704, Stride: 1},
+		TileQ: 64, TileK: 64, Threads: 128, DynShared: 104720, Stride: 1},
 	{Target: "sm_80", Elem: "bf16", Kind: gpu.KindBwdDKV, Name: "attn_bwd_dkv_window", PTX: ptx1,
 		Params: [][3]string{
 			{"q", "u64", "queries [batch][heads_q][seq_q][D], elem"},
@@ -66,7 +66,7 @@ var GPUKernels = []gpu.Kernel{
 			{"scale_log2", "f32", "softmax scale times log2(e)"},
 			{"scale", "f32", "softmax scale"},
 		},
-		TileQ: 64, TileK: 64, Threads: 128, DynShared: 70144, Stride: 1},
+		TileQ: 64, TileK: 64, Threads: 128, DynShared: 56864, Stride: 1},
 }
 
 //go:embed forward_sm_80_bf16.ptx
