@@ -46,7 +46,8 @@ func interpBwdShapes(d int) []verify.Shape {
 // of sampleFrom rows or more judged on sample rows; the backward's those
 // of verify.Shapes, judged on every row, and S = 4096 judged on sample dq
 // rows and sample dk/dv keys of one head) and against the interpreter on
-// identical inputs. It returns the number of failed checks; the GPU checks
+// identical inputs, and that NaN and infinities at masked positions reach
+// no gradient (verify.CheckGradNonFinite). It returns the number of failed checks; the GPU checks
 // report their progress on progress.
 //
 // Each element type is judged against the straightforward kernel of that
@@ -99,6 +100,8 @@ func verifyPTX(s *spec.Spec, t ptx.Target, r *rand.Rand, gpu bool, sample int, s
 		report("ptx-sim", err, "backward "+rep.String()+yard)
 	}
 	report("ptx-sim", verify.CheckGradDependencies(s.Pattern(), ik.Run(), ib.Run(), dep, r), bwdDepText)
+	nfSim := verify.Shape{Batch: 2, HeadsQ: 2, HeadsKV: 1, SeqQ: 61, SeqK: 130, HeadDim: s.HeadDim}
+	report("ptx-sim", verify.CheckGradNonFinite(s.Pattern(), ik.Run(), ib.Run(), nfSim, r, 2), nonFiniteText(nfSim))
 	if !gpu {
 		return failed, nil
 	}
@@ -133,7 +136,8 @@ func verifyPTX(s *spec.Spec, t ptx.Target, r *rand.Rand, gpu bool, sample int, s
 	bwdShapes := append(interpBwdShapes(s.HeadDim), verify.Shapes(s.HeadDim)...)
 	// the backward's long shape, judged on sampled rows and keys
 	bwdLong := verify.Shape{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: 4096, SeqK: 4096, HeadDim: s.HeadDim}
-	steps := len(shapes) + 1 + len(interpShapes(s.HeadDim)) + len(bwdShapes) + 2 + len(interpBwdShapes(s.HeadDim))
+	nfGPU := []verify.Shape{nfSim, {Batch: 1, HeadsQ: 4, HeadsKV: 2, SeqQ: 2, SeqK: 600, HeadDim: s.HeadDim}}
+	steps := len(shapes) + 1 + len(interpShapes(s.HeadDim)) + len(bwdShapes) + 2 + len(nfGPU) + len(interpBwdShapes(s.HeadDim))
 	step := 0
 	next := func(what string) {
 		step++
@@ -169,11 +173,21 @@ func verifyPTX(s *spec.Spec, t ptx.Target, r *rand.Rand, gpu bool, sample int, s
 	report("gpu", err, "backward "+rep.String()+what)
 	next("backward dependencies, S = 40")
 	report("gpu", verify.CheckGradDependencies(s.Pattern(), gk.Run(), gb.Run(), dep, r), bwdDepText)
+	for _, sh := range nfGPU {
+		next(fmt.Sprintf("backward non-finite, B%d Hq%d Hkv%d Sq%d Sk%d", sh.Batch, sh.HeadsQ, sh.HeadsKV, sh.SeqQ, sh.SeqK))
+		report("gpu", verify.CheckGradNonFinite(s.Pattern(), gk.Run(), gb.Run(), sh, r, 3), nonFiniteText(sh))
+	}
 	for _, sh := range interpBwdShapes(s.HeadDim) {
 		next(fmt.Sprintf("backward, GPU against the interpreter, %dx%d", sh.SeqQ, sh.SeqK))
 		report("gpu=sim", agreeBackward(s, ik, gb, ib, sh, r), fmt.Sprintf("backward: GPU and interpreter gradients agree on %dx%d", sh.SeqQ, sh.SeqK))
 	}
 	return failed, nil
+}
+
+// nonFiniteText is what a passed CheckGradNonFinite on shape sh reports.
+func nonFiniteText(sh verify.Shape) string {
+	return fmt.Sprintf("backward: NaN and infinities at masked keys and values, or in a row's q and dout, reach no gradient through a masked pair (B%d Hq%d Hkv%d Sq%d Sk%d)",
+		sh.Batch, sh.HeadsQ, sh.HeadsKV, sh.SeqQ, sh.SeqK)
 }
 
 // bwdDepText is what a passed CheckGradDependencies on the S = 40 shape

@@ -88,8 +88,9 @@ func TestVerifyBackward(t *testing.T) {
 // TestVerifyPTXBackward: the PTX checks under the interpreter cover the
 // backward kernels too: one line per backward shape (dq, dk and dv against
 // the float64 reference, judged against the straightforward backward of
-// the element type) and one for the dependencies of the gradients on
-// dout, for each element type.
+// the element type), one for the dependencies of the gradients on dout
+// and one for non-finite values at masked positions, for each element
+// type.
 func TestVerifyPTXBackward(t *testing.T) {
 	s, err := spec.ParseFile("../../spec/examples/document.yaml")
 	if err != nil {
@@ -103,17 +104,19 @@ func TestVerifyPTXBackward(t *testing.T) {
 			t.Fatalf("%s: %d failed, %v:\n%s", tg.Name(), failed, err, out.String())
 		}
 		prefix := "ptx-sim " + tg.Name() + " ok   backward"
-		var shapes, deps int
+		var shapes, deps, nonFinite int
 		for _, line := range strings.Split(out.String(), "\n") {
 			switch {
+			case strings.HasPrefix(line, prefix+": NaN and infinities at masked keys"):
+				nonFinite++
 			case strings.HasPrefix(line, prefix+" B") && strings.Contains(line, "dq err") && strings.HasSuffix(line, "("+tg.Elem+"; yardstick: straightforward "+tg.Elem+")"):
 				shapes++
 			case strings.HasPrefix(line, prefix+": dout row i changes dv exactly"):
 				deps++
 			}
 		}
-		if shapes != len(interpBwdShapes(s.HeadDim)) || deps != 1 {
-			t.Errorf("%s: %d backward shape lines (want %d), %d dependency lines (want 1):\n%s", tg.Name(), shapes, len(interpBwdShapes(s.HeadDim)), deps, out.String())
+		if shapes != len(interpBwdShapes(s.HeadDim)) || deps != 1 || nonFinite != 1 {
+			t.Errorf("%s: %d backward shape lines (want %d), %d dependency lines, %d non-finite lines (want 1 each):\n%s", tg.Name(), shapes, len(interpBwdShapes(s.HeadDim)), deps, nonFinite, out.String())
 		}
 	}
 }

@@ -309,3 +309,34 @@ func TestBackwardMockGPU(t *testing.T) {
 		t.Error("GPUBackward(nil): no error")
 	}
 }
+
+// TestInterpBackwardNonFinite: NaN and infinities at masked keys and
+// values, or in a row's q and dout, reach no gradient through a masked
+// pair (verify.CheckGradNonFinite; bit-identical rows elsewhere), for the
+// example specs' kernels under the interpreter (three of them with
+// -short), bf16 and f16.
+func TestInterpBackwardNonFinite(t *testing.T) {
+	files, _ := filepath.Glob("../../spec/examples/*.yaml")
+	if len(files) == 0 {
+		t.Fatal("no example specs")
+	}
+	if testing.Short() {
+		files = []string{"../../spec/examples/document.yaml", "../../spec/examples/except.yaml", "../../spec/examples/dilated.yaml"}
+	}
+	r := rand.New(rand.NewPCG(93, 94))
+	for n, f := range files {
+		s, err := spec.ParseFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tg := ptx.SM80
+		if n%2 == 1 {
+			tg = ptx.Target{SM: 80, Elem: "f16"}
+		}
+		fk, bk := interpPair(t, s, tg)
+		sh := verify.Shape{Batch: 2, HeadsQ: 2, HeadsKV: 1, SeqQ: 61, SeqK: 130, HeadDim: s.HeadDim}
+		if err := verify.CheckGradNonFinite(s.Pattern(), fk.Run(), bk.Run(), sh, r, 2); err != nil {
+			t.Errorf("%s %s: %v", filepath.Base(f), tg.Name(), err)
+		}
+	}
+}
