@@ -47,8 +47,8 @@ func interpBwdShapes(d int) []verify.Shape {
 // of verify.Shapes, judged on every row, and S = 4096 judged on sample dq
 // rows and sample dk/dv keys of one head) and against the interpreter on
 // identical inputs, and that NaN and infinities at masked positions reach
-// no gradient (verify.CheckGradNonFinite). It returns the number of failed checks; the GPU checks
-// report their progress on progress.
+// no gradient (verify.CheckGradNonFinite). It returns the number of
+// failed checks; the GPU checks report their progress on progress.
 //
 // Each element type is judged against the straightforward kernel of that
 // type (verify.BF16Kernel, verify.F16Kernel; for the backward
