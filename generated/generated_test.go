@@ -14,6 +14,7 @@ import (
 	"github.com/attngen/attngen/emit/ptx"
 	"github.com/attngen/attngen/gen"
 	"github.com/attngen/attngen/runtime/cpu"
+	"github.com/attngen/attngen/runtime/gpu"
 	"github.com/attngen/attngen/runtime/mask"
 	"github.com/attngen/attngen/spec"
 	"github.com/attngen/attngen/verify"
@@ -30,6 +31,7 @@ type pkg struct {
 	compiled  mask.Mask
 	geometry  func(k int, s verify.Shape) (grid, block [3]int, dynShared int, err error)
 	gpus      int
+	gpuKind   func(k int) string // GPUKernels[k].Kind
 	best      func() (int, string)
 	variant   reflect.Type
 	errs      map[string]error
@@ -170,13 +172,19 @@ func TestCompiledMaskMatchesPlan(t *testing.T) {
 }
 
 // TestGPUGeometry: the launch each package's GPU kernels describe is the
-// one the PTX emitter computes for the same call.
+// one the PTX emitter computes for the same call: the forward, then the
+// backward's dq and dk/dv kernels.
 func TestGPUGeometry(t *testing.T) {
 	r := rand.New(rand.NewPCG(65, 66))
 	for _, p := range packages() {
 		s := load(t, p)
-		if p.gpus == 0 {
-			t.Fatalf("%s: no GPU kernel", p.file)
+		if p.gpus != 3 {
+			t.Fatalf("%s: %d GPU kernels, want the forward and the backward's two for sm_80", p.file, p.gpus)
+		}
+		for k, want := range []string{gpu.KindForward, gpu.KindBwdDQ, gpu.KindBwdDKV} {
+			if got := p.gpuKind(k); got != want {
+				t.Fatalf("%s: GPU kernel %d has kind %q, want %q", p.file, k, got, want)
+			}
 		}
 		plan, err := gen.Compile(s, ptx.SM80, nil)
 		if err != nil {
@@ -186,19 +194,29 @@ func TestGPUGeometry(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		b, err := ptx.GenerateBackward(plan, ptx.Config{Target: ptx.SM80})
+		if err != nil {
+			t.Fatal(err)
+		}
 		for iter := 0; iter < 200; iter++ {
 			sk := 1 + r.IntN(5000)
 			sh := verify.Shape{Batch: 1 + r.IntN(3), HeadsQ: 4, HeadsKV: 2, SeqQ: 1 + r.IntN(sk), SeqK: sk, HeadDim: s.HeadDim}
-			grid, block, dyn, err := p.geometry(0, sh)
-			if err != nil {
-				t.Fatal(err)
-			}
 			l, err := f.Geometry(sh.Batch, sh.HeadsQ, sh.HeadsKV, sh.SeqQ, sh.SeqK, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if grid != l.Grid || block != l.Block || dyn != l.DynShared {
-				t.Fatalf("%s %+v: package geometry %v %v %d, emitter %v %v %d", p.file, sh, grid, block, dyn, l.Grid, l.Block, l.DynShared)
+			bl, err := b.Geometry(sh.Batch, sh.HeadsQ, sh.HeadsKV, sh.SeqQ, sh.SeqK, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k, want := range []ptx.Launch{l, bl.DQ, bl.DKV} {
+				grid, block, dyn, err := p.geometry(k, sh)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if grid != want.Grid || block != want.Block || dyn != want.DynShared {
+					t.Fatalf("%s kernel %d %+v: package geometry %v %v %d, emitter %v %v %d", p.file, k, sh, grid, block, dyn, want.Grid, want.Block, want.DynShared)
+				}
 			}
 		}
 	}
@@ -217,8 +235,10 @@ func TestGPUGeometryRejects(t *testing.T) {
 			{Batch: 1 << 16, HeadsQ: 1, HeadsKV: 1, SeqQ: 1, SeqK: 1},
 			{Batch: math.MaxInt, HeadsQ: 1, HeadsKV: 1, SeqQ: 1, SeqK: 1},
 		} {
-			if _, _, _, err := p.geometry(0, sh); err == nil {
-				t.Errorf("%s: %+v: no error", p.file, sh)
+			for k := 0; k < p.gpus; k++ {
+				if _, _, _, err := p.geometry(k, sh); err == nil {
+					t.Errorf("%s: kernel %d: %+v: no error", p.file, k, sh)
+				}
 			}
 		}
 	}

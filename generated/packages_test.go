@@ -35,6 +35,7 @@ func packages() []pkg {
 				return bigbird.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.HeadsKV, s.SeqQ, s.SeqK)
 			},
 			gpus:    len(bigbird.GPUKernels),
+			gpuKind: func(k int) string { return bigbird.GPUKernels[k].Kind },
 			best:    func() (int, string) { return int(bigbird.Best()), bigbird.Best().String() },
 			variant: reflect.TypeFor[bigbird.Variant](),
 			errs:    map[string]error{"shape": bigbird.ErrShape, "short": bigbird.ErrShort, "variant": bigbird.ErrVariant, "headDim": bigbird.ErrHeadDim, "document": bigbird.ErrDocument, "alias": bigbird.ErrAlias, "page": bigbird.ErrPage},
@@ -68,6 +69,7 @@ func packages() []pkg {
 				return block.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.HeadsKV, s.SeqQ, s.SeqK)
 			},
 			gpus:    len(block.GPUKernels),
+			gpuKind: func(k int) string { return block.GPUKernels[k].Kind },
 			best:    func() (int, string) { return int(block.Best()), block.Best().String() },
 			variant: reflect.TypeFor[block.Variant](),
 			errs:    map[string]error{"shape": block.ErrShape, "short": block.ErrShort, "variant": block.ErrVariant, "headDim": block.ErrHeadDim, "document": block.ErrDocument, "alias": block.ErrAlias, "page": block.ErrPage},
@@ -101,6 +103,7 @@ func packages() []pkg {
 				return bridge.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.HeadsKV, s.SeqQ, s.SeqK)
 			},
 			gpus:    len(bridge.GPUKernels),
+			gpuKind: func(k int) string { return bridge.GPUKernels[k].Kind },
 			best:    func() (int, string) { return int(bridge.Best()), bridge.Best().String() },
 			variant: reflect.TypeFor[bridge.Variant](),
 			errs:    map[string]error{"shape": bridge.ErrShape, "short": bridge.ErrShort, "variant": bridge.ErrVariant, "headDim": bridge.ErrHeadDim, "document": bridge.ErrDocument, "alias": bridge.ErrAlias, "page": bridge.ErrPage},
@@ -134,6 +137,7 @@ func packages() []pkg {
 				return causal.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.HeadsKV, s.SeqQ, s.SeqK)
 			},
 			gpus:    len(causal.GPUKernels),
+			gpuKind: func(k int) string { return causal.GPUKernels[k].Kind },
 			best:    func() (int, string) { return int(causal.Best()), causal.Best().String() },
 			variant: reflect.TypeFor[causal.Variant](),
 			errs:    map[string]error{"shape": causal.ErrShape, "short": causal.ErrShort, "variant": causal.ErrVariant, "headDim": causal.ErrHeadDim, "document": causal.ErrDocument, "alias": causal.ErrAlias, "page": causal.ErrPage},
@@ -167,6 +171,7 @@ func packages() []pkg {
 				return chunked.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.HeadsKV, s.SeqQ, s.SeqK)
 			},
 			gpus:    len(chunked.GPUKernels),
+			gpuKind: func(k int) string { return chunked.GPUKernels[k].Kind },
 			best:    func() (int, string) { return int(chunked.Best()), chunked.Best().String() },
 			variant: reflect.TypeFor[chunked.Variant](),
 			errs:    map[string]error{"shape": chunked.ErrShape, "short": chunked.ErrShort, "variant": chunked.ErrVariant, "headDim": chunked.ErrHeadDim, "document": chunked.ErrDocument, "alias": chunked.ErrAlias, "page": chunked.ErrPage},
@@ -200,6 +205,7 @@ func packages() []pkg {
 				return dilated.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.HeadsKV, s.SeqQ, s.SeqK)
 			},
 			gpus:    len(dilated.GPUKernels),
+			gpuKind: func(k int) string { return dilated.GPUKernels[k].Kind },
 			best:    func() (int, string) { return int(dilated.Best()), dilated.Best().String() },
 			variant: reflect.TypeFor[dilated.Variant](),
 			errs:    map[string]error{"shape": dilated.ErrShape, "short": dilated.ErrShort, "variant": dilated.ErrVariant, "headDim": dilated.ErrHeadDim, "document": dilated.ErrDocument, "alias": dilated.ErrAlias, "page": dilated.ErrPage},
@@ -233,6 +239,7 @@ func packages() []pkg {
 				return document.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.HeadsKV, s.SeqQ, s.SeqK)
 			},
 			gpus:    len(document.GPUKernels),
+			gpuKind: func(k int) string { return document.GPUKernels[k].Kind },
 			best:    func() (int, string) { return int(document.Best()), document.Best().String() },
 			variant: reflect.TypeFor[document.Variant](),
 			errs:    map[string]error{"shape": document.ErrShape, "short": document.ErrShort, "variant": document.ErrVariant, "headDim": document.ErrHeadDim, "document": document.ErrDocument, "alias": document.ErrAlias, "page": document.ErrPage},
@@ -266,6 +273,7 @@ func packages() []pkg {
 				return except.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.HeadsKV, s.SeqQ, s.SeqK)
 			},
 			gpus:    len(except.GPUKernels),
+			gpuKind: func(k int) string { return except.GPUKernels[k].Kind },
 			best:    func() (int, string) { return int(except.Best()), except.Best().String() },
 			variant: reflect.TypeFor[except.Variant](),
 			errs:    map[string]error{"shape": except.ErrShape, "short": except.ErrShort, "variant": except.ErrVariant, "headDim": except.ErrHeadDim, "document": except.ErrDocument, "alias": except.ErrAlias, "page": except.ErrPage},
@@ -299,6 +307,7 @@ func packages() []pkg {
 				return hetero.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.HeadsKV, s.SeqQ, s.SeqK)
 			},
 			gpus:    len(hetero.GPUKernels),
+			gpuKind: func(k int) string { return hetero.GPUKernels[k].Kind },
 			best:    func() (int, string) { return int(hetero.Best()), hetero.Best().String() },
 			variant: reflect.TypeFor[hetero.Variant](),
 			errs:    map[string]error{"shape": hetero.ErrShape, "short": hetero.ErrShort, "variant": hetero.ErrVariant, "headDim": hetero.ErrHeadDim, "document": hetero.ErrDocument, "alias": hetero.ErrAlias, "page": hetero.ErrPage},
@@ -332,6 +341,7 @@ func packages() []pkg {
 				return hybrid.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.HeadsKV, s.SeqQ, s.SeqK)
 			},
 			gpus:    len(hybrid.GPUKernels),
+			gpuKind: func(k int) string { return hybrid.GPUKernels[k].Kind },
 			best:    func() (int, string) { return int(hybrid.Best()), hybrid.Best().String() },
 			variant: reflect.TypeFor[hybrid.Variant](),
 			errs:    map[string]error{"shape": hybrid.ErrShape, "short": hybrid.ErrShort, "variant": hybrid.ErrVariant, "headDim": hybrid.ErrHeadDim, "document": hybrid.ErrDocument, "alias": hybrid.ErrAlias, "page": hybrid.ErrPage},
@@ -365,6 +375,7 @@ func packages() []pkg {
 				return longformer.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.HeadsKV, s.SeqQ, s.SeqK)
 			},
 			gpus:    len(longformer.GPUKernels),
+			gpuKind: func(k int) string { return longformer.GPUKernels[k].Kind },
 			best:    func() (int, string) { return int(longformer.Best()), longformer.Best().String() },
 			variant: reflect.TypeFor[longformer.Variant](),
 			errs:    map[string]error{"shape": longformer.ErrShape, "short": longformer.ErrShort, "variant": longformer.ErrVariant, "headDim": longformer.ErrHeadDim, "document": longformer.ErrDocument, "alias": longformer.ErrAlias, "page": longformer.ErrPage},
@@ -398,6 +409,7 @@ func packages() []pkg {
 				return neighborhood.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.HeadsKV, s.SeqQ, s.SeqK)
 			},
 			gpus:    len(neighborhood.GPUKernels),
+			gpuKind: func(k int) string { return neighborhood.GPUKernels[k].Kind },
 			best:    func() (int, string) { return int(neighborhood.Best()), neighborhood.Best().String() },
 			variant: reflect.TypeFor[neighborhood.Variant](),
 			errs:    map[string]error{"shape": neighborhood.ErrShape, "short": neighborhood.ErrShort, "variant": neighborhood.ErrVariant, "headDim": neighborhood.ErrHeadDim, "document": neighborhood.ErrDocument, "alias": neighborhood.ErrAlias, "page": neighborhood.ErrPage},
@@ -431,6 +443,7 @@ func packages() []pkg {
 				return offsets.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.HeadsKV, s.SeqQ, s.SeqK)
 			},
 			gpus:    len(offsets.GPUKernels),
+			gpuKind: func(k int) string { return offsets.GPUKernels[k].Kind },
 			best:    func() (int, string) { return int(offsets.Best()), offsets.Best().String() },
 			variant: reflect.TypeFor[offsets.Variant](),
 			errs:    map[string]error{"shape": offsets.ErrShape, "short": offsets.ErrShort, "variant": offsets.ErrVariant, "headDim": offsets.ErrHeadDim, "document": offsets.ErrDocument, "alias": offsets.ErrAlias, "page": offsets.ErrPage},
@@ -464,6 +477,7 @@ func packages() []pkg {
 				return prefixlm.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.HeadsKV, s.SeqQ, s.SeqK)
 			},
 			gpus:    len(prefixlm.GPUKernels),
+			gpuKind: func(k int) string { return prefixlm.GPUKernels[k].Kind },
 			best:    func() (int, string) { return int(prefixlm.Best()), prefixlm.Best().String() },
 			variant: reflect.TypeFor[prefixlm.Variant](),
 			errs:    map[string]error{"shape": prefixlm.ErrShape, "short": prefixlm.ErrShort, "variant": prefixlm.ErrVariant, "headDim": prefixlm.ErrHeadDim, "document": prefixlm.ErrDocument, "alias": prefixlm.ErrAlias, "page": prefixlm.ErrPage},
@@ -497,6 +511,7 @@ func packages() []pkg {
 				return sebridge.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.HeadsKV, s.SeqQ, s.SeqK)
 			},
 			gpus:    len(sebridge.GPUKernels),
+			gpuKind: func(k int) string { return sebridge.GPUKernels[k].Kind },
 			best:    func() (int, string) { return int(sebridge.Best()), sebridge.Best().String() },
 			variant: reflect.TypeFor[sebridge.Variant](),
 			errs:    map[string]error{"shape": sebridge.ErrShape, "short": sebridge.ErrShort, "variant": sebridge.ErrVariant, "headDim": sebridge.ErrHeadDim, "document": sebridge.ErrDocument, "alias": sebridge.ErrAlias, "page": sebridge.ErrPage},
@@ -530,6 +545,7 @@ func packages() []pkg {
 				return streaming.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.HeadsKV, s.SeqQ, s.SeqK)
 			},
 			gpus:    len(streaming.GPUKernels),
+			gpuKind: func(k int) string { return streaming.GPUKernels[k].Kind },
 			best:    func() (int, string) { return int(streaming.Best()), streaming.Best().String() },
 			variant: reflect.TypeFor[streaming.Variant](),
 			errs:    map[string]error{"shape": streaming.ErrShape, "short": streaming.ErrShort, "variant": streaming.ErrVariant, "headDim": streaming.ErrHeadDim, "document": streaming.ErrDocument, "alias": streaming.ErrAlias, "page": streaming.ErrPage},
@@ -569,6 +585,7 @@ func packages() []pkg {
 				return window.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.HeadsKV, s.SeqQ, s.SeqK)
 			},
 			gpus:    len(window.GPUKernels),
+			gpuKind: func(k int) string { return window.GPUKernels[k].Kind },
 			best:    func() (int, string) { return int(window.Best()), window.Best().String() },
 			variant: reflect.TypeFor[window.Variant](),
 			errs:    map[string]error{"shape": window.ErrShape, "short": window.ErrShort, "variant": window.ErrVariant, "headDim": window.ErrHeadDim, "document": window.ErrDocument, "alias": window.ErrAlias, "page": window.ErrPage},

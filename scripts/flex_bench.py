@@ -11,6 +11,11 @@ with CUDA events and raises rep to 30 times that estimate, so it runs about
 bf16, seed 0.
 
 usage: python3 flex_bench.py [flex_anchor.py's flags: --out F --seq S --batch B --heads H --dim D --bwd]
+
+With --bwd flex_anchor.py also times the forward plus backward of
+flex_attention on requires_grad inputs (flex_fwdbwd_ms, and
+flex_fwdbwd_tflops counting 3.5x the forward's FLOPs); the medians of at
+least 20 calls apply to that timing too.
 """
 import os
 import sys

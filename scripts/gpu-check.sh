@@ -2,29 +2,35 @@
 # GPU checks in two steps, because the GPU host has CUDA but no Go:
 #
 #   scripts/gpu-check.sh build                # on a machine with Go: fills gpu-bundle/
-#   gpu-bundle/gpu-check.sh run-verify OUT    # on the GPU host: correctness, about 2 minutes
-#   gpu-bundle/gpu-check.sh run-time OUT      # on the GPU host: timing, about 4 minutes
-#   gpu-bundle/gpu-check.sh run OUT           # both, one after the other
+#   gpu-bundle/gpu-check.sh run-verify OUT    # on the GPU host: correctness, forward and backward
+#   gpu-bundle/gpu-check.sh run-time OUT      # on the GPU host: forward timing, about 4 minutes
+#   gpu-bundle/gpu-check.sh run-time-bwd OUT  # on the GPU host: backward and fwd+bwd timing
+#   gpu-bundle/gpu-check.sh run OUT           # all three, one after the other
 #
 # Each run step ends within 5.5 minutes (every command in it has a time
 # limit inside that budget), so each fits a 6-minute call; it writes its
 # own results file in OUT (run-verify: OUT/gpu-verify.md, run-time:
-# OUT/gpu-time.md) and the raw outputs beside it, at most six files. OUT
-# may be relative: it is resolved against the directory the script is
-# called from. A step exits non-zero when any of its checks failed, ran out
-# of time or could not run, and its results file lists which.
+# OUT/gpu-time.md, run-time-bwd: OUT/gpu-time-bwd.md) and the raw outputs
+# beside it, at most six files. OUT may be relative: it is resolved
+# against the directory the script is called from. A step exits non-zero
+# when any of its checks failed, ran out of time or could not run, and its
+# results file lists which. The backward's additions (its ptxas runs, its
+# verify checks, run-time-bwd) have not been timed on a GPU host yet.
 #
 # gpu-bundle/ is git-excluded (.gitignore); it holds the attngen binary
 # (CGO_ENABLED=0), the CUDA binding's test binary, the example specs, the
 # generated PTX, flex_anchor.py (from ../shared/bench, or $FLEX_ANCHOR),
 # flex_bench.py, record.cu and this script.
 #
-# run-verify: ptxas -v of every PTX for sm_80, sm_90 and sm_90a (fails on
-# spills), the CUDA binding's tests on the real driver, attngen verify -gpu
-# on every example (bf16 and f16; GPU against the float64 reference, rows
-# sampled on the S = 8192 shape, and against the PTX interpreter; four
-# specs at a time), and the instruction goldens of record.cu (lg2.approx is
-# new: OUT/lg2.json.gz goes to verify/ptx/testdata/h200/).
+# run-verify: ptxas -v of every PTX (the forward's module and the
+# backward's, whose two kernels are each checked) for sm_80, sm_90 and
+# sm_90a (fails on spills; eight files at a time), the CUDA binding's tests
+# on the real driver, attngen verify -gpu on every example (bf16 and f16;
+# forward and backward kernels; GPU against the float64 reference, rows
+# sampled on the forward's S = 8192 and the backward's S = 4096 shapes, and
+# against the PTX interpreter; six specs at a time), and the instruction
+# goldens of record.cu (lg2.approx is new: OUT/lg2.json.gz goes to
+# verify/ptx/testdata/h200/).
 #
 # run-time: attngen bench -gpu on the six masks of PERFORMANCE.md (B=4
 # H=16 S=8192 D=128 bf16: random normal inputs, median of 30 timed launches
@@ -34,14 +40,24 @@
 # every timing a median of at least 20 calls after warm-up), and one table
 # of both in OUT/gpu-time.md.
 #
-# Commit the two results files together as docs/gpu-results.md.
+# run-time-bwd: attngen bench -gpu -pass both on the same six masks and
+# shape (the forward, then the backward's dq and dk/dv kernels timed
+# together, median of 30 timed launch pairs after 3 warm-ups, the gradients
+# of the timed launches checked on sampled dq rows and dk/dv keys), then
+# FlexAttention's forward plus backward (flex_bench.py --bwd: the forward
+# and backward of flex_attention on requires_grad inputs, medians of at
+# least 20 calls), and one table: attngen bwd, attngen fwd+bwd (the sum of
+# the two medians) and Flex fwd+bwd. Backward TFLOP/s count 2.5x the
+# forward's FLOPs, fwd+bwd 3.5x, on both sides.
+#
+# Commit the three results files together as docs/gpu-results.md.
 set -uo pipefail
 
 budget=330 # seconds one run step may take in all
 mode=${1:-}
 
 usage() {
-  echo "usage: $0 build | run-verify OUTDIR | run-time OUTDIR | run OUTDIR" >&2
+  echo "usage: $0 build | run-verify OUTDIR | run-time OUTDIR | run-time-bwd OUTDIR | run OUTDIR" >&2
   exit 2
 }
 
@@ -101,18 +117,35 @@ finish() {
   exit 0
 }
 
-do_ptxas() {
-  local f arch log bad=0
-  for f in ptx/*.ptx; do
-    for arch in sm_80 sm_90 sm_90a; do
-      echo "== $f $arch"
-      if ! log=$(ptxas -v --gpu-name "$arch" "$f" -o /dev/null 2>&1); then
-        echo "$log"; echo "ptxas FAILED"; bad=1; continue
-      fi
-      echo "$log" | grep -E "registers|spill|smem"
-      if ! echo "$log" | grep -q "0 bytes spill stores, 0 bytes spill loads"; then echo "SPILLS"; bad=1; fi
-    done
+# ptxas_one FILE: ptxas -v of one PTX module for each architecture; every
+# kernel of the module must report no spills (a backward module has two).
+ptxas_one() {
+  local f=$1 arch log bad=0
+  for arch in sm_80 sm_90 sm_90a; do
+    echo "== $f $arch"
+    if ! log=$(ptxas -v --gpu-name "$arch" "$f" -o /dev/null 2>&1); then
+      echo "$log"; echo "ptxas FAILED"; bad=1; continue
+    fi
+    echo "$log" | grep -E "registers|spill|smem"
+    if ! echo "$log" | grep -q "spill stores" || echo "$log" | grep "spill stores" | grep -qv "0 bytes spill stores, 0 bytes spill loads"; then
+      echo "SPILLS"; bad=1
+    fi
   done
+  return $bad
+}
+
+# do_ptxas runs ptxas_one on every module, eight at a time, and prints the
+# logs in file order.
+do_ptxas() {
+  local logs f bad=0
+  logs=$(mktemp -d) || return 1
+  ls ptx/*.ptx | xargs -P 8 -I{} bash -c 'ptxas_one {} > "$0/$(basename {}).log" 2>&1 || touch "$0/$(basename {}).bad"' "$logs"
+  for f in ptx/*.ptx; do
+    cat "$logs/$(basename "$f").log"
+    [ -e "$logs/$(basename "$f").bad" ] && bad=1
+  done
+  rm -rf "$logs"
+  [ "$(ls ptx/*.ptx | wc -l)" -gt 0 ] || { echo "no PTX in the bundle"; bad=1; }
   return $bad
 }
 
@@ -120,7 +153,7 @@ do_ptxas() {
 do_cuda() { ./cuda.test -test.run Real -test.v > "$VOUT/cuda.txt" 2>&1; local rc=$?; cat "$VOUT/cuda.txt"; [ "$rc" = 0 ] && ! grep -q -- "--- SKIP" "$VOUT/cuda.txt"; }
 
 do_verify() {
-  ls specs/*.yaml | xargs -P 4 -I{} sh -c \
+  ls specs/*.yaml | xargs -P 6 -I{} sh -c \
     './attngen verify -gpu -dtype bf16,f16 -spec {} -seed 1 -sample 512 > "$VOUT/$(basename {} .yaml).txt" 2>&1'
 }
 
@@ -141,6 +174,70 @@ do_bench() {
 do_flex() {
   [ -f flex_anchor.py ] || { echo "flex_anchor.py is not in the bundle (build with FLEX_ANCHOR=path)"; return 1; }
   PYTHONUNBUFFERED=1 python3 flex_bench.py --out "$OUT/flex.json"
+}
+
+# The backward: attngen's fwd and bwd rows of each mask (one line of JSON
+# each), FlexAttention's forward and forward plus backward.
+do_bench_bwd() {
+  local m bad=0
+  for m in causal window block bridge dilated streaming; do
+    echo "== $m" >&2
+    timeout 75 ./attngen bench -gpu -pass both -spec "specs/$m.yaml" -batch 4 -heads 16 -seq 8192 -json || bad=1
+  done
+  return $bad
+}
+
+do_flex_bwd() {
+  [ -f flex_anchor.py ] || { echo "flex_anchor.py is not in the bundle (build with FLEX_ANCHOR=path)"; return 1; }
+  PYTHONUNBUFFERED=1 python3 flex_bench.py --bwd --out "$OUT/flex-bwd.json"
+}
+
+do_table_bwd() {
+  python3 - "$OUT/bench-bwd.jsonl" "$OUT/flex-bwd.json" <<'PY'
+import json, sys
+flexname = {"causal": "causal", "window": "window1024", "block": "block256",
+            "bridge": "bridge256r32", "dilated": "dilated8", "streaming": "sink4+window1024"}
+fwd, bwd = {}, {}
+for line in open(sys.argv[1]):
+    line = line.strip()
+    if line.startswith("["):
+        for r in json.loads(line):
+            (bwd if r.get("pass") == "bwd" else fwd)[r["mask"]] = r
+try:
+    flex = json.load(open(sys.argv[2]))
+except Exception as e:
+    flex = {"env": {}, "rows": []}
+    print(f"flex_anchor.py wrote no results: {e!r}\n")
+fl = {r["mask"]: r for r in flex.get("rows", [])}
+env = flex.get("env", {})
+if env:
+    print(f"FlexAttention side: {env.get('gpu')}, torch {env.get('torch')}, shape {env.get('shape')}\n")
+print("| mask | attngen bwd ms (median) | bwd TFLOP/s | bwd gradient check | attngen fwd+bwd ms | fwd+bwd TFLOP/s | Flex fwd+bwd ms | Flex fwd+bwd TFLOP/s | attngen / Flex |")
+print("|---|---|---|---|---|---|---|---|---|")
+for m, fn in flexname.items():
+    f, b, x = fwd.get(m), bwd.get(m), fl.get(fn, {})
+    if b:
+        a = f"{b['ms']:.3f} | {b['tflops']:.1f} | {b['check'][:60]}"
+    else:
+        a = "- | - | not run"
+    both = None
+    if f and b:
+        ms = f["ms"] + b["ms"]
+        both = 3.5 * 4 * f["batch"] * f["heads"] * f["head_dim"] * f["kept_pairs"] / (ms / 1e3) / 1e12
+        a += f" | {ms:.3f} | {both:.1f}"
+    else:
+        a += " | - | -"
+    if "flex_fwdbwd_ms" in x:
+        c = f"{x['flex_fwdbwd_ms']:.3f} | {x['flex_fwdbwd_tflops']:.1f}"
+        ratio = f"{both / x['flex_fwdbwd_tflops']:.2f}x" if both else "-"
+    else:
+        c, ratio = (f"error: {x['error'][:40]}" if "error" in x else "-") + " | -", "-"
+    print(f"| {m} ({fn}) | {a} | {c} | {ratio} |")
+print("\nattngen bwd: the dq and dk/dv kernels timed together (CUDA events, median of the timed launch pairs); "
+      "fwd+bwd: the sum of the forward's and the backward's medians. TFLOP/s count 4*B*H*D*kept_pairs per forward, "
+      "2.5x that for bwd, 3.5x for fwd+bwd (Flex: forward plus backward of flex_attention on requires_grad inputs). "
+      "Both sides: random normal bf16 inputs, median after warm-up.")
+PY
 }
 
 do_table() {
@@ -182,7 +279,7 @@ print("\nEffective TFLOP/s = 4*B*H*D*kept_pairs / time; both sides: random norma
 PY
 }
 
-export -f do_ptxas do_cuda do_verify do_goldens do_bench do_flex do_table
+export -f ptxas_one do_ptxas do_cuda do_verify do_goldens do_bench do_flex do_table do_bench_bwd do_flex_bwd do_table_bwd
 
 case "$mode" in
 build)
@@ -198,6 +295,9 @@ build)
     n=$(basename "$d")
     for f in "$d"forward_sm_*.ptx; do
       [ -f "$f" ] && cp "$f" "$b/ptx/$n.$(basename "$f" .ptx | sed 's/^forward_//').ptx"
+    done
+    for f in "$d"backward_sm_*.ptx; do
+      [ -f "$f" ] && cp "$f" "$b/ptx/$n.bwd.$(basename "$f" .ptx | sed 's/^backward_//').ptx"
     done
   done
   flex="${FLEX_ANCHOR:-$root/../shared/bench/flex_anchor.py}"
@@ -216,7 +316,7 @@ run-verify)
   md="$OUT/gpu-verify.md"
   header "GPU verification" > "$md"
   step "ptxas -v (sm_80, sm_90, sm_90a; no spills)" 60 do_ptxas > "$OUT/ptxas.txt" 2>&1
-  { echo "## ptxas -v"; echo '```'; grep -E "^==|Used|spill|FAILED|SPILLS" "$OUT/ptxas.txt" | sed 's/ptxas info    : //' | awk '/^==/{if(l)print l; l=$0; next} {l=l " |" $0} END{if(l)print l}' | head -80; echo '```'; } >> "$md"
+  { echo "## ptxas -v"; echo '```'; grep -E "^==|Used|spill|FAILED|SPILLS" "$OUT/ptxas.txt" | sed 's/ptxas info    : //' | awk '/^==/{if(l)print l; l=$0; next} {l=l " |" $0} END{if(l)print l}' | head -120; echo '```'; } >> "$md"
   step "CUDA binding on the real driver" 60 do_cuda > "$OUT/cuda-real.txt" 2>&1
   { echo "## CUDA binding on the real driver"; echo '```'; tail -20 "$OUT/cuda-real.txt"; echo '```'; } >> "$md"
   step "attngen verify -gpu, every example, bf16 and f16" 200 do_verify > "$OUT/verify-log.txt" 2>&1
@@ -246,11 +346,23 @@ run-time)
   { echo "## attngen and FlexAttention, same run"; echo; do_table; echo; echo '```'; tail -12 "$OUT/flex.txt"; echo '```'; } >> "$md" 2>&1
   finish "$md"
   ;;
+run-time-bwd)
+  OUT=$(absdir "${2:-}") || exit 2
+  export OUT
+  cd "$(dirname "$0")" || exit 2
+  md="$OUT/gpu-time-bwd.md"
+  header "GPU timing: attngen backward and FlexAttention forward+backward, B=4 H=16 S=8192 D=128 bf16" > "$md"
+  step "attngen bench -gpu -pass both, six masks" 130 do_bench_bwd > "$OUT/bench-bwd.jsonl" 2> "$OUT/bench-bwd-log.txt"
+  step "FlexAttention forward and backward (flex_bench.py --bwd)" 190 do_flex_bwd > "$OUT/flex-bwd.txt" 2>&1
+  { echo "## attngen backward and FlexAttention forward+backward, same run"; echo; do_table_bwd; echo; echo '```'; tail -12 "$OUT/flex-bwd.txt"; echo '```'; } >> "$md" 2>&1
+  finish "$md"
+  ;;
 run)
   [ -n "${2:-}" ] || usage
   "$0" run-verify "$2"; a=$?
   "$0" run-time "$2"; b=$?
-  [ "$a" = 0 ] && [ "$b" = 0 ]
+  "$0" run-time-bwd "$2"; c=$?
+  [ "$a" = 0 ] && [ "$b" = 0 ] && [ "$c" = 0 ]
   ;;
 *)
   usage

@@ -59,24 +59,80 @@ func structure(p spec.Pattern, docs *spec.Docs, s Shape) (rowKeeps, keyKept []bo
 	return rowKeeps, keyKept
 }
 
+// GradOptions sets what CheckGradWith judges a backward against: the
+// inputs q, k, v and dout are rounded by Round (nil: float32 as drawn),
+// the yardstick is NaiveGradRounded on the same inputs with RoundGrad
+// (nil: NaiveGradFP32), and each gradient's error may be at most Factor
+// times the yardstick's, with a floor of Floor times the largest reference
+// magnitude (at least 1).
+type GradOptions struct {
+	Round     func([]float32)
+	RoundGrad func(float32) float32
+	Factor    float64
+	Floor     float64
+}
+
+// GradFP32 judges float32 backwards against NaiveGradFP32.
+var GradFP32 = GradOptions{Factor: ErrFactor, Floor: ErrFloor}
+
+// GradBF16 and GradF16 judge backwards that read 16-bit inputs and feed
+// 16-bit tensor cores (the PTX backward kernels): inputs rounded to the
+// format, and a yardstick that rounds the output, P and dS to it as such
+// a backward does (NaiveGradRounded), with the factor and floor of
+// GradFP32.
+var (
+	GradBF16 = GradOptions{Round: RoundBF16, RoundGrad: roundBF16, Factor: ErrFactor, Floor: ErrFloor}
+	GradF16  = GradOptions{Round: RoundF16, RoundGrad: roundF16Normal, Factor: ErrFactor, Floor: ErrFloor}
+)
+
+// roundBF16 is x rounded to the nearest bfloat16.
+func roundBF16(x float32) float32 { return FromBF16(BF16(x)) }
+
+// roundF16Normal is x rounded to the nearest float16 inside f16's normal
+// range and x itself outside it, where a 16-bit backward keeps such
+// values in float32 (rounding them to subnormals or infinity would only
+// make the yardstick worse, and the check looser).
+func roundF16Normal(x float32) float32 {
+	if a := math.Abs(float64(x)); a < 1.0/(1<<14) || a > 65504 {
+		return x
+	}
+	return FromF16(F16(x))
+}
+
 // CheckGrad runs the forward fwd and then the backward bwd on fresh random
 // inputs of one shape (every output poisoned with NaN first) and compares
 // dq, dk and dv with ReferenceGrad and with NaiveGradFP32 on the same
-// inputs: each may be at most opt.Factor times the yardstick's error, with
-// a floor of opt.Floor times the largest reference magnitude. The rows of
-// dq whose query keeps no key, and the rows of dk and dv of keys no query
-// keeps, must be exactly 0.
+// inputs: CheckGradWith with GradFP32.
 func CheckGrad(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r *rand.Rand) (GradReport, error) {
+	return CheckGradWith(p, fwd, bwd, s, r, GradFP32)
+}
+
+// CheckGradWith runs the forward fwd and then the backward bwd on fresh
+// random inputs of one shape, rounded by opt.Round (every output poisoned
+// with NaN first), and compares dq, dk and dv with ReferenceGrad and with
+// the yardstick of opt on the same inputs: each may be at most opt.Factor
+// times the yardstick's error, with a floor of opt.Floor times the largest
+// reference magnitude. The rows of dq whose query keeps no key, and the
+// rows of dk and dv of keys no query keeps, must be exactly 0.
+func CheckGradWith(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r *rand.Rand, opt GradOptions) (GradReport, error) {
+	if !(opt.Factor > 0) || !(opt.Floor >= 0) {
+		return GradReport{Shape: s}, fmt.Errorf("CheckGradWith: factor %v and floor %v: want a positive factor and a floor of 0 or more", opt.Factor, opt.Floor)
+	}
 	rep := GradReport{Shape: s}
 	nq, nkv, nl := s.Sizes()
 	D := s.HeadDim
 	q, k, v, ids, docs := randomInputs(p, s, r)
 	dout := randomSlice(r, nq, 1)
+	if opt.Round != nil {
+		for _, x := range [][]float32{q, k, v, dout} {
+			opt.Round(x)
+		}
+	}
 	ref, err := ReferenceGrad(p, docs, q, k, v, dout, s)
 	if err != nil {
 		return rep, err
 	}
-	naive, err := NaiveGradFP32(p, docs, q, k, v, dout, s)
+	naive, err := NaiveGradRounded(p, docs, q, k, v, dout, s, opt.RoundGrad)
 	if err != nil {
 		return rep, err
 	}
@@ -128,7 +184,7 @@ func CheckGrad(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r *rand.Rand) 
 		}
 	}
 	for x := range got {
-		if rep.KernelErr[x] > ErrFactor*max(rep.NaiveErr[x], ErrFloor*max(rep.RefMax[x], 1)) {
+		if rep.KernelErr[x] > opt.Factor*max(rep.NaiveErr[x], opt.Floor*max(rep.RefMax[x], 1)) {
 			return rep, fmt.Errorf("%v: %s error too large: %v", s, gradNames[x], rep)
 		}
 	}

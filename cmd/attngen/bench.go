@@ -184,12 +184,12 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	reps := fs.Int("reps", 3, "repetitions per variant; the best is reported")
 	naiveHeads := fs.Int("naive-heads", 1, "heads the straightforward Go implementation runs (it is slow; throughput is per pair, so fewer heads measure the same rate)")
 	asJSON := fs.Bool("json", false, "print one JSON array")
-	gpu := fs.Bool("gpu", false, "benchmark the bf16 PTX kernel on the GPU instead of the CPU variants (use -batch 4 -heads 16 -seq 8192 for PERFORMANCE.md's shape): random normal bf16 inputs, -warmup untimed launches, then -reps timed ones (default 30, at least 20; the median is reported), and the output of the timed launches checked against the float64 reference on -sample rows")
+	gpu := fs.Bool("gpu", false, "benchmark the bf16 PTX kernels on the GPU instead of the CPU variants (use -batch 4 -heads 16 -seq 8192 for PERFORMANCE.md's shape): the forward, and with -pass bwd or both the backward's dq and dk/dv kernels timed together; random normal bf16 inputs, -warmup untimed launches, then -reps timed ones (default 30, at least 20; the median is reported), and what the timed launches left checked against the float64 reference: the output on -sample rows, the gradients on -sample dq rows and dk/dv keys of one head")
 	warmup := fs.Int("warmup", 3, "-gpu: untimed launches before the timed ones")
-	sample := fs.Int("sample", 256, "-gpu: query rows (each for four heads: first, last, two random) whose output is checked against the float64 reference after timing; 0: every row")
+	sample := fs.Int("sample", 256, "-gpu: query rows (each for four heads: first, last, two random) whose output, and dq rows and dk/dv keys (of one head) whose gradients, are checked against the float64 reference after timing; 0: every row")
 	seed := fs.Uint64("seed", 1, "-gpu: seed of the random normal bf16 inputs")
 	variantsFlag := fs.String("variants", "", "comma-separated variants to time, of the CPU targets' names (avx512, avx2, purego) and naive (the straightforward Go implementation); default all this machine runs")
-	pass := fs.String("pass", "fwd", "what to time: fwd (the forward), bwd (the backward: dq, dk and dv from dout, q, k, v and the forward's out and lse; float32, contiguous caches, CPU only; GFLOP/s count 2.5x the forward's FLOPs) or both")
+	pass := fs.String("pass", "fwd", "what to time: fwd (the forward), bwd (the backward: dq, dk and dv from dout, q, k, v and the forward's out and lse; on the CPU float32 and contiguous caches, with -gpu the bf16 PTX dq and dk/dv kernels timed together; FLOP/s count 2.5x the forward's FLOPs) or both")
 	if err := parseArgs(fs, args, stdout, path); err != nil {
 		return err
 	}
@@ -248,10 +248,8 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	if !fwdPass && !bwdPass {
 		return usagef("-pass %q: want fwd, bwd or both", *pass)
 	}
-	if bwdPass {
+	if bwdPass && !*gpu {
 		switch {
-		case *gpu:
-			return usagef("-pass %s with -gpu: there is no PTX backward kernel yet; the backward runs on the CPU", *pass)
 		case *dtype != "fp32" || *outDtype != "fp32":
 			return usagef("-pass %s with -dtype %s -out-dtype %s: the backward takes float32 inputs and writes float32 gradients", *pass, *dtype, *outDtype)
 		case set["paged"]:
@@ -295,16 +293,22 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 			return usagef("-gpu times the PTX kernel with as many queries as keys and one key/value head per query head: leave out -seq-q and -heads-kv")
 		}
 		// The host draws q, k and v, reads out back and checks it: four
-		// float32 tensors and a 16-bit copy of one.
+		// float32 tensors and a 16-bit copy of one; the backward adds dout,
+		// dq, dk and dv (float32) and 16-bit copies of q, k, v, out and
+		// dout.
 		n, err := benchElems(*batch, *heads, *seq, s.HeadDim)
 		if err != nil {
 			return err
 		}
-		if limit, from := memoryLimit(); n > limit/18 {
-			return usagef("-gpu -batch %d -heads %d -seq %d: the host copies of q, k, v and out take %s, more than the %s allowed (%s)",
-				*batch, *heads, *seq, byteSize(18*n), byteSize(limit), from)
+		per, what := int64(18), "q, k, v and out"
+		if bwdPass {
+			per, what = 44, "q, k, v, out, dout, dq, dk and dv"
 		}
-		return benchGPU(s, gpuBench{batch: *batch, heads: *heads, seq: *seq, reps: *reps, warmup: *warmup, sample: *sample, seed: *seed}, *asJSON, stdout, stderr)
+		if limit, from := memoryLimit(); n > limit/per {
+			return usagef("-gpu -batch %d -heads %d -seq %d: the host copies of %s take %s, more than the %s allowed (%s)",
+				*batch, *heads, *seq, what, byteSize(per*n), byteSize(limit), from)
+		}
+		return benchGPU(s, gpuBench{batch: *batch, heads: *heads, seq: *seq, reps: *reps, warmup: *warmup, sample: *sample, seed: *seed, fwd: fwdPass, bwd: bwdPass}, *asJSON, stdout, stderr)
 	}
 	probeMiB := cpu.ReadProbeMiB(*bwMiB)
 	esize := 4
@@ -645,12 +649,13 @@ func testingAllocs(f func()) float64 {
 }
 
 // gpuBench is what bench -gpu runs: the shape (as many queries as keys, one
-// key/value head per query head), the launches and the output check.
+// key/value head per query head), the passes, the launches and the checks.
 type gpuBench struct {
 	batch, heads, seq int
 	reps, warmup      int
 	sample            int // rows checked after timing; 0: every row
 	seed              uint64
+	fwd, bwd          bool // the passes timed
 }
 
 // benchInputs draws n standard normal values rounded to bf16: random, so
@@ -665,11 +670,38 @@ func benchInputs(r *rand.Rand, n int) []float32 {
 	return x
 }
 
-// benchGPU times the spec's bf16 PTX kernel with CUDA events on random
+// gpuRow is one row of bench -gpu: a pass timed on a device. The FLOPs
+// of a forward are 4*B*H*D*kept (QK^T and PV); a backward counts
+// bwdFlopFactor times that, as the CPU rows do.
+func gpuRow(pass, mask, device string, b gpuBench, headDim int, kept int64, tm gpurun.Timing, check string) map[string]any {
+	msOf := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
+	ms := msOf(tm.Median())
+	flops := 4 * float64(b.batch*b.heads*headDim) * float64(kept)
+	if pass == "bwd" {
+		flops *= bwdFlopFactor
+	}
+	return map[string]any{"pass": pass, "variant": "ptx-bf16", "mask": mask, "seq": b.seq, "batch": b.batch, "heads": b.heads, "head_dim": headDim,
+		"ms": ms, "ms_min": msOf(tm.Min()), "ms_max": msOf(tm.Max()), "stat": "median", "runs": len(tm.Times), "warmup": tm.Warmup,
+		"tflops": flops / (ms / 1e3) / 1e12, "kept_pairs": kept, "device": device, "inputs": fmt.Sprintf("random normal bf16, seed %d", b.seed), "check": check}
+}
+
+// gpuRowText is a row of bench -gpu as a line of text.
+func gpuRowText(r map[string]any) string {
+	what := "output"
+	if r["pass"] == "bwd" {
+		what = "gradients (dq and dk/dv kernels timed together)"
+	}
+	return fmt.Sprintf("bench %s %s on %s: B=%d H=%d D=%d S=%d bf16: median %.3f ms of %d (min %.3f, max %.3f), %.1f effective TFLOP/s; %s %s",
+		r["mask"], r["pass"], r["device"], r["batch"], r["heads"], r["head_dim"], r["seq"], r["ms"], r["runs"], r["ms_min"], r["ms_max"], r["tflops"], what, r["check"])
+}
+
+// benchGPU times the spec's bf16 PTX kernels with CUDA events on random
 // inputs (median of the timed launches after the warm-up), reports
-// effective TFLOP/s, and then checks the output the timed launches left
-// against the float64 reference on sampled rows; a failed check is
-// reported and makes the command fail.
+// effective TFLOP/s, and then checks what the timed launches left: the
+// forward's output against the float64 reference on sampled rows, the
+// backward's gradients (dq kernel and dk/dv kernel timed together, on the
+// output and lse of the forward and a random dout) on sampled dq rows and
+// dk/dv keys. A failed check is reported and makes the command fail.
 func benchGPU(s *spec.Spec, b gpuBench, asJSON bool, stdout, progress io.Writer) error {
 	fmt.Fprintf(progress, "bench %s: opening the GPU\n", s.Name)
 	drv, err := cuda.Open()
@@ -697,44 +729,81 @@ func benchGPU(s *spec.Spec, b gpuBench, asJSON bool, stdout, progress io.Writer)
 	if err != nil {
 		return err
 	}
+	var kb *gpurun.BackwardKernel
+	if b.bwd {
+		bw, err := ptx.GenerateBackward(plan, ptx.Config{})
+		if err != nil {
+			return err
+		}
+		if kb, err = gpurun.GPUBackward(ctx, bw); err != nil {
+			return err
+		}
+	}
 	sh := verify.Shape{Batch: b.batch, HeadsQ: b.heads, HeadsKV: b.heads, SeqQ: b.seq, SeqK: b.seq, HeadDim: s.HeadDim}
 	nq, nkv, nl := sh.Sizes()
 	r := rand.New(rand.NewPCG(b.seed, 0x62656e6368))
 	fmt.Fprintf(progress, "bench %s: random normal bf16 inputs (seed %d)\n", s.Name, b.seed)
 	q, kk, v := benchInputs(r, nq), benchInputs(r, nkv), benchInputs(r, nkv)
 	out, lse := make([]float32, nq), make([]float32, nl)
-	fmt.Fprintf(progress, "bench %s: timing the bf16 kernel on %s: %d warm-up launches, then the median of %d\n", s.Name, dev, b.warmup, b.reps)
-	tm, err := k.Bench(out, lse, q, kk, v, nil, sh, b.warmup, b.reps)
-	if err != nil {
-		return err
-	}
-	var rows []int
-	if b.sample > 0 {
-		rows = verify.SampleRows(s.Pattern(), nil, sh, b.sample, r)
-	}
-	fmt.Fprintf(progress, "bench %s: checking the output of the timed launches against the float64 reference\n", s.Name)
-	rep, cerr := verify.CheckOutput(s.Pattern(), nil, q, kk, v, sh, out, lse, verify.BF16Kernel, rows)
-	check := "ok: " + rep.String()
-	if cerr != nil {
-		check = "FAIL: " + cerr.Error()
-	}
 	kept := verify.KeptPairs(s.Pattern(), b.seq, b.seq)
-	msOf := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
-	ms := msOf(tm.Median())
-	tf := 4 * float64(b.batch*b.heads*s.HeadDim) * float64(kept) / (ms / 1e3) / 1e12
-	res := map[string]any{"variant": "ptx-bf16", "mask": s.Name, "seq": b.seq, "batch": b.batch, "heads": b.heads, "head_dim": s.HeadDim,
-		"ms": ms, "ms_min": msOf(tm.Min()), "ms_max": msOf(tm.Max()), "stat": "median", "runs": len(tm.Times), "warmup": tm.Warmup,
-		"tflops": tf, "kept_pairs": kept, "device": dev.String(), "inputs": fmt.Sprintf("random normal bf16, seed %d", b.seed), "check": check}
+	var rows []map[string]any
+	failed := false
+	record := func(row map[string]any, cerr error) {
+		rows = append(rows, row)
+		if cerr != nil {
+			failed = true
+			fmt.Fprintf(progress, "bench %s: the %s of the timed launches is wrong: %v\n", s.Name, map[string]string{"fwd": "output", "bwd": "gradients"}[row["pass"].(string)], cerr)
+		}
+	}
+	if b.fwd {
+		fmt.Fprintf(progress, "bench %s: timing the bf16 kernel on %s: %d warm-up launches, then the median of %d\n", s.Name, dev, b.warmup, b.reps)
+		tm, err := k.Bench(out, lse, q, kk, v, nil, sh, b.warmup, b.reps)
+		if err != nil {
+			return err
+		}
+		var sample []int
+		if b.sample > 0 {
+			sample = verify.SampleRows(s.Pattern(), nil, sh, b.sample, r)
+		}
+		fmt.Fprintf(progress, "bench %s: checking the output of the timed launches against the float64 reference\n", s.Name)
+		rep, cerr := verify.CheckOutput(s.Pattern(), nil, q, kk, v, sh, out, lse, verify.BF16Kernel, sample)
+		check := "ok: " + rep.String()
+		if cerr != nil {
+			check = "FAIL: " + cerr.Error()
+		}
+		record(gpuRow("fwd", s.Name, dev.String(), b, s.HeadDim, kept, tm, check), cerr)
+	} else if b.bwd {
+		fmt.Fprintf(progress, "bench %s: the forward's output and lse for the backward\n", s.Name)
+		if err := k.Run()(out, lse, q, kk, v, nil, sh); err != nil {
+			return err
+		}
+	}
+	if b.bwd {
+		dout := benchInputs(r, nq)
+		dq, dk, dv := make([]float32, nq), make([]float32, nkv), make([]float32, nkv)
+		fmt.Fprintf(progress, "bench %s: timing the bf16 backward (dq and dk/dv kernels together) on %s: %d warm-up launches, then the median of %d\n", s.Name, dev, b.warmup, b.reps)
+		tm, err := kb.Bench(dq, dk, dv, dout, q, kk, v, out, lse, nil, sh, b.warmup, b.reps)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(progress, "bench %s: checking the gradients of the timed launches against the float64 reference\n", s.Name)
+		rep, cerr := verify.CheckGradSampled(s.Pattern(), nil, q, kk, v, dout, sh, dq, dk, dv, verify.GradBF16, verify.SampleGradRows(s.Pattern(), nil, sh, b.sample, r))
+		check := "ok: " + rep.String()
+		if cerr != nil {
+			check = "FAIL: " + cerr.Error()
+		}
+		record(gpuRow("bwd", s.Name, dev.String(), b, s.HeadDim, kept, tm, check), cerr)
+	}
 	if asJSON {
-		if err := json.NewEncoder(stdout).Encode([]any{res}); err != nil {
+		if err := json.NewEncoder(stdout).Encode(rows); err != nil {
 			return err
 		}
 	} else {
-		fmt.Fprintf(stdout, "bench %s on %s: B=%d H=%d D=%d S=%d bf16: median %.3f ms of %d (min %.3f, max %.3f), %.1f effective TFLOP/s; output %s\n",
-			s.Name, dev, b.batch, b.heads, s.HeadDim, b.seq, ms, len(tm.Times), msOf(tm.Min()), msOf(tm.Max()), tf, check)
+		for _, row := range rows {
+			fmt.Fprintln(stdout, gpuRowText(row))
+		}
 	}
-	if cerr != nil {
-		fmt.Fprintf(progress, "bench %s: the output of the timed launches is wrong: %v\n", s.Name, cerr)
+	if failed {
 		return exitError{1}
 	}
 	return nil

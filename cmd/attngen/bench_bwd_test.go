@@ -131,9 +131,9 @@ func TestBenchPass(t *testing.T) {
 	}
 }
 
-// TestBenchPassErrors: an unknown -pass, and a backward with what it does
-// not run (16-bit inputs or outputs, a paged cache, the GPU), are usage
-// errors naming the flag.
+// TestBenchPassErrors: an unknown -pass, and a CPU backward with what it
+// does not run (16-bit inputs or outputs, a paged cache), are usage errors
+// naming the flag (bench_gpu_test.go runs -gpu -pass bwd).
 func TestBenchPassErrors(t *testing.T) {
 	ex := "../../spec/examples/causal.yaml"
 	for _, c := range []struct {
@@ -145,7 +145,6 @@ func TestBenchPassErrors(t *testing.T) {
 		{[]string{"-pass", "bwd", "-dtype", "bf16"}, "-dtype bf16"},
 		{[]string{"-pass", "both", "-dtype", "f16", "-out-dtype", "f16"}, "-dtype f16"},
 		{[]string{"-pass", "bwd", "-paged", "16"}, "-paged"},
-		{[]string{"-pass", "both", "-gpu"}, "-gpu"},
 	} {
 		args := append([]string{"bench", "-spec", ex, "-seq", "64", "-reps", "1", "-bw-mib", "4"}, c.args...)
 		_, errs, code := runCLI(args...)

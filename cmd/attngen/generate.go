@@ -138,8 +138,8 @@ func checkTargets(s *spec.Spec, gpus []ptx.Target) error {
 }
 
 // packageFiles builds every file of the generated package: the CPU plan's
-// compiled mask and API, and one PTX kernel per GPU target with its launch
-// description.
+// compiled mask and API, and per GPU target the PTX forward kernel and the
+// backward's two kernels with their launch descriptions.
 func packageFiles(s *spec.Spec, importPath, name string, gpus []ptx.Target, command string) (map[string][]byte, error) {
 	if err := checkTargets(s, gpus); err != nil {
 		return nil, err
@@ -150,26 +150,32 @@ func packageFiles(s *spec.Spec, importPath, name string, gpus []ptx.Target, comm
 	}
 	var ks []gpu.Kernel
 	for _, t := range gpus {
-		k, err := gpuKernel(s, t)
+		k, err := gpuKernels(s, t)
 		if err != nil {
 			return nil, err
 		}
-		ks = append(ks, k)
+		ks = append(ks, k...)
 	}
 	return gen.PackageFiles(s, p, ks, importPath, name, command)
 }
 
-// gpuKernel emits the spec's PTX forward kernel for a target.
-func gpuKernel(s *spec.Spec, t ptx.Target) (gpu.Kernel, error) {
+// gpuKernels emits the spec's PTX kernels for a target: the forward, then
+// the backward's dq and dk/dv kernels (one module).
+func gpuKernels(s *spec.Spec, t ptx.Target) ([]gpu.Kernel, error) {
 	plan, err := gen.Compile(s, t, nil)
 	if err != nil {
-		return gpu.Kernel{}, err
+		return nil, err
 	}
 	f, err := ptx.GenerateForward(plan, ptx.Config{Target: t})
 	if err != nil {
-		return gpu.Kernel{}, err
+		return nil, err
 	}
-	return f.Kernel(), nil
+	b, err := ptx.GenerateBackward(plan, ptx.Config{Target: t})
+	if err != nil {
+		return nil, fmt.Errorf("%s: backward kernels for %s: %w", s.Name, t.Name(), err)
+	}
+	bk := b.Kernels()
+	return []gpu.Kernel{f.Kernel(), bk[0], bk[1]}, nil
 }
 
 func quoteArgs(args []string) []string {

@@ -99,7 +99,7 @@ func cmdVerify(args []string, stdout, stderr io.Writer) error {
 	noPTX := fs.Bool("no-ptx", false, "skip the PTX kernels under the interpreter")
 	dtype := fs.String("dtype", "bf16", "element types of the PTX kernels to verify, comma separated: bf16, f16 (as attngen -spec)")
 	sm := fs.String("sm", "80", "SM versions of the PTX kernels to verify (as attngen -spec); none: CPU kernels only")
-	sample := fs.Int("sample", 512, fmt.Sprintf("-gpu: on shapes of %d or more query rows, the query rows judged against the float64 reference (first, last, fully masked, mask boundaries, tile edges, random; for every head up to four); 0: every row", sampleFrom))
+	sample := fs.Int("sample", 512, fmt.Sprintf("-gpu: on shapes of %d or more query rows, the query rows judged against the float64 reference (first, last, fully masked, mask boundaries, tile edges, random; for every head up to four), and on the backward's S = 4096 shape as many dq rows and dk/dv keys of one head; 0: every row", sampleFrom))
 	if err := parseArgs(fs, args, stdout, path); err != nil {
 		return err
 	}

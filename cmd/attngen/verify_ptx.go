@@ -29,15 +29,30 @@ func interpShapes(d int) []verify.Shape {
 	}
 }
 
-// verifyPTX checks the spec's PTX kernel for one target under the
-// interpreter and, with gpu, on the GPU (the interpreter shapes plus larger
-// ones up to S = 8192, those of sampleFrom rows or more judged on sample
-// rows) and against the interpreter on identical inputs. It
-// returns the number of failed checks; the GPU checks report their progress
-// on progress.
+// interpBwdShapes are the small awkward shapes the backward kernels run
+// under the interpreter: one query against keys off the tile size, fewer
+// queries than keys with grouped heads, batches with a scale.
+func interpBwdShapes(d int) []verify.Shape {
+	return []verify.Shape{
+		{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: 1, SeqK: 77, HeadDim: d},
+		{Batch: 1, HeadsQ: 2, HeadsKV: 1, SeqQ: 70, SeqK: 130, HeadDim: d},
+		{Batch: 2, HeadsQ: 2, HeadsKV: 2, SeqQ: 65, SeqK: 65, HeadDim: d, Scale: 0.3},
+	}
+}
+
+// verifyPTX checks the spec's PTX kernels for one target, the forward and
+// the backward's two, under the interpreter and, with gpu, on the GPU (the
+// interpreter shapes plus larger ones: the forward's up to S = 8192, those
+// of sampleFrom rows or more judged on sample rows; the backward's those
+// of verify.Shapes, judged on every row, and S = 4096 judged on sample dq
+// rows and sample dk/dv keys of one head) and against the interpreter on
+// identical inputs, and that NaN and infinities at masked positions reach
+// no gradient (verify.CheckGradNonFinite). It returns the number of
+// failed checks; the GPU checks report their progress on progress.
 //
 // Each element type is judged against the straightforward kernel of that
-// type (verify.BF16Kernel, verify.F16Kernel) on inputs rounded to it.
+// type (verify.BF16Kernel, verify.F16Kernel; for the backward
+// verify.GradBF16, verify.GradF16) on inputs rounded to it.
 func verifyPTX(s *spec.Spec, t ptx.Target, r *rand.Rand, gpu bool, sample int, stdout, progress io.Writer) (int, error) {
 	plan, err := gen.Compile(s, t, nil)
 	if err != nil {
@@ -51,6 +66,14 @@ func verifyPTX(s *spec.Spec, t ptx.Target, r *rand.Rand, gpu bool, sample int, s
 	if err != nil {
 		return 0, err
 	}
+	bw, err := ptx.GenerateBackward(plan, ptx.Config{Target: t})
+	if err != nil {
+		return 0, err
+	}
+	ib, err := gpurun.InterpBackward(bw)
+	if err != nil {
+		return 0, err
+	}
 	failed := 0
 	report := func(what string, err error, ok string) {
 		what += " " + t.Name()
@@ -61,9 +84,9 @@ func verifyPTX(s *spec.Spec, t ptx.Target, r *rand.Rand, gpu bool, sample int, s
 			fmt.Fprintf(stdout, "%-7s ok   %s\n", what, ok)
 		}
 	}
-	opts := verify.BF16Kernel
+	opts, gopts := verify.BF16Kernel, verify.GradBF16
 	if t.Elem == "f16" {
-		opts = verify.F16Kernel
+		opts, gopts = verify.F16Kernel, verify.GradF16
 	}
 	yard := " (" + t.Elem + "; yardstick: straightforward " + t.Elem + ")"
 	for _, sh := range interpShapes(s.HeadDim) {
@@ -72,6 +95,13 @@ func verifyPTX(s *spec.Spec, t ptx.Target, r *rand.Rand, gpu bool, sample int, s
 	}
 	dep := verify.Shape{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: 20, SeqK: 40, HeadDim: s.HeadDim}
 	report("ptx-sim", verify.CheckDependencies(s.Pattern(), ik.Run(), dep, r), "output i changes exactly when a kept key/value j changes (S = 40, all j)")
+	for _, sh := range interpBwdShapes(s.HeadDim) {
+		rep, err := verify.CheckGradWith(s.Pattern(), ik.Run(), ib.Run(), sh, r, gopts)
+		report("ptx-sim", err, "backward "+rep.String()+yard)
+	}
+	report("ptx-sim", verify.CheckGradDependencies(s.Pattern(), ik.Run(), ib.Run(), dep, r), bwdDepText)
+	nfSim := verify.Shape{Batch: 2, HeadsQ: 2, HeadsKV: 1, SeqQ: 61, SeqK: 130, HeadDim: s.HeadDim}
+	report("ptx-sim", verify.CheckGradNonFinite(s.Pattern(), ik.Run(), ib.Run(), nfSim, r, 2), nonFiniteText(nfSim))
 	if !gpu {
 		return failed, nil
 	}
@@ -96,10 +126,18 @@ func verifyPTX(s *spec.Spec, t ptx.Target, r *rand.Rand, gpu bool, sample int, s
 	if err != nil {
 		return failed, err
 	}
+	gb, err := gpurun.GPUBackward(ctx, bw)
+	if err != nil {
+		return failed, err
+	}
 	fmt.Fprintf(stdout, "gpu: %s\n", dev)
 	shapes := append(interpShapes(s.HeadDim), verify.Shapes(s.HeadDim)...)
 	shapes = append(shapes, verify.Shape{Batch: 1, HeadsQ: 2, HeadsKV: 1, SeqQ: 8192, SeqK: 8192, HeadDim: s.HeadDim})
-	steps := len(shapes) + 1 + len(interpShapes(s.HeadDim))
+	bwdShapes := append(interpBwdShapes(s.HeadDim), verify.Shapes(s.HeadDim)...)
+	// the backward's long shape, judged on sampled rows and keys
+	bwdLong := verify.Shape{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: 4096, SeqK: 4096, HeadDim: s.HeadDim}
+	nfGPU := []verify.Shape{nfSim, {Batch: 1, HeadsQ: 4, HeadsKV: 2, SeqQ: 2, SeqK: 600, HeadDim: s.HeadDim}}
+	steps := len(shapes) + 1 + len(interpShapes(s.HeadDim)) + len(bwdShapes) + 2 + len(nfGPU) + len(interpBwdShapes(s.HeadDim))
 	step := 0
 	next := func(what string) {
 		step++
@@ -121,7 +159,86 @@ func verifyPTX(s *spec.Spec, t ptx.Target, r *rand.Rand, gpu bool, sample int, s
 		next(fmt.Sprintf("GPU against the interpreter, %dx%d", sh.SeqQ, sh.SeqK))
 		report("gpu=sim", agree(s, gk, ik, sh, r), fmt.Sprintf("GPU and interpreter agree within %s output rounding on %dx%d", t.Elem, sh.SeqQ, sh.SeqK))
 	}
+	for _, sh := range bwdShapes {
+		next(fmt.Sprintf("backward, B%d Hq%d Hkv%d Sq%d Sk%d", sh.Batch, sh.HeadsQ, sh.HeadsKV, sh.SeqQ, sh.SeqK))
+		rep, err := verify.CheckGradWith(s.Pattern(), gk.Run(), gb.Run(), sh, r, gopts)
+		report("gpu", err, "backward "+rep.String())
+	}
+	next(fmt.Sprintf("backward, B1 Hq1 Hkv1 Sq%d Sk%d, sampled", bwdLong.SeqQ, bwdLong.SeqK))
+	rep, err := verify.CheckGradSampledRun(s.Pattern(), gk.Run(), gb.Run(), bwdLong, r, gopts, sample)
+	what := fmt.Sprintf(" (of %d sampled dq rows and %d dk/dv keys)", sample, sample)
+	if sample == 0 {
+		what = " (every row)"
+	}
+	report("gpu", err, "backward "+rep.String()+what)
+	next("backward dependencies, S = 40")
+	report("gpu", verify.CheckGradDependencies(s.Pattern(), gk.Run(), gb.Run(), dep, r), bwdDepText)
+	for _, sh := range nfGPU {
+		next(fmt.Sprintf("backward non-finite, B%d Hq%d Hkv%d Sq%d Sk%d", sh.Batch, sh.HeadsQ, sh.HeadsKV, sh.SeqQ, sh.SeqK))
+		report("gpu", verify.CheckGradNonFinite(s.Pattern(), gk.Run(), gb.Run(), sh, r, 3), nonFiniteText(sh))
+	}
+	for _, sh := range interpBwdShapes(s.HeadDim) {
+		next(fmt.Sprintf("backward, GPU against the interpreter, %dx%d", sh.SeqQ, sh.SeqK))
+		report("gpu=sim", agreeBackward(s, ik, gb, ib, sh, r), fmt.Sprintf("backward: GPU and interpreter gradients agree on %dx%d", sh.SeqQ, sh.SeqK))
+	}
 	return failed, nil
+}
+
+// nonFiniteText is what a passed CheckGradNonFinite on shape sh reports.
+func nonFiniteText(sh verify.Shape) string {
+	return fmt.Sprintf("backward: NaN and infinities at masked keys and values, or in a row's q and dout, reach no gradient through a masked pair (B%d Hq%d Hkv%d Sq%d Sk%d)",
+		sh.Batch, sh.HeadsQ, sh.HeadsKV, sh.SeqQ, sh.SeqK)
+}
+
+// bwdDepText is what a passed CheckGradDependencies on the S = 40 shape
+// reports.
+const bwdDepText = "backward: dout row i changes dv exactly at the keys i keeps, dk only there, dq only in row i (Sq 20, Sk 40, all i)"
+
+// agreeBackward runs two backward kernels on the same bf16 inputs (and the
+// same forward output and lse, from fwd): the gradients may differ by what
+// ex2.approx and the rounding of P and dS to the element type allow, 1e-2
+// of the largest gradient magnitude (each gradient is a sum over many
+// pairs of rounded products, so a relative bound per element does not
+// fit values near 0).
+func agreeBackward(s *spec.Spec, fwd *gpurun.Kernel, a, b *gpurun.BackwardKernel, sh verify.Shape, r *rand.Rand) error {
+	nq, nkv, nl := sh.Sizes()
+	mk := func(n int) []float32 {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32(r.NormFloat64())
+		}
+		verify.RoundBF16(x)
+		return x
+	}
+	q, k, v, dout := mk(nq), mk(nkv), mk(nkv), mk(nq)
+	var ids []int32
+	if s.Mask.HasDocument() {
+		ids = verify.RandomDocs(r, sh.SeqK)
+	}
+	out, lse := make([]float32, nq), make([]float32, nl)
+	if err := fwd.Run()(out, lse, q, k, v, ids, sh); err != nil {
+		return err
+	}
+	ga := [3][]float32{make([]float32, nq), make([]float32, nkv), make([]float32, nkv)}
+	gb := [3][]float32{make([]float32, nq), make([]float32, nkv), make([]float32, nkv)}
+	if err := a.Run()(ga[0], ga[1], ga[2], dout, q, k, v, out, lse, ids, sh); err != nil {
+		return err
+	}
+	if err := b.Run()(gb[0], gb[1], gb[2], dout, q, k, v, out, lse, ids, sh); err != nil {
+		return err
+	}
+	for x, name := range []string{"dq", "dk", "dv"} {
+		scale := 0.0
+		for _, y := range gb[x] {
+			scale = max(scale, math.Abs(float64(y)))
+		}
+		for i := range ga[x] {
+			if d := math.Abs(float64(ga[x][i] - gb[x][i])); !(d <= 1e-2*max(scale, 1)) {
+				return fmt.Errorf("%s[%d]: %v vs %v (largest magnitude %.3g)", name, i, ga[x][i], gb[x][i], scale)
+			}
+		}
+	}
+	return nil
 }
 
 // agree runs two kernels on the same bf16 inputs; outputs may differ by the

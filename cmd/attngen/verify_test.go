@@ -1,13 +1,18 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
+	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/attngen/attngen/emit/ptx"
 	"github.com/attngen/attngen/runtime/cpu"
+	"github.com/attngen/attngen/spec"
 	"github.com/attngen/attngen/verify"
 )
 
@@ -76,6 +81,42 @@ func TestVerifyBackward(t *testing.T) {
 				t.Errorf("verify %s, %s: %d backward shape lines (want %d), %d dependency lines, %d non-finite lines:\n%s",
 					f, tg.Variant, shapes, len(verify.Shapes(64)), deps, nonFinite, stdout)
 			}
+		}
+	}
+}
+
+// TestVerifyPTXBackward: the PTX checks under the interpreter cover the
+// backward kernels too: one line per backward shape (dq, dk and dv against
+// the float64 reference, judged against the straightforward backward of
+// the element type), one for the dependencies of the gradients on dout
+// and one for non-finite values at masked positions, for each element
+// type.
+func TestVerifyPTXBackward(t *testing.T) {
+	s, err := spec.ParseFile("../../spec/examples/document.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(7, 8))
+	for _, tg := range []ptx.Target{ptx.SM80, {SM: 80, Elem: "f16"}} {
+		var out bytes.Buffer
+		failed, err := verifyPTX(s, tg, r, false, 0, &out, io.Discard)
+		if err != nil || failed != 0 {
+			t.Fatalf("%s: %d failed, %v:\n%s", tg.Name(), failed, err, out.String())
+		}
+		prefix := "ptx-sim " + tg.Name() + " ok   backward"
+		var shapes, deps, nonFinite int
+		for _, line := range strings.Split(out.String(), "\n") {
+			switch {
+			case strings.HasPrefix(line, prefix+": NaN and infinities at masked keys"):
+				nonFinite++
+			case strings.HasPrefix(line, prefix+" B") && strings.Contains(line, "dq err") && strings.HasSuffix(line, "("+tg.Elem+"; yardstick: straightforward "+tg.Elem+")"):
+				shapes++
+			case strings.HasPrefix(line, prefix+": dout row i changes dv exactly"):
+				deps++
+			}
+		}
+		if shapes != len(interpBwdShapes(s.HeadDim)) || deps != 1 || nonFinite != 1 {
+			t.Errorf("%s: %d backward shape lines (want %d), %d dependency lines, %d non-finite lines (want 1 each):\n%s", tg.Name(), shapes, len(interpBwdShapes(s.HeadDim)), deps, nonFinite, out.String())
 		}
 	}
 }

@@ -8,11 +8,14 @@ import (
 	"github.com/attngen/attngen/runtime/gpu"
 )
 
-// GPUKernels lists the package's forward kernels for NVIDIA GPUs, one per
-// GPU target it was generated for: PTX to load with the CUDA driver
-// (cuModuleLoadData), the entry to launch, its parameters, and
-// Geometry(batch, headsQ, headsKV, seqQ, seqK) for the launch (an error for
-// a shape the kernel cannot run).
+// GPUKernels lists the package's kernels for NVIDIA GPUs, for each GPU
+// target it was generated for: the forward (Kind gpu.KindForward), then
+// the backward's two kernels, gpu.KindBwdDQ and gpu.KindBwdDKV, which
+// share one module and run in that order on one stream (the dq kernel
+// writes the delta the dk/dv kernel reads). Each has PTX to load with the
+// CUDA driver (cuModuleLoadData), the entry to launch, its parameters, and
+// Geometry(batch, headsQ, headsKV, seqQ, seqK) for the launch (an error
+// for a shape the kernel cannot run).
 var GPUKernels = []gpu.Kernel{
 	{Target: "sm_80", Elem: "bf16", Name: "attn_fwd_except", PTX: ptx0,
 		Params: [][3]string{
@@ -28,7 +31,46 @@ var GPUKernels = []gpu.Kernel{
 			{"scale_log2", "f32", "softmax scale times log2(e)"},
 		},
 		TileQ: 64, Threads: 128, DynShared: 46096, Stride: 1},
+	{Target: "sm_80", Elem: "bf16", Kind: gpu.KindBwdDQ, Name: "attn_bwd_dq_except", PTX: ptx1,
+		Params: [][3]string{
+			{"q", "u64", "queries [batch][heads_q][seq_q][D], elem"},
+			{"k", "u64", "keys [batch][heads_kv][seq_k][D], elem"},
+			{"v", "u64", "values [batch][heads_kv][seq_k][D], elem"},
+			{"o", "u64", "forward output [batch][heads_q][seq_q][D], elem"},
+			{"dout", "u64", "gradient of the output [batch][heads_q][seq_q][D], elem"},
+			{"lse", "u64", "forward log-sum-exp [batch][heads_q][seq_q], f32 (natural log)"},
+			{"delta", "u64", "rowsum(dout * out) [batch][heads_q][seq_q], f32 (written by the dq kernel, read by the dk/dv kernel)"},
+			{"dq", "u64", "query gradient [batch][heads_q][seq_q][D], f32"},
+			{"seq_q", "u32", "query rows (<= seq_k); row r is position r + seq_k - seq_q"},
+			{"seq_k", "u32", "keys"},
+			{"heads_q", "u32", "query heads"},
+			{"heads_kv", "u32", "key/value heads; query head h reads h / (heads_q/heads_kv)"},
+			{"scale_log2", "f32", "softmax scale times log2(e)"},
+			{"scale", "f32", "softmax scale"},
+		},
+		TileQ: 64, TileK: 64, Threads: 128, DynShared: 55568, Stride: 1},
+	{Target: "sm_80", Elem: "bf16", Kind: gpu.KindBwdDKV, Name: "attn_bwd_dkv_except", PTX: ptx1,
+		Params: [][3]string{
+			{"q", "u64", "queries [batch][heads_q][seq_q][D], elem"},
+			{"k", "u64", "keys [batch][heads_kv][seq_k][D], elem"},
+			{"v", "u64", "values [batch][heads_kv][seq_k][D], elem"},
+			{"dout", "u64", "gradient of the output [batch][heads_q][seq_q][D], elem"},
+			{"lse", "u64", "forward log-sum-exp [batch][heads_q][seq_q], f32 (natural log)"},
+			{"delta", "u64", "rowsum(dout * out) [batch][heads_q][seq_q], f32 (written by the dq kernel, read by the dk/dv kernel)"},
+			{"dk", "u64", "key gradient [batch][heads_kv][seq_k][D], f32"},
+			{"dv", "u64", "value gradient [batch][heads_kv][seq_k][D], f32"},
+			{"seq_q", "u32", "query rows (<= seq_k); row r is position r + seq_k - seq_q"},
+			{"seq_k", "u32", "keys"},
+			{"heads_q", "u32", "query heads"},
+			{"heads_kv", "u32", "key/value heads; query head h reads h / (heads_q/heads_kv)"},
+			{"scale_log2", "f32", "softmax scale times log2(e)"},
+			{"scale", "f32", "softmax scale"},
+		},
+		TileQ: 64, TileK: 64, Threads: 128, DynShared: 65568, Stride: 1},
 }
 
 //go:embed forward_sm_80_bf16.ptx
 var ptx0 string
+
+//go:embed backward_sm_80_bf16.ptx
+var ptx1 string

@@ -29,7 +29,8 @@ type Kernel struct {
 	Name   string // entry point in PTX
 	PTX    string // the module, for cuModuleLoadData
 	// Params lists the kernel parameters in order: name, PTX type, meaning.
-	// The scalar ones are SeqQ, SeqK, HeadsQ, HeadsKV and scale*log2(e).
+	// The scalar ones are SeqQ, SeqK, HeadsQ, HeadsKV and scale*log2(e), and
+	// for the backward's kernels the scale itself.
 	Params [][3]string
 
 	TileQ     int // query rows per CTA

@@ -1,8 +1,9 @@
-// Package gpurun runs generated PTX forward kernels on a backend, the PTX
+// Package gpurun runs generated PTX kernels on a backend, the PTX
 // interpreter (verify/ptx, no GPU needed) or a real GPU through the CUDA
-// driver (package cuda), as a verify.Run so that the same checks judge
-// them. Inputs are rounded to the kernel's 16-bit element type on the way
-// in; outputs are widened to float32 on the way out.
+// driver (package cuda): the forward as a verify.Run and the backward's
+// two kernels as a verify.RunBackward, so that the same checks judge them
+// as the CPU kernels. Inputs are rounded to the kernel's 16-bit element
+// type on the way in; outputs are widened to float32 on the way out.
 package gpurun
 
 import (
@@ -16,20 +17,35 @@ import (
 	ptxi "github.com/attngen/attngen/verify/ptx"
 )
 
-// backend is the memory and launch interface both targets provide.
+// backend is the memory and launch interface both targets provide. A
+// backend holds one module; entries are named by their PTX names.
 type backend interface {
 	alloc(bytes int) (uint64, error)
 	writeU16(addr uint64, v []uint16) error
 	writeU32(addr uint64, v []uint32) error
+	writeF32(addr uint64, v []float32) error
 	readU16(addr uint64, n int) ([]uint16, error)
 	readF32(addr uint64, n int) ([]float32, error)
-	launch(l ptx.Launch, args []any) error
-	// timed launches once and returns how long the kernel took (CUDA
-	// events on a GPU, the wall clock under the interpreter).
-	timed(l ptx.Launch, args []any) (time.Duration, error)
+	// start launches entry fn: on a GPU without waiting for it (launches
+	// run in order on one stream), under the interpreter to the end.
+	start(fn string, l ptx.Launch, args []any) error
+	// sync waits for every launch started.
+	sync() error
+	// timed runs work (which starts launches) and returns how long the
+	// launches took (CUDA events on a GPU, the wall clock under the
+	// interpreter), having waited for them.
+	timed(work func() error) (time.Duration, error)
 	// fill sets n bytes at addr to b.
 	fill(addr uint64, n int, b byte) error
 	reset()
+}
+
+// launch starts entry fn and waits for it.
+func launch(b backend, fn string, l ptx.Launch, args []any) error {
+	if err := b.start(fn, l, args); err != nil {
+		return err
+	}
+	return b.sync()
 }
 
 // Kernel is a generated forward kernel bound to a backend.
@@ -51,7 +67,7 @@ func (k *Kernel) run(out, lse, q, kk, v []float32, ids []int32, s verify.Shape) 
 	if err != nil {
 		return err
 	}
-	if err := k.b.launch(c.l, c.args); err != nil {
+	if err := launch(k.b, k.F.Name, c.l, c.args); err != nil {
 		return err
 	}
 	return k.results(c, out, lse)
@@ -220,12 +236,12 @@ func (k *Kernel) Bench(out, lse, q, kk, v []float32, ids []int32, s verify.Shape
 	}
 	t := Timing{Warmup: warmup}
 	for i := 0; i < warmup; i++ {
-		if err := k.b.launch(c.l, c.args); err != nil {
+		if err := launch(k.b, k.F.Name, c.l, c.args); err != nil {
 			return t, err
 		}
 	}
 	for i := 0; i < reps; i++ {
-		d, err := k.b.timed(c.l, c.args)
+		d, err := k.b.timed(func() error { return k.b.start(k.F.Name, c.l, c.args) })
 		if err != nil {
 			return t, err
 		}
@@ -235,8 +251,10 @@ func (k *Kernel) Bench(out, lse, q, kk, v []float32, ids []int32, s verify.Shape
 }
 
 // hasDocs reports whether the kernel takes document-id arrays.
-func hasDocs(f *ptx.Forward) bool {
-	for _, p := range f.Params {
+func hasDocs(f *ptx.Forward) bool { return paramsHaveDocs(f.Params) }
+
+func paramsHaveDocs(ps []ptx.Param) bool {
+	for _, p := range ps {
 		if p.Name == "doc_id" {
 			return true
 		}
@@ -246,17 +264,24 @@ func hasDocs(f *ptx.Forward) bool {
 
 // Interp binds a kernel to a fresh PTX interpreter device per call.
 func Interp(f *ptx.Forward) (*Kernel, error) {
-	mod, err := ptxi.Parse(f.Name+".ptx", f.PTX)
+	b, err := newInterp(f.Name, f.PTX)
 	if err != nil {
-		return nil, fmt.Errorf("interpreter cannot parse %s: %w", f.Name, err)
+		return nil, err
 	}
-	return &Kernel{F: f, b: &interpBackend{mod: mod, name: f.Name}}, nil
+	return &Kernel{F: f, b: b}, nil
+}
+
+func newInterp(name, text string) (*interpBackend, error) {
+	mod, err := ptxi.Parse(name+".ptx", text)
+	if err != nil {
+		return nil, fmt.Errorf("interpreter cannot parse %s: %w", name, err)
+	}
+	return &interpBackend{mod: mod}, nil
 }
 
 type interpBackend struct {
-	mod  *ptxi.Module
-	name string
-	dev  *ptxi.Device
+	mod *ptxi.Module
+	dev *ptxi.Device
 }
 
 func (b *interpBackend) d() *ptxi.Device {
@@ -269,17 +294,19 @@ func (b *interpBackend) reset()                                    { b.dev = nil
 func (b *interpBackend) alloc(n int) (uint64, error)               { return b.d().Alloc(n) }
 func (b *interpBackend) writeU16(a uint64, v []uint16) error       { return b.d().WriteU16(a, v) }
 func (b *interpBackend) writeU32(a uint64, v []uint32) error       { return b.d().WriteU32(a, v) }
+func (b *interpBackend) writeF32(a uint64, v []float32) error      { return b.d().WriteF32(a, v) }
 func (b *interpBackend) readU16(a uint64, n int) ([]uint16, error) { return b.d().ReadU16(a, n) }
 func (b *interpBackend) readF32(a uint64, n int) ([]float32, error) {
 	return b.d().ReadF32(a, n)
 }
-func (b *interpBackend) launch(l ptx.Launch, args []any) error {
-	_, err := b.d().Launch(b.mod, b.name, l.Grid, l.Block, l.DynShared, args...)
+func (b *interpBackend) start(fn string, l ptx.Launch, args []any) error {
+	_, err := b.d().Launch(b.mod, fn, l.Grid, l.Block, l.DynShared, args...)
 	return err
 }
-func (b *interpBackend) timed(l ptx.Launch, args []any) (time.Duration, error) {
+func (b *interpBackend) sync() error { return nil }
+func (b *interpBackend) timed(work func() error) (time.Duration, error) {
 	t0 := time.Now()
-	err := b.launch(l, args)
+	err := work()
 	return time.Since(t0), err
 }
 func (b *interpBackend) fill(a uint64, n int, x byte) error {
@@ -293,25 +320,39 @@ func (b *interpBackend) fill(a uint64, n int, x byte) error {
 // GPU binds a kernel to a real GPU: the module is loaded once (the JIT log
 // is part of any error) and dynamic shared memory above 48 KiB is allowed.
 func GPU(ctx *cuda.Context, f *ptx.Forward) (*Kernel, error) {
-	mod, err := ctx.LoadModule([]byte(f.PTX))
+	b, err := newGPU(ctx, f.PTX, map[string]int{f.Name: f.DynShared})
 	if err != nil {
 		return nil, err
 	}
-	fn, err := mod.Function(f.Name)
+	return &Kernel{F: f, b: b}, nil
+}
+
+// newGPU loads a module and its entries (name: dynamic shared memory
+// bytes), allowing those above 48 KiB their dynamic shared memory.
+func newGPU(ctx *cuda.Context, text string, entries map[string]int) (*gpuBackend, error) {
+	mod, err := ctx.LoadModule([]byte(text))
 	if err != nil {
 		return nil, err
 	}
-	if f.DynShared > 48*1024 {
-		if err := fn.SetMaxDynamicSharedMemory(f.DynShared); err != nil {
+	b := &gpuBackend{ctx: ctx, fns: map[string]*cuda.Function{}}
+	for name, dyn := range entries {
+		fn, err := mod.Function(name)
+		if err != nil {
 			return nil, err
 		}
+		if dyn > 48*1024 {
+			if err := fn.SetMaxDynamicSharedMemory(dyn); err != nil {
+				return nil, err
+			}
+		}
+		b.fns[name] = fn
 	}
-	return &Kernel{F: f, b: &gpuBackend{ctx: ctx, fn: fn}}, nil
+	return b, nil
 }
 
 type gpuBackend struct {
 	ctx  *cuda.Context
-	fn   *cuda.Function
+	fns  map[string]*cuda.Function
 	bufs []*cuda.Buffer
 }
 
@@ -347,6 +388,7 @@ func (b *gpuBackend) writeU32(a uint64, v []uint32) error {
 	}
 	return b.buf(a).WriteUint16(h)
 }
+func (b *gpuBackend) writeF32(a uint64, v []float32) error { return b.buf(a).WriteFloat32(v) }
 func (b *gpuBackend) readU16(a uint64, n int) ([]uint16, error) {
 	h := make([]uint16, n)
 	return h, b.buf(a).ReadUint16(h)
@@ -355,15 +397,14 @@ func (b *gpuBackend) readF32(a uint64, n int) ([]float32, error) {
 	f := make([]float32, n)
 	return f, b.buf(a).ReadFloat32(f)
 }
-func (b *gpuBackend) launch(l ptx.Launch, args []any) error {
-	if err := b.start(l, args); err != nil {
-		return err
-	}
-	return b.ctx.Synchronize()
-}
+func (b *gpuBackend) sync() error { return b.ctx.Synchronize() }
 
 // start launches without waiting; device addresses become cuda.DevicePtr.
-func (b *gpuBackend) start(l ptx.Launch, args []any) error {
+func (b *gpuBackend) start(name string, l ptx.Launch, args []any) error {
+	fn := b.fns[name]
+	if fn == nil {
+		return fmt.Errorf("gpurun: the module has no loaded entry %q", name)
+	}
 	u3 := func(x [3]int) [3]uint32 { return [3]uint32{uint32(x[0]), uint32(x[1]), uint32(x[2])} }
 	conv := make([]any, len(args))
 	for i, a := range args {
@@ -373,10 +414,10 @@ func (b *gpuBackend) start(l ptx.Launch, args []any) error {
 			conv[i] = a
 		}
 	}
-	return cuda.Launch(b.fn, u3(l.Grid), u3(l.Block), uint32(l.DynShared), conv...)
+	return cuda.Launch(fn, u3(l.Grid), u3(l.Block), uint32(l.DynShared), conv...)
 }
 
-func (b *gpuBackend) timed(l ptx.Launch, args []any) (time.Duration, error) {
-	return b.ctx.Time(func() error { return b.start(l, args) })
+func (b *gpuBackend) timed(work func() error) (time.Duration, error) {
+	return b.ctx.Time(work)
 }
 func (b *gpuBackend) fill(a uint64, n int, x byte) error { return b.buf(a).Memset(x) }

@@ -79,6 +79,7 @@ func run() error {
 			compiled:  %[3]s.CompiledMask(),
 			geometry: func(k int, s verify.Shape) ([3]int, [3]int, int, error) { return %[3]s.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.HeadsKV, s.SeqQ, s.SeqK) },
 			gpus:      len(%[3]s.GPUKernels),
+			gpuKind:   func(k int) string { return %[3]s.GPUKernels[k].Kind },
 			best:      func() (int, string) { return int(%[3]s.Best()), %[3]s.Best().String() },
 			variant:   reflect.TypeFor[%[3]s.Variant](),
 			errs:      map[string]error{"shape": %[3]s.ErrShape, "short": %[3]s.ErrShort, "variant": %[3]s.ErrVariant, "headDim": %[3]s.ErrHeadDim, "document": %[3]s.ErrDocument, "alias": %[3]s.ErrAlias, "page": %[3]s.ErrPage},

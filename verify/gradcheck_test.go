@@ -1,0 +1,189 @@
+package verify
+
+import (
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/attngen/attngen/spec"
+)
+
+// bf16Backward is a backward that computes as a bf16 tensor-core backward
+// does (NaiveGradRounded with bf16 rounding), with wrong applied to its
+// gradients (nil: none).
+func bf16Backward(p spec.Pattern, wrong func(g Grads[float32])) RunBackward {
+	return func(dq, dk, dv, dout, q, k, v, out, lse []float32, ids []int32, s Shape) error {
+		g, err := NaiveGradRounded(p, nil, q, k, v, dout, s, roundBF16)
+		if err != nil {
+			return err
+		}
+		if wrong != nil {
+			wrong(g)
+		}
+		copy(dq, g.Q)
+		copy(dk, g.K)
+		copy(dv, g.V)
+		return nil
+	}
+}
+
+// TestCheckGradWithBF16: a backward with bf16 rounding passes GradBF16 on
+// bf16 inputs, the float32 yardstick (GradFP32) rejects it, and GradBF16
+// still rejects gradients off by 2% or with one key's dv dropped.
+func TestCheckGradWithBF16(t *testing.T) {
+	r := rand.New(rand.NewPCG(97, 98))
+	p := spec.Pattern{Mask: spec.Window(20), Causal: true}
+	fwd := func(out, lse, q, k, v []float32, ids []int32, s Shape) error {
+		return NaiveBF16(p, nil, q, k, v, s, out, lse)
+	}
+	s := Shape{Batch: 1, HeadsQ: 2, HeadsKV: 1, SeqQ: 50, SeqK: 70, HeadDim: 32}
+	rep, err := CheckGradWith(p, fwd, bf16Backward(p, nil), s, r, GradBF16)
+	if err != nil {
+		t.Fatalf("bf16 backward under GradBF16: %v", err)
+	}
+	t.Log(rep)
+	if _, err := CheckGradWith(p, fwd, bf16Backward(p, nil), s, r, GradFP32); err == nil || !strings.Contains(err.Error(), "too large") {
+		t.Errorf("bf16 backward under the float32 yardstick: %v, want an error that is too large", err)
+	}
+	scale := func(g Grads[float32]) {
+		for i := range g.Q {
+			g.Q[i] *= 1.02
+		}
+	}
+	if _, err := CheckGradWith(p, fwd, bf16Backward(p, scale), s, r, GradBF16); err == nil || !strings.Contains(err.Error(), "dq error too large") {
+		t.Errorf("dq off by 2%%: %v, want dq's error too large", err)
+	}
+	drop := func(g Grads[float32]) {
+		// key 40 of the key/value head: kept by rows of positions 40 to 59
+		for d := 0; d < s.HeadDim; d++ {
+			g.V[40*s.HeadDim+d] = 0
+		}
+	}
+	if _, err := CheckGradWith(p, fwd, bf16Backward(p, drop), s, r, GradBF16); err == nil || !strings.Contains(err.Error(), "dv error too large") {
+		t.Errorf("dv of one key dropped: %v, want dv's error too large", err)
+	}
+	if _, err := CheckGradWith(p, fwd, bf16Backward(p, nil), s, r, GradOptions{}); err == nil {
+		t.Error("zero options accepted")
+	}
+}
+
+// TestCheckGradSampled: on every row, the sampled check's yardstick is
+// NaiveGradRounded bit for bit (a backward that is that yardstick has
+// exactly its error) and its reference is ReferenceGrad (the float64
+// gradients rounded to float32 are within a float32 rounding of it); on
+// sampled rows of a longer shape it rejects gradients off by 2% and a
+// dead key's nonzero dv, and bad rows are errors.
+func TestCheckGradSampled(t *testing.T) {
+	r := rand.New(rand.NewPCG(99, 100))
+	for _, c := range []struct {
+		p spec.Pattern
+		s Shape
+	}{
+		{spec.Pattern{Mask: spec.Window(20), Causal: true}, Shape{Batch: 2, HeadsQ: 4, HeadsKV: 2, SeqQ: 50, SeqK: 70, HeadDim: 32}},
+		{spec.Pattern{Mask: spec.Intersect(spec.Document(), spec.Window(30)), Causal: true}, Shape{Batch: 1, HeadsQ: 2, HeadsKV: 1, SeqQ: 60, SeqK: 60, HeadDim: 16, Scale: 0.4}},
+		{spec.Pattern{Mask: spec.Block(16), Causal: false}, Shape{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: 20, SeqK: 90, HeadDim: 16}},
+	} {
+		p, s := c.p, c.s
+		nq, nkv, nl := s.Sizes()
+		q, k, v, ids, docs := randomInputs(p, s, r)
+		dout := randomSlice(r, nq, 1)
+		for _, x := range [][]float32{q, k, v, dout} {
+			RoundBF16(x)
+		}
+		all := GradRows{}
+		for x := 0; x < nl; x++ {
+			all.Query = append(all.Query, x)
+		}
+		for x := 0; x < nkv/s.HeadDim; x++ {
+			all.Key = append(all.Key, x)
+		}
+		yard, err := NaiveGradRounded(p, docs, q, k, v, dout, s, roundBF16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := CheckGradSampled(p, ids, q, k, v, dout, s, yard.Q, yard.K, yard.V, GradBF16, all)
+		if err != nil {
+			t.Fatalf("%v: the yardstick itself: %v", p, err)
+		}
+		if rep.KernelErr != rep.NaiveErr {
+			t.Errorf("%v: the yardstick's error %v, the check's yardstick %v: want them equal", p, rep.KernelErr, rep.NaiveErr)
+		}
+		ref, err := ReferenceGrad(p, docs, q, k, v, dout, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		narrow := func(x []float64) []float32 {
+			y := make([]float32, len(x))
+			for i, e := range x {
+				y[i] = float32(e)
+			}
+			return y
+		}
+		rep, err = CheckGradSampled(p, ids, q, k, v, dout, s, narrow(ref.Q), narrow(ref.K), narrow(ref.V), GradBF16, all)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for x := range rep.KernelErr {
+			if rep.KernelErr[x] > 1e-6*max(rep.RefMax[x], 1) {
+				t.Errorf("%v: the reference rounded to float32 has error %v (max %v)", p, rep.KernelErr[x], rep.RefMax[x])
+			}
+		}
+		t.Logf("%v: %v", p, rep)
+	}
+
+	// sampled rows of a longer shape
+	p := spec.Pattern{Mask: spec.Union(spec.Window(40), spec.Global(2)), Causal: true}
+	s := Shape{Batch: 1, HeadsQ: 2, HeadsKV: 1, SeqQ: 300, SeqK: 400, HeadDim: 16}
+	q, k, v, _, _ := randomInputs(p, s, r)
+	nq, _, _ := s.Sizes()
+	dout := randomSlice(r, nq, 1)
+	for _, x := range [][]float32{q, k, v, dout} {
+		RoundBF16(x)
+	}
+	g, err := NaiveGradRounded(p, nil, q, k, v, dout, s, roundBF16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := SampleGradRows(p, nil, s, 24, r)
+	if len(rows.Query) == 0 || len(rows.Key) != 24 {
+		t.Fatalf("sampled %d query rows and %d keys, want some and 24", len(rows.Query), len(rows.Key))
+	}
+	if _, err := CheckGradSampled(p, nil, q, k, v, dout, s, g.Q, g.K, g.V, GradBF16, rows); err != nil {
+		t.Fatalf("the yardstick on sampled rows: %v", err)
+	}
+	wrong := slices.Clone(g.K)
+	for i := range wrong {
+		wrong[i] *= 1.02
+	}
+	if _, err := CheckGradSampled(p, nil, q, k, v, dout, s, g.Q, wrong, g.V, GradBF16, rows); err == nil || !strings.Contains(err.Error(), "dk error too large") {
+		t.Errorf("dk off by 2%%: %v", err)
+	}
+	// the rows are positions 100 to 399: keys 2 to 60 are kept by none
+	dead := slices.Clone(g.V)
+	dead[10*s.HeadDim] = 1
+	deadRows := GradRows{Key: []int{10}}
+	if _, err := CheckGradSampled(p, nil, q, k, v, dout, s, g.Q, g.K, dead, GradBF16, deadRows); err == nil || !strings.Contains(err.Error(), "want exactly 0") {
+		t.Errorf("a dead key's dv set: %v", err)
+	}
+	if every := SampleGradRows(p, nil, s, 0, r); len(every.Query) != 600 || len(every.Key) != 400 {
+		t.Errorf("n = 0: %d query rows and %d keys, want 600 and 400", len(every.Query), len(every.Key))
+	}
+	fwd := func(out, lse, q, k, v []float32, ids []int32, s Shape) error {
+		return NaiveBF16(p, nil, q, k, v, s, out, lse)
+	}
+	if rep, err := CheckGradSampledRun(p, fwd, bf16Backward(p, nil), s, r, GradBF16, 30); err != nil {
+		t.Errorf("CheckGradSampledRun of the bf16 backward: %v", err)
+	} else if rep.KernelErr != rep.NaiveErr {
+		t.Errorf("CheckGradSampledRun: the yardstick's error %v, the check's %v", rep.KernelErr, rep.NaiveErr)
+	}
+	if _, err := CheckGradSampledRun(p, fwd, bf16Backward(p, func(g Grads[float32]) { g.Q[5] = 0.5 }), s, r, GradBF16, 0); err == nil {
+		t.Error("CheckGradSampledRun on every row: one dq element changed passed")
+	}
+	if _, err := CheckGradSampled(p, nil, q, k, v, dout, s, g.Q, g.K, g.V, GradBF16, GradRows{Key: []int{400}}); err == nil {
+		t.Error("key row 400 of 400 accepted")
+	}
+	if _, err := CheckGradSampled(p, nil, q, k, v, dout, s, g.Q, g.K, g.V, GradBF16, GradRows{Query: []int{-1}}); err == nil {
+		t.Error("query row -1 accepted")
+	}
+}

@@ -1,0 +1,419 @@
+package verify
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"sync"
+
+	"github.com/attngen/attngen/spec"
+)
+
+// GradRows names the gradient rows a sampled gradient check judges: Query
+// rows of dq as lse indices ([batch][heads_q][seq_q]) and Key rows of dk
+// and dv as key indices ([batch][heads_kv][seq_k]).
+type GradRows struct {
+	Query, Key []int
+}
+
+// SampleGradRows picks the rows CheckGradSampled judges on a shape too
+// long for ReferenceGrad: the query rows SampleRows picks for n, and at
+// most n keys of one random key/value head of one random batch element
+// (the first and last keys, the first and last of the keys no query keeps
+// and of the keys some query keeps, then random ones), sorted. The keys'
+// rows need the softmax of every query row of their group that keeps them,
+// so they stay within one head. n <= 0 picks every row and every key.
+func SampleGradRows(p spec.Pattern, docs *spec.Docs, s Shape, n int, r *rand.Rand) GradRows {
+	g := GradRows{Query: SampleRows(p, docs, s, n, r)}
+	if n <= 0 {
+		_, nkv, _ := s.Sizes()
+		for x := 0; x < nkv/s.HeadDim; x++ {
+			g.Key = append(g.Key, x)
+		}
+		return g
+	}
+	n = min(n, s.SeqK)
+	base := (r.IntN(s.Batch)*s.HeadsKV + r.IntN(s.HeadsKV)) * s.SeqK
+	kept := make([]bool, s.SeqK)
+	for row := 0; row < s.SeqQ; row++ {
+		i := spec.Row(row, s.SeqQ, s.SeqK)
+		for j := range kept {
+			if !kept[j] && p.AtDocs(i, j, docs) {
+				kept[j] = true
+			}
+		}
+	}
+	pick := map[int]bool{}
+	add := func(j int) {
+		if len(pick) < n {
+			pick[j] = true
+		}
+	}
+	add(0)
+	add(s.SeqK - 1)
+	for _, want := range []bool{false, true} {
+		first, last := -1, -1
+		for j, x := range kept {
+			if x == want {
+				if first < 0 {
+					first = j
+				}
+				last = j
+			}
+		}
+		if first >= 0 {
+			add(first)
+			add(last)
+		}
+	}
+	for len(pick) < n {
+		add(r.IntN(s.SeqK))
+	}
+	for j := range pick {
+		g.Key = append(g.Key, base+j)
+	}
+	slices.Sort(g.Key)
+	return g
+}
+
+// rowStats is one query row's softmax: in float64 (m64 and the sum give
+// P = exp(s - m64) / sum64, delta64 = dout . out), and as the
+// straightforward backward of NaiveGradRounded computes it in float32.
+type rowStats struct {
+	ok             bool // the row keeps a key with weight
+	m64, sum64     float64
+	delta64        float64
+	m32, sum32     float32
+	delta32        float32
+	ok32           bool
+	scale64        float64
+	scale32        float32
+	qr, dor        []float32
+	kvBase, stride int
+}
+
+// gradRow computes the softmax statistics of lse row x (= bh*SeqQ + r)
+// in float64 and as NaiveGradRounded does, with round applied to the
+// output before delta.
+func gradRow(p spec.Pattern, docs *spec.Docs, q, k, v, dout []float32, s Shape, x int, round func(float32) float32) rowStats {
+	D := s.HeadDim
+	group := s.HeadsQ / s.HeadsKV
+	bh, r := x/s.SeqQ, x%s.SeqQ
+	st := rowStats{scale64: s.EffScale(), scale32: float32(s.EffScale()), qr: q[x*D:][:D], dor: dout[x*D:][:D],
+		kvBase: (bh/s.HeadsQ*s.HeadsKV + bh%s.HeadsQ/group) * s.SeqK * D}
+	i := spec.Row(r, s.SeqQ, s.SeqK)
+	var kept []int
+	var s64 []float64
+	var s32 []float32
+	m64, m32 := math.Inf(-1), float32(math.Inf(-1))
+	for j := 0; j < s.SeqK; j++ {
+		if !p.AtDocs(i, j, docs) {
+			continue
+		}
+		d64, d32 := st.dots(k, j)
+		kept, s64, s32 = append(kept, j), append(s64, d64), append(s32, d32)
+		m64 = math.Max(m64, d64)
+		m32 = max(m32, d32)
+	}
+	if len(kept) == 0 {
+		return st
+	}
+	// float64, as ReferenceGrad
+	ms := m64
+	if math.IsInf(m64, -1) {
+		ms = 0
+	}
+	o64 := make([]float64, D)
+	for n, j := range kept {
+		e := math.Exp(s64[n] - ms)
+		st.sum64 += e
+		for d, y := range v[st.kvBase+j*D:][:D] {
+			o64[d] += e * float64(y)
+		}
+	}
+	if st.sum64 > 0 {
+		st.ok, st.m64 = true, ms
+		for d := range o64 {
+			st.delta64 += float64(st.dor[d]) * o64[d] / st.sum64
+		}
+	}
+	// float32, as NaiveGradRounded
+	if math.IsInf(float64(m32), -1) {
+		return st
+	}
+	o32 := make([]float32, D)
+	for n := range kept {
+		st.sum32 += float32(math.Exp(float64(s32[n] - m32)))
+	}
+	for n, j := range kept {
+		pj := float32(math.Exp(float64(s32[n]-m32))) / st.sum32
+		for d, y := range v[st.kvBase+j*D:][:D] {
+			o32[d] += pj * y
+		}
+	}
+	for d := range o32 {
+		st.delta32 += st.dor[d] * round(o32[d])
+	}
+	st.ok32, st.m32 = true, m32
+	return st
+}
+
+// dots returns the scaled score of the row with key j in float64 and as
+// NaiveGradRounded computes it.
+func (st *rowStats) dots(k []float32, j int) (float64, float32) {
+	var d64 float64
+	var d32 float32
+	for d, y := range k[st.kvBase+j*len(st.qr):][:len(st.qr)] {
+		d64 += float64(st.qr[d]) * float64(y)
+		d32 += st.qr[d] * y
+	}
+	return d64 * st.scale64, d32 * st.scale32
+}
+
+// pair returns, for key j of the row, P and dS in float64 and the rounded
+// P and dS * scale of NaiveGradRounded (0 where the row has no weight).
+func (st *rowStats) pair(k, v []float32, j int, round func(float32) float32) (p64, ds64 float64, p32, ds32 float32) {
+	D := len(st.qr)
+	d64, d32 := st.dots(k, j)
+	vj := v[st.kvBase+j*D:][:D]
+	if st.ok {
+		p64 = math.Exp(d64-st.m64) / st.sum64
+		dp := 0.0
+		for d, y := range vj {
+			dp += float64(st.dor[d]) * float64(y)
+		}
+		ds64 = p64 * (dp - st.delta64)
+	}
+	if st.ok32 {
+		pj := float32(math.Exp(float64(d32-st.m32))) / st.sum32
+		var dp float32
+		for d, y := range vj {
+			dp += st.dor[d] * y
+		}
+		ds32 = round(pj*(dp-st.delta32)) * st.scale32
+		p32 = round(pj)
+	}
+	return p64, ds64, p32, ds32
+}
+
+// CheckGradSampled judges gradients a backward wrote (dq, dk, dv) for
+// inputs q, k, v and dout (as the backward read them: rounded to its
+// element type) and document ids (nil without documents) on the rows of
+// rows only, for shapes too long for ReferenceGrad: each sampled element
+// against the float64 reference, with opt's yardstick computed for the
+// same elements as NaiveGradRounded computes them (bit for bit). The
+// error of each gradient may be at most opt.Factor times the yardstick's,
+// with a floor of opt.Floor times the largest reference magnitude (at
+// least 1); rows of dq whose query keeps no key and rows of dk and dv of
+// keys no query keeps must be exactly 0. The softmax of every query row
+// that keeps a sampled key is computed, on every CPU.
+func CheckGradSampled(p spec.Pattern, ids []int32, q, k, v, dout []float32, s Shape, dq, dk, dv []float32, opt GradOptions, rows GradRows) (GradReport, error) {
+	rep := GradReport{Shape: s}
+	if err := s.Validate(); err != nil {
+		return rep, err
+	}
+	if !(opt.Factor > 0) || !(opt.Floor >= 0) {
+		return rep, fmt.Errorf("CheckGradSampled: factor %v and floor %v: want a positive factor and a floor of 0 or more", opt.Factor, opt.Floor)
+	}
+	nq, nkv, nl := s.Sizes()
+	if len(q) < nq || len(k) < nkv || len(v) < nkv || len(dout) < nq || len(dq) < nq || len(dk) < nkv || len(dv) < nkv {
+		return rep, fmt.Errorf("%v: inputs or gradients shorter than the shape", s)
+	}
+	var docs *spec.Docs
+	if p.Mask.HasDocument() {
+		d, err := spec.NewDocs(ids)
+		if err != nil {
+			return rep, err
+		}
+		docs = d
+	}
+	for _, x := range rows.Query {
+		if x < 0 || x >= nl {
+			return rep, fmt.Errorf("%v: query row %d outside 0..%d", s, x, nl-1)
+		}
+	}
+	for _, x := range rows.Key {
+		if x < 0 || x >= nkv/s.HeadDim {
+			return rep, fmt.Errorf("%v: key row %d outside 0..%d", s, x, nkv/s.HeadDim-1)
+		}
+	}
+	round := opt.RoundGrad
+	if round == nil {
+		round = func(x float32) float32 { return x }
+	}
+	D := s.HeadDim
+	group := s.HeadsQ / s.HeadsKV
+	// the rows whose softmax is needed: the sampled query rows and every
+	// row of the sampled keys' groups that keeps a sampled key
+	need := map[int]bool{}
+	for _, x := range rows.Query {
+		need[x] = true
+	}
+	for _, kr := range rows.Key {
+		b, g, j := kr/s.SeqK/s.HeadsKV, kr/s.SeqK%s.HeadsKV, kr%s.SeqK
+		for h := g * group; h < (g+1)*group; h++ {
+			for r := 0; r < s.SeqQ; r++ {
+				if p.AtDocs(spec.Row(r, s.SeqQ, s.SeqK), j, docs) {
+					need[(b*s.HeadsQ+h)*s.SeqQ+r] = true
+				}
+			}
+		}
+	}
+	list := make([]int, 0, len(need))
+	for x := range need {
+		list = append(list, x)
+	}
+	slices.Sort(list)
+	stats := make(map[int]*rowStats, len(list))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	work := make(chan int)
+	for w := 0; w < runtime.GOMAXPROCS(0); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for x := range work {
+				st := gradRow(p, docs, q, k, v, dout, s, x, round)
+				mu.Lock()
+				stats[x] = &st
+				mu.Unlock()
+			}
+		}()
+	}
+	for _, x := range list {
+		work <- x
+	}
+	close(work)
+	wg.Wait()
+
+	judge := func(x int, got []float32, ref []float64, yard []float32, row int) error {
+		for d := 0; d < D; d++ {
+			e := math.Abs(float64(got[d]) - ref[d])
+			if !(e <= math.MaxFloat64) {
+				return fmt.Errorf("%v: %s[row %d, dim %d] = %v (not written or not finite), reference %v", s, gradNames[x], row, d, got[d], ref[d])
+			}
+			rep.KernelErr[x] = max(rep.KernelErr[x], e)
+			rep.NaiveErr[x] = max(rep.NaiveErr[x], math.Abs(float64(yard[d])-ref[d]))
+			rep.RefMax[x] = max(rep.RefMax[x], math.Abs(ref[d]))
+		}
+		return nil
+	}
+	zero := func(x int, got []float32, row int) error {
+		for d := 0; d < D; d++ {
+			if got[d] != 0 {
+				return fmt.Errorf("%v: %s[row %d, dim %d] = %v, want exactly 0 (no pair of that row is kept)", s, gradNames[x], row, d, got[d])
+			}
+		}
+		return nil
+	}
+	ref, yard := make([]float64, D), make([]float32, D)
+	for _, x := range rows.Query {
+		st := stats[x]
+		i := spec.Row(x%s.SeqQ, s.SeqQ, s.SeqK)
+		clear(ref)
+		clear(yard)
+		keeps := false
+		for j := 0; j < s.SeqK; j++ {
+			if !p.AtDocs(i, j, docs) {
+				continue
+			}
+			keeps = true
+			_, ds64, _, ds32 := st.pair(k, v, j, round)
+			for d, y := range k[st.kvBase+j*D:][:D] {
+				ref[d] += ds64 * float64(y) * st.scale64
+				yard[d] += ds32 * y
+			}
+		}
+		if !keeps {
+			rep.MaskedRows++
+			if err := zero(0, dq[x*D:][:D], x); err != nil {
+				return rep, err
+			}
+			continue
+		}
+		if err := judge(0, dq[x*D:][:D], ref, yard, x); err != nil {
+			return rep, err
+		}
+	}
+	ref2, yard2 := make([]float64, D), make([]float32, D)
+	for _, kr := range rows.Key {
+		b, g, j := kr/s.SeqK/s.HeadsKV, kr/s.SeqK%s.HeadsKV, kr%s.SeqK
+		clear(ref)
+		clear(yard)
+		clear(ref2)
+		clear(yard2)
+		keeps := false
+		for h := g * group; h < (g+1)*group; h++ {
+			for r := 0; r < s.SeqQ; r++ {
+				if !p.AtDocs(spec.Row(r, s.SeqQ, s.SeqK), j, docs) {
+					continue
+				}
+				keeps = true
+				st := stats[(b*s.HeadsQ+h)*s.SeqQ+r]
+				p64, ds64, p32, ds32 := st.pair(k, v, j, round)
+				for d := 0; d < D; d++ {
+					ref[d] += ds64 * float64(st.qr[d]) * st.scale64 // dk
+					yard[d] += ds32 * st.qr[d]
+					ref2[d] += p64 * float64(st.dor[d]) // dv
+					yard2[d] += p32 * st.dor[d]
+				}
+			}
+		}
+		if !keeps {
+			rep.DeadKeys++
+			if err := zero(1, dk[kr*D:][:D], kr); err != nil {
+				return rep, err
+			}
+			if err := zero(2, dv[kr*D:][:D], kr); err != nil {
+				return rep, err
+			}
+			continue
+		}
+		if err := judge(1, dk[kr*D:][:D], ref, yard, kr); err != nil {
+			return rep, err
+		}
+		if err := judge(2, dv[kr*D:][:D], ref2, yard2, kr); err != nil {
+			return rep, err
+		}
+	}
+	for x := range gradNames {
+		if rep.KernelErr[x] > opt.Factor*max(rep.NaiveErr[x], opt.Floor*max(rep.RefMax[x], 1)) {
+			return rep, fmt.Errorf("%v: %s error too large on sampled rows: %v", s, gradNames[x], rep)
+		}
+	}
+	return rep, nil
+}
+
+// CheckGradSampledRun runs the forward fwd and then the backward bwd on
+// fresh random inputs of one shape, rounded by opt.Round (every output
+// poisoned with NaN first), and judges the gradients with
+// CheckGradSampled on the rows SampleGradRows picks for n.
+func CheckGradSampledRun(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r *rand.Rand, opt GradOptions, n int) (GradReport, error) {
+	if err := s.Validate(); err != nil {
+		return GradReport{Shape: s}, err
+	}
+	nq, nkv, nl := s.Sizes()
+	q, k, v, ids, docs := randomInputs(p, s, r)
+	dout := randomSlice(r, nq, 1)
+	if opt.Round != nil {
+		for _, x := range [][]float32{q, k, v, dout} {
+			opt.Round(x)
+		}
+	}
+	out, lse := make([]float32, nq), make([]float32, nl)
+	poison(out)
+	poison(lse)
+	if err := fwd(out, lse, q, k, v, ids, s); err != nil {
+		return GradReport{Shape: s}, fmt.Errorf("forward: %w", err)
+	}
+	dq, dk, dv := make([]float32, nq), make([]float32, nkv), make([]float32, nkv)
+	poison(dq)
+	poison(dk)
+	poison(dv)
+	if err := bwd(dq, dk, dv, dout, q, k, v, out, lse, ids, s); err != nil {
+		return GradReport{Shape: s}, err
+	}
+	return CheckGradSampled(p, ids, q, k, v, dout, s, dq, dk, dv, opt, SampleGradRows(p, docs, s, n, r))
+}
