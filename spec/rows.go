@@ -81,6 +81,9 @@ func (m *Mask) keys(dst []Prog, i int, r Prog) []Prog {
 		return add(Prog{m.Lo + mod(m.Phase-m.Lo, m.Stride), hi, m.Stride})
 	case OpNeighborhood:
 		return m.neighborhoodKeys(dst, i, r)
+	case OpTree:
+		// without a parent array: one chain, every key up to i
+		return add(Prog{0, i, 1})
 	case OpNot:
 		// The operand's keys go after dst, their complement within r
 		// after those, and the complement is moved down.
