@@ -37,6 +37,11 @@ func GoMaskFile(p *Plan, pkgName, command string) ([]byte, error) {
 	f.Comment("UsesDocs reports whether the mask reads document ids.")
 	f.Func().Params(jen.Id("compiled")).Id("UsesDocs").Params().Bool().Block(jen.Return(jen.Lit(p.Pred.UsesDocs())))
 	f.Line()
+	if p.UsesTree() {
+		f.Comment("UsesTree reports that the data UsesDocs asks for is a parent array (mask.UsesTree).")
+		f.Func().Params(jen.Id("compiled")).Id("UsesTree").Params().Bool().Block(jen.Return(jen.True()))
+		f.Line()
+	}
 	docs := jen.Id("d").Op("*").Qual(MaskPkg, "Docs")
 	type fn struct {
 		prog    *Prog

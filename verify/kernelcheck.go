@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/attngen/attngen/spec"
+	"github.com/attngen/attngen/spec/spectest"
 )
 
 // Run is a kernel under test: masked attention of q, k, v into out and lse
@@ -79,6 +80,35 @@ func RandomDocs(r *rand.Rand, n int) []int32 {
 	return ids
 }
 
+// RandomTree returns a parent array for n positions (spectest.Parents: a
+// committed prefix of random length as a chain, then tree nodes, a few
+// roots).
+func RandomTree(r *rand.Rand, n int) []int32 { return spectest.Parents(r, n) }
+
+// RandomData returns random run-time data for a mask: document ids for a
+// document mask, a parent array for a tree mask, nil for other masks.
+func RandomData(p spec.Pattern, r *rand.Rand, n int) []int32 {
+	switch {
+	case p.Mask.HasTree():
+		return RandomTree(r, n)
+	case p.Mask.HasDocument():
+		return RandomDocs(r, n)
+	}
+	return nil
+}
+
+// DataOf indexes a mask's run-time data (ids as RandomData returns them):
+// document ids or a parent array; nil for masks without data.
+func DataOf(p spec.Pattern, ids []int32) (*spec.Docs, error) {
+	switch {
+	case p.Mask.HasTree():
+		return spec.NewTree(ids)
+	case p.Mask.HasDocument():
+		return spec.NewDocs(ids)
+	}
+	return nil, nil
+}
+
 func randomSlice(r *rand.Rand, n int, scale float64) []float32 {
 	x := make([]float32, n)
 	for k := range x {
@@ -92,9 +122,9 @@ func randomSlice(r *rand.Rand, n int, scale float64) []float32 {
 func randomInputs(p spec.Pattern, s Shape, r *rand.Rand) (q, k, v []float32, ids []int32, docs *spec.Docs) {
 	nq, nkv, _ := s.Sizes()
 	q, k, v = randomSlice(r, nq, 1), randomSlice(r, nkv, 1), randomSlice(r, nkv, 1)
-	if p.Mask.HasDocument() {
-		ids = RandomDocs(r, s.SeqK)
-		docs, _ = spec.NewDocs(ids)
+	if p.Mask.HasData() {
+		ids = RandomData(p, r, s.SeqK)
+		docs, _ = DataOf(p, ids)
 	}
 	return q, k, v, ids, docs
 }
@@ -162,9 +192,9 @@ func CheckNumericSampled(p spec.Pattern, run Run, s Shape, r *rand.Rand, opt Num
 	}
 	var ids []int32
 	var docs *spec.Docs
-	if p.Mask.HasDocument() {
-		ids = RandomDocs(r, s.SeqK)
-		docs, _ = spec.NewDocs(ids)
+	if p.Mask.HasData() {
+		ids = RandomData(p, r, s.SeqK)
+		docs, _ = DataOf(p, ids)
 	}
 	var rows []int
 	if n > 0 {
@@ -192,8 +222,8 @@ func CheckOutput(p spec.Pattern, ids []int32, q, k, v []float32, s Shape, out, l
 		return rep, fmt.Errorf("%v: out or lse shorter than the shape", s)
 	}
 	var docs *spec.Docs
-	if p.Mask.HasDocument() {
-		d, err := spec.NewDocs(ids)
+	if p.Mask.HasData() {
+		d, err := DataOf(p, ids)
 		if err != nil {
 			return rep, err
 		}

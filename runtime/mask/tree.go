@@ -123,8 +123,14 @@ func (d *Docs) Parents() []int32 {
 }
 
 // TreeAnc reports whether key j is query i or one of its ancestors.
-// Positions outside the parent array keep nothing.
+// Positions outside the parent array keep nothing. Without a parent array
+// (d nil, or holding document ids) every position is the parent of the
+// next, one chain: j is kept when 0 <= j <= i. The other Tree methods
+// answer for that chain too.
 func (d *Docs) TreeAnc(i, j int) bool {
+	if !d.IsTree() {
+		return 0 <= j && j <= i
+	}
 	t := &d.tr
 	if j < 0 || j > i || i >= len(t.parent) {
 		return false
@@ -146,6 +152,9 @@ func (d *Docs) TreeAnc(i, j int) bool {
 // TreeWord returns the keep word of query i against keys k0 .. k0+63 under
 // the tree: bit c is TreeAnc(i, k0+c).
 func (d *Docs) TreeWord(i, k0 int) uint64 {
+	if !d.IsTree() {
+		return Lanes(-k0, i-k0)
+	}
 	t := &d.tr
 	if i < 0 || i >= len(t.parent) {
 		return 0
@@ -174,19 +183,39 @@ func (d *Docs) TreeWord(i, k0 int) uint64 {
 
 // TreeLo returns the largest t such that position i keeps every key
 // 0 .. t (-1 when it does not keep key 0).
-func (d *Docs) TreeLo(i int) int { return int(d.tr.lo[i]) }
+func (d *Docs) TreeLo(i int) int {
+	if !d.IsTree() {
+		return i
+	}
+	return int(d.tr.lo[i])
+}
 
 // TreeChain returns the length of the parent array's leading chain: the
 // positions 0 .. TreeChain()-1 keep every key up to themselves.
-func (d *Docs) TreeChain() int { return d.tr.chain }
+func (d *Docs) TreeChain() int {
+	if !d.IsTree() {
+		return Inf
+	}
+	return d.tr.chain
+}
 
 // TreeMinLo returns the least TreeLo of a position past the chain (Inf
 // when there is none).
-func (d *Docs) TreeMinLo() int { return d.tr.minLo }
+func (d *Docs) TreeMinLo() int {
+	if !d.IsTree() {
+		return Inf
+	}
+	return d.tr.minLo
+}
 
 // TreeMaxTop returns the largest chain position that is an ancestor of a
 // position past the chain (-1 when there is none).
-func (d *Docs) TreeMaxTop() int { return d.tr.maxTop }
+func (d *Docs) TreeMaxTop() int {
+	if !d.IsTree() {
+		return -1
+	}
+	return d.tr.maxTop
+}
 
 // TreeInfo returns TreeChain (k = 0), TreeMinLo (1) or TreeMaxTop (2): the
 // per-call values a compiled tree mask classifies tiles with.
@@ -203,6 +232,9 @@ func (d *Docs) TreeInfo(k int) int {
 // TreeDepth returns the number of ancestors of i (its own position
 // excluded); for tests and pictures.
 func (d *Docs) TreeDepth(i int) int {
+	if !d.IsTree() {
+		return i
+	}
 	t := &d.tr
 	if i < t.chain {
 		return i
