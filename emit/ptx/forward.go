@@ -165,6 +165,9 @@ func GenerateForward(p *gen.Plan, cfg Config) (*Forward, error) {
 	case p.Layout.Kind != gen.Identity:
 		return nil, fmt.Errorf("ptx: %s layout cannot be rendered", p.Layout.Kind)
 	}
+	if p.UsesTree() {
+		return nil, fmt.Errorf("ptx: plan %s reads a tree mask's parent array, which the PTX forward kernel does not take yet (generate with -sm none for the CPU package)", p.Name)
+	}
 	for _, pr := range []struct {
 		name string
 		p    *gen.Prog

@@ -56,7 +56,9 @@ func Backward(m mask.Mask, variant Variant, dq, dk, dv, dout, q, k, v, out, lse 
 	if err := t.Supports(s.HeadDim); err != nil {
 		return err
 	}
-	docs = docsFor(m, docs)
+	if !m.UsesDocs() {
+		docs = nil // ignored by masks without run-time data
+	}
 	z, err := s.check()
 	if err != nil {
 		return err
