@@ -20,7 +20,12 @@ const (
 // exactly; unions and intersections combine their operands' classes and can
 // answer Partial for a tile that is in fact empty or full (see the package
 // documentation). A document mask is classified as one document, like At.
+//
+// With p.Data set, Classify is ClassifyDocs on it.
 func (p Pattern) Classify(q0, q1, k0, k1 int) Class {
+	if p.Data != nil {
+		return p.ClassifyDocs(q0, q1, k0, k1, p.Data)
+	}
 	return p.Mask.classify(q0, q1, k0, k1, p.Causal, nil)
 }
 
@@ -34,12 +39,17 @@ func (p Pattern) Classify(q0, q1, k0, k1 int) Class {
 // soundly: tiles of the leading chain exactly, tiles of later positions
 // by the least and largest extent of their ancestors in the chain, and
 // tiles of later keys Partial unless causality empties them.
+//
+// A nil d means p.Data.
 func (p Pattern) ClassifyDocs(q0, q1, k0, k1 int, d *Docs) Class {
-	if d.IsTree() {
+	if d == nil {
+		d = p.Data
+	}
+	if d.IsTree() && p.Mask.HasTree() {
 		return p.Mask.classify(q0, q1, k0, k1, p.Causal, d)
 	}
-	if d == nil || !p.Mask.HasDocument() {
-		return p.Classify(q0, q1, k0, k1)
+	if d == nil || d.IsTree() || !p.Mask.HasDocument() {
+		return p.Mask.classify(q0, q1, k0, k1, p.Causal, nil)
 	}
 	if p.Causal && k0 > q1 {
 		return Empty
@@ -50,7 +60,7 @@ func (p Pattern) ClassifyDocs(q0, q1, k0, k1 int, d *Docs) Class {
 	}
 	if iq0 == iq1 && ik0 == ik1 && iq0 == ik0 {
 		s := d.Start(q0)
-		return p.Classify(q0-s, q1-s, k0-s, k1-s)
+		return p.Mask.classify(q0-s, q1-s, k0-s, k1-s, p.Causal, nil)
 	}
 	return Partial
 }

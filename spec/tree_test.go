@@ -164,3 +164,58 @@ func TestTreeParse(t *testing.T) {
 		}
 	}
 }
+
+// TestPatternData: with Data set, At, Keys and Classify follow the run-time
+// data: Keys lists exactly the keys AtDocs keeps, for tree masks on random
+// parent arrays and document masks on random ids.
+func TestPatternData(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for trial := range 300 {
+		n := 1 + r.IntN(80)
+		var pat spec.Pattern
+		var d *spec.Docs
+		var err error
+		if trial%2 == 0 {
+			pat = spec.Pattern{Mask: randomTreeMask(r, n), Causal: r.IntN(3) > 0}
+			d, err = spec.NewTree(spectest.Parents(r, n))
+		} else {
+			pat = spec.Pattern{Mask: spec.Intersect(spec.Document(), spectest.Mask(r, n, 2)), Causal: r.IntN(3) > 0}
+			ids := make([]int32, n)
+			for k := 1; k < n; k++ {
+				ids[k] = ids[k-1] + int32(r.IntN(6)/5)
+			}
+			d, err = spec.NewDocs(ids)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		withData := pat
+		withData.Data = d
+		var progs []spec.Prog
+		for i := range n {
+			keep := make([]bool, n)
+			progs = withData.Keys(progs[:0], i, n)
+			for _, g := range progs {
+				for j := g.Lo; j <= g.Hi; j += g.Step {
+					if j < 0 || j >= n {
+						t.Fatalf("trial %d %v: Keys(%d) has %d, outside [0, %d)", trial, pat, i, j, n)
+					}
+					keep[j] = true
+				}
+			}
+			for j := range n {
+				want := pat.AtDocs(i, j, d)
+				if keep[j] != want || withData.At(i, j) != want {
+					t.Fatalf("trial %d %v: row %d key %d: Keys %v, At %v, AtDocs %v", trial, pat, i, j, keep[j], withData.At(i, j), want)
+				}
+			}
+		}
+		for range 20 {
+			q0, k0 := r.IntN(n), r.IntN(n)
+			q1, k1 := q0+r.IntN(n-q0), k0+r.IntN(n-k0)
+			if a, b := withData.Classify(q0, q1, k0, k1), pat.ClassifyDocs(q0, q1, k0, k1, d); a != b {
+				t.Fatalf("trial %d %v: Classify %v, ClassifyDocs %v", trial, pat, a, b)
+			}
+		}
+	}
+}

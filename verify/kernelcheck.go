@@ -368,7 +368,8 @@ const (
 // stackBase) so that the effect of an input through L hops stays well above
 // float32 rounding; a stack too wide and deep for that (the product over
 // layers of twice the most keys a row keeps exceeds 2^40) is an error, not
-// a verdict.
+// a verdict. A layer whose mask reads run-time data carries it in its
+// Pattern.Data (n positions), which the model uses and the run is given.
 func CheckStack(layers []spec.Pattern, runs []Run, n, d int, r *rand.Rand) error {
 	if len(layers) != len(runs) {
 		return errors.New("CheckStack: one run per layer")
@@ -395,9 +396,19 @@ func CheckStack(layers []spec.Pattern, runs []Run, n, d int, r *rand.Rand) error
 	}
 	nd, dd := n*d, d*d
 	gain := 1.0
+	data := make([][]int32, len(layers))
 	for l, p := range layers {
 		if p.Mask == nil {
 			return fmt.Errorf("CheckStack: layer %d has no mask", l+1)
+		}
+		if p.Mask.HasData() {
+			if p.Data == nil || p.Data.Len() != n {
+				return fmt.Errorf("CheckStack: layer %d reads run-time data (documents or a tree): set its Pattern.Data, %d positions", l+1, n)
+			}
+			data[l] = p.Data.IDs()
+			if p.Data.IsTree() {
+				data[l] = p.Data.Parents()
+			}
 		}
 		most := 0
 		for t := 0; t < n; t++ {
@@ -426,7 +437,7 @@ func CheckStack(layers []spec.Pattern, runs []Run, n, d int, r *rand.Rand) error
 		y, lse, next := make([]float32, nd), make([]float32, n), make([]float32, nd)
 		for l, run := range runs {
 			poison(y)
-			if err := run(y, lse, cur, cur, cur, nil, s); err != nil {
+			if err := run(y, lse, cur, cur, cur, data[l], s); err != nil {
 				return nil, fmt.Errorf("layer %d: %w", l+1, err)
 			}
 			for t := 0; t < n; t++ {

@@ -58,6 +58,15 @@ func (d *Docs) Len() int {
 	return len(d.ids)
 }
 
+// IDs returns the document ids d was indexed from (nil for a parent
+// array: see Parents).
+func (d *Docs) IDs() []int32 {
+	if d.isTree {
+		return nil
+	}
+	return d.ids
+}
+
 // ID returns the document id at position i.
 func (d *Docs) ID(i int) int32 { return d.ids[i] }
 
