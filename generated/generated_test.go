@@ -101,7 +101,7 @@ func TestEveryExampleGenerated(t *testing.T) {
 		t.Fatal(err)
 	}
 	var lines []string
-	for _, m := range regexp.MustCompile(`(?m)^//go:generate go run \.\./cmd/attngen -spec \.\./spec/examples/(\S+)(?: -sm none)? -out (\S+)$`).FindAllSubmatch(doc, -1) {
+	for _, m := range regexp.MustCompile(`(?m)^//go:generate go run \.\./cmd/attngen -spec \.\./spec/examples/(\S+) -out (\S+)$`).FindAllSubmatch(doc, -1) {
 		lines = append(lines, string(m[1]))
 	}
 	var listed []string
@@ -179,9 +179,6 @@ func TestGPUGeometry(t *testing.T) {
 	r := rand.New(rand.NewPCG(65, 66))
 	for _, p := range packages() {
 		s := load(t, p)
-		if p.tree {
-			continue // tree masks have no GPU kernel yet
-		}
 		if p.gpus == 0 {
 			t.Fatalf("%s: no GPU kernel", p.file)
 		}
@@ -215,9 +212,6 @@ func TestGPUGeometry(t *testing.T) {
 // kernel cannot run, as the emitter's does, and never overflows.
 func TestGPUGeometryRejects(t *testing.T) {
 	for _, p := range packages() {
-		if p.tree {
-			continue // no GPU kernel yet
-		}
 		for _, sh := range []verify.Shape{
 			{Batch: 0, HeadsQ: 1, HeadsKV: 1, SeqQ: 1, SeqK: 1},
 			{Batch: 1, HeadsQ: 3, HeadsKV: 2, SeqQ: 1, SeqK: 1},

@@ -566,10 +566,13 @@ func packages() []pkg {
 		{file: "tree.yaml", dir: "tree", mask: tree.Mask, headDim: tree.HeadDim, docs: true, tree: true,
 			supported: func(v int) bool { return tree.Supported(tree.Variant(v)) },
 			compiled:  tree.CompiledMask(),
-			gpus:      0,
-			best:      func() (int, string) { return int(tree.Best()), tree.Best().String() },
-			variant:   reflect.TypeFor[tree.Variant](),
-			errs:      map[string]error{"shape": tree.ErrShape, "short": tree.ErrShort, "variant": tree.ErrVariant, "headDim": tree.ErrHeadDim, "document": tree.ErrDocument, "alias": tree.ErrAlias, "page": tree.ErrPage, "data": tree.ErrTree},
+			geometry: func(k int, s verify.Shape) ([3]int, [3]int, int, error) {
+				return tree.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.HeadsKV, s.SeqQ, s.SeqK)
+			},
+			gpus:    len(tree.GPUKernels),
+			best:    func() (int, string) { return int(tree.Best()), tree.Best().String() },
+			variant: reflect.TypeFor[tree.Variant](),
+			errs:    map[string]error{"shape": tree.ErrShape, "short": tree.ErrShort, "variant": tree.ErrVariant, "headDim": tree.ErrHeadDim, "document": tree.ErrDocument, "alias": tree.ErrAlias, "page": tree.ErrPage, "data": tree.ErrTree},
 			run: func(v int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					return tree.ForwardVariant(tree.Variant(v), out, lse, q, k, vv, docs, tree.Shape(conv(s)))

@@ -165,9 +165,6 @@ func GenerateForward(p *gen.Plan, cfg Config) (*Forward, error) {
 	case p.Layout.Kind != gen.Identity:
 		return nil, fmt.Errorf("ptx: %s layout cannot be rendered", p.Layout.Kind)
 	}
-	if p.UsesTree() {
-		return nil, fmt.Errorf("ptx: plan %s reads a tree mask's parent array, which the PTX forward kernel does not take yet (generate with -sm none for the CPU package)", p.Name)
-	}
 	for _, pr := range []struct {
 		name string
 		p    *gen.Prog
@@ -188,6 +185,9 @@ func GenerateForward(p *gen.Plan, cfg Config) (*Forward, error) {
 		return nil, fmt.Errorf("ptx: document masks with a residue layout are not supported")
 	}
 	g.f.Params = forwardParams(g.docs)
+	if p.UsesTree() {
+		g.f.Params = treeForwardParams()
+	}
 	g.f.ReqNTID = Threads
 	g.f.MinCTAs = minCTAs[p.HeadDim]
 	if g.f.MinCTAs > 2 && len(p.Pred.Insts) > bigPred {
@@ -284,7 +284,11 @@ func (g *fwd) kernel() error {
 	D := g.D
 	f.Comment("parameters and thread coordinates")
 	q, k, v, o, lse := g.global("q"), g.global("k"), g.global("v"), g.global("o"), g.global("lse")
-	if g.docs {
+	switch {
+	case g.p.UsesTree():
+		lo, off, anc, info := g.global("tree_lo"), g.global("tree_off"), g.global("tree_anc"), g.global("tree_info")
+		g.docRegs = &DocRegs{Tree: &TreeRegs{Lo: lo.Reg, Off: off.Reg, Anc: anc.Reg, Info: info.Reg}}
+	case g.docs:
 		id, start, end := g.global("doc_id"), g.global("doc_start"), g.global("doc_end")
 		g.docRegs = &DocRegs{ID: id.Reg, Start: start.Reg, End: end.Reg}
 	}

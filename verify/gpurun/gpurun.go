@@ -110,6 +110,32 @@ func (k *Kernel) prepare(out, lse, q, kk, v []float32, ids []int32, s verify.Sha
 		return call{}, err
 	}
 	ptrs = append(ptrs, oa, la)
+	if hasTree(k.F) {
+		if len(ids) < s.SeqK {
+			return call{}, fmt.Errorf("gpurun: the kernel needs a parent array of %d entries, got %d", s.SeqK, len(ids))
+		}
+		lo, off, anc, info, err := ptx.TreeArrays(ids[:s.SeqK])
+		if err != nil {
+			return call{}, err
+		}
+		for _, arr := range [][]int32{lo, off, nil, info[:]} {
+			u := anc
+			if arr != nil {
+				u = make([]uint32, len(arr))
+				for i, x := range arr {
+					u[i] = uint32(x)
+				}
+			}
+			a, err := k.b.alloc(4 * len(u))
+			if err != nil {
+				return call{}, err
+			}
+			if err := k.b.writeU32(a, u); err != nil {
+				return call{}, err
+			}
+			ptrs = append(ptrs, a)
+		}
+	}
 	if hasDocs(k.F) {
 		if len(ids) < s.SeqK {
 			return call{}, fmt.Errorf("gpurun: the kernel needs %d document ids, got %d", s.SeqK, len(ids))
@@ -235,6 +261,16 @@ func (k *Kernel) Bench(out, lse, q, kk, v []float32, ids []int32, s verify.Shape
 }
 
 // hasDocs reports whether the kernel takes document-id arrays.
+// hasTree reports whether the kernel takes a parent array's arrays.
+func hasTree(f *ptx.Forward) bool {
+	for _, p := range f.Params {
+		if p.Name == "tree_lo" {
+			return true
+		}
+	}
+	return false
+}
+
 func hasDocs(f *ptx.Forward) bool {
 	for _, p := range f.Params {
 		if p.Name == "doc_id" {
