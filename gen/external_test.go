@@ -804,8 +804,9 @@ func bucketExternals() []external {
 
 // TestExternalPaddingPerBatch: Hugging Face's padding mask
 // (padding_mask_function, ANDed with causal_mask_function or alone for
-// bidirectional attention), with each batch row's own left or right
-// padding, is a document mask whose ids make the padding of each row its
+// bidirectional attention, and with chunked_causal_mask_function(chunk,
+// left_padding)), with each batch row's own left or right padding, is a
+// document mask (intersected with block for the chunks) whose ids make the padding of each row its
 // own document. On every query row that is not padding the two agree pair
 // by pair, and the CPU kernels' outputs equal float64 attention under
 // Hugging Face's mask. Padding rows differ: under the documents they keep
@@ -837,14 +838,36 @@ func TestExternalPaddingPerBatch(t *testing.T) {
 			}
 		}
 	}
-	for _, causal := range []bool{true, false} {
-		s := &spec.Spec{Name: "pad", Mask: spec.Document(), Causal: causal, HeadDim: d}
+	// first real position of each row: chunks start there
+	first := func(b int) int {
+		if pads[b].left {
+			return pads[b].n
+		}
+		return 0
+	}
+	for _, c := range []struct {
+		causal bool
+		chunk  int // 0: none
+	}{{true, 0}, {false, 0}, {true, 16}, {true, 7}} {
+		causal := c.causal
+		m0 := spec.Document()
+		if c.chunk > 0 {
+			// HF chunked_causal_mask_function(chunk, left_padding): chunks
+			// of the real tokens, counted from each row's first one
+			m0 = spec.Intersect(spec.Document(), spec.Block(c.chunk))
+		}
+		s := &spec.Spec{Name: "pad", Mask: m0, Causal: causal, HeadDim: d}
 		plan, err := Compile(s, CPUTarget, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		m := plan.Mask()
-		hf := func(b, q, kv int) bool { return real(b, kv) && (!causal || kv <= q) }
+		hf := func(b, q, kv int) bool {
+			if c.chunk > 0 && floorDiv(q-first(b), c.chunk) != floorDiv(kv-first(b), c.chunk) {
+				return false
+			}
+			return real(b, kv) && (!causal || kv <= q)
+		}
 		for b := range batch {
 			docs, err := mask.NewDocs(ids[b*n : (b+1)*n])
 			if err != nil {
