@@ -15,7 +15,7 @@ import (
 // called in messages.
 func dataErr(m mask.Mask) (error, string) {
 	if mask.UsesTree(m) {
-		return ErrTree, "tree parent entries"
+		return ErrTree, "parent entries"
 	}
 	return ErrDocument, "document ids"
 }

@@ -46,7 +46,10 @@ func (d *Docs) ResetTree(parent []int32) error {
 	t := &d.tr
 	for p, a := range parent {
 		if a < -1 || int(a) >= p {
-			return fmt.Errorf("tree: parent[%d] = %d; a parent must precede its child (want -1 for a root, or 0 to %d)", p, a, p-1)
+			if p == 0 {
+				return fmt.Errorf("parent[0] = %d; position 0 has no earlier position, so it is a root (want -1)", a)
+			}
+			return fmt.Errorf("parent[%d] = %d; a parent must precede its child (want -1 for a root, or 0 to %d)", p, a, p-1)
 		}
 	}
 	n := len(parent)
@@ -56,7 +59,7 @@ func (d *Docs) ResetTree(parent []int32) error {
 	}
 	nodes := n - chain
 	if nodes > MaxTreeNodes {
-		return fmt.Errorf("tree: %d positions after the leading chain (it ends at position %d, whose parent is %d); at most %d are supported", nodes, chain, parent[chain], MaxTreeNodes)
+		return fmt.Errorf("%d positions after the leading chain (it ends at position %d, whose parent is %d); at most %d are supported", nodes, chain, parent[chain], MaxTreeNodes)
 	}
 	t.parent, t.chain = parent, chain
 	t.top = grow32(t.top, nodes)
