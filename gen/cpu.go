@@ -2,6 +2,18 @@ package gen
 
 import "github.com/attngen/attngen/runtime/mask"
 
+// UsesTree reports whether the plan's programs read a parent array (a
+// tree mask): the run-time data its kernels take is then the tree, not
+// document ids.
+func (p *Plan) UsesTree() bool {
+	for _, q := range []*Prog{p.Pred, p.Hull, p.Class, p.Word} {
+		if q != nil && q.UsesTree() {
+			return true
+		}
+	}
+	return false
+}
+
 // Mask is the plan as the CPU runtime's compiled mask, evaluating the
 // plan's programs (Prog.Eval). attngen's own verify and bench commands run
 // kernels through it; generated packages run the same programs rendered as
@@ -29,6 +41,7 @@ func eval(p *Prog, args []int64, d *mask.Docs, res []int64) {
 
 func (m evalMask) Stride() int    { return max(m.p.Layout.Stride, 1) }
 func (m evalMask) UsesDocs() bool { return m.p.Pred.UsesDocs() }
+func (m evalMask) UsesTree() bool { return m.p.UsesTree() }
 
 func (m evalMask) Hull(q0, q1, x int, d *mask.Docs) (int, int) {
 	var res [2]int64

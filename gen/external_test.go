@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/attngen/attngen/runtime/cpu"
@@ -26,6 +27,11 @@ type external struct {
 	// docs, when set, are the document ids of a packed sequence (keep
 	// reads them itself); the calls then have SeqK = len(docs)
 	docs []int32
+	// tree, when set, is the parent array of a tree mask (keep reads its
+	// own description of the tree); the calls then have SeqK = len(tree),
+	// and SeqQ the whole sequence or the positions past sizes' SeqK -
+	// SeqQ when sizes is set
+	tree []int32
 }
 
 // seq is lo, lo+step, ... below hi.
@@ -224,6 +230,8 @@ func externals() []external {
 	}
 	out = append(out, nattenExternals()...)
 	out = append(out, bigbirdExternals()...)
+	out = append(out, treeExternals()...)
+	out = append(out, bucketExternals()...)
 	// Hugging Face bidirectional_mask_function: every pair.
 	add("HF bidirectional_mask_function", false, "{full: {}}", func(q, kv int) bool { return true })
 	// Packed sequences, with document ids: runs of 1 to 60 positions.
@@ -483,6 +491,14 @@ func TestExternalMasks(t *testing.T) {
 		sizes := [][2]int{{1, 1}, {7, 7}, {130, 130}, {200, 200}, {1, 150}, {50, 170}}
 		var docs *mask.Docs
 		switch {
+		case e.tree != nil:
+			sizes = [][2]int{{len(e.tree), len(e.tree)}}
+			if e.sizes != nil {
+				sizes = e.sizes
+			}
+			if docs, err = mask.NewTree(e.tree); err != nil {
+				t.Fatal(err)
+			}
 		case e.docs != nil:
 			sizes = [][2]int{{len(e.docs), len(e.docs)}, {60, len(e.docs)}}
 			if docs, err = mask.NewDocs(e.docs); err != nil {
@@ -496,8 +512,11 @@ func TestExternalMasks(t *testing.T) {
 			for row := 0; row < sq; row++ {
 				i := spec.Row(row, sq, sk)
 				dense := make([]bool, sk)
-				if docs == nil {
-					progs = pat.Keys(progs[:0], i, sk)
+				if docs == nil || e.tree != nil {
+					// Keys, on the parent array for a tree (Pattern.Data)
+					withData := pat
+					withData.Data = docs
+					progs = withData.Keys(progs[:0], i, sk)
 					for _, g := range progs {
 						for j := g.Lo; j <= g.Hi; j += g.Step {
 							dense[j] = true
@@ -595,7 +614,11 @@ func checkExternalKernel(t *testing.T, e external, m mask.Mask, sq, sk int, r *r
 	}
 	for _, variant := range variants() {
 		out, lse := make([]float32, sq*d), make([]float32, sq)
-		err := cpu.Forward(m, variant, out, lse, q, k, v, e.docs, cpu.Shape{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: sq, SeqK: sk, HeadDim: d})
+		data := e.docs
+		if e.tree != nil {
+			data = e.tree
+		}
+		err := cpu.Forward(m, variant, out, lse, q, k, v, data, cpu.Shape{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: sq, SeqK: sk, HeadDim: d})
 		if err != nil {
 			t.Fatalf("%s: %s: %v", e.name, variant, err)
 		}
@@ -610,4 +633,316 @@ func checkExternalKernel(t *testing.T, e external, m mask.Mask, sq, sk int, r *r
 			}
 		}
 	}
+}
+
+// treeExternals are tree masks of speculative decoding and shared-prefix
+// packing, each re-implemented from its published meaning on its own
+// description of the tree, next to the parent array attngen takes.
+func treeExternals() []external {
+	var out []external
+	// Tree attention of speculative-decoding verification (Medusa, EAGLE,
+	// SpecInfer's token-tree verification): the committed prefix of P
+	// tokens is ordinary causal attention; each of the T draft tokens after
+	// it sees the whole prefix, itself and its ancestors in the draft tree.
+	// The tree is given as each draft token's parent among the draft
+	// tokens, -1 for a root (a child of the last committed token), the
+	// parents coming first. attngen's parent array: the prefix is a chain,
+	// a root's parent is position P-1, and draft token t's parent is
+	// P + rel[t].
+	for _, c := range []struct {
+		name string
+		p    int
+		rel  []int
+	}{
+		{"a chain of 5 drafted tokens", 37, []int{-1, 0, 1, 2, 3}},
+		{"a star of 6 candidates", 64, []int{-1, -1, -1, -1, -1, -1}},
+		{"a top-2 tree of depth 3", 100, []int{-1, -1, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5}},
+		{"26 nodes, random parents", 81, randomRel(26, 5)},
+		{"70 nodes past a prefix of 3, random parents", 3, randomRel(70, 6)},
+	} {
+		p, rel := c.p, c.rel
+		n := p + len(rel)
+		parent := make([]int32, n)
+		for j := range parent {
+			switch {
+			case j < p:
+				parent[j] = int32(j - 1)
+			case rel[j-p] < 0:
+				parent[j] = int32(p - 1)
+			default:
+				parent[j] = int32(p + rel[j-p])
+			}
+		}
+		// drafted is the relation of the draft tree itself: a is b or an
+		// ancestor of b (draft indices)
+		drafted := func(b, a int) bool {
+			for x := b; x >= 0; x = rel[x] {
+				if x == a {
+					return true
+				}
+			}
+			return false
+		}
+		out = append(out, external{
+			name:   "speculative-decoding tree attention, " + c.name,
+			causal: true,
+			mask:   "{tree: {}}",
+			keep: func(q, kv int) bool {
+				switch {
+				case q < p:
+					return kv <= q
+				case kv < p:
+					return true
+				}
+				return kv < n && drafted(q-p, kv-p)
+			},
+			tree: parent,
+			// the whole sequence, and the verification call: the T draft
+			// tokens as queries against the cache
+			sizes: [][2]int{{n, n}, {len(rel), n}, {1, n}},
+		})
+	}
+	// attention-gym generate_shared_prefix_mask_mod(offsets,
+	// prefix_document_id): packed documents, each continuation naming the
+	// prefix document it extends (a prefix document names itself); prefix
+	// tokens are causal within their document, continuation tokens see
+	// their whole prefix document and their own document causally.
+	// attngen: a forest whose prefix documents start with a root (-1) and
+	// whose continuations hang off the last token of their prefix.
+	lengths := []int{30, 7, 12, 1, 25, 40, 9, 20, 3}
+	prefixOf := []int{0, 0, 0, 0, 4, 5, 5, 4, 5}
+	offsets := []int{0}
+	for _, l := range lengths {
+		offsets = append(offsets, offsets[len(offsets)-1]+l)
+	}
+	n := offsets[len(offsets)-1]
+	docOf := make([]int, n)
+	for d := range lengths {
+		for x := offsets[d]; x < offsets[d+1]; x++ {
+			docOf[x] = d
+		}
+	}
+	parent := make([]int32, n)
+	for x := range parent {
+		d := docOf[x]
+		switch {
+		case x > offsets[d]:
+			parent[x] = int32(x - 1)
+		case prefixOf[d] == d:
+			parent[x] = -1
+		default:
+			parent[x] = int32(offsets[prefixOf[d]+1] - 1)
+		}
+	}
+	out = append(out, external{
+		name:   "attention-gym generate_shared_prefix_mask_mod",
+		causal: true,
+		mask:   "{tree: {}}",
+		keep: func(q, kv int) bool {
+			d, pd := docOf[q], prefixOf[docOf[q]]
+			own := kv >= offsets[d] && kv <= q
+			prefix := d != pd && kv >= offsets[pd] && kv < offsets[pd+1]
+			return own || prefix
+		},
+		tree:  parent,
+		sizes: [][2]int{{n, n}, {40, n}},
+	})
+	return out
+}
+
+// randomRel is a random draft tree of n nodes: each node's parent is an
+// earlier node or -1 (a root), from a fixed seed.
+func randomRel(n int, seed uint64) []int {
+	r := rand.New(rand.NewPCG(seed, 99))
+	rel := make([]int, n)
+	for t := range rel {
+		rel[t] = r.IntN(t+1) - 1
+	}
+	return rel
+}
+
+// bucketExternals are LSH (Reformer) and routing attention after the
+// sort by bucket: tokens are sorted by bucket id, stably (equal ids keep
+// their order), and a query attends to the keys of its own bucket, with
+// causality on the original positions when causal. In the sorted order
+// the bucket ids are non-decreasing and, within a bucket, the original
+// order is the sorted order, so this is document with the sorted bucket
+// ids, causal or not. (Reformer's chunking of the sorted sequence into
+// windows that cross bucket boundaries, and its rule that a token attends
+// to itself only when nothing else is left, are not part of this.)
+func bucketExternals() []external {
+	r := rand.New(rand.NewPCG(17, 18))
+	n, buckets := 210, 9
+	bucket := make([]int32, n) // of the original positions
+	for x := range bucket {
+		bucket[x] = int32(r.IntN(buckets))
+	}
+	orig := make([]int, n) // sorted position -> original position
+	for x := range orig {
+		orig[x] = x
+	}
+	slices.SortStableFunc(orig, func(a, b int) int { return int(bucket[a]) - int(bucket[b]) })
+	ids := make([]int32, n)
+	for x, o := range orig {
+		ids[x] = bucket[o]
+	}
+	var out []external
+	for _, causal := range []bool{true, false} {
+		out = append(out, external{
+			name:   fmt.Sprintf("LSH / routing attention after a stable sort by bucket, causal %v", causal),
+			causal: causal,
+			mask:   "{document: {}}",
+			keep: func(q, kv int) bool {
+				oq, ok := orig[q], orig[kv]
+				return bucket[oq] == bucket[ok] && (!causal || ok <= oq)
+			},
+			docs: ids,
+		})
+	}
+	return out
+}
+
+// TestExternalPaddingPerBatch: Hugging Face's padding mask
+// (padding_mask_function, ANDed with causal_mask_function or alone for
+// bidirectional attention, and with chunked_causal_mask_function(chunk,
+// left_padding)), with each batch row's own left or right padding, is a
+// document mask (intersected with block for the chunks) whose ids make the padding of each row its
+// own document. On every query row that is not padding the two agree pair
+// by pair, and the CPU kernels' outputs equal float64 attention under
+// Hugging Face's mask. Padding rows differ: under the documents they keep
+// their padding keys, where Hugging Face keeps none (left padding) or the
+// real keys before them (right padding); their outputs are not used.
+func TestExternalPaddingPerBatch(t *testing.T) {
+	r := rand.New(rand.NewPCG(19, 20))
+	const n, d, batch = 150, 64, 4
+	pads := []struct {
+		n    int
+		left bool
+	}{{0, true}, {37, true}, {1, false}, {90, false}}
+	real := func(b, x int) bool {
+		if pads[b].left {
+			return x >= pads[b].n
+		}
+		return x < n-pads[b].n
+	}
+	ids := make([]int32, batch*n)
+	for b := range batch {
+		for x := range n {
+			// the real tokens are document 1, the padding document 0 (left)
+			// or 2 (right): non-decreasing either way
+			switch {
+			case real(b, x):
+				ids[b*n+x] = 1
+			case !pads[b].left:
+				ids[b*n+x] = 2
+			}
+		}
+	}
+	// first real position of each row: chunks start there
+	first := func(b int) int {
+		if pads[b].left {
+			return pads[b].n
+		}
+		return 0
+	}
+	for _, c := range []struct {
+		causal bool
+		chunk  int // 0: none
+	}{{true, 0}, {false, 0}, {true, 16}, {true, 7}} {
+		causal := c.causal
+		m0 := spec.Document()
+		if c.chunk > 0 {
+			// HF chunked_causal_mask_function(chunk, left_padding): chunks
+			// of the real tokens, counted from each row's first one
+			m0 = spec.Intersect(spec.Document(), spec.Block(c.chunk))
+		}
+		s := &spec.Spec{Name: "pad", Mask: m0, Causal: causal, HeadDim: d}
+		plan, err := Compile(s, CPUTarget, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := plan.Mask()
+		hf := func(b, q, kv int) bool {
+			if c.chunk > 0 && floorDiv(q-first(b), c.chunk) != floorDiv(kv-first(b), c.chunk) {
+				return false
+			}
+			return real(b, kv) && (!causal || kv <= q)
+		}
+		for b := range batch {
+			docs, err := mask.NewDocs(ids[b*n : (b+1)*n])
+			if err != nil {
+				t.Fatal(err)
+			}
+			pat := spec.Pattern{Mask: s.Mask, Causal: causal, Data: docs}
+			for q := range n {
+				if !real(b, q) {
+					continue
+				}
+				for kv := range n {
+					if pat.At(q, kv) != hf(b, q, kv) || (m.Word(q, kv/64*64, n, docs)>>uint(kv%64)&1 != 0) != hf(b, q, kv) {
+						t.Fatalf("causal %v batch %d pair (%d, %d): documents %v, Hugging Face %v", causal, b, q, kv, pat.At(q, kv), hf(b, q, kv))
+					}
+				}
+			}
+		}
+		sh := cpu.Shape{Batch: batch, HeadsQ: 1, HeadsKV: 1, SeqQ: n, SeqK: n, HeadDim: d}
+		q, k, v := make([]float32, batch*n*d), make([]float32, batch*n*d), make([]float32, batch*n*d)
+		for _, x := range [][]float32{q, k, v} {
+			for i := range x {
+				x[i] = float32(r.Float64()*2 - 1)
+			}
+		}
+		for _, variant := range variants() {
+			out, lse := make([]float32, batch*n*d), make([]float32, batch*n)
+			if err := cpu.Forward(m, variant, out, lse, q, k, v, ids, sh); err != nil {
+				t.Fatal(err)
+			}
+			for b := range batch {
+				for row := range n {
+					if !real(b, row) {
+						continue
+					}
+					base := (b*n + row) * d
+					want := attend64(q[base:base+d], k[b*n*d:(b+1)*n*d], v[b*n*d:(b+1)*n*d], d, func(kv int) bool { return hf(b, row, kv) })
+					for c := range d {
+						if math.Abs(float64(out[base+c])-want[c]) > 1e-4 {
+							t.Fatalf("%s causal %v batch %d row %d: out[%d] = %v, Hugging Face's mask %v", variant, causal, b, row, c, out[base+c], want[c])
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// attend64 is one query row of float64 attention over the keys keep keeps.
+func attend64(q, k, v []float32, d int, keep func(kv int) bool) []float64 {
+	n := len(k) / d
+	sc := make([]float64, n)
+	mx := math.Inf(-1)
+	for j := range n {
+		if !keep(j) {
+			continue
+		}
+		for c := range d {
+			sc[j] += float64(q[c]) * float64(k[j*d+c])
+		}
+		sc[j] /= math.Sqrt(float64(d))
+		mx = math.Max(mx, sc[j])
+	}
+	out := make([]float64, d)
+	sum := 0.0
+	for j := range n {
+		if keep(j) {
+			p := math.Exp(sc[j] - mx)
+			sum += p
+			for c := range d {
+				out[c] += p * float64(v[j*d+c])
+			}
+		}
+	}
+	for c := range out {
+		out[c] /= sum
+	}
+	return out
 }

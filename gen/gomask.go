@@ -34,9 +34,18 @@ func GoMaskFile(p *Plan, pkgName, command string) ([]byte, error) {
 	f.Comment("Stride is the residue stride of the layout (1: positions in order).")
 	f.Func().Params(jen.Id("compiled")).Id("Stride").Params().Int().Block(jen.Return(jen.Lit(max(p.Layout.Stride, 1))))
 	f.Line()
-	f.Comment("UsesDocs reports whether the mask reads document ids.")
+	if p.UsesTree() {
+		f.Comment("UsesDocs reports whether the mask reads run-time data (here a parent array).")
+	} else {
+		f.Comment("UsesDocs reports whether the mask reads document ids.")
+	}
 	f.Func().Params(jen.Id("compiled")).Id("UsesDocs").Params().Bool().Block(jen.Return(jen.Lit(p.Pred.UsesDocs())))
 	f.Line()
+	if p.UsesTree() {
+		f.Comment("UsesTree reports that the data UsesDocs asks for is a parent array (mask.UsesTree).")
+		f.Func().Params(jen.Id("compiled")).Id("UsesTree").Params().Bool().Block(jen.Return(jen.True()))
+		f.Line()
+	}
 	docs := jen.Id("d").Op("*").Qual(MaskPkg, "Docs")
 	type fn struct {
 		prog    *Prog

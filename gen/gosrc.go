@@ -21,7 +21,7 @@ const (
 
 func opType(types []gotype, in Inst) gotype {
 	switch in.Op {
-	case IRLt, IRLe, IREq, IRAnd, IROr, IRNot:
+	case IRLt, IRLe, IREq, IRAnd, IROr, IRNot, IRTreeAnc:
 		return goBool
 	case IRSelect:
 		return types[in.B]
@@ -152,6 +152,12 @@ func GoBody(p *Prog, args []string, docs string, want []string) ([]jen.Code, err
 			e = jen.Id(docs).Dot("Start").Call(ref(in.A, goInt))
 		case IRDocEnd:
 			e = jen.Id(docs).Dot("End").Call(ref(in.A, goInt))
+		case IRTreeAnc:
+			e = jen.Id(docs).Dot("TreeAnc").Call(ref(in.A, goInt), ref(in.B, goInt))
+		case IRTreeInfo:
+			e = jen.Id(docs).Dot("TreeInfo").Call(jen.Lit(int(in.Imm)))
+		case IRWTree:
+			e = jen.Id(docs).Dot("TreeWord").Call(ref(in.A, goInt), ref(in.B, goInt))
 		case IRWRange:
 			lo, hi := jen.Lit(0), jen.Lit(63)
 			if in.A >= 0 {

@@ -35,6 +35,8 @@ const (
 	IRDocID                // document id of position A (run-time ids)
 	IRDocStart             // first position of A's document
 	IRDocEnd               // last position of A's document
+	IRTreeAnc              // 1 if B is A or an ancestor of A in the run-time parent array, else 0
+	IRTreeInfo             // a per-call value of the parent array: Imm 0 the leading chain's length, 1 the least TreeLo past it, 2 the largest chain ancestor past it (mask.Docs.TreeInfo)
 	IRWRange               // keep word with lanes A..B set (clipped to [0, 63]); A = -1: from lane 0 (Imm&1), B = -1: to lane 63 (Imm&2)
 	IRWStep                // keep word with lanes A, A +- Imm, A +- 2*Imm, ... set (every lane congruent to A mod Imm)
 	IRWAnd                 // A & B (words)
@@ -42,6 +44,7 @@ const (
 	IRWIf                  // A != 0 ? B : 0 (a word kept or dropped by a scalar condition)
 	IRWNot                 // ^A (the complement of a word: lanes past the keys are cut by the caller)
 	IRWPeriod              // keep word with the lanes c whose m = (c + A) mod Imm has m <= B and m mod C == 0 (Imm >= 1; C >= 1 at run time)
+	IRWTree                // keep word with the lanes c whose key B + c is A or an ancestor of A (run-time parent array)
 	numIROps
 )
 
@@ -50,7 +53,7 @@ const (
 const NumIROps = numIROps
 
 var irNames = [numIROps]string{"arg", "const", "add", "sub", "mulc", "divc", "modc", "div", "min", "max", "lt", "le", "eq", "and", "or", "not", "select",
-	"docid", "docstart", "docend", "wrange", "wstep", "wand", "wor", "wif", "wnot", "wperiod"}
+	"docid", "docstart", "docend", "treeanc", "treeinfo", "wrange", "wstep", "wand", "wor", "wif", "wnot", "wperiod", "wtree"}
 
 func (o IROp) String() string {
 	if o < numIROps {
@@ -62,7 +65,7 @@ func (o IROp) String() string {
 // Arity is the number of value operands the op reads.
 func (o IROp) Arity() int {
 	switch o {
-	case IRArg, IRConst:
+	case IRArg, IRConst, IRTreeInfo:
 		return 0
 	case IRMulC, IRDivC, IRModC, IRNot, IRDocID, IRDocStart, IRDocEnd, IRWStep, IRWNot:
 		return 1
@@ -75,7 +78,7 @@ func (o IROp) Arity() int {
 // HasImm reports whether the op carries an immediate.
 func (o IROp) HasImm() bool {
 	switch o {
-	case IRArg, IRConst, IRMulC, IRDivC, IRModC, IRWStep, IRWRange, IRWPeriod:
+	case IRArg, IRConst, IRMulC, IRDivC, IRModC, IRWStep, IRWRange, IRWPeriod, IRTreeInfo:
 		return true
 	}
 	return false
@@ -86,8 +89,12 @@ func (o IROp) HasImm() bool {
 // per element and never see them.
 func (o IROp) Word() bool { return o >= IRWRange && o < numIROps }
 
-// Docs reports whether the op reads document ids.
-func (o IROp) Docs() bool { return o == IRDocID || o == IRDocStart || o == IRDocEnd }
+// Docs reports whether the op reads the run-time data of the mask
+// (document ids or a parent array).
+func (o IROp) Docs() bool { return o == IRDocID || o == IRDocStart || o == IRDocEnd || o.Tree() }
+
+// Tree reports whether the op reads a parent array.
+func (o IROp) Tree() bool { return o == IRTreeAnc || o == IRTreeInfo || o == IRWTree }
 
 // Inst is one SSA instruction; it defines value number = its index. A, B
 // and C name earlier values.
@@ -275,6 +282,10 @@ func (p *Prog) Check() error {
 			if in.Imm < 0 || in.Imm >= int64(len(p.Args)) {
 				return fmt.Errorf("program %s v%d: argument %d of %d", p.Name, k, in.Imm, len(p.Args))
 			}
+		case IRTreeInfo:
+			if in.Imm < 0 || in.Imm > 2 {
+				return fmt.Errorf("program %s v%d: treeinfo %d (want 0 to 2)", p.Name, k, in.Imm)
+			}
 		case IRWRange:
 			if (in.A < 0) != (in.Imm&1 != 0) || (in.B < 0) != (in.Imm&2 != 0) {
 				return fmt.Errorf("program %s v%d: wrange bounds and flags disagree", p.Name, k)
@@ -289,7 +300,18 @@ func (p *Prog) Check() error {
 	return nil
 }
 
-// UsesDocs reports whether the program reads document ids.
+// UsesTree reports whether the program reads a parent array.
+func (p *Prog) UsesTree() bool {
+	for _, in := range p.Insts {
+		if in.Op.Tree() {
+			return true
+		}
+	}
+	return false
+}
+
+// UsesDocs reports whether the program reads run-time data: document ids
+// or a parent array (UsesTree).
 func (p *Prog) UsesDocs() bool {
 	for _, in := range p.Insts {
 		if in.Op.Docs() {
@@ -371,6 +393,12 @@ func (p *Prog) Eval(args []int64, docs *mask.Docs, scratch, res []int64) {
 			x = int64(docs.Start(int(v[in.A])))
 		case IRDocEnd:
 			x = int64(docs.End(int(v[in.A])))
+		case IRTreeAnc:
+			x = b2i(docs.TreeAnc(int(v[in.A]), int(v[in.B])))
+		case IRTreeInfo:
+			x = int64(docs.TreeInfo(int(in.Imm)))
+		case IRWTree:
+			x = int64(docs.TreeWord(int(v[in.A]), int(v[in.B])))
 		case IRWRange:
 			lo, hi := int64(0), int64(63)
 			if in.A >= 0 {

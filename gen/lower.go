@@ -329,6 +329,38 @@ var primitives = map[spec.Op]primitive{
 	spec.OpDocument: everything,
 	// NATTEN over a grid: gen/natten.go
 	spec.OpNeighborhood: neighborhood,
+	// tree: j is i or an ancestor of i in the parent array given at run
+	// time (mask.Docs.ResetTree); ancestors never follow i, so the causal
+	// flag changes nothing.
+	spec.OpTree: {
+		pred: func(b *builder, m *spec.Mask, causal bool, i, j int) int {
+			return b.emit(Inst{Op: IRTreeAnc, A: i, B: j})
+		},
+		hull: func(b *builder, m *spec.Mask, causal bool, q0, q1, x int) (int, int) {
+			return x, q1
+		},
+		// a key is kept only by itself and its descendants, which follow
+		// it; which ones is run-time data, so the hull is [k0, Inf)
+		qhull: func(b *builder, m *spec.Mask, causal bool, k0, k1, x int) (int, int) {
+			return b.max(x, k0), b.konst(Inf)
+		},
+		// The leading chain's rows are causal attention, exactly. Past it,
+		// query i keeps every key up to TreeLo(i) (at least the least of
+		// them, treeinfo 1), and no chain key past its deepest chain
+		// ancestor (at most treeinfo 2); keys past the chain are partial
+		// (the runtime's keep words decide). Sound, as spec.ClassifyDocs.
+		class: func(b *builder, m *spec.Mask, causal bool, q0, q1, k0, k1 int) int {
+			chain := b.emit(Inst{Op: IRTreeInfo, Imm: 0})
+			minLo := b.emit(Inst{Op: IRTreeInfo, Imm: 1})
+			maxTop := b.emit(Inst{Op: IRTreeInfo, Imm: 2})
+			q0c := b.lt(q0, chain)
+			lo := b.min(minLo, b.sel(q0c, q0, b.konst(Inf)))
+			top := b.max(maxTop, b.sel(q0c, b.addC(chain, -1), b.konst(-1)))
+			empty := b.or(b.lt(q1, k0), b.and(b.lt(k1, chain), b.lt(top, k0)))
+			tree := b.class(empty, b.le(k1, lo))
+			return b.sel(b.lt(q1, chain), everything.class(b, nil, true, q0, q1, k0, k1), tree)
+		},
+	},
 }
 
 // shift is x + c, and x itself (no instruction) for c = 0.

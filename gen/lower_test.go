@@ -198,6 +198,8 @@ func TestEveryOpRendersAndEvaluates(t *testing.T) {
 			in.Imm = 1
 		case IRWRange:
 			in.Imm = 0
+		case IRTreeInfo:
+			in.Imm = 2
 		}
 		p := &Prog{Name: "op", Args: []string{"a", "b", "c"}, Insts: []Inst{{Op: IRArg, Imm: 0}, {Op: IRArg, Imm: 1}, {Op: IRArg, Imm: 2}, in}, Results: []int{3}}
 		if err := p.Check(); err != nil {

@@ -124,6 +124,15 @@ var (
 	ErrAlias    = cpu.ErrAlias    // an output (out, lse; dq, dk, dv) shares memory with another argument
 	ErrPage     = cpu.ErrPage     // a page table that does not fit the shape or the cache
 )
+`)
+	if p.UsesTree() {
+		b.WriteString(`
+// ErrTree is what Forward and Backward return, wrapped, for a parent
+// array of a wrong length or with a parent at or after its child.
+var ErrTree = cpu.ErrTree
+`)
+	}
+	b.WriteString(`
 
 // Variant selects an implementation (a CPU target of attngen's runtime).
 type Variant int
@@ -163,7 +172,21 @@ func CompiledMask() mask.Mask { return compiled{} }
 
 `)
 	docArg, docParam, docPass, docDoc := "nil", "", "", ""
-	if docs {
+	tree := p.UsesTree()
+	switch {
+	case tree:
+		docArg, docParam, docPass = "tree", ", tree []int32", ", tree"
+		docDoc = `
+//
+// tree is the parent array of the tree mask, one entry per key position:
+// the position of its parent, which must come before it, or -1 for a
+// root; either SeqK entries, which every batch shares, or Batch*SeqK, one
+// row of SeqK per batch. Position i keeps key j when j is i or one of its
+// ancestors. A committed prefix is a chain (entry p is p-1) and the
+// drafted tokens follow it, a root of the draft tree having the prefix's
+// last position as its parent. A wrong length or a parent at or after its
+// child is ErrTree.`
+	case docs:
 		docArg, docParam, docPass = "docs", ", docs []int32", ", docs"
 		docDoc = `
 //
@@ -220,7 +243,7 @@ func ForwardVariant16(variant Variant, elem Elem, out, lse []float32, q, k, v []
 	return cpu.Forward16(compiled{}, cpu.Variant(variant), cpu.Elem(elem), out, lse, q, k, v, %s, cpu.Shape(s))
 }
 
-%s%s`, docDoc, docParam, docPass, docParam, docArg, pagedAPI(s, docParam, docPass, docArg), docParam, docPass, docParam, docArg, argsAPI(s, docs), backwardAPI(docParam, docPass, docArg))
+%s%s`, docDoc, docParam, docPass, docParam, docArg, pagedAPI(s, docParam, docPass, docArg), docParam, docPass, docParam, docArg, argsAPI(s, docs, tree), backwardAPI(docParam, docPass, docArg))
 	out, err := format.Source(b.Bytes())
 	if err != nil {
 		return nil, fmt.Errorf("BUG: generated API does not format: %v\n%s", err, b.Bytes())
@@ -232,7 +255,10 @@ func ForwardVariant16(variant Variant, elem Elem, out, lse []float32, q, k, v []
 // contiguous caches, the forward's validation rules.
 func backwardAPI(docParam, docPass, docArg string) string {
 	docDoc := ""
-	if docParam != "" {
+	switch docParam {
+	case ", tree []int32":
+		docDoc = "\n//\n// tree is the parent array the forward took, with Forward's rules."
+	case ", docs []int32":
 		docDoc = "\n//\n// docs are the document ids the forward took, with Forward's rules."
 	}
 	return fmt.Sprintf(`
@@ -307,7 +333,7 @@ func ForwardPagedVariant(variant Variant, out, lse, q, k, v []float32, table []i
 // argsAPI is the general entry point, Args and ForwardArgs: its Docs field
 // exists for document masks only, its Table field for specs with
 // page_size only, so that what a mask cannot take does not compile.
-func argsAPI(s *spec.Spec, docs bool) string {
+func argsAPI(s *spec.Spec, docs, tree bool) string {
 	head := `// Args are the arguments of ForwardArgs, the general entry point: q, k
 // and v in float32 or a 16-bit format, the output in float32 or the
 // inputs' format, in any combination. A slice is given when it is not
@@ -315,7 +341,11 @@ func argsAPI(s *spec.Spec, docs bool) string {
 	cases := "(Forward and Forward16 are special\n// cases)"
 	var fields, table string
 	pass := ""
-	if docs {
+	switch {
+	case tree:
+		fields += "\t// Tree is the parent array of the key positions, as Forward takes\n\t// it.\n\tTree []int32\n"
+		pass += " Tree: a.Tree,"
+	case docs:
 		fields += "\t// Docs are the document ids of the key positions, as Forward takes\n\t// them.\n\tDocs []int32\n"
 		pass += " Docs: a.Docs,"
 	}

@@ -138,6 +138,12 @@ func (w *wordLowering) lower(in Inst) (wval, bool) {
 		if a.kind == wAff && a.sign == 1 {
 			return wval{kind: wDoc, v: a.v}, true
 		}
+	case IRTreeAnc:
+		// the ancestors of a row among keys v + c: one word from the
+		// parent array's bitsets
+		if a.kind == wScalar && c.kind == wAff && c.sign == 1 {
+			return wval{kind: wWord, v: b.emit(Inst{Op: IRWTree, A: a.v, B: c.v})}, true
+		}
 	case IRLt, IRLe, IREq:
 		return w.compare(in.Op, a, c)
 	case IRAnd, IROr:

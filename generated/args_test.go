@@ -117,10 +117,7 @@ func TestArgsEntryPoint(t *testing.T) {
 				name := fmt.Sprintf("%s/%s %v", p.file, tg.Name, sh)
 				nq, nkv, nl := sh.Sizes()
 				q, k, vv := randVec(r, nq), randVec(r, nkv), randVec(r, nkv)
-				var docs []int32
-				if p.docs {
-					docs = randDocs(r, sh.SeqK)
-				}
+				docs := randData(p, r, sh.SeqK)
 				// call runs ForwardArgs with outputs poisoned by poison and
 				// returns them (Out16 widened) with lse.
 				call := func(a genArgs, out16 bool, poison uint32) (out, lse []float32, bits []uint16) {
@@ -200,7 +197,8 @@ func TestArgsEntryPoint(t *testing.T) {
 	}
 }
 
-// TestArgsFields: Args has Docs exactly in document packages and Table
+// TestArgsFields: Args has Docs exactly in document packages, Tree in
+// tree packages, and Table
 // exactly in packages with page_size (what a mask cannot take does not
 // compile), and the fields every package shares.
 func TestArgsFields(t *testing.T) {
@@ -214,8 +212,11 @@ func TestArgsFields(t *testing.T) {
 				t.Errorf("%s: Args has no field %s", p.file, f)
 			}
 		}
-		if _, ok := at.FieldByName("Docs"); ok != p.docs {
-			t.Errorf("%s: Args has Docs: %v, the mask has documents: %v", p.file, ok, p.docs)
+		if _, ok := at.FieldByName("Docs"); ok != (p.docs && !p.tree) {
+			t.Errorf("%s: Args has Docs: %v, the mask has documents: %v", p.file, ok, p.docs && !p.tree)
+		}
+		if _, ok := at.FieldByName("Tree"); ok != p.tree {
+			t.Errorf("%s: Args has Tree: %v, the mask has a tree: %v", p.file, ok, p.tree)
 		}
 		if _, ok := at.FieldByName("Table"); ok != (p.pageSize > 0) {
 			t.Errorf("%s: Args has Table: %v, page_size %d", p.file, ok, p.pageSize)
@@ -235,10 +236,7 @@ func TestArgsErrors(t *testing.T) {
 		nq, nkv, nl := s.Sizes()
 		q, k, v := randVec(r, nq), randVec(r, nkv), randVec(r, nkv)
 		q16, k16, v16 := bits16(int(cpu.F16), q), bits16(int(cpu.F16), k), bits16(int(cpu.F16), v)
-		var docs []int32
-		if p.docs {
-			docs = make([]int32, s.SeqK)
-		}
+		docs := plainData(p, s.SeqK)
 		f32 := genArgs{Q: q, K: k, V: v, Out: make([]float32, nq), LSE: make([]float32, nl), Docs: docs, Shape: s}
 		h16 := genArgs{Elem: int(cpu.F16), Q16: q16, K16: k16, V16: v16, Out16: make([]uint16, nq), LSE: make([]float32, nl), Docs: docs, Shape: s}
 		run := p.args(int(cpu.Auto))
@@ -266,7 +264,7 @@ func TestArgsErrors(t *testing.T) {
 			cases = append(cases, struct {
 				what, err string
 				a         genArgs
-			}{"no document ids", "document", with(h16, func(a *genArgs) { a.Docs = nil })})
+			}{"no document ids or parent array", "data", with(h16, func(a *genArgs) { a.Docs = nil })})
 		}
 		if p.pageSize > 0 {
 			pk, pv, table := pagesOf(r, k16, v16, s, p.pageSize, 0)
@@ -340,9 +338,7 @@ func TestArgsNoAllocs(t *testing.T) {
 		elem := int(cpu.BF16)
 		a := genArgs{Elem: elem, Q16: bits16(elem, randVec(r, nq)), K16: bits16(elem, randVec(r, nkv)), V16: bits16(elem, randVec(r, nkv)),
 			Out16: make([]uint16, nq), LSE: make([]float32, nl), Shape: s}
-		if p.docs {
-			a.Docs = randDocs(r, s.SeqK)
-		}
+		a.Docs = randData(p, r, s.SeqK)
 		if p.pageSize > 0 {
 			a.K16, a.V16, a.Table = pagesOf(r, a.K16, a.V16, s, p.pageSize, 0)
 		}

@@ -66,10 +66,7 @@ func TestBackwardAPI(t *testing.T) {
 		q, k, v, dout := randVec(r, nq), randVec(r, nkv), randVec(r, nkv), randVec(r, nq)
 		out, lse := make([]float32, nq), make([]float32, nl)
 		dq, dk, dv := make([]float32, nq), make([]float32, nkv), make([]float32, nkv)
-		var ids []int32
-		if p.docs {
-			ids = make([]int32, s.SeqK)
-		}
+		ids := plainData(p, s.SeqK)
 		if err := fwd(out, lse, q, k, v, ids, s); err != nil {
 			t.Fatalf("%s: %v", p.file, err)
 		}
@@ -108,8 +105,8 @@ func TestBackwardAPI(t *testing.T) {
 			}
 		}
 		if p.docs {
-			if err := bwd(dq, dk, dv, dout, q, k, v, out, lse, make([]int32, s.SeqK+1), s); !errors.Is(err, p.errs["document"]) {
-				t.Errorf("%s: Backward with %d document ids: error %v, want ErrDocument", p.file, s.SeqK+1, err)
+			if err := bwd(dq, dk, dv, dout, q, k, v, out, lse, make([]int32, s.SeqK+1), s); !errors.Is(err, p.errs["data"]) {
+				t.Errorf("%s: Backward with %d entries of data: error %v, want ErrDocument (ErrTree for a tree)", p.file, s.SeqK+1, err)
 			}
 		}
 	}

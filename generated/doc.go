@@ -23,5 +23,6 @@ package generated
 //go:generate go run ../cmd/attngen -spec ../spec/examples/prefix_lm.yaml -out prefixlm
 //go:generate go run ../cmd/attngen -spec ../spec/examples/se_bridge.yaml -out sebridge
 //go:generate go run ../cmd/attngen -spec ../spec/examples/streaming.yaml -out streaming
+//go:generate go run ../cmd/attngen -spec ../spec/examples/tree.yaml -out tree
 //go:generate go run ../cmd/attngen -spec ../spec/examples/window.yaml -out window
 //go:generate go run ./internal/registry

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/attngen/attngen/emit/ptx"
@@ -26,7 +27,8 @@ type pkg struct {
 	file, dir string
 	mask      string
 	headDim   int
-	docs      bool
+	docs      bool // the mask reads run-time data: document ids, or a parent array when tree
+	tree      bool
 	supported func(int) bool
 	compiled  mask.Mask
 	geometry  func(k int, s verify.Shape) (grid, block [3]int, dynShared int, err error)
@@ -86,7 +88,7 @@ func load(t *testing.T, p pkg) *spec.Spec {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Mask.String() != p.mask || s.HeadDim != p.headDim || s.Mask.HasDocument() != p.docs {
+	if s.Mask.String() != p.mask || s.HeadDim != p.headDim || s.Mask.HasData() != p.docs || s.Mask.HasTree() != p.tree {
 		t.Fatalf("%s: generated package is stale (mask %s, head_dim %d)", p.file, p.mask, p.headDim)
 	}
 	return s
@@ -140,7 +142,9 @@ func TestCompiledMaskMatchesPlan(t *testing.T) {
 		for iter := 0; iter < 3000; iter++ {
 			n := 1 + r.IntN(3000)
 			var docs *mask.Docs
-			if p.docs {
+			if p.tree {
+				docs, _ = mask.NewTree(randTree(r, n))
+			} else if p.docs {
 				ids := make([]int32, n)
 				for k := 1; k < n; k++ {
 					ids[k] = ids[k-1]
@@ -270,7 +274,7 @@ func TestGeneratedPackages(t *testing.T) {
 			if err := verify.CheckDependencies(s.Pattern(), run, dep, r); err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}
-			if !s.Mask.HasDocument() {
+			if !s.Mask.HasData() {
 				pat := s.Pattern()
 				layers := []spec.Pattern{pat, pat, pat}
 				if err := verify.CheckStack(layers, []verify.Run{run, run, run}, 60, s.HeadDim, r); err != nil {
@@ -300,10 +304,7 @@ func TestAPI(t *testing.T) {
 		nq, nkv, nl := s.Sizes()
 		q, k, v := randVec(r, nq), randVec(r, nkv), randVec(r, nkv)
 		out, lse := make([]float32, nq), make([]float32, nl)
-		var ids []int32
-		if p.docs {
-			ids = make([]int32, s.SeqK)
-		}
+		ids := plainData(p, s.SeqK)
 		if err := run(out, lse, q, k, v, ids, s); err != nil {
 			t.Fatalf("%s: %v", p.file, err)
 		}
@@ -327,8 +328,15 @@ func TestAPI(t *testing.T) {
 			}
 		}
 		if p.docs {
-			if err := run(out, lse, q, k, v, make([]int32, s.SeqK+1), s); !errors.Is(err, p.errs["document"]) {
-				t.Errorf("%s: %d document ids: error %v, want ErrDocument", p.file, s.SeqK+1, err)
+			if err := run(out, lse, q, k, v, make([]int32, s.SeqK+1), s); !errors.Is(err, p.errs["data"]) {
+				t.Errorf("%s: %d entries of data: error %v, want ErrDocument (ErrTree for a tree)", p.file, s.SeqK+1, err)
+			}
+		}
+		if p.tree {
+			cyc := plainData(p, s.SeqK)
+			cyc[3] = 5 // a parent after its child
+			if err := run(out, lse, q, k, v, cyc, s); !errors.Is(err, p.errs["data"]) || !strings.Contains(err.Error(), "parent[3] = 5") {
+				t.Errorf("%s: parent[3] = 5: error %v, want ErrTree naming it", p.file, err)
 			}
 		}
 	}
@@ -470,4 +478,49 @@ func TestPagedPackages(t *testing.T) {
 	if n == 0 {
 		t.Fatal("no example spec sets page_size")
 	}
+}
+
+// randTree returns a parent array of n positions: a chain (a committed
+// prefix) of random length, then nodes hanging off earlier positions.
+func randTree(r *rand.Rand, n int) []int32 {
+	par := make([]int32, n)
+	prefix := r.IntN(n + 1)
+	for i := range par {
+		switch {
+		case i < prefix:
+			par[i] = int32(i - 1)
+		case r.IntN(4) == 0 && prefix > 0:
+			par[i] = int32(prefix - 1)
+		default:
+			par[i] = int32(r.IntN(i+1) - 1)
+		}
+	}
+	return par
+}
+
+// randData returns random run-time data for a package's mask: a parent
+// array, document ids, or nil.
+func randData(p pkg, r *rand.Rand, n int) []int32 {
+	switch {
+	case p.tree:
+		return randTree(r, n)
+	case p.docs:
+		return randDocs(r, n)
+	}
+	return nil
+}
+
+// plainData is the simplest valid data: one document, or one chain
+// (causal attention); nil for masks without data.
+func plainData(p pkg, n int) []int32 {
+	if !p.docs {
+		return nil
+	}
+	d := make([]int32, n)
+	if p.tree {
+		for i := range d {
+			d[i] = int32(i - 1)
+		}
+	}
+	return d
 }

@@ -68,7 +68,7 @@ func TestBatchDocuments(t *testing.T) {
 func TestIssueScenarios(t *testing.T) {
 	r := rand.New(rand.NewPCG(85, 86))
 	for _, p := range packages() {
-		if !p.docs {
+		if !p.docs || p.tree {
 			continue
 		}
 		s := verify.Shape{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: 150, SeqK: 150, HeadDim: p.headDim}

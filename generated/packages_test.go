@@ -21,6 +21,7 @@ import (
 	"github.com/attngen/attngen/generated/prefixlm"
 	"github.com/attngen/attngen/generated/sebridge"
 	"github.com/attngen/attngen/generated/streaming"
+	"github.com/attngen/attngen/generated/tree"
 	"github.com/attngen/attngen/generated/window"
 	"github.com/attngen/attngen/verify"
 )
@@ -28,7 +29,7 @@ import (
 // packages lists one entry per spec in spec/examples.
 func packages() []pkg {
 	return []pkg{
-		{file: "bigbird.yaml", dir: "bigbird", mask: bigbird.Mask, headDim: bigbird.HeadDim, docs: false,
+		{file: "bigbird.yaml", dir: "bigbird", mask: bigbird.Mask, headDim: bigbird.HeadDim, docs: false, tree: false,
 			supported: func(v int) bool { return bigbird.Supported(bigbird.Variant(v)) },
 			compiled:  bigbird.CompiledMask(),
 			geometry: func(k int, s verify.Shape) ([3]int, [3]int, int, error) {
@@ -38,7 +39,7 @@ func packages() []pkg {
 			gpuKind: func(k int) string { return bigbird.GPUKernels[k].Kind },
 			best:    func() (int, string) { return int(bigbird.Best()), bigbird.Best().String() },
 			variant: reflect.TypeFor[bigbird.Variant](),
-			errs:    map[string]error{"shape": bigbird.ErrShape, "short": bigbird.ErrShort, "variant": bigbird.ErrVariant, "headDim": bigbird.ErrHeadDim, "document": bigbird.ErrDocument, "alias": bigbird.ErrAlias, "page": bigbird.ErrPage},
+			errs:    map[string]error{"shape": bigbird.ErrShape, "short": bigbird.ErrShort, "variant": bigbird.ErrVariant, "headDim": bigbird.ErrHeadDim, "document": bigbird.ErrDocument, "alias": bigbird.ErrAlias, "page": bigbird.ErrPage, "data": bigbird.ErrDocument},
 			run: func(v int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					return bigbird.ForwardVariant(bigbird.Variant(v), out, lse, q, k, vv, bigbird.Shape(conv(s)))
@@ -62,7 +63,7 @@ func packages() []pkg {
 				}
 			},
 			argsType: reflect.TypeFor[bigbird.Args]()},
-		{file: "block.yaml", dir: "block", mask: block.Mask, headDim: block.HeadDim, docs: false,
+		{file: "block.yaml", dir: "block", mask: block.Mask, headDim: block.HeadDim, docs: false, tree: false,
 			supported: func(v int) bool { return block.Supported(block.Variant(v)) },
 			compiled:  block.CompiledMask(),
 			geometry: func(k int, s verify.Shape) ([3]int, [3]int, int, error) {
@@ -72,7 +73,7 @@ func packages() []pkg {
 			gpuKind: func(k int) string { return block.GPUKernels[k].Kind },
 			best:    func() (int, string) { return int(block.Best()), block.Best().String() },
 			variant: reflect.TypeFor[block.Variant](),
-			errs:    map[string]error{"shape": block.ErrShape, "short": block.ErrShort, "variant": block.ErrVariant, "headDim": block.ErrHeadDim, "document": block.ErrDocument, "alias": block.ErrAlias, "page": block.ErrPage},
+			errs:    map[string]error{"shape": block.ErrShape, "short": block.ErrShort, "variant": block.ErrVariant, "headDim": block.ErrHeadDim, "document": block.ErrDocument, "alias": block.ErrAlias, "page": block.ErrPage, "data": block.ErrDocument},
 			run: func(v int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					return block.ForwardVariant(block.Variant(v), out, lse, q, k, vv, block.Shape(conv(s)))
@@ -96,7 +97,7 @@ func packages() []pkg {
 				}
 			},
 			argsType: reflect.TypeFor[block.Args]()},
-		{file: "bridge.yaml", dir: "bridge", mask: bridge.Mask, headDim: bridge.HeadDim, docs: false,
+		{file: "bridge.yaml", dir: "bridge", mask: bridge.Mask, headDim: bridge.HeadDim, docs: false, tree: false,
 			supported: func(v int) bool { return bridge.Supported(bridge.Variant(v)) },
 			compiled:  bridge.CompiledMask(),
 			geometry: func(k int, s verify.Shape) ([3]int, [3]int, int, error) {
@@ -106,7 +107,7 @@ func packages() []pkg {
 			gpuKind: func(k int) string { return bridge.GPUKernels[k].Kind },
 			best:    func() (int, string) { return int(bridge.Best()), bridge.Best().String() },
 			variant: reflect.TypeFor[bridge.Variant](),
-			errs:    map[string]error{"shape": bridge.ErrShape, "short": bridge.ErrShort, "variant": bridge.ErrVariant, "headDim": bridge.ErrHeadDim, "document": bridge.ErrDocument, "alias": bridge.ErrAlias, "page": bridge.ErrPage},
+			errs:    map[string]error{"shape": bridge.ErrShape, "short": bridge.ErrShort, "variant": bridge.ErrVariant, "headDim": bridge.ErrHeadDim, "document": bridge.ErrDocument, "alias": bridge.ErrAlias, "page": bridge.ErrPage, "data": bridge.ErrDocument},
 			run: func(v int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					return bridge.ForwardVariant(bridge.Variant(v), out, lse, q, k, vv, bridge.Shape(conv(s)))
@@ -130,7 +131,7 @@ func packages() []pkg {
 				}
 			},
 			argsType: reflect.TypeFor[bridge.Args]()},
-		{file: "causal.yaml", dir: "causal", mask: causal.Mask, headDim: causal.HeadDim, docs: false,
+		{file: "causal.yaml", dir: "causal", mask: causal.Mask, headDim: causal.HeadDim, docs: false, tree: false,
 			supported: func(v int) bool { return causal.Supported(causal.Variant(v)) },
 			compiled:  causal.CompiledMask(),
 			geometry: func(k int, s verify.Shape) ([3]int, [3]int, int, error) {
@@ -140,7 +141,7 @@ func packages() []pkg {
 			gpuKind: func(k int) string { return causal.GPUKernels[k].Kind },
 			best:    func() (int, string) { return int(causal.Best()), causal.Best().String() },
 			variant: reflect.TypeFor[causal.Variant](),
-			errs:    map[string]error{"shape": causal.ErrShape, "short": causal.ErrShort, "variant": causal.ErrVariant, "headDim": causal.ErrHeadDim, "document": causal.ErrDocument, "alias": causal.ErrAlias, "page": causal.ErrPage},
+			errs:    map[string]error{"shape": causal.ErrShape, "short": causal.ErrShort, "variant": causal.ErrVariant, "headDim": causal.ErrHeadDim, "document": causal.ErrDocument, "alias": causal.ErrAlias, "page": causal.ErrPage, "data": causal.ErrDocument},
 			run: func(v int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					return causal.ForwardVariant(causal.Variant(v), out, lse, q, k, vv, causal.Shape(conv(s)))
@@ -164,7 +165,7 @@ func packages() []pkg {
 				}
 			},
 			argsType: reflect.TypeFor[causal.Args]()},
-		{file: "chunked.yaml", dir: "chunked", mask: chunked.Mask, headDim: chunked.HeadDim, docs: false,
+		{file: "chunked.yaml", dir: "chunked", mask: chunked.Mask, headDim: chunked.HeadDim, docs: false, tree: false,
 			supported: func(v int) bool { return chunked.Supported(chunked.Variant(v)) },
 			compiled:  chunked.CompiledMask(),
 			geometry: func(k int, s verify.Shape) ([3]int, [3]int, int, error) {
@@ -174,7 +175,7 @@ func packages() []pkg {
 			gpuKind: func(k int) string { return chunked.GPUKernels[k].Kind },
 			best:    func() (int, string) { return int(chunked.Best()), chunked.Best().String() },
 			variant: reflect.TypeFor[chunked.Variant](),
-			errs:    map[string]error{"shape": chunked.ErrShape, "short": chunked.ErrShort, "variant": chunked.ErrVariant, "headDim": chunked.ErrHeadDim, "document": chunked.ErrDocument, "alias": chunked.ErrAlias, "page": chunked.ErrPage},
+			errs:    map[string]error{"shape": chunked.ErrShape, "short": chunked.ErrShort, "variant": chunked.ErrVariant, "headDim": chunked.ErrHeadDim, "document": chunked.ErrDocument, "alias": chunked.ErrAlias, "page": chunked.ErrPage, "data": chunked.ErrDocument},
 			run: func(v int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					return chunked.ForwardVariant(chunked.Variant(v), out, lse, q, k, vv, chunked.Shape(conv(s)))
@@ -198,7 +199,7 @@ func packages() []pkg {
 				}
 			},
 			argsType: reflect.TypeFor[chunked.Args]()},
-		{file: "dilated.yaml", dir: "dilated", mask: dilated.Mask, headDim: dilated.HeadDim, docs: false,
+		{file: "dilated.yaml", dir: "dilated", mask: dilated.Mask, headDim: dilated.HeadDim, docs: false, tree: false,
 			supported: func(v int) bool { return dilated.Supported(dilated.Variant(v)) },
 			compiled:  dilated.CompiledMask(),
 			geometry: func(k int, s verify.Shape) ([3]int, [3]int, int, error) {
@@ -208,7 +209,7 @@ func packages() []pkg {
 			gpuKind: func(k int) string { return dilated.GPUKernels[k].Kind },
 			best:    func() (int, string) { return int(dilated.Best()), dilated.Best().String() },
 			variant: reflect.TypeFor[dilated.Variant](),
-			errs:    map[string]error{"shape": dilated.ErrShape, "short": dilated.ErrShort, "variant": dilated.ErrVariant, "headDim": dilated.ErrHeadDim, "document": dilated.ErrDocument, "alias": dilated.ErrAlias, "page": dilated.ErrPage},
+			errs:    map[string]error{"shape": dilated.ErrShape, "short": dilated.ErrShort, "variant": dilated.ErrVariant, "headDim": dilated.ErrHeadDim, "document": dilated.ErrDocument, "alias": dilated.ErrAlias, "page": dilated.ErrPage, "data": dilated.ErrDocument},
 			run: func(v int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					return dilated.ForwardVariant(dilated.Variant(v), out, lse, q, k, vv, dilated.Shape(conv(s)))
@@ -232,7 +233,7 @@ func packages() []pkg {
 				}
 			},
 			argsType: reflect.TypeFor[dilated.Args]()},
-		{file: "document.yaml", dir: "document", mask: document.Mask, headDim: document.HeadDim, docs: true,
+		{file: "document.yaml", dir: "document", mask: document.Mask, headDim: document.HeadDim, docs: true, tree: false,
 			supported: func(v int) bool { return document.Supported(document.Variant(v)) },
 			compiled:  document.CompiledMask(),
 			geometry: func(k int, s verify.Shape) ([3]int, [3]int, int, error) {
@@ -242,7 +243,7 @@ func packages() []pkg {
 			gpuKind: func(k int) string { return document.GPUKernels[k].Kind },
 			best:    func() (int, string) { return int(document.Best()), document.Best().String() },
 			variant: reflect.TypeFor[document.Variant](),
-			errs:    map[string]error{"shape": document.ErrShape, "short": document.ErrShort, "variant": document.ErrVariant, "headDim": document.ErrHeadDim, "document": document.ErrDocument, "alias": document.ErrAlias, "page": document.ErrPage},
+			errs:    map[string]error{"shape": document.ErrShape, "short": document.ErrShort, "variant": document.ErrVariant, "headDim": document.ErrHeadDim, "document": document.ErrDocument, "alias": document.ErrAlias, "page": document.ErrPage, "data": document.ErrDocument},
 			run: func(v int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					return document.ForwardVariant(document.Variant(v), out, lse, q, k, vv, docs, document.Shape(conv(s)))
@@ -266,7 +267,7 @@ func packages() []pkg {
 				}
 			},
 			argsType: reflect.TypeFor[document.Args]()},
-		{file: "except.yaml", dir: "except", mask: except.Mask, headDim: except.HeadDim, docs: false,
+		{file: "except.yaml", dir: "except", mask: except.Mask, headDim: except.HeadDim, docs: false, tree: false,
 			supported: func(v int) bool { return except.Supported(except.Variant(v)) },
 			compiled:  except.CompiledMask(),
 			geometry: func(k int, s verify.Shape) ([3]int, [3]int, int, error) {
@@ -276,7 +277,7 @@ func packages() []pkg {
 			gpuKind: func(k int) string { return except.GPUKernels[k].Kind },
 			best:    func() (int, string) { return int(except.Best()), except.Best().String() },
 			variant: reflect.TypeFor[except.Variant](),
-			errs:    map[string]error{"shape": except.ErrShape, "short": except.ErrShort, "variant": except.ErrVariant, "headDim": except.ErrHeadDim, "document": except.ErrDocument, "alias": except.ErrAlias, "page": except.ErrPage},
+			errs:    map[string]error{"shape": except.ErrShape, "short": except.ErrShort, "variant": except.ErrVariant, "headDim": except.ErrHeadDim, "document": except.ErrDocument, "alias": except.ErrAlias, "page": except.ErrPage, "data": except.ErrDocument},
 			run: func(v int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					return except.ForwardVariant(except.Variant(v), out, lse, q, k, vv, except.Shape(conv(s)))
@@ -300,7 +301,7 @@ func packages() []pkg {
 				}
 			},
 			argsType: reflect.TypeFor[except.Args]()},
-		{file: "hetero.yaml", dir: "hetero", mask: hetero.Mask, headDim: hetero.HeadDim, docs: false,
+		{file: "hetero.yaml", dir: "hetero", mask: hetero.Mask, headDim: hetero.HeadDim, docs: false, tree: false,
 			supported: func(v int) bool { return hetero.Supported(hetero.Variant(v)) },
 			compiled:  hetero.CompiledMask(),
 			geometry: func(k int, s verify.Shape) ([3]int, [3]int, int, error) {
@@ -310,7 +311,7 @@ func packages() []pkg {
 			gpuKind: func(k int) string { return hetero.GPUKernels[k].Kind },
 			best:    func() (int, string) { return int(hetero.Best()), hetero.Best().String() },
 			variant: reflect.TypeFor[hetero.Variant](),
-			errs:    map[string]error{"shape": hetero.ErrShape, "short": hetero.ErrShort, "variant": hetero.ErrVariant, "headDim": hetero.ErrHeadDim, "document": hetero.ErrDocument, "alias": hetero.ErrAlias, "page": hetero.ErrPage},
+			errs:    map[string]error{"shape": hetero.ErrShape, "short": hetero.ErrShort, "variant": hetero.ErrVariant, "headDim": hetero.ErrHeadDim, "document": hetero.ErrDocument, "alias": hetero.ErrAlias, "page": hetero.ErrPage, "data": hetero.ErrDocument},
 			run: func(v int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					return hetero.ForwardVariant(hetero.Variant(v), out, lse, q, k, vv, hetero.Shape(conv(s)))
@@ -334,7 +335,7 @@ func packages() []pkg {
 				}
 			},
 			argsType: reflect.TypeFor[hetero.Args]()},
-		{file: "hybrid.yaml", dir: "hybrid", mask: hybrid.Mask, headDim: hybrid.HeadDim, docs: false,
+		{file: "hybrid.yaml", dir: "hybrid", mask: hybrid.Mask, headDim: hybrid.HeadDim, docs: false, tree: false,
 			supported: func(v int) bool { return hybrid.Supported(hybrid.Variant(v)) },
 			compiled:  hybrid.CompiledMask(),
 			geometry: func(k int, s verify.Shape) ([3]int, [3]int, int, error) {
@@ -344,7 +345,7 @@ func packages() []pkg {
 			gpuKind: func(k int) string { return hybrid.GPUKernels[k].Kind },
 			best:    func() (int, string) { return int(hybrid.Best()), hybrid.Best().String() },
 			variant: reflect.TypeFor[hybrid.Variant](),
-			errs:    map[string]error{"shape": hybrid.ErrShape, "short": hybrid.ErrShort, "variant": hybrid.ErrVariant, "headDim": hybrid.ErrHeadDim, "document": hybrid.ErrDocument, "alias": hybrid.ErrAlias, "page": hybrid.ErrPage},
+			errs:    map[string]error{"shape": hybrid.ErrShape, "short": hybrid.ErrShort, "variant": hybrid.ErrVariant, "headDim": hybrid.ErrHeadDim, "document": hybrid.ErrDocument, "alias": hybrid.ErrAlias, "page": hybrid.ErrPage, "data": hybrid.ErrDocument},
 			run: func(v int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					return hybrid.ForwardVariant(hybrid.Variant(v), out, lse, q, k, vv, hybrid.Shape(conv(s)))
@@ -368,7 +369,7 @@ func packages() []pkg {
 				}
 			},
 			argsType: reflect.TypeFor[hybrid.Args]()},
-		{file: "longformer.yaml", dir: "longformer", mask: longformer.Mask, headDim: longformer.HeadDim, docs: false,
+		{file: "longformer.yaml", dir: "longformer", mask: longformer.Mask, headDim: longformer.HeadDim, docs: false, tree: false,
 			supported: func(v int) bool { return longformer.Supported(longformer.Variant(v)) },
 			compiled:  longformer.CompiledMask(),
 			geometry: func(k int, s verify.Shape) ([3]int, [3]int, int, error) {
@@ -378,7 +379,7 @@ func packages() []pkg {
 			gpuKind: func(k int) string { return longformer.GPUKernels[k].Kind },
 			best:    func() (int, string) { return int(longformer.Best()), longformer.Best().String() },
 			variant: reflect.TypeFor[longformer.Variant](),
-			errs:    map[string]error{"shape": longformer.ErrShape, "short": longformer.ErrShort, "variant": longformer.ErrVariant, "headDim": longformer.ErrHeadDim, "document": longformer.ErrDocument, "alias": longformer.ErrAlias, "page": longformer.ErrPage},
+			errs:    map[string]error{"shape": longformer.ErrShape, "short": longformer.ErrShort, "variant": longformer.ErrVariant, "headDim": longformer.ErrHeadDim, "document": longformer.ErrDocument, "alias": longformer.ErrAlias, "page": longformer.ErrPage, "data": longformer.ErrDocument},
 			run: func(v int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					return longformer.ForwardVariant(longformer.Variant(v), out, lse, q, k, vv, longformer.Shape(conv(s)))
@@ -402,7 +403,7 @@ func packages() []pkg {
 				}
 			},
 			argsType: reflect.TypeFor[longformer.Args]()},
-		{file: "neighborhood.yaml", dir: "neighborhood", mask: neighborhood.Mask, headDim: neighborhood.HeadDim, docs: false,
+		{file: "neighborhood.yaml", dir: "neighborhood", mask: neighborhood.Mask, headDim: neighborhood.HeadDim, docs: false, tree: false,
 			supported: func(v int) bool { return neighborhood.Supported(neighborhood.Variant(v)) },
 			compiled:  neighborhood.CompiledMask(),
 			geometry: func(k int, s verify.Shape) ([3]int, [3]int, int, error) {
@@ -412,7 +413,7 @@ func packages() []pkg {
 			gpuKind: func(k int) string { return neighborhood.GPUKernels[k].Kind },
 			best:    func() (int, string) { return int(neighborhood.Best()), neighborhood.Best().String() },
 			variant: reflect.TypeFor[neighborhood.Variant](),
-			errs:    map[string]error{"shape": neighborhood.ErrShape, "short": neighborhood.ErrShort, "variant": neighborhood.ErrVariant, "headDim": neighborhood.ErrHeadDim, "document": neighborhood.ErrDocument, "alias": neighborhood.ErrAlias, "page": neighborhood.ErrPage},
+			errs:    map[string]error{"shape": neighborhood.ErrShape, "short": neighborhood.ErrShort, "variant": neighborhood.ErrVariant, "headDim": neighborhood.ErrHeadDim, "document": neighborhood.ErrDocument, "alias": neighborhood.ErrAlias, "page": neighborhood.ErrPage, "data": neighborhood.ErrDocument},
 			run: func(v int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					return neighborhood.ForwardVariant(neighborhood.Variant(v), out, lse, q, k, vv, neighborhood.Shape(conv(s)))
@@ -436,7 +437,7 @@ func packages() []pkg {
 				}
 			},
 			argsType: reflect.TypeFor[neighborhood.Args]()},
-		{file: "offsets.yaml", dir: "offsets", mask: offsets.Mask, headDim: offsets.HeadDim, docs: false,
+		{file: "offsets.yaml", dir: "offsets", mask: offsets.Mask, headDim: offsets.HeadDim, docs: false, tree: false,
 			supported: func(v int) bool { return offsets.Supported(offsets.Variant(v)) },
 			compiled:  offsets.CompiledMask(),
 			geometry: func(k int, s verify.Shape) ([3]int, [3]int, int, error) {
@@ -446,7 +447,7 @@ func packages() []pkg {
 			gpuKind: func(k int) string { return offsets.GPUKernels[k].Kind },
 			best:    func() (int, string) { return int(offsets.Best()), offsets.Best().String() },
 			variant: reflect.TypeFor[offsets.Variant](),
-			errs:    map[string]error{"shape": offsets.ErrShape, "short": offsets.ErrShort, "variant": offsets.ErrVariant, "headDim": offsets.ErrHeadDim, "document": offsets.ErrDocument, "alias": offsets.ErrAlias, "page": offsets.ErrPage},
+			errs:    map[string]error{"shape": offsets.ErrShape, "short": offsets.ErrShort, "variant": offsets.ErrVariant, "headDim": offsets.ErrHeadDim, "document": offsets.ErrDocument, "alias": offsets.ErrAlias, "page": offsets.ErrPage, "data": offsets.ErrDocument},
 			run: func(v int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					return offsets.ForwardVariant(offsets.Variant(v), out, lse, q, k, vv, offsets.Shape(conv(s)))
@@ -470,7 +471,7 @@ func packages() []pkg {
 				}
 			},
 			argsType: reflect.TypeFor[offsets.Args]()},
-		{file: "prefix_lm.yaml", dir: "prefixlm", mask: prefixlm.Mask, headDim: prefixlm.HeadDim, docs: false,
+		{file: "prefix_lm.yaml", dir: "prefixlm", mask: prefixlm.Mask, headDim: prefixlm.HeadDim, docs: false, tree: false,
 			supported: func(v int) bool { return prefixlm.Supported(prefixlm.Variant(v)) },
 			compiled:  prefixlm.CompiledMask(),
 			geometry: func(k int, s verify.Shape) ([3]int, [3]int, int, error) {
@@ -480,7 +481,7 @@ func packages() []pkg {
 			gpuKind: func(k int) string { return prefixlm.GPUKernels[k].Kind },
 			best:    func() (int, string) { return int(prefixlm.Best()), prefixlm.Best().String() },
 			variant: reflect.TypeFor[prefixlm.Variant](),
-			errs:    map[string]error{"shape": prefixlm.ErrShape, "short": prefixlm.ErrShort, "variant": prefixlm.ErrVariant, "headDim": prefixlm.ErrHeadDim, "document": prefixlm.ErrDocument, "alias": prefixlm.ErrAlias, "page": prefixlm.ErrPage},
+			errs:    map[string]error{"shape": prefixlm.ErrShape, "short": prefixlm.ErrShort, "variant": prefixlm.ErrVariant, "headDim": prefixlm.ErrHeadDim, "document": prefixlm.ErrDocument, "alias": prefixlm.ErrAlias, "page": prefixlm.ErrPage, "data": prefixlm.ErrDocument},
 			run: func(v int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					return prefixlm.ForwardVariant(prefixlm.Variant(v), out, lse, q, k, vv, prefixlm.Shape(conv(s)))
@@ -504,7 +505,7 @@ func packages() []pkg {
 				}
 			},
 			argsType: reflect.TypeFor[prefixlm.Args]()},
-		{file: "se_bridge.yaml", dir: "sebridge", mask: sebridge.Mask, headDim: sebridge.HeadDim, docs: false,
+		{file: "se_bridge.yaml", dir: "sebridge", mask: sebridge.Mask, headDim: sebridge.HeadDim, docs: false, tree: false,
 			supported: func(v int) bool { return sebridge.Supported(sebridge.Variant(v)) },
 			compiled:  sebridge.CompiledMask(),
 			geometry: func(k int, s verify.Shape) ([3]int, [3]int, int, error) {
@@ -514,7 +515,7 @@ func packages() []pkg {
 			gpuKind: func(k int) string { return sebridge.GPUKernels[k].Kind },
 			best:    func() (int, string) { return int(sebridge.Best()), sebridge.Best().String() },
 			variant: reflect.TypeFor[sebridge.Variant](),
-			errs:    map[string]error{"shape": sebridge.ErrShape, "short": sebridge.ErrShort, "variant": sebridge.ErrVariant, "headDim": sebridge.ErrHeadDim, "document": sebridge.ErrDocument, "alias": sebridge.ErrAlias, "page": sebridge.ErrPage},
+			errs:    map[string]error{"shape": sebridge.ErrShape, "short": sebridge.ErrShort, "variant": sebridge.ErrVariant, "headDim": sebridge.ErrHeadDim, "document": sebridge.ErrDocument, "alias": sebridge.ErrAlias, "page": sebridge.ErrPage, "data": sebridge.ErrDocument},
 			run: func(v int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					return sebridge.ForwardVariant(sebridge.Variant(v), out, lse, q, k, vv, sebridge.Shape(conv(s)))
@@ -538,7 +539,7 @@ func packages() []pkg {
 				}
 			},
 			argsType: reflect.TypeFor[sebridge.Args]()},
-		{file: "streaming.yaml", dir: "streaming", mask: streaming.Mask, headDim: streaming.HeadDim, docs: false,
+		{file: "streaming.yaml", dir: "streaming", mask: streaming.Mask, headDim: streaming.HeadDim, docs: false, tree: false,
 			supported: func(v int) bool { return streaming.Supported(streaming.Variant(v)) },
 			compiled:  streaming.CompiledMask(),
 			geometry: func(k int, s verify.Shape) ([3]int, [3]int, int, error) {
@@ -548,7 +549,7 @@ func packages() []pkg {
 			gpuKind: func(k int) string { return streaming.GPUKernels[k].Kind },
 			best:    func() (int, string) { return int(streaming.Best()), streaming.Best().String() },
 			variant: reflect.TypeFor[streaming.Variant](),
-			errs:    map[string]error{"shape": streaming.ErrShape, "short": streaming.ErrShort, "variant": streaming.ErrVariant, "headDim": streaming.ErrHeadDim, "document": streaming.ErrDocument, "alias": streaming.ErrAlias, "page": streaming.ErrPage},
+			errs:    map[string]error{"shape": streaming.ErrShape, "short": streaming.ErrShort, "variant": streaming.ErrVariant, "headDim": streaming.ErrHeadDim, "document": streaming.ErrDocument, "alias": streaming.ErrAlias, "page": streaming.ErrPage, "data": streaming.ErrDocument},
 			run: func(v int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					return streaming.ForwardVariant(streaming.Variant(v), out, lse, q, k, vv, streaming.Shape(conv(s)))
@@ -578,7 +579,41 @@ func packages() []pkg {
 				}
 			},
 			argsType: reflect.TypeFor[streaming.Args]()},
-		{file: "window.yaml", dir: "window", mask: window.Mask, headDim: window.HeadDim, docs: false,
+		{file: "tree.yaml", dir: "tree", mask: tree.Mask, headDim: tree.HeadDim, docs: true, tree: true,
+			supported: func(v int) bool { return tree.Supported(tree.Variant(v)) },
+			compiled:  tree.CompiledMask(),
+			geometry: func(k int, s verify.Shape) ([3]int, [3]int, int, error) {
+				return tree.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.HeadsKV, s.SeqQ, s.SeqK)
+			},
+			gpus:    len(tree.GPUKernels),
+			gpuKind: func(k int) string { return tree.GPUKernels[k].Kind },
+			best:    func() (int, string) { return int(tree.Best()), tree.Best().String() },
+			variant: reflect.TypeFor[tree.Variant](),
+			errs:    map[string]error{"shape": tree.ErrShape, "short": tree.ErrShort, "variant": tree.ErrVariant, "headDim": tree.ErrHeadDim, "document": tree.ErrDocument, "alias": tree.ErrAlias, "page": tree.ErrPage, "data": tree.ErrTree},
+			run: func(v int) verify.Run {
+				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
+					return tree.ForwardVariant(tree.Variant(v), out, lse, q, k, vv, docs, tree.Shape(conv(s)))
+				}
+			},
+			bwd: func(v int) verify.RunBackward {
+				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape) error {
+					return tree.BackwardVariant(tree.Variant(v), dq, dk, dv, dout, q, k, vv, out, lse, docs, tree.Shape(conv(s)))
+				}
+			},
+			run16: func(v, elem int) verify.Run {
+				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
+					q16, k16, v16 := bits16(elem, q), bits16(elem, k), bits16(elem, vv)
+					return tree.ForwardVariant16(tree.Variant(v), tree.Elem(elem), out, lse, q16, k16, v16, docs, tree.Shape(conv(s)))
+				}
+			},
+			args: func(v int) argsRun {
+				return func(a genArgs) error {
+					return tree.ForwardArgsVariant(tree.Variant(v), tree.Args{Elem: tree.Elem(a.Elem), Q: a.Q, K: a.K, V: a.V, Q16: a.Q16, K16: a.K16, V16: a.V16,
+						Out: a.Out, Out16: a.Out16, LSE: a.LSE, Tree: a.Docs, Shape: tree.Shape(conv(a.Shape))})
+				}
+			},
+			argsType: reflect.TypeFor[tree.Args]()},
+		{file: "window.yaml", dir: "window", mask: window.Mask, headDim: window.HeadDim, docs: false, tree: false,
 			supported: func(v int) bool { return window.Supported(window.Variant(v)) },
 			compiled:  window.CompiledMask(),
 			geometry: func(k int, s verify.Shape) ([3]int, [3]int, int, error) {
@@ -588,7 +623,7 @@ func packages() []pkg {
 			gpuKind: func(k int) string { return window.GPUKernels[k].Kind },
 			best:    func() (int, string) { return int(window.Best()), window.Best().String() },
 			variant: reflect.TypeFor[window.Variant](),
-			errs:    map[string]error{"shape": window.ErrShape, "short": window.ErrShort, "variant": window.ErrVariant, "headDim": window.ErrHeadDim, "document": window.ErrDocument, "alias": window.ErrAlias, "page": window.ErrPage},
+			errs:    map[string]error{"shape": window.ErrShape, "short": window.ErrShort, "variant": window.ErrVariant, "headDim": window.ErrHeadDim, "document": window.ErrDocument, "alias": window.ErrAlias, "page": window.ErrPage, "data": window.ErrDocument},
 			run: func(v int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					return window.ForwardVariant(window.Variant(v), out, lse, q, k, vv, window.Shape(conv(s)))

@@ -20,8 +20,13 @@ const (
 // exactly; unions and intersections combine their operands' classes and can
 // answer Partial for a tile that is in fact empty or full (see the package
 // documentation). A document mask is classified as one document, like At.
+//
+// With p.Data set, Classify is ClassifyDocs on it.
 func (p Pattern) Classify(q0, q1, k0, k1 int) Class {
-	return p.Mask.classify(q0, q1, k0, k1, p.Causal)
+	if p.Data != nil {
+		return p.ClassifyDocs(q0, q1, k0, k1, p.Data)
+	}
+	return p.Mask.classify(q0, q1, k0, k1, p.Causal, nil)
 }
 
 // ClassifyDocs classifies a tile of a packed sequence with document ids d
@@ -29,9 +34,22 @@ func (p Pattern) Classify(q0, q1, k0, k1 int) Class {
 // classified exactly as above in document-local positions; a tile whose
 // query documents and key documents are disjoint is Empty; any other tile of
 // a document mask is Partial unless causality alone makes it Empty.
+//
+// With a parent array in d (NewTree), the tree is classified from it
+// soundly: tiles of the leading chain exactly, tiles of later positions
+// by the least and largest extent of their ancestors in the chain, and
+// tiles of later keys Partial unless causality empties them.
+//
+// A nil d means p.Data.
 func (p Pattern) ClassifyDocs(q0, q1, k0, k1 int, d *Docs) Class {
-	if d == nil || !p.Mask.HasDocument() {
-		return p.Classify(q0, q1, k0, k1)
+	if d == nil {
+		d = p.Data
+	}
+	if d.IsTree() && p.Mask.HasTree() {
+		return p.Mask.classify(q0, q1, k0, k1, p.Causal, d)
+	}
+	if d == nil || d.IsTree() || !p.Mask.HasDocument() {
+		return p.Mask.classify(q0, q1, k0, k1, p.Causal, nil)
 	}
 	if p.Causal && k0 > q1 {
 		return Empty
@@ -42,7 +60,7 @@ func (p Pattern) ClassifyDocs(q0, q1, k0, k1 int, d *Docs) Class {
 	}
 	if iq0 == iq1 && ik0 == ik1 && iq0 == ik0 {
 		s := d.Start(q0)
-		return p.Classify(q0-s, q1-s, k0-s, k1-s)
+		return p.Mask.classify(q0-s, q1-s, k0-s, k1-s, p.Causal, nil)
 	}
 	return Partial
 }
@@ -64,7 +82,9 @@ func classifyDist(q0, q1, k0, k1, lo, hi, step int) Class {
 
 const inf = int(^uint(0) >> 2)
 
-func (m *Mask) classify(q0, q1, k0, k1 int, causal bool) Class {
+// classify classifies a tile; t is the parent array of a tree mask, or nil
+// (a tree is then one chain).
+func (m *Mask) classify(q0, q1, k0, k1 int, causal bool, t *Docs) Class {
 	switch m.Op {
 	case OpFull, OpDocument:
 		if !causal {
@@ -100,11 +120,13 @@ func (m *Mask) classify(q0, q1, k0, k1 int, causal bool) Class {
 		return classifyQueries(q0, q1, k0, k1, m, causal)
 	case OpKeys:
 		return classifyKeys(q0, q1, k0, k1, m, causal)
+	case OpTree:
+		return classifyTree(q0, q1, k0, k1, t)
 	case OpNeighborhood:
 		c := classifyNeighborhood(q0, q1, k0, k1, m)
 		if causal && !m.bothCausal() {
 			// sound, not exact (see ExactClass)
-			c = min(c, Full().classify(q0, q1, k0, k1, true))
+			c = min(c, Full().classify(q0, q1, k0, k1, true, nil))
 		}
 		return c
 	case OpNot:
@@ -114,9 +136,9 @@ func (m *Mask) classify(q0, q1, k0, k1 int, causal bool) Class {
 		// 2 - c swaps the ends). Exact when causal is false or the
 		// operand's class is; a partial operand under causal is partial
 		// unless causality alone empties the tile.
-		c := 2 - m.Args[0].classify(q0, q1, k0, k1, false)
+		c := 2 - m.Args[0].classify(q0, q1, k0, k1, false, t)
 		if causal {
-			c = min(c, Full().classify(q0, q1, k0, k1, true))
+			c = min(c, Full().classify(q0, q1, k0, k1, true, nil))
 		}
 		return c
 	case OpBlock:
@@ -129,7 +151,7 @@ func (m *Mask) classify(q0, q1, k0, k1 int, causal bool) Class {
 	case OpUnion:
 		all := Empty
 		for _, a := range m.Args {
-			c := a.classify(q0, q1, k0, k1, causal)
+			c := a.classify(q0, q1, k0, k1, causal, t)
 			if c == FullT {
 				return FullT
 			}
@@ -139,7 +161,7 @@ func (m *Mask) classify(q0, q1, k0, k1 int, causal bool) Class {
 	case OpIntersect:
 		all := FullT
 		for _, a := range m.Args {
-			c := a.classify(q0, q1, k0, k1, causal)
+			c := a.classify(q0, q1, k0, k1, causal, t)
 			if c == Empty {
 				return Empty
 			}
@@ -239,6 +261,32 @@ func classifyKeys(q0, q1, k0, k1 int, m *Mask, causal bool) Class {
 	}
 	if covers(m, k0, k1) && (!causal || k1 <= q0) {
 		return FullT
+	}
+	return Partial
+}
+
+// classifyTree classifies a tile under a tree (ancestors are never after
+// their descendant, so the causal flag changes nothing). Without a parent
+// array the tree is one chain: causal attention. With one, query i keeps
+// every key up to TreeLo(i), none of the chain past its deepest chain
+// ancestor, and whichever nodes its ancestors are.
+func classifyTree(q0, q1, k0, k1 int, t *Docs) Class {
+	if t == nil || q1 < t.TreeChain() {
+		return classifyDist(q0, q1, k0, k1, 0, inf, 1)
+	}
+	if k0 > q1 {
+		return Empty
+	}
+	chain := t.TreeChain()
+	lo, top := t.TreeMinLo(), t.TreeMaxTop()
+	if q0 < chain {
+		lo, top = min(lo, q0), max(top, chain-1)
+	}
+	switch {
+	case k1 <= lo:
+		return FullT
+	case k1 < chain && k0 > top:
+		return Empty
 	}
 	return Partial
 }

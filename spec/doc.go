@@ -30,6 +30,12 @@
 //     document-local positions are well defined. Document ids are
 //     non-decreasing (one run per document). At and Classify treat the
 //     sequence as one document; AtDocs and ClassifyDocs take the ids.
+//   - tree keeps key j for query i when j is i or an ancestor of i in a
+//     parent array given at run time (NewTree: each parent before its
+//     child, -1 for a root). It combines with anything at absolute
+//     positions but not with document in one spec. At and Classify treat
+//     a tree as one chain (causal attention); AtDocs and ClassifyDocs, or
+//     a Pattern whose Data is set, take the parent array.
 //   - head_dim defaults to 128 and may be 1 to MaxHeadDim here; the
 //     targets a package is generated for say which sizes they run, and
 //     their errors point at the head_dim line (HeadDimPos).

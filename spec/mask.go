@@ -23,6 +23,7 @@ const (
 	OpQueries                // i in the set (Lo <= i < Below, i mod Stride == Phase): rows on one side
 	OpKeys                   // j in the set (Lo <= j < Below, j mod Stride == Phase): keys on one side
 	OpNeighborhood           // NATTEN over a Grid[0] x Grid[1] grid of tokens (i = row*Grid[1] + col)
+	OpTree                   // j is i or an ancestor of i in a parent array given at run time
 	OpUnion                  // OR of Args
 	OpIntersect              // AND of Args
 	OpNot                    // NOT of Args[0] (the causal flag stays ANDed outside)
@@ -36,7 +37,7 @@ const NumOps = numOps
 // Combinator reports whether the op combines other masks (its Args).
 func (o Op) Combinator() bool { return o == OpUnion || o == OpIntersect || o == OpNot }
 
-var opNames = [...]string{"full", "window", "block", "bridge", "dilated", "global", "document", "queries", "keys", "neighborhood", "union", "intersect", "not"}
+var opNames = [...]string{"full", "window", "block", "bridge", "dilated", "global", "document", "queries", "keys", "neighborhood", "tree", "union", "intersect", "not"}
 
 func (o Op) String() string {
 	if int(o) < len(opNames) {
@@ -93,6 +94,7 @@ func Bridge(block, targets, sources, maxDistance int) *Mask {
 func Dilated(stride, size int) *Mask { return &Mask{Op: OpDilated, Stride: stride, Size: size} }
 func Global(tokens int) *Mask        { return &Mask{Op: OpGlobal, Tokens: tokens} }
 func Document() *Mask                { return &Mask{Op: OpDocument} }
+func Tree() *Mask                    { return &Mask{Op: OpTree} }
 func Union(args ...*Mask) *Mask      { return &Mask{Op: OpUnion, Args: args} }
 func Intersect(args ...*Mask) *Mask  { return &Mask{Op: OpIntersect, Args: args} }
 func Not(arg *Mask) *Mask            { return &Mask{Op: OpNot, Args: []*Mask{arg}} }
@@ -161,6 +163,8 @@ func (m *Mask) write(b *strings.Builder) {
 		fmt.Fprintf(b, "{global: {tokens: %d}}", m.Tokens)
 	case OpDocument:
 		b.WriteString("{document: {}}")
+	case OpTree:
+		b.WriteString("{tree: {}}")
 	case OpQueries, OpKeys:
 		fmt.Fprintf(b, "{%s: {", m.Op)
 		sep := ""
@@ -239,6 +243,23 @@ func (m *Mask) HasDocument() bool {
 	return false
 }
 
+// HasTree reports whether the mask mentions tree anywhere.
+func (m *Mask) HasTree() bool {
+	if m.Op == OpTree {
+		return true
+	}
+	for _, a := range m.Args {
+		if a.HasTree() {
+			return true
+		}
+	}
+	return false
+}
+
+// HasData reports whether the mask reads data given at run time (document
+// ids or a parent array).
+func (m *Mask) HasData() bool { return m.HasDocument() || m.HasTree() }
+
 // Period returns the smallest p such that the mask is invariant under
 // shifting both positions by p (M(i+p, j+p) == M(i, j) for all i, j >= 0),
 // as far as the structure shows it. ok is false when the mask is not
@@ -251,7 +272,7 @@ func (m *Mask) Period() (p int, ok bool) {
 		return m.Size, true
 	case OpBridge:
 		return m.Block, true
-	case OpGlobal, OpDocument, OpNeighborhood:
+	case OpGlobal, OpDocument, OpNeighborhood, OpTree:
 		return 0, false
 	case OpQueries, OpKeys:
 		// a bound breaks the shift invariance; the residue alone keeps it
@@ -291,7 +312,9 @@ func ceilDiv(a, b int) int { return -floorDiv(-a, b) }
 
 // eval evaluates the node at (i, j); positions may be document-local.
 // causal is ANDed into every leaf (AND distributes over both combinators).
-func (m *Mask) eval(i, j int, causal bool, sameDoc bool) bool {
+// t is the parent array of a tree mask, or nil: a tree without one is a
+// single chain (every position is the parent of the next).
+func (m *Mask) eval(i, j int, causal bool, sameDoc bool, t *Docs) bool {
 	if causal && j > i {
 		return false
 	}
@@ -327,20 +350,25 @@ func (m *Mask) eval(i, j int, causal bool, sameDoc bool) bool {
 		return m.inSet(j)
 	case OpNeighborhood:
 		return m.neighbors(i, j)
+	case OpTree:
+		if t == nil {
+			return 0 <= j && j <= i
+		}
+		return t.TreeAnc(i, j)
 	case OpNot:
 		// causal is ANDed above and inside alike: for j <= i the operand
 		// answers its own predicate, so this is causal AND NOT operand
-		return !m.Args[0].eval(i, j, causal, sameDoc)
+		return !m.Args[0].eval(i, j, causal, sameDoc, t)
 	case OpUnion:
 		for _, a := range m.Args {
-			if a.eval(i, j, causal, sameDoc) {
+			if a.eval(i, j, causal, sameDoc, t) {
 				return true
 			}
 		}
 		return false
 	case OpIntersect:
 		for _, a := range m.Args {
-			if !a.eval(i, j, causal, sameDoc) {
+			if !a.eval(i, j, causal, sameDoc, t) {
 				return false
 			}
 		}

@@ -568,7 +568,7 @@ func checkPackageName(v string) error {
 
 // Mask kinds a spec may write, with their parameters.
 var (
-	primitives = []string{"full", "window", "block", "bridge", "dilated", "global", "document", "queries", "keys", "neighborhood"}
+	primitives = []string{"full", "window", "block", "bridge", "dilated", "global", "document", "queries", "keys", "neighborhood", "tree"}
 	combiners  = []string{"union", "intersect", "not"}
 	shorthands = []string{"pbb", "se_bridge", "streaming", "strided", "prefix_lm", "chunked", "longformer", "bigbird"}
 	allKinds   = append(append(append([]string{}, primitives...), combiners...), shorthands...)
@@ -728,11 +728,14 @@ func maxStr() string { return strconv.Itoa(MaxInt) }
 func (p *parser) primitive(kind string, pr *params, pos Pos) *Mask {
 	m := &Mask{Pos: pos}
 	switch kind {
-	case "full", "document":
+	case "full", "document", "tree":
 		pr.allow()
 		m.Op = OpFull
-		if kind == "document" {
+		switch kind {
+		case "document":
 			m.Op = OpDocument
+		case "tree":
+			m.Op = OpTree
 		}
 	case "window":
 		pr.allow("size", "left", "right")
@@ -1187,6 +1190,21 @@ func (p *parser) checkDocument(m *Mask, what string) {
 		for _, a := range m.Args {
 			walk(a, false)
 		}
+	}
+	if m.HasDocument() && m.HasTree() {
+		var first func(m *Mask) *Mask
+		first = func(m *Mask) *Mask {
+			if m.Op == OpTree {
+				return m
+			}
+			for _, a := range m.Args {
+				if t := first(a); t != nil {
+					return t
+				}
+			}
+			return nil
+		}
+		p.errs = append(p.errs, &Error{first(m).Pos, what + ": tree and document cannot be combined in one mask (a forest of parent arrays, with -1 at each root, packs sequences)"})
 	}
 	if m.Op == OpIntersect {
 		for _, a := range m.Args {

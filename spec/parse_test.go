@@ -166,7 +166,7 @@ var errCases = []errCase{
 	{"mask a list", "name: a\nmask: [full]\n", []wantErr{at(2, 7, "mask: want a mapping", "got a list")}},
 	{"mask empty mapping", "name: a\nmask: {}\n", []wantErr{at(2, 7, "mask: empty mapping")}},
 	{"unknown mask kind", "name: a\nmask: {sliding_window: {size: 4}}\n",
-		[]wantErr{at(2, 8, `mask: unknown mask kind "sliding_window"`, "want one of full, window, block, bridge, dilated, global, document, queries, keys, neighborhood, union, intersect, not, pbb, se_bridge, streaming, strided, prefix_lm, chunked, longformer")}},
+		[]wantErr{at(2, 8, `mask: unknown mask kind "sliding_window"`, "want one of full, window, block, bridge, dilated, global, document, queries, keys, neighborhood, tree, union, intersect, not, pbb, se_bridge, streaming, strided, prefix_lm, chunked, longformer")}},
 	{"two primitives in one map", lines("name: a", "mask:", "  block: {size: 4}", "  window: {size: 2}"),
 		[]wantErr{at(4, 3, "mask: two primitives in one map (block and window)", "union or intersect")}},
 	{"two primitives in a union operand", lines("name: a", "mask:", "  union:", "    - {block: {size: 4}, global: {tokens: 1}}"),

@@ -22,17 +22,35 @@ func (g Prog) Clip(lo, hi int) Prog { return intersectProg(g, Prog{lo, hi, 1}) }
 
 // Keys appends to dst the key positions j in [0, n) that query position i may
 // attend, as progressions (which may overlap), treating the sequence as one
-// document. Its cost depends on the mask's size, not on n.
+// document (a tree as one chain) unless p.Data holds the mask's run-time
+// data. Its cost depends on the mask's size (and a tree row's depth), not
+// on n.
 func (p Pattern) Keys(dst []Prog, i, n int) []Prog {
 	hi := n - 1
 	if p.Causal {
 		hi = min(hi, i)
 	}
-	return p.Mask.keys(dst, i, Prog{0, hi, 1})
+	d := p.Data
+	if d != nil && !d.IsTree() && p.Mask.HasDocument() {
+		// document-local positions, shifted back
+		s := d.Start(i)
+		start := len(dst)
+		dst = p.Mask.keys(dst, i-s, Prog{0, min(hi, d.End(i)) - s, 1}, nil)
+		for k := start; k < len(dst); k++ {
+			dst[k].Lo += s
+			dst[k].Hi += s
+		}
+		return dst
+	}
+	if !d.IsTree() || !p.Mask.HasTree() {
+		d = nil
+	}
+	return p.Mask.keys(dst, i, Prog{0, hi, 1}, d)
 }
 
-// keys appends the progressions of row i within the range r.
-func (m *Mask) keys(dst []Prog, i int, r Prog) []Prog {
+// keys appends the progressions of row i within the range r; t is the
+// parent array of a tree, or nil (one chain).
+func (m *Mask) keys(dst []Prog, i int, r Prog, t *Docs) []Prog {
 	add := func(g Prog) []Prog {
 		if g = intersectProg(g, r); g.Lo <= g.Hi {
 			dst = append(dst, g)
@@ -81,18 +99,37 @@ func (m *Mask) keys(dst []Prog, i int, r Prog) []Prog {
 		return add(Prog{m.Lo + mod(m.Phase-m.Lo, m.Stride), hi, m.Stride})
 	case OpNeighborhood:
 		return m.neighborhoodKeys(dst, i, r)
+	case OpTree:
+		if t == nil {
+			// without a parent array: one chain, every key up to i
+			return add(Prog{0, i, 1})
+		}
+		if i < 0 || i >= t.Len() {
+			return dst
+		}
+		// every key up to TreeLo(i), then the other ancestors one by one,
+		// in increasing order
+		lo := t.TreeLo(i)
+		dst = add(Prog{0, lo, 1})
+		start := len(dst)
+		par := t.Parents()
+		for x := i; x > lo; x = int(par[x]) {
+			dst = add(Prog{x, x, 1})
+		}
+		slices.Reverse(dst[start:])
+		return dst
 	case OpNot:
 		// The operand's keys go after dst, their complement within r
 		// after those, and the complement is moved down.
 		start := len(dst)
-		dst = m.Args[0].keys(dst, i, r)
+		dst = m.Args[0].keys(dst, i, r, t)
 		mid := len(dst)
 		dst = complement(dst, start, r)
 		n := copy(dst[start:], dst[mid:])
 		return dst[:start+n]
 	case OpUnion:
 		for _, a := range m.Args {
-			dst = a.keys(dst, i, r)
+			dst = a.keys(dst, i, r, t)
 		}
 		return dst
 	case OpIntersect:
@@ -103,7 +140,7 @@ func (m *Mask) keys(dst []Prog, i int, r Prog) []Prog {
 		for _, a := range m.Args {
 			mid := len(dst)
 			for k := start; k < mid; k++ {
-				dst = a.keys(dst, i, dst[k])
+				dst = a.keys(dst, i, dst[k], t)
 			}
 			n := copy(dst[start:], dst[mid:])
 			if dst = dst[:start+n]; n == 0 {

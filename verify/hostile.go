@@ -155,8 +155,9 @@ func fill(out, lse []float32) {
 func clone(x []float32) []float32 { return append([]float32(nil), x...) }
 
 // CheckBatchDocs runs a document mask with one row of document ids per
-// batch (Batch*SeqK ids) and checks each batch against the reference with
-// its own ids; a kernel that reads the first row for every batch fails.
+// batch (Batch*SeqK ids; for a tree mask, one parent array per batch) and
+// checks each batch against the reference with its own data; a kernel
+// that reads the first row for every batch fails.
 func CheckBatchDocs(p spec.Pattern, run Run, s Shape, r *rand.Rand) error {
 	if err := s.Validate(); err != nil {
 		return err
@@ -168,7 +169,7 @@ func CheckBatchDocs(p spec.Pattern, run Run, s Shape, r *rand.Rand) error {
 	q, k, v := randomSlice(r, nq, 1), randomSlice(r, nkv, 1), randomSlice(r, nkv, 1)
 	ids := make([]int32, 0, s.Batch*s.SeqK)
 	for b := 0; b < s.Batch; b++ {
-		ids = append(ids, RandomDocs(r, s.SeqK)...)
+		ids = append(ids, RandomData(p, r, s.SeqK)...)
 	}
 	out, lse := make([]float32, nq), make([]float32, nl)
 	poison(out)
@@ -180,7 +181,7 @@ func CheckBatchDocs(p spec.Pattern, run Run, s Shape, r *rand.Rand) error {
 	one.Batch = 1
 	bq, bkv, bl := one.Sizes()
 	for b := 0; b < s.Batch; b++ {
-		docs, err := spec.NewDocs(ids[b*s.SeqK : (b+1)*s.SeqK])
+		docs, err := DataOf(p, ids[b*s.SeqK:(b+1)*s.SeqK])
 		if err != nil {
 			return err
 		}

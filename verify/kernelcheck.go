@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/attngen/attngen/spec"
+	"github.com/attngen/attngen/spec/spectest"
 )
 
 // Run is a kernel under test: masked attention of q, k, v into out and lse
@@ -79,6 +80,35 @@ func RandomDocs(r *rand.Rand, n int) []int32 {
 	return ids
 }
 
+// RandomTree returns a parent array for n positions (spectest.Parents: a
+// committed prefix of random length as a chain, then tree nodes, a few
+// roots).
+func RandomTree(r *rand.Rand, n int) []int32 { return spectest.Parents(r, n) }
+
+// RandomData returns random run-time data for a mask: document ids for a
+// document mask, a parent array for a tree mask, nil for other masks.
+func RandomData(p spec.Pattern, r *rand.Rand, n int) []int32 {
+	switch {
+	case p.Mask.HasTree():
+		return RandomTree(r, n)
+	case p.Mask.HasDocument():
+		return RandomDocs(r, n)
+	}
+	return nil
+}
+
+// DataOf indexes a mask's run-time data (ids as RandomData returns them):
+// document ids or a parent array; nil for masks without data.
+func DataOf(p spec.Pattern, ids []int32) (*spec.Docs, error) {
+	switch {
+	case p.Mask.HasTree():
+		return spec.NewTree(ids)
+	case p.Mask.HasDocument():
+		return spec.NewDocs(ids)
+	}
+	return nil, nil
+}
+
 func randomSlice(r *rand.Rand, n int, scale float64) []float32 {
 	x := make([]float32, n)
 	for k := range x {
@@ -92,9 +122,9 @@ func randomSlice(r *rand.Rand, n int, scale float64) []float32 {
 func randomInputs(p spec.Pattern, s Shape, r *rand.Rand) (q, k, v []float32, ids []int32, docs *spec.Docs) {
 	nq, nkv, _ := s.Sizes()
 	q, k, v = randomSlice(r, nq, 1), randomSlice(r, nkv, 1), randomSlice(r, nkv, 1)
-	if p.Mask.HasDocument() {
-		ids = RandomDocs(r, s.SeqK)
-		docs, _ = spec.NewDocs(ids)
+	if p.Mask.HasData() {
+		ids = RandomData(p, r, s.SeqK)
+		docs, _ = DataOf(p, ids)
 	}
 	return q, k, v, ids, docs
 }
@@ -162,9 +192,9 @@ func CheckNumericSampled(p spec.Pattern, run Run, s Shape, r *rand.Rand, opt Num
 	}
 	var ids []int32
 	var docs *spec.Docs
-	if p.Mask.HasDocument() {
-		ids = RandomDocs(r, s.SeqK)
-		docs, _ = spec.NewDocs(ids)
+	if p.Mask.HasData() {
+		ids = RandomData(p, r, s.SeqK)
+		docs, _ = DataOf(p, ids)
 	}
 	var rows []int
 	if n > 0 {
@@ -192,8 +222,8 @@ func CheckOutput(p spec.Pattern, ids []int32, q, k, v []float32, s Shape, out, l
 		return rep, fmt.Errorf("%v: out or lse shorter than the shape", s)
 	}
 	var docs *spec.Docs
-	if p.Mask.HasDocument() {
-		d, err := spec.NewDocs(ids)
+	if p.Mask.HasData() {
+		d, err := DataOf(p, ids)
 		if err != nil {
 			return rep, err
 		}
@@ -338,7 +368,8 @@ const (
 // stackBase) so that the effect of an input through L hops stays well above
 // float32 rounding; a stack too wide and deep for that (the product over
 // layers of twice the most keys a row keeps exceeds 2^40) is an error, not
-// a verdict.
+// a verdict. A layer whose mask reads run-time data carries it in its
+// Pattern.Data (n positions), which the model uses and the run is given.
 func CheckStack(layers []spec.Pattern, runs []Run, n, d int, r *rand.Rand) error {
 	if len(layers) != len(runs) {
 		return errors.New("CheckStack: one run per layer")
@@ -365,9 +396,19 @@ func CheckStack(layers []spec.Pattern, runs []Run, n, d int, r *rand.Rand) error
 	}
 	nd, dd := n*d, d*d
 	gain := 1.0
+	data := make([][]int32, len(layers))
 	for l, p := range layers {
 		if p.Mask == nil {
 			return fmt.Errorf("CheckStack: layer %d has no mask", l+1)
+		}
+		if p.Mask.HasData() {
+			if p.Data == nil || p.Data.Len() != n {
+				return fmt.Errorf("CheckStack: layer %d reads run-time data (documents or a tree): set its Pattern.Data, %d positions", l+1, n)
+			}
+			data[l] = p.Data.IDs()
+			if p.Data.IsTree() {
+				data[l] = p.Data.Parents()
+			}
 		}
 		most := 0
 		for t := 0; t < n; t++ {
@@ -396,7 +437,7 @@ func CheckStack(layers []spec.Pattern, runs []Run, n, d int, r *rand.Rand) error
 		y, lse, next := make([]float32, nd), make([]float32, n), make([]float32, nd)
 		for l, run := range runs {
 			poison(y)
-			if err := run(y, lse, cur, cur, cur, nil, s); err != nil {
+			if err := run(y, lse, cur, cur, cur, data[l], s); err != nil {
 				return nil, fmt.Errorf("layer %d: %w", l+1, err)
 			}
 			for t := 0; t < n; t++ {

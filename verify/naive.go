@@ -111,7 +111,7 @@ func (x *naiveRow) run(row int) {
 // straightforward implementation consults per pair).
 func denseRow(p spec.Pattern, docs *spec.Docs, i, n int, keep []bool, progs []spec.Prog) []spec.Prog {
 	clear(keep)
-	if docs != nil && p.Mask.HasDocument() {
+	if docs != nil && p.Mask.HasData() {
 		for j := range keep {
 			keep[j] = p.AtDocs(i, j, docs)
 		}

@@ -541,3 +541,35 @@ func BenchmarkReach8192(b *testing.B) {
 		}
 	}
 }
+
+// TestReachTreeMatchesBrute: the reachability model on tree layers with
+// their parent arrays (Pattern.Data), alone and stacked with random
+// masks, equals the brute-force recursion; a tree alone never reaches
+// past the ancestors, at any depth.
+func TestReachTreeMatchesBrute(t *testing.T) {
+	r := rand.New(rand.NewPCG(8, 12))
+	for it := range 60 {
+		n := 1 + r.IntN(60)
+		d, err := spec.NewTree(verify.RandomTree(r, n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tree := spec.Pattern{Mask: spec.Tree(), Causal: true, Data: d}
+		mixed := spec.Pattern{Mask: spec.Union(spec.Tree(), spectest.Primitive(r, n)), Causal: r.IntN(2) == 0, Data: d}
+		layers := stack(1+r.IntN(4), tree, mixed, spectest.Pattern(r, n, 2))
+		compareBrute(t, fmt.Sprintf("iteration %d %v", it, layers), layers, n)
+		alone := stack(3, tree)
+		rc, err := verify.NewReach(alone, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rc.AdvanceTo(3)
+		for tt := range n {
+			for s := range n {
+				if rc.Reachable(3, tt, s) != d.TreeAnc(tt, s) {
+					t.Fatalf("iteration %d: a tree of 3 layers: target %d source %d: %v, ancestor %v", it, tt, s, rc.Reachable(3, tt, s), d.TreeAnc(tt, s))
+				}
+			}
+		}
+	}
+}

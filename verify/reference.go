@@ -63,7 +63,7 @@ func checkInputs(s Shape, q, k, v int, docs *spec.Docs) error {
 	case v < nkv:
 		return fmt.Errorf("v has %d elements, shape needs %d", v, nkv)
 	case docs != nil && docs.Len() < s.SeqK:
-		return fmt.Errorf("document ids cover %d positions, shape needs SeqK = %d", docs.Len(), s.SeqK)
+		return fmt.Errorf("run-time data (document ids or parent array) covers %d positions, shape needs SeqK = %d", docs.Len(), s.SeqK)
 	}
 	return nil
 }

@@ -110,7 +110,7 @@ func keptCounts(p spec.Pattern, docs *spec.Docs, s Shape) []int {
 	var progs []spec.Prog
 	for row := range counts {
 		i := spec.Row(row, s.SeqQ, s.SeqK)
-		if docs != nil && p.Mask.HasDocument() {
+		if docs != nil && p.Mask.HasData() {
 			for j := 0; j < s.SeqK; j++ {
 				if p.AtDocs(i, j, docs) {
 					counts[row]++

@@ -147,13 +147,22 @@ func stackSpecs(t *testing.T) []*spec.Spec {
 }
 
 // stackOf returns the first stackDepth layers of s as attngen verify builds
-// them, or false when a layer has a document mask (the CLI skips those).
+// them, or false when a layer has a document mask (the CLI skips those); a
+// tree layer gets a random parent array of stackSeq positions.
 func stackOf(s *spec.Spec) ([]spec.Pattern, bool) {
 	var layers []spec.Pattern
+	r := rand.New(rand.NewPCG(7, 8))
 	for l := 1; l <= stackDepth; l++ {
 		p := s.LayerAt(l)
 		if p.Mask.HasDocument() {
 			return nil, false
+		}
+		if p.Mask.HasTree() {
+			d, err := spec.NewTree(verify.RandomTree(r, stackSeq))
+			if err != nil {
+				panic(err)
+			}
+			p.Data = d
 		}
 		layers = append(layers, p)
 	}

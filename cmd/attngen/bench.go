@@ -288,6 +288,9 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	if s.Mask.HasDocument() {
 		return fmt.Errorf("bench: document masks need run-time ids; benchmark the positional mask instead")
 	}
+	if s.Mask.HasTree() {
+		return fmt.Errorf("bench: tree masks need a run-time parent array; benchmark the positional mask instead")
+	}
 	if *gpu {
 		if seqQ != *seq || headsKV != *heads {
 			return usagef("-gpu times the PTX kernel with as many queries as keys and one key/value head per query head: leave out -seq-q and -heads-kv")

@@ -59,5 +59,8 @@ func cmdCheck(args []string, stdout, stderr io.Writer) error {
 	if s.Mask.HasDocument() {
 		fmt.Fprintln(stdout, "note: document masks are counted as one document spanning the sequence")
 	}
+	if s.Mask.HasTree() {
+		fmt.Fprintln(stdout, "note: tree masks are counted as one chain (causal attention); the parent array comes at run time")
+	}
 	return nil
 }

@@ -35,6 +35,7 @@ func cmdReach(args []string, stdout, stderr io.Writer) error {
 	target := fs.Int("target", -1, "target position t of a K-way boundary-copy bound (with -source and -k)")
 	source := fs.Int("source", -1, "source position s of the boundary-copy bound")
 	k := fs.Int("k", 0, "number K of label values of the boundary-copy bound")
+	data := fs.String("data", "", "run-time data of tree or document masks: a `FILE` of S integers (parent array or document ids)")
 	if err := parseArgs(fs, args, stdout, path); err != nil {
 		return err
 	}
@@ -85,6 +86,15 @@ func cmdReach(args []string, stdout, stderr io.Writer) error {
 	for l := 1; l <= *layers; l++ {
 		stack[l-1] = s.LayerAt(l)
 	}
+	note := dataNote(s, "analysed")
+	if *data != "" {
+		d, err := loadData(*data, s, *seq)
+		if err != nil {
+			return err
+		}
+		withData(stack, d)
+		note = ""
+	}
 	cov, err := verify.Analyze(stack, *seq, D, pairs...)
 	if err != nil {
 		return err
@@ -107,7 +117,7 @@ func cmdReach(args []string, stdout, stderr io.Writer) error {
 		return enc.Encode(reachReport(s, cov, bound, *hops))
 	}
 	w := bufio.NewWriter(stdout)
-	writeReachText(w, s, cov, bound)
+	writeReachText(w, s, cov, bound, note)
 	if *out != "" {
 		fmt.Fprintf(w, "\nplot: %s\n", *out)
 	}
@@ -153,16 +163,7 @@ func reachScheduleMasks(s *spec.Spec) map[string]string {
 	return out
 }
 
-func reachHasDocument(s *spec.Spec) bool {
-	for _, p := range s.Layers() {
-		if p.Mask.HasDocument() {
-			return true
-		}
-	}
-	return false
-}
-
-func writeReachText(w io.Writer, s *spec.Spec, cov *verify.Coverage, bound *verify.CopyBound) {
+func writeReachText(w io.Writer, s *spec.Spec, cov *verify.Coverage, bound *verify.CopyBound, note string) {
 	names := reachScheduleNames(s)
 	fmt.Fprintf(w, "reach: %s (%s)\n", s.Name, s.File)
 	fmt.Fprintf(w, "stack: %d layers, input side first, layer k uses schedule entry (k-1) mod %d of [%s]; seq %d, distances 0-%d\n",
@@ -178,8 +179,8 @@ func writeReachText(w io.Writer, s *spec.Spec, cov *verify.Coverage, bound *veri
 	if !s.Causal {
 		fmt.Fprintln(w, "note: the stack is not causal; sources after the target are reachable but distances count only sources before it")
 	}
-	if reachHasDocument(s) {
-		fmt.Fprintln(w, "note: document masks are analysed as one document spanning the sequence")
+	if note != "" {
+		fmt.Fprintln(w, note)
 	}
 	if len(cov.FullLayers) > 0 {
 		fmt.Fprintf(w, "note: layer%s %s full: one full causal layer makes every earlier position reachable, so binary\n"+

@@ -22,6 +22,7 @@ func cmdShow(args []string, stdout, stderr io.Writer) error {
 	tile := fs.Int("tile", 128, "tile side T in positions, at most N")
 	out := fs.String("o", "", "write an image instead of text pictures: `FILE`.png or FILE.svg")
 	width := fs.Int("width", 0, "picture width: text columns (default 100), or with -o the largest plot side in pixels (default and at most 1024)")
+	data := fs.String("data", "", "run-time data of a tree or document mask: a `FILE` of N integers (parent array or document ids)")
 	if err := parseArgs(fs, args, stdout, path); err != nil {
 		return err
 	}
@@ -62,9 +63,13 @@ func cmdShow(args []string, stdout, stderr io.Writer) error {
 	}
 	p := s.Pattern()
 	n, t := *seq, *tile
-	var docNote string
-	if s.Mask.HasDocument() {
-		docNote = "note: document mask drawn as one document spanning the sequence"
+	docNote := dataNote(s, "drawn")
+	if *data != "" {
+		d, err := loadData(*data, s, n)
+		if err != nil {
+			return err
+		}
+		p.Data, docNote = d, ""
 	}
 
 	if format != "" {

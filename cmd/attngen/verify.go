@@ -168,6 +168,14 @@ func cmdVerify(args []string, stdout, stderr io.Writer) error {
 			if p.Mask.HasDocument() {
 				break
 			}
+			if p.Mask.HasTree() {
+				// a random parent array, which the model and the run share
+				d, err := spec.NewTree(verify.RandomTree(r, *depN))
+				if err != nil {
+					return err
+				}
+				p.Data = d
+			}
 			run, err := kernelRun(p, s.HeadDim, v)
 			if err != nil {
 				return err

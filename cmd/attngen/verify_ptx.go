@@ -254,10 +254,7 @@ func agree(s *spec.Spec, a, b *gpurun.Kernel, sh verify.Shape, r *rand.Rand) err
 		return x
 	}
 	q, k, v := mk(nq), mk(nkv), mk(nkv)
-	var ids []int32
-	if s.Mask.HasDocument() {
-		ids = verify.RandomDocs(r, sh.SeqK)
-	}
+	ids := verify.RandomData(s.Pattern(), r, sh.SeqK)
 	oa, la, ob, lb := make([]float32, nq), make([]float32, nl), make([]float32, nq), make([]float32, nl)
 	if err := a.Run()(oa, la, q, k, v, ids, sh); err != nil {
 		return err

@@ -40,7 +40,7 @@ type Backward struct {
 // backwardParams is the parameter layout of the two kernels, in order.
 // Gradients and delta are f32; the inputs are the forward's (elem) and
 // its natural-log lse (f32).
-func backwardParams(dkv, docs bool) []Param {
+func backwardParams(dkv, docs, tree bool) []Param {
 	ps := []Param{
 		{Name: "q", T: U64, Doc: "queries [batch][heads_q][seq_q][D], elem"},
 		{Name: "k", T: U64, Doc: "keys [batch][heads_kv][seq_k][D], elem"},
@@ -53,7 +53,9 @@ func backwardParams(dkv, docs bool) []Param {
 		Param{Name: "dout", T: U64, Doc: "gradient of the output [batch][heads_q][seq_q][D], elem"},
 		Param{Name: "lse", T: U64, Doc: "forward log-sum-exp [batch][heads_q][seq_q], f32 (natural log)"},
 		Param{Name: "delta", T: U64, Doc: "rowsum(dout * out) [batch][heads_q][seq_q], f32 (written by the dq kernel, read by the dk/dv kernel)"})
-	if docs {
+	if tree {
+		ps = append(ps, treeForwardParams()[5:9]...)
+	} else if docs {
 		ps = append(ps,
 			Param{Name: "doc_id", T: U64, Doc: "document id per position [seq_k], s32, non-decreasing"},
 			Param{Name: "doc_start", T: U64, Doc: "first position of the position's document [seq_k], s32"},
@@ -114,7 +116,7 @@ func GenerateBackward(p *gen.Plan, cfg Config) (*Backward, error) {
 			name = "attn_bwd_dkv_" + p.Name
 		}
 		g.f = NewFunc(name)
-		g.f.Params = backwardParams(dkv, g.docs)
+		g.f.Params = backwardParams(dkv, g.docs, p.UsesTree())
 		g.f.ReqNTID = Threads
 		// one CTA per SM is all the register budget must allow: ptxas
 		// otherwise caps some kernels near 168 registers and spills
@@ -589,10 +591,7 @@ func (g *bwdK) kernelDQ() error {
 	f.Comment("parameters and thread coordinates")
 	q, k, v, o, dout := g.global("q"), g.global("k"), g.global("v"), g.global("o"), g.global("dout")
 	lse, delta := g.global("lse"), g.global("delta")
-	if g.docs {
-		id, start, end := g.global("doc_id"), g.global("doc_start"), g.global("doc_end")
-		g.docRegs = &DocRegs{ID: id.Reg, Start: start.Reg, End: end.Reg}
-	}
+	g.dataRegs()
 	dq := g.global("dq")
 	qt, h, err := g.prologue()
 	if err != nil {
@@ -785,6 +784,19 @@ func (g *bwdK) kernelDQ() error {
 	return nil
 }
 
+// dataRegs loads the run-time mask data's addresses (a tree's arrays, or
+// documents'), as the forward does.
+func (g *bwdK) dataRegs() {
+	switch {
+	case g.p.UsesTree():
+		lo, off, anc, info := g.global("tree_lo"), g.global("tree_off"), g.global("tree_anc"), g.global("tree_info")
+		g.docRegs = &DocRegs{Tree: &TreeRegs{Lo: lo.Reg, Off: off.Reg, Anc: anc.Reg, Info: info.Reg}}
+	case g.docs:
+		id, start, end := g.global("doc_id"), g.global("doc_start"), g.global("doc_end")
+		g.docRegs = &DocRegs{ID: id.Reg, Start: start.Reg, End: end.Reg}
+	}
+}
+
 // lseRows is the b64 address of an f32 [batch][heads_q][seq_q] row array
 // at head h, tensor row row0.
 func (g *bwdK) lseRows(base, h, row0 Operand) Operand {
@@ -820,10 +832,7 @@ func (g *bwdK) kernelDKV() error {
 	f.Comment("parameters and thread coordinates")
 	q, k, v, dout := g.global("q"), g.global("k"), g.global("v"), g.global("dout")
 	lse, delta := g.global("lse"), g.global("delta")
-	if g.docs {
-		id, start, end := g.global("doc_id"), g.global("doc_start"), g.global("doc_end")
-		g.docRegs = &DocRegs{ID: id.Reg, Start: start.Reg, End: end.Reg}
-	}
+	g.dataRegs()
 	dk, dv := g.global("dk"), g.global("dv")
 	kt, kvh, err := g.prologue()
 	if err != nil {

@@ -132,7 +132,13 @@ func runBackwardKernels(t *testing.T, p *gen.Plan, cfg Config, s shape, ids []in
 		}
 	}
 	var docPtrs []uint64
-	if ids != nil {
+	switch {
+	case ids != nil && p.UsesTree():
+		if r.docs, err = spec.NewTree(ids); err != nil {
+			t.Fatal(err)
+		}
+		docPtrs = treeArrays(t, dev, alloc, ids)
+	case ids != nil:
 		r.docs = &spec.Docs{}
 		if err := r.docs.Reset(ids); err != nil {
 			t.Fatal(err)
@@ -294,7 +300,10 @@ func TestBackwardInterpExamples(t *testing.T) {
 		}
 		for _, sh := range bwdShapes {
 			var ids []int32
-			if p.Pred.UsesDocs() {
+			switch {
+			case p.UsesTree():
+				ids = treeParents(sh.sk, uint64(sh.sq))
+			case p.Pred.UsesDocs():
 				ids = docIDs(sh.sk)
 			}
 			t.Run(fmt.Sprintf("%s/%v", s.Name, sh), func(t *testing.T) {
@@ -463,6 +472,29 @@ func TestBackwardInterpDeadRows(t *testing.T) {
 	}
 }
 
+// TestBackwardInterpTree runs tree masks (random parent arrays) alone and
+// combined with other masks.
+func TestBackwardInterpTree(t *testing.T) {
+	masks := []spec.Pattern{
+		{Mask: spec.Tree(), Causal: true},
+		{Mask: spec.Union(spec.Tree(), spec.KeySet(0, 70, 1, 0)), Causal: false},
+		{Mask: spec.Intersect(spec.Tree(), spec.Window(90)), Causal: true},
+		{Mask: spec.Not(spec.Tree()), Causal: true},
+	}
+	for k, pat := range masks {
+		p := compile(t, fmt.Sprintf("tree%d", k), pat.Mask, pat.Causal, 64)
+		for x, sh := range []shape{{1, 2, 1, 150, 200}, {2, 1, 1, 1, 130}} {
+			t.Run(fmt.Sprintf("%d/%v", k, sh), func(t *testing.T) {
+				t.Logf("%v", pat)
+				r := runBackwardKernels(t, p, Config{SoftLg2: true}, sh, treeParents(sh.sk, uint64(10*k+x)), uint64(k), nil)
+				if bad := checkBackward(t, r, p.Source, BF16, true); bad > 0 {
+					t.Fatalf("%d failures", bad)
+				}
+			})
+		}
+	}
+}
+
 func TestBackwardInterpF16(t *testing.T) {
 	for k, mk := range randomMasks(7, 2) {
 		d := 64 * (k + 1)
@@ -610,7 +642,7 @@ func TestBackwardInterpColumnSchedule(t *testing.T) {
 	masks := exampleMasks(t)
 	masks = append(masks, randomMasks(9, 6)...)
 	for _, mk := range masks {
-		if mk.p.Mask.HasDocument() {
+		if mk.p.Mask.HasData() {
 			continue
 		}
 		p := compile(t, mk.name, mk.p.Mask, mk.p.Causal, 64)

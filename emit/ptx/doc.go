@@ -47,7 +47,8 @@
 //     s64, and results that do not fit saturate to s32. Arguments are operands the caller gives (registers or immediates, in
 //     Prog.Args order), results come back as integer operands or predicate
 //     registers (Value), document ops load from the kernel's doc_id,
-//     doc_start and doc_end arrays (DocRegs). Every non-word gen.IROp
+//     doc_start and doc_end arrays (DocRegs), tree ops from its tree
+//     arrays (TreeRegs: treeanc is four loads, a bit test and compares). Every non-word gen.IROp
 //     renders; word ops (which exist only in the CPU keep-word program), an
 //     unknown op, a constant, immediate or value folded from constants
 //     outside s32 (gen.Inf and -gen.Inf fit), or a value whose range
@@ -94,7 +95,11 @@
 // Document kernels (a plan program reads document ids) take doc_id,
 // doc_start and doc_end arrays (DocArrays) over the seq_k positions,
 // shared by every batch element and head; documents with a residue layout
-// are refused.
+// are refused. Tree kernels (a plan program reads a parent array) take
+// tree_lo, tree_off, tree_anc and tree_info instead (TreeArrays: each
+// position's fully kept key prefix, the ancestor bitset rows of the
+// positions past the leading chain, and three per-call values), one tree
+// shared by every batch element and head.
 //
 // Positions are s32 and seq_k below 2^29 (gpu.MaxSeq); values the programs
 // form from them may leave s32 and are then computed in s64.

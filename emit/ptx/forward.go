@@ -154,6 +154,9 @@ func GenerateForward(p *gen.Plan, cfg Config) (*Forward, error) {
 	}
 	g.f = NewFunc("attn_fwd_" + p.Name)
 	g.f.Params = forwardParams(g.docs)
+	if p.UsesTree() {
+		g.f.Params = treeForwardParams()
+	}
 	g.f.ReqNTID = Threads
 	g.f.MinCTAs = minCTAs[p.HeadDim]
 	if g.f.MinCTAs > 2 && len(p.Pred.Insts) > bigPred {
@@ -292,7 +295,11 @@ func (g *fwd) kernel() error {
 	D := g.D
 	f.Comment("parameters and thread coordinates")
 	q, k, v, o, lse := g.global("q"), g.global("k"), g.global("v"), g.global("o"), g.global("lse")
-	if g.docs {
+	switch {
+	case g.p.UsesTree():
+		lo, off, anc, info := g.global("tree_lo"), g.global("tree_off"), g.global("tree_anc"), g.global("tree_info")
+		g.docRegs = &DocRegs{Tree: &TreeRegs{Lo: lo.Reg, Off: off.Reg, Anc: anc.Reg, Info: info.Reg}}
+	case g.docs:
 		id, start, end := g.global("doc_id"), g.global("doc_start"), g.global("doc_end")
 		g.docRegs = &DocRegs{ID: id.Reg, Start: start.Reg, End: end.Reg}
 	}

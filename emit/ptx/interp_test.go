@@ -188,7 +188,13 @@ func runForwardDocs(t *testing.T, p *gen.Plan, cfg Config, s shape, want *spec.P
 	}
 	ptrs := []uint64{qa, ka, va, oa, la}
 	var docs *spec.Docs
-	if ids != nil {
+	switch {
+	case ids != nil && p.UsesTree():
+		if docs, err = spec.NewTree(ids); err != nil {
+			t.Fatal(err)
+		}
+		ptrs = append(ptrs, treeArrays(t, dev, alloc, ids)...)
+	case ids != nil:
 		docs = &spec.Docs{}
 		if err := docs.Reset(ids); err != nil {
 			t.Fatal(err)
@@ -347,7 +353,10 @@ func TestInterpExamples(t *testing.T) {
 		}
 		for _, sh := range shapes {
 			var ids []int32
-			if p.Pred.UsesDocs() {
+			switch {
+			case p.UsesTree():
+				ids = treeParents(sh.sk, uint64(sh.sq))
+			case p.Pred.UsesDocs():
 				ids = docIDs(sh.sk)
 			}
 			t.Run(fmt.Sprintf("%s/%v", s.Name, sh), func(t *testing.T) { runForwardDocs(t, p, Config{SoftLg2: true}, sh, nil, true, ids) })
@@ -484,7 +493,14 @@ func TestInterpVisits(t *testing.T) {
 			p := compile(t, c.name, c.p.Mask, c.p.Causal, 64)
 			var ids []int32
 			var docs *spec.Docs
-			if p.Pred.UsesDocs() {
+			switch {
+			case p.UsesTree():
+				ids = treeParents(sh.sk, 5)
+				var err error
+				if docs, err = spec.NewTree(ids); err != nil {
+					t.Fatal(err)
+				}
+			case p.Pred.UsesDocs():
 				ids = docIDs(sh.sk)
 				var err error
 				if docs, err = spec.NewDocs(ids); err != nil {
@@ -549,7 +565,7 @@ func launchCount(t *testing.T, p *gen.Plan, sh shape, ids []int32) *ptxi.Stats {
 	var ptrs []uint64
 	sizes := []int{2 * nq, 2 * nkv, 2 * nkv, 2 * nq, 4 * nl}
 	var arrays [][]int32
-	if ids != nil {
+	if ids != nil && !p.UsesTree() {
 		start, end, err := DocArrays(ids)
 		if err != nil {
 			t.Fatal(err)
@@ -572,6 +588,15 @@ func launchCount(t *testing.T, p *gen.Plan, sh shape, ids []int32) *ptxi.Stats {
 				t.Fatal(err)
 			}
 		}
+	}
+	if ids != nil && p.UsesTree() {
+		ptrs = append(ptrs, treeArrays(t, dev, func(n int) uint64 {
+			a, err := dev.Alloc(n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return a
+		}, ids)...)
 	}
 	l, err := k.Geometry(sh.batch, sh.hq, sh.hkv, sh.sq, sh.sk, 0)
 	if err != nil {

@@ -242,7 +242,7 @@ func TestExtremeProgsLargePositions(t *testing.T) {
 		}
 	}
 	for _, s := range extremeSpecs(t, 2, 60) {
-		if !s.Mask.HasDocument() {
+		if !s.Mask.HasData() {
 			specs = append(specs, s)
 		}
 	}

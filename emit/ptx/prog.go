@@ -24,6 +24,15 @@ type Env struct {
 // first and the last position of each position's document.
 type DocRegs struct {
 	ID, Start, End Reg
+	// Tree, for a tree kernel, holds its parent-array arrays instead
+	// (treeForwardParams); ID, Start and End are then unused.
+	Tree *TreeRegs
+}
+
+// TreeRegs are the b64 global addresses of a tree kernel's arrays (see
+// TreeArrays).
+type TreeRegs struct {
+	Lo, Off, Anc, Info Reg
 }
 
 // Value is a rendered program value: an s32 operand (register or
@@ -431,8 +440,20 @@ func (f *Func) renderInst(p *gen.Prog, k int, in gen.Inst, vals []Value, env Env
 			return c, nil
 		}
 		return intVal(f.Selp(S32, f.IntOf(b), f.IntOf(c), cond.P)), nil
+	case gen.IRTreeAnc, gen.IRTreeInfo:
+		if env.Docs == nil || env.Docs.Tree == nil {
+			return Value{}, fmt.Errorf("ptx: program %s v%d: %s needs the run-time tree arrays, which this kernel does not take", p.Name, k, in.Op)
+		}
+		t := env.Docs.Tree
+		if in.Op == gen.IRTreeInfo {
+			return intVal(f.LoadS32(t.Info, I(in.Imm))), nil
+		}
+		if (!a.IsPred && isWide(a.Int)) || (!b.IsPred && isWide(b.Int)) {
+			return Value{}, fmt.Errorf("ptx: program %s v%d: %s of a value outside s32 (not a position)", p.Name, k, in.Op)
+		}
+		return predVal(f.treeAnc(t, f.IntOf(a), f.IntOf(b))), nil
 	case gen.IRDocID, gen.IRDocStart, gen.IRDocEnd:
-		if env.Docs == nil {
+		if env.Docs == nil || env.Docs.Tree != nil {
 			return Value{}, fmt.Errorf("ptx: program %s v%d: %s needs the run-time document arrays, which this kernel does not take", p.Name, k, in.Op)
 		}
 		if !a.IsPred && isWide(a.Int) {
@@ -442,6 +463,23 @@ func (f *Func) renderInst(p *gen.Prog, k int, in gen.Inst, vals []Value, env Env
 		return intVal(f.LoadS32(base, f.IntOf(a))), nil
 	}
 	return Value{}, fmt.Errorf("ptx: program %s v%d: op %s cannot be rendered", p.Name, k, in.Op)
+}
+
+// treeAnc is 1 when key j is query i or an ancestor of i (TreeArrays):
+// 0 <= j <= i and either j <= lo[i] (every key up to lo[i] is an ancestor)
+// or j is past the chain and its bit is set in i's row of anc. The bit
+// index is clamped into the row (0 .. i - chain), so the load stays inside
+// the arrays whatever j is; the clamped bit is then not used.
+func (f *Func) treeAnc(t *TreeRegs, i, j Operand) Reg {
+	lo := f.LoadS32(t.Lo, i)
+	chain := f.LoadS32(t.Info, I(0))
+	c := f.Min(f.Max(f.Sub(j, chain), I(0)), f.Max(f.Sub(i, chain), I(0)))
+	word := f.Add(f.LoadS32(t.Off, i), f.Op3(OpShr, S32, c, I(5)))
+	w := f.LoadS32(t.Anc, word)
+	bit := f.Op3(OpAnd, B32, f.Op3(OpShr, U32, w, f.Op3(OpAnd, B32, c, I(31))), I(1))
+	node := f.PAnd(f.Setp("ge", S32, j, chain), f.Setp("ne", U32, bit, I(0)))
+	in := f.PAnd(f.Setp("ge", S32, j, I(0)), f.Setp("le", S32, j, i))
+	return f.PAnd(in, f.POr(f.Setp("le", S32, j, lo), node))
 }
 
 // LoadS32 loads the s32 at base[idx] from global memory (base a b64
@@ -566,6 +604,10 @@ func valueRanges(p *gen.Prog, env Env, live []bool) ([]interval, error) {
 			r = interval{math.MinInt32, math.MaxInt32}
 		case gen.IRDocStart, gen.IRDocEnd:
 			r = interval{0, ArgMax}
+		case gen.IRTreeAnc:
+			r = interval{0, 1}
+		case gen.IRTreeInfo:
+			r = interval{-1, ArgMax} // a chain length, a TreeLo, a chain position (TreeArrays)
 		default:
 			return nil, fmt.Errorf("ptx: program %s v%d: op %s cannot be rendered", p.Name, k, in.Op)
 		}

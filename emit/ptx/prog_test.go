@@ -31,6 +31,9 @@ func opCases(op gen.IROp, r *rand.Rand, docN int) [][]int64 {
 		switch op {
 		case gen.IRDocID, gen.IRDocStart, gen.IRDocEnd:
 			a[0] = int64(r.IntN(docN))
+		case gen.IRTreeAnc:
+			// a query position, and a key anywhere around the positions
+			a[0], a[1] = int64(r.IntN(docN)), int64(r.IntN(docN+10)-5)
 		case gen.IRDiv:
 			a[1] = int64(1 + r.IntN(9))
 			if c%4 == 0 {
@@ -89,9 +92,14 @@ func TestEveryIROp(t *testing.T) {
 				imms = []int64{-3, 0, 1, 4, 5}
 			case gen.IRDivC, gen.IRModC:
 				imms = []int64{1, 2, 3, 8, 7}
+			case gen.IRTreeInfo:
+				imms = []int64{0, 1, 2}
 			}
 			var docs []int32
-			if op.Docs() {
+			switch {
+			case op.Tree():
+				docs = treeParents(len(ids), 3)
+			case op.Docs():
 				docs = ids
 			}
 			for _, imm := range imms {

@@ -16,14 +16,22 @@ import (
 func progKernel(p *gen.Prog, bind map[int]int64, docs bool) (string, error) {
 	f := NewFunc("prog")
 	f.Params = []Param{{Name: "in", T: U64}, {Name: "out", T: U64}, {Name: "cases", T: U32}}
-	if docs {
+	tree := docs && p.UsesTree()
+	switch {
+	case tree:
+		f.Params = append(f.Params, treeForwardParams()[5:9]...)
+	case docs:
 		f.Params = append(f.Params, forwardParams(true)[5:8]...)
 	}
 	g := &fwd{f: f}
 	in, out := g.global("in"), g.global("out")
 	cases := g.param("cases", U32)
 	env := Env{}
-	if docs {
+	switch {
+	case tree:
+		lo, off, anc, info := g.global("tree_lo"), g.global("tree_off"), g.global("tree_anc"), g.global("tree_info")
+		env.Docs = &DocRegs{Tree: &TreeRegs{Lo: lo.Reg, Off: off.Reg, Anc: anc.Reg, Info: info.Reg}}
+	case docs:
 		id, start, end := g.global("doc_id"), g.global("doc_start"), g.global("doc_end")
 		env.Docs = &DocRegs{ID: id.Reg, Start: start.Reg, End: end.Reg}
 	}
@@ -65,7 +73,8 @@ func progKernel(p *gen.Prog, bind map[int]int64, docs bool) (string, error) {
 
 // checkProg runs p under the interpreter on every case (full argument
 // lists; bound arguments must equal bind in every case) and compares each
-// result with Prog.Eval. ids are the document ids (nil: no documents). It
+// result with Prog.Eval. ids are the document ids (nil: no documents), or
+// the parent array of a program that reads a tree. It
 // returns the number of mismatches, reporting the first few.
 // progInputs packs the unbound arguments of every case as 32-bit words,
 // max(unbound, 1) of them a case: the input layout of progKernel.
@@ -92,6 +101,9 @@ func checkProg(t *testing.T, p *gen.Prog, bind map[int]int64, ids []int32, cases
 	for len(cases)%128 != 0 {
 		cases = append(cases, cases[n-1])
 	}
+	if !p.UsesDocs() {
+		ids = nil // a program that reads no run-time data takes none
+	}
 	text, err := progKernel(p, bind, ids != nil)
 	if err != nil {
 		t.Fatalf("%s: %v", p.Name, err)
@@ -116,7 +128,16 @@ func checkProg(t *testing.T, p *gen.Prog, bind map[int]int64, ids []int32, cases
 	}
 	args := []any{ia, oa, uint32(len(cases))}
 	var docs *mask.Docs
-	if ids != nil {
+	switch {
+	case ids != nil && p.UsesTree():
+		// ids is a parent array
+		if docs, err = mask.NewTree(ids); err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range treeArrays(t, dev, alloc, ids) {
+			args = append(args, a)
+		}
+	case ids != nil:
 		if docs, err = mask.NewDocs(ids); err != nil {
 			t.Fatal(err)
 		}

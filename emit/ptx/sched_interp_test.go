@@ -21,7 +21,10 @@ func TestInterpPrograms(t *testing.T) {
 		t.Run(mk.name, func(t *testing.T) {
 			p := compile(t, mk.name, mk.p.Mask, mk.p.Causal, 64)
 			var docs []int32
-			if p.Pred.UsesDocs() || p.Hull.UsesDocs() || p.Class.UsesDocs() {
+			switch {
+			case p.UsesTree():
+				docs = treeParents(len(ids), 4)
+			case p.Pred.UsesDocs() || p.Hull.UsesDocs() || p.Class.UsesDocs():
 				docs = ids
 			}
 			rng := rand.New(rand.NewPCG(3, uint64(len(mk.name))))

@@ -16,7 +16,7 @@ import (
 // (the natural-log log-sum-exp Forward writes). Layouts are those of
 // Forward: q, out, dout and dq are [Batch, HeadsQ, SeqQ, HeadDim], k, v,
 // dk and dv [Batch, HeadsKV, SeqK, HeadDim], lse [Batch, HeadsQ, SeqQ];
-// docs as in Forward (ignored by masks without documents).
+// docs as in Forward (ignored by masks without documents or a tree).
 //
 // It is the FlashAttention-2 backward walked through the plan: delta =
 // rowsum(dout * out); then, per key tile, over the query tiles that visit
@@ -41,7 +41,8 @@ import (
 // the AVX-512 and AVX2 kernels match each other bit for bit).
 //
 // Errors wrap ErrShape, ErrShort (a slice shorter than the shape),
-// ErrDocument, ErrAlias (dq, dk or dv overlapping each other or any
+// ErrDocument (ErrTree for a tree mask, whose parent array docs holds),
+// ErrAlias (dq, dk or dv overlapping each other or any
 // input), ErrVariant or ErrHeadDim. After warm-up a call allocates
 // nothing.
 func Backward(m mask.Mask, variant Variant, dq, dk, dv, dout, q, k, v, out, lse []float32, docs []int32, s Shape) error {
@@ -55,7 +56,9 @@ func Backward(m mask.Mask, variant Variant, dq, dk, dv, dout, q, k, v, out, lse 
 	if err := t.Supports(s.HeadDim); err != nil {
 		return err
 	}
-	docs = docsFor(m, docs)
+	if !m.UsesDocs() {
+		docs = nil // ignored by masks without run-time data
+	}
 	z, err := s.check()
 	if err != nil {
 		return err
@@ -73,8 +76,8 @@ func Backward(m mask.Mask, variant Variant, dq, dk, dv, dout, q, k, v, out, lse 
 	}
 	var ds memSpan
 	if m.UsesDocs() {
-		if n, ok := mul(s.Batch, s.SeqK); !ok || len(docs) != s.SeqK && len(docs) != n {
-			return fmt.Errorf("%w: %d document ids; the shape needs SeqK = %d (shared by every batch) or Batch*SeqK = %d (one row per batch)", ErrDocument, len(docs), s.SeqK, n)
+		if err := checkDataLen(m, s, docs); err != nil {
+			return err
 		}
 		ds = span(docs[:docsLen(s, docs)])
 	}
@@ -151,21 +154,9 @@ func (c *bcall) drop() {
 }
 
 func (c *bcall) setup(m mask.Mask, s Shape, docs []int32) error {
-	c.docs = c.docs[:0]
-	if m.UsesDocs() {
-		rows := docsLen(s, docs) / s.SeqK
-		for b := 0; b < rows; b++ {
-			if b == cap(c.docs) {
-				c.docs = append(c.docs, mask.Docs{})
-			}
-			c.docs = c.docs[:b+1]
-			if err := c.docs[b].Reset(docs[b*s.SeqK : (b+1)*s.SeqK]); err != nil {
-				if rows > 1 {
-					return fmt.Errorf("%w: batch %d: %v", ErrDocument, b, err)
-				}
-				return fmt.Errorf("%w: %v", ErrDocument, err)
-			}
-		}
+	var err error
+	if c.docs, err = resetData(c.docs, m, s, docs); err != nil {
+		return err
 	}
 	c.mask, c.s = m, s
 	c.scale = s.Scale

@@ -118,21 +118,9 @@ var calls = sync.Pool{New: func() any { return new(call) }}
 
 // setup fills the call's state and workspace.
 func (c *call) setup(m mask.Mask, tile tileFunc, s Shape, out []float32, out16 []uint16, lse []float32, in inputs, docs []int32) error {
-	c.docs = c.docs[:0]
-	if m.UsesDocs() {
-		rows := docsLen(s, docs) / s.SeqK
-		for b := 0; b < rows; b++ {
-			if b == cap(c.docs) {
-				c.docs = append(c.docs, mask.Docs{})
-			}
-			c.docs = c.docs[:b+1] // a pooled call's Docs keep their buffers
-			if err := c.docs[b].Reset(docs[b*s.SeqK : (b+1)*s.SeqK]); err != nil {
-				if rows > 1 {
-					return fmt.Errorf("%w: batch %d: %v", ErrDocument, b, err)
-				}
-				return fmt.Errorf("%w: %v", ErrDocument, err)
-			}
-		}
+	var err error
+	if c.docs, err = resetData(c.docs, m, s, docs); err != nil { // a pooled call's Docs keep their buffers
+		return err
 	}
 	c.mask, c.tile, c.s, c.out, c.out16, c.lse, c.inputs = m, tile, s, out, out16, lse, in
 	c.next.Store(0)

@@ -15,12 +15,15 @@
 // ForwardArgs is the general entry point: an Args holds q, k and v as
 // float32 (Elem F32) or as bf16 or f16 bits (Q16, K16, V16), the output as
 // float32 (Out) or, for 16-bit inputs, in their format (Out16), the
-// optional float32 lse, document ids, a Paged cache description (the zero
+// optional float32 lse, document ids or a tree's parent array (Tree), a
+// Paged cache description (the zero
 // value: contiguous) and the Shape, so every combination is one call.
 // Forward, ForwardPaged and Forward16 fill an Args and call it. It checks
 // the Args before it touches anything: slices of the other element type,
 // both outputs or an unknown Elem wrap ErrShape; no output or a short one
 // ErrShort; document ids given to a mask without documents ErrDocument;
+// a parent array given to a mask without a tree, of a wrong length or with
+// a parent not before its child ErrTree;
 // an output (Out or Out16, or lse) overlapping an input, the document ids,
 // the page table or the other output ErrAlias. Inputs are widened and
 // pages gathered as tiles are packed (below), whatever their type, so a

@@ -56,6 +56,7 @@ var (
 	ErrVariant  = errors.New("variant not supported on this machine")
 	ErrHeadDim  = errors.New("head dimension not supported")
 	ErrDocument = errors.New("bad document ids")
+	ErrTree     = errors.New("bad tree")
 	ErrAlias    = errors.New("output overlaps another argument")
 	ErrPage     = errors.New("bad page table")
 )
@@ -158,7 +159,8 @@ func (in inputs) spans(nq, nkv int) [3]memSpan {
 // no output (out or out16, lse) overlaps an input (q, k, v, document ids,
 // the page table) or the other output. table is the part of the page table
 // the call reads (nil without pages).
-func (z sizes) checkArgs(s Shape, a *Args, in inputs, table []int32, needDocs bool) error {
+func (z sizes) checkArgs(m mask.Mask, s Shape, a *Args, in inputs, table []int32, data []int32) error {
+	needDocs := m.UsesDocs()
 	lq, lk, lv := in.lens()
 	lo, oname := len(a.Out), "out"
 	if a.Out16 != nil {
@@ -177,8 +179,8 @@ func (z sizes) checkArgs(s Shape, a *Args, in inputs, table []int32, needDocs bo
 		return fmt.Errorf("%w: lse has %d elements, the shape needs %d (or pass nil)", ErrShort, len(a.LSE), z.lse)
 	}
 	if needDocs {
-		if n, ok := mul(s.Batch, s.SeqK); !ok || len(a.Docs) != s.SeqK && len(a.Docs) != n {
-			return fmt.Errorf("%w: %d document ids; the shape needs SeqK = %d (shared by every batch) or Batch*SeqK = %d (one row per batch)", ErrDocument, len(a.Docs), s.SeqK, n)
+		if err := checkDataLen(m, s, data); err != nil {
+			return err
 		}
 	}
 	var o memSpan
@@ -189,14 +191,18 @@ func (z sizes) checkArgs(s Shape, a *Args, in inputs, table []int32, needDocs bo
 	}
 	l := span(a.LSE[:min(len(a.LSE), z.lse)])
 	var d memSpan
+	dname := "docs"
 	if needDocs {
-		d = span(a.Docs[:docsLen(s, a.Docs)])
+		d = span(data[:docsLen(s, data)])
+		if mask.UsesTree(m) {
+			dname = "tree"
+		}
 	}
 	sp := in.spans(z.q, z.kv)
 	for _, x := range []struct {
 		name string
 		m    memSpan
-	}{{"q", sp[0]}, {"k", sp[1]}, {"v", sp[2]}, {"lse", l}, {"docs", d}, {"the page table", span(table)}} {
+	}{{"q", sp[0]}, {"k", sp[1]}, {"v", sp[2]}, {"lse", l}, {dname, d}, {"the page table", span(table)}} {
 		if o.overlaps(x.m) {
 			return fmt.Errorf("%w: %s and %s share memory", ErrAlias, oname, x.name)
 		}
@@ -295,6 +301,11 @@ type Args struct {
 	// documents: SeqK ids shared by every batch, or Batch*SeqK, one row per
 	// batch. They must be nil for a mask without documents.
 	Docs []int32
+	// Tree is the parent array of a tree mask, one entry per key position
+	// (the parent position, before it, or -1 for a root), with Docs' shapes:
+	// SeqK entries shared by every batch or Batch*SeqK, one row per batch.
+	// It must be nil for a mask without a tree.
+	Tree []int32
 	// Paged describes K and V (or K16 and V16) as a paged cache when its
 	// PageSize is not 0; the zero value is a contiguous cache.
 	Paged Paged
@@ -339,7 +350,9 @@ func (a *Args) inputs() (inputs, error) {
 // Errors wrap ErrShape (a bad shape, slices that do not fit Elem, both or
 // an unknown Elem), ErrShort (a slice shorter than the shape, or no
 // output), ErrDocument (document ids of a wrong length, decreasing, or
-// given to a mask without documents), ErrAlias (an output overlapping an
+// given to a mask without documents), ErrTree (a parent array of a wrong
+// length, with a parent not before its child, or given to a mask without
+// a tree), ErrAlias (an output overlapping an
 // input, the page table or the other output), ErrPage, ErrVariant or
 // ErrHeadDim.
 //
@@ -358,7 +371,16 @@ func ForwardArgs(m mask.Mask, variant Variant, a Args) error {
 // docsFor returns docs when the mask has documents: the entry points
 // before ForwardArgs ignore ids given to other masks.
 func docsFor(m mask.Mask, docs []int32) []int32 {
-	if m.UsesDocs() {
+	if m.UsesDocs() && !mask.UsesTree(m) {
+		return docs
+	}
+	return nil
+}
+
+// treeFor returns docs when the mask has a tree: the entry points before
+// ForwardArgs take its parent array where others take document ids.
+func treeFor(m mask.Mask, docs []int32) []int32 {
+	if mask.UsesTree(m) {
 		return docs
 	}
 	return nil
@@ -367,10 +389,11 @@ func docsFor(m mask.Mask, docs []int32) []int32 {
 // Forward is ForwardArgs with float32 q, k, v and out on a contiguous
 // cache. When the mask has documents, docs holds the document id of every
 // key position: SeqK ids shared by every batch, or Batch*SeqK ids, one row
-// per batch (other masks ignore docs). out is [batch, heads_q, seq_q,
+// per batch; when it has a tree, docs holds the parent array (Args.Tree)
+// in the same shapes (other masks ignore docs). out is [batch, heads_q, seq_q,
 // head_dim]; lse, when not nil, is [batch, heads_q, seq_q], natural log.
 func Forward(m mask.Mask, variant Variant, out, lse, q, k, v []float32, docs []int32, s Shape) error {
-	return forward(m, variant, &Args{Q: q, K: k, V: v, Out: out, LSE: lse, Docs: docsFor(m, docs), Shape: s})
+	return forward(m, variant, &Args{Q: q, K: k, V: v, Out: out, LSE: lse, Docs: docsFor(m, docs), Tree: treeFor(m, docs), Shape: s})
 }
 
 // Paged describes a paged KV cache: k and v hold pages of PageSize key
@@ -392,7 +415,7 @@ func ForwardPaged(m mask.Mask, variant Variant, out, lse, q, k, v []float32, doc
 	if pg.PageSize == 0 { // not the contiguous cache of ForwardArgs
 		return fmt.Errorf("%w: page size 0", ErrPage)
 	}
-	return forward(m, variant, &Args{Q: q, K: k, V: v, Out: out, LSE: lse, Docs: docsFor(m, docs), Paged: pg, Shape: s})
+	return forward(m, variant, &Args{Q: q, K: k, V: v, Out: out, LSE: lse, Docs: docsFor(m, docs), Tree: treeFor(m, docs), Paged: pg, Shape: s})
 }
 
 // Forward16 is Forward with q, k and v in a 16-bit format, elem (BF16 or
@@ -403,7 +426,7 @@ func Forward16(m mask.Mask, variant Variant, elem Elem, out, lse []float32, q, k
 	if elem != BF16 && elem != F16 {
 		return fmt.Errorf("%w: %s is not a 16-bit element type", ErrShape, elem)
 	}
-	return forward(m, variant, &Args{Elem: elem, Q16: q, K16: k, V16: v, Out: out, LSE: lse, Docs: docsFor(m, docs), Shape: s})
+	return forward(m, variant, &Args{Elem: elem, Q16: q, K16: k, V16: v, Out: out, LSE: lse, Docs: docsFor(m, docs), Tree: treeFor(m, docs), Shape: s})
 }
 
 func forward(m mask.Mask, variant Variant, a *Args) error {
@@ -423,8 +446,16 @@ func forward(m mask.Mask, variant Variant, a *Args) error {
 	if err != nil {
 		return err
 	}
-	if a.Docs != nil && !m.UsesDocs() {
+	tree := mask.UsesTree(m)
+	if a.Docs != nil && (!m.UsesDocs() || tree) {
 		return fmt.Errorf("%w: %d document ids given, but the mask has no documents (Docs must be nil)", ErrDocument, len(a.Docs))
+	}
+	if a.Tree != nil && !tree {
+		return fmt.Errorf("%w: %d parent entries given in Tree, but the mask has no tree (Tree must be nil)", ErrTree, len(a.Tree))
+	}
+	data := a.Docs
+	if tree {
+		data = a.Tree
 	}
 	z, err := s.check()
 	if err != nil {
@@ -437,7 +468,7 @@ func forward(m mask.Mask, variant Variant, a *Args) error {
 			return err
 		}
 	}
-	if err := z.checkArgs(s, a, in, table, m.UsesDocs()); err != nil {
+	if err := z.checkArgs(m, s, a, in, table, data); err != nil {
 		return err
 	}
 	c := calls.Get().(*call)
@@ -446,7 +477,7 @@ func forward(m mask.Mask, variant Variant, a *Args) error {
 		c.pageSize, c.tableStride, c.table = pg.PageSize, pg.stride(s), table
 	}
 	c.decode = hasDecode(variant)
-	if err := c.setup(m, tile, s, a.Out, a.Out16, a.LSE, in, a.Docs); err != nil {
+	if err := c.setup(m, tile, s, a.Out, a.Out16, a.LSE, in, data); err != nil {
 		c.release()
 		return err
 	}

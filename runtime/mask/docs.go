@@ -4,9 +4,15 @@ import "fmt"
 
 // Docs holds the document ids of a packed sequence, one per position; ids
 // are non-decreasing, so each document is one run of positions.
+//
+// A Docs may instead hold the parent array of a tree mask (NewTree,
+// ResetTree): it is the run-time data of a compiled mask, whichever kind
+// the mask reads.
 type Docs struct {
 	ids        []int32
 	start, end []int32
+	isTree     bool
+	tr         tree
 }
 
 // NewDocs checks ids (non-decreasing) and indexes document starts and ends.
@@ -17,6 +23,7 @@ func NewDocs(ids []int32) (*Docs, error) {
 
 // Reset re-indexes d for new ids, reusing its memory.
 func (d *Docs) Reset(ids []int32) error {
+	d.isTree = false
 	d.ids = ids
 	if cap(d.start) < len(ids) {
 		d.start, d.end = make([]int32, len(ids)), make([]int32, len(ids))
@@ -43,8 +50,22 @@ func (d *Docs) Reset(ids []int32) error {
 	return nil
 }
 
-// Len is the number of positions the ids cover.
-func (d *Docs) Len() int { return len(d.ids) }
+// Len is the number of positions the ids (or the parent array) cover.
+func (d *Docs) Len() int {
+	if d.isTree {
+		return len(d.tr.parent)
+	}
+	return len(d.ids)
+}
+
+// IDs returns the document ids d was indexed from (nil for a parent
+// array: see Parents).
+func (d *Docs) IDs() []int32 {
+	if d.isTree {
+		return nil
+	}
+	return d.ids
+}
 
 // ID returns the document id at position i.
 func (d *Docs) ID(i int) int32 { return d.ids[i] }

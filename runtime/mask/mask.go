@@ -29,7 +29,8 @@ type Mask interface {
 	// Stride is 1 for the identity layout, or the residue stride:
 	// positions are gathered by p mod Stride and each class is a segment.
 	Stride() int
-	// UsesDocs reports whether the mask needs document ids.
+	// UsesDocs reports whether the mask needs run-time data: document
+	// ids, or a parent array when it also has UsesTree (see UsesTree).
 	UsesDocs() bool
 	// Hull bounds the keys query positions [q0, q1] may keep: next is at
 	// least x and at most the smallest kept key >= x; last is at least
@@ -41,6 +42,14 @@ type Mask interface {
 	// Word returns the keep bits of query position i against keys k0 ..
 	// k0+63 (bit c: key k0+c kept); keys at or past nk are not kept.
 	Word(i, k0, nk int, d *Docs) uint64
+}
+
+// UsesTree reports whether m reads a parent array (a tree mask) rather
+// than document ids: compiled masks of tree specs have a UsesTree method
+// that says so; masks without one read document ids when UsesDocs.
+func UsesTree(m Mask) bool {
+	t, ok := m.(interface{ UsesTree() bool })
+	return ok && t.UsesTree()
 }
 
 // Tile is one key tile a query tile visits.

@@ -34,6 +34,8 @@ func Extreme(r *rand.Rand, op spec.Op) *spec.Mask {
 		return spec.Full()
 	case spec.OpDocument:
 		return spec.Document()
+	case spec.OpTree:
+		return spec.Tree()
 	case spec.OpWindow:
 		if r.IntN(3) == 0 {
 			return spec.Window(extreme(r, spec.MaxInt))
@@ -97,14 +99,14 @@ func Extreme(r *rand.Rand, op spec.Op) *spec.Mask {
 	panic("spectest: no extreme generator for mask op " + op.String())
 }
 
-// ExtremeMask returns a primitive of extreme parameters (never document),
+// ExtremeMask returns a primitive of extreme parameters (never document or tree),
 // or a union, intersection or complement of such masks nested up to depth
 // levels.
 func ExtremeMask(r *rand.Rand, depth int) *spec.Mask {
 	if depth <= 0 || r.IntN(3) == 0 {
 		for {
 			op := spec.Op(r.IntN(int(spec.NumOps)))
-			if !op.Combinator() && op != spec.OpDocument {
+			if !op.Combinator() && op != spec.OpDocument && op != spec.OpTree {
 				return Extreme(r, op)
 			}
 		}

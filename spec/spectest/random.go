@@ -6,12 +6,12 @@ import (
 	"github.com/attngen/attngen/spec"
 )
 
-// Primitive returns a random primitive (never document) with parameters
+// Primitive returns a random primitive (never document or tree) with parameters
 // scaled to sequences of about n positions.
 func Primitive(r *rand.Rand, n int) *spec.Mask {
 	for {
 		op := spec.Op(r.IntN(int(spec.NumOps)))
-		if !op.Combinator() && op != spec.OpDocument {
+		if !op.Combinator() && op != spec.OpDocument && op != spec.OpTree {
 			return Of(r, op, n)
 		}
 	}
@@ -28,6 +28,8 @@ func Of(r *rand.Rand, op spec.Op, n int) *spec.Mask {
 		return spec.Full()
 	case spec.OpDocument:
 		return spec.Document()
+	case spec.OpTree:
+		return spec.Tree()
 	case spec.OpWindow:
 		if r.IntN(3) == 0 {
 			return spec.WindowLR(r.IntN(n/2+1), r.IntN(n/2+1))
@@ -136,4 +138,33 @@ func Mask(r *rand.Rand, n, depth int) *spec.Mask {
 // Pattern returns a random mask with a random causal flag.
 func Pattern(r *rand.Rand, n, depth int) spec.Pattern {
 	return spec.Pattern{Mask: Mask(r, n, depth), Causal: r.IntN(4) != 0}
+}
+
+// Parents returns a random parent array of n positions for a tree mask:
+// a committed prefix of random length (a chain, each position the parent
+// of the next), then tree nodes whose parents are drawn among earlier
+// positions, most often the prefix's last position or a recent node (as in
+// speculative-decoding trees), sometimes any earlier position, sometimes
+// -1 (a new root).
+func Parents(r *rand.Rand, n int) []int32 {
+	p := make([]int32, n)
+	prefix := r.IntN(n + 1)
+	if r.IntN(4) == 0 {
+		prefix = n - r.IntN(min(n, 8)+1)
+	}
+	for i := range p {
+		switch k := r.IntN(10); {
+		case i < prefix:
+			p[i] = int32(i - 1)
+		case k == 0:
+			p[i] = -1
+		case k <= 3 && prefix > 0:
+			p[i] = int32(prefix - 1)
+		case k <= 7 && i > prefix:
+			p[i] = int32(prefix + r.IntN(i-prefix))
+		default:
+			p[i] = int32(r.IntN(i+1) - 1)
+		}
+	}
+	return p
 }

@@ -187,29 +187,9 @@ func (k *BackwardKernel) prepare(dq, dk, dv, dout, q, kk, v, out, lse []float32,
 			return bwdCall{}, err
 		}
 	}
-	var docs []uint64
-	if paramsHaveDocs(k.B.DQParams) {
-		if len(ids) < s.SeqK {
-			return bwdCall{}, fmt.Errorf("gpurun: the kernel needs %d document ids, got %d", s.SeqK, len(ids))
-		}
-		start, end, err := ptx.DocArrays(ids[:s.SeqK])
-		if err != nil {
-			return bwdCall{}, err
-		}
-		for _, arr := range [][]int32{ids[:s.SeqK], start, end} {
-			u := make([]uint32, len(arr))
-			for i, x := range arr {
-				u[i] = uint32(x)
-			}
-			a, err := k.b.alloc(4 * len(u))
-			if err != nil {
-				return bwdCall{}, err
-			}
-			if err := k.b.writeU32(a, u); err != nil {
-				return bwdCall{}, err
-			}
-			docs = append(docs, a)
-		}
+	docs, err := uploadData(k.b, k.B.DQParams, ids, s.SeqK)
+	if err != nil {
+		return bwdCall{}, err
 	}
 	qa, ka, va, oa, doa := in[0], in[1], in[2], in[3], in[4]
 	ptrs := append(append([]uint64{qa, ka, va, oa, doa, la, delta}, docs...), c.dqa)

@@ -126,29 +126,11 @@ func (k *Kernel) prepare(out, lse, q, kk, v []float32, ids []int32, s verify.Sha
 		return call{}, err
 	}
 	ptrs = append(ptrs, oa, la)
-	if hasDocs(k.F) {
-		if len(ids) < s.SeqK {
-			return call{}, fmt.Errorf("gpurun: the kernel needs %d document ids, got %d", s.SeqK, len(ids))
-		}
-		start, end, err := ptx.DocArrays(ids[:s.SeqK])
-		if err != nil {
-			return call{}, err
-		}
-		for _, arr := range [][]int32{ids[:s.SeqK], start, end} {
-			u := make([]uint32, len(arr))
-			for i, x := range arr {
-				u[i] = uint32(x)
-			}
-			a, err := k.b.alloc(4 * len(u))
-			if err != nil {
-				return call{}, err
-			}
-			if err := k.b.writeU32(a, u); err != nil {
-				return call{}, err
-			}
-			ptrs = append(ptrs, a)
-		}
+	data, err := uploadData(k.b, k.F.Params, ids, s.SeqK)
+	if err != nil {
+		return call{}, err
 	}
+	ptrs = append(ptrs, data...)
 	args, err := l.Args(ptrs...)
 	if err != nil {
 		return call{}, err
@@ -250,12 +232,57 @@ func (k *Kernel) Bench(out, lse, q, kk, v []float32, ids []int32, s verify.Shape
 	return t, k.results(c, out, lse)
 }
 
-// hasDocs reports whether the kernel takes document-id arrays.
-func hasDocs(f *ptx.Forward) bool { return paramsHaveDocs(f.Params) }
+// uploadData copies a call's run-time mask data to the device in the
+// order the kernel's parameters name it: a tree's four arrays (from the
+// parent array ids), or documents' three (the ids, their starts and ends);
+// nothing for kernels that take neither.
+func uploadData(b backend, params []ptx.Param, ids []int32, seqK int) ([]uint64, error) {
+	var arrays [][]uint32
+	switch {
+	case paramsHave(params, "tree_lo"):
+		if len(ids) < seqK {
+			return nil, fmt.Errorf("gpurun: the kernel needs a parent array of %d entries, got %d", seqK, len(ids))
+		}
+		lo, off, anc, info, err := ptx.TreeArrays(ids[:seqK])
+		if err != nil {
+			return nil, err
+		}
+		arrays = [][]uint32{words(lo), words(off), anc, words(info[:])}
+	case paramsHave(params, "doc_id"):
+		if len(ids) < seqK {
+			return nil, fmt.Errorf("gpurun: the kernel needs %d document ids, got %d", seqK, len(ids))
+		}
+		start, end, err := ptx.DocArrays(ids[:seqK])
+		if err != nil {
+			return nil, err
+		}
+		arrays = [][]uint32{words(ids[:seqK]), words(start), words(end)}
+	}
+	var ptrs []uint64
+	for _, u := range arrays {
+		a, err := b.alloc(4 * len(u))
+		if err != nil {
+			return nil, err
+		}
+		if err := b.writeU32(a, u); err != nil {
+			return nil, err
+		}
+		ptrs = append(ptrs, a)
+	}
+	return ptrs, nil
+}
 
-func paramsHaveDocs(ps []ptx.Param) bool {
+func words(x []int32) []uint32 {
+	u := make([]uint32, len(x))
+	for i, v := range x {
+		u[i] = uint32(v)
+	}
+	return u
+}
+
+func paramsHave(ps []ptx.Param, name string) bool {
 	for _, p := range ps {
-		if p.Name == "doc_id" {
+		if p.Name == name {
 			return true
 		}
 	}

@@ -31,10 +31,14 @@ func pagedEntry(n, docs string, pageSize int) string {
 }
 
 // argsFields are the fields of a package's Args beyond those every
-// package has: Docs for document masks, Table with page_size.
+// package has: Docs for document masks (Tree, filled from genArgs.Docs,
+// for tree masks), Table with page_size.
 func argsFields(s *spec.Spec) string {
 	f := ""
-	if s.Mask.HasDocument() {
+	switch {
+	case s.Mask.HasTree():
+		f += " Tree: a.Docs,"
+	case s.Mask.HasDocument():
 		f += " Docs: a.Docs,"
 	}
 	if s.PageSize > 0 {
@@ -70,19 +74,23 @@ func run() error {
 	b.WriteString("\t\"github.com/attngen/attngen/verify\"\n)\n\n// packages lists one entry per spec in spec/examples.\nfunc packages() []pkg {\n\treturn []pkg{\n")
 	for k, s := range specs {
 		n := s.Name
-		docs := ""
-		if s.Mask.HasDocument() {
+		docs, dataErr := "", "ErrDocument"
+		if s.Mask.HasData() {
 			docs = "docs, "
 		}
-		fmt.Fprintf(&b, `		{file: %q, dir: %q, mask: %[3]s.Mask, headDim: %[3]s.HeadDim, docs: %[4]v,
+		if s.Mask.HasTree() {
+			dataErr = "ErrTree"
+		}
+		gpus := fmt.Sprintf(`geometry: func(k int, s verify.Shape) ([3]int, [3]int, int, error) { return %[1]s.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.HeadsKV, s.SeqQ, s.SeqK) },
+			gpus:      len(%[1]s.GPUKernels),
+			gpuKind:   func(k int) string { return %[1]s.GPUKernels[k].Kind },`, n)
+		fmt.Fprintf(&b, `		{file: %q, dir: %q, mask: %[3]s.Mask, headDim: %[3]s.HeadDim, docs: %[4]v, tree: %[8]v,
 			supported: func(v int) bool { return %[3]s.Supported(%[3]s.Variant(v)) },
 			compiled:  %[3]s.CompiledMask(),
-			geometry: func(k int, s verify.Shape) ([3]int, [3]int, int, error) { return %[3]s.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.HeadsKV, s.SeqQ, s.SeqK) },
-			gpus:      len(%[3]s.GPUKernels),
-			gpuKind:   func(k int) string { return %[3]s.GPUKernels[k].Kind },
+			%[9]s
 			best:      func() (int, string) { return int(%[3]s.Best()), %[3]s.Best().String() },
 			variant:   reflect.TypeFor[%[3]s.Variant](),
-			errs:      map[string]error{"shape": %[3]s.ErrShape, "short": %[3]s.ErrShort, "variant": %[3]s.ErrVariant, "headDim": %[3]s.ErrHeadDim, "document": %[3]s.ErrDocument, "alias": %[3]s.ErrAlias, "page": %[3]s.ErrPage},
+			errs:      map[string]error{"shape": %[3]s.ErrShape, "short": %[3]s.ErrShort, "variant": %[3]s.ErrVariant, "headDim": %[3]s.ErrHeadDim, "document": %[3]s.ErrDocument, "alias": %[3]s.ErrAlias, "page": %[3]s.ErrPage, "data": %[3]s.%[10]s},
 			run: func(v int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					return %[3]s.ForwardVariant(%[3]s.Variant(v), out, lse, q, k, vv, %[5]s%[3]s.Shape(conv(s)))
@@ -106,7 +114,7 @@ func run() error {
 				}
 			},
 			argsType: reflect.TypeFor[%[3]s.Args]()},
-`, filepath.Base(files[k]), n, n, s.Mask.HasDocument(), docs, pagedEntry(n, docs, s.PageSize), argsFields(s))
+`, filepath.Base(files[k]), n, n, s.Mask.HasData(), docs, pagedEntry(n, docs, s.PageSize), argsFields(s), s.Mask.HasTree(), gpus, dataErr)
 	}
 	b.WriteString("\t}\n}\n")
 	src, err := format.Source(b.Bytes())

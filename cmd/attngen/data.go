@@ -1,0 +1,108 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/attngen/attngen/spec"
+)
+
+// maxDataFile bounds a -data file (bytes): reach and show take at most
+// 32768 positions.
+const maxDataFile = 1 << 22
+
+// dataKind says what run-time data the spec's layers read: "tree" (a
+// parent array), "document" (document ids) or "" (none).
+func dataKind(s *spec.Spec) (string, error) {
+	var tree, doc bool
+	for _, p := range s.Layers() {
+		tree = tree || p.Mask.HasTree()
+		doc = doc || p.Mask.HasDocument()
+	}
+	switch {
+	case tree && doc:
+		return "", usagef("-data: the layers read both a parent array (tree) and document ids; one file cannot give both")
+	case tree:
+		return "tree", nil
+	case doc:
+		return "document", nil
+	}
+	return "", nil
+}
+
+// loadData reads the run-time data of the spec's masks from a file of n
+// integers (one per position, separated by spaces, commas or newlines; a
+// '#' starts a comment to the end of its line): the parent array of a tree
+// mask (-1 for a root, each parent before its child) or the document ids
+// of a document mask (non-decreasing).
+func loadData(path string, s *spec.Spec, n int) (*spec.Docs, error) {
+	kind, err := dataKind(s)
+	if err != nil {
+		return nil, err
+	}
+	if kind == "" {
+		return nil, usagef("-data %s: the mask reads no run-time data (only tree and document masks do)", path)
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("-data: %v", err)
+	}
+	if st.Size() > maxDataFile {
+		return nil, fmt.Errorf("-data %s: %d bytes, more than %d", path, st.Size(), maxDataFile)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("-data: %v", err)
+	}
+	var vals []int32
+	for ln, line := range strings.Split(string(b), "\n") {
+		line, _, _ = strings.Cut(line, "#")
+		for _, f := range strings.FieldsFunc(line, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' || r == '\r' }) {
+			v, err := strconv.ParseInt(f, 10, 32)
+			if err != nil {
+				return nil, fmt.Errorf("-data %s:%d: %q is not a 32-bit integer", path, ln+1, f)
+			}
+			vals = append(vals, int32(v))
+		}
+	}
+	if len(vals) != n {
+		what := "parent entries"
+		if kind == "document" {
+			what = "document ids"
+		}
+		return nil, fmt.Errorf("-data %s: %d %s, -seq is %d (one per position)", path, len(vals), what, n)
+	}
+	var d *spec.Docs
+	if kind == "tree" {
+		d, err = spec.NewTree(vals)
+	} else {
+		d, err = spec.NewDocs(vals)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("-data %s: %v", path, err)
+	}
+	return d, nil
+}
+
+// withData sets the data on every pattern whose mask reads it.
+func withData(ps []spec.Pattern, d *spec.Docs) {
+	for k := range ps {
+		if ps[k].Mask.HasData() {
+			ps[k].Data = d
+		}
+	}
+}
+
+// dataNote is the note for masks drawn or analysed without their data.
+func dataNote(s *spec.Spec, verb string) string {
+	kind, _ := dataKind(s)
+	switch kind {
+	case "tree":
+		return "note: tree mask " + verb + " as one chain (causal attention); -data FILE gives its parent array"
+	case "document":
+		return "note: document mask " + verb + " as one document spanning the sequence; -data FILE gives its ids"
+	}
+	return ""
+}
