@@ -50,10 +50,10 @@ func (b *Interp) Load(file, src string) error {
 	return nil
 }
 
-func (b *Interp) Alloc(n int) (uint64, error)        { return b.dev.Alloc(n) }
-func (b *Interp) Write(addr uint64, p []byte) error  { return b.dev.Write(addr, p) }
-func (b *Interp) Read(addr uint64, p []byte) error   { return b.dev.Read(addr, p) }
-func (b *Interp) Reset() error                       { b.dev = ptx.NewDevice(); return nil }
+func (b *Interp) Alloc(n int) (uint64, error)       { return b.dev.Alloc(n) }
+func (b *Interp) Write(addr uint64, p []byte) error { return b.dev.Write(addr, p) }
+func (b *Interp) Read(addr uint64, p []byte) error  { return b.dev.Read(addr, p) }
+func (b *Interp) Reset() error                      { b.dev = ptx.NewDevice(); return nil }
 func (b *Interp) Launch(k string, dyn int, args ...any) error {
 	m := b.kernels[k]
 	if m == nil {
@@ -229,4 +229,3 @@ func entryNames(src string) []string {
 		i = k
 	}
 }
-
