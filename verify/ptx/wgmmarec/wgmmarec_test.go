@@ -16,6 +16,11 @@ import (
 // RecordEnv names the directory TestRecordWgmma writes to.
 const RecordEnv = "ATTNGEN_RECORD"
 
+// RehearseEnv, set to 1 with RecordEnv, makes TestRecordWgmma record with
+// the interpreter instead of a GPU: a rehearsal of the GPU step's plumbing
+// (scripts/gpu-check.sh record-wgmma) on a machine without one.
+const RehearseEnv = "ATTNGEN_RECORD_INTERP"
+
 // TestRecordWgmma records wgmma.json.gz and tensorcopy.json.gz on a GPU
 // into $ATTNGEN_RECORD and replays them through the interpreter, logging
 // the differences (which are the recording's result, not a failure of
@@ -30,6 +35,11 @@ func TestRecordWgmma(t *testing.T) {
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
+	}
+	if os.Getenv(RehearseEnv) == "1" {
+		t.Logf("%s=1: recording with the interpreter (a rehearsal, not a golden)", RehearseEnv)
+		recordAll(t, NewInterp(), dir)
+		return
 	}
 	g, err := OpenGPU()
 	if cuda.Unavailable(err) {
