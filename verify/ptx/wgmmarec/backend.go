@@ -76,8 +76,8 @@ func (b *Interp) TensorMap(c CopyCase) (uint64, []byte, error) {
 }
 
 // maxDynShared is the dynamic shared memory the recording kernels may use
-// (the largest case needs about 42 KiB).
-const maxDynShared = 96 << 10
+// (padTo and 1024 bytes of alignment slack; an H200 allows 227 KiB).
+const maxDynShared = 200 << 10
 
 // GPU is a CUDA device as a Backend.
 type GPU struct {

@@ -185,6 +185,11 @@ func accum(r *rand.Rand, fam family, f16 bool) uint32 {
 	return math.Float32bits(g)
 }
 
+// padTo is the shared memory every case fills (the image, then padding):
+// enough that reading an operand with LBO and SBO swapped, or with the
+// other stride arrangement, stays inside it for every case.
+const padTo = 192 << 10
+
 // spec is a case before it runs: its variant, layout choices and inputs.
 type spec struct {
 	name   string
@@ -220,7 +225,7 @@ func (s spec) build() *WgmmaCase {
 	c := &WgmmaCase{
 		Name: s.name, Type: s.v.Type, N: s.v.N, A: s.v.A, BMN: s.v.BMN, NegA: s.v.NegA, NegB: s.v.NegB,
 		Swizzle: swizzleNames[s.swz], Family: string(s.fam),
-		Image: make([]uint32, size/4),
+		Image: make([]uint32, size/4), Fill: padTo,
 	}
 	if s.scaleD {
 		c.ScaleD = 1

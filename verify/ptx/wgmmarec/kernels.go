@@ -62,11 +62,14 @@ const ptxHeader = `.version 8.0
 // WgmmaModule is one PTX module holding a kernel for each variant (in
 // order, duplicates dropped). Every kernel takes
 //
-//	(u64 img, u32 nimg, u64 c, u64 a, u64 d, u64 info, u64 desc_a, u64 desc_b, u32 scale_d)
+//	(u64 img, u32 nimg, u64 c, u64 a, u64 d, u64 info, u64 desc_a, u64 desc_b, u32 scale_d, u32 fill)
 //
-// runs as one block of 128 threads with nimg+1024 bytes of dynamic shared
-// memory (nimg a multiple of 2048), and writes info[0] = the image's shared
-// address (u32), info[1..2] and info[3..4] = the descriptors it used (u64).
+// runs as one block of 128 threads with fill+1024 bytes of dynamic shared
+// memory (nimg and fill multiples of 2048, nimg <= fill), and writes
+// info[0] = the image's shared address (u32), info[1..2] and info[3..4] =
+// the descriptors it used (u64). Shared memory from the image's end to fill
+// bytes past its start gets padWord's pattern, so that a layout misread that
+// runs past the image still reads defined, reproducible values.
 func WgmmaModule(vs []Variant) (string, error) {
 	var b strings.Builder
 	b.WriteString(ptxHeader)
@@ -88,7 +91,7 @@ func WgmmaModule(vs []Variant) (string, error) {
 func wgmmaKernel(b *strings.Builder, v Variant) {
 	n := v.N
 	w := func(f string, a ...any) { fmt.Fprintf(b, "\t"+f+"\n", a...) }
-	fmt.Fprintf(b, "\n.visible .entry %s(.param .u64 p_img, .param .u32 p_nimg, .param .u64 p_c, .param .u64 p_a, .param .u64 p_d, .param .u64 p_info, .param .u64 p_da, .param .u64 p_db, .param .u32 p_sc)\n.reqntid 128, 1, 1\n{\n", v.Name())
+	fmt.Fprintf(b, "\n.visible .entry %s(.param .u64 p_img, .param .u32 p_nimg, .param .u64 p_c, .param .u64 p_a, .param .u64 p_d, .param .u64 p_info, .param .u64 p_da, .param .u64 p_db, .param .u32 p_sc, .param .u32 p_fill)\n.reqntid 128, 1, 1\n{\n", v.Name())
 	w(".reg .pred %%p<4>;")
 	w(".reg .b32 %%r<16>;")
 	w(".reg .b64 %%rd<24>;")
@@ -117,6 +120,24 @@ func wgmmaKernel(b *strings.Builder, v Variant) {
 	w("add.u32 %%r5, %%r5, 2048;")
 	w("bra COPY;")
 	b.WriteString("COPIED:\n")
+	// the padding after the image: padWord(offset) for each word
+	w("ld.param.u32 %%r13, [p_fill];")
+	w("shl.b32 %%r5, %%r1, 4;")
+	w("add.u32 %%r5, %%r5, %%r4;")
+	b.WriteString("PAD:\n")
+	w("setp.ge.u32 %%p1, %%r5, %%r13;")
+	w("@%%p1 bra PADDED;")
+	for i := 0; i < 4; i++ {
+		w("add.u32 %%r14, %%r5, %d;", 4*i)
+		w("mul.lo.u32 %%r14, %%r14, %d;", padMul)
+		w("and.b32 %%r14, %%r14, %#x;", padMask)
+		w("or.b32 %%r%d, %%r14, %#x;", 6+i, padBits)
+	}
+	w("add.u32 %%r10, %%r3, %%r5;")
+	w("st.shared.v4.u32 [%%r10], {%%r6, %%r7, %%r8, %%r9};")
+	w("add.u32 %%r5, %%r5, 2048;")
+	w("bra PAD;")
+	b.WriteString("PADDED:\n")
 	// the generic-proxy stores must be visible to wgmma's async proxy
 	w("fence.proxy.async.shared::cta;")
 	w("bar.sync 0;")
@@ -188,6 +209,18 @@ func wgmmaKernel(b *strings.Builder, v Variant) {
 	b.WriteString("}\n")
 }
 
+// The padding pattern: word at byte offset o (from the image's start) is
+// (o*padMul & padMask) | padBits: two 16-bit values with bits 11-13 set and
+// bit 14 clear, finite numbers of moderate size as bf16 and as f16.
+const (
+	padMul  = 0x9e3779b1
+	padMask = 0x07ff07ff
+	padBits = 0x38003800
+)
+
+// padWord is the padding pattern's word at byte offset o.
+func padWord(o uint32) uint32 { return o*padMul&padMask | padBits }
+
 // CopyKernel is the tensor copy kernel's entry name in CopyModule.
 const CopyKernel = "tcopy"
 
@@ -202,15 +235,17 @@ const copyWaitLimit = 1 << 20
 //	tcopy(u64 tmap, u64 out, u64 info, u32 c0, u32 c1, u32 bytes)
 //
 // run as one block of 128 threads with bytes+1024 bytes of dynamic shared
-// memory (bytes, the box size, a multiple of 2048). Thread 0 initializes an
-// mbarrier, expects bytes on it and issues one cp.async.bulk.tensor.2d of
-// the box at (c0, c1) to a 1024-byte aligned shared address; every thread
-// waits for the phase, then the box's shared bytes are copied to out
-// verbatim. info[0] = the destination's shared address, info[1] = 1 when
+// memory (bytes, the box size, a multiple of 2048). The destination, a
+// 1024-byte aligned shared address, is first filled with marker words
+// (0xdead0000 + word index); then thread 0 initializes an mbarrier, expects
+// bytes on it and issues one cp.async.bulk.tensor.2d of the box at (c0,
+// c1); every thread waits for the phase, then the destination's bytes are
+// copied to out verbatim. info[0] = the destination's shared address, info[1] = 1 when
 // the wait saw the phase complete.
 func CopyModule() string {
 	var b strings.Builder
-	b.WriteString(ptxHeader)
+	// PTX 8.3 for fence.proxy.tensormap
+	b.WriteString(strings.Replace(ptxHeader, ".version 8.0", ".version 8.3", 1))
 	b.WriteString(".extern .shared .align 1024 .b8 smem[];\n")
 	w := func(f string, a ...any) { fmt.Fprintf(&b, "\t"+f+"\n", a...) }
 	fmt.Fprintf(&b, "\n.visible .entry %s(.param .u64 p_tmap, .param .u64 p_out, .param .u64 p_info, .param .u32 p_c0, .param .u32 p_c1, .param .u32 p_bytes)\n.reqntid 128, 1, 1\n{\n", CopyKernel)
@@ -223,14 +258,34 @@ func CopyModule() string {
 	w("mov.u32 %%r2, mbar;")
 	w("@%%p1 mbarrier.init.shared::cta.b64 [%%r2], 1;")
 	w("fence.mbarrier_init.release.cluster;")
-	w("bar.sync 0;")
 	w("mov.u32 %%r3, smem;")
 	w("add.u32 %%r4, %%r3, 1023;")
 	w("and.b32 %%r4, %%r4, 0xfffffc00;")
+	w("ld.param.u32 %%r7, [p_bytes];")
+	// mark the destination (word i = 0xdead0000 + i), so that bytes the
+	// copy does not write show in the output
+	w("shl.b32 %%r9, %%r1, 4;")
+	b.WriteString("MARK:\n")
+	w("setp.ge.u32 %%p4, %%r9, %%r7;")
+	w("@%%p4 bra MARKED;")
+	w("shr.u32 %%r11, %%r9, 2;")
+	w("or.b32 %%r11, %%r11, 0xdead0000;")
+	w("add.u32 %%r12, %%r11, 1;")
+	w("add.u32 %%r13, %%r11, 2;")
+	w("add.u32 %%r14, %%r11, 3;")
+	w("add.u32 %%r10, %%r4, %%r9;")
+	w("st.shared.v4.u32 [%%r10], {%%r11, %%r12, %%r13, %%r14};")
+	w("add.u32 %%r9, %%r9, 2048;")
+	w("bra MARK;")
+	b.WriteString("MARKED:\n")
+	w("fence.proxy.async.shared::cta;")
+	w("bar.sync 0;")
 	w("ld.param.u64 %%rd1, [p_tmap];")
+	// the map came from the host by a copy into global memory: make it
+	// visible to the tensor copy
+	w("fence.proxy.tensormap::generic.acquire.sys [%%rd1], 128;")
 	w("ld.param.u32 %%r5, [p_c0];")
 	w("ld.param.u32 %%r6, [p_c1];")
-	w("ld.param.u32 %%r7, [p_bytes];")
 	w("@%%p1 mbarrier.arrive.expect_tx.shared::cta.b64 _, [%%r2], %%r7;")
 	w("@%%p1 cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%%r4], [%%rd1, {%%r5, %%r6}], [%%r2];")
 	w("mov.u32 %%r8, 0;")

@@ -48,6 +48,10 @@ type WgmmaCase struct {
 	DescB string   `json:"desc_b"`
 	ARegs []uint32 `json:"a_regs,omitempty"` // A in registers: thread t's 4 registers at 4t
 	C     []uint32 `json:"c"`                // input accumulators: thread t's N/2 registers at t*N/2
+	// Fill is how many bytes from the image's start the kernel writes: the
+	// image, then padWord's pattern (so that a misread past the image reads
+	// defined values).
+	Fill int `json:"fill"`
 
 	// Recorded: the image's shared address and the absolute descriptors
 	// the kernel passed, and the output accumulators (layout of C).
@@ -85,6 +89,8 @@ func (c *WgmmaCase) check() error {
 		return fmt.Errorf("%d A registers: want 128 x 4", len(c.ARegs))
 	case c.A != ARegs && c.DescA == "":
 		return fmt.Errorf("A from shared memory without desc_a")
+	case c.Fill < 4*len(c.Image) || c.Fill%2048 != 0 || c.Fill+1024 > maxDynShared:
+		return fmt.Errorf("fill %d: want a multiple of 2048 from the image's %d bytes to %d", c.Fill, 4*len(c.Image), maxDynShared-1024)
 	}
 	if _, err := parseHex(c.DescB); err != nil {
 		return err
@@ -171,7 +177,7 @@ func runWgmma(b Backend, c *WgmmaCase) error {
 		return err
 	}
 	nimg := 4 * len(c.Image)
-	if err := b.Launch(c.Variant().Name(), nimg+1024, img, uint32(nimg), acc, areg, out, info, da, db, c.ScaleD); err != nil {
+	if err := b.Launch(c.Variant().Name(), c.Fill+1024, img, uint32(nimg), acc, areg, out, info, da, db, c.ScaleD, uint32(c.Fill)); err != nil {
 		return fmt.Errorf("%s: %w", c.Name, err)
 	}
 	d := make([]byte, len(unset))
@@ -191,7 +197,7 @@ func runWgmma(b Backend, c *WgmmaCase) error {
 	return nil
 }
 
-const wgmmaLayout = "per case: image = shared-memory words at a 1024-byte aligned shared address (base); desc_a/desc_b = descriptors with start addresses relative to the image, desc_*_used = as passed (start + base>>4); " +
+const wgmmaLayout = "per case: image = shared-memory words at a 1024-byte aligned shared address (base), followed up to fill bytes by the pattern ((o*0x9e3779b1) & 0x07ff07ff) | 0x38003800 for the word at byte offset o; desc_a/desc_b = descriptors with start addresses relative to the image, desc_*_used = as passed (start + base>>4); " +
 	"a_regs = thread t's 4 A registers at 4t (A from registers); c and d = thread t's N/2 accumulator registers at t*N/2 (f32 bits, input and output); scale_d the predicate; neg_a/neg_b: imm-scale -1; b_mn: imm-trans-b 1; a desc-MN: imm-trans-a 1"
 
 // RecordWgmma runs every case on b.

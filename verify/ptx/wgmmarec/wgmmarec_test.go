@@ -193,7 +193,7 @@ func TestCases(t *testing.T) {
 		if err := c.check(); err != nil {
 			t.Errorf("%s: %v", s.name, err)
 		}
-		if n := 4*len(c.Image) + 1024; n > maxDynShared {
+		if n := 4*len(c.Image) + 1024; n > maxDynShared || 4*len(c.Image) > padTo {
 			t.Errorf("%s: %d bytes of shared memory", s.name, n)
 		}
 		seen[c.Type+"/"+c.A+"/"+c.Swizzle+"/"+map[bool]string{false: "bK", true: "bMN"}[c.BMN]+"/"+string(rune('0'+c.N/64))] = true
