@@ -200,13 +200,11 @@ func runWgmma(b Backend, c *WgmmaCase) error {
 const wgmmaLayout = "per case: image = shared-memory words at a 1024-byte aligned shared address (base), followed up to fill bytes by the pattern ((o*0x9e3779b1) & 0x07ff07ff) | 0x38003800 for the word at byte offset o; desc_a/desc_b = descriptors with start addresses relative to the image, desc_*_used = as passed (start + base>>4); " +
 	"a_regs = thread t's 4 A registers at 4t (A from registers); c and d = thread t's N/2 accumulator registers at t*N/2 (f32 bits, input and output); scale_d the predicate; neg_a/neg_b: imm-scale -1; b_mn: imm-trans-b 1; a desc-MN: imm-trans-a 1"
 
-// RecordWgmma runs every case on b.
+// RecordWgmma runs every case on b. On an error it returns the cases
+// recorded before it too (a partial file, for the record).
 func RecordWgmma(b Backend) (*WgmmaFile, error) {
 	src, err := WgmmaModule(Variants())
 	if err != nil {
-		return nil, err
-	}
-	if err := b.Load("wgmma.ptx", src); err != nil {
 		return nil, err
 	}
 	f := &WgmmaFile{
@@ -214,10 +212,13 @@ func RecordWgmma(b Backend) (*WgmmaFile, error) {
 		Device:      b.Name(),
 		Layout:      wgmmaLayout,
 	}
+	if err := b.Load("wgmma.ptx", src); err != nil {
+		return f, err
+	}
 	for _, s := range specs() {
 		c := s.build()
 		if err := runWgmma(b, c); err != nil {
-			return nil, err
+			return f, err
 		}
 		f.Cases = append(f.Cases, c)
 	}
@@ -335,19 +336,20 @@ func runCopy(b Backend, c *CopyCase) error {
 	return nil
 }
 
-// RecordCopy runs every tensor-copy case on b.
+// RecordCopy runs every tensor-copy case on b; on an error it returns the
+// cases recorded before it too.
 func RecordCopy(b Backend) (*CopyFile, error) {
-	if err := b.Load("tensorcopy.ptx", CopyModule()); err != nil {
-		return nil, err
-	}
 	f := &CopyFile{
 		Instruction: "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes (tile mode, u16 elements, zero fill)",
 		Device:      b.Name(),
-		Layout:      "per case: tensor = the global tensor's rows (row_bytes apart) as little-endian words; the box of box[0] x box[1] elements at coords lands at a 1024-byte aligned shared address (base); out = its box-size bytes of shared memory after the copy, as words",
+		Layout:      "per case: tensor = the global tensor's rows (row_bytes apart) as little-endian words; the box of box[0] x box[1] elements at coords lands at a 1024-byte aligned shared address (base), first marked with words 0xdead0000+i; out = its box-size bytes of shared memory after the copy, as words",
+	}
+	if err := b.Load("tensorcopy.ptx", CopyModule()); err != nil {
+		return f, err
 	}
 	for _, c := range copyCases() {
 		if err := runCopy(b, c); err != nil {
-			return nil, err
+			return f, err
 		}
 		f.Cases = append(f.Cases, c)
 	}

@@ -57,45 +57,59 @@ func TestRecordWgmma(t *testing.T) {
 }
 
 // recordAll records both files with b into dir, reads them back and
-// replays them, returning the reports (t.Fatal on any error).
+// replays them, returning the reports. A recording that fails part way is
+// written as wgmma-partial.json.gz or tensorcopy-partial.json.gz (for the
+// record, not to commit) and fails the test; the other recording is still
+// made.
 func recordAll(t *testing.T, b Backend, dir string) (*Report, *Report) {
 	t.Helper()
 	t0 := time.Now()
+	save := func(name, partial string, v any, n int, err error) bool {
+		t.Helper()
+		if err != nil {
+			t.Errorf("recording %s failed after %d cases: %v", name, n, err)
+			if werr := WriteFile(filepath.Join(dir, partial), v); werr != nil {
+				t.Error(werr)
+			}
+			return false
+		}
+		if err := WriteFile(filepath.Join(dir, name), v); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: %d cases recorded (%v so far)", name, n, time.Since(t0).Round(time.Millisecond))
+		return true
+	}
 	wf, err := RecordWgmma(b)
-	if err != nil {
-		t.Fatalf("recording wgmma: %v", err)
-	}
-	if err := WriteFile(filepath.Join(dir, WgmmaFileName), wf); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("wgmma: %d cases recorded in %v", len(wf.Cases), time.Since(t0).Round(time.Millisecond))
-	t1 := time.Now()
+	wok := save(WgmmaFileName, "wgmma-partial.json.gz", wf, len(wf.Cases), err)
 	cf, err := RecordCopy(b)
-	if err != nil {
-		t.Fatalf("recording the tensor copy: %v", err)
-	}
-	if err := WriteFile(filepath.Join(dir, CopyFileName), cf); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("tensor copy: %d cases recorded in %v", len(cf.Cases), time.Since(t1).Round(time.Millisecond))
+	cok := save(CopyFileName, "tensorcopy-partial.json.gz", cf, len(cf.Cases), err)
 
-	var wr, cr *Report
-	var back WgmmaFile
-	if err := ReadFile(filepath.Join(dir, WgmmaFileName), &back); err != nil {
-		t.Fatal(err)
+	wr, cr := &Report{}, &Report{}
+	summary := "recorded on " + b.Name() + "\n"
+	if wok {
+		var back WgmmaFile
+		if err := ReadFile(filepath.Join(dir, WgmmaFileName), &back); err != nil {
+			t.Fatal(err)
+		}
+		if wr, err = ReplayWgmma(&back); err != nil {
+			t.Fatalf("replaying wgmma: %v", err)
+		}
+		summary += "wgmma replay through the interpreter: " + wr.String() + "\n"
+	} else {
+		summary += "wgmma: the recording failed (see the test log)\n"
 	}
-	if wr, err = ReplayWgmma(&back); err != nil {
-		t.Fatalf("replaying wgmma: %v", err)
+	if cok {
+		var back CopyFile
+		if err := ReadFile(filepath.Join(dir, CopyFileName), &back); err != nil {
+			t.Fatal(err)
+		}
+		if cr, err = ReplayCopy(&back); err != nil {
+			t.Fatalf("replaying the tensor copy: %v", err)
+		}
+		summary += "tensor copy replay through the interpreter: " + cr.String() + "\n"
+	} else {
+		summary += "tensor copy: the recording failed (see the test log)\n"
 	}
-	var cback CopyFile
-	if err := ReadFile(filepath.Join(dir, CopyFileName), &cback); err != nil {
-		t.Fatal(err)
-	}
-	if cr, err = ReplayCopy(&cback); err != nil {
-		t.Fatalf("replaying the tensor copy: %v", err)
-	}
-	summary := "recorded on " + b.Name() + "\nwgmma replay through the interpreter: " + wr.String() +
-		"\ntensor copy replay through the interpreter: " + cr.String() + "\n"
 	t.Log(summary)
 	if err := os.WriteFile(filepath.Join(dir, "wgmma-replay.txt"), []byte(summary), 0o644); err != nil {
 		t.Fatal(err)
@@ -267,5 +281,32 @@ func TestPtxas12(t *testing.T) {
 			t.Errorf("%s spills:\n%s", m.name, out)
 		}
 		t.Logf("%s: %d kernels assembled for sm_90a", m.name, entries)
+	}
+}
+
+// failing is the interpreter with a launch that fails from the nth on (a
+// device that faults part way).
+type failing struct {
+	*Interp
+	n int
+}
+
+func (f *failing) Launch(k string, dyn int, args ...any) error {
+	if f.n--; f.n < 0 {
+		return errors.New("simulated launch failure")
+	}
+	return f.Interp.Launch(k, dyn, args...)
+}
+
+// TestPartialRecording: a device that fails part way still yields the cases
+// recorded before the failure, with the error.
+func TestPartialRecording(t *testing.T) {
+	f, err := RecordWgmma(&failing{NewInterp(), 5})
+	if err == nil || !strings.Contains(err.Error(), "simulated") || f == nil || len(f.Cases) != 5 || f.Cases[4].D == nil {
+		t.Errorf("wgmma: %v, %d cases", err, len(f.Cases))
+	}
+	c, err := RecordCopy(&failing{NewInterp(), 2})
+	if err == nil || c == nil || len(c.Cases) != 2 {
+		t.Errorf("tensor copy: %v, %d cases", err, len(c.Cases))
 	}
 }
