@@ -155,8 +155,9 @@
 //     NewTensorMap's maps are always visible to the tensor copy).
 //   - What the first GPU session must pin (testdata/README.md): wgmma's
 //     accumulation (is it mmaDot?), scale-d = 0 with signed zeros, and the
-//     swizzled layouts of both wgmma and the tensor copy, by recording
-//     wgmma outputs for every swizzle mode, K- and MN-major, A in registers.
+//     swizzled layouts of both wgmma and the tensor copy. The recorder is
+//     package wgmmarec (scripts/gpu-check.sh record-wgmma); golden_wgmma_test.go
+//     replays its files once they are under testdata/h200.
 //
 // # Numerics and their fidelity to the H200
 //
