@@ -197,7 +197,7 @@ export -f do_ptxas do_cuda do_verify do_goldens do_bench do_flex do_table
 # reproduces, and how the others differ), OUT/wgmma-record.txt (the test
 # log) and OUT/gpu-wgmma.md. Differences do not fail the step; a recording
 # that could not be made (no GPU, a JIT or launch error) does. Under the
-# interpreter the same recording and replay take about 3 seconds
+# interpreter the same recording and replay take 2 to 5 seconds
 # (ATTNGEN_RECORD_INTERP=1 rehearses it without a GPU).
 do_record_wgmma() {
   ATTNGEN_RECORD="$OUT" ./wgmmarec.test -test.run 'TestRecordWgmma$' -test.v -test.timeout 140s > "$OUT/wgmma-record.txt" 2>&1
