@@ -249,7 +249,7 @@ func (s spec) build() *WgmmaCase {
 	return c
 }
 
-func hex64(v uint64) string { return fmt.Sprintf("%#016x", v) }
+func hex64(v uint64) string { return fmt.Sprintf("%#018x", v) }
 
 // specs is the recorded case list (deterministic).
 func specs() []spec {
