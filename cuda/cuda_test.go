@@ -38,7 +38,8 @@ func TestMain(m *testing.M) {
 
 // mockLibrary builds the mock driver once per variant and returns its path.
 // Variants: "" (the full mock), "nolaunch" (without cuLaunchKernel), "copy" (a
-// second copy of the full mock, loaded separately, for cuInit failures).
+// second copy of the full mock, loaded separately, for cuInit failures),
+// "notmap" (without the optional cuTensorMapEncodeTiled).
 func mockLibrary(t *testing.T, variant string) string {
 	t.Helper()
 	if runtime.GOOS != "linux" {
@@ -68,6 +69,9 @@ func mockLibrary(t *testing.T, variant string) string {
 		args := []string{"-shared", "-fPIC", "-O1", "-Wall", "-Wextra", "-Werror", "-o", out}
 		if variant == "nolaunch" {
 			args = append(args, "-DMOCK_OMIT_LAUNCH")
+		}
+		if variant == "notmap" {
+			args = append(args, "-DMOCK_OMIT_TENSORMAP")
 		}
 		args = append(args, filepath.Join("testdata", "mock_cuda.c"))
 		if msg, err := exec.Command(gcc, args...).CombinedOutput(); err != nil {

@@ -61,4 +61,9 @@
 //	q, err := ctx.AllocFloat32(n)
 //	err = cuda.Launch(fn, [3]uint32{64, 1, 1}, [3]uint32{128, 1, 1}, 160<<10, q, int32(n))
 //	err = ctx.Synchronize()
+//
+// For cp.async.bulk.tensor, [Context.EncodeTensorMapTiled] encodes a
+// CUtensorMap (cuTensorMapEncodeTiled, CUDA 12.0 and later; on an older
+// driver it returns an error wrapping [ErrMissingSymbol] and everything
+// else works).
 package cuda

@@ -56,6 +56,9 @@ type Driver struct {
 	cuEventDestroy            func(ev uintptr) Result
 	cuGetErrorName            func(r Result, s **byte) Result
 	cuGetErrorString          func(r Result, s **byte) Result
+
+	// Optional functions (optionalSymbols): nil where the driver lacks them.
+	cuTensorMapEncodeTiled func(tmap unsafe.Pointer, dtype int32, rank uint32, global uintptr, dims, strides *uint64, box, elemStrides *uint32, interleave, swizzle, l2, oob int32) Result
 }
 
 // symbols lists, for each function pointer, the exported names to try in
@@ -101,6 +104,22 @@ func (d *Driver) symbols() []struct {
 		{&d.cuEventDestroy, []string{"cuEventDestroy_v2"}},
 		{&d.cuGetErrorName, []string{"cuGetErrorName"}},
 		{&d.cuGetErrorString, []string{"cuGetErrorString"}},
+	}
+}
+
+// optionalSymbols lists driver functions that Open binds where the library
+// exports them and leaves nil where it does not (an older driver, the test
+// mock): the methods that need one return an error wrapping
+// [ErrMissingSymbol] instead.
+func (d *Driver) optionalSymbols() []struct {
+	fptr any
+	name string
+} {
+	return []struct {
+		fptr any
+		name string
+	}{
+		{&d.cuTensorMapEncodeTiled, "cuTensorMapEncodeTiled"}, // CUDA 12.0
 	}
 }
 
@@ -154,6 +173,11 @@ func OpenLibrary(path string) (*Driver, error) {
 		}
 		if !found {
 			return nil, fmt.Errorf("cuda: %s: no symbol %s: %w", path, s.names[0], ErrMissingSymbol)
+		}
+	}
+	for _, s := range d.optionalSymbols() {
+		if addr := dlsym(lib, s.name); addr != 0 {
+			register(s.fptr, addr)
 		}
 	}
 	if err := d.check("cuInit", d.cuInit(0)); err != nil {

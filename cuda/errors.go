@@ -14,7 +14,9 @@ var ErrNoDriver = errors.New("no CUDA driver: libcuda.so.1 not found")
 
 // ErrMissingSymbol is wrapped by the error [Open] returns when the library
 // loads but lacks a driver function this package binds (a driver older than
-// CUDA 11, or a library that is not the CUDA driver).
+// CUDA 11, or a library that is not the CUDA driver), and by the error of a
+// method whose optional driver function the library lacks
+// ([Context.EncodeTensorMapTiled] before CUDA 12.0).
 var ErrMissingSymbol = errors.New("CUDA driver lacks a required function")
 
 // Result is a CUresult, the status code every driver function returns. It is

@@ -81,6 +81,7 @@ func TestNilAndZeroValues(t *testing.T) {
 		add(c.what+" Context.UploadFloat32", func() error { _, err := c.c.UploadFloat32([]float32{1}); return err })
 		add(c.what+" Context.UploadUint16", func() error { _, err := c.c.UploadUint16([]uint16{1}); return err })
 		add(c.what+" Context.LoadModule", func() error { _, err := c.c.LoadModule([]byte(goodPTX)); return err })
+		add(c.what+" Context.EncodeTensorMapTiled", func() error { _, err := c.c.EncodeTensorMapTiled(TensorMapTiled{}); return err })
 	}
 	for _, e := range []struct {
 		what string

@@ -217,3 +217,32 @@ func TestRealKernels(t *testing.T) {
 		}
 	}
 }
+
+// TestRealTensorMap encodes a tiled tensor map on the real driver (as the
+// wgmma recorder does for its tensor copies), and one the driver must
+// refuse (a box dimension over 256).
+func TestRealTensorMap(t *testing.T) {
+	ctx := openReal(t)
+	if dev := ctx.Device(); dev.Major < 9 {
+		t.Skipf("%v: tensor maps need sm_90", dev)
+	}
+	buf, err := ctx.Alloc(128 * 40)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer buf.Free()
+	m := TensorMapTiled{DataType: TensorMapUint16, Global: buf.Ptr(), Dims: []uint64{64, 40}, Strides: []uint64{128},
+		Box: []uint32{64, 32}, Swizzle: TensorMapSwizzle128B}
+	tm, err := ctx.EncodeTensorMapTiled(m)
+	if err != nil {
+		t.Fatalf("EncodeTensorMapTiled: %v", err)
+	}
+	if tm == (TensorMap{}) {
+		t.Error("the encoded map is all zeros")
+	}
+	m.Box = []uint32{64, 300}
+	var e *Error
+	if _, err := ctx.EncodeTensorMapTiled(m); !errors.As(err, &e) {
+		t.Errorf("a box of 300 rows: %v, want the driver's error", err)
+	}
+}

@@ -281,6 +281,40 @@ PY
 
 export -f ptxas_one do_ptxas do_cuda do_verify do_goldens do_bench do_flex do_table do_bench_bwd do_flex_bwd do_table_bwd
 
+# ---- record-wgmma (issue 10) ------------------------------------------------
+#
+#   gpu-bundle/gpu-check.sh record-wgmma OUT  # on the GPU host: under a minute
+#
+# Records wgmma.mma_async (sm_90a) and cp.async.bulk.tensor on the GPU with
+# the bundle's wgmmarec.test (verify/ptx/wgmmarec: PTX generated in Go and
+# JIT-compiled by the driver, so no nvcc), then replays both recordings
+# through the PTX interpreter. Writes OUT/wgmma.json.gz and
+# OUT/tensorcopy.json.gz (commit both under verify/ptx/testdata/h200/),
+# OUT/wgmma-replay.txt (how many recorded outputs the interpreter
+# reproduces, and how the others differ), OUT/wgmma-record.txt (the test
+# log) and OUT/gpu-wgmma.md. Differences do not fail the step; a recording
+# that could not be made (no GPU, a JIT or launch error) does. Under the
+# interpreter the same recording and replay take 2 to 5 seconds
+# (ATTNGEN_RECORD_INTERP=1 rehearses it without a GPU).
+do_record_wgmma() {
+  ATTNGEN_RECORD="$OUT" ./wgmmarec.test -test.run 'TestRecordWgmma$' -test.v -test.timeout 140s > "$OUT/wgmma-record.txt" 2>&1
+  local rc=$?
+  cat "$OUT/wgmma-record.txt"
+  [ "$rc" = 0 ] && ! grep -q -- "--- SKIP" "$OUT/wgmma-record.txt" && [ -s "$OUT/wgmma.json.gz" ] && [ -s "$OUT/tensorcopy.json.gz" ]
+}
+export -f do_record_wgmma
+if [ "$mode" = record-wgmma ]; then
+  OUT=$(absdir "${2:-}") || exit 2
+  export OUT
+  cd "$(dirname "$0")" || exit 2
+  md="$OUT/gpu-wgmma.md"
+  header "wgmma and tensor-copy recording (issue 10)" > "$md"
+  step "record wgmma and cp.async.bulk.tensor (wgmmarec.test)" 150 do_record_wgmma > /dev/null 2>&1
+  { echo "## replay of the recording through the interpreter"; echo '```'; cat "$OUT/wgmma-replay.txt" 2>/dev/null || tail -20 "$OUT/wgmma-record.txt"; echo '```'; } >> "$md"
+  finish "$md"
+fi
+# ---- end of record-wgmma ------------------------------------------------------
+
 case "$mode" in
 build)
   set -e
@@ -304,6 +338,7 @@ build)
   if [ -f "$flex" ]; then cp "$flex" "$b/"; else echo "warning: flex_anchor.py not found at $flex (set FLEX_ANCHOR); run-time will fail its FlexAttention step"; fi
   cp scripts/flex_bench.py verify/ptx/testdata/record.cu "$b/"
   cp "$0" "$b/gpu-check.sh"
+  CGO_ENABLED=0 go test -c -o "$b/wgmmarec.test" ./verify/ptx/wgmmarec # record-wgmma
   git rev-parse HEAD > "$b/commit" 2>/dev/null || true
   echo "bundle ready: $b ($(du -sh "$b" | cut -f1))"
   ;;

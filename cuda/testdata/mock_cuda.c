@@ -15,7 +15,8 @@
 // what the mock received.
 //
 // Build with -DMOCK_OMIT_LAUNCH to leave out cuLaunchKernel (the
-// missing-symbol test).
+// missing-symbol test), with -DMOCK_OMIT_TENSORMAP to leave out the optional
+// cuTensorMapEncodeTiled.
 
 #include <stddef.h>
 #include <stdint.h>
@@ -482,6 +483,58 @@ CUresult cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz, unsigne
 	g_last = l;
 	g_launches++;
 	if (strcmp(f->name, "mock_axpy") == 0 && l.nparams == 4) run_axpy(&l);
+	return CUDA_SUCCESS;
+}
+#endif
+
+/* ---- tensor maps ---- */
+
+/* What the last cuTensorMapEncodeTiled received; the encoded map holds
+   the global address and the dimensions (then zeros), so a test can also
+   check that the map came back. */
+struct mock_tensormap {
+	uint64_t global;
+	uint64_t dims[5];
+	uint64_t strides[5];
+	uint32_t box[5];
+	uint32_t elem_strides[5];
+	int32_t dtype;
+	uint32_t rank;
+	int32_t interleave, swizzle, l2, oob;
+	uint64_t calls;
+};
+
+static struct mock_tensormap g_tmap;
+
+int mock_last_tensormap(struct mock_tensormap *out) {
+	*out = g_tmap;
+	return (int)g_tmap.calls;
+}
+
+#ifndef MOCK_OMIT_TENSORMAP
+CUresult cuTensorMapEncodeTiled(void *tmap, int dtype, uint32_t rank, void *global, const uint64_t *dims,
+                                const uint64_t *strides, const uint32_t *box, const uint32_t *elem_strides,
+                                int interleave, int swizzle, int l2, int oob) {
+	NEED_CTX();
+	INJECT("cuTensorMapEncodeTiled");
+	if (tmap == NULL || (uintptr_t)tmap % 64 != 0) return CUDA_ERROR_INVALID_VALUE;
+	if (rank < 1 || rank > 5 || dims == NULL || box == NULL || elem_strides == NULL) return CUDA_ERROR_INVALID_VALUE;
+	if (rank > 1 && strides == NULL) return CUDA_ERROR_INVALID_VALUE;
+	struct mock_tensormap m;
+	memset(&m, 0, sizeof m);
+	m.global = (uint64_t)(uintptr_t)global;
+	for (uint32_t i = 0; i < rank; i++) {
+		m.dims[i] = dims[i];
+		m.box[i] = box[i];
+		m.elem_strides[i] = elem_strides[i];
+		if (i + 1 < rank) m.strides[i] = strides[i];
+	}
+	m.dtype = dtype, m.rank = rank;
+	m.interleave = interleave, m.swizzle = swizzle, m.l2 = l2, m.oob = oob;
+	m.calls = g_tmap.calls + 1;
+	g_tmap = m;
+	memset(tmap, 0, 128);
+	memcpy(tmap, &m, offsetof(struct mock_tensormap, strides));
 	return CUDA_SUCCESS;
 }
 #endif

@@ -327,12 +327,29 @@ func (d *decoder) setmaxnreg(in *inst, m *modset) {
 
 func (d *decoder) fence(in *inst, m *modset) {
 	st := d.st
-	d.nops(0)
 	in.op = opNop
+	if m.has("proxy") && m.has("tensormap::generic") {
+		// fence.proxy.tensormap::generic.acquire.SCOPE [addr], 128: makes a
+		// tensor map written through the generic proxy (a host copy, a
+		// kernel's stores) visible to the tensor copies that read it; the
+		// interpreter's tensor maps are always visible
+		d.needTarget("fence.proxy.tensormap", 90, false)
+		if !m.has("acquire") || m.oneOf("cta", "cluster", "gpu", "sys") == "" {
+			d.fail(st.tok, "expected fence.proxy.tensormap::generic.acquire.{cta,cluster,gpu,sys} [addr], 128")
+		}
+		d.nops(2)
+		in.src = []operand{d.addr(st.ops[0], spGeneric)}
+		if n := d.immOf(st.ops[1], "the tensor map's size"); n != 128 {
+			d.fail(st.ops[1].tok, "fence.proxy.tensormap's size operand must be 128, is %d", n)
+		}
+		return
+	}
+	m.used = make([]bool, len(m.list)) // undo the probe above
+	d.nops(0)
 	switch {
 	case m.has("proxy"):
 		if !m.has("async") {
-			d.fail(st.tok, "only fence.proxy.async is supported")
+			d.fail(st.tok, "only fence.proxy.async and fence.proxy.tensormap::generic.acquire are supported")
 		}
 		d.needTarget("fence.proxy.async", 90, false)
 		m.oneOf("shared::cta", "shared::cluster", "global")

@@ -149,12 +149,15 @@
 //     parameter), not as a .param .b8[128] by value.
 //   - setmaxnreg.{inc,dec}.sync.aligned.u32 N (N a multiple of 8 in
 //     24..256, all lanes active), fence.proxy.async[.shared::cta|
-//     .shared::cluster|.global], fence.mbarrier_init.release.cluster: accepted
-//     and checked, no effect (registers are unlimited here).
+//     .shared::cluster|.global], fence.mbarrier_init.release.cluster,
+//     fence.proxy.tensormap::generic.acquire.{cta,cluster,gpu,sys} [a], 128:
+//     accepted and checked, no effect (registers are unlimited here, and
+//     NewTensorMap's maps are always visible to the tensor copy).
 //   - What the first GPU session must pin (testdata/README.md): wgmma's
 //     accumulation (is it mmaDot?), scale-d = 0 with signed zeros, and the
-//     swizzled layouts of both wgmma and the tensor copy, by recording
-//     wgmma outputs for every swizzle mode, K- and MN-major, A in registers.
+//     swizzled layouts of both wgmma and the tensor copy. The recorder is
+//     package wgmmarec (scripts/gpu-check.sh record-wgmma); golden_wgmma_test.go
+//     replays its files once they are under testdata/h200.
 //
 // # Numerics and their fidelity to the H200
 //
@@ -276,6 +279,7 @@
 //	mbarrier.init/inval/arrive[.expect_tx]/expect_tx/try_wait[.parity]/test_wait[.parity][.SEM][.cta].shared::cta.b64 ...
 //	cp.async.bulk.tensor.{2d,3d}.shared::cluster.global.mbarrier::complete_tx::bytes [dst], [tmap, {c..}], [mbar]
 //	setmaxnreg.{inc,dec}.sync.aligned.u32 N; fence.proxy.async[.SPACE]; fence.mbarrier_init.release.cluster
+//	fence.proxy.tensormap::generic.acquire.SCOPE [a], 128
 //	     (wgmma and setmaxnreg need .target sm_90a; mbarrier, the bulk copy and the fences sm_90 or later)
 //	bra[.uni] LABEL; ret; exit
 //

@@ -388,6 +388,12 @@ func TestWgmmaErrors(t *testing.T) {
 		{"setmaxnreg ok", "setmaxnreg.dec.sync.aligned.u32 24;\nsetmaxnreg.inc.sync.aligned.u32 256;", "sm_90a", ""},
 		{"fence.proxy.async", "fence.proxy.async;\nfence.proxy.async.shared::cta;\nfence.proxy.async.global;", "sm_90a", ""},
 		{"fence.proxy.async on sm_80", "fence.proxy.async;", "sm_80", "needs .target sm_90"},
+		{"fence.proxy.tensormap", "fence.proxy.tensormap::generic.acquire.sys [%rd1], 128;\nfence.proxy.tensormap::generic.acquire.gpu [%rd1+128], 128;", "sm_90a", ""},
+		{"fence.proxy.tensormap size", "fence.proxy.tensormap::generic.acquire.sys [%rd1], 64;", "sm_90a", "must be 128"},
+		{"fence.proxy.tensormap scope", "fence.proxy.tensormap::generic.acquire [%rd1], 128;", "sm_90a", "expected fence.proxy.tensormap"},
+		{"fence.proxy.tensormap release", "fence.proxy.tensormap::generic.release.sys;", "sm_90a", "expected fence.proxy.tensormap"},
+		{"fence.proxy.tensormap on sm_80", "fence.proxy.tensormap::generic.acquire.sys [%rd1], 128;", "sm_80", "needs .target sm_90"},
+		{"fence.proxy.tensormap address", "fence.proxy.tensormap::generic.acquire.sys %rd1, 128;", "sm_90a", "expected an address"},
 	} {
 		target := tc.target
 		if target == "" {
