@@ -184,6 +184,9 @@ func GenerateForward(p *gen.Plan, cfg Config) (*Forward, error) {
 	if g.docs && st > 1 {
 		return nil, fmt.Errorf("ptx: document masks with a residue layout are not supported")
 	}
+	if t.Accel {
+		return generateHopper(p, cfg, t, g)
+	}
 	g.f.Params = forwardParams(g.docs)
 	g.f.ReqNTID = Threads
 	g.f.MinCTAs = minCTAs[p.HeadDim]
@@ -533,6 +536,49 @@ func (g *fwd) compute(kt, cls, buf Operand, qa [][4]Reg, aK, aV Operand, m, l [2
 			g.mma(s[2*np+1], qa[ks], b[2], b[3])
 		}
 	}
+	if err := g.maskPartial(kt, cls, s); err != nil {
+		return err
+	}
+	fix := g.sanitize(cls, sb)
+
+	g.softmax(s, m, l, acc)
+
+	f.Comment("O += P V: P packed to pairs, V through ldmatrix.trans")
+	pt := BF16x2
+	if g.elem == F16 {
+		pt = F16x2
+	}
+	pack := func(hi, lo Reg) Reg {
+		r := f.NewReg(B32)
+		f.Emit(Inst{Op: OpCvtPack, T: pt, Dst: []Operand{R(r)}, Src: []Operand{R(hi), R(lo)}})
+		return r
+	}
+	sV := f.Add(f.Add(sb, I(int64(g.kvBytes()))), aV)
+	for kk := 0; kk < TileK/16; kk++ {
+		a := [4]Reg{
+			pack(s[2*kk][1], s[2*kk][0]), pack(s[2*kk][3], s[2*kk][2]),
+			pack(s[2*kk+1][1], s[2*kk+1][0]), pack(s[2*kk+1][3], s[2*kk+1][2]),
+		}
+		for dp := 0; dp < D/16; dp++ {
+			var b [4]Reg
+			for x := range b {
+				b[x] = f.NewReg(B32)
+			}
+			f.Emit(Inst{Op: OpLdmatrixT, Dst: []Operand{Vec(b[:]...)}, Src: []Operand{Addr(sV.Reg, int64(kk*16*g.RS+dp*32))}})
+			g.mma(acc[2*dp], a, b[0], b[1])
+			g.mma(acc[2*dp+1], a, b[2], b[3])
+		}
+	}
+	g.restore(fix, sb, aV, s, acc)
+	return nil
+}
+
+// maskPartial emits, for a partial tile (cls), the plan's predicate per
+// score element and the key bound: s[n][x] is the score of the thread's
+// row g4 + 8*(x/2) and key kt*TileK + 8n + 2*t4 + x%2 (the mma.sync and
+// wgmma accumulator fragment); masked scores become -Inf.
+func (g *fwd) maskPartial(kt, cls Operand, s [][4]Reg) error {
+	f := g.f
 	nomask := f.NewLabel("nomask")
 	pp := f.Setp("ne", S32, cls, I(cPartial))
 	f.Bra(nomask, &pp, false)
@@ -567,8 +613,14 @@ func (g *fwd) compute(kt, cls, buf Operand, qa [][4]Reg, aK, aV Operand, m, l [2
 		}
 	}
 	f.Place(nomask)
-	fix := g.sanitize(cls, sb)
+	return nil
+}
 
+// softmax emits the online softmax of one tile's scores s (fragment as in
+// maskPartial) into the row state m, l and the accumulators acc (rescaled),
+// leaving the unnormalized probabilities in s.
+func (g *fwd) softmax(s [][4]Reg, m, l [2]Reg, acc [][4]Reg) {
+	f := g.f
 	f.Comment("online softmax: row max over the quad, rescale, exponentiate")
 	var alpha [2]Operand
 	for r := 0; r < 2; r++ {
@@ -612,35 +664,6 @@ func (g *fwd) compute(kt, cls, buf Operand, qa [][4]Reg, aK, aV Operand, m, l [2
 			}
 		}
 	}
-
-	f.Comment("O += P V: P packed to pairs, V through ldmatrix.trans")
-	pt := BF16x2
-	if g.elem == F16 {
-		pt = F16x2
-	}
-	pack := func(hi, lo Reg) Reg {
-		r := f.NewReg(B32)
-		f.Emit(Inst{Op: OpCvtPack, T: pt, Dst: []Operand{R(r)}, Src: []Operand{R(hi), R(lo)}})
-		return r
-	}
-	sV := f.Add(f.Add(sb, I(int64(g.kvBytes()))), aV)
-	for kk := 0; kk < TileK/16; kk++ {
-		a := [4]Reg{
-			pack(s[2*kk][1], s[2*kk][0]), pack(s[2*kk][3], s[2*kk][2]),
-			pack(s[2*kk+1][1], s[2*kk+1][0]), pack(s[2*kk+1][3], s[2*kk+1][2]),
-		}
-		for dp := 0; dp < D/16; dp++ {
-			var b [4]Reg
-			for x := range b {
-				b[x] = f.NewReg(B32)
-			}
-			f.Emit(Inst{Op: OpLdmatrixT, Dst: []Operand{Vec(b[:]...)}, Src: []Operand{Addr(sV.Reg, int64(kk*16*g.RS+dp*32))}})
-			g.mma(acc[2*dp], a, b[0], b[1])
-			g.mma(acc[2*dp+1], a, b[2], b[3])
-		}
-	}
-	g.restore(fix, sb, aV, s, acc)
-	return nil
 }
 
 // Element bits of the 16-bit types: exponent, its lowest bit, mantissa, and
@@ -670,6 +693,33 @@ const flagBytes = 4 * Threads / 32
 // terms back to the rows that keep them. It returns a register that is 1
 // when the tile was rewritten (the same in every thread).
 func (g *fwd) sanitize(cls, sb Operand) Reg {
+	return g.sanitizeIn(cls, sanLayout{
+		base:  func() Operand { return g.f.Add(sb, g.copyS) },
+		vOff:  int64(g.kvBytes()),
+		words: TileK / g.rowStep() * 4,
+		addr:  func(w int) int64 { return int64(w/4*g.rowStep()*g.RS + 4*(w%4)) },
+		flags: func() Operand { return g.f.Add(g.smem, I(int64(g.qBytes()+4*g.kvBytes()))) },
+	})
+}
+
+// sanLayout is where sanitizeIn finds a thread's share of a key/value
+// stage: base (emitted where it is needed) is the thread's address in the
+// key tile, the value tile lies vOff bytes further, and the thread owns the
+// words at base+addr(w) of the value tile, w < words; the key tile has the
+// same layout, so a value's code goes vOff bytes before it. flags is the
+// address of the per-warp vote words; fence asks for fence.proxy.async
+// after the generic-proxy writes (wgmma and tensor copies read and write
+// shared memory through the async proxy).
+type sanLayout struct {
+	base  func() Operand
+	vOff  int64
+	words int
+	addr  func(w int) int64
+	flags func() Operand
+	fence bool
+}
+
+func (g *fwd) sanitizeIn(cls Operand, lay sanLayout) Reg {
 	f := g.f
 	eb := g.bits()
 	expMask, low, signs := eb.exp|eb.exp<<16, eb.expLow|eb.expLow<<16, int64(0x80008000)
@@ -678,10 +728,8 @@ func (g *fwd) sanitize(cls, sb Operand) Reg {
 	f.Comment("masked values: a partial tile's non-finite values are zeroed, and added back where kept")
 	np := f.Setp("ne", S32, cls, I(cPartial))
 	f.Bra(skip, &np, false)
-	sK := f.Add(sb, g.copyS)
-	vOff := int64(g.kvBytes())
-	words := TileK / g.rowStep() * 4
-	addr := func(w int) int64 { return int64(w/4*g.rowStep()*g.RS + 4*(w%4)) }
+	sK := lay.base()
+	vOff, words, addr := lay.vOff, lay.words, lay.addr
 	load := func(off int64) Reg {
 		x := f.NewReg(B32)
 		f.Emit(Inst{Op: OpLd, T: B32, Space: "shared", Dst: []Operand{R(x)}, Src: []Operand{Addr(sK.Reg, off)}})
@@ -703,7 +751,7 @@ func (g *fwd) sanitize(cls, sb Operand) Reg {
 		f.Emit(Inst{Op: OpShflBfly, Dst: []Operand{R(o)}, Src: []Operand{R(any), I(lane), I(31), I(0xffffffff)}})
 		f.Into(OpOr, B32, any, R(any), R(o))
 	}
-	flags := f.Add(g.smem, I(int64(g.qBytes()+4*g.kvBytes())))
+	flags := lay.flags()
 	lane0 := f.Setp("eq", U32, g.lane, I(0))
 	f.Emit(Inst{Op: OpSt, T: B32, Space: "shared", Guard: &lane0, Dst: []Operand{Addr(f.reg(U32, f.Add(flags, f.MulC(g.warp, 4))).Reg, 0)}, Src: []Operand{R(any)}})
 	f.Emit(Inst{Op: OpBar, Src: []Operand{I(0)}})
@@ -735,6 +783,9 @@ func (g *fwd) sanitize(cls, sb Operand) Reg {
 		n := f.Op3(OpOr, B32, lo, f.Op3(OpShl, B32, hi, I(16)))
 		f.Emit(Inst{Op: OpSt, T: B32, Space: "shared", Dst: []Operand{Addr(sK.Reg, addr(w))}, Src: []Operand{f.reg(B32, n)}})
 	}
+	if lay.fence {
+		f.Emit(Inst{Op: OpFenceProxy})
+	}
 	f.Emit(Inst{Op: OpBar, Src: []Operand{I(0)}})
 	f.Set(B32, done, I(1))
 	f.Place(skip)
@@ -749,31 +800,12 @@ func (g *fwd) sanitize(cls, sb Operand) Reg {
 // infinity. Rows that keep none are left bit for bit as they are.
 func (g *fwd) restore(done Reg, sb, aV Operand, s [][4]Reg, acc [][4]Reg) {
 	f := g.f
-	pt := BF16x2
-	if g.elem == F16 {
-		pt = F16x2
-	}
 	skip := f.NewLabel("restored")
 	none := f.Setp("eq", U32, R(done), I(0))
 	f.Bra(skip, &none, false)
 	f.Comment("add back the kept non-finite values of a sanitized tile")
-	ind := func(x Reg) Operand {
-		return f.Selp(F32, Fimm(1), Fimm(0), f.Setp("gt", F32, R(x), Fimm(0)))
-	}
-	pack := func(hi, lo Reg) Reg {
-		r := f.NewReg(B32)
-		f.Emit(Inst{Op: OpCvtPack, T: pt, Dst: []Operand{R(r)}, Src: []Operand{ind(hi), ind(lo)}})
-		return r
-	}
-	a := make([][4]Reg, TileK/16)
-	for kk := range a {
-		a[kk] = [4]Reg{
-			pack(s[2*kk][1], s[2*kk][0]), pack(s[2*kk][3], s[2*kk][2]),
-			pack(s[2*kk+1][1], s[2*kk+1][0]), pack(s[2*kk+1][3], s[2*kk+1][2]),
-		}
-	}
+	a := g.indicators(s)
 	sN := f.Add(sb, aV)
-	nan, inf := Fimm(float32(math.NaN())), float32(math.Inf(1))
 	for dp := 0; dp < g.D/16; dp++ {
 		var c [2][4]Reg
 		for h := range c {
@@ -792,23 +824,56 @@ func (g *fwd) restore(done Reg, sb, aV Operand, s [][4]Reg, acc [][4]Reg) {
 		}
 		for h := range c {
 			for x := range c[h] {
-				// the count is an integer below 2^23: adding 2^23 puts it
-				// in the low mantissa bits
-				bitsR := f.NewReg(B32)
-				f.Emit(Inst{Op: OpBitcast, Dst: []Operand{R(bitsR)}, Src: []Operand{f.F(OpAddF, R(c[h][x]), Fimm(0x1p23))}})
-				n := f.Op3(OpAnd, B32, R(bitsR), I(0x7fffff))
-				pos := f.Setp("ne", U32, f.Op3(OpAnd, B32, n, I(127)), I(0))
-				neg := f.Setp("ne", U32, f.Op3(OpAnd, B32, f.Op3(OpShr, U32, n, I(7)), I(127)), I(0))
-				isNaN := f.POr(f.Setp("ne", U32, f.Op3(OpShr, U32, n, I(14)), I(0)), f.PAnd(pos, neg))
-				v := f.Selp(F32, Fimm(inf), Fimm(-inf), pos)
-				v = f.Selp(F32, nan, v, isNaN)
-				some := f.Setp("ne", U32, n, I(0))
-				y := acc[2*dp+h][x]
-				f.Set(F32, y, f.Selp(F32, f.F(OpAddF, R(y), v), R(y), some))
+				g.addBack(c[h][x], acc[2*dp+h][x])
 			}
 		}
 	}
 	f.Place(skip)
+}
+
+// indicators packs [p > 0] of the probabilities s as the A fragments of
+// the key tile's k-slices of 16 (restore's product with the codes).
+func (g *fwd) indicators(s [][4]Reg) [][4]Reg {
+	f := g.f
+	pt := BF16x2
+	if g.elem == F16 {
+		pt = F16x2
+	}
+	ind := func(x Reg) Operand {
+		return f.Selp(F32, Fimm(1), Fimm(0), f.Setp("gt", F32, R(x), Fimm(0)))
+	}
+	pack := func(hi, lo Reg) Reg {
+		r := f.NewReg(B32)
+		f.Emit(Inst{Op: OpCvtPack, T: pt, Dst: []Operand{R(r)}, Src: []Operand{ind(hi), ind(lo)}})
+		return r
+	}
+	a := make([][4]Reg, TileK/16)
+	for kk := range a {
+		a[kk] = [4]Reg{
+			pack(s[2*kk][1], s[2*kk][0]), pack(s[2*kk][3], s[2*kk][2]),
+			pack(s[2*kk+1][1], s[2*kk+1][0]), pack(s[2*kk+1][3], s[2*kk+1][2]),
+		}
+	}
+	return a
+}
+
+// addBack adds to the accumulator y the IEEE sum of the non-finite values
+// whose codes' count c holds (restore).
+func (g *fwd) addBack(c, y Reg) {
+	f := g.f
+	nan, inf := Fimm(float32(math.NaN())), float32(math.Inf(1))
+	// the count is an integer below 2^23: adding 2^23 puts it in the low
+	// mantissa bits
+	bitsR := f.NewReg(B32)
+	f.Emit(Inst{Op: OpBitcast, Dst: []Operand{R(bitsR)}, Src: []Operand{f.F(OpAddF, R(c), Fimm(0x1p23))}})
+	n := f.Op3(OpAnd, B32, R(bitsR), I(0x7fffff))
+	pos := f.Setp("ne", U32, f.Op3(OpAnd, B32, n, I(127)), I(0))
+	neg := f.Setp("ne", U32, f.Op3(OpAnd, B32, f.Op3(OpShr, U32, n, I(7)), I(127)), I(0))
+	isNaN := f.POr(f.Setp("ne", U32, f.Op3(OpShr, U32, n, I(14)), I(0)), f.PAnd(pos, neg))
+	v := f.Selp(F32, Fimm(inf), Fimm(-inf), pos)
+	v = f.Selp(F32, nan, v, isNaN)
+	some := f.Setp("ne", U32, n, I(0))
+	f.Set(F32, y, f.Selp(F32, f.F(OpAddF, R(y), v), R(y), some))
 }
 
 // lg2 emits log2(x) for x >= 1 (x is a row sum of exponentials that

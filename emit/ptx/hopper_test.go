@@ -1,0 +1,387 @@
+package ptx
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/attngen/attngen/gen"
+	"github.com/attngen/attngen/spec"
+	"github.com/attngen/attngen/verify"
+	ptxi "github.com/attngen/attngen/verify/ptx"
+)
+
+// The sm_90a kernel (hopper.go) under the interpreter: the same harness,
+// error model and schedule checks as the sm_80 kernel's tests, with q, k
+// and v read through tensor maps made by Device.NewTensorMap from the
+// kernel's own description (Forward.TensorMaps).
+
+var f16SM90a = Target{SM: 90, Elem: "f16", Accel: true}
+
+// tensorMaps registers the tensor maps of k's call with shape s on the
+// interpreter's device and returns their addresses in parameter order.
+func tensorMaps(t *testing.T, dev *ptxi.Device, k *Forward, s shape, q, kk, v uint64) []uint64 {
+	t.Helper()
+	tms, err := k.TensorMaps(s.batch, s.hq, s.hkv, s.sq, s.sk, q, kk, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, p := range k.Params {
+		if strings.HasPrefix(p.Name, "tmap_") {
+			names = append(names, p.Name)
+		}
+	}
+	if len(names) != len(tms) {
+		t.Fatalf("%d tensor-map parameters, TensorMaps gives %d maps", len(names), len(tms))
+	}
+	var addrs []uint64
+	for x, tm := range tms {
+		if tm.Param != names[x] {
+			t.Fatalf("tensor map %d is for %s, parameter %d is %s", x, tm.Param, x, names[x])
+		}
+		if tm.Swizzle != 128 {
+			t.Fatalf("tensor map %s: swizzle %d", tm.Param, tm.Swizzle)
+		}
+		a, err := dev.NewTensorMap(ptxi.TensorMap{Global: tm.Global, ElemSize: tm.ElemSize, Dims: tm.Dims[:], Strides: tm.Strides[:], Box: tm.Box[:], Swizzle: ptxi.Swizzle128B})
+		if err != nil {
+			t.Fatal(err)
+		}
+		addrs = append(addrs, a)
+	}
+	return addrs
+}
+
+// hopperPlan compiles an example spec for target tg.
+func hopperPlan(t *testing.T, file string, tg Target) (*spec.Spec, *gen.Plan) {
+	t.Helper()
+	s, err := spec.ParseFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := gen.Compile(s, tg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, p
+}
+
+// residue reports whether the plan uses the residue layout, which the
+// sm_90a kernel refuses for now (TestHopperRefusesResidue).
+func residue(p *gen.Plan) bool { return p.Layout.Kind == gen.Residue }
+
+// TestHopperInterpExamples runs every example's sm_90a kernel (bf16) on
+// shapes that are not multiples of the tiles, with grouped heads and
+// seq_q < seq_k, against the reference; without -short also at the other
+// head dimension (64 or 128).
+func TestHopperInterpExamples(t *testing.T) {
+	files, _ := filepath.Glob("../../spec/examples/*.yaml")
+	if len(files) == 0 {
+		t.Fatal("no example specs")
+	}
+	for _, file := range files {
+		s, p := hopperPlan(t, file, SM90a)
+		if residue(p) {
+			continue
+		}
+		dims := []int{s.HeadDim}
+		if !testing.Short() {
+			dims = append(dims, 192-s.HeadDim)
+		}
+		for _, d := range dims {
+			if d != s.HeadDim {
+				p = compileFor(t, SM90a, s.Name, s.Mask, s.Causal, d)
+			}
+			for _, sh := range shapes {
+				var ids []int32
+				if p.Pred.UsesDocs() {
+					ids = docIDs(sh.sk)
+				}
+				t.Run(fmt.Sprintf("%s/d%d/%v", s.Name, d, sh), func(t *testing.T) {
+					runForwardDocs(t, p, Config{Target: SM90a, SoftLg2: true}, sh, nil, true, ids)
+				})
+			}
+		}
+	}
+}
+
+// TestHopperRefusesResidue: the residue layout (the dilated example) is
+// refused with an error naming it, not run wrongly.
+func TestHopperRefusesResidue(t *testing.T) {
+	_, p := hopperPlan(t, "../../spec/examples/dilated.yaml", SM90a)
+	if !residue(p) {
+		t.Fatal("the dilated example no longer plans the residue layout")
+	}
+	_, err := GenerateForward(p, Config{Target: SM90a})
+	if err == nil || !strings.Contains(err.Error(), "residue layout") {
+		t.Fatalf("residue plan: error %v, want a refusal naming the residue layout", err)
+	}
+}
+
+// TestHopperInterpRandomMasks runs random masks (no residue layouts) at
+// head_dim 64, and 128 for every other one without -short.
+func TestHopperInterpRandomMasks(t *testing.T) {
+	n := 0
+	for k, mk := range randomMasks(7, 16) {
+		dims := []int{64}
+		if !testing.Short() && k%2 == 1 {
+			dims = append(dims, 128)
+		}
+		for _, d := range dims {
+			p := compileFor(t, SM90a, mk.name, mk.p.Mask, mk.p.Causal, d)
+			if residue(p) {
+				continue
+			}
+			n++
+			for _, sh := range []shape{{1, 2, 1, 150, 200}, {1, 1, 1, 1, 150}} {
+				t.Run(fmt.Sprintf("%s/d%d/%v", mk.name, d, sh), func(t *testing.T) {
+					t.Logf("%s", mk.p)
+					runForward(t, p, Config{Target: SM90a, SoftLg2: true}, sh, nil, true)
+				})
+			}
+		}
+	}
+	if n < 8 {
+		t.Fatalf("only %d random masks without the residue layout", n)
+	}
+}
+
+// TestHopperInterpDocuments runs document masks (random ones and the
+// examples').
+func TestHopperInterpDocuments(t *testing.T) {
+	masks := randomDocMasks(8, 4)
+	for _, m := range exampleMasks(t) {
+		if m.p.Mask.HasDocument() {
+			masks = append(masks, m)
+		}
+	}
+	ids := docIDs(200)
+	for k, mk := range masks {
+		dims := []int{64}
+		if !testing.Short() && k%2 == 1 {
+			dims = append(dims, 128)
+		}
+		for _, d := range dims {
+			p := compileFor(t, SM90a, mk.name, mk.p.Mask, mk.p.Causal, d)
+			for _, sh := range []shape{{1, 2, 1, 150, 200}, {2, 1, 1, 1, 200}} {
+				t.Run(fmt.Sprintf("%s/d%d/%v", mk.name, d, sh), func(t *testing.T) {
+					t.Logf("%s", mk.p)
+					runForwardDocs(t, p, Config{Target: SM90a, SoftLg2: true}, sh, nil, true, ids)
+				})
+			}
+		}
+	}
+}
+
+// TestHopperInterpF16 runs f16 kernels at both head dimensions.
+func TestHopperInterpF16(t *testing.T) {
+	for k, mk := range randomMasks(9, 4) {
+		d := 64 * (k%2 + 1)
+		p := compileFor(t, f16SM90a, mk.name, mk.p.Mask, mk.p.Causal, d)
+		if residue(p) {
+			continue
+		}
+		t.Run(fmt.Sprintf("%s/d%d", mk.name, d), func(t *testing.T) {
+			t.Logf("%s", mk.p)
+			runForward(t, p, Config{Target: f16SM90a, SoftLg2: true}, shape{1, 2, 1, 90, 150}, nil, true)
+		})
+	}
+}
+
+// TestHopperCatchesWrongMask: the comparison sees a mask off by one key.
+func TestHopperCatchesWrongMask(t *testing.T) {
+	p := compileFor(t, SM90a, "window40", spec.Window(40), true, 64)
+	wrong := spec.Pattern{Mask: spec.Window(41), Causal: true}
+	if bad := runForward(t, p, Config{Target: SM90a, SoftLg2: true}, shape{1, 1, 1, 100, 130}, &wrong, false); bad == 0 {
+		t.Fatal("a kernel for window 40 passed as window 41")
+	}
+}
+
+// TestHopperVisits counts the key tiles each CTA visits by its barriers:
+// one after the mbarrier initialization, one per visited tile and one more
+// per partial tile (sanitize's vote on finite data), none in CTAs without
+// tiles, against the scan of the plan's hull and class programs.
+func TestHopperVisits(t *testing.T) {
+	var masks []testMask
+	for _, m := range append(append(exampleMasks(t), randomMasks(4, 16)...), randomDocMasks(5, 4)...) {
+		if !residue(compileFor(t, SM90a, m.name, m.p.Mask, m.p.Causal, 64)) {
+			masks = append(masks, m)
+		}
+	}
+	checkVisits(t, SM90a, masks, func(tiles, partial int) int64 { return int64(1 + tiles + partial) })
+}
+
+// hopperRun is a verify.Run of a sm_90a kernel under the interpreter.
+func hopperRun(t *testing.T, k *Forward) verify.Run {
+	return func(out, lse, q, kk, v []float32, ids []int32, s verify.Shape) error {
+		mod, err := ptxi.Parse(k.Name, k.PTX)
+		if err != nil {
+			return err
+		}
+		dev := ptxi.NewDevice()
+		nq, nkv, nl := s.Sizes()
+		toElem, fromElem := verify.BF16, verify.FromBF16
+		if k.Elem == F16 {
+			toElem, fromElem = verify.F16, verify.FromF16
+		}
+		var in []uint64
+		for _, x := range [][]float32{q[:nq], kk[:nkv], v[:nkv]} {
+			h := make([]uint16, len(x))
+			for i, f := range x {
+				h[i] = toElem(f)
+			}
+			a, err := dev.Alloc(2 * len(h))
+			if err != nil {
+				return err
+			}
+			if err := dev.WriteU16(a, h); err != nil {
+				return err
+			}
+			in = append(in, a)
+		}
+		oa, err := dev.Alloc(2 * nq)
+		if err != nil {
+			return err
+		}
+		la, err := dev.Alloc(4 * nl)
+		if err != nil {
+			return err
+		}
+		poison(t, dev, oa, la, nq, nl)
+		ptrs := []uint64{oa, la}
+		if ids != nil {
+			ptrs = append(ptrs, docArrays(t, dev, func(n int) uint64 {
+				a, err := dev.Alloc(n)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return a
+			}, ids[:s.SeqK])...)
+		}
+		sh := shape{s.Batch, s.HeadsQ, s.HeadsKV, s.SeqQ, s.SeqK}
+		ptrs = append(ptrs, tensorMaps(t, dev, k, sh, in[0], in[1], in[2])...)
+		l, err := k.Geometry(s.Batch, s.HeadsQ, s.HeadsKV, s.SeqQ, s.SeqK, s.Scale)
+		if err != nil {
+			return err
+		}
+		args, err := l.Args(ptrs...)
+		if err != nil {
+			return err
+		}
+		if _, err := dev.Launch(mod, k.Name, l.Grid, l.Block, l.DynShared, args...); err != nil {
+			return err
+		}
+		oh, err := dev.ReadU16(oa, nq)
+		if err != nil {
+			return err
+		}
+		for i, h := range oh {
+			out[i] = fromElem(h)
+		}
+		if lse != nil {
+			lf, err := dev.ReadF32(la, nl)
+			if err != nil {
+				return err
+			}
+			copy(lse, lf)
+		}
+		return nil
+	}
+}
+
+// TestHopperNonFinite: NaN and infinities at masked positions never reach
+// an output of the sm_90a kernel, and kept ones give the reference's kinds
+// of results (verify.CheckNonFinite, as for the sm_80 kernel in
+// verify/gpurun).
+func TestHopperNonFinite(t *testing.T) {
+	r := rand.New(rand.NewPCG(91, 92))
+	files, _ := filepath.Glob("../../spec/examples/*.yaml")
+	for _, file := range files {
+		s, p := hopperPlan(t, file, SM90a)
+		if residue(p) {
+			continue
+		}
+		k, err := GenerateForward(p, Config{Target: SM90a, SoftLg2: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sh := verify.Shape{Batch: 1, HeadsQ: 2, HeadsKV: 1, SeqQ: 37, SeqK: 70, HeadDim: s.HeadDim}
+		trials := 4
+		if testing.Short() {
+			trials = 2
+		}
+		if err := verify.CheckNonFinite(s.Pattern(), hopperRun(t, k), sh, r, trials); err != nil {
+			t.Errorf("%s: %v", filepath.Base(file), err)
+		}
+	}
+}
+
+// TestHopperHeader checks the module header, the shared-memory alignment,
+// the parameters and the tensor-map description.
+func TestHopperHeader(t *testing.T) {
+	for _, tg := range []Target{SM90a, f16SM90a} {
+		p := compileFor(t, tg, "causal", spec.Full(), true, 128)
+		k, err := GenerateForward(p, Config{Target: tg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{".version 8.0\n.target sm_90a\n", ".extern .shared .align 1024 .b8 smem[];", "wgmma.mma_async.sync.aligned.m64n64k16.f32." + tg.Elem, "wgmma.mma_async.sync.aligned.m64n128k16.f32." + tg.Elem, "cp.async.bulk.tensor.3d", "mbarrier.try_wait.parity"} {
+			if !strings.Contains(k.PTX, want) {
+				t.Errorf("%s: no %q in the module", tg, want)
+			}
+		}
+		if tg.Name() != "ptx-sm90a-"+tg.Elem || tg.Arch() != "sm_90a" {
+			t.Errorf("target names %s, %s", tg.Name(), tg.Arch())
+		}
+		var names []string
+		for _, p := range k.Params {
+			names = append(names, p.Name)
+		}
+		if got, want := strings.Join(names, " "), "o lse tmap_q tmap_k tmap_v seq_q seq_k heads_q heads_kv scale_log2"; got != want {
+			t.Errorf("parameters %s, want %s", got, want)
+		}
+		// Q 16 KiB, two stages of K and V 64 KiB, 3 mbarriers, 4 vote words
+		if k.DynShared != 5*16384+24+16 {
+			t.Errorf("dynamic shared memory %d", k.DynShared)
+		}
+		tms, err := k.TensorMaps(2, 4, 2, 100, 300, 1<<20, 2<<20, 3<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := tms[2]
+		if v.Tensor != "v" || v.Global != 3<<20 || v.Dims != [3]uint64{128, 300, 4} || v.Strides != [2]uint64{256, 256 * 300} || v.Box != [3]uint32{64, 64, 1} {
+			t.Errorf("tensor map of v: %+v", v)
+		}
+		if _, err := (&Forward{Target: SM80}).TensorMaps(1, 1, 1, 1, 1, 0, 0, 0); err == nil {
+			t.Error("an sm_80 kernel described tensor maps")
+		}
+	}
+	if err := (Target{SM: 80, Elem: "bf16", Accel: true}).Check(); err == nil || !strings.Contains(err.Error(), "sm_80a") {
+		t.Errorf("sm_80a: %v", err)
+	}
+	if err := SM80.Check(); err != nil {
+		t.Errorf("sm_80 after the wgmma ops joined the table: %v", err)
+	}
+}
+
+func TestHopperDeterministic(t *testing.T) {
+	for _, name := range exampleNames(t) {
+		_, p := hopperPlan(t, "../../spec/examples/"+name+".yaml", SM90a)
+		if residue(p) {
+			continue
+		}
+		a, err := GenerateForward(p, Config{Target: SM90a})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := GenerateForward(p, Config{Target: SM90a})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.PTX != b.PTX {
+			t.Errorf("%s: two generations differ", name)
+		}
+	}
+}
