@@ -3,6 +3,8 @@ package ptx
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -382,6 +384,127 @@ func TestHopperDeterministic(t *testing.T) {
 		}
 		if a.PTX != b.PTX {
 			t.Errorf("%s: two generations differ", name)
+		}
+	}
+}
+
+// assembleHopper assembles every example's sm_90a kernel (bf16 and f16;
+// none for the residue layout, which the kernel refuses) with ptxas 12 for
+// sm_90a, once per test process.
+func assembleHopper(t *testing.T, ptxas string) []cubin {
+	t.Helper()
+	key := ptxas + "|hopper"
+	if cs, ok := assembled[key]; ok {
+		return cs
+	}
+	files, _ := filepath.Glob("../../spec/examples/*.yaml")
+	if len(files) == 0 {
+		t.Fatal("no example specs")
+	}
+	if cubinDir == "" {
+		d, err := os.MkdirTemp("", "attngen-ptxas12-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cubinDir = d
+	}
+	var cs []cubin
+	for _, f := range files {
+		for _, tg := range []Target{SM90a, f16SM90a} {
+			_, p := hopperPlan(t, f, tg)
+			if residue(p) {
+				continue
+			}
+			k, err := GenerateForward(p, Config{Target: tg})
+			if err != nil {
+				t.Fatal(err)
+			}
+			base := strings.TrimSuffix(filepath.Base(f), ".yaml") + "_" + tg.Elem + "_wgmma"
+			src := filepath.Join(cubinDir, base+".ptx")
+			if err := os.WriteFile(src, []byte(k.PTX), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			bin := filepath.Join(cubinDir, base+".cubin")
+			out, err := exec.Command(ptxas, "-v", "--gpu-name", tg.Arch(), src, "-o", bin).CombinedOutput()
+			name := fmt.Sprintf("%s %s %s", filepath.Base(f), tg.Elem, tg.Arch())
+			if err != nil {
+				t.Fatalf("%s: ptxas failed: %v\n%s", name, err, out)
+			}
+			cs = append(cs, cubin{name: name, k: k, path: bin, log: string(out)})
+		}
+	}
+	assembled[key] = cs
+	return cs
+}
+
+// TestHopperPtxas12 assembles every example's sm_90a kernel (bf16, f16)
+// with ptxas 12 and requires success, no spills, and no ptxas remark (a
+// wgmma ptxas had to serialize is reported as one).
+func TestHopperPtxas12(t *testing.T) {
+	p := ptxas12(t)
+	for _, c := range assembleHopper(t, p) {
+		m := spillRE.FindStringSubmatch(c.log)
+		if m == nil || m[1] != "0" || m[2] != "0" {
+			t.Errorf("%s: spills or no report:\n%s", c.name, c.log)
+			continue
+		}
+		for _, line := range strings.Split(strings.TrimSpace(c.log), "\n") {
+			if !strings.HasPrefix(line, "ptxas info") && !strings.Contains(line, "bytes stack frame") {
+				t.Errorf("%s: ptxas says: %s", c.name, line)
+			}
+		}
+		regs := regsRE.FindStringSubmatch(c.log)
+		if regs == nil {
+			t.Fatalf("%s: no register count:\n%s", c.name, c.log)
+		}
+		t.Logf("%s: %s registers, no spills, %d bytes dynamic shared memory", c.name, regs[1], c.k.DynShared)
+	}
+}
+
+// wantHopperLoop is what the sm_90a kernel's structure implies per warp
+// and key tile of 64 keys, head dimension d:
+//
+//   - S = Q K^T: d/16 HGMMA.64x64x16; O += P V: 64/16 HGMMA.64xdx16.
+//   - Exponentials as on sm_80: a thread holds 2 rows x 16 scores, TileK/2
+//   - 2 MUFU.EX2.
+//   - Conditional: the prefetch of the next tile, 2*d/64 UTMALDG (K and V,
+//     one box per 64 columns), and restore's product for sanitized tiles,
+//     (d/64)*(64/16) HGMMA.64x64x16.
+//   - Outside: the Q copy and the first tile's, 3*d/64 UTMALDG.
+func wantHopperLoop(d int) sassLoop {
+	return sassLoop{
+		Every:   sassCounts{HGMMA: d/16 + TileK/16, EX2: TileK/2 + 2},
+		Cond:    sassCounts{HGMMA: d / 64 * (TileK / 16), UTMALDG: 2 * d / 64},
+		Outside: sassCounts{UTMALDG: 3 * d / 64},
+	}
+}
+
+// TestHopperSASS disassembles every example's sm_90a kernel and checks the
+// key-tile loop's counts against wantHopperLoop.
+func TestHopperSASS(t *testing.T) {
+	p := ptxas12(t)
+	dis := nvdisasm(t, p)
+	seen := map[int]bool{}
+	for _, c := range assembleHopper(t, p) {
+		out, err := exec.Command(dis, c.path).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: nvdisasm: %v\n%s", c.name, err, out)
+		}
+		got, err := readSASSLoop(string(out))
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		want := wantHopperLoop(c.k.HeadDim)
+		insts := got.Insts
+		got.Insts = 0
+		if got != want {
+			t.Errorf("%s (D=%d): SASS of the key-tile loop\n every tile: %v\n  want      %v\n conditional: %v\n  want        %v\n outside: %v\n  want    %v",
+				c.name, c.k.HeadDim, got.Every, want.Every, got.Cond, want.Cond, got.Outside, want.Outside)
+			continue
+		}
+		if !seen[c.k.HeadDim] {
+			seen[c.k.HeadDim] = true
+			t.Logf("%s (D=%d): %d instructions in the loop; every tile %v; conditional %v; outside %v", c.name, c.k.HeadDim, insts, got.Every, got.Cond, got.Outside)
 		}
 	}
 }
