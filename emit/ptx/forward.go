@@ -123,6 +123,9 @@ func (k *Forward) Geometry(batch, headsQ, headsKV, seqQ, seqK int, scale float64
 	if err != nil {
 		return Launch{}, fmt.Errorf("ptx: %w", err)
 	}
+	if err := k.strideFits(seqQ, seqK); err != nil {
+		return Launch{}, err
+	}
 	if scale == 0 {
 		scale = 1 / math.Sqrt(float64(k.HeadDim))
 	}

@@ -53,24 +53,32 @@ func hopperParams(docs bool) []Param {
 
 // TensorMap describes one tensor map a sm_90a kernel reads through, as
 // cuTensorMapEncodeTiled takes it: a 16-bit element tensor of rank 3,
-// dimensions innermost first, byte strides of dimensions 1 and 2, the box
-// copied per cp.async.bulk.tensor, the 128-byte swizzle, element strides 1,
-// no interleave, out-of-bound elements filled with zeros.
+// dimensions innermost first, byte strides of dimensions 1 and 2 (the
+// dimensions do not overlap: dimension 2's stride is dimension 1's times
+// its size), the box copied per cp.async.bulk.tensor, the 128-byte
+// swizzle, element strides 1, no interleave, out-of-bound elements filled
+// with zeros.
 type TensorMap struct {
 	Param    string // the kernel parameter that takes its address
 	Tensor   string // "q", "k" or "v"
 	Global   uint64 // the tensor's device address
 	ElemSize int
-	Dims     [3]uint64 // head_dim, positions, batch*heads
+	Dims     [3]uint64 // head_dim, stride, batch*heads*seq/stride
 	Strides  [2]uint64 // bytes
 	Box      [3]uint32
 	Swizzle  int // bytes: 128
 }
 
 // TensorMaps returns the tensor maps of a sm_90a kernel's call with the
-// given shape on tensors at q, k and v: [batch*heads][seq][D] seen as
-// (column, position, batch*head), each box 64 columns by 64 positions of
-// one head. Positions past seq read as zeros.
+// given shape on tensors at q, k and v. A tensor [batch*heads][seq][D] is
+// seen as its rows grouped by the layout's stride st: element (col, c, R)
+// is column col of row R*st + c of the flattened [batch*heads*seq] rows,
+// so a box (64 columns, 1, 64) holds rows c, c+st, ... of one residue
+// class (st = 1: 64 consecutive rows). Rows of a box past its class's or
+// head's positions are rows of other classes or heads, which the kernel
+// masks (keys) or does not store (queries); past the tensor's end they
+// read as zeros. The residue layout needs seq_q and seq_k to be multiples
+// of the stride (so that every head's rows start a group).
 func (k *Forward) TensorMaps(batch, headsQ, headsKV, seqQ, seqK int, q, kAddr, v uint64) ([]TensorMap, error) {
 	if !k.Target.Accel {
 		return nil, fmt.Errorf("ptx: kernel %s (%s) takes no tensor maps", k.Name, k.Target.Arch())
@@ -78,18 +86,30 @@ func (k *Forward) TensorMaps(batch, headsQ, headsKV, seqQ, seqK int, q, kAddr, v
 	if batch < 1 || headsQ < 1 || headsKV < 1 || seqQ < 1 || seqK < 1 {
 		return nil, fmt.Errorf("ptx: tensor maps of shape batch %d, heads %d/%d, seq %d/%d: every size must be positive", batch, headsQ, headsKV, seqQ, seqK)
 	}
-	D := uint64(k.HeadDim)
+	if err := k.strideFits(seqQ, seqK); err != nil {
+		return nil, err
+	}
+	D, st := uint64(k.HeadDim), uint64(max(k.Stride, 1))
 	mk := func(param, tensor string, g uint64, heads, seq int) TensorMap {
 		return TensorMap{Param: param, Tensor: tensor, Global: g, ElemSize: 2,
-			Dims:    [3]uint64{D, uint64(seq), uint64(batch * heads)},
-			Strides: [2]uint64{2 * D, 2 * D * uint64(seq)},
-			Box:     [3]uint32{boxCols, TileK, 1}, Swizzle: swzBytes}
+			Dims:    [3]uint64{D, st, uint64(batch*heads*seq) / st},
+			Strides: [2]uint64{2 * D, 2 * D * st},
+			Box:     [3]uint32{boxCols, 1, TileK}, Swizzle: swzBytes}
 	}
 	return []TensorMap{
 		mk("tmap_q", "q", q, headsQ, seqQ),
 		mk("tmap_k", "k", kAddr, headsKV, seqK),
 		mk("tmap_v", "v", v, headsKV, seqK),
 	}, nil
+}
+
+// strideFits refuses, for a sm_90a kernel of the residue layout, sequence
+// lengths that are not multiples of the stride (TensorMaps).
+func (k *Forward) strideFits(seqQ, seqK int) error {
+	if st := k.Stride; k.Target.Accel && st > 1 && (seqQ%st != 0 || seqK%st != 0) {
+		return fmt.Errorf("ptx: the %s kernel runs the residue layout (stride %d) only when seq_q and seq_k are multiples of the stride, got %d and %d (the sm_80 kernel runs any)", k.Target.Arch(), st, seqQ, seqK)
+	}
+	return nil
 }
 
 // hop is the sm_90a kernel's generator state beyond fwd's.
@@ -100,7 +120,8 @@ type hop struct {
 	t0        Reg     // thread 0: the one that initializes mbarriers and issues copies
 	tmQ       Operand // tensor map addresses
 	tmK, tmV  Operand
-	bhKV      Operand // dimension-2 coordinate of this CTA's key/value head
+	cls       Operand // dimension-1 coordinate: the residue class (0 for the identity layout)
+	kvRow0    Operand // dimension-2 coordinate of this CTA's key 0
 	phase     Reg     // bit b: the parity of stage b's mbarrier phase to wait for next
 }
 
@@ -112,9 +133,6 @@ func (h *hop) smemBytes() int     { return h.flagOff() + flagBytes }
 
 // generateHopper is GenerateForward for sm_90a.
 func generateHopper(p *gen.Plan, cfg Config, t Target, g *fwd) (*Forward, error) {
-	if g.st > 1 {
-		return nil, fmt.Errorf("ptx: plan %s: the %s forward kernel does not run the residue layout (stride %d) yet; use the sm_80 kernel", p.Name, t.Arch(), g.st)
-	}
 	if g.D%boxCols != 0 {
 		return nil, fmt.Errorf("ptx: head_dim %d: the %s kernel needs a multiple of %d", g.D, t.Arch(), boxCols)
 	}
@@ -177,16 +195,16 @@ func (h *hop) wait(bar Operand, parity Operand) {
 	f.Bra(loop, &p, true)
 }
 
-// copyTile has thread 0 announce the bytes of a tile and copy its boxes
-// from tensor map tm at (column 64b, row, head) to dst, completing on bar.
-func (h *hop) copyTile(dst Operand, tm Operand, row, head Operand, bar Operand) {
+// copyTile has thread 0 copy the boxes of a tile from tensor map tm at
+// (column 64b, class, row group) to dst, completing on bar.
+func (h *hop) copyTile(dst Operand, tm Operand, row Operand, bar Operand) {
 	f := h.f
 	bar = f.reg(U32, bar)
-	row, head = f.reg(S32, row), f.reg(S32, head)
+	row, c := f.reg(S32, row), f.reg(S32, h.cls)
 	for b := 0; b < h.halves; b++ {
 		col := f.Mov(S32, I(int64(b*boxCols)))
 		f.Emit(Inst{Op: OpBulkTensor3, Guard: &h.t0, Dst: []Operand{Addr(f.reg(U32, dst).Reg, int64(b*boxBytes))},
-			Src: []Operand{TensorCoord(tm.Reg, col, row.Reg, head.Reg), Addr(bar.Reg, 0)}})
+			Src: []Operand{TensorCoord(tm.Reg, col, c.Reg, row.Reg), Addr(bar.Reg, 0)}})
 	}
 }
 
@@ -205,9 +223,9 @@ func (h *hop) load(kt, buf Operand) {
 	stage := f.Add(f.Add(h.smem, I(int64(h.stageOff(0)))), f.MulC(buf, int64(2*h.tileBytes)))
 	bar := f.Add(f.Add(h.smem, I(int64(h.barOff()+barBytes))), f.MulC(buf, barBytes))
 	h.expect(bar, 2*h.tileBytes)
-	row := f.MulC(kt, TileK)
-	h.copyTile(stage, h.tmK, row, h.bhKV, bar)
-	h.copyTile(f.Add(stage, I(int64(h.tileBytes))), h.tmV, row, h.bhKV, bar)
+	row := f.Add(h.kvRow0, f.MulC(kt, TileK))
+	h.copyTile(stage, h.tmK, row, bar)
+	h.copyTile(f.Add(stage, I(int64(h.tileBytes))), h.tmV, row, bar)
 }
 
 func (h *hop) kernel() error {
@@ -233,15 +251,46 @@ func (h *hop) kernel() error {
 	group := f.Op3(OpDiv, U32, hq, hkv)
 	kvh := f.Op3(OpDiv, U32, hd, group)
 	qrow0 := f.MulC(qt, TileQ)
+	sqAll, skAll := h.sq, h.sk
+	qRow := qrow0 // tensor row of the tile's first query
+	h.cls = I(0)
+	st := int64(h.st)
+	if st > 1 {
+		f.Comment(fmt.Sprintf("residue layout, stride %d: this CTA runs class c = ctaid.z mod %d on positions c, c+%d, ...", st, st, st))
+		c := f.FloorMod(bz, st)
+		bz = f.FloorDiv(bz, st)
+		res := gen.ResidueProg()
+		f.CommentProg(fmt.Sprintf("the class's queries and keys, st = %d", st), res)
+		nqk, err := RenderInts(f, res, Env{Args: []Operand{c, sqAll, skAll, I(st)}})
+		if err != nil {
+			return err
+		}
+		nq, nk := nqk[0], nqk[1]
+		// the class's queries are its last nq keys
+		first := f.Sub(nk, nq)
+		offAll := f.Sub(skAll, sqAll)
+		exit := f.NewLabel("run")
+		run := f.Setp("lt", S32, qrow0, nq)
+		f.Bra(exit, &run, false)
+		f.Emit(Inst{Op: OpRet})
+		f.Place(exit)
+		h.sq, h.sk = nq, nk
+		qRow = f.Sub(f.Add(c, f.MulC(f.Add(first, qrow0), st)), offAll)
+		h.cls = c
+	}
 	off := f.Sub(h.sk, h.sq)
-	h.pitch = 1
+	h.pitch = st
 
-	f.Comment("global bases of the output and the log-sum-exp; tensor-map coordinates of the heads")
+	f.Comment("global bases of the output and the log-sum-exp; tensor-map coordinates")
 	bhQ := f.Add(f.Op3(OpMulLo, S32, bz, hq), hd)
-	rowIdx := f.Add(f.Op3(OpMulLo, S32, bhQ, h.sq), qrow0)
+	rowIdx := f.Add(f.Op3(OpMulLo, S32, bhQ, sqAll), qRow)
 	obase := h.wide(o, rowIdx, int64(2*D))
 	lbase := h.wide(lse, rowIdx, 4)
-	h.bhKV = f.Add(f.Op3(OpMulLo, S32, bz, hkv), kvh)
+	// row groups of st rows (TensorMaps): the tile's first query row lies in
+	// group (rowIdx - c) / st, key 0 of this head's class in group
+	// (bh_kv * seq_k) / st (seq_q and seq_k are multiples of st)
+	qGroup := f.FloorDiv(f.Sub(rowIdx, h.cls), st)
+	h.kvRow0 = f.FloorDiv(f.Op3(OpMulLo, S32, f.Add(f.Op3(OpMulLo, S32, bz, hkv), kvh), skAll), st)
 	h.smem = R(f.Mov(U32, Sym("smem")))
 
 	f.Comment("softmax state and output accumulators")
@@ -288,7 +337,7 @@ func (h *hop) kernel() error {
 	f.Emit(Inst{Op: OpBar, Src: []Operand{I(0)}})
 	f.Comment("Q tile by bulk tensor copies, rows past seq_q zero-filled")
 	h.expect(barQ, h.tileBytes)
-	h.copyTile(f.Add(h.smem, I(int64(h.qOff()))), h.tmQ, qrow0, bhQ, barQ)
+	h.copyTile(f.Add(h.smem, I(int64(h.qOff()))), h.tmQ, qGroup, barQ)
 	buf := f.Mov(U32, I(0))
 	h.load(R(cur), R(buf))
 	h.phase = f.Mov(B32, I(0))

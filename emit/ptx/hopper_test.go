@@ -70,9 +70,16 @@ func hopperPlan(t *testing.T, file string, tg Target) (*spec.Spec, *gen.Plan) {
 	return s, p
 }
 
-// residue reports whether the plan uses the residue layout, which the
-// sm_90a kernel refuses for now (TestHopperRefusesResidue).
-func residue(p *gen.Plan) bool { return p.Layout.Kind == gen.Residue }
+// fitStride rounds a shape's sequence lengths up to multiples of the
+// plan's residue stride, which the sm_90a kernel needs (TensorMaps); the
+// identity layout keeps the shape.
+func fitStride(p *gen.Plan, sh shape) shape {
+	if st := p.Layout.Stride; p.Layout.Kind == gen.Residue && st > 1 {
+		sh.sq = (sh.sq + st - 1) / st * st
+		sh.sk = (sh.sk + st - 1) / st * st
+	}
+	return sh
+}
 
 // TestHopperInterpExamples runs every example's sm_90a kernel (bf16) on
 // shapes that are not multiples of the tiles, with grouped heads and
@@ -85,9 +92,6 @@ func TestHopperInterpExamples(t *testing.T) {
 	}
 	for _, file := range files {
 		s, p := hopperPlan(t, file, SM90a)
-		if residue(p) {
-			continue
-		}
 		dims := []int{s.HeadDim}
 		if !testing.Short() {
 			dims = append(dims, 192-s.HeadDim)
@@ -97,6 +101,7 @@ func TestHopperInterpExamples(t *testing.T) {
 				p = compileFor(t, SM90a, s.Name, s.Mask, s.Causal, d)
 			}
 			for _, sh := range shapes {
+				sh := fitStride(p, sh)
 				var ids []int32
 				if p.Pred.UsesDocs() {
 					ids = docIDs(sh.sk)
@@ -109,20 +114,33 @@ func TestHopperInterpExamples(t *testing.T) {
 	}
 }
 
-// TestHopperRefusesResidue: the residue layout (the dilated example) is
-// refused with an error naming it, not run wrongly.
-func TestHopperRefusesResidue(t *testing.T) {
+// TestHopperResidueShapes: a residue-layout kernel (the dilated example)
+// refuses, with an error naming the stride, calls whose sequence lengths
+// are not multiples of the stride, in Geometry and in TensorMaps.
+func TestHopperResidueShapes(t *testing.T) {
 	_, p := hopperPlan(t, "../../spec/examples/dilated.yaml", SM90a)
-	if !residue(p) {
-		t.Fatal("the dilated example no longer plans the residue layout")
+	if p.Layout.Kind != gen.Residue || p.Layout.Stride != 8 {
+		t.Fatalf("the dilated example plans layout %s", layoutText(p.Layout))
 	}
-	_, err := GenerateForward(p, Config{Target: SM90a})
-	if err == nil || !strings.Contains(err.Error(), "residue layout") {
-		t.Fatalf("residue plan: error %v, want a refusal naming the residue layout", err)
+	k, err := GenerateForward(p, Config{Target: SM90a})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sq := range []int{70, 72} {
+		_, gerr := k.Geometry(1, 2, 1, sq, 130, 0)
+		_, terr := k.TensorMaps(1, 2, 1, sq, 130, 1<<20, 2<<20, 3<<20)
+		for _, err := range []error{gerr, terr} {
+			if err == nil || !strings.Contains(err.Error(), "multiples of the stride") {
+				t.Errorf("seq %d/130 with stride 8: error %v", sq, err)
+			}
+		}
+	}
+	if _, err := k.Geometry(1, 2, 1, 72, 136, 0); err != nil {
+		t.Error(err)
 	}
 }
 
-// TestHopperInterpRandomMasks runs random masks (no residue layouts) at
+// TestHopperInterpRandomMasks runs random masks (some in the residue layout) at
 // head_dim 64, and 128 for every other one without -short.
 func TestHopperInterpRandomMasks(t *testing.T) {
 	n := 0
@@ -133,11 +151,11 @@ func TestHopperInterpRandomMasks(t *testing.T) {
 		}
 		for _, d := range dims {
 			p := compileFor(t, SM90a, mk.name, mk.p.Mask, mk.p.Causal, d)
-			if residue(p) {
-				continue
+			if p.Layout.Kind == gen.Residue {
+				n++
 			}
-			n++
 			for _, sh := range []shape{{1, 2, 1, 150, 200}, {1, 1, 1, 1, 150}} {
+				sh := fitStride(p, sh)
 				t.Run(fmt.Sprintf("%s/d%d/%v", mk.name, d, sh), func(t *testing.T) {
 					t.Logf("%s", mk.p)
 					runForward(t, p, Config{Target: SM90a, SoftLg2: true}, sh, nil, true)
@@ -145,8 +163,8 @@ func TestHopperInterpRandomMasks(t *testing.T) {
 			}
 		}
 	}
-	if n < 8 {
-		t.Fatalf("only %d random masks without the residue layout", n)
+	if n < 2 {
+		t.Fatalf("only %d random masks with the residue layout", n)
 	}
 }
 
@@ -182,12 +200,9 @@ func TestHopperInterpF16(t *testing.T) {
 	for k, mk := range randomMasks(9, 4) {
 		d := 64 * (k%2 + 1)
 		p := compileFor(t, f16SM90a, mk.name, mk.p.Mask, mk.p.Causal, d)
-		if residue(p) {
-			continue
-		}
 		t.Run(fmt.Sprintf("%s/d%d", mk.name, d), func(t *testing.T) {
 			t.Logf("%s", mk.p)
-			runForward(t, p, Config{Target: f16SM90a, SoftLg2: true}, shape{1, 2, 1, 90, 150}, nil, true)
+			runForward(t, p, Config{Target: f16SM90a, SoftLg2: true}, fitStride(p, shape{1, 2, 1, 90, 150}), nil, true)
 		})
 	}
 }
@@ -206,13 +221,8 @@ func TestHopperCatchesWrongMask(t *testing.T) {
 // per partial tile (sanitize's vote on finite data), none in CTAs without
 // tiles, against the scan of the plan's hull and class programs.
 func TestHopperVisits(t *testing.T) {
-	var masks []testMask
-	for _, m := range append(append(exampleMasks(t), randomMasks(4, 16)...), randomDocMasks(5, 4)...) {
-		if !residue(compileFor(t, SM90a, m.name, m.p.Mask, m.p.Causal, 64)) {
-			masks = append(masks, m)
-		}
-	}
-	checkVisits(t, SM90a, masks, func(tiles, partial int) int64 { return int64(1 + tiles + partial) })
+	masks := append(append(exampleMasks(t), randomMasks(4, 16)...), randomDocMasks(5, 4)...)
+	checkVisits(t, SM90a, masks, fitStride, func(tiles, partial int) int64 { return int64(1 + tiles + partial) })
 }
 
 // hopperRun is a verify.Run of a sm_90a kernel under the interpreter.
@@ -302,14 +312,12 @@ func TestHopperNonFinite(t *testing.T) {
 	files, _ := filepath.Glob("../../spec/examples/*.yaml")
 	for _, file := range files {
 		s, p := hopperPlan(t, file, SM90a)
-		if residue(p) {
-			continue
-		}
 		k, err := GenerateForward(p, Config{Target: SM90a, SoftLg2: true})
 		if err != nil {
 			t.Fatal(err)
 		}
-		sh := verify.Shape{Batch: 1, HeadsQ: 2, HeadsKV: 1, SeqQ: 37, SeqK: 70, HeadDim: s.HeadDim}
+		fit := fitStride(p, shape{1, 2, 1, 37, 70})
+		sh := verify.Shape{Batch: 1, HeadsQ: 2, HeadsKV: 1, SeqQ: fit.sq, SeqK: fit.sk, HeadDim: s.HeadDim}
 		trials := 4
 		if testing.Short() {
 			trials = 2
@@ -353,7 +361,7 @@ func TestHopperHeader(t *testing.T) {
 			t.Fatal(err)
 		}
 		v := tms[2]
-		if v.Tensor != "v" || v.Global != 3<<20 || v.Dims != [3]uint64{128, 300, 4} || v.Strides != [2]uint64{256, 256 * 300} || v.Box != [3]uint32{64, 64, 1} {
+		if v.Tensor != "v" || v.Global != 3<<20 || v.Dims != [3]uint64{128, 1, 4 * 300} || v.Strides != [2]uint64{256, 256} || v.Box != [3]uint32{64, 1, 64} {
 			t.Errorf("tensor map of v: %+v", v)
 		}
 		if _, err := (&Forward{Target: SM80}).TensorMaps(1, 1, 1, 1, 1, 0, 0, 0); err == nil {
@@ -371,9 +379,6 @@ func TestHopperHeader(t *testing.T) {
 func TestHopperDeterministic(t *testing.T) {
 	for _, name := range exampleNames(t) {
 		_, p := hopperPlan(t, "../../spec/examples/"+name+".yaml", SM90a)
-		if residue(p) {
-			continue
-		}
 		a, err := GenerateForward(p, Config{Target: SM90a})
 		if err != nil {
 			t.Fatal(err)
@@ -388,9 +393,8 @@ func TestHopperDeterministic(t *testing.T) {
 	}
 }
 
-// assembleHopper assembles every example's sm_90a kernel (bf16 and f16;
-// none for the residue layout, which the kernel refuses) with ptxas 12 for
-// sm_90a, once per test process.
+// assembleHopper assembles every example's sm_90a kernel (bf16 and f16)
+// with ptxas 12 for sm_90a, once per test process.
 func assembleHopper(t *testing.T, ptxas string) []cubin {
 	t.Helper()
 	key := ptxas + "|hopper"
@@ -412,9 +416,6 @@ func assembleHopper(t *testing.T, ptxas string) []cubin {
 	for _, f := range files {
 		for _, tg := range []Target{SM90a, f16SM90a} {
 			_, p := hopperPlan(t, f, tg)
-			if residue(p) {
-				continue
-			}
 			k, err := GenerateForward(p, Config{Target: tg})
 			if err != nil {
 				t.Fatal(err)

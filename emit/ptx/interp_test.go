@@ -492,17 +492,21 @@ func planTiles(p *gen.Plan, q0, q1, nk int, docs *spec.Docs) []gen.TileRef {
 func TestInterpVisits(t *testing.T) {
 	masks := append(exampleMasks(t), randomMasks(4, 16)...)
 	masks = append(masks, randomDocMasks(5, 4)...)
-	checkVisits(t, SM80, masks, func(tiles, partial int) int64 { return int64(1 + 2*tiles + partial) })
+	checkVisits(t, SM80, masks, nil, func(tiles, partial int) int64 { return int64(1 + 2*tiles + partial) })
 }
 
 // checkVisits is TestInterpVisits for the kernel of target tg, whose CTAs
 // with tiles and partial of them partial pass barriers(tiles, partial)
 // barriers (finite data).
-func checkVisits(t *testing.T, tg Target, masks []testMask, barriers func(tiles, partial int) int64) {
+// Shapes pass through adjust (nil: none) for the plan.
+func checkVisits(t *testing.T, tg Target, masks []testMask, adjust func(*gen.Plan, shape) shape, barriers func(tiles, partial int) int64) {
 	t.Helper()
 	for _, c := range masks {
 		for _, sh := range []shape{{1, 2, 1, 300, 700}, {1, 1, 1, 1, 500}} {
 			p := compileFor(t, tg, c.name, c.p.Mask, c.p.Causal, 64)
+			if adjust != nil {
+				sh = adjust(p, sh)
+			}
 			var ids []int32
 			var docs *spec.Docs
 			if p.Pred.UsesDocs() {
