@@ -12,12 +12,15 @@
 // no change here; a new IR op does (and TestEveryIROp fails until it
 // renders).
 //
-// Targets are values: Target{SM, Elem} names the SM version the module is
-// written for (its .target, with the PTX ISA version known for it) and the
-// element type. It is a gen.Target (Name, TileSizes), so a plan is
-// compiled for it directly; it also tells the head dimensions the kernel
-// supports (HeadDims, Supports). SM80 is the default; DefaultTargets are
-// the targets attngen builds by default.
+// Targets are values: Target{SM, Elem, Accel} names the SM version the
+// module is written for (its .target, with the PTX ISA version known for
+// it), the element type and, with Accel, the architecture-specific target
+// sm_<SM>a. It is a gen.Target (Name, TileSizes), so a plan is compiled
+// for it directly; it also tells the head dimensions the kernel supports
+// (HeadDims, Supports). SM80 is the default; DefaultTargets are the
+// targets attngen builds by default. GenerateForward writes the sm_80
+// kernel for every target but the sm_90a ones (SM90a), which get the
+// Hopper kernel (hopper.go, below); DefaultTargets do not include them yet.
 //
 // # Pieces
 //
@@ -57,6 +60,13 @@
 //     once per row and column-only values once per column.
 //   - forward.go: the forward kernel, its parameter layout and Launch
 //     geometry (the grid's query tiles come from mask.MaxQueries).
+//   - hopper.go: the sm_90a forward kernel and its tensor maps
+//     (Forward.TensorMaps). The op table marks its ops (wgmma, mbarrier,
+//     the bulk tensor copy, the proxy fences; hopperOps) with the SM that
+//     has them and, for wgmma, accel: only sm_90a. Target.Check checks the
+//     ops of the kernel the target gets; Module.Accel writes .target
+//     sm_90a with ISA 8.0, and Func.SharedAlign the 1024-byte alignment of
+//     the dynamic shared memory.
 //
 // # The forward kernel
 //
@@ -93,6 +103,41 @@
 // doc_start and doc_end arrays (DocArrays) over the seq_k positions,
 // shared by every batch element and head; documents with a residue layout
 // are refused.
+//
+// # The sm_90a kernel
+//
+// Target{SM: 90, Accel: true}: the same grid, tiles (64 x 64), schedule
+// (hull, class with the empty-tile jump, predicate, key bound), online
+// softmax, masked-value rule, epilogue and outputs as the sm_80 kernel (the
+// code that emits them is shared), with the tile products and the copies
+// of sm_90a. One CTA is one consumer warpgroup (4 warps, 16 query rows
+// each). Q, K and V are read by cp.async.bulk.tensor.3d through tensor
+// maps passed by address (parameters tmap_q, tmap_k, tmap_v in place of q,
+// k and v; Forward.TensorMaps describes them for cuTensorMapEncodeTiled):
+// boxes of 64 rows by 64 columns with the 128-byte swizzle, two boxes per
+// row of a head_dim 128 tile, into 1024-byte aligned shared memory. Thread
+// 0 initializes three mbarriers (Q, and one per stage of the 2-stage
+// K/V pipeline), arrives with the expected bytes and issues the copies;
+// every thread waits on the stage's mbarrier (try_wait.parity, the phase
+// parity kept per stage) before the tile's products, and the next visited
+// tile's copies are issued before the current tile computes. S = Q K^T is
+// head_dim/16 wgmma.mma_async m64n64k16 with Q and K from shared memory
+// (K-major, 128B-swizzled descriptors, the start address moved 32 bytes per
+// 16 columns and by a box per 64); the accumulator fragment is mma.sync's,
+// so masking and softmax are the sm_80 kernel's. O += P V is 4 wgmma
+// m64n<head_dim>k16 with P packed in registers as the A operand and V from
+// shared memory as an MN-major (transposed) descriptor (LBO: the next box
+// of 64 columns, SBO: 8 keys). Sanitize works on the swizzled tiles as is
+// (the codes go where the keys were, in the value tile's layout, and
+// restore reads them with the value descriptor moved to the key tile, one
+// box at a time), with fence.proxy.async after its generic stores. The
+// residue layout is a tensor-map view: rows grouped by the stride
+// (column, class, row group), so a box holds rows c, c+st, ... of one
+// class, no gather; it needs seq_q and seq_k to be multiples of the stride
+// (Geometry and TensorMaps refuse other calls). Documents and grouped-query
+// heads are as on sm_80. Not yet: the producer warp and setmaxnreg, a
+// second consumer warpgroup (128-row query tiles), tiles tuned per head
+// dimension, softmax overlapped with the next product, a persistent grid.
 //
 // Positions are s32 and seq_k below 2^29 (gpu.MaxSeq); values the programs
 // form from them may leave s32 and are then computed in s64.
@@ -140,4 +185,17 @@
 // lg2.approx kernel once it does. TestPtxas assembles every example for
 // sm_80 and sm_90 when ptxas is at hand. go test -run TestWritePTX
 // -ptxdir DIR writes the example kernels for GPU checks.
+//
+// The sm_90a kernel's tests (hopper_test.go) run it through the same
+// harness (outputs poisoned with NaN before every launch, tensor maps
+// registered with the interpreter's Device.NewTensorMap from
+// Forward.TensorMaps): every example (the dilated one in the residue
+// layout, on sequence lengths rounded up to the stride) on the sm_80
+// tests' shapes, and at the other head dimension without -short; random
+// masks (residue ones included), document masks, f16, a wrong-mask check;
+// the tile visits through the barriers (one after the mbarrier set-up, one
+// per tile, one more per partial tile); non-finite inputs
+// (verify.CheckNonFinite). TestHopperPtxas12 assembles every example for
+// sm_90a with ptxas 12 (no spills, no remark) and TestHopperSASS counts
+// HGMMA, UTMALDG and MUFU.EX2 in the key-tile loop.
 package ptx
