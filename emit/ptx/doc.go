@@ -106,22 +106,25 @@
 //
 // # The sm_90a kernel
 //
-// Target{SM: 90, Accel: true}: the same grid, tiles (64 x 64), schedule
-// (hull, class with the empty-tile jump, predicate, key bound), online
-// softmax, masked-value rule, epilogue and outputs as the sm_80 kernel (the
-// code that emits them is shared), with the tile products and the copies
-// of sm_90a. One CTA is one consumer warpgroup (4 warps, 16 query rows
-// each). Q, K and V are read by cp.async.bulk.tensor.3d through tensor
+// Target{SM: 90, Accel: true}: the same schedule (hull, class with the
+// empty-tile jump, predicate, key bound), online softmax, masked-value
+// rule, epilogue and outputs as the sm_80 kernel (the code that emits them
+// is shared), with the tile products and the copies of sm_90a. Its plan
+// tiles are 128 queries by 64 keys (Target.TileSizes): a CTA of 256
+// threads is two consumer warpgroups of 64 query rows (4 warps of 16 rows
+// each), which visit the key tiles of the CTA's 128 rows together. Q, K and V are read by cp.async.bulk.tensor.3d through tensor
 // maps passed by address (parameters tmap_q, tmap_k, tmap_v in place of q,
 // k and v; Forward.TensorMaps describes them for cuTensorMapEncodeTiled):
-// boxes of 64 rows by 64 columns with the 128-byte swizzle, two boxes per
-// row of a head_dim 128 tile, into 1024-byte aligned shared memory. Thread
+// boxes of 64 columns by 128 query rows or 64 key rows with the 128-byte
+// swizzle, two boxes per row of a head_dim 128 tile, into 1024-byte
+// aligned shared memory. Thread
 // 0 initializes three mbarriers (Q, and one per stage of the 2-stage
 // K/V pipeline), arrives with the expected bytes and issues the copies;
 // every thread waits on the stage's mbarrier (try_wait.parity, the phase
 // parity kept per stage) before the tile's products, and the next visited
 // tile's copies are issued before the current tile computes. S = Q K^T is
-// head_dim/16 wgmma.mma_async m64n64k16 with Q and K from shared memory
+// head_dim/16 wgmma.mma_async m64n64k16 per warpgroup with its 64 rows of
+// Q and the key tile from shared memory
 // (K-major, 128B-swizzled descriptors, the start address moved 32 bytes per
 // 16 columns and by a box per 64); the accumulator fragment is mma.sync's,
 // so masking and softmax are the sm_80 kernel's. O += P V is 4 wgmma
@@ -135,9 +138,10 @@
 // (column, class, row group), so a box holds rows c, c+st, ... of one
 // class, no gather; it needs seq_q and seq_k to be multiples of the stride
 // (Geometry and TensorMaps refuse other calls). Documents and grouped-query
-// heads are as on sm_80. Not yet: the producer warp and setmaxnreg, a
-// second consumer warpgroup (128-row query tiles), tiles tuned per head
-// dimension, softmax overlapped with the next product, a persistent grid.
+// heads are as on sm_80. Not yet: a producer warp with setmaxnreg (thread
+// 0 of the consumers issues the copies), 128-key tiles and tiles tuned per
+// head dimension, softmax overlapped with the next product, a persistent
+// grid.
 //
 // Positions are s32 and seq_k below 2^29 (gpu.MaxSeq); values the programs
 // form from them may leave s32 and are then computed in s64.

@@ -42,6 +42,9 @@ type Forward struct {
 	Stride int
 	Params []Param
 	PTX    string // the module text
+	// TileQ is the query rows per CTA and Threads the threads per CTA (64
+	// and 128 on sm_80; 128 and 256, two consumer warpgroups, on sm_90a).
+	TileQ, Threads int
 	// DynShared is the dynamic shared memory the kernel needs, in bytes.
 	DynShared int
 }
@@ -107,7 +110,7 @@ type Launch struct {
 // Kernel describes the kernel as generated packages embed it.
 func (k *Forward) Kernel() gpu.Kernel {
 	g := gpu.Kernel{Target: k.Target.Arch(), Elem: k.Target.Elem, Name: k.Name, PTX: k.PTX,
-		TileQ: TileQ, Threads: Threads, DynShared: k.DynShared, Stride: max(k.Stride, 1)}
+		TileQ: k.TileQ, Threads: k.Threads, DynShared: k.DynShared, Stride: max(k.Stride, 1)}
 	for _, p := range k.Params {
 		g.Params = append(g.Params, [3]string{p.Name, p.T.String(), p.Doc})
 	}
@@ -181,7 +184,7 @@ func GenerateForward(p *gen.Plan, cfg Config) (*Forward, error) {
 			return nil, fmt.Errorf("ptx: plan %s: the %s program %s takes %d arguments and returns %d values, want %d and %d", p.Name, pr.name, pr.p.Name, len(pr.p.Args), len(pr.p.Results), pr.args, pr.res)
 		}
 	}
-	g := &fwd{p: p, cfg: cfg, elem: elem, D: p.HeadDim, RS: rowStride(p.HeadDim), st: st}
+	g := &fwd{p: p, cfg: cfg, elem: elem, D: p.HeadDim, RS: rowStride(p.HeadDim), st: st, tq: TileQ, threads: Threads}
 	g.f = NewFunc("attn_fwd_" + p.Name)
 	g.docs = p.Pred.UsesDocs() || p.Hull.UsesDocs() || p.Class.UsesDocs()
 	if g.docs && st > 1 {
@@ -216,7 +219,7 @@ func GenerateForward(p *gen.Plan, cfg Config) (*Forward, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Forward{Name: g.f.Name, Target: t, HeadDim: p.HeadDim, Elem: elem, Stride: st, Params: g.f.Params, PTX: text, DynShared: g.smemBytes()}, nil
+	return &Forward{Name: g.f.Name, Target: t, HeadDim: p.HeadDim, Elem: elem, Stride: st, Params: g.f.Params, PTX: text, DynShared: g.smemBytes(), TileQ: TileQ, Threads: Threads}, nil
 }
 
 func layoutText(l gen.Layout) string {
@@ -237,6 +240,8 @@ type fwd struct {
 	pitch   int64
 	docs    bool
 	docRegs *DocRegs // document arrays (document kernels), else nil
+	tq      int      // query rows per CTA
+	threads int      // threads per CTA
 
 	// per-thread values
 	tid, lane, warp, g4, t4 Operand
@@ -252,7 +257,7 @@ type fwd struct {
 
 func (g *fwd) kvBytes() int   { return TileK * g.RS }
 func (g *fwd) qBytes() int    { return TileQ * g.RS }
-func (g *fwd) smemBytes() int { return g.qBytes() + 4*g.kvBytes() + flagBytes }
+func (g *fwd) smemBytes() int { return g.qBytes() + 4*g.kvBytes() + g.flagBytes() }
 
 // cpr is the number of 16-byte chunks per row; rowStep the rows 128
 // threads cover per copy step.
@@ -683,7 +688,7 @@ func (g *fwd) bits() elemBits {
 
 // flagBytes is the shared memory after the key/value buffers: one word per
 // warp for sanitize's vote.
-const flagBytes = 4 * Threads / 32
+func (g *fwd) flagBytes() int { return 4 * g.threads / 32 }
 
 // sanitize emits the masked-value rule for partial tiles: the P V product
 // multiplies a masked p = 0 by its value, and 0 times NaN or an infinity is
@@ -759,7 +764,7 @@ func (g *fwd) sanitizeIn(cls Operand, lay sanLayout) Reg {
 	f.Emit(Inst{Op: OpSt, T: B32, Space: "shared", Guard: &lane0, Dst: []Operand{Addr(f.reg(U32, f.Add(flags, f.MulC(g.warp, 4))).Reg, 0)}, Src: []Operand{R(any)}})
 	f.Emit(Inst{Op: OpBar, Src: []Operand{I(0)}})
 	all := f.Mov(B32, I(0))
-	for w := 0; w < Threads/32; w++ {
+	for w := 0; w < g.threads/32; w++ {
 		x := f.NewReg(B32)
 		f.Emit(Inst{Op: OpLd, T: B32, Space: "shared", Dst: []Operand{R(x)}, Src: []Operand{Addr(f.reg(U32, flags).Reg, int64(4*w))}})
 		f.Into(OpOr, B32, all, R(all), R(x))

@@ -352,8 +352,8 @@ func TestHopperHeader(t *testing.T) {
 		if got, want := strings.Join(names, " "), "o lse tmap_q tmap_k tmap_v seq_q seq_k heads_q heads_kv scale_log2"; got != want {
 			t.Errorf("parameters %s, want %s", got, want)
 		}
-		// Q 16 KiB, two stages of K and V 64 KiB, 3 mbarriers, 4 vote words
-		if k.DynShared != 5*16384+24+16 {
+		// Q 32 KiB (128 rows), two stages of K and V 64 KiB, 3 mbarriers, 8 vote words
+		if k.DynShared != 2*16384+4*16384+24+32 {
 			t.Errorf("dynamic shared memory %d", k.DynShared)
 		}
 		tms, err := k.TensorMaps(2, 4, 2, 100, 300, 1<<20, 2<<20, 3<<20)

@@ -67,9 +67,14 @@ func (t Target) Arch() string {
 }
 
 // TileSizes is the forward kernel's tile: 64 queries by 64 keys for every
-// head dimension (on sm_90a too: one consumer warpgroup of 64 rows, key
-// tiles of 64).
-func (t Target) TileSizes(headDim int) (q, k int) { return TileQ, TileK }
+// head dimension; on sm_90a 128 queries (two consumer warpgroups of 64
+// rows) by 64 keys.
+func (t Target) TileSizes(headDim int) (q, k int) {
+	if t.Accel {
+		return hopTileQ, TileK
+	}
+	return TileQ, TileK
+}
 
 // HeadDims lists the head dimensions the forward kernel supports.
 func (t Target) HeadDims() []int { return slices.Clone(headDims) }
