@@ -184,7 +184,7 @@ func GenerateForward(p *gen.Plan, cfg Config) (*Forward, error) {
 			return nil, fmt.Errorf("ptx: plan %s: the %s program %s takes %d arguments and returns %d values, want %d and %d", p.Name, pr.name, pr.p.Name, len(pr.p.Args), len(pr.p.Results), pr.args, pr.res)
 		}
 	}
-	g := &fwd{p: p, cfg: cfg, elem: elem, D: p.HeadDim, RS: rowStride(p.HeadDim), st: st, tq: TileQ, threads: Threads}
+	g := &fwd{p: p, cfg: cfg, elem: elem, D: p.HeadDim, RS: rowStride(p.HeadDim), st: st, tq: TileQ, tk: TileK, threads: Threads}
 	g.f = NewFunc("attn_fwd_" + p.Name)
 	g.docs = p.Pred.UsesDocs() || p.Hull.UsesDocs() || p.Class.UsesDocs()
 	if g.docs && st > 1 {
@@ -241,6 +241,7 @@ type fwd struct {
 	docs    bool
 	docRegs *DocRegs // document arrays (document kernels), else nil
 	tq      int      // query rows per CTA
+	tk      int      // keys per key tile
 	threads int      // threads per CTA
 
 	// per-thread values
@@ -470,8 +471,8 @@ func (g *fwd) find(start, q0, q1 Operand) (t, c Reg, err error) {
 	f.Place(scan)
 	past := f.Setp("gt", S32, R(t), g.kthi)
 	f.Bra(done, &past, false)
-	k0 := f.MulC(R(t), TileK)
-	kend := f.Add(k0, I(TileK))
+	k0 := f.MulC(R(t), int64(g.tk))
+	kend := f.Add(k0, I(int64(g.tk)))
 	k1 := f.Sub(f.Min(kend, g.sk), I(1))
 	f.Comment("tile class: the plan's class program")
 	cls, err := RenderInts(f, g.p.Class, Env{Args: []Operand{q0, q1, k0, k1}, Docs: g.docRegs})
@@ -489,7 +490,7 @@ func (g *fwd) find(start, q0, q1 Operand) (t, c Reg, err error) {
 	if err != nil {
 		return t, c, err
 	}
-	f.Set(U32, t, f.Max(f.Add(R(t), I(1)), f.FloorDiv(h[0], TileK)))
+	f.Set(U32, t, f.Max(f.Add(R(t), I(1)), f.FloorDiv(h[0], int64(g.tk))))
 	f.Bra(scan, nil, false)
 	f.Place(done)
 	return t, c, nil
@@ -583,7 +584,7 @@ func (g *fwd) compute(kt, cls, buf Operand, qa [][4]Reg, aK, aV Operand, m, l [2
 
 // maskPartial emits, for a partial tile (cls), the plan's predicate per
 // score element and the key bound: s[n][x] is the score of the thread's
-// row g4 + 8*(x/2) and key kt*TileK + 8n + 2*t4 + x%2 (the mma.sync and
+// row g4 + 8*(x/2) and key kt*tk + 8n + 2*t4 + x%2 (the mma.sync and
 // wgmma accumulator fragment); masked scores become -Inf.
 func (g *fwd) maskPartial(kt, cls Operand, s [][4]Reg) error {
 	f := g.f
@@ -591,7 +592,7 @@ func (g *fwd) maskPartial(kt, cls Operand, s [][4]Reg) error {
 	pp := f.Setp("ne", S32, cls, I(cPartial))
 	f.Bra(nomask, &pp, false)
 	f.Comment("partial tile: the fused predicate per element, and the key bound")
-	c0 := f.Add(f.MulC(kt, TileK), f.MulC(g.t4, 2))
+	c0 := f.Add(f.MulC(kt, int64(g.tk)), f.MulC(g.t4, 2))
 	f.CommentProg("partial-tile predicate", g.p.Pred)
 	memo := NewMemo()
 	rows := [2]Operand{g.i0, g.i1}
@@ -855,7 +856,7 @@ func (g *fwd) indicators(s [][4]Reg) [][4]Reg {
 		f.Emit(Inst{Op: OpCvtPack, T: pt, Dst: []Operand{R(r)}, Src: []Operand{ind(hi), ind(lo)}})
 		return r
 	}
-	a := make([][4]Reg, TileK/16)
+	a := make([][4]Reg, len(s)/2)
 	for kk := range a {
 		a[kk] = [4]Reg{
 			pack(s[2*kk][1], s[2*kk][0]), pack(s[2*kk][3], s[2*kk][2]),

@@ -337,6 +337,7 @@ func TestHopperHeader(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// S and restore are m64n64k16 (64 keys, 64 columns), P V m64n128k16
 		for _, want := range []string{".version 8.0\n.target sm_90a\n", ".extern .shared .align 1024 .b8 smem[];", "wgmma.mma_async.sync.aligned.m64n64k16.f32." + tg.Elem, "wgmma.mma_async.sync.aligned.m64n128k16.f32." + tg.Elem, "cp.async.bulk.tensor.3d", "mbarrier.try_wait.parity"} {
 			if !strings.Contains(k.PTX, want) {
 				t.Errorf("%s: no %q in the module", tg, want)
@@ -473,9 +474,10 @@ func TestHopperPtxas12(t *testing.T) {
 //     (d/64)*(64/16) HGMMA.64x64x16.
 //   - Outside: the Q copy and the first tile's, 3*d/64 UTMALDG.
 func wantHopperLoop(d int) sassLoop {
+	tk := hopTileK(d)
 	return sassLoop{
-		Every:   sassCounts{HGMMA: d/16 + TileK/16, EX2: TileK/2 + 2},
-		Cond:    sassCounts{HGMMA: d / 64 * (TileK / 16), UTMALDG: 2 * d / 64},
+		Every:   sassCounts{HGMMA: d/16 + tk/16, EX2: tk/2 + 2},
+		Cond:    sassCounts{HGMMA: d / 64 * (tk / 16), UTMALDG: 2 * d / 64},
 		Outside: sassCounts{UTMALDG: 3 * d / 64},
 	}
 }

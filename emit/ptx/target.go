@@ -68,10 +68,10 @@ func (t Target) Arch() string {
 
 // TileSizes is the forward kernel's tile: 64 queries by 64 keys for every
 // head dimension; on sm_90a 128 queries (two consumer warpgroups of 64
-// rows) by 64 keys.
+// rows) by hopTileK(headDim) keys.
 func (t Target) TileSizes(headDim int) (q, k int) {
 	if t.Accel {
-		return hopTileQ, TileK
+		return hopTileQ, hopTileK(headDim)
 	}
 	return TileQ, TileK
 }
