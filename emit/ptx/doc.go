@@ -112,36 +112,46 @@
 // is shared), with the tile products and the copies of sm_90a. Its plan
 // tiles are 128 queries by 64 keys (Target.TileSizes): a CTA of 256
 // threads is two consumer warpgroups of 64 query rows (4 warps of 16 rows
-// each), which visit the key tiles of the CTA's 128 rows together. Q, K and V are read by cp.async.bulk.tensor.3d through tensor
-// maps passed by address (parameters tmap_q, tmap_k, tmap_v in place of q,
-// k and v; Forward.TensorMaps describes them for cuTensorMapEncodeTiled):
+// each), which visit the key tiles of the CTA's 128 rows together.
+//
+// Q, K and V are read by cp.async.bulk.tensor.3d through tensor maps
+// passed by address (parameters tmap_q, tmap_k, tmap_v in place of q, k
+// and v; Forward.TensorMaps describes them for cuTensorMapEncodeTiled):
 // boxes of 64 columns by 128 query rows or 64 key rows with the 128-byte
 // swizzle, two boxes per row of a head_dim 128 tile, into 1024-byte
-// aligned shared memory. Thread
-// 0 initializes three mbarriers (Q, and one per stage of the 2-stage
-// K/V pipeline), arrives with the expected bytes and issues the copies;
-// every thread waits on the stage's mbarrier (try_wait.parity, the phase
-// parity kept per stage) before the tile's products, and the next visited
-// tile's copies are issued before the current tile computes. S = Q K^T is
-// head_dim/16 wgmma.mma_async m64n64k16 per warpgroup with its 64 rows of
-// Q and the key tile from shared memory
-// (K-major, 128B-swizzled descriptors, the start address moved 32 bytes per
-// 16 columns and by a box per 64); the accumulator fragment is mma.sync's,
-// so masking and softmax are the sm_80 kernel's. O += P V is 4 wgmma
-// m64n<head_dim>k16 with P packed in registers as the A operand and V from
-// shared memory as an MN-major (transposed) descriptor (LBO: the next box
-// of 64 columns, SBO: 8 keys). Sanitize works on the swizzled tiles as is
-// (the codes go where the keys were, in the value tile's layout, and
-// restore reads them with the value descriptor moved to the key tile, one
-// box at a time), with fence.proxy.async after its generic stores. The
-// residue layout is a tensor-map view: rows grouped by the stride
-// (column, class, row group), so a box holds rows c, c+st, ... of one
-// class, no gather; it needs seq_q and seq_k to be multiples of the stride
-// (Geometry and TensorMaps refuse other calls). Documents and grouped-query
-// heads are as on sm_80. Not yet: a producer warp with setmaxnreg (thread
-// 0 of the consumers issues the copies), 128-key tiles and tiles tuned per
-// head dimension, softmax overlapped with the next product, a persistent
-// grid.
+// aligned shared memory. Thread 0 initializes four mbarriers (Q, and one
+// per stage of the 3-stage K/V pipeline), arrives with the expected bytes
+// and issues the copies; every thread waits on a stage's mbarrier
+// (try_wait.parity, the phase parity kept per stage) before reading it.
+//
+// S = Q K^T is head_dim/16 wgmma.mma_async m64n64k16 per warpgroup, its 64
+// rows of Q and the key tile from shared memory (K-major, 128B-swizzled
+// descriptors, the start address moved 32 bytes per 16 columns and by a
+// box per 64); the accumulator fragment is mma.sync's, so masking and
+// softmax are the sm_80 kernel's. O += P V is 4 wgmma m64n<head_dim>k16
+// with P packed in registers as the A operand and V from shared memory as
+// an MN-major (transposed) descriptor (LBO: the next box of 64 columns,
+// SBO: 8 keys). Tile i's iteration issues the copies of the visited tile
+// after next (into the stage tile i-1 freed at its closing barrier), then
+// S of the next tile, which stays in flight while tile i is masked, its
+// softmax runs and its P V is issued; one wgmma.wait_group 0 covers both,
+// and the next tile's scores move into place after the closing barrier
+// (the first tile's S is computed before the loop).
+//
+// Sanitize works on the swizzled tiles as they are (the codes go where the
+// keys were, in the value tile's layout, and restore reads them with the
+// value descriptor moved to the key tile, one box and 64 keys at a time),
+// with fence.proxy.async after its generic stores. The residue layout is a
+// tensor-map view: rows grouped by the stride (column, class, row group),
+// so a box holds rows c, c+st, ... of one class, no gather; it needs seq_q
+// and seq_k to be multiples of the stride (Geometry and TensorMaps refuse
+// other calls). Documents and grouped-query heads are as on sm_80.
+//
+// Not yet: a producer warp with setmaxnreg (thread 0 of the consumers
+// issues the copies; the sanitize vote is a CTA-wide bar.sync, and the
+// interpreter has no named barriers), 128-key tiles (the kernel takes the
+// key tile as a parameter, but gen.Compile refuses key tiles above a keep
+// word's 64 keys), a persistent grid in heaviest-first order.
 //
 // Positions are s32 and seq_k below 2^29 (gpu.MaxSeq); values the programs
 // form from them may leave s32 and are then computed in s64.

@@ -37,6 +37,7 @@ const (
 	sbo      = 8 * swzBytes       // 8 rows of 128 bytes: the stride between 8-row groups
 	hopAlign = 1024               // the swizzle pattern's period
 	barBytes = 8                  // one mbarrier
+	stages   = 3                  // K/V pipeline stages
 	kStep    = 16 * swzBytes / 16 // descriptor start advance per 16 keys (MN-major), in 16-byte units
 	colStep  = 2 * 16 / 16        // descriptor start advance per 16 columns (K-major), in 16-byte units
 )
@@ -140,8 +141,8 @@ type hop struct {
 
 func (h *hop) qOff() int          { return 0 }
 func (h *hop) stageOff(b int) int { return h.qBytes + 2*b*h.tileBytes }
-func (h *hop) barOff() int        { return h.qBytes + 4*h.tileBytes }
-func (h *hop) flagOff() int       { return h.barOff() + 3*barBytes }
+func (h *hop) barOff() int        { return h.stageOff(stages) }
+func (h *hop) flagOff() int       { return h.barOff() + (1+stages)*barBytes }
 func (h *hop) smemBytes() int     { return h.flagOff() + h.flagBytes() }
 
 // generateHopper is GenerateForward for sm_90a.
@@ -231,13 +232,42 @@ func (h *hop) expect(bar Operand, n int) {
 	f.Emit(Inst{Op: OpMbarArriveTx, Guard: &h.t0, Dst: []Operand{R(st)}, Src: []Operand{Addr(f.reg(U32, bar).Reg, 0), I(int64(n))}})
 }
 
-// load issues the copies of key tile kt into stage buf (a register, 0 or
-// 1): its K and V tiles, both on the stage's mbarrier.
+// stageAddr is the shared address of stage buf (a register).
+func (h *hop) stageAddr(buf Operand) Operand {
+	f := h.f
+	return f.Add(f.Add(h.smem, I(int64(h.stageOff(0)))), f.MulC(buf, int64(2*h.tileBytes)))
+}
+
+// stageBar is the shared address of stage buf's mbarrier.
+func (h *hop) stageBar(buf Operand) Operand {
+	f := h.f
+	return f.Add(f.Add(h.smem, I(int64(h.barOff()+barBytes))), f.MulC(buf, barBytes))
+}
+
+// nextStage is (buf + 1) mod stages.
+func (h *hop) nextStage(buf Operand) Operand {
+	f := h.f
+	n := f.Add(buf, I(1))
+	wrap := f.Setp("ge", U32, n, I(stages))
+	return f.Selp(U32, I(0), n, wrap)
+}
+
+// waitStage waits for stage buf's copies: the phase whose parity is the
+// stage's bit of h.phase, which it then flips.
+func (h *hop) waitStage(buf Operand) {
+	f := h.f
+	parity := f.Op3(OpAnd, B32, f.Op3(OpShr, U32, R(h.phase), buf), I(1))
+	h.wait(h.stageBar(buf), parity)
+	f.Into(OpXor, B32, h.phase, R(h.phase), f.Op3(OpShl, B32, I(1), buf))
+}
+
+// load issues the copies of key tile kt into stage buf (a register): its K
+// and V tiles, both on the stage's mbarrier.
 func (h *hop) load(kt, buf Operand) {
 	f := h.f
 	f.Comment("K and V tiles by bulk tensor copies (thread 0), keys past seq_k zero-filled")
-	stage := f.Add(f.Add(h.smem, I(int64(h.stageOff(0)))), f.MulC(buf, int64(2*h.tileBytes)))
-	bar := f.Add(f.Add(h.smem, I(int64(h.barOff()+barBytes))), f.MulC(buf, barBytes))
+	stage := h.stageAddr(buf)
+	bar := h.stageBar(buf)
 	h.expect(bar, 2*h.tileBytes)
 	row := f.Add(h.kvRow0, f.MulC(kt, int64(h.tk)))
 	h.copyTile(stage, h.tmK, row, h.tk, bar)
@@ -343,10 +373,10 @@ func (h *hop) kernel() error {
 	pend := f.Setp("gt", S32, R(cur), h.kthi)
 	f.Bra(fin, &pend, false)
 
-	f.Comment(fmt.Sprintf("shared memory: Q %d bytes, 2 stages of K and V (%d bytes each), mbarriers at %d, vote words at %d", h.qBytes, h.tileBytes, h.barOff(), h.flagOff()))
-	f.Comment("thread 0 initializes the mbarriers (Q, stage 0, stage 1: one arrival each, plus the copies' bytes)")
+	f.Comment(fmt.Sprintf("shared memory: Q %d bytes, %d stages of K and V (%d bytes each), mbarriers at %d, vote words at %d", h.qBytes, stages, h.tileBytes, h.barOff(), h.flagOff()))
+	f.Comment("thread 0 initializes the mbarriers (Q, then one per stage: one arrival each, plus the copies' bytes)")
 	barQ := f.Add(h.smem, I(int64(h.barOff())))
-	for b := 0; b < 3; b++ {
+	for b := 0; b <= stages; b++ {
 		f.Emit(Inst{Op: OpMbarInit, Guard: &h.t0, Dst: []Operand{Addr(f.reg(U32, barQ).Reg, int64(b*barBytes))}, Src: []Operand{I(1)}})
 	}
 	f.Emit(Inst{Op: OpFenceMbarInit})
@@ -354,37 +384,69 @@ func (h *hop) kernel() error {
 	f.Comment("Q tile by bulk tensor copies, rows past seq_q zero-filled")
 	h.expect(barQ, h.qBytes)
 	h.copyTile(f.Add(h.smem, I(int64(h.qOff()))), h.tmQ, qGroup, hopTileQ, barQ)
+	h.phase = f.Mov(B32, I(0))
 	buf := f.Mov(U32, I(0))
 	h.load(R(cur), R(buf))
-	h.phase = f.Mov(B32, I(0))
+	f.Comment("the second visited tile, into stage 1")
+	nxt, cnxt, err := h.find(f.Add(R(cur), I(1)), q0, q1)
+	if err != nil {
+		return err
+	}
+	skip1 := f.NewLabel("one")
+	p1 := f.Setp("gt", S32, R(nxt), h.kthi)
+	f.Bra(skip1, &p1, false)
+	h.load(R(nxt), I(1))
+	f.Place(skip1)
 
 	f.Comment("Q descriptors: K-major, 128B swizzle, 16 columns per step; warpgroup w reads rows 64w..64w+63")
 	wg := f.Op3(OpShr, U32, h.warp, I(2))
 	descQ := h.desc(f.Add(h.smem, f.MulC(wg, 64*swzBytes)), int64(h.qOff()), 16)
 	h.wait(barQ, I(0))
+	f.Comment("S of the first tile")
+	s, sNext := h.scoreRegs(), h.scoreRegs()
+	h.waitStage(R(buf))
+	h.scores(s, R(buf), descQ)
+	f.Emit(Inst{Op: OpWgCommit})
+	f.Emit(Inst{Op: OpWgWait, Src: []Operand{I(0)}})
 
 	loop := f.NewLabel("tile")
 	f.Place(loop)
-	nxt, cnxt, err := h.find(f.Add(R(cur), I(1)), q0, q1)
+	f.Comment(fmt.Sprintf("the tile after next: its copies into the stage %d ahead (freed by the last tile's barrier)", stages-1))
+	nbuf := h.nextStage(R(buf))
+	nxt2, cnxt2, err := h.find(f.Add(R(nxt), I(1)), q0, q1)
 	if err != nil {
 		return err
 	}
 	noload := f.NewLabel("noprefetch")
-	pl := f.Setp("gt", S32, R(nxt), h.kthi)
+	pl := f.Setp("gt", S32, R(nxt2), h.kthi)
 	f.Bra(noload, &pl, false)
-	h.load(R(nxt), f.Op3(OpXor, B32, R(buf), I(1)))
+	h.load(R(nxt2), h.nextStage(nbuf))
 	f.Place(noload)
-	f.Comment("wait for this stage's copies")
-	parity := f.Op3(OpAnd, B32, f.Op3(OpShr, U32, R(h.phase), R(buf)), I(1))
-	h.wait(f.Add(f.Add(h.smem, I(int64(h.barOff()+barBytes))), f.MulC(R(buf), barBytes)), parity)
-	f.Into(OpXor, B32, h.phase, R(h.phase), f.Op3(OpShl, B32, I(1), R(buf)))
-	if err := h.compute(R(cur), R(ccur), R(buf), descQ, m, l, acc); err != nil {
+	f.Comment("S of the next tile, in flight while this tile's softmax runs")
+	hasNext := f.Setp("le", S32, R(nxt), h.kthi)
+	noNext := f.NewLabel("nonext")
+	f.Bra(noNext, &hasNext, true)
+	h.waitStage(nbuf)
+	h.scores(sNext, nbuf, descQ)
+	f.Emit(Inst{Op: OpWgCommit})
+	f.Place(noNext)
+	if err := h.finishTile(R(cur), R(ccur), R(buf), s, m, l, acc); err != nil {
 		return err
 	}
 	f.Emit(Inst{Op: OpBar, Src: []Operand{I(0)}})
+	moved := f.NewLabel("moved")
+	f.Bra(moved, &hasNext, true)
+	for n := range s {
+		for x := range s[n] {
+			f.Set(F32, s[n][x], R(sNext[n][x]))
+		}
+	}
+	f.Place(moved)
 	f.Set(U32, cur, R(nxt))
 	f.Set(U32, ccur, R(cnxt))
-	f.Into(OpXor, B32, buf, R(buf), I(1))
+	f.Set(U32, nxt, R(nxt2))
+	f.Set(U32, cnxt, R(cnxt2))
+	f.Set(U32, buf, nbuf)
 	pc := f.Setp("le", S32, R(cur), h.kthi)
 	f.Bra(loop, &pc, false)
 	f.Place(fin)
@@ -423,29 +485,41 @@ func (h *hop) wgmmaRS(d []Reg, a [4]Reg, b Operand, accumulate bool) {
 	h.f.Emit(Inst{Op: OpWgmmaRS, T: h.elem, Dst: []Operand{Vec(d...)}, Src: []Operand{Vec(a[:]...), b, I(sc), I(1), I(1), I(1)}})
 }
 
-// compute runs one key tile in stage buf: S = Q K^T on wgmma, mask, online
-// softmax, O += P V on wgmma with P from registers.
-func (h *hop) compute(kt, cls, buf, descQ Operand, m, l [2]Reg, acc [][4]Reg) error {
-	f := h.f
-	D := h.D
-	f.Comment("S = Q K^T: wgmma m64n64k16, Q and K from shared memory (K-major, 128B swizzle)")
-	stage := f.Add(f.Add(h.smem, I(int64(h.stageOff(0)))), f.MulC(buf, int64(2*h.tileBytes)))
-	descK := h.desc(stage, 0, 16)
+// scoreRegs allocates a tile's score registers (the accumulator fragment
+// of wgmma m64n<tk>k16).
+func (h *hop) scoreRegs() [][4]Reg {
 	s := make([][4]Reg, h.tk/8)
 	for n := range s {
 		for x := range s[n] {
-			s[n][x] = f.NewReg(F32)
+			s[n][x] = h.f.NewReg(F32)
 		}
 	}
+	return s
+}
+
+// scores issues S = Q K^T of the tile in stage buf into s: D/16 wgmma
+// m64n<tk>k16, Q and K from shared memory (K-major, 128B swizzle); the
+// caller commits and waits.
+func (h *hop) scores(s [][4]Reg, buf, descQ Operand) {
+	f := h.f
+	f.Comment("S = Q K^T: wgmma, Q and K from shared memory (K-major, 128B swizzle)")
+	descK := h.desc(h.stageAddr(buf), 0, 16)
 	f.Emit(Inst{Op: OpWgFence})
-	for ks := 0; ks < D/16; ks++ {
+	for ks := 0; ks < h.D/16; ks++ {
 		// 16 columns: box ks/4, 32 bytes further per step inside its rows
 		uq := int64(ks/4*hopTileQ*swzBytes/16 + ks%4*colStep)
 		u := int64(ks/4*h.boxBytes/16 + ks%4*colStep)
 		h.wgmmaSS(flat(s), h.descAt(descQ, uq), h.descAt(descK, u), ks > 0, false)
 	}
-	f.Emit(Inst{Op: OpWgCommit})
-	f.Emit(Inst{Op: OpWgWait, Src: []Operand{I(0)}})
+}
+
+// finishTile runs the rest of one key tile in stage buf, whose scores s
+// are complete: mask, online softmax, O += P V on wgmma with P from
+// registers (waiting for every wgmma in flight, the next tile's scores
+// too), and restore.
+func (h *hop) finishTile(kt, cls, buf Operand, s [][4]Reg, m, l [2]Reg, acc [][4]Reg) error {
+	f := h.f
+	stage := h.stageAddr(buf)
 	if err := h.maskPartial(kt, cls, s); err != nil {
 		return err
 	}
