@@ -518,3 +518,64 @@ func TestHopperSASS(t *testing.T) {
 		}
 	}
 }
+
+// TestHopperExtremeSpecsGenerate: the extreme specs of
+// TestExtremeSpecsGenerate compile into plans and sm_90a kernels.
+func TestHopperExtremeSpecsGenerate(t *testing.T) {
+	n := 240
+	if testing.Short() {
+		n = 80
+	}
+	for _, s := range extremeSpecs(t, 1, n) {
+		for _, tg := range []Target{SM90a, f16SM90a} {
+			p, err := gen.Compile(s, tg, nil)
+			if err != nil {
+				t.Errorf("%s (causal %v): compile for %s: %v", s.Mask, s.Causal, tg, err)
+				continue
+			}
+			if _, err := GenerateForward(p, Config{Target: tg}); err != nil {
+				t.Errorf("%s (causal %v): generate for %s: %v", s.Mask, s.Causal, tg, err)
+			}
+		}
+	}
+}
+
+// TestHopperExtremeKernels runs the sm_90a kernels of the extreme specs of
+// TestExtremeKernels under the interpreter against the reference. Residue
+// layouts run on the shapes rounded up to their stride where that stays
+// small; larger strides must be refused by Geometry with an error naming
+// the stride.
+func TestHopperExtremeKernels(t *testing.T) {
+	for k, c := range extremeKernelSpecs {
+		s := parseSpec(t, fmt.Sprintf("ext%d", k), c.causal, 64, c.mask)
+		cfg := Config{Target: SM90a, SoftLg2: true}
+		if k%3 == 2 {
+			cfg.Target = f16SM90a
+		}
+		p, err := gen.Compile(s, cfg.Target, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sh := range []shape{{1, 2, 1, 150, 200}, {1, 1, 1, 1, 150}} {
+			fit := fitStride(p, sh)
+			t.Run(fmt.Sprintf("%d/%v", k, fit), func(t *testing.T) {
+				t.Logf("causal %v, %s, layout %s", c.causal, c.mask, layoutText(p.Layout))
+				if fit.sk > 2048 {
+					kk, err := GenerateForward(p, cfg)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if _, err := kk.Geometry(sh.batch, sh.hq, sh.hkv, sh.sq, sh.sk, 0); err == nil || !strings.Contains(err.Error(), "multiples of the stride") {
+						t.Fatalf("shape %v, stride %d: error %v", sh, p.Layout.Stride, err)
+					}
+					return
+				}
+				var ids []int32
+				if p.Pred.UsesDocs() {
+					ids = docIDs(fit.sk)
+				}
+				runForwardDocs(t, p, cfg, fit, nil, true, ids)
+			})
+		}
+	}
+}
