@@ -480,12 +480,16 @@ func TestHopperPtxas12(t *testing.T) {
 //     columns).
 //   - Outside: the first tile's S, d/16 HGMMA; the copies of Q and of the
 //     first two tiles, 5*d/64 UTMALDG.
+//   - One WARPGROUP.DEPBAR per wgmma.wait_group: every tile one (after P
+//     V), sanitized tiles d/64 more (restore, a box at a time), one outside
+//     (the first S). More would mean ptxas serialized the wgmma (it waits
+//     after each one), which it does not always report.
 func wantHopperLoop(d int) sassLoop {
 	tk := hopTileK(d)
 	return sassLoop{
-		Every:   sassCounts{HGMMA: tk / 16, EX2: tk/2 + 2},
-		Cond:    sassCounts{HGMMA: d/16 + d/64*(tk/16), UTMALDG: 2 * d / 64},
-		Outside: sassCounts{HGMMA: d / 16, UTMALDG: 5 * d / 64},
+		Every:   sassCounts{HGMMA: tk / 16, DEPBAR: 1, EX2: tk/2 + 2},
+		Cond:    sassCounts{HGMMA: d/16 + d/64*(tk/16), DEPBAR: d / 64, UTMALDG: 2 * d / 64},
+		Outside: sassCounts{HGMMA: d / 16, DEPBAR: 1, UTMALDG: 5 * d / 64},
 	}
 }
 
