@@ -726,14 +726,6 @@ type sanLayout struct {
 	addr  func(w int) int64
 	flags func() Operand
 	fence bool
-	// voters is the number of warps that vote (warps 0..voters-1; 0: all
-	// of the CTA's).
-	voters int
-	// twice makes the second barrier unconditional: a partial tile always
-	// passes two barriers, rewritten or not, so that warps that do not
-	// vote (a producer) can pass the same barriers without reading the
-	// vote.
-	twice bool
 }
 
 func (g *fwd) sanitizeIn(cls Operand, lay sanLayout) Reg {
@@ -773,21 +765,13 @@ func (g *fwd) sanitizeIn(cls Operand, lay sanLayout) Reg {
 	f.Emit(Inst{Op: OpSt, T: B32, Space: "shared", Guard: &lane0, Dst: []Operand{Addr(f.reg(U32, f.Add(flags, f.MulC(g.warp, 4))).Reg, 0)}, Src: []Operand{R(any)}})
 	f.Emit(Inst{Op: OpBar, Src: []Operand{I(0)}})
 	all := f.Mov(B32, I(0))
-	voters := lay.voters
-	if voters == 0 {
-		voters = g.threads / 32
-	}
-	for w := 0; w < voters; w++ {
+	for w := 0; w < g.threads/32; w++ {
 		x := f.NewReg(B32)
 		f.Emit(Inst{Op: OpLd, T: B32, Space: "shared", Dst: []Operand{R(x)}, Src: []Operand{Addr(f.reg(U32, flags).Reg, int64(4*w))}})
 		f.Into(OpOr, B32, all, R(all), R(x))
 	}
 	clean := f.Setp("eq", U32, R(all), I(0))
-	cleanTo := skip
-	if lay.twice {
-		cleanTo = f.NewLabel("clean")
-	}
-	f.Bra(cleanTo, &clean, false)
+	f.Bra(skip, &clean, false)
 	f.Comment("a non-finite value in the tile: zero it, and write its code over the keys")
 	code := func(h Operand, nf Operand) Operand {
 		isNF := f.Setp("ne", U32, nf, I(0))
@@ -810,13 +794,6 @@ func (g *fwd) sanitizeIn(cls Operand, lay sanLayout) Reg {
 	}
 	if lay.fence {
 		f.Emit(Inst{Op: OpFenceProxy})
-	}
-	if lay.twice {
-		f.Set(B32, done, I(1))
-		f.Place(cleanTo)
-		f.Emit(Inst{Op: OpBar, Src: []Operand{I(0)}})
-		f.Place(skip)
-		return done
 	}
 	f.Emit(Inst{Op: OpBar, Src: []Operand{I(0)}})
 	f.Set(B32, done, I(1))

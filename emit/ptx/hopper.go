@@ -29,12 +29,7 @@ func hopTileK(d int) int { return TileK }
 const (
 	hopWarpgroups = 2                   // consumer warpgroups per CTA, 64 query rows each
 	hopTileQ      = 64 * hopWarpgroups  // query rows per CTA
-	hopConsumers  = 128 * hopWarpgroups // consumer threads: 0..hopConsumers-1
-	hopThreads    = hopConsumers + 128  // threads per CTA: the consumers, then the producer warpgroup
-	// registers per thread after setmaxnreg: 256 x 224 + 128 x 56 = 64512
-	// of the SM's 65536
-	consumerRegs = 224
-	producerRegs = 56
+	hopThreads    = 128 * hopWarpgroups // threads per CTA
 
 	swzBytes = 128                // the swizzle span: one box row
 	boxCols  = swzBytes / 2       // 16-bit columns per box row
@@ -136,7 +131,7 @@ type hop struct {
 	tileBytes int     // one K or V tile
 	qBytes    int     // the Q tile
 	boxBytes  int     // one box of a key or value tile: tk rows of 128 bytes
-	t0        Reg     // the thread that initializes the mbarriers (thread 0), then the one that issues copies (the producer's first)
+	t0        Reg     // thread 0: the one that initializes mbarriers and issues copies
 	tmQ       Operand // tensor map addresses
 	tmK, tmV  Operand
 	cls       Operand // dimension-1 coordinate: the residue class (0 for the identity layout)
@@ -225,23 +220,16 @@ func (h *hop) copyTile(dst Operand, tm Operand, row Operand, rows int, bar Opera
 	row, c := f.reg(S32, row), f.reg(S32, h.cls)
 	for b := 0; b < h.halves; b++ {
 		col := f.Mov(S32, I(int64(b*boxCols)))
-		f.Emit(Inst{Op: OpBulkTensor3, Guard: h.issuer(), Dst: []Operand{Addr(f.reg(U32, dst).Reg, int64(b*rows*swzBytes))},
+		f.Emit(Inst{Op: OpBulkTensor3, Guard: &h.t0, Dst: []Operand{Addr(f.reg(U32, dst).Reg, int64(b*rows*swzBytes))},
 			Src: []Operand{TensorCoord(tm.Reg, col, c.Reg, row.Reg), Addr(bar.Reg, 0)}})
 	}
 }
 
-// issuer is a guard of the thread that issues copies now (h.t0 may change
-// later; the guard must not).
-func (h *hop) issuer() *Reg {
-	t := h.t0
-	return &t
-}
-
-// expect has the issuing thread arrive on bar announcing n bytes of copies.
+// expect has thread 0 arrive on bar announcing n bytes of copies.
 func (h *hop) expect(bar Operand, n int) {
 	f := h.f
 	st := f.NewReg(B64)
-	f.Emit(Inst{Op: OpMbarArriveTx, Guard: h.issuer(), Dst: []Operand{R(st)}, Src: []Operand{Addr(f.reg(U32, bar).Reg, 0), I(int64(n))}})
+	f.Emit(Inst{Op: OpMbarArriveTx, Guard: &h.t0, Dst: []Operand{R(st)}, Src: []Operand{Addr(f.reg(U32, bar).Reg, 0), I(int64(n))}})
 }
 
 // stageAddr is the shared address of stage buf (a register).
@@ -286,24 +274,11 @@ func (h *hop) load(kt, buf Operand) {
 	h.copyTile(f.Add(stage, I(int64(h.tileBytes))), h.tmV, row, h.tk, bar)
 }
 
-// tileSetup is what both roles compute of their CTA's query tile.
-type tileSetup struct {
-	obase, lbase, qrow0 Operand // output and lse bases, the tile's first query row
-	qGroup              Operand // tensor-map row group of the tile's first query
-	q0, q1              Operand // the tile's first and last query positions
-	cur, ccur           Reg     // the first visited key tile and its class
-}
-
-// setup emits, for the role that runs it, the parameters, the thread and
-// CTA coordinates, the residue class (returning from CTAs past its
-// queries), the bases, the key hull and the first visited key tile.
-func (h *hop) setup() (tileSetup, error) {
+func (h *hop) kernel() error {
 	f := h.f
 	D := h.D
-	var ts tileSetup
-	f.Comment("parameters and coordinates")
+	f.Comment("parameters and thread coordinates")
 	o, lse := h.global("o"), h.global("lse")
-	h.docRegs = nil
 	if h.docs {
 		id, start, end := h.global("doc_id"), h.global("doc_start"), h.global("doc_end")
 		h.docRegs = &DocRegs{ID: id.Reg, Start: start.Reg, End: end.Reg}
@@ -312,11 +287,13 @@ func (h *hop) setup() (tileSetup, error) {
 	h.sq, h.sk = h.param("seq_q", U32), h.param("seq_k", U32)
 	hq, hkv := h.param("heads_q", U32), h.param("heads_kv", U32)
 	h.scl = h.param("scale_log2", F32)
+	h.tid = h.special("%tid.x")
 	qt, hd, bz := h.special("%ctaid.x"), h.special("%ctaid.y"), h.special("%ctaid.z")
 	h.warp = f.Op3(OpShr, U32, h.tid, I(5))
 	h.lane = f.Op3(OpAnd, B32, h.tid, I(31))
 	h.g4 = f.Op3(OpShr, U32, h.lane, I(2))
 	h.t4 = f.Op3(OpAnd, B32, h.lane, I(3))
+	h.t0 = f.Setp("eq", U32, h.tid, I(0))
 	group := f.Op3(OpDiv, U32, hq, hkv)
 	kvh := f.Op3(OpDiv, U32, hd, group)
 	qrow0 := f.MulC(qt, hopTileQ)
@@ -332,7 +309,7 @@ func (h *hop) setup() (tileSetup, error) {
 		f.CommentProg(fmt.Sprintf("the class's queries and keys, st = %d", st), res)
 		nqk, err := RenderInts(f, res, Env{Args: []Operand{c, sqAll, skAll, I(st)}})
 		if err != nil {
-			return ts, err
+			return err
 		}
 		nq, nk := nqk[0], nqk[1]
 		// the class's queries are its last nq keys
@@ -353,59 +330,15 @@ func (h *hop) setup() (tileSetup, error) {
 	f.Comment("global bases of the output and the log-sum-exp; tensor-map coordinates")
 	bhQ := f.Add(f.Op3(OpMulLo, S32, bz, hq), hd)
 	rowIdx := f.Add(f.Op3(OpMulLo, S32, bhQ, sqAll), qRow)
-	ts.obase = h.wide(o, rowIdx, int64(2*D))
-	ts.lbase = h.wide(lse, rowIdx, 4)
+	obase := h.wide(o, rowIdx, int64(2*D))
+	lbase := h.wide(lse, rowIdx, 4)
 	// row groups of st rows (TensorMaps): the tile's first query row lies in
 	// group (rowIdx - c) / st, key 0 of this head's class in group
 	// (bh_kv * seq_k) / st (seq_q and seq_k are multiples of st)
-	ts.qGroup = f.FloorDiv(f.Sub(rowIdx, h.cls), st)
+	qGroup := f.FloorDiv(f.Sub(rowIdx, h.cls), st)
 	h.kvRow0 = f.FloorDiv(f.Op3(OpMulLo, S32, f.Add(f.Op3(OpMulLo, S32, bz, hkv), kvh), skAll), st)
-	ts.qrow0 = qrow0
-	h.i0 = f.Add(f.Add(f.Add(qrow0, f.MulC(h.warp, 16)), h.g4), off)
-	h.i1 = f.Add(h.i0, I(8))
-
-	f.Comment("key-tile range: the plan's key hull of this tile's query positions, hull(q0, q1, 0), clipped to [0, seq_k-1]")
-	ts.q0 = f.Add(qrow0, off)
-	ts.q1 = f.Add(f.Sub(f.Min(f.Add(qrow0, I(hopTileQ)), h.sq), I(1)), off)
-	f.CommentProg("key hull", h.p.Hull)
-	hull, err := RenderInts(f, h.p.Hull, Env{Args: []Operand{ts.q0, ts.q1, I(0)}, Docs: h.docRegs})
-	if err != nil {
-		return ts, err
-	}
-	lo := f.Max(hull[0], I(0))
-	hi := f.Min(hull[1], f.Sub(h.sk, I(1)))
-	ktlo := f.FloorDiv(lo, int64(h.tk))
-	h.kthi = f.reg(S32, f.FloorDiv(hi, int64(h.tk)))
-	f.CommentProg("tile class", h.p.Class)
-	ts.cur, ts.ccur, err = h.find(ktlo, ts.q0, ts.q1)
-	return ts, err
-}
-
-func (h *hop) kernel() error {
-	f := h.f
-	D := h.D
-	f.Comment(fmt.Sprintf("shared memory: Q %d bytes, %d stages of K and V (%d bytes each), mbarriers at %d, vote words at %d", h.qBytes, stages, h.tileBytes, h.barOff(), h.flagOff()))
-	f.Comment("thread 0 initializes the mbarriers (Q, then one per stage: one arrival each, plus the copies' bytes); then the roles split")
-	h.tid = h.special("%tid.x")
 	h.smem = R(f.Mov(U32, Sym("smem")))
-	h.t0 = f.Setp("eq", U32, h.tid, I(0))
-	barQ := f.Add(h.smem, I(int64(h.barOff())))
-	for b := 0; b <= stages; b++ {
-		f.Emit(Inst{Op: OpMbarInit, Guard: h.issuer(), Dst: []Operand{Addr(f.reg(U32, barQ).Reg, int64(b*barBytes))}, Src: []Operand{I(1)}})
-	}
-	f.Emit(Inst{Op: OpFenceMbarInit})
-	f.Emit(Inst{Op: OpBar, Src: []Operand{I(0)}})
-	producer := f.NewLabel("producer")
-	isProducer := f.Setp("ge", U32, h.tid, I(hopConsumers))
-	f.Bra(producer, &isProducer, false)
 
-	f.Comment(fmt.Sprintf("consumer warpgroups (threads 0..%d): the products, the softmax and the epilogue", hopConsumers-1))
-	f.Emit(Inst{Op: OpSetmaxnregInc, Src: []Operand{I(consumerRegs)}})
-	ts, err := h.setup()
-	if err != nil {
-		return err
-	}
-	cur, ccur := ts.cur, ts.ccur
 	f.Comment("softmax state and output accumulators")
 	m := [2]Reg{f.Mov(F32, negInf), f.Mov(F32, negInf)}
 	l := [2]Reg{f.Mov(F32, Fimm(0)), f.Mov(F32, Fimm(0))}
@@ -415,15 +348,56 @@ func (h *hop) kernel() error {
 			acc[n][x] = f.Mov(F32, Fimm(0))
 		}
 	}
-	epilogue := f.NewLabel("epilogue")
-	none := f.Setp("gt", S32, R(cur), h.kthi)
-	f.Bra(epilogue, &none, false)
-	h.phase = f.Mov(B32, I(0))
-	buf := f.Mov(U32, I(0))
-	nxt, cnxt, err := h.find(f.Add(R(cur), I(1)), ts.q0, ts.q1)
+	h.i0 = f.Add(f.Add(f.Add(qrow0, f.MulC(h.warp, 16)), h.g4), off)
+	h.i1 = f.Add(h.i0, I(8))
+
+	f.Comment("key-tile range: the plan's key hull of this tile's query positions, hull(q0, q1, 0), clipped to [0, seq_k-1]")
+	q0 := f.Add(qrow0, off)
+	q1 := f.Add(f.Sub(f.Min(f.Add(qrow0, I(hopTileQ)), h.sq), I(1)), off)
+	f.CommentProg("key hull", h.p.Hull)
+	hull, err := RenderInts(f, h.p.Hull, Env{Args: []Operand{q0, q1, I(0)}, Docs: h.docRegs})
 	if err != nil {
 		return err
 	}
+	lo := f.Max(hull[0], I(0))
+	hi := f.Min(hull[1], f.Sub(h.sk, I(1)))
+	ktlo := f.FloorDiv(lo, int64(h.tk))
+	h.kthi = f.reg(S32, f.FloorDiv(hi, int64(h.tk)))
+
+	fin := f.NewLabel("finish")
+	f.CommentProg("tile class", h.p.Class)
+	cur, ccur, err := h.find(ktlo, q0, q1)
+	if err != nil {
+		return err
+	}
+	pend := f.Setp("gt", S32, R(cur), h.kthi)
+	f.Bra(fin, &pend, false)
+
+	f.Comment(fmt.Sprintf("shared memory: Q %d bytes, %d stages of K and V (%d bytes each), mbarriers at %d, vote words at %d", h.qBytes, stages, h.tileBytes, h.barOff(), h.flagOff()))
+	f.Comment("thread 0 initializes the mbarriers (Q, then one per stage: one arrival each, plus the copies' bytes)")
+	barQ := f.Add(h.smem, I(int64(h.barOff())))
+	for b := 0; b <= stages; b++ {
+		f.Emit(Inst{Op: OpMbarInit, Guard: &h.t0, Dst: []Operand{Addr(f.reg(U32, barQ).Reg, int64(b*barBytes))}, Src: []Operand{I(1)}})
+	}
+	f.Emit(Inst{Op: OpFenceMbarInit})
+	f.Emit(Inst{Op: OpBar, Src: []Operand{I(0)}})
+	f.Comment("Q tile by bulk tensor copies, rows past seq_q zero-filled")
+	h.expect(barQ, h.qBytes)
+	h.copyTile(f.Add(h.smem, I(int64(h.qOff()))), h.tmQ, qGroup, hopTileQ, barQ)
+	h.phase = f.Mov(B32, I(0))
+	buf := f.Mov(U32, I(0))
+	h.load(R(cur), R(buf))
+	f.Comment("the second visited tile, into stage 1")
+	nxt, cnxt, err := h.find(f.Add(R(cur), I(1)), q0, q1)
+	if err != nil {
+		return err
+	}
+	skip1 := f.NewLabel("one")
+	p1 := f.Setp("gt", S32, R(nxt), h.kthi)
+	f.Bra(skip1, &p1, false)
+	h.load(R(nxt), I(1))
+	f.Place(skip1)
+
 	f.Comment("Q descriptors: K-major, 128B swizzle, 16 columns per step; warpgroup w reads rows 64w..64w+63")
 	wg := f.Op3(OpShr, U32, h.warp, I(2))
 	descQ := h.desc(f.Add(h.smem, f.MulC(wg, 64*swzBytes)), int64(h.qOff()), 16)
@@ -437,11 +411,17 @@ func (h *hop) kernel() error {
 
 	loop := f.NewLabel("tile")
 	f.Place(loop)
+	f.Comment(fmt.Sprintf("the tile after next: its copies into the stage %d ahead (freed by the last tile's barrier)", stages-1))
 	nbuf := h.nextStage(R(buf))
-	nxt2, cnxt2, err := h.find(f.Add(R(nxt), I(1)), ts.q0, ts.q1)
+	nxt2, cnxt2, err := h.find(f.Add(R(nxt), I(1)), q0, q1)
 	if err != nil {
 		return err
 	}
+	noload := f.NewLabel("noprefetch")
+	pl := f.Setp("gt", S32, R(nxt2), h.kthi)
+	f.Bra(noload, &pl, false)
+	h.load(R(nxt2), h.nextStage(nbuf))
+	f.Place(noload)
 	f.Comment("S of the next tile, in flight while this tile's softmax runs")
 	hasNext := f.Setp("le", S32, R(nxt), h.kthi)
 	noNext := f.NewLabel("nonext")
@@ -469,66 +449,9 @@ func (h *hop) kernel() error {
 	f.Set(U32, buf, nbuf)
 	pc := f.Setp("le", S32, R(cur), h.kthi)
 	f.Bra(loop, &pc, false)
-	f.Place(epilogue)
-	h.finish(ts.obase, ts.lbase, ts.qrow0, m, l, acc)
-	f.Emit(Inst{Op: OpRet})
+	f.Place(fin)
 
-	f.Comment(fmt.Sprintf("the producer warpgroup (threads %d..%d): thread %d issues the copies; the warpgroup passes the consumers' barriers", hopConsumers, hopThreads-1, hopConsumers))
-	f.Place(producer)
-	f.Emit(Inst{Op: OpSetmaxnregDec, Src: []Operand{I(producerRegs)}})
-	ts, err = h.setup()
-	if err != nil {
-		return err
-	}
-	cur, ccur = ts.cur, ts.ccur
-	done := f.NewLabel("produced")
-	pnone := f.Setp("gt", S32, R(cur), h.kthi)
-	f.Bra(done, &pnone, false)
-	h.t0 = f.Setp("eq", U32, h.tid, I(hopConsumers))
-	f.Comment("Q tile by bulk tensor copies, rows past seq_q zero-filled")
-	h.expect(barQ, h.qBytes)
-	h.copyTile(f.Add(h.smem, I(int64(h.qOff()))), h.tmQ, ts.qGroup, hopTileQ, barQ)
-	pbuf := f.Mov(U32, I(0))
-	h.load(R(cur), R(pbuf))
-	f.Comment("the second visited tile, into stage 1")
-	pnxt, pcnxt, err := h.find(f.Add(R(cur), I(1)), ts.q0, ts.q1)
-	if err != nil {
-		return err
-	}
-	skip1 := f.NewLabel("one")
-	p1 := f.Setp("gt", S32, R(pnxt), h.kthi)
-	f.Bra(skip1, &p1, false)
-	h.load(R(pnxt), I(1))
-	f.Place(skip1)
-	ploop := f.NewLabel("produce")
-	f.Place(ploop)
-	f.Comment(fmt.Sprintf("the tile after next: its copies into the stage %d ahead (freed by the last tile's closing barrier)", stages-1))
-	pnbuf := h.nextStage(R(pbuf))
-	pnxt2, pcnxt2, err := h.find(f.Add(R(pnxt), I(1)), ts.q0, ts.q1)
-	if err != nil {
-		return err
-	}
-	noload := f.NewLabel("noprefetch")
-	pl := f.Setp("gt", S32, R(pnxt2), h.kthi)
-	f.Bra(noload, &pl, false)
-	h.load(R(pnxt2), h.nextStage(pnbuf))
-	f.Place(noload)
-	f.Comment("the consumers' barriers of this tile: sanitize's two on a partial tile, and the closing one")
-	full := f.NewLabel("notpartial")
-	np := f.Setp("ne", S32, R(ccur), I(cPartial))
-	f.Bra(full, &np, false)
-	f.Emit(Inst{Op: OpBar, Src: []Operand{I(0)}})
-	f.Emit(Inst{Op: OpBar, Src: []Operand{I(0)}})
-	f.Place(full)
-	f.Emit(Inst{Op: OpBar, Src: []Operand{I(0)}})
-	f.Set(U32, cur, R(pnxt))
-	f.Set(U32, ccur, R(pcnxt))
-	f.Set(U32, pnxt, R(pnxt2))
-	f.Set(U32, pcnxt, R(pcnxt2))
-	f.Set(U32, pbuf, pnbuf)
-	ppc := f.Setp("le", S32, R(cur), h.kthi)
-	f.Bra(ploop, &ppc, false)
-	f.Place(done)
+	h.finish(obase, lbase, qrow0, m, l, acc)
 	f.Emit(Inst{Op: OpRet})
 	return nil
 }
@@ -601,14 +524,12 @@ func (h *hop) finishTile(kt, cls, buf Operand, s [][4]Reg, m, l [2]Reg, acc [][4
 		return err
 	}
 	fix := h.sanitizeIn(cls, sanLayout{
-		base:   func() Operand { return f.Add(stage, f.MulC(h.tid, 4)) },
-		vOff:   int64(h.tileBytes),
-		words:  h.tileBytes / (4 * hopConsumers),
-		addr:   func(w int) int64 { return int64(w * 4 * hopConsumers) },
-		flags:  func() Operand { return f.Add(h.smem, I(int64(h.flagOff()))) },
-		fence:  true,
-		voters: hopConsumers / 32,
-		twice:  true,
+		base:  func() Operand { return f.Add(stage, f.MulC(h.tid, 4)) },
+		vOff:  int64(h.tileBytes),
+		words: h.tileBytes / (4 * hopThreads),
+		addr:  func(w int) int64 { return int64(w * 4 * hopThreads) },
+		flags: func() Operand { return f.Add(h.smem, I(int64(h.flagOff()))) },
+		fence: true,
 	})
 	h.softmax(s, m, l, acc)
 

@@ -492,14 +492,14 @@ func planTiles(p *gen.Plan, q0, q1, nk int, docs *spec.Docs) []gen.TileRef {
 func TestInterpVisits(t *testing.T) {
 	masks := append(exampleMasks(t), randomMasks(4, 16)...)
 	masks = append(masks, randomDocMasks(5, 4)...)
-	checkVisits(t, SM80, masks, nil, 0, func(tiles, partial int) int64 { return int64(1 + 2*tiles + partial) })
+	checkVisits(t, SM80, masks, nil, func(tiles, partial int) int64 { return int64(1 + 2*tiles + partial) })
 }
 
 // checkVisits is TestInterpVisits for the kernel of target tg, whose CTAs
 // with tiles and partial of them partial pass barriers(tiles, partial)
-// barriers (finite data), and every CTA perBlock more.
+// barriers (finite data).
 // Shapes pass through adjust (nil: none) for the plan.
-func checkVisits(t *testing.T, tg Target, masks []testMask, adjust func(*gen.Plan, shape) shape, perBlock int64, barriers func(tiles, partial int) int64) {
+func checkVisits(t *testing.T, tg Target, masks []testMask, adjust func(*gen.Plan, shape) shape, barriers func(tiles, partial int) int64) {
 	t.Helper()
 	for _, c := range masks {
 		for _, sh := range []shape{{1, 2, 1, 300, 700}, {1, 1, 1, 1, 500}} {
@@ -551,7 +551,6 @@ func checkVisits(t *testing.T, tg Target, masks []testMask, adjust func(*gen.Pla
 				}
 			}
 			want *= int64(sh.batch * sh.hq)
-			want += perBlock * int64(st.Blocks)
 			if st.Barriers != want {
 				t.Errorf("%s (%s) %v: %d barriers, the plan's hull and class programs give %d", c.name, c.p, sh, st.Barriers, want)
 			}

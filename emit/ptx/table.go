@@ -74,8 +74,6 @@ const (
 	OpBulkTensor3   // cp.async.bulk.tensor.3d [dst], [tmap, {c0, c1, c2}], [bar]
 	OpFenceProxy    // fence.proxy.async.shared::cta
 	OpFenceMbarInit // fence.mbarrier_init.release.cluster
-	OpSetmaxnregInc // setmaxnreg.inc N
-	OpSetmaxnregDec // setmaxnreg.dec N
 	numOps
 )
 
@@ -105,7 +103,7 @@ type opSpec struct {
 var hopperOps = map[Op]bool{
 	OpWgFence: true, OpWgCommit: true, OpWgWait: true, OpWgmmaSS: true, OpWgmmaRS: true,
 	OpMbarInit: true, OpMbarArriveTx: true, OpMbarTryWait: true, OpBulkTensor3: true,
-	OpFenceProxy: true, OpFenceMbarInit: true, OpSetmaxnregInc: true, OpSetmaxnregDec: true,
+	OpFenceProxy: true, OpFenceMbarInit: true,
 }
 
 // availableOn reports whether target sm_<sm> (sm_<sm>a when accel) has the
@@ -190,8 +188,6 @@ var opTable = [numOps]opSpec{
 	OpBulkTensor3:   {text: "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes", sig: "SMS", nd: 1, minSM: 90},
 	OpFenceProxy:    {text: "fence.proxy.async.shared::cta", minSM: 90},
 	OpFenceMbarInit: {text: "fence.mbarrier_init.release.cluster", minSM: 90},
-	OpSetmaxnregInc: {text: "setmaxnreg.inc.sync.aligned.u32", sig: "I", minSM: 90, accel: true},
-	OpSetmaxnregDec: {text: "setmaxnreg.dec.sync.aligned.u32", sig: "I", minSM: 90, accel: true},
 }
 
 var cmpOK = map[string]bool{"eq": true, "ne": true, "lt": true, "le": true, "gt": true, "ge": true}
