@@ -147,11 +147,15 @@
 // and seq_k to be multiples of the stride (Geometry and TensorMaps refuse
 // other calls). Documents and grouped-query heads are as on sm_80.
 //
-// Not yet: a producer warp with setmaxnreg (thread 0 of the consumers
-// issues the copies; the sanitize vote is a CTA-wide bar.sync, and the
-// interpreter has no named barriers), 128-key tiles (the kernel takes the
-// key tile as a parameter, but gen.Compile refuses key tiles above a keep
-// word's 64 keys), a persistent grid in heaviest-first order.
+// Not yet: a producer warpgroup with setmaxnreg (thread 0 of the
+// consumers issues the copies). An attempt (commit 8df4253, reverted) ran
+// correctly under the interpreter, with the producer passing the
+// consumers' bar.sync barriers (the interpreter has no named barriers and
+// orders shared-memory accesses only by bar.sync), but ptxas 12.4 ignored
+// its setmaxnreg at head_dim 64, capped those kernels at 168 registers
+// and spilled. Also not yet: 128-key tiles (the kernel takes the key tile
+// as a parameter, but gen.Compile refuses key tiles above a keep word's 64
+// keys), a persistent grid in heaviest-first order.
 //
 // Positions are s32 and seq_k below 2^29 (gpu.MaxSeq); values the programs
 // form from them may leave s32 and are then computed in s64.
