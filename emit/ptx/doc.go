@@ -210,10 +210,12 @@
 // Forward.TensorMaps): every example (the dilated one in the residue
 // layout, on sequence lengths rounded up to the stride) on the sm_80
 // tests' shapes, and at the other head dimension without -short; random
-// masks (residue ones included), document masks, f16, a wrong-mask check;
-// the tile visits through the barriers (one after the mbarrier set-up, one
-// per tile, one more per partial tile); non-finite inputs
-// (verify.CheckNonFinite). TestHopperPtxas12 assembles every example for
-// sm_90a with ptxas 12 (no spills, no remark) and TestHopperSASS counts
-// HGMMA, UTMALDG and MUFU.EX2 in the key-tile loop.
+// masks (residue ones included), document masks, f16, a wrong-mask check,
+// the extreme specs; the tile visits through the barriers (one after the
+// mbarrier set-up, one per tile, one more per partial tile, none in CTAs
+// without tiles); non-finite inputs (verify.CheckNonFinite).
+// TestHopperPtxas12 assembles every example for sm_90a with ptxas 12 (no
+// spills, no remark) and TestHopperSASS counts HGMMA, WARPGROUP.DEPBAR
+// (serialized wgmma would add some), UTMALDG and MUFU.EX2 in and around
+// the key-tile loop against the kernel's structure.
 package ptx
