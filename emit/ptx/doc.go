@@ -202,7 +202,7 @@
 // has no lg2, so they use Config.SoftLg2; TestInterpHardwareLg2 runs the
 // lg2.approx kernel once it does. TestPtxas assembles every example for
 // sm_80 and sm_90 when ptxas is at hand. go test -run TestWritePTX
-// -ptxdir DIR writes the example kernels for GPU checks.
+// -ptxdir DIR writes the example kernels (sm_80 and sm_90a) for GPU checks.
 //
 // The sm_90a kernel's tests (hopper_test.go) run it through the same
 // harness (outputs poisoned with NaN before every launch, tensor maps
