@@ -86,6 +86,9 @@ func GenerateBackward(p *gen.Plan, cfg Config) (*Backward, error) {
 	if t == (Target{}) {
 		t = SM80
 	}
+	if t.Accel {
+		return nil, fmt.Errorf("ptx: target %s: the backward kernels use mma.sync; generate them for sm_%d (which sm_90a GPUs run)", t.Name(), t.SM)
+	}
 	// the forward's checks: target, tiles, head dim, layout, programs
 	if _, err := newFwd(p, cfg, t); err != nil {
 		return nil, err
@@ -782,19 +785,6 @@ func (g *bwdK) kernelDQ() error {
 	}
 	f.Emit(Inst{Op: OpRet})
 	return nil
-}
-
-// dataRegs loads the run-time mask data's addresses (a tree's arrays, or
-// documents'), as the forward does.
-func (g *bwdK) dataRegs() {
-	switch {
-	case g.p.UsesTree():
-		lo, off, anc, info := g.global("tree_lo"), g.global("tree_off"), g.global("tree_anc"), g.global("tree_info")
-		g.docRegs = &DocRegs{Tree: &TreeRegs{Lo: lo.Reg, Off: off.Reg, Anc: anc.Reg, Info: info.Reg}}
-	case g.docs:
-		id, start, end := g.global("doc_id"), g.global("doc_start"), g.global("doc_end")
-		g.docRegs = &DocRegs{ID: id.Reg, Start: start.Reg, End: end.Reg}
-	}
 }
 
 // lseRows is the b64 address of an f32 [batch][heads_q][seq_q] row array

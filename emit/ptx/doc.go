@@ -12,12 +12,15 @@
 // no change here; a new IR op does (and TestEveryIROp fails until it
 // renders).
 //
-// Targets are values: Target{SM, Elem} names the SM version the module is
-// written for (its .target, with the PTX ISA version known for it) and the
-// element type. It is a gen.Target (Name, TileSizes), so a plan is
-// compiled for it directly; it also tells the head dimensions the kernel
-// supports (HeadDims, Supports). SM80 is the default; DefaultTargets are
-// the targets attngen builds by default.
+// Targets are values: Target{SM, Elem, Accel} names the SM version the
+// module is written for (its .target, with the PTX ISA version known for
+// it), the element type and, with Accel, the architecture-specific target
+// sm_<SM>a. It is a gen.Target (Name, TileSizes), so a plan is compiled
+// for it directly; it also tells the head dimensions the kernel supports
+// (HeadDims, Supports). SM80 is the default; DefaultTargets are the
+// targets attngen builds by default. GenerateForward writes the sm_80
+// kernel for every target but the sm_90a ones (SM90a), which get the
+// Hopper kernel (hopper.go, below); DefaultTargets do not include them yet.
 //
 // # Pieces
 //
@@ -60,6 +63,13 @@
 //     geometry (the grid's query tiles come from mask.MaxQueries).
 //   - backward.go: the backward pass, two kernels in one module, its
 //     parameter layouts and BackwardLaunch geometry.
+//   - hopper.go: the sm_90a forward kernel and its tensor maps
+//     (Forward.TensorMaps). The op table marks its ops (wgmma, mbarrier,
+//     the bulk tensor copy, the proxy fences; hopperOps) with the SM that
+//     has them and, for wgmma, accel: only sm_90a. Target.Check checks the
+//     ops of the kernel the target gets; Module.Accel writes .target
+//     sm_90a with ISA 8.0, and Func.SharedAlign the 1024-byte alignment of
+//     the dynamic shared memory.
 //
 // # The forward kernel
 //
@@ -100,6 +110,59 @@
 // position's fully kept key prefix, the ancestor bitset rows of the
 // positions past the leading chain, and three per-call values), one tree
 // shared by every batch element and head.
+//
+// # The sm_90a kernel
+//
+// Target{SM: 90, Accel: true}: the same schedule (hull, class with the
+// empty-tile jump, predicate, key bound), online softmax, masked-value
+// rule, epilogue and outputs as the sm_80 kernel (the code that emits them
+// is shared), with the tile products and the copies of sm_90a. Its plan
+// tiles are 128 queries by 64 keys (Target.TileSizes): a CTA of 256
+// threads is two consumer warpgroups of 64 query rows (4 warps of 16 rows
+// each), which visit the key tiles of the CTA's 128 rows together.
+//
+// Q, K and V are read by cp.async.bulk.tensor.3d through tensor maps
+// passed by address (parameters tmap_q, tmap_k, tmap_v in place of q, k
+// and v; Forward.TensorMaps describes them for cuTensorMapEncodeTiled):
+// boxes of 64 columns by 128 query rows or 64 key rows with the 128-byte
+// swizzle, two boxes per row of a head_dim 128 tile, into 1024-byte
+// aligned shared memory. Thread 0 initializes four mbarriers (Q, and one
+// per stage of the 3-stage K/V pipeline), arrives with the expected bytes
+// and issues the copies; every thread waits on a stage's mbarrier
+// (try_wait.parity, the phase parity kept per stage) before reading it.
+//
+// S = Q K^T is head_dim/16 wgmma.mma_async m64n64k16 per warpgroup, its 64
+// rows of Q and the key tile from shared memory (K-major, 128B-swizzled
+// descriptors, the start address moved 32 bytes per 16 columns and by a
+// box per 64); the accumulator fragment is mma.sync's, so masking and
+// softmax are the sm_80 kernel's. O += P V is 4 wgmma m64n<head_dim>k16
+// with P packed in registers as the A operand and V from shared memory as
+// an MN-major (transposed) descriptor (LBO: the next box of 64 columns,
+// SBO: 8 keys). Tile i's iteration issues the copies of the visited tile
+// after next (into the stage tile i-1 freed at its closing barrier), then
+// S of the next tile, which stays in flight while tile i is masked, its
+// softmax runs and its P V is issued; one wgmma.wait_group 0 covers both,
+// and the next tile's scores move into place after the closing barrier
+// (the first tile's S is computed before the loop).
+//
+// Sanitize works on the swizzled tiles as they are (the codes go where the
+// keys were, in the value tile's layout, and restore reads them with the
+// value descriptor moved to the key tile, one box and 64 keys at a time),
+// with fence.proxy.async after its generic stores. The residue layout is a
+// tensor-map view: rows grouped by the stride (column, class, row group),
+// so a box holds rows c, c+st, ... of one class, no gather; it needs seq_q
+// and seq_k to be multiples of the stride (Geometry and TensorMaps refuse
+// other calls). Documents and grouped-query heads are as on sm_80.
+//
+// Not yet: a producer warpgroup with setmaxnreg (thread 0 of the
+// consumers issues the copies). An attempt (commit 8df4253, reverted) ran
+// correctly under the interpreter, with the producer passing the
+// consumers' bar.sync barriers (the interpreter has no named barriers and
+// orders shared-memory accesses only by bar.sync), but ptxas 12.4 ignored
+// its setmaxnreg at head_dim 64, capped those kernels at 168 registers
+// and spilled. Also not yet: 128-key tiles (the kernel takes the key tile
+// as a parameter, but gen.Compile refuses key tiles above a keep word's 64
+// keys), a persistent grid in heaviest-first order.
 //
 // Positions are s32 and seq_k below 2^29 (gpu.MaxSeq); values the programs
 // form from them may leave s32 and are then computed in s64.
@@ -192,5 +255,20 @@
 // has no lg2, so they use Config.SoftLg2; TestInterpHardwareLg2 runs the
 // lg2.approx kernel once it does. TestPtxas assembles every example for
 // sm_80 and sm_90 when ptxas is at hand. go test -run TestWritePTX
-// -ptxdir DIR writes the example kernels for GPU checks.
+// -ptxdir DIR writes the example kernels (sm_80 and sm_90a) for GPU checks.
+//
+// The sm_90a kernel's tests (hopper_test.go) run it through the same
+// harness (outputs poisoned with NaN before every launch, tensor maps
+// registered with the interpreter's Device.NewTensorMap from
+// Forward.TensorMaps): every example (the dilated one in the residue
+// layout, on sequence lengths rounded up to the stride) on the sm_80
+// tests' shapes, and at the other head dimension without -short; random
+// masks (residue ones included), document masks, f16, a wrong-mask check,
+// the extreme specs; the tile visits through the barriers (one after the
+// mbarrier set-up, one per tile, one more per partial tile, none in CTAs
+// without tiles); non-finite inputs (verify.CheckNonFinite).
+// TestHopperPtxas12 assembles every example for sm_90a with ptxas 12 (no
+// spills, no remark) and TestHopperSASS counts HGMMA, WARPGROUP.DEPBAR
+// (serialized wgmma would add some), UTMALDG and MUFU.EX2 in and around
+// the key-tile loop against the kernel's structure.
 package ptx

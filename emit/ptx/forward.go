@@ -42,6 +42,9 @@ type Forward struct {
 	Stride int
 	Params []Param
 	PTX    string // the module text
+	// TileQ is the query rows per CTA and Threads the threads per CTA (64
+	// and 128 on sm_80; 128 and 256, two consumer warpgroups, on sm_90a).
+	TileQ, Threads int
 	// DynShared is the dynamic shared memory the kernel needs, in bytes.
 	DynShared int
 }
@@ -107,7 +110,7 @@ type Launch struct {
 // Kernel describes the kernel as generated packages embed it.
 func (k *Forward) Kernel() gpu.Kernel {
 	g := gpu.Kernel{Target: k.Target.Arch(), Elem: k.Target.Elem, Name: k.Name, PTX: k.PTX,
-		TileQ: TileQ, Threads: Threads, DynShared: k.DynShared, Stride: max(k.Stride, 1)}
+		TileQ: k.TileQ, Threads: k.Threads, DynShared: k.DynShared, Stride: max(k.Stride, 1)}
 	for _, p := range k.Params {
 		g.Params = append(g.Params, [3]string{p.Name, p.T.String(), p.Doc})
 	}
@@ -122,6 +125,9 @@ func (k *Forward) Geometry(batch, headsQ, headsKV, seqQ, seqK int, scale float64
 	grid, block, dyn, err := k.Kernel().Geometry(batch, headsQ, headsKV, seqQ, seqK)
 	if err != nil {
 		return Launch{}, fmt.Errorf("ptx: %w", err)
+	}
+	if err := k.strideFits(seqQ, seqK); err != nil {
+		return Launch{}, err
 	}
 	if scale == 0 {
 		scale = 1 / math.Sqrt(float64(k.HeadDim))
@@ -153,6 +159,9 @@ func GenerateForward(p *gen.Plan, cfg Config) (*Forward, error) {
 		return nil, err
 	}
 	g.f = NewFunc("attn_fwd_" + p.Name)
+	if t.Accel {
+		return generateHopper(p, cfg, t, g)
+	}
 	g.f.Params = forwardParams(g.docs)
 	if p.UsesTree() {
 		g.f.Params = treeForwardParams()
@@ -182,7 +191,7 @@ func GenerateForward(p *gen.Plan, cfg Config) (*Forward, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Forward{Name: g.f.Name, Target: t, HeadDim: p.HeadDim, Elem: g.elem, Stride: g.st, Params: g.f.Params, PTX: text, DynShared: g.smemBytes()}, nil
+	return &Forward{Name: g.f.Name, Target: t, HeadDim: p.HeadDim, Elem: g.elem, Stride: g.st, Params: g.f.Params, PTX: text, DynShared: g.smemBytes(), TileQ: TileQ, Threads: Threads}, nil
 }
 
 // newFwd checks that target t can render plan p (its element type, tile
@@ -219,7 +228,7 @@ func newFwd(p *gen.Plan, cfg Config, t Target) (*fwd, error) {
 			return nil, fmt.Errorf("ptx: plan %s: the %s program %s takes %d arguments and returns %d values, want %d and %d", p.Name, pr.name, pr.p.Name, len(pr.p.Args), len(pr.p.Results), pr.args, pr.res)
 		}
 	}
-	g := &fwd{p: p, cfg: cfg, elem: elem, D: p.HeadDim, RS: rowStride(p.HeadDim), st: st}
+	g := &fwd{p: p, cfg: cfg, elem: elem, D: p.HeadDim, RS: rowStride(p.HeadDim), st: st, tq: TileQ, tk: TileK, threads: Threads}
 	g.docs = p.Pred.UsesDocs() || p.Hull.UsesDocs() || p.Class.UsesDocs()
 	if g.docs && st > 1 {
 		return nil, fmt.Errorf("ptx: document masks with a residue layout are not supported")
@@ -245,6 +254,9 @@ type fwd struct {
 	pitch   int64
 	docs    bool
 	docRegs *DocRegs // document arrays (document kernels), else nil
+	tq      int      // query rows per CTA
+	tk      int      // keys per key tile
+	threads int      // threads per CTA
 
 	// per-thread values
 	tid, lane, warp, g4, t4 Operand
@@ -260,7 +272,7 @@ type fwd struct {
 
 func (g *fwd) kvBytes() int   { return TileK * g.RS }
 func (g *fwd) qBytes() int    { return TileQ * g.RS }
-func (g *fwd) smemBytes() int { return g.qBytes() + 4*g.kvBytes() + flagBytes }
+func (g *fwd) smemBytes() int { return g.qBytes() + 4*g.kvBytes() + g.flagBytes() }
 
 // cpr is the number of 16-byte chunks per row; rowStep the rows 128
 // threads cover per copy step.
@@ -288,13 +300,9 @@ func (g *fwd) wide(base, x Operand, c int64) Operand {
 	return f.Op3(OpAdd, U64, base, R(off))
 }
 
-func (g *fwd) special(n string) Operand { return R(g.f.Mov(U32, Special(n))) }
-
-func (g *fwd) kernel() error {
-	f := g.f
-	D := g.D
-	f.Comment("parameters and thread coordinates")
-	q, k, v, o, lse := g.global("q"), g.global("k"), g.global("v"), g.global("o"), g.global("lse")
+// dataRegs loads the addresses of the run-time mask data the kernel
+// takes: a tree's arrays, or documents'.
+func (g *fwd) dataRegs() {
 	switch {
 	case g.p.UsesTree():
 		lo, off, anc, info := g.global("tree_lo"), g.global("tree_off"), g.global("tree_anc"), g.global("tree_info")
@@ -303,6 +311,16 @@ func (g *fwd) kernel() error {
 		id, start, end := g.global("doc_id"), g.global("doc_start"), g.global("doc_end")
 		g.docRegs = &DocRegs{ID: id.Reg, Start: start.Reg, End: end.Reg}
 	}
+}
+
+func (g *fwd) special(n string) Operand { return R(g.f.Mov(U32, Special(n))) }
+
+func (g *fwd) kernel() error {
+	f := g.f
+	D := g.D
+	f.Comment("parameters and thread coordinates")
+	q, k, v, o, lse := g.global("q"), g.global("k"), g.global("v"), g.global("o"), g.global("lse")
+	g.dataRegs()
 	g.sq, g.sk = g.param("seq_q", U32), g.param("seq_k", U32)
 	hq, hkv := g.param("heads_q", U32), g.param("heads_kv", U32)
 	g.scl = g.param("scale_log2", F32)
@@ -507,8 +525,8 @@ func (g *fwd) find(start, q0, q1 Operand) (t, c Reg, err error) {
 	f.Place(scan)
 	past := f.Setp("gt", S32, R(t), g.kthi)
 	f.Bra(done, &past, false)
-	k0 := f.MulC(R(t), TileK)
-	kend := f.Add(k0, I(TileK))
+	k0 := f.MulC(R(t), int64(g.tk))
+	kend := f.Add(k0, I(int64(g.tk)))
 	k1 := f.Sub(f.Min(kend, g.sk), I(1))
 	f.Comment("tile class: the plan's class program")
 	cls, err := RenderInts(f, g.p.Class, Env{Args: []Operand{q0, q1, k0, k1}, Docs: g.docRegs})
@@ -526,7 +544,7 @@ func (g *fwd) find(start, q0, q1 Operand) (t, c Reg, err error) {
 	if err != nil {
 		return t, c, err
 	}
-	f.Set(U32, t, f.Max(f.Add(R(t), I(1)), f.FloorDiv(h[0], TileK)))
+	f.Set(U32, t, f.Max(f.Add(R(t), I(1)), f.FloorDiv(h[0], int64(g.tk))))
 	f.Bra(scan, nil, false)
 	f.Place(done)
 	return t, c, nil
@@ -581,11 +599,54 @@ func (g *fwd) compute(kt, cls, buf Operand, qa [][4]Reg, aK, aV Operand, m, l [2
 			g.mma(s[2*np+1], qa[ks], b[2], b[3])
 		}
 	}
+	if err := g.maskPartial(kt, cls, s); err != nil {
+		return err
+	}
+	fix := g.sanitize(cls, sb)
+
+	g.softmax(s, m, l, acc)
+
+	f.Comment("O += P V: P packed to pairs, V through ldmatrix.trans")
+	pt := BF16x2
+	if g.elem == F16 {
+		pt = F16x2
+	}
+	pack := func(hi, lo Reg) Reg {
+		r := f.NewReg(B32)
+		f.Emit(Inst{Op: OpCvtPack, T: pt, Dst: []Operand{R(r)}, Src: []Operand{R(hi), R(lo)}})
+		return r
+	}
+	sV := f.Add(f.Add(sb, I(int64(g.kvBytes()))), aV)
+	for kk := 0; kk < TileK/16; kk++ {
+		a := [4]Reg{
+			pack(s[2*kk][1], s[2*kk][0]), pack(s[2*kk][3], s[2*kk][2]),
+			pack(s[2*kk+1][1], s[2*kk+1][0]), pack(s[2*kk+1][3], s[2*kk+1][2]),
+		}
+		for dp := 0; dp < D/16; dp++ {
+			var b [4]Reg
+			for x := range b {
+				b[x] = f.NewReg(B32)
+			}
+			f.Emit(Inst{Op: OpLdmatrixT, Dst: []Operand{Vec(b[:]...)}, Src: []Operand{Addr(sV.Reg, int64(kk*16*g.RS+dp*32))}})
+			g.mma(acc[2*dp], a, b[0], b[1])
+			g.mma(acc[2*dp+1], a, b[2], b[3])
+		}
+	}
+	g.restore(fix, sb, aV, s, acc)
+	return nil
+}
+
+// maskPartial emits, for a partial tile (cls), the plan's predicate per
+// score element and the key bound: s[n][x] is the score of the thread's
+// row g4 + 8*(x/2) and key kt*tk + 8n + 2*t4 + x%2 (the mma.sync and
+// wgmma accumulator fragment); masked scores become -Inf.
+func (g *fwd) maskPartial(kt, cls Operand, s [][4]Reg) error {
+	f := g.f
 	nomask := f.NewLabel("nomask")
 	pp := f.Setp("ne", S32, cls, I(cPartial))
 	f.Bra(nomask, &pp, false)
 	f.Comment("partial tile: the fused predicate per element, and the key bound")
-	c0 := f.Add(f.MulC(kt, TileK), f.MulC(g.t4, 2))
+	c0 := f.Add(f.MulC(kt, int64(g.tk)), f.MulC(g.t4, 2))
 	f.CommentProg("partial-tile predicate", g.p.Pred)
 	memo := NewMemo()
 	rows := [2]Operand{g.i0, g.i1}
@@ -615,8 +676,14 @@ func (g *fwd) compute(kt, cls, buf Operand, qa [][4]Reg, aK, aV Operand, m, l [2
 		}
 	}
 	f.Place(nomask)
-	fix := g.sanitize(cls, sb)
+	return nil
+}
 
+// softmax emits the online softmax of one tile's scores s (fragment as in
+// maskPartial) into the row state m, l and the accumulators acc (rescaled),
+// leaving the unnormalized probabilities in s.
+func (g *fwd) softmax(s [][4]Reg, m, l [2]Reg, acc [][4]Reg) {
+	f := g.f
 	f.Comment("online softmax: row max over the quad, rescale, exponentiate")
 	var alpha [2]Operand
 	for r := 0; r < 2; r++ {
@@ -660,35 +727,6 @@ func (g *fwd) compute(kt, cls, buf Operand, qa [][4]Reg, aK, aV Operand, m, l [2
 			}
 		}
 	}
-
-	f.Comment("O += P V: P packed to pairs, V through ldmatrix.trans")
-	pt := BF16x2
-	if g.elem == F16 {
-		pt = F16x2
-	}
-	pack := func(hi, lo Reg) Reg {
-		r := f.NewReg(B32)
-		f.Emit(Inst{Op: OpCvtPack, T: pt, Dst: []Operand{R(r)}, Src: []Operand{R(hi), R(lo)}})
-		return r
-	}
-	sV := f.Add(f.Add(sb, I(int64(g.kvBytes()))), aV)
-	for kk := 0; kk < TileK/16; kk++ {
-		a := [4]Reg{
-			pack(s[2*kk][1], s[2*kk][0]), pack(s[2*kk][3], s[2*kk][2]),
-			pack(s[2*kk+1][1], s[2*kk+1][0]), pack(s[2*kk+1][3], s[2*kk+1][2]),
-		}
-		for dp := 0; dp < D/16; dp++ {
-			var b [4]Reg
-			for x := range b {
-				b[x] = f.NewReg(B32)
-			}
-			f.Emit(Inst{Op: OpLdmatrixT, Dst: []Operand{Vec(b[:]...)}, Src: []Operand{Addr(sV.Reg, int64(kk*16*g.RS+dp*32))}})
-			g.mma(acc[2*dp], a, b[0], b[1])
-			g.mma(acc[2*dp+1], a, b[2], b[3])
-		}
-	}
-	g.restore(fix, sb, aV, s, acc)
-	return nil
 }
 
 // Element bits of the 16-bit types: exponent, its lowest bit, mantissa, and
@@ -705,7 +743,7 @@ func (g *fwd) bits() elemBits {
 
 // flagBytes is the shared memory after the key/value buffers: one word per
 // warp for sanitize's vote.
-const flagBytes = 4 * Threads / 32
+func (g *fwd) flagBytes() int { return 4 * g.threads / 32 }
 
 // sanitize emits the masked-value rule for partial tiles: the P V product
 // multiplies a masked p = 0 by its value, and 0 times NaN or an infinity is
@@ -718,6 +756,33 @@ const flagBytes = 4 * Threads / 32
 // terms back to the rows that keep them. It returns a register that is 1
 // when the tile was rewritten (the same in every thread).
 func (g *fwd) sanitize(cls, sb Operand) Reg {
+	return g.sanitizeIn(cls, sanLayout{
+		base:  func() Operand { return g.f.Add(sb, g.copyS) },
+		vOff:  int64(g.kvBytes()),
+		words: TileK / g.rowStep() * 4,
+		addr:  func(w int) int64 { return int64(w/4*g.rowStep()*g.RS + 4*(w%4)) },
+		flags: func() Operand { return g.f.Add(g.smem, I(int64(g.qBytes()+4*g.kvBytes()))) },
+	})
+}
+
+// sanLayout is where sanitizeIn finds a thread's share of a key/value
+// stage: base (emitted where it is needed) is the thread's address in the
+// key tile, the value tile lies vOff bytes further, and the thread owns the
+// words at base+addr(w) of the value tile, w < words; the key tile has the
+// same layout, so a value's code goes vOff bytes before it. flags is the
+// address of the per-warp vote words; fence asks for fence.proxy.async
+// after the generic-proxy writes (wgmma and tensor copies read and write
+// shared memory through the async proxy).
+type sanLayout struct {
+	base  func() Operand
+	vOff  int64
+	words int
+	addr  func(w int) int64
+	flags func() Operand
+	fence bool
+}
+
+func (g *fwd) sanitizeIn(cls Operand, lay sanLayout) Reg {
 	f := g.f
 	eb := g.bits()
 	done := f.Mov(B32, I(0))
@@ -725,16 +790,14 @@ func (g *fwd) sanitize(cls, sb Operand) Reg {
 	f.Comment("masked values: a partial tile's non-finite values are zeroed, and added back where kept")
 	np := f.Setp("ne", S32, cls, I(cPartial))
 	f.Bra(skip, &np, false)
-	sK := f.Add(sb, g.copyS)
-	vOff := int64(g.kvBytes())
-	words, addr := g.share(TileK)
+	sK := lay.base()
+	vOff, words, addr := lay.vOff, lay.words, lay.addr
 	load := func(off int64) Reg {
 		x := f.NewReg(B32)
 		f.Emit(Inst{Op: OpLd, T: B32, Space: "shared", Dst: []Operand{R(x)}, Src: []Operand{Addr(sK.Reg, off)}})
 		return x
 	}
-	g.voteNonFinite(func(w int) Reg { return load(vOff + addr(w)) }, words,
-		func() Operand { return f.Add(g.smem, I(int64(g.qBytes()+4*g.kvBytes()))) }, skip)
+	g.voteNonFinite(func(w int) Reg { return load(vOff + addr(w)) }, words, lay.flags, skip)
 	f.Comment("a non-finite value in the tile: zero it, and write its code over the keys")
 	code := func(h Operand, nf Operand) Operand {
 		isNF := f.Setp("ne", U32, nf, I(0))
@@ -754,6 +817,9 @@ func (g *fwd) sanitize(cls, sb Operand) Reg {
 		hi := code(f.Op3(OpShr, U32, R(x), I(16)), f.Op3(OpAnd, B32, nf, I(0x80000000)))
 		n := f.Op3(OpOr, B32, lo, f.Op3(OpShl, B32, hi, I(16)))
 		f.Emit(Inst{Op: OpSt, T: B32, Space: "shared", Dst: []Operand{Addr(sK.Reg, addr(w))}, Src: []Operand{f.reg(B32, n)}})
+	}
+	if lay.fence {
+		f.Emit(Inst{Op: OpFenceProxy})
 	}
 	f.Emit(Inst{Op: OpBar, Src: []Operand{I(0)}})
 	f.Set(B32, done, I(1))
@@ -798,7 +864,7 @@ func (g *fwd) voteNonFinite(load func(w int) Reg, words int, vote func() Operand
 	f.Emit(Inst{Op: OpSt, T: B32, Space: "shared", Guard: &lane0, Dst: []Operand{Addr(f.reg(U32, f.Add(flags, f.MulC(g.warp, 4))).Reg, 0)}, Src: []Operand{R(any)}})
 	f.Emit(Inst{Op: OpBar, Src: []Operand{I(0)}})
 	all := f.Mov(B32, I(0))
-	for w := 0; w < Threads/32; w++ {
+	for w := 0; w < g.threads/32; w++ {
 		x := f.NewReg(B32)
 		f.Emit(Inst{Op: OpLd, T: B32, Space: "shared", Dst: []Operand{R(x)}, Src: []Operand{Addr(f.reg(U32, flags).Reg, int64(4*w))}})
 		f.Into(OpOr, B32, all, R(all), R(x))
@@ -815,31 +881,12 @@ func (g *fwd) voteNonFinite(load func(w int) Reg, words int, vote func() Operand
 // infinity. Rows that keep none are left bit for bit as they are.
 func (g *fwd) restore(done Reg, sb, aV Operand, s [][4]Reg, acc [][4]Reg) {
 	f := g.f
-	pt := BF16x2
-	if g.elem == F16 {
-		pt = F16x2
-	}
 	skip := f.NewLabel("restored")
 	none := f.Setp("eq", U32, R(done), I(0))
 	f.Bra(skip, &none, false)
 	f.Comment("add back the kept non-finite values of a sanitized tile")
-	ind := func(x Reg) Operand {
-		return f.Selp(F32, Fimm(1), Fimm(0), f.Setp("gt", F32, R(x), Fimm(0)))
-	}
-	pack := func(hi, lo Reg) Reg {
-		r := f.NewReg(B32)
-		f.Emit(Inst{Op: OpCvtPack, T: pt, Dst: []Operand{R(r)}, Src: []Operand{ind(hi), ind(lo)}})
-		return r
-	}
-	a := make([][4]Reg, TileK/16)
-	for kk := range a {
-		a[kk] = [4]Reg{
-			pack(s[2*kk][1], s[2*kk][0]), pack(s[2*kk][3], s[2*kk][2]),
-			pack(s[2*kk+1][1], s[2*kk+1][0]), pack(s[2*kk+1][3], s[2*kk+1][2]),
-		}
-	}
+	a := g.indicators(s)
 	sN := f.Add(sb, aV)
-	nan, inf := Fimm(float32(math.NaN())), float32(math.Inf(1))
 	for dp := 0; dp < g.D/16; dp++ {
 		var c [2][4]Reg
 		for h := range c {
@@ -858,23 +905,56 @@ func (g *fwd) restore(done Reg, sb, aV Operand, s [][4]Reg, acc [][4]Reg) {
 		}
 		for h := range c {
 			for x := range c[h] {
-				// the count is an integer below 2^23: adding 2^23 puts it
-				// in the low mantissa bits
-				bitsR := f.NewReg(B32)
-				f.Emit(Inst{Op: OpBitcast, Dst: []Operand{R(bitsR)}, Src: []Operand{f.F(OpAddF, R(c[h][x]), Fimm(0x1p23))}})
-				n := f.Op3(OpAnd, B32, R(bitsR), I(0x7fffff))
-				pos := f.Setp("ne", U32, f.Op3(OpAnd, B32, n, I(127)), I(0))
-				neg := f.Setp("ne", U32, f.Op3(OpAnd, B32, f.Op3(OpShr, U32, n, I(7)), I(127)), I(0))
-				isNaN := f.POr(f.Setp("ne", U32, f.Op3(OpShr, U32, n, I(14)), I(0)), f.PAnd(pos, neg))
-				v := f.Selp(F32, Fimm(inf), Fimm(-inf), pos)
-				v = f.Selp(F32, nan, v, isNaN)
-				some := f.Setp("ne", U32, n, I(0))
-				y := acc[2*dp+h][x]
-				f.Set(F32, y, f.Selp(F32, f.F(OpAddF, R(y), v), R(y), some))
+				g.addBack(c[h][x], acc[2*dp+h][x])
 			}
 		}
 	}
 	f.Place(skip)
+}
+
+// indicators packs [p > 0] of the probabilities s as the A fragments of
+// the key tile's k-slices of 16 (restore's product with the codes).
+func (g *fwd) indicators(s [][4]Reg) [][4]Reg {
+	f := g.f
+	pt := BF16x2
+	if g.elem == F16 {
+		pt = F16x2
+	}
+	ind := func(x Reg) Operand {
+		return f.Selp(F32, Fimm(1), Fimm(0), f.Setp("gt", F32, R(x), Fimm(0)))
+	}
+	pack := func(hi, lo Reg) Reg {
+		r := f.NewReg(B32)
+		f.Emit(Inst{Op: OpCvtPack, T: pt, Dst: []Operand{R(r)}, Src: []Operand{ind(hi), ind(lo)}})
+		return r
+	}
+	a := make([][4]Reg, len(s)/2)
+	for kk := range a {
+		a[kk] = [4]Reg{
+			pack(s[2*kk][1], s[2*kk][0]), pack(s[2*kk][3], s[2*kk][2]),
+			pack(s[2*kk+1][1], s[2*kk+1][0]), pack(s[2*kk+1][3], s[2*kk+1][2]),
+		}
+	}
+	return a
+}
+
+// addBack adds to the accumulator y the IEEE sum of the non-finite values
+// whose codes' count c holds (restore).
+func (g *fwd) addBack(c, y Reg) {
+	f := g.f
+	nan, inf := Fimm(float32(math.NaN())), float32(math.Inf(1))
+	// the count is an integer below 2^23: adding 2^23 puts it in the low
+	// mantissa bits
+	bitsR := f.NewReg(B32)
+	f.Emit(Inst{Op: OpBitcast, Dst: []Operand{R(bitsR)}, Src: []Operand{f.F(OpAddF, R(c), Fimm(0x1p23))}})
+	n := f.Op3(OpAnd, B32, R(bitsR), I(0x7fffff))
+	pos := f.Setp("ne", U32, f.Op3(OpAnd, B32, n, I(127)), I(0))
+	neg := f.Setp("ne", U32, f.Op3(OpAnd, B32, f.Op3(OpShr, U32, n, I(7)), I(127)), I(0))
+	isNaN := f.POr(f.Setp("ne", U32, f.Op3(OpShr, U32, n, I(14)), I(0)), f.PAnd(pos, neg))
+	v := f.Selp(F32, Fimm(inf), Fimm(-inf), pos)
+	v = f.Selp(F32, nan, v, isNaN)
+	some := f.Setp("ne", U32, n, I(0))
+	f.Set(F32, y, f.Selp(F32, f.F(OpAddF, R(y), v), R(y), some))
 }
 
 // lg2 emits log2(x) for x >= 1 (x is a row sum of exponentials that

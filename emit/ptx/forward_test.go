@@ -111,7 +111,7 @@ func TestForwardHeader(t *testing.T) {
 			t.Errorf("%s: declared %d, body uses %d", c, declared[c], n)
 		}
 	}
-	if k.DynShared != 64*272+4*64*272+flagBytes {
+	if k.DynShared != 64*272+4*64*272+4*Threads/32 {
 		t.Errorf("dynamic shared %d bytes", k.DynShared)
 	}
 }
@@ -262,7 +262,7 @@ func TestGeometry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l.Grid != [3]int{3, 8, 3} || l.Block != [3]int{128, 1, 1} || l.DynShared != 5*64*144+flagBytes {
+	if l.Grid != [3]int{3, 8, 3} || l.Block != [3]int{128, 1, 1} || l.DynShared != 5*64*144+4*Threads/32 {
 		t.Errorf("geometry %+v", l)
 	}
 	if l.SeqQ != 130 || l.SeqK != 300 || l.HeadsQ != 8 || l.HeadsKV != 2 || l.ScaleLog2 != float32(0.125*1.4426950408889634) {

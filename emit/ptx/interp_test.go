@@ -186,7 +186,11 @@ func runForwardDocs(t *testing.T, p *gen.Plan, cfg Config, s shape, want *spec.P
 	if err != nil {
 		t.Fatal(err)
 	}
+	poison(t, dev, oa, la, nq, nl)
 	ptrs := []uint64{qa, ka, va, oa, la}
+	if k.Target.Accel {
+		ptrs = ptrs[3:] // q, k and v through tensor maps
+	}
 	var docs *spec.Docs
 	switch {
 	case ids != nil && p.UsesTree():
@@ -200,6 +204,9 @@ func runForwardDocs(t *testing.T, p *gen.Plan, cfg Config, s shape, want *spec.P
 			t.Fatal(err)
 		}
 		ptrs = append(ptrs, docArrays(t, dev, alloc, ids)...)
+	}
+	if k.Target.Accel {
+		ptrs = append(ptrs, tensorMaps(t, dev, k, s, qa, ka, va)...)
 	}
 	args, err := l.Args(ptrs...)
 	if err != nil {
@@ -267,7 +274,13 @@ func runForwardDocs(t *testing.T, p *gen.Plan, cfg Config, s shape, want *spec.P
 
 func compile(t *testing.T, name string, m *spec.Mask, causal bool, d int) *gen.Plan {
 	t.Helper()
-	p, err := gen.Compile(&spec.Spec{Name: name, Mask: m, Causal: causal, HeadDim: d}, SM80, nil)
+	return compileFor(t, SM80, name, m, causal, d)
+}
+
+// compileFor is compile for target tg.
+func compileFor(t *testing.T, tg Target, name string, m *spec.Mask, causal bool, d int) *gen.Plan {
+	t.Helper()
+	p, err := gen.Compile(&spec.Spec{Name: name, Mask: m, Causal: causal, HeadDim: d}, tg, nil)
 	if err != nil {
 		t.Fatalf("%s (causal %v, mask %s): %v", name, causal, m, err)
 	}
@@ -488,9 +501,21 @@ func planTiles(p *gen.Plan, q0, q1, nk int, docs *spec.Docs) []gen.TileRef {
 func TestInterpVisits(t *testing.T) {
 	masks := append(exampleMasks(t), randomMasks(4, 16)...)
 	masks = append(masks, randomDocMasks(5, 4)...)
+	checkVisits(t, SM80, masks, nil, func(tiles, partial int) int64 { return int64(1 + 2*tiles + partial) })
+}
+
+// checkVisits is TestInterpVisits for the kernel of target tg, whose CTAs
+// with tiles and partial of them partial pass barriers(tiles, partial)
+// barriers (finite data).
+// Shapes pass through adjust (nil: none) for the plan.
+func checkVisits(t *testing.T, tg Target, masks []testMask, adjust func(*gen.Plan, shape) shape, barriers func(tiles, partial int) int64) {
+	t.Helper()
 	for _, c := range masks {
 		for _, sh := range []shape{{1, 2, 1, 300, 700}, {1, 1, 1, 1, 500}} {
-			p := compile(t, c.name, c.p.Mask, c.p.Causal, 64)
+			p := compileFor(t, tg, c.name, c.p.Mask, c.p.Causal, 64)
+			if adjust != nil {
+				sh = adjust(p, sh)
+			}
 			var ids []int32
 			var docs *spec.Docs
 			switch {
@@ -507,7 +532,7 @@ func TestInterpVisits(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			st := launchCount(t, p, sh, ids)
+			st := launchCount(t, p, tg, sh, ids)
 			var want int64
 			var refs []gen.TileRef
 			for _, seg := range p.Segments(sh.sq, sh.sk) {
@@ -516,13 +541,14 @@ func TestInterpVisits(t *testing.T) {
 					q0 := qt*p.TileQ + off
 					q1 := min(qt*p.TileQ+p.TileQ, seg.SeqQ) - 1 + off
 					scan := planTiles(p, q0, q1, seg.SeqK, docs)
-					if len(scan) > 0 {
-						want += 1 + 2*int64(len(scan))
-					}
+					partial := 0
 					for _, r := range scan {
 						if r.Class == mask.Partial {
-							want++ // sanitize's vote (the data is finite)
+							partial++ // sanitize's vote (the data is finite)
 						}
+					}
+					if len(scan) > 0 {
+						want += barriers(len(scan), partial)
 					}
 					classes := map[int]mask.Class{}
 					for _, r := range scan {
@@ -548,11 +574,11 @@ func TestInterpVisits(t *testing.T) {
 	}
 }
 
-// launchCount runs the kernel of p on shape sh (document ids ids, nil for
-// none) and returns the interpreter's statistics.
-func launchCount(t *testing.T, p *gen.Plan, sh shape, ids []int32) *ptxi.Stats {
+// launchCount runs the kernel of p for target tg on shape sh (document
+// ids ids, nil for none) and returns the interpreter's statistics.
+func launchCount(t *testing.T, p *gen.Plan, tg Target, sh shape, ids []int32) *ptxi.Stats {
 	t.Helper()
-	k, err := GenerateForward(p, Config{SoftLg2: true})
+	k, err := GenerateForward(p, Config{Target: tg, SoftLg2: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -602,6 +628,9 @@ func launchCount(t *testing.T, p *gen.Plan, sh shape, ids []int32) *ptxi.Stats {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if k.Target.Accel {
+		ptrs = append(ptrs[3:], tensorMaps(t, dev, k, sh, ptrs[0], ptrs[1], ptrs[2])...)
+	}
 	args, err := l.Args(ptrs...)
 	if err != nil {
 		t.Fatal(err)
@@ -629,6 +658,26 @@ func TestInterpHardwareLg2(t *testing.T) {
 		t.Fatal(err)
 	}
 	runForward(t, p, Config{}, shape{1, 2, 1, 100, 150}, nil, true)
+}
+
+// poison fills the output (n elements) and the log-sum-exp (nl) with NaN
+// bits, so that an element the kernel does not write fails the comparison.
+func poison(t *testing.T, dev *ptxi.Device, o, lse uint64, n, nl int) {
+	t.Helper()
+	h := make([]uint16, n)
+	for i := range h {
+		h[i] = 0x7fff
+	}
+	w := make([]uint32, nl)
+	for i := range w {
+		w[i] = 0x7fffffff
+	}
+	if err := dev.WriteU16(o, h); err != nil {
+		t.Fatal(err)
+	}
+	if err := dev.WriteU32(lse, w); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // docArrays copies the document id, start and end arrays of ids to the
@@ -663,7 +712,7 @@ func TestInterpJumpsEmptyTiles(t *testing.T) {
 	p := compile(t, "sinkwin", spec.Union(spec.Global(4), spec.Window(1024)), true, 64)
 	var ins []int64
 	for _, sk := range []int{8192, 65536} {
-		st := launchCount(t, p, shape{1, 1, 1, 1, sk}, nil)
+		st := launchCount(t, p, SM80, shape{1, 1, 1, 1, sk}, nil)
 		ins = append(ins, st.WarpInstructions)
 	}
 	if float64(ins[1]) > 1.1*float64(ins[0]) {

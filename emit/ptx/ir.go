@@ -90,6 +90,7 @@ const (
 	KSpecial             // %tid.x, ...
 	KSym                 // a shared variable or parameter name used as a value
 	KLabel
+	KTensor // [Reg, {Vec...}]: a tensor map address and its coordinates
 )
 
 // Operand is one instruction operand.
@@ -116,6 +117,13 @@ func Addr(r Reg, off int64) Operand {
 	return Operand{Kind: KAddr, Reg: r, Off: off}
 }
 func AddrSym(n string, off int64) Operand { return Operand{Kind: KAddr, Name: n, Off: off} }
+
+// TensorCoord is the source operand [tmap, {c0, c1, ...}] of a bulk tensor
+// copy: a 64-bit register holding a tensor map's address, and s32
+// coordinates (innermost first) in 32-bit registers.
+func TensorCoord(tmap Reg, coords ...Reg) Operand {
+	return Operand{Kind: KTensor, Reg: tmap, Vec: coords}
+}
 
 func (o Operand) String() string {
 	switch o.Kind {
@@ -151,6 +159,8 @@ func (o Operand) String() string {
 		return s + "}"
 	case KSpecial, KSym, KLabel:
 		return o.Name
+	case KTensor:
+		return "[" + o.Reg.String() + ", " + Vec(o.Vec...).String() + "]"
 	}
 	return "?"
 }
@@ -179,9 +189,12 @@ type Func struct {
 	// the fewest CTAs per SM the register budget must allow.
 	MinCTAs   int
 	DynShared string // name of the dynamic shared array, "" for none
-	Body      []Inst
-	next      map[Type]int
-	labels    int
+	// SharedAlign is the alignment of the dynamic shared array in bytes
+	// (at least 16; swizzled tensor copies and wgmma need 1024).
+	SharedAlign int
+	Body        []Inst
+	next        map[Type]int
+	labels      int
 }
 
 // Param is a kernel parameter.

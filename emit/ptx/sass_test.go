@@ -168,6 +168,9 @@ func TestPtxas12(t *testing.T) {
 // sassCounts are the instructions the SASS check counts.
 type sassCounts struct {
 	HMMA      int // HMMA.16816 (mma.sync.m16n8k16): one per 16x8x16 product
+	HGMMA     int // HGMMA.64xNx16 (wgmma.mma_async m64nNk16), per warp of the warpgroup
+	UTMALDG   int // UTMALDG (cp.async.bulk.tensor global to shared)
+	DEPBAR    int // WARPGROUP.DEPBAR (a wait for wgmma: one per wgmma.wait_group unless ptxas serializes wgmma)
 	LDSM      int // LDSM.16.M88.4 (ldmatrix.x4): four 8x8 b16 matrices
 	LDSMT     int // LDSM.16.MT88.4 (ldmatrix.x4.trans)
 	EX2       int // MUFU.EX2 (ex2.approx.ftz.f32)
@@ -175,11 +178,20 @@ type sassCounts struct {
 }
 
 func (c sassCounts) String() string {
+	if c.HGMMA > 0 || c.UTMALDG > 0 {
+		return fmt.Sprintf("HGMMA %d, WARPGROUP.DEPBAR %d, UTMALDG %d, MUFU.EX2 %d", c.HGMMA, c.DEPBAR, c.UTMALDG, c.EX2)
+	}
 	return fmt.Sprintf("HMMA.16816 %d, LDSM.16.M88.4 %d, LDSM.16.MT88.4 %d, MUFU.EX2 %d", c.HMMA, c.LDSM, c.LDSMT, c.EX2)
 }
 
 func (c *sassCounts) add(op string) {
 	switch {
+	case strings.HasPrefix(op, "HGMMA."):
+		c.HGMMA++
+	case strings.HasPrefix(op, "UTMALDG"):
+		c.UTMALDG++
+	case strings.HasPrefix(op, "WARPGROUP.DEPBAR"):
+		c.DEPBAR++
 	case strings.HasPrefix(op, "HMMA.16816."):
 		c.HMMA++
 	case strings.HasPrefix(op, "HMMA"):
@@ -194,7 +206,7 @@ func (c *sassCounts) add(op string) {
 }
 
 // sassLoop is what TestSASSInnerLoop reads of a kernel's SASS: the key-tile
-// loop (the backward branch whose body holds the most HMMA), split into the
+// loop (the backward branch whose body holds the most HMMA or HGMMA), split into the
 // instructions every tile runs and those a forward branch inside the loop
 // may skip, and the instructions outside it.
 type sassLoop struct {
@@ -238,7 +250,7 @@ func readSASSLoop(listing string) (sassLoop, error) {
 	hmma := make([]int, len(insts)+1) // prefix counts of HMMA
 	for i, in := range insts {
 		hmma[i+1] = hmma[i]
-		if strings.HasPrefix(in.op, "HMMA") {
+		if strings.HasPrefix(in.op, "HMMA") || strings.HasPrefix(in.op, "HGMMA") {
 			hmma[i+1]++
 		}
 	}

@@ -62,6 +62,20 @@ const (
 	OpBitcast // mov.b32 between .b32 and .f32 registers
 	OpCvtU16  // cvt.u16.u32: the low half of a b32 into a b16 register
 	OpCvtF16  // cvt.f32.f16: an IEEE half in a b16 register to f32 (exact)
+
+	// sm_90 and sm_90a ops of the Hopper forward kernel (hopper.go); the
+	// sm_80 kernel uses none of them (hopperOps).
+	OpWgFence       // wgmma.fence
+	OpWgCommit      // wgmma.commit_group
+	OpWgWait        // wgmma.wait_group N
+	OpWgmmaSS       // wgmma.mma_async, A and B from descriptors; N is twice the accumulator count
+	OpWgmmaRS       // wgmma.mma_async, A from 4 registers, B from a descriptor
+	OpMbarInit      // mbarrier.init [bar], count
+	OpMbarArriveTx  // mbarrier.arrive.expect_tx state, [bar], bytes
+	OpMbarTryWait   // mbarrier.try_wait.parity p, [bar], parity
+	OpBulkTensor3   // cp.async.bulk.tensor.3d [dst], [tmap, {c0, c1, c2}], [bar]
+	OpFenceProxy    // fence.proxy.async.shared::cta
+	OpFenceMbarInit // fence.mbarrier_init.release.cluster
 	numOps
 )
 
@@ -74,6 +88,7 @@ const (
 //	P predicate (a source may be negated); B b32 register; H b16 register
 //	F f32 register or immediate; U u32 register or immediate; I immediate
 //	A address (64-bit register, or 32-bit for .shared); S shared address; V vector of registers; L label; X any 32-bit register
+//	D b64 register; M tensor-map operand [tmap, {c0, c1, c2}] (TensorCoord)
 type opSpec struct {
 	text   string // mnemonic; {T}, {T2}, {C} and {S} are replaced
 	types  []Type // allowed T (nil: none)
@@ -81,6 +96,33 @@ type opSpec struct {
 	sig    string
 	nd     int // how many of sig are destinations
 	minSM  int // the oldest SM version that has the instruction (0: any)
+	// accel: the instruction is architecture-specific: only the target
+	// sm_<minSM>a has it (wgmma and setmaxnreg: sm_90a).
+	accel bool
+}
+
+// hopperOps are the ops only the sm_90a forward kernel (hopper.go) uses.
+var hopperOps = map[Op]bool{
+	OpWgFence: true, OpWgCommit: true, OpWgWait: true, OpWgmmaSS: true, OpWgmmaRS: true,
+	OpMbarInit: true, OpMbarArriveTx: true, OpMbarTryWait: true, OpBulkTensor3: true,
+	OpFenceProxy: true, OpFenceMbarInit: true,
+}
+
+// availableOn reports whether target sm_<sm> (sm_<sm>a when accel) has the
+// op.
+func (sp opSpec) availableOn(sm int, accel bool) bool {
+	if sp.accel {
+		return accel && sm == sp.minSM
+	}
+	return sp.minSM <= sm
+}
+
+// need names the target an op needs, e.g. "sm_80" or "sm_90a".
+func (sp opSpec) need() string {
+	if sp.accel {
+		return fmt.Sprintf("sm_%da", sp.minSM)
+	}
+	return fmt.Sprintf("sm_%d", sp.minSM)
 }
 
 var (
@@ -138,6 +180,18 @@ var opTable = [numOps]opSpec{
 	OpBitcast:   {text: "mov.b32", sig: "XX", nd: 1},
 	OpCvtU16:    {text: "cvt.u16.u32", sig: "HB", nd: 1},
 	OpCvtF16:    {text: "cvt.f32.f16", sig: "FH", nd: 1},
+
+	OpWgFence:       {text: "wgmma.fence.sync.aligned", minSM: 90, accel: true},
+	OpWgCommit:      {text: "wgmma.commit_group.sync.aligned", minSM: 90, accel: true},
+	OpWgWait:        {text: "wgmma.wait_group.sync.aligned", sig: "I", minSM: 90, accel: true},
+	OpWgmmaSS:       {text: "wgmma.mma_async.sync.aligned.m64n{N}k16.f32.{T}.{T}", types: []Type{BF16, F16}, sig: "VDDIIIII", nd: 1, minSM: 90, accel: true},
+	OpWgmmaRS:       {text: "wgmma.mma_async.sync.aligned.m64n{N}k16.f32.{T}.{T}", types: []Type{BF16, F16}, sig: "VVDIIII", nd: 1, minSM: 90, accel: true},
+	OpMbarInit:      {text: "mbarrier.init.shared::cta.b64", sig: "SU", nd: 1, minSM: 90},
+	OpMbarArriveTx:  {text: "mbarrier.arrive.expect_tx.shared::cta.b64", sig: "DSU", nd: 1, minSM: 90},
+	OpMbarTryWait:   {text: "mbarrier.try_wait.parity.shared::cta.b64", sig: "PSU", nd: 1, minSM: 90},
+	OpBulkTensor3:   {text: "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes", sig: "SMS", nd: 1, minSM: 90},
+	OpFenceProxy:    {text: "fence.proxy.async.shared::cta", minSM: 90},
+	OpFenceMbarInit: {text: "fence.mbarrier_init.release.cluster", minSM: 90},
 }
 
 var cmpOK = map[string]bool{"eq": true, "ne": true, "lt": true, "le": true, "gt": true, "ge": true}
@@ -257,6 +311,16 @@ func fits(c byte, o Operand, in *Inst) error {
 			}
 		}
 		return nil
+	case 'M':
+		if o.Kind != KTensor || o.Reg.T != B64 || len(o.Vec) != 3 {
+			return fmt.Errorf("operand %s: want [tensor map, {c0, c1, c2}]", o)
+		}
+		for _, r := range o.Vec {
+			if r.T != B32 {
+				return fmt.Errorf("operand %s: tensor coordinates must be 32-bit registers", o)
+			}
+		}
+		return nil
 	case 'L':
 		if o.Kind != KLabel || o.Name == "" {
 			return fmt.Errorf("operand %s: want a label", o)
@@ -333,6 +397,19 @@ func Legalize(f *Func) error {
 		if in.Guard != nil && in.Guard.T != Pred {
 			bad(k, in, "guard %s is not a predicate", in.Guard)
 		}
+		if in.Op == OpWgmmaSS || in.Op == OpWgmmaRS {
+			if n := len(in.Dst[0].Vec); n%4 != 0 || n < 4 || n > 128 {
+				bad(k, in, "wgmma with %d accumulators: want a multiple of 4 in 4..128 (N = 8..256)", n)
+			}
+			for _, r := range in.Dst[0].Vec {
+				if r.T != F32 {
+					bad(k, in, "wgmma accumulator %s is not f32", r)
+				}
+			}
+			if in.Op == OpWgmmaRS && len(in.Src[0].Vec) != 4 {
+				bad(k, in, "wgmma A from registers takes 4, got %d", len(in.Src[0].Vec))
+			}
+		}
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("ptx legalize: %s", strings.Join(errs, "\n\t"))
@@ -360,6 +437,9 @@ func render(b *strings.Builder, in *Inst) error {
 		// the time Text took)
 		for _, r := range [][2]string{{"{T}", in.T.String()}, {"{T2}", in.T2.String()}, {"{C}", in.Cmp}, {"{S}", in.Space}} {
 			text = strings.ReplaceAll(text, r[0], r[1])
+		}
+		if strings.Contains(text, "{N}") {
+			text = strings.ReplaceAll(text, "{N}", fmt.Sprint(2*len(in.Dst[0].Vec)))
 		}
 	}
 	b.WriteByte('\t')
@@ -392,7 +472,10 @@ func render(b *strings.Builder, in *Inst) error {
 type Module struct {
 	Comments []string // written at the top as // lines
 	SM       int      // the .target: sm_<SM>; it must have a PTX ISA version (isaVersions)
-	Funcs    []*Func
+	// Accel targets sm_<SM>a, the architecture-specific features (wgmma,
+	// setmaxnreg on sm_90a), with the ISA version that has them.
+	Accel bool
+	Funcs []*Func
 }
 
 // AddressSize is the module's .address_size.
@@ -403,7 +486,7 @@ const AddressSize = 64
 // of the SM), .target sm_<SM> and .address_size 64; an SM without a known
 // ISA version, or an instruction the SM lacks, is an error.
 func (m *Module) Text() (string, error) {
-	isa, err := isaVersion(m.SM)
+	isa, err := isaVersionOf(m.SM, m.Accel)
 	if err != nil {
 		return "", err
 	}
@@ -411,21 +494,32 @@ func (m *Module) Text() (string, error) {
 	for _, c := range m.Comments {
 		fmt.Fprintf(&b, "// %s\n", c)
 	}
-	fmt.Fprintf(&b, ".version %s\n.target sm_%d\n.address_size %d\n", isa, m.SM, AddressSize)
-	dyn := map[string]bool{}
+	arch := fmt.Sprintf("sm_%d", m.SM)
+	if m.Accel {
+		arch += "a"
+	}
+	fmt.Fprintf(&b, ".version %s\n.target %s\n.address_size %d\n", isa, arch, AddressSize)
+	align := map[string]int{}
+	var dyn []string
 	for _, f := range m.Funcs {
-		if f.DynShared != "" && !dyn[f.DynShared] {
-			dyn[f.DynShared] = true
-			fmt.Fprintf(&b, "\n.extern .shared .align 16 .b8 %s[];\n", f.DynShared)
+		if f.DynShared == "" {
+			continue
 		}
+		if _, ok := align[f.DynShared]; !ok {
+			dyn = append(dyn, f.DynShared)
+		}
+		align[f.DynShared] = max(align[f.DynShared], f.SharedAlign, 16)
+	}
+	for _, name := range dyn {
+		fmt.Fprintf(&b, "\n.extern .shared .align %d .b8 %s[];\n", align[name], name)
 	}
 	for _, f := range m.Funcs {
 		if err := Legalize(f); err != nil {
 			return "", err
 		}
 		for k := range f.Body {
-			if sp, ok := f.Body[k].Op.spec(); ok && sp.minSM > m.SM {
-				return "", fmt.Errorf("ptx: %s: instruction %d: %s needs sm_%d, the module targets sm_%d", f.Name, k, sp.text, sp.minSM, m.SM)
+			if sp, ok := f.Body[k].Op.spec(); ok && !sp.availableOn(m.SM, m.Accel) {
+				return "", fmt.Errorf("ptx: %s: instruction %d: %s needs %s, the module targets %s", f.Name, k, sp.text, sp.need(), arch)
 			}
 		}
 		fmt.Fprintf(&b, "\n.visible .entry %s(\n", f.Name)
@@ -456,6 +550,11 @@ func (m *Module) Text() (string, error) {
 				case o.Kind == KReg, o.Kind == KAddr && o.Name == "":
 					note(o.Reg)
 				case o.Kind == KVec:
+					for _, r := range o.Vec {
+						note(r)
+					}
+				case o.Kind == KTensor:
+					note(o.Reg)
 					for _, r := range o.Vec {
 						note(r)
 					}

@@ -51,7 +51,7 @@ func TestRenderTable(t *testing.T) {
 	}
 }
 
-var ptxDir = flag.String("ptxdir", "", "write the forward kernels of the example specs (bf16 and f16) into this folder, for GPU checks")
+var ptxDir = flag.String("ptxdir", "", "write the forward kernels of the example specs (bf16 and f16, sm_80 and sm_90a) into this folder, for GPU checks")
 
 // TestWritePTX writes the example kernels when -ptxdir is given.
 func TestWritePTX(t *testing.T) {
@@ -65,6 +65,19 @@ func TestWritePTX(t *testing.T) {
 				t.Fatal(err)
 			}
 			path := filepath.Join(*ptxDir, k.Name+"_"+tg.Elem+".ptx")
+			if err := os.WriteFile(path, []byte(k.PTX), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// the sm_90a kernels (their runner must make the tensor maps of
+		// Forward.TensorMaps)
+		for _, tg := range []Target{SM90a, f16SM90a} {
+			_, p := hopperPlan(t, filepath.Join("../../spec/examples", name+".yaml"), tg)
+			k, err := GenerateForward(p, Config{Target: tg})
+			if err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(*ptxDir, k.Name+"_"+tg.Elem+"_sm90a.ptx")
 			if err := os.WriteFile(path, []byte(k.PTX), 0o644); err != nil {
 				t.Fatal(err)
 			}

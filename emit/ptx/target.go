@@ -27,7 +27,15 @@ const (
 type Target struct {
 	SM   int
 	Elem string
+	// Accel selects the architecture-specific target sm_<SM>a and, with it,
+	// the kernel written for it: on sm_90a the Hopper forward kernel
+	// (hopper.go: wgmma, tensor copies, mbarriers) instead of the sm_80
+	// one. Only SM 90 has it.
+	Accel bool
 }
+
+// SM90a is the Hopper target: sm_90a, bf16, the wgmma kernel.
+var SM90a = Target{SM: 90, Elem: "bf16", Accel: true}
 
 // SM80 is the default target: sm_80 (Ampere and later), bf16.
 var SM80 = Target{SM: 80, Elem: "bf16"}
@@ -41,18 +49,32 @@ var _ gen.Target = Target{}
 // headDims are the head dimensions the forward kernel is written for.
 var headDims = []int{64, 128}
 
-// Name is the target's planner name, e.g. "ptx-sm80-bf16".
-func (t Target) Name() string { return fmt.Sprintf("ptx-sm%d-%s", t.SM, t.Elem) }
+// Name is the target's planner name, e.g. "ptx-sm80-bf16" or
+// "ptx-sm90a-bf16".
+func (t Target) Name() string {
+	return fmt.Sprintf("ptx-%s-%s", strings.ReplaceAll(t.Arch(), "_", ""), t.Elem)
+}
 
 // String is Name.
 func (t Target) String() string { return t.Name() }
 
-// Arch is the PTX target directive's name, e.g. "sm_80".
-func (t Target) Arch() string { return fmt.Sprintf("sm_%d", t.SM) }
+// Arch is the PTX target directive's name, e.g. "sm_80" or "sm_90a".
+func (t Target) Arch() string {
+	if t.Accel {
+		return fmt.Sprintf("sm_%da", t.SM)
+	}
+	return fmt.Sprintf("sm_%d", t.SM)
+}
 
 // TileSizes is the forward kernel's tile: 64 queries by 64 keys for every
-// head dimension.
-func (t Target) TileSizes(headDim int) (q, k int) { return TileQ, TileK }
+// head dimension; on sm_90a 128 queries (two consumer warpgroups of 64
+// rows) by hopTileK(headDim) keys.
+func (t Target) TileSizes(headDim int) (q, k int) {
+	if t.Accel {
+		return hopTileQ, hopTileK(headDim)
+	}
+	return TileQ, TileK
+}
 
 // HeadDims lists the head dimensions the forward kernel supports.
 func (t Target) HeadDims() []int { return slices.Clone(headDims) }
@@ -77,13 +99,16 @@ func (t Target) Check() error {
 	if _, err := t.ElemType(); err != nil {
 		return err
 	}
-	if _, err := isaVersion(t.SM); err != nil {
+	if _, err := isaVersionOf(t.SM, t.Accel); err != nil {
 		return err
 	}
 	var need []string
 	for op := OpLdParam; op < numOps; op++ {
-		if sp, ok := op.spec(); ok && sp.minSM > t.SM {
-			need = append(need, fmt.Sprintf("%s (sm_%d)", opName.Replace(sp.text), sp.minSM))
+		if hopperOps[op] != t.Accel {
+			continue // an op of the other kernel
+		}
+		if sp, ok := op.spec(); ok && !sp.availableOn(t.SM, t.Accel) {
+			need = append(need, fmt.Sprintf("%s (%s)", opName.Replace(sp.text), sp.need()))
 		}
 	}
 	if len(need) > 0 {
@@ -93,7 +118,7 @@ func (t Target) Check() error {
 }
 
 // opName writes an op table mnemonic without its type placeholders.
-var opName = strings.NewReplacer(".{T}", "", ".{T2}", "", ".{C}", "", ".{S}", "")
+var opName = strings.NewReplacer(".{T}", "", ".{T2}", "", ".{C}", "", ".{S}", "", "{N}", "N")
 
 // ElemType is the target's element type as a PTX type (BF16 or F16).
 func (t Target) ElemType() (Type, error) {
@@ -113,6 +138,23 @@ func (t Target) ElemType() (Type, error) {
 // sm_90 without spills). Later SM versions need a later ISA and are not
 // served yet.
 var isaVersions = map[int]string{75: "7.8", 80: "7.8", 86: "7.8", 87: "7.8", 89: "7.8", 90: "7.8"}
+
+// accelISA is the PTX ISA version of the architecture-specific targets
+// (sm_<SM>a): ISA 8.0 introduced sm_90a with wgmma and setmaxnreg (CUDA
+// 12.0 and later).
+var accelISA = map[int]string{90: "8.0"}
+
+// isaVersionOf is the ISA version of sm_<sm>, or of sm_<sm>a when accel.
+func isaVersionOf(sm int, accel bool) (string, error) {
+	if !accel {
+		return isaVersion(sm)
+	}
+	v, ok := accelISA[sm]
+	if !ok {
+		return "", fmt.Errorf("ptx: target sm_%da: no architecture-specific target is known for sm_%d (known: sm_90a)", sm, sm)
+	}
+	return v, nil
+}
 
 func isaVersion(sm int) (string, error) {
 	v, ok := isaVersions[sm]

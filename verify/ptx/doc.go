@@ -145,7 +145,14 @@
 //     inner box exactly the swizzle width); its bytes are pending (loading
 //     them is an error) until mbar's current phase completes; its full box
 //     size counts against the tx-count. A block that ends with copies
-//     pending is an error. The tensor map is passed by pointer (a .u64
+//     pending is an error. Since a copy completes as soon as its phase does
+//     (here often at issue), completion alone does not make the bytes
+//     readable: a warp may load them (ld.shared, or as a wgmma operand)
+//     only after it observed that phase's completion, by an mbarrier wait
+//     of its own that returned true or through a bar.sync after another
+//     warp's; loading them earlier is an error (a kernel that skipped the
+//     wait would read stale data on a GPU). A generic store to a byte ends
+//     this requirement for it. The tensor map is passed by pointer (a .u64
 //     parameter), not as a .param .b8[128] by value.
 //   - setmaxnreg.{inc,dec}.sync.aligned.u32 N (N a multiple of 8 in
 //     24..256, all lanes active), fence.proxy.async[.shared::cta|

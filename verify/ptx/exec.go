@@ -56,6 +56,10 @@ type warp struct {
 	waitIn     *inst
 	waitActive uint32
 	yieldEv    int64
+	// seen: per mbarrier (shared offset), the phases whose completion this
+	// warp has observed, by its own wait or through a bar.sync after
+	// another warp's; bulk-copied bytes are readable only after that.
+	seen map[int]uint64
 }
 
 type blockRun struct {
@@ -70,6 +74,7 @@ type blockRun struct {
 	wsh    []uint32 // per shared byte: epoch<<6 | writer warp+1 (0: not written in this block)
 	rsh    []uint32 // per shared byte: epoch<<6 | reader warp+1 (63: several warps)
 	pend   []bool   // per shared byte: target of an incomplete cp.async
+	aph    []uint64 // per shared byte written by a completed bulk copy: mbarrier offset<<32 | the phase count its completion reached (0: none)
 	shadow bool
 	epoch  uint32
 	warps  []*warp
@@ -97,6 +102,7 @@ func newBlockRun(d *Device, k *Kernel, grid, block [3]int, shSize int, params []
 		r.wsh = make([]uint32, shSize)
 		r.rsh = make([]uint32, shSize)
 		r.pend = make([]bool, shSize)
+		r.aph = make([]uint64, shSize)
 	}
 	n := block[0] * block[1] * block[2]
 	for i := 0; i*32 < n; i++ {
@@ -127,6 +133,7 @@ func (r *blockRun) run(ctaid [3]int) error {
 		clear(r.wsh)
 		clear(r.rsh)
 		clear(r.pend)
+		clear(r.aph)
 	}
 	r.epoch = 1
 	clear(r.mbars)
@@ -141,6 +148,7 @@ func (r *blockRun) run(ctaid [3]int) error {
 		clear(w.wgPend)
 		w.icount, w.fenceAt, w.nPend, w.wgOpen, w.wgGroups, w.wgSeq = 0, -1, 0, 0, w.wgGroups[:0], 0
 		w.waitIn, w.waitActive, w.yieldEv = nil, 0, 0
+		clear(w.seen)
 		for l := range w.async {
 			w.async[l].chunks = w.async[l].chunks[:0]
 			w.async[l].ends = w.async[l].ends[:0]
@@ -233,6 +241,7 @@ func (r *blockRun) run(ctaid [3]int) error {
 		}
 		r.epoch++
 		r.st.Barriers++
+		r.shareSeen()
 		for _, w := range r.warps {
 			w.state = wsRun
 		}
@@ -1071,6 +1080,9 @@ func (r *blockRun) shRead(w *warp, off, n int) string {
 			if ws>>6 == r.epoch && ws&63 != me {
 				return fmt.Sprintf("race: load of shared offset %#x written by warp %d since the last barrier", i, ws&63-1)
 			}
+			if a := r.aph[i]; a != 0 && w.seen[int(a>>32)] < a&0xffffffff {
+				return fmt.Sprintf("load of shared offset %#x, which a bulk copy wrote, before this warp observed the completion of its mbarrier (shared offset %#x) phase %d (missing mbarrier.try_wait, or a bar.sync after another warp's)", i, a>>32, a&0xffffffff-1)
+			}
 			rs := r.rsh[i]
 			if rs>>6 != r.epoch {
 				r.rsh[i] = r.epoch<<6 | me
@@ -1099,6 +1111,7 @@ func (r *blockRun) shWrite(w *warp, off, n int) string {
 			}
 		}
 		r.wsh[i] = t
+		r.aph[i] = 0
 	}
 	return ""
 }
@@ -1179,6 +1192,7 @@ func (r *blockRun) completeCopy(w *warp, c chunk) {
 	for i := int(c.off); i < int(c.off+c.n); i++ {
 		r.pend[i] = false
 		r.wsh[i] = t
+		r.aph[i] = 0
 	}
 }
 

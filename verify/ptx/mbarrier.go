@@ -13,6 +13,7 @@ import (
 // bytes of shared memory; the interpreter keeps it here, keyed by offset,
 // and rejects ordinary loads and stores of those bytes.
 type mbarState struct {
+	off      int   // shared offset
 	expected int32 // arrivals per phase (init's count)
 	pending  int32 // arrivals the current phase still needs
 	tx       int64 // transaction count: expected bytes not yet transferred
@@ -47,6 +48,7 @@ func (r *blockRun) mbarCheck(mb *mbarState) {
 			if r.shadow {
 				r.pend[i] = false
 				r.wsh[i] = asyncWriter
+				r.aph[i] = uint64(mb.off)<<32 | mb.phase
 			}
 		}
 	}
@@ -85,7 +87,10 @@ func (r *blockRun) mbarOp(w *warp, in *inst, active uint32) error {
 			if r.mbars == nil {
 				r.mbars = map[int]*mbarState{}
 			}
-			r.mbars[off] = &mbarState{expected: int32(cnt), pending: int32(cnt)}
+			r.mbars[off] = &mbarState{off: off, expected: int32(cnt), pending: int32(cnt)}
+			for _, o := range r.warps { // a new object: its phases start again
+				delete(o.seen, off)
+			}
 			continue
 		}
 		if mb == nil {
@@ -172,10 +177,40 @@ func (r *blockRun) mbarWait(w *warp, in *inst, active uint32) (bool, error) {
 		}
 		if done {
 			res |= 1 << l
+			if w.seen == nil {
+				w.seen = map[int]uint64{}
+			}
+			w.seen[off] = max(w.seen[off], mb.phase)
 		}
 	}
 	w.setPred(in.dst[0].slot, active, res)
 	return res == active, nil
+}
+
+// shareSeen makes, at a bar.sync, every mbarrier phase completion a warp
+// observed before it observed by every warp (the barrier orders the
+// observer's wait before the others' later loads).
+func (r *blockRun) shareSeen() {
+	var all map[int]uint64
+	for _, w := range r.warps {
+		for off, ph := range w.seen {
+			if all == nil {
+				all = map[int]uint64{}
+			}
+			all[off] = max(all[off], ph)
+		}
+	}
+	for _, w := range r.warps {
+		if len(all) == 0 {
+			break
+		}
+		if w.seen == nil {
+			w.seen = map[int]uint64{}
+		}
+		for off, ph := range all {
+			w.seen[off] = max(w.seen[off], ph)
+		}
+	}
 }
 
 // mbarOverlap reports a live mbarrier among shared bytes [off, off+n).

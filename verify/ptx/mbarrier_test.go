@@ -173,6 +173,12 @@ func TestBulkTensorPipeline(t *testing.T) {
 // launch error text.
 func mbarErr(t *testing.T, body string, threads int, params ...any) string {
 	t.Helper()
+	return mbarErrOn(t, NewDevice(), body, threads, params...)
+}
+
+// mbarErrOn is mbarErr on device dev (whose tensor maps the body may use).
+func mbarErrOn(t *testing.T, dev *Device, body string, threads int, params ...any) string {
+	t.Helper()
 	src := `
 .version 8.0
 .target sm_90a
@@ -196,7 +202,7 @@ func mbarErr(t *testing.T, body string, threads int, params ...any) string {
 	if len(params) == 0 {
 		params = []any{uint64(0)}
 	}
-	_, err = NewDevice().Launch(m, "k", [3]int{1, 1, 1}, [3]int{threads, 1, 1}, 0, params...)
+	_, err = dev.Launch(m, "k", [3]int{1, 1, 1}, [3]int{threads, 1, 1}, 0, params...)
 	if err == nil {
 		return ""
 	}
@@ -318,6 +324,9 @@ W:
 	mbarrier.try_wait.parity.shared::cta.b64 %p1, [%r2], 0;
 	@!%p1 bra W;
 	ld.shared.u32 %r5, [%r3];`, ""},
+		{"complete, read without waiting", copyBox + `
+	mbarrier.arrive.expect_tx.shared::cta.b64 %rd2, [%r2], 1024;
+	ld.shared.u32 %r5, [%r3];`, "before this warp observed the completion of its mbarrier"},
 		{"not a tensor map", `
 	mov.u32 %r2, bar;
 	mbarrier.init.shared::cta.b64 [%r2], 1;
@@ -329,6 +338,47 @@ W:
 		if tc.want == "" && got != "" || tc.want != "" && !strings.Contains(got, tc.want) {
 			t.Errorf("%s: error %q, want %q", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestBulkTensorObserved: bytes a bulk copy wrote are readable by a warp
+// once it has observed the completion of the copy's mbarrier phase, by its
+// own wait or through a bar.sync after another warp's wait; the copy
+// completing (in the interpreter, at issue) is not enough.
+func TestBulkTensorObserved(t *testing.T) {
+	dev := NewDevice()
+	g := mustAlloc(t, dev, 64*64*2)
+	tm, err := dev.NewTensorMap(TensorMap{Global: g, ElemSize: 2, Dims: []uint64{64, 64}, Strides: []uint64{128}, Box: []uint32{64, 8}, Swizzle: Swizzle128B})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := func(sync string) string {
+		return `
+	setp.eq.u32 %p2, %r1, 0;
+	mov.u32 %r2, bar;
+	@%p2 mbarrier.init.shared::cta.b64 [%r2], 1;
+	fence.mbarrier_init.release.cluster;
+	bar.sync 0;
+	mov.u32 %r3, buf;
+	mov.u32 %r4, 0;
+	ld.param.u64 %rd1, [tmap];
+	@%p2 mbarrier.arrive.expect_tx.shared::cta.b64 %rd2, [%r2], 1024;
+	@%p2 cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%r3], [%rd1, {%r4, %r4}], [%r2];
+	setp.lt.u32 %p3, %r1, 32;
+	@!%p3 bra SKIP;
+W:
+	mbarrier.try_wait.parity.shared::cta.b64 %p1, [%r2], 0;
+	@!%p1 bra W;
+SKIP:
+` + sync + `
+	ld.shared.u32 %r5, [%r3];
+	ret;`
+	}
+	if got := mbarErrOn(t, dev, body("bar.sync 0;"), 64, tm); got != "" {
+		t.Errorf("warp 1 reading after a bar.sync that follows warp 0's wait: %s", got)
+	}
+	if got := mbarErrOn(t, dev, body(""), 64, tm); !strings.Contains(got, "before this warp observed") || !strings.Contains(got, "thread (32,0,0)") {
+		t.Errorf("warp 1 reading without a wait or a barrier: error %q", got)
 	}
 }
 

@@ -1,0 +1,604 @@
+package ptx
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/attngen/attngen/gen"
+	"github.com/attngen/attngen/spec"
+	"github.com/attngen/attngen/verify"
+	ptxi "github.com/attngen/attngen/verify/ptx"
+)
+
+// The sm_90a kernel (hopper.go) under the interpreter: the same harness,
+// error model and schedule checks as the sm_80 kernel's tests, with q, k
+// and v read through tensor maps made by Device.NewTensorMap from the
+// kernel's own description (Forward.TensorMaps).
+
+var f16SM90a = Target{SM: 90, Elem: "f16", Accel: true}
+
+// tensorMaps registers the tensor maps of k's call with shape s on the
+// interpreter's device and returns their addresses in parameter order.
+func tensorMaps(t *testing.T, dev *ptxi.Device, k *Forward, s shape, q, kk, v uint64) []uint64 {
+	t.Helper()
+	tms, err := k.TensorMaps(s.batch, s.hq, s.hkv, s.sq, s.sk, q, kk, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, p := range k.Params {
+		if strings.HasPrefix(p.Name, "tmap_") {
+			names = append(names, p.Name)
+		}
+	}
+	if len(names) != len(tms) {
+		t.Fatalf("%d tensor-map parameters, TensorMaps gives %d maps", len(names), len(tms))
+	}
+	var addrs []uint64
+	for x, tm := range tms {
+		if tm.Param != names[x] {
+			t.Fatalf("tensor map %d is for %s, parameter %d is %s", x, tm.Param, x, names[x])
+		}
+		if tm.Swizzle != 128 {
+			t.Fatalf("tensor map %s: swizzle %d", tm.Param, tm.Swizzle)
+		}
+		a, err := dev.NewTensorMap(ptxi.TensorMap{Global: tm.Global, ElemSize: tm.ElemSize, Dims: tm.Dims[:], Strides: tm.Strides[:], Box: tm.Box[:], Swizzle: ptxi.Swizzle128B})
+		if err != nil {
+			t.Fatal(err)
+		}
+		addrs = append(addrs, a)
+	}
+	return addrs
+}
+
+// hopperPlan compiles an example spec for target tg.
+func hopperPlan(t *testing.T, file string, tg Target) (*spec.Spec, *gen.Plan) {
+	t.Helper()
+	s, err := spec.ParseFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := gen.Compile(s, tg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, p
+}
+
+// fitStride rounds a shape's sequence lengths up to multiples of the
+// plan's residue stride, which the sm_90a kernel needs (TensorMaps); the
+// identity layout keeps the shape.
+func fitStride(p *gen.Plan, sh shape) shape {
+	if st := p.Layout.Stride; p.Layout.Kind == gen.Residue && st > 1 {
+		sh.sq = (sh.sq + st - 1) / st * st
+		sh.sk = (sh.sk + st - 1) / st * st
+	}
+	return sh
+}
+
+// TestHopperInterpExamples runs every example's sm_90a kernel (bf16) on
+// shapes that are not multiples of the tiles, with grouped heads and
+// seq_q < seq_k, against the reference; without -short also at the other
+// head dimension (64 or 128).
+func TestHopperInterpExamples(t *testing.T) {
+	files, _ := filepath.Glob("../../spec/examples/*.yaml")
+	if len(files) == 0 {
+		t.Fatal("no example specs")
+	}
+	for _, file := range files {
+		s, p := hopperPlan(t, file, SM90a)
+		dims := []int{s.HeadDim}
+		if !testing.Short() {
+			dims = append(dims, 192-s.HeadDim)
+		}
+		for _, d := range dims {
+			if d != s.HeadDim {
+				p = compileFor(t, SM90a, s.Name, s.Mask, s.Causal, d)
+			}
+			for _, sh := range shapes {
+				sh := fitStride(p, sh)
+				var ids []int32
+				switch {
+				case p.UsesTree():
+					ids = treeParents(sh.sk, uint64(sh.sq))
+				case p.Pred.UsesDocs():
+					ids = docIDs(sh.sk)
+				}
+				t.Run(fmt.Sprintf("%s/d%d/%v", s.Name, d, sh), func(t *testing.T) {
+					runForwardDocs(t, p, Config{Target: SM90a, SoftLg2: true}, sh, nil, true, ids)
+				})
+			}
+		}
+	}
+}
+
+// TestHopperResidueShapes: a residue-layout kernel (the dilated example)
+// refuses, with an error naming the stride, calls whose sequence lengths
+// are not multiples of the stride, in Geometry and in TensorMaps.
+func TestHopperResidueShapes(t *testing.T) {
+	_, p := hopperPlan(t, "../../spec/examples/dilated.yaml", SM90a)
+	if p.Layout.Kind != gen.Residue || p.Layout.Stride != 8 {
+		t.Fatalf("the dilated example plans layout %s", layoutText(p.Layout))
+	}
+	k, err := GenerateForward(p, Config{Target: SM90a})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sq := range []int{70, 72} {
+		_, gerr := k.Geometry(1, 2, 1, sq, 130, 0)
+		_, terr := k.TensorMaps(1, 2, 1, sq, 130, 1<<20, 2<<20, 3<<20)
+		for _, err := range []error{gerr, terr} {
+			if err == nil || !strings.Contains(err.Error(), "multiples of the stride") {
+				t.Errorf("seq %d/130 with stride 8: error %v", sq, err)
+			}
+		}
+	}
+	if _, err := k.Geometry(1, 2, 1, 72, 136, 0); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestHopperInterpRandomMasks runs random masks (some in the residue layout) at
+// head_dim 64, and 128 for every other one without -short.
+func TestHopperInterpRandomMasks(t *testing.T) {
+	n := 0
+	for k, mk := range randomMasks(7, 16) {
+		dims := []int{64}
+		if !testing.Short() && k%2 == 1 {
+			dims = append(dims, 128)
+		}
+		for _, d := range dims {
+			p := compileFor(t, SM90a, mk.name, mk.p.Mask, mk.p.Causal, d)
+			if p.Layout.Kind == gen.Residue {
+				n++
+			}
+			for _, sh := range []shape{{1, 2, 1, 150, 200}, {1, 1, 1, 1, 150}} {
+				sh := fitStride(p, sh)
+				t.Run(fmt.Sprintf("%s/d%d/%v", mk.name, d, sh), func(t *testing.T) {
+					t.Logf("%s", mk.p)
+					runForward(t, p, Config{Target: SM90a, SoftLg2: true}, sh, nil, true)
+				})
+			}
+		}
+	}
+	if n < 2 {
+		t.Fatalf("only %d random masks with the residue layout", n)
+	}
+}
+
+// TestHopperInterpDocuments runs document masks (random ones and the
+// examples').
+func TestHopperInterpDocuments(t *testing.T) {
+	masks := randomDocMasks(8, 4)
+	for _, m := range exampleMasks(t) {
+		if m.p.Mask.HasDocument() {
+			masks = append(masks, m)
+		}
+	}
+	ids := docIDs(200)
+	for k, mk := range masks {
+		dims := []int{64}
+		if !testing.Short() && k%2 == 1 {
+			dims = append(dims, 128)
+		}
+		for _, d := range dims {
+			p := compileFor(t, SM90a, mk.name, mk.p.Mask, mk.p.Causal, d)
+			for _, sh := range []shape{{1, 2, 1, 150, 200}, {2, 1, 1, 1, 200}} {
+				t.Run(fmt.Sprintf("%s/d%d/%v", mk.name, d, sh), func(t *testing.T) {
+					t.Logf("%s", mk.p)
+					runForwardDocs(t, p, Config{Target: SM90a, SoftLg2: true}, sh, nil, true, ids)
+				})
+			}
+		}
+	}
+}
+
+// TestHopperInterpF16 runs f16 kernels at both head dimensions.
+func TestHopperInterpF16(t *testing.T) {
+	for k, mk := range randomMasks(9, 4) {
+		d := 64 * (k%2 + 1)
+		p := compileFor(t, f16SM90a, mk.name, mk.p.Mask, mk.p.Causal, d)
+		t.Run(fmt.Sprintf("%s/d%d", mk.name, d), func(t *testing.T) {
+			t.Logf("%s", mk.p)
+			runForward(t, p, Config{Target: f16SM90a, SoftLg2: true}, fitStride(p, shape{1, 2, 1, 90, 150}), nil, true)
+		})
+	}
+}
+
+// TestHopperCatchesWrongMask: the comparison sees a mask off by one key.
+func TestHopperCatchesWrongMask(t *testing.T) {
+	p := compileFor(t, SM90a, "window40", spec.Window(40), true, 64)
+	wrong := spec.Pattern{Mask: spec.Window(41), Causal: true}
+	if bad := runForward(t, p, Config{Target: SM90a, SoftLg2: true}, shape{1, 1, 1, 100, 130}, &wrong, false); bad == 0 {
+		t.Fatal("a kernel for window 40 passed as window 41")
+	}
+}
+
+// TestHopperVisits counts the key tiles each CTA visits by its barriers:
+// one after the mbarrier initialization, one per visited tile and one more
+// per partial tile (sanitize's vote on finite data), none in CTAs without
+// tiles, against the scan of the plan's hull and class programs.
+func TestHopperVisits(t *testing.T) {
+	masks := append(append(exampleMasks(t), randomMasks(4, 16)...), randomDocMasks(5, 4)...)
+	checkVisits(t, SM90a, masks, fitStride, func(tiles, partial int) int64 { return int64(1 + tiles + partial) })
+}
+
+// hopperRun is a verify.Run of a sm_90a kernel under the interpreter.
+func hopperRun(t *testing.T, k *Forward) verify.Run {
+	return func(out, lse, q, kk, v []float32, ids []int32, s verify.Shape) error {
+		mod, err := ptxi.Parse(k.Name, k.PTX)
+		if err != nil {
+			return err
+		}
+		dev := ptxi.NewDevice()
+		nq, nkv, nl := s.Sizes()
+		toElem, fromElem := verify.BF16, verify.FromBF16
+		if k.Elem == F16 {
+			toElem, fromElem = verify.F16, verify.FromF16
+		}
+		var in []uint64
+		for _, x := range [][]float32{q[:nq], kk[:nkv], v[:nkv]} {
+			h := make([]uint16, len(x))
+			for i, f := range x {
+				h[i] = toElem(f)
+			}
+			a, err := dev.Alloc(2 * len(h))
+			if err != nil {
+				return err
+			}
+			if err := dev.WriteU16(a, h); err != nil {
+				return err
+			}
+			in = append(in, a)
+		}
+		oa, err := dev.Alloc(2 * nq)
+		if err != nil {
+			return err
+		}
+		la, err := dev.Alloc(4 * nl)
+		if err != nil {
+			return err
+		}
+		poison(t, dev, oa, la, nq, nl)
+		ptrs := []uint64{oa, la}
+		alloc := func(n int) uint64 {
+			a, err := dev.Alloc(n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return a
+		}
+		switch {
+		case ids != nil && paramsHave(k.Params, "tree_lo"):
+			ptrs = append(ptrs, treeArrays(t, dev, alloc, ids[:s.SeqK])...)
+		case ids != nil:
+			ptrs = append(ptrs, docArrays(t, dev, alloc, ids[:s.SeqK])...)
+		}
+		sh := shape{s.Batch, s.HeadsQ, s.HeadsKV, s.SeqQ, s.SeqK}
+		ptrs = append(ptrs, tensorMaps(t, dev, k, sh, in[0], in[1], in[2])...)
+		l, err := k.Geometry(s.Batch, s.HeadsQ, s.HeadsKV, s.SeqQ, s.SeqK, s.Scale)
+		if err != nil {
+			return err
+		}
+		args, err := l.Args(ptrs...)
+		if err != nil {
+			return err
+		}
+		if _, err := dev.Launch(mod, k.Name, l.Grid, l.Block, l.DynShared, args...); err != nil {
+			return err
+		}
+		oh, err := dev.ReadU16(oa, nq)
+		if err != nil {
+			return err
+		}
+		for i, h := range oh {
+			out[i] = fromElem(h)
+		}
+		if lse != nil {
+			lf, err := dev.ReadF32(la, nl)
+			if err != nil {
+				return err
+			}
+			copy(lse, lf)
+		}
+		return nil
+	}
+}
+
+// TestHopperNonFinite: NaN and infinities at masked positions never reach
+// an output of the sm_90a kernel, and kept ones give the reference's kinds
+// of results (verify.CheckNonFinite, as for the sm_80 kernel in
+// verify/gpurun).
+func TestHopperNonFinite(t *testing.T) {
+	r := rand.New(rand.NewPCG(91, 92))
+	files, _ := filepath.Glob("../../spec/examples/*.yaml")
+	for _, file := range files {
+		s, p := hopperPlan(t, file, SM90a)
+		k, err := GenerateForward(p, Config{Target: SM90a, SoftLg2: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fit := fitStride(p, shape{1, 2, 1, 37, 70})
+		sh := verify.Shape{Batch: 1, HeadsQ: 2, HeadsKV: 1, SeqQ: fit.sq, SeqK: fit.sk, HeadDim: s.HeadDim}
+		trials := 4
+		if testing.Short() {
+			trials = 2
+		}
+		if err := verify.CheckNonFinite(s.Pattern(), hopperRun(t, k), sh, r, trials); err != nil {
+			t.Errorf("%s: %v", filepath.Base(file), err)
+		}
+	}
+}
+
+// TestHopperHeader checks the module header, the shared-memory alignment,
+// the parameters and the tensor-map description.
+func TestHopperHeader(t *testing.T) {
+	for _, tg := range []Target{SM90a, f16SM90a} {
+		p := compileFor(t, tg, "causal", spec.Full(), true, 128)
+		k, err := GenerateForward(p, Config{Target: tg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// S and restore are m64n64k16 (64 keys, 64 columns), P V m64n128k16
+		for _, want := range []string{".version 8.0\n.target sm_90a\n", ".extern .shared .align 1024 .b8 smem[];", "wgmma.mma_async.sync.aligned.m64n64k16.f32." + tg.Elem, "wgmma.mma_async.sync.aligned.m64n128k16.f32." + tg.Elem, "cp.async.bulk.tensor.3d", "mbarrier.try_wait.parity"} {
+			if !strings.Contains(k.PTX, want) {
+				t.Errorf("%s: no %q in the module", tg, want)
+			}
+		}
+		if tg.Name() != "ptx-sm90a-"+tg.Elem || tg.Arch() != "sm_90a" {
+			t.Errorf("target names %s, %s", tg.Name(), tg.Arch())
+		}
+		var names []string
+		for _, p := range k.Params {
+			names = append(names, p.Name)
+		}
+		if got, want := strings.Join(names, " "), "o lse tmap_q tmap_k tmap_v seq_q seq_k heads_q heads_kv scale_log2"; got != want {
+			t.Errorf("parameters %s, want %s", got, want)
+		}
+		// Q 32 KiB (128 rows), three stages of K and V 96 KiB, 4 mbarriers, 8 vote words
+		if k.DynShared != 2*16384+6*16384+32+32 {
+			t.Errorf("dynamic shared memory %d", k.DynShared)
+		}
+		tms, err := k.TensorMaps(2, 4, 2, 100, 300, 1<<20, 2<<20, 3<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := tms[2]
+		if v.Tensor != "v" || v.Global != 3<<20 || v.Dims != [3]uint64{128, 1, 4 * 300} || v.Strides != [2]uint64{256, 256} || v.Box != [3]uint32{64, 1, 64} {
+			t.Errorf("tensor map of v: %+v", v)
+		}
+		if _, err := (&Forward{Target: SM80}).TensorMaps(1, 1, 1, 1, 1, 0, 0, 0); err == nil {
+			t.Error("an sm_80 kernel described tensor maps")
+		}
+	}
+	if err := (Target{SM: 80, Elem: "bf16", Accel: true}).Check(); err == nil || !strings.Contains(err.Error(), "sm_80a") {
+		t.Errorf("sm_80a: %v", err)
+	}
+	if err := SM80.Check(); err != nil {
+		t.Errorf("sm_80 after the wgmma ops joined the table: %v", err)
+	}
+}
+
+func TestHopperDeterministic(t *testing.T) {
+	for _, name := range exampleNames(t) {
+		_, p := hopperPlan(t, "../../spec/examples/"+name+".yaml", SM90a)
+		a, err := GenerateForward(p, Config{Target: SM90a})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := GenerateForward(p, Config{Target: SM90a})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.PTX != b.PTX {
+			t.Errorf("%s: two generations differ", name)
+		}
+	}
+}
+
+// assembleHopper assembles every example's sm_90a kernel (bf16 and f16)
+// with ptxas 12 for sm_90a, once per test process.
+func assembleHopper(t *testing.T, ptxas string) []cubin {
+	t.Helper()
+	key := ptxas + "|hopper"
+	if cs, ok := assembled[key]; ok {
+		return cs
+	}
+	files, _ := filepath.Glob("../../spec/examples/*.yaml")
+	if len(files) == 0 {
+		t.Fatal("no example specs")
+	}
+	if cubinDir == "" {
+		d, err := os.MkdirTemp("", "attngen-ptxas12-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cubinDir = d
+	}
+	var cs []cubin
+	for _, f := range files {
+		for _, tg := range []Target{SM90a, f16SM90a} {
+			_, p := hopperPlan(t, f, tg)
+			k, err := GenerateForward(p, Config{Target: tg})
+			if err != nil {
+				t.Fatal(err)
+			}
+			base := strings.TrimSuffix(filepath.Base(f), ".yaml") + "_" + tg.Elem + "_wgmma"
+			src := filepath.Join(cubinDir, base+".ptx")
+			if err := os.WriteFile(src, []byte(k.PTX), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			bin := filepath.Join(cubinDir, base+".cubin")
+			out, err := exec.Command(ptxas, "-v", "--gpu-name", tg.Arch(), src, "-o", bin).CombinedOutput()
+			name := fmt.Sprintf("%s %s %s", filepath.Base(f), tg.Elem, tg.Arch())
+			if err != nil {
+				t.Fatalf("%s: ptxas failed: %v\n%s", name, err, out)
+			}
+			cs = append(cs, cubin{name: name, k: k, path: bin, log: string(out)})
+		}
+	}
+	assembled[key] = cs
+	return cs
+}
+
+// ptxasPlain matches the lines of ptxas -v that report resources; any
+// other line is a remark (a wgmma ptxas had to serialize is reported as
+// "ptxas info : (C7515) Potential Performance Loss: ...").
+var ptxasPlain = regexp.MustCompile(`^(ptxas info\s+: (\d+ bytes gmem|Compiling entry function '[^']+' for 'sm_90a'|Function properties for \S+|Used \d+ registers(, \d+ bytes \S+)*)|\s+\d+ bytes stack frame, \d+ bytes spill stores, \d+ bytes spill loads)$`)
+
+// TestHopperPtxas12 assembles every example's sm_90a kernel (bf16, f16)
+// with ptxas 12 and requires success, no spills, and no ptxas remark.
+func TestHopperPtxas12(t *testing.T) {
+	p := ptxas12(t)
+	for _, c := range assembleHopper(t, p) {
+		m := spillRE.FindStringSubmatch(c.log)
+		if m == nil || m[1] != "0" || m[2] != "0" {
+			t.Errorf("%s: spills or no report:\n%s", c.name, c.log)
+			continue
+		}
+		for _, line := range strings.Split(strings.TrimSpace(c.log), "\n") {
+			if !ptxasPlain.MatchString(line) {
+				t.Errorf("%s: ptxas says: %s", c.name, line)
+			}
+		}
+		regs := regsRE.FindStringSubmatch(c.log)
+		if regs == nil {
+			t.Fatalf("%s: no register count:\n%s", c.name, c.log)
+		}
+		t.Logf("%s: %s registers, no spills, %d bytes dynamic shared memory", c.name, regs[1], c.k.DynShared)
+	}
+}
+
+// wantHopperLoop is what the sm_90a kernel's structure implies per warp
+// and key tile of tk = hopTileK(d) keys, head dimension d:
+//
+//   - Every tile: O += P V, tk/16 HGMMA.64xdx16; the exponentials (a
+//     thread holds 2 rows x tk/4 scores), tk/2 + 2 MUFU.EX2.
+//   - Conditional: S = Q K^T of the next tile (none after the last), d/16
+//     HGMMA.64xtkx16, in flight during this tile's softmax; restore's
+//     product for sanitized tiles, (d/64)*(tk/16) HGMMA.64x64x16; the copies
+//     of the tile after next, 2*d/64 UTMALDG (K and V, one box per 64
+//     columns).
+//   - Outside: the first tile's S, d/16 HGMMA; the copies of Q and of the
+//     first two tiles, 5*d/64 UTMALDG.
+//   - One WARPGROUP.DEPBAR per wgmma.wait_group: every tile one (after P
+//     V), sanitized tiles d/64 more (restore, a box at a time), one outside
+//     (the first S). More would mean ptxas serialized the wgmma (it waits
+//     after each one), which it does not always report.
+func wantHopperLoop(d int) sassLoop {
+	tk := hopTileK(d)
+	return sassLoop{
+		Every:   sassCounts{HGMMA: tk / 16, DEPBAR: 1, EX2: tk/2 + 2},
+		Cond:    sassCounts{HGMMA: d/16 + d/64*(tk/16), DEPBAR: d / 64, UTMALDG: 2 * d / 64},
+		Outside: sassCounts{HGMMA: d / 16, DEPBAR: 1, UTMALDG: 5 * d / 64},
+	}
+}
+
+// TestHopperSASS disassembles every example's sm_90a kernel and checks the
+// key-tile loop's counts against wantHopperLoop.
+func TestHopperSASS(t *testing.T) {
+	p := ptxas12(t)
+	dis := nvdisasm(t, p)
+	seen := map[int]bool{}
+	for _, c := range assembleHopper(t, p) {
+		out, err := exec.Command(dis, c.path).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: nvdisasm: %v\n%s", c.name, err, out)
+		}
+		got, err := readSASSLoop(string(out))
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		want := wantHopperLoop(c.k.HeadDim)
+		insts := got.Insts
+		got.Insts = 0
+		if got != want {
+			t.Errorf("%s (D=%d): SASS of the key-tile loop\n every tile: %v\n  want      %v\n conditional: %v\n  want        %v\n outside: %v\n  want    %v",
+				c.name, c.k.HeadDim, got.Every, want.Every, got.Cond, want.Cond, got.Outside, want.Outside)
+			continue
+		}
+		if !seen[c.k.HeadDim] {
+			seen[c.k.HeadDim] = true
+			t.Logf("%s (D=%d): %d instructions in the loop; every tile %v; conditional %v; outside %v", c.name, c.k.HeadDim, insts, got.Every, got.Cond, got.Outside)
+		}
+	}
+}
+
+// TestHopperExtremeSpecsGenerate: the extreme specs of
+// TestExtremeSpecsGenerate compile into plans and sm_90a kernels.
+func TestHopperExtremeSpecsGenerate(t *testing.T) {
+	n := 240
+	if testing.Short() {
+		n = 80
+	}
+	for _, s := range extremeSpecs(t, 1, n) {
+		for _, tg := range []Target{SM90a, f16SM90a} {
+			p, err := gen.Compile(s, tg, nil)
+			if err != nil {
+				t.Errorf("%s (causal %v): compile for %s: %v", s.Mask, s.Causal, tg, err)
+				continue
+			}
+			if _, err := GenerateForward(p, Config{Target: tg}); err != nil {
+				t.Errorf("%s (causal %v): generate for %s: %v", s.Mask, s.Causal, tg, err)
+			}
+		}
+	}
+}
+
+// TestHopperExtremeKernels runs the sm_90a kernels of the extreme specs of
+// TestExtremeKernels under the interpreter against the reference. Residue
+// layouts run on the shapes rounded up to their stride where that stays
+// small; larger strides must be refused by Geometry with an error naming
+// the stride.
+func TestHopperExtremeKernels(t *testing.T) {
+	for k, c := range extremeKernelSpecs {
+		s := parseSpec(t, fmt.Sprintf("ext%d", k), c.causal, 64, c.mask)
+		cfg := Config{Target: SM90a, SoftLg2: true}
+		if k%3 == 2 {
+			cfg.Target = f16SM90a
+		}
+		p, err := gen.Compile(s, cfg.Target, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sh := range []shape{{1, 2, 1, 150, 200}, {1, 1, 1, 1, 150}} {
+			fit := fitStride(p, sh)
+			t.Run(fmt.Sprintf("%d/%v", k, fit), func(t *testing.T) {
+				t.Logf("causal %v, %s, layout %s", c.causal, c.mask, layoutText(p.Layout))
+				if fit.sk > 2048 {
+					kk, err := GenerateForward(p, cfg)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if _, err := kk.Geometry(sh.batch, sh.hq, sh.hkv, sh.sq, sh.sk, 0); err == nil || !strings.Contains(err.Error(), "multiples of the stride") {
+						t.Fatalf("shape %v, stride %d: error %v", sh, p.Layout.Stride, err)
+					}
+					return
+				}
+				var ids []int32
+				switch {
+				case p.UsesTree():
+					ids = treeParents(fit.sk, uint64(fit.sq))
+				case p.Pred.UsesDocs():
+					ids = docIDs(fit.sk)
+				}
+				runForwardDocs(t, p, cfg, fit, nil, true, ids)
+			})
+		}
+	}
+}
+
+func paramsHave(ps []Param, name string) bool {
+	for _, p := range ps {
+		if p.Name == name {
+			return true
+		}
+	}
+	return false
+}
