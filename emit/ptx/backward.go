@@ -294,16 +294,11 @@ func (g *bwdK) prologue() (tile, h Operand, err error) {
 	g.sqAll, g.skAll = g.sq, g.sk
 	g.c, g.qR0 = I(0), I(0)
 	if st := int64(g.st); st > 1 {
-		f.Comment(fmt.Sprintf("residue layout, stride %d: this CTA runs class c = ctaid.z mod %d on positions c, c+%d, ...", st, st, st))
-		g.c = f.FloorMod(g.bz, st)
-		g.bz = f.FloorDiv(g.bz, st)
-		res := gen.ResidueProg()
-		f.CommentProg(fmt.Sprintf("the class's queries and keys, st = %d", st), res)
-		nqk, err := RenderInts(f, res, Env{Args: []Operand{g.c, g.sqAll, g.skAll, I(st)}})
+		c, b, nq, nk, err := g.residueClass(g.bz, g.sqAll, g.skAll, st)
 		if err != nil {
 			return tile, h, err
 		}
-		nq, nk := nqk[0], nqk[1]
+		g.c, g.bz = c, b
 		run := f.NewLabel("run")
 		n := nq
 		if g.dkv {
@@ -797,22 +792,7 @@ func (g *bwdK) lseRows(base, h, row0 Operand) Operand {
 
 // loadKV issues the copies of key tile kt into K/V buffer buf (dq kernel).
 func (g *bwdK) loadKV(kt, buf Operand) {
-	f := g.f
-	f.Comment("K and V tile copies, keys past seq_k zero-filled")
-	sK := f.Add(g.bufBase(buf), g.copyS)
-	key0 := f.Add(f.MulC(kt, TileK), g.rb)
-	last := f.Sub(g.sk, I(1))
-	for it := 0; it < TileK/g.rowStep(); it++ {
-		key := f.Add(key0, I(int64(it*g.rowStep())))
-		valid := f.Setp("le", S32, key, last)
-		size := f.Selp(U32, I(16), I(0), valid)
-		kc := f.Min(key, last)
-		so := int64(it * g.rowStep() * g.RS)
-		ks := g.wide(g.kbase, kc, g.pitch*int64(2*g.D))
-		vs := g.wide(g.vbase, kc, g.pitch*int64(2*g.D))
-		f.Emit(Inst{Op: OpCpAsync, Dst: []Operand{Addr(sK.Reg, so)}, Src: []Operand{Addr(ks.Reg, 0), I(16), size}})
-		f.Emit(Inst{Op: OpCpAsync, Dst: []Operand{Addr(sK.Reg, so+int64(g.bufBytes()))}, Src: []Operand{Addr(vs.Reg, 0), I(16), size}})
-	}
+	g.copyKV(kt, func() Operand { return g.bufBase(buf) }, int64(g.bufBytes()))
 }
 
 // kernelDKV: one CTA per (key tile, key/value head, batch x class).

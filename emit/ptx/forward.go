@@ -336,16 +336,11 @@ func (g *fwd) kernel() error {
 	sqAll, skAll := g.sq, g.sk
 	qRow, kRow := qrow0, I(0) // tensor rows of the tile's first query and of key 0
 	if st := int64(g.st); st > 1 {
-		f.Comment(fmt.Sprintf("residue layout, stride %d: this CTA runs class c = ctaid.z mod %d on positions c, c+%d, ...", st, st, st))
-		c := f.FloorMod(bz, st)
-		bz = f.FloorDiv(bz, st)
-		res := gen.ResidueProg()
-		f.CommentProg(fmt.Sprintf("the class's queries and keys, st = %d", st), res)
-		nqk, err := RenderInts(f, res, Env{Args: []Operand{c, sqAll, skAll, I(st)}})
+		c, b, nq, nk, err := g.residueClass(bz, sqAll, skAll, st)
 		if err != nil {
 			return err
 		}
-		nq, nk := nqk[0], nqk[1]
+		bz = b
 		// the class's queries are its last nq keys
 		first := f.Sub(nk, nq)
 		offAll := f.Sub(skAll, sqAll)
@@ -489,6 +484,23 @@ func (g *fwd) pipeline(stem string, cur, ccur, buf Reg, last Operand, find func(
 	return nil
 }
 
+// residueClass emits the residue layout's split of ctaid.z (z) into the
+// class c = z mod st this CTA runs and the batch z / st, and the class's
+// query and key counts (gen.ResidueProg rendered with st).
+func (g *fwd) residueClass(z, sqAll, skAll Operand, st int64) (c, b, nq, nk Operand, err error) {
+	f := g.f
+	f.Comment(fmt.Sprintf("residue layout, stride %d: this CTA runs class c = ctaid.z mod %d on positions c, c+%d, ...", st, st, st))
+	c = f.FloorMod(z, st)
+	b = f.FloorDiv(z, st)
+	res := gen.ResidueProg()
+	f.CommentProg(fmt.Sprintf("the class's queries and keys, st = %d", st), res)
+	nqk, err := RenderInts(f, res, Env{Args: []Operand{c, sqAll, skAll, I(st)}})
+	if err != nil {
+		return c, b, nq, nk, err
+	}
+	return c, b, nqk[0], nqk[1], nil
+}
+
 // keyRange emits the key-tile range of the query tile whose first row is
 // qrow0 (positions q0 = qrow0 + off to q1, its last row below seq_q plus
 // off): the plan's key hull of those positions, clipped to [0, seq_k-1].
@@ -552,9 +564,18 @@ func (g *fwd) find(start, q0, q1 Operand) (t, c Reg, err error) {
 
 // load issues the cp.async copies of key tile kt into buffer buf (0 or 1).
 func (g *fwd) load(kt, buf Operand) {
+	g.copyKV(kt, func() Operand {
+		return g.f.Add(g.f.Add(g.smem, I(int64(g.qBytes()))), g.f.MulC(buf, int64(2*g.kvBytes())))
+	}, int64(g.kvBytes()))
+}
+
+// copyKV issues the cp.async copies of key tile kt into the K tile at
+// base() (rendered after the comment) and the V tile vOff bytes after it,
+// keys past seq_k zero-filled.
+func (g *fwd) copyKV(kt Operand, base func() Operand, vOff int64) {
 	f := g.f
 	f.Comment("K and V tile copies, keys past seq_k zero-filled")
-	sb := f.Add(f.Add(g.smem, I(int64(g.qBytes()))), f.MulC(buf, int64(2*g.kvBytes())))
+	sb := base()
 	sK := f.Add(sb, g.copyS)
 	key0 := f.Add(f.MulC(kt, TileK), g.rb)
 	last := f.Sub(g.sk, I(1))
@@ -567,7 +588,7 @@ func (g *fwd) load(kt, buf Operand) {
 		ks := g.wide(g.kbase, kc, g.pitch*int64(2*g.D))
 		vs := g.wide(g.vbase, kc, g.pitch*int64(2*g.D))
 		f.Emit(Inst{Op: OpCpAsync, Dst: []Operand{Addr(sK.Reg, so)}, Src: []Operand{Addr(ks.Reg, 0), I(16), size}})
-		f.Emit(Inst{Op: OpCpAsync, Dst: []Operand{Addr(sK.Reg, so+int64(g.kvBytes()))}, Src: []Operand{Addr(vs.Reg, 0), I(16), size}})
+		f.Emit(Inst{Op: OpCpAsync, Dst: []Operand{Addr(sK.Reg, so+vOff)}, Src: []Operand{Addr(vs.Reg, 0), I(16), size}})
 	}
 }
 

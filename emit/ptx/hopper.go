@@ -304,16 +304,11 @@ func (h *hop) kernel() error {
 	h.cls = I(0)
 	st := int64(h.st)
 	if st > 1 {
-		f.Comment(fmt.Sprintf("residue layout, stride %d: this CTA runs class c = ctaid.z mod %d on positions c, c+%d, ...", st, st, st))
-		c := f.FloorMod(bz, st)
-		bz = f.FloorDiv(bz, st)
-		res := gen.ResidueProg()
-		f.CommentProg(fmt.Sprintf("the class's queries and keys, st = %d", st), res)
-		nqk, err := RenderInts(f, res, Env{Args: []Operand{c, sqAll, skAll, I(st)}})
+		c, b, nq, nk, err := h.residueClass(bz, sqAll, skAll, st)
 		if err != nil {
 			return err
 		}
-		nq, nk := nqk[0], nqk[1]
+		bz = b
 		// the class's queries are its last nq keys
 		first := f.Sub(nk, nq)
 		offAll := f.Sub(skAll, sqAll)
