@@ -571,25 +571,47 @@ func (g *fwd) load(kt, buf Operand) {
 
 // copyKV issues the cp.async copies of key tile kt into the K tile at
 // base() (rendered after the comment) and the V tile vOff bytes after it,
-// keys past seq_k zero-filled.
+// keys past seq_k zero-filled. A tile wholly below seq_k (every tile but
+// the last) takes one address per tensor and immediate offsets per row;
+// the last tile checks and clamps each row.
 func (g *fwd) copyKV(kt Operand, base func() Operand, vOff int64) {
 	f := g.f
 	f.Comment("K and V tile copies, keys past seq_k zero-filled")
 	sb := base()
 	sK := f.Add(sb, g.copyS)
-	key0 := f.Add(f.MulC(kt, TileK), g.rb)
+	k0 := f.MulC(kt, TileK)
+	key0 := f.Add(k0, g.rb)
 	last := f.Sub(g.sk, I(1))
+	rowBytes := g.pitch * int64(2*g.D)
+	// immediate address offsets are s32: a huge residue stride takes the
+	// checked path for every tile
+	fast := int64(TileK-g.rowStep())*rowBytes <= math.MaxInt32
+	tail, done := f.NewLabel("tailcopy"), f.NewLabel("copied")
+	if fast {
+		over := f.Setp("gt", S32, f.Add(k0, I(TileK-1)), last)
+		f.Bra(tail, &over, false)
+		ks := g.wide(g.kbase, key0, rowBytes)
+		vs := g.wide(g.vbase, key0, rowBytes)
+		for it := 0; it < TileK/g.rowStep(); it++ {
+			so, gOff := int64(it*g.rowStep()*g.RS), int64(it*g.rowStep())*rowBytes
+			f.Emit(Inst{Op: OpCpAsync, Dst: []Operand{Addr(sK.Reg, so)}, Src: []Operand{Addr(ks.Reg, gOff), I(16), I(16)}})
+			f.Emit(Inst{Op: OpCpAsync, Dst: []Operand{Addr(sK.Reg, so+vOff)}, Src: []Operand{Addr(vs.Reg, gOff), I(16), I(16)}})
+		}
+		f.Bra(done, nil, false)
+	}
+	f.Place(tail)
 	for it := 0; it < TileK/g.rowStep(); it++ {
 		key := f.Add(key0, I(int64(it*g.rowStep())))
 		valid := f.Setp("le", S32, key, last)
 		size := f.Selp(U32, I(16), I(0), valid)
 		kc := f.Min(key, last)
 		so := int64(it * g.rowStep() * g.RS)
-		ks := g.wide(g.kbase, kc, g.pitch*int64(2*g.D))
-		vs := g.wide(g.vbase, kc, g.pitch*int64(2*g.D))
+		ks := g.wide(g.kbase, kc, rowBytes)
+		vs := g.wide(g.vbase, kc, rowBytes)
 		f.Emit(Inst{Op: OpCpAsync, Dst: []Operand{Addr(sK.Reg, so)}, Src: []Operand{Addr(ks.Reg, 0), I(16), size}})
 		f.Emit(Inst{Op: OpCpAsync, Dst: []Operand{Addr(sK.Reg, so+vOff)}, Src: []Operand{Addr(vs.Reg, 0), I(16), size}})
 	}
+	f.Place(done)
 }
 
 func (g *fwd) mma(d [4]Reg, a [4]Reg, b0, b1 Reg) {

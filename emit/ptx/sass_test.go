@@ -346,6 +346,7 @@ func TestSASSInnerLoop(t *testing.T) {
 			t.Fatalf("%s: %v", c.name, err)
 		}
 		want := wantSASSLoop(c.k.HeadDim)
+		t.Logf("%s: %d SASS instructions in the key-tile loop", c.name, got.Insts)
 		got.Insts = 0
 		if got != want {
 			t.Errorf("%s (D=%d): SASS of the key-tile loop\n every tile: %v\n  want      %v\n conditional: %v\n  want        %v\n outside: %v\n  want    %v",
