@@ -850,6 +850,11 @@ func (g *bwdK) kernelDKV() error {
 	aKw := f.Add(f.Add(g.smem, f.MulC(g.warp, int64(16*g.RS))), g.aRowCol)
 	aVw := f.Add(aKw, I(int64(g.tileBytes())))
 
+	f.Comment("the first query tile to visit (the same for every head: the mask does not depend on it)")
+	first, cfirst, err := g.findQ(qtlo, k0, k1)
+	if err != nil {
+		return err
+	}
 	f.Comment("over the query heads of the group")
 	gi := f.Mov(U32, I(0))
 	heads := f.NewLabel("head")
@@ -862,10 +867,7 @@ func (g *bwdK) kernelDKV() error {
 	deb := g.lseRows(delta, h, g.qR0)
 	ld := &qLoader{g: g, qb: qb, db: db, lb: lb, deb: deb}
 
-	cur, ccur, err := g.findQ(qtlo, k0, k1)
-	if err != nil {
-		return err
-	}
+	cur, ccur := f.Mov(U32, R(first)), f.Mov(U32, R(cfirst))
 	buf := f.Mov(U32, I(0))
 	next := f.NewLabel("next_head")
 	pend := f.Setp("gt", S32, R(cur), g.qthi)
