@@ -346,7 +346,7 @@ func TestHopperHeader(t *testing.T) {
 			t.Fatal(err)
 		}
 		// S and restore are m64n64k16 (64 keys, 64 columns), P V m64n128k16
-		for _, want := range []string{".version 8.0\n.target sm_90a\n", ".extern .shared .align 1024 .b8 smem[];", "wgmma.mma_async.sync.aligned.m64n64k16.f32." + tg.Elem, "wgmma.mma_async.sync.aligned.m64n128k16.f32." + tg.Elem, "cp.async.bulk.tensor.3d", "mbarrier.try_wait.parity"} {
+		for _, want := range []string{".version 8.3\n.target sm_90a\n", ".extern .shared .align 1024 .b8 smem[];", "wgmma.mma_async.sync.aligned.m64n64k16.f32." + tg.Elem, "wgmma.mma_async.sync.aligned.m64n128k16.f32." + tg.Elem, "cp.async.bulk.tensor.3d", "mbarrier.try_wait.parity"} {
 			if !strings.Contains(k.PTX, want) {
 				t.Errorf("%s: no %q in the module", tg, want)
 			}

@@ -140,9 +140,10 @@ func (t Target) ElemType() (Type, error) {
 var isaVersions = map[int]string{75: "7.8", 80: "7.8", 86: "7.8", 87: "7.8", 89: "7.8", 90: "7.8"}
 
 // accelISA is the PTX ISA version of the architecture-specific targets
-// (sm_<SM>a): ISA 8.0 introduced sm_90a with wgmma and setmaxnreg (CUDA
-// 12.0 and later).
-var accelISA = map[int]string{90: "8.0"}
+// (sm_<SM>a): ISA 8.0 introduced sm_90a with wgmma and setmaxnreg, ISA 8.3
+// fence.proxy.tensormap, which the sm_90a kernel issues before reading
+// the tensor maps the host copied to global memory (CUDA 12.3 and later).
+var accelISA = map[int]string{90: "8.3"}
 
 // isaVersionOf is the ISA version of sm_<sm>, or of sm_<sm>a when accel.
 func isaVersionOf(sm int, accel bool) (string, error) {
