@@ -59,7 +59,7 @@ func hopperParams(docs, tree bool) []Param {
 			continue
 		case "seq_q":
 			ps = append(ps,
-				Param{Name: "tmap_q", T: U64, Doc: "address of the tensor map of q (TensorMaps), in global or constant memory"},
+				Param{Name: "tmap_q", T: U64, Doc: "address of the tensor map of q (TensorMaps) in global memory"},
 				Param{Name: "tmap_k", T: U64, Doc: "address of the tensor map of k (TensorMaps)"},
 				Param{Name: "tmap_v", T: U64, Doc: "address of the tensor map of v (TensorMaps)"})
 		}
