@@ -11,9 +11,11 @@ import (
 	"testing"
 
 	"github.com/attngen/attngen/emit/ptx"
+	"github.com/attngen/attngen/gen"
 	"github.com/attngen/attngen/runtime/cpu"
 	"github.com/attngen/attngen/spec"
 	"github.com/attngen/attngen/verify"
+	"github.com/attngen/attngen/verify/gpurun"
 )
 
 // TestVerifyPassesCorrectSpecs: attngen verify exits 0 on correct kernels
@@ -118,5 +120,71 @@ func TestVerifyPTXBackward(t *testing.T) {
 		if shapes != len(interpBwdShapes(s.HeadDim)) || deps != 1 || nonFinite != 1 {
 			t.Errorf("%s: %d backward shape lines (want %d), %d dependency lines, %d non-finite lines (want 1 each):\n%s", tg.Name(), shapes, len(interpBwdShapes(s.HeadDim)), deps, nonFinite, out.String())
 		}
+	}
+}
+
+// TestVerifyPTXSM90a: verify -sm 90a checks the sm_90a forward under the
+// interpreter (each interpreter shape, rounded up to the residue stride,
+// and the dependencies) and no backward (the sm_80 kernels serve it),
+// for each element type; a kernel off by one mask element fails.
+func TestVerifyPTXSM90a(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	for _, c := range []struct {
+		file string
+		tg   ptx.Target
+		seqs [][2]int // the numeric shapes' seq_q and seq_k
+	}{
+		{"dilated", ptx.SM90a, [][2]int{{8, 8}, {40, 72}, {72, 72}}}, // stride 8
+		{"window", ptx.Target{SM: 90, Elem: "f16", Accel: true}, [][2]int{{1, 1}, {37, 70}, {65, 65}}},
+	} {
+		s, err := spec.ParseFile("../../spec/examples/" + c.file + ".yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		failed, err := verifyPTX(s, c.tg, r, false, 0, &out, io.Discard)
+		if err != nil || failed != 0 {
+			t.Fatalf("%s %s: %d failed, %v:\n%s", c.file, c.tg.Name(), failed, err, out.String())
+		}
+		text := out.String()
+		prefix := "ptx-sim " + c.tg.Name() + " ok   "
+		for _, sq := range c.seqs {
+			if !strings.Contains(text, fmt.Sprintf("%sB", prefix)) || !strings.Contains(text, fmt.Sprintf(" Sq%d Sk%d D%d: out err", sq[0], sq[1], s.HeadDim)) {
+				t.Errorf("%s: no line for Sq%d Sk%d:\n%s", c.file, sq[0], sq[1], text)
+			}
+		}
+		if n := strings.Count(text, prefix); n != len(c.seqs)+1 || strings.Contains(text, "dq err") || !strings.Contains(text, "the sm_80 kernels serve it") {
+			t.Errorf("%s: %d passed lines, want %d and no backward:\n%s", c.file, n, len(c.seqs)+1, text)
+		}
+	}
+	// the same checks fail on a mask one key off
+	s := &spec.Spec{Name: "w", Mask: spec.Window(16), Causal: true, HeadDim: 64}
+	plan, err := gen.Compile(&spec.Spec{Name: "w", Mask: spec.Window(17), Causal: true, HeadDim: 64}, ptx.SM90a, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := ptx.GenerateForward(plan, ptx.Config{Target: ptx.SM90a})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := gpurun.Interp(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh := verify.Shape{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: 70, SeqK: 70, HeadDim: 64}
+	if _, err := verify.CheckNumericWith(s.Pattern(), k.Run(), sh, r, verify.BF16Kernel); err == nil {
+		t.Error("the window-17 sm_90a kernel passed as window 16")
+	}
+}
+
+// TestVerifyGPUSM90aRefused: verify -gpu -sm 90a on an 8.0 device (the
+// mock driver with MOCK_CUDA_CC=80) fails before any check, naming both
+// compute capabilities.
+func TestVerifyGPUSM90aRefused(t *testing.T) {
+	mockCUDA(t)
+	t.Setenv("MOCK_CUDA_CC", "80")
+	out, errs, code := runCLI("verify", "-spec", "../../spec/examples/causal.yaml", "-gpu", "-sm", "80,90a")
+	if code != 1 || out != "" || !strings.Contains(errs, "a sm_90a kernel runs only on devices of compute capability 9.0; this one is 8.0") {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errs)
 	}
 }
