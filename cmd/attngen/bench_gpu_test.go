@@ -216,7 +216,7 @@ func TestGPURowFLOPs(t *testing.T) {
 	if w["tflops"] != 2.5*want || w["pass"] != "bwd" {
 		t.Errorf("bwd row %v: want %v TFLOP/s", w, 2.5*want)
 	}
-	if s := gpuRowText(w); !strings.HasPrefix(s, "bench m bwd on dev: B=2 H=3 D=64 S=100 bf16: median 2.000 ms of 3") || !strings.HasSuffix(s, "gradients (dq and dk/dv kernels timed together) ok") {
+	if s := gpuRowText(w); !strings.HasPrefix(s, "bench m bwd on dev: B=2 H=3 D=64 S=100 bf16, sm_80 kernels: median 2.000 ms of 3") || !strings.HasSuffix(s, "gradients (dq and dk/dv kernels timed together) ok") {
 		t.Errorf("text %q", s)
 	}
 }

@@ -116,6 +116,9 @@ func cmdVerify(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return usageError{err.Error()}
 	}
+	if len(gpus) == 0 && *gpu {
+		return usagef("-gpu with -sm none: no PTX kernel to run")
+	}
 	s, err := loadSpec(*path, stderr)
 	if err != nil {
 		return err
@@ -200,9 +203,6 @@ func cmdVerify(args []string, stdout, stderr io.Writer) error {
 		} else {
 			fmt.Fprintf(stdout, "%-7s ok   a 3-layer stack depends exactly on R_3(t) of the reachability model (S = %d)\n", v, *depN)
 		}
-	}
-	if len(gpus) == 0 && *gpu {
-		return usagef("-gpu with -sm none: no PTX kernel to run")
 	}
 	for _, t := range gpus {
 		if *noPTX && !*gpu {
