@@ -188,3 +188,30 @@ func TestVerifyGPUSM90aRefused(t *testing.T) {
 		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errs)
 	}
 }
+
+// TestVerifyGPUSM90aMock: verify -gpu -sm 90a on the mock's 9.0 device
+// runs every GPU check of the sm_90a forward (the forward's shapes,
+// rounded up to the stride, S = 8192 sampled, dependencies, GPU against
+// the interpreter), each reported; the mock runs no kernel, so each fails
+// and the command exits 1, while the interpreter checks pass.
+func TestVerifyGPUSM90aMock(t *testing.T) {
+	mockCUDA(t)
+	out, errs, code := runCLI("verify", "-spec", "../../spec/examples/dilated.yaml", "-gpu", "-sm", "90a", "-seed", "1", "-sample", "64")
+	if code != 1 {
+		t.Fatalf("exit %d, want 1; stderr %s", code, errs)
+	}
+	steps := len(interpShapes(128)) + len(verify.Shapes(128)) + 1 + 1 + len(interpShapes(128))
+	gpuFails := strings.Count(out, "\ngpu ptx-sm90a-bf16 FAIL") + strings.Count(out, "\ngpu=sim ptx-sm90a-bf16 FAIL")
+	switch {
+	case !strings.Contains(out, "\ngpu: Mock NVIDIA H200"):
+		t.Errorf("no device line:\n%s", out)
+	case gpuFails != steps || !strings.Contains(out, fmt.Sprintf("%d checks FAILED", steps)):
+		t.Errorf("%d failed GPU checks, want %d:\n%s", gpuFails, steps, out)
+	case strings.Contains(out, "ptx-sm80") || strings.Contains(out, "ptx-sim ptx-sm90a-bf16 FAIL"):
+		t.Errorf("an sm_80 check, or a failed interpreter check:\n%s", out)
+	case !strings.Contains(out, "Sq8192 Sk8192") || !strings.Contains(out, "Sq40 Sk72"):
+		t.Errorf("the S = 8192 shape or a stride-rounded shape is missing:\n%s", out)
+	case !strings.Contains(errs, fmt.Sprintf("gpu check %d of %d", steps, steps)):
+		t.Errorf("progress does not count %d checks:\n%s", steps, errs)
+	}
+}

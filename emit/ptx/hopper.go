@@ -78,8 +78,11 @@ type TensorMap = gpu.TensorMap
 
 // SM90aVerified records whether a GPU run has verified the sm_90a forward
 // kernel against the float64 reference (attngen verify -gpu -sm 90a,
-// recorded in docs/gpu-results.md). Until one has, its gpu.Kernel is
-// OptIn: gpu.Select and attngen's runner use it only when asked for.
+// recorded in docs/gpu-results.md by gpu-check.sh run-verify-sm90a's
+// results file; TestSM90aVerifiedRecorded refuses the constant without
+// that record). Until one has, its gpu.Kernel is OptIn: gpu.Select uses it
+// only when asked for by target; after setting it, regenerate the
+// packages (go generate ./...).
 const SM90aVerified = false
 
 // tensorMapLayouts are the tensor maps of a sm_90a kernel, as generated

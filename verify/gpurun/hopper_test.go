@@ -39,7 +39,7 @@ func hopperKernel(t *testing.T, file string, tg ptx.Target) (*spec.Spec, *ptx.Fo
 // backend (tensor maps registered with the interpreter from the kernel's
 // description) against the float64 reference: the identity layout with
 // grouped heads and lengths off the tiles, the residue layout (lengths
-// multiples of its stride), documents, and f16; a residue shape off the
+// multiples of its stride), documents, a tree, and f16; a residue shape off the
 // stride is refused with the reason.
 func TestInterpHopper(t *testing.T) {
 	r := rand.New(rand.NewPCG(81, 82))
@@ -52,6 +52,7 @@ func TestInterpHopper(t *testing.T) {
 		{"causal", ptx.SM90a, verify.Shape{Batch: 1, HeadsQ: 2, HeadsKV: 1, SeqQ: 37, SeqK: 150}, verify.BF16Kernel},
 		{"dilated", ptx.SM90a, verify.Shape{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: 136, SeqK: 200}, verify.BF16Kernel},
 		{"document", ptx.SM90a, verify.Shape{Batch: 2, HeadsQ: 1, HeadsKV: 1, SeqQ: 70, SeqK: 130}, verify.BF16Kernel},
+		{"tree", ptx.SM90a, verify.Shape{Batch: 1, HeadsQ: 2, HeadsKV: 2, SeqQ: 90, SeqK: 150}, verify.BF16Kernel},
 		{"window", ptx.Target{SM: 90, Elem: "f16", Accel: true}, verify.Shape{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: 129, SeqK: 129}, verify.F16Kernel},
 	}
 	for _, c := range cases {
