@@ -276,4 +276,9 @@
 // spills, no remark) and TestHopperSASS counts HGMMA, WARPGROUP.DEPBAR
 // (serialized wgmma would add some), UTMALDG and MUFU.EX2 in and around
 // the key-tile loop against the kernel's structure.
+// TestSM90aVerifiedRecorded allows SM90aVerified only with a passing
+// sm_90a GPU verification recorded in docs/gpu-results.md. The kernel's
+// GPU path (tensor maps encoded by the driver, passed by address; the
+// choice of kernel by compute capability) is tested in verify/gpurun and
+// cmd/attngen against the CUDA binding's mock driver.
 package ptx
