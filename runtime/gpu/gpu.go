@@ -3,7 +3,11 @@
 // once for every target and every package. It imports only the standard
 // library and runtime/mask (the residue layout decides how many query
 // tiles a grid holds); it does not talk to a GPU (attngen's runner, in
-// package cuda, does).
+// package cuda, does). Select picks a package's kernel for a device by its
+// compute capability (CanRun), leaving out kernels marked OptIn unless
+// asked for; a kernel that reads its inputs through tensor maps (sm_90a)
+// describes them (TensorMapLayout), and TensorMapsOf gives a call's maps
+// as cuTensorMapEncodeTiled takes them.
 package gpu
 
 import (

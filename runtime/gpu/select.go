@@ -66,7 +66,7 @@ func Select(ks []Kernel, kind, elem string, major, minor int, target string) (Ke
 				return k, nil
 			}
 		}
-		return Kernel{}, fmt.Errorf("gpu: no %s kernel of kind %q for %s", target, kind, elem)
+		return Kernel{}, fmt.Errorf("gpu: no %s %s kernel for %s", target, kindName(kind), elem)
 	}
 	best, bestRank := -1, -1
 	var why []string
@@ -83,7 +83,7 @@ func Select(ks []Kernel, kind, elem string, major, minor int, target string) (Ke
 			continue
 		}
 		if err := CanRun(k.Target, major, minor); err != nil {
-			why = append(why, err.Error())
+			why = append(why, strings.TrimPrefix(err.Error(), "gpu: "))
 			continue
 		}
 		rank := 2 * sm
@@ -95,11 +95,19 @@ func Select(ks []Kernel, kind, elem string, major, minor int, target string) (Ke
 		}
 	}
 	if best < 0 {
-		msg := fmt.Sprintf("gpu: no kernel of kind %q for %s runs on compute capability %d.%d", kind, elem, major, minor)
+		msg := fmt.Sprintf("gpu: no %s kernel for %s runs on compute capability %d.%d", kindName(kind), elem, major, minor)
 		if len(why) > 0 {
 			msg += " (" + strings.Join(why, "; ") + ")"
 		}
 		return Kernel{}, fmt.Errorf("%s", msg)
 	}
 	return ks[best], nil
+}
+
+// kindName names a kernel kind in messages.
+func kindName(kind string) string {
+	if kind == KindForward {
+		return "forward"
+	}
+	return kind
 }
