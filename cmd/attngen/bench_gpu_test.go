@@ -248,7 +248,7 @@ func TestBenchGPUSM90aMock(t *testing.T) {
 
 	t.Setenv("MOCK_CUDA_CC", "80")
 	out, errs, code = runCLI(append(append([]string{}, base...), "-sm", "80,90a")...)
-	if code != 1 || out != "" || !strings.Contains(errs, "a sm_90a kernel runs only on devices of compute capability 9.0; this one is 8.0") || strings.Contains(errs, "timing") {
+	if code != 1 || out != "" || !strings.Contains(errs, "an sm_90a kernel runs only on devices of compute capability 9.0; this one is 8.0") || strings.Contains(errs, "timing") {
 		t.Errorf("-sm 90a on an 8.0 device: exit %d, stdout %q, stderr %q", code, out, errs)
 	}
 	out, _, code = runCLI(base...)

@@ -184,7 +184,7 @@ func TestVerifyGPUSM90aRefused(t *testing.T) {
 	mockCUDA(t)
 	t.Setenv("MOCK_CUDA_CC", "80")
 	out, errs, code := runCLI("verify", "-spec", "../../spec/examples/causal.yaml", "-gpu", "-sm", "80,90a")
-	if code != 1 || out != "" || !strings.Contains(errs, "a sm_90a kernel runs only on devices of compute capability 9.0; this one is 8.0") {
+	if code != 1 || out != "" || !strings.Contains(errs, "an sm_90a kernel runs only on devices of compute capability 9.0; this one is 8.0") {
 		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errs)
 	}
 }

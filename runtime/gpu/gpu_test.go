@@ -73,9 +73,9 @@ func TestSelect(t *testing.T) {
 		{9, 0, "bf16", "", "fwd80"},
 		{9, 0, "f16", "", "fwd80h"},
 		{9, 0, "bf16", "sm_90a", "fwd90a"},
-		{8, 0, "bf16", "sm_90a", "error: gpu: a sm_90a kernel runs only on devices of compute capability 9.0; this one is 8.0"},
+		{8, 0, "bf16", "sm_90a", "error: gpu: an sm_90a kernel runs only on devices of compute capability 9.0; this one is 8.0"},
 		{9, 0, "f16", "sm_90a", "error: gpu: no sm_90a forward kernel for f16"},
-		{7, 5, "bf16", "", "error: gpu: no forward kernel for bf16 runs on compute capability 7.5 (a sm_80 kernel needs"},
+		{7, 5, "bf16", "", "error: gpu: no forward kernel for bf16 runs on compute capability 7.5 (an sm_80 kernel needs"},
 		{9, 0, "bf16", "90a", "error: gpu: target \"90a\""},
 	} {
 		if got := name(c.major, c.minor, c.elem, c.target); !strings.HasPrefix(got, c.want) {

@@ -35,9 +35,9 @@ func CanRun(target string, major, minor int) error {
 	dev := 10*major + minor
 	switch {
 	case accel && dev != sm:
-		return fmt.Errorf("gpu: a %s kernel runs only on devices of compute capability %d.%d; this one is %d.%d", target, sm/10, sm%10, major, minor)
+		return fmt.Errorf("gpu: an %s kernel runs only on devices of compute capability %d.%d; this one is %d.%d", target, sm/10, sm%10, major, minor)
 	case dev < sm:
-		return fmt.Errorf("gpu: a %s kernel needs compute capability %d.%d or later; this device is %d.%d", target, sm/10, sm%10, major, minor)
+		return fmt.Errorf("gpu: an %s kernel needs compute capability %d.%d or later; this device is %d.%d", target, sm/10, sm%10, major, minor)
 	}
 	return nil
 }
