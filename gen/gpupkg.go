@@ -60,7 +60,11 @@ func gpuFiles(ks []gpu.Kernel, pkgName, command string) (map[string][]byte, erro
 // writes the delta the dk/dv kernel reads). Each has PTX to load with the
 // CUDA driver (cuModuleLoadData), the entry to launch, its parameters, and
 // Geometry(batch, headsQ, headsKV, seqQ, seqK) for the launch (an error
-// for a shape the kernel cannot run).
+// for a shape the kernel cannot run). A kernel with TensorMaps (sm_90a)
+// takes the addresses of tensor maps of q, k and v (TensorMapsOf, for
+// cuTensorMapEncodeTiled) instead of theirs. gpu.Select picks the kernel
+// for a device by its compute capability; it picks an OptIn kernel (one no
+// GPU run has verified yet) only when asked for by target.
 var GPUKernels = []gpu.Kernel{
 `)
 	for _, k := range ks {
@@ -79,7 +83,18 @@ var GPUKernels = []gpu.Kernel{
 		if k.TileK != 0 {
 			tileK = fmt.Sprintf(" TileK: %d,", k.TileK)
 		}
-		fmt.Fprintf(&b, "\t\t},\n\t\tTileQ: %d,%s Threads: %d, DynShared: %d, Stride: %d},\n", k.TileQ, tileK, k.Threads, k.DynShared, max(k.Stride, 1))
+		fmt.Fprintf(&b, "\t\t},\n\t\tTileQ: %d,%s Threads: %d, DynShared: %d, Stride: %d", k.TileQ, tileK, k.Threads, k.DynShared, max(k.Stride, 1))
+		if len(k.TensorMaps) > 0 {
+			b.WriteString(",\n\t\tTensorMaps: []gpu.TensorMapLayout{\n")
+			for _, m := range k.TensorMaps {
+				fmt.Fprintf(&b, "\t\t\t{Param: %q, Tensor: %q, Cols: %d, BoxCols: %d, BoxRows: %d, Swizzle: %d},\n", m.Param, m.Tensor, m.Cols, m.BoxCols, m.BoxRows, m.Swizzle)
+			}
+			b.WriteString("\t\t}")
+		}
+		if k.OptIn {
+			b.WriteString(",\n\t\tOptIn: true")
+		}
+		b.WriteString("},\n")
 	}
 	b.WriteString("}\n\n")
 	for _, f := range order {

@@ -76,3 +76,34 @@ func TestGPUFilesBackward(t *testing.T) {
 		t.Errorf("unknown kind: %v", err)
 	}
 }
+
+// TestGPUFilesTensorMaps: a forward kernel with tensor maps (sm_90a) has
+// its own PTX file next to the sm_80 ones and its entry lists the maps
+// and, while unverified, OptIn; the sm_80 entries carry neither.
+func TestGPUFilesTensorMaps(t *testing.T) {
+	ks := gpuKernelsFor("sm_80", "bf16", "FWD80", "BWD80")
+	ks = append(ks, gpu.Kernel{Target: "sm_90a", Elem: "bf16", Name: "attn_fwd_x", PTX: "FWD90A", Params: [][3]string{{"tmap_q", "u64", "map"}},
+		TileQ: 128, Threads: 256, DynShared: 5000, Stride: 1, OptIn: true,
+		TensorMaps: []gpu.TensorMapLayout{{Param: "tmap_q", Tensor: "q", Cols: 64, BoxCols: 64, BoxRows: 128, Swizzle: 128}}})
+	files, err := gpuFiles(ks, "x", "attngen -spec x.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(files["forward_sm_90a_bf16.ptx"]); !strings.HasSuffix(got, "\nFWD90A") {
+		t.Errorf("forward_sm_90a_bf16.ptx: %q", got)
+	}
+	src := string(files["gpu.go"])
+	for _, w := range []string{
+		"//go:embed forward_sm_90a_bf16.ptx\nvar ptx2 string",
+		`{Target: "sm_90a", Elem: "bf16", Name: "attn_fwd_x", PTX: ptx2,`,
+		"TileQ: 128, Threads: 256, DynShared: 5000, Stride: 1,\n\t\tTensorMaps: []gpu.TensorMapLayout{\n\t\t\t{Param: \"tmap_q\", Tensor: \"q\", Cols: 64, BoxCols: 64, BoxRows: 128, Swizzle: 128},\n\t\t},\n\t\tOptIn: true},",
+		"TileQ: 64, Threads: 128, DynShared: 1000, Stride: 1},",
+	} {
+		if !strings.Contains(src, w) {
+			t.Errorf("gpu.go lacks %q:\n%s", w, src)
+		}
+	}
+	if n := strings.Count(src, "OptIn: true"); n != 1 {
+		t.Errorf("%d OptIn entries, want the sm_90a one", n)
+	}
+}

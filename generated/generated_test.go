@@ -34,6 +34,7 @@ type pkg struct {
 	geometry  func(k int, s verify.Shape) (grid, block [3]int, dynShared int, err error)
 	gpus      int
 	gpuKind   func(k int) string // GPUKernels[k].Kind
+	kernels   []gpu.Kernel       // GPUKernels
 	best      func() (int, string)
 	variant   reflect.Type
 	errs      map[string]error
@@ -176,19 +177,24 @@ func TestCompiledMaskMatchesPlan(t *testing.T) {
 }
 
 // TestGPUGeometry: the launch each package's GPU kernels describe is the
-// one the PTX emitter computes for the same call: the forward, then the
-// backward's dq and dk/dv kernels.
+// one the PTX emitter computes for the same call: the sm_80 forward, the
+// backward's dq and dk/dv kernels, and the sm_90a forward, whose tensor
+// maps are also the emitter's and which refuses the shapes the emitter
+// refuses (residue layouts off the stride).
 func TestGPUGeometry(t *testing.T) {
 	r := rand.New(rand.NewPCG(65, 66))
 	for _, p := range packages() {
 		s := load(t, p)
-		if p.gpus != 3 {
-			t.Fatalf("%s: %d GPU kernels, want the forward and the backward's two for sm_80", p.file, p.gpus)
+		if p.gpus != 4 {
+			t.Fatalf("%s: %d GPU kernels, want the forward and the backward's two for sm_80 and the sm_90a forward", p.file, p.gpus)
 		}
-		for k, want := range []string{gpu.KindForward, gpu.KindBwdDQ, gpu.KindBwdDKV} {
+		for k, want := range []string{gpu.KindForward, gpu.KindBwdDQ, gpu.KindBwdDKV, gpu.KindForward} {
 			if got := p.gpuKind(k); got != want {
 				t.Fatalf("%s: GPU kernel %d has kind %q, want %q", p.file, k, got, want)
 			}
+		}
+		if h := p.kernels[3]; h.Target != "sm_90a" || len(h.TensorMaps) != 3 || h.OptIn == ptx.SM90aVerified {
+			t.Fatalf("%s: GPU kernel 3: target %s, %d tensor maps, OptIn %v", p.file, h.Target, len(h.TensorMaps), h.OptIn)
 		}
 		plan, err := gen.Compile(s, ptx.SM80, nil)
 		if err != nil {
@@ -202,6 +208,18 @@ func TestGPUGeometry(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		hplan, err := gen.Compile(s, ptx.SM90a, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := ptx.GenerateForward(hplan, ptx.Config{Target: ptx.SM90a})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.PTX != p.kernels[3].PTX[strings.Index(p.kernels[3].PTX, "\n")+1:] {
+			t.Fatalf("%s: the embedded sm_90a PTX is not the emitter's", p.file)
+		}
+		refused := 0
 		for iter := 0; iter < 200; iter++ {
 			sk := 1 + r.IntN(5000)
 			sh := verify.Shape{Batch: 1 + r.IntN(3), HeadsQ: 4, HeadsKV: 2, SeqQ: 1 + r.IntN(sk), SeqK: sk, HeadDim: s.HeadDim}
@@ -222,6 +240,46 @@ func TestGPUGeometry(t *testing.T) {
 					t.Fatalf("%s kernel %d %+v: package geometry %v %v %d, emitter %v %v %d", p.file, k, sh, grid, block, dyn, want.Grid, want.Block, want.DynShared)
 				}
 			}
+			hl, herr := h.Geometry(sh.Batch, sh.HeadsQ, sh.HeadsKV, sh.SeqQ, sh.SeqK, 0)
+			grid, block, dyn, err := p.geometry(3, sh)
+			if (herr == nil) != (err == nil) {
+				t.Fatalf("%s sm_90a %+v: package geometry error %v, emitter's %v", p.file, sh, err, herr)
+			}
+			if err != nil {
+				refused++
+				continue
+			}
+			if grid != hl.Grid || block != hl.Block || dyn != hl.DynShared || block[0] != 256 {
+				t.Fatalf("%s sm_90a %+v: package geometry %v %v %d, emitter %v %v %d", p.file, sh, grid, block, dyn, hl.Grid, hl.Block, hl.DynShared)
+			}
+			got, err := p.kernels[3].TensorMapsOf(sh.Batch, sh.HeadsQ, sh.HeadsKV, sh.SeqQ, sh.SeqK, 1<<20, 2<<20, 3<<20)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := h.TensorMaps(sh.Batch, sh.HeadsQ, sh.HeadsKV, sh.SeqQ, sh.SeqK, 1<<20, 2<<20, 3<<20)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("%s sm_90a %+v: package tensor maps %+v, emitter %+v", p.file, sh, got, want)
+			}
+		}
+		if st := plan.Layout.Stride; refused > 0 && !(plan.Layout.Kind == gen.Residue && st > 1) {
+			t.Errorf("%s: the sm_90a kernel refused %d shapes of an identity layout", p.file, refused)
+		}
+		// the runner's rule on the package's list: sm_80 by default, the
+		// sm_90a forward on a 9.0 device when asked for
+		for _, c := range []struct {
+			major, minor int
+			target, want string
+		}{{8, 0, "", "sm_80"}, {9, 0, "", "sm_80"}, {9, 0, "sm_90a", "sm_90a"}} {
+			k, err := gpu.Select(p.kernels, gpu.KindForward, "bf16", c.major, c.minor, c.target)
+			if err != nil || k.Target != c.want {
+				t.Errorf("%s: Select on %d.%d asking %q: %s %v, want %s", p.file, c.major, c.minor, c.target, k.Target, err, c.want)
+			}
+		}
+		if _, err := gpu.Select(p.kernels, gpu.KindForward, "bf16", 8, 0, "sm_90a"); err == nil {
+			t.Errorf("%s: Select gave an 8.0 device the sm_90a kernel", p.file)
 		}
 	}
 }

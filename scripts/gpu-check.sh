@@ -5,13 +5,16 @@
 #   gpu-bundle/gpu-check.sh run-verify OUT    # on the GPU host: correctness, forward and backward
 #   gpu-bundle/gpu-check.sh run-time OUT      # on the GPU host: forward timing, about 4 minutes
 #   gpu-bundle/gpu-check.sh run-time-bwd OUT  # on the GPU host: backward and fwd+bwd timing
-#   gpu-bundle/gpu-check.sh run OUT           # all three, one after the other
+#   gpu-bundle/gpu-check.sh run-verify-sm90a OUT  # on the GPU host: the sm_90a forward's correctness
+#   gpu-bundle/gpu-check.sh run-time-sm90a OUT    # on the GPU host: sm_90a, sm_80 and Flex forward timing
+#   gpu-bundle/gpu-check.sh run OUT           # all five, one after the other
 #
 # Each run step ends within 5.5 minutes (every command in it has a time
 # limit inside that budget), so each fits a 6-minute call; it writes its
 # own results file in OUT (run-verify: OUT/gpu-verify.md, run-time:
-# OUT/gpu-time.md, run-time-bwd: OUT/gpu-time-bwd.md) and the raw outputs
-# beside it, at most six files. OUT may be relative: it is resolved
+# OUT/gpu-time.md, run-time-bwd: OUT/gpu-time-bwd.md, run-verify-sm90a:
+# OUT/gpu-verify-sm90a.md, run-time-sm90a: OUT/gpu-time-sm90a.md) and the
+# raw outputs beside it, at most six files a step. OUT may be relative: it is resolved
 # against the directory the script is called from. A step exits non-zero
 # when any of its checks failed, ran out of time or could not run, and its
 # results file lists which. The backward's additions (its ptxas runs, its
@@ -50,14 +53,31 @@
 # the two medians) and Flex fwd+bwd. Backward TFLOP/s count 2.5x the
 # forward's FLOPs, fwd+bwd 3.5x, on both sides.
 #
-# Commit the three results files together as docs/gpu-results.md.
+# run-verify-sm90a: attngen verify -gpu -sm 90a -dtype bf16,f16 on every
+# example (six at a time): the sm_90a forward (wgmma, tensor maps encoded
+# by the driver and passed by address) against the float64 reference on
+# the forward's shapes (rows sampled at S = 8192; residue layouts on
+# lengths rounded up to the stride), dependencies, and GPU against the
+# interpreter. Generated packages and the runner use the sm_90a kernel
+# only when asked for until this step has passed and its results are in
+# docs/gpu-results.md; then set ptx.SM90aVerified (emit/ptx/hopper.go) and
+# regenerate (go generate ./...) to make it the 9.0 default.
+#
+# run-time-sm90a: attngen bench -gpu -sm 80,90a on the six masks (both
+# forward kernels on the same random inputs, each the median of 30 timed
+# launches after 3 warm-ups, each output checked on sampled rows), then
+# FlexAttention's forward (flex_bench.py) in the same run, and one table
+# of the three in OUT/gpu-time-sm90a.md. Neither sm_90a step has been
+# timed on a GPU host yet; their limits keep them inside the budget.
+#
+# Commit the results files together as docs/gpu-results.md.
 set -uo pipefail
 
 budget=330 # seconds one run step may take in all
 mode=${1:-}
 
 usage() {
-  echo "usage: $0 build | run-verify OUTDIR | run-time OUTDIR | run-time-bwd OUTDIR | run OUTDIR" >&2
+  echo "usage: $0 build | run-verify OUTDIR | run-time OUTDIR | run-time-bwd OUTDIR | run-verify-sm90a OUTDIR | run-time-sm90a OUTDIR | run OUTDIR | record-wgmma OUTDIR" >&2
   exit 2
 }
 
@@ -117,11 +137,14 @@ finish() {
   exit 0
 }
 
-# ptxas_one FILE: ptxas -v of one PTX module for each architecture; every
-# kernel of the module must report no spills (a backward module has two).
+# ptxas_one FILE: ptxas -v of one PTX module for each architecture it
+# targets (sm_80 modules: sm_80, sm_90 and sm_90a; sm_90a modules: sm_90a);
+# every kernel of the module must report no spills (a backward module has
+# two).
 ptxas_one() {
-  local f=$1 arch log bad=0
-  for arch in sm_80 sm_90 sm_90a; do
+  local f=$1 arch log bad=0 archs="sm_80 sm_90 sm_90a"
+  case "$f" in *sm_90a*) archs=sm_90a ;; esac # .target sm_90a assembles for sm_90a only
+  for arch in $archs; do
     echo "== $f $arch"
     if ! log=$(ptxas -v --gpu-name "$arch" "$f" -o /dev/null 2>&1); then
       echo "$log"; echo "ptxas FAILED"; bad=1; continue
@@ -173,7 +196,7 @@ do_bench() {
 
 do_flex() {
   [ -f flex_anchor.py ] || { echo "flex_anchor.py is not in the bundle (build with FLEX_ANCHOR=path)"; return 1; }
-  PYTHONUNBUFFERED=1 python3 flex_bench.py --out "$OUT/flex.json"
+  PYTHONUNBUFFERED=1 python3 flex_bench.py --out "$OUT/${FLEX_JSON:-flex.json}"
 }
 
 # The backward: attngen's fwd and bwd rows of each mask (one line of JSON
@@ -279,7 +302,60 @@ print("\nEffective TFLOP/s = 4*B*H*D*kept_pairs / time; both sides: random norma
 PY
 }
 
-export -f ptxas_one do_ptxas do_cuda do_verify do_goldens do_bench do_flex do_table do_bench_bwd do_flex_bwd do_table_bwd
+# The sm_90a forward on the device: every example, both element types.
+do_verify_sm90a() {
+  ls specs/*.yaml | xargs -P 6 -I{} sh -c \
+    './attngen verify -gpu -sm 90a -dtype bf16,f16 -spec {} -seed 1 -sample 512 > "$VOUT/$(basename {} .yaml).txt" 2>&1'
+}
+
+# The sm_80 and sm_90a forwards of each mask, one JSON array a mask.
+do_bench_sm90a() {
+  local m bad=0
+  for m in causal window block bridge dilated streaming; do
+    echo "== $m" >&2
+    timeout 80 ./attngen bench -gpu -sm 80,90a -spec "specs/$m.yaml" -batch 4 -heads 16 -seq 8192 -json || bad=1
+  done
+  return $bad
+}
+
+do_table_sm90a() {
+  python3 - "$OUT/bench-sm90a.jsonl" "$OUT/flex-sm90a.json" <<'PY'
+import json, sys
+flexname = {"causal": "causal", "window": "window1024", "block": "block256",
+            "bridge": "bridge256r32", "dilated": "dilated8", "streaming": "sink4+window1024"}
+ours = {}
+for line in open(sys.argv[1]):
+    line = line.strip()
+    if line.startswith("["):
+        for r in json.loads(line):
+            ours[(r["mask"], r.get("target", "sm_80"))] = r
+try:
+    flex = json.load(open(sys.argv[2]))
+except Exception as e:
+    flex = {"env": {}, "rows": []}
+    print(f"flex_anchor.py wrote no results: {e!r}\n")
+fl = {r["mask"]: r for r in flex.get("rows", [])}
+env = flex.get("env", {})
+if env:
+    print(f"FlexAttention side: {env.get('gpu')}, torch {env.get('torch')}, shape {env.get('shape')}\n")
+print("| mask | sm_90a ms | sm_90a TFLOP/s | sm_90a output check | sm_80 ms | sm_80 TFLOP/s | sm_80 output check | Flex ms | Flex TFLOP/s | sm_90a / Flex | sm_90a / sm_80 |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
+for m, fn in flexname.items():
+    h, a, f = ours.get((m, "sm_90a")), ours.get((m, "sm_80")), fl.get(fn, {})
+    cell = lambda o: f"{o['ms']:.3f} | {o['tflops']:.1f} | {o['check'][:50]}" if o else "- | - | not run"
+    if "flex_fwd_ms" in f:
+        b = f"{f['flex_fwd_ms']:.3f} | {f['flex_fwd_tflops']:.1f}"
+        rf = f"{h['tflops'] / f['flex_fwd_tflops']:.2f}x" if h else "-"
+    else:
+        b, rf = (f"error: {f['error'][:40]}" if "error" in f else "-") + " | -", "-"
+    ra = f"{h['tflops'] / a['tflops']:.2f}x" if h and a else "-"
+    print(f"| {m} ({fn}) | {cell(h)} | {cell(a)} | {b} | {rf} | {ra} |")
+print("\nEffective TFLOP/s = 4*B*H*D*kept_pairs / time; all three on random normal bf16 inputs, median after warm-up, in one run; "
+      "attngen's two kernels on the same inputs, each output checked against the float64 reference on sampled rows.")
+PY
+}
+
+export -f ptxas_one do_ptxas do_cuda do_verify do_goldens do_bench do_flex do_table do_bench_bwd do_flex_bwd do_table_bwd do_verify_sm90a do_bench_sm90a do_table_sm90a
 
 # ---- record-wgmma (issue 10) ------------------------------------------------
 #
@@ -392,12 +468,46 @@ run-time-bwd)
   { echo "## attngen backward and FlexAttention forward+backward, same run"; echo; do_table_bwd; echo; echo '```'; tail -12 "$OUT/flex-bwd.txt"; echo '```'; } >> "$md" 2>&1
   finish "$md"
   ;;
+run-verify-sm90a)
+  OUT=$(absdir "${2:-}") || exit 2
+  VOUT=$(mktemp -d) || exit 2
+  trap 'rm -rf "$VOUT"' EXIT
+  export OUT VOUT
+  cd "$(dirname "$0")" || exit 2
+  md="$OUT/gpu-verify-sm90a.md"
+  header "GPU verification of the sm_90a forward" > "$md"
+  step "attngen verify -gpu -sm 90a, every example, bf16 and f16" 310 do_verify_sm90a > "$OUT/verify-sm90a-log.txt" 2>&1
+  for f in "$VOUT"/*.txt; do echo "==== $(basename "$f" .txt)"; cat "$f"; done > "$OUT/verify-sm90a.txt" 2>&1
+  cat "$OUT/verify-sm90a-log.txt" >> "$OUT/verify-sm90a.txt"; rm -f "$OUT/verify-sm90a-log.txt"
+  {
+    echo "## attngen verify -gpu -sm 90a"; echo '```'
+    for f in "$VOUT"/*.txt; do
+      echo "$(basename "$f" .txt): $(tail -1 "$f")"
+      grep -E "FAIL|^gpu: " "$f" | head -10 | sed 's/^/    /'
+    done
+    echo '```'
+  } >> "$md"
+  finish "$md"
+  ;;
+run-time-sm90a)
+  OUT=$(absdir "${2:-}") || exit 2
+  export OUT
+  cd "$(dirname "$0")" || exit 2
+  md="$OUT/gpu-time-sm90a.md"
+  header "GPU timing: attngen sm_90a and sm_80 forwards and FlexAttention, B=4 H=16 S=8192 D=128 bf16" > "$md"
+  step "attngen bench -gpu -sm 80,90a, six masks" 170 do_bench_sm90a > "$OUT/bench-sm90a.jsonl" 2> "$OUT/bench-sm90a-log.txt"
+  FLEX_JSON=flex-sm90a.json step "FlexAttention and SDPA (flex_bench.py)" 160 do_flex > "$OUT/flex-sm90a.txt" 2>&1
+  { echo "## attngen (sm_90a, sm_80) and FlexAttention, same run"; echo; do_table_sm90a; echo; echo '```'; tail -12 "$OUT/flex-sm90a.txt"; echo '```'; } >> "$md" 2>&1
+  finish "$md"
+  ;;
 run)
   [ -n "${2:-}" ] || usage
   "$0" run-verify "$2"; a=$?
   "$0" run-time "$2"; b=$?
   "$0" run-time-bwd "$2"; c=$?
-  [ "$a" = 0 ] && [ "$b" = 0 ] && [ "$c" = 0 ]
+  "$0" run-verify-sm90a "$2"; d=$?
+  "$0" run-time-sm90a "$2"; e=$?
+  [ "$a" = 0 ] && [ "$b" = 0 ] && [ "$c" = 0 ] && [ "$d" = 0 ] && [ "$e" = 0 ]
   ;;
 *)
   usage

@@ -17,6 +17,7 @@ import (
 	"github.com/attngen/attngen/emit/ptx"
 	"github.com/attngen/attngen/gen"
 	"github.com/attngen/attngen/runtime/cpu"
+	"github.com/attngen/attngen/runtime/gpu"
 	"github.com/attngen/attngen/spec"
 	"github.com/attngen/attngen/verify"
 	"github.com/attngen/attngen/verify/gpurun"
@@ -189,6 +190,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	sample := fs.Int("sample", 256, "-gpu: query rows (each for four heads: first, last, two random) whose output, and dq rows and dk/dv keys (of one head) whose gradients, are checked against the float64 reference after timing; 0: every row")
 	seed := fs.Uint64("seed", 1, "-gpu: seed of the random normal bf16 inputs")
 	variantsFlag := fs.String("variants", "", "comma-separated variants to time, of the CPU targets' names (avx512, avx2, purego) and naive (the straightforward Go implementation); default all this machine runs")
+	smFlag := fs.String("sm", "80", "-gpu: SM versions of the forward kernels timed, comma separated, each on the same inputs (80: the sm_80 kernel, which every GPU runs; 90a: the sm_90a kernel, on a compute capability 9.0 device only); the backward's kernels are sm_80's")
 	pass := fs.String("pass", "fwd", "what to time: fwd (the forward), bwd (the backward: dq, dk and dv from dout, q, k, v and the forward's out and lse; on the CPU float32 and contiguous caches, with -gpu the bf16 PTX dq and dk/dv kernels timed together; FLOP/s count 2.5x the forward's FLOPs) or both")
 	if err := parseArgs(fs, args, stdout, path); err != nil {
 		return err
@@ -257,7 +259,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	if !*gpu {
-		for _, f := range []string{"warmup", "sample", "seed"} {
+		for _, f := range []string{"warmup", "sample", "seed", "sm"} {
 			if set[f] {
 				return usagef("-%s: only -gpu takes it (the CPU variants report the best of -reps)", f)
 			}
@@ -311,7 +313,14 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 			return usagef("-gpu -batch %d -heads %d -seq %d: the host copies of %s take %s, more than the %s allowed (%s)",
 				*batch, *heads, *seq, what, byteSize(per*n), byteSize(limit), from)
 		}
-		return benchGPU(s, gpuBench{batch: *batch, heads: *heads, seq: *seq, reps: *reps, warmup: *warmup, sample: *sample, seed: *seed, fwd: fwdPass, bwd: bwdPass}, *asJSON, stdout, stderr)
+		targets, err := gpuTargets(*smFlag, "bf16")
+		if err != nil || len(targets) == 0 {
+			return usagef("-sm %q: want SM versions such as 80 or 80,90a (bf16 kernels)", *smFlag)
+		}
+		if err := checkTargets(s, targets); err != nil {
+			return err
+		}
+		return benchGPU(s, gpuBench{batch: *batch, heads: *heads, seq: *seq, reps: *reps, warmup: *warmup, sample: *sample, seed: *seed, fwd: fwdPass, bwd: bwdPass, targets: targets}, *asJSON, stdout, stderr)
 	}
 	probeMiB := cpu.ReadProbeMiB(*bwMiB)
 	esize := 4
@@ -658,7 +667,8 @@ type gpuBench struct {
 	reps, warmup      int
 	sample            int // rows checked after timing; 0: every row
 	seed              uint64
-	fwd, bwd          bool // the passes timed
+	fwd, bwd          bool         // the passes timed
+	targets           []ptx.Target // the forward kernels timed (bf16); nil: sm_80
 }
 
 // benchInputs draws n standard normal values rounded to bf16: random, so
@@ -683,7 +693,7 @@ func gpuRow(pass, mask, device string, b gpuBench, headDim int, kept int64, tm g
 	if pass == "bwd" {
 		flops *= bwdFlopFactor
 	}
-	return map[string]any{"pass": pass, "variant": "ptx-bf16", "mask": mask, "seq": b.seq, "batch": b.batch, "heads": b.heads, "head_dim": headDim,
+	return map[string]any{"pass": pass, "variant": "ptx-bf16", "target": "sm_80", "mask": mask, "seq": b.seq, "batch": b.batch, "heads": b.heads, "head_dim": headDim,
 		"ms": ms, "ms_min": msOf(tm.Min()), "ms_max": msOf(tm.Max()), "stat": "median", "runs": len(tm.Times), "warmup": tm.Warmup,
 		"tflops": flops / (ms / 1e3) / 1e12, "kept_pairs": kept, "device": device, "inputs": fmt.Sprintf("random normal bf16, seed %d", b.seed), "check": check}
 }
@@ -694,8 +704,8 @@ func gpuRowText(r map[string]any) string {
 	if r["pass"] == "bwd" {
 		what = "gradients (dq and dk/dv kernels timed together)"
 	}
-	return fmt.Sprintf("bench %s %s on %s: B=%d H=%d D=%d S=%d bf16: median %.3f ms of %d (min %.3f, max %.3f), %.1f effective TFLOP/s; %s %s",
-		r["mask"], r["pass"], r["device"], r["batch"], r["heads"], r["head_dim"], r["seq"], r["ms"], r["runs"], r["ms_min"], r["ms_max"], r["tflops"], what, r["check"])
+	return fmt.Sprintf("bench %s %s on %s: B=%d H=%d D=%d S=%d bf16, %s kernels: median %.3f ms of %d (min %.3f, max %.3f), %.1f effective TFLOP/s; %s %s",
+		r["mask"], r["pass"], r["device"], r["batch"], r["heads"], r["head_dim"], r["seq"], r["target"], r["ms"], r["runs"], r["ms_min"], r["ms_max"], r["tflops"], what, r["check"])
 }
 
 // benchGPU times the spec's bf16 PTX kernels with CUDA events on random
@@ -720,20 +730,47 @@ func benchGPU(s *spec.Spec, b gpuBench, asJSON bool, stdout, progress io.Writer)
 		return err
 	}
 	defer ctx.Release()
-	plan, err := gen.Compile(s, ptx.SM80, nil)
-	if err != nil {
-		return err
+	targets := b.targets
+	if len(targets) == 0 {
+		targets = []ptx.Target{ptx.SM80}
 	}
-	f, err := ptx.GenerateForward(plan, ptx.Config{})
-	if err != nil {
-		return err
+	// sm_80 runs on every GPU; sm_90a only on 9.0 devices, and only when
+	// -sm asks for it: a target the device cannot run is refused here
+	for _, t := range targets {
+		if err := gpu.CanRun(t.Arch(), dev.Major, dev.Minor); err != nil {
+			return fmt.Errorf("bench -gpu -sm: %s (%s): %w", dev.Name, dev, err)
+		}
 	}
-	k, err := gpurun.GPU(ctx, f)
-	if err != nil {
-		return err
+	sh := verify.Shape{Batch: b.batch, HeadsQ: b.heads, HeadsKV: b.heads, SeqQ: b.seq, SeqK: b.seq, HeadDim: s.HeadDim}
+	type fwdKernel struct {
+		t ptx.Target
+		k *gpurun.Kernel
+	}
+	var ks []fwdKernel
+	for _, t := range targets {
+		plan, err := gen.Compile(s, t, nil)
+		if err != nil {
+			return err
+		}
+		f, err := ptx.GenerateForward(plan, ptx.Config{Target: t})
+		if err != nil {
+			return err
+		}
+		if _, err := f.Geometry(sh.Batch, sh.HeadsQ, sh.HeadsKV, sh.SeqQ, sh.SeqK, 0); err != nil {
+			return fmt.Errorf("bench -gpu: the %s kernel: %w", t.Arch(), err)
+		}
+		k, err := gpurun.GPU(ctx, f)
+		if err != nil {
+			return err
+		}
+		ks = append(ks, fwdKernel{t, k})
 	}
 	var kb *gpurun.BackwardKernel
 	if b.bwd {
+		plan, err := gen.Compile(s, ptx.SM80, nil)
+		if err != nil {
+			return err
+		}
 		bw, err := ptx.GenerateBackward(plan, ptx.Config{})
 		if err != nil {
 			return err
@@ -742,7 +779,6 @@ func benchGPU(s *spec.Spec, b gpuBench, asJSON bool, stdout, progress io.Writer)
 			return err
 		}
 	}
-	sh := verify.Shape{Batch: b.batch, HeadsQ: b.heads, HeadsKV: b.heads, SeqQ: b.seq, SeqK: b.seq, HeadDim: s.HeadDim}
 	nq, nkv, nl := sh.Sizes()
 	r := rand.New(rand.NewPCG(b.seed, 0x62656e6368))
 	fmt.Fprintf(progress, "bench %s: random normal bf16 inputs (seed %d)\n", s.Name, b.seed)
@@ -759,25 +795,33 @@ func benchGPU(s *spec.Spec, b gpuBench, asJSON bool, stdout, progress io.Writer)
 		}
 	}
 	if b.fwd {
-		fmt.Fprintf(progress, "bench %s: timing the bf16 kernel on %s: %d warm-up launches, then the median of %d\n", s.Name, dev, b.warmup, b.reps)
-		tm, err := k.Bench(out, lse, q, kk, v, nil, sh, b.warmup, b.reps)
-		if err != nil {
-			return err
+		for _, fk := range ks {
+			clear(out)
+			clear(lse)
+			fmt.Fprintf(progress, "bench %s: timing the %s bf16 kernel on %s: %d warm-up launches, then the median of %d\n", s.Name, fk.t.Arch(), dev, b.warmup, b.reps)
+			tm, err := fk.k.Bench(out, lse, q, kk, v, nil, sh, b.warmup, b.reps)
+			if err != nil {
+				return err
+			}
+			var sample []int
+			if b.sample > 0 {
+				sample = verify.SampleRows(s.Pattern(), nil, sh, b.sample, r)
+			}
+			fmt.Fprintf(progress, "bench %s: checking the output of the timed launches against the float64 reference\n", s.Name)
+			rep, cerr := verify.CheckOutput(s.Pattern(), nil, q, kk, v, sh, out, lse, verify.BF16Kernel, sample)
+			check := "ok: " + rep.String()
+			if cerr != nil {
+				check = "FAIL: " + cerr.Error()
+			}
+			row := gpuRow("fwd", s.Name, dev.String(), b, s.HeadDim, kept, tm, check)
+			if fk.t.Accel {
+				row["variant"], row["target"] = "ptx-"+strings.ReplaceAll(fk.t.Arch(), "_", "")+"-bf16", fk.t.Arch()
+			}
+			record(row, cerr)
 		}
-		var sample []int
-		if b.sample > 0 {
-			sample = verify.SampleRows(s.Pattern(), nil, sh, b.sample, r)
-		}
-		fmt.Fprintf(progress, "bench %s: checking the output of the timed launches against the float64 reference\n", s.Name)
-		rep, cerr := verify.CheckOutput(s.Pattern(), nil, q, kk, v, sh, out, lse, verify.BF16Kernel, sample)
-		check := "ok: " + rep.String()
-		if cerr != nil {
-			check = "FAIL: " + cerr.Error()
-		}
-		record(gpuRow("fwd", s.Name, dev.String(), b, s.HeadDim, kept, tm, check), cerr)
 	} else if b.bwd {
 		fmt.Fprintf(progress, "bench %s: the forward's output and lse for the backward\n", s.Name)
-		if err := k.Run()(out, lse, q, kk, v, nil, sh); err != nil {
+		if err := ks[0].k.Run()(out, lse, q, kk, v, nil, sh); err != nil {
 			return err
 		}
 	}

@@ -216,7 +216,49 @@ func TestGPURowFLOPs(t *testing.T) {
 	if w["tflops"] != 2.5*want || w["pass"] != "bwd" {
 		t.Errorf("bwd row %v: want %v TFLOP/s", w, 2.5*want)
 	}
-	if s := gpuRowText(w); !strings.HasPrefix(s, "bench m bwd on dev: B=2 H=3 D=64 S=100 bf16: median 2.000 ms of 3") || !strings.HasSuffix(s, "gradients (dq and dk/dv kernels timed together) ok") {
+	if s := gpuRowText(w); !strings.HasPrefix(s, "bench m bwd on dev: B=2 H=3 D=64 S=100 bf16, sm_80 kernels: median 2.000 ms of 3") || !strings.HasSuffix(s, "gradients (dq and dk/dv kernels timed together) ok") {
 		t.Errorf("text %q", s)
+	}
+}
+
+// TestBenchGPUSM90aMock: bench -gpu -sm 80,90a times both forward kernels
+// on the same inputs, one row each (variant and target named), on the
+// mock's 9.0 device; on an 8.0 device (MOCK_CUDA_CC=80) asking for sm_90a
+// fails before timing anything, naming both capabilities, while the
+// default (sm_80) still times; -sm without -gpu is a usage error.
+func TestBenchGPUSM90aMock(t *testing.T) {
+	mockCUDA(t)
+	base := []string{"bench", "-spec", "../../spec/examples/window.yaml", "-gpu", "-batch", "1", "-heads", "2", "-seq", "256", "-sample", "16", "-json"}
+	out, errs, code := runCLI(append(append([]string{}, base...), "-sm", "80,90a")...)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1 (the checks fail on the mock); stdout %q stderr %q", code, out, errs)
+	}
+	var res []map[string]any
+	if err := json.Unmarshal([]byte(out), &res); err != nil || len(res) != 2 {
+		t.Fatalf("stdout is not two JSON rows: %v\n%s", err, out)
+	}
+	for i, w := range [][2]string{{"ptx-bf16", "sm_80"}, {"ptx-sm90a-bf16", "sm_90a"}} {
+		if r := res[i]; r["pass"] != "fwd" || r["variant"] != w[0] || r["target"] != w[1] || r["runs"] != 30.0 || r["ms"] != 1.5 {
+			t.Errorf("row %d: %v, want a fwd row of %s (%s)", i, r, w[0], w[1])
+		}
+	}
+	if !strings.Contains(errs, "timing the sm_90a bf16 kernel") {
+		t.Errorf("stderr does not name the sm_90a timing:\n%s", errs)
+	}
+
+	t.Setenv("MOCK_CUDA_CC", "80")
+	out, errs, code = runCLI(append(append([]string{}, base...), "-sm", "80,90a")...)
+	if code != 1 || out != "" || !strings.Contains(errs, "an sm_90a kernel runs only on devices of compute capability 9.0; this one is 8.0") || strings.Contains(errs, "timing") {
+		t.Errorf("-sm 90a on an 8.0 device: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+	out, _, code = runCLI(base...)
+	if err := json.Unmarshal([]byte(out), &res); code != 1 || err != nil || len(res) != 1 || res[0]["target"] != "sm_80" {
+		t.Errorf("default on an 8.0 device: exit %d, %v\n%s", code, err, out)
+	}
+	if _, errs, code := runCLI("bench", "-spec", "../../spec/examples/window.yaml", "-sm", "90a"); code != 2 || !strings.Contains(errs, "only -gpu takes it") {
+		t.Errorf("-sm without -gpu: exit %d, %s", code, errs)
+	}
+	if _, errs, code := runCLI(append(append([]string{}, base...), "-sm", "9x")...); code != 2 || !strings.Contains(errs, "-sm") {
+		t.Errorf("-sm 9x: exit %d, %s", code, errs)
 	}
 }

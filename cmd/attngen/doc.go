@@ -4,10 +4,10 @@
 //
 // Usage:
 //
-//	attngen -spec F [-out DIR] [-pkg NAME] [-sm 80,90|none] [-dtype bf16,f16] [-verify]
+//	attngen -spec F [-out DIR] [-pkg NAME] [-sm 80,90a|none] [-dtype bf16,f16] [-verify]
 //	attngen generate ...    the same, named
-//	attngen verify -spec F [-seed N] [-sm 80] [-dtype bf16] [-gpu] [-sample N] [-no-ptx]
-//	attngen bench -spec F [-seq S] [-seq-q Q] [-heads H] [-heads-kv H] [-batch B] [-dtype fp32] [-out-dtype fp32] [-paged PAGE] [-threads 1,2] [-reps R] [-bw-mib M] [-pass fwd|bwd|both] [-variants LIST] [-json] [-gpu [-warmup N] [-sample N] [-seed N]]
+//	attngen verify -spec F [-seed N] [-sm 80,90a] [-dtype bf16] [-gpu] [-sample N] [-no-ptx]
+//	attngen bench -spec F [-seq S] [-seq-q Q] [-heads H] [-heads-kv H] [-batch B] [-dtype fp32] [-out-dtype fp32] [-paged PAGE] [-threads 1,2] [-reps R] [-bw-mib M] [-pass fwd|bwd|both] [-variants LIST] [-json] [-gpu [-sm 80,90a] [-warmup N] [-sample N] [-seed N]]
 //	attngen check -spec F [-seq N] [-sm 80] [-dtype bf16]
 //	attngen show -spec F [-seq N] [-tile T] [-o mask.png|mask.svg] [-width W]
 //	attngen reach -spec F [-layers L] [-seq S] [-max-distance D] [-json] [-o coverage.png|.svg]
@@ -18,8 +18,11 @@
 // The commands:
 //
 //   - attngen -spec F (generate) writes a Go package with F's fused
-//     attention kernels: the CPU variants and one PTX kernel per GPU target
-//     of -sm (SM versions, comma separated, or none) and -dtype (bf16, f16).
+//     attention kernels: the CPU variants and the PTX kernels of each GPU
+//     target of -sm (SM versions, comma separated, or none; default 80,90a:
+//     the sm_80 forward and backward, and the sm_90a forward, which runners
+//     use only when asked for until a GPU run has verified it) and -dtype
+//     (bf16, f16).
 //     Every file starts with the command that regenerates it. -verify then
 //     runs attngen verify on the same spec and the same GPU targets.
 //   - attngen verify checks every CPU variant this machine runs against the
@@ -27,14 +30,15 @@
 //     backward (dq, dk and dv against the float64 reference gradients on
 //     the same shapes, their dependencies on dout, masked NaN and
 //     infinities reaching no gradient), and the PTX
-//     kernels of -sm/-dtype under the PTX interpreter; -gpu also runs them
-//     on the GPU, reporting progress on stderr, judging shapes of 1024 rows
-//     or more on -sample rows.
+//     kernels of -sm/-dtype under the PTX interpreter (-sm 90a: the sm_90a
+//     forward); -gpu also runs them on the GPU, reporting progress on
+//     stderr, judging shapes of 1024 rows or more on -sample rows, after
+//     refusing a target the device cannot run (sm_90a needs 9.0).
 //   - attngen bench measures the effective GFLOP/s of every variant against
 //     this CPU's FMA peak, and its GB/s (q, out and lse, and the key and
 //     value rows of the keys some query keeps, per second) against this machine's
 //     read bandwidth, both measured in the same run (or times the PTX
-//     kernel with -gpu: random normal bf16 inputs, the median of -reps timed
+//     kernels of -sm with -gpu: random normal bf16 inputs, the median of -reps timed
 //     launches after -warmup, and the output of the timed launches checked
 //     against the float64 reference on -sample rows), reporting progress on
 //     stderr. -seq-q Q runs the

@@ -14,6 +14,12 @@ import (
 	"github.com/attngen/attngen/spec"
 )
 
+// defaultSM is the -sm of attngen generate: the sm_80 kernels, which every
+// GPU of compute capability 8.0 or later runs, and the sm_90a forward,
+// which only 9.0 devices run and runners pick only when asked for
+// (gpu.Kernel.OptIn) until a GPU run has verified it.
+const defaultSM = "80,90a"
+
 // cmdGenerate is the main job: attngen -spec F -out DIR [-pkg NAME].
 func cmdGenerate(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("", stderr)
@@ -22,7 +28,7 @@ func cmdGenerate(args []string, stdout, stderr io.Writer) error {
 	pkg := fs.String("pkg", "", "package name (default: the spec's name)")
 	check := fs.Bool("verify", false, "after generating, run attngen verify on the spec's kernels")
 	dtype := fs.String("dtype", "bf16", "element types of the GPU kernels, comma separated: bf16, f16")
-	sm := fs.String("sm", "80", "SM versions of the GPU kernels (compute capability x 10), comma separated; none: no GPU kernel")
+	sm := fs.String("sm", defaultSM, "SM versions of the GPU kernels (compute capability x 10; 90a: the sm_90a forward), comma separated; none: no GPU kernel")
 	if err := parseArgs(fs, args, stdout, path); err != nil {
 		return err
 	}
@@ -88,23 +94,25 @@ func withoutVerify(args []string) []string {
 }
 
 // gpuTargets parses -sm and -dtype into the PTX targets to build: every
-// SM version with every element type.
+// SM version with every element type; an SM version with the suffix a
+// (90a) is its architecture-specific target (ptx.SM90a's kernel).
 func gpuTargets(sms, dtypes string) ([]ptx.Target, error) {
 	if sms == "none" || sms == "" {
 		return nil, nil
 	}
 	var out []ptx.Target
 	for _, v := range strings.Split(sms, ",") {
-		n, err := strconv.Atoi(strings.TrimPrefix(strings.TrimSpace(v), "sm_"))
+		num, accel := strings.CutSuffix(strings.TrimPrefix(strings.TrimSpace(v), "sm_"), "a")
+		n, err := strconv.Atoi(num)
 		if err != nil {
-			return nil, fmt.Errorf("-sm %q: want SM versions such as 80 or 80,90, or none", sms)
+			return nil, fmt.Errorf("-sm %q: want SM versions such as 80, 80,90 or 80,90a, or none", sms)
 		}
 		for _, e := range strings.Split(dtypes, ",") {
 			e = strings.TrimSpace(e)
 			if e == "fp16" {
 				e = "f16"
 			}
-			t := ptx.Target{SM: n, Elem: e}
+			t := ptx.Target{SM: n, Elem: e, Accel: accel}
 			if err := t.Check(); err != nil {
 				return nil, fmt.Errorf("-sm %s -dtype %s: %v", sms, dtypes, err)
 			}
@@ -160,7 +168,9 @@ func packageFiles(s *spec.Spec, importPath, name string, gpus []ptx.Target, comm
 }
 
 // gpuKernels emits the spec's PTX kernels for a target: the forward, then
-// the backward's dq and dk/dv kernels (one module).
+// the backward's dq and dk/dv kernels (one module); an architecture-
+// specific target (sm_90a) has the forward only (the backward's kernels
+// are mma.sync ones, which the sm_80 target's PTX serves on every GPU).
 func gpuKernels(s *spec.Spec, t ptx.Target) ([]gpu.Kernel, error) {
 	plan, err := gen.Compile(s, t, nil)
 	if err != nil {
@@ -169,6 +179,9 @@ func gpuKernels(s *spec.Spec, t ptx.Target) ([]gpu.Kernel, error) {
 	f, err := ptx.GenerateForward(plan, ptx.Config{Target: t})
 	if err != nil {
 		return nil, err
+	}
+	if t.Accel {
+		return []gpu.Kernel{f.Kernel()}, nil
 	}
 	b, err := ptx.GenerateBackward(plan, ptx.Config{Target: t})
 	if err != nil {

@@ -19,6 +19,10 @@ func TestGenerateDeterministic(t *testing.T) {
 	if len(files) == 0 {
 		t.Fatal("no examples")
 	}
+	targets, err := gpuTargets(defaultSM, "bf16") // generate's defaults
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, f := range files {
 		s, err := spec.ParseFile(f)
 		if err != nil {
@@ -28,11 +32,11 @@ func TestGenerateDeterministic(t *testing.T) {
 		out := s.Name                                   // generated/doc.go writes each example to its spec name
 		cmd := "attngen -spec " + s.File + " -out " + out
 		ip := "github.com/attngen/attngen/generated/" + out
-		a, err := packageFiles(s, ip, s.Name, []ptx.Target{ptx.SM80}, cmd)
+		a, err := packageFiles(s, ip, s.Name, targets, cmd)
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := packageFiles(s, ip, s.Name, []ptx.Target{ptx.SM80}, cmd)
+		b, err := packageFiles(s, ip, s.Name, targets, cmd)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -53,6 +57,14 @@ func TestGenerateDeterministic(t *testing.T) {
 		}
 		if !strings.Contains(string(a["gpu.go"]), "var GPUKernels = []gpu.Kernel{") {
 			t.Fatalf("%s: no GPU launch geometry", f)
+		}
+		for _, name := range []string{"forward_sm_80_bf16.ptx", "backward_sm_80_bf16.ptx", "forward_sm_90a_bf16.ptx"} {
+			if a[name] == nil {
+				t.Fatalf("%s: no %s", f, name)
+			}
+		}
+		if a["backward_sm_90a_bf16.ptx"] != nil {
+			t.Fatalf("%s: a sm_90a backward", f)
 		}
 	}
 }
@@ -79,5 +91,51 @@ func TestGenerateRefusesWhatCheckRefuses(t *testing.T) {
 	// Without the CPU limits in the way, the GPU target's own list decides.
 	if err := checkTargets(&spec.Spec{File: path, HeadDim: 64}, []ptx.Target{{SM: 80, Elem: "bf16"}}); err != nil {
 		t.Fatalf("head_dim 64: %v", err)
+	}
+}
+
+// TestGPUTargetsAccel: -sm takes 90a (the sm_90a forward) next to plain SM
+// versions, for every -dtype; generate writes the sm_90a forward of each
+// element type and no sm_90a backward; an unknown architecture-specific
+// target is refused.
+func TestGPUTargetsAccel(t *testing.T) {
+	ts, err := gpuTargets("80,sm_90a", "bf16,f16")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []ptx.Target{{SM: 80, Elem: "bf16"}, {SM: 80, Elem: "f16"}, {SM: 90, Elem: "bf16", Accel: true}, {SM: 90, Elem: "f16", Accel: true}}
+	if len(ts) != len(want) {
+		t.Fatalf("targets %v, want %v", ts, want)
+	}
+	for x := range want {
+		if ts[x] != want[x] {
+			t.Fatalf("targets %v, want %v", ts, want)
+		}
+	}
+	if _, err := gpuTargets("80a", "bf16"); err == nil || !strings.Contains(err.Error(), "sm_80a") {
+		t.Errorf("-sm 80a: %v", err)
+	}
+	if _, err := gpuTargets("9a0", "bf16"); err == nil {
+		t.Error("-sm 9a0 accepted")
+	}
+	dir := cliModule(t)
+	var stdout, stderr bytes.Buffer
+	if err := cmdGenerate([]string{"-spec", "../../spec/examples/causal.yaml", "-out", filepath.Join(dir, "c"), "-dtype", "bf16,f16"}, &stdout, &stderr); err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	for _, name := range []string{"forward_sm_80_bf16.ptx", "forward_sm_80_f16.ptx", "forward_sm_90a_bf16.ptx", "forward_sm_90a_f16.ptx", "backward_sm_80_f16.ptx"} {
+		if _, err := os.Stat(filepath.Join(dir, "c", name)); err != nil {
+			t.Errorf("generate -dtype bf16,f16 wrote no %s", name)
+		}
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, "c", "backward_sm_90a*")); len(m) > 0 {
+		t.Errorf("generate wrote %v", m)
+	}
+	src, err := os.ReadFile(filepath.Join(dir, "c", "gpu.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(src), "OptIn: true"); n != 2 {
+		t.Errorf("gpu.go has %d OptIn kernels, want the two sm_90a forwards", n)
 	}
 }

@@ -21,9 +21,9 @@ type cmdDoc struct {
 }
 
 var cmdDocs = []cmdDoc{
-	{"generate", "-spec F [-out DIR] [-pkg NAME] [-sm 80,90|none] [-dtype bf16,f16] [-verify]",
+	{"generate", "-spec F [-out DIR] [-pkg NAME] [-sm 80,90a|none] [-dtype bf16,f16] [-verify]",
 		"generate a Go package with F's fused attention kernels (the default command: 'attngen -spec F' is 'attngen generate -spec F')"},
-	{"verify", "verify -spec F [-seed N] [-sm 80] [-dtype bf16] [-gpu] [-no-ptx]",
+	{"verify", "verify -spec F [-seed N] [-sm 80,90a] [-dtype bf16] [-gpu] [-no-ptx]",
 		"check F's CPU kernels, and its PTX kernels under the interpreter (or on the GPU with -gpu), against the float64 reference"},
 	{"bench", "bench -spec F [-seq S] [-heads H] [-batch B] [-threads 1,2] [-reps R] [-pass fwd|bwd|both] [-json] [-gpu]",
 		"effective GFLOP/s of every kernel variant against the measured FMA peak"},
@@ -59,7 +59,8 @@ func usage() string {
 Generation flags:
   -out DIR     folder of the generated package (default: the spec's name)
   -pkg NAME    package name (default: the spec's name)
-  -sm LIST     SM versions of the GPU kernels, comma separated (default 80); none: no GPU kernel
+  -sm LIST     SM versions of the GPU kernels, comma separated (default 80,90a: the sm_80
+               kernels and the sm_90a forward); none: no GPU kernel
   -dtype LIST  element types of the GPU kernels, comma separated: bf16 (default), f16
   -verify      after writing, verify the kernels just written (same -sm and -dtype)
 

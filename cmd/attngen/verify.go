@@ -98,7 +98,7 @@ func cmdVerify(args []string, stdout, stderr io.Writer) error {
 	gpu := fs.Bool("gpu", false, "also run the PTX kernel on the GPU (CUDA driver) against the reference and the interpreter")
 	noPTX := fs.Bool("no-ptx", false, "skip the PTX kernels under the interpreter")
 	dtype := fs.String("dtype", "bf16", "element types of the PTX kernels to verify, comma separated: bf16, f16 (as attngen -spec)")
-	sm := fs.String("sm", "80", "SM versions of the PTX kernels to verify (as attngen -spec); none: CPU kernels only")
+	sm := fs.String("sm", "80", "SM versions of the PTX kernels to verify (as attngen -spec; 90a: the sm_90a forward, with -gpu on a compute capability 9.0 device only); none: CPU kernels only")
 	sample := fs.Int("sample", 512, fmt.Sprintf("-gpu: on shapes of %d or more query rows, the query rows judged against the float64 reference (first, last, fully masked, mask boundaries, tile edges, random; for every head up to four), and on the backward's S = 4096 shape as many dq rows and dk/dv keys of one head; 0: every row", sampleFrom))
 	if err := parseArgs(fs, args, stdout, path); err != nil {
 		return err
@@ -116,6 +116,9 @@ func cmdVerify(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return usageError{err.Error()}
 	}
+	if len(gpus) == 0 && *gpu {
+		return usagef("-gpu with -sm none: no PTX kernel to run")
+	}
 	s, err := loadSpec(*path, stderr)
 	if err != nil {
 		return err
@@ -123,6 +126,14 @@ func cmdVerify(args []string, stdout, stderr io.Writer) error {
 	if err := checkTargets(s, gpus); err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitError{1}
+	}
+	if *gpu {
+		// sm_80 runs on every GPU; sm_90a is run only when -sm asks for
+		// it, and asking on a device that cannot run it fails here,
+		// before any check
+		if err := gpuRunsTargets(gpus); err != nil {
+			return err
+		}
 	}
 	if *seed == 0 {
 		*seed = uint64(time.Now().UnixNano()) | 1
@@ -192,9 +203,6 @@ func cmdVerify(args []string, stdout, stderr io.Writer) error {
 		} else {
 			fmt.Fprintf(stdout, "%-7s ok   a 3-layer stack depends exactly on R_3(t) of the reachability model (S = %d)\n", v, *depN)
 		}
-	}
-	if len(gpus) == 0 && *gpu {
-		return usagef("-gpu with -sm none: no PTX kernel to run")
 	}
 	for _, t := range gpus {
 		if *noPTX && !*gpu {

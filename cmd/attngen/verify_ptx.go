@@ -5,10 +5,12 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/attngen/attngen/cuda"
 	"github.com/attngen/attngen/emit/ptx"
 	"github.com/attngen/attngen/gen"
+	"github.com/attngen/attngen/runtime/gpu"
 	"github.com/attngen/attngen/spec"
 	"github.com/attngen/attngen/verify"
 	"github.com/attngen/attngen/verify/gpurun"
@@ -66,13 +68,29 @@ func verifyPTX(s *spec.Spec, t ptx.Target, r *rand.Rand, gpu bool, sample int, s
 	if err != nil {
 		return 0, err
 	}
-	bw, err := ptx.GenerateBackward(plan, ptx.Config{Target: t})
-	if err != nil {
-		return 0, err
+	// the sm_90a target has a forward kernel only (the backward's kernels
+	// are the sm_80 target's), and runs residue layouts on lengths that
+	// are multiples of the stride: its shapes are rounded up to them
+	accel := t.Accel
+	fit := func(shs ...verify.Shape) []verify.Shape {
+		out := slices.Clone(shs)
+		if st := fi.Stride; accel && st > 1 {
+			for x := range out {
+				out[x].SeqQ = (out[x].SeqQ + st - 1) / st * st
+				out[x].SeqK = (out[x].SeqK + st - 1) / st * st
+			}
+		}
+		return out
 	}
-	ib, err := gpurun.InterpBackward(bw)
-	if err != nil {
-		return 0, err
+	var bw *ptx.Backward
+	var ib *gpurun.BackwardKernel
+	if !accel {
+		if bw, err = ptx.GenerateBackward(plan, ptx.Config{Target: t}); err != nil {
+			return 0, err
+		}
+		if ib, err = gpurun.InterpBackward(bw); err != nil {
+			return 0, err
+		}
 	}
 	failed := 0
 	report := func(what string, err error, ok string) {
@@ -89,35 +107,36 @@ func verifyPTX(s *spec.Spec, t ptx.Target, r *rand.Rand, gpu bool, sample int, s
 		opts, gopts = verify.F16Kernel, verify.GradF16
 	}
 	yard := " (" + t.Elem + "; yardstick: straightforward " + t.Elem + ")"
-	for _, sh := range interpShapes(s.HeadDim) {
+	for _, sh := range fit(interpShapes(s.HeadDim)...) {
 		rep, err := verify.CheckNumericWith(s.Pattern(), ik.Run(), sh, r, opts)
 		report("ptx-sim", err, rep.String()+yard)
 	}
-	dep := verify.Shape{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: 20, SeqK: 40, HeadDim: s.HeadDim}
-	report("ptx-sim", verify.CheckDependencies(s.Pattern(), ik.Run(), dep, r), "output i changes exactly when a kept key/value j changes (S = 40, all j)")
+	dep := fit(verify.Shape{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: 20, SeqK: 40, HeadDim: s.HeadDim})[0]
+	depText := fmt.Sprintf("output i changes exactly when a kept key/value j changes (S = %d, all j)", dep.SeqK)
+	report("ptx-sim", verify.CheckDependencies(s.Pattern(), ik.Run(), dep, r), depText)
+	nfSim := verify.Shape{Batch: 2, HeadsQ: 2, HeadsKV: 1, SeqQ: 61, SeqK: 130, HeadDim: s.HeadDim}
+	if accel {
+		fmt.Fprintf(stdout, "%-7s the backward of %s: the sm_80 kernels serve it (verify -sm 80)\n", "ptx-sim", t.Name())
+		if !gpu {
+			return failed, nil
+		}
+		return failed, verifyGPUForward(s, t, fi, ik, r, sample, fit, dep, depText, report, stdout, progress)
+	}
 	for _, sh := range interpBwdShapes(s.HeadDim) {
 		rep, err := verify.CheckGradWith(s.Pattern(), ik.Run(), ib.Run(), sh, r, gopts)
 		report("ptx-sim", err, "backward "+rep.String()+yard)
 	}
 	report("ptx-sim", verify.CheckGradDependencies(s.Pattern(), ik.Run(), ib.Run(), dep, r), bwdDepText)
-	nfSim := verify.Shape{Batch: 2, HeadsQ: 2, HeadsKV: 1, SeqQ: 61, SeqK: 130, HeadDim: s.HeadDim}
 	report("ptx-sim", verify.CheckGradNonFinite(s.Pattern(), ik.Run(), ib.Run(), nfSim, r, 2), nonFiniteText(nfSim))
 	if !gpu {
 		return failed, nil
 	}
-	drv, err := cuda.Open()
-	if err != nil {
-		return failed, fmt.Errorf("-gpu: %w", err)
-	}
-	dev, err := drv.Device(0)
-	if err != nil {
-		return failed, err
-	}
-	ctx, err := dev.PrimaryContext()
+	ctx, err := openGPU()
 	if err != nil {
 		return failed, err
 	}
 	defer ctx.Release()
+	dev := ctx.Device()
 	fg, err := ptx.GenerateForward(plan, ptx.Config{Target: t})
 	if err != nil {
 		return failed, err
@@ -153,7 +172,7 @@ func verifyPTX(s *spec.Spec, t ptx.Target, r *rand.Rand, gpu bool, sample int, s
 		report("gpu", err, rep.String())
 	}
 	next("dependencies, S = 40")
-	report("gpu", verify.CheckDependencies(s.Pattern(), gk.Run(), dep, r), "output i changes exactly when a kept key/value j changes (S = 40, all j)")
+	report("gpu", verify.CheckDependencies(s.Pattern(), gk.Run(), dep, r), depText)
 	// GPU against the interpreter on identical inputs.
 	for _, sh := range interpShapes(s.HeadDim) {
 		next(fmt.Sprintf("GPU against the interpreter, %dx%d", sh.SeqQ, sh.SeqK))
@@ -182,6 +201,84 @@ func verifyPTX(s *spec.Spec, t ptx.Target, r *rand.Rand, gpu bool, sample int, s
 		report("gpu=sim", agreeBackward(s, ik, gb, ib, sh, r), fmt.Sprintf("backward: GPU and interpreter gradients agree on %dx%d", sh.SeqQ, sh.SeqK))
 	}
 	return failed, nil
+}
+
+// openGPU opens device 0's primary context through the CUDA driver.
+func openGPU() (*cuda.Context, error) {
+	drv, err := cuda.Open()
+	if err != nil {
+		return nil, fmt.Errorf("-gpu: %w", err)
+	}
+	dev, err := drv.Device(0)
+	if err != nil {
+		return nil, err
+	}
+	return dev.PrimaryContext()
+}
+
+// gpuRunsTargets refuses, before any check runs, targets the GPU cannot
+// run (gpu.CanRun): asking for sm_90a on a device other than 9.0, or for
+// sm_90 on an 8.x device, is an error naming both.
+func gpuRunsTargets(ts []ptx.Target) error {
+	ctx, err := openGPU()
+	if err != nil {
+		return err
+	}
+	defer ctx.Release()
+	dev := ctx.Device()
+	for _, t := range ts {
+		if err := gpu.CanRun(t.Arch(), dev.Major, dev.Minor); err != nil {
+			return fmt.Errorf("-gpu -sm: %s (%s): %w", dev.Name, dev, err)
+		}
+	}
+	return nil
+}
+
+// verifyGPUForward is verifyPTX's GPU part for a target with a forward
+// kernel only (sm_90a): the interpreter shapes, verify.Shapes and S = 8192
+// (sampled rows), rounded by fit; dependencies; and GPU against the
+// interpreter on identical inputs. Each check goes to count, which
+// reports it and counts failures.
+func verifyGPUForward(s *spec.Spec, t ptx.Target, fi *ptx.Forward, ik *gpurun.Kernel, r *rand.Rand, sample int,
+	fit func(...verify.Shape) []verify.Shape, dep verify.Shape, depText string, count func(string, error, string), stdout, progress io.Writer) error {
+	ctx, err := openGPU()
+	if err != nil {
+		return err
+	}
+	defer ctx.Release()
+	gk, err := gpurun.GPU(ctx, fi)
+	if err != nil {
+		return err
+	}
+	opts := verify.BF16Kernel
+	if t.Elem == "f16" {
+		opts = verify.F16Kernel
+	}
+	fmt.Fprintf(stdout, "gpu: %s\n", ctx.Device())
+	shapes := append(interpShapes(s.HeadDim), verify.Shapes(s.HeadDim)...)
+	shapes = fit(append(shapes, verify.Shape{Batch: 1, HeadsQ: 2, HeadsKV: 1, SeqQ: 8192, SeqK: 8192, HeadDim: s.HeadDim})...)
+	agreeShapes := fit(interpShapes(s.HeadDim)...)
+	steps, step := len(shapes)+1+len(agreeShapes), 0
+	next := func(what string) {
+		step++
+		fmt.Fprintf(progress, "verify %s: gpu check %d of %d: %s\n", t.Name(), step, steps, what)
+	}
+	for _, sh := range shapes {
+		n := 0
+		if sh.SeqQ >= sampleFrom {
+			n = sample
+		}
+		next(fmt.Sprintf("numeric, B%d Hq%d Hkv%d Sq%d Sk%d", sh.Batch, sh.HeadsQ, sh.HeadsKV, sh.SeqQ, sh.SeqK))
+		rep, err := verify.CheckNumericSampled(s.Pattern(), gk.Run(), sh, r, opts, n)
+		count("gpu", err, rep.String())
+	}
+	next(fmt.Sprintf("dependencies, S = %d", dep.SeqK))
+	count("gpu", verify.CheckDependencies(s.Pattern(), gk.Run(), dep, r), depText)
+	for _, sh := range agreeShapes {
+		next(fmt.Sprintf("GPU against the interpreter, %dx%d", sh.SeqQ, sh.SeqK))
+		count("gpu=sim", agree(s, gk, ik, sh, r), fmt.Sprintf("GPU and interpreter agree within %s output rounding on %dx%d", t.Elem, sh.SeqQ, sh.SeqK))
+	}
+	return nil
 }
 
 // nonFiniteText is what a passed CheckGradNonFinite on shape sh reports.

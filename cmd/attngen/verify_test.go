@@ -11,9 +11,11 @@ import (
 	"testing"
 
 	"github.com/attngen/attngen/emit/ptx"
+	"github.com/attngen/attngen/gen"
 	"github.com/attngen/attngen/runtime/cpu"
 	"github.com/attngen/attngen/spec"
 	"github.com/attngen/attngen/verify"
+	"github.com/attngen/attngen/verify/gpurun"
 )
 
 // TestVerifyPassesCorrectSpecs: attngen verify exits 0 on correct kernels
@@ -118,5 +120,100 @@ func TestVerifyPTXBackward(t *testing.T) {
 		if shapes != len(interpBwdShapes(s.HeadDim)) || deps != 1 || nonFinite != 1 {
 			t.Errorf("%s: %d backward shape lines (want %d), %d dependency lines, %d non-finite lines (want 1 each):\n%s", tg.Name(), shapes, len(interpBwdShapes(s.HeadDim)), deps, nonFinite, out.String())
 		}
+	}
+}
+
+// TestVerifyPTXSM90a: verify -sm 90a checks the sm_90a forward under the
+// interpreter (each interpreter shape, rounded up to the residue stride,
+// and the dependencies) and no backward (the sm_80 kernels serve it),
+// for each element type; a kernel off by one mask element fails.
+func TestVerifyPTXSM90a(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	for _, c := range []struct {
+		file string
+		tg   ptx.Target
+		seqs [][2]int // the numeric shapes' seq_q and seq_k
+	}{
+		{"dilated", ptx.SM90a, [][2]int{{8, 8}, {40, 72}, {72, 72}}}, // stride 8
+		{"window", ptx.Target{SM: 90, Elem: "f16", Accel: true}, [][2]int{{1, 1}, {37, 70}, {65, 65}}},
+	} {
+		s, err := spec.ParseFile("../../spec/examples/" + c.file + ".yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		failed, err := verifyPTX(s, c.tg, r, false, 0, &out, io.Discard)
+		if err != nil || failed != 0 {
+			t.Fatalf("%s %s: %d failed, %v:\n%s", c.file, c.tg.Name(), failed, err, out.String())
+		}
+		text := out.String()
+		prefix := "ptx-sim " + c.tg.Name() + " ok   "
+		for _, sq := range c.seqs {
+			if !strings.Contains(text, fmt.Sprintf("%sB", prefix)) || !strings.Contains(text, fmt.Sprintf(" Sq%d Sk%d D%d: out err", sq[0], sq[1], s.HeadDim)) {
+				t.Errorf("%s: no line for Sq%d Sk%d:\n%s", c.file, sq[0], sq[1], text)
+			}
+		}
+		if n := strings.Count(text, prefix); n != len(c.seqs)+1 || strings.Contains(text, "dq err") || !strings.Contains(text, "the sm_80 kernels serve it") {
+			t.Errorf("%s: %d passed lines, want %d and no backward:\n%s", c.file, n, len(c.seqs)+1, text)
+		}
+	}
+	// the same checks fail on a mask one key off
+	s := &spec.Spec{Name: "w", Mask: spec.Window(16), Causal: true, HeadDim: 64}
+	plan, err := gen.Compile(&spec.Spec{Name: "w", Mask: spec.Window(17), Causal: true, HeadDim: 64}, ptx.SM90a, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := ptx.GenerateForward(plan, ptx.Config{Target: ptx.SM90a})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := gpurun.Interp(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh := verify.Shape{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: 70, SeqK: 70, HeadDim: 64}
+	if _, err := verify.CheckNumericWith(s.Pattern(), k.Run(), sh, r, verify.BF16Kernel); err == nil {
+		t.Error("the window-17 sm_90a kernel passed as window 16")
+	}
+}
+
+// TestVerifyGPUSM90aRefused: verify -gpu -sm 90a on an 8.0 device (the
+// mock driver with MOCK_CUDA_CC=80) fails before any check, naming both
+// compute capabilities.
+func TestVerifyGPUSM90aRefused(t *testing.T) {
+	mockCUDA(t)
+	t.Setenv("MOCK_CUDA_CC", "80")
+	out, errs, code := runCLI("verify", "-spec", "../../spec/examples/causal.yaml", "-gpu", "-sm", "80,90a")
+	if code != 1 || out != "" || !strings.Contains(errs, "an sm_90a kernel runs only on devices of compute capability 9.0; this one is 8.0") {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+}
+
+// TestVerifyGPUSM90aMock: verify -gpu -sm 90a on the mock's 9.0 device
+// runs every GPU check of the sm_90a forward (the forward's shapes,
+// rounded up to the stride, S = 8192 sampled, dependencies, GPU against
+// the interpreter), each reported; the mock runs no kernel, so each fails
+// and the command exits 1, while the interpreter checks pass.
+func TestVerifyGPUSM90aMock(t *testing.T) {
+	mockCUDA(t)
+	out, errs, code := runCLI("verify", "-spec", "../../spec/examples/dilated.yaml", "-gpu", "-sm", "90a", "-seed", "1", "-sample", "64")
+	if code != 1 {
+		t.Fatalf("exit %d, want 1; stderr %s", code, errs)
+	}
+	steps := len(interpShapes(128)) + len(verify.Shapes(128)) + 1 + 1 + len(interpShapes(128))
+	gpuFails := strings.Count(out, "\ngpu ptx-sm90a-bf16 FAIL") + strings.Count(out, "\ngpu=sim ptx-sm90a-bf16 FAIL")
+	switch {
+	case !strings.Contains(out, "\ngpu: Mock NVIDIA H200"):
+		t.Errorf("no device line:\n%s", out)
+	case gpuFails != steps || !strings.Contains(out, fmt.Sprintf("%d checks FAILED", steps)):
+		t.Errorf("%d failed GPU checks, want %d:\n%s", gpuFails, steps, out)
+	case strings.Contains(out, "ptx-sm80") || strings.Contains(out, "ptx-sim ptx-sm90a-bf16 FAIL"):
+		t.Errorf("an sm_80 check, or a failed interpreter check:\n%s", out)
+	case !strings.Contains(errs, "numeric, B1 Hq2 Hkv1 Sq8192 Sk8192") || !strings.Contains(errs, "numeric, B1 Hq2 Hkv1 Sq40 Sk72"):
+		// (the progress names each shape; a failure's text depends on
+		// what the mock's never written memory holds)
+		t.Errorf("the S = 8192 shape or a stride-rounded shape is missing:\n%s", errs)
+	case !strings.Contains(errs, fmt.Sprintf("gpu check %d of %d", steps, steps)):
+		t.Errorf("progress does not count %d checks:\n%s", steps, errs)
 	}
 }

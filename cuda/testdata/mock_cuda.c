@@ -233,6 +233,14 @@ CUresult cuDeviceGetName(char *name, int len, CUdevice dev) {
 	return CUDA_SUCCESS;
 }
 
+/* The compute capability times ten: 90 (an H200), or MOCK_CUDA_CC (e.g.
+   80) to pose as another device. */
+static int mock_cc(void) {
+	const char *env = getenv("MOCK_CUDA_CC");
+	if (env != NULL && atoi(env) >= 10) return atoi(env);
+	return 90;
+}
+
 CUresult cuDeviceGetAttribute(int *v, int attr, CUdevice dev) {
 	NEED_INIT();
 	if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;
@@ -242,8 +250,8 @@ CUresult cuDeviceGetAttribute(int *v, int attr, CUdevice dev) {
 	case 10: *v = 32; break;               /* WARP_SIZE */
 	case 12: *v = 65536; break;            /* MAX_REGISTERS_PER_BLOCK */
 	case 16: *v = 132; break;              /* MULTIPROCESSOR_COUNT */
-	case 75: *v = 9; break;                /* COMPUTE_CAPABILITY_MAJOR */
-	case 76: *v = 0; break;                /* COMPUTE_CAPABILITY_MINOR */
+	case 75: *v = mock_cc() / 10; break;   /* COMPUTE_CAPABILITY_MAJOR */
+	case 76: *v = mock_cc() % 10; break;   /* COMPUTE_CAPABILITY_MINOR */
 	case 81: *v = 233472; break;           /* MAX_SHARED_MEMORY_PER_MULTIPROCESSOR */
 	case 97: *v = MOCK_OPTIN_SHARED; break; /* MAX_SHARED_MEMORY_PER_BLOCK_OPTIN */
 	default: return CUDA_ERROR_INVALID_VALUE;

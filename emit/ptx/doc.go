@@ -18,9 +18,11 @@
 // sm_<SM>a. It is a gen.Target (Name, TileSizes), so a plan is compiled
 // for it directly; it also tells the head dimensions the kernel supports
 // (HeadDims, Supports). SM80 is the default; DefaultTargets are the
-// targets attngen builds by default. GenerateForward writes the sm_80
-// kernel for every target but the sm_90a ones (SM90a), which get the
-// Hopper kernel (hopper.go, below); DefaultTargets do not include them yet.
+// targets attngen's tests build for both element types. GenerateForward
+// writes the sm_80 kernel for every target but the sm_90a ones (SM90a),
+// which get the Hopper kernel (hopper.go, below); attngen generate embeds
+// it next to the sm_80 kernels, its gpu.Kernel marked OptIn (runners use
+// it only when asked for) until SM90aVerified records a GPU run.
 //
 // # Pieces
 //
@@ -68,8 +70,9 @@
 //     the bulk tensor copy, the proxy fences; hopperOps) with the SM that
 //     has them and, for wgmma, accel: only sm_90a. Target.Check checks the
 //     ops of the kernel the target gets; Module.Accel writes .target
-//     sm_90a with ISA 8.0, and Func.SharedAlign the 1024-byte alignment of
-//     the dynamic shared memory.
+//     sm_90a with ISA 8.3 (fence.proxy.tensormap needs it), and
+//     Func.SharedAlign the 1024-byte alignment of the dynamic shared
+//     memory.
 //
 // # The forward kernel
 //
@@ -127,7 +130,9 @@
 // boxes of 64 columns by 128 query rows or 64 key rows with the 128-byte
 // swizzle, two boxes per row of a head_dim 128 tile, into 1024-byte
 // aligned shared memory. Thread 0 initializes four mbarriers (Q, and one
-// per stage of the 3-stage K/V pipeline), arrives with the expected bytes
+// per stage of the 3-stage K/V pipeline), acquires the three tensor maps
+// for the tensor copies (fence.proxy.tensormap::generic.acquire.sys: the
+// host wrote them into global memory), arrives with the expected bytes
 // and issues the copies; every thread waits on a stage's mbarrier
 // (try_wait.parity, the phase parity kept per stage) before reading it.
 //
@@ -271,4 +276,9 @@
 // spills, no remark) and TestHopperSASS counts HGMMA, WARPGROUP.DEPBAR
 // (serialized wgmma would add some), UTMALDG and MUFU.EX2 in and around
 // the key-tile loop against the kernel's structure.
+// TestSM90aVerifiedRecorded allows SM90aVerified only with a passing
+// sm_90a GPU verification recorded in docs/gpu-results.md. The kernel's
+// GPU path (tensor maps encoded by the driver, passed by address; the
+// choice of kernel by compute capability) is tested in verify/gpurun and
+// cmd/attngen against the CUDA binding's mock driver.
 package ptx

@@ -110,7 +110,8 @@ type Launch struct {
 // Kernel describes the kernel as generated packages embed it.
 func (k *Forward) Kernel() gpu.Kernel {
 	g := gpu.Kernel{Target: k.Target.Arch(), Elem: k.Target.Elem, Name: k.Name, PTX: k.PTX,
-		TileQ: k.TileQ, Threads: k.Threads, DynShared: k.DynShared, Stride: max(k.Stride, 1)}
+		TileQ: k.TileQ, Threads: k.Threads, DynShared: k.DynShared, Stride: max(k.Stride, 1),
+		TensorMaps: k.tensorMapLayouts(), OptIn: k.Target.Accel && !SM90aVerified}
 	for _, p := range k.Params {
 		g.Params = append(g.Params, [3]string{p.Name, p.T.String(), p.Doc})
 	}
@@ -122,12 +123,12 @@ func (k *Forward) Kernel() gpu.Kernel {
 // 1/sqrt(D), and a scale must be positive (the kernel takes the row max
 // before scaling).
 func (k *Forward) Geometry(batch, headsQ, headsKV, seqQ, seqK int, scale float64) (Launch, error) {
+	if err := k.strideFits(seqQ, seqK); err != nil {
+		return Launch{}, err
+	}
 	grid, block, dyn, err := k.Kernel().Geometry(batch, headsQ, headsKV, seqQ, seqK)
 	if err != nil {
 		return Launch{}, fmt.Errorf("ptx: %w", err)
-	}
-	if err := k.strideFits(seqQ, seqK); err != nil {
-		return Launch{}, err
 	}
 	if scale == 0 {
 		scale = 1 / math.Sqrt(float64(k.HeadDim))

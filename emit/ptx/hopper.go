@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/attngen/attngen/gen"
+	"github.com/attngen/attngen/runtime/gpu"
 )
 
 // hopTileK is the sm_90a kernel's key tile at head dimension d. The
@@ -58,7 +59,7 @@ func hopperParams(docs, tree bool) []Param {
 			continue
 		case "seq_q":
 			ps = append(ps,
-				Param{Name: "tmap_q", T: U64, Doc: "address of the tensor map of q (TensorMaps), in global or constant memory"},
+				Param{Name: "tmap_q", T: U64, Doc: "address of the tensor map of q (TensorMaps) in global memory"},
 				Param{Name: "tmap_k", T: U64, Doc: "address of the tensor map of k (TensorMaps)"},
 				Param{Name: "tmap_v", T: U64, Doc: "address of the tensor map of v (TensorMaps)"})
 		}
@@ -68,34 +69,51 @@ func hopperParams(docs, tree bool) []Param {
 }
 
 // TensorMap describes one tensor map a sm_90a kernel reads through, as
-// cuTensorMapEncodeTiled takes it: a 16-bit element tensor of rank 3,
-// dimensions innermost first, byte strides of dimensions 1 and 2 (the
-// dimensions do not overlap: dimension 2's stride is dimension 1's times
-// its size), the box copied per cp.async.bulk.tensor, the 128-byte
-// swizzle, element strides 1, no interleave, out-of-bound elements filled
-// with zeros.
-type TensorMap struct {
-	Param    string // the kernel parameter that takes its address
-	Tensor   string // "q", "k" or "v"
-	Global   uint64 // the tensor's device address
-	ElemSize int
-	Dims     [3]uint64 // head_dim, stride, batch*heads*seq/stride
-	Strides  [2]uint64 // bytes
-	Box      [3]uint32
-	Swizzle  int // bytes: 128
+// cuTensorMapEncodeTiled takes it (gpu.TensorMap): a 16-bit element
+// tensor of rank 3, dimensions innermost first, byte strides of
+// dimensions 1 and 2, the box copied per cp.async.bulk.tensor, the
+// 128-byte swizzle, element strides 1, no interleave, out-of-bound
+// elements filled with zeros.
+type TensorMap = gpu.TensorMap
+
+// SM90aVerified records whether a GPU run has verified the sm_90a forward
+// kernel against the float64 reference (attngen verify -gpu -sm 90a,
+// recorded in docs/gpu-results.md by gpu-check.sh run-verify-sm90a's
+// results file; TestSM90aVerifiedRecorded refuses the constant without
+// that record). Until one has, its gpu.Kernel is OptIn: gpu.Select uses it
+// only when asked for by target; after setting it, regenerate the
+// packages (go generate ./...).
+const SM90aVerified = false
+
+// tensorMapLayouts are the tensor maps of a sm_90a kernel, as generated
+// packages describe them: q in boxes of a query tile's rows, k and v in
+// boxes of a key tile's, 64 columns (128 bytes) each, 128-byte swizzle.
+func (k *Forward) tensorMapLayouts() []gpu.TensorMapLayout {
+	if !k.Target.Accel {
+		return nil
+	}
+	mk := func(param, tensor string, rows int) gpu.TensorMapLayout {
+		return gpu.TensorMapLayout{Param: param, Tensor: tensor, Cols: k.HeadDim, BoxCols: boxCols, BoxRows: rows, Swizzle: swzBytes}
+	}
+	return []gpu.TensorMapLayout{
+		mk("tmap_q", "q", k.TileQ),
+		mk("tmap_k", "k", hopTileK(k.HeadDim)),
+		mk("tmap_v", "v", hopTileK(k.HeadDim)),
+	}
 }
 
 // TensorMaps returns the tensor maps of a sm_90a kernel's call with the
-// given shape on tensors at q, k and v. A tensor [batch*heads][seq][D] is
-// seen as its rows grouped by the layout's stride st: element (col, c, R)
-// is column col of row R*st + c of the flattened [batch*heads*seq] rows,
-// so a box (64 columns, 1, rows) holds rows c, c+st, ... of one residue
-// class (st = 1: consecutive rows); the box of q has a query tile's rows,
-// those of k and v a key tile's. Rows of a box past its class's or
-// head's positions are rows of other classes or heads, which the kernel
-// masks (keys) or does not store (queries); past the tensor's end they
-// read as zeros. The residue layout needs seq_q and seq_k to be multiples
-// of the stride (so that every head's rows start a group).
+// given shape on tensors at q, k and v (gpu.Kernel.TensorMapsOf). A
+// tensor [batch*heads][seq][D] is seen as its rows grouped by the
+// layout's stride st: element (col, c, R) is column col of row R*st + c of
+// the flattened [batch*heads*seq] rows, so a box (64 columns, 1, rows)
+// holds rows c, c+st, ... of one residue class (st = 1: consecutive
+// rows); the box of q has a query tile's rows, those of k and v a key
+// tile's. Rows of a box past its class's or head's positions are rows of
+// other classes or heads, which the kernel masks (keys) or does not store
+// (queries); past the tensor's end they read as zeros. The residue layout
+// needs seq_q and seq_k to be multiples of the stride (so that every
+// head's rows start a group).
 func (k *Forward) TensorMaps(batch, headsQ, headsKV, seqQ, seqK int, q, kAddr, v uint64) ([]TensorMap, error) {
 	if !k.Target.Accel {
 		return nil, fmt.Errorf("ptx: kernel %s (%s) takes no tensor maps", k.Name, k.Target.Arch())
@@ -106,18 +124,11 @@ func (k *Forward) TensorMaps(batch, headsQ, headsKV, seqQ, seqK int, q, kAddr, v
 	if err := k.strideFits(seqQ, seqK); err != nil {
 		return nil, err
 	}
-	D, st := uint64(k.HeadDim), uint64(max(k.Stride, 1))
-	mk := func(param, tensor string, g uint64, heads, seq, rows int) TensorMap {
-		return TensorMap{Param: param, Tensor: tensor, Global: g, ElemSize: 2,
-			Dims:    [3]uint64{D, st, uint64(batch*heads*seq) / st},
-			Strides: [2]uint64{2 * D, 2 * D * st},
-			Box:     [3]uint32{boxCols, 1, uint32(rows)}, Swizzle: swzBytes}
+	tms, err := k.Kernel().TensorMapsOf(batch, headsQ, headsKV, seqQ, seqK, q, kAddr, v)
+	if err != nil {
+		return nil, fmt.Errorf("ptx: %w", err)
 	}
-	return []TensorMap{
-		mk("tmap_q", "q", q, headsQ, seqQ, k.TileQ),
-		mk("tmap_k", "k", kAddr, headsKV, seqK, hopTileK(k.HeadDim)),
-		mk("tmap_v", "v", v, headsKV, seqK, hopTileK(k.HeadDim)),
-	}, nil
+	return tms, nil
 }
 
 // strideFits refuses, for a sm_90a kernel of the residue layout, sequence
@@ -377,6 +388,10 @@ func (h *hop) kernel() error {
 		f.Emit(Inst{Op: OpMbarInit, Guard: &h.t0, Dst: []Operand{Addr(f.reg(U32, barQ).Reg, int64(b*barBytes))}, Src: []Operand{I(1)}})
 	}
 	f.Emit(Inst{Op: OpFenceMbarInit})
+	f.Comment("the tensor maps came from the host by a copy into global memory: thread 0, which issues every copy, acquires them for the tensor copies")
+	for _, tm := range []Operand{h.tmQ, h.tmK, h.tmV} {
+		f.Emit(Inst{Op: OpFenceTmap, Guard: &h.t0, Src: []Operand{Addr(f.reg(U64, tm).Reg, 0), I(128)}})
+	}
 	f.Emit(Inst{Op: OpBar, Src: []Operand{I(0)}})
 	f.Comment("Q tile by bulk tensor copies, rows past seq_q zero-filled")
 	h.expect(barQ, h.qBytes)

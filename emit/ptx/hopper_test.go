@@ -346,7 +346,7 @@ func TestHopperHeader(t *testing.T) {
 			t.Fatal(err)
 		}
 		// S and restore are m64n64k16 (64 keys, 64 columns), P V m64n128k16
-		for _, want := range []string{".version 8.0\n.target sm_90a\n", ".extern .shared .align 1024 .b8 smem[];", "wgmma.mma_async.sync.aligned.m64n64k16.f32." + tg.Elem, "wgmma.mma_async.sync.aligned.m64n128k16.f32." + tg.Elem, "cp.async.bulk.tensor.3d", "mbarrier.try_wait.parity"} {
+		for _, want := range []string{".version 8.3\n.target sm_90a\n", ".extern .shared .align 1024 .b8 smem[];", "wgmma.mma_async.sync.aligned.m64n64k16.f32." + tg.Elem, "wgmma.mma_async.sync.aligned.m64n128k16.f32." + tg.Elem, "cp.async.bulk.tensor.3d", "mbarrier.try_wait.parity"} {
 			if !strings.Contains(k.PTX, want) {
 				t.Errorf("%s: no %q in the module", tg, want)
 			}
@@ -601,4 +601,59 @@ func paramsHave(ps []Param, name string) bool {
 		}
 	}
 	return false
+}
+
+// sm90aRecorded reports why a results document (docs/gpu-results.md) does
+// not record a passing GPU verification of the sm_90a forward: the section
+// gpu-check.sh run-verify-sm90a writes, "# GPU verification of the sm_90a
+// forward", with its verify results and the verdict "every step passed".
+func sm90aRecorded(doc string) error {
+	const head = "# GPU verification of the sm_90a forward\n"
+	i := strings.Index(doc, head)
+	if i < 0 {
+		return fmt.Errorf("no section %q", strings.TrimSpace(head))
+	}
+	sec := doc[i+len(head):]
+	if j := strings.Index(sec, "\n# "); j >= 0 {
+		sec = sec[:j]
+	}
+	switch {
+	case !strings.Contains(sec, "## attngen verify -gpu -sm 90a"):
+		return fmt.Errorf("the sm_90a section has no verify results")
+	case !strings.Contains(sec, "## verdict\n\nevery step passed"):
+		return fmt.Errorf("the sm_90a section's verdict is not \"every step passed\"")
+	}
+	return nil
+}
+
+// TestSM90aVerifiedRecorded: SM90aVerified, which makes the sm_90a kernel
+// the default of generated packages on 9.0 devices, may be set only when
+// docs/gpu-results.md records a passing sm_90a GPU verification; the
+// reading of that record is checked on documents that do and do not.
+func TestSM90aVerifiedRecorded(t *testing.T) {
+	good := "# GPU verification\n\n## verdict\n\nFAILED\n\n# GPU verification of the sm_90a forward\n\n- date: x\n\n## attngen verify -gpu -sm 90a\n```\ncausal: all checks passed\n```\n## verdict\n\nevery step passed (100s)\n"
+	if err := sm90aRecorded(good); err != nil {
+		t.Errorf("a passing record: %v", err)
+	}
+	for _, bad := range []string{
+		"",
+		strings.Replace(good, "every step passed (100s)", "FAILED (100s):\n- x", 1),
+		strings.Replace(good, "## attngen verify -gpu -sm 90a", "## something else", 1),
+		// the verdict belongs to another section
+		"# GPU verification of the sm_90a forward\n\n## attngen verify -gpu -sm 90a\n## verdict\n\nFAILED\n\n# GPU timing\n\n## verdict\n\nevery step passed\n",
+	} {
+		if sm90aRecorded(bad) == nil {
+			t.Errorf("accepted as a passing record:\n%s", bad)
+		}
+	}
+	if !SM90aVerified {
+		return
+	}
+	doc, err := os.ReadFile("../../docs/gpu-results.md")
+	if err != nil {
+		t.Fatalf("SM90aVerified is set, but: %v", err)
+	}
+	if err := sm90aRecorded(string(doc)); err != nil {
+		t.Fatalf("SM90aVerified is set, but docs/gpu-results.md does not record a passing sm_90a verification: %v", err)
+	}
 }

@@ -76,6 +76,7 @@ const (
 	OpBulkTensor3   // cp.async.bulk.tensor.3d [dst], [tmap, {c0, c1, c2}], [bar]
 	OpFenceProxy    // fence.proxy.async.shared::cta
 	OpFenceMbarInit // fence.mbarrier_init.release.cluster
+	OpFenceTmap     // fence.proxy.tensormap::generic.acquire.sys [tmap], 128
 	numOps
 )
 
@@ -105,7 +106,7 @@ type opSpec struct {
 var hopperOps = map[Op]bool{
 	OpWgFence: true, OpWgCommit: true, OpWgWait: true, OpWgmmaSS: true, OpWgmmaRS: true,
 	OpMbarInit: true, OpMbarArriveTx: true, OpMbarTryWait: true, OpBulkTensor3: true,
-	OpFenceProxy: true, OpFenceMbarInit: true,
+	OpFenceProxy: true, OpFenceMbarInit: true, OpFenceTmap: true,
 }
 
 // availableOn reports whether target sm_<sm> (sm_<sm>a when accel) has the
@@ -192,6 +193,7 @@ var opTable = [numOps]opSpec{
 	OpBulkTensor3:   {text: "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes", sig: "SMS", nd: 1, minSM: 90},
 	OpFenceProxy:    {text: "fence.proxy.async.shared::cta", minSM: 90},
 	OpFenceMbarInit: {text: "fence.mbarrier_init.release.cluster", minSM: 90},
+	OpFenceTmap:     {text: "fence.proxy.tensormap::generic.acquire.sys", sig: "AI", minSM: 90},
 }
 
 var cmpOK = map[string]bool{"eq": true, "ne": true, "lt": true, "le": true, "gt": true, "ge": true}

@@ -40,8 +40,9 @@ var SM90a = Target{SM: 90, Elem: "bf16", Accel: true}
 // SM80 is the default target: sm_80 (Ampere and later), bf16.
 var SM80 = Target{SM: 80, Elem: "bf16"}
 
-// DefaultTargets are the targets attngen builds kernels for by default:
-// both element types on sm_80 (whose PTX every later GPU loads).
+// DefaultTargets are both element types on sm_80, whose PTX every GPU of
+// compute capability 8.0 or later loads (the tests build every kernel for
+// them); attngen generate's default -sm 80,90a adds the sm_90a forward.
 var DefaultTargets = []Target{SM80, {SM: 80, Elem: "f16"}}
 
 var _ gen.Target = Target{}
@@ -140,9 +141,10 @@ func (t Target) ElemType() (Type, error) {
 var isaVersions = map[int]string{75: "7.8", 80: "7.8", 86: "7.8", 87: "7.8", 89: "7.8", 90: "7.8"}
 
 // accelISA is the PTX ISA version of the architecture-specific targets
-// (sm_<SM>a): ISA 8.0 introduced sm_90a with wgmma and setmaxnreg (CUDA
-// 12.0 and later).
-var accelISA = map[int]string{90: "8.0"}
+// (sm_<SM>a): ISA 8.0 introduced sm_90a with wgmma and setmaxnreg, ISA 8.3
+// fence.proxy.tensormap, which the sm_90a kernel issues before reading
+// the tensor maps the host copied to global memory (CUDA 12.3 and later).
+var accelISA = map[int]string{90: "8.3"}
 
 // isaVersionOf is the ISA version of sm_<sm>, or of sm_<sm>a when accel.
 func isaVersionOf(sm int, accel bool) (string, error) {

@@ -15,7 +15,11 @@ import (
 // writes the delta the dk/dv kernel reads). Each has PTX to load with the
 // CUDA driver (cuModuleLoadData), the entry to launch, its parameters, and
 // Geometry(batch, headsQ, headsKV, seqQ, seqK) for the launch (an error
-// for a shape the kernel cannot run).
+// for a shape the kernel cannot run). A kernel with TensorMaps (sm_90a)
+// takes the addresses of tensor maps of q, k and v (TensorMapsOf, for
+// cuTensorMapEncodeTiled) instead of theirs. gpu.Select picks the kernel
+// for a device by its compute capability; it picks an OptIn kernel (one no
+// GPU run has verified yet) only when asked for by target.
 var GPUKernels = []gpu.Kernel{
 	{Target: "sm_80", Elem: "bf16", Name: "attn_fwd_prefixlm", PTX: ptx0,
 		Params: [][3]string{
@@ -67,6 +71,26 @@ var GPUKernels = []gpu.Kernel{
 			{"scale", "f32", "softmax scale"},
 		},
 		TileQ: 64, TileK: 64, Threads: 128, DynShared: 56864, Stride: 1},
+	{Target: "sm_90a", Elem: "bf16", Name: "attn_fwd_prefixlm", PTX: ptx2,
+		Params: [][3]string{
+			{"o", "u64", "output [batch][heads_q][seq_q][D], elem"},
+			{"lse", "u64", "log-sum-exp [batch][heads_q][seq_q], f32 (natural log)"},
+			{"tmap_q", "u64", "address of the tensor map of q (TensorMaps) in global memory"},
+			{"tmap_k", "u64", "address of the tensor map of k (TensorMaps)"},
+			{"tmap_v", "u64", "address of the tensor map of v (TensorMaps)"},
+			{"seq_q", "u32", "query rows (<= seq_k); row r is position r + seq_k - seq_q"},
+			{"seq_k", "u32", "keys"},
+			{"heads_q", "u32", "query heads"},
+			{"heads_kv", "u32", "key/value heads; query head h reads h / (heads_q/heads_kv)"},
+			{"scale_log2", "f32", "softmax scale times log2(e)"},
+		},
+		TileQ: 128, Threads: 256, DynShared: 131136, Stride: 1,
+		TensorMaps: []gpu.TensorMapLayout{
+			{Param: "tmap_q", Tensor: "q", Cols: 128, BoxCols: 64, BoxRows: 128, Swizzle: 128},
+			{Param: "tmap_k", Tensor: "k", Cols: 128, BoxCols: 64, BoxRows: 64, Swizzle: 128},
+			{Param: "tmap_v", Tensor: "v", Cols: 128, BoxCols: 64, BoxRows: 64, Swizzle: 128},
+		},
+		OptIn: true},
 }
 
 //go:embed forward_sm_80_bf16.ptx
@@ -74,3 +98,6 @@ var ptx0 string
 
 //go:embed backward_sm_80_bf16.ptx
 var ptx1 string
+
+//go:embed forward_sm_90a_bf16.ptx
+var ptx2 string

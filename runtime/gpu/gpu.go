@@ -3,7 +3,11 @@
 // once for every target and every package. It imports only the standard
 // library and runtime/mask (the residue layout decides how many query
 // tiles a grid holds); it does not talk to a GPU (attngen's runner, in
-// package cuda, does).
+// package cuda, does). Select picks a package's kernel for a device by its
+// compute capability (CanRun), leaving out kernels marked OptIn unless
+// asked for; a kernel that reads its inputs through tensor maps (sm_90a)
+// describes them (TensorMapLayout), and TensorMapsOf gives a call's maps
+// as cuTensorMapEncodeTiled takes them.
 package gpu
 
 import (
@@ -38,6 +42,87 @@ type Kernel struct {
 	Threads   int // threads per CTA
 	DynShared int // dynamic shared memory per CTA, bytes
 	Stride    int // residue layout stride (1: identity): grid z = batch*Stride
+
+	// TensorMaps, for a kernel that reads q, k and v through tensor maps
+	// (sm_90a), describes each map; the kernel takes each map's address
+	// (128 bytes in device memory) in the parameter the map names, in place
+	// of the tensor's address. TensorMapsOf gives the maps of a call. Nil
+	// for kernels that take q, k and v by address.
+	TensorMaps []TensorMapLayout
+	// OptIn marks a kernel that no GPU run has verified against the float64
+	// reference yet (docs/gpu-results.md records those runs): Select
+	// returns it only when asked for by its target, never by default.
+	OptIn bool
+}
+
+// TensorMapLayout is how a kernel reads one tensor through a tensor map:
+// the tensor [rows][Cols] of 16-bit elements (rows: batch*heads*seq) seen
+// as rank 3, rows grouped by the kernel's residue stride st: element (col,
+// c, R) is column col of row R*st + c, so a box of (BoxCols, 1, BoxRows)
+// holds rows c, c+st, ... of one residue class (st = 1: consecutive
+// rows). The copies use the Swizzle-byte swizzle, element strides 1, no
+// interleave, and read zeros past the tensor's end.
+type TensorMapLayout struct {
+	Param   string // the kernel parameter taking the map's address, e.g. "tmap_q"
+	Tensor  string // "q", "k" or "v"
+	Cols    int    // elements per row: the head dimension
+	BoxCols int    // box columns (64: 128 bytes)
+	BoxRows int    // box rows: the query tile for q, the key tile for k and v
+	Swizzle int    // bytes: 32, 64 or 128 (0: none)
+}
+
+// TensorMap is one tensor map of a call, as cuTensorMapEncodeTiled takes
+// it: a 16-bit element tensor of rank 3 at Global, dimensions innermost
+// first, byte strides of dimensions 1 and 2 (dimension 2's is dimension
+// 1's times its size: no overlap), the box, the swizzle in bytes.
+type TensorMap struct {
+	Param    string // the kernel parameter that takes its address
+	Tensor   string // "q", "k" or "v"
+	Global   uint64 // the tensor's device address
+	ElemSize int
+	Dims     [3]uint64 // columns, stride, batch*heads*seq/stride
+	Strides  [2]uint64 // bytes
+	Box      [3]uint32
+	Swizzle  int // bytes
+}
+
+// TensorMapsOf returns the tensor maps of a call with the given shape on
+// tensors at device addresses q, k and v, in the order of k.TensorMaps
+// (nil for a kernel that takes none). Residue layouts (Stride above 1)
+// need seq_q and seq_k to be multiples of the stride, as Geometry does.
+func (k Kernel) TensorMapsOf(batch, headsQ, headsKV, seqQ, seqK int, q, kAddr, v uint64) ([]TensorMap, error) {
+	if len(k.TensorMaps) == 0 {
+		return nil, nil
+	}
+	if _, _, _, err := k.Geometry(batch, headsQ, headsKV, seqQ, seqK); err != nil {
+		return nil, err
+	}
+	st := uint64(max(k.Stride, 1))
+	var out []TensorMap
+	for _, l := range k.TensorMaps {
+		var g uint64
+		rows := uint64(batch)
+		switch l.Tensor {
+		case "q":
+			g, rows = q, rows*uint64(headsQ*seqQ)
+		case "k":
+			g, rows = kAddr, rows*uint64(headsKV*seqK)
+		case "v":
+			g, rows = v, rows*uint64(headsKV*seqK)
+		default:
+			return nil, fmt.Errorf("gpu: kernel %q: tensor map %q of unknown tensor %q", k.Name, l.Param, l.Tensor)
+		}
+		if l.Cols < 1 || l.BoxCols < 1 || l.BoxRows < 1 {
+			return nil, fmt.Errorf("gpu: kernel %q: tensor map %q has no columns or box", k.Name, l.Param)
+		}
+		c := uint64(l.Cols)
+		out = append(out, TensorMap{Param: l.Param, Tensor: l.Tensor, Global: g, ElemSize: 2,
+			Dims:    [3]uint64{c, st, rows / st},
+			Strides: [2]uint64{2 * c, 2 * c * st},
+			Box:     [3]uint32{uint32(l.BoxCols), 1, uint32(l.BoxRows)},
+			Swizzle: l.Swizzle})
+	}
+	return out, nil
 }
 
 // MaxSeq bounds seq_k: the kernels hold positions, and sums of positions
@@ -54,7 +139,10 @@ const maxGridYZ = 65535
 // (a KindBwdDKV kernel: one key tile of one key/value head).
 // A shape the kernel cannot run is an error: a dimension below 1, HeadsQ
 // not a multiple of HeadsKV, SeqQ > SeqK, SeqK >= MaxSeq, or a grid past
-// CUDA's limits (HeadsQ and Batch*Stride at most 65535).
+// CUDA's limits (HeadsQ and Batch*Stride at most 65535); a kernel with
+// tensor maps and a residue layout also needs seq_q and seq_k to be
+// multiples of the stride (every head's rows then start a row group of its
+// tensor maps).
 func (k Kernel) Geometry(batch, headsQ, headsKV, seqQ, seqK int) (grid, block [3]int, dynShared int, err error) {
 	st := max(k.Stride, 1)
 	switch {
@@ -72,6 +160,8 @@ func (k Kernel) Geometry(batch, headsQ, headsKV, seqQ, seqK int) (grid, block [3
 		err = fmt.Errorf("gpu: seq_k %d: the kernel's 32-bit positions need seq_k < %d", seqK, MaxSeq)
 	case headsQ > maxGridYZ || batch > maxGridYZ/st:
 		err = fmt.Errorf("gpu: heads_q %d and batch %d x stride %d: the grid allows at most %d of each", headsQ, batch, st, maxGridYZ)
+	case len(k.TensorMaps) > 0 && st > 1 && (seqQ%st != 0 || seqK%st != 0):
+		err = fmt.Errorf("gpu: the %s kernel %q runs the residue layout (stride %d) only when seq_q and seq_k are multiples of the stride, got %d and %d", k.Target, k.Name, st, seqQ, seqK)
 	}
 	if err != nil {
 		return grid, block, 0, err

@@ -35,6 +35,9 @@ func GPUBackward(ctx *cuda.Context, bw *ptx.Backward) (*BackwardKernel, error) {
 	if bw == nil {
 		return nil, fmt.Errorf("gpurun: no backward kernels")
 	}
+	if err := deviceRuns(ctx, bw.Target.Arch()); err != nil {
+		return nil, err
+	}
 	b, err := newGPU(ctx, bw.PTX, map[string]int{bw.DQ: bw.DQShared, bw.DKV: bw.DKVShared})
 	if err != nil {
 		return nil, err

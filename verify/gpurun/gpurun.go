@@ -13,6 +13,7 @@ import (
 
 	"github.com/attngen/attngen/cuda"
 	"github.com/attngen/attngen/emit/ptx"
+	"github.com/attngen/attngen/runtime/gpu"
 	"github.com/attngen/attngen/verify"
 	ptxi "github.com/attngen/attngen/verify/ptx"
 )
@@ -37,6 +38,9 @@ type backend interface {
 	timed(work func() error) (time.Duration, error)
 	// fill sets n bytes at addr to b.
 	fill(addr uint64, n int, b byte) error
+	// tensorMap encodes a tensor map into device memory and returns its
+	// address (the sm_90a kernel takes tensor maps by address).
+	tensorMap(m ptx.TensorMap) (uint64, error)
 	reset()
 }
 
@@ -102,7 +106,7 @@ func (k *Kernel) prepare(out, lse, q, kk, v []float32, ids []int32, s verify.Sha
 	if k.F.Elem == ptx.F16 {
 		toElem, fromElem = verify.F16, verify.FromF16
 	}
-	var ptrs []uint64
+	var ptrs []uint64 // q, k and v, then out and lse
 	for _, x := range [][]float32{q[:nq], kk[:nkv], v[:nkv]} {
 		h := make([]uint16, len(x))
 		for i, f := range x {
@@ -131,6 +135,25 @@ func (k *Kernel) prepare(out, lse, q, kk, v []float32, ids []int32, s verify.Sha
 		return call{}, err
 	}
 	ptrs = append(ptrs, data...)
+	if k.F.Target.Accel {
+		// the sm_90a kernel takes out, lse, the mask data, then the
+		// addresses of the tensor maps of q, k and v in place of theirs
+		tms, err := k.F.TensorMaps(s.Batch, s.HeadsQ, s.HeadsKV, s.SeqQ, s.SeqK, ptrs[0], ptrs[1], ptrs[2])
+		if err != nil {
+			return call{}, err
+		}
+		ptrs = ptrs[3:]
+		for _, m := range tms {
+			if !paramsHave(k.F.Params, m.Param) {
+				return call{}, fmt.Errorf("gpurun: kernel %s has no parameter %s for the tensor map of %s", k.F.Name, m.Param, m.Tensor)
+			}
+			a, err := k.b.tensorMap(m)
+			if err != nil {
+				return call{}, fmt.Errorf("gpurun: tensor map of %s: %w", m.Tensor, err)
+			}
+			ptrs = append(ptrs, a)
+		}
+	}
 	args, err := l.Args(ptrs...)
 	if err != nil {
 		return call{}, err
@@ -336,6 +359,13 @@ func (b *interpBackend) timed(work func() error) (time.Duration, error) {
 	err := work()
 	return time.Since(t0), err
 }
+func (b *interpBackend) tensorMap(m ptx.TensorMap) (uint64, error) {
+	sw, ok := map[int]ptxi.Swizzle{0: ptxi.SwizzleNone, 32: ptxi.Swizzle32B, 64: ptxi.Swizzle64B, 128: ptxi.Swizzle128B}[m.Swizzle]
+	if !ok {
+		return 0, fmt.Errorf("gpurun: swizzle of %d bytes", m.Swizzle)
+	}
+	return b.d().NewTensorMap(ptxi.TensorMap{Global: m.Global, ElemSize: m.ElemSize, Dims: m.Dims[:], Strides: m.Strides[:], Box: m.Box[:], Swizzle: sw})
+}
 func (b *interpBackend) fill(a uint64, n int, x byte) error {
 	h := make([]uint16, n/2)
 	for i := range h {
@@ -346,12 +376,31 @@ func (b *interpBackend) fill(a uint64, n int, x byte) error {
 
 // GPU binds a kernel to a real GPU: the module is loaded once (the JIT log
 // is part of any error) and dynamic shared memory above 48 KiB is allowed.
+// A kernel whose target the device cannot run (gpu.CanRun: sm_80 PTX on
+// compute capability 8.0 and later, sm_90a only on 9.0) is refused before
+// anything is loaded. Which kernel to bind is the caller's choice (Pick).
 func GPU(ctx *cuda.Context, f *ptx.Forward) (*Kernel, error) {
+	if err := deviceRuns(ctx, f.Target.Arch()); err != nil {
+		return nil, err
+	}
 	b, err := newGPU(ctx, f.PTX, map[string]int{f.Name: f.DynShared})
 	if err != nil {
 		return nil, err
 	}
 	return &Kernel{F: f, b: b}, nil
+}
+
+// deviceRuns refuses a target the context's device cannot run
+// (gpu.CanRun), naming the device.
+func deviceRuns(ctx *cuda.Context, target string) error {
+	dev := ctx.Device()
+	if dev == nil {
+		return fmt.Errorf("gpurun: no device (a nil or released context)")
+	}
+	if err := gpu.CanRun(target, dev.Major, dev.Minor); err != nil {
+		return fmt.Errorf("gpurun: %s: %w", dev, err)
+	}
+	return nil
 }
 
 // newGPU loads a module and its entries (name: dynamic shared memory
@@ -448,3 +497,28 @@ func (b *gpuBackend) timed(work func() error) (time.Duration, error) {
 	return b.ctx.Time(work)
 }
 func (b *gpuBackend) fill(a uint64, n int, x byte) error { return b.buf(a).Memset(x) }
+
+// tensorMap encodes the map (cuTensorMapEncodeTiled) and copies its 128
+// bytes to device memory, where the kernel reads it by address.
+func (b *gpuBackend) tensorMap(m ptx.TensorMap) (uint64, error) {
+	sw, ok := map[int]cuda.TensorMapSwizzle{0: cuda.TensorMapSwizzleNone, 32: cuda.TensorMapSwizzle32B, 64: cuda.TensorMapSwizzle64B, 128: cuda.TensorMapSwizzle128B}[m.Swizzle]
+	if !ok || m.ElemSize != 2 {
+		return 0, fmt.Errorf("gpurun: tensor map with %d-byte elements and a %d-byte swizzle: want 2 and 0, 32, 64 or 128", m.ElemSize, m.Swizzle)
+	}
+	tm, err := b.ctx.EncodeTensorMapTiled(cuda.TensorMapTiled{
+		DataType: cuda.TensorMapUint16, Global: cuda.DevicePtr(m.Global),
+		Dims: m.Dims[:], Strides: m.Strides[:], Box: m.Box[:], Swizzle: sw,
+	})
+	if err != nil {
+		return 0, err
+	}
+	a, err := b.alloc(len(tm))
+	if err != nil {
+		return 0, err
+	}
+	h := make([]uint16, len(tm)/2)
+	for i := range h {
+		h[i] = uint16(tm[2*i]) | uint16(tm[2*i+1])<<8
+	}
+	return a, b.writeU16(a, h)
+}

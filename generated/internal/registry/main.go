@@ -83,7 +83,8 @@ func run() error {
 		}
 		gpus := fmt.Sprintf(`geometry: func(k int, s verify.Shape) ([3]int, [3]int, int, error) { return %[1]s.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.HeadsKV, s.SeqQ, s.SeqK) },
 			gpus:      len(%[1]s.GPUKernels),
-			gpuKind:   func(k int) string { return %[1]s.GPUKernels[k].Kind },`, n)
+			gpuKind:   func(k int) string { return %[1]s.GPUKernels[k].Kind },
+			kernels:   %[1]s.GPUKernels,`, n)
 		fmt.Fprintf(&b, `		{file: %q, dir: %q, mask: %[3]s.Mask, headDim: %[3]s.HeadDim, docs: %[4]v, tree: %[8]v,
 			supported: func(v int) bool { return %[3]s.Supported(%[3]s.Variant(v)) },
 			compiled:  %[3]s.CompiledMask(),

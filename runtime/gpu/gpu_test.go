@@ -1,0 +1,149 @@
+package gpu
+
+import (
+	"strings"
+	"testing"
+)
+
+// pkgKernels are forward kernels as a generated package lists them: sm_80
+// for both element types, an sm_90a one (OptIn, with tensor maps), and a
+// backward kernel that must never be picked for the forward.
+func pkgKernels() []Kernel {
+	maps := []TensorMapLayout{
+		{Param: "tmap_q", Tensor: "q", Cols: 128, BoxCols: 64, BoxRows: 128, Swizzle: 128},
+		{Param: "tmap_k", Tensor: "k", Cols: 128, BoxCols: 64, BoxRows: 64, Swizzle: 128},
+		{Param: "tmap_v", Tensor: "v", Cols: 128, BoxCols: 64, BoxRows: 64, Swizzle: 128},
+	}
+	return []Kernel{
+		{Target: "sm_80", Elem: "bf16", Name: "fwd80", TileQ: 64, Threads: 128, Stride: 1},
+		{Target: "sm_80", Elem: "bf16", Kind: KindBwdDQ, Name: "dq80", TileQ: 64, TileK: 64, Threads: 128, Stride: 1},
+		{Target: "sm_80", Elem: "f16", Name: "fwd80h", TileQ: 64, Threads: 128, Stride: 1},
+		{Target: "sm_90a", Elem: "bf16", Name: "fwd90a", TileQ: 128, Threads: 256, Stride: 1, TensorMaps: maps, OptIn: true},
+	}
+}
+
+func TestCanRun(t *testing.T) {
+	for _, c := range []struct {
+		target       string
+		major, minor int
+		want         string // "" when it runs
+	}{
+		{"sm_80", 8, 0, ""},
+		{"sm_80", 8, 6, ""},
+		{"sm_80", 9, 0, ""},
+		{"sm_80", 10, 0, ""},
+		{"sm_80", 7, 5, "needs compute capability 8.0 or later"},
+		{"sm_90", 8, 9, "needs compute capability 9.0 or later"},
+		{"sm_90a", 9, 0, ""},
+		{"sm_90a", 8, 0, "runs only on devices of compute capability 9.0; this one is 8.0"},
+		{"sm_90a", 10, 0, "runs only on devices of compute capability 9.0"},
+		{"sm90", 9, 0, "want sm_XY"},
+		{"sm_9x", 9, 0, "want sm_XY"},
+		{"sm_80", 0, 0, "not one a device reports"},
+	} {
+		err := CanRun(c.target, c.major, c.minor)
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("CanRun(%s, %d.%d) = %v, want %q", c.target, c.major, c.minor, err, c.want)
+		}
+	}
+}
+
+// TestSelect: by default every device gets the sm_80 kernel, a 9.0 device
+// too while the sm_90a one is OptIn; asked for by target, a 9.0 device gets
+// the sm_90a kernel and an 8.0 device an error naming both capabilities;
+// once verified (OptIn false) the sm_90a kernel is the 9.0 default and
+// 8.0 devices still get sm_80.
+func TestSelect(t *testing.T) {
+	ks := pkgKernels()
+	name := func(major, minor int, elem, target string) string {
+		t.Helper()
+		k, err := Select(ks, KindForward, elem, major, minor, target)
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		return k.Name
+	}
+	for _, c := range []struct {
+		major, minor int
+		elem, target string
+		want         string
+	}{
+		{8, 0, "bf16", "", "fwd80"},
+		{8, 6, "bf16", "", "fwd80"},
+		{9, 0, "bf16", "", "fwd80"},
+		{9, 0, "f16", "", "fwd80h"},
+		{9, 0, "bf16", "sm_90a", "fwd90a"},
+		{8, 0, "bf16", "sm_90a", "error: gpu: an sm_90a kernel runs only on devices of compute capability 9.0; this one is 8.0"},
+		{9, 0, "f16", "sm_90a", "error: gpu: no sm_90a forward kernel for f16"},
+		{7, 5, "bf16", "", "error: gpu: no forward kernel for bf16 runs on compute capability 7.5 (an sm_80 kernel needs"},
+		{9, 0, "bf16", "90a", "error: gpu: target \"90a\""},
+	} {
+		if got := name(c.major, c.minor, c.elem, c.target); !strings.HasPrefix(got, c.want) {
+			t.Errorf("Select(%d.%d, %s, %q) = %s, want %s", c.major, c.minor, c.elem, c.target, got, c.want)
+		}
+	}
+	if got := name(7, 5, "bf16", ""); !strings.Contains(got, "sm_90a only when asked for") || !strings.Contains(got, "8.0 or later") {
+		t.Errorf("no kernel for 7.5: %s, want the reasons", got)
+	}
+	ks[3].OptIn = false
+	if got := name(9, 0, "bf16", ""); got != "fwd90a" {
+		t.Errorf("verified sm_90a on 9.0: %s", got)
+	}
+	if got := name(8, 9, "bf16", ""); got != "fwd80" {
+		t.Errorf("verified sm_90a, device 8.9: %s", got)
+	}
+	if got, err := Select(ks, KindBwdDQ, "bf16", 9, 0, ""); err != nil || got.Name != "dq80" {
+		t.Errorf("backward dq on 9.0: %v %v", got.Name, err)
+	}
+}
+
+// TestTensorMapsOf checks the maps of a call against the layout written
+// out by hand (rows grouped by the stride), and the refusals.
+func TestTensorMapsOf(t *testing.T) {
+	k := pkgKernels()[3]
+	tms, err := k.TensorMapsOf(2, 4, 2, 100, 300, 1<<20, 2<<20, 3<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []TensorMap{
+		{Param: "tmap_q", Tensor: "q", Global: 1 << 20, ElemSize: 2, Dims: [3]uint64{128, 1, 2 * 4 * 100}, Strides: [2]uint64{256, 256}, Box: [3]uint32{64, 1, 128}, Swizzle: 128},
+		{Param: "tmap_k", Tensor: "k", Global: 2 << 20, ElemSize: 2, Dims: [3]uint64{128, 1, 2 * 2 * 300}, Strides: [2]uint64{256, 256}, Box: [3]uint32{64, 1, 64}, Swizzle: 128},
+		{Param: "tmap_v", Tensor: "v", Global: 3 << 20, ElemSize: 2, Dims: [3]uint64{128, 1, 2 * 2 * 300}, Strides: [2]uint64{256, 256}, Box: [3]uint32{64, 1, 64}, Swizzle: 128},
+	}
+	if len(tms) != len(want) {
+		t.Fatalf("%d maps", len(tms))
+	}
+	for x := range want {
+		if tms[x] != want[x] {
+			t.Errorf("map %d: %+v, want %+v", x, tms[x], want[x])
+		}
+	}
+	k.Stride = 3
+	tms, err = k.TensorMapsOf(1, 2, 1, 99, 300, 1<<20, 2<<20, 3<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q := tms[0]; q.Dims != [3]uint64{128, 3, 2 * 99 / 3} || q.Strides != [2]uint64{256, 3 * 256} {
+		t.Errorf("residue map of q: %+v", q)
+	}
+	if _, err := k.TensorMapsOf(1, 2, 1, 100, 300, 1, 2, 3); err == nil || !strings.Contains(err.Error(), "multiples of the stride") {
+		t.Errorf("seq_q 100 with stride 3: %v", err)
+	}
+	if _, _, _, err := k.Geometry(1, 2, 1, 99, 301); err == nil || !strings.Contains(err.Error(), "multiples of the stride") {
+		t.Errorf("Geometry, seq_k 301 with stride 3: %v", err)
+	}
+	if _, _, _, err := pkgKernels()[0].Geometry(1, 2, 1, 100, 301); err != nil {
+		t.Errorf("a kernel without tensor maps refused a shape: %v", err)
+	}
+	if tms, err := pkgKernels()[0].TensorMapsOf(1, 1, 1, 1, 1, 1, 2, 3); tms != nil || err != nil {
+		t.Errorf("a kernel without tensor maps: %v %v", tms, err)
+	}
+	k = pkgKernels()[3]
+	k.TensorMaps[1].Tensor = "x"
+	if _, err := k.TensorMapsOf(1, 1, 1, 1, 1, 1, 2, 3); err == nil || !strings.Contains(err.Error(), `unknown tensor "x"`) {
+		t.Errorf("unknown tensor: %v", err)
+	}
+	if _, err := k.TensorMapsOf(0, 1, 1, 1, 1, 1, 2, 3); err == nil {
+		t.Error("batch 0 accepted")
+	}
+}
