@@ -75,6 +75,11 @@ type Plan struct {
 	QHull   *Prog // qhull(k0, k1, x) -> (next, last): the query hull of key positions [k0, k1] (LowerQHull)
 	Class   *Prog // class(q0, q1, k0, k1) -> mask.Class, sound
 	Word    *Prog // word(i, k0) -> keep bits of keys k0..k0+63; nil: Pred per lane
+	// RowInterval: every row keeps an interval of keys (maybe empty), and
+	// Hull of that row alone, hull(i, i, 0), gives its ends exactly (next >
+	// last when it keeps none): a partial tile may test lo <= j <= hi per
+	// element instead of Pred (RowIntervalOf).
+	RowInterval bool
 }
 
 // Pass is one step of plan construction.
@@ -151,6 +156,7 @@ func passPredicate(p *Plan) error {
 // passSchedule lowers the key hull, the query hull and the tile class.
 func passSchedule(p *Plan) error {
 	p.Hull, p.QHull, p.Class = LowerHull(p.Pattern), LowerQHull(p.Pattern), LowerClass(p.Pattern)
+	p.RowInterval = RowIntervalOf(p.Pattern)
 	if err := p.Hull.Check(); err != nil {
 		return err
 	}
@@ -158,6 +164,36 @@ func passSchedule(p *Plan) error {
 		return err
 	}
 	return p.Class.Check()
+}
+
+// RowIntervalOf reports whether every row of the pattern keeps an
+// interval of keys whose ends the key hull of the row alone gives
+// exactly: window, block, bridge, global, the queries set, a keys set
+// without stride and dilation by 1 are intervals per row with exact
+// hulls, the causal flag cuts an interval at the row, and an intersection
+// of such masks is the intersection of their intervals (its hull takes
+// the largest next and the smallest last). Unions, complements, strided
+// sets, neighbourhoods, trees and documents (whose hull is sound, not
+// exact, around document-local positions) are not.
+func RowIntervalOf(p spec.Pattern) bool { return rowInterval(p.Mask) }
+
+func rowInterval(m *spec.Mask) bool {
+	switch m.Op {
+	case spec.OpFull, spec.OpWindow, spec.OpBlock, spec.OpBridge, spec.OpGlobal, spec.OpQueries:
+		return true
+	case spec.OpKeys, spec.OpDilated:
+		return m.Stride <= 1
+	case spec.OpIntersect:
+		for _, a := range m.Args {
+			if !rowInterval(a) {
+				return false
+			}
+		}
+		return true
+	case spec.OpUnion:
+		return len(m.Args) == 1 && rowInterval(m.Args[0])
+	}
+	return false
 }
 
 // passWord bit-slices the predicate into the CPU keep word.

@@ -44,6 +44,7 @@ func (p *Plan) Text(sq, sk, first int) string {
 	fmt.Fprintf(&b, "source causal=%v %s\n", p.Source.Causal, p.Source.Mask)
 	fmt.Fprintf(&b, "layout %s %d\n", p.Layout.Kind, p.Layout.Stride)
 	fmt.Fprintf(&b, "pattern causal=%v %s\n", p.Pattern.Causal, p.Pattern.Mask)
+	fmt.Fprintf(&b, "row_interval %v\n", p.RowInterval)
 	for _, pr := range p.Programs() {
 		if pr.prog == nil {
 			fmt.Fprintf(&b, "program %s 0\n", pr.name)
@@ -175,6 +176,12 @@ func ParseText(text string) (*Dump, error) {
 	_, raw, _ = next()
 	if p.Pattern, err = pattern(raw, "pattern"); err != nil {
 		return nil, err
+	}
+	switch f, _, _ = next(); {
+	case len(f) == 2 && f[0] == "row_interval" && (f[1] == "true" || f[1] == "false"):
+		p.RowInterval = f[1] == "true"
+	default:
+		return nil, bad("want \"row_interval true|false\"")
 	}
 	for _, pr := range p.Programs() {
 		f, _, _ = next()

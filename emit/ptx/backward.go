@@ -737,7 +737,18 @@ func (g *bwdK) kernelDQ() error {
 				cols[n][x] = c
 			}
 		}
-		if err := g.maskTile(s, func(n, x int) Operand { return prow[x/2] }, func(n, x int) Operand { return cols[n][x&1] },
+		if g.useIntervals() {
+			keep, err := g.rowIntervals(prow, lastK)
+			if err != nil {
+				return err
+			}
+			for n := range s {
+				for x := range s[n] {
+					k := keep(x/2, cols[n][x&1])
+					f.Emit(Inst{Op: OpSelp, T: F32, Dst: []Operand{R(s[n][x])}, Src: []Operand{R(s[n][x]), Fimm(0), R(k)}})
+				}
+			}
+		} else if err := g.maskTile(s, func(n, x int) Operand { return prow[x/2] }, func(n, x int) Operand { return cols[n][x&1] },
 			func(n, x int) *Reg { r := inK[n][x&1]; return &r }); err != nil {
 			return err
 		}

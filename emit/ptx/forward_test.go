@@ -175,12 +175,13 @@ func TestForwardRejects(t *testing.T) {
 		edit(&p)
 		return &p
 	}
-	wordPred := with(func(p *gen.Plan) { p.Pred = p.Word })
+	wordPred := with(func(p *gen.Plan) { p.Pred, p.RowInterval = p.Word, false })
 	bigConst := with(func(p *gen.Plan) {
 		q := *p.Pred
 		q.Insts = append(append([]gen.Inst{}, q.Insts...), gen.Inst{Op: gen.IRConst, Imm: 1 << 40}, gen.Inst{Op: gen.IRLt, A: len(q.Insts), B: q.Results[0]})
 		q.Results = []int{len(q.Insts) - 1}
 		p.Pred = &q
+		p.RowInterval = false // partial tiles render the predicate
 	})
 	noHull := with(func(p *gen.Plan) { p.Hull = nil })
 	swapped := with(func(p *gen.Plan) { p.Hull, p.Class = p.Class, p.Hull })
