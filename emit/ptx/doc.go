@@ -84,13 +84,17 @@
 // program, empty tiles are skipped (never copied), full tiles skip the
 // predicate, partial tiles evaluate the predicate program per element
 // together with the key bound (a full tile that runs past seq_k is demoted
-// to partial). The class program is sound but may call a tile of a union
+// to partial). When the plan's rows keep intervals of keys
+// (gen.Plan.RowInterval) and the predicate is longer than intervalPred
+// instructions, a partial tile instead renders each of the thread's two
+// rows' key hull, hull(i, i, 0), once and tests lo <= j <= hi per element. The class program is sound but may call a tile of a union
 // or intersection partial (or non-empty) where keep words would refine it,
 // so the kernel may visit a superset of the plan's exact schedule
 // (gen.Plan.Visit), never fewer tiles. K and V tiles (64 keys x D, rows
 // padded by 16 bytes) are double-buffered with cp.async (16-byte chunks,
-// zero-filled past seq_k), the next visited tile in flight while the
-// current one computes. S = Q K^T and O += P V use mma.sync.m16n8k16
+// zero-filled past seq_k; a tile wholly below seq_k takes one address per
+// tensor and immediate row offsets, the last one checks and clamps each
+// row), the next visited tile in flight while the current one computes. S = Q K^T and O += P V use mma.sync.m16n8k16
 // (.bf16 or .f16, f32 accumulate; ldmatrix for K, ldmatrix.trans for V).
 // The online softmax follows runtime/cpu's: the row max of the raw scores
 // over the quad (shfl.sync.bfly) times scale*log2(e), P =
