@@ -337,22 +337,11 @@ func (g *fwd) kernel() error {
 	sqAll, skAll := g.sq, g.sk
 	qRow, kRow := qrow0, I(0) // tensor rows of the tile's first query and of key 0
 	if st := int64(g.st); st > 1 {
-		c, b, nq, nk, err := g.residueClass(bz, sqAll, skAll, st)
+		c, b, r, err := g.residueQueries(bz, sqAll, skAll, qrow0, st)
 		if err != nil {
 			return err
 		}
-		bz = b
-		// the class's queries are its last nq keys
-		first := f.Sub(nk, nq)
-		offAll := f.Sub(skAll, sqAll)
-		exit := f.NewLabel("run")
-		run := f.Setp("lt", S32, qrow0, nq)
-		f.Bra(exit, &run, false)
-		f.Emit(Inst{Op: OpRet})
-		f.Place(exit)
-		g.sq, g.sk = nq, nk
-		qRow = f.Sub(f.Add(c, f.MulC(f.Add(first, qrow0), st)), offAll)
-		kRow = c
+		bz, qRow, kRow = b, r, c
 	}
 	off := f.Sub(g.sk, g.sq)
 	pitch := int64(g.st)
@@ -500,6 +489,27 @@ func (g *fwd) residueClass(z, sqAll, skAll Operand, st int64) (c, b, nq, nk Oper
 		return c, b, nq, nk, err
 	}
 	return c, b, nqk[0], nqk[1], nil
+}
+
+// residueQueries is residueClass for a CTA of query tile rows from qrow0
+// of its class: CTAs past the class's queries return, the class's segment
+// sizes become g.sq and g.sk, and qRow is the tensor row of the tile's
+// first query (the class's queries are its last nq keys).
+func (g *fwd) residueQueries(z, sqAll, skAll, qrow0 Operand, st int64) (c, b, qRow Operand, err error) {
+	f := g.f
+	c, b, nq, nk, err := g.residueClass(z, sqAll, skAll, st)
+	if err != nil {
+		return c, b, qRow, err
+	}
+	first := f.Sub(nk, nq)
+	offAll := f.Sub(skAll, sqAll)
+	exit := f.NewLabel("run")
+	run := f.Setp("lt", S32, qrow0, nq)
+	f.Bra(exit, &run, false)
+	f.Emit(Inst{Op: OpRet})
+	f.Place(exit)
+	g.sq, g.sk = nq, nk
+	return c, b, f.Sub(f.Add(c, f.MulC(f.Add(first, qrow0), st)), offAll), nil
 }
 
 // keyRange emits the key-tile range of the query tile whose first row is

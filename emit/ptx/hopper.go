@@ -315,22 +315,11 @@ func (h *hop) kernel() error {
 	h.cls = I(0)
 	st := int64(h.st)
 	if st > 1 {
-		c, b, nq, nk, err := h.residueClass(bz, sqAll, skAll, st)
+		c, b, r, err := h.residueQueries(bz, sqAll, skAll, qrow0, st)
 		if err != nil {
 			return err
 		}
-		bz = b
-		// the class's queries are its last nq keys
-		first := f.Sub(nk, nq)
-		offAll := f.Sub(skAll, sqAll)
-		exit := f.NewLabel("run")
-		run := f.Setp("lt", S32, qrow0, nq)
-		f.Bra(exit, &run, false)
-		f.Emit(Inst{Op: OpRet})
-		f.Place(exit)
-		h.sq, h.sk = nq, nk
-		qRow = f.Sub(f.Add(c, f.MulC(f.Add(first, qrow0), st)), offAll)
-		h.cls = c
+		bz, qRow, h.cls = b, r, c
 	}
 	off := f.Sub(h.sk, h.sq)
 	h.pitch = st
