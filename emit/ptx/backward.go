@@ -396,7 +396,7 @@ func (g *bwdK) product16(c [][4]Reg, aA, bB Operand, aRegs [][4]Reg) {
 
 // pack converts a 16 x n f32 fragment set (the C layout of n/8 blocks)
 // into the A fragments of its n/16 k-steps.
-func (g *bwdK) pack(s [][4]Reg) [][4]Reg {
+func (g *fwd) pack(s [][4]Reg) [][4]Reg {
 	f := g.f
 	pt := BF16x2
 	if g.elem == F16 {

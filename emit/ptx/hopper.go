@@ -535,22 +535,7 @@ func (h *hop) finishTile(kt, cls, buf Operand, s [][4]Reg, m, l [2]Reg, acc [][4
 	h.softmax(s, m, l, acc)
 
 	f.Comment("O += P V: wgmma m64nDk16, P from registers, V from shared memory (MN-major, 128B swizzle)")
-	pt := BF16x2
-	if h.elem == F16 {
-		pt = F16x2
-	}
-	pack := func(hi, lo Reg) Reg {
-		r := f.NewReg(B32)
-		f.Emit(Inst{Op: OpCvtPack, T: pt, Dst: []Operand{R(r)}, Src: []Operand{R(hi), R(lo)}})
-		return r
-	}
-	a := make([][4]Reg, h.tk/16)
-	for kk := range a {
-		a[kk] = [4]Reg{
-			pack(s[2*kk][1], s[2*kk][0]), pack(s[2*kk][3], s[2*kk][2]),
-			pack(s[2*kk+1][1], s[2*kk+1][0]), pack(s[2*kk+1][3], s[2*kk+1][2]),
-		}
-	}
+	a := h.pack(s[:h.tk/8])
 	// V: 64 columns per box (LBO: the next box), 8 keys per 1024 bytes (SBO)
 	descV := h.desc(stage, int64(h.tileBytes), h.boxBytes)
 	f.Emit(Inst{Op: OpWgFence})
