@@ -551,46 +551,37 @@ func (b *builder) lowerPred(m *spec.Mask, causal bool, i, j int) int {
 	return primitiveOf(m).pred(b, m, causal, i, j)
 }
 
-func (b *builder) lowerHull(m *spec.Mask, causal bool, q0, q1, x int) (next, last int) {
-	switch m.Op {
-	case spec.OpNot:
-		// the keys an operand drops can be anywhere: the whole row
+// combineHull is a combinator's hull (key or query hull) from its
+// operands' (one): what an operand of not drops can be anywhere, so
+// everything from x; a union takes the smallest next and the largest
+// last; an intersection the largest next and the smallest last (every
+// operand must keep the pair: one below any operand's next is not kept).
+func (b *builder) combineHull(m *spec.Mask, x int, one func(a *spec.Mask) (int, int)) (next, last int) {
+	if m.Op == spec.OpNot {
 		return x, b.konst(Inf)
-	case spec.OpUnion, spec.OpIntersect:
-		next, last = b.lowerHull(m.Args[0], causal, q0, q1, x)
-		for _, a := range m.Args[1:] {
-			n, l := b.lowerHull(a, causal, q0, q1, x)
-			if m.Op == spec.OpUnion {
-				next, last = b.min(next, n), b.max(last, l)
-			} else {
-				// every operand must keep the key: a key below any
-				// operand's next is not kept
-				next, last = b.max(next, n), b.min(last, l)
-			}
+	}
+	next, last = one(m.Args[0])
+	for _, a := range m.Args[1:] {
+		n, l := one(a)
+		if m.Op == spec.OpUnion {
+			next, last = b.min(next, n), b.max(last, l)
+		} else {
+			next, last = b.max(next, n), b.min(last, l)
 		}
-		return next, last
+	}
+	return next, last
+}
+
+func (b *builder) lowerHull(m *spec.Mask, causal bool, q0, q1, x int) (next, last int) {
+	if m.Op.Combinator() {
+		return b.combineHull(m, x, func(a *spec.Mask) (int, int) { return b.lowerHull(a, causal, q0, q1, x) })
 	}
 	return primitiveOf(m).hull(b, m, causal, q0, q1, x)
 }
 
 func (b *builder) lowerQHull(m *spec.Mask, causal bool, k0, k1, x int) (next, last int) {
-	switch m.Op {
-	case spec.OpNot:
-		// the rows an operand drops can be anywhere: every row from x
-		return x, b.konst(Inf)
-	case spec.OpUnion, spec.OpIntersect:
-		next, last = b.lowerQHull(m.Args[0], causal, k0, k1, x)
-		for _, a := range m.Args[1:] {
-			n, l := b.lowerQHull(a, causal, k0, k1, x)
-			if m.Op == spec.OpUnion {
-				next, last = b.min(next, n), b.max(last, l)
-			} else {
-				// every operand must keep the pair: a row below any
-				// operand's next keeps no key of [k0, k1]
-				next, last = b.max(next, n), b.min(last, l)
-			}
-		}
-		return next, last
+	if m.Op.Combinator() {
+		return b.combineHull(m, x, func(a *spec.Mask) (int, int) { return b.lowerQHull(a, causal, k0, k1, x) })
 	}
 	if q := primitiveOf(m).qhull; q != nil {
 		return q(b, m, causal, k0, k1, x)
