@@ -177,15 +177,7 @@ var neighborhood = primitive{
 		// The keys of queries [q0, q1] lie in rows [R0, R1] and columns
 		// [C0, C1] (the queries' columns when they share a row, else all):
 		// next is the first such cell at or after x.
-		rows, cols := natAxes(m)
-		w, n := cols.L, rows.L*cols.L
-		none := b.le(b.konst(n), q0)
-		q1 = b.min(q1, b.konst(n-1))
-		rq0, rq1 := b.divC(q0, w), b.divC(q1, w)
-		single := b.eq(rq0, rq1)
-		r0, r1 := b.natBound(rows, rq0, rq1)
-		c0, c1 := b.natBound(cols, b.sel(single, b.modD(q0, w), b.konst(0)), b.sel(single, b.modD(q1, w), b.konst(w-1)))
-		return b.natRect(w, r0, r1, c0, c1, x, none)
+		return b.natHull(m, q0, q1, x, b.natBound)
 	},
 	class: func(b *builder, m *spec.Mask, causal bool, q0, q1, k0, k1 int) int {
 		// spec's classifyNeighborhood: between a rectangle of queries and
@@ -218,14 +210,22 @@ var neighborhood = primitive{
 		// columns [C0, C1] (natQBound of the keys' rows, and of the keys'
 		// columns when they share a row, else of all columns): next is the
 		// first such cell at or after x. Sound, not exact, as the key hull.
-		rows, cols := natAxes(m)
-		w, n := cols.L, rows.L*cols.L
-		none := b.le(b.konst(n), k0)
-		k1 = b.min(k1, b.konst(n-1))
-		rk0, rk1 := b.divC(k0, w), b.divC(k1, w)
-		single := b.eq(rk0, rk1)
-		r0, r1 := b.natQBound(rows, rk0, rk1)
-		c0, c1 := b.natQBound(cols, b.sel(single, b.modD(k0, w), b.konst(0)), b.sel(single, b.modD(k1, w), b.konst(w-1)))
-		return b.natRect(w, r0, r1, c0, c1, x, none)
+		return b.natHull(m, k0, k1, x, b.natQBound)
 	},
+}
+
+// natHull is the key hull of tokens [a0, a1] (bound: natBound) or their
+// query hull (bound: natQBound): the tokens' rows, and their columns when
+// they share a row (else every column), bounded per axis, as the
+// rectangle natRect walks from x; none when a0 is past the grid.
+func (b *builder) natHull(m *spec.Mask, a0, a1, x int, bound func(a natAxis, y0, y1 int) (lo, hi int)) (next, last int) {
+	rows, cols := natAxes(m)
+	w, n := cols.L, rows.L*cols.L
+	none := b.le(b.konst(n), a0)
+	a1 = b.min(a1, b.konst(n-1))
+	ra0, ra1 := b.divC(a0, w), b.divC(a1, w)
+	single := b.eq(ra0, ra1)
+	r0, r1 := bound(rows, ra0, ra1)
+	c0, c1 := bound(cols, b.sel(single, b.modD(a0, w), b.konst(0)), b.sel(single, b.modD(a1, w), b.konst(w-1)))
+	return b.natRect(w, r0, r1, c0, c1, x, none)
 }
