@@ -1,6 +1,9 @@
 package gen
 
-import "github.com/attngen/attngen/runtime/mask"
+import (
+	"github.com/attngen/attngen/runtime/mask"
+	"github.com/attngen/attngen/spec"
+)
 
 // UsesTree reports whether the plan's programs read a parent array (a
 // tree mask): the run-time data its kernels take is then the tree, not
@@ -13,6 +16,11 @@ func (p *Plan) UsesTree() bool {
 	}
 	return false
 }
+
+// HeadParams are the run-time integers, one per query head, the plan's
+// programs read (IRParam k is HeadParams()[k]), with the ranges the spec
+// declares; empty for most masks.
+func (p *Plan) HeadParams() []spec.HeadParam { return p.Pattern.Params }
 
 // Mask is the plan as the CPU runtime's compiled mask, evaluating the
 // plan's programs (Prog.Eval). attngen's own verify and bench commands run
@@ -39,9 +47,19 @@ func eval(p *Prog, args []int64, d *mask.Docs, res []int64) {
 	}
 }
 
-func (m evalMask) Stride() int    { return max(m.p.Layout.Stride, 1) }
-func (m evalMask) UsesDocs() bool { return m.p.Pred.UsesDocs() }
-func (m evalMask) UsesTree() bool { return m.p.UsesTree() }
+func (m evalMask) Stride() int                  { return max(m.p.Layout.Stride, 1) }
+func (m evalMask) UsesDocs() bool               { return m.p.Pred.UsesDocs() }
+func (m evalMask) UsesTree() bool               { return m.p.UsesTree() }
+func (m evalMask) HeadParams() []mask.HeadParam { return m.p.maskParams() }
+
+// maskParams is HeadParams as runtime/mask describes them (nil: none).
+func (p *Plan) maskParams() []mask.HeadParam {
+	var out []mask.HeadParam
+	for _, hp := range p.HeadParams() {
+		out = append(out, mask.HeadParam{Name: hp.Name, Min: hp.Min, Max: hp.Max})
+	}
+	return out
+}
 
 func (m evalMask) Hull(q0, q1, x int, d *mask.Docs) (int, int) {
 	var res [2]int64

@@ -46,6 +46,18 @@ func GoMaskFile(p *Plan, pkgName, command string) ([]byte, error) {
 		f.Func().Params(jen.Id("compiled")).Id("UsesTree").Params().Bool().Block(jen.Return(jen.True()))
 		f.Line()
 	}
+	if hps := p.HeadParams(); len(hps) > 0 {
+		var elems []jen.Code
+		for _, hp := range hps {
+			elems = append(elems, jen.Values(jen.Dict{jen.Id("Name"): jen.Lit(hp.Name), jen.Id("Min"): jen.Lit(hp.Min), jen.Id("Max"): jen.Lit(hp.Max)}))
+		}
+		f.Comment("headParams are the mask's head parameters: d.Param(k) is the value of headParams[k] at the head being computed.")
+		f.Var().Id("headParams").Op("=").Index().Qual(MaskPkg, "HeadParam").Values(elems...)
+		f.Line()
+		f.Comment("HeadParams returns the head parameters the mask reads, one value each per query head (mask.HeadParams).")
+		f.Func().Params(jen.Id("compiled")).Id("HeadParams").Params().Index().Qual(MaskPkg, "HeadParam").Block(jen.Return(jen.Id("headParams")))
+		f.Line()
+	}
 	docs := jen.Id("d").Op("*").Qual(MaskPkg, "Docs")
 	type fn struct {
 		prog    *Prog

@@ -156,6 +156,8 @@ func GoBody(p *Prog, args []string, docs string, want []string) ([]jen.Code, err
 			e = jen.Id(docs).Dot("TreeAnc").Call(ref(in.A, goInt), ref(in.B, goInt))
 		case IRTreeInfo:
 			e = jen.Id(docs).Dot("TreeInfo").Call(jen.Lit(int(in.Imm)))
+		case IRParam:
+			e = jen.Id(docs).Dot("Param").Call(jen.Lit(int(in.Imm)))
 		case IRWTree:
 			e = jen.Id(docs).Dot("TreeWord").Call(ref(in.A, goInt), ref(in.B, goInt))
 		case IRWRange:

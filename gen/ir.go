@@ -45,6 +45,7 @@ const (
 	IRWNot                 // ^A (the complement of a word: lanes past the keys are cut by the caller)
 	IRWPeriod              // keep word with the lanes c whose m = (c + A) mod Imm has m <= B and m mod C == 0 (Imm >= 1; C >= 1 at run time)
 	IRWTree                // keep word with the lanes c whose key B + c is A or an ancestor of A (run-time parent array)
+	IRParam                // head parameter number Imm at the head being computed (mask.Docs.Param; Plan.Params gives its range)
 	numIROps
 )
 
@@ -53,7 +54,7 @@ const (
 const NumIROps = numIROps
 
 var irNames = [numIROps]string{"arg", "const", "add", "sub", "mulc", "divc", "modc", "div", "min", "max", "lt", "le", "eq", "and", "or", "not", "select",
-	"docid", "docstart", "docend", "treeanc", "treeinfo", "wrange", "wstep", "wand", "wor", "wif", "wnot", "wperiod", "wtree"}
+	"docid", "docstart", "docend", "treeanc", "treeinfo", "wrange", "wstep", "wand", "wor", "wif", "wnot", "wperiod", "wtree", "param"}
 
 func (o IROp) String() string {
 	if o < numIROps {
@@ -65,7 +66,7 @@ func (o IROp) String() string {
 // Arity is the number of value operands the op reads.
 func (o IROp) Arity() int {
 	switch o {
-	case IRArg, IRConst, IRTreeInfo:
+	case IRArg, IRConst, IRTreeInfo, IRParam:
 		return 0
 	case IRMulC, IRDivC, IRModC, IRNot, IRDocID, IRDocStart, IRDocEnd, IRWStep, IRWNot:
 		return 1
@@ -78,7 +79,7 @@ func (o IROp) Arity() int {
 // HasImm reports whether the op carries an immediate.
 func (o IROp) HasImm() bool {
 	switch o {
-	case IRArg, IRConst, IRMulC, IRDivC, IRModC, IRWStep, IRWRange, IRWPeriod, IRTreeInfo:
+	case IRArg, IRConst, IRMulC, IRDivC, IRModC, IRWStep, IRWRange, IRWPeriod, IRTreeInfo, IRParam:
 		return true
 	}
 	return false
@@ -87,7 +88,7 @@ func (o IROp) HasImm() bool {
 // Word reports whether the op makes a keep word. Word ops exist only in
 // the CPU keep-word program (Plan.Word); GPU kernels evaluate the predicate
 // per element and never see them.
-func (o IROp) Word() bool { return o >= IRWRange && o < numIROps }
+func (o IROp) Word() bool { return o >= IRWRange && o <= IRWTree }
 
 // Docs reports whether the op reads the run-time data of the mask
 // (document ids or a parent array).
@@ -286,6 +287,10 @@ func (p *Prog) Check() error {
 			if in.Imm < 0 || in.Imm > 2 {
 				return fmt.Errorf("program %s v%d: treeinfo %d (want 0 to 2)", p.Name, k, in.Imm)
 			}
+		case IRParam:
+			if in.Imm < 0 || in.Imm >= mask.MaxHeadParams {
+				return fmt.Errorf("program %s v%d: head parameter %d (want 0 to %d)", p.Name, k, in.Imm, mask.MaxHeadParams-1)
+			}
 		case IRWRange:
 			if (in.A < 0) != (in.Imm&1 != 0) || (in.B < 0) != (in.Imm&2 != 0) {
 				return fmt.Errorf("program %s v%d: wrange bounds and flags disagree", p.Name, k)
@@ -319,6 +324,18 @@ func (p *Prog) UsesDocs() bool {
 		}
 	}
 	return false
+}
+
+// Params is the number of head parameters the program reads: 1 + the
+// largest index of its param ops, 0 when it reads none.
+func (p *Prog) Params() int {
+	n := 0
+	for _, in := range p.Insts {
+		if in.Op == IRParam {
+			n = max(n, int(in.Imm)+1)
+		}
+	}
+	return n
 }
 
 // Live reports, per value, whether some result depends on it. Renderers
@@ -397,6 +414,8 @@ func (p *Prog) Eval(args []int64, docs *mask.Docs, scratch, res []int64) {
 			x = b2i(docs.TreeAnc(int(v[in.A]), int(v[in.B])))
 		case IRTreeInfo:
 			x = int64(docs.TreeInfo(int(in.Imm)))
+		case IRParam:
+			x = int64(docs.Param(int(in.Imm)))
 		case IRWTree:
 			x = int64(docs.TreeWord(int(v[in.A]), int(v[in.B])))
 		case IRWRange:

@@ -35,23 +35,26 @@ var primitives = map[spec.Op]primitive{
 	spec.OpWindow: {
 		pred: func(b *builder, m *spec.Mask, causal bool, i, j int) int {
 			d := b.sub(i, j)
-			return b.and(b.le(d, b.konst(int64(m.Left))), b.le(b.konst(int64(-m.Right)), d))
+			return b.and(b.le(d, b.field(m.LeftRef, m.Left, 0)), b.le(b.neg(m.RightRef, m.Right), d))
 		},
 		hull: func(b *builder, m *spec.Mask, causal bool, q0, q1, x int) (int, int) {
-			return b.max(x, b.addC(q0, int64(-m.Left))), b.addC(q1, int64(m.Right))
+			return b.max(x, b.plus(q0, -1, m.LeftRef, m.Left)), b.plus(q1, 1, m.RightRef, m.Right)
 		},
 		class: func(b *builder, m *spec.Mask, causal bool, q0, q1, k0, k1 int) int {
+			if m.LeftRef.Set() || m.RightRef.Set() {
+				return b.classDistV(causal, q0, q1, k0, k1, b.neg(m.RightRef, m.Right), b.field(m.LeftRef, m.Left, 0))
+			}
 			return b.classDist(causal, q0, q1, k0, k1, int64(-m.Right), int64(m.Left), 1)
 		},
 		qhull: func(b *builder, m *spec.Mask, causal bool, k0, k1, x int) (int, int) {
 			// key j is kept by rows j-Right .. j+Left: the rows of [k0, k1]
 			// are [k0-Right, k1+Left], every one of them; causal keeps
 			// [k0, k1+Left] (row i >= k0 keeps min(i, k1)), and x >= k0
-			last := b.addC(k1, int64(m.Left))
+			last := b.plus(k1, 1, m.LeftRef, m.Left)
 			if causal {
 				return x, last
 			}
-			return b.max(x, b.addC(k0, int64(-m.Right))), last
+			return b.max(x, b.plus(k0, -1, m.RightRef, m.Right)), last
 		},
 	},
 	spec.OpBlock: {
@@ -238,17 +241,19 @@ var primitives = map[spec.Op]primitive{
 		},
 	},
 	spec.OpGlobal: {
+		// Tokens may be a head parameter, and 0 at some heads (no sinks):
+		// then no key is kept and every form below says so.
 		pred: func(b *builder, m *spec.Mask, causal bool, i, j int) int {
-			return b.lt(j, b.konst(int64(m.Tokens)))
+			return b.lt(j, b.field(m.TokensRef, m.Tokens, 0))
 		},
 		hull: func(b *builder, m *spec.Mask, causal bool, q0, q1, x int) (int, int) {
 			// no kept key at or past x once x is past the tokens: next > last,
 			// so that a union's hull jumps from the tokens to its other keys
-			g := b.konst(int64(m.Tokens - 1))
+			g := b.field(m.TokensRef, m.Tokens, -1)
 			return b.sel(b.le(x, g), x, b.konst(Inf)), g
 		},
 		class: func(b *builder, m *spec.Mask, causal bool, q0, q1, k0, k1 int) int {
-			g := b.konst(int64(m.Tokens - 1))
+			g := b.field(m.TokensRef, m.Tokens, -1)
 			empty, full := b.lt(g, k0), b.le(k1, g)
 			if causal {
 				empty, full = b.or(empty, b.lt(q1, k0)), b.and(full, b.le(k1, q0))
@@ -258,7 +263,7 @@ var primitives = map[spec.Op]primitive{
 		qhull: func(b *builder, m *spec.Mask, causal bool, k0, k1, x int) (int, int) {
 			// every row, when k0 is a token (causal: every row from k0,
 			// which keeps k0, and x >= k0)
-			some := b.le(k0, b.konst(int64(m.Tokens-1)))
+			some := b.le(k0, b.field(m.TokensRef, m.Tokens, -1))
 			return b.sel(some, x, b.konst(Inf)), b.sel(some, b.konst(Inf), b.konst(-Inf))
 		},
 	},
@@ -361,6 +366,35 @@ var primitives = map[spec.Op]primitive{
 			return b.sel(b.lt(q1, chain), everything.class(b, nil, true, q0, q1, k0, k1), tree)
 		},
 	},
+}
+
+// field is the value of a mask field that may be a head parameter, plus
+// add: the constant c + add, or the parameter read at run time (IRParam)
+// plus its Ref's Add and add.
+func (b *builder) field(r spec.Ref, c int, add int64) int {
+	if !r.Set() {
+		return b.konst(int64(c) + add)
+	}
+	return b.shift(b.emit(Inst{Op: IRParam, Imm: int64(r.Param - 1)}), int64(r.Add)+add)
+}
+
+// plus is x + sign*field (sign 1 or -1): addC for a constant.
+func (b *builder) plus(x int, sign int64, r spec.Ref, c int) int {
+	if !r.Set() {
+		return b.addC(x, sign*int64(c))
+	}
+	if sign > 0 {
+		return b.add(x, b.field(r, c, 0))
+	}
+	return b.sub(x, b.field(r, c, 0))
+}
+
+// neg is -field.
+func (b *builder) neg(r spec.Ref, c int) int {
+	if !r.Set() {
+		return b.konst(-int64(c))
+	}
+	return b.sub(b.konst(0), b.field(r, c, 0))
 }
 
 // shift is x + c, and x itself (no instruction) for c = 0.
@@ -526,6 +560,19 @@ func (b *builder) classDist(causal bool, q0, q1, k0, k1 int, lo, hi, step int64)
 		// full only when the tile has one distance, a multiple of step
 		full = b.ands(full, b.eq(a, c), b.eq(b.modC(a, step), b.konst(0)))
 	}
+	return b.class(empty, full)
+}
+
+// classDistV is classDist for step 1 with both bounds values of the
+// program (head parameters): distances d = i - j in [lo, hi], with causal
+// also d >= 0.
+func (b *builder) classDistV(causal bool, q0, q1, k0, k1, lo, hi int) int {
+	if causal {
+		lo = b.max(lo, b.konst(0))
+	}
+	a, c := b.sub(q0, k1), b.sub(q1, k0)
+	empty := b.lt(b.min(c, hi), b.max(a, lo))
+	full := b.and(b.le(lo, a), b.le(c, hi))
 	return b.class(empty, full)
 }
 

@@ -190,7 +190,9 @@ func TestResidueProg(t *testing.T) {
 // TestEveryOpRendersAndEvaluates: every IR op has an evaluation and a Go
 // rendering (a forgotten op fails here; PTX checks its own in emit/ptx).
 func TestEveryOpRendersAndEvaluates(t *testing.T) {
-	docs, _ := mask.NewDocs([]int32{0, 0, 1, 1, 1, 2, 2, 2})
+	ids, _ := mask.NewDocs([]int32{0, 0, 1, 1, 1, 2, 2, 2})
+	docs := &mask.Docs{}
+	docs.SetHead(ids, []int32{5, 6, 7, 8})
 	for op := IROp(0); op < NumIROps; op++ {
 		in := Inst{Op: op, A: 0, B: 1, C: 2, Imm: 3}
 		switch op {

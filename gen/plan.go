@@ -354,11 +354,22 @@ func (p *Plan) Stats(sq, sk int) Stats {
 }
 
 // oneDoc is the document index of a sequence of n positions in one
-// document (what At assumes), or nil when the mask has no document.
+// document (what At assumes), or nil when the mask has no document; with
+// head parameters, it carries their Max values (the unbound pattern's
+// instance, which At evaluates).
 func (p *Plan) oneDoc(n int) *mask.Docs {
-	if !p.Pred.UsesDocs() {
-		return nil
+	var d *mask.Docs
+	if p.Pred.UsesDocs() {
+		d, _ = mask.NewDocs(make([]int32, n))
 	}
-	d, _ := mask.NewDocs(make([]int32, n))
+	if hp := p.HeadParams(); len(hp) > 0 {
+		vals := make([]int32, len(hp))
+		for k, h := range hp {
+			vals[k] = int32(h.Max)
+		}
+		h := &mask.Docs{}
+		h.SetHead(d, vals)
+		d = h
+	}
 	return d
 }

@@ -41,6 +41,9 @@ func (p *Plan) Text(sq, sk, first int) string {
 	fmt.Fprintf(&b, "target %s\n", p.Target)
 	fmt.Fprintf(&b, "head_dim %d\n", p.HeadDim)
 	fmt.Fprintf(&b, "tiles %d %d\n", p.TileQ, p.TileK)
+	for _, hp := range p.Source.Params {
+		fmt.Fprintf(&b, "head_param %s %d %d\n", hp.Name, hp.Min, hp.Max)
+	}
 	fmt.Fprintf(&b, "source causal=%v %s\n", p.Source.Causal, p.Source.Mask)
 	fmt.Fprintf(&b, "layout %s %d\n", p.Layout.Kind, p.Layout.Stride)
 	fmt.Fprintf(&b, "pattern causal=%v %s\n", p.Pattern.Causal, p.Pattern.Mask)
@@ -123,13 +126,14 @@ func ParseText(text string) (*Dump, error) {
 		}
 		return out, nil
 	}
+	heads := "" // the head_params section of the source, as YAML
 	pattern := func(raw, key string) (spec.Pattern, error) {
 		rest, ok := strings.CutPrefix(raw, key+" causal=")
 		if !ok {
 			return spec.Pattern{}, bad("want " + key)
 		}
 		flag, mask, _ := strings.Cut(rest, " ")
-		s, err := spec.Parse("plan", []byte(fmt.Sprintf("name: x\ncausal: %s\nmask: %s\n", flag, mask)))
+		s, err := spec.Parse("plan", []byte(fmt.Sprintf("name: x\ncausal: %s\n%smask: %s\n", flag, heads, mask)))
 		if err != nil {
 			return spec.Pattern{}, bad(fmt.Sprintf("%s: %v", key, err))
 		}
@@ -155,7 +159,18 @@ func ParseText(text string) (*Dump, error) {
 		return nil, err
 	}
 	p.TileQ, p.TileK = v[0], v[1]
-	_, raw, _ = next()
+	for f, raw, _ = next(); len(f) > 0 && f[0] == "head_param"; f, raw, _ = next() {
+		if len(f) != 4 {
+			return nil, bad("want \"head_param NAME MIN MAX\"")
+		}
+		if v, err = ints(f, "head_param", f[1], "", ""); err != nil {
+			return nil, err
+		}
+		if heads == "" {
+			heads = "head_params:\n"
+		}
+		heads += fmt.Sprintf("  %s: {min: %d, max: %d}\n", f[1], v[0], v[1])
+	}
 	if p.Source, err = pattern(raw, "source"); err != nil {
 		return nil, err
 	}

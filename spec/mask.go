@@ -64,6 +64,11 @@ type Mask struct {
 	Below       int // queries, keys: positions of the set are below it (0 = unbounded)
 	Phase       int // queries, keys: positions p of the set have p mod Stride == Phase, 0 <= Phase < Stride
 
+	// LeftRef, RightRef and TokensRef are set when Left, Right or Tokens
+	// is a head parameter (params.go): the field then holds the value at
+	// the parameter's Max, and Pattern.Bind gives each head's.
+	LeftRef, RightRef, TokensRef Ref
+
 	// neighborhood, per axis (0: rows, 1: columns): the grid's extent,
 	// the kernel (neighbours along the axis), the dilation, and whether
 	// the axis is causal.
@@ -136,10 +141,14 @@ func (m *Mask) write(b *strings.Builder) {
 	case OpFull:
 		b.WriteString("{full: {}}")
 	case OpWindow:
-		if m.Right == 0 {
+		switch {
+		case m.Right == 0 && !m.RightRef.Set() && m.LeftRef.Set() && m.LeftRef.Add == -1:
+			fmt.Fprintf(b, "{window: {size: %s}}", m.LeftRef.Name)
+		case m.Right == 0 && !m.RightRef.Set() && !m.LeftRef.Set():
 			fmt.Fprintf(b, "{window: {size: %d}}", m.Left+1)
-		} else {
-			fmt.Fprintf(b, "{window: {left: %d, right: %d}}", m.Left, m.Right)
+		default:
+			// a size parameter (Add -1) always has a constant right of 0
+			fmt.Fprintf(b, "{window: {left: %s, right: %s}}", field(m.Left, m.LeftRef), field(m.Right, m.RightRef))
 		}
 	case OpBlock:
 		if m.Offset != 0 {
@@ -160,7 +169,7 @@ func (m *Mask) write(b *strings.Builder) {
 		}
 		b.WriteString("}}")
 	case OpGlobal:
-		fmt.Fprintf(b, "{global: {tokens: %d}}", m.Tokens)
+		fmt.Fprintf(b, "{global: {tokens: %s}}", field(m.Tokens, m.TokensRef))
 	case OpDocument:
 		b.WriteString("{document: {}}")
 	case OpTree:
@@ -219,6 +228,7 @@ func (m *Mask) Equal(o *Mask) bool {
 		m.MaxDistance != o.MaxDistance || m.Stride != o.Stride || m.Tokens != o.Tokens ||
 		m.Lo != o.Lo || m.Below != o.Below || m.Phase != o.Phase || m.Offset != o.Offset ||
 		m.Grid != o.Grid || m.Kernel != o.Kernel || m.Dilation != o.Dilation || m.AxisCausal != o.AxisCausal ||
+		m.LeftRef != o.LeftRef || m.RightRef != o.RightRef || m.TokensRef != o.TokensRef ||
 		len(m.Args) != len(o.Args) {
 		return false
 	}

@@ -32,8 +32,11 @@ type Spec struct {
 	// PageSize is the key positions a page of a paged KV cache holds (0:
 	// no paged API). Generated packages then offer ForwardPaged.
 	PageSize int
-	Schedule []ScheduleEntry // empty: the mask alone
-	Masks    map[string]*Mask
+	// HeadParams are the run-time integers (one per query head) that mask
+	// fields name instead of constants, in the order written.
+	HeadParams []HeadParam
+	Schedule   []ScheduleEntry // empty: the mask alone
+	Masks      map[string]*Mask
 }
 
 // ScheduleEntry is one layer of the analysis schedule: "mask", "full" or the
@@ -44,7 +47,17 @@ type ScheduleEntry struct {
 }
 
 // Pattern is the spec's own mask with its causal flag.
-func (s *Spec) Pattern() Pattern { return Pattern{Mask: s.Mask, Causal: s.Causal} }
+func (s *Spec) Pattern() Pattern { return s.pattern(s.Mask) }
+
+// pattern is m with the spec's causal flag and, when m takes head
+// parameters, the spec's declarations of them.
+func (s *Spec) pattern(m *Mask) Pattern {
+	p := Pattern{Mask: m, Causal: s.Causal}
+	if m != nil && m.HasRefs() {
+		p.Params = s.HeadParams
+	}
+	return p
+}
 
 // Layers resolves the schedule, input side first. Without a schedule it is
 // the spec's mask alone.
@@ -60,7 +73,7 @@ func (s *Spec) Layers() []Pattern {
 		case "full":
 			out[k] = Pattern{Mask: Full(), Causal: s.Causal}
 		default:
-			out[k] = Pattern{Mask: s.Masks[e.Name], Causal: s.Causal}
+			out[k] = s.pattern(s.Masks[e.Name])
 		}
 	}
 	return out
@@ -174,6 +187,10 @@ type parser struct {
 	// (neighborhood not causal along both axes): refused when causal is
 	// left to its default.
 	defaultCausal []*Error
+	// heads are the declared head parameters; used marks those a mask
+	// field names.
+	heads []HeadParam
+	used  []bool
 }
 
 func (p *parser) pos(n *yaml.Node) Pos { return Pos{p.file, max(n.Line, 1), max(n.Column, 1)} }
@@ -278,7 +295,7 @@ func firstNonBlank(data []byte, line int) int {
 // generated for decide which sizes actually run.
 const MaxHeadDim = 1024
 
-var topKeys = []string{"name", "mask", "causal", "head_dim", "page_size", "schedule", "masks"}
+var topKeys = []string{"name", "mask", "causal", "head_dim", "page_size", "schedule", "masks", "head_params"}
 
 // MaxPageSize bounds page_size.
 const MaxPageSize = 1 << 20
@@ -305,6 +322,11 @@ func (p *parser) spec(doc *yaml.Node) *Spec {
 			p.errorf(n, "name: %v", err)
 		}
 		s.Name = v
+	}
+	if n := fields["head_params"]; n != nil {
+		p.heads = p.headParams(n)
+		p.used = make([]bool, len(p.heads))
+		s.HeadParams = p.heads
 	}
 	var schedNode *yaml.Node
 	defined := map[string]bool{} // names in masks, valid or not
@@ -363,6 +385,11 @@ func (p *parser) spec(doc *yaml.Node) *Spec {
 			}
 			s.HeadDim = v
 			s.HeadDimPos = p.pos(n)
+		}
+	}
+	for k, hp := range p.heads {
+		if !p.used[k] {
+			p.errs = append(p.errs, &Error{hp.Pos, fmt.Sprintf("head_params.%s: declared but no mask field takes it", hp.Name)})
 		}
 	}
 	if s.Causal {
@@ -745,11 +772,16 @@ func (p *parser) primitive(kind string, pr *params, pos Pos) *Mask {
 			p.errorf(pr.node, "%s: give size (causal window) or left and right, not both", pr.what)
 			pr.failed = true
 		case pr.has("size"):
-			m.Left = pr.get("size", true, 1, MaxInt, maxStr()) - 1
+			var size int
+			size, m.LeftRef = pr.getRef("size", true, 1, 1, MaxInt, maxStr())
+			m.Left = size - 1
+			if m.LeftRef.Set() {
+				m.LeftRef.Add = -1
+			}
 		case pr.has("left") || pr.has("right"):
 			// left+1 is the size String writes for right = 0.
-			m.Left = pr.get("left", true, 0, MaxInt-1, strconv.Itoa(MaxInt-1))
-			m.Right = pr.get("right", true, 0, MaxInt, maxStr())
+			m.Left, m.LeftRef = pr.getRef("left", true, 0, 0, MaxInt-1, strconv.Itoa(MaxInt-1))
+			m.Right, m.RightRef = pr.getRef("right", true, 0, 0, MaxInt, maxStr())
 		default:
 			p.errorf(pr.node, "%s: missing parameter size (or left and right)", pr.what)
 			pr.failed = true
@@ -788,8 +820,10 @@ func (p *parser) primitive(kind string, pr *params, pos Pos) *Mask {
 	case "global":
 		pr.allow(append(globalKeys, "rows")...)
 		if pr.has("tokens") && len(pr.fields) == 1 {
-			// the attention sinks of the first form
-			m.Op, m.Tokens = OpGlobal, pr.get("tokens", true, 1, MaxInt, maxStr())
+			// the attention sinks of the first form; a head parameter may
+			// be 0 (no sinks at that head)
+			m.Op = OpGlobal
+			m.Tokens, m.TokensRef = pr.getRef("tokens", true, 1, 0, MaxInt, maxStr())
 			break
 		}
 		rows, ok := false, true
@@ -925,9 +959,12 @@ func (p *parser) primitive(kind string, pr *params, pos Pos) *Mask {
 		m = Union(&Mask{Op: OpBlock, Size: b, Pos: pos}, &Mask{Op: OpBridge, Block: b, Targets: r, Sources: s, Pos: pos})
 	case "streaming":
 		pr.allow("sinks", "window")
-		g := pr.get("sinks", true, 1, MaxInt, maxStr())
-		w := pr.get("window", true, 1, MaxInt, maxStr())
-		m = Union(&Mask{Op: OpGlobal, Tokens: g, Pos: pos}, &Mask{Op: OpWindow, Left: w - 1, Pos: pos})
+		g, gr := pr.getRef("sinks", true, 1, 0, MaxInt, maxStr())
+		w, wr := pr.getRef("window", true, 1, 1, MaxInt, maxStr())
+		if wr.Set() {
+			wr.Add = -1
+		}
+		m = Union(&Mask{Op: OpGlobal, Tokens: g, TokensRef: gr, Pos: pos}, &Mask{Op: OpWindow, Left: w - 1, LeftRef: wr, Pos: pos})
 	case "strided":
 		pr.allow("stride")
 		l := pr.get("stride", true, 1, MaxInt, maxStr())

@@ -16,6 +16,9 @@ type Pattern struct {
 	// Classify then use, as AtDocs and ClassifyDocs do; nil: a document
 	// mask is one document and a tree one chain.
 	Data *Docs
+	// Params are the head parameters the mask's Refs name (params.go);
+	// empty when it takes none. Bind replaces them by one head's values.
+	Params []HeadParam
 }
 
 // String renders the pattern, causal flag first.

@@ -8,12 +8,36 @@ import "fmt"
 // A Docs may instead hold the parent array of a tree mask (NewTree,
 // ResetTree): it is the run-time data of a compiled mask, whichever kind
 // the mask reads.
+//
+// It also carries the head parameters of one query head (SetHead), for
+// masks whose fields vary by head (HeadParams).
 type Docs struct {
 	ids        []int32
 	start, end []int32
 	isTree     bool
 	tr         tree
+	params     []int32
 }
+
+// SetHead makes d the run-time data of one query head: src's document ids
+// or parent array (shared, not copied; nil: none) and the head's parameter
+// values, params[k] for parameter k (kept, not copied). A Docs set this
+// way is a view: Reset and ResetTree must not be called on it, since they
+// would write into src's buffers.
+func (d *Docs) SetHead(src *Docs, params []int32) {
+	if src != nil {
+		*d = *src
+	} else {
+		*d = Docs{}
+	}
+	d.params = params
+}
+
+// Param returns head parameter k of the head d was set for (SetHead).
+func (d *Docs) Param(k int) int { return int(d.params[k]) }
+
+// Params returns the head parameter values d was set with.
+func (d *Docs) Params() []int32 { return d.params }
 
 // NewDocs checks ids (non-decreasing) and indexes document starts and ends.
 func NewDocs(ids []int32) (*Docs, error) {

@@ -44,6 +44,27 @@ type Mask interface {
 	Word(i, k0, nk int, d *Docs) uint64
 }
 
+// HeadParam describes a head parameter of a compiled mask: a run-time
+// integer with one value per query head (Docs.Param reads the value of the
+// head being computed), which must lie in [Min, Max].
+type HeadParam struct {
+	Name     string
+	Min, Max int
+}
+
+// MaxHeadParams bounds the head parameters of one mask.
+const MaxHeadParams = 8
+
+// HeadParams returns the head parameters m reads, in the order of their
+// index (Docs.Param(k) is the value of HeadParams(m)[k]): compiled masks
+// of specs with head_params have a HeadParams method; nil for the others.
+func HeadParams(m Mask) []HeadParam {
+	if h, ok := m.(interface{ HeadParams() []HeadParam }); ok {
+		return h.HeadParams()
+	}
+	return nil
+}
+
 // UsesTree reports whether m reads a parent array (a tree mask) rather
 // than document ids: compiled masks of tree specs have a UsesTree method
 // that says so; masks without one read document ids when UsesDocs.
