@@ -36,6 +36,9 @@ func ReferenceGrad(p spec.Pattern, docs *spec.Docs, q, k, v, dout []float32, s S
 	if nq, _, _ := s.Sizes(); len(dout) < nq {
 		return Grads[float64]{}, fmt.Errorf("dout has %d elements, shape needs %d", len(dout), nq)
 	}
+	if err := checkHeads(p, s); err != nil {
+		return Grads[float64]{}, err
+	}
 	return grad64(p, docs, wide(q), wide(k), wide(v), wide(dout), s), nil
 }
 
@@ -102,12 +105,13 @@ func attention64(p spec.Pattern, docs *spec.Docs, q, k, v []float64, s Shape) []
 	group := s.HeadsQ / s.HeadsKV
 	out := make([]float64, nq)
 	prob := make([]float64, s.SeqK)
+	hs := mustHeads(p, s)
 	var kept []int
 	for bh := 0; bh < s.Batch*s.HeadsQ; bh++ {
 		kvBase := (bh/s.HeadsQ*s.HeadsKV + bh%s.HeadsQ/group) * s.SeqK * D
 		for r := 0; r < s.SeqQ; r++ {
 			var ok bool
-			kept, ok = rowProbs(p, docs, q, k, s, bh, r, kept, prob)
+			kept, ok = rowProbs(hs.at(bh%s.HeadsQ), docs, q, k, s, bh, r, kept, prob)
 			if !ok {
 				continue
 			}
@@ -129,6 +133,7 @@ func grad64(p spec.Pattern, docs *spec.Docs, q, k, v, dout []float64, s Shape) G
 	group := s.HeadsQ / s.HeadsKV
 	g := Grads[float64]{Q: make([]float64, nq), K: make([]float64, nkv), V: make([]float64, nkv)}
 	prob := make([]float64, s.SeqK)
+	hs := mustHeads(p, s)
 	ds := make([]float64, s.SeqK)
 	o := make([]float64, D)
 	var kept []int
@@ -136,7 +141,7 @@ func grad64(p spec.Pattern, docs *spec.Docs, q, k, v, dout []float64, s Shape) G
 		kvBase := (bh/s.HeadsQ*s.HeadsKV + bh%s.HeadsQ/group) * s.SeqK * D
 		for r := 0; r < s.SeqQ; r++ {
 			var ok bool
-			kept, ok = rowProbs(p, docs, q, k, s, bh, r, kept, prob)
+			kept, ok = rowProbs(hs.at(bh%s.HeadsQ), docs, q, k, s, bh, r, kept, prob)
 			if !ok {
 				continue
 			}
@@ -198,6 +203,10 @@ func NaiveGradRounded(p spec.Pattern, docs *spec.Docs, q, k, v, dout []float32, 
 	if len(dout) < nq {
 		return Grads[float32]{}, fmt.Errorf("dout has %d elements, shape needs %d", len(dout), nq)
 	}
+	hs, err := headsOf(p, s)
+	if err != nil {
+		return Grads[float32]{}, err
+	}
 	D, scale := s.HeadDim, float32(s.EffScale())
 	group := s.HeadsQ / s.HeadsKV
 	g := Grads[float32]{Q: make([]float32, nq), K: make([]float32, nkv), V: make([]float32, nkv)}
@@ -211,7 +220,7 @@ func NaiveGradRounded(p spec.Pattern, docs *spec.Docs, q, k, v, dout []float32, 
 			for r := 0; r < s.SeqQ; r++ {
 				row := (b*s.HeadsQ+h)*s.SeqQ + r
 				qr, dor := q[row*D:][:D], dout[row*D:][:D]
-				progs = denseRow(p, docs, spec.Row(r, s.SeqQ, s.SeqK), s.SeqK, keep, progs)
+				progs = denseRow(hs.at(h), docs, spec.Row(r, s.SeqQ, s.SeqK), s.SeqK, keep, progs)
 				m := float32(math.Inf(-1))
 				for j := 0; j < s.SeqK; j++ {
 					if !keep[j] {

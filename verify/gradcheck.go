@@ -44,8 +44,10 @@ func structure(p spec.Pattern, docs *spec.Docs, s Shape) (rowKeeps, keyKept []bo
 	_, nkv, nl := s.Sizes()
 	rowKeeps, keyKept = make([]bool, nl), make([]bool, nkv/s.HeadDim)
 	group := s.HeadsQ / s.HeadsKV
+	hs := mustHeads(p, s)
 	for bh := 0; bh < s.Batch*s.HeadsQ; bh++ {
 		kv := bh/s.HeadsQ*s.HeadsKV + bh%s.HeadsQ/group
+		p := hs.at(bh % s.HeadsQ)
 		for r := 0; r < s.SeqQ; r++ {
 			i := spec.Row(r, s.SeqQ, s.SeqK)
 			for j := 0; j < s.SeqK; j++ {
@@ -121,7 +123,8 @@ func CheckGradWith(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r *rand.Ra
 	rep := GradReport{Shape: s}
 	nq, nkv, nl := s.Sizes()
 	D := s.HeadDim
-	q, k, v, ids, docs := randomInputs(p, s, r)
+	q, k, v, ids, docs := randomInputs(p, &s, r)
+	rep.Shape = s
 	dout := randomSlice(r, nq, 1)
 	if opt.Round != nil {
 		for _, x := range [][]float32{q, k, v, dout} {
@@ -201,7 +204,8 @@ func CheckGradDependencies(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r 
 	}
 	nq, nkv, nl := s.Sizes()
 	D := s.HeadDim
-	q, k, v, ids, docs := randomInputs(p, s, r)
+	q, k, v, ids, docs := randomInputs(p, &s, r)
+	p = mustHeads(p, s).at(0)
 	dout := randomSlice(r, nq, 1)
 	out, lse := make([]float32, nq), make([]float32, nl)
 	if err := fwd(out, lse, q, k, v, ids, s); err != nil {
@@ -268,7 +272,8 @@ func CheckGradNonFinite(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r *ra
 	nq, nkv, nl := s.Sizes()
 	D := s.HeadDim
 	group := s.HeadsQ / s.HeadsKV
-	q, k, v, ids, docs := randomInputs(p, s, r)
+	q, k, v, ids, docs := randomInputs(p, &s, r)
+	hs := mustHeads(p, s)
 	dout := randomSlice(r, nq, 1)
 	run := func(q, k, v, dout []float32) ([3][]float32, error) {
 		out, lse := make([]float32, nq), make([]float32, nl)
@@ -287,7 +292,8 @@ func CheckGradNonFinite(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r *ra
 		return err
 	}
 	kvOf := func(bh int) int { return bh/s.HeadsQ*s.HeadsKV + bh%s.HeadsQ/group }
-	keeps := func(r, j int) bool { return p.AtDocs(spec.Row(r, s.SeqQ, s.SeqK), j, docs) }
+	// keeps: lse row x ([batch, heads_q, seq_q] index) keeps key j
+	keeps := func(x, j int) bool { return hs.row(s, x).AtDocs(spec.Row(x%s.SeqQ, s.SeqQ, s.SeqK), j, docs) }
 	specials := []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))}
 	rowKeeps, _ := structure(p, docs, s)
 	var dead []int
@@ -310,7 +316,7 @@ func CheckGradNonFinite(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r *ra
 		kv := kvOf(row / s.SeqQ)
 		bad := make([]bool, nkv/D)
 		for j := 0; j < s.SeqK; j++ {
-			if keeps(row%s.SeqQ, j) {
+			if keeps(row, j) {
 				continue
 			}
 			bad[kv*s.SeqK+j] = true
@@ -327,7 +333,7 @@ func CheckGradNonFinite(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r *ra
 		dirty := make([]bool, nl)
 		for x := 0; x < nl; x++ {
 			for j := 0; j < s.SeqK; j++ {
-				if bad[kvOf(x/s.SeqQ)*s.SeqK+j] && keeps(x%s.SeqQ, j) {
+				if bad[kvOf(x/s.SeqQ)*s.SeqK+j] && keeps(x, j) {
 					dirty[x] = true
 					break
 				}
@@ -340,7 +346,7 @@ func CheckGradNonFinite(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r *ra
 				continue
 			}
 			for j := 0; j < s.SeqK; j++ {
-				if keeps(x%s.SeqQ, j) {
+				if keeps(x, j) {
 					dirtyKey[kvOf(x/s.SeqQ)*s.SeqK+j] = true
 				}
 			}
@@ -378,7 +384,7 @@ func CheckGradNonFinite(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r *ra
 				}
 			}
 			for j := 0; j < s.SeqK; j++ {
-				if keeps(x%s.SeqQ, j) {
+				if keeps(x, j) {
 					keyDirty[kvOf(x/s.SeqQ)*s.SeqK+j] = true
 				}
 			}

@@ -86,7 +86,7 @@ func TestCheckGradSampled(t *testing.T) {
 	} {
 		p, s := c.p, c.s
 		nq, nkv, nl := s.Sizes()
-		q, k, v, ids, docs := randomInputs(p, s, r)
+		q, k, v, ids, docs := randomInputs(p, &s, r)
 		dout := randomSlice(r, nq, 1)
 		for _, x := range [][]float32{q, k, v, dout} {
 			RoundBF16(x)
@@ -135,7 +135,7 @@ func TestCheckGradSampled(t *testing.T) {
 	// sampled rows of a longer shape
 	p := spec.Pattern{Mask: spec.Union(spec.Window(40), spec.Global(2)), Causal: true}
 	s := Shape{Batch: 1, HeadsQ: 2, HeadsKV: 1, SeqQ: 300, SeqK: 400, HeadDim: 16}
-	q, k, v, _, _ := randomInputs(p, s, r)
+	q, k, v, _, _ := randomInputs(p, &s, r)
 	nq, _, _ := s.Sizes()
 	dout := randomSlice(r, nq, 1)
 	for _, x := range [][]float32{q, k, v, dout} {

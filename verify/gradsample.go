@@ -229,6 +229,10 @@ func CheckGradSampled(p spec.Pattern, ids []int32, q, k, v, dout []float32, s Sh
 		}
 		docs = d
 	}
+	hs, err := headsOf(p, s)
+	if err != nil {
+		return rep, err
+	}
 	for _, x := range rows.Query {
 		if x < 0 || x >= nl {
 			return rep, fmt.Errorf("%v: query row %d outside 0..%d", s, x, nl-1)
@@ -255,7 +259,7 @@ func CheckGradSampled(p spec.Pattern, ids []int32, q, k, v, dout []float32, s Sh
 		b, g, j := kr/s.SeqK/s.HeadsKV, kr/s.SeqK%s.HeadsKV, kr%s.SeqK
 		for h := g * group; h < (g+1)*group; h++ {
 			for r := 0; r < s.SeqQ; r++ {
-				if p.AtDocs(spec.Row(r, s.SeqQ, s.SeqK), j, docs) {
+				if hs.at(h).AtDocs(spec.Row(r, s.SeqQ, s.SeqK), j, docs) {
 					need[(b*s.HeadsQ+h)*s.SeqQ+r] = true
 				}
 			}
@@ -275,7 +279,7 @@ func CheckGradSampled(p spec.Pattern, ids []int32, q, k, v, dout []float32, s Sh
 		go func() {
 			defer wg.Done()
 			for x := range work {
-				st := gradRow(p, docs, q, k, v, dout, s, x, round)
+				st := gradRow(hs.row(s, x), docs, q, k, v, dout, s, x, round)
 				mu.Lock()
 				stats[x] = &st
 				mu.Unlock()
@@ -316,7 +320,7 @@ func CheckGradSampled(p spec.Pattern, ids []int32, q, k, v, dout []float32, s Sh
 		clear(yard)
 		keeps := false
 		for j := 0; j < s.SeqK; j++ {
-			if !p.AtDocs(i, j, docs) {
+			if !hs.row(s, x).AtDocs(i, j, docs) {
 				continue
 			}
 			keeps = true
@@ -347,7 +351,7 @@ func CheckGradSampled(p spec.Pattern, ids []int32, q, k, v, dout []float32, s Sh
 		keeps := false
 		for h := g * group; h < (g+1)*group; h++ {
 			for r := 0; r < s.SeqQ; r++ {
-				if !p.AtDocs(spec.Row(r, s.SeqQ, s.SeqK), j, docs) {
+				if !hs.at(h).AtDocs(spec.Row(r, s.SeqQ, s.SeqK), j, docs) {
 					continue
 				}
 				keeps = true
@@ -395,7 +399,7 @@ func CheckGradSampledRun(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r *r
 		return GradReport{Shape: s}, err
 	}
 	nq, nkv, nl := s.Sizes()
-	q, k, v, ids, docs := randomInputs(p, s, r)
+	q, k, v, ids, docs := randomInputs(p, &s, r)
 	dout := randomSlice(r, nq, 1)
 	if opt.Round != nil {
 		for _, x := range [][]float32{q, k, v, dout} {

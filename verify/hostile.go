@@ -33,7 +33,8 @@ func CheckNonFinite(p spec.Pattern, run Run, s Shape, r *rand.Rand, trials int) 
 	}
 	nq, nkv, nl := s.Sizes()
 	D := s.HeadDim
-	q, k, v, ids, docs := randomInputs(p, s, r)
+	q, k, v, ids, docs := randomInputs(p, &s, r)
+	hs := mustHeads(p, s)
 	clean, cleanLSE := make([]float32, nq), make([]float32, nl)
 	fill(clean, cleanLSE)
 	if err := run(clean, cleanLSE, q, k, v, ids, s); err != nil {
@@ -41,7 +42,7 @@ func CheckNonFinite(p spec.Pattern, run Run, s Shape, r *rand.Rand, trials int) 
 	}
 	group := s.HeadsQ / s.HeadsKV
 	keeps := func(row, j int) bool { // row: [batch, head, seq_q] index
-		return p.AtDocs(spec.Row(row%s.SeqQ, s.SeqQ, s.SeqK), j, docs)
+		return hs.row(s, row).AtDocs(spec.Row(row%s.SeqQ, s.SeqQ, s.SeqK), j, docs)
 	}
 	// kvOf is the (batch, kv head) of a query row's keys.
 	kvOf := func(row int) int {
@@ -165,6 +166,7 @@ func CheckBatchDocs(p spec.Pattern, run Run, s Shape, r *rand.Rand) error {
 	if s.Batch < 2 {
 		return fmt.Errorf("CheckBatchDocs: %v: needs at least 2 batches", s)
 	}
+	s = WithHeadParams(p, s, r)
 	nq, nkv, nl := s.Sizes()
 	q, k, v := randomSlice(r, nq, 1), randomSlice(r, nkv, 1), randomSlice(r, nkv, 1)
 	ids := make([]int32, 0, s.Batch*s.SeqK)

@@ -118,8 +118,10 @@ func randomSlice(r *rand.Rand, n int, scale float64) []float32 {
 }
 
 // randomInputs draws q, k and v (standard normal) for a shape and, when
-// the mask has documents, random document ids.
-func randomInputs(p spec.Pattern, s Shape, r *rand.Rand) (q, k, v []float32, ids []int32, docs *spec.Docs) {
+// the mask has documents, random document ids; when the mask has head
+// parameters and s none, it draws their values into s (WithHeadParams).
+func randomInputs(p spec.Pattern, s *Shape, r *rand.Rand) (q, k, v []float32, ids []int32, docs *spec.Docs) {
+	*s = WithHeadParams(p, *s, r)
 	nq, nkv, _ := s.Sizes()
 	q, k, v = randomSlice(r, nq, 1), randomSlice(r, nkv, 1), randomSlice(r, nkv, 1)
 	if p.Mask.HasData() {
@@ -183,6 +185,7 @@ func CheckNumericWith(p spec.Pattern, run Run, s Shape, r *rand.Rand, opt Numeri
 // each for a few heads) instead of every row, for shapes too long for the
 // float64 reference on every row; n <= 0 judges every row.
 func CheckNumericSampled(p spec.Pattern, run Run, s Shape, r *rand.Rand, opt NumericOptions, n int) (NumericReport, error) {
+	s = WithHeadParams(p, s, r)
 	nq, nkv, nl := s.Sizes()
 	q, k, v := randomSlice(r, nq, 1), randomSlice(r, nkv, 1), randomSlice(r, nkv, 1)
 	if opt.Round != nil {
@@ -301,7 +304,8 @@ func CheckDependencies(p spec.Pattern, run Run, s Shape, r *rand.Rand) error {
 	}
 	nq, nkv, nl := s.Sizes()
 	D := s.HeadDim
-	q, k, v, ids, docs := randomInputs(p, s, r)
+	q, k, v, ids, docs := randomInputs(p, &s, r)
+	p = mustHeads(p, s).at(0)
 	base, lse := make([]float32, nq), make([]float32, nl)
 	if err := run(base, lse, q, k, v, ids, s); err != nil {
 		return err

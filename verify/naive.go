@@ -32,8 +32,12 @@ func naive(p spec.Pattern, docs *spec.Docs, q, k, v []float32, s Shape, rows []i
 	if err := checkRows(rows, s.Batch*s.HeadsQ*s.SeqQ); err != nil {
 		return err
 	}
+	hs, err := headsOf(p, s)
+	if err != nil {
+		return err
+	}
 	forRows(s, rows, func() func(row int) {
-		x := naiveRow{p: p, docs: docs, q: q, k: k, v: v, s: s, out: out, lse: lse, roundP: roundP, roundOut: roundOut,
+		x := naiveRow{p: hs, docs: docs, q: q, k: k, v: v, s: s, out: out, lse: lse, roundP: roundP, roundOut: roundOut,
 			scores: make([]float32, s.SeqK), acc: make([]float32, s.HeadDim), keep: make([]bool, s.SeqK)}
 		return x.run
 	})
@@ -42,7 +46,7 @@ func naive(p spec.Pattern, docs *spec.Docs, q, k, v []float32, s Shape, rows []i
 
 // naiveRow computes naive's rows with its own scratch.
 type naiveRow struct {
-	p                spec.Pattern
+	p                heads
 	docs             *spec.Docs
 	q, k, v          []float32
 	s                Shape
@@ -61,7 +65,7 @@ func (x *naiveRow) run(row int) {
 	kvBase := (b*s.HeadsKV + h/group) * s.SeqK * D
 	qr := x.q[row*D : row*D+D]
 	i := spec.Row(r, s.SeqQ, s.SeqK)
-	x.progs = denseRow(x.p, x.docs, i, s.SeqK, x.keep, x.progs)
+	x.progs = denseRow(x.p.at(h), x.docs, i, s.SeqK, x.keep, x.progs)
 	scores, acc, keep := x.scores, x.acc, x.keep
 	m := float32(math.Inf(-1))
 	for j := 0; j < s.SeqK; j++ {

@@ -19,6 +19,11 @@ type Shape struct {
 	SeqQ, SeqK, HeadDim    int
 	// Scale multiplies the scores; 0 means 1/sqrt(HeadDim).
 	Scale float64
+	// HeadParams are the values of the mask's head parameters, head-major
+	// ([HeadsQ][n] for n parameters; heads.go): query head h computes the
+	// mask bound to HeadParams[h*n : h*n+n]. nil for masks without them;
+	// the Check functions draw random values (WithHeadParams) when nil.
+	HeadParams []int32
 }
 
 // Validate reports a shape no kernel can run.
@@ -95,9 +100,13 @@ func ReferenceRows(p spec.Pattern, docs *spec.Docs, q, k, v []float32, s Shape, 
 	if err := checkRows(rows, nl); err != nil {
 		return nil, nil, err
 	}
+	hs, err := headsOf(p, s)
+	if err != nil {
+		return nil, nil, err
+	}
 	out, lse = make([]float64, nq), make([]float64, nl)
 	forRows(s, rows, func() func(row int) {
-		r := refRow{p: p, docs: docs, q: q, k: k, v: v, s: s, out: out, lse: lse,
+		r := refRow{p: hs, docs: docs, q: q, k: k, v: v, s: s, out: out, lse: lse,
 			scores: make([]float64, s.SeqK), kept: make([]int, 0, s.SeqK), acc: make([]float64, s.HeadDim)}
 		return r.run
 	})
@@ -106,7 +115,7 @@ func ReferenceRows(p spec.Pattern, docs *spec.Docs, q, k, v []float32, s Shape, 
 
 // refRow computes Reference's rows with its own scratch.
 type refRow struct {
-	p        spec.Pattern
+	p        heads
 	docs     *spec.Docs
 	q, k, v  []float32
 	s        Shape
@@ -126,8 +135,9 @@ func (x *refRow) run(row int) {
 	i := spec.Row(r, s.SeqQ, s.SeqK)
 	scores, kept, acc := x.scores, x.kept[:0], x.acc
 	m := math.Inf(-1)
+	p := x.p.at(h)
 	for j := 0; j < s.SeqK; j++ {
-		if !x.p.AtDocs(i, j, x.docs) {
+		if !p.AtDocs(i, j, x.docs) {
 			continue
 		}
 		kj := x.k[kvBase+j*D : kvBase+j*D+D]
