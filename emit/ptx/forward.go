@@ -259,6 +259,11 @@ type fwd struct {
 	tk      int      // keys per key tile
 	threads int      // threads per CTA
 
+	// headBase is the b64 address of head_params and heads the current
+	// query head's values (headValues), for plans with head parameters
+	headBase Operand
+	heads    []HeadVal
+
 	// per-thread values
 	tid, lane, warp, g4, t4 Operand
 	sq, sk                  Operand
@@ -522,7 +527,7 @@ func (g *fwd) keyRange(qrow0, off Operand) (q0, q1, ktlo Operand, err error) {
 	q0 = f.Add(qrow0, off)
 	q1 = f.Add(f.Sub(f.Min(f.Add(qrow0, I(TileQ)), g.sq), I(1)), off)
 	f.CommentProg("key hull", g.p.Hull)
-	hull, err := RenderInts(f, g.p.Hull, Env{Args: []Operand{q0, q1, I(0)}, Docs: g.docRegs})
+	hull, err := RenderInts(f, g.p.Hull, g.env(q0, q1, I(0)))
 	if err != nil {
 		return q0, q1, ktlo, err
 	}
@@ -552,7 +557,7 @@ func (g *fwd) find(start, q0, q1 Operand) (t, c Reg, err error) {
 	kend := f.Add(k0, I(int64(g.tk)))
 	k1 := f.Sub(f.Min(kend, g.sk), I(1))
 	f.Comment("tile class: the plan's class program")
-	cls, err := RenderInts(f, g.p.Class, Env{Args: []Operand{q0, q1, k0, k1}, Docs: g.docRegs})
+	cls, err := RenderInts(f, g.p.Class, g.env(q0, q1, k0, k1))
 	if err != nil {
 		return t, c, err
 	}
@@ -563,7 +568,7 @@ func (g *fwd) find(start, q0, q1 Operand) (t, c Reg, err error) {
 	f.Bra(done, &empty, true)
 	f.Comment("empty tile: jump to the tile of the first key at or past the next tile that the key hull allows")
 	f.CommentProg("key hull", g.p.Hull)
-	h, err := RenderInts(f, g.p.Hull, Env{Args: []Operand{q0, q1, kend}, Docs: g.docRegs})
+	h, err := RenderInts(f, g.p.Hull, g.env(q0, q1, kend))
 	if err != nil {
 		return t, c, err
 	}
@@ -716,7 +721,7 @@ func (g *fwd) rowIntervals(rows [2]Operand, lastK Operand) (keep func(r int, j O
 	f.CommentProg("key hull", g.p.Hull)
 	var lo, hi [2]Operand
 	for r, i := range rows {
-		h, err := RenderInts(f, g.p.Hull, Env{Args: []Operand{i, i, I(0)}, Docs: g.docRegs})
+		h, err := RenderInts(f, g.p.Hull, g.env(i, i, I(0)))
 		if err != nil {
 			return nil, err
 		}
@@ -773,7 +778,7 @@ func (g *fwd) maskPartial(kt, cls Operand, s [][4]Reg) error {
 			if x >= 2 {
 				row = rows[1]
 			}
-			keep, err := RenderPred(f, g.p.Pred, Env{Args: []Operand{row, cols[x&1]}, Docs: g.docRegs}, memo)
+			keep, err := RenderPred(f, g.p.Pred, g.env(row, cols[x&1]), memo)
 			if err != nil {
 				return err
 			}
