@@ -167,6 +167,7 @@ func GenerateForward(p *gen.Plan, cfg Config) (*Forward, error) {
 	if p.UsesTree() {
 		g.f.Params = treeForwardParams()
 	}
+	g.f.Params = g.withHeadParams(g.f.Params)
 	g.f.ReqNTID = Threads
 	g.f.MinCTAs = minCTAs[p.HeadDim]
 	if g.f.MinCTAs > 2 && len(p.Pred.Insts) > bigPred {
@@ -307,7 +308,8 @@ func (g *fwd) wide(base, x Operand, c int64) Operand {
 }
 
 // dataRegs loads the addresses of the run-time mask data the kernel
-// takes: a tree's arrays, or documents'.
+// takes: a tree's arrays, or documents', and head_params (whose values
+// headValues loads per head).
 func (g *fwd) dataRegs() {
 	switch {
 	case g.p.UsesTree():
@@ -316,6 +318,9 @@ func (g *fwd) dataRegs() {
 	case g.docs:
 		id, start, end := g.global("doc_id"), g.global("doc_start"), g.global("doc_end")
 		g.docRegs = &DocRegs{ID: id.Reg, Start: start.Reg, End: end.Reg}
+	}
+	if len(g.p.HeadParams()) > 0 {
+		g.headBase = g.global(headParamsName)
 	}
 }
 
@@ -332,6 +337,7 @@ func (g *fwd) kernel() error {
 	g.scl = g.param("scale_log2", F32)
 	g.tid = g.special("%tid.x")
 	qt, h, bz := g.special("%ctaid.x"), g.special("%ctaid.y"), g.special("%ctaid.z")
+	g.headValues(h)
 	g.warp = f.Op3(OpShr, U32, g.tid, I(5))
 	g.lane = f.Op3(OpAnd, B32, g.tid, I(31))
 	g.g4 = f.Op3(OpShr, U32, g.lane, I(2))
