@@ -75,15 +75,17 @@ type shape struct{ batch, hq, hkv, sq, sk int }
 // element type may make against the float64 reference: with unit roundoff
 // u (2^-8 for bf16, 2^-11 for f16: half an ulp of an 8- or 11-bit significand), rounding each weight moves the output
 // by at most u * sum_j w_j |v_jd|, and rounding the output by u |out_d|.
+// A pattern with head parameters is bound per head to s.HeadParams.
 // Accumulation in f32 and ex2.approx add orders of magnitude less; the
 // bound is widened by 10% for them.
-func bounds(p spec.Pattern, docs *spec.Docs, q, k, v []float32, s verify.Shape, u float64) []float64 {
+func bounds(pat spec.Pattern, docs *spec.Docs, q, k, v []float32, s verify.Shape, u float64) []float64 {
 	D, scale := s.HeadDim, s.EffScale()
 	group := s.HeadsQ / s.HeadsKV
 	out := make([]float64, s.Batch*s.HeadsQ*s.SeqQ*D)
 	sc := make([]float64, s.SeqK)
 	for b := 0; b < s.Batch; b++ {
 		for h := 0; h < s.HeadsQ; h++ {
+			p := headPattern(pat, s, h)
 			kv := (b*s.HeadsKV + h/group) * s.SeqK * D
 			for r := 0; r < s.SeqQ; r++ {
 				row := (b*s.HeadsQ+h)*s.SeqQ + r
@@ -134,6 +136,14 @@ func runForward(t *testing.T, p *gen.Plan, cfg Config, s shape, want *spec.Patte
 // runForwardDocs is runForward with document ids (nil: none).
 func runForwardDocs(t *testing.T, p *gen.Plan, cfg Config, s shape, want *spec.Pattern, report bool, ids []int32) int {
 	t.Helper()
+	return runForwardHeads(t, p, cfg, s, want, report, ids, nil)
+}
+
+// runForwardHeads is runForwardDocs with head parameter values (head-major
+// [heads_q][n], verify.Shape.HeadParams) for a plan with head parameters;
+// nil draws them (verify.RandomHeadParams).
+func runForwardHeads(t *testing.T, p *gen.Plan, cfg Config, s shape, want *spec.Pattern, report bool, ids []int32, heads []int32) int {
+	t.Helper()
 	k, err := GenerateForward(p, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -146,6 +156,7 @@ func runForwardDocs(t *testing.T, p *gen.Plan, cfg Config, s shape, want *spec.P
 	vs := verify.Shape{Batch: s.batch, HeadsQ: s.hq, HeadsKV: s.hkv, SeqQ: s.sq, SeqK: s.sk, HeadDim: D}
 	nq, nkv, nl := vs.Sizes()
 	rng := rand.New(rand.NewPCG(uint64(s.sq), uint64(s.sk*7+D)))
+	vs.HeadParams = callHeads(p, heads, rng, s)
 	round, unround, u := bf16, fromBF16, math.Ldexp(1, -8)
 	if k.Elem == F16 {
 		round, unround, u = f16, fromF16, math.Ldexp(1, -11)
@@ -205,6 +216,7 @@ func runForwardDocs(t *testing.T, p *gen.Plan, cfg Config, s shape, want *spec.P
 		}
 		ptrs = append(ptrs, docArrays(t, dev, alloc, ids)...)
 	}
+	ptrs = append(ptrs, headArray(t, dev, alloc, vs.HeadParams)...)
 	if k.Target.Accel {
 		ptrs = append(ptrs, tensorMaps(t, dev, k, s, qa, ka, va)...)
 	}
