@@ -6,6 +6,7 @@ import (
 
 	"github.com/attngen/attngen/gen"
 	"github.com/attngen/attngen/runtime/gpu"
+	"github.com/attngen/attngen/runtime/mask"
 )
 
 // Backward is a generated backward pass: one module with two kernels,
@@ -35,6 +36,9 @@ type Backward struct {
 	DQShared     int    // dynamic shared memory of DQ, bytes
 	DKVShared    int    // dynamic shared memory of DKV, bytes
 	HasQueryHull bool   // the DKV kernel jumps over query tiles with the plan's query hull
+	// HeadParams are the plan's head parameters, whose values both
+	// kernels take in head_params (as Forward's); nil when they take none.
+	HeadParams []mask.HeadParam
 }
 
 // backwardParams is the parameter layout of the two kernels, in order.
@@ -149,6 +153,7 @@ func GenerateBackward(p *gen.Plan, cfg Config) (*Backward, error) {
 	b.DQParams, b.DKVParams = funcs[0].Params, funcs[1].Params
 	b.PTX, b.DQShared, b.DKVShared = text, shared[0], shared[1]
 	b.HasQueryHull = p.QHull != nil
+	b.HeadParams = (&fwd{p: p}).maskHeadParams()
 	return b, nil
 }
 

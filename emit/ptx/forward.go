@@ -47,6 +47,10 @@ type Forward struct {
 	TileQ, Threads int
 	// DynShared is the dynamic shared memory the kernel needs, in bytes.
 	DynShared int
+	// HeadParams are the plan's head parameters, whose values per query
+	// head the kernel takes in head_params (gpu.CheckHeadParams checks a
+	// call's); nil when it takes none.
+	HeadParams []mask.HeadParam
 }
 
 // minCTAs is the .minnctapersm of the kernel per head dimension (none
@@ -161,7 +165,11 @@ func GenerateForward(p *gen.Plan, cfg Config) (*Forward, error) {
 	}
 	g.f = NewFunc("attn_fwd_" + p.Name)
 	if t.Accel {
-		return generateHopper(p, cfg, t, g)
+		k, err := generateHopper(p, cfg, t, g)
+		if k != nil {
+			k.HeadParams = g.maskHeadParams()
+		}
+		return k, err
 	}
 	g.f.Params = forwardParams(g.docs)
 	if p.UsesTree() {
@@ -193,7 +201,8 @@ func GenerateForward(p *gen.Plan, cfg Config) (*Forward, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Forward{Name: g.f.Name, Target: t, HeadDim: p.HeadDim, Elem: g.elem, Stride: g.st, Params: g.f.Params, PTX: text, DynShared: g.smemBytes(), TileQ: TileQ, Threads: Threads}, nil
+	return &Forward{Name: g.f.Name, Target: t, HeadDim: p.HeadDim, Elem: g.elem, Stride: g.st, Params: g.f.Params, PTX: text, DynShared: g.smemBytes(), TileQ: TileQ, Threads: Threads,
+		HeadParams: g.maskHeadParams()}, nil
 }
 
 // newFwd checks that target t can render plan p (its element type, tile
@@ -1143,8 +1152,9 @@ func (g *fwd) finish(obase, lbase, qrow0 Operand, m, l [2]Reg, acc [][4]Reg) {
 }
 
 // Args lists the kernel arguments in parameter order: the device
-// addresses (q, k, v, o, lse, and for document kernels doc_id, doc_start,
-// doc_end), then the scalars (uint32 and float32).
+// addresses (q, k, v, o, lse, for document kernels doc_id, doc_start,
+// doc_end, for kernels of plans with head parameters head_params), then
+// the scalars (uint32 and float32).
 func (l Launch) Args(ptrs ...uint64) ([]any, error) {
 	want := 0
 	for _, p := range l.Params {

@@ -3,6 +3,9 @@ package ptx
 import (
 	"fmt"
 	"strings"
+
+	"github.com/attngen/attngen/runtime/gpu"
+	"github.com/attngen/attngen/runtime/mask"
 )
 
 // Head parameters (gen.Plan.HeadParams: window sizes or sink counts that
@@ -16,7 +19,7 @@ import (
 // kernels are unchanged.
 
 // headParamsName is the kernel parameter that holds the head values.
-const headParamsName = "head_params"
+const headParamsName = gpu.HeadParamsParam
 
 // headParamsParam describes the head_params parameter of a plan whose
 // head parameters are hps (names and ranges).
@@ -78,4 +81,14 @@ func (g *fwd) headValues(h Operand) {
 // parameter values.
 func (g *fwd) env(args ...Operand) Env {
 	return Env{Args: args, Docs: g.docRegs, Heads: g.heads}
+}
+
+// maskHeadParams are the plan's head parameters as runtime/mask describes
+// them (nil: none).
+func (g *fwd) maskHeadParams() []mask.HeadParam {
+	var out []mask.HeadParam
+	for _, hp := range g.p.HeadParams() {
+		out = append(out, mask.HeadParam{Name: hp.Name, Min: hp.Min, Max: hp.Max})
+	}
+	return out
 }
