@@ -647,8 +647,8 @@ func TestBackwardInterpNonFinite(t *testing.T) {
 // visits, by its barriers (two per tile, two more per partial tile for
 // the votes of the masked-input rule), against the plan's closed-form column
 // schedule (gen.Plan.VisitColumn: the query hull and class programs
-// evaluated in Go) with the kernel's query step, summed over the query
-// heads of each group; and checks by brute force that the schedule visits
+// evaluated in Go, per head for masks with head parameters) with the
+// kernel's query step, summed over the query heads of each group; and checks by brute force that the schedule visits
 // the tile of every kept pair, so the kernel never skips a tile it needs.
 func TestBackwardInterpColumnSchedule(t *testing.T) {
 	masks := exampleMasks(t)
@@ -657,7 +657,7 @@ func TestBackwardInterpColumnSchedule(t *testing.T) {
 		if mk.p.Mask.HasData() {
 			continue
 		}
-		p := compile(t, mk.name, mk.p.Mask, mk.p.Causal, 64)
+		p := compilePattern(t, SM80, mk.name, mk.p, 64)
 		if p.Layout.Kind != gen.Identity {
 			continue
 		}
@@ -678,28 +678,33 @@ func TestBackwardInterpColumnSchedule(t *testing.T) {
 			}
 			seg := gen.Segment{SeqQ: sh.sq, SeqK: sh.sk}
 			want := int64(0)
-			for kt := 0; kt < (sh.sk+TileK-1)/TileK; kt++ {
-				tiles := pq.VisitColumn(nil, seg, kt, nil)
-				for _, c := range tiles {
-					want += 2 // the copy wait and the end of the tile
-					if c.Class == mask.Partial {
-						want += 2
+			// the heads of the group (all of them: one key/value head),
+			// each with its head parameter values when the mask takes some
+			for h := 0; h < sh.hq; h++ {
+				docs := headDocs(p, nil, r.vs.HeadParams, h)
+				hp := headPattern(mk.p, r.vs, h)
+				for kt := 0; kt < (sh.sk+TileK-1)/TileK; kt++ {
+					tiles := pq.VisitColumn(nil, seg, kt, docs)
+					for _, c := range tiles {
+						want += 2 // the copy wait and the end of the tile
+						if c.Class == mask.Partial {
+							want += 2
+						}
 					}
-				}
-				// every row that keeps a key of the tile is in a visited tile
-				visited := map[int]bool{}
-				for _, v := range tiles {
-					visited[v.Q] = true
-				}
-				for r := 0; r < sh.sq; r++ {
-					for j := kt * TileK; j < min(kt*TileK+TileK, sh.sk); j++ {
-						if mk.p.AtDocs(spec.Row(r, sh.sq, sh.sk), j, nil) && !visited[r/pq.TileQ] {
-							t.Fatalf("key tile %d: row %d keeps key %d, its query tile %d is not visited", kt, r, j, r/pq.TileQ)
+					// every row that keeps a key of the tile is in a visited tile
+					visited := map[int]bool{}
+					for _, v := range tiles {
+						visited[v.Q] = true
+					}
+					for r := 0; r < sh.sq; r++ {
+						for j := kt * TileK; j < min(kt*TileK+TileK, sh.sk); j++ {
+							if hp.AtDocs(spec.Row(r, sh.sq, sh.sk), j, nil) && !visited[r/pq.TileQ] {
+								t.Fatalf("head %d, key tile %d: row %d keeps key %d, its query tile %d is not visited", h, kt, r, j, r/pq.TileQ)
+							}
 						}
 					}
 				}
 			}
-			want *= int64(sh.hq / sh.hkv)
 			if r.dkvSt.Barriers != want {
 				t.Fatalf("dk/dv kernel: %d barriers, the closed-form schedule gives %d", r.dkvSt.Barriers, want)
 			}

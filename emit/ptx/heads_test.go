@@ -385,3 +385,57 @@ func TestHeadParamsPtxas(t *testing.T) {
 		}
 	}
 }
+
+// compilePattern compiles pattern pat (with its head parameters, if any)
+// at head dimension d for target tg; compileFor for the patterns of
+// examples, which may take head parameters.
+func compilePattern(t *testing.T, tg Target, name string, pat spec.Pattern, d int) *gen.Plan {
+	t.Helper()
+	p, err := gen.Compile(&spec.Spec{Name: name, Mask: pat.Mask, Causal: pat.Causal, HeadDim: d, HeadParams: pat.Params}, tg, nil)
+	if err != nil {
+		t.Fatalf("%s (%s): %v", name, pat, err)
+	}
+	return p
+}
+
+// headDocs is the run-time data a program of plan p reads at query head h
+// of a call with head parameter values vals (head-major): docs (nil:
+// none) with the head's values; docs itself for plans without head
+// parameters.
+func headDocs(p *gen.Plan, docs *spec.Docs, vals []int32, h int) *spec.Docs {
+	n := len(p.HeadParams())
+	if n == 0 {
+		return docs
+	}
+	d := &spec.Docs{}
+	d.SetHead(docs, vals[h*n:h*n+n])
+	return d
+}
+
+// checkPlanProg is checkProg for a program of plan p: with head
+// parameters, each case reads values drawn in the parameters' ranges (each
+// range's ends included).
+func checkPlanProg(t *testing.T, p *gen.Plan, prog *gen.Prog, bind map[int]int64, ids []int32, cases [][]int64, r *rand.Rand) int {
+	t.Helper()
+	hps := p.HeadParams()
+	if len(hps) == 0 {
+		return checkProg(t, prog, bind, ids, cases)
+	}
+	vals := make([][]int32, len(cases))
+	for c := range vals {
+		for _, hp := range hps {
+			v := hp.Min + r.IntN(min(hp.Max, hp.Min+1000)-hp.Min+1)
+			switch c % 5 {
+			case 0:
+				v = hp.Min
+			case 1:
+				v = hp.Max
+			}
+			vals[c] = append(vals[c], int32(v))
+		}
+	}
+	if !prog.UsesDocs() {
+		ids = nil
+	}
+	return checkProgHeads(t, prog, bind, ids, cases, &progHeads{params: hps}, vals)
+}
