@@ -34,6 +34,14 @@ head_params:
   wr: {min: 0, max: 100}
 mask: {window: {left: wl, right: wr}}
 `,
+	// ranges up to the largest value a spec allows: the programs add the
+	// values to positions in s64 and saturate
+	"perhead_huge": `name: perhead_huge
+head_params:
+  l: {min: 0, max: 2147483646}
+  g: {min: 0, max: 2147483647}
+mask: {union: [{global: {tokens: g}}, {window: {left: l, right: 3}}]}
+`,
 	"perhead_stream": `name: perhead_stream
 causal: true
 head_params:
@@ -125,22 +133,27 @@ var headCases = []headCase{
 		"perhead":        {1, 0, 8192, 64, 37, 0, 5, 3},
 		"perhead_lr":     {0, 0, 300, 100, 17, 2, 1, 64},
 		"perhead_stream": {0, 1, 16, 4096, 3, 20, 0, 64},
+		"perhead_huge":   {0, 0, 2147483646, 2147483647, 17, 0, 2147483646, 5},
 	}},
 	// one group of three heads, two batch elements, 200 keys
 	{shape{2, 3, 1, 65, 200}, map[string][]int32{
 		"perhead":        {70, 64, 1, 0, 130, 1},
 		"perhead_lr":     {64, 0, 0, 100, 130, 31},
 		"perhead_stream": {16, 1, 0, 70, 2, 4096},
+		"perhead_huge":   {5, 2147483647, 0, 0, 1 << 30, 64},
 	}},
 	// decode: one query
 	{shape{1, 2, 1, 1, 77}, map[string][]int32{
 		"perhead":        {1, 0, 20, 5},
 		"perhead_lr":     {0, 0, 40, 0},
 		"perhead_stream": {0, 1, 5, 20},
+		"perhead_huge":   {2147483646, 0, 3, 1},
 	}},
 }
 
-func headNames() []string { return []string{"perhead", "perhead_lr", "perhead_stream"} }
+func headNames() []string {
+	return []string{"perhead", "perhead_lr", "perhead_stream", "perhead_huge"}
+}
 
 // TestHeadParamsParams checks where the kernels take head_params (after
 // the mask's run-time data: after lse, and delta in the backward's), that
@@ -324,8 +337,9 @@ func TestBackwardInterpHeadParams(t *testing.T) {
 	}
 }
 
-// TestHeadParamsPtxas assembles the perhead kernels at head dimensions 64
-// and 128 (bf16 and f16): the forward and the backward module with ptxas
+// TestHeadParamsPtxas assembles the kernels of perhead and perhead_huge
+// (values up to 2^31-1, s64 arithmetic) at head dimensions 64 and 128
+// (bf16 and f16): the forward and the backward module with ptxas
 // 11.8 for sm_80 and sm_90 (ATTNGEN_PTXAS), the sm_90a forward with ptxas
 // 12.4 (ATTNGEN_PTXAS12), and requires no spills.
 func TestHeadParamsPtxas(t *testing.T) {
@@ -356,31 +370,33 @@ func TestHeadParamsPtxas(t *testing.T) {
 		}
 		t.Logf("%s: %s registers, no spills", name, strings.Join(rs, " and "))
 	}
-	for _, d := range []int{64, 128} {
-		for _, elem := range []string{"bf16", "f16"} {
-			if p11 != "" {
-				p := headPlan(t, "perhead", d, SM80)
-				for _, sm := range []int{80, 90} {
-					tg := Target{SM: sm, Elem: elem}
-					fk, err := GenerateForward(p, Config{Target: tg})
+	for _, name := range []string{"perhead", "perhead_huge"} {
+		for _, d := range []int{64, 128} {
+			for _, elem := range []string{"bf16", "f16"} {
+				if p11 != "" {
+					p := headPlan(t, name, d, SM80)
+					for _, sm := range []int{80, 90} {
+						tg := Target{SM: sm, Elem: elem}
+						fk, err := GenerateForward(p, Config{Target: tg})
+						if err != nil {
+							t.Fatal(err)
+						}
+						assemble(fmt.Sprintf("%s d%d %s %s forward", name, d, elem, tg.Arch()), p11, tg.Arch(), fk.PTX, 1)
+						bk, err := GenerateBackward(p, Config{Target: tg})
+						if err != nil {
+							t.Fatal(err)
+						}
+						assemble(fmt.Sprintf("%s d%d %s %s backward (ptxas order)", name, d, elem, tg.Arch()), p11, tg.Arch(), bk.PTX, 2)
+					}
+				}
+				if p12 != "" {
+					tg := Target{SM: 90, Elem: elem, Accel: true}
+					hk, err := GenerateForward(headPlan(t, name, d, tg), Config{Target: tg})
 					if err != nil {
 						t.Fatal(err)
 					}
-					assemble(fmt.Sprintf("perhead d%d %s %s forward", d, elem, tg.Arch()), p11, tg.Arch(), fk.PTX, 1)
-					bk, err := GenerateBackward(p, Config{Target: tg})
-					if err != nil {
-						t.Fatal(err)
-					}
-					assemble(fmt.Sprintf("perhead d%d %s %s backward (ptxas order)", d, elem, tg.Arch()), p11, tg.Arch(), bk.PTX, 2)
+					assemble(fmt.Sprintf("%s d%d %s sm_90a forward", name, d, elem), p12, tg.Arch(), hk.PTX, 1)
 				}
-			}
-			if p12 != "" {
-				tg := Target{SM: 90, Elem: elem, Accel: true}
-				hk, err := GenerateForward(headPlan(t, "perhead", d, tg), Config{Target: tg})
-				if err != nil {
-					t.Fatal(err)
-				}
-				assemble(fmt.Sprintf("perhead d%d %s sm_90a forward", d, elem), p12, tg.Arch(), hk.PTX, 1)
 			}
 		}
 	}
