@@ -545,15 +545,7 @@ func TestExternalMasks(t *testing.T) {
 				q1 := min(q0+15, sk-1)
 				for k0 := 0; k0 < sk; k0 += 16 {
 					k1 := min(k0+15, sk-1)
-					kept, total := 0, 0
-					for i := q0; i <= q1; i++ {
-						for j := k0; j <= k1; j++ {
-							total++
-							if e.keep(i, j) {
-								kept++
-							}
-						}
-					}
+					kept, total := countKept(q0, q1, k0, k1, func(i, j int) bool { return e.keep(i, j) })
 					switch c := m.Class(q0, q1, k0, k1, docs); {
 					case c == spec.Empty && kept > 0, c == spec.FullT && kept < total:
 						t.Fatalf("%s: tile [%d,%d]x[%d,%d] is %v, %d of %d kept", e.name, q0, q1, k0, k1, c, kept, total)

@@ -132,15 +132,7 @@ func TestHullClassSound(t *testing.T) {
 			k1 := k0 + r.IntN(min(n-k0, 40))
 			var c [1]int64
 			class.Eval([]int64{int64(q0), int64(q1), int64(k0), int64(k1)}, docs, nil, c[:])
-			kept, total := 0, 0
-			for i := q0; i <= q1; i++ {
-				for j := k0; j <= k1; j++ {
-					total++
-					if evalPred(pred, i, j, docs) {
-						kept++
-					}
-				}
-			}
+			kept, total := countKept(q0, q1, k0, k1, func(i, j int) bool { return evalPred(pred, i, j, docs) })
 			switch {
 			case mask.Class(c[0]) == mask.Empty && kept > 0, mask.Class(c[0]) == mask.Full && kept < total:
 				t.Fatalf("%v: class of [%d,%d]x[%d,%d] is %v, %d of %d kept\n%s", pat, q0, q1, k0, k1, mask.Class(c[0]), kept, total, class)
@@ -149,6 +141,20 @@ func TestHullClassSound(t *testing.T) {
 			}
 		}
 	}
+}
+
+// countKept counts the pairs of the tile [q0, q1] x [k0, k1] that keep
+// keeps, and all of them.
+func countKept(q0, q1, k0, k1 int, keep func(i, j int) bool) (kept, total int) {
+	for i := q0; i <= q1; i++ {
+		for j := k0; j <= k1; j++ {
+			total++
+			if keep(i, j) {
+				kept++
+			}
+		}
+	}
+	return kept, total
 }
 
 // TestResidueProg: the residue program partitions every call's positions

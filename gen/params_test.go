@@ -144,15 +144,7 @@ func TestHeadParamPrograms(t *testing.T) {
 				k1 := k0 + r.IntN(min(n-k0, 40))
 				var c [1]int64
 				class.Eval([]int64{int64(q0), int64(q1), int64(k0), int64(k1)}, d, nil, c[:])
-				kept, total := 0, 0
-				for i := q0; i <= q1; i++ {
-					for j := k0; j <= k1; j++ {
-						total++
-						if bound.AtDocs(i, j, docs) {
-							kept++
-						}
-					}
-				}
+				kept, total := countKept(q0, q1, k0, k1, func(i, j int) bool { return bound.AtDocs(i, j, docs) })
 				switch {
 				case mask.Class(c[0]) == mask.Empty && kept > 0, mask.Class(c[0]) == mask.Full && kept < total:
 					t.Fatalf("%v at %v: class of [%d,%d]x[%d,%d] is %v, %d of %d kept\n%s", pat, vals, q0, q1, k0, k1, mask.Class(c[0]), kept, total, class)

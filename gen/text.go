@@ -127,6 +127,7 @@ func ParseText(text string) (*Dump, error) {
 		return out, nil
 	}
 	heads := "" // the head_params section of the source, as YAML
+	var params []spec.HeadParam
 	pattern := func(raw, key string) (spec.Pattern, error) {
 		rest, ok := strings.CutPrefix(raw, key+" causal=")
 		if !ok {
@@ -166,11 +167,9 @@ func ParseText(text string) (*Dump, error) {
 		if v, err = ints(f, "head_param", f[1], "", ""); err != nil {
 			return nil, err
 		}
-		if heads == "" {
-			heads = "head_params:\n"
-		}
-		heads += fmt.Sprintf("  %s: {min: %d, max: %d}\n", f[1], v[0], v[1])
+		params = append(params, spec.HeadParam{Name: f[1], Min: v[0], Max: v[1]})
 	}
+	heads = spec.HeadParamsYAML(params)
 	if p.Source, err = pattern(raw, "source"); err != nil {
 		return nil, err
 	}

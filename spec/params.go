@@ -117,6 +117,7 @@ func (p *parser) headParams(n *yaml.Node) []HeadParam {
 		return nil
 	}
 	var out []HeadParam
+	p.badHeads = map[string]bool{}
 	for k := 0; k+1 < len(n.Content); k += 2 {
 		kn, vn := n.Content[k], n.Content[k+1]
 		name, ok := p.str(kn, "head_params key")
@@ -140,6 +141,9 @@ func (p *parser) headParams(n *yaml.Node) []HeadParam {
 			p.errorf(kn, "head_params: duplicate name %q (names are compared ignoring case: each becomes an exported field)", clip(name))
 			continue
 		}
+		// a declaration with errors still declares its name: fields that
+		// name it get no error of their own
+		p.badHeads[name] = true
 		if vn.Kind != yaml.MappingNode {
 			p.errorf(vn, "%s: want {min: A, max: B}, got %s", what, describe(vn))
 			continue
@@ -155,6 +159,7 @@ func (p *parser) headParams(n *yaml.Node) []HeadParam {
 			p.errorf(vn, "%s: min %d exceeds max %d", what, lo, hi)
 			continue
 		}
+		delete(p.badHeads, name)
 		out = append(out, HeadParam{Name: name, Min: lo, Max: hi, Pos: p.pos(kn)})
 	}
 	if len(out) == 0 && len(n.Content) == 0 {
@@ -187,9 +192,12 @@ func (pr *params) getRef(key string, required bool, lo, refLo, hi int, hiWhy str
 		}
 		return hp.Max, Ref{Param: k + 1, Name: hp.Name}
 	}
-	if len(p.heads) == 0 {
+	switch {
+	case p.badHeads[n.Value]:
+		// its declaration's error says what is wrong
+	case len(p.heads) == 0:
 		p.errorf(n, "%s.%s: want an integer or a head parameter, got %s (no head_params are declared)", pr.what, key, describe(n))
-	} else {
+	default:
 		p.errorf(n, "%s.%s: want an integer or a head parameter (%s), got %s", pr.what, key, p.headNames(), describe(n))
 	}
 	pr.failed = true
@@ -202,6 +210,25 @@ func (p *parser) headNames() string {
 		names = append(names, hp.Name)
 	}
 	return strings.Join(names, ", ")
+}
+
+// HeadParamsYAML renders declarations as a spec's head_params section
+// (one line, ending in a newline), which the parser reads back to the same
+// parameters; "" for none.
+func HeadParamsYAML(params []HeadParam) string {
+	if len(params) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("head_params: {")
+	for k, hp := range params {
+		if k > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s: {min: %d, max: %d}", hp.Name, hp.Min, hp.Max)
+	}
+	b.WriteString("}\n")
+	return b.String()
 }
 
 // field prints a field that may be a head parameter: its name, or the

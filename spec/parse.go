@@ -189,8 +189,9 @@ type parser struct {
 	defaultCausal []*Error
 	// heads are the declared head parameters; used marks those a mask
 	// field names.
-	heads []HeadParam
-	used  []bool
+	heads    []HeadParam
+	used     []bool
+	badHeads map[string]bool // declared with errors
 }
 
 func (p *parser) pos(n *yaml.Node) Pos { return Pos{p.file, max(n.Line, 1), max(n.Column, 1)} }

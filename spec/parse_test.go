@@ -954,8 +954,8 @@ func TestParseDefaults(t *testing.T) {
 }
 
 // reparse parses a mask rendered by String back, as a whole spec.
-func reparse(m *spec.Mask, causal bool) (*spec.Spec, error) {
-	src := fmt.Sprintf("name: rt\ncausal: %v\nmask: %s\n", causal, m)
+func reparse(m *spec.Mask, causal bool, params ...spec.HeadParam) (*spec.Spec, error) {
+	src := fmt.Sprintf("name: rt\ncausal: %v\n%smask: %s\n", causal, spec.HeadParamsYAML(params), m)
 	return spec.Parse("rt.yaml", []byte(src))
 }
 
@@ -963,12 +963,14 @@ func reparse(m *spec.Mask, causal bool) (*spec.Spec, error) {
 // for every example, every shorthand and random masks.
 func TestParseRoundTrip(t *testing.T) {
 	var masks []*spec.Mask
+	params := map[*spec.Mask][]spec.HeadParam{} // of the masks that take head parameters
 	for _, f := range exampleFiles(t) {
 		s, err := spec.ParseFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}
 		masks = append(masks, s.Mask)
+		params[s.Mask] = s.Pattern().Params
 		for _, n := range s.MaskNames() {
 			masks = append(masks, s.Masks[n])
 		}
@@ -985,7 +987,7 @@ func TestParseRoundTrip(t *testing.T) {
 	}
 	for _, m := range masks {
 		for _, causal := range []bool{true, false} {
-			s, err := reparse(m, causal)
+			s, err := reparse(m, causal, params[m]...)
 			if err != nil {
 				t.Errorf("%s: %v", m, err)
 				continue

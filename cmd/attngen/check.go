@@ -38,6 +38,7 @@ func cmdCheck(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "%s: ok\n", s.File)
 	fmt.Fprintf(stdout, "name: %s\ncausal: %v\nhead_dim: %d\n", s.Name, s.Causal, s.HeadDim)
+	fmt.Fprint(stdout, spec.HeadParamsYAML(s.HeadParams))
 	fmt.Fprintf(stdout, "mask: %s\n", s.Mask)
 	for _, n := range s.MaskNames() {
 		fmt.Fprintf(stdout, "masks.%s: %s\n", n, s.Masks[n])
@@ -52,10 +53,32 @@ func cmdCheck(args []string, stdout, stderr io.Writer) error {
 		}
 		fmt.Fprintln(stdout, "]")
 	}
-	kept := verify.KeptPairs(s.Pattern(), *seq, *seq)
 	causal := verify.KeptPairs(spec.Pattern{Mask: spec.Full(), Causal: true}, *seq, *seq)
-	fmt.Fprintf(stdout, "density at seq %d: %.6f of all pairs, %.6f of causal (%d kept pairs)\n",
-		*seq, float64(kept)/float64(*seq)/float64(*seq), float64(kept)/float64(causal), kept)
+	density := func(p spec.Pattern, note string) {
+		kept := verify.KeptPairs(p, *seq, *seq)
+		fmt.Fprintf(stdout, "density at seq %d%s: %.6f of all pairs, %.6f of causal (%d kept pairs)\n",
+			*seq, note, float64(kept)/float64(*seq)/float64(*seq), float64(kept)/float64(causal), kept)
+	}
+	p := s.Pattern()
+	if !p.HasParams() {
+		density(p, "")
+	}
+	for _, end := range []string{"min", "max"} {
+		if !p.HasParams() {
+			break
+		}
+		vals := p.MaxBound()
+		if end == "min" {
+			for k, hp := range p.Params {
+				vals[k] = hp.Min
+			}
+		}
+		b, err := p.Bind(vals)
+		if err != nil {
+			return err
+		}
+		density(b, ", every head parameter at its "+end)
+	}
 	if s.Mask.HasDocument() {
 		fmt.Fprintln(stdout, "note: document masks are counted as one document spanning the sequence")
 	}

@@ -106,3 +106,68 @@ func dataNote(s *spec.Spec, verb string) string {
 	}
 	return ""
 }
+
+// bindHeads binds the head parameters of every pattern to the values of a
+// -heads flag ("name=value,name=value"; parameters not named take their
+// max). It returns the note to print: which values were used, or "" for
+// masks without head parameters.
+func bindHeads(s *spec.Spec, ps []spec.Pattern, flag string) (string, error) {
+	if len(s.HeadParams) == 0 {
+		if flag != "" {
+			return "", usagef("-heads %s: the spec declares no head_params", flag)
+		}
+		return "", nil
+	}
+	vals := map[string]int{}
+	for _, hp := range s.HeadParams {
+		vals[hp.Name] = hp.Max
+	}
+	given := map[string]bool{}
+	for _, f := range strings.FieldsFunc(flag, func(r rune) bool { return r == ',' }) {
+		name, v, ok := strings.Cut(strings.TrimSpace(f), "=")
+		if _, known := vals[name]; !ok || !known {
+			return "", usagef("-heads: %q: want name=value with a name from head_params (%s)", f, headNames(s))
+		}
+		x, err := strconv.Atoi(v)
+		if err != nil {
+			return "", usagef("-heads: %q: %q is not an integer", f, v)
+		}
+		vals[name] = x
+		given[name] = true
+	}
+	var used []string
+	for _, hp := range s.HeadParams {
+		x := vals[hp.Name]
+		if x < hp.Min || x > hp.Max {
+			return "", usagef("-heads: %s = %d is outside its range [%d, %d]", hp.Name, x, hp.Min, hp.Max)
+		}
+		src := "given"
+		if !given[hp.Name] {
+			src = "its max; -heads sets it"
+		}
+		used = append(used, fmt.Sprintf("%s = %d (%s)", hp.Name, x, src))
+	}
+	for k := range ps {
+		if !ps[k].HasParams() {
+			continue
+		}
+		v := make([]int, len(ps[k].Params))
+		for j, hp := range ps[k].Params {
+			v[j] = vals[hp.Name]
+		}
+		b, err := ps[k].Bind(v)
+		if err != nil {
+			return "", err
+		}
+		ps[k] = b
+	}
+	return "note: head parameters " + strings.Join(used, ", "), nil
+}
+
+func headNames(s *spec.Spec) string {
+	var n []string
+	for _, hp := range s.HeadParams {
+		n = append(n, hp.Name)
+	}
+	return strings.Join(n, ", ")
+}

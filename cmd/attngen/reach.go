@@ -36,6 +36,7 @@ func cmdReach(args []string, stdout, stderr io.Writer) error {
 	source := fs.Int("source", -1, "source position s of the boundary-copy bound")
 	k := fs.Int("k", 0, "number K of label values of the boundary-copy bound")
 	data := fs.String("data", "", "run-time data of tree or document masks: a `FILE` of S integers (parent array or document ids)")
+	headsFlag := fs.String("heads", "", "values of the spec's head_params for the head analysed: `name=value,...` (others at their max)")
 	if err := parseArgs(fs, args, stdout, path); err != nil {
 		return err
 	}
@@ -87,6 +88,10 @@ func cmdReach(args []string, stdout, stderr io.Writer) error {
 		stack[l-1] = s.LayerAt(l)
 	}
 	note := dataNote(s, "analysed")
+	headNote, err := bindHeads(s, stack, *headsFlag)
+	if err != nil {
+		return err
+	}
 	if *data != "" {
 		d, err := loadData(*data, s, *seq)
 		if err != nil {
@@ -94,6 +99,9 @@ func cmdReach(args []string, stdout, stderr io.Writer) error {
 		}
 		withData(stack, d)
 		note = ""
+	}
+	if headNote != "" {
+		note = strings.TrimSpace(note + "\n" + headNote)
 	}
 	cov, err := verify.Analyze(stack, *seq, D, pairs...)
 	if err != nil {

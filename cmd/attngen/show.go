@@ -23,6 +23,7 @@ func cmdShow(args []string, stdout, stderr io.Writer) error {
 	out := fs.String("o", "", "write an image instead of text pictures: `FILE`.png or FILE.svg")
 	width := fs.Int("width", 0, "picture width: text columns (default 100), or with -o the largest plot side in pixels (default and at most 1024)")
 	data := fs.String("data", "", "run-time data of a tree or document mask: a `FILE` of N integers (parent array or document ids)")
+	headsFlag := fs.String("heads", "", "values of the spec's head_params for the head drawn: `name=value,...` (others at their max)")
 	if err := parseArgs(fs, args, stdout, path); err != nil {
 		return err
 	}
@@ -63,6 +64,12 @@ func cmdShow(args []string, stdout, stderr io.Writer) error {
 	}
 	p := s.Pattern()
 	n, t := *seq, *tile
+	ps := []spec.Pattern{p}
+	headNote, err := bindHeads(s, ps, *headsFlag)
+	if err != nil {
+		return err
+	}
+	p = ps[0]
 	docNote := dataNote(s, "drawn")
 	if *data != "" {
 		d, err := loadData(*data, s, n)
@@ -71,11 +78,14 @@ func cmdShow(args []string, stdout, stderr io.Writer) error {
 		}
 		p.Data, docNote = d, ""
 	}
+	if headNote != "" {
+		docNote = strings.TrimSpace(docNote + "\n" + headNote)
+	}
 
 	if format != "" {
 		opt := verify.MaskImageOptions{Name: s.Name, Size: *width}
 		if docNote != "" {
-			opt.Notes = append(opt.Notes, docNote)
+			opt.Notes = append(opt.Notes, strings.Split(docNote, "\n")...)
 		}
 		var buf bytes.Buffer
 		if format == "png" {

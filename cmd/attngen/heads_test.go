@@ -1,0 +1,64 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/attngen/attngen/spec"
+)
+
+const headsSpec = "name: h\nhead_params:\n  window: {min: 1, max: 300}\n  sinks: {min: 0, max: 8}\nmask: {union: [{global: {tokens: sinks}}, {window: {size: window}}]}\n"
+
+// TestShowHeads: -heads binds the head parameters: the tile counts and
+// kept pairs are those of the bound mask by brute force; parameters not
+// named are at their max; bad values are usage errors.
+func TestShowHeads(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "h.yaml")
+	if err := os.WriteFile(f, []byte(headsSpec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := spec.Parse(f, []byte(headsSpec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		flag string
+		vals []int
+	}{{"window=37,sinks=0", []int{37, 0}}, {"sinks=3", []int{300, 3}}, {"", []int{300, 8}}} {
+		args := []string{"show", "-spec", f, "-seq", "200", "-tile", "16"}
+		if c.flag != "" {
+			args = append(args, "-heads", c.flag)
+		}
+		out, errOut, code := runCLI(args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errOut)
+		}
+		p, err := s.Pattern().Bind(c.vals)
+		if err != nil {
+			t.Fatal(err)
+		}
+		count, kept := bruteTiles(p, 200, 16)
+		m := tilesLine.FindStringSubmatch(out)
+		k := keptLine.FindStringSubmatch(out)
+		if m == nil || k == nil {
+			t.Fatalf("%v: no counts in\n%s", args, out)
+		}
+		if m[2] != strconv.FormatInt(int64(count[spec.FullT]), 10) || m[3] != strconv.FormatInt(count[spec.Partial], 10) || k[1] != strconv.FormatInt(kept, 10) {
+			t.Errorf("-heads %q: tiles %v kept %v, brute force %v kept %d", c.flag, m[1:], k[1], count, kept)
+		}
+		if !strings.Contains(out, "note: head parameters window = "+strconv.Itoa(c.vals[0])) {
+			t.Errorf("-heads %q: no note of the values:\n%s", c.flag, out)
+		}
+	}
+	for _, bad := range []string{"window=0", "sinks=9", "win=3", "window=x", "window"} {
+		if _, errOut, code := runCLI("show", "-spec", f, "-seq", "200", "-tile", "16", "-heads", bad); code != 2 || !strings.HasPrefix(errOut, "attngen show: -heads") {
+			t.Errorf("-heads %s: exit %d, %s", bad, code, errOut)
+		}
+	}
+	if _, errOut, code := runCLI("show", "-spec", "../../spec/examples/window.yaml", "-seq", "200", "-tile", "16", "-heads", "w=1"); code != 2 || !strings.Contains(errOut, "declares no head_params") {
+		t.Errorf("-heads on a spec without head_params: exit %d, %s", code, errOut)
+	}
+}
