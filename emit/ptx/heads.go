@@ -21,8 +21,8 @@ import (
 // headParamsName is the kernel parameter that holds the head values.
 const headParamsName = gpu.HeadParamsParam
 
-// headParamsParam describes the head_params parameter of a plan whose
-// head parameters are hps (names and ranges).
+// headParamsParam describes the head_params parameter of the plan's
+// kernels, naming each head parameter with its range.
 func (g *fwd) headParamsParam() Param {
 	hps := g.p.HeadParams()
 	var names []string

@@ -3,7 +3,9 @@
 // driver (package cuda): the forward as a verify.Run and the backward's
 // two kernels as a verify.RunBackward, so that the same checks judge them
 // as the CPU kernels. Inputs are rounded to the kernel's 16-bit element
-// type on the way in; outputs are widened to float32 on the way out.
+// type on the way in; outputs are widened to float32 on the way out. The
+// kernels of masks with head parameters get the call's values,
+// verify.Shape.HeadParams, in their head_params buffer.
 package gpurun
 
 import (
