@@ -42,6 +42,12 @@ type Device struct {
 	// filled with 0xff bytes (an f32 NaN) in every block.
 	CheckUninitShared bool
 
+	// OnGlobalStore, if set, is called for every lane's st to global
+	// memory, in execution order, with the block's ctaid, the address and
+	// the bytes stored (tests read the order in which a kernel works
+	// through its outputs).
+	OnGlobalStore func(ctaid [3]int, addr uint64, n int)
+
 	tmaps map[uint64]*TensorMap // NewTensorMap's maps by device address
 }
 

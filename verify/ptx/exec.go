@@ -1012,6 +1012,9 @@ func (r *blockRun) ldst(w *warp, in *inst, active uint32) error {
 			return err
 		}
 		mem := r.d.mem
+		if !sh && !load && r.d.OnGlobalStore != nil {
+			r.d.OnGlobalStore(r.ctaid, GlobalBase+uint64(off), n)
+		}
 		if sh {
 			mem = r.sm
 			if len(r.mbars) > 0 {
