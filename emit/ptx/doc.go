@@ -163,6 +163,38 @@
 // and seq_k to be multiples of the stride (Geometry and TensorMaps refuse
 // other calls). Documents and grouped-query heads are as on sm_80.
 //
+// The grid is persistent: the kernel takes the batch size (parameter
+// batch, gpu.PersistentParam) and its CTAs loop over the call's work
+// items, a query tile of one query head of one batch element and residue
+// class, numbered in one order: query tiles heaviest first, and inside a
+// query tile the heads of a batch element (and class) consecutive, then
+// the next batch element; CTA b of a grid of G takes items b, b+G, b+2G,
+// ... (static striding: no counter to reset, and each item is computed
+// the same way on any grid, so results do not depend on it). The G CTAs
+// that run at once thus work on one query tile of consecutive heads,
+// which share K and V (grouped heads read one key/value head) or at least
+// their key range, in L2. Heaviest first is decided per plan when the
+// kernel is generated (heaviestFirst): a query tile weighs the key tiles
+// the kernel's scan visits (the hull and class programs, mask.Visit) at
+// 8192 positions, and the direction, last query tile first or first
+// first, is the one that puts more weight earlier (smaller sum of
+// position x weight). Causal-like masks, whose hull grows with the query,
+// take the last tiles first; bigbird and longformer, whose first queries
+// are global, the first; masks that read documents or trees, whose
+// weights are run-time data, the last (the hull grows with the query
+// inside each document). gpu.Kernel.Geometry gives the kernel one CTA per
+// item (the most that can have work) and ResidentGrid the launch on a
+// device: min(items, one CTA per multiprocessor), whose count the runner
+// reads from the device; any grid of at least one CTA is correct. Thread
+// 0 initializes the mbarriers once per CTA; their phases carry over from
+// item to item (the per-stage parity bits and the Q barrier's parity are
+// registers kept across items, each copy waited for exactly once), every
+// item starts at stage 0 (every stage is free between items: the last
+// tile of an item ends with a CTA barrier after its last wgmma has
+// completed, which also frees Q for the next item's copy), and an item
+// without tiles (or, in the residue layout, past its class's queries)
+// only writes its rows' empty results.
+//
 // Not yet: a producer warpgroup with setmaxnreg (thread 0 of the
 // consumers issues the copies). An attempt (commit 8df4253, reverted) ran
 // correctly under the interpreter, with the producer passing the
@@ -171,7 +203,7 @@
 // its setmaxnreg at head_dim 64, capped those kernels at 168 registers
 // and spilled. Also not yet: 128-key tiles (the kernel takes the key tile
 // as a parameter, but gen.Compile refuses key tiles above a keep word's 64
-// keys), a persistent grid in heaviest-first order.
+// keys).
 //
 // Positions are s32 and seq_k below 2^29 (gpu.MaxSeq); values the programs
 // form from them may leave s32 and are then computed in s64.
@@ -273,9 +305,14 @@
 // layout, on sequence lengths rounded up to the stride) on the sm_80
 // tests' shapes, and at the other head dimension without -short; random
 // masks (residue ones included), document masks, f16, a wrong-mask check,
-// the extreme specs; the tile visits through the barriers (one after the
-// mbarrier set-up, one per tile, one more per partial tile, none in CTAs
-// without tiles); non-finite inputs (verify.CheckNonFinite).
+// the extreme specs; the tile visits through the barriers (one per CTA
+// with work after the mbarrier set-up, one per tile, one more per partial
+// tile, none for items without tiles; on one CTA per item and on two);
+// non-finite inputs (verify.CheckNonFinite). TestHopperPersistentGrids
+// runs grids of 1, 2 and 3 CTAs and of more CTAs than items on random
+// shapes, and TestHopperPersistentOrder reads the order in which each CTA
+// writes its items (ptx.Device.OnGlobalStore) against the work list and
+// the heaviest-first direction.
 // TestHopperPtxas12 assembles every example for sm_90a with ptxas 12 (no
 // spills, no remark) and TestHopperSASS counts HGMMA, WARPGROUP.DEPBAR
 // (serialized wgmma would add some), UTMALDG and MUFU.EX2 in and around

@@ -102,9 +102,15 @@ type Launch struct {
 	Grid, Block [3]int
 	DynShared   int
 	Params      []Param // order and types, as in the kernel
-	// Scalars are the values of the non-pointer parameters, in order.
+	// Scalars are the values of the non-pointer parameters, in order
+	// (Batch only for a kernel that takes it: the persistent sm_90a one).
 	SeqQ, SeqK, HeadsQ, HeadsKV uint32
 	ScaleLog2                   float32
+	Batch                       uint32
+	// Persistent: the kernel loops over its work items (gpu.Kernel.Persistent);
+	// Grid is one CTA per item, and any grid of at least one CTA along x is
+	// correct: a runner launches Kernel().ResidentGrid(Grid, SMs).
+	Persistent bool
 }
 
 // Kernel describes the kernel as generated packages embed it.
@@ -139,7 +145,7 @@ func (k *Forward) Geometry(batch, headsQ, headsKV, seqQ, seqK int, scale float64
 	return Launch{
 		Grid: grid, Block: block, DynShared: dyn, Params: k.Params,
 		SeqQ: uint32(seqQ), SeqK: uint32(seqK), HeadsQ: uint32(headsQ), HeadsKV: uint32(headsKV),
-		ScaleLog2: float32(scale * math.Log2E),
+		ScaleLog2: float32(scale * math.Log2E), Batch: uint32(batch), Persistent: k.Kernel().Persistent(),
 	}, nil
 }
 
@@ -258,6 +264,10 @@ type fwd struct {
 	tq      int      // query rows per CTA
 	tk      int      // keys per key tile
 	threads int      // threads per CTA
+	// next, if set, is where a CTA whose query tile lies past its residue
+	// class's queries goes (the persistent kernel's next work item);
+	// otherwise it returns
+	next string
 
 	// per-thread values
 	tid, lane, warp, g4, t4 Operand
@@ -503,11 +513,15 @@ func (g *fwd) residueQueries(z, sqAll, skAll, qrow0 Operand, st int64) (c, b, qR
 	}
 	first := f.Sub(nk, nq)
 	offAll := f.Sub(skAll, sqAll)
-	exit := f.NewLabel("run")
 	run := f.Setp("lt", S32, qrow0, nq)
-	f.Bra(exit, &run, false)
-	f.Emit(Inst{Op: OpRet})
-	f.Place(exit)
+	if g.next != "" {
+		f.Bra(g.next, &run, true)
+	} else {
+		exit := f.NewLabel("run")
+		f.Bra(exit, &run, false)
+		f.Emit(Inst{Op: OpRet})
+		f.Place(exit)
+	}
 	g.sq, g.sk = nq, nk
 	return c, b, f.Sub(f.Add(c, f.MulC(f.Add(first, qrow0), st)), offAll), nil
 }
@@ -1133,7 +1147,8 @@ func (g *fwd) finish(obase, lbase, qrow0 Operand, m, l [2]Reg, acc [][4]Reg) {
 
 // Args lists the kernel arguments in parameter order: the device
 // addresses (q, k, v, o, lse, and for document kernels doc_id, doc_start,
-// doc_end), then the scalars (uint32 and float32).
+// doc_end), then the scalars (uint32 and float32) by name: seq_q, seq_k,
+// heads_q, heads_kv, scale_log2 and, for the persistent kernel, batch.
 func (l Launch) Args(ptrs ...uint64) ([]any, error) {
 	want := 0
 	for _, p := range l.Params {
@@ -1148,7 +1163,32 @@ func (l Launch) Args(ptrs ...uint64) ([]any, error) {
 	for _, p := range ptrs {
 		args = append(args, p)
 	}
-	return append(args, l.SeqQ, l.SeqK, l.HeadsQ, l.HeadsKV, l.ScaleLog2), nil
+	for _, p := range l.Params {
+		var a any
+		switch p.Name {
+		case "seq_q":
+			a = l.SeqQ
+		case "seq_k":
+			a = l.SeqK
+		case "heads_q":
+			a = l.HeadsQ
+		case "heads_kv":
+			a = l.HeadsKV
+		case "scale_log2":
+			a = l.ScaleLog2
+		case gpu.PersistentParam:
+			a = l.Batch
+		case "scale":
+			continue // the backward's last parameter: BackwardLaunch.Args appends it
+		default:
+			if p.T != U64 {
+				return nil, fmt.Errorf("BUG: ptx: Launch.Args has no value for parameter %s", p.Name)
+			}
+			continue
+		}
+		args = append(args, a)
+	}
+	return args, nil
 }
 
 // DocArrays returns the doc_start and doc_end arrays of document ids

@@ -5,6 +5,7 @@ import (
 
 	"github.com/attngen/attngen/gen"
 	"github.com/attngen/attngen/runtime/gpu"
+	"github.com/attngen/attngen/runtime/mask"
 )
 
 // hopTileK is the sm_90a kernel's key tile at head dimension d. The
@@ -16,7 +17,10 @@ func hopTileK(d int) int { return TileK }
 
 // The sm_90a forward kernel (Target.Accel): the sm_80 kernel's schedule,
 // masking, softmax, masked-value rule and epilogue, with the tile products
-// on wgmma and the tiles brought in by bulk tensor copies.
+// on wgmma and the tiles brought in by bulk tensor copies, on a persistent
+// grid: each CTA loops over work items (query tile, head, batch x class),
+// heaviest query tiles first (heaviestFirst), CTA b taking items b, b+G,
+// ... of a grid of G (see the package doc).
 //
 // Layout of shared memory (1024-byte aligned, every region a multiple of
 // 1024 bytes, as the 128-byte swizzle's pattern requires): Q (128 rows),
@@ -65,7 +69,39 @@ func hopperParams(docs, tree bool) []Param {
 		}
 		ps = append(ps, p)
 	}
-	return ps
+	return append(ps, Param{Name: gpu.PersistentParam, T: U32, Doc: "batch elements: the persistent grid's work items are query tiles x heads_q x batch x residue classes"})
+}
+
+// heavyRef is the query tiles of the reference call heaviestFirst weighs
+// (seq_q = seq_k = heavyRef*128 per residue class: 8192, the benchmarks'
+// length).
+const heavyRef = 64
+
+// heaviestFirst reports whether the persistent kernel takes its query
+// tiles last first (true) or first first. A query tile's weight is the
+// number of key tiles the kernel's scan visits (the plan's hull and class
+// programs, mask.Visit) at the reference length heavyRef*TileQ; the
+// direction chosen puts more weight earlier: the smaller sum over the
+// order of position x weight (ties: last first). Causal-like masks, whose
+// hull grows with the query, get last first; masks whose first queries
+// are global (bigbird, longformer) get first first. Masks that read
+// run-time data (documents, trees) have no weight in closed form and get
+// last first: inside each document the hull grows with the query.
+func heaviestFirst(p *gen.Plan) bool {
+	if p.Pred.UsesDocs() || p.UsesTree() {
+		return true
+	}
+	n := heavyRef * p.TileQ
+	m := p.Mask()
+	var tiles []mask.Tile
+	var asc, desc int64
+	for t := 0; t < heavyRef; t++ {
+		tiles = mask.Visit(m, tiles[:0], t*p.TileQ, (t+1)*p.TileQ-1, n, p.TileK, nil)
+		w := int64(len(tiles))
+		asc += int64(t) * w
+		desc += int64(heavyRef-1-t) * w
+	}
+	return desc <= asc
 }
 
 // TensorMap describes one tensor map a sm_90a kernel reads through, as
@@ -153,6 +189,7 @@ type hop struct {
 	cls       Operand // dimension-1 coordinate: the residue class (0 for the identity layout)
 	kvRow0    Operand // dimension-2 coordinate of this CTA's key 0
 	phase     Reg     // bit b: the parity of stage b's mbarrier phase to wait for next
+	lastFirst bool    // work items take query tiles last first (heaviestFirst)
 }
 
 func (h *hop) qOff() int          { return 0 }
@@ -168,7 +205,7 @@ func generateHopper(p *gen.Plan, cfg Config, t Target, g *fwd) (*Forward, error)
 	}
 	g.tq, g.threads = hopTileQ, hopThreads
 	g.tk = hopTileK(g.D) // the plan's (GenerateForward checked it)
-	h := &hop{fwd: g, halves: g.D / boxCols, tileBytes: g.tk * 2 * g.D, qBytes: hopTileQ * 2 * g.D, boxBytes: g.tk * swzBytes}
+	h := &hop{fwd: g, halves: g.D / boxCols, tileBytes: g.tk * 2 * g.D, qBytes: hopTileQ * 2 * g.D, boxBytes: g.tk * swzBytes, lastFirst: heaviestFirst(p)}
 	g.f.Params = hopperParams(g.docs, p.UsesTree())
 	g.f.ReqNTID = hopThreads
 	g.f.DynShared = "smem"
@@ -297,23 +334,67 @@ func (h *hop) kernel() error {
 	o, lse := h.global("o"), h.global("lse")
 	h.dataRegs()
 	h.tmQ, h.tmK, h.tmV = h.param("tmap_q", U64), h.param("tmap_k", U64), h.param("tmap_v", U64)
-	h.sq, h.sk = h.param("seq_q", U32), h.param("seq_k", U32)
+	sqAll, skAll := h.param("seq_q", U32), h.param("seq_k", U32)
 	hq, hkv := h.param("heads_q", U32), h.param("heads_kv", U32)
 	h.scl = h.param("scale_log2", F32)
+	batch := h.param(gpu.PersistentParam, U32)
 	h.tid = h.special("%tid.x")
-	qt, hd, bz := h.special("%ctaid.x"), h.special("%ctaid.y"), h.special("%ctaid.z")
 	h.warp = f.Op3(OpShr, U32, h.tid, I(5))
 	h.lane = f.Op3(OpAnd, B32, h.tid, I(31))
 	h.g4 = f.Op3(OpShr, U32, h.lane, I(2))
 	h.t4 = f.Op3(OpAnd, B32, h.lane, I(3))
 	h.t0 = f.Setp("eq", U32, h.tid, I(0))
 	group := f.Op3(OpDiv, U32, hq, hkv)
+	st := int64(h.st)
+
+	f.Comment(fmt.Sprintf("persistent grid: work items (query tile, head, batch x class), %s query tile first, heads of one batch (and class) consecutive; CTA b runs items b, b+G, b+2G, ... (G = %%nctaid.x)", map[bool]string{true: "the last", false: "the first"}[h.lastFirst]))
+	perTile := f.Op3(OpMulLo, U32, hq, f.MulC(batch, st)) // items per query tile
+	// every class holds seq_q/st queries (TensorMaps needs multiples of st)
+	ntiles := f.Op3(OpShr, U32, f.Add(f.FloorDiv(sqAll, st), I(hopTileQ-1)), I(7))
+	items := f.Op3(OpMulLo, U32, ntiles, perTile)
+	item := f.Mov(U32, Special("%ctaid.x"))
+	ctas := h.special("%nctaid.x")
+	none := f.Setp("ge", U32, R(item), items)
+	done := f.NewLabel("done")
+	f.Bra(done, &none, false)
+
+	h.smem = R(f.Mov(U32, Sym("smem")))
+	f.Comment(fmt.Sprintf("shared memory: Q %d bytes, %d stages of K and V (%d bytes each), mbarriers at %d, vote words at %d", h.qBytes, stages, h.tileBytes, h.barOff(), h.flagOff()))
+	f.Comment("thread 0 initializes the mbarriers once (Q, then one per stage: one arrival each, plus the copies' bytes); their phases carry over from item to item")
+	barQ := f.Add(h.smem, I(int64(h.barOff())))
+	for b := 0; b <= stages; b++ {
+		f.Emit(Inst{Op: OpMbarInit, Guard: &h.t0, Dst: []Operand{Addr(f.reg(U32, barQ).Reg, int64(b*barBytes))}, Src: []Operand{I(1)}})
+	}
+	f.Emit(Inst{Op: OpFenceMbarInit})
+	f.Comment("the tensor maps came from the host by a copy into global memory: thread 0, which issues every copy, acquires them for the tensor copies")
+	for _, tm := range []Operand{h.tmQ, h.tmK, h.tmV} {
+		f.Emit(Inst{Op: OpFenceTmap, Guard: &h.t0, Src: []Operand{Addr(f.reg(U64, tm).Reg, 0), I(128)}})
+	}
+	f.Emit(Inst{Op: OpBar, Src: []Operand{I(0)}})
+	h.phase = f.Mov(B32, I(0))
+	qPhase := f.Mov(B32, I(0)) // the parity of the Q mbarrier's next phase
+	f.Comment("Q descriptors: K-major, 128B swizzle, 16 columns per step; warpgroup w reads rows 64w..64w+63")
+	wg := f.Op3(OpShr, U32, h.warp, I(2))
+	descQ := h.desc(f.Add(h.smem, f.MulC(wg, 64*swzBytes)), int64(h.qOff()), 16)
+
+	work := f.NewLabel("item")
+	next := f.NewLabel("next")
+	h.next = next
+	f.Place(work)
+	f.Comment("this item's query tile, head and batch x class")
+	rank := f.Op3(OpDiv, U32, R(item), perTile)
+	j := f.Sub(R(item), f.Op3(OpMulLo, U32, rank, perTile))
+	bz := f.Op3(OpDiv, U32, j, hq)
+	hd := f.Sub(j, f.Op3(OpMulLo, U32, bz, hq))
+	qt := rank
+	if h.lastFirst {
+		qt = f.Sub(f.Sub(ntiles, I(1)), rank)
+	}
 	kvh := f.Op3(OpDiv, U32, hd, group)
 	qrow0 := f.MulC(qt, hopTileQ)
-	sqAll, skAll := h.sq, h.sk
+	h.sq, h.sk = sqAll, skAll
 	qRow := qrow0 // tensor row of the tile's first query
 	h.cls = I(0)
-	st := int64(h.st)
 	if st > 1 {
 		c, b, r, err := h.residueQueries(bz, sqAll, skAll, qrow0, st)
 		if err != nil {
@@ -334,7 +415,6 @@ func (h *hop) kernel() error {
 	// (bh_kv * seq_k) / st (seq_q and seq_k are multiples of st)
 	qGroup := f.FloorDiv(f.Sub(rowIdx, h.cls), st)
 	h.kvRow0 = f.FloorDiv(f.Op3(OpMulLo, S32, f.Add(f.Op3(OpMulLo, S32, bz, hkv), kvh), skAll), st)
-	h.smem = R(f.Mov(U32, Sym("smem")))
 
 	f.Comment("softmax state and output accumulators")
 	m := [2]Reg{f.Mov(F32, negInf), f.Mov(F32, negInf)}
@@ -370,23 +450,10 @@ func (h *hop) kernel() error {
 	pend := f.Setp("gt", S32, R(cur), h.kthi)
 	f.Bra(fin, &pend, false)
 
-	f.Comment(fmt.Sprintf("shared memory: Q %d bytes, %d stages of K and V (%d bytes each), mbarriers at %d, vote words at %d", h.qBytes, stages, h.tileBytes, h.barOff(), h.flagOff()))
-	f.Comment("thread 0 initializes the mbarriers (Q, then one per stage: one arrival each, plus the copies' bytes)")
-	barQ := f.Add(h.smem, I(int64(h.barOff())))
-	for b := 0; b <= stages; b++ {
-		f.Emit(Inst{Op: OpMbarInit, Guard: &h.t0, Dst: []Operand{Addr(f.reg(U32, barQ).Reg, int64(b*barBytes))}, Src: []Operand{I(1)}})
-	}
-	f.Emit(Inst{Op: OpFenceMbarInit})
-	f.Comment("the tensor maps came from the host by a copy into global memory: thread 0, which issues every copy, acquires them for the tensor copies")
-	for _, tm := range []Operand{h.tmQ, h.tmK, h.tmV} {
-		f.Emit(Inst{Op: OpFenceTmap, Guard: &h.t0, Src: []Operand{Addr(f.reg(U64, tm).Reg, 0), I(128)}})
-	}
-	f.Emit(Inst{Op: OpBar, Src: []Operand{I(0)}})
-	f.Comment("Q tile by bulk tensor copies, rows past seq_q zero-filled")
+	f.Comment("Q tile by bulk tensor copies, rows past seq_q zero-filled (the last item's reads of Q ended before its last tile's barrier)")
 	h.expect(barQ, h.qBytes)
 	h.copyTile(f.Add(h.smem, I(int64(h.qOff()))), h.tmQ, qGroup, hopTileQ, barQ)
-	h.phase = f.Mov(B32, I(0))
-	buf := f.Mov(U32, I(0))
+	buf := f.Mov(U32, I(0)) // every stage is free between items: start at stage 0
 	h.load(R(cur), R(buf))
 	f.Comment("the second visited tile, into stage 1")
 	nxt, cnxt, err := h.find(f.Add(R(cur), I(1)), q0, q1)
@@ -399,10 +466,8 @@ func (h *hop) kernel() error {
 	h.load(R(nxt), I(1))
 	f.Place(skip1)
 
-	f.Comment("Q descriptors: K-major, 128B swizzle, 16 columns per step; warpgroup w reads rows 64w..64w+63")
-	wg := f.Op3(OpShr, U32, h.warp, I(2))
-	descQ := h.desc(f.Add(h.smem, f.MulC(wg, 64*swzBytes)), int64(h.qOff()), 16)
-	h.wait(barQ, I(0))
+	h.wait(barQ, R(qPhase))
+	f.Into(OpXor, B32, qPhase, R(qPhase), I(1))
 	f.Comment("S of the first tile")
 	s, sNext := h.scoreRegs(), h.scoreRegs()
 	h.waitStage(R(buf))
@@ -453,6 +518,12 @@ func (h *hop) kernel() error {
 	f.Place(fin)
 
 	h.finish(obase, lbase, qrow0, m, l, acc)
+	f.Place(next)
+	f.Comment("the next work item of this CTA")
+	f.Into(OpAdd, U32, item, R(item), ctas)
+	more := f.Setp("lt", U32, R(item), items)
+	f.Bra(work, &more, false)
+	f.Place(done)
 	f.Emit(Inst{Op: OpRet})
 	return nil
 }
