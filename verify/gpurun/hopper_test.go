@@ -253,6 +253,16 @@ func TestHopperMockGPU(t *testing.T) {
 	if l.Block != [3]uint32{256, 1, 1} || l.Shared != uint32(f.DynShared) || l.NParams != uint32(len(f.Params)) {
 		t.Fatalf("launch: block %v, %d bytes shared, %d parameters", l.Block, l.Shared, l.NParams)
 	}
+	// the persistent grid: one CTA per work item (query tiles x heads x
+	// batch x stride) up to one per multiprocessor; the last parameter is
+	// the batch
+	items := (sh.SeqQ/8 + 127) / 128 * sh.HeadsQ * sh.Batch * 8
+	if sms := ctx.Device().SMs; !c.l.Persistent || c.l.Grid != [3]int{items, 1, 1} || l.Grid != [3]uint32{uint32(min(items, sms)), 1, 1} {
+		t.Errorf("persistent %v, geometry's grid %v, launched %v; want %d items on %d multiprocessors", c.l.Persistent, c.l.Grid, l.Grid, items, sms)
+	}
+	if n := len(f.Params) - 1; f.Params[n].Name != "batch" || l.Sizes[n] != 4 || l.Values[n] != uint64(sh.Batch) {
+		t.Errorf("last parameter %s = %d (%d bytes), want batch = %d", f.Params[n].Name, l.Values[n], l.Sizes[n], sh.Batch)
+	}
 	want := []struct {
 		param string
 		rows  uint64
