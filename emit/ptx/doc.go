@@ -133,12 +133,44 @@
 // and v; Forward.TensorMaps describes them for cuTensorMapEncodeTiled):
 // boxes of 64 columns by 128 query rows or 64 key rows with the 128-byte
 // swizzle, two boxes per row of a head_dim 128 tile, into 1024-byte
-// aligned shared memory. Thread 0 initializes four mbarriers (Q, and one
-// per stage of the 3-stage K/V pipeline), acquires the three tensor maps
-// for the tensor copies (fence.proxy.tensormap::generic.acquire.sys: the
-// host wrote them into global memory), arrives with the expected bytes
-// and issues the copies; every thread waits on a stage's mbarrier
-// (try_wait.parity, the phase parity kept per stage) before reading it.
+// aligned shared memory. One thread, the issuer, initializes four
+// mbarriers (Q, and one per stage of the 3-stage K/V pipeline), acquires
+// the three tensor maps for the tensor copies
+// (fence.proxy.tensormap::generic.acquire.sys: the host wrote them into
+// global memory), arrives with the expected bytes and issues the copies;
+// every consumer thread waits on a stage's mbarrier (try_wait.parity, the
+// phase parity kept per stage) before reading it.
+//
+// Producer warpgroup (hopProducer): the CTA has a third warpgroup (384
+// threads); after the mbarriers' set-up (bar.sync 0 of all threads) the
+// consumers raise their register budget with setmaxnreg.inc and the
+// producer lowers its with setmaxnreg.dec (hopRegs: 224 and 64 at
+// head_dim 128, 216 and 80 at 64; a CTA's pool of 64K registers bounds
+// 2x128 consumers plus 128 producers), and the producer's warps but the
+// first exit. That warp walks the CTA's work items and their visited
+// tiles with the consumers' own scan (hull, class, the empty-tile jump)
+// and its first thread, the issuer, copies Q when the consumers have
+// released the last item's Q and each K/V tile into the next of the
+// three stages (the stage order runs on across items) when they have
+// released the tile that stage held: the consumers release with
+// bar.arrive on named barriers (2: Q, 3-5: the stages) and the producer
+// waits on them with bar.sync, 288 threads each (256 consumers and the
+// producer warp, counted by whole warps); at its end it takes the last
+// releases, so every barrier generation completes. The consumers'
+// barriers among themselves (the closing barrier of a tile, sanitize's
+// vote) are named barrier 1 of 256 threads. ptxas 12.4 honours setmaxnreg
+// only when the kernel declares .minnctapersm (here 1) or .maxnreg:
+// without it (the reverted attempt, commit 8df4253) it dropped the
+// setmaxnreg of the head_dim 64 kernels, capped them at the launch's 168
+// registers and spilled. At head_dim 128 the consumers need 224 registers
+// (216 spills and serializes the wgmma), leaving the producer 64, too few
+// for the scan of very long hull and class programs (bigbird, the
+// neighbourhood example: 64-80 bytes of spills); plans whose hull and
+// class programs exceed bigScan instructions keep the design without a
+// producer at head_dim 128, with thread 0 of the consumers issuing the
+// copies (256 threads, the tile's closing bar.sync 0 freeing its stage).
+// TestHopperProducerPtxas12 checks every example at both head dimensions
+// (no spills, no remark, both setmaxnreg kept).
 //
 // S = Q K^T is head_dim/16 wgmma.mma_async m64n64k16 per warpgroup, its 64
 // rows of Q and the key tile from shared memory (K-major, 128B-swizzled
@@ -185,25 +217,19 @@
 // inside each document). gpu.Kernel.Geometry gives the kernel one CTA per
 // item (the most that can have work) and ResidentGrid the launch on a
 // device: min(items, one CTA per multiprocessor), whose count the runner
-// reads from the device; any grid of at least one CTA is correct. Thread
-// 0 initializes the mbarriers once per CTA; their phases carry over from
+// reads from the device; any grid of at least one CTA is correct. The
+// mbarriers are initialized once per CTA; their phases carry over from
 // item to item (the per-stage parity bits and the Q barrier's parity are
-// registers kept across items, each copy waited for exactly once), every
-// item starts at stage 0 (every stage is free between items: the last
-// tile of an item ends with a CTA barrier after its last wgmma has
-// completed, which also frees Q for the next item's copy), and an item
+// registers kept across items, each copy waited for exactly once). With a
+// producer warpgroup the stage order runs on across items; without one
+// every item starts at stage 0 (every stage is free between items: the
+// last tile of an item ends with a CTA barrier after its last wgmma has
+// completed, which also frees Q for the next item's copy). An item
 // without tiles (or, in the residue layout, past its class's queries)
 // only writes its rows' empty results.
 //
-// Not yet: a producer warpgroup with setmaxnreg (thread 0 of the
-// consumers issues the copies). An attempt (commit 8df4253, reverted) ran
-// correctly under the interpreter, with the producer passing the
-// consumers' bar.sync barriers (the interpreter has no named barriers and
-// orders shared-memory accesses only by bar.sync), but ptxas 12.4 ignored
-// its setmaxnreg at head_dim 64, capped those kernels at 168 registers
-// and spilled. Also not yet: 128-key tiles (the kernel takes the key tile
-// as a parameter, but gen.Compile refuses key tiles above a keep word's 64
-// keys).
+// Not yet: 128-key tiles (the kernel takes the key tile as a parameter,
+// but gen.Compile refuses key tiles above a keep word's 64 keys).
 //
 // Positions are s32 and seq_k below 2^29 (gpu.MaxSeq); values the programs
 // form from them may leave s32 and are then computed in s64.
@@ -306,8 +332,10 @@
 // tests' shapes, and at the other head dimension without -short; random
 // masks (residue ones included), document masks, f16, a wrong-mask check,
 // the extreme specs; the tile visits through the barriers (one per CTA
-// with work after the mbarrier set-up, one per tile, one more per partial
-// tile, none for items without tiles; on one CTA per item and on two);
+// with work after the mbarrier set-up; per tile the consumers' closing
+// barrier and their release of its stage, one more per partial tile; per
+// item with tiles the release of Q; none for items without tiles; on one
+// CTA per item and on two);
 // non-finite inputs (verify.CheckNonFinite). TestHopperPersistentGrids
 // runs grids of 1, 2 and 3 CTAs and of more CTAs than items on random
 // shapes, and TestHopperPersistentOrder reads the order in which each CTA

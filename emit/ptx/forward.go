@@ -268,6 +268,12 @@ type fwd struct {
 	// class's queries goes (the persistent kernel's next work item);
 	// otherwise it returns
 	next string
+	// barSrc, if set, is the named barrier (id, threads) the kernel's
+	// CTA-wide barriers use among its compute threads (the sm_90a kernel's
+	// consumer warpgroups, beside a producer warp); nil: bar.sync 0
+	barSrc []Operand
+	// voters is the warps that vote in voteNonFinite (0: every warp)
+	voters int
 
 	// per-thread values
 	tid, lane, warp, g4, t4 Operand
@@ -289,6 +295,16 @@ func (g *fwd) smemBytes() int { return g.qBytes() + 4*g.kvBytes() + g.flagBytes(
 // threads cover per copy step.
 func (g *fwd) cpr() int     { return g.D / 8 }
 func (g *fwd) rowStep() int { return Threads / g.cpr() }
+
+// bar emits the kernel's barrier among its compute threads: bar.sync 0,
+// or the named barrier barSrc.
+func (g *fwd) bar() {
+	if g.barSrc != nil {
+		g.f.Emit(Inst{Op: OpBarN, Src: g.barSrc})
+		return
+	}
+	g.f.Emit(Inst{Op: OpBar, Src: []Operand{I(0)}})
+}
 
 func (g *fwd) param(name string, t Type) Operand {
 	r := g.f.NewReg(t)
@@ -941,7 +957,7 @@ func (g *fwd) sanitizeIn(cls Operand, lay sanLayout) Reg {
 	if lay.fence {
 		f.Emit(Inst{Op: OpFenceProxy})
 	}
-	f.Emit(Inst{Op: OpBar, Src: []Operand{I(0)}})
+	g.bar()
 	f.Set(B32, done, I(1))
 	f.Place(skip)
 	return done
@@ -982,9 +998,13 @@ func (g *fwd) voteNonFinite(load func(w int) Reg, words int, vote func() Operand
 	flags := vote()
 	lane0 := f.Setp("eq", U32, g.lane, I(0))
 	f.Emit(Inst{Op: OpSt, T: B32, Space: "shared", Guard: &lane0, Dst: []Operand{Addr(f.reg(U32, f.Add(flags, f.MulC(g.warp, 4))).Reg, 0)}, Src: []Operand{R(any)}})
-	f.Emit(Inst{Op: OpBar, Src: []Operand{I(0)}})
+	g.bar()
 	all := f.Mov(B32, I(0))
-	for w := 0; w < g.threads/32; w++ {
+	voters := g.voters
+	if voters == 0 {
+		voters = g.threads / 32
+	}
+	for w := 0; w < voters; w++ {
 		x := f.NewReg(B32)
 		f.Emit(Inst{Op: OpLd, T: B32, Space: "shared", Dst: []Operand{R(x)}, Src: []Operand{Addr(f.reg(U32, flags).Reg, int64(4*w))}})
 		f.Into(OpOr, B32, all, R(all), R(x))

@@ -228,7 +228,10 @@ func TestHopperCatchesWrongMask(t *testing.T) {
 // CTA per item) and on two CTAs.
 func TestHopperVisits(t *testing.T) {
 	masks := append(append(exampleMasks(t), randomMasks(4, 16)...), randomDocMasks(5, 4)...)
-	perItem := func(tiles, partial int) int64 { return int64(tiles + partial) }
+	// at head_dim 64 every kernel has a producer warpgroup: per tile the
+	// consumers' closing barrier and their release of the stage, per item
+	// their release of Q
+	perItem := func(tiles, partial int) int64 { return int64(2*tiles + partial + 1) }
 	setup := func(ctas, items int) int64 { return int64(min(ctas, items)) }
 	checkVisits(t, SM90a, masks, fitStride, perItem, 0, setup)
 	if !testing.Short() {
@@ -498,13 +501,21 @@ func TestHopperPtxas12(t *testing.T) {
 //     V), sanitized tiles d/64 more (restore, a box at a time), one outside
 //     (the first S). More would mean ptxas serialized the wgmma (it waits
 //     after each one), which it does not always report.
-func wantHopperLoop(d int) sassLoop {
+//
+// With a producer warpgroup (hopProducer) the consumers' loop issues no
+// copy: the producer's code, outside it, holds the copies of Q and one
+// site for a K/V tile, 3*d/64 UTMALDG.
+func wantHopperLoop(d int, producer bool) sassLoop {
 	tk := hopTileK(d)
-	return sassLoop{
+	l := sassLoop{
 		Every:   sassCounts{HGMMA: tk / 16, DEPBAR: 1, EX2: tk/2 + 2},
 		Cond:    sassCounts{HGMMA: d/16 + d/64*(tk/16), DEPBAR: d / 64, UTMALDG: 2 * d / 64},
 		Outside: sassCounts{HGMMA: d / 16, DEPBAR: 1, UTMALDG: 5 * d / 64},
 	}
+	if producer {
+		l.Cond.UTMALDG, l.Outside.UTMALDG = 0, 3*d/64
+	}
+	return l
 }
 
 // TestHopperSASS disassembles every example's sm_90a kernel and checks the
@@ -512,7 +523,7 @@ func wantHopperLoop(d int) sassLoop {
 func TestHopperSASS(t *testing.T) {
 	p := ptxas12(t)
 	dis := nvdisasm(t, p)
-	seen := map[int]bool{}
+	seen := map[string]bool{}
 	for _, c := range assembleHopper(t, p) {
 		out, err := exec.Command(dis, c.path).CombinedOutput()
 		if err != nil {
@@ -522,7 +533,8 @@ func TestHopperSASS(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
-		want := wantHopperLoop(c.k.HeadDim)
+		producer := c.k.Threads > hopThreads
+		want := wantHopperLoop(c.k.HeadDim, producer)
 		insts := got.Insts
 		got.Insts = 0
 		if got != want {
@@ -530,9 +542,9 @@ func TestHopperSASS(t *testing.T) {
 				c.name, c.k.HeadDim, got.Every, want.Every, got.Cond, want.Cond, got.Outside, want.Outside)
 			continue
 		}
-		if !seen[c.k.HeadDim] {
-			seen[c.k.HeadDim] = true
-			t.Logf("%s (D=%d): %d instructions in the loop; every tile %v; conditional %v; outside %v", c.name, c.k.HeadDim, insts, got.Every, got.Cond, got.Outside)
+		if key := fmt.Sprint(c.k.HeadDim, producer); !seen[key] {
+			seen[key] = true
+			t.Logf("%s (D=%d, producer %v): %d instructions in the loop; every tile %v; conditional %v; outside %v", c.name, c.k.HeadDim, producer, insts, got.Every, got.Cond, got.Outside)
 		}
 	}
 }
@@ -792,5 +804,82 @@ func TestHopperPersistentOrder(t *testing.T) {
 			t.Errorf("%s: the order puts less work first (position-weighted visits %d, reversed %d)", m.name, fwd, rev)
 		}
 		t.Logf("%s: last first %v; position-weighted key tiles %d (reversed order %d)", m.name, want, fwd, rev)
+	}
+}
+
+// TestHopperProducerPtxas12 assembles every example's sm_90a kernel at
+// head dimensions 64 and 128 (bf16) with ptxas 12 and requires no spills
+// and no remark, and, for the kernels with a producer warpgroup
+// (hopProducer), that ptxas kept both setmaxnreg (two USETMAXREG in the
+// SASS; ptxas 12.4 drops them without .minnctapersm) and that the
+// consumers' registers stay within their budget (hopRegs).
+func TestHopperProducerPtxas12(t *testing.T) {
+	ptxas := ptxas12(t)
+	dis := nvdisasm(t, ptxas)
+	dir := t.TempDir()
+	reg := regexp.MustCompile(`\bR(\d+)\b`)
+	files, _ := filepath.Glob("../../spec/examples/*.yaml")
+	producers := map[int]int{}
+	for _, file := range files {
+		s, err := spec.ParseFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range []int{64, 128} {
+			p := compileFor(t, SM90a, s.Name, s.Mask, s.Causal, d)
+			k, err := GenerateForward(p, Config{Target: SM90a})
+			if err != nil {
+				t.Fatal(err)
+			}
+			name := fmt.Sprintf("%s_d%d", s.Name, d)
+			src := filepath.Join(dir, name+".ptx")
+			bin := filepath.Join(dir, name+".cubin")
+			if err := os.WriteFile(src, []byte(k.PTX), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out, err := exec.Command(ptxas, "-v", "--gpu-name", "sm_90a", src, "-o", bin).CombinedOutput()
+			if err != nil {
+				t.Fatalf("%s: ptxas: %v\n%s", name, err, out)
+			}
+			log := string(out)
+			if m := spillRE.FindStringSubmatch(log); m == nil || m[1] != "0" || m[2] != "0" {
+				t.Errorf("%s: spills or no report:\n%s", name, log)
+			}
+			for _, line := range strings.Split(strings.TrimSpace(log), "\n") {
+				if !ptxasPlain.MatchString(line) {
+					t.Errorf("%s: ptxas says: %s", name, line)
+				}
+			}
+			sass, err := exec.Command(dis, bin).CombinedOutput()
+			if err != nil {
+				t.Fatalf("%s: nvdisasm: %v", name, err)
+			}
+			top := 0
+			for _, m := range reg.FindAllStringSubmatch(string(sass), -1) {
+				var r int
+				fmt.Sscan(m[1], &r)
+				top = max(top, r)
+			}
+			prod := hopProducer(p, d)
+			n := strings.Count(string(sass), "USETMAXREG")
+			switch {
+			case prod != (k.Threads == hopThreads+128) || prod != strings.Contains(k.PTX, ".minnctapersm 1"):
+				t.Errorf("%s: producer %v, but %d threads", name, prod, k.Threads)
+			case prod && n != 2:
+				t.Errorf("%s: %d USETMAXREG in the SASS, want 2 (ptxas dropped setmaxnreg)", name, n)
+			case !prod && n != 0:
+				t.Errorf("%s: %d USETMAXREG without a producer", name, n)
+			}
+			if cr, _ := hopRegs(d); prod && top >= cr {
+				t.Errorf("%s: register R%d beyond the consumers' %d", name, top, cr)
+			}
+			if prod {
+				producers[d]++
+			}
+			t.Logf("%s: producer %v, %s, highest register R%d", name, prod, regsRE.FindString(log), top)
+		}
+	}
+	if producers[64] != len(files) || producers[128] == 0 {
+		t.Errorf("producer kernels: %v of %d examples per head dimension", producers, len(files))
 	}
 }
