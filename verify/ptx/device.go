@@ -195,7 +195,7 @@ type Stats struct {
 	Warps              int   // warps started, over all blocks
 	WarpInstructions   int64 // instructions issued per warp (predicated-off ones included)
 	ThreadInstructions int64 // instructions summed over active lanes
-	Barriers           int64 // bar.sync releases, over all blocks
+	Barriers           int64 // barrier completions (bar.sync 0 and named barriers), over all blocks
 	Elapsed            time.Duration
 }
 
