@@ -156,9 +156,13 @@
 // bar.arrive on named barriers (2: Q, 3-5: the stages) and the producer
 // waits on them with bar.sync, 288 threads each (256 consumers and the
 // producer warp, counted by whole warps); at its end it takes the last
-// releases, so every barrier generation completes. The consumers'
-// barriers among themselves (the closing barrier of a tile, sanitize's
-// vote) are named barrier 1 of 256 threads. ptxas 12.4 honours setmaxnreg
+// releases, so every barrier generation completes. The consumers pass no
+// barrier of their own between tiles (the two warpgroups may drift apart
+// by up to the stages in flight); sanitize's vote and its second barrier
+// are named barrier 1 of 256 threads, and consecutive votes use two sets
+// of vote words (a vote's barrier separates the reads of the vote before
+// it from the writes of the vote after it; with one set and no closing
+// barrier the interpreter reports the race). ptxas 12.4 honours setmaxnreg
 // only when the kernel declares .minnctapersm (here 1) or .maxnreg:
 // without it (the reverted attempt, commit 8df4253) it dropped the
 // setmaxnreg of the head_dim 64 kernels, capped them at the launch's 168
@@ -332,8 +336,8 @@
 // tests' shapes, and at the other head dimension without -short; random
 // masks (residue ones included), document masks, f16, a wrong-mask check,
 // the extreme specs; the tile visits through the barriers (one per CTA
-// with work after the mbarrier set-up; per tile the consumers' closing
-// barrier and their release of its stage, one more per partial tile; per
+// with work after the mbarrier set-up; per tile the consumers' release of
+// its stage, one more per partial tile; per
 // item with tiles the release of Q; none for items without tiles; on one
 // CTA per item and on two);
 // non-finite inputs (verify.CheckNonFinite). TestHopperPersistentGrids

@@ -231,6 +231,7 @@ type hop struct {
 	cls       Operand // dimension-1 coordinate: the residue class (0 for the identity layout)
 	kvRow0    Operand // dimension-2 coordinate of this CTA's key 0
 	phase     Reg     // bit b: the parity of stage b's mbarrier phase to wait for next
+	vote      Reg     // with a producer: the set of vote words the next vote uses
 	lastFirst bool    // work items take query tiles last first (heaviestFirst)
 	producer  bool    // a producer warpgroup issues the copies (hopProducer)
 }
@@ -239,7 +240,18 @@ func (h *hop) qOff() int          { return 0 }
 func (h *hop) stageOff(b int) int { return h.qBytes + 2*b*h.tileBytes }
 func (h *hop) barOff() int        { return h.stageOff(stages) }
 func (h *hop) flagOff() int       { return h.barOff() + (1+stages)*barBytes }
-func (h *hop) smemBytes() int     { return h.flagOff() + h.flagBytes() }
+func (h *hop) smemBytes() int     { return h.flagOff() + h.voteSets()*h.flagBytes() }
+
+// voteSets is the number of sets of vote words: two with a producer
+// warpgroup, whose consumers pass no barrier between tiles, so that
+// consecutive votes use different words (a vote's barrier separates the
+// reads of the vote before it from the writes of the vote after it).
+func (h *hop) voteSets() int {
+	if h.producer {
+		return 2
+	}
+	return 1
+}
 
 // generateHopper is GenerateForward for sm_90a.
 func generateHopper(p *gen.Plan, cfg Config, t Target, g *fwd) (*Forward, error) {
@@ -530,6 +542,9 @@ func (h *hop) kernel() error {
 		h.voters = hopThreads / 32
 	}
 	h.phase = f.Mov(B32, I(0))
+	if h.producer {
+		h.vote = f.Mov(B32, I(0))
+	}
 	qPhase := f.Mov(B32, I(0)) // the parity of the Q mbarrier's next phase
 	f.Comment("Q descriptors: K-major, 128B swizzle, 16 columns per step; warpgroup w reads rows 64w..64w+63")
 	wg := f.Op3(OpShr, U32, h.warp, I(2))
@@ -625,8 +640,11 @@ func (h *hop) kernel() error {
 	if err := h.finishTile(R(cur), R(ccur), R(buf), s, m, l, acc); err != nil {
 		return err
 	}
-	h.bar()
-	if h.producer {
+	if !h.producer {
+		h.bar() // frees the stage for thread 0's copies
+	} else {
+		// no barrier among the consumers: the warpgroups may drift apart by
+		// up to the stages in flight
 		f.Comment("this tile's stage is free: release it to the producer warp")
 		f.Emit(Inst{Op: OpBarArrive, Src: []Operand{f.Add(R(buf), I(barFree)), I(hopThreads + 32)}})
 	}
@@ -825,7 +843,15 @@ func (h *hop) finishTile(kt, cls, buf Operand, s [][4]Reg, m, l [2]Reg, acc [][4
 		vOff:  int64(h.tileBytes),
 		words: h.tileBytes / (4 * hopThreads),
 		addr:  func(w int) int64 { return int64(w * 4 * hopThreads) },
-		flags: func() Operand { return f.Add(h.smem, I(int64(h.flagOff()))) },
+		flags: func() Operand {
+			a := f.Add(h.smem, I(int64(h.flagOff())))
+			if h.producer {
+				// this vote's set of words; the next vote takes the other
+				a = f.Add(a, f.MulC(R(h.vote), int64(h.flagBytes())))
+				f.Into(OpXor, B32, h.vote, R(h.vote), I(1))
+			}
+			return a
+		},
 		fence: true,
 	})
 	h.softmax(s, m, l, acc)

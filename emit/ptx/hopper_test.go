@@ -229,9 +229,9 @@ func TestHopperCatchesWrongMask(t *testing.T) {
 func TestHopperVisits(t *testing.T) {
 	masks := append(append(exampleMasks(t), randomMasks(4, 16)...), randomDocMasks(5, 4)...)
 	// at head_dim 64 every kernel has a producer warpgroup: per tile the
-	// consumers' closing barrier and their release of the stage, per item
-	// their release of Q
-	perItem := func(tiles, partial int) int64 { return int64(2*tiles + partial + 1) }
+	// consumers' release of the stage (they pass no barrier of their own
+	// between tiles), per item their release of Q
+	perItem := func(tiles, partial int) int64 { return int64(tiles + partial + 1) }
 	setup := func(ctas, items int) int64 { return int64(min(ctas, items)) }
 	checkVisits(t, SM90a, masks, fitStride, perItem, 0, setup)
 	if !testing.Short() {
@@ -371,8 +371,9 @@ func TestHopperHeader(t *testing.T) {
 		if got, want := strings.Join(names, " "), "o lse tmap_q tmap_k tmap_v seq_q seq_k heads_q heads_kv scale_log2 batch"; got != want {
 			t.Errorf("parameters %s, want %s", got, want)
 		}
-		// Q 32 KiB (128 rows), three stages of K and V 96 KiB, 4 mbarriers, 8 vote words
-		if k.DynShared != 2*16384+6*16384+32+32 {
+		// Q 32 KiB (128 rows), three stages of K and V 96 KiB, 4 mbarriers,
+		// two sets of 8 vote words (the producer design)
+		if k.DynShared != 2*16384+6*16384+32+2*32 || k.Threads != 384 {
 			t.Errorf("dynamic shared memory %d", k.DynShared)
 		}
 		tms, err := k.TensorMaps(2, 4, 2, 100, 300, 1<<20, 2<<20, 3<<20)

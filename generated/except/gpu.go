@@ -85,7 +85,7 @@ var GPUKernels = []gpu.Kernel{
 			{"scale_log2", "f32", "softmax scale times log2(e)"},
 			{"batch", "u32", "batch elements: the persistent grid's work items are query tiles x heads_q x batch x residue classes"},
 		},
-		TileQ: 128, Threads: 384, DynShared: 65600, Stride: 1,
+		TileQ: 128, Threads: 384, DynShared: 65632, Stride: 1,
 		TensorMaps: []gpu.TensorMapLayout{
 			{Param: "tmap_q", Tensor: "q", Cols: 64, BoxCols: 64, BoxRows: 128, Swizzle: 128},
 			{Param: "tmap_k", Tensor: "k", Cols: 64, BoxCols: 64, BoxRows: 64, Swizzle: 128},
