@@ -160,12 +160,48 @@
 // and v; Forward.TensorMaps describes them for cuTensorMapEncodeTiled):
 // boxes of 64 columns by 128 query rows or 64 key rows with the 128-byte
 // swizzle, two boxes per row of a head_dim 128 tile, into 1024-byte
-// aligned shared memory. Thread 0 initializes four mbarriers (Q, and one
-// per stage of the 3-stage K/V pipeline), acquires the three tensor maps
-// for the tensor copies (fence.proxy.tensormap::generic.acquire.sys: the
-// host wrote them into global memory), arrives with the expected bytes
-// and issues the copies; every thread waits on a stage's mbarrier
-// (try_wait.parity, the phase parity kept per stage) before reading it.
+// aligned shared memory. One thread, the issuer, initializes four
+// mbarriers (Q, and one per stage of the 3-stage K/V pipeline), acquires
+// the three tensor maps for the tensor copies
+// (fence.proxy.tensormap::generic.acquire.sys: the host wrote them into
+// global memory), arrives with the expected bytes and issues the copies;
+// every consumer thread waits on a stage's mbarrier (try_wait.parity, the
+// phase parity kept per stage) before reading it.
+//
+// Producer warpgroup (hopProducer): the CTA has a third warpgroup (384
+// threads); after the mbarriers' set-up (bar.sync 0 of all threads) the
+// consumers raise their register budget with setmaxnreg.inc and the
+// producer lowers its with setmaxnreg.dec (hopRegs: 224 and 64 at
+// head_dim 128, 216 and 80 at 64; a CTA's pool of 64K registers bounds
+// 2x128 consumers plus 128 producers), and the producer's warps but the
+// first exit. That warp walks the CTA's work items and their visited
+// tiles with the consumers' own scan (hull, class, the empty-tile jump)
+// and its first thread, the issuer, copies Q when the consumers have
+// released the last item's Q and each K/V tile into the next of the
+// three stages (the stage order runs on across items) when they have
+// released the tile that stage held: the consumers release with
+// bar.arrive on named barriers (2: Q, 3-5: the stages) and the producer
+// waits on them with bar.sync, 288 threads each (256 consumers and the
+// producer warp, counted by whole warps); at its end it takes the last
+// releases, so every barrier generation completes. The consumers pass no
+// barrier of their own between tiles (the two warpgroups may drift apart
+// by up to the stages in flight); sanitize's vote and its second barrier
+// are named barrier 1 of 256 threads, and consecutive votes use two sets
+// of vote words (a vote's barrier separates the reads of the vote before
+// it from the writes of the vote after it; with one set and no closing
+// barrier the interpreter reports the race). ptxas 12.4 honours setmaxnreg
+// only when the kernel declares .minnctapersm (here 1) or .maxnreg:
+// without it (the reverted attempt, commit 8df4253) it dropped the
+// setmaxnreg of the head_dim 64 kernels, capped them at the launch's 168
+// registers and spilled. At head_dim 128 the consumers need 224 registers
+// (216 spills and serializes the wgmma), leaving the producer 64, too few
+// for the scan of very long hull and class programs (bigbird, the
+// neighbourhood example: 64-80 bytes of spills); plans whose hull and
+// class programs exceed bigScan instructions keep the design without a
+// producer at head_dim 128, with thread 0 of the consumers issuing the
+// copies (256 threads, the tile's closing bar.sync 0 freeing its stage).
+// TestHopperProducerPtxas12 checks every example at both head dimensions
+// (no spills, no remark, both setmaxnreg kept).
 //
 // S = Q K^T is head_dim/16 wgmma.mma_async m64n64k16 per warpgroup, its 64
 // rows of Q and the key tile from shared memory (K-major, 128B-swizzled
@@ -190,15 +226,41 @@
 // and seq_k to be multiples of the stride (Geometry and TensorMaps refuse
 // other calls). Documents and grouped-query heads are as on sm_80.
 //
-// Not yet: a producer warpgroup with setmaxnreg (thread 0 of the
-// consumers issues the copies). An attempt (commit 8df4253, reverted) ran
-// correctly under the interpreter, with the producer passing the
-// consumers' bar.sync barriers (the interpreter has no named barriers and
-// orders shared-memory accesses only by bar.sync), but ptxas 12.4 ignored
-// its setmaxnreg at head_dim 64, capped those kernels at 168 registers
-// and spilled. Also not yet: 128-key tiles (the kernel takes the key tile
-// as a parameter, but gen.Compile refuses key tiles above a keep word's 64
-// keys), a persistent grid in heaviest-first order.
+// The grid is persistent: the kernel takes the batch size (parameter
+// batch, gpu.PersistentParam) and its CTAs loop over the call's work
+// items, a query tile of one query head of one batch element and residue
+// class, numbered in one order: query tiles heaviest first, and inside a
+// query tile the heads of a batch element (and class) consecutive, then
+// the next batch element; CTA b of a grid of G takes items b, b+G, b+2G,
+// ... (static striding: no counter to reset, and each item is computed
+// the same way on any grid, so results do not depend on it). The G CTAs
+// that run at once thus work on one query tile of consecutive heads,
+// which share K and V (grouped heads read one key/value head) or at least
+// their key range, in L2. Heaviest first is decided per plan when the
+// kernel is generated (heaviestFirst): a query tile weighs the key tiles
+// the kernel's scan visits (the hull and class programs, mask.Visit) at
+// 8192 positions, and the direction, last query tile first or first
+// first, is the one that puts more weight earlier (smaller sum of
+// position x weight). Causal-like masks, whose hull grows with the query,
+// take the last tiles first; bigbird and longformer, whose first queries
+// are global, the first; masks that read documents or trees, whose
+// weights are run-time data, the last (the hull grows with the query
+// inside each document). gpu.Kernel.Geometry gives the kernel one CTA per
+// item (the most that can have work) and ResidentGrid the launch on a
+// device: min(items, one CTA per multiprocessor), whose count the runner
+// reads from the device; any grid of at least one CTA is correct. The
+// mbarriers are initialized once per CTA; their phases carry over from
+// item to item (the per-stage parity bits and the Q barrier's parity are
+// registers kept across items, each copy waited for exactly once). With a
+// producer warpgroup the stage order runs on across items; without one
+// every item starts at stage 0 (every stage is free between items: the
+// last tile of an item ends with a CTA barrier after its last wgmma has
+// completed, which also frees Q for the next item's copy). An item
+// without tiles (or, in the residue layout, past its class's queries)
+// only writes its rows' empty results.
+//
+// Not yet: 128-key tiles (the kernel takes the key tile as a parameter,
+// but gen.Compile refuses key tiles above a keep word's 64 keys).
 //
 // Positions are s32 and seq_k below 2^29 (gpu.MaxSeq); values the programs
 // form from them may leave s32 and are then computed in s64.
@@ -300,9 +362,16 @@
 // layout, on sequence lengths rounded up to the stride) on the sm_80
 // tests' shapes, and at the other head dimension without -short; random
 // masks (residue ones included), document masks, f16, a wrong-mask check,
-// the extreme specs; the tile visits through the barriers (one after the
-// mbarrier set-up, one per tile, one more per partial tile, none in CTAs
-// without tiles); non-finite inputs (verify.CheckNonFinite).
+// the extreme specs; the tile visits through the barriers (one per CTA
+// with work after the mbarrier set-up; per tile the consumers' release of
+// its stage, one more per partial tile; per
+// item with tiles the release of Q; none for items without tiles; on one
+// CTA per item and on two);
+// non-finite inputs (verify.CheckNonFinite). TestHopperPersistentGrids
+// runs grids of 1, 2 and 3 CTAs and of more CTAs than items on random
+// shapes, and TestHopperPersistentOrder reads the order in which each CTA
+// writes its items (ptx.Device.OnGlobalStore) against the work list and
+// the heaviest-first direction.
 // TestHopperPtxas12 assembles every example for sm_90a with ptxas 12 (no
 // spills, no remark) and TestHopperSASS counts HGMMA, WARPGROUP.DEPBAR
 // (serialized wgmma would add some), UTMALDG and MUFU.EX2 in and around

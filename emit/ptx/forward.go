@@ -106,9 +106,15 @@ type Launch struct {
 	Grid, Block [3]int
 	DynShared   int
 	Params      []Param // order and types, as in the kernel
-	// Scalars are the values of the non-pointer parameters, in order.
+	// Scalars are the values of the non-pointer parameters, in order
+	// (Batch only for a kernel that takes it: the persistent sm_90a one).
 	SeqQ, SeqK, HeadsQ, HeadsKV uint32
 	ScaleLog2                   float32
+	Batch                       uint32
+	// Persistent: the kernel loops over its work items (gpu.Kernel.Persistent);
+	// Grid is one CTA per item, and any grid of at least one CTA along x is
+	// correct: a runner launches Kernel().ResidentGrid(Grid, SMs).
+	Persistent bool
 }
 
 // Kernel describes the kernel as generated packages embed it.
@@ -143,7 +149,7 @@ func (k *Forward) Geometry(batch, headsQ, headsKV, seqQ, seqK int, scale float64
 	return Launch{
 		Grid: grid, Block: block, DynShared: dyn, Params: k.Params,
 		SeqQ: uint32(seqQ), SeqK: uint32(seqK), HeadsQ: uint32(headsQ), HeadsKV: uint32(headsKV),
-		ScaleLog2: float32(scale * math.Log2E),
+		ScaleLog2: float32(scale * math.Log2E), Batch: uint32(batch), Persistent: k.Kernel().Persistent(),
 	}, nil
 }
 
@@ -268,6 +274,16 @@ type fwd struct {
 	tq      int      // query rows per CTA
 	tk      int      // keys per key tile
 	threads int      // threads per CTA
+	// next, if set, is where a CTA whose query tile lies past its residue
+	// class's queries goes (the persistent kernel's next work item);
+	// otherwise it returns
+	next string
+	// barSrc, if set, is the named barrier (id, threads) the kernel's
+	// CTA-wide barriers use among its compute threads (the sm_90a kernel's
+	// consumer warpgroups, beside a producer warp); nil: bar.sync 0
+	barSrc []Operand
+	// voters is the warps that vote in voteNonFinite (0: every warp)
+	voters int
 
 	// headBase is the b64 address of head_params and heads the current
 	// query head's values (headValues), for plans with head parameters
@@ -294,6 +310,16 @@ func (g *fwd) smemBytes() int { return g.qBytes() + 4*g.kvBytes() + g.flagBytes(
 // threads cover per copy step.
 func (g *fwd) cpr() int     { return g.D / 8 }
 func (g *fwd) rowStep() int { return Threads / g.cpr() }
+
+// bar emits the kernel's barrier among its compute threads: bar.sync 0,
+// or the named barrier barSrc.
+func (g *fwd) bar() {
+	if g.barSrc != nil {
+		g.f.Emit(Inst{Op: OpBarN, Src: g.barSrc})
+		return
+	}
+	g.f.Emit(Inst{Op: OpBar, Src: []Operand{I(0)}})
+}
 
 func (g *fwd) param(name string, t Type) Operand {
 	r := g.f.NewReg(t)
@@ -523,11 +549,15 @@ func (g *fwd) residueQueries(z, sqAll, skAll, qrow0 Operand, st int64) (c, b, qR
 	}
 	first := f.Sub(nk, nq)
 	offAll := f.Sub(skAll, sqAll)
-	exit := f.NewLabel("run")
 	run := f.Setp("lt", S32, qrow0, nq)
-	f.Bra(exit, &run, false)
-	f.Emit(Inst{Op: OpRet})
-	f.Place(exit)
+	if g.next != "" {
+		f.Bra(g.next, &run, true)
+	} else {
+		exit := f.NewLabel("run")
+		f.Bra(exit, &run, false)
+		f.Emit(Inst{Op: OpRet})
+		f.Place(exit)
+	}
 	g.sq, g.sk = nq, nk
 	return c, b, f.Sub(f.Add(c, f.MulC(f.Add(first, qrow0), st)), offAll), nil
 }
@@ -947,7 +977,7 @@ func (g *fwd) sanitizeIn(cls Operand, lay sanLayout) Reg {
 	if lay.fence {
 		f.Emit(Inst{Op: OpFenceProxy})
 	}
-	f.Emit(Inst{Op: OpBar, Src: []Operand{I(0)}})
+	g.bar()
 	f.Set(B32, done, I(1))
 	f.Place(skip)
 	return done
@@ -988,9 +1018,13 @@ func (g *fwd) voteNonFinite(load func(w int) Reg, words int, vote func() Operand
 	flags := vote()
 	lane0 := f.Setp("eq", U32, g.lane, I(0))
 	f.Emit(Inst{Op: OpSt, T: B32, Space: "shared", Guard: &lane0, Dst: []Operand{Addr(f.reg(U32, f.Add(flags, f.MulC(g.warp, 4))).Reg, 0)}, Src: []Operand{R(any)}})
-	f.Emit(Inst{Op: OpBar, Src: []Operand{I(0)}})
+	g.bar()
 	all := f.Mov(B32, I(0))
-	for w := 0; w < g.threads/32; w++ {
+	voters := g.voters
+	if voters == 0 {
+		voters = g.threads / 32
+	}
+	for w := 0; w < voters; w++ {
 		x := f.NewReg(B32)
 		f.Emit(Inst{Op: OpLd, T: B32, Space: "shared", Dst: []Operand{R(x)}, Src: []Operand{Addr(f.reg(U32, flags).Reg, int64(4*w))}})
 		f.Into(OpOr, B32, all, R(all), R(x))
@@ -1154,7 +1188,8 @@ func (g *fwd) finish(obase, lbase, qrow0 Operand, m, l [2]Reg, acc [][4]Reg) {
 // Args lists the kernel arguments in parameter order: the device
 // addresses (q, k, v, o, lse, for document kernels doc_id, doc_start,
 // doc_end, for kernels of plans with head parameters head_params), then
-// the scalars (uint32 and float32).
+// the scalars (uint32 and float32) by name: seq_q, seq_k, heads_q,
+// heads_kv, scale_log2 and, for the persistent kernel, batch.
 func (l Launch) Args(ptrs ...uint64) ([]any, error) {
 	want := 0
 	for _, p := range l.Params {
@@ -1169,7 +1204,32 @@ func (l Launch) Args(ptrs ...uint64) ([]any, error) {
 	for _, p := range ptrs {
 		args = append(args, p)
 	}
-	return append(args, l.SeqQ, l.SeqK, l.HeadsQ, l.HeadsKV, l.ScaleLog2), nil
+	for _, p := range l.Params {
+		var a any
+		switch p.Name {
+		case "seq_q":
+			a = l.SeqQ
+		case "seq_k":
+			a = l.SeqK
+		case "heads_q":
+			a = l.HeadsQ
+		case "heads_kv":
+			a = l.HeadsKV
+		case "scale_log2":
+			a = l.ScaleLog2
+		case gpu.PersistentParam:
+			a = l.Batch
+		case "scale":
+			continue // the backward's last parameter: BackwardLaunch.Args appends it
+		default:
+			if p.T != U64 {
+				return nil, fmt.Errorf("BUG: ptx: Launch.Args has no value for parameter %s", p.Name)
+			}
+			continue
+		}
+		args = append(args, a)
+	}
+	return args, nil
 }
 
 // DocArrays returns the doc_start and doc_end arrays of document ids

@@ -5,6 +5,7 @@ import (
 
 	"github.com/attngen/attngen/gen"
 	"github.com/attngen/attngen/runtime/gpu"
+	"github.com/attngen/attngen/runtime/mask"
 )
 
 // hopTileK is the sm_90a kernel's key tile at head dimension d. The
@@ -16,7 +17,13 @@ func hopTileK(d int) int { return TileK }
 
 // The sm_90a forward kernel (Target.Accel): the sm_80 kernel's schedule,
 // masking, softmax, masked-value rule and epilogue, with the tile products
-// on wgmma and the tiles brought in by bulk tensor copies.
+// on wgmma and the tiles brought in by bulk tensor copies, on a persistent
+// grid: each CTA loops over work items (query tile, head, batch x class),
+// heaviest query tiles first (heaviestFirst), CTA b taking items b, b+G,
+// ... of a grid of G (see the package doc). Two consumer warpgroups
+// compute; where hopProducer says so a third, producer warpgroup issues
+// the copies (produce) and the consumers release Q and the stages to it
+// through named barriers, otherwise thread 0 of the consumers issues them.
 //
 // Layout of shared memory (1024-byte aligned, every region a multiple of
 // 1024 bytes, as the 128-byte swizzle's pattern requires): Q (128 rows),
@@ -26,6 +33,45 @@ func hopTileK(d int) int { return TileK }
 // written by one cp.async.bulk.tensor with the 128-byte swizzle: box b
 // holds columns 64b..64b+63, row r at 128r, its 16-byte units permuted by
 // the address (bits 4-6 XOR bits 7-9).
+
+// hopProducer reports whether the sm_90a kernel of plan p runs the
+// producer design: a third warpgroup whose first warp issues the copies,
+// the consumers raising their register budget (setmaxnreg.inc) and the
+// producer lowering its (setmaxnreg.dec) to hopRegs. At head_dim 64 it
+// always does. At head_dim 128 the consumers need 224 registers, which
+// leaves the producer 64, too few for the scan of long hull and class
+// programs: with ptxas 12.4 bigbird (hull and class 631 IR instructions)
+// spills 80 bytes at 224/64, 52 at 232/48 and 124 at 216/80, and the
+// neighbourhood example (1028) 64, 172 and 0 (but at 216 the consumers
+// of every head_dim 128 example spill); so at head_dim 128 a plan whose
+// hull and class programs are longer than bigScan keeps the design
+// without a producer, where thread 0 of the consumers issues the copies
+// (bigbird 252 registers, neighbourhood 238, no spills).
+func hopProducer(p *gen.Plan, d int) bool {
+	return d < 128 || len(p.Hull.Insts)+len(p.Class.Insts) <= bigScan
+}
+
+// bigScan is the hull and class program length (IR instructions) above
+// which a head_dim 128 sm_90a kernel has no producer warpgroup
+// (hopProducer): the examples' are 7-107 but bigbird's 631 and the
+// neighbourhood's 1028.
+const bigScan = 128
+
+// hopRegs is the consumers' and the producer's register budget at head
+// dimension d; a CTA's pool of 65536 registers bounds them:
+// 2*128*consumers + 128*producer <= 65536. Measured with ptxas 12.4 on the
+// examples (bf16 and f16): at head_dim 128 the consumers need 224 (at 216
+// every head_dim 128 example spills 16 bytes and ptxas serializes its
+// wgmma), which leaves the producer 64; at head_dim 64 the consumers need
+// at most 213 and the producer's scan of the neighbourhood example's
+// class program spills 68 bytes at 64 registers and none at 80, so 216
+// and 80.
+func hopRegs(d int) (consumers, producer int) {
+	if d >= 128 {
+		return 224, 64
+	}
+	return 216, 80
+}
 
 const (
 	hopWarpgroups = 2                   // consumer warpgroups per CTA, 64 query rows each
@@ -65,7 +111,51 @@ func hopperParams(docs, tree bool) []Param {
 		}
 		ps = append(ps, p)
 	}
-	return ps
+	return append(ps, Param{Name: gpu.PersistentParam, T: U32, Doc: "batch elements: the persistent grid's work items are query tiles x heads_q x batch x residue classes"})
+}
+
+// heavyRef is the query tiles of the reference call heaviestFirst weighs
+// (seq_q = seq_k = heavyRef*128 per residue class: 8192, the benchmarks'
+// length).
+const heavyRef = 64
+
+// heaviestFirst reports whether the persistent kernel takes its query
+// tiles last first (true) or first first. A query tile's weight is the
+// number of key tiles the kernel's scan visits (the plan's hull and class
+// programs, mask.Visit) at the reference length heavyRef*TileQ; the
+// direction chosen puts more weight earlier: the smaller sum over the
+// order of position x weight (ties: last first). Causal-like masks, whose
+// hull grows with the query, get last first; masks whose first queries
+// are global (bigbird, longformer) get first first. Masks that read
+// run-time data (documents, trees) have no weight in closed form and get
+// last first: inside each document the hull grows with the query. Head
+// parameters are weighed at their maxima.
+func heaviestFirst(p *gen.Plan) bool {
+	if p.Pred.UsesDocs() || p.UsesTree() {
+		return true
+	}
+	n := heavyRef * p.TileQ
+	m := p.Mask()
+	// head parameters are weighed at their maxima (the values of a call
+	// are not known here)
+	var d *mask.Docs
+	if hp := p.HeadParams(); len(hp) > 0 {
+		vals := make([]int32, len(hp))
+		for k, x := range hp {
+			vals[k] = int32(x.Max)
+		}
+		d = &mask.Docs{}
+		d.SetHead(nil, vals)
+	}
+	var tiles []mask.Tile
+	var asc, desc int64
+	for t := 0; t < heavyRef; t++ {
+		tiles = mask.Visit(m, tiles[:0], t*p.TileQ, (t+1)*p.TileQ-1, n, p.TileK, d)
+		w := int64(len(tiles))
+		asc += int64(t) * w
+		desc += int64(heavyRef-1-t) * w
+	}
+	return desc <= asc
 }
 
 // TensorMap describes one tensor map a sm_90a kernel reads through, as
@@ -147,19 +237,33 @@ type hop struct {
 	tileBytes int     // one K or V tile
 	qBytes    int     // the Q tile
 	boxBytes  int     // one box of a key or value tile: tk rows of 128 bytes
-	t0        Reg     // thread 0: the one that initializes mbarriers and issues copies
+	t0        Reg     // the issuer: the thread that initializes the mbarriers and issues the copies
 	tmQ       Operand // tensor map addresses
 	tmK, tmV  Operand
 	cls       Operand // dimension-1 coordinate: the residue class (0 for the identity layout)
 	kvRow0    Operand // dimension-2 coordinate of this CTA's key 0
 	phase     Reg     // bit b: the parity of stage b's mbarrier phase to wait for next
+	vote      Reg     // with a producer: the set of vote words the next vote uses
+	lastFirst bool    // work items take query tiles last first (heaviestFirst)
+	producer  bool    // a producer warpgroup issues the copies (hopProducer)
 }
 
 func (h *hop) qOff() int          { return 0 }
 func (h *hop) stageOff(b int) int { return h.qBytes + 2*b*h.tileBytes }
 func (h *hop) barOff() int        { return h.stageOff(stages) }
 func (h *hop) flagOff() int       { return h.barOff() + (1+stages)*barBytes }
-func (h *hop) smemBytes() int     { return h.flagOff() + h.flagBytes() }
+func (h *hop) smemBytes() int     { return h.flagOff() + h.voteSets()*h.flagBytes() }
+
+// voteSets is the number of sets of vote words: two with a producer
+// warpgroup, whose consumers pass no barrier between tiles, so that
+// consecutive votes use different words (a vote's barrier separates the
+// reads of the vote before it from the writes of the vote after it).
+func (h *hop) voteSets() int {
+	if h.producer {
+		return 2
+	}
+	return 1
+}
 
 // generateHopper is GenerateForward for sm_90a.
 func generateHopper(p *gen.Plan, cfg Config, t Target, g *fwd) (*Forward, error) {
@@ -168,9 +272,15 @@ func generateHopper(p *gen.Plan, cfg Config, t Target, g *fwd) (*Forward, error)
 	}
 	g.tq, g.threads = hopTileQ, hopThreads
 	g.tk = hopTileK(g.D) // the plan's (GenerateForward checked it)
-	h := &hop{fwd: g, halves: g.D / boxCols, tileBytes: g.tk * 2 * g.D, qBytes: hopTileQ * 2 * g.D, boxBytes: g.tk * swzBytes}
+	h := &hop{fwd: g, halves: g.D / boxCols, tileBytes: g.tk * 2 * g.D, qBytes: hopTileQ * 2 * g.D, boxBytes: g.tk * swzBytes, lastFirst: heaviestFirst(p)}
 	g.f.Params = g.withHeadParams(hopperParams(g.docs, p.UsesTree()))
 	g.f.ReqNTID = hopThreads
+	if h.producer = hopProducer(p, g.D); h.producer {
+		// ptxas 12.4 honours setmaxnreg only with .minnctapersm (or
+		// .maxnreg) given: without it, it dropped the setmaxnreg of the
+		// head_dim 64 kernels, capped them at 168 registers and spilled
+		g.f.ReqNTID, g.f.MinCTAs = hopThreads+128, 1
+	}
 	g.f.DynShared = "smem"
 	g.f.SharedAlign = hopAlign
 	if err := h.kernel(); err != nil {
@@ -179,7 +289,7 @@ func generateHopper(p *gen.Plan, cfg Config, t Target, g *fwd) (*Forward, error)
 	mod := &Module{
 		Comments: []string{
 			fmt.Sprintf("attngen forward kernel for spec %q, target %s", p.Name, t.Name()),
-			fmt.Sprintf("tiles %dx%d, head_dim %d, %s in, f32 accumulate, layout %s; %d consumer warpgroups, wgmma, bulk tensor copies (128B swizzle), %d-stage mbarrier pipeline", hopTileQ, g.tk, p.HeadDim, g.elem, layoutText(p.Layout), hopWarpgroups, stages),
+			fmt.Sprintf("tiles %dx%d, head_dim %d, %s in, f32 accumulate, layout %s; %d consumer warpgroups%s, wgmma, bulk tensor copies (128B swizzle), %d-stage mbarrier pipeline, persistent grid", hopTileQ, g.tk, p.HeadDim, g.elem, layoutText(p.Layout), hopWarpgroups, producerText(h.producer, g.D), stages),
 			fmt.Sprintf("generated by emit/ptx.GenerateForward(plan, ptx.Config{Target: ptx.Target{SM: %d, Elem: %q, Accel: true}, SoftLg2: %v})", t.SM, t.Elem, cfg.SoftLg2),
 		},
 		SM:    t.SM,
@@ -190,7 +300,16 @@ func generateHopper(p *gen.Plan, cfg Config, t Target, g *fwd) (*Forward, error)
 	if err != nil {
 		return nil, err
 	}
-	return &Forward{Name: g.f.Name, Target: t, HeadDim: p.HeadDim, Elem: g.elem, Stride: g.st, Params: g.f.Params, PTX: text, DynShared: h.smemBytes(), TileQ: hopTileQ, Threads: hopThreads}, nil
+	return &Forward{Name: g.f.Name, Target: t, HeadDim: p.HeadDim, Elem: g.elem, Stride: g.st, Params: g.f.Params, PTX: text, DynShared: h.smemBytes(), TileQ: hopTileQ, Threads: g.f.ReqNTID}, nil
+}
+
+// producerText describes the producer warpgroup in the module's header.
+func producerText(producer bool, d int) string {
+	if !producer {
+		return ""
+	}
+	c, p := hopRegs(d)
+	return fmt.Sprintf(" (setmaxnreg %d) and a producer warpgroup (setmaxnreg %d)", c, p)
 }
 
 // desc returns a wgmma matrix descriptor for the 128-byte swizzled operand
@@ -290,35 +409,49 @@ func (h *hop) load(kt, buf Operand) {
 	h.copyTile(f.Add(stage, I(int64(h.tileBytes))), h.tmV, row, h.tk, bar)
 }
 
-func (h *hop) kernel() error {
+// item is one work item's coordinates, as item() derives them.
+type item struct {
+	qrow0, q0, q1 Operand // first query row (class-local); its positions' range
+	ktlo          Operand // the first key tile of the hull
+	qGroup        Operand // tensor-map row group of the first query row
+	obase, lbase  Operand // global bases of the output and the lse
+	off           Operand // seq_k - seq_q (class-local)
+}
+
+// workList is the persistent grid's work: the item counts and the CTA's
+// first item.
+type workList struct {
+	sqAll, skAll, hq, hkv, group Operand
+	perTile, ntiles, items, ctas Operand
+	o, lse                       Operand
+}
+
+// item emits the decoding of work item it (a register) of w: its query
+// tile (heaviest first), head and batch x class, and the key-tile range of
+// the tile, and sets the generator's per-item state (sq, sk, cls, kvRow0,
+// kthi, pitch). A residue class's tile past its queries goes to h.next.
+func (h *hop) item(w *workList, it Operand) (*item, error) {
 	f := h.f
-	D := h.D
-	f.Comment("parameters and thread coordinates")
-	o, lse := h.global("o"), h.global("lse")
-	h.dataRegs()
-	h.tmQ, h.tmK, h.tmV = h.param("tmap_q", U64), h.param("tmap_k", U64), h.param("tmap_v", U64)
-	h.sq, h.sk = h.param("seq_q", U32), h.param("seq_k", U32)
-	hq, hkv := h.param("heads_q", U32), h.param("heads_kv", U32)
-	h.scl = h.param("scale_log2", F32)
-	h.tid = h.special("%tid.x")
-	qt, hd, bz := h.special("%ctaid.x"), h.special("%ctaid.y"), h.special("%ctaid.z")
-	h.headValues(hd)
-	h.warp = f.Op3(OpShr, U32, h.tid, I(5))
-	h.lane = f.Op3(OpAnd, B32, h.tid, I(31))
-	h.g4 = f.Op3(OpShr, U32, h.lane, I(2))
-	h.t4 = f.Op3(OpAnd, B32, h.lane, I(3))
-	h.t0 = f.Setp("eq", U32, h.tid, I(0))
-	group := f.Op3(OpDiv, U32, hq, hkv)
-	kvh := f.Op3(OpDiv, U32, hd, group)
+	st := int64(h.st)
+	f.Comment("this item's query tile, head and batch x class")
+	rank := f.Op3(OpDiv, U32, it, w.perTile)
+	j := f.Sub(it, f.Op3(OpMulLo, U32, rank, w.perTile))
+	bz := f.Op3(OpDiv, U32, j, w.hq)
+	hd := f.Sub(j, f.Op3(OpMulLo, U32, bz, w.hq))
+	qt := rank
+	if h.lastFirst {
+		qt = f.Sub(f.Sub(w.ntiles, I(1)), rank)
+	}
+	h.headValues(hd) // this item's query head's values (head parameters)
+	kvh := f.Op3(OpDiv, U32, hd, w.group)
 	qrow0 := f.MulC(qt, hopTileQ)
-	sqAll, skAll := h.sq, h.sk
+	h.sq, h.sk = w.sqAll, w.skAll
 	qRow := qrow0 // tensor row of the tile's first query
 	h.cls = I(0)
-	st := int64(h.st)
 	if st > 1 {
-		c, b, r, err := h.residueQueries(bz, sqAll, skAll, qrow0, st)
+		c, b, r, err := h.residueQueries(bz, w.sqAll, w.skAll, qrow0, st)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		bz, qRow, h.cls = b, r, c
 	}
@@ -326,84 +459,167 @@ func (h *hop) kernel() error {
 	h.pitch = st
 
 	f.Comment("global bases of the output and the log-sum-exp; tensor-map coordinates")
-	bhQ := f.Add(f.Op3(OpMulLo, S32, bz, hq), hd)
-	rowIdx := f.Add(f.Op3(OpMulLo, S32, bhQ, sqAll), qRow)
-	obase := h.wide(o, rowIdx, int64(2*D))
-	lbase := h.wide(lse, rowIdx, 4)
+	bhQ := f.Add(f.Op3(OpMulLo, S32, bz, w.hq), hd)
+	rowIdx := f.Add(f.Op3(OpMulLo, S32, bhQ, w.sqAll), qRow)
+	x := &item{qrow0: qrow0, off: off}
+	x.obase = h.wide(w.o, rowIdx, int64(2*h.D))
+	x.lbase = h.wide(w.lse, rowIdx, 4)
 	// row groups of st rows (TensorMaps): the tile's first query row lies in
 	// group (rowIdx - c) / st, key 0 of this head's class in group
 	// (bh_kv * seq_k) / st (seq_q and seq_k are multiples of st)
-	qGroup := f.FloorDiv(f.Sub(rowIdx, h.cls), st)
-	h.kvRow0 = f.FloorDiv(f.Op3(OpMulLo, S32, f.Add(f.Op3(OpMulLo, S32, bz, hkv), kvh), skAll), st)
+	x.qGroup = f.FloorDiv(f.Sub(rowIdx, h.cls), st)
+	h.kvRow0 = f.FloorDiv(f.Op3(OpMulLo, S32, f.Add(f.Op3(OpMulLo, S32, bz, w.hkv), kvh), w.skAll), st)
+
+	f.Comment("key-tile range: the plan's key hull of this tile's query positions, hull(q0, q1, 0), clipped to [0, seq_k-1]")
+	x.q0 = f.Add(qrow0, off)
+	x.q1 = f.Add(f.Sub(f.Min(f.Add(qrow0, I(hopTileQ)), h.sq), I(1)), off)
+	f.CommentProg("key hull", h.p.Hull)
+	hull, err := RenderInts(f, h.p.Hull, h.env(x.q0, x.q1, I(0)))
+	if err != nil {
+		return nil, err
+	}
+	lo := f.Max(hull[0], I(0))
+	hi := f.Min(hull[1], f.Sub(h.sk, I(1)))
+	x.ktlo = f.FloorDiv(lo, int64(h.tk))
+	h.kthi = f.reg(S32, f.FloorDiv(hi, int64(h.tk)))
+	return x, nil
+}
+
+// Named barriers of the producer design (hopProducer): 0 is the CTA-wide
+// barrier after the mbarriers' initialization, barCons the consumers'
+// barrier among themselves, barQFree the consumers' release of Q to the
+// producer warp, barFree+s their release of stage s.
+const (
+	barCons  = 1
+	barQFree = 2
+	barFree  = 3
+)
+
+func (h *hop) kernel() error {
+	f := h.f
+	D := h.D
+	f.Comment("parameters and thread coordinates")
+	w := &workList{}
+	w.o, w.lse = h.global("o"), h.global("lse")
+	h.dataRegs()
+	h.tmQ, h.tmK, h.tmV = h.param("tmap_q", U64), h.param("tmap_k", U64), h.param("tmap_v", U64)
+	w.sqAll, w.skAll = h.param("seq_q", U32), h.param("seq_k", U32)
+	w.hq, w.hkv = h.param("heads_q", U32), h.param("heads_kv", U32)
+	h.scl = h.param("scale_log2", F32)
+	batch := h.param(gpu.PersistentParam, U32)
+	h.tid = h.special("%tid.x")
+	h.warp = f.Op3(OpShr, U32, h.tid, I(5))
+	h.lane = f.Op3(OpAnd, B32, h.tid, I(31))
+	h.g4 = f.Op3(OpShr, U32, h.lane, I(2))
+	h.t4 = f.Op3(OpAnd, B32, h.lane, I(3))
+	issuer := int64(0)
+	if h.producer {
+		issuer = hopThreads
+	}
+	h.t0 = f.Setp("eq", U32, h.tid, I(issuer))
+	w.group = f.Op3(OpDiv, U32, w.hq, w.hkv)
+	st := int64(h.st)
+
+	f.Comment(fmt.Sprintf("persistent grid: work items (query tile, head, batch x class), %s query tile first, heads of one batch (and class) consecutive; CTA b runs items b, b+G, b+2G, ... (G = %%nctaid.x)", map[bool]string{true: "the last", false: "the first"}[h.lastFirst]))
+	w.perTile = f.Op3(OpMulLo, U32, w.hq, f.MulC(batch, st)) // items per query tile
+	// every class holds seq_q/st queries (TensorMaps needs multiples of st)
+	w.ntiles = f.Op3(OpShr, U32, f.Add(f.FloorDiv(w.sqAll, st), I(hopTileQ-1)), I(7))
+	w.items = f.Op3(OpMulLo, U32, w.ntiles, w.perTile)
+	first := h.special("%ctaid.x")
+	w.ctas = h.special("%nctaid.x")
+	none := f.Setp("ge", U32, first, w.items)
+	done := f.NewLabel("done")
+	f.Bra(done, &none, false)
+
 	h.smem = R(f.Mov(U32, Sym("smem")))
+	f.Comment(fmt.Sprintf("shared memory: Q %d bytes, %d stages of K and V (%d bytes each), mbarriers at %d, vote words at %d", h.qBytes, stages, h.tileBytes, h.barOff(), h.flagOff()))
+	f.Comment(fmt.Sprintf("thread %d (the one that issues every copy) initializes the mbarriers once (Q, then one per stage: one arrival each, plus the copies' bytes); their phases carry over from item to item", issuer))
+	barQ := f.Add(h.smem, I(int64(h.barOff())))
+	for b := 0; b <= stages; b++ {
+		f.Emit(Inst{Op: OpMbarInit, Guard: &h.t0, Dst: []Operand{Addr(f.reg(U32, barQ).Reg, int64(b*barBytes))}, Src: []Operand{I(1)}})
+	}
+	f.Emit(Inst{Op: OpFenceMbarInit})
+	f.Comment("the tensor maps came from the host by a copy into global memory: the issuing thread acquires them for the tensor copies")
+	for _, tm := range []Operand{h.tmQ, h.tmK, h.tmV} {
+		f.Emit(Inst{Op: OpFenceTmap, Guard: &h.t0, Src: []Operand{Addr(f.reg(U64, tm).Reg, 0), I(128)}})
+	}
+	f.Emit(Inst{Op: OpBar, Src: []Operand{I(0)}})
+	prod := f.NewLabel("producer")
+	if h.producer {
+		cr, pr := hopRegs(D)
+		f.Comment(fmt.Sprintf("roles: warpgroups 0 and 1 consume (products, softmax, epilogue) with up to %d registers, warpgroup 2 produces (its first warp issues the copies) with %d", cr, pr))
+		isProd := f.Setp("ge", U32, h.tid, I(hopThreads))
+		f.Bra(prod, &isProd, false)
+		f.Emit(Inst{Op: OpSetmaxnregInc, Src: []Operand{I(int64(cr))}})
+		h.barSrc = []Operand{I(barCons), I(hopThreads)}
+		h.voters = hopThreads / 32
+	}
+	h.phase = f.Mov(B32, I(0))
+	if h.producer {
+		h.vote = f.Mov(B32, I(0))
+	}
+	qPhase := f.Mov(B32, I(0)) // the parity of the Q mbarrier's next phase
+	f.Comment("Q descriptors: K-major, 128B swizzle, 16 columns per step; warpgroup w reads rows 64w..64w+63")
+	wg := f.Op3(OpShr, U32, h.warp, I(2))
+	descQ := h.desc(f.Add(h.smem, f.MulC(wg, 64*swzBytes)), int64(h.qOff()), 16)
+	var buf Reg
+	if h.producer {
+		buf = f.Mov(U32, I(0)) // the stage of the next tile: the producer's order runs on across items
+	}
+
+	it := f.Mov(U32, first)
+	work := f.NewLabel("item")
+	next := f.NewLabel("next")
+	h.next = next
+	f.Place(work)
+	x, err := h.item(w, R(it))
+	if err != nil {
+		return err
+	}
 
 	f.Comment("softmax state and output accumulators")
 	m := [2]Reg{f.Mov(F32, negInf), f.Mov(F32, negInf)}
 	l := [2]Reg{f.Mov(F32, Fimm(0)), f.Mov(F32, Fimm(0))}
 	acc := make([][4]Reg, D/8)
 	for n := range acc {
-		for x := range acc[n] {
-			acc[n][x] = f.Mov(F32, Fimm(0))
+		for y := range acc[n] {
+			acc[n][y] = f.Mov(F32, Fimm(0))
 		}
 	}
-	h.i0 = f.Add(f.Add(f.Add(qrow0, f.MulC(h.warp, 16)), h.g4), off)
+	h.i0 = f.Add(f.Add(f.Add(x.qrow0, f.MulC(h.warp, 16)), h.g4), x.off)
 	h.i1 = f.Add(h.i0, I(8))
-
-	f.Comment("key-tile range: the plan's key hull of this tile's query positions, hull(q0, q1, 0), clipped to [0, seq_k-1]")
-	q0 := f.Add(qrow0, off)
-	q1 := f.Add(f.Sub(f.Min(f.Add(qrow0, I(hopTileQ)), h.sq), I(1)), off)
-	f.CommentProg("key hull", h.p.Hull)
-	hull, err := RenderInts(f, h.p.Hull, h.env(q0, q1, I(0)))
-	if err != nil {
-		return err
-	}
-	lo := f.Max(hull[0], I(0))
-	hi := f.Min(hull[1], f.Sub(h.sk, I(1)))
-	ktlo := f.FloorDiv(lo, int64(h.tk))
-	h.kthi = f.reg(S32, f.FloorDiv(hi, int64(h.tk)))
 
 	fin := f.NewLabel("finish")
 	f.CommentProg("tile class", h.p.Class)
-	cur, ccur, err := h.find(ktlo, q0, q1)
+	cur, ccur, err := h.find(x.ktlo, x.q0, x.q1)
 	if err != nil {
 		return err
 	}
 	pend := f.Setp("gt", S32, R(cur), h.kthi)
 	f.Bra(fin, &pend, false)
 
-	f.Comment(fmt.Sprintf("shared memory: Q %d bytes, %d stages of K and V (%d bytes each), mbarriers at %d, vote words at %d", h.qBytes, stages, h.tileBytes, h.barOff(), h.flagOff()))
-	f.Comment("thread 0 initializes the mbarriers (Q, then one per stage: one arrival each, plus the copies' bytes)")
-	barQ := f.Add(h.smem, I(int64(h.barOff())))
-	for b := 0; b <= stages; b++ {
-		f.Emit(Inst{Op: OpMbarInit, Guard: &h.t0, Dst: []Operand{Addr(f.reg(U32, barQ).Reg, int64(b*barBytes))}, Src: []Operand{I(1)}})
+	if !h.producer {
+		f.Comment("Q tile by bulk tensor copies, rows past seq_q zero-filled (the last item's reads of Q ended before its last tile's barrier)")
+		h.expect(barQ, h.qBytes)
+		h.copyTile(f.Add(h.smem, I(int64(h.qOff()))), h.tmQ, x.qGroup, hopTileQ, barQ)
+		buf = f.Mov(U32, I(0)) // every stage is free between items: start at stage 0
+		h.load(R(cur), R(buf))
 	}
-	f.Emit(Inst{Op: OpFenceMbarInit})
-	f.Comment("the tensor maps came from the host by a copy into global memory: thread 0, which issues every copy, acquires them for the tensor copies")
-	for _, tm := range []Operand{h.tmQ, h.tmK, h.tmV} {
-		f.Emit(Inst{Op: OpFenceTmap, Guard: &h.t0, Src: []Operand{Addr(f.reg(U64, tm).Reg, 0), I(128)}})
-	}
-	f.Emit(Inst{Op: OpBar, Src: []Operand{I(0)}})
-	f.Comment("Q tile by bulk tensor copies, rows past seq_q zero-filled")
-	h.expect(barQ, h.qBytes)
-	h.copyTile(f.Add(h.smem, I(int64(h.qOff()))), h.tmQ, qGroup, hopTileQ, barQ)
-	h.phase = f.Mov(B32, I(0))
-	buf := f.Mov(U32, I(0))
-	h.load(R(cur), R(buf))
-	f.Comment("the second visited tile, into stage 1")
-	nxt, cnxt, err := h.find(f.Add(R(cur), I(1)), q0, q1)
+	f.Comment("the second visited tile")
+	nxt, cnxt, err := h.find(f.Add(R(cur), I(1)), x.q0, x.q1)
 	if err != nil {
 		return err
 	}
-	skip1 := f.NewLabel("one")
-	p1 := f.Setp("gt", S32, R(nxt), h.kthi)
-	f.Bra(skip1, &p1, false)
-	h.load(R(nxt), I(1))
-	f.Place(skip1)
+	if !h.producer {
+		skip1 := f.NewLabel("one")
+		p1 := f.Setp("gt", S32, R(nxt), h.kthi)
+		f.Bra(skip1, &p1, false)
+		h.load(R(nxt), I(1))
+		f.Place(skip1)
+	}
 
-	f.Comment("Q descriptors: K-major, 128B swizzle, 16 columns per step; warpgroup w reads rows 64w..64w+63")
-	wg := f.Op3(OpShr, U32, h.warp, I(2))
-	descQ := h.desc(f.Add(h.smem, f.MulC(wg, 64*swzBytes)), int64(h.qOff()), 16)
-	h.wait(barQ, I(0))
+	h.wait(barQ, R(qPhase))
+	f.Into(OpXor, B32, qPhase, R(qPhase), I(1))
 	f.Comment("S of the first tile")
 	s, sNext := h.scoreRegs(), h.scoreRegs()
 	h.waitStage(R(buf))
@@ -413,17 +629,19 @@ func (h *hop) kernel() error {
 
 	loop := f.NewLabel("tile")
 	f.Place(loop)
-	f.Comment(fmt.Sprintf("the tile after next: its copies into the stage %d ahead (freed by the last tile's barrier)", stages-1))
 	nbuf := h.nextStage(R(buf))
-	nxt2, cnxt2, err := h.find(f.Add(R(nxt), I(1)), q0, q1)
+	nxt2, cnxt2, err := h.find(f.Add(R(nxt), I(1)), x.q0, x.q1)
 	if err != nil {
 		return err
 	}
-	noload := f.NewLabel("noprefetch")
-	pl := f.Setp("gt", S32, R(nxt2), h.kthi)
-	f.Bra(noload, &pl, false)
-	h.load(R(nxt2), h.nextStage(nbuf))
-	f.Place(noload)
+	if !h.producer {
+		f.Comment(fmt.Sprintf("the tile after next: its copies into the stage %d ahead (freed by the last tile's barrier)", stages-1))
+		noload := f.NewLabel("noprefetch")
+		pl := f.Setp("gt", S32, R(nxt2), h.kthi)
+		f.Bra(noload, &pl, false)
+		h.load(R(nxt2), h.nextStage(nbuf))
+		f.Place(noload)
+	}
 	f.Comment("S of the next tile, in flight while this tile's softmax runs")
 	hasNext := f.Setp("le", S32, R(nxt), h.kthi)
 	noNext := f.NewLabel("nonext")
@@ -435,12 +653,19 @@ func (h *hop) kernel() error {
 	if err := h.finishTile(R(cur), R(ccur), R(buf), s, m, l, acc); err != nil {
 		return err
 	}
-	f.Emit(Inst{Op: OpBar, Src: []Operand{I(0)}})
+	if !h.producer {
+		h.bar() // frees the stage for thread 0's copies
+	} else {
+		// no barrier among the consumers: the warpgroups may drift apart by
+		// up to the stages in flight
+		f.Comment("this tile's stage is free: release it to the producer warp")
+		f.Emit(Inst{Op: OpBarArrive, Src: []Operand{f.Add(R(buf), I(barFree)), I(hopThreads + 32)}})
+	}
 	moved := f.NewLabel("moved")
 	f.Bra(moved, &hasNext, true)
 	for n := range s {
-		for x := range s[n] {
-			f.Set(F32, s[n][x], R(sNext[n][x]))
+		for y := range s[n] {
+			f.Set(F32, s[n][y], R(sNext[n][y]))
 		}
 	}
 	f.Place(moved)
@@ -451,9 +676,110 @@ func (h *hop) kernel() error {
 	f.Set(U32, buf, nbuf)
 	pc := f.Setp("le", S32, R(cur), h.kthi)
 	f.Bra(loop, &pc, false)
+	if h.producer {
+		f.Comment("this item's reads of Q are done: release it to the producer warp")
+		f.Emit(Inst{Op: OpBarArrive, Src: []Operand{I(barQFree), I(hopThreads + 32)}})
+	}
 	f.Place(fin)
 
-	h.finish(obase, lbase, qrow0, m, l, acc)
+	h.finish(x.obase, x.lbase, x.qrow0, m, l, acc)
+	f.Place(next)
+	f.Comment("the next work item of this CTA")
+	f.Into(OpAdd, U32, it, R(it), w.ctas)
+	more := f.Setp("lt", U32, R(it), w.items)
+	f.Bra(work, &more, false)
+	f.Place(done)
+	f.Emit(Inst{Op: OpRet})
+	if h.producer {
+		f.Place(prod)
+		if err := h.produce(w, first, barQ); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// produce is the producer warpgroup of the sm_90a kernel: it gives up
+// registers (setmaxnreg.dec), its warps but the first exit, and the first
+// warp walks the CTA's work items and their visited tiles in the
+// consumers' order, its first thread issuing the copies: Q once the
+// consumers have released the last item's Q (barQFree), each K/V tile
+// into the next stage once the consumers have released the tile that
+// stage held before (barFree+stage). At the end it takes the consumers'
+// last releases, so that every barrier generation completes.
+func (h *hop) produce(w *workList, first, barQ Operand) error {
+	f := h.f
+	h.barSrc, h.voters = nil, 0
+	f.Comment("producer warpgroup")
+	_, pr := hopRegs(h.D)
+	f.Emit(Inst{Op: OpSetmaxnregDec, Src: []Operand{I(int64(pr))}})
+	other := f.Setp("ge", U32, h.tid, I(hopThreads+32))
+	out := f.NewLabel("pdone")
+	f.Bra(out, &other, false)
+	buf := f.Mov(U32, I(0))   // the stage of the next tile
+	used := f.Mov(U32, I(0))  // stages that have held a tile (at most stages)
+	qUsed := f.Mov(U32, I(0)) // 1 once Q has been loaded
+	it := f.Mov(U32, first)
+	work := f.NewLabel("pitem")
+	next := f.NewLabel("pnext")
+	h.next = next
+	f.Place(work)
+	x, err := h.item(w, R(it))
+	if err != nil {
+		return err
+	}
+	cur, _, err := h.find(x.ktlo, x.q0, x.q1)
+	if err != nil {
+		return err
+	}
+	none := f.Setp("gt", S32, R(cur), h.kthi)
+	f.Bra(next, &none, false)
+	f.Comment("Q: once the consumers are done with the last item's")
+	fresh := f.Setp("eq", U32, R(qUsed), I(0))
+	qfree := f.NewLabel("qfree")
+	f.Bra(qfree, &fresh, false)
+	f.Emit(Inst{Op: OpBarN, Src: []Operand{I(barQFree), I(hopThreads + 32)}})
+	f.Place(qfree)
+	f.Set(U32, qUsed, I(1))
+	h.expect(barQ, h.qBytes)
+	h.copyTile(f.Add(h.smem, I(int64(h.qOff()))), h.tmQ, x.qGroup, hopTileQ, barQ)
+	loop := f.NewLabel("ptile")
+	f.Place(loop)
+	f.Comment("the stage: once the consumers are done with the tile it held")
+	unused := f.Setp("lt", U32, R(used), R(buf))
+	unused = f.POr(unused, f.Setp("eq", U32, R(used), R(buf)))
+	free := f.NewLabel("sfree")
+	f.Bra(free, &unused, false)
+	f.Emit(Inst{Op: OpBarN, Src: []Operand{f.Add(R(buf), I(barFree)), I(hopThreads + 32)}})
+	f.Place(free)
+	f.Set(U32, used, f.Min(f.Add(R(used), I(1)), I(stages)))
+	h.load(R(cur), R(buf))
+	f.Set(U32, buf, h.nextStage(R(buf)))
+	nxt, _, err := h.find(f.Add(R(cur), I(1)), x.q0, x.q1)
+	if err != nil {
+		return err
+	}
+	f.Set(U32, cur, R(nxt))
+	more := f.Setp("le", S32, R(cur), h.kthi)
+	f.Bra(loop, &more, false)
+	f.Place(next)
+	f.Into(OpAdd, U32, it, R(it), w.ctas)
+	mi := f.Setp("lt", U32, R(it), w.items)
+	f.Bra(work, &mi, false)
+	f.Comment("the consumers' last releases of Q and of each stage used")
+	noQ := f.Setp("eq", U32, R(qUsed), I(0))
+	drained := f.NewLabel("qdrained")
+	f.Bra(drained, &noQ, false)
+	f.Emit(Inst{Op: OpBarN, Src: []Operand{I(barQFree), I(hopThreads + 32)}})
+	f.Place(drained)
+	for b := 0; b < stages; b++ {
+		skip := f.NewLabel("sdrained")
+		p := f.Setp("le", U32, R(used), I(int64(b)))
+		f.Bra(skip, &p, false)
+		f.Emit(Inst{Op: OpBarN, Src: []Operand{I(int64(barFree + b)), I(hopThreads + 32)}})
+		f.Place(skip)
+	}
+	f.Place(out)
 	f.Emit(Inst{Op: OpRet})
 	return nil
 }
@@ -530,7 +856,15 @@ func (h *hop) finishTile(kt, cls, buf Operand, s [][4]Reg, m, l [2]Reg, acc [][4
 		vOff:  int64(h.tileBytes),
 		words: h.tileBytes / (4 * hopThreads),
 		addr:  func(w int) int64 { return int64(w * 4 * hopThreads) },
-		flags: func() Operand { return f.Add(h.smem, I(int64(h.flagOff()))) },
+		flags: func() Operand {
+			a := f.Add(h.smem, I(int64(h.flagOff())))
+			if h.producer {
+				// this vote's set of words; the next vote takes the other
+				a = f.Add(a, f.MulC(R(h.vote), int64(h.flagBytes())))
+				f.Into(OpXor, B32, h.vote, R(h.vote), I(1))
+			}
+			return a
+		},
 		fence: true,
 	})
 	h.softmax(s, m, l, acc)

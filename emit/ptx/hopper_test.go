@@ -220,13 +220,23 @@ func TestHopperCatchesWrongMask(t *testing.T) {
 	}
 }
 
-// TestHopperVisits counts the key tiles each CTA visits by its barriers:
-// one after the mbarrier initialization, one per visited tile and one more
-// per partial tile (sanitize's vote on finite data), none in CTAs without
-// tiles, against the scan of the plan's hull and class programs.
+// TestHopperVisits counts the key tiles the persistent kernel visits by
+// its barriers: one per CTA with work after the mbarrier initialization,
+// then per work item one per visited tile and one more per partial tile
+// (sanitize's vote on finite data), none for items without tiles, against
+// the scan of the plan's hull and class programs; on Geometry's grid (one
+// CTA per item) and on two CTAs.
 func TestHopperVisits(t *testing.T) {
 	masks := append(append(exampleMasks(t), randomMasks(4, 16)...), randomDocMasks(5, 4)...)
-	checkVisits(t, SM90a, masks, fitStride, func(tiles, partial int) int64 { return int64(1 + tiles + partial) })
+	// at head_dim 64 every kernel has a producer warpgroup: per tile the
+	// consumers' release of the stage (they pass no barrier of their own
+	// between tiles), per item their release of Q
+	perItem := func(tiles, partial int) int64 { return int64(tiles + partial + 1) }
+	setup := func(ctas, items int) int64 { return int64(min(ctas, items)) }
+	checkVisits(t, SM90a, masks, fitStride, perItem, 0, setup)
+	if !testing.Short() {
+		checkVisits(t, SM90a, masks[:8], fitStride, perItem, 2, setup)
+	}
 }
 
 // hopperRun is a verify.Run of a sm_90a kernel under the interpreter.
@@ -359,11 +369,12 @@ func TestHopperHeader(t *testing.T) {
 		for _, p := range k.Params {
 			names = append(names, p.Name)
 		}
-		if got, want := strings.Join(names, " "), "o lse tmap_q tmap_k tmap_v seq_q seq_k heads_q heads_kv scale_log2"; got != want {
+		if got, want := strings.Join(names, " "), "o lse tmap_q tmap_k tmap_v seq_q seq_k heads_q heads_kv scale_log2 batch"; got != want {
 			t.Errorf("parameters %s, want %s", got, want)
 		}
-		// Q 32 KiB (128 rows), three stages of K and V 96 KiB, 4 mbarriers, 8 vote words
-		if k.DynShared != 2*16384+6*16384+32+32 {
+		// Q 32 KiB (128 rows), three stages of K and V 96 KiB, 4 mbarriers,
+		// two sets of 8 vote words (the producer design)
+		if k.DynShared != 2*16384+6*16384+32+2*32 || k.Threads != 384 {
 			t.Errorf("dynamic shared memory %d", k.DynShared)
 		}
 		tms, err := k.TensorMaps(2, 4, 2, 100, 300, 1<<20, 2<<20, 3<<20)
@@ -492,13 +503,21 @@ func TestHopperPtxas12(t *testing.T) {
 //     V), sanitized tiles d/64 more (restore, a box at a time), one outside
 //     (the first S). More would mean ptxas serialized the wgmma (it waits
 //     after each one), which it does not always report.
-func wantHopperLoop(d int) sassLoop {
+//
+// With a producer warpgroup (hopProducer) the consumers' loop issues no
+// copy: the producer's code, outside it, holds the copies of Q and one
+// site for a K/V tile, 3*d/64 UTMALDG.
+func wantHopperLoop(d int, producer bool) sassLoop {
 	tk := hopTileK(d)
-	return sassLoop{
+	l := sassLoop{
 		Every:   sassCounts{HGMMA: tk / 16, DEPBAR: 1, EX2: tk/2 + 2},
 		Cond:    sassCounts{HGMMA: d/16 + d/64*(tk/16), DEPBAR: d / 64, UTMALDG: 2 * d / 64},
 		Outside: sassCounts{HGMMA: d / 16, DEPBAR: 1, UTMALDG: 5 * d / 64},
 	}
+	if producer {
+		l.Cond.UTMALDG, l.Outside.UTMALDG = 0, 3*d/64
+	}
+	return l
 }
 
 // TestHopperSASS disassembles every example's sm_90a kernel and checks the
@@ -506,7 +525,7 @@ func wantHopperLoop(d int) sassLoop {
 func TestHopperSASS(t *testing.T) {
 	p := ptxas12(t)
 	dis := nvdisasm(t, p)
-	seen := map[int]bool{}
+	seen := map[string]bool{}
 	for _, c := range assembleHopper(t, p) {
 		out, err := exec.Command(dis, c.path).CombinedOutput()
 		if err != nil {
@@ -516,7 +535,8 @@ func TestHopperSASS(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
-		want := wantHopperLoop(c.k.HeadDim)
+		producer := c.k.Threads > hopThreads
+		want := wantHopperLoop(c.k.HeadDim, producer)
 		insts := got.Insts
 		got.Insts = 0
 		if got != want {
@@ -524,9 +544,9 @@ func TestHopperSASS(t *testing.T) {
 				c.name, c.k.HeadDim, got.Every, want.Every, got.Cond, want.Cond, got.Outside, want.Outside)
 			continue
 		}
-		if !seen[c.k.HeadDim] {
-			seen[c.k.HeadDim] = true
-			t.Logf("%s (D=%d): %d instructions in the loop; every tile %v; conditional %v; outside %v", c.name, c.k.HeadDim, insts, got.Every, got.Cond, got.Outside)
+		if key := fmt.Sprint(c.k.HeadDim, producer); !seen[key] {
+			seen[key] = true
+			t.Logf("%s (D=%d, producer %v): %d instructions in the loop; every tile %v; conditional %v; outside %v", c.name, c.k.HeadDim, producer, insts, got.Every, got.Cond, got.Outside)
 		}
 	}
 }
@@ -656,5 +676,212 @@ func TestSM90aVerifiedRecorded(t *testing.T) {
 	}
 	if err := sm90aRecorded(string(doc)); err != nil {
 		t.Fatalf("SM90aVerified is set, but docs/gpu-results.md does not record a passing sm_90a verification: %v", err)
+	}
+}
+
+// TestHopperPersistentGrids runs the persistent kernel on grids of 1, 2
+// and 3 CTAs (fewer than the shapes' work items) and on more CTAs than
+// work items, on random awkward shapes, against the reference (outputs
+// poisoned before every launch).
+func TestHopperPersistentGrids(t *testing.T) {
+	r := rand.New(rand.NewPCG(101, 102))
+	masks := exampleMasks(t)
+	keep := map[string]bool{"causal": true, "bigbird": true, "dilated": true, "document": true, "streaming": true, "window": true}
+	var ms []testMask
+	for _, m := range masks {
+		if keep[m.name] {
+			ms = append(ms, m)
+		}
+	}
+	ms = append(ms, randomMasks(12, 3)...)
+	if len(ms) < 8 {
+		t.Fatalf("only %d masks", len(ms))
+	}
+	for k, mk := range ms {
+		d := 64
+		if !testing.Short() && k%4 == 3 {
+			d = 128
+		}
+		p := compileFor(t, SM90a, mk.name, mk.p.Mask, mk.p.Causal, d)
+		hkv := 1 + r.IntN(2)
+		sq := 1 + r.IntN(300)
+		sh := fitStride(p, shape{1 + r.IntN(2), hkv * (1 + r.IntN(2)), hkv, sq, sq + r.IntN(120)})
+		var ids []int32
+		switch {
+		case p.UsesTree():
+			ids = treeParents(sh.sk, uint64(sh.sq))
+		case p.Pred.UsesDocs():
+			ids = docIDs(sh.sk)
+		}
+		k, err := GenerateForward(p, Config{Target: SM90a, SoftLg2: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := k.Geometry(sh.batch, sh.hq, sh.hkv, sh.sq, sh.sk, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		items := l.Grid[0]
+		st := max(p.Layout.Stride, 1)
+		if want := (sh.sq/st + hopTileQ - 1) / hopTileQ * sh.hq * sh.batch * st; items != want {
+			t.Fatalf("%s %v: %d work items, want %d", mk.name, sh, items, want)
+		}
+		for _, g := range []int{1, 2, 3, items + 2} {
+			t.Run(fmt.Sprintf("%s/d%d/%v/grid%d_of_%d", mk.name, d, sh, g, items), func(t *testing.T) {
+				t.Logf("%s", mk.p)
+				runForwardGrid(t, p, Config{Target: SM90a, SoftLg2: true}, sh, nil, true, ids, nil, g)
+			})
+		}
+	}
+}
+
+// TestHopperPersistentOrder reads the order in which each CTA of the
+// persistent kernel writes its outputs (Device.OnGlobalStore) and checks
+// it against the work list written out here: query tiles heaviest first
+// (last first for causal and window, whose hull grows with the query;
+// first first for bigbird, whose first queries are global), and within a
+// query tile the heads of one batch element consecutive, CTA b taking
+// items b, b+G, ... of that list. It also checks the weights: along the
+// order, the kernel's scan visits no fewer key tiles than in the reverse
+// order's position-weighted sum.
+func TestHopperPersistentOrder(t *testing.T) {
+	lastFirst := map[string]bool{"causal": true, "window": true, "bigbird": false, "longformer": false}
+	for _, m := range exampleMasks(t) {
+		want, ok := lastFirst[m.name]
+		if !ok {
+			continue
+		}
+		p := compileFor(t, SM90a, m.name, m.p.Mask, m.p.Causal, 64)
+		if got := heaviestFirst(p); got != want {
+			t.Errorf("%s: heaviestFirst %v, want %v", m.name, got, want)
+		}
+		sh := shape{2, 3, 1, 530, 600}
+		tiles := (sh.sq + hopTileQ - 1) / hopTileQ
+		var order [][3]int // query tile, head, batch
+		for rank := 0; rank < tiles; rank++ {
+			qt := rank
+			if want {
+				qt = tiles - 1 - rank
+			}
+			for b := 0; b < sh.batch; b++ {
+				for h := 0; h < sh.hq; h++ {
+					order = append(order, [3]int{qt, h, b})
+				}
+			}
+		}
+		for _, g := range []int{1, 4} {
+			seen := make([][][3]int, g) // per CTA, the items in the order it stored them
+			launchOn(t, p, SM90a, sh, nil, nil, g, func(dev *ptxi.Device, o uint64) {
+				dev.OnGlobalStore = func(cta [3]int, a uint64, n int) {
+					if a < o || a >= o+uint64(2*sh.batch*sh.hq*sh.sq*p.HeadDim) {
+						return // lse
+					}
+					row := int(a-o) / (2 * p.HeadDim)
+					it := [3]int{row % sh.sq / hopTileQ, row / sh.sq % sh.hq, row / sh.sq / sh.hq}
+					if s := seen[cta[0]]; len(s) == 0 || s[len(s)-1] != it {
+						seen[cta[0]] = append(s, it)
+					}
+				}
+			})
+			for b := 0; b < g; b++ {
+				var exp [][3]int
+				for i := b; i < len(order); i += g {
+					exp = append(exp, order[i])
+				}
+				if fmt.Sprint(seen[b]) != fmt.Sprint(exp) {
+					t.Errorf("%s, grid %d: CTA %d wrote items (query tile, head, batch)\n %v\nwant\n %v", m.name, g, b, seen[b], exp)
+				}
+			}
+		}
+		// heaviest first: the order's position-weighted visits are at most the reverse order's
+		var fwd, rev int64
+		for i, it := range order {
+			q0 := it[0]*hopTileQ + sh.sk - sh.sq
+			q1 := min(q0+hopTileQ-1, sh.sk-1)
+			w := int64(len(planTiles(p, q0, q1, sh.sk, nil)))
+			fwd += int64(i/(sh.batch*sh.hq)) * w
+			rev += int64(tiles-1-i/(sh.batch*sh.hq)) * w
+		}
+		if fwd > rev {
+			t.Errorf("%s: the order puts less work first (position-weighted visits %d, reversed %d)", m.name, fwd, rev)
+		}
+		t.Logf("%s: last first %v; position-weighted key tiles %d (reversed order %d)", m.name, want, fwd, rev)
+	}
+}
+
+// TestHopperProducerPtxas12 assembles every example's sm_90a kernel at
+// head dimensions 64 and 128 (bf16) with ptxas 12 and requires no spills
+// and no remark, and, for the kernels with a producer warpgroup
+// (hopProducer), that ptxas kept both setmaxnreg (two USETMAXREG in the
+// SASS; ptxas 12.4 drops them without .minnctapersm) and that the
+// consumers' registers stay within their budget (hopRegs).
+func TestHopperProducerPtxas12(t *testing.T) {
+	ptxas := ptxas12(t)
+	dis := nvdisasm(t, ptxas)
+	dir := t.TempDir()
+	reg := regexp.MustCompile(`\bR(\d+)\b`)
+	files, _ := filepath.Glob("../../spec/examples/*.yaml")
+	producers := map[int]int{}
+	for _, file := range files {
+		s, err := spec.ParseFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range []int{64, 128} {
+			p := compileFor(t, SM90a, s.Name, s.Mask, s.Causal, d)
+			k, err := GenerateForward(p, Config{Target: SM90a})
+			if err != nil {
+				t.Fatal(err)
+			}
+			name := fmt.Sprintf("%s_d%d", s.Name, d)
+			src := filepath.Join(dir, name+".ptx")
+			bin := filepath.Join(dir, name+".cubin")
+			if err := os.WriteFile(src, []byte(k.PTX), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out, err := exec.Command(ptxas, "-v", "--gpu-name", "sm_90a", src, "-o", bin).CombinedOutput()
+			if err != nil {
+				t.Fatalf("%s: ptxas: %v\n%s", name, err, out)
+			}
+			log := string(out)
+			if m := spillRE.FindStringSubmatch(log); m == nil || m[1] != "0" || m[2] != "0" {
+				t.Errorf("%s: spills or no report:\n%s", name, log)
+			}
+			for _, line := range strings.Split(strings.TrimSpace(log), "\n") {
+				if !ptxasPlain.MatchString(line) {
+					t.Errorf("%s: ptxas says: %s", name, line)
+				}
+			}
+			sass, err := exec.Command(dis, bin).CombinedOutput()
+			if err != nil {
+				t.Fatalf("%s: nvdisasm: %v", name, err)
+			}
+			top := 0
+			for _, m := range reg.FindAllStringSubmatch(string(sass), -1) {
+				var r int
+				fmt.Sscan(m[1], &r)
+				top = max(top, r)
+			}
+			prod := hopProducer(p, d)
+			n := strings.Count(string(sass), "USETMAXREG")
+			switch {
+			case prod != (k.Threads == hopThreads+128) || prod != strings.Contains(k.PTX, ".minnctapersm 1"):
+				t.Errorf("%s: producer %v, but %d threads", name, prod, k.Threads)
+			case prod && n != 2:
+				t.Errorf("%s: %d USETMAXREG in the SASS, want 2 (ptxas dropped setmaxnreg)", name, n)
+			case !prod && n != 0:
+				t.Errorf("%s: %d USETMAXREG without a producer", name, n)
+			}
+			if cr, _ := hopRegs(d); prod && top >= cr {
+				t.Errorf("%s: register R%d beyond the consumers' %d", name, top, cr)
+			}
+			if prod {
+				producers[d]++
+			}
+			t.Logf("%s: producer %v, %s, highest register R%d", name, prod, regsRE.FindString(log), top)
+		}
+	}
+	if producers[64] != len(files) || producers[128] == 0 {
+		t.Errorf("producer kernels: %v of %d examples per head dimension", producers, len(files))
 	}
 }

@@ -136,13 +136,19 @@ func runForward(t *testing.T, p *gen.Plan, cfg Config, s shape, want *spec.Patte
 // runForwardDocs is runForward with document ids (nil: none).
 func runForwardDocs(t *testing.T, p *gen.Plan, cfg Config, s shape, want *spec.Pattern, report bool, ids []int32) int {
 	t.Helper()
-	return runForwardHeads(t, p, cfg, s, want, report, ids, nil)
+	return runForwardGrid(t, p, cfg, s, want, report, ids, nil, 0)
 }
 
 // runForwardHeads is runForwardDocs with head parameter values (head-major
 // [heads_q][n], verify.Shape.HeadParams) for a plan with head parameters;
 // nil draws them (verify.RandomHeadParams).
 func runForwardHeads(t *testing.T, p *gen.Plan, cfg Config, s shape, want *spec.Pattern, report bool, ids []int32, heads []int32) int {
+	return runForwardGrid(t, p, cfg, s, want, report, ids, heads, 0)
+}
+
+// runForwardGrid is runForwardHeads on a grid of grid CTAs along x, for a
+// persistent kernel (0: Geometry's grid).
+func runForwardGrid(t *testing.T, p *gen.Plan, cfg Config, s shape, want *spec.Pattern, report bool, ids []int32, heads []int32, grid int) int {
 	t.Helper()
 	k, err := GenerateForward(p, cfg)
 	if err != nil {
@@ -196,6 +202,12 @@ func runForwardHeads(t *testing.T, p *gen.Plan, cfg Config, s shape, want *spec.
 	l, err := k.Geometry(s.batch, s.hq, s.hkv, s.sq, s.sk, 0)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if grid > 0 {
+		if !l.Persistent {
+			t.Fatalf("a grid of %d CTAs for kernel %s, which is not persistent", grid, k.Name)
+		}
+		l.Grid = [3]int{grid, 1, 1}
 	}
 	poison(t, dev, oa, la, nq, nl)
 	ptrs := []uint64{qa, ka, va, oa, la}
@@ -513,14 +525,18 @@ func planTiles(p *gen.Plan, q0, q1, nk int, docs *spec.Docs) []gen.TileRef {
 func TestInterpVisits(t *testing.T) {
 	masks := append(exampleMasks(t), randomMasks(4, 16)...)
 	masks = append(masks, randomDocMasks(5, 4)...)
-	checkVisits(t, SM80, masks, nil, func(tiles, partial int) int64 { return int64(1 + 2*tiles + partial) })
+	checkVisits(t, SM80, masks, nil, func(tiles, partial int) int64 { return int64(1 + 2*tiles + partial) }, 0, nil)
 }
 
 // checkVisits is TestInterpVisits for the kernel of target tg, whose CTAs
 // with tiles and partial of them partial pass barriers(tiles, partial)
 // barriers (finite data).
 // Shapes pass through adjust (nil: none) for the plan.
-func checkVisits(t *testing.T, tg Target, masks []testMask, adjust func(*gen.Plan, shape) shape, barriers func(tiles, partial int) int64) {
+//
+// For a persistent kernel, grid is the CTAs launched (0: Geometry's, one
+// per work item) and setup(ctas, items) the barriers outside the work
+// items.
+func checkVisits(t *testing.T, tg Target, masks []testMask, adjust func(*gen.Plan, shape) shape, barriers func(tiles, partial int) int64, grid int, setup func(ctas, items int) int64) {
 	t.Helper()
 	for _, c := range masks {
 		for _, sh := range []shape{{1, 2, 1, 300, 700}, {1, 1, 1, 1, 500}} {
@@ -545,8 +561,9 @@ func checkVisits(t *testing.T, tg Target, masks []testMask, adjust func(*gen.Pla
 				}
 			}
 			heads := callHeads(p, nil, rand.New(rand.NewPCG(uint64(sh.sk), 11)), sh)
-			st := launchCountHeads(t, p, tg, sh, ids, heads)
+			st := launchOn(t, p, tg, sh, ids, heads, grid, nil)
 			var want int64
+			items := 0
 			var refs []gen.TileRef
 			// heads with the same values visit the same tiles: one pass
 			// per head with head parameters, one for every head without
@@ -560,6 +577,9 @@ func checkVisits(t *testing.T, tg Target, masks []testMask, adjust func(*gen.Pla
 				for _, seg := range p.Segments(sh.sq, sh.sk) {
 					off := seg.SeqK - seg.SeqQ
 					for qt := 0; qt < p.QueryTiles(seg); qt++ {
+						if h == 0 {
+							items += sh.batch * sh.hq
+						}
 						q0 := qt*p.TileQ + off
 						q1 := min(qt*p.TileQ+p.TileQ, seg.SeqQ) - 1 + off
 						scan := planTiles(p, q0, q1, seg.SeqK, docs)
@@ -590,6 +610,13 @@ func checkVisits(t *testing.T, tg Target, masks []testMask, adjust func(*gen.Pla
 				}
 			}
 			want *= int64(sh.batch * mult)
+			if setup != nil {
+				ctas := grid
+				if ctas == 0 {
+					ctas = items
+				}
+				want += setup(ctas, items)
+			}
 			if st.Barriers != want {
 				t.Errorf("%s (%s) %v: %d barriers, the plan's hull and class programs give %d", c.name, c.p, sh, st.Barriers, want)
 			}
@@ -601,12 +628,14 @@ func checkVisits(t *testing.T, tg Target, masks []testMask, adjust func(*gen.Pla
 // ids ids, nil for none) and returns the interpreter's statistics.
 func launchCount(t *testing.T, p *gen.Plan, tg Target, sh shape, ids []int32) *ptxi.Stats {
 	t.Helper()
-	return launchCountHeads(t, p, tg, sh, ids, nil)
+	return launchOn(t, p, tg, sh, ids, nil, 0, nil)
 }
 
-// launchCountHeads is launchCount with head parameter values (head-major;
-// nil: none).
-func launchCountHeads(t *testing.T, p *gen.Plan, tg Target, sh shape, ids []int32, heads []int32) *ptxi.Stats {
+// launchOn is launchCount with head parameter values (head-major; nil:
+// none), on a grid of grid CTAs along x for a persistent kernel (0:
+// Geometry's grid), with hook (if not nil) called with the device and the
+// output's address before the launch.
+func launchOn(t *testing.T, p *gen.Plan, tg Target, sh shape, ids []int32, heads []int32, grid int, hook func(dev *ptxi.Device, o uint64)) *ptxi.Stats {
 	t.Helper()
 	k, err := GenerateForward(p, Config{Target: tg, SoftLg2: true})
 	if err != nil {
@@ -665,12 +694,19 @@ func launchCountHeads(t *testing.T, p *gen.Plan, tg Target, sh shape, ids []int3
 	if err != nil {
 		t.Fatal(err)
 	}
+	oAddr := ptrs[3]
 	if k.Target.Accel {
 		ptrs = append(ptrs[3:], tensorMaps(t, dev, k, sh, ptrs[0], ptrs[1], ptrs[2])...)
 	}
 	args, err := l.Args(ptrs...)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if grid > 0 {
+		l.Grid = [3]int{grid, 1, 1}
+	}
+	if hook != nil {
+		hook(dev, oAddr)
 	}
 	st, err := dev.Launch(mod, k.Name, l.Grid, l.Block, l.DynShared, args...)
 	if err != nil {

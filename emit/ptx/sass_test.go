@@ -206,7 +206,8 @@ func (c *sassCounts) add(op string) {
 }
 
 // sassLoop is what TestSASSInnerLoop reads of a kernel's SASS: the key-tile
-// loop (the backward branch whose body holds the most HMMA or HGMMA), split into the
+// loop (of the backward branches whose bodies hold HMMA or HGMMA and no
+// other such loop, the one whose body holds the most), split into the
 // instructions every tile runs and those a forward branch inside the loop
 // may skip, and the instructions outside it.
 type sassLoop struct {
@@ -254,7 +255,10 @@ func readSASSLoop(listing string) (sassLoop, error) {
 			hmma[i+1]++
 		}
 	}
-	lo, hi, best := -1, -1, 0
+	// loops (backward branches) holding a product; a loop that holds
+	// another such loop (the persistent kernel's loop over work items
+	// around its key-tile loop) is not the key-tile loop
+	var loops [][2]int
 	for i, in := range insts {
 		if in.target == "" {
 			continue
@@ -263,8 +267,18 @@ func readSASSLoop(listing string) (sassLoop, error) {
 		if !ok {
 			return sassLoop{}, fmt.Errorf("branch to unknown label %s", in.target)
 		}
-		if to <= i && hmma[i+1]-hmma[to] > best {
-			lo, hi, best = to, i, hmma[i+1]-hmma[to]
+		if to <= i && hmma[i+1] > hmma[to] {
+			loops = append(loops, [2]int{to, i})
+		}
+	}
+	lo, hi, best := -1, -1, 0
+	for _, a := range loops {
+		inner := false
+		for _, b := range loops {
+			inner = inner || b != a && a[0] <= b[0] && b[1] <= a[1]
+		}
+		if !inner && hmma[a[1]+1]-hmma[a[0]] > best {
+			lo, hi, best = a[0], a[1], hmma[a[1]+1]-hmma[a[0]]
 		}
 	}
 	if lo < 0 {

@@ -77,6 +77,10 @@ const (
 	OpFenceProxy    // fence.proxy.async.shared::cta
 	OpFenceMbarInit // fence.mbarrier_init.release.cluster
 	OpFenceTmap     // fence.proxy.tensormap::generic.acquire.sys [tmap], 128
+	OpBarN          // bar.sync a, b: named barrier a of b threads
+	OpBarArrive     // bar.arrive a, b
+	OpSetmaxnregInc // setmaxnreg.inc.sync.aligned.u32 N
+	OpSetmaxnregDec // setmaxnreg.dec.sync.aligned.u32 N
 	numOps
 )
 
@@ -107,6 +111,7 @@ var hopperOps = map[Op]bool{
 	OpWgFence: true, OpWgCommit: true, OpWgWait: true, OpWgmmaSS: true, OpWgmmaRS: true,
 	OpMbarInit: true, OpMbarArriveTx: true, OpMbarTryWait: true, OpBulkTensor3: true,
 	OpFenceProxy: true, OpFenceMbarInit: true, OpFenceTmap: true,
+	OpBarN: true, OpBarArrive: true, OpSetmaxnregInc: true, OpSetmaxnregDec: true,
 }
 
 // availableOn reports whether target sm_<sm> (sm_<sm>a when accel) has the
@@ -194,6 +199,10 @@ var opTable = [numOps]opSpec{
 	OpFenceProxy:    {text: "fence.proxy.async.shared::cta", minSM: 90},
 	OpFenceMbarInit: {text: "fence.mbarrier_init.release.cluster", minSM: 90},
 	OpFenceTmap:     {text: "fence.proxy.tensormap::generic.acquire.sys", sig: "AI", minSM: 90},
+	OpBarN:          {text: "bar.sync", sig: "UU"},
+	OpBarArrive:     {text: "bar.arrive", sig: "UU"},
+	OpSetmaxnregInc: {text: "setmaxnreg.inc.sync.aligned.u32", sig: "I", minSM: 90, accel: true},
+	OpSetmaxnregDec: {text: "setmaxnreg.dec.sync.aligned.u32", sig: "I", minSM: 90, accel: true},
 }
 
 var cmpOK = map[string]bool{"eq": true, "ne": true, "lt": true, "le": true, "gt": true, "ge": true}

@@ -166,14 +166,58 @@ func (k Kernel) TensorMapsOf(batch, headsQ, headsKV, seqQ, seqK int, q, kAddr, v
 // and mask constants, in 32-bit registers.
 const MaxSeq = 1 << 29
 
-// maxGridYZ is CUDA's limit on the grid's y and z dimensions.
-const maxGridYZ = 65535
+// maxGridYZ is CUDA's limit on the grid's y and z dimensions, maxGridX
+// on its x dimension.
+const (
+	maxGridYZ = 65535
+	maxGridX  = 1<<31 - 1
+)
+
+// PersistentParam is the parameter that marks a persistent forward kernel
+// (Persistent): its grid no longer spans the batch, so it takes the batch
+// size to know its work items.
+const PersistentParam = "batch"
+
+// PersistentCTAsPerSM is how many CTAs of a persistent kernel ResidentGrid
+// launches per multiprocessor.
+const PersistentCTAsPerSM = 1
+
+// Persistent reports whether k is a persistent forward kernel (the sm_90a
+// one, which takes parameter PersistentParam): its CTAs loop over the work
+// items of a call (query tile x query head x batch x residue class), CTA
+// b taking items b, b+G, b+2G, ... of the kernel's order for a grid of G
+// CTAs, and it is correct for any grid of at least one CTA. Geometry
+// gives it one CTA per work item (grid x only), the most that can have
+// work; ResidentGrid cuts that to the CTAs a device runs at once.
+func (k Kernel) Persistent() bool {
+	if k.Kind != KindForward {
+		return false
+	}
+	for _, p := range k.Params {
+		if p[0] == PersistentParam {
+			return true
+		}
+	}
+	return false
+}
+
+// ResidentGrid is the grid to launch, for a call whose Geometry gave grid,
+// on a device with sms multiprocessors: for a persistent kernel
+// min(work items, sms*PersistentCTAsPerSM) CTAs (at least one), any other
+// kernel's grid unchanged.
+func (k Kernel) ResidentGrid(grid [3]int, sms int) [3]int {
+	if !k.Persistent() {
+		return grid
+	}
+	return [3]int{max(1, min(grid[0], sms*PersistentCTAsPerSM)), 1, 1}
+}
 
 // Geometry returns the launch of a call: grid and block dimensions and the
 // dynamic shared memory in bytes (which needs
 // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES when above 48 KiB). One
 // CTA runs one query tile of one head of one residue class of one batch
-// (a KindBwdDKV kernel: one key tile of one key/value head).
+// (a KindBwdDKV kernel: one key tile of one key/value head); a persistent
+// kernel gets one CTA per work item along x (Persistent, ResidentGrid).
 // A shape the kernel cannot run is an error: a dimension below 1, HeadsQ
 // not a multiple of HeadsKV, SeqQ > SeqK, SeqK >= MaxSeq, or a grid past
 // CUDA's limits (HeadsQ and Batch*Stride at most 65535); a kernel with
@@ -202,6 +246,13 @@ func (k Kernel) Geometry(batch, headsQ, headsKV, seqQ, seqK int) (grid, block [3
 	}
 	if err != nil {
 		return grid, block, 0, err
+	}
+	if k.Persistent() {
+		items := int64((mask.MaxQueries(seqQ, seqK, st)+k.TileQ-1)/k.TileQ) * int64(headsQ) * int64(batch) * int64(st)
+		if items > maxGridX {
+			return grid, block, 0, fmt.Errorf("gpu: kernel %q: %d work items (query tiles x heads_q x batch x stride): the persistent kernel counts them in 31 bits", k.Name, items)
+		}
+		return [3]int{int(items), 1, 1}, [3]int{k.Threads, 1, 1}, k.DynShared, nil
 	}
 	if k.Kind == KindBwdDKV {
 		keys := (seqK + st - 1) / st // the most keys of a residue class

@@ -147,3 +147,50 @@ func TestTensorMapsOf(t *testing.T) {
 		t.Error("batch 0 accepted")
 	}
 }
+
+// TestPersistentGrid: a forward kernel that takes the batch parameter is
+// persistent; Geometry gives it one CTA per work item (query tiles x
+// heads_q x batch x stride) along x, ResidentGrid at most one per
+// multiprocessor and at least one; other kernels keep their grids.
+func TestPersistentGrid(t *testing.T) {
+	k := pkgKernels()[3]
+	if k.Persistent() {
+		t.Fatal("a kernel without the batch parameter is persistent")
+	}
+	k.Params = [][3]string{{"o", "u64", ""}, {PersistentParam, "u32", ""}}
+	if !k.Persistent() {
+		t.Fatal("a forward kernel with the batch parameter is not persistent")
+	}
+	for _, c := range []struct {
+		stride, batch, hq, sq, sk int
+		items                     int
+	}{
+		{1, 2, 4, 300, 500, 3 * 4 * 2},
+		{1, 1, 1, 1, 9, 1},
+		{4, 3, 2, 1024, 1024, 2 * 2 * 3 * 4}, // 256 queries per class: 2 tiles
+	} {
+		k.Stride = c.stride
+		grid, block, _, err := k.Geometry(c.batch, c.hq, 1, c.sq, c.sk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if grid != [3]int{c.items, 1, 1} || block != [3]int{256, 1, 1} {
+			t.Errorf("%+v: grid %v, block %v", c, grid, block)
+		}
+		for _, sms := range []int{0, 1, 5, 132} {
+			want := max(1, min(c.items, sms*PersistentCTAsPerSM))
+			if g := k.ResidentGrid(grid, sms); g != [3]int{want, 1, 1} {
+				t.Errorf("%+v on %d multiprocessors: grid %v, want %d CTAs", c, sms, g, want)
+			}
+		}
+	}
+	k.Stride = 1
+	if _, _, _, err := k.Geometry(65535, 65535, 1, 1<<20, 1<<20); err == nil || !strings.Contains(err.Error(), "work items") {
+		t.Errorf("2^45 work items: %v", err)
+	}
+	dq := pkgKernels()[1]
+	dq.Params = k.Params
+	if dq.Persistent() || dq.ResidentGrid([3]int{7, 2, 3}, 1) != [3]int{7, 2, 3} {
+		t.Error("a backward kernel with a batch parameter is persistent")
+	}
+}

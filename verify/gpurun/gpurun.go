@@ -496,6 +496,15 @@ func (b *gpuBackend) start(name string, l ptx.Launch, args []any) error {
 	if fn == nil {
 		return fmt.Errorf("gpurun: the module has no loaded entry %q", name)
 	}
+	if l.Persistent {
+		// the persistent kernel: as many CTAs as the device runs at once
+		// (gpu.Kernel.ResidentGrid), each looping over its work items
+		dev := b.ctx.Device()
+		if dev == nil {
+			return fmt.Errorf("gpurun: no device for the persistent grid of %s", name)
+		}
+		l.Grid = [3]int{max(1, min(l.Grid[0], dev.SMs*gpu.PersistentCTAsPerSM)), 1, 1}
+	}
 	u3 := func(x [3]int) [3]uint32 { return [3]uint32{uint32(x[0]), uint32(x[1]), uint32(x[2])} }
 	conv := make([]any, len(args))
 	for i, a := range args {

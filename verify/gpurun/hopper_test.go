@@ -57,7 +57,8 @@ func TestInterpHopper(t *testing.T) {
 	}
 	for _, c := range cases {
 		s, f := hopperKernel(t, "../../spec/examples/"+c.file+".yaml", c.tg)
-		if !f.Target.Accel || f.Threads != 256 || f.TileQ != 128 {
+		// 256 consumer threads, and a producer warpgroup where the kernel has one
+		if !f.Target.Accel || (f.Threads != 256 && f.Threads != 384) || f.TileQ != 128 {
 			t.Fatalf("%s: not the sm_90a kernel: %s, %d threads, %d-row tiles", c.file, f.Target.Arch(), f.Threads, f.TileQ)
 		}
 		k, err := Interp(f)
@@ -165,7 +166,8 @@ type mockLaunch struct {
 // is encoded with cuTensorMapEncodeTiled from the kernel's description (the
 // tensor's address, dimensions, strides, box, 16-bit elements, 128-byte
 // swizzle) and copied to device memory, and the launch passes the maps'
-// addresses in tmap_q, tmap_k and tmap_v with 256 threads; on 8.0 the
+// addresses in tmap_q, tmap_k and tmap_v with the kernel's threads (384:
+// the dilated example at head_dim 128 has a producer warpgroup); on 8.0 the
 // sm_90a kernel is refused before anything is loaded, and the sm_80 one
 // still binds.
 func TestHopperMockGPU(t *testing.T) {
@@ -250,8 +252,18 @@ func TestHopperMockGPU(t *testing.T) {
 	}
 	var l mockLaunch
 	lastLaunch(&l)
-	if l.Block != [3]uint32{256, 1, 1} || l.Shared != uint32(f.DynShared) || l.NParams != uint32(len(f.Params)) {
+	if l.Block != [3]uint32{384, 1, 1} || f.Threads != 384 || l.Shared != uint32(f.DynShared) || l.NParams != uint32(len(f.Params)) {
 		t.Fatalf("launch: block %v, %d bytes shared, %d parameters", l.Block, l.Shared, l.NParams)
+	}
+	// the persistent grid: one CTA per work item (query tiles x heads x
+	// batch x stride) up to one per multiprocessor; the last parameter is
+	// the batch
+	items := (sh.SeqQ/8 + 127) / 128 * sh.HeadsQ * sh.Batch * 8
+	if sms := ctx.Device().SMs; !c.l.Persistent || c.l.Grid != [3]int{items, 1, 1} || l.Grid != [3]uint32{uint32(min(items, sms)), 1, 1} {
+		t.Errorf("persistent %v, geometry's grid %v, launched %v; want %d items on %d multiprocessors", c.l.Persistent, c.l.Grid, l.Grid, items, sms)
+	}
+	if n := len(f.Params) - 1; f.Params[n].Name != "batch" || l.Sizes[n] != 4 || l.Values[n] != uint64(sh.Batch) {
+		t.Errorf("last parameter %s = %d (%d bytes), want batch = %d", f.Params[n].Name, l.Values[n], l.Sizes[n], sh.Batch)
 	}
 	want := []struct {
 		param string

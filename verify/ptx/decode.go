@@ -771,14 +771,35 @@ func (d *decoder) decode() inst {
 			}
 			break
 		}
-		if !m.has("sync") {
-			d.fail(st.tok, "only bar.sync is supported")
-		}
+		// bar{.cta}.sync / barrier{.cta}.sync a{, b} and bar{.cta}.arrive /
+		// barrier{.cta}.arrive a, b: named barrier a (0..15), b threads
+		// (a multiple of the warp size; all of the CTA's when omitted);
+		// bar.sync is barrier.sync.aligned
+		m.has("cta")
 		m.has("aligned")
-		d.nops(1)
-		b := d.src(ops[0], tU32)
-		if b.kind != oImm || b.imm != 0 {
-			d.fail(ops[0].tok, "only barrier 0 (bar.sync 0) is supported")
+		switch {
+		case m.has("sync"):
+			d.nops(1, 2)
+		case m.has("arrive"):
+			in.sub = 1
+			d.nops(2)
+		default:
+			d.fail(st.tok, "only bar.sync, barrier.sync, bar.arrive and barrier.arrive are supported")
+		}
+		for i, o := range ops {
+			if i < 2 {
+				in.src = append(in.src, d.src(o, tU32))
+			}
+		}
+		if len(in.src) > 0 {
+			if a := in.src[0]; a.kind == oImm && a.imm > 15 {
+				d.fail(ops[0].tok, "barrier %d: named barriers are 0 to 15", a.imm)
+			}
+		}
+		if len(in.src) > 1 {
+			if b := in.src[1]; b.kind == oImm && (b.imm == 0 || b.imm%32 != 0) {
+				d.fail(ops[1].tok, "barrier thread count %d: it must be a positive multiple of the warp size (32)", b.imm)
+			}
 		}
 		in.op = opBar
 	case "shfl":

@@ -42,6 +42,12 @@ type Device struct {
 	// filled with 0xff bytes (an f32 NaN) in every block.
 	CheckUninitShared bool
 
+	// OnGlobalStore, if set, is called for every lane's st to global
+	// memory, in execution order, with the block's ctaid, the address and
+	// the bytes stored (tests read the order in which a kernel works
+	// through its outputs).
+	OnGlobalStore func(ctaid [3]int, addr uint64, n int)
+
 	tmaps map[uint64]*TensorMap // NewTensorMap's maps by device address
 }
 
@@ -189,7 +195,7 @@ type Stats struct {
 	Warps              int   // warps started, over all blocks
 	WarpInstructions   int64 // instructions issued per warp (predicated-off ones included)
 	ThreadInstructions int64 // instructions summed over active lanes
-	Barriers           int64 // bar.sync releases, over all blocks
+	Barriers           int64 // barrier completions (bar.sync 0 and named barriers), over all blocks
 	Elapsed            time.Duration
 }
 

@@ -29,17 +29,28 @@
 // Blocks run one after another in ctaid order (x fastest). A block's threads
 // are linearized x fastest and cut into warps of 32; a last partial warp has
 // its missing lanes permanently inactive. Each warp runs in lockstep until it
-// reaches bar.sync or exits; when every warp waits at a barrier, all are
-// released (the warps run in phases between barriers, warp 0 first). A warp
+// waits at a barrier or exits; when a barrier completes, the warps waiting
+// at it are released (and run again in warp order, warp 0 first). A warp
 // keeps one mask of live lanes; predicated instructions execute on live lanes
 // whose guard holds.
 //
 //   - Branches must be warp-uniform: if the live lanes disagree on a bra, that
 //     is an error (there is no reconvergence stack). Lanes may leave early
 //     with @p ret/exit.
-//   - bar.sync must be reached by every thread of the block: a barrier that
-//     waits while any thread has exited is an error, as is one that some lanes
-//     of a warp skip.
+//   - Named barriers (PTX ISA "bar, barrier"): bar.sync a{, b} (the same as
+//     barrier.sync.aligned), barrier.sync a{, b} and bar.arrive /
+//     barrier.arrive a, b, with a the barrier (0 to 15) and b the threads
+//     it completes at, a positive multiple of 32 at most the block's threads
+//     rounded up to whole warps (all of them when omitted), immediates or
+//     warp-uniform registers. Every arrival counts a whole warp (32 threads,
+//     whatever its live lanes); the barrier completes when the count reaches
+//     b, releases the warps that wait at it (bar.sync) and starts again;
+//     bar.arrive never waits, and a warp's arrive and sync in one generation
+//     both count. Errors: an id above 15, a bad count, arrivals disagreeing
+//     on the count, lanes of a warp disagreeing on an operand or skipping the
+//     instruction, a barrier that waits while threads it counts have exited,
+//     and a deadlock (no warp can continue: the error lists each warp's
+//     barrier and its arrivals).
 //   - shfl.sync, mma.sync, ldmatrix and bar.warp.sync need all 32 lanes active.
 //   - Reading a register (or predicate) in a lane that has not written it is
 //     an error. Special registers are always defined.
@@ -52,8 +63,15 @@
 //     of shared memory (cvta.shared) lie at SharedWindow, global ones at
 //     GlobalBase.
 //   - Shared-memory checks (Device.CheckRaces, Device.CheckUninitShared, both
-//     on by default): two warps touching the same byte between two barriers
-//     when one of them writes is a race; loading a byte no thread of the block
+//     on by default): two warps touching the same byte, one of them writing,
+//     without a happens-before order between the accesses is a race. The
+//     order comes from vector clocks: each warp's clock advances at each of
+//     its barrier and mbarrier arrivals; a barrier's completion gives its
+//     waiters the join of its arrivers' clocks, and an mbarrier wait that
+//     observes a completed phase the join of the clocks of that object's
+//     arrivals up to it (bar.arrive and mbarrier.arrive release, bar.sync
+//     and a successful wait acquire); so a named barrier of some warps
+//     orders only their accesses. Loading a byte no thread of the block
 //     has written is an error; loading or storing a byte that a cp.async has
 //     not completed is an error. Without the uninitialized check, shared
 //     memory starts filled with 0xff bytes. Lanes of one warp are not checked
@@ -122,9 +140,8 @@
 //     the last wgmma.fence is an error. The descriptors and scale-d must be
 //     uniform across the warpgroup. Not modelled: shared-memory writes by
 //     the generic proxy without fence.proxy.async before wgmma reads them
-//     (fence.proxy.async is accepted and does nothing), and wgmma reads
-//     racing with later writes across mbarrier synchronization (the race
-//     checker knows only bar.sync epochs).
+//     (fence.proxy.async is accepted and does nothing). wgmma reads are
+//     race-checked like loads, at the time the warpgroup's group runs.
 //   - mbarrier.{init,arrive[.expect_tx],expect_tx,try_wait[.parity],
 //     test_wait[.parity],inval}.shared::cta.b64 (.release/.acquire/.relaxed
 //     and .cta accepted): a phase completes when its pending arrivals reach
@@ -144,13 +161,15 @@
 //     placed by the same address swizzle as wgmma (a swizzled map needs an
 //     inner box exactly the swizzle width); its bytes are pending (loading
 //     them is an error) until mbar's current phase completes; its full box
-//     size counts against the tx-count. A block that ends with copies
-//     pending is an error. Since a copy completes as soon as its phase does
+//     size counts against the tx-count. At issue its destination bytes are
+//     race-checked as a store by the issuing warp (another warp's write or
+//     read of them not ordered before the issue is a race). A block that
+//     ends with copies pending is an error. Since a copy completes as soon as its phase does
 //     (here often at issue), completion alone does not make the bytes
 //     readable: a warp may load them (ld.shared, or as a wgmma operand)
 //     only after it observed that phase's completion, by an mbarrier wait
-//     of its own that returned true or through a bar.sync after another
-//     warp's; loading them earlier is an error (a kernel that skipped the
+//     of its own that returned true or through a barrier after another
+//     warp's wait; loading them earlier is an error (a kernel that skipped the
 //     wait would read stale data on a GPU). A generic store to a byte ends
 //     this requirement for it. The tensor map is passed by pointer (a .u64
 //     parameter), not as a .param .b8[128] by value.
@@ -277,7 +296,7 @@
 //	     no state space: generic addressing (global or the shared window)
 //	cp.async.{ca,cg}.shared[::cta].global[.L2::NB] [dst], [src], {4,8,16}[, src-size]  (.cg: 16; src-size < size zero-fills)
 //	cp.async.commit_group; cp.async.wait_group N; cp.async.wait_all
-//	bar.sync 0; barrier.sync[.aligned] 0; bar.warp.sync 0xffffffff
+//	bar[.cta].sync a{, b}; barrier[.cta].sync[.aligned] a{, b}; bar[.cta].arrive a, b; barrier[.cta].arrive[.aligned] a, b; bar.warp.sync 0xffffffff
 //	shfl.sync.{up,down,bfly,idx}.b32 d[|p], a, b, c, 0xffffffff
 //	mma.sync.aligned.m16n8k16.row.col.f32.{bf16.bf16,f16.f16}.f32 {d0..d3}, {a0..a3}, {b0, b1}, {c0..c3}
 //	ldmatrix.sync.aligned.m8n8.{x1,x2,x4}[.trans].shared[::cta].b16 {d..}, [a]

@@ -95,7 +95,7 @@ SKIP:`, 32, 0, 12, "@%p1 bra SKIP", "divergent branch: lanes 0,1,2,3,4 take it"}
 	bar.sync 0;
 	ld.shared.u32 %r2, [buf];
 	setp.eq.u32 %p2, %r1, 32;
-	@%p2 st.shared.u32 [buf], %r1;`, 64, 0, 17, "@%p2 st.shared.u32 [buf], %r1", "race: store to shared offset 0x0 read by other warps"},
+	@%p2 st.shared.u32 [buf], %r1;`, 64, 0, 17, "@%p2 st.shared.u32 [buf], %r1", "race: store to shared offset 0x0 read by warp 0 since the last barrier"},
 		{"uninitialized shared", `
 	.shared .align 4 .b8 buf[64];
 	ld.shared.u32 %r2, [buf+8];`, 32, 0, 11, "ld.shared.u32 %r2, [buf+8]", "which no thread of this block has written"},
@@ -165,7 +165,7 @@ func TestParseErrors(t *testing.T) {
 		{"integer literal for float", errKernel("\tmul.rn.f32 %f1, %f2, 2;"), []string{"integer literal where .f32 is expected"}},
 		{"undefined label", errKernel("\tbra.uni NOWHERE;"), []string{"k.ptx:10:10: bra.uni NOWHERE: undefined label NOWHERE"}},
 		{"missing semicolon", errKernel("\tmov.u32 %r1, 1\n\tmov.u32 %r2, 2;"), []string{"k.ptx:11:2: expected ',' or ';', found \"mov.u32\""}},
-		{"two errors", errKernel("\tfoo;\n\tbar.sync 1;"), []string{"k.ptx:10:2: foo: unknown", "k.ptx:11:11: bar.sync 1: only barrier 0"}},
+		{"two errors", errKernel("\tfoo;\n\tbar.sync 16;"), []string{"k.ptx:10:2: foo: unknown", "k.ptx:11:11: bar.sync 16: barrier 16: named barriers are 0 to 15"}},
 		{"old target", strings.Replace(errKernel(""), "sm_80", "sm_70", 1), []string{"k.ptx:2:9: target sm_70"}},
 		{"extern without dot", strings.Replace(errKernel(""), ".address_size 64", ".address_size 64\nextern .shared .align 16 .b8 dyn[];", 1), []string{"write .extern, not extern"}},
 		{"shfl mask", errKernel("\tshfl.sync.bfly.b32 %r1, %r2, 1, 0x1f, 0xffff;"), []string{"only the full member mask"}},

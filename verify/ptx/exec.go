@@ -60,6 +60,24 @@ type warp struct {
 	// warp has observed, by its own wait or through a bar.sync after
 	// another warp's; bulk-copied bytes are readable only after that.
 	seen map[int]uint64
+
+	// vc is the warp's vector clock: vc[id] its own clock (from 1, one
+	// more after each barrier arrival), vc[x] the latest clock of warp x
+	// whose accesses are ordered before this warp's by barriers. Shared
+	// accesses are stamped with the accessing warp's own clock; a warp's
+	// access is ordered after warp x's access stamped t when vc[x] >= t.
+	vc      []uint32
+	waitBar int // the named barrier the warp waits at (state wsBar)
+}
+
+// barState is one named barrier (0..15) of a block between completions.
+type barState struct {
+	count   int            // threads it completes at (0: idle)
+	arrived int            // threads arrived so far (whole warps)
+	waiters []*warp        // warps waiting at bar.sync
+	join    []uint32       // elementwise max of the arrivers' vector clocks
+	seen    map[int]uint64 // mbarrier phases the arrivers observed
+	first   *inst          // the first arrival's instruction (errors)
 }
 
 type blockRun struct {
@@ -71,13 +89,13 @@ type blockRun struct {
 	ctaid  [3]int
 	params []byte
 	sm     []byte
-	wsh    []uint32 // per shared byte: epoch<<6 | writer warp+1 (0: not written in this block)
-	rsh    []uint32 // per shared byte: epoch<<6 | reader warp+1 (63: several warps)
+	wsh    []uint32 // per shared byte: writer's clock<<6 | writer warp+1 (0: not written in this block)
+	rclk   []uint32 // per shared byte and warp (byte*warps + warp): the warp's clock at its last read (0: none)
 	pend   []bool   // per shared byte: target of an incomplete cp.async
 	aph    []uint64 // per shared byte written by a completed bulk copy: mbarrier offset<<32 | the phase count its completion reached (0: none)
 	shadow bool
-	epoch  uint32
 	warps  []*warp
+	bars   [16]barState
 	tmp    [32]uint64
 	ma     [128]uint32
 	mb     [64]uint32
@@ -98,13 +116,14 @@ func newBlockRun(d *Device, k *Kernel, grid, block [3]int, shSize int, params []
 	r := &blockRun{d: d, k: k, st: st, grid: grid, block: block, params: params}
 	r.sm = make([]byte, shSize)
 	r.shadow = d.CheckRaces || d.CheckUninitShared
+	n := block[0] * block[1] * block[2]
+	nw := (n + 31) / 32
 	if r.shadow {
 		r.wsh = make([]uint32, shSize)
-		r.rsh = make([]uint32, shSize)
+		r.rclk = make([]uint32, shSize*nw)
 		r.pend = make([]bool, shSize)
 		r.aph = make([]uint64, shSize)
 	}
-	n := block[0] * block[1] * block[2]
 	for i := 0; i*32 < n; i++ {
 		w := &warp{id: i}
 		w.regs = make([]uint64, k.nData*32)
@@ -113,6 +132,7 @@ func newBlockRun(d *Device, k *Kernel, grid, block [3]int, shSize int, params []
 		w.pdef = make([]uint32, k.nPred)
 		w.wstamp = make([]int64, k.nData)
 		w.wgPend = make([]int32, k.nData)
+		w.vc = make([]uint32, nw)
 		cnt := min(32, n-32*i)
 		if cnt == 32 {
 			w.full = ^uint32(0)
@@ -131,11 +151,11 @@ func (r *blockRun) run(ctaid [3]int) error {
 	}
 	if r.shadow {
 		clear(r.wsh)
-		clear(r.rsh)
+		clear(r.rclk)
 		clear(r.pend)
 		clear(r.aph)
 	}
-	r.epoch = 1
+	r.bars = [16]barState{}
 	clear(r.mbars)
 	r.events, r.idleEv, r.idle = 0, 0, 0
 	k := r.k
@@ -149,6 +169,8 @@ func (r *blockRun) run(ctaid [3]int) error {
 		w.icount, w.fenceAt, w.nPend, w.wgOpen, w.wgGroups, w.wgSeq = 0, -1, 0, 0, w.wgGroups[:0], 0
 		w.waitIn, w.waitActive, w.yieldEv = nil, 0, 0
 		clear(w.seen)
+		clear(w.vc)
+		w.vc[w.id] = 1
 		for l := range w.async {
 			w.async[l].chunks = w.async[l].chunks[:0]
 			w.async[l].ends = w.async[l].ends[:0]
@@ -193,6 +215,9 @@ func (r *blockRun) run(ctaid [3]int) error {
 		if err != nil {
 			return err
 		}
+		for _, w := range r.warps {
+			progress = progress || w.state == wsRun // released by a barrier
+		}
 		if progress {
 			continue
 		}
@@ -214,37 +239,16 @@ func (r *blockRun) run(ctaid [3]int) error {
 				continue
 			}
 		}
-		var waiting *warp
-		nbar, nexit := 0, 0
+		nexit := 0
 		for _, w := range r.warps {
-			switch w.state {
-			case wsBar:
-				nbar++
-				if waiting == nil {
-					waiting = w
-				}
-			case wsExit:
+			if w.state == wsExit {
 				nexit++
 			}
 		}
 		if nexit == len(r.warps) {
 			return r.leftovers()
 		}
-		if nbar+nexit < len(r.warps) {
-			return r.deadlock()
-		}
-		for _, w := range r.warps {
-			if w.state == wsExit || w.live != w.full {
-				in := &r.k.code[waiting.pc-1]
-				return r.errf(waiting, in, -1, "barrier reached while thread(s) of warp %d have exited (a barrier must be reached by every thread of the block)", w.id)
-			}
-		}
-		r.epoch++
-		r.st.Barriers++
-		r.shareSeen()
-		for _, w := range r.warps {
-			w.state = wsRun
-		}
+		return r.stuck()
 	}
 }
 
@@ -450,11 +454,20 @@ func (r *blockRun) runWarp(w *warp) error {
 			}
 			continue
 		case opBar:
-			if active != w.live {
-				return r.errf(w, in, -1, "bar.sync executed by only some lanes of the warp (lanes %s skip it)", lanesString(w.live&^active))
+			if active == 0 {
+				continue
 			}
-			w.state = wsBar
-			return nil
+			if active != w.live {
+				return r.errf(w, in, -1, "%s executed by only some lanes of the warp (lanes %s skip it)", opName(in), lanesString(w.live&^active))
+			}
+			wait, err := r.barrier(w, in, active)
+			if err != nil {
+				return err
+			}
+			if wait {
+				return nil
+			}
+			continue
 		case opWarpSync, opShfl, opMma, opLdmatrix, opWgFence, opWgCommit, opWgWait, opSetmaxnreg:
 			if active != ^uint32(0) {
 				return r.errf(w, in, -1, "%s needs all 32 lanes of the warp active; lanes %s are not", opName(in), lanesString(^active))
@@ -1012,6 +1025,9 @@ func (r *blockRun) ldst(w *warp, in *inst, active uint32) error {
 			return err
 		}
 		mem := r.d.mem
+		if !sh && !load && r.d.OnGlobalStore != nil {
+			r.d.OnGlobalStore(r.ctaid, GlobalBase+uint64(off), n)
+		}
 		if sh {
 			mem = r.sm
 			if len(r.mbars) > 0 {
@@ -1062,7 +1078,16 @@ func (r *blockRun) ldst(w *warp, in *inst, active uint32) error {
 	return nil
 }
 
-func (r *blockRun) tag(w *warp) uint32 { return r.epoch<<6 | uint32(w.id+1) }
+func (r *blockRun) tag(w *warp) uint32 { return w.vc[w.id]<<6 | uint32(w.id+1) }
+
+// ordered reports whether a shared write stamped ws (clock<<6 | warp+1)
+// is ordered before warp w's accesses: unwritten, written by w, by a
+// completed bulk copy (whose bytes are ordered by its mbarrier), or by a
+// warp whose clock at the write w has since joined through barriers.
+func (r *blockRun) ordered(w *warp, ws uint32) bool {
+	x := ws & 63
+	return ws == 0 || x == asyncWriter || int(x) == w.id+1 || w.vc[x-1] >= ws>>6
+}
 
 // shRead checks a warp's load of shared bytes [off, off+n) and records it;
 // it returns a description of the problem, or "".
@@ -1070,25 +1095,21 @@ func (r *blockRun) shRead(w *warp, off, n int) string {
 	if !r.shadow {
 		return ""
 	}
-	me := uint32(w.id + 1)
+	nw := len(r.warps)
+	me := w.vc[w.id]
 	for i := off; i < off+n; i++ {
 		ws := r.wsh[i]
 		if r.d.CheckRaces {
 			if r.pend[i] {
 				return fmt.Sprintf("load of shared offset %#x, which a cp.async has not completed (missing cp.async.wait_group?)", i)
 			}
-			if ws>>6 == r.epoch && ws&63 != me {
+			if !r.ordered(w, ws) {
 				return fmt.Sprintf("race: load of shared offset %#x written by warp %d since the last barrier", i, ws&63-1)
 			}
 			if a := r.aph[i]; a != 0 && w.seen[int(a>>32)] < a&0xffffffff {
 				return fmt.Sprintf("load of shared offset %#x, which a bulk copy wrote, before this warp observed the completion of its mbarrier (shared offset %#x) phase %d (missing mbarrier.try_wait, or a bar.sync after another warp's)", i, a>>32, a&0xffffffff-1)
 			}
-			rs := r.rsh[i]
-			if rs>>6 != r.epoch {
-				r.rsh[i] = r.epoch<<6 | me
-			} else if rs&63 != me {
-				r.rsh[i] = r.epoch<<6 | 63
-			}
+			r.rclk[i*nw+w.id] = me
 		}
 		if r.d.CheckUninitShared && ws == 0 && !r.pend[i] {
 			return fmt.Sprintf("load of shared offset %#x, which no thread of this block has written", i)
@@ -1102,11 +1123,10 @@ func (r *blockRun) shWrite(w *warp, off, n int) string {
 	if !r.shadow {
 		return ""
 	}
-	me := uint32(w.id + 1)
 	t := r.tag(w)
 	for i := off; i < off+n; i++ {
 		if r.d.CheckRaces {
-			if msg := r.raceOnWrite(i, me); msg != "" {
+			if msg := r.raceOnWrite(w, i); msg != "" {
 				return msg
 			}
 		}
@@ -1116,20 +1136,137 @@ func (r *blockRun) shWrite(w *warp, off, n int) string {
 	return ""
 }
 
-func (r *blockRun) raceOnWrite(i int, me uint32) string {
+func (r *blockRun) raceOnWrite(w *warp, i int) string {
 	if r.pend[i] {
 		return fmt.Sprintf("store to shared offset %#x, which a cp.async has not completed", i)
 	}
-	if ws := r.wsh[i]; ws>>6 == r.epoch && ws&63 != me {
+	if ws := r.wsh[i]; !r.ordered(w, ws) {
 		return fmt.Sprintf("race: store to shared offset %#x also written by warp %d since the last barrier", i, ws&63-1)
 	}
-	if rs := r.rsh[i]; rs>>6 == r.epoch && rs&63 != me {
-		if rs&63 == 63 {
-			return fmt.Sprintf("race: store to shared offset %#x read by other warps since the last barrier", i)
+	return r.readRace(w, i, "store to")
+}
+
+// readRace reports a read of shared byte i by another warp that is not
+// ordered before warp w's write (what names the write).
+func (r *blockRun) readRace(w *warp, i int, what string) string {
+	nw := len(r.warps)
+	for x, t := range r.rclk[i*nw : i*nw+nw] {
+		if x != w.id && t != 0 && w.vc[x] < t {
+			return fmt.Sprintf("race: %s shared offset %#x read by warp %d since the last barrier", what, i, x)
 		}
-		return fmt.Sprintf("race: store to shared offset %#x read by warp %d since the last barrier", i, rs&63-1)
 	}
 	return ""
+}
+
+// barrier runs warp w's bar.sync / bar.arrive (in): its whole warp
+// arrives at named barrier a, which completes when b threads (whole warps)
+// have arrived; b is every thread of the block when omitted. It reports
+// whether the warp waits.
+func (r *blockRun) barrier(w *warp, in *inst, active uint32) (bool, error) {
+	l := bits.TrailingZeros32(active)
+	uniform := func(o *operand) (uint64, error) {
+		v := w.val(o, l)
+		for m := active; m != 0; m &= m - 1 {
+			if u := w.val(o, bits.TrailingZeros32(m)); u != v {
+				return 0, r.errf(w, in, -1, "%s: the lanes of the warp give different operands (%d and %d)", opName(in), v, u)
+			}
+		}
+		return v, nil
+	}
+	id, err := uniform(&in.src[0])
+	if err != nil {
+		return false, err
+	}
+	threads := r.block[0] * r.block[1] * r.block[2]
+	all := 32 * len(r.warps)
+	count := all
+	if len(in.src) > 1 {
+		c, err := uniform(&in.src[1])
+		if err != nil {
+			return false, err
+		}
+		count = int(min(c, 1<<31))
+	}
+	switch {
+	case id > 15:
+		return false, r.errf(w, in, -1, "barrier %d: named barriers are 0 to 15", id)
+	case count == 0 || count%32 != 0:
+		return false, r.errf(w, in, -1, "barrier %d: thread count %d is not a positive multiple of the warp size (32)", id, count)
+	case count > all:
+		return false, r.errf(w, in, -1, "barrier %d: thread count %d exceeds the block's %d threads", id, count, threads)
+	}
+	b := &r.bars[id]
+	if b.count == 0 {
+		b.count, b.first = count, in
+		if b.join == nil {
+			b.join = make([]uint32, len(r.warps))
+		}
+	} else if b.count != count {
+		return false, r.errf(w, in, -1, "barrier %d: this warp arrives expecting %d threads, others (%s) expect %d", id, count, b.first.text, b.count)
+	}
+	b.arrived += 32
+	for x, t := range w.vc {
+		b.join[x] = max(b.join[x], t)
+	}
+	for off, ph := range w.seen {
+		if b.seen == nil {
+			b.seen = map[int]uint64{}
+		}
+		b.seen[off] = max(b.seen[off], ph)
+	}
+	w.vc[w.id]++ // the warp's later accesses are not covered by this arrival
+	wait := in.sub == 0
+	if wait {
+		b.waiters = append(b.waiters, w)
+		w.state, w.waitBar = wsBar, int(id)
+	}
+	if b.arrived < b.count {
+		return wait, nil
+	}
+	r.st.Barriers++
+	for _, x := range b.waiters {
+		for i, t := range b.join {
+			x.vc[i] = max(x.vc[i], t)
+		}
+		if len(b.seen) > 0 && x.seen == nil {
+			x.seen = map[int]uint64{}
+		}
+		for off, ph := range b.seen {
+			x.seen[off] = max(x.seen[off], ph)
+		}
+		x.state = wsRun
+	}
+	clear(b.join)
+	*b = barState{join: b.join}
+	// a waiting warp that completed the barrier yields, so that the
+	// released warps resume in warp order
+	return wait, nil
+}
+
+// stuck is the error of a block in which no warp can continue: a barrier
+// that counts threads which have exited, or a deadlock.
+func (r *blockRun) stuck() error {
+	for id := range r.bars {
+		b := &r.bars[id]
+		if b.count == 0 || len(b.waiters) == 0 {
+			continue
+		}
+		can := b.arrived
+		for _, w := range r.warps {
+			if w.state != wsExit && w.state != wsBar {
+				can += 32
+			}
+		}
+		for _, w := range r.warps {
+			if w.state == wsExit || w.live != w.full {
+				if can < b.count {
+					x := b.waiters[0]
+					return r.errf(x, &r.k.code[x.pc-1], -1, "barrier reached while thread(s) of warp %d have exited (a barrier must be reached by every thread it counts: %d of %d arrived)", w.id, b.arrived, b.count)
+				}
+			}
+		}
+	}
+	return r.deadlock()
 }
 
 // cpAsync copies at issue; the bytes stay pending (unreadable) until the
@@ -1137,7 +1274,6 @@ func (r *blockRun) raceOnWrite(i int, me uint32) string {
 // warp at that moment.
 func (r *blockRun) cpAsync(w *warp, in *inst, active uint32) error {
 	n := int(in.vec)
-	me := uint32(w.id + 1)
 	for m := active; m != 0; m &= m - 1 {
 		l := bits.TrailingZeros32(m)
 		_, doff, err := r.resolve(w, in, l, spShared, w.addr(&in.dst[0], l), n, n)
@@ -1169,7 +1305,7 @@ func (r *blockRun) cpAsync(w *warp, in *inst, active uint32) error {
 					if r.pend[i] {
 						return r.errf(w, in, l, "cp.async to shared offset %#x, which an earlier cp.async has not completed", i)
 					}
-					if msg := r.raceOnWrite(i, me); msg != "" {
+					if msg := r.raceOnWrite(w, i); msg != "" {
 						return r.errf(w, in, l, "%s", msg)
 					}
 				}

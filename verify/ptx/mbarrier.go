@@ -19,6 +19,10 @@ type mbarState struct {
 	tx       int64 // transaction count: expected bytes not yet transferred
 	phase    uint64
 	copies   []chunk // bulk-copy destinations completing with the current phase
+	// join is the elementwise max of the vector clocks of the current
+	// phase's arrivers (release), done that of every completed phase's: a
+	// wait that observes a completion joins done (acquire)
+	join, done []uint32
 }
 
 const (
@@ -43,6 +47,10 @@ func (r *blockRun) mbarCheck(mb *mbarState) {
 	}
 	mb.phase++
 	mb.pending = mb.expected
+	for i, t := range mb.join {
+		mb.done[i] = max(mb.done[i], t)
+	}
+	clear(mb.join)
 	for _, c := range mb.copies {
 		for i := int(c.off); i < int(c.off+c.n); i++ {
 			if r.shadow {
@@ -56,6 +64,10 @@ func (r *blockRun) mbarCheck(mb *mbarState) {
 }
 
 func (r *blockRun) mbarOp(w *warp, in *inst, active uint32) error {
+	if in.op == opMbarArrive && active != 0 {
+		// the warp's later accesses are not covered by this arrival
+		defer func() { w.vc[w.id]++ }()
+	}
 	for m := active; m != 0; m &= m - 1 {
 		l := bits.TrailingZeros32(m)
 		var ao *operand
@@ -87,7 +99,7 @@ func (r *blockRun) mbarOp(w *warp, in *inst, active uint32) error {
 			if r.mbars == nil {
 				r.mbars = map[int]*mbarState{}
 			}
-			r.mbars[off] = &mbarState{off: off, expected: int32(cnt), pending: int32(cnt)}
+			r.mbars[off] = &mbarState{off: off, expected: int32(cnt), pending: int32(cnt), join: make([]uint32, len(r.warps)), done: make([]uint32, len(r.warps))}
 			for _, o := range r.warps { // a new object: its phases start again
 				delete(o.seen, off)
 			}
@@ -124,6 +136,9 @@ func (r *blockRun) mbarOp(w *warp, in *inst, active uint32) error {
 				return r.errf(w, in, l, "mbarrier.arrive of %d on the mbarrier at shared offset %#x, whose current phase awaits only %d more arrivals (undefined in the ISA)", cnt, off, mb.pending)
 			}
 			mb.pending -= cnt
+			for i, t := range w.vc {
+				mb.join[i] = max(mb.join[i], t)
+			}
 			r.mbarCheck(mb)
 			if in.dst[0].kind == oReg {
 				w.set(&in.dst[0], l, token)
@@ -181,36 +196,13 @@ func (r *blockRun) mbarWait(w *warp, in *inst, active uint32) (bool, error) {
 				w.seen = map[int]uint64{}
 			}
 			w.seen[off] = max(w.seen[off], mb.phase)
+			for i, t := range mb.done {
+				w.vc[i] = max(w.vc[i], t)
+			}
 		}
 	}
 	w.setPred(in.dst[0].slot, active, res)
 	return res == active, nil
-}
-
-// shareSeen makes, at a bar.sync, every mbarrier phase completion a warp
-// observed before it observed by every warp (the barrier orders the
-// observer's wait before the others' later loads).
-func (r *blockRun) shareSeen() {
-	var all map[int]uint64
-	for _, w := range r.warps {
-		for off, ph := range w.seen {
-			if all == nil {
-				all = map[int]uint64{}
-			}
-			all[off] = max(all[off], ph)
-		}
-	}
-	for _, w := range r.warps {
-		if len(all) == 0 {
-			break
-		}
-		if w.seen == nil {
-			w.seen = map[int]uint64{}
-		}
-		for off, ph := range all {
-			w.seen[off] = max(w.seen[off], ph)
-		}
-	}
 }
 
 // mbarOverlap reports a live mbarrier among shared bytes [off, off+n).
@@ -363,8 +355,13 @@ func (r *blockRun) bulkTensor(w *warp, in *inst, active uint32) error {
 							if r.pend[b] {
 								return r.errf(w, in, l, "cp.async.bulk.tensor to shared offset %#x, which an earlier copy has not completed", b)
 							}
-							if ws := r.wsh[b]; r.d.CheckRaces && ws>>6 == r.epoch && ws&63 != uint32(w.id+1) {
+							if ws := r.wsh[b]; r.d.CheckRaces && !r.ordered(w, ws) {
 								return r.errf(w, in, l, "race: cp.async.bulk.tensor to shared offset %#x written by warp %d since the last barrier", b, ws&63-1)
+							}
+							if r.d.CheckRaces {
+								if msg := r.readRace(w, b, "cp.async.bulk.tensor to"); msg != "" {
+									return r.errf(w, in, l, "%s", msg)
+								}
 							}
 							r.pend[b] = true
 						}

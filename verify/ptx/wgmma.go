@@ -383,7 +383,8 @@ func (r *blockRun) deadlock() error {
 		var s string
 		switch w.state {
 		case wsBar:
-			s = "bar.sync"
+			b := &r.bars[w.waitBar]
+			s = fmt.Sprintf("bar.sync %d (%d of %d threads arrived)", w.waitBar, b.arrived, b.count)
 		case wsExit:
 			s = "exited"
 		case wsWG:
