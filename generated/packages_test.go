@@ -491,7 +491,7 @@ func packages() []pkg {
 			// no GPU kernels: the PTX targets do not take head parameters yet
 			best:    func() (int, string) { return int(perhead.Best()), perhead.Best().String() },
 			variant: reflect.TypeFor[perhead.Variant](),
-			errs:    map[string]error{"shape": perhead.ErrShape, "short": perhead.ErrShort, "variant": perhead.ErrVariant, "headDim": perhead.ErrHeadDim, "document": perhead.ErrDocument, "alias": perhead.ErrAlias, "page": perhead.ErrPage, "data": perhead.ErrDocument},
+			errs:    map[string]error{"shape": perhead.ErrShape, "short": perhead.ErrShort, "variant": perhead.ErrVariant, "headDim": perhead.ErrHeadDim, "document": perhead.ErrDocument, "alias": perhead.ErrAlias, "page": perhead.ErrPage, "data": perhead.ErrDocument, "headParam": perhead.ErrHeadParam},
 			run: func(v int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					return perhead.ForwardVariant(perhead.Variant(v), out, lse, q, k, vv, perhead.HeadParams{Window: headValues(s, 0), Sinks: headValues(s, 1)}, perhead.Shape(conv(s)))

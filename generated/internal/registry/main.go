@@ -106,8 +106,10 @@ func run() error {
 			gpus:      len(%[1]s.GPUKernels),
 			gpuKind:   func(k int) string { return %[1]s.GPUKernels[k].Kind },
 			kernels:   %[1]s.GPUKernels,`, n)
+		headErr := ""
 		if s.Pattern().HasParams() {
 			gpus = "// no GPU kernels: the PTX targets do not take head parameters yet"
+			headErr = ", \"headParam\": " + n + ".ErrHeadParam"
 		}
 		fmt.Fprintf(&b, `		{file: %q, dir: %q, mask: %[3]s.Mask, headDim: %[3]s.HeadDim, docs: %[4]v, tree: %[8]v,
 			supported: func(v int) bool { return %[3]s.Supported(%[3]s.Variant(v)) },
@@ -115,7 +117,7 @@ func run() error {
 			%[9]s
 			best:      func() (int, string) { return int(%[3]s.Best()), %[3]s.Best().String() },
 			variant:   reflect.TypeFor[%[3]s.Variant](),
-			errs:      map[string]error{"shape": %[3]s.ErrShape, "short": %[3]s.ErrShort, "variant": %[3]s.ErrVariant, "headDim": %[3]s.ErrHeadDim, "document": %[3]s.ErrDocument, "alias": %[3]s.ErrAlias, "page": %[3]s.ErrPage, "data": %[3]s.%[10]s},
+			errs:      map[string]error{"shape": %[3]s.ErrShape, "short": %[3]s.ErrShort, "variant": %[3]s.ErrVariant, "headDim": %[3]s.ErrHeadDim, "document": %[3]s.ErrDocument, "alias": %[3]s.ErrAlias, "page": %[3]s.ErrPage, "data": %[3]s.%[10]s%[11]s},
 			run: func(v int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					return %[3]s.ForwardVariant(%[3]s.Variant(v), out, lse, q, k, vv, %[5]s%[3]s.Shape(conv(s)))
@@ -139,7 +141,7 @@ func run() error {
 				}
 			},
 			argsType: reflect.TypeFor[%[3]s.Args]()},
-`, filepath.Base(files[k]), n, n, s.Mask.HasData(), docs, pagedEntry(n, docs, s.PageSize), argsFields(s), s.Mask.HasTree(), gpus, dataErr)
+`, filepath.Base(files[k]), n, n, s.Mask.HasData(), docs, pagedEntry(n, docs, s.PageSize), argsFields(s), s.Mask.HasTree(), gpus, dataErr, headErr)
 	}
 	b.WriteString("\t}\n}\n")
 	src, err := format.Source(b.Bytes())
