@@ -6,6 +6,7 @@ import (
 
 	"github.com/attngen/attngen/gen"
 	"github.com/attngen/attngen/runtime/gpu"
+	"github.com/attngen/attngen/runtime/mask"
 )
 
 // Backward is a generated backward pass: one module with two kernels,
@@ -35,6 +36,9 @@ type Backward struct {
 	DQShared     int    // dynamic shared memory of DQ, bytes
 	DKVShared    int    // dynamic shared memory of DKV, bytes
 	HasQueryHull bool   // the DKV kernel jumps over query tiles with the plan's query hull
+	// HeadParams are the plan's head parameters, whose values both
+	// kernels take in head_params (as Forward's); nil when they take none.
+	HeadParams []mask.HeadParam
 }
 
 // backwardParams is the parameter layout of the two kernels, in order.
@@ -119,7 +123,7 @@ func GenerateBackward(p *gen.Plan, cfg Config) (*Backward, error) {
 			name = "attn_bwd_dkv_" + p.Name
 		}
 		g.f = NewFunc(name)
-		g.f.Params = backwardParams(dkv, g.docs, p.UsesTree())
+		g.f.Params = g.withHeadParams(backwardParams(dkv, g.docs, p.UsesTree()))
 		g.f.ReqNTID = Threads
 		// one CTA per SM is all the register budget must allow: ptxas
 		// otherwise caps some kernels near 168 registers and spills
@@ -149,6 +153,7 @@ func GenerateBackward(p *gen.Plan, cfg Config) (*Backward, error) {
 	b.DQParams, b.DKVParams = funcs[0].Params, funcs[1].Params
 	b.PTX, b.DQShared, b.DKVShared = text, shared[0], shared[1]
 	b.HasQueryHull = p.QHull != nil
+	b.HeadParams = (&fwd{p: p}).maskHeadParams()
 	return b, nil
 }
 
@@ -240,6 +245,7 @@ type bwdK struct {
 	qR0          Operand // tensor row (within a head) of the segment's query 0
 	off          Operand // position of query row r is r + off
 	qthi         Operand // last query tile (dkv)
+	aKw, aVw     Operand // this warp's K and V fragment addresses (dkv)
 	aRowCol, aK  Operand // ldmatrix lane offsets: A operands and trans B; non-trans B
 	ch16w        Operand // b64 chunk offset of this thread's copies
 	bq           int     // query rows per step: the dq tile (64), or the dkv kernel's query tiles (bwdQ)
@@ -457,7 +463,7 @@ func (g *bwdK) maskTile(p [][4]Reg, rowPos, colPos func(n, x int) Operand, extra
 	memo := NewMemo()
 	for n := range p {
 		for x := range p[n] {
-			k, err := RenderPred(f, g.p.Pred, Env{Args: []Operand{rowPos(n, x), colPos(n, x)}, Docs: g.docRegs}, memo)
+			k, err := RenderPred(f, g.p.Pred, g.env(rowPos(n, x), colPos(n, x)), memo)
 			if err != nil {
 				return err
 			}
@@ -595,6 +601,7 @@ func (g *bwdK) kernelDQ() error {
 	if err != nil {
 		return err
 	}
+	g.headValues(h)
 	kvh := f.Op3(OpDiv, U32, h, f.Op3(OpDiv, U32, g.hq, g.hkv))
 	qrow0 := f.MulC(qt, TileQ)
 	row0 := f.Add(g.qR0, f.MulC(qrow0, g.pitch))
@@ -840,38 +847,55 @@ func (g *bwdK) kernelDKV() error {
 	kpos := [2]Operand{f.Add(f.Add(krow0, f.MulC(g.warp, 16)), g.g4)}
 	kpos[1] = f.Add(kpos[0], I(8))
 
-	f.Comment("query-tile range of this key tile")
+	// The query-tile range and the first tile to visit come from the
+	// plan's query hull and class programs: the same for every head of the
+	// group, unless the programs read head parameters, whose values are
+	// then loaded and the schedule evaluated per head inside the loop.
+	perHead := len(g.p.HeadParams()) > 0
 	bq := int64(g.bq)
-	nqt := f.FloorDiv(f.Add(g.sq, I(bq-1)), bq)
-	qtlo, qthi := Operand(I(0)), f.Sub(nqt, I(1))
-	if g.p.QHull != nil {
-		f.CommentProg("query hull", g.p.QHull)
-		qh, err := RenderInts(f, g.p.QHull, Env{Args: []Operand{k0, k1, I(0)}, Docs: g.docRegs})
-		if err != nil {
-			return err
+	schedule := func() (first, cfirst Reg, err error) {
+		f.Comment("query-tile range of this key tile")
+		nqt := f.FloorDiv(f.Add(g.sq, I(bq-1)), bq)
+		qtlo, qthi := Operand(I(0)), f.Sub(nqt, I(1))
+		if g.p.QHull != nil {
+			f.CommentProg("query hull", g.p.QHull)
+			qh, err := RenderInts(f, g.p.QHull, g.env(k0, k1, I(0)))
+			if err != nil {
+				return first, cfirst, err
+			}
+			lo := f.Max(f.Sub(qh[0], g.off), I(0))
+			hi := f.Min(f.Sub(qh[1], g.off), f.Sub(g.sq, I(1)))
+			qtlo, qthi = f.FloorDiv(lo, bq), f.FloorDiv(hi, bq)
 		}
-		lo := f.Max(f.Sub(qh[0], g.off), I(0))
-		hi := f.Min(f.Sub(qh[1], g.off), f.Sub(g.sq, I(1)))
-		qtlo, qthi = f.FloorDiv(lo, bq), f.FloorDiv(hi, bq)
+		g.qthi = f.reg(S32, qthi)
+		qtlo = f.reg(S32, qtlo)
+		if !perHead {
+			g.fragAddrs()
+			f.Comment("the first query tile to visit (the same for every head: the mask does not depend on it)")
+		} else {
+			f.Comment("the first query tile to visit at this head")
+		}
+		return g.findQ(qtlo, k0, k1)
 	}
-	g.qthi = f.reg(S32, qthi)
-	qtlo = f.reg(S32, qtlo)
-
-	f.Comment("K and V fragment addresses: this warp's 16 keys")
-	aKw := f.Add(f.Add(g.smem, f.MulC(g.warp, int64(16*g.RS))), g.aRowCol)
-	aVw := f.Add(aKw, I(int64(g.tileBytes())))
-
-	f.Comment("the first query tile to visit (the same for every head: the mask does not depend on it)")
-	first, cfirst, err := g.findQ(qtlo, k0, k1)
-	if err != nil {
+	var first, cfirst Reg
+	if perHead {
+		g.fragAddrs()
+	} else if first, cfirst, err = schedule(); err != nil {
 		return err
 	}
+	aKw, aVw := g.aKw, g.aVw
 	f.Comment("over the query heads of the group")
 	gi := f.Mov(U32, I(0))
 	heads := f.NewLabel("head")
 	done := f.NewLabel("heads_done")
 	f.Place(heads)
 	h := f.Add(f.Op3(OpMulLo, S32, kvh, group), R(gi))
+	if perHead {
+		g.headValues(h)
+		if first, cfirst, err = schedule(); err != nil {
+			return err
+		}
+	}
 	qb := f.Op3(OpAdd, U64, g.rowsBase(q, g.hq, h, g.sqAll, g.qR0, 2), g.ch16w)
 	db := f.Op3(OpAdd, U64, g.rowsBase(dout, g.hq, h, g.sqAll, g.qR0, 2), g.ch16w)
 	lb := g.lseRows(lse, h, g.qR0)
@@ -987,6 +1011,15 @@ func (g *bwdK) kernelDKV() error {
 	return nil
 }
 
+// fragAddrs sets the dk/dv kernel's K and V fragment addresses: this
+// warp's 16 keys in the K and V tiles.
+func (g *bwdK) fragAddrs() {
+	f := g.f
+	f.Comment("K and V fragment addresses: this warp's 16 keys")
+	g.aKw = f.Add(f.Add(g.smem, f.MulC(g.warp, int64(16*g.RS))), g.aRowCol)
+	g.aVw = f.Add(g.aKw, I(int64(g.tileBytes())))
+}
+
 // qLoader loads the query-side tiles of the dkv kernel for one query head.
 type qLoader struct {
 	g       *bwdK
@@ -1043,7 +1076,7 @@ func (g *bwdK) findQ(start, k0, k1 Operand) (t, c Reg, err error) {
 	q0 := f.Add(r0, g.off)
 	q1 := f.Add(f.Sub(f.Min(rend, g.sq), I(1)), g.off)
 	f.Comment("tile class: the plan's class program")
-	cls, err := RenderInts(f, g.p.Class, Env{Args: []Operand{q0, q1, k0, k1}, Docs: g.docRegs})
+	cls, err := RenderInts(f, g.p.Class, g.env(q0, q1, k0, k1))
 	if err != nil {
 		return t, c, err
 	}
@@ -1052,7 +1085,7 @@ func (g *bwdK) findQ(start, k0, k1 Operand) (t, c Reg, err error) {
 	f.Bra(done, &empty, true)
 	if g.p.QHull != nil {
 		f.Comment("empty tile: jump to the tile of the first query at or past the next tile that the query hull allows")
-		qh, err := RenderInts(f, g.p.QHull, Env{Args: []Operand{k0, k1, f.Add(rend, g.off)}, Docs: g.docRegs})
+		qh, err := RenderInts(f, g.p.QHull, g.env(k0, k1, f.Add(rend, g.off)))
 		if err != nil {
 			return t, c, err
 		}

@@ -36,6 +36,14 @@ type poisonFunc func(q, k, v, dout []float32)
 // every output poisoned with NaN first.
 func runBackwardKernels(t *testing.T, p *gen.Plan, cfg Config, s shape, ids []int32, seed uint64, poisonIn poisonFunc) *bwdRun {
 	t.Helper()
+	return runBackwardHeads(t, p, cfg, s, ids, seed, poisonIn, nil)
+}
+
+// runBackwardHeads is runBackwardKernels with head parameter values
+// (head-major [heads_q][n]) for a plan with head parameters; nil draws
+// them (verify.RandomHeadParams). The run's shape carries them.
+func runBackwardHeads(t *testing.T, p *gen.Plan, cfg Config, s shape, ids []int32, seed uint64, poisonIn poisonFunc, heads []int32) *bwdRun {
+	t.Helper()
 	fk, err := GenerateForward(p, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -56,6 +64,7 @@ func runBackwardKernels(t *testing.T, p *gen.Plan, cfg Config, s shape, ids []in
 	vs := verify.Shape{Batch: s.batch, HeadsQ: s.hq, HeadsKV: s.hkv, SeqQ: s.sq, SeqK: s.sk, HeadDim: D}
 	nq, nkv, nl := vs.Sizes()
 	rng := rand.New(rand.NewPCG(seed, uint64(s.sk*7+D)))
+	vs.HeadParams = callHeads(p, heads, rng, s)
 	round, unround := bf16, fromBF16
 	if fk.Elem == F16 {
 		round, unround = f16, fromF16
@@ -145,6 +154,7 @@ func runBackwardKernels(t *testing.T, p *gen.Plan, cfg Config, s shape, ids []in
 		}
 		docPtrs = docArrays(t, dev, alloc, ids)
 	}
+	docPtrs = append(docPtrs, headArray(t, dev, alloc, vs.HeadParams)...)
 	fl, err := fk.Geometry(s.batch, s.hq, s.hkv, s.sq, s.sk, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -186,7 +196,8 @@ func runBackwardKernels(t *testing.T, p *gen.Plan, cfg Config, s shape, ids []in
 }
 
 // checkBackward compares a run's gradients with the float64 reference of
-// pattern pat on the same (rounded) inputs: rows of dq whose query keeps
+// pattern pat (bound per query head to the run's head parameter values)
+// on the same (rounded) inputs: rows of dq whose query keeps
 // no key and rows of dk and dv of keys no query keeps must be exactly 0;
 // every other element must be within ErrFactor times the error of a
 // straightforward backward that rounds out, P and dS to the element type
@@ -218,10 +229,11 @@ func checkBackward(t *testing.T, r *bwdRun, pat spec.Pattern, elem Type, report 
 	keyKept := make([]bool, vs.Batch*vs.HeadsKV*vs.SeqK)
 	for bh := 0; bh < vs.Batch*vs.HeadsQ; bh++ {
 		kv := bh/vs.HeadsQ*vs.HeadsKV + bh%vs.HeadsQ/group
+		hp := headPattern(pat, vs, bh%vs.HeadsQ)
 		for row := 0; row < vs.SeqQ; row++ {
 			i := spec.Row(row, vs.SeqQ, vs.SeqK)
 			for j := 0; j < vs.SeqK; j++ {
-				if pat.AtDocs(i, j, r.docs) {
+				if hp.AtDocs(i, j, r.docs) {
 					rowKeeps[bh*vs.SeqQ+row] = true
 					keyKept[kv*vs.SeqK+j] = true
 				}
@@ -635,8 +647,8 @@ func TestBackwardInterpNonFinite(t *testing.T) {
 // visits, by its barriers (two per tile, two more per partial tile for
 // the votes of the masked-input rule), against the plan's closed-form column
 // schedule (gen.Plan.VisitColumn: the query hull and class programs
-// evaluated in Go) with the kernel's query step, summed over the query
-// heads of each group; and checks by brute force that the schedule visits
+// evaluated in Go, per head for masks with head parameters) with the
+// kernel's query step, summed over the query heads of each group; and checks by brute force that the schedule visits
 // the tile of every kept pair, so the kernel never skips a tile it needs.
 func TestBackwardInterpColumnSchedule(t *testing.T) {
 	masks := exampleMasks(t)
@@ -645,7 +657,7 @@ func TestBackwardInterpColumnSchedule(t *testing.T) {
 		if mk.p.Mask.HasData() {
 			continue
 		}
-		p := compile(t, mk.name, mk.p.Mask, mk.p.Causal, 64)
+		p := compilePattern(t, SM80, mk.name, mk.p, 64)
 		if p.Layout.Kind != gen.Identity {
 			continue
 		}
@@ -666,28 +678,33 @@ func TestBackwardInterpColumnSchedule(t *testing.T) {
 			}
 			seg := gen.Segment{SeqQ: sh.sq, SeqK: sh.sk}
 			want := int64(0)
-			for kt := 0; kt < (sh.sk+TileK-1)/TileK; kt++ {
-				tiles := pq.VisitColumn(nil, seg, kt, nil)
-				for _, c := range tiles {
-					want += 2 // the copy wait and the end of the tile
-					if c.Class == mask.Partial {
-						want += 2
+			// the heads of the group (all of them: one key/value head),
+			// each with its head parameter values when the mask takes some
+			for h := 0; h < sh.hq; h++ {
+				docs := headDocs(p, nil, r.vs.HeadParams, h)
+				hp := headPattern(mk.p, r.vs, h)
+				for kt := 0; kt < (sh.sk+TileK-1)/TileK; kt++ {
+					tiles := pq.VisitColumn(nil, seg, kt, docs)
+					for _, c := range tiles {
+						want += 2 // the copy wait and the end of the tile
+						if c.Class == mask.Partial {
+							want += 2
+						}
 					}
-				}
-				// every row that keeps a key of the tile is in a visited tile
-				visited := map[int]bool{}
-				for _, v := range tiles {
-					visited[v.Q] = true
-				}
-				for r := 0; r < sh.sq; r++ {
-					for j := kt * TileK; j < min(kt*TileK+TileK, sh.sk); j++ {
-						if mk.p.AtDocs(spec.Row(r, sh.sq, sh.sk), j, nil) && !visited[r/pq.TileQ] {
-							t.Fatalf("key tile %d: row %d keeps key %d, its query tile %d is not visited", kt, r, j, r/pq.TileQ)
+					// every row that keeps a key of the tile is in a visited tile
+					visited := map[int]bool{}
+					for _, v := range tiles {
+						visited[v.Q] = true
+					}
+					for r := 0; r < sh.sq; r++ {
+						for j := kt * TileK; j < min(kt*TileK+TileK, sh.sk); j++ {
+							if hp.AtDocs(spec.Row(r, sh.sq, sh.sk), j, nil) && !visited[r/pq.TileQ] {
+								t.Fatalf("head %d, key tile %d: row %d keeps key %d, its query tile %d is not visited", h, kt, r, j, r/pq.TileQ)
+							}
 						}
 					}
 				}
 			}
-			want *= int64(sh.hq / sh.hkv)
 			if r.dkvSt.Barriers != want {
 				t.Fatalf("dk/dv kernel: %d barriers, the closed-form schedule gives %d", r.dkvSt.Barriers, want)
 			}

@@ -53,7 +53,9 @@
 //     Prog.Args order), results come back as integer operands or predicate
 //     registers (Value), document ops load from the kernel's doc_id,
 //     doc_start and doc_end arrays (DocRegs), tree ops from its tree
-//     arrays (TreeRegs: treeanc is four loads, a bit test and compares). Every non-word gen.IROp
+//     arrays (TreeRegs: treeanc is four loads, a bit test and compares),
+//     param ops are the current head's values (Env.Heads), with the range
+//     [Min, Max] the plan declares for the parameter. Every non-word gen.IROp
 //     renders; word ops (which exist only in the CPU keep-word program), an
 //     unknown op, a constant, immediate or value folded from constants
 //     outside s32 (gen.Inf and -gen.Inf fit), or a value whose range
@@ -63,6 +65,8 @@
 //     once per row and column-only values once per column.
 //   - forward.go: the forward kernel, its parameter layout and Launch
 //     geometry (the grid's query tiles come from mask.MaxQueries).
+//   - heads.go: head parameters (below): the head_params parameter, where
+//     it goes in each kernel's list, and the loads of a head's values.
 //   - backward.go: the backward pass, two kernels in one module, its
 //     parameter layouts and BackwardLaunch geometry.
 //   - hopper.go: the sm_90a forward kernel and its tensor maps
@@ -117,6 +121,29 @@
 // position's fully kept key prefix, the ancestor bitset rows of the
 // positions past the leading chain, and three per-call values), one tree
 // shared by every batch element and head.
+//
+// # Head parameters
+//
+// A plan with head parameters (gen.Plan.HeadParams: issue 11's window
+// sizes and sink counts per query head, spec head_params) has programs
+// that read them (gen.IRParam k: parameter k at the query head being
+// computed). Its kernels take one more device address, head_params, right
+// after the mask's run-time data (after lse, or delta in the backward's
+// kernels, and after the document or tree arrays; before the sm_90a
+// kernel's tensor maps): s32 values, head-major [heads_q][n] for the
+// plan's n parameters (query head h's values at h*n), shared by every
+// batch element. Forward.HeadParams and Backward.HeadParams list the
+// parameters with their ranges; gpu.CheckHeadParams checks a call's
+// values, which must lie in those ranges (the range analysis computes in
+// s32 what the ranges allow: a position plus a window of at most 8192 keys
+// stays s32). The sm_80 and sm_90a forwards and the dq kernel load the n
+// values of their CTA's query head (%ctaid.y) once, after the parameters;
+// the dk/dv kernel, which loops over the query heads of a key/value head's
+// group, loads them at the top of each head's iteration and evaluates its
+// query-tile range (the query hull) and first tile there, per head, since
+// they depend on the values (without head parameters both are computed
+// once, before the loop). Plans without head parameters take no such
+// parameter and their kernels are unchanged, byte for byte.
 //
 // # The sm_90a kernel
 //
@@ -280,6 +307,18 @@
 // spills, no remark) and TestHopperSASS counts HGMMA, WARPGROUP.DEPBAR
 // (serialized wgmma would add some), UTMALDG and MUFU.EX2 in and around
 // the key-tile loop against the kernel's structure.
+// Head parameters (heads_test.go): the param op in TestEveryIROp (values
+// loaded per case by the kernels' own loading code, and immediates) and
+// TestParamRange (the declared range decides s32 or s64); the parameter's
+// place in each kernel's list; the sm_80 and sm_90a forwards and the
+// backward under the interpreter on three masks with per-head windows and
+// sinks (each parameter's Min and Max, sinks 0 at some heads, values that
+// differ within each group of grouped heads, so the dk/dv kernel's per-head
+// reload and schedule matter; random values) at head dimensions 64 and
+// 128, bf16 and f16, outputs poisoned, against the reference bound per
+// head (verify.Shape.HeadParams); ptxas 11.8 and 12.4 without spills. The
+// example-driven tests bind or upload values per head, so an example with
+// head_params runs through all of them.
 // TestSM90aVerifiedRecorded allows SM90aVerified only with a passing
 // sm_90a GPU verification recorded in docs/gpu-results.md. The kernel's
 // GPU path (tensor maps encoded by the driver, passed by address; the

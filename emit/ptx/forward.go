@@ -47,6 +47,10 @@ type Forward struct {
 	TileQ, Threads int
 	// DynShared is the dynamic shared memory the kernel needs, in bytes.
 	DynShared int
+	// HeadParams are the plan's head parameters, whose values per query
+	// head the kernel takes in head_params (gpu.CheckHeadParams checks a
+	// call's); nil when it takes none.
+	HeadParams []mask.HeadParam
 }
 
 // minCTAs is the .minnctapersm of the kernel per head dimension (none
@@ -161,12 +165,17 @@ func GenerateForward(p *gen.Plan, cfg Config) (*Forward, error) {
 	}
 	g.f = NewFunc("attn_fwd_" + p.Name)
 	if t.Accel {
-		return generateHopper(p, cfg, t, g)
+		k, err := generateHopper(p, cfg, t, g)
+		if k != nil {
+			k.HeadParams = g.maskHeadParams()
+		}
+		return k, err
 	}
 	g.f.Params = forwardParams(g.docs)
 	if p.UsesTree() {
 		g.f.Params = treeForwardParams()
 	}
+	g.f.Params = g.withHeadParams(g.f.Params)
 	g.f.ReqNTID = Threads
 	g.f.MinCTAs = minCTAs[p.HeadDim]
 	if g.f.MinCTAs > 2 && len(p.Pred.Insts) > bigPred {
@@ -192,7 +201,8 @@ func GenerateForward(p *gen.Plan, cfg Config) (*Forward, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Forward{Name: g.f.Name, Target: t, HeadDim: p.HeadDim, Elem: g.elem, Stride: g.st, Params: g.f.Params, PTX: text, DynShared: g.smemBytes(), TileQ: TileQ, Threads: Threads}, nil
+	return &Forward{Name: g.f.Name, Target: t, HeadDim: p.HeadDim, Elem: g.elem, Stride: g.st, Params: g.f.Params, PTX: text, DynShared: g.smemBytes(), TileQ: TileQ, Threads: Threads,
+		HeadParams: g.maskHeadParams()}, nil
 }
 
 // newFwd checks that target t can render plan p (its element type, tile
@@ -259,6 +269,11 @@ type fwd struct {
 	tk      int      // keys per key tile
 	threads int      // threads per CTA
 
+	// headBase is the b64 address of head_params and heads the current
+	// query head's values (headValues), for plans with head parameters
+	headBase Operand
+	heads    []HeadVal
+
 	// per-thread values
 	tid, lane, warp, g4, t4 Operand
 	sq, sk                  Operand
@@ -302,7 +317,8 @@ func (g *fwd) wide(base, x Operand, c int64) Operand {
 }
 
 // dataRegs loads the addresses of the run-time mask data the kernel
-// takes: a tree's arrays, or documents'.
+// takes: a tree's arrays, or documents', and head_params (whose values
+// headValues loads per head).
 func (g *fwd) dataRegs() {
 	switch {
 	case g.p.UsesTree():
@@ -311,6 +327,9 @@ func (g *fwd) dataRegs() {
 	case g.docs:
 		id, start, end := g.global("doc_id"), g.global("doc_start"), g.global("doc_end")
 		g.docRegs = &DocRegs{ID: id.Reg, Start: start.Reg, End: end.Reg}
+	}
+	if len(g.p.HeadParams()) > 0 {
+		g.headBase = g.global(headParamsName)
 	}
 }
 
@@ -327,6 +346,7 @@ func (g *fwd) kernel() error {
 	g.scl = g.param("scale_log2", F32)
 	g.tid = g.special("%tid.x")
 	qt, h, bz := g.special("%ctaid.x"), g.special("%ctaid.y"), g.special("%ctaid.z")
+	g.headValues(h)
 	g.warp = f.Op3(OpShr, U32, g.tid, I(5))
 	g.lane = f.Op3(OpAnd, B32, g.tid, I(31))
 	g.g4 = f.Op3(OpShr, U32, g.lane, I(2))
@@ -522,7 +542,7 @@ func (g *fwd) keyRange(qrow0, off Operand) (q0, q1, ktlo Operand, err error) {
 	q0 = f.Add(qrow0, off)
 	q1 = f.Add(f.Sub(f.Min(f.Add(qrow0, I(TileQ)), g.sq), I(1)), off)
 	f.CommentProg("key hull", g.p.Hull)
-	hull, err := RenderInts(f, g.p.Hull, Env{Args: []Operand{q0, q1, I(0)}, Docs: g.docRegs})
+	hull, err := RenderInts(f, g.p.Hull, g.env(q0, q1, I(0)))
 	if err != nil {
 		return q0, q1, ktlo, err
 	}
@@ -552,7 +572,7 @@ func (g *fwd) find(start, q0, q1 Operand) (t, c Reg, err error) {
 	kend := f.Add(k0, I(int64(g.tk)))
 	k1 := f.Sub(f.Min(kend, g.sk), I(1))
 	f.Comment("tile class: the plan's class program")
-	cls, err := RenderInts(f, g.p.Class, Env{Args: []Operand{q0, q1, k0, k1}, Docs: g.docRegs})
+	cls, err := RenderInts(f, g.p.Class, g.env(q0, q1, k0, k1))
 	if err != nil {
 		return t, c, err
 	}
@@ -563,7 +583,7 @@ func (g *fwd) find(start, q0, q1 Operand) (t, c Reg, err error) {
 	f.Bra(done, &empty, true)
 	f.Comment("empty tile: jump to the tile of the first key at or past the next tile that the key hull allows")
 	f.CommentProg("key hull", g.p.Hull)
-	h, err := RenderInts(f, g.p.Hull, Env{Args: []Operand{q0, q1, kend}, Docs: g.docRegs})
+	h, err := RenderInts(f, g.p.Hull, g.env(q0, q1, kend))
 	if err != nil {
 		return t, c, err
 	}
@@ -716,7 +736,7 @@ func (g *fwd) rowIntervals(rows [2]Operand, lastK Operand) (keep func(r int, j O
 	f.CommentProg("key hull", g.p.Hull)
 	var lo, hi [2]Operand
 	for r, i := range rows {
-		h, err := RenderInts(f, g.p.Hull, Env{Args: []Operand{i, i, I(0)}, Docs: g.docRegs})
+		h, err := RenderInts(f, g.p.Hull, g.env(i, i, I(0)))
 		if err != nil {
 			return nil, err
 		}
@@ -773,7 +793,7 @@ func (g *fwd) maskPartial(kt, cls Operand, s [][4]Reg) error {
 			if x >= 2 {
 				row = rows[1]
 			}
-			keep, err := RenderPred(f, g.p.Pred, Env{Args: []Operand{row, cols[x&1]}, Docs: g.docRegs}, memo)
+			keep, err := RenderPred(f, g.p.Pred, g.env(row, cols[x&1]), memo)
 			if err != nil {
 				return err
 			}
@@ -1132,8 +1152,9 @@ func (g *fwd) finish(obase, lbase, qrow0 Operand, m, l [2]Reg, acc [][4]Reg) {
 }
 
 // Args lists the kernel arguments in parameter order: the device
-// addresses (q, k, v, o, lse, and for document kernels doc_id, doc_start,
-// doc_end), then the scalars (uint32 and float32).
+// addresses (q, k, v, o, lse, for document kernels doc_id, doc_start,
+// doc_end, for kernels of plans with head parameters head_params), then
+// the scalars (uint32 and float32).
 func (l Launch) Args(ptrs ...uint64) ([]any, error) {
 	want := 0
 	for _, p := range l.Params {

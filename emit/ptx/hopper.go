@@ -169,7 +169,7 @@ func generateHopper(p *gen.Plan, cfg Config, t Target, g *fwd) (*Forward, error)
 	g.tq, g.threads = hopTileQ, hopThreads
 	g.tk = hopTileK(g.D) // the plan's (GenerateForward checked it)
 	h := &hop{fwd: g, halves: g.D / boxCols, tileBytes: g.tk * 2 * g.D, qBytes: hopTileQ * 2 * g.D, boxBytes: g.tk * swzBytes}
-	g.f.Params = hopperParams(g.docs, p.UsesTree())
+	g.f.Params = g.withHeadParams(hopperParams(g.docs, p.UsesTree()))
 	g.f.ReqNTID = hopThreads
 	g.f.DynShared = "smem"
 	g.f.SharedAlign = hopAlign
@@ -302,6 +302,7 @@ func (h *hop) kernel() error {
 	h.scl = h.param("scale_log2", F32)
 	h.tid = h.special("%tid.x")
 	qt, hd, bz := h.special("%ctaid.x"), h.special("%ctaid.y"), h.special("%ctaid.z")
+	h.headValues(hd)
 	h.warp = f.Op3(OpShr, U32, h.tid, I(5))
 	h.lane = f.Op3(OpAnd, B32, h.tid, I(31))
 	h.g4 = f.Op3(OpShr, U32, h.lane, I(2))
@@ -352,7 +353,7 @@ func (h *hop) kernel() error {
 	q0 := f.Add(qrow0, off)
 	q1 := f.Add(f.Sub(f.Min(f.Add(qrow0, I(hopTileQ)), h.sq), I(1)), off)
 	f.CommentProg("key hull", h.p.Hull)
-	hull, err := RenderInts(f, h.p.Hull, Env{Args: []Operand{q0, q1, I(0)}, Docs: h.docRegs})
+	hull, err := RenderInts(f, h.p.Hull, h.env(q0, q1, I(0)))
 	if err != nil {
 		return err
 	}

@@ -99,7 +99,7 @@ func TestHopperInterpExamples(t *testing.T) {
 		}
 		for _, d := range dims {
 			if d != s.HeadDim {
-				p = compileFor(t, SM90a, s.Name, s.Mask, s.Causal, d)
+				p = compilePattern(t, SM90a, s.Name, s.Pattern(), d)
 			}
 			for _, sh := range shapes {
 				sh := fitStride(p, sh)
@@ -280,6 +280,7 @@ func hopperRun(t *testing.T, k *Forward) verify.Run {
 		case ids != nil:
 			ptrs = append(ptrs, docArrays(t, dev, alloc, ids[:s.SeqK])...)
 		}
+		ptrs = append(ptrs, headArray(t, dev, alloc, s.HeadParams)...)
 		sh := shape{s.Batch, s.HeadsQ, s.HeadsKV, s.SeqQ, s.SeqK}
 		ptrs = append(ptrs, tensorMaps(t, dev, k, sh, in[0], in[1], in[2])...)
 		l, err := k.Geometry(s.Batch, s.HeadsQ, s.HeadsKV, s.SeqQ, s.SeqK, s.Scale)

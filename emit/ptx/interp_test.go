@@ -75,15 +75,17 @@ type shape struct{ batch, hq, hkv, sq, sk int }
 // element type may make against the float64 reference: with unit roundoff
 // u (2^-8 for bf16, 2^-11 for f16: half an ulp of an 8- or 11-bit significand), rounding each weight moves the output
 // by at most u * sum_j w_j |v_jd|, and rounding the output by u |out_d|.
+// A pattern with head parameters is bound per head to s.HeadParams.
 // Accumulation in f32 and ex2.approx add orders of magnitude less; the
 // bound is widened by 10% for them.
-func bounds(p spec.Pattern, docs *spec.Docs, q, k, v []float32, s verify.Shape, u float64) []float64 {
+func bounds(pat spec.Pattern, docs *spec.Docs, q, k, v []float32, s verify.Shape, u float64) []float64 {
 	D, scale := s.HeadDim, s.EffScale()
 	group := s.HeadsQ / s.HeadsKV
 	out := make([]float64, s.Batch*s.HeadsQ*s.SeqQ*D)
 	sc := make([]float64, s.SeqK)
 	for b := 0; b < s.Batch; b++ {
 		for h := 0; h < s.HeadsQ; h++ {
+			p := headPattern(pat, s, h)
 			kv := (b*s.HeadsKV + h/group) * s.SeqK * D
 			for r := 0; r < s.SeqQ; r++ {
 				row := (b*s.HeadsQ+h)*s.SeqQ + r
@@ -134,6 +136,14 @@ func runForward(t *testing.T, p *gen.Plan, cfg Config, s shape, want *spec.Patte
 // runForwardDocs is runForward with document ids (nil: none).
 func runForwardDocs(t *testing.T, p *gen.Plan, cfg Config, s shape, want *spec.Pattern, report bool, ids []int32) int {
 	t.Helper()
+	return runForwardHeads(t, p, cfg, s, want, report, ids, nil)
+}
+
+// runForwardHeads is runForwardDocs with head parameter values (head-major
+// [heads_q][n], verify.Shape.HeadParams) for a plan with head parameters;
+// nil draws them (verify.RandomHeadParams).
+func runForwardHeads(t *testing.T, p *gen.Plan, cfg Config, s shape, want *spec.Pattern, report bool, ids []int32, heads []int32) int {
+	t.Helper()
 	k, err := GenerateForward(p, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -146,6 +156,7 @@ func runForwardDocs(t *testing.T, p *gen.Plan, cfg Config, s shape, want *spec.P
 	vs := verify.Shape{Batch: s.batch, HeadsQ: s.hq, HeadsKV: s.hkv, SeqQ: s.sq, SeqK: s.sk, HeadDim: D}
 	nq, nkv, nl := vs.Sizes()
 	rng := rand.New(rand.NewPCG(uint64(s.sq), uint64(s.sk*7+D)))
+	vs.HeadParams = callHeads(p, heads, rng, s)
 	round, unround, u := bf16, fromBF16, math.Ldexp(1, -8)
 	if k.Elem == F16 {
 		round, unround, u = f16, fromF16, math.Ldexp(1, -11)
@@ -205,6 +216,7 @@ func runForwardDocs(t *testing.T, p *gen.Plan, cfg Config, s shape, want *spec.P
 		}
 		ptrs = append(ptrs, docArrays(t, dev, alloc, ids)...)
 	}
+	ptrs = append(ptrs, headArray(t, dev, alloc, vs.HeadParams)...)
 	if k.Target.Accel {
 		ptrs = append(ptrs, tensorMaps(t, dev, k, s, qa, ka, va)...)
 	}
@@ -512,7 +524,7 @@ func checkVisits(t *testing.T, tg Target, masks []testMask, adjust func(*gen.Pla
 	t.Helper()
 	for _, c := range masks {
 		for _, sh := range []shape{{1, 2, 1, 300, 700}, {1, 1, 1, 1, 500}} {
-			p := compileFor(t, tg, c.name, c.p.Mask, c.p.Causal, 64)
+			p := compilePattern(t, tg, c.name, c.p, 64)
 			if adjust != nil {
 				sh = adjust(p, sh)
 			}
@@ -532,41 +544,52 @@ func checkVisits(t *testing.T, tg Target, masks []testMask, adjust func(*gen.Pla
 					t.Fatal(err)
 				}
 			}
-			st := launchCount(t, p, tg, sh, ids)
+			heads := callHeads(p, nil, rand.New(rand.NewPCG(uint64(sh.sk), 11)), sh)
+			st := launchCountHeads(t, p, tg, sh, ids, heads)
 			var want int64
 			var refs []gen.TileRef
-			for _, seg := range p.Segments(sh.sq, sh.sk) {
-				off := seg.SeqK - seg.SeqQ
-				for qt := 0; qt < p.QueryTiles(seg); qt++ {
-					q0 := qt*p.TileQ + off
-					q1 := min(qt*p.TileQ+p.TileQ, seg.SeqQ) - 1 + off
-					scan := planTiles(p, q0, q1, seg.SeqK, docs)
-					partial := 0
-					for _, r := range scan {
-						if r.Class == mask.Partial {
-							partial++ // sanitize's vote (the data is finite)
+			// heads with the same values visit the same tiles: one pass
+			// per head with head parameters, one for every head without
+			passes, mult := sh.hq, 1
+			if heads == nil {
+				passes, mult = 1, sh.hq
+			}
+			docs0 := docs
+			for h := 0; h < passes; h++ {
+				docs := headDocs(p, docs0, heads, h)
+				for _, seg := range p.Segments(sh.sq, sh.sk) {
+					off := seg.SeqK - seg.SeqQ
+					for qt := 0; qt < p.QueryTiles(seg); qt++ {
+						q0 := qt*p.TileQ + off
+						q1 := min(qt*p.TileQ+p.TileQ, seg.SeqQ) - 1 + off
+						scan := planTiles(p, q0, q1, seg.SeqK, docs)
+						partial := 0
+						for _, r := range scan {
+							if r.Class == mask.Partial {
+								partial++ // sanitize's vote (the data is finite)
+							}
 						}
-					}
-					if len(scan) > 0 {
-						want += barriers(len(scan), partial)
-					}
-					classes := map[int]mask.Class{}
-					for _, r := range scan {
-						classes[r.K] = r.Class
-					}
-					refs = p.Visit(refs[:0], seg, qt, docs)
-					for _, r := range refs {
-						sc, ok := classes[r.K]
-						switch {
-						case !ok:
-							t.Errorf("%s %v: segment %+v query tile %d: the plan visits key tile %d (%s), the kernel's scan does not", c.name, sh, seg, qt, r.K, r.Class)
-						case sc == mask.Full && r.Class != mask.Full:
-							t.Errorf("%s %v: segment %+v query tile %d: key tile %d is full by the class program, %s by keep words", c.name, sh, seg, qt, r.K, r.Class)
+						if len(scan) > 0 {
+							want += barriers(len(scan), partial)
+						}
+						classes := map[int]mask.Class{}
+						for _, r := range scan {
+							classes[r.K] = r.Class
+						}
+						refs = p.Visit(refs[:0], seg, qt, docs)
+						for _, r := range refs {
+							sc, ok := classes[r.K]
+							switch {
+							case !ok:
+								t.Errorf("%s %v: segment %+v query tile %d: the plan visits key tile %d (%s), the kernel's scan does not", c.name, sh, seg, qt, r.K, r.Class)
+							case sc == mask.Full && r.Class != mask.Full:
+								t.Errorf("%s %v: segment %+v query tile %d: key tile %d is full by the class program, %s by keep words", c.name, sh, seg, qt, r.K, r.Class)
+							}
 						}
 					}
 				}
 			}
-			want *= int64(sh.batch * sh.hq)
+			want *= int64(sh.batch * mult)
 			if st.Barriers != want {
 				t.Errorf("%s (%s) %v: %d barriers, the plan's hull and class programs give %d", c.name, c.p, sh, st.Barriers, want)
 			}
@@ -577,6 +600,13 @@ func checkVisits(t *testing.T, tg Target, masks []testMask, adjust func(*gen.Pla
 // launchCount runs the kernel of p for target tg on shape sh (document
 // ids ids, nil for none) and returns the interpreter's statistics.
 func launchCount(t *testing.T, p *gen.Plan, tg Target, sh shape, ids []int32) *ptxi.Stats {
+	t.Helper()
+	return launchCountHeads(t, p, tg, sh, ids, nil)
+}
+
+// launchCountHeads is launchCount with head parameter values (head-major;
+// nil: none).
+func launchCountHeads(t *testing.T, p *gen.Plan, tg Target, sh shape, ids []int32, heads []int32) *ptxi.Stats {
 	t.Helper()
 	k, err := GenerateForward(p, Config{Target: tg, SoftLg2: true})
 	if err != nil {
@@ -624,6 +654,13 @@ func launchCount(t *testing.T, p *gen.Plan, tg Target, sh shape, ids []int32) *p
 			return a
 		}, ids)...)
 	}
+	ptrs = append(ptrs, headArray(t, dev, func(n int) uint64 {
+		a, err := dev.Alloc(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}, heads)...)
 	l, err := k.Geometry(sh.batch, sh.hq, sh.hkv, sh.sq, sh.sk, 0)
 	if err != nil {
 		t.Fatal(err)

@@ -17,6 +17,21 @@ type Env struct {
 	// the kernel takes none, and then a program that reads document ids
 	// is an error.
 	Docs *DocRegs
+	// Heads are the values of the plan's head parameters at the query
+	// head being computed (IRParam k reads Heads[k]); nil when the kernel
+	// takes none, and then a program that reads one is an error.
+	Heads []HeadVal
+}
+
+// HeadVal is one head parameter as a program reads it: its value at the
+// query head being computed, an s32 register the kernel loaded from its
+// head_params array (or an immediate), and the range [Min, Max] the plan
+// declares for it (gen.Plan.HeadParams), which the range analysis takes
+// for a register. The caller vouches for the range: values outside it
+// may compute in s32 what needs s64.
+type HeadVal struct {
+	V        Operand
+	Min, Max int64
 }
 
 // DocRegs are the b64 global addresses of a document kernel's three s32
@@ -189,14 +204,17 @@ func checkImm(p *gen.Prog, k int, what string, v int64) error {
 // saturated bound lies beyond every position on the same side as the true
 // one. divc, modc and div are floored, correct for negative dividends;
 // comparisons and logic produce predicates; document ops load from
-// env.Docs. Dead values (Prog.Live) are not rendered, constants are
+// env.Docs; param is the operand env.Heads holds for it (the kernel loads
+// the head's values once per head), with the parameter's [Min, Max] as
+// its range. Dead values (Prog.Live) are not rendered, constants are
 // folded, and memo (nil: none) shares values between renderings in one
 // block. Every non-word gen.IROp renders; a word op (which exists only in
 // the CPU keep-word program), an unknown op, a program that fails Check,
 // arguments that are not s32 operands, a constant or immediate outside s32
 // (gen keeps them in [-gen.Inf, gen.Inf]), a value folded from constants
-// alone outside s32, a value whose range does not fit 64 bits or document
-// ops without env.Docs return an error.
+// alone outside s32, a value whose range does not fit 64 bits, document
+// ops without env.Docs or a param op without its env.Heads value return an
+// error.
 func RenderProg(f *Func, p *gen.Prog, env Env, memo *Memo) ([]Value, error) {
 	if p == nil {
 		return nil, fmt.Errorf("ptx: nil program")
@@ -215,6 +233,18 @@ func RenderProg(f *Func, p *gen.Prog, env Env, memo *Memo) ([]Value, error) {
 	for n, a := range env.Args {
 		if !(a.Kind == KImm && a.Imm >= math.MinInt32 && a.Imm <= math.MaxInt32 || a.Kind == KReg && a.Reg.T == B32 && !a.Neg) {
 			return nil, fmt.Errorf("ptx: program %s: argument %s = %s is not an s32 register or immediate", p.Name, p.Args[n], a)
+		}
+	}
+	for k, h := range env.Heads {
+		ok := h.Min <= h.Max && h.Min >= math.MinInt32 && h.Max <= math.MaxInt32
+		switch {
+		case h.V.Kind == KImm:
+			ok = ok && h.V.Imm >= h.Min && h.V.Imm <= h.Max
+		default:
+			ok = ok && h.V.Kind == KReg && h.V.Reg.T == B32 && !h.V.Neg
+		}
+		if !ok {
+			return nil, fmt.Errorf("ptx: program %s: head parameter %d = %s in [%d, %d] is not an s32 register or immediate within an s32 range", p.Name, k, h.V, h.Min, h.Max)
 		}
 	}
 	if len(p.Args) > 64 {
@@ -440,6 +470,11 @@ func (f *Func) renderInst(p *gen.Prog, k int, in gen.Inst, vals []Value, env Env
 			return c, nil
 		}
 		return intVal(f.Selp(S32, f.IntOf(b), f.IntOf(c), cond.P)), nil
+	case gen.IRParam:
+		if int(in.Imm) >= len(env.Heads) {
+			return Value{}, fmt.Errorf("ptx: program %s v%d: %s %d needs the values of the head parameters, which this kernel does not take (%d given)", p.Name, k, in.Op, in.Imm, len(env.Heads))
+		}
+		return intVal(env.Heads[in.Imm].V), nil
 	case gen.IRTreeAnc, gen.IRTreeInfo:
 		if env.Docs == nil || env.Docs.Tree == nil {
 			return Value{}, fmt.Errorf("ptx: program %s v%d: %s needs the run-time tree arrays, which this kernel does not take", p.Name, k, in.Op)
@@ -534,7 +569,8 @@ func span(xs ...int64) interval {
 // arithmetic (exact for a value of constants and immediates alone). Two
 // patterns are tightened because programs use them on positions: x mod c
 // of an x within one period of c is x shifted, and x - (x mod c) is c times
-// floor(x / c). Document ids are any s32, document bounds positions. A
+// floor(x / c). Document ids are any s32, document bounds positions, head
+// parameters their declared [Min, Max] (an immediate value: itself). A
 // bound that leaves int64 is an error.
 func valueRanges(p *gen.Prog, env Env, live []bool) ([]interval, error) {
 	rs := make([]interval, len(p.Insts))
@@ -608,6 +644,15 @@ func valueRanges(p *gen.Prog, env Env, live []bool) ([]interval, error) {
 			r = interval{0, 1}
 		case gen.IRTreeInfo:
 			r = interval{-1, ArgMax} // a chain length, a TreeLo, a chain position (TreeArrays)
+		case gen.IRParam:
+			if int(in.Imm) >= len(env.Heads) {
+				return nil, fmt.Errorf("ptx: program %s v%d: %s %d needs the values of the head parameters, which this kernel does not take (%d given)", p.Name, k, in.Op, in.Imm, len(env.Heads))
+			}
+			h := env.Heads[in.Imm]
+			r = interval{h.Min, h.Max}
+			if isImm(h.V) {
+				r = interval{h.V.Imm, h.V.Imm}
+			}
 		default:
 			return nil, fmt.Errorf("ptx: program %s v%d: op %s cannot be rendered", p.Name, k, in.Op)
 		}

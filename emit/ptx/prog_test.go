@@ -2,11 +2,13 @@ package ptx
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
 
 	"github.com/attngen/attngen/gen"
+	"github.com/attngen/attngen/spec"
 )
 
 // opProg is a program of three arguments (a, b, c) whose one result is op
@@ -92,8 +94,12 @@ func TestEveryIROp(t *testing.T) {
 				imms = []int64{-3, 0, 1, 4, 5}
 			case gen.IRDivC, gen.IRModC:
 				imms = []int64{1, 2, 3, 8, 7}
-			case gen.IRTreeInfo:
+			case gen.IRTreeInfo, gen.IRParam:
 				imms = []int64{0, 1, 2}
+			}
+			if op == gen.IRParam {
+				checkParamOp(t, r, imms)
+				return
 			}
 			var docs []int32
 			switch {
@@ -117,6 +123,85 @@ func TestEveryIROp(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// opHeads are the head parameters TestEveryIROp's param programs read:
+// ranges of several widths, one of them negative (kernels take any s32
+// range; specs declare values from 0).
+var opHeads = []spec.HeadParam{{Name: "w", Min: 1, Max: 8192}, {Name: "s", Min: 0, Max: 64}, {Name: "x", Min: -40, Max: 40}}
+
+// checkParamOp runs the param op of each index in imms: with the values
+// loaded per case from head_params by the kernels' loading code (each case
+// its own head, the ends of each range included), and as immediates with
+// the arguments in registers or bound.
+func checkParamOp(t *testing.T, r *rand.Rand, imms []int64) {
+	t.Helper()
+	heads := &progHeads{params: opHeads}
+	for _, imm := range imms {
+		p := opProg(gen.IRParam, imm)
+		cases := opCases(gen.IRParam, r, 1)
+		vals := make([][]int32, len(cases))
+		for c := range vals {
+			vals[c] = make([]int32, len(opHeads))
+			for k, hp := range opHeads {
+				v := hp.Min + r.IntN(hp.Max-hp.Min+1)
+				switch c % 4 {
+				case 0:
+					v = hp.Min
+				case 1:
+					v = hp.Max
+				}
+				vals[c][k] = int32(v)
+			}
+		}
+		checkProgHeads(t, p, nil, nil, cases, heads, vals)
+		for c, a := range cases[:8] {
+			imm := &progHeads{params: opHeads, imm: []int64{int64(vals[c][0]), int64(vals[c][1]), int64(vals[c][2])}}
+			checkProgHeads(t, p, nil, nil, [][]int64{a}, imm, nil)
+			checkProgHeads(t, p, map[int]int64{0: a[0], 1: a[1], 2: a[2]}, nil, [][]int64{a}, imm, nil)
+		}
+	}
+}
+
+// TestParamRange checks that a head parameter's declared range reaches the
+// range analysis: a position plus a window of at most 8192 keys is s32,
+// plus one of up to 2^31-1 keys is computed in s64, and both equal
+// Prog.Eval; a param op without the
+// kernel's values, or with a value outside its range, is an error.
+func TestParamRange(t *testing.T) {
+	p := &gen.Prog{Name: "i_plus_w", Args: []string{"i"},
+		Insts:   []gen.Inst{{Op: gen.IRArg}, {Op: gen.IRParam, Imm: 0}, {Op: gen.IRAdd, A: 0, B: 1}},
+		Results: []int{2}}
+	big := int64(math.MaxInt32)
+	for _, c := range []struct {
+		max  int64
+		wide bool
+	}{{8192, false}, {big, true}} {
+		hp := []spec.HeadParam{{Name: "w", Min: 1, Max: int(c.max)}}
+		text, err := progKernelHeads(p, nil, false, &progHeads{params: hp})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(text, "add.s64"); got != c.wide {
+			t.Errorf("window up to %d: add.s64 rendered %v, want %v", c.max, got, c.wide)
+		}
+		// sums that fit s32 (a saturated one would differ from Eval)
+		cases := [][]int64{{0}, {ArgMax}, {5}, {ArgMax}}
+		vals := [][]int32{{1}, {8192}, {1000}, {1}}
+		if c.wide {
+			vals[0][0] = int32(c.max)
+		}
+		checkProgHeads(t, p, nil, nil, cases, &progHeads{params: hp}, vals)
+	}
+	if _, err := RenderProg(NewFunc("k"), p, Env{Args: []Operand{I(3)}}, nil); err == nil || !strings.Contains(err.Error(), "head parameters") {
+		t.Errorf("param without head values: err = %v", err)
+	}
+	f := NewFunc("k")
+	for _, h := range []HeadVal{{V: I(9), Min: 1, Max: 8}, {V: R(f.NewReg(U64)), Min: 1, Max: 8}, {V: I(1), Min: 0, Max: big + 1}} {
+		if _, err := RenderProg(f, p, Env{Args: []Operand{I(3)}, Heads: []HeadVal{h}}, nil); err == nil {
+			t.Errorf("head value %+v rendered", h)
+		}
 	}
 }
 

@@ -5,8 +5,18 @@ import (
 
 	"github.com/attngen/attngen/gen"
 	"github.com/attngen/attngen/runtime/mask"
+	"github.com/attngen/attngen/spec"
 	ptxi "github.com/attngen/attngen/verify/ptx"
 )
+
+// progHeads are the head parameters a program run by progKernel reads:
+// their declared ranges and, with imm, fixed values rendered as
+// immediates; without imm the kernel takes head_params and case c reads
+// the values of head c, loaded by the kernels' own code (fwd.headValues).
+type progHeads struct {
+	params []spec.HeadParam
+	imm    []int64
+}
 
 // progKernel renders program p into a kernel that runs one case per
 // thread: it reads the arguments not bound in bind (s32, in Args order)
@@ -14,6 +24,12 @@ import (
 // result as an s32 and then the first result as a predicate (0 or 1) to
 // out. With docs the kernel takes the three document arrays.
 func progKernel(p *gen.Prog, bind map[int]int64, docs bool) (string, error) {
+	return progKernelHeads(p, bind, docs, nil)
+}
+
+// progKernelHeads is progKernel for a program that reads head parameters
+// (heads; nil: none).
+func progKernelHeads(p *gen.Prog, bind map[int]int64, docs bool, heads *progHeads) (string, error) {
 	f := NewFunc("prog")
 	f.Params = []Param{{Name: "in", T: U64}, {Name: "out", T: U64}, {Name: "cases", T: U32}}
 	tree := docs && p.UsesTree()
@@ -24,6 +40,11 @@ func progKernel(p *gen.Prog, bind map[int]int64, docs bool) (string, error) {
 		f.Params = append(f.Params, forwardParams(true)[5:8]...)
 	}
 	g := &fwd{f: f}
+	loadHeads := heads != nil && heads.imm == nil
+	if loadHeads {
+		g.p = &gen.Plan{Pattern: spec.Pattern{Params: heads.params}}
+		f.Params = append(f.Params, g.headParamsParam())
+	}
 	in, out := g.global("in"), g.global("out")
 	cases := g.param("cases", U32)
 	env := Env{}
@@ -39,6 +60,16 @@ func progKernel(p *gen.Prog, bind map[int]int64, docs bool) (string, error) {
 	done := f.NewLabel("done")
 	past := f.Setp("ge", S32, tid, cases)
 	f.Bra(done, &past, false)
+	switch {
+	case loadHeads:
+		g.headBase = g.global(headParamsName)
+		g.headValues(tid) // case c computes "head" c
+		env.Heads = g.heads
+	case heads != nil:
+		for k, v := range heads.imm {
+			env.Heads = append(env.Heads, HeadVal{V: I(v), Min: int64(heads.params[k].Min), Max: int64(heads.params[k].Max)})
+		}
+	}
 	nin := len(p.Args) - len(bind)
 	ia := g.wide(in, tid, int64(4*max(nin, 1)))
 	x := 0
@@ -95,16 +126,27 @@ func progInputs(p *gen.Prog, bind map[int]int64, cases [][]int64) []uint32 {
 
 func checkProg(t *testing.T, p *gen.Prog, bind map[int]int64, ids []int32, cases [][]int64) int {
 	t.Helper()
+	return checkProgHeads(t, p, bind, ids, cases, nil, nil)
+}
+
+// checkProgHeads is checkProg for a program that reads head parameters:
+// heads as progKernelHeads takes them, and vals[c] the values of case c
+// (heads.imm in every case when set).
+func checkProgHeads(t *testing.T, p *gen.Prog, bind map[int]int64, ids []int32, cases [][]int64, heads *progHeads, vals [][]int32) int {
+	t.Helper()
 	// whole warps: pad with copies of the last case (the interpreter wants
 	// warp-uniform branches)
 	n := len(cases)
 	for len(cases)%128 != 0 {
 		cases = append(cases, cases[n-1])
+		if vals != nil {
+			vals = append(vals, vals[n-1])
+		}
 	}
 	if !p.UsesDocs() {
 		ids = nil // a program that reads no run-time data takes none
 	}
-	text, err := progKernel(p, bind, ids != nil)
+	text, err := progKernelHeads(p, bind, ids != nil, heads)
 	if err != nil {
 		t.Fatalf("%s: %v", p.Name, err)
 	}
@@ -145,6 +187,19 @@ func checkProg(t *testing.T, p *gen.Prog, bind map[int]int64, ids []int32, cases
 			args = append(args, a)
 		}
 	}
+	if heads != nil && heads.imm == nil {
+		var hv []uint32
+		for _, v := range vals {
+			for _, x := range v {
+				hv = append(hv, uint32(x))
+			}
+		}
+		ha := alloc(4 * len(hv))
+		if err := dev.WriteU32(ha, hv); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, ha)
+	}
 	if _, err := dev.Launch(mod, "prog", [3]int{(len(cases) + 127) / 128, 1, 1}, [3]int{128, 1, 1}, 0, args...); err != nil {
 		t.Fatalf("%s: %v", p.Name, err)
 	}
@@ -155,7 +210,21 @@ func checkProg(t *testing.T, p *gen.Prog, bind map[int]int64, ids []int32, cases
 	bad := 0
 	res := make([]int64, len(p.Results))
 	for c, a := range cases[:n] {
-		p.Eval(a, docs, nil, res)
+		d := docs
+		if heads != nil {
+			var v []int32
+			if heads.imm == nil {
+				v = vals[c]
+			} else {
+				v = make([]int32, len(heads.imm))
+				for k, x := range heads.imm {
+					v[k] = int32(x)
+				}
+			}
+			d = &mask.Docs{}
+			d.SetHead(docs, v)
+		}
+		p.Eval(a, d, nil, res)
 		got := out[nout*c : nout*c+nout]
 		for r := range res {
 			if int64(int32(got[r])) != res[r] {

@@ -10,8 +10,8 @@ import (
 // TestInterpPrograms renders each plan program the kernel uses (the key
 // hull, also with x bound to 0 as the kernel binds it, the tile class and
 // the partial-tile predicate) for the example masks and random ones, runs
-// them under the interpreter on random arguments and compares them with
-// Prog.Eval.
+// them under the interpreter on random arguments (and random head
+// parameter values) and compares them with Prog.Eval.
 func TestInterpPrograms(t *testing.T) {
 	const cases = 512
 	masks := append(exampleMasks(t), randomMasks(7, 24)...)
@@ -19,7 +19,7 @@ func TestInterpPrograms(t *testing.T) {
 	ids := docIDs(600)
 	for _, mk := range masks {
 		t.Run(mk.name, func(t *testing.T) {
-			p := compile(t, mk.name, mk.p.Mask, mk.p.Causal, 64)
+			p := compilePattern(t, SM80, mk.name, mk.p, 64)
 			var docs []int32
 			switch {
 			case p.UsesTree():
@@ -41,10 +41,10 @@ func TestInterpPrograms(t *testing.T) {
 				class = append(class, []int64{int64(q0), int64(q1), int64(k0), int64(k1)})
 				pred = append(pred, []int64{int64(q0), int64(k0)}, []int64{int64(q1), int64(k1)})
 			}
-			bad := checkProg(t, p.Hull, nil, docs, hull)
-			bad += checkProg(t, p.Hull, map[int]int64{2: 0}, docs, hull0)
-			bad += checkProg(t, p.Class, nil, docs, class)
-			bad += checkProg(t, p.Pred, nil, docs, pred)
+			bad := checkPlanProg(t, p, p.Hull, nil, docs, hull, rng)
+			bad += checkPlanProg(t, p, p.Hull, map[int]int64{2: 0}, docs, hull0, rng)
+			bad += checkPlanProg(t, p, p.Class, nil, docs, class, rng)
+			bad += checkPlanProg(t, p, p.Pred, nil, docs, pred, rng)
 			if bad > 0 {
 				t.Logf("%s: %d mismatches\n%s\n%s\n%s", mk.p, bad, p.Hull, p.Class, p.Pred)
 			}

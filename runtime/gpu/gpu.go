@@ -34,7 +34,9 @@ type Kernel struct {
 	PTX    string // the module, for cuModuleLoadData
 	// Params lists the kernel parameters in order: name, PTX type, meaning.
 	// The scalar ones are SeqQ, SeqK, HeadsQ, HeadsKV and scale*log2(e), and
-	// for the backward's kernels the scale itself.
+	// for the backward's kernels the scale itself. Kernels of masks with
+	// head parameters (mask.HeadParams) take one more device address,
+	// HeadParamsParam, after the mask's document or tree arrays.
 	Params [][3]string
 
 	TileQ     int // query rows per CTA
@@ -53,6 +55,41 @@ type Kernel struct {
 	// reference yet (docs/gpu-results.md records those runs): Select
 	// returns it only when asked for by its target, never by default.
 	OptIn bool
+}
+
+// HeadParamsParam is the parameter by which kernels of masks with head
+// parameters take their values: the device address of s32 values,
+// head-major [HeadsQ][n] for the mask's n parameters (the values of query
+// head h at h*n), shared by every batch element. CheckHeadParams checks
+// them before a call: the kernels trust each value to lie in its range.
+const HeadParamsParam = "head_params"
+
+// TakesHeadParams reports whether the kernel takes head parameter values
+// (HeadParamsParam).
+func (k Kernel) TakesHeadParams() bool {
+	for _, p := range k.Params {
+		if p[0] == HeadParamsParam {
+			return true
+		}
+	}
+	return false
+}
+
+// CheckHeadParams checks the head parameter values of a call with headsQ
+// query heads for a mask whose head parameters are ps: headsQ*len(ps)
+// values, head-major, each within its parameter's [Min, Max]; no values
+// for a mask without head parameters.
+func CheckHeadParams(ps []mask.HeadParam, headsQ int, vals []int32) error {
+	if len(vals) != headsQ*len(ps) {
+		return fmt.Errorf("gpu: %d head parameter values, want %d (%d per query head, %d heads)", len(vals), headsQ*len(ps), len(ps), headsQ)
+	}
+	for x, v := range vals {
+		hp := ps[x%len(ps)]
+		if int(v) < hp.Min || int(v) > hp.Max {
+			return fmt.Errorf("gpu: head parameter %s = %d at query head %d is out of its range [%d, %d]", hp.Name, v, x/len(ps), hp.Min, hp.Max)
+		}
+	}
+	return nil
 }
 
 // TensorMapLayout is how a kernel reads one tensor through a tensor map:

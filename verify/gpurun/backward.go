@@ -190,7 +190,7 @@ func (k *BackwardKernel) prepare(dq, dk, dv, dout, q, kk, v, out, lse []float32,
 			return bwdCall{}, err
 		}
 	}
-	docs, err := uploadData(k.b, k.B.DQParams, ids, s.SeqK)
+	docs, err := uploadData(k.b, k.B.DQParams, k.B.HeadParams, ids, s)
 	if err != nil {
 		return bwdCall{}, err
 	}

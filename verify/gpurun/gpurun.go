@@ -3,7 +3,9 @@
 // driver (package cuda): the forward as a verify.Run and the backward's
 // two kernels as a verify.RunBackward, so that the same checks judge them
 // as the CPU kernels. Inputs are rounded to the kernel's 16-bit element
-// type on the way in; outputs are widened to float32 on the way out.
+// type on the way in; outputs are widened to float32 on the way out. The
+// kernels of masks with head parameters get the call's values,
+// verify.Shape.HeadParams, in their head_params buffer.
 package gpurun
 
 import (
@@ -14,6 +16,7 @@ import (
 	"github.com/attngen/attngen/cuda"
 	"github.com/attngen/attngen/emit/ptx"
 	"github.com/attngen/attngen/runtime/gpu"
+	"github.com/attngen/attngen/runtime/mask"
 	"github.com/attngen/attngen/verify"
 	ptxi "github.com/attngen/attngen/verify/ptx"
 )
@@ -130,7 +133,7 @@ func (k *Kernel) prepare(out, lse, q, kk, v []float32, ids []int32, s verify.Sha
 		return call{}, err
 	}
 	ptrs = append(ptrs, oa, la)
-	data, err := uploadData(k.b, k.F.Params, ids, s.SeqK)
+	data, err := uploadData(k.b, k.F.Params, k.F.HeadParams, ids, s)
 	if err != nil {
 		return call{}, err
 	}
@@ -258,8 +261,11 @@ func (k *Kernel) Bench(out, lse, q, kk, v []float32, ids []int32, s verify.Shape
 // uploadData copies a call's run-time mask data to the device in the
 // order the kernel's parameters name it: a tree's four arrays (from the
 // parent array ids), or documents' three (the ids, their starts and ends);
-// nothing for kernels that take neither.
-func uploadData(b backend, params []ptx.Param, ids []int32, seqK int) ([]uint64, error) {
+// then, for a kernel of a mask with head parameters hps, the values of
+// s.HeadParams (head-major, checked against the parameters' ranges);
+// nothing for kernels that take none of them.
+func uploadData(b backend, params []ptx.Param, hps []mask.HeadParam, ids []int32, s verify.Shape) ([]uint64, error) {
+	seqK := s.SeqK
 	var arrays [][]uint32
 	switch {
 	case paramsHave(params, "tree_lo"):
@@ -280,6 +286,15 @@ func uploadData(b backend, params []ptx.Param, ids []int32, seqK int) ([]uint64,
 			return nil, err
 		}
 		arrays = [][]uint32{words(ids[:seqK]), words(start), words(end)}
+	}
+	switch takes := paramsHave(params, gpu.HeadParamsParam); {
+	case takes:
+		if err := gpu.CheckHeadParams(hps, s.HeadsQ, s.HeadParams); err != nil {
+			return nil, fmt.Errorf("gpurun: %w", err)
+		}
+		arrays = append(arrays, words(s.HeadParams))
+	case len(s.HeadParams) > 0:
+		return nil, fmt.Errorf("gpurun: %d head parameter values for a kernel that takes none", len(s.HeadParams))
 	}
 	var ptrs []uint64
 	for _, u := range arrays {
