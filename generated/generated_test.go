@@ -187,13 +187,6 @@ func TestGPUGeometry(t *testing.T) {
 	r := rand.New(rand.NewPCG(65, 66))
 	for _, p := range packages() {
 		s := load(t, p)
-		if s.Pattern().HasParams() {
-			// The PTX targets do not take head parameters yet.
-			if p.gpus != 0 {
-				t.Fatalf("%s: %d GPU kernels for a spec with head parameters", p.file, p.gpus)
-			}
-			continue
-		}
 		if p.gpus != 4 {
 			t.Fatalf("%s: %d GPU kernels, want the forward and the backward's two for sm_80 and the sm_90a forward", p.file, p.gpus)
 		}

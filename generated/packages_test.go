@@ -488,7 +488,12 @@ func packages() []pkg {
 		{file: "perhead.yaml", dir: "perhead", mask: perhead.Mask, headDim: perhead.HeadDim, docs: false, tree: false,
 			supported: func(v int) bool { return perhead.Supported(perhead.Variant(v)) },
 			compiled:  perhead.CompiledMask(),
-			// no GPU kernels: the PTX targets do not take head parameters yet
+			geometry: func(k int, s verify.Shape) ([3]int, [3]int, int, error) {
+				return perhead.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.HeadsKV, s.SeqQ, s.SeqK)
+			},
+			gpus:    len(perhead.GPUKernels),
+			gpuKind: func(k int) string { return perhead.GPUKernels[k].Kind },
+			kernels: perhead.GPUKernels,
 			best:    func() (int, string) { return int(perhead.Best()), perhead.Best().String() },
 			variant: reflect.TypeFor[perhead.Variant](),
 			errs:    map[string]error{"shape": perhead.ErrShape, "short": perhead.ErrShort, "variant": perhead.ErrVariant, "headDim": perhead.ErrHeadDim, "document": perhead.ErrDocument, "alias": perhead.ErrAlias, "page": perhead.ErrPage, "data": perhead.ErrDocument, "headParam": perhead.ErrHeadParam},

@@ -156,11 +156,6 @@ func packageFiles(s *spec.Spec, importPath, name string, gpus []ptx.Target, comm
 	if err != nil {
 		return nil, err
 	}
-	if s.Pattern().HasParams() {
-		// The PTX targets do not take head parameters yet: a spec with
-		// head_params gets its CPU kernels only.
-		gpus = nil
-	}
 	var ks []gpu.Kernel
 	for _, t := range gpus {
 		k, err := gpuKernels(s, t)

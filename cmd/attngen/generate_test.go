@@ -55,13 +55,6 @@ func TestGenerateDeterministic(t *testing.T) {
 				t.Fatalf("%s: generated/%s/%s is stale or missing (run go generate ./...)", f, out, name)
 			}
 		}
-		if s.Pattern().HasParams() {
-			// The PTX targets do not take head parameters yet.
-			if a["gpu.go"] != nil {
-				t.Fatalf("%s: GPU kernels for a spec with head parameters", f)
-			}
-			continue
-		}
 		if !strings.Contains(string(a["gpu.go"]), "var GPUKernels = []gpu.Kernel{") {
 			t.Fatalf("%s: no GPU launch geometry", f)
 		}

@@ -179,15 +179,6 @@ func cmdVerify(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stderr, err)
 		return exitError{1}
 	}
-	if s.Pattern().HasParams() && len(gpus) > 0 {
-		// The PTX targets do not take head parameters yet (attngen
-		// generate writes no GPU kernels for such specs).
-		if *gpu {
-			return usagef("-gpu: %s has head_params, and the PTX targets do not take head parameters yet", s.File)
-		}
-		gpus = nil
-		fmt.Fprintf(stdout, "PTX kernels skipped: the PTX targets do not take head parameters yet\n")
-	}
 	if *gpu {
 		// sm_80 runs on every GPU; sm_90a is run only when -sm asks for
 		// it, and asking on a device that cannot run it fails here,

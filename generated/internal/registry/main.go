@@ -108,7 +108,6 @@ func run() error {
 			kernels:   %[1]s.GPUKernels,`, n)
 		headErr := ""
 		if s.Pattern().HasParams() {
-			gpus = "// no GPU kernels: the PTX targets do not take head parameters yet"
 			headErr = ", \"headParam\": " + n + ".ErrHeadParam"
 		}
 		fmt.Fprintf(&b, `		{file: %q, dir: %q, mask: %[3]s.Mask, headDim: %[3]s.HeadDim, docs: %[4]v, tree: %[8]v,
