@@ -407,6 +407,9 @@ func treeFor(m mask.Mask, docs []int32) []int32 {
 // per batch; when it has a tree, docs holds the parent array (Args.Tree)
 // in the same shapes (other masks ignore docs). out is [batch, heads_q, seq_q,
 // head_dim]; lse, when not nil, is [batch, heads_q, seq_q], natural log.
+// Forward, ForwardPaged and Forward16 take no head parameter values: for a
+// mask with head parameters they return ErrHeadParam, and ForwardArgs
+// (Args.HeadParams) is the entry point.
 func Forward(m mask.Mask, variant Variant, out, lse, q, k, v []float32, docs []int32, s Shape) error {
 	return forward(m, variant, &Args{Q: q, K: k, V: v, Out: out, LSE: lse, Docs: docsFor(m, docs), Tree: treeFor(m, docs), Shape: s})
 }
