@@ -203,8 +203,12 @@ func (c *call) plan() {
 		for h := 0; h < heads; h++ {
 			docs := c.viewOf(dr, h)
 			if h%group == 0 || c.nparams == 0 {
-				// a new slot row: a document row, or its next kv head
-				slot, n = c.slot[(dr*slotRows/rows+h/group)*c.tilesPerKV:][:c.tilesPerKV], 0
+				// a new slot row: the document row, or its next kv head
+				sr := dr
+				if c.nparams > 0 {
+					sr = dr*s.HeadsKV + h/group
+				}
+				slot, n = c.slot[sr*c.tilesPerKV:][:c.tilesPerKV], 0
 			}
 			for _, g := range c.segs {
 				qoff := g.nk - g.nq
