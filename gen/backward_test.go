@@ -17,12 +17,15 @@ func cpuShape(s verify.Shape) cpu.Shape {
 }
 
 func cpuBackward(t testing.TB, p spec.Pattern, variant cpu.Variant, d int) verify.RunBackward {
-	plan, err := Compile(&spec.Spec{Name: "t", Mask: p.Mask, Causal: p.Causal, HeadDim: d}, CPUTarget, nil)
+	plan, err := Compile(&spec.Spec{Name: "t", Mask: p.Mask, Causal: p.Causal, HeadDim: d, HeadParams: p.Params}, CPUTarget, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := plan.Mask()
 	return func(dq, dk, dv, dout, q, k, v, out, lse []float32, docs []int32, s verify.Shape) error {
+		if p.HasParams() {
+			return cpu.BackwardHeads(m, variant, dq, dk, dv, dout, q, k, v, out, lse, docs, cpuHeads(s, len(p.Params)), cpuShape(s))
+		}
 		return cpu.Backward(m, variant, dq, dk, dv, dout, q, k, v, out, lse, docs, cpuShape(s))
 	}
 }

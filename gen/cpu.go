@@ -27,9 +27,17 @@ func (p *Plan) HeadParams() []spec.HeadParam { return p.Pattern.Params }
 // kernels through it; generated packages run the same programs rendered as
 // Go (GoMask), and tests hold the two equal. It allocates nothing per call
 // and is safe for concurrent use.
-func (p *Plan) Mask() mask.Mask { return evalMask{p} }
+func (p *Plan) Mask() mask.Mask {
+	hp := p.maskParams()
+	return evalMask{p, &hp}
+}
 
-type evalMask struct{ p *Plan }
+// evalMask holds its head parameters as runtime/mask describes them, made
+// once, so that HeadParams (which calls ask for) allocates nothing.
+type evalMask struct {
+	p      *Plan
+	params *[]mask.HeadParam
+}
 
 // eval runs a program with its values on the stack: a small frame for
 // the usual programs (zeroing it is part of every call), a larger one for
@@ -50,7 +58,7 @@ func eval(p *Prog, args []int64, d *mask.Docs, res []int64) {
 func (m evalMask) Stride() int                  { return max(m.p.Layout.Stride, 1) }
 func (m evalMask) UsesDocs() bool               { return m.p.Pred.UsesDocs() }
 func (m evalMask) UsesTree() bool               { return m.p.UsesTree() }
-func (m evalMask) HeadParams() []mask.HeadParam { return m.p.maskParams() }
+func (m evalMask) HeadParams() []mask.HeadParam { return *m.params }
 
 // maskParams is HeadParams as runtime/mask describes them (nil: none).
 func (p *Plan) maskParams() []mask.HeadParam {

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/attngen/attngen/runtime/cpu"
 	"github.com/attngen/attngen/runtime/gpu"
@@ -85,6 +87,10 @@ func apiFile(s *spec.Spec, p *Plan, pkgName, command string) ([]byte, error) {
 	fmt.Fprintf(&b, "// Package %s computes fused, tiled masked attention, forward and\n// backward in float32, for the mask of\n//", pkgName)
 	fmt.Fprintf(&b, " %s (spec name %q):\n//\n", filepath.ToSlash(s.File), s.Name)
 	fmt.Fprintf(&b, "//\tcausal: %v\n//\tmask: %s\n//\n", s.Causal, s.Mask)
+	hps := p.HeadParams()
+	if len(hps) > 0 {
+		b.WriteString(headParamsDoc(hps))
+	}
 	fmt.Fprintf(&b, "// Tiles of %d queries by %d keys that the mask leaves empty are never\n", p.TileQ, p.TileK)
 	fmt.Fprintf(&b, "// visited, and tiles it keeps whole never evaluate it.")
 	if p.Layout.Kind == Residue {
@@ -132,6 +138,9 @@ var (
 var ErrTree = cpu.ErrTree
 `)
 	}
+	if len(hps) > 0 {
+		b.WriteString(headParamsAPI(hps))
+	}
 	b.WriteString(`
 
 // Variant selects an implementation (a CPU target of attngen's runtime).
@@ -172,10 +181,11 @@ func CompiledMask() mask.Mask { return compiled{} }
 
 `)
 	docArg, docParam, docPass, docDoc := "nil", "", "", ""
+	dataField := ""
 	tree := p.UsesTree()
 	switch {
 	case tree:
-		docArg, docParam, docPass = "tree", ", tree []int32", ", tree"
+		docArg, docParam, docPass, dataField = "tree", ", tree []int32", ", tree", " Tree: tree,"
 		docDoc = `
 //
 // tree is the parent array of the tree mask, one entry per key position:
@@ -187,7 +197,7 @@ func CompiledMask() mask.Mask { return compiled{} }
 // last position as its parent. A wrong length or a parent at or after its
 // child is ErrTree.`
 	case docs:
-		docArg, docParam, docPass = "docs", ", docs []int32", ", docs"
+		docArg, docParam, docPass, dataField = "docs", ", docs []int32", ", docs", " Docs: docs,"
 		docDoc = `
 //
 // docs holds document ids, non-decreasing along each sequence (one run per
@@ -195,6 +205,29 @@ func CompiledMask() mask.Mask { return compiled{} }
 // Batch*SeqK ids, one row of SeqK per batch (varlen batches). Any other
 // length is ErrDocument. Positional patterns use document-local positions,
 // and pairs in different documents are never kept.`
+	}
+	// The runtime calls of the entry points: positional ones, or, with head
+	// parameters, ForwardArgs and BackwardHeads, which take their values.
+	fwdCall := "cpu.Forward(compiled{}, cpu.Variant(variant), out, lse, q, k, v, " + docArg + ", cpu.Shape(s))"
+	fwd16Call := "cpu.Forward16(compiled{}, cpu.Variant(variant), cpu.Elem(elem), out, lse, q, k, v, " + docArg + ", cpu.Shape(s))"
+	pagedCall := "cpu.ForwardPaged(compiled{}, cpu.Variant(variant), out, lse, q, k, v, " + docArg + ", cpu.Paged{PageSize: PageSize, Table: table}, cpu.Shape(s))"
+	bwdCall := "cpu.Backward(compiled{}, cpu.Variant(variant), dq, dk, dv, dout, q, k, v, out, lse, " + docArg + ", cpu.Shape(s))"
+	if len(hps) > 0 {
+		args := func(in string) string {
+			return "cpu.ForwardArgs(compiled{}, cpu.Variant(variant), cpu.Args{" + in + " Out: out, LSE: lse," + dataField + " HeadParams: heads.values(), Shape: cpu.Shape(s)})"
+		}
+		fwdCall = args("Q: q, K: k, V: v,")
+		fwd16Call = args("Elem: cpu.Elem(elem), Q16: q, K16: k, V16: v,")
+		pagedCall = args("Q: q, K: k, V: v, Paged: cpu.Paged{PageSize: PageSize, Table: table},")
+		bwdCall = "cpu.BackwardHeads(compiled{}, cpu.Variant(variant), dq, dk, dv, dout, q, k, v, out, lse, " + docArg + ", heads.values(), cpu.Shape(s))"
+		docParam += ", heads HeadParams"
+		docPass += ", heads"
+		docDoc += `
+//
+// heads holds the head parameters' values, one per query head (see
+// HeadParams): query head h computes the mask with each parameter at its
+// value at h. A field whose length is not HeadsQ, or a value outside the
+// parameter's range, is ErrHeadParam.`
 	}
 	fmt.Fprintf(&b, `// Forward computes masked attention: out = softmax(scale * q k^T + mask) v
 // and, when lse is not nil, the natural log-sum-exp of each row's kept
@@ -224,7 +257,7 @@ func ForwardVariant(variant Variant, out, lse, q, k, v []float32%s, s Shape) err
 	if s.HeadDim != HeadDim {
 		return fmt.Errorf("%%w: Shape.HeadDim = %%d, the package was generated for %%d", ErrHeadDim, s.HeadDim, HeadDim)
 	}
-	return cpu.Forward(compiled{}, cpu.Variant(variant), out, lse, q, k, v, %s, cpu.Shape(s))
+	return %s
 }
 
 %s// Forward16 is Forward with q, k and v in a 16-bit format (elem: BF16 or
@@ -240,10 +273,10 @@ func ForwardVariant16(variant Variant, elem Elem, out, lse []float32, q, k, v []
 	if s.HeadDim != HeadDim {
 		return fmt.Errorf("%%w: Shape.HeadDim = %%d, the package was generated for %%d", ErrHeadDim, s.HeadDim, HeadDim)
 	}
-	return cpu.Forward16(compiled{}, cpu.Variant(variant), cpu.Elem(elem), out, lse, q, k, v, %s, cpu.Shape(s))
+	return %s
 }
 
-%s%s`, docDoc, docParam, docPass, docParam, docArg, pagedAPI(s, docParam, docPass, docArg), docParam, docPass, docParam, docArg, argsAPI(s, docs, tree), backwardAPI(docParam, docPass, docArg))
+%s%s`, docDoc, docParam, docPass, docParam, fwdCall, pagedAPI(s, docParam, docPass, pagedCall), docParam, docPass, docParam, fwd16Call, argsAPI(s, docs, tree, len(hps) > 0), backwardAPI(docParam, docPass, bwdCall, len(hps) > 0))
 	out, err := format.Source(b.Bytes())
 	if err != nil {
 		return nil, fmt.Errorf("BUG: generated API does not format: %v\n%s", err, b.Bytes())
@@ -253,13 +286,16 @@ func ForwardVariant16(variant Variant, elem Elem, out, lse []float32, q, k, v []
 
 // backwardAPI is the backward pass, Backward and BackwardVariant: float32,
 // contiguous caches, the forward's validation rules.
-func backwardAPI(docParam, docPass, docArg string) string {
+func backwardAPI(docParam, docPass, call string, heads bool) string {
 	docDoc := ""
-	switch docParam {
+	switch strings.TrimSuffix(docParam, ", heads HeadParams") {
 	case ", tree []int32":
 		docDoc = "\n//\n// tree is the parent array the forward took, with Forward's rules."
 	case ", docs []int32":
 		docDoc = "\n//\n// docs are the document ids the forward took, with Forward's rules."
+	}
+	if heads {
+		docDoc += "\n//\n// heads are the head parameters' values the forward took, with Forward's\n// rules: each query head's gradient is that of its own mask."
 	}
 	return fmt.Sprintf(`
 // Backward computes the gradients of masked attention: given dout, the
@@ -294,13 +330,13 @@ func BackwardVariant(variant Variant, dq, dk, dv, dout, q, k, v, out, lse []floa
 	if s.HeadDim != HeadDim {
 		return fmt.Errorf("%%w: Shape.HeadDim = %%d, the package was generated for %%d", ErrHeadDim, s.HeadDim, HeadDim)
 	}
-	return cpu.Backward(compiled{}, cpu.Variant(variant), dq, dk, dv, dout, q, k, v, out, lse, %s, cpu.Shape(s))
+	return %s
 }
-`, docDoc, docParam, docPass, docParam, docArg)
+`, docDoc, docParam, docPass, docParam, call)
 }
 
 // pagedAPI is the paged-cache part of the API of a spec with page_size.
-func pagedAPI(s *spec.Spec, docParam, docPass, docArg string) string {
+func pagedAPI(s *spec.Spec, docParam, docPass, call string) string {
 	if s.PageSize == 0 {
 		return ""
 	}
@@ -324,16 +360,16 @@ func ForwardPagedVariant(variant Variant, out, lse, q, k, v []float32, table []i
 	if s.HeadDim != HeadDim {
 		return fmt.Errorf("%%w: Shape.HeadDim = %%d, the package was generated for %%d", ErrHeadDim, s.HeadDim, HeadDim)
 	}
-	return cpu.ForwardPaged(compiled{}, cpu.Variant(variant), out, lse, q, k, v, %s, cpu.Paged{PageSize: PageSize, Table: table}, cpu.Shape(s))
+	return %s
 }
 
-`, s.PageSize, docParam, docPass, docParam, docArg)
+`, s.PageSize, docParam, docPass, docParam, call)
 }
 
 // argsAPI is the general entry point, Args and ForwardArgs: its Docs field
 // exists for document masks only, its Table field for specs with
 // page_size only, so that what a mask cannot take does not compile.
-func argsAPI(s *spec.Spec, docs, tree bool) string {
+func argsAPI(s *spec.Spec, docs, tree, heads bool) string {
 	head := `// Args are the arguments of ForwardArgs, the general entry point: q, k
 // and v in float32 or a 16-bit format, the output in float32 or the
 // inputs' format, in any combination. A slice is given when it is not
@@ -348,6 +384,10 @@ func argsAPI(s *spec.Spec, docs, tree bool) string {
 	case docs:
 		fields += "\t// Docs are the document ids of the key positions, as Forward takes\n\t// them.\n\tDocs []int32\n"
 		pass += " Docs: a.Docs,"
+	}
+	if heads {
+		fields += "\t// Heads are the head parameters' values, one per query head, as\n\t// Forward takes them.\n\tHeads HeadParams\n"
+		pass += " HeadParams: a.Heads.values(),"
 	}
 	if s.PageSize > 0 {
 		head = `// Args are the arguments of ForwardArgs, the general entry point: q, k
@@ -436,4 +476,55 @@ func ImportPath(dir string) (string, error) {
 			return "", errors.New("no go.mod above " + abs + ": the generated package must live in a Go module")
 		}
 	}
+}
+
+// headField is the exported field of HeadParams that holds head parameter
+// name: the name with its first letter upper case.
+func headField(name string) string {
+	r, n := utf8.DecodeRuneInString(name)
+	return string(unicode.ToUpper(r)) + name[n:]
+}
+
+// headParamsDoc is the package documentation's paragraph on head
+// parameters.
+func headParamsDoc(hps []spec.HeadParam) string {
+	var b strings.Builder
+	b.WriteString("// The mask takes head parameters, integers with one value per query head\n// given at call time (HeadParams):\n//\n")
+	for _, hp := range hps {
+		fmt.Fprintf(&b, "//\t%s in [%d, %d] (field %s)\n", hp.Name, hp.Min, hp.Max, headField(hp.Name))
+	}
+	b.WriteString("//\n// Query head h computes the mask with every field that names a parameter\n// set to the parameter's value at h, so heads of one call may each have\n// their own window or number of sinks, the heads of one key/value head\n// included. Forward, Backward and the other entry points take the values\n// after the data they read (before the Shape).\n//\n")
+	return b.String()
+}
+
+// headParamsAPI is HeadParams, its values method and ErrHeadParam.
+func headParamsAPI(hps []spec.HeadParam) string {
+	var fields, vals strings.Builder
+	for k, hp := range hps {
+		f := headField(hp.Name)
+		fmt.Fprintf(&fields, "\t// %s holds head parameter %s at each query head: one value per\n\t// query head, HeadsQ entries in the order of the heads, each in\n\t// [%d, %d].\n\t%s []int32\n", f, hp.Name, hp.Min, hp.Max, f)
+		if k > 0 {
+			vals.WriteString(", ")
+		}
+		vals.WriteString("h." + f)
+	}
+	return fmt.Sprintf(`
+// ErrHeadParam is what the entry points return, wrapped, for head
+// parameter values of a wrong length (not HeadsQ) or outside their range.
+var ErrHeadParam = cpu.ErrHeadParam
+
+// HeadParams are the values of the mask's head parameters: query head h
+// computes the mask with every field that names a parameter set to the
+// parameter's value at h. Every field must hold exactly HeadsQ values,
+// each within the parameter's range (ErrHeadParam); the values are read
+// before any output is written.
+type HeadParams struct {
+%s}
+
+// values returns the parameters in the order the compiled mask reads them
+// (mask.Docs.Param).
+func (h HeadParams) values() [mask.MaxHeadParams][]int32 {
+	return [mask.MaxHeadParams][]int32{%s}
+}
+`, fields.String(), vals.String())
 }

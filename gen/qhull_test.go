@@ -224,6 +224,7 @@ func TestQHullPlans(t *testing.T) {
 			if p.QHull.UsesDocs() {
 				docs = randomDocs(r, n)
 			}
+			docs = atMax(p, docs)
 			if msg := checkQHull(r, p.Pattern, p.QHull, n, docs, 4); msg != "" {
 				t.Fatalf("%s (%s layout): %s", s.Name, p.Layout.Kind, msg)
 			}

@@ -114,6 +114,7 @@ func TestArgsEntryPoint(t *testing.T) {
 				{Batch: 1, HeadsQ: 2, HeadsKV: 1, SeqQ: 61, SeqK: 130, HeadDim: p.headDim},
 				{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: 150, SeqK: 150, HeadDim: p.headDim, Scale: 0.3},
 			} {
+				sh = withHeads(t, p, sh, r)
 				name := fmt.Sprintf("%s/%s %v", p.file, tg.Name, sh)
 				nq, nkv, nl := sh.Sizes()
 				q, k, vv := randVec(r, nq), randVec(r, nkv), randVec(r, nkv)
@@ -232,7 +233,7 @@ func TestArgsFields(t *testing.T) {
 func TestArgsErrors(t *testing.T) {
 	r := rand.New(rand.NewPCG(93, 94))
 	for _, p := range packages() {
-		s := verify.Shape{Batch: 2, HeadsQ: 2, HeadsKV: 1, SeqQ: 10, SeqK: 40, HeadDim: p.headDim}
+		s := withHeads(t, p, verify.Shape{Batch: 2, HeadsQ: 2, HeadsKV: 1, SeqQ: 10, SeqK: 40, HeadDim: p.headDim}, r)
 		nq, nkv, nl := s.Sizes()
 		q, k, v := randVec(r, nq), randVec(r, nkv), randVec(r, nkv)
 		q16, k16, v16 := bits16(int(cpu.F16), q), bits16(int(cpu.F16), k), bits16(int(cpu.F16), v)
@@ -333,7 +334,7 @@ func TestArgsNoAllocs(t *testing.T) {
 	}
 	r := rand.New(rand.NewPCG(97, 98))
 	for _, p := range packages() {
-		s := verify.Shape{Batch: 1, HeadsQ: 4, HeadsKV: 2, SeqQ: 2, SeqK: 300, HeadDim: p.headDim}
+		s := withHeads(t, p, verify.Shape{Batch: 1, HeadsQ: 4, HeadsKV: 2, SeqQ: 2, SeqK: 300, HeadDim: p.headDim}, r)
 		nq, nkv, nl := s.Sizes()
 		elem := int(cpu.BF16)
 		a := genArgs{Elem: elem, Q16: bits16(elem, randVec(r, nq)), K16: bits16(elem, randVec(r, nkv)), V16: bits16(elem, randVec(r, nkv)),

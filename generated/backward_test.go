@@ -61,7 +61,7 @@ func TestBackwardAPI(t *testing.T) {
 	r := rand.New(rand.NewPCG(93, 94))
 	for _, p := range packages() {
 		fwd, bwd := p.run(int(cpu.Auto)), p.bwd(int(cpu.Auto))
-		s := verify.Shape{Batch: 2, HeadsQ: 2, HeadsKV: 1, SeqQ: 10, SeqK: 12, HeadDim: p.headDim}
+		s := withHeads(t, p, verify.Shape{Batch: 2, HeadsQ: 2, HeadsKV: 1, SeqQ: 10, SeqK: 12, HeadDim: p.headDim}, r)
 		nq, nkv, nl := s.Sizes()
 		q, k, v, dout := randVec(r, nq), randVec(r, nkv), randVec(r, nkv), randVec(r, nq)
 		out, lse := make([]float32, nq), make([]float32, nl)

@@ -20,6 +20,7 @@ package generated
 //go:generate go run ../cmd/attngen -spec ../spec/examples/longformer.yaml -out longformer
 //go:generate go run ../cmd/attngen -spec ../spec/examples/neighborhood.yaml -out neighborhood
 //go:generate go run ../cmd/attngen -spec ../spec/examples/offsets.yaml -out offsets
+//go:generate go run ../cmd/attngen -spec ../spec/examples/perhead.yaml -out perhead
 //go:generate go run ../cmd/attngen -spec ../spec/examples/prefix_lm.yaml -out prefixlm
 //go:generate go run ../cmd/attngen -spec ../spec/examples/se_bridge.yaml -out sebridge
 //go:generate go run ../cmd/attngen -spec ../spec/examples/streaming.yaml -out streaming

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/attngen/attngen/emit/ptx"
@@ -155,6 +156,7 @@ func TestCompiledMaskMatchesPlan(t *testing.T) {
 				}
 				docs, _ = mask.NewDocs(ids)
 			}
+			docs = headDocs(got, docs, r, n)
 			q0 := r.IntN(n)
 			q1 := min(n-1, q0+r.IntN(64))
 			k0 := r.IntN(n)
@@ -333,9 +335,26 @@ func TestGeneratedPackages(t *testing.T) {
 				t.Fatalf("%s: %v", name, err)
 			}
 			if !s.Mask.HasData() {
-				pat := s.Pattern()
+				pat, stackRun := s.Pattern(), run
+				if pat.HasParams() {
+					// the stack's one head on random values: the
+					// pattern bound to them, the kernel given them
+					vals := verify.RandomHeadParams(pat, r, 3, 60)[len(pat.Params) : 2*len(pat.Params)]
+					iv := make([]int, len(vals))
+					for x, v := range vals {
+						iv[x] = int(v)
+					}
+					var err error
+					if pat, err = pat.Bind(iv); err != nil {
+						t.Fatal(err)
+					}
+					stackRun = func(out, lse, q, k, v []float32, docs []int32, sh verify.Shape) error {
+						sh.HeadParams = vals
+						return run(out, lse, q, k, v, docs, sh)
+					}
+				}
 				layers := []spec.Pattern{pat, pat, pat}
-				if err := verify.CheckStack(layers, []verify.Run{run, run, run}, 60, s.HeadDim, r); err != nil {
+				if err := verify.CheckStack(layers, []verify.Run{stackRun, stackRun, stackRun}, 60, s.HeadDim, r); err != nil {
 					t.Fatalf("%s: %v", name, err)
 				}
 			}
@@ -358,7 +377,7 @@ func TestAPI(t *testing.T) {
 			t.Errorf("%s: Best() = %d %q, runtime %v", p.file, best, name, cpu.Best())
 		}
 		run := p.run(int(cpu.Auto))
-		s := verify.Shape{Batch: 2, HeadsQ: 2, HeadsKV: 1, SeqQ: 10, SeqK: 12, HeadDim: p.headDim}
+		s := withHeads(t, p, verify.Shape{Batch: 2, HeadsQ: 2, HeadsKV: 1, SeqQ: 10, SeqK: 12, HeadDim: p.headDim}, r)
 		nq, nkv, nl := s.Sizes()
 		q, k, v := randVec(r, nq), randVec(r, nkv), randVec(r, nkv)
 		out, lse := make([]float32, nq), make([]float32, nl)
@@ -482,6 +501,7 @@ func TestPagedPackages(t *testing.T) {
 				{Batch: 2, HeadsQ: 4, HeadsKV: 2, SeqQ: 1, SeqK: 1300, HeadDim: s.HeadDim},
 				{Batch: 1, HeadsQ: 2, HeadsKV: 1, SeqQ: 100, SeqK: 333, HeadDim: s.HeadDim},
 			} {
+				sh = verify.WithHeadParams(s.Pattern(), sh, r)
 				nq, nkv, nl := sh.Sizes()
 				q, k, v := randVec(r, nq), randVec(r, nkv), randVec(r, nkv)
 				want, wantLSE := make([]float32, nq), make([]float32, nl)
@@ -580,5 +600,71 @@ func plainData(p pkg, n int) []int32 {
 			d[i] = int32(i - 1)
 		}
 	}
+	return d
+}
+
+// headValues returns head parameter k's values, one per query head, from
+// the head-major values of a shape (verify.Shape.HeadParams), as the
+// fields of a package's HeadParams hold them; nil without values. The
+// last values converted are kept (and compared by content), so that the
+// adapters of packages_test.go allocate nothing when a shape's values are
+// passed again (the tests that count allocations).
+func headValues(s verify.Shape, k int) []int32 {
+	if len(s.HeadParams) == 0 {
+		return nil
+	}
+	heads.Lock()
+	defer heads.Unlock()
+	n := len(s.HeadParams) / s.HeadsQ
+	if !slices.Equal(heads.src, s.HeadParams) || len(heads.vals) != n {
+		// fresh slices: callers may still hold the previous ones
+		heads.src = slices.Clone(s.HeadParams)
+		heads.vals = make([][]int32, n)
+		for x := range heads.vals {
+			heads.vals[x] = make([]int32, s.HeadsQ)
+			for h := range heads.vals[x] {
+				heads.vals[x][h] = s.HeadParams[h*n+x]
+			}
+		}
+	}
+	return heads.vals[k]
+}
+
+var heads struct {
+	sync.Mutex
+	src  []int32
+	vals [][]int32
+}
+
+// withHeads returns s with random values of the package's head parameters
+// (verify.WithHeadParams: every min at the first head, every max at the
+// last), or s as it is for packages without them.
+func withHeads(t *testing.T, p pkg, s verify.Shape, r *rand.Rand) verify.Shape {
+	t.Helper()
+	return verify.WithHeadParams(load(t, p).Pattern(), s, r)
+}
+
+// headDocs returns docs as the run-time data of one query head with random
+// values of the mask's head parameters (at their min or max one time in
+// four each, else in [min, min(max, min+2n)]), for calling a compiled
+// mask directly; docs as it is for masks without head parameters.
+func headDocs(m mask.Mask, docs *mask.Docs, r *rand.Rand, n int) *mask.Docs {
+	hps := mask.HeadParams(m)
+	if len(hps) == 0 {
+		return docs
+	}
+	vals := make([]int32, len(hps))
+	for k, hp := range hps {
+		v := hp.Min + r.IntN(min(hp.Max, hp.Min+2*n)-hp.Min+1)
+		switch r.IntN(4) {
+		case 0:
+			v = hp.Min
+		case 1:
+			v = hp.Max
+		}
+		vals[k] = int32(v)
+	}
+	d := &mask.Docs{}
+	d.SetHead(docs, vals)
 	return d
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/attngen/attngen/generated/longformer"
 	"github.com/attngen/attngen/generated/neighborhood"
 	"github.com/attngen/attngen/generated/offsets"
+	"github.com/attngen/attngen/generated/perhead"
 	"github.com/attngen/attngen/generated/prefixlm"
 	"github.com/attngen/attngen/generated/sebridge"
 	"github.com/attngen/attngen/generated/streaming"
@@ -484,6 +485,47 @@ func packages() []pkg {
 				}
 			},
 			argsType: reflect.TypeFor[offsets.Args]()},
+		{file: "perhead.yaml", dir: "perhead", mask: perhead.Mask, headDim: perhead.HeadDim, docs: false, tree: false,
+			supported: func(v int) bool { return perhead.Supported(perhead.Variant(v)) },
+			compiled:  perhead.CompiledMask(),
+			geometry: func(k int, s verify.Shape) ([3]int, [3]int, int, error) {
+				return perhead.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.HeadsKV, s.SeqQ, s.SeqK)
+			},
+			gpus:    len(perhead.GPUKernels),
+			gpuKind: func(k int) string { return perhead.GPUKernels[k].Kind },
+			kernels: perhead.GPUKernels,
+			best:    func() (int, string) { return int(perhead.Best()), perhead.Best().String() },
+			variant: reflect.TypeFor[perhead.Variant](),
+			errs:    map[string]error{"shape": perhead.ErrShape, "short": perhead.ErrShort, "variant": perhead.ErrVariant, "headDim": perhead.ErrHeadDim, "document": perhead.ErrDocument, "alias": perhead.ErrAlias, "page": perhead.ErrPage, "data": perhead.ErrDocument, "headParam": perhead.ErrHeadParam},
+			run: func(v int) verify.Run {
+				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
+					return perhead.ForwardVariant(perhead.Variant(v), out, lse, q, k, vv, perhead.HeadParams{Window: headValues(s, 0), Sinks: headValues(s, 1)}, perhead.Shape(conv(s)))
+				}
+			},
+			bwd: func(v int) verify.RunBackward {
+				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape) error {
+					return perhead.BackwardVariant(perhead.Variant(v), dq, dk, dv, dout, q, k, vv, out, lse, perhead.HeadParams{Window: headValues(s, 0), Sinks: headValues(s, 1)}, perhead.Shape(conv(s)))
+				}
+			},
+			pageSize: perhead.PageSize,
+			paged: func(v int) pagedRun {
+				return func(out, lse, q, k, vv []float32, table []int32, docs []int32, s verify.Shape) error {
+					return perhead.ForwardPagedVariant(perhead.Variant(v), out, lse, q, k, vv, table, perhead.HeadParams{Window: headValues(s, 0), Sinks: headValues(s, 1)}, perhead.Shape(conv(s)))
+				}
+			},
+			run16: func(v, elem int) verify.Run {
+				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
+					q16, k16, v16 := bits16(elem, q), bits16(elem, k), bits16(elem, vv)
+					return perhead.ForwardVariant16(perhead.Variant(v), perhead.Elem(elem), out, lse, q16, k16, v16, perhead.HeadParams{Window: headValues(s, 0), Sinks: headValues(s, 1)}, perhead.Shape(conv(s)))
+				}
+			},
+			args: func(v int) argsRun {
+				return func(a genArgs) error {
+					return perhead.ForwardArgsVariant(perhead.Variant(v), perhead.Args{Elem: perhead.Elem(a.Elem), Q: a.Q, K: a.K, V: a.V, Q16: a.Q16, K16: a.K16, V16: a.V16,
+						Out: a.Out, Out16: a.Out16, LSE: a.LSE, Heads: perhead.HeadParams{Window: headValues(a.Shape, 0), Sinks: headValues(a.Shape, 1)}, Table: a.Table, Shape: perhead.Shape(conv(a.Shape))})
+				}
+			},
+			argsType: reflect.TypeFor[perhead.Args]()},
 		{file: "prefix_lm.yaml", dir: "prefixlm", mask: prefixlm.Mask, headDim: prefixlm.HeadDim, docs: false, tree: false,
 			supported: func(v int) bool { return prefixlm.Supported(prefixlm.Variant(v)) },
 			compiled:  prefixlm.CompiledMask(),

@@ -55,7 +55,12 @@ func TestCheckExamples(t *testing.T) {
 				t.Errorf("%s: stdout lacks line %q:\n%s", f, w, stdout)
 			}
 		}
-		if !strings.Contains(stdout, "density at seq 300: ") {
+		if s.Pattern().HasParams() {
+			// one density line at every min, one at every max
+			if !strings.Contains(stdout, "density at seq 300, every head parameter at its min: ") || !strings.Contains(stdout, "density at seq 300, every head parameter at its max: ") {
+				t.Errorf("%s: no density lines at the head parameters' min and max:\n%s", f, stdout)
+			}
+		} else if !strings.Contains(stdout, "density at seq 300: ") {
 			t.Errorf("%s: no density line:\n%s", f, stdout)
 		}
 		for _, line := range strings.Split(stdout, "\n") {
@@ -75,7 +80,8 @@ func TestCheckExamples(t *testing.T) {
 			}
 			// The printed mask is a spec's mask again (causal written out:
 			// a neighborhood not causal along both axes needs it).
-			r, err := spec.Parse("printed.yaml", []byte("name: p\ncausal: false\nmask: "+rest+"\n"))
+			// The spec's head_params too, which the mask may name.
+			r, err := spec.Parse("printed.yaml", []byte("name: p\ncausal: false\n"+spec.HeadParamsYAML(s.HeadParams)+"mask: "+rest+"\n"))
 			if err != nil {
 				t.Errorf("%s: printed mask %s does not parse: %v", f, rest, err)
 			} else if r.Mask.String() != rest {

@@ -8,35 +8,63 @@ import (
 
 	"github.com/attngen/attngen/gen"
 	"github.com/attngen/attngen/runtime/cpu"
+	"github.com/attngen/attngen/runtime/mask"
 	"github.com/attngen/attngen/spec"
 	"github.com/attngen/attngen/verify"
 )
 
-// kernelRun adapts a CPU variant running a pattern's plan to verify.Run.
+// kernelRun adapts a CPU variant running a pattern's plan to verify.Run;
+// a pattern with head parameters runs ForwardArgs with the shape's values.
 func kernelRun(p spec.Pattern, headDim int, variant cpu.Variant) (verify.Run, error) {
-	plan, err := gen.Compile(&spec.Spec{Name: "verify", Mask: p.Mask, Causal: p.Causal, HeadDim: headDim}, gen.CPUTarget, nil)
+	plan, err := gen.Compile(&spec.Spec{Name: "verify", Mask: p.Mask, Causal: p.Causal, HeadDim: headDim, HeadParams: p.Params}, gen.CPUTarget, nil)
 	if err != nil {
 		return nil, err
 	}
 	m := plan.Mask()
 	return func(out, lse, q, k, v []float32, docs []int32, s verify.Shape) error {
-		return cpu.Forward(m, variant, out, lse, q, k, v, docs, cpu.Shape{
+		cs := cpu.Shape{
 			Batch: s.Batch, HeadsQ: s.HeadsQ, HeadsKV: s.HeadsKV, SeqQ: s.SeqQ, SeqK: s.SeqK,
 			HeadDim: s.HeadDim, Scale: float32(s.Scale),
-		})
+		}
+		if p.HasParams() {
+			a := cpu.Args{Q: q, K: k, V: v, Out: out, LSE: lse, HeadParams: cpuHeads(s, len(p.Params)), Shape: cs}
+			if p.Mask.HasTree() {
+				a.Tree = docs
+			} else {
+				a.Docs = docs
+			}
+			return cpu.ForwardArgs(m, variant, a)
+		}
+		return cpu.Forward(m, variant, out, lse, q, k, v, docs, cs)
 	}, nil
+}
+
+// cpuHeads is the head-major head parameter values of a verify.Shape (n
+// parameters) as the CPU runtime takes them, one slice per parameter.
+func cpuHeads(s verify.Shape, n int) [mask.MaxHeadParams][]int32 {
+	var hp [mask.MaxHeadParams][]int32
+	if len(s.HeadParams) == 0 {
+		return hp
+	}
+	for k := 0; k < n; k++ {
+		hp[k] = make([]int32, s.HeadsQ)
+		for h := range hp[k] {
+			hp[k][h] = s.HeadParams[h*n+k]
+		}
+	}
+	return hp
 }
 
 // kernelBackward adapts the backward of a CPU variant running a pattern's
 // plan to verify.RunBackward.
 func kernelBackward(p spec.Pattern, headDim int, variant cpu.Variant) (verify.RunBackward, error) {
-	plan, err := gen.Compile(&spec.Spec{Name: "verify", Mask: p.Mask, Causal: p.Causal, HeadDim: headDim}, gen.CPUTarget, nil)
+	plan, err := gen.Compile(&spec.Spec{Name: "verify", Mask: p.Mask, Causal: p.Causal, HeadDim: headDim, HeadParams: p.Params}, gen.CPUTarget, nil)
 	if err != nil {
 		return nil, err
 	}
 	m := plan.Mask()
 	return func(dq, dk, dv, dout, q, k, v, out, lse []float32, docs []int32, s verify.Shape) error {
-		return cpu.Backward(m, variant, dq, dk, dv, dout, q, k, v, out, lse, docs, cpu.Shape{
+		return cpu.BackwardHeads(m, variant, dq, dk, dv, dout, q, k, v, out, lse, docs, cpuHeads(s, len(p.Params)), cpu.Shape{
 			Batch: s.Batch, HeadsQ: s.HeadsQ, HeadsKV: s.HeadsKV, SeqQ: s.SeqQ, SeqK: s.SeqK,
 			HeadDim: s.HeadDim, Scale: float32(s.Scale),
 		})
@@ -84,6 +112,30 @@ func verifyBackward(s *spec.Spec, v cpu.Variant, run verify.Run, depN int, r *ra
 			v, sh.Batch, sh.HeadsQ, sh.HeadsKV, sh.SeqQ, sh.SeqK)
 	}
 	return failed, nil
+}
+
+// stackHead gives a layer of the stack check (one query head) random values
+// of the pattern's head parameters: the pattern bound to them, for the
+// reachability model, and the run given them. Other layers are returned
+// as they are.
+func stackHead(p spec.Pattern, run verify.Run, r *rand.Rand, n int) (spec.Pattern, verify.Run, error) {
+	np := len(p.Params)
+	if np == 0 {
+		return p, run, nil
+	}
+	vals := verify.RandomHeadParams(p, r, 3, n)[np : 2*np] // the middle head's: random
+	iv := make([]int, np)
+	for k, x := range vals {
+		iv[k] = int(x)
+	}
+	b, err := p.Bind(iv)
+	if err != nil {
+		return p, nil, err
+	}
+	return b, func(out, lse, q, k, v []float32, docs []int32, s verify.Shape) error {
+		s.HeadParams = vals
+		return run(out, lse, q, k, v, docs, s)
+	}, nil
 }
 
 // maxDepSeq bounds verify -dep-seq: the dependency and stack checks run
@@ -189,6 +241,9 @@ func cmdVerify(args []string, stdout, stderr io.Writer) error {
 			}
 			run, err := kernelRun(p, s.HeadDim, v)
 			if err != nil {
+				return err
+			}
+			if p, run, err = stackHead(p, run, r, *depN); err != nil {
 				return err
 			}
 			layers, runs = append(layers, p), append(runs, run)

@@ -43,9 +43,20 @@ import (
 // Errors wrap ErrShape, ErrShort (a slice shorter than the shape),
 // ErrDocument (ErrTree for a tree mask, whose parent array docs holds),
 // ErrAlias (dq, dk or dv overlapping each other or any
-// input), ErrVariant or ErrHeadDim. After warm-up a call allocates
-// nothing.
+// input), ErrHeadParam (a mask with head parameters: use BackwardHeads),
+// ErrVariant or ErrHeadDim. After warm-up a call allocates nothing.
 func Backward(m mask.Mask, variant Variant, dq, dk, dv, dout, q, k, v, out, lse []float32, docs []int32, s Shape) error {
+	return BackwardHeads(m, variant, dq, dk, dv, dout, q, k, v, out, lse, docs, [mask.MaxHeadParams][]int32{}, s)
+}
+
+// BackwardHeads is Backward for a mask with head parameters
+// (mask.HeadParams): heads holds their values as Args.HeadParams does
+// (entry k: HeadsQ values of parameter k, in range; the entries past the
+// mask's parameters nil), the values the forward took. Each query head's
+// rows are walked on its own schedule (mask.Columns with its values) and
+// its gradient summed into its kv head's dk and dv with the other heads'
+// of the group. Bad values are ErrHeadParam.
+func BackwardHeads(m mask.Mask, variant Variant, dq, dk, dv, dout, q, k, v, out, lse []float32, docs []int32, heads [mask.MaxHeadParams][]int32, s Shape) error {
 	if variant == Auto {
 		variant = Best()
 	}
@@ -61,6 +72,9 @@ func Backward(m mask.Mask, variant Variant, dq, dk, dv, dout, q, k, v, out, lse 
 	}
 	z, err := s.check()
 	if err != nil {
+		return err
+	}
+	if err := checkHeads(m, s, &heads); err != nil {
 		return err
 	}
 	for _, x := range []struct {
@@ -99,7 +113,7 @@ func Backward(m mask.Mask, variant Variant, dq, dk, dv, dout, q, k, v, out, lse 
 	defer bcalls.Put(c)
 	c.dq, c.dk, c.dv, c.dout, c.q, c.k, c.v, c.out, c.lse = dq[:z.q], dk[:z.kv], dv[:z.kv], dout[:z.q], q[:z.q], k[:z.kv], v[:z.kv], out[:z.q], lse[:z.lse]
 	defer c.drop()
-	if err := c.setup(m, s, docs); err != nil {
+	if err := c.setup(m, s, docs, &heads); err != nil {
 		return err
 	}
 	c.kern = bwdKernelsOf(variant)
@@ -127,9 +141,12 @@ type bcall struct {
 	scale                                    float32
 	dq, dk, dv, dout, q, k, v, out, lse, dlt []float32
 	docs                                     []mask.Docs
+	nparams                                  int         // head parameters (data.go): values head-major in hvals,
+	hvals                                    []int32     // one view per (document row, query head) in heads,
+	heads                                    []mask.Docs // one schedule each in cols
 	segs                                     []segment
 	msegs                                    []mask.Segment
-	cols                                     []mask.Columns // per (document row, segment)
+	cols                                     []mask.Columns // per (schedule row, segment): schedRow
 	items                                    []bitem        // pass 1: key tiles; pass 2: query tiles
 	items2                                   []bitem
 	items3                                   []bitem // fused: one per (batch, kv head, segment)
@@ -153,11 +170,14 @@ func (c *bcall) drop() {
 	c.dq, c.dk, c.dv, c.dout, c.q, c.k, c.v, c.out, c.lse = nil, nil, nil, nil, nil, nil, nil, nil, nil
 }
 
-func (c *bcall) setup(m mask.Mask, s Shape, docs []int32) error {
+func (c *bcall) setup(m mask.Mask, s Shape, docs []int32, hp *[mask.MaxHeadParams][]int32) error {
 	var err error
 	if c.docs, err = resetData(c.docs, m, s, docs); err != nil {
 		return err
 	}
+	c.nparams = len(mask.HeadParams(m))
+	c.hvals = headValues(c.hvals, hp, c.nparams, s.HeadsQ)
+	c.heads = setHeads(c.heads, c.docs, c.hvals, c.nparams, s.HeadsQ)
 	c.mask, c.s = m, s
 	c.scale = s.Scale
 	if c.scale == 0 {
@@ -165,23 +185,25 @@ func (c *bcall) setup(m mask.Mask, s Shape, docs []int32) error {
 	}
 	c.segs, c.msegs = segments(c.segs, c.msegs, s.SeqQ, s.SeqK, m.Stride())
 	rows := max(len(c.docs), 1)
+	if c.nparams > 0 {
+		rows *= s.HeadsQ
+	}
 	n := rows * len(c.segs)
 	for len(c.cols) < n {
 		c.cols = append(c.cols, mask.Columns{})
 	}
-	for dr := 0; dr < rows; dr++ {
+	for sr := 0; sr < rows; sr++ {
 		for gi, g := range c.segs {
-			c.cols[dr*len(c.segs)+gi].Build(m, g.nq, g.nk, TQ, TK, c.docsRow(dr))
+			c.cols[sr*len(c.segs)+gi].Build(m, g.nq, g.nk, TQ, TK, c.docsRow(sr))
 		}
 	}
 	c.items, c.items2, c.items3 = c.items[:0], c.items2[:0], c.items3[:0]
 	for b := 0; b < s.Batch; b++ {
-		cs := c.colsOf(b)
 		for h := 0; h < s.HeadsKV; h++ {
 			for gi, g := range c.segs {
 				n := len(c.items)
 				for kt := 0; kt < g.tiles; kt++ {
-					if len(cs[gi].Of(kt)) > 0 {
+					if c.keyTileUsed(b, h, gi, kt) {
 						c.items = append(c.items, bitem{int32(b), int32(h), int32(gi), int32(kt)})
 					}
 				}
@@ -191,6 +213,7 @@ func (c *bcall) setup(m mask.Mask, s Shape, docs []int32) error {
 			}
 		}
 		for h := 0; h < s.HeadsQ; h++ {
+			cs := c.colsOf(b, h)
 			for gi, g := range c.segs {
 				for qt := 0; qt*TQ < g.nq; qt++ {
 					if len(cs[gi].Row(qt)) > 0 {
@@ -204,30 +227,61 @@ func (c *bcall) setup(m mask.Mask, s Shape, docs []int32) error {
 	return nil
 }
 
-func (c *bcall) docsRow(dr int) *mask.Docs {
-	if len(c.docs) == 0 {
-		return nil
+// docsRow returns the run-time data of schedule row sr (schedRow): a
+// document row's, or with head parameters a (document row, query head)
+// view.
+func (c *bcall) docsRow(sr int) *mask.Docs {
+	switch {
+	case len(c.heads) > 0:
+		return &c.heads[sr]
+	case len(c.docs) > 0:
+		return &c.docs[sr]
 	}
-	return &c.docs[dr]
+	return nil
 }
 
-// colsOf returns the schedules (one per segment) of batch b.
-func (c *bcall) colsOf(b int) []mask.Columns {
+// schedRow is the schedule row of query head h of batch b: its document
+// row (b with per-batch data, else 0), or with head parameters that row's
+// view of head h.
+func (c *bcall) schedRow(b, h int) int {
 	dr := 0
 	if len(c.docs) > 1 {
 		dr = b
 	}
-	return c.cols[dr*len(c.segs):][:len(c.segs)]
+	if c.nparams > 0 {
+		return dr*c.s.HeadsQ + h
+	}
+	return dr
 }
 
-func (c *bcall) docsOf(b int) *mask.Docs {
-	switch len(c.docs) {
-	case 0:
-		return nil
-	case 1:
-		return &c.docs[0]
+// colsOf returns the schedules (one per segment) of query head h of batch
+// b; the heads share them without head parameters.
+func (c *bcall) colsOf(b, h int) []mask.Columns {
+	return c.cols[c.schedRow(b, h)*len(c.segs):][:len(c.segs)]
+}
+
+func (c *bcall) docsOf(b, h int) *mask.Docs { return c.docsRow(c.schedRow(b, h)) }
+
+// headStep is how many query heads share a schedule walk in pass 1: the
+// group of a kv head without head parameters (one schedule for all), 1
+// with them (each head its own).
+func (c *bcall) headStep() int {
+	if c.nparams > 0 {
+		return 1
 	}
-	return &c.docs[b]
+	return c.s.HeadsQ / c.s.HeadsKV
+}
+
+// keyTileUsed reports whether some query tile of some query head of kv
+// head kvh visits key tile kt of segment gi of batch b.
+func (c *bcall) keyTileUsed(b, kvh, gi, kt int) bool {
+	group := c.s.HeadsQ / c.s.HeadsKV
+	for h := kvh * group; h < (kvh+1)*group; h += c.headStep() {
+		if len(c.colsOf(b, h)[gi].Of(kt)) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // deltas computes delta = rowsum(dout * out) of every row that keeps a
@@ -309,7 +363,7 @@ func (c *bcall) kvrow(b, h int, g segment, x int) int {
 // words fills w.mask with the keep words of query tile qt against key tile
 // kt of segment g (rows past the segment's queries get 0) and reports
 // whether the tile keeps a pair.
-func (c *bcall) words(w *buffers, b int, g segment, qt, kt int, class mask.Class) bool {
+func (c *bcall) words(w *buffers, b, h int, g segment, qt, kt int, class mask.Class) bool {
 	words := w.mask[:TQ]
 	off := g.nk - g.nq
 	q0 := qt*TQ + off
@@ -324,7 +378,7 @@ func (c *bcall) words(w *buffers, b int, g segment, qt, kt int, class mask.Class
 		}
 		return true
 	}
-	return mask.Refine(c.mask, words, q0, q1, kt, g.nk, TK, c.docsOf(b)) != mask.Empty
+	return mask.Refine(c.mask, words, q0, q1, kt, g.nk, TK, c.docsOf(b, h)) != mask.Empty
 }
 
 // prob returns P = exp(scale * q.k - lse) and dS = P * (dout.v - delta)
@@ -336,7 +390,9 @@ func (c *bcall) prob(qi, kj, di, vj []float32, lse, delta float32) (p, ds float3
 }
 
 // keyTile is pass 1 for one key tile of one kv head: dK and dV of its keys,
-// over the query heads of the group and the query tiles that visit it.
+// over the query heads of the group and the query tiles that visit it
+// (query tile by query tile, each over the group's heads; with head
+// parameters head by head, each over its own query tiles).
 func (c *bcall) keyTile(w *buffers, it bitem) {
 	s, D := c.s, c.s.HeadDim
 	b, kvh, g, kt := int(it.b), int(it.h), c.segs[it.seg], int(it.t)
@@ -344,30 +400,33 @@ func (c *bcall) keyTile(w *buffers, it bitem) {
 	k0 := kt * TK
 	nk := min(TK, g.nk-k0)
 	off := g.nk - g.nq
-	for _, ct := range c.colsOf(b)[it.seg].Of(kt) {
-		if !c.words(w, b, g, ct.Q, kt, ct.Class) {
-			continue
-		}
-		for h := kvh * group; h < (kvh+1)*group; h++ {
-			for r, word := range w.mask[:TQ] {
-				if word == 0 {
-					continue
-				}
-				row := c.qrow(b, h, g, ct.Q*TQ+r+off)
-				l := c.lse[row]
-				if math.IsInf(float64(l), -1) {
-					continue
-				}
-				qi, di := c.q[row*D:][:D], c.dout[row*D:][:D]
-				delta := c.dlt[row]
-				for j := 0; j < nk; j++ {
-					if word&(1<<uint(j)) == 0 {
+	step := c.headStep()
+	for h0 := kvh * group; h0 < (kvh+1)*group; h0 += step {
+		for _, ct := range c.colsOf(b, h0)[it.seg].Of(kt) {
+			if !c.words(w, b, h0, g, ct.Q, kt, ct.Class) {
+				continue
+			}
+			for h := h0; h < h0+step; h++ {
+				for r, word := range w.mask[:TQ] {
+					if word == 0 {
 						continue
 					}
-					kr := c.kvrow(b, kvh, g, k0+j) * D
-					p, ds := c.prob(qi, c.k[kr:][:D], di, c.v[kr:][:D], l, delta)
-					axpy(p, di, c.dv[kr:][:D])
-					axpy(ds*c.scale, qi, c.dk[kr:][:D])
+					row := c.qrow(b, h, g, ct.Q*TQ+r+off)
+					l := c.lse[row]
+					if math.IsInf(float64(l), -1) {
+						continue
+					}
+					qi, di := c.q[row*D:][:D], c.dout[row*D:][:D]
+					delta := c.dlt[row]
+					for j := 0; j < nk; j++ {
+						if word&(1<<uint(j)) == 0 {
+							continue
+						}
+						kr := c.kvrow(b, kvh, g, k0+j) * D
+						p, ds := c.prob(qi, c.k[kr:][:D], di, c.v[kr:][:D], l, delta)
+						axpy(p, di, c.dv[kr:][:D])
+						axpy(ds*c.scale, qi, c.dk[kr:][:D])
+					}
 				}
 			}
 		}
@@ -381,8 +440,8 @@ func (c *bcall) queryTile(w *buffers, it bitem) {
 	b, h, g, qt := int(it.b), int(it.h), c.segs[it.seg], int(it.t)
 	kvh := h / (s.HeadsQ / s.HeadsKV)
 	off := g.nk - g.nq
-	for _, t := range c.colsOf(b)[it.seg].Row(qt) {
-		if !c.words(w, b, g, qt, t.K, t.Class) {
+	for _, t := range c.colsOf(b, h)[it.seg].Row(qt) {
+		if !c.words(w, b, h, g, qt, t.K, t.Class) {
 			continue
 		}
 		k0 := t.K * TK

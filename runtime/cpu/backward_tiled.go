@@ -152,26 +152,29 @@ func (c *bcall) keyTileAsm(w *buffers, it bitem, fused bool) {
 	dk, dv := bb.dk[:nk*D], bb.dv[:nk*D]
 	clear(dk)
 	clear(dv)
-	for _, ct := range c.colsOf(b)[it.seg].Of(kt) {
-		if !c.words(w, b, g, ct.Q, kt, ct.Class) {
-			continue
-		}
-		rows := min(TQ, g.nq-ct.Q*TQ)
-		for h := kvh * group; h < (kvh+1)*group; h++ {
-			q0 := c.qrow(b, h, g, ct.Q*TQ+off)
-			if !c.liveWords(w, bb, q0, rows, g.stride) {
+	step := c.headStep()
+	for h0 := kvh * group; h0 < (kvh+1)*group; h0 += step {
+		for _, ct := range c.colsOf(b, h0)[it.seg].Of(kt) {
+			if !c.words(w, b, h0, g, ct.Q, kt, ct.Class) {
 				continue
 			}
-			c.rowsOf(bb, q0, rows, g.stride)
-			c.probs(w, bb, q0*D, rows, g.stride*D)
-			if fix := c.tileBad(bb, q0, rows, g.stride, nk); fix != 0 {
-				c.gradsClean(w, bb, dk, dv, q0*D, rows, g.stride*D, nk, fix)
-			} else {
-				gemmAsm(c.kern, dv, w.s, c.dout[q0*D:], nk, D, rows, 1, TK, g.stride*D, D, true)
-				gemmAsm(c.kern, dk, bb.dp, c.q[q0*D:], nk, D, rows, 1, TK, g.stride*D, D, true)
-			}
-			if fused {
-				c.dqAsm(bb, c.dq[q0*D:], rows, g.stride*D, krows, kc, pk, bad, nk)
+			rows := min(TQ, g.nq-ct.Q*TQ)
+			for h := h0; h < h0+step; h++ {
+				q0 := c.qrow(b, h, g, ct.Q*TQ+off)
+				if !c.liveWords(w, bb, q0, rows, g.stride) {
+					continue
+				}
+				c.rowsOf(bb, q0, rows, g.stride)
+				c.probs(w, bb, q0*D, rows, g.stride*D)
+				if fix := c.tileBad(bb, q0, rows, g.stride, nk); fix != 0 {
+					c.gradsClean(w, bb, dk, dv, q0*D, rows, g.stride*D, nk, fix)
+				} else {
+					gemmAsm(c.kern, dv, w.s, c.dout[q0*D:], nk, D, rows, 1, TK, g.stride*D, D, true)
+					gemmAsm(c.kern, dk, bb.dp, c.q[q0*D:], nk, D, rows, 1, TK, g.stride*D, D, true)
+				}
+				if fused {
+					c.dqAsm(bb, c.dq[q0*D:], rows, g.stride*D, krows, kc, pk, bad, nk)
+				}
 			}
 		}
 	}
@@ -190,7 +193,7 @@ func (c *bcall) keyTileAsm(w *buffers, it bitem, fused bool) {
 // result.
 func (c *bcall) columnAsm(w *buffers, it bitem) {
 	for kt := 0; kt < c.segs[it.seg].tiles; kt++ {
-		if len(c.colsOf(int(it.b))[it.seg].Of(kt)) > 0 {
+		if c.keyTileUsed(int(it.b), int(it.h), int(it.seg), kt) {
 			c.keyTileAsm(w, bitem{it.b, it.h, it.seg, int32(kt)}, true)
 		}
 	}
@@ -256,8 +259,8 @@ func (c *bcall) queryTileAsm(w *buffers, it bitem) {
 	q0 := c.qrow(b, h, g, qt*TQ+off)
 	pq, pk := g.stride*D, g.stride*D
 	c.rowsOf(bb, q0, rows, g.stride)
-	for _, t := range c.colsOf(b)[it.seg].Row(qt) {
-		if !c.words(w, b, g, qt, t.K, t.Class) || !c.liveWords(w, bb, q0, rows, g.stride) {
+	for _, t := range c.colsOf(b, h)[it.seg].Row(qt) {
+		if !c.words(w, b, h, g, qt, t.K, t.Class) || !c.liveWords(w, bb, q0, rows, g.stride) {
 			continue
 		}
 		k0 := t.K * TK

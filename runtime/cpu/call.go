@@ -51,8 +51,14 @@ type item struct{ job, r0, r1, part int32 }
 // from a sync.Pool, so concurrent calls each have their own, and a call
 // allocates nothing once the pool holds one of its size.
 type call struct {
-	mask     mask.Mask
-	docs     []mask.Docs // one per batch, or one for all; nil without documents
+	mask mask.Mask
+	docs []mask.Docs // one per batch, or one for all; nil without documents
+	// Head parameters (data.go): nparams values per query head, head-major
+	// in hvals, and one mask.Docs view per (data row, query head) in heads;
+	// heads is empty for masks without head parameters.
+	nparams  int
+	hvals    []int32
+	heads    []mask.Docs
 	tile     tileFunc
 	decode   bool // the variant has decode kernels (hasDecode)
 	s        Shape
@@ -68,10 +74,14 @@ type call struct {
 	msegs                 []mask.Segment
 
 	// The key tiles some query tile visits, found once per call: visits
-	// holds, for each document row (one per batch with per-batch ids, else
-	// one) and query tile, the range of refs it visits; slot maps (document
-	// row, key tile) to the tile's place among the nslots tiles a (batch, kv
-	// head) packs, or -1.
+	// holds, for each schedule row (visitRow: a document row, one per batch
+	// with per-batch ids, else one; with head parameters a (document row,
+	// query head)) and query tile, the range of refs it visits; slot maps
+	// (slot row, key tile) to the tile's place among the nslots tiles a
+	// (batch, kv head) packs, or -1. A slot row (slotRow) is a document row,
+	// or with head parameters a (document row, kv head): its map numbers
+	// the union of the tiles the group's query heads visit, since they
+	// share the packed tiles of their kv head.
 	tilesPerKV, qtiles int
 	refs               []mask.Tile
 	visits             []int32
@@ -117,11 +127,14 @@ const (
 var calls = sync.Pool{New: func() any { return new(call) }}
 
 // setup fills the call's state and workspace.
-func (c *call) setup(m mask.Mask, tile tileFunc, s Shape, out []float32, out16 []uint16, lse []float32, in inputs, docs []int32) error {
+func (c *call) setup(m mask.Mask, tile tileFunc, s Shape, out []float32, out16 []uint16, lse []float32, in inputs, docs []int32, hp *[mask.MaxHeadParams][]int32) error {
 	var err error
 	if c.docs, err = resetData(c.docs, m, s, docs); err != nil { // a pooled call's Docs keep their buffers
 		return err
 	}
+	c.nparams = len(mask.HeadParams(m))
+	c.hvals = headValues(c.hvals, hp, c.nparams, s.HeadsQ)
+	c.heads = setHeads(c.heads, c.docs, c.hvals, c.nparams, s.HeadsQ)
 	c.mask, c.tile, c.s, c.out, c.out16, c.lse, c.inputs = m, tile, s, out, out16, lse, in
 	c.next.Store(0)
 	c.scale = s.Scale
@@ -164,48 +177,101 @@ func (c *call) setup(m mask.Mask, tile tileFunc, s Shape, out []float32, out16 [
 }
 
 // plan finds the key tiles each query tile visits (mask.Visit, once per
-// document row and query tile, whatever the heads) and numbers the tiles
-// some query tile visits: only those are packed.
+// schedule row and query tile: per document row whatever the heads, or,
+// with head parameters, per document row and query head) and numbers the
+// tiles some query tile visits: only those are packed. With head
+// parameters the query heads of a kv head are walked in order into one
+// slot map, so each packed tile has one slot whichever head reads it.
 func (c *call) plan() {
+	s := c.s
 	rows := max(len(c.docs), 1)
+	heads, slotRows := 1, rows
+	if c.nparams > 0 {
+		heads, slotRows = s.HeadsQ, rows*s.HeadsKV
+	}
+	group := s.HeadsQ / s.HeadsKV
 	c.refs = c.refs[:0]
 	c.visits = c.visits[:0]
-	if cap(c.slot) < rows*c.tilesPerKV {
-		c.slot = make([]int32, rows*c.tilesPerKV)
-	}
-	c.slot = c.slot[:rows*c.tilesPerKV]
+	c.slot = grow(c.slot, slotRows*c.tilesPerKV)
 	for i := range c.slot {
 		c.slot[i] = -1
 	}
 	c.nslots = 0
 	for dr := 0; dr < rows; dr++ {
-		var docs *mask.Docs
-		if len(c.docs) > 0 {
-			docs = &c.docs[dr]
-		}
-		slot, n := c.slot[dr*c.tilesPerKV:][:c.tilesPerKV], int32(0)
-		for _, g := range c.segs {
-			qoff := g.nk - g.nq
-			for r0 := 0; r0 < g.nq; r0 += TQ {
-				c.visits = append(c.visits, int32(len(c.refs)))
-				q0, q1 := r0+qoff, min(r0+TQ, g.nq)-1+qoff
-				c.refs = mask.Visit(c.mask, c.refs, q0, q1, g.nk, TK, docs)
-				for _, r := range c.refs[c.visits[len(c.visits)-1]:] {
-					if t := g.base + r.K; slot[t] < 0 {
-						slot[t] = n
-						n++
+		var slot []int32
+		n := int32(0)
+		for h := 0; h < heads; h++ {
+			docs := c.viewOf(dr, h)
+			if h%group == 0 || c.nparams == 0 {
+				// a new slot row: the document row, or its next kv head
+				sr := dr
+				if c.nparams > 0 {
+					sr = dr*s.HeadsKV + h/group
+				}
+				slot, n = c.slot[sr*c.tilesPerKV:][:c.tilesPerKV], 0
+			}
+			for _, g := range c.segs {
+				qoff := g.nk - g.nq
+				for r0 := 0; r0 < g.nq; r0 += TQ {
+					c.visits = append(c.visits, int32(len(c.refs)))
+					q0, q1 := r0+qoff, min(r0+TQ, g.nq)-1+qoff
+					c.refs = mask.Visit(c.mask, c.refs, q0, q1, g.nk, TK, docs)
+					for _, r := range c.refs[c.visits[len(c.visits)-1]:] {
+						if t := g.base + r.K; slot[t] < 0 {
+							slot[t] = n
+							n++
+						}
 					}
 				}
 			}
+			c.nslots = max(c.nslots, int(n))
 		}
-		c.nslots = max(c.nslots, int(n))
 	}
 	c.visits = append(c.visits, int32(len(c.refs)))
 }
 
+// viewOf returns the run-time data of document row dr at query head h: the
+// head's view with head parameters, else the row's ids or parent array
+// (nil without data).
+func (c *call) viewOf(dr, h int) *mask.Docs {
+	switch {
+	case len(c.heads) > 0:
+		return &c.heads[dr*c.s.HeadsQ+h]
+	case len(c.docs) > 0:
+		return &c.docs[dr]
+	}
+	return nil
+}
+
+// dataRow is the document row of batch b: b with per-batch data, else 0.
+func (c *call) dataRow(b int) int {
+	if len(c.docs) > 1 {
+		return b
+	}
+	return 0
+}
+
+// visitRow is the schedule row (of c.visits) of query head h of batch b.
+func (c *call) visitRow(b, h int) int {
+	if c.nparams > 0 {
+		return c.dataRow(b)*c.s.HeadsQ + h
+	}
+	return c.dataRow(b)
+}
+
+// slotRow is the slot map (of c.slot) of kv head kvh of batch b.
+func (c *call) slotRow(b, kvh int) int {
+	if c.nparams > 0 {
+		return c.dataRow(b)*c.s.HeadsKV + kvh
+	}
+	return c.dataRow(b)
+}
+
 // makeJobs lists the jobs and items. The query heads of a key/value head
 // share one job when a segment's rows are few (decoding: SeqQ small), so
-// that keys and values are read once for the group. When the jobs are
+// that keys and values are read once for the group; with head parameters
+// only consecutive heads with the same values do (they keep the same
+// pairs), and the others run a job each. When the jobs are
 // fewer than splitJobs (decoding again), each is split into parts of at
 // least minPart key tiles so that threads share its keys. The split depends
 // on the shape only, so results do not depend on the number of threads.
@@ -214,22 +280,22 @@ func (c *call) makeJobs() {
 	group := s.HeadsQ / s.HeadsKV
 	c.jobs = c.jobs[:0]
 	for b := 0; b < s.Batch; b++ {
-		dr := 0
-		if len(c.docs) > 1 {
-			dr = b
-		}
 		for kvh := 0; kvh < s.HeadsKV; kvh++ {
 			for gi, g := range c.segs {
 				heads := 1
 				if g.nq <= TQ/2 {
 					heads = min(group, TQ/g.nq)
 				}
-				for h := 0; h < group; h += heads {
-					nh := min(heads, group-h)
+				for h, nh := 0, 0; h < group; h += nh {
+					h0 := kvh*group + h
+					nh = 1
+					for nh < heads && h+nh < group && sameHeads(c.hvals, c.nparams, h0, h0+nh) {
+						nh++
+					}
 					for qt := 0; qt*TQ < g.nq; qt++ {
-						vi := dr*c.qtiles + g.qt0 + qt
+						vi := c.visitRow(b, h0)*c.qtiles + g.qt0 + qt
 						c.jobs = append(c.jobs, job{
-							b: int32(b), h: int32(kvh*group + h), nh: int32(nh), seg: int32(gi), qt: int32(qt),
+							b: int32(b), h: int32(h0), nh: int32(nh), seg: int32(gi), qt: int32(qt),
 							per: int32(min(TQ, g.nq-qt*TQ)), v0: c.visits[vi], v1: c.visits[vi+1], parts: 1, part0: -1,
 						})
 					}
@@ -276,16 +342,9 @@ func (c *call) release() {
 	calls.Put(c)
 }
 
-// docsOf returns the document ids of batch b, or nil.
-func (c *call) docsOf(b int) *mask.Docs {
-	switch len(c.docs) {
-	case 0:
-		return nil
-	case 1:
-		return &c.docs[0]
-	}
-	return &c.docs[b]
-}
+// docsOf returns the run-time data of query head h of batch b (viewOf),
+// or nil.
+func (c *call) docsOf(b, h int) *mask.Docs { return c.viewOf(c.dataRow(b), h) }
 
 // tileData returns the transposed keys and the values of key tile t of
 // segment g of (batch b, kv head kvh), and the tile's non-finite value rows
@@ -322,11 +381,7 @@ func (c *call) tileData(w *buffers, b, kvh int, g segment, t int, nf bool) (kt, 
 // packed returns the index of key tile t (of segment g) of (batch b, kv
 // head kvh) among the packed tiles, packing it first if no worker has.
 func (c *call) packed(w *buffers, b, kvh int, g segment, t int) int {
-	dr := 0
-	if len(c.docs) > 1 {
-		dr = b
-	}
-	p := (b*c.s.HeadsKV+kvh)*c.nslots + int(c.slot[dr*c.tilesPerKV+g.base+t])
+	p := (b*c.s.HeadsKV+kvh)*c.nslots + int(c.slot[c.slotRow(b, kvh)*c.tilesPerKV+g.base+t])
 	st := &c.state[p]
 	if st.Load() == 2 {
 		return p

@@ -60,3 +60,88 @@ func resetData(docs []mask.Docs, m mask.Mask, s Shape, data []int32) ([]mask.Doc
 	}
 	return docs, nil
 }
+
+// Head parameters (mask.HeadParams): a mask may read run-time integers
+// with one value per query head, window sizes or sink counts that differ
+// between heads. A call gets them parameter-major (Args.HeadParams: entry
+// k holds HeadsQ values of parameter k), checks them (checkHeads), copies
+// them head-major into its own buffer (so later writes to the caller's
+// slices change nothing), and computes query head h of data row dr with a
+// mask.Docs view carrying that row's data and h's values (setHeads):
+// views[dr*HeadsQ + h].
+
+// checkHeads checks head parameter values against the mask and the shape:
+// for a mask with n head parameters, entries 0 .. n-1 hold HeadsQ values
+// each, within the parameter's range, and the entries past n are nil; a
+// mask without head parameters takes none.
+func checkHeads(m mask.Mask, s Shape, hp *[mask.MaxHeadParams][]int32) error {
+	params := mask.HeadParams(m)
+	for k, vals := range hp {
+		if k >= len(params) {
+			if vals != nil {
+				if len(params) == 0 {
+					return fmt.Errorf("%w: %d values given for head parameter %d, but the mask has no head parameters (HeadParams must be all nil)", ErrHeadParam, len(vals), k)
+				}
+				return fmt.Errorf("%w: %d values given for head parameter %d, but the mask has %d head parameters (entries past them must be nil)", ErrHeadParam, len(vals), k, len(params))
+			}
+			continue
+		}
+		p := params[k]
+		if len(vals) != s.HeadsQ {
+			return fmt.Errorf("%w: head parameter %s has %d values; the shape needs one per query head, HeadsQ = %d", ErrHeadParam, p.Name, len(vals), s.HeadsQ)
+		}
+		for h, v := range vals {
+			if int(v) < p.Min || int(v) > p.Max {
+				return fmt.Errorf("%w: head parameter %s of query head %d is %d, outside [%d, %d]", ErrHeadParam, p.Name, h, v, p.Min, p.Max)
+			}
+		}
+	}
+	return nil
+}
+
+// headValues copies the checked values of n head parameters into vals,
+// head-major (vals[h*n + k] is parameter k at query head h), reusing its
+// memory.
+func headValues(vals []int32, hp *[mask.MaxHeadParams][]int32, n, headsQ int) []int32 {
+	vals = grow(vals, n*headsQ)
+	for k := 0; k < n; k++ {
+		for h, v := range hp[k][:headsQ] {
+			vals[h*n+k] = v
+		}
+	}
+	return vals
+}
+
+// setHeads fills views (pooled) with one mask.Docs view per (data row,
+// query head): the row's data (docs[dr], or none when docs is empty) and
+// the head's n values from vals (headValues). It returns views empty when
+// n is 0.
+func setHeads(views, docs []mask.Docs, vals []int32, n, headsQ int) []mask.Docs {
+	if n == 0 {
+		return views[:0]
+	}
+	rows := max(len(docs), 1)
+	views = grow(views, rows*headsQ)
+	for dr := 0; dr < rows; dr++ {
+		var src *mask.Docs
+		if len(docs) > 0 {
+			src = &docs[dr]
+		}
+		for h := 0; h < headsQ; h++ {
+			views[dr*headsQ+h].SetHead(src, vals[h*n:(h+1)*n])
+		}
+	}
+	return views
+}
+
+// sameHeads reports whether query heads h1 and h2 have the same values of
+// every head parameter (always true without head parameters), so that
+// they keep the same pairs.
+func sameHeads(vals []int32, n, h1, h2 int) bool {
+	for k := 0; k < n; k++ {
+		if vals[h1*n+k] != vals[h2*n+k] {
+			return false
+		}
+	}
+	return true
+}

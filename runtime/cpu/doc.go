@@ -15,19 +15,41 @@
 // ForwardArgs is the general entry point: an Args holds q, k and v as
 // float32 (Elem F32) or as bf16 or f16 bits (Q16, K16, V16), the output as
 // float32 (Out) or, for 16-bit inputs, in their format (Out16), the
-// optional float32 lse, document ids or a tree's parent array (Tree), a
-// Paged cache description (the zero
-// value: contiguous) and the Shape, so every combination is one call.
+// optional float32 lse, document ids or a tree's parent array (Tree), the
+// values of the mask's head parameters (HeadParams), a Paged cache
+// description (the zero value: contiguous) and the Shape, so every
+// combination is one call.
 // Forward, ForwardPaged and Forward16 fill an Args and call it. It checks
 // the Args before it touches anything: slices of the other element type,
 // both outputs or an unknown Elem wrap ErrShape; no output or a short one
 // ErrShort; document ids given to a mask without documents ErrDocument;
 // a parent array given to a mask without a tree, of a wrong length or with
-// a parent not before its child ErrTree;
+// a parent not before its child ErrTree; head parameter values missing,
+// not HeadsQ long, outside their range, or given to a mask without head
+// parameters ErrHeadParam;
 // an output (Out or Out16, or lse) overlapping an input, the document ids,
 // the page table or the other output ErrAlias. Inputs are widened and
 // pages gathered as tiles are packed (below), whatever their type, so a
 // 16-bit paged cache takes the same paths as a float32 one.
+//
+// # Head parameters
+//
+// A mask may read head parameters (mask.HeadParams: window sizes or sink
+// counts that differ between query heads, one value per head). Query head
+// h then computes the mask with the values at h: the call copies the
+// values and hands the mask, for each (document row, query head), a
+// mask.Docs view (SetHead) with that row's data and that head's values,
+// so the tile walk (mask.Visit, mask.Columns) is per document row and
+// query head instead of per document row. The key tiles a kv head packs
+// are shared by its query heads through one slot map per (document row,
+// kv head), numbering the union of the tiles its query heads visit. A job
+// holds the rows of several query heads only when they have the same
+// values (they keep the same pairs); the others run a job each. The
+// backward walks each head's own schedule and sums the heads' dK and dV
+// in a fixed order (head by head), so results still do not depend on the
+// thread count. Forward, Forward16, ForwardPaged and Backward take no
+// values: a mask with head parameters goes through ForwardArgs and
+// BackwardHeads.
 //
 // # Backward
 //
@@ -105,7 +127,8 @@
 // # The driver
 //
 // A call first walks the plan once per query tile (mask.Visit, shared by
-// the heads and, unless document ids differ per batch, by the batches):
+// the heads unless the mask has head parameters and, unless document ids
+// differ per batch, by the batches):
 // the key tiles some query tile visits are the only ones ever packed, so
 // a decoding call (few queries) costs what its kept keys cost. A job is
 // one query tile of one head, or, when a segment's rows are few, of all

@@ -59,6 +59,9 @@ var (
 	ErrTree     = errors.New("bad tree")
 	ErrAlias    = errors.New("output overlaps another argument")
 	ErrPage     = errors.New("bad page table")
+	// ErrHeadParam: head parameter values (Args.HeadParams) missing, of a
+	// wrong length, outside their range, or given to a mask without them.
+	ErrHeadParam = errors.New("bad head parameter")
 )
 
 // maxScale bounds |Scale|: the kernels multiply q by Scale*log2(e) in
@@ -306,6 +309,15 @@ type Args struct {
 	// SeqK entries shared by every batch or Batch*SeqK, one row per batch.
 	// It must be nil for a mask without a tree.
 	Tree []int32
+	// HeadParams are the values of the mask's head parameters
+	// (mask.HeadParams: window sizes or sink counts that differ between
+	// query heads): entry k holds parameter k's value at each query head,
+	// HeadsQ values in the order of the heads, each within the parameter's
+	// [Min, Max]. Query head h computes the mask with every parameter at
+	// its value at h. Entries past the mask's parameters, and all of them
+	// for a mask without head parameters, must be nil. The values are
+	// read before anything is written.
+	HeadParams [mask.MaxHeadParams][]int32
 	// Paged describes K and V (or K16 and V16) as a paged cache when its
 	// PageSize is not 0; the zero value is a contiguous cache.
 	Paged Paged
@@ -352,7 +364,9 @@ func (a *Args) inputs() (inputs, error) {
 // output), ErrDocument (document ids of a wrong length, decreasing, or
 // given to a mask without documents), ErrTree (a parent array of a wrong
 // length, with a parent not before its child, or given to a mask without
-// a tree), ErrAlias (an output overlapping an
+// a tree), ErrHeadParam (head parameter values missing, of a wrong
+// length, out of range, or given to a mask without head parameters),
+// ErrAlias (an output overlapping an
 // input, the page table or the other output), ErrPage, ErrVariant or
 // ErrHeadDim.
 //
@@ -362,8 +376,9 @@ func (a *Args) inputs() (inputs, error) {
 // the garbage collector when unused. Only the key tiles some query visits
 // are packed, so a decoding call (few queries) costs what its kept keys
 // cost; the query heads that share a key/value head then share one pass
-// over the keys, and the keys are split across threads (flash decoding).
-// Results do not depend on the number of threads.
+// over the keys (with head parameters, those with the same values), and
+// the keys are split across threads (flash decoding). Results do not
+// depend on the number of threads.
 func ForwardArgs(m mask.Mask, variant Variant, a Args) error {
 	return forward(m, variant, &a)
 }
@@ -392,6 +407,9 @@ func treeFor(m mask.Mask, docs []int32) []int32 {
 // per batch; when it has a tree, docs holds the parent array (Args.Tree)
 // in the same shapes (other masks ignore docs). out is [batch, heads_q, seq_q,
 // head_dim]; lse, when not nil, is [batch, heads_q, seq_q], natural log.
+// Forward, ForwardPaged and Forward16 take no head parameter values: for a
+// mask with head parameters they return ErrHeadParam, and ForwardArgs
+// (Args.HeadParams) is the entry point.
 func Forward(m mask.Mask, variant Variant, out, lse, q, k, v []float32, docs []int32, s Shape) error {
 	return forward(m, variant, &Args{Q: q, K: k, V: v, Out: out, LSE: lse, Docs: docsFor(m, docs), Tree: treeFor(m, docs), Shape: s})
 }
@@ -461,6 +479,9 @@ func forward(m mask.Mask, variant Variant, a *Args) error {
 	if err != nil {
 		return err
 	}
+	if err := checkHeads(m, s, &a.HeadParams); err != nil {
+		return err
+	}
 	var table []int32
 	pg := &a.Paged
 	if paged := pg.PageSize != 0 || pg.Table != nil || pg.TableStride != 0; paged {
@@ -477,7 +498,7 @@ func forward(m mask.Mask, variant Variant, a *Args) error {
 		c.pageSize, c.tableStride, c.table = pg.PageSize, pg.stride(s), table
 	}
 	c.decode = hasDecode(variant)
-	if err := c.setup(m, tile, s, a.Out, a.Out16, a.LSE, in, data); err != nil {
+	if err := c.setup(m, tile, s, a.Out, a.Out16, a.LSE, in, data, &a.HeadParams); err != nil {
 		c.release()
 		return err
 	}

@@ -69,7 +69,7 @@ func (w *buffers) runItem(c *call, it item) {
 	qoff := g.nk - g.nq
 	q0 := int(j.qt)*TQ + qoff
 	q1 := q0 + per - 1
-	docs := c.docsOf(b)
+	docs := c.docsOf(b, int(j.h)) // the job's heads have the same values
 	refs := c.refs[it.r0:it.r1]
 	// Decoding (few rows, each key tile read once): whole tiles that every
 	// row keeps go to the decode kernels, which read the key and value rows

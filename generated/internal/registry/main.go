@@ -12,6 +12,9 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/attngen/attngen/spec"
 )
@@ -32,7 +35,8 @@ func pagedEntry(n, docs string, pageSize int) string {
 
 // argsFields are the fields of a package's Args beyond those every
 // package has: Docs for document masks (Tree, filled from genArgs.Docs,
-// for tree masks), Table with page_size.
+// for tree masks), Heads with head parameters (from the shape's values),
+// Table with page_size.
 func argsFields(s *spec.Spec) string {
 	f := ""
 	switch {
@@ -41,10 +45,24 @@ func argsFields(s *spec.Spec) string {
 	case s.Mask.HasDocument():
 		f += " Docs: a.Docs,"
 	}
+	if s.Pattern().HasParams() {
+		f += " Heads: " + headsValue(s, "a.Shape") + ","
+	}
 	if s.PageSize > 0 {
 		f += " Table: a.Table,"
 	}
 	return f
+}
+
+// headsValue is the package's HeadParams holding the head parameter
+// values of the verify.Shape named shape (headValues, generated_test.go).
+func headsValue(s *spec.Spec, shape string) string {
+	v := s.Name + ".HeadParams{"
+	for k, hp := range s.HeadParams {
+		r, n := utf8.DecodeRuneInString(hp.Name)
+		v += fmt.Sprintf("%s%s: headValues(%s, %d), ", string(unicode.ToUpper(r)), hp.Name[n:], shape, k)
+	}
+	return strings.TrimSuffix(v, ", ") + "}"
 }
 
 func main() {
@@ -78,6 +96,9 @@ func run() error {
 		if s.Mask.HasData() {
 			docs = "docs, "
 		}
+		if s.Pattern().HasParams() {
+			docs += headsValue(s, "s") + ", "
+		}
 		if s.Mask.HasTree() {
 			dataErr = "ErrTree"
 		}
@@ -85,13 +106,17 @@ func run() error {
 			gpus:      len(%[1]s.GPUKernels),
 			gpuKind:   func(k int) string { return %[1]s.GPUKernels[k].Kind },
 			kernels:   %[1]s.GPUKernels,`, n)
+		headErr := ""
+		if s.Pattern().HasParams() {
+			headErr = ", \"headParam\": " + n + ".ErrHeadParam"
+		}
 		fmt.Fprintf(&b, `		{file: %q, dir: %q, mask: %[3]s.Mask, headDim: %[3]s.HeadDim, docs: %[4]v, tree: %[8]v,
 			supported: func(v int) bool { return %[3]s.Supported(%[3]s.Variant(v)) },
 			compiled:  %[3]s.CompiledMask(),
 			%[9]s
 			best:      func() (int, string) { return int(%[3]s.Best()), %[3]s.Best().String() },
 			variant:   reflect.TypeFor[%[3]s.Variant](),
-			errs:      map[string]error{"shape": %[3]s.ErrShape, "short": %[3]s.ErrShort, "variant": %[3]s.ErrVariant, "headDim": %[3]s.ErrHeadDim, "document": %[3]s.ErrDocument, "alias": %[3]s.ErrAlias, "page": %[3]s.ErrPage, "data": %[3]s.%[10]s},
+			errs:      map[string]error{"shape": %[3]s.ErrShape, "short": %[3]s.ErrShort, "variant": %[3]s.ErrVariant, "headDim": %[3]s.ErrHeadDim, "document": %[3]s.ErrDocument, "alias": %[3]s.ErrAlias, "page": %[3]s.ErrPage, "data": %[3]s.%[10]s%[11]s},
 			run: func(v int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					return %[3]s.ForwardVariant(%[3]s.Variant(v), out, lse, q, k, vv, %[5]s%[3]s.Shape(conv(s)))
@@ -115,7 +140,7 @@ func run() error {
 				}
 			},
 			argsType: reflect.TypeFor[%[3]s.Args]()},
-`, filepath.Base(files[k]), n, n, s.Mask.HasData(), docs, pagedEntry(n, docs, s.PageSize), argsFields(s), s.Mask.HasTree(), gpus, dataErr)
+`, filepath.Base(files[k]), n, n, s.Mask.HasData(), docs, pagedEntry(n, docs, s.PageSize), argsFields(s), s.Mask.HasTree(), gpus, dataErr, headErr)
 	}
 	b.WriteString("\t}\n}\n")
 	src, err := format.Source(b.Bytes())
