@@ -87,8 +87,9 @@ var GPUKernels = []gpu.Kernel{
 			{"heads_q", "u32", "query heads"},
 			{"heads_kv", "u32", "key/value heads; query head h reads h / (heads_q/heads_kv)"},
 			{"scale_log2", "f32", "softmax scale times log2(e)"},
+			{"batch", "u32", "batch elements: the persistent grid's work items are query tiles x heads_q x batch x residue classes"},
 		},
-		TileQ: 128, Threads: 256, DynShared: 131136, Stride: 1,
+		TileQ: 128, Threads: 384, DynShared: 131168, Stride: 1,
 		TensorMaps: []gpu.TensorMapLayout{
 			{Param: "tmap_q", Tensor: "q", Cols: 128, BoxCols: 64, BoxRows: 128, Swizzle: 128},
 			{Param: "tmap_k", Tensor: "k", Cols: 128, BoxCols: 64, BoxRows: 64, Swizzle: 128},
