@@ -185,3 +185,18 @@ func TestHeadParamPlanText(t *testing.T) {
 		t.Fatalf("head parameters read back as %+v", d.Plan.HeadParams())
 	}
 }
+
+// TestCompileRefusesUndeclaredRefs: a spec built in code whose mask names
+// a head parameter it does not declare is refused, not compiled into a
+// plan that reads values no caller gives.
+func TestCompileRefusesUndeclaredRefs(t *testing.T) {
+	m := spec.Window(8)
+	m.LeftRef = spec.Ref{Param: 1, Name: "w", Add: -1}
+	_, err := Compile(&spec.Spec{Name: "x", Mask: m, Causal: true, HeadDim: 64}, Tiles{"t", 64, 64}, nil)
+	if err == nil || !strings.Contains(err.Error(), "declares 0 head parameters") {
+		t.Fatalf("got %v", err)
+	}
+	if _, err := Compile(&spec.Spec{Name: "x", Mask: m, Causal: true, HeadDim: 64, HeadParams: []spec.HeadParam{{Name: "w", Min: 1, Max: 9}}}, Tiles{"t", 64, 64}, nil); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -108,6 +108,9 @@ var Pipeline = []Pass{
 // Compile builds the plan of a spec for a target, running Pipeline. If
 // dump is not nil it is called with the plan after each pass.
 func Compile(s *spec.Spec, t Target, dump func(pass string, p *Plan)) (*Plan, error) {
+	if err := checkRefs(s.Pattern()); err != nil {
+		return nil, fmt.Errorf("plan %s: %w", s.Name, err)
+	}
 	p := &Plan{Name: s.Name, Source: s.Pattern(), Pattern: s.Pattern(), Target: t.Name(), HeadDim: s.HeadDim}
 	p.TileQ, p.TileK = t.TileSizes(s.HeadDim)
 	for _, ps := range Pipeline {
@@ -119,6 +122,28 @@ func Compile(s *spec.Spec, t Target, dump func(pass string, p *Plan)) (*Plan, er
 		}
 	}
 	return p, nil
+}
+
+// checkRefs reports a mask field naming a head parameter the pattern does
+// not declare (a spec built in code with Refs but without HeadParams):
+// its plan would read values no caller is asked for.
+func checkRefs(p spec.Pattern) error {
+	var bad error
+	var walk func(m *spec.Mask)
+	walk = func(m *spec.Mask) {
+		for _, r := range []spec.Ref{m.LeftRef, m.RightRef, m.TokensRef} {
+			if r.Set() && r.Param > len(p.Params) && bad == nil {
+				bad = fmt.Errorf("mask field names head parameter %q (number %d), but the spec declares %d head parameters", r.Name, r.Param, len(p.Params))
+			}
+		}
+		for _, a := range m.Args {
+			walk(a)
+		}
+	}
+	if p.Mask != nil {
+		walk(p.Mask)
+	}
+	return bad
 }
 
 // passLayout chooses the residue layout for a dilated mask whose stride is

@@ -164,6 +164,20 @@ func stackOf(s *spec.Spec) ([]spec.Pattern, bool) {
 			}
 			p.Data = d
 		}
+		if p.HasParams() {
+			// one head's random values: the layer is the bound mask
+			vals := verify.RandomHeadParams(p, r, 3, stackSeq)
+			n := len(p.Params)
+			iv := make([]int, n)
+			for k := range iv {
+				iv[k] = int(vals[n+k])
+			}
+			b, err := p.Bind(iv)
+			if err != nil {
+				panic(err)
+			}
+			p = b
+		}
 		layers = append(layers, p)
 	}
 	return layers, true
