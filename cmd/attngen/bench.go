@@ -18,6 +18,7 @@ import (
 	"github.com/attngen/attngen/gen"
 	"github.com/attngen/attngen/runtime/cpu"
 	"github.com/attngen/attngen/runtime/gpu"
+	"github.com/attngen/attngen/runtime/mask"
 	"github.com/attngen/attngen/spec"
 	"github.com/attngen/attngen/verify"
 	"github.com/attngen/attngen/verify/gpurun"
@@ -47,6 +48,9 @@ type benchResult struct {
 	Reps       int     `json:"reps"`
 	MeasHeads  int     `json:"measured_heads"`
 	AllocsOp   float64 `json:"allocs_per_op"`
+	// HeadParams are the values every query head took, for a mask with
+	// head parameters (-head-params): name=value, comma-separated
+	HeadParams string `json:"head_params,omitempty"`
 }
 
 // benchBytes counts the bytes one call reads and writes: q and out (and
@@ -175,6 +179,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	seq := fs.Int("seq", 4096, "sequence length: the keys (the KV cache when -seq-q is shorter)")
 	seqQFlag := fs.Int("seq-q", 0, "query rows, the last Q positions of the sequence (1 <= Q <= -seq; default -seq; 1 is one decoding step). GB/s counts q and out (and lse) of these rows and the key and value rows of every key some of them keeps, per key/value head")
 	heads := fs.Int("heads", 8, "query heads")
+	headParamsFlag := fs.String("head-params", "", "for a mask with head_params, the values every query head takes: `name=value,...` (others at their max)")
 	headsKVFlag := fs.Int("heads-kv", 0, "key/value heads; -heads must be a multiple (grouped-query attention; default -heads)")
 	dtype := fs.String("dtype", "fp32", "element type of q, k and v: fp32, bf16 or f16 (16-bit inputs are widened exactly to float32 as tiles are packed or as the decode kernels load rows; lse is float32)")
 	outDtype := fs.String("out-dtype", "fp32", "element type of out: fp32, or the -dtype of 16-bit inputs (the float32 output rounded to it)")
@@ -287,6 +292,10 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	hb, err := benchHeadParams(s, *headParamsFlag, *heads, stderr)
+	if err != nil {
+		return err
+	}
 	if s.Mask.HasDocument() {
 		return fmt.Errorf("bench: document masks need run-time ids; benchmark the positional mask instead")
 	}
@@ -320,7 +329,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		if err := checkTargets(s, targets); err != nil {
 			return err
 		}
-		return benchGPU(s, gpuBench{batch: *batch, heads: *heads, seq: *seq, reps: *reps, warmup: *warmup, sample: *sample, seed: *seed, fwd: fwdPass, bwd: bwdPass, targets: targets}, *asJSON, stdout, stderr)
+		return benchGPU(s, gpuBench{batch: *batch, heads: *heads, seq: *seq, reps: *reps, warmup: *warmup, sample: *sample, seed: *seed, fwd: fwdPass, bwd: bwdPass, targets: targets, hp: hb}, *asJSON, stdout, stderr)
 	}
 	probeMiB := cpu.ReadProbeMiB(*bwMiB)
 	esize := 4
@@ -340,8 +349,8 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	}
 	mask := plan.Mask()
 	D := s.HeadDim
-	kept := verify.KeptPairs(s.Pattern(), seqQ, *seq)
-	read := keysRead(s.Pattern(), seqQ, *seq)
+	kept := verify.KeptPairs(hb.pat, seqQ, *seq)
+	read := keysRead(hb.pat, seqQ, *seq)
 	r := rand.New(rand.NewPCG(1, 2))
 	nq, nkv := *batch**heads*seqQ*D, *batch*headsKV**seq*D
 	mk := func(n int) []float32 {
@@ -364,7 +373,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	// The kernels' call: inputs in -dtype, output in -out-dtype, and with
 	// -paged the same keys and values in pages of that many positions, in
 	// a shuffled order, with NaN in the unused slots.
-	callArgs := cpu.Args{Elem: elem, Q: q, K: k, V: v, Out: out, LSE: lse, Shape: shape}
+	callArgs := cpu.Args{Elem: elem, Q: q, K: k, V: v, Out: out, LSE: lse, HeadParams: hb.cpu, Shape: shape}
 	if elem != cpu.F32 {
 		callArgs.Q, callArgs.K, callArgs.V = nil, nil, nil
 		callArgs.Q16, callArgs.K16, callArgs.V16 = q16, k16, v16
@@ -386,7 +395,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		dout = mk(nq)
 		dq, dk, dv = make([]float32, nq), make([]float32, nkv), make([]float32, nkv)
 		fout, flse = make([]float32, nq), make([]float32, len(lse))
-		if err := cpu.Forward(mask, cpu.Auto, fout, flse, q, k, v, nil, shape); err != nil {
+		if err := cpu.ForwardArgs(mask, cpu.Auto, cpu.Args{Q: q, K: k, V: v, Out: fout, LSE: flse, HeadParams: hb.cpu, Shape: shape}); err != nil {
 			return fmt.Errorf("bench %s: forward for the backward's inputs: %w", s.Name, err)
 		}
 	}
@@ -428,7 +437,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 				g *= bwdFlopFactor
 				gb = benchBytesBwd(b, h, hkv, seqQ, read, D, lseOut) / sec / 1e9
 			}
-			results = append(results, benchResult{Pass: pass, Variant: variant, Mask: s.Name, Dtype: *dtype, OutDtype: *outDtype, Seq: *seq, SeqQ: seqQ, Batch: *batch, Heads: *heads, HeadsKV: headsKV, HeadDim: D,
+			results = append(results, benchResult{HeadParams: hb.text, Pass: pass, Variant: variant, Mask: s.Name, Dtype: *dtype, OutDtype: *outDtype, Seq: *seq, SeqQ: seqQ, Batch: *batch, Heads: *heads, HeadsKV: headsKV, HeadDim: D,
 				Threads: th, Ms: ms, GFlops: g, PeakGFlops: peak, PctPeak: 100 * g / peak, GBps: gb, PeakGBps: peakBW,
 				KeptPairs: kept, Reps: reps, MeasHeads: h, AllocsOp: allocs})
 		}
@@ -468,16 +477,16 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 				func(vr cpu.Variant) error { return cpu.ForwardArgs(mask, vr, callArgs) },
 				// on naiveHeads query heads of the first batch, with th
 				// goroutines over the heads
-				func() error { return naiveParallel(s.Pattern(), q, k, v, out, nh, group, seqQ, *seq, D, th) }})
+				func() error { return naiveParallel(hb.pat, q, k, v, out, nh, group, seqQ, *seq, D, th) }})
 		}
 		if bwdPass {
 			passes = append(passes, benchPass{"bwd", "backward, ",
 				func(vr cpu.Variant) error {
-					return cpu.Backward(mask, vr, dq, dk, dv, dout, q, k, v, fout, flse, nil, shape)
+					return cpu.BackwardHeads(mask, vr, dq, dk, dv, dout, q, k, v, fout, flse, nil, hb.cpu, shape)
 				},
 				// verify.NaiveGradFP32: dense keep rows, the softmax
 				// recomputed in float32, on the forward naive's heads
-				func() error { return naiveGradParallel(s.Pattern(), q, k, v, dout, nh, group, seqQ, *seq, D, th) }})
+				func() error { return naiveGradParallel(hb.pat, q, k, v, dout, nh, group, seqQ, *seq, D, th) }})
 		}
 		for _, ps := range passes {
 			for _, t := range cpu.Targets {
@@ -669,6 +678,7 @@ type gpuBench struct {
 	seed              uint64
 	fwd, bwd          bool         // the passes timed
 	targets           []ptx.Target // the forward kernels timed (bf16); nil: sm_80
+	hp                benchHeads   // head parameter values (-head-params)
 }
 
 // benchInputs draws n standard normal values rounded to bf16: random, so
@@ -741,7 +751,7 @@ func benchGPU(s *spec.Spec, b gpuBench, asJSON bool, stdout, progress io.Writer)
 			return fmt.Errorf("bench -gpu -sm: %s (%s): %w", dev.Name, dev, err)
 		}
 	}
-	sh := verify.Shape{Batch: b.batch, HeadsQ: b.heads, HeadsKV: b.heads, SeqQ: b.seq, SeqK: b.seq, HeadDim: s.HeadDim}
+	sh := verify.Shape{Batch: b.batch, HeadsQ: b.heads, HeadsKV: b.heads, SeqQ: b.seq, SeqK: b.seq, HeadDim: s.HeadDim, HeadParams: b.hp.flat}
 	type fwdKernel struct {
 		t ptx.Target
 		k *gpurun.Kernel
@@ -784,7 +794,7 @@ func benchGPU(s *spec.Spec, b gpuBench, asJSON bool, stdout, progress io.Writer)
 	fmt.Fprintf(progress, "bench %s: random normal bf16 inputs (seed %d)\n", s.Name, b.seed)
 	q, kk, v := benchInputs(r, nq), benchInputs(r, nkv), benchInputs(r, nkv)
 	out, lse := make([]float32, nq), make([]float32, nl)
-	kept := verify.KeptPairs(s.Pattern(), b.seq, b.seq)
+	kept := verify.KeptPairs(b.hp.pat, b.seq, b.seq)
 	var rows []map[string]any
 	failed := false
 	record := func(row map[string]any, cerr error) {
@@ -881,4 +891,42 @@ func benchVariants(list string) (map[string]bool, error) {
 		want[v] = true
 	}
 	return want, nil
+}
+
+// benchHeads are the head parameter values of a bench run: every query
+// head takes the values of -head-params (headValues).
+type benchHeads struct {
+	pat  spec.Pattern                // the spec's pattern bound to them (the spec's own without parameters)
+	cpu  [mask.MaxHeadParams][]int32 // per parameter, one value per query head (cpu.Args.HeadParams)
+	flat []int32                     // head-major (verify.Shape.HeadParams)
+	text string                      // name=value, ... ("" without parameters)
+}
+
+// benchHeadParams reads -head-params for heads query heads and prints its
+// note to progress.
+func benchHeadParams(s *spec.Spec, flag string, heads int, progress io.Writer) (benchHeads, error) {
+	b := benchHeads{pat: s.Pattern()}
+	vals, note, err := headValues(s, flag)
+	if err != nil || vals == nil {
+		return b, err
+	}
+	if b.pat, err = b.pat.Bind(vals); err != nil {
+		return b, err
+	}
+	var text []string
+	for k, x := range vals {
+		b.cpu[k] = make([]int32, heads)
+		for h := range b.cpu[k] {
+			b.cpu[k][h] = int32(x)
+		}
+		text = append(text, fmt.Sprintf("%s=%d", s.HeadParams[k].Name, x))
+	}
+	for h := 0; h < heads; h++ {
+		for _, x := range vals {
+			b.flat = append(b.flat, int32(x))
+		}
+	}
+	b.text = strings.Join(text, ",")
+	fmt.Fprintf(progress, "bench %s: %s, at every query head\n", s.Name, note)
+	return b, nil
 }

@@ -107,16 +107,16 @@ func dataNote(s *spec.Spec, verb string) string {
 	return ""
 }
 
-// bindHeads binds the head parameters of every pattern to the values of a
-// -heads flag ("name=value,name=value"; parameters not named take their
-// max). It returns the note to print: which values were used, or "" for
-// masks without head parameters.
-func bindHeads(s *spec.Spec, ps []spec.Pattern, flag string) (string, error) {
+// headValues reads a -head-params flag ("name=value,name=value";
+// parameters not named take their max): the values in the order of the
+// spec's head_params, and the note to print (which values were used), ""
+// for a spec without head parameters.
+func headValues(s *spec.Spec, flag string) ([]int, string, error) {
 	if len(s.HeadParams) == 0 {
 		if flag != "" {
-			return "", usagef("-heads %s: the spec declares no head_params", flag)
+			return nil, "", usagef("-head-params %s: the spec declares no head_params", flag)
 		}
-		return "", nil
+		return nil, "", nil
 	}
 	vals := map[string]int{}
 	for _, hp := range s.HeadParams {
@@ -126,26 +126,42 @@ func bindHeads(s *spec.Spec, ps []spec.Pattern, flag string) (string, error) {
 	for _, f := range strings.FieldsFunc(flag, func(r rune) bool { return r == ',' }) {
 		name, v, ok := strings.Cut(strings.TrimSpace(f), "=")
 		if _, known := vals[name]; !ok || !known {
-			return "", usagef("-heads: %q: want name=value with a name from head_params (%s)", f, headNames(s))
+			return nil, "", usagef("-head-params: %q: want name=value with a name from head_params (%s)", f, headNames(s))
 		}
 		x, err := strconv.Atoi(v)
 		if err != nil {
-			return "", usagef("-heads: %q: %q is not an integer", f, v)
+			return nil, "", usagef("-head-params: %q: %q is not an integer", f, v)
 		}
 		vals[name] = x
 		given[name] = true
 	}
 	var used []string
-	for _, hp := range s.HeadParams {
+	out := make([]int, len(s.HeadParams))
+	for k, hp := range s.HeadParams {
 		x := vals[hp.Name]
 		if x < hp.Min || x > hp.Max {
-			return "", usagef("-heads: %s = %d is outside its range [%d, %d]", hp.Name, x, hp.Min, hp.Max)
+			return nil, "", usagef("-head-params: %s = %d is outside its range [%d, %d]", hp.Name, x, hp.Min, hp.Max)
 		}
 		src := "given"
 		if !given[hp.Name] {
-			src = "its max; -heads sets it"
+			src = "its max; -head-params sets it"
 		}
 		used = append(used, fmt.Sprintf("%s = %d (%s)", hp.Name, x, src))
+		out[k] = x
+	}
+	return out, "note: head parameters " + strings.Join(used, ", "), nil
+}
+
+// bindHeads binds the head parameters of every pattern to the values of a
+// -head-params flag (headValues) and returns headValues' note.
+func bindHeads(s *spec.Spec, ps []spec.Pattern, flag string) (string, error) {
+	vals, note, err := headValues(s, flag)
+	if err != nil || vals == nil {
+		return note, err
+	}
+	byName := map[string]int{}
+	for k, hp := range s.HeadParams {
+		byName[hp.Name] = vals[k]
 	}
 	for k := range ps {
 		if !ps[k].HasParams() {
@@ -153,7 +169,7 @@ func bindHeads(s *spec.Spec, ps []spec.Pattern, flag string) (string, error) {
 		}
 		v := make([]int, len(ps[k].Params))
 		for j, hp := range ps[k].Params {
-			v[j] = vals[hp.Name]
+			v[j] = byName[hp.Name]
 		}
 		b, err := ps[k].Bind(v)
 		if err != nil {
@@ -161,7 +177,7 @@ func bindHeads(s *spec.Spec, ps []spec.Pattern, flag string) (string, error) {
 		}
 		ps[k] = b
 	}
-	return "note: head parameters " + strings.Join(used, ", "), nil
+	return note, nil
 }
 
 func headNames(s *spec.Spec) string {

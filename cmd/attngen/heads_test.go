@@ -30,7 +30,7 @@ func TestShowHeads(t *testing.T) {
 	}{{"window=37,sinks=0", []int{37, 0}}, {"sinks=3", []int{300, 3}}, {"", []int{300, 8}}} {
 		args := []string{"show", "-spec", f, "-seq", "200", "-tile", "16"}
 		if c.flag != "" {
-			args = append(args, "-heads", c.flag)
+			args = append(args, "-head-params", c.flag)
 		}
 		out, errOut, code := runCLI(args...)
 		if code != 0 {
@@ -54,11 +54,58 @@ func TestShowHeads(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"window=0", "sinks=9", "win=3", "window=x", "window"} {
-		if _, errOut, code := runCLI("show", "-spec", f, "-seq", "200", "-tile", "16", "-heads", bad); code != 2 || !strings.HasPrefix(errOut, "attngen show: -heads") {
-			t.Errorf("-heads %s: exit %d, %s", bad, code, errOut)
+		if _, errOut, code := runCLI("show", "-spec", f, "-seq", "200", "-tile", "16", "-head-params", bad); code != 2 || !strings.HasPrefix(errOut, "attngen show: -head-params") {
+			t.Errorf("-head-params %s: exit %d, %s", bad, code, errOut)
 		}
 	}
-	if _, errOut, code := runCLI("show", "-spec", "../../spec/examples/window.yaml", "-seq", "200", "-tile", "16", "-heads", "w=1"); code != 2 || !strings.Contains(errOut, "declares no head_params") {
+	if _, errOut, code := runCLI("show", "-spec", "../../spec/examples/window.yaml", "-seq", "200", "-tile", "16", "-head-params", "w=1"); code != 2 || !strings.Contains(errOut, "declares no head_params") {
 		t.Errorf("-heads on a spec without head_params: exit %d, %s", code, errOut)
+	}
+}
+
+// TestBenchHeadParams: bench runs a mask with head parameters at the
+// values -head-params gives every head (the others at their max): the
+// kept pairs it reports are the bound mask's, by brute force, and bad
+// values are usage errors.
+func TestBenchHeadParams(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "h.yaml")
+	if err := os.WriteFile(f, []byte(headsSpec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := spec.Parse(f, []byte(headsSpec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		flag string
+		vals []int
+		text string
+	}{{"window=37,sinks=0", []int{37, 0}, "window=37,sinks=0"}, {"", []int{300, 8}, "window=300,sinks=8"}} {
+		args := []string{"bench", "-spec", f, "-seq", "200", "-heads", "3", "-threads", "1", "-reps", "1", "-variants", "purego", "-json"}
+		if c.flag != "" {
+			args = append(args, "-head-params", c.flag)
+		}
+		out, errOut, code := runCLI(args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errOut)
+		}
+		p, err := s.Pattern().Bind(c.vals)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var kept int64
+		for i := 0; i < 200; i++ {
+			for j := 0; j < 200; j++ {
+				if p.At(i, j) {
+					kept++
+				}
+			}
+		}
+		if !strings.Contains(out, `"kept_pairs":`+strconv.FormatInt(kept, 10)+",") || !strings.Contains(out, `"head_params":"`+c.text+`"`) {
+			t.Errorf("-head-params %q: want kept_pairs %d and head_params %s in\n%s", c.flag, kept, c.text, out)
+		}
+	}
+	if _, errOut, code := runCLI("bench", "-spec", f, "-seq", "200", "-head-params", "window=0"); code != 2 || !strings.Contains(errOut, "outside its range") {
+		t.Errorf("-head-params window=0: exit %d, %s", code, errOut)
 	}
 }

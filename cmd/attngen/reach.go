@@ -36,7 +36,7 @@ func cmdReach(args []string, stdout, stderr io.Writer) error {
 	source := fs.Int("source", -1, "source position s of the boundary-copy bound")
 	k := fs.Int("k", 0, "number K of label values of the boundary-copy bound")
 	data := fs.String("data", "", "run-time data of tree or document masks: a `FILE` of S integers (parent array or document ids)")
-	headsFlag := fs.String("heads", "", "values of the spec's head_params for the head analysed: `name=value,...` (others at their max)")
+	headsFlag := fs.String("head-params", "", "values of the spec's head_params for the head analysed: `name=value,...` (others at their max)")
 	if err := parseArgs(fs, args, stdout, path); err != nil {
 		return err
 	}

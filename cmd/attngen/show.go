@@ -23,7 +23,7 @@ func cmdShow(args []string, stdout, stderr io.Writer) error {
 	out := fs.String("o", "", "write an image instead of text pictures: `FILE`.png or FILE.svg")
 	width := fs.Int("width", 0, "picture width: text columns (default 100), or with -o the largest plot side in pixels (default and at most 1024)")
 	data := fs.String("data", "", "run-time data of a tree or document mask: a `FILE` of N integers (parent array or document ids)")
-	headsFlag := fs.String("heads", "", "values of the spec's head_params for the head drawn: `name=value,...` (others at their max)")
+	headsFlag := fs.String("head-params", "", "values of the spec's head_params for the head drawn: `name=value,...` (others at their max)")
 	if err := parseArgs(fs, args, stdout, path); err != nil {
 		return err
 	}
