@@ -87,13 +87,13 @@ func checkSpec(t *testing.T, s *spec.Spec) {
 	if s.Name == "" {
 		t.Errorf("empty name")
 	}
-	checkMask(t, "mask", s.Mask, s.Causal)
+	checkMask(t, "mask", s.Mask, s.Causal, s.HeadParams...)
 	for _, n := range s.MaskNames() {
 		m := s.Masks[n]
 		if m == nil {
 			t.Fatalf("masks.%s is nil", n)
 		}
-		checkMask(t, "masks."+n, m, s.Causal)
+		checkMask(t, "masks."+n, m, s.Causal, s.HeadParams...)
 	}
 	layers := s.Layers()
 	if len(layers) == 0 {
@@ -107,11 +107,14 @@ func checkSpec(t *testing.T, s *spec.Spec) {
 	_ = s.LayerAt(len(layers) + 1)
 }
 
-func checkMask(t *testing.T, what string, m *spec.Mask, causal bool) {
+func checkMask(t *testing.T, what string, m *spec.Mask, causal bool, params ...spec.HeadParam) {
 	t.Helper()
 	checkNormal(t, what, m)
 	str := m.String()
-	r, err := reparse(m, causal)
+	if !m.HasRefs() {
+		params = nil // a schedule's other masks need not name the parameters
+	}
+	r, err := reparse(m, causal, params...)
 	if err != nil {
 		t.Fatalf("%s: %s does not parse back: %v", what, str, err)
 	}

@@ -725,7 +725,8 @@ func checkNormal(t *testing.T, what string, m *spec.Mask) {
 	}
 	str := m.String()
 	for _, sh := range []string{"pbb", "se_bridge", "streaming", "strided", "sinks", "width"} {
-		if strings.Contains(str, sh) {
+		// as a key: a head parameter may be named sinks (a value)
+		if strings.Contains(str, sh+":") {
 			t.Errorf("%s: %s still names %s", what, str, sh)
 		}
 	}

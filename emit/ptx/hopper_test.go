@@ -828,7 +828,7 @@ func TestHopperProducerPtxas12(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, d := range []int{64, 128} {
-			p := compileFor(t, SM90a, s.Name, s.Mask, s.Causal, d)
+			p := compilePattern(t, SM90a, s.Name, s.Pattern(), d)
 			k, err := GenerateForward(p, Config{Target: SM90a})
 			if err != nil {
 				t.Fatal(err)
