@@ -24,7 +24,7 @@ func cpuBackward(t testing.TB, p spec.Pattern, variant cpu.Variant, d int) verif
 	m := plan.Mask()
 	return func(dq, dk, dv, dout, q, k, v, out, lse []float32, docs []int32, s verify.Shape) error {
 		if p.HasParams() {
-			return cpu.BackwardHeads(m, variant, dq, dk, dv, dout, q, k, v, out, lse, docs, cpuHeads(s, len(p.Params)), cpuShape(s))
+			return cpu.BackwardHeads(m, variant, dq, dk, dv, dout, q, k, v, out, lse, docs, cpu.SplitHeadParams(s.HeadParams, len(p.Params), s.HeadsQ), cpuShape(s))
 		}
 		return cpu.Backward(m, variant, dq, dk, dv, dout, q, k, v, out, lse, docs, cpuShape(s))
 	}

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/attngen/attngen/runtime/cpu"
-	"github.com/attngen/attngen/runtime/mask"
 	"github.com/attngen/attngen/spec"
 	"github.com/attngen/attngen/spec/spectest"
 	"github.com/attngen/attngen/verify"
@@ -20,7 +19,7 @@ func cpuRun(t testing.TB, p spec.Pattern, variant cpu.Variant, d int) verify.Run
 	return func(out, lse, q, k, v []float32, docs []int32, s verify.Shape) error {
 		cs := cpu.Shape{Batch: s.Batch, HeadsQ: s.HeadsQ, HeadsKV: s.HeadsKV, SeqQ: s.SeqQ, SeqK: s.SeqK, HeadDim: s.HeadDim, Scale: float32(s.Scale)}
 		if p.HasParams() {
-			a := cpu.Args{Q: q, K: k, V: v, Out: out, LSE: lse, HeadParams: cpuHeads(s, len(p.Params)), Shape: cs}
+			a := cpu.Args{Q: q, K: k, V: v, Out: out, LSE: lse, HeadParams: cpu.SplitHeadParams(s.HeadParams, len(p.Params), s.HeadsQ), Shape: cs}
 			if p.Mask.HasTree() {
 				a.Tree = docs
 			} else {
@@ -30,22 +29,6 @@ func cpuRun(t testing.TB, p spec.Pattern, variant cpu.Variant, d int) verify.Run
 		}
 		return cpu.Forward(m, variant, out, lse, q, k, v, docs, cs)
 	}
-}
-
-// cpuHeads is the head-major values of a verify.Shape (n parameters) as
-// cpu.Args.HeadParams takes them, one slice per parameter.
-func cpuHeads(s verify.Shape, n int) [mask.MaxHeadParams][]int32 {
-	var hp [mask.MaxHeadParams][]int32
-	if len(s.HeadParams) == 0 {
-		return hp
-	}
-	for k := 0; k < n; k++ {
-		hp[k] = make([]int32, s.HeadsQ)
-		for h := range hp[k] {
-			hp[k][h] = s.HeadParams[h*n+k]
-		}
-	}
-	return hp
 }
 
 func variants() []cpu.Variant {

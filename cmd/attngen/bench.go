@@ -915,10 +915,6 @@ func benchHeadParams(s *spec.Spec, flag string, heads int, progress io.Writer) (
 	}
 	var text []string
 	for k, x := range vals {
-		b.cpu[k] = make([]int32, heads)
-		for h := range b.cpu[k] {
-			b.cpu[k][h] = int32(x)
-		}
 		text = append(text, fmt.Sprintf("%s=%d", s.HeadParams[k].Name, x))
 	}
 	for h := 0; h < heads; h++ {
@@ -926,6 +922,7 @@ func benchHeadParams(s *spec.Spec, flag string, heads int, progress io.Writer) (
 			b.flat = append(b.flat, int32(x))
 		}
 	}
+	b.cpu = cpu.SplitHeadParams(b.flat, len(vals), heads)
 	b.text = strings.Join(text, ",")
 	fmt.Fprintf(progress, "bench %s: %s, at every query head\n", s.Name, note)
 	return b, nil

@@ -8,7 +8,6 @@ import (
 
 	"github.com/attngen/attngen/gen"
 	"github.com/attngen/attngen/runtime/cpu"
-	"github.com/attngen/attngen/runtime/mask"
 	"github.com/attngen/attngen/spec"
 	"github.com/attngen/attngen/verify"
 )
@@ -27,7 +26,7 @@ func kernelRun(p spec.Pattern, headDim int, variant cpu.Variant) (verify.Run, er
 			HeadDim: s.HeadDim, Scale: float32(s.Scale),
 		}
 		if p.HasParams() {
-			a := cpu.Args{Q: q, K: k, V: v, Out: out, LSE: lse, HeadParams: cpuHeads(s, len(p.Params)), Shape: cs}
+			a := cpu.Args{Q: q, K: k, V: v, Out: out, LSE: lse, HeadParams: cpu.SplitHeadParams(s.HeadParams, len(p.Params), s.HeadsQ), Shape: cs}
 			if p.Mask.HasTree() {
 				a.Tree = docs
 			} else {
@@ -39,22 +38,6 @@ func kernelRun(p spec.Pattern, headDim int, variant cpu.Variant) (verify.Run, er
 	}, nil
 }
 
-// cpuHeads is the head-major head parameter values of a verify.Shape (n
-// parameters) as the CPU runtime takes them, one slice per parameter.
-func cpuHeads(s verify.Shape, n int) [mask.MaxHeadParams][]int32 {
-	var hp [mask.MaxHeadParams][]int32
-	if len(s.HeadParams) == 0 {
-		return hp
-	}
-	for k := 0; k < n; k++ {
-		hp[k] = make([]int32, s.HeadsQ)
-		for h := range hp[k] {
-			hp[k][h] = s.HeadParams[h*n+k]
-		}
-	}
-	return hp
-}
-
 // kernelBackward adapts the backward of a CPU variant running a pattern's
 // plan to verify.RunBackward.
 func kernelBackward(p spec.Pattern, headDim int, variant cpu.Variant) (verify.RunBackward, error) {
@@ -64,7 +47,7 @@ func kernelBackward(p spec.Pattern, headDim int, variant cpu.Variant) (verify.Ru
 	}
 	m := plan.Mask()
 	return func(dq, dk, dv, dout, q, k, v, out, lse []float32, docs []int32, s verify.Shape) error {
-		return cpu.BackwardHeads(m, variant, dq, dk, dv, dout, q, k, v, out, lse, docs, cpuHeads(s, len(p.Params)), cpu.Shape{
+		return cpu.BackwardHeads(m, variant, dq, dk, dv, dout, q, k, v, out, lse, docs, cpu.SplitHeadParams(s.HeadParams, len(p.Params), s.HeadsQ), cpu.Shape{
 			Batch: s.Batch, HeadsQ: s.HeadsQ, HeadsKV: s.HeadsKV, SeqQ: s.SeqQ, SeqK: s.SeqK,
 			HeadDim: s.HeadDim, Scale: float32(s.Scale),
 		})

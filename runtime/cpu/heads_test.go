@@ -42,19 +42,6 @@ const (
 		"mask: {intersect: [{dilated: {stride: 3}}, {window: {size: w}}]}\n"
 )
 
-// cpuHeads turns head-major values (verify.Shape.HeadParams) into the
-// parameter-major array cpu.Args takes.
-func cpuHeads(vals []int32, n, heads int) [mask.MaxHeadParams][]int32 {
-	var hp [mask.MaxHeadParams][]int32
-	for k := 0; k < n; k++ {
-		hp[k] = make([]int32, heads)
-		for h := range hp[k] {
-			hp[k][h] = vals[h*n+k]
-		}
-	}
-	return hp
-}
-
 func cpuShapeOf(s verify.Shape) cpu.Shape {
 	return cpu.Shape{Batch: s.Batch, HeadsQ: s.HeadsQ, HeadsKV: s.HeadsKV, SeqQ: s.SeqQ, SeqK: s.SeqK, HeadDim: s.HeadDim, Scale: float32(s.Scale)}
 }
@@ -63,13 +50,13 @@ func cpuShapeOf(s verify.Shape) cpu.Shape {
 func headsRun(p spec.Pattern, m mask.Mask, v cpu.Variant) verify.Run {
 	return func(out, lse, q, k, v2 []float32, docs []int32, s verify.Shape) error {
 		return cpu.ForwardArgs(m, v, cpu.Args{Q: q, K: k, V: v2, Out: out, LSE: lse, Docs: docs,
-			HeadParams: cpuHeads(s.HeadParams, len(p.Params), s.HeadsQ), Shape: cpuShapeOf(s)})
+			HeadParams: cpu.SplitHeadParams(s.HeadParams, len(p.Params), s.HeadsQ), Shape: cpuShapeOf(s)})
 	}
 }
 
 func headsBackward(p spec.Pattern, m mask.Mask, v cpu.Variant) verify.RunBackward {
 	return func(dq, dk, dv, dout, q, k, v2, out, lse []float32, docs []int32, s verify.Shape) error {
-		return cpu.BackwardHeads(m, v, dq, dk, dv, dout, q, k, v2, out, lse, docs, cpuHeads(s.HeadParams, len(p.Params), s.HeadsQ), cpuShapeOf(s))
+		return cpu.BackwardHeads(m, v, dq, dk, dv, dout, q, k, v2, out, lse, docs, cpu.SplitHeadParams(s.HeadParams, len(p.Params), s.HeadsQ), cpuShapeOf(s))
 	}
 }
 
@@ -154,7 +141,7 @@ func TestHeadParams16(t *testing.T) {
 			}{{cpu.BF16, verify.BF16Inputs}, {cpu.F16, verify.F16Inputs}} {
 				run := func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					return cpu.ForwardArgs(m, v, cpu.Args{Elem: c.elem, Q16: slice16(c.elem, q), K16: slice16(c.elem, k), V16: slice16(c.elem, vv),
-						Out: out, LSE: lse, HeadParams: cpuHeads(s.HeadParams, len(p.Params), s.HeadsQ), Shape: cpuShapeOf(s)})
+						Out: out, LSE: lse, HeadParams: cpu.SplitHeadParams(s.HeadParams, len(p.Params), s.HeadsQ), Shape: cpuShapeOf(s)})
 				}
 				if _, err := verify.CheckNumericWith(p, run, s, r, c.opt); err != nil {
 					t.Fatalf("%s %s %+v: %v", v, c.elem, s, err)
@@ -187,7 +174,7 @@ func TestHeadParams16(t *testing.T) {
 					}
 				}
 				return cpu.ForwardArgs(m, v, cpu.Args{Q: q, K: pk, V: pv, Out: out, LSE: lse, Paged: cpu.Paged{PageSize: P, Table: table},
-					HeadParams: cpuHeads(s.HeadParams, len(p.Params), s.HeadsQ), Shape: cpuShapeOf(s)})
+					HeadParams: cpu.SplitHeadParams(s.HeadParams, len(p.Params), s.HeadsQ), Shape: cpuShapeOf(s)})
 			}
 			if _, err := verify.CheckNumeric(p, paged, s, r); err != nil {
 				t.Fatalf("%s paged %+v: %v", v, s, err)
@@ -210,7 +197,7 @@ func TestHeadParamsOneHead(t *testing.T) {
 		for _, vs := range headShapes(p, r) {
 			s := cpuShapeOf(vs)
 			a := newArgs(r, s)
-			hp := cpuHeads(vs.HeadParams, n, s.HeadsQ)
+			hp := cpu.SplitHeadParams(vs.HeadParams, n, s.HeadsQ)
 			if err := cpu.ForwardArgs(m, v, cpu.Args{Q: a.q, K: a.k, V: a.v, Out: a.out, LSE: a.lse, HeadParams: hp, Shape: s}); err != nil {
 				t.Fatal(err)
 			}
@@ -249,7 +236,7 @@ func TestHeadParamsThreads(t *testing.T) {
 	p, m := headsPlan(t, headsSinksWindow)
 	for _, vs := range headShapes(p, r) {
 		s := cpuShapeOf(vs)
-		hp := cpuHeads(vs.HeadParams, len(p.Params), s.HeadsQ)
+		hp := cpu.SplitHeadParams(vs.HeadParams, len(p.Params), s.HeadsQ)
 		a := newBargs(r, s)
 		var first [][]float32
 		for _, procs := range []int{1, 3, 8} {
@@ -341,7 +328,7 @@ func TestHeadParamsNoAllocs(t *testing.T) {
 	p, m := headsPlan(t, headsSinksWindow)
 	for _, vs := range headShapes(p, r)[:6] {
 		s := cpuShapeOf(vs)
-		hp := cpuHeads(vs.HeadParams, len(p.Params), s.HeadsQ)
+		hp := cpu.SplitHeadParams(vs.HeadParams, len(p.Params), s.HeadsQ)
 		a := newBargs(r, s)
 		for _, v := range supported() {
 			fwd := func() {
