@@ -14,6 +14,12 @@
 // Prog.Eval evaluates them (the reference renderers are tested against,
 // and Plan.Mask, which attngen's own commands run).
 //
+// Programs may read run-time data: document ids and parent arrays (ops
+// docid, docstart, docend, treeanc, treeinfo, wtree) and head parameters
+// (op param: the value at the query head being computed, Plan.HeadParams
+// giving each one's declared range), so a mask whose window or sink count
+// varies by head still has a closed-form hull and class per head.
+//
 // The tile schedule of a call is not stored: Visit walks it with the
 // runtime's own functions (mask.Visit, mask.Refine), jumping over keys the
 // hull excludes and refining partial tiles exactly by their keep words, so

@@ -36,6 +36,12 @@
 //     positions but not with document in one spec. At and Classify treat
 //     a tree as one chain (causal attention); AtDocs and ClassifyDocs, or
 //     a Pattern whose Data is set, take the parent array.
+//   - head_params declares run-time integers with one value per query head
+//     (params.go: HeadParam, Ref); window's size, left and right, global's
+//     tokens and streaming's sinks and window may name one instead of a
+//     constant. Query head h computes the mask with its own values
+//     (Pattern.Bind); an unbound pattern (At, Keys, Classify) evaluates
+//     every such field at its parameter's Max.
 //   - head_dim defaults to 128 and may be 1 to MaxHeadDim here; the
 //     targets a package is generated for say which sizes they run, and
 //     their errors point at the head_dim line (HeadDimPos).

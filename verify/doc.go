@@ -7,7 +7,10 @@
 // poisoned masked positions leave every row that masks them bit-identical,
 // kept NaN and infinities give the reference's kinds of results, document
 // ids one row per batch), and pictures of a mask and
-// its tile classes (text, PNG, SVG) for people to check by eye. It trusts no
+// its tile classes (text, PNG, SVG) for people to check by eye. Masks
+// with head parameters are bound per query head to Shape.HeadParams
+// (heads.go) everywhere a row is judged, and the checks draw values per
+// head (RandomHeadParams) when a shape carries none. It trusts no
 // emitter's claims: it evaluates masks only through spec.Pattern and runs
 // kernels only through their public entry points.
 package verify

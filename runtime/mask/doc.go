@@ -3,7 +3,8 @@
 // from the plan (Mask: key hull, tile class, keep words), the tile walk
 // every target shares (Visit, Refine, and Columns, the column-wise walk of a
 // backward pass), document ids of packed sequences
-// (Docs), the residue segments of dilated layouts (Residue, written from
+// (Docs; also a tree's parent array, and the head parameter values of one
+// query head through SetHead and Param, HeadParams), the residue segments of dilated layouts (Residue, written from
 // the plan's segment program) and the small integer helpers the generated
 // code calls (FloorDiv, Lanes, Every). It imports only the standard library.
 //
