@@ -387,14 +387,22 @@ func (p *Plan) oneDoc(n int) *mask.Docs {
 	if p.Pred.UsesDocs() {
 		d, _ = mask.NewDocs(make([]int32, n))
 	}
-	if hp := p.HeadParams(); len(hp) > 0 {
-		vals := make([]int32, len(hp))
-		for k, h := range hp {
-			vals[k] = int32(h.Max)
-		}
-		h := &mask.Docs{}
-		h.SetHead(d, vals)
-		d = h
+	return p.AtMax(d)
+}
+
+// AtMax returns the run-time data d (nil: none) with every head parameter
+// at its Max, the instance an unbound pattern describes: a view of d
+// (mask.Docs.SetHead) for plans with head parameters, d itself otherwise.
+func (p *Plan) AtMax(d *mask.Docs) *mask.Docs {
+	hp := p.HeadParams()
+	if len(hp) == 0 {
+		return d
 	}
-	return d
+	vals := make([]int32, len(hp))
+	for k, h := range hp {
+		vals[k] = int32(h.Max)
+	}
+	v := &mask.Docs{}
+	v.SetHead(d, vals)
+	return v
 }

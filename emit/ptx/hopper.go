@@ -138,15 +138,7 @@ func heaviestFirst(p *gen.Plan) bool {
 	m := p.Mask()
 	// head parameters are weighed at their maxima (the values of a call
 	// are not known here)
-	var d *mask.Docs
-	if hp := p.HeadParams(); len(hp) > 0 {
-		vals := make([]int32, len(hp))
-		for k, x := range hp {
-			vals[k] = int32(x.Max)
-		}
-		d = &mask.Docs{}
-		d.SetHead(nil, vals)
-	}
+	d := p.AtMax(nil)
 	var tiles []mask.Tile
 	var asc, desc int64
 	for t := 0; t < heavyRef; t++ {
@@ -409,6 +401,27 @@ func (h *hop) load(kt, buf Operand) {
 	h.copyTile(f.Add(stage, I(int64(h.tileBytes))), h.tmV, row, h.tk, bar)
 }
 
+// items opens a loop over the CTA's work items, from first in steps of
+// the grid (labels prefixed by prefix: each role has its own loop), with
+// the first item decoded; the function it returns closes the loop (the
+// next item, h.next, where an item past its class's queries also goes).
+func (h *hop) items(w *workList, first Operand, prefix string) (func(), *item, error) {
+	f := h.f
+	it := f.Mov(U32, first)
+	work := f.NewLabel(prefix + "item")
+	next := f.NewLabel(prefix + "next")
+	h.next = next
+	f.Place(work)
+	x, err := h.item(w, R(it))
+	return func() {
+		f.Place(next)
+		f.Comment("the next work item of this CTA")
+		f.Into(OpAdd, U32, it, R(it), w.ctas)
+		more := f.Setp("lt", U32, R(it), w.items)
+		f.Bra(work, &more, false)
+	}, x, err
+}
+
 // item is one work item's coordinates, as item() derives them.
 type item struct {
 	qrow0, q0, q1 Operand // first query row (class-local); its positions' range
@@ -567,12 +580,7 @@ func (h *hop) kernel() error {
 		buf = f.Mov(U32, I(0)) // the stage of the next tile: the producer's order runs on across items
 	}
 
-	it := f.Mov(U32, first)
-	work := f.NewLabel("item")
-	next := f.NewLabel("next")
-	h.next = next
-	f.Place(work)
-	x, err := h.item(w, R(it))
+	loopItems, x, err := h.items(w, first, "")
 	if err != nil {
 		return err
 	}
@@ -683,11 +691,7 @@ func (h *hop) kernel() error {
 	f.Place(fin)
 
 	h.finish(x.obase, x.lbase, x.qrow0, m, l, acc)
-	f.Place(next)
-	f.Comment("the next work item of this CTA")
-	f.Into(OpAdd, U32, it, R(it), w.ctas)
-	more := f.Setp("lt", U32, R(it), w.items)
-	f.Bra(work, &more, false)
+	loopItems()
 	f.Place(done)
 	f.Emit(Inst{Op: OpRet})
 	if h.producer {
@@ -719,12 +723,7 @@ func (h *hop) produce(w *workList, first, barQ Operand) error {
 	buf := f.Mov(U32, I(0))   // the stage of the next tile
 	used := f.Mov(U32, I(0))  // stages that have held a tile (at most stages)
 	qUsed := f.Mov(U32, I(0)) // 1 once Q has been loaded
-	it := f.Mov(U32, first)
-	work := f.NewLabel("pitem")
-	next := f.NewLabel("pnext")
-	h.next = next
-	f.Place(work)
-	x, err := h.item(w, R(it))
+	loopItems, x, err := h.items(w, first, "p")
 	if err != nil {
 		return err
 	}
@@ -733,7 +732,7 @@ func (h *hop) produce(w *workList, first, barQ Operand) error {
 		return err
 	}
 	none := f.Setp("gt", S32, R(cur), h.kthi)
-	f.Bra(next, &none, false)
+	f.Bra(h.next, &none, false)
 	f.Comment("Q: once the consumers are done with the last item's")
 	fresh := f.Setp("eq", U32, R(qUsed), I(0))
 	qfree := f.NewLabel("qfree")
@@ -762,10 +761,7 @@ func (h *hop) produce(w *workList, first, barQ Operand) error {
 	f.Set(U32, cur, R(nxt))
 	more := f.Setp("le", S32, R(cur), h.kthi)
 	f.Bra(loop, &more, false)
-	f.Place(next)
-	f.Into(OpAdd, U32, it, R(it), w.ctas)
-	mi := f.Setp("lt", U32, R(it), w.items)
-	f.Bra(work, &mi, false)
+	loopItems()
 	f.Comment("the consumers' last releases of Q and of each stage used")
 	noQ := f.Setp("eq", U32, R(qUsed), I(0))
 	drained := f.NewLabel("qdrained")
