@@ -1,34 +1,55 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode"
 )
 
-// downstreamSteps are the README's steps ("Using attngen from your
-// module") for a module that uses attngen from a local checkout before the
-// module is published, word for word; CHECKOUT stands for the checkout's
-// path. A plain "go get -tool" would ask the module proxy for a version
-// that does not exist; the require of the zero pseudo-version, satisfied
-// by the replace, means nothing is looked up.
+// downstreamSteps are the README's steps ("Use it from your module") for a
+// module that uses attngen from a local checkout before attngen is
+// published, word for word; CHECKOUT stands for the checkout's path. The
+// tool line and the replace let `go mod tidy` take the checkout at the zero
+// pseudo-version without asking a proxy for attngen; attngen's own go.sum
+// gives the checksums of its dependencies, so tidy adds no checksum it
+// would have to look up in the checksum database (which a machine without
+// network, or with only a module proxy, cannot reach).
 var downstreamSteps = []string{
 	"go mod init example.com/downstream",
 	"go mod edit -replace github.com/attngen/attngen=CHECKOUT",
-	"go mod edit -require=github.com/attngen/attngen@v0.0.0-00010101000000-000000000000",
-	"go get -tool github.com/attngen/attngen/cmd/attngen",
+	"go mod edit -tool github.com/attngen/attngen/cmd/attngen",
+	"cat CHECKOUT/go.sum >> go.sum",
+	"go mod tidy",
 	"go generate ./...",
 	"go test ./...",
 }
 
-// TestDownstreamGoGenerate builds the README's downstream scenario for real:
-// a folder outside this repository with a spec file and a //go:generate
-// line, made a module by exactly the README's steps with the module proxy
-// off (GOPROXY=off), so attngen comes from this checkout as a go tool; then
-// go generate and go test in it, with and without -tags purego. Its test
-// checks the generated Forward against a straightforward implementation.
+// TestDownstreamGoGenerate builds the README's downstream scenario for real,
+// twice, each time in a new module outside this repository (a spec file and
+// a //go:generate line) made by exactly the README's steps, with a module
+// cache and GOPATH of its own that start empty, so that nothing an earlier
+// run left in a cache (modules, checksum-database state) can help:
+//
+//   - online: modules come from a module proxy (a file:// proxy serving
+//     exactly attngen's build list, copied from the module cache this test
+//     binary was built from) and the checksum database is unreachable
+//     (HTTPS_PROXY points at a closed port), as on a fresh machine whose
+//     only network is a module proxy; then go generate, go test with and
+//     without -tags purego, and go tool attngen version;
+//   - offline: GOPROXY=off, after building attngen in the checkout filled
+//     the (new) module cache, as for a user without network who built
+//     attngen.
+//
+// The module's test checks the generated Forward against a straightforward
+// implementation.
 func TestDownstreamGoGenerate(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a module: skipped under -short")
@@ -41,6 +62,207 @@ func TestDownstreamGoGenerate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	proxy := buildModuleProxy(t, goBin, root)
+	cacheRoot := t.TempDir()
+	gopath := filepath.Join(cacheRoot, "gopath")
+	// env is the environment of every go command below: a GOPATH (and so a
+	// module cache and checksum-database cache) that starts empty, the
+	// default checksum database (unreachable: any lookup fails, as it does
+	// on a machine that reaches only a module proxy), and the given proxy.
+	env := func(goproxy string) []string {
+		var e []string
+		for _, kv := range os.Environ() {
+			k, _, _ := strings.Cut(kv, "=")
+			switch strings.ToUpper(k) {
+			case "GOPATH", "GOMODCACHE", "GOPROXY", "GOSUMDB", "GONOSUMDB", "GONOSUMCHECK", "GOPRIVATE",
+				"GONOPROXY", "GOINSECURE", "GOFLAGS", "GOWORK", "GOTOOLCHAIN", "HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY":
+				continue
+			}
+			e = append(e, kv)
+		}
+		return append(e, "GOPATH="+gopath, "GOMODCACHE="+filepath.Join(gopath, "pkg", "mod"),
+			"GOPROXY="+goproxy, "GOSUMDB=sum.golang.org", "GOFLAGS=-modcacherw", "GOWORK=off",
+			"GOTOOLCHAIN=local", "HTTPS_PROXY=http://127.0.0.1:9", "HTTP_PROXY=http://127.0.0.1:9")
+	}
+	// fresh empties the GOPATH, module cache included.
+	fresh := func() {
+		if err := os.RemoveAll(gopath); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The two runs use the same GOPATH path (emptied in between), so the
+	// second one finds attngen's compiled packages in the build cache.
+	t.Run("online", func(t *testing.T) {
+		fresh()
+		dir := downstreamModule(t)
+		runDownstreamSteps(t, goBin, dir, root, env("file://"+filepath.ToSlash(proxy)))
+		e := env("file://" + filepath.ToSlash(proxy))
+		t.Log(runGo(t, goBin, dir, e, "test", "-tags", "purego", "./..."))
+		if v := runGo(t, goBin, dir, e, "tool", "attngen", "version"); !strings.Contains(v, "replaced by "+root) {
+			t.Errorf("go tool attngen version: %q, want it to name the checkout", v)
+		}
+	})
+	t.Run("offline", func(t *testing.T) {
+		fresh()
+		// Building the attngen command in the checkout fills the module cache.
+		runGo(t, goBin, root, env("file://"+filepath.ToSlash(proxy)), "build", "-o", os.DevNull, "./cmd/attngen")
+		dir := downstreamModule(t)
+		runDownstreamSteps(t, goBin, dir, root, env("off"))
+	})
+	// The README shows these steps; the test runs them.
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Join(downstreamSteps, "\n")
+	want = strings.ReplaceAll(want, "CHECKOUT", "/path/to/attngen")
+	if !strings.Contains(string(readme), want) {
+		t.Errorf("README.md does not show the steps this test runs:\n%s", want)
+	}
+}
+
+// runGo runs the go command in dir with env and returns its output,
+// failing the test if it fails.
+func runGo(t *testing.T, goBin, dir string, env []string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(goBin, args...)
+	cmd.Dir = dir
+	cmd.Env = env
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// runDownstreamSteps runs downstreamSteps in dir, CHECKOUT replaced by root.
+// The one step that is not a go command, appending attngen's go.sum to the
+// module's, is done here as the shell would.
+func runDownstreamSteps(t *testing.T, goBin, dir, root string, env []string) {
+	t.Helper()
+	for _, step := range downstreamSteps {
+		step = strings.ReplaceAll(step, "CHECKOUT", root)
+		args := strings.Fields(step)
+		switch {
+		case len(args) == 4 && args[0] == "cat" && args[2] == ">>":
+			appendFile(t, args[1], filepath.Join(dir, args[3]))
+			continue
+		case args[0] != "go":
+			t.Fatalf("step %q is not a go command", step)
+		}
+		out := runGo(t, goBin, dir, env, args[1:]...)
+		if step == "go generate ./..." {
+			if _, err := os.Stat(filepath.Join(dir, "attn", "attention.go")); err != nil {
+				t.Fatalf("go generate wrote no package: %v", err)
+			}
+		}
+		t.Logf("%s\n%s", step, out)
+	}
+}
+
+// appendFile appends the file src to dst, creating dst if needed.
+func appendFile(t *testing.T, src, dst string) {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(dst, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// buildModuleProxy lays out a file:// module proxy serving exactly the
+// modules of attngen's build list (`go list -m all` in root), copied from
+// the module cache's download directory (every file the cache has of each
+// listed version: .info, .mod and, for modules whose packages are built,
+// .zip), and returns its directory. Copying from the cache is no reliance
+// on what it happens to hold: this test binary could not have been built
+// without these modules.
+func buildModuleProxy(t *testing.T, goBin, root string) string {
+	t.Helper()
+	cmd := exec.Command(goBin, "env", "GOMODCACHE")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go env GOMODCACHE: %v", err)
+	}
+	cache := filepath.Join(strings.TrimSpace(string(out)), "cache", "download")
+	cmd = exec.Command(goBin, "list", "-m", "-json", "all")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "GOPROXY=off", "GOWORK=off", "GOFLAGS=-mod=readonly")
+	out, err = cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -m all: %v", err)
+	}
+	proxy := t.TempDir()
+	dec := json.NewDecoder(bytes.NewReader(out))
+	served := 0
+	for {
+		var m struct {
+			Path, Version string
+			Main          bool
+		}
+		if err := dec.Decode(&m); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if m.Main || m.Version == "" {
+			continue
+		}
+		esc := escapeModulePath(m.Path)
+		from, to := filepath.Join(cache, esc, "@v"), filepath.Join(proxy, esc, "@v")
+		if err := os.MkdirAll(to, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, ext := range []string{".info", ".mod", ".zip"} {
+			b, err := os.ReadFile(filepath.Join(from, m.Version+ext))
+			if errors.Is(err, fs.ErrNotExist) {
+				continue
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(to, m.Version+ext), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.WriteFile(filepath.Join(to, "list"), []byte(m.Version+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		served++
+	}
+	if served == 0 {
+		t.Fatal("go list -m all listed no dependency")
+	}
+	return proxy
+}
+
+// escapeModulePath is a module path as the module cache and proxies spell
+// it: each upper-case letter becomes '!' and its lower case.
+func escapeModulePath(p string) string {
+	var b strings.Builder
+	for _, r := range p {
+		if unicode.IsUpper(r) {
+			b.WriteByte('!')
+			r = unicode.ToLower(r)
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// downstreamModule writes the downstream module's files (no go.mod yet)
+// into a new folder and returns it.
+func downstreamModule(t *testing.T) string {
+	t.Helper()
 	dir := t.TempDir()
 	write := func(name, text string) {
 		p := filepath.Join(dir, name)
@@ -125,43 +347,5 @@ func TestForward(t *testing.T) {
 	}
 }
 `)
-	run := func(args ...string) string {
-		cmd := exec.Command(goBin, args...)
-		cmd.Dir = dir
-		// Offline: everything must come from the checkout and the module
-		// cache that building attngen itself filled.
-		cmd.Env = append(os.Environ(), "GOPROXY=off", "GOWORK=off")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		return string(out)
-	}
-	for _, step := range downstreamSteps {
-		args := strings.Fields(strings.ReplaceAll(step, "CHECKOUT", root))
-		if args[0] != "go" {
-			t.Fatalf("step %q is not a go command", step)
-		}
-		out := run(args[1:]...)
-		if step == "go generate ./..." {
-			if _, err := os.Stat(filepath.Join(dir, "attn", "attention.go")); err != nil {
-				t.Fatalf("go generate wrote no package: %v", err)
-			}
-		}
-		t.Logf("%s\n%s", step, out)
-	}
-	t.Log(run("test", "-tags", "purego", "./..."))
-	if v := run("tool", "attngen", "version"); !strings.Contains(v, "replaced by "+root) {
-		t.Errorf("go tool attngen version: %q, want it to name the checkout", v)
-	}
-	// The README shows these steps; the test runs them.
-	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := strings.Join(downstreamSteps, "\n")
-	want = strings.ReplaceAll(want, "CHECKOUT", "/path/to/attngen")
-	if !strings.Contains(string(readme), want) {
-		t.Errorf("README.md does not show the steps this test runs:\n%s", want)
-	}
+	return dir
 }
