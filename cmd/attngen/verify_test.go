@@ -63,7 +63,8 @@ func TestVerifyPassesCorrectSpecs(t *testing.T) {
 // TestVerifyBackward: attngen verify checks every supported CPU variant's
 // backward too, in the forward's report style: one line per shape (dq, dk
 // and dv against the float64 reference), the dependencies of the
-// gradients on dout, and NaN and infinities at masked positions.
+// gradients on dout, and NaN and infinities at masked positions; and the
+// forward's masked-data rule, one line per hostile shape.
 func TestVerifyBackward(t *testing.T) {
 	for _, f := range []string{"../../spec/examples/hetero.yaml", "../../spec/examples/document.yaml"} {
 		stdout, stderr, code := runCLI("verify", "-spec", f, "-seed", "5", "-no-ptx", "-dep-seq", "40")
@@ -75,9 +76,12 @@ func TestVerifyBackward(t *testing.T) {
 				continue
 			}
 			prefix := fmt.Sprintf("%-7s ok   backward", tg.Variant)
-			var shapes, deps, nonFinite int
+			masked := fmt.Sprintf("%-7s ok   masked data: NaN and infinities", tg.Variant)
+			var shapes, deps, nonFinite, maskedData int
 			for _, line := range strings.Split(stdout, "\n") {
 				switch {
+				case strings.HasPrefix(line, masked) && (strings.HasSuffix(line, "bit-identical (B2 Hq2 Hkv1 Sq61 Sk130)") || strings.HasSuffix(line, "bit-identical (B1 Hq4 Hkv2 Sq2 Sk600)")):
+					maskedData++
 				case strings.HasPrefix(line, prefix+" B") && strings.Contains(line, "dq err") && strings.Contains(line, "dk err") && strings.Contains(line, "dv err"):
 					shapes++
 				case strings.HasPrefix(line, prefix+": dout row i changes dv exactly") && strings.Contains(line, "S = 40"):
@@ -86,9 +90,9 @@ func TestVerifyBackward(t *testing.T) {
 					nonFinite++
 				}
 			}
-			if shapes != len(verify.Shapes(64)) || deps != 1 || nonFinite != 2 {
-				t.Errorf("verify %s, %s: %d backward shape lines (want %d), %d dependency lines, %d non-finite lines:\n%s",
-					f, tg.Variant, shapes, len(verify.Shapes(64)), deps, nonFinite, stdout)
+			if shapes != len(verify.Shapes(64)) || deps != 1 || nonFinite != 2 || maskedData != 2 {
+				t.Errorf("verify %s, %s: %d backward shape lines (want %d), %d dependency lines, %d non-finite lines, %d forward masked-data lines (want 2):\n%s",
+					f, tg.Variant, shapes, len(verify.Shapes(64)), deps, nonFinite, maskedData, stdout)
 			}
 		}
 	}
@@ -99,7 +103,7 @@ func TestVerifyBackward(t *testing.T) {
 // the float64 reference, judged against the straightforward backward of
 // the element type), one for the dependencies of the gradients on dout
 // and one for non-finite values at masked positions, for each element
-// type.
+// type; and one for the forward's masked-data rule.
 func TestVerifyPTXBackward(t *testing.T) {
 	s, err := spec.ParseFile("../../spec/examples/document.yaml")
 	if err != nil {
@@ -113,9 +117,11 @@ func TestVerifyPTXBackward(t *testing.T) {
 			t.Fatalf("%s: %d failed, %v:\n%s", tg.Name(), failed, err, out.String())
 		}
 		prefix := "ptx-sim " + tg.Name() + " ok   backward"
-		var shapes, deps, nonFinite int
+		var shapes, deps, nonFinite, masked int
 		for _, line := range strings.Split(out.String(), "\n") {
 			switch {
+			case strings.HasPrefix(line, "ptx-sim "+tg.Name()+" ok   masked data: NaN and infinities") && strings.HasSuffix(line, "(B2 Hq2 Hkv1 Sq61 Sk130)"):
+				masked++
 			case strings.HasPrefix(line, prefix+": NaN and infinities at masked keys"):
 				nonFinite++
 			case strings.HasPrefix(line, prefix+" B") && strings.Contains(line, "dq err") && strings.HasSuffix(line, "("+tg.Elem+"; yardstick: straightforward "+tg.Elem+")"):
@@ -124,15 +130,15 @@ func TestVerifyPTXBackward(t *testing.T) {
 				deps++
 			}
 		}
-		if shapes != len(interpBwdShapes(s.HeadDim)) || deps != 1 || nonFinite != 1 {
-			t.Errorf("%s: %d backward shape lines (want %d), %d dependency lines, %d non-finite lines (want 1 each):\n%s", tg.Name(), shapes, len(interpBwdShapes(s.HeadDim)), deps, nonFinite, out.String())
+		if shapes != len(interpBwdShapes(s.HeadDim)) || deps != 1 || nonFinite != 1 || masked != 1 {
+			t.Errorf("%s: %d backward shape lines (want %d), %d dependency lines, %d non-finite lines, %d forward masked-data lines (want 1 each):\n%s", tg.Name(), shapes, len(interpBwdShapes(s.HeadDim)), deps, nonFinite, masked, out.String())
 		}
 	}
 }
 
 // TestVerifyPTXSM90a: verify -sm 90a checks the sm_90a forward under the
 // interpreter (each interpreter shape, rounded up to the residue stride,
-// and the dependencies) and no backward (the sm_80 kernels serve it),
+// the dependencies and the masked-data rule) and no backward (the sm_80 kernels serve it),
 // for each element type; a kernel off by one mask element fails.
 func TestVerifyPTXSM90a(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 10))
@@ -160,8 +166,11 @@ func TestVerifyPTXSM90a(t *testing.T) {
 				t.Errorf("%s: no line for Sq%d Sk%d:\n%s", c.file, sq[0], sq[1], text)
 			}
 		}
-		if n := strings.Count(text, prefix); n != len(c.seqs)+1 || strings.Contains(text, "dq err") || !strings.Contains(text, "the sm_80 kernels serve it") {
-			t.Errorf("%s: %d passed lines, want %d and no backward:\n%s", c.file, n, len(c.seqs)+1, text)
+		if n := strings.Count(text, prefix); n != len(c.seqs)+2 || strings.Contains(text, "dq err") || !strings.Contains(text, "the sm_80 kernels serve it") {
+			t.Errorf("%s: %d passed lines, want %d and no backward:\n%s", c.file, n, len(c.seqs)+2, text)
+		}
+		if !strings.Contains(text, prefix+"masked data: ") {
+			t.Errorf("%s: no masked-data line:\n%s", c.file, text)
 		}
 	}
 	// the same checks fail on a mask one key off
@@ -198,8 +207,8 @@ func TestVerifyGPUSM90aRefused(t *testing.T) {
 
 // TestVerifyGPUSM90aMock: verify -gpu -sm 90a on the mock's 9.0 device
 // runs every GPU check of the sm_90a forward (the forward's shapes,
-// rounded up to the stride, S = 8192 sampled, dependencies, GPU against
-// the interpreter), each reported; the mock runs no kernel, so each fails
+// rounded up to the stride, S = 8192 sampled, dependencies, masked data,
+// GPU against the interpreter), each reported; the mock runs no kernel, so each fails
 // and the command exits 1, while the interpreter checks pass.
 func TestVerifyGPUSM90aMock(t *testing.T) {
 	mockCUDA(t)
@@ -207,7 +216,7 @@ func TestVerifyGPUSM90aMock(t *testing.T) {
 	if code != 1 {
 		t.Fatalf("exit %d, want 1; stderr %s", code, errs)
 	}
-	steps := len(interpShapes(128)) + len(verify.Shapes(128)) + 1 + 1 + len(interpShapes(128))
+	steps := len(interpShapes(128)) + len(verify.Shapes(128)) + 1 + 1 + 1 + len(interpShapes(128))
 	gpuFails := strings.Count(out, "\ngpu ptx-sm90a-bf16 FAIL") + strings.Count(out, "\ngpu=sim ptx-sm90a-bf16 FAIL")
 	switch {
 	case !strings.Contains(out, "\ngpu: Mock NVIDIA H200"):
