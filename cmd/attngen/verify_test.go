@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -14,6 +15,7 @@ import (
 	"github.com/attngen/attngen/gen"
 	"github.com/attngen/attngen/runtime/cpu"
 	"github.com/attngen/attngen/spec"
+	"github.com/attngen/attngen/spec/spectest"
 	"github.com/attngen/attngen/verify"
 	"github.com/attngen/attngen/verify/gpurun"
 )
@@ -231,5 +233,120 @@ func TestVerifyGPUSM90aMock(t *testing.T) {
 		t.Errorf("the S = 8192 shape or a stride-rounded shape is missing:\n%s", errs)
 	case !strings.Contains(errs, fmt.Sprintf("gpu check %d of %d", steps, steps)):
 		t.Errorf("progress does not count %d checks:\n%s", steps, errs)
+	}
+}
+
+// The seed and the number of specs of TestVerifyRandomSpecs (go test
+// -run TestVerifyRandomSpecs -args -random.seed N -random.specs M draws
+// others).
+var (
+	randomSeed  = flag.Uint64("random.seed", 1919, "TestVerifyRandomSpecs: seed of the random specs")
+	randomSpecs = flag.Int("random.specs", 40, "TestVerifyRandomSpecs: number of random specs")
+)
+
+// propertyChecks are the CPU checks of TestVerifyRandomSpecs: attngen
+// verify's, on smaller awkward shapes (one query and key, lengths off the
+// tile sizes, grouped heads, batches with a scale, decoding with groups
+// of 8 query heads, and 160 rows of grouped heads, enough for the rounding
+// noise of a gradient that cancels to 0 to show) so that dozens of specs
+// fit in go test.
+func propertyChecks(d int) cpuChecks {
+	return cpuChecks{
+		shapes: []verify.Shape{
+			{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: 1, SeqK: 1, HeadDim: d},
+			{Batch: 1, HeadsQ: 2, HeadsKV: 1, SeqQ: 37, SeqK: 70, HeadDim: d},
+			{Batch: 2, HeadsQ: 2, HeadsKV: 2, SeqQ: 65, SeqK: 65, HeadDim: d, Scale: 0.3},
+			{Batch: 1, HeadsQ: 8, HeadsKV: 2, SeqQ: 3, SeqK: 150, HeadDim: d},
+			{Batch: 1, HeadsQ: 4, HeadsKV: 2, SeqQ: 160, SeqK: 160, HeadDim: d, Scale: 0.3},
+		},
+		hostile: []verify.Shape{
+			{Batch: 2, HeadsQ: 2, HeadsKV: 1, SeqQ: 29, SeqK: 70, HeadDim: d},
+			{Batch: 1, HeadsQ: 4, HeadsKV: 2, SeqQ: 2, SeqK: 130, HeadDim: d},
+		},
+		depN: 24,
+	}
+}
+
+// randomSpec is a random valid spec (spectest's random masks with
+// parameters scaled to up to 150 positions, a quarter of them to one or
+// two; now and then under a document or tree mask) as its YAML text and
+// parsed; ok is false when the parser refuses it.
+func randomSpec(r *rand.Rand, name string) (string, *spec.Spec, bool) {
+	n := 1 + r.IntN(150)
+	if r.IntN(4) == 0 {
+		// parameters of a position or two: single keys, single rows,
+		// windows of 1, the degenerate masks where gradients cancel to 0
+		n = 1 + r.IntN(2)
+	}
+	p := spectest.Pattern(r, n, 3)
+	switch r.IntN(8) {
+	case 0:
+		p.Mask = spec.Intersect(spec.Document(), p.Mask)
+	case 1:
+		p.Mask = spec.Union(spec.Tree(), p.Mask)
+	}
+	src := fmt.Sprintf("name: %s\ncausal: %v\nhead_dim: 64\nmask: %s\n", name, p.Causal, p.Mask)
+	s, err := spec.Parse(name+".yaml", []byte(src))
+	return src, s, err == nil
+}
+
+// TestVerifyRandomSpecs: attngen verify's CPU checks (verifyCPU: forward
+// and backward numerics, dependencies, masked data, non-finite gradients,
+// the 3-layer stack) pass every CPU variant on random valid specs, and
+// every eighth spec's sm_80 kernels pass verifyPTX under the interpreter
+// (not with -short), so that a verifier that fails correct kernels shows
+// here: with the gradient checks' old floor, global tokens 1 and window 1
+// (rows keeping one shared key, or one key each) failed. A failure prints
+// the spec and the seed that draws it.
+func TestVerifyRandomSpecs(t *testing.T) {
+	seed := *randomSeed
+	n := *randomSpecs
+	if testing.Short() {
+		n = min(n, 12)
+	}
+	var variants []cpu.Variant
+	for _, tg := range cpu.Targets {
+		if cpu.Supported(tg.Variant) {
+			variants = append(variants, tg.Variant)
+		}
+	}
+	valid := 0
+	for i := 0; valid < n && i < 4*n; i++ {
+		r := rand.New(rand.NewPCG(seed, uint64(i)))
+		src, s, ok := randomSpec(r, fmt.Sprintf("random%d", i))
+		if !ok {
+			continue
+		}
+		valid++
+		for _, v := range variants {
+			var out bytes.Buffer
+			failed, err := verifyCPU(s, v, propertyChecks(s.HeadDim), r, &out)
+			if err != nil || failed > 0 {
+				var fails []string
+				for _, line := range strings.Split(out.String(), "\n") {
+					if strings.Contains(line, " FAIL ") {
+						fails = append(fails, line)
+					}
+				}
+				t.Errorf("spec %d (rand.NewPCG(%d, %d)), %s: %d checks failed, error %v:\n%s%s", i, seed, i, v, failed, err, src, strings.Join(fails, "\n"))
+			}
+		}
+		if testing.Short() || valid%8 != 1 {
+			continue
+		}
+		// every eighth spec: the PTX checks under the interpreter too,
+		// bf16 and f16 in turn
+		tg := ptx.SM80
+		if valid%16 == 9 {
+			tg = ptx.Target{SM: 80, Elem: "f16"}
+		}
+		var out bytes.Buffer
+		failed, err := verifyPTX(s, tg, r, false, 0, &out, io.Discard)
+		if err != nil || failed > 0 {
+			t.Errorf("spec %d (rand.NewPCG(%d, %d)), %s: %d checks failed, error %v:\n%s%s", i, seed, i, tg.Name(), failed, err, src, out.String())
+		}
+	}
+	if valid < n {
+		t.Errorf("%d valid random specs of %d drawn, want %d", valid, 4*n, n)
 	}
 }
