@@ -74,8 +74,11 @@ func structure(p spec.Pattern, docs *spec.Docs, s Shape) (rowKeeps, keyKept []bo
 // computes dP and delta in the same order cancels exactly too, and any
 // other summation order leaves noise of a few rounding units of the terms
 // that cancelled. The floor scales with those terms, so scaling the inputs
-// scales it, and a gradient with real terms wrong by more than about
-// 1e-4 of them fails whatever the yardstick's luck.
+// scales it, and it stays far below a real error: with GradFP32 an entry
+// may err by 32 rounding units of its magnitude, which on random inputs
+// is about 1e-4 of the largest entries (their magnitudes are some 7 to 100
+// times their values), so a gradient off by 1e-3 fails whatever the
+// yardstick's luck.
 type GradOptions struct {
 	Round     func([]float32)
 	RoundGrad func(float32) float32
@@ -238,8 +241,8 @@ func (w *entryErr) add(e, f, factor float64, row, dim int, got float32, want flo
 
 // judgeGrads applies the rule of GradOptions to what CheckGradWith or
 // CheckGradSampled measured: a gradient fails when some entry's error
-// exceeds both its rounding floor and opt.Factor times the yardstick's
-// largest error.
+// exceeds both opt.Factor times its rounding floor and opt.Factor times
+// the yardstick's largest error on that gradient.
 func judgeGrads(s Shape, rep *GradReport, worst [3]entryErr, opt GradOptions, where string) error {
 	for x, w := range worst {
 		if lim := opt.Factor * rep.NaiveErr[x]; w.err > lim {
