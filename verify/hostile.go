@@ -131,6 +131,47 @@ func CheckNonFinite(p spec.Pattern, run Run, s Shape, r *rand.Rand, trials int) 
 	return nil
 }
 
+// roughTol is how far roughlyAttention lets a clean run be from the
+// float64 reference, relative to 1 + |reference|: far more than any
+// element type's rounding (bf16's step is 2^-8), far less than what an
+// output never written or computed from other data is off by.
+const roughTol = 0.05
+
+// roughlyAttention checks that a clean run's out and lse are attention of
+// q, k and v within roughTol (rows that keep no key exactly 0 with lse
+// -Inf), so that a kernel that writes nothing, or leaves the same stale
+// memory on every run, cannot pass a check that compares it with itself.
+func roughlyAttention(p spec.Pattern, docs *spec.Docs, q, k, v []float32, s Shape, out, lse []float32) error {
+	ref, refLSE, err := Reference(p, docs, q, k, v, s)
+	if err != nil {
+		return err
+	}
+	D := s.HeadDim
+	for row, want := range refLSE {
+		if math.IsInf(want, -1) {
+			if !math.IsInf(float64(lse[row]), -1) {
+				return fmt.Errorf("%v: clean run: row %d keeps no key but lse = %v, want -Inf", s, row, lse[row])
+			}
+			for d := 0; d < D; d++ {
+				if out[row*D+d] != 0 {
+					return fmt.Errorf("%v: clean run: row %d keeps no key but out[%d] = %v, want 0", s, row, d, out[row*D+d])
+				}
+			}
+			continue
+		}
+		if got := float64(lse[row]); !(math.Abs(got-want) <= roughTol*(1+math.Abs(want))) {
+			return fmt.Errorf("%v: clean run: lse[%d] = %v, reference %v: not the attention of the inputs", s, row, got, want)
+		}
+		for d := 0; d < D; d++ {
+			x := row*D + d
+			if got := float64(out[x]); !(math.Abs(got-ref[x]) <= roughTol*(1+math.Abs(ref[x]))) {
+				return fmt.Errorf("%v: clean run: out[row %d, dim %d] = %v, reference %v: not the attention of the inputs", s, row, d, got, ref[x])
+			}
+		}
+	}
+	return nil
+}
+
 // kind classifies a value: 0 finite, 1 NaN, 2 +Inf, 3 -Inf.
 func kind(x float64) int {
 	switch {
@@ -208,9 +249,11 @@ func CheckBatchDocs(p spec.Pattern, run Run, s Shape, r *rand.Rand) error {
 
 // CheckMaskedData checks the masked-data rule of a forward kernel: a
 // masked pair never reads its key, value or query, so NaN and infinities
-// there change nothing. It runs the kernel on clean inputs and then on
-// poisoned copies, and requires outputs and lse bit-identical to the clean
-// run wherever the poison is masked:
+// there change nothing. It runs the kernel on clean inputs (which must
+// give attention within a loose 5% of the float64 reference, so that a
+// kernel that writes nothing cannot pass) and then on poisoned copies, and
+// requires outputs and lse bit-identical to the clean run wherever the
+// poison is masked:
 //
 //   - rows trials, each on a random query row: every key and value that
 //     row masks (all head dimensions, NaN, +Inf and -Inf mixed) and the q
@@ -240,6 +283,9 @@ func CheckMaskedData(p spec.Pattern, run Run, s Shape, r *rand.Rand, rows int) e
 	clean, cleanLSE := make([]float32, nq), make([]float32, nl)
 	fill(clean, cleanLSE)
 	if err := run(clean, cleanLSE, q, k, v, ids, s); err != nil {
+		return err
+	}
+	if err := roughlyAttention(p, docs, q, k, v, s, clean, cleanLSE); err != nil {
 		return err
 	}
 	group := s.HeadsQ / s.HeadsKV

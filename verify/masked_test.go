@@ -134,7 +134,8 @@ func deadKey(run verify.Run) verify.Run {
 // CheckNumeric): one that touches the masked keys of a row's first tile,
 // one that writes rows keeping no key from their q, and one that reads a
 // key no row keeps. A correct kernel's masked-data check passes on each
-// mask first.
+// mask first, and a kernel that computes nothing (the same outputs on
+// every run) fails.
 func TestCheckMaskedDataMutants(t *testing.T) {
 	r := rand.New(rand.NewPCG(203, 204))
 	sh := maskedShapes[0]
@@ -166,6 +167,20 @@ func TestCheckMaskedDataMutants(t *testing.T) {
 	}
 	if err := verify.CheckMaskedData(p, deadKey(run), sh, r, 0); err == nil || !strings.Contains(err.Error(), "keys and values no row keeps") || !strings.Contains(err.Error(), "but lse = ") {
 		t.Errorf("a kernel that reads a key no row keeps: %v", err)
+	}
+	// a kernel that leaves the same stale outputs on every run: bit-identical
+	// to itself, and no attention
+	stale := func(out, lse, q, k, v []float32, docs []int32, s verify.Shape) error {
+		for i := range out {
+			out[i] = 0.25
+		}
+		for i := range lse {
+			lse[i] = 1
+		}
+		return nil
+	}
+	if err := verify.CheckMaskedData(p, stale, sh, r, 3); err == nil || !strings.Contains(err.Error(), "clean run") {
+		t.Errorf("a kernel that computes nothing: %v", err)
 	}
 	if err := verify.CheckMaskedData(p, run, sh, r, -1); err == nil {
 		t.Error("-1 rows accepted")
