@@ -39,7 +39,49 @@ func ReferenceGrad(p spec.Pattern, docs *spec.Docs, q, k, v, dout []float32, s S
 	if err := checkHeads(p, s); err != nil {
 		return Grads[float64]{}, err
 	}
-	return grad64(p, docs, wide(q), wide(k), wide(v), wide(dout), s), nil
+	return grad64(p, docs, wide(q), wide(k), wide(v), wide(dout), s, nil), nil
+}
+
+// GradMagnitude returns, for every entry of dq, dk and dv, the scale of
+// the rounding error a float32 backward may make there (in units of the
+// rounding unit): the sum of the magnitudes of the terms that make up the
+// entry, each term weighted by the magnitudes that feed it. For a kept
+// pair (i, j) of a row with weights P,
+//
+//	a_ij = |dout_i|·|v_j|                 (the terms of dP_ij)
+//	c_ij = scale |q_i|·|k_j|              (the terms of the score)
+//	e_ij = 1 + c_ij + max_j' c_ij'        (P_ij's relative error: its score, the row's lse)
+//	b_i  = sum_j P_ij e_ij a_ij           (delta_i = dout_i·out_i, out's error included)
+//	m_ij = P_ij (a_ij + b_i + e_ij |dP_ij - delta_i|)   (dS_ij's)
+//
+// and then |dq_i| <- scale sum_j m_ij |k_j|, |dk_j| <- scale sum_i m_ij
+// |q_i| and |dv_j| <- sum_i P_ij e_ij |dout_i| (elementwise |x|). A
+// gradient entry whose true value cancels to 0 (as dq and dk do when a
+// row keeps a single key: dS = P (dP - delta) = 0) still has rounding
+// noise of about this size times 2^-24, which no yardstick that happens
+// to cancel exactly can measure. Entries of rows and keys no pair keeps
+// are 0.
+func GradMagnitude(p spec.Pattern, docs *spec.Docs, q, k, v, dout []float32, s Shape) (Grads[float64], error) {
+	if err := checkInputs(s, len(q), len(k), len(v), docs); err != nil {
+		return Grads[float64]{}, err
+	}
+	if nq, _, _ := s.Sizes(); len(dout) < nq {
+		return Grads[float64]{}, fmt.Errorf("dout has %d elements, shape needs %d", len(dout), nq)
+	}
+	if err := checkHeads(p, s); err != nil {
+		return Grads[float64]{}, err
+	}
+	_, mag := referenceGrad(p, docs, q, k, v, dout, s)
+	return mag, nil
+}
+
+// referenceGrad is ReferenceGrad and GradMagnitude in one pass, on inputs
+// already checked.
+func referenceGrad(p spec.Pattern, docs *spec.Docs, q, k, v, dout []float32, s Shape) (ref, mag Grads[float64]) {
+	nq, nkv, _ := s.Sizes()
+	mag = Grads[float64]{Q: make([]float64, nq), K: make([]float64, nkv), V: make([]float64, nkv)}
+	ref = grad64(p, docs, wide(q), wide(k), wide(v), wide(dout), s, &mag)
+	return ref, mag
 }
 
 func wide(x []float32) []float64 {
@@ -126,8 +168,9 @@ func attention64(p spec.Pattern, docs *spec.Docs, q, k, v []float64, s Shape) []
 	return out
 }
 
-// grad64 is ReferenceGrad on float64 inputs.
-func grad64(p spec.Pattern, docs *spec.Docs, q, k, v, dout []float64, s Shape) Grads[float64] {
+// grad64 is ReferenceGrad on float64 inputs; with mag non-nil (its
+// slices allocated, zero) it also accumulates GradMagnitude there.
+func grad64(p spec.Pattern, docs *spec.Docs, q, k, v, dout []float64, s Shape, mag *Grads[float64]) Grads[float64] {
 	nq, nkv, _ := s.Sizes()
 	D, scale := s.HeadDim, s.EffScale()
 	group := s.HeadsQ / s.HeadsKV
@@ -157,6 +200,9 @@ func grad64(p spec.Pattern, docs *spec.Docs, q, k, v, dout []float64, s Shape) G
 			for d := range o {
 				delta += dor[d] * o[d]
 			}
+			if mag != nil {
+				magRow(mag, kept, prob, qr, dor, q, k, v, delta, scale, kvBase, row, D)
+			}
 			for _, j := range kept {
 				vj := v[kvBase+j*D : kvBase+j*D+D]
 				dp := 0.0
@@ -177,6 +223,47 @@ func grad64(p spec.Pattern, docs *spec.Docs, q, k, v, dout []float64, s Shape) G
 		}
 	}
 	return g
+}
+
+// absDot is |x|·|y|.
+func absDot(x, y []float64) float64 {
+	t := 0.0
+	for d, a := range x {
+		t += math.Abs(a) * math.Abs(y[d])
+	}
+	return t
+}
+
+// magRow adds the GradMagnitude terms of one query row (lse index row, its
+// keys at kvBase, weights prob over kept, delta = dout . out) to mag.
+func magRow(mag *Grads[float64], kept []int, prob, qr, dor, q, k, v []float64, delta, scale float64, kvBase, row, D int) {
+	a, c := make([]float64, len(kept)), make([]float64, len(kept))
+	cmax := 0.0
+	for n, j := range kept {
+		a[n] = absDot(dor, v[kvBase+j*D:][:D])
+		c[n] = scale * absDot(qr, k[kvBase+j*D:][:D])
+		cmax = max(cmax, c[n])
+	}
+	b := 0.0
+	for n, j := range kept {
+		b += prob[j] * (1 + c[n] + cmax) * a[n]
+	}
+	dq := mag.Q[row*D:][:D]
+	for n, j := range kept {
+		vj, kj := v[kvBase+j*D:][:D], k[kvBase+j*D:][:D]
+		dp := 0.0
+		for d := range vj {
+			dp += dor[d] * vj[d]
+		}
+		e := 1 + c[n] + cmax
+		m := prob[j] * (a[n] + b + e*math.Abs(dp-delta))
+		dk, dv := mag.K[kvBase+j*D:][:D], mag.V[kvBase+j*D:][:D]
+		for d := range dv {
+			dv[d] += prob[j] * e * math.Abs(dor[d])
+			dk[d] += scale * m * math.Abs(qr[d])
+			dq[d] += scale * m * math.Abs(kj[d])
+		}
+	}
 }
 
 // NaiveGradFP32 is a straightforward float32 backward, the yardstick for

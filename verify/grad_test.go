@@ -61,7 +61,7 @@ func checkFD(t *testing.T, p spec.Pattern, s Shape, r *rand.Rand) {
 		}
 		return l
 	}
-	g := grad64(p, docs, q, k, v, dout, s)
+	g := grad64(p, docs, q, k, v, dout, s, nil)
 	const h = 1e-5
 	for x, pair := range []struct {
 		name string

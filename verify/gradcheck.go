@@ -64,9 +64,21 @@ func structure(p spec.Pattern, docs *spec.Docs, s Shape) (rowKeeps, keyKept []bo
 // GradOptions sets what CheckGradWith judges a backward against: the
 // inputs q, k, v and dout are rounded by Round (nil: float32 as drawn),
 // the yardstick is NaiveGradRounded on the same inputs with RoundGrad
-// (nil: NaiveGradFP32), and each gradient's error may be at most Factor
-// times the yardstick's, with a floor of Floor times the largest reference
-// magnitude (at least 1).
+// (nil: NaiveGradFP32), and the error of each entry of a gradient may be
+// at most Factor times the yardstick's largest error on that gradient, or
+// Factor times its rounding floor: Floor times the entry's GradMagnitude.
+//
+// The floor is what keeps a correct kernel from failing where the true
+// gradient cancels to exactly 0 (a row that keeps a single key: dS = P
+// (dP - delta) = 0, so dq and dk are 0): a straightforward yardstick that
+// computes dP and delta in the same order cancels exactly too, and any
+// other summation order leaves noise of a few rounding units of the terms
+// that cancelled. The floor scales with those terms, so scaling the inputs
+// scales it, and it stays far below a real error: with GradFP32 an entry
+// may err by 32 rounding units of its magnitude, which on random inputs
+// is about 1e-4 of the largest entries (their magnitudes are some 7 to 100
+// times their values), so a gradient off by 1e-3 fails whatever the
+// yardstick's luck.
 type GradOptions struct {
 	Round     func([]float32)
 	RoundGrad func(float32) float32
@@ -74,17 +86,27 @@ type GradOptions struct {
 	Floor     float64
 }
 
+// GradFloor is the rounding floor of the gradient checks, in units of an
+// entry's GradMagnitude: 4 float32 rounding units (2^-22). Correct float32
+// backwards (every CPU variant, on random masks and the awkward shapes)
+// stay below about 2.2 units of their entries' magnitudes, as does the
+// yardstick, so with ErrFactor an entry needs 15 times that to fail on
+// the floor alone.
+const GradFloor = 0x1p-22
+
 // GradFP32 judges float32 backwards against NaiveGradFP32.
-var GradFP32 = GradOptions{Factor: ErrFactor, Floor: ErrFloor}
+var GradFP32 = GradOptions{Factor: ErrFactor, Floor: GradFloor}
 
 // GradBF16 and GradF16 judge backwards that read 16-bit inputs and feed
 // 16-bit tensor cores (the PTX backward kernels): inputs rounded to the
 // format, and a yardstick that rounds the output, P and dS to it as such
 // a backward does (NaiveGradRounded), with the factor and floor of
-// GradFP32.
+// GradFP32 (the float32 floor: where a gradient cancels to 0 the values
+// rounded to 16 bits are the noise of float32 arithmetic, and elsewhere
+// the yardstick's own 16-bit rounding sets the bound).
 var (
-	GradBF16 = GradOptions{Round: RoundBF16, RoundGrad: roundBF16, Factor: ErrFactor, Floor: ErrFloor}
-	GradF16  = GradOptions{Round: RoundF16, RoundGrad: roundF16Normal, Factor: ErrFactor, Floor: ErrFloor}
+	GradBF16 = GradOptions{Round: RoundBF16, RoundGrad: roundBF16, Factor: ErrFactor, Floor: GradFloor}
+	GradF16  = GradOptions{Round: RoundF16, RoundGrad: roundF16Normal, Factor: ErrFactor, Floor: GradFloor}
 )
 
 // roundBF16 is x rounded to the nearest bfloat16.
@@ -112,10 +134,11 @@ func CheckGrad(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r *rand.Rand) 
 // CheckGradWith runs the forward fwd and then the backward bwd on fresh
 // random inputs of one shape, rounded by opt.Round (every output poisoned
 // with NaN first), and compares dq, dk and dv with ReferenceGrad and with
-// the yardstick of opt on the same inputs: each may be at most opt.Factor
-// times the yardstick's error, with a floor of opt.Floor times the largest
-// reference magnitude. The rows of dq whose query keeps no key, and the
-// rows of dk and dv of keys no query keeps, must be exactly 0.
+// the yardstick of opt on the same inputs: each entry's error may be at
+// most opt.Factor times the yardstick's largest error, or opt.Factor
+// times its rounding floor (GradOptions). The rows of dq whose query keeps
+// no key, and the rows of dk and dv of keys no query keeps, must be
+// exactly 0.
 func CheckGradWith(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r *rand.Rand, opt GradOptions) (GradReport, error) {
 	if !(opt.Factor > 0) || !(opt.Floor >= 0) {
 		return GradReport{Shape: s}, fmt.Errorf("CheckGradWith: factor %v and floor %v: want a positive factor and a floor of 0 or more", opt.Factor, opt.Floor)
@@ -131,10 +154,13 @@ func CheckGradWith(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r *rand.Ra
 			opt.Round(x)
 		}
 	}
-	ref, err := ReferenceGrad(p, docs, q, k, v, dout, s)
-	if err != nil {
+	if err := checkInputs(s, len(q), len(k), len(v), docs); err != nil {
 		return rep, err
 	}
+	if err := checkHeads(p, s); err != nil {
+		return rep, err
+	}
+	ref, mag := referenceGrad(p, docs, q, k, v, dout, s)
 	naive, err := NaiveGradRounded(p, docs, q, k, v, dout, s, opt.RoundGrad)
 	if err != nil {
 		return rep, err
@@ -157,6 +183,8 @@ func CheckGradWith(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r *rand.Ra
 	want := [3][]float64{ref.Q, ref.K, ref.V}
 	yard := [3][]float32{naive.Q, naive.K, naive.V}
 	live := [3][]bool{rowKeeps, keyKept, keyKept}
+	mags := [3][]float64{mag.Q, mag.K, mag.V}
+	var worst [3]entryErr
 	for x := range got {
 		for row, ok := range live[x] {
 			if !ok {
@@ -183,15 +211,46 @@ func CheckGradWith(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r *rand.Ra
 				rep.KernelErr[x] = max(rep.KernelErr[x], e)
 				rep.NaiveErr[x] = max(rep.NaiveErr[x], math.Abs(float64(yard[x][i])-want[x][i]))
 				rep.RefMax[x] = max(rep.RefMax[x], math.Abs(want[x][i]))
+				worst[x].add(e, opt.Floor*mags[x][i], opt.Factor, row, d, got[x][i], want[x][i])
 			}
 		}
 	}
-	for x := range got {
-		if rep.KernelErr[x] > opt.Factor*max(rep.NaiveErr[x], opt.Floor*max(rep.RefMax[x], 1)) {
-			return rep, fmt.Errorf("%v: %s error too large: %v", s, gradNames[x], rep)
-		}
+	if err := judgeGrads(s, &rep, worst, opt, ""); err != nil {
+		return rep, err
 	}
 	return rep, nil
+}
+
+// entryErr tracks, for one gradient, the largest error of an entry that
+// exceeds opt.Factor times its rounding floor (opt.Floor times the
+// entry's GradMagnitude), and where it is.
+type entryErr struct {
+	err, floor float64
+	row, dim   int
+	got        float32
+	want       float64
+}
+
+// add records entry (row, dim) with error e and rounding floor f when e
+// exceeds factor times the floor and every error recorded so far.
+func (w *entryErr) add(e, f, factor float64, row, dim int, got float32, want float64) {
+	if e > factor*f && e > w.err {
+		*w = entryErr{err: e, floor: f, row: row, dim: dim, got: got, want: want}
+	}
+}
+
+// judgeGrads applies the rule of GradOptions to what CheckGradWith or
+// CheckGradSampled measured: a gradient fails when some entry's error
+// exceeds both opt.Factor times its rounding floor and opt.Factor times
+// the yardstick's largest error on that gradient.
+func judgeGrads(s Shape, rep *GradReport, worst [3]entryErr, opt GradOptions, where string) error {
+	for x, w := range worst {
+		if lim := opt.Factor * rep.NaiveErr[x]; w.err > lim {
+			return fmt.Errorf("%v: %s error too large%s: %s[row %d, dim %d] = %v, reference %v: error %.3g above %v x the yardstick's %.3g and %v x the entry's rounding floor %.3g; %v",
+				s, gradNames[x], where, gradNames[x], w.row, w.dim, w.got, w.want, w.err, opt.Factor, rep.NaiveErr[x], opt.Factor, w.floor, *rep)
+		}
+	}
+	return nil
 }
 
 // CheckGradDependencies checks, for one small shape of one batch and one

@@ -85,6 +85,7 @@ type rowStats struct {
 	ok             bool // the row keeps a key with weight
 	m64, sum64     float64
 	delta64        float64
+	cmax64, b64    float64 // GradMagnitude's max_j c_ij and b_i
 	m32, sum32     float32
 	delta32        float32
 	ok32           bool
@@ -105,7 +106,7 @@ func gradRow(p spec.Pattern, docs *spec.Docs, q, k, v, dout []float32, s Shape, 
 		kvBase: (bh/s.HeadsQ*s.HeadsKV + bh%s.HeadsQ/group) * s.SeqK * D}
 	i := spec.Row(r, s.SeqQ, s.SeqK)
 	var kept []int
-	var s64 []float64
+	var s64, c64, a64 []float64
 	var s32 []float32
 	m64, m32 := math.Inf(-1), float32(math.Inf(-1))
 	for j := 0; j < s.SeqK; j++ {
@@ -114,6 +115,9 @@ func gradRow(p spec.Pattern, docs *spec.Docs, q, k, v, dout []float32, s Shape, 
 		}
 		d64, d32 := st.dots(k, j)
 		kept, s64, s32 = append(kept, j), append(s64, d64), append(s32, d32)
+		c, a := st.mags(k, v, j)
+		c64, a64 = append(c64, c), append(a64, a)
+		st.cmax64 = max(st.cmax64, c)
 		m64 = math.Max(m64, d64)
 		m32 = max(m32, d32)
 	}
@@ -137,6 +141,9 @@ func gradRow(p spec.Pattern, docs *spec.Docs, q, k, v, dout []float32, s Shape, 
 		st.ok, st.m64 = true, ms
 		for d := range o64 {
 			st.delta64 += float64(st.dor[d]) * o64[d] / st.sum64
+		}
+		for n := range kept {
+			st.b64 += math.Exp(s64[n]-ms) / st.sum64 * (1 + c64[n] + st.cmax64) * a64[n]
 		}
 	}
 	// float32, as NaiveGradRounded
@@ -172,9 +179,23 @@ func (st *rowStats) dots(k []float32, j int) (float64, float32) {
 	return d64 * st.scale64, d32 * st.scale32
 }
 
-// pair returns, for key j of the row, P and dS in float64 and the rounded
-// P and dS * scale of NaiveGradRounded (0 where the row has no weight).
-func (st *rowStats) pair(k, v []float32, j int, round func(float32) float32) (p64, ds64 float64, p32, ds32 float32) {
+// mags returns GradMagnitude's c_ij = scale |q_i|·|k_j| and a_ij =
+// |dout_i|·|v_j| for key j of the row.
+func (st *rowStats) mags(k, v []float32, j int) (c, a float64) {
+	D := len(st.qr)
+	kj, vj := k[st.kvBase+j*D:][:D], v[st.kvBase+j*D:][:D]
+	for d, x := range st.qr {
+		c += math.Abs(float64(x)) * math.Abs(float64(kj[d]))
+		a += math.Abs(float64(st.dor[d])) * math.Abs(float64(vj[d]))
+	}
+	return c * st.scale64, a
+}
+
+// pair returns, for key j of the row, P and dS in float64, the rounded
+// P and dS * scale of NaiveGradRounded (0 where the row has no weight),
+// and GradMagnitude's weights of the pair: m_ij (of dS, for dq and dk)
+// and P_ij e_ij (for dv).
+func (st *rowStats) pair(k, v []float32, j int, round func(float32) float32) (p64, ds64 float64, p32, ds32 float32, mds, mp float64) {
 	D := len(st.qr)
 	d64, d32 := st.dots(k, j)
 	vj := v[st.kvBase+j*D:][:D]
@@ -185,6 +206,10 @@ func (st *rowStats) pair(k, v []float32, j int, round func(float32) float32) (p6
 			dp += float64(st.dor[d]) * float64(y)
 		}
 		ds64 = p64 * (dp - st.delta64)
+		c, a := st.mags(k, v, j)
+		e := 1 + c + st.cmax64
+		mds = p64 * (a + st.b64 + e*math.Abs(dp-st.delta64))
+		mp = p64 * e
 	}
 	if st.ok32 {
 		pj := float32(math.Exp(float64(d32-st.m32))) / st.sum32
@@ -195,7 +220,7 @@ func (st *rowStats) pair(k, v []float32, j int, round func(float32) float32) (p6
 		ds32 = round(pj*(dp-st.delta32)) * st.scale32
 		p32 = round(pj)
 	}
-	return p64, ds64, p32, ds32
+	return p64, ds64, p32, ds32, mds, mp
 }
 
 // CheckGradSampled judges gradients a backward wrote (dq, dk, dv) for
@@ -204,9 +229,10 @@ func (st *rowStats) pair(k, v []float32, j int, round func(float32) float32) (p6
 // rows only, for shapes too long for ReferenceGrad: each sampled element
 // against the float64 reference, with opt's yardstick computed for the
 // same elements as NaiveGradRounded computes them (bit for bit). The
-// error of each gradient may be at most opt.Factor times the yardstick's,
-// with a floor of opt.Floor times the largest reference magnitude (at
-// least 1); rows of dq whose query keeps no key and rows of dk and dv of
+// error of each entry may be at most opt.Factor times the yardstick's
+// largest error on that gradient, or opt.Factor times its rounding floor
+// (opt.Floor times its GradMagnitude, computed for the same elements);
+// rows of dq whose query keeps no key and rows of dk and dv of
 // keys no query keeps must be exactly 0. The softmax of every query row
 // that keeps a sampled key is computed, on every CPU.
 func CheckGradSampled(p spec.Pattern, ids []int32, q, k, v, dout []float32, s Shape, dq, dk, dv []float32, opt GradOptions, rows GradRows) (GradReport, error) {
@@ -292,7 +318,8 @@ func CheckGradSampled(p spec.Pattern, ids []int32, q, k, v, dout []float32, s Sh
 	close(work)
 	wg.Wait()
 
-	judge := func(x int, got []float32, ref []float64, yard []float32, row int) error {
+	var worst [3]entryErr
+	judge := func(x int, got []float32, ref []float64, yard []float32, mag []float64, row int) error {
 		for d := 0; d < D; d++ {
 			e := math.Abs(float64(got[d]) - ref[d])
 			if !(e <= math.MaxFloat64) {
@@ -301,6 +328,7 @@ func CheckGradSampled(p spec.Pattern, ids []int32, q, k, v, dout []float32, s Sh
 			rep.KernelErr[x] = max(rep.KernelErr[x], e)
 			rep.NaiveErr[x] = max(rep.NaiveErr[x], math.Abs(float64(yard[d])-ref[d]))
 			rep.RefMax[x] = max(rep.RefMax[x], math.Abs(ref[d]))
+			worst[x].add(e, opt.Floor*mag[d], opt.Factor, row, d, got[d], ref[d])
 		}
 		return nil
 	}
@@ -312,22 +340,24 @@ func CheckGradSampled(p spec.Pattern, ids []int32, q, k, v, dout []float32, s Sh
 		}
 		return nil
 	}
-	ref, yard := make([]float64, D), make([]float32, D)
+	ref, yard, mag := make([]float64, D), make([]float32, D), make([]float64, D)
 	for _, x := range rows.Query {
 		st := stats[x]
 		i := spec.Row(x%s.SeqQ, s.SeqQ, s.SeqK)
 		clear(ref)
 		clear(yard)
+		clear(mag)
 		keeps := false
 		for j := 0; j < s.SeqK; j++ {
 			if !hs.row(s, x).AtDocs(i, j, docs) {
 				continue
 			}
 			keeps = true
-			_, ds64, _, ds32 := st.pair(k, v, j, round)
+			_, ds64, _, ds32, mds, _ := st.pair(k, v, j, round)
 			for d, y := range k[st.kvBase+j*D:][:D] {
 				ref[d] += ds64 * float64(y) * st.scale64
 				yard[d] += ds32 * y
+				mag[d] += mds * math.Abs(float64(y)) * st.scale64
 			}
 		}
 		if !keeps {
@@ -337,17 +367,19 @@ func CheckGradSampled(p spec.Pattern, ids []int32, q, k, v, dout []float32, s Sh
 			}
 			continue
 		}
-		if err := judge(0, dq[x*D:][:D], ref, yard, x); err != nil {
+		if err := judge(0, dq[x*D:][:D], ref, yard, mag, x); err != nil {
 			return rep, err
 		}
 	}
-	ref2, yard2 := make([]float64, D), make([]float32, D)
+	ref2, yard2, mag2 := make([]float64, D), make([]float32, D), make([]float64, D)
 	for _, kr := range rows.Key {
 		b, g, j := kr/s.SeqK/s.HeadsKV, kr/s.SeqK%s.HeadsKV, kr%s.SeqK
 		clear(ref)
 		clear(yard)
+		clear(mag)
 		clear(ref2)
 		clear(yard2)
+		clear(mag2)
 		keeps := false
 		for h := g * group; h < (g+1)*group; h++ {
 			for r := 0; r < s.SeqQ; r++ {
@@ -356,12 +388,14 @@ func CheckGradSampled(p spec.Pattern, ids []int32, q, k, v, dout []float32, s Sh
 				}
 				keeps = true
 				st := stats[(b*s.HeadsQ+h)*s.SeqQ+r]
-				p64, ds64, p32, ds32 := st.pair(k, v, j, round)
+				p64, ds64, p32, ds32, mds, mp := st.pair(k, v, j, round)
 				for d := 0; d < D; d++ {
 					ref[d] += ds64 * float64(st.qr[d]) * st.scale64 // dk
 					yard[d] += ds32 * st.qr[d]
+					mag[d] += mds * math.Abs(float64(st.qr[d])) * st.scale64
 					ref2[d] += p64 * float64(st.dor[d]) // dv
 					yard2[d] += p32 * st.dor[d]
+					mag2[d] += mp * math.Abs(float64(st.dor[d]))
 				}
 			}
 		}
@@ -375,17 +409,15 @@ func CheckGradSampled(p spec.Pattern, ids []int32, q, k, v, dout []float32, s Sh
 			}
 			continue
 		}
-		if err := judge(1, dk[kr*D:][:D], ref, yard, kr); err != nil {
+		if err := judge(1, dk[kr*D:][:D], ref, yard, mag, kr); err != nil {
 			return rep, err
 		}
-		if err := judge(2, dv[kr*D:][:D], ref2, yard2, kr); err != nil {
+		if err := judge(2, dv[kr*D:][:D], ref2, yard2, mag2, kr); err != nil {
 			return rep, err
 		}
 	}
-	for x := range gradNames {
-		if rep.KernelErr[x] > opt.Factor*max(rep.NaiveErr[x], opt.Floor*max(rep.RefMax[x], 1)) {
-			return rep, fmt.Errorf("%v: %s error too large on sampled rows: %v", s, gradNames[x], rep)
-		}
+	if err := judgeGrads(s, &rep, worst, opt, " on sampled rows"); err != nil {
+		return rep, err
 	}
 	return rep, nil
 }

@@ -131,6 +131,47 @@ func CheckNonFinite(p spec.Pattern, run Run, s Shape, r *rand.Rand, trials int) 
 	return nil
 }
 
+// roughTol is how far roughlyAttention lets a clean run be from the
+// float64 reference, relative to 1 + |reference|: far more than any
+// element type's rounding (bf16's step is 2^-8), far less than what an
+// output never written or computed from other data is off by.
+const roughTol = 0.05
+
+// roughlyAttention checks that a clean run's out and lse are attention of
+// q, k and v within roughTol (rows that keep no key exactly 0 with lse
+// -Inf), so that a kernel that writes nothing, or leaves the same stale
+// memory on every run, cannot pass a check that compares it with itself.
+func roughlyAttention(p spec.Pattern, docs *spec.Docs, q, k, v []float32, s Shape, out, lse []float32) error {
+	ref, refLSE, err := Reference(p, docs, q, k, v, s)
+	if err != nil {
+		return err
+	}
+	D := s.HeadDim
+	for row, want := range refLSE {
+		if math.IsInf(want, -1) {
+			if !math.IsInf(float64(lse[row]), -1) {
+				return fmt.Errorf("%v: clean run: row %d keeps no key but lse = %v, want -Inf", s, row, lse[row])
+			}
+			for d := 0; d < D; d++ {
+				if out[row*D+d] != 0 {
+					return fmt.Errorf("%v: clean run: row %d keeps no key but out[%d] = %v, want 0", s, row, d, out[row*D+d])
+				}
+			}
+			continue
+		}
+		if got := float64(lse[row]); !(math.Abs(got-want) <= roughTol*(1+math.Abs(want))) {
+			return fmt.Errorf("%v: clean run: lse[%d] = %v, reference %v: not the attention of the inputs", s, row, got, want)
+		}
+		for d := 0; d < D; d++ {
+			x := row*D + d
+			if got := float64(out[x]); !(math.Abs(got-ref[x]) <= roughTol*(1+math.Abs(ref[x]))) {
+				return fmt.Errorf("%v: clean run: out[row %d, dim %d] = %v, reference %v: not the attention of the inputs", s, row, d, got, ref[x])
+			}
+		}
+	}
+	return nil
+}
+
 // kind classifies a value: 0 finite, 1 NaN, 2 +Inf, 3 -Inf.
 func kind(x float64) int {
 	switch {
@@ -200,6 +241,138 @@ func CheckBatchDocs(p spec.Pattern, run Run, s Shape, r *rand.Rand) error {
 			got := float64(lse[b*bl+x])
 			if !(math.Abs(got-want) <= 1e-4 || math.IsInf(want, -1) && math.IsInf(got, -1)) {
 				return fmt.Errorf("%v, one row of ids per batch: batch %d: lse[%d] = %v, reference %v", s, b, x, got, want)
+			}
+		}
+	}
+	return nil
+}
+
+// CheckMaskedData checks the masked-data rule of a forward kernel: a
+// masked pair never reads its key, value or query, so NaN and infinities
+// there change nothing. It runs the kernel on clean inputs (which must
+// give attention within a loose 5% of the float64 reference, so that a
+// kernel that writes nothing cannot pass) and then on poisoned copies, and
+// requires outputs and lse bit-identical to the clean run wherever the
+// poison is masked:
+//
+//   - rows trials, each on a random query row: every key and value that
+//     row masks (all head dimensions, NaN, +Inf and -Inf mixed) and the q
+//     of every row that keeps no key are poisoned; every output row that
+//     keeps none of the poisoned keys, the chosen row among them, must be
+//     unchanged;
+//   - then one trial poisons everything no pair reads: the keys and values
+//     no query row of their group keeps and the q of every row that keeps
+//     no key; every output must be unchanged.
+//
+// A kernel that multiplies a masked pair's weight, 0, by its value (or
+// adds its score to a -Inf) instead of skipping it gets NaN there.
+// Unlike CheckNonFinite it judges nothing else, so it holds for kernels of
+// any element type whose inputs are rounded: the poisoned values are
+// exactly representable in every format.
+func CheckMaskedData(p spec.Pattern, run Run, s Shape, r *rand.Rand, rows int) error {
+	if err := s.Validate(); err != nil {
+		return err
+	}
+	if rows < 0 {
+		return fmt.Errorf("CheckMaskedData: %d rows, want 0 or more", rows)
+	}
+	nq, nkv, nl := s.Sizes()
+	D := s.HeadDim
+	q, k, v, ids, docs := randomInputs(p, &s, r)
+	hs := mustHeads(p, s)
+	clean, cleanLSE := make([]float32, nq), make([]float32, nl)
+	fill(clean, cleanLSE)
+	if err := run(clean, cleanLSE, q, k, v, ids, s); err != nil {
+		return err
+	}
+	if err := roughlyAttention(p, docs, q, k, v, s, clean, cleanLSE); err != nil {
+		return err
+	}
+	group := s.HeadsQ / s.HeadsKV
+	kvOf := func(row int) int { bh := row / s.SeqQ; return bh/s.HeadsQ*s.HeadsKV + bh%s.HeadsQ/group }
+	keeps := func(row, j int) bool {
+		return hs.row(s, row).AtDocs(spec.Row(row%s.SeqQ, s.SeqQ, s.SeqK), j, docs)
+	}
+	// keptBy[kv*SeqK + j]: some query row of the group keeps key j;
+	// rowKeeps[row]: the row keeps some key
+	keptBy, rowKeeps := make([]bool, nkv/D), make([]bool, nl)
+	for row := 0; row < nl; row++ {
+		kv := kvOf(row)
+		for j := 0; j < s.SeqK; j++ {
+			if keeps(row, j) {
+				keptBy[kv*s.SeqK+j] = true
+				rowKeeps[row] = true
+			}
+		}
+	}
+	specials := []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))}
+	special := func() float32 { return specials[r.IntN(len(specials))] }
+	out, lse := make([]float32, nq), make([]float32, nl)
+	for t := 0; t <= rows; t++ {
+		pq, pk, pv := clone(q), clone(k), clone(v)
+		bad := make([]bool, nkv/D) // poisoned key rows, kv*SeqK + j
+		what := ""
+		if t < rows {
+			row := r.IntN(nl)
+			kv := kvOf(row)
+			n := 0
+			for j := 0; j < s.SeqK; j++ {
+				if !keeps(row, j) {
+					bad[kv*s.SeqK+j] = true
+					n++
+				}
+			}
+			what = fmt.Sprintf("the %d keys and values query row %d masks", n, row)
+		} else {
+			n := 0
+			for x, kept := range keptBy {
+				if !kept {
+					bad[x] = true
+					n++
+				}
+			}
+			what = fmt.Sprintf("the %d keys and values no row keeps", n)
+		}
+		for x, b := range bad {
+			if b {
+				for d := 0; d < D; d++ {
+					pk[x*D+d], pv[x*D+d] = special(), special()
+				}
+			}
+		}
+		dead := 0
+		for row, ok := range rowKeeps {
+			if !ok {
+				dead++
+				for d := 0; d < D; d++ {
+					pq[row*D+d] = special()
+				}
+			}
+		}
+		if dead > 0 {
+			what += fmt.Sprintf(" and the q of the %d rows that keep no key", dead)
+		}
+		fill(out, lse)
+		if err := run(out, lse, pq, pk, pv, ids, s); err != nil {
+			return err
+		}
+		for row := 0; row < nl; row++ {
+			kv := kvOf(row)
+			reads := false
+			for j := 0; j < s.SeqK && !reads; j++ {
+				reads = bad[kv*s.SeqK+j] && keeps(row, j)
+			}
+			if reads {
+				continue
+			}
+			o, c := out[row*D:][:D], clean[row*D:][:D]
+			for d := range o {
+				if math.Float32bits(o[d]) != math.Float32bits(c[d]) {
+					return fmt.Errorf("%v, NaN and infinities at %s: row %d reads none of them, but out[%d] = %v, clean run %v", s, what, row, d, o[d], c[d])
+				}
+			}
+			if math.Float32bits(lse[row]) != math.Float32bits(cleanLSE[row]) {
+				return fmt.Errorf("%v, NaN and infinities at %s: row %d reads none of them, but lse = %v, clean run %v", s, what, row, lse[row], cleanLSE[row])
 			}
 		}
 	}

@@ -54,18 +54,123 @@ func kernelBackward(p spec.Pattern, headDim int, variant cpu.Variant) (verify.Ru
 	}, nil
 }
 
+// cpuChecks are the shapes of the checks verify runs on each CPU variant:
+// the numeric checks of the forward and the backward, the masked-data and
+// non-finite checks, and the length of the dependency and stack checks.
+type cpuChecks struct {
+	shapes, hostile []verify.Shape
+	depN            int
+}
+
+// defaultCPUChecks are attngen verify's: verify.Shapes, two hostile
+// shapes (batches with grouped heads and lengths off the tile sizes; few
+// queries against many keys) and -dep-seq.
+func defaultCPUChecks(headDim, depN int) cpuChecks {
+	return cpuChecks{
+		shapes: verify.Shapes(headDim),
+		hostile: []verify.Shape{
+			{Batch: 2, HeadsQ: 2, HeadsKV: 1, SeqQ: 61, SeqK: 130, HeadDim: headDim},
+			{Batch: 1, HeadsQ: 4, HeadsKV: 2, SeqQ: 2, SeqK: 600, HeadDim: headDim},
+		},
+		depN: depN,
+	}
+}
+
+// maskedText is what a passed verify.CheckMaskedData on shape sh reports.
+func maskedText(sh verify.Shape) string {
+	return fmt.Sprintf("masked data: NaN and infinities at masked keys, values and queries leave every output that reads none of them bit-identical (B%d Hq%d Hkv%d Sq%d Sk%d)",
+		sh.Batch, sh.HeadsQ, sh.HeadsKV, sh.SeqQ, sh.SeqK)
+}
+
+// verifyCPU runs every check of one CPU variant on a spec: the forward
+// against the float64 reference on c.shapes, its dependencies, the
+// masked-data rule on c.hostile, the backward (verifyBackward) and the
+// 3-layer stack. It prints a line per check and returns the number that
+// failed.
+func verifyCPU(s *spec.Spec, v cpu.Variant, c cpuChecks, r *rand.Rand, stdout io.Writer) (int, error) {
+	run, err := kernelRun(s.Pattern(), s.HeadDim, v)
+	if err != nil {
+		return 0, err
+	}
+	failed := 0
+	for _, sh := range c.shapes {
+		rep, err := verify.CheckNumeric(s.Pattern(), run, sh, r)
+		if err != nil {
+			failed++
+			fmt.Fprintf(stdout, "%-7s FAIL %v\n", v, err)
+			continue
+		}
+		fmt.Fprintf(stdout, "%-7s ok   %v\n", v, rep)
+	}
+	dep := verify.Shape{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: c.depN, SeqK: c.depN, HeadDim: s.HeadDim}
+	if err := verify.CheckDependencies(s.Pattern(), run, dep, r); err != nil {
+		failed++
+		fmt.Fprintf(stdout, "%-7s FAIL dependencies: %v\n", v, err)
+	} else {
+		fmt.Fprintf(stdout, "%-7s ok   output i changes exactly when a kept key/value j changes (S = %d, all j)\n", v, c.depN)
+	}
+	for _, sh := range c.hostile {
+		if err := verify.CheckMaskedData(s.Pattern(), run, sh, r, 3); err != nil {
+			failed++
+			fmt.Fprintf(stdout, "%-7s FAIL masked data: %v\n", v, err)
+			continue
+		}
+		fmt.Fprintf(stdout, "%-7s ok   %s\n", v, maskedText(sh))
+	}
+	n, err := verifyBackward(s, v, run, c, r, stdout)
+	if err != nil {
+		return failed, err
+	}
+	failed += n
+	var layers []spec.Pattern
+	var runs []verify.Run
+	for l := 1; l <= 3; l++ {
+		p := s.LayerAt(l)
+		if p.Mask.HasDocument() {
+			break
+		}
+		if p.Mask.HasTree() {
+			// a random parent array, which the model and the run share
+			d, err := spec.NewTree(verify.RandomTree(r, c.depN))
+			if err != nil {
+				return failed, err
+			}
+			p.Data = d
+		}
+		run, err := kernelRun(p, s.HeadDim, v)
+		if err != nil {
+			return failed, err
+		}
+		if p, run, err = stackHead(p, run, r, c.depN); err != nil {
+			return failed, err
+		}
+		layers, runs = append(layers, p), append(runs, run)
+	}
+	if len(layers) < 3 {
+		fmt.Fprintf(stdout, "%-7s 3-layer stack check skipped: document masks need run-time ids\n", v)
+		return failed, nil
+	}
+	if err := verify.CheckStack(layers, runs, c.depN, s.HeadDim, r); err != nil {
+		failed++
+		fmt.Fprintf(stdout, "%-7s FAIL stack: %v\n", v, err)
+	} else {
+		fmt.Fprintf(stdout, "%-7s ok   a 3-layer stack depends exactly on R_3(t) of the reachability model (S = %d)\n", v, c.depN)
+	}
+	return failed, nil
+}
+
 // verifyBackward runs the gradient checks on one CPU variant's backward
 // (after its forward, run): dq, dk and dv against the float64 reference
-// on the forward's shapes, the dependencies of the gradients on dout by
-// perturbation, and NaN and infinities at masked positions. It prints a
-// line per check and returns the number that failed.
-func verifyBackward(s *spec.Spec, v cpu.Variant, run verify.Run, depN int, r *rand.Rand, stdout io.Writer) (int, error) {
+// on c.shapes, the dependencies of the gradients on dout by perturbation
+// (S = c.depN), and NaN and infinities at masked positions (c.hostile).
+// It prints a line per check and returns the number that failed.
+func verifyBackward(s *spec.Spec, v cpu.Variant, run verify.Run, c cpuChecks, r *rand.Rand, stdout io.Writer) (int, error) {
 	bwd, err := kernelBackward(s.Pattern(), s.HeadDim, v)
 	if err != nil {
 		return 0, err
 	}
 	failed := 0
-	for _, sh := range verify.Shapes(s.HeadDim) {
+	for _, sh := range c.shapes {
 		rep, err := verify.CheckGrad(s.Pattern(), run, bwd, sh, r)
 		if err != nil {
 			failed++
@@ -74,25 +179,20 @@ func verifyBackward(s *spec.Spec, v cpu.Variant, run verify.Run, depN int, r *ra
 		}
 		fmt.Fprintf(stdout, "%-7s ok   backward %v\n", v, rep)
 	}
-	dep := verify.Shape{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: depN, SeqK: depN, HeadDim: s.HeadDim}
+	dep := verify.Shape{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: c.depN, SeqK: c.depN, HeadDim: s.HeadDim}
 	if err := verify.CheckGradDependencies(s.Pattern(), run, bwd, dep, r); err != nil {
 		failed++
 		fmt.Fprintf(stdout, "%-7s FAIL backward dependencies: %v\n", v, err)
 	} else {
-		fmt.Fprintf(stdout, "%-7s ok   backward: dout row i changes dv exactly at the keys i keeps, dk only there, dq only in row i (S = %d, all i)\n", v, depN)
+		fmt.Fprintf(stdout, "%-7s ok   backward: dout row i changes dv exactly at the keys i keeps, dk only there, dq only in row i (S = %d, all i)\n", v, c.depN)
 	}
-	nonFinite := []verify.Shape{
-		{Batch: 2, HeadsQ: 2, HeadsKV: 1, SeqQ: 61, SeqK: 130, HeadDim: s.HeadDim},
-		{Batch: 1, HeadsQ: 4, HeadsKV: 2, SeqQ: 2, SeqK: 600, HeadDim: s.HeadDim},
-	}
-	for _, sh := range nonFinite {
+	for _, sh := range c.hostile {
 		if err := verify.CheckGradNonFinite(s.Pattern(), run, bwd, sh, r, 3); err != nil {
 			failed++
 			fmt.Fprintf(stdout, "%-7s FAIL backward non-finite: %v\n", v, err)
 			continue
 		}
-		fmt.Fprintf(stdout, "%-7s ok   backward: NaN and infinities at masked keys and values, or in a row's q and dout, reach no gradient through a masked pair (B%d Hq%d Hkv%d Sq%d Sk%d)\n",
-			v, sh.Batch, sh.HeadsQ, sh.HeadsKV, sh.SeqQ, sh.SeqK)
+		fmt.Fprintf(stdout, "%-7s ok   %s\n", v, nonFiniteText(sh))
 	}
 	return failed, nil
 }
@@ -182,65 +282,11 @@ func cmdVerify(args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stdout, "%-7s not supported on this machine/build: skipped\n", v)
 			continue
 		}
-		run, err := kernelRun(s.Pattern(), s.HeadDim, v)
-		if err != nil {
-			return err
-		}
-		for _, sh := range verify.Shapes(s.HeadDim) {
-			rep, err := verify.CheckNumeric(s.Pattern(), run, sh, r)
-			if err != nil {
-				failed++
-				fmt.Fprintf(stdout, "%-7s FAIL %v\n", v, err)
-				continue
-			}
-			fmt.Fprintf(stdout, "%-7s ok   %v\n", v, rep)
-		}
-		dep := verify.Shape{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: *depN, SeqK: *depN, HeadDim: s.HeadDim}
-		if err := verify.CheckDependencies(s.Pattern(), run, dep, r); err != nil {
-			failed++
-			fmt.Fprintf(stdout, "%-7s FAIL dependencies: %v\n", v, err)
-		} else {
-			fmt.Fprintf(stdout, "%-7s ok   output i changes exactly when a kept key/value j changes (S = %d, all j)\n", v, *depN)
-		}
-		n, err := verifyBackward(s, v, run, *depN, r, stdout)
+		n, err := verifyCPU(s, v, defaultCPUChecks(s.HeadDim, *depN), r, stdout)
 		if err != nil {
 			return err
 		}
 		failed += n
-		var layers []spec.Pattern
-		var runs []verify.Run
-		for l := 1; l <= 3; l++ {
-			p := s.LayerAt(l)
-			if p.Mask.HasDocument() {
-				break
-			}
-			if p.Mask.HasTree() {
-				// a random parent array, which the model and the run share
-				d, err := spec.NewTree(verify.RandomTree(r, *depN))
-				if err != nil {
-					return err
-				}
-				p.Data = d
-			}
-			run, err := kernelRun(p, s.HeadDim, v)
-			if err != nil {
-				return err
-			}
-			if p, run, err = stackHead(p, run, r, *depN); err != nil {
-				return err
-			}
-			layers, runs = append(layers, p), append(runs, run)
-		}
-		if len(layers) < 3 {
-			fmt.Fprintf(stdout, "%-7s 3-layer stack check skipped: document masks need run-time ids\n", v)
-			continue
-		}
-		if err := verify.CheckStack(layers, runs, *depN, s.HeadDim, r); err != nil {
-			failed++
-			fmt.Fprintf(stdout, "%-7s FAIL stack: %v\n", v, err)
-		} else {
-			fmt.Fprintf(stdout, "%-7s ok   a 3-layer stack depends exactly on R_3(t) of the reachability model (S = %d)\n", v, *depN)
-		}
 	}
 	for _, t := range gpus {
 		if *noPTX && !*gpu {

@@ -48,8 +48,9 @@ func interpBwdShapes(d int) []verify.Shape {
 // of sampleFrom rows or more judged on sample rows; the backward's those
 // of verify.Shapes, judged on every row, and S = 4096 judged on sample dq
 // rows and sample dk/dv keys of one head) and against the interpreter on
-// identical inputs, and that NaN and infinities at masked positions reach
-// no gradient (verify.CheckGradNonFinite). It returns the number of
+// identical inputs, that NaN and infinities at masked positions reach no
+// output (verify.CheckMaskedData) and no gradient
+// (verify.CheckGradNonFinite). It returns the number of
 // failed checks; the GPU checks report their progress on progress.
 //
 // Each element type is judged against the straightforward kernel of that
@@ -115,12 +116,14 @@ func verifyPTX(s *spec.Spec, t ptx.Target, r *rand.Rand, gpu bool, sample int, s
 	depText := fmt.Sprintf("output i changes exactly when a kept key/value j changes (S = %d, all j)", dep.SeqK)
 	report("ptx-sim", verify.CheckDependencies(s.Pattern(), ik.Run(), dep, r), depText)
 	nfSim := verify.Shape{Batch: 2, HeadsQ: 2, HeadsKV: 1, SeqQ: 61, SeqK: 130, HeadDim: s.HeadDim}
+	mdSim := fit(nfSim)[0]
+	report("ptx-sim", verify.CheckMaskedData(s.Pattern(), ik.Run(), mdSim, r, 2), maskedText(mdSim))
 	if accel {
 		fmt.Fprintf(stdout, "%-7s the backward of %s: the sm_80 kernels serve it (verify -sm 80)\n", "ptx-sim", t.Name())
 		if !gpu {
 			return failed, nil
 		}
-		return failed, verifyGPUForward(s, t, fi, ik, r, sample, fit, dep, depText, report, stdout, progress)
+		return failed, verifyGPUForward(s, t, fi, ik, r, sample, fit, dep, depText, mdSim, report, stdout, progress)
 	}
 	for _, sh := range interpBwdShapes(s.HeadDim) {
 		rep, err := verify.CheckGradWith(s.Pattern(), ik.Run(), ib.Run(), sh, r, gopts)
@@ -156,7 +159,7 @@ func verifyPTX(s *spec.Spec, t ptx.Target, r *rand.Rand, gpu bool, sample int, s
 	// the backward's long shape, judged on sampled rows and keys
 	bwdLong := verify.Shape{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: 4096, SeqK: 4096, HeadDim: s.HeadDim}
 	nfGPU := []verify.Shape{nfSim, {Batch: 1, HeadsQ: 4, HeadsKV: 2, SeqQ: 2, SeqK: 600, HeadDim: s.HeadDim}}
-	steps := len(shapes) + 1 + len(interpShapes(s.HeadDim)) + len(bwdShapes) + 2 + len(nfGPU) + len(interpBwdShapes(s.HeadDim))
+	steps := len(shapes) + 1 + len(nfGPU) + len(interpShapes(s.HeadDim)) + len(bwdShapes) + 2 + len(nfGPU) + len(interpBwdShapes(s.HeadDim))
 	step := 0
 	next := func(what string) {
 		step++
@@ -173,6 +176,10 @@ func verifyPTX(s *spec.Spec, t ptx.Target, r *rand.Rand, gpu bool, sample int, s
 	}
 	next("dependencies, S = 40")
 	report("gpu", verify.CheckDependencies(s.Pattern(), gk.Run(), dep, r), depText)
+	for _, sh := range nfGPU {
+		next(fmt.Sprintf("masked data, B%d Hq%d Hkv%d Sq%d Sk%d", sh.Batch, sh.HeadsQ, sh.HeadsKV, sh.SeqQ, sh.SeqK))
+		report("gpu", verify.CheckMaskedData(s.Pattern(), gk.Run(), sh, r, 3), maskedText(sh))
+	}
 	// GPU against the interpreter on identical inputs.
 	for _, sh := range interpShapes(s.HeadDim) {
 		next(fmt.Sprintf("GPU against the interpreter, %dx%d", sh.SeqQ, sh.SeqK))
@@ -236,11 +243,11 @@ func gpuRunsTargets(ts []ptx.Target) error {
 
 // verifyGPUForward is verifyPTX's GPU part for a target with a forward
 // kernel only (sm_90a): the interpreter shapes, verify.Shapes and S = 8192
-// (sampled rows), rounded by fit; dependencies; and GPU against the
-// interpreter on identical inputs. Each check goes to count, which
-// reports it and counts failures.
+// (sampled rows), rounded by fit; dependencies; the masked-data rule on
+// shape md; and GPU against the interpreter on identical inputs. Each
+// check goes to count, which reports it and counts failures.
 func verifyGPUForward(s *spec.Spec, t ptx.Target, fi *ptx.Forward, ik *gpurun.Kernel, r *rand.Rand, sample int,
-	fit func(...verify.Shape) []verify.Shape, dep verify.Shape, depText string, count func(string, error, string), stdout, progress io.Writer) error {
+	fit func(...verify.Shape) []verify.Shape, dep verify.Shape, depText string, md verify.Shape, count func(string, error, string), stdout, progress io.Writer) error {
 	ctx, err := openGPU()
 	if err != nil {
 		return err
@@ -258,7 +265,7 @@ func verifyGPUForward(s *spec.Spec, t ptx.Target, fi *ptx.Forward, ik *gpurun.Ke
 	shapes := append(interpShapes(s.HeadDim), verify.Shapes(s.HeadDim)...)
 	shapes = fit(append(shapes, verify.Shape{Batch: 1, HeadsQ: 2, HeadsKV: 1, SeqQ: 8192, SeqK: 8192, HeadDim: s.HeadDim})...)
 	agreeShapes := fit(interpShapes(s.HeadDim)...)
-	steps, step := len(shapes)+1+len(agreeShapes), 0
+	steps, step := len(shapes)+2+len(agreeShapes), 0
 	next := func(what string) {
 		step++
 		fmt.Fprintf(progress, "verify %s: gpu check %d of %d: %s\n", t.Name(), step, steps, what)
@@ -274,6 +281,8 @@ func verifyGPUForward(s *spec.Spec, t ptx.Target, fi *ptx.Forward, ik *gpurun.Ke
 	}
 	next(fmt.Sprintf("dependencies, S = %d", dep.SeqK))
 	count("gpu", verify.CheckDependencies(s.Pattern(), gk.Run(), dep, r), depText)
+	next(fmt.Sprintf("masked data, B%d Hq%d Hkv%d Sq%d Sk%d", md.Batch, md.HeadsQ, md.HeadsKV, md.SeqQ, md.SeqK))
+	count("gpu", verify.CheckMaskedData(s.Pattern(), gk.Run(), md, r, 3), maskedText(md))
 	for _, sh := range agreeShapes {
 		next(fmt.Sprintf("GPU against the interpreter, %dx%d", sh.SeqQ, sh.SeqK))
 		count("gpu=sim", agree(s, gk, ik, sh, r), fmt.Sprintf("GPU and interpreter agree within %s output rounding on %dx%d", t.Elem, sh.SeqQ, sh.SeqK))

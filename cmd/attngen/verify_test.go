@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -14,14 +15,16 @@ import (
 	"github.com/attngen/attngen/gen"
 	"github.com/attngen/attngen/runtime/cpu"
 	"github.com/attngen/attngen/spec"
+	"github.com/attngen/attngen/spec/spectest"
 	"github.com/attngen/attngen/verify"
 	"github.com/attngen/attngen/verify/gpurun"
 )
 
 // TestVerifyPassesCorrectSpecs: attngen verify exits 0 on correct kernels
 // of the specs whose 3-layer stack check used to report FAIL (causal
-// windows of 6 to 24, non-causal windows, dilated masks), with the CPU
-// kernels and, for a few, the PTX kernel under the interpreter.
+// windows of 6 to 24, non-causal windows, dilated masks) and of those
+// whose gradient checks did (every row keeping one shared key), with the
+// CPU kernels and, for a few, the PTX kernel under the interpreter.
 func TestVerifyPassesCorrectSpecs(t *testing.T) {
 	dir := t.TempDir()
 	var specs []string
@@ -41,6 +44,12 @@ func TestVerifyPassesCorrectSpecs(t *testing.T) {
 	add("wide", "false", "{window: {left: 5, right: 2147483647}}")
 	add("dilated", "false", "{dilated: {stride: 4, size: 5}}")
 	add("dilatedc", "true", "{dilated: {stride: 3}}")
+	// every row keeps a single shared key: dq and dk are exactly 0, as is
+	// the float32 yardstick's, and the kernels' rounding noise used to
+	// fail "at most 8x the yardstick" (issue 19)
+	add("global1", "true", "{global: {tokens: 1}}")
+	add("key0", "true", "{keys: {below: 1}}")
+	add("globalends", "true", "{global: {positions: [0, 2147483646], rows: true}}")
 	for i, f := range specs {
 		args := []string{"verify", "-spec", f, "-seed", fmt.Sprint(i + 1)}
 		if i%4 != 0 {
@@ -56,7 +65,8 @@ func TestVerifyPassesCorrectSpecs(t *testing.T) {
 // TestVerifyBackward: attngen verify checks every supported CPU variant's
 // backward too, in the forward's report style: one line per shape (dq, dk
 // and dv against the float64 reference), the dependencies of the
-// gradients on dout, and NaN and infinities at masked positions.
+// gradients on dout, and NaN and infinities at masked positions; and the
+// forward's masked-data rule, one line per hostile shape.
 func TestVerifyBackward(t *testing.T) {
 	for _, f := range []string{"../../spec/examples/hetero.yaml", "../../spec/examples/document.yaml"} {
 		stdout, stderr, code := runCLI("verify", "-spec", f, "-seed", "5", "-no-ptx", "-dep-seq", "40")
@@ -68,9 +78,12 @@ func TestVerifyBackward(t *testing.T) {
 				continue
 			}
 			prefix := fmt.Sprintf("%-7s ok   backward", tg.Variant)
-			var shapes, deps, nonFinite int
+			masked := fmt.Sprintf("%-7s ok   masked data: NaN and infinities", tg.Variant)
+			var shapes, deps, nonFinite, maskedData int
 			for _, line := range strings.Split(stdout, "\n") {
 				switch {
+				case strings.HasPrefix(line, masked) && (strings.HasSuffix(line, "bit-identical (B2 Hq2 Hkv1 Sq61 Sk130)") || strings.HasSuffix(line, "bit-identical (B1 Hq4 Hkv2 Sq2 Sk600)")):
+					maskedData++
 				case strings.HasPrefix(line, prefix+" B") && strings.Contains(line, "dq err") && strings.Contains(line, "dk err") && strings.Contains(line, "dv err"):
 					shapes++
 				case strings.HasPrefix(line, prefix+": dout row i changes dv exactly") && strings.Contains(line, "S = 40"):
@@ -79,9 +92,9 @@ func TestVerifyBackward(t *testing.T) {
 					nonFinite++
 				}
 			}
-			if shapes != len(verify.Shapes(64)) || deps != 1 || nonFinite != 2 {
-				t.Errorf("verify %s, %s: %d backward shape lines (want %d), %d dependency lines, %d non-finite lines:\n%s",
-					f, tg.Variant, shapes, len(verify.Shapes(64)), deps, nonFinite, stdout)
+			if shapes != len(verify.Shapes(64)) || deps != 1 || nonFinite != 2 || maskedData != 2 {
+				t.Errorf("verify %s, %s: %d backward shape lines (want %d), %d dependency lines, %d non-finite lines, %d forward masked-data lines (want 2):\n%s",
+					f, tg.Variant, shapes, len(verify.Shapes(64)), deps, nonFinite, maskedData, stdout)
 			}
 		}
 	}
@@ -92,7 +105,7 @@ func TestVerifyBackward(t *testing.T) {
 // the float64 reference, judged against the straightforward backward of
 // the element type), one for the dependencies of the gradients on dout
 // and one for non-finite values at masked positions, for each element
-// type.
+// type; and one for the forward's masked-data rule.
 func TestVerifyPTXBackward(t *testing.T) {
 	s, err := spec.ParseFile("../../spec/examples/document.yaml")
 	if err != nil {
@@ -106,9 +119,11 @@ func TestVerifyPTXBackward(t *testing.T) {
 			t.Fatalf("%s: %d failed, %v:\n%s", tg.Name(), failed, err, out.String())
 		}
 		prefix := "ptx-sim " + tg.Name() + " ok   backward"
-		var shapes, deps, nonFinite int
+		var shapes, deps, nonFinite, masked int
 		for _, line := range strings.Split(out.String(), "\n") {
 			switch {
+			case strings.HasPrefix(line, "ptx-sim "+tg.Name()+" ok   masked data: NaN and infinities") && strings.HasSuffix(line, "(B2 Hq2 Hkv1 Sq61 Sk130)"):
+				masked++
 			case strings.HasPrefix(line, prefix+": NaN and infinities at masked keys"):
 				nonFinite++
 			case strings.HasPrefix(line, prefix+" B") && strings.Contains(line, "dq err") && strings.HasSuffix(line, "("+tg.Elem+"; yardstick: straightforward "+tg.Elem+")"):
@@ -117,15 +132,15 @@ func TestVerifyPTXBackward(t *testing.T) {
 				deps++
 			}
 		}
-		if shapes != len(interpBwdShapes(s.HeadDim)) || deps != 1 || nonFinite != 1 {
-			t.Errorf("%s: %d backward shape lines (want %d), %d dependency lines, %d non-finite lines (want 1 each):\n%s", tg.Name(), shapes, len(interpBwdShapes(s.HeadDim)), deps, nonFinite, out.String())
+		if shapes != len(interpBwdShapes(s.HeadDim)) || deps != 1 || nonFinite != 1 || masked != 1 {
+			t.Errorf("%s: %d backward shape lines (want %d), %d dependency lines, %d non-finite lines, %d forward masked-data lines (want 1 each):\n%s", tg.Name(), shapes, len(interpBwdShapes(s.HeadDim)), deps, nonFinite, masked, out.String())
 		}
 	}
 }
 
 // TestVerifyPTXSM90a: verify -sm 90a checks the sm_90a forward under the
 // interpreter (each interpreter shape, rounded up to the residue stride,
-// and the dependencies) and no backward (the sm_80 kernels serve it),
+// the dependencies and the masked-data rule) and no backward (the sm_80 kernels serve it),
 // for each element type; a kernel off by one mask element fails.
 func TestVerifyPTXSM90a(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 10))
@@ -153,8 +168,11 @@ func TestVerifyPTXSM90a(t *testing.T) {
 				t.Errorf("%s: no line for Sq%d Sk%d:\n%s", c.file, sq[0], sq[1], text)
 			}
 		}
-		if n := strings.Count(text, prefix); n != len(c.seqs)+1 || strings.Contains(text, "dq err") || !strings.Contains(text, "the sm_80 kernels serve it") {
-			t.Errorf("%s: %d passed lines, want %d and no backward:\n%s", c.file, n, len(c.seqs)+1, text)
+		if n := strings.Count(text, prefix); n != len(c.seqs)+2 || strings.Contains(text, "dq err") || !strings.Contains(text, "the sm_80 kernels serve it") {
+			t.Errorf("%s: %d passed lines, want %d and no backward:\n%s", c.file, n, len(c.seqs)+2, text)
+		}
+		if !strings.Contains(text, prefix+"masked data: ") {
+			t.Errorf("%s: no masked-data line:\n%s", c.file, text)
 		}
 	}
 	// the same checks fail on a mask one key off
@@ -191,8 +209,8 @@ func TestVerifyGPUSM90aRefused(t *testing.T) {
 
 // TestVerifyGPUSM90aMock: verify -gpu -sm 90a on the mock's 9.0 device
 // runs every GPU check of the sm_90a forward (the forward's shapes,
-// rounded up to the stride, S = 8192 sampled, dependencies, GPU against
-// the interpreter), each reported; the mock runs no kernel, so each fails
+// rounded up to the stride, S = 8192 sampled, dependencies, masked data,
+// GPU against the interpreter), each reported; the mock runs no kernel, so each fails
 // and the command exits 1, while the interpreter checks pass.
 func TestVerifyGPUSM90aMock(t *testing.T) {
 	mockCUDA(t)
@@ -200,7 +218,7 @@ func TestVerifyGPUSM90aMock(t *testing.T) {
 	if code != 1 {
 		t.Fatalf("exit %d, want 1; stderr %s", code, errs)
 	}
-	steps := len(interpShapes(128)) + len(verify.Shapes(128)) + 1 + 1 + len(interpShapes(128))
+	steps := len(interpShapes(128)) + len(verify.Shapes(128)) + 1 + 1 + 1 + len(interpShapes(128))
 	gpuFails := strings.Count(out, "\ngpu ptx-sm90a-bf16 FAIL") + strings.Count(out, "\ngpu=sim ptx-sm90a-bf16 FAIL")
 	switch {
 	case !strings.Contains(out, "\ngpu: Mock NVIDIA H200"):
@@ -215,5 +233,120 @@ func TestVerifyGPUSM90aMock(t *testing.T) {
 		t.Errorf("the S = 8192 shape or a stride-rounded shape is missing:\n%s", errs)
 	case !strings.Contains(errs, fmt.Sprintf("gpu check %d of %d", steps, steps)):
 		t.Errorf("progress does not count %d checks:\n%s", steps, errs)
+	}
+}
+
+// The seed and the number of specs of TestVerifyRandomSpecs (go test
+// -run TestVerifyRandomSpecs -args -random.seed N -random.specs M draws
+// others).
+var (
+	randomSeed  = flag.Uint64("random.seed", 1919, "TestVerifyRandomSpecs: seed of the random specs")
+	randomSpecs = flag.Int("random.specs", 40, "TestVerifyRandomSpecs: number of random specs")
+)
+
+// propertyChecks are the CPU checks of TestVerifyRandomSpecs: attngen
+// verify's, on smaller awkward shapes (one query and key, lengths off the
+// tile sizes, grouped heads, batches with a scale, decoding with groups
+// of 8 query heads, and 160 rows of grouped heads, enough for the rounding
+// noise of a gradient that cancels to 0 to show) so that dozens of specs
+// fit in go test.
+func propertyChecks(d int) cpuChecks {
+	return cpuChecks{
+		shapes: []verify.Shape{
+			{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: 1, SeqK: 1, HeadDim: d},
+			{Batch: 1, HeadsQ: 2, HeadsKV: 1, SeqQ: 37, SeqK: 70, HeadDim: d},
+			{Batch: 2, HeadsQ: 2, HeadsKV: 2, SeqQ: 65, SeqK: 65, HeadDim: d, Scale: 0.3},
+			{Batch: 1, HeadsQ: 8, HeadsKV: 2, SeqQ: 3, SeqK: 150, HeadDim: d},
+			{Batch: 1, HeadsQ: 4, HeadsKV: 2, SeqQ: 160, SeqK: 160, HeadDim: d, Scale: 0.3},
+		},
+		hostile: []verify.Shape{
+			{Batch: 2, HeadsQ: 2, HeadsKV: 1, SeqQ: 29, SeqK: 70, HeadDim: d},
+			{Batch: 1, HeadsQ: 4, HeadsKV: 2, SeqQ: 2, SeqK: 130, HeadDim: d},
+		},
+		depN: 24,
+	}
+}
+
+// randomSpec is a random valid spec (spectest's random masks with
+// parameters scaled to up to 150 positions, a quarter of them to one or
+// two; now and then under a document or tree mask) as its YAML text and
+// parsed; ok is false when the parser refuses it.
+func randomSpec(r *rand.Rand, name string) (string, *spec.Spec, bool) {
+	n := 1 + r.IntN(150)
+	if r.IntN(4) == 0 {
+		// parameters of a position or two: single keys, single rows,
+		// windows of 1, the degenerate masks where gradients cancel to 0
+		n = 1 + r.IntN(2)
+	}
+	p := spectest.Pattern(r, n, 3)
+	switch r.IntN(8) {
+	case 0:
+		p.Mask = spec.Intersect(spec.Document(), p.Mask)
+	case 1:
+		p.Mask = spec.Union(spec.Tree(), p.Mask)
+	}
+	src := fmt.Sprintf("name: %s\ncausal: %v\nhead_dim: 64\nmask: %s\n", name, p.Causal, p.Mask)
+	s, err := spec.Parse(name+".yaml", []byte(src))
+	return src, s, err == nil
+}
+
+// TestVerifyRandomSpecs: attngen verify's CPU checks (verifyCPU: forward
+// and backward numerics, dependencies, masked data, non-finite gradients,
+// the 3-layer stack) pass every CPU variant on random valid specs, and
+// every eighth spec's sm_80 kernels pass verifyPTX under the interpreter
+// (not with -short), so that a verifier that fails correct kernels shows
+// here: with the gradient checks' old floor, global tokens 1 and window 1
+// (rows keeping one shared key, or one key each) failed. A failure prints
+// the spec and the seed that draws it.
+func TestVerifyRandomSpecs(t *testing.T) {
+	seed := *randomSeed
+	n := *randomSpecs
+	if testing.Short() {
+		n = min(n, 12)
+	}
+	var variants []cpu.Variant
+	for _, tg := range cpu.Targets {
+		if cpu.Supported(tg.Variant) {
+			variants = append(variants, tg.Variant)
+		}
+	}
+	valid := 0
+	for i := 0; valid < n && i < 4*n; i++ {
+		r := rand.New(rand.NewPCG(seed, uint64(i)))
+		src, s, ok := randomSpec(r, fmt.Sprintf("random%d", i))
+		if !ok {
+			continue
+		}
+		valid++
+		for _, v := range variants {
+			var out bytes.Buffer
+			failed, err := verifyCPU(s, v, propertyChecks(s.HeadDim), r, &out)
+			if err != nil || failed > 0 {
+				var fails []string
+				for _, line := range strings.Split(out.String(), "\n") {
+					if strings.Contains(line, " FAIL ") {
+						fails = append(fails, line)
+					}
+				}
+				t.Errorf("spec %d (rand.NewPCG(%d, %d)), %s: %d checks failed, error %v:\n%s%s", i, seed, i, v, failed, err, src, strings.Join(fails, "\n"))
+			}
+		}
+		if testing.Short() || valid%8 != 1 {
+			continue
+		}
+		// every eighth spec: the PTX checks under the interpreter too,
+		// bf16 and f16 in turn
+		tg := ptx.SM80
+		if valid%16 == 9 {
+			tg = ptx.Target{SM: 80, Elem: "f16"}
+		}
+		var out bytes.Buffer
+		failed, err := verifyPTX(s, tg, r, false, 0, &out, io.Discard)
+		if err != nil || failed > 0 {
+			t.Errorf("spec %d (rand.NewPCG(%d, %d)), %s: %d checks failed, error %v:\n%s%s", i, seed, i, tg.Name(), failed, err, src, out.String())
+		}
+	}
+	if valid < n {
+		t.Errorf("%d valid random specs of %d drawn, want %d", valid, 4*n, n)
 	}
 }
