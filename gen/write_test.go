@@ -168,6 +168,8 @@ func TestWritePackageRemovesStale(t *testing.T) {
 	writeTree(t, dir, map[string][]byte{
 		"forward_sm_90_f16.ptx":     genFile("-spec w.yaml -sm 90 -dtype f16", "ptx", "old"),
 		"forward_sm_80.ptx":         genFile("-spec w.yaml", "ptx", "older"),
+		"forward_sm_90a_bf16.ptx":   genFile("-spec w.yaml -sm 90a", "ptx", "old"),
+		"forward_sm_90a_f16.ptx":    []byte("// my own sm_90a kernel\n"),
 		"backward_sm_90_f16.ptx":    genFile("-spec w.yaml -sm 90 -dtype f16", "ptx", "old"),
 		"backward_sm_75_bf16.ptx":   []byte("// my own backward\n"),
 		"forward_sm_75_bf16.ptx":    []byte("// my own kernel\n"),
@@ -182,12 +184,12 @@ func TestWritePackageRemovesStale(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := snapshot(t, dir)
-	for _, gone := range []string{"forward_sm_90_f16.ptx", "forward_sm_80.ptx", "backward_sm_90_f16.ptx", "gpu.go"} {
+	for _, gone := range []string{"forward_sm_90_f16.ptx", "forward_sm_80.ptx", "forward_sm_90a_bf16.ptx", "backward_sm_90_f16.ptx", "gpu.go"} {
 		if _, ok := got[gone]; ok {
 			t.Errorf("stale %s was not removed", gone)
 		}
 	}
-	for _, kept := range []string{"forward_sm_75_bf16.ptx", "backward_sm_75_bf16.ptx", "forward_sm_90_bf16.ptx/x", "sub/forward_sm_90_f16.ptx", "attention.go", "mask.go"} {
+	for _, kept := range []string{"forward_sm_75_bf16.ptx", "forward_sm_90a_f16.ptx", "backward_sm_75_bf16.ptx", "forward_sm_90_bf16.ptx/x", "sub/forward_sm_90_f16.ptx", "attention.go", "mask.go"} {
 		if _, ok := got[kept]; !ok {
 			t.Errorf("%s was removed", kept)
 		}

@@ -148,3 +148,67 @@ func TestGenerateRefusesHandWritten(t *testing.T) {
 		t.Fatalf("attn holds %d entries after a refused run, want 1: %v", len(entries), err)
 	}
 }
+
+// TestGenerateRemovesStaleKernels: regenerating a package with other -sm
+// or -dtype flags leaves exactly the .ptx files its gpu.go embeds: the
+// sm_90a kernels of an earlier -sm 80,90a run go with -sm 80, every kernel
+// (and gpu.go) with -sm none, and the bf16 kernels with -dtype f16. A
+// hand-written file with a kernel's name stays.
+func TestGenerateRemovesStaleKernels(t *testing.T) {
+	tempModule(t)
+	if err := os.Mkdir("attn", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mine := "// my own kernel\n"
+	if err := os.WriteFile("attn/forward_sm_90a_f32.ptx", []byte(mine), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// embedded lists the .ptx files gpu.go embeds (none without gpu.go).
+	embedded := func() map[string]bool {
+		out := map[string]bool{}
+		data, err := os.ReadFile("attn/gpu.go")
+		if os.IsNotExist(err) {
+			return out
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			if f, ok := strings.CutPrefix(line, "//go:embed "); ok {
+				out[f] = true
+			}
+		}
+		return out
+	}
+	for _, c := range []struct{ first, then []string }{
+		{[]string{"-sm", "80,90a"}, []string{"-sm", "80"}},
+		{[]string{"-sm", "80,90a"}, []string{"-sm", "none"}},
+		{[]string{"-sm", "90a"}, []string{"-sm", "80"}},
+		{[]string{"-sm", "80,90a", "-dtype", "bf16"}, []string{"-sm", "80,90a", "-dtype", "f16"}},
+	} {
+		for _, flags := range [][]string{c.first, c.then} {
+			attngen(t, append([]string{"-spec", "spec/window.yaml", "-out", "attn"}, flags...)...)
+		}
+		want := embedded()
+		if len(want) == 0 && c.then[1] != "none" {
+			t.Fatalf("%v: gpu.go embeds no kernel", c.then)
+		}
+		entries, err := os.ReadDir("attn")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			n := e.Name()
+			if strings.HasSuffix(n, ".ptx") && !want[n] && n != "forward_sm_90a_f32.ptx" {
+				t.Errorf("%v then %v: stale attn/%s left behind", c.first, c.then, n)
+			}
+		}
+		for n := range want {
+			if _, err := os.Stat(filepath.Join("attn", n)); err != nil {
+				t.Errorf("%v then %v: gpu.go embeds %s: %v", c.first, c.then, n, err)
+			}
+		}
+		if data, err := os.ReadFile("attn/forward_sm_90a_f32.ptx"); err != nil || string(data) != mine {
+			t.Fatalf("%v then %v: the hand-written attn/forward_sm_90a_f32.ptx was removed or changed: %v", c.first, c.then, err)
+		}
+	}
+}
