@@ -35,8 +35,15 @@ const (
 // tileFunc is one microkernel (see the package documentation).
 type tileFunc func(q, kt, v, s, o, m, l []float32, mask []uint64, d int)
 
-// Supported reports whether this machine and build can run the variant.
-func Supported(v Variant) bool { _, ok := tileFor(v); return ok }
+// Supported reports whether this machine and build can run the variant:
+// always for Auto, which runs Best.
+func Supported(v Variant) bool {
+	if v == Auto {
+		return true
+	}
+	_, ok := tileFor(v)
+	return ok
+}
 
 // Best is the variant Auto picks here: the first of Targets this machine
 // runs.
