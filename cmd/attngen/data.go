@@ -145,6 +145,9 @@ func headValues(s *spec.Spec, flag string) ([]int, string, error) {
 		if err != nil {
 			return nil, "", usagef("-head-params: %q: %q is not an integer", f, v)
 		}
+		if given[name] {
+			return nil, "", usagef("-head-params: %s given twice (%s=%d, then %q); give each parameter once", name, name, vals[name], strings.TrimSpace(f))
+		}
 		vals[name] = x
 		given[name] = true
 	}
