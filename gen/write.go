@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"go/parser"
+	"go/token"
 	"io"
 	"io/fs"
 	"os"
@@ -292,6 +294,46 @@ func staleFiles(dir string, files map[string][]byte) ([]string, error) {
 		}
 	}
 	return stale, nil
+}
+
+// PackageDocIn returns the name of a Go file directly in dir that has a
+// package comment and is not attngen's: not a test file, not a file with
+// the generated header. It returns "" when there is none, dir included.
+// A generated package written there then leaves its own out
+// (PackageOptions.NoPackageDoc), so that go doc prints the user's alone
+// rather than both run together. Files that do not parse are skipped (the
+// compiler reports them).
+func PackageDocIn(dir string) (string, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	} else if err != nil {
+		return "", err
+	}
+	for _, e := range entries {
+		n := e.Name()
+		if !strings.HasSuffix(n, ".go") || strings.HasSuffix(n, "_test.go") || strings.HasPrefix(n, tempPrefix) || !e.Type().IsRegular() {
+			continue
+		}
+		p := filepath.Join(dir, n)
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return "", err
+		}
+		if !fi.Mode().IsRegular() {
+			continue
+		}
+		if _, gen, err := readGenerated(p, fi, false); err != nil {
+			return "", err
+		} else if gen {
+			continue
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), p, nil, parser.PackageClauseOnly|parser.ParseComments)
+		if err == nil && f.Doc != nil && strings.TrimSpace(f.Doc.Text()) != "" {
+			return n, nil
+		}
+	}
+	return "", nil
 }
 
 // writeTemp writes data to a new temporary file in dir, synced to disk and

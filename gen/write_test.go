@@ -477,3 +477,33 @@ func TestWritePackageRemovesLeftoverTemp(t *testing.T) {
 		t.Errorf("%d entries, want %d: %v", len(got), len(files)+2, got)
 	}
 }
+
+// TestPackageDocIn: a package comment in a user's Go file counts; one in a
+// test file, in a file with attngen's header, in a non-Go file, in a file
+// that does not parse or in a subfolder does not, and a missing folder has
+// none.
+func TestPackageDocIn(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		files map[string][]byte
+		want  string
+	}{
+		{"user's doc.go", map[string][]byte{"doc.go": []byte("// Package x is mine.\npackage x\n"), "attention.go": genFile("-spec x.yaml", "Package x computes", "package x")}, "doc.go"},
+		{"comment not attached", map[string][]byte{"gen.go": []byte("// a note\n\npackage x\n")}, ""},
+		{"only attngen's", map[string][]byte{"attention.go": genFile("-spec x.yaml", "Package x computes", "package x")}, ""},
+		{"test file", map[string][]byte{"x_test.go": []byte("// Package x is tested.\npackage x\n")}, ""},
+		{"not Go", map[string][]byte{"notes.txt": []byte("// Package x\npackage x\n")}, ""},
+		{"does not parse", map[string][]byte{"bad.go": []byte("// Package x\npackage\n")}, ""},
+		{"subfolder", map[string][]byte{"sub/doc.go": []byte("// Package sub.\npackage sub\n")}, ""},
+	} {
+		dir := t.TempDir()
+		writeTree(t, dir, c.files)
+		got, err := PackageDocIn(dir)
+		if err != nil || got != c.want {
+			t.Errorf("%s: %q, %v; want %q", c.name, got, err, c.want)
+		}
+	}
+	if got, err := PackageDocIn(filepath.Join(t.TempDir(), "missing")); got != "" || err != nil {
+		t.Errorf("missing folder: %q, %v", got, err)
+	}
+}

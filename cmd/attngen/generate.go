@@ -60,7 +60,13 @@ func cmdGenerate(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	kept := withoutVerify(args) // the command recorded in the files
-	files, err := packageFiles(s, importPath, name, gpus, "attngen "+strings.Join(quoteArgs(kept), " "))
+	// A package comment of the user's (gen.go, doc.go) in the folder is the
+	// package's; attention.go then writes none.
+	userDoc, err := gen.PackageDocIn(dir)
+	if err != nil {
+		return err
+	}
+	files, err := packageFiles(s, importPath, name, gpus, "attngen "+strings.Join(quoteArgs(kept), " "), gen.PackageOptions{NoPackageDoc: userDoc != ""})
 	if err != nil {
 		return err
 	}
@@ -198,7 +204,7 @@ func refusers(what string, names []string, dims [][]int) string {
 // packageFiles builds every file of the generated package: the CPU plan's
 // compiled mask and API, and per GPU target the PTX forward kernel and the
 // backward's two kernels with their launch descriptions.
-func packageFiles(s *spec.Spec, importPath, name string, gpus []ptx.Target, command string) (map[string][]byte, error) {
+func packageFiles(s *spec.Spec, importPath, name string, gpus []ptx.Target, command string, opts gen.PackageOptions) (map[string][]byte, error) {
 	if err := checkTargets(s, gpus); err != nil {
 		return nil, err
 	}
@@ -214,7 +220,7 @@ func packageFiles(s *spec.Spec, importPath, name string, gpus []ptx.Target, comm
 		}
 		ks = append(ks, k...)
 	}
-	return gen.PackageFiles(s, p, ks, importPath, name, command)
+	return gen.PackageFilesWith(s, p, ks, importPath, name, command, opts)
 }
 
 // gpuKernels emits the spec's PTX kernels for a target: the forward, then

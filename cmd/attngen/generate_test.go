@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/attngen/attngen/emit/ptx"
+	"github.com/attngen/attngen/gen"
 	"github.com/attngen/attngen/runtime/cpu"
 	"github.com/attngen/attngen/spec"
 )
@@ -34,11 +35,11 @@ func TestGenerateDeterministic(t *testing.T) {
 		out := s.Name                                   // generated/doc.go writes each example to its spec name
 		cmd := "attngen -spec " + s.File + " -out " + out
 		ip := "github.com/attngen/attngen/generated/" + out
-		a, err := packageFiles(s, ip, s.Name, targets, cmd)
+		a, err := packageFiles(s, ip, s.Name, targets, cmd, gen.PackageOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := packageFiles(s, ip, s.Name, targets, cmd)
+		b, err := packageFiles(s, ip, s.Name, targets, cmd, gen.PackageOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -2,6 +2,10 @@ package main
 
 import (
 	"bytes"
+	"go/ast"
+	"go/doc"
+	"go/parser"
+	"go/token"
 	"os"
 	"path/filepath"
 	"strings"
@@ -91,7 +95,7 @@ func TestGenerateKeepsSubpackage(t *testing.T) {
 	tempModule(t)
 	attngen(t, "-spec", "spec/bridge.yaml", "-out", "attn/sub/bridge")
 	bridge := readPackage(t, "attn/sub/bridge")
-	attngen(t, "-spec", "spec/window.yaml", "-out", "attn")
+	attngen(t, "-spec", "spec/window.yaml", "-out", "attn", "-pkg", "attn")
 	readPackage(t, "attn")
 	samePackage(t, "attn/sub/bridge", bridge)
 }
@@ -210,5 +214,70 @@ func TestGenerateRemovesStaleKernels(t *testing.T) {
 		if data, err := os.ReadFile("attn/forward_sm_90a_f32.ptx"); err != nil || string(data) != mine {
 			t.Fatalf("%v then %v: the hand-written attn/forward_sm_90a_f32.ptx was removed or changed: %v", c.first, c.then, err)
 		}
+	}
+}
+
+// packageDoc is the package comment go doc prints for the non-test Go
+// files of dir (go/doc, as go doc reads it).
+func packageDoc(t *testing.T, dir string) string {
+	t.Helper()
+	fset := token.NewFileSet()
+	var files []*ast.File
+	names, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		if strings.HasSuffix(n, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, n, nil, parser.ParseComments)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	p, err := doc.NewFromFiles(fset, files, "example.com/user/attn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.Doc
+}
+
+// TestGenerateLeavesPackageDocToUser: when a file of the user's in -out
+// (gen.go holding the go:generate line, say) has a package comment, the
+// generated attention.go writes none, so go doc prints the user's alone
+// instead of both glued together, on the first run and on regenerating;
+// a test file's comment does not count, and once the user's comment is
+// gone attngen writes its own again.
+func TestGenerateLeavesPackageDocToUser(t *testing.T) {
+	tempModule(t)
+	if err := os.Mkdir("attn", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mine := "Package attn wraps the attention kernels attngen generates from window.yaml.\n"
+	write := func(name, text string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join("attn", name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("attn_test.go", "// Package attn is tested here.\npackage attn\n")
+	write("gen.go", "package attn\n\n//go:"+"generate attngen -spec ../spec/window.yaml -out . -pkg attn\n")
+	attngen(t, "-spec", "spec/window.yaml", "-out", "attn", "-pkg", "attn")
+	if d := packageDoc(t, "attn"); !strings.HasPrefix(d, "Package attn computes fused, tiled masked attention") {
+		t.Fatalf("gen.go without a package comment: go doc prints %q, want attngen's", d)
+	}
+	write("gen.go", "// "+mine+"package attn\n\n//go:"+"generate attngen -spec ../spec/window.yaml -out . -pkg attn\n")
+	for run := range 2 {
+		attngen(t, "-spec", "spec/window.yaml", "-out", "attn", "-pkg", "attn")
+		if d := packageDoc(t, "attn"); d != mine {
+			t.Errorf("run %d: go doc prints %q, want the user's %q alone", run, d, mine)
+		}
+	}
+	write("gen.go", "package attn\n")
+	attngen(t, "-spec", "spec/window.yaml", "-out", "attn", "-pkg", "attn")
+	if d := packageDoc(t, "attn"); !strings.HasPrefix(d, "Package attn computes fused, tiled masked attention") {
+		t.Errorf("the user's comment removed: go doc prints %q, want attngen's", d)
 	}
 }
