@@ -28,6 +28,8 @@
 //
 // gen also writes generated packages (PackageFiles: the API, the compiled
 // mask, the GPU kernels an emitter produced) that import the runtime
-// instead of copying it. It never imports an emitter: the GPU kernels
+// instead of copying it, into a folder (WritePackage) where they leave the
+// package comment to a user's file that has one (PackageDocIn,
+// PackageOptions). It never imports an emitter: the GPU kernels
 // arrive as GPUKernel data, and a test enforces the layering with go list.
 package gen

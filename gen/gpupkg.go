@@ -37,6 +37,10 @@ func gpuFiles(ks []gpu.Kernel, pkgName, command string) (map[string][]byte, erro
 			return nil, fmt.Errorf("BUG: GPU kernel %q has unknown kind %q", k.Name, k.Kind)
 		}
 		f := ptxFile(k)
+		if !packageName.MatchString(f) {
+			// WritePackage would never clean it up after -sm or -dtype change.
+			return nil, fmt.Errorf("BUG: GPU kernel file name %q is not one WritePackage removes when stale (gen's packageName)", f)
+		}
 		if t, ok := text[f]; ok {
 			if t != k.PTX {
 				return nil, fmt.Errorf("BUG: GPU kernels for %s carry different modules", f)

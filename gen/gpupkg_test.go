@@ -24,6 +24,7 @@ func gpuKernelsFor(target, elem, fwdPTX, bwdPTX string) []gpu.Kernel {
 // kinds, are refused.
 func TestGPUFilesBackward(t *testing.T) {
 	ks := append(gpuKernelsFor("sm_80", "bf16", "FWD80", "BWD80"), gpuKernelsFor("sm_90", "f16", "FWD90", "BWD90")...)
+	ks = append(ks, gpuKernelsFor("sm_90a", "bf16", "FWD90A", "BWD90A")[0])
 	files, err := gpuFiles(ks, "x", "attngen -spec x.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -31,6 +32,7 @@ func TestGPUFilesBackward(t *testing.T) {
 	want := map[string]string{
 		"forward_sm_80_bf16.ptx": "FWD80", "backward_sm_80_bf16.ptx": "BWD80",
 		"forward_sm_90_f16.ptx": "FWD90", "backward_sm_90_f16.ptx": "BWD90",
+		"forward_sm_90a_bf16.ptx": "FWD90A",
 	}
 	if len(files) != len(want)+1 {
 		t.Errorf("%d files, want %d PTX files and gpu.go", len(files), len(want))
@@ -61,14 +63,19 @@ func TestGPUFilesBackward(t *testing.T) {
 			t.Errorf("gpu.go lacks %q:\n%s", w, src)
 		}
 	}
-	if n := strings.Count(src, "//go:embed"); n != 4 {
-		t.Errorf("gpu.go embeds %d files, want 4", n)
+	if n := strings.Count(src, "//go:embed"); n != 5 {
+		t.Errorf("gpu.go embeds %d files, want 5", n)
 	}
 
 	bad := gpuKernelsFor("sm_80", "bf16", "FWD", "BWD")
 	bad[2].PTX = "OTHER"
 	if _, err := gpuFiles(bad, "x", "attngen"); err == nil || !strings.Contains(err.Error(), "backward_sm_80_bf16.ptx") {
 		t.Errorf("backward kernels with different modules: %v", err)
+	}
+	bad = gpuKernelsFor("sm_80", "bf16", "FWD", "BWD")[:1]
+	bad[0].Target = "sm90-x"
+	if _, err := gpuFiles(bad, "x", "attngen"); err == nil || !strings.Contains(err.Error(), "forward_sm90-x_bf16.ptx") {
+		t.Errorf("a file name WritePackage would not clean up: %v", err)
 	}
 	bad = gpuKernelsFor("sm_80", "bf16", "FWD", "BWD")
 	bad[1].Kind = "bwd-dx"

@@ -111,6 +111,11 @@ func Compile(s *spec.Spec, t Target, dump func(pass string, p *Plan)) (*Plan, er
 	if err := checkRefs(s.Pattern()); err != nil {
 		return nil, fmt.Errorf("plan %s: %w", s.Name, err)
 	}
+	// The parser refuses such masks at their line; this is for masks built
+	// in code.
+	if s.Mask != nil && s.Mask.Primitives() > spec.MaxPrimitives {
+		return nil, fmt.Errorf("plan %s: the mask has %d primitives, at most %d (spec.MaxPrimitives)", s.Name, s.Mask.Primitives(), spec.MaxPrimitives)
+	}
 	p := &Plan{Name: s.Name, Source: s.Pattern(), Pattern: s.Pattern(), Target: t.Name(), HeadDim: s.HeadDim}
 	p.TileQ, p.TileK = t.TileSizes(s.HeadDim)
 	for _, ps := range Pipeline {

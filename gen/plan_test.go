@@ -3,6 +3,7 @@ package gen
 import (
 	"math/rand/v2"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/attngen/attngen/runtime/mask"
@@ -166,6 +167,26 @@ func TestProgramText(t *testing.T) {
 		"p(i) -> v1\nv0 = arg 0\n", "p(i) -> v0\nv0 = frob\n", "p(i) -> v0\nv0 = arg 1\n", "p(i) v0\nv0 = arg 0\n"} {
 		if _, err := ParseProg(bad); err == nil {
 			t.Errorf("ParseProg(%q): no error", bad)
+		}
+	}
+}
+
+// TestCompileRefusesHugeMask: a mask built in code past spec.MaxPrimitives
+// (the parser refuses one in a file) is an error, not a plan whose
+// kernels take minutes to write; one at the limit compiles.
+func TestCompileRefusesHugeMask(t *testing.T) {
+	for _, n := range []int{spec.MaxPrimitives, spec.MaxPrimitives + 1} {
+		u := spec.Union()
+		for k := range n {
+			u.Args = append(u.Args, spec.Window(k+2))
+		}
+		s := &spec.Spec{Name: "huge", Mask: u, Causal: true, HeadDim: 64}
+		_, err := Compile(s, Tiles{TargetName: "generic", Q: 64, K: 64}, nil)
+		if n <= spec.MaxPrimitives && err != nil {
+			t.Errorf("%d primitives: %v", n, err)
+		}
+		if n > spec.MaxPrimitives && (err == nil || !strings.Contains(err.Error(), "1025 primitives, at most 1024")) {
+			t.Errorf("%d primitives: error %v, want the count and the limit", n, err)
 		}
 	}
 }

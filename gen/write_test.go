@@ -168,6 +168,8 @@ func TestWritePackageRemovesStale(t *testing.T) {
 	writeTree(t, dir, map[string][]byte{
 		"forward_sm_90_f16.ptx":     genFile("-spec w.yaml -sm 90 -dtype f16", "ptx", "old"),
 		"forward_sm_80.ptx":         genFile("-spec w.yaml", "ptx", "older"),
+		"forward_sm_90a_bf16.ptx":   genFile("-spec w.yaml -sm 90a", "ptx", "old"),
+		"forward_sm_90a_f16.ptx":    []byte("// my own sm_90a kernel\n"),
 		"backward_sm_90_f16.ptx":    genFile("-spec w.yaml -sm 90 -dtype f16", "ptx", "old"),
 		"backward_sm_75_bf16.ptx":   []byte("// my own backward\n"),
 		"forward_sm_75_bf16.ptx":    []byte("// my own kernel\n"),
@@ -182,12 +184,12 @@ func TestWritePackageRemovesStale(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := snapshot(t, dir)
-	for _, gone := range []string{"forward_sm_90_f16.ptx", "forward_sm_80.ptx", "backward_sm_90_f16.ptx", "gpu.go"} {
+	for _, gone := range []string{"forward_sm_90_f16.ptx", "forward_sm_80.ptx", "forward_sm_90a_bf16.ptx", "backward_sm_90_f16.ptx", "gpu.go"} {
 		if _, ok := got[gone]; ok {
 			t.Errorf("stale %s was not removed", gone)
 		}
 	}
-	for _, kept := range []string{"forward_sm_75_bf16.ptx", "backward_sm_75_bf16.ptx", "forward_sm_90_bf16.ptx/x", "sub/forward_sm_90_f16.ptx", "attention.go", "mask.go"} {
+	for _, kept := range []string{"forward_sm_75_bf16.ptx", "forward_sm_90a_f16.ptx", "backward_sm_75_bf16.ptx", "forward_sm_90_bf16.ptx/x", "sub/forward_sm_90_f16.ptx", "attention.go", "mask.go"} {
 		if _, ok := got[kept]; !ok {
 			t.Errorf("%s was removed", kept)
 		}
@@ -473,5 +475,35 @@ func TestWritePackageRemovesLeftoverTemp(t *testing.T) {
 	}
 	if len(got) != len(files)+2 {
 		t.Errorf("%d entries, want %d: %v", len(got), len(files)+2, got)
+	}
+}
+
+// TestPackageDocIn: a package comment in a user's Go file counts; one in a
+// test file, in a file with attngen's header, in a non-Go file, in a file
+// that does not parse or in a subfolder does not, and a missing folder has
+// none.
+func TestPackageDocIn(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		files map[string][]byte
+		want  string
+	}{
+		{"user's doc.go", map[string][]byte{"doc.go": []byte("// Package x is mine.\npackage x\n"), "attention.go": genFile("-spec x.yaml", "Package x computes", "package x")}, "doc.go"},
+		{"comment not attached", map[string][]byte{"gen.go": []byte("// a note\n\npackage x\n")}, ""},
+		{"only attngen's", map[string][]byte{"attention.go": genFile("-spec x.yaml", "Package x computes", "package x")}, ""},
+		{"test file", map[string][]byte{"x_test.go": []byte("// Package x is tested.\npackage x\n")}, ""},
+		{"not Go", map[string][]byte{"notes.txt": []byte("// Package x\npackage x\n")}, ""},
+		{"does not parse", map[string][]byte{"bad.go": []byte("// Package x\npackage\n")}, ""},
+		{"subfolder", map[string][]byte{"sub/doc.go": []byte("// Package sub.\npackage sub\n")}, ""},
+	} {
+		dir := t.TempDir()
+		writeTree(t, dir, c.files)
+		got, err := PackageDocIn(dir)
+		if err != nil || got != c.want {
+			t.Errorf("%s: %q, %v; want %q", c.name, got, err, c.want)
+		}
+	}
+	if got, err := PackageDocIn(filepath.Join(t.TempDir(), "missing")); got != "" || err != nil {
+		t.Errorf("missing folder: %q, %v", got, err)
 	}
 }

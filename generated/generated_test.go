@@ -2,6 +2,7 @@ package generated_test
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -545,6 +546,13 @@ func TestPagedPackages(t *testing.T) {
 					if math.Float32bits(lse[i]) != math.Float32bits(wantLSE[i]) {
 						t.Fatalf("%s/%s %v: paged lse[%d] = %v, contiguous %v", p.file, tg.Name, sh, i, lse[i], wantLSE[i])
 					}
+				}
+				// The table holds exactly ceil(SeqK/PageSize) entries a
+				// batch: one laid out with more (say a fixed number of
+				// pages per batch) is refused, not read at the wrong places.
+				long := append(append([]int32(nil), table...), table[len(table)-1])
+				if err := p.paged(int(tg.Variant))(out, lse, q, pk, pv, long, nil, sh); !errors.Is(err, p.errs["page"]) || !strings.Contains(err.Error(), fmt.Sprintf("are exactly %d", len(table))) {
+					t.Errorf("%s/%s: a table of %d entries for %d: error %v, want ErrPage naming %d", p.file, tg.Name, len(long), len(table), err, len(table))
 				}
 				table[0] = int32(pages)
 				if err := p.paged(int(tg.Variant))(out, lse, q, pk, pv, table, nil, sh); !errors.Is(err, p.errs["page"]) {

@@ -17,8 +17,10 @@
 // tokens (positions, ranges, stride, rows: keys and queries sets) and
 // dilated with a phase (a keys set). Specs are bounded:
 // integers at most MaxInt (positions are 32-bit in kernels), nesting at most
-// MaxDepth, and YAML aliases are refused, so no input can exhaust time or
-// stack.
+// MaxDepth, a mask at most MaxPrimitives primitives once shorthands are
+// expanded (Mask.Primitives counts them; a bigbird window too large is
+// refused before its blocks are built), and YAML aliases are refused, so
+// no input can exhaust time, memory or stack.
 //
 // Choices the contract leaves open, fixed here:
 //   - window {size: W} is the causal window j in [i-W+1, i] whatever the

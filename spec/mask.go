@@ -240,6 +240,18 @@ func (m *Mask) Equal(o *Mask) bool {
 	return true
 }
 
+// Primitives counts the primitives of m: its leaves, shorthands expanded.
+func (m *Mask) Primitives() int {
+	if len(m.Args) == 0 {
+		return 1
+	}
+	n := 0
+	for _, a := range m.Args {
+		n += a.Primitives()
+	}
+	return n
+}
+
 // HasDocument reports whether the mask mentions document anywhere.
 func (m *Mask) HasDocument() bool {
 	if m.Op == OpDocument {

@@ -98,10 +98,16 @@ func (s *Spec) MaskNames() []string {
 
 // Limits on what a spec may say. Integers are bounded so that positions fit
 // the 32-bit indices kernels use; nesting is bounded so that no input can
-// exhaust the stack.
+// exhaust the stack. A mask holds at most MaxPrimitives primitives once its
+// shorthands are expanded: every primitive is a few instructions of every
+// program of the plan, and the kernels evaluate the partial-tile predicate
+// once per element (the PTX inlines it once per element a thread holds),
+// so the generated code and the time to generate, plan and verify grow
+// with the count (a 2,500-primitive union wrote 140 MB of PTX).
 const (
-	MaxInt   = math.MaxInt32
-	MaxDepth = 64
+	MaxInt        = math.MaxInt32
+	MaxDepth      = 64
+	MaxPrimitives = 1024
 )
 
 // Limits on a spec file as a whole. A spec is a few lines; the size cap
@@ -352,6 +358,7 @@ func (p *parser) spec(doc *yaml.Node) *Spec {
 					p.errorf(kn, "masks: duplicate name %q", clip(name))
 				}
 				if m := p.mask(vn, "masks."+clip(name), 0); m != nil {
+					p.checkSize(m, vn, "masks."+clip(name))
 					p.checkDocument(m, "masks."+clip(name))
 					if _, dup := s.Masks[name]; !dup {
 						s.Masks[name] = m
@@ -363,6 +370,7 @@ func (p *parser) spec(doc *yaml.Node) *Spec {
 	if n := fields["mask"]; n == nil {
 		p.errorf(root, "spec: missing field mask")
 	} else if m := p.mask(n, "mask", 0); m != nil {
+		p.checkSize(m, n, "mask")
 		p.checkDocument(m, "mask")
 		s.Mask = m
 	}
@@ -872,6 +880,11 @@ func (p *parser) primitive(kind string, pr *params, pos Pos) *Mask {
 				p.errorf(pr.fields["window"], "%s.window: %d is even; the window is the query's block and as many on each side (BigBird's is 3)", pr.what, bb.Window)
 				pr.failed = true
 			}
+			if !pr.failed && bb.Window/2+1 > MaxPrimitives {
+				// checked before the expansion builds them
+				p.errorf(pr.fields["window"], "%s.window: %d expands to window/2 + 1 = %d blocks, more than the %d primitives a mask may hold", pr.what, bb.Window, bb.Window/2+1, MaxPrimitives)
+				pr.failed = true
+			}
 		}
 		if pr.has("global") {
 			hi := max(bb.Blocks/2, 0)
@@ -1214,6 +1227,35 @@ func (p *parser) boolean(n *yaml.Node, what string) (bool, bool) {
 		p.errorf(n, "%s: want true or false, got %q", what, clip(v))
 	}
 	return false, false
+}
+
+// checkSize refuses a mask (written at n) of more than MaxPrimitives
+// primitives, naming where the first one past the limit was written.
+func (p *parser) checkSize(m *Mask, n *yaml.Node, what string) {
+	count := m.Primitives()
+	if count <= MaxPrimitives {
+		return
+	}
+	var first Pos // of primitive MaxPrimitives+1, in tree order
+	seen := 0
+	var walk func(m *Mask)
+	walk = func(m *Mask) {
+		if len(m.Args) == 0 {
+			if seen++; seen == MaxPrimitives+1 {
+				first = m.Pos
+			}
+			return
+		}
+		for _, a := range m.Args {
+			walk(a)
+		}
+	}
+	walk(m)
+	where := ""
+	if first.Line > 0 {
+		where = fmt.Sprintf("; primitive %d is at line %d, column %d", MaxPrimitives+1, first.Line, first.Col)
+	}
+	p.errorf(n, "%s: %d primitives (shorthands expanded), at most %d%s: each is code in every kernel and work in every tile (write runs of positions as one keys or global range, regular ones with a stride)", what, count, MaxPrimitives, where)
 }
 
 // checkDocument enforces where document may stand: as the whole mask or as a

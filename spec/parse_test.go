@@ -1034,7 +1034,8 @@ func TestParseLargeInputs(t *testing.T) {
 		ok   bool
 	}{
 		{"1 MB flow sequence", "[" + strings.Repeat("1,", 500_000) + "1]", false},
-		{"1 MB flow sequence as a union", "name: a\nmask: {union: [" + strings.Repeat("{full: {}},", 50_000) + "{full: {}}]}\n", true},
+		// Unions past MaxPrimitives are refused once parsed (TestMaxPrimitives).
+		{"1 MB flow sequence as a union", "name: a\nmask: {union: [" + strings.Repeat("{full: {}},", 50_000) + "{full: {}}]}\n", false},
 		{"100k open brackets", strings.Repeat("[", 100_000), false},
 		{"100k open mappings", strings.Repeat("{a: ", 100_000), false},
 		{"9k closed brackets", strings.Repeat("[", 9000) + strings.Repeat("]", 9000), false},
@@ -1050,7 +1051,8 @@ func TestParseLargeInputs(t *testing.T) {
 		{"syntax error before 30k lines", "name: [\n" + strings.Repeat("a: 1\n", 30_000), false},
 		{"50k documents", strings.Repeat("---\nname: a\n", 50_000), false},
 		{"10k aliases", "name: &a a\nmask: {full: {}}\nschedule: [" + strings.Repeat("*a, ", 10_000) + "mask]\n", false},
-		{"64k-wide union of windows", "name: a\nmask:\n  union:\n" + strings.Repeat("    - window: {size: 7}\n", 1<<16), true},
+		{"64k-wide union of windows", "name: a\nmask:\n  union:\n" + strings.Repeat("    - window: {size: 7}\n", 1<<16), false},
+		{"1024-wide union of windows", "name: a\nmask:\n  union:\n" + strings.Repeat("    - window: {size: 7}\n", spec.MaxPrimitives), true},
 	}
 	for _, c := range cases {
 		t0 := time.Now()

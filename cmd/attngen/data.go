@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -32,6 +33,20 @@ func dataKind(s *spec.Spec) (string, error) {
 	return "", nil
 }
 
+// readCapped reads all of r, the -data file named path, refusing it once
+// it passes maxDataFile bytes: the read itself is bounded, so a pipe or a
+// device (/dev/zero) that never ends costs at most maxDataFile+1 bytes.
+func readCapped(r io.Reader, path string) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, maxDataFile+1))
+	if err != nil {
+		return nil, fmt.Errorf("-data %s: %v", path, err)
+	}
+	if len(b) > maxDataFile {
+		return nil, fmt.Errorf("-data %s: more than %d bytes (%s), the cap on a -data file: reach and show take at most 32768 positions", path, maxDataFile, byteSize(maxDataFile))
+	}
+	return b, nil
+}
+
 // loadData reads the run-time data of the spec's masks from a file of n
 // integers (one per position, separated by spaces, commas or newlines; a
 // '#' starts a comment to the end of its line): the parent array of a tree
@@ -45,16 +60,14 @@ func loadData(path string, s *spec.Spec, n int) (*spec.Docs, error) {
 	if kind == "" {
 		return nil, usagef("-data %s: the mask reads no run-time data (only tree and document masks do)", path)
 	}
-	st, err := os.Stat(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("-data: %v", err)
 	}
-	if st.Size() > maxDataFile {
-		return nil, fmt.Errorf("-data %s: %d bytes, more than %d", path, st.Size(), maxDataFile)
-	}
-	b, err := os.ReadFile(path)
+	defer f.Close()
+	b, err := readCapped(f, path)
 	if err != nil {
-		return nil, fmt.Errorf("-data: %v", err)
+		return nil, err
 	}
 	var vals []int32
 	for ln, line := range strings.Split(string(b), "\n") {
@@ -131,6 +144,9 @@ func headValues(s *spec.Spec, flag string) ([]int, string, error) {
 		x, err := strconv.Atoi(v)
 		if err != nil {
 			return nil, "", usagef("-head-params: %q: %q is not an integer", f, v)
+		}
+		if given[name] {
+			return nil, "", usagef("-head-params: %s given twice (%s=%d, then %q); give each parameter once", name, name, vals[name], strings.TrimSpace(f))
 		}
 		vals[name] = x
 		given[name] = true

@@ -67,7 +67,8 @@
 // argument is a usage error.
 //
 // Inputs are bounded before any work: spec files at 1 MiB (spec.MaxFileSize)
-// with at most 20 errors listed, -seq of check and show at 2^22 and of plan
+// with at most 20 errors listed, -data files at 4 MiB (the read itself
+// stops there, so a pipe or a device is bounded too), -seq of check and show at 2^22 and of plan
 // at 2^18 with at most 2^24 tiles, bench's tensors (with the read-bandwidth
 // probe's buffer, itself at most an eighth of the memory) at half of the
 // machine's memory and -threads at 4 per CPU (at most 1024), every size

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -59,7 +60,13 @@ func cmdGenerate(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	kept := withoutVerify(args) // the command recorded in the files
-	files, err := packageFiles(s, importPath, name, gpus, "attngen "+strings.Join(quoteArgs(kept), " "))
+	// A package comment of the user's (gen.go, doc.go) in the folder is the
+	// package's; attention.go then writes none.
+	userDoc, err := gen.PackageDocIn(dir)
+	if err != nil {
+		return err
+	}
+	files, err := packageFiles(s, importPath, name, gpus, "attngen "+strings.Join(quoteArgs(kept), " "), gen.PackageOptions{NoPackageDoc: userDoc != ""})
 	if err != nil {
 		return err
 	}
@@ -122,33 +129,82 @@ func gpuTargets(sms, dtypes string) ([]ptx.Target, error) {
 	return out, nil
 }
 
-// checkTargets reports, at the spec's head_dim line, the first target (CPU
-// variants, then the GPU targets) that cannot run the spec.
+// checkTargets reports, at the spec's head_dim line, what refuses the
+// spec's head dimension: the CPU runtime, which every generated package
+// holds (all its targets, named as such, or the CPU targets that do), and
+// the GPU targets of -sm and -dtype that do. A package runs on any machine,
+// so the message does not depend on which instructions this one has.
 func checkTargets(s *spec.Spec, gpus []ptx.Target) error {
 	at := s.HeadDimPos
 	if at.Line == 0 {
 		at = spec.Pos{File: s.File, Line: 1, Col: 1}
 	}
-	bad := func(name string, dims []int) error {
-		return fmt.Errorf("%s: head_dim: %d is not supported by target %s (it runs %s)", at, s.HeadDim, name, strings.ReplaceAll(strings.Trim(fmt.Sprint(dims), "[]"), " ", ", "))
-	}
+	var cpuNames, gpuNames []string
+	var cpuDims, gpuDims [][]int
 	for _, t := range cpu.Targets {
 		if t.Supports(s.HeadDim) != nil {
-			return bad(t.Name, t.HeadDims)
+			cpuNames, cpuDims = append(cpuNames, t.Name), append(cpuDims, t.HeadDims)
 		}
 	}
 	for _, t := range gpus {
 		if t.Supports(s.HeadDim) != nil {
-			return bad(t.Name(), t.HeadDims())
+			gpuNames, gpuDims = append(gpuNames, t.Name()), append(gpuDims, t.HeadDims())
 		}
 	}
-	return nil
+	var who []string
+	switch {
+	case len(cpuNames) == 0:
+	case len(cpuNames) == len(cpu.Targets):
+		who = append(who, "the CPU runtime "+refusers("its targets", cpuNames, cpuDims))
+	default:
+		who = append(who, refusers("CPU target", cpuNames, cpuDims))
+	}
+	if len(gpuNames) > 0 {
+		who = append(who, refusers("GPU target", gpuNames, gpuDims))
+	}
+	if len(who) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s: head_dim: %d is not supported by %s", at, s.HeadDim, strings.Join(who, " nor by "))
+}
+
+// refusers names targets and the head dimensions they run: "CPU target
+// avx2 (it runs 64, 128)", "GPU targets a, b (they run 64, 128)"; for the
+// CPU runtime's, "(its targets avx512, avx2, purego run 64, 128)". Targets
+// whose lists differ get one each.
+func refusers(what string, names []string, dims [][]int) string {
+	list := func(d []int) string { return strings.ReplaceAll(strings.Trim(fmt.Sprint(d), "[]"), " ", ", ") }
+	same := true
+	for _, d := range dims {
+		same = same && slices.Equal(d, dims[0])
+	}
+	if strings.HasPrefix(what, "its") {
+		if same {
+			return fmt.Sprintf("(%s %s run %s)", what, strings.Join(names, ", "), list(dims[0]))
+		}
+		var each []string
+		for k, n := range names {
+			each = append(each, n+" runs "+list(dims[k]))
+		}
+		return "(" + strings.Join(each, ", ") + ")"
+	}
+	switch {
+	case len(names) == 1:
+		return fmt.Sprintf("%s %s (it runs %s)", what, names[0], list(dims[0]))
+	case same:
+		return fmt.Sprintf("%ss %s (they run %s)", what, strings.Join(names, ", "), list(dims[0]))
+	}
+	var each []string
+	for k, n := range names {
+		each = append(each, n+" (runs "+list(dims[k])+")")
+	}
+	return what + "s " + strings.Join(each, ", ")
 }
 
 // packageFiles builds every file of the generated package: the CPU plan's
 // compiled mask and API, and per GPU target the PTX forward kernel and the
 // backward's two kernels with their launch descriptions.
-func packageFiles(s *spec.Spec, importPath, name string, gpus []ptx.Target, command string) (map[string][]byte, error) {
+func packageFiles(s *spec.Spec, importPath, name string, gpus []ptx.Target, command string, opts gen.PackageOptions) (map[string][]byte, error) {
 	if err := checkTargets(s, gpus); err != nil {
 		return nil, err
 	}
@@ -164,7 +220,7 @@ func packageFiles(s *spec.Spec, importPath, name string, gpus []ptx.Target, comm
 		}
 		ks = append(ks, k...)
 	}
-	return gen.PackageFiles(s, p, ks, importPath, name, command)
+	return gen.PackageFilesWith(s, p, ks, importPath, name, command, opts)
 }
 
 // gpuKernels emits the spec's PTX kernels for a target: the forward, then

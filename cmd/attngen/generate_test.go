@@ -2,12 +2,15 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/attngen/attngen/emit/ptx"
+	"github.com/attngen/attngen/gen"
+	"github.com/attngen/attngen/runtime/cpu"
 	"github.com/attngen/attngen/spec"
 )
 
@@ -32,11 +35,11 @@ func TestGenerateDeterministic(t *testing.T) {
 		out := s.Name                                   // generated/doc.go writes each example to its spec name
 		cmd := "attngen -spec " + s.File + " -out " + out
 		ip := "github.com/attngen/attngen/generated/" + out
-		a, err := packageFiles(s, ip, s.Name, targets, cmd)
+		a, err := packageFiles(s, ip, s.Name, targets, cmd, gen.PackageOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := packageFiles(s, ip, s.Name, targets, cmd)
+		b, err := packageFiles(s, ip, s.Name, targets, cmd, gen.PackageOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -81,9 +84,15 @@ func TestGenerateRefusesWhatCheckRefuses(t *testing.T) {
 	out := filepath.Join(dir, "out")
 	var stdout, stderr bytes.Buffer
 	err := cmdGenerate([]string{"-spec", path, "-out", out}, &stdout, &stderr)
-	want := path + ":3:11: head_dim: 96 is not supported by target avx512 (it runs 64, 128)"
+	want := path + ":3:11: head_dim: 96 is not supported by the CPU runtime (its targets avx512, avx2, purego run 64, 128) nor by GPU targets ptx-sm80-bf16, ptx-sm90a-bf16 (they run 64, 128)"
 	if err == nil || err.Error() != want {
 		t.Fatalf("generate: %v, want %s", err, want)
+	}
+	// -sm none: the CPU runtime alone refuses it, and no GPU target is named.
+	err = cmdGenerate([]string{"-spec", path, "-out", out, "-sm", "none"}, &stdout, &stderr)
+	want = path + ":3:11: head_dim: 96 is not supported by the CPU runtime (its targets avx512, avx2, purego run 64, 128)"
+	if err == nil || err.Error() != want {
+		t.Fatalf("generate -sm none: %v, want %s", err, want)
 	}
 	if _, err := os.Stat(out); err == nil {
 		t.Fatalf("generate wrote %s for a spec it refused", out)
@@ -137,5 +146,35 @@ func TestGPUTargetsAccel(t *testing.T) {
 	}
 	if n := strings.Count(string(src), "OptIn: true"); n != 2 {
 		t.Errorf("gpu.go has %d OptIn kernels, want the two sm_90a forwards", n)
+	}
+}
+
+// TestCheckTargetsNamesRefusers: the head_dim error names what refuses the
+// head dimension, whatever this machine runs: the CPU runtime when all its
+// targets do, only the CPU targets that do otherwise, and each GPU target
+// that does, grouped when they run the same sizes.
+func TestCheckTargetsNamesRefusers(t *testing.T) {
+	saved := cpu.Targets
+	defer func() { cpu.Targets = saved }()
+	s := &spec.Spec{File: "x.yaml", HeadDim: 96, HeadDimPos: spec.Pos{File: "x.yaml", Line: 3, Col: 11}}
+	sm80 := []ptx.Target{{SM: 80, Elem: "bf16"}, {SM: 80, Elem: "f16"}}
+	for _, c := range []struct {
+		name    string
+		targets []cpu.Target
+		gpus    []ptx.Target
+		want    string
+	}{
+		{"every CPU target", saved, nil, "x.yaml:3:11: head_dim: 96 is not supported by the CPU runtime (its targets avx512, avx2, purego run 64, 128)"},
+		{"every CPU target and two GPU targets", saved, sm80, "x.yaml:3:11: head_dim: 96 is not supported by the CPU runtime (its targets avx512, avx2, purego run 64, 128) nor by GPU targets ptx-sm80-bf16, ptx-sm80-f16 (they run 64, 128)"},
+		{"one CPU target", []cpu.Target{{Name: "wide", HeadDims: []int{64}}, {Name: "narrow", HeadDims: []int{96}}}, nil, "x.yaml:3:11: head_dim: 96 is not supported by CPU target wide (it runs 64)"},
+		{"the GPU targets alone", []cpu.Target{{Name: "any", HeadDims: []int{96}}}, sm80[:1], "x.yaml:3:11: head_dim: 96 is not supported by GPU target ptx-sm80-bf16 (it runs 64, 128)"},
+		{"CPU targets of different sizes", []cpu.Target{{Name: "a", HeadDims: []int{64}}, {Name: "b", HeadDims: []int{128}}}, nil, "x.yaml:3:11: head_dim: 96 is not supported by the CPU runtime (a runs 64, b runs 128)"},
+		{"no refuser", []cpu.Target{{Name: "any", HeadDims: []int{96}}}, nil, ""},
+	} {
+		cpu.Targets = c.targets
+		err := checkTargets(s, c.gpus)
+		if got := fmt.Sprint(err); (c.want == "" && err != nil) || (c.want != "" && got != c.want) {
+			t.Errorf("%s: %v\nwant %s", c.name, err, c.want)
+		}
 	}
 }

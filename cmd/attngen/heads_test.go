@@ -53,10 +53,14 @@ func TestShowHeads(t *testing.T) {
 			t.Errorf("-heads %q: no note of the values:\n%s", c.flag, out)
 		}
 	}
-	for _, bad := range []string{"window=0", "sinks=9", "win=3", "window=x", "window"} {
+	for _, bad := range []string{"window=0", "sinks=9", "win=3", "window=x", "window", "window=5,window=6", "sinks=1,window=5,sinks=1"} {
 		if _, errOut, code := runCLI("show", "-spec", f, "-seq", "200", "-tile", "16", "-head-params", bad); code != 2 || !strings.HasPrefix(errOut, "attngen show: -head-params") {
 			t.Errorf("-head-params %s: exit %d, %s", bad, code, errOut)
 		}
+	}
+	// A parameter given twice is refused, not silently set to the last value.
+	if _, errOut, code := runCLI("show", "-spec", f, "-seq", "200", "-tile", "16", "-head-params", "window=5,window=6"); code != 2 || !strings.Contains(errOut, "-head-params: window given twice (window=5, then \"window=6\")") {
+		t.Errorf("-head-params window=5,window=6: exit %d, %s", code, errOut)
 	}
 	if _, errOut, code := runCLI("show", "-spec", "../../spec/examples/window.yaml", "-seq", "200", "-tile", "16", "-head-params", "w=1"); code != 2 || !strings.Contains(errOut, "declares no head_params") {
 		t.Errorf("-heads on a spec without head_params: exit %d, %s", code, errOut)

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/attngen/attngen/spec/spectest"
 )
 
 // runBounded runs one command line through run with a deadline, turning a
@@ -67,6 +69,12 @@ func TestHostileCommandLines(t *testing.T) {
 	if err := os.WriteFile(manyPath, []byte(many.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// A union of 2,500 primitives, 100 KB: refused at its mask line
+	// instead of taking a minute and a gigabyte to plan or generate.
+	union := filepath.Join(dir, "union.yaml")
+	if err := os.WriteFile(union, []byte(spectest.UnionYAML("union", 2500)), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	threadList := strings.TrimSuffix(strings.Repeat("1,", 1000), ",")
 
 	cases := []struct {
@@ -100,6 +108,9 @@ func TestHostileCommandLines(t *testing.T) {
 		{[]string{"check", "-spec", big}, 1, []string{big, "larger than 1 MiB"}},
 		{[]string{"plan", "-spec", big}, 1, []string{big, "larger than 1 MiB"}},
 		{[]string{"check", "-spec", manyPath}, 1, []string{"4980 more errors"}},
+		{[]string{"plan", "-spec", union}, 1, []string{union + ":3:3: mask: 2500 primitives", "at most 1024"}},
+		{[]string{"-spec", union, "-out", filepath.Join(dir, "out")}, 1, []string{union + ":3:3: mask: 2500 primitives"}},
+		{[]string{"verify", "-spec", union}, 1, []string{union + ":3:3: mask: 2500 primitives"}},
 		{[]string{"bench", "-spec", ex, "1", "-seq", "8192"}, 2, []string{`unexpected argument "1"`}},
 	}
 	start := time.Now()
@@ -110,7 +121,7 @@ func TestHostileCommandLines(t *testing.T) {
 			}
 		}
 		line := strings.Join(c.args, " ")
-		for _, long := range []string{ex, big, manyPath, "/dev/zero"} {
+		for _, long := range []string{ex, big, manyPath, union, dir, "/dev/zero"} {
 			line = strings.ReplaceAll(line, long, filepath.Base(long))
 		}
 		if len(line) > 100 {

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"math/bits"
@@ -28,7 +29,7 @@ func cmdReach(args []string, stdout, stderr io.Writer) error {
 	path := fs.String("spec", "", "spec file (YAML)")
 	layers := fs.Int("layers", 4, "depth L of the stack: layer k uses schedule entry (k-1) mod len(schedule)")
 	seq := fs.Int("seq", 4096, "sequence length S (positions 0..S-1)")
-	maxDist := fs.Int("max-distance", -1, "largest distance D = t - s reported, below S (-1: S-1)")
+	maxDist := fs.Int("max-distance", 0, "largest distance D = t - s reported, 0 to S-1 (default S-1)")
 	asJSON := fs.Bool("json", false, "print one JSON object (docs/reach-json.md) instead of text")
 	hops := fs.Bool("hops", false, "with -json, include hop counts (per distance, and per phase when block-periodic)")
 	out := fs.String("o", "", "also draw coverage against distance, one line per depth, to this .png or .svg file")
@@ -49,12 +50,14 @@ func cmdReach(args []string, stdout, stderr io.Writer) error {
 	if *layers > reachMaxLayers {
 		return usagef("-layers %d is above %d", *layers, reachMaxLayers)
 	}
-	D := *maxDist
+	D, given := *seq-1, false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == "max-distance" })
+	if given {
+		D = *maxDist
+	}
 	switch {
-	case D == -1:
-		D = *seq - 1
 	case D < 0:
-		return usagef("-max-distance must be at least 0 (or -1 for seq-1), got %d", D)
+		return usagef("-max-distance must be at least 0 (omit it for -seq - 1 = %d), got %d", *seq-1, D)
 	case D >= *seq:
 		return usagef("-max-distance %d must be less than -seq %d (distances run from 0 to S-1)", D, *seq)
 	}

@@ -237,6 +237,7 @@ func TestReachBadFlags(t *testing.T) {
 	}{
 		{[]string{"-spec", ex, "-seq", "100", "-max-distance", "100"}, "must be less than -seq"},
 		{[]string{"-spec", ex, "-seq", "100", "-max-distance", "-5"}, "-max-distance must be at least 0"},
+		{[]string{"-spec", ex, "-seq", "100", "-max-distance", "-1"}, "-max-distance must be at least 0 (omit it for -seq - 1 = 99), got -1"},
 		{[]string{"-spec", ex, "-layers", "0"}, "-layers must be at least 1"},
 		{[]string{"-spec", ex, "-seq", "0"}, "-seq must be at least 1"},
 		{[]string{"-spec", ex, "-seq", "100000"}, "-seq 100000 is above"},
@@ -254,5 +255,22 @@ func TestReachBadFlags(t *testing.T) {
 		if code == 0 || !strings.Contains(stderr, tc.want) || stdout != "" {
 			t.Errorf("%v: exit %d, stderr %q, stdout %q; want non-zero exit and %q", tc.args, code, stderr, stdout, tc.want)
 		}
+	}
+}
+
+// TestReachDefaultMaxDistance: without -max-distance, reach reports
+// distances up to -seq - 1, as -max-distance S-1 does.
+func TestReachDefaultMaxDistance(t *testing.T) {
+	ex := "../../spec/examples/block.yaml"
+	def, errs, code := runReach(t, "-spec", ex, "-seq", "100", "-json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	given, errs, code := runReach(t, "-spec", ex, "-seq", "100", "-json", "-max-distance", "99")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if def != given {
+		t.Errorf("without -max-distance:\n%.400s\nwith -max-distance 99:\n%.400s", def, given)
 	}
 }

@@ -2,6 +2,10 @@ package main
 
 import (
 	"bytes"
+	"go/ast"
+	"go/doc"
+	"go/parser"
+	"go/token"
 	"os"
 	"path/filepath"
 	"strings"
@@ -91,7 +95,7 @@ func TestGenerateKeepsSubpackage(t *testing.T) {
 	tempModule(t)
 	attngen(t, "-spec", "spec/bridge.yaml", "-out", "attn/sub/bridge")
 	bridge := readPackage(t, "attn/sub/bridge")
-	attngen(t, "-spec", "spec/window.yaml", "-out", "attn")
+	attngen(t, "-spec", "spec/window.yaml", "-out", "attn", "-pkg", "attn")
 	readPackage(t, "attn")
 	samePackage(t, "attn/sub/bridge", bridge)
 }
@@ -146,5 +150,134 @@ func TestGenerateRefusesHandWritten(t *testing.T) {
 	entries, err := os.ReadDir("attn")
 	if err != nil || len(entries) != 1 {
 		t.Fatalf("attn holds %d entries after a refused run, want 1: %v", len(entries), err)
+	}
+}
+
+// TestGenerateRemovesStaleKernels: regenerating a package with other -sm
+// or -dtype flags leaves exactly the .ptx files its gpu.go embeds: the
+// sm_90a kernels of an earlier -sm 80,90a run go with -sm 80, every kernel
+// (and gpu.go) with -sm none, and the bf16 kernels with -dtype f16. A
+// hand-written file with a kernel's name stays.
+func TestGenerateRemovesStaleKernels(t *testing.T) {
+	tempModule(t)
+	if err := os.Mkdir("attn", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mine := "// my own kernel\n"
+	if err := os.WriteFile("attn/forward_sm_90a_f32.ptx", []byte(mine), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// embedded lists the .ptx files gpu.go embeds (none without gpu.go).
+	embedded := func() map[string]bool {
+		out := map[string]bool{}
+		data, err := os.ReadFile("attn/gpu.go")
+		if os.IsNotExist(err) {
+			return out
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			if f, ok := strings.CutPrefix(line, "//go:embed "); ok {
+				out[f] = true
+			}
+		}
+		return out
+	}
+	for _, c := range []struct{ first, then []string }{
+		{[]string{"-sm", "80,90a"}, []string{"-sm", "80"}},
+		{[]string{"-sm", "80,90a"}, []string{"-sm", "none"}},
+		{[]string{"-sm", "90a"}, []string{"-sm", "80"}},
+		{[]string{"-sm", "80,90a", "-dtype", "bf16"}, []string{"-sm", "80,90a", "-dtype", "f16"}},
+	} {
+		for _, flags := range [][]string{c.first, c.then} {
+			attngen(t, append([]string{"-spec", "spec/window.yaml", "-out", "attn"}, flags...)...)
+		}
+		want := embedded()
+		if len(want) == 0 && c.then[1] != "none" {
+			t.Fatalf("%v: gpu.go embeds no kernel", c.then)
+		}
+		entries, err := os.ReadDir("attn")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			n := e.Name()
+			if strings.HasSuffix(n, ".ptx") && !want[n] && n != "forward_sm_90a_f32.ptx" {
+				t.Errorf("%v then %v: stale attn/%s left behind", c.first, c.then, n)
+			}
+		}
+		for n := range want {
+			if _, err := os.Stat(filepath.Join("attn", n)); err != nil {
+				t.Errorf("%v then %v: gpu.go embeds %s: %v", c.first, c.then, n, err)
+			}
+		}
+		if data, err := os.ReadFile("attn/forward_sm_90a_f32.ptx"); err != nil || string(data) != mine {
+			t.Fatalf("%v then %v: the hand-written attn/forward_sm_90a_f32.ptx was removed or changed: %v", c.first, c.then, err)
+		}
+	}
+}
+
+// packageDoc is the package comment go doc prints for the non-test Go
+// files of dir (go/doc, as go doc reads it).
+func packageDoc(t *testing.T, dir string) string {
+	t.Helper()
+	fset := token.NewFileSet()
+	var files []*ast.File
+	names, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		if strings.HasSuffix(n, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, n, nil, parser.ParseComments)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	p, err := doc.NewFromFiles(fset, files, "example.com/user/attn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.Doc
+}
+
+// TestGenerateLeavesPackageDocToUser: when a file of the user's in -out
+// (gen.go holding the go:generate line, say) has a package comment, the
+// generated attention.go writes none, so go doc prints the user's alone
+// instead of both glued together, on the first run and on regenerating;
+// a test file's comment does not count, and once the user's comment is
+// gone attngen writes its own again.
+func TestGenerateLeavesPackageDocToUser(t *testing.T) {
+	tempModule(t)
+	if err := os.Mkdir("attn", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mine := "Package attn wraps the attention kernels attngen generates from window.yaml.\n"
+	write := func(name, text string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join("attn", name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("attn_test.go", "// Package attn is tested here.\npackage attn\n")
+	write("gen.go", "package attn\n\n//go:"+"generate attngen -spec ../spec/window.yaml -out . -pkg attn\n")
+	attngen(t, "-spec", "spec/window.yaml", "-out", "attn", "-pkg", "attn")
+	if d := packageDoc(t, "attn"); !strings.HasPrefix(d, "Package attn computes fused, tiled masked attention") {
+		t.Fatalf("gen.go without a package comment: go doc prints %q, want attngen's", d)
+	}
+	write("gen.go", "// "+mine+"package attn\n\n//go:"+"generate attngen -spec ../spec/window.yaml -out . -pkg attn\n")
+	for run := range 2 {
+		attngen(t, "-spec", "spec/window.yaml", "-out", "attn", "-pkg", "attn")
+		if d := packageDoc(t, "attn"); d != mine {
+			t.Errorf("run %d: go doc prints %q, want the user's %q alone", run, d, mine)
+		}
+	}
+	write("gen.go", "package attn\n")
+	attngen(t, "-spec", "spec/window.yaml", "-out", "attn", "-pkg", "attn")
+	if d := packageDoc(t, "attn"); !strings.HasPrefix(d, "Package attn computes fused, tiled masked attention") {
+		t.Errorf("the user's comment removed: go doc prints %q, want attngen's", d)
 	}
 }

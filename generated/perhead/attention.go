@@ -125,7 +125,8 @@ const (
 // String returns the variant's name as attngen's commands print it.
 func (v Variant) String() string { return cpu.Variant(v).String() }
 
-// Supported reports whether this machine and build can run a variant.
+// Supported reports whether this machine and build can run a variant
+// (Auto always: it runs Best).
 func Supported(v Variant) bool { return cpu.Supported(cpu.Variant(v)) }
 
 // Best returns the variant Auto runs on this machine.
@@ -180,8 +181,10 @@ const PageSize = 16
 // entries per batch, back to back: position j of batch b is row
 // j % PageSize of page table[b*ceil(SeqK/PageSize) + j/PageSize]. Pages are
 // read in place, may be shared, and are not touched where the mask leaves
-// them empty; rows of a page past SeqK are never read. A table that does
-// not fit the shape or names a page outside k and v is ErrPage.
+// them empty; rows of a page past SeqK are never read. A table of other
+// than exactly Batch*ceil(SeqK/PageSize) entries (longer ones too: one
+// laid out with more pages a batch would be read at the wrong places) or
+// one naming a page outside k and v is ErrPage.
 func ForwardPaged(out, lse, q, k, v []float32, table []int32, heads HeadParams, s Shape) error {
 	return ForwardPagedVariant(Auto, out, lse, q, k, v, table, heads, s)
 }

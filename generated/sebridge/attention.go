@@ -87,7 +87,8 @@ const (
 // String returns the variant's name as attngen's commands print it.
 func (v Variant) String() string { return cpu.Variant(v).String() }
 
-// Supported reports whether this machine and build can run a variant.
+// Supported reports whether this machine and build can run a variant
+// (Auto always: it runs Best).
 func Supported(v Variant) bool { return cpu.Supported(cpu.Variant(v)) }
 
 // Best returns the variant Auto runs on this machine.

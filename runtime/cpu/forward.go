@@ -35,8 +35,15 @@ const (
 // tileFunc is one microkernel (see the package documentation).
 type tileFunc func(q, kt, v, s, o, m, l []float32, mask []uint64, d int)
 
-// Supported reports whether this machine and build can run the variant.
-func Supported(v Variant) bool { _, ok := tileFor(v); return ok }
+// Supported reports whether this machine and build can run the variant:
+// always for Auto, which runs Best.
+func Supported(v Variant) bool {
+	if v == Auto {
+		return true
+	}
+	_, ok := tileFor(v)
+	return ok
+}
 
 // Best is the variant Auto picks here: the first of Targets this machine
 // runs.
@@ -240,6 +247,15 @@ func (pg *Paged) check(s Shape, in inputs) (int, []int32, error) {
 	if !ok || rows > math.MaxInt-need || len(pg.Table) < rows+need {
 		return 0, nil, fmt.Errorf("%w: %d table entries; %d batches of %d pages, %d apart, need %d", ErrPage, len(pg.Table), s.Batch, need, stride, rows+need)
 	}
+	// A longer table is refused rather than read in part: it is most
+	// likely laid out with another stride (a fixed number of pages per
+	// batch) than the one the call reads it with.
+	if pg.TableStride == 0 && len(pg.Table) != rows+need {
+		return 0, nil, fmt.Errorf("%w: %d table entries; %d batches of ceil(SeqK/PageSize) = %d pages back to back are exactly %d (a table with more entries per batch needs TableStride)", ErrPage, len(pg.Table), s.Batch, need, rows+need)
+	}
+	if full, ok := mul(s.Batch, stride); pg.TableStride > 0 && ok && len(pg.Table) > full {
+		return 0, nil, fmt.Errorf("%w: %d table entries; %d batches of TableStride %d entries are at most %d", ErrPage, len(pg.Table), s.Batch, stride, full)
+	}
 	per, ok := mul(s.HeadsKV, pg.PageSize, s.HeadDim)
 	if !ok {
 		return 0, nil, fmt.Errorf("%w: a page of %d heads x %d positions x %d overflows", ErrPage, s.HeadsKV, pg.PageSize, s.HeadDim)
@@ -417,8 +433,11 @@ func Forward(m mask.Mask, variant Variant, out, lse, q, k, v []float32, docs []i
 // Paged describes a paged KV cache: k and v hold pages of PageSize key
 // positions, [page][HeadsKV][PageSize][HeadDim], and Table lists, for each
 // batch, the pages of its SeqK positions in order: position j of batch b
-// is row j % PageSize of page Table[b*TableStride + j/PageSize]. Only the
-// first ceil(SeqK/PageSize) entries of a batch are read; pages may be
+// is row j % PageSize of page Table[b*TableStride + j/PageSize]. With
+// TableStride 0 the table holds exactly Batch*ceil(SeqK/PageSize) entries;
+// with a TableStride, at least (Batch-1)*TableStride + ceil(SeqK/PageSize)
+// and at most Batch*TableStride, and only the first ceil(SeqK/PageSize)
+// entries of a batch are read. Any other length is ErrPage. Pages may be
 // shared, and rows of a page past SeqK are never read. Pages are read in
 // place, and pages the mask leaves empty are not touched. The zero value
 // (PageSize 0, no table) is a contiguous cache.

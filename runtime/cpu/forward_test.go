@@ -312,3 +312,22 @@ func TestLargeWorkspaceReleased(t *testing.T) {
 		t.Errorf("heap %d MiB after the call, %d MiB before: the workspace stayed", after>>20, before>>20)
 	}
 }
+
+// TestSupportedAuto: Supported(Auto) is true, since Auto runs Best()
+// (which is itself supported) on every machine and build, and a call with
+// Auto succeeds; a variant that is no target is not supported.
+func TestSupportedAuto(t *testing.T) {
+	if !cpu.Supported(cpu.Auto) {
+		t.Errorf("Supported(Auto) = false, but Auto runs %s here", cpu.Best())
+	}
+	if !cpu.Supported(cpu.Best()) {
+		t.Errorf("Supported(Best() = %s) = false", cpu.Best())
+	}
+	a := newArgs(rand.New(rand.NewPCG(3, 4)), cpu.Shape{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: 70, SeqK: 70, HeadDim: 64})
+	if err := cpu.Forward(causal{}, cpu.Auto, a.out, a.lse, a.q, a.k, a.v, nil, a.s); err != nil {
+		t.Errorf("Forward with Auto: %v", err)
+	}
+	if cpu.Supported(cpu.Variant(99)) {
+		t.Errorf("Supported(Variant(99)) = true")
+	}
+}

@@ -110,14 +110,19 @@ func TestPagedErrors(t *testing.T) {
 		return t2
 	}
 	for name, pg := range map[string]cpu.Paged{
-		"page size 0":        {PageSize: 0, Table: table},
-		"negative stride":    {PageSize: 16, Table: table, TableStride: -1},
-		"stride too small":   {PageSize: 16, Table: table, TableStride: 6},
-		"short table":        {PageSize: 16, Table: table[:10]},
-		"negative page":      {PageSize: 16, Table: bad(func(t []int32) { t[3] = -2 })},
-		"page past the end":  {PageSize: 16, Table: bad(func(t []int32) { t[7+6] = 1 << 20 })},
-		"huge page size":     {PageSize: math.MaxInt32, Table: table},
-		"overflowing stride": {PageSize: 16, Table: table, TableStride: math.MaxInt / 2},
+		"page size 0":      {PageSize: 0, Table: table},
+		"negative stride":  {PageSize: 16, Table: table, TableStride: -1},
+		"stride too small": {PageSize: 16, Table: table, TableStride: 6},
+		"short table":      {PageSize: 16, Table: table[:10]},
+		// table is 2 batches of the 7 pages of SeqK 100: one entry more is
+		// too long with stride 0 (exactly 14) and with stride 7 (at most 14).
+		"long table, stride 0": {PageSize: 16, Table: append(append([]int32(nil), table...), 0)},
+		"long table, stride 7": {PageSize: 16, Table: append(append([]int32(nil), table...), 0), TableStride: 7},
+		"max-pages table":      {PageSize: 16, Table: append(append([]int32(nil), table...), table...)},
+		"negative page":        {PageSize: 16, Table: bad(func(t []int32) { t[3] = -2 })},
+		"page past the end":    {PageSize: 16, Table: bad(func(t []int32) { t[7+6] = 1 << 20 })},
+		"huge page size":       {PageSize: math.MaxInt32, Table: table},
+		"overflowing stride":   {PageSize: 16, Table: table, TableStride: math.MaxInt / 2},
 	} {
 		err := cpu.ForwardPaged(causal{}, cpu.Auto, a.out, a.lse, a.q, pk, pv, nil, pg, s)
 		if !errors.Is(err, cpu.ErrPage) {
