@@ -26,12 +26,16 @@
 //     Every file starts with the command that regenerates it. -verify then
 //     runs attngen verify on the same spec and the same GPU targets.
 //   - attngen verify checks every CPU variant this machine runs against the
-//     float64 reference, by perturbation and in a 3-layer stack, its
-//     backward (dq, dk and dv against the float64 reference gradients on
-//     the same shapes, their dependencies on dout, masked NaN and
-//     infinities reaching no gradient), and the PTX
-//     kernels of -sm/-dtype under the PTX interpreter (-sm 90a: the sm_90a
-//     forward); -gpu also runs them on the GPU, reporting progress on
+//     float64 reference, by perturbation, in a 3-layer stack and by the
+//     masked-data rule (NaN and infinities at masked keys, values and
+//     queries leave every output that reads none of them bit-identical),
+//     its backward (dq, dk and dv against the float64 reference gradients
+//     on the same shapes, each entry within 8x the yardstick's error or a
+//     rounding floor scaled by the magnitude of its terms; their
+//     dependencies on dout, masked NaN and infinities reaching no
+//     gradient), and the PTX
+//     kernels of -sm/-dtype under the PTX interpreter with the same
+//     masked-data rule (-sm 90a: the sm_90a forward); -gpu also runs them on the GPU, reporting progress on
 //     stderr, judging shapes of 1024 rows or more on -sample rows, after
 //     refusing a target the device cannot run (sm_90a needs 9.0).
 //   - attngen bench measures the effective GFLOP/s of every variant against
