@@ -101,6 +101,7 @@ func pagesOf[T float32 | uint16](r *rand.Rand, k, v []T, s verify.Shape, p int, 
 // with NaN in every unused slot. Shapes: one decoding query with grouped
 // heads, lengths off the tile sizes, a full prefill with a scale.
 func TestArgsEntryPoint(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(91, 92))
 	for _, p := range packages() {
 		for _, tg := range cpu.Targets {
@@ -297,6 +298,7 @@ func TestArgsErrors(t *testing.T) {
 // output, masked NaN and infinities never reach an output and kept ones
 // give the reference's kinds of results, on every package and variant.
 func TestArgsNonFinite(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(95, 96))
 	for _, p := range packages() {
 		s := load(t, p)

@@ -19,6 +19,7 @@ import (
 // and infinities at masked positions or in a row's q and dout, which must
 // reach no gradient through a masked pair.
 func TestBackwardPackages(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(91, 92))
 	for _, p := range packages() {
 		s := load(t, p)

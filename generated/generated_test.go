@@ -313,6 +313,7 @@ func TestGPUGeometryRejects(t *testing.T) {
 // generated package, through its public API, for every CPU target this
 // machine supports.
 func TestGeneratedPackages(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(61, 62))
 	for _, p := range packages() {
 		s := load(t, p)
@@ -447,6 +448,7 @@ func bits16(elem int, x []float32) []uint16 {
 // inputs (within the error of a float32 implementation on them), with the
 // masked-data and non-finite rules of the float32 path.
 func TestSixteenBitInputs(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(87, 88))
 	for _, p := range packages() {
 		s := load(t, p)

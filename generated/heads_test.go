@@ -53,6 +53,7 @@ func headShapes(p spec.Pattern, d int) []verify.Shape {
 // has one, and the backward; values of a wrong length or out of range are
 // the package's ErrHeadParam.
 func TestHeadParamPackages(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(141, 142))
 	n := 0
 	for _, p := range packages() {

@@ -25,6 +25,7 @@ func hostileShapes(d int) []verify.Shape {
 // them bit-identical), and kept non-finite values give the reference's
 // kinds of non-finite results, on every package and variant.
 func TestNonFiniteInputs(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(81, 82))
 	for _, p := range packages() {
 		s := load(t, p)

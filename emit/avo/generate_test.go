@@ -6,24 +6,42 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 )
 
-// TestDeterministic generates the kernel files twice into separate folders
-// and compares the bytes.
-func TestDeterministic(t *testing.T) {
-	a, b := t.TempDir(), t.TempDir()
-	for _, dir := range []string{a, b} {
-		if err := WriteFiles(dir, Options{}); err != nil {
-			t.Fatal(err)
-		}
+// The kernel file with the default options, generated once per test
+// binary (it is about 32k lines and takes seconds): the tests that read it
+// share one generation; TestDeterministic compares it with a second one.
+var (
+	kernelOnce             sync.Once
+	kernelAsm, kernelStubs []byte
+	kernelErr              error
+)
+
+// defaultKernel returns Kernel(Options{}), failing t on an error. Callers
+// must not modify the bytes.
+func defaultKernel(t *testing.T) (asm, stubs []byte) {
+	t.Helper()
+	kernelOnce.Do(func() { kernelAsm, kernelStubs, kernelErr = Kernel(Options{}) })
+	if kernelErr != nil {
+		t.Fatal(kernelErr)
 	}
-	for _, name := range []string{AsmFile, StubsFile} {
-		x, err := os.ReadFile(filepath.Join(a, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		y, err := os.ReadFile(filepath.Join(b, name))
+	return kernelAsm, kernelStubs
+}
+
+// TestDeterministic generates the kernel files into a folder (WriteFiles)
+// and compares the bytes with a second, separate generation
+// (defaultKernel).
+func TestDeterministic(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := WriteFiles(dir, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	asm, stubs := defaultKernel(t)
+	for name, y := range map[string][]byte{AsmFile: asm, StubsFile: stubs} {
+		x, err := os.ReadFile(filepath.Join(dir, name))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -36,10 +54,7 @@ func TestDeterministic(t *testing.T) {
 // TestCommittedUpToDate checks that runtime/cpu/tile_amd64.{s,go} are what the
 // generator writes now (regenerate with go generate ./runtime/cpu).
 func TestCommittedUpToDate(t *testing.T) {
-	asm, stubs, err := Kernel(Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	asm, stubs := defaultKernel(t)
 	for name, want := range map[string][]byte{AsmFile: asm, StubsFile: stubs} {
 		got, err := os.ReadFile(filepath.Join("..", "..", "runtime", "cpu", name))
 		if err != nil {
@@ -52,6 +67,7 @@ func TestCommittedUpToDate(t *testing.T) {
 }
 
 func TestHeaders(t *testing.T) {
+	t.Parallel()
 	asm, stubs, err := Kernel(Options{Pkg: "mykernels", Command: "go run example.com/gen -x"})
 	if err != nil {
 		t.Fatal(err)
@@ -114,10 +130,7 @@ func functions(asm []byte) map[string]string {
 var nFuncs = len(ISAs)*len(HeadDims) + len(Elems)*len(HeadDims)*len(DecodeRows) + len(ISAs) + 8 + 2*len(ISAs)
 
 func TestVZEROUPPERBeforeRET(t *testing.T) {
-	asm, _, err := Kernel(Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	asm, _ := defaultKernel(t)
 	fns := functions(asm)
 	if len(fns) != nFuncs {
 		t.Fatalf("found %d functions", len(fns))
@@ -147,10 +160,7 @@ func TestVZEROUPPERBeforeRET(t *testing.T) {
 // TestAVX2Registers checks the generated AVX2 code names Y0-Y15 only and
 // that the check itself catches a register above.
 func TestAVX2Registers(t *testing.T) {
-	asm, _, err := Kernel(Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	asm, _ := defaultKernel(t)
 	requires := regexp.MustCompile(`(?m)^// Requires: (.*)\nTEXT ·(\w+)`).FindAllSubmatch(asm, -1)
 	if len(requires) != nFuncs {
 		t.Fatalf("found %d Requires lines", len(requires))

@@ -44,22 +44,9 @@ func runBackwardKernels(t *testing.T, p *gen.Plan, cfg Config, s shape, ids []in
 // them (verify.RandomHeadParams). The run's shape carries them.
 func runBackwardHeads(t *testing.T, p *gen.Plan, cfg Config, s shape, ids []int32, seed uint64, poisonIn poisonFunc, heads []int32) *bwdRun {
 	t.Helper()
-	fk, err := GenerateForward(p, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bk, err := GenerateBackward(p, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fmod, err := ptxi.Parse(fk.Name+".ptx", fk.PTX)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bmod, err := ptxi.Parse(bk.DQ+".ptx", bk.PTX)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fk, fmod := generated(t, p, cfg)
+	bk, bmod := generatedBackward(t, p, cfg)
+	var err error
 	D := p.HeadDim
 	vs := verify.Shape{Batch: s.batch, HeadsQ: s.hq, HeadsKV: s.hkv, SeqQ: s.sq, SeqK: s.sk, HeadDim: D}
 	nq, nkv, nl := vs.Sizes()
@@ -297,6 +284,7 @@ var bwdShapes = []shape{
 }
 
 func TestBackwardInterpExamples(t *testing.T) {
+	t.Parallel()
 	files, _ := filepath.Glob("../../spec/examples/*.yaml")
 	if len(files) == 0 {
 		t.Fatal("no example specs")
@@ -333,6 +321,7 @@ func TestBackwardInterpExamples(t *testing.T) {
 // (ATTNGEN_PTXAS) and with ptxas 12.4 for sm_90a (ATTNGEN_PTXAS12), and
 // requires no spills in either kernel; skipped without any ptxas.
 func TestBackwardPtxas(t *testing.T) {
+	t.Parallel()
 	type run struct {
 		ptxas string
 		sm    int
@@ -351,7 +340,12 @@ func TestBackwardPtxas(t *testing.T) {
 		t.Skip("no ptxas: set ATTNGEN_PTXAS or ATTNGEN_PTXAS12 (scripts/fetch-ptxas.sh fetches them)")
 	}
 	files, _ := filepath.Glob("../../spec/examples/*.yaml")
-	dir := t.TempDir()
+	type module struct {
+		name string
+		b    *Backward
+	}
+	var ms []module
+	var jobs []asmJob
 	for _, f := range files {
 		s, err := spec.ParseFile(f)
 		if err != nil {
@@ -364,31 +358,27 @@ func TestBackwardPtxas(t *testing.T) {
 		for _, dt := range DefaultTargets {
 			for _, rn := range runs {
 				tg := Target{SM: rn.sm, Elem: dt.Elem}
-				b, err := GenerateBackward(plan, Config{Target: tg})
-				if err != nil {
-					t.Fatal(err)
-				}
-				name := fmt.Sprintf("%s %s %s", filepath.Base(f), dt.Elem, rn.arch)
-				src := filepath.Join(dir, "bwd_"+plan.Name+"_"+tg.Name()+".ptx")
-				if err := os.WriteFile(src, []byte(b.PTX), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				out, err := exec.Command(rn.ptxas, "-v", "--gpu-name", rn.arch, src, "-o", filepath.Join(dir, "k.cubin")).CombinedOutput()
-				if err != nil {
-					t.Fatalf("%s: ptxas failed: %v\n%s", name, err, out)
-				}
-				spills, regs := spillRE.FindAllSubmatch(out, -1), regsRE.FindAllSubmatch(out, -1)
-				if len(spills) != 2 || len(regs) != 2 {
-					t.Fatalf("%s: want two kernels' reports:\n%s", name, out)
-				}
-				for _, m := range spills {
-					if string(m[1]) != "0" || string(m[2]) != "0" {
-						t.Errorf("%s: spills:\n%s", name, out)
-					}
-				}
-				t.Logf("%s: %s and %s registers (ptxas order), no spills; shared %d (dq), %d (dk/dv) bytes", name, regs[0][1], regs[1][1], b.DQShared, b.DKVShared)
+				b := backwardOf(t, plan, Config{Target: tg})
+				ms = append(ms, module{fmt.Sprintf("%s %s %s", filepath.Base(f), dt.Elem, rn.arch), b})
+				jobs = append(jobs, asmJob{rn.ptxas, rn.arch, b.PTX})
 			}
 		}
+	}
+	for x, r := range assembleAll(t, jobs) {
+		name, b, out := ms[x].name, ms[x].b, r.log
+		if r.err != nil {
+			t.Fatalf("%s: ptxas failed: %v\n%s", name, r.err, out)
+		}
+		spills, regs := spillRE.FindAllStringSubmatch(out, -1), regsRE.FindAllStringSubmatch(out, -1)
+		if len(spills) != 2 || len(regs) != 2 {
+			t.Fatalf("%s: want two kernels' reports:\n%s", name, out)
+		}
+		for _, m := range spills {
+			if m[1] != "0" || m[2] != "0" {
+				t.Errorf("%s: spills:\n%s", name, out)
+			}
+		}
+		t.Logf("%s: %s and %s registers (ptxas order), no spills; shared %d (dq), %d (dk/dv) bytes", name, regs[0][1], regs[1][1], b.DQShared, b.DKVShared)
 	}
 }
 
@@ -409,6 +399,7 @@ func TestBackwardInterpCatchesWrongMask(t *testing.T) {
 // dilated ones in the residue layout, nested unions and intersections;
 // head_dim 128 for every other one without -short) and document masks.
 func TestBackwardInterpRandomMasks(t *testing.T) {
+	t.Parallel()
 	for k, mk := range randomMasks(5, 12) {
 		d := 64
 		if !testing.Short() && k%2 == 1 {
@@ -442,6 +433,7 @@ func TestBackwardInterpRandomMasks(t *testing.T) {
 // keys no row keeps (their gradients must be exactly 0), on both head
 // dimensions, with grouped heads.
 func TestBackwardInterpDeadRows(t *testing.T) {
+	t.Parallel()
 	masks := []testMask{
 		{"rows100window", spec.Pattern{Mask: spec.Intersect(spec.QuerySet(100, 0, 1, 0), spec.Window(10)), Causal: true}},
 		{"bridge", spec.Pattern{Mask: spec.Bridge(32, 5, 7, 0), Causal: true}},
@@ -487,6 +479,7 @@ func TestBackwardInterpDeadRows(t *testing.T) {
 // TestBackwardInterpTree runs tree masks (random parent arrays) alone and
 // combined with other masks.
 func TestBackwardInterpTree(t *testing.T) {
+	t.Parallel()
 	masks := []spec.Pattern{
 		{Mask: spec.Tree(), Causal: true},
 		{Mask: spec.Union(spec.Tree(), spec.KeySet(0, 70, 1, 0)), Causal: false},
@@ -528,6 +521,7 @@ func TestBackwardInterpF16(t *testing.T) {
 // the keys and values a row masks, then q and dout of one row and of a
 // row that keeps nothing.
 func TestBackwardInterpNonFinite(t *testing.T) {
+	t.Parallel()
 	masks := []testMask{
 		{"window", spec.Pattern{Mask: spec.Window(20), Causal: true}},
 		{"sinkwin", spec.Pattern{Mask: spec.Union(spec.Global(3), spec.Window(17)), Causal: true}},
@@ -651,6 +645,7 @@ func TestBackwardInterpNonFinite(t *testing.T) {
 // kernel's query step, summed over the query heads of each group; and checks by brute force that the schedule visits
 // the tile of every kept pair, so the kernel never skips a tile it needs.
 func TestBackwardInterpColumnSchedule(t *testing.T) {
+	t.Parallel()
 	masks := exampleMasks(t)
 	masks = append(masks, randomMasks(9, 6)...)
 	for _, mk := range masks {
@@ -717,6 +712,7 @@ func TestBackwardInterpColumnSchedule(t *testing.T) {
 // of a sliding window does not grow with the sequence: it starts at the
 // first query tile the query hull allows instead of scanning from row 0.
 func TestBackwardInterpJumpsQueryTiles(t *testing.T) {
+	t.Parallel()
 	p := compile(t, "window", spec.Window(100), true, 64)
 	var per []float64
 	for _, n := range []int{1024, 4096} {

@@ -393,4 +393,9 @@
 // GPU path (tensor maps encoded by the driver, passed by address; the
 // choice of kernel by compute capability) is tested in verify/gpurun and
 // cmd/attngen against the CUDA binding's mock driver.
+//
+// The tests share work within one test binary (once_test.go): a plan's
+// kernels are generated and parsed by the interpreter once per config,
+// ptxas runs once per (ptxas, arch, module text) and nvdisasm once per
+// cubin, several at a time; the slow tests run in parallel.
 package ptx

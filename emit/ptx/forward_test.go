@@ -48,6 +48,7 @@ func exampleNames(t *testing.T) []string {
 var f16SM80 = Target{SM: 80, Elem: "f16"}
 
 func TestForwardDeterministic(t *testing.T) {
+	t.Parallel()
 	for _, name := range exampleNames(t) {
 		p := examplePlan(t, name)
 		for _, cfg := range []Config{{}, {Target: f16SM80}, {SoftLg2: true}, {Target: Target{SM: 90, Elem: "bf16"}}} {

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -253,6 +251,7 @@ func TestHeadParamsParams(t *testing.T) {
 // ones, against the float64 reference bound per head; head dimension 64
 // in bf16 and f16, and 128 in bf16.
 func TestInterpHeadParams(t *testing.T) {
+	t.Parallel()
 	for _, name := range headNames() {
 		for _, c := range []struct {
 			d  int
@@ -281,6 +280,7 @@ func TestInterpHeadParams(t *testing.T) {
 // TestHopperInterpHeadParams runs the sm_90a forward of the masks with
 // head parameters on the chosen values, as TestInterpHeadParams.
 func TestHopperInterpHeadParams(t *testing.T) {
+	t.Parallel()
 	for _, name := range headNames() {
 		for _, c := range []struct {
 			d  int
@@ -305,6 +305,7 @@ func TestHopperInterpHeadParams(t *testing.T) {
 // values and evaluates its query-tile schedule per head), and on random
 // ones, against the reference bound per head.
 func TestBackwardInterpHeadParams(t *testing.T) {
+	t.Parallel()
 	for _, name := range headNames() {
 		for _, c := range []struct {
 			d  int
@@ -343,32 +344,40 @@ func TestBackwardInterpHeadParams(t *testing.T) {
 // 11.8 for sm_80 and sm_90 (ATTNGEN_PTXAS), the sm_90a forward with ptxas
 // 12.4 (ATTNGEN_PTXAS12), and requires no spills.
 func TestHeadParamsPtxas(t *testing.T) {
+	t.Parallel()
 	p11, p12 := os.Getenv("ATTNGEN_PTXAS"), os.Getenv("ATTNGEN_PTXAS12")
 	if p11 == "" && p12 == "" {
 		t.Skip("no ptxas: set ATTNGEN_PTXAS and ATTNGEN_PTXAS12 (scripts/fetch-ptxas.sh fetches them)")
 	}
-	dir := t.TempDir()
+	type module struct {
+		name    string
+		kernels int
+	}
+	var ms []module
+	var jobs []asmJob
 	assemble := func(name, ptxas, arch, text string, kernels int) {
-		src := filepath.Join(dir, strings.ReplaceAll(name, " ", "_")+".ptx")
-		if err := os.WriteFile(src, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		out, err := exec.Command(ptxas, "-v", "--gpu-name", arch, src, "-o", filepath.Join(dir, "k.cubin")).CombinedOutput()
-		if err != nil {
-			t.Fatalf("%s: ptxas failed: %v\n%s", name, err, out)
-		}
-		spills, regs := spillRE.FindAllSubmatch(out, -1), regsRE.FindAllSubmatch(out, -1)
-		if len(spills) != kernels || len(regs) != kernels {
-			t.Fatalf("%s: want %d kernels' reports:\n%s", name, kernels, out)
-		}
-		var rs []string
-		for k, m := range spills {
-			if string(m[1]) != "0" || string(m[2]) != "0" {
-				t.Errorf("%s: spills:\n%s", name, out)
+		ms = append(ms, module{name, kernels})
+		jobs = append(jobs, asmJob{ptxas, arch, text})
+	}
+	check := func() {
+		for x, r := range assembleAll(t, jobs) {
+			name, kernels, out := ms[x].name, ms[x].kernels, r.log
+			if r.err != nil {
+				t.Fatalf("%s: ptxas failed: %v\n%s", name, r.err, out)
 			}
-			rs = append(rs, string(regs[k][1]))
+			spills, regs := spillRE.FindAllStringSubmatch(out, -1), regsRE.FindAllStringSubmatch(out, -1)
+			if len(spills) != kernels || len(regs) != kernels {
+				t.Fatalf("%s: want %d kernels' reports:\n%s", name, kernels, out)
+			}
+			var rs []string
+			for k, m := range spills {
+				if m[1] != "0" || m[2] != "0" {
+					t.Errorf("%s: spills:\n%s", name, out)
+				}
+				rs = append(rs, regs[k][1])
+			}
+			t.Logf("%s: %s registers, no spills", name, strings.Join(rs, " and "))
 		}
-		t.Logf("%s: %s registers, no spills", name, strings.Join(rs, " and "))
 	}
 	for _, name := range []string{"perhead", "perhead_huge"} {
 		for _, d := range []int{64, 128} {
@@ -400,6 +409,7 @@ func TestHeadParamsPtxas(t *testing.T) {
 			}
 		}
 	}
+	check()
 }
 
 // compilePattern compiles pattern pat (with its head parameters, if any)

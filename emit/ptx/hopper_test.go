@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -87,6 +86,7 @@ func fitStride(p *gen.Plan, sh shape) shape {
 // seq_q < seq_k, against the reference; without -short also at the other
 // head dimension (64 or 128).
 func TestHopperInterpExamples(t *testing.T) {
+	t.Parallel()
 	files, _ := filepath.Glob("../../spec/examples/*.yaml")
 	if len(files) == 0 {
 		t.Fatal("no example specs")
@@ -147,6 +147,7 @@ func TestHopperResidueShapes(t *testing.T) {
 // TestHopperInterpRandomMasks runs random masks (some in the residue layout) at
 // head_dim 64, and 128 for every other one without -short.
 func TestHopperInterpRandomMasks(t *testing.T) {
+	t.Parallel()
 	n := 0
 	for k, mk := range randomMasks(7, 16) {
 		dims := []int{64}
@@ -175,6 +176,7 @@ func TestHopperInterpRandomMasks(t *testing.T) {
 // TestHopperInterpDocuments runs document masks (random ones and the
 // examples').
 func TestHopperInterpDocuments(t *testing.T) {
+	t.Parallel()
 	masks := randomDocMasks(8, 4)
 	for _, m := range exampleMasks(t) {
 		if m.p.Mask.HasDocument() {
@@ -227,6 +229,7 @@ func TestHopperCatchesWrongMask(t *testing.T) {
 // the scan of the plan's hull and class programs; on Geometry's grid (one
 // CTA per item) and on two CTAs.
 func TestHopperVisits(t *testing.T) {
+	t.Parallel()
 	masks := append(append(exampleMasks(t), randomMasks(4, 16)...), randomDocMasks(5, 4)...)
 	// at head_dim 64 every kernel has a producer warpgroup: per tile the
 	// consumers' release of the stage (they pass no barrier of their own
@@ -239,13 +242,10 @@ func TestHopperVisits(t *testing.T) {
 	}
 }
 
-// hopperRun is a verify.Run of a sm_90a kernel under the interpreter.
-func hopperRun(t *testing.T, k *Forward) verify.Run {
+// hopperRun is a verify.Run of a sm_90a kernel k (parsed: mod) under the
+// interpreter.
+func hopperRun(t *testing.T, k *Forward, mod *ptxi.Module) verify.Run {
 	return func(out, lse, q, kk, v []float32, ids []int32, s verify.Shape) error {
-		mod, err := ptxi.Parse(k.Name, k.PTX)
-		if err != nil {
-			return err
-		}
 		dev := ptxi.NewDevice()
 		nq, nkv, nl := s.Sizes()
 		toElem, fromElem := verify.BF16, verify.FromBF16
@@ -327,21 +327,19 @@ func hopperRun(t *testing.T, k *Forward) verify.Run {
 // of results (verify.CheckNonFinite, as for the sm_80 kernel in
 // verify/gpurun).
 func TestHopperNonFinite(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(91, 92))
 	files, _ := filepath.Glob("../../spec/examples/*.yaml")
 	for _, file := range files {
 		s, p := hopperPlan(t, file, SM90a)
-		k, err := GenerateForward(p, Config{Target: SM90a, SoftLg2: true})
-		if err != nil {
-			t.Fatal(err)
-		}
+		k, mod := generated(t, p, Config{Target: SM90a, SoftLg2: true})
 		fit := fitStride(p, shape{1, 2, 1, 37, 70})
 		sh := verify.Shape{Batch: 1, HeadsQ: 2, HeadsKV: 1, SeqQ: fit.sq, SeqK: fit.sk, HeadDim: s.HeadDim}
 		trials := 4
 		if testing.Short() {
 			trials = 2
 		}
-		if err := verify.CheckNonFinite(s.Pattern(), hopperRun(t, k), sh, r, trials); err != nil {
+		if err := verify.CheckNonFinite(s.Pattern(), hopperRun(t, k, mod), sh, r, trials); err != nil {
 			t.Errorf("%s: %v", filepath.Base(file), err)
 		}
 	}
@@ -415,48 +413,24 @@ func TestHopperDeterministic(t *testing.T) {
 }
 
 // assembleHopper assembles every example's sm_90a kernel (bf16 and f16)
-// with ptxas 12 for sm_90a, once per test process.
+// with ptxas 12 for sm_90a (assembleAll: once per test process).
 func assembleHopper(t *testing.T, ptxas string) []cubin {
 	t.Helper()
-	key := ptxas + "|hopper"
-	if cs, ok := assembled[key]; ok {
-		return cs
-	}
 	files, _ := filepath.Glob("../../spec/examples/*.yaml")
 	if len(files) == 0 {
 		t.Fatal("no example specs")
 	}
-	if cubinDir == "" {
-		d, err := os.MkdirTemp("", "attngen-ptxas12-")
-		if err != nil {
-			t.Fatal(err)
-		}
-		cubinDir = d
-	}
 	var cs []cubin
+	var jobs []asmJob
 	for _, f := range files {
 		for _, tg := range []Target{SM90a, f16SM90a} {
 			_, p := hopperPlan(t, f, tg)
-			k, err := GenerateForward(p, Config{Target: tg})
-			if err != nil {
-				t.Fatal(err)
-			}
-			base := strings.TrimSuffix(filepath.Base(f), ".yaml") + "_" + tg.Elem + "_wgmma"
-			src := filepath.Join(cubinDir, base+".ptx")
-			if err := os.WriteFile(src, []byte(k.PTX), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			bin := filepath.Join(cubinDir, base+".cubin")
-			out, err := exec.Command(ptxas, "-v", "--gpu-name", tg.Arch(), src, "-o", bin).CombinedOutput()
-			name := fmt.Sprintf("%s %s %s", filepath.Base(f), tg.Elem, tg.Arch())
-			if err != nil {
-				t.Fatalf("%s: ptxas failed: %v\n%s", name, err, out)
-			}
-			cs = append(cs, cubin{name: name, k: k, path: bin, log: string(out)})
+			k := forwardOf(t, p, Config{Target: tg})
+			cs = append(cs, cubin{name: fmt.Sprintf("%s %s %s", filepath.Base(f), tg.Elem, tg.Arch()), k: k})
+			jobs = append(jobs, asmJob{ptxas, tg.Arch(), k.PTX})
 		}
 	}
-	assembled[key] = cs
-	return cs
+	return assembled(t, cs, jobs)
 }
 
 // ptxasPlain matches the lines of ptxas -v that report resources; any
@@ -467,6 +441,7 @@ var ptxasPlain = regexp.MustCompile(`^(ptxas info\s+: (\d+ bytes gmem|Compiling 
 // TestHopperPtxas12 assembles every example's sm_90a kernel (bf16, f16)
 // with ptxas 12 and requires success, no spills, and no ptxas remark.
 func TestHopperPtxas12(t *testing.T) {
+	t.Parallel()
 	p := ptxas12(t)
 	for _, c := range assembleHopper(t, p) {
 		m := spillRE.FindStringSubmatch(c.log)
@@ -523,15 +498,14 @@ func wantHopperLoop(d int, producer bool) sassLoop {
 // TestHopperSASS disassembles every example's sm_90a kernel and checks the
 // key-tile loop's counts against wantHopperLoop.
 func TestHopperSASS(t *testing.T) {
+	t.Parallel()
 	p := ptxas12(t)
 	dis := nvdisasm(t, p)
 	seen := map[string]bool{}
-	for _, c := range assembleHopper(t, p) {
-		out, err := exec.Command(dis, c.path).CombinedOutput()
-		if err != nil {
-			t.Fatalf("%s: nvdisasm: %v\n%s", c.name, err, out)
-		}
-		got, err := readSASSLoop(string(out))
+	cs := assembleHopper(t, p)
+	lists := disassembled(t, dis, cs)
+	for x, c := range cs {
+		got, err := readSASSLoop(lists[x])
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
@@ -554,6 +528,7 @@ func TestHopperSASS(t *testing.T) {
 // TestHopperExtremeSpecsGenerate: the extreme specs of
 // TestExtremeSpecsGenerate compile into plans and sm_90a kernels.
 func TestHopperExtremeSpecsGenerate(t *testing.T) {
+	t.Parallel()
 	n := 240
 	if testing.Short() {
 		n = 80
@@ -578,6 +553,7 @@ func TestHopperExtremeSpecsGenerate(t *testing.T) {
 // small; larger strides must be refused by Geometry with an error naming
 // the stride.
 func TestHopperExtremeKernels(t *testing.T) {
+	t.Parallel()
 	for k, c := range extremeKernelSpecs {
 		s := parseSpec(t, fmt.Sprintf("ext%d", k), c.causal, 64, c.mask)
 		cfg := Config{Target: SM90a, SoftLg2: true}
@@ -684,6 +660,7 @@ func TestSM90aVerifiedRecorded(t *testing.T) {
 // work items, on random awkward shapes, against the reference (outputs
 // poisoned before every launch).
 func TestHopperPersistentGrids(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(101, 102))
 	masks := exampleMasks(t)
 	keep := map[string]bool{"causal": true, "bigbird": true, "dilated": true, "document": true, "streaming": true, "window": true}
@@ -745,6 +722,7 @@ func TestHopperPersistentGrids(t *testing.T) {
 // order, the kernel's scan visits no fewer key tiles than in the reverse
 // order's position-weighted sum.
 func TestHopperPersistentOrder(t *testing.T) {
+	t.Parallel()
 	lastFirst := map[string]bool{"causal": true, "window": true, "bigbird": false, "longformer": false}
 	for _, m := range exampleMasks(t) {
 		want, ok := lastFirst[m.name]
@@ -816,12 +794,15 @@ func TestHopperPersistentOrder(t *testing.T) {
 // SASS; ptxas 12.4 drops them without .minnctapersm) and that the
 // consumers' registers stay within their budget (hopRegs).
 func TestHopperProducerPtxas12(t *testing.T) {
+	t.Parallel()
 	ptxas := ptxas12(t)
 	dis := nvdisasm(t, ptxas)
-	dir := t.TempDir()
 	reg := regexp.MustCompile(`\bR(\d+)\b`)
 	files, _ := filepath.Glob("../../spec/examples/*.yaml")
 	producers := map[int]int{}
+	var cs []cubin
+	var jobs []asmJob
+	var plans []*gen.Plan
 	for _, file := range files {
 		s, err := spec.ParseFile(file)
 		if err != nil {
@@ -829,57 +810,48 @@ func TestHopperProducerPtxas12(t *testing.T) {
 		}
 		for _, d := range []int{64, 128} {
 			p := compilePattern(t, SM90a, s.Name, s.Pattern(), d)
-			k, err := GenerateForward(p, Config{Target: SM90a})
-			if err != nil {
-				t.Fatal(err)
-			}
-			name := fmt.Sprintf("%s_d%d", s.Name, d)
-			src := filepath.Join(dir, name+".ptx")
-			bin := filepath.Join(dir, name+".cubin")
-			if err := os.WriteFile(src, []byte(k.PTX), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			out, err := exec.Command(ptxas, "-v", "--gpu-name", "sm_90a", src, "-o", bin).CombinedOutput()
-			if err != nil {
-				t.Fatalf("%s: ptxas: %v\n%s", name, err, out)
-			}
-			log := string(out)
-			if m := spillRE.FindStringSubmatch(log); m == nil || m[1] != "0" || m[2] != "0" {
-				t.Errorf("%s: spills or no report:\n%s", name, log)
-			}
-			for _, line := range strings.Split(strings.TrimSpace(log), "\n") {
-				if !ptxasPlain.MatchString(line) {
-					t.Errorf("%s: ptxas says: %s", name, line)
-				}
-			}
-			sass, err := exec.Command(dis, bin).CombinedOutput()
-			if err != nil {
-				t.Fatalf("%s: nvdisasm: %v", name, err)
-			}
-			top := 0
-			for _, m := range reg.FindAllStringSubmatch(string(sass), -1) {
-				var r int
-				fmt.Sscan(m[1], &r)
-				top = max(top, r)
-			}
-			prod := hopProducer(p, d)
-			n := strings.Count(string(sass), "USETMAXREG")
-			switch {
-			case prod != (k.Threads == hopThreads+128) || prod != strings.Contains(k.PTX, ".minnctapersm 1"):
-				t.Errorf("%s: producer %v, but %d threads", name, prod, k.Threads)
-			case prod && n != 2:
-				t.Errorf("%s: %d USETMAXREG in the SASS, want 2 (ptxas dropped setmaxnreg)", name, n)
-			case !prod && n != 0:
-				t.Errorf("%s: %d USETMAXREG without a producer", name, n)
-			}
-			if cr, _ := hopRegs(d); prod && top >= cr {
-				t.Errorf("%s: register R%d beyond the consumers' %d", name, top, cr)
-			}
-			if prod {
-				producers[d]++
-			}
-			t.Logf("%s: producer %v, %s, highest register R%d", name, prod, regsRE.FindString(log), top)
+			k := forwardOf(t, p, Config{Target: SM90a})
+			cs = append(cs, cubin{name: fmt.Sprintf("%s_d%d", s.Name, d), k: k})
+			jobs = append(jobs, asmJob{ptxas, "sm_90a", k.PTX})
+			plans = append(plans, p)
 		}
+	}
+	cs = assembled(t, cs, jobs)
+	lists := disassembled(t, dis, cs)
+	for x, c := range cs {
+		p, k, d, name, log := plans[x], c.k, c.k.HeadDim, c.name, c.log
+		if m := spillRE.FindStringSubmatch(log); m == nil || m[1] != "0" || m[2] != "0" {
+			t.Errorf("%s: spills or no report:\n%s", name, log)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(log), "\n") {
+			if !ptxasPlain.MatchString(line) {
+				t.Errorf("%s: ptxas says: %s", name, line)
+			}
+		}
+		sass := lists[x]
+		top := 0
+		for _, m := range reg.FindAllStringSubmatch(sass, -1) {
+			var r int
+			fmt.Sscan(m[1], &r)
+			top = max(top, r)
+		}
+		prod := hopProducer(p, d)
+		n := strings.Count(sass, "USETMAXREG")
+		switch {
+		case prod != (k.Threads == hopThreads+128) || prod != strings.Contains(k.PTX, ".minnctapersm 1"):
+			t.Errorf("%s: producer %v, but %d threads", name, prod, k.Threads)
+		case prod && n != 2:
+			t.Errorf("%s: %d USETMAXREG in the SASS, want 2 (ptxas dropped setmaxnreg)", name, n)
+		case !prod && n != 0:
+			t.Errorf("%s: %d USETMAXREG without a producer", name, n)
+		}
+		if cr, _ := hopRegs(d); prod && top >= cr {
+			t.Errorf("%s: register R%d beyond the consumers' %d", name, top, cr)
+		}
+		if prod {
+			producers[d]++
+		}
+		t.Logf("%s: producer %v, %s, highest register R%d", name, prod, regsRE.FindString(log), top)
 	}
 	if producers[64] != len(files) || producers[128] == 0 {
 		t.Errorf("producer kernels: %v of %d examples per head dimension", producers, len(files))

@@ -150,14 +150,7 @@ func runForwardHeads(t *testing.T, p *gen.Plan, cfg Config, s shape, want *spec.
 // persistent kernel (0: Geometry's grid).
 func runForwardGrid(t *testing.T, p *gen.Plan, cfg Config, s shape, want *spec.Pattern, report bool, ids []int32, heads []int32, grid int) int {
 	t.Helper()
-	k, err := GenerateForward(p, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mod, err := ptxi.Parse(k.Name+".ptx", k.PTX)
-	if err != nil {
-		t.Fatal(err)
-	}
+	k, mod := generated(t, p, cfg)
 	D := p.HeadDim
 	vs := verify.Shape{Batch: s.batch, HeadsQ: s.hq, HeadsKV: s.hkv, SeqQ: s.sq, SeqK: s.sk, HeadDim: D}
 	nq, nkv, nl := vs.Sizes()
@@ -378,6 +371,7 @@ var shapes = []shape{
 }
 
 func TestInterpExamples(t *testing.T) {
+	t.Parallel()
 	files, _ := filepath.Glob("../../spec/examples/*.yaml")
 	for _, file := range files {
 		s, err := spec.ParseFile(file)
@@ -405,6 +399,7 @@ func TestInterpExamples(t *testing.T) {
 // 64, and 128 for every other one without -short) on shapes that are not
 // multiples of the tiles.
 func TestInterpRandomMasks(t *testing.T) {
+	t.Parallel()
 	for k, mk := range randomMasks(1, 16) {
 		dims := []int{64}
 		if !testing.Short() && k%2 == 1 {
@@ -455,6 +450,7 @@ func docIDs(n int) []int32 {
 }
 
 func TestInterpDocuments(t *testing.T) {
+	t.Parallel()
 	masks := randomDocMasks(3, 5)
 	for _, m := range exampleMasks(t) {
 		if m.p.Mask.HasDocument() {
@@ -523,6 +519,7 @@ func planTiles(p *gen.Plan, q0, q1, nk int, docs *spec.Docs) []gen.TileRef {
 // subset of that scan and agrees on full tiles: the class program is
 // sound, so the kernel may visit more tiles, never fewer.
 func TestInterpVisits(t *testing.T) {
+	t.Parallel()
 	masks := append(exampleMasks(t), randomMasks(4, 16)...)
 	masks = append(masks, randomDocMasks(5, 4)...)
 	checkVisits(t, SM80, masks, nil, func(tiles, partial int) int64 { return int64(1 + 2*tiles + partial) }, 0, nil)
@@ -539,8 +536,8 @@ func TestInterpVisits(t *testing.T) {
 func checkVisits(t *testing.T, tg Target, masks []testMask, adjust func(*gen.Plan, shape) shape, barriers func(tiles, partial int) int64, grid int, setup func(ctas, items int) int64) {
 	t.Helper()
 	for _, c := range masks {
+		p := compilePattern(t, tg, c.name, c.p, 64)
 		for _, sh := range []shape{{1, 2, 1, 300, 700}, {1, 1, 1, 1, 500}} {
-			p := compilePattern(t, tg, c.name, c.p, 64)
 			if adjust != nil {
 				sh = adjust(p, sh)
 			}
@@ -637,14 +634,7 @@ func launchCount(t *testing.T, p *gen.Plan, tg Target, sh shape, ids []int32) *p
 // output's address before the launch.
 func launchOn(t *testing.T, p *gen.Plan, tg Target, sh shape, ids []int32, heads []int32, grid int, hook func(dev *ptxi.Device, o uint64)) *ptxi.Stats {
 	t.Helper()
-	k, err := GenerateForward(p, Config{Target: tg, SoftLg2: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mod, err := ptxi.Parse(k.Name, k.PTX)
-	if err != nil {
-		t.Fatal(err)
-	}
+	k, mod := generated(t, p, Config{Target: tg, SoftLg2: true})
 	dev := ptxi.NewDevice()
 	nq, nkv, nl := verify.Shape{Batch: sh.batch, HeadsQ: sh.hq, HeadsKV: sh.hkv, SeqQ: sh.sq, SeqK: sh.sk, HeadDim: p.HeadDim}.Sizes()
 	var ptrs []uint64

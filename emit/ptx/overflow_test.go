@@ -60,6 +60,7 @@ func extremeSpecs(t *testing.T, seed uint64, n int) []*spec.Spec {
 // near 0, 2^29 and spec.MaxInt for every primitive, compiles into a plan
 // and a forward kernel for every target attngen generate builds.
 func TestExtremeSpecsGenerate(t *testing.T) {
+	t.Parallel()
 	n := 240
 	if testing.Short() {
 		n = 80
@@ -108,6 +109,7 @@ var extremeKernelSpecs = []struct {
 // checks that the plan's predicate (Prog.Eval) is that mask on every pair
 // of the shape, so the kernel keeps exactly the pairs of the plan.
 func TestExtremeKernels(t *testing.T) {
+	t.Parallel()
 	for k, c := range extremeKernelSpecs {
 		s := parseSpec(t, fmt.Sprintf("ext%d", k), c.causal, 64, c.mask)
 		cfg := Config{SoftLg2: true}

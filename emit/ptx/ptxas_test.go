@@ -21,6 +21,7 @@ var regsRE = regexp.MustCompile(`Used (\d+) registers`)
 // ATTNGEN_PTXAS names it (.ci/run fetches it with scripts/fetch-ptxas.sh);
 // without it the test is skipped.
 func TestPtxas(t *testing.T) {
+	t.Parallel()
 	ptxas := os.Getenv("ATTNGEN_PTXAS")
 	if ptxas == "" {
 		if p, err := exec.LookPath("ptxas"); err == nil {
@@ -30,7 +31,13 @@ func TestPtxas(t *testing.T) {
 		}
 	}
 	files, _ := filepath.Glob("../../spec/examples/*.yaml")
-	dir := t.TempDir()
+	type kernel struct {
+		file string
+		tg   Target
+		k    *Forward
+	}
+	var ks []kernel
+	var jobs []asmJob
 	for _, f := range files {
 		s, err := spec.ParseFile(f)
 		if err != nil {
@@ -43,28 +50,25 @@ func TestPtxas(t *testing.T) {
 		for _, dt := range DefaultTargets {
 			for _, sm := range []int{80, 90} {
 				tg := Target{SM: sm, Elem: dt.Elem}
-				k, err := GenerateForward(plan, Config{Target: tg})
-				if err != nil {
-					t.Fatal(err)
-				}
-				src := filepath.Join(dir, k.Name+"_"+tg.Name()+".ptx")
-				if err := os.WriteFile(src, []byte(k.PTX), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				out, err := exec.Command(ptxas, "-v", "--gpu-name", tg.Arch(), src, "-o", filepath.Join(dir, "k.cubin")).CombinedOutput()
-				if err != nil {
-					t.Fatalf("%s %s: ptxas failed: %v\n%s", filepath.Base(f), tg, err, out)
-				}
-				m := spillRE.FindSubmatch(out)
-				if m == nil || string(m[1]) != "0" || string(m[2]) != "0" {
-					t.Fatalf("%s %s: spills or no report:\n%s", filepath.Base(f), tg, out)
-				}
-				regs := regsRE.FindSubmatch(out)
-				if regs == nil {
-					t.Fatalf("%s: no register count:\n%s", f, out)
-				}
-				t.Logf("%s %s: %s registers, no spills, %d bytes dynamic shared memory", filepath.Base(f), tg, regs[1], k.DynShared)
+				k := forwardOf(t, plan, Config{Target: tg})
+				ks = append(ks, kernel{f, tg, k})
+				jobs = append(jobs, asmJob{ptxas, tg.Arch(), k.PTX})
 			}
 		}
+	}
+	for x, r := range assembleAll(t, jobs) {
+		f, tg, k, out := ks[x].file, ks[x].tg, ks[x].k, r.log
+		if r.err != nil {
+			t.Fatalf("%s %s: ptxas failed: %v\n%s", filepath.Base(f), tg, r.err, out)
+		}
+		m := spillRE.FindStringSubmatch(out)
+		if m == nil || m[1] != "0" || m[2] != "0" {
+			t.Fatalf("%s %s: spills or no report:\n%s", filepath.Base(f), tg, out)
+		}
+		regs := regsRE.FindStringSubmatch(out)
+		if regs == nil {
+			t.Fatalf("%s: no register count:\n%s", f, out)
+		}
+		t.Logf("%s %s: %s registers, no spills, %d bytes dynamic shared memory", filepath.Base(f), tg, regs[1], k.DynShared)
 	}
 }

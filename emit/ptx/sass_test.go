@@ -76,13 +76,8 @@ type cubin struct {
 	log  string // ptxas -v
 }
 
-// assembled caches the cubins of one test process, in cubinDir: TestPtxas12
-// and TestSASSInnerLoop read the same ones. TestMain removes the folder.
-var (
-	assembled = map[string][]cubin{}
-	cubinDir  string
-)
-
+// TestMain removes cubinDir, where assembleAll keeps the cubins of the
+// test process (TestPtxas12 and TestSASSInnerLoop read the same ones).
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if cubinDir != "" {
@@ -95,23 +90,12 @@ func TestMain(m *testing.M) {
 // types, the module written for sm_90) with ptxas 12 for each of archs.
 func assemble12(t *testing.T, ptxas string, archs ...string) []cubin {
 	t.Helper()
-	key := ptxas + "|" + strings.Join(archs, ",")
-	if cs, ok := assembled[key]; ok {
-		return cs
-	}
 	files, _ := filepath.Glob("../../spec/examples/*.yaml")
 	if len(files) == 0 {
 		t.Fatal("no example specs")
 	}
-	if cubinDir == "" {
-		d, err := os.MkdirTemp("", "attngen-ptxas12-")
-		if err != nil {
-			t.Fatal(err)
-		}
-		cubinDir = d
-	}
-	dir := cubinDir
 	var cs []cubin
+	var jobs []asmJob
 	for _, f := range files {
 		s, err := spec.ParseFile(f)
 		if err != nil {
@@ -123,33 +107,51 @@ func assemble12(t *testing.T, ptxas string, archs ...string) []cubin {
 		}
 		for _, dt := range DefaultTargets {
 			tg := Target{SM: 90, Elem: dt.Elem}
-			k, err := GenerateForward(plan, Config{Target: tg})
-			if err != nil {
-				t.Fatal(err)
-			}
-			base := strings.TrimSuffix(filepath.Base(f), ".yaml") + "_" + dt.Elem
-			src := filepath.Join(dir, base+".ptx")
-			if err := os.WriteFile(src, []byte(k.PTX), 0o644); err != nil {
-				t.Fatal(err)
-			}
+			k := forwardOf(t, plan, Config{Target: tg})
 			for _, arch := range archs {
-				bin := filepath.Join(dir, base+"_"+arch+".cubin")
-				out, err := exec.Command(ptxas, "-v", "--gpu-name", arch, src, "-o", bin).CombinedOutput()
-				name := fmt.Sprintf("%s %s %s", filepath.Base(f), dt.Elem, arch)
-				if err != nil {
-					t.Fatalf("%s: ptxas failed: %v\n%s", name, err, out)
-				}
-				cs = append(cs, cubin{name: name, k: k, path: bin, log: string(out)})
+				cs = append(cs, cubin{name: fmt.Sprintf("%s %s %s", filepath.Base(f), dt.Elem, arch), k: k})
+				jobs = append(jobs, asmJob{ptxas, arch, k.PTX})
 			}
 		}
 	}
-	assembled[key] = cs
+	return assembled(t, cs, jobs)
+}
+
+// disassembled returns the SASS listings of the cubins (disassembleAll); a
+// failed nvdisasm fails t, naming the cubin.
+func disassembled(t *testing.T, dis string, cs []cubin) []string {
+	t.Helper()
+	paths := make([]string, len(cs))
+	for x, c := range cs {
+		paths[x] = c.path
+	}
+	var lists []string
+	for x, r := range disassembleAll(dis, paths) {
+		if r.err != nil {
+			t.Fatalf("%s: nvdisasm: %v\n%s", cs[x].name, r.err, r.log)
+		}
+		lists = append(lists, r.log)
+	}
+	return lists
+}
+
+// assembled runs the jobs (assembleAll), job x for cubin cs[x], and fills
+// in the cubins' paths and logs; a failed run fails t, naming the cubin.
+func assembled(t *testing.T, cs []cubin, jobs []asmJob) []cubin {
+	t.Helper()
+	for x, r := range assembleAll(t, jobs) {
+		if r.err != nil {
+			t.Fatalf("%s: ptxas failed: %v\n%s", cs[x].name, r.err, r.log)
+		}
+		cs[x].path, cs[x].log = r.cubin, r.log
+	}
 	return cs
 }
 
 // TestPtxas12 assembles every example's forward kernel, bf16 and f16, for
 // sm_90 and sm_90a with ptxas 12 and requires success and no spills.
 func TestPtxas12(t *testing.T) {
+	t.Parallel()
 	p := ptxas12(t)
 	for _, c := range assemble12(t, p, "sm_90", "sm_90a") {
 		m := spillRE.FindStringSubmatch(c.log)
@@ -344,18 +346,19 @@ func wantSASSLoop(d int) sassLoop {
 // TestSASSInnerLoop disassembles every example kernel assembled for sm_90a
 // and checks the key-tile loop's instruction counts against wantSASSLoop.
 func TestSASSInnerLoop(t *testing.T) {
+	t.Parallel()
 	p := ptxas12(t)
 	dis := nvdisasm(t, p)
 	seen := map[string]bool{}
+	var cs []cubin
 	for _, c := range assemble12(t, p, "sm_90", "sm_90a") {
-		if !strings.HasSuffix(c.name, "sm_90a") {
-			continue
+		if strings.HasSuffix(c.name, "sm_90a") {
+			cs = append(cs, c)
 		}
-		out, err := exec.Command(dis, c.path).CombinedOutput()
-		if err != nil {
-			t.Fatalf("%s: nvdisasm: %v\n%s", c.name, err, out)
-		}
-		got, err := readSASSLoop(string(out))
+	}
+	lists := disassembled(t, dis, cs)
+	for x, c := range cs {
+		got, err := readSASSLoop(lists[x])
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}

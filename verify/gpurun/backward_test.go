@@ -52,6 +52,7 @@ func interpPair(t *testing.T, s *spec.Spec, tg ptx.Target) (*Kernel, *BackwardKe
 // exactly 0 where nothing is kept. Without -short, the dependencies of
 // the gradients on dout are checked bit for bit on a small shape.
 func TestInterpBackwardExamples(t *testing.T) {
+	t.Parallel()
 	files, _ := filepath.Glob("../../spec/examples/*.yaml")
 	if len(files) == 0 {
 		t.Fatal("no example specs")
@@ -316,6 +317,7 @@ func TestBackwardMockGPU(t *testing.T) {
 // example specs' kernels under the interpreter (three of them with
 // -short), bf16 and f16.
 func TestInterpBackwardNonFinite(t *testing.T) {
+	t.Parallel()
 	files, _ := filepath.Glob("../../spec/examples/*.yaml")
 	if len(files) == 0 {
 		t.Fatal("no example specs")

@@ -49,6 +49,7 @@ func exampleKernels(t *testing.T) []example {
 // against a straightforward bf16 implementation) and checks dependencies
 // by perturbation.
 func TestInterpExamples(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(71, 72))
 	for _, e := range exampleKernels(t) {
 		f, s, k := e.file, e.spec, e.k

@@ -17,6 +17,7 @@ import (
 // output and kept ones give the reference's kinds of results, as on the
 // CPU.
 func TestInterpNonFinite(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(73, 74))
 	for _, e := range exampleKernels(t) {
 		f, s, k := e.file, e.spec, e.k
