@@ -20,11 +20,10 @@ func F16(x float32) uint16 {
 	case a < math.Ldexp(1, -25):
 		return sign
 	}
-	e := math.Floor(math.Log2(a))
-	if e < -14 {
-		e = -14
-	}
-	m := math.RoundToEven(a / math.Ldexp(1, int(e)-10))
+	// a = f * 2^fe with f in [0.5, 1): its binary exponent is fe-1, exactly.
+	_, fe := math.Frexp(a)
+	e := max(fe-1, -14)
+	m := math.RoundToEven(math.Ldexp(a, 10-e))
 	if m >= 2048 {
 		m /= 2
 		e++
