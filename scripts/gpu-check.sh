@@ -45,7 +45,7 @@
 # goldens of record.cu (lg2.approx is new: OUT/lg2.json.gz goes to
 # verify/ptx/testdata/h200/).
 #
-# run-time: attngen bench -gpu on the six masks of PERFORMANCE.md (B=4
+# run-time: attngen bench -gpu on the six masks of docs/performance.md (B=4
 # H=16 S=8192 D=128 bf16: random normal inputs, median of 30 timed launches
 # after 3 warm-up launches, the output of the timed launches checked against
 # the float64 reference on sampled rows), then FlexAttention and SDPA on the
