@@ -181,7 +181,8 @@ func (c *call) setup(m mask.Mask, tile tileFunc, s Shape, out []float32, out16 [
 // with head parameters, per document row and query head) and numbers the
 // tiles some query tile visits: only those are packed. With head
 // parameters the query heads of a kv head are walked in order into one
-// slot map, so each packed tile has one slot whichever head reads it.
+// slot map, so each packed tile has one slot whichever head reads it; a
+// head with the same values as the one before it repeats that head's walk.
 func (c *call) plan() {
 	s := c.s
 	rows := max(len(c.docs), 1)
@@ -210,13 +211,35 @@ func (c *call) plan() {
 				}
 				slot, n = c.slot[sr*c.tilesPerKV:][:c.tilesPerKV], 0
 			}
+			if h > 0 && c.qtiles > 0 && sameHeads(c.hvals, c.nparams, h-1, h) {
+				// Equal values keep equal pairs: repeat the previous head's
+				// walk instead of evaluating the mask's programs again.
+				base := len(c.visits) - c.qtiles
+				from, to := c.visits[base], int32(len(c.refs))
+				for i := range c.qtiles {
+					c.visits = append(c.visits, c.visits[base+i]+to-from)
+				}
+				c.refs = append(c.refs, c.refs[from:to]...)
+			} else {
+				for _, g := range c.segs {
+					qoff := g.nk - g.nq
+					for r0 := 0; r0 < g.nq; r0 += TQ {
+						c.visits = append(c.visits, int32(len(c.refs)))
+						q0, q1 := r0+qoff, min(r0+TQ, g.nq)-1+qoff
+						c.refs = mask.Visit(c.mask, c.refs, q0, q1, g.nk, TK, docs)
+					}
+				}
+			}
+			// Number the tiles this head's walk visits in its slot row.
+			at := len(c.visits) - c.qtiles
 			for _, g := range c.segs {
-				qoff := g.nk - g.nq
-				for r0 := 0; r0 < g.nq; r0 += TQ {
-					c.visits = append(c.visits, int32(len(c.refs)))
-					q0, q1 := r0+qoff, min(r0+TQ, g.nq)-1+qoff
-					c.refs = mask.Visit(c.mask, c.refs, q0, q1, g.nk, TK, docs)
-					for _, r := range c.refs[c.visits[len(c.visits)-1]:] {
+				for qt := range (g.nq + TQ - 1) / TQ {
+					vi := at + g.qt0 + qt
+					end := int32(len(c.refs))
+					if vi+1 < len(c.visits) {
+						end = c.visits[vi+1]
+					}
+					for _, r := range c.refs[c.visits[vi]:end] {
 						if t := g.base + r.K; slot[t] < 0 {
 							slot[t] = n
 							n++
