@@ -30,13 +30,7 @@ type Grads[T float32 | float64] struct {
 // Masked pairs never read their key or value. Nothing of size SeqQ x SeqK
 // is stored.
 func ReferenceGrad(p spec.Pattern, docs *spec.Docs, q, k, v, dout []float32, s Shape) (Grads[float64], error) {
-	if err := checkInputs(s, len(q), len(k), len(v), docs); err != nil {
-		return Grads[float64]{}, err
-	}
-	if nq, _, _ := s.Sizes(); len(dout) < nq {
-		return Grads[float64]{}, fmt.Errorf("dout has %d elements, shape needs %d", len(dout), nq)
-	}
-	if err := checkHeads(p, s); err != nil {
+	if err := checkGradInputs(p, docs, q, k, v, dout, s); err != nil {
 		return Grads[float64]{}, err
 	}
 	return grad64(p, docs, wide(q), wide(k), wide(v), wide(dout), s, nil), nil
@@ -62,17 +56,22 @@ func ReferenceGrad(p spec.Pattern, docs *spec.Docs, q, k, v, dout []float32, s S
 // to cancel exactly can measure. Entries of rows and keys no pair keeps
 // are 0.
 func GradMagnitude(p spec.Pattern, docs *spec.Docs, q, k, v, dout []float32, s Shape) (Grads[float64], error) {
-	if err := checkInputs(s, len(q), len(k), len(v), docs); err != nil {
-		return Grads[float64]{}, err
-	}
-	if nq, _, _ := s.Sizes(); len(dout) < nq {
-		return Grads[float64]{}, fmt.Errorf("dout has %d elements, shape needs %d", len(dout), nq)
-	}
-	if err := checkHeads(p, s); err != nil {
+	if err := checkGradInputs(p, docs, q, k, v, dout, s); err != nil {
 		return Grads[float64]{}, err
 	}
 	_, mag := referenceGrad(p, docs, q, k, v, dout, s)
 	return mag, nil
+}
+
+// checkGradInputs checks the arguments of ReferenceGrad and GradMagnitude.
+func checkGradInputs(p spec.Pattern, docs *spec.Docs, q, k, v, dout []float32, s Shape) error {
+	if err := checkInputs(s, len(q), len(k), len(v), docs); err != nil {
+		return err
+	}
+	if nq, _, _ := s.Sizes(); len(dout) < nq {
+		return fmt.Errorf("dout has %d elements, shape needs %d", len(dout), nq)
+	}
+	return checkHeads(p, s)
 }
 
 // referenceGrad is ReferenceGrad and GradMagnitude in one pass, on inputs
