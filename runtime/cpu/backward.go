@@ -60,7 +60,8 @@ func BackwardHeads(m mask.Mask, variant Variant, dq, dk, dv, dout, q, k, v, out,
 	if variant == Auto {
 		variant = Best()
 	}
-	if _, ok := tileFor(variant); !ok {
+	kern, ok := kernelsOf(variant)
+	if !ok {
 		return fmt.Errorf("%w: %s", ErrVariant, variant)
 	}
 	t, _ := TargetOf(variant)
@@ -116,8 +117,8 @@ func BackwardHeads(m mask.Mask, variant Variant, dq, dk, dv, dout, q, k, v, out,
 	if err := c.setup(m, s, docs, &heads); err != nil {
 		return err
 	}
-	c.kern = bwdKernelsOf(variant)
-	c.asm = c.kern != bwdNone
+	c.kern = kern
+	c.asm = kern.gemm != nil && kern.bwdProb != nil
 	c.deltas()
 	if c.asm {
 		c.markNonFinite()
@@ -151,10 +152,10 @@ type bcall struct {
 	items2                                   []bitem
 	items3                                   []bitem // fused: one per (batch, kv head, segment)
 	pass                                     int
-	asm                                      bool       // the assembly kernels (backward_tiled.go): kern != bwdNone
-	kern                                     bwdKernels // which ones
-	qbad                                     []uint64   // tiled: bit row%64 of word row/64 set when q or dout of the row holds a NaN or an infinity
-	anyBad                                   bool       // some bit of qbad is set
+	asm                                      bool     // the tiled kernels (backward_tiled.go): kern has gemm and bwdProb
+	kern                                     *kernels // the variant's
+	qbad                                     []uint64 // tiled: bit row%64 of word row/64 set when q or dout of the row holds a NaN or an infinity
+	anyBad                                   bool     // some bit of qbad is set
 	next                                     atomic.Int64
 	wg                                       sync.WaitGroup
 }

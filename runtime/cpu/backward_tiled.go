@@ -7,11 +7,11 @@ import (
 	"github.com/attngen/attngen/runtime/mask"
 )
 
-// The tiled backward (bwdKernelsOf, AVX512 and AVX2 variants): the
-// per-pair Go code of backward.go with every (query tile, key tile) pair
-// done as five matrix products by gemmAVX512 or gemmAVX2 and one
-// elementwise pass by bwdProbAVX512 or bwdProbAVX2 (emit/avo EmitBackward;
-// c.kern picks the pair, gemmAsm and bwdProbAsm call it). For a query tile
+// The tiled backward (variants whose kernels table has gemm and bwdProb):
+// the per-pair Go code of backward.go with every (query tile, key tile)
+// pair done as five matrix products by the variant's gemm and one
+// elementwise pass by its bwdProb (emit/avo EmitBackward; gemmK and
+// bwdProbK call them). For a query tile
 // of rows rows (one query head, rows pq = stride*D floats apart, read in
 // place) and a key tile of nk keys (its kv head, pk floats apart):
 //
@@ -46,14 +46,39 @@ import (
 // left-out terms in Go for the keys the row keeps. Finite data takes the
 // products on q and dout in place.
 
-// bwdKernels names the kernels of the tiled backward a call runs.
-type bwdKernels uint8
+// gemmK runs the variant's gemm: c[i*ldc+j] (+)= sum over l < k of
+// a[i*sam+l*sak] * b[l*ldb+j] for i < m, j < n (a multiple of 64), adding
+// when acc is set. It checks that every element it touches lies in the
+// slices (a panic, not a memory error, for a bug of the caller).
+func (kn *kernels) gemmK(c, a, b []float32, m, n, k, sam, sak, ldb, ldc int, acc bool) {
+	if m <= 0 || n <= 0 {
+		return
+	}
+	if n%64 != 0 || k < 0 || sam < 0 || sak < 0 || ldb < 0 || ldc < n {
+		panic("BUG: gemm arguments")
+	}
+	_ = c[(m-1)*ldc+n-1]
+	if k == 0 {
+		a, b = c, c
+	} else {
+		_, _ = a[(m-1)*sam+(k-1)*sak], b[(k-1)*ldb+n-1]
+	}
+	f := 0
+	if acc {
+		f = 1
+	}
+	kn.gemm(&c[0], &a[0], &b[0], m, n, k, sam, sak, ldb, ldc, f)
+}
 
-const (
-	bwdNone   bwdKernels = iota // the pure-Go per-pair backward
-	bwdAVX512                   // gemmAVX512, bwdProbAVX512
-	bwdAVX2                     // gemmAVX2, bwdProbAVX2
-)
+// bwdProbK runs the variant's bwdProb on the first rows rows of s and dp
+// (TK floats a row).
+func (kn *kernels) bwdProbK(s, dp, lb, dl []float32, mask []uint64, rows int, c, scale float32) {
+	if rows <= 0 {
+		return
+	}
+	_, _, _, _, _ = s[rows*TK-1], dp[rows*TK-1], lb[rows-1], dl[rows-1], mask[rows-1]
+	kn.bwdProb(&s[0], &dp[0], &lb[0], &dl[0], &mask[0], rows, c, scale)
+}
 
 // bwdBuffers are one worker's tiles for the tiled backward.
 type bwdBuffers struct {
@@ -76,8 +101,8 @@ func (w *buffers) bwdBufs() *bwdBuffers {
 
 // packT writes the transpose of nk rows of D floats (pitch floats apart)
 // into dst [D][TK], columns past nk zero.
-func packT(dst, src []float32, nk, pitch, D int) {
-	if nk == TK && transposeAsm(dst, src, pitch, D, 1) {
+func (kn *kernels) packT(dst, src []float32, nk, pitch, D int) {
+	if nk == TK && kn.transposeK(dst, src, pitch, D, 1) {
 		return
 	}
 	for d := 0; d < D; d++ {
@@ -124,9 +149,9 @@ func (c *bcall) liveWords(w *buffers, bb *bwdBuffers, q0, rows, stride int) bool
 // into bb.dp.
 func (c *bcall) probs(w *buffers, bb *bwdBuffers, qo, rows, pq int) {
 	D := c.s.HeadDim
-	gemmAsm(c.kern, w.s, c.q[qo:], w.kt, rows, TK, D, pq, 1, TK, TK, false)
-	gemmAsm(c.kern, bb.dp, c.dout[qo:], w.vt, rows, TK, D, pq, 1, TK, TK, false)
-	bwdProbAsm(c.kern, w.s, bb.dp, bb.lb, bb.dl, bb.words, rows, c.scale*math.Log2E, c.scale)
+	c.kern.gemmK(w.s, c.q[qo:], w.kt, rows, TK, D, pq, 1, TK, TK, false)
+	c.kern.gemmK(bb.dp, c.dout[qo:], w.vt, rows, TK, D, pq, 1, TK, TK, false)
+	c.kern.bwdProbK(w.s, bb.dp, bb.lb, bb.dl, bb.words, rows, c.scale*math.Log2E, c.scale)
 }
 
 // keyTileAsm is keyTile with the assembly kernels; with fused set it also
@@ -142,12 +167,12 @@ func (c *bcall) keyTileAsm(w *buffers, it bitem, fused bool) {
 	pk := g.stride * D
 	ko := c.kvrow(b, kvh, g, k0) * D
 	krows := c.k[ko:]
-	packT(w.kt[:D*TK], krows, nk, pk, D)
-	packT(w.vt[:D*TK], c.v[ko:], nk, pk, D)
+	c.kern.packT(w.kt[:D*TK], krows, nk, pk, D)
+	c.kern.packT(w.vt[:D*TK], c.v[ko:], nk, pk, D)
 	var kc []float32
 	var bad uint64
 	if fused {
-		kc, bad = w.cleanKeys(krows, nk, pk, D)
+		kc, bad = w.cleanKeys(c.kern, krows, nk, pk, D)
 	}
 	dk, dv := bb.dk[:nk*D], bb.dv[:nk*D]
 	clear(dk)
@@ -169,8 +194,8 @@ func (c *bcall) keyTileAsm(w *buffers, it bitem, fused bool) {
 				if fix := c.tileBad(bb, q0, rows, g.stride, nk); fix != 0 {
 					c.gradsClean(w, bb, dk, dv, q0*D, rows, g.stride*D, nk, fix)
 				} else {
-					gemmAsm(c.kern, dv, w.s, c.dout[q0*D:], nk, D, rows, 1, TK, g.stride*D, D, true)
-					gemmAsm(c.kern, dk, bb.dp, c.q[q0*D:], nk, D, rows, 1, TK, g.stride*D, D, true)
+					c.kern.gemmK(dv, w.s, c.dout[q0*D:], nk, D, rows, 1, TK, g.stride*D, D, true)
+					c.kern.gemmK(dk, bb.dp, c.q[q0*D:], nk, D, rows, 1, TK, g.stride*D, D, true)
 				}
 				if fused {
 					c.dqAsm(bb, c.dq[q0*D:], rows, g.stride*D, krows, kc, pk, bad, nk)
@@ -202,8 +227,8 @@ func (c *bcall) columnAsm(w *buffers, it bitem) {
 // cleanKeys returns, when some of the nk key rows at k (pitch floats
 // apart) hold a NaN or an infinity (bad, as bits), a copy of the rows in
 // w.vclean (D apart) with those elements 0; nil and 0 when none does.
-func (w *buffers) cleanKeys(k []float32, nk, pitch, D int) ([]float32, uint64) {
-	bad := badRows(k, nk, pitch, D)
+func (w *buffers) cleanKeys(kn *kernels, k []float32, nk, pitch, D int) ([]float32, uint64) {
+	bad := kn.badRows(k, nk, pitch, D)
 	if bad == 0 {
 		return nil, 0
 	}
@@ -230,10 +255,10 @@ func (w *buffers) cleanKeys(k []float32, nk, pitch, D int) ([]float32, uint64) {
 func (c *bcall) dqAsm(bb *bwdBuffers, dq []float32, rows, pq int, krows, kc []float32, pk int, bad uint64, nk int) {
 	D := c.s.HeadDim
 	if kc == nil {
-		gemmAsm(c.kern, dq, bb.dp, krows, rows, D, nk, TK, 1, pk, pq, true)
+		c.kern.gemmK(dq, bb.dp, krows, rows, D, nk, TK, 1, pk, pq, true)
 		return
 	}
-	gemmAsm(c.kern, dq, bb.dp, kc, rows, D, nk, TK, 1, D, pq, true)
+	c.kern.gemmK(dq, bb.dp, kc, rows, D, nk, TK, 1, D, pq, true)
 	for r := 0; r < rows; r++ {
 		for x := bb.words[r] & bad; x != 0; x &= x - 1 {
 			j := bits.TrailingZeros64(x)
@@ -267,19 +292,19 @@ func (c *bcall) queryTileAsm(w *buffers, it bitem) {
 		nk := min(TK, g.nk-k0)
 		ko := c.kvrow(b, kvh, g, k0) * D
 		krows := c.k[ko:]
-		packT(w.kt[:D*TK], krows, nk, pk, D)
-		packT(w.vt[:D*TK], c.v[ko:], nk, pk, D)
+		c.kern.packT(w.kt[:D*TK], krows, nk, pk, D)
+		c.kern.packT(w.vt[:D*TK], c.v[ko:], nk, pk, D)
 		c.probs(w, bb, q0*D, rows, pq)
-		kc, bad := w.cleanKeys(krows, nk, pk, D)
+		kc, bad := w.cleanKeys(c.kern, krows, nk, pk, D)
 		c.dqAsm(bb, c.dq[q0*D:], rows, pq, krows, kc, pk, bad, nk)
 	}
 }
 
 // badRows returns the rows of nk key rows (pitch floats apart) that hold
 // a NaN or an infinity, as bits.
-func badRows(k []float32, nk, pitch, D int) uint64 {
+func (kn *kernels) badRows(k []float32, nk, pitch, D int) uint64 {
 	if nk == TK && pitch == D {
-		return nonFiniteRows(k, D)
+		return kn.nonFiniteRows(k, D)
 	}
 	var nf uint64
 	for j := 0; j < nk; j++ {
@@ -300,7 +325,7 @@ func (c *bcall) markNonFinite() {
 		r0 := i * 64
 		var x uint64
 		if r0+64 <= n {
-			x = nonFiniteRows(c.q[r0*D:], D) | nonFiniteRows(c.dout[r0*D:], D)
+			x = c.kern.nonFiniteRows(c.q[r0*D:], D) | c.kern.nonFiniteRows(c.dout[r0*D:], D)
 		} else {
 			for r := r0; r < n; r++ {
 				if !allFinite(c.q[r*D:][:D]) || !allFinite(c.dout[r*D:][:D]) {
@@ -353,7 +378,7 @@ func (c *bcall) gradsClean(w *buffers, bb *bwdBuffers, dk, dv []float32, qo, row
 	}
 	product := func(dst, a, src, clean []float32, fix uint64) {
 		if fix == 0 {
-			gemmAsm(c.kern, dst, a, src[qo:], nk, D, rows, 1, TK, pq, D, true)
+			c.kern.gemmK(dst, a, src[qo:], nk, D, rows, 1, TK, pq, D, true)
 			return
 		}
 		clean = clean[:rows*D]
@@ -368,7 +393,7 @@ func (c *bcall) gradsClean(w *buffers, bb *bwdBuffers, dk, dv []float32, qo, row
 				}
 			}
 		}
-		gemmAsm(c.kern, dst, a, clean, nk, D, rows, 1, TK, D, D, true)
+		c.kern.gemmK(dst, a, clean, nk, D, rows, 1, TK, D, D, true)
 		tail := mask.TailBits(nk)
 		for x := fix; x != 0; x &= x - 1 {
 			r := bits.TrailingZeros64(x)

@@ -59,8 +59,7 @@ type call struct {
 	nparams  int
 	hvals    []int32
 	heads    []mask.Docs
-	tile     tileFunc
-	decode   bool // the variant has decode kernels (hasDecode)
+	kern     *kernels // the variant's kernels
 	s        Shape
 	out, lse []float32
 	out16    []uint16 // the output in the inputs' 16-bit format, instead of out
@@ -127,7 +126,7 @@ const (
 var calls = sync.Pool{New: func() any { return new(call) }}
 
 // setup fills the call's state and workspace.
-func (c *call) setup(m mask.Mask, tile tileFunc, s Shape, out []float32, out16 []uint16, lse []float32, in inputs, docs []int32, hp *[mask.MaxHeadParams][]int32) error {
+func (c *call) setup(m mask.Mask, kern *kernels, s Shape, out []float32, out16 []uint16, lse []float32, in inputs, docs []int32, hp *[mask.MaxHeadParams][]int32) error {
 	var err error
 	if c.docs, err = resetData(c.docs, m, s, docs); err != nil { // a pooled call's Docs keep their buffers
 		return err
@@ -135,7 +134,7 @@ func (c *call) setup(m mask.Mask, tile tileFunc, s Shape, out []float32, out16 [
 	c.nparams = len(mask.HeadParams(m))
 	c.hvals = headValues(c.hvals, hp, c.nparams, s.HeadsQ)
 	c.heads = setHeads(c.heads, c.docs, c.hvals, c.nparams, s.HeadsQ)
-	c.mask, c.tile, c.s, c.out, c.out16, c.lse, c.inputs = m, tile, s, out, out16, lse, in
+	c.mask, c.kern, c.s, c.out, c.out16, c.lse, c.inputs = m, kern, s, out, out16, lse, in
 	c.next.Store(0)
 	c.scale = s.Scale
 	if c.scale == 0 {
@@ -382,7 +381,7 @@ func (c *call) tileData(w *buffers, b, kvh int, g segment, t int, nf bool) (kt, 
 		c.pack(kt, vt, w.conv, bk, g, t)
 		vt = c.valueTile(vt, bk, g, t)
 		if nf {
-			bad = nonFiniteRows(vt, D)
+			bad = c.kern.nonFiniteRows(vt, D)
 		}
 		return kt, vt, bad
 	}
@@ -393,7 +392,7 @@ func (c *call) tileData(w *buffers, b, kvh int, g segment, t int, nf bool) (kt, 
 			bad = c.nonFinite[p].Load()
 		} else {
 			// computed by whichever worker gets there first; they agree
-			bad = nonFiniteRows(vt, D)
+			bad = c.kern.nonFiniteRows(vt, D)
 			c.nonFinite[p].Store(bad)
 			c.known[p].Store(true)
 		}
@@ -492,11 +491,11 @@ func (c *call) pack(kt, vt, tmp []float32, bk int, g segment, t int) {
 		// memory (4.4 against 5.3-5.7 ms for a causal decode of 32k keys).
 		tmp = tmp[:TK*D]
 		copy(tmp, c.k[first:first+TK*D])
-		if transposeAsm(kt, tmp, D, D, c.scale) {
+		if c.kern.transposeK(kt, tmp, D, D, c.scale) {
 			return
 		}
 	}
-	if c.elem == F32 && run && transposeAsm(kt, c.k[first:first+(TK-1)*pitch+D], pitch, D, c.scale) {
+	if c.elem == F32 && run && c.kern.transposeK(kt, c.k[first:first+(TK-1)*pitch+D], pitch, D, c.scale) {
 		if pitch != D { // values not in place
 			for x := 0; x < TK; x++ {
 				row := first + x*pitch
@@ -510,11 +509,9 @@ func (c *call) pack(kt, vt, tmp []float32, bk int, g segment, t int) {
 	tmp = tmp[:TK*D]
 	if c.elem != F32 && run && pitch == D {
 		// 16-bit rows back to back: one widening pass each
-		widen(tmp, c.k16[first:first+TK*D], c.elem)
-		widen(vt[:TK*D], c.v16[first:first+TK*D], c.elem)
-		if !transposeAsm(kt, tmp, D, D, c.scale) {
-			transposeGo(kt, tmp, D, D, c.scale)
-		}
+		c.kern.widenRow(tmp, c.k16[first:first+TK*D], c.elem)
+		c.kern.widenRow(vt[:TK*D], c.v16[first:first+TK*D], c.elem)
+		c.kern.transposeTile(kt, tmp, D, D, c.scale)
 		return
 	}
 	for x := 0; x < TK; x++ {
@@ -530,13 +527,11 @@ func (c *call) pack(kt, vt, tmp []float32, bk int, g segment, t int) {
 			copy(kr, c.k[row:row+D])
 			copy(vr, c.v[row:row+D])
 		} else {
-			widen(kr, c.k16[row:row+D], c.elem)
-			widen(vr, c.v16[row:row+D], c.elem)
+			c.kern.widenRow(kr, c.k16[row:row+D], c.elem)
+			c.kern.widenRow(vr, c.v16[row:row+D], c.elem)
 		}
 	}
-	if !transposeAsm(kt, tmp, D, D, c.scale) {
-		transposeGo(kt, tmp, D, D, c.scale)
-	}
+	c.kern.transposeTile(kt, tmp, D, D, c.scale)
 }
 
 // valueTile returns the values of key tile t of segment g of (batch, kv
@@ -552,9 +547,9 @@ func (c *call) valueTile(vt []float32, bk int, g segment, t int) []float32 {
 }
 
 // nonFiniteRows returns the rows of a value tile that hold a NaN or an
-// infinity, as bits.
-func nonFiniteRows(v []float32, D int) uint64 {
-	if nf, ok := nonFiniteAsm(v, D); ok {
+// infinity, as bits, with k's kernel where it has one.
+func (k *kernels) nonFiniteRows(v []float32, D int) uint64 {
+	if nf, ok := k.nonFiniteK(v, D); ok {
 		return nf
 	}
 	var nf uint64

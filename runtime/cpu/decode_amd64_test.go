@@ -8,8 +8,6 @@ import (
 	"math/rand/v2"
 	"testing"
 	"unsafe"
-
-	xcpu "golang.org/x/sys/cpu"
 )
 
 // decodeAt runs the decode kernel of elem on an atTile: its keys written
@@ -18,7 +16,7 @@ import (
 // the rows off names), for the first n rows of q. For 16-bit elements the
 // tile's values are first truncated to the format, so that the reference
 // sees what the kernel reads.
-func decodeAt(rng *rand.Rand, st *atState, elem Elem, d, n int, q []float32, t *atTile) {
+func decodeAt(kern *kernels, rng *rand.Rand, st *atState, elem Elem, d, n int, q []float32, t *atTile) {
 	if elem != F32 {
 		for _, x := range [][]float32{t.kt, t.v} {
 			for i, y := range x {
@@ -51,7 +49,7 @@ func decodeAt(rng *rand.Rand, st *atState, elem Elem, d, n int, q []float32, t *
 	if elem != F32 {
 		kb, vb = unsafe.Pointer(&k16[0]), unsafe.Pointer(&v16[0])
 	}
-	decodeAsm(elem, q, kb, vb, &off, st.o, st.m, st.l, n, d)
+	kern.decodeRun(elem, q, kb, vb, &off, st.o, st.m, st.l, n, d)
 }
 
 // to16 truncates x to bfloat16 or half precision (half-precision values
@@ -79,15 +77,16 @@ func f16to32n(h uint16, elem Elem) float32 {
 	return f16to32(h)
 }
 
-// TestDecodeAsm checks the AVX-512 decode kernel the way TestTileAsm checks
-// the tile kernels: against the float64 reference of the tile ABI, for n
+// TestDecodeAsm checks each variant's decode kernels the way TestTileAsm
+// checks the tile kernels: against the float64 reference of the tile ABI, for n
 // rows of a full tile (the rows past n must stay bit for bit), exact scores
 // with the strict tolerance and Gaussian ones against a straightforward
 // float32 step on all TQ rows of the same tiles.
 func TestDecodeAsm(t *testing.T) {
-	if !xcpu.X86.HasAVX512F {
-		t.Skip("CPU lacks AVX-512")
-	}
+	eachDecode(t, func(t *testing.T, kern *kernels) { testDecodeAsm(t, kern) })
+}
+
+func testDecodeAsm(t *testing.T, kern *kernels) {
 	cases := []struct {
 		name  string
 		grid  bool
@@ -137,7 +136,7 @@ func TestDecodeAsm(t *testing.T) {
 							tile := g.tile("full")
 							tile.mask = rowsMask
 							before := st.clone()
-							decodeAt(rng, st, elem, d, n, q, tile)
+							decodeAt(kern, rng, st, elem, d, n, q, tile)
 							if err := atUnkept(before, st, tile.mask, d); err != nil {
 								t.Fatalf("%s D=%d %s rows %d tile %d: %v", elem, d, c.name, n, i, err)
 							}
@@ -174,9 +173,10 @@ func TestDecodeAsm(t *testing.T) {
 // BenchmarkDecodeKernel times the float32 decode kernels on one key tile
 // in cache: the compute side of a decode (memory is the other).
 func BenchmarkDecodeKernel(b *testing.B) {
-	if !xcpu.X86.HasAVX512F {
-		b.Skip("CPU lacks AVX-512")
-	}
+	eachDecode(b, benchDecodeKernel)
+}
+
+func benchDecodeKernel(b *testing.B, kern *kernels) {
 	const d = 128
 	rng := rand.New(rand.NewPCG(1, 1))
 	k, v, q := atFloats(TK*d), atFloats(TK*d), atFloats(TQ*d)
@@ -193,7 +193,7 @@ func BenchmarkDecodeKernel(b *testing.B) {
 		st := newAtState(d)
 		b.Run(fmt.Sprintf("rows=%d", n), func(b *testing.B) {
 			for b.Loop() {
-				decodeAsm(F32, q, unsafe.Pointer(&k[0]), unsafe.Pointer(&v[0]), &off, st.o, st.m, st.l, n, d)
+				kern.decodeRun(F32, q, unsafe.Pointer(&k[0]), unsafe.Pointer(&v[0]), &off, st.o, st.m, st.l, n, d)
 			}
 		})
 	}

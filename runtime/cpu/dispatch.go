@@ -1,14 +1,5 @@
 package cpu
 
-// tileFor returns the microkernel of a variant, if this build and machine
-// can run it.
-func tileFor(v Variant) (tileFunc, bool) {
-	if v == PureGo {
-		return tileGo, true
-	}
-	return tileAsm(v)
-}
-
 // maxDecodeRows is the most rows a job may have to use the decode kernels
 // (see emit/avo.EmitDecode), in groups of 8: one pass per group over each
 // whole key tile that every row keeps, its rows read in place.
@@ -25,3 +16,5 @@ func decodeRows(rows int) int {
 	}
 	return n
 }
+
+type decodeKernel func(q *float32, k, v *byte, off *int, o, m, l *float32)

@@ -3,8 +3,9 @@
 // functions that call it: shapes, workspace, goroutines, the tile walk of
 // the plan), the per-tile microkernels (AVX-512 and AVX2 Go assembly
 // written by emit/avo, and a pure-Go path computing the same function),
-// the exp2 they share, the variants as values (Targets) and the FMA peak
-// loop benchmarks measure beside the kernels. It imports only the standard library, x/sys and
+// the exp2 they share, the variants as values (Targets, each with one
+// table of its kernels, kernels.go) and the FMA-peak and read-bandwidth
+// probes benchmarks measure beside the kernels. It imports only the standard library, x/sys and
 // runtime/mask. A generated package contributes only its compiled mask (a
 // mask.Mask written from the plan); attngen's own verify and bench
 // commands run this package with the plan evaluated directly, and tests

@@ -2,11 +2,12 @@ package cpu
 
 import "math"
 
-// widen writes the float32 values of the 16-bit elements src (BF16 or F16
-// bits) into dst; both conversions are exact.
-func widen(dst []float32, src []uint16, elem Elem) {
+// widenRow writes the float32 values of the 16-bit elements src (BF16 or
+// F16 bits) into dst; both conversions are exact. It runs
+// k's kernel where it has one.
+func (k *kernels) widenRow(dst []float32, src []uint16, elem Elem) {
 	dst = dst[:len(src)]
-	if widenAsm(dst, src, elem) {
+	if k.widenK(dst, src, elem) {
 		return
 	}
 	if elem == BF16 {
@@ -42,6 +43,14 @@ func f16to32(h uint16) float32 {
 	return math.Float32frombits(sign | (e+112)<<23 | m<<13)
 }
 
+// transposeTile transposes a whole tile of 64 key rows (pitch floats
+// apart), times scale, with k's kernel where it has one, else in Go.
+func (k *kernels) transposeTile(kt, src []float32, pitch, d int, scale float32) {
+	if !k.transposeK(kt, src, pitch, d, scale) {
+		transposeGo(kt, src, pitch, d, scale)
+	}
+}
+
 // transposeGo is the portable transpose of a whole tile of 64 key rows
 // (pitch floats apart), times scale: kt[d][c] = scale*k[c*pitch+d].
 func transposeGo(kt, k []float32, pitch, d int, scale float32) {
@@ -53,12 +62,13 @@ func transposeGo(kt, k []float32, pitch, d int, scale float32) {
 	}
 }
 
-// narrow writes x*inv for every x of src into dst, rounded to elem (BF16
-// or F16): each element is the float32 product rounded once more, to
-// nearest, ties to even.
-func narrow(dst []uint16, src []float32, inv float32, elem Elem) {
+// narrowRow writes x*inv for every x of src into dst, rounded to elem
+// (BF16 or F16): each element is the float32 product rounded once more, to
+// nearest, ties to even. It runs
+// k's kernel where it has one.
+func (k *kernels) narrowRow(dst []uint16, src []float32, inv float32, elem Elem) {
 	dst = dst[:len(src)]
-	if narrowAsm(dst, src, inv, elem) {
+	if k.narrowK(dst, src, inv, elem) {
 		return
 	}
 	if elem == BF16 {

@@ -11,14 +11,16 @@ import (
 // the assembly (where the CPU has it) and in Go: bfloat16 is the high half
 // of a float32; half precision is checked against its definition
 // (normal, subnormal, infinity, NaN).
-func TestWiden(t *testing.T) {
+func TestWiden(t *testing.T) { eachKernels(t, nil, testWiden) }
+
+func testWiden(t *testing.T, kern *kernels) {
 	src := make([]uint16, 1<<16)
 	for i := range src {
 		src[i] = uint16(i)
 	}
 	for _, elem := range []Elem{BF16, F16} {
 		asm, ref := make([]float32, len(src)), make([]float32, len(src))
-		widen(asm, src, elem) // the assembly, where available
+		kern.widenRow(asm, src, elem) // the kernel, where the variant has one
 		for i, h := range src {
 			if elem == BF16 {
 				ref[i] = math.Float32frombits(uint32(h) << 16)
@@ -44,7 +46,7 @@ func TestWiden(t *testing.T) {
 		goPath := make([]float32, len(src))
 		for i := 0; i < len(src); i += 7 { // odd lengths take the Go path
 			n := min(7, len(src)-i)
-			widen(goPath[i:i+n], src[i:i+n], elem)
+			kern.widenRow(goPath[i:i+n], src[i:i+n], elem)
 		}
 		for i := range src {
 			for _, got := range []float32{asm[i], goPath[i]} {
@@ -228,7 +230,9 @@ func TestNarrow(t *testing.T) {
 // over every 16-bit value of each format as a float32, the midpoints
 // between neighbours and one float32 ulp either side, NaNs with payloads,
 // and random bit patterns, with a factor of 1 and a random one.
-func TestNarrowRows(t *testing.T) {
+func TestNarrowRows(t *testing.T) { eachKernels(t, nil, testNarrowRows) }
+
+func testNarrowRows(t *testing.T, kern *kernels) {
 	r := rand.New(rand.NewPCG(26, 27))
 	var xs []float32
 	for h := 0; h < 1<<16; h++ {
@@ -248,7 +252,7 @@ func TestNarrowRows(t *testing.T) {
 	for _, elem := range []Elem{BF16, F16} {
 		for _, s := range []float32{1, float32(r.Float64() + 0.5)} {
 			clear(dst)
-			narrow(dst, xs, s, elem)
+			kern.narrowRow(dst, xs, s, elem)
 			for i, x := range xs {
 				want := f32toF16(x * s)
 				if elem == BF16 {

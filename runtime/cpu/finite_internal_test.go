@@ -48,11 +48,13 @@ func BenchmarkAllFinite(b *testing.B) {
 	_ = n
 }
 
-// TestNonFiniteRows: nonFiniteRows (AVX-512 where the CPU has it) marks
+// TestNonFiniteRows: nonFiniteRows (with each variant's kernel or Go) marks
 // exactly the value rows holding a NaN or an infinity, for special values
 // at random positions, including the first and last element of a row, and
 // never a row holding only finite values (largest, subnormal, -0).
-func TestNonFiniteRows(t *testing.T) {
+func TestNonFiniteRows(t *testing.T) { eachKernels(t, nil, testNonFiniteRows) }
+
+func testNonFiniteRows(t *testing.T, kern *kernels) {
 	r := rand.New(rand.NewPCG(16, 17))
 	bad := []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), math.Float32frombits(0xffc00001)}
 	good := []float32{math.MaxFloat32, -math.MaxFloat32, math.SmallestNonzeroFloat32, float32(math.Copysign(0, -1))}
@@ -80,16 +82,20 @@ func TestNonFiniteRows(t *testing.T) {
 					v[row*d+col] = good[r.IntN(len(good))]
 				}
 			}
-			if got := nonFiniteRows(v, d); got != want {
+			if got := kern.nonFiniteRows(v, d); got != want {
 				t.Fatalf("D=%d trial %d: rows %064b, want %064b", d, trial, got, want)
 			}
 		}
 	}
 }
 
-// TestScaleRow: the output scaling (AVX-512 where the CPU has it) is the
+// TestScaleRow: each variant's output scaling is the
 // product of each element and the factor, bit for bit, specials included.
 func TestScaleRow(t *testing.T) {
+	eachKernels(t, func(k *kernels) bool { return k.scaleRow != nil }, testScaleRow)
+}
+
+func testScaleRow(t *testing.T, kern *kernels) {
 	r := rand.New(rand.NewPCG(18, 19))
 	for _, n := range []int{16, 64, 128} {
 		src, dst := make([]float32, n), make([]float32, n+1)
@@ -99,8 +105,8 @@ func TestScaleRow(t *testing.T) {
 		src[0], src[n-1] = float32(math.Inf(-1)), float32(math.NaN())
 		dst[n] = 7 // past the row: untouched
 		s := float32(r.Float64())
-		if !scaleRowAsm(dst[:n], src, s) {
-			t.Skip("no assembly for the row scaling here")
+		if !kern.scaleRowK(dst[:n], src, s) {
+			t.Fatalf("n %d: the row scaling did not run", n)
 		}
 		for i, x := range src {
 			if w := x * s; math.Float32bits(dst[i]) != math.Float32bits(w) && !(math.IsNaN(float64(w)) && math.IsNaN(float64(dst[i]))) {
@@ -113,12 +119,15 @@ func TestScaleRow(t *testing.T) {
 	}
 }
 
-// TestLSE: the log-sum-exp of the output rows (AVX-512 where the CPU has
-// it) is within 4*2^-24 (|m| + |log2 l|) ln 2 (two float32 ulp) of the float64
+// TestLSE: each variant's log-sum-exp of the output rows is within 4*2^-24 (|m| + |log2 l|) ln 2 (two float32 ulp) of the float64
 // value (m + log2 l) ln 2, over the sums a row can have (1 up to 2^40, and
 // NaN and +Inf through), with maxima of either sign: the error a float32
 // sum of the two terms has, whose cancellation the float64 path avoids.
 func TestLSE(t *testing.T) {
+	eachKernels(t, func(k *kernels) bool { return k.lse != nil }, testLSE)
+}
+
+func testLSE(t *testing.T, kern *kernels) {
 	r := rand.New(rand.NewPCG(20, 21))
 	const n = 48
 	for trial := 0; trial < 2000; trial++ {
@@ -131,8 +140,8 @@ func TestLSE(t *testing.T) {
 			}
 		}
 		l[3], l[5] = float32(math.NaN()), float32(math.Inf(1))
-		if !lseAsm(dst, m, l, n) {
-			t.Skip("no assembly for the log-sum-exp here")
+		if !kern.lseK(dst, m, l, n) {
+			t.Fatal("the log-sum-exp did not run")
 		}
 		for i := range m {
 			want := float32((float64(m[i]) + math.Log2(float64(l[i]))) * math.Ln2)

@@ -470,7 +470,7 @@ func forward(m mask.Mask, variant Variant, a *Args) error {
 	if variant == Auto {
 		variant = Best()
 	}
-	tile, ok := tileFor(variant)
+	kern, ok := kernelsOf(variant)
 	if !ok {
 		return fmt.Errorf("%w: %s", ErrVariant, variant)
 	}
@@ -516,8 +516,7 @@ func forward(m mask.Mask, variant Variant, a *Args) error {
 	if table != nil {
 		c.pageSize, c.tableStride, c.table = pg.PageSize, pg.stride(s), table
 	}
-	c.decode = hasDecode(variant)
-	if err := c.setup(m, tile, s, a.Out, a.Out16, a.LSE, in, data, &a.HeadParams); err != nil {
+	if err := c.setup(m, kern, s, a.Out, a.Out16, a.LSE, in, data, &a.HeadParams); err != nil {
 		c.release()
 		return err
 	}

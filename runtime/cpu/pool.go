@@ -12,11 +12,12 @@ import (
 // buffers are one goroutine's tile buffers.
 type buffers struct {
 	q, s, o, m, l []float32
-	qs            []float32 // the query rows scaled, for the decode kernels
-	off           [TK]int   // byte offsets of a tile's key rows, for the decode kernels
-	vclean        []float32 // a value tile with masked non-finite entries zeroed
-	kt, vt        []float32 // a key and a value tile packed for a transient call
-	conv          []float32 // 16-bit key rows widened before the transpose
+	qs            []float32   // the query rows scaled, for the decode kernels
+	off           [TK]int     // byte offsets of a tile's key rows, for the decode kernels
+	vclean        []float32   // a value tile with masked non-finite entries zeroed
+	kt, vt        []float32   // a key and a value tile packed for a transient call
+	conv          []float32   // 16-bit key rows widened before the transpose
+	lse           [TQ]float32 // the log-sum-exp of a job's rows
 	mask          []uint64
 	refs          []mask.Tile
 	bwd           *bwdBuffers // the AVX-512 backward's tiles, made on first use

@@ -7,9 +7,11 @@ import (
 
 // TestPackTranspose: pack lays out every key tile as kt[d][c] = key c, dim
 // d (zero past the keys) and the values as rows, whatever path it takes
-// (the AVX-512 transpose for whole tiles where the CPU has it), for both
+// (each variant's transpose for whole tiles where it has one), for both
 // head dimensions, identity and strided layouts, whole and tail tiles.
-func TestPackTranspose(t *testing.T) {
+func TestPackTranspose(t *testing.T) { eachKernels(t, nil, testPackTranspose) }
+
+func testPackTranspose(t *testing.T, kern *kernels) {
 	r := rand.New(rand.NewPCG(16, 17))
 	for _, D := range []int{64, 128} {
 		for _, stride := range []int{1, 3} {
@@ -18,7 +20,7 @@ func TestPackTranspose(t *testing.T) {
 			for i := range k {
 				k[i], v[i] = float32(r.NormFloat64()), float32(r.NormFloat64())
 			}
-			c := &call{s: Shape{SeqK: sk, HeadDim: D}, inputs: inputs{k: k, v: v}, scale: 0.375}
+			c := &call{kern: kern, s: Shape{SeqK: sk, HeadDim: D}, inputs: inputs{k: k, v: v}, scale: 0.375}
 			for off := 0; off < stride; off++ {
 				g := segment{nk: (sk - off + stride - 1) / stride, off: off, stride: stride}
 				for tt := 0; tt*TK < g.nk; tt++ {
@@ -47,11 +49,14 @@ func TestPackTranspose(t *testing.T) {
 	}
 }
 
-// TestTransposeAsm: the assembly transpose, where this build and CPU have
-// it, equals the definition for both head dimensions and several pitches.
+// TestTransposeAsm: each variant's transpose equals the definition for
+// both head dimensions and several pitches.
 func TestTransposeAsm(t *testing.T) {
+	eachKernels(t, func(k *kernels) bool { return k.transpose != nil }, testTranspose)
+}
+
+func testTranspose(t *testing.T, kern *kernels) {
 	r := rand.New(rand.NewPCG(18, 19))
-	ran := false
 	for _, D := range []int{64, 128} {
 		for _, pitch := range []int{D, D + 16, 5 * D} {
 			k := make([]float32, (TK-1)*pitch+D)
@@ -59,10 +64,9 @@ func TestTransposeAsm(t *testing.T) {
 				k[i] = float32(r.NormFloat64())
 			}
 			kt := make([]float32, D*TK)
-			if !transposeAsm(kt, k, pitch, D, -1.5) {
-				continue
+			if !kern.transposeK(kt, k, pitch, D, -1.5) {
+				t.Fatalf("D %d pitch %d: the transpose did not run", D, pitch)
 			}
-			ran = true
 			for d := 0; d < D; d++ {
 				for c := 0; c < TK; c++ {
 					if kt[d*TK+c] != -1.5*k[c*pitch+d] {
@@ -71,8 +75,5 @@ func TestTransposeAsm(t *testing.T) {
 				}
 			}
 		}
-	}
-	if !ran {
-		t.Skip("no assembly transpose in this build or on this CPU")
 	}
 }

@@ -56,7 +56,7 @@ func (w *buffers) runItem(c *call, it item) {
 			if c.elem == F32 {
 				copy(dst, c.q[row*D:][:D])
 			} else {
-				widen(dst, c.q16[row*D:][:D], c.elem)
+				c.kern.widenRow(dst, c.q16[row*D:][:D], c.elem)
 			}
 		}
 	}
@@ -75,7 +75,7 @@ func (w *buffers) runItem(c *call, it item) {
 	// row keeps go to the decode kernels, which read the key and value rows
 	// in place, with the query rows scaled, in groups of 8 rows (zero rows
 	// pad the last group to 1, 2, 4 or 8).
-	direct := c.decode && c.transient && rows <= maxDecodeRows
+	direct := c.kern.hasDecode() && c.transient && rows <= maxDecodeRows
 	var qs []float32
 	for _, ref := range refs {
 		k0 := ref.K * TK
@@ -102,7 +102,7 @@ func (w *buffers) runItem(c *call, it item) {
 			// groups of 8 rows, the last padded to 1, 2, 4 or 8
 			for r0 := 0; r0 < rows; r0 += 8 {
 				n := decodeRows(min(rows-r0, 8))
-				decodeAsm(c.elem, qs[r0*D:], kb, vb, &w.off, o[r0*D:], m[r0:], l[r0:], n, D)
+				c.kern.decodeRun(c.elem, qs[r0*D:], kb, vb, &w.off, o[r0*D:], m[r0:], l[r0:], n, D)
 			}
 			continue
 		}
@@ -143,15 +143,15 @@ func (w *buffers) runItem(c *call, it item) {
 				all &= k
 			}
 			if fix := nf &^ all; fix != 0 {
-				c.tile(qt0, kt, w.sanitize(vt, fix, D), w.s[:TQ*TK], o, m, l, keep, D)
+				c.kern.tile(qt0, kt, w.sanitize(vt, fix, D), w.s[:TQ*TK], o, m, l, keep, D)
 				w.restore(vt, fix, keep[:rows], D)
 				continue
 			}
 		}
-		c.tile(qt0, kt, vt, w.s[:TQ*TK], o, m, l, keep, D)
+		c.kern.tile(qt0, kt, vt, w.s[:TQ*TK], o, m, l, keep, D)
 	}
 	if it.part < 0 {
-		c.finish(j, o, m, l)
+		c.finish(w, j, o, m, l)
 		return
 	}
 	// A part of a split job: keep its state; the last part merges.
@@ -195,17 +195,17 @@ func (w *buffers) merge(c *call, j job) {
 		}
 		m[r], l[r] = mx, lr
 	}
-	c.finish(j, o, m, l)
+	c.finish(w, j, o, m, l)
 }
 
 // finish writes the rows of a job: out = o / l, lse = (m + log2 l) ln 2,
 // or 0 and -Inf for rows that keep no key (l = 0). A 16-bit output gets
 // the same float32 values rounded to the format.
-func (c *call) finish(j job, o, m, l []float32) {
+func (c *call) finish(w *buffers, j job, o, m, l []float32) {
 	D := c.s.HeadDim
 	rows := int(j.nh) * int(j.per)
-	var lse [TQ]float32
-	vecLSE := c.lse != nil && lseAsm(lse[:], m[:TQ], l[:TQ], rows)
+	lse := &w.lse // the kernels are called through the table: a stack array would escape
+	vecLSE := c.lse != nil && c.kern.lseK(lse[:], m[:TQ], l[:TQ], rows)
 	for r := 0; r < rows; r++ {
 		_, row := c.rowOf(j, r)
 		if l[r] == 0 {
@@ -221,8 +221,8 @@ func (c *call) finish(j job, o, m, l []float32) {
 		}
 		inv := 1 / l[r]
 		if c.out16 != nil {
-			narrow(c.out16[row*D:row*D+D], o[r*D:r*D+D], inv, c.elem)
-		} else if dst := c.out[row*D : row*D+D]; !scaleRowAsm(dst, o[r*D:r*D+D], inv) {
+			c.kern.narrowRow(c.out16[row*D:row*D+D], o[r*D:r*D+D], inv, c.elem)
+		} else if dst := c.out[row*D : row*D+D]; !c.kern.scaleRowK(dst, o[r*D:r*D+D], inv) {
 			for d, x := range o[r*D : r*D+D] {
 				dst[d] = x * inv
 			}

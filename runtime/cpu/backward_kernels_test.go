@@ -1,60 +1,10 @@
-//go:build amd64 && !purego
-
 package cpu
 
 import (
 	"math"
 	"math/rand/v2"
 	"testing"
-
-	xcpu "golang.org/x/sys/cpu"
 )
-
-// bwdKernelSets are the backward's kernel pairs, each tested the same way.
-var bwdKernelSets = []struct {
-	name string
-	kern bwdKernels
-	ok   bool
-}{
-	{"AVX512", bwdAVX512, xcpu.X86.HasAVX512F},
-	{"AVX2", bwdAVX2, xcpu.X86.HasAVX2 && xcpu.X86.HasFMA},
-}
-
-// eachBwdKernels runs f as a subtest for each kernel pair the CPU has.
-func eachBwdKernels(t *testing.T, f func(t *testing.T, kern bwdKernels)) {
-	for _, ks := range bwdKernelSets {
-		t.Run(ks.name, func(t *testing.T) {
-			if !ks.ok {
-				t.Skipf("CPU lacks the instructions of %s", ks.name)
-			}
-			f(t, ks.kern)
-		})
-	}
-}
-
-// TestBwdKernelsOf: each assembly variant runs its own kernels where the
-// CPU has them (the AVX2 variant the AVX2 ones, even on an AVX-512 CPU),
-// the others the pure-Go backward.
-func TestBwdKernelsOf(t *testing.T) {
-	for _, c := range []struct {
-		v    Variant
-		want bwdKernels
-		ok   bool
-	}{
-		{AVX512, bwdAVX512, xcpu.X86.HasAVX512F},
-		{AVX2, bwdAVX2, xcpu.X86.HasAVX2 && xcpu.X86.HasFMA},
-		{PureGo, bwdNone, true},
-		{Auto, bwdNone, true},
-	} {
-		want := c.want
-		if !c.ok {
-			want = bwdNone
-		}
-		if got := bwdKernelsOf(c.v); got != want {
-			t.Errorf("%s: kernels %d, want %d", c.v, got, want)
-		}
-	}
-}
 
 // TestGemm: gemmAVX512 and gemmAVX2 against a float64 loop, for awkward m
 // (every row block and remainder: 6, 4, 2, 1 on AVX-512, 3, 2, 1 on
@@ -63,7 +13,7 @@ func TestBwdKernelsOf(t *testing.T) {
 // rows, overwriting and accumulating; nothing outside C's m x n changes.
 func TestGemm(t *testing.T) { eachBwdKernels(t, testGemm) }
 
-func testGemm(t *testing.T, kern bwdKernels) {
+func testGemm(t *testing.T, kern *kernels) {
 	r := rand.New(rand.NewPCG(91, 92))
 	for iter := 0; iter < 400; iter++ {
 		m, n, k := 1+r.IntN(70), 64*(1+r.IntN(3)), r.IntN(140)
@@ -82,7 +32,7 @@ func testGemm(t *testing.T, kern bwdKernels) {
 		b := randF32(r, max((k-1)*ldb+n, 1))
 		c := randF32(r, (m-1)*ldc+n+7)
 		c0 := append([]float32(nil), c...)
-		gemmAsm(kern, c, a, b, m, n, k, sam, sak, ldb, ldc, acc)
+		kern.gemmK(c, a, b, m, n, k, sam, sak, ldb, ldc, acc)
 		for i := range c {
 			row, j := i/ldc, i%ldc
 			if row >= m || j >= n {
@@ -111,7 +61,7 @@ func testGemm(t *testing.T, kern bwdKernels) {
 // whose sums include it, for each kernel.
 func TestGemmNaN(t *testing.T) { eachBwdKernels(t, testGemmNaN) }
 
-func testGemmNaN(t *testing.T, kern bwdKernels) {
+func testGemmNaN(t *testing.T, kern *kernels) {
 	m, n, k := 13, 128, 9
 	a, b, c := make([]float32, m*k), make([]float32, k*n), make([]float32, m*n)
 	for i := range a {
@@ -122,7 +72,7 @@ func testGemmNaN(t *testing.T, kern bwdKernels) {
 	}
 	a[5*k+3] = float32(math.NaN()) // row 5
 	b[7*n+70] = float32(math.Inf(1))
-	gemmAsm(kern, c, a, b, m, n, k, k, 1, n, n, false)
+	kern.gemmK(c, a, b, m, n, k, k, 1, n, n, false)
 	for i, x := range c {
 		row, j := i/n, i%n
 		switch {
@@ -141,7 +91,7 @@ func testGemmNaN(t *testing.T, kern bwdKernels) {
 // kept scores give NaN, rows past rows untouched.
 func TestBwdProb(t *testing.T) { eachBwdKernels(t, testBwdProb) }
 
-func testBwdProb(t *testing.T, kern bwdKernels) {
+func testBwdProb(t *testing.T, kern *kernels) {
 	r := rand.New(rand.NewPCG(93, 94))
 	for iter := 0; iter < 50; iter++ {
 		rows := 1 + r.IntN(TQ)
@@ -171,7 +121,7 @@ func testBwdProb(t *testing.T, kern bwdKernels) {
 			s[nanAt] = float32(math.NaN())
 		}
 		s0, dp0 := append([]float32(nil), s...), append([]float32(nil), dp...)
-		bwdProbAsm(kern, s, dp, lb, dl, words, rows, c, scale)
+		kern.bwdProbK(s, dp, lb, dl, words, rows, c, scale)
 		for i := range s {
 			row, j := i/TK, i%TK
 			switch {
@@ -204,7 +154,7 @@ func testBwdProb(t *testing.T, kern bwdKernels) {
 // before the exponent-field add, which would wrap above).
 func TestBwdProbLarge(t *testing.T) { eachBwdKernels(t, testBwdProbLarge) }
 
-func testBwdProbLarge(t *testing.T, kern bwdKernels) {
+func testBwdProbLarge(t *testing.T, kern *kernels) {
 	xs := []float32{0.25, 3, 100.5, 126.9, 127.4, 127.6, 127.99, 128, 128.2, 200, 1e30}
 	s, dp := make([]float32, TK), make([]float32, TK)
 	for j := range s {
@@ -212,7 +162,7 @@ func testBwdProbLarge(t *testing.T, kern bwdKernels) {
 		dp[j] = 1
 	}
 	lb, dl, words := []float32{0}, []float32{0}, []uint64{^uint64(0)}
-	bwdProbAsm(kern, s, dp, lb, dl, words, 1, 1, 1)
+	kern.bwdProbK(s, dp, lb, dl, words, 1, 1, 1)
 	for j, p := range s {
 		x := float64(xs[j%len(xs)])
 		want := math.Exp2(x)
@@ -250,16 +200,13 @@ func BenchmarkGemm(b *testing.B) {
 		{"dV=PtdO", TK, 128, TQ, 1, TK, 128, 128},
 		{"dQ=dSK", TQ, 128, TK, TK, 1, 128, 128},
 	} {
-		for _, ks := range bwdKernelSets {
-			b.Run(g.name+"/"+ks.name, func(b *testing.B) {
-				if !ks.ok {
-					b.Skipf("CPU lacks the instructions of %s", ks.name)
-				}
+		b.Run(g.name, func(b *testing.B) {
+			eachBwdKernels(b, func(b *testing.B, ks *kernels) {
 				for b.Loop() {
-					gemmAsm(ks.kern, c, a, bb, g.m, g.n, g.k, g.sam, g.sak, g.ldb, g.ldc, true)
+					ks.gemmK(c, a, bb, g.m, g.n, g.k, g.sam, g.sak, g.ldb, g.ldc, true)
 				}
 				b.ReportMetric(2*float64(g.m*g.n*g.k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 			})
-		}
+		})
 	}
 }

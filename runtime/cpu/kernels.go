@@ -1,0 +1,197 @@
+package cpu
+
+import (
+	"math/bits"
+	"unsafe"
+)
+
+// kernels is one CPU variant's kernels: every routine the runtime runs in
+// a variant's own instructions, as one value. A variant is an entry of
+// Targets plus the kernels value archKernels returns for it
+// (kernels_amd64.go, kernels_arm64.go); the runtime calls only through
+// this table, never an ISA by name. Every field but tile may be nil (or,
+// for the arrays, hold nil entries): the runtime then runs its Go code for
+// that step, which computes the same values.
+type kernels struct {
+	// tile is the forward microkernel (the tile ABI of the package
+	// documentation).
+	tile tileFunc
+	// decode holds the decode kernels (emit/avo.EmitDecode's ABI) by
+	// element type, head dimension (64, 128) and rows (1, 2, 4, 8).
+	decode [3][2][4]decodeKernel
+	// gemm and bwdProb are the tiled backward's kernels (backward_tiled.go);
+	// without them the backward runs its pure-Go per-pair path.
+	gemm    func(c, a, b *float32, m, n, k, sam, sak, ldb, ldc, acc int)
+	bwdProb func(s, dp, lb, dl *float32, mask *uint64, rows int, c, scale float32)
+	// The row helpers take whole multiples of lanes floats (n, d below).
+	lanes int
+	// scaleRow sets dst[i] = src[i]*s for i < n.
+	scaleRow func(dst, src *float32, n int, s float32)
+	// lse sets dst[i] = (m[i] + log2(l[i])) * ln 2 for i < n.
+	lse func(dst, m, l *float32, n int)
+	// nonFinite returns the rows of a TK x d value tile holding a NaN or an
+	// infinity, as bits.
+	nonFinite func(v *float32, d int) uint64
+	// narrow[e] rounds src[i]*s to e (BF16, F16) as f32toBF16 and f32toF16
+	// do, bit for bit; widen[e] widens n elements of e exactly.
+	narrow [3]func(dst *uint16, src *float32, n int, s float32)
+	widen  [3]func(dst *float32, src *uint16, n int)
+	// transpose writes kt[i*TK+c] = scale*k[c*pitch+i] for a whole key
+	// tile (c < TK, i < d).
+	transpose func(kt, k *float32, pitch, d int, scale float32)
+	// peak is the FMA peak loop of the variant's vectors (peakFlops FLOPs
+	// an iteration); readSum sums n floats (a multiple of readBlock) at
+	// the read-bandwidth probe's pace. Both are probes for benchmarks, not
+	// part of any call.
+	peak      func(n int)
+	peakFlops int
+	readSum   func(p *float32, n int) float32
+	readBlock int
+}
+
+// goKernels is the pure-Go variant: the portable microkernel and Go for
+// everything else.
+var goKernels = &kernels{tile: tileGo, lanes: 1, peak: peakGo, peakFlops: 12 * 2}
+
+// kernelsOf returns the kernels of a variant, if this build and machine
+// run it.
+func kernelsOf(v Variant) (*kernels, bool) {
+	if v == PureGo {
+		return goKernels, true
+	}
+	k := archKernels(v)
+	return k, k != nil
+}
+
+// tileFor returns the microkernel of a variant, if this build and machine
+// can run it.
+func tileFor(v Variant) (tileFunc, bool) {
+	k, ok := kernelsOf(v)
+	if !ok {
+		return nil, false
+	}
+	return k.tile, true
+}
+
+// whole reports whether n floats are a non-empty whole number of the
+// row helpers' vectors.
+func (k *kernels) whole(n int) bool { return n > 0 && k.lanes > 0 && n%k.lanes == 0 }
+
+// hasDecode reports whether the variant has decode kernels.
+func (k *kernels) hasDecode() bool { return k.decode[F32][0][0] != nil }
+
+// decodeRun runs the decode kernel of elem, d (64 or 128) and rows (1, 2,
+// 4 or 8) on k and v (the first elements of the caller's k and v; every
+// offset in off must lie in them, with a whole row after it).
+func (k *kernels) decodeRun(elem Elem, q []float32, kb, vb unsafe.Pointer, off *[TK]int, o, m, l []float32, rows, d int) {
+	_, _, _, _ = q[rows*d-1], o[rows*d-1], m[rows-1], l[rows-1]
+	f := k.decode[elem][d/128][bits.TrailingZeros(uint(rows))]
+	f(&q[0], (*byte)(kb), (*byte)(vb), &off[0], &o[0], &m[0], &l[0])
+}
+
+// scaleRowK sets dst = src*s with the variant's kernel when it has one
+// for len(src) floats, and reports whether it did.
+func (k *kernels) scaleRowK(dst, src []float32, s float32) bool {
+	n := len(src)
+	if k.scaleRow == nil || !k.whole(n) || len(dst) < n {
+		return false
+	}
+	k.scaleRow(&dst[0], &src[0], n, s)
+	return true
+}
+
+// lseK sets dst[i] = (m[i] + log2(l[i])) * ln2 for the first n rows (rows
+// past n up to the next whole vector are computed too, so len(m), len(l)
+// and len(dst) must cover them) and reports whether it did.
+func (k *kernels) lseK(dst, m, l []float32, n int) bool {
+	if k.lse == nil || n <= 0 {
+		return false
+	}
+	n = (n + k.lanes - 1) / k.lanes * k.lanes
+	if n > len(m) || n > len(l) || n > len(dst) {
+		return false
+	}
+	k.lse(&dst[0], &m[0], &l[0], n)
+	return true
+}
+
+// nonFiniteK is nonFiniteRows with the variant's kernel, if it has one.
+func (k *kernels) nonFiniteK(v []float32, d int) (uint64, bool) {
+	if k.nonFinite == nil || !k.whole(d) || len(v) < TK*d {
+		return 0, false
+	}
+	return k.nonFinite(&v[0], d), true
+}
+
+// narrowK writes dst = src*s rounded to elem (BF16 or F16) with the
+// variant's kernel, if it has one for len(src) floats, and reports whether
+// it did; the result is f32toBF16 or f32toF16 of each product, bit for bit.
+func (k *kernels) narrowK(dst []uint16, src []float32, s float32, elem Elem) bool {
+	n := len(src)
+	f := k.narrow[elem]
+	if f == nil || !k.whole(n) || len(dst) < n {
+		return false
+	}
+	f(&dst[0], &src[0], n, s)
+	return true
+}
+
+// widenK widens 16-bit elements with the variant's kernel, if it has one
+// for len(src) elements, and reports whether it did.
+func (k *kernels) widenK(dst []float32, src []uint16, elem Elem) bool {
+	n := len(src)
+	f := k.widen[elem]
+	if f == nil || !k.whole(n) || len(dst) < n {
+		return false
+	}
+	f(&dst[0], &src[0], n)
+	return true
+}
+
+// transposeK transposes a whole key tile (64 rows, pitch floats apart),
+// times scale, into kt with the variant's kernel, if it has one for d, and
+// reports whether it did.
+func (k *kernels) transposeK(kt, src []float32, pitch, d int, scale float32) bool {
+	if k.transpose == nil || !k.whole(d) || len(kt) < d*TK || len(src) < (TK-1)*pitch+d {
+		return false
+	}
+	k.transpose(&kt[0], &src[0], pitch, d, scale)
+	return true
+}
+
+// peakLoopOf returns the FMA peak loop of a variant's vectors and its
+// FLOPs an iteration (peakLoop's where the variant has none here).
+func peakLoopOf(v Variant) (func(int), int) {
+	if k, ok := kernelsOf(v); ok && k.peak != nil {
+		return k.peak, k.peakFlops
+	}
+	return peakLoop()
+}
+
+// peakLoop is the peak loop of the widest vectors this machine runs.
+func peakLoop() (func(int), int) {
+	for _, t := range Targets {
+		if k, ok := kernelsOf(t.Variant); ok && k.peak != nil {
+			return k.peak, k.peakFlops
+		}
+	}
+	return peakGo, 12 * 2
+}
+
+// readSum returns the widest read loop this machine runs, wrapped to sum a
+// whole slice: the kernel takes whole blocks, Go the few floats after them.
+func readSum() func([]float32) float32 {
+	for _, t := range Targets {
+		if k, ok := kernelsOf(t.Variant); ok && k.readSum != nil {
+			return func(s []float32) float32 {
+				whole := len(s) / k.readBlock * k.readBlock
+				var sum float32
+				if whole > 0 {
+					sum = k.readSum(&s[0], whole)
+				}
+				return sum + readSumGo(s[whole:])
+			}
+		}
+	}
+	return readSumGo
+}

@@ -1,0 +1,79 @@
+//go:build amd64 && !purego
+
+package cpu
+
+import xcpu "golang.org/x/sys/cpu"
+
+// archKernels returns the kernels of an amd64 variant when the CPU has the
+// instructions they need (AVX-512 Foundation; AVX2 with FMA) and the
+// operating system saves the registers (x/sys/cpu checks both), else nil.
+func archKernels(v Variant) *kernels {
+	switch v {
+	case AVX512:
+		if xcpu.X86.HasAVX512F {
+			return avx512Kernels
+		}
+	case AVX2:
+		if xcpu.X86.HasAVX2 && xcpu.X86.HasFMA {
+			return avx2Kernels
+		}
+	}
+	return nil
+}
+
+// The tables, made once so that dispatch allocates nothing.
+var (
+	avx512Kernels = &kernels{
+		tile: asmTile(tileAVX512D64, tileAVX512D128),
+		decode: [3][2][4]decodeKernel{
+			F32: {
+				{decodeAVX512F32D64R1, decodeAVX512F32D64R2, decodeAVX512F32D64R4, decodeAVX512F32D64R8},
+				{decodeAVX512F32D128R1, decodeAVX512F32D128R2, decodeAVX512F32D128R4, decodeAVX512F32D128R8},
+			},
+			BF16: {
+				{decodeAVX512BF16D64R1, decodeAVX512BF16D64R2, decodeAVX512BF16D64R4, decodeAVX512BF16D64R8},
+				{decodeAVX512BF16D128R1, decodeAVX512BF16D128R2, decodeAVX512BF16D128R4, decodeAVX512BF16D128R8},
+			},
+			F16: {
+				{decodeAVX512F16D64R1, decodeAVX512F16D64R2, decodeAVX512F16D64R4, decodeAVX512F16D64R8},
+				{decodeAVX512F16D128R1, decodeAVX512F16D128R2, decodeAVX512F16D128R4, decodeAVX512F16D128R8},
+			},
+		},
+		gemm:      gemmAVX512,
+		bwdProb:   bwdProbAVX512,
+		lanes:     16,
+		scaleRow:  scaleRowAVX512,
+		lse:       lseAVX512,
+		nonFinite: nonFiniteRowsAVX512,
+		narrow:    [3]func(*uint16, *float32, int, float32){BF16: narrowBF16AVX512, F16: narrowF16AVX512},
+		widen:     [3]func(*float32, *uint16, int){BF16: widenBF16AVX512, F16: widenF16AVX512},
+		transpose: transposeTileAVX512,
+		peak:      peakFMA512, peakFlops: 12 * 2 * 16,
+		readSum: readSumAVX512, readBlock: 128,
+	}
+	avx2Kernels = &kernels{
+		tile:    asmTile(tileAVX2D64, tileAVX2D128),
+		gemm:    gemmAVX2,
+		bwdProb: bwdProbAVX2,
+		lanes:   8,
+		peak:    peakFMA256, peakFlops: 12 * 2 * 8,
+		readSum: readSumAVX2, readBlock: 64,
+	}
+)
+
+type asmFunc func(q, kt, v, s, o, m, l *float32, mask *uint64)
+
+// asmTile adapts the pointer ABI of the assembly to tileFunc.
+func asmTile(d64, d128 asmFunc) tileFunc {
+	return func(q, kt, v, s, o, m, l []float32, mask []uint64, d int) {
+		f := d64
+		if d == 128 {
+			f = d128
+		}
+		var mp *uint64
+		if mask != nil {
+			mp = &mask[0]
+		}
+		f(&q[0], &kt[0], &v[0], &s[0], &o[0], &m[0], &l[0], mp)
+	}
+}

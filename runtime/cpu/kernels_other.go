@@ -1,0 +1,6 @@
+//go:build !amd64 || purego
+
+package cpu
+
+// archKernels: no assembly kernels in this build; only PureGo runs.
+func archKernels(Variant) *kernels { return nil }

@@ -1,0 +1,93 @@
+package cpu
+
+import (
+	"reflect"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// runner is *testing.T or *testing.B.
+type runner[T any] interface {
+	Run(string, func(T)) bool
+	Skip(...any)
+}
+
+// eachKernels runs f as a subtest for every variant this machine runs whose
+// kernels have what use asks for (nil: every variant), and skips when none
+// has.
+func eachKernels[T runner[T]](t T, use func(*kernels) bool, f func(t T, kern *kernels)) {
+	n := 0
+	for _, tg := range Targets {
+		if k, ok := kernelsOf(tg.Variant); ok && (use == nil || use(k)) {
+			n++
+			t.Run(tg.Name, func(t T) { f(t, k) })
+		}
+	}
+	if n == 0 {
+		t.Skip("no variant runs these kernels here")
+	}
+}
+
+// eachDecode runs f for each variant with decode kernels.
+func eachDecode[T runner[T]](t T, f func(t T, kern *kernels)) {
+	eachKernels(t, (*kernels).hasDecode, f)
+}
+
+// eachBwdKernels runs f for each variant with the tiled backward's kernels.
+func eachBwdKernels[T runner[T]](t T, f func(t T, kern *kernels)) {
+	eachKernels(t, func(k *kernels) bool { return k.gemm != nil && k.bwdProb != nil }, f)
+}
+
+// kernelMarks are the parts of a function name that say which variant's
+// instructions it uses: a variant's table may name no function without one
+// of its marks.
+var kernelMarks = map[Variant][]string{
+	AVX512: {"AVX512", "512"},
+	AVX2:   {"AVX2", "256"},
+	PureGo: {"Go"},
+}
+
+// TestKernelTables: every function in a variant's table is that variant's
+// own (the AVX2 variant runs no AVX-512 helper even on a CPU with
+// AVX-512), and every variant this machine runs has a microkernel.
+func TestKernelTables(t *testing.T) {
+	for _, tg := range Targets {
+		k, ok := kernelsOf(tg.Variant)
+		if !ok {
+			continue
+		}
+		if k.tile == nil {
+			t.Errorf("%s: no tile kernel", tg.Name)
+		}
+		marks := kernelMarks[tg.Variant]
+		if marks == nil {
+			t.Errorf("%s: no name marks in kernelMarks", tg.Name)
+			continue
+		}
+		var check func(name string, v reflect.Value)
+		check = func(name string, v reflect.Value) {
+			switch v.Kind() {
+			case reflect.Array:
+				for i := 0; i < v.Len(); i++ {
+					check(name, v.Index(i))
+				}
+			case reflect.Func:
+				if v.IsNil() || name == "tile" { // tile is an adapter closure
+					return
+				}
+				fn := runtime.FuncForPC(v.Pointer()).Name()
+				for _, m := range marks {
+					if strings.Contains(fn[strings.LastIndex(fn, ".")+1:], m) {
+						return
+					}
+				}
+				t.Errorf("%s: field %s holds %s, not one of its own kernels (%v)", tg.Name, name, fn, marks)
+			}
+		}
+		v := reflect.ValueOf(k).Elem()
+		for i := 0; i < v.NumField(); i++ {
+			check(v.Type().Field(i).Name, v.Field(i))
+		}
+	}
+}
