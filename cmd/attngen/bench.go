@@ -48,6 +48,10 @@ type benchResult struct {
 	Reps       int     `json:"reps"`
 	MeasHeads  int     `json:"measured_heads"`
 	AllocsOp   float64 `json:"allocs_per_op"`
+	// SysMs is the system CPU time (all threads: page faults of fresh
+	// memory, above all) per timed call, over the -reps calls; -1 where
+	// the platform does not report it.
+	SysMs float64 `json:"sys_ms"`
 	// HeadParams are the values every query head took, for a mask with
 	// head parameters (-head-params): name=value, comma-separated
 	HeadParams string `json:"head_params,omitempty"`
@@ -420,7 +424,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		peakBW := cpu.PeakReadGBps(th, probeMiB, 200*time.Millisecond)
 		// add records a variant that ran b batches of h query heads (and
 		// the key/value heads they read), writing lse or not.
-		add := func(pass, variant string, b, h int, lseOut bool, reps int, ms float64, allocs float64) {
+		add := func(pass, variant string, b, h int, lseOut bool, reps int, ms, sysMs float64, allocs float64) {
 			peak := (peakBefore + cpu.PeakGFLOPSOf(peakOf, th, 150*time.Millisecond)) / 2
 			sec := ms / 1e3
 			g := 4 * float64(b) * float64(h) * float64(D) * float64(kept) / sec / 1e9
@@ -439,13 +443,14 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 			}
 			results = append(results, benchResult{HeadParams: hb.text, Pass: pass, Variant: variant, Mask: s.Name, Dtype: *dtype, OutDtype: *outDtype, Seq: *seq, SeqQ: seqQ, Batch: *batch, Heads: *heads, HeadsKV: headsKV, HeadDim: D,
 				Threads: th, Ms: ms, GFlops: g, PeakGFlops: peak, PctPeak: 100 * g / peak, GBps: gb, PeakGBps: peakBW,
-				KeptPairs: kept, Reps: reps, MeasHeads: h, AllocsOp: allocs})
+				KeptPairs: kept, Reps: reps, MeasHeads: h, AllocsOp: allocs, SysMs: sysMs})
 		}
 		// timeVariant times one variant's call: the pure-Go variant is slow,
 		// so it runs once (which also warms up) and its allocations are not
 		// counted; the others run a warm-up call (workers, workspace), the
-		// best of -reps, and one call counting allocations.
-		timeVariant := func(variant cpu.Variant, call func()) (n int, ms, allocs float64) {
+		// best of -reps (and the system time they took, per call), and one
+		// call counting allocations.
+		timeVariant := func(variant cpu.Variant, call func()) (n int, ms, sysMs, allocs float64) {
 			n, allocs = *reps, -1.0
 			if variant == cpu.PureGo {
 				n = 1
@@ -453,15 +458,20 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 				call()
 			}
 			best := time.Duration(1 << 62)
+			sys0 := sysTime()
 			for rep := 0; rep < n; rep++ {
 				t0 := time.Now()
 				call()
 				best = min(best, time.Since(t0))
 			}
+			sysMs = -1
+			if sys1 := sysTime(); sys0 >= 0 && sys1 >= 0 {
+				sysMs = float64((sys1-sys0).Nanoseconds()) / 1e6 / float64(n)
+			}
 			if variant != cpu.PureGo {
 				allocs = testingAllocs(call)
 			}
-			return n, float64(best.Nanoseconds()) / 1e6, allocs
+			return n, float64(best.Nanoseconds()) / 1e6, sysMs, allocs
 		}
 		nh := min(max(*naiveHeads, th), *heads)
 		// One pass: each variant this machine runs and -variants names,
@@ -502,20 +512,25 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 						callErr = err
 					}
 				}
-				reps, ms, allocs := timeVariant(variant, call)
+				reps, ms, sysMs, allocs := timeVariant(variant, call)
 				if callErr != nil {
 					return fmt.Errorf("bench %s: %s%s: %w", s.Name, ps.label, variant, callErr)
 				}
-				add(ps.name, variant.String(), *batch, *heads, true, reps, ms, allocs)
+				add(ps.name, variant.String(), *batch, *heads, true, reps, ms, sysMs, allocs)
 			}
 			if want["naive"] {
 				fmt.Fprintf(stderr, "bench %s: %snaive, %d thread%s, %d head%s, once\n", s.Name, ps.label, th, plural(th), nh, plural(nh))
 				measurePeak(cpu.Auto)
-				t0 := time.Now()
+				t0, sys0 := time.Now(), sysTime()
 				if err := ps.naive(); err != nil {
 					return err
 				}
-				add(ps.name, "naive", 1, nh, false, 1, float64(time.Since(t0).Nanoseconds())/1e6, -1)
+				ms := float64(time.Since(t0).Nanoseconds()) / 1e6
+				sysMs := -1.0
+				if sys1 := sysTime(); sys0 >= 0 && sys1 >= 0 {
+					sysMs = float64((sys1 - sys0).Nanoseconds()) / 1e6
+				}
+				add(ps.name, "naive", 1, nh, false, 1, ms, sysMs, -1)
 			}
 		}
 	}
@@ -526,17 +541,21 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	causal := verify.KeptPairs(spec.Pattern{Mask: spec.Full(), Causal: true}, seqQ, *seq)
 	fmt.Fprintf(stdout, "bench %s: B=%d H=%d Hkv=%d D=%d S=%d Q=%d %s, kept pairs %d (density %.4f of causal); effective GFLOP/s = 4*B*H*D*kept/s, GB/s = bytes of q, out, lse and the k, v rows of the %d keys some query keeps, per s\n",
 		s.Name, *batch, *heads, headsKV, D, *seq, seqQ, *dtype+" in, "+*outDtype+" out", kept, float64(kept)/float64(causal), read)
-	fmt.Fprintf(stdout, "%-4s %-8s %7s %5s %7s %8s %10s %10s %12s %8s %9s %10s %9s\n",
-		"pass", "variant", "threads", "dtype", "seq_q", "heads_kv", "ms", "GFLOP/s", "peak GFLOP/s", "% peak", "GB/s", "peak GB/s", "allocs/op")
+	fmt.Fprintf(stdout, "%-4s %-8s %7s %5s %7s %8s %10s %8s %10s %12s %8s %9s %10s %9s\n",
+		"pass", "variant", "threads", "dtype", "seq_q", "heads_kv", "ms", "sys ms", "GFLOP/s", "peak GFLOP/s", "% peak", "GB/s", "peak GB/s", "allocs/op")
 	for _, r := range results {
 		allocs := "-"
 		if r.AllocsOp >= 0 {
 			allocs = fmt.Sprintf("%.0f", r.AllocsOp)
 		}
-		fmt.Fprintf(stdout, "%-4s %-8s %7d %5s %7d %8d %10.3f %10.1f %12.1f %7.1f%% %9.2f %10.1f %9s\n",
-			r.Pass, r.Variant, r.Threads, r.Dtype, r.SeqQ, r.HeadsKV, r.Ms, r.GFlops, r.PeakGFlops, r.PctPeak, r.GBps, r.PeakGBps, allocs)
+		sys := "-"
+		if r.SysMs >= 0 {
+			sys = fmt.Sprintf("%.3f", r.SysMs)
+		}
+		fmt.Fprintf(stdout, "%-4s %-8s %7d %5s %7d %8d %10.3f %8s %10.1f %12.1f %7.1f%% %9.2f %10.1f %9s\n",
+			r.Pass, r.Variant, r.Threads, r.Dtype, r.SeqQ, r.HeadsKV, r.Ms, sys, r.GFlops, r.PeakGFlops, r.PctPeak, r.GBps, r.PeakGBps, allocs)
 	}
-	fmt.Fprintf(stdout, "(peak GFLOP/s: 12-chain FMA loop on every thread on the line's own vectors (ymm for avx2, the widest otherwise), measured right before and after each line and averaged; peak GB/s: every thread summing its slice of a %d MiB buffer, once per thread count; naive runs one batch of max(-naive-heads, threads) heads)\n", probeMiB)
+	fmt.Fprintf(stdout, "(sys ms: system CPU time per call over the timed calls, page faults of fresh memory above all; peak GFLOP/s: 12-chain FMA loop on every thread on the line's own vectors (ymm for avx2, the widest otherwise), measured right before and after each line and averaged; peak GB/s: every thread summing its slice of a %d MiB buffer, once per thread count; naive runs one batch of max(-naive-heads, threads) heads)\n", probeMiB)
 	if bwdPass {
 		fmt.Fprintf(stdout, "(bwd rows: GFLOP/s count %.1f x 4*B*H*D*kept/s; GB/s count q, out, dout, dq, lse and the k, v, dk, dv rows of the keys some query keeps, all float32; AVX-512 and AVX2 run the tiled backward kernels, pure Go the per-pair Go backward)\n", bwdFlopFactor)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -27,6 +28,7 @@ type passRow struct {
 	KeptPairs int64    `json:"kept_pairs"`
 	MeasHeads int      `json:"measured_heads"`
 	AllocsOp  *float64 `json:"allocs_per_op"`
+	SysMs     *float64 `json:"sys_ms"`
 }
 
 func passRows(t *testing.T, args ...string) []passRow {
@@ -123,6 +125,11 @@ func TestBenchPass(t *testing.T) {
 			}
 			if r.AllocsOp == nil || r.Variant != "naive" && r.Variant != "purego" && *r.AllocsOp != 0 {
 				t.Errorf("%v %s: allocs_per_op %v, want 0", c.flag, r.Variant, r.AllocsOp)
+			}
+			// system time per call: measured on Linux, at most the call's time
+			// on every thread
+			if r.SysMs == nil || *r.SysMs < 0 || *r.SysMs > float64(runtime.NumCPU())*r.Ms*2 {
+				t.Errorf("%v %s: sys_ms %v (ms %v)", c.flag, r.Variant, r.SysMs, r.Ms)
 			}
 		}
 		if strings.Join(got, " ") != strings.Join(want, " ") {

@@ -95,7 +95,11 @@ type call struct {
 	// transient: every key tile is used by one job only (decoding: one
 	// job per key/value head and segment), so tiles are packed into the
 	// worker's buffers when used, and nothing is kept.
+	// vInPlace: the values of every whole key tile are rows of v in place
+	// (float32, contiguous, stride 1), so vt holds only each (batch, kv
+	// head)'s last, partial tile, at index batch*HeadsKV + kv head.
 	transient bool
+	vInPlace  bool
 	kt, vt    []float32
 	state     []atomic.Uint32
 	nonFinite []atomic.Uint64
@@ -112,9 +116,11 @@ type call struct {
 // partSize is the state one part keeps: o, m and l of TQ rows.
 func partSize(d int) int { return TQ*d + 2*TQ }
 
-// maxPooled bounds the workspace (key and value tiles) a call keeps for the
-// next one; a larger one is left to the garbage collector after the call.
-const maxPooled = 64 << 20 / 4
+// maxPooled bounds the workspace (packed key and value tiles, in floats) a
+// call keeps for the next one: 512 MiB; a larger one is left to the
+// garbage collector after the call. A pooled workspace that no call reuses
+// is released by the garbage collector (sync.Pool) within two cycles.
+const maxPooled = 512 << 20 / 4
 
 // minPart is the fewest key tiles a part of a split job gets; calls with
 // fewer than splitJobs jobs split them.
@@ -163,8 +169,13 @@ func (c *call) setup(m mask.Mask, kern *kernels, s Shape, out []float32, out16 [
 	if !ok || !ok2 || nkv > 2*kv+maxPooled {
 		return fmt.Errorf("%w: %+v: the key and value tiles of a layout of stride %d would take %d times the keys' memory", ErrShape, s, m.Stride(), nkv/kv)
 	}
+	c.vInPlace = in.elem == F32 && c.pageSize == 0 && m.Stride() == 1
+	nv := nkv
+	if c.vInPlace && kept > 0 {
+		nv = s.Batch * s.HeadsKV * TK * s.HeadDim // the tail tiles only
+	}
 	c.kt = grow(c.kt, nkv)
-	c.vt = grow(c.vt, nkv)
+	c.vt = grow(c.vt, nv)
 	if cap(c.known) < tiles {
 		c.state, c.nonFinite, c.known = make([]atomic.Uint32, tiles), make([]atomic.Uint64, tiles), make([]atomic.Bool, tiles)
 	}
@@ -358,7 +369,7 @@ func (c *call) makeJobs() {
 // it to the pool, unless its workspace is too large to keep.
 func (c *call) release() {
 	c.mask, c.out, c.out16, c.lse, c.inputs, c.table = nil, nil, nil, nil, inputs{}, nil
-	if cap(c.kt) > maxPooled {
+	if cap(c.kt)+cap(c.vt) > maxPooled {
 		return
 	}
 	calls.Put(c)
@@ -386,7 +397,7 @@ func (c *call) tileData(w *buffers, b, kvh int, g segment, t int, nf bool) (kt, 
 		return kt, vt, bad
 	}
 	p := c.packed(w, b, kvh, g, t)
-	kt, vt = c.kt[p*TK*D:][:TK*D], c.valueTile(c.vt[p*TK*D:][:TK*D], bk, g, t)
+	kt, vt = c.kt[p*TK*D:][:TK*D], c.valueTile(c.vtOf(p, bk), bk, g, t)
 	if nf {
 		if c.known[p].Load() {
 			bad = c.nonFinite[p].Load()
@@ -410,7 +421,8 @@ func (c *call) packed(w *buffers, b, kvh int, g segment, t int) int {
 	}
 	if st.CompareAndSwap(0, 1) {
 		D := c.s.HeadDim
-		c.pack(c.kt[p*TK*D:][:TK*D], c.vt[p*TK*D:][:TK*D], w.conv, b*c.s.HeadsKV+kvh, g, t)
+		bk := b*c.s.HeadsKV + kvh
+		c.pack(c.kt[p*TK*D:][:TK*D], c.vtOf(p, bk), w.conv, bk, g, t)
 		st.Store(2)
 		return p
 	}
@@ -418,6 +430,17 @@ func (c *call) packed(w *buffers, b, kvh int, g segment, t int) int {
 		runtime.Gosched()
 	}
 	return p
+}
+
+// vtOf is where packed tile p of (batch, kv head) bk keeps values that are
+// not read in place: its own slot, or with vInPlace the one tail tile of
+// bk (whole tiles never write it then).
+func (c *call) vtOf(p, bk int) []float32 {
+	D := c.s.HeadDim
+	if c.vInPlace {
+		return c.vt[bk*TK*D:][:TK*D]
+	}
+	return c.vt[p*TK*D:][:TK*D]
 }
 
 // keyRow returns the offset in k and v of key position pos of (batch, kv
@@ -477,25 +500,25 @@ func (c *call) tileRun(bk int, g segment, t int) (first, pitch int, ok bool) {
 // pack lays out key tile t of segment g of (batch, kv head) bk: kt[d][c]
 // (the keys transposed, times scale*log2(e), so that the kernels' scores
 // come out scaled) and vt[c][d], zero past the segment's keys. A whole
-// tile of float32 keys evenly spaced in k goes straight through the AVX-512
-// transpose, and its values stay in place when they are consecutive rows
-// (valueTile reads them there); other tiles (the last of a segment, tiles
-// across pages, 16-bit inputs, which are widened) are gathered into tmp
-// first.
+// tile of float32 keys evenly spaced in k goes straight through the
+// variant's transpose, and its values are not copied when they are
+// consecutive rows (valueTile reads them in place; vt is not written);
+// other tiles (the last of a segment, tiles across pages, 16-bit inputs,
+// which are widened) are gathered into tmp first.
 func (c *call) pack(kt, vt, tmp []float32, bk int, g segment, t int) {
 	D := c.s.HeadDim
 	first, pitch, run := c.tileRun(bk, g, t)
-	if c.elem == F32 && run && pitch == D && c.transient {
-		// Decoding reads each key tile once, from memory: one sequential
-		// copy and a transpose from cache beat the strided transpose from
-		// memory (4.4 against 5.3-5.7 ms for a causal decode of 32k keys).
-		tmp = tmp[:TK*D]
-		copy(tmp, c.k[first:first+TK*D])
-		if c.kern.transposeK(kt, tmp, D, D, c.scale) {
-			return
+	if c.elem == F32 && run {
+		src := c.k[first : first+(TK-1)*pitch+D]
+		if pitch == D && c.transient && c.kern.transpose != nil {
+			// Decoding reads each key tile once, from memory: one sequential
+			// copy and a transpose from cache beat the strided transpose from
+			// memory (4.4 against 5.3-5.7 ms for a causal decode of 32k keys
+			// with AVX-512).
+			src = tmp[:TK*D]
+			copy(src, c.k[first:first+TK*D])
 		}
-	}
-	if c.elem == F32 && run && c.kern.transposeK(kt, c.k[first:first+(TK-1)*pitch+D], pitch, D, c.scale) {
+		c.kern.transposeTile(kt, src, pitch, D, c.scale)
 		if pitch != D { // values not in place
 			for x := 0; x < TK; x++ {
 				row := first + x*pitch
