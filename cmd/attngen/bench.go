@@ -466,7 +466,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 			}
 			sysMs = -1
 			if sys1 := sysTime(); sys0 >= 0 && sys1 >= 0 {
-				sysMs = float64((sys1-sys0).Nanoseconds()) / 1e6 / float64(n)
+				sysMs = float64((sys1 - sys0).Nanoseconds()) / 1e6 / float64(n)
 			}
 			if variant != cpu.PureGo {
 				allocs = testingAllocs(call)
