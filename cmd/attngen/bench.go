@@ -7,7 +7,9 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"os"
 	"runtime"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -194,6 +196,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	reps := fs.Int("reps", 3, "repetitions per variant; the best is reported")
 	naiveHeads := fs.Int("naive-heads", 1, "heads the straightforward Go implementation runs (it is slow; throughput is per pair, so fewer heads measure the same rate)")
 	asJSON := fs.Bool("json", false, "print one JSON array")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile (go tool pprof) of each CPU variant's timed calls to `prefix`.VARIANT.THREADSt (probes and warm-up not included)")
 	gpu := fs.Bool("gpu", false, "benchmark the bf16 PTX kernels on the GPU instead of the CPU variants (use -batch 4 -heads 16 -seq 8192 for docs/performance.md's shape): the forward, and with -pass bwd or both the backward's dq and dk/dv kernels timed together; random normal bf16 inputs, -warmup untimed launches, then -reps timed ones (default 30, at least 20; the median is reported), and what the timed launches left checked against the float64 reference: the output on -sample rows, the gradients on -sample dq rows and dk/dv keys of one head")
 	warmup := fs.Int("warmup", 3, "-gpu: untimed launches before the timed ones")
 	sample := fs.Int("sample", 256, "-gpu: query rows (each for four heads: first, last, two random) whose output, and dq rows and dk/dv keys (of one head) whose gradients, are checked against the float64 reference after timing; 0: every row")
@@ -266,6 +269,9 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		case set["paged"]:
 			return usagef("-pass %s with -paged: the backward reads contiguous caches only", *pass)
 		}
+	}
+	if *gpu && set["cpuprofile"] {
+		return usagef("-cpuprofile: profiles the CPU variants; -gpu times kernels on the GPU")
 	}
 	if !*gpu {
 		for _, f := range []string{"warmup", "sample", "seed", "sm"} {
@@ -450,12 +456,24 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		// counted; the others run a warm-up call (workers, workspace), the
 		// best of -reps (and the system time they took, per call), and one
 		// call counting allocations.
-		timeVariant := func(variant cpu.Variant, call func()) (n int, ms, sysMs, allocs float64) {
+		timeVariant := func(variant cpu.Variant, call func()) (n int, ms, sysMs, allocs float64, err error) {
 			n, allocs = *reps, -1.0
 			if variant == cpu.PureGo {
 				n = 1
 			} else {
 				call()
+			}
+			if *cpuProfile != "" {
+				name := fmt.Sprintf("%s.%s.%dt", *cpuProfile, variant, th)
+				f, err := os.Create(name)
+				if err != nil {
+					return 0, 0, 0, 0, fmt.Errorf("bench: -cpuprofile: %w", err)
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return 0, 0, 0, 0, fmt.Errorf("bench: -cpuprofile: %w", err)
+				}
+				fmt.Fprintf(stderr, "bench %s: profiling the timed calls into %s\n", s.Name, name)
 			}
 			best := time.Duration(1 << 62)
 			sys0 := sysTime()
@@ -464,6 +482,9 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 				call()
 				best = min(best, time.Since(t0))
 			}
+			if *cpuProfile != "" {
+				pprof.StopCPUProfile()
+			}
 			sysMs = -1
 			if sys1 := sysTime(); sys0 >= 0 && sys1 >= 0 {
 				sysMs = float64((sys1 - sys0).Nanoseconds()) / 1e6 / float64(n)
@@ -471,7 +492,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 			if variant != cpu.PureGo {
 				allocs = testingAllocs(call)
 			}
-			return n, float64(best.Nanoseconds()) / 1e6, sysMs, allocs
+			return n, float64(best.Nanoseconds()) / 1e6, sysMs, allocs, nil
 		}
 		nh := min(max(*naiveHeads, th), *heads)
 		// One pass: each variant this machine runs and -variants names,
@@ -512,7 +533,10 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 						callErr = err
 					}
 				}
-				reps, ms, sysMs, allocs := timeVariant(variant, call)
+				reps, ms, sysMs, allocs, err := timeVariant(variant, call)
+				if err != nil {
+					return err
+				}
 				if callErr != nil {
 					return fmt.Errorf("bench %s: %s%s: %w", s.Name, ps.label, variant, callErr)
 				}
