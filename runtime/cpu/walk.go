@@ -92,8 +92,10 @@ func (w *buffers) runItem(c *call, it item) {
 			n := decodeRows(rows)
 			if qs == nil {
 				qs = w.qs[:n*D]
-				for x, y := range qt0[:rows*D] {
-					qs[x] = y * c.scale
+				if !c.kern.scaleRowK(qs[:rows*D], qt0[:rows*D], c.scale) {
+					for x, y := range qt0[:rows*D] {
+						qs[x] = y * c.scale
+					}
 				}
 				clear(qs[rows*D:])
 			}
