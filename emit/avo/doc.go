@@ -6,9 +6,12 @@
 // Build returns an avo build context holding the whole kernel file: the
 // shared constant table (EmitConsts), one tile kernel per ISA and head
 // dimension (EmitTile: tileAVX512D64, tileAVX512D128, tileAVX2D64,
-// tileAVX2D128), the decode kernels (EmitDecode: decodeAVX512F32D128R4
-// and the like, by key and value type, head dimension and rows, for
-// decoding's whole key tiles read in place), the FMA peak loops the
+// tileAVX2D128), the decode kernels of both ISAs (EmitDecode:
+// decodeAVX512F32D128R4, decodeAVX2BF16D64R8 and the like, by key and
+// value type, head dimension and rows, for decoding's whole key tiles read
+// in place; one generator, the ISA choosing the register blocking, the
+// lane folds and broadcasts and how m and l are stored for r rows only),
+// the FMA peak loops the
 // benchmarks compare against
 // (EmitPeak: peakFMA512, peakFMA256) and the AVX-512 key-tile transpose
 // the runtime packs whole key tiles with (EmitTranspose:

@@ -51,10 +51,12 @@ func Build() *build.Context {
 			EmitTile(ctx, c, isa, d)
 		}
 	}
-	for _, e := range Elems {
-		for _, d := range HeadDims {
-			for _, r := range DecodeRows {
-				EmitDecode(ctx, c, e, d, r)
+	for _, isa := range ISAs {
+		for _, e := range Elems {
+			for _, d := range HeadDims {
+				for _, r := range DecodeRows {
+					EmitDecode(ctx, c, isa, e, d, r)
+				}
 			}
 		}
 	}

@@ -90,6 +90,16 @@ func TestHeaders(t *testing.T) {
 				t.Errorf("missing declaration %q", decl)
 			}
 		}
+		for _, e := range Elems {
+			for _, d := range HeadDims {
+				for _, r := range DecodeRows {
+					decl := "//go:noescape\nfunc " + DecodeName(isa, e, d, r) + "(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)\n"
+					if !bytes.Contains(stubs, []byte(decl)) {
+						t.Errorf("missing declaration %q", decl)
+					}
+				}
+			}
+		}
 		if !bytes.Contains(stubs, []byte("\nfunc "+PeakName(isa)+"(n int)\n")) {
 			t.Errorf("missing %s", PeakName(isa))
 		}
@@ -123,11 +133,11 @@ func functions(asm []byte) map[string]string {
 	return fns
 }
 
-// nFuncs is the number of functions the kernel file holds: tiles, decode
-// kernels, peaks, the transpose, two widening loops, two row helpers, the
-// log-sum-exp loop and two narrowing loops, and the backward's gemm and
-// probability kernels for each ISA.
-var nFuncs = len(ISAs)*len(HeadDims) + len(Elems)*len(HeadDims)*len(DecodeRows) + len(ISAs) + 8 + 2*len(ISAs)
+// nFuncs is the number of functions the kernel file holds: tiles and
+// decode kernels for each ISA, peaks, the transpose, two widening loops,
+// two row helpers, the log-sum-exp loop and two narrowing loops, and the
+// backward's gemm and probability kernels for each ISA.
+var nFuncs = len(ISAs)*len(HeadDims) + len(ISAs)*len(Elems)*len(HeadDims)*len(DecodeRows) + len(ISAs) + 8 + 2*len(ISAs)
 
 func TestVZEROUPPERBeforeRET(t *testing.T) {
 	asm, _ := defaultKernel(t)

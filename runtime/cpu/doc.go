@@ -145,7 +145,7 @@
 // tiles are read from q in place when they are TQ consecutive rows.
 //
 // Decoding jobs of at most maxDecodeRows (16) rows skip packing for whole
-// key tiles that every row keeps: on AVX-512 the decode kernels
+// key tiles that every row keeps: on AVX-512 and AVX2 the decode kernels
 // (emit/avo.EmitDecode, 1, 2, 4 or 8 rows, float32, bfloat16 or half
 // precision; larger jobs in groups of 8) read the key and value rows in
 // place, through one byte offset per key row (contiguous, paged or strided

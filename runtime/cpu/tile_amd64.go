@@ -220,6 +220,198 @@ func decodeAVX512F16D128R4(q *float32, k *byte, v *byte, off *int, o *float32, m
 //go:noescape
 func decodeAVX512F16D128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
+// decodeAVX2F32D64R1 is the decode kernel for F32 keys and values, D = 64 and 1
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F32D64R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F32D64R2 is the decode kernel for F32 keys and values, D = 64 and 2
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F32D64R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F32D64R4 is the decode kernel for F32 keys and values, D = 64 and 4
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F32D64R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F32D64R8 is the decode kernel for F32 keys and values, D = 64 and 8
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F32D64R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F32D128R1 is the decode kernel for F32 keys and values, D = 128 and 1
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F32D128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F32D128R2 is the decode kernel for F32 keys and values, D = 128 and 2
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F32D128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F32D128R4 is the decode kernel for F32 keys and values, D = 128 and 4
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F32D128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F32D128R8 is the decode kernel for F32 keys and values, D = 128 and 8
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F32D128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2BF16D64R1 is the decode kernel for BF16 keys and values, D = 64 and 1
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2BF16D64R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2BF16D64R2 is the decode kernel for BF16 keys and values, D = 64 and 2
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2BF16D64R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2BF16D64R4 is the decode kernel for BF16 keys and values, D = 64 and 4
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2BF16D64R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2BF16D64R8 is the decode kernel for BF16 keys and values, D = 64 and 8
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2BF16D64R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2BF16D128R1 is the decode kernel for BF16 keys and values, D = 128 and 1
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2BF16D128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2BF16D128R2 is the decode kernel for BF16 keys and values, D = 128 and 2
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2BF16D128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2BF16D128R4 is the decode kernel for BF16 keys and values, D = 128 and 4
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2BF16D128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2BF16D128R8 is the decode kernel for BF16 keys and values, D = 128 and 8
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2BF16D128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F16D64R1 is the decode kernel for F16 keys and values, D = 64 and 1
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F16D64R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F16D64R2 is the decode kernel for F16 keys and values, D = 64 and 2
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F16D64R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F16D64R4 is the decode kernel for F16 keys and values, D = 64 and 4
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F16D64R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F16D64R8 is the decode kernel for F16 keys and values, D = 64 and 8
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F16D64R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F16D128R1 is the decode kernel for F16 keys and values, D = 128 and 1
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F16D128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F16D128R2 is the decode kernel for F16 keys and values, D = 128 and 2
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F16D128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F16D128R4 is the decode kernel for F16 keys and values, D = 128 and 4
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F16D128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F16D128R8 is the decode kernel for F16 keys and values, D = 128 and 8
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F16D128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
 // peakFMA512 runs n iterations of 12 independent VFMADD231PS chains on
 // 512-bit registers (384 flops per iteration) to measure the FP32 FMA peak.
 func peakFMA512(n int)
