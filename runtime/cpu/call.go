@@ -477,8 +477,8 @@ func (c *call) tileRun(bk int, g segment, t int) (first, pitch int, ok bool) {
 // pack lays out key tile t of segment g of (batch, kv head) bk: kt[d][c]
 // (the keys transposed, times scale*log2(e), so that the kernels' scores
 // come out scaled) and vt[c][d], zero past the segment's keys. A whole
-// tile of float32 keys evenly spaced in k goes straight through the AVX-512
-// transpose, and its values stay in place when they are consecutive rows
+// tile of float32 keys evenly spaced in k goes straight through the
+// variant's transpose kernel, and its values stay in place when they are consecutive rows
 // (valueTile reads them there); other tiles (the last of a segment, tiles
 // across pages, 16-bit inputs, which are widened) are gathered into tmp
 // first.

@@ -124,7 +124,143 @@ DATA attnconst<>+464(SB)/4, $0x43000000
 DATA attnconst<>+468(SB)/4, $0x43000000
 DATA attnconst<>+472(SB)/4, $0x43000000
 DATA attnconst<>+476(SB)/4, $0x43000000
-GLOBL attnconst<>(SB), RODATA|NOPTR, $480
+DATA attnconst<>+480(SB)/4, $0x7f800000
+DATA attnconst<>+484(SB)/4, $0x7f800000
+DATA attnconst<>+488(SB)/4, $0x7f800000
+DATA attnconst<>+492(SB)/4, $0x7f800000
+DATA attnconst<>+496(SB)/4, $0x7f800000
+DATA attnconst<>+500(SB)/4, $0x7f800000
+DATA attnconst<>+504(SB)/4, $0x7f800000
+DATA attnconst<>+508(SB)/4, $0x7f800000
+DATA attnconst<>+512(SB)/4, $0x7fffffff
+DATA attnconst<>+516(SB)/4, $0x7fffffff
+DATA attnconst<>+520(SB)/4, $0x7fffffff
+DATA attnconst<>+524(SB)/4, $0x7fffffff
+DATA attnconst<>+528(SB)/4, $0x7fffffff
+DATA attnconst<>+532(SB)/4, $0x7fffffff
+DATA attnconst<>+536(SB)/4, $0x7fffffff
+DATA attnconst<>+540(SB)/4, $0x7fffffff
+DATA attnconst<>+544(SB)/4, $0x00007fff
+DATA attnconst<>+548(SB)/4, $0x00007fff
+DATA attnconst<>+552(SB)/4, $0x00007fff
+DATA attnconst<>+556(SB)/4, $0x00007fff
+DATA attnconst<>+560(SB)/4, $0x00007fff
+DATA attnconst<>+564(SB)/4, $0x00007fff
+DATA attnconst<>+568(SB)/4, $0x00007fff
+DATA attnconst<>+572(SB)/4, $0x00007fff
+DATA attnconst<>+576(SB)/4, $0x00000001
+DATA attnconst<>+580(SB)/4, $0x00000001
+DATA attnconst<>+584(SB)/4, $0x00000001
+DATA attnconst<>+588(SB)/4, $0x00000001
+DATA attnconst<>+592(SB)/4, $0x00000001
+DATA attnconst<>+596(SB)/4, $0x00000001
+DATA attnconst<>+600(SB)/4, $0x00000001
+DATA attnconst<>+604(SB)/4, $0x00000001
+DATA attnconst<>+608(SB)/4, $0x00000040
+DATA attnconst<>+612(SB)/4, $0x00000040
+DATA attnconst<>+616(SB)/4, $0x00000040
+DATA attnconst<>+620(SB)/4, $0x00000040
+DATA attnconst<>+624(SB)/4, $0x00000040
+DATA attnconst<>+628(SB)/4, $0x00000040
+DATA attnconst<>+632(SB)/4, $0x00000040
+DATA attnconst<>+636(SB)/4, $0x00000040
+DATA attnconst<>+640(SB)/4, $0x3f317218
+DATA attnconst<>+644(SB)/4, $0x3f317218
+DATA attnconst<>+648(SB)/4, $0x3f317218
+DATA attnconst<>+652(SB)/4, $0x3f317218
+DATA attnconst<>+656(SB)/4, $0x3f317218
+DATA attnconst<>+660(SB)/4, $0x3f317218
+DATA attnconst<>+664(SB)/4, $0x3f317218
+DATA attnconst<>+668(SB)/4, $0x3f317218
+DATA attnconst<>+672(SB)/4, $0x4038aa3b
+DATA attnconst<>+676(SB)/4, $0x4038aa3b
+DATA attnconst<>+680(SB)/4, $0x4038aa3b
+DATA attnconst<>+684(SB)/4, $0x4038aa3b
+DATA attnconst<>+688(SB)/4, $0x4038aa3b
+DATA attnconst<>+692(SB)/4, $0x4038aa3b
+DATA attnconst<>+696(SB)/4, $0x4038aa3b
+DATA attnconst<>+700(SB)/4, $0x4038aa3b
+DATA attnconst<>+704(SB)/4, $0x3f76384f
+DATA attnconst<>+708(SB)/4, $0x3f76384f
+DATA attnconst<>+712(SB)/4, $0x3f76384f
+DATA attnconst<>+716(SB)/4, $0x3f76384f
+DATA attnconst<>+720(SB)/4, $0x3f76384f
+DATA attnconst<>+724(SB)/4, $0x3f76384f
+DATA attnconst<>+728(SB)/4, $0x3f76384f
+DATA attnconst<>+732(SB)/4, $0x3f76384f
+DATA attnconst<>+736(SB)/4, $0x3f13bb63
+DATA attnconst<>+740(SB)/4, $0x3f13bb63
+DATA attnconst<>+744(SB)/4, $0x3f13bb63
+DATA attnconst<>+748(SB)/4, $0x3f13bb63
+DATA attnconst<>+752(SB)/4, $0x3f13bb63
+DATA attnconst<>+756(SB)/4, $0x3f13bb63
+DATA attnconst<>+760(SB)/4, $0x3f13bb63
+DATA attnconst<>+764(SB)/4, $0x3f13bb63
+DATA attnconst<>+768(SB)/4, $0x3ed30bb1
+DATA attnconst<>+772(SB)/4, $0x3ed30bb1
+DATA attnconst<>+776(SB)/4, $0x3ed30bb1
+DATA attnconst<>+780(SB)/4, $0x3ed30bb1
+DATA attnconst<>+784(SB)/4, $0x3ed30bb1
+DATA attnconst<>+788(SB)/4, $0x3ed30bb1
+DATA attnconst<>+792(SB)/4, $0x3ed30bb1
+DATA attnconst<>+796(SB)/4, $0x3ed30bb1
+DATA attnconst<>+800(SB)/4, $0x3ea4258a
+DATA attnconst<>+804(SB)/4, $0x3ea4258a
+DATA attnconst<>+808(SB)/4, $0x3ea4258a
+DATA attnconst<>+812(SB)/4, $0x3ea4258a
+DATA attnconst<>+816(SB)/4, $0x3ea4258a
+DATA attnconst<>+820(SB)/4, $0x3ea4258a
+DATA attnconst<>+824(SB)/4, $0x3ea4258a
+DATA attnconst<>+828(SB)/4, $0x3ea4258a
+DATA attnconst<>+832(SB)/4, $0x3e864d42
+DATA attnconst<>+836(SB)/4, $0x3e864d42
+DATA attnconst<>+840(SB)/4, $0x3e864d42
+DATA attnconst<>+844(SB)/4, $0x3e864d42
+DATA attnconst<>+848(SB)/4, $0x3e864d42
+DATA attnconst<>+852(SB)/4, $0x3e864d42
+DATA attnconst<>+856(SB)/4, $0x3e864d42
+DATA attnconst<>+860(SB)/4, $0x3e864d42
+DATA attnconst<>+864(SB)/4, $0x007fffff
+DATA attnconst<>+868(SB)/4, $0x007fffff
+DATA attnconst<>+872(SB)/4, $0x007fffff
+DATA attnconst<>+876(SB)/4, $0x007fffff
+DATA attnconst<>+880(SB)/4, $0x007fffff
+DATA attnconst<>+884(SB)/4, $0x007fffff
+DATA attnconst<>+888(SB)/4, $0x007fffff
+DATA attnconst<>+892(SB)/4, $0x007fffff
+DATA attnconst<>+896(SB)/4, $0x00800000
+DATA attnconst<>+900(SB)/4, $0x00800000
+DATA attnconst<>+904(SB)/4, $0x00800000
+DATA attnconst<>+908(SB)/4, $0x00800000
+DATA attnconst<>+912(SB)/4, $0x00800000
+DATA attnconst<>+916(SB)/4, $0x00800000
+DATA attnconst<>+920(SB)/4, $0x00800000
+DATA attnconst<>+924(SB)/4, $0x00800000
+DATA attnconst<>+928(SB)/4, $0x5f800000
+DATA attnconst<>+932(SB)/4, $0x5f800000
+DATA attnconst<>+936(SB)/4, $0x5f800000
+DATA attnconst<>+940(SB)/4, $0x5f800000
+DATA attnconst<>+944(SB)/4, $0x5f800000
+DATA attnconst<>+948(SB)/4, $0x5f800000
+DATA attnconst<>+952(SB)/4, $0x5f800000
+DATA attnconst<>+956(SB)/4, $0x5f800000
+DATA attnconst<>+960(SB)/4, $0x42fe0000
+DATA attnconst<>+964(SB)/4, $0x42fe0000
+DATA attnconst<>+968(SB)/4, $0x42fe0000
+DATA attnconst<>+972(SB)/4, $0x42fe0000
+DATA attnconst<>+976(SB)/4, $0x42fe0000
+DATA attnconst<>+980(SB)/4, $0x42fe0000
+DATA attnconst<>+984(SB)/4, $0x42fe0000
+DATA attnconst<>+988(SB)/4, $0x42fe0000
+DATA attnconst<>+992(SB)/4, $0x433f0000
+DATA attnconst<>+996(SB)/4, $0x433f0000
+DATA attnconst<>+1000(SB)/4, $0x433f0000
+DATA attnconst<>+1004(SB)/4, $0x433f0000
+DATA attnconst<>+1008(SB)/4, $0x433f0000
+DATA attnconst<>+1012(SB)/4, $0x433f0000
+DATA attnconst<>+1016(SB)/4, $0x433f0000
+DATA attnconst<>+1020(SB)/4, $0x433f0000
+GLOBL attnconst<>(SB), RODATA|NOPTR, $1024
 
 // func tileAVX512D64(q *float32, kt *float32, v *float32, s *float32, o *float32, m *float32, l *float32, mask *uint64)
 // Requires: AVX, AVX512F
@@ -59644,6 +59780,636 @@ loop:
 	VCVTPS2PH $0x00, Z1, (AX)
 	ADDQ      $0x40, CX
 	ADDQ      $0x20, AX
+	DECQ      DX
+	JNZ       loop
+
+done:
+	VZEROUPPER
+	RET
+
+// func transposeTileAVX2(dst *float32, src *float32, pitch int, d int, scale float32)
+// Requires: AVX, AVX2, SSE
+TEXT ·transposeTileAVX2(SB), NOSPLIT, $0-36
+	MOVQ         dst+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         pitch+16(FP), DX
+	MOVQ         d+24(FP), BX
+	MOVSS        scale+32(FP), X0
+	VBROADCASTSS X0, Y0
+	SHLQ         $0x02, DX
+	SHRQ         $0x03, BX
+	TESTQ        BX, BX
+	JZ           done
+
+block:
+	MOVQ       CX, SI
+	VMULPS     (SI), Y0, Y1
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y2
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y3
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y4
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y5
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y6
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y7
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y8
+	ADDQ       DX, SI
+	VUNPCKLPS  Y2, Y1, Y9
+	VUNPCKHPS  Y2, Y1, Y1
+	VUNPCKLPS  Y4, Y3, Y2
+	VUNPCKHPS  Y4, Y3, Y3
+	VUNPCKLPS  Y6, Y5, Y4
+	VUNPCKHPS  Y6, Y5, Y5
+	VUNPCKLPS  Y8, Y7, Y6
+	VUNPCKHPS  Y8, Y7, Y7
+	VSHUFPS    $0x44, Y2, Y9, Y8
+	VSHUFPS    $0xee, Y2, Y9, Y2
+	VSHUFPS    $0x44, Y3, Y1, Y9
+	VSHUFPS    $0xee, Y3, Y1, Y1
+	VSHUFPS    $0x44, Y6, Y4, Y3
+	VSHUFPS    $0xee, Y6, Y4, Y4
+	VSHUFPS    $0x44, Y7, Y5, Y6
+	VSHUFPS    $0xee, Y7, Y5, Y5
+	VPERM2F128 $0x20, Y3, Y8, Y7
+	VPERM2F128 $0x31, Y3, Y8, Y3
+	VMOVUPS    Y7, (AX)
+	VMOVUPS    Y3, 1024(AX)
+	VPERM2F128 $0x20, Y4, Y2, Y3
+	VPERM2F128 $0x31, Y4, Y2, Y2
+	VMOVUPS    Y3, 256(AX)
+	VMOVUPS    Y2, 1280(AX)
+	VPERM2F128 $0x20, Y6, Y9, Y2
+	VPERM2F128 $0x31, Y6, Y9, Y3
+	VMOVUPS    Y2, 512(AX)
+	VMOVUPS    Y3, 1536(AX)
+	VPERM2F128 $0x20, Y5, Y1, Y2
+	VPERM2F128 $0x31, Y5, Y1, Y1
+	VMOVUPS    Y2, 768(AX)
+	VMOVUPS    Y1, 1792(AX)
+	VMULPS     (SI), Y0, Y1
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y2
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y3
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y4
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y5
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y6
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y7
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y8
+	ADDQ       DX, SI
+	VUNPCKLPS  Y2, Y1, Y9
+	VUNPCKHPS  Y2, Y1, Y1
+	VUNPCKLPS  Y4, Y3, Y2
+	VUNPCKHPS  Y4, Y3, Y3
+	VUNPCKLPS  Y6, Y5, Y4
+	VUNPCKHPS  Y6, Y5, Y5
+	VUNPCKLPS  Y8, Y7, Y6
+	VUNPCKHPS  Y8, Y7, Y7
+	VSHUFPS    $0x44, Y2, Y9, Y8
+	VSHUFPS    $0xee, Y2, Y9, Y2
+	VSHUFPS    $0x44, Y3, Y1, Y9
+	VSHUFPS    $0xee, Y3, Y1, Y1
+	VSHUFPS    $0x44, Y6, Y4, Y3
+	VSHUFPS    $0xee, Y6, Y4, Y4
+	VSHUFPS    $0x44, Y7, Y5, Y6
+	VSHUFPS    $0xee, Y7, Y5, Y5
+	VPERM2F128 $0x20, Y3, Y8, Y7
+	VPERM2F128 $0x31, Y3, Y8, Y3
+	VMOVUPS    Y7, 32(AX)
+	VMOVUPS    Y3, 1056(AX)
+	VPERM2F128 $0x20, Y4, Y2, Y3
+	VPERM2F128 $0x31, Y4, Y2, Y2
+	VMOVUPS    Y3, 288(AX)
+	VMOVUPS    Y2, 1312(AX)
+	VPERM2F128 $0x20, Y6, Y9, Y2
+	VPERM2F128 $0x31, Y6, Y9, Y3
+	VMOVUPS    Y2, 544(AX)
+	VMOVUPS    Y3, 1568(AX)
+	VPERM2F128 $0x20, Y5, Y1, Y2
+	VPERM2F128 $0x31, Y5, Y1, Y1
+	VMOVUPS    Y2, 800(AX)
+	VMOVUPS    Y1, 1824(AX)
+	VMULPS     (SI), Y0, Y1
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y2
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y3
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y4
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y5
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y6
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y7
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y8
+	ADDQ       DX, SI
+	VUNPCKLPS  Y2, Y1, Y9
+	VUNPCKHPS  Y2, Y1, Y1
+	VUNPCKLPS  Y4, Y3, Y2
+	VUNPCKHPS  Y4, Y3, Y3
+	VUNPCKLPS  Y6, Y5, Y4
+	VUNPCKHPS  Y6, Y5, Y5
+	VUNPCKLPS  Y8, Y7, Y6
+	VUNPCKHPS  Y8, Y7, Y7
+	VSHUFPS    $0x44, Y2, Y9, Y8
+	VSHUFPS    $0xee, Y2, Y9, Y2
+	VSHUFPS    $0x44, Y3, Y1, Y9
+	VSHUFPS    $0xee, Y3, Y1, Y1
+	VSHUFPS    $0x44, Y6, Y4, Y3
+	VSHUFPS    $0xee, Y6, Y4, Y4
+	VSHUFPS    $0x44, Y7, Y5, Y6
+	VSHUFPS    $0xee, Y7, Y5, Y5
+	VPERM2F128 $0x20, Y3, Y8, Y7
+	VPERM2F128 $0x31, Y3, Y8, Y3
+	VMOVUPS    Y7, 64(AX)
+	VMOVUPS    Y3, 1088(AX)
+	VPERM2F128 $0x20, Y4, Y2, Y3
+	VPERM2F128 $0x31, Y4, Y2, Y2
+	VMOVUPS    Y3, 320(AX)
+	VMOVUPS    Y2, 1344(AX)
+	VPERM2F128 $0x20, Y6, Y9, Y2
+	VPERM2F128 $0x31, Y6, Y9, Y3
+	VMOVUPS    Y2, 576(AX)
+	VMOVUPS    Y3, 1600(AX)
+	VPERM2F128 $0x20, Y5, Y1, Y2
+	VPERM2F128 $0x31, Y5, Y1, Y1
+	VMOVUPS    Y2, 832(AX)
+	VMOVUPS    Y1, 1856(AX)
+	VMULPS     (SI), Y0, Y1
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y2
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y3
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y4
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y5
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y6
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y7
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y8
+	ADDQ       DX, SI
+	VUNPCKLPS  Y2, Y1, Y9
+	VUNPCKHPS  Y2, Y1, Y1
+	VUNPCKLPS  Y4, Y3, Y2
+	VUNPCKHPS  Y4, Y3, Y3
+	VUNPCKLPS  Y6, Y5, Y4
+	VUNPCKHPS  Y6, Y5, Y5
+	VUNPCKLPS  Y8, Y7, Y6
+	VUNPCKHPS  Y8, Y7, Y7
+	VSHUFPS    $0x44, Y2, Y9, Y8
+	VSHUFPS    $0xee, Y2, Y9, Y2
+	VSHUFPS    $0x44, Y3, Y1, Y9
+	VSHUFPS    $0xee, Y3, Y1, Y1
+	VSHUFPS    $0x44, Y6, Y4, Y3
+	VSHUFPS    $0xee, Y6, Y4, Y4
+	VSHUFPS    $0x44, Y7, Y5, Y6
+	VSHUFPS    $0xee, Y7, Y5, Y5
+	VPERM2F128 $0x20, Y3, Y8, Y7
+	VPERM2F128 $0x31, Y3, Y8, Y3
+	VMOVUPS    Y7, 96(AX)
+	VMOVUPS    Y3, 1120(AX)
+	VPERM2F128 $0x20, Y4, Y2, Y3
+	VPERM2F128 $0x31, Y4, Y2, Y2
+	VMOVUPS    Y3, 352(AX)
+	VMOVUPS    Y2, 1376(AX)
+	VPERM2F128 $0x20, Y6, Y9, Y2
+	VPERM2F128 $0x31, Y6, Y9, Y3
+	VMOVUPS    Y2, 608(AX)
+	VMOVUPS    Y3, 1632(AX)
+	VPERM2F128 $0x20, Y5, Y1, Y2
+	VPERM2F128 $0x31, Y5, Y1, Y1
+	VMOVUPS    Y2, 864(AX)
+	VMOVUPS    Y1, 1888(AX)
+	VMULPS     (SI), Y0, Y1
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y2
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y3
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y4
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y5
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y6
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y7
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y8
+	ADDQ       DX, SI
+	VUNPCKLPS  Y2, Y1, Y9
+	VUNPCKHPS  Y2, Y1, Y1
+	VUNPCKLPS  Y4, Y3, Y2
+	VUNPCKHPS  Y4, Y3, Y3
+	VUNPCKLPS  Y6, Y5, Y4
+	VUNPCKHPS  Y6, Y5, Y5
+	VUNPCKLPS  Y8, Y7, Y6
+	VUNPCKHPS  Y8, Y7, Y7
+	VSHUFPS    $0x44, Y2, Y9, Y8
+	VSHUFPS    $0xee, Y2, Y9, Y2
+	VSHUFPS    $0x44, Y3, Y1, Y9
+	VSHUFPS    $0xee, Y3, Y1, Y1
+	VSHUFPS    $0x44, Y6, Y4, Y3
+	VSHUFPS    $0xee, Y6, Y4, Y4
+	VSHUFPS    $0x44, Y7, Y5, Y6
+	VSHUFPS    $0xee, Y7, Y5, Y5
+	VPERM2F128 $0x20, Y3, Y8, Y7
+	VPERM2F128 $0x31, Y3, Y8, Y3
+	VMOVUPS    Y7, 128(AX)
+	VMOVUPS    Y3, 1152(AX)
+	VPERM2F128 $0x20, Y4, Y2, Y3
+	VPERM2F128 $0x31, Y4, Y2, Y2
+	VMOVUPS    Y3, 384(AX)
+	VMOVUPS    Y2, 1408(AX)
+	VPERM2F128 $0x20, Y6, Y9, Y2
+	VPERM2F128 $0x31, Y6, Y9, Y3
+	VMOVUPS    Y2, 640(AX)
+	VMOVUPS    Y3, 1664(AX)
+	VPERM2F128 $0x20, Y5, Y1, Y2
+	VPERM2F128 $0x31, Y5, Y1, Y1
+	VMOVUPS    Y2, 896(AX)
+	VMOVUPS    Y1, 1920(AX)
+	VMULPS     (SI), Y0, Y1
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y2
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y3
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y4
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y5
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y6
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y7
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y8
+	ADDQ       DX, SI
+	VUNPCKLPS  Y2, Y1, Y9
+	VUNPCKHPS  Y2, Y1, Y1
+	VUNPCKLPS  Y4, Y3, Y2
+	VUNPCKHPS  Y4, Y3, Y3
+	VUNPCKLPS  Y6, Y5, Y4
+	VUNPCKHPS  Y6, Y5, Y5
+	VUNPCKLPS  Y8, Y7, Y6
+	VUNPCKHPS  Y8, Y7, Y7
+	VSHUFPS    $0x44, Y2, Y9, Y8
+	VSHUFPS    $0xee, Y2, Y9, Y2
+	VSHUFPS    $0x44, Y3, Y1, Y9
+	VSHUFPS    $0xee, Y3, Y1, Y1
+	VSHUFPS    $0x44, Y6, Y4, Y3
+	VSHUFPS    $0xee, Y6, Y4, Y4
+	VSHUFPS    $0x44, Y7, Y5, Y6
+	VSHUFPS    $0xee, Y7, Y5, Y5
+	VPERM2F128 $0x20, Y3, Y8, Y7
+	VPERM2F128 $0x31, Y3, Y8, Y3
+	VMOVUPS    Y7, 160(AX)
+	VMOVUPS    Y3, 1184(AX)
+	VPERM2F128 $0x20, Y4, Y2, Y3
+	VPERM2F128 $0x31, Y4, Y2, Y2
+	VMOVUPS    Y3, 416(AX)
+	VMOVUPS    Y2, 1440(AX)
+	VPERM2F128 $0x20, Y6, Y9, Y2
+	VPERM2F128 $0x31, Y6, Y9, Y3
+	VMOVUPS    Y2, 672(AX)
+	VMOVUPS    Y3, 1696(AX)
+	VPERM2F128 $0x20, Y5, Y1, Y2
+	VPERM2F128 $0x31, Y5, Y1, Y1
+	VMOVUPS    Y2, 928(AX)
+	VMOVUPS    Y1, 1952(AX)
+	VMULPS     (SI), Y0, Y1
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y2
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y3
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y4
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y5
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y6
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y7
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y8
+	ADDQ       DX, SI
+	VUNPCKLPS  Y2, Y1, Y9
+	VUNPCKHPS  Y2, Y1, Y1
+	VUNPCKLPS  Y4, Y3, Y2
+	VUNPCKHPS  Y4, Y3, Y3
+	VUNPCKLPS  Y6, Y5, Y4
+	VUNPCKHPS  Y6, Y5, Y5
+	VUNPCKLPS  Y8, Y7, Y6
+	VUNPCKHPS  Y8, Y7, Y7
+	VSHUFPS    $0x44, Y2, Y9, Y8
+	VSHUFPS    $0xee, Y2, Y9, Y2
+	VSHUFPS    $0x44, Y3, Y1, Y9
+	VSHUFPS    $0xee, Y3, Y1, Y1
+	VSHUFPS    $0x44, Y6, Y4, Y3
+	VSHUFPS    $0xee, Y6, Y4, Y4
+	VSHUFPS    $0x44, Y7, Y5, Y6
+	VSHUFPS    $0xee, Y7, Y5, Y5
+	VPERM2F128 $0x20, Y3, Y8, Y7
+	VPERM2F128 $0x31, Y3, Y8, Y3
+	VMOVUPS    Y7, 192(AX)
+	VMOVUPS    Y3, 1216(AX)
+	VPERM2F128 $0x20, Y4, Y2, Y3
+	VPERM2F128 $0x31, Y4, Y2, Y2
+	VMOVUPS    Y3, 448(AX)
+	VMOVUPS    Y2, 1472(AX)
+	VPERM2F128 $0x20, Y6, Y9, Y2
+	VPERM2F128 $0x31, Y6, Y9, Y3
+	VMOVUPS    Y2, 704(AX)
+	VMOVUPS    Y3, 1728(AX)
+	VPERM2F128 $0x20, Y5, Y1, Y2
+	VPERM2F128 $0x31, Y5, Y1, Y1
+	VMOVUPS    Y2, 960(AX)
+	VMOVUPS    Y1, 1984(AX)
+	VMULPS     (SI), Y0, Y1
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y2
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y3
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y4
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y5
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y6
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y7
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y8
+	ADDQ       DX, SI
+	VUNPCKLPS  Y2, Y1, Y9
+	VUNPCKHPS  Y2, Y1, Y1
+	VUNPCKLPS  Y4, Y3, Y2
+	VUNPCKHPS  Y4, Y3, Y3
+	VUNPCKLPS  Y6, Y5, Y4
+	VUNPCKHPS  Y6, Y5, Y5
+	VUNPCKLPS  Y8, Y7, Y6
+	VUNPCKHPS  Y8, Y7, Y7
+	VSHUFPS    $0x44, Y2, Y9, Y8
+	VSHUFPS    $0xee, Y2, Y9, Y2
+	VSHUFPS    $0x44, Y3, Y1, Y9
+	VSHUFPS    $0xee, Y3, Y1, Y1
+	VSHUFPS    $0x44, Y6, Y4, Y3
+	VSHUFPS    $0xee, Y6, Y4, Y4
+	VSHUFPS    $0x44, Y7, Y5, Y6
+	VSHUFPS    $0xee, Y7, Y5, Y5
+	VPERM2F128 $0x20, Y3, Y8, Y7
+	VPERM2F128 $0x31, Y3, Y8, Y3
+	VMOVUPS    Y7, 224(AX)
+	VMOVUPS    Y3, 1248(AX)
+	VPERM2F128 $0x20, Y4, Y2, Y3
+	VPERM2F128 $0x31, Y4, Y2, Y2
+	VMOVUPS    Y3, 480(AX)
+	VMOVUPS    Y2, 1504(AX)
+	VPERM2F128 $0x20, Y6, Y9, Y2
+	VPERM2F128 $0x31, Y6, Y9, Y3
+	VMOVUPS    Y2, 736(AX)
+	VMOVUPS    Y3, 1760(AX)
+	VPERM2F128 $0x20, Y5, Y1, Y2
+	VPERM2F128 $0x31, Y5, Y1, Y1
+	VMOVUPS    Y2, 992(AX)
+	VMOVUPS    Y1, 2016(AX)
+	ADDQ       $0x00000020, CX
+	ADDQ       $0x00000800, AX
+	DECQ       BX
+	JNZ        block
+
+done:
+	VZEROUPPER
+	RET
+
+// func widenBF16AVX2(dst *float32, src *uint16, n int)
+// Requires: AVX, AVX2
+TEXT ·widenBF16AVX2(SB), NOSPLIT, $0-24
+	MOVQ  dst+0(FP), AX
+	MOVQ  src+8(FP), CX
+	MOVQ  n+16(FP), DX
+	SHRQ  $0x03, DX
+	TESTQ DX, DX
+	JZ    done
+
+loop:
+	VPMOVZXWD (CX), Y0
+	VPSLLD    $0x10, Y0, Y0
+	VMOVUPS   Y0, (AX)
+	ADDQ      $0x10, CX
+	ADDQ      $0x20, AX
+	DECQ      DX
+	JNZ       loop
+
+done:
+	VZEROUPPER
+	RET
+
+// func widenF16AVX2(dst *float32, src *uint16, n int)
+// Requires: AVX, F16C
+TEXT ·widenF16AVX2(SB), NOSPLIT, $0-24
+	MOVQ  dst+0(FP), AX
+	MOVQ  src+8(FP), CX
+	MOVQ  n+16(FP), DX
+	SHRQ  $0x03, DX
+	TESTQ DX, DX
+	JZ    done
+
+loop:
+	VCVTPH2PS (CX), Y0
+	VMOVUPS   Y0, (AX)
+	ADDQ      $0x10, CX
+	ADDQ      $0x20, AX
+	DECQ      DX
+	JNZ       loop
+
+done:
+	VZEROUPPER
+	RET
+
+// func scaleRowAVX2(dst *float32, src *float32, n int, s float32)
+// Requires: AVX, AVX2, SSE
+TEXT ·scaleRowAVX2(SB), NOSPLIT, $0-28
+	MOVQ         dst+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         n+16(FP), DX
+	MOVSS        s+24(FP), X0
+	VBROADCASTSS X0, Y0
+	SHRQ         $0x03, DX
+	TESTQ        DX, DX
+	JZ           done
+
+loop:
+	VMULPS  (CX), Y0, Y1
+	VMOVUPS Y1, (AX)
+	ADDQ    $0x20, CX
+	ADDQ    $0x20, AX
+	DECQ    DX
+	JNZ     loop
+
+done:
+	VZEROUPPER
+	RET
+
+// func nonFiniteRowsAVX2(v *float32, d int) uint64
+// Requires: AVX, AVX2
+TEXT ·nonFiniteRowsAVX2(SB), NOSPLIT, $0-24
+	MOVQ    v+0(FP), AX
+	MOVQ    d+8(FP), CX
+	SHRQ    $0x03, CX
+	VMOVUPS attnconst<>+480(SB), Y0
+	XORQ    DX, DX
+	XORQ    BX, BX
+
+row:
+	VXORPS Y1, Y1, Y1
+	MOVQ   CX, SI
+
+vec:
+	VPAND    (AX), Y0, Y2
+	VPCMPEQD Y0, Y2, Y2
+	VPOR     Y2, Y1, Y1
+	ADDQ     $0x20, AX
+	DECQ     SI
+	JNZ      vec
+	VPTEST   Y1, Y1
+	JZ       next
+	BTSQ     BX, DX
+
+next:
+	INCQ BX
+	CMPQ BX, $0x40
+	JNE  row
+	MOVQ DX, ret+16(FP)
+	VZEROUPPER
+	RET
+
+// func lseAVX2(dst *float32, m *float32, l *float32, n int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·lseAVX2(SB), NOSPLIT, $0-32
+	MOVQ  dst+0(FP), AX
+	MOVQ  m+8(FP), CX
+	MOVQ  l+16(FP), DX
+	MOVQ  n+24(FP), BX
+	SHRQ  $0x03, BX
+	TESTQ BX, BX
+	JZ    done
+
+loop:
+	VMOVUPS     (DX), Y0
+	VCMPPS      $0x01, attnconst<>+896(SB), Y0, Y1
+	VMULPS      attnconst<>+928(SB), Y0, Y2
+	VBLENDVPS   Y1, Y2, Y0, Y2
+	VMOVUPS     attnconst<>+960(SB), Y3
+	VBLENDVPS   Y1, attnconst<>+992(SB), Y3, Y3
+	VPSRLD      $0x17, Y2, Y1
+	VCVTDQ2PS   Y1, Y1
+	VSUBPS      Y3, Y1, Y1
+	VANDPS      attnconst<>+864(SB), Y2, Y2
+	VORPS       attnconst<>+32(SB), Y2, Y2
+	VMOVUPS     attnconst<>+32(SB), Y3
+	VSUBPS      Y3, Y2, Y4
+	VADDPS      Y3, Y2, Y2
+	VDIVPS      Y2, Y4, Y2
+	VMULPS      Y2, Y2, Y4
+	VMOVUPS     attnconst<>+832(SB), Y5
+	VFMADD213PS attnconst<>+800(SB), Y4, Y5
+	VFMADD213PS attnconst<>+768(SB), Y4, Y5
+	VFMADD213PS attnconst<>+736(SB), Y4, Y5
+	VFMADD213PS attnconst<>+704(SB), Y4, Y5
+	VFMADD213PS attnconst<>+672(SB), Y4, Y5
+	VMULPS      Y2, Y5, Y5
+	VADDPS      (CX), Y1, Y1
+	VADDPS      Y5, Y1, Y1
+	VMULPS      attnconst<>+640(SB), Y1, Y1
+	VCMPPS      $0x00, attnconst<>+64(SB), Y0, Y2
+	VCMPPS      $0x15, attnconst<>+480(SB), Y0, Y4
+	VORPS       Y4, Y2, Y2
+	VSUBPS      Y3, Y0, Y0
+	VMULPS      attnconst<>+480(SB), Y0, Y0
+	VBLENDVPS   Y2, Y0, Y1, Y1
+	VMOVUPS     Y1, (AX)
+	ADDQ        $0x20, DX
+	ADDQ        $0x20, CX
+	ADDQ        $0x20, AX
+	DECQ        BX
+	JNZ         loop
+
+done:
+	VZEROUPPER
+	RET
+
+// func narrowBF16AVX2(dst *uint16, src *float32, n int, s float32)
+// Requires: AVX, AVX2, SSE
+TEXT ·narrowBF16AVX2(SB), NOSPLIT, $0-28
+	MOVQ         dst+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         n+16(FP), DX
+	MOVSS        s+24(FP), X0
+	VBROADCASTSS X0, Y0
+	VMOVUPS      attnconst<>+544(SB), Y1
+	VMOVUPS      attnconst<>+576(SB), Y2
+	VMOVUPS      attnconst<>+608(SB), Y3
+	VMOVUPS      attnconst<>+512(SB), Y4
+	VMOVUPS      attnconst<>+480(SB), Y5
+	SHRQ         $0x03, DX
+	TESTQ        DX, DX
+	JZ           done
+
+loop:
+	VMULPS       (CX), Y0, Y6
+	VPSRLD       $0x10, Y6, Y7
+	VPAND        Y2, Y7, Y8
+	VPADDD       Y1, Y8, Y8
+	VPADDD       Y6, Y8, Y8
+	VPSRLD       $0x10, Y8, Y8
+	VPOR         Y3, Y7, Y7
+	VPAND        Y4, Y6, Y6
+	VPCMPGTD     Y5, Y6, Y6
+	VBLENDVPS    Y6, Y7, Y8, Y8
+	VEXTRACTI128 $0x01, Y8, X6
+	VPACKUSDW    X6, X8, X6
+	VMOVDQU      X6, (AX)
+	ADDQ         $0x20, CX
+	ADDQ         $0x10, AX
+	DECQ         DX
+	JNZ          loop
+
+done:
+	VZEROUPPER
+	RET
+
+// func narrowF16AVX2(dst *uint16, src *float32, n int, s float32)
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·narrowF16AVX2(SB), NOSPLIT, $0-28
+	MOVQ         dst+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         n+16(FP), DX
+	MOVSS        s+24(FP), X0
+	VBROADCASTSS X0, Y0
+	SHRQ         $0x03, DX
+	TESTQ        DX, DX
+	JZ           done
+
+loop:
+	VMULPS    (CX), Y0, Y1
+	VCVTPS2PH $0x00, Y1, (AX)
+	ADDQ      $0x20, CX
+	ADDQ      $0x10, AX
 	DECQ      DX
 	JNZ       loop
 
