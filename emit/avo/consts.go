@@ -33,7 +33,21 @@ const (
 	kC1                 // exp2 coefficients c1..c6 in slots kC1..kC1+5
 	kPat0   = kC1 + 6   // int32 lanes 1<<i: bits 0-7 of a mask dword
 	kExpMax = kPat0 + 4 // 128: the AVX2 backward's exp2 clamps its argument to at most this
-	kSlots  = kExpMax + 1
+	// The AVX2 row helpers' constants (AVX-512 broadcasts them from general
+	// registers instead).
+	kInf       = kExpMax + 1    // +Inf: also the exponent bits of a float32
+	kAbs       = kInf + 1       // 0x7fffffff: all bits but the sign
+	kBF16Bias  = kAbs + 1       // 0x7fff: bfloat16 rounding bias
+	kIntOne    = kBF16Bias + 1  // int32 1
+	kBF16Quiet = kIntOne + 1    // 0x40: the quiet bit of a bfloat16 NaN
+	kLn2       = kBF16Quiet + 1 // ln 2
+	kLog2C     = kLn2 + 1       // the log2 series' coefficients in slots kLog2C..kLog2C+5
+	kMant      = kLog2C + 6     // 0x007fffff: the mantissa bits
+	kMinNormal = kMant + 1      // 2^-126, the smallest normal float32
+	kTwo64     = kMinNormal + 1 // 2^64: scales a subnormal into the normals
+	kBias127   = kTwo64 + 1     // 127: the exponent bias
+	kBias191   = kBias127 + 1   // 127 + 64: the bias of a subnormal scaled by 2^64
+	kSlots     = kBias191 + 1
 )
 
 const slotBytes = 32
@@ -78,6 +92,30 @@ func slotValue(k, lane int) uint32 {
 		return math.Float32bits(-125)
 	case k == kExpMax:
 		return math.Float32bits(128)
+	case k == kInf:
+		return 0x7f800000
+	case k == kAbs:
+		return 0x7fffffff
+	case k == kBF16Bias:
+		return 0x7fff
+	case k == kIntOne:
+		return 1
+	case k == kBF16Quiet:
+		return 0x40
+	case k == kLn2:
+		return math.Float32bits(float32(math.Ln2))
+	case k >= kLog2C && k < kLog2C+len(log2Series):
+		return math.Float32bits(float32(2 / math.Ln2 * log2Series[k-kLog2C]))
+	case k == kMant:
+		return 0x007fffff
+	case k == kMinNormal:
+		return math.Float32bits(0x1p-126)
+	case k == kTwo64:
+		return math.Float32bits(0x1p64)
+	case k == kBias127:
+		return math.Float32bits(127)
+	case k == kBias191:
+		return math.Float32bits(191)
 	case k >= kC1 && k < kC1+len(exp2Coeffs):
 		return exp2Coeffs[k-kC1]
 	case k >= kPat0 && k < kPat0+4:

@@ -34,15 +34,66 @@ func (e Elem) size() int {
 // DecodeRows lists the row counts a decode kernel exists for.
 var DecodeRows = []int{1, 2, 4, 8}
 
-// DecodeName is the AVX-512 decode kernel for keys and values of type e,
-// head dimension d and r query rows.
-func DecodeName(e Elem, d, r int) string { return fmt.Sprintf("decodeAVX512%sD%dR%d", e, d, r) }
+// DecodeName is the decode kernel of an ISA for keys and values of type
+// e, head dimension d and r query rows: decodeAVX512F32D128R4,
+// decodeAVX2BF16D64R1 and so on.
+func DecodeName(isa ISA, e Elem, d, r int) string {
+	return fmt.Sprintf("decode%s%sD%dR%d", isa, e, d, r)
+}
 
 // DecodeSignature is the Go signature of every decode kernel.
 const DecodeSignature = "func(q *float32, k, v *byte, off *int, o, m, l *float32)"
 
-// EmitDecode adds the AVX-512 decode kernel for keys and values of type e,
-// head dimension d and r query rows (1, 2, 4 or 8): the tile kernel's
+// decodeShape is how a decode kernel of one ISA, head dimension and row
+// count uses its registers.
+type decodeShape struct {
+	keys int  // keys per score vector (w/r)
+	nv   int  // score vectors of the tile
+	nc   int  // vectors per row of d floats
+	qMem bool // the score FMAs read q from memory (no room for r q registers)
+	rg   int  // rows per group of the P V product
+	cv   int  // vectors of o per row and column chunk of the P V product
+}
+
+// decodeShapeOf returns the register use of a decode kernel. The score
+// phase holds w accumulators (keys x rows), a key vector and, where they
+// fit, the r rows' chunks of q. The P V product holds rg x cv accumulators
+// (rg rows of o, cv vectors each), rg broadcast p and one value vector:
+//
+//   - AVX-512 (32 registers): whole o rows, as many rows as fill 16
+//     registers (rg = 16/nc), one column chunk.
+//   - AVX2 (16 registers): 8 accumulators, one row by 8 vectors for r = 1
+//     (9 loads per 8 FMAs), else 2 rows by 4 vectors (6 loads per 8 FMAs);
+//     D = 128 and wider rows take column chunks (the o row is 16 vectors).
+//
+// Every group and column chunk is one pass over the tile's keys: the
+// first reads its part of each value row from memory, the row groups after
+// it the same part again, from L1.
+func decodeShapeOf(isa ISA, d, r int) decodeShape {
+	w := isa.lanes()
+	nc := d / w
+	if d%w != 0 || w%r != 0 {
+		panic(fmt.Sprintf("BUG: %s decode kernel for D = %d, %d rows", isa, d, r))
+	}
+	s := decodeShape{keys: w / r, nv: TK * r / w, nc: nc}
+	if isa == AVX512 {
+		s.rg, s.cv = min(r, w/nc), nc
+		return s
+	}
+	s.qMem = w+r+1 > 16
+	s.rg, s.cv = 2, 4
+	if r == 1 {
+		s.rg, s.cv = 1, 8
+	}
+	s.cv = min(s.cv, nc)
+	if nc%s.cv != 0 || r%s.rg != 0 || s.rg*s.cv+s.rg+1 > 16 {
+		panic(fmt.Sprintf("BUG: AVX2 decode blocking %+v for D = %d, %d rows", s, d, r))
+	}
+	return s
+}
+
+// EmitDecode adds the decode kernel of an ISA for keys and values of type
+// e, head dimension d and r query rows (1, 2, 4 or 8): the tile kernel's
 // online-softmax step for r rows against one whole key tile that every row
 // keeps, reading the TK key and value rows in place (no packed copy) in one
 // pass, so that each is read from memory once and at a steady pace.
@@ -53,42 +104,52 @@ const DecodeSignature = "func(q *float32, k, v *byte, off *int, o, m, l *float32
 // j's row is at byte off[j] of k and its value row at byte off[j] of v (any
 // layout: contiguous, paged, strided); o, m and l are the running state of
 // the r rows, as in the tile ABI (o rows d floats apart). 16-bit rows are
-// widened exactly to float32 as they are loaded.
+// widened exactly to float32 as they are loaded. The kernel reads and
+// writes r rows of o, m and l and nothing past them.
 //
-// Scores go in vectors of 16/r keys by r rows (lane j*r + i: key j, row i):
-// 16 accumulators; per chunk of 16 dimensions, each key's chunk and each
-// row's chunk is loaded once (16/r + r loads for 16 products); then the
-// transposing reduction to one vector of scores. The softmax works on those
-// vectors as they are: a row's lanes are r apart, so row maxima and sums
-// come from folding lanes across keys, and m, l and alpha are vectors
-// holding each row's value in every lane of its residue; it computes what
-// the tile kernel computes for a full tile (a row whose scores are all
-// -Inf takes 0 as its maximum and keeps alpha = 1). The P V product runs
-// over the tile once per group of rows whose whole o rows fit in 16
-// registers (the first from memory, the others from cache): each key's p of
-// the group broadcast once, each value chunk loaded once per group.
-func EmitDecode(ctx *build.Context, c ConstTable, e Elem, d, r int) {
-	g := &tileGen{ctx: ctx, isa: AVX512, d: d, w: AVX512.lanes(), c: c}
-	nc := d / g.w
-	if d%g.w != 0 || g.w%r != 0 {
-		panic(fmt.Sprintf("BUG: decode kernel for D = %d, %d rows", d, r))
-	}
-	name := DecodeName(e, d, r)
+// Scores go in vectors of w/r keys by r rows (lane j*r + i: key j, row i;
+// w = 16 lanes on AVX-512, 8 on AVX2): w accumulators; per chunk of w
+// dimensions, each key's chunk and each row's chunk is loaded once (w/r + r
+// loads for w products; on AVX2 with 8 rows the q chunks are FMA memory
+// operands, 16 registers holding no more); then the transposing reduction
+// to one vector of scores. The softmax works on those vectors as they are:
+// a row's lanes are r apart, so row maxima and sums come from folding lanes
+// across keys, and m, l and alpha are vectors holding each row's value in
+// every lane of its residue; it computes what the tile kernel computes for
+// a full tile (a row whose scores are all -Inf takes 0 as its maximum,
+// keeps m = -Inf and alpha = 1). m and l are stored for the r rows only
+// (an opmask on AVX-512, a store of r floats on AVX2). The P V product
+// runs over the tile once per group of rows and column chunk of o (see
+// decodeShapeOf), from memory the first time and from cache after: each
+// key's p of the group broadcast once, each value chunk loaded once per
+// group.
+func EmitDecode(ctx *build.Context, c ConstTable, isa ISA, e Elem, d, r int) {
+	g := &tileGen{ctx: ctx, isa: isa, d: d, w: isa.lanes(), c: c}
+	sh := decodeShapeOf(isa, d, r)
+	nc := sh.nc
+	name := DecodeName(isa, e, d, r)
 	ctx.Function(name)
 	ctx.Pragma("noescape")
 	ctx.SignatureExpr(DecodeSignature)
+	needs := "AVX-512 Foundation"
+	if isa == AVX2 {
+		needs = "AVX2, FMA3"
+		if e == F16 {
+			needs += ", F16C"
+		}
+	}
 	ctx.Doc(
 		fmt.Sprintf("%s is the decode kernel for %s keys and values, D = %d and %d", name, e, d, r),
-		"query rows (AVX-512 Foundation): one online-softmax step against a whole key",
+		"query rows ("+needs+"): one online-softmax step against a whole key",
 		"tile that every row keeps, key and value row j read in place at byte off[j]",
 		"of k and v.",
 	)
 	es := e.size()
-	keys := g.w / r // keys per score vector
-	nv := TK / keys // score vectors of the tile
+	keys := sh.keys // keys per score vector
+	nv := sh.nv     // score vectors of the tile
 	sbuf := ctx.AllocLocal(4 * TK * r)
 	abuf := ctx.AllocLocal(4 * g.w) // alpha, lane i for row i
-	// load widens the 16 elements at m into x.
+	// load widens the w elements at m into x.
 	load := func(m op.Mem, x reg.VecVirtual) {
 		switch e {
 		case F32:
@@ -120,10 +181,16 @@ func EmitDecode(ctx *build.Context, c ConstTable, e Elem, d, r int) {
 	}
 	acc := make([]reg.VecVirtual, g.w)
 	for ci := 0; ci < nc; ci++ {
-		qv := make([]reg.VecVirtual, r)
+		qv := make([]op.Op, r)
 		for i := range qv {
-			qv[i] = g.vec()
-			ctx.VMOVUPS(mem(q, 4*(i*d+g.w*ci)), qv[i])
+			qm := mem(q, 4*(i*d+g.w*ci))
+			if sh.qMem {
+				qv[i] = qm
+				continue
+			}
+			x := g.vec()
+			ctx.VMOVUPS(qm, x)
+			qv[i] = x
 		}
 		for j := 0; j < keys; j++ {
 			kv := g.vec()
@@ -134,13 +201,19 @@ func EmitDecode(ctx *build.Context, c ConstTable, e Elem, d, r int) {
 				ctx.MOVQ(mem(op0, 8*j), t)
 				load(op.Mem{Base: kb, Index: t, Scale: 1, Disp: es * g.w * ci}, kv)
 			}
-			for i := range qv {
+			for i, qi := range qv {
 				a := &acc[j*r+i]
-				if ci == 0 {
+				switch {
+				case ci == 0 && sh.qMem:
 					*a = g.vec()
-					ctx.VMULPS(kv, qv[i], *a)
-				} else {
-					ctx.VFMADD231PS(kv, qv[i], *a)
+					ctx.VMULPS(qi, kv, *a)
+				case ci == 0:
+					*a = g.vec()
+					ctx.VMULPS(kv, qi, *a)
+				case sh.qMem:
+					ctx.VFMADD231PS(qi, kv, *a)
+				default:
+					ctx.VFMADD231PS(kv, qi, *a)
 				}
 			}
 		}
@@ -165,15 +238,22 @@ func EmitDecode(ctx *build.Context, c ConstTable, e Elem, d, r int) {
 	// o, m and l are loaded here, not on entry: the score loop needs the
 	// general registers for its key row addresses.
 	o, m, l := g.param("o"), g.param("m"), g.param("l")
-	rowMask := ctx.K()
-	rm := ctx.GP32()
-	ctx.MOVL(op.U32(uint32(1)<<r-1), rm)
-	ctx.KMOVW(rm, rowMask)
+	var rowMask reg.Register
+	if isa == AVX512 {
+		rowMask = ctx.K()
+		rm := ctx.GP32()
+		ctx.MOVL(op.U32(uint32(1)<<r-1), rm)
+		ctx.KMOVW(rm, rowMask)
+	}
 	mold := g.rowVec(m, r)
 	ctx.VMAXPS(mold, mnew, mnew)
-	ctx.VMOVUPS(mnew, rowMask, mem(m, 0)) // -Inf stays -Inf for a row with no finite score
+	g.storeRows(mnew, rowMask, mem(m, 0), r) // -Inf stays -Inf for a row with no finite score
 	msafe, alpha := g.vec(), g.vec()
-	g.alphaAVX512(mnew, mold, msafe, alpha)
+	if isa == AVX512 {
+		g.alphaAVX512(mnew, mold, msafe, alpha)
+	} else {
+		g.alphaAVX2(mnew, mold, msafe, alpha)
+	}
 	ctx.VMOVUPS(alpha, abuf)
 	sums := []reg.VecVirtual{nil, nil}
 	for i := 0; i < nv; i++ {
@@ -193,7 +273,7 @@ func EmitDecode(ctx *build.Context, c ConstTable, e Elem, d, r int) {
 	g.foldKeys(sum, r, g.addOp)
 	lold := g.rowVec(l, r)
 	ctx.VFMADD231PS(lold, alpha, sum) // sum + alpha*l
-	ctx.VMOVUPS(sum, rowMask, mem(l, 0))
+	g.storeRows(sum, rowMask, mem(l, 0), r)
 
 	ctx.Comment("o = alpha*o.")
 	for i := 0; i < r; i++ {
@@ -206,16 +286,34 @@ func EmitDecode(ctx *build.Context, c ConstTable, e Elem, d, r int) {
 		}
 	}
 
-	ctx.Comment("o += P V, in groups of rows, each over the whole tile.")
-	rg := min(r, g.w/nc) // rows per group: their whole o rows in 16 registers
+	rg, cv := sh.rg, sh.cv
+	chunks := nc / cv
+	if chunks == 1 {
+		ctx.Comment("o += P V, in groups of rows, each over the whole tile.")
+	} else {
+		ctx.Comment("o += P V, in column chunks of o and groups of rows, each over the whole tile.")
+	}
 	const unroll = 4
+	// With column chunks, vc and o point at the chunk's first column.
+	var vc, cn reg.Register
+	if chunks > 1 {
+		vc, cn = g.param("v"), ctx.GP64()
+		ctx.MOVQ(op.U32(uint32(chunks)), cn)
+		ctx.Label("pvc")
+	}
 	for r0 := 0; r0 < r; r0 += rg {
-		vb, op1, pp, n := g.param("v"), g.param("off"), ctx.GP64(), ctx.GP64()
+		var vb reg.Register
+		if chunks > 1 {
+			vb = vc
+		} else {
+			vb = g.param("v")
+		}
+		op1, pp, n := g.param("off"), ctx.GP64(), ctx.GP64()
 		ctx.LEAQ(sbuf, pp)
 		ctx.MOVQ(op.U32(uint32(TK/unroll)), n)
 		ov := make([][]reg.VecVirtual, rg)
 		for i := range ov {
-			ov[i] = make([]reg.VecVirtual, nc)
+			ov[i] = make([]reg.VecVirtual, cv)
 			for ci := range ov[i] {
 				ov[i][ci] = g.vec()
 				ctx.VMOVUPS(mem(o, 4*((r0+i)*d+g.w*ci)), ov[i][ci])
@@ -232,7 +330,7 @@ func EmitDecode(ctx *build.Context, c ConstTable, e Elem, d, r int) {
 				pv[i] = g.vec()
 				ctx.VBROADCASTSS(mem(pp, 4*(j*r+r0+i)), pv[i])
 			}
-			for ci := 0; ci < nc; ci++ {
+			for ci := 0; ci < cv; ci++ {
 				t := g.vec()
 				load(mem(vp, es*g.w*ci), t)
 				for i := range ov {
@@ -250,8 +348,37 @@ func EmitDecode(ctx *build.Context, c ConstTable, e Elem, d, r int) {
 			}
 		}
 	}
+	if chunks > 1 {
+		ctx.ADDQ(op.U32(uint32(es*g.w*cv)), vc)
+		ctx.ADDQ(op.U32(uint32(4*g.w*cv)), o)
+		ctx.DECQ(cn)
+		ctx.JNZ(op.LabelRef("pvc"))
+	}
 	ctx.VZEROUPPER()
 	ctx.RET()
+}
+
+// storeRows stores lanes 0 .. r-1 of x (row i in lane i) to dst, and
+// nothing past them: under the opmask rowMask on AVX-512, as r floats on
+// AVX2.
+func (g *tileGen) storeRows(x reg.VecVirtual, rowMask reg.Register, dst op.Mem, r int) {
+	ctx := g.ctx
+	if g.isa == AVX512 {
+		ctx.VMOVUPS(x, rowMask, dst)
+		return
+	}
+	switch r {
+	case 1:
+		ctx.VMOVSS(x.AsX(), dst)
+	case 2:
+		ctx.VMOVSD(x.AsX(), dst)
+	case 4:
+		ctx.VMOVUPS(x.AsX(), dst)
+	case 8:
+		ctx.VMOVUPS(x, dst)
+	default:
+		panic(fmt.Sprintf("BUG: storeRows of %d rows", r))
+	}
 }
 
 // foldKeys folds the lanes of x (lane j*r + i: key j, row i) across keys:
@@ -260,12 +387,14 @@ func (g *tileGen) foldKeys(x reg.VecVirtual, r int, f func(a, b, dst reg.Registe
 	ctx := g.ctx
 	for span := g.w / 2; span >= r; span /= 2 {
 		t := g.vec()
-		switch span {
-		case 8:
+		switch {
+		case span == 8:
 			ctx.VSHUFF32X4(op.U8(0x4e), x, x, t)
-		case 4:
+		case span == 4 && g.isa == AVX2:
+			ctx.VPERM2F128(op.U8(0x01), x, x, t) // swap the 128-bit halves
+		case span == 4:
 			ctx.VSHUFF32X4(op.U8(0xb1), x, x, t)
-		case 2:
+		case span == 2:
 			ctx.VPERMILPS(op.U8(0x4e), x, t)
 		default:
 			ctx.VPERMILPS(op.U8(0xb1), x, t)
@@ -278,6 +407,21 @@ func (g *tileGen) foldKeys(x reg.VecVirtual, r int, f func(a, b, dst reg.Registe
 func (g *tileGen) rowVec(p reg.Register, r int) reg.VecVirtual {
 	ctx := g.ctx
 	x := g.vec()
+	if g.isa == AVX2 {
+		switch r {
+		case 1:
+			ctx.VBROADCASTSS(mem(p, 0), x)
+		case 2:
+			ctx.VBROADCASTSD(mem(p, 0), x)
+		case 4:
+			ctx.VBROADCASTF128(mem(p, 0), x)
+		case 8:
+			ctx.VMOVUPS(mem(p, 0), x)
+		default:
+			panic(fmt.Sprintf("BUG: rowVec of %d rows", r))
+		}
+		return x
+	}
 	switch r {
 	case 1:
 		ctx.VBROADCASTSS(mem(p, 0), x)

@@ -6,15 +6,23 @@
 // Build returns an avo build context holding the whole kernel file: the
 // shared constant table (EmitConsts), one tile kernel per ISA and head
 // dimension (EmitTile: tileAVX512D64, tileAVX512D128, tileAVX2D64,
-// tileAVX2D128), the decode kernels (EmitDecode: decodeAVX512F32D128R4
-// and the like, by key and value type, head dimension and rows, for
-// decoding's whole key tiles read in place), the FMA peak loops the
+// tileAVX2D128), the decode kernels of both ISAs (EmitDecode:
+// decodeAVX512F32D128R4, decodeAVX2BF16D64R8 and the like, by key and
+// value type, head dimension and rows, for decoding's whole key tiles read
+// in place; one generator, the ISA choosing the register blocking, the
+// lane folds and broadcasts and how m and l are stored for r rows only),
+// the FMA peak loops the
 // benchmarks compare against
-// (EmitPeak: peakFMA512, peakFMA256) and the AVX-512 key-tile transpose
+// (EmitPeak: peakFMA512, peakFMA256), for each ISA the key-tile transpose
 // the runtime packs whole key tiles with (EmitTranspose:
-// transposeTileAVX512, 16 x 16 blocks through three rounds of shuffles)
-// and the loops that widen 16-bit inputs (EmitWiden: widenBF16AVX512,
-// widenF16AVX512), and the two kernels of the tiled backward for each ISA
+// transposeTileAVX512, 16 x 16 blocks, transposeTileAVX2, 8 x 8 blocks,
+// each through three rounds of shuffles), the loops that widen 16-bit
+// inputs (EmitWiden: widenBF16AVX512, widenF16AVX2, ...), the driver's
+// row helpers (EmitRowHelpers: scaleRow, nonFiniteRows; EmitLSE: lse;
+// EmitNarrow: narrowBF16, narrowF16, each name ending in its ISA; AVX2 has
+// no opmasks, VGETEXPPS or VPMOVDW, so it blends, takes exponent and
+// mantissa from the bits and packs with VPACKUSDW, reading its constants
+// from the constant table's slots), and the two kernels of the tiled backward for each ISA
 // (EmitBackward: gemmAVX512 and gemmAVX2, C (+)= A B with A read through
 // two strides so that it may be transposed, 6, 4, 2 or 1 rows x 4 zmm
 // register blocks on AVX-512, 3, 2 or 1 rows x 4 ymm in 16 registers on

@@ -38,10 +38,10 @@ const (
 const Constraint = "amd64,!purego"
 
 // Build returns a build context holding the whole kernel file: the constant
-// table, the tile kernel for every ISA and head dimension, the AVX-512
-// decode kernels, the FMA peak loops, the AVX-512 key-tile transpose, the
-// 16-bit widening and narrowing loops, the driver's row helpers and the
-// backward's kernels (EmitBackward).
+// table, the tile kernel for every ISA and head dimension, the decode
+// kernels of every ISA, the FMA peak loops, then for every ISA the key-tile
+// transpose, the 16-bit widening and narrowing loops and the driver's row
+// helpers, and the backward's kernels (EmitBackward).
 func Build() *build.Context {
 	ctx := build.NewContext()
 	ctx.ConstraintExpr(Constraint)
@@ -51,21 +51,25 @@ func Build() *build.Context {
 			EmitTile(ctx, c, isa, d)
 		}
 	}
-	for _, e := range Elems {
-		for _, d := range HeadDims {
-			for _, r := range DecodeRows {
-				EmitDecode(ctx, c, e, d, r)
+	for _, isa := range ISAs {
+		for _, e := range Elems {
+			for _, d := range HeadDims {
+				for _, r := range DecodeRows {
+					EmitDecode(ctx, c, isa, e, d, r)
+				}
 			}
 		}
 	}
 	for _, isa := range ISAs {
 		EmitPeak(ctx, c, isa)
 	}
-	EmitTranspose(ctx)
-	EmitWiden(ctx)
-	EmitRowHelpers(ctx)
-	EmitLSE(ctx)
-	EmitNarrow(ctx)
+	for _, isa := range ISAs {
+		EmitTranspose(ctx, isa)
+		EmitWiden(ctx, isa)
+		EmitRowHelpers(ctx, c, isa)
+		EmitLSE(ctx, c, isa)
+		EmitNarrow(ctx, c, isa)
+	}
 	EmitBackward(ctx, c)
 	return ctx
 }

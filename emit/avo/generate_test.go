@@ -90,12 +90,35 @@ func TestHeaders(t *testing.T) {
 				t.Errorf("missing declaration %q", decl)
 			}
 		}
+		for _, e := range Elems {
+			for _, d := range HeadDims {
+				for _, r := range DecodeRows {
+					decl := "//go:noescape\nfunc " + DecodeName(isa, e, d, r) + "(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)\n"
+					if !bytes.Contains(stubs, []byte(decl)) {
+						t.Errorf("missing declaration %q", decl)
+					}
+				}
+			}
+		}
 		if !bytes.Contains(stubs, []byte("\nfunc "+PeakName(isa)+"(n int)\n")) {
 			t.Errorf("missing %s", PeakName(isa))
 		}
 	}
-	if !bytes.Contains(stubs, []byte("\nfunc "+TransposeName+"(dst *float32, src *float32, pitch int, d int, scale float32)\n")) {
-		t.Errorf("missing %s", TransposeName)
+	for _, isa := range ISAs {
+		for name, sig := range map[string]string{
+			TransposeName(isa):  "(dst *float32, src *float32, pitch int, d int, scale float32)",
+			WidenBF16Name(isa):  "(dst *float32, src *uint16, n int)",
+			WidenF16Name(isa):   "(dst *float32, src *uint16, n int)",
+			NarrowBF16Name(isa): "(dst *uint16, src *float32, n int, s float32)",
+			NarrowF16Name(isa):  "(dst *uint16, src *float32, n int, s float32)",
+			ScaleRowName(isa):   "(dst *float32, src *float32, n int, s float32)",
+			NonFiniteName(isa):  "(v *float32, d int) uint64",
+			LSEName(isa):        "(dst *float32, m *float32, l *float32, n int)",
+		} {
+			if !bytes.Contains(stubs, []byte("\nfunc "+name+sig+"\n")) {
+				t.Errorf("missing %s%s", name, sig)
+			}
+		}
 	}
 	for _, isa := range ISAs {
 		gemm := "//go:noescape\nfunc " + GemmName(isa) + "(c *float32, a *float32, b *float32, m int, n int, k int, sam int, sak int, ldb int, ldc int, acc int)\n"
@@ -123,11 +146,11 @@ func functions(asm []byte) map[string]string {
 	return fns
 }
 
-// nFuncs is the number of functions the kernel file holds: tiles, decode
-// kernels, peaks, the transpose, two widening loops, two row helpers, the
-// log-sum-exp loop and two narrowing loops, and the backward's gemm and
-// probability kernels for each ISA.
-var nFuncs = len(ISAs)*len(HeadDims) + len(Elems)*len(HeadDims)*len(DecodeRows) + len(ISAs) + 8 + 2*len(ISAs)
+// nFuncs is the number of functions the kernel file holds, for each ISA:
+// tiles, decode kernels, the peak loop, the transpose, two widening loops,
+// two row helpers, the log-sum-exp loop, two narrowing loops, and the
+// backward's gemm and probability kernels.
+var nFuncs = len(ISAs) * (len(HeadDims) + len(Elems)*len(HeadDims)*len(DecodeRows) + 1 + 8 + 2)
 
 func TestVZEROUPPERBeforeRET(t *testing.T) {
 	asm, _ := defaultKernel(t)

@@ -17,7 +17,8 @@ const (
 	// AVX512VL for the xmm forms it uses on registers 16-31).
 	AVX512 ISA = iota
 	// AVX2 uses 256-bit ymm registers with FMA3 and never more than 16 of
-	// them, so that no instruction needs an EVEX encoding.
+	// them, so that no instruction needs an EVEX encoding; its half-precision
+	// kernels (decode, widening, narrowing) also need F16C.
 	AVX2
 )
 

@@ -492,13 +492,7 @@ func (g *tileGen) softmax(mask reg.Register, pfx string) {
 	if g.isa == AVX512 {
 		g.alphaAVX512(mnew, mold, msafe, alpha)
 	} else {
-		dead, one := g.vec(), g.vec()
-		ctx.VCMPPS(op.U8(0x00), c.slot(kNegInf), mnew, dead) // mnew == -Inf (EQ_OQ)
-		ctx.VANDNPS(mnew, dead, msafe)
-		ctx.VSUBPS(msafe, mold, alpha)
-		g.exp2(alpha, nil)
-		ctx.VMOVUPS(c.slot(kOne), one)
-		ctx.VBLENDVPS(dead, one, alpha, alpha) // untouched rows: alpha = 1
+		g.alphaAVX2(mnew, mold, msafe, alpha)
 	}
 	ctx.VMOVUPS(msafe, g.msafe)
 	ctx.VMOVUPS(alpha, mem(ap, 0))
@@ -573,6 +567,19 @@ func (g *tileGen) alphaAVX512(mnew, mold, msafe, alpha reg.VecVirtual) {
 	g.exp2(alpha, nil) // 0 where mold = -Inf
 	ctx.KNOTW(live, dead)
 	ctx.VBROADCASTSS(c.slot(kOne), dead, alpha) // untouched rows: alpha = 1
+}
+
+// alphaAVX2 is alphaAVX512 in AVX2 instructions: a compare and blends
+// instead of opmasks.
+func (g *tileGen) alphaAVX2(mnew, mold, msafe, alpha reg.VecVirtual) {
+	ctx, c := g.ctx, g.c
+	dead, one := g.vec(), g.vec()
+	ctx.VCMPPS(op.U8(0x00), c.slot(kNegInf), mnew, dead) // mnew == -Inf (EQ_OQ)
+	ctx.VANDNPS(mnew, dead, msafe)
+	ctx.VSUBPS(msafe, mold, alpha)
+	g.exp2(alpha, nil)
+	ctx.VMOVUPS(c.slot(kOne), one)
+	ctx.VBLENDVPS(dead, one, alpha, alpha) // untouched rows: alpha = 1
 }
 
 // pvProduct emits phase 3: o = alpha*o + p v in column chunks of pv.vecs

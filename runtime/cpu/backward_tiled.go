@@ -15,7 +15,7 @@ import (
 // of rows rows (one query head, rows pq = stride*D floats apart, read in
 // place) and a key tile of nk keys (its kv head, pk floats apart):
 //
-//	S  = Q K^T             gemm, B = K^T packed [D][TK] (transposeTileAVX512 where the CPU has it)
+//	S  = Q K^T             gemm, B = K^T packed [D][TK] (the variant's transposeTile kernel)
 //	dP = dO V^T            gemm, B = V^T packed the same way
 //	P  = exp(scale S - lse), dS = P (dP - delta) scale    bwdProb, masked lanes +0
 //	dV += P^T dO           gemm, A = P read transposed (pass 1)

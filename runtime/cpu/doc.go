@@ -62,13 +62,14 @@
 // it is the best) runs each (query tile, key tile) pair as five products
 // by one strided AVX-512 matrix kernel (gemmAVX512: S = Q K^T, dP = dO V^T,
 // dV += P^T dO, dK += dS^T Q, dQ += dS K, with K and V transposed into
-// [D][TK] tiles, by transposeTileAVX512 where the CPU has it) and one
+// [D][TK] tiles by transposeTileAVX512) and one
 // elementwise kernel (bwdProbAVX512: P = exp2(c S - lse log2 e) and dS = P
 // (dP - delta) scale, the keep words as opmasks, masked lanes exactly 0),
 // all written by emit/avo. The AVX2 variant runs the same schedule with
 // its own two kernels (gemmAVX2, 3 rows x 4 ymm register blocks in 16
 // registers; bwdProbAVX2, the keep words tested against bit patterns and
-// ANDed into P and dS, so masked lanes are exactly 0 there too). With at
+// ANDed into P and dS, so masked lanes are exactly 0 there too;
+// transposeTileAVX2). With at
 // least as many (batch, kv head, segment) items as
 // threads it is one pass per item, the key tiles in order, dQ added as it
 // goes; otherwise a first pass per key tile (dK, dV) and a second per
@@ -141,11 +142,15 @@
 // packed (transposed, times scale*log2(e); values copied only where they
 // are not whole rows of v) by the first worker that needs them, or, when
 // every tile has one user (decoding), in the worker's own buffers. Whole
-// key tiles go through the AVX-512 transpose where the CPU has it. Query
+// key tiles go through the variant's transpose (transposeTileAVX512, 16 x
+// 16 blocks; transposeTileAVX2, 8 x 8), 16-bit rows through its widening
+// loops, and the driver's row loops (output scaling, log-sum-exp,
+// non-finite value rows, 16-bit outputs) run the variant's row helpers,
+// on AVX-512 and AVX2 alike (emit/avo). Query
 // tiles are read from q in place when they are TQ consecutive rows.
 //
 // Decoding jobs of at most maxDecodeRows (16) rows skip packing for whole
-// key tiles that every row keeps: on AVX-512 the decode kernels
+// key tiles that every row keeps: on AVX-512 and AVX2 the decode kernels
 // (emit/avo.EmitDecode, 1, 2, 4 or 8 rows, float32, bfloat16 or half
 // precision; larger jobs in groups of 8) read the key and value rows in
 // place, through one byte offset per key row (contiguous, paged or strided

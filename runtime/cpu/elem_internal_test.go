@@ -21,6 +21,9 @@ func testWiden(t *testing.T, kern *kernels) {
 	for _, elem := range []Elem{BF16, F16} {
 		asm, ref := make([]float32, len(src)), make([]float32, len(src))
 		kern.widenRow(asm, src, elem) // the kernel, where the variant has one
+		if kern.widen[elem] != nil && !kern.widenK(asm, src, elem) {
+			t.Fatalf("%s: the variant's widening kernel did not run", elem)
+		}
 		for i, h := range src {
 			if elem == BF16 {
 				ref[i] = math.Float32frombits(uint32(h) << 16)
@@ -225,7 +228,7 @@ func TestNarrow(t *testing.T) {
 	}
 }
 
-// TestNarrowRows: narrow (the AVX-512 loops where the CPU has them) gives,
+// TestNarrowRows: narrow (each variant's loops where it has them) gives,
 // for every element, f32toBF16 or f32toF16 of the product, bit for bit:
 // over every 16-bit value of each format as a float32, the midpoints
 // between neighbours and one float32 ulp either side, NaNs with payloads,
@@ -253,6 +256,12 @@ func testNarrowRows(t *testing.T, kern *kernels) {
 		for _, s := range []float32{1, float32(r.Float64() + 0.5)} {
 			clear(dst)
 			kern.narrowRow(dst, xs, s, elem)
+			if kern.narrow[elem] != nil {
+				clear(dst)
+				if !kern.narrowK(dst, xs, s, elem) {
+					t.Fatalf("%s: the variant's narrowing kernel did not run", elem)
+				}
+			}
 			for i, x := range xs {
 				want := f32toF16(x * s)
 				if elem == BF16 {

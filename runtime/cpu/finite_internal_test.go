@@ -85,6 +85,9 @@ func testNonFiniteRows(t *testing.T, kern *kernels) {
 			if got := kern.nonFiniteRows(v, d); got != want {
 				t.Fatalf("D=%d trial %d: rows %064b, want %064b", d, trial, got, want)
 			}
+			if _, ok := kern.nonFiniteK(v, d); kern.nonFinite != nil && !ok {
+				t.Fatalf("D=%d: the variant's kernel did not run", d)
+			}
 		}
 	}
 }
@@ -119,10 +122,12 @@ func testScaleRow(t *testing.T, kern *kernels) {
 	}
 }
 
-// TestLSE: each variant's log-sum-exp of the output rows is within 4*2^-24 (|m| + |log2 l|) ln 2 (two float32 ulp) of the float64
-// value (m + log2 l) ln 2, over the sums a row can have (1 up to 2^40, and
-// NaN and +Inf through), with maxima of either sign: the error a float32
-// sum of the two terms has, whose cancellation the float64 path avoids.
+// TestLSE: each variant's log-sum-exp of the output rows is within
+// 4*2^-24 (|m| + |log2 l|) ln 2 (two float32 ulp) of the float64 value
+// (m + log2 l) ln 2, over the sums a row can have (1 up to 2^40, and NaN
+// and +Inf through), and past them 0 (-Inf) and subnormals, with maxima of
+// either sign: the error a float32 sum of the two terms has, whose
+// cancellation the float64 path avoids.
 func TestLSE(t *testing.T) {
 	eachKernels(t, func(k *kernels) bool { return k.lse != nil }, testLSE)
 }
@@ -140,6 +145,8 @@ func testLSE(t *testing.T, kern *kernels) {
 			}
 		}
 		l[3], l[5] = float32(math.NaN()), float32(math.Inf(1))
+		// zero (no key: -Inf), subnormal and smallest normal sums
+		l[8], l[9], l[11], l[13] = 0, 0x1p-140, 0x1p-126, 0x1.8p-130
 		if !kern.lseK(dst, m, l, n) {
 			t.Fatal("the log-sum-exp did not run")
 		}

@@ -28,7 +28,7 @@ type Variant int
 const (
 	Auto   Variant = iota // the best the CPU supports
 	AVX512                // AVX-512F
-	AVX2                  // AVX2 and FMA
+	AVX2                  // AVX2, FMA and F16C
 	PureGo                // portable Go
 )
 

@@ -5,7 +5,9 @@ package cpu
 import xcpu "golang.org/x/sys/cpu"
 
 // archKernels returns the kernels of an amd64 variant when the CPU has the
-// instructions they need (AVX-512 Foundation; AVX2 with FMA) and the
+// instructions they need (AVX-512 Foundation; AVX2 with FMA and F16C, the
+// half-precision conversions of the F16 decode, widening and narrowing
+// kernels, which every AVX2 CPU since Haswell and Zen 1 has) and the
 // operating system saves the registers (x/sys/cpu checks both), else nil.
 func archKernels(v Variant) *kernels {
 	switch v {
@@ -14,7 +16,7 @@ func archKernels(v Variant) *kernels {
 			return avx512Kernels
 		}
 	case AVX2:
-		if xcpu.X86.HasAVX2 && xcpu.X86.HasFMA {
+		if xcpu.X86.HasAVX2 && xcpu.X86.HasFMA && xcpu.X86.HasF16C {
 			return avx2Kernels
 		}
 	}
@@ -52,11 +54,31 @@ var (
 		readSum: readSumAVX512, readBlock: 128,
 	}
 	avx2Kernels = &kernels{
-		tile:    asmTile(tileAVX2D64, tileAVX2D128),
-		gemm:    gemmAVX2,
-		bwdProb: bwdProbAVX2,
-		lanes:   8,
-		peak:    peakFMA256, peakFlops: 12 * 2 * 8,
+		tile: asmTile(tileAVX2D64, tileAVX2D128),
+		decode: [3][2][4]decodeKernel{
+			F32: {
+				{decodeAVX2F32D64R1, decodeAVX2F32D64R2, decodeAVX2F32D64R4, decodeAVX2F32D64R8},
+				{decodeAVX2F32D128R1, decodeAVX2F32D128R2, decodeAVX2F32D128R4, decodeAVX2F32D128R8},
+			},
+			BF16: {
+				{decodeAVX2BF16D64R1, decodeAVX2BF16D64R2, decodeAVX2BF16D64R4, decodeAVX2BF16D64R8},
+				{decodeAVX2BF16D128R1, decodeAVX2BF16D128R2, decodeAVX2BF16D128R4, decodeAVX2BF16D128R8},
+			},
+			F16: {
+				{decodeAVX2F16D64R1, decodeAVX2F16D64R2, decodeAVX2F16D64R4, decodeAVX2F16D64R8},
+				{decodeAVX2F16D128R1, decodeAVX2F16D128R2, decodeAVX2F16D128R4, decodeAVX2F16D128R8},
+			},
+		},
+		gemm:      gemmAVX2,
+		bwdProb:   bwdProbAVX2,
+		lanes:     8,
+		scaleRow:  scaleRowAVX2,
+		lse:       lseAVX2,
+		nonFinite: nonFiniteRowsAVX2,
+		narrow:    [3]func(*uint16, *float32, int, float32){BF16: narrowBF16AVX2, F16: narrowF16AVX2},
+		widen:     [3]func(*float32, *uint16, int){BF16: widenBF16AVX2, F16: widenF16AVX2},
+		transpose: transposeTileAVX2,
+		peak:      peakFMA256, peakFlops: 12 * 2 * 8,
 		readSum: readSumAVX2, readBlock: 64,
 	}
 )

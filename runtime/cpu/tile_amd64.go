@@ -220,6 +220,198 @@ func decodeAVX512F16D128R4(q *float32, k *byte, v *byte, off *int, o *float32, m
 //go:noescape
 func decodeAVX512F16D128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
+// decodeAVX2F32D64R1 is the decode kernel for F32 keys and values, D = 64 and 1
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F32D64R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F32D64R2 is the decode kernel for F32 keys and values, D = 64 and 2
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F32D64R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F32D64R4 is the decode kernel for F32 keys and values, D = 64 and 4
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F32D64R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F32D64R8 is the decode kernel for F32 keys and values, D = 64 and 8
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F32D64R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F32D128R1 is the decode kernel for F32 keys and values, D = 128 and 1
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F32D128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F32D128R2 is the decode kernel for F32 keys and values, D = 128 and 2
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F32D128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F32D128R4 is the decode kernel for F32 keys and values, D = 128 and 4
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F32D128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F32D128R8 is the decode kernel for F32 keys and values, D = 128 and 8
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F32D128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2BF16D64R1 is the decode kernel for BF16 keys and values, D = 64 and 1
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2BF16D64R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2BF16D64R2 is the decode kernel for BF16 keys and values, D = 64 and 2
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2BF16D64R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2BF16D64R4 is the decode kernel for BF16 keys and values, D = 64 and 4
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2BF16D64R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2BF16D64R8 is the decode kernel for BF16 keys and values, D = 64 and 8
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2BF16D64R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2BF16D128R1 is the decode kernel for BF16 keys and values, D = 128 and 1
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2BF16D128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2BF16D128R2 is the decode kernel for BF16 keys and values, D = 128 and 2
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2BF16D128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2BF16D128R4 is the decode kernel for BF16 keys and values, D = 128 and 4
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2BF16D128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2BF16D128R8 is the decode kernel for BF16 keys and values, D = 128 and 8
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2BF16D128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F16D64R1 is the decode kernel for F16 keys and values, D = 64 and 1
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F16D64R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F16D64R2 is the decode kernel for F16 keys and values, D = 64 and 2
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F16D64R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F16D64R4 is the decode kernel for F16 keys and values, D = 64 and 4
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F16D64R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F16D64R8 is the decode kernel for F16 keys and values, D = 64 and 8
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F16D64R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F16D128R1 is the decode kernel for F16 keys and values, D = 128 and 1
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F16D128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F16D128R2 is the decode kernel for F16 keys and values, D = 128 and 2
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F16D128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F16D128R4 is the decode kernel for F16 keys and values, D = 128 and 4
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F16D128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F16D128R8 is the decode kernel for F16 keys and values, D = 128 and 8
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F16D128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
 // peakFMA512 runs n iterations of 12 independent VFMADD231PS chains on
 // 512-bit registers (384 flops per iteration) to measure the FP32 FMA peak.
 func peakFMA512(n int)
@@ -279,6 +471,56 @@ func narrowBF16AVX512(dst *uint16, src *float32, n int, s float32)
 //
 //go:noescape
 func narrowF16AVX512(dst *uint16, src *float32, n int, s float32)
+
+// transposeTileAVX2 writes dst[i*64+c] = scale*src[c*pitch+i] for i < d (a
+// multiple of 8) and c < 64: the transposed, scaled key tile of the tile
+// kernels. It needs AVX2.
+//
+//go:noescape
+func transposeTileAVX2(dst *float32, src *float32, pitch int, d int, scale float32)
+
+// widenBF16AVX2 writes the float32 values of the n bfloat16 elements at src to dst
+// (n a multiple of 8). It needs AVX2.
+//
+//go:noescape
+func widenBF16AVX2(dst *float32, src *uint16, n int)
+
+// widenF16AVX2 writes the float32 values of the n half-precision elements at src to dst
+// (n a multiple of 8). It needs AVX and F16C.
+//
+//go:noescape
+func widenF16AVX2(dst *float32, src *uint16, n int)
+
+// scaleRowAVX2 writes dst[i] = src[i]*s for i < n (a multiple of 8). It needs AVX2.
+//
+//go:noescape
+func scaleRowAVX2(dst *float32, src *float32, n int, s float32)
+
+// nonFiniteRowsAVX2 returns the rows of the TK rows of d floats at v (d a
+// multiple of 8) that hold a NaN or an infinity, as bits. It needs AVX2.
+//
+//go:noescape
+func nonFiniteRowsAVX2(v *float32, d int) uint64
+
+// lseAVX2 writes dst[i] = (m[i] + log2(l[i])) * ln2 for i < n (a multiple of
+// 8). It needs AVX2 and FMA3.
+//
+//go:noescape
+func lseAVX2(dst *float32, m *float32, l *float32, n int)
+
+// narrowBF16AVX2 writes dst[i] = src[i]*s rounded to bfloat16 (to nearest, ties
+// to even; NaN stays NaN, quiet) for i < n (a multiple of 8). It needs
+// AVX2.
+//
+//go:noescape
+func narrowBF16AVX2(dst *uint16, src *float32, n int, s float32)
+
+// narrowF16AVX2 writes dst[i] = src[i]*s rounded to half-precision (to nearest, ties
+// to even; NaN stays NaN, quiet) for i < n (a multiple of 8). It needs
+// AVX2 and F16C.
+//
+//go:noescape
+func narrowF16AVX2(dst *uint16, src *float32, n int, s float32)
 
 // gemmAVX512 computes C (+)= A B: c[i*ldc+j] (+)= sum over l < k of
 // a[i*sam+l*sak] * b[l*ldb+j], for i < m and j < n (a multiple of 64),

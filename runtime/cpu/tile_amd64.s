@@ -124,7 +124,143 @@ DATA attnconst<>+464(SB)/4, $0x43000000
 DATA attnconst<>+468(SB)/4, $0x43000000
 DATA attnconst<>+472(SB)/4, $0x43000000
 DATA attnconst<>+476(SB)/4, $0x43000000
-GLOBL attnconst<>(SB), RODATA|NOPTR, $480
+DATA attnconst<>+480(SB)/4, $0x7f800000
+DATA attnconst<>+484(SB)/4, $0x7f800000
+DATA attnconst<>+488(SB)/4, $0x7f800000
+DATA attnconst<>+492(SB)/4, $0x7f800000
+DATA attnconst<>+496(SB)/4, $0x7f800000
+DATA attnconst<>+500(SB)/4, $0x7f800000
+DATA attnconst<>+504(SB)/4, $0x7f800000
+DATA attnconst<>+508(SB)/4, $0x7f800000
+DATA attnconst<>+512(SB)/4, $0x7fffffff
+DATA attnconst<>+516(SB)/4, $0x7fffffff
+DATA attnconst<>+520(SB)/4, $0x7fffffff
+DATA attnconst<>+524(SB)/4, $0x7fffffff
+DATA attnconst<>+528(SB)/4, $0x7fffffff
+DATA attnconst<>+532(SB)/4, $0x7fffffff
+DATA attnconst<>+536(SB)/4, $0x7fffffff
+DATA attnconst<>+540(SB)/4, $0x7fffffff
+DATA attnconst<>+544(SB)/4, $0x00007fff
+DATA attnconst<>+548(SB)/4, $0x00007fff
+DATA attnconst<>+552(SB)/4, $0x00007fff
+DATA attnconst<>+556(SB)/4, $0x00007fff
+DATA attnconst<>+560(SB)/4, $0x00007fff
+DATA attnconst<>+564(SB)/4, $0x00007fff
+DATA attnconst<>+568(SB)/4, $0x00007fff
+DATA attnconst<>+572(SB)/4, $0x00007fff
+DATA attnconst<>+576(SB)/4, $0x00000001
+DATA attnconst<>+580(SB)/4, $0x00000001
+DATA attnconst<>+584(SB)/4, $0x00000001
+DATA attnconst<>+588(SB)/4, $0x00000001
+DATA attnconst<>+592(SB)/4, $0x00000001
+DATA attnconst<>+596(SB)/4, $0x00000001
+DATA attnconst<>+600(SB)/4, $0x00000001
+DATA attnconst<>+604(SB)/4, $0x00000001
+DATA attnconst<>+608(SB)/4, $0x00000040
+DATA attnconst<>+612(SB)/4, $0x00000040
+DATA attnconst<>+616(SB)/4, $0x00000040
+DATA attnconst<>+620(SB)/4, $0x00000040
+DATA attnconst<>+624(SB)/4, $0x00000040
+DATA attnconst<>+628(SB)/4, $0x00000040
+DATA attnconst<>+632(SB)/4, $0x00000040
+DATA attnconst<>+636(SB)/4, $0x00000040
+DATA attnconst<>+640(SB)/4, $0x3f317218
+DATA attnconst<>+644(SB)/4, $0x3f317218
+DATA attnconst<>+648(SB)/4, $0x3f317218
+DATA attnconst<>+652(SB)/4, $0x3f317218
+DATA attnconst<>+656(SB)/4, $0x3f317218
+DATA attnconst<>+660(SB)/4, $0x3f317218
+DATA attnconst<>+664(SB)/4, $0x3f317218
+DATA attnconst<>+668(SB)/4, $0x3f317218
+DATA attnconst<>+672(SB)/4, $0x4038aa3b
+DATA attnconst<>+676(SB)/4, $0x4038aa3b
+DATA attnconst<>+680(SB)/4, $0x4038aa3b
+DATA attnconst<>+684(SB)/4, $0x4038aa3b
+DATA attnconst<>+688(SB)/4, $0x4038aa3b
+DATA attnconst<>+692(SB)/4, $0x4038aa3b
+DATA attnconst<>+696(SB)/4, $0x4038aa3b
+DATA attnconst<>+700(SB)/4, $0x4038aa3b
+DATA attnconst<>+704(SB)/4, $0x3f76384f
+DATA attnconst<>+708(SB)/4, $0x3f76384f
+DATA attnconst<>+712(SB)/4, $0x3f76384f
+DATA attnconst<>+716(SB)/4, $0x3f76384f
+DATA attnconst<>+720(SB)/4, $0x3f76384f
+DATA attnconst<>+724(SB)/4, $0x3f76384f
+DATA attnconst<>+728(SB)/4, $0x3f76384f
+DATA attnconst<>+732(SB)/4, $0x3f76384f
+DATA attnconst<>+736(SB)/4, $0x3f13bb63
+DATA attnconst<>+740(SB)/4, $0x3f13bb63
+DATA attnconst<>+744(SB)/4, $0x3f13bb63
+DATA attnconst<>+748(SB)/4, $0x3f13bb63
+DATA attnconst<>+752(SB)/4, $0x3f13bb63
+DATA attnconst<>+756(SB)/4, $0x3f13bb63
+DATA attnconst<>+760(SB)/4, $0x3f13bb63
+DATA attnconst<>+764(SB)/4, $0x3f13bb63
+DATA attnconst<>+768(SB)/4, $0x3ed30bb1
+DATA attnconst<>+772(SB)/4, $0x3ed30bb1
+DATA attnconst<>+776(SB)/4, $0x3ed30bb1
+DATA attnconst<>+780(SB)/4, $0x3ed30bb1
+DATA attnconst<>+784(SB)/4, $0x3ed30bb1
+DATA attnconst<>+788(SB)/4, $0x3ed30bb1
+DATA attnconst<>+792(SB)/4, $0x3ed30bb1
+DATA attnconst<>+796(SB)/4, $0x3ed30bb1
+DATA attnconst<>+800(SB)/4, $0x3ea4258a
+DATA attnconst<>+804(SB)/4, $0x3ea4258a
+DATA attnconst<>+808(SB)/4, $0x3ea4258a
+DATA attnconst<>+812(SB)/4, $0x3ea4258a
+DATA attnconst<>+816(SB)/4, $0x3ea4258a
+DATA attnconst<>+820(SB)/4, $0x3ea4258a
+DATA attnconst<>+824(SB)/4, $0x3ea4258a
+DATA attnconst<>+828(SB)/4, $0x3ea4258a
+DATA attnconst<>+832(SB)/4, $0x3e864d42
+DATA attnconst<>+836(SB)/4, $0x3e864d42
+DATA attnconst<>+840(SB)/4, $0x3e864d42
+DATA attnconst<>+844(SB)/4, $0x3e864d42
+DATA attnconst<>+848(SB)/4, $0x3e864d42
+DATA attnconst<>+852(SB)/4, $0x3e864d42
+DATA attnconst<>+856(SB)/4, $0x3e864d42
+DATA attnconst<>+860(SB)/4, $0x3e864d42
+DATA attnconst<>+864(SB)/4, $0x007fffff
+DATA attnconst<>+868(SB)/4, $0x007fffff
+DATA attnconst<>+872(SB)/4, $0x007fffff
+DATA attnconst<>+876(SB)/4, $0x007fffff
+DATA attnconst<>+880(SB)/4, $0x007fffff
+DATA attnconst<>+884(SB)/4, $0x007fffff
+DATA attnconst<>+888(SB)/4, $0x007fffff
+DATA attnconst<>+892(SB)/4, $0x007fffff
+DATA attnconst<>+896(SB)/4, $0x00800000
+DATA attnconst<>+900(SB)/4, $0x00800000
+DATA attnconst<>+904(SB)/4, $0x00800000
+DATA attnconst<>+908(SB)/4, $0x00800000
+DATA attnconst<>+912(SB)/4, $0x00800000
+DATA attnconst<>+916(SB)/4, $0x00800000
+DATA attnconst<>+920(SB)/4, $0x00800000
+DATA attnconst<>+924(SB)/4, $0x00800000
+DATA attnconst<>+928(SB)/4, $0x5f800000
+DATA attnconst<>+932(SB)/4, $0x5f800000
+DATA attnconst<>+936(SB)/4, $0x5f800000
+DATA attnconst<>+940(SB)/4, $0x5f800000
+DATA attnconst<>+944(SB)/4, $0x5f800000
+DATA attnconst<>+948(SB)/4, $0x5f800000
+DATA attnconst<>+952(SB)/4, $0x5f800000
+DATA attnconst<>+956(SB)/4, $0x5f800000
+DATA attnconst<>+960(SB)/4, $0x42fe0000
+DATA attnconst<>+964(SB)/4, $0x42fe0000
+DATA attnconst<>+968(SB)/4, $0x42fe0000
+DATA attnconst<>+972(SB)/4, $0x42fe0000
+DATA attnconst<>+976(SB)/4, $0x42fe0000
+DATA attnconst<>+980(SB)/4, $0x42fe0000
+DATA attnconst<>+984(SB)/4, $0x42fe0000
+DATA attnconst<>+988(SB)/4, $0x42fe0000
+DATA attnconst<>+992(SB)/4, $0x433f0000
+DATA attnconst<>+996(SB)/4, $0x433f0000
+DATA attnconst<>+1000(SB)/4, $0x433f0000
+DATA attnconst<>+1004(SB)/4, $0x433f0000
+DATA attnconst<>+1008(SB)/4, $0x433f0000
+DATA attnconst<>+1012(SB)/4, $0x433f0000
+DATA attnconst<>+1016(SB)/4, $0x433f0000
+DATA attnconst<>+1020(SB)/4, $0x433f0000
+GLOBL attnconst<>(SB), RODATA|NOPTR, $1024
 
 // func tileAVX512D64(q *float32, kt *float32, v *float32, s *float32, o *float32, m *float32, l *float32, mask *uint64)
 // Requires: AVX, AVX512F
@@ -30209,6 +30345,28599 @@ pv6:
 	VZEROUPPER
 	RET
 
+// func decodeAVX2F32D64R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+// Requires: AVX, AVX2, FMA3
+TEXT ·decodeAVX2F32D64R1(SB), $288-56
+	// Scores: vector i holds keys i*keys .. i*keys+keys-1 by rows.
+	MOVQ q+0(FP), AX
+	MOVQ k+8(FP), CX
+	MOVQ off+24(FP), DX
+	LEAQ (SP), BX
+	MOVQ $0x00000008, SI
+
+qk:
+	MOVQ        (DX), DI
+	ADDQ        CX, DI
+	MOVQ        8(DX), R8
+	ADDQ        CX, R8
+	MOVQ        16(DX), R9
+	ADDQ        CX, R9
+	MOVQ        24(DX), R10
+	ADDQ        CX, R10
+	MOVQ        32(DX), R11
+	ADDQ        CX, R11
+	MOVQ        40(DX), R12
+	ADDQ        CX, R12
+	MOVQ        48(DX), R13
+	ADDQ        CX, R13
+	MOVQ        56(DX), R14
+	ADDQ        CX, R14
+	VMOVUPS     (AX), Y0
+	VMOVUPS     (DI), Y1
+	VMULPS      Y1, Y0, Y1
+	VMOVUPS     (R8), Y2
+	VMULPS      Y2, Y0, Y2
+	VMOVUPS     (R9), Y3
+	VMULPS      Y3, Y0, Y3
+	VMOVUPS     (R10), Y4
+	VMULPS      Y4, Y0, Y4
+	VMOVUPS     (R11), Y5
+	VMULPS      Y5, Y0, Y5
+	VMOVUPS     (R12), Y6
+	VMULPS      Y6, Y0, Y6
+	VMOVUPS     (R13), Y7
+	VMULPS      Y7, Y0, Y7
+	VMOVUPS     (R14), Y8
+	VMULPS      Y8, Y0, Y0
+	VMOVUPS     32(AX), Y8
+	VMOVUPS     32(DI), Y9
+	VFMADD231PS Y9, Y8, Y1
+	VMOVUPS     32(R8), Y9
+	VFMADD231PS Y9, Y8, Y2
+	VMOVUPS     32(R9), Y9
+	VFMADD231PS Y9, Y8, Y3
+	VMOVUPS     32(R10), Y9
+	VFMADD231PS Y9, Y8, Y4
+	VMOVUPS     32(R11), Y9
+	VFMADD231PS Y9, Y8, Y5
+	VMOVUPS     32(R12), Y9
+	VFMADD231PS Y9, Y8, Y6
+	VMOVUPS     32(R13), Y9
+	VFMADD231PS Y9, Y8, Y7
+	VMOVUPS     32(R14), Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVUPS     64(AX), Y8
+	VMOVUPS     64(DI), Y9
+	VFMADD231PS Y9, Y8, Y1
+	VMOVUPS     64(R8), Y9
+	VFMADD231PS Y9, Y8, Y2
+	VMOVUPS     64(R9), Y9
+	VFMADD231PS Y9, Y8, Y3
+	VMOVUPS     64(R10), Y9
+	VFMADD231PS Y9, Y8, Y4
+	VMOVUPS     64(R11), Y9
+	VFMADD231PS Y9, Y8, Y5
+	VMOVUPS     64(R12), Y9
+	VFMADD231PS Y9, Y8, Y6
+	VMOVUPS     64(R13), Y9
+	VFMADD231PS Y9, Y8, Y7
+	VMOVUPS     64(R14), Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVUPS     96(AX), Y8
+	VMOVUPS     96(DI), Y9
+	VFMADD231PS Y9, Y8, Y1
+	VMOVUPS     96(R8), Y9
+	VFMADD231PS Y9, Y8, Y2
+	VMOVUPS     96(R9), Y9
+	VFMADD231PS Y9, Y8, Y3
+	VMOVUPS     96(R10), Y9
+	VFMADD231PS Y9, Y8, Y4
+	VMOVUPS     96(R11), Y9
+	VFMADD231PS Y9, Y8, Y5
+	VMOVUPS     96(R12), Y9
+	VFMADD231PS Y9, Y8, Y6
+	VMOVUPS     96(R13), Y9
+	VFMADD231PS Y9, Y8, Y7
+	VMOVUPS     96(R14), Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVUPS     128(AX), Y8
+	VMOVUPS     128(DI), Y9
+	VFMADD231PS Y9, Y8, Y1
+	VMOVUPS     128(R8), Y9
+	VFMADD231PS Y9, Y8, Y2
+	VMOVUPS     128(R9), Y9
+	VFMADD231PS Y9, Y8, Y3
+	VMOVUPS     128(R10), Y9
+	VFMADD231PS Y9, Y8, Y4
+	VMOVUPS     128(R11), Y9
+	VFMADD231PS Y9, Y8, Y5
+	VMOVUPS     128(R12), Y9
+	VFMADD231PS Y9, Y8, Y6
+	VMOVUPS     128(R13), Y9
+	VFMADD231PS Y9, Y8, Y7
+	VMOVUPS     128(R14), Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVUPS     160(AX), Y8
+	VMOVUPS     160(DI), Y9
+	VFMADD231PS Y9, Y8, Y1
+	VMOVUPS     160(R8), Y9
+	VFMADD231PS Y9, Y8, Y2
+	VMOVUPS     160(R9), Y9
+	VFMADD231PS Y9, Y8, Y3
+	VMOVUPS     160(R10), Y9
+	VFMADD231PS Y9, Y8, Y4
+	VMOVUPS     160(R11), Y9
+	VFMADD231PS Y9, Y8, Y5
+	VMOVUPS     160(R12), Y9
+	VFMADD231PS Y9, Y8, Y6
+	VMOVUPS     160(R13), Y9
+	VFMADD231PS Y9, Y8, Y7
+	VMOVUPS     160(R14), Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVUPS     192(AX), Y8
+	VMOVUPS     192(DI), Y9
+	VFMADD231PS Y9, Y8, Y1
+	VMOVUPS     192(R8), Y9
+	VFMADD231PS Y9, Y8, Y2
+	VMOVUPS     192(R9), Y9
+	VFMADD231PS Y9, Y8, Y3
+	VMOVUPS     192(R10), Y9
+	VFMADD231PS Y9, Y8, Y4
+	VMOVUPS     192(R11), Y9
+	VFMADD231PS Y9, Y8, Y5
+	VMOVUPS     192(R12), Y9
+	VFMADD231PS Y9, Y8, Y6
+	VMOVUPS     192(R13), Y9
+	VFMADD231PS Y9, Y8, Y7
+	VMOVUPS     192(R14), Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVUPS     224(AX), Y8
+	VMOVUPS     224(DI), Y9
+	VFMADD231PS Y9, Y8, Y1
+	VMOVUPS     224(R8), Y9
+	VFMADD231PS Y9, Y8, Y2
+	VMOVUPS     224(R9), Y9
+	VFMADD231PS Y9, Y8, Y3
+	VMOVUPS     224(R10), Y9
+	VFMADD231PS Y9, Y8, Y4
+	VMOVUPS     224(R11), Y9
+	VFMADD231PS Y9, Y8, Y5
+	VMOVUPS     224(R12), Y9
+	VFMADD231PS Y9, Y8, Y6
+	VMOVUPS     224(R13), Y9
+	VFMADD231PS Y9, Y8, Y7
+	VMOVUPS     224(R14), Y9
+	VFMADD231PS Y9, Y8, Y0
+	VSHUFPS     $0x44, Y2, Y1, Y8
+	VSHUFPS     $0xee, Y2, Y1, Y1
+	VADDPS      Y1, Y8, Y8
+	VSHUFPS     $0x44, Y4, Y3, Y1
+	VSHUFPS     $0xee, Y4, Y3, Y2
+	VADDPS      Y2, Y1, Y1
+	VSHUFPS     $0x44, Y6, Y5, Y2
+	VSHUFPS     $0xee, Y6, Y5, Y3
+	VADDPS      Y3, Y2, Y2
+	VSHUFPS     $0x44, Y0, Y7, Y3
+	VSHUFPS     $0xee, Y0, Y7, Y0
+	VADDPS      Y0, Y3, Y3
+	VSHUFPS     $0x88, Y1, Y8, Y0
+	VSHUFPS     $0xdd, Y1, Y8, Y1
+	VADDPS      Y1, Y0, Y0
+	VSHUFPS     $0x88, Y3, Y2, Y1
+	VSHUFPS     $0xdd, Y3, Y2, Y2
+	VADDPS      Y2, Y1, Y1
+	VPERM2F128  $0x20, Y1, Y0, Y2
+	VPERM2F128  $0x31, Y1, Y0, Y0
+	VADDPS      Y0, Y2, Y2
+	VMOVUPS     Y2, (BX)
+	ADDQ        $0x20, BX
+	ADDQ        $0x40, DX
+	DECQ        SI
+	JNZ         qk
+
+	// Row maxima, alpha, p and l, each row's value in every lane of its residue.
+	VMOVUPS      (SP), Y0
+	VMOVUPS      32(SP), Y1
+	VMAXPS       64(SP), Y0, Y0
+	VMAXPS       96(SP), Y1, Y1
+	VMAXPS       128(SP), Y0, Y0
+	VMAXPS       160(SP), Y1, Y1
+	VMAXPS       192(SP), Y0, Y0
+	VMAXPS       224(SP), Y1, Y1
+	VMAXPS       Y1, Y0, Y0
+	VPERM2F128   $0x01, Y0, Y0, Y1
+	VMAXPS       Y1, Y0, Y0
+	VPERMILPS    $0x4e, Y0, Y1
+	VMAXPS       Y1, Y0, Y0
+	VPERMILPS    $0xb1, Y0, Y1
+	VMAXPS       Y1, Y0, Y0
+	MOVQ         o+32(FP), AX
+	MOVQ         m+40(FP), CX
+	MOVQ         l+48(FP), DX
+	VBROADCASTSS (CX), Y1
+	VMAXPS       Y1, Y0, Y0
+	VMOVSS       X0, (CX)
+	VCMPPS       $0x00, attnconst<>+0(SB), Y0, Y2
+	VANDNPS      Y0, Y2, Y0
+	VSUBPS       Y0, Y1, Y1
+	VBROADCASTSS attnconst<>+96(SB), Y3
+	VCMPPS       $0x15, Y3, Y1, Y4
+	VMAXPS       Y1, Y3, Y1
+	VCVTPS2DQ    Y1, Y3
+	VCVTDQ2PS    Y3, Y5
+	VSUBPS       Y5, Y1, Y1
+	VMOVUPS      attnconst<>+288(SB), Y5
+	VFMADD213PS  attnconst<>+256(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+224(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+192(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+160(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+128(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+32(SB), Y1, Y5
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y5, Y5
+	VANDPS       Y4, Y5, Y1
+	VMOVUPS      attnconst<>+32(SB), Y3
+	VBLENDVPS    Y2, Y3, Y1, Y1
+	VMOVUPS      Y1, 256(SP)
+	VMOVUPS      (SP), Y2
+	VSUBPS       Y0, Y2, Y2
+	VBROADCASTSS attnconst<>+96(SB), Y3
+	VCMPPS       $0x15, Y3, Y2, Y4
+	VMAXPS       Y2, Y3, Y2
+	VCVTPS2DQ    Y2, Y3
+	VCVTDQ2PS    Y3, Y5
+	VSUBPS       Y5, Y2, Y2
+	VMOVUPS      attnconst<>+288(SB), Y5
+	VFMADD213PS  attnconst<>+256(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+224(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+192(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+160(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+128(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+32(SB), Y2, Y5
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y5, Y5
+	VANDPS       Y4, Y5, Y2
+	VMOVUPS      Y2, (SP)
+	VMOVUPS      32(SP), Y3
+	VSUBPS       Y0, Y3, Y3
+	VBROADCASTSS attnconst<>+96(SB), Y4
+	VCMPPS       $0x15, Y4, Y3, Y5
+	VMAXPS       Y3, Y4, Y3
+	VCVTPS2DQ    Y3, Y4
+	VCVTDQ2PS    Y4, Y6
+	VSUBPS       Y6, Y3, Y3
+	VMOVUPS      attnconst<>+288(SB), Y6
+	VFMADD213PS  attnconst<>+256(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+224(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+192(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+160(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+128(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+32(SB), Y3, Y6
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       Y4, Y6, Y6
+	VANDPS       Y5, Y6, Y3
+	VMOVUPS      Y3, 32(SP)
+	VMOVUPS      64(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 64(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      96(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 96(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      128(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 128(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      160(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 160(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      192(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 192(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      224(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y0
+	VCMPPS       $0x15, Y0, Y4, Y5
+	VMAXPS       Y4, Y0, Y4
+	VCVTPS2DQ    Y4, Y0
+	VCVTDQ2PS    Y0, Y6
+	VSUBPS       Y6, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y6
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y6
+	VPSLLD       $0x17, Y0, Y0
+	VPADDD       Y0, Y6, Y6
+	VANDPS       Y5, Y6, Y4
+	VMOVUPS      Y4, 224(SP)
+	VADDPS       Y4, Y3, Y3
+	VADDPS       Y3, Y2, Y2
+	VPERM2F128   $0x01, Y2, Y2, Y0
+	VADDPS       Y0, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y0
+	VADDPS       Y0, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y0
+	VADDPS       Y0, Y2, Y2
+	VBROADCASTSS (DX), Y0
+	VFMADD231PS  Y0, Y1, Y2
+	VMOVSS       X2, (DX)
+
+	// o = alpha*o.
+	VBROADCASTSS 256(SP), Y0
+	VMULPS       (AX), Y0, Y1
+	VMOVUPS      Y1, (AX)
+	VMULPS       32(AX), Y0, Y1
+	VMOVUPS      Y1, 32(AX)
+	VMULPS       64(AX), Y0, Y1
+	VMOVUPS      Y1, 64(AX)
+	VMULPS       96(AX), Y0, Y1
+	VMOVUPS      Y1, 96(AX)
+	VMULPS       128(AX), Y0, Y1
+	VMOVUPS      Y1, 128(AX)
+	VMULPS       160(AX), Y0, Y1
+	VMOVUPS      Y1, 160(AX)
+	VMULPS       192(AX), Y0, Y1
+	VMOVUPS      Y1, 192(AX)
+	VMULPS       224(AX), Y0, Y0
+	VMOVUPS      Y0, 224(AX)
+
+	// o += P V, in groups of rows, each over the whole tile.
+	MOVQ    v+16(FP), CX
+	MOVQ    off+24(FP), DX
+	LEAQ    (SP), BX
+	MOVQ    $0x00000010, SI
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	VMOVUPS 64(AX), Y2
+	VMOVUPS 96(AX), Y3
+	VMOVUPS 128(AX), Y4
+	VMOVUPS 160(AX), Y5
+	VMOVUPS 192(AX), Y6
+	VMOVUPS 224(AX), Y7
+
+pv0:
+	MOVQ         (DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS (BX), Y8
+	VMOVUPS      (DI), Y9
+	VFMADD231PS  Y9, Y8, Y0
+	VMOVUPS      32(DI), Y9
+	VFMADD231PS  Y9, Y8, Y1
+	VMOVUPS      64(DI), Y9
+	VFMADD231PS  Y9, Y8, Y2
+	VMOVUPS      96(DI), Y9
+	VFMADD231PS  Y9, Y8, Y3
+	VMOVUPS      128(DI), Y9
+	VFMADD231PS  Y9, Y8, Y4
+	VMOVUPS      160(DI), Y9
+	VFMADD231PS  Y9, Y8, Y5
+	VMOVUPS      192(DI), Y9
+	VFMADD231PS  Y9, Y8, Y6
+	VMOVUPS      224(DI), Y9
+	VFMADD231PS  Y9, Y8, Y7
+	MOVQ         8(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 4(BX), Y8
+	VMOVUPS      (DI), Y9
+	VFMADD231PS  Y9, Y8, Y0
+	VMOVUPS      32(DI), Y9
+	VFMADD231PS  Y9, Y8, Y1
+	VMOVUPS      64(DI), Y9
+	VFMADD231PS  Y9, Y8, Y2
+	VMOVUPS      96(DI), Y9
+	VFMADD231PS  Y9, Y8, Y3
+	VMOVUPS      128(DI), Y9
+	VFMADD231PS  Y9, Y8, Y4
+	VMOVUPS      160(DI), Y9
+	VFMADD231PS  Y9, Y8, Y5
+	VMOVUPS      192(DI), Y9
+	VFMADD231PS  Y9, Y8, Y6
+	VMOVUPS      224(DI), Y9
+	VFMADD231PS  Y9, Y8, Y7
+	MOVQ         16(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 8(BX), Y8
+	VMOVUPS      (DI), Y9
+	VFMADD231PS  Y9, Y8, Y0
+	VMOVUPS      32(DI), Y9
+	VFMADD231PS  Y9, Y8, Y1
+	VMOVUPS      64(DI), Y9
+	VFMADD231PS  Y9, Y8, Y2
+	VMOVUPS      96(DI), Y9
+	VFMADD231PS  Y9, Y8, Y3
+	VMOVUPS      128(DI), Y9
+	VFMADD231PS  Y9, Y8, Y4
+	VMOVUPS      160(DI), Y9
+	VFMADD231PS  Y9, Y8, Y5
+	VMOVUPS      192(DI), Y9
+	VFMADD231PS  Y9, Y8, Y6
+	VMOVUPS      224(DI), Y9
+	VFMADD231PS  Y9, Y8, Y7
+	MOVQ         24(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 12(BX), Y8
+	VMOVUPS      (DI), Y9
+	VFMADD231PS  Y9, Y8, Y0
+	VMOVUPS      32(DI), Y9
+	VFMADD231PS  Y9, Y8, Y1
+	VMOVUPS      64(DI), Y9
+	VFMADD231PS  Y9, Y8, Y2
+	VMOVUPS      96(DI), Y9
+	VFMADD231PS  Y9, Y8, Y3
+	VMOVUPS      128(DI), Y9
+	VFMADD231PS  Y9, Y8, Y4
+	VMOVUPS      160(DI), Y9
+	VFMADD231PS  Y9, Y8, Y5
+	VMOVUPS      192(DI), Y9
+	VFMADD231PS  Y9, Y8, Y6
+	VMOVUPS      224(DI), Y9
+	VFMADD231PS  Y9, Y8, Y7
+	ADDQ         $0x00000010, BX
+	ADDQ         $0x20, DX
+	DECQ         SI
+	JNZ          pv0
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	VMOVUPS      Y3, 96(AX)
+	VMOVUPS      Y4, 128(AX)
+	VMOVUPS      Y5, 160(AX)
+	VMOVUPS      Y6, 192(AX)
+	VMOVUPS      Y7, 224(AX)
+	VZEROUPPER
+	RET
+
+// func decodeAVX2F32D64R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+// Requires: AVX, AVX2, FMA3
+TEXT ·decodeAVX2F32D64R2(SB), $544-56
+	// Scores: vector i holds keys i*keys .. i*keys+keys-1 by rows.
+	MOVQ q+0(FP), AX
+	MOVQ k+8(FP), CX
+	MOVQ off+24(FP), DX
+	LEAQ (SP), BX
+	MOVQ $0x00000010, SI
+
+qk:
+	MOVQ        (DX), DI
+	ADDQ        CX, DI
+	MOVQ        8(DX), R8
+	ADDQ        CX, R8
+	MOVQ        16(DX), R9
+	ADDQ        CX, R9
+	MOVQ        24(DX), R10
+	ADDQ        CX, R10
+	VMOVUPS     (AX), Y0
+	VMOVUPS     256(AX), Y1
+	VMOVUPS     (DI), Y2
+	VMULPS      Y2, Y0, Y3
+	VMULPS      Y2, Y1, Y2
+	VMOVUPS     (R8), Y4
+	VMULPS      Y4, Y0, Y5
+	VMULPS      Y4, Y1, Y4
+	VMOVUPS     (R9), Y6
+	VMULPS      Y6, Y0, Y7
+	VMULPS      Y6, Y1, Y6
+	VMOVUPS     (R10), Y8
+	VMULPS      Y8, Y0, Y0
+	VMULPS      Y8, Y1, Y1
+	VMOVUPS     32(AX), Y8
+	VMOVUPS     288(AX), Y9
+	VMOVUPS     32(DI), Y10
+	VFMADD231PS Y10, Y8, Y3
+	VFMADD231PS Y10, Y9, Y2
+	VMOVUPS     32(R8), Y10
+	VFMADD231PS Y10, Y8, Y5
+	VFMADD231PS Y10, Y9, Y4
+	VMOVUPS     32(R9), Y10
+	VFMADD231PS Y10, Y8, Y7
+	VFMADD231PS Y10, Y9, Y6
+	VMOVUPS     32(R10), Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVUPS     64(AX), Y8
+	VMOVUPS     320(AX), Y9
+	VMOVUPS     64(DI), Y10
+	VFMADD231PS Y10, Y8, Y3
+	VFMADD231PS Y10, Y9, Y2
+	VMOVUPS     64(R8), Y10
+	VFMADD231PS Y10, Y8, Y5
+	VFMADD231PS Y10, Y9, Y4
+	VMOVUPS     64(R9), Y10
+	VFMADD231PS Y10, Y8, Y7
+	VFMADD231PS Y10, Y9, Y6
+	VMOVUPS     64(R10), Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVUPS     96(AX), Y8
+	VMOVUPS     352(AX), Y9
+	VMOVUPS     96(DI), Y10
+	VFMADD231PS Y10, Y8, Y3
+	VFMADD231PS Y10, Y9, Y2
+	VMOVUPS     96(R8), Y10
+	VFMADD231PS Y10, Y8, Y5
+	VFMADD231PS Y10, Y9, Y4
+	VMOVUPS     96(R9), Y10
+	VFMADD231PS Y10, Y8, Y7
+	VFMADD231PS Y10, Y9, Y6
+	VMOVUPS     96(R10), Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVUPS     128(AX), Y8
+	VMOVUPS     384(AX), Y9
+	VMOVUPS     128(DI), Y10
+	VFMADD231PS Y10, Y8, Y3
+	VFMADD231PS Y10, Y9, Y2
+	VMOVUPS     128(R8), Y10
+	VFMADD231PS Y10, Y8, Y5
+	VFMADD231PS Y10, Y9, Y4
+	VMOVUPS     128(R9), Y10
+	VFMADD231PS Y10, Y8, Y7
+	VFMADD231PS Y10, Y9, Y6
+	VMOVUPS     128(R10), Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVUPS     160(AX), Y8
+	VMOVUPS     416(AX), Y9
+	VMOVUPS     160(DI), Y10
+	VFMADD231PS Y10, Y8, Y3
+	VFMADD231PS Y10, Y9, Y2
+	VMOVUPS     160(R8), Y10
+	VFMADD231PS Y10, Y8, Y5
+	VFMADD231PS Y10, Y9, Y4
+	VMOVUPS     160(R9), Y10
+	VFMADD231PS Y10, Y8, Y7
+	VFMADD231PS Y10, Y9, Y6
+	VMOVUPS     160(R10), Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVUPS     192(AX), Y8
+	VMOVUPS     448(AX), Y9
+	VMOVUPS     192(DI), Y10
+	VFMADD231PS Y10, Y8, Y3
+	VFMADD231PS Y10, Y9, Y2
+	VMOVUPS     192(R8), Y10
+	VFMADD231PS Y10, Y8, Y5
+	VFMADD231PS Y10, Y9, Y4
+	VMOVUPS     192(R9), Y10
+	VFMADD231PS Y10, Y8, Y7
+	VFMADD231PS Y10, Y9, Y6
+	VMOVUPS     192(R10), Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVUPS     224(AX), Y8
+	VMOVUPS     480(AX), Y9
+	VMOVUPS     224(DI), Y10
+	VFMADD231PS Y10, Y8, Y3
+	VFMADD231PS Y10, Y9, Y2
+	VMOVUPS     224(R8), Y10
+	VFMADD231PS Y10, Y8, Y5
+	VFMADD231PS Y10, Y9, Y4
+	VMOVUPS     224(R9), Y10
+	VFMADD231PS Y10, Y8, Y7
+	VFMADD231PS Y10, Y9, Y6
+	VMOVUPS     224(R10), Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VSHUFPS     $0x44, Y2, Y3, Y8
+	VSHUFPS     $0xee, Y2, Y3, Y2
+	VADDPS      Y2, Y8, Y8
+	VSHUFPS     $0x44, Y4, Y5, Y2
+	VSHUFPS     $0xee, Y4, Y5, Y3
+	VADDPS      Y3, Y2, Y2
+	VSHUFPS     $0x44, Y6, Y7, Y3
+	VSHUFPS     $0xee, Y6, Y7, Y4
+	VADDPS      Y4, Y3, Y3
+	VSHUFPS     $0x44, Y1, Y0, Y4
+	VSHUFPS     $0xee, Y1, Y0, Y0
+	VADDPS      Y0, Y4, Y4
+	VSHUFPS     $0x88, Y2, Y8, Y0
+	VSHUFPS     $0xdd, Y2, Y8, Y1
+	VADDPS      Y1, Y0, Y0
+	VSHUFPS     $0x88, Y4, Y3, Y1
+	VSHUFPS     $0xdd, Y4, Y3, Y2
+	VADDPS      Y2, Y1, Y1
+	VPERM2F128  $0x20, Y1, Y0, Y2
+	VPERM2F128  $0x31, Y1, Y0, Y0
+	VADDPS      Y0, Y2, Y2
+	VMOVUPS     Y2, (BX)
+	ADDQ        $0x20, BX
+	ADDQ        $0x20, DX
+	DECQ        SI
+	JNZ         qk
+
+	// Row maxima, alpha, p and l, each row's value in every lane of its residue.
+	VMOVUPS      (SP), Y0
+	VMOVUPS      32(SP), Y1
+	VMAXPS       64(SP), Y0, Y0
+	VMAXPS       96(SP), Y1, Y1
+	VMAXPS       128(SP), Y0, Y0
+	VMAXPS       160(SP), Y1, Y1
+	VMAXPS       192(SP), Y0, Y0
+	VMAXPS       224(SP), Y1, Y1
+	VMAXPS       256(SP), Y0, Y0
+	VMAXPS       288(SP), Y1, Y1
+	VMAXPS       320(SP), Y0, Y0
+	VMAXPS       352(SP), Y1, Y1
+	VMAXPS       384(SP), Y0, Y0
+	VMAXPS       416(SP), Y1, Y1
+	VMAXPS       448(SP), Y0, Y0
+	VMAXPS       480(SP), Y1, Y1
+	VMAXPS       Y1, Y0, Y0
+	VPERM2F128   $0x01, Y0, Y0, Y1
+	VMAXPS       Y1, Y0, Y0
+	VPERMILPS    $0x4e, Y0, Y1
+	VMAXPS       Y1, Y0, Y0
+	MOVQ         o+32(FP), AX
+	MOVQ         m+40(FP), CX
+	MOVQ         l+48(FP), DX
+	VBROADCASTSD (CX), Y1
+	VMAXPS       Y1, Y0, Y0
+	VMOVSD       X0, (CX)
+	VCMPPS       $0x00, attnconst<>+0(SB), Y0, Y2
+	VANDNPS      Y0, Y2, Y0
+	VSUBPS       Y0, Y1, Y1
+	VBROADCASTSS attnconst<>+96(SB), Y3
+	VCMPPS       $0x15, Y3, Y1, Y4
+	VMAXPS       Y1, Y3, Y1
+	VCVTPS2DQ    Y1, Y3
+	VCVTDQ2PS    Y3, Y5
+	VSUBPS       Y5, Y1, Y1
+	VMOVUPS      attnconst<>+288(SB), Y5
+	VFMADD213PS  attnconst<>+256(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+224(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+192(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+160(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+128(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+32(SB), Y1, Y5
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y5, Y5
+	VANDPS       Y4, Y5, Y1
+	VMOVUPS      attnconst<>+32(SB), Y3
+	VBLENDVPS    Y2, Y3, Y1, Y1
+	VMOVUPS      Y1, 512(SP)
+	VMOVUPS      (SP), Y2
+	VSUBPS       Y0, Y2, Y2
+	VBROADCASTSS attnconst<>+96(SB), Y3
+	VCMPPS       $0x15, Y3, Y2, Y4
+	VMAXPS       Y2, Y3, Y2
+	VCVTPS2DQ    Y2, Y3
+	VCVTDQ2PS    Y3, Y5
+	VSUBPS       Y5, Y2, Y2
+	VMOVUPS      attnconst<>+288(SB), Y5
+	VFMADD213PS  attnconst<>+256(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+224(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+192(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+160(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+128(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+32(SB), Y2, Y5
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y5, Y5
+	VANDPS       Y4, Y5, Y2
+	VMOVUPS      Y2, (SP)
+	VMOVUPS      32(SP), Y3
+	VSUBPS       Y0, Y3, Y3
+	VBROADCASTSS attnconst<>+96(SB), Y4
+	VCMPPS       $0x15, Y4, Y3, Y5
+	VMAXPS       Y3, Y4, Y3
+	VCVTPS2DQ    Y3, Y4
+	VCVTDQ2PS    Y4, Y6
+	VSUBPS       Y6, Y3, Y3
+	VMOVUPS      attnconst<>+288(SB), Y6
+	VFMADD213PS  attnconst<>+256(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+224(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+192(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+160(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+128(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+32(SB), Y3, Y6
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       Y4, Y6, Y6
+	VANDPS       Y5, Y6, Y3
+	VMOVUPS      Y3, 32(SP)
+	VMOVUPS      64(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 64(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      96(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 96(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      128(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 128(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      160(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 160(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      192(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 192(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      224(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 224(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      256(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 256(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      288(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 288(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      320(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 320(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      352(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 352(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      384(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 384(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      416(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 416(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      448(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 448(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      480(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y0
+	VCMPPS       $0x15, Y0, Y4, Y5
+	VMAXPS       Y4, Y0, Y4
+	VCVTPS2DQ    Y4, Y0
+	VCVTDQ2PS    Y0, Y6
+	VSUBPS       Y6, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y6
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y6
+	VPSLLD       $0x17, Y0, Y0
+	VPADDD       Y0, Y6, Y6
+	VANDPS       Y5, Y6, Y4
+	VMOVUPS      Y4, 480(SP)
+	VADDPS       Y4, Y3, Y3
+	VADDPS       Y3, Y2, Y2
+	VPERM2F128   $0x01, Y2, Y2, Y0
+	VADDPS       Y0, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y0
+	VADDPS       Y0, Y2, Y2
+	VBROADCASTSD (DX), Y0
+	VFMADD231PS  Y0, Y1, Y2
+	VMOVSD       X2, (DX)
+
+	// o = alpha*o.
+	VBROADCASTSS 512(SP), Y0
+	VMULPS       (AX), Y0, Y1
+	VMOVUPS      Y1, (AX)
+	VMULPS       32(AX), Y0, Y1
+	VMOVUPS      Y1, 32(AX)
+	VMULPS       64(AX), Y0, Y1
+	VMOVUPS      Y1, 64(AX)
+	VMULPS       96(AX), Y0, Y1
+	VMOVUPS      Y1, 96(AX)
+	VMULPS       128(AX), Y0, Y1
+	VMOVUPS      Y1, 128(AX)
+	VMULPS       160(AX), Y0, Y1
+	VMOVUPS      Y1, 160(AX)
+	VMULPS       192(AX), Y0, Y1
+	VMOVUPS      Y1, 192(AX)
+	VMULPS       224(AX), Y0, Y0
+	VMOVUPS      Y0, 224(AX)
+	VBROADCASTSS 516(SP), Y0
+	VMULPS       256(AX), Y0, Y1
+	VMOVUPS      Y1, 256(AX)
+	VMULPS       288(AX), Y0, Y1
+	VMOVUPS      Y1, 288(AX)
+	VMULPS       320(AX), Y0, Y1
+	VMOVUPS      Y1, 320(AX)
+	VMULPS       352(AX), Y0, Y1
+	VMOVUPS      Y1, 352(AX)
+	VMULPS       384(AX), Y0, Y1
+	VMOVUPS      Y1, 384(AX)
+	VMULPS       416(AX), Y0, Y1
+	VMOVUPS      Y1, 416(AX)
+	VMULPS       448(AX), Y0, Y1
+	VMOVUPS      Y1, 448(AX)
+	VMULPS       480(AX), Y0, Y0
+	VMOVUPS      Y0, 480(AX)
+
+	// o += P V, in column chunks of o and groups of rows, each over the whole tile.
+	MOVQ v+16(FP), CX
+	MOVQ $0x00000002, DX
+
+pvc:
+	MOVQ    off+24(FP), BX
+	LEAQ    (SP), SI
+	MOVQ    $0x00000010, DI
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	VMOVUPS 64(AX), Y2
+	VMOVUPS 96(AX), Y3
+	VMOVUPS 256(AX), Y4
+	VMOVUPS 288(AX), Y5
+	VMOVUPS 320(AX), Y6
+	VMOVUPS 352(AX), Y7
+
+pv0:
+	MOVQ         (BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS (SI), Y8
+	VBROADCASTSS 4(SI), Y9
+	VMOVUPS      (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VMOVUPS      32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VMOVUPS      64(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VMOVUPS      96(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         8(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 8(SI), Y8
+	VBROADCASTSS 12(SI), Y9
+	VMOVUPS      (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VMOVUPS      32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VMOVUPS      64(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VMOVUPS      96(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         16(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 16(SI), Y8
+	VBROADCASTSS 20(SI), Y9
+	VMOVUPS      (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VMOVUPS      32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VMOVUPS      64(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VMOVUPS      96(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         24(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 24(SI), Y8
+	VBROADCASTSS 28(SI), Y9
+	VMOVUPS      (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VMOVUPS      32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VMOVUPS      64(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VMOVUPS      96(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	ADDQ         $0x00000020, SI
+	ADDQ         $0x20, BX
+	DECQ         DI
+	JNZ          pv0
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	VMOVUPS      Y3, 96(AX)
+	VMOVUPS      Y4, 256(AX)
+	VMOVUPS      Y5, 288(AX)
+	VMOVUPS      Y6, 320(AX)
+	VMOVUPS      Y7, 352(AX)
+	ADDQ         $0x00000080, CX
+	ADDQ         $0x00000080, AX
+	DECQ         DX
+	JNZ          pvc
+	VZEROUPPER
+	RET
+
+// func decodeAVX2F32D64R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+// Requires: AVX, AVX2, FMA3
+TEXT ·decodeAVX2F32D64R4(SB), $1056-56
+	// Scores: vector i holds keys i*keys .. i*keys+keys-1 by rows.
+	MOVQ q+0(FP), AX
+	MOVQ k+8(FP), CX
+	MOVQ off+24(FP), DX
+	LEAQ (SP), BX
+	MOVQ $0x00000020, SI
+
+qk:
+	MOVQ        (DX), DI
+	ADDQ        CX, DI
+	MOVQ        8(DX), R8
+	ADDQ        CX, R8
+	VMOVUPS     (AX), Y0
+	VMOVUPS     256(AX), Y1
+	VMOVUPS     512(AX), Y2
+	VMOVUPS     768(AX), Y3
+	VMOVUPS     (DI), Y4
+	VMULPS      Y4, Y0, Y5
+	VMULPS      Y4, Y1, Y6
+	VMULPS      Y4, Y2, Y7
+	VMULPS      Y4, Y3, Y4
+	VMOVUPS     (R8), Y8
+	VMULPS      Y8, Y0, Y0
+	VMULPS      Y8, Y1, Y1
+	VMULPS      Y8, Y2, Y2
+	VMULPS      Y8, Y3, Y3
+	VMOVUPS     32(AX), Y8
+	VMOVUPS     288(AX), Y9
+	VMOVUPS     544(AX), Y10
+	VMOVUPS     800(AX), Y11
+	VMOVUPS     32(DI), Y12
+	VFMADD231PS Y12, Y8, Y5
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y7
+	VFMADD231PS Y12, Y11, Y4
+	VMOVUPS     32(R8), Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y1
+	VFMADD231PS Y12, Y10, Y2
+	VFMADD231PS Y12, Y11, Y3
+	VMOVUPS     64(AX), Y8
+	VMOVUPS     320(AX), Y9
+	VMOVUPS     576(AX), Y10
+	VMOVUPS     832(AX), Y11
+	VMOVUPS     64(DI), Y12
+	VFMADD231PS Y12, Y8, Y5
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y7
+	VFMADD231PS Y12, Y11, Y4
+	VMOVUPS     64(R8), Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y1
+	VFMADD231PS Y12, Y10, Y2
+	VFMADD231PS Y12, Y11, Y3
+	VMOVUPS     96(AX), Y8
+	VMOVUPS     352(AX), Y9
+	VMOVUPS     608(AX), Y10
+	VMOVUPS     864(AX), Y11
+	VMOVUPS     96(DI), Y12
+	VFMADD231PS Y12, Y8, Y5
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y7
+	VFMADD231PS Y12, Y11, Y4
+	VMOVUPS     96(R8), Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y1
+	VFMADD231PS Y12, Y10, Y2
+	VFMADD231PS Y12, Y11, Y3
+	VMOVUPS     128(AX), Y8
+	VMOVUPS     384(AX), Y9
+	VMOVUPS     640(AX), Y10
+	VMOVUPS     896(AX), Y11
+	VMOVUPS     128(DI), Y12
+	VFMADD231PS Y12, Y8, Y5
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y7
+	VFMADD231PS Y12, Y11, Y4
+	VMOVUPS     128(R8), Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y1
+	VFMADD231PS Y12, Y10, Y2
+	VFMADD231PS Y12, Y11, Y3
+	VMOVUPS     160(AX), Y8
+	VMOVUPS     416(AX), Y9
+	VMOVUPS     672(AX), Y10
+	VMOVUPS     928(AX), Y11
+	VMOVUPS     160(DI), Y12
+	VFMADD231PS Y12, Y8, Y5
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y7
+	VFMADD231PS Y12, Y11, Y4
+	VMOVUPS     160(R8), Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y1
+	VFMADD231PS Y12, Y10, Y2
+	VFMADD231PS Y12, Y11, Y3
+	VMOVUPS     192(AX), Y8
+	VMOVUPS     448(AX), Y9
+	VMOVUPS     704(AX), Y10
+	VMOVUPS     960(AX), Y11
+	VMOVUPS     192(DI), Y12
+	VFMADD231PS Y12, Y8, Y5
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y7
+	VFMADD231PS Y12, Y11, Y4
+	VMOVUPS     192(R8), Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y1
+	VFMADD231PS Y12, Y10, Y2
+	VFMADD231PS Y12, Y11, Y3
+	VMOVUPS     224(AX), Y8
+	VMOVUPS     480(AX), Y9
+	VMOVUPS     736(AX), Y10
+	VMOVUPS     992(AX), Y11
+	VMOVUPS     224(DI), Y12
+	VFMADD231PS Y12, Y8, Y5
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y7
+	VFMADD231PS Y12, Y11, Y4
+	VMOVUPS     224(R8), Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y1
+	VFMADD231PS Y12, Y10, Y2
+	VFMADD231PS Y12, Y11, Y3
+	VSHUFPS     $0x44, Y6, Y5, Y8
+	VSHUFPS     $0xee, Y6, Y5, Y5
+	VADDPS      Y5, Y8, Y8
+	VSHUFPS     $0x44, Y4, Y7, Y5
+	VSHUFPS     $0xee, Y4, Y7, Y4
+	VADDPS      Y4, Y5, Y5
+	VSHUFPS     $0x44, Y1, Y0, Y4
+	VSHUFPS     $0xee, Y1, Y0, Y0
+	VADDPS      Y0, Y4, Y4
+	VSHUFPS     $0x44, Y3, Y2, Y0
+	VSHUFPS     $0xee, Y3, Y2, Y1
+	VADDPS      Y1, Y0, Y0
+	VSHUFPS     $0x88, Y5, Y8, Y1
+	VSHUFPS     $0xdd, Y5, Y8, Y2
+	VADDPS      Y2, Y1, Y1
+	VSHUFPS     $0x88, Y0, Y4, Y2
+	VSHUFPS     $0xdd, Y0, Y4, Y0
+	VADDPS      Y0, Y2, Y2
+	VPERM2F128  $0x20, Y2, Y1, Y0
+	VPERM2F128  $0x31, Y2, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VMOVUPS     Y0, (BX)
+	ADDQ        $0x20, BX
+	ADDQ        $0x10, DX
+	DECQ        SI
+	JNZ         qk
+
+	// Row maxima, alpha, p and l, each row's value in every lane of its residue.
+	VMOVUPS        (SP), Y0
+	VMOVUPS        32(SP), Y1
+	VMAXPS         64(SP), Y0, Y0
+	VMAXPS         96(SP), Y1, Y1
+	VMAXPS         128(SP), Y0, Y0
+	VMAXPS         160(SP), Y1, Y1
+	VMAXPS         192(SP), Y0, Y0
+	VMAXPS         224(SP), Y1, Y1
+	VMAXPS         256(SP), Y0, Y0
+	VMAXPS         288(SP), Y1, Y1
+	VMAXPS         320(SP), Y0, Y0
+	VMAXPS         352(SP), Y1, Y1
+	VMAXPS         384(SP), Y0, Y0
+	VMAXPS         416(SP), Y1, Y1
+	VMAXPS         448(SP), Y0, Y0
+	VMAXPS         480(SP), Y1, Y1
+	VMAXPS         512(SP), Y0, Y0
+	VMAXPS         544(SP), Y1, Y1
+	VMAXPS         576(SP), Y0, Y0
+	VMAXPS         608(SP), Y1, Y1
+	VMAXPS         640(SP), Y0, Y0
+	VMAXPS         672(SP), Y1, Y1
+	VMAXPS         704(SP), Y0, Y0
+	VMAXPS         736(SP), Y1, Y1
+	VMAXPS         768(SP), Y0, Y0
+	VMAXPS         800(SP), Y1, Y1
+	VMAXPS         832(SP), Y0, Y0
+	VMAXPS         864(SP), Y1, Y1
+	VMAXPS         896(SP), Y0, Y0
+	VMAXPS         928(SP), Y1, Y1
+	VMAXPS         960(SP), Y0, Y0
+	VMAXPS         992(SP), Y1, Y1
+	VMAXPS         Y1, Y0, Y0
+	VPERM2F128     $0x01, Y0, Y0, Y1
+	VMAXPS         Y1, Y0, Y0
+	MOVQ           o+32(FP), AX
+	MOVQ           m+40(FP), CX
+	MOVQ           l+48(FP), DX
+	VBROADCASTF128 (CX), Y1
+	VMAXPS         Y1, Y0, Y0
+	VMOVUPS        X0, (CX)
+	VCMPPS         $0x00, attnconst<>+0(SB), Y0, Y2
+	VANDNPS        Y0, Y2, Y0
+	VSUBPS         Y0, Y1, Y1
+	VBROADCASTSS   attnconst<>+96(SB), Y3
+	VCMPPS         $0x15, Y3, Y1, Y4
+	VMAXPS         Y1, Y3, Y1
+	VCVTPS2DQ      Y1, Y3
+	VCVTDQ2PS      Y3, Y5
+	VSUBPS         Y5, Y1, Y1
+	VMOVUPS        attnconst<>+288(SB), Y5
+	VFMADD213PS    attnconst<>+256(SB), Y1, Y5
+	VFMADD213PS    attnconst<>+224(SB), Y1, Y5
+	VFMADD213PS    attnconst<>+192(SB), Y1, Y5
+	VFMADD213PS    attnconst<>+160(SB), Y1, Y5
+	VFMADD213PS    attnconst<>+128(SB), Y1, Y5
+	VFMADD213PS    attnconst<>+32(SB), Y1, Y5
+	VPSLLD         $0x17, Y3, Y3
+	VPADDD         Y3, Y5, Y5
+	VANDPS         Y4, Y5, Y1
+	VMOVUPS        attnconst<>+32(SB), Y3
+	VBLENDVPS      Y2, Y3, Y1, Y1
+	VMOVUPS        Y1, 1024(SP)
+	VMOVUPS        (SP), Y2
+	VSUBPS         Y0, Y2, Y2
+	VBROADCASTSS   attnconst<>+96(SB), Y3
+	VCMPPS         $0x15, Y3, Y2, Y4
+	VMAXPS         Y2, Y3, Y2
+	VCVTPS2DQ      Y2, Y3
+	VCVTDQ2PS      Y3, Y5
+	VSUBPS         Y5, Y2, Y2
+	VMOVUPS        attnconst<>+288(SB), Y5
+	VFMADD213PS    attnconst<>+256(SB), Y2, Y5
+	VFMADD213PS    attnconst<>+224(SB), Y2, Y5
+	VFMADD213PS    attnconst<>+192(SB), Y2, Y5
+	VFMADD213PS    attnconst<>+160(SB), Y2, Y5
+	VFMADD213PS    attnconst<>+128(SB), Y2, Y5
+	VFMADD213PS    attnconst<>+32(SB), Y2, Y5
+	VPSLLD         $0x17, Y3, Y3
+	VPADDD         Y3, Y5, Y5
+	VANDPS         Y4, Y5, Y2
+	VMOVUPS        Y2, (SP)
+	VMOVUPS        32(SP), Y3
+	VSUBPS         Y0, Y3, Y3
+	VBROADCASTSS   attnconst<>+96(SB), Y4
+	VCMPPS         $0x15, Y4, Y3, Y5
+	VMAXPS         Y3, Y4, Y3
+	VCVTPS2DQ      Y3, Y4
+	VCVTDQ2PS      Y4, Y6
+	VSUBPS         Y6, Y3, Y3
+	VMOVUPS        attnconst<>+288(SB), Y6
+	VFMADD213PS    attnconst<>+256(SB), Y3, Y6
+	VFMADD213PS    attnconst<>+224(SB), Y3, Y6
+	VFMADD213PS    attnconst<>+192(SB), Y3, Y6
+	VFMADD213PS    attnconst<>+160(SB), Y3, Y6
+	VFMADD213PS    attnconst<>+128(SB), Y3, Y6
+	VFMADD213PS    attnconst<>+32(SB), Y3, Y6
+	VPSLLD         $0x17, Y4, Y4
+	VPADDD         Y4, Y6, Y6
+	VANDPS         Y5, Y6, Y3
+	VMOVUPS        Y3, 32(SP)
+	VMOVUPS        64(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 64(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        96(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 96(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        128(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 128(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        160(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 160(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        192(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 192(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        224(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 224(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        256(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 256(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        288(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 288(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        320(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 320(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        352(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 352(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        384(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 384(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        416(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 416(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        448(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 448(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        480(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 480(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        512(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 512(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        544(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 544(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        576(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 576(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        608(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 608(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        640(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 640(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        672(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 672(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        704(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 704(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        736(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 736(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        768(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 768(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        800(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 800(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        832(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 832(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        864(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 864(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        896(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 896(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        928(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 928(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        960(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 960(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        992(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y0
+	VCMPPS         $0x15, Y0, Y4, Y5
+	VMAXPS         Y4, Y0, Y4
+	VCVTPS2DQ      Y4, Y0
+	VCVTDQ2PS      Y0, Y6
+	VSUBPS         Y6, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y6
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y6
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y6
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y6
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y6
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y6
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y6
+	VPSLLD         $0x17, Y0, Y0
+	VPADDD         Y0, Y6, Y6
+	VANDPS         Y5, Y6, Y4
+	VMOVUPS        Y4, 992(SP)
+	VADDPS         Y4, Y3, Y3
+	VADDPS         Y3, Y2, Y2
+	VPERM2F128     $0x01, Y2, Y2, Y0
+	VADDPS         Y0, Y2, Y2
+	VBROADCASTF128 (DX), Y0
+	VFMADD231PS    Y0, Y1, Y2
+	VMOVUPS        X2, (DX)
+
+	// o = alpha*o.
+	VBROADCASTSS 1024(SP), Y0
+	VMULPS       (AX), Y0, Y1
+	VMOVUPS      Y1, (AX)
+	VMULPS       32(AX), Y0, Y1
+	VMOVUPS      Y1, 32(AX)
+	VMULPS       64(AX), Y0, Y1
+	VMOVUPS      Y1, 64(AX)
+	VMULPS       96(AX), Y0, Y1
+	VMOVUPS      Y1, 96(AX)
+	VMULPS       128(AX), Y0, Y1
+	VMOVUPS      Y1, 128(AX)
+	VMULPS       160(AX), Y0, Y1
+	VMOVUPS      Y1, 160(AX)
+	VMULPS       192(AX), Y0, Y1
+	VMOVUPS      Y1, 192(AX)
+	VMULPS       224(AX), Y0, Y0
+	VMOVUPS      Y0, 224(AX)
+	VBROADCASTSS 1028(SP), Y0
+	VMULPS       256(AX), Y0, Y1
+	VMOVUPS      Y1, 256(AX)
+	VMULPS       288(AX), Y0, Y1
+	VMOVUPS      Y1, 288(AX)
+	VMULPS       320(AX), Y0, Y1
+	VMOVUPS      Y1, 320(AX)
+	VMULPS       352(AX), Y0, Y1
+	VMOVUPS      Y1, 352(AX)
+	VMULPS       384(AX), Y0, Y1
+	VMOVUPS      Y1, 384(AX)
+	VMULPS       416(AX), Y0, Y1
+	VMOVUPS      Y1, 416(AX)
+	VMULPS       448(AX), Y0, Y1
+	VMOVUPS      Y1, 448(AX)
+	VMULPS       480(AX), Y0, Y0
+	VMOVUPS      Y0, 480(AX)
+	VBROADCASTSS 1032(SP), Y0
+	VMULPS       512(AX), Y0, Y1
+	VMOVUPS      Y1, 512(AX)
+	VMULPS       544(AX), Y0, Y1
+	VMOVUPS      Y1, 544(AX)
+	VMULPS       576(AX), Y0, Y1
+	VMOVUPS      Y1, 576(AX)
+	VMULPS       608(AX), Y0, Y1
+	VMOVUPS      Y1, 608(AX)
+	VMULPS       640(AX), Y0, Y1
+	VMOVUPS      Y1, 640(AX)
+	VMULPS       672(AX), Y0, Y1
+	VMOVUPS      Y1, 672(AX)
+	VMULPS       704(AX), Y0, Y1
+	VMOVUPS      Y1, 704(AX)
+	VMULPS       736(AX), Y0, Y0
+	VMOVUPS      Y0, 736(AX)
+	VBROADCASTSS 1036(SP), Y0
+	VMULPS       768(AX), Y0, Y1
+	VMOVUPS      Y1, 768(AX)
+	VMULPS       800(AX), Y0, Y1
+	VMOVUPS      Y1, 800(AX)
+	VMULPS       832(AX), Y0, Y1
+	VMOVUPS      Y1, 832(AX)
+	VMULPS       864(AX), Y0, Y1
+	VMOVUPS      Y1, 864(AX)
+	VMULPS       896(AX), Y0, Y1
+	VMOVUPS      Y1, 896(AX)
+	VMULPS       928(AX), Y0, Y1
+	VMOVUPS      Y1, 928(AX)
+	VMULPS       960(AX), Y0, Y1
+	VMOVUPS      Y1, 960(AX)
+	VMULPS       992(AX), Y0, Y0
+	VMOVUPS      Y0, 992(AX)
+
+	// o += P V, in column chunks of o and groups of rows, each over the whole tile.
+	MOVQ v+16(FP), CX
+	MOVQ $0x00000002, DX
+
+pvc:
+	MOVQ    off+24(FP), BX
+	LEAQ    (SP), SI
+	MOVQ    $0x00000010, DI
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	VMOVUPS 64(AX), Y2
+	VMOVUPS 96(AX), Y3
+	VMOVUPS 256(AX), Y4
+	VMOVUPS 288(AX), Y5
+	VMOVUPS 320(AX), Y6
+	VMOVUPS 352(AX), Y7
+
+pv0:
+	MOVQ         (BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS (SI), Y8
+	VBROADCASTSS 4(SI), Y9
+	VMOVUPS      (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VMOVUPS      32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VMOVUPS      64(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VMOVUPS      96(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         8(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 16(SI), Y8
+	VBROADCASTSS 20(SI), Y9
+	VMOVUPS      (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VMOVUPS      32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VMOVUPS      64(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VMOVUPS      96(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         16(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 32(SI), Y8
+	VBROADCASTSS 36(SI), Y9
+	VMOVUPS      (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VMOVUPS      32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VMOVUPS      64(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VMOVUPS      96(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         24(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 48(SI), Y8
+	VBROADCASTSS 52(SI), Y9
+	VMOVUPS      (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VMOVUPS      32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VMOVUPS      64(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VMOVUPS      96(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	ADDQ         $0x00000040, SI
+	ADDQ         $0x20, BX
+	DECQ         DI
+	JNZ          pv0
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	VMOVUPS      Y3, 96(AX)
+	VMOVUPS      Y4, 256(AX)
+	VMOVUPS      Y5, 288(AX)
+	VMOVUPS      Y6, 320(AX)
+	VMOVUPS      Y7, 352(AX)
+	MOVQ         off+24(FP), BX
+	LEAQ         (SP), SI
+	MOVQ         $0x00000010, DI
+	VMOVUPS      512(AX), Y0
+	VMOVUPS      544(AX), Y1
+	VMOVUPS      576(AX), Y2
+	VMOVUPS      608(AX), Y3
+	VMOVUPS      768(AX), Y4
+	VMOVUPS      800(AX), Y5
+	VMOVUPS      832(AX), Y6
+	VMOVUPS      864(AX), Y7
+
+pv2:
+	MOVQ         (BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 8(SI), Y8
+	VBROADCASTSS 12(SI), Y9
+	VMOVUPS      (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VMOVUPS      32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VMOVUPS      64(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VMOVUPS      96(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         8(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 24(SI), Y8
+	VBROADCASTSS 28(SI), Y9
+	VMOVUPS      (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VMOVUPS      32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VMOVUPS      64(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VMOVUPS      96(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         16(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 40(SI), Y8
+	VBROADCASTSS 44(SI), Y9
+	VMOVUPS      (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VMOVUPS      32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VMOVUPS      64(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VMOVUPS      96(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         24(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 56(SI), Y8
+	VBROADCASTSS 60(SI), Y9
+	VMOVUPS      (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VMOVUPS      32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VMOVUPS      64(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VMOVUPS      96(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	ADDQ         $0x00000040, SI
+	ADDQ         $0x20, BX
+	DECQ         DI
+	JNZ          pv2
+	VMOVUPS      Y0, 512(AX)
+	VMOVUPS      Y1, 544(AX)
+	VMOVUPS      Y2, 576(AX)
+	VMOVUPS      Y3, 608(AX)
+	VMOVUPS      Y4, 768(AX)
+	VMOVUPS      Y5, 800(AX)
+	VMOVUPS      Y6, 832(AX)
+	VMOVUPS      Y7, 864(AX)
+	ADDQ         $0x00000080, CX
+	ADDQ         $0x00000080, AX
+	DECQ         DX
+	JNZ          pvc
+	VZEROUPPER
+	RET
+
+// func decodeAVX2F32D64R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+// Requires: AVX, AVX2, FMA3
+TEXT ·decodeAVX2F32D64R8(SB), $2080-56
+	// Scores: vector i holds keys i*keys .. i*keys+keys-1 by rows.
+	MOVQ q+0(FP), AX
+	MOVQ k+8(FP), CX
+	MOVQ off+24(FP), DX
+	LEAQ (SP), BX
+	MOVQ $0x00000040, SI
+
+qk:
+	MOVQ        (DX), DI
+	ADDQ        CX, DI
+	VMOVUPS     (DI), Y0
+	VMULPS      (AX), Y0, Y1
+	VMULPS      256(AX), Y0, Y2
+	VMULPS      512(AX), Y0, Y3
+	VMULPS      768(AX), Y0, Y4
+	VMULPS      1024(AX), Y0, Y5
+	VMULPS      1280(AX), Y0, Y6
+	VMULPS      1536(AX), Y0, Y7
+	VMULPS      1792(AX), Y0, Y0
+	VMOVUPS     32(DI), Y8
+	VFMADD231PS 32(AX), Y8, Y1
+	VFMADD231PS 288(AX), Y8, Y2
+	VFMADD231PS 544(AX), Y8, Y3
+	VFMADD231PS 800(AX), Y8, Y4
+	VFMADD231PS 1056(AX), Y8, Y5
+	VFMADD231PS 1312(AX), Y8, Y6
+	VFMADD231PS 1568(AX), Y8, Y7
+	VFMADD231PS 1824(AX), Y8, Y0
+	VMOVUPS     64(DI), Y8
+	VFMADD231PS 64(AX), Y8, Y1
+	VFMADD231PS 320(AX), Y8, Y2
+	VFMADD231PS 576(AX), Y8, Y3
+	VFMADD231PS 832(AX), Y8, Y4
+	VFMADD231PS 1088(AX), Y8, Y5
+	VFMADD231PS 1344(AX), Y8, Y6
+	VFMADD231PS 1600(AX), Y8, Y7
+	VFMADD231PS 1856(AX), Y8, Y0
+	VMOVUPS     96(DI), Y8
+	VFMADD231PS 96(AX), Y8, Y1
+	VFMADD231PS 352(AX), Y8, Y2
+	VFMADD231PS 608(AX), Y8, Y3
+	VFMADD231PS 864(AX), Y8, Y4
+	VFMADD231PS 1120(AX), Y8, Y5
+	VFMADD231PS 1376(AX), Y8, Y6
+	VFMADD231PS 1632(AX), Y8, Y7
+	VFMADD231PS 1888(AX), Y8, Y0
+	VMOVUPS     128(DI), Y8
+	VFMADD231PS 128(AX), Y8, Y1
+	VFMADD231PS 384(AX), Y8, Y2
+	VFMADD231PS 640(AX), Y8, Y3
+	VFMADD231PS 896(AX), Y8, Y4
+	VFMADD231PS 1152(AX), Y8, Y5
+	VFMADD231PS 1408(AX), Y8, Y6
+	VFMADD231PS 1664(AX), Y8, Y7
+	VFMADD231PS 1920(AX), Y8, Y0
+	VMOVUPS     160(DI), Y8
+	VFMADD231PS 160(AX), Y8, Y1
+	VFMADD231PS 416(AX), Y8, Y2
+	VFMADD231PS 672(AX), Y8, Y3
+	VFMADD231PS 928(AX), Y8, Y4
+	VFMADD231PS 1184(AX), Y8, Y5
+	VFMADD231PS 1440(AX), Y8, Y6
+	VFMADD231PS 1696(AX), Y8, Y7
+	VFMADD231PS 1952(AX), Y8, Y0
+	VMOVUPS     192(DI), Y8
+	VFMADD231PS 192(AX), Y8, Y1
+	VFMADD231PS 448(AX), Y8, Y2
+	VFMADD231PS 704(AX), Y8, Y3
+	VFMADD231PS 960(AX), Y8, Y4
+	VFMADD231PS 1216(AX), Y8, Y5
+	VFMADD231PS 1472(AX), Y8, Y6
+	VFMADD231PS 1728(AX), Y8, Y7
+	VFMADD231PS 1984(AX), Y8, Y0
+	VMOVUPS     224(DI), Y8
+	VFMADD231PS 224(AX), Y8, Y1
+	VFMADD231PS 480(AX), Y8, Y2
+	VFMADD231PS 736(AX), Y8, Y3
+	VFMADD231PS 992(AX), Y8, Y4
+	VFMADD231PS 1248(AX), Y8, Y5
+	VFMADD231PS 1504(AX), Y8, Y6
+	VFMADD231PS 1760(AX), Y8, Y7
+	VFMADD231PS 2016(AX), Y8, Y0
+	VSHUFPS     $0x44, Y2, Y1, Y8
+	VSHUFPS     $0xee, Y2, Y1, Y1
+	VADDPS      Y1, Y8, Y8
+	VSHUFPS     $0x44, Y4, Y3, Y1
+	VSHUFPS     $0xee, Y4, Y3, Y2
+	VADDPS      Y2, Y1, Y1
+	VSHUFPS     $0x44, Y6, Y5, Y2
+	VSHUFPS     $0xee, Y6, Y5, Y3
+	VADDPS      Y3, Y2, Y2
+	VSHUFPS     $0x44, Y0, Y7, Y3
+	VSHUFPS     $0xee, Y0, Y7, Y0
+	VADDPS      Y0, Y3, Y3
+	VSHUFPS     $0x88, Y1, Y8, Y0
+	VSHUFPS     $0xdd, Y1, Y8, Y1
+	VADDPS      Y1, Y0, Y0
+	VSHUFPS     $0x88, Y3, Y2, Y1
+	VSHUFPS     $0xdd, Y3, Y2, Y2
+	VADDPS      Y2, Y1, Y1
+	VPERM2F128  $0x20, Y1, Y0, Y2
+	VPERM2F128  $0x31, Y1, Y0, Y0
+	VADDPS      Y0, Y2, Y2
+	VMOVUPS     Y2, (BX)
+	ADDQ        $0x20, BX
+	ADDQ        $0x08, DX
+	DECQ        SI
+	JNZ         qk
+
+	// Row maxima, alpha, p and l, each row's value in every lane of its residue.
+	VMOVUPS      (SP), Y0
+	VMOVUPS      32(SP), Y1
+	VMAXPS       64(SP), Y0, Y0
+	VMAXPS       96(SP), Y1, Y1
+	VMAXPS       128(SP), Y0, Y0
+	VMAXPS       160(SP), Y1, Y1
+	VMAXPS       192(SP), Y0, Y0
+	VMAXPS       224(SP), Y1, Y1
+	VMAXPS       256(SP), Y0, Y0
+	VMAXPS       288(SP), Y1, Y1
+	VMAXPS       320(SP), Y0, Y0
+	VMAXPS       352(SP), Y1, Y1
+	VMAXPS       384(SP), Y0, Y0
+	VMAXPS       416(SP), Y1, Y1
+	VMAXPS       448(SP), Y0, Y0
+	VMAXPS       480(SP), Y1, Y1
+	VMAXPS       512(SP), Y0, Y0
+	VMAXPS       544(SP), Y1, Y1
+	VMAXPS       576(SP), Y0, Y0
+	VMAXPS       608(SP), Y1, Y1
+	VMAXPS       640(SP), Y0, Y0
+	VMAXPS       672(SP), Y1, Y1
+	VMAXPS       704(SP), Y0, Y0
+	VMAXPS       736(SP), Y1, Y1
+	VMAXPS       768(SP), Y0, Y0
+	VMAXPS       800(SP), Y1, Y1
+	VMAXPS       832(SP), Y0, Y0
+	VMAXPS       864(SP), Y1, Y1
+	VMAXPS       896(SP), Y0, Y0
+	VMAXPS       928(SP), Y1, Y1
+	VMAXPS       960(SP), Y0, Y0
+	VMAXPS       992(SP), Y1, Y1
+	VMAXPS       1024(SP), Y0, Y0
+	VMAXPS       1056(SP), Y1, Y1
+	VMAXPS       1088(SP), Y0, Y0
+	VMAXPS       1120(SP), Y1, Y1
+	VMAXPS       1152(SP), Y0, Y0
+	VMAXPS       1184(SP), Y1, Y1
+	VMAXPS       1216(SP), Y0, Y0
+	VMAXPS       1248(SP), Y1, Y1
+	VMAXPS       1280(SP), Y0, Y0
+	VMAXPS       1312(SP), Y1, Y1
+	VMAXPS       1344(SP), Y0, Y0
+	VMAXPS       1376(SP), Y1, Y1
+	VMAXPS       1408(SP), Y0, Y0
+	VMAXPS       1440(SP), Y1, Y1
+	VMAXPS       1472(SP), Y0, Y0
+	VMAXPS       1504(SP), Y1, Y1
+	VMAXPS       1536(SP), Y0, Y0
+	VMAXPS       1568(SP), Y1, Y1
+	VMAXPS       1600(SP), Y0, Y0
+	VMAXPS       1632(SP), Y1, Y1
+	VMAXPS       1664(SP), Y0, Y0
+	VMAXPS       1696(SP), Y1, Y1
+	VMAXPS       1728(SP), Y0, Y0
+	VMAXPS       1760(SP), Y1, Y1
+	VMAXPS       1792(SP), Y0, Y0
+	VMAXPS       1824(SP), Y1, Y1
+	VMAXPS       1856(SP), Y0, Y0
+	VMAXPS       1888(SP), Y1, Y1
+	VMAXPS       1920(SP), Y0, Y0
+	VMAXPS       1952(SP), Y1, Y1
+	VMAXPS       1984(SP), Y0, Y0
+	VMAXPS       2016(SP), Y1, Y1
+	VMAXPS       Y1, Y0, Y0
+	MOVQ         o+32(FP), AX
+	MOVQ         m+40(FP), CX
+	MOVQ         l+48(FP), DX
+	VMOVUPS      (CX), Y1
+	VMAXPS       Y1, Y0, Y0
+	VMOVUPS      Y0, (CX)
+	VCMPPS       $0x00, attnconst<>+0(SB), Y0, Y2
+	VANDNPS      Y0, Y2, Y0
+	VSUBPS       Y0, Y1, Y1
+	VBROADCASTSS attnconst<>+96(SB), Y3
+	VCMPPS       $0x15, Y3, Y1, Y4
+	VMAXPS       Y1, Y3, Y1
+	VCVTPS2DQ    Y1, Y3
+	VCVTDQ2PS    Y3, Y5
+	VSUBPS       Y5, Y1, Y1
+	VMOVUPS      attnconst<>+288(SB), Y5
+	VFMADD213PS  attnconst<>+256(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+224(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+192(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+160(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+128(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+32(SB), Y1, Y5
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y5, Y5
+	VANDPS       Y4, Y5, Y1
+	VMOVUPS      attnconst<>+32(SB), Y3
+	VBLENDVPS    Y2, Y3, Y1, Y1
+	VMOVUPS      Y1, 2048(SP)
+	VMOVUPS      (SP), Y2
+	VSUBPS       Y0, Y2, Y2
+	VBROADCASTSS attnconst<>+96(SB), Y3
+	VCMPPS       $0x15, Y3, Y2, Y4
+	VMAXPS       Y2, Y3, Y2
+	VCVTPS2DQ    Y2, Y3
+	VCVTDQ2PS    Y3, Y5
+	VSUBPS       Y5, Y2, Y2
+	VMOVUPS      attnconst<>+288(SB), Y5
+	VFMADD213PS  attnconst<>+256(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+224(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+192(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+160(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+128(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+32(SB), Y2, Y5
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y5, Y5
+	VANDPS       Y4, Y5, Y2
+	VMOVUPS      Y2, (SP)
+	VMOVUPS      32(SP), Y3
+	VSUBPS       Y0, Y3, Y3
+	VBROADCASTSS attnconst<>+96(SB), Y4
+	VCMPPS       $0x15, Y4, Y3, Y5
+	VMAXPS       Y3, Y4, Y3
+	VCVTPS2DQ    Y3, Y4
+	VCVTDQ2PS    Y4, Y6
+	VSUBPS       Y6, Y3, Y3
+	VMOVUPS      attnconst<>+288(SB), Y6
+	VFMADD213PS  attnconst<>+256(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+224(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+192(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+160(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+128(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+32(SB), Y3, Y6
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       Y4, Y6, Y6
+	VANDPS       Y5, Y6, Y3
+	VMOVUPS      Y3, 32(SP)
+	VMOVUPS      64(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 64(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      96(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 96(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      128(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 128(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      160(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 160(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      192(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 192(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      224(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 224(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      256(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 256(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      288(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 288(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      320(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 320(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      352(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 352(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      384(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 384(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      416(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 416(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      448(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 448(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      480(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 480(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      512(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 512(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      544(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 544(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      576(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 576(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      608(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 608(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      640(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 640(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      672(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 672(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      704(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 704(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      736(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 736(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      768(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 768(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      800(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 800(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      832(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 832(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      864(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 864(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      896(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 896(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      928(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 928(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      960(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 960(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      992(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 992(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1024(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1024(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1056(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1056(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1088(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1088(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1120(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1120(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1152(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1152(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1184(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1184(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1216(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1216(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1248(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1248(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1280(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1280(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1312(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1312(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1344(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1344(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1376(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1376(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1408(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1408(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1440(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1440(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1472(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1472(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1504(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1504(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1536(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1536(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1568(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1568(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1600(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1600(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1632(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1632(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1664(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1664(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1696(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1696(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1728(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1728(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1760(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1760(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1792(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1792(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1824(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1824(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1856(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1856(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1888(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1888(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1920(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1920(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1952(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1952(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1984(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1984(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      2016(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y0
+	VCMPPS       $0x15, Y0, Y4, Y5
+	VMAXPS       Y4, Y0, Y4
+	VCVTPS2DQ    Y4, Y0
+	VCVTDQ2PS    Y0, Y6
+	VSUBPS       Y6, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y6
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y6
+	VPSLLD       $0x17, Y0, Y0
+	VPADDD       Y0, Y6, Y6
+	VANDPS       Y5, Y6, Y4
+	VMOVUPS      Y4, 2016(SP)
+	VADDPS       Y4, Y3, Y3
+	VADDPS       Y3, Y2, Y2
+	VMOVUPS      (DX), Y0
+	VFMADD231PS  Y0, Y1, Y2
+	VMOVUPS      Y2, (DX)
+
+	// o = alpha*o.
+	VBROADCASTSS 2048(SP), Y0
+	VMULPS       (AX), Y0, Y1
+	VMOVUPS      Y1, (AX)
+	VMULPS       32(AX), Y0, Y1
+	VMOVUPS      Y1, 32(AX)
+	VMULPS       64(AX), Y0, Y1
+	VMOVUPS      Y1, 64(AX)
+	VMULPS       96(AX), Y0, Y1
+	VMOVUPS      Y1, 96(AX)
+	VMULPS       128(AX), Y0, Y1
+	VMOVUPS      Y1, 128(AX)
+	VMULPS       160(AX), Y0, Y1
+	VMOVUPS      Y1, 160(AX)
+	VMULPS       192(AX), Y0, Y1
+	VMOVUPS      Y1, 192(AX)
+	VMULPS       224(AX), Y0, Y0
+	VMOVUPS      Y0, 224(AX)
+	VBROADCASTSS 2052(SP), Y0
+	VMULPS       256(AX), Y0, Y1
+	VMOVUPS      Y1, 256(AX)
+	VMULPS       288(AX), Y0, Y1
+	VMOVUPS      Y1, 288(AX)
+	VMULPS       320(AX), Y0, Y1
+	VMOVUPS      Y1, 320(AX)
+	VMULPS       352(AX), Y0, Y1
+	VMOVUPS      Y1, 352(AX)
+	VMULPS       384(AX), Y0, Y1
+	VMOVUPS      Y1, 384(AX)
+	VMULPS       416(AX), Y0, Y1
+	VMOVUPS      Y1, 416(AX)
+	VMULPS       448(AX), Y0, Y1
+	VMOVUPS      Y1, 448(AX)
+	VMULPS       480(AX), Y0, Y0
+	VMOVUPS      Y0, 480(AX)
+	VBROADCASTSS 2056(SP), Y0
+	VMULPS       512(AX), Y0, Y1
+	VMOVUPS      Y1, 512(AX)
+	VMULPS       544(AX), Y0, Y1
+	VMOVUPS      Y1, 544(AX)
+	VMULPS       576(AX), Y0, Y1
+	VMOVUPS      Y1, 576(AX)
+	VMULPS       608(AX), Y0, Y1
+	VMOVUPS      Y1, 608(AX)
+	VMULPS       640(AX), Y0, Y1
+	VMOVUPS      Y1, 640(AX)
+	VMULPS       672(AX), Y0, Y1
+	VMOVUPS      Y1, 672(AX)
+	VMULPS       704(AX), Y0, Y1
+	VMOVUPS      Y1, 704(AX)
+	VMULPS       736(AX), Y0, Y0
+	VMOVUPS      Y0, 736(AX)
+	VBROADCASTSS 2060(SP), Y0
+	VMULPS       768(AX), Y0, Y1
+	VMOVUPS      Y1, 768(AX)
+	VMULPS       800(AX), Y0, Y1
+	VMOVUPS      Y1, 800(AX)
+	VMULPS       832(AX), Y0, Y1
+	VMOVUPS      Y1, 832(AX)
+	VMULPS       864(AX), Y0, Y1
+	VMOVUPS      Y1, 864(AX)
+	VMULPS       896(AX), Y0, Y1
+	VMOVUPS      Y1, 896(AX)
+	VMULPS       928(AX), Y0, Y1
+	VMOVUPS      Y1, 928(AX)
+	VMULPS       960(AX), Y0, Y1
+	VMOVUPS      Y1, 960(AX)
+	VMULPS       992(AX), Y0, Y0
+	VMOVUPS      Y0, 992(AX)
+	VBROADCASTSS 2064(SP), Y0
+	VMULPS       1024(AX), Y0, Y1
+	VMOVUPS      Y1, 1024(AX)
+	VMULPS       1056(AX), Y0, Y1
+	VMOVUPS      Y1, 1056(AX)
+	VMULPS       1088(AX), Y0, Y1
+	VMOVUPS      Y1, 1088(AX)
+	VMULPS       1120(AX), Y0, Y1
+	VMOVUPS      Y1, 1120(AX)
+	VMULPS       1152(AX), Y0, Y1
+	VMOVUPS      Y1, 1152(AX)
+	VMULPS       1184(AX), Y0, Y1
+	VMOVUPS      Y1, 1184(AX)
+	VMULPS       1216(AX), Y0, Y1
+	VMOVUPS      Y1, 1216(AX)
+	VMULPS       1248(AX), Y0, Y0
+	VMOVUPS      Y0, 1248(AX)
+	VBROADCASTSS 2068(SP), Y0
+	VMULPS       1280(AX), Y0, Y1
+	VMOVUPS      Y1, 1280(AX)
+	VMULPS       1312(AX), Y0, Y1
+	VMOVUPS      Y1, 1312(AX)
+	VMULPS       1344(AX), Y0, Y1
+	VMOVUPS      Y1, 1344(AX)
+	VMULPS       1376(AX), Y0, Y1
+	VMOVUPS      Y1, 1376(AX)
+	VMULPS       1408(AX), Y0, Y1
+	VMOVUPS      Y1, 1408(AX)
+	VMULPS       1440(AX), Y0, Y1
+	VMOVUPS      Y1, 1440(AX)
+	VMULPS       1472(AX), Y0, Y1
+	VMOVUPS      Y1, 1472(AX)
+	VMULPS       1504(AX), Y0, Y0
+	VMOVUPS      Y0, 1504(AX)
+	VBROADCASTSS 2072(SP), Y0
+	VMULPS       1536(AX), Y0, Y1
+	VMOVUPS      Y1, 1536(AX)
+	VMULPS       1568(AX), Y0, Y1
+	VMOVUPS      Y1, 1568(AX)
+	VMULPS       1600(AX), Y0, Y1
+	VMOVUPS      Y1, 1600(AX)
+	VMULPS       1632(AX), Y0, Y1
+	VMOVUPS      Y1, 1632(AX)
+	VMULPS       1664(AX), Y0, Y1
+	VMOVUPS      Y1, 1664(AX)
+	VMULPS       1696(AX), Y0, Y1
+	VMOVUPS      Y1, 1696(AX)
+	VMULPS       1728(AX), Y0, Y1
+	VMOVUPS      Y1, 1728(AX)
+	VMULPS       1760(AX), Y0, Y0
+	VMOVUPS      Y0, 1760(AX)
+	VBROADCASTSS 2076(SP), Y0
+	VMULPS       1792(AX), Y0, Y1
+	VMOVUPS      Y1, 1792(AX)
+	VMULPS       1824(AX), Y0, Y1
+	VMOVUPS      Y1, 1824(AX)
+	VMULPS       1856(AX), Y0, Y1
+	VMOVUPS      Y1, 1856(AX)
+	VMULPS       1888(AX), Y0, Y1
+	VMOVUPS      Y1, 1888(AX)
+	VMULPS       1920(AX), Y0, Y1
+	VMOVUPS      Y1, 1920(AX)
+	VMULPS       1952(AX), Y0, Y1
+	VMOVUPS      Y1, 1952(AX)
+	VMULPS       1984(AX), Y0, Y1
+	VMOVUPS      Y1, 1984(AX)
+	VMULPS       2016(AX), Y0, Y0
+	VMOVUPS      Y0, 2016(AX)
+
+	// o += P V, in column chunks of o and groups of rows, each over the whole tile.
+	MOVQ v+16(FP), CX
+	MOVQ $0x00000002, DX
+
+pvc:
+	MOVQ    off+24(FP), BX
+	LEAQ    (SP), SI
+	MOVQ    $0x00000010, DI
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	VMOVUPS 64(AX), Y2
+	VMOVUPS 96(AX), Y3
+	VMOVUPS 256(AX), Y4
+	VMOVUPS 288(AX), Y5
+	VMOVUPS 320(AX), Y6
+	VMOVUPS 352(AX), Y7
+
+pv0:
+	MOVQ         (BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS (SI), Y8
+	VBROADCASTSS 4(SI), Y9
+	VMOVUPS      (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VMOVUPS      32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VMOVUPS      64(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VMOVUPS      96(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         8(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 32(SI), Y8
+	VBROADCASTSS 36(SI), Y9
+	VMOVUPS      (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VMOVUPS      32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VMOVUPS      64(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VMOVUPS      96(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         16(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 64(SI), Y8
+	VBROADCASTSS 68(SI), Y9
+	VMOVUPS      (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VMOVUPS      32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VMOVUPS      64(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VMOVUPS      96(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         24(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 96(SI), Y8
+	VBROADCASTSS 100(SI), Y9
+	VMOVUPS      (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VMOVUPS      32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VMOVUPS      64(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VMOVUPS      96(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	ADDQ         $0x00000080, SI
+	ADDQ         $0x20, BX
+	DECQ         DI
+	JNZ          pv0
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	VMOVUPS      Y3, 96(AX)
+	VMOVUPS      Y4, 256(AX)
+	VMOVUPS      Y5, 288(AX)
+	VMOVUPS      Y6, 320(AX)
+	VMOVUPS      Y7, 352(AX)
+	MOVQ         off+24(FP), BX
+	LEAQ         (SP), SI
+	MOVQ         $0x00000010, DI
+	VMOVUPS      512(AX), Y0
+	VMOVUPS      544(AX), Y1
+	VMOVUPS      576(AX), Y2
+	VMOVUPS      608(AX), Y3
+	VMOVUPS      768(AX), Y4
+	VMOVUPS      800(AX), Y5
+	VMOVUPS      832(AX), Y6
+	VMOVUPS      864(AX), Y7
+
+pv2:
+	MOVQ         (BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 8(SI), Y8
+	VBROADCASTSS 12(SI), Y9
+	VMOVUPS      (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VMOVUPS      32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VMOVUPS      64(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VMOVUPS      96(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         8(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 40(SI), Y8
+	VBROADCASTSS 44(SI), Y9
+	VMOVUPS      (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VMOVUPS      32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VMOVUPS      64(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VMOVUPS      96(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         16(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 72(SI), Y8
+	VBROADCASTSS 76(SI), Y9
+	VMOVUPS      (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VMOVUPS      32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VMOVUPS      64(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VMOVUPS      96(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         24(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 104(SI), Y8
+	VBROADCASTSS 108(SI), Y9
+	VMOVUPS      (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VMOVUPS      32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VMOVUPS      64(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VMOVUPS      96(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	ADDQ         $0x00000080, SI
+	ADDQ         $0x20, BX
+	DECQ         DI
+	JNZ          pv2
+	VMOVUPS      Y0, 512(AX)
+	VMOVUPS      Y1, 544(AX)
+	VMOVUPS      Y2, 576(AX)
+	VMOVUPS      Y3, 608(AX)
+	VMOVUPS      Y4, 768(AX)
+	VMOVUPS      Y5, 800(AX)
+	VMOVUPS      Y6, 832(AX)
+	VMOVUPS      Y7, 864(AX)
+	MOVQ         off+24(FP), BX
+	LEAQ         (SP), SI
+	MOVQ         $0x00000010, DI
+	VMOVUPS      1024(AX), Y0
+	VMOVUPS      1056(AX), Y1
+	VMOVUPS      1088(AX), Y2
+	VMOVUPS      1120(AX), Y3
+	VMOVUPS      1280(AX), Y4
+	VMOVUPS      1312(AX), Y5
+	VMOVUPS      1344(AX), Y6
+	VMOVUPS      1376(AX), Y7
+
+pv4:
+	MOVQ         (BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 16(SI), Y8
+	VBROADCASTSS 20(SI), Y9
+	VMOVUPS      (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VMOVUPS      32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VMOVUPS      64(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VMOVUPS      96(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         8(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 48(SI), Y8
+	VBROADCASTSS 52(SI), Y9
+	VMOVUPS      (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VMOVUPS      32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VMOVUPS      64(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VMOVUPS      96(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         16(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 80(SI), Y8
+	VBROADCASTSS 84(SI), Y9
+	VMOVUPS      (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VMOVUPS      32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VMOVUPS      64(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VMOVUPS      96(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         24(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 112(SI), Y8
+	VBROADCASTSS 116(SI), Y9
+	VMOVUPS      (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VMOVUPS      32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VMOVUPS      64(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VMOVUPS      96(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	ADDQ         $0x00000080, SI
+	ADDQ         $0x20, BX
+	DECQ         DI
+	JNZ          pv4
+	VMOVUPS      Y0, 1024(AX)
+	VMOVUPS      Y1, 1056(AX)
+	VMOVUPS      Y2, 1088(AX)
+	VMOVUPS      Y3, 1120(AX)
+	VMOVUPS      Y4, 1280(AX)
+	VMOVUPS      Y5, 1312(AX)
+	VMOVUPS      Y6, 1344(AX)
+	VMOVUPS      Y7, 1376(AX)
+	MOVQ         off+24(FP), BX
+	LEAQ         (SP), SI
+	MOVQ         $0x00000010, DI
+	VMOVUPS      1536(AX), Y0
+	VMOVUPS      1568(AX), Y1
+	VMOVUPS      1600(AX), Y2
+	VMOVUPS      1632(AX), Y3
+	VMOVUPS      1792(AX), Y4
+	VMOVUPS      1824(AX), Y5
+	VMOVUPS      1856(AX), Y6
+	VMOVUPS      1888(AX), Y7
+
+pv6:
+	MOVQ         (BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 24(SI), Y8
+	VBROADCASTSS 28(SI), Y9
+	VMOVUPS      (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VMOVUPS      32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VMOVUPS      64(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VMOVUPS      96(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         8(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 56(SI), Y8
+	VBROADCASTSS 60(SI), Y9
+	VMOVUPS      (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VMOVUPS      32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VMOVUPS      64(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VMOVUPS      96(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         16(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 88(SI), Y8
+	VBROADCASTSS 92(SI), Y9
+	VMOVUPS      (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VMOVUPS      32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VMOVUPS      64(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VMOVUPS      96(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         24(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 120(SI), Y8
+	VBROADCASTSS 124(SI), Y9
+	VMOVUPS      (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VMOVUPS      32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VMOVUPS      64(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VMOVUPS      96(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	ADDQ         $0x00000080, SI
+	ADDQ         $0x20, BX
+	DECQ         DI
+	JNZ          pv6
+	VMOVUPS      Y0, 1536(AX)
+	VMOVUPS      Y1, 1568(AX)
+	VMOVUPS      Y2, 1600(AX)
+	VMOVUPS      Y3, 1632(AX)
+	VMOVUPS      Y4, 1792(AX)
+	VMOVUPS      Y5, 1824(AX)
+	VMOVUPS      Y6, 1856(AX)
+	VMOVUPS      Y7, 1888(AX)
+	ADDQ         $0x00000080, CX
+	ADDQ         $0x00000080, AX
+	DECQ         DX
+	JNZ          pvc
+	VZEROUPPER
+	RET
+
+// func decodeAVX2F32D128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+// Requires: AVX, AVX2, FMA3
+TEXT ·decodeAVX2F32D128R1(SB), $288-56
+	// Scores: vector i holds keys i*keys .. i*keys+keys-1 by rows.
+	MOVQ q+0(FP), AX
+	MOVQ k+8(FP), CX
+	MOVQ off+24(FP), DX
+	LEAQ (SP), BX
+	MOVQ $0x00000008, SI
+
+qk:
+	MOVQ        (DX), DI
+	ADDQ        CX, DI
+	MOVQ        8(DX), R8
+	ADDQ        CX, R8
+	MOVQ        16(DX), R9
+	ADDQ        CX, R9
+	MOVQ        24(DX), R10
+	ADDQ        CX, R10
+	MOVQ        32(DX), R11
+	ADDQ        CX, R11
+	MOVQ        40(DX), R12
+	ADDQ        CX, R12
+	MOVQ        48(DX), R13
+	ADDQ        CX, R13
+	MOVQ        56(DX), R14
+	ADDQ        CX, R14
+	VMOVUPS     (AX), Y0
+	VMOVUPS     (DI), Y1
+	VMULPS      Y1, Y0, Y1
+	VMOVUPS     (R8), Y2
+	VMULPS      Y2, Y0, Y2
+	VMOVUPS     (R9), Y3
+	VMULPS      Y3, Y0, Y3
+	VMOVUPS     (R10), Y4
+	VMULPS      Y4, Y0, Y4
+	VMOVUPS     (R11), Y5
+	VMULPS      Y5, Y0, Y5
+	VMOVUPS     (R12), Y6
+	VMULPS      Y6, Y0, Y6
+	VMOVUPS     (R13), Y7
+	VMULPS      Y7, Y0, Y7
+	VMOVUPS     (R14), Y8
+	VMULPS      Y8, Y0, Y0
+	VMOVUPS     32(AX), Y8
+	VMOVUPS     32(DI), Y9
+	VFMADD231PS Y9, Y8, Y1
+	VMOVUPS     32(R8), Y9
+	VFMADD231PS Y9, Y8, Y2
+	VMOVUPS     32(R9), Y9
+	VFMADD231PS Y9, Y8, Y3
+	VMOVUPS     32(R10), Y9
+	VFMADD231PS Y9, Y8, Y4
+	VMOVUPS     32(R11), Y9
+	VFMADD231PS Y9, Y8, Y5
+	VMOVUPS     32(R12), Y9
+	VFMADD231PS Y9, Y8, Y6
+	VMOVUPS     32(R13), Y9
+	VFMADD231PS Y9, Y8, Y7
+	VMOVUPS     32(R14), Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVUPS     64(AX), Y8
+	VMOVUPS     64(DI), Y9
+	VFMADD231PS Y9, Y8, Y1
+	VMOVUPS     64(R8), Y9
+	VFMADD231PS Y9, Y8, Y2
+	VMOVUPS     64(R9), Y9
+	VFMADD231PS Y9, Y8, Y3
+	VMOVUPS     64(R10), Y9
+	VFMADD231PS Y9, Y8, Y4
+	VMOVUPS     64(R11), Y9
+	VFMADD231PS Y9, Y8, Y5
+	VMOVUPS     64(R12), Y9
+	VFMADD231PS Y9, Y8, Y6
+	VMOVUPS     64(R13), Y9
+	VFMADD231PS Y9, Y8, Y7
+	VMOVUPS     64(R14), Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVUPS     96(AX), Y8
+	VMOVUPS     96(DI), Y9
+	VFMADD231PS Y9, Y8, Y1
+	VMOVUPS     96(R8), Y9
+	VFMADD231PS Y9, Y8, Y2
+	VMOVUPS     96(R9), Y9
+	VFMADD231PS Y9, Y8, Y3
+	VMOVUPS     96(R10), Y9
+	VFMADD231PS Y9, Y8, Y4
+	VMOVUPS     96(R11), Y9
+	VFMADD231PS Y9, Y8, Y5
+	VMOVUPS     96(R12), Y9
+	VFMADD231PS Y9, Y8, Y6
+	VMOVUPS     96(R13), Y9
+	VFMADD231PS Y9, Y8, Y7
+	VMOVUPS     96(R14), Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVUPS     128(AX), Y8
+	VMOVUPS     128(DI), Y9
+	VFMADD231PS Y9, Y8, Y1
+	VMOVUPS     128(R8), Y9
+	VFMADD231PS Y9, Y8, Y2
+	VMOVUPS     128(R9), Y9
+	VFMADD231PS Y9, Y8, Y3
+	VMOVUPS     128(R10), Y9
+	VFMADD231PS Y9, Y8, Y4
+	VMOVUPS     128(R11), Y9
+	VFMADD231PS Y9, Y8, Y5
+	VMOVUPS     128(R12), Y9
+	VFMADD231PS Y9, Y8, Y6
+	VMOVUPS     128(R13), Y9
+	VFMADD231PS Y9, Y8, Y7
+	VMOVUPS     128(R14), Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVUPS     160(AX), Y8
+	VMOVUPS     160(DI), Y9
+	VFMADD231PS Y9, Y8, Y1
+	VMOVUPS     160(R8), Y9
+	VFMADD231PS Y9, Y8, Y2
+	VMOVUPS     160(R9), Y9
+	VFMADD231PS Y9, Y8, Y3
+	VMOVUPS     160(R10), Y9
+	VFMADD231PS Y9, Y8, Y4
+	VMOVUPS     160(R11), Y9
+	VFMADD231PS Y9, Y8, Y5
+	VMOVUPS     160(R12), Y9
+	VFMADD231PS Y9, Y8, Y6
+	VMOVUPS     160(R13), Y9
+	VFMADD231PS Y9, Y8, Y7
+	VMOVUPS     160(R14), Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVUPS     192(AX), Y8
+	VMOVUPS     192(DI), Y9
+	VFMADD231PS Y9, Y8, Y1
+	VMOVUPS     192(R8), Y9
+	VFMADD231PS Y9, Y8, Y2
+	VMOVUPS     192(R9), Y9
+	VFMADD231PS Y9, Y8, Y3
+	VMOVUPS     192(R10), Y9
+	VFMADD231PS Y9, Y8, Y4
+	VMOVUPS     192(R11), Y9
+	VFMADD231PS Y9, Y8, Y5
+	VMOVUPS     192(R12), Y9
+	VFMADD231PS Y9, Y8, Y6
+	VMOVUPS     192(R13), Y9
+	VFMADD231PS Y9, Y8, Y7
+	VMOVUPS     192(R14), Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVUPS     224(AX), Y8
+	VMOVUPS     224(DI), Y9
+	VFMADD231PS Y9, Y8, Y1
+	VMOVUPS     224(R8), Y9
+	VFMADD231PS Y9, Y8, Y2
+	VMOVUPS     224(R9), Y9
+	VFMADD231PS Y9, Y8, Y3
+	VMOVUPS     224(R10), Y9
+	VFMADD231PS Y9, Y8, Y4
+	VMOVUPS     224(R11), Y9
+	VFMADD231PS Y9, Y8, Y5
+	VMOVUPS     224(R12), Y9
+	VFMADD231PS Y9, Y8, Y6
+	VMOVUPS     224(R13), Y9
+	VFMADD231PS Y9, Y8, Y7
+	VMOVUPS     224(R14), Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVUPS     256(AX), Y8
+	VMOVUPS     256(DI), Y9
+	VFMADD231PS Y9, Y8, Y1
+	VMOVUPS     256(R8), Y9
+	VFMADD231PS Y9, Y8, Y2
+	VMOVUPS     256(R9), Y9
+	VFMADD231PS Y9, Y8, Y3
+	VMOVUPS     256(R10), Y9
+	VFMADD231PS Y9, Y8, Y4
+	VMOVUPS     256(R11), Y9
+	VFMADD231PS Y9, Y8, Y5
+	VMOVUPS     256(R12), Y9
+	VFMADD231PS Y9, Y8, Y6
+	VMOVUPS     256(R13), Y9
+	VFMADD231PS Y9, Y8, Y7
+	VMOVUPS     256(R14), Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVUPS     288(AX), Y8
+	VMOVUPS     288(DI), Y9
+	VFMADD231PS Y9, Y8, Y1
+	VMOVUPS     288(R8), Y9
+	VFMADD231PS Y9, Y8, Y2
+	VMOVUPS     288(R9), Y9
+	VFMADD231PS Y9, Y8, Y3
+	VMOVUPS     288(R10), Y9
+	VFMADD231PS Y9, Y8, Y4
+	VMOVUPS     288(R11), Y9
+	VFMADD231PS Y9, Y8, Y5
+	VMOVUPS     288(R12), Y9
+	VFMADD231PS Y9, Y8, Y6
+	VMOVUPS     288(R13), Y9
+	VFMADD231PS Y9, Y8, Y7
+	VMOVUPS     288(R14), Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVUPS     320(AX), Y8
+	VMOVUPS     320(DI), Y9
+	VFMADD231PS Y9, Y8, Y1
+	VMOVUPS     320(R8), Y9
+	VFMADD231PS Y9, Y8, Y2
+	VMOVUPS     320(R9), Y9
+	VFMADD231PS Y9, Y8, Y3
+	VMOVUPS     320(R10), Y9
+	VFMADD231PS Y9, Y8, Y4
+	VMOVUPS     320(R11), Y9
+	VFMADD231PS Y9, Y8, Y5
+	VMOVUPS     320(R12), Y9
+	VFMADD231PS Y9, Y8, Y6
+	VMOVUPS     320(R13), Y9
+	VFMADD231PS Y9, Y8, Y7
+	VMOVUPS     320(R14), Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVUPS     352(AX), Y8
+	VMOVUPS     352(DI), Y9
+	VFMADD231PS Y9, Y8, Y1
+	VMOVUPS     352(R8), Y9
+	VFMADD231PS Y9, Y8, Y2
+	VMOVUPS     352(R9), Y9
+	VFMADD231PS Y9, Y8, Y3
+	VMOVUPS     352(R10), Y9
+	VFMADD231PS Y9, Y8, Y4
+	VMOVUPS     352(R11), Y9
+	VFMADD231PS Y9, Y8, Y5
+	VMOVUPS     352(R12), Y9
+	VFMADD231PS Y9, Y8, Y6
+	VMOVUPS     352(R13), Y9
+	VFMADD231PS Y9, Y8, Y7
+	VMOVUPS     352(R14), Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVUPS     384(AX), Y8
+	VMOVUPS     384(DI), Y9
+	VFMADD231PS Y9, Y8, Y1
+	VMOVUPS     384(R8), Y9
+	VFMADD231PS Y9, Y8, Y2
+	VMOVUPS     384(R9), Y9
+	VFMADD231PS Y9, Y8, Y3
+	VMOVUPS     384(R10), Y9
+	VFMADD231PS Y9, Y8, Y4
+	VMOVUPS     384(R11), Y9
+	VFMADD231PS Y9, Y8, Y5
+	VMOVUPS     384(R12), Y9
+	VFMADD231PS Y9, Y8, Y6
+	VMOVUPS     384(R13), Y9
+	VFMADD231PS Y9, Y8, Y7
+	VMOVUPS     384(R14), Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVUPS     416(AX), Y8
+	VMOVUPS     416(DI), Y9
+	VFMADD231PS Y9, Y8, Y1
+	VMOVUPS     416(R8), Y9
+	VFMADD231PS Y9, Y8, Y2
+	VMOVUPS     416(R9), Y9
+	VFMADD231PS Y9, Y8, Y3
+	VMOVUPS     416(R10), Y9
+	VFMADD231PS Y9, Y8, Y4
+	VMOVUPS     416(R11), Y9
+	VFMADD231PS Y9, Y8, Y5
+	VMOVUPS     416(R12), Y9
+	VFMADD231PS Y9, Y8, Y6
+	VMOVUPS     416(R13), Y9
+	VFMADD231PS Y9, Y8, Y7
+	VMOVUPS     416(R14), Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVUPS     448(AX), Y8
+	VMOVUPS     448(DI), Y9
+	VFMADD231PS Y9, Y8, Y1
+	VMOVUPS     448(R8), Y9
+	VFMADD231PS Y9, Y8, Y2
+	VMOVUPS     448(R9), Y9
+	VFMADD231PS Y9, Y8, Y3
+	VMOVUPS     448(R10), Y9
+	VFMADD231PS Y9, Y8, Y4
+	VMOVUPS     448(R11), Y9
+	VFMADD231PS Y9, Y8, Y5
+	VMOVUPS     448(R12), Y9
+	VFMADD231PS Y9, Y8, Y6
+	VMOVUPS     448(R13), Y9
+	VFMADD231PS Y9, Y8, Y7
+	VMOVUPS     448(R14), Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVUPS     480(AX), Y8
+	VMOVUPS     480(DI), Y9
+	VFMADD231PS Y9, Y8, Y1
+	VMOVUPS     480(R8), Y9
+	VFMADD231PS Y9, Y8, Y2
+	VMOVUPS     480(R9), Y9
+	VFMADD231PS Y9, Y8, Y3
+	VMOVUPS     480(R10), Y9
+	VFMADD231PS Y9, Y8, Y4
+	VMOVUPS     480(R11), Y9
+	VFMADD231PS Y9, Y8, Y5
+	VMOVUPS     480(R12), Y9
+	VFMADD231PS Y9, Y8, Y6
+	VMOVUPS     480(R13), Y9
+	VFMADD231PS Y9, Y8, Y7
+	VMOVUPS     480(R14), Y9
+	VFMADD231PS Y9, Y8, Y0
+	VSHUFPS     $0x44, Y2, Y1, Y8
+	VSHUFPS     $0xee, Y2, Y1, Y1
+	VADDPS      Y1, Y8, Y8
+	VSHUFPS     $0x44, Y4, Y3, Y1
+	VSHUFPS     $0xee, Y4, Y3, Y2
+	VADDPS      Y2, Y1, Y1
+	VSHUFPS     $0x44, Y6, Y5, Y2
+	VSHUFPS     $0xee, Y6, Y5, Y3
+	VADDPS      Y3, Y2, Y2
+	VSHUFPS     $0x44, Y0, Y7, Y3
+	VSHUFPS     $0xee, Y0, Y7, Y0
+	VADDPS      Y0, Y3, Y3
+	VSHUFPS     $0x88, Y1, Y8, Y0
+	VSHUFPS     $0xdd, Y1, Y8, Y1
+	VADDPS      Y1, Y0, Y0
+	VSHUFPS     $0x88, Y3, Y2, Y1
+	VSHUFPS     $0xdd, Y3, Y2, Y2
+	VADDPS      Y2, Y1, Y1
+	VPERM2F128  $0x20, Y1, Y0, Y2
+	VPERM2F128  $0x31, Y1, Y0, Y0
+	VADDPS      Y0, Y2, Y2
+	VMOVUPS     Y2, (BX)
+	ADDQ        $0x20, BX
+	ADDQ        $0x40, DX
+	DECQ        SI
+	JNZ         qk
+
+	// Row maxima, alpha, p and l, each row's value in every lane of its residue.
+	VMOVUPS      (SP), Y0
+	VMOVUPS      32(SP), Y1
+	VMAXPS       64(SP), Y0, Y0
+	VMAXPS       96(SP), Y1, Y1
+	VMAXPS       128(SP), Y0, Y0
+	VMAXPS       160(SP), Y1, Y1
+	VMAXPS       192(SP), Y0, Y0
+	VMAXPS       224(SP), Y1, Y1
+	VMAXPS       Y1, Y0, Y0
+	VPERM2F128   $0x01, Y0, Y0, Y1
+	VMAXPS       Y1, Y0, Y0
+	VPERMILPS    $0x4e, Y0, Y1
+	VMAXPS       Y1, Y0, Y0
+	VPERMILPS    $0xb1, Y0, Y1
+	VMAXPS       Y1, Y0, Y0
+	MOVQ         o+32(FP), AX
+	MOVQ         m+40(FP), CX
+	MOVQ         l+48(FP), DX
+	VBROADCASTSS (CX), Y1
+	VMAXPS       Y1, Y0, Y0
+	VMOVSS       X0, (CX)
+	VCMPPS       $0x00, attnconst<>+0(SB), Y0, Y2
+	VANDNPS      Y0, Y2, Y0
+	VSUBPS       Y0, Y1, Y1
+	VBROADCASTSS attnconst<>+96(SB), Y3
+	VCMPPS       $0x15, Y3, Y1, Y4
+	VMAXPS       Y1, Y3, Y1
+	VCVTPS2DQ    Y1, Y3
+	VCVTDQ2PS    Y3, Y5
+	VSUBPS       Y5, Y1, Y1
+	VMOVUPS      attnconst<>+288(SB), Y5
+	VFMADD213PS  attnconst<>+256(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+224(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+192(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+160(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+128(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+32(SB), Y1, Y5
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y5, Y5
+	VANDPS       Y4, Y5, Y1
+	VMOVUPS      attnconst<>+32(SB), Y3
+	VBLENDVPS    Y2, Y3, Y1, Y1
+	VMOVUPS      Y1, 256(SP)
+	VMOVUPS      (SP), Y2
+	VSUBPS       Y0, Y2, Y2
+	VBROADCASTSS attnconst<>+96(SB), Y3
+	VCMPPS       $0x15, Y3, Y2, Y4
+	VMAXPS       Y2, Y3, Y2
+	VCVTPS2DQ    Y2, Y3
+	VCVTDQ2PS    Y3, Y5
+	VSUBPS       Y5, Y2, Y2
+	VMOVUPS      attnconst<>+288(SB), Y5
+	VFMADD213PS  attnconst<>+256(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+224(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+192(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+160(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+128(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+32(SB), Y2, Y5
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y5, Y5
+	VANDPS       Y4, Y5, Y2
+	VMOVUPS      Y2, (SP)
+	VMOVUPS      32(SP), Y3
+	VSUBPS       Y0, Y3, Y3
+	VBROADCASTSS attnconst<>+96(SB), Y4
+	VCMPPS       $0x15, Y4, Y3, Y5
+	VMAXPS       Y3, Y4, Y3
+	VCVTPS2DQ    Y3, Y4
+	VCVTDQ2PS    Y4, Y6
+	VSUBPS       Y6, Y3, Y3
+	VMOVUPS      attnconst<>+288(SB), Y6
+	VFMADD213PS  attnconst<>+256(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+224(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+192(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+160(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+128(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+32(SB), Y3, Y6
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       Y4, Y6, Y6
+	VANDPS       Y5, Y6, Y3
+	VMOVUPS      Y3, 32(SP)
+	VMOVUPS      64(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 64(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      96(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 96(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      128(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 128(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      160(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 160(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      192(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 192(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      224(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y0
+	VCMPPS       $0x15, Y0, Y4, Y5
+	VMAXPS       Y4, Y0, Y4
+	VCVTPS2DQ    Y4, Y0
+	VCVTDQ2PS    Y0, Y6
+	VSUBPS       Y6, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y6
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y6
+	VPSLLD       $0x17, Y0, Y0
+	VPADDD       Y0, Y6, Y6
+	VANDPS       Y5, Y6, Y4
+	VMOVUPS      Y4, 224(SP)
+	VADDPS       Y4, Y3, Y3
+	VADDPS       Y3, Y2, Y2
+	VPERM2F128   $0x01, Y2, Y2, Y0
+	VADDPS       Y0, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y0
+	VADDPS       Y0, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y0
+	VADDPS       Y0, Y2, Y2
+	VBROADCASTSS (DX), Y0
+	VFMADD231PS  Y0, Y1, Y2
+	VMOVSS       X2, (DX)
+
+	// o = alpha*o.
+	VBROADCASTSS 256(SP), Y0
+	VMULPS       (AX), Y0, Y1
+	VMOVUPS      Y1, (AX)
+	VMULPS       32(AX), Y0, Y1
+	VMOVUPS      Y1, 32(AX)
+	VMULPS       64(AX), Y0, Y1
+	VMOVUPS      Y1, 64(AX)
+	VMULPS       96(AX), Y0, Y1
+	VMOVUPS      Y1, 96(AX)
+	VMULPS       128(AX), Y0, Y1
+	VMOVUPS      Y1, 128(AX)
+	VMULPS       160(AX), Y0, Y1
+	VMOVUPS      Y1, 160(AX)
+	VMULPS       192(AX), Y0, Y1
+	VMOVUPS      Y1, 192(AX)
+	VMULPS       224(AX), Y0, Y1
+	VMOVUPS      Y1, 224(AX)
+	VMULPS       256(AX), Y0, Y1
+	VMOVUPS      Y1, 256(AX)
+	VMULPS       288(AX), Y0, Y1
+	VMOVUPS      Y1, 288(AX)
+	VMULPS       320(AX), Y0, Y1
+	VMOVUPS      Y1, 320(AX)
+	VMULPS       352(AX), Y0, Y1
+	VMOVUPS      Y1, 352(AX)
+	VMULPS       384(AX), Y0, Y1
+	VMOVUPS      Y1, 384(AX)
+	VMULPS       416(AX), Y0, Y1
+	VMOVUPS      Y1, 416(AX)
+	VMULPS       448(AX), Y0, Y1
+	VMOVUPS      Y1, 448(AX)
+	VMULPS       480(AX), Y0, Y0
+	VMOVUPS      Y0, 480(AX)
+
+	// o += P V, in column chunks of o and groups of rows, each over the whole tile.
+	MOVQ v+16(FP), CX
+	MOVQ $0x00000002, DX
+
+pvc:
+	MOVQ    off+24(FP), BX
+	LEAQ    (SP), SI
+	MOVQ    $0x00000010, DI
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	VMOVUPS 64(AX), Y2
+	VMOVUPS 96(AX), Y3
+	VMOVUPS 128(AX), Y4
+	VMOVUPS 160(AX), Y5
+	VMOVUPS 192(AX), Y6
+	VMOVUPS 224(AX), Y7
+
+pv0:
+	MOVQ         (BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS (SI), Y8
+	VMOVUPS      (R8), Y9
+	VFMADD231PS  Y9, Y8, Y0
+	VMOVUPS      32(R8), Y9
+	VFMADD231PS  Y9, Y8, Y1
+	VMOVUPS      64(R8), Y9
+	VFMADD231PS  Y9, Y8, Y2
+	VMOVUPS      96(R8), Y9
+	VFMADD231PS  Y9, Y8, Y3
+	VMOVUPS      128(R8), Y9
+	VFMADD231PS  Y9, Y8, Y4
+	VMOVUPS      160(R8), Y9
+	VFMADD231PS  Y9, Y8, Y5
+	VMOVUPS      192(R8), Y9
+	VFMADD231PS  Y9, Y8, Y6
+	VMOVUPS      224(R8), Y9
+	VFMADD231PS  Y9, Y8, Y7
+	MOVQ         8(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 4(SI), Y8
+	VMOVUPS      (R8), Y9
+	VFMADD231PS  Y9, Y8, Y0
+	VMOVUPS      32(R8), Y9
+	VFMADD231PS  Y9, Y8, Y1
+	VMOVUPS      64(R8), Y9
+	VFMADD231PS  Y9, Y8, Y2
+	VMOVUPS      96(R8), Y9
+	VFMADD231PS  Y9, Y8, Y3
+	VMOVUPS      128(R8), Y9
+	VFMADD231PS  Y9, Y8, Y4
+	VMOVUPS      160(R8), Y9
+	VFMADD231PS  Y9, Y8, Y5
+	VMOVUPS      192(R8), Y9
+	VFMADD231PS  Y9, Y8, Y6
+	VMOVUPS      224(R8), Y9
+	VFMADD231PS  Y9, Y8, Y7
+	MOVQ         16(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 8(SI), Y8
+	VMOVUPS      (R8), Y9
+	VFMADD231PS  Y9, Y8, Y0
+	VMOVUPS      32(R8), Y9
+	VFMADD231PS  Y9, Y8, Y1
+	VMOVUPS      64(R8), Y9
+	VFMADD231PS  Y9, Y8, Y2
+	VMOVUPS      96(R8), Y9
+	VFMADD231PS  Y9, Y8, Y3
+	VMOVUPS      128(R8), Y9
+	VFMADD231PS  Y9, Y8, Y4
+	VMOVUPS      160(R8), Y9
+	VFMADD231PS  Y9, Y8, Y5
+	VMOVUPS      192(R8), Y9
+	VFMADD231PS  Y9, Y8, Y6
+	VMOVUPS      224(R8), Y9
+	VFMADD231PS  Y9, Y8, Y7
+	MOVQ         24(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 12(SI), Y8
+	VMOVUPS      (R8), Y9
+	VFMADD231PS  Y9, Y8, Y0
+	VMOVUPS      32(R8), Y9
+	VFMADD231PS  Y9, Y8, Y1
+	VMOVUPS      64(R8), Y9
+	VFMADD231PS  Y9, Y8, Y2
+	VMOVUPS      96(R8), Y9
+	VFMADD231PS  Y9, Y8, Y3
+	VMOVUPS      128(R8), Y9
+	VFMADD231PS  Y9, Y8, Y4
+	VMOVUPS      160(R8), Y9
+	VFMADD231PS  Y9, Y8, Y5
+	VMOVUPS      192(R8), Y9
+	VFMADD231PS  Y9, Y8, Y6
+	VMOVUPS      224(R8), Y9
+	VFMADD231PS  Y9, Y8, Y7
+	ADDQ         $0x00000010, SI
+	ADDQ         $0x20, BX
+	DECQ         DI
+	JNZ          pv0
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	VMOVUPS      Y3, 96(AX)
+	VMOVUPS      Y4, 128(AX)
+	VMOVUPS      Y5, 160(AX)
+	VMOVUPS      Y6, 192(AX)
+	VMOVUPS      Y7, 224(AX)
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000100, AX
+	DECQ         DX
+	JNZ          pvc
+	VZEROUPPER
+	RET
+
+// func decodeAVX2F32D128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+// Requires: AVX, AVX2, FMA3
+TEXT ·decodeAVX2F32D128R2(SB), $544-56
+	// Scores: vector i holds keys i*keys .. i*keys+keys-1 by rows.
+	MOVQ q+0(FP), AX
+	MOVQ k+8(FP), CX
+	MOVQ off+24(FP), DX
+	LEAQ (SP), BX
+	MOVQ $0x00000010, SI
+
+qk:
+	MOVQ        (DX), DI
+	ADDQ        CX, DI
+	MOVQ        8(DX), R8
+	ADDQ        CX, R8
+	MOVQ        16(DX), R9
+	ADDQ        CX, R9
+	MOVQ        24(DX), R10
+	ADDQ        CX, R10
+	VMOVUPS     (AX), Y0
+	VMOVUPS     512(AX), Y1
+	VMOVUPS     (DI), Y2
+	VMULPS      Y2, Y0, Y3
+	VMULPS      Y2, Y1, Y2
+	VMOVUPS     (R8), Y4
+	VMULPS      Y4, Y0, Y5
+	VMULPS      Y4, Y1, Y4
+	VMOVUPS     (R9), Y6
+	VMULPS      Y6, Y0, Y7
+	VMULPS      Y6, Y1, Y6
+	VMOVUPS     (R10), Y8
+	VMULPS      Y8, Y0, Y0
+	VMULPS      Y8, Y1, Y1
+	VMOVUPS     32(AX), Y8
+	VMOVUPS     544(AX), Y9
+	VMOVUPS     32(DI), Y10
+	VFMADD231PS Y10, Y8, Y3
+	VFMADD231PS Y10, Y9, Y2
+	VMOVUPS     32(R8), Y10
+	VFMADD231PS Y10, Y8, Y5
+	VFMADD231PS Y10, Y9, Y4
+	VMOVUPS     32(R9), Y10
+	VFMADD231PS Y10, Y8, Y7
+	VFMADD231PS Y10, Y9, Y6
+	VMOVUPS     32(R10), Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVUPS     64(AX), Y8
+	VMOVUPS     576(AX), Y9
+	VMOVUPS     64(DI), Y10
+	VFMADD231PS Y10, Y8, Y3
+	VFMADD231PS Y10, Y9, Y2
+	VMOVUPS     64(R8), Y10
+	VFMADD231PS Y10, Y8, Y5
+	VFMADD231PS Y10, Y9, Y4
+	VMOVUPS     64(R9), Y10
+	VFMADD231PS Y10, Y8, Y7
+	VFMADD231PS Y10, Y9, Y6
+	VMOVUPS     64(R10), Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVUPS     96(AX), Y8
+	VMOVUPS     608(AX), Y9
+	VMOVUPS     96(DI), Y10
+	VFMADD231PS Y10, Y8, Y3
+	VFMADD231PS Y10, Y9, Y2
+	VMOVUPS     96(R8), Y10
+	VFMADD231PS Y10, Y8, Y5
+	VFMADD231PS Y10, Y9, Y4
+	VMOVUPS     96(R9), Y10
+	VFMADD231PS Y10, Y8, Y7
+	VFMADD231PS Y10, Y9, Y6
+	VMOVUPS     96(R10), Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVUPS     128(AX), Y8
+	VMOVUPS     640(AX), Y9
+	VMOVUPS     128(DI), Y10
+	VFMADD231PS Y10, Y8, Y3
+	VFMADD231PS Y10, Y9, Y2
+	VMOVUPS     128(R8), Y10
+	VFMADD231PS Y10, Y8, Y5
+	VFMADD231PS Y10, Y9, Y4
+	VMOVUPS     128(R9), Y10
+	VFMADD231PS Y10, Y8, Y7
+	VFMADD231PS Y10, Y9, Y6
+	VMOVUPS     128(R10), Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVUPS     160(AX), Y8
+	VMOVUPS     672(AX), Y9
+	VMOVUPS     160(DI), Y10
+	VFMADD231PS Y10, Y8, Y3
+	VFMADD231PS Y10, Y9, Y2
+	VMOVUPS     160(R8), Y10
+	VFMADD231PS Y10, Y8, Y5
+	VFMADD231PS Y10, Y9, Y4
+	VMOVUPS     160(R9), Y10
+	VFMADD231PS Y10, Y8, Y7
+	VFMADD231PS Y10, Y9, Y6
+	VMOVUPS     160(R10), Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVUPS     192(AX), Y8
+	VMOVUPS     704(AX), Y9
+	VMOVUPS     192(DI), Y10
+	VFMADD231PS Y10, Y8, Y3
+	VFMADD231PS Y10, Y9, Y2
+	VMOVUPS     192(R8), Y10
+	VFMADD231PS Y10, Y8, Y5
+	VFMADD231PS Y10, Y9, Y4
+	VMOVUPS     192(R9), Y10
+	VFMADD231PS Y10, Y8, Y7
+	VFMADD231PS Y10, Y9, Y6
+	VMOVUPS     192(R10), Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVUPS     224(AX), Y8
+	VMOVUPS     736(AX), Y9
+	VMOVUPS     224(DI), Y10
+	VFMADD231PS Y10, Y8, Y3
+	VFMADD231PS Y10, Y9, Y2
+	VMOVUPS     224(R8), Y10
+	VFMADD231PS Y10, Y8, Y5
+	VFMADD231PS Y10, Y9, Y4
+	VMOVUPS     224(R9), Y10
+	VFMADD231PS Y10, Y8, Y7
+	VFMADD231PS Y10, Y9, Y6
+	VMOVUPS     224(R10), Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVUPS     256(AX), Y8
+	VMOVUPS     768(AX), Y9
+	VMOVUPS     256(DI), Y10
+	VFMADD231PS Y10, Y8, Y3
+	VFMADD231PS Y10, Y9, Y2
+	VMOVUPS     256(R8), Y10
+	VFMADD231PS Y10, Y8, Y5
+	VFMADD231PS Y10, Y9, Y4
+	VMOVUPS     256(R9), Y10
+	VFMADD231PS Y10, Y8, Y7
+	VFMADD231PS Y10, Y9, Y6
+	VMOVUPS     256(R10), Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVUPS     288(AX), Y8
+	VMOVUPS     800(AX), Y9
+	VMOVUPS     288(DI), Y10
+	VFMADD231PS Y10, Y8, Y3
+	VFMADD231PS Y10, Y9, Y2
+	VMOVUPS     288(R8), Y10
+	VFMADD231PS Y10, Y8, Y5
+	VFMADD231PS Y10, Y9, Y4
+	VMOVUPS     288(R9), Y10
+	VFMADD231PS Y10, Y8, Y7
+	VFMADD231PS Y10, Y9, Y6
+	VMOVUPS     288(R10), Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVUPS     320(AX), Y8
+	VMOVUPS     832(AX), Y9
+	VMOVUPS     320(DI), Y10
+	VFMADD231PS Y10, Y8, Y3
+	VFMADD231PS Y10, Y9, Y2
+	VMOVUPS     320(R8), Y10
+	VFMADD231PS Y10, Y8, Y5
+	VFMADD231PS Y10, Y9, Y4
+	VMOVUPS     320(R9), Y10
+	VFMADD231PS Y10, Y8, Y7
+	VFMADD231PS Y10, Y9, Y6
+	VMOVUPS     320(R10), Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVUPS     352(AX), Y8
+	VMOVUPS     864(AX), Y9
+	VMOVUPS     352(DI), Y10
+	VFMADD231PS Y10, Y8, Y3
+	VFMADD231PS Y10, Y9, Y2
+	VMOVUPS     352(R8), Y10
+	VFMADD231PS Y10, Y8, Y5
+	VFMADD231PS Y10, Y9, Y4
+	VMOVUPS     352(R9), Y10
+	VFMADD231PS Y10, Y8, Y7
+	VFMADD231PS Y10, Y9, Y6
+	VMOVUPS     352(R10), Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVUPS     384(AX), Y8
+	VMOVUPS     896(AX), Y9
+	VMOVUPS     384(DI), Y10
+	VFMADD231PS Y10, Y8, Y3
+	VFMADD231PS Y10, Y9, Y2
+	VMOVUPS     384(R8), Y10
+	VFMADD231PS Y10, Y8, Y5
+	VFMADD231PS Y10, Y9, Y4
+	VMOVUPS     384(R9), Y10
+	VFMADD231PS Y10, Y8, Y7
+	VFMADD231PS Y10, Y9, Y6
+	VMOVUPS     384(R10), Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVUPS     416(AX), Y8
+	VMOVUPS     928(AX), Y9
+	VMOVUPS     416(DI), Y10
+	VFMADD231PS Y10, Y8, Y3
+	VFMADD231PS Y10, Y9, Y2
+	VMOVUPS     416(R8), Y10
+	VFMADD231PS Y10, Y8, Y5
+	VFMADD231PS Y10, Y9, Y4
+	VMOVUPS     416(R9), Y10
+	VFMADD231PS Y10, Y8, Y7
+	VFMADD231PS Y10, Y9, Y6
+	VMOVUPS     416(R10), Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVUPS     448(AX), Y8
+	VMOVUPS     960(AX), Y9
+	VMOVUPS     448(DI), Y10
+	VFMADD231PS Y10, Y8, Y3
+	VFMADD231PS Y10, Y9, Y2
+	VMOVUPS     448(R8), Y10
+	VFMADD231PS Y10, Y8, Y5
+	VFMADD231PS Y10, Y9, Y4
+	VMOVUPS     448(R9), Y10
+	VFMADD231PS Y10, Y8, Y7
+	VFMADD231PS Y10, Y9, Y6
+	VMOVUPS     448(R10), Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVUPS     480(AX), Y8
+	VMOVUPS     992(AX), Y9
+	VMOVUPS     480(DI), Y10
+	VFMADD231PS Y10, Y8, Y3
+	VFMADD231PS Y10, Y9, Y2
+	VMOVUPS     480(R8), Y10
+	VFMADD231PS Y10, Y8, Y5
+	VFMADD231PS Y10, Y9, Y4
+	VMOVUPS     480(R9), Y10
+	VFMADD231PS Y10, Y8, Y7
+	VFMADD231PS Y10, Y9, Y6
+	VMOVUPS     480(R10), Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VSHUFPS     $0x44, Y2, Y3, Y8
+	VSHUFPS     $0xee, Y2, Y3, Y2
+	VADDPS      Y2, Y8, Y8
+	VSHUFPS     $0x44, Y4, Y5, Y2
+	VSHUFPS     $0xee, Y4, Y5, Y3
+	VADDPS      Y3, Y2, Y2
+	VSHUFPS     $0x44, Y6, Y7, Y3
+	VSHUFPS     $0xee, Y6, Y7, Y4
+	VADDPS      Y4, Y3, Y3
+	VSHUFPS     $0x44, Y1, Y0, Y4
+	VSHUFPS     $0xee, Y1, Y0, Y0
+	VADDPS      Y0, Y4, Y4
+	VSHUFPS     $0x88, Y2, Y8, Y0
+	VSHUFPS     $0xdd, Y2, Y8, Y1
+	VADDPS      Y1, Y0, Y0
+	VSHUFPS     $0x88, Y4, Y3, Y1
+	VSHUFPS     $0xdd, Y4, Y3, Y2
+	VADDPS      Y2, Y1, Y1
+	VPERM2F128  $0x20, Y1, Y0, Y2
+	VPERM2F128  $0x31, Y1, Y0, Y0
+	VADDPS      Y0, Y2, Y2
+	VMOVUPS     Y2, (BX)
+	ADDQ        $0x20, BX
+	ADDQ        $0x20, DX
+	DECQ        SI
+	JNZ         qk
+
+	// Row maxima, alpha, p and l, each row's value in every lane of its residue.
+	VMOVUPS      (SP), Y0
+	VMOVUPS      32(SP), Y1
+	VMAXPS       64(SP), Y0, Y0
+	VMAXPS       96(SP), Y1, Y1
+	VMAXPS       128(SP), Y0, Y0
+	VMAXPS       160(SP), Y1, Y1
+	VMAXPS       192(SP), Y0, Y0
+	VMAXPS       224(SP), Y1, Y1
+	VMAXPS       256(SP), Y0, Y0
+	VMAXPS       288(SP), Y1, Y1
+	VMAXPS       320(SP), Y0, Y0
+	VMAXPS       352(SP), Y1, Y1
+	VMAXPS       384(SP), Y0, Y0
+	VMAXPS       416(SP), Y1, Y1
+	VMAXPS       448(SP), Y0, Y0
+	VMAXPS       480(SP), Y1, Y1
+	VMAXPS       Y1, Y0, Y0
+	VPERM2F128   $0x01, Y0, Y0, Y1
+	VMAXPS       Y1, Y0, Y0
+	VPERMILPS    $0x4e, Y0, Y1
+	VMAXPS       Y1, Y0, Y0
+	MOVQ         o+32(FP), AX
+	MOVQ         m+40(FP), CX
+	MOVQ         l+48(FP), DX
+	VBROADCASTSD (CX), Y1
+	VMAXPS       Y1, Y0, Y0
+	VMOVSD       X0, (CX)
+	VCMPPS       $0x00, attnconst<>+0(SB), Y0, Y2
+	VANDNPS      Y0, Y2, Y0
+	VSUBPS       Y0, Y1, Y1
+	VBROADCASTSS attnconst<>+96(SB), Y3
+	VCMPPS       $0x15, Y3, Y1, Y4
+	VMAXPS       Y1, Y3, Y1
+	VCVTPS2DQ    Y1, Y3
+	VCVTDQ2PS    Y3, Y5
+	VSUBPS       Y5, Y1, Y1
+	VMOVUPS      attnconst<>+288(SB), Y5
+	VFMADD213PS  attnconst<>+256(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+224(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+192(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+160(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+128(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+32(SB), Y1, Y5
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y5, Y5
+	VANDPS       Y4, Y5, Y1
+	VMOVUPS      attnconst<>+32(SB), Y3
+	VBLENDVPS    Y2, Y3, Y1, Y1
+	VMOVUPS      Y1, 512(SP)
+	VMOVUPS      (SP), Y2
+	VSUBPS       Y0, Y2, Y2
+	VBROADCASTSS attnconst<>+96(SB), Y3
+	VCMPPS       $0x15, Y3, Y2, Y4
+	VMAXPS       Y2, Y3, Y2
+	VCVTPS2DQ    Y2, Y3
+	VCVTDQ2PS    Y3, Y5
+	VSUBPS       Y5, Y2, Y2
+	VMOVUPS      attnconst<>+288(SB), Y5
+	VFMADD213PS  attnconst<>+256(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+224(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+192(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+160(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+128(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+32(SB), Y2, Y5
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y5, Y5
+	VANDPS       Y4, Y5, Y2
+	VMOVUPS      Y2, (SP)
+	VMOVUPS      32(SP), Y3
+	VSUBPS       Y0, Y3, Y3
+	VBROADCASTSS attnconst<>+96(SB), Y4
+	VCMPPS       $0x15, Y4, Y3, Y5
+	VMAXPS       Y3, Y4, Y3
+	VCVTPS2DQ    Y3, Y4
+	VCVTDQ2PS    Y4, Y6
+	VSUBPS       Y6, Y3, Y3
+	VMOVUPS      attnconst<>+288(SB), Y6
+	VFMADD213PS  attnconst<>+256(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+224(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+192(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+160(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+128(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+32(SB), Y3, Y6
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       Y4, Y6, Y6
+	VANDPS       Y5, Y6, Y3
+	VMOVUPS      Y3, 32(SP)
+	VMOVUPS      64(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 64(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      96(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 96(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      128(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 128(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      160(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 160(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      192(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 192(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      224(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 224(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      256(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 256(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      288(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 288(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      320(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 320(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      352(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 352(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      384(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 384(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      416(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 416(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      448(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 448(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      480(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y0
+	VCMPPS       $0x15, Y0, Y4, Y5
+	VMAXPS       Y4, Y0, Y4
+	VCVTPS2DQ    Y4, Y0
+	VCVTDQ2PS    Y0, Y6
+	VSUBPS       Y6, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y6
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y6
+	VPSLLD       $0x17, Y0, Y0
+	VPADDD       Y0, Y6, Y6
+	VANDPS       Y5, Y6, Y4
+	VMOVUPS      Y4, 480(SP)
+	VADDPS       Y4, Y3, Y3
+	VADDPS       Y3, Y2, Y2
+	VPERM2F128   $0x01, Y2, Y2, Y0
+	VADDPS       Y0, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y0
+	VADDPS       Y0, Y2, Y2
+	VBROADCASTSD (DX), Y0
+	VFMADD231PS  Y0, Y1, Y2
+	VMOVSD       X2, (DX)
+
+	// o = alpha*o.
+	VBROADCASTSS 512(SP), Y0
+	VMULPS       (AX), Y0, Y1
+	VMOVUPS      Y1, (AX)
+	VMULPS       32(AX), Y0, Y1
+	VMOVUPS      Y1, 32(AX)
+	VMULPS       64(AX), Y0, Y1
+	VMOVUPS      Y1, 64(AX)
+	VMULPS       96(AX), Y0, Y1
+	VMOVUPS      Y1, 96(AX)
+	VMULPS       128(AX), Y0, Y1
+	VMOVUPS      Y1, 128(AX)
+	VMULPS       160(AX), Y0, Y1
+	VMOVUPS      Y1, 160(AX)
+	VMULPS       192(AX), Y0, Y1
+	VMOVUPS      Y1, 192(AX)
+	VMULPS       224(AX), Y0, Y1
+	VMOVUPS      Y1, 224(AX)
+	VMULPS       256(AX), Y0, Y1
+	VMOVUPS      Y1, 256(AX)
+	VMULPS       288(AX), Y0, Y1
+	VMOVUPS      Y1, 288(AX)
+	VMULPS       320(AX), Y0, Y1
+	VMOVUPS      Y1, 320(AX)
+	VMULPS       352(AX), Y0, Y1
+	VMOVUPS      Y1, 352(AX)
+	VMULPS       384(AX), Y0, Y1
+	VMOVUPS      Y1, 384(AX)
+	VMULPS       416(AX), Y0, Y1
+	VMOVUPS      Y1, 416(AX)
+	VMULPS       448(AX), Y0, Y1
+	VMOVUPS      Y1, 448(AX)
+	VMULPS       480(AX), Y0, Y0
+	VMOVUPS      Y0, 480(AX)
+	VBROADCASTSS 516(SP), Y0
+	VMULPS       512(AX), Y0, Y1
+	VMOVUPS      Y1, 512(AX)
+	VMULPS       544(AX), Y0, Y1
+	VMOVUPS      Y1, 544(AX)
+	VMULPS       576(AX), Y0, Y1
+	VMOVUPS      Y1, 576(AX)
+	VMULPS       608(AX), Y0, Y1
+	VMOVUPS      Y1, 608(AX)
+	VMULPS       640(AX), Y0, Y1
+	VMOVUPS      Y1, 640(AX)
+	VMULPS       672(AX), Y0, Y1
+	VMOVUPS      Y1, 672(AX)
+	VMULPS       704(AX), Y0, Y1
+	VMOVUPS      Y1, 704(AX)
+	VMULPS       736(AX), Y0, Y1
+	VMOVUPS      Y1, 736(AX)
+	VMULPS       768(AX), Y0, Y1
+	VMOVUPS      Y1, 768(AX)
+	VMULPS       800(AX), Y0, Y1
+	VMOVUPS      Y1, 800(AX)
+	VMULPS       832(AX), Y0, Y1
+	VMOVUPS      Y1, 832(AX)
+	VMULPS       864(AX), Y0, Y1
+	VMOVUPS      Y1, 864(AX)
+	VMULPS       896(AX), Y0, Y1
+	VMOVUPS      Y1, 896(AX)
+	VMULPS       928(AX), Y0, Y1
+	VMOVUPS      Y1, 928(AX)
+	VMULPS       960(AX), Y0, Y1
+	VMOVUPS      Y1, 960(AX)
+	VMULPS       992(AX), Y0, Y0
+	VMOVUPS      Y0, 992(AX)
+
+	// o += P V, in column chunks of o and groups of rows, each over the whole tile.
+	MOVQ v+16(FP), CX
+	MOVQ $0x00000004, DX
+
+pvc:
+	MOVQ    off+24(FP), BX
+	LEAQ    (SP), SI
+	MOVQ    $0x00000010, DI
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	VMOVUPS 64(AX), Y2
+	VMOVUPS 96(AX), Y3
+	VMOVUPS 512(AX), Y4
+	VMOVUPS 544(AX), Y5
+	VMOVUPS 576(AX), Y6
+	VMOVUPS 608(AX), Y7
+
+pv0:
+	MOVQ         (BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS (SI), Y8
+	VBROADCASTSS 4(SI), Y9
+	VMOVUPS      (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VMOVUPS      32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VMOVUPS      64(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VMOVUPS      96(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         8(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 8(SI), Y8
+	VBROADCASTSS 12(SI), Y9
+	VMOVUPS      (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VMOVUPS      32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VMOVUPS      64(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VMOVUPS      96(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         16(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 16(SI), Y8
+	VBROADCASTSS 20(SI), Y9
+	VMOVUPS      (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VMOVUPS      32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VMOVUPS      64(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VMOVUPS      96(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         24(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 24(SI), Y8
+	VBROADCASTSS 28(SI), Y9
+	VMOVUPS      (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VMOVUPS      32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VMOVUPS      64(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VMOVUPS      96(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	ADDQ         $0x00000020, SI
+	ADDQ         $0x20, BX
+	DECQ         DI
+	JNZ          pv0
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	VMOVUPS      Y3, 96(AX)
+	VMOVUPS      Y4, 512(AX)
+	VMOVUPS      Y5, 544(AX)
+	VMOVUPS      Y6, 576(AX)
+	VMOVUPS      Y7, 608(AX)
+	ADDQ         $0x00000080, CX
+	ADDQ         $0x00000080, AX
+	DECQ         DX
+	JNZ          pvc
+	VZEROUPPER
+	RET
+
+// func decodeAVX2F32D128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+// Requires: AVX, AVX2, FMA3
+TEXT ·decodeAVX2F32D128R4(SB), $1056-56
+	// Scores: vector i holds keys i*keys .. i*keys+keys-1 by rows.
+	MOVQ q+0(FP), AX
+	MOVQ k+8(FP), CX
+	MOVQ off+24(FP), DX
+	LEAQ (SP), BX
+	MOVQ $0x00000020, SI
+
+qk:
+	MOVQ        (DX), DI
+	ADDQ        CX, DI
+	MOVQ        8(DX), R8
+	ADDQ        CX, R8
+	VMOVUPS     (AX), Y0
+	VMOVUPS     512(AX), Y1
+	VMOVUPS     1024(AX), Y2
+	VMOVUPS     1536(AX), Y3
+	VMOVUPS     (DI), Y4
+	VMULPS      Y4, Y0, Y5
+	VMULPS      Y4, Y1, Y6
+	VMULPS      Y4, Y2, Y7
+	VMULPS      Y4, Y3, Y4
+	VMOVUPS     (R8), Y8
+	VMULPS      Y8, Y0, Y0
+	VMULPS      Y8, Y1, Y1
+	VMULPS      Y8, Y2, Y2
+	VMULPS      Y8, Y3, Y3
+	VMOVUPS     32(AX), Y8
+	VMOVUPS     544(AX), Y9
+	VMOVUPS     1056(AX), Y10
+	VMOVUPS     1568(AX), Y11
+	VMOVUPS     32(DI), Y12
+	VFMADD231PS Y12, Y8, Y5
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y7
+	VFMADD231PS Y12, Y11, Y4
+	VMOVUPS     32(R8), Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y1
+	VFMADD231PS Y12, Y10, Y2
+	VFMADD231PS Y12, Y11, Y3
+	VMOVUPS     64(AX), Y8
+	VMOVUPS     576(AX), Y9
+	VMOVUPS     1088(AX), Y10
+	VMOVUPS     1600(AX), Y11
+	VMOVUPS     64(DI), Y12
+	VFMADD231PS Y12, Y8, Y5
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y7
+	VFMADD231PS Y12, Y11, Y4
+	VMOVUPS     64(R8), Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y1
+	VFMADD231PS Y12, Y10, Y2
+	VFMADD231PS Y12, Y11, Y3
+	VMOVUPS     96(AX), Y8
+	VMOVUPS     608(AX), Y9
+	VMOVUPS     1120(AX), Y10
+	VMOVUPS     1632(AX), Y11
+	VMOVUPS     96(DI), Y12
+	VFMADD231PS Y12, Y8, Y5
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y7
+	VFMADD231PS Y12, Y11, Y4
+	VMOVUPS     96(R8), Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y1
+	VFMADD231PS Y12, Y10, Y2
+	VFMADD231PS Y12, Y11, Y3
+	VMOVUPS     128(AX), Y8
+	VMOVUPS     640(AX), Y9
+	VMOVUPS     1152(AX), Y10
+	VMOVUPS     1664(AX), Y11
+	VMOVUPS     128(DI), Y12
+	VFMADD231PS Y12, Y8, Y5
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y7
+	VFMADD231PS Y12, Y11, Y4
+	VMOVUPS     128(R8), Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y1
+	VFMADD231PS Y12, Y10, Y2
+	VFMADD231PS Y12, Y11, Y3
+	VMOVUPS     160(AX), Y8
+	VMOVUPS     672(AX), Y9
+	VMOVUPS     1184(AX), Y10
+	VMOVUPS     1696(AX), Y11
+	VMOVUPS     160(DI), Y12
+	VFMADD231PS Y12, Y8, Y5
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y7
+	VFMADD231PS Y12, Y11, Y4
+	VMOVUPS     160(R8), Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y1
+	VFMADD231PS Y12, Y10, Y2
+	VFMADD231PS Y12, Y11, Y3
+	VMOVUPS     192(AX), Y8
+	VMOVUPS     704(AX), Y9
+	VMOVUPS     1216(AX), Y10
+	VMOVUPS     1728(AX), Y11
+	VMOVUPS     192(DI), Y12
+	VFMADD231PS Y12, Y8, Y5
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y7
+	VFMADD231PS Y12, Y11, Y4
+	VMOVUPS     192(R8), Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y1
+	VFMADD231PS Y12, Y10, Y2
+	VFMADD231PS Y12, Y11, Y3
+	VMOVUPS     224(AX), Y8
+	VMOVUPS     736(AX), Y9
+	VMOVUPS     1248(AX), Y10
+	VMOVUPS     1760(AX), Y11
+	VMOVUPS     224(DI), Y12
+	VFMADD231PS Y12, Y8, Y5
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y7
+	VFMADD231PS Y12, Y11, Y4
+	VMOVUPS     224(R8), Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y1
+	VFMADD231PS Y12, Y10, Y2
+	VFMADD231PS Y12, Y11, Y3
+	VMOVUPS     256(AX), Y8
+	VMOVUPS     768(AX), Y9
+	VMOVUPS     1280(AX), Y10
+	VMOVUPS     1792(AX), Y11
+	VMOVUPS     256(DI), Y12
+	VFMADD231PS Y12, Y8, Y5
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y7
+	VFMADD231PS Y12, Y11, Y4
+	VMOVUPS     256(R8), Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y1
+	VFMADD231PS Y12, Y10, Y2
+	VFMADD231PS Y12, Y11, Y3
+	VMOVUPS     288(AX), Y8
+	VMOVUPS     800(AX), Y9
+	VMOVUPS     1312(AX), Y10
+	VMOVUPS     1824(AX), Y11
+	VMOVUPS     288(DI), Y12
+	VFMADD231PS Y12, Y8, Y5
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y7
+	VFMADD231PS Y12, Y11, Y4
+	VMOVUPS     288(R8), Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y1
+	VFMADD231PS Y12, Y10, Y2
+	VFMADD231PS Y12, Y11, Y3
+	VMOVUPS     320(AX), Y8
+	VMOVUPS     832(AX), Y9
+	VMOVUPS     1344(AX), Y10
+	VMOVUPS     1856(AX), Y11
+	VMOVUPS     320(DI), Y12
+	VFMADD231PS Y12, Y8, Y5
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y7
+	VFMADD231PS Y12, Y11, Y4
+	VMOVUPS     320(R8), Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y1
+	VFMADD231PS Y12, Y10, Y2
+	VFMADD231PS Y12, Y11, Y3
+	VMOVUPS     352(AX), Y8
+	VMOVUPS     864(AX), Y9
+	VMOVUPS     1376(AX), Y10
+	VMOVUPS     1888(AX), Y11
+	VMOVUPS     352(DI), Y12
+	VFMADD231PS Y12, Y8, Y5
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y7
+	VFMADD231PS Y12, Y11, Y4
+	VMOVUPS     352(R8), Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y1
+	VFMADD231PS Y12, Y10, Y2
+	VFMADD231PS Y12, Y11, Y3
+	VMOVUPS     384(AX), Y8
+	VMOVUPS     896(AX), Y9
+	VMOVUPS     1408(AX), Y10
+	VMOVUPS     1920(AX), Y11
+	VMOVUPS     384(DI), Y12
+	VFMADD231PS Y12, Y8, Y5
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y7
+	VFMADD231PS Y12, Y11, Y4
+	VMOVUPS     384(R8), Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y1
+	VFMADD231PS Y12, Y10, Y2
+	VFMADD231PS Y12, Y11, Y3
+	VMOVUPS     416(AX), Y8
+	VMOVUPS     928(AX), Y9
+	VMOVUPS     1440(AX), Y10
+	VMOVUPS     1952(AX), Y11
+	VMOVUPS     416(DI), Y12
+	VFMADD231PS Y12, Y8, Y5
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y7
+	VFMADD231PS Y12, Y11, Y4
+	VMOVUPS     416(R8), Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y1
+	VFMADD231PS Y12, Y10, Y2
+	VFMADD231PS Y12, Y11, Y3
+	VMOVUPS     448(AX), Y8
+	VMOVUPS     960(AX), Y9
+	VMOVUPS     1472(AX), Y10
+	VMOVUPS     1984(AX), Y11
+	VMOVUPS     448(DI), Y12
+	VFMADD231PS Y12, Y8, Y5
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y7
+	VFMADD231PS Y12, Y11, Y4
+	VMOVUPS     448(R8), Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y1
+	VFMADD231PS Y12, Y10, Y2
+	VFMADD231PS Y12, Y11, Y3
+	VMOVUPS     480(AX), Y8
+	VMOVUPS     992(AX), Y9
+	VMOVUPS     1504(AX), Y10
+	VMOVUPS     2016(AX), Y11
+	VMOVUPS     480(DI), Y12
+	VFMADD231PS Y12, Y8, Y5
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y7
+	VFMADD231PS Y12, Y11, Y4
+	VMOVUPS     480(R8), Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y1
+	VFMADD231PS Y12, Y10, Y2
+	VFMADD231PS Y12, Y11, Y3
+	VSHUFPS     $0x44, Y6, Y5, Y8
+	VSHUFPS     $0xee, Y6, Y5, Y5
+	VADDPS      Y5, Y8, Y8
+	VSHUFPS     $0x44, Y4, Y7, Y5
+	VSHUFPS     $0xee, Y4, Y7, Y4
+	VADDPS      Y4, Y5, Y5
+	VSHUFPS     $0x44, Y1, Y0, Y4
+	VSHUFPS     $0xee, Y1, Y0, Y0
+	VADDPS      Y0, Y4, Y4
+	VSHUFPS     $0x44, Y3, Y2, Y0
+	VSHUFPS     $0xee, Y3, Y2, Y1
+	VADDPS      Y1, Y0, Y0
+	VSHUFPS     $0x88, Y5, Y8, Y1
+	VSHUFPS     $0xdd, Y5, Y8, Y2
+	VADDPS      Y2, Y1, Y1
+	VSHUFPS     $0x88, Y0, Y4, Y2
+	VSHUFPS     $0xdd, Y0, Y4, Y0
+	VADDPS      Y0, Y2, Y2
+	VPERM2F128  $0x20, Y2, Y1, Y0
+	VPERM2F128  $0x31, Y2, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VMOVUPS     Y0, (BX)
+	ADDQ        $0x20, BX
+	ADDQ        $0x10, DX
+	DECQ        SI
+	JNZ         qk
+
+	// Row maxima, alpha, p and l, each row's value in every lane of its residue.
+	VMOVUPS        (SP), Y0
+	VMOVUPS        32(SP), Y1
+	VMAXPS         64(SP), Y0, Y0
+	VMAXPS         96(SP), Y1, Y1
+	VMAXPS         128(SP), Y0, Y0
+	VMAXPS         160(SP), Y1, Y1
+	VMAXPS         192(SP), Y0, Y0
+	VMAXPS         224(SP), Y1, Y1
+	VMAXPS         256(SP), Y0, Y0
+	VMAXPS         288(SP), Y1, Y1
+	VMAXPS         320(SP), Y0, Y0
+	VMAXPS         352(SP), Y1, Y1
+	VMAXPS         384(SP), Y0, Y0
+	VMAXPS         416(SP), Y1, Y1
+	VMAXPS         448(SP), Y0, Y0
+	VMAXPS         480(SP), Y1, Y1
+	VMAXPS         512(SP), Y0, Y0
+	VMAXPS         544(SP), Y1, Y1
+	VMAXPS         576(SP), Y0, Y0
+	VMAXPS         608(SP), Y1, Y1
+	VMAXPS         640(SP), Y0, Y0
+	VMAXPS         672(SP), Y1, Y1
+	VMAXPS         704(SP), Y0, Y0
+	VMAXPS         736(SP), Y1, Y1
+	VMAXPS         768(SP), Y0, Y0
+	VMAXPS         800(SP), Y1, Y1
+	VMAXPS         832(SP), Y0, Y0
+	VMAXPS         864(SP), Y1, Y1
+	VMAXPS         896(SP), Y0, Y0
+	VMAXPS         928(SP), Y1, Y1
+	VMAXPS         960(SP), Y0, Y0
+	VMAXPS         992(SP), Y1, Y1
+	VMAXPS         Y1, Y0, Y0
+	VPERM2F128     $0x01, Y0, Y0, Y1
+	VMAXPS         Y1, Y0, Y0
+	MOVQ           o+32(FP), AX
+	MOVQ           m+40(FP), CX
+	MOVQ           l+48(FP), DX
+	VBROADCASTF128 (CX), Y1
+	VMAXPS         Y1, Y0, Y0
+	VMOVUPS        X0, (CX)
+	VCMPPS         $0x00, attnconst<>+0(SB), Y0, Y2
+	VANDNPS        Y0, Y2, Y0
+	VSUBPS         Y0, Y1, Y1
+	VBROADCASTSS   attnconst<>+96(SB), Y3
+	VCMPPS         $0x15, Y3, Y1, Y4
+	VMAXPS         Y1, Y3, Y1
+	VCVTPS2DQ      Y1, Y3
+	VCVTDQ2PS      Y3, Y5
+	VSUBPS         Y5, Y1, Y1
+	VMOVUPS        attnconst<>+288(SB), Y5
+	VFMADD213PS    attnconst<>+256(SB), Y1, Y5
+	VFMADD213PS    attnconst<>+224(SB), Y1, Y5
+	VFMADD213PS    attnconst<>+192(SB), Y1, Y5
+	VFMADD213PS    attnconst<>+160(SB), Y1, Y5
+	VFMADD213PS    attnconst<>+128(SB), Y1, Y5
+	VFMADD213PS    attnconst<>+32(SB), Y1, Y5
+	VPSLLD         $0x17, Y3, Y3
+	VPADDD         Y3, Y5, Y5
+	VANDPS         Y4, Y5, Y1
+	VMOVUPS        attnconst<>+32(SB), Y3
+	VBLENDVPS      Y2, Y3, Y1, Y1
+	VMOVUPS        Y1, 1024(SP)
+	VMOVUPS        (SP), Y2
+	VSUBPS         Y0, Y2, Y2
+	VBROADCASTSS   attnconst<>+96(SB), Y3
+	VCMPPS         $0x15, Y3, Y2, Y4
+	VMAXPS         Y2, Y3, Y2
+	VCVTPS2DQ      Y2, Y3
+	VCVTDQ2PS      Y3, Y5
+	VSUBPS         Y5, Y2, Y2
+	VMOVUPS        attnconst<>+288(SB), Y5
+	VFMADD213PS    attnconst<>+256(SB), Y2, Y5
+	VFMADD213PS    attnconst<>+224(SB), Y2, Y5
+	VFMADD213PS    attnconst<>+192(SB), Y2, Y5
+	VFMADD213PS    attnconst<>+160(SB), Y2, Y5
+	VFMADD213PS    attnconst<>+128(SB), Y2, Y5
+	VFMADD213PS    attnconst<>+32(SB), Y2, Y5
+	VPSLLD         $0x17, Y3, Y3
+	VPADDD         Y3, Y5, Y5
+	VANDPS         Y4, Y5, Y2
+	VMOVUPS        Y2, (SP)
+	VMOVUPS        32(SP), Y3
+	VSUBPS         Y0, Y3, Y3
+	VBROADCASTSS   attnconst<>+96(SB), Y4
+	VCMPPS         $0x15, Y4, Y3, Y5
+	VMAXPS         Y3, Y4, Y3
+	VCVTPS2DQ      Y3, Y4
+	VCVTDQ2PS      Y4, Y6
+	VSUBPS         Y6, Y3, Y3
+	VMOVUPS        attnconst<>+288(SB), Y6
+	VFMADD213PS    attnconst<>+256(SB), Y3, Y6
+	VFMADD213PS    attnconst<>+224(SB), Y3, Y6
+	VFMADD213PS    attnconst<>+192(SB), Y3, Y6
+	VFMADD213PS    attnconst<>+160(SB), Y3, Y6
+	VFMADD213PS    attnconst<>+128(SB), Y3, Y6
+	VFMADD213PS    attnconst<>+32(SB), Y3, Y6
+	VPSLLD         $0x17, Y4, Y4
+	VPADDD         Y4, Y6, Y6
+	VANDPS         Y5, Y6, Y3
+	VMOVUPS        Y3, 32(SP)
+	VMOVUPS        64(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 64(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        96(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 96(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        128(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 128(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        160(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 160(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        192(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 192(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        224(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 224(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        256(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 256(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        288(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 288(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        320(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 320(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        352(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 352(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        384(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 384(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        416(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 416(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        448(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 448(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        480(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 480(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        512(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 512(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        544(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 544(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        576(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 576(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        608(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 608(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        640(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 640(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        672(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 672(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        704(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 704(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        736(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 736(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        768(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 768(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        800(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 800(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        832(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 832(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        864(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 864(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        896(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 896(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        928(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 928(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        960(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 960(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        992(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y0
+	VCMPPS         $0x15, Y0, Y4, Y5
+	VMAXPS         Y4, Y0, Y4
+	VCVTPS2DQ      Y4, Y0
+	VCVTDQ2PS      Y0, Y6
+	VSUBPS         Y6, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y6
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y6
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y6
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y6
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y6
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y6
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y6
+	VPSLLD         $0x17, Y0, Y0
+	VPADDD         Y0, Y6, Y6
+	VANDPS         Y5, Y6, Y4
+	VMOVUPS        Y4, 992(SP)
+	VADDPS         Y4, Y3, Y3
+	VADDPS         Y3, Y2, Y2
+	VPERM2F128     $0x01, Y2, Y2, Y0
+	VADDPS         Y0, Y2, Y2
+	VBROADCASTF128 (DX), Y0
+	VFMADD231PS    Y0, Y1, Y2
+	VMOVUPS        X2, (DX)
+
+	// o = alpha*o.
+	VBROADCASTSS 1024(SP), Y0
+	VMULPS       (AX), Y0, Y1
+	VMOVUPS      Y1, (AX)
+	VMULPS       32(AX), Y0, Y1
+	VMOVUPS      Y1, 32(AX)
+	VMULPS       64(AX), Y0, Y1
+	VMOVUPS      Y1, 64(AX)
+	VMULPS       96(AX), Y0, Y1
+	VMOVUPS      Y1, 96(AX)
+	VMULPS       128(AX), Y0, Y1
+	VMOVUPS      Y1, 128(AX)
+	VMULPS       160(AX), Y0, Y1
+	VMOVUPS      Y1, 160(AX)
+	VMULPS       192(AX), Y0, Y1
+	VMOVUPS      Y1, 192(AX)
+	VMULPS       224(AX), Y0, Y1
+	VMOVUPS      Y1, 224(AX)
+	VMULPS       256(AX), Y0, Y1
+	VMOVUPS      Y1, 256(AX)
+	VMULPS       288(AX), Y0, Y1
+	VMOVUPS      Y1, 288(AX)
+	VMULPS       320(AX), Y0, Y1
+	VMOVUPS      Y1, 320(AX)
+	VMULPS       352(AX), Y0, Y1
+	VMOVUPS      Y1, 352(AX)
+	VMULPS       384(AX), Y0, Y1
+	VMOVUPS      Y1, 384(AX)
+	VMULPS       416(AX), Y0, Y1
+	VMOVUPS      Y1, 416(AX)
+	VMULPS       448(AX), Y0, Y1
+	VMOVUPS      Y1, 448(AX)
+	VMULPS       480(AX), Y0, Y0
+	VMOVUPS      Y0, 480(AX)
+	VBROADCASTSS 1028(SP), Y0
+	VMULPS       512(AX), Y0, Y1
+	VMOVUPS      Y1, 512(AX)
+	VMULPS       544(AX), Y0, Y1
+	VMOVUPS      Y1, 544(AX)
+	VMULPS       576(AX), Y0, Y1
+	VMOVUPS      Y1, 576(AX)
+	VMULPS       608(AX), Y0, Y1
+	VMOVUPS      Y1, 608(AX)
+	VMULPS       640(AX), Y0, Y1
+	VMOVUPS      Y1, 640(AX)
+	VMULPS       672(AX), Y0, Y1
+	VMOVUPS      Y1, 672(AX)
+	VMULPS       704(AX), Y0, Y1
+	VMOVUPS      Y1, 704(AX)
+	VMULPS       736(AX), Y0, Y1
+	VMOVUPS      Y1, 736(AX)
+	VMULPS       768(AX), Y0, Y1
+	VMOVUPS      Y1, 768(AX)
+	VMULPS       800(AX), Y0, Y1
+	VMOVUPS      Y1, 800(AX)
+	VMULPS       832(AX), Y0, Y1
+	VMOVUPS      Y1, 832(AX)
+	VMULPS       864(AX), Y0, Y1
+	VMOVUPS      Y1, 864(AX)
+	VMULPS       896(AX), Y0, Y1
+	VMOVUPS      Y1, 896(AX)
+	VMULPS       928(AX), Y0, Y1
+	VMOVUPS      Y1, 928(AX)
+	VMULPS       960(AX), Y0, Y1
+	VMOVUPS      Y1, 960(AX)
+	VMULPS       992(AX), Y0, Y0
+	VMOVUPS      Y0, 992(AX)
+	VBROADCASTSS 1032(SP), Y0
+	VMULPS       1024(AX), Y0, Y1
+	VMOVUPS      Y1, 1024(AX)
+	VMULPS       1056(AX), Y0, Y1
+	VMOVUPS      Y1, 1056(AX)
+	VMULPS       1088(AX), Y0, Y1
+	VMOVUPS      Y1, 1088(AX)
+	VMULPS       1120(AX), Y0, Y1
+	VMOVUPS      Y1, 1120(AX)
+	VMULPS       1152(AX), Y0, Y1
+	VMOVUPS      Y1, 1152(AX)
+	VMULPS       1184(AX), Y0, Y1
+	VMOVUPS      Y1, 1184(AX)
+	VMULPS       1216(AX), Y0, Y1
+	VMOVUPS      Y1, 1216(AX)
+	VMULPS       1248(AX), Y0, Y1
+	VMOVUPS      Y1, 1248(AX)
+	VMULPS       1280(AX), Y0, Y1
+	VMOVUPS      Y1, 1280(AX)
+	VMULPS       1312(AX), Y0, Y1
+	VMOVUPS      Y1, 1312(AX)
+	VMULPS       1344(AX), Y0, Y1
+	VMOVUPS      Y1, 1344(AX)
+	VMULPS       1376(AX), Y0, Y1
+	VMOVUPS      Y1, 1376(AX)
+	VMULPS       1408(AX), Y0, Y1
+	VMOVUPS      Y1, 1408(AX)
+	VMULPS       1440(AX), Y0, Y1
+	VMOVUPS      Y1, 1440(AX)
+	VMULPS       1472(AX), Y0, Y1
+	VMOVUPS      Y1, 1472(AX)
+	VMULPS       1504(AX), Y0, Y0
+	VMOVUPS      Y0, 1504(AX)
+	VBROADCASTSS 1036(SP), Y0
+	VMULPS       1536(AX), Y0, Y1
+	VMOVUPS      Y1, 1536(AX)
+	VMULPS       1568(AX), Y0, Y1
+	VMOVUPS      Y1, 1568(AX)
+	VMULPS       1600(AX), Y0, Y1
+	VMOVUPS      Y1, 1600(AX)
+	VMULPS       1632(AX), Y0, Y1
+	VMOVUPS      Y1, 1632(AX)
+	VMULPS       1664(AX), Y0, Y1
+	VMOVUPS      Y1, 1664(AX)
+	VMULPS       1696(AX), Y0, Y1
+	VMOVUPS      Y1, 1696(AX)
+	VMULPS       1728(AX), Y0, Y1
+	VMOVUPS      Y1, 1728(AX)
+	VMULPS       1760(AX), Y0, Y1
+	VMOVUPS      Y1, 1760(AX)
+	VMULPS       1792(AX), Y0, Y1
+	VMOVUPS      Y1, 1792(AX)
+	VMULPS       1824(AX), Y0, Y1
+	VMOVUPS      Y1, 1824(AX)
+	VMULPS       1856(AX), Y0, Y1
+	VMOVUPS      Y1, 1856(AX)
+	VMULPS       1888(AX), Y0, Y1
+	VMOVUPS      Y1, 1888(AX)
+	VMULPS       1920(AX), Y0, Y1
+	VMOVUPS      Y1, 1920(AX)
+	VMULPS       1952(AX), Y0, Y1
+	VMOVUPS      Y1, 1952(AX)
+	VMULPS       1984(AX), Y0, Y1
+	VMOVUPS      Y1, 1984(AX)
+	VMULPS       2016(AX), Y0, Y0
+	VMOVUPS      Y0, 2016(AX)
+
+	// o += P V, in column chunks of o and groups of rows, each over the whole tile.
+	MOVQ v+16(FP), CX
+	MOVQ $0x00000004, DX
+
+pvc:
+	MOVQ    off+24(FP), BX
+	LEAQ    (SP), SI
+	MOVQ    $0x00000010, DI
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	VMOVUPS 64(AX), Y2
+	VMOVUPS 96(AX), Y3
+	VMOVUPS 512(AX), Y4
+	VMOVUPS 544(AX), Y5
+	VMOVUPS 576(AX), Y6
+	VMOVUPS 608(AX), Y7
+
+pv0:
+	MOVQ         (BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS (SI), Y8
+	VBROADCASTSS 4(SI), Y9
+	VMOVUPS      (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VMOVUPS      32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VMOVUPS      64(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VMOVUPS      96(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         8(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 16(SI), Y8
+	VBROADCASTSS 20(SI), Y9
+	VMOVUPS      (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VMOVUPS      32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VMOVUPS      64(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VMOVUPS      96(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         16(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 32(SI), Y8
+	VBROADCASTSS 36(SI), Y9
+	VMOVUPS      (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VMOVUPS      32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VMOVUPS      64(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VMOVUPS      96(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         24(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 48(SI), Y8
+	VBROADCASTSS 52(SI), Y9
+	VMOVUPS      (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VMOVUPS      32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VMOVUPS      64(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VMOVUPS      96(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	ADDQ         $0x00000040, SI
+	ADDQ         $0x20, BX
+	DECQ         DI
+	JNZ          pv0
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	VMOVUPS      Y3, 96(AX)
+	VMOVUPS      Y4, 512(AX)
+	VMOVUPS      Y5, 544(AX)
+	VMOVUPS      Y6, 576(AX)
+	VMOVUPS      Y7, 608(AX)
+	MOVQ         off+24(FP), BX
+	LEAQ         (SP), SI
+	MOVQ         $0x00000010, DI
+	VMOVUPS      1024(AX), Y0
+	VMOVUPS      1056(AX), Y1
+	VMOVUPS      1088(AX), Y2
+	VMOVUPS      1120(AX), Y3
+	VMOVUPS      1536(AX), Y4
+	VMOVUPS      1568(AX), Y5
+	VMOVUPS      1600(AX), Y6
+	VMOVUPS      1632(AX), Y7
+
+pv2:
+	MOVQ         (BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 8(SI), Y8
+	VBROADCASTSS 12(SI), Y9
+	VMOVUPS      (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VMOVUPS      32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VMOVUPS      64(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VMOVUPS      96(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         8(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 24(SI), Y8
+	VBROADCASTSS 28(SI), Y9
+	VMOVUPS      (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VMOVUPS      32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VMOVUPS      64(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VMOVUPS      96(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         16(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 40(SI), Y8
+	VBROADCASTSS 44(SI), Y9
+	VMOVUPS      (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VMOVUPS      32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VMOVUPS      64(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VMOVUPS      96(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         24(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 56(SI), Y8
+	VBROADCASTSS 60(SI), Y9
+	VMOVUPS      (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VMOVUPS      32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VMOVUPS      64(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VMOVUPS      96(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	ADDQ         $0x00000040, SI
+	ADDQ         $0x20, BX
+	DECQ         DI
+	JNZ          pv2
+	VMOVUPS      Y0, 1024(AX)
+	VMOVUPS      Y1, 1056(AX)
+	VMOVUPS      Y2, 1088(AX)
+	VMOVUPS      Y3, 1120(AX)
+	VMOVUPS      Y4, 1536(AX)
+	VMOVUPS      Y5, 1568(AX)
+	VMOVUPS      Y6, 1600(AX)
+	VMOVUPS      Y7, 1632(AX)
+	ADDQ         $0x00000080, CX
+	ADDQ         $0x00000080, AX
+	DECQ         DX
+	JNZ          pvc
+	VZEROUPPER
+	RET
+
+// func decodeAVX2F32D128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+// Requires: AVX, AVX2, FMA3
+TEXT ·decodeAVX2F32D128R8(SB), $2080-56
+	// Scores: vector i holds keys i*keys .. i*keys+keys-1 by rows.
+	MOVQ q+0(FP), AX
+	MOVQ k+8(FP), CX
+	MOVQ off+24(FP), DX
+	LEAQ (SP), BX
+	MOVQ $0x00000040, SI
+
+qk:
+	MOVQ        (DX), DI
+	ADDQ        CX, DI
+	VMOVUPS     (DI), Y0
+	VMULPS      (AX), Y0, Y1
+	VMULPS      512(AX), Y0, Y2
+	VMULPS      1024(AX), Y0, Y3
+	VMULPS      1536(AX), Y0, Y4
+	VMULPS      2048(AX), Y0, Y5
+	VMULPS      2560(AX), Y0, Y6
+	VMULPS      3072(AX), Y0, Y7
+	VMULPS      3584(AX), Y0, Y0
+	VMOVUPS     32(DI), Y8
+	VFMADD231PS 32(AX), Y8, Y1
+	VFMADD231PS 544(AX), Y8, Y2
+	VFMADD231PS 1056(AX), Y8, Y3
+	VFMADD231PS 1568(AX), Y8, Y4
+	VFMADD231PS 2080(AX), Y8, Y5
+	VFMADD231PS 2592(AX), Y8, Y6
+	VFMADD231PS 3104(AX), Y8, Y7
+	VFMADD231PS 3616(AX), Y8, Y0
+	VMOVUPS     64(DI), Y8
+	VFMADD231PS 64(AX), Y8, Y1
+	VFMADD231PS 576(AX), Y8, Y2
+	VFMADD231PS 1088(AX), Y8, Y3
+	VFMADD231PS 1600(AX), Y8, Y4
+	VFMADD231PS 2112(AX), Y8, Y5
+	VFMADD231PS 2624(AX), Y8, Y6
+	VFMADD231PS 3136(AX), Y8, Y7
+	VFMADD231PS 3648(AX), Y8, Y0
+	VMOVUPS     96(DI), Y8
+	VFMADD231PS 96(AX), Y8, Y1
+	VFMADD231PS 608(AX), Y8, Y2
+	VFMADD231PS 1120(AX), Y8, Y3
+	VFMADD231PS 1632(AX), Y8, Y4
+	VFMADD231PS 2144(AX), Y8, Y5
+	VFMADD231PS 2656(AX), Y8, Y6
+	VFMADD231PS 3168(AX), Y8, Y7
+	VFMADD231PS 3680(AX), Y8, Y0
+	VMOVUPS     128(DI), Y8
+	VFMADD231PS 128(AX), Y8, Y1
+	VFMADD231PS 640(AX), Y8, Y2
+	VFMADD231PS 1152(AX), Y8, Y3
+	VFMADD231PS 1664(AX), Y8, Y4
+	VFMADD231PS 2176(AX), Y8, Y5
+	VFMADD231PS 2688(AX), Y8, Y6
+	VFMADD231PS 3200(AX), Y8, Y7
+	VFMADD231PS 3712(AX), Y8, Y0
+	VMOVUPS     160(DI), Y8
+	VFMADD231PS 160(AX), Y8, Y1
+	VFMADD231PS 672(AX), Y8, Y2
+	VFMADD231PS 1184(AX), Y8, Y3
+	VFMADD231PS 1696(AX), Y8, Y4
+	VFMADD231PS 2208(AX), Y8, Y5
+	VFMADD231PS 2720(AX), Y8, Y6
+	VFMADD231PS 3232(AX), Y8, Y7
+	VFMADD231PS 3744(AX), Y8, Y0
+	VMOVUPS     192(DI), Y8
+	VFMADD231PS 192(AX), Y8, Y1
+	VFMADD231PS 704(AX), Y8, Y2
+	VFMADD231PS 1216(AX), Y8, Y3
+	VFMADD231PS 1728(AX), Y8, Y4
+	VFMADD231PS 2240(AX), Y8, Y5
+	VFMADD231PS 2752(AX), Y8, Y6
+	VFMADD231PS 3264(AX), Y8, Y7
+	VFMADD231PS 3776(AX), Y8, Y0
+	VMOVUPS     224(DI), Y8
+	VFMADD231PS 224(AX), Y8, Y1
+	VFMADD231PS 736(AX), Y8, Y2
+	VFMADD231PS 1248(AX), Y8, Y3
+	VFMADD231PS 1760(AX), Y8, Y4
+	VFMADD231PS 2272(AX), Y8, Y5
+	VFMADD231PS 2784(AX), Y8, Y6
+	VFMADD231PS 3296(AX), Y8, Y7
+	VFMADD231PS 3808(AX), Y8, Y0
+	VMOVUPS     256(DI), Y8
+	VFMADD231PS 256(AX), Y8, Y1
+	VFMADD231PS 768(AX), Y8, Y2
+	VFMADD231PS 1280(AX), Y8, Y3
+	VFMADD231PS 1792(AX), Y8, Y4
+	VFMADD231PS 2304(AX), Y8, Y5
+	VFMADD231PS 2816(AX), Y8, Y6
+	VFMADD231PS 3328(AX), Y8, Y7
+	VFMADD231PS 3840(AX), Y8, Y0
+	VMOVUPS     288(DI), Y8
+	VFMADD231PS 288(AX), Y8, Y1
+	VFMADD231PS 800(AX), Y8, Y2
+	VFMADD231PS 1312(AX), Y8, Y3
+	VFMADD231PS 1824(AX), Y8, Y4
+	VFMADD231PS 2336(AX), Y8, Y5
+	VFMADD231PS 2848(AX), Y8, Y6
+	VFMADD231PS 3360(AX), Y8, Y7
+	VFMADD231PS 3872(AX), Y8, Y0
+	VMOVUPS     320(DI), Y8
+	VFMADD231PS 320(AX), Y8, Y1
+	VFMADD231PS 832(AX), Y8, Y2
+	VFMADD231PS 1344(AX), Y8, Y3
+	VFMADD231PS 1856(AX), Y8, Y4
+	VFMADD231PS 2368(AX), Y8, Y5
+	VFMADD231PS 2880(AX), Y8, Y6
+	VFMADD231PS 3392(AX), Y8, Y7
+	VFMADD231PS 3904(AX), Y8, Y0
+	VMOVUPS     352(DI), Y8
+	VFMADD231PS 352(AX), Y8, Y1
+	VFMADD231PS 864(AX), Y8, Y2
+	VFMADD231PS 1376(AX), Y8, Y3
+	VFMADD231PS 1888(AX), Y8, Y4
+	VFMADD231PS 2400(AX), Y8, Y5
+	VFMADD231PS 2912(AX), Y8, Y6
+	VFMADD231PS 3424(AX), Y8, Y7
+	VFMADD231PS 3936(AX), Y8, Y0
+	VMOVUPS     384(DI), Y8
+	VFMADD231PS 384(AX), Y8, Y1
+	VFMADD231PS 896(AX), Y8, Y2
+	VFMADD231PS 1408(AX), Y8, Y3
+	VFMADD231PS 1920(AX), Y8, Y4
+	VFMADD231PS 2432(AX), Y8, Y5
+	VFMADD231PS 2944(AX), Y8, Y6
+	VFMADD231PS 3456(AX), Y8, Y7
+	VFMADD231PS 3968(AX), Y8, Y0
+	VMOVUPS     416(DI), Y8
+	VFMADD231PS 416(AX), Y8, Y1
+	VFMADD231PS 928(AX), Y8, Y2
+	VFMADD231PS 1440(AX), Y8, Y3
+	VFMADD231PS 1952(AX), Y8, Y4
+	VFMADD231PS 2464(AX), Y8, Y5
+	VFMADD231PS 2976(AX), Y8, Y6
+	VFMADD231PS 3488(AX), Y8, Y7
+	VFMADD231PS 4000(AX), Y8, Y0
+	VMOVUPS     448(DI), Y8
+	VFMADD231PS 448(AX), Y8, Y1
+	VFMADD231PS 960(AX), Y8, Y2
+	VFMADD231PS 1472(AX), Y8, Y3
+	VFMADD231PS 1984(AX), Y8, Y4
+	VFMADD231PS 2496(AX), Y8, Y5
+	VFMADD231PS 3008(AX), Y8, Y6
+	VFMADD231PS 3520(AX), Y8, Y7
+	VFMADD231PS 4032(AX), Y8, Y0
+	VMOVUPS     480(DI), Y8
+	VFMADD231PS 480(AX), Y8, Y1
+	VFMADD231PS 992(AX), Y8, Y2
+	VFMADD231PS 1504(AX), Y8, Y3
+	VFMADD231PS 2016(AX), Y8, Y4
+	VFMADD231PS 2528(AX), Y8, Y5
+	VFMADD231PS 3040(AX), Y8, Y6
+	VFMADD231PS 3552(AX), Y8, Y7
+	VFMADD231PS 4064(AX), Y8, Y0
+	VSHUFPS     $0x44, Y2, Y1, Y8
+	VSHUFPS     $0xee, Y2, Y1, Y1
+	VADDPS      Y1, Y8, Y8
+	VSHUFPS     $0x44, Y4, Y3, Y1
+	VSHUFPS     $0xee, Y4, Y3, Y2
+	VADDPS      Y2, Y1, Y1
+	VSHUFPS     $0x44, Y6, Y5, Y2
+	VSHUFPS     $0xee, Y6, Y5, Y3
+	VADDPS      Y3, Y2, Y2
+	VSHUFPS     $0x44, Y0, Y7, Y3
+	VSHUFPS     $0xee, Y0, Y7, Y0
+	VADDPS      Y0, Y3, Y3
+	VSHUFPS     $0x88, Y1, Y8, Y0
+	VSHUFPS     $0xdd, Y1, Y8, Y1
+	VADDPS      Y1, Y0, Y0
+	VSHUFPS     $0x88, Y3, Y2, Y1
+	VSHUFPS     $0xdd, Y3, Y2, Y2
+	VADDPS      Y2, Y1, Y1
+	VPERM2F128  $0x20, Y1, Y0, Y2
+	VPERM2F128  $0x31, Y1, Y0, Y0
+	VADDPS      Y0, Y2, Y2
+	VMOVUPS     Y2, (BX)
+	ADDQ        $0x20, BX
+	ADDQ        $0x08, DX
+	DECQ        SI
+	JNZ         qk
+
+	// Row maxima, alpha, p and l, each row's value in every lane of its residue.
+	VMOVUPS      (SP), Y0
+	VMOVUPS      32(SP), Y1
+	VMAXPS       64(SP), Y0, Y0
+	VMAXPS       96(SP), Y1, Y1
+	VMAXPS       128(SP), Y0, Y0
+	VMAXPS       160(SP), Y1, Y1
+	VMAXPS       192(SP), Y0, Y0
+	VMAXPS       224(SP), Y1, Y1
+	VMAXPS       256(SP), Y0, Y0
+	VMAXPS       288(SP), Y1, Y1
+	VMAXPS       320(SP), Y0, Y0
+	VMAXPS       352(SP), Y1, Y1
+	VMAXPS       384(SP), Y0, Y0
+	VMAXPS       416(SP), Y1, Y1
+	VMAXPS       448(SP), Y0, Y0
+	VMAXPS       480(SP), Y1, Y1
+	VMAXPS       512(SP), Y0, Y0
+	VMAXPS       544(SP), Y1, Y1
+	VMAXPS       576(SP), Y0, Y0
+	VMAXPS       608(SP), Y1, Y1
+	VMAXPS       640(SP), Y0, Y0
+	VMAXPS       672(SP), Y1, Y1
+	VMAXPS       704(SP), Y0, Y0
+	VMAXPS       736(SP), Y1, Y1
+	VMAXPS       768(SP), Y0, Y0
+	VMAXPS       800(SP), Y1, Y1
+	VMAXPS       832(SP), Y0, Y0
+	VMAXPS       864(SP), Y1, Y1
+	VMAXPS       896(SP), Y0, Y0
+	VMAXPS       928(SP), Y1, Y1
+	VMAXPS       960(SP), Y0, Y0
+	VMAXPS       992(SP), Y1, Y1
+	VMAXPS       1024(SP), Y0, Y0
+	VMAXPS       1056(SP), Y1, Y1
+	VMAXPS       1088(SP), Y0, Y0
+	VMAXPS       1120(SP), Y1, Y1
+	VMAXPS       1152(SP), Y0, Y0
+	VMAXPS       1184(SP), Y1, Y1
+	VMAXPS       1216(SP), Y0, Y0
+	VMAXPS       1248(SP), Y1, Y1
+	VMAXPS       1280(SP), Y0, Y0
+	VMAXPS       1312(SP), Y1, Y1
+	VMAXPS       1344(SP), Y0, Y0
+	VMAXPS       1376(SP), Y1, Y1
+	VMAXPS       1408(SP), Y0, Y0
+	VMAXPS       1440(SP), Y1, Y1
+	VMAXPS       1472(SP), Y0, Y0
+	VMAXPS       1504(SP), Y1, Y1
+	VMAXPS       1536(SP), Y0, Y0
+	VMAXPS       1568(SP), Y1, Y1
+	VMAXPS       1600(SP), Y0, Y0
+	VMAXPS       1632(SP), Y1, Y1
+	VMAXPS       1664(SP), Y0, Y0
+	VMAXPS       1696(SP), Y1, Y1
+	VMAXPS       1728(SP), Y0, Y0
+	VMAXPS       1760(SP), Y1, Y1
+	VMAXPS       1792(SP), Y0, Y0
+	VMAXPS       1824(SP), Y1, Y1
+	VMAXPS       1856(SP), Y0, Y0
+	VMAXPS       1888(SP), Y1, Y1
+	VMAXPS       1920(SP), Y0, Y0
+	VMAXPS       1952(SP), Y1, Y1
+	VMAXPS       1984(SP), Y0, Y0
+	VMAXPS       2016(SP), Y1, Y1
+	VMAXPS       Y1, Y0, Y0
+	MOVQ         o+32(FP), AX
+	MOVQ         m+40(FP), CX
+	MOVQ         l+48(FP), DX
+	VMOVUPS      (CX), Y1
+	VMAXPS       Y1, Y0, Y0
+	VMOVUPS      Y0, (CX)
+	VCMPPS       $0x00, attnconst<>+0(SB), Y0, Y2
+	VANDNPS      Y0, Y2, Y0
+	VSUBPS       Y0, Y1, Y1
+	VBROADCASTSS attnconst<>+96(SB), Y3
+	VCMPPS       $0x15, Y3, Y1, Y4
+	VMAXPS       Y1, Y3, Y1
+	VCVTPS2DQ    Y1, Y3
+	VCVTDQ2PS    Y3, Y5
+	VSUBPS       Y5, Y1, Y1
+	VMOVUPS      attnconst<>+288(SB), Y5
+	VFMADD213PS  attnconst<>+256(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+224(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+192(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+160(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+128(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+32(SB), Y1, Y5
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y5, Y5
+	VANDPS       Y4, Y5, Y1
+	VMOVUPS      attnconst<>+32(SB), Y3
+	VBLENDVPS    Y2, Y3, Y1, Y1
+	VMOVUPS      Y1, 2048(SP)
+	VMOVUPS      (SP), Y2
+	VSUBPS       Y0, Y2, Y2
+	VBROADCASTSS attnconst<>+96(SB), Y3
+	VCMPPS       $0x15, Y3, Y2, Y4
+	VMAXPS       Y2, Y3, Y2
+	VCVTPS2DQ    Y2, Y3
+	VCVTDQ2PS    Y3, Y5
+	VSUBPS       Y5, Y2, Y2
+	VMOVUPS      attnconst<>+288(SB), Y5
+	VFMADD213PS  attnconst<>+256(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+224(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+192(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+160(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+128(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+32(SB), Y2, Y5
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y5, Y5
+	VANDPS       Y4, Y5, Y2
+	VMOVUPS      Y2, (SP)
+	VMOVUPS      32(SP), Y3
+	VSUBPS       Y0, Y3, Y3
+	VBROADCASTSS attnconst<>+96(SB), Y4
+	VCMPPS       $0x15, Y4, Y3, Y5
+	VMAXPS       Y3, Y4, Y3
+	VCVTPS2DQ    Y3, Y4
+	VCVTDQ2PS    Y4, Y6
+	VSUBPS       Y6, Y3, Y3
+	VMOVUPS      attnconst<>+288(SB), Y6
+	VFMADD213PS  attnconst<>+256(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+224(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+192(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+160(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+128(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+32(SB), Y3, Y6
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       Y4, Y6, Y6
+	VANDPS       Y5, Y6, Y3
+	VMOVUPS      Y3, 32(SP)
+	VMOVUPS      64(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 64(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      96(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 96(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      128(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 128(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      160(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 160(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      192(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 192(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      224(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 224(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      256(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 256(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      288(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 288(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      320(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 320(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      352(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 352(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      384(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 384(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      416(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 416(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      448(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 448(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      480(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 480(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      512(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 512(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      544(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 544(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      576(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 576(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      608(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 608(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      640(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 640(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      672(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 672(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      704(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 704(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      736(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 736(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      768(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 768(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      800(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 800(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      832(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 832(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      864(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 864(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      896(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 896(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      928(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 928(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      960(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 960(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      992(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 992(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1024(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1024(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1056(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1056(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1088(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1088(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1120(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1120(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1152(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1152(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1184(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1184(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1216(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1216(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1248(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1248(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1280(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1280(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1312(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1312(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1344(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1344(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1376(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1376(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1408(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1408(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1440(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1440(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1472(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1472(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1504(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1504(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1536(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1536(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1568(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1568(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1600(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1600(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1632(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1632(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1664(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1664(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1696(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1696(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1728(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1728(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1760(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1760(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1792(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1792(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1824(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1824(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1856(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1856(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1888(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1888(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1920(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1920(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1952(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1952(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1984(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1984(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      2016(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y0
+	VCMPPS       $0x15, Y0, Y4, Y5
+	VMAXPS       Y4, Y0, Y4
+	VCVTPS2DQ    Y4, Y0
+	VCVTDQ2PS    Y0, Y6
+	VSUBPS       Y6, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y6
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y6
+	VPSLLD       $0x17, Y0, Y0
+	VPADDD       Y0, Y6, Y6
+	VANDPS       Y5, Y6, Y4
+	VMOVUPS      Y4, 2016(SP)
+	VADDPS       Y4, Y3, Y3
+	VADDPS       Y3, Y2, Y2
+	VMOVUPS      (DX), Y0
+	VFMADD231PS  Y0, Y1, Y2
+	VMOVUPS      Y2, (DX)
+
+	// o = alpha*o.
+	VBROADCASTSS 2048(SP), Y0
+	VMULPS       (AX), Y0, Y1
+	VMOVUPS      Y1, (AX)
+	VMULPS       32(AX), Y0, Y1
+	VMOVUPS      Y1, 32(AX)
+	VMULPS       64(AX), Y0, Y1
+	VMOVUPS      Y1, 64(AX)
+	VMULPS       96(AX), Y0, Y1
+	VMOVUPS      Y1, 96(AX)
+	VMULPS       128(AX), Y0, Y1
+	VMOVUPS      Y1, 128(AX)
+	VMULPS       160(AX), Y0, Y1
+	VMOVUPS      Y1, 160(AX)
+	VMULPS       192(AX), Y0, Y1
+	VMOVUPS      Y1, 192(AX)
+	VMULPS       224(AX), Y0, Y1
+	VMOVUPS      Y1, 224(AX)
+	VMULPS       256(AX), Y0, Y1
+	VMOVUPS      Y1, 256(AX)
+	VMULPS       288(AX), Y0, Y1
+	VMOVUPS      Y1, 288(AX)
+	VMULPS       320(AX), Y0, Y1
+	VMOVUPS      Y1, 320(AX)
+	VMULPS       352(AX), Y0, Y1
+	VMOVUPS      Y1, 352(AX)
+	VMULPS       384(AX), Y0, Y1
+	VMOVUPS      Y1, 384(AX)
+	VMULPS       416(AX), Y0, Y1
+	VMOVUPS      Y1, 416(AX)
+	VMULPS       448(AX), Y0, Y1
+	VMOVUPS      Y1, 448(AX)
+	VMULPS       480(AX), Y0, Y0
+	VMOVUPS      Y0, 480(AX)
+	VBROADCASTSS 2052(SP), Y0
+	VMULPS       512(AX), Y0, Y1
+	VMOVUPS      Y1, 512(AX)
+	VMULPS       544(AX), Y0, Y1
+	VMOVUPS      Y1, 544(AX)
+	VMULPS       576(AX), Y0, Y1
+	VMOVUPS      Y1, 576(AX)
+	VMULPS       608(AX), Y0, Y1
+	VMOVUPS      Y1, 608(AX)
+	VMULPS       640(AX), Y0, Y1
+	VMOVUPS      Y1, 640(AX)
+	VMULPS       672(AX), Y0, Y1
+	VMOVUPS      Y1, 672(AX)
+	VMULPS       704(AX), Y0, Y1
+	VMOVUPS      Y1, 704(AX)
+	VMULPS       736(AX), Y0, Y1
+	VMOVUPS      Y1, 736(AX)
+	VMULPS       768(AX), Y0, Y1
+	VMOVUPS      Y1, 768(AX)
+	VMULPS       800(AX), Y0, Y1
+	VMOVUPS      Y1, 800(AX)
+	VMULPS       832(AX), Y0, Y1
+	VMOVUPS      Y1, 832(AX)
+	VMULPS       864(AX), Y0, Y1
+	VMOVUPS      Y1, 864(AX)
+	VMULPS       896(AX), Y0, Y1
+	VMOVUPS      Y1, 896(AX)
+	VMULPS       928(AX), Y0, Y1
+	VMOVUPS      Y1, 928(AX)
+	VMULPS       960(AX), Y0, Y1
+	VMOVUPS      Y1, 960(AX)
+	VMULPS       992(AX), Y0, Y0
+	VMOVUPS      Y0, 992(AX)
+	VBROADCASTSS 2056(SP), Y0
+	VMULPS       1024(AX), Y0, Y1
+	VMOVUPS      Y1, 1024(AX)
+	VMULPS       1056(AX), Y0, Y1
+	VMOVUPS      Y1, 1056(AX)
+	VMULPS       1088(AX), Y0, Y1
+	VMOVUPS      Y1, 1088(AX)
+	VMULPS       1120(AX), Y0, Y1
+	VMOVUPS      Y1, 1120(AX)
+	VMULPS       1152(AX), Y0, Y1
+	VMOVUPS      Y1, 1152(AX)
+	VMULPS       1184(AX), Y0, Y1
+	VMOVUPS      Y1, 1184(AX)
+	VMULPS       1216(AX), Y0, Y1
+	VMOVUPS      Y1, 1216(AX)
+	VMULPS       1248(AX), Y0, Y1
+	VMOVUPS      Y1, 1248(AX)
+	VMULPS       1280(AX), Y0, Y1
+	VMOVUPS      Y1, 1280(AX)
+	VMULPS       1312(AX), Y0, Y1
+	VMOVUPS      Y1, 1312(AX)
+	VMULPS       1344(AX), Y0, Y1
+	VMOVUPS      Y1, 1344(AX)
+	VMULPS       1376(AX), Y0, Y1
+	VMOVUPS      Y1, 1376(AX)
+	VMULPS       1408(AX), Y0, Y1
+	VMOVUPS      Y1, 1408(AX)
+	VMULPS       1440(AX), Y0, Y1
+	VMOVUPS      Y1, 1440(AX)
+	VMULPS       1472(AX), Y0, Y1
+	VMOVUPS      Y1, 1472(AX)
+	VMULPS       1504(AX), Y0, Y0
+	VMOVUPS      Y0, 1504(AX)
+	VBROADCASTSS 2060(SP), Y0
+	VMULPS       1536(AX), Y0, Y1
+	VMOVUPS      Y1, 1536(AX)
+	VMULPS       1568(AX), Y0, Y1
+	VMOVUPS      Y1, 1568(AX)
+	VMULPS       1600(AX), Y0, Y1
+	VMOVUPS      Y1, 1600(AX)
+	VMULPS       1632(AX), Y0, Y1
+	VMOVUPS      Y1, 1632(AX)
+	VMULPS       1664(AX), Y0, Y1
+	VMOVUPS      Y1, 1664(AX)
+	VMULPS       1696(AX), Y0, Y1
+	VMOVUPS      Y1, 1696(AX)
+	VMULPS       1728(AX), Y0, Y1
+	VMOVUPS      Y1, 1728(AX)
+	VMULPS       1760(AX), Y0, Y1
+	VMOVUPS      Y1, 1760(AX)
+	VMULPS       1792(AX), Y0, Y1
+	VMOVUPS      Y1, 1792(AX)
+	VMULPS       1824(AX), Y0, Y1
+	VMOVUPS      Y1, 1824(AX)
+	VMULPS       1856(AX), Y0, Y1
+	VMOVUPS      Y1, 1856(AX)
+	VMULPS       1888(AX), Y0, Y1
+	VMOVUPS      Y1, 1888(AX)
+	VMULPS       1920(AX), Y0, Y1
+	VMOVUPS      Y1, 1920(AX)
+	VMULPS       1952(AX), Y0, Y1
+	VMOVUPS      Y1, 1952(AX)
+	VMULPS       1984(AX), Y0, Y1
+	VMOVUPS      Y1, 1984(AX)
+	VMULPS       2016(AX), Y0, Y0
+	VMOVUPS      Y0, 2016(AX)
+	VBROADCASTSS 2064(SP), Y0
+	VMULPS       2048(AX), Y0, Y1
+	VMOVUPS      Y1, 2048(AX)
+	VMULPS       2080(AX), Y0, Y1
+	VMOVUPS      Y1, 2080(AX)
+	VMULPS       2112(AX), Y0, Y1
+	VMOVUPS      Y1, 2112(AX)
+	VMULPS       2144(AX), Y0, Y1
+	VMOVUPS      Y1, 2144(AX)
+	VMULPS       2176(AX), Y0, Y1
+	VMOVUPS      Y1, 2176(AX)
+	VMULPS       2208(AX), Y0, Y1
+	VMOVUPS      Y1, 2208(AX)
+	VMULPS       2240(AX), Y0, Y1
+	VMOVUPS      Y1, 2240(AX)
+	VMULPS       2272(AX), Y0, Y1
+	VMOVUPS      Y1, 2272(AX)
+	VMULPS       2304(AX), Y0, Y1
+	VMOVUPS      Y1, 2304(AX)
+	VMULPS       2336(AX), Y0, Y1
+	VMOVUPS      Y1, 2336(AX)
+	VMULPS       2368(AX), Y0, Y1
+	VMOVUPS      Y1, 2368(AX)
+	VMULPS       2400(AX), Y0, Y1
+	VMOVUPS      Y1, 2400(AX)
+	VMULPS       2432(AX), Y0, Y1
+	VMOVUPS      Y1, 2432(AX)
+	VMULPS       2464(AX), Y0, Y1
+	VMOVUPS      Y1, 2464(AX)
+	VMULPS       2496(AX), Y0, Y1
+	VMOVUPS      Y1, 2496(AX)
+	VMULPS       2528(AX), Y0, Y0
+	VMOVUPS      Y0, 2528(AX)
+	VBROADCASTSS 2068(SP), Y0
+	VMULPS       2560(AX), Y0, Y1
+	VMOVUPS      Y1, 2560(AX)
+	VMULPS       2592(AX), Y0, Y1
+	VMOVUPS      Y1, 2592(AX)
+	VMULPS       2624(AX), Y0, Y1
+	VMOVUPS      Y1, 2624(AX)
+	VMULPS       2656(AX), Y0, Y1
+	VMOVUPS      Y1, 2656(AX)
+	VMULPS       2688(AX), Y0, Y1
+	VMOVUPS      Y1, 2688(AX)
+	VMULPS       2720(AX), Y0, Y1
+	VMOVUPS      Y1, 2720(AX)
+	VMULPS       2752(AX), Y0, Y1
+	VMOVUPS      Y1, 2752(AX)
+	VMULPS       2784(AX), Y0, Y1
+	VMOVUPS      Y1, 2784(AX)
+	VMULPS       2816(AX), Y0, Y1
+	VMOVUPS      Y1, 2816(AX)
+	VMULPS       2848(AX), Y0, Y1
+	VMOVUPS      Y1, 2848(AX)
+	VMULPS       2880(AX), Y0, Y1
+	VMOVUPS      Y1, 2880(AX)
+	VMULPS       2912(AX), Y0, Y1
+	VMOVUPS      Y1, 2912(AX)
+	VMULPS       2944(AX), Y0, Y1
+	VMOVUPS      Y1, 2944(AX)
+	VMULPS       2976(AX), Y0, Y1
+	VMOVUPS      Y1, 2976(AX)
+	VMULPS       3008(AX), Y0, Y1
+	VMOVUPS      Y1, 3008(AX)
+	VMULPS       3040(AX), Y0, Y0
+	VMOVUPS      Y0, 3040(AX)
+	VBROADCASTSS 2072(SP), Y0
+	VMULPS       3072(AX), Y0, Y1
+	VMOVUPS      Y1, 3072(AX)
+	VMULPS       3104(AX), Y0, Y1
+	VMOVUPS      Y1, 3104(AX)
+	VMULPS       3136(AX), Y0, Y1
+	VMOVUPS      Y1, 3136(AX)
+	VMULPS       3168(AX), Y0, Y1
+	VMOVUPS      Y1, 3168(AX)
+	VMULPS       3200(AX), Y0, Y1
+	VMOVUPS      Y1, 3200(AX)
+	VMULPS       3232(AX), Y0, Y1
+	VMOVUPS      Y1, 3232(AX)
+	VMULPS       3264(AX), Y0, Y1
+	VMOVUPS      Y1, 3264(AX)
+	VMULPS       3296(AX), Y0, Y1
+	VMOVUPS      Y1, 3296(AX)
+	VMULPS       3328(AX), Y0, Y1
+	VMOVUPS      Y1, 3328(AX)
+	VMULPS       3360(AX), Y0, Y1
+	VMOVUPS      Y1, 3360(AX)
+	VMULPS       3392(AX), Y0, Y1
+	VMOVUPS      Y1, 3392(AX)
+	VMULPS       3424(AX), Y0, Y1
+	VMOVUPS      Y1, 3424(AX)
+	VMULPS       3456(AX), Y0, Y1
+	VMOVUPS      Y1, 3456(AX)
+	VMULPS       3488(AX), Y0, Y1
+	VMOVUPS      Y1, 3488(AX)
+	VMULPS       3520(AX), Y0, Y1
+	VMOVUPS      Y1, 3520(AX)
+	VMULPS       3552(AX), Y0, Y0
+	VMOVUPS      Y0, 3552(AX)
+	VBROADCASTSS 2076(SP), Y0
+	VMULPS       3584(AX), Y0, Y1
+	VMOVUPS      Y1, 3584(AX)
+	VMULPS       3616(AX), Y0, Y1
+	VMOVUPS      Y1, 3616(AX)
+	VMULPS       3648(AX), Y0, Y1
+	VMOVUPS      Y1, 3648(AX)
+	VMULPS       3680(AX), Y0, Y1
+	VMOVUPS      Y1, 3680(AX)
+	VMULPS       3712(AX), Y0, Y1
+	VMOVUPS      Y1, 3712(AX)
+	VMULPS       3744(AX), Y0, Y1
+	VMOVUPS      Y1, 3744(AX)
+	VMULPS       3776(AX), Y0, Y1
+	VMOVUPS      Y1, 3776(AX)
+	VMULPS       3808(AX), Y0, Y1
+	VMOVUPS      Y1, 3808(AX)
+	VMULPS       3840(AX), Y0, Y1
+	VMOVUPS      Y1, 3840(AX)
+	VMULPS       3872(AX), Y0, Y1
+	VMOVUPS      Y1, 3872(AX)
+	VMULPS       3904(AX), Y0, Y1
+	VMOVUPS      Y1, 3904(AX)
+	VMULPS       3936(AX), Y0, Y1
+	VMOVUPS      Y1, 3936(AX)
+	VMULPS       3968(AX), Y0, Y1
+	VMOVUPS      Y1, 3968(AX)
+	VMULPS       4000(AX), Y0, Y1
+	VMOVUPS      Y1, 4000(AX)
+	VMULPS       4032(AX), Y0, Y1
+	VMOVUPS      Y1, 4032(AX)
+	VMULPS       4064(AX), Y0, Y0
+	VMOVUPS      Y0, 4064(AX)
+
+	// o += P V, in column chunks of o and groups of rows, each over the whole tile.
+	MOVQ v+16(FP), CX
+	MOVQ $0x00000004, DX
+
+pvc:
+	MOVQ    off+24(FP), BX
+	LEAQ    (SP), SI
+	MOVQ    $0x00000010, DI
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	VMOVUPS 64(AX), Y2
+	VMOVUPS 96(AX), Y3
+	VMOVUPS 512(AX), Y4
+	VMOVUPS 544(AX), Y5
+	VMOVUPS 576(AX), Y6
+	VMOVUPS 608(AX), Y7
+
+pv0:
+	MOVQ         (BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS (SI), Y8
+	VBROADCASTSS 4(SI), Y9
+	VMOVUPS      (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VMOVUPS      32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VMOVUPS      64(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VMOVUPS      96(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         8(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 32(SI), Y8
+	VBROADCASTSS 36(SI), Y9
+	VMOVUPS      (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VMOVUPS      32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VMOVUPS      64(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VMOVUPS      96(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         16(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 64(SI), Y8
+	VBROADCASTSS 68(SI), Y9
+	VMOVUPS      (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VMOVUPS      32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VMOVUPS      64(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VMOVUPS      96(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         24(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 96(SI), Y8
+	VBROADCASTSS 100(SI), Y9
+	VMOVUPS      (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VMOVUPS      32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VMOVUPS      64(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VMOVUPS      96(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	ADDQ         $0x00000080, SI
+	ADDQ         $0x20, BX
+	DECQ         DI
+	JNZ          pv0
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	VMOVUPS      Y3, 96(AX)
+	VMOVUPS      Y4, 512(AX)
+	VMOVUPS      Y5, 544(AX)
+	VMOVUPS      Y6, 576(AX)
+	VMOVUPS      Y7, 608(AX)
+	MOVQ         off+24(FP), BX
+	LEAQ         (SP), SI
+	MOVQ         $0x00000010, DI
+	VMOVUPS      1024(AX), Y0
+	VMOVUPS      1056(AX), Y1
+	VMOVUPS      1088(AX), Y2
+	VMOVUPS      1120(AX), Y3
+	VMOVUPS      1536(AX), Y4
+	VMOVUPS      1568(AX), Y5
+	VMOVUPS      1600(AX), Y6
+	VMOVUPS      1632(AX), Y7
+
+pv2:
+	MOVQ         (BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 8(SI), Y8
+	VBROADCASTSS 12(SI), Y9
+	VMOVUPS      (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VMOVUPS      32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VMOVUPS      64(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VMOVUPS      96(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         8(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 40(SI), Y8
+	VBROADCASTSS 44(SI), Y9
+	VMOVUPS      (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VMOVUPS      32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VMOVUPS      64(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VMOVUPS      96(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         16(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 72(SI), Y8
+	VBROADCASTSS 76(SI), Y9
+	VMOVUPS      (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VMOVUPS      32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VMOVUPS      64(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VMOVUPS      96(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         24(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 104(SI), Y8
+	VBROADCASTSS 108(SI), Y9
+	VMOVUPS      (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VMOVUPS      32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VMOVUPS      64(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VMOVUPS      96(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	ADDQ         $0x00000080, SI
+	ADDQ         $0x20, BX
+	DECQ         DI
+	JNZ          pv2
+	VMOVUPS      Y0, 1024(AX)
+	VMOVUPS      Y1, 1056(AX)
+	VMOVUPS      Y2, 1088(AX)
+	VMOVUPS      Y3, 1120(AX)
+	VMOVUPS      Y4, 1536(AX)
+	VMOVUPS      Y5, 1568(AX)
+	VMOVUPS      Y6, 1600(AX)
+	VMOVUPS      Y7, 1632(AX)
+	MOVQ         off+24(FP), BX
+	LEAQ         (SP), SI
+	MOVQ         $0x00000010, DI
+	VMOVUPS      2048(AX), Y0
+	VMOVUPS      2080(AX), Y1
+	VMOVUPS      2112(AX), Y2
+	VMOVUPS      2144(AX), Y3
+	VMOVUPS      2560(AX), Y4
+	VMOVUPS      2592(AX), Y5
+	VMOVUPS      2624(AX), Y6
+	VMOVUPS      2656(AX), Y7
+
+pv4:
+	MOVQ         (BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 16(SI), Y8
+	VBROADCASTSS 20(SI), Y9
+	VMOVUPS      (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VMOVUPS      32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VMOVUPS      64(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VMOVUPS      96(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         8(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 48(SI), Y8
+	VBROADCASTSS 52(SI), Y9
+	VMOVUPS      (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VMOVUPS      32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VMOVUPS      64(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VMOVUPS      96(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         16(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 80(SI), Y8
+	VBROADCASTSS 84(SI), Y9
+	VMOVUPS      (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VMOVUPS      32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VMOVUPS      64(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VMOVUPS      96(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         24(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 112(SI), Y8
+	VBROADCASTSS 116(SI), Y9
+	VMOVUPS      (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VMOVUPS      32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VMOVUPS      64(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VMOVUPS      96(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	ADDQ         $0x00000080, SI
+	ADDQ         $0x20, BX
+	DECQ         DI
+	JNZ          pv4
+	VMOVUPS      Y0, 2048(AX)
+	VMOVUPS      Y1, 2080(AX)
+	VMOVUPS      Y2, 2112(AX)
+	VMOVUPS      Y3, 2144(AX)
+	VMOVUPS      Y4, 2560(AX)
+	VMOVUPS      Y5, 2592(AX)
+	VMOVUPS      Y6, 2624(AX)
+	VMOVUPS      Y7, 2656(AX)
+	MOVQ         off+24(FP), BX
+	LEAQ         (SP), SI
+	MOVQ         $0x00000010, DI
+	VMOVUPS      3072(AX), Y0
+	VMOVUPS      3104(AX), Y1
+	VMOVUPS      3136(AX), Y2
+	VMOVUPS      3168(AX), Y3
+	VMOVUPS      3584(AX), Y4
+	VMOVUPS      3616(AX), Y5
+	VMOVUPS      3648(AX), Y6
+	VMOVUPS      3680(AX), Y7
+
+pv6:
+	MOVQ         (BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 24(SI), Y8
+	VBROADCASTSS 28(SI), Y9
+	VMOVUPS      (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VMOVUPS      32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VMOVUPS      64(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VMOVUPS      96(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         8(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 56(SI), Y8
+	VBROADCASTSS 60(SI), Y9
+	VMOVUPS      (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VMOVUPS      32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VMOVUPS      64(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VMOVUPS      96(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         16(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 88(SI), Y8
+	VBROADCASTSS 92(SI), Y9
+	VMOVUPS      (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VMOVUPS      32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VMOVUPS      64(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VMOVUPS      96(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         24(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 120(SI), Y8
+	VBROADCASTSS 124(SI), Y9
+	VMOVUPS      (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VMOVUPS      32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VMOVUPS      64(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VMOVUPS      96(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	ADDQ         $0x00000080, SI
+	ADDQ         $0x20, BX
+	DECQ         DI
+	JNZ          pv6
+	VMOVUPS      Y0, 3072(AX)
+	VMOVUPS      Y1, 3104(AX)
+	VMOVUPS      Y2, 3136(AX)
+	VMOVUPS      Y3, 3168(AX)
+	VMOVUPS      Y4, 3584(AX)
+	VMOVUPS      Y5, 3616(AX)
+	VMOVUPS      Y6, 3648(AX)
+	VMOVUPS      Y7, 3680(AX)
+	ADDQ         $0x00000080, CX
+	ADDQ         $0x00000080, AX
+	DECQ         DX
+	JNZ          pvc
+	VZEROUPPER
+	RET
+
+// func decodeAVX2BF16D64R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+// Requires: AVX, AVX2, FMA3
+TEXT ·decodeAVX2BF16D64R1(SB), $288-56
+	// Scores: vector i holds keys i*keys .. i*keys+keys-1 by rows.
+	MOVQ q+0(FP), AX
+	MOVQ k+8(FP), CX
+	MOVQ off+24(FP), DX
+	LEAQ (SP), BX
+	MOVQ $0x00000008, SI
+
+qk:
+	MOVQ        (DX), DI
+	ADDQ        CX, DI
+	MOVQ        8(DX), R8
+	ADDQ        CX, R8
+	MOVQ        16(DX), R9
+	ADDQ        CX, R9
+	MOVQ        24(DX), R10
+	ADDQ        CX, R10
+	MOVQ        32(DX), R11
+	ADDQ        CX, R11
+	MOVQ        40(DX), R12
+	ADDQ        CX, R12
+	MOVQ        48(DX), R13
+	ADDQ        CX, R13
+	MOVQ        56(DX), R14
+	ADDQ        CX, R14
+	VMOVUPS     (AX), Y0
+	VPMOVZXWD   (DI), Y1
+	VPSLLD      $0x10, Y1, Y1
+	VMULPS      Y1, Y0, Y1
+	VPMOVZXWD   (R8), Y2
+	VPSLLD      $0x10, Y2, Y2
+	VMULPS      Y2, Y0, Y2
+	VPMOVZXWD   (R9), Y3
+	VPSLLD      $0x10, Y3, Y3
+	VMULPS      Y3, Y0, Y3
+	VPMOVZXWD   (R10), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VMULPS      Y4, Y0, Y4
+	VPMOVZXWD   (R11), Y5
+	VPSLLD      $0x10, Y5, Y5
+	VMULPS      Y5, Y0, Y5
+	VPMOVZXWD   (R12), Y6
+	VPSLLD      $0x10, Y6, Y6
+	VMULPS      Y6, Y0, Y6
+	VPMOVZXWD   (R13), Y7
+	VPSLLD      $0x10, Y7, Y7
+	VMULPS      Y7, Y0, Y7
+	VPMOVZXWD   (R14), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VMULPS      Y8, Y0, Y0
+	VMOVUPS     32(AX), Y8
+	VPMOVZXWD   16(DI), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y1
+	VPMOVZXWD   16(R8), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y2
+	VPMOVZXWD   16(R9), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y3
+	VPMOVZXWD   16(R10), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y4
+	VPMOVZXWD   16(R11), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y5
+	VPMOVZXWD   16(R12), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y6
+	VPMOVZXWD   16(R13), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y7
+	VPMOVZXWD   16(R14), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVUPS     64(AX), Y8
+	VPMOVZXWD   32(DI), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y1
+	VPMOVZXWD   32(R8), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y2
+	VPMOVZXWD   32(R9), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y3
+	VPMOVZXWD   32(R10), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y4
+	VPMOVZXWD   32(R11), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y5
+	VPMOVZXWD   32(R12), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y6
+	VPMOVZXWD   32(R13), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y7
+	VPMOVZXWD   32(R14), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVUPS     96(AX), Y8
+	VPMOVZXWD   48(DI), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y1
+	VPMOVZXWD   48(R8), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y2
+	VPMOVZXWD   48(R9), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y3
+	VPMOVZXWD   48(R10), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y4
+	VPMOVZXWD   48(R11), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y5
+	VPMOVZXWD   48(R12), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y6
+	VPMOVZXWD   48(R13), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y7
+	VPMOVZXWD   48(R14), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVUPS     128(AX), Y8
+	VPMOVZXWD   64(DI), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y1
+	VPMOVZXWD   64(R8), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y2
+	VPMOVZXWD   64(R9), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y3
+	VPMOVZXWD   64(R10), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y4
+	VPMOVZXWD   64(R11), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y5
+	VPMOVZXWD   64(R12), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y6
+	VPMOVZXWD   64(R13), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y7
+	VPMOVZXWD   64(R14), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVUPS     160(AX), Y8
+	VPMOVZXWD   80(DI), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y1
+	VPMOVZXWD   80(R8), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y2
+	VPMOVZXWD   80(R9), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y3
+	VPMOVZXWD   80(R10), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y4
+	VPMOVZXWD   80(R11), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y5
+	VPMOVZXWD   80(R12), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y6
+	VPMOVZXWD   80(R13), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y7
+	VPMOVZXWD   80(R14), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVUPS     192(AX), Y8
+	VPMOVZXWD   96(DI), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y1
+	VPMOVZXWD   96(R8), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y2
+	VPMOVZXWD   96(R9), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y3
+	VPMOVZXWD   96(R10), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y4
+	VPMOVZXWD   96(R11), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y5
+	VPMOVZXWD   96(R12), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y6
+	VPMOVZXWD   96(R13), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y7
+	VPMOVZXWD   96(R14), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVUPS     224(AX), Y8
+	VPMOVZXWD   112(DI), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y1
+	VPMOVZXWD   112(R8), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y2
+	VPMOVZXWD   112(R9), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y3
+	VPMOVZXWD   112(R10), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y4
+	VPMOVZXWD   112(R11), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y5
+	VPMOVZXWD   112(R12), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y6
+	VPMOVZXWD   112(R13), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y7
+	VPMOVZXWD   112(R14), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y0
+	VSHUFPS     $0x44, Y2, Y1, Y8
+	VSHUFPS     $0xee, Y2, Y1, Y1
+	VADDPS      Y1, Y8, Y8
+	VSHUFPS     $0x44, Y4, Y3, Y1
+	VSHUFPS     $0xee, Y4, Y3, Y2
+	VADDPS      Y2, Y1, Y1
+	VSHUFPS     $0x44, Y6, Y5, Y2
+	VSHUFPS     $0xee, Y6, Y5, Y3
+	VADDPS      Y3, Y2, Y2
+	VSHUFPS     $0x44, Y0, Y7, Y3
+	VSHUFPS     $0xee, Y0, Y7, Y0
+	VADDPS      Y0, Y3, Y3
+	VSHUFPS     $0x88, Y1, Y8, Y0
+	VSHUFPS     $0xdd, Y1, Y8, Y1
+	VADDPS      Y1, Y0, Y0
+	VSHUFPS     $0x88, Y3, Y2, Y1
+	VSHUFPS     $0xdd, Y3, Y2, Y2
+	VADDPS      Y2, Y1, Y1
+	VPERM2F128  $0x20, Y1, Y0, Y2
+	VPERM2F128  $0x31, Y1, Y0, Y0
+	VADDPS      Y0, Y2, Y2
+	VMOVUPS     Y2, (BX)
+	ADDQ        $0x20, BX
+	ADDQ        $0x40, DX
+	DECQ        SI
+	JNZ         qk
+
+	// Row maxima, alpha, p and l, each row's value in every lane of its residue.
+	VMOVUPS      (SP), Y0
+	VMOVUPS      32(SP), Y1
+	VMAXPS       64(SP), Y0, Y0
+	VMAXPS       96(SP), Y1, Y1
+	VMAXPS       128(SP), Y0, Y0
+	VMAXPS       160(SP), Y1, Y1
+	VMAXPS       192(SP), Y0, Y0
+	VMAXPS       224(SP), Y1, Y1
+	VMAXPS       Y1, Y0, Y0
+	VPERM2F128   $0x01, Y0, Y0, Y1
+	VMAXPS       Y1, Y0, Y0
+	VPERMILPS    $0x4e, Y0, Y1
+	VMAXPS       Y1, Y0, Y0
+	VPERMILPS    $0xb1, Y0, Y1
+	VMAXPS       Y1, Y0, Y0
+	MOVQ         o+32(FP), AX
+	MOVQ         m+40(FP), CX
+	MOVQ         l+48(FP), DX
+	VBROADCASTSS (CX), Y1
+	VMAXPS       Y1, Y0, Y0
+	VMOVSS       X0, (CX)
+	VCMPPS       $0x00, attnconst<>+0(SB), Y0, Y2
+	VANDNPS      Y0, Y2, Y0
+	VSUBPS       Y0, Y1, Y1
+	VBROADCASTSS attnconst<>+96(SB), Y3
+	VCMPPS       $0x15, Y3, Y1, Y4
+	VMAXPS       Y1, Y3, Y1
+	VCVTPS2DQ    Y1, Y3
+	VCVTDQ2PS    Y3, Y5
+	VSUBPS       Y5, Y1, Y1
+	VMOVUPS      attnconst<>+288(SB), Y5
+	VFMADD213PS  attnconst<>+256(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+224(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+192(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+160(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+128(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+32(SB), Y1, Y5
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y5, Y5
+	VANDPS       Y4, Y5, Y1
+	VMOVUPS      attnconst<>+32(SB), Y3
+	VBLENDVPS    Y2, Y3, Y1, Y1
+	VMOVUPS      Y1, 256(SP)
+	VMOVUPS      (SP), Y2
+	VSUBPS       Y0, Y2, Y2
+	VBROADCASTSS attnconst<>+96(SB), Y3
+	VCMPPS       $0x15, Y3, Y2, Y4
+	VMAXPS       Y2, Y3, Y2
+	VCVTPS2DQ    Y2, Y3
+	VCVTDQ2PS    Y3, Y5
+	VSUBPS       Y5, Y2, Y2
+	VMOVUPS      attnconst<>+288(SB), Y5
+	VFMADD213PS  attnconst<>+256(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+224(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+192(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+160(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+128(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+32(SB), Y2, Y5
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y5, Y5
+	VANDPS       Y4, Y5, Y2
+	VMOVUPS      Y2, (SP)
+	VMOVUPS      32(SP), Y3
+	VSUBPS       Y0, Y3, Y3
+	VBROADCASTSS attnconst<>+96(SB), Y4
+	VCMPPS       $0x15, Y4, Y3, Y5
+	VMAXPS       Y3, Y4, Y3
+	VCVTPS2DQ    Y3, Y4
+	VCVTDQ2PS    Y4, Y6
+	VSUBPS       Y6, Y3, Y3
+	VMOVUPS      attnconst<>+288(SB), Y6
+	VFMADD213PS  attnconst<>+256(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+224(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+192(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+160(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+128(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+32(SB), Y3, Y6
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       Y4, Y6, Y6
+	VANDPS       Y5, Y6, Y3
+	VMOVUPS      Y3, 32(SP)
+	VMOVUPS      64(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 64(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      96(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 96(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      128(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 128(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      160(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 160(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      192(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 192(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      224(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y0
+	VCMPPS       $0x15, Y0, Y4, Y5
+	VMAXPS       Y4, Y0, Y4
+	VCVTPS2DQ    Y4, Y0
+	VCVTDQ2PS    Y0, Y6
+	VSUBPS       Y6, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y6
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y6
+	VPSLLD       $0x17, Y0, Y0
+	VPADDD       Y0, Y6, Y6
+	VANDPS       Y5, Y6, Y4
+	VMOVUPS      Y4, 224(SP)
+	VADDPS       Y4, Y3, Y3
+	VADDPS       Y3, Y2, Y2
+	VPERM2F128   $0x01, Y2, Y2, Y0
+	VADDPS       Y0, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y0
+	VADDPS       Y0, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y0
+	VADDPS       Y0, Y2, Y2
+	VBROADCASTSS (DX), Y0
+	VFMADD231PS  Y0, Y1, Y2
+	VMOVSS       X2, (DX)
+
+	// o = alpha*o.
+	VBROADCASTSS 256(SP), Y0
+	VMULPS       (AX), Y0, Y1
+	VMOVUPS      Y1, (AX)
+	VMULPS       32(AX), Y0, Y1
+	VMOVUPS      Y1, 32(AX)
+	VMULPS       64(AX), Y0, Y1
+	VMOVUPS      Y1, 64(AX)
+	VMULPS       96(AX), Y0, Y1
+	VMOVUPS      Y1, 96(AX)
+	VMULPS       128(AX), Y0, Y1
+	VMOVUPS      Y1, 128(AX)
+	VMULPS       160(AX), Y0, Y1
+	VMOVUPS      Y1, 160(AX)
+	VMULPS       192(AX), Y0, Y1
+	VMOVUPS      Y1, 192(AX)
+	VMULPS       224(AX), Y0, Y0
+	VMOVUPS      Y0, 224(AX)
+
+	// o += P V, in groups of rows, each over the whole tile.
+	MOVQ    v+16(FP), CX
+	MOVQ    off+24(FP), DX
+	LEAQ    (SP), BX
+	MOVQ    $0x00000010, SI
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	VMOVUPS 64(AX), Y2
+	VMOVUPS 96(AX), Y3
+	VMOVUPS 128(AX), Y4
+	VMOVUPS 160(AX), Y5
+	VMOVUPS 192(AX), Y6
+	VMOVUPS 224(AX), Y7
+
+pv0:
+	MOVQ         (DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS (BX), Y8
+	VPMOVZXWD    (DI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y8, Y0
+	VPMOVZXWD    16(DI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y8, Y1
+	VPMOVZXWD    32(DI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y8, Y2
+	VPMOVZXWD    48(DI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y8, Y3
+	VPMOVZXWD    64(DI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y8, Y4
+	VPMOVZXWD    80(DI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y8, Y5
+	VPMOVZXWD    96(DI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y8, Y6
+	VPMOVZXWD    112(DI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y8, Y7
+	MOVQ         8(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 4(BX), Y8
+	VPMOVZXWD    (DI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y8, Y0
+	VPMOVZXWD    16(DI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y8, Y1
+	VPMOVZXWD    32(DI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y8, Y2
+	VPMOVZXWD    48(DI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y8, Y3
+	VPMOVZXWD    64(DI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y8, Y4
+	VPMOVZXWD    80(DI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y8, Y5
+	VPMOVZXWD    96(DI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y8, Y6
+	VPMOVZXWD    112(DI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y8, Y7
+	MOVQ         16(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 8(BX), Y8
+	VPMOVZXWD    (DI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y8, Y0
+	VPMOVZXWD    16(DI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y8, Y1
+	VPMOVZXWD    32(DI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y8, Y2
+	VPMOVZXWD    48(DI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y8, Y3
+	VPMOVZXWD    64(DI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y8, Y4
+	VPMOVZXWD    80(DI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y8, Y5
+	VPMOVZXWD    96(DI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y8, Y6
+	VPMOVZXWD    112(DI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y8, Y7
+	MOVQ         24(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 12(BX), Y8
+	VPMOVZXWD    (DI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y8, Y0
+	VPMOVZXWD    16(DI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y8, Y1
+	VPMOVZXWD    32(DI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y8, Y2
+	VPMOVZXWD    48(DI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y8, Y3
+	VPMOVZXWD    64(DI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y8, Y4
+	VPMOVZXWD    80(DI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y8, Y5
+	VPMOVZXWD    96(DI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y8, Y6
+	VPMOVZXWD    112(DI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y8, Y7
+	ADDQ         $0x00000010, BX
+	ADDQ         $0x20, DX
+	DECQ         SI
+	JNZ          pv0
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	VMOVUPS      Y3, 96(AX)
+	VMOVUPS      Y4, 128(AX)
+	VMOVUPS      Y5, 160(AX)
+	VMOVUPS      Y6, 192(AX)
+	VMOVUPS      Y7, 224(AX)
+	VZEROUPPER
+	RET
+
+// func decodeAVX2BF16D64R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+// Requires: AVX, AVX2, FMA3
+TEXT ·decodeAVX2BF16D64R2(SB), $544-56
+	// Scores: vector i holds keys i*keys .. i*keys+keys-1 by rows.
+	MOVQ q+0(FP), AX
+	MOVQ k+8(FP), CX
+	MOVQ off+24(FP), DX
+	LEAQ (SP), BX
+	MOVQ $0x00000010, SI
+
+qk:
+	MOVQ        (DX), DI
+	ADDQ        CX, DI
+	MOVQ        8(DX), R8
+	ADDQ        CX, R8
+	MOVQ        16(DX), R9
+	ADDQ        CX, R9
+	MOVQ        24(DX), R10
+	ADDQ        CX, R10
+	VMOVUPS     (AX), Y0
+	VMOVUPS     256(AX), Y1
+	VPMOVZXWD   (DI), Y2
+	VPSLLD      $0x10, Y2, Y2
+	VMULPS      Y2, Y0, Y3
+	VMULPS      Y2, Y1, Y2
+	VPMOVZXWD   (R8), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VMULPS      Y4, Y0, Y5
+	VMULPS      Y4, Y1, Y4
+	VPMOVZXWD   (R9), Y6
+	VPSLLD      $0x10, Y6, Y6
+	VMULPS      Y6, Y0, Y7
+	VMULPS      Y6, Y1, Y6
+	VPMOVZXWD   (R10), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VMULPS      Y8, Y0, Y0
+	VMULPS      Y8, Y1, Y1
+	VMOVUPS     32(AX), Y8
+	VMOVUPS     288(AX), Y9
+	VPMOVZXWD   16(DI), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y3
+	VFMADD231PS Y10, Y9, Y2
+	VPMOVZXWD   16(R8), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y5
+	VFMADD231PS Y10, Y9, Y4
+	VPMOVZXWD   16(R9), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y7
+	VFMADD231PS Y10, Y9, Y6
+	VPMOVZXWD   16(R10), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVUPS     64(AX), Y8
+	VMOVUPS     320(AX), Y9
+	VPMOVZXWD   32(DI), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y3
+	VFMADD231PS Y10, Y9, Y2
+	VPMOVZXWD   32(R8), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y5
+	VFMADD231PS Y10, Y9, Y4
+	VPMOVZXWD   32(R9), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y7
+	VFMADD231PS Y10, Y9, Y6
+	VPMOVZXWD   32(R10), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVUPS     96(AX), Y8
+	VMOVUPS     352(AX), Y9
+	VPMOVZXWD   48(DI), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y3
+	VFMADD231PS Y10, Y9, Y2
+	VPMOVZXWD   48(R8), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y5
+	VFMADD231PS Y10, Y9, Y4
+	VPMOVZXWD   48(R9), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y7
+	VFMADD231PS Y10, Y9, Y6
+	VPMOVZXWD   48(R10), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVUPS     128(AX), Y8
+	VMOVUPS     384(AX), Y9
+	VPMOVZXWD   64(DI), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y3
+	VFMADD231PS Y10, Y9, Y2
+	VPMOVZXWD   64(R8), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y5
+	VFMADD231PS Y10, Y9, Y4
+	VPMOVZXWD   64(R9), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y7
+	VFMADD231PS Y10, Y9, Y6
+	VPMOVZXWD   64(R10), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVUPS     160(AX), Y8
+	VMOVUPS     416(AX), Y9
+	VPMOVZXWD   80(DI), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y3
+	VFMADD231PS Y10, Y9, Y2
+	VPMOVZXWD   80(R8), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y5
+	VFMADD231PS Y10, Y9, Y4
+	VPMOVZXWD   80(R9), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y7
+	VFMADD231PS Y10, Y9, Y6
+	VPMOVZXWD   80(R10), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVUPS     192(AX), Y8
+	VMOVUPS     448(AX), Y9
+	VPMOVZXWD   96(DI), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y3
+	VFMADD231PS Y10, Y9, Y2
+	VPMOVZXWD   96(R8), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y5
+	VFMADD231PS Y10, Y9, Y4
+	VPMOVZXWD   96(R9), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y7
+	VFMADD231PS Y10, Y9, Y6
+	VPMOVZXWD   96(R10), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVUPS     224(AX), Y8
+	VMOVUPS     480(AX), Y9
+	VPMOVZXWD   112(DI), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y3
+	VFMADD231PS Y10, Y9, Y2
+	VPMOVZXWD   112(R8), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y5
+	VFMADD231PS Y10, Y9, Y4
+	VPMOVZXWD   112(R9), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y7
+	VFMADD231PS Y10, Y9, Y6
+	VPMOVZXWD   112(R10), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VSHUFPS     $0x44, Y2, Y3, Y8
+	VSHUFPS     $0xee, Y2, Y3, Y2
+	VADDPS      Y2, Y8, Y8
+	VSHUFPS     $0x44, Y4, Y5, Y2
+	VSHUFPS     $0xee, Y4, Y5, Y3
+	VADDPS      Y3, Y2, Y2
+	VSHUFPS     $0x44, Y6, Y7, Y3
+	VSHUFPS     $0xee, Y6, Y7, Y4
+	VADDPS      Y4, Y3, Y3
+	VSHUFPS     $0x44, Y1, Y0, Y4
+	VSHUFPS     $0xee, Y1, Y0, Y0
+	VADDPS      Y0, Y4, Y4
+	VSHUFPS     $0x88, Y2, Y8, Y0
+	VSHUFPS     $0xdd, Y2, Y8, Y1
+	VADDPS      Y1, Y0, Y0
+	VSHUFPS     $0x88, Y4, Y3, Y1
+	VSHUFPS     $0xdd, Y4, Y3, Y2
+	VADDPS      Y2, Y1, Y1
+	VPERM2F128  $0x20, Y1, Y0, Y2
+	VPERM2F128  $0x31, Y1, Y0, Y0
+	VADDPS      Y0, Y2, Y2
+	VMOVUPS     Y2, (BX)
+	ADDQ        $0x20, BX
+	ADDQ        $0x20, DX
+	DECQ        SI
+	JNZ         qk
+
+	// Row maxima, alpha, p and l, each row's value in every lane of its residue.
+	VMOVUPS      (SP), Y0
+	VMOVUPS      32(SP), Y1
+	VMAXPS       64(SP), Y0, Y0
+	VMAXPS       96(SP), Y1, Y1
+	VMAXPS       128(SP), Y0, Y0
+	VMAXPS       160(SP), Y1, Y1
+	VMAXPS       192(SP), Y0, Y0
+	VMAXPS       224(SP), Y1, Y1
+	VMAXPS       256(SP), Y0, Y0
+	VMAXPS       288(SP), Y1, Y1
+	VMAXPS       320(SP), Y0, Y0
+	VMAXPS       352(SP), Y1, Y1
+	VMAXPS       384(SP), Y0, Y0
+	VMAXPS       416(SP), Y1, Y1
+	VMAXPS       448(SP), Y0, Y0
+	VMAXPS       480(SP), Y1, Y1
+	VMAXPS       Y1, Y0, Y0
+	VPERM2F128   $0x01, Y0, Y0, Y1
+	VMAXPS       Y1, Y0, Y0
+	VPERMILPS    $0x4e, Y0, Y1
+	VMAXPS       Y1, Y0, Y0
+	MOVQ         o+32(FP), AX
+	MOVQ         m+40(FP), CX
+	MOVQ         l+48(FP), DX
+	VBROADCASTSD (CX), Y1
+	VMAXPS       Y1, Y0, Y0
+	VMOVSD       X0, (CX)
+	VCMPPS       $0x00, attnconst<>+0(SB), Y0, Y2
+	VANDNPS      Y0, Y2, Y0
+	VSUBPS       Y0, Y1, Y1
+	VBROADCASTSS attnconst<>+96(SB), Y3
+	VCMPPS       $0x15, Y3, Y1, Y4
+	VMAXPS       Y1, Y3, Y1
+	VCVTPS2DQ    Y1, Y3
+	VCVTDQ2PS    Y3, Y5
+	VSUBPS       Y5, Y1, Y1
+	VMOVUPS      attnconst<>+288(SB), Y5
+	VFMADD213PS  attnconst<>+256(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+224(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+192(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+160(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+128(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+32(SB), Y1, Y5
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y5, Y5
+	VANDPS       Y4, Y5, Y1
+	VMOVUPS      attnconst<>+32(SB), Y3
+	VBLENDVPS    Y2, Y3, Y1, Y1
+	VMOVUPS      Y1, 512(SP)
+	VMOVUPS      (SP), Y2
+	VSUBPS       Y0, Y2, Y2
+	VBROADCASTSS attnconst<>+96(SB), Y3
+	VCMPPS       $0x15, Y3, Y2, Y4
+	VMAXPS       Y2, Y3, Y2
+	VCVTPS2DQ    Y2, Y3
+	VCVTDQ2PS    Y3, Y5
+	VSUBPS       Y5, Y2, Y2
+	VMOVUPS      attnconst<>+288(SB), Y5
+	VFMADD213PS  attnconst<>+256(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+224(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+192(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+160(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+128(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+32(SB), Y2, Y5
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y5, Y5
+	VANDPS       Y4, Y5, Y2
+	VMOVUPS      Y2, (SP)
+	VMOVUPS      32(SP), Y3
+	VSUBPS       Y0, Y3, Y3
+	VBROADCASTSS attnconst<>+96(SB), Y4
+	VCMPPS       $0x15, Y4, Y3, Y5
+	VMAXPS       Y3, Y4, Y3
+	VCVTPS2DQ    Y3, Y4
+	VCVTDQ2PS    Y4, Y6
+	VSUBPS       Y6, Y3, Y3
+	VMOVUPS      attnconst<>+288(SB), Y6
+	VFMADD213PS  attnconst<>+256(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+224(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+192(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+160(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+128(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+32(SB), Y3, Y6
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       Y4, Y6, Y6
+	VANDPS       Y5, Y6, Y3
+	VMOVUPS      Y3, 32(SP)
+	VMOVUPS      64(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 64(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      96(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 96(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      128(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 128(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      160(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 160(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      192(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 192(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      224(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 224(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      256(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 256(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      288(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 288(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      320(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 320(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      352(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 352(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      384(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 384(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      416(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 416(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      448(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 448(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      480(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y0
+	VCMPPS       $0x15, Y0, Y4, Y5
+	VMAXPS       Y4, Y0, Y4
+	VCVTPS2DQ    Y4, Y0
+	VCVTDQ2PS    Y0, Y6
+	VSUBPS       Y6, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y6
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y6
+	VPSLLD       $0x17, Y0, Y0
+	VPADDD       Y0, Y6, Y6
+	VANDPS       Y5, Y6, Y4
+	VMOVUPS      Y4, 480(SP)
+	VADDPS       Y4, Y3, Y3
+	VADDPS       Y3, Y2, Y2
+	VPERM2F128   $0x01, Y2, Y2, Y0
+	VADDPS       Y0, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y0
+	VADDPS       Y0, Y2, Y2
+	VBROADCASTSD (DX), Y0
+	VFMADD231PS  Y0, Y1, Y2
+	VMOVSD       X2, (DX)
+
+	// o = alpha*o.
+	VBROADCASTSS 512(SP), Y0
+	VMULPS       (AX), Y0, Y1
+	VMOVUPS      Y1, (AX)
+	VMULPS       32(AX), Y0, Y1
+	VMOVUPS      Y1, 32(AX)
+	VMULPS       64(AX), Y0, Y1
+	VMOVUPS      Y1, 64(AX)
+	VMULPS       96(AX), Y0, Y1
+	VMOVUPS      Y1, 96(AX)
+	VMULPS       128(AX), Y0, Y1
+	VMOVUPS      Y1, 128(AX)
+	VMULPS       160(AX), Y0, Y1
+	VMOVUPS      Y1, 160(AX)
+	VMULPS       192(AX), Y0, Y1
+	VMOVUPS      Y1, 192(AX)
+	VMULPS       224(AX), Y0, Y0
+	VMOVUPS      Y0, 224(AX)
+	VBROADCASTSS 516(SP), Y0
+	VMULPS       256(AX), Y0, Y1
+	VMOVUPS      Y1, 256(AX)
+	VMULPS       288(AX), Y0, Y1
+	VMOVUPS      Y1, 288(AX)
+	VMULPS       320(AX), Y0, Y1
+	VMOVUPS      Y1, 320(AX)
+	VMULPS       352(AX), Y0, Y1
+	VMOVUPS      Y1, 352(AX)
+	VMULPS       384(AX), Y0, Y1
+	VMOVUPS      Y1, 384(AX)
+	VMULPS       416(AX), Y0, Y1
+	VMOVUPS      Y1, 416(AX)
+	VMULPS       448(AX), Y0, Y1
+	VMOVUPS      Y1, 448(AX)
+	VMULPS       480(AX), Y0, Y0
+	VMOVUPS      Y0, 480(AX)
+
+	// o += P V, in column chunks of o and groups of rows, each over the whole tile.
+	MOVQ v+16(FP), CX
+	MOVQ $0x00000002, DX
+
+pvc:
+	MOVQ    off+24(FP), BX
+	LEAQ    (SP), SI
+	MOVQ    $0x00000010, DI
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	VMOVUPS 64(AX), Y2
+	VMOVUPS 96(AX), Y3
+	VMOVUPS 256(AX), Y4
+	VMOVUPS 288(AX), Y5
+	VMOVUPS 320(AX), Y6
+	VMOVUPS 352(AX), Y7
+
+pv0:
+	MOVQ         (BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS (SI), Y8
+	VBROADCASTSS 4(SI), Y9
+	VPMOVZXWD    (R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VPMOVZXWD    16(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VPMOVZXWD    32(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VPMOVZXWD    48(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         8(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 8(SI), Y8
+	VBROADCASTSS 12(SI), Y9
+	VPMOVZXWD    (R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VPMOVZXWD    16(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VPMOVZXWD    32(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VPMOVZXWD    48(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         16(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 16(SI), Y8
+	VBROADCASTSS 20(SI), Y9
+	VPMOVZXWD    (R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VPMOVZXWD    16(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VPMOVZXWD    32(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VPMOVZXWD    48(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         24(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 24(SI), Y8
+	VBROADCASTSS 28(SI), Y9
+	VPMOVZXWD    (R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VPMOVZXWD    16(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VPMOVZXWD    32(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VPMOVZXWD    48(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	ADDQ         $0x00000020, SI
+	ADDQ         $0x20, BX
+	DECQ         DI
+	JNZ          pv0
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	VMOVUPS      Y3, 96(AX)
+	VMOVUPS      Y4, 256(AX)
+	VMOVUPS      Y5, 288(AX)
+	VMOVUPS      Y6, 320(AX)
+	VMOVUPS      Y7, 352(AX)
+	ADDQ         $0x00000040, CX
+	ADDQ         $0x00000080, AX
+	DECQ         DX
+	JNZ          pvc
+	VZEROUPPER
+	RET
+
+// func decodeAVX2BF16D64R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+// Requires: AVX, AVX2, FMA3
+TEXT ·decodeAVX2BF16D64R4(SB), $1056-56
+	// Scores: vector i holds keys i*keys .. i*keys+keys-1 by rows.
+	MOVQ q+0(FP), AX
+	MOVQ k+8(FP), CX
+	MOVQ off+24(FP), DX
+	LEAQ (SP), BX
+	MOVQ $0x00000020, SI
+
+qk:
+	MOVQ        (DX), DI
+	ADDQ        CX, DI
+	MOVQ        8(DX), R8
+	ADDQ        CX, R8
+	VMOVUPS     (AX), Y0
+	VMOVUPS     256(AX), Y1
+	VMOVUPS     512(AX), Y2
+	VMOVUPS     768(AX), Y3
+	VPMOVZXWD   (DI), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VMULPS      Y4, Y0, Y5
+	VMULPS      Y4, Y1, Y6
+	VMULPS      Y4, Y2, Y7
+	VMULPS      Y4, Y3, Y4
+	VPMOVZXWD   (R8), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VMULPS      Y8, Y0, Y0
+	VMULPS      Y8, Y1, Y1
+	VMULPS      Y8, Y2, Y2
+	VMULPS      Y8, Y3, Y3
+	VMOVUPS     32(AX), Y8
+	VMOVUPS     288(AX), Y9
+	VMOVUPS     544(AX), Y10
+	VMOVUPS     800(AX), Y11
+	VPMOVZXWD   16(DI), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y5
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y7
+	VFMADD231PS Y12, Y11, Y4
+	VPMOVZXWD   16(R8), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y1
+	VFMADD231PS Y12, Y10, Y2
+	VFMADD231PS Y12, Y11, Y3
+	VMOVUPS     64(AX), Y8
+	VMOVUPS     320(AX), Y9
+	VMOVUPS     576(AX), Y10
+	VMOVUPS     832(AX), Y11
+	VPMOVZXWD   32(DI), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y5
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y7
+	VFMADD231PS Y12, Y11, Y4
+	VPMOVZXWD   32(R8), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y1
+	VFMADD231PS Y12, Y10, Y2
+	VFMADD231PS Y12, Y11, Y3
+	VMOVUPS     96(AX), Y8
+	VMOVUPS     352(AX), Y9
+	VMOVUPS     608(AX), Y10
+	VMOVUPS     864(AX), Y11
+	VPMOVZXWD   48(DI), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y5
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y7
+	VFMADD231PS Y12, Y11, Y4
+	VPMOVZXWD   48(R8), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y1
+	VFMADD231PS Y12, Y10, Y2
+	VFMADD231PS Y12, Y11, Y3
+	VMOVUPS     128(AX), Y8
+	VMOVUPS     384(AX), Y9
+	VMOVUPS     640(AX), Y10
+	VMOVUPS     896(AX), Y11
+	VPMOVZXWD   64(DI), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y5
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y7
+	VFMADD231PS Y12, Y11, Y4
+	VPMOVZXWD   64(R8), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y1
+	VFMADD231PS Y12, Y10, Y2
+	VFMADD231PS Y12, Y11, Y3
+	VMOVUPS     160(AX), Y8
+	VMOVUPS     416(AX), Y9
+	VMOVUPS     672(AX), Y10
+	VMOVUPS     928(AX), Y11
+	VPMOVZXWD   80(DI), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y5
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y7
+	VFMADD231PS Y12, Y11, Y4
+	VPMOVZXWD   80(R8), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y1
+	VFMADD231PS Y12, Y10, Y2
+	VFMADD231PS Y12, Y11, Y3
+	VMOVUPS     192(AX), Y8
+	VMOVUPS     448(AX), Y9
+	VMOVUPS     704(AX), Y10
+	VMOVUPS     960(AX), Y11
+	VPMOVZXWD   96(DI), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y5
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y7
+	VFMADD231PS Y12, Y11, Y4
+	VPMOVZXWD   96(R8), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y1
+	VFMADD231PS Y12, Y10, Y2
+	VFMADD231PS Y12, Y11, Y3
+	VMOVUPS     224(AX), Y8
+	VMOVUPS     480(AX), Y9
+	VMOVUPS     736(AX), Y10
+	VMOVUPS     992(AX), Y11
+	VPMOVZXWD   112(DI), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y5
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y7
+	VFMADD231PS Y12, Y11, Y4
+	VPMOVZXWD   112(R8), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y1
+	VFMADD231PS Y12, Y10, Y2
+	VFMADD231PS Y12, Y11, Y3
+	VSHUFPS     $0x44, Y6, Y5, Y8
+	VSHUFPS     $0xee, Y6, Y5, Y5
+	VADDPS      Y5, Y8, Y8
+	VSHUFPS     $0x44, Y4, Y7, Y5
+	VSHUFPS     $0xee, Y4, Y7, Y4
+	VADDPS      Y4, Y5, Y5
+	VSHUFPS     $0x44, Y1, Y0, Y4
+	VSHUFPS     $0xee, Y1, Y0, Y0
+	VADDPS      Y0, Y4, Y4
+	VSHUFPS     $0x44, Y3, Y2, Y0
+	VSHUFPS     $0xee, Y3, Y2, Y1
+	VADDPS      Y1, Y0, Y0
+	VSHUFPS     $0x88, Y5, Y8, Y1
+	VSHUFPS     $0xdd, Y5, Y8, Y2
+	VADDPS      Y2, Y1, Y1
+	VSHUFPS     $0x88, Y0, Y4, Y2
+	VSHUFPS     $0xdd, Y0, Y4, Y0
+	VADDPS      Y0, Y2, Y2
+	VPERM2F128  $0x20, Y2, Y1, Y0
+	VPERM2F128  $0x31, Y2, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VMOVUPS     Y0, (BX)
+	ADDQ        $0x20, BX
+	ADDQ        $0x10, DX
+	DECQ        SI
+	JNZ         qk
+
+	// Row maxima, alpha, p and l, each row's value in every lane of its residue.
+	VMOVUPS        (SP), Y0
+	VMOVUPS        32(SP), Y1
+	VMAXPS         64(SP), Y0, Y0
+	VMAXPS         96(SP), Y1, Y1
+	VMAXPS         128(SP), Y0, Y0
+	VMAXPS         160(SP), Y1, Y1
+	VMAXPS         192(SP), Y0, Y0
+	VMAXPS         224(SP), Y1, Y1
+	VMAXPS         256(SP), Y0, Y0
+	VMAXPS         288(SP), Y1, Y1
+	VMAXPS         320(SP), Y0, Y0
+	VMAXPS         352(SP), Y1, Y1
+	VMAXPS         384(SP), Y0, Y0
+	VMAXPS         416(SP), Y1, Y1
+	VMAXPS         448(SP), Y0, Y0
+	VMAXPS         480(SP), Y1, Y1
+	VMAXPS         512(SP), Y0, Y0
+	VMAXPS         544(SP), Y1, Y1
+	VMAXPS         576(SP), Y0, Y0
+	VMAXPS         608(SP), Y1, Y1
+	VMAXPS         640(SP), Y0, Y0
+	VMAXPS         672(SP), Y1, Y1
+	VMAXPS         704(SP), Y0, Y0
+	VMAXPS         736(SP), Y1, Y1
+	VMAXPS         768(SP), Y0, Y0
+	VMAXPS         800(SP), Y1, Y1
+	VMAXPS         832(SP), Y0, Y0
+	VMAXPS         864(SP), Y1, Y1
+	VMAXPS         896(SP), Y0, Y0
+	VMAXPS         928(SP), Y1, Y1
+	VMAXPS         960(SP), Y0, Y0
+	VMAXPS         992(SP), Y1, Y1
+	VMAXPS         Y1, Y0, Y0
+	VPERM2F128     $0x01, Y0, Y0, Y1
+	VMAXPS         Y1, Y0, Y0
+	MOVQ           o+32(FP), AX
+	MOVQ           m+40(FP), CX
+	MOVQ           l+48(FP), DX
+	VBROADCASTF128 (CX), Y1
+	VMAXPS         Y1, Y0, Y0
+	VMOVUPS        X0, (CX)
+	VCMPPS         $0x00, attnconst<>+0(SB), Y0, Y2
+	VANDNPS        Y0, Y2, Y0
+	VSUBPS         Y0, Y1, Y1
+	VBROADCASTSS   attnconst<>+96(SB), Y3
+	VCMPPS         $0x15, Y3, Y1, Y4
+	VMAXPS         Y1, Y3, Y1
+	VCVTPS2DQ      Y1, Y3
+	VCVTDQ2PS      Y3, Y5
+	VSUBPS         Y5, Y1, Y1
+	VMOVUPS        attnconst<>+288(SB), Y5
+	VFMADD213PS    attnconst<>+256(SB), Y1, Y5
+	VFMADD213PS    attnconst<>+224(SB), Y1, Y5
+	VFMADD213PS    attnconst<>+192(SB), Y1, Y5
+	VFMADD213PS    attnconst<>+160(SB), Y1, Y5
+	VFMADD213PS    attnconst<>+128(SB), Y1, Y5
+	VFMADD213PS    attnconst<>+32(SB), Y1, Y5
+	VPSLLD         $0x17, Y3, Y3
+	VPADDD         Y3, Y5, Y5
+	VANDPS         Y4, Y5, Y1
+	VMOVUPS        attnconst<>+32(SB), Y3
+	VBLENDVPS      Y2, Y3, Y1, Y1
+	VMOVUPS        Y1, 1024(SP)
+	VMOVUPS        (SP), Y2
+	VSUBPS         Y0, Y2, Y2
+	VBROADCASTSS   attnconst<>+96(SB), Y3
+	VCMPPS         $0x15, Y3, Y2, Y4
+	VMAXPS         Y2, Y3, Y2
+	VCVTPS2DQ      Y2, Y3
+	VCVTDQ2PS      Y3, Y5
+	VSUBPS         Y5, Y2, Y2
+	VMOVUPS        attnconst<>+288(SB), Y5
+	VFMADD213PS    attnconst<>+256(SB), Y2, Y5
+	VFMADD213PS    attnconst<>+224(SB), Y2, Y5
+	VFMADD213PS    attnconst<>+192(SB), Y2, Y5
+	VFMADD213PS    attnconst<>+160(SB), Y2, Y5
+	VFMADD213PS    attnconst<>+128(SB), Y2, Y5
+	VFMADD213PS    attnconst<>+32(SB), Y2, Y5
+	VPSLLD         $0x17, Y3, Y3
+	VPADDD         Y3, Y5, Y5
+	VANDPS         Y4, Y5, Y2
+	VMOVUPS        Y2, (SP)
+	VMOVUPS        32(SP), Y3
+	VSUBPS         Y0, Y3, Y3
+	VBROADCASTSS   attnconst<>+96(SB), Y4
+	VCMPPS         $0x15, Y4, Y3, Y5
+	VMAXPS         Y3, Y4, Y3
+	VCVTPS2DQ      Y3, Y4
+	VCVTDQ2PS      Y4, Y6
+	VSUBPS         Y6, Y3, Y3
+	VMOVUPS        attnconst<>+288(SB), Y6
+	VFMADD213PS    attnconst<>+256(SB), Y3, Y6
+	VFMADD213PS    attnconst<>+224(SB), Y3, Y6
+	VFMADD213PS    attnconst<>+192(SB), Y3, Y6
+	VFMADD213PS    attnconst<>+160(SB), Y3, Y6
+	VFMADD213PS    attnconst<>+128(SB), Y3, Y6
+	VFMADD213PS    attnconst<>+32(SB), Y3, Y6
+	VPSLLD         $0x17, Y4, Y4
+	VPADDD         Y4, Y6, Y6
+	VANDPS         Y5, Y6, Y3
+	VMOVUPS        Y3, 32(SP)
+	VMOVUPS        64(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 64(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        96(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 96(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        128(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 128(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        160(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 160(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        192(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 192(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        224(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 224(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        256(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 256(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        288(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 288(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        320(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 320(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        352(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 352(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        384(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 384(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        416(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 416(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        448(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 448(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        480(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 480(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        512(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 512(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        544(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 544(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        576(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 576(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        608(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 608(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        640(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 640(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        672(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 672(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        704(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 704(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        736(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 736(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        768(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 768(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        800(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 800(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        832(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 832(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        864(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 864(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        896(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 896(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        928(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 928(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        960(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 960(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        992(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y0
+	VCMPPS         $0x15, Y0, Y4, Y5
+	VMAXPS         Y4, Y0, Y4
+	VCVTPS2DQ      Y4, Y0
+	VCVTDQ2PS      Y0, Y6
+	VSUBPS         Y6, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y6
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y6
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y6
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y6
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y6
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y6
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y6
+	VPSLLD         $0x17, Y0, Y0
+	VPADDD         Y0, Y6, Y6
+	VANDPS         Y5, Y6, Y4
+	VMOVUPS        Y4, 992(SP)
+	VADDPS         Y4, Y3, Y3
+	VADDPS         Y3, Y2, Y2
+	VPERM2F128     $0x01, Y2, Y2, Y0
+	VADDPS         Y0, Y2, Y2
+	VBROADCASTF128 (DX), Y0
+	VFMADD231PS    Y0, Y1, Y2
+	VMOVUPS        X2, (DX)
+
+	// o = alpha*o.
+	VBROADCASTSS 1024(SP), Y0
+	VMULPS       (AX), Y0, Y1
+	VMOVUPS      Y1, (AX)
+	VMULPS       32(AX), Y0, Y1
+	VMOVUPS      Y1, 32(AX)
+	VMULPS       64(AX), Y0, Y1
+	VMOVUPS      Y1, 64(AX)
+	VMULPS       96(AX), Y0, Y1
+	VMOVUPS      Y1, 96(AX)
+	VMULPS       128(AX), Y0, Y1
+	VMOVUPS      Y1, 128(AX)
+	VMULPS       160(AX), Y0, Y1
+	VMOVUPS      Y1, 160(AX)
+	VMULPS       192(AX), Y0, Y1
+	VMOVUPS      Y1, 192(AX)
+	VMULPS       224(AX), Y0, Y0
+	VMOVUPS      Y0, 224(AX)
+	VBROADCASTSS 1028(SP), Y0
+	VMULPS       256(AX), Y0, Y1
+	VMOVUPS      Y1, 256(AX)
+	VMULPS       288(AX), Y0, Y1
+	VMOVUPS      Y1, 288(AX)
+	VMULPS       320(AX), Y0, Y1
+	VMOVUPS      Y1, 320(AX)
+	VMULPS       352(AX), Y0, Y1
+	VMOVUPS      Y1, 352(AX)
+	VMULPS       384(AX), Y0, Y1
+	VMOVUPS      Y1, 384(AX)
+	VMULPS       416(AX), Y0, Y1
+	VMOVUPS      Y1, 416(AX)
+	VMULPS       448(AX), Y0, Y1
+	VMOVUPS      Y1, 448(AX)
+	VMULPS       480(AX), Y0, Y0
+	VMOVUPS      Y0, 480(AX)
+	VBROADCASTSS 1032(SP), Y0
+	VMULPS       512(AX), Y0, Y1
+	VMOVUPS      Y1, 512(AX)
+	VMULPS       544(AX), Y0, Y1
+	VMOVUPS      Y1, 544(AX)
+	VMULPS       576(AX), Y0, Y1
+	VMOVUPS      Y1, 576(AX)
+	VMULPS       608(AX), Y0, Y1
+	VMOVUPS      Y1, 608(AX)
+	VMULPS       640(AX), Y0, Y1
+	VMOVUPS      Y1, 640(AX)
+	VMULPS       672(AX), Y0, Y1
+	VMOVUPS      Y1, 672(AX)
+	VMULPS       704(AX), Y0, Y1
+	VMOVUPS      Y1, 704(AX)
+	VMULPS       736(AX), Y0, Y0
+	VMOVUPS      Y0, 736(AX)
+	VBROADCASTSS 1036(SP), Y0
+	VMULPS       768(AX), Y0, Y1
+	VMOVUPS      Y1, 768(AX)
+	VMULPS       800(AX), Y0, Y1
+	VMOVUPS      Y1, 800(AX)
+	VMULPS       832(AX), Y0, Y1
+	VMOVUPS      Y1, 832(AX)
+	VMULPS       864(AX), Y0, Y1
+	VMOVUPS      Y1, 864(AX)
+	VMULPS       896(AX), Y0, Y1
+	VMOVUPS      Y1, 896(AX)
+	VMULPS       928(AX), Y0, Y1
+	VMOVUPS      Y1, 928(AX)
+	VMULPS       960(AX), Y0, Y1
+	VMOVUPS      Y1, 960(AX)
+	VMULPS       992(AX), Y0, Y0
+	VMOVUPS      Y0, 992(AX)
+
+	// o += P V, in column chunks of o and groups of rows, each over the whole tile.
+	MOVQ v+16(FP), CX
+	MOVQ $0x00000002, DX
+
+pvc:
+	MOVQ    off+24(FP), BX
+	LEAQ    (SP), SI
+	MOVQ    $0x00000010, DI
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	VMOVUPS 64(AX), Y2
+	VMOVUPS 96(AX), Y3
+	VMOVUPS 256(AX), Y4
+	VMOVUPS 288(AX), Y5
+	VMOVUPS 320(AX), Y6
+	VMOVUPS 352(AX), Y7
+
+pv0:
+	MOVQ         (BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS (SI), Y8
+	VBROADCASTSS 4(SI), Y9
+	VPMOVZXWD    (R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VPMOVZXWD    16(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VPMOVZXWD    32(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VPMOVZXWD    48(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         8(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 16(SI), Y8
+	VBROADCASTSS 20(SI), Y9
+	VPMOVZXWD    (R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VPMOVZXWD    16(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VPMOVZXWD    32(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VPMOVZXWD    48(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         16(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 32(SI), Y8
+	VBROADCASTSS 36(SI), Y9
+	VPMOVZXWD    (R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VPMOVZXWD    16(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VPMOVZXWD    32(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VPMOVZXWD    48(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         24(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 48(SI), Y8
+	VBROADCASTSS 52(SI), Y9
+	VPMOVZXWD    (R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VPMOVZXWD    16(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VPMOVZXWD    32(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VPMOVZXWD    48(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	ADDQ         $0x00000040, SI
+	ADDQ         $0x20, BX
+	DECQ         DI
+	JNZ          pv0
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	VMOVUPS      Y3, 96(AX)
+	VMOVUPS      Y4, 256(AX)
+	VMOVUPS      Y5, 288(AX)
+	VMOVUPS      Y6, 320(AX)
+	VMOVUPS      Y7, 352(AX)
+	MOVQ         off+24(FP), BX
+	LEAQ         (SP), SI
+	MOVQ         $0x00000010, DI
+	VMOVUPS      512(AX), Y0
+	VMOVUPS      544(AX), Y1
+	VMOVUPS      576(AX), Y2
+	VMOVUPS      608(AX), Y3
+	VMOVUPS      768(AX), Y4
+	VMOVUPS      800(AX), Y5
+	VMOVUPS      832(AX), Y6
+	VMOVUPS      864(AX), Y7
+
+pv2:
+	MOVQ         (BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 8(SI), Y8
+	VBROADCASTSS 12(SI), Y9
+	VPMOVZXWD    (R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VPMOVZXWD    16(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VPMOVZXWD    32(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VPMOVZXWD    48(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         8(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 24(SI), Y8
+	VBROADCASTSS 28(SI), Y9
+	VPMOVZXWD    (R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VPMOVZXWD    16(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VPMOVZXWD    32(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VPMOVZXWD    48(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         16(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 40(SI), Y8
+	VBROADCASTSS 44(SI), Y9
+	VPMOVZXWD    (R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VPMOVZXWD    16(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VPMOVZXWD    32(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VPMOVZXWD    48(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         24(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 56(SI), Y8
+	VBROADCASTSS 60(SI), Y9
+	VPMOVZXWD    (R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VPMOVZXWD    16(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VPMOVZXWD    32(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VPMOVZXWD    48(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	ADDQ         $0x00000040, SI
+	ADDQ         $0x20, BX
+	DECQ         DI
+	JNZ          pv2
+	VMOVUPS      Y0, 512(AX)
+	VMOVUPS      Y1, 544(AX)
+	VMOVUPS      Y2, 576(AX)
+	VMOVUPS      Y3, 608(AX)
+	VMOVUPS      Y4, 768(AX)
+	VMOVUPS      Y5, 800(AX)
+	VMOVUPS      Y6, 832(AX)
+	VMOVUPS      Y7, 864(AX)
+	ADDQ         $0x00000040, CX
+	ADDQ         $0x00000080, AX
+	DECQ         DX
+	JNZ          pvc
+	VZEROUPPER
+	RET
+
+// func decodeAVX2BF16D64R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+// Requires: AVX, AVX2, FMA3
+TEXT ·decodeAVX2BF16D64R8(SB), $2080-56
+	// Scores: vector i holds keys i*keys .. i*keys+keys-1 by rows.
+	MOVQ q+0(FP), AX
+	MOVQ k+8(FP), CX
+	MOVQ off+24(FP), DX
+	LEAQ (SP), BX
+	MOVQ $0x00000040, SI
+
+qk:
+	MOVQ        (DX), DI
+	ADDQ        CX, DI
+	VPMOVZXWD   (DI), Y0
+	VPSLLD      $0x10, Y0, Y0
+	VMULPS      (AX), Y0, Y1
+	VMULPS      256(AX), Y0, Y2
+	VMULPS      512(AX), Y0, Y3
+	VMULPS      768(AX), Y0, Y4
+	VMULPS      1024(AX), Y0, Y5
+	VMULPS      1280(AX), Y0, Y6
+	VMULPS      1536(AX), Y0, Y7
+	VMULPS      1792(AX), Y0, Y0
+	VPMOVZXWD   16(DI), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS 32(AX), Y8, Y1
+	VFMADD231PS 288(AX), Y8, Y2
+	VFMADD231PS 544(AX), Y8, Y3
+	VFMADD231PS 800(AX), Y8, Y4
+	VFMADD231PS 1056(AX), Y8, Y5
+	VFMADD231PS 1312(AX), Y8, Y6
+	VFMADD231PS 1568(AX), Y8, Y7
+	VFMADD231PS 1824(AX), Y8, Y0
+	VPMOVZXWD   32(DI), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS 64(AX), Y8, Y1
+	VFMADD231PS 320(AX), Y8, Y2
+	VFMADD231PS 576(AX), Y8, Y3
+	VFMADD231PS 832(AX), Y8, Y4
+	VFMADD231PS 1088(AX), Y8, Y5
+	VFMADD231PS 1344(AX), Y8, Y6
+	VFMADD231PS 1600(AX), Y8, Y7
+	VFMADD231PS 1856(AX), Y8, Y0
+	VPMOVZXWD   48(DI), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS 96(AX), Y8, Y1
+	VFMADD231PS 352(AX), Y8, Y2
+	VFMADD231PS 608(AX), Y8, Y3
+	VFMADD231PS 864(AX), Y8, Y4
+	VFMADD231PS 1120(AX), Y8, Y5
+	VFMADD231PS 1376(AX), Y8, Y6
+	VFMADD231PS 1632(AX), Y8, Y7
+	VFMADD231PS 1888(AX), Y8, Y0
+	VPMOVZXWD   64(DI), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS 128(AX), Y8, Y1
+	VFMADD231PS 384(AX), Y8, Y2
+	VFMADD231PS 640(AX), Y8, Y3
+	VFMADD231PS 896(AX), Y8, Y4
+	VFMADD231PS 1152(AX), Y8, Y5
+	VFMADD231PS 1408(AX), Y8, Y6
+	VFMADD231PS 1664(AX), Y8, Y7
+	VFMADD231PS 1920(AX), Y8, Y0
+	VPMOVZXWD   80(DI), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS 160(AX), Y8, Y1
+	VFMADD231PS 416(AX), Y8, Y2
+	VFMADD231PS 672(AX), Y8, Y3
+	VFMADD231PS 928(AX), Y8, Y4
+	VFMADD231PS 1184(AX), Y8, Y5
+	VFMADD231PS 1440(AX), Y8, Y6
+	VFMADD231PS 1696(AX), Y8, Y7
+	VFMADD231PS 1952(AX), Y8, Y0
+	VPMOVZXWD   96(DI), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS 192(AX), Y8, Y1
+	VFMADD231PS 448(AX), Y8, Y2
+	VFMADD231PS 704(AX), Y8, Y3
+	VFMADD231PS 960(AX), Y8, Y4
+	VFMADD231PS 1216(AX), Y8, Y5
+	VFMADD231PS 1472(AX), Y8, Y6
+	VFMADD231PS 1728(AX), Y8, Y7
+	VFMADD231PS 1984(AX), Y8, Y0
+	VPMOVZXWD   112(DI), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS 224(AX), Y8, Y1
+	VFMADD231PS 480(AX), Y8, Y2
+	VFMADD231PS 736(AX), Y8, Y3
+	VFMADD231PS 992(AX), Y8, Y4
+	VFMADD231PS 1248(AX), Y8, Y5
+	VFMADD231PS 1504(AX), Y8, Y6
+	VFMADD231PS 1760(AX), Y8, Y7
+	VFMADD231PS 2016(AX), Y8, Y0
+	VSHUFPS     $0x44, Y2, Y1, Y8
+	VSHUFPS     $0xee, Y2, Y1, Y1
+	VADDPS      Y1, Y8, Y8
+	VSHUFPS     $0x44, Y4, Y3, Y1
+	VSHUFPS     $0xee, Y4, Y3, Y2
+	VADDPS      Y2, Y1, Y1
+	VSHUFPS     $0x44, Y6, Y5, Y2
+	VSHUFPS     $0xee, Y6, Y5, Y3
+	VADDPS      Y3, Y2, Y2
+	VSHUFPS     $0x44, Y0, Y7, Y3
+	VSHUFPS     $0xee, Y0, Y7, Y0
+	VADDPS      Y0, Y3, Y3
+	VSHUFPS     $0x88, Y1, Y8, Y0
+	VSHUFPS     $0xdd, Y1, Y8, Y1
+	VADDPS      Y1, Y0, Y0
+	VSHUFPS     $0x88, Y3, Y2, Y1
+	VSHUFPS     $0xdd, Y3, Y2, Y2
+	VADDPS      Y2, Y1, Y1
+	VPERM2F128  $0x20, Y1, Y0, Y2
+	VPERM2F128  $0x31, Y1, Y0, Y0
+	VADDPS      Y0, Y2, Y2
+	VMOVUPS     Y2, (BX)
+	ADDQ        $0x20, BX
+	ADDQ        $0x08, DX
+	DECQ        SI
+	JNZ         qk
+
+	// Row maxima, alpha, p and l, each row's value in every lane of its residue.
+	VMOVUPS      (SP), Y0
+	VMOVUPS      32(SP), Y1
+	VMAXPS       64(SP), Y0, Y0
+	VMAXPS       96(SP), Y1, Y1
+	VMAXPS       128(SP), Y0, Y0
+	VMAXPS       160(SP), Y1, Y1
+	VMAXPS       192(SP), Y0, Y0
+	VMAXPS       224(SP), Y1, Y1
+	VMAXPS       256(SP), Y0, Y0
+	VMAXPS       288(SP), Y1, Y1
+	VMAXPS       320(SP), Y0, Y0
+	VMAXPS       352(SP), Y1, Y1
+	VMAXPS       384(SP), Y0, Y0
+	VMAXPS       416(SP), Y1, Y1
+	VMAXPS       448(SP), Y0, Y0
+	VMAXPS       480(SP), Y1, Y1
+	VMAXPS       512(SP), Y0, Y0
+	VMAXPS       544(SP), Y1, Y1
+	VMAXPS       576(SP), Y0, Y0
+	VMAXPS       608(SP), Y1, Y1
+	VMAXPS       640(SP), Y0, Y0
+	VMAXPS       672(SP), Y1, Y1
+	VMAXPS       704(SP), Y0, Y0
+	VMAXPS       736(SP), Y1, Y1
+	VMAXPS       768(SP), Y0, Y0
+	VMAXPS       800(SP), Y1, Y1
+	VMAXPS       832(SP), Y0, Y0
+	VMAXPS       864(SP), Y1, Y1
+	VMAXPS       896(SP), Y0, Y0
+	VMAXPS       928(SP), Y1, Y1
+	VMAXPS       960(SP), Y0, Y0
+	VMAXPS       992(SP), Y1, Y1
+	VMAXPS       1024(SP), Y0, Y0
+	VMAXPS       1056(SP), Y1, Y1
+	VMAXPS       1088(SP), Y0, Y0
+	VMAXPS       1120(SP), Y1, Y1
+	VMAXPS       1152(SP), Y0, Y0
+	VMAXPS       1184(SP), Y1, Y1
+	VMAXPS       1216(SP), Y0, Y0
+	VMAXPS       1248(SP), Y1, Y1
+	VMAXPS       1280(SP), Y0, Y0
+	VMAXPS       1312(SP), Y1, Y1
+	VMAXPS       1344(SP), Y0, Y0
+	VMAXPS       1376(SP), Y1, Y1
+	VMAXPS       1408(SP), Y0, Y0
+	VMAXPS       1440(SP), Y1, Y1
+	VMAXPS       1472(SP), Y0, Y0
+	VMAXPS       1504(SP), Y1, Y1
+	VMAXPS       1536(SP), Y0, Y0
+	VMAXPS       1568(SP), Y1, Y1
+	VMAXPS       1600(SP), Y0, Y0
+	VMAXPS       1632(SP), Y1, Y1
+	VMAXPS       1664(SP), Y0, Y0
+	VMAXPS       1696(SP), Y1, Y1
+	VMAXPS       1728(SP), Y0, Y0
+	VMAXPS       1760(SP), Y1, Y1
+	VMAXPS       1792(SP), Y0, Y0
+	VMAXPS       1824(SP), Y1, Y1
+	VMAXPS       1856(SP), Y0, Y0
+	VMAXPS       1888(SP), Y1, Y1
+	VMAXPS       1920(SP), Y0, Y0
+	VMAXPS       1952(SP), Y1, Y1
+	VMAXPS       1984(SP), Y0, Y0
+	VMAXPS       2016(SP), Y1, Y1
+	VMAXPS       Y1, Y0, Y0
+	MOVQ         o+32(FP), AX
+	MOVQ         m+40(FP), CX
+	MOVQ         l+48(FP), DX
+	VMOVUPS      (CX), Y1
+	VMAXPS       Y1, Y0, Y0
+	VMOVUPS      Y0, (CX)
+	VCMPPS       $0x00, attnconst<>+0(SB), Y0, Y2
+	VANDNPS      Y0, Y2, Y0
+	VSUBPS       Y0, Y1, Y1
+	VBROADCASTSS attnconst<>+96(SB), Y3
+	VCMPPS       $0x15, Y3, Y1, Y4
+	VMAXPS       Y1, Y3, Y1
+	VCVTPS2DQ    Y1, Y3
+	VCVTDQ2PS    Y3, Y5
+	VSUBPS       Y5, Y1, Y1
+	VMOVUPS      attnconst<>+288(SB), Y5
+	VFMADD213PS  attnconst<>+256(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+224(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+192(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+160(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+128(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+32(SB), Y1, Y5
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y5, Y5
+	VANDPS       Y4, Y5, Y1
+	VMOVUPS      attnconst<>+32(SB), Y3
+	VBLENDVPS    Y2, Y3, Y1, Y1
+	VMOVUPS      Y1, 2048(SP)
+	VMOVUPS      (SP), Y2
+	VSUBPS       Y0, Y2, Y2
+	VBROADCASTSS attnconst<>+96(SB), Y3
+	VCMPPS       $0x15, Y3, Y2, Y4
+	VMAXPS       Y2, Y3, Y2
+	VCVTPS2DQ    Y2, Y3
+	VCVTDQ2PS    Y3, Y5
+	VSUBPS       Y5, Y2, Y2
+	VMOVUPS      attnconst<>+288(SB), Y5
+	VFMADD213PS  attnconst<>+256(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+224(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+192(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+160(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+128(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+32(SB), Y2, Y5
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y5, Y5
+	VANDPS       Y4, Y5, Y2
+	VMOVUPS      Y2, (SP)
+	VMOVUPS      32(SP), Y3
+	VSUBPS       Y0, Y3, Y3
+	VBROADCASTSS attnconst<>+96(SB), Y4
+	VCMPPS       $0x15, Y4, Y3, Y5
+	VMAXPS       Y3, Y4, Y3
+	VCVTPS2DQ    Y3, Y4
+	VCVTDQ2PS    Y4, Y6
+	VSUBPS       Y6, Y3, Y3
+	VMOVUPS      attnconst<>+288(SB), Y6
+	VFMADD213PS  attnconst<>+256(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+224(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+192(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+160(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+128(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+32(SB), Y3, Y6
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       Y4, Y6, Y6
+	VANDPS       Y5, Y6, Y3
+	VMOVUPS      Y3, 32(SP)
+	VMOVUPS      64(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 64(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      96(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 96(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      128(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 128(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      160(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 160(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      192(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 192(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      224(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 224(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      256(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 256(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      288(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 288(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      320(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 320(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      352(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 352(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      384(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 384(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      416(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 416(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      448(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 448(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      480(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 480(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      512(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 512(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      544(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 544(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      576(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 576(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      608(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 608(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      640(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 640(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      672(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 672(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      704(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 704(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      736(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 736(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      768(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 768(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      800(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 800(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      832(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 832(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      864(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 864(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      896(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 896(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      928(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 928(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      960(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 960(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      992(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 992(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1024(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1024(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1056(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1056(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1088(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1088(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1120(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1120(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1152(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1152(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1184(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1184(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1216(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1216(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1248(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1248(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1280(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1280(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1312(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1312(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1344(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1344(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1376(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1376(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1408(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1408(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1440(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1440(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1472(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1472(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1504(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1504(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1536(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1536(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1568(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1568(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1600(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1600(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1632(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1632(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1664(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1664(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1696(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1696(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1728(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1728(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1760(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1760(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1792(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1792(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1824(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1824(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1856(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1856(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1888(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1888(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1920(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1920(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1952(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1952(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1984(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1984(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      2016(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y0
+	VCMPPS       $0x15, Y0, Y4, Y5
+	VMAXPS       Y4, Y0, Y4
+	VCVTPS2DQ    Y4, Y0
+	VCVTDQ2PS    Y0, Y6
+	VSUBPS       Y6, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y6
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y6
+	VPSLLD       $0x17, Y0, Y0
+	VPADDD       Y0, Y6, Y6
+	VANDPS       Y5, Y6, Y4
+	VMOVUPS      Y4, 2016(SP)
+	VADDPS       Y4, Y3, Y3
+	VADDPS       Y3, Y2, Y2
+	VMOVUPS      (DX), Y0
+	VFMADD231PS  Y0, Y1, Y2
+	VMOVUPS      Y2, (DX)
+
+	// o = alpha*o.
+	VBROADCASTSS 2048(SP), Y0
+	VMULPS       (AX), Y0, Y1
+	VMOVUPS      Y1, (AX)
+	VMULPS       32(AX), Y0, Y1
+	VMOVUPS      Y1, 32(AX)
+	VMULPS       64(AX), Y0, Y1
+	VMOVUPS      Y1, 64(AX)
+	VMULPS       96(AX), Y0, Y1
+	VMOVUPS      Y1, 96(AX)
+	VMULPS       128(AX), Y0, Y1
+	VMOVUPS      Y1, 128(AX)
+	VMULPS       160(AX), Y0, Y1
+	VMOVUPS      Y1, 160(AX)
+	VMULPS       192(AX), Y0, Y1
+	VMOVUPS      Y1, 192(AX)
+	VMULPS       224(AX), Y0, Y0
+	VMOVUPS      Y0, 224(AX)
+	VBROADCASTSS 2052(SP), Y0
+	VMULPS       256(AX), Y0, Y1
+	VMOVUPS      Y1, 256(AX)
+	VMULPS       288(AX), Y0, Y1
+	VMOVUPS      Y1, 288(AX)
+	VMULPS       320(AX), Y0, Y1
+	VMOVUPS      Y1, 320(AX)
+	VMULPS       352(AX), Y0, Y1
+	VMOVUPS      Y1, 352(AX)
+	VMULPS       384(AX), Y0, Y1
+	VMOVUPS      Y1, 384(AX)
+	VMULPS       416(AX), Y0, Y1
+	VMOVUPS      Y1, 416(AX)
+	VMULPS       448(AX), Y0, Y1
+	VMOVUPS      Y1, 448(AX)
+	VMULPS       480(AX), Y0, Y0
+	VMOVUPS      Y0, 480(AX)
+	VBROADCASTSS 2056(SP), Y0
+	VMULPS       512(AX), Y0, Y1
+	VMOVUPS      Y1, 512(AX)
+	VMULPS       544(AX), Y0, Y1
+	VMOVUPS      Y1, 544(AX)
+	VMULPS       576(AX), Y0, Y1
+	VMOVUPS      Y1, 576(AX)
+	VMULPS       608(AX), Y0, Y1
+	VMOVUPS      Y1, 608(AX)
+	VMULPS       640(AX), Y0, Y1
+	VMOVUPS      Y1, 640(AX)
+	VMULPS       672(AX), Y0, Y1
+	VMOVUPS      Y1, 672(AX)
+	VMULPS       704(AX), Y0, Y1
+	VMOVUPS      Y1, 704(AX)
+	VMULPS       736(AX), Y0, Y0
+	VMOVUPS      Y0, 736(AX)
+	VBROADCASTSS 2060(SP), Y0
+	VMULPS       768(AX), Y0, Y1
+	VMOVUPS      Y1, 768(AX)
+	VMULPS       800(AX), Y0, Y1
+	VMOVUPS      Y1, 800(AX)
+	VMULPS       832(AX), Y0, Y1
+	VMOVUPS      Y1, 832(AX)
+	VMULPS       864(AX), Y0, Y1
+	VMOVUPS      Y1, 864(AX)
+	VMULPS       896(AX), Y0, Y1
+	VMOVUPS      Y1, 896(AX)
+	VMULPS       928(AX), Y0, Y1
+	VMOVUPS      Y1, 928(AX)
+	VMULPS       960(AX), Y0, Y1
+	VMOVUPS      Y1, 960(AX)
+	VMULPS       992(AX), Y0, Y0
+	VMOVUPS      Y0, 992(AX)
+	VBROADCASTSS 2064(SP), Y0
+	VMULPS       1024(AX), Y0, Y1
+	VMOVUPS      Y1, 1024(AX)
+	VMULPS       1056(AX), Y0, Y1
+	VMOVUPS      Y1, 1056(AX)
+	VMULPS       1088(AX), Y0, Y1
+	VMOVUPS      Y1, 1088(AX)
+	VMULPS       1120(AX), Y0, Y1
+	VMOVUPS      Y1, 1120(AX)
+	VMULPS       1152(AX), Y0, Y1
+	VMOVUPS      Y1, 1152(AX)
+	VMULPS       1184(AX), Y0, Y1
+	VMOVUPS      Y1, 1184(AX)
+	VMULPS       1216(AX), Y0, Y1
+	VMOVUPS      Y1, 1216(AX)
+	VMULPS       1248(AX), Y0, Y0
+	VMOVUPS      Y0, 1248(AX)
+	VBROADCASTSS 2068(SP), Y0
+	VMULPS       1280(AX), Y0, Y1
+	VMOVUPS      Y1, 1280(AX)
+	VMULPS       1312(AX), Y0, Y1
+	VMOVUPS      Y1, 1312(AX)
+	VMULPS       1344(AX), Y0, Y1
+	VMOVUPS      Y1, 1344(AX)
+	VMULPS       1376(AX), Y0, Y1
+	VMOVUPS      Y1, 1376(AX)
+	VMULPS       1408(AX), Y0, Y1
+	VMOVUPS      Y1, 1408(AX)
+	VMULPS       1440(AX), Y0, Y1
+	VMOVUPS      Y1, 1440(AX)
+	VMULPS       1472(AX), Y0, Y1
+	VMOVUPS      Y1, 1472(AX)
+	VMULPS       1504(AX), Y0, Y0
+	VMOVUPS      Y0, 1504(AX)
+	VBROADCASTSS 2072(SP), Y0
+	VMULPS       1536(AX), Y0, Y1
+	VMOVUPS      Y1, 1536(AX)
+	VMULPS       1568(AX), Y0, Y1
+	VMOVUPS      Y1, 1568(AX)
+	VMULPS       1600(AX), Y0, Y1
+	VMOVUPS      Y1, 1600(AX)
+	VMULPS       1632(AX), Y0, Y1
+	VMOVUPS      Y1, 1632(AX)
+	VMULPS       1664(AX), Y0, Y1
+	VMOVUPS      Y1, 1664(AX)
+	VMULPS       1696(AX), Y0, Y1
+	VMOVUPS      Y1, 1696(AX)
+	VMULPS       1728(AX), Y0, Y1
+	VMOVUPS      Y1, 1728(AX)
+	VMULPS       1760(AX), Y0, Y0
+	VMOVUPS      Y0, 1760(AX)
+	VBROADCASTSS 2076(SP), Y0
+	VMULPS       1792(AX), Y0, Y1
+	VMOVUPS      Y1, 1792(AX)
+	VMULPS       1824(AX), Y0, Y1
+	VMOVUPS      Y1, 1824(AX)
+	VMULPS       1856(AX), Y0, Y1
+	VMOVUPS      Y1, 1856(AX)
+	VMULPS       1888(AX), Y0, Y1
+	VMOVUPS      Y1, 1888(AX)
+	VMULPS       1920(AX), Y0, Y1
+	VMOVUPS      Y1, 1920(AX)
+	VMULPS       1952(AX), Y0, Y1
+	VMOVUPS      Y1, 1952(AX)
+	VMULPS       1984(AX), Y0, Y1
+	VMOVUPS      Y1, 1984(AX)
+	VMULPS       2016(AX), Y0, Y0
+	VMOVUPS      Y0, 2016(AX)
+
+	// o += P V, in column chunks of o and groups of rows, each over the whole tile.
+	MOVQ v+16(FP), CX
+	MOVQ $0x00000002, DX
+
+pvc:
+	MOVQ    off+24(FP), BX
+	LEAQ    (SP), SI
+	MOVQ    $0x00000010, DI
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	VMOVUPS 64(AX), Y2
+	VMOVUPS 96(AX), Y3
+	VMOVUPS 256(AX), Y4
+	VMOVUPS 288(AX), Y5
+	VMOVUPS 320(AX), Y6
+	VMOVUPS 352(AX), Y7
+
+pv0:
+	MOVQ         (BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS (SI), Y8
+	VBROADCASTSS 4(SI), Y9
+	VPMOVZXWD    (R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VPMOVZXWD    16(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VPMOVZXWD    32(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VPMOVZXWD    48(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         8(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 32(SI), Y8
+	VBROADCASTSS 36(SI), Y9
+	VPMOVZXWD    (R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VPMOVZXWD    16(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VPMOVZXWD    32(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VPMOVZXWD    48(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         16(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 64(SI), Y8
+	VBROADCASTSS 68(SI), Y9
+	VPMOVZXWD    (R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VPMOVZXWD    16(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VPMOVZXWD    32(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VPMOVZXWD    48(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         24(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 96(SI), Y8
+	VBROADCASTSS 100(SI), Y9
+	VPMOVZXWD    (R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VPMOVZXWD    16(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VPMOVZXWD    32(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VPMOVZXWD    48(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	ADDQ         $0x00000080, SI
+	ADDQ         $0x20, BX
+	DECQ         DI
+	JNZ          pv0
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	VMOVUPS      Y3, 96(AX)
+	VMOVUPS      Y4, 256(AX)
+	VMOVUPS      Y5, 288(AX)
+	VMOVUPS      Y6, 320(AX)
+	VMOVUPS      Y7, 352(AX)
+	MOVQ         off+24(FP), BX
+	LEAQ         (SP), SI
+	MOVQ         $0x00000010, DI
+	VMOVUPS      512(AX), Y0
+	VMOVUPS      544(AX), Y1
+	VMOVUPS      576(AX), Y2
+	VMOVUPS      608(AX), Y3
+	VMOVUPS      768(AX), Y4
+	VMOVUPS      800(AX), Y5
+	VMOVUPS      832(AX), Y6
+	VMOVUPS      864(AX), Y7
+
+pv2:
+	MOVQ         (BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 8(SI), Y8
+	VBROADCASTSS 12(SI), Y9
+	VPMOVZXWD    (R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VPMOVZXWD    16(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VPMOVZXWD    32(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VPMOVZXWD    48(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         8(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 40(SI), Y8
+	VBROADCASTSS 44(SI), Y9
+	VPMOVZXWD    (R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VPMOVZXWD    16(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VPMOVZXWD    32(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VPMOVZXWD    48(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         16(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 72(SI), Y8
+	VBROADCASTSS 76(SI), Y9
+	VPMOVZXWD    (R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VPMOVZXWD    16(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VPMOVZXWD    32(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VPMOVZXWD    48(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         24(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 104(SI), Y8
+	VBROADCASTSS 108(SI), Y9
+	VPMOVZXWD    (R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VPMOVZXWD    16(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VPMOVZXWD    32(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VPMOVZXWD    48(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	ADDQ         $0x00000080, SI
+	ADDQ         $0x20, BX
+	DECQ         DI
+	JNZ          pv2
+	VMOVUPS      Y0, 512(AX)
+	VMOVUPS      Y1, 544(AX)
+	VMOVUPS      Y2, 576(AX)
+	VMOVUPS      Y3, 608(AX)
+	VMOVUPS      Y4, 768(AX)
+	VMOVUPS      Y5, 800(AX)
+	VMOVUPS      Y6, 832(AX)
+	VMOVUPS      Y7, 864(AX)
+	MOVQ         off+24(FP), BX
+	LEAQ         (SP), SI
+	MOVQ         $0x00000010, DI
+	VMOVUPS      1024(AX), Y0
+	VMOVUPS      1056(AX), Y1
+	VMOVUPS      1088(AX), Y2
+	VMOVUPS      1120(AX), Y3
+	VMOVUPS      1280(AX), Y4
+	VMOVUPS      1312(AX), Y5
+	VMOVUPS      1344(AX), Y6
+	VMOVUPS      1376(AX), Y7
+
+pv4:
+	MOVQ         (BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 16(SI), Y8
+	VBROADCASTSS 20(SI), Y9
+	VPMOVZXWD    (R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VPMOVZXWD    16(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VPMOVZXWD    32(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VPMOVZXWD    48(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         8(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 48(SI), Y8
+	VBROADCASTSS 52(SI), Y9
+	VPMOVZXWD    (R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VPMOVZXWD    16(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VPMOVZXWD    32(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VPMOVZXWD    48(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         16(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 80(SI), Y8
+	VBROADCASTSS 84(SI), Y9
+	VPMOVZXWD    (R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VPMOVZXWD    16(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VPMOVZXWD    32(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VPMOVZXWD    48(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         24(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 112(SI), Y8
+	VBROADCASTSS 116(SI), Y9
+	VPMOVZXWD    (R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VPMOVZXWD    16(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VPMOVZXWD    32(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VPMOVZXWD    48(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	ADDQ         $0x00000080, SI
+	ADDQ         $0x20, BX
+	DECQ         DI
+	JNZ          pv4
+	VMOVUPS      Y0, 1024(AX)
+	VMOVUPS      Y1, 1056(AX)
+	VMOVUPS      Y2, 1088(AX)
+	VMOVUPS      Y3, 1120(AX)
+	VMOVUPS      Y4, 1280(AX)
+	VMOVUPS      Y5, 1312(AX)
+	VMOVUPS      Y6, 1344(AX)
+	VMOVUPS      Y7, 1376(AX)
+	MOVQ         off+24(FP), BX
+	LEAQ         (SP), SI
+	MOVQ         $0x00000010, DI
+	VMOVUPS      1536(AX), Y0
+	VMOVUPS      1568(AX), Y1
+	VMOVUPS      1600(AX), Y2
+	VMOVUPS      1632(AX), Y3
+	VMOVUPS      1792(AX), Y4
+	VMOVUPS      1824(AX), Y5
+	VMOVUPS      1856(AX), Y6
+	VMOVUPS      1888(AX), Y7
+
+pv6:
+	MOVQ         (BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 24(SI), Y8
+	VBROADCASTSS 28(SI), Y9
+	VPMOVZXWD    (R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VPMOVZXWD    16(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VPMOVZXWD    32(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VPMOVZXWD    48(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         8(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 56(SI), Y8
+	VBROADCASTSS 60(SI), Y9
+	VPMOVZXWD    (R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VPMOVZXWD    16(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VPMOVZXWD    32(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VPMOVZXWD    48(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         16(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 88(SI), Y8
+	VBROADCASTSS 92(SI), Y9
+	VPMOVZXWD    (R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VPMOVZXWD    16(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VPMOVZXWD    32(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VPMOVZXWD    48(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         24(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 120(SI), Y8
+	VBROADCASTSS 124(SI), Y9
+	VPMOVZXWD    (R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VPMOVZXWD    16(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VPMOVZXWD    32(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VPMOVZXWD    48(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	ADDQ         $0x00000080, SI
+	ADDQ         $0x20, BX
+	DECQ         DI
+	JNZ          pv6
+	VMOVUPS      Y0, 1536(AX)
+	VMOVUPS      Y1, 1568(AX)
+	VMOVUPS      Y2, 1600(AX)
+	VMOVUPS      Y3, 1632(AX)
+	VMOVUPS      Y4, 1792(AX)
+	VMOVUPS      Y5, 1824(AX)
+	VMOVUPS      Y6, 1856(AX)
+	VMOVUPS      Y7, 1888(AX)
+	ADDQ         $0x00000040, CX
+	ADDQ         $0x00000080, AX
+	DECQ         DX
+	JNZ          pvc
+	VZEROUPPER
+	RET
+
+// func decodeAVX2BF16D128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+// Requires: AVX, AVX2, FMA3
+TEXT ·decodeAVX2BF16D128R1(SB), $288-56
+	// Scores: vector i holds keys i*keys .. i*keys+keys-1 by rows.
+	MOVQ q+0(FP), AX
+	MOVQ k+8(FP), CX
+	MOVQ off+24(FP), DX
+	LEAQ (SP), BX
+	MOVQ $0x00000008, SI
+
+qk:
+	MOVQ        (DX), DI
+	ADDQ        CX, DI
+	MOVQ        8(DX), R8
+	ADDQ        CX, R8
+	MOVQ        16(DX), R9
+	ADDQ        CX, R9
+	MOVQ        24(DX), R10
+	ADDQ        CX, R10
+	MOVQ        32(DX), R11
+	ADDQ        CX, R11
+	MOVQ        40(DX), R12
+	ADDQ        CX, R12
+	MOVQ        48(DX), R13
+	ADDQ        CX, R13
+	MOVQ        56(DX), R14
+	ADDQ        CX, R14
+	VMOVUPS     (AX), Y0
+	VPMOVZXWD   (DI), Y1
+	VPSLLD      $0x10, Y1, Y1
+	VMULPS      Y1, Y0, Y1
+	VPMOVZXWD   (R8), Y2
+	VPSLLD      $0x10, Y2, Y2
+	VMULPS      Y2, Y0, Y2
+	VPMOVZXWD   (R9), Y3
+	VPSLLD      $0x10, Y3, Y3
+	VMULPS      Y3, Y0, Y3
+	VPMOVZXWD   (R10), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VMULPS      Y4, Y0, Y4
+	VPMOVZXWD   (R11), Y5
+	VPSLLD      $0x10, Y5, Y5
+	VMULPS      Y5, Y0, Y5
+	VPMOVZXWD   (R12), Y6
+	VPSLLD      $0x10, Y6, Y6
+	VMULPS      Y6, Y0, Y6
+	VPMOVZXWD   (R13), Y7
+	VPSLLD      $0x10, Y7, Y7
+	VMULPS      Y7, Y0, Y7
+	VPMOVZXWD   (R14), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VMULPS      Y8, Y0, Y0
+	VMOVUPS     32(AX), Y8
+	VPMOVZXWD   16(DI), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y1
+	VPMOVZXWD   16(R8), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y2
+	VPMOVZXWD   16(R9), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y3
+	VPMOVZXWD   16(R10), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y4
+	VPMOVZXWD   16(R11), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y5
+	VPMOVZXWD   16(R12), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y6
+	VPMOVZXWD   16(R13), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y7
+	VPMOVZXWD   16(R14), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVUPS     64(AX), Y8
+	VPMOVZXWD   32(DI), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y1
+	VPMOVZXWD   32(R8), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y2
+	VPMOVZXWD   32(R9), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y3
+	VPMOVZXWD   32(R10), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y4
+	VPMOVZXWD   32(R11), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y5
+	VPMOVZXWD   32(R12), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y6
+	VPMOVZXWD   32(R13), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y7
+	VPMOVZXWD   32(R14), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVUPS     96(AX), Y8
+	VPMOVZXWD   48(DI), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y1
+	VPMOVZXWD   48(R8), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y2
+	VPMOVZXWD   48(R9), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y3
+	VPMOVZXWD   48(R10), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y4
+	VPMOVZXWD   48(R11), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y5
+	VPMOVZXWD   48(R12), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y6
+	VPMOVZXWD   48(R13), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y7
+	VPMOVZXWD   48(R14), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVUPS     128(AX), Y8
+	VPMOVZXWD   64(DI), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y1
+	VPMOVZXWD   64(R8), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y2
+	VPMOVZXWD   64(R9), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y3
+	VPMOVZXWD   64(R10), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y4
+	VPMOVZXWD   64(R11), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y5
+	VPMOVZXWD   64(R12), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y6
+	VPMOVZXWD   64(R13), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y7
+	VPMOVZXWD   64(R14), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVUPS     160(AX), Y8
+	VPMOVZXWD   80(DI), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y1
+	VPMOVZXWD   80(R8), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y2
+	VPMOVZXWD   80(R9), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y3
+	VPMOVZXWD   80(R10), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y4
+	VPMOVZXWD   80(R11), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y5
+	VPMOVZXWD   80(R12), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y6
+	VPMOVZXWD   80(R13), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y7
+	VPMOVZXWD   80(R14), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVUPS     192(AX), Y8
+	VPMOVZXWD   96(DI), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y1
+	VPMOVZXWD   96(R8), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y2
+	VPMOVZXWD   96(R9), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y3
+	VPMOVZXWD   96(R10), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y4
+	VPMOVZXWD   96(R11), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y5
+	VPMOVZXWD   96(R12), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y6
+	VPMOVZXWD   96(R13), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y7
+	VPMOVZXWD   96(R14), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVUPS     224(AX), Y8
+	VPMOVZXWD   112(DI), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y1
+	VPMOVZXWD   112(R8), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y2
+	VPMOVZXWD   112(R9), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y3
+	VPMOVZXWD   112(R10), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y4
+	VPMOVZXWD   112(R11), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y5
+	VPMOVZXWD   112(R12), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y6
+	VPMOVZXWD   112(R13), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y7
+	VPMOVZXWD   112(R14), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVUPS     256(AX), Y8
+	VPMOVZXWD   128(DI), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y1
+	VPMOVZXWD   128(R8), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y2
+	VPMOVZXWD   128(R9), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y3
+	VPMOVZXWD   128(R10), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y4
+	VPMOVZXWD   128(R11), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y5
+	VPMOVZXWD   128(R12), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y6
+	VPMOVZXWD   128(R13), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y7
+	VPMOVZXWD   128(R14), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVUPS     288(AX), Y8
+	VPMOVZXWD   144(DI), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y1
+	VPMOVZXWD   144(R8), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y2
+	VPMOVZXWD   144(R9), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y3
+	VPMOVZXWD   144(R10), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y4
+	VPMOVZXWD   144(R11), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y5
+	VPMOVZXWD   144(R12), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y6
+	VPMOVZXWD   144(R13), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y7
+	VPMOVZXWD   144(R14), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVUPS     320(AX), Y8
+	VPMOVZXWD   160(DI), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y1
+	VPMOVZXWD   160(R8), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y2
+	VPMOVZXWD   160(R9), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y3
+	VPMOVZXWD   160(R10), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y4
+	VPMOVZXWD   160(R11), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y5
+	VPMOVZXWD   160(R12), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y6
+	VPMOVZXWD   160(R13), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y7
+	VPMOVZXWD   160(R14), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVUPS     352(AX), Y8
+	VPMOVZXWD   176(DI), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y1
+	VPMOVZXWD   176(R8), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y2
+	VPMOVZXWD   176(R9), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y3
+	VPMOVZXWD   176(R10), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y4
+	VPMOVZXWD   176(R11), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y5
+	VPMOVZXWD   176(R12), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y6
+	VPMOVZXWD   176(R13), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y7
+	VPMOVZXWD   176(R14), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVUPS     384(AX), Y8
+	VPMOVZXWD   192(DI), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y1
+	VPMOVZXWD   192(R8), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y2
+	VPMOVZXWD   192(R9), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y3
+	VPMOVZXWD   192(R10), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y4
+	VPMOVZXWD   192(R11), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y5
+	VPMOVZXWD   192(R12), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y6
+	VPMOVZXWD   192(R13), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y7
+	VPMOVZXWD   192(R14), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVUPS     416(AX), Y8
+	VPMOVZXWD   208(DI), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y1
+	VPMOVZXWD   208(R8), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y2
+	VPMOVZXWD   208(R9), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y3
+	VPMOVZXWD   208(R10), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y4
+	VPMOVZXWD   208(R11), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y5
+	VPMOVZXWD   208(R12), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y6
+	VPMOVZXWD   208(R13), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y7
+	VPMOVZXWD   208(R14), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVUPS     448(AX), Y8
+	VPMOVZXWD   224(DI), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y1
+	VPMOVZXWD   224(R8), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y2
+	VPMOVZXWD   224(R9), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y3
+	VPMOVZXWD   224(R10), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y4
+	VPMOVZXWD   224(R11), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y5
+	VPMOVZXWD   224(R12), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y6
+	VPMOVZXWD   224(R13), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y7
+	VPMOVZXWD   224(R14), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVUPS     480(AX), Y8
+	VPMOVZXWD   240(DI), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y1
+	VPMOVZXWD   240(R8), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y2
+	VPMOVZXWD   240(R9), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y3
+	VPMOVZXWD   240(R10), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y4
+	VPMOVZXWD   240(R11), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y5
+	VPMOVZXWD   240(R12), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y6
+	VPMOVZXWD   240(R13), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y7
+	VPMOVZXWD   240(R14), Y9
+	VPSLLD      $0x10, Y9, Y9
+	VFMADD231PS Y9, Y8, Y0
+	VSHUFPS     $0x44, Y2, Y1, Y8
+	VSHUFPS     $0xee, Y2, Y1, Y1
+	VADDPS      Y1, Y8, Y8
+	VSHUFPS     $0x44, Y4, Y3, Y1
+	VSHUFPS     $0xee, Y4, Y3, Y2
+	VADDPS      Y2, Y1, Y1
+	VSHUFPS     $0x44, Y6, Y5, Y2
+	VSHUFPS     $0xee, Y6, Y5, Y3
+	VADDPS      Y3, Y2, Y2
+	VSHUFPS     $0x44, Y0, Y7, Y3
+	VSHUFPS     $0xee, Y0, Y7, Y0
+	VADDPS      Y0, Y3, Y3
+	VSHUFPS     $0x88, Y1, Y8, Y0
+	VSHUFPS     $0xdd, Y1, Y8, Y1
+	VADDPS      Y1, Y0, Y0
+	VSHUFPS     $0x88, Y3, Y2, Y1
+	VSHUFPS     $0xdd, Y3, Y2, Y2
+	VADDPS      Y2, Y1, Y1
+	VPERM2F128  $0x20, Y1, Y0, Y2
+	VPERM2F128  $0x31, Y1, Y0, Y0
+	VADDPS      Y0, Y2, Y2
+	VMOVUPS     Y2, (BX)
+	ADDQ        $0x20, BX
+	ADDQ        $0x40, DX
+	DECQ        SI
+	JNZ         qk
+
+	// Row maxima, alpha, p and l, each row's value in every lane of its residue.
+	VMOVUPS      (SP), Y0
+	VMOVUPS      32(SP), Y1
+	VMAXPS       64(SP), Y0, Y0
+	VMAXPS       96(SP), Y1, Y1
+	VMAXPS       128(SP), Y0, Y0
+	VMAXPS       160(SP), Y1, Y1
+	VMAXPS       192(SP), Y0, Y0
+	VMAXPS       224(SP), Y1, Y1
+	VMAXPS       Y1, Y0, Y0
+	VPERM2F128   $0x01, Y0, Y0, Y1
+	VMAXPS       Y1, Y0, Y0
+	VPERMILPS    $0x4e, Y0, Y1
+	VMAXPS       Y1, Y0, Y0
+	VPERMILPS    $0xb1, Y0, Y1
+	VMAXPS       Y1, Y0, Y0
+	MOVQ         o+32(FP), AX
+	MOVQ         m+40(FP), CX
+	MOVQ         l+48(FP), DX
+	VBROADCASTSS (CX), Y1
+	VMAXPS       Y1, Y0, Y0
+	VMOVSS       X0, (CX)
+	VCMPPS       $0x00, attnconst<>+0(SB), Y0, Y2
+	VANDNPS      Y0, Y2, Y0
+	VSUBPS       Y0, Y1, Y1
+	VBROADCASTSS attnconst<>+96(SB), Y3
+	VCMPPS       $0x15, Y3, Y1, Y4
+	VMAXPS       Y1, Y3, Y1
+	VCVTPS2DQ    Y1, Y3
+	VCVTDQ2PS    Y3, Y5
+	VSUBPS       Y5, Y1, Y1
+	VMOVUPS      attnconst<>+288(SB), Y5
+	VFMADD213PS  attnconst<>+256(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+224(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+192(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+160(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+128(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+32(SB), Y1, Y5
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y5, Y5
+	VANDPS       Y4, Y5, Y1
+	VMOVUPS      attnconst<>+32(SB), Y3
+	VBLENDVPS    Y2, Y3, Y1, Y1
+	VMOVUPS      Y1, 256(SP)
+	VMOVUPS      (SP), Y2
+	VSUBPS       Y0, Y2, Y2
+	VBROADCASTSS attnconst<>+96(SB), Y3
+	VCMPPS       $0x15, Y3, Y2, Y4
+	VMAXPS       Y2, Y3, Y2
+	VCVTPS2DQ    Y2, Y3
+	VCVTDQ2PS    Y3, Y5
+	VSUBPS       Y5, Y2, Y2
+	VMOVUPS      attnconst<>+288(SB), Y5
+	VFMADD213PS  attnconst<>+256(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+224(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+192(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+160(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+128(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+32(SB), Y2, Y5
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y5, Y5
+	VANDPS       Y4, Y5, Y2
+	VMOVUPS      Y2, (SP)
+	VMOVUPS      32(SP), Y3
+	VSUBPS       Y0, Y3, Y3
+	VBROADCASTSS attnconst<>+96(SB), Y4
+	VCMPPS       $0x15, Y4, Y3, Y5
+	VMAXPS       Y3, Y4, Y3
+	VCVTPS2DQ    Y3, Y4
+	VCVTDQ2PS    Y4, Y6
+	VSUBPS       Y6, Y3, Y3
+	VMOVUPS      attnconst<>+288(SB), Y6
+	VFMADD213PS  attnconst<>+256(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+224(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+192(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+160(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+128(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+32(SB), Y3, Y6
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       Y4, Y6, Y6
+	VANDPS       Y5, Y6, Y3
+	VMOVUPS      Y3, 32(SP)
+	VMOVUPS      64(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 64(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      96(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 96(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      128(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 128(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      160(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 160(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      192(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 192(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      224(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y0
+	VCMPPS       $0x15, Y0, Y4, Y5
+	VMAXPS       Y4, Y0, Y4
+	VCVTPS2DQ    Y4, Y0
+	VCVTDQ2PS    Y0, Y6
+	VSUBPS       Y6, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y6
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y6
+	VPSLLD       $0x17, Y0, Y0
+	VPADDD       Y0, Y6, Y6
+	VANDPS       Y5, Y6, Y4
+	VMOVUPS      Y4, 224(SP)
+	VADDPS       Y4, Y3, Y3
+	VADDPS       Y3, Y2, Y2
+	VPERM2F128   $0x01, Y2, Y2, Y0
+	VADDPS       Y0, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y0
+	VADDPS       Y0, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y0
+	VADDPS       Y0, Y2, Y2
+	VBROADCASTSS (DX), Y0
+	VFMADD231PS  Y0, Y1, Y2
+	VMOVSS       X2, (DX)
+
+	// o = alpha*o.
+	VBROADCASTSS 256(SP), Y0
+	VMULPS       (AX), Y0, Y1
+	VMOVUPS      Y1, (AX)
+	VMULPS       32(AX), Y0, Y1
+	VMOVUPS      Y1, 32(AX)
+	VMULPS       64(AX), Y0, Y1
+	VMOVUPS      Y1, 64(AX)
+	VMULPS       96(AX), Y0, Y1
+	VMOVUPS      Y1, 96(AX)
+	VMULPS       128(AX), Y0, Y1
+	VMOVUPS      Y1, 128(AX)
+	VMULPS       160(AX), Y0, Y1
+	VMOVUPS      Y1, 160(AX)
+	VMULPS       192(AX), Y0, Y1
+	VMOVUPS      Y1, 192(AX)
+	VMULPS       224(AX), Y0, Y1
+	VMOVUPS      Y1, 224(AX)
+	VMULPS       256(AX), Y0, Y1
+	VMOVUPS      Y1, 256(AX)
+	VMULPS       288(AX), Y0, Y1
+	VMOVUPS      Y1, 288(AX)
+	VMULPS       320(AX), Y0, Y1
+	VMOVUPS      Y1, 320(AX)
+	VMULPS       352(AX), Y0, Y1
+	VMOVUPS      Y1, 352(AX)
+	VMULPS       384(AX), Y0, Y1
+	VMOVUPS      Y1, 384(AX)
+	VMULPS       416(AX), Y0, Y1
+	VMOVUPS      Y1, 416(AX)
+	VMULPS       448(AX), Y0, Y1
+	VMOVUPS      Y1, 448(AX)
+	VMULPS       480(AX), Y0, Y0
+	VMOVUPS      Y0, 480(AX)
+
+	// o += P V, in column chunks of o and groups of rows, each over the whole tile.
+	MOVQ v+16(FP), CX
+	MOVQ $0x00000002, DX
+
+pvc:
+	MOVQ    off+24(FP), BX
+	LEAQ    (SP), SI
+	MOVQ    $0x00000010, DI
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	VMOVUPS 64(AX), Y2
+	VMOVUPS 96(AX), Y3
+	VMOVUPS 128(AX), Y4
+	VMOVUPS 160(AX), Y5
+	VMOVUPS 192(AX), Y6
+	VMOVUPS 224(AX), Y7
+
+pv0:
+	MOVQ         (BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS (SI), Y8
+	VPMOVZXWD    (R8), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y8, Y0
+	VPMOVZXWD    16(R8), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y8, Y1
+	VPMOVZXWD    32(R8), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y8, Y2
+	VPMOVZXWD    48(R8), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y8, Y3
+	VPMOVZXWD    64(R8), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y8, Y4
+	VPMOVZXWD    80(R8), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y8, Y5
+	VPMOVZXWD    96(R8), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y8, Y6
+	VPMOVZXWD    112(R8), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y8, Y7
+	MOVQ         8(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 4(SI), Y8
+	VPMOVZXWD    (R8), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y8, Y0
+	VPMOVZXWD    16(R8), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y8, Y1
+	VPMOVZXWD    32(R8), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y8, Y2
+	VPMOVZXWD    48(R8), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y8, Y3
+	VPMOVZXWD    64(R8), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y8, Y4
+	VPMOVZXWD    80(R8), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y8, Y5
+	VPMOVZXWD    96(R8), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y8, Y6
+	VPMOVZXWD    112(R8), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y8, Y7
+	MOVQ         16(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 8(SI), Y8
+	VPMOVZXWD    (R8), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y8, Y0
+	VPMOVZXWD    16(R8), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y8, Y1
+	VPMOVZXWD    32(R8), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y8, Y2
+	VPMOVZXWD    48(R8), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y8, Y3
+	VPMOVZXWD    64(R8), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y8, Y4
+	VPMOVZXWD    80(R8), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y8, Y5
+	VPMOVZXWD    96(R8), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y8, Y6
+	VPMOVZXWD    112(R8), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y8, Y7
+	MOVQ         24(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 12(SI), Y8
+	VPMOVZXWD    (R8), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y8, Y0
+	VPMOVZXWD    16(R8), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y8, Y1
+	VPMOVZXWD    32(R8), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y8, Y2
+	VPMOVZXWD    48(R8), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y8, Y3
+	VPMOVZXWD    64(R8), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y8, Y4
+	VPMOVZXWD    80(R8), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y8, Y5
+	VPMOVZXWD    96(R8), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y8, Y6
+	VPMOVZXWD    112(R8), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y8, Y7
+	ADDQ         $0x00000010, SI
+	ADDQ         $0x20, BX
+	DECQ         DI
+	JNZ          pv0
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	VMOVUPS      Y3, 96(AX)
+	VMOVUPS      Y4, 128(AX)
+	VMOVUPS      Y5, 160(AX)
+	VMOVUPS      Y6, 192(AX)
+	VMOVUPS      Y7, 224(AX)
+	ADDQ         $0x00000080, CX
+	ADDQ         $0x00000100, AX
+	DECQ         DX
+	JNZ          pvc
+	VZEROUPPER
+	RET
+
+// func decodeAVX2BF16D128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+// Requires: AVX, AVX2, FMA3
+TEXT ·decodeAVX2BF16D128R2(SB), $544-56
+	// Scores: vector i holds keys i*keys .. i*keys+keys-1 by rows.
+	MOVQ q+0(FP), AX
+	MOVQ k+8(FP), CX
+	MOVQ off+24(FP), DX
+	LEAQ (SP), BX
+	MOVQ $0x00000010, SI
+
+qk:
+	MOVQ        (DX), DI
+	ADDQ        CX, DI
+	MOVQ        8(DX), R8
+	ADDQ        CX, R8
+	MOVQ        16(DX), R9
+	ADDQ        CX, R9
+	MOVQ        24(DX), R10
+	ADDQ        CX, R10
+	VMOVUPS     (AX), Y0
+	VMOVUPS     512(AX), Y1
+	VPMOVZXWD   (DI), Y2
+	VPSLLD      $0x10, Y2, Y2
+	VMULPS      Y2, Y0, Y3
+	VMULPS      Y2, Y1, Y2
+	VPMOVZXWD   (R8), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VMULPS      Y4, Y0, Y5
+	VMULPS      Y4, Y1, Y4
+	VPMOVZXWD   (R9), Y6
+	VPSLLD      $0x10, Y6, Y6
+	VMULPS      Y6, Y0, Y7
+	VMULPS      Y6, Y1, Y6
+	VPMOVZXWD   (R10), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VMULPS      Y8, Y0, Y0
+	VMULPS      Y8, Y1, Y1
+	VMOVUPS     32(AX), Y8
+	VMOVUPS     544(AX), Y9
+	VPMOVZXWD   16(DI), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y3
+	VFMADD231PS Y10, Y9, Y2
+	VPMOVZXWD   16(R8), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y5
+	VFMADD231PS Y10, Y9, Y4
+	VPMOVZXWD   16(R9), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y7
+	VFMADD231PS Y10, Y9, Y6
+	VPMOVZXWD   16(R10), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVUPS     64(AX), Y8
+	VMOVUPS     576(AX), Y9
+	VPMOVZXWD   32(DI), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y3
+	VFMADD231PS Y10, Y9, Y2
+	VPMOVZXWD   32(R8), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y5
+	VFMADD231PS Y10, Y9, Y4
+	VPMOVZXWD   32(R9), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y7
+	VFMADD231PS Y10, Y9, Y6
+	VPMOVZXWD   32(R10), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVUPS     96(AX), Y8
+	VMOVUPS     608(AX), Y9
+	VPMOVZXWD   48(DI), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y3
+	VFMADD231PS Y10, Y9, Y2
+	VPMOVZXWD   48(R8), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y5
+	VFMADD231PS Y10, Y9, Y4
+	VPMOVZXWD   48(R9), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y7
+	VFMADD231PS Y10, Y9, Y6
+	VPMOVZXWD   48(R10), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVUPS     128(AX), Y8
+	VMOVUPS     640(AX), Y9
+	VPMOVZXWD   64(DI), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y3
+	VFMADD231PS Y10, Y9, Y2
+	VPMOVZXWD   64(R8), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y5
+	VFMADD231PS Y10, Y9, Y4
+	VPMOVZXWD   64(R9), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y7
+	VFMADD231PS Y10, Y9, Y6
+	VPMOVZXWD   64(R10), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVUPS     160(AX), Y8
+	VMOVUPS     672(AX), Y9
+	VPMOVZXWD   80(DI), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y3
+	VFMADD231PS Y10, Y9, Y2
+	VPMOVZXWD   80(R8), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y5
+	VFMADD231PS Y10, Y9, Y4
+	VPMOVZXWD   80(R9), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y7
+	VFMADD231PS Y10, Y9, Y6
+	VPMOVZXWD   80(R10), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVUPS     192(AX), Y8
+	VMOVUPS     704(AX), Y9
+	VPMOVZXWD   96(DI), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y3
+	VFMADD231PS Y10, Y9, Y2
+	VPMOVZXWD   96(R8), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y5
+	VFMADD231PS Y10, Y9, Y4
+	VPMOVZXWD   96(R9), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y7
+	VFMADD231PS Y10, Y9, Y6
+	VPMOVZXWD   96(R10), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVUPS     224(AX), Y8
+	VMOVUPS     736(AX), Y9
+	VPMOVZXWD   112(DI), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y3
+	VFMADD231PS Y10, Y9, Y2
+	VPMOVZXWD   112(R8), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y5
+	VFMADD231PS Y10, Y9, Y4
+	VPMOVZXWD   112(R9), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y7
+	VFMADD231PS Y10, Y9, Y6
+	VPMOVZXWD   112(R10), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVUPS     256(AX), Y8
+	VMOVUPS     768(AX), Y9
+	VPMOVZXWD   128(DI), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y3
+	VFMADD231PS Y10, Y9, Y2
+	VPMOVZXWD   128(R8), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y5
+	VFMADD231PS Y10, Y9, Y4
+	VPMOVZXWD   128(R9), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y7
+	VFMADD231PS Y10, Y9, Y6
+	VPMOVZXWD   128(R10), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVUPS     288(AX), Y8
+	VMOVUPS     800(AX), Y9
+	VPMOVZXWD   144(DI), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y3
+	VFMADD231PS Y10, Y9, Y2
+	VPMOVZXWD   144(R8), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y5
+	VFMADD231PS Y10, Y9, Y4
+	VPMOVZXWD   144(R9), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y7
+	VFMADD231PS Y10, Y9, Y6
+	VPMOVZXWD   144(R10), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVUPS     320(AX), Y8
+	VMOVUPS     832(AX), Y9
+	VPMOVZXWD   160(DI), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y3
+	VFMADD231PS Y10, Y9, Y2
+	VPMOVZXWD   160(R8), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y5
+	VFMADD231PS Y10, Y9, Y4
+	VPMOVZXWD   160(R9), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y7
+	VFMADD231PS Y10, Y9, Y6
+	VPMOVZXWD   160(R10), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVUPS     352(AX), Y8
+	VMOVUPS     864(AX), Y9
+	VPMOVZXWD   176(DI), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y3
+	VFMADD231PS Y10, Y9, Y2
+	VPMOVZXWD   176(R8), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y5
+	VFMADD231PS Y10, Y9, Y4
+	VPMOVZXWD   176(R9), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y7
+	VFMADD231PS Y10, Y9, Y6
+	VPMOVZXWD   176(R10), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVUPS     384(AX), Y8
+	VMOVUPS     896(AX), Y9
+	VPMOVZXWD   192(DI), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y3
+	VFMADD231PS Y10, Y9, Y2
+	VPMOVZXWD   192(R8), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y5
+	VFMADD231PS Y10, Y9, Y4
+	VPMOVZXWD   192(R9), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y7
+	VFMADD231PS Y10, Y9, Y6
+	VPMOVZXWD   192(R10), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVUPS     416(AX), Y8
+	VMOVUPS     928(AX), Y9
+	VPMOVZXWD   208(DI), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y3
+	VFMADD231PS Y10, Y9, Y2
+	VPMOVZXWD   208(R8), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y5
+	VFMADD231PS Y10, Y9, Y4
+	VPMOVZXWD   208(R9), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y7
+	VFMADD231PS Y10, Y9, Y6
+	VPMOVZXWD   208(R10), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVUPS     448(AX), Y8
+	VMOVUPS     960(AX), Y9
+	VPMOVZXWD   224(DI), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y3
+	VFMADD231PS Y10, Y9, Y2
+	VPMOVZXWD   224(R8), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y5
+	VFMADD231PS Y10, Y9, Y4
+	VPMOVZXWD   224(R9), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y7
+	VFMADD231PS Y10, Y9, Y6
+	VPMOVZXWD   224(R10), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVUPS     480(AX), Y8
+	VMOVUPS     992(AX), Y9
+	VPMOVZXWD   240(DI), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y3
+	VFMADD231PS Y10, Y9, Y2
+	VPMOVZXWD   240(R8), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y5
+	VFMADD231PS Y10, Y9, Y4
+	VPMOVZXWD   240(R9), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y7
+	VFMADD231PS Y10, Y9, Y6
+	VPMOVZXWD   240(R10), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VSHUFPS     $0x44, Y2, Y3, Y8
+	VSHUFPS     $0xee, Y2, Y3, Y2
+	VADDPS      Y2, Y8, Y8
+	VSHUFPS     $0x44, Y4, Y5, Y2
+	VSHUFPS     $0xee, Y4, Y5, Y3
+	VADDPS      Y3, Y2, Y2
+	VSHUFPS     $0x44, Y6, Y7, Y3
+	VSHUFPS     $0xee, Y6, Y7, Y4
+	VADDPS      Y4, Y3, Y3
+	VSHUFPS     $0x44, Y1, Y0, Y4
+	VSHUFPS     $0xee, Y1, Y0, Y0
+	VADDPS      Y0, Y4, Y4
+	VSHUFPS     $0x88, Y2, Y8, Y0
+	VSHUFPS     $0xdd, Y2, Y8, Y1
+	VADDPS      Y1, Y0, Y0
+	VSHUFPS     $0x88, Y4, Y3, Y1
+	VSHUFPS     $0xdd, Y4, Y3, Y2
+	VADDPS      Y2, Y1, Y1
+	VPERM2F128  $0x20, Y1, Y0, Y2
+	VPERM2F128  $0x31, Y1, Y0, Y0
+	VADDPS      Y0, Y2, Y2
+	VMOVUPS     Y2, (BX)
+	ADDQ        $0x20, BX
+	ADDQ        $0x20, DX
+	DECQ        SI
+	JNZ         qk
+
+	// Row maxima, alpha, p and l, each row's value in every lane of its residue.
+	VMOVUPS      (SP), Y0
+	VMOVUPS      32(SP), Y1
+	VMAXPS       64(SP), Y0, Y0
+	VMAXPS       96(SP), Y1, Y1
+	VMAXPS       128(SP), Y0, Y0
+	VMAXPS       160(SP), Y1, Y1
+	VMAXPS       192(SP), Y0, Y0
+	VMAXPS       224(SP), Y1, Y1
+	VMAXPS       256(SP), Y0, Y0
+	VMAXPS       288(SP), Y1, Y1
+	VMAXPS       320(SP), Y0, Y0
+	VMAXPS       352(SP), Y1, Y1
+	VMAXPS       384(SP), Y0, Y0
+	VMAXPS       416(SP), Y1, Y1
+	VMAXPS       448(SP), Y0, Y0
+	VMAXPS       480(SP), Y1, Y1
+	VMAXPS       Y1, Y0, Y0
+	VPERM2F128   $0x01, Y0, Y0, Y1
+	VMAXPS       Y1, Y0, Y0
+	VPERMILPS    $0x4e, Y0, Y1
+	VMAXPS       Y1, Y0, Y0
+	MOVQ         o+32(FP), AX
+	MOVQ         m+40(FP), CX
+	MOVQ         l+48(FP), DX
+	VBROADCASTSD (CX), Y1
+	VMAXPS       Y1, Y0, Y0
+	VMOVSD       X0, (CX)
+	VCMPPS       $0x00, attnconst<>+0(SB), Y0, Y2
+	VANDNPS      Y0, Y2, Y0
+	VSUBPS       Y0, Y1, Y1
+	VBROADCASTSS attnconst<>+96(SB), Y3
+	VCMPPS       $0x15, Y3, Y1, Y4
+	VMAXPS       Y1, Y3, Y1
+	VCVTPS2DQ    Y1, Y3
+	VCVTDQ2PS    Y3, Y5
+	VSUBPS       Y5, Y1, Y1
+	VMOVUPS      attnconst<>+288(SB), Y5
+	VFMADD213PS  attnconst<>+256(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+224(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+192(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+160(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+128(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+32(SB), Y1, Y5
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y5, Y5
+	VANDPS       Y4, Y5, Y1
+	VMOVUPS      attnconst<>+32(SB), Y3
+	VBLENDVPS    Y2, Y3, Y1, Y1
+	VMOVUPS      Y1, 512(SP)
+	VMOVUPS      (SP), Y2
+	VSUBPS       Y0, Y2, Y2
+	VBROADCASTSS attnconst<>+96(SB), Y3
+	VCMPPS       $0x15, Y3, Y2, Y4
+	VMAXPS       Y2, Y3, Y2
+	VCVTPS2DQ    Y2, Y3
+	VCVTDQ2PS    Y3, Y5
+	VSUBPS       Y5, Y2, Y2
+	VMOVUPS      attnconst<>+288(SB), Y5
+	VFMADD213PS  attnconst<>+256(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+224(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+192(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+160(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+128(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+32(SB), Y2, Y5
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y5, Y5
+	VANDPS       Y4, Y5, Y2
+	VMOVUPS      Y2, (SP)
+	VMOVUPS      32(SP), Y3
+	VSUBPS       Y0, Y3, Y3
+	VBROADCASTSS attnconst<>+96(SB), Y4
+	VCMPPS       $0x15, Y4, Y3, Y5
+	VMAXPS       Y3, Y4, Y3
+	VCVTPS2DQ    Y3, Y4
+	VCVTDQ2PS    Y4, Y6
+	VSUBPS       Y6, Y3, Y3
+	VMOVUPS      attnconst<>+288(SB), Y6
+	VFMADD213PS  attnconst<>+256(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+224(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+192(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+160(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+128(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+32(SB), Y3, Y6
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       Y4, Y6, Y6
+	VANDPS       Y5, Y6, Y3
+	VMOVUPS      Y3, 32(SP)
+	VMOVUPS      64(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 64(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      96(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 96(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      128(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 128(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      160(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 160(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      192(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 192(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      224(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 224(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      256(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 256(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      288(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 288(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      320(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 320(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      352(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 352(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      384(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 384(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      416(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 416(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      448(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 448(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      480(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y0
+	VCMPPS       $0x15, Y0, Y4, Y5
+	VMAXPS       Y4, Y0, Y4
+	VCVTPS2DQ    Y4, Y0
+	VCVTDQ2PS    Y0, Y6
+	VSUBPS       Y6, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y6
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y6
+	VPSLLD       $0x17, Y0, Y0
+	VPADDD       Y0, Y6, Y6
+	VANDPS       Y5, Y6, Y4
+	VMOVUPS      Y4, 480(SP)
+	VADDPS       Y4, Y3, Y3
+	VADDPS       Y3, Y2, Y2
+	VPERM2F128   $0x01, Y2, Y2, Y0
+	VADDPS       Y0, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y0
+	VADDPS       Y0, Y2, Y2
+	VBROADCASTSD (DX), Y0
+	VFMADD231PS  Y0, Y1, Y2
+	VMOVSD       X2, (DX)
+
+	// o = alpha*o.
+	VBROADCASTSS 512(SP), Y0
+	VMULPS       (AX), Y0, Y1
+	VMOVUPS      Y1, (AX)
+	VMULPS       32(AX), Y0, Y1
+	VMOVUPS      Y1, 32(AX)
+	VMULPS       64(AX), Y0, Y1
+	VMOVUPS      Y1, 64(AX)
+	VMULPS       96(AX), Y0, Y1
+	VMOVUPS      Y1, 96(AX)
+	VMULPS       128(AX), Y0, Y1
+	VMOVUPS      Y1, 128(AX)
+	VMULPS       160(AX), Y0, Y1
+	VMOVUPS      Y1, 160(AX)
+	VMULPS       192(AX), Y0, Y1
+	VMOVUPS      Y1, 192(AX)
+	VMULPS       224(AX), Y0, Y1
+	VMOVUPS      Y1, 224(AX)
+	VMULPS       256(AX), Y0, Y1
+	VMOVUPS      Y1, 256(AX)
+	VMULPS       288(AX), Y0, Y1
+	VMOVUPS      Y1, 288(AX)
+	VMULPS       320(AX), Y0, Y1
+	VMOVUPS      Y1, 320(AX)
+	VMULPS       352(AX), Y0, Y1
+	VMOVUPS      Y1, 352(AX)
+	VMULPS       384(AX), Y0, Y1
+	VMOVUPS      Y1, 384(AX)
+	VMULPS       416(AX), Y0, Y1
+	VMOVUPS      Y1, 416(AX)
+	VMULPS       448(AX), Y0, Y1
+	VMOVUPS      Y1, 448(AX)
+	VMULPS       480(AX), Y0, Y0
+	VMOVUPS      Y0, 480(AX)
+	VBROADCASTSS 516(SP), Y0
+	VMULPS       512(AX), Y0, Y1
+	VMOVUPS      Y1, 512(AX)
+	VMULPS       544(AX), Y0, Y1
+	VMOVUPS      Y1, 544(AX)
+	VMULPS       576(AX), Y0, Y1
+	VMOVUPS      Y1, 576(AX)
+	VMULPS       608(AX), Y0, Y1
+	VMOVUPS      Y1, 608(AX)
+	VMULPS       640(AX), Y0, Y1
+	VMOVUPS      Y1, 640(AX)
+	VMULPS       672(AX), Y0, Y1
+	VMOVUPS      Y1, 672(AX)
+	VMULPS       704(AX), Y0, Y1
+	VMOVUPS      Y1, 704(AX)
+	VMULPS       736(AX), Y0, Y1
+	VMOVUPS      Y1, 736(AX)
+	VMULPS       768(AX), Y0, Y1
+	VMOVUPS      Y1, 768(AX)
+	VMULPS       800(AX), Y0, Y1
+	VMOVUPS      Y1, 800(AX)
+	VMULPS       832(AX), Y0, Y1
+	VMOVUPS      Y1, 832(AX)
+	VMULPS       864(AX), Y0, Y1
+	VMOVUPS      Y1, 864(AX)
+	VMULPS       896(AX), Y0, Y1
+	VMOVUPS      Y1, 896(AX)
+	VMULPS       928(AX), Y0, Y1
+	VMOVUPS      Y1, 928(AX)
+	VMULPS       960(AX), Y0, Y1
+	VMOVUPS      Y1, 960(AX)
+	VMULPS       992(AX), Y0, Y0
+	VMOVUPS      Y0, 992(AX)
+
+	// o += P V, in column chunks of o and groups of rows, each over the whole tile.
+	MOVQ v+16(FP), CX
+	MOVQ $0x00000004, DX
+
+pvc:
+	MOVQ    off+24(FP), BX
+	LEAQ    (SP), SI
+	MOVQ    $0x00000010, DI
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	VMOVUPS 64(AX), Y2
+	VMOVUPS 96(AX), Y3
+	VMOVUPS 512(AX), Y4
+	VMOVUPS 544(AX), Y5
+	VMOVUPS 576(AX), Y6
+	VMOVUPS 608(AX), Y7
+
+pv0:
+	MOVQ         (BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS (SI), Y8
+	VBROADCASTSS 4(SI), Y9
+	VPMOVZXWD    (R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VPMOVZXWD    16(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VPMOVZXWD    32(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VPMOVZXWD    48(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         8(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 8(SI), Y8
+	VBROADCASTSS 12(SI), Y9
+	VPMOVZXWD    (R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VPMOVZXWD    16(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VPMOVZXWD    32(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VPMOVZXWD    48(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         16(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 16(SI), Y8
+	VBROADCASTSS 20(SI), Y9
+	VPMOVZXWD    (R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VPMOVZXWD    16(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VPMOVZXWD    32(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VPMOVZXWD    48(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         24(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 24(SI), Y8
+	VBROADCASTSS 28(SI), Y9
+	VPMOVZXWD    (R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VPMOVZXWD    16(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VPMOVZXWD    32(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VPMOVZXWD    48(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	ADDQ         $0x00000020, SI
+	ADDQ         $0x20, BX
+	DECQ         DI
+	JNZ          pv0
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	VMOVUPS      Y3, 96(AX)
+	VMOVUPS      Y4, 512(AX)
+	VMOVUPS      Y5, 544(AX)
+	VMOVUPS      Y6, 576(AX)
+	VMOVUPS      Y7, 608(AX)
+	ADDQ         $0x00000040, CX
+	ADDQ         $0x00000080, AX
+	DECQ         DX
+	JNZ          pvc
+	VZEROUPPER
+	RET
+
+// func decodeAVX2BF16D128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+// Requires: AVX, AVX2, FMA3
+TEXT ·decodeAVX2BF16D128R4(SB), $1056-56
+	// Scores: vector i holds keys i*keys .. i*keys+keys-1 by rows.
+	MOVQ q+0(FP), AX
+	MOVQ k+8(FP), CX
+	MOVQ off+24(FP), DX
+	LEAQ (SP), BX
+	MOVQ $0x00000020, SI
+
+qk:
+	MOVQ        (DX), DI
+	ADDQ        CX, DI
+	MOVQ        8(DX), R8
+	ADDQ        CX, R8
+	VMOVUPS     (AX), Y0
+	VMOVUPS     512(AX), Y1
+	VMOVUPS     1024(AX), Y2
+	VMOVUPS     1536(AX), Y3
+	VPMOVZXWD   (DI), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VMULPS      Y4, Y0, Y5
+	VMULPS      Y4, Y1, Y6
+	VMULPS      Y4, Y2, Y7
+	VMULPS      Y4, Y3, Y4
+	VPMOVZXWD   (R8), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VMULPS      Y8, Y0, Y0
+	VMULPS      Y8, Y1, Y1
+	VMULPS      Y8, Y2, Y2
+	VMULPS      Y8, Y3, Y3
+	VMOVUPS     32(AX), Y8
+	VMOVUPS     544(AX), Y9
+	VMOVUPS     1056(AX), Y10
+	VMOVUPS     1568(AX), Y11
+	VPMOVZXWD   16(DI), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y5
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y7
+	VFMADD231PS Y12, Y11, Y4
+	VPMOVZXWD   16(R8), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y1
+	VFMADD231PS Y12, Y10, Y2
+	VFMADD231PS Y12, Y11, Y3
+	VMOVUPS     64(AX), Y8
+	VMOVUPS     576(AX), Y9
+	VMOVUPS     1088(AX), Y10
+	VMOVUPS     1600(AX), Y11
+	VPMOVZXWD   32(DI), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y5
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y7
+	VFMADD231PS Y12, Y11, Y4
+	VPMOVZXWD   32(R8), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y1
+	VFMADD231PS Y12, Y10, Y2
+	VFMADD231PS Y12, Y11, Y3
+	VMOVUPS     96(AX), Y8
+	VMOVUPS     608(AX), Y9
+	VMOVUPS     1120(AX), Y10
+	VMOVUPS     1632(AX), Y11
+	VPMOVZXWD   48(DI), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y5
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y7
+	VFMADD231PS Y12, Y11, Y4
+	VPMOVZXWD   48(R8), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y1
+	VFMADD231PS Y12, Y10, Y2
+	VFMADD231PS Y12, Y11, Y3
+	VMOVUPS     128(AX), Y8
+	VMOVUPS     640(AX), Y9
+	VMOVUPS     1152(AX), Y10
+	VMOVUPS     1664(AX), Y11
+	VPMOVZXWD   64(DI), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y5
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y7
+	VFMADD231PS Y12, Y11, Y4
+	VPMOVZXWD   64(R8), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y1
+	VFMADD231PS Y12, Y10, Y2
+	VFMADD231PS Y12, Y11, Y3
+	VMOVUPS     160(AX), Y8
+	VMOVUPS     672(AX), Y9
+	VMOVUPS     1184(AX), Y10
+	VMOVUPS     1696(AX), Y11
+	VPMOVZXWD   80(DI), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y5
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y7
+	VFMADD231PS Y12, Y11, Y4
+	VPMOVZXWD   80(R8), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y1
+	VFMADD231PS Y12, Y10, Y2
+	VFMADD231PS Y12, Y11, Y3
+	VMOVUPS     192(AX), Y8
+	VMOVUPS     704(AX), Y9
+	VMOVUPS     1216(AX), Y10
+	VMOVUPS     1728(AX), Y11
+	VPMOVZXWD   96(DI), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y5
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y7
+	VFMADD231PS Y12, Y11, Y4
+	VPMOVZXWD   96(R8), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y1
+	VFMADD231PS Y12, Y10, Y2
+	VFMADD231PS Y12, Y11, Y3
+	VMOVUPS     224(AX), Y8
+	VMOVUPS     736(AX), Y9
+	VMOVUPS     1248(AX), Y10
+	VMOVUPS     1760(AX), Y11
+	VPMOVZXWD   112(DI), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y5
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y7
+	VFMADD231PS Y12, Y11, Y4
+	VPMOVZXWD   112(R8), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y1
+	VFMADD231PS Y12, Y10, Y2
+	VFMADD231PS Y12, Y11, Y3
+	VMOVUPS     256(AX), Y8
+	VMOVUPS     768(AX), Y9
+	VMOVUPS     1280(AX), Y10
+	VMOVUPS     1792(AX), Y11
+	VPMOVZXWD   128(DI), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y5
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y7
+	VFMADD231PS Y12, Y11, Y4
+	VPMOVZXWD   128(R8), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y1
+	VFMADD231PS Y12, Y10, Y2
+	VFMADD231PS Y12, Y11, Y3
+	VMOVUPS     288(AX), Y8
+	VMOVUPS     800(AX), Y9
+	VMOVUPS     1312(AX), Y10
+	VMOVUPS     1824(AX), Y11
+	VPMOVZXWD   144(DI), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y5
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y7
+	VFMADD231PS Y12, Y11, Y4
+	VPMOVZXWD   144(R8), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y1
+	VFMADD231PS Y12, Y10, Y2
+	VFMADD231PS Y12, Y11, Y3
+	VMOVUPS     320(AX), Y8
+	VMOVUPS     832(AX), Y9
+	VMOVUPS     1344(AX), Y10
+	VMOVUPS     1856(AX), Y11
+	VPMOVZXWD   160(DI), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y5
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y7
+	VFMADD231PS Y12, Y11, Y4
+	VPMOVZXWD   160(R8), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y1
+	VFMADD231PS Y12, Y10, Y2
+	VFMADD231PS Y12, Y11, Y3
+	VMOVUPS     352(AX), Y8
+	VMOVUPS     864(AX), Y9
+	VMOVUPS     1376(AX), Y10
+	VMOVUPS     1888(AX), Y11
+	VPMOVZXWD   176(DI), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y5
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y7
+	VFMADD231PS Y12, Y11, Y4
+	VPMOVZXWD   176(R8), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y1
+	VFMADD231PS Y12, Y10, Y2
+	VFMADD231PS Y12, Y11, Y3
+	VMOVUPS     384(AX), Y8
+	VMOVUPS     896(AX), Y9
+	VMOVUPS     1408(AX), Y10
+	VMOVUPS     1920(AX), Y11
+	VPMOVZXWD   192(DI), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y5
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y7
+	VFMADD231PS Y12, Y11, Y4
+	VPMOVZXWD   192(R8), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y1
+	VFMADD231PS Y12, Y10, Y2
+	VFMADD231PS Y12, Y11, Y3
+	VMOVUPS     416(AX), Y8
+	VMOVUPS     928(AX), Y9
+	VMOVUPS     1440(AX), Y10
+	VMOVUPS     1952(AX), Y11
+	VPMOVZXWD   208(DI), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y5
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y7
+	VFMADD231PS Y12, Y11, Y4
+	VPMOVZXWD   208(R8), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y1
+	VFMADD231PS Y12, Y10, Y2
+	VFMADD231PS Y12, Y11, Y3
+	VMOVUPS     448(AX), Y8
+	VMOVUPS     960(AX), Y9
+	VMOVUPS     1472(AX), Y10
+	VMOVUPS     1984(AX), Y11
+	VPMOVZXWD   224(DI), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y5
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y7
+	VFMADD231PS Y12, Y11, Y4
+	VPMOVZXWD   224(R8), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y1
+	VFMADD231PS Y12, Y10, Y2
+	VFMADD231PS Y12, Y11, Y3
+	VMOVUPS     480(AX), Y8
+	VMOVUPS     992(AX), Y9
+	VMOVUPS     1504(AX), Y10
+	VMOVUPS     2016(AX), Y11
+	VPMOVZXWD   240(DI), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y5
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y7
+	VFMADD231PS Y12, Y11, Y4
+	VPMOVZXWD   240(R8), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y1
+	VFMADD231PS Y12, Y10, Y2
+	VFMADD231PS Y12, Y11, Y3
+	VSHUFPS     $0x44, Y6, Y5, Y8
+	VSHUFPS     $0xee, Y6, Y5, Y5
+	VADDPS      Y5, Y8, Y8
+	VSHUFPS     $0x44, Y4, Y7, Y5
+	VSHUFPS     $0xee, Y4, Y7, Y4
+	VADDPS      Y4, Y5, Y5
+	VSHUFPS     $0x44, Y1, Y0, Y4
+	VSHUFPS     $0xee, Y1, Y0, Y0
+	VADDPS      Y0, Y4, Y4
+	VSHUFPS     $0x44, Y3, Y2, Y0
+	VSHUFPS     $0xee, Y3, Y2, Y1
+	VADDPS      Y1, Y0, Y0
+	VSHUFPS     $0x88, Y5, Y8, Y1
+	VSHUFPS     $0xdd, Y5, Y8, Y2
+	VADDPS      Y2, Y1, Y1
+	VSHUFPS     $0x88, Y0, Y4, Y2
+	VSHUFPS     $0xdd, Y0, Y4, Y0
+	VADDPS      Y0, Y2, Y2
+	VPERM2F128  $0x20, Y2, Y1, Y0
+	VPERM2F128  $0x31, Y2, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VMOVUPS     Y0, (BX)
+	ADDQ        $0x20, BX
+	ADDQ        $0x10, DX
+	DECQ        SI
+	JNZ         qk
+
+	// Row maxima, alpha, p and l, each row's value in every lane of its residue.
+	VMOVUPS        (SP), Y0
+	VMOVUPS        32(SP), Y1
+	VMAXPS         64(SP), Y0, Y0
+	VMAXPS         96(SP), Y1, Y1
+	VMAXPS         128(SP), Y0, Y0
+	VMAXPS         160(SP), Y1, Y1
+	VMAXPS         192(SP), Y0, Y0
+	VMAXPS         224(SP), Y1, Y1
+	VMAXPS         256(SP), Y0, Y0
+	VMAXPS         288(SP), Y1, Y1
+	VMAXPS         320(SP), Y0, Y0
+	VMAXPS         352(SP), Y1, Y1
+	VMAXPS         384(SP), Y0, Y0
+	VMAXPS         416(SP), Y1, Y1
+	VMAXPS         448(SP), Y0, Y0
+	VMAXPS         480(SP), Y1, Y1
+	VMAXPS         512(SP), Y0, Y0
+	VMAXPS         544(SP), Y1, Y1
+	VMAXPS         576(SP), Y0, Y0
+	VMAXPS         608(SP), Y1, Y1
+	VMAXPS         640(SP), Y0, Y0
+	VMAXPS         672(SP), Y1, Y1
+	VMAXPS         704(SP), Y0, Y0
+	VMAXPS         736(SP), Y1, Y1
+	VMAXPS         768(SP), Y0, Y0
+	VMAXPS         800(SP), Y1, Y1
+	VMAXPS         832(SP), Y0, Y0
+	VMAXPS         864(SP), Y1, Y1
+	VMAXPS         896(SP), Y0, Y0
+	VMAXPS         928(SP), Y1, Y1
+	VMAXPS         960(SP), Y0, Y0
+	VMAXPS         992(SP), Y1, Y1
+	VMAXPS         Y1, Y0, Y0
+	VPERM2F128     $0x01, Y0, Y0, Y1
+	VMAXPS         Y1, Y0, Y0
+	MOVQ           o+32(FP), AX
+	MOVQ           m+40(FP), CX
+	MOVQ           l+48(FP), DX
+	VBROADCASTF128 (CX), Y1
+	VMAXPS         Y1, Y0, Y0
+	VMOVUPS        X0, (CX)
+	VCMPPS         $0x00, attnconst<>+0(SB), Y0, Y2
+	VANDNPS        Y0, Y2, Y0
+	VSUBPS         Y0, Y1, Y1
+	VBROADCASTSS   attnconst<>+96(SB), Y3
+	VCMPPS         $0x15, Y3, Y1, Y4
+	VMAXPS         Y1, Y3, Y1
+	VCVTPS2DQ      Y1, Y3
+	VCVTDQ2PS      Y3, Y5
+	VSUBPS         Y5, Y1, Y1
+	VMOVUPS        attnconst<>+288(SB), Y5
+	VFMADD213PS    attnconst<>+256(SB), Y1, Y5
+	VFMADD213PS    attnconst<>+224(SB), Y1, Y5
+	VFMADD213PS    attnconst<>+192(SB), Y1, Y5
+	VFMADD213PS    attnconst<>+160(SB), Y1, Y5
+	VFMADD213PS    attnconst<>+128(SB), Y1, Y5
+	VFMADD213PS    attnconst<>+32(SB), Y1, Y5
+	VPSLLD         $0x17, Y3, Y3
+	VPADDD         Y3, Y5, Y5
+	VANDPS         Y4, Y5, Y1
+	VMOVUPS        attnconst<>+32(SB), Y3
+	VBLENDVPS      Y2, Y3, Y1, Y1
+	VMOVUPS        Y1, 1024(SP)
+	VMOVUPS        (SP), Y2
+	VSUBPS         Y0, Y2, Y2
+	VBROADCASTSS   attnconst<>+96(SB), Y3
+	VCMPPS         $0x15, Y3, Y2, Y4
+	VMAXPS         Y2, Y3, Y2
+	VCVTPS2DQ      Y2, Y3
+	VCVTDQ2PS      Y3, Y5
+	VSUBPS         Y5, Y2, Y2
+	VMOVUPS        attnconst<>+288(SB), Y5
+	VFMADD213PS    attnconst<>+256(SB), Y2, Y5
+	VFMADD213PS    attnconst<>+224(SB), Y2, Y5
+	VFMADD213PS    attnconst<>+192(SB), Y2, Y5
+	VFMADD213PS    attnconst<>+160(SB), Y2, Y5
+	VFMADD213PS    attnconst<>+128(SB), Y2, Y5
+	VFMADD213PS    attnconst<>+32(SB), Y2, Y5
+	VPSLLD         $0x17, Y3, Y3
+	VPADDD         Y3, Y5, Y5
+	VANDPS         Y4, Y5, Y2
+	VMOVUPS        Y2, (SP)
+	VMOVUPS        32(SP), Y3
+	VSUBPS         Y0, Y3, Y3
+	VBROADCASTSS   attnconst<>+96(SB), Y4
+	VCMPPS         $0x15, Y4, Y3, Y5
+	VMAXPS         Y3, Y4, Y3
+	VCVTPS2DQ      Y3, Y4
+	VCVTDQ2PS      Y4, Y6
+	VSUBPS         Y6, Y3, Y3
+	VMOVUPS        attnconst<>+288(SB), Y6
+	VFMADD213PS    attnconst<>+256(SB), Y3, Y6
+	VFMADD213PS    attnconst<>+224(SB), Y3, Y6
+	VFMADD213PS    attnconst<>+192(SB), Y3, Y6
+	VFMADD213PS    attnconst<>+160(SB), Y3, Y6
+	VFMADD213PS    attnconst<>+128(SB), Y3, Y6
+	VFMADD213PS    attnconst<>+32(SB), Y3, Y6
+	VPSLLD         $0x17, Y4, Y4
+	VPADDD         Y4, Y6, Y6
+	VANDPS         Y5, Y6, Y3
+	VMOVUPS        Y3, 32(SP)
+	VMOVUPS        64(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 64(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        96(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 96(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        128(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 128(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        160(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 160(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        192(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 192(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        224(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 224(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        256(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 256(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        288(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 288(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        320(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 320(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        352(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 352(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        384(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 384(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        416(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 416(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        448(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 448(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        480(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 480(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        512(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 512(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        544(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 544(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        576(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 576(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        608(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 608(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        640(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 640(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        672(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 672(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        704(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 704(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        736(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 736(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        768(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 768(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        800(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 800(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        832(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 832(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        864(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 864(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        896(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 896(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        928(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 928(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        960(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 960(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        992(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y0
+	VCMPPS         $0x15, Y0, Y4, Y5
+	VMAXPS         Y4, Y0, Y4
+	VCVTPS2DQ      Y4, Y0
+	VCVTDQ2PS      Y0, Y6
+	VSUBPS         Y6, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y6
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y6
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y6
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y6
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y6
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y6
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y6
+	VPSLLD         $0x17, Y0, Y0
+	VPADDD         Y0, Y6, Y6
+	VANDPS         Y5, Y6, Y4
+	VMOVUPS        Y4, 992(SP)
+	VADDPS         Y4, Y3, Y3
+	VADDPS         Y3, Y2, Y2
+	VPERM2F128     $0x01, Y2, Y2, Y0
+	VADDPS         Y0, Y2, Y2
+	VBROADCASTF128 (DX), Y0
+	VFMADD231PS    Y0, Y1, Y2
+	VMOVUPS        X2, (DX)
+
+	// o = alpha*o.
+	VBROADCASTSS 1024(SP), Y0
+	VMULPS       (AX), Y0, Y1
+	VMOVUPS      Y1, (AX)
+	VMULPS       32(AX), Y0, Y1
+	VMOVUPS      Y1, 32(AX)
+	VMULPS       64(AX), Y0, Y1
+	VMOVUPS      Y1, 64(AX)
+	VMULPS       96(AX), Y0, Y1
+	VMOVUPS      Y1, 96(AX)
+	VMULPS       128(AX), Y0, Y1
+	VMOVUPS      Y1, 128(AX)
+	VMULPS       160(AX), Y0, Y1
+	VMOVUPS      Y1, 160(AX)
+	VMULPS       192(AX), Y0, Y1
+	VMOVUPS      Y1, 192(AX)
+	VMULPS       224(AX), Y0, Y1
+	VMOVUPS      Y1, 224(AX)
+	VMULPS       256(AX), Y0, Y1
+	VMOVUPS      Y1, 256(AX)
+	VMULPS       288(AX), Y0, Y1
+	VMOVUPS      Y1, 288(AX)
+	VMULPS       320(AX), Y0, Y1
+	VMOVUPS      Y1, 320(AX)
+	VMULPS       352(AX), Y0, Y1
+	VMOVUPS      Y1, 352(AX)
+	VMULPS       384(AX), Y0, Y1
+	VMOVUPS      Y1, 384(AX)
+	VMULPS       416(AX), Y0, Y1
+	VMOVUPS      Y1, 416(AX)
+	VMULPS       448(AX), Y0, Y1
+	VMOVUPS      Y1, 448(AX)
+	VMULPS       480(AX), Y0, Y0
+	VMOVUPS      Y0, 480(AX)
+	VBROADCASTSS 1028(SP), Y0
+	VMULPS       512(AX), Y0, Y1
+	VMOVUPS      Y1, 512(AX)
+	VMULPS       544(AX), Y0, Y1
+	VMOVUPS      Y1, 544(AX)
+	VMULPS       576(AX), Y0, Y1
+	VMOVUPS      Y1, 576(AX)
+	VMULPS       608(AX), Y0, Y1
+	VMOVUPS      Y1, 608(AX)
+	VMULPS       640(AX), Y0, Y1
+	VMOVUPS      Y1, 640(AX)
+	VMULPS       672(AX), Y0, Y1
+	VMOVUPS      Y1, 672(AX)
+	VMULPS       704(AX), Y0, Y1
+	VMOVUPS      Y1, 704(AX)
+	VMULPS       736(AX), Y0, Y1
+	VMOVUPS      Y1, 736(AX)
+	VMULPS       768(AX), Y0, Y1
+	VMOVUPS      Y1, 768(AX)
+	VMULPS       800(AX), Y0, Y1
+	VMOVUPS      Y1, 800(AX)
+	VMULPS       832(AX), Y0, Y1
+	VMOVUPS      Y1, 832(AX)
+	VMULPS       864(AX), Y0, Y1
+	VMOVUPS      Y1, 864(AX)
+	VMULPS       896(AX), Y0, Y1
+	VMOVUPS      Y1, 896(AX)
+	VMULPS       928(AX), Y0, Y1
+	VMOVUPS      Y1, 928(AX)
+	VMULPS       960(AX), Y0, Y1
+	VMOVUPS      Y1, 960(AX)
+	VMULPS       992(AX), Y0, Y0
+	VMOVUPS      Y0, 992(AX)
+	VBROADCASTSS 1032(SP), Y0
+	VMULPS       1024(AX), Y0, Y1
+	VMOVUPS      Y1, 1024(AX)
+	VMULPS       1056(AX), Y0, Y1
+	VMOVUPS      Y1, 1056(AX)
+	VMULPS       1088(AX), Y0, Y1
+	VMOVUPS      Y1, 1088(AX)
+	VMULPS       1120(AX), Y0, Y1
+	VMOVUPS      Y1, 1120(AX)
+	VMULPS       1152(AX), Y0, Y1
+	VMOVUPS      Y1, 1152(AX)
+	VMULPS       1184(AX), Y0, Y1
+	VMOVUPS      Y1, 1184(AX)
+	VMULPS       1216(AX), Y0, Y1
+	VMOVUPS      Y1, 1216(AX)
+	VMULPS       1248(AX), Y0, Y1
+	VMOVUPS      Y1, 1248(AX)
+	VMULPS       1280(AX), Y0, Y1
+	VMOVUPS      Y1, 1280(AX)
+	VMULPS       1312(AX), Y0, Y1
+	VMOVUPS      Y1, 1312(AX)
+	VMULPS       1344(AX), Y0, Y1
+	VMOVUPS      Y1, 1344(AX)
+	VMULPS       1376(AX), Y0, Y1
+	VMOVUPS      Y1, 1376(AX)
+	VMULPS       1408(AX), Y0, Y1
+	VMOVUPS      Y1, 1408(AX)
+	VMULPS       1440(AX), Y0, Y1
+	VMOVUPS      Y1, 1440(AX)
+	VMULPS       1472(AX), Y0, Y1
+	VMOVUPS      Y1, 1472(AX)
+	VMULPS       1504(AX), Y0, Y0
+	VMOVUPS      Y0, 1504(AX)
+	VBROADCASTSS 1036(SP), Y0
+	VMULPS       1536(AX), Y0, Y1
+	VMOVUPS      Y1, 1536(AX)
+	VMULPS       1568(AX), Y0, Y1
+	VMOVUPS      Y1, 1568(AX)
+	VMULPS       1600(AX), Y0, Y1
+	VMOVUPS      Y1, 1600(AX)
+	VMULPS       1632(AX), Y0, Y1
+	VMOVUPS      Y1, 1632(AX)
+	VMULPS       1664(AX), Y0, Y1
+	VMOVUPS      Y1, 1664(AX)
+	VMULPS       1696(AX), Y0, Y1
+	VMOVUPS      Y1, 1696(AX)
+	VMULPS       1728(AX), Y0, Y1
+	VMOVUPS      Y1, 1728(AX)
+	VMULPS       1760(AX), Y0, Y1
+	VMOVUPS      Y1, 1760(AX)
+	VMULPS       1792(AX), Y0, Y1
+	VMOVUPS      Y1, 1792(AX)
+	VMULPS       1824(AX), Y0, Y1
+	VMOVUPS      Y1, 1824(AX)
+	VMULPS       1856(AX), Y0, Y1
+	VMOVUPS      Y1, 1856(AX)
+	VMULPS       1888(AX), Y0, Y1
+	VMOVUPS      Y1, 1888(AX)
+	VMULPS       1920(AX), Y0, Y1
+	VMOVUPS      Y1, 1920(AX)
+	VMULPS       1952(AX), Y0, Y1
+	VMOVUPS      Y1, 1952(AX)
+	VMULPS       1984(AX), Y0, Y1
+	VMOVUPS      Y1, 1984(AX)
+	VMULPS       2016(AX), Y0, Y0
+	VMOVUPS      Y0, 2016(AX)
+
+	// o += P V, in column chunks of o and groups of rows, each over the whole tile.
+	MOVQ v+16(FP), CX
+	MOVQ $0x00000004, DX
+
+pvc:
+	MOVQ    off+24(FP), BX
+	LEAQ    (SP), SI
+	MOVQ    $0x00000010, DI
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	VMOVUPS 64(AX), Y2
+	VMOVUPS 96(AX), Y3
+	VMOVUPS 512(AX), Y4
+	VMOVUPS 544(AX), Y5
+	VMOVUPS 576(AX), Y6
+	VMOVUPS 608(AX), Y7
+
+pv0:
+	MOVQ         (BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS (SI), Y8
+	VBROADCASTSS 4(SI), Y9
+	VPMOVZXWD    (R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VPMOVZXWD    16(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VPMOVZXWD    32(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VPMOVZXWD    48(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         8(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 16(SI), Y8
+	VBROADCASTSS 20(SI), Y9
+	VPMOVZXWD    (R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VPMOVZXWD    16(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VPMOVZXWD    32(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VPMOVZXWD    48(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         16(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 32(SI), Y8
+	VBROADCASTSS 36(SI), Y9
+	VPMOVZXWD    (R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VPMOVZXWD    16(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VPMOVZXWD    32(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VPMOVZXWD    48(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         24(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 48(SI), Y8
+	VBROADCASTSS 52(SI), Y9
+	VPMOVZXWD    (R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VPMOVZXWD    16(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VPMOVZXWD    32(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VPMOVZXWD    48(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	ADDQ         $0x00000040, SI
+	ADDQ         $0x20, BX
+	DECQ         DI
+	JNZ          pv0
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	VMOVUPS      Y3, 96(AX)
+	VMOVUPS      Y4, 512(AX)
+	VMOVUPS      Y5, 544(AX)
+	VMOVUPS      Y6, 576(AX)
+	VMOVUPS      Y7, 608(AX)
+	MOVQ         off+24(FP), BX
+	LEAQ         (SP), SI
+	MOVQ         $0x00000010, DI
+	VMOVUPS      1024(AX), Y0
+	VMOVUPS      1056(AX), Y1
+	VMOVUPS      1088(AX), Y2
+	VMOVUPS      1120(AX), Y3
+	VMOVUPS      1536(AX), Y4
+	VMOVUPS      1568(AX), Y5
+	VMOVUPS      1600(AX), Y6
+	VMOVUPS      1632(AX), Y7
+
+pv2:
+	MOVQ         (BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 8(SI), Y8
+	VBROADCASTSS 12(SI), Y9
+	VPMOVZXWD    (R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VPMOVZXWD    16(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VPMOVZXWD    32(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VPMOVZXWD    48(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         8(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 24(SI), Y8
+	VBROADCASTSS 28(SI), Y9
+	VPMOVZXWD    (R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VPMOVZXWD    16(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VPMOVZXWD    32(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VPMOVZXWD    48(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         16(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 40(SI), Y8
+	VBROADCASTSS 44(SI), Y9
+	VPMOVZXWD    (R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VPMOVZXWD    16(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VPMOVZXWD    32(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VPMOVZXWD    48(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         24(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 56(SI), Y8
+	VBROADCASTSS 60(SI), Y9
+	VPMOVZXWD    (R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VPMOVZXWD    16(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VPMOVZXWD    32(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VPMOVZXWD    48(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	ADDQ         $0x00000040, SI
+	ADDQ         $0x20, BX
+	DECQ         DI
+	JNZ          pv2
+	VMOVUPS      Y0, 1024(AX)
+	VMOVUPS      Y1, 1056(AX)
+	VMOVUPS      Y2, 1088(AX)
+	VMOVUPS      Y3, 1120(AX)
+	VMOVUPS      Y4, 1536(AX)
+	VMOVUPS      Y5, 1568(AX)
+	VMOVUPS      Y6, 1600(AX)
+	VMOVUPS      Y7, 1632(AX)
+	ADDQ         $0x00000040, CX
+	ADDQ         $0x00000080, AX
+	DECQ         DX
+	JNZ          pvc
+	VZEROUPPER
+	RET
+
+// func decodeAVX2BF16D128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+// Requires: AVX, AVX2, FMA3
+TEXT ·decodeAVX2BF16D128R8(SB), $2080-56
+	// Scores: vector i holds keys i*keys .. i*keys+keys-1 by rows.
+	MOVQ q+0(FP), AX
+	MOVQ k+8(FP), CX
+	MOVQ off+24(FP), DX
+	LEAQ (SP), BX
+	MOVQ $0x00000040, SI
+
+qk:
+	MOVQ        (DX), DI
+	ADDQ        CX, DI
+	VPMOVZXWD   (DI), Y0
+	VPSLLD      $0x10, Y0, Y0
+	VMULPS      (AX), Y0, Y1
+	VMULPS      512(AX), Y0, Y2
+	VMULPS      1024(AX), Y0, Y3
+	VMULPS      1536(AX), Y0, Y4
+	VMULPS      2048(AX), Y0, Y5
+	VMULPS      2560(AX), Y0, Y6
+	VMULPS      3072(AX), Y0, Y7
+	VMULPS      3584(AX), Y0, Y0
+	VPMOVZXWD   16(DI), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS 32(AX), Y8, Y1
+	VFMADD231PS 544(AX), Y8, Y2
+	VFMADD231PS 1056(AX), Y8, Y3
+	VFMADD231PS 1568(AX), Y8, Y4
+	VFMADD231PS 2080(AX), Y8, Y5
+	VFMADD231PS 2592(AX), Y8, Y6
+	VFMADD231PS 3104(AX), Y8, Y7
+	VFMADD231PS 3616(AX), Y8, Y0
+	VPMOVZXWD   32(DI), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS 64(AX), Y8, Y1
+	VFMADD231PS 576(AX), Y8, Y2
+	VFMADD231PS 1088(AX), Y8, Y3
+	VFMADD231PS 1600(AX), Y8, Y4
+	VFMADD231PS 2112(AX), Y8, Y5
+	VFMADD231PS 2624(AX), Y8, Y6
+	VFMADD231PS 3136(AX), Y8, Y7
+	VFMADD231PS 3648(AX), Y8, Y0
+	VPMOVZXWD   48(DI), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS 96(AX), Y8, Y1
+	VFMADD231PS 608(AX), Y8, Y2
+	VFMADD231PS 1120(AX), Y8, Y3
+	VFMADD231PS 1632(AX), Y8, Y4
+	VFMADD231PS 2144(AX), Y8, Y5
+	VFMADD231PS 2656(AX), Y8, Y6
+	VFMADD231PS 3168(AX), Y8, Y7
+	VFMADD231PS 3680(AX), Y8, Y0
+	VPMOVZXWD   64(DI), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS 128(AX), Y8, Y1
+	VFMADD231PS 640(AX), Y8, Y2
+	VFMADD231PS 1152(AX), Y8, Y3
+	VFMADD231PS 1664(AX), Y8, Y4
+	VFMADD231PS 2176(AX), Y8, Y5
+	VFMADD231PS 2688(AX), Y8, Y6
+	VFMADD231PS 3200(AX), Y8, Y7
+	VFMADD231PS 3712(AX), Y8, Y0
+	VPMOVZXWD   80(DI), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS 160(AX), Y8, Y1
+	VFMADD231PS 672(AX), Y8, Y2
+	VFMADD231PS 1184(AX), Y8, Y3
+	VFMADD231PS 1696(AX), Y8, Y4
+	VFMADD231PS 2208(AX), Y8, Y5
+	VFMADD231PS 2720(AX), Y8, Y6
+	VFMADD231PS 3232(AX), Y8, Y7
+	VFMADD231PS 3744(AX), Y8, Y0
+	VPMOVZXWD   96(DI), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS 192(AX), Y8, Y1
+	VFMADD231PS 704(AX), Y8, Y2
+	VFMADD231PS 1216(AX), Y8, Y3
+	VFMADD231PS 1728(AX), Y8, Y4
+	VFMADD231PS 2240(AX), Y8, Y5
+	VFMADD231PS 2752(AX), Y8, Y6
+	VFMADD231PS 3264(AX), Y8, Y7
+	VFMADD231PS 3776(AX), Y8, Y0
+	VPMOVZXWD   112(DI), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS 224(AX), Y8, Y1
+	VFMADD231PS 736(AX), Y8, Y2
+	VFMADD231PS 1248(AX), Y8, Y3
+	VFMADD231PS 1760(AX), Y8, Y4
+	VFMADD231PS 2272(AX), Y8, Y5
+	VFMADD231PS 2784(AX), Y8, Y6
+	VFMADD231PS 3296(AX), Y8, Y7
+	VFMADD231PS 3808(AX), Y8, Y0
+	VPMOVZXWD   128(DI), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS 256(AX), Y8, Y1
+	VFMADD231PS 768(AX), Y8, Y2
+	VFMADD231PS 1280(AX), Y8, Y3
+	VFMADD231PS 1792(AX), Y8, Y4
+	VFMADD231PS 2304(AX), Y8, Y5
+	VFMADD231PS 2816(AX), Y8, Y6
+	VFMADD231PS 3328(AX), Y8, Y7
+	VFMADD231PS 3840(AX), Y8, Y0
+	VPMOVZXWD   144(DI), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS 288(AX), Y8, Y1
+	VFMADD231PS 800(AX), Y8, Y2
+	VFMADD231PS 1312(AX), Y8, Y3
+	VFMADD231PS 1824(AX), Y8, Y4
+	VFMADD231PS 2336(AX), Y8, Y5
+	VFMADD231PS 2848(AX), Y8, Y6
+	VFMADD231PS 3360(AX), Y8, Y7
+	VFMADD231PS 3872(AX), Y8, Y0
+	VPMOVZXWD   160(DI), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS 320(AX), Y8, Y1
+	VFMADD231PS 832(AX), Y8, Y2
+	VFMADD231PS 1344(AX), Y8, Y3
+	VFMADD231PS 1856(AX), Y8, Y4
+	VFMADD231PS 2368(AX), Y8, Y5
+	VFMADD231PS 2880(AX), Y8, Y6
+	VFMADD231PS 3392(AX), Y8, Y7
+	VFMADD231PS 3904(AX), Y8, Y0
+	VPMOVZXWD   176(DI), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS 352(AX), Y8, Y1
+	VFMADD231PS 864(AX), Y8, Y2
+	VFMADD231PS 1376(AX), Y8, Y3
+	VFMADD231PS 1888(AX), Y8, Y4
+	VFMADD231PS 2400(AX), Y8, Y5
+	VFMADD231PS 2912(AX), Y8, Y6
+	VFMADD231PS 3424(AX), Y8, Y7
+	VFMADD231PS 3936(AX), Y8, Y0
+	VPMOVZXWD   192(DI), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS 384(AX), Y8, Y1
+	VFMADD231PS 896(AX), Y8, Y2
+	VFMADD231PS 1408(AX), Y8, Y3
+	VFMADD231PS 1920(AX), Y8, Y4
+	VFMADD231PS 2432(AX), Y8, Y5
+	VFMADD231PS 2944(AX), Y8, Y6
+	VFMADD231PS 3456(AX), Y8, Y7
+	VFMADD231PS 3968(AX), Y8, Y0
+	VPMOVZXWD   208(DI), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS 416(AX), Y8, Y1
+	VFMADD231PS 928(AX), Y8, Y2
+	VFMADD231PS 1440(AX), Y8, Y3
+	VFMADD231PS 1952(AX), Y8, Y4
+	VFMADD231PS 2464(AX), Y8, Y5
+	VFMADD231PS 2976(AX), Y8, Y6
+	VFMADD231PS 3488(AX), Y8, Y7
+	VFMADD231PS 4000(AX), Y8, Y0
+	VPMOVZXWD   224(DI), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS 448(AX), Y8, Y1
+	VFMADD231PS 960(AX), Y8, Y2
+	VFMADD231PS 1472(AX), Y8, Y3
+	VFMADD231PS 1984(AX), Y8, Y4
+	VFMADD231PS 2496(AX), Y8, Y5
+	VFMADD231PS 3008(AX), Y8, Y6
+	VFMADD231PS 3520(AX), Y8, Y7
+	VFMADD231PS 4032(AX), Y8, Y0
+	VPMOVZXWD   240(DI), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS 480(AX), Y8, Y1
+	VFMADD231PS 992(AX), Y8, Y2
+	VFMADD231PS 1504(AX), Y8, Y3
+	VFMADD231PS 2016(AX), Y8, Y4
+	VFMADD231PS 2528(AX), Y8, Y5
+	VFMADD231PS 3040(AX), Y8, Y6
+	VFMADD231PS 3552(AX), Y8, Y7
+	VFMADD231PS 4064(AX), Y8, Y0
+	VSHUFPS     $0x44, Y2, Y1, Y8
+	VSHUFPS     $0xee, Y2, Y1, Y1
+	VADDPS      Y1, Y8, Y8
+	VSHUFPS     $0x44, Y4, Y3, Y1
+	VSHUFPS     $0xee, Y4, Y3, Y2
+	VADDPS      Y2, Y1, Y1
+	VSHUFPS     $0x44, Y6, Y5, Y2
+	VSHUFPS     $0xee, Y6, Y5, Y3
+	VADDPS      Y3, Y2, Y2
+	VSHUFPS     $0x44, Y0, Y7, Y3
+	VSHUFPS     $0xee, Y0, Y7, Y0
+	VADDPS      Y0, Y3, Y3
+	VSHUFPS     $0x88, Y1, Y8, Y0
+	VSHUFPS     $0xdd, Y1, Y8, Y1
+	VADDPS      Y1, Y0, Y0
+	VSHUFPS     $0x88, Y3, Y2, Y1
+	VSHUFPS     $0xdd, Y3, Y2, Y2
+	VADDPS      Y2, Y1, Y1
+	VPERM2F128  $0x20, Y1, Y0, Y2
+	VPERM2F128  $0x31, Y1, Y0, Y0
+	VADDPS      Y0, Y2, Y2
+	VMOVUPS     Y2, (BX)
+	ADDQ        $0x20, BX
+	ADDQ        $0x08, DX
+	DECQ        SI
+	JNZ         qk
+
+	// Row maxima, alpha, p and l, each row's value in every lane of its residue.
+	VMOVUPS      (SP), Y0
+	VMOVUPS      32(SP), Y1
+	VMAXPS       64(SP), Y0, Y0
+	VMAXPS       96(SP), Y1, Y1
+	VMAXPS       128(SP), Y0, Y0
+	VMAXPS       160(SP), Y1, Y1
+	VMAXPS       192(SP), Y0, Y0
+	VMAXPS       224(SP), Y1, Y1
+	VMAXPS       256(SP), Y0, Y0
+	VMAXPS       288(SP), Y1, Y1
+	VMAXPS       320(SP), Y0, Y0
+	VMAXPS       352(SP), Y1, Y1
+	VMAXPS       384(SP), Y0, Y0
+	VMAXPS       416(SP), Y1, Y1
+	VMAXPS       448(SP), Y0, Y0
+	VMAXPS       480(SP), Y1, Y1
+	VMAXPS       512(SP), Y0, Y0
+	VMAXPS       544(SP), Y1, Y1
+	VMAXPS       576(SP), Y0, Y0
+	VMAXPS       608(SP), Y1, Y1
+	VMAXPS       640(SP), Y0, Y0
+	VMAXPS       672(SP), Y1, Y1
+	VMAXPS       704(SP), Y0, Y0
+	VMAXPS       736(SP), Y1, Y1
+	VMAXPS       768(SP), Y0, Y0
+	VMAXPS       800(SP), Y1, Y1
+	VMAXPS       832(SP), Y0, Y0
+	VMAXPS       864(SP), Y1, Y1
+	VMAXPS       896(SP), Y0, Y0
+	VMAXPS       928(SP), Y1, Y1
+	VMAXPS       960(SP), Y0, Y0
+	VMAXPS       992(SP), Y1, Y1
+	VMAXPS       1024(SP), Y0, Y0
+	VMAXPS       1056(SP), Y1, Y1
+	VMAXPS       1088(SP), Y0, Y0
+	VMAXPS       1120(SP), Y1, Y1
+	VMAXPS       1152(SP), Y0, Y0
+	VMAXPS       1184(SP), Y1, Y1
+	VMAXPS       1216(SP), Y0, Y0
+	VMAXPS       1248(SP), Y1, Y1
+	VMAXPS       1280(SP), Y0, Y0
+	VMAXPS       1312(SP), Y1, Y1
+	VMAXPS       1344(SP), Y0, Y0
+	VMAXPS       1376(SP), Y1, Y1
+	VMAXPS       1408(SP), Y0, Y0
+	VMAXPS       1440(SP), Y1, Y1
+	VMAXPS       1472(SP), Y0, Y0
+	VMAXPS       1504(SP), Y1, Y1
+	VMAXPS       1536(SP), Y0, Y0
+	VMAXPS       1568(SP), Y1, Y1
+	VMAXPS       1600(SP), Y0, Y0
+	VMAXPS       1632(SP), Y1, Y1
+	VMAXPS       1664(SP), Y0, Y0
+	VMAXPS       1696(SP), Y1, Y1
+	VMAXPS       1728(SP), Y0, Y0
+	VMAXPS       1760(SP), Y1, Y1
+	VMAXPS       1792(SP), Y0, Y0
+	VMAXPS       1824(SP), Y1, Y1
+	VMAXPS       1856(SP), Y0, Y0
+	VMAXPS       1888(SP), Y1, Y1
+	VMAXPS       1920(SP), Y0, Y0
+	VMAXPS       1952(SP), Y1, Y1
+	VMAXPS       1984(SP), Y0, Y0
+	VMAXPS       2016(SP), Y1, Y1
+	VMAXPS       Y1, Y0, Y0
+	MOVQ         o+32(FP), AX
+	MOVQ         m+40(FP), CX
+	MOVQ         l+48(FP), DX
+	VMOVUPS      (CX), Y1
+	VMAXPS       Y1, Y0, Y0
+	VMOVUPS      Y0, (CX)
+	VCMPPS       $0x00, attnconst<>+0(SB), Y0, Y2
+	VANDNPS      Y0, Y2, Y0
+	VSUBPS       Y0, Y1, Y1
+	VBROADCASTSS attnconst<>+96(SB), Y3
+	VCMPPS       $0x15, Y3, Y1, Y4
+	VMAXPS       Y1, Y3, Y1
+	VCVTPS2DQ    Y1, Y3
+	VCVTDQ2PS    Y3, Y5
+	VSUBPS       Y5, Y1, Y1
+	VMOVUPS      attnconst<>+288(SB), Y5
+	VFMADD213PS  attnconst<>+256(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+224(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+192(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+160(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+128(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+32(SB), Y1, Y5
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y5, Y5
+	VANDPS       Y4, Y5, Y1
+	VMOVUPS      attnconst<>+32(SB), Y3
+	VBLENDVPS    Y2, Y3, Y1, Y1
+	VMOVUPS      Y1, 2048(SP)
+	VMOVUPS      (SP), Y2
+	VSUBPS       Y0, Y2, Y2
+	VBROADCASTSS attnconst<>+96(SB), Y3
+	VCMPPS       $0x15, Y3, Y2, Y4
+	VMAXPS       Y2, Y3, Y2
+	VCVTPS2DQ    Y2, Y3
+	VCVTDQ2PS    Y3, Y5
+	VSUBPS       Y5, Y2, Y2
+	VMOVUPS      attnconst<>+288(SB), Y5
+	VFMADD213PS  attnconst<>+256(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+224(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+192(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+160(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+128(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+32(SB), Y2, Y5
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y5, Y5
+	VANDPS       Y4, Y5, Y2
+	VMOVUPS      Y2, (SP)
+	VMOVUPS      32(SP), Y3
+	VSUBPS       Y0, Y3, Y3
+	VBROADCASTSS attnconst<>+96(SB), Y4
+	VCMPPS       $0x15, Y4, Y3, Y5
+	VMAXPS       Y3, Y4, Y3
+	VCVTPS2DQ    Y3, Y4
+	VCVTDQ2PS    Y4, Y6
+	VSUBPS       Y6, Y3, Y3
+	VMOVUPS      attnconst<>+288(SB), Y6
+	VFMADD213PS  attnconst<>+256(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+224(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+192(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+160(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+128(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+32(SB), Y3, Y6
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       Y4, Y6, Y6
+	VANDPS       Y5, Y6, Y3
+	VMOVUPS      Y3, 32(SP)
+	VMOVUPS      64(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 64(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      96(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 96(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      128(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 128(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      160(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 160(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      192(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 192(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      224(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 224(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      256(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 256(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      288(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 288(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      320(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 320(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      352(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 352(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      384(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 384(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      416(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 416(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      448(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 448(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      480(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 480(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      512(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 512(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      544(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 544(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      576(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 576(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      608(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 608(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      640(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 640(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      672(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 672(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      704(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 704(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      736(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 736(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      768(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 768(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      800(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 800(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      832(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 832(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      864(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 864(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      896(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 896(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      928(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 928(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      960(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 960(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      992(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 992(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1024(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1024(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1056(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1056(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1088(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1088(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1120(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1120(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1152(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1152(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1184(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1184(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1216(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1216(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1248(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1248(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1280(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1280(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1312(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1312(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1344(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1344(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1376(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1376(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1408(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1408(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1440(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1440(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1472(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1472(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1504(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1504(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1536(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1536(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1568(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1568(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1600(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1600(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1632(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1632(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1664(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1664(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1696(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1696(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1728(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1728(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1760(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1760(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1792(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1792(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1824(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1824(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1856(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1856(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1888(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1888(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1920(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1920(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1952(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1952(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1984(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1984(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      2016(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y0
+	VCMPPS       $0x15, Y0, Y4, Y5
+	VMAXPS       Y4, Y0, Y4
+	VCVTPS2DQ    Y4, Y0
+	VCVTDQ2PS    Y0, Y6
+	VSUBPS       Y6, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y6
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y6
+	VPSLLD       $0x17, Y0, Y0
+	VPADDD       Y0, Y6, Y6
+	VANDPS       Y5, Y6, Y4
+	VMOVUPS      Y4, 2016(SP)
+	VADDPS       Y4, Y3, Y3
+	VADDPS       Y3, Y2, Y2
+	VMOVUPS      (DX), Y0
+	VFMADD231PS  Y0, Y1, Y2
+	VMOVUPS      Y2, (DX)
+
+	// o = alpha*o.
+	VBROADCASTSS 2048(SP), Y0
+	VMULPS       (AX), Y0, Y1
+	VMOVUPS      Y1, (AX)
+	VMULPS       32(AX), Y0, Y1
+	VMOVUPS      Y1, 32(AX)
+	VMULPS       64(AX), Y0, Y1
+	VMOVUPS      Y1, 64(AX)
+	VMULPS       96(AX), Y0, Y1
+	VMOVUPS      Y1, 96(AX)
+	VMULPS       128(AX), Y0, Y1
+	VMOVUPS      Y1, 128(AX)
+	VMULPS       160(AX), Y0, Y1
+	VMOVUPS      Y1, 160(AX)
+	VMULPS       192(AX), Y0, Y1
+	VMOVUPS      Y1, 192(AX)
+	VMULPS       224(AX), Y0, Y1
+	VMOVUPS      Y1, 224(AX)
+	VMULPS       256(AX), Y0, Y1
+	VMOVUPS      Y1, 256(AX)
+	VMULPS       288(AX), Y0, Y1
+	VMOVUPS      Y1, 288(AX)
+	VMULPS       320(AX), Y0, Y1
+	VMOVUPS      Y1, 320(AX)
+	VMULPS       352(AX), Y0, Y1
+	VMOVUPS      Y1, 352(AX)
+	VMULPS       384(AX), Y0, Y1
+	VMOVUPS      Y1, 384(AX)
+	VMULPS       416(AX), Y0, Y1
+	VMOVUPS      Y1, 416(AX)
+	VMULPS       448(AX), Y0, Y1
+	VMOVUPS      Y1, 448(AX)
+	VMULPS       480(AX), Y0, Y0
+	VMOVUPS      Y0, 480(AX)
+	VBROADCASTSS 2052(SP), Y0
+	VMULPS       512(AX), Y0, Y1
+	VMOVUPS      Y1, 512(AX)
+	VMULPS       544(AX), Y0, Y1
+	VMOVUPS      Y1, 544(AX)
+	VMULPS       576(AX), Y0, Y1
+	VMOVUPS      Y1, 576(AX)
+	VMULPS       608(AX), Y0, Y1
+	VMOVUPS      Y1, 608(AX)
+	VMULPS       640(AX), Y0, Y1
+	VMOVUPS      Y1, 640(AX)
+	VMULPS       672(AX), Y0, Y1
+	VMOVUPS      Y1, 672(AX)
+	VMULPS       704(AX), Y0, Y1
+	VMOVUPS      Y1, 704(AX)
+	VMULPS       736(AX), Y0, Y1
+	VMOVUPS      Y1, 736(AX)
+	VMULPS       768(AX), Y0, Y1
+	VMOVUPS      Y1, 768(AX)
+	VMULPS       800(AX), Y0, Y1
+	VMOVUPS      Y1, 800(AX)
+	VMULPS       832(AX), Y0, Y1
+	VMOVUPS      Y1, 832(AX)
+	VMULPS       864(AX), Y0, Y1
+	VMOVUPS      Y1, 864(AX)
+	VMULPS       896(AX), Y0, Y1
+	VMOVUPS      Y1, 896(AX)
+	VMULPS       928(AX), Y0, Y1
+	VMOVUPS      Y1, 928(AX)
+	VMULPS       960(AX), Y0, Y1
+	VMOVUPS      Y1, 960(AX)
+	VMULPS       992(AX), Y0, Y0
+	VMOVUPS      Y0, 992(AX)
+	VBROADCASTSS 2056(SP), Y0
+	VMULPS       1024(AX), Y0, Y1
+	VMOVUPS      Y1, 1024(AX)
+	VMULPS       1056(AX), Y0, Y1
+	VMOVUPS      Y1, 1056(AX)
+	VMULPS       1088(AX), Y0, Y1
+	VMOVUPS      Y1, 1088(AX)
+	VMULPS       1120(AX), Y0, Y1
+	VMOVUPS      Y1, 1120(AX)
+	VMULPS       1152(AX), Y0, Y1
+	VMOVUPS      Y1, 1152(AX)
+	VMULPS       1184(AX), Y0, Y1
+	VMOVUPS      Y1, 1184(AX)
+	VMULPS       1216(AX), Y0, Y1
+	VMOVUPS      Y1, 1216(AX)
+	VMULPS       1248(AX), Y0, Y1
+	VMOVUPS      Y1, 1248(AX)
+	VMULPS       1280(AX), Y0, Y1
+	VMOVUPS      Y1, 1280(AX)
+	VMULPS       1312(AX), Y0, Y1
+	VMOVUPS      Y1, 1312(AX)
+	VMULPS       1344(AX), Y0, Y1
+	VMOVUPS      Y1, 1344(AX)
+	VMULPS       1376(AX), Y0, Y1
+	VMOVUPS      Y1, 1376(AX)
+	VMULPS       1408(AX), Y0, Y1
+	VMOVUPS      Y1, 1408(AX)
+	VMULPS       1440(AX), Y0, Y1
+	VMOVUPS      Y1, 1440(AX)
+	VMULPS       1472(AX), Y0, Y1
+	VMOVUPS      Y1, 1472(AX)
+	VMULPS       1504(AX), Y0, Y0
+	VMOVUPS      Y0, 1504(AX)
+	VBROADCASTSS 2060(SP), Y0
+	VMULPS       1536(AX), Y0, Y1
+	VMOVUPS      Y1, 1536(AX)
+	VMULPS       1568(AX), Y0, Y1
+	VMOVUPS      Y1, 1568(AX)
+	VMULPS       1600(AX), Y0, Y1
+	VMOVUPS      Y1, 1600(AX)
+	VMULPS       1632(AX), Y0, Y1
+	VMOVUPS      Y1, 1632(AX)
+	VMULPS       1664(AX), Y0, Y1
+	VMOVUPS      Y1, 1664(AX)
+	VMULPS       1696(AX), Y0, Y1
+	VMOVUPS      Y1, 1696(AX)
+	VMULPS       1728(AX), Y0, Y1
+	VMOVUPS      Y1, 1728(AX)
+	VMULPS       1760(AX), Y0, Y1
+	VMOVUPS      Y1, 1760(AX)
+	VMULPS       1792(AX), Y0, Y1
+	VMOVUPS      Y1, 1792(AX)
+	VMULPS       1824(AX), Y0, Y1
+	VMOVUPS      Y1, 1824(AX)
+	VMULPS       1856(AX), Y0, Y1
+	VMOVUPS      Y1, 1856(AX)
+	VMULPS       1888(AX), Y0, Y1
+	VMOVUPS      Y1, 1888(AX)
+	VMULPS       1920(AX), Y0, Y1
+	VMOVUPS      Y1, 1920(AX)
+	VMULPS       1952(AX), Y0, Y1
+	VMOVUPS      Y1, 1952(AX)
+	VMULPS       1984(AX), Y0, Y1
+	VMOVUPS      Y1, 1984(AX)
+	VMULPS       2016(AX), Y0, Y0
+	VMOVUPS      Y0, 2016(AX)
+	VBROADCASTSS 2064(SP), Y0
+	VMULPS       2048(AX), Y0, Y1
+	VMOVUPS      Y1, 2048(AX)
+	VMULPS       2080(AX), Y0, Y1
+	VMOVUPS      Y1, 2080(AX)
+	VMULPS       2112(AX), Y0, Y1
+	VMOVUPS      Y1, 2112(AX)
+	VMULPS       2144(AX), Y0, Y1
+	VMOVUPS      Y1, 2144(AX)
+	VMULPS       2176(AX), Y0, Y1
+	VMOVUPS      Y1, 2176(AX)
+	VMULPS       2208(AX), Y0, Y1
+	VMOVUPS      Y1, 2208(AX)
+	VMULPS       2240(AX), Y0, Y1
+	VMOVUPS      Y1, 2240(AX)
+	VMULPS       2272(AX), Y0, Y1
+	VMOVUPS      Y1, 2272(AX)
+	VMULPS       2304(AX), Y0, Y1
+	VMOVUPS      Y1, 2304(AX)
+	VMULPS       2336(AX), Y0, Y1
+	VMOVUPS      Y1, 2336(AX)
+	VMULPS       2368(AX), Y0, Y1
+	VMOVUPS      Y1, 2368(AX)
+	VMULPS       2400(AX), Y0, Y1
+	VMOVUPS      Y1, 2400(AX)
+	VMULPS       2432(AX), Y0, Y1
+	VMOVUPS      Y1, 2432(AX)
+	VMULPS       2464(AX), Y0, Y1
+	VMOVUPS      Y1, 2464(AX)
+	VMULPS       2496(AX), Y0, Y1
+	VMOVUPS      Y1, 2496(AX)
+	VMULPS       2528(AX), Y0, Y0
+	VMOVUPS      Y0, 2528(AX)
+	VBROADCASTSS 2068(SP), Y0
+	VMULPS       2560(AX), Y0, Y1
+	VMOVUPS      Y1, 2560(AX)
+	VMULPS       2592(AX), Y0, Y1
+	VMOVUPS      Y1, 2592(AX)
+	VMULPS       2624(AX), Y0, Y1
+	VMOVUPS      Y1, 2624(AX)
+	VMULPS       2656(AX), Y0, Y1
+	VMOVUPS      Y1, 2656(AX)
+	VMULPS       2688(AX), Y0, Y1
+	VMOVUPS      Y1, 2688(AX)
+	VMULPS       2720(AX), Y0, Y1
+	VMOVUPS      Y1, 2720(AX)
+	VMULPS       2752(AX), Y0, Y1
+	VMOVUPS      Y1, 2752(AX)
+	VMULPS       2784(AX), Y0, Y1
+	VMOVUPS      Y1, 2784(AX)
+	VMULPS       2816(AX), Y0, Y1
+	VMOVUPS      Y1, 2816(AX)
+	VMULPS       2848(AX), Y0, Y1
+	VMOVUPS      Y1, 2848(AX)
+	VMULPS       2880(AX), Y0, Y1
+	VMOVUPS      Y1, 2880(AX)
+	VMULPS       2912(AX), Y0, Y1
+	VMOVUPS      Y1, 2912(AX)
+	VMULPS       2944(AX), Y0, Y1
+	VMOVUPS      Y1, 2944(AX)
+	VMULPS       2976(AX), Y0, Y1
+	VMOVUPS      Y1, 2976(AX)
+	VMULPS       3008(AX), Y0, Y1
+	VMOVUPS      Y1, 3008(AX)
+	VMULPS       3040(AX), Y0, Y0
+	VMOVUPS      Y0, 3040(AX)
+	VBROADCASTSS 2072(SP), Y0
+	VMULPS       3072(AX), Y0, Y1
+	VMOVUPS      Y1, 3072(AX)
+	VMULPS       3104(AX), Y0, Y1
+	VMOVUPS      Y1, 3104(AX)
+	VMULPS       3136(AX), Y0, Y1
+	VMOVUPS      Y1, 3136(AX)
+	VMULPS       3168(AX), Y0, Y1
+	VMOVUPS      Y1, 3168(AX)
+	VMULPS       3200(AX), Y0, Y1
+	VMOVUPS      Y1, 3200(AX)
+	VMULPS       3232(AX), Y0, Y1
+	VMOVUPS      Y1, 3232(AX)
+	VMULPS       3264(AX), Y0, Y1
+	VMOVUPS      Y1, 3264(AX)
+	VMULPS       3296(AX), Y0, Y1
+	VMOVUPS      Y1, 3296(AX)
+	VMULPS       3328(AX), Y0, Y1
+	VMOVUPS      Y1, 3328(AX)
+	VMULPS       3360(AX), Y0, Y1
+	VMOVUPS      Y1, 3360(AX)
+	VMULPS       3392(AX), Y0, Y1
+	VMOVUPS      Y1, 3392(AX)
+	VMULPS       3424(AX), Y0, Y1
+	VMOVUPS      Y1, 3424(AX)
+	VMULPS       3456(AX), Y0, Y1
+	VMOVUPS      Y1, 3456(AX)
+	VMULPS       3488(AX), Y0, Y1
+	VMOVUPS      Y1, 3488(AX)
+	VMULPS       3520(AX), Y0, Y1
+	VMOVUPS      Y1, 3520(AX)
+	VMULPS       3552(AX), Y0, Y0
+	VMOVUPS      Y0, 3552(AX)
+	VBROADCASTSS 2076(SP), Y0
+	VMULPS       3584(AX), Y0, Y1
+	VMOVUPS      Y1, 3584(AX)
+	VMULPS       3616(AX), Y0, Y1
+	VMOVUPS      Y1, 3616(AX)
+	VMULPS       3648(AX), Y0, Y1
+	VMOVUPS      Y1, 3648(AX)
+	VMULPS       3680(AX), Y0, Y1
+	VMOVUPS      Y1, 3680(AX)
+	VMULPS       3712(AX), Y0, Y1
+	VMOVUPS      Y1, 3712(AX)
+	VMULPS       3744(AX), Y0, Y1
+	VMOVUPS      Y1, 3744(AX)
+	VMULPS       3776(AX), Y0, Y1
+	VMOVUPS      Y1, 3776(AX)
+	VMULPS       3808(AX), Y0, Y1
+	VMOVUPS      Y1, 3808(AX)
+	VMULPS       3840(AX), Y0, Y1
+	VMOVUPS      Y1, 3840(AX)
+	VMULPS       3872(AX), Y0, Y1
+	VMOVUPS      Y1, 3872(AX)
+	VMULPS       3904(AX), Y0, Y1
+	VMOVUPS      Y1, 3904(AX)
+	VMULPS       3936(AX), Y0, Y1
+	VMOVUPS      Y1, 3936(AX)
+	VMULPS       3968(AX), Y0, Y1
+	VMOVUPS      Y1, 3968(AX)
+	VMULPS       4000(AX), Y0, Y1
+	VMOVUPS      Y1, 4000(AX)
+	VMULPS       4032(AX), Y0, Y1
+	VMOVUPS      Y1, 4032(AX)
+	VMULPS       4064(AX), Y0, Y0
+	VMOVUPS      Y0, 4064(AX)
+
+	// o += P V, in column chunks of o and groups of rows, each over the whole tile.
+	MOVQ v+16(FP), CX
+	MOVQ $0x00000004, DX
+
+pvc:
+	MOVQ    off+24(FP), BX
+	LEAQ    (SP), SI
+	MOVQ    $0x00000010, DI
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	VMOVUPS 64(AX), Y2
+	VMOVUPS 96(AX), Y3
+	VMOVUPS 512(AX), Y4
+	VMOVUPS 544(AX), Y5
+	VMOVUPS 576(AX), Y6
+	VMOVUPS 608(AX), Y7
+
+pv0:
+	MOVQ         (BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS (SI), Y8
+	VBROADCASTSS 4(SI), Y9
+	VPMOVZXWD    (R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VPMOVZXWD    16(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VPMOVZXWD    32(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VPMOVZXWD    48(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         8(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 32(SI), Y8
+	VBROADCASTSS 36(SI), Y9
+	VPMOVZXWD    (R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VPMOVZXWD    16(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VPMOVZXWD    32(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VPMOVZXWD    48(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         16(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 64(SI), Y8
+	VBROADCASTSS 68(SI), Y9
+	VPMOVZXWD    (R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VPMOVZXWD    16(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VPMOVZXWD    32(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VPMOVZXWD    48(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         24(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 96(SI), Y8
+	VBROADCASTSS 100(SI), Y9
+	VPMOVZXWD    (R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VPMOVZXWD    16(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VPMOVZXWD    32(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VPMOVZXWD    48(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	ADDQ         $0x00000080, SI
+	ADDQ         $0x20, BX
+	DECQ         DI
+	JNZ          pv0
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	VMOVUPS      Y3, 96(AX)
+	VMOVUPS      Y4, 512(AX)
+	VMOVUPS      Y5, 544(AX)
+	VMOVUPS      Y6, 576(AX)
+	VMOVUPS      Y7, 608(AX)
+	MOVQ         off+24(FP), BX
+	LEAQ         (SP), SI
+	MOVQ         $0x00000010, DI
+	VMOVUPS      1024(AX), Y0
+	VMOVUPS      1056(AX), Y1
+	VMOVUPS      1088(AX), Y2
+	VMOVUPS      1120(AX), Y3
+	VMOVUPS      1536(AX), Y4
+	VMOVUPS      1568(AX), Y5
+	VMOVUPS      1600(AX), Y6
+	VMOVUPS      1632(AX), Y7
+
+pv2:
+	MOVQ         (BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 8(SI), Y8
+	VBROADCASTSS 12(SI), Y9
+	VPMOVZXWD    (R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VPMOVZXWD    16(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VPMOVZXWD    32(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VPMOVZXWD    48(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         8(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 40(SI), Y8
+	VBROADCASTSS 44(SI), Y9
+	VPMOVZXWD    (R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VPMOVZXWD    16(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VPMOVZXWD    32(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VPMOVZXWD    48(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         16(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 72(SI), Y8
+	VBROADCASTSS 76(SI), Y9
+	VPMOVZXWD    (R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VPMOVZXWD    16(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VPMOVZXWD    32(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VPMOVZXWD    48(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         24(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 104(SI), Y8
+	VBROADCASTSS 108(SI), Y9
+	VPMOVZXWD    (R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VPMOVZXWD    16(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VPMOVZXWD    32(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VPMOVZXWD    48(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	ADDQ         $0x00000080, SI
+	ADDQ         $0x20, BX
+	DECQ         DI
+	JNZ          pv2
+	VMOVUPS      Y0, 1024(AX)
+	VMOVUPS      Y1, 1056(AX)
+	VMOVUPS      Y2, 1088(AX)
+	VMOVUPS      Y3, 1120(AX)
+	VMOVUPS      Y4, 1536(AX)
+	VMOVUPS      Y5, 1568(AX)
+	VMOVUPS      Y6, 1600(AX)
+	VMOVUPS      Y7, 1632(AX)
+	MOVQ         off+24(FP), BX
+	LEAQ         (SP), SI
+	MOVQ         $0x00000010, DI
+	VMOVUPS      2048(AX), Y0
+	VMOVUPS      2080(AX), Y1
+	VMOVUPS      2112(AX), Y2
+	VMOVUPS      2144(AX), Y3
+	VMOVUPS      2560(AX), Y4
+	VMOVUPS      2592(AX), Y5
+	VMOVUPS      2624(AX), Y6
+	VMOVUPS      2656(AX), Y7
+
+pv4:
+	MOVQ         (BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 16(SI), Y8
+	VBROADCASTSS 20(SI), Y9
+	VPMOVZXWD    (R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VPMOVZXWD    16(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VPMOVZXWD    32(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VPMOVZXWD    48(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         8(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 48(SI), Y8
+	VBROADCASTSS 52(SI), Y9
+	VPMOVZXWD    (R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VPMOVZXWD    16(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VPMOVZXWD    32(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VPMOVZXWD    48(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         16(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 80(SI), Y8
+	VBROADCASTSS 84(SI), Y9
+	VPMOVZXWD    (R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VPMOVZXWD    16(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VPMOVZXWD    32(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VPMOVZXWD    48(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         24(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 112(SI), Y8
+	VBROADCASTSS 116(SI), Y9
+	VPMOVZXWD    (R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VPMOVZXWD    16(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VPMOVZXWD    32(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VPMOVZXWD    48(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	ADDQ         $0x00000080, SI
+	ADDQ         $0x20, BX
+	DECQ         DI
+	JNZ          pv4
+	VMOVUPS      Y0, 2048(AX)
+	VMOVUPS      Y1, 2080(AX)
+	VMOVUPS      Y2, 2112(AX)
+	VMOVUPS      Y3, 2144(AX)
+	VMOVUPS      Y4, 2560(AX)
+	VMOVUPS      Y5, 2592(AX)
+	VMOVUPS      Y6, 2624(AX)
+	VMOVUPS      Y7, 2656(AX)
+	MOVQ         off+24(FP), BX
+	LEAQ         (SP), SI
+	MOVQ         $0x00000010, DI
+	VMOVUPS      3072(AX), Y0
+	VMOVUPS      3104(AX), Y1
+	VMOVUPS      3136(AX), Y2
+	VMOVUPS      3168(AX), Y3
+	VMOVUPS      3584(AX), Y4
+	VMOVUPS      3616(AX), Y5
+	VMOVUPS      3648(AX), Y6
+	VMOVUPS      3680(AX), Y7
+
+pv6:
+	MOVQ         (BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 24(SI), Y8
+	VBROADCASTSS 28(SI), Y9
+	VPMOVZXWD    (R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VPMOVZXWD    16(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VPMOVZXWD    32(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VPMOVZXWD    48(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         8(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 56(SI), Y8
+	VBROADCASTSS 60(SI), Y9
+	VPMOVZXWD    (R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VPMOVZXWD    16(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VPMOVZXWD    32(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VPMOVZXWD    48(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         16(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 88(SI), Y8
+	VBROADCASTSS 92(SI), Y9
+	VPMOVZXWD    (R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VPMOVZXWD    16(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VPMOVZXWD    32(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VPMOVZXWD    48(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         24(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 120(SI), Y8
+	VBROADCASTSS 124(SI), Y9
+	VPMOVZXWD    (R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VPMOVZXWD    16(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VPMOVZXWD    32(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VPMOVZXWD    48(R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	ADDQ         $0x00000080, SI
+	ADDQ         $0x20, BX
+	DECQ         DI
+	JNZ          pv6
+	VMOVUPS      Y0, 3072(AX)
+	VMOVUPS      Y1, 3104(AX)
+	VMOVUPS      Y2, 3136(AX)
+	VMOVUPS      Y3, 3168(AX)
+	VMOVUPS      Y4, 3584(AX)
+	VMOVUPS      Y5, 3616(AX)
+	VMOVUPS      Y6, 3648(AX)
+	VMOVUPS      Y7, 3680(AX)
+	ADDQ         $0x00000040, CX
+	ADDQ         $0x00000080, AX
+	DECQ         DX
+	JNZ          pvc
+	VZEROUPPER
+	RET
+
+// func decodeAVX2F16D64R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·decodeAVX2F16D64R1(SB), $288-56
+	// Scores: vector i holds keys i*keys .. i*keys+keys-1 by rows.
+	MOVQ q+0(FP), AX
+	MOVQ k+8(FP), CX
+	MOVQ off+24(FP), DX
+	LEAQ (SP), BX
+	MOVQ $0x00000008, SI
+
+qk:
+	MOVQ        (DX), DI
+	ADDQ        CX, DI
+	MOVQ        8(DX), R8
+	ADDQ        CX, R8
+	MOVQ        16(DX), R9
+	ADDQ        CX, R9
+	MOVQ        24(DX), R10
+	ADDQ        CX, R10
+	MOVQ        32(DX), R11
+	ADDQ        CX, R11
+	MOVQ        40(DX), R12
+	ADDQ        CX, R12
+	MOVQ        48(DX), R13
+	ADDQ        CX, R13
+	MOVQ        56(DX), R14
+	ADDQ        CX, R14
+	VMOVUPS     (AX), Y0
+	VCVTPH2PS   (DI), Y1
+	VMULPS      Y1, Y0, Y1
+	VCVTPH2PS   (R8), Y2
+	VMULPS      Y2, Y0, Y2
+	VCVTPH2PS   (R9), Y3
+	VMULPS      Y3, Y0, Y3
+	VCVTPH2PS   (R10), Y4
+	VMULPS      Y4, Y0, Y4
+	VCVTPH2PS   (R11), Y5
+	VMULPS      Y5, Y0, Y5
+	VCVTPH2PS   (R12), Y6
+	VMULPS      Y6, Y0, Y6
+	VCVTPH2PS   (R13), Y7
+	VMULPS      Y7, Y0, Y7
+	VCVTPH2PS   (R14), Y8
+	VMULPS      Y8, Y0, Y0
+	VMOVUPS     32(AX), Y8
+	VCVTPH2PS   16(DI), Y9
+	VFMADD231PS Y9, Y8, Y1
+	VCVTPH2PS   16(R8), Y9
+	VFMADD231PS Y9, Y8, Y2
+	VCVTPH2PS   16(R9), Y9
+	VFMADD231PS Y9, Y8, Y3
+	VCVTPH2PS   16(R10), Y9
+	VFMADD231PS Y9, Y8, Y4
+	VCVTPH2PS   16(R11), Y9
+	VFMADD231PS Y9, Y8, Y5
+	VCVTPH2PS   16(R12), Y9
+	VFMADD231PS Y9, Y8, Y6
+	VCVTPH2PS   16(R13), Y9
+	VFMADD231PS Y9, Y8, Y7
+	VCVTPH2PS   16(R14), Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVUPS     64(AX), Y8
+	VCVTPH2PS   32(DI), Y9
+	VFMADD231PS Y9, Y8, Y1
+	VCVTPH2PS   32(R8), Y9
+	VFMADD231PS Y9, Y8, Y2
+	VCVTPH2PS   32(R9), Y9
+	VFMADD231PS Y9, Y8, Y3
+	VCVTPH2PS   32(R10), Y9
+	VFMADD231PS Y9, Y8, Y4
+	VCVTPH2PS   32(R11), Y9
+	VFMADD231PS Y9, Y8, Y5
+	VCVTPH2PS   32(R12), Y9
+	VFMADD231PS Y9, Y8, Y6
+	VCVTPH2PS   32(R13), Y9
+	VFMADD231PS Y9, Y8, Y7
+	VCVTPH2PS   32(R14), Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVUPS     96(AX), Y8
+	VCVTPH2PS   48(DI), Y9
+	VFMADD231PS Y9, Y8, Y1
+	VCVTPH2PS   48(R8), Y9
+	VFMADD231PS Y9, Y8, Y2
+	VCVTPH2PS   48(R9), Y9
+	VFMADD231PS Y9, Y8, Y3
+	VCVTPH2PS   48(R10), Y9
+	VFMADD231PS Y9, Y8, Y4
+	VCVTPH2PS   48(R11), Y9
+	VFMADD231PS Y9, Y8, Y5
+	VCVTPH2PS   48(R12), Y9
+	VFMADD231PS Y9, Y8, Y6
+	VCVTPH2PS   48(R13), Y9
+	VFMADD231PS Y9, Y8, Y7
+	VCVTPH2PS   48(R14), Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVUPS     128(AX), Y8
+	VCVTPH2PS   64(DI), Y9
+	VFMADD231PS Y9, Y8, Y1
+	VCVTPH2PS   64(R8), Y9
+	VFMADD231PS Y9, Y8, Y2
+	VCVTPH2PS   64(R9), Y9
+	VFMADD231PS Y9, Y8, Y3
+	VCVTPH2PS   64(R10), Y9
+	VFMADD231PS Y9, Y8, Y4
+	VCVTPH2PS   64(R11), Y9
+	VFMADD231PS Y9, Y8, Y5
+	VCVTPH2PS   64(R12), Y9
+	VFMADD231PS Y9, Y8, Y6
+	VCVTPH2PS   64(R13), Y9
+	VFMADD231PS Y9, Y8, Y7
+	VCVTPH2PS   64(R14), Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVUPS     160(AX), Y8
+	VCVTPH2PS   80(DI), Y9
+	VFMADD231PS Y9, Y8, Y1
+	VCVTPH2PS   80(R8), Y9
+	VFMADD231PS Y9, Y8, Y2
+	VCVTPH2PS   80(R9), Y9
+	VFMADD231PS Y9, Y8, Y3
+	VCVTPH2PS   80(R10), Y9
+	VFMADD231PS Y9, Y8, Y4
+	VCVTPH2PS   80(R11), Y9
+	VFMADD231PS Y9, Y8, Y5
+	VCVTPH2PS   80(R12), Y9
+	VFMADD231PS Y9, Y8, Y6
+	VCVTPH2PS   80(R13), Y9
+	VFMADD231PS Y9, Y8, Y7
+	VCVTPH2PS   80(R14), Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVUPS     192(AX), Y8
+	VCVTPH2PS   96(DI), Y9
+	VFMADD231PS Y9, Y8, Y1
+	VCVTPH2PS   96(R8), Y9
+	VFMADD231PS Y9, Y8, Y2
+	VCVTPH2PS   96(R9), Y9
+	VFMADD231PS Y9, Y8, Y3
+	VCVTPH2PS   96(R10), Y9
+	VFMADD231PS Y9, Y8, Y4
+	VCVTPH2PS   96(R11), Y9
+	VFMADD231PS Y9, Y8, Y5
+	VCVTPH2PS   96(R12), Y9
+	VFMADD231PS Y9, Y8, Y6
+	VCVTPH2PS   96(R13), Y9
+	VFMADD231PS Y9, Y8, Y7
+	VCVTPH2PS   96(R14), Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVUPS     224(AX), Y8
+	VCVTPH2PS   112(DI), Y9
+	VFMADD231PS Y9, Y8, Y1
+	VCVTPH2PS   112(R8), Y9
+	VFMADD231PS Y9, Y8, Y2
+	VCVTPH2PS   112(R9), Y9
+	VFMADD231PS Y9, Y8, Y3
+	VCVTPH2PS   112(R10), Y9
+	VFMADD231PS Y9, Y8, Y4
+	VCVTPH2PS   112(R11), Y9
+	VFMADD231PS Y9, Y8, Y5
+	VCVTPH2PS   112(R12), Y9
+	VFMADD231PS Y9, Y8, Y6
+	VCVTPH2PS   112(R13), Y9
+	VFMADD231PS Y9, Y8, Y7
+	VCVTPH2PS   112(R14), Y9
+	VFMADD231PS Y9, Y8, Y0
+	VSHUFPS     $0x44, Y2, Y1, Y8
+	VSHUFPS     $0xee, Y2, Y1, Y1
+	VADDPS      Y1, Y8, Y8
+	VSHUFPS     $0x44, Y4, Y3, Y1
+	VSHUFPS     $0xee, Y4, Y3, Y2
+	VADDPS      Y2, Y1, Y1
+	VSHUFPS     $0x44, Y6, Y5, Y2
+	VSHUFPS     $0xee, Y6, Y5, Y3
+	VADDPS      Y3, Y2, Y2
+	VSHUFPS     $0x44, Y0, Y7, Y3
+	VSHUFPS     $0xee, Y0, Y7, Y0
+	VADDPS      Y0, Y3, Y3
+	VSHUFPS     $0x88, Y1, Y8, Y0
+	VSHUFPS     $0xdd, Y1, Y8, Y1
+	VADDPS      Y1, Y0, Y0
+	VSHUFPS     $0x88, Y3, Y2, Y1
+	VSHUFPS     $0xdd, Y3, Y2, Y2
+	VADDPS      Y2, Y1, Y1
+	VPERM2F128  $0x20, Y1, Y0, Y2
+	VPERM2F128  $0x31, Y1, Y0, Y0
+	VADDPS      Y0, Y2, Y2
+	VMOVUPS     Y2, (BX)
+	ADDQ        $0x20, BX
+	ADDQ        $0x40, DX
+	DECQ        SI
+	JNZ         qk
+
+	// Row maxima, alpha, p and l, each row's value in every lane of its residue.
+	VMOVUPS      (SP), Y0
+	VMOVUPS      32(SP), Y1
+	VMAXPS       64(SP), Y0, Y0
+	VMAXPS       96(SP), Y1, Y1
+	VMAXPS       128(SP), Y0, Y0
+	VMAXPS       160(SP), Y1, Y1
+	VMAXPS       192(SP), Y0, Y0
+	VMAXPS       224(SP), Y1, Y1
+	VMAXPS       Y1, Y0, Y0
+	VPERM2F128   $0x01, Y0, Y0, Y1
+	VMAXPS       Y1, Y0, Y0
+	VPERMILPS    $0x4e, Y0, Y1
+	VMAXPS       Y1, Y0, Y0
+	VPERMILPS    $0xb1, Y0, Y1
+	VMAXPS       Y1, Y0, Y0
+	MOVQ         o+32(FP), AX
+	MOVQ         m+40(FP), CX
+	MOVQ         l+48(FP), DX
+	VBROADCASTSS (CX), Y1
+	VMAXPS       Y1, Y0, Y0
+	VMOVSS       X0, (CX)
+	VCMPPS       $0x00, attnconst<>+0(SB), Y0, Y2
+	VANDNPS      Y0, Y2, Y0
+	VSUBPS       Y0, Y1, Y1
+	VBROADCASTSS attnconst<>+96(SB), Y3
+	VCMPPS       $0x15, Y3, Y1, Y4
+	VMAXPS       Y1, Y3, Y1
+	VCVTPS2DQ    Y1, Y3
+	VCVTDQ2PS    Y3, Y5
+	VSUBPS       Y5, Y1, Y1
+	VMOVUPS      attnconst<>+288(SB), Y5
+	VFMADD213PS  attnconst<>+256(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+224(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+192(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+160(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+128(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+32(SB), Y1, Y5
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y5, Y5
+	VANDPS       Y4, Y5, Y1
+	VMOVUPS      attnconst<>+32(SB), Y3
+	VBLENDVPS    Y2, Y3, Y1, Y1
+	VMOVUPS      Y1, 256(SP)
+	VMOVUPS      (SP), Y2
+	VSUBPS       Y0, Y2, Y2
+	VBROADCASTSS attnconst<>+96(SB), Y3
+	VCMPPS       $0x15, Y3, Y2, Y4
+	VMAXPS       Y2, Y3, Y2
+	VCVTPS2DQ    Y2, Y3
+	VCVTDQ2PS    Y3, Y5
+	VSUBPS       Y5, Y2, Y2
+	VMOVUPS      attnconst<>+288(SB), Y5
+	VFMADD213PS  attnconst<>+256(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+224(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+192(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+160(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+128(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+32(SB), Y2, Y5
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y5, Y5
+	VANDPS       Y4, Y5, Y2
+	VMOVUPS      Y2, (SP)
+	VMOVUPS      32(SP), Y3
+	VSUBPS       Y0, Y3, Y3
+	VBROADCASTSS attnconst<>+96(SB), Y4
+	VCMPPS       $0x15, Y4, Y3, Y5
+	VMAXPS       Y3, Y4, Y3
+	VCVTPS2DQ    Y3, Y4
+	VCVTDQ2PS    Y4, Y6
+	VSUBPS       Y6, Y3, Y3
+	VMOVUPS      attnconst<>+288(SB), Y6
+	VFMADD213PS  attnconst<>+256(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+224(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+192(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+160(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+128(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+32(SB), Y3, Y6
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       Y4, Y6, Y6
+	VANDPS       Y5, Y6, Y3
+	VMOVUPS      Y3, 32(SP)
+	VMOVUPS      64(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 64(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      96(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 96(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      128(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 128(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      160(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 160(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      192(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 192(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      224(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y0
+	VCMPPS       $0x15, Y0, Y4, Y5
+	VMAXPS       Y4, Y0, Y4
+	VCVTPS2DQ    Y4, Y0
+	VCVTDQ2PS    Y0, Y6
+	VSUBPS       Y6, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y6
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y6
+	VPSLLD       $0x17, Y0, Y0
+	VPADDD       Y0, Y6, Y6
+	VANDPS       Y5, Y6, Y4
+	VMOVUPS      Y4, 224(SP)
+	VADDPS       Y4, Y3, Y3
+	VADDPS       Y3, Y2, Y2
+	VPERM2F128   $0x01, Y2, Y2, Y0
+	VADDPS       Y0, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y0
+	VADDPS       Y0, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y0
+	VADDPS       Y0, Y2, Y2
+	VBROADCASTSS (DX), Y0
+	VFMADD231PS  Y0, Y1, Y2
+	VMOVSS       X2, (DX)
+
+	// o = alpha*o.
+	VBROADCASTSS 256(SP), Y0
+	VMULPS       (AX), Y0, Y1
+	VMOVUPS      Y1, (AX)
+	VMULPS       32(AX), Y0, Y1
+	VMOVUPS      Y1, 32(AX)
+	VMULPS       64(AX), Y0, Y1
+	VMOVUPS      Y1, 64(AX)
+	VMULPS       96(AX), Y0, Y1
+	VMOVUPS      Y1, 96(AX)
+	VMULPS       128(AX), Y0, Y1
+	VMOVUPS      Y1, 128(AX)
+	VMULPS       160(AX), Y0, Y1
+	VMOVUPS      Y1, 160(AX)
+	VMULPS       192(AX), Y0, Y1
+	VMOVUPS      Y1, 192(AX)
+	VMULPS       224(AX), Y0, Y0
+	VMOVUPS      Y0, 224(AX)
+
+	// o += P V, in groups of rows, each over the whole tile.
+	MOVQ    v+16(FP), CX
+	MOVQ    off+24(FP), DX
+	LEAQ    (SP), BX
+	MOVQ    $0x00000010, SI
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	VMOVUPS 64(AX), Y2
+	VMOVUPS 96(AX), Y3
+	VMOVUPS 128(AX), Y4
+	VMOVUPS 160(AX), Y5
+	VMOVUPS 192(AX), Y6
+	VMOVUPS 224(AX), Y7
+
+pv0:
+	MOVQ         (DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS (BX), Y8
+	VCVTPH2PS    (DI), Y9
+	VFMADD231PS  Y9, Y8, Y0
+	VCVTPH2PS    16(DI), Y9
+	VFMADD231PS  Y9, Y8, Y1
+	VCVTPH2PS    32(DI), Y9
+	VFMADD231PS  Y9, Y8, Y2
+	VCVTPH2PS    48(DI), Y9
+	VFMADD231PS  Y9, Y8, Y3
+	VCVTPH2PS    64(DI), Y9
+	VFMADD231PS  Y9, Y8, Y4
+	VCVTPH2PS    80(DI), Y9
+	VFMADD231PS  Y9, Y8, Y5
+	VCVTPH2PS    96(DI), Y9
+	VFMADD231PS  Y9, Y8, Y6
+	VCVTPH2PS    112(DI), Y9
+	VFMADD231PS  Y9, Y8, Y7
+	MOVQ         8(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 4(BX), Y8
+	VCVTPH2PS    (DI), Y9
+	VFMADD231PS  Y9, Y8, Y0
+	VCVTPH2PS    16(DI), Y9
+	VFMADD231PS  Y9, Y8, Y1
+	VCVTPH2PS    32(DI), Y9
+	VFMADD231PS  Y9, Y8, Y2
+	VCVTPH2PS    48(DI), Y9
+	VFMADD231PS  Y9, Y8, Y3
+	VCVTPH2PS    64(DI), Y9
+	VFMADD231PS  Y9, Y8, Y4
+	VCVTPH2PS    80(DI), Y9
+	VFMADD231PS  Y9, Y8, Y5
+	VCVTPH2PS    96(DI), Y9
+	VFMADD231PS  Y9, Y8, Y6
+	VCVTPH2PS    112(DI), Y9
+	VFMADD231PS  Y9, Y8, Y7
+	MOVQ         16(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 8(BX), Y8
+	VCVTPH2PS    (DI), Y9
+	VFMADD231PS  Y9, Y8, Y0
+	VCVTPH2PS    16(DI), Y9
+	VFMADD231PS  Y9, Y8, Y1
+	VCVTPH2PS    32(DI), Y9
+	VFMADD231PS  Y9, Y8, Y2
+	VCVTPH2PS    48(DI), Y9
+	VFMADD231PS  Y9, Y8, Y3
+	VCVTPH2PS    64(DI), Y9
+	VFMADD231PS  Y9, Y8, Y4
+	VCVTPH2PS    80(DI), Y9
+	VFMADD231PS  Y9, Y8, Y5
+	VCVTPH2PS    96(DI), Y9
+	VFMADD231PS  Y9, Y8, Y6
+	VCVTPH2PS    112(DI), Y9
+	VFMADD231PS  Y9, Y8, Y7
+	MOVQ         24(DX), DI
+	ADDQ         CX, DI
+	VBROADCASTSS 12(BX), Y8
+	VCVTPH2PS    (DI), Y9
+	VFMADD231PS  Y9, Y8, Y0
+	VCVTPH2PS    16(DI), Y9
+	VFMADD231PS  Y9, Y8, Y1
+	VCVTPH2PS    32(DI), Y9
+	VFMADD231PS  Y9, Y8, Y2
+	VCVTPH2PS    48(DI), Y9
+	VFMADD231PS  Y9, Y8, Y3
+	VCVTPH2PS    64(DI), Y9
+	VFMADD231PS  Y9, Y8, Y4
+	VCVTPH2PS    80(DI), Y9
+	VFMADD231PS  Y9, Y8, Y5
+	VCVTPH2PS    96(DI), Y9
+	VFMADD231PS  Y9, Y8, Y6
+	VCVTPH2PS    112(DI), Y9
+	VFMADD231PS  Y9, Y8, Y7
+	ADDQ         $0x00000010, BX
+	ADDQ         $0x20, DX
+	DECQ         SI
+	JNZ          pv0
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	VMOVUPS      Y3, 96(AX)
+	VMOVUPS      Y4, 128(AX)
+	VMOVUPS      Y5, 160(AX)
+	VMOVUPS      Y6, 192(AX)
+	VMOVUPS      Y7, 224(AX)
+	VZEROUPPER
+	RET
+
+// func decodeAVX2F16D64R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·decodeAVX2F16D64R2(SB), $544-56
+	// Scores: vector i holds keys i*keys .. i*keys+keys-1 by rows.
+	MOVQ q+0(FP), AX
+	MOVQ k+8(FP), CX
+	MOVQ off+24(FP), DX
+	LEAQ (SP), BX
+	MOVQ $0x00000010, SI
+
+qk:
+	MOVQ        (DX), DI
+	ADDQ        CX, DI
+	MOVQ        8(DX), R8
+	ADDQ        CX, R8
+	MOVQ        16(DX), R9
+	ADDQ        CX, R9
+	MOVQ        24(DX), R10
+	ADDQ        CX, R10
+	VMOVUPS     (AX), Y0
+	VMOVUPS     256(AX), Y1
+	VCVTPH2PS   (DI), Y2
+	VMULPS      Y2, Y0, Y3
+	VMULPS      Y2, Y1, Y2
+	VCVTPH2PS   (R8), Y4
+	VMULPS      Y4, Y0, Y5
+	VMULPS      Y4, Y1, Y4
+	VCVTPH2PS   (R9), Y6
+	VMULPS      Y6, Y0, Y7
+	VMULPS      Y6, Y1, Y6
+	VCVTPH2PS   (R10), Y8
+	VMULPS      Y8, Y0, Y0
+	VMULPS      Y8, Y1, Y1
+	VMOVUPS     32(AX), Y8
+	VMOVUPS     288(AX), Y9
+	VCVTPH2PS   16(DI), Y10
+	VFMADD231PS Y10, Y8, Y3
+	VFMADD231PS Y10, Y9, Y2
+	VCVTPH2PS   16(R8), Y10
+	VFMADD231PS Y10, Y8, Y5
+	VFMADD231PS Y10, Y9, Y4
+	VCVTPH2PS   16(R9), Y10
+	VFMADD231PS Y10, Y8, Y7
+	VFMADD231PS Y10, Y9, Y6
+	VCVTPH2PS   16(R10), Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVUPS     64(AX), Y8
+	VMOVUPS     320(AX), Y9
+	VCVTPH2PS   32(DI), Y10
+	VFMADD231PS Y10, Y8, Y3
+	VFMADD231PS Y10, Y9, Y2
+	VCVTPH2PS   32(R8), Y10
+	VFMADD231PS Y10, Y8, Y5
+	VFMADD231PS Y10, Y9, Y4
+	VCVTPH2PS   32(R9), Y10
+	VFMADD231PS Y10, Y8, Y7
+	VFMADD231PS Y10, Y9, Y6
+	VCVTPH2PS   32(R10), Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVUPS     96(AX), Y8
+	VMOVUPS     352(AX), Y9
+	VCVTPH2PS   48(DI), Y10
+	VFMADD231PS Y10, Y8, Y3
+	VFMADD231PS Y10, Y9, Y2
+	VCVTPH2PS   48(R8), Y10
+	VFMADD231PS Y10, Y8, Y5
+	VFMADD231PS Y10, Y9, Y4
+	VCVTPH2PS   48(R9), Y10
+	VFMADD231PS Y10, Y8, Y7
+	VFMADD231PS Y10, Y9, Y6
+	VCVTPH2PS   48(R10), Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVUPS     128(AX), Y8
+	VMOVUPS     384(AX), Y9
+	VCVTPH2PS   64(DI), Y10
+	VFMADD231PS Y10, Y8, Y3
+	VFMADD231PS Y10, Y9, Y2
+	VCVTPH2PS   64(R8), Y10
+	VFMADD231PS Y10, Y8, Y5
+	VFMADD231PS Y10, Y9, Y4
+	VCVTPH2PS   64(R9), Y10
+	VFMADD231PS Y10, Y8, Y7
+	VFMADD231PS Y10, Y9, Y6
+	VCVTPH2PS   64(R10), Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVUPS     160(AX), Y8
+	VMOVUPS     416(AX), Y9
+	VCVTPH2PS   80(DI), Y10
+	VFMADD231PS Y10, Y8, Y3
+	VFMADD231PS Y10, Y9, Y2
+	VCVTPH2PS   80(R8), Y10
+	VFMADD231PS Y10, Y8, Y5
+	VFMADD231PS Y10, Y9, Y4
+	VCVTPH2PS   80(R9), Y10
+	VFMADD231PS Y10, Y8, Y7
+	VFMADD231PS Y10, Y9, Y6
+	VCVTPH2PS   80(R10), Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVUPS     192(AX), Y8
+	VMOVUPS     448(AX), Y9
+	VCVTPH2PS   96(DI), Y10
+	VFMADD231PS Y10, Y8, Y3
+	VFMADD231PS Y10, Y9, Y2
+	VCVTPH2PS   96(R8), Y10
+	VFMADD231PS Y10, Y8, Y5
+	VFMADD231PS Y10, Y9, Y4
+	VCVTPH2PS   96(R9), Y10
+	VFMADD231PS Y10, Y8, Y7
+	VFMADD231PS Y10, Y9, Y6
+	VCVTPH2PS   96(R10), Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVUPS     224(AX), Y8
+	VMOVUPS     480(AX), Y9
+	VCVTPH2PS   112(DI), Y10
+	VFMADD231PS Y10, Y8, Y3
+	VFMADD231PS Y10, Y9, Y2
+	VCVTPH2PS   112(R8), Y10
+	VFMADD231PS Y10, Y8, Y5
+	VFMADD231PS Y10, Y9, Y4
+	VCVTPH2PS   112(R9), Y10
+	VFMADD231PS Y10, Y8, Y7
+	VFMADD231PS Y10, Y9, Y6
+	VCVTPH2PS   112(R10), Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VSHUFPS     $0x44, Y2, Y3, Y8
+	VSHUFPS     $0xee, Y2, Y3, Y2
+	VADDPS      Y2, Y8, Y8
+	VSHUFPS     $0x44, Y4, Y5, Y2
+	VSHUFPS     $0xee, Y4, Y5, Y3
+	VADDPS      Y3, Y2, Y2
+	VSHUFPS     $0x44, Y6, Y7, Y3
+	VSHUFPS     $0xee, Y6, Y7, Y4
+	VADDPS      Y4, Y3, Y3
+	VSHUFPS     $0x44, Y1, Y0, Y4
+	VSHUFPS     $0xee, Y1, Y0, Y0
+	VADDPS      Y0, Y4, Y4
+	VSHUFPS     $0x88, Y2, Y8, Y0
+	VSHUFPS     $0xdd, Y2, Y8, Y1
+	VADDPS      Y1, Y0, Y0
+	VSHUFPS     $0x88, Y4, Y3, Y1
+	VSHUFPS     $0xdd, Y4, Y3, Y2
+	VADDPS      Y2, Y1, Y1
+	VPERM2F128  $0x20, Y1, Y0, Y2
+	VPERM2F128  $0x31, Y1, Y0, Y0
+	VADDPS      Y0, Y2, Y2
+	VMOVUPS     Y2, (BX)
+	ADDQ        $0x20, BX
+	ADDQ        $0x20, DX
+	DECQ        SI
+	JNZ         qk
+
+	// Row maxima, alpha, p and l, each row's value in every lane of its residue.
+	VMOVUPS      (SP), Y0
+	VMOVUPS      32(SP), Y1
+	VMAXPS       64(SP), Y0, Y0
+	VMAXPS       96(SP), Y1, Y1
+	VMAXPS       128(SP), Y0, Y0
+	VMAXPS       160(SP), Y1, Y1
+	VMAXPS       192(SP), Y0, Y0
+	VMAXPS       224(SP), Y1, Y1
+	VMAXPS       256(SP), Y0, Y0
+	VMAXPS       288(SP), Y1, Y1
+	VMAXPS       320(SP), Y0, Y0
+	VMAXPS       352(SP), Y1, Y1
+	VMAXPS       384(SP), Y0, Y0
+	VMAXPS       416(SP), Y1, Y1
+	VMAXPS       448(SP), Y0, Y0
+	VMAXPS       480(SP), Y1, Y1
+	VMAXPS       Y1, Y0, Y0
+	VPERM2F128   $0x01, Y0, Y0, Y1
+	VMAXPS       Y1, Y0, Y0
+	VPERMILPS    $0x4e, Y0, Y1
+	VMAXPS       Y1, Y0, Y0
+	MOVQ         o+32(FP), AX
+	MOVQ         m+40(FP), CX
+	MOVQ         l+48(FP), DX
+	VBROADCASTSD (CX), Y1
+	VMAXPS       Y1, Y0, Y0
+	VMOVSD       X0, (CX)
+	VCMPPS       $0x00, attnconst<>+0(SB), Y0, Y2
+	VANDNPS      Y0, Y2, Y0
+	VSUBPS       Y0, Y1, Y1
+	VBROADCASTSS attnconst<>+96(SB), Y3
+	VCMPPS       $0x15, Y3, Y1, Y4
+	VMAXPS       Y1, Y3, Y1
+	VCVTPS2DQ    Y1, Y3
+	VCVTDQ2PS    Y3, Y5
+	VSUBPS       Y5, Y1, Y1
+	VMOVUPS      attnconst<>+288(SB), Y5
+	VFMADD213PS  attnconst<>+256(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+224(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+192(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+160(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+128(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+32(SB), Y1, Y5
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y5, Y5
+	VANDPS       Y4, Y5, Y1
+	VMOVUPS      attnconst<>+32(SB), Y3
+	VBLENDVPS    Y2, Y3, Y1, Y1
+	VMOVUPS      Y1, 512(SP)
+	VMOVUPS      (SP), Y2
+	VSUBPS       Y0, Y2, Y2
+	VBROADCASTSS attnconst<>+96(SB), Y3
+	VCMPPS       $0x15, Y3, Y2, Y4
+	VMAXPS       Y2, Y3, Y2
+	VCVTPS2DQ    Y2, Y3
+	VCVTDQ2PS    Y3, Y5
+	VSUBPS       Y5, Y2, Y2
+	VMOVUPS      attnconst<>+288(SB), Y5
+	VFMADD213PS  attnconst<>+256(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+224(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+192(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+160(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+128(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+32(SB), Y2, Y5
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y5, Y5
+	VANDPS       Y4, Y5, Y2
+	VMOVUPS      Y2, (SP)
+	VMOVUPS      32(SP), Y3
+	VSUBPS       Y0, Y3, Y3
+	VBROADCASTSS attnconst<>+96(SB), Y4
+	VCMPPS       $0x15, Y4, Y3, Y5
+	VMAXPS       Y3, Y4, Y3
+	VCVTPS2DQ    Y3, Y4
+	VCVTDQ2PS    Y4, Y6
+	VSUBPS       Y6, Y3, Y3
+	VMOVUPS      attnconst<>+288(SB), Y6
+	VFMADD213PS  attnconst<>+256(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+224(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+192(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+160(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+128(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+32(SB), Y3, Y6
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       Y4, Y6, Y6
+	VANDPS       Y5, Y6, Y3
+	VMOVUPS      Y3, 32(SP)
+	VMOVUPS      64(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 64(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      96(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 96(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      128(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 128(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      160(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 160(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      192(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 192(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      224(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 224(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      256(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 256(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      288(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 288(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      320(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 320(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      352(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 352(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      384(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 384(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      416(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 416(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      448(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 448(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      480(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y0
+	VCMPPS       $0x15, Y0, Y4, Y5
+	VMAXPS       Y4, Y0, Y4
+	VCVTPS2DQ    Y4, Y0
+	VCVTDQ2PS    Y0, Y6
+	VSUBPS       Y6, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y6
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y6
+	VPSLLD       $0x17, Y0, Y0
+	VPADDD       Y0, Y6, Y6
+	VANDPS       Y5, Y6, Y4
+	VMOVUPS      Y4, 480(SP)
+	VADDPS       Y4, Y3, Y3
+	VADDPS       Y3, Y2, Y2
+	VPERM2F128   $0x01, Y2, Y2, Y0
+	VADDPS       Y0, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y0
+	VADDPS       Y0, Y2, Y2
+	VBROADCASTSD (DX), Y0
+	VFMADD231PS  Y0, Y1, Y2
+	VMOVSD       X2, (DX)
+
+	// o = alpha*o.
+	VBROADCASTSS 512(SP), Y0
+	VMULPS       (AX), Y0, Y1
+	VMOVUPS      Y1, (AX)
+	VMULPS       32(AX), Y0, Y1
+	VMOVUPS      Y1, 32(AX)
+	VMULPS       64(AX), Y0, Y1
+	VMOVUPS      Y1, 64(AX)
+	VMULPS       96(AX), Y0, Y1
+	VMOVUPS      Y1, 96(AX)
+	VMULPS       128(AX), Y0, Y1
+	VMOVUPS      Y1, 128(AX)
+	VMULPS       160(AX), Y0, Y1
+	VMOVUPS      Y1, 160(AX)
+	VMULPS       192(AX), Y0, Y1
+	VMOVUPS      Y1, 192(AX)
+	VMULPS       224(AX), Y0, Y0
+	VMOVUPS      Y0, 224(AX)
+	VBROADCASTSS 516(SP), Y0
+	VMULPS       256(AX), Y0, Y1
+	VMOVUPS      Y1, 256(AX)
+	VMULPS       288(AX), Y0, Y1
+	VMOVUPS      Y1, 288(AX)
+	VMULPS       320(AX), Y0, Y1
+	VMOVUPS      Y1, 320(AX)
+	VMULPS       352(AX), Y0, Y1
+	VMOVUPS      Y1, 352(AX)
+	VMULPS       384(AX), Y0, Y1
+	VMOVUPS      Y1, 384(AX)
+	VMULPS       416(AX), Y0, Y1
+	VMOVUPS      Y1, 416(AX)
+	VMULPS       448(AX), Y0, Y1
+	VMOVUPS      Y1, 448(AX)
+	VMULPS       480(AX), Y0, Y0
+	VMOVUPS      Y0, 480(AX)
+
+	// o += P V, in column chunks of o and groups of rows, each over the whole tile.
+	MOVQ v+16(FP), CX
+	MOVQ $0x00000002, DX
+
+pvc:
+	MOVQ    off+24(FP), BX
+	LEAQ    (SP), SI
+	MOVQ    $0x00000010, DI
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	VMOVUPS 64(AX), Y2
+	VMOVUPS 96(AX), Y3
+	VMOVUPS 256(AX), Y4
+	VMOVUPS 288(AX), Y5
+	VMOVUPS 320(AX), Y6
+	VMOVUPS 352(AX), Y7
+
+pv0:
+	MOVQ         (BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS (SI), Y8
+	VBROADCASTSS 4(SI), Y9
+	VCVTPH2PS    (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VCVTPH2PS    16(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VCVTPH2PS    32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VCVTPH2PS    48(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         8(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 8(SI), Y8
+	VBROADCASTSS 12(SI), Y9
+	VCVTPH2PS    (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VCVTPH2PS    16(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VCVTPH2PS    32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VCVTPH2PS    48(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         16(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 16(SI), Y8
+	VBROADCASTSS 20(SI), Y9
+	VCVTPH2PS    (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VCVTPH2PS    16(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VCVTPH2PS    32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VCVTPH2PS    48(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         24(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 24(SI), Y8
+	VBROADCASTSS 28(SI), Y9
+	VCVTPH2PS    (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VCVTPH2PS    16(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VCVTPH2PS    32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VCVTPH2PS    48(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	ADDQ         $0x00000020, SI
+	ADDQ         $0x20, BX
+	DECQ         DI
+	JNZ          pv0
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	VMOVUPS      Y3, 96(AX)
+	VMOVUPS      Y4, 256(AX)
+	VMOVUPS      Y5, 288(AX)
+	VMOVUPS      Y6, 320(AX)
+	VMOVUPS      Y7, 352(AX)
+	ADDQ         $0x00000040, CX
+	ADDQ         $0x00000080, AX
+	DECQ         DX
+	JNZ          pvc
+	VZEROUPPER
+	RET
+
+// func decodeAVX2F16D64R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·decodeAVX2F16D64R4(SB), $1056-56
+	// Scores: vector i holds keys i*keys .. i*keys+keys-1 by rows.
+	MOVQ q+0(FP), AX
+	MOVQ k+8(FP), CX
+	MOVQ off+24(FP), DX
+	LEAQ (SP), BX
+	MOVQ $0x00000020, SI
+
+qk:
+	MOVQ        (DX), DI
+	ADDQ        CX, DI
+	MOVQ        8(DX), R8
+	ADDQ        CX, R8
+	VMOVUPS     (AX), Y0
+	VMOVUPS     256(AX), Y1
+	VMOVUPS     512(AX), Y2
+	VMOVUPS     768(AX), Y3
+	VCVTPH2PS   (DI), Y4
+	VMULPS      Y4, Y0, Y5
+	VMULPS      Y4, Y1, Y6
+	VMULPS      Y4, Y2, Y7
+	VMULPS      Y4, Y3, Y4
+	VCVTPH2PS   (R8), Y8
+	VMULPS      Y8, Y0, Y0
+	VMULPS      Y8, Y1, Y1
+	VMULPS      Y8, Y2, Y2
+	VMULPS      Y8, Y3, Y3
+	VMOVUPS     32(AX), Y8
+	VMOVUPS     288(AX), Y9
+	VMOVUPS     544(AX), Y10
+	VMOVUPS     800(AX), Y11
+	VCVTPH2PS   16(DI), Y12
+	VFMADD231PS Y12, Y8, Y5
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y7
+	VFMADD231PS Y12, Y11, Y4
+	VCVTPH2PS   16(R8), Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y1
+	VFMADD231PS Y12, Y10, Y2
+	VFMADD231PS Y12, Y11, Y3
+	VMOVUPS     64(AX), Y8
+	VMOVUPS     320(AX), Y9
+	VMOVUPS     576(AX), Y10
+	VMOVUPS     832(AX), Y11
+	VCVTPH2PS   32(DI), Y12
+	VFMADD231PS Y12, Y8, Y5
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y7
+	VFMADD231PS Y12, Y11, Y4
+	VCVTPH2PS   32(R8), Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y1
+	VFMADD231PS Y12, Y10, Y2
+	VFMADD231PS Y12, Y11, Y3
+	VMOVUPS     96(AX), Y8
+	VMOVUPS     352(AX), Y9
+	VMOVUPS     608(AX), Y10
+	VMOVUPS     864(AX), Y11
+	VCVTPH2PS   48(DI), Y12
+	VFMADD231PS Y12, Y8, Y5
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y7
+	VFMADD231PS Y12, Y11, Y4
+	VCVTPH2PS   48(R8), Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y1
+	VFMADD231PS Y12, Y10, Y2
+	VFMADD231PS Y12, Y11, Y3
+	VMOVUPS     128(AX), Y8
+	VMOVUPS     384(AX), Y9
+	VMOVUPS     640(AX), Y10
+	VMOVUPS     896(AX), Y11
+	VCVTPH2PS   64(DI), Y12
+	VFMADD231PS Y12, Y8, Y5
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y7
+	VFMADD231PS Y12, Y11, Y4
+	VCVTPH2PS   64(R8), Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y1
+	VFMADD231PS Y12, Y10, Y2
+	VFMADD231PS Y12, Y11, Y3
+	VMOVUPS     160(AX), Y8
+	VMOVUPS     416(AX), Y9
+	VMOVUPS     672(AX), Y10
+	VMOVUPS     928(AX), Y11
+	VCVTPH2PS   80(DI), Y12
+	VFMADD231PS Y12, Y8, Y5
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y7
+	VFMADD231PS Y12, Y11, Y4
+	VCVTPH2PS   80(R8), Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y1
+	VFMADD231PS Y12, Y10, Y2
+	VFMADD231PS Y12, Y11, Y3
+	VMOVUPS     192(AX), Y8
+	VMOVUPS     448(AX), Y9
+	VMOVUPS     704(AX), Y10
+	VMOVUPS     960(AX), Y11
+	VCVTPH2PS   96(DI), Y12
+	VFMADD231PS Y12, Y8, Y5
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y7
+	VFMADD231PS Y12, Y11, Y4
+	VCVTPH2PS   96(R8), Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y1
+	VFMADD231PS Y12, Y10, Y2
+	VFMADD231PS Y12, Y11, Y3
+	VMOVUPS     224(AX), Y8
+	VMOVUPS     480(AX), Y9
+	VMOVUPS     736(AX), Y10
+	VMOVUPS     992(AX), Y11
+	VCVTPH2PS   112(DI), Y12
+	VFMADD231PS Y12, Y8, Y5
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y7
+	VFMADD231PS Y12, Y11, Y4
+	VCVTPH2PS   112(R8), Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y1
+	VFMADD231PS Y12, Y10, Y2
+	VFMADD231PS Y12, Y11, Y3
+	VSHUFPS     $0x44, Y6, Y5, Y8
+	VSHUFPS     $0xee, Y6, Y5, Y5
+	VADDPS      Y5, Y8, Y8
+	VSHUFPS     $0x44, Y4, Y7, Y5
+	VSHUFPS     $0xee, Y4, Y7, Y4
+	VADDPS      Y4, Y5, Y5
+	VSHUFPS     $0x44, Y1, Y0, Y4
+	VSHUFPS     $0xee, Y1, Y0, Y0
+	VADDPS      Y0, Y4, Y4
+	VSHUFPS     $0x44, Y3, Y2, Y0
+	VSHUFPS     $0xee, Y3, Y2, Y1
+	VADDPS      Y1, Y0, Y0
+	VSHUFPS     $0x88, Y5, Y8, Y1
+	VSHUFPS     $0xdd, Y5, Y8, Y2
+	VADDPS      Y2, Y1, Y1
+	VSHUFPS     $0x88, Y0, Y4, Y2
+	VSHUFPS     $0xdd, Y0, Y4, Y0
+	VADDPS      Y0, Y2, Y2
+	VPERM2F128  $0x20, Y2, Y1, Y0
+	VPERM2F128  $0x31, Y2, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VMOVUPS     Y0, (BX)
+	ADDQ        $0x20, BX
+	ADDQ        $0x10, DX
+	DECQ        SI
+	JNZ         qk
+
+	// Row maxima, alpha, p and l, each row's value in every lane of its residue.
+	VMOVUPS        (SP), Y0
+	VMOVUPS        32(SP), Y1
+	VMAXPS         64(SP), Y0, Y0
+	VMAXPS         96(SP), Y1, Y1
+	VMAXPS         128(SP), Y0, Y0
+	VMAXPS         160(SP), Y1, Y1
+	VMAXPS         192(SP), Y0, Y0
+	VMAXPS         224(SP), Y1, Y1
+	VMAXPS         256(SP), Y0, Y0
+	VMAXPS         288(SP), Y1, Y1
+	VMAXPS         320(SP), Y0, Y0
+	VMAXPS         352(SP), Y1, Y1
+	VMAXPS         384(SP), Y0, Y0
+	VMAXPS         416(SP), Y1, Y1
+	VMAXPS         448(SP), Y0, Y0
+	VMAXPS         480(SP), Y1, Y1
+	VMAXPS         512(SP), Y0, Y0
+	VMAXPS         544(SP), Y1, Y1
+	VMAXPS         576(SP), Y0, Y0
+	VMAXPS         608(SP), Y1, Y1
+	VMAXPS         640(SP), Y0, Y0
+	VMAXPS         672(SP), Y1, Y1
+	VMAXPS         704(SP), Y0, Y0
+	VMAXPS         736(SP), Y1, Y1
+	VMAXPS         768(SP), Y0, Y0
+	VMAXPS         800(SP), Y1, Y1
+	VMAXPS         832(SP), Y0, Y0
+	VMAXPS         864(SP), Y1, Y1
+	VMAXPS         896(SP), Y0, Y0
+	VMAXPS         928(SP), Y1, Y1
+	VMAXPS         960(SP), Y0, Y0
+	VMAXPS         992(SP), Y1, Y1
+	VMAXPS         Y1, Y0, Y0
+	VPERM2F128     $0x01, Y0, Y0, Y1
+	VMAXPS         Y1, Y0, Y0
+	MOVQ           o+32(FP), AX
+	MOVQ           m+40(FP), CX
+	MOVQ           l+48(FP), DX
+	VBROADCASTF128 (CX), Y1
+	VMAXPS         Y1, Y0, Y0
+	VMOVUPS        X0, (CX)
+	VCMPPS         $0x00, attnconst<>+0(SB), Y0, Y2
+	VANDNPS        Y0, Y2, Y0
+	VSUBPS         Y0, Y1, Y1
+	VBROADCASTSS   attnconst<>+96(SB), Y3
+	VCMPPS         $0x15, Y3, Y1, Y4
+	VMAXPS         Y1, Y3, Y1
+	VCVTPS2DQ      Y1, Y3
+	VCVTDQ2PS      Y3, Y5
+	VSUBPS         Y5, Y1, Y1
+	VMOVUPS        attnconst<>+288(SB), Y5
+	VFMADD213PS    attnconst<>+256(SB), Y1, Y5
+	VFMADD213PS    attnconst<>+224(SB), Y1, Y5
+	VFMADD213PS    attnconst<>+192(SB), Y1, Y5
+	VFMADD213PS    attnconst<>+160(SB), Y1, Y5
+	VFMADD213PS    attnconst<>+128(SB), Y1, Y5
+	VFMADD213PS    attnconst<>+32(SB), Y1, Y5
+	VPSLLD         $0x17, Y3, Y3
+	VPADDD         Y3, Y5, Y5
+	VANDPS         Y4, Y5, Y1
+	VMOVUPS        attnconst<>+32(SB), Y3
+	VBLENDVPS      Y2, Y3, Y1, Y1
+	VMOVUPS        Y1, 1024(SP)
+	VMOVUPS        (SP), Y2
+	VSUBPS         Y0, Y2, Y2
+	VBROADCASTSS   attnconst<>+96(SB), Y3
+	VCMPPS         $0x15, Y3, Y2, Y4
+	VMAXPS         Y2, Y3, Y2
+	VCVTPS2DQ      Y2, Y3
+	VCVTDQ2PS      Y3, Y5
+	VSUBPS         Y5, Y2, Y2
+	VMOVUPS        attnconst<>+288(SB), Y5
+	VFMADD213PS    attnconst<>+256(SB), Y2, Y5
+	VFMADD213PS    attnconst<>+224(SB), Y2, Y5
+	VFMADD213PS    attnconst<>+192(SB), Y2, Y5
+	VFMADD213PS    attnconst<>+160(SB), Y2, Y5
+	VFMADD213PS    attnconst<>+128(SB), Y2, Y5
+	VFMADD213PS    attnconst<>+32(SB), Y2, Y5
+	VPSLLD         $0x17, Y3, Y3
+	VPADDD         Y3, Y5, Y5
+	VANDPS         Y4, Y5, Y2
+	VMOVUPS        Y2, (SP)
+	VMOVUPS        32(SP), Y3
+	VSUBPS         Y0, Y3, Y3
+	VBROADCASTSS   attnconst<>+96(SB), Y4
+	VCMPPS         $0x15, Y4, Y3, Y5
+	VMAXPS         Y3, Y4, Y3
+	VCVTPS2DQ      Y3, Y4
+	VCVTDQ2PS      Y4, Y6
+	VSUBPS         Y6, Y3, Y3
+	VMOVUPS        attnconst<>+288(SB), Y6
+	VFMADD213PS    attnconst<>+256(SB), Y3, Y6
+	VFMADD213PS    attnconst<>+224(SB), Y3, Y6
+	VFMADD213PS    attnconst<>+192(SB), Y3, Y6
+	VFMADD213PS    attnconst<>+160(SB), Y3, Y6
+	VFMADD213PS    attnconst<>+128(SB), Y3, Y6
+	VFMADD213PS    attnconst<>+32(SB), Y3, Y6
+	VPSLLD         $0x17, Y4, Y4
+	VPADDD         Y4, Y6, Y6
+	VANDPS         Y5, Y6, Y3
+	VMOVUPS        Y3, 32(SP)
+	VMOVUPS        64(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 64(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        96(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 96(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        128(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 128(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        160(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 160(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        192(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 192(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        224(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 224(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        256(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 256(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        288(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 288(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        320(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 320(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        352(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 352(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        384(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 384(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        416(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 416(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        448(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 448(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        480(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 480(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        512(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 512(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        544(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 544(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        576(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 576(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        608(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 608(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        640(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 640(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        672(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 672(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        704(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 704(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        736(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 736(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        768(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 768(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        800(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 800(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        832(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 832(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        864(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 864(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        896(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 896(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        928(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 928(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        960(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 960(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        992(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y0
+	VCMPPS         $0x15, Y0, Y4, Y5
+	VMAXPS         Y4, Y0, Y4
+	VCVTPS2DQ      Y4, Y0
+	VCVTDQ2PS      Y0, Y6
+	VSUBPS         Y6, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y6
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y6
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y6
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y6
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y6
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y6
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y6
+	VPSLLD         $0x17, Y0, Y0
+	VPADDD         Y0, Y6, Y6
+	VANDPS         Y5, Y6, Y4
+	VMOVUPS        Y4, 992(SP)
+	VADDPS         Y4, Y3, Y3
+	VADDPS         Y3, Y2, Y2
+	VPERM2F128     $0x01, Y2, Y2, Y0
+	VADDPS         Y0, Y2, Y2
+	VBROADCASTF128 (DX), Y0
+	VFMADD231PS    Y0, Y1, Y2
+	VMOVUPS        X2, (DX)
+
+	// o = alpha*o.
+	VBROADCASTSS 1024(SP), Y0
+	VMULPS       (AX), Y0, Y1
+	VMOVUPS      Y1, (AX)
+	VMULPS       32(AX), Y0, Y1
+	VMOVUPS      Y1, 32(AX)
+	VMULPS       64(AX), Y0, Y1
+	VMOVUPS      Y1, 64(AX)
+	VMULPS       96(AX), Y0, Y1
+	VMOVUPS      Y1, 96(AX)
+	VMULPS       128(AX), Y0, Y1
+	VMOVUPS      Y1, 128(AX)
+	VMULPS       160(AX), Y0, Y1
+	VMOVUPS      Y1, 160(AX)
+	VMULPS       192(AX), Y0, Y1
+	VMOVUPS      Y1, 192(AX)
+	VMULPS       224(AX), Y0, Y0
+	VMOVUPS      Y0, 224(AX)
+	VBROADCASTSS 1028(SP), Y0
+	VMULPS       256(AX), Y0, Y1
+	VMOVUPS      Y1, 256(AX)
+	VMULPS       288(AX), Y0, Y1
+	VMOVUPS      Y1, 288(AX)
+	VMULPS       320(AX), Y0, Y1
+	VMOVUPS      Y1, 320(AX)
+	VMULPS       352(AX), Y0, Y1
+	VMOVUPS      Y1, 352(AX)
+	VMULPS       384(AX), Y0, Y1
+	VMOVUPS      Y1, 384(AX)
+	VMULPS       416(AX), Y0, Y1
+	VMOVUPS      Y1, 416(AX)
+	VMULPS       448(AX), Y0, Y1
+	VMOVUPS      Y1, 448(AX)
+	VMULPS       480(AX), Y0, Y0
+	VMOVUPS      Y0, 480(AX)
+	VBROADCASTSS 1032(SP), Y0
+	VMULPS       512(AX), Y0, Y1
+	VMOVUPS      Y1, 512(AX)
+	VMULPS       544(AX), Y0, Y1
+	VMOVUPS      Y1, 544(AX)
+	VMULPS       576(AX), Y0, Y1
+	VMOVUPS      Y1, 576(AX)
+	VMULPS       608(AX), Y0, Y1
+	VMOVUPS      Y1, 608(AX)
+	VMULPS       640(AX), Y0, Y1
+	VMOVUPS      Y1, 640(AX)
+	VMULPS       672(AX), Y0, Y1
+	VMOVUPS      Y1, 672(AX)
+	VMULPS       704(AX), Y0, Y1
+	VMOVUPS      Y1, 704(AX)
+	VMULPS       736(AX), Y0, Y0
+	VMOVUPS      Y0, 736(AX)
+	VBROADCASTSS 1036(SP), Y0
+	VMULPS       768(AX), Y0, Y1
+	VMOVUPS      Y1, 768(AX)
+	VMULPS       800(AX), Y0, Y1
+	VMOVUPS      Y1, 800(AX)
+	VMULPS       832(AX), Y0, Y1
+	VMOVUPS      Y1, 832(AX)
+	VMULPS       864(AX), Y0, Y1
+	VMOVUPS      Y1, 864(AX)
+	VMULPS       896(AX), Y0, Y1
+	VMOVUPS      Y1, 896(AX)
+	VMULPS       928(AX), Y0, Y1
+	VMOVUPS      Y1, 928(AX)
+	VMULPS       960(AX), Y0, Y1
+	VMOVUPS      Y1, 960(AX)
+	VMULPS       992(AX), Y0, Y0
+	VMOVUPS      Y0, 992(AX)
+
+	// o += P V, in column chunks of o and groups of rows, each over the whole tile.
+	MOVQ v+16(FP), CX
+	MOVQ $0x00000002, DX
+
+pvc:
+	MOVQ    off+24(FP), BX
+	LEAQ    (SP), SI
+	MOVQ    $0x00000010, DI
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	VMOVUPS 64(AX), Y2
+	VMOVUPS 96(AX), Y3
+	VMOVUPS 256(AX), Y4
+	VMOVUPS 288(AX), Y5
+	VMOVUPS 320(AX), Y6
+	VMOVUPS 352(AX), Y7
+
+pv0:
+	MOVQ         (BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS (SI), Y8
+	VBROADCASTSS 4(SI), Y9
+	VCVTPH2PS    (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VCVTPH2PS    16(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VCVTPH2PS    32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VCVTPH2PS    48(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         8(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 16(SI), Y8
+	VBROADCASTSS 20(SI), Y9
+	VCVTPH2PS    (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VCVTPH2PS    16(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VCVTPH2PS    32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VCVTPH2PS    48(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         16(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 32(SI), Y8
+	VBROADCASTSS 36(SI), Y9
+	VCVTPH2PS    (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VCVTPH2PS    16(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VCVTPH2PS    32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VCVTPH2PS    48(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         24(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 48(SI), Y8
+	VBROADCASTSS 52(SI), Y9
+	VCVTPH2PS    (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VCVTPH2PS    16(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VCVTPH2PS    32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VCVTPH2PS    48(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	ADDQ         $0x00000040, SI
+	ADDQ         $0x20, BX
+	DECQ         DI
+	JNZ          pv0
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	VMOVUPS      Y3, 96(AX)
+	VMOVUPS      Y4, 256(AX)
+	VMOVUPS      Y5, 288(AX)
+	VMOVUPS      Y6, 320(AX)
+	VMOVUPS      Y7, 352(AX)
+	MOVQ         off+24(FP), BX
+	LEAQ         (SP), SI
+	MOVQ         $0x00000010, DI
+	VMOVUPS      512(AX), Y0
+	VMOVUPS      544(AX), Y1
+	VMOVUPS      576(AX), Y2
+	VMOVUPS      608(AX), Y3
+	VMOVUPS      768(AX), Y4
+	VMOVUPS      800(AX), Y5
+	VMOVUPS      832(AX), Y6
+	VMOVUPS      864(AX), Y7
+
+pv2:
+	MOVQ         (BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 8(SI), Y8
+	VBROADCASTSS 12(SI), Y9
+	VCVTPH2PS    (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VCVTPH2PS    16(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VCVTPH2PS    32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VCVTPH2PS    48(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         8(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 24(SI), Y8
+	VBROADCASTSS 28(SI), Y9
+	VCVTPH2PS    (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VCVTPH2PS    16(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VCVTPH2PS    32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VCVTPH2PS    48(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         16(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 40(SI), Y8
+	VBROADCASTSS 44(SI), Y9
+	VCVTPH2PS    (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VCVTPH2PS    16(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VCVTPH2PS    32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VCVTPH2PS    48(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         24(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 56(SI), Y8
+	VBROADCASTSS 60(SI), Y9
+	VCVTPH2PS    (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VCVTPH2PS    16(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VCVTPH2PS    32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VCVTPH2PS    48(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	ADDQ         $0x00000040, SI
+	ADDQ         $0x20, BX
+	DECQ         DI
+	JNZ          pv2
+	VMOVUPS      Y0, 512(AX)
+	VMOVUPS      Y1, 544(AX)
+	VMOVUPS      Y2, 576(AX)
+	VMOVUPS      Y3, 608(AX)
+	VMOVUPS      Y4, 768(AX)
+	VMOVUPS      Y5, 800(AX)
+	VMOVUPS      Y6, 832(AX)
+	VMOVUPS      Y7, 864(AX)
+	ADDQ         $0x00000040, CX
+	ADDQ         $0x00000080, AX
+	DECQ         DX
+	JNZ          pvc
+	VZEROUPPER
+	RET
+
+// func decodeAVX2F16D64R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·decodeAVX2F16D64R8(SB), $2080-56
+	// Scores: vector i holds keys i*keys .. i*keys+keys-1 by rows.
+	MOVQ q+0(FP), AX
+	MOVQ k+8(FP), CX
+	MOVQ off+24(FP), DX
+	LEAQ (SP), BX
+	MOVQ $0x00000040, SI
+
+qk:
+	MOVQ        (DX), DI
+	ADDQ        CX, DI
+	VCVTPH2PS   (DI), Y0
+	VMULPS      (AX), Y0, Y1
+	VMULPS      256(AX), Y0, Y2
+	VMULPS      512(AX), Y0, Y3
+	VMULPS      768(AX), Y0, Y4
+	VMULPS      1024(AX), Y0, Y5
+	VMULPS      1280(AX), Y0, Y6
+	VMULPS      1536(AX), Y0, Y7
+	VMULPS      1792(AX), Y0, Y0
+	VCVTPH2PS   16(DI), Y8
+	VFMADD231PS 32(AX), Y8, Y1
+	VFMADD231PS 288(AX), Y8, Y2
+	VFMADD231PS 544(AX), Y8, Y3
+	VFMADD231PS 800(AX), Y8, Y4
+	VFMADD231PS 1056(AX), Y8, Y5
+	VFMADD231PS 1312(AX), Y8, Y6
+	VFMADD231PS 1568(AX), Y8, Y7
+	VFMADD231PS 1824(AX), Y8, Y0
+	VCVTPH2PS   32(DI), Y8
+	VFMADD231PS 64(AX), Y8, Y1
+	VFMADD231PS 320(AX), Y8, Y2
+	VFMADD231PS 576(AX), Y8, Y3
+	VFMADD231PS 832(AX), Y8, Y4
+	VFMADD231PS 1088(AX), Y8, Y5
+	VFMADD231PS 1344(AX), Y8, Y6
+	VFMADD231PS 1600(AX), Y8, Y7
+	VFMADD231PS 1856(AX), Y8, Y0
+	VCVTPH2PS   48(DI), Y8
+	VFMADD231PS 96(AX), Y8, Y1
+	VFMADD231PS 352(AX), Y8, Y2
+	VFMADD231PS 608(AX), Y8, Y3
+	VFMADD231PS 864(AX), Y8, Y4
+	VFMADD231PS 1120(AX), Y8, Y5
+	VFMADD231PS 1376(AX), Y8, Y6
+	VFMADD231PS 1632(AX), Y8, Y7
+	VFMADD231PS 1888(AX), Y8, Y0
+	VCVTPH2PS   64(DI), Y8
+	VFMADD231PS 128(AX), Y8, Y1
+	VFMADD231PS 384(AX), Y8, Y2
+	VFMADD231PS 640(AX), Y8, Y3
+	VFMADD231PS 896(AX), Y8, Y4
+	VFMADD231PS 1152(AX), Y8, Y5
+	VFMADD231PS 1408(AX), Y8, Y6
+	VFMADD231PS 1664(AX), Y8, Y7
+	VFMADD231PS 1920(AX), Y8, Y0
+	VCVTPH2PS   80(DI), Y8
+	VFMADD231PS 160(AX), Y8, Y1
+	VFMADD231PS 416(AX), Y8, Y2
+	VFMADD231PS 672(AX), Y8, Y3
+	VFMADD231PS 928(AX), Y8, Y4
+	VFMADD231PS 1184(AX), Y8, Y5
+	VFMADD231PS 1440(AX), Y8, Y6
+	VFMADD231PS 1696(AX), Y8, Y7
+	VFMADD231PS 1952(AX), Y8, Y0
+	VCVTPH2PS   96(DI), Y8
+	VFMADD231PS 192(AX), Y8, Y1
+	VFMADD231PS 448(AX), Y8, Y2
+	VFMADD231PS 704(AX), Y8, Y3
+	VFMADD231PS 960(AX), Y8, Y4
+	VFMADD231PS 1216(AX), Y8, Y5
+	VFMADD231PS 1472(AX), Y8, Y6
+	VFMADD231PS 1728(AX), Y8, Y7
+	VFMADD231PS 1984(AX), Y8, Y0
+	VCVTPH2PS   112(DI), Y8
+	VFMADD231PS 224(AX), Y8, Y1
+	VFMADD231PS 480(AX), Y8, Y2
+	VFMADD231PS 736(AX), Y8, Y3
+	VFMADD231PS 992(AX), Y8, Y4
+	VFMADD231PS 1248(AX), Y8, Y5
+	VFMADD231PS 1504(AX), Y8, Y6
+	VFMADD231PS 1760(AX), Y8, Y7
+	VFMADD231PS 2016(AX), Y8, Y0
+	VSHUFPS     $0x44, Y2, Y1, Y8
+	VSHUFPS     $0xee, Y2, Y1, Y1
+	VADDPS      Y1, Y8, Y8
+	VSHUFPS     $0x44, Y4, Y3, Y1
+	VSHUFPS     $0xee, Y4, Y3, Y2
+	VADDPS      Y2, Y1, Y1
+	VSHUFPS     $0x44, Y6, Y5, Y2
+	VSHUFPS     $0xee, Y6, Y5, Y3
+	VADDPS      Y3, Y2, Y2
+	VSHUFPS     $0x44, Y0, Y7, Y3
+	VSHUFPS     $0xee, Y0, Y7, Y0
+	VADDPS      Y0, Y3, Y3
+	VSHUFPS     $0x88, Y1, Y8, Y0
+	VSHUFPS     $0xdd, Y1, Y8, Y1
+	VADDPS      Y1, Y0, Y0
+	VSHUFPS     $0x88, Y3, Y2, Y1
+	VSHUFPS     $0xdd, Y3, Y2, Y2
+	VADDPS      Y2, Y1, Y1
+	VPERM2F128  $0x20, Y1, Y0, Y2
+	VPERM2F128  $0x31, Y1, Y0, Y0
+	VADDPS      Y0, Y2, Y2
+	VMOVUPS     Y2, (BX)
+	ADDQ        $0x20, BX
+	ADDQ        $0x08, DX
+	DECQ        SI
+	JNZ         qk
+
+	// Row maxima, alpha, p and l, each row's value in every lane of its residue.
+	VMOVUPS      (SP), Y0
+	VMOVUPS      32(SP), Y1
+	VMAXPS       64(SP), Y0, Y0
+	VMAXPS       96(SP), Y1, Y1
+	VMAXPS       128(SP), Y0, Y0
+	VMAXPS       160(SP), Y1, Y1
+	VMAXPS       192(SP), Y0, Y0
+	VMAXPS       224(SP), Y1, Y1
+	VMAXPS       256(SP), Y0, Y0
+	VMAXPS       288(SP), Y1, Y1
+	VMAXPS       320(SP), Y0, Y0
+	VMAXPS       352(SP), Y1, Y1
+	VMAXPS       384(SP), Y0, Y0
+	VMAXPS       416(SP), Y1, Y1
+	VMAXPS       448(SP), Y0, Y0
+	VMAXPS       480(SP), Y1, Y1
+	VMAXPS       512(SP), Y0, Y0
+	VMAXPS       544(SP), Y1, Y1
+	VMAXPS       576(SP), Y0, Y0
+	VMAXPS       608(SP), Y1, Y1
+	VMAXPS       640(SP), Y0, Y0
+	VMAXPS       672(SP), Y1, Y1
+	VMAXPS       704(SP), Y0, Y0
+	VMAXPS       736(SP), Y1, Y1
+	VMAXPS       768(SP), Y0, Y0
+	VMAXPS       800(SP), Y1, Y1
+	VMAXPS       832(SP), Y0, Y0
+	VMAXPS       864(SP), Y1, Y1
+	VMAXPS       896(SP), Y0, Y0
+	VMAXPS       928(SP), Y1, Y1
+	VMAXPS       960(SP), Y0, Y0
+	VMAXPS       992(SP), Y1, Y1
+	VMAXPS       1024(SP), Y0, Y0
+	VMAXPS       1056(SP), Y1, Y1
+	VMAXPS       1088(SP), Y0, Y0
+	VMAXPS       1120(SP), Y1, Y1
+	VMAXPS       1152(SP), Y0, Y0
+	VMAXPS       1184(SP), Y1, Y1
+	VMAXPS       1216(SP), Y0, Y0
+	VMAXPS       1248(SP), Y1, Y1
+	VMAXPS       1280(SP), Y0, Y0
+	VMAXPS       1312(SP), Y1, Y1
+	VMAXPS       1344(SP), Y0, Y0
+	VMAXPS       1376(SP), Y1, Y1
+	VMAXPS       1408(SP), Y0, Y0
+	VMAXPS       1440(SP), Y1, Y1
+	VMAXPS       1472(SP), Y0, Y0
+	VMAXPS       1504(SP), Y1, Y1
+	VMAXPS       1536(SP), Y0, Y0
+	VMAXPS       1568(SP), Y1, Y1
+	VMAXPS       1600(SP), Y0, Y0
+	VMAXPS       1632(SP), Y1, Y1
+	VMAXPS       1664(SP), Y0, Y0
+	VMAXPS       1696(SP), Y1, Y1
+	VMAXPS       1728(SP), Y0, Y0
+	VMAXPS       1760(SP), Y1, Y1
+	VMAXPS       1792(SP), Y0, Y0
+	VMAXPS       1824(SP), Y1, Y1
+	VMAXPS       1856(SP), Y0, Y0
+	VMAXPS       1888(SP), Y1, Y1
+	VMAXPS       1920(SP), Y0, Y0
+	VMAXPS       1952(SP), Y1, Y1
+	VMAXPS       1984(SP), Y0, Y0
+	VMAXPS       2016(SP), Y1, Y1
+	VMAXPS       Y1, Y0, Y0
+	MOVQ         o+32(FP), AX
+	MOVQ         m+40(FP), CX
+	MOVQ         l+48(FP), DX
+	VMOVUPS      (CX), Y1
+	VMAXPS       Y1, Y0, Y0
+	VMOVUPS      Y0, (CX)
+	VCMPPS       $0x00, attnconst<>+0(SB), Y0, Y2
+	VANDNPS      Y0, Y2, Y0
+	VSUBPS       Y0, Y1, Y1
+	VBROADCASTSS attnconst<>+96(SB), Y3
+	VCMPPS       $0x15, Y3, Y1, Y4
+	VMAXPS       Y1, Y3, Y1
+	VCVTPS2DQ    Y1, Y3
+	VCVTDQ2PS    Y3, Y5
+	VSUBPS       Y5, Y1, Y1
+	VMOVUPS      attnconst<>+288(SB), Y5
+	VFMADD213PS  attnconst<>+256(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+224(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+192(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+160(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+128(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+32(SB), Y1, Y5
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y5, Y5
+	VANDPS       Y4, Y5, Y1
+	VMOVUPS      attnconst<>+32(SB), Y3
+	VBLENDVPS    Y2, Y3, Y1, Y1
+	VMOVUPS      Y1, 2048(SP)
+	VMOVUPS      (SP), Y2
+	VSUBPS       Y0, Y2, Y2
+	VBROADCASTSS attnconst<>+96(SB), Y3
+	VCMPPS       $0x15, Y3, Y2, Y4
+	VMAXPS       Y2, Y3, Y2
+	VCVTPS2DQ    Y2, Y3
+	VCVTDQ2PS    Y3, Y5
+	VSUBPS       Y5, Y2, Y2
+	VMOVUPS      attnconst<>+288(SB), Y5
+	VFMADD213PS  attnconst<>+256(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+224(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+192(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+160(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+128(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+32(SB), Y2, Y5
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y5, Y5
+	VANDPS       Y4, Y5, Y2
+	VMOVUPS      Y2, (SP)
+	VMOVUPS      32(SP), Y3
+	VSUBPS       Y0, Y3, Y3
+	VBROADCASTSS attnconst<>+96(SB), Y4
+	VCMPPS       $0x15, Y4, Y3, Y5
+	VMAXPS       Y3, Y4, Y3
+	VCVTPS2DQ    Y3, Y4
+	VCVTDQ2PS    Y4, Y6
+	VSUBPS       Y6, Y3, Y3
+	VMOVUPS      attnconst<>+288(SB), Y6
+	VFMADD213PS  attnconst<>+256(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+224(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+192(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+160(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+128(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+32(SB), Y3, Y6
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       Y4, Y6, Y6
+	VANDPS       Y5, Y6, Y3
+	VMOVUPS      Y3, 32(SP)
+	VMOVUPS      64(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 64(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      96(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 96(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      128(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 128(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      160(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 160(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      192(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 192(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      224(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 224(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      256(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 256(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      288(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 288(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      320(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 320(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      352(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 352(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      384(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 384(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      416(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 416(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      448(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 448(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      480(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 480(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      512(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 512(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      544(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 544(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      576(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 576(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      608(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 608(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      640(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 640(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      672(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 672(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      704(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 704(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      736(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 736(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      768(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 768(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      800(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 800(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      832(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 832(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      864(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 864(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      896(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 896(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      928(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 928(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      960(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 960(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      992(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 992(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1024(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1024(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1056(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1056(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1088(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1088(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1120(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1120(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1152(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1152(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1184(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1184(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1216(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1216(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1248(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1248(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1280(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1280(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1312(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1312(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1344(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1344(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1376(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1376(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1408(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1408(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1440(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1440(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1472(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1472(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1504(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1504(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1536(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1536(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1568(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1568(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1600(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1600(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1632(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1632(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1664(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1664(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1696(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1696(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1728(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1728(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1760(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1760(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1792(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1792(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1824(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1824(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1856(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1856(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1888(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1888(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1920(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1920(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1952(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1952(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1984(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1984(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      2016(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y0
+	VCMPPS       $0x15, Y0, Y4, Y5
+	VMAXPS       Y4, Y0, Y4
+	VCVTPS2DQ    Y4, Y0
+	VCVTDQ2PS    Y0, Y6
+	VSUBPS       Y6, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y6
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y6
+	VPSLLD       $0x17, Y0, Y0
+	VPADDD       Y0, Y6, Y6
+	VANDPS       Y5, Y6, Y4
+	VMOVUPS      Y4, 2016(SP)
+	VADDPS       Y4, Y3, Y3
+	VADDPS       Y3, Y2, Y2
+	VMOVUPS      (DX), Y0
+	VFMADD231PS  Y0, Y1, Y2
+	VMOVUPS      Y2, (DX)
+
+	// o = alpha*o.
+	VBROADCASTSS 2048(SP), Y0
+	VMULPS       (AX), Y0, Y1
+	VMOVUPS      Y1, (AX)
+	VMULPS       32(AX), Y0, Y1
+	VMOVUPS      Y1, 32(AX)
+	VMULPS       64(AX), Y0, Y1
+	VMOVUPS      Y1, 64(AX)
+	VMULPS       96(AX), Y0, Y1
+	VMOVUPS      Y1, 96(AX)
+	VMULPS       128(AX), Y0, Y1
+	VMOVUPS      Y1, 128(AX)
+	VMULPS       160(AX), Y0, Y1
+	VMOVUPS      Y1, 160(AX)
+	VMULPS       192(AX), Y0, Y1
+	VMOVUPS      Y1, 192(AX)
+	VMULPS       224(AX), Y0, Y0
+	VMOVUPS      Y0, 224(AX)
+	VBROADCASTSS 2052(SP), Y0
+	VMULPS       256(AX), Y0, Y1
+	VMOVUPS      Y1, 256(AX)
+	VMULPS       288(AX), Y0, Y1
+	VMOVUPS      Y1, 288(AX)
+	VMULPS       320(AX), Y0, Y1
+	VMOVUPS      Y1, 320(AX)
+	VMULPS       352(AX), Y0, Y1
+	VMOVUPS      Y1, 352(AX)
+	VMULPS       384(AX), Y0, Y1
+	VMOVUPS      Y1, 384(AX)
+	VMULPS       416(AX), Y0, Y1
+	VMOVUPS      Y1, 416(AX)
+	VMULPS       448(AX), Y0, Y1
+	VMOVUPS      Y1, 448(AX)
+	VMULPS       480(AX), Y0, Y0
+	VMOVUPS      Y0, 480(AX)
+	VBROADCASTSS 2056(SP), Y0
+	VMULPS       512(AX), Y0, Y1
+	VMOVUPS      Y1, 512(AX)
+	VMULPS       544(AX), Y0, Y1
+	VMOVUPS      Y1, 544(AX)
+	VMULPS       576(AX), Y0, Y1
+	VMOVUPS      Y1, 576(AX)
+	VMULPS       608(AX), Y0, Y1
+	VMOVUPS      Y1, 608(AX)
+	VMULPS       640(AX), Y0, Y1
+	VMOVUPS      Y1, 640(AX)
+	VMULPS       672(AX), Y0, Y1
+	VMOVUPS      Y1, 672(AX)
+	VMULPS       704(AX), Y0, Y1
+	VMOVUPS      Y1, 704(AX)
+	VMULPS       736(AX), Y0, Y0
+	VMOVUPS      Y0, 736(AX)
+	VBROADCASTSS 2060(SP), Y0
+	VMULPS       768(AX), Y0, Y1
+	VMOVUPS      Y1, 768(AX)
+	VMULPS       800(AX), Y0, Y1
+	VMOVUPS      Y1, 800(AX)
+	VMULPS       832(AX), Y0, Y1
+	VMOVUPS      Y1, 832(AX)
+	VMULPS       864(AX), Y0, Y1
+	VMOVUPS      Y1, 864(AX)
+	VMULPS       896(AX), Y0, Y1
+	VMOVUPS      Y1, 896(AX)
+	VMULPS       928(AX), Y0, Y1
+	VMOVUPS      Y1, 928(AX)
+	VMULPS       960(AX), Y0, Y1
+	VMOVUPS      Y1, 960(AX)
+	VMULPS       992(AX), Y0, Y0
+	VMOVUPS      Y0, 992(AX)
+	VBROADCASTSS 2064(SP), Y0
+	VMULPS       1024(AX), Y0, Y1
+	VMOVUPS      Y1, 1024(AX)
+	VMULPS       1056(AX), Y0, Y1
+	VMOVUPS      Y1, 1056(AX)
+	VMULPS       1088(AX), Y0, Y1
+	VMOVUPS      Y1, 1088(AX)
+	VMULPS       1120(AX), Y0, Y1
+	VMOVUPS      Y1, 1120(AX)
+	VMULPS       1152(AX), Y0, Y1
+	VMOVUPS      Y1, 1152(AX)
+	VMULPS       1184(AX), Y0, Y1
+	VMOVUPS      Y1, 1184(AX)
+	VMULPS       1216(AX), Y0, Y1
+	VMOVUPS      Y1, 1216(AX)
+	VMULPS       1248(AX), Y0, Y0
+	VMOVUPS      Y0, 1248(AX)
+	VBROADCASTSS 2068(SP), Y0
+	VMULPS       1280(AX), Y0, Y1
+	VMOVUPS      Y1, 1280(AX)
+	VMULPS       1312(AX), Y0, Y1
+	VMOVUPS      Y1, 1312(AX)
+	VMULPS       1344(AX), Y0, Y1
+	VMOVUPS      Y1, 1344(AX)
+	VMULPS       1376(AX), Y0, Y1
+	VMOVUPS      Y1, 1376(AX)
+	VMULPS       1408(AX), Y0, Y1
+	VMOVUPS      Y1, 1408(AX)
+	VMULPS       1440(AX), Y0, Y1
+	VMOVUPS      Y1, 1440(AX)
+	VMULPS       1472(AX), Y0, Y1
+	VMOVUPS      Y1, 1472(AX)
+	VMULPS       1504(AX), Y0, Y0
+	VMOVUPS      Y0, 1504(AX)
+	VBROADCASTSS 2072(SP), Y0
+	VMULPS       1536(AX), Y0, Y1
+	VMOVUPS      Y1, 1536(AX)
+	VMULPS       1568(AX), Y0, Y1
+	VMOVUPS      Y1, 1568(AX)
+	VMULPS       1600(AX), Y0, Y1
+	VMOVUPS      Y1, 1600(AX)
+	VMULPS       1632(AX), Y0, Y1
+	VMOVUPS      Y1, 1632(AX)
+	VMULPS       1664(AX), Y0, Y1
+	VMOVUPS      Y1, 1664(AX)
+	VMULPS       1696(AX), Y0, Y1
+	VMOVUPS      Y1, 1696(AX)
+	VMULPS       1728(AX), Y0, Y1
+	VMOVUPS      Y1, 1728(AX)
+	VMULPS       1760(AX), Y0, Y0
+	VMOVUPS      Y0, 1760(AX)
+	VBROADCASTSS 2076(SP), Y0
+	VMULPS       1792(AX), Y0, Y1
+	VMOVUPS      Y1, 1792(AX)
+	VMULPS       1824(AX), Y0, Y1
+	VMOVUPS      Y1, 1824(AX)
+	VMULPS       1856(AX), Y0, Y1
+	VMOVUPS      Y1, 1856(AX)
+	VMULPS       1888(AX), Y0, Y1
+	VMOVUPS      Y1, 1888(AX)
+	VMULPS       1920(AX), Y0, Y1
+	VMOVUPS      Y1, 1920(AX)
+	VMULPS       1952(AX), Y0, Y1
+	VMOVUPS      Y1, 1952(AX)
+	VMULPS       1984(AX), Y0, Y1
+	VMOVUPS      Y1, 1984(AX)
+	VMULPS       2016(AX), Y0, Y0
+	VMOVUPS      Y0, 2016(AX)
+
+	// o += P V, in column chunks of o and groups of rows, each over the whole tile.
+	MOVQ v+16(FP), CX
+	MOVQ $0x00000002, DX
+
+pvc:
+	MOVQ    off+24(FP), BX
+	LEAQ    (SP), SI
+	MOVQ    $0x00000010, DI
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	VMOVUPS 64(AX), Y2
+	VMOVUPS 96(AX), Y3
+	VMOVUPS 256(AX), Y4
+	VMOVUPS 288(AX), Y5
+	VMOVUPS 320(AX), Y6
+	VMOVUPS 352(AX), Y7
+
+pv0:
+	MOVQ         (BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS (SI), Y8
+	VBROADCASTSS 4(SI), Y9
+	VCVTPH2PS    (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VCVTPH2PS    16(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VCVTPH2PS    32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VCVTPH2PS    48(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         8(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 32(SI), Y8
+	VBROADCASTSS 36(SI), Y9
+	VCVTPH2PS    (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VCVTPH2PS    16(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VCVTPH2PS    32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VCVTPH2PS    48(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         16(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 64(SI), Y8
+	VBROADCASTSS 68(SI), Y9
+	VCVTPH2PS    (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VCVTPH2PS    16(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VCVTPH2PS    32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VCVTPH2PS    48(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         24(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 96(SI), Y8
+	VBROADCASTSS 100(SI), Y9
+	VCVTPH2PS    (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VCVTPH2PS    16(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VCVTPH2PS    32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VCVTPH2PS    48(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	ADDQ         $0x00000080, SI
+	ADDQ         $0x20, BX
+	DECQ         DI
+	JNZ          pv0
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	VMOVUPS      Y3, 96(AX)
+	VMOVUPS      Y4, 256(AX)
+	VMOVUPS      Y5, 288(AX)
+	VMOVUPS      Y6, 320(AX)
+	VMOVUPS      Y7, 352(AX)
+	MOVQ         off+24(FP), BX
+	LEAQ         (SP), SI
+	MOVQ         $0x00000010, DI
+	VMOVUPS      512(AX), Y0
+	VMOVUPS      544(AX), Y1
+	VMOVUPS      576(AX), Y2
+	VMOVUPS      608(AX), Y3
+	VMOVUPS      768(AX), Y4
+	VMOVUPS      800(AX), Y5
+	VMOVUPS      832(AX), Y6
+	VMOVUPS      864(AX), Y7
+
+pv2:
+	MOVQ         (BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 8(SI), Y8
+	VBROADCASTSS 12(SI), Y9
+	VCVTPH2PS    (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VCVTPH2PS    16(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VCVTPH2PS    32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VCVTPH2PS    48(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         8(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 40(SI), Y8
+	VBROADCASTSS 44(SI), Y9
+	VCVTPH2PS    (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VCVTPH2PS    16(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VCVTPH2PS    32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VCVTPH2PS    48(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         16(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 72(SI), Y8
+	VBROADCASTSS 76(SI), Y9
+	VCVTPH2PS    (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VCVTPH2PS    16(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VCVTPH2PS    32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VCVTPH2PS    48(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         24(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 104(SI), Y8
+	VBROADCASTSS 108(SI), Y9
+	VCVTPH2PS    (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VCVTPH2PS    16(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VCVTPH2PS    32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VCVTPH2PS    48(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	ADDQ         $0x00000080, SI
+	ADDQ         $0x20, BX
+	DECQ         DI
+	JNZ          pv2
+	VMOVUPS      Y0, 512(AX)
+	VMOVUPS      Y1, 544(AX)
+	VMOVUPS      Y2, 576(AX)
+	VMOVUPS      Y3, 608(AX)
+	VMOVUPS      Y4, 768(AX)
+	VMOVUPS      Y5, 800(AX)
+	VMOVUPS      Y6, 832(AX)
+	VMOVUPS      Y7, 864(AX)
+	MOVQ         off+24(FP), BX
+	LEAQ         (SP), SI
+	MOVQ         $0x00000010, DI
+	VMOVUPS      1024(AX), Y0
+	VMOVUPS      1056(AX), Y1
+	VMOVUPS      1088(AX), Y2
+	VMOVUPS      1120(AX), Y3
+	VMOVUPS      1280(AX), Y4
+	VMOVUPS      1312(AX), Y5
+	VMOVUPS      1344(AX), Y6
+	VMOVUPS      1376(AX), Y7
+
+pv4:
+	MOVQ         (BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 16(SI), Y8
+	VBROADCASTSS 20(SI), Y9
+	VCVTPH2PS    (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VCVTPH2PS    16(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VCVTPH2PS    32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VCVTPH2PS    48(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         8(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 48(SI), Y8
+	VBROADCASTSS 52(SI), Y9
+	VCVTPH2PS    (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VCVTPH2PS    16(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VCVTPH2PS    32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VCVTPH2PS    48(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         16(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 80(SI), Y8
+	VBROADCASTSS 84(SI), Y9
+	VCVTPH2PS    (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VCVTPH2PS    16(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VCVTPH2PS    32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VCVTPH2PS    48(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         24(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 112(SI), Y8
+	VBROADCASTSS 116(SI), Y9
+	VCVTPH2PS    (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VCVTPH2PS    16(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VCVTPH2PS    32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VCVTPH2PS    48(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	ADDQ         $0x00000080, SI
+	ADDQ         $0x20, BX
+	DECQ         DI
+	JNZ          pv4
+	VMOVUPS      Y0, 1024(AX)
+	VMOVUPS      Y1, 1056(AX)
+	VMOVUPS      Y2, 1088(AX)
+	VMOVUPS      Y3, 1120(AX)
+	VMOVUPS      Y4, 1280(AX)
+	VMOVUPS      Y5, 1312(AX)
+	VMOVUPS      Y6, 1344(AX)
+	VMOVUPS      Y7, 1376(AX)
+	MOVQ         off+24(FP), BX
+	LEAQ         (SP), SI
+	MOVQ         $0x00000010, DI
+	VMOVUPS      1536(AX), Y0
+	VMOVUPS      1568(AX), Y1
+	VMOVUPS      1600(AX), Y2
+	VMOVUPS      1632(AX), Y3
+	VMOVUPS      1792(AX), Y4
+	VMOVUPS      1824(AX), Y5
+	VMOVUPS      1856(AX), Y6
+	VMOVUPS      1888(AX), Y7
+
+pv6:
+	MOVQ         (BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 24(SI), Y8
+	VBROADCASTSS 28(SI), Y9
+	VCVTPH2PS    (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VCVTPH2PS    16(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VCVTPH2PS    32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VCVTPH2PS    48(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         8(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 56(SI), Y8
+	VBROADCASTSS 60(SI), Y9
+	VCVTPH2PS    (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VCVTPH2PS    16(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VCVTPH2PS    32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VCVTPH2PS    48(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         16(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 88(SI), Y8
+	VBROADCASTSS 92(SI), Y9
+	VCVTPH2PS    (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VCVTPH2PS    16(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VCVTPH2PS    32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VCVTPH2PS    48(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         24(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 120(SI), Y8
+	VBROADCASTSS 124(SI), Y9
+	VCVTPH2PS    (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VCVTPH2PS    16(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VCVTPH2PS    32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VCVTPH2PS    48(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	ADDQ         $0x00000080, SI
+	ADDQ         $0x20, BX
+	DECQ         DI
+	JNZ          pv6
+	VMOVUPS      Y0, 1536(AX)
+	VMOVUPS      Y1, 1568(AX)
+	VMOVUPS      Y2, 1600(AX)
+	VMOVUPS      Y3, 1632(AX)
+	VMOVUPS      Y4, 1792(AX)
+	VMOVUPS      Y5, 1824(AX)
+	VMOVUPS      Y6, 1856(AX)
+	VMOVUPS      Y7, 1888(AX)
+	ADDQ         $0x00000040, CX
+	ADDQ         $0x00000080, AX
+	DECQ         DX
+	JNZ          pvc
+	VZEROUPPER
+	RET
+
+// func decodeAVX2F16D128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·decodeAVX2F16D128R1(SB), $288-56
+	// Scores: vector i holds keys i*keys .. i*keys+keys-1 by rows.
+	MOVQ q+0(FP), AX
+	MOVQ k+8(FP), CX
+	MOVQ off+24(FP), DX
+	LEAQ (SP), BX
+	MOVQ $0x00000008, SI
+
+qk:
+	MOVQ        (DX), DI
+	ADDQ        CX, DI
+	MOVQ        8(DX), R8
+	ADDQ        CX, R8
+	MOVQ        16(DX), R9
+	ADDQ        CX, R9
+	MOVQ        24(DX), R10
+	ADDQ        CX, R10
+	MOVQ        32(DX), R11
+	ADDQ        CX, R11
+	MOVQ        40(DX), R12
+	ADDQ        CX, R12
+	MOVQ        48(DX), R13
+	ADDQ        CX, R13
+	MOVQ        56(DX), R14
+	ADDQ        CX, R14
+	VMOVUPS     (AX), Y0
+	VCVTPH2PS   (DI), Y1
+	VMULPS      Y1, Y0, Y1
+	VCVTPH2PS   (R8), Y2
+	VMULPS      Y2, Y0, Y2
+	VCVTPH2PS   (R9), Y3
+	VMULPS      Y3, Y0, Y3
+	VCVTPH2PS   (R10), Y4
+	VMULPS      Y4, Y0, Y4
+	VCVTPH2PS   (R11), Y5
+	VMULPS      Y5, Y0, Y5
+	VCVTPH2PS   (R12), Y6
+	VMULPS      Y6, Y0, Y6
+	VCVTPH2PS   (R13), Y7
+	VMULPS      Y7, Y0, Y7
+	VCVTPH2PS   (R14), Y8
+	VMULPS      Y8, Y0, Y0
+	VMOVUPS     32(AX), Y8
+	VCVTPH2PS   16(DI), Y9
+	VFMADD231PS Y9, Y8, Y1
+	VCVTPH2PS   16(R8), Y9
+	VFMADD231PS Y9, Y8, Y2
+	VCVTPH2PS   16(R9), Y9
+	VFMADD231PS Y9, Y8, Y3
+	VCVTPH2PS   16(R10), Y9
+	VFMADD231PS Y9, Y8, Y4
+	VCVTPH2PS   16(R11), Y9
+	VFMADD231PS Y9, Y8, Y5
+	VCVTPH2PS   16(R12), Y9
+	VFMADD231PS Y9, Y8, Y6
+	VCVTPH2PS   16(R13), Y9
+	VFMADD231PS Y9, Y8, Y7
+	VCVTPH2PS   16(R14), Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVUPS     64(AX), Y8
+	VCVTPH2PS   32(DI), Y9
+	VFMADD231PS Y9, Y8, Y1
+	VCVTPH2PS   32(R8), Y9
+	VFMADD231PS Y9, Y8, Y2
+	VCVTPH2PS   32(R9), Y9
+	VFMADD231PS Y9, Y8, Y3
+	VCVTPH2PS   32(R10), Y9
+	VFMADD231PS Y9, Y8, Y4
+	VCVTPH2PS   32(R11), Y9
+	VFMADD231PS Y9, Y8, Y5
+	VCVTPH2PS   32(R12), Y9
+	VFMADD231PS Y9, Y8, Y6
+	VCVTPH2PS   32(R13), Y9
+	VFMADD231PS Y9, Y8, Y7
+	VCVTPH2PS   32(R14), Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVUPS     96(AX), Y8
+	VCVTPH2PS   48(DI), Y9
+	VFMADD231PS Y9, Y8, Y1
+	VCVTPH2PS   48(R8), Y9
+	VFMADD231PS Y9, Y8, Y2
+	VCVTPH2PS   48(R9), Y9
+	VFMADD231PS Y9, Y8, Y3
+	VCVTPH2PS   48(R10), Y9
+	VFMADD231PS Y9, Y8, Y4
+	VCVTPH2PS   48(R11), Y9
+	VFMADD231PS Y9, Y8, Y5
+	VCVTPH2PS   48(R12), Y9
+	VFMADD231PS Y9, Y8, Y6
+	VCVTPH2PS   48(R13), Y9
+	VFMADD231PS Y9, Y8, Y7
+	VCVTPH2PS   48(R14), Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVUPS     128(AX), Y8
+	VCVTPH2PS   64(DI), Y9
+	VFMADD231PS Y9, Y8, Y1
+	VCVTPH2PS   64(R8), Y9
+	VFMADD231PS Y9, Y8, Y2
+	VCVTPH2PS   64(R9), Y9
+	VFMADD231PS Y9, Y8, Y3
+	VCVTPH2PS   64(R10), Y9
+	VFMADD231PS Y9, Y8, Y4
+	VCVTPH2PS   64(R11), Y9
+	VFMADD231PS Y9, Y8, Y5
+	VCVTPH2PS   64(R12), Y9
+	VFMADD231PS Y9, Y8, Y6
+	VCVTPH2PS   64(R13), Y9
+	VFMADD231PS Y9, Y8, Y7
+	VCVTPH2PS   64(R14), Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVUPS     160(AX), Y8
+	VCVTPH2PS   80(DI), Y9
+	VFMADD231PS Y9, Y8, Y1
+	VCVTPH2PS   80(R8), Y9
+	VFMADD231PS Y9, Y8, Y2
+	VCVTPH2PS   80(R9), Y9
+	VFMADD231PS Y9, Y8, Y3
+	VCVTPH2PS   80(R10), Y9
+	VFMADD231PS Y9, Y8, Y4
+	VCVTPH2PS   80(R11), Y9
+	VFMADD231PS Y9, Y8, Y5
+	VCVTPH2PS   80(R12), Y9
+	VFMADD231PS Y9, Y8, Y6
+	VCVTPH2PS   80(R13), Y9
+	VFMADD231PS Y9, Y8, Y7
+	VCVTPH2PS   80(R14), Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVUPS     192(AX), Y8
+	VCVTPH2PS   96(DI), Y9
+	VFMADD231PS Y9, Y8, Y1
+	VCVTPH2PS   96(R8), Y9
+	VFMADD231PS Y9, Y8, Y2
+	VCVTPH2PS   96(R9), Y9
+	VFMADD231PS Y9, Y8, Y3
+	VCVTPH2PS   96(R10), Y9
+	VFMADD231PS Y9, Y8, Y4
+	VCVTPH2PS   96(R11), Y9
+	VFMADD231PS Y9, Y8, Y5
+	VCVTPH2PS   96(R12), Y9
+	VFMADD231PS Y9, Y8, Y6
+	VCVTPH2PS   96(R13), Y9
+	VFMADD231PS Y9, Y8, Y7
+	VCVTPH2PS   96(R14), Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVUPS     224(AX), Y8
+	VCVTPH2PS   112(DI), Y9
+	VFMADD231PS Y9, Y8, Y1
+	VCVTPH2PS   112(R8), Y9
+	VFMADD231PS Y9, Y8, Y2
+	VCVTPH2PS   112(R9), Y9
+	VFMADD231PS Y9, Y8, Y3
+	VCVTPH2PS   112(R10), Y9
+	VFMADD231PS Y9, Y8, Y4
+	VCVTPH2PS   112(R11), Y9
+	VFMADD231PS Y9, Y8, Y5
+	VCVTPH2PS   112(R12), Y9
+	VFMADD231PS Y9, Y8, Y6
+	VCVTPH2PS   112(R13), Y9
+	VFMADD231PS Y9, Y8, Y7
+	VCVTPH2PS   112(R14), Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVUPS     256(AX), Y8
+	VCVTPH2PS   128(DI), Y9
+	VFMADD231PS Y9, Y8, Y1
+	VCVTPH2PS   128(R8), Y9
+	VFMADD231PS Y9, Y8, Y2
+	VCVTPH2PS   128(R9), Y9
+	VFMADD231PS Y9, Y8, Y3
+	VCVTPH2PS   128(R10), Y9
+	VFMADD231PS Y9, Y8, Y4
+	VCVTPH2PS   128(R11), Y9
+	VFMADD231PS Y9, Y8, Y5
+	VCVTPH2PS   128(R12), Y9
+	VFMADD231PS Y9, Y8, Y6
+	VCVTPH2PS   128(R13), Y9
+	VFMADD231PS Y9, Y8, Y7
+	VCVTPH2PS   128(R14), Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVUPS     288(AX), Y8
+	VCVTPH2PS   144(DI), Y9
+	VFMADD231PS Y9, Y8, Y1
+	VCVTPH2PS   144(R8), Y9
+	VFMADD231PS Y9, Y8, Y2
+	VCVTPH2PS   144(R9), Y9
+	VFMADD231PS Y9, Y8, Y3
+	VCVTPH2PS   144(R10), Y9
+	VFMADD231PS Y9, Y8, Y4
+	VCVTPH2PS   144(R11), Y9
+	VFMADD231PS Y9, Y8, Y5
+	VCVTPH2PS   144(R12), Y9
+	VFMADD231PS Y9, Y8, Y6
+	VCVTPH2PS   144(R13), Y9
+	VFMADD231PS Y9, Y8, Y7
+	VCVTPH2PS   144(R14), Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVUPS     320(AX), Y8
+	VCVTPH2PS   160(DI), Y9
+	VFMADD231PS Y9, Y8, Y1
+	VCVTPH2PS   160(R8), Y9
+	VFMADD231PS Y9, Y8, Y2
+	VCVTPH2PS   160(R9), Y9
+	VFMADD231PS Y9, Y8, Y3
+	VCVTPH2PS   160(R10), Y9
+	VFMADD231PS Y9, Y8, Y4
+	VCVTPH2PS   160(R11), Y9
+	VFMADD231PS Y9, Y8, Y5
+	VCVTPH2PS   160(R12), Y9
+	VFMADD231PS Y9, Y8, Y6
+	VCVTPH2PS   160(R13), Y9
+	VFMADD231PS Y9, Y8, Y7
+	VCVTPH2PS   160(R14), Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVUPS     352(AX), Y8
+	VCVTPH2PS   176(DI), Y9
+	VFMADD231PS Y9, Y8, Y1
+	VCVTPH2PS   176(R8), Y9
+	VFMADD231PS Y9, Y8, Y2
+	VCVTPH2PS   176(R9), Y9
+	VFMADD231PS Y9, Y8, Y3
+	VCVTPH2PS   176(R10), Y9
+	VFMADD231PS Y9, Y8, Y4
+	VCVTPH2PS   176(R11), Y9
+	VFMADD231PS Y9, Y8, Y5
+	VCVTPH2PS   176(R12), Y9
+	VFMADD231PS Y9, Y8, Y6
+	VCVTPH2PS   176(R13), Y9
+	VFMADD231PS Y9, Y8, Y7
+	VCVTPH2PS   176(R14), Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVUPS     384(AX), Y8
+	VCVTPH2PS   192(DI), Y9
+	VFMADD231PS Y9, Y8, Y1
+	VCVTPH2PS   192(R8), Y9
+	VFMADD231PS Y9, Y8, Y2
+	VCVTPH2PS   192(R9), Y9
+	VFMADD231PS Y9, Y8, Y3
+	VCVTPH2PS   192(R10), Y9
+	VFMADD231PS Y9, Y8, Y4
+	VCVTPH2PS   192(R11), Y9
+	VFMADD231PS Y9, Y8, Y5
+	VCVTPH2PS   192(R12), Y9
+	VFMADD231PS Y9, Y8, Y6
+	VCVTPH2PS   192(R13), Y9
+	VFMADD231PS Y9, Y8, Y7
+	VCVTPH2PS   192(R14), Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVUPS     416(AX), Y8
+	VCVTPH2PS   208(DI), Y9
+	VFMADD231PS Y9, Y8, Y1
+	VCVTPH2PS   208(R8), Y9
+	VFMADD231PS Y9, Y8, Y2
+	VCVTPH2PS   208(R9), Y9
+	VFMADD231PS Y9, Y8, Y3
+	VCVTPH2PS   208(R10), Y9
+	VFMADD231PS Y9, Y8, Y4
+	VCVTPH2PS   208(R11), Y9
+	VFMADD231PS Y9, Y8, Y5
+	VCVTPH2PS   208(R12), Y9
+	VFMADD231PS Y9, Y8, Y6
+	VCVTPH2PS   208(R13), Y9
+	VFMADD231PS Y9, Y8, Y7
+	VCVTPH2PS   208(R14), Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVUPS     448(AX), Y8
+	VCVTPH2PS   224(DI), Y9
+	VFMADD231PS Y9, Y8, Y1
+	VCVTPH2PS   224(R8), Y9
+	VFMADD231PS Y9, Y8, Y2
+	VCVTPH2PS   224(R9), Y9
+	VFMADD231PS Y9, Y8, Y3
+	VCVTPH2PS   224(R10), Y9
+	VFMADD231PS Y9, Y8, Y4
+	VCVTPH2PS   224(R11), Y9
+	VFMADD231PS Y9, Y8, Y5
+	VCVTPH2PS   224(R12), Y9
+	VFMADD231PS Y9, Y8, Y6
+	VCVTPH2PS   224(R13), Y9
+	VFMADD231PS Y9, Y8, Y7
+	VCVTPH2PS   224(R14), Y9
+	VFMADD231PS Y9, Y8, Y0
+	VMOVUPS     480(AX), Y8
+	VCVTPH2PS   240(DI), Y9
+	VFMADD231PS Y9, Y8, Y1
+	VCVTPH2PS   240(R8), Y9
+	VFMADD231PS Y9, Y8, Y2
+	VCVTPH2PS   240(R9), Y9
+	VFMADD231PS Y9, Y8, Y3
+	VCVTPH2PS   240(R10), Y9
+	VFMADD231PS Y9, Y8, Y4
+	VCVTPH2PS   240(R11), Y9
+	VFMADD231PS Y9, Y8, Y5
+	VCVTPH2PS   240(R12), Y9
+	VFMADD231PS Y9, Y8, Y6
+	VCVTPH2PS   240(R13), Y9
+	VFMADD231PS Y9, Y8, Y7
+	VCVTPH2PS   240(R14), Y9
+	VFMADD231PS Y9, Y8, Y0
+	VSHUFPS     $0x44, Y2, Y1, Y8
+	VSHUFPS     $0xee, Y2, Y1, Y1
+	VADDPS      Y1, Y8, Y8
+	VSHUFPS     $0x44, Y4, Y3, Y1
+	VSHUFPS     $0xee, Y4, Y3, Y2
+	VADDPS      Y2, Y1, Y1
+	VSHUFPS     $0x44, Y6, Y5, Y2
+	VSHUFPS     $0xee, Y6, Y5, Y3
+	VADDPS      Y3, Y2, Y2
+	VSHUFPS     $0x44, Y0, Y7, Y3
+	VSHUFPS     $0xee, Y0, Y7, Y0
+	VADDPS      Y0, Y3, Y3
+	VSHUFPS     $0x88, Y1, Y8, Y0
+	VSHUFPS     $0xdd, Y1, Y8, Y1
+	VADDPS      Y1, Y0, Y0
+	VSHUFPS     $0x88, Y3, Y2, Y1
+	VSHUFPS     $0xdd, Y3, Y2, Y2
+	VADDPS      Y2, Y1, Y1
+	VPERM2F128  $0x20, Y1, Y0, Y2
+	VPERM2F128  $0x31, Y1, Y0, Y0
+	VADDPS      Y0, Y2, Y2
+	VMOVUPS     Y2, (BX)
+	ADDQ        $0x20, BX
+	ADDQ        $0x40, DX
+	DECQ        SI
+	JNZ         qk
+
+	// Row maxima, alpha, p and l, each row's value in every lane of its residue.
+	VMOVUPS      (SP), Y0
+	VMOVUPS      32(SP), Y1
+	VMAXPS       64(SP), Y0, Y0
+	VMAXPS       96(SP), Y1, Y1
+	VMAXPS       128(SP), Y0, Y0
+	VMAXPS       160(SP), Y1, Y1
+	VMAXPS       192(SP), Y0, Y0
+	VMAXPS       224(SP), Y1, Y1
+	VMAXPS       Y1, Y0, Y0
+	VPERM2F128   $0x01, Y0, Y0, Y1
+	VMAXPS       Y1, Y0, Y0
+	VPERMILPS    $0x4e, Y0, Y1
+	VMAXPS       Y1, Y0, Y0
+	VPERMILPS    $0xb1, Y0, Y1
+	VMAXPS       Y1, Y0, Y0
+	MOVQ         o+32(FP), AX
+	MOVQ         m+40(FP), CX
+	MOVQ         l+48(FP), DX
+	VBROADCASTSS (CX), Y1
+	VMAXPS       Y1, Y0, Y0
+	VMOVSS       X0, (CX)
+	VCMPPS       $0x00, attnconst<>+0(SB), Y0, Y2
+	VANDNPS      Y0, Y2, Y0
+	VSUBPS       Y0, Y1, Y1
+	VBROADCASTSS attnconst<>+96(SB), Y3
+	VCMPPS       $0x15, Y3, Y1, Y4
+	VMAXPS       Y1, Y3, Y1
+	VCVTPS2DQ    Y1, Y3
+	VCVTDQ2PS    Y3, Y5
+	VSUBPS       Y5, Y1, Y1
+	VMOVUPS      attnconst<>+288(SB), Y5
+	VFMADD213PS  attnconst<>+256(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+224(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+192(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+160(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+128(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+32(SB), Y1, Y5
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y5, Y5
+	VANDPS       Y4, Y5, Y1
+	VMOVUPS      attnconst<>+32(SB), Y3
+	VBLENDVPS    Y2, Y3, Y1, Y1
+	VMOVUPS      Y1, 256(SP)
+	VMOVUPS      (SP), Y2
+	VSUBPS       Y0, Y2, Y2
+	VBROADCASTSS attnconst<>+96(SB), Y3
+	VCMPPS       $0x15, Y3, Y2, Y4
+	VMAXPS       Y2, Y3, Y2
+	VCVTPS2DQ    Y2, Y3
+	VCVTDQ2PS    Y3, Y5
+	VSUBPS       Y5, Y2, Y2
+	VMOVUPS      attnconst<>+288(SB), Y5
+	VFMADD213PS  attnconst<>+256(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+224(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+192(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+160(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+128(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+32(SB), Y2, Y5
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y5, Y5
+	VANDPS       Y4, Y5, Y2
+	VMOVUPS      Y2, (SP)
+	VMOVUPS      32(SP), Y3
+	VSUBPS       Y0, Y3, Y3
+	VBROADCASTSS attnconst<>+96(SB), Y4
+	VCMPPS       $0x15, Y4, Y3, Y5
+	VMAXPS       Y3, Y4, Y3
+	VCVTPS2DQ    Y3, Y4
+	VCVTDQ2PS    Y4, Y6
+	VSUBPS       Y6, Y3, Y3
+	VMOVUPS      attnconst<>+288(SB), Y6
+	VFMADD213PS  attnconst<>+256(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+224(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+192(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+160(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+128(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+32(SB), Y3, Y6
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       Y4, Y6, Y6
+	VANDPS       Y5, Y6, Y3
+	VMOVUPS      Y3, 32(SP)
+	VMOVUPS      64(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 64(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      96(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 96(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      128(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 128(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      160(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 160(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      192(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 192(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      224(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y0
+	VCMPPS       $0x15, Y0, Y4, Y5
+	VMAXPS       Y4, Y0, Y4
+	VCVTPS2DQ    Y4, Y0
+	VCVTDQ2PS    Y0, Y6
+	VSUBPS       Y6, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y6
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y6
+	VPSLLD       $0x17, Y0, Y0
+	VPADDD       Y0, Y6, Y6
+	VANDPS       Y5, Y6, Y4
+	VMOVUPS      Y4, 224(SP)
+	VADDPS       Y4, Y3, Y3
+	VADDPS       Y3, Y2, Y2
+	VPERM2F128   $0x01, Y2, Y2, Y0
+	VADDPS       Y0, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y0
+	VADDPS       Y0, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y0
+	VADDPS       Y0, Y2, Y2
+	VBROADCASTSS (DX), Y0
+	VFMADD231PS  Y0, Y1, Y2
+	VMOVSS       X2, (DX)
+
+	// o = alpha*o.
+	VBROADCASTSS 256(SP), Y0
+	VMULPS       (AX), Y0, Y1
+	VMOVUPS      Y1, (AX)
+	VMULPS       32(AX), Y0, Y1
+	VMOVUPS      Y1, 32(AX)
+	VMULPS       64(AX), Y0, Y1
+	VMOVUPS      Y1, 64(AX)
+	VMULPS       96(AX), Y0, Y1
+	VMOVUPS      Y1, 96(AX)
+	VMULPS       128(AX), Y0, Y1
+	VMOVUPS      Y1, 128(AX)
+	VMULPS       160(AX), Y0, Y1
+	VMOVUPS      Y1, 160(AX)
+	VMULPS       192(AX), Y0, Y1
+	VMOVUPS      Y1, 192(AX)
+	VMULPS       224(AX), Y0, Y1
+	VMOVUPS      Y1, 224(AX)
+	VMULPS       256(AX), Y0, Y1
+	VMOVUPS      Y1, 256(AX)
+	VMULPS       288(AX), Y0, Y1
+	VMOVUPS      Y1, 288(AX)
+	VMULPS       320(AX), Y0, Y1
+	VMOVUPS      Y1, 320(AX)
+	VMULPS       352(AX), Y0, Y1
+	VMOVUPS      Y1, 352(AX)
+	VMULPS       384(AX), Y0, Y1
+	VMOVUPS      Y1, 384(AX)
+	VMULPS       416(AX), Y0, Y1
+	VMOVUPS      Y1, 416(AX)
+	VMULPS       448(AX), Y0, Y1
+	VMOVUPS      Y1, 448(AX)
+	VMULPS       480(AX), Y0, Y0
+	VMOVUPS      Y0, 480(AX)
+
+	// o += P V, in column chunks of o and groups of rows, each over the whole tile.
+	MOVQ v+16(FP), CX
+	MOVQ $0x00000002, DX
+
+pvc:
+	MOVQ    off+24(FP), BX
+	LEAQ    (SP), SI
+	MOVQ    $0x00000010, DI
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	VMOVUPS 64(AX), Y2
+	VMOVUPS 96(AX), Y3
+	VMOVUPS 128(AX), Y4
+	VMOVUPS 160(AX), Y5
+	VMOVUPS 192(AX), Y6
+	VMOVUPS 224(AX), Y7
+
+pv0:
+	MOVQ         (BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS (SI), Y8
+	VCVTPH2PS    (R8), Y9
+	VFMADD231PS  Y9, Y8, Y0
+	VCVTPH2PS    16(R8), Y9
+	VFMADD231PS  Y9, Y8, Y1
+	VCVTPH2PS    32(R8), Y9
+	VFMADD231PS  Y9, Y8, Y2
+	VCVTPH2PS    48(R8), Y9
+	VFMADD231PS  Y9, Y8, Y3
+	VCVTPH2PS    64(R8), Y9
+	VFMADD231PS  Y9, Y8, Y4
+	VCVTPH2PS    80(R8), Y9
+	VFMADD231PS  Y9, Y8, Y5
+	VCVTPH2PS    96(R8), Y9
+	VFMADD231PS  Y9, Y8, Y6
+	VCVTPH2PS    112(R8), Y9
+	VFMADD231PS  Y9, Y8, Y7
+	MOVQ         8(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 4(SI), Y8
+	VCVTPH2PS    (R8), Y9
+	VFMADD231PS  Y9, Y8, Y0
+	VCVTPH2PS    16(R8), Y9
+	VFMADD231PS  Y9, Y8, Y1
+	VCVTPH2PS    32(R8), Y9
+	VFMADD231PS  Y9, Y8, Y2
+	VCVTPH2PS    48(R8), Y9
+	VFMADD231PS  Y9, Y8, Y3
+	VCVTPH2PS    64(R8), Y9
+	VFMADD231PS  Y9, Y8, Y4
+	VCVTPH2PS    80(R8), Y9
+	VFMADD231PS  Y9, Y8, Y5
+	VCVTPH2PS    96(R8), Y9
+	VFMADD231PS  Y9, Y8, Y6
+	VCVTPH2PS    112(R8), Y9
+	VFMADD231PS  Y9, Y8, Y7
+	MOVQ         16(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 8(SI), Y8
+	VCVTPH2PS    (R8), Y9
+	VFMADD231PS  Y9, Y8, Y0
+	VCVTPH2PS    16(R8), Y9
+	VFMADD231PS  Y9, Y8, Y1
+	VCVTPH2PS    32(R8), Y9
+	VFMADD231PS  Y9, Y8, Y2
+	VCVTPH2PS    48(R8), Y9
+	VFMADD231PS  Y9, Y8, Y3
+	VCVTPH2PS    64(R8), Y9
+	VFMADD231PS  Y9, Y8, Y4
+	VCVTPH2PS    80(R8), Y9
+	VFMADD231PS  Y9, Y8, Y5
+	VCVTPH2PS    96(R8), Y9
+	VFMADD231PS  Y9, Y8, Y6
+	VCVTPH2PS    112(R8), Y9
+	VFMADD231PS  Y9, Y8, Y7
+	MOVQ         24(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 12(SI), Y8
+	VCVTPH2PS    (R8), Y9
+	VFMADD231PS  Y9, Y8, Y0
+	VCVTPH2PS    16(R8), Y9
+	VFMADD231PS  Y9, Y8, Y1
+	VCVTPH2PS    32(R8), Y9
+	VFMADD231PS  Y9, Y8, Y2
+	VCVTPH2PS    48(R8), Y9
+	VFMADD231PS  Y9, Y8, Y3
+	VCVTPH2PS    64(R8), Y9
+	VFMADD231PS  Y9, Y8, Y4
+	VCVTPH2PS    80(R8), Y9
+	VFMADD231PS  Y9, Y8, Y5
+	VCVTPH2PS    96(R8), Y9
+	VFMADD231PS  Y9, Y8, Y6
+	VCVTPH2PS    112(R8), Y9
+	VFMADD231PS  Y9, Y8, Y7
+	ADDQ         $0x00000010, SI
+	ADDQ         $0x20, BX
+	DECQ         DI
+	JNZ          pv0
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	VMOVUPS      Y3, 96(AX)
+	VMOVUPS      Y4, 128(AX)
+	VMOVUPS      Y5, 160(AX)
+	VMOVUPS      Y6, 192(AX)
+	VMOVUPS      Y7, 224(AX)
+	ADDQ         $0x00000080, CX
+	ADDQ         $0x00000100, AX
+	DECQ         DX
+	JNZ          pvc
+	VZEROUPPER
+	RET
+
+// func decodeAVX2F16D128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·decodeAVX2F16D128R2(SB), $544-56
+	// Scores: vector i holds keys i*keys .. i*keys+keys-1 by rows.
+	MOVQ q+0(FP), AX
+	MOVQ k+8(FP), CX
+	MOVQ off+24(FP), DX
+	LEAQ (SP), BX
+	MOVQ $0x00000010, SI
+
+qk:
+	MOVQ        (DX), DI
+	ADDQ        CX, DI
+	MOVQ        8(DX), R8
+	ADDQ        CX, R8
+	MOVQ        16(DX), R9
+	ADDQ        CX, R9
+	MOVQ        24(DX), R10
+	ADDQ        CX, R10
+	VMOVUPS     (AX), Y0
+	VMOVUPS     512(AX), Y1
+	VCVTPH2PS   (DI), Y2
+	VMULPS      Y2, Y0, Y3
+	VMULPS      Y2, Y1, Y2
+	VCVTPH2PS   (R8), Y4
+	VMULPS      Y4, Y0, Y5
+	VMULPS      Y4, Y1, Y4
+	VCVTPH2PS   (R9), Y6
+	VMULPS      Y6, Y0, Y7
+	VMULPS      Y6, Y1, Y6
+	VCVTPH2PS   (R10), Y8
+	VMULPS      Y8, Y0, Y0
+	VMULPS      Y8, Y1, Y1
+	VMOVUPS     32(AX), Y8
+	VMOVUPS     544(AX), Y9
+	VCVTPH2PS   16(DI), Y10
+	VFMADD231PS Y10, Y8, Y3
+	VFMADD231PS Y10, Y9, Y2
+	VCVTPH2PS   16(R8), Y10
+	VFMADD231PS Y10, Y8, Y5
+	VFMADD231PS Y10, Y9, Y4
+	VCVTPH2PS   16(R9), Y10
+	VFMADD231PS Y10, Y8, Y7
+	VFMADD231PS Y10, Y9, Y6
+	VCVTPH2PS   16(R10), Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVUPS     64(AX), Y8
+	VMOVUPS     576(AX), Y9
+	VCVTPH2PS   32(DI), Y10
+	VFMADD231PS Y10, Y8, Y3
+	VFMADD231PS Y10, Y9, Y2
+	VCVTPH2PS   32(R8), Y10
+	VFMADD231PS Y10, Y8, Y5
+	VFMADD231PS Y10, Y9, Y4
+	VCVTPH2PS   32(R9), Y10
+	VFMADD231PS Y10, Y8, Y7
+	VFMADD231PS Y10, Y9, Y6
+	VCVTPH2PS   32(R10), Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVUPS     96(AX), Y8
+	VMOVUPS     608(AX), Y9
+	VCVTPH2PS   48(DI), Y10
+	VFMADD231PS Y10, Y8, Y3
+	VFMADD231PS Y10, Y9, Y2
+	VCVTPH2PS   48(R8), Y10
+	VFMADD231PS Y10, Y8, Y5
+	VFMADD231PS Y10, Y9, Y4
+	VCVTPH2PS   48(R9), Y10
+	VFMADD231PS Y10, Y8, Y7
+	VFMADD231PS Y10, Y9, Y6
+	VCVTPH2PS   48(R10), Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVUPS     128(AX), Y8
+	VMOVUPS     640(AX), Y9
+	VCVTPH2PS   64(DI), Y10
+	VFMADD231PS Y10, Y8, Y3
+	VFMADD231PS Y10, Y9, Y2
+	VCVTPH2PS   64(R8), Y10
+	VFMADD231PS Y10, Y8, Y5
+	VFMADD231PS Y10, Y9, Y4
+	VCVTPH2PS   64(R9), Y10
+	VFMADD231PS Y10, Y8, Y7
+	VFMADD231PS Y10, Y9, Y6
+	VCVTPH2PS   64(R10), Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVUPS     160(AX), Y8
+	VMOVUPS     672(AX), Y9
+	VCVTPH2PS   80(DI), Y10
+	VFMADD231PS Y10, Y8, Y3
+	VFMADD231PS Y10, Y9, Y2
+	VCVTPH2PS   80(R8), Y10
+	VFMADD231PS Y10, Y8, Y5
+	VFMADD231PS Y10, Y9, Y4
+	VCVTPH2PS   80(R9), Y10
+	VFMADD231PS Y10, Y8, Y7
+	VFMADD231PS Y10, Y9, Y6
+	VCVTPH2PS   80(R10), Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVUPS     192(AX), Y8
+	VMOVUPS     704(AX), Y9
+	VCVTPH2PS   96(DI), Y10
+	VFMADD231PS Y10, Y8, Y3
+	VFMADD231PS Y10, Y9, Y2
+	VCVTPH2PS   96(R8), Y10
+	VFMADD231PS Y10, Y8, Y5
+	VFMADD231PS Y10, Y9, Y4
+	VCVTPH2PS   96(R9), Y10
+	VFMADD231PS Y10, Y8, Y7
+	VFMADD231PS Y10, Y9, Y6
+	VCVTPH2PS   96(R10), Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVUPS     224(AX), Y8
+	VMOVUPS     736(AX), Y9
+	VCVTPH2PS   112(DI), Y10
+	VFMADD231PS Y10, Y8, Y3
+	VFMADD231PS Y10, Y9, Y2
+	VCVTPH2PS   112(R8), Y10
+	VFMADD231PS Y10, Y8, Y5
+	VFMADD231PS Y10, Y9, Y4
+	VCVTPH2PS   112(R9), Y10
+	VFMADD231PS Y10, Y8, Y7
+	VFMADD231PS Y10, Y9, Y6
+	VCVTPH2PS   112(R10), Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVUPS     256(AX), Y8
+	VMOVUPS     768(AX), Y9
+	VCVTPH2PS   128(DI), Y10
+	VFMADD231PS Y10, Y8, Y3
+	VFMADD231PS Y10, Y9, Y2
+	VCVTPH2PS   128(R8), Y10
+	VFMADD231PS Y10, Y8, Y5
+	VFMADD231PS Y10, Y9, Y4
+	VCVTPH2PS   128(R9), Y10
+	VFMADD231PS Y10, Y8, Y7
+	VFMADD231PS Y10, Y9, Y6
+	VCVTPH2PS   128(R10), Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVUPS     288(AX), Y8
+	VMOVUPS     800(AX), Y9
+	VCVTPH2PS   144(DI), Y10
+	VFMADD231PS Y10, Y8, Y3
+	VFMADD231PS Y10, Y9, Y2
+	VCVTPH2PS   144(R8), Y10
+	VFMADD231PS Y10, Y8, Y5
+	VFMADD231PS Y10, Y9, Y4
+	VCVTPH2PS   144(R9), Y10
+	VFMADD231PS Y10, Y8, Y7
+	VFMADD231PS Y10, Y9, Y6
+	VCVTPH2PS   144(R10), Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVUPS     320(AX), Y8
+	VMOVUPS     832(AX), Y9
+	VCVTPH2PS   160(DI), Y10
+	VFMADD231PS Y10, Y8, Y3
+	VFMADD231PS Y10, Y9, Y2
+	VCVTPH2PS   160(R8), Y10
+	VFMADD231PS Y10, Y8, Y5
+	VFMADD231PS Y10, Y9, Y4
+	VCVTPH2PS   160(R9), Y10
+	VFMADD231PS Y10, Y8, Y7
+	VFMADD231PS Y10, Y9, Y6
+	VCVTPH2PS   160(R10), Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVUPS     352(AX), Y8
+	VMOVUPS     864(AX), Y9
+	VCVTPH2PS   176(DI), Y10
+	VFMADD231PS Y10, Y8, Y3
+	VFMADD231PS Y10, Y9, Y2
+	VCVTPH2PS   176(R8), Y10
+	VFMADD231PS Y10, Y8, Y5
+	VFMADD231PS Y10, Y9, Y4
+	VCVTPH2PS   176(R9), Y10
+	VFMADD231PS Y10, Y8, Y7
+	VFMADD231PS Y10, Y9, Y6
+	VCVTPH2PS   176(R10), Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVUPS     384(AX), Y8
+	VMOVUPS     896(AX), Y9
+	VCVTPH2PS   192(DI), Y10
+	VFMADD231PS Y10, Y8, Y3
+	VFMADD231PS Y10, Y9, Y2
+	VCVTPH2PS   192(R8), Y10
+	VFMADD231PS Y10, Y8, Y5
+	VFMADD231PS Y10, Y9, Y4
+	VCVTPH2PS   192(R9), Y10
+	VFMADD231PS Y10, Y8, Y7
+	VFMADD231PS Y10, Y9, Y6
+	VCVTPH2PS   192(R10), Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVUPS     416(AX), Y8
+	VMOVUPS     928(AX), Y9
+	VCVTPH2PS   208(DI), Y10
+	VFMADD231PS Y10, Y8, Y3
+	VFMADD231PS Y10, Y9, Y2
+	VCVTPH2PS   208(R8), Y10
+	VFMADD231PS Y10, Y8, Y5
+	VFMADD231PS Y10, Y9, Y4
+	VCVTPH2PS   208(R9), Y10
+	VFMADD231PS Y10, Y8, Y7
+	VFMADD231PS Y10, Y9, Y6
+	VCVTPH2PS   208(R10), Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVUPS     448(AX), Y8
+	VMOVUPS     960(AX), Y9
+	VCVTPH2PS   224(DI), Y10
+	VFMADD231PS Y10, Y8, Y3
+	VFMADD231PS Y10, Y9, Y2
+	VCVTPH2PS   224(R8), Y10
+	VFMADD231PS Y10, Y8, Y5
+	VFMADD231PS Y10, Y9, Y4
+	VCVTPH2PS   224(R9), Y10
+	VFMADD231PS Y10, Y8, Y7
+	VFMADD231PS Y10, Y9, Y6
+	VCVTPH2PS   224(R10), Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VMOVUPS     480(AX), Y8
+	VMOVUPS     992(AX), Y9
+	VCVTPH2PS   240(DI), Y10
+	VFMADD231PS Y10, Y8, Y3
+	VFMADD231PS Y10, Y9, Y2
+	VCVTPH2PS   240(R8), Y10
+	VFMADD231PS Y10, Y8, Y5
+	VFMADD231PS Y10, Y9, Y4
+	VCVTPH2PS   240(R9), Y10
+	VFMADD231PS Y10, Y8, Y7
+	VFMADD231PS Y10, Y9, Y6
+	VCVTPH2PS   240(R10), Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y1
+	VSHUFPS     $0x44, Y2, Y3, Y8
+	VSHUFPS     $0xee, Y2, Y3, Y2
+	VADDPS      Y2, Y8, Y8
+	VSHUFPS     $0x44, Y4, Y5, Y2
+	VSHUFPS     $0xee, Y4, Y5, Y3
+	VADDPS      Y3, Y2, Y2
+	VSHUFPS     $0x44, Y6, Y7, Y3
+	VSHUFPS     $0xee, Y6, Y7, Y4
+	VADDPS      Y4, Y3, Y3
+	VSHUFPS     $0x44, Y1, Y0, Y4
+	VSHUFPS     $0xee, Y1, Y0, Y0
+	VADDPS      Y0, Y4, Y4
+	VSHUFPS     $0x88, Y2, Y8, Y0
+	VSHUFPS     $0xdd, Y2, Y8, Y1
+	VADDPS      Y1, Y0, Y0
+	VSHUFPS     $0x88, Y4, Y3, Y1
+	VSHUFPS     $0xdd, Y4, Y3, Y2
+	VADDPS      Y2, Y1, Y1
+	VPERM2F128  $0x20, Y1, Y0, Y2
+	VPERM2F128  $0x31, Y1, Y0, Y0
+	VADDPS      Y0, Y2, Y2
+	VMOVUPS     Y2, (BX)
+	ADDQ        $0x20, BX
+	ADDQ        $0x20, DX
+	DECQ        SI
+	JNZ         qk
+
+	// Row maxima, alpha, p and l, each row's value in every lane of its residue.
+	VMOVUPS      (SP), Y0
+	VMOVUPS      32(SP), Y1
+	VMAXPS       64(SP), Y0, Y0
+	VMAXPS       96(SP), Y1, Y1
+	VMAXPS       128(SP), Y0, Y0
+	VMAXPS       160(SP), Y1, Y1
+	VMAXPS       192(SP), Y0, Y0
+	VMAXPS       224(SP), Y1, Y1
+	VMAXPS       256(SP), Y0, Y0
+	VMAXPS       288(SP), Y1, Y1
+	VMAXPS       320(SP), Y0, Y0
+	VMAXPS       352(SP), Y1, Y1
+	VMAXPS       384(SP), Y0, Y0
+	VMAXPS       416(SP), Y1, Y1
+	VMAXPS       448(SP), Y0, Y0
+	VMAXPS       480(SP), Y1, Y1
+	VMAXPS       Y1, Y0, Y0
+	VPERM2F128   $0x01, Y0, Y0, Y1
+	VMAXPS       Y1, Y0, Y0
+	VPERMILPS    $0x4e, Y0, Y1
+	VMAXPS       Y1, Y0, Y0
+	MOVQ         o+32(FP), AX
+	MOVQ         m+40(FP), CX
+	MOVQ         l+48(FP), DX
+	VBROADCASTSD (CX), Y1
+	VMAXPS       Y1, Y0, Y0
+	VMOVSD       X0, (CX)
+	VCMPPS       $0x00, attnconst<>+0(SB), Y0, Y2
+	VANDNPS      Y0, Y2, Y0
+	VSUBPS       Y0, Y1, Y1
+	VBROADCASTSS attnconst<>+96(SB), Y3
+	VCMPPS       $0x15, Y3, Y1, Y4
+	VMAXPS       Y1, Y3, Y1
+	VCVTPS2DQ    Y1, Y3
+	VCVTDQ2PS    Y3, Y5
+	VSUBPS       Y5, Y1, Y1
+	VMOVUPS      attnconst<>+288(SB), Y5
+	VFMADD213PS  attnconst<>+256(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+224(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+192(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+160(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+128(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+32(SB), Y1, Y5
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y5, Y5
+	VANDPS       Y4, Y5, Y1
+	VMOVUPS      attnconst<>+32(SB), Y3
+	VBLENDVPS    Y2, Y3, Y1, Y1
+	VMOVUPS      Y1, 512(SP)
+	VMOVUPS      (SP), Y2
+	VSUBPS       Y0, Y2, Y2
+	VBROADCASTSS attnconst<>+96(SB), Y3
+	VCMPPS       $0x15, Y3, Y2, Y4
+	VMAXPS       Y2, Y3, Y2
+	VCVTPS2DQ    Y2, Y3
+	VCVTDQ2PS    Y3, Y5
+	VSUBPS       Y5, Y2, Y2
+	VMOVUPS      attnconst<>+288(SB), Y5
+	VFMADD213PS  attnconst<>+256(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+224(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+192(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+160(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+128(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+32(SB), Y2, Y5
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y5, Y5
+	VANDPS       Y4, Y5, Y2
+	VMOVUPS      Y2, (SP)
+	VMOVUPS      32(SP), Y3
+	VSUBPS       Y0, Y3, Y3
+	VBROADCASTSS attnconst<>+96(SB), Y4
+	VCMPPS       $0x15, Y4, Y3, Y5
+	VMAXPS       Y3, Y4, Y3
+	VCVTPS2DQ    Y3, Y4
+	VCVTDQ2PS    Y4, Y6
+	VSUBPS       Y6, Y3, Y3
+	VMOVUPS      attnconst<>+288(SB), Y6
+	VFMADD213PS  attnconst<>+256(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+224(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+192(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+160(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+128(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+32(SB), Y3, Y6
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       Y4, Y6, Y6
+	VANDPS       Y5, Y6, Y3
+	VMOVUPS      Y3, 32(SP)
+	VMOVUPS      64(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 64(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      96(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 96(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      128(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 128(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      160(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 160(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      192(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 192(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      224(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 224(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      256(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 256(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      288(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 288(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      320(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 320(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      352(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 352(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      384(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 384(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      416(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 416(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      448(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 448(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      480(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y0
+	VCMPPS       $0x15, Y0, Y4, Y5
+	VMAXPS       Y4, Y0, Y4
+	VCVTPS2DQ    Y4, Y0
+	VCVTDQ2PS    Y0, Y6
+	VSUBPS       Y6, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y6
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y6
+	VPSLLD       $0x17, Y0, Y0
+	VPADDD       Y0, Y6, Y6
+	VANDPS       Y5, Y6, Y4
+	VMOVUPS      Y4, 480(SP)
+	VADDPS       Y4, Y3, Y3
+	VADDPS       Y3, Y2, Y2
+	VPERM2F128   $0x01, Y2, Y2, Y0
+	VADDPS       Y0, Y2, Y2
+	VPERMILPS    $0x4e, Y2, Y0
+	VADDPS       Y0, Y2, Y2
+	VBROADCASTSD (DX), Y0
+	VFMADD231PS  Y0, Y1, Y2
+	VMOVSD       X2, (DX)
+
+	// o = alpha*o.
+	VBROADCASTSS 512(SP), Y0
+	VMULPS       (AX), Y0, Y1
+	VMOVUPS      Y1, (AX)
+	VMULPS       32(AX), Y0, Y1
+	VMOVUPS      Y1, 32(AX)
+	VMULPS       64(AX), Y0, Y1
+	VMOVUPS      Y1, 64(AX)
+	VMULPS       96(AX), Y0, Y1
+	VMOVUPS      Y1, 96(AX)
+	VMULPS       128(AX), Y0, Y1
+	VMOVUPS      Y1, 128(AX)
+	VMULPS       160(AX), Y0, Y1
+	VMOVUPS      Y1, 160(AX)
+	VMULPS       192(AX), Y0, Y1
+	VMOVUPS      Y1, 192(AX)
+	VMULPS       224(AX), Y0, Y1
+	VMOVUPS      Y1, 224(AX)
+	VMULPS       256(AX), Y0, Y1
+	VMOVUPS      Y1, 256(AX)
+	VMULPS       288(AX), Y0, Y1
+	VMOVUPS      Y1, 288(AX)
+	VMULPS       320(AX), Y0, Y1
+	VMOVUPS      Y1, 320(AX)
+	VMULPS       352(AX), Y0, Y1
+	VMOVUPS      Y1, 352(AX)
+	VMULPS       384(AX), Y0, Y1
+	VMOVUPS      Y1, 384(AX)
+	VMULPS       416(AX), Y0, Y1
+	VMOVUPS      Y1, 416(AX)
+	VMULPS       448(AX), Y0, Y1
+	VMOVUPS      Y1, 448(AX)
+	VMULPS       480(AX), Y0, Y0
+	VMOVUPS      Y0, 480(AX)
+	VBROADCASTSS 516(SP), Y0
+	VMULPS       512(AX), Y0, Y1
+	VMOVUPS      Y1, 512(AX)
+	VMULPS       544(AX), Y0, Y1
+	VMOVUPS      Y1, 544(AX)
+	VMULPS       576(AX), Y0, Y1
+	VMOVUPS      Y1, 576(AX)
+	VMULPS       608(AX), Y0, Y1
+	VMOVUPS      Y1, 608(AX)
+	VMULPS       640(AX), Y0, Y1
+	VMOVUPS      Y1, 640(AX)
+	VMULPS       672(AX), Y0, Y1
+	VMOVUPS      Y1, 672(AX)
+	VMULPS       704(AX), Y0, Y1
+	VMOVUPS      Y1, 704(AX)
+	VMULPS       736(AX), Y0, Y1
+	VMOVUPS      Y1, 736(AX)
+	VMULPS       768(AX), Y0, Y1
+	VMOVUPS      Y1, 768(AX)
+	VMULPS       800(AX), Y0, Y1
+	VMOVUPS      Y1, 800(AX)
+	VMULPS       832(AX), Y0, Y1
+	VMOVUPS      Y1, 832(AX)
+	VMULPS       864(AX), Y0, Y1
+	VMOVUPS      Y1, 864(AX)
+	VMULPS       896(AX), Y0, Y1
+	VMOVUPS      Y1, 896(AX)
+	VMULPS       928(AX), Y0, Y1
+	VMOVUPS      Y1, 928(AX)
+	VMULPS       960(AX), Y0, Y1
+	VMOVUPS      Y1, 960(AX)
+	VMULPS       992(AX), Y0, Y0
+	VMOVUPS      Y0, 992(AX)
+
+	// o += P V, in column chunks of o and groups of rows, each over the whole tile.
+	MOVQ v+16(FP), CX
+	MOVQ $0x00000004, DX
+
+pvc:
+	MOVQ    off+24(FP), BX
+	LEAQ    (SP), SI
+	MOVQ    $0x00000010, DI
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	VMOVUPS 64(AX), Y2
+	VMOVUPS 96(AX), Y3
+	VMOVUPS 512(AX), Y4
+	VMOVUPS 544(AX), Y5
+	VMOVUPS 576(AX), Y6
+	VMOVUPS 608(AX), Y7
+
+pv0:
+	MOVQ         (BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS (SI), Y8
+	VBROADCASTSS 4(SI), Y9
+	VCVTPH2PS    (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VCVTPH2PS    16(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VCVTPH2PS    32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VCVTPH2PS    48(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         8(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 8(SI), Y8
+	VBROADCASTSS 12(SI), Y9
+	VCVTPH2PS    (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VCVTPH2PS    16(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VCVTPH2PS    32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VCVTPH2PS    48(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         16(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 16(SI), Y8
+	VBROADCASTSS 20(SI), Y9
+	VCVTPH2PS    (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VCVTPH2PS    16(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VCVTPH2PS    32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VCVTPH2PS    48(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         24(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 24(SI), Y8
+	VBROADCASTSS 28(SI), Y9
+	VCVTPH2PS    (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VCVTPH2PS    16(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VCVTPH2PS    32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VCVTPH2PS    48(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	ADDQ         $0x00000020, SI
+	ADDQ         $0x20, BX
+	DECQ         DI
+	JNZ          pv0
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	VMOVUPS      Y3, 96(AX)
+	VMOVUPS      Y4, 512(AX)
+	VMOVUPS      Y5, 544(AX)
+	VMOVUPS      Y6, 576(AX)
+	VMOVUPS      Y7, 608(AX)
+	ADDQ         $0x00000040, CX
+	ADDQ         $0x00000080, AX
+	DECQ         DX
+	JNZ          pvc
+	VZEROUPPER
+	RET
+
+// func decodeAVX2F16D128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·decodeAVX2F16D128R4(SB), $1056-56
+	// Scores: vector i holds keys i*keys .. i*keys+keys-1 by rows.
+	MOVQ q+0(FP), AX
+	MOVQ k+8(FP), CX
+	MOVQ off+24(FP), DX
+	LEAQ (SP), BX
+	MOVQ $0x00000020, SI
+
+qk:
+	MOVQ        (DX), DI
+	ADDQ        CX, DI
+	MOVQ        8(DX), R8
+	ADDQ        CX, R8
+	VMOVUPS     (AX), Y0
+	VMOVUPS     512(AX), Y1
+	VMOVUPS     1024(AX), Y2
+	VMOVUPS     1536(AX), Y3
+	VCVTPH2PS   (DI), Y4
+	VMULPS      Y4, Y0, Y5
+	VMULPS      Y4, Y1, Y6
+	VMULPS      Y4, Y2, Y7
+	VMULPS      Y4, Y3, Y4
+	VCVTPH2PS   (R8), Y8
+	VMULPS      Y8, Y0, Y0
+	VMULPS      Y8, Y1, Y1
+	VMULPS      Y8, Y2, Y2
+	VMULPS      Y8, Y3, Y3
+	VMOVUPS     32(AX), Y8
+	VMOVUPS     544(AX), Y9
+	VMOVUPS     1056(AX), Y10
+	VMOVUPS     1568(AX), Y11
+	VCVTPH2PS   16(DI), Y12
+	VFMADD231PS Y12, Y8, Y5
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y7
+	VFMADD231PS Y12, Y11, Y4
+	VCVTPH2PS   16(R8), Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y1
+	VFMADD231PS Y12, Y10, Y2
+	VFMADD231PS Y12, Y11, Y3
+	VMOVUPS     64(AX), Y8
+	VMOVUPS     576(AX), Y9
+	VMOVUPS     1088(AX), Y10
+	VMOVUPS     1600(AX), Y11
+	VCVTPH2PS   32(DI), Y12
+	VFMADD231PS Y12, Y8, Y5
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y7
+	VFMADD231PS Y12, Y11, Y4
+	VCVTPH2PS   32(R8), Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y1
+	VFMADD231PS Y12, Y10, Y2
+	VFMADD231PS Y12, Y11, Y3
+	VMOVUPS     96(AX), Y8
+	VMOVUPS     608(AX), Y9
+	VMOVUPS     1120(AX), Y10
+	VMOVUPS     1632(AX), Y11
+	VCVTPH2PS   48(DI), Y12
+	VFMADD231PS Y12, Y8, Y5
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y7
+	VFMADD231PS Y12, Y11, Y4
+	VCVTPH2PS   48(R8), Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y1
+	VFMADD231PS Y12, Y10, Y2
+	VFMADD231PS Y12, Y11, Y3
+	VMOVUPS     128(AX), Y8
+	VMOVUPS     640(AX), Y9
+	VMOVUPS     1152(AX), Y10
+	VMOVUPS     1664(AX), Y11
+	VCVTPH2PS   64(DI), Y12
+	VFMADD231PS Y12, Y8, Y5
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y7
+	VFMADD231PS Y12, Y11, Y4
+	VCVTPH2PS   64(R8), Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y1
+	VFMADD231PS Y12, Y10, Y2
+	VFMADD231PS Y12, Y11, Y3
+	VMOVUPS     160(AX), Y8
+	VMOVUPS     672(AX), Y9
+	VMOVUPS     1184(AX), Y10
+	VMOVUPS     1696(AX), Y11
+	VCVTPH2PS   80(DI), Y12
+	VFMADD231PS Y12, Y8, Y5
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y7
+	VFMADD231PS Y12, Y11, Y4
+	VCVTPH2PS   80(R8), Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y1
+	VFMADD231PS Y12, Y10, Y2
+	VFMADD231PS Y12, Y11, Y3
+	VMOVUPS     192(AX), Y8
+	VMOVUPS     704(AX), Y9
+	VMOVUPS     1216(AX), Y10
+	VMOVUPS     1728(AX), Y11
+	VCVTPH2PS   96(DI), Y12
+	VFMADD231PS Y12, Y8, Y5
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y7
+	VFMADD231PS Y12, Y11, Y4
+	VCVTPH2PS   96(R8), Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y1
+	VFMADD231PS Y12, Y10, Y2
+	VFMADD231PS Y12, Y11, Y3
+	VMOVUPS     224(AX), Y8
+	VMOVUPS     736(AX), Y9
+	VMOVUPS     1248(AX), Y10
+	VMOVUPS     1760(AX), Y11
+	VCVTPH2PS   112(DI), Y12
+	VFMADD231PS Y12, Y8, Y5
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y7
+	VFMADD231PS Y12, Y11, Y4
+	VCVTPH2PS   112(R8), Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y1
+	VFMADD231PS Y12, Y10, Y2
+	VFMADD231PS Y12, Y11, Y3
+	VMOVUPS     256(AX), Y8
+	VMOVUPS     768(AX), Y9
+	VMOVUPS     1280(AX), Y10
+	VMOVUPS     1792(AX), Y11
+	VCVTPH2PS   128(DI), Y12
+	VFMADD231PS Y12, Y8, Y5
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y7
+	VFMADD231PS Y12, Y11, Y4
+	VCVTPH2PS   128(R8), Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y1
+	VFMADD231PS Y12, Y10, Y2
+	VFMADD231PS Y12, Y11, Y3
+	VMOVUPS     288(AX), Y8
+	VMOVUPS     800(AX), Y9
+	VMOVUPS     1312(AX), Y10
+	VMOVUPS     1824(AX), Y11
+	VCVTPH2PS   144(DI), Y12
+	VFMADD231PS Y12, Y8, Y5
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y7
+	VFMADD231PS Y12, Y11, Y4
+	VCVTPH2PS   144(R8), Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y1
+	VFMADD231PS Y12, Y10, Y2
+	VFMADD231PS Y12, Y11, Y3
+	VMOVUPS     320(AX), Y8
+	VMOVUPS     832(AX), Y9
+	VMOVUPS     1344(AX), Y10
+	VMOVUPS     1856(AX), Y11
+	VCVTPH2PS   160(DI), Y12
+	VFMADD231PS Y12, Y8, Y5
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y7
+	VFMADD231PS Y12, Y11, Y4
+	VCVTPH2PS   160(R8), Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y1
+	VFMADD231PS Y12, Y10, Y2
+	VFMADD231PS Y12, Y11, Y3
+	VMOVUPS     352(AX), Y8
+	VMOVUPS     864(AX), Y9
+	VMOVUPS     1376(AX), Y10
+	VMOVUPS     1888(AX), Y11
+	VCVTPH2PS   176(DI), Y12
+	VFMADD231PS Y12, Y8, Y5
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y7
+	VFMADD231PS Y12, Y11, Y4
+	VCVTPH2PS   176(R8), Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y1
+	VFMADD231PS Y12, Y10, Y2
+	VFMADD231PS Y12, Y11, Y3
+	VMOVUPS     384(AX), Y8
+	VMOVUPS     896(AX), Y9
+	VMOVUPS     1408(AX), Y10
+	VMOVUPS     1920(AX), Y11
+	VCVTPH2PS   192(DI), Y12
+	VFMADD231PS Y12, Y8, Y5
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y7
+	VFMADD231PS Y12, Y11, Y4
+	VCVTPH2PS   192(R8), Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y1
+	VFMADD231PS Y12, Y10, Y2
+	VFMADD231PS Y12, Y11, Y3
+	VMOVUPS     416(AX), Y8
+	VMOVUPS     928(AX), Y9
+	VMOVUPS     1440(AX), Y10
+	VMOVUPS     1952(AX), Y11
+	VCVTPH2PS   208(DI), Y12
+	VFMADD231PS Y12, Y8, Y5
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y7
+	VFMADD231PS Y12, Y11, Y4
+	VCVTPH2PS   208(R8), Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y1
+	VFMADD231PS Y12, Y10, Y2
+	VFMADD231PS Y12, Y11, Y3
+	VMOVUPS     448(AX), Y8
+	VMOVUPS     960(AX), Y9
+	VMOVUPS     1472(AX), Y10
+	VMOVUPS     1984(AX), Y11
+	VCVTPH2PS   224(DI), Y12
+	VFMADD231PS Y12, Y8, Y5
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y7
+	VFMADD231PS Y12, Y11, Y4
+	VCVTPH2PS   224(R8), Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y1
+	VFMADD231PS Y12, Y10, Y2
+	VFMADD231PS Y12, Y11, Y3
+	VMOVUPS     480(AX), Y8
+	VMOVUPS     992(AX), Y9
+	VMOVUPS     1504(AX), Y10
+	VMOVUPS     2016(AX), Y11
+	VCVTPH2PS   240(DI), Y12
+	VFMADD231PS Y12, Y8, Y5
+	VFMADD231PS Y12, Y9, Y6
+	VFMADD231PS Y12, Y10, Y7
+	VFMADD231PS Y12, Y11, Y4
+	VCVTPH2PS   240(R8), Y12
+	VFMADD231PS Y12, Y8, Y0
+	VFMADD231PS Y12, Y9, Y1
+	VFMADD231PS Y12, Y10, Y2
+	VFMADD231PS Y12, Y11, Y3
+	VSHUFPS     $0x44, Y6, Y5, Y8
+	VSHUFPS     $0xee, Y6, Y5, Y5
+	VADDPS      Y5, Y8, Y8
+	VSHUFPS     $0x44, Y4, Y7, Y5
+	VSHUFPS     $0xee, Y4, Y7, Y4
+	VADDPS      Y4, Y5, Y5
+	VSHUFPS     $0x44, Y1, Y0, Y4
+	VSHUFPS     $0xee, Y1, Y0, Y0
+	VADDPS      Y0, Y4, Y4
+	VSHUFPS     $0x44, Y3, Y2, Y0
+	VSHUFPS     $0xee, Y3, Y2, Y1
+	VADDPS      Y1, Y0, Y0
+	VSHUFPS     $0x88, Y5, Y8, Y1
+	VSHUFPS     $0xdd, Y5, Y8, Y2
+	VADDPS      Y2, Y1, Y1
+	VSHUFPS     $0x88, Y0, Y4, Y2
+	VSHUFPS     $0xdd, Y0, Y4, Y0
+	VADDPS      Y0, Y2, Y2
+	VPERM2F128  $0x20, Y2, Y1, Y0
+	VPERM2F128  $0x31, Y2, Y1, Y1
+	VADDPS      Y1, Y0, Y0
+	VMOVUPS     Y0, (BX)
+	ADDQ        $0x20, BX
+	ADDQ        $0x10, DX
+	DECQ        SI
+	JNZ         qk
+
+	// Row maxima, alpha, p and l, each row's value in every lane of its residue.
+	VMOVUPS        (SP), Y0
+	VMOVUPS        32(SP), Y1
+	VMAXPS         64(SP), Y0, Y0
+	VMAXPS         96(SP), Y1, Y1
+	VMAXPS         128(SP), Y0, Y0
+	VMAXPS         160(SP), Y1, Y1
+	VMAXPS         192(SP), Y0, Y0
+	VMAXPS         224(SP), Y1, Y1
+	VMAXPS         256(SP), Y0, Y0
+	VMAXPS         288(SP), Y1, Y1
+	VMAXPS         320(SP), Y0, Y0
+	VMAXPS         352(SP), Y1, Y1
+	VMAXPS         384(SP), Y0, Y0
+	VMAXPS         416(SP), Y1, Y1
+	VMAXPS         448(SP), Y0, Y0
+	VMAXPS         480(SP), Y1, Y1
+	VMAXPS         512(SP), Y0, Y0
+	VMAXPS         544(SP), Y1, Y1
+	VMAXPS         576(SP), Y0, Y0
+	VMAXPS         608(SP), Y1, Y1
+	VMAXPS         640(SP), Y0, Y0
+	VMAXPS         672(SP), Y1, Y1
+	VMAXPS         704(SP), Y0, Y0
+	VMAXPS         736(SP), Y1, Y1
+	VMAXPS         768(SP), Y0, Y0
+	VMAXPS         800(SP), Y1, Y1
+	VMAXPS         832(SP), Y0, Y0
+	VMAXPS         864(SP), Y1, Y1
+	VMAXPS         896(SP), Y0, Y0
+	VMAXPS         928(SP), Y1, Y1
+	VMAXPS         960(SP), Y0, Y0
+	VMAXPS         992(SP), Y1, Y1
+	VMAXPS         Y1, Y0, Y0
+	VPERM2F128     $0x01, Y0, Y0, Y1
+	VMAXPS         Y1, Y0, Y0
+	MOVQ           o+32(FP), AX
+	MOVQ           m+40(FP), CX
+	MOVQ           l+48(FP), DX
+	VBROADCASTF128 (CX), Y1
+	VMAXPS         Y1, Y0, Y0
+	VMOVUPS        X0, (CX)
+	VCMPPS         $0x00, attnconst<>+0(SB), Y0, Y2
+	VANDNPS        Y0, Y2, Y0
+	VSUBPS         Y0, Y1, Y1
+	VBROADCASTSS   attnconst<>+96(SB), Y3
+	VCMPPS         $0x15, Y3, Y1, Y4
+	VMAXPS         Y1, Y3, Y1
+	VCVTPS2DQ      Y1, Y3
+	VCVTDQ2PS      Y3, Y5
+	VSUBPS         Y5, Y1, Y1
+	VMOVUPS        attnconst<>+288(SB), Y5
+	VFMADD213PS    attnconst<>+256(SB), Y1, Y5
+	VFMADD213PS    attnconst<>+224(SB), Y1, Y5
+	VFMADD213PS    attnconst<>+192(SB), Y1, Y5
+	VFMADD213PS    attnconst<>+160(SB), Y1, Y5
+	VFMADD213PS    attnconst<>+128(SB), Y1, Y5
+	VFMADD213PS    attnconst<>+32(SB), Y1, Y5
+	VPSLLD         $0x17, Y3, Y3
+	VPADDD         Y3, Y5, Y5
+	VANDPS         Y4, Y5, Y1
+	VMOVUPS        attnconst<>+32(SB), Y3
+	VBLENDVPS      Y2, Y3, Y1, Y1
+	VMOVUPS        Y1, 1024(SP)
+	VMOVUPS        (SP), Y2
+	VSUBPS         Y0, Y2, Y2
+	VBROADCASTSS   attnconst<>+96(SB), Y3
+	VCMPPS         $0x15, Y3, Y2, Y4
+	VMAXPS         Y2, Y3, Y2
+	VCVTPS2DQ      Y2, Y3
+	VCVTDQ2PS      Y3, Y5
+	VSUBPS         Y5, Y2, Y2
+	VMOVUPS        attnconst<>+288(SB), Y5
+	VFMADD213PS    attnconst<>+256(SB), Y2, Y5
+	VFMADD213PS    attnconst<>+224(SB), Y2, Y5
+	VFMADD213PS    attnconst<>+192(SB), Y2, Y5
+	VFMADD213PS    attnconst<>+160(SB), Y2, Y5
+	VFMADD213PS    attnconst<>+128(SB), Y2, Y5
+	VFMADD213PS    attnconst<>+32(SB), Y2, Y5
+	VPSLLD         $0x17, Y3, Y3
+	VPADDD         Y3, Y5, Y5
+	VANDPS         Y4, Y5, Y2
+	VMOVUPS        Y2, (SP)
+	VMOVUPS        32(SP), Y3
+	VSUBPS         Y0, Y3, Y3
+	VBROADCASTSS   attnconst<>+96(SB), Y4
+	VCMPPS         $0x15, Y4, Y3, Y5
+	VMAXPS         Y3, Y4, Y3
+	VCVTPS2DQ      Y3, Y4
+	VCVTDQ2PS      Y4, Y6
+	VSUBPS         Y6, Y3, Y3
+	VMOVUPS        attnconst<>+288(SB), Y6
+	VFMADD213PS    attnconst<>+256(SB), Y3, Y6
+	VFMADD213PS    attnconst<>+224(SB), Y3, Y6
+	VFMADD213PS    attnconst<>+192(SB), Y3, Y6
+	VFMADD213PS    attnconst<>+160(SB), Y3, Y6
+	VFMADD213PS    attnconst<>+128(SB), Y3, Y6
+	VFMADD213PS    attnconst<>+32(SB), Y3, Y6
+	VPSLLD         $0x17, Y4, Y4
+	VPADDD         Y4, Y6, Y6
+	VANDPS         Y5, Y6, Y3
+	VMOVUPS        Y3, 32(SP)
+	VMOVUPS        64(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 64(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        96(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 96(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        128(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 128(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        160(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 160(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        192(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 192(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        224(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 224(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        256(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 256(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        288(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 288(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        320(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 320(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        352(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 352(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        384(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 384(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        416(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 416(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        448(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 448(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        480(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 480(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        512(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 512(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        544(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 544(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        576(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 576(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        608(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 608(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        640(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 640(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        672(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 672(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        704(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 704(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        736(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 736(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        768(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 768(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        800(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 800(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        832(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 832(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        864(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 864(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        896(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 896(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        928(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 928(SP)
+	VADDPS         Y4, Y3, Y3
+	VMOVUPS        960(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y5
+	VCMPPS         $0x15, Y5, Y4, Y6
+	VMAXPS         Y4, Y5, Y4
+	VCVTPS2DQ      Y4, Y5
+	VCVTDQ2PS      Y5, Y7
+	VSUBPS         Y7, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y7
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y7
+	VPSLLD         $0x17, Y5, Y5
+	VPADDD         Y5, Y7, Y7
+	VANDPS         Y6, Y7, Y4
+	VMOVUPS        Y4, 960(SP)
+	VADDPS         Y4, Y2, Y2
+	VMOVUPS        992(SP), Y4
+	VSUBPS         Y0, Y4, Y4
+	VBROADCASTSS   attnconst<>+96(SB), Y0
+	VCMPPS         $0x15, Y0, Y4, Y5
+	VMAXPS         Y4, Y0, Y4
+	VCVTPS2DQ      Y4, Y0
+	VCVTDQ2PS      Y0, Y6
+	VSUBPS         Y6, Y4, Y4
+	VMOVUPS        attnconst<>+288(SB), Y6
+	VFMADD213PS    attnconst<>+256(SB), Y4, Y6
+	VFMADD213PS    attnconst<>+224(SB), Y4, Y6
+	VFMADD213PS    attnconst<>+192(SB), Y4, Y6
+	VFMADD213PS    attnconst<>+160(SB), Y4, Y6
+	VFMADD213PS    attnconst<>+128(SB), Y4, Y6
+	VFMADD213PS    attnconst<>+32(SB), Y4, Y6
+	VPSLLD         $0x17, Y0, Y0
+	VPADDD         Y0, Y6, Y6
+	VANDPS         Y5, Y6, Y4
+	VMOVUPS        Y4, 992(SP)
+	VADDPS         Y4, Y3, Y3
+	VADDPS         Y3, Y2, Y2
+	VPERM2F128     $0x01, Y2, Y2, Y0
+	VADDPS         Y0, Y2, Y2
+	VBROADCASTF128 (DX), Y0
+	VFMADD231PS    Y0, Y1, Y2
+	VMOVUPS        X2, (DX)
+
+	// o = alpha*o.
+	VBROADCASTSS 1024(SP), Y0
+	VMULPS       (AX), Y0, Y1
+	VMOVUPS      Y1, (AX)
+	VMULPS       32(AX), Y0, Y1
+	VMOVUPS      Y1, 32(AX)
+	VMULPS       64(AX), Y0, Y1
+	VMOVUPS      Y1, 64(AX)
+	VMULPS       96(AX), Y0, Y1
+	VMOVUPS      Y1, 96(AX)
+	VMULPS       128(AX), Y0, Y1
+	VMOVUPS      Y1, 128(AX)
+	VMULPS       160(AX), Y0, Y1
+	VMOVUPS      Y1, 160(AX)
+	VMULPS       192(AX), Y0, Y1
+	VMOVUPS      Y1, 192(AX)
+	VMULPS       224(AX), Y0, Y1
+	VMOVUPS      Y1, 224(AX)
+	VMULPS       256(AX), Y0, Y1
+	VMOVUPS      Y1, 256(AX)
+	VMULPS       288(AX), Y0, Y1
+	VMOVUPS      Y1, 288(AX)
+	VMULPS       320(AX), Y0, Y1
+	VMOVUPS      Y1, 320(AX)
+	VMULPS       352(AX), Y0, Y1
+	VMOVUPS      Y1, 352(AX)
+	VMULPS       384(AX), Y0, Y1
+	VMOVUPS      Y1, 384(AX)
+	VMULPS       416(AX), Y0, Y1
+	VMOVUPS      Y1, 416(AX)
+	VMULPS       448(AX), Y0, Y1
+	VMOVUPS      Y1, 448(AX)
+	VMULPS       480(AX), Y0, Y0
+	VMOVUPS      Y0, 480(AX)
+	VBROADCASTSS 1028(SP), Y0
+	VMULPS       512(AX), Y0, Y1
+	VMOVUPS      Y1, 512(AX)
+	VMULPS       544(AX), Y0, Y1
+	VMOVUPS      Y1, 544(AX)
+	VMULPS       576(AX), Y0, Y1
+	VMOVUPS      Y1, 576(AX)
+	VMULPS       608(AX), Y0, Y1
+	VMOVUPS      Y1, 608(AX)
+	VMULPS       640(AX), Y0, Y1
+	VMOVUPS      Y1, 640(AX)
+	VMULPS       672(AX), Y0, Y1
+	VMOVUPS      Y1, 672(AX)
+	VMULPS       704(AX), Y0, Y1
+	VMOVUPS      Y1, 704(AX)
+	VMULPS       736(AX), Y0, Y1
+	VMOVUPS      Y1, 736(AX)
+	VMULPS       768(AX), Y0, Y1
+	VMOVUPS      Y1, 768(AX)
+	VMULPS       800(AX), Y0, Y1
+	VMOVUPS      Y1, 800(AX)
+	VMULPS       832(AX), Y0, Y1
+	VMOVUPS      Y1, 832(AX)
+	VMULPS       864(AX), Y0, Y1
+	VMOVUPS      Y1, 864(AX)
+	VMULPS       896(AX), Y0, Y1
+	VMOVUPS      Y1, 896(AX)
+	VMULPS       928(AX), Y0, Y1
+	VMOVUPS      Y1, 928(AX)
+	VMULPS       960(AX), Y0, Y1
+	VMOVUPS      Y1, 960(AX)
+	VMULPS       992(AX), Y0, Y0
+	VMOVUPS      Y0, 992(AX)
+	VBROADCASTSS 1032(SP), Y0
+	VMULPS       1024(AX), Y0, Y1
+	VMOVUPS      Y1, 1024(AX)
+	VMULPS       1056(AX), Y0, Y1
+	VMOVUPS      Y1, 1056(AX)
+	VMULPS       1088(AX), Y0, Y1
+	VMOVUPS      Y1, 1088(AX)
+	VMULPS       1120(AX), Y0, Y1
+	VMOVUPS      Y1, 1120(AX)
+	VMULPS       1152(AX), Y0, Y1
+	VMOVUPS      Y1, 1152(AX)
+	VMULPS       1184(AX), Y0, Y1
+	VMOVUPS      Y1, 1184(AX)
+	VMULPS       1216(AX), Y0, Y1
+	VMOVUPS      Y1, 1216(AX)
+	VMULPS       1248(AX), Y0, Y1
+	VMOVUPS      Y1, 1248(AX)
+	VMULPS       1280(AX), Y0, Y1
+	VMOVUPS      Y1, 1280(AX)
+	VMULPS       1312(AX), Y0, Y1
+	VMOVUPS      Y1, 1312(AX)
+	VMULPS       1344(AX), Y0, Y1
+	VMOVUPS      Y1, 1344(AX)
+	VMULPS       1376(AX), Y0, Y1
+	VMOVUPS      Y1, 1376(AX)
+	VMULPS       1408(AX), Y0, Y1
+	VMOVUPS      Y1, 1408(AX)
+	VMULPS       1440(AX), Y0, Y1
+	VMOVUPS      Y1, 1440(AX)
+	VMULPS       1472(AX), Y0, Y1
+	VMOVUPS      Y1, 1472(AX)
+	VMULPS       1504(AX), Y0, Y0
+	VMOVUPS      Y0, 1504(AX)
+	VBROADCASTSS 1036(SP), Y0
+	VMULPS       1536(AX), Y0, Y1
+	VMOVUPS      Y1, 1536(AX)
+	VMULPS       1568(AX), Y0, Y1
+	VMOVUPS      Y1, 1568(AX)
+	VMULPS       1600(AX), Y0, Y1
+	VMOVUPS      Y1, 1600(AX)
+	VMULPS       1632(AX), Y0, Y1
+	VMOVUPS      Y1, 1632(AX)
+	VMULPS       1664(AX), Y0, Y1
+	VMOVUPS      Y1, 1664(AX)
+	VMULPS       1696(AX), Y0, Y1
+	VMOVUPS      Y1, 1696(AX)
+	VMULPS       1728(AX), Y0, Y1
+	VMOVUPS      Y1, 1728(AX)
+	VMULPS       1760(AX), Y0, Y1
+	VMOVUPS      Y1, 1760(AX)
+	VMULPS       1792(AX), Y0, Y1
+	VMOVUPS      Y1, 1792(AX)
+	VMULPS       1824(AX), Y0, Y1
+	VMOVUPS      Y1, 1824(AX)
+	VMULPS       1856(AX), Y0, Y1
+	VMOVUPS      Y1, 1856(AX)
+	VMULPS       1888(AX), Y0, Y1
+	VMOVUPS      Y1, 1888(AX)
+	VMULPS       1920(AX), Y0, Y1
+	VMOVUPS      Y1, 1920(AX)
+	VMULPS       1952(AX), Y0, Y1
+	VMOVUPS      Y1, 1952(AX)
+	VMULPS       1984(AX), Y0, Y1
+	VMOVUPS      Y1, 1984(AX)
+	VMULPS       2016(AX), Y0, Y0
+	VMOVUPS      Y0, 2016(AX)
+
+	// o += P V, in column chunks of o and groups of rows, each over the whole tile.
+	MOVQ v+16(FP), CX
+	MOVQ $0x00000004, DX
+
+pvc:
+	MOVQ    off+24(FP), BX
+	LEAQ    (SP), SI
+	MOVQ    $0x00000010, DI
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	VMOVUPS 64(AX), Y2
+	VMOVUPS 96(AX), Y3
+	VMOVUPS 512(AX), Y4
+	VMOVUPS 544(AX), Y5
+	VMOVUPS 576(AX), Y6
+	VMOVUPS 608(AX), Y7
+
+pv0:
+	MOVQ         (BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS (SI), Y8
+	VBROADCASTSS 4(SI), Y9
+	VCVTPH2PS    (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VCVTPH2PS    16(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VCVTPH2PS    32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VCVTPH2PS    48(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         8(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 16(SI), Y8
+	VBROADCASTSS 20(SI), Y9
+	VCVTPH2PS    (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VCVTPH2PS    16(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VCVTPH2PS    32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VCVTPH2PS    48(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         16(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 32(SI), Y8
+	VBROADCASTSS 36(SI), Y9
+	VCVTPH2PS    (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VCVTPH2PS    16(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VCVTPH2PS    32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VCVTPH2PS    48(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         24(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 48(SI), Y8
+	VBROADCASTSS 52(SI), Y9
+	VCVTPH2PS    (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VCVTPH2PS    16(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VCVTPH2PS    32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VCVTPH2PS    48(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	ADDQ         $0x00000040, SI
+	ADDQ         $0x20, BX
+	DECQ         DI
+	JNZ          pv0
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	VMOVUPS      Y3, 96(AX)
+	VMOVUPS      Y4, 512(AX)
+	VMOVUPS      Y5, 544(AX)
+	VMOVUPS      Y6, 576(AX)
+	VMOVUPS      Y7, 608(AX)
+	MOVQ         off+24(FP), BX
+	LEAQ         (SP), SI
+	MOVQ         $0x00000010, DI
+	VMOVUPS      1024(AX), Y0
+	VMOVUPS      1056(AX), Y1
+	VMOVUPS      1088(AX), Y2
+	VMOVUPS      1120(AX), Y3
+	VMOVUPS      1536(AX), Y4
+	VMOVUPS      1568(AX), Y5
+	VMOVUPS      1600(AX), Y6
+	VMOVUPS      1632(AX), Y7
+
+pv2:
+	MOVQ         (BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 8(SI), Y8
+	VBROADCASTSS 12(SI), Y9
+	VCVTPH2PS    (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VCVTPH2PS    16(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VCVTPH2PS    32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VCVTPH2PS    48(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         8(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 24(SI), Y8
+	VBROADCASTSS 28(SI), Y9
+	VCVTPH2PS    (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VCVTPH2PS    16(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VCVTPH2PS    32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VCVTPH2PS    48(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         16(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 40(SI), Y8
+	VBROADCASTSS 44(SI), Y9
+	VCVTPH2PS    (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VCVTPH2PS    16(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VCVTPH2PS    32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VCVTPH2PS    48(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         24(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 56(SI), Y8
+	VBROADCASTSS 60(SI), Y9
+	VCVTPH2PS    (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VCVTPH2PS    16(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VCVTPH2PS    32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VCVTPH2PS    48(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	ADDQ         $0x00000040, SI
+	ADDQ         $0x20, BX
+	DECQ         DI
+	JNZ          pv2
+	VMOVUPS      Y0, 1024(AX)
+	VMOVUPS      Y1, 1056(AX)
+	VMOVUPS      Y2, 1088(AX)
+	VMOVUPS      Y3, 1120(AX)
+	VMOVUPS      Y4, 1536(AX)
+	VMOVUPS      Y5, 1568(AX)
+	VMOVUPS      Y6, 1600(AX)
+	VMOVUPS      Y7, 1632(AX)
+	ADDQ         $0x00000040, CX
+	ADDQ         $0x00000080, AX
+	DECQ         DX
+	JNZ          pvc
+	VZEROUPPER
+	RET
+
+// func decodeAVX2F16D128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·decodeAVX2F16D128R8(SB), $2080-56
+	// Scores: vector i holds keys i*keys .. i*keys+keys-1 by rows.
+	MOVQ q+0(FP), AX
+	MOVQ k+8(FP), CX
+	MOVQ off+24(FP), DX
+	LEAQ (SP), BX
+	MOVQ $0x00000040, SI
+
+qk:
+	MOVQ        (DX), DI
+	ADDQ        CX, DI
+	VCVTPH2PS   (DI), Y0
+	VMULPS      (AX), Y0, Y1
+	VMULPS      512(AX), Y0, Y2
+	VMULPS      1024(AX), Y0, Y3
+	VMULPS      1536(AX), Y0, Y4
+	VMULPS      2048(AX), Y0, Y5
+	VMULPS      2560(AX), Y0, Y6
+	VMULPS      3072(AX), Y0, Y7
+	VMULPS      3584(AX), Y0, Y0
+	VCVTPH2PS   16(DI), Y8
+	VFMADD231PS 32(AX), Y8, Y1
+	VFMADD231PS 544(AX), Y8, Y2
+	VFMADD231PS 1056(AX), Y8, Y3
+	VFMADD231PS 1568(AX), Y8, Y4
+	VFMADD231PS 2080(AX), Y8, Y5
+	VFMADD231PS 2592(AX), Y8, Y6
+	VFMADD231PS 3104(AX), Y8, Y7
+	VFMADD231PS 3616(AX), Y8, Y0
+	VCVTPH2PS   32(DI), Y8
+	VFMADD231PS 64(AX), Y8, Y1
+	VFMADD231PS 576(AX), Y8, Y2
+	VFMADD231PS 1088(AX), Y8, Y3
+	VFMADD231PS 1600(AX), Y8, Y4
+	VFMADD231PS 2112(AX), Y8, Y5
+	VFMADD231PS 2624(AX), Y8, Y6
+	VFMADD231PS 3136(AX), Y8, Y7
+	VFMADD231PS 3648(AX), Y8, Y0
+	VCVTPH2PS   48(DI), Y8
+	VFMADD231PS 96(AX), Y8, Y1
+	VFMADD231PS 608(AX), Y8, Y2
+	VFMADD231PS 1120(AX), Y8, Y3
+	VFMADD231PS 1632(AX), Y8, Y4
+	VFMADD231PS 2144(AX), Y8, Y5
+	VFMADD231PS 2656(AX), Y8, Y6
+	VFMADD231PS 3168(AX), Y8, Y7
+	VFMADD231PS 3680(AX), Y8, Y0
+	VCVTPH2PS   64(DI), Y8
+	VFMADD231PS 128(AX), Y8, Y1
+	VFMADD231PS 640(AX), Y8, Y2
+	VFMADD231PS 1152(AX), Y8, Y3
+	VFMADD231PS 1664(AX), Y8, Y4
+	VFMADD231PS 2176(AX), Y8, Y5
+	VFMADD231PS 2688(AX), Y8, Y6
+	VFMADD231PS 3200(AX), Y8, Y7
+	VFMADD231PS 3712(AX), Y8, Y0
+	VCVTPH2PS   80(DI), Y8
+	VFMADD231PS 160(AX), Y8, Y1
+	VFMADD231PS 672(AX), Y8, Y2
+	VFMADD231PS 1184(AX), Y8, Y3
+	VFMADD231PS 1696(AX), Y8, Y4
+	VFMADD231PS 2208(AX), Y8, Y5
+	VFMADD231PS 2720(AX), Y8, Y6
+	VFMADD231PS 3232(AX), Y8, Y7
+	VFMADD231PS 3744(AX), Y8, Y0
+	VCVTPH2PS   96(DI), Y8
+	VFMADD231PS 192(AX), Y8, Y1
+	VFMADD231PS 704(AX), Y8, Y2
+	VFMADD231PS 1216(AX), Y8, Y3
+	VFMADD231PS 1728(AX), Y8, Y4
+	VFMADD231PS 2240(AX), Y8, Y5
+	VFMADD231PS 2752(AX), Y8, Y6
+	VFMADD231PS 3264(AX), Y8, Y7
+	VFMADD231PS 3776(AX), Y8, Y0
+	VCVTPH2PS   112(DI), Y8
+	VFMADD231PS 224(AX), Y8, Y1
+	VFMADD231PS 736(AX), Y8, Y2
+	VFMADD231PS 1248(AX), Y8, Y3
+	VFMADD231PS 1760(AX), Y8, Y4
+	VFMADD231PS 2272(AX), Y8, Y5
+	VFMADD231PS 2784(AX), Y8, Y6
+	VFMADD231PS 3296(AX), Y8, Y7
+	VFMADD231PS 3808(AX), Y8, Y0
+	VCVTPH2PS   128(DI), Y8
+	VFMADD231PS 256(AX), Y8, Y1
+	VFMADD231PS 768(AX), Y8, Y2
+	VFMADD231PS 1280(AX), Y8, Y3
+	VFMADD231PS 1792(AX), Y8, Y4
+	VFMADD231PS 2304(AX), Y8, Y5
+	VFMADD231PS 2816(AX), Y8, Y6
+	VFMADD231PS 3328(AX), Y8, Y7
+	VFMADD231PS 3840(AX), Y8, Y0
+	VCVTPH2PS   144(DI), Y8
+	VFMADD231PS 288(AX), Y8, Y1
+	VFMADD231PS 800(AX), Y8, Y2
+	VFMADD231PS 1312(AX), Y8, Y3
+	VFMADD231PS 1824(AX), Y8, Y4
+	VFMADD231PS 2336(AX), Y8, Y5
+	VFMADD231PS 2848(AX), Y8, Y6
+	VFMADD231PS 3360(AX), Y8, Y7
+	VFMADD231PS 3872(AX), Y8, Y0
+	VCVTPH2PS   160(DI), Y8
+	VFMADD231PS 320(AX), Y8, Y1
+	VFMADD231PS 832(AX), Y8, Y2
+	VFMADD231PS 1344(AX), Y8, Y3
+	VFMADD231PS 1856(AX), Y8, Y4
+	VFMADD231PS 2368(AX), Y8, Y5
+	VFMADD231PS 2880(AX), Y8, Y6
+	VFMADD231PS 3392(AX), Y8, Y7
+	VFMADD231PS 3904(AX), Y8, Y0
+	VCVTPH2PS   176(DI), Y8
+	VFMADD231PS 352(AX), Y8, Y1
+	VFMADD231PS 864(AX), Y8, Y2
+	VFMADD231PS 1376(AX), Y8, Y3
+	VFMADD231PS 1888(AX), Y8, Y4
+	VFMADD231PS 2400(AX), Y8, Y5
+	VFMADD231PS 2912(AX), Y8, Y6
+	VFMADD231PS 3424(AX), Y8, Y7
+	VFMADD231PS 3936(AX), Y8, Y0
+	VCVTPH2PS   192(DI), Y8
+	VFMADD231PS 384(AX), Y8, Y1
+	VFMADD231PS 896(AX), Y8, Y2
+	VFMADD231PS 1408(AX), Y8, Y3
+	VFMADD231PS 1920(AX), Y8, Y4
+	VFMADD231PS 2432(AX), Y8, Y5
+	VFMADD231PS 2944(AX), Y8, Y6
+	VFMADD231PS 3456(AX), Y8, Y7
+	VFMADD231PS 3968(AX), Y8, Y0
+	VCVTPH2PS   208(DI), Y8
+	VFMADD231PS 416(AX), Y8, Y1
+	VFMADD231PS 928(AX), Y8, Y2
+	VFMADD231PS 1440(AX), Y8, Y3
+	VFMADD231PS 1952(AX), Y8, Y4
+	VFMADD231PS 2464(AX), Y8, Y5
+	VFMADD231PS 2976(AX), Y8, Y6
+	VFMADD231PS 3488(AX), Y8, Y7
+	VFMADD231PS 4000(AX), Y8, Y0
+	VCVTPH2PS   224(DI), Y8
+	VFMADD231PS 448(AX), Y8, Y1
+	VFMADD231PS 960(AX), Y8, Y2
+	VFMADD231PS 1472(AX), Y8, Y3
+	VFMADD231PS 1984(AX), Y8, Y4
+	VFMADD231PS 2496(AX), Y8, Y5
+	VFMADD231PS 3008(AX), Y8, Y6
+	VFMADD231PS 3520(AX), Y8, Y7
+	VFMADD231PS 4032(AX), Y8, Y0
+	VCVTPH2PS   240(DI), Y8
+	VFMADD231PS 480(AX), Y8, Y1
+	VFMADD231PS 992(AX), Y8, Y2
+	VFMADD231PS 1504(AX), Y8, Y3
+	VFMADD231PS 2016(AX), Y8, Y4
+	VFMADD231PS 2528(AX), Y8, Y5
+	VFMADD231PS 3040(AX), Y8, Y6
+	VFMADD231PS 3552(AX), Y8, Y7
+	VFMADD231PS 4064(AX), Y8, Y0
+	VSHUFPS     $0x44, Y2, Y1, Y8
+	VSHUFPS     $0xee, Y2, Y1, Y1
+	VADDPS      Y1, Y8, Y8
+	VSHUFPS     $0x44, Y4, Y3, Y1
+	VSHUFPS     $0xee, Y4, Y3, Y2
+	VADDPS      Y2, Y1, Y1
+	VSHUFPS     $0x44, Y6, Y5, Y2
+	VSHUFPS     $0xee, Y6, Y5, Y3
+	VADDPS      Y3, Y2, Y2
+	VSHUFPS     $0x44, Y0, Y7, Y3
+	VSHUFPS     $0xee, Y0, Y7, Y0
+	VADDPS      Y0, Y3, Y3
+	VSHUFPS     $0x88, Y1, Y8, Y0
+	VSHUFPS     $0xdd, Y1, Y8, Y1
+	VADDPS      Y1, Y0, Y0
+	VSHUFPS     $0x88, Y3, Y2, Y1
+	VSHUFPS     $0xdd, Y3, Y2, Y2
+	VADDPS      Y2, Y1, Y1
+	VPERM2F128  $0x20, Y1, Y0, Y2
+	VPERM2F128  $0x31, Y1, Y0, Y0
+	VADDPS      Y0, Y2, Y2
+	VMOVUPS     Y2, (BX)
+	ADDQ        $0x20, BX
+	ADDQ        $0x08, DX
+	DECQ        SI
+	JNZ         qk
+
+	// Row maxima, alpha, p and l, each row's value in every lane of its residue.
+	VMOVUPS      (SP), Y0
+	VMOVUPS      32(SP), Y1
+	VMAXPS       64(SP), Y0, Y0
+	VMAXPS       96(SP), Y1, Y1
+	VMAXPS       128(SP), Y0, Y0
+	VMAXPS       160(SP), Y1, Y1
+	VMAXPS       192(SP), Y0, Y0
+	VMAXPS       224(SP), Y1, Y1
+	VMAXPS       256(SP), Y0, Y0
+	VMAXPS       288(SP), Y1, Y1
+	VMAXPS       320(SP), Y0, Y0
+	VMAXPS       352(SP), Y1, Y1
+	VMAXPS       384(SP), Y0, Y0
+	VMAXPS       416(SP), Y1, Y1
+	VMAXPS       448(SP), Y0, Y0
+	VMAXPS       480(SP), Y1, Y1
+	VMAXPS       512(SP), Y0, Y0
+	VMAXPS       544(SP), Y1, Y1
+	VMAXPS       576(SP), Y0, Y0
+	VMAXPS       608(SP), Y1, Y1
+	VMAXPS       640(SP), Y0, Y0
+	VMAXPS       672(SP), Y1, Y1
+	VMAXPS       704(SP), Y0, Y0
+	VMAXPS       736(SP), Y1, Y1
+	VMAXPS       768(SP), Y0, Y0
+	VMAXPS       800(SP), Y1, Y1
+	VMAXPS       832(SP), Y0, Y0
+	VMAXPS       864(SP), Y1, Y1
+	VMAXPS       896(SP), Y0, Y0
+	VMAXPS       928(SP), Y1, Y1
+	VMAXPS       960(SP), Y0, Y0
+	VMAXPS       992(SP), Y1, Y1
+	VMAXPS       1024(SP), Y0, Y0
+	VMAXPS       1056(SP), Y1, Y1
+	VMAXPS       1088(SP), Y0, Y0
+	VMAXPS       1120(SP), Y1, Y1
+	VMAXPS       1152(SP), Y0, Y0
+	VMAXPS       1184(SP), Y1, Y1
+	VMAXPS       1216(SP), Y0, Y0
+	VMAXPS       1248(SP), Y1, Y1
+	VMAXPS       1280(SP), Y0, Y0
+	VMAXPS       1312(SP), Y1, Y1
+	VMAXPS       1344(SP), Y0, Y0
+	VMAXPS       1376(SP), Y1, Y1
+	VMAXPS       1408(SP), Y0, Y0
+	VMAXPS       1440(SP), Y1, Y1
+	VMAXPS       1472(SP), Y0, Y0
+	VMAXPS       1504(SP), Y1, Y1
+	VMAXPS       1536(SP), Y0, Y0
+	VMAXPS       1568(SP), Y1, Y1
+	VMAXPS       1600(SP), Y0, Y0
+	VMAXPS       1632(SP), Y1, Y1
+	VMAXPS       1664(SP), Y0, Y0
+	VMAXPS       1696(SP), Y1, Y1
+	VMAXPS       1728(SP), Y0, Y0
+	VMAXPS       1760(SP), Y1, Y1
+	VMAXPS       1792(SP), Y0, Y0
+	VMAXPS       1824(SP), Y1, Y1
+	VMAXPS       1856(SP), Y0, Y0
+	VMAXPS       1888(SP), Y1, Y1
+	VMAXPS       1920(SP), Y0, Y0
+	VMAXPS       1952(SP), Y1, Y1
+	VMAXPS       1984(SP), Y0, Y0
+	VMAXPS       2016(SP), Y1, Y1
+	VMAXPS       Y1, Y0, Y0
+	MOVQ         o+32(FP), AX
+	MOVQ         m+40(FP), CX
+	MOVQ         l+48(FP), DX
+	VMOVUPS      (CX), Y1
+	VMAXPS       Y1, Y0, Y0
+	VMOVUPS      Y0, (CX)
+	VCMPPS       $0x00, attnconst<>+0(SB), Y0, Y2
+	VANDNPS      Y0, Y2, Y0
+	VSUBPS       Y0, Y1, Y1
+	VBROADCASTSS attnconst<>+96(SB), Y3
+	VCMPPS       $0x15, Y3, Y1, Y4
+	VMAXPS       Y1, Y3, Y1
+	VCVTPS2DQ    Y1, Y3
+	VCVTDQ2PS    Y3, Y5
+	VSUBPS       Y5, Y1, Y1
+	VMOVUPS      attnconst<>+288(SB), Y5
+	VFMADD213PS  attnconst<>+256(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+224(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+192(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+160(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+128(SB), Y1, Y5
+	VFMADD213PS  attnconst<>+32(SB), Y1, Y5
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y5, Y5
+	VANDPS       Y4, Y5, Y1
+	VMOVUPS      attnconst<>+32(SB), Y3
+	VBLENDVPS    Y2, Y3, Y1, Y1
+	VMOVUPS      Y1, 2048(SP)
+	VMOVUPS      (SP), Y2
+	VSUBPS       Y0, Y2, Y2
+	VBROADCASTSS attnconst<>+96(SB), Y3
+	VCMPPS       $0x15, Y3, Y2, Y4
+	VMAXPS       Y2, Y3, Y2
+	VCVTPS2DQ    Y2, Y3
+	VCVTDQ2PS    Y3, Y5
+	VSUBPS       Y5, Y2, Y2
+	VMOVUPS      attnconst<>+288(SB), Y5
+	VFMADD213PS  attnconst<>+256(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+224(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+192(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+160(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+128(SB), Y2, Y5
+	VFMADD213PS  attnconst<>+32(SB), Y2, Y5
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y3, Y5, Y5
+	VANDPS       Y4, Y5, Y2
+	VMOVUPS      Y2, (SP)
+	VMOVUPS      32(SP), Y3
+	VSUBPS       Y0, Y3, Y3
+	VBROADCASTSS attnconst<>+96(SB), Y4
+	VCMPPS       $0x15, Y4, Y3, Y5
+	VMAXPS       Y3, Y4, Y3
+	VCVTPS2DQ    Y3, Y4
+	VCVTDQ2PS    Y4, Y6
+	VSUBPS       Y6, Y3, Y3
+	VMOVUPS      attnconst<>+288(SB), Y6
+	VFMADD213PS  attnconst<>+256(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+224(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+192(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+160(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+128(SB), Y3, Y6
+	VFMADD213PS  attnconst<>+32(SB), Y3, Y6
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       Y4, Y6, Y6
+	VANDPS       Y5, Y6, Y3
+	VMOVUPS      Y3, 32(SP)
+	VMOVUPS      64(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 64(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      96(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 96(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      128(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 128(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      160(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 160(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      192(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 192(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      224(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 224(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      256(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 256(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      288(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 288(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      320(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 320(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      352(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 352(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      384(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 384(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      416(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 416(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      448(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 448(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      480(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 480(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      512(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 512(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      544(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 544(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      576(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 576(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      608(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 608(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      640(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 640(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      672(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 672(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      704(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 704(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      736(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 736(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      768(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 768(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      800(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 800(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      832(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 832(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      864(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 864(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      896(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 896(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      928(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 928(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      960(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 960(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      992(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 992(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1024(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1024(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1056(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1056(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1088(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1088(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1120(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1120(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1152(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1152(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1184(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1184(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1216(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1216(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1248(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1248(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1280(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1280(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1312(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1312(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1344(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1344(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1376(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1376(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1408(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1408(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1440(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1440(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1472(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1472(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1504(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1504(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1536(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1536(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1568(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1568(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1600(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1600(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1632(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1632(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1664(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1664(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1696(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1696(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1728(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1728(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1760(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1760(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1792(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1792(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1824(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1824(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1856(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1856(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1888(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1888(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1920(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1920(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      1952(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1952(SP)
+	VADDPS       Y4, Y3, Y3
+	VMOVUPS      1984(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y5
+	VCMPPS       $0x15, Y5, Y4, Y6
+	VMAXPS       Y4, Y5, Y4
+	VCVTPS2DQ    Y4, Y5
+	VCVTDQ2PS    Y5, Y7
+	VSUBPS       Y7, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y7
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y7
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y7
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VANDPS       Y6, Y7, Y4
+	VMOVUPS      Y4, 1984(SP)
+	VADDPS       Y4, Y2, Y2
+	VMOVUPS      2016(SP), Y4
+	VSUBPS       Y0, Y4, Y4
+	VBROADCASTSS attnconst<>+96(SB), Y0
+	VCMPPS       $0x15, Y0, Y4, Y5
+	VMAXPS       Y4, Y0, Y4
+	VCVTPS2DQ    Y4, Y0
+	VCVTDQ2PS    Y0, Y6
+	VSUBPS       Y6, Y4, Y4
+	VMOVUPS      attnconst<>+288(SB), Y6
+	VFMADD213PS  attnconst<>+256(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+224(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+192(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+160(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+128(SB), Y4, Y6
+	VFMADD213PS  attnconst<>+32(SB), Y4, Y6
+	VPSLLD       $0x17, Y0, Y0
+	VPADDD       Y0, Y6, Y6
+	VANDPS       Y5, Y6, Y4
+	VMOVUPS      Y4, 2016(SP)
+	VADDPS       Y4, Y3, Y3
+	VADDPS       Y3, Y2, Y2
+	VMOVUPS      (DX), Y0
+	VFMADD231PS  Y0, Y1, Y2
+	VMOVUPS      Y2, (DX)
+
+	// o = alpha*o.
+	VBROADCASTSS 2048(SP), Y0
+	VMULPS       (AX), Y0, Y1
+	VMOVUPS      Y1, (AX)
+	VMULPS       32(AX), Y0, Y1
+	VMOVUPS      Y1, 32(AX)
+	VMULPS       64(AX), Y0, Y1
+	VMOVUPS      Y1, 64(AX)
+	VMULPS       96(AX), Y0, Y1
+	VMOVUPS      Y1, 96(AX)
+	VMULPS       128(AX), Y0, Y1
+	VMOVUPS      Y1, 128(AX)
+	VMULPS       160(AX), Y0, Y1
+	VMOVUPS      Y1, 160(AX)
+	VMULPS       192(AX), Y0, Y1
+	VMOVUPS      Y1, 192(AX)
+	VMULPS       224(AX), Y0, Y1
+	VMOVUPS      Y1, 224(AX)
+	VMULPS       256(AX), Y0, Y1
+	VMOVUPS      Y1, 256(AX)
+	VMULPS       288(AX), Y0, Y1
+	VMOVUPS      Y1, 288(AX)
+	VMULPS       320(AX), Y0, Y1
+	VMOVUPS      Y1, 320(AX)
+	VMULPS       352(AX), Y0, Y1
+	VMOVUPS      Y1, 352(AX)
+	VMULPS       384(AX), Y0, Y1
+	VMOVUPS      Y1, 384(AX)
+	VMULPS       416(AX), Y0, Y1
+	VMOVUPS      Y1, 416(AX)
+	VMULPS       448(AX), Y0, Y1
+	VMOVUPS      Y1, 448(AX)
+	VMULPS       480(AX), Y0, Y0
+	VMOVUPS      Y0, 480(AX)
+	VBROADCASTSS 2052(SP), Y0
+	VMULPS       512(AX), Y0, Y1
+	VMOVUPS      Y1, 512(AX)
+	VMULPS       544(AX), Y0, Y1
+	VMOVUPS      Y1, 544(AX)
+	VMULPS       576(AX), Y0, Y1
+	VMOVUPS      Y1, 576(AX)
+	VMULPS       608(AX), Y0, Y1
+	VMOVUPS      Y1, 608(AX)
+	VMULPS       640(AX), Y0, Y1
+	VMOVUPS      Y1, 640(AX)
+	VMULPS       672(AX), Y0, Y1
+	VMOVUPS      Y1, 672(AX)
+	VMULPS       704(AX), Y0, Y1
+	VMOVUPS      Y1, 704(AX)
+	VMULPS       736(AX), Y0, Y1
+	VMOVUPS      Y1, 736(AX)
+	VMULPS       768(AX), Y0, Y1
+	VMOVUPS      Y1, 768(AX)
+	VMULPS       800(AX), Y0, Y1
+	VMOVUPS      Y1, 800(AX)
+	VMULPS       832(AX), Y0, Y1
+	VMOVUPS      Y1, 832(AX)
+	VMULPS       864(AX), Y0, Y1
+	VMOVUPS      Y1, 864(AX)
+	VMULPS       896(AX), Y0, Y1
+	VMOVUPS      Y1, 896(AX)
+	VMULPS       928(AX), Y0, Y1
+	VMOVUPS      Y1, 928(AX)
+	VMULPS       960(AX), Y0, Y1
+	VMOVUPS      Y1, 960(AX)
+	VMULPS       992(AX), Y0, Y0
+	VMOVUPS      Y0, 992(AX)
+	VBROADCASTSS 2056(SP), Y0
+	VMULPS       1024(AX), Y0, Y1
+	VMOVUPS      Y1, 1024(AX)
+	VMULPS       1056(AX), Y0, Y1
+	VMOVUPS      Y1, 1056(AX)
+	VMULPS       1088(AX), Y0, Y1
+	VMOVUPS      Y1, 1088(AX)
+	VMULPS       1120(AX), Y0, Y1
+	VMOVUPS      Y1, 1120(AX)
+	VMULPS       1152(AX), Y0, Y1
+	VMOVUPS      Y1, 1152(AX)
+	VMULPS       1184(AX), Y0, Y1
+	VMOVUPS      Y1, 1184(AX)
+	VMULPS       1216(AX), Y0, Y1
+	VMOVUPS      Y1, 1216(AX)
+	VMULPS       1248(AX), Y0, Y1
+	VMOVUPS      Y1, 1248(AX)
+	VMULPS       1280(AX), Y0, Y1
+	VMOVUPS      Y1, 1280(AX)
+	VMULPS       1312(AX), Y0, Y1
+	VMOVUPS      Y1, 1312(AX)
+	VMULPS       1344(AX), Y0, Y1
+	VMOVUPS      Y1, 1344(AX)
+	VMULPS       1376(AX), Y0, Y1
+	VMOVUPS      Y1, 1376(AX)
+	VMULPS       1408(AX), Y0, Y1
+	VMOVUPS      Y1, 1408(AX)
+	VMULPS       1440(AX), Y0, Y1
+	VMOVUPS      Y1, 1440(AX)
+	VMULPS       1472(AX), Y0, Y1
+	VMOVUPS      Y1, 1472(AX)
+	VMULPS       1504(AX), Y0, Y0
+	VMOVUPS      Y0, 1504(AX)
+	VBROADCASTSS 2060(SP), Y0
+	VMULPS       1536(AX), Y0, Y1
+	VMOVUPS      Y1, 1536(AX)
+	VMULPS       1568(AX), Y0, Y1
+	VMOVUPS      Y1, 1568(AX)
+	VMULPS       1600(AX), Y0, Y1
+	VMOVUPS      Y1, 1600(AX)
+	VMULPS       1632(AX), Y0, Y1
+	VMOVUPS      Y1, 1632(AX)
+	VMULPS       1664(AX), Y0, Y1
+	VMOVUPS      Y1, 1664(AX)
+	VMULPS       1696(AX), Y0, Y1
+	VMOVUPS      Y1, 1696(AX)
+	VMULPS       1728(AX), Y0, Y1
+	VMOVUPS      Y1, 1728(AX)
+	VMULPS       1760(AX), Y0, Y1
+	VMOVUPS      Y1, 1760(AX)
+	VMULPS       1792(AX), Y0, Y1
+	VMOVUPS      Y1, 1792(AX)
+	VMULPS       1824(AX), Y0, Y1
+	VMOVUPS      Y1, 1824(AX)
+	VMULPS       1856(AX), Y0, Y1
+	VMOVUPS      Y1, 1856(AX)
+	VMULPS       1888(AX), Y0, Y1
+	VMOVUPS      Y1, 1888(AX)
+	VMULPS       1920(AX), Y0, Y1
+	VMOVUPS      Y1, 1920(AX)
+	VMULPS       1952(AX), Y0, Y1
+	VMOVUPS      Y1, 1952(AX)
+	VMULPS       1984(AX), Y0, Y1
+	VMOVUPS      Y1, 1984(AX)
+	VMULPS       2016(AX), Y0, Y0
+	VMOVUPS      Y0, 2016(AX)
+	VBROADCASTSS 2064(SP), Y0
+	VMULPS       2048(AX), Y0, Y1
+	VMOVUPS      Y1, 2048(AX)
+	VMULPS       2080(AX), Y0, Y1
+	VMOVUPS      Y1, 2080(AX)
+	VMULPS       2112(AX), Y0, Y1
+	VMOVUPS      Y1, 2112(AX)
+	VMULPS       2144(AX), Y0, Y1
+	VMOVUPS      Y1, 2144(AX)
+	VMULPS       2176(AX), Y0, Y1
+	VMOVUPS      Y1, 2176(AX)
+	VMULPS       2208(AX), Y0, Y1
+	VMOVUPS      Y1, 2208(AX)
+	VMULPS       2240(AX), Y0, Y1
+	VMOVUPS      Y1, 2240(AX)
+	VMULPS       2272(AX), Y0, Y1
+	VMOVUPS      Y1, 2272(AX)
+	VMULPS       2304(AX), Y0, Y1
+	VMOVUPS      Y1, 2304(AX)
+	VMULPS       2336(AX), Y0, Y1
+	VMOVUPS      Y1, 2336(AX)
+	VMULPS       2368(AX), Y0, Y1
+	VMOVUPS      Y1, 2368(AX)
+	VMULPS       2400(AX), Y0, Y1
+	VMOVUPS      Y1, 2400(AX)
+	VMULPS       2432(AX), Y0, Y1
+	VMOVUPS      Y1, 2432(AX)
+	VMULPS       2464(AX), Y0, Y1
+	VMOVUPS      Y1, 2464(AX)
+	VMULPS       2496(AX), Y0, Y1
+	VMOVUPS      Y1, 2496(AX)
+	VMULPS       2528(AX), Y0, Y0
+	VMOVUPS      Y0, 2528(AX)
+	VBROADCASTSS 2068(SP), Y0
+	VMULPS       2560(AX), Y0, Y1
+	VMOVUPS      Y1, 2560(AX)
+	VMULPS       2592(AX), Y0, Y1
+	VMOVUPS      Y1, 2592(AX)
+	VMULPS       2624(AX), Y0, Y1
+	VMOVUPS      Y1, 2624(AX)
+	VMULPS       2656(AX), Y0, Y1
+	VMOVUPS      Y1, 2656(AX)
+	VMULPS       2688(AX), Y0, Y1
+	VMOVUPS      Y1, 2688(AX)
+	VMULPS       2720(AX), Y0, Y1
+	VMOVUPS      Y1, 2720(AX)
+	VMULPS       2752(AX), Y0, Y1
+	VMOVUPS      Y1, 2752(AX)
+	VMULPS       2784(AX), Y0, Y1
+	VMOVUPS      Y1, 2784(AX)
+	VMULPS       2816(AX), Y0, Y1
+	VMOVUPS      Y1, 2816(AX)
+	VMULPS       2848(AX), Y0, Y1
+	VMOVUPS      Y1, 2848(AX)
+	VMULPS       2880(AX), Y0, Y1
+	VMOVUPS      Y1, 2880(AX)
+	VMULPS       2912(AX), Y0, Y1
+	VMOVUPS      Y1, 2912(AX)
+	VMULPS       2944(AX), Y0, Y1
+	VMOVUPS      Y1, 2944(AX)
+	VMULPS       2976(AX), Y0, Y1
+	VMOVUPS      Y1, 2976(AX)
+	VMULPS       3008(AX), Y0, Y1
+	VMOVUPS      Y1, 3008(AX)
+	VMULPS       3040(AX), Y0, Y0
+	VMOVUPS      Y0, 3040(AX)
+	VBROADCASTSS 2072(SP), Y0
+	VMULPS       3072(AX), Y0, Y1
+	VMOVUPS      Y1, 3072(AX)
+	VMULPS       3104(AX), Y0, Y1
+	VMOVUPS      Y1, 3104(AX)
+	VMULPS       3136(AX), Y0, Y1
+	VMOVUPS      Y1, 3136(AX)
+	VMULPS       3168(AX), Y0, Y1
+	VMOVUPS      Y1, 3168(AX)
+	VMULPS       3200(AX), Y0, Y1
+	VMOVUPS      Y1, 3200(AX)
+	VMULPS       3232(AX), Y0, Y1
+	VMOVUPS      Y1, 3232(AX)
+	VMULPS       3264(AX), Y0, Y1
+	VMOVUPS      Y1, 3264(AX)
+	VMULPS       3296(AX), Y0, Y1
+	VMOVUPS      Y1, 3296(AX)
+	VMULPS       3328(AX), Y0, Y1
+	VMOVUPS      Y1, 3328(AX)
+	VMULPS       3360(AX), Y0, Y1
+	VMOVUPS      Y1, 3360(AX)
+	VMULPS       3392(AX), Y0, Y1
+	VMOVUPS      Y1, 3392(AX)
+	VMULPS       3424(AX), Y0, Y1
+	VMOVUPS      Y1, 3424(AX)
+	VMULPS       3456(AX), Y0, Y1
+	VMOVUPS      Y1, 3456(AX)
+	VMULPS       3488(AX), Y0, Y1
+	VMOVUPS      Y1, 3488(AX)
+	VMULPS       3520(AX), Y0, Y1
+	VMOVUPS      Y1, 3520(AX)
+	VMULPS       3552(AX), Y0, Y0
+	VMOVUPS      Y0, 3552(AX)
+	VBROADCASTSS 2076(SP), Y0
+	VMULPS       3584(AX), Y0, Y1
+	VMOVUPS      Y1, 3584(AX)
+	VMULPS       3616(AX), Y0, Y1
+	VMOVUPS      Y1, 3616(AX)
+	VMULPS       3648(AX), Y0, Y1
+	VMOVUPS      Y1, 3648(AX)
+	VMULPS       3680(AX), Y0, Y1
+	VMOVUPS      Y1, 3680(AX)
+	VMULPS       3712(AX), Y0, Y1
+	VMOVUPS      Y1, 3712(AX)
+	VMULPS       3744(AX), Y0, Y1
+	VMOVUPS      Y1, 3744(AX)
+	VMULPS       3776(AX), Y0, Y1
+	VMOVUPS      Y1, 3776(AX)
+	VMULPS       3808(AX), Y0, Y1
+	VMOVUPS      Y1, 3808(AX)
+	VMULPS       3840(AX), Y0, Y1
+	VMOVUPS      Y1, 3840(AX)
+	VMULPS       3872(AX), Y0, Y1
+	VMOVUPS      Y1, 3872(AX)
+	VMULPS       3904(AX), Y0, Y1
+	VMOVUPS      Y1, 3904(AX)
+	VMULPS       3936(AX), Y0, Y1
+	VMOVUPS      Y1, 3936(AX)
+	VMULPS       3968(AX), Y0, Y1
+	VMOVUPS      Y1, 3968(AX)
+	VMULPS       4000(AX), Y0, Y1
+	VMOVUPS      Y1, 4000(AX)
+	VMULPS       4032(AX), Y0, Y1
+	VMOVUPS      Y1, 4032(AX)
+	VMULPS       4064(AX), Y0, Y0
+	VMOVUPS      Y0, 4064(AX)
+
+	// o += P V, in column chunks of o and groups of rows, each over the whole tile.
+	MOVQ v+16(FP), CX
+	MOVQ $0x00000004, DX
+
+pvc:
+	MOVQ    off+24(FP), BX
+	LEAQ    (SP), SI
+	MOVQ    $0x00000010, DI
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	VMOVUPS 64(AX), Y2
+	VMOVUPS 96(AX), Y3
+	VMOVUPS 512(AX), Y4
+	VMOVUPS 544(AX), Y5
+	VMOVUPS 576(AX), Y6
+	VMOVUPS 608(AX), Y7
+
+pv0:
+	MOVQ         (BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS (SI), Y8
+	VBROADCASTSS 4(SI), Y9
+	VCVTPH2PS    (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VCVTPH2PS    16(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VCVTPH2PS    32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VCVTPH2PS    48(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         8(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 32(SI), Y8
+	VBROADCASTSS 36(SI), Y9
+	VCVTPH2PS    (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VCVTPH2PS    16(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VCVTPH2PS    32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VCVTPH2PS    48(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         16(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 64(SI), Y8
+	VBROADCASTSS 68(SI), Y9
+	VCVTPH2PS    (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VCVTPH2PS    16(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VCVTPH2PS    32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VCVTPH2PS    48(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         24(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 96(SI), Y8
+	VBROADCASTSS 100(SI), Y9
+	VCVTPH2PS    (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VCVTPH2PS    16(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VCVTPH2PS    32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VCVTPH2PS    48(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	ADDQ         $0x00000080, SI
+	ADDQ         $0x20, BX
+	DECQ         DI
+	JNZ          pv0
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	VMOVUPS      Y3, 96(AX)
+	VMOVUPS      Y4, 512(AX)
+	VMOVUPS      Y5, 544(AX)
+	VMOVUPS      Y6, 576(AX)
+	VMOVUPS      Y7, 608(AX)
+	MOVQ         off+24(FP), BX
+	LEAQ         (SP), SI
+	MOVQ         $0x00000010, DI
+	VMOVUPS      1024(AX), Y0
+	VMOVUPS      1056(AX), Y1
+	VMOVUPS      1088(AX), Y2
+	VMOVUPS      1120(AX), Y3
+	VMOVUPS      1536(AX), Y4
+	VMOVUPS      1568(AX), Y5
+	VMOVUPS      1600(AX), Y6
+	VMOVUPS      1632(AX), Y7
+
+pv2:
+	MOVQ         (BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 8(SI), Y8
+	VBROADCASTSS 12(SI), Y9
+	VCVTPH2PS    (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VCVTPH2PS    16(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VCVTPH2PS    32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VCVTPH2PS    48(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         8(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 40(SI), Y8
+	VBROADCASTSS 44(SI), Y9
+	VCVTPH2PS    (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VCVTPH2PS    16(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VCVTPH2PS    32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VCVTPH2PS    48(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         16(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 72(SI), Y8
+	VBROADCASTSS 76(SI), Y9
+	VCVTPH2PS    (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VCVTPH2PS    16(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VCVTPH2PS    32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VCVTPH2PS    48(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         24(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 104(SI), Y8
+	VBROADCASTSS 108(SI), Y9
+	VCVTPH2PS    (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VCVTPH2PS    16(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VCVTPH2PS    32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VCVTPH2PS    48(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	ADDQ         $0x00000080, SI
+	ADDQ         $0x20, BX
+	DECQ         DI
+	JNZ          pv2
+	VMOVUPS      Y0, 1024(AX)
+	VMOVUPS      Y1, 1056(AX)
+	VMOVUPS      Y2, 1088(AX)
+	VMOVUPS      Y3, 1120(AX)
+	VMOVUPS      Y4, 1536(AX)
+	VMOVUPS      Y5, 1568(AX)
+	VMOVUPS      Y6, 1600(AX)
+	VMOVUPS      Y7, 1632(AX)
+	MOVQ         off+24(FP), BX
+	LEAQ         (SP), SI
+	MOVQ         $0x00000010, DI
+	VMOVUPS      2048(AX), Y0
+	VMOVUPS      2080(AX), Y1
+	VMOVUPS      2112(AX), Y2
+	VMOVUPS      2144(AX), Y3
+	VMOVUPS      2560(AX), Y4
+	VMOVUPS      2592(AX), Y5
+	VMOVUPS      2624(AX), Y6
+	VMOVUPS      2656(AX), Y7
+
+pv4:
+	MOVQ         (BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 16(SI), Y8
+	VBROADCASTSS 20(SI), Y9
+	VCVTPH2PS    (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VCVTPH2PS    16(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VCVTPH2PS    32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VCVTPH2PS    48(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         8(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 48(SI), Y8
+	VBROADCASTSS 52(SI), Y9
+	VCVTPH2PS    (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VCVTPH2PS    16(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VCVTPH2PS    32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VCVTPH2PS    48(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         16(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 80(SI), Y8
+	VBROADCASTSS 84(SI), Y9
+	VCVTPH2PS    (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VCVTPH2PS    16(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VCVTPH2PS    32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VCVTPH2PS    48(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         24(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 112(SI), Y8
+	VBROADCASTSS 116(SI), Y9
+	VCVTPH2PS    (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VCVTPH2PS    16(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VCVTPH2PS    32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VCVTPH2PS    48(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	ADDQ         $0x00000080, SI
+	ADDQ         $0x20, BX
+	DECQ         DI
+	JNZ          pv4
+	VMOVUPS      Y0, 2048(AX)
+	VMOVUPS      Y1, 2080(AX)
+	VMOVUPS      Y2, 2112(AX)
+	VMOVUPS      Y3, 2144(AX)
+	VMOVUPS      Y4, 2560(AX)
+	VMOVUPS      Y5, 2592(AX)
+	VMOVUPS      Y6, 2624(AX)
+	VMOVUPS      Y7, 2656(AX)
+	MOVQ         off+24(FP), BX
+	LEAQ         (SP), SI
+	MOVQ         $0x00000010, DI
+	VMOVUPS      3072(AX), Y0
+	VMOVUPS      3104(AX), Y1
+	VMOVUPS      3136(AX), Y2
+	VMOVUPS      3168(AX), Y3
+	VMOVUPS      3584(AX), Y4
+	VMOVUPS      3616(AX), Y5
+	VMOVUPS      3648(AX), Y6
+	VMOVUPS      3680(AX), Y7
+
+pv6:
+	MOVQ         (BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 24(SI), Y8
+	VBROADCASTSS 28(SI), Y9
+	VCVTPH2PS    (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VCVTPH2PS    16(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VCVTPH2PS    32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VCVTPH2PS    48(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         8(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 56(SI), Y8
+	VBROADCASTSS 60(SI), Y9
+	VCVTPH2PS    (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VCVTPH2PS    16(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VCVTPH2PS    32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VCVTPH2PS    48(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         16(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 88(SI), Y8
+	VBROADCASTSS 92(SI), Y9
+	VCVTPH2PS    (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VCVTPH2PS    16(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VCVTPH2PS    32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VCVTPH2PS    48(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	MOVQ         24(BX), R8
+	ADDQ         CX, R8
+	VBROADCASTSS 120(SI), Y8
+	VBROADCASTSS 124(SI), Y9
+	VCVTPH2PS    (R8), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y4
+	VCVTPH2PS    16(R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VFMADD231PS  Y10, Y9, Y5
+	VCVTPH2PS    32(R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y6
+	VCVTPH2PS    48(R8), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VFMADD231PS  Y10, Y9, Y7
+	ADDQ         $0x00000080, SI
+	ADDQ         $0x20, BX
+	DECQ         DI
+	JNZ          pv6
+	VMOVUPS      Y0, 3072(AX)
+	VMOVUPS      Y1, 3104(AX)
+	VMOVUPS      Y2, 3136(AX)
+	VMOVUPS      Y3, 3168(AX)
+	VMOVUPS      Y4, 3584(AX)
+	VMOVUPS      Y5, 3616(AX)
+	VMOVUPS      Y6, 3648(AX)
+	VMOVUPS      Y7, 3680(AX)
+	ADDQ         $0x00000040, CX
+	ADDQ         $0x00000080, AX
+	DECQ         DX
+	JNZ          pvc
+	VZEROUPPER
+	RET
+
 // func peakFMA512(n int)
 // Requires: AVX, AVX512F
 TEXT ·peakFMA512(SB), NOSPLIT, $0-8
@@ -31051,6 +59780,636 @@ loop:
 	VCVTPS2PH $0x00, Z1, (AX)
 	ADDQ      $0x40, CX
 	ADDQ      $0x20, AX
+	DECQ      DX
+	JNZ       loop
+
+done:
+	VZEROUPPER
+	RET
+
+// func transposeTileAVX2(dst *float32, src *float32, pitch int, d int, scale float32)
+// Requires: AVX, AVX2, SSE
+TEXT ·transposeTileAVX2(SB), NOSPLIT, $0-36
+	MOVQ         dst+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         pitch+16(FP), DX
+	MOVQ         d+24(FP), BX
+	MOVSS        scale+32(FP), X0
+	VBROADCASTSS X0, Y0
+	SHLQ         $0x02, DX
+	SHRQ         $0x03, BX
+	TESTQ        BX, BX
+	JZ           done
+
+block:
+	MOVQ       CX, SI
+	VMULPS     (SI), Y0, Y1
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y2
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y3
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y4
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y5
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y6
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y7
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y8
+	ADDQ       DX, SI
+	VUNPCKLPS  Y2, Y1, Y9
+	VUNPCKHPS  Y2, Y1, Y1
+	VUNPCKLPS  Y4, Y3, Y2
+	VUNPCKHPS  Y4, Y3, Y3
+	VUNPCKLPS  Y6, Y5, Y4
+	VUNPCKHPS  Y6, Y5, Y5
+	VUNPCKLPS  Y8, Y7, Y6
+	VUNPCKHPS  Y8, Y7, Y7
+	VSHUFPS    $0x44, Y2, Y9, Y8
+	VSHUFPS    $0xee, Y2, Y9, Y2
+	VSHUFPS    $0x44, Y3, Y1, Y9
+	VSHUFPS    $0xee, Y3, Y1, Y1
+	VSHUFPS    $0x44, Y6, Y4, Y3
+	VSHUFPS    $0xee, Y6, Y4, Y4
+	VSHUFPS    $0x44, Y7, Y5, Y6
+	VSHUFPS    $0xee, Y7, Y5, Y5
+	VPERM2F128 $0x20, Y3, Y8, Y7
+	VPERM2F128 $0x31, Y3, Y8, Y3
+	VMOVUPS    Y7, (AX)
+	VMOVUPS    Y3, 1024(AX)
+	VPERM2F128 $0x20, Y4, Y2, Y3
+	VPERM2F128 $0x31, Y4, Y2, Y2
+	VMOVUPS    Y3, 256(AX)
+	VMOVUPS    Y2, 1280(AX)
+	VPERM2F128 $0x20, Y6, Y9, Y2
+	VPERM2F128 $0x31, Y6, Y9, Y3
+	VMOVUPS    Y2, 512(AX)
+	VMOVUPS    Y3, 1536(AX)
+	VPERM2F128 $0x20, Y5, Y1, Y2
+	VPERM2F128 $0x31, Y5, Y1, Y1
+	VMOVUPS    Y2, 768(AX)
+	VMOVUPS    Y1, 1792(AX)
+	VMULPS     (SI), Y0, Y1
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y2
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y3
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y4
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y5
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y6
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y7
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y8
+	ADDQ       DX, SI
+	VUNPCKLPS  Y2, Y1, Y9
+	VUNPCKHPS  Y2, Y1, Y1
+	VUNPCKLPS  Y4, Y3, Y2
+	VUNPCKHPS  Y4, Y3, Y3
+	VUNPCKLPS  Y6, Y5, Y4
+	VUNPCKHPS  Y6, Y5, Y5
+	VUNPCKLPS  Y8, Y7, Y6
+	VUNPCKHPS  Y8, Y7, Y7
+	VSHUFPS    $0x44, Y2, Y9, Y8
+	VSHUFPS    $0xee, Y2, Y9, Y2
+	VSHUFPS    $0x44, Y3, Y1, Y9
+	VSHUFPS    $0xee, Y3, Y1, Y1
+	VSHUFPS    $0x44, Y6, Y4, Y3
+	VSHUFPS    $0xee, Y6, Y4, Y4
+	VSHUFPS    $0x44, Y7, Y5, Y6
+	VSHUFPS    $0xee, Y7, Y5, Y5
+	VPERM2F128 $0x20, Y3, Y8, Y7
+	VPERM2F128 $0x31, Y3, Y8, Y3
+	VMOVUPS    Y7, 32(AX)
+	VMOVUPS    Y3, 1056(AX)
+	VPERM2F128 $0x20, Y4, Y2, Y3
+	VPERM2F128 $0x31, Y4, Y2, Y2
+	VMOVUPS    Y3, 288(AX)
+	VMOVUPS    Y2, 1312(AX)
+	VPERM2F128 $0x20, Y6, Y9, Y2
+	VPERM2F128 $0x31, Y6, Y9, Y3
+	VMOVUPS    Y2, 544(AX)
+	VMOVUPS    Y3, 1568(AX)
+	VPERM2F128 $0x20, Y5, Y1, Y2
+	VPERM2F128 $0x31, Y5, Y1, Y1
+	VMOVUPS    Y2, 800(AX)
+	VMOVUPS    Y1, 1824(AX)
+	VMULPS     (SI), Y0, Y1
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y2
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y3
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y4
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y5
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y6
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y7
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y8
+	ADDQ       DX, SI
+	VUNPCKLPS  Y2, Y1, Y9
+	VUNPCKHPS  Y2, Y1, Y1
+	VUNPCKLPS  Y4, Y3, Y2
+	VUNPCKHPS  Y4, Y3, Y3
+	VUNPCKLPS  Y6, Y5, Y4
+	VUNPCKHPS  Y6, Y5, Y5
+	VUNPCKLPS  Y8, Y7, Y6
+	VUNPCKHPS  Y8, Y7, Y7
+	VSHUFPS    $0x44, Y2, Y9, Y8
+	VSHUFPS    $0xee, Y2, Y9, Y2
+	VSHUFPS    $0x44, Y3, Y1, Y9
+	VSHUFPS    $0xee, Y3, Y1, Y1
+	VSHUFPS    $0x44, Y6, Y4, Y3
+	VSHUFPS    $0xee, Y6, Y4, Y4
+	VSHUFPS    $0x44, Y7, Y5, Y6
+	VSHUFPS    $0xee, Y7, Y5, Y5
+	VPERM2F128 $0x20, Y3, Y8, Y7
+	VPERM2F128 $0x31, Y3, Y8, Y3
+	VMOVUPS    Y7, 64(AX)
+	VMOVUPS    Y3, 1088(AX)
+	VPERM2F128 $0x20, Y4, Y2, Y3
+	VPERM2F128 $0x31, Y4, Y2, Y2
+	VMOVUPS    Y3, 320(AX)
+	VMOVUPS    Y2, 1344(AX)
+	VPERM2F128 $0x20, Y6, Y9, Y2
+	VPERM2F128 $0x31, Y6, Y9, Y3
+	VMOVUPS    Y2, 576(AX)
+	VMOVUPS    Y3, 1600(AX)
+	VPERM2F128 $0x20, Y5, Y1, Y2
+	VPERM2F128 $0x31, Y5, Y1, Y1
+	VMOVUPS    Y2, 832(AX)
+	VMOVUPS    Y1, 1856(AX)
+	VMULPS     (SI), Y0, Y1
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y2
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y3
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y4
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y5
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y6
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y7
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y8
+	ADDQ       DX, SI
+	VUNPCKLPS  Y2, Y1, Y9
+	VUNPCKHPS  Y2, Y1, Y1
+	VUNPCKLPS  Y4, Y3, Y2
+	VUNPCKHPS  Y4, Y3, Y3
+	VUNPCKLPS  Y6, Y5, Y4
+	VUNPCKHPS  Y6, Y5, Y5
+	VUNPCKLPS  Y8, Y7, Y6
+	VUNPCKHPS  Y8, Y7, Y7
+	VSHUFPS    $0x44, Y2, Y9, Y8
+	VSHUFPS    $0xee, Y2, Y9, Y2
+	VSHUFPS    $0x44, Y3, Y1, Y9
+	VSHUFPS    $0xee, Y3, Y1, Y1
+	VSHUFPS    $0x44, Y6, Y4, Y3
+	VSHUFPS    $0xee, Y6, Y4, Y4
+	VSHUFPS    $0x44, Y7, Y5, Y6
+	VSHUFPS    $0xee, Y7, Y5, Y5
+	VPERM2F128 $0x20, Y3, Y8, Y7
+	VPERM2F128 $0x31, Y3, Y8, Y3
+	VMOVUPS    Y7, 96(AX)
+	VMOVUPS    Y3, 1120(AX)
+	VPERM2F128 $0x20, Y4, Y2, Y3
+	VPERM2F128 $0x31, Y4, Y2, Y2
+	VMOVUPS    Y3, 352(AX)
+	VMOVUPS    Y2, 1376(AX)
+	VPERM2F128 $0x20, Y6, Y9, Y2
+	VPERM2F128 $0x31, Y6, Y9, Y3
+	VMOVUPS    Y2, 608(AX)
+	VMOVUPS    Y3, 1632(AX)
+	VPERM2F128 $0x20, Y5, Y1, Y2
+	VPERM2F128 $0x31, Y5, Y1, Y1
+	VMOVUPS    Y2, 864(AX)
+	VMOVUPS    Y1, 1888(AX)
+	VMULPS     (SI), Y0, Y1
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y2
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y3
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y4
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y5
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y6
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y7
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y8
+	ADDQ       DX, SI
+	VUNPCKLPS  Y2, Y1, Y9
+	VUNPCKHPS  Y2, Y1, Y1
+	VUNPCKLPS  Y4, Y3, Y2
+	VUNPCKHPS  Y4, Y3, Y3
+	VUNPCKLPS  Y6, Y5, Y4
+	VUNPCKHPS  Y6, Y5, Y5
+	VUNPCKLPS  Y8, Y7, Y6
+	VUNPCKHPS  Y8, Y7, Y7
+	VSHUFPS    $0x44, Y2, Y9, Y8
+	VSHUFPS    $0xee, Y2, Y9, Y2
+	VSHUFPS    $0x44, Y3, Y1, Y9
+	VSHUFPS    $0xee, Y3, Y1, Y1
+	VSHUFPS    $0x44, Y6, Y4, Y3
+	VSHUFPS    $0xee, Y6, Y4, Y4
+	VSHUFPS    $0x44, Y7, Y5, Y6
+	VSHUFPS    $0xee, Y7, Y5, Y5
+	VPERM2F128 $0x20, Y3, Y8, Y7
+	VPERM2F128 $0x31, Y3, Y8, Y3
+	VMOVUPS    Y7, 128(AX)
+	VMOVUPS    Y3, 1152(AX)
+	VPERM2F128 $0x20, Y4, Y2, Y3
+	VPERM2F128 $0x31, Y4, Y2, Y2
+	VMOVUPS    Y3, 384(AX)
+	VMOVUPS    Y2, 1408(AX)
+	VPERM2F128 $0x20, Y6, Y9, Y2
+	VPERM2F128 $0x31, Y6, Y9, Y3
+	VMOVUPS    Y2, 640(AX)
+	VMOVUPS    Y3, 1664(AX)
+	VPERM2F128 $0x20, Y5, Y1, Y2
+	VPERM2F128 $0x31, Y5, Y1, Y1
+	VMOVUPS    Y2, 896(AX)
+	VMOVUPS    Y1, 1920(AX)
+	VMULPS     (SI), Y0, Y1
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y2
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y3
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y4
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y5
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y6
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y7
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y8
+	ADDQ       DX, SI
+	VUNPCKLPS  Y2, Y1, Y9
+	VUNPCKHPS  Y2, Y1, Y1
+	VUNPCKLPS  Y4, Y3, Y2
+	VUNPCKHPS  Y4, Y3, Y3
+	VUNPCKLPS  Y6, Y5, Y4
+	VUNPCKHPS  Y6, Y5, Y5
+	VUNPCKLPS  Y8, Y7, Y6
+	VUNPCKHPS  Y8, Y7, Y7
+	VSHUFPS    $0x44, Y2, Y9, Y8
+	VSHUFPS    $0xee, Y2, Y9, Y2
+	VSHUFPS    $0x44, Y3, Y1, Y9
+	VSHUFPS    $0xee, Y3, Y1, Y1
+	VSHUFPS    $0x44, Y6, Y4, Y3
+	VSHUFPS    $0xee, Y6, Y4, Y4
+	VSHUFPS    $0x44, Y7, Y5, Y6
+	VSHUFPS    $0xee, Y7, Y5, Y5
+	VPERM2F128 $0x20, Y3, Y8, Y7
+	VPERM2F128 $0x31, Y3, Y8, Y3
+	VMOVUPS    Y7, 160(AX)
+	VMOVUPS    Y3, 1184(AX)
+	VPERM2F128 $0x20, Y4, Y2, Y3
+	VPERM2F128 $0x31, Y4, Y2, Y2
+	VMOVUPS    Y3, 416(AX)
+	VMOVUPS    Y2, 1440(AX)
+	VPERM2F128 $0x20, Y6, Y9, Y2
+	VPERM2F128 $0x31, Y6, Y9, Y3
+	VMOVUPS    Y2, 672(AX)
+	VMOVUPS    Y3, 1696(AX)
+	VPERM2F128 $0x20, Y5, Y1, Y2
+	VPERM2F128 $0x31, Y5, Y1, Y1
+	VMOVUPS    Y2, 928(AX)
+	VMOVUPS    Y1, 1952(AX)
+	VMULPS     (SI), Y0, Y1
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y2
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y3
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y4
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y5
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y6
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y7
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y8
+	ADDQ       DX, SI
+	VUNPCKLPS  Y2, Y1, Y9
+	VUNPCKHPS  Y2, Y1, Y1
+	VUNPCKLPS  Y4, Y3, Y2
+	VUNPCKHPS  Y4, Y3, Y3
+	VUNPCKLPS  Y6, Y5, Y4
+	VUNPCKHPS  Y6, Y5, Y5
+	VUNPCKLPS  Y8, Y7, Y6
+	VUNPCKHPS  Y8, Y7, Y7
+	VSHUFPS    $0x44, Y2, Y9, Y8
+	VSHUFPS    $0xee, Y2, Y9, Y2
+	VSHUFPS    $0x44, Y3, Y1, Y9
+	VSHUFPS    $0xee, Y3, Y1, Y1
+	VSHUFPS    $0x44, Y6, Y4, Y3
+	VSHUFPS    $0xee, Y6, Y4, Y4
+	VSHUFPS    $0x44, Y7, Y5, Y6
+	VSHUFPS    $0xee, Y7, Y5, Y5
+	VPERM2F128 $0x20, Y3, Y8, Y7
+	VPERM2F128 $0x31, Y3, Y8, Y3
+	VMOVUPS    Y7, 192(AX)
+	VMOVUPS    Y3, 1216(AX)
+	VPERM2F128 $0x20, Y4, Y2, Y3
+	VPERM2F128 $0x31, Y4, Y2, Y2
+	VMOVUPS    Y3, 448(AX)
+	VMOVUPS    Y2, 1472(AX)
+	VPERM2F128 $0x20, Y6, Y9, Y2
+	VPERM2F128 $0x31, Y6, Y9, Y3
+	VMOVUPS    Y2, 704(AX)
+	VMOVUPS    Y3, 1728(AX)
+	VPERM2F128 $0x20, Y5, Y1, Y2
+	VPERM2F128 $0x31, Y5, Y1, Y1
+	VMOVUPS    Y2, 960(AX)
+	VMOVUPS    Y1, 1984(AX)
+	VMULPS     (SI), Y0, Y1
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y2
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y3
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y4
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y5
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y6
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y7
+	ADDQ       DX, SI
+	VMULPS     (SI), Y0, Y8
+	ADDQ       DX, SI
+	VUNPCKLPS  Y2, Y1, Y9
+	VUNPCKHPS  Y2, Y1, Y1
+	VUNPCKLPS  Y4, Y3, Y2
+	VUNPCKHPS  Y4, Y3, Y3
+	VUNPCKLPS  Y6, Y5, Y4
+	VUNPCKHPS  Y6, Y5, Y5
+	VUNPCKLPS  Y8, Y7, Y6
+	VUNPCKHPS  Y8, Y7, Y7
+	VSHUFPS    $0x44, Y2, Y9, Y8
+	VSHUFPS    $0xee, Y2, Y9, Y2
+	VSHUFPS    $0x44, Y3, Y1, Y9
+	VSHUFPS    $0xee, Y3, Y1, Y1
+	VSHUFPS    $0x44, Y6, Y4, Y3
+	VSHUFPS    $0xee, Y6, Y4, Y4
+	VSHUFPS    $0x44, Y7, Y5, Y6
+	VSHUFPS    $0xee, Y7, Y5, Y5
+	VPERM2F128 $0x20, Y3, Y8, Y7
+	VPERM2F128 $0x31, Y3, Y8, Y3
+	VMOVUPS    Y7, 224(AX)
+	VMOVUPS    Y3, 1248(AX)
+	VPERM2F128 $0x20, Y4, Y2, Y3
+	VPERM2F128 $0x31, Y4, Y2, Y2
+	VMOVUPS    Y3, 480(AX)
+	VMOVUPS    Y2, 1504(AX)
+	VPERM2F128 $0x20, Y6, Y9, Y2
+	VPERM2F128 $0x31, Y6, Y9, Y3
+	VMOVUPS    Y2, 736(AX)
+	VMOVUPS    Y3, 1760(AX)
+	VPERM2F128 $0x20, Y5, Y1, Y2
+	VPERM2F128 $0x31, Y5, Y1, Y1
+	VMOVUPS    Y2, 992(AX)
+	VMOVUPS    Y1, 2016(AX)
+	ADDQ       $0x00000020, CX
+	ADDQ       $0x00000800, AX
+	DECQ       BX
+	JNZ        block
+
+done:
+	VZEROUPPER
+	RET
+
+// func widenBF16AVX2(dst *float32, src *uint16, n int)
+// Requires: AVX, AVX2
+TEXT ·widenBF16AVX2(SB), NOSPLIT, $0-24
+	MOVQ  dst+0(FP), AX
+	MOVQ  src+8(FP), CX
+	MOVQ  n+16(FP), DX
+	SHRQ  $0x03, DX
+	TESTQ DX, DX
+	JZ    done
+
+loop:
+	VPMOVZXWD (CX), Y0
+	VPSLLD    $0x10, Y0, Y0
+	VMOVUPS   Y0, (AX)
+	ADDQ      $0x10, CX
+	ADDQ      $0x20, AX
+	DECQ      DX
+	JNZ       loop
+
+done:
+	VZEROUPPER
+	RET
+
+// func widenF16AVX2(dst *float32, src *uint16, n int)
+// Requires: AVX, F16C
+TEXT ·widenF16AVX2(SB), NOSPLIT, $0-24
+	MOVQ  dst+0(FP), AX
+	MOVQ  src+8(FP), CX
+	MOVQ  n+16(FP), DX
+	SHRQ  $0x03, DX
+	TESTQ DX, DX
+	JZ    done
+
+loop:
+	VCVTPH2PS (CX), Y0
+	VMOVUPS   Y0, (AX)
+	ADDQ      $0x10, CX
+	ADDQ      $0x20, AX
+	DECQ      DX
+	JNZ       loop
+
+done:
+	VZEROUPPER
+	RET
+
+// func scaleRowAVX2(dst *float32, src *float32, n int, s float32)
+// Requires: AVX, AVX2, SSE
+TEXT ·scaleRowAVX2(SB), NOSPLIT, $0-28
+	MOVQ         dst+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         n+16(FP), DX
+	MOVSS        s+24(FP), X0
+	VBROADCASTSS X0, Y0
+	SHRQ         $0x03, DX
+	TESTQ        DX, DX
+	JZ           done
+
+loop:
+	VMULPS  (CX), Y0, Y1
+	VMOVUPS Y1, (AX)
+	ADDQ    $0x20, CX
+	ADDQ    $0x20, AX
+	DECQ    DX
+	JNZ     loop
+
+done:
+	VZEROUPPER
+	RET
+
+// func nonFiniteRowsAVX2(v *float32, d int) uint64
+// Requires: AVX, AVX2
+TEXT ·nonFiniteRowsAVX2(SB), NOSPLIT, $0-24
+	MOVQ    v+0(FP), AX
+	MOVQ    d+8(FP), CX
+	SHRQ    $0x03, CX
+	VMOVUPS attnconst<>+480(SB), Y0
+	XORQ    DX, DX
+	XORQ    BX, BX
+
+row:
+	VXORPS Y1, Y1, Y1
+	MOVQ   CX, SI
+
+vec:
+	VPAND    (AX), Y0, Y2
+	VPCMPEQD Y0, Y2, Y2
+	VPOR     Y2, Y1, Y1
+	ADDQ     $0x20, AX
+	DECQ     SI
+	JNZ      vec
+	VPTEST   Y1, Y1
+	JZ       next
+	BTSQ     BX, DX
+
+next:
+	INCQ BX
+	CMPQ BX, $0x40
+	JNE  row
+	MOVQ DX, ret+16(FP)
+	VZEROUPPER
+	RET
+
+// func lseAVX2(dst *float32, m *float32, l *float32, n int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·lseAVX2(SB), NOSPLIT, $0-32
+	MOVQ  dst+0(FP), AX
+	MOVQ  m+8(FP), CX
+	MOVQ  l+16(FP), DX
+	MOVQ  n+24(FP), BX
+	SHRQ  $0x03, BX
+	TESTQ BX, BX
+	JZ    done
+
+loop:
+	VMOVUPS     (DX), Y0
+	VCMPPS      $0x01, attnconst<>+896(SB), Y0, Y1
+	VMULPS      attnconst<>+928(SB), Y0, Y2
+	VBLENDVPS   Y1, Y2, Y0, Y2
+	VMOVUPS     attnconst<>+960(SB), Y3
+	VBLENDVPS   Y1, attnconst<>+992(SB), Y3, Y3
+	VPSRLD      $0x17, Y2, Y1
+	VCVTDQ2PS   Y1, Y1
+	VSUBPS      Y3, Y1, Y1
+	VANDPS      attnconst<>+864(SB), Y2, Y2
+	VORPS       attnconst<>+32(SB), Y2, Y2
+	VMOVUPS     attnconst<>+32(SB), Y3
+	VSUBPS      Y3, Y2, Y4
+	VADDPS      Y3, Y2, Y2
+	VDIVPS      Y2, Y4, Y2
+	VMULPS      Y2, Y2, Y4
+	VMOVUPS     attnconst<>+832(SB), Y5
+	VFMADD213PS attnconst<>+800(SB), Y4, Y5
+	VFMADD213PS attnconst<>+768(SB), Y4, Y5
+	VFMADD213PS attnconst<>+736(SB), Y4, Y5
+	VFMADD213PS attnconst<>+704(SB), Y4, Y5
+	VFMADD213PS attnconst<>+672(SB), Y4, Y5
+	VMULPS      Y2, Y5, Y5
+	VADDPS      (CX), Y1, Y1
+	VADDPS      Y5, Y1, Y1
+	VMULPS      attnconst<>+640(SB), Y1, Y1
+	VCMPPS      $0x00, attnconst<>+64(SB), Y0, Y2
+	VCMPPS      $0x15, attnconst<>+480(SB), Y0, Y4
+	VORPS       Y4, Y2, Y2
+	VSUBPS      Y3, Y0, Y0
+	VMULPS      attnconst<>+480(SB), Y0, Y0
+	VBLENDVPS   Y2, Y0, Y1, Y1
+	VMOVUPS     Y1, (AX)
+	ADDQ        $0x20, DX
+	ADDQ        $0x20, CX
+	ADDQ        $0x20, AX
+	DECQ        BX
+	JNZ         loop
+
+done:
+	VZEROUPPER
+	RET
+
+// func narrowBF16AVX2(dst *uint16, src *float32, n int, s float32)
+// Requires: AVX, AVX2, SSE
+TEXT ·narrowBF16AVX2(SB), NOSPLIT, $0-28
+	MOVQ         dst+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         n+16(FP), DX
+	MOVSS        s+24(FP), X0
+	VBROADCASTSS X0, Y0
+	VMOVUPS      attnconst<>+544(SB), Y1
+	VMOVUPS      attnconst<>+576(SB), Y2
+	VMOVUPS      attnconst<>+608(SB), Y3
+	VMOVUPS      attnconst<>+512(SB), Y4
+	VMOVUPS      attnconst<>+480(SB), Y5
+	SHRQ         $0x03, DX
+	TESTQ        DX, DX
+	JZ           done
+
+loop:
+	VMULPS       (CX), Y0, Y6
+	VPSRLD       $0x10, Y6, Y7
+	VPAND        Y2, Y7, Y8
+	VPADDD       Y1, Y8, Y8
+	VPADDD       Y6, Y8, Y8
+	VPSRLD       $0x10, Y8, Y8
+	VPOR         Y3, Y7, Y7
+	VPAND        Y4, Y6, Y6
+	VPCMPGTD     Y5, Y6, Y6
+	VBLENDVPS    Y6, Y7, Y8, Y8
+	VEXTRACTI128 $0x01, Y8, X6
+	VPACKUSDW    X6, X8, X6
+	VMOVDQU      X6, (AX)
+	ADDQ         $0x20, CX
+	ADDQ         $0x10, AX
+	DECQ         DX
+	JNZ          loop
+
+done:
+	VZEROUPPER
+	RET
+
+// func narrowF16AVX2(dst *uint16, src *float32, n int, s float32)
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·narrowF16AVX2(SB), NOSPLIT, $0-28
+	MOVQ         dst+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         n+16(FP), DX
+	MOVSS        s+24(FP), X0
+	VBROADCASTSS X0, Y0
+	SHRQ         $0x03, DX
+	TESTQ        DX, DX
+	JZ           done
+
+loop:
+	VMULPS    (CX), Y0, Y1
+	VCVTPS2PH $0x00, Y1, (AX)
+	ADDQ      $0x20, CX
+	ADDQ      $0x10, AX
 	DECQ      DX
 	JNZ       loop
 
