@@ -168,6 +168,17 @@ func EmitDecode(ctx *build.Context, c ConstTable, isa ISA, e Elem, d, r int) {
 	ctx.Comment("Scores: vector i holds keys i*keys .. i*keys+keys-1 by rows.")
 	q := g.param("q")
 	kb, op0, sp, nb := g.param("k"), g.param("off"), ctx.GP64(), ctx.GP64()
+	// AVX2 asks for each value row's cache lines (into L2) as it reads the
+	// key row at the same offset, so that both streams are in flight at
+	// once (the P V pass then reads the tile from cache): a causal decode
+	// of 32k keys, one row per job, took 10.8 ms instead of 12.4. The
+	// AVX-512 kernels measured slower with it (11.3-11.9 ms against 10.4).
+	var vdel reg.Register
+	prefetch := g.isa == AVX2
+	if prefetch {
+		vdel = g.param("v")
+		ctx.SUBQ(kb, vdel) // v - k: a key row's address plus vdel is its value row's
+	}
 	ctx.LEAQ(sbuf, sp)
 	ctx.MOVQ(op.U32(uint32(nv)), nb)
 	ctx.Label("qk")
@@ -194,12 +205,20 @@ func EmitDecode(ctx *build.Context, c ConstTable, isa ISA, e Elem, d, r int) {
 		}
 		for j := 0; j < keys; j++ {
 			kv := g.vec()
+			pf := prefetch && (es*g.w*ci)%64 == 0 // once per value cache line
 			if held {
 				load(mem(kr[j], es*g.w*ci), kv)
+				if pf {
+					ctx.PREFETCHT2(op.Mem{Base: kr[j], Index: vdel, Scale: 1, Disp: es * g.w * ci})
+				}
 			} else {
 				t := ctx.GP64()
 				ctx.MOVQ(mem(op0, 8*j), t)
 				load(op.Mem{Base: kb, Index: t, Scale: 1, Disp: es * g.w * ci}, kv)
+				if pf {
+					ctx.ADDQ(kb, t)
+					ctx.PREFETCHT2(op.Mem{Base: t, Index: vdel, Scale: 1, Disp: es * g.w * ci})
+				}
 			}
 			for i, qi := range qv {
 				a := &acc[j*r+i]
