@@ -70,6 +70,7 @@ const (
 	Auto   Variant = Variant(cpu.Auto)
 	AVX512         = Variant(cpu.AVX512) // AVX-512 Foundation, 16 floats a vector
 	AVX2           = Variant(cpu.AVX2)   // AVX2 with FMA3, 8 floats a vector
+	NEON           = Variant(cpu.NEON)   // Advanced SIMD (NEON), 4 floats a vector
 	PureGo         = Variant(cpu.PureGo) // portable Go, the same function
 )
 

@@ -1,0 +1,39 @@
+//go:build arm64 && !purego
+
+package cpu
+
+import xcpu "golang.org/x/sys/cpu"
+
+// archKernels returns the kernels of an arm64 variant when the CPU has the
+// instructions they need (Advanced SIMD, which every arm64 CPU Go runs on
+// has; x/sys/cpu reports it), else nil.
+func archKernels(v Variant) *kernels {
+	if v == NEON && xcpu.ARM64.HasASIMD {
+		return neonKernels
+	}
+	return nil
+}
+
+// neonKernels is the NEON table, made once so that dispatch allocates
+// nothing. The kernels are written by emit/neon (tile_arm64.s).
+var neonKernels = &kernels{
+	tile:  neonTile(tileNEOND64, tileNEOND128),
+	lanes: 4,
+}
+
+type neonFunc func(q, kt, v, s, o, m, l *float32, mask *uint64)
+
+// neonTile adapts the pointer ABI of the assembly to tileFunc.
+func neonTile(d64, d128 neonFunc) tileFunc {
+	return func(q, kt, v, s, o, m, l []float32, mask []uint64, d int) {
+		f := d64
+		if d == 128 {
+			f = d128
+		}
+		var mp *uint64
+		if mask != nil {
+			mp = &mask[0]
+		}
+		f(&q[0], &kt[0], &v[0], &s[0], &o[0], &m[0], &l[0], mp)
+	}
+}
