@@ -49,7 +49,7 @@ func NewFunc(name string, params []Param, result *Param, doc ...string) *Func {
 	off = (off + 7) / 8 * 8
 	if result != nil {
 		f.offs[result.Name] = off
-		off += 8
+		off += result.size()
 	}
 	f.offs[""] = off
 	return f

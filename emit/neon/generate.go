@@ -19,6 +19,8 @@ func Generate(pkg string) *File {
 	for _, d := range []int{64, 128} {
 		fl.Add(EmitTile(d))
 	}
+	fl.Add(EmitPeak())
+	fl.Add(EmitReadSum())
 	return fl
 }
 

@@ -315,6 +315,40 @@ func (f *Func) tileSoftmax(d int, masked bool) {
 			f.bif(V(j), vNegInf, 28)
 		}
 	}
+	f.softmaxRow(d, p)
+	f.I("MOVD R8, R15")
+	for k := 0; k < 4; k++ {
+		f.I("VST1.P %s, 64(R15)", vlist(V(4*k), 4))
+	}
+	f.Label(p + "sm_next")
+	f.I("ADD $%d, R8", 4*TK)
+	f.I("ADD $4, R9")
+	f.I("ADD $4, R10")
+	f.I("ADD $%d, R11", 4*d)
+	f.I("SUBS $1, R12")
+	f.I("BNE %s", p+"sm_row")
+	if !masked {
+		return
+	}
+	f.I("B %s", p+"sm_done")
+	f.Label(p + "sm_zero")
+	f.Comment("A row that keeps nothing: p = 0, m, l and o stay.")
+	for k := V(0); k < 4; k++ {
+		f.zero(k)
+	}
+	f.I("MOVD R8, R15")
+	for k := 0; k < 4; k++ {
+		f.I("VST1.P %s, 64(R15)", vlist(0, 4))
+	}
+	f.I("B %s", p+"sm_next")
+	f.Label(p + "sm_done")
+}
+
+// softmaxRow emits the online-softmax step of one row whose 64 scores
+// (masked ones -Inf) are in V0-V15: m (at R9), l (at R10) and the o row (d
+// floats at R11) are updated and V0-V15 left holding p. Constants in
+// V16-V25 (loadConsts); scratch R15-R17, V26-V31; labels start with p.
+func (f *Func) softmaxRow(d int, p string) {
 	f.maxTree()
 	f.I("FMOVS (R9), F29") // m_r
 	f.I("FMAXNMS F28, F29, F28")
@@ -339,10 +373,6 @@ func (f *Func) tileSoftmax(d int, masked bool) {
 		f.exp2(j, 28, 29, 30, 31)
 		f.fadd(27, 27, j)
 	}
-	f.I("MOVD R8, R15")
-	for k := 0; k < 4; k++ {
-		f.I("VST1.P %s, 64(R15)", vlist(V(4*k), 4))
-	}
 	f.faddp(27, 27, 27)
 	f.faddp2s(27, 27)
 	f.I("FMOVS (R10), F28")
@@ -351,41 +381,20 @@ func (f *Func) tileSoftmax(d int, masked bool) {
 	f.I("BNE %s", p+"sm_scale")
 	f.I("FADDS F27, F28, F28")
 	f.I("FMOVS F28, (R10)")
-	f.I("B %s", p+"sm_next")
+	f.I("B %s", p+"sm_rowdone")
 	f.Label(p + "sm_scale")
-	f.I("FMOVS R17, F29") // alpha
-	f.I("FMULS F29, F28, F28")
+	f.I("FMOVS R17, F26") // alpha
+	f.I("FMULS F26, F28, F28")
 	f.I("FADDS F27, F28, F28")
 	f.I("FMOVS F28, (R10)")
 	f.I("MOVD R11, R15")
 	f.I("MOVD R11, R16")
 	for i := 0; i < d/16; i++ {
-		f.I("VLD1.P 64(R15), %s", vlist(0, 4))
-		for k := V(0); k < 4; k++ {
-			f.fmulE(k, k, 29, 0)
+		f.I("VLD1.P 64(R15), %s", vlist(28, 4))
+		for k := V(28); k < 32; k++ {
+			f.fmulE(k, k, 26, 0)
 		}
-		f.I("VST1.P %s, 64(R16)", vlist(0, 4))
+		f.I("VST1.P %s, 64(R16)", vlist(28, 4))
 	}
-	f.Label(p + "sm_next")
-	f.I("ADD $%d, R8", 4*TK)
-	f.I("ADD $4, R9")
-	f.I("ADD $4, R10")
-	f.I("ADD $%d, R11", 4*d)
-	f.I("SUBS $1, R12")
-	f.I("BNE %s", p+"sm_row")
-	if !masked {
-		return
-	}
-	f.I("B %s", p+"sm_done")
-	f.Label(p + "sm_zero")
-	f.Comment("A row that keeps nothing: p = 0, m, l and o stay.")
-	for k := V(0); k < 4; k++ {
-		f.zero(k)
-	}
-	f.I("MOVD R8, R15")
-	for k := 0; k < 4; k++ {
-		f.I("VST1.P %s, 64(R15)", vlist(0, 4))
-	}
-	f.I("B %s", p+"sm_next")
-	f.Label(p + "sm_done")
+	f.Label(p + "sm_rowdone")
 }

@@ -19,6 +19,8 @@ func archKernels(v Variant) *kernels {
 var neonKernels = &kernels{
 	tile:  neonTile(tileNEOND64, tileNEOND128),
 	lanes: 4,
+	peak:  peakNEON, peakFlops: 12 * 2 * 4,
+	readSum: readSumNEON, readBlock: 32,
 }
 
 type neonFunc func(q, kt, v, s, o, m, l *float32, mask *uint64)

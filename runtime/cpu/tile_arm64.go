@@ -15,3 +15,13 @@ func tileNEOND64(q *float32, kt *float32, v *float32, s *float32, o *float32, m 
 //
 //go:noescape
 func tileNEOND128(q *float32, kt *float32, v *float32, s *float32, o *float32, m *float32, l *float32, mask *uint64)
+
+// peakNEON runs n iterations of 12 independent FMLA chains on 128-bit
+// registers (96 flops per iteration) to measure the FP32 FMA peak.
+func peakNEON(n int)
+
+// readSumNEON returns the sum of the first n - n%32 float32 at p (0 when
+// n < 32), read with 128-bit loads into eight accumulators.
+//
+//go:noescape
+func readSumNEON(p *float32, n int) float32

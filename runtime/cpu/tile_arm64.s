@@ -654,11 +654,6 @@ f_sm_exp:
 	VADD V29.S4, V31.S4, V31.S4
 	WORD $0x4e7c1fef // bic v15.16b, v31.16b, v28.16b
 	WORD $0x4e2fd77b // fadd v27.4s, v27.4s, v15.4s
-	MOVD R8, R15
-	VST1.P [V0.S4, V1.S4, V2.S4, V3.S4], 64(R15)
-	VST1.P [V4.S4, V5.S4, V6.S4, V7.S4], 64(R15)
-	VST1.P [V8.S4, V9.S4, V10.S4, V11.S4], 64(R15)
-	VST1.P [V12.S4, V13.S4, V14.S4, V15.S4], 64(R15)
 	WORD $0x6e3bd77b // faddp v27.4s, v27.4s, v27.4s
 	WORD $0x7e30db7b // faddp s27, v27.2s
 	FMOVS (R10), F28
@@ -667,38 +662,44 @@ f_sm_exp:
 	BNE f_sm_scale
 	FADDS F27, F28, F28
 	FMOVS F28, (R10)
-	B f_sm_next
+	B f_sm_rowdone
 f_sm_scale:
-	FMOVS R17, F29
-	FMULS F29, F28, F28
+	FMOVS R17, F26
+	FMULS F26, F28, F28
 	FADDS F27, F28, F28
 	FMOVS F28, (R10)
 	MOVD R11, R15
 	MOVD R11, R16
-	VLD1.P 64(R15), [V0.S4, V1.S4, V2.S4, V3.S4]
-	WORD $0x4f9d9000 // fmul v0.4s, v0.4s, v29.s[0]
-	WORD $0x4f9d9021 // fmul v1.4s, v1.4s, v29.s[0]
-	WORD $0x4f9d9042 // fmul v2.4s, v2.4s, v29.s[0]
-	WORD $0x4f9d9063 // fmul v3.4s, v3.4s, v29.s[0]
-	VST1.P [V0.S4, V1.S4, V2.S4, V3.S4], 64(R16)
-	VLD1.P 64(R15), [V0.S4, V1.S4, V2.S4, V3.S4]
-	WORD $0x4f9d9000 // fmul v0.4s, v0.4s, v29.s[0]
-	WORD $0x4f9d9021 // fmul v1.4s, v1.4s, v29.s[0]
-	WORD $0x4f9d9042 // fmul v2.4s, v2.4s, v29.s[0]
-	WORD $0x4f9d9063 // fmul v3.4s, v3.4s, v29.s[0]
-	VST1.P [V0.S4, V1.S4, V2.S4, V3.S4], 64(R16)
-	VLD1.P 64(R15), [V0.S4, V1.S4, V2.S4, V3.S4]
-	WORD $0x4f9d9000 // fmul v0.4s, v0.4s, v29.s[0]
-	WORD $0x4f9d9021 // fmul v1.4s, v1.4s, v29.s[0]
-	WORD $0x4f9d9042 // fmul v2.4s, v2.4s, v29.s[0]
-	WORD $0x4f9d9063 // fmul v3.4s, v3.4s, v29.s[0]
-	VST1.P [V0.S4, V1.S4, V2.S4, V3.S4], 64(R16)
-	VLD1.P 64(R15), [V0.S4, V1.S4, V2.S4, V3.S4]
-	WORD $0x4f9d9000 // fmul v0.4s, v0.4s, v29.s[0]
-	WORD $0x4f9d9021 // fmul v1.4s, v1.4s, v29.s[0]
-	WORD $0x4f9d9042 // fmul v2.4s, v2.4s, v29.s[0]
-	WORD $0x4f9d9063 // fmul v3.4s, v3.4s, v29.s[0]
-	VST1.P [V0.S4, V1.S4, V2.S4, V3.S4], 64(R16)
+	VLD1.P 64(R15), [V28.S4, V29.S4, V30.S4, V31.S4]
+	WORD $0x4f9a939c // fmul v28.4s, v28.4s, v26.s[0]
+	WORD $0x4f9a93bd // fmul v29.4s, v29.4s, v26.s[0]
+	WORD $0x4f9a93de // fmul v30.4s, v30.4s, v26.s[0]
+	WORD $0x4f9a93ff // fmul v31.4s, v31.4s, v26.s[0]
+	VST1.P [V28.S4, V29.S4, V30.S4, V31.S4], 64(R16)
+	VLD1.P 64(R15), [V28.S4, V29.S4, V30.S4, V31.S4]
+	WORD $0x4f9a939c // fmul v28.4s, v28.4s, v26.s[0]
+	WORD $0x4f9a93bd // fmul v29.4s, v29.4s, v26.s[0]
+	WORD $0x4f9a93de // fmul v30.4s, v30.4s, v26.s[0]
+	WORD $0x4f9a93ff // fmul v31.4s, v31.4s, v26.s[0]
+	VST1.P [V28.S4, V29.S4, V30.S4, V31.S4], 64(R16)
+	VLD1.P 64(R15), [V28.S4, V29.S4, V30.S4, V31.S4]
+	WORD $0x4f9a939c // fmul v28.4s, v28.4s, v26.s[0]
+	WORD $0x4f9a93bd // fmul v29.4s, v29.4s, v26.s[0]
+	WORD $0x4f9a93de // fmul v30.4s, v30.4s, v26.s[0]
+	WORD $0x4f9a93ff // fmul v31.4s, v31.4s, v26.s[0]
+	VST1.P [V28.S4, V29.S4, V30.S4, V31.S4], 64(R16)
+	VLD1.P 64(R15), [V28.S4, V29.S4, V30.S4, V31.S4]
+	WORD $0x4f9a939c // fmul v28.4s, v28.4s, v26.s[0]
+	WORD $0x4f9a93bd // fmul v29.4s, v29.4s, v26.s[0]
+	WORD $0x4f9a93de // fmul v30.4s, v30.4s, v26.s[0]
+	WORD $0x4f9a93ff // fmul v31.4s, v31.4s, v26.s[0]
+	VST1.P [V28.S4, V29.S4, V30.S4, V31.S4], 64(R16)
+f_sm_rowdone:
+	MOVD R8, R15
+	VST1.P [V0.S4, V1.S4, V2.S4, V3.S4], 64(R15)
+	VST1.P [V4.S4, V5.S4, V6.S4, V7.S4], 64(R15)
+	VST1.P [V8.S4, V9.S4, V10.S4, V11.S4], 64(R15)
+	VST1.P [V12.S4, V13.S4, V14.S4, V15.S4], 64(R15)
 f_sm_next:
 	ADD $256, R8
 	ADD $4, R9
@@ -1619,11 +1620,6 @@ m_sm_exp:
 	VADD V29.S4, V31.S4, V31.S4
 	WORD $0x4e7c1fef // bic v15.16b, v31.16b, v28.16b
 	WORD $0x4e2fd77b // fadd v27.4s, v27.4s, v15.4s
-	MOVD R8, R15
-	VST1.P [V0.S4, V1.S4, V2.S4, V3.S4], 64(R15)
-	VST1.P [V4.S4, V5.S4, V6.S4, V7.S4], 64(R15)
-	VST1.P [V8.S4, V9.S4, V10.S4, V11.S4], 64(R15)
-	VST1.P [V12.S4, V13.S4, V14.S4, V15.S4], 64(R15)
 	WORD $0x6e3bd77b // faddp v27.4s, v27.4s, v27.4s
 	WORD $0x7e30db7b // faddp s27, v27.2s
 	FMOVS (R10), F28
@@ -1632,38 +1628,44 @@ m_sm_exp:
 	BNE m_sm_scale
 	FADDS F27, F28, F28
 	FMOVS F28, (R10)
-	B m_sm_next
+	B m_sm_rowdone
 m_sm_scale:
-	FMOVS R17, F29
-	FMULS F29, F28, F28
+	FMOVS R17, F26
+	FMULS F26, F28, F28
 	FADDS F27, F28, F28
 	FMOVS F28, (R10)
 	MOVD R11, R15
 	MOVD R11, R16
-	VLD1.P 64(R15), [V0.S4, V1.S4, V2.S4, V3.S4]
-	WORD $0x4f9d9000 // fmul v0.4s, v0.4s, v29.s[0]
-	WORD $0x4f9d9021 // fmul v1.4s, v1.4s, v29.s[0]
-	WORD $0x4f9d9042 // fmul v2.4s, v2.4s, v29.s[0]
-	WORD $0x4f9d9063 // fmul v3.4s, v3.4s, v29.s[0]
-	VST1.P [V0.S4, V1.S4, V2.S4, V3.S4], 64(R16)
-	VLD1.P 64(R15), [V0.S4, V1.S4, V2.S4, V3.S4]
-	WORD $0x4f9d9000 // fmul v0.4s, v0.4s, v29.s[0]
-	WORD $0x4f9d9021 // fmul v1.4s, v1.4s, v29.s[0]
-	WORD $0x4f9d9042 // fmul v2.4s, v2.4s, v29.s[0]
-	WORD $0x4f9d9063 // fmul v3.4s, v3.4s, v29.s[0]
-	VST1.P [V0.S4, V1.S4, V2.S4, V3.S4], 64(R16)
-	VLD1.P 64(R15), [V0.S4, V1.S4, V2.S4, V3.S4]
-	WORD $0x4f9d9000 // fmul v0.4s, v0.4s, v29.s[0]
-	WORD $0x4f9d9021 // fmul v1.4s, v1.4s, v29.s[0]
-	WORD $0x4f9d9042 // fmul v2.4s, v2.4s, v29.s[0]
-	WORD $0x4f9d9063 // fmul v3.4s, v3.4s, v29.s[0]
-	VST1.P [V0.S4, V1.S4, V2.S4, V3.S4], 64(R16)
-	VLD1.P 64(R15), [V0.S4, V1.S4, V2.S4, V3.S4]
-	WORD $0x4f9d9000 // fmul v0.4s, v0.4s, v29.s[0]
-	WORD $0x4f9d9021 // fmul v1.4s, v1.4s, v29.s[0]
-	WORD $0x4f9d9042 // fmul v2.4s, v2.4s, v29.s[0]
-	WORD $0x4f9d9063 // fmul v3.4s, v3.4s, v29.s[0]
-	VST1.P [V0.S4, V1.S4, V2.S4, V3.S4], 64(R16)
+	VLD1.P 64(R15), [V28.S4, V29.S4, V30.S4, V31.S4]
+	WORD $0x4f9a939c // fmul v28.4s, v28.4s, v26.s[0]
+	WORD $0x4f9a93bd // fmul v29.4s, v29.4s, v26.s[0]
+	WORD $0x4f9a93de // fmul v30.4s, v30.4s, v26.s[0]
+	WORD $0x4f9a93ff // fmul v31.4s, v31.4s, v26.s[0]
+	VST1.P [V28.S4, V29.S4, V30.S4, V31.S4], 64(R16)
+	VLD1.P 64(R15), [V28.S4, V29.S4, V30.S4, V31.S4]
+	WORD $0x4f9a939c // fmul v28.4s, v28.4s, v26.s[0]
+	WORD $0x4f9a93bd // fmul v29.4s, v29.4s, v26.s[0]
+	WORD $0x4f9a93de // fmul v30.4s, v30.4s, v26.s[0]
+	WORD $0x4f9a93ff // fmul v31.4s, v31.4s, v26.s[0]
+	VST1.P [V28.S4, V29.S4, V30.S4, V31.S4], 64(R16)
+	VLD1.P 64(R15), [V28.S4, V29.S4, V30.S4, V31.S4]
+	WORD $0x4f9a939c // fmul v28.4s, v28.4s, v26.s[0]
+	WORD $0x4f9a93bd // fmul v29.4s, v29.4s, v26.s[0]
+	WORD $0x4f9a93de // fmul v30.4s, v30.4s, v26.s[0]
+	WORD $0x4f9a93ff // fmul v31.4s, v31.4s, v26.s[0]
+	VST1.P [V28.S4, V29.S4, V30.S4, V31.S4], 64(R16)
+	VLD1.P 64(R15), [V28.S4, V29.S4, V30.S4, V31.S4]
+	WORD $0x4f9a939c // fmul v28.4s, v28.4s, v26.s[0]
+	WORD $0x4f9a93bd // fmul v29.4s, v29.4s, v26.s[0]
+	WORD $0x4f9a93de // fmul v30.4s, v30.4s, v26.s[0]
+	WORD $0x4f9a93ff // fmul v31.4s, v31.4s, v26.s[0]
+	VST1.P [V28.S4, V29.S4, V30.S4, V31.S4], 64(R16)
+m_sm_rowdone:
+	MOVD R8, R15
+	VST1.P [V0.S4, V1.S4, V2.S4, V3.S4], 64(R15)
+	VST1.P [V4.S4, V5.S4, V6.S4, V7.S4], 64(R15)
+	VST1.P [V8.S4, V9.S4, V10.S4, V11.S4], 64(R15)
+	VST1.P [V12.S4, V13.S4, V14.S4, V15.S4], 64(R15)
 m_sm_next:
 	ADD $256, R8
 	ADD $4, R9
@@ -2543,11 +2545,6 @@ f_sm_exp:
 	VADD V29.S4, V31.S4, V31.S4
 	WORD $0x4e7c1fef // bic v15.16b, v31.16b, v28.16b
 	WORD $0x4e2fd77b // fadd v27.4s, v27.4s, v15.4s
-	MOVD R8, R15
-	VST1.P [V0.S4, V1.S4, V2.S4, V3.S4], 64(R15)
-	VST1.P [V4.S4, V5.S4, V6.S4, V7.S4], 64(R15)
-	VST1.P [V8.S4, V9.S4, V10.S4, V11.S4], 64(R15)
-	VST1.P [V12.S4, V13.S4, V14.S4, V15.S4], 64(R15)
 	WORD $0x6e3bd77b // faddp v27.4s, v27.4s, v27.4s
 	WORD $0x7e30db7b // faddp s27, v27.2s
 	FMOVS (R10), F28
@@ -2556,62 +2553,68 @@ f_sm_exp:
 	BNE f_sm_scale
 	FADDS F27, F28, F28
 	FMOVS F28, (R10)
-	B f_sm_next
+	B f_sm_rowdone
 f_sm_scale:
-	FMOVS R17, F29
-	FMULS F29, F28, F28
+	FMOVS R17, F26
+	FMULS F26, F28, F28
 	FADDS F27, F28, F28
 	FMOVS F28, (R10)
 	MOVD R11, R15
 	MOVD R11, R16
-	VLD1.P 64(R15), [V0.S4, V1.S4, V2.S4, V3.S4]
-	WORD $0x4f9d9000 // fmul v0.4s, v0.4s, v29.s[0]
-	WORD $0x4f9d9021 // fmul v1.4s, v1.4s, v29.s[0]
-	WORD $0x4f9d9042 // fmul v2.4s, v2.4s, v29.s[0]
-	WORD $0x4f9d9063 // fmul v3.4s, v3.4s, v29.s[0]
-	VST1.P [V0.S4, V1.S4, V2.S4, V3.S4], 64(R16)
-	VLD1.P 64(R15), [V0.S4, V1.S4, V2.S4, V3.S4]
-	WORD $0x4f9d9000 // fmul v0.4s, v0.4s, v29.s[0]
-	WORD $0x4f9d9021 // fmul v1.4s, v1.4s, v29.s[0]
-	WORD $0x4f9d9042 // fmul v2.4s, v2.4s, v29.s[0]
-	WORD $0x4f9d9063 // fmul v3.4s, v3.4s, v29.s[0]
-	VST1.P [V0.S4, V1.S4, V2.S4, V3.S4], 64(R16)
-	VLD1.P 64(R15), [V0.S4, V1.S4, V2.S4, V3.S4]
-	WORD $0x4f9d9000 // fmul v0.4s, v0.4s, v29.s[0]
-	WORD $0x4f9d9021 // fmul v1.4s, v1.4s, v29.s[0]
-	WORD $0x4f9d9042 // fmul v2.4s, v2.4s, v29.s[0]
-	WORD $0x4f9d9063 // fmul v3.4s, v3.4s, v29.s[0]
-	VST1.P [V0.S4, V1.S4, V2.S4, V3.S4], 64(R16)
-	VLD1.P 64(R15), [V0.S4, V1.S4, V2.S4, V3.S4]
-	WORD $0x4f9d9000 // fmul v0.4s, v0.4s, v29.s[0]
-	WORD $0x4f9d9021 // fmul v1.4s, v1.4s, v29.s[0]
-	WORD $0x4f9d9042 // fmul v2.4s, v2.4s, v29.s[0]
-	WORD $0x4f9d9063 // fmul v3.4s, v3.4s, v29.s[0]
-	VST1.P [V0.S4, V1.S4, V2.S4, V3.S4], 64(R16)
-	VLD1.P 64(R15), [V0.S4, V1.S4, V2.S4, V3.S4]
-	WORD $0x4f9d9000 // fmul v0.4s, v0.4s, v29.s[0]
-	WORD $0x4f9d9021 // fmul v1.4s, v1.4s, v29.s[0]
-	WORD $0x4f9d9042 // fmul v2.4s, v2.4s, v29.s[0]
-	WORD $0x4f9d9063 // fmul v3.4s, v3.4s, v29.s[0]
-	VST1.P [V0.S4, V1.S4, V2.S4, V3.S4], 64(R16)
-	VLD1.P 64(R15), [V0.S4, V1.S4, V2.S4, V3.S4]
-	WORD $0x4f9d9000 // fmul v0.4s, v0.4s, v29.s[0]
-	WORD $0x4f9d9021 // fmul v1.4s, v1.4s, v29.s[0]
-	WORD $0x4f9d9042 // fmul v2.4s, v2.4s, v29.s[0]
-	WORD $0x4f9d9063 // fmul v3.4s, v3.4s, v29.s[0]
-	VST1.P [V0.S4, V1.S4, V2.S4, V3.S4], 64(R16)
-	VLD1.P 64(R15), [V0.S4, V1.S4, V2.S4, V3.S4]
-	WORD $0x4f9d9000 // fmul v0.4s, v0.4s, v29.s[0]
-	WORD $0x4f9d9021 // fmul v1.4s, v1.4s, v29.s[0]
-	WORD $0x4f9d9042 // fmul v2.4s, v2.4s, v29.s[0]
-	WORD $0x4f9d9063 // fmul v3.4s, v3.4s, v29.s[0]
-	VST1.P [V0.S4, V1.S4, V2.S4, V3.S4], 64(R16)
-	VLD1.P 64(R15), [V0.S4, V1.S4, V2.S4, V3.S4]
-	WORD $0x4f9d9000 // fmul v0.4s, v0.4s, v29.s[0]
-	WORD $0x4f9d9021 // fmul v1.4s, v1.4s, v29.s[0]
-	WORD $0x4f9d9042 // fmul v2.4s, v2.4s, v29.s[0]
-	WORD $0x4f9d9063 // fmul v3.4s, v3.4s, v29.s[0]
-	VST1.P [V0.S4, V1.S4, V2.S4, V3.S4], 64(R16)
+	VLD1.P 64(R15), [V28.S4, V29.S4, V30.S4, V31.S4]
+	WORD $0x4f9a939c // fmul v28.4s, v28.4s, v26.s[0]
+	WORD $0x4f9a93bd // fmul v29.4s, v29.4s, v26.s[0]
+	WORD $0x4f9a93de // fmul v30.4s, v30.4s, v26.s[0]
+	WORD $0x4f9a93ff // fmul v31.4s, v31.4s, v26.s[0]
+	VST1.P [V28.S4, V29.S4, V30.S4, V31.S4], 64(R16)
+	VLD1.P 64(R15), [V28.S4, V29.S4, V30.S4, V31.S4]
+	WORD $0x4f9a939c // fmul v28.4s, v28.4s, v26.s[0]
+	WORD $0x4f9a93bd // fmul v29.4s, v29.4s, v26.s[0]
+	WORD $0x4f9a93de // fmul v30.4s, v30.4s, v26.s[0]
+	WORD $0x4f9a93ff // fmul v31.4s, v31.4s, v26.s[0]
+	VST1.P [V28.S4, V29.S4, V30.S4, V31.S4], 64(R16)
+	VLD1.P 64(R15), [V28.S4, V29.S4, V30.S4, V31.S4]
+	WORD $0x4f9a939c // fmul v28.4s, v28.4s, v26.s[0]
+	WORD $0x4f9a93bd // fmul v29.4s, v29.4s, v26.s[0]
+	WORD $0x4f9a93de // fmul v30.4s, v30.4s, v26.s[0]
+	WORD $0x4f9a93ff // fmul v31.4s, v31.4s, v26.s[0]
+	VST1.P [V28.S4, V29.S4, V30.S4, V31.S4], 64(R16)
+	VLD1.P 64(R15), [V28.S4, V29.S4, V30.S4, V31.S4]
+	WORD $0x4f9a939c // fmul v28.4s, v28.4s, v26.s[0]
+	WORD $0x4f9a93bd // fmul v29.4s, v29.4s, v26.s[0]
+	WORD $0x4f9a93de // fmul v30.4s, v30.4s, v26.s[0]
+	WORD $0x4f9a93ff // fmul v31.4s, v31.4s, v26.s[0]
+	VST1.P [V28.S4, V29.S4, V30.S4, V31.S4], 64(R16)
+	VLD1.P 64(R15), [V28.S4, V29.S4, V30.S4, V31.S4]
+	WORD $0x4f9a939c // fmul v28.4s, v28.4s, v26.s[0]
+	WORD $0x4f9a93bd // fmul v29.4s, v29.4s, v26.s[0]
+	WORD $0x4f9a93de // fmul v30.4s, v30.4s, v26.s[0]
+	WORD $0x4f9a93ff // fmul v31.4s, v31.4s, v26.s[0]
+	VST1.P [V28.S4, V29.S4, V30.S4, V31.S4], 64(R16)
+	VLD1.P 64(R15), [V28.S4, V29.S4, V30.S4, V31.S4]
+	WORD $0x4f9a939c // fmul v28.4s, v28.4s, v26.s[0]
+	WORD $0x4f9a93bd // fmul v29.4s, v29.4s, v26.s[0]
+	WORD $0x4f9a93de // fmul v30.4s, v30.4s, v26.s[0]
+	WORD $0x4f9a93ff // fmul v31.4s, v31.4s, v26.s[0]
+	VST1.P [V28.S4, V29.S4, V30.S4, V31.S4], 64(R16)
+	VLD1.P 64(R15), [V28.S4, V29.S4, V30.S4, V31.S4]
+	WORD $0x4f9a939c // fmul v28.4s, v28.4s, v26.s[0]
+	WORD $0x4f9a93bd // fmul v29.4s, v29.4s, v26.s[0]
+	WORD $0x4f9a93de // fmul v30.4s, v30.4s, v26.s[0]
+	WORD $0x4f9a93ff // fmul v31.4s, v31.4s, v26.s[0]
+	VST1.P [V28.S4, V29.S4, V30.S4, V31.S4], 64(R16)
+	VLD1.P 64(R15), [V28.S4, V29.S4, V30.S4, V31.S4]
+	WORD $0x4f9a939c // fmul v28.4s, v28.4s, v26.s[0]
+	WORD $0x4f9a93bd // fmul v29.4s, v29.4s, v26.s[0]
+	WORD $0x4f9a93de // fmul v30.4s, v30.4s, v26.s[0]
+	WORD $0x4f9a93ff // fmul v31.4s, v31.4s, v26.s[0]
+	VST1.P [V28.S4, V29.S4, V30.S4, V31.S4], 64(R16)
+f_sm_rowdone:
+	MOVD R8, R15
+	VST1.P [V0.S4, V1.S4, V2.S4, V3.S4], 64(R15)
+	VST1.P [V4.S4, V5.S4, V6.S4, V7.S4], 64(R15)
+	VST1.P [V8.S4, V9.S4, V10.S4, V11.S4], 64(R15)
+	VST1.P [V12.S4, V13.S4, V14.S4, V15.S4], 64(R15)
 f_sm_next:
 	ADD $256, R8
 	ADD $4, R9
@@ -3532,11 +3535,6 @@ m_sm_exp:
 	VADD V29.S4, V31.S4, V31.S4
 	WORD $0x4e7c1fef // bic v15.16b, v31.16b, v28.16b
 	WORD $0x4e2fd77b // fadd v27.4s, v27.4s, v15.4s
-	MOVD R8, R15
-	VST1.P [V0.S4, V1.S4, V2.S4, V3.S4], 64(R15)
-	VST1.P [V4.S4, V5.S4, V6.S4, V7.S4], 64(R15)
-	VST1.P [V8.S4, V9.S4, V10.S4, V11.S4], 64(R15)
-	VST1.P [V12.S4, V13.S4, V14.S4, V15.S4], 64(R15)
 	WORD $0x6e3bd77b // faddp v27.4s, v27.4s, v27.4s
 	WORD $0x7e30db7b // faddp s27, v27.2s
 	FMOVS (R10), F28
@@ -3545,62 +3543,68 @@ m_sm_exp:
 	BNE m_sm_scale
 	FADDS F27, F28, F28
 	FMOVS F28, (R10)
-	B m_sm_next
+	B m_sm_rowdone
 m_sm_scale:
-	FMOVS R17, F29
-	FMULS F29, F28, F28
+	FMOVS R17, F26
+	FMULS F26, F28, F28
 	FADDS F27, F28, F28
 	FMOVS F28, (R10)
 	MOVD R11, R15
 	MOVD R11, R16
-	VLD1.P 64(R15), [V0.S4, V1.S4, V2.S4, V3.S4]
-	WORD $0x4f9d9000 // fmul v0.4s, v0.4s, v29.s[0]
-	WORD $0x4f9d9021 // fmul v1.4s, v1.4s, v29.s[0]
-	WORD $0x4f9d9042 // fmul v2.4s, v2.4s, v29.s[0]
-	WORD $0x4f9d9063 // fmul v3.4s, v3.4s, v29.s[0]
-	VST1.P [V0.S4, V1.S4, V2.S4, V3.S4], 64(R16)
-	VLD1.P 64(R15), [V0.S4, V1.S4, V2.S4, V3.S4]
-	WORD $0x4f9d9000 // fmul v0.4s, v0.4s, v29.s[0]
-	WORD $0x4f9d9021 // fmul v1.4s, v1.4s, v29.s[0]
-	WORD $0x4f9d9042 // fmul v2.4s, v2.4s, v29.s[0]
-	WORD $0x4f9d9063 // fmul v3.4s, v3.4s, v29.s[0]
-	VST1.P [V0.S4, V1.S4, V2.S4, V3.S4], 64(R16)
-	VLD1.P 64(R15), [V0.S4, V1.S4, V2.S4, V3.S4]
-	WORD $0x4f9d9000 // fmul v0.4s, v0.4s, v29.s[0]
-	WORD $0x4f9d9021 // fmul v1.4s, v1.4s, v29.s[0]
-	WORD $0x4f9d9042 // fmul v2.4s, v2.4s, v29.s[0]
-	WORD $0x4f9d9063 // fmul v3.4s, v3.4s, v29.s[0]
-	VST1.P [V0.S4, V1.S4, V2.S4, V3.S4], 64(R16)
-	VLD1.P 64(R15), [V0.S4, V1.S4, V2.S4, V3.S4]
-	WORD $0x4f9d9000 // fmul v0.4s, v0.4s, v29.s[0]
-	WORD $0x4f9d9021 // fmul v1.4s, v1.4s, v29.s[0]
-	WORD $0x4f9d9042 // fmul v2.4s, v2.4s, v29.s[0]
-	WORD $0x4f9d9063 // fmul v3.4s, v3.4s, v29.s[0]
-	VST1.P [V0.S4, V1.S4, V2.S4, V3.S4], 64(R16)
-	VLD1.P 64(R15), [V0.S4, V1.S4, V2.S4, V3.S4]
-	WORD $0x4f9d9000 // fmul v0.4s, v0.4s, v29.s[0]
-	WORD $0x4f9d9021 // fmul v1.4s, v1.4s, v29.s[0]
-	WORD $0x4f9d9042 // fmul v2.4s, v2.4s, v29.s[0]
-	WORD $0x4f9d9063 // fmul v3.4s, v3.4s, v29.s[0]
-	VST1.P [V0.S4, V1.S4, V2.S4, V3.S4], 64(R16)
-	VLD1.P 64(R15), [V0.S4, V1.S4, V2.S4, V3.S4]
-	WORD $0x4f9d9000 // fmul v0.4s, v0.4s, v29.s[0]
-	WORD $0x4f9d9021 // fmul v1.4s, v1.4s, v29.s[0]
-	WORD $0x4f9d9042 // fmul v2.4s, v2.4s, v29.s[0]
-	WORD $0x4f9d9063 // fmul v3.4s, v3.4s, v29.s[0]
-	VST1.P [V0.S4, V1.S4, V2.S4, V3.S4], 64(R16)
-	VLD1.P 64(R15), [V0.S4, V1.S4, V2.S4, V3.S4]
-	WORD $0x4f9d9000 // fmul v0.4s, v0.4s, v29.s[0]
-	WORD $0x4f9d9021 // fmul v1.4s, v1.4s, v29.s[0]
-	WORD $0x4f9d9042 // fmul v2.4s, v2.4s, v29.s[0]
-	WORD $0x4f9d9063 // fmul v3.4s, v3.4s, v29.s[0]
-	VST1.P [V0.S4, V1.S4, V2.S4, V3.S4], 64(R16)
-	VLD1.P 64(R15), [V0.S4, V1.S4, V2.S4, V3.S4]
-	WORD $0x4f9d9000 // fmul v0.4s, v0.4s, v29.s[0]
-	WORD $0x4f9d9021 // fmul v1.4s, v1.4s, v29.s[0]
-	WORD $0x4f9d9042 // fmul v2.4s, v2.4s, v29.s[0]
-	WORD $0x4f9d9063 // fmul v3.4s, v3.4s, v29.s[0]
-	VST1.P [V0.S4, V1.S4, V2.S4, V3.S4], 64(R16)
+	VLD1.P 64(R15), [V28.S4, V29.S4, V30.S4, V31.S4]
+	WORD $0x4f9a939c // fmul v28.4s, v28.4s, v26.s[0]
+	WORD $0x4f9a93bd // fmul v29.4s, v29.4s, v26.s[0]
+	WORD $0x4f9a93de // fmul v30.4s, v30.4s, v26.s[0]
+	WORD $0x4f9a93ff // fmul v31.4s, v31.4s, v26.s[0]
+	VST1.P [V28.S4, V29.S4, V30.S4, V31.S4], 64(R16)
+	VLD1.P 64(R15), [V28.S4, V29.S4, V30.S4, V31.S4]
+	WORD $0x4f9a939c // fmul v28.4s, v28.4s, v26.s[0]
+	WORD $0x4f9a93bd // fmul v29.4s, v29.4s, v26.s[0]
+	WORD $0x4f9a93de // fmul v30.4s, v30.4s, v26.s[0]
+	WORD $0x4f9a93ff // fmul v31.4s, v31.4s, v26.s[0]
+	VST1.P [V28.S4, V29.S4, V30.S4, V31.S4], 64(R16)
+	VLD1.P 64(R15), [V28.S4, V29.S4, V30.S4, V31.S4]
+	WORD $0x4f9a939c // fmul v28.4s, v28.4s, v26.s[0]
+	WORD $0x4f9a93bd // fmul v29.4s, v29.4s, v26.s[0]
+	WORD $0x4f9a93de // fmul v30.4s, v30.4s, v26.s[0]
+	WORD $0x4f9a93ff // fmul v31.4s, v31.4s, v26.s[0]
+	VST1.P [V28.S4, V29.S4, V30.S4, V31.S4], 64(R16)
+	VLD1.P 64(R15), [V28.S4, V29.S4, V30.S4, V31.S4]
+	WORD $0x4f9a939c // fmul v28.4s, v28.4s, v26.s[0]
+	WORD $0x4f9a93bd // fmul v29.4s, v29.4s, v26.s[0]
+	WORD $0x4f9a93de // fmul v30.4s, v30.4s, v26.s[0]
+	WORD $0x4f9a93ff // fmul v31.4s, v31.4s, v26.s[0]
+	VST1.P [V28.S4, V29.S4, V30.S4, V31.S4], 64(R16)
+	VLD1.P 64(R15), [V28.S4, V29.S4, V30.S4, V31.S4]
+	WORD $0x4f9a939c // fmul v28.4s, v28.4s, v26.s[0]
+	WORD $0x4f9a93bd // fmul v29.4s, v29.4s, v26.s[0]
+	WORD $0x4f9a93de // fmul v30.4s, v30.4s, v26.s[0]
+	WORD $0x4f9a93ff // fmul v31.4s, v31.4s, v26.s[0]
+	VST1.P [V28.S4, V29.S4, V30.S4, V31.S4], 64(R16)
+	VLD1.P 64(R15), [V28.S4, V29.S4, V30.S4, V31.S4]
+	WORD $0x4f9a939c // fmul v28.4s, v28.4s, v26.s[0]
+	WORD $0x4f9a93bd // fmul v29.4s, v29.4s, v26.s[0]
+	WORD $0x4f9a93de // fmul v30.4s, v30.4s, v26.s[0]
+	WORD $0x4f9a93ff // fmul v31.4s, v31.4s, v26.s[0]
+	VST1.P [V28.S4, V29.S4, V30.S4, V31.S4], 64(R16)
+	VLD1.P 64(R15), [V28.S4, V29.S4, V30.S4, V31.S4]
+	WORD $0x4f9a939c // fmul v28.4s, v28.4s, v26.s[0]
+	WORD $0x4f9a93bd // fmul v29.4s, v29.4s, v26.s[0]
+	WORD $0x4f9a93de // fmul v30.4s, v30.4s, v26.s[0]
+	WORD $0x4f9a93ff // fmul v31.4s, v31.4s, v26.s[0]
+	VST1.P [V28.S4, V29.S4, V30.S4, V31.S4], 64(R16)
+	VLD1.P 64(R15), [V28.S4, V29.S4, V30.S4, V31.S4]
+	WORD $0x4f9a939c // fmul v28.4s, v28.4s, v26.s[0]
+	WORD $0x4f9a93bd // fmul v29.4s, v29.4s, v26.s[0]
+	WORD $0x4f9a93de // fmul v30.4s, v30.4s, v26.s[0]
+	WORD $0x4f9a93ff // fmul v31.4s, v31.4s, v26.s[0]
+	VST1.P [V28.S4, V29.S4, V30.S4, V31.S4], 64(R16)
+m_sm_rowdone:
+	MOVD R8, R15
+	VST1.P [V0.S4, V1.S4, V2.S4, V3.S4], 64(R15)
+	VST1.P [V4.S4, V5.S4, V6.S4, V7.S4], 64(R15)
+	VST1.P [V8.S4, V9.S4, V10.S4, V11.S4], 64(R15)
+	VST1.P [V12.S4, V13.S4, V14.S4, V15.S4], 64(R15)
 m_sm_next:
 	ADD $256, R8
 	ADD $4, R9
@@ -3828,4 +3832,83 @@ m_pv_next:
 	ADD $48, R10
 	SUBS $1, R11
 	BNE m_pv_rb
+	RET
+
+// func peakNEON(n int)
+TEXT ·peakNEON(SB), NOSPLIT, $0-8
+	MOVD n+0(FP), R0
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V1.B16, V1.B16, V1.B16
+	VEOR V2.B16, V2.B16, V2.B16
+	VEOR V3.B16, V3.B16, V3.B16
+	VEOR V4.B16, V4.B16, V4.B16
+	VEOR V5.B16, V5.B16, V5.B16
+	VEOR V6.B16, V6.B16, V6.B16
+	VEOR V7.B16, V7.B16, V7.B16
+	VEOR V8.B16, V8.B16, V8.B16
+	VEOR V9.B16, V9.B16, V9.B16
+	VEOR V10.B16, V10.B16, V10.B16
+	VEOR V11.B16, V11.B16, V11.B16
+	VEOR V12.B16, V12.B16, V12.B16
+	VEOR V13.B16, V13.B16, V13.B16
+	CMP $0, R0
+	BLE done
+loop:
+	VFMLA V13.S4, V12.S4, V0.S4
+	VFMLA V13.S4, V12.S4, V1.S4
+	VFMLA V13.S4, V12.S4, V2.S4
+	VFMLA V13.S4, V12.S4, V3.S4
+	VFMLA V13.S4, V12.S4, V4.S4
+	VFMLA V13.S4, V12.S4, V5.S4
+	VFMLA V13.S4, V12.S4, V6.S4
+	VFMLA V13.S4, V12.S4, V7.S4
+	VFMLA V13.S4, V12.S4, V8.S4
+	VFMLA V13.S4, V12.S4, V9.S4
+	VFMLA V13.S4, V12.S4, V10.S4
+	VFMLA V13.S4, V12.S4, V11.S4
+	SUBS $1, R0
+	BNE loop
+done:
+	RET
+
+// func readSumNEON(p *float32, n int) float32
+TEXT ·readSumNEON(SB), NOSPLIT, $0-20
+	MOVD p+0(FP), R0
+	MOVD n+8(FP), R1
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V1.B16, V1.B16, V1.B16
+	VEOR V2.B16, V2.B16, V2.B16
+	VEOR V3.B16, V3.B16, V3.B16
+	VEOR V4.B16, V4.B16, V4.B16
+	VEOR V5.B16, V5.B16, V5.B16
+	VEOR V6.B16, V6.B16, V6.B16
+	VEOR V7.B16, V7.B16, V7.B16
+	CMP $0, R1
+	BLE done
+	LSR $5, R1
+	CBZ R1, done
+loop:
+	VLD1.P 64(R0), [V8.S4, V9.S4, V10.S4, V11.S4]
+	VLD1.P 64(R0), [V12.S4, V13.S4, V14.S4, V15.S4]
+	WORD $0x4e28d400 // fadd v0.4s, v0.4s, v8.4s
+	WORD $0x4e29d421 // fadd v1.4s, v1.4s, v9.4s
+	WORD $0x4e2ad442 // fadd v2.4s, v2.4s, v10.4s
+	WORD $0x4e2bd463 // fadd v3.4s, v3.4s, v11.4s
+	WORD $0x4e2cd484 // fadd v4.4s, v4.4s, v12.4s
+	WORD $0x4e2dd4a5 // fadd v5.4s, v5.4s, v13.4s
+	WORD $0x4e2ed4c6 // fadd v6.4s, v6.4s, v14.4s
+	WORD $0x4e2fd4e7 // fadd v7.4s, v7.4s, v15.4s
+	SUBS $1, R1
+	BNE loop
+done:
+	WORD $0x4e21d400 // fadd v0.4s, v0.4s, v1.4s
+	WORD $0x4e23d442 // fadd v2.4s, v2.4s, v3.4s
+	WORD $0x4e25d484 // fadd v4.4s, v4.4s, v5.4s
+	WORD $0x4e27d4c6 // fadd v6.4s, v6.4s, v7.4s
+	WORD $0x4e22d400 // fadd v0.4s, v0.4s, v2.4s
+	WORD $0x4e26d484 // fadd v4.4s, v4.4s, v6.4s
+	WORD $0x4e24d400 // fadd v0.4s, v0.4s, v4.4s
+	WORD $0x6e20d400 // faddp v0.4s, v0.4s, v0.4s
+	WORD $0x7e30d800 // faddp s0, v0.2s
+	FMOVS F0, ret+16(FP)
 	RET

@@ -2,7 +2,11 @@
 
 package cpu
 
-import xcpu "golang.org/x/sys/cpu"
+import (
+	"testing"
+
+	xcpu "golang.org/x/sys/cpu"
+)
 
 // atVariants lists the tile kernels of this architecture for the tests
 // of tile_kernels_test.go.
@@ -11,4 +15,16 @@ func atVariants() []atVariant {
 		{"NEOND64", 64, tileNEOND64, xcpu.ARM64.HasASIMD},
 		{"NEOND128", 128, tileNEOND128, xcpu.ARM64.HasASIMD},
 	}
+}
+
+func TestPeakNEON(t *testing.T) {
+	peakNEON(0)
+	peakNEON(-1)
+	peakNEON(1000)
+}
+
+// TestReadSumNEON: readSumNEON sums exactly the whole blocks of n floats,
+// reads nothing past them, and returns 0 for n < one block.
+func TestReadSumNEON(t *testing.T) {
+	checkReadSumAsm(t, "readSumNEON", readSumNEON, 32)
 }
