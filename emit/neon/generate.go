@@ -19,6 +19,13 @@ func Generate(pkg string) *File {
 	for _, d := range []int{64, 128} {
 		fl.Add(EmitTile(d))
 	}
+	for _, e := range Elems {
+		for _, d := range []int{64, 128} {
+			for _, r := range DecodeRows {
+				fl.Add(EmitDecode(e, d, r))
+			}
+		}
+	}
 	fl.Add(EmitPeak())
 	fl.Add(EmitReadSum())
 	return fl

@@ -17,7 +17,21 @@ func archKernels(v Variant) *kernels {
 // neonKernels is the NEON table, made once so that dispatch allocates
 // nothing. The kernels are written by emit/neon (tile_arm64.s).
 var neonKernels = &kernels{
-	tile:  neonTile(tileNEOND64, tileNEOND128),
+	tile: neonTile(tileNEOND64, tileNEOND128),
+	decode: [3][2][4]decodeKernel{
+		F32: {
+			{decodeNEONF32D64R1, decodeNEONF32D64R2, decodeNEONF32D64R4, decodeNEONF32D64R8},
+			{decodeNEONF32D128R1, decodeNEONF32D128R2, decodeNEONF32D128R4, decodeNEONF32D128R8},
+		},
+		BF16: {
+			{decodeNEONBF16D64R1, decodeNEONBF16D64R2, decodeNEONBF16D64R4, decodeNEONBF16D64R8},
+			{decodeNEONBF16D128R1, decodeNEONBF16D128R2, decodeNEONBF16D128R4, decodeNEONBF16D128R8},
+		},
+		F16: {
+			{decodeNEONF16D64R1, decodeNEONF16D64R2, decodeNEONF16D64R4, decodeNEONF16D64R8},
+			{decodeNEONF16D128R1, decodeNEONF16D128R2, decodeNEONF16D128R4, decodeNEONF16D128R8},
+		},
+	},
 	lanes: 4,
 	peak:  peakNEON, peakFlops: 12 * 2 * 4,
 	readSum: readSumNEON, readBlock: 32,

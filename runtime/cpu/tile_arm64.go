@@ -16,6 +16,174 @@ func tileNEOND64(q *float32, kt *float32, v *float32, s *float32, o *float32, m 
 //go:noescape
 func tileNEOND128(q *float32, kt *float32, v *float32, s *float32, o *float32, m *float32, l *float32, mask *uint64)
 
+// decodeNEONF32D64R1 is the decode kernel for F32 keys and values, D = 64 and 1
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONF32D64R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONF32D64R2 is the decode kernel for F32 keys and values, D = 64 and 2
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONF32D64R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONF32D64R4 is the decode kernel for F32 keys and values, D = 64 and 4
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONF32D64R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONF32D64R8 is the decode kernel for F32 keys and values, D = 64 and 8
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONF32D64R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONF32D128R1 is the decode kernel for F32 keys and values, D = 128 and 1
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONF32D128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONF32D128R2 is the decode kernel for F32 keys and values, D = 128 and 2
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONF32D128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONF32D128R4 is the decode kernel for F32 keys and values, D = 128 and 4
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONF32D128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONF32D128R8 is the decode kernel for F32 keys and values, D = 128 and 8
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONF32D128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONBF16D64R1 is the decode kernel for BF16 keys and values, D = 64 and 1
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONBF16D64R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONBF16D64R2 is the decode kernel for BF16 keys and values, D = 64 and 2
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONBF16D64R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONBF16D64R4 is the decode kernel for BF16 keys and values, D = 64 and 4
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONBF16D64R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONBF16D64R8 is the decode kernel for BF16 keys and values, D = 64 and 8
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONBF16D64R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONBF16D128R1 is the decode kernel for BF16 keys and values, D = 128 and 1
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONBF16D128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONBF16D128R2 is the decode kernel for BF16 keys and values, D = 128 and 2
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONBF16D128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONBF16D128R4 is the decode kernel for BF16 keys and values, D = 128 and 4
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONBF16D128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONBF16D128R8 is the decode kernel for BF16 keys and values, D = 128 and 8
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONBF16D128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONF16D64R1 is the decode kernel for F16 keys and values, D = 64 and 1
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONF16D64R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONF16D64R2 is the decode kernel for F16 keys and values, D = 64 and 2
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONF16D64R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONF16D64R4 is the decode kernel for F16 keys and values, D = 64 and 4
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONF16D64R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONF16D64R8 is the decode kernel for F16 keys and values, D = 64 and 8
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONF16D64R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONF16D128R1 is the decode kernel for F16 keys and values, D = 128 and 1
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONF16D128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONF16D128R2 is the decode kernel for F16 keys and values, D = 128 and 2
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONF16D128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONF16D128R4 is the decode kernel for F16 keys and values, D = 128 and 4
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONF16D128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONF16D128R8 is the decode kernel for F16 keys and values, D = 128 and 8
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONF16D128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
 // peakNEON runs n iterations of 12 independent FMLA chains on 128-bit
 // registers (96 flops per iteration) to measure the FP32 FMA peak.
 func peakNEON(n int)
