@@ -103,6 +103,7 @@ func (f *Func) fsub(d, n, m V)         { f.V(opFSUB.inst(d, n, m)) }
 func (f *Func) fmul(d, n, m V)         { f.V(opFMUL.inst(d, n, m)) }
 func (f *Func) fmax(d, n, m V)         { f.V(opFMAX.inst(d, n, m)) }
 func (f *Func) fmaxnm(d, n, m V)       { f.V(opFMAXNM.inst(d, n, m)) }
+func (f *Func) fmin(d, n, m V)         { f.V(opFMIN.inst(d, n, m)) }
 func (f *Func) fmla(d, n, m V)         { f.V(opFMLA.inst(d, n, m)) }
 func (f *Func) fmlaE(d, n, m V, i int) { f.V(opFMLAe.inst(d, n, m, i)) }
 func (f *Func) fmulE(d, n, m V, i int) { f.V(opFMULe.inst(d, n, m, i)) }

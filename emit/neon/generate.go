@@ -26,6 +26,8 @@ func Generate(pkg string) *File {
 			}
 		}
 	}
+	fl.Add(EmitGemm())
+	fl.Add(EmitBwdProb())
 	fl.Add(EmitPeak())
 	fl.Add(EmitReadSum())
 	return fl

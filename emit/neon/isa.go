@@ -52,6 +52,7 @@ var (
 	opFMUL   = op3{"fmul", "", 0x6e20dc00, "4s", ""}
 	opFMAX   = op3{"fmax", "", 0x4e20f400, "4s", ""}
 	opFMAXNM = op3{"fmaxnm", "", 0x4e20c400, "4s", ""}
+	opFMIN   = op3{"fmin", "", 0x4ea0f400, "4s", ""}
 	opFMLA   = op3{"fmla", "VFMLA", 0x4e20cc00, "4s", "S4"}
 	opFCMGT  = op3{"fcmgt", "", 0x6ea0e400, "4s", ""}
 	opFCMEQ  = op3{"fcmeq", "", 0x4e20e400, "4s", ""}
@@ -70,7 +71,7 @@ var (
 )
 
 // ops3 lists the three-same operations (for the encoding tests).
-var ops3 = []op3{opFADD, opFSUB, opFMUL, opFMAX, opFMAXNM, opFMLA, opFCMGT, opFCMEQ, opFADDP,
+var ops3 = []op3{opFADD, opFSUB, opFMUL, opFMAX, opFMAXNM, opFMIN, opFMLA, opFCMGT, opFCMEQ, opFADDP,
 	opAND, opORR, opEOR, opBIC, opBIF, opBIT, opADD4S, opSUB4S, opCMTST, opZIP1H, opZIP2H}
 
 // inst is d = n op m (for fmla: d += n*m; bif, bit: the bitwise inserts).

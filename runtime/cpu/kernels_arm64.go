@@ -32,8 +32,10 @@ var neonKernels = &kernels{
 			{decodeNEONF16D128R1, decodeNEONF16D128R2, decodeNEONF16D128R4, decodeNEONF16D128R8},
 		},
 	},
-	lanes: 4,
-	peak:  peakNEON, peakFlops: 12 * 2 * 4,
+	gemm:    gemmNEON,
+	bwdProb: bwdProbNEON,
+	lanes:   4,
+	peak:    peakNEON, peakFlops: 12 * 2 * 4,
 	readSum: readSumNEON, readBlock: 32,
 }
 

@@ -184,6 +184,20 @@ func decodeNEONF16D128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *
 //go:noescape
 func decodeNEONF16D128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
+// gemmNEON computes C (+)= A B: c[i*ldc+j] (+)= sum over l < k of
+// a[i*sam+l*sak] * b[l*ldb+j], for i < m and j < n (a multiple of 16),
+// adding to c when acc != 0.
+//
+//go:noescape
+func gemmNEON(c *float32, a *float32, b *float32, m int, n int, k int, sam int, sak int, ldb int, ldc int, acc int)
+
+// bwdProbNEON replaces, for each row r < rows of the TK-wide tiles s and
+// dp, s by p = exp2(c*s - lb[r]) and dp by p*scale*(dp - dl[r]), both +0
+// where bit c of mask[r] is clear.
+//
+//go:noescape
+func bwdProbNEON(s *float32, dp *float32, lb *float32, dl *float32, mask *uint64, rows int, c float32, scale float32)
+
 // peakNEON runs n iterations of 12 independent FMLA chains on 128-bit
 // registers (96 flops per iteration) to measure the FP32 FMA peak.
 func peakNEON(n int)
