@@ -46,8 +46,8 @@ func NewFunc(name string, params []Param, result *Param, doc ...string) *Func {
 		f.offs[p.Name] = off
 		off += sz
 	}
-	off = (off + 7) / 8 * 8
 	if result != nil {
+		off = (off + 7) / 8 * 8 // results start pointer-aligned
 		f.offs[result.Name] = off
 		off += result.size()
 	}
@@ -118,6 +118,11 @@ func (f *Func) bit(d, n, m V)          { f.V(opBIT.inst(d, n, m)) }
 func (f *Func) addi(d, n, m V)         { f.V(opADD4S.inst(d, n, m)) }
 func (f *Func) subi(d, n, m V)         { f.V(opSUB4S.inst(d, n, m)) }
 func (f *Func) cmtst(d, n, m V)        { f.V(opCMTST.inst(d, n, m)) }
+func (f *Func) cmeq(d, n, m V)         { f.V(opCMEQ.inst(d, n, m)) }
+func (f *Func) trn1s(d, n, m V)        { f.V(opTRN1S.inst(d, n, m)) }
+func (f *Func) trn2s(d, n, m V)        { f.V(opTRN2S.inst(d, n, m)) }
+func (f *Func) trn1d(d, n, m V)        { f.V(opTRN1D.inst(d, n, m)) }
+func (f *Func) trn2d(d, n, m V)        { f.V(opTRN2D.inst(d, n, m)) }
 func (f *Func) zip1h(d, n, m V)        { f.V(opZIP1H.inst(d, n, m)) }
 func (f *Func) zip2h(d, n, m V)        { f.V(opZIP2H.inst(d, n, m)) }
 func (f *Func) frintn(d, n V)          { f.V(opFRINTN.inst(d, n)) }

@@ -28,6 +28,11 @@ func Generate(pkg string) *File {
 	}
 	fl.Add(EmitGemm())
 	fl.Add(EmitBwdProb())
+	fl.Add(EmitScaleRow())
+	fl.Add(EmitWiden(BF16))
+	fl.Add(EmitWiden(F16))
+	fl.Add(EmitNonFinite())
+	fl.Add(EmitTranspose())
 	fl.Add(EmitPeak())
 	fl.Add(EmitReadSum())
 	return fl

@@ -66,13 +66,18 @@ var (
 	opADD4S  = op3{"add", "VADD", 0x4ea08400, "4s", "S4"}
 	opSUB4S  = op3{"sub", "VSUB", 0x6ea08400, "4s", "S4"}
 	opCMTST  = op3{"cmtst", "VCMTST", 0x4ea08c00, "4s", "S4"}
+	opCMEQ   = op3{"cmeq", "VCMEQ", 0x6ea08c00, "4s", "S4"}
+	opTRN1S  = op3{"trn1", "VTRN1", 0x4e802800, "4s", "S4"}
+	opTRN2S  = op3{"trn2", "VTRN2", 0x4e806800, "4s", "S4"}
+	opTRN1D  = op3{"trn1", "VTRN1", 0x4ec02800, "2d", "D2"}
+	opTRN2D  = op3{"trn2", "VTRN2", 0x4ec06800, "2d", "D2"}
 	opZIP1H  = op3{"zip1", "VZIP1", 0x4e403800, "8h", "H8"}
 	opZIP2H  = op3{"zip2", "VZIP2", 0x4e407800, "8h", "H8"}
 )
 
 // ops3 lists the three-same operations (for the encoding tests).
 var ops3 = []op3{opFADD, opFSUB, opFMUL, opFMAX, opFMAXNM, opFMIN, opFMLA, opFCMGT, opFCMEQ, opFADDP,
-	opAND, opORR, opEOR, opBIC, opBIF, opBIT, opADD4S, opSUB4S, opCMTST, opZIP1H, opZIP2H}
+	opAND, opORR, opEOR, opBIC, opBIF, opBIT, opADD4S, opSUB4S, opCMTST, opCMEQ, opTRN1S, opTRN2S, opTRN1D, opTRN2D, opZIP1H, opZIP2H}
 
 // inst is d = n op m (for fmla: d += n*m; bif, bit: the bitwise inserts).
 func (o op3) inst(d, n, m V) Inst {

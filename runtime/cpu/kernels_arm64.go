@@ -32,10 +32,14 @@ var neonKernels = &kernels{
 			{decodeNEONF16D128R1, decodeNEONF16D128R2, decodeNEONF16D128R4, decodeNEONF16D128R8},
 		},
 	},
-	gemm:    gemmNEON,
-	bwdProb: bwdProbNEON,
-	lanes:   4,
-	peak:    peakNEON, peakFlops: 12 * 2 * 4,
+	gemm:      gemmNEON,
+	bwdProb:   bwdProbNEON,
+	lanes:     4,
+	scaleRow:  scaleRowNEON,
+	nonFinite: nonFiniteRowsNEON,
+	widen:     [3]func(*float32, *uint16, int){BF16: widenBF16NEON, F16: widenF16NEON},
+	transpose: transposeTileNEON,
+	peak:      peakNEON, peakFlops: 12 * 2 * 4,
 	readSum: readSumNEON, readBlock: 32,
 }
 

@@ -198,6 +198,36 @@ func gemmNEON(c *float32, a *float32, b *float32, m int, n int, k int, sam int, 
 //go:noescape
 func bwdProbNEON(s *float32, dp *float32, lb *float32, dl *float32, mask *uint64, rows int, c float32, scale float32)
 
+// scaleRowNEON writes dst[i] = src[i]*s for i < n (a multiple of 4).
+//
+//go:noescape
+func scaleRowNEON(dst *float32, src *float32, n int, s float32)
+
+// widenBF16NEON writes the float32 values of the n bfloat16 elements at src to dst
+// (n a multiple of 4).
+//
+//go:noescape
+func widenBF16NEON(dst *float32, src *uint16, n int)
+
+// widenF16NEON writes the float32 values of the n half-precision elements at src to dst
+// (n a multiple of 4).
+//
+//go:noescape
+func widenF16NEON(dst *float32, src *uint16, n int)
+
+// nonFiniteRowsNEON returns the rows of the TK rows of d floats at v (d a
+// multiple of 4) that hold a NaN or an infinity, as bits.
+//
+//go:noescape
+func nonFiniteRowsNEON(v *float32, d int) uint64
+
+// transposeTileNEON writes kt[i*64+c] = scale*k[c*pitch+i] for i < d (a
+// multiple of 4) and c < 64: the transposed, scaled key tile of the tile
+// kernels.
+//
+//go:noescape
+func transposeTileNEON(kt *float32, k *float32, pitch int, d int, scale float32)
+
 // peakNEON runs n iterations of 12 independent FMLA chains on 128-bit
 // registers (96 flops per iteration) to measure the FP32 FMA peak.
 func peakNEON(n int)

@@ -31089,6 +31089,168 @@ row:
 done:
 	RET
 
+// func scaleRowNEON(dst *float32, src *float32, n int, s float32)
+TEXT ·scaleRowNEON(SB), NOSPLIT, $0-28
+	MOVD dst+0(FP), R0
+	MOVD src+8(FP), R1
+	MOVD n+16(FP), R2
+	FMOVS s+24(FP), F31
+	VDUP V31.S[0], V31.S4
+loop16:
+	CMP $16, R2
+	BLT tail
+	VLD1.P 64(R1), [V0.S4, V1.S4, V2.S4, V3.S4]
+	WORD $0x6e3fdc00 // fmul v0.4s, v0.4s, v31.4s
+	WORD $0x6e3fdc21 // fmul v1.4s, v1.4s, v31.4s
+	WORD $0x6e3fdc42 // fmul v2.4s, v2.4s, v31.4s
+	WORD $0x6e3fdc63 // fmul v3.4s, v3.4s, v31.4s
+	VST1.P [V0.S4, V1.S4, V2.S4, V3.S4], 64(R0)
+	SUB $16, R2
+	B loop16
+tail:
+	CMP $4, R2
+	BLT done
+	FMOVQ.P 16(R1), F0
+	WORD $0x6e3fdc00 // fmul v0.4s, v0.4s, v31.4s
+	FMOVQ.P F0, 16(R0)
+	SUB $4, R2
+	B tail
+done:
+	RET
+
+// func widenBF16NEON(dst *float32, src *uint16, n int)
+TEXT ·widenBF16NEON(SB), NOSPLIT, $0-24
+	MOVD dst+0(FP), R0
+	MOVD src+8(FP), R1
+	MOVD n+16(FP), R2
+	VEOR V31.B16, V31.B16, V31.B16
+loop8:
+	CMP $8, R2
+	BLT tail
+	FMOVQ.P 16(R1), F0
+	VZIP1 V0.H8, V31.H8, V1.H8
+	VZIP2 V0.H8, V31.H8, V2.H8
+	VST1.P [V1.S4, V2.S4], 32(R0)
+	SUB $8, R2
+	B loop8
+tail:
+	CMP $4, R2
+	BLT done
+	FMOVD (R1), F0
+	VZIP1 V0.H8, V31.H8, V1.H8
+	VZIP2 V0.H8, V31.H8, V2.H8
+	FMOVQ F1, (R0)
+done:
+	RET
+
+// func widenF16NEON(dst *float32, src *uint16, n int)
+TEXT ·widenF16NEON(SB), NOSPLIT, $0-24
+	MOVD dst+0(FP), R0
+	MOVD src+8(FP), R1
+	MOVD n+16(FP), R2
+	VEOR V31.B16, V31.B16, V31.B16
+loop8:
+	CMP $8, R2
+	BLT tail
+	FMOVQ.P 16(R1), F0
+	WORD $0x0e217801 // fcvtl v1.4s, v0.4h
+	WORD $0x4e217802 // fcvtl2 v2.4s, v0.8h
+	VST1.P [V1.S4, V2.S4], 32(R0)
+	SUB $8, R2
+	B loop8
+tail:
+	CMP $4, R2
+	BLT done
+	FMOVD (R1), F0
+	WORD $0x0e217801 // fcvtl v1.4s, v0.4h
+	WORD $0x4e217802 // fcvtl2 v2.4s, v0.8h
+	FMOVQ F1, (R0)
+done:
+	RET
+
+// func nonFiniteRowsNEON(v *float32, d int) uint64
+TEXT ·nonFiniteRowsNEON(SB), NOSPLIT, $0-24
+	MOVD v+0(FP), R0
+	MOVD d+8(FP), R1
+	MOVW $0x7f800000, R2
+	VDUP R2, V31.S4
+	MOVD $0, R3
+	MOVD $1, R4
+	MOVD $64, R5
+row:
+	VEOR V0.B16, V0.B16, V0.B16
+	MOVD R1, R6
+vec:
+	FMOVQ.P 16(R0), F1
+	VAND V31.B16, V1.B16, V1.B16
+	VCMEQ V31.S4, V1.S4, V1.S4
+	VORR V1.B16, V0.B16, V0.B16
+	SUBS $4, R6
+	BGT vec
+	VMOV V0.D[0], R7
+	VMOV V0.D[1], R8
+	ORR R8, R7
+	CBZ R7, next
+	ORR R4, R3
+next:
+	LSL $1, R4
+	SUBS $1, R5
+	BNE row
+	MOVD R3, ret+16(FP)
+	RET
+
+// func transposeTileNEON(kt *float32, k *float32, pitch int, d int, scale float32)
+TEXT ·transposeTileNEON(SB), NOSPLIT, $0-36
+	MOVD kt+0(FP), R0
+	MOVD k+8(FP), R1
+	MOVD pitch+16(FP), R2
+	MOVD d+24(FP), R3
+	FMOVS scale+32(FP), F31
+	VDUP V31.S[0], V31.S4
+	LSL $2, R2
+	MOVD $16, R4
+	MOVD R1, R5
+	MOVD R0, R6
+cblk:
+	MOVD R5, R7
+	ADD R2, R7, R8
+	ADD R2, R8, R9
+	ADD R2, R9, R10
+	MOVD R6, R11
+	LSR $2, R3, R12
+iblk:
+	FMOVQ.P 16(R7), F0
+	FMOVQ.P 16(R8), F1
+	FMOVQ.P 16(R9), F2
+	FMOVQ.P 16(R10), F3
+	VTRN1 V1.S4, V0.S4, V4.S4
+	VTRN2 V1.S4, V0.S4, V5.S4
+	VTRN1 V3.S4, V2.S4, V6.S4
+	VTRN2 V3.S4, V2.S4, V7.S4
+	VTRN1 V6.D2, V4.D2, V0.D2
+	VTRN1 V7.D2, V5.D2, V1.D2
+	VTRN2 V6.D2, V4.D2, V2.D2
+	VTRN2 V7.D2, V5.D2, V3.D2
+	WORD $0x6e3fdc00 // fmul v0.4s, v0.4s, v31.4s
+	FMOVQ F0, 0(R11)
+	WORD $0x6e3fdc21 // fmul v1.4s, v1.4s, v31.4s
+	FMOVQ F1, 256(R11)
+	WORD $0x6e3fdc42 // fmul v2.4s, v2.4s, v31.4s
+	FMOVQ F2, 512(R11)
+	WORD $0x6e3fdc63 // fmul v3.4s, v3.4s, v31.4s
+	FMOVQ F3, 768(R11)
+	ADD $1024, R11
+	SUBS $1, R12
+	BNE iblk
+	ADD R2, R5
+	ADD R2, R5
+	ADD R2, R5
+	ADD R2, R5
+	ADD $16, R6
+	SUBS $1, R4
+	BNE cblk
+	RET
+
 // func peakNEON(n int)
 TEXT ·peakNEON(SB), NOSPLIT, $0-8
 	MOVD n+0(FP), R0
