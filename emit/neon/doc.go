@@ -16,5 +16,11 @@
 //
 // The kernels compute the functions of runtime/cpu's pure-Go code and
 // amd64 kernels (emit/avo), with the same ABIs: the tile kernel (tile.go,
-// D = 64 and 128).
+// D = 64 and 128, 6x4 register blocking with FMLA by element), the decode
+// kernels (decode.go: F32, BF16, F16; D = 64, 128; 1, 2, 4, 8 rows), the
+// tiled backward's gemm and bwdProb (backward.go), the row helpers
+// scaleRow, nonFinite, widen and transpose (rows.go), and the FMA-peak and
+// read-bandwidth probes (probes.go). All share one exp2 (the polynomial
+// of runtime/cpu's exp2.go, Horner with FMLA, flushing below -125 to +0).
+// runtime/cpu's kernel tests run them under qemu-aarch64 in CI.
 package neon
