@@ -123,6 +123,9 @@ func (f *Func) trn1s(d, n, m V)        { f.V(opTRN1S.inst(d, n, m)) }
 func (f *Func) trn2s(d, n, m V)        { f.V(opTRN2S.inst(d, n, m)) }
 func (f *Func) trn1d(d, n, m V)        { f.V(opTRN1D.inst(d, n, m)) }
 func (f *Func) trn2d(d, n, m V)        { f.V(opTRN2D.inst(d, n, m)) }
+func (f *Func) fdiv(d, n, m V)         { f.V(opFDIV.inst(d, n, m)) }
+func (f *Func) uzp1h(d, n, m V)        { f.V(opUZP1H.inst(d, n, m)) }
+func (f *Func) fcvtn(d, n V, hi bool)  { f.V(pick(hi, opFCVTN2, opFCVTN).inst(d, n)) }
 func (f *Func) zip1h(d, n, m V)        { f.V(opZIP1H.inst(d, n, m)) }
 func (f *Func) zip2h(d, n, m V)        { f.V(opZIP2H.inst(d, n, m)) }
 func (f *Func) frintn(d, n V)          { f.V(opFRINTN.inst(d, n)) }

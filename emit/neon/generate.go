@@ -33,6 +33,9 @@ func Generate(pkg string) *File {
 	fl.Add(EmitWiden(F16))
 	fl.Add(EmitNonFinite())
 	fl.Add(EmitTranspose())
+	fl.Add(EmitLSE())
+	fl.Add(EmitNarrow(BF16))
+	fl.Add(EmitNarrow(F16))
 	fl.Add(EmitPeak())
 	fl.Add(EmitReadSum())
 	return fl

@@ -53,6 +53,7 @@ var (
 	opFMAX   = op3{"fmax", "", 0x4e20f400, "4s", ""}
 	opFMAXNM = op3{"fmaxnm", "", 0x4e20c400, "4s", ""}
 	opFMIN   = op3{"fmin", "", 0x4ea0f400, "4s", ""}
+	opFDIV   = op3{"fdiv", "", 0x6e20fc00, "4s", ""}
 	opFMLA   = op3{"fmla", "VFMLA", 0x4e20cc00, "4s", "S4"}
 	opFCMGT  = op3{"fcmgt", "", 0x6ea0e400, "4s", ""}
 	opFCMEQ  = op3{"fcmeq", "", 0x4e20e400, "4s", ""}
@@ -71,13 +72,14 @@ var (
 	opTRN2S  = op3{"trn2", "VTRN2", 0x4e806800, "4s", "S4"}
 	opTRN1D  = op3{"trn1", "VTRN1", 0x4ec02800, "2d", "D2"}
 	opTRN2D  = op3{"trn2", "VTRN2", 0x4ec06800, "2d", "D2"}
+	opUZP1H  = op3{"uzp1", "VUZP1", 0x4e401800, "8h", "H8"}
 	opZIP1H  = op3{"zip1", "VZIP1", 0x4e403800, "8h", "H8"}
 	opZIP2H  = op3{"zip2", "VZIP2", 0x4e407800, "8h", "H8"}
 )
 
 // ops3 lists the three-same operations (for the encoding tests).
-var ops3 = []op3{opFADD, opFSUB, opFMUL, opFMAX, opFMAXNM, opFMIN, opFMLA, opFCMGT, opFCMEQ, opFADDP,
-	opAND, opORR, opEOR, opBIC, opBIF, opBIT, opADD4S, opSUB4S, opCMTST, opCMEQ, opTRN1S, opTRN2S, opTRN1D, opTRN2D, opZIP1H, opZIP2H}
+var ops3 = []op3{opFADD, opFSUB, opFMUL, opFMAX, opFMAXNM, opFMIN, opFDIV, opFMLA, opFCMGT, opFCMEQ, opFADDP,
+	opAND, opORR, opEOR, opBIC, opBIF, opBIT, opADD4S, opSUB4S, opCMTST, opCMEQ, opTRN1S, opTRN2S, opTRN1D, opTRN2D, opUZP1H, opZIP1H, opZIP2H}
 
 // inst is d = n op m (for fmla: d += n*m; bif, bit: the bitwise inserts).
 func (o op3) inst(d, n, m V) Inst {

@@ -1,5 +1,7 @@
 package neon
 
+import "math"
+
 // Names of the row helpers of the driver (runtime/cpu's kernels table;
 // every length is a whole number of 4-float vectors).
 const (
@@ -178,6 +180,141 @@ func EmitTranspose() *Func {
 	f.I("ADD $16, R6")
 	f.I("SUBS $1, R4")
 	f.I("BNE cblk")
+	f.I("RET")
+	return f
+}
+
+// LSEName is the loop that finishes the log-sum-exp of output rows.
+const LSEName = "lseNEON"
+
+// NarrowName is the narrowing loop of a 16-bit output type.
+func NarrowName(e Elem) string { return "narrow" + e.String() + "NEON" }
+
+// log2Series are emit/avo's: 2/ln2 * 1/(2i+1), i = 0..5, the atanh series
+// of log2 on [1, 2) in s = (x-1)/(x+1).
+var log2Series = [6]float64{1, 1.0 / 3, 1.0 / 5, 1.0 / 7, 1.0 / 9, 1.0 / 11}
+
+// EmitLSE returns lseNEON(dst, m, l *float32, n int): dst[i] = (m[i] +
+// log2(l[i])) * ln2 for n a multiple of 4, as emit/avo's lseAVX512: log2(l)
+// is the exponent field (unbiased, SCVTF) plus log2 of the mantissa in [1,
+// 2) by the atanh series (FDIV for s, Horner with FMLA in s^2); l = +Inf
+// or NaN (exponent all ones) takes l itself as its exponent, so the result
+// is +Inf or NaN.
+func EmitLSE() *Func {
+	f := NewFunc(LSEName, []Param{{"dst", "*float32"}, {"m", "*float32"}, {"l", "*float32"}, {"n", "int"}}, nil,
+		"lseNEON writes dst[i] = (m[i] + log2(l[i])) * ln2 for i < n (a multiple of",
+		"4).")
+	for i, p := range []string{"dst", "m", "l", "n"} {
+		f.I("MOVD %s, R%d", f.Arg(p), i)
+	}
+	f.dupConst(31, f32bits(1), 4)
+	f.dupConst(30, f32bits(math.Ln2), 4)
+	for i, c := range log2Series {
+		f.dupConst(V(24+i), f32bits(2/math.Ln2*c), 4)
+	}
+	f.dupConst(23, 0x007fffff, 4)
+	f.dupConst(21, 0x7f800000, 4)
+	f.dupConst(20, 127, 4)
+	f.Label("loop")
+	f.I("CMP $4, R3")
+	f.I("BLT done")
+	f.I("FMOVQ.P 16(R2), F0") // l
+	f.ushr(1, 0, 23)
+	f.subi(1, 1, 20)
+	f.scvtf(1, 1) // the exponent
+	f.and(2, 0, 21)
+	f.cmeq(2, 2, 21)
+	f.bit(1, 0, 2) // l itself where +Inf or NaN
+	f.and(3, 0, 23)
+	f.orr(3, 3, 31) // the mantissa in [1, 2)
+	f.fsub(4, 3, 31)
+	f.fadd(5, 3, 31)
+	f.fdiv(6, 4, 5) // s
+	f.fmul(7, 6, 6) // s^2
+	a, b := V(8), V(9)
+	f.mov(a, 24+5)
+	for i := 4; i >= 0; i-- {
+		f.mov(b, V(24+i))
+		f.fmla(b, a, 7)
+		a, b = b, a
+	}
+	f.fmul(a, 6, a) // log2 of the mantissa
+	f.I("FMOVQ.P 16(R1), F10")
+	f.fadd(1, 1, 10)
+	f.fadd(1, 1, a)
+	f.fmul(1, 1, 30)
+	f.I("FMOVQ.P F1, 16(R0)")
+	f.I("SUB $4, R3")
+	f.I("B loop")
+	f.Label("done")
+	f.I("RET")
+	return f
+}
+
+// EmitNarrow returns narrow<e>NEON(dst *uint16, src *float32, n int, s
+// float32): dst[i] = src[i]*s rounded to e for n a multiple of 4, bit for
+// bit runtime/cpu's f32toF16 and f32toBF16. Half precision by FCVTN and
+// FCVTN2 (the default FPCR: to nearest, ties to even, through the
+// subnormals, infinities past the largest half; a NaN keeps its sign and
+// high payload bits and comes out quiet). bfloat16 in integer lanes: (u +
+// 0x7fff + bit 16 of u) >> 16, NaN lanes (FCMEQ x, x false) taking u >> 16
+// with the quiet bit 0x40 set; UZP1 packs the low halves.
+func EmitNarrow(e Elem) *Func {
+	what := map[Elem]string{BF16: "bfloat16", F16: "half-precision"}[e]
+	f := NewFunc(NarrowName(e), []Param{{"dst", "*uint16"}, {"src", "*float32"}, {"n", "int"}, {"s", "float32"}}, nil,
+		NarrowName(e)+" writes dst[i] = src[i]*s rounded to "+what+" (to nearest, ties",
+		"to even; NaN stays NaN, quiet) for i < n (a multiple of 4).")
+	f.I("MOVD %s, R0", f.Arg("dst"))
+	f.I("MOVD %s, R1", f.Arg("src"))
+	f.I("MOVD %s, R2", f.Arg("n"))
+	f.I("FMOVS %s, F31", f.Arg("s"))
+	f.dupE(31, 31, 0)
+	if e == BF16 {
+		f.dupConst(30, 0x7fff, 3)
+		f.dupConst(29, 1, 3)
+		f.dupConst(28, 0x40, 3)
+	}
+	// bf16 leaves the 16-bit result of x in the low half of each lane of h.
+	bf16 := func(x, h V) {
+		f.fcmeq(20, x, x)
+		f.ushr(h, x, 16)
+		f.and(21, h, 29)
+		f.addi(22, x, 30)
+		f.addi(22, 22, 21)
+		f.ushr(22, 22, 16)
+		f.orr(h, h, 28)
+		f.bit(h, 22, 20)
+	}
+	f.Label("loop8")
+	f.I("CMP $8, R2")
+	f.I("BLT tail")
+	f.I("VLD1.P 32(R1), %s", vlist(0, 2))
+	f.fmul(0, 0, 31)
+	f.fmul(1, 1, 31)
+	if e == F16 {
+		f.fcvtn(2, 0, false)
+		f.fcvtn(2, 1, true)
+	} else {
+		bf16(0, 3)
+		bf16(1, 4)
+		f.uzp1h(2, 3, 4)
+	}
+	f.I("FMOVQ.P F2, 16(R0)")
+	f.I("SUB $8, R2")
+	f.I("B loop8")
+	f.Label("tail")
+	f.I("CMP $4, R2")
+	f.I("BLT done")
+	f.I("FMOVQ (R1), F0")
+	f.fmul(0, 0, 31)
+	if e == F16 {
+		f.fcvtn(2, 0, false)
+	} else {
+		bf16(0, 3)
+		f.uzp1h(2, 3, 3)
+	}
+	f.I("FMOVD F2, (R0)")
+	f.Label("done")
 	f.I("RET")
 	return f
 }

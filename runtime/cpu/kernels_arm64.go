@@ -39,6 +39,8 @@ var neonKernels = &kernels{
 	nonFinite: nonFiniteRowsNEON,
 	widen:     [3]func(*float32, *uint16, int){BF16: widenBF16NEON, F16: widenF16NEON},
 	transpose: transposeTileNEON,
+	lse:       lseNEON,
+	narrow:    [3]func(*uint16, *float32, int, float32){BF16: narrowBF16NEON, F16: narrowF16NEON},
 	peak:      peakNEON, peakFlops: 12 * 2 * 4,
 	readSum: readSumNEON, readBlock: 32,
 }

@@ -228,6 +228,24 @@ func nonFiniteRowsNEON(v *float32, d int) uint64
 //go:noescape
 func transposeTileNEON(kt *float32, k *float32, pitch int, d int, scale float32)
 
+// lseNEON writes dst[i] = (m[i] + log2(l[i])) * ln2 for i < n (a multiple of
+// 4).
+//
+//go:noescape
+func lseNEON(dst *float32, m *float32, l *float32, n int)
+
+// narrowBF16NEON writes dst[i] = src[i]*s rounded to bfloat16 (to nearest, ties
+// to even; NaN stays NaN, quiet) for i < n (a multiple of 4).
+//
+//go:noescape
+func narrowBF16NEON(dst *uint16, src *float32, n int, s float32)
+
+// narrowF16NEON writes dst[i] = src[i]*s rounded to half-precision (to nearest, ties
+// to even; NaN stays NaN, quiet) for i < n (a multiple of 4).
+//
+//go:noescape
+func narrowF16NEON(dst *uint16, src *float32, n int, s float32)
+
 // peakNEON runs n iterations of 12 independent FMLA chains on 128-bit
 // registers (96 flops per iteration) to measure the FP32 FMA peak.
 func peakNEON(n int)

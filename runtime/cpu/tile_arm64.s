@@ -31251,6 +31251,157 @@ iblk:
 	BNE cblk
 	RET
 
+// func lseNEON(dst *float32, m *float32, l *float32, n int)
+TEXT ·lseNEON(SB), NOSPLIT, $0-32
+	MOVD dst+0(FP), R0
+	MOVD m+8(FP), R1
+	MOVD l+16(FP), R2
+	MOVD n+24(FP), R3
+	MOVW $0x3f800000, R4
+	VDUP R4, V31.S4
+	MOVW $0x3f317218, R4
+	VDUP R4, V30.S4
+	MOVW $0x4038aa3b, R4
+	VDUP R4, V24.S4
+	MOVW $0x3f76384f, R4
+	VDUP R4, V25.S4
+	MOVW $0x3f13bb63, R4
+	VDUP R4, V26.S4
+	MOVW $0x3ed30bb1, R4
+	VDUP R4, V27.S4
+	MOVW $0x3ea4258a, R4
+	VDUP R4, V28.S4
+	MOVW $0x3e864d42, R4
+	VDUP R4, V29.S4
+	MOVW $0x007fffff, R4
+	VDUP R4, V23.S4
+	MOVW $0x7f800000, R4
+	VDUP R4, V21.S4
+	MOVW $0x0000007f, R4
+	VDUP R4, V20.S4
+loop:
+	CMP $4, R3
+	BLT done
+	FMOVQ.P 16(R2), F0
+	VUSHR $23, V0.S4, V1.S4
+	VSUB V20.S4, V1.S4, V1.S4
+	WORD $0x4e21d821 // scvtf v1.4s, v1.4s
+	VAND V21.B16, V0.B16, V2.B16
+	VCMEQ V21.S4, V2.S4, V2.S4
+	VBIT V2.B16, V0.B16, V1.B16
+	VAND V23.B16, V0.B16, V3.B16
+	VORR V31.B16, V3.B16, V3.B16
+	WORD $0x4ebfd464 // fsub v4.4s, v3.4s, v31.4s
+	WORD $0x4e3fd465 // fadd v5.4s, v3.4s, v31.4s
+	WORD $0x6e25fc86 // fdiv v6.4s, v4.4s, v5.4s
+	WORD $0x6e26dcc7 // fmul v7.4s, v6.4s, v6.4s
+	VMOV V29.B16, V8.B16
+	VMOV V28.B16, V9.B16
+	VFMLA V7.S4, V8.S4, V9.S4
+	VMOV V27.B16, V8.B16
+	VFMLA V7.S4, V9.S4, V8.S4
+	VMOV V26.B16, V9.B16
+	VFMLA V7.S4, V8.S4, V9.S4
+	VMOV V25.B16, V8.B16
+	VFMLA V7.S4, V9.S4, V8.S4
+	VMOV V24.B16, V9.B16
+	VFMLA V7.S4, V8.S4, V9.S4
+	WORD $0x6e29dcc9 // fmul v9.4s, v6.4s, v9.4s
+	FMOVQ.P 16(R1), F10
+	WORD $0x4e2ad421 // fadd v1.4s, v1.4s, v10.4s
+	WORD $0x4e29d421 // fadd v1.4s, v1.4s, v9.4s
+	WORD $0x6e3edc21 // fmul v1.4s, v1.4s, v30.4s
+	FMOVQ.P F1, 16(R0)
+	SUB $4, R3
+	B loop
+done:
+	RET
+
+// func narrowBF16NEON(dst *uint16, src *float32, n int, s float32)
+TEXT ·narrowBF16NEON(SB), NOSPLIT, $0-28
+	MOVD dst+0(FP), R0
+	MOVD src+8(FP), R1
+	MOVD n+16(FP), R2
+	FMOVS s+24(FP), F31
+	VDUP V31.S[0], V31.S4
+	MOVW $0x00007fff, R3
+	VDUP R3, V30.S4
+	MOVW $0x00000001, R3
+	VDUP R3, V29.S4
+	MOVW $0x00000040, R3
+	VDUP R3, V28.S4
+loop8:
+	CMP $8, R2
+	BLT tail
+	VLD1.P 32(R1), [V0.S4, V1.S4]
+	WORD $0x6e3fdc00 // fmul v0.4s, v0.4s, v31.4s
+	WORD $0x6e3fdc21 // fmul v1.4s, v1.4s, v31.4s
+	WORD $0x4e20e414 // fcmeq v20.4s, v0.4s, v0.4s
+	VUSHR $16, V0.S4, V3.S4
+	VAND V29.B16, V3.B16, V21.B16
+	VADD V30.S4, V0.S4, V22.S4
+	VADD V21.S4, V22.S4, V22.S4
+	VUSHR $16, V22.S4, V22.S4
+	VORR V28.B16, V3.B16, V3.B16
+	VBIT V20.B16, V22.B16, V3.B16
+	WORD $0x4e21e434 // fcmeq v20.4s, v1.4s, v1.4s
+	VUSHR $16, V1.S4, V4.S4
+	VAND V29.B16, V4.B16, V21.B16
+	VADD V30.S4, V1.S4, V22.S4
+	VADD V21.S4, V22.S4, V22.S4
+	VUSHR $16, V22.S4, V22.S4
+	VORR V28.B16, V4.B16, V4.B16
+	VBIT V20.B16, V22.B16, V4.B16
+	VUZP1 V4.H8, V3.H8, V2.H8
+	FMOVQ.P F2, 16(R0)
+	SUB $8, R2
+	B loop8
+tail:
+	CMP $4, R2
+	BLT done
+	FMOVQ (R1), F0
+	WORD $0x6e3fdc00 // fmul v0.4s, v0.4s, v31.4s
+	WORD $0x4e20e414 // fcmeq v20.4s, v0.4s, v0.4s
+	VUSHR $16, V0.S4, V3.S4
+	VAND V29.B16, V3.B16, V21.B16
+	VADD V30.S4, V0.S4, V22.S4
+	VADD V21.S4, V22.S4, V22.S4
+	VUSHR $16, V22.S4, V22.S4
+	VORR V28.B16, V3.B16, V3.B16
+	VBIT V20.B16, V22.B16, V3.B16
+	VUZP1 V3.H8, V3.H8, V2.H8
+	FMOVD F2, (R0)
+done:
+	RET
+
+// func narrowF16NEON(dst *uint16, src *float32, n int, s float32)
+TEXT ·narrowF16NEON(SB), NOSPLIT, $0-28
+	MOVD dst+0(FP), R0
+	MOVD src+8(FP), R1
+	MOVD n+16(FP), R2
+	FMOVS s+24(FP), F31
+	VDUP V31.S[0], V31.S4
+loop8:
+	CMP $8, R2
+	BLT tail
+	VLD1.P 32(R1), [V0.S4, V1.S4]
+	WORD $0x6e3fdc00 // fmul v0.4s, v0.4s, v31.4s
+	WORD $0x6e3fdc21 // fmul v1.4s, v1.4s, v31.4s
+	WORD $0x0e216802 // fcvtn v2.4h, v0.4s
+	WORD $0x4e216822 // fcvtn2 v2.8h, v1.4s
+	FMOVQ.P F2, 16(R0)
+	SUB $8, R2
+	B loop8
+tail:
+	CMP $4, R2
+	BLT done
+	FMOVQ (R1), F0
+	WORD $0x6e3fdc00 // fmul v0.4s, v0.4s, v31.4s
+	WORD $0x0e216802 // fcvtn v2.4h, v0.4s
+	FMOVD F2, (R0)
+done:
+	RET
+
 // func peakNEON(n int)
 TEXT ·peakNEON(SB), NOSPLIT, $0-8
 	MOVD n+0(FP), R0
