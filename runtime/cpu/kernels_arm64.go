@@ -2,13 +2,21 @@
 
 package cpu
 
-import xcpu "golang.org/x/sys/cpu"
+import (
+	"runtime"
+
+	xcpu "golang.org/x/sys/cpu"
+)
+
+// hasNEON reports whether the CPU has Advanced SIMD: x/sys/cpu's
+// HWCAP bit, or macOS, where every arm64 CPU has it but x/sys/cpu's
+// sysctl probe (v0.50) does not set HasASIMD.
+var hasNEON = xcpu.ARM64.HasASIMD || runtime.GOOS == "darwin"
 
 // archKernels returns the kernels of an arm64 variant when the CPU has the
-// instructions they need (Advanced SIMD, which every arm64 CPU Go runs on
-// has; x/sys/cpu reports it), else nil.
+// instructions they need (Advanced SIMD), else nil.
 func archKernels(v Variant) *kernels {
-	if v == NEON && xcpu.ARM64.HasASIMD {
+	if v == NEON && hasNEON {
 		return neonKernels
 	}
 	return nil

@@ -2,18 +2,14 @@
 
 package cpu
 
-import (
-	"testing"
-
-	xcpu "golang.org/x/sys/cpu"
-)
+import "testing"
 
 // atVariants lists the tile kernels of this architecture for the tests
 // of tile_kernels_test.go.
 func atVariants() []atVariant {
 	return []atVariant{
-		{"NEOND64", 64, tileNEOND64, xcpu.ARM64.HasASIMD},
-		{"NEOND128", 128, tileNEOND128, xcpu.ARM64.HasASIMD},
+		{"NEOND64", 64, tileNEOND64, hasNEON},
+		{"NEOND128", 128, tileNEOND128, hasNEON},
 	}
 }
 
