@@ -343,8 +343,8 @@ func backwardAPI(docParam, docPass, call string, heads bool) string {
 // package's, slices shorter than the shape (lse included) and dq, dk or
 // dv sharing memory with each other or with any input are errors wrapping
 // the package's Err* values. Backward is safe for concurrent use and, once
-// a call of a shape has run, allocates nothing. AVX512 and AVX2 run tiled
-// matrix products with their own assembly kernels, PureGo a per-pair Go
+// a call of a shape has run, allocates nothing. AVX512, AVX2 and NEON run
+// tiled matrix products with their own assembly kernels, PureGo a per-pair Go
 // backward (the variant is checked as Forward checks it).
 func Backward(dq, dk, dv, dout, q, k, v, out, lse []float32%s, s Shape) error {
 	return BackwardVariant(Auto, dq, dk, dv, dout, q, k, v, out, lse%s, s)

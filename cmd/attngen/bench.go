@@ -201,7 +201,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	warmup := fs.Int("warmup", 3, "-gpu: untimed launches before the timed ones")
 	sample := fs.Int("sample", 256, "-gpu: query rows (each for four heads: first, last, two random) whose output, and dq rows and dk/dv keys (of one head) whose gradients, are checked against the float64 reference after timing; 0: every row")
 	seed := fs.Uint64("seed", 1, "-gpu: seed of the random normal bf16 inputs")
-	variantsFlag := fs.String("variants", "", "comma-separated variants to time, of the CPU targets' names (avx512, avx2, purego) and naive (the straightforward Go implementation); default all this machine runs")
+	variantsFlag := fs.String("variants", "", "comma-separated variants to time, of the CPU targets' names (avx512, avx2, neon, purego) and naive (the straightforward Go implementation); default all this machine runs")
 	smFlag := fs.String("sm", "80", "-gpu: SM versions of the forward kernels timed, comma separated, each on the same inputs (80: the sm_80 kernel, which every GPU runs; 90a: the sm_90a kernel, on a compute capability 9.0 device only); the backward's kernels are sm_80's")
 	pass := fs.String("pass", "fwd", "what to time: fwd (the forward), bwd (the backward: dq, dk and dv from dout, q, k, v and the forward's out and lse; on the CPU float32 and contiguous caches, with -gpu the bf16 PTX dq and dk/dv kernels timed together; FLOP/s count 2.5x the forward's FLOPs) or both")
 	if err := parseArgs(fs, args, stdout, path); err != nil {

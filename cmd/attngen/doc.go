@@ -54,7 +54,7 @@
 //     straightforward Go backward as naive), -pass both the two; every
 //     -json row has a pass (fwd or bwd), and a backward row's gflops
 //     counts 2.5 x 4*B*H*D*kept_pairs per second. -variants times only
-//     the variants named (avx512, avx2, purego, naive).
+//     the variants named (avx512, avx2, neon, purego, naive).
 //   - attngen check validates a spec and prints its normalized mask and
 //     density.
 //   - attngen show draws the mask and its tile classes as text or an image.

@@ -170,7 +170,7 @@ func checkTargets(s *spec.Spec, gpus []ptx.Target) error {
 
 // refusers names targets and the head dimensions they run: "CPU target
 // avx2 (it runs 64, 128)", "GPU targets a, b (they run 64, 128)"; for the
-// CPU runtime's, "(its targets avx512, avx2, purego run 64, 128)". Targets
+// CPU runtime's, "(its targets avx512, avx2, neon, purego run 64, 128)". Targets
 // whose lists differ get one each.
 func refusers(what string, names []string, dims [][]int) string {
 	list := func(d []int) string { return strings.ReplaceAll(strings.Trim(fmt.Sprint(d), "[]"), " ", ", ") }

@@ -70,6 +70,7 @@ const (
 	Auto   Variant = Variant(cpu.Auto)
 	AVX512         = Variant(cpu.AVX512) // AVX-512 Foundation, 16 floats a vector
 	AVX2           = Variant(cpu.AVX2)   // AVX2 with FMA3 and F16C, 8 floats a vector
+	NEON           = Variant(cpu.NEON)   // Advanced SIMD (NEON), 4 floats a vector
 	PureGo         = Variant(cpu.PureGo) // portable Go, the same function
 )
 
@@ -208,8 +209,8 @@ func ForwardArgsVariant(variant Variant, a Args) error {
 // package's, slices shorter than the shape (lse included) and dq, dk or
 // dv sharing memory with each other or with any input are errors wrapping
 // the package's Err* values. Backward is safe for concurrent use and, once
-// a call of a shape has run, allocates nothing. AVX512 and AVX2 run tiled
-// matrix products with their own assembly kernels, PureGo a per-pair Go
+// a call of a shape has run, allocates nothing. AVX512, AVX2 and NEON run
+// tiled matrix products with their own assembly kernels, PureGo a per-pair Go
 // backward (the variant is checked as Forward checks it).
 func Backward(dq, dk, dv, dout, q, k, v, out, lse []float32, s Shape) error {
 	return BackwardVariant(Auto, dq, dk, dv, dout, q, k, v, out, lse, s)

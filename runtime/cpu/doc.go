@@ -69,7 +69,9 @@
 // its own two kernels (gemmAVX2, 3 rows x 4 ymm register blocks in 16
 // registers; bwdProbAVX2, the keep words tested against bit patterns and
 // ANDed into P and dS, so masked lanes are exactly 0 there too;
-// transposeTileAVX2). With at
+// transposeTileAVX2). The NEON variant (arm64) runs it with gemmNEON (6
+// rows x 4 vectors, A broadcast by LD1R) and bwdProbNEON (lane masks by
+// CMTST, ANDed in). With at
 // least as many (batch, kv head, segment) items as
 // threads it is one pass per item, the key tiles in order, dQ added as it
 // goes; otherwise a first pass per key tile (dK, dV) and a second per
@@ -150,7 +152,9 @@
 // tiles are read from q in place when they are TQ consecutive rows.
 //
 // Decoding jobs of at most maxDecodeRows (16) rows skip packing for whole
-// key tiles that every row keeps: on AVX-512 and AVX2 the decode kernels
+// key tiles that every row keeps: on AVX-512, AVX2 and NEON (whose
+// kernels emit/neon.EmitDecode writes with the same ABI, one row at a
+// time) the decode kernels
 // (emit/avo.EmitDecode, 1, 2, 4 or 8 rows, float32, bfloat16 or half
 // precision; larger jobs in groups of 8) read the key and value rows in
 // place, through one byte offset per key row (contiguous, paged or strided

@@ -30,6 +30,7 @@ const (
 	AVX512                // AVX-512F
 	AVX2                  // AVX2, FMA and F16C
 	PureGo                // portable Go
+	NEON                  // arm64 Advanced SIMD
 )
 
 // tileFunc is one microkernel (see the package documentation).

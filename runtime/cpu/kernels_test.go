@@ -45,6 +45,7 @@ func eachBwdKernels[T runner[T]](t T, f func(t T, kern *kernels)) {
 var kernelMarks = map[Variant][]string{
 	AVX512: {"AVX512", "512"},
 	AVX2:   {"AVX2", "256"},
+	NEON:   {"NEON"},
 	PureGo: {"Go"},
 }
 

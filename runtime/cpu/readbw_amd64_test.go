@@ -25,29 +25,6 @@ func TestReadSumAsm(t *testing.T) {
 			t.Logf("%s: this CPU lacks it", c.name)
 			continue
 		}
-		buf := make([]float32, 6*c.block+5)
-		for i := range buf {
-			buf[i] = float32(i%5 + 1)
-		}
-		for _, n := range []int{-1 << 62, -1, 0, 1, c.block - 1, c.block, c.block + 1, 2 * c.block, 5*c.block + 3, len(buf)} {
-			whole := 0
-			if n > 0 {
-				whole = n / c.block * c.block
-			}
-			var want float32
-			for _, x := range buf[:whole] {
-				want += x
-			}
-			// Poison what lies past the blocks: a read there would show.
-			saved := append([]float32(nil), buf[whole:]...)
-			for i := whole; i < len(buf); i++ {
-				buf[i] = 1e30
-			}
-			got := c.f(&buf[0], n)
-			copy(buf[whole:], saved)
-			if got != want {
-				t.Errorf("%s(n=%d): %v, want %v", c.name, n, got, want)
-			}
-		}
+		checkReadSumAsm(t, c.name, c.f, c.block)
 	}
 }

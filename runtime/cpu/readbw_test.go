@@ -92,3 +92,34 @@ func TestReadSum(t *testing.T) {
 		}
 	}
 }
+
+// checkReadSumAsm: an assembly read loop f (blocks of block floats) sums
+// exactly the whole blocks of n floats, reads nothing past them, and
+// returns 0 for n < one block, negative n included.
+func checkReadSumAsm(t *testing.T, name string, f func(*float32, int) float32, block int) {
+	t.Helper()
+	buf := make([]float32, 6*block+5)
+	for i := range buf {
+		buf[i] = float32(i%5 + 1)
+	}
+	for _, n := range []int{-1 << 62, -1, 0, 1, block - 1, block, block + 1, 2 * block, 5*block + 3, len(buf)} {
+		whole := 0
+		if n > 0 {
+			whole = n / block * block
+		}
+		var want float32
+		for _, x := range buf[:whole] {
+			want += x
+		}
+		// Poison what lies past the blocks: a read there would show.
+		saved := append([]float32(nil), buf[whole:]...)
+		for i := whole; i < len(buf); i++ {
+			buf[i] = 1e30
+		}
+		got := f(&buf[0], n)
+		copy(buf[whole:], saved)
+		if got != want {
+			t.Errorf("%s(n=%d): %v, want %v", name, n, got, want)
+		}
+	}
+}

@@ -23,6 +23,7 @@ type Target struct {
 var Targets = []Target{
 	{AVX512, "avx512", "AVX512", "AVX-512 Foundation, 16 floats a vector", "amd64", []int{64, 128}, []string{"f32"}},
 	{AVX2, "avx2", "AVX2", "AVX2 with FMA3 and F16C, 8 floats a vector", "amd64", []int{64, 128}, []string{"f32"}},
+	{NEON, "neon", "NEON", "Advanced SIMD (NEON), 4 floats a vector", "arm64", []int{64, 128}, []string{"f32"}},
 	{PureGo, "purego", "PureGo", "portable Go, the same function", "", []int{64, 128}, []string{"f32"}},
 }
 

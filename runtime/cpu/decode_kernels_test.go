@@ -1,5 +1,3 @@
-//go:build amd64 && !purego
-
 package cpu
 
 import (

@@ -1,0 +1,71 @@
+//go:build arm64 && !purego
+
+package cpu
+
+import (
+	"runtime"
+
+	xcpu "golang.org/x/sys/cpu"
+)
+
+// hasNEON reports whether the CPU has Advanced SIMD: x/sys/cpu's
+// HWCAP bit, or macOS, where every arm64 CPU has it but x/sys/cpu's
+// sysctl probe (v0.50) does not set HasASIMD.
+var hasNEON = xcpu.ARM64.HasASIMD || runtime.GOOS == "darwin"
+
+// archKernels returns the kernels of an arm64 variant when the CPU has the
+// instructions they need (Advanced SIMD), else nil.
+func archKernels(v Variant) *kernels {
+	if v == NEON && hasNEON {
+		return neonKernels
+	}
+	return nil
+}
+
+// neonKernels is the NEON table, made once so that dispatch allocates
+// nothing. The kernels are written by emit/neon (tile_arm64.s).
+var neonKernels = &kernels{
+	tile: neonTile(tileNEOND64, tileNEOND128),
+	decode: [3][2][4]decodeKernel{
+		F32: {
+			{decodeNEONF32D64R1, decodeNEONF32D64R2, decodeNEONF32D64R4, decodeNEONF32D64R8},
+			{decodeNEONF32D128R1, decodeNEONF32D128R2, decodeNEONF32D128R4, decodeNEONF32D128R8},
+		},
+		BF16: {
+			{decodeNEONBF16D64R1, decodeNEONBF16D64R2, decodeNEONBF16D64R4, decodeNEONBF16D64R8},
+			{decodeNEONBF16D128R1, decodeNEONBF16D128R2, decodeNEONBF16D128R4, decodeNEONBF16D128R8},
+		},
+		F16: {
+			{decodeNEONF16D64R1, decodeNEONF16D64R2, decodeNEONF16D64R4, decodeNEONF16D64R8},
+			{decodeNEONF16D128R1, decodeNEONF16D128R2, decodeNEONF16D128R4, decodeNEONF16D128R8},
+		},
+	},
+	gemm:      gemmNEON,
+	bwdProb:   bwdProbNEON,
+	lanes:     4,
+	scaleRow:  scaleRowNEON,
+	nonFinite: nonFiniteRowsNEON,
+	widen:     [3]func(*float32, *uint16, int){BF16: widenBF16NEON, F16: widenF16NEON},
+	transpose: transposeTileNEON,
+	lse:       lseNEON,
+	narrow:    [3]func(*uint16, *float32, int, float32){BF16: narrowBF16NEON, F16: narrowF16NEON},
+	peak:      peakNEON, peakFlops: 12 * 2 * 4,
+	readSum: readSumNEON, readBlock: 32,
+}
+
+type neonFunc func(q, kt, v, s, o, m, l *float32, mask *uint64)
+
+// neonTile adapts the pointer ABI of the assembly to tileFunc.
+func neonTile(d64, d128 neonFunc) tileFunc {
+	return func(q, kt, v, s, o, m, l []float32, mask []uint64, d int) {
+		f := d64
+		if d == 128 {
+			f = d128
+		}
+		var mp *uint64
+		if mask != nil {
+			mp = &mask[0]
+		}
+		f(&q[0], &kt[0], &v[0], &s[0], &o[0], &m[0], &l[0], mp)
+	}
+}
