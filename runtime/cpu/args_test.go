@@ -152,7 +152,7 @@ func TestPaged16(t *testing.T) {
 	masks := map[int][]testMask{64: argsMasks(t, 64), 128: argsMasks(t, 128)}
 	runs := 0
 	for _, tg := range cpu.Targets {
-		if !cpu.Supported(tg.Variant) {
+		if !cpu.Supported(tg.Variant) || emulated && tg.Variant == cpu.PureGo {
 			continue
 		}
 		for _, elem := range []cpu.Elem{cpu.BF16, cpu.F16} {
