@@ -53,6 +53,15 @@ func (i ISA) lanes() int {
 	return 8
 }
 
+// regs is the number of vector registers a kernel of the ISA may use: 32
+// zmm, or 16 ymm (no EVEX encoding on AVX2).
+func (i ISA) regs() int {
+	if i == AVX512 {
+		return 32
+	}
+	return 16
+}
+
 // vec allocates a virtual vector register of the ISA's width.
 func (i ISA) vec(ctx *build.Context) reg.VecVirtual {
 	if i == AVX512 {
