@@ -1,10 +1,10 @@
 package cpu_test
 
 import (
-	"os"
 	"errors"
 	"math"
 	"math/rand/v2"
+	"os"
 	"runtime"
 	"strings"
 	"testing"
