@@ -389,8 +389,9 @@ func (a *Args) inputs() (inputs, error) {
 //
 // ForwardArgs is safe for concurrent use. Each call runs on the calling
 // goroutine and on up to GOMAXPROCS-1 shared helper goroutines, which exit
-// after two seconds without work; workspaces are pooled and released by
-// the garbage collector when unused. Only the key tiles some query visits
+// after two seconds without work; workspaces of up to 512 MiB are pooled
+// for the next call and released by the garbage collector when unused (a
+// larger one is allocated per call). Only the key tiles some query visits
 // are packed, so a decoding call (few queries) costs what its kept keys
 // cost; the query heads that share a key/value head then share one pass
 // over the keys (with head parameters, those with the same values), and
