@@ -199,7 +199,8 @@ var log2Series = [6]float64{1, 1.0 / 3, 1.0 / 5, 1.0 / 7, 1.0 / 9, 1.0 / 11}
 // is the exponent field (unbiased, SCVTF) plus log2 of the mantissa in [1,
 // 2) by the atanh series (FDIV for s, Horner with FMLA in s^2); l = +Inf
 // or NaN (exponent all ones) takes l itself as its exponent, so the result
-// is +Inf or NaN.
+// is +Inf or NaN; a subnormal l is scaled by 2^64 first (64 off its
+// exponent), and l = 0 gives m + -Inf.
 func EmitLSE() *Func {
 	f := NewFunc(LSEName, []Param{{"dst", "*float32"}, {"m", "*float32"}, {"l", "*float32"}, {"n", "int"}}, nil,
 		"lseNEON writes dst[i] = (m[i] + log2(l[i])) * ln2 for i < n (a multiple of",
@@ -215,13 +216,26 @@ func EmitLSE() *Func {
 	f.dupConst(23, 0x007fffff, 4)
 	f.dupConst(21, 0x7f800000, 4)
 	f.dupConst(20, 127, 4)
+	f.dupConst(19, f32bits(0x1p64), 4)
+	f.dupConst(18, f32bits(64), 4)
+	f.dupConst(17, 0xff800000, 4) // -Inf
+	f.zero(12)
 	f.Label("loop")
 	f.I("CMP $4, R3")
 	f.I("BLT done")
 	f.I("FMOVQ.P 16(R2), F0") // l
+	// l = 0 or subnormal (exponent field 0): scaled by 2^64 first, 64
+	// taken off its exponent below; l = 0 itself ends as m + -Inf.
+	f.fcmeq(15, 0, 12) // l == 0
+	f.and(11, 0, 21)
+	f.cmeq(11, 11, 12) // exponent field 0
+	f.fmul(13, 0, 19)
+	f.bit(0, 13, 11) // l*2^64 there
 	f.ushr(1, 0, 23)
 	f.subi(1, 1, 20)
 	f.scvtf(1, 1) // the exponent
+	f.and(14, 11, 18)
+	f.fsub(1, 1, 14) // less 64 where scaled
 	f.and(2, 0, 21)
 	f.cmeq(2, 2, 21)
 	f.bit(1, 0, 2) // l itself where +Inf or NaN
@@ -242,6 +256,8 @@ func EmitLSE() *Func {
 	f.I("FMOVQ.P 16(R1), F10")
 	f.fadd(1, 1, 10)
 	f.fadd(1, 1, a)
+	f.fadd(16, 10, 17) // m + -Inf: where l = 0
+	f.bit(1, 16, 15)
 	f.fmul(1, 1, 30)
 	f.I("FMOVQ.P F1, 16(R0)")
 	f.I("SUB $4, R3")
