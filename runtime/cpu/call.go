@@ -458,7 +458,8 @@ func (c *call) keyRow(bk, pos int) int {
 
 // rowOffsets sets off[x] to the byte offset in k and v of key x of whole
 // key tile t of segment g of (batch, kv head) bk.
-func (c *call) rowOffsets(off *[TK]int, bk int, g segment, t int) {
+func (c *call) rowOffsets(off []int, bk int, g segment, t int) {
+	off = off[:TK]
 	es := 4
 	if c.elem != F32 {
 		es = 2

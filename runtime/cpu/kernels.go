@@ -82,8 +82,9 @@ func (k *kernels) hasDecode() bool { return k.decode[F32][0][0] != nil }
 
 // decodeRun runs the decode kernel of elem, d (64 or 128) and rows (1, 2,
 // 4 or 8) on k and v (the first elements of the caller's k and v; every
-// offset in off must lie in them, with a whole row after it).
-func (k *kernels) decodeRun(elem Elem, q []float32, kb, vb unsafe.Pointer, off *[TK]int, o, m, l []float32, rows, d int) {
+// offset in off[:TK] must lie in them, with a whole row after it; off[TK:]
+// are the rows to read next, prefetch hints).
+func (k *kernels) decodeRun(elem Elem, q []float32, kb, vb unsafe.Pointer, off *[2 * TK]int, o, m, l []float32, rows, d int) {
 	_, _, _, _ = q[rows*d-1], o[rows*d-1], m[rows-1], l[rows-1]
 	f := k.decode[elem][d/128][bits.TrailingZeros(uint(rows))]
 	f(&q[0], (*byte)(kb), (*byte)(vb), &off[0], &o[0], &m[0], &l[0])

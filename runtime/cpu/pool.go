@@ -13,7 +13,7 @@ import (
 type buffers struct {
 	q, s, o, m, l []float32
 	qs            []float32   // the query rows scaled, for the decode kernels
-	off           [TK]int     // byte offsets of a tile's key rows, for the decode kernels
+	off           [2 * TK]int // byte offsets of a tile's key rows and the next tile's, for the decode kernels
 	vclean        []float32   // a value tile with masked non-finite entries zeroed
 	kt, vt        []float32   // a key and a value tile packed for a transient call
 	conv          []float32   // 16-bit key rows widened before the transpose

@@ -99,7 +99,14 @@ func (w *buffers) runItem(c *call, it item) {
 				}
 				clear(qs[rows*D:])
 			}
-			c.rowOffsets(&w.off, b*s.HeadsKV+hk, g, ref.K)
+			c.rowOffsets(w.off[:TK], b*s.HeadsKV+hk, g, ref.K)
+			// The next tile's rows, which the kernels may prefetch: tile
+			// K+1 when it is whole, else this one's again.
+			if (ref.K+2)*TK <= g.nk {
+				c.rowOffsets(w.off[TK:], b*s.HeadsKV+hk, g, ref.K+1)
+			} else {
+				copy(w.off[TK:], w.off[:TK])
+			}
 			kb, vb := c.kvBase()
 			// groups of 8 rows, the last padded to 1, 2, 4 or 8
 			for r0 := 0; r0 < rows; r0 += 8 {
