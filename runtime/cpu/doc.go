@@ -2,7 +2,8 @@
 // package imports (with runtime/mask): the driver (ForwardArgs and the
 // functions that call it: shapes, workspace, goroutines, the tile walk of
 // the plan), the per-tile microkernels (AVX-512 and AVX2 Go assembly
-// written by emit/avo, and a pure-Go path computing the same function),
+// written by emit/avo, arm64 NEON assembly written by emit/neon, and a
+// pure-Go path computing the same function),
 // the exp2 they share, the variants as values (Targets, each with one
 // table of its kernels, kernels.go) and the FMA-peak and read-bandwidth
 // probes benchmarks measure beside the kernels. It imports only the standard library, x/sys and
@@ -148,7 +149,7 @@
 // 16 blocks; transposeTileAVX2, 8 x 8), 16-bit rows through its widening
 // loops, and the driver's row loops (output scaling, log-sum-exp,
 // non-finite value rows, 16-bit outputs) run the variant's row helpers,
-// on AVX-512 and AVX2 alike (emit/avo). Query
+// on AVX-512, AVX2 and NEON alike (emit/avo, emit/neon). Query
 // tiles are read from q in place when they are TQ consecutive rows.
 //
 // Decoding jobs of at most maxDecodeRows (16) rows skip packing for whole
@@ -159,7 +160,8 @@
 // precision; larger jobs in groups of 8) read the key and value rows in
 // place, through one byte offset per key row (contiguous, paged or strided
 // alike), in one pass per tile and group, with the query rows scaled
-// instead of the keys. Partial tiles still go through the tile kernel,
+// instead of the keys; they are also given the next tile's offsets, which
+// the AVX2 one-row kernels prefetch. Partial tiles still go through the tile kernel,
 // whose running state (o, m, l) they share.
 package cpu
 
