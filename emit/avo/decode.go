@@ -232,6 +232,26 @@ func EmitDecode(ctx *build.Context, c ConstTable, isa ISA, e Elem, d, r int) {
 		}
 		return kv
 	}
+	// qChunk is chunk ci of query row i: loaded into a register, or left
+	// in memory for the FMAs to read.
+	qChunk := func(i, ci int, inReg bool) op.Op {
+		qm := mem(q, 4*(i*d+g.w*ci))
+		if !inReg {
+			return qm
+		}
+		x := g.vec()
+		ctx.VMOVUPS(qm, x)
+		return x
+	}
+	// keyOffset loads key j's offset when rows are not held in registers.
+	keyOffset := func(j int) reg.Register {
+		if held {
+			return nil
+		}
+		t := ctx.GP64()
+		ctx.MOVQ(mem(op0, 8*j), t)
+		return t
+	}
 	if r == 1 || g.isa == AVX2 {
 		// Key by key: each key row is read from its first byte to its last
 		// before the next (one ascending stream, which the hardware
@@ -246,22 +266,10 @@ func EmitDecode(ctx *build.Context, c ConstTable, isa ISA, e Elem, d, r int) {
 		inRegs := r == 1 && nc+g.w+1 <= g.isa.regs()
 		qv := make([]op.Op, nc*r)
 		for x := range qv {
-			ci, i := x%nc, x/nc
-			qm := mem(q, 4*(i*d+g.w*ci))
-			if !inRegs {
-				qv[x] = qm
-				continue
-			}
-			y := g.vec()
-			ctx.VMOVUPS(qm, y)
-			qv[x] = y
+			qv[x] = qChunk(x/nc, x%nc, inRegs)
 		}
 		for j := 0; j < keys; j++ {
-			var t reg.Register
-			if !held {
-				t = ctx.GP64()
-				ctx.MOVQ(mem(op0, 8*j), t)
-			}
+			t := keyOffset(j)
 			for ci := 0; ci < nc; ci++ {
 				kv := keyChunk(j, ci, t)
 				for i := 0; i < r; i++ {
@@ -273,22 +281,10 @@ func EmitDecode(ctx *build.Context, c ConstTable, isa ISA, e Elem, d, r int) {
 		for ci := 0; ci < nc; ci++ {
 			qv := make([]op.Op, r)
 			for i := range qv {
-				qm := mem(q, 4*(i*d+g.w*ci))
-				if sh.qMem {
-					qv[i] = qm
-					continue
-				}
-				x := g.vec()
-				ctx.VMOVUPS(qm, x)
-				qv[i] = x
+				qv[i] = qChunk(i, ci, !sh.qMem)
 			}
 			for j := 0; j < keys; j++ {
-				var t reg.Register
-				if !held {
-					t = ctx.GP64()
-					ctx.MOVQ(mem(op0, 8*j), t)
-				}
-				kv := keyChunk(j, ci, t)
+				kv := keyChunk(j, ci, keyOffset(j))
 				for i, qi := range qv {
 					fma(ci == 0, qi, kv, j*r+i)
 				}

@@ -49,6 +49,25 @@ type kernels struct {
 	readBlock int
 }
 
+// asmFunc is the pointer ABI of every assembly tile kernel.
+type asmFunc func(q, kt, v, s, o, m, l *float32, mask *uint64)
+
+// asmTile adapts the assembly tile kernels of head dimensions 64 and 128
+// to tileFunc.
+func asmTile(d64, d128 asmFunc) tileFunc {
+	return func(q, kt, v, s, o, m, l []float32, mask []uint64, d int) {
+		f := d64
+		if d == 128 {
+			f = d128
+		}
+		var mp *uint64
+		if mask != nil {
+			mp = &mask[0]
+		}
+		f(&q[0], &kt[0], &v[0], &s[0], &o[0], &m[0], &l[0], mp)
+	}
+}
+
 // goKernels is the pure-Go variant: the portable microkernel and Go for
 // everything else.
 var goKernels = &kernels{tile: tileGo, lanes: 1, peak: peakGo, peakFlops: 12 * 2}

@@ -82,20 +82,3 @@ var (
 		readSum: readSumAVX2, readBlock: 64,
 	}
 )
-
-type asmFunc func(q, kt, v, s, o, m, l *float32, mask *uint64)
-
-// asmTile adapts the pointer ABI of the assembly to tileFunc.
-func asmTile(d64, d128 asmFunc) tileFunc {
-	return func(q, kt, v, s, o, m, l []float32, mask []uint64, d int) {
-		f := d64
-		if d == 128 {
-			f = d128
-		}
-		var mp *uint64
-		if mask != nil {
-			mp = &mask[0]
-		}
-		f(&q[0], &kt[0], &v[0], &s[0], &o[0], &m[0], &l[0], mp)
-	}
-}

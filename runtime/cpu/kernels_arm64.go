@@ -25,7 +25,7 @@ func archKernels(v Variant) *kernels {
 // neonKernels is the NEON table, made once so that dispatch allocates
 // nothing. The kernels are written by emit/neon (tile_arm64.s).
 var neonKernels = &kernels{
-	tile: neonTile(tileNEOND64, tileNEOND128),
+	tile: asmTile(tileNEOND64, tileNEOND128),
 	decode: [3][2][4]decodeKernel{
 		F32: {
 			{decodeNEONF32D64R1, decodeNEONF32D64R2, decodeNEONF32D64R4, decodeNEONF32D64R8},
@@ -51,21 +51,4 @@ var neonKernels = &kernels{
 	narrow:    [3]func(*uint16, *float32, int, float32){BF16: narrowBF16NEON, F16: narrowF16NEON},
 	peak:      peakNEON, peakFlops: 12 * 2 * 4,
 	readSum: readSumNEON, readBlock: 32,
-}
-
-type neonFunc func(q, kt, v, s, o, m, l *float32, mask *uint64)
-
-// neonTile adapts the pointer ABI of the assembly to tileFunc.
-func neonTile(d64, d128 neonFunc) tileFunc {
-	return func(q, kt, v, s, o, m, l []float32, mask []uint64, d int) {
-		f := d64
-		if d == 128 {
-			f = d128
-		}
-		var mp *uint64
-		if mask != nil {
-			mp = &mask[0]
-		}
-		f(&q[0], &kt[0], &v[0], &s[0], &o[0], &m[0], &l[0], mp)
-	}
 }
