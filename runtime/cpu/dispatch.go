@@ -18,3 +18,7 @@ func decodeRows(rows int) int {
 }
 
 type decodeKernel func(q *float32, k, v *byte, off *int, o, m, l *float32)
+
+// decodeScoreKernel is a decode kernel with the score stage (scoreTile:
+// rows[i] and slope[i] of its rows i, cols[j] of its keys j).
+type decodeScoreKernel func(q *float32, k, v *byte, off *int, o, m, l *float32, sc *scoreTile)

@@ -36,6 +36,9 @@ const (
 // tileFunc is one microkernel (see the package documentation).
 type tileFunc func(q, kt, v, s, o, m, l []float32, mask []uint64, d int)
 
+// tileScoreFunc is a microkernel with the score stage (scoreTile).
+type tileScoreFunc func(q, kt, v, s, o, m, l []float32, mask []uint64, d int, sc *scoreTile)
+
 // Supported reports whether this machine and build can run the variant:
 // always for Auto, which runs Best.
 func Supported(v Variant) bool {

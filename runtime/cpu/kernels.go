@@ -16,9 +16,16 @@ type kernels struct {
 	// tile is the forward microkernel (the tile ABI of the package
 	// documentation).
 	tile tileFunc
+	// tileScore is the microkernel with the score stage (score.go); nil:
+	// the runtime runs tileScoreGo for tiles whose scores are modified.
+	tileScore tileScoreFunc
 	// decode holds the decode kernels (emit/avo.EmitDecode's ABI) by
 	// element type, head dimension (64, 128) and rows (1, 2, 4, 8).
 	decode [3][2][4]decodeKernel
+	// decodeScore are the decode kernels with the score stage, indexed
+	// like decode; without them a call that modifies scores decodes
+	// through the tile path.
+	decodeScore [3][2][4]decodeScoreKernel
 	// gemm and bwdProb are the tiled backward's kernels (backward_tiled.go);
 	// without them the backward runs its pure-Go per-pair path.
 	gemm    func(c, a, b *float32, m, n, k, sam, sak, ldb, ldc, acc int)
@@ -70,7 +77,7 @@ func asmTile(d64, d128 asmFunc) tileFunc {
 
 // goKernels is the pure-Go variant: the portable microkernel and Go for
 // everything else.
-var goKernels = &kernels{tile: tileGo, lanes: 1, peak: peakGo, peakFlops: 12 * 2}
+var goKernels = &kernels{tile: tileGo, tileScore: tileScoreGo, lanes: 1, peak: peakGo, peakFlops: 12 * 2}
 
 // kernelsOf returns the kernels of a variant, if this build and machine
 // run it.
@@ -214,4 +221,13 @@ func readSum() func([]float32) float32 {
 		}
 	}
 	return readSumGo
+}
+
+// scoreTileK returns the variant's microkernel with the score stage, or
+// the pure-Go one.
+func (k *kernels) scoreTileK() tileScoreFunc {
+	if k.tileScore != nil {
+		return k.tileScore
+	}
+	return tileScoreGo
 }

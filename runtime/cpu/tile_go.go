@@ -36,6 +36,12 @@ import (
 // 0 as its maximum, as the assembly does: p is 0 for -Inf and NaN for NaN.
 // Masked scores are never read, so s may hold anything on entry.
 func tileGo(q, kt, v, s, o, m, l []float32, mask []uint64, d int) {
+	tileScoreGo(q, kt, v, s, o, m, l, mask, d, nil)
+}
+
+// tileScoreGo is tileGo with the score stage (scoreTile) applied between
+// the scores and the softmax; sc == nil is tileGo.
+func tileScoreGo(q, kt, v, s, o, m, l []float32, mask []uint64, d int, sc *scoreTile) {
 	if d != 64 && d != 128 {
 		panic("kernel: tileGo: D must be 64 or 128")
 	}
@@ -82,6 +88,10 @@ func tileGo(q, kt, v, s, o, m, l []float32, mask []uint64, d int) {
 			*s0, *s1 = [4]float32{}, [4]float32{}
 			mma2x4(q[r*d:(r+1)*d], q[(r+1)*d:(r+2)*d], kp, s0, s1)
 		}
+	}
+
+	if sc != nil {
+		scoreGo(s, sc)
 	}
 
 	// Pass 2: online softmax, row by row.
