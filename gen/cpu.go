@@ -59,6 +59,7 @@ func (m evalMask) Stride() int                  { return max(m.p.Layout.Stride, 
 func (m evalMask) UsesDocs() bool               { return m.p.Pred.UsesDocs() }
 func (m evalMask) UsesTree() bool               { return m.p.UsesTree() }
 func (m evalMask) HeadParams() []mask.HeadParam { return *m.params }
+func (m evalMask) Score() mask.Score            { return m.p.Score.Runtime() }
 
 // maskParams is HeadParams as runtime/mask describes them (nil: none).
 func (p *Plan) maskParams() []mask.HeadParam {

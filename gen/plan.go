@@ -80,6 +80,9 @@ type Plan struct {
 	// last when it keeps none): a partial tile may test lo <= j <= hi per
 	// element instead of Pred (RowIntervalOf).
 	RowInterval bool
+	// Score is the score stage every target renders between the scores
+	// and the softmax (score.go); it never changes tile classes.
+	Score ScoreStage
 }
 
 // Pass is one step of plan construction.
@@ -116,7 +119,7 @@ func Compile(s *spec.Spec, t Target, dump func(pass string, p *Plan)) (*Plan, er
 	if s.Mask != nil && s.Mask.Primitives() > spec.MaxPrimitives {
 		return nil, fmt.Errorf("plan %s: the mask has %d primitives, at most %d (spec.MaxPrimitives)", s.Name, s.Mask.Primitives(), spec.MaxPrimitives)
 	}
-	p := &Plan{Name: s.Name, Source: s.Pattern(), Pattern: s.Pattern(), Target: t.Name(), HeadDim: s.HeadDim}
+	p := &Plan{Name: s.Name, Source: s.Pattern(), Pattern: s.Pattern(), Target: t.Name(), HeadDim: s.HeadDim, Score: ScoreOf(s.Score)}
 	p.TileQ, p.TileK = t.TileSizes(s.HeadDim)
 	for _, ps := range Pipeline {
 		if err := ps.Run(p); err != nil {

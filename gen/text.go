@@ -48,6 +48,9 @@ func (p *Plan) Text(sq, sk, first int) string {
 	fmt.Fprintf(&b, "layout %s %d\n", p.Layout.Kind, p.Layout.Stride)
 	fmt.Fprintf(&b, "pattern causal=%v %s\n", p.Pattern.Causal, p.Pattern.Mask)
 	fmt.Fprintf(&b, "row_interval %v\n", p.RowInterval)
+	if p.Score.Active() {
+		fmt.Fprintf(&b, "score %s\n", p.Score)
+	}
 	for _, pr := range p.Programs() {
 		if pr.prog == nil {
 			fmt.Fprintf(&b, "program %s 0\n", pr.name)
@@ -197,8 +200,17 @@ func ParseText(text string) (*Dump, error) {
 	default:
 		return nil, bad("want \"row_interval true|false\"")
 	}
-	for _, pr := range p.Programs() {
+	f, _, _ = next()
+	if len(f) > 0 && f[0] == "score" {
+		if p.Score, err = parseScore(f[1:]); err != nil {
+			return nil, bad(err.Error())
+		}
 		f, _, _ = next()
+	}
+	for k, pr := range p.Programs() {
+		if k > 0 {
+			f, _, _ = next()
+		}
 		if v, err = ints(f, "program", pr.name, ""); err != nil {
 			return nil, err
 		}

@@ -37,6 +37,8 @@ type Spec struct {
 	HeadParams []HeadParam
 	Schedule   []ScheduleEntry // empty: the mask alone
 	Masks      map[string]*Mask
+	// Score is the score section (the zero value: scores as computed).
+	Score Score
 }
 
 // ScheduleEntry is one layer of the analysis schedule: "mask", "full" or the
@@ -302,7 +304,7 @@ func firstNonBlank(data []byte, line int) int {
 // generated for decide which sizes actually run.
 const MaxHeadDim = 1024
 
-var topKeys = []string{"name", "mask", "causal", "head_dim", "page_size", "schedule", "masks", "head_params"}
+var topKeys = []string{"name", "mask", "causal", "head_dim", "page_size", "schedule", "masks", "head_params", "score"}
 
 // MaxPageSize bounds page_size.
 const MaxPageSize = 1 << 20
@@ -378,6 +380,9 @@ func (p *parser) spec(doc *yaml.Node) *Spec {
 		if v, ok := p.boolean(n, "causal"); ok {
 			s.Causal = v
 		}
+	}
+	if n := fields["score"]; n != nil {
+		s.Score = p.score(n, s.Causal)
 	}
 	if n := fields["page_size"]; n != nil {
 		if v, ok := p.integer(n, "page_size"); ok {
@@ -475,6 +480,10 @@ func (p *parser) mapping(n *yaml.Node, what string, allowed []string) map[string
 			continue
 		}
 		if !contains(allowed, key) {
+			if h := unknownHints[what+"."+key]; h != "" {
+				p.errorf(kn, "%s: unknown key %q (%s)", what, clip(key), h)
+				continue
+			}
 			p.errorf(kn, "%s: unknown key %q (want %s)", what, clip(key), strings.Join(allowed, ", "))
 			continue
 		}

@@ -24,6 +24,8 @@ type Shape struct {
 	// mask bound to HeadParams[h*n : h*n+n]. nil for masks without them;
 	// the Check functions draw random values (WithHeadParams) when nil.
 	HeadParams []int32
+	// Score is the call's score stage (score.go); nil: none.
+	Score *Score
 }
 
 // Validate reports a shape no kernel can run.

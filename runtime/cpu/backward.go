@@ -57,6 +57,34 @@ func Backward(m mask.Mask, variant Variant, dq, dk, dv, dout, q, k, v, out, lse 
 // its gradient summed into its kv head's dk and dv with the other heads'
 // of the group. Bad values are ErrHeadParam.
 func BackwardHeads(m mask.Mask, variant Variant, dq, dk, dv, dout, q, k, v, out, lse []float32, docs []int32, heads [mask.MaxHeadParams][]int32, s Shape) error {
+	return BackwardArgs(m, variant, BackArgs{DQ: dq, DK: dk, DV: dv, DOut: dout, Q: q, K: k, V: v, Out: out, LSE: lse, Docs: docs, HeadParams: heads, Shape: s})
+}
+
+// BackArgs are the arguments of BackwardArgs: Backward's slices, the head
+// parameter values (as BackwardHeads takes them), the score stage's values
+// the forward took (Args.SoftCap, Slopes, Sinks) and, for a mask with
+// learned sinks, DSinks: when not nil, HeadsQ floats that receive the
+// gradient of the loss with respect to each query head's sink logit,
+// dsink[h] = -sum over the head's rows of p_sink * rowsum(dout * out),
+// p_sink = exp(sink[h] - lse) (summed over the batch too, in order).
+type BackArgs struct {
+	DQ, DK, DV              []float32
+	DOut, Q, K, V, Out, LSE []float32
+	Docs                    []int32
+	HeadParams              [mask.MaxHeadParams][]int32
+	SoftCap                 float32
+	Slopes, Sinks           []float32
+	DSinks                  []float32
+	Shape                   Shape
+}
+
+// BackwardArgs is Backward with every argument in a (see BackArgs): the
+// general entry point, which Backward and BackwardHeads call. With a score
+// stage the gradients go through it (soft-capping's derivative 1 -
+// tanh^2; ALiBi's bias has none; the sink's probability is in lse), and
+// bad stage values are ErrScore.
+func BackwardArgs(m mask.Mask, variant Variant, a BackArgs) error {
+	dq, dk, dv, dout, q, k, v, out, lse, docs, heads, s := a.DQ, a.DK, a.DV, a.DOut, a.Q, a.K, a.V, a.Out, a.LSE, a.Docs, a.HeadParams, a.Shape
 	if variant == Auto {
 		variant = Best()
 	}
@@ -89,6 +117,13 @@ func BackwardHeads(m mask.Mask, variant Variant, dq, dk, dv, dout, q, k, v, out,
 			return fmt.Errorf("%w: %s has %d elements, the shape needs %d", ErrShort, x.name, x.n, x.want)
 		}
 	}
+	st := mask.ScoreOf(m)
+	if a.DSinks != nil && !st.LearnedSinks {
+		return fmt.Errorf("%w: DSinks given, but the mask has no learned sinks (DSinks must be nil)", ErrScore)
+	}
+	if a.DSinks != nil && len(a.DSinks) < s.HeadsQ {
+		return fmt.Errorf("%w: DSinks has %d elements, the shape needs HeadsQ = %d", ErrShort, len(a.DSinks), s.HeadsQ)
+	}
 	var ds memSpan
 	if m.UsesDocs() {
 		if err := checkDataLen(m, s, docs); err != nil {
@@ -102,16 +137,23 @@ func BackwardHeads(m mask.Mask, variant Variant, dq, dk, dv, dout, q, k, v, out,
 	}
 	ins := [...]named{{"dq", span(dq[:z.q])}, {"dk", span(dk[:z.kv])}, {"dv", span(dv[:z.kv])},
 		{"dout", span(dout[:z.q])}, {"q", span(q[:z.q])}, {"k", span(k[:z.kv])}, {"v", span(v[:z.kv])},
-		{"out", span(out[:z.q])}, {"lse", span(lse[:z.lse])}, {"docs", ds}}
-	for a, o := range ins[:3] {
-		for b, x := range ins {
-			if a != b && o.m.overlaps(x.m) {
-				return fmt.Errorf("%w: %s and %s share memory", ErrAlias, o.name, x.name)
+		{"out", span(out[:z.q])}, {"lse", span(lse[:z.lse])}, {"docs", ds},
+		{"dsinks", span(a.DSinks[:min(len(a.DSinks), s.HeadsQ)])}, {"sinks", span(a.Sinks)}, {"slopes", span(a.Slopes)}}
+	for x, o := range ins {
+		if x >= 3 && o.name != "dsinks" {
+			continue
+		}
+		for y, p := range ins {
+			if x != y && o.m.overlaps(p.m) {
+				return fmt.Errorf("%w: %s and %s share memory", ErrAlias, o.name, p.name)
 			}
 		}
 	}
 	c := bcalls.Get().(*bcall)
 	defer bcalls.Put(c)
+	if err := checkScore(&c.sc, st, s, a.SoftCap, a.Slopes, a.Sinks); err != nil {
+		return err
+	}
 	c.dq, c.dk, c.dv, c.dout, c.q, c.k, c.v, c.out, c.lse = dq[:z.q], dk[:z.kv], dv[:z.kv], dout[:z.q], q[:z.q], k[:z.kv], v[:z.kv], out[:z.q], lse[:z.lse]
 	defer c.drop()
 	if err := c.setup(m, s, docs, &heads); err != nil {
@@ -128,11 +170,36 @@ func BackwardHeads(m mask.Mask, variant Variant, dq, dk, dv, dout, q, k, v, out,
 	clear(c.dv)
 	if c.asm && len(c.items3) >= runtime.GOMAXPROCS(0) {
 		c.run(3) // enough kv heads for every thread: one fused pass
-		return nil
+	} else {
+		c.run(1)
+		c.run(2)
 	}
-	c.run(1)
-	c.run(2)
+	if a.DSinks != nil {
+		c.sinkGrads(a.DSinks[:s.HeadsQ])
+	}
 	return nil
+}
+
+// sinkGrads writes dsink[h] = -sum p_sink*delta over the rows of query
+// head h (batch by batch, row by row, in float64): the sink's softmax
+// term has no value, so its probability's gradient is -p_sink*delta.
+func (c *bcall) sinkGrads(dsink []float32) {
+	s := c.s
+	for h := range dsink {
+		sk := c.sc.sinksN[h]
+		var sum float64
+		for b := 0; b < s.Batch; b++ {
+			r0 := (b*s.HeadsQ + h) * s.SeqQ
+			for row := r0; row < r0+s.SeqQ; row++ {
+				l := float64(c.lse[row])
+				if math.IsInf(l, -1) || math.IsInf(sk, -1) {
+					continue
+				}
+				sum += math.Exp(sk-l) * float64(c.dlt[row])
+			}
+		}
+		dsink[h] = float32(-sum)
+	}
 }
 
 // bcall is the state of one Backward call; pooled like call.
@@ -141,6 +208,7 @@ type bcall struct {
 	s                                        Shape
 	scale                                    float32
 	dq, dk, dv, dout, q, k, v, out, lse, dlt []float32
+	sc                                       scoreCall // the score stage
 	docs                                     []mask.Docs
 	nparams                                  int         // head parameters (data.go): values head-major in hvals,
 	hvals                                    []int32     // one view per (document row, query head) in heads,
@@ -382,12 +450,13 @@ func (c *bcall) words(w *buffers, b, h int, g segment, qt, kt int, class mask.Cl
 	return mask.Refine(c.mask, words, q0, q1, kt, g.nk, TK, c.docsOf(b, h)) != mask.Empty
 }
 
-// prob returns P = exp(scale * q.k - lse) and dS = P * (dout.v - delta)
-// of one kept pair.
-func (c *bcall) prob(qi, kj, di, vj []float32, lse, delta float32) (p, ds float32) {
-	sc := float64(dot(qi, kj)*c.scale) - float64(lse)
-	p = float32(math.Exp(sc))
-	return p, p * (dot(di, vj) - delta)
+// prob returns P = exp(s - lse) and dS = P * (dout.v - delta) of one kept
+// pair, s its score after the score stage (query head h at absolute
+// position i, key at j), dS times the stage's derivative.
+func (c *bcall) prob(qi, kj, di, vj []float32, lse, delta float32, h, i, j int) (p, ds float32) {
+	sc, f := c.sc.natural(float64(dot(qi, kj)*c.scale), h, i, j)
+	p = float32(math.Exp(sc - float64(lse)))
+	return p, p * (dot(di, vj) - delta) * float32(f)
 }
 
 // keyTile is pass 1 for one key tile of one kv head: dK and dV of its keys,
@@ -419,12 +488,13 @@ func (c *bcall) keyTile(w *buffers, it bitem) {
 					}
 					qi, di := c.q[row*D:][:D], c.dout[row*D:][:D]
 					delta := c.dlt[row]
+					ip := g.off + g.stride*(ct.Q*TQ+r+off)
 					for j := 0; j < nk; j++ {
 						if word&(1<<uint(j)) == 0 {
 							continue
 						}
 						kr := c.kvrow(b, kvh, g, k0+j) * D
-						p, ds := c.prob(qi, c.k[kr:][:D], di, c.v[kr:][:D], l, delta)
+						p, ds := c.prob(qi, c.k[kr:][:D], di, c.v[kr:][:D], l, delta, h, ip, g.off+g.stride*(k0+j))
 						axpy(p, di, c.dv[kr:][:D])
 						axpy(ds*c.scale, qi, c.dk[kr:][:D])
 					}
@@ -458,13 +528,14 @@ func (c *bcall) queryTile(w *buffers, it bitem) {
 			}
 			qi, di, dqi := c.q[row*D:][:D], c.dout[row*D:][:D], c.dq[row*D:][:D]
 			delta := c.dlt[row]
+			ip := g.off + g.stride*(qt*TQ+r+off)
 			for j := 0; j < nk; j++ {
 				if word&(1<<uint(j)) == 0 {
 					continue
 				}
 				kr := c.kvrow(b, kvh, g, k0+j) * D
 				kj := c.k[kr:][:D]
-				_, ds := c.prob(qi, kj, di, c.v[kr:][:D], l, delta)
+				_, ds := c.prob(qi, kj, di, c.v[kr:][:D], l, delta, h, ip, g.off+g.stride*(k0+j))
 				axpy(ds*c.scale, kj, dqi)
 			}
 		}

@@ -83,6 +83,7 @@ func (kn *kernels) bwdProbK(s, dp, lb, dl []float32, mask []uint64, rows int, c,
 // bwdBuffers are one worker's tiles for the tiled backward.
 type bwdBuffers struct {
 	dp     []float32 // [TQ][TK] dP, then dS
+	dt     []float32 // [TQ][TK] the soft-cap's derivative 1 - tanh^2 of each kept score
 	dk, dv []float32 // [TK][D] a key tile's gradients
 	lb, dl []float32 // [TQ] lse*log2(e) and delta of the query tile's rows
 	words  []uint64  // [TQ] keep words of the live rows
@@ -92,7 +93,7 @@ type bwdBuffers struct {
 func (w *buffers) bwdBufs() *bwdBuffers {
 	if w.bwd == nil {
 		d := maxHeadDim()
-		w.bwd = &bwdBuffers{dp: make([]float32, TQ*TK), dk: make([]float32, TK*d), dv: make([]float32, TK*d),
+		w.bwd = &bwdBuffers{dp: make([]float32, TQ*TK), dt: make([]float32, TQ*TK), dk: make([]float32, TK*d), dv: make([]float32, TK*d),
 			lb: make([]float32, TQ), dl: make([]float32, TQ), words: make([]uint64, TQ),
 			qc: make([]float32, TQ*d), oc: make([]float32, TQ*d)}
 	}
@@ -147,11 +148,68 @@ func (c *bcall) liveWords(w *buffers, bb *bwdBuffers, q0, rows, stride int) bool
 // probs computes S and dP of a query tile (rows at element offset qo, pq
 // apart) against the packed key tile in w.kt, w.vt, then P into w.s and dS
 // into bb.dp.
-func (c *bcall) probs(w *buffers, bb *bwdBuffers, qo, rows, pq int) {
+//
+// With a score stage that rewrites scores, S goes through it between the
+// products (query head h, row r at absolute position i0 + stride*r, key
+// column x at j0 + stride*x) in the forward's float32 log2 units, and dS
+// is multiplied by the soft-cap's derivative 1 - tanh^2 after bwdProb.
+func (c *bcall) probs(w *buffers, bb *bwdBuffers, qo, rows, pq, h, i0, j0, stride int) {
 	D := c.s.HeadDim
 	c.kern.gemmK(w.s, c.q[qo:], w.kt, rows, TK, D, pq, 1, TK, TK, false)
 	c.kern.gemmK(bb.dp, c.dout[qo:], w.vt, rows, TK, D, pq, 1, TK, TK, false)
-	c.kern.bwdProbK(w.s, bb.dp, bb.lb, bb.dl, bb.words, rows, c.scale*math.Log2E, c.scale)
+	if !c.sc.modifies {
+		c.kern.bwdProbK(w.s, bb.dp, bb.lb, bb.dl, bb.words, rows, c.scale*math.Log2E, c.scale)
+		return
+	}
+	capped := c.sc.flags&scoreCap != 0
+	c.scoreRows(w.s, bb.dt, bb.words, rows, h, i0, j0, stride)
+	c.kern.bwdProbK(w.s, bb.dp, bb.lb, bb.dl, bb.words, rows, 1, c.scale)
+	if capped {
+		for r := 0; r < rows; r++ {
+			for x := bb.words[r]; x != 0; x &= x - 1 {
+				k := r*TK + bits.TrailingZeros64(x)
+				bb.dp[k] *= bb.dt[k]
+			}
+		}
+	}
+}
+
+// scoreRows rewrites the kept raw products of rows rows of s (TK a row)
+// into scores after the stage in log2 units, as the forward's kernels
+// compute them, and stores 1 - tanh^2 of the soft-cap in dt.
+func (c *bcall) scoreRows(s, dt []float32, words []uint64, rows, h, i0, j0, stride int) {
+	sc := &c.sc
+	c2 := c.scale * math.Log2E
+	var inv, slope float32
+	if sc.cap != 0 {
+		inv = 1 / sc.cap
+	}
+	if sc.flags&scoreAlibi != 0 {
+		slope = sc.slopes[h]
+	}
+	for r := 0; r < rows; r++ {
+		for x := words[r]; x != 0; x &= x - 1 {
+			col := bits.TrailingZeros64(x)
+			k := r*TK + col
+			v := s[k] * c2
+			if sc.flags&scoreCap != 0 {
+				t := tanh32(v * inv)
+				v, dt[k] = sc.cap*t, 1-t*t
+			}
+			if sc.flags&scoreAlibi != 0 {
+				d := int32(j0 + stride*col - i0 - stride*r)
+				if sc.flags&scoreAbs != 0 {
+					if d < 0 {
+						d = -d
+					}
+					v -= slope * float32(d)
+				} else {
+					v += slope * float32(d)
+				}
+			}
+			s[k] = v
+		}
+	}
 }
 
 // keyTileAsm is keyTile with the assembly kernels; with fused set it also
@@ -190,7 +248,7 @@ func (c *bcall) keyTileAsm(w *buffers, it bitem, fused bool) {
 					continue
 				}
 				c.rowsOf(bb, q0, rows, g.stride)
-				c.probs(w, bb, q0*D, rows, g.stride*D)
+				c.probs(w, bb, q0*D, rows, g.stride*D, h, g.off+g.stride*(ct.Q*TQ+off), g.off+g.stride*k0, g.stride)
 				if fix := c.tileBad(bb, q0, rows, g.stride, nk); fix != 0 {
 					c.gradsClean(w, bb, dk, dv, q0*D, rows, g.stride*D, nk, fix)
 				} else {
@@ -294,7 +352,7 @@ func (c *bcall) queryTileAsm(w *buffers, it bitem) {
 		krows := c.k[ko:]
 		c.kern.packT(w.kt[:D*TK], krows, nk, pk, D)
 		c.kern.packT(w.vt[:D*TK], c.v[ko:], nk, pk, D)
-		c.probs(w, bb, q0*D, rows, pq)
+		c.probs(w, bb, q0*D, rows, pq, h, g.off+g.stride*(qt*TQ+off), g.off+g.stride*k0, g.stride)
 		kc, bad := w.cleanKeys(c.kern, krows, nk, pk, D)
 		c.dqAsm(bb, c.dq[q0*D:], rows, pq, krows, kc, pk, bad, nk)
 	}

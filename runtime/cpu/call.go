@@ -65,6 +65,7 @@ type call struct {
 	out16    []uint16 // the output in the inputs' 16-bit format, instead of out
 	inputs            // q, k and v (float32 or 16-bit)
 	scale    float32
+	sc       scoreCall // the score stage, in log2 units
 	// A paged cache (pageSize > 0): key position j of batch b is row
 	// j%pageSize of page table[b*tableStride + j/pageSize].
 	pageSize, tableStride int

@@ -341,7 +341,17 @@ type Args struct {
 	// Paged describes K and V (or K16 and V16) as a paged cache when its
 	// PageSize is not 0; the zero value is a contiguous cache.
 	Paged Paged
-	Shape Shape
+	// The values of the mask's score stage (mask.ScoreOf) that the call
+	// gives: SoftCap, the soft-cap of a mask whose spec writes softcap:
+	// call (0 otherwise); Slopes, one ALiBi slope per query head for a
+	// mask whose spec writes slopes: call (nil otherwise: the geometric
+	// slopes of HeadsQ); Sinks, the learned sink logit of each query head
+	// (natural units, HeadsQ values, -Inf for none) for a mask with
+	// learned sinks, nil otherwise. Bad values are ErrScore.
+	SoftCap float32
+	Slopes  []float32
+	Sinks   []float32
+	Shape   Shape
 }
 
 // inputs checks that the slices given fit Elem and returns q, k and v.
@@ -517,6 +527,10 @@ func forward(m mask.Mask, variant Variant, a *Args) error {
 		return err
 	}
 	c := calls.Get().(*call)
+	if err := checkScore(&c.sc, mask.ScoreOf(m), s, a.SoftCap, a.Slopes, a.Sinks); err != nil {
+		calls.Put(c)
+		return err
+	}
 	c.pageSize, c.tableStride, c.table = 0, 0, nil
 	if table != nil {
 		c.pageSize, c.tableStride, c.table = pg.PageSize, pg.stride(s), table

@@ -21,6 +21,7 @@ type buffers struct {
 	mask          []uint64
 	refs          []mask.Tile
 	bwd           *bwdBuffers // the AVX-512 backward's tiles, made on first use
+	st, st2       scoreTile   // the score stage's rows and columns of the tile being run; st2 a shifted copy for a second decode group
 }
 
 func newBuffers() *buffers {

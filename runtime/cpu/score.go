@@ -121,3 +121,16 @@ func scoreRowGo(s []float32, sc *scoreTile, r int) {
 		s[c] += sl * float32(sc.cols[c]-base)
 	}
 }
+
+// from returns st for a kernel whose row 0 is row r0 of st's tile: st
+// itself for r0 = 0, else spare filled with st's values, rows and slopes
+// shifted by r0.
+func (st *scoreTile) from(r0 int, spare *scoreTile) *scoreTile {
+	if r0 == 0 {
+		return st
+	}
+	*spare = *st
+	copy(spare.rows[:], st.rows[r0:])
+	copy(spare.slope[:], st.slope[r0:])
+	return spare
+}

@@ -75,8 +75,13 @@ func (w *buffers) runItem(c *call, it item) {
 	// row keeps go to the decode kernels, which read the key and value rows
 	// in place, with the query rows scaled, in groups of 8 rows (zero rows
 	// pad the last group to 1, 2, 4 or 8).
-	direct := c.kern.hasDecode() && c.transient && rows <= maxDecodeRows
+	direct := c.kern.hasDecode() && c.transient && rows <= maxDecodeRows && (!c.sc.modifies || c.kern.hasDecodeScore())
 	var qs []float32
+	var st *scoreTile // the score stage's positions and slopes, when it rewrites scores
+	if c.sc.modifies {
+		st = &w.st
+		c.tileScoreRows(st, j, rows)
+	}
 	for _, ref := range refs {
 		k0 := ref.K * TK
 		class := ref.Class
@@ -87,6 +92,9 @@ func (w *buffers) runItem(c *call, it item) {
 			if class == mask.Empty {
 				continue
 			}
+		}
+		if st != nil {
+			c.tileScoreCols(st, j, ref.K)
 		}
 		if direct && class == mask.Full && k0+TK <= g.nk {
 			n := decodeRows(rows)
@@ -111,6 +119,10 @@ func (w *buffers) runItem(c *call, it item) {
 			// groups of 8 rows, the last padded to 1, 2, 4 or 8
 			for r0 := 0; r0 < rows; r0 += 8 {
 				n := decodeRows(min(rows-r0, 8))
+				if st != nil {
+					c.kern.decodeScoreRun(c.elem, qs[r0*D:], kb, vb, &w.off, o[r0*D:], m[r0:], l[r0:], n, D, st.from(r0, &w.st2))
+					continue
+				}
 				c.kern.decodeRun(c.elem, qs[r0*D:], kb, vb, &w.off, o[r0*D:], m[r0:], l[r0:], n, D)
 			}
 			continue
@@ -152,12 +164,12 @@ func (w *buffers) runItem(c *call, it item) {
 				all &= k
 			}
 			if fix := nf &^ all; fix != 0 {
-				c.kern.tile(qt0, kt, w.sanitize(vt, fix, D), w.s[:TQ*TK], o, m, l, keep, D)
+				c.kern.tileRun(qt0, kt, w.sanitize(vt, fix, D), w.s[:TQ*TK], o, m, l, keep, D, st)
 				w.restore(vt, fix, keep[:rows], D)
 				continue
 			}
 		}
-		c.kern.tile(qt0, kt, vt, w.s[:TQ*TK], o, m, l, keep, D)
+		c.kern.tileRun(qt0, kt, vt, w.s[:TQ*TK], o, m, l, keep, D, st)
 	}
 	if it.part < 0 {
 		c.finish(w, j, o, m, l)
@@ -214,9 +226,30 @@ func (c *call) finish(w *buffers, j job, o, m, l []float32) {
 	D := c.s.HeadDim
 	rows := int(j.nh) * int(j.per)
 	lse := &w.lse // the kernels are called through the table: a stack array would escape
-	vecLSE := c.lse != nil && c.kern.lseK(lse[:], m[:TQ], l[:TQ], rows)
+	sinks := c.sc.sinks
+	vecLSE := c.lse != nil && len(sinks) == 0 && c.kern.lseK(lse[:], m[:TQ], l[:TQ], rows)
 	for r := 0; r < rows; r++ {
-		_, row := c.rowOf(j, r)
+		head, row := c.rowOf(j, r)
+		if len(sinks) > 0 {
+			// The learned sink joins the row's softmax: out = o 2^(m-M)/L.
+			inv, ls := finishSink(m[r], l[r], sinks[head])
+			if l[r] == 0 {
+				if c.out16 != nil {
+					clear(c.out16[row*D : row*D+D])
+				} else {
+					clear(c.out[row*D : row*D+D])
+				}
+				if c.lse != nil {
+					c.lse[row] = ls
+				}
+				continue
+			}
+			c.writeRow(o[r*D:r*D+D], row, inv)
+			if c.lse != nil {
+				c.lse[row] = ls
+			}
+			continue
+		}
 		if l[r] == 0 {
 			if c.out16 != nil {
 				clear(c.out16[row*D : row*D+D])
@@ -228,19 +261,24 @@ func (c *call) finish(w *buffers, j job, o, m, l []float32) {
 			}
 			continue
 		}
-		inv := 1 / l[r]
-		if c.out16 != nil {
-			c.kern.narrowRow(c.out16[row*D:row*D+D], o[r*D:r*D+D], inv, c.elem)
-		} else if dst := c.out[row*D : row*D+D]; !c.kern.scaleRowK(dst, o[r*D:r*D+D], inv) {
-			for d, x := range o[r*D : r*D+D] {
-				dst[d] = x * inv
-			}
-		}
+		c.writeRow(o[r*D:r*D+D], row, 1/l[r])
 		switch {
 		case vecLSE:
 			c.lse[row] = lse[r]
 		case c.lse != nil:
 			c.lse[row] = float32((float64(m[r]) + math.Log2(float64(l[r]))) * math.Ln2)
+		}
+	}
+}
+
+// writeRow writes o*inv to output row row, in the output's format.
+func (c *call) writeRow(o []float32, row int, inv float32) {
+	D := len(o)
+	if c.out16 != nil {
+		c.kern.narrowRow(c.out16[row*D:row*D+D], o, inv, c.elem)
+	} else if dst := c.out[row*D : row*D+D]; !c.kern.scaleRowK(dst, o, inv) {
+		for d, x := range o {
+			dst[d] = x * inv
 		}
 	}
 }

@@ -1,0 +1,204 @@
+package verify
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"github.com/attngen/attngen/spec"
+)
+
+// Score is the score stage of a call (a spec's score section with the
+// call's values), written from the published definitions, not from any
+// kernel: for a kept pair of query head h at position i and key j, with
+// x = scale*q.k,
+//
+//	soft-capping (Gemma 2):  x <- SoftCap * tanh(x / SoftCap)       (SoftCap > 0)
+//	ALiBi (Press et al.):    x <- x - Slopes[h] * (i - j)           (Alibi == AlibiSigned)
+//	                         x <- x - Slopes[h] * |i - j|           (Alibi == AlibiSymmetric)
+//	learned sinks (gpt-oss): the row's softmax denominator gains exp(Sinks[h]),
+//	                         a term with no value (Sinks not nil)
+//
+// in this order. Positions are absolute: query row r is i = r + SeqK -
+// SeqQ. A nil *Score is no stage.
+type Score struct {
+	SoftCap float64
+	Alibi   AlibiDistance
+	Slopes  []float64 // HeadsQ slopes when Alibi is set
+	Sinks   []float64 // HeadsQ sink logits, natural units; nil: none
+}
+
+// AlibiDistance is the distance ALiBi's bias grows with.
+type AlibiDistance int
+
+const (
+	AlibiNone      AlibiDistance = iota
+	AlibiSigned                  // i - j
+	AlibiSymmetric               // |i - j|
+)
+
+// check reports values that do not fit the shape.
+func (sc *Score) check(s Shape) error {
+	switch {
+	case sc == nil:
+		return nil
+	case sc.SoftCap < 0 || math.IsNaN(sc.SoftCap) || math.IsInf(sc.SoftCap, 0):
+		return fmt.Errorf("score: soft-cap %v is not a positive finite number", sc.SoftCap)
+	case sc.Alibi != AlibiNone && len(sc.Slopes) != s.HeadsQ:
+		return fmt.Errorf("score: %d ALiBi slopes, want HeadsQ = %d", len(sc.Slopes), s.HeadsQ)
+	case sc.Sinks != nil && len(sc.Sinks) != s.HeadsQ:
+		return fmt.Errorf("score: %d sink logits, want HeadsQ = %d", len(sc.Sinks), s.HeadsQ)
+	}
+	return nil
+}
+
+// apply returns the score of a kept pair after the stage, from x =
+// scale*q.k, and its derivative with respect to x.
+func (sc *Score) apply(x float64, h, i, j int) (s, dx float64) {
+	if sc == nil {
+		return x, 1
+	}
+	s, dx = x, 1
+	if sc.SoftCap > 0 {
+		t := math.Tanh(x / sc.SoftCap)
+		s, dx = sc.SoftCap*t, 1-t*t
+	}
+	switch sc.Alibi {
+	case AlibiSigned:
+		s -= sc.Slopes[h] * float64(i-j)
+	case AlibiSymmetric:
+		s -= sc.Slopes[h] * math.Abs(float64(i-j))
+	}
+	return s, dx
+}
+
+// sink returns query head h's sink logit, -Inf without one.
+func (sc *Score) sink(h int) float64 {
+	if sc == nil || sc.Sinks == nil {
+		return math.Inf(-1)
+	}
+	return sc.Sinks[h]
+}
+
+// softmax is verify's one float64 softmax: for a row's kept scores
+// (scores[j] for j in kept, after the stage) and its sink logit (-Inf for
+// none) it returns the shift ms and the denominator sum such that p_j =
+// exp(scores[j] - ms) / sum, and the natural log-sum-exp lse = ms + log
+// sum. m is the largest kept score or the sink (NaN when one is NaN); ms
+// is m, or 0 when m is -Inf (every kept score -Inf, no sink). ok is false
+// when the row gets output 0: nothing kept, or every weight 0; lse is
+// then the sink logit (-Inf without one).
+func softmax(scores []float64, kept []int, sink float64) (ms, sum, lse float64, ok bool) {
+	m := sink
+	for _, j := range kept {
+		m = math.Max(m, scores[j])
+	}
+	ms = m
+	if math.IsInf(m, -1) {
+		ms = 0
+	}
+	for _, j := range kept {
+		sum += math.Exp(scores[j] - ms)
+	}
+	if sum == 0 && !math.IsNaN(ms) {
+		return ms, 0, sink, false
+	}
+	if !math.IsInf(sink, -1) {
+		sum += math.Exp(sink - ms)
+	}
+	return ms, sum, ms + math.Log(sum), true
+}
+
+// AlibiSlopes returns the ALiBi slopes of n heads as the paper defines
+// them: for n a power of two, the geometric sequence that starts at
+// 2^(-8/n) with that ratio; otherwise the sequence of the closest power
+// of two below n, followed by every other element of the sequence of twice
+// that power, from its first, until there are n.
+func AlibiSlopes(n int) []float64 {
+	if n < 1 {
+		return nil
+	}
+	geometric := func(k int) []float64 {
+		start := math.Pow(2, -8/float64(k))
+		out := make([]float64, k)
+		x := start
+		for h := range out {
+			out[h] = x
+			x *= start
+		}
+		return out
+	}
+	p := int(math.Pow(2, math.Floor(math.Log2(float64(n)))))
+	out := geometric(p)
+	if p == n {
+		return out
+	}
+	extra := geometric(2 * p)
+	for h := 0; len(out) < n; h += 2 {
+		out = append(out, extra[h])
+	}
+	return out
+}
+
+// RandomScore draws a call's values (each a float32, so that kernels and
+// the reference see the same numbers) for a spec's score section (nil for
+// none): the spec's cap, or one drawn from [2, 60] when it is given at
+// call time; the paper's slopes, or per-head slopes from [0.001, 1]; sink
+// logits from N(0, 2), with one head at -Inf (no sink) and one at 12 (a
+// sink that outweighs every key) when there are at least three heads.
+func RandomScore(sc spec.Score, headsQ int, r *rand.Rand) *Score {
+	if !sc.Active() {
+		return nil
+	}
+	out := &Score{}
+	if sc.SoftCap {
+		out.SoftCap = sc.Cap
+		if sc.CapAtCall {
+			out.SoftCap = float64(float32(2 + 58*r.Float64()))
+		}
+	}
+	if sc.Alibi {
+		out.Alibi = AlibiSigned
+		if sc.AlibiSymmetric {
+			out.Alibi = AlibiSymmetric
+		}
+		if sc.SlopesAtCall {
+			out.Slopes = make([]float64, headsQ)
+			for h := range out.Slopes {
+				out.Slopes[h] = float64(float32(math.Exp(math.Log(0.001) + r.Float64()*math.Log(1000))))
+			}
+		} else {
+			out.Slopes = AlibiSlopes(headsQ)
+		}
+	}
+	if sc.LearnedSinks {
+		out.Sinks = make([]float64, headsQ)
+		for h := range out.Sinks {
+			out.Sinks[h] = float64(float32(2 * r.NormFloat64()))
+		}
+		if headsQ >= 3 {
+			out.Sinks[1] = math.Inf(-1)
+			out.Sinks[2] = 12
+		}
+	}
+	return out
+}
+
+// Float32 returns the call's values as float32, as a kernel takes them
+// (nil slices stay nil).
+func (sc *Score) Float32() (softCap float32, slopes, sinks []float32) {
+	if sc == nil {
+		return 0, nil, nil
+	}
+	f := func(x []float64) []float32 {
+		if x == nil {
+			return nil
+		}
+		out := make([]float32, len(x))
+		for i, v := range x {
+			out[i] = float32(v)
+		}
+		return out
+	}
+	return float32(sc.SoftCap), f(sc.Slopes), f(sc.Sinks)
+}
