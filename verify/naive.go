@@ -10,7 +10,8 @@ import (
 // kernel error (a kernel may be a small factor worse than it against the
 // float64 reference) and the "naive" line of benchmarks: per row, a dense
 // keep row of the mask, then scores over every key it keeps, max, exp, sum,
-// weighted sum, all in float32. out and lse (lse may be nil) are written
+// weighted sum, all in float32, with the score stage (Shape.Score) on each
+// kept score and the sink in the sum. out and lse (lse may be nil) are written
 // like Reference.
 func NaiveFP32(p spec.Pattern, docs *spec.Docs, q, k, v []float32, s Shape, out, lse []float32) error {
 	return naiveRowsFP32(p, docs, q, k, v, s, nil, out, lse)
@@ -79,16 +80,22 @@ func (x *naiveRow) run(row int) {
 			dot += qr[d] * kj[d]
 		}
 		scores[j] = dot * scale
+		if s.Score != nil {
+			sc, _ := s.Score.apply(float64(scores[j]), h, i, j)
+			scores[j] = float32(sc)
+		}
 		m = max(m, scores[j])
 	}
 	o := x.out[row*D : row*D+D]
+	sink := float32(s.Score.sink(h))
 	if math.IsInf(float64(m), -1) {
 		clear(o)
 		if x.lse != nil {
-			x.lse[row] = m
+			x.lse[row] = sink
 		}
 		return
 	}
+	m = max(m, sink)
 	clear(acc)
 	var sum float32
 	for j := 0; j < s.SeqK; j++ {
@@ -102,6 +109,9 @@ func (x *naiveRow) run(row int) {
 		for d := range acc {
 			acc[d] += w * vj[d]
 		}
+	}
+	if !math.IsInf(float64(sink), -1) {
+		sum += float32(math.Exp(float64(sink - m)))
 	}
 	for d := range o {
 		o[d] = x.roundOut(acc[d] / sum)

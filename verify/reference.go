@@ -61,6 +61,9 @@ func checkInputs(s Shape, q, k, v int, docs *spec.Docs) error {
 	if err := s.Validate(); err != nil {
 		return err
 	}
+	if err := s.Score.check(s); err != nil {
+		return err
+	}
 	nq, nkv, _ := s.Sizes()
 	switch {
 	case q < nq:
@@ -84,7 +87,10 @@ func checkInputs(s Shape, q, k, v int, docs *spec.Docs) error {
 // = exp(s_j - m) (m taken as 0 when every kept score is -Inf), out = sum
 // p_j v_j / sum p_j, lse = m + log sum p_j; a row whose p sum to 0 (every
 // kept score -Inf) gets 0 and -Inf like a row that keeps nothing. Masked
-// pairs never read their key or value. The mask is evaluated row by row (docs may be nil);
+// pairs never read their key or value. With a score stage (Shape.Score)
+// each kept score goes through it and a sink logit joins the sum: a row
+// that keeps nothing then gets output 0 and lse = the sink logit. The
+// mask is evaluated row by row (docs may be nil);
 // nothing of size SeqQ x SeqK is stored.
 func Reference(p spec.Pattern, docs *spec.Docs, q, k, v []float32, s Shape) (out, lse []float64, err error) {
 	return ReferenceRows(p, docs, q, k, v, s, nil)
@@ -136,7 +142,6 @@ func (x *refRow) run(row int) {
 	qr := x.q[row*D : row*D+D]
 	i := spec.Row(r, s.SeqQ, s.SeqK)
 	scores, kept, acc := x.scores, x.kept[:0], x.acc
-	m := math.Inf(-1)
 	p := x.p.at(h)
 	for j := 0; j < s.SeqK; j++ {
 		if !p.AtDocs(i, j, x.docs) {
@@ -147,40 +152,27 @@ func (x *refRow) run(row int) {
 		for d := range qr {
 			dot += float64(qr[d]) * float64(kj[d])
 		}
-		scores[j] = dot * scale
+		scores[j], _ = s.Score.apply(dot*scale, h, i, j)
 		kept = append(kept, j)
-		m = math.Max(m, scores[j])
 	}
 	x.kept = kept
 	o := x.out[row*D : row*D+D]
-	if len(kept) == 0 {
-		x.lse[row] = math.Inf(-1)
+	ms, sum, lse, ok := softmax(scores, kept, s.Score.sink(h))
+	x.lse[row] = lse
+	if !ok {
 		return
 	}
-	// Every kept score -Inf: no weight anywhere, like a row that
-	// keeps nothing (the kernels' rule; NaN scores make m NaN).
-	ms := m
-	if math.IsInf(m, -1) {
-		ms = 0
-	}
 	clear(acc)
-	sum := 0.0
 	for _, j := range kept {
 		w := math.Exp(scores[j] - ms)
-		sum += w
 		vj := x.v[kvBase+j*D : kvBase+j*D+D]
 		for d := range acc {
 			acc[d] += w * float64(vj[d])
 		}
 	}
-	if sum == 0 {
-		x.lse[row] = math.Inf(-1)
-		return
-	}
 	for d := range o {
 		o[d] = acc[d] / sum
 	}
-	x.lse[row] = m + math.Log(sum)
 }
 
 // checkRows reports a row list with an index outside [0, n) or repeated.

@@ -26,6 +26,9 @@ type Score struct {
 	Alibi   AlibiDistance
 	Slopes  []float64 // HeadsQ slopes when Alibi is set
 	Sinks   []float64 // HeadsQ sink logits, natural units; nil: none
+	// CapAtCall and SlopesAtCall: the call gives the cap and the slopes
+	// (Float32 returns them); otherwise the spec fixes them.
+	CapAtCall, SlopesAtCall bool
 }
 
 // AlibiDistance is the distance ALiBi's bias grows with.
@@ -150,7 +153,7 @@ func RandomScore(sc spec.Score, headsQ int, r *rand.Rand) *Score {
 	if !sc.Active() {
 		return nil
 	}
-	out := &Score{}
+	out := &Score{CapAtCall: sc.CapAtCall, SlopesAtCall: sc.Alibi && sc.SlopesAtCall}
 	if sc.SoftCap {
 		out.SoftCap = sc.Cap
 		if sc.CapAtCall {
@@ -184,8 +187,9 @@ func RandomScore(sc spec.Score, headsQ int, r *rand.Rand) *Score {
 	return out
 }
 
-// Float32 returns the call's values as float32, as a kernel takes them
-// (nil slices stay nil).
+// Float32 returns the values a call gives, as float32, as a kernel takes
+// them: the cap and the slopes when they are call-time values (else 0 and
+// nil), the sink logits (nil without).
 func (sc *Score) Float32() (softCap float32, slopes, sinks []float32) {
 	if sc == nil {
 		return 0, nil, nil
@@ -200,5 +204,11 @@ func (sc *Score) Float32() (softCap float32, slopes, sinks []float32) {
 		}
 		return out
 	}
-	return float32(sc.SoftCap), f(sc.Slopes), f(sc.Sinks)
+	if sc.CapAtCall {
+		softCap = float32(sc.SoftCap)
+	}
+	if sc.SlopesAtCall {
+		slopes = f(sc.Slopes)
+	}
+	return softCap, slopes, f(sc.Sinks)
 }

@@ -12,10 +12,11 @@ import (
 	"github.com/attngen/attngen/verify"
 )
 
-// kernelRun adapts a CPU variant running a pattern's plan to verify.Run;
-// a pattern with head parameters runs ForwardArgs with the shape's values.
-func kernelRun(p spec.Pattern, headDim int, variant cpu.Variant) (verify.Run, error) {
-	plan, err := gen.Compile(&spec.Spec{Name: "verify", Mask: p.Mask, Causal: p.Causal, HeadDim: headDim, HeadParams: p.Params}, gen.CPUTarget, nil)
+// kernelRun adapts a CPU variant running a pattern's plan (with the score
+// stage sc) to verify.Run; a pattern with head parameters or a score stage
+// runs ForwardArgs with the shape's values.
+func kernelRun(p spec.Pattern, sc spec.Score, headDim int, variant cpu.Variant) (verify.Run, error) {
+	plan, err := gen.Compile(&spec.Spec{Name: "verify", Mask: p.Mask, Causal: p.Causal, HeadDim: headDim, HeadParams: p.Params, Score: sc}, gen.CPUTarget, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -25,8 +26,9 @@ func kernelRun(p spec.Pattern, headDim int, variant cpu.Variant) (verify.Run, er
 			Batch: s.Batch, HeadsQ: s.HeadsQ, HeadsKV: s.HeadsKV, SeqQ: s.SeqQ, SeqK: s.SeqK,
 			HeadDim: s.HeadDim, Scale: float32(s.Scale),
 		}
-		if p.HasParams() {
+		if p.HasParams() || sc.Active() {
 			a := cpu.Args{Q: q, K: k, V: v, Out: out, LSE: lse, HeadParams: cpu.SplitHeadParams(s.HeadParams, len(p.Params), s.HeadsQ), Shape: cs}
+			a.SoftCap, a.Slopes, a.Sinks = s.Score.Float32()
 			if p.Mask.HasTree() {
 				a.Tree = docs
 			} else {
@@ -38,19 +40,29 @@ func kernelRun(p spec.Pattern, headDim int, variant cpu.Variant) (verify.Run, er
 	}, nil
 }
 
+// withScore gives a shape random values of the spec's score stage (none
+// without one), drawn for the shape's query heads.
+func withScore(s *spec.Spec, sh verify.Shape, r *rand.Rand) verify.Shape {
+	sh.Score = verify.RandomScore(s.Score, sh.HeadsQ, r)
+	return sh
+}
+
 // kernelBackward adapts the backward of a CPU variant running a pattern's
 // plan to verify.RunBackward.
-func kernelBackward(p spec.Pattern, headDim int, variant cpu.Variant) (verify.RunBackward, error) {
-	plan, err := gen.Compile(&spec.Spec{Name: "verify", Mask: p.Mask, Causal: p.Causal, HeadDim: headDim, HeadParams: p.Params}, gen.CPUTarget, nil)
+func kernelBackward(p spec.Pattern, sc spec.Score, headDim int, variant cpu.Variant) (verify.RunBackward, error) {
+	plan, err := gen.Compile(&spec.Spec{Name: "verify", Mask: p.Mask, Causal: p.Causal, HeadDim: headDim, HeadParams: p.Params, Score: sc}, gen.CPUTarget, nil)
 	if err != nil {
 		return nil, err
 	}
 	m := plan.Mask()
 	return func(dq, dk, dv, dout, q, k, v, out, lse []float32, docs []int32, s verify.Shape) error {
-		return cpu.BackwardHeads(m, variant, dq, dk, dv, dout, q, k, v, out, lse, docs, cpu.SplitHeadParams(s.HeadParams, len(p.Params), s.HeadsQ), cpu.Shape{
-			Batch: s.Batch, HeadsQ: s.HeadsQ, HeadsKV: s.HeadsKV, SeqQ: s.SeqQ, SeqK: s.SeqK,
-			HeadDim: s.HeadDim, Scale: float32(s.Scale),
-		})
+		a := cpu.BackArgs{DQ: dq, DK: dk, DV: dv, DOut: dout, Q: q, K: k, V: v, Out: out, LSE: lse, Docs: docs,
+			HeadParams: cpu.SplitHeadParams(s.HeadParams, len(p.Params), s.HeadsQ), Shape: cpu.Shape{
+				Batch: s.Batch, HeadsQ: s.HeadsQ, HeadsKV: s.HeadsKV, SeqQ: s.SeqQ, SeqK: s.SeqK,
+				HeadDim: s.HeadDim, Scale: float32(s.Scale),
+			}}
+		a.SoftCap, a.Slopes, a.Sinks = s.Score.Float32()
+		return cpu.BackwardArgs(m, variant, a)
 	}, nil
 }
 
@@ -88,13 +100,13 @@ func maskedText(sh verify.Shape) string {
 // 3-layer stack. It prints a line per check and returns the number that
 // failed.
 func verifyCPU(s *spec.Spec, v cpu.Variant, c cpuChecks, r *rand.Rand, stdout io.Writer) (int, error) {
-	run, err := kernelRun(s.Pattern(), s.HeadDim, v)
+	run, err := kernelRun(s.Pattern(), s.Score, s.HeadDim, v)
 	if err != nil {
 		return 0, err
 	}
 	failed := 0
 	for _, sh := range c.shapes {
-		rep, err := verify.CheckNumeric(s.Pattern(), run, sh, r)
+		rep, err := verify.CheckNumeric(s.Pattern(), run, withScore(s, sh, r), r)
 		if err != nil {
 			failed++
 			fmt.Fprintf(stdout, "%-7s FAIL %v\n", v, err)
@@ -102,7 +114,7 @@ func verifyCPU(s *spec.Spec, v cpu.Variant, c cpuChecks, r *rand.Rand, stdout io
 		}
 		fmt.Fprintf(stdout, "%-7s ok   %v\n", v, rep)
 	}
-	dep := verify.Shape{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: c.depN, SeqK: c.depN, HeadDim: s.HeadDim}
+	dep := withScore(s, verify.Shape{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: c.depN, SeqK: c.depN, HeadDim: s.HeadDim}, r)
 	if err := verify.CheckDependencies(s.Pattern(), run, dep, r); err != nil {
 		failed++
 		fmt.Fprintf(stdout, "%-7s FAIL dependencies: %v\n", v, err)
@@ -110,7 +122,7 @@ func verifyCPU(s *spec.Spec, v cpu.Variant, c cpuChecks, r *rand.Rand, stdout io
 		fmt.Fprintf(stdout, "%-7s ok   output i changes exactly when a kept key/value j changes (S = %d, all j)\n", v, c.depN)
 	}
 	for _, sh := range c.hostile {
-		if err := verify.CheckMaskedData(s.Pattern(), run, sh, r, 3); err != nil {
+		if err := verify.CheckMaskedData(s.Pattern(), run, withScore(s, sh, r), r, 3); err != nil {
 			failed++
 			fmt.Fprintf(stdout, "%-7s FAIL masked data: %v\n", v, err)
 			continue
@@ -137,7 +149,7 @@ func verifyCPU(s *spec.Spec, v cpu.Variant, c cpuChecks, r *rand.Rand, stdout io
 			}
 			p.Data = d
 		}
-		run, err := kernelRun(p, s.HeadDim, v)
+		run, err := kernelRun(p, spec.Score{}, s.HeadDim, v)
 		if err != nil {
 			return failed, err
 		}
@@ -165,13 +177,13 @@ func verifyCPU(s *spec.Spec, v cpu.Variant, c cpuChecks, r *rand.Rand, stdout io
 // (S = c.depN), and NaN and infinities at masked positions (c.hostile).
 // It prints a line per check and returns the number that failed.
 func verifyBackward(s *spec.Spec, v cpu.Variant, run verify.Run, c cpuChecks, r *rand.Rand, stdout io.Writer) (int, error) {
-	bwd, err := kernelBackward(s.Pattern(), s.HeadDim, v)
+	bwd, err := kernelBackward(s.Pattern(), s.Score, s.HeadDim, v)
 	if err != nil {
 		return 0, err
 	}
 	failed := 0
 	for _, sh := range c.shapes {
-		rep, err := verify.CheckGrad(s.Pattern(), run, bwd, sh, r)
+		rep, err := verify.CheckGrad(s.Pattern(), run, bwd, withScore(s, sh, r), r)
 		if err != nil {
 			failed++
 			fmt.Fprintf(stdout, "%-7s FAIL backward %v\n", v, err)
@@ -179,7 +191,7 @@ func verifyBackward(s *spec.Spec, v cpu.Variant, run verify.Run, c cpuChecks, r 
 		}
 		fmt.Fprintf(stdout, "%-7s ok   backward %v\n", v, rep)
 	}
-	dep := verify.Shape{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: c.depN, SeqK: c.depN, HeadDim: s.HeadDim}
+	dep := withScore(s, verify.Shape{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: c.depN, SeqK: c.depN, HeadDim: s.HeadDim}, r)
 	if err := verify.CheckGradDependencies(s.Pattern(), run, bwd, dep, r); err != nil {
 		failed++
 		fmt.Fprintf(stdout, "%-7s FAIL backward dependencies: %v\n", v, err)
@@ -187,7 +199,7 @@ func verifyBackward(s *spec.Spec, v cpu.Variant, run verify.Run, c cpuChecks, r 
 		fmt.Fprintf(stdout, "%-7s ok   backward: dout row i changes dv exactly at the keys i keeps, dk only there, dq only in row i (S = %d, all i)\n", v, c.depN)
 	}
 	for _, sh := range c.hostile {
-		if err := verify.CheckGradNonFinite(s.Pattern(), run, bwd, sh, r, 3); err != nil {
+		if err := verify.CheckGradNonFinite(s.Pattern(), run, bwd, withScore(s, sh, r), r, 3); err != nil {
 			failed++
 			fmt.Fprintf(stdout, "%-7s FAIL backward non-finite: %v\n", v, err)
 			continue
