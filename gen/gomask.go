@@ -58,6 +58,30 @@ func GoMaskFile(p *Plan, pkgName, command string) ([]byte, error) {
 		f.Func().Params(jen.Id("compiled")).Id("HeadParams").Params().Index().Qual(MaskPkg, "HeadParam").Block(jen.Return(jen.Id("headParams")))
 		f.Line()
 	}
+	if st := p.Score; st.Active() {
+		d := jen.Dict{}
+		if st.SoftCap {
+			d[jen.Id("SoftCap")] = jen.True()
+			if st.Cap != 0 {
+				d[jen.Id("Cap")] = jen.Lit(st.Cap)
+			}
+		}
+		switch st.Alibi {
+		case mask.AlibiSigned:
+			d[jen.Id("Alibi")] = jen.Qual(MaskPkg, "AlibiSigned")
+		case mask.AlibiSymmetric:
+			d[jen.Id("Alibi")] = jen.Qual(MaskPkg, "AlibiSymmetric")
+		}
+		if st.SlopesAtCall {
+			d[jen.Id("SlopesAtCall")] = jen.True()
+		}
+		if st.LearnedSinks {
+			d[jen.Id("LearnedSinks")] = jen.True()
+		}
+		f.Comment("Score returns the mask's score stage (mask.ScoreOf): what the kernels do to each kept score before the softmax.")
+		f.Func().Params(jen.Id("compiled")).Id("Score").Params().Qual(MaskPkg, "Score").Block(jen.Return(jen.Qual(MaskPkg, "Score").Values(d)))
+		f.Line()
+	}
 	docs := jen.Id("d").Op("*").Qual(MaskPkg, "Docs")
 	type fn struct {
 		prog    *Prog

@@ -16,6 +16,7 @@ import (
 
 	"github.com/attngen/attngen/runtime/cpu"
 	"github.com/attngen/attngen/runtime/gpu"
+	"github.com/attngen/attngen/runtime/mask"
 	"github.com/attngen/attngen/spec"
 )
 
@@ -104,6 +105,9 @@ func packageDoc(b *bytes.Buffer, s *spec.Spec, p *Plan, pkgName string) {
 	if len(hps) > 0 {
 		b.WriteString(headParamsDoc(hps))
 	}
+	if p.Score.Active() {
+		b.WriteString(scoreDoc(p.Score))
+	}
 	fmt.Fprintf(b, "// Tiles of %d queries by %d keys that the mask leaves empty are never\n", p.TileQ, p.TileK)
 	fmt.Fprintf(b, "// visited, and tiles it keeps whole never evaluate it.")
 	if p.Layout.Kind == Residue {
@@ -163,6 +167,9 @@ var ErrTree = cpu.ErrTree
 	}
 	if len(hps) > 0 {
 		b.WriteString(headParamsAPI(hps))
+	}
+	if p.Score.Active() {
+		b.WriteString(scoreAPI(p.Score))
 	}
 	b.WriteString(`
 
@@ -236,14 +243,30 @@ func CompiledMask() mask.Mask { return compiled{} }
 	fwd16Call := "cpu.Forward16(compiled{}, cpu.Variant(variant), cpu.Elem(elem), out, lse, q, k, v, " + docArg + ", cpu.Shape(s))"
 	pagedCall := "cpu.ForwardPaged(compiled{}, cpu.Variant(variant), out, lse, q, k, v, " + docArg + ", cpu.Paged{PageSize: PageSize, Table: table}, cpu.Shape(s))"
 	bwdCall := "cpu.Backward(compiled{}, cpu.Variant(variant), dq, dk, dv, dout, q, k, v, out, lse, " + docArg + ", cpu.Shape(s))"
+	scArgs, scFields := scoreFields(p.Score, "sc.")
+	hpField := ""
 	if len(hps) > 0 {
+		hpField = " HeadParams: heads.values(),"
+	}
+	if len(hps) > 0 || scArgs {
+		extra := hpField + scFields
 		args := func(in string) string {
-			return "cpu.ForwardArgs(compiled{}, cpu.Variant(variant), cpu.Args{" + in + " Out: out, LSE: lse," + dataField + " HeadParams: heads.values(), Shape: cpu.Shape(s)})"
+			return "cpu.ForwardArgs(compiled{}, cpu.Variant(variant), cpu.Args{" + in + " Out: out, LSE: lse," + dataField + extra + " Shape: cpu.Shape(s)})"
 		}
 		fwdCall = args("Q: q, K: k, V: v,")
 		fwd16Call = args("Elem: cpu.Elem(elem), Q16: q, K16: k, V16: v,")
 		pagedCall = args("Q: q, K: k, V: v, Paged: cpu.Paged{PageSize: PageSize, Table: table},")
+	}
+	if scArgs {
+		ds := ""
+		if p.Score.LearnedSinks {
+			ds = " DSinks: dsink,"
+		}
+		bwdCall = "cpu.BackwardArgs(compiled{}, cpu.Variant(variant), cpu.BackArgs{DQ: dq, DK: dk, DV: dv," + ds + " DOut: dout, Q: q, K: k, V: v, Out: out, LSE: lse, Docs: " + docArg + "," + hpField + scFields + " Shape: cpu.Shape(s)})"
+	} else if len(hps) > 0 {
 		bwdCall = "cpu.BackwardHeads(compiled{}, cpu.Variant(variant), dq, dk, dv, dout, q, k, v, out, lse, " + docArg + ", heads.values(), cpu.Shape(s))"
+	}
+	if len(hps) > 0 {
 		docParam += ", heads HeadParams"
 		docPass += ", heads"
 		docDoc += `
@@ -252,6 +275,14 @@ func CompiledMask() mask.Mask { return compiled{} }
 // HeadParams): query head h computes the mask with each parameter at its
 // value at h. A field whose length is not HeadsQ, or a value outside the
 // parameter's range, is ErrHeadParam.`
+	}
+	if scArgs {
+		docParam += ", sc Score"
+		docPass += ", sc"
+		docDoc += `
+//
+// sc holds the call's values of the score section (see Score): bad values
+// are ErrScore.`
 	}
 	fmt.Fprintf(&b, `// Forward computes masked attention: out = softmax(scale * q k^T + mask) v
 // and, when lse is not nil, the natural log-sum-exp of each row's kept
@@ -300,7 +331,7 @@ func ForwardVariant16(variant Variant, elem Elem, out, lse []float32, q, k, v []
 	return %s
 }
 
-%s%s`, docDoc, docParam, docPass, docParam, fwdCall, pagedAPI(s, docParam, docPass, pagedCall), docParam, docPass, docParam, fwd16Call, argsAPI(s, docs, tree, len(hps) > 0), backwardAPI(docParam, docPass, bwdCall, len(hps) > 0))
+%s%s`, docDoc, docParam, docPass, docParam, fwdCall, pagedAPI(s, docParam, docPass, pagedCall), docParam, docPass, docParam, fwd16Call, argsAPI(s, docs, tree, len(hps) > 0, p.Score), backwardAPI(docParam, docPass, bwdCall, len(hps) > 0, p.Score.LearnedSinks))
 	out, err := format.Source(b.Bytes())
 	if err != nil {
 		return nil, fmt.Errorf("BUG: generated API does not format: %v\n%s", err, b.Bytes())
@@ -310,9 +341,14 @@ func ForwardVariant16(variant Variant, elem Elem, out, lse []float32, q, k, v []
 
 // backwardAPI is the backward pass, Backward and BackwardVariant: float32,
 // contiguous caches, the forward's validation rules.
-func backwardAPI(docParam, docPass, call string, heads bool) string {
+func backwardAPI(docParam, docPass, call string, heads, sinks bool) string {
 	docDoc := ""
-	switch strings.TrimSuffix(docParam, ", heads HeadParams") {
+	grads, gradPass := "dq, dk, dv", "dq, dk, dv"
+	if sinks {
+		grads, gradPass = "dq, dk, dv, dsink", "dq, dk, dv, dsink"
+		docDoc += "\n//\n// dsink, when not nil, receives the gradient of the loss with respect to\n// each query head's sink logit (HeadsQ values): dsink[h] = -sum over the\n// head's rows of p_sink * rowsum(dout * out), p_sink = exp(sink[h] - lse)."
+	}
+	switch strings.TrimSuffix(strings.TrimSuffix(docParam, ", sc Score"), ", heads HeadParams") {
 	case ", tree []int32":
 		docDoc = "\n//\n// tree is the parent array the forward took, with Forward's rules."
 	case ", docs []int32":
@@ -320,6 +356,9 @@ func backwardAPI(docParam, docPass, call string, heads bool) string {
 	}
 	if heads {
 		docDoc += "\n//\n// heads are the head parameters' values the forward took, with Forward's\n// rules: each query head's gradient is that of its own mask."
+	}
+	if strings.HasSuffix(docParam, ", sc Score") {
+		docDoc += "\n//\n// sc holds the score values the forward took; the gradients go through\n// the score section (soft-capping's derivative 1 - tanh^2)."
 	}
 	return fmt.Sprintf(`
 // Backward computes the gradients of masked attention: given dout, the
@@ -346,18 +385,18 @@ func backwardAPI(docParam, docPass, call string, heads bool) string {
 // a call of a shape has run, allocates nothing. AVX512, AVX2 and NEON run
 // tiled matrix products with their own assembly kernels, PureGo a per-pair Go
 // backward (the variant is checked as Forward checks it).
-func Backward(dq, dk, dv, dout, q, k, v, out, lse []float32%s, s Shape) error {
-	return BackwardVariant(Auto, dq, dk, dv, dout, q, k, v, out, lse%s, s)
+func Backward(%s, dout, q, k, v, out, lse []float32%s, s Shape) error {
+	return BackwardVariant(Auto, %s, dout, q, k, v, out, lse%s, s)
 }
 
 // BackwardVariant is Backward with a chosen implementation.
-func BackwardVariant(variant Variant, dq, dk, dv, dout, q, k, v, out, lse []float32%s, s Shape) error {
+func BackwardVariant(variant Variant, %s, dout, q, k, v, out, lse []float32%s, s Shape) error {
 	if s.HeadDim != HeadDim {
 		return fmt.Errorf("%%w: Shape.HeadDim = %%d, the package was generated for %%d", ErrHeadDim, s.HeadDim, HeadDim)
 	}
 	return %s
 }
-`, docDoc, docParam, docPass, docParam, call)
+`, docDoc, grads, docParam, gradPass, docPass, grads, docParam, call)
 }
 
 // pagedAPI is the paged-cache part of the API of a spec with page_size.
@@ -396,7 +435,7 @@ func ForwardPagedVariant(variant Variant, out, lse, q, k, v []float32, table []i
 // argsAPI is the general entry point, Args and ForwardArgs: its Docs field
 // exists for document masks only, its Table field for specs with
 // page_size only, so that what a mask cannot take does not compile.
-func argsAPI(s *spec.Spec, docs, tree, heads bool) string {
+func argsAPI(s *spec.Spec, docs, tree, heads bool, st ScoreStage) string {
 	head := `// Args are the arguments of ForwardArgs, the general entry point: q, k
 // and v in float32 or a 16-bit format, the output in float32 or the
 // inputs' format, in any combination. A slice is given when it is not
@@ -415,6 +454,10 @@ func argsAPI(s *spec.Spec, docs, tree, heads bool) string {
 	if heads {
 		fields += "\t// Heads are the head parameters' values, one per query head, as\n\t// Forward takes them.\n\tHeads HeadParams\n"
 		pass += " HeadParams: a.Heads.values(),"
+	}
+	if ok, f := scoreFields(st, "a.Score."); ok {
+		fields += "\t// Score holds the score section's call-time values, as Forward takes\n\t// them.\n\tScore Score\n"
+		pass += f
 	}
 	if s.PageSize > 0 {
 		head = `// Args are the arguments of ForwardArgs, the general entry point: q, k
@@ -554,4 +597,79 @@ func (h HeadParams) values() [mask.MaxHeadParams][]int32 {
 	return [mask.MaxHeadParams][]int32{%s}
 }
 `, fields.String(), vals.String())
+}
+
+// scoreFields reports whether a score stage takes call-time values and
+// returns the cpu.Args fields that pass them from the Score value named by
+// the prefix (as " SoftCap: sc.SoftCap,").
+func scoreFields(st ScoreStage, prefix string) (bool, string) {
+	var f string
+	if st.SoftCap && st.Cap == 0 {
+		f += " SoftCap: " + prefix + "SoftCap,"
+	}
+	if st.Alibi != mask.AlibiOff && st.SlopesAtCall {
+		f += " Slopes: " + prefix + "Slopes,"
+	}
+	if st.LearnedSinks {
+		f += " Sinks: " + prefix + "SinkLogits,"
+	}
+	return f != "", f
+}
+
+// scoreAPI is ErrScore and, for a stage with call-time values, Score.
+func scoreAPI(st ScoreStage) string {
+	var b strings.Builder
+	b.WriteString(`
+// ErrScore is what the entry points return, wrapped, for score values
+// (Score) that are missing, of a wrong length, not finite or out of range.
+var ErrScore = cpu.ErrScore
+`)
+	if ok, _ := scoreFields(st, ""); !ok {
+		return b.String()
+	}
+	b.WriteString(`
+// Score holds the call's values of the spec's score section (the values a
+// model reads from its checkpoint); the entry points take it after the
+// data they read, before the Shape. Each field is required.
+type Score struct {
+`)
+	if st.SoftCap && st.Cap == 0 {
+		b.WriteString("\t// SoftCap is the cap c of soft-capping, s <- c*tanh(s/c) on each\n\t// scaled score (Gemma 2: attn_logit_softcapping, 50): finite, above 0.\n\tSoftCap float32\n")
+	}
+	if st.Alibi != mask.AlibiOff && st.SlopesAtCall {
+		b.WriteString("\t// Slopes are the ALiBi slopes, one per query head (HeadsQ values, in\n\t// the order of the heads): the bias of head h is -Slopes[h] times the\n\t// distance.\n\tSlopes []float32\n")
+	}
+	if st.LearnedSinks {
+		b.WriteString("\t// SinkLogits are the learned attention-sink logits (gpt-oss), one per\n\t// query head (HeadsQ values, natural units; -Inf means none): each\n\t// joins its head's softmax as a term with no value. They are not the\n\t// sink tokens of a streaming mask.\n\tSinkLogits []float32\n")
+	}
+	b.WriteString("}\n")
+	return b.String()
+}
+
+// scoreDoc is the package documentation's paragraph on the score section.
+func scoreDoc(st ScoreStage) string {
+	var b strings.Builder
+	b.WriteString("// Each kept pair's scaled score s = scale*q.k goes through the spec's\n// score section before the softmax, in this order:\n//\n")
+	if st.SoftCap {
+		c := "Score.SoftCap, given at each call"
+		if st.Cap != 0 {
+			c = strconv.FormatFloat(st.Cap, 'g', -1, 64)
+		}
+		fmt.Fprintf(&b, "//   - soft-capping: s <- c*tanh(s/c), c = %s;\n", c)
+	}
+	if st.Alibi != mask.AlibiOff {
+		d, sl := "(i - j)", "the ALiBi paper's geometric slopes of HeadsQ heads"
+		if st.Alibi == mask.AlibiSymmetric {
+			d = "|i - j|"
+		}
+		if st.SlopesAtCall {
+			sl = "Score.Slopes, given at each call"
+		}
+		fmt.Fprintf(&b, "//   - ALiBi: s <- s - slope[h]*%s at query position i and key j, slopes %s;\n", d, sl)
+	}
+	if st.LearnedSinks {
+		b.WriteString("//   - learned sinks: Score.SinkLogits[h] joins the softmax of every row of\n//     query head h as a term with no value (a row that keeps no key gets\n//     output 0 and lse = its sink logit).\n")
+	}
+	b.WriteString("//\n// The mask alone decides which pairs are kept.\n//\n")
+	return b.String()
 }

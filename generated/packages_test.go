@@ -5,6 +5,7 @@ package generated_test
 import (
 	"reflect"
 
+	"github.com/attngen/attngen/generated/alibi"
 	"github.com/attngen/attngen/generated/bigbird"
 	"github.com/attngen/attngen/generated/block"
 	"github.com/attngen/attngen/generated/bridge"
@@ -13,6 +14,9 @@ import (
 	"github.com/attngen/attngen/generated/dilated"
 	"github.com/attngen/attngen/generated/document"
 	"github.com/attngen/attngen/generated/except"
+	"github.com/attngen/attngen/generated/gemma2"
+	"github.com/attngen/attngen/generated/gemma2global"
+	"github.com/attngen/attngen/generated/gptoss"
 	"github.com/attngen/attngen/generated/hetero"
 	"github.com/attngen/attngen/generated/hybrid"
 	"github.com/attngen/attngen/generated/longformer"
@@ -30,6 +34,36 @@ import (
 // packages lists one entry per spec in spec/examples.
 func packages() []pkg {
 	return []pkg{
+		{file: "alibi.yaml", dir: "alibi", mask: alibi.Mask, headDim: alibi.HeadDim, docs: false, tree: false,
+			supported: func(v int) bool { return alibi.Supported(alibi.Variant(v)) },
+			compiled:  alibi.CompiledMask(),
+			score:     true,
+			best:      func() (int, string) { return int(alibi.Best()), alibi.Best().String() },
+			variant:   reflect.TypeFor[alibi.Variant](),
+			errs:      map[string]error{"shape": alibi.ErrShape, "short": alibi.ErrShort, "variant": alibi.ErrVariant, "headDim": alibi.ErrHeadDim, "document": alibi.ErrDocument, "alias": alibi.ErrAlias, "page": alibi.ErrPage, "data": alibi.ErrDocument, "score": alibi.ErrScore},
+			run: func(v int) verify.Run {
+				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
+					return alibi.ForwardVariant(alibi.Variant(v), out, lse, q, k, vv, alibi.Shape(conv(s)))
+				}
+			},
+			bwd: func(v int) verify.RunBackward {
+				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape) error {
+					return alibi.BackwardVariant(alibi.Variant(v), dq, dk, dv, dout, q, k, vv, out, lse, alibi.Shape(conv(s)))
+				}
+			},
+			run16: func(v, elem int) verify.Run {
+				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
+					q16, k16, v16 := bits16(elem, q), bits16(elem, k), bits16(elem, vv)
+					return alibi.ForwardVariant16(alibi.Variant(v), alibi.Elem(elem), out, lse, q16, k16, v16, alibi.Shape(conv(s)))
+				}
+			},
+			args: func(v int) argsRun {
+				return func(a genArgs) error {
+					return alibi.ForwardArgsVariant(alibi.Variant(v), alibi.Args{Elem: alibi.Elem(a.Elem), Q: a.Q, K: a.K, V: a.V, Q16: a.Q16, K16: a.K16, V16: a.V16,
+						Out: a.Out, Out16: a.Out16, LSE: a.LSE, Shape: alibi.Shape(conv(a.Shape))})
+				}
+			},
+			argsType: reflect.TypeFor[alibi.Args]()},
 		{file: "bigbird.yaml", dir: "bigbird", mask: bigbird.Mask, headDim: bigbird.HeadDim, docs: false, tree: false,
 			supported: func(v int) bool { return bigbird.Supported(bigbird.Variant(v)) },
 			compiled:  bigbird.CompiledMask(),
@@ -310,6 +344,96 @@ func packages() []pkg {
 				}
 			},
 			argsType: reflect.TypeFor[except.Args]()},
+		{file: "gemma2.yaml", dir: "gemma2", mask: gemma2.Mask, headDim: gemma2.HeadDim, docs: false, tree: false,
+			supported: func(v int) bool { return gemma2.Supported(gemma2.Variant(v)) },
+			compiled:  gemma2.CompiledMask(),
+			score:     true,
+			best:      func() (int, string) { return int(gemma2.Best()), gemma2.Best().String() },
+			variant:   reflect.TypeFor[gemma2.Variant](),
+			errs:      map[string]error{"shape": gemma2.ErrShape, "short": gemma2.ErrShort, "variant": gemma2.ErrVariant, "headDim": gemma2.ErrHeadDim, "document": gemma2.ErrDocument, "alias": gemma2.ErrAlias, "page": gemma2.ErrPage, "data": gemma2.ErrDocument, "score": gemma2.ErrScore},
+			run: func(v int) verify.Run {
+				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
+					return gemma2.ForwardVariant(gemma2.Variant(v), out, lse, q, k, vv, gemma2.Shape(conv(s)))
+				}
+			},
+			bwd: func(v int) verify.RunBackward {
+				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape) error {
+					return gemma2.BackwardVariant(gemma2.Variant(v), dq, dk, dv, dout, q, k, vv, out, lse, gemma2.Shape(conv(s)))
+				}
+			},
+			run16: func(v, elem int) verify.Run {
+				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
+					q16, k16, v16 := bits16(elem, q), bits16(elem, k), bits16(elem, vv)
+					return gemma2.ForwardVariant16(gemma2.Variant(v), gemma2.Elem(elem), out, lse, q16, k16, v16, gemma2.Shape(conv(s)))
+				}
+			},
+			args: func(v int) argsRun {
+				return func(a genArgs) error {
+					return gemma2.ForwardArgsVariant(gemma2.Variant(v), gemma2.Args{Elem: gemma2.Elem(a.Elem), Q: a.Q, K: a.K, V: a.V, Q16: a.Q16, K16: a.K16, V16: a.V16,
+						Out: a.Out, Out16: a.Out16, LSE: a.LSE, Shape: gemma2.Shape(conv(a.Shape))})
+				}
+			},
+			argsType: reflect.TypeFor[gemma2.Args]()},
+		{file: "gemma2_global.yaml", dir: "gemma2global", mask: gemma2global.Mask, headDim: gemma2global.HeadDim, docs: false, tree: false,
+			supported: func(v int) bool { return gemma2global.Supported(gemma2global.Variant(v)) },
+			compiled:  gemma2global.CompiledMask(),
+			score:     true,
+			best:      func() (int, string) { return int(gemma2global.Best()), gemma2global.Best().String() },
+			variant:   reflect.TypeFor[gemma2global.Variant](),
+			errs:      map[string]error{"shape": gemma2global.ErrShape, "short": gemma2global.ErrShort, "variant": gemma2global.ErrVariant, "headDim": gemma2global.ErrHeadDim, "document": gemma2global.ErrDocument, "alias": gemma2global.ErrAlias, "page": gemma2global.ErrPage, "data": gemma2global.ErrDocument, "score": gemma2global.ErrScore},
+			run: func(v int) verify.Run {
+				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
+					return gemma2global.ForwardVariant(gemma2global.Variant(v), out, lse, q, k, vv, gemma2global.Shape(conv(s)))
+				}
+			},
+			bwd: func(v int) verify.RunBackward {
+				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape) error {
+					return gemma2global.BackwardVariant(gemma2global.Variant(v), dq, dk, dv, dout, q, k, vv, out, lse, gemma2global.Shape(conv(s)))
+				}
+			},
+			run16: func(v, elem int) verify.Run {
+				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
+					q16, k16, v16 := bits16(elem, q), bits16(elem, k), bits16(elem, vv)
+					return gemma2global.ForwardVariant16(gemma2global.Variant(v), gemma2global.Elem(elem), out, lse, q16, k16, v16, gemma2global.Shape(conv(s)))
+				}
+			},
+			args: func(v int) argsRun {
+				return func(a genArgs) error {
+					return gemma2global.ForwardArgsVariant(gemma2global.Variant(v), gemma2global.Args{Elem: gemma2global.Elem(a.Elem), Q: a.Q, K: a.K, V: a.V, Q16: a.Q16, K16: a.K16, V16: a.V16,
+						Out: a.Out, Out16: a.Out16, LSE: a.LSE, Shape: gemma2global.Shape(conv(a.Shape))})
+				}
+			},
+			argsType: reflect.TypeFor[gemma2global.Args]()},
+		{file: "gptoss.yaml", dir: "gptoss", mask: gptoss.Mask, headDim: gptoss.HeadDim, docs: false, tree: false,
+			supported: func(v int) bool { return gptoss.Supported(gptoss.Variant(v)) },
+			compiled:  gptoss.CompiledMask(),
+			score:     true,
+			best:      func() (int, string) { return int(gptoss.Best()), gptoss.Best().String() },
+			variant:   reflect.TypeFor[gptoss.Variant](),
+			errs:      map[string]error{"shape": gptoss.ErrShape, "short": gptoss.ErrShort, "variant": gptoss.ErrVariant, "headDim": gptoss.ErrHeadDim, "document": gptoss.ErrDocument, "alias": gptoss.ErrAlias, "page": gptoss.ErrPage, "data": gptoss.ErrDocument, "score": gptoss.ErrScore},
+			run: func(v int) verify.Run {
+				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
+					return gptoss.ForwardVariant(gptoss.Variant(v), out, lse, q, k, vv, gptoss.Score{SinkLogits: scoreSinks(s)}, gptoss.Shape(conv(s)))
+				}
+			},
+			bwd: func(v int) verify.RunBackward {
+				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape) error {
+					return gptoss.BackwardVariant(gptoss.Variant(v), dq, dk, dv, nil, dout, q, k, vv, out, lse, gptoss.Score{SinkLogits: scoreSinks(s)}, gptoss.Shape(conv(s)))
+				}
+			},
+			run16: func(v, elem int) verify.Run {
+				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
+					q16, k16, v16 := bits16(elem, q), bits16(elem, k), bits16(elem, vv)
+					return gptoss.ForwardVariant16(gptoss.Variant(v), gptoss.Elem(elem), out, lse, q16, k16, v16, gptoss.Score{SinkLogits: scoreSinks(s)}, gptoss.Shape(conv(s)))
+				}
+			},
+			args: func(v int) argsRun {
+				return func(a genArgs) error {
+					return gptoss.ForwardArgsVariant(gptoss.Variant(v), gptoss.Args{Elem: gptoss.Elem(a.Elem), Q: a.Q, K: a.K, V: a.V, Q16: a.Q16, K16: a.K16, V16: a.V16,
+						Out: a.Out, Out16: a.Out16, LSE: a.LSE, Score: gptoss.Score{SinkLogits: scoreSinks(a.Shape)}, Shape: gptoss.Shape(conv(a.Shape))})
+				}
+			},
+			argsType: reflect.TypeFor[gptoss.Args]()},
 		{file: "hetero.yaml", dir: "hetero", mask: hetero.Mask, headDim: hetero.HeadDim, docs: false, tree: false,
 			supported: func(v int) bool { return hetero.Supported(hetero.Variant(v)) },
 			compiled:  hetero.CompiledMask(),

@@ -49,7 +49,11 @@ type ScheduleEntry struct {
 }
 
 // Pattern is the spec's own mask with its causal flag.
-func (s *Spec) Pattern() Pattern { return s.pattern(s.Mask) }
+func (s *Spec) Pattern() Pattern {
+	p := s.pattern(s.Mask)
+	p.Score = s.Score
+	return p
+}
 
 // pattern is m with the spec's causal flag and, when m takes head
 // parameters, the spec's declarations of them.
@@ -62,16 +66,17 @@ func (s *Spec) pattern(m *Mask) Pattern {
 }
 
 // Layers resolves the schedule, input side first. Without a schedule it is
-// the spec's mask alone.
+// the spec's mask alone. Layers are masks for the reachability model: they
+// carry no score section.
 func (s *Spec) Layers() []Pattern {
 	if len(s.Schedule) == 0 {
-		return []Pattern{s.Pattern()}
+		return []Pattern{s.pattern(s.Mask)}
 	}
 	out := make([]Pattern, len(s.Schedule))
 	for k, e := range s.Schedule {
 		switch e.Name {
 		case "mask":
-			out[k] = s.Pattern()
+			out[k] = s.pattern(s.Mask)
 		case "full":
 			out[k] = Pattern{Mask: Full(), Causal: s.Causal}
 		default:

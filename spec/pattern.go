@@ -19,6 +19,11 @@ type Pattern struct {
 	// Params are the head parameters the mask's Refs name (params.go);
 	// empty when it takes none. Bind replaces them by one head's values.
 	Params []HeadParam
+	// Score is the spec's score section (Spec.Pattern sets it; the zero
+	// value elsewhere): it never changes which pairs are kept, and is
+	// carried so that checks of a spec's kernels know the call values
+	// they must draw.
+	Score Score
 }
 
 // String renders the pattern, causal flag first.

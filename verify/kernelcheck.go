@@ -122,6 +122,7 @@ func randomSlice(r *rand.Rand, n int, scale float64) []float32 {
 // parameters and s none, it draws their values into s (WithHeadParams).
 func randomInputs(p spec.Pattern, s *Shape, r *rand.Rand) (q, k, v []float32, ids []int32, docs *spec.Docs) {
 	*s = WithHeadParams(p, *s, r)
+	*s = WithScore(p, *s, r)
 	nq, nkv, _ := s.Sizes()
 	q, k, v = randomSlice(r, nq, 1), randomSlice(r, nkv, 1), randomSlice(r, nkv, 1)
 	if p.Mask.HasData() {
@@ -186,6 +187,7 @@ func CheckNumericWith(p spec.Pattern, run Run, s Shape, r *rand.Rand, opt Numeri
 // float64 reference on every row; n <= 0 judges every row.
 func CheckNumericSampled(p spec.Pattern, run Run, s Shape, r *rand.Rand, opt NumericOptions, n int) (NumericReport, error) {
 	s = WithHeadParams(p, s, r)
+	s = WithScore(p, s, r)
 	nq, nkv, nl := s.Sizes()
 	q, k, v := randomSlice(r, nq, 1), randomSlice(r, nkv, 1), randomSlice(r, nkv, 1)
 	if opt.Round != nil {

@@ -108,6 +108,9 @@ func ReferenceRows(p spec.Pattern, docs *spec.Docs, q, k, v []float32, s Shape, 
 	if err := checkRows(rows, nl); err != nil {
 		return nil, nil, err
 	}
+	if err := checkScore(p, s); err != nil {
+		return nil, nil, err
+	}
 	hs, err := headsOf(p, s)
 	if err != nil {
 		return nil, nil, err

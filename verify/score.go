@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"sync"
 
 	"github.com/attngen/attngen/spec"
 )
@@ -29,6 +30,9 @@ type Score struct {
 	// CapAtCall and SlopesAtCall: the call gives the cap and the slopes
 	// (Float32 returns them); otherwise the spec fixes them.
 	CapAtCall, SlopesAtCall bool
+
+	once              sync.Once // makes the float32 copies Float32 returns
+	slopes32, sinks32 []float32
 }
 
 // AlibiDistance is the distance ALiBi's bias grows with.
@@ -204,11 +208,35 @@ func (sc *Score) Float32() (softCap float32, slopes, sinks []float32) {
 		}
 		return out
 	}
+	// made once, so that a run that calls Float32 allocates nothing after
+	// its first call (the values must not change after it)
+	sc.once.Do(func() { sc.slopes32, sc.sinks32 = f(sc.Slopes), f(sc.Sinks) })
 	if sc.CapAtCall {
 		softCap = float32(sc.SoftCap)
 	}
 	if sc.SlopesAtCall {
-		slopes = f(sc.Slopes)
+		slopes = sc.slopes32
 	}
-	return softCap, slopes, f(sc.Sinks)
+	return softCap, slopes, sc.sinks32
+}
+
+// WithScore returns s with random values of p's score section
+// (RandomScore) when p has one and s carries none; s as it is otherwise.
+func WithScore(p spec.Pattern, s Shape, r *rand.Rand) Shape {
+	if p.Score.Active() && s.Score == nil {
+		s.Score = RandomScore(p.Score, s.HeadsQ, r)
+	}
+	return s
+}
+
+// checkScore reports a shape whose score values do not fit the pattern's
+// score section.
+func checkScore(p spec.Pattern, s Shape) error {
+	switch {
+	case p.Score.Active() && s.Score == nil:
+		return fmt.Errorf("score: the pattern has a score section (%s) and the shape no values (Shape.Score)", p.Score)
+	case !p.Score.Active() && s.Score != nil:
+		return fmt.Errorf("score: the shape has score values, and the pattern no score section")
+	}
+	return s.Score.check(s)
 }

@@ -40,6 +40,9 @@ func cmdCheck(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "name: %s\ncausal: %v\nhead_dim: %d\n", s.Name, s.Causal, s.HeadDim)
 	fmt.Fprint(stdout, spec.HeadParamsYAML(s.HeadParams))
 	fmt.Fprintf(stdout, "mask: %s\n", s.Mask)
+	if s.Score.Active() {
+		fmt.Fprintf(stdout, "score: %s\n", s.Score)
+	}
 	for _, n := range s.MaskNames() {
 		fmt.Fprintf(stdout, "masks.%s: %s\n", n, s.Masks[n])
 	}

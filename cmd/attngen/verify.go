@@ -12,10 +12,11 @@ import (
 	"github.com/attngen/attngen/verify"
 )
 
-// kernelRun adapts a CPU variant running a pattern's plan (with the score
-// stage sc) to verify.Run; a pattern with head parameters or a score stage
+// kernelRun adapts a CPU variant running a pattern's plan (with its score
+// section) to verify.Run; a pattern with head parameters or a score stage
 // runs ForwardArgs with the shape's values.
-func kernelRun(p spec.Pattern, sc spec.Score, headDim int, variant cpu.Variant) (verify.Run, error) {
+func kernelRun(p spec.Pattern, headDim int, variant cpu.Variant) (verify.Run, error) {
+	sc := p.Score
 	plan, err := gen.Compile(&spec.Spec{Name: "verify", Mask: p.Mask, Causal: p.Causal, HeadDim: headDim, HeadParams: p.Params, Score: sc}, gen.CPUTarget, nil)
 	if err != nil {
 		return nil, err
@@ -40,16 +41,11 @@ func kernelRun(p spec.Pattern, sc spec.Score, headDim int, variant cpu.Variant) 
 	}, nil
 }
 
-// withScore gives a shape random values of the spec's score stage (none
-// without one), drawn for the shape's query heads.
-func withScore(s *spec.Spec, sh verify.Shape, r *rand.Rand) verify.Shape {
-	sh.Score = verify.RandomScore(s.Score, sh.HeadsQ, r)
-	return sh
-}
 
 // kernelBackward adapts the backward of a CPU variant running a pattern's
 // plan to verify.RunBackward.
-func kernelBackward(p spec.Pattern, sc spec.Score, headDim int, variant cpu.Variant) (verify.RunBackward, error) {
+func kernelBackward(p spec.Pattern, headDim int, variant cpu.Variant) (verify.RunBackward, error) {
+	sc := p.Score
 	plan, err := gen.Compile(&spec.Spec{Name: "verify", Mask: p.Mask, Causal: p.Causal, HeadDim: headDim, HeadParams: p.Params, Score: sc}, gen.CPUTarget, nil)
 	if err != nil {
 		return nil, err
@@ -100,13 +96,13 @@ func maskedText(sh verify.Shape) string {
 // 3-layer stack. It prints a line per check and returns the number that
 // failed.
 func verifyCPU(s *spec.Spec, v cpu.Variant, c cpuChecks, r *rand.Rand, stdout io.Writer) (int, error) {
-	run, err := kernelRun(s.Pattern(), s.Score, s.HeadDim, v)
+	run, err := kernelRun(s.Pattern(), s.HeadDim, v)
 	if err != nil {
 		return 0, err
 	}
 	failed := 0
 	for _, sh := range c.shapes {
-		rep, err := verify.CheckNumeric(s.Pattern(), run, withScore(s, sh, r), r)
+		rep, err := verify.CheckNumeric(s.Pattern(), run, sh, r)
 		if err != nil {
 			failed++
 			fmt.Fprintf(stdout, "%-7s FAIL %v\n", v, err)
@@ -114,7 +110,7 @@ func verifyCPU(s *spec.Spec, v cpu.Variant, c cpuChecks, r *rand.Rand, stdout io
 		}
 		fmt.Fprintf(stdout, "%-7s ok   %v\n", v, rep)
 	}
-	dep := withScore(s, verify.Shape{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: c.depN, SeqK: c.depN, HeadDim: s.HeadDim}, r)
+	dep := verify.Shape{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: c.depN, SeqK: c.depN, HeadDim: s.HeadDim}
 	if err := verify.CheckDependencies(s.Pattern(), run, dep, r); err != nil {
 		failed++
 		fmt.Fprintf(stdout, "%-7s FAIL dependencies: %v\n", v, err)
@@ -122,7 +118,7 @@ func verifyCPU(s *spec.Spec, v cpu.Variant, c cpuChecks, r *rand.Rand, stdout io
 		fmt.Fprintf(stdout, "%-7s ok   output i changes exactly when a kept key/value j changes (S = %d, all j)\n", v, c.depN)
 	}
 	for _, sh := range c.hostile {
-		if err := verify.CheckMaskedData(s.Pattern(), run, withScore(s, sh, r), r, 3); err != nil {
+		if err := verify.CheckMaskedData(s.Pattern(), run, sh, r, 3); err != nil {
 			failed++
 			fmt.Fprintf(stdout, "%-7s FAIL masked data: %v\n", v, err)
 			continue
@@ -149,7 +145,7 @@ func verifyCPU(s *spec.Spec, v cpu.Variant, c cpuChecks, r *rand.Rand, stdout io
 			}
 			p.Data = d
 		}
-		run, err := kernelRun(p, spec.Score{}, s.HeadDim, v)
+		run, err := kernelRun(p, s.HeadDim, v)
 		if err != nil {
 			return failed, err
 		}
@@ -177,13 +173,13 @@ func verifyCPU(s *spec.Spec, v cpu.Variant, c cpuChecks, r *rand.Rand, stdout io
 // (S = c.depN), and NaN and infinities at masked positions (c.hostile).
 // It prints a line per check and returns the number that failed.
 func verifyBackward(s *spec.Spec, v cpu.Variant, run verify.Run, c cpuChecks, r *rand.Rand, stdout io.Writer) (int, error) {
-	bwd, err := kernelBackward(s.Pattern(), s.Score, s.HeadDim, v)
+	bwd, err := kernelBackward(s.Pattern(), s.HeadDim, v)
 	if err != nil {
 		return 0, err
 	}
 	failed := 0
 	for _, sh := range c.shapes {
-		rep, err := verify.CheckGrad(s.Pattern(), run, bwd, withScore(s, sh, r), r)
+		rep, err := verify.CheckGrad(s.Pattern(), run, bwd, sh, r)
 		if err != nil {
 			failed++
 			fmt.Fprintf(stdout, "%-7s FAIL backward %v\n", v, err)
@@ -191,7 +187,7 @@ func verifyBackward(s *spec.Spec, v cpu.Variant, run verify.Run, c cpuChecks, r 
 		}
 		fmt.Fprintf(stdout, "%-7s ok   backward %v\n", v, rep)
 	}
-	dep := withScore(s, verify.Shape{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: c.depN, SeqK: c.depN, HeadDim: s.HeadDim}, r)
+	dep := verify.Shape{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: c.depN, SeqK: c.depN, HeadDim: s.HeadDim}
 	if err := verify.CheckGradDependencies(s.Pattern(), run, bwd, dep, r); err != nil {
 		failed++
 		fmt.Fprintf(stdout, "%-7s FAIL backward dependencies: %v\n", v, err)
@@ -199,7 +195,7 @@ func verifyBackward(s *spec.Spec, v cpu.Variant, run verify.Run, c cpuChecks, r 
 		fmt.Fprintf(stdout, "%-7s ok   backward: dout row i changes dv exactly at the keys i keeps, dk only there, dq only in row i (S = %d, all i)\n", v, c.depN)
 	}
 	for _, sh := range c.hostile {
-		if err := verify.CheckGradNonFinite(s.Pattern(), run, bwd, withScore(s, sh, r), r, 3); err != nil {
+		if err := verify.CheckGradNonFinite(s.Pattern(), run, bwd, sh, r, 3); err != nil {
 			failed++
 			fmt.Fprintf(stdout, "%-7s FAIL backward non-finite: %v\n", v, err)
 			continue

@@ -225,6 +225,9 @@ func newFwd(p *gen.Plan, cfg Config, t Target) (*fwd, error) {
 	if err := t.Supports(p.HeadDim); err != nil {
 		return nil, err
 	}
+	if p.Score.Active() {
+		return nil, fmt.Errorf("ptx: plan %s: the %s kernels do not render a score stage (%s) yet; generate with -sm none", p.Name, t.Arch(), p.Score)
+	}
 	st := 1
 	switch {
 	case p.Layout.Kind == gen.Residue && p.Layout.Stride >= 1:

@@ -82,14 +82,10 @@ func checkScore(sc *scoreCall, st mask.Score, s Shape, softCap float32, slopes, 
 		if st.Alibi == mask.AlibiSymmetric {
 			sc.flags |= scoreAbs
 		}
-		var geo []float64
-		if !st.SlopesAtCall {
-			geo = mask.AlibiSlopes(s.HeadsQ)
-		}
 		for h := 0; h < s.HeadsQ; h++ {
 			v := 0.0
-			if geo != nil {
-				v = geo[h]
+			if !st.SlopesAtCall {
+				v = mask.AlibiSlope(h, s.HeadsQ)
 			} else {
 				v = float64(slopes[h])
 				if math.IsNaN(v) || math.IsInf(v, 0) || math.Abs(v) > 1<<20 {

@@ -49,16 +49,21 @@ func AlibiSlopes(n int) []float64 {
 	if n <= 0 {
 		return nil
 	}
+	out := make([]float64, n)
+	for h := range out {
+		out[h] = AlibiSlope(h, n)
+	}
+	return out
+}
+
+// AlibiSlope is AlibiSlopes(n)[h], without allocating.
+func AlibiSlope(h, n int) float64 {
 	p := 1
 	for p <= n/2 {
 		p *= 2
 	}
-	out := make([]float64, 0, n)
-	for h := 0; h < p; h++ {
-		out = append(out, math.Exp2(-8*float64(h+1)/float64(p)))
+	if h < p {
+		return math.Exp2(-8 * float64(h+1) / float64(p))
 	}
-	for k := 0; len(out) < n; k++ {
-		out = append(out, math.Exp2(-8*float64(2*k+1)/float64(2*p)))
-	}
-	return out
+	return math.Exp2(-8 * float64(2*(h-p)+1) / float64(2*p))
 }

@@ -48,10 +48,34 @@ func argsFields(s *spec.Spec) string {
 	if s.Pattern().HasParams() {
 		f += " Heads: " + headsValue(s, "a.Shape") + ","
 	}
+	if v := scoreValue(s, "a.Shape"); v != "" {
+		f += " Score: " + v + ","
+	}
 	if s.PageSize > 0 {
 		f += " Table: a.Table,"
 	}
 	return f
+}
+
+// scoreValue is the package's Score holding the call-time score values of
+// the verify.Shape named shape (scoreCap, scoreSlopes and scoreSinks,
+// generated_test.go), or "" when the spec's score section takes none.
+func scoreValue(s *spec.Spec, shape string) string {
+	sc := s.Score
+	var f []string
+	if sc.SoftCap && sc.CapAtCall {
+		f = append(f, "SoftCap: scoreCap("+shape+")")
+	}
+	if sc.Alibi && sc.SlopesAtCall {
+		f = append(f, "Slopes: scoreSlopes("+shape+")")
+	}
+	if sc.LearnedSinks {
+		f = append(f, "SinkLogits: scoreSinks("+shape+")")
+	}
+	if len(f) == 0 {
+		return ""
+	}
+	return s.Name + ".Score{" + strings.Join(f, ", ") + "}"
 }
 
 // headsValue is the package's HeadParams holding the head parameter
@@ -99,6 +123,13 @@ func run() error {
 		if s.Pattern().HasParams() {
 			docs += headsValue(s, "s") + ", "
 		}
+		if v := scoreValue(s, "s"); v != "" {
+			docs += v + ", "
+		}
+		dsink := ""
+		if s.Score.LearnedSinks {
+			dsink = "nil, "
+		}
 		if s.Mask.HasTree() {
 			dataErr = "ErrTree"
 		}
@@ -106,9 +137,17 @@ func run() error {
 			gpus:      len(%[1]s.GPUKernels),
 			gpuKind:   func(k int) string { return %[1]s.GPUKernels[k].Kind },
 			kernels:   %[1]s.GPUKernels,`, n)
+		if s.Score.Active() {
+			// generated with -sm none until the PTX kernels render the
+			// score stage (generated/doc.go)
+			gpus = "score: true,"
+		}
 		headErr := ""
 		if s.Pattern().HasParams() {
 			headErr = ", \"headParam\": " + n + ".ErrHeadParam"
+		}
+		if s.Score.Active() {
+			headErr += ", \"score\": " + n + ".ErrScore"
 		}
 		fmt.Fprintf(&b, `		{file: %q, dir: %q, mask: %[3]s.Mask, headDim: %[3]s.HeadDim, docs: %[4]v, tree: %[8]v,
 			supported: func(v int) bool { return %[3]s.Supported(%[3]s.Variant(v)) },
@@ -124,7 +163,7 @@ func run() error {
 			},
 			bwd: func(v int) verify.RunBackward {
 				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape) error {
-					return %[3]s.BackwardVariant(%[3]s.Variant(v), dq, dk, dv, dout, q, k, vv, out, lse, %[5]s%[3]s.Shape(conv(s)))
+					return %[3]s.BackwardVariant(%[3]s.Variant(v), dq, dk, dv, %[12]sdout, q, k, vv, out, lse, %[5]s%[3]s.Shape(conv(s)))
 				}
 			},
 %[6]s			run16: func(v, elem int) verify.Run {
@@ -140,7 +179,7 @@ func run() error {
 				}
 			},
 			argsType: reflect.TypeFor[%[3]s.Args]()},
-`, filepath.Base(files[k]), n, n, s.Mask.HasData(), docs, pagedEntry(n, docs, s.PageSize), argsFields(s), s.Mask.HasTree(), gpus, dataErr, headErr)
+`, filepath.Base(files[k]), n, n, s.Mask.HasData(), docs, pagedEntry(n, docs, s.PageSize), argsFields(s), s.Mask.HasTree(), gpus, dataErr, headErr, dsink)
 	}
 	b.WriteString("\t}\n}\n")
 	src, err := format.Source(b.Bytes())
