@@ -30,7 +30,7 @@ func TestTextRoundTrip(t *testing.T) {
 		q := d.Plan
 		if q.Name != p.Name || q.Target != p.Target || q.TileQ != p.TileQ || q.TileK != p.TileK || q.HeadDim != p.HeadDim ||
 			q.Layout != p.Layout || !q.Source.Mask.Equal(p.Source.Mask) || q.Source.Causal != p.Source.Causal ||
-			!q.Pattern.Mask.Equal(p.Pattern.Mask) || q.Pattern.Causal != p.Pattern.Causal || !sameProgs(p, q) {
+			!q.Pattern.Mask.Equal(p.Pattern.Mask) || q.Pattern.Causal != p.Pattern.Causal || !sameProgs(p, q) || q.Score != p.Score {
 			t.Fatalf("%s: plan changed through text:\n%s", f, text)
 		}
 		if d.Stats != p.Stats(1000, 1500) {
@@ -59,4 +59,44 @@ func sameProgs(a, b *Plan) bool {
 		}
 	}
 	return true
+}
+
+// TestScoreText: every score stage prints and parses back, and bad score
+// lines are errors.
+func TestScoreText(t *testing.T) {
+	base := "name: s\nmask: {window: {size: 8}}\n"
+	for _, sc := range []string{"", "score: {softcap: 50}", "score: {softcap: call}", "score: {alibi: {}}",
+		"score: {alibi: {slopes: call, symmetric: true}}", "score: {learned_sinks: true}",
+		"score: {softcap: 2.5, alibi: {slopes: call}, learned_sinks: true}"} {
+		s, err := spec.Parse("t.yaml", []byte(base+sc+"\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := Compile(s, Tiles{"generic", 64, 64}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Score != ScoreOf(s.Score) || p.Score.Active() != (sc != "") {
+			t.Fatalf("%q: plan stage %+v", sc, p.Score)
+		}
+		text := p.Text(100, 100, 1)
+		d, err := ParseText(text)
+		if err != nil {
+			t.Fatalf("%q: %v\n%s", sc, err, text)
+		}
+		if d.Plan.Score != p.Score {
+			t.Fatalf("%q: stage %+v after the text, want %+v", sc, d.Plan.Score, p.Score)
+		}
+		if rt := p.Score.Runtime(); rt.Active() != p.Score.Active() || rt.Cap != p.Score.Cap || rt.LearnedSinks != p.Score.LearnedSinks {
+			t.Fatalf("%q: runtime stage %+v", sc, rt)
+		}
+		if !p.Score.Active() {
+			continue
+		}
+		for _, bad := range []string{"softcap=0", "softcap=x", "alibi=up", "slopes=learned", "sinks"} {
+			if _, err := ParseText(strings.Replace(text, "score "+p.Score.String(), "score "+bad, 1)); err == nil {
+				t.Errorf("score %s accepted", bad)
+			}
+		}
+	}
 }

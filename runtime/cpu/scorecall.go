@@ -148,13 +148,11 @@ func (c *call) tileScoreCols(st *scoreTile, j job, kt int) {
 // a row with running state (m, l) in log2 units and sink logit sk (log2
 // units): with M = max(m, sk) and L = l 2^(m-M) + 2^(sk-M), out = o
 // 2^(m-M)/L and lse = (M + log2 L) ln 2. A row that kept nothing (l = 0)
-// gets out 0 and lse = the sink logit; NaN propagates.
-func finishSink(m, l, sk float32) (inv float32, lse float32) {
+// gets out 0 and lse = the sink logit, natural (the call's value); NaN
+// propagates.
+func finishSink(m, l, sk float32, natural float64) (inv float32, lse float32) {
 	if l == 0 {
-		if math.IsInf(float64(sk), -1) {
-			return 0, float32(math.Inf(-1))
-		}
-		return 0, float32(float64(sk) * math.Ln2)
+		return 0, float32(natural)
 	}
 	mm, ll, s := float64(m), float64(l), float64(sk)
 	M := math.Max(mm, s)

@@ -232,7 +232,7 @@ func (c *call) finish(w *buffers, j job, o, m, l []float32) {
 		head, row := c.rowOf(j, r)
 		if len(sinks) > 0 {
 			// The learned sink joins the row's softmax: out = o 2^(m-M)/L.
-			inv, ls := finishSink(m[r], l[r], sinks[head])
+			inv, ls := finishSink(m[r], l[r], sinks[head], c.sc.sinksN[head])
 			if l[r] == 0 {
 				if c.out16 != nil {
 					clear(c.out16[row*D : row*D+D])
