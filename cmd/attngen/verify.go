@@ -41,7 +41,6 @@ func kernelRun(p spec.Pattern, headDim int, variant cpu.Variant) (verify.Run, er
 	}, nil
 }
 
-
 // kernelBackward adapts the backward of a CPU variant running a pattern's
 // plan to verify.RunBackward.
 func kernelBackward(p spec.Pattern, headDim int, variant cpu.Variant) (verify.RunBackward, error) {
