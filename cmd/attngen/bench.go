@@ -29,6 +29,10 @@ import (
 // benchResult is one line of attngen bench -json.
 type benchResult struct {
 	Pass       string  `json:"pass"` // fwd or bwd
+	// Score is the score section the line ran ("none": the same mask
+	// without it, timed right after the line with it); empty for specs
+	// without one.
+	Score      string  `json:"score,omitempty"`
 	Variant    string  `json:"variant"`
 	Mask       string  `json:"mask"`
 	Dtype      string  `json:"dtype"`
@@ -203,6 +207,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	seed := fs.Uint64("seed", 1, "-gpu: seed of the random normal bf16 inputs")
 	variantsFlag := fs.String("variants", "", "comma-separated variants to time, of the CPU targets' names (avx512, avx2, neon, purego) and naive (the straightforward Go implementation); default all this machine runs")
 	smFlag := fs.String("sm", "80", "-gpu: SM versions of the forward kernels timed, comma separated, each on the same inputs (80: the sm_80 kernel, which every GPU runs; 90a: the sm_90a kernel, on a compute capability 9.0 device only); the backward's kernels are sm_80's")
+	scoreFlag := fs.String("score", "", "a score section to time instead of the spec's, as YAML (`{softcap: 50}`, `{alibi: {}}`, `{learned_sinks: true}`; see docs/language.md): with a score section, from the spec or this flag, each CPU variant also runs the same mask without it, right after, and the ratios are printed")
 	pass := fs.String("pass", "fwd", "what to time: fwd (the forward), bwd (the backward: dq, dk and dv from dout, q, k, v and the forward's out and lse; on the CPU float32 and contiguous caches, with -gpu the bf16 PTX dq and dk/dv kernels timed together; FLOP/s count 2.5x the forward's FLOPs) or both")
 	if err := parseArgs(fs, args, stdout, path); err != nil {
 		return err
@@ -302,6 +307,19 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if set["score"] {
+		sc, err := spec.Parse("-score", []byte("name: score\nmask: {full: {}}\ncausal: "+strconv.FormatBool(s.Causal)+"\nscore: "+*scoreFlag+"\n"))
+		if err != nil {
+			return usagef("-score %q: %v", *scoreFlag, err)
+		}
+		if !sc.Score.Active() {
+			return usagef("-score %q: modifies nothing", *scoreFlag)
+		}
+		s.Score = sc.Score
+	}
+	if *gpu && s.Score.Active() {
+		return usagef("-gpu: the PTX kernels do not render score sections yet")
+	}
 	hb, err := benchHeadParams(s, *headParamsFlag, *heads, stderr)
 	if err != nil {
 		return err
@@ -358,6 +376,17 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	mask := plan.Mask()
+	// With a score section, the same mask without it, for the ratios.
+	plainMask, scoreText := mask, ""
+	if s.Score.Active() {
+		plain := *s
+		plain.Score = spec.Score{}
+		pp, err := gen.Compile(&plain, gen.CPUTarget, nil)
+		if err != nil {
+			return err
+		}
+		plainMask, scoreText = pp.Mask(), s.Score.String()
+	}
 	D := s.HeadDim
 	kept := verify.KeptPairs(hb.pat, seqQ, *seq)
 	read := keysRead(hb.pat, seqQ, *seq)
@@ -384,6 +413,9 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	// -paged the same keys and values in pages of that many positions, in
 	// a shuffled order, with NaN in the unused slots.
 	callArgs := cpu.Args{Elem: elem, Q: q, K: k, V: v, Out: out, LSE: lse, HeadParams: hb.cpu, Shape: shape}
+	// the score section's call values: random, as verify draws them
+	scoreVals := verify.RandomScore(s.Score, *heads, r)
+	callArgs.SoftCap, callArgs.Slopes, callArgs.Sinks = scoreVals.Float32()
 	if elem != cpu.F32 {
 		callArgs.Q, callArgs.K, callArgs.V = nil, nil, nil
 		callArgs.Q16, callArgs.K16, callArgs.V16 = q16, k16, v16
@@ -405,7 +437,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		dout = mk(nq)
 		dq, dk, dv = make([]float32, nq), make([]float32, nkv), make([]float32, nkv)
 		fout, flse = make([]float32, nq), make([]float32, len(lse))
-		if err := cpu.ForwardArgs(mask, cpu.Auto, cpu.Args{Q: q, K: k, V: v, Out: fout, LSE: flse, HeadParams: hb.cpu, Shape: shape}); err != nil {
+		if err := cpu.ForwardArgs(mask, cpu.Auto, cpu.Args{Q: q, K: k, V: v, Out: fout, LSE: flse, HeadParams: hb.cpu, SoftCap: callArgs.SoftCap, Slopes: callArgs.Slopes, Sinks: callArgs.Sinks, Shape: shape}); err != nil {
 			return fmt.Errorf("bench %s: forward for the backward's inputs: %w", s.Name, err)
 		}
 	}
@@ -430,7 +462,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		peakBW := cpu.PeakReadGBps(th, probeMiB, 200*time.Millisecond)
 		// add records a variant that ran b batches of h query heads (and
 		// the key/value heads they read), writing lse or not.
-		add := func(pass, variant string, b, h int, lseOut bool, reps int, ms, sysMs float64, allocs float64) {
+		add := func(pass, variant, score string, b, h int, lseOut bool, reps int, ms, sysMs float64, allocs float64) {
 			peak := (peakBefore + cpu.PeakGFLOPSOf(peakOf, th, 150*time.Millisecond)) / 2
 			sec := ms / 1e3
 			g := 4 * float64(b) * float64(h) * float64(D) * float64(kept) / sec / 1e9
@@ -447,7 +479,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 				g *= bwdFlopFactor
 				gb = benchBytesBwd(b, h, hkv, seqQ, read, D, lseOut) / sec / 1e9
 			}
-			results = append(results, benchResult{HeadParams: hb.text, Pass: pass, Variant: variant, Mask: s.Name, Dtype: *dtype, OutDtype: *outDtype, Seq: *seq, SeqQ: seqQ, Batch: *batch, Heads: *heads, HeadsKV: headsKV, HeadDim: D,
+			results = append(results, benchResult{HeadParams: hb.text, Pass: pass, Score: score, Variant: variant, Mask: s.Name, Dtype: *dtype, OutDtype: *outDtype, Seq: *seq, SeqQ: seqQ, Batch: *batch, Heads: *heads, HeadsKV: headsKV, HeadDim: D,
 				Threads: th, Ms: ms, GFlops: g, PeakGFlops: peak, PctPeak: 100 * g / peak, GBps: gb, PeakGBps: peakBW,
 				KeptPairs: kept, Reps: reps, MeasHeads: h, AllocsOp: allocs, SysMs: sysMs})
 		}
@@ -497,27 +529,41 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		nh := min(max(*naiveHeads, th), *heads)
 		// One pass: each variant this machine runs and -variants names,
 		// then the straightforward Go implementation on nh heads.
+		// plain, with a score section, is the call without it.
 		type benchPass struct {
 			name, label string
 			call        func(cpu.Variant) error
+			plain       func(cpu.Variant) error
 			naive       func() error
 		}
+		plainArgs := callArgs
+		plainArgs.SoftCap, plainArgs.Slopes, plainArgs.Sinks = 0, nil, nil
 		var passes []benchPass
 		if fwdPass {
-			passes = append(passes, benchPass{"fwd", "",
-				func(vr cpu.Variant) error { return cpu.ForwardArgs(mask, vr, callArgs) },
+			bp := benchPass{"fwd", "",
+				func(vr cpu.Variant) error { return cpu.ForwardArgs(mask, vr, callArgs) }, nil,
 				// on naiveHeads query heads of the first batch, with th
 				// goroutines over the heads
-				func() error { return naiveParallel(hb.pat, q, k, v, out, nh, group, seqQ, *seq, D, th) }})
+				func() error { return naiveParallel(hb.pat, q, k, v, out, nh, group, seqQ, *seq, D, th) }}
+			if scoreText != "" {
+				bp.plain = func(vr cpu.Variant) error { return cpu.ForwardArgs(plainMask, vr, plainArgs) }
+			}
+			passes = append(passes, bp)
 		}
 		if bwdPass {
-			passes = append(passes, benchPass{"bwd", "backward, ",
-				func(vr cpu.Variant) error {
-					return cpu.BackwardHeads(mask, vr, dq, dk, dv, dout, q, k, v, fout, flse, nil, hb.cpu, shape)
-				},
+			bargs := cpu.BackArgs{DQ: dq, DK: dk, DV: dv, DOut: dout, Q: q, K: k, V: v, Out: fout, LSE: flse, HeadParams: hb.cpu,
+				SoftCap: callArgs.SoftCap, Slopes: callArgs.Slopes, Sinks: callArgs.Sinks, Shape: shape}
+			bp := benchPass{"bwd", "backward, ",
+				func(vr cpu.Variant) error { return cpu.BackwardArgs(mask, vr, bargs) }, nil,
 				// verify.NaiveGradFP32: dense keep rows, the softmax
 				// recomputed in float32, on the forward naive's heads
-				func() error { return naiveGradParallel(hb.pat, q, k, v, dout, nh, group, seqQ, *seq, D, th) }})
+				func() error { return naiveGradParallel(hb.pat, q, k, v, dout, nh, group, seqQ, *seq, D, th) }}
+			if scoreText != "" {
+				pb := bargs
+				pb.SoftCap, pb.Slopes, pb.Sinks = 0, nil, nil
+				bp.plain = func(vr cpu.Variant) error { return cpu.BackwardArgs(plainMask, vr, pb) }
+			}
+			passes = append(passes, bp)
 		}
 		for _, ps := range passes {
 			for _, t := range cpu.Targets {
@@ -525,22 +571,36 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 				if !cpu.Supported(variant) || !want[variant.String()] {
 					continue
 				}
-				fmt.Fprintf(stderr, "bench %s: %s%s, %d thread%s, best of %d\n", s.Name, ps.label, variant, th, plural(th), *reps)
-				measurePeak(variant)
-				var callErr error
-				call := func() {
-					if err := ps.call(variant); err != nil && callErr == nil {
-						callErr = err
+				// with a score section: the call with it, then the same
+				// mask without it, right after
+				runs := []struct {
+					score, label string
+					call         func(cpu.Variant) error
+				}{{scoreText, "", ps.call}}
+				if ps.plain != nil {
+					runs = append(runs, struct {
+						score, label string
+						call         func(cpu.Variant) error
+					}{"none", " without the score section", ps.plain})
+				}
+				for _, run := range runs {
+					fmt.Fprintf(stderr, "bench %s: %s%s%s, %d thread%s, best of %d\n", s.Name, ps.label, variant, run.label, th, plural(th), *reps)
+					measurePeak(variant)
+					var callErr error
+					call := func() {
+						if err := run.call(variant); err != nil && callErr == nil {
+							callErr = err
+						}
 					}
+					reps, ms, sysMs, allocs, err := timeVariant(variant, call)
+					if err != nil {
+						return err
+					}
+					if callErr != nil {
+						return fmt.Errorf("bench %s: %s%s: %w", s.Name, ps.label, variant, callErr)
+					}
+					add(ps.name, variant.String(), run.score, *batch, *heads, true, reps, ms, sysMs, allocs)
 				}
-				reps, ms, sysMs, allocs, err := timeVariant(variant, call)
-				if err != nil {
-					return err
-				}
-				if callErr != nil {
-					return fmt.Errorf("bench %s: %s%s: %w", s.Name, ps.label, variant, callErr)
-				}
-				add(ps.name, variant.String(), *batch, *heads, true, reps, ms, sysMs, allocs)
 			}
 			if want["naive"] {
 				fmt.Fprintf(stderr, "bench %s: %snaive, %d thread%s, %d head%s, once\n", s.Name, ps.label, th, plural(th), nh, plural(nh))
@@ -554,7 +614,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 				if sys1 := sysTime(); sys0 >= 0 && sys1 >= 0 {
 					sysMs = float64((sys1 - sys0).Nanoseconds()) / 1e6
 				}
-				add(ps.name, "naive", 1, nh, false, 1, ms, sysMs, -1)
+				add(ps.name, "naive", "", 1, nh, false, 1, ms, sysMs, -1)
 			}
 		}
 	}
@@ -576,8 +636,21 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		if r.SysMs >= 0 {
 			sys = fmt.Sprintf("%.3f", r.SysMs)
 		}
+		v := r.Variant
+		if r.Score == "none" {
+			v += "-"
+		}
 		fmt.Fprintf(stdout, "%-4s %-8s %7d %5s %7d %8d %10.3f %8s %10.1f %12.1f %7.1f%% %9.2f %10.1f %9s\n",
-			r.Pass, r.Variant, r.Threads, r.Dtype, r.SeqQ, r.HeadsKV, r.Ms, sys, r.GFlops, r.PeakGFlops, r.PctPeak, r.GBps, r.PeakGBps, allocs)
+			r.Pass, v, r.Threads, r.Dtype, r.SeqQ, r.HeadsKV, r.Ms, sys, r.GFlops, r.PeakGFlops, r.PctPeak, r.GBps, r.PeakGBps, allocs)
+	}
+	if scoreText != "" {
+		fmt.Fprintf(stdout, "score section %s: time with it / time of the same mask without it, measured one right after the other:\n", scoreText)
+		for x, r := range results {
+			if r.Score != scoreText || x+1 >= len(results) || results[x+1].Score != "none" {
+				continue
+			}
+			fmt.Fprintf(stdout, "  %-4s %-8s %d thread%s: %.3f ms / %.3f ms = %.3f\n", r.Pass, r.Variant, r.Threads, plural(r.Threads), r.Ms, results[x+1].Ms, r.Ms/results[x+1].Ms)
+		}
 	}
 	fmt.Fprintf(stdout, "(sys ms: system CPU time per call over the timed calls, page faults of fresh memory above all; peak GFLOP/s: 12-chain FMA loop on every thread on the line's own vectors (ymm for avx2, the widest otherwise), measured right before and after each line and averaged; peak GB/s: every thread summing its slice of a %d MiB buffer, once per thread count; naive runs one batch of max(-naive-heads, threads) heads)\n", probeMiB)
 	if bwdPass {
