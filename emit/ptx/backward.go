@@ -41,47 +41,6 @@ type Backward struct {
 	HeadParams []mask.HeadParam
 }
 
-// backwardParams is the parameter layout of the two kernels, in order.
-// Gradients and delta are f32; the inputs are the forward's (elem) and
-// its natural-log lse (f32).
-func backwardParams(dkv, docs, tree bool) []Param {
-	ps := []Param{
-		{Name: "q", T: U64, Doc: "queries [batch][heads_q][seq_q][D], elem"},
-		{Name: "k", T: U64, Doc: "keys [batch][heads_kv][seq_k][D], elem"},
-		{Name: "v", T: U64, Doc: "values [batch][heads_kv][seq_k][D], elem"},
-	}
-	if !dkv {
-		ps = append(ps, Param{Name: "o", T: U64, Doc: "forward output [batch][heads_q][seq_q][D], elem"})
-	}
-	ps = append(ps,
-		Param{Name: "dout", T: U64, Doc: "gradient of the output [batch][heads_q][seq_q][D], elem"},
-		Param{Name: "lse", T: U64, Doc: "forward log-sum-exp [batch][heads_q][seq_q], f32 (natural log)"},
-		Param{Name: "delta", T: U64, Doc: "rowsum(dout * out) [batch][heads_q][seq_q], f32 (written by the dq kernel, read by the dk/dv kernel)"})
-	if tree {
-		ps = append(ps, treeForwardParams()[5:9]...)
-	} else if docs {
-		ps = append(ps,
-			Param{Name: "doc_id", T: U64, Doc: "document id per position [seq_k], s32, non-decreasing"},
-			Param{Name: "doc_start", T: U64, Doc: "first position of the position's document [seq_k], s32"},
-			Param{Name: "doc_end", T: U64, Doc: "last position of the position's document [seq_k], s32"})
-	}
-	if dkv {
-		ps = append(ps,
-			Param{Name: "dk", T: U64, Doc: "key gradient [batch][heads_kv][seq_k][D], f32"},
-			Param{Name: "dv", T: U64, Doc: "value gradient [batch][heads_kv][seq_k][D], f32"})
-	} else {
-		ps = append(ps, Param{Name: "dq", T: U64, Doc: "query gradient [batch][heads_q][seq_q][D], f32"})
-	}
-	return append(ps, []Param{
-		{Name: "seq_q", T: U32, Doc: "query rows (<= seq_k); row r is position r + seq_k - seq_q"},
-		{Name: "seq_k", T: U32, Doc: "keys"},
-		{Name: "heads_q", T: U32, Doc: "query heads"},
-		{Name: "heads_kv", T: U32, Doc: "key/value heads; query head h reads h / (heads_q/heads_kv)"},
-		{Name: "scale_log2", T: F32, Doc: "softmax scale times log2(e)"},
-		{Name: "scale", T: F32, Doc: "softmax scale"},
-	}...)
-}
-
 // GenerateBackward emits the backward kernels of a plan for cfg.Target.
 // Like GenerateForward it renders the plan's programs (key hull, class,
 // predicate, query hull, residue) and reads nothing else of the mask.
@@ -109,7 +68,7 @@ func GenerateBackward(p *gen.Plan, cfg Config) (*Backward, error) {
 			return nil, err
 		}
 		g.docs = g.docs || (p.QHull != nil && p.QHull.UsesDocs())
-		bk := &bwdK{fwd: g, dkv: dkv, bq: TileQ}
+		bk := &bwdK{kit: g, dkv: dkv, bq: TileQ}
 		if dkv {
 			bk.bq = bwdQ[p.HeadDim]
 			if len(p.Pred.Insts) > bigPred {
@@ -153,7 +112,7 @@ func GenerateBackward(p *gen.Plan, cfg Config) (*Backward, error) {
 	b.DQParams, b.DKVParams = funcs[0].Params, funcs[1].Params
 	b.PTX, b.DQShared, b.DKVShared = text, shared[0], shared[1]
 	b.HasQueryHull = p.QHull != nil
-	b.HeadParams = (&fwd{p: p}).maskHeadParams()
+	b.HeadParams = (&kit{p: p}).maskHeadParams()
 	return b, nil
 }
 
@@ -235,7 +194,7 @@ const heldQ = 64
 
 // bwdK emits one of the two backward kernels.
 type bwdK struct {
-	*fwd
+	*kit
 	dkv bool
 
 	hq, hkv      Operand
@@ -258,6 +217,7 @@ func (g *bwdK) tileBytes() int { return TileQ * g.RS }
 
 // bufBytes is one tile of the double-buffered pair: bq rows.
 func (g *bwdK) bufBytes() int { return g.bq * g.RS }
+
 func (g *bwdK) smemBytes() int {
 	if g.dkv {
 		return g.dkvFlags() + g.bufBytes() + 2*voteBytes
@@ -398,26 +358,6 @@ func (g *bwdK) product16(c [][4]Reg, aA, bB Operand, aRegs [][4]Reg) {
 			g.mma(c[2*np+1], a, b[2], b[3])
 		}
 	}
-}
-
-// pack converts a 16 x n f32 fragment set (the C layout of n/8 blocks)
-// into the A fragments of its n/16 k-steps.
-func (g *fwd) pack(s [][4]Reg) [][4]Reg {
-	f := g.f
-	pt := BF16x2
-	if g.elem == F16 {
-		pt = F16x2
-	}
-	pk := func(hi, lo Reg) Reg {
-		r := f.NewReg(B32)
-		f.Emit(Inst{Op: OpCvtPack, T: pt, Dst: []Operand{R(r)}, Src: []Operand{R(hi), R(lo)}})
-		return r
-	}
-	a := make([][4]Reg, len(s)/2)
-	for kk := range a {
-		a[kk] = [4]Reg{pk(s[2*kk][1], s[2*kk][0]), pk(s[2*kk][3], s[2*kk][2]), pk(s[2*kk+1][1], s[2*kk+1][0]), pk(s[2*kk+1][3], s[2*kk+1][2])}
-	}
-	return a
 }
 
 // accumulate adds A (k-steps of 16 over the rows of a tile) times the

@@ -17,13 +17,12 @@ import (
 // loop over the group) and its programs read them there (Env.Heads).
 // Plans without head parameters take no such parameter, and their
 // kernels are unchanged.
-
 // headParamsName is the kernel parameter that holds the head values.
 const headParamsName = gpu.HeadParamsParam
 
 // headParamsParam describes the head_params parameter of the plan's
 // kernels, naming each head parameter with its range.
-func (g *fwd) headParamsParam() Param {
+func (g *kit) headParamsParam() Param {
 	hps := g.p.HeadParams()
 	var names []string
 	for _, hp := range hps {
@@ -36,7 +35,7 @@ func (g *fwd) headParamsParam() Param {
 // after the mask's run-time data (the document or tree arrays), or after
 // lse and delta when there is none, for a plan with head parameters; ps
 // itself for the others.
-func (g *fwd) withHeadParams(ps []Param) []Param {
+func (g *kit) withHeadParams(ps []Param) []Param {
 	if len(g.p.HeadParams()) == 0 {
 		return ps
 	}
@@ -60,7 +59,7 @@ func (g *fwd) withHeadParams(ps []Param) []Param {
 // registers, which the programs rendered after it read (g.env); nothing
 // for plans without head parameters. A kernel that computes several heads
 // calls it once per head, before the programs of that head.
-func (g *fwd) headValues(h Operand) {
+func (g *kit) headValues(h Operand) {
 	hps := g.p.HeadParams()
 	if len(hps) == 0 {
 		return
@@ -79,13 +78,13 @@ func (g *fwd) headValues(h Operand) {
 // env is the environment of a plan program rendered in the kernel: the
 // arguments, the kernel's document or tree arrays and the current head's
 // parameter values.
-func (g *fwd) env(args ...Operand) Env {
+func (g *kit) env(args ...Operand) Env {
 	return Env{Args: args, Docs: g.docRegs, Heads: g.heads}
 }
 
 // maskHeadParams are the plan's head parameters as runtime/mask describes
 // them (nil: none).
-func (g *fwd) maskHeadParams() []mask.HeadParam {
+func (g *kit) maskHeadParams() []mask.HeadParam {
 	var out []mask.HeadParam
 	for _, hp := range g.p.HeadParams() {
 		out = append(out, mask.HeadParam{Name: hp.Name, Min: hp.Min, Max: hp.Max})

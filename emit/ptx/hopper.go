@@ -89,31 +89,6 @@ const (
 	colStep  = 2 * 16 / 16        // descriptor start advance per 16 columns (K-major), in 16-byte units
 )
 
-// hopperParams is the sm_90a kernel's parameter layout: the sm_80 kernel's
-// without q, k and v, which it reads through tensor maps passed by
-// address (TensorMaps describes them) after lse and the document (or
-// tree) arrays.
-func hopperParams(docs, tree bool) []Param {
-	var ps []Param
-	base := forwardParams(docs)
-	if tree {
-		base = treeForwardParams()
-	}
-	for _, p := range base {
-		switch p.Name {
-		case "q", "k", "v":
-			continue
-		case "seq_q":
-			ps = append(ps,
-				Param{Name: "tmap_q", T: U64, Doc: "address of the tensor map of q (TensorMaps) in global memory"},
-				Param{Name: "tmap_k", T: U64, Doc: "address of the tensor map of k (TensorMaps)"},
-				Param{Name: "tmap_v", T: U64, Doc: "address of the tensor map of v (TensorMaps)"})
-		}
-		ps = append(ps, p)
-	}
-	return append(ps, Param{Name: gpu.PersistentParam, T: U32, Doc: "batch elements: the persistent grid's work items are query tiles x heads_q x batch x residue classes"})
-}
-
 // heavyRef is the query tiles of the reference call heaviestFirst weighs
 // (seq_q = seq_k = heavyRef*128 per residue class: 8192, the benchmarks'
 // length).
@@ -224,7 +199,7 @@ func (k *Forward) strideFits(seqQ, seqK int) error {
 
 // hop is the sm_90a kernel's generator state beyond fwd's.
 type hop struct {
-	*fwd
+	*kit
 	halves    int     // boxes per tile row: D/64
 	tileBytes int     // one K or V tile
 	qBytes    int     // the Q tile
@@ -240,11 +215,15 @@ type hop struct {
 	producer  bool    // a producer warpgroup issues the copies (hopProducer)
 }
 
-func (h *hop) qOff() int          { return 0 }
+func (h *hop) qOff() int { return 0 }
+
 func (h *hop) stageOff(b int) int { return h.qBytes + 2*b*h.tileBytes }
-func (h *hop) barOff() int        { return h.stageOff(stages) }
-func (h *hop) flagOff() int       { return h.barOff() + (1+stages)*barBytes }
-func (h *hop) smemBytes() int     { return h.flagOff() + h.voteSets()*h.flagBytes() }
+
+func (h *hop) barOff() int { return h.stageOff(stages) }
+
+func (h *hop) flagOff() int { return h.barOff() + (1+stages)*barBytes }
+
+func (h *hop) smemBytes() int { return h.flagOff() + h.voteSets()*h.flagBytes() }
 
 // voteSets is the number of sets of vote words: two with a producer
 // warpgroup, whose consumers pass no barrier between tiles, so that
@@ -258,13 +237,13 @@ func (h *hop) voteSets() int {
 }
 
 // generateHopper is GenerateForward for sm_90a.
-func generateHopper(p *gen.Plan, cfg Config, t Target, g *fwd) (*Forward, error) {
+func generateHopper(p *gen.Plan, cfg Config, t Target, g *kit) (*Forward, error) {
 	if g.D%boxCols != 0 {
 		return nil, fmt.Errorf("ptx: head_dim %d: the %s kernel needs a multiple of %d", g.D, t.Arch(), boxCols)
 	}
 	g.tq, g.threads = hopTileQ, hopThreads
 	g.tk = hopTileK(g.D) // the plan's (GenerateForward checked it)
-	h := &hop{fwd: g, halves: g.D / boxCols, tileBytes: g.tk * 2 * g.D, qBytes: hopTileQ * 2 * g.D, boxBytes: g.tk * swzBytes, lastFirst: heaviestFirst(p)}
+	h := &hop{kit: g, halves: g.D / boxCols, tileBytes: g.tk * 2 * g.D, qBytes: hopTileQ * 2 * g.D, boxBytes: g.tk * swzBytes, lastFirst: heaviestFirst(p)}
 	g.f.Params = g.withHeadParams(hopperParams(g.docs, p.UsesTree()))
 	g.f.ReqNTID = hopThreads
 	if h.producer = hopProducer(p, g.D); h.producer {

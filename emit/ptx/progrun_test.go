@@ -39,7 +39,7 @@ func progKernelHeads(p *gen.Prog, bind map[int]int64, docs bool, heads *progHead
 	case docs:
 		f.Params = append(f.Params, forwardParams(true)[5:8]...)
 	}
-	g := &fwd{f: f}
+	g := &kit{f: f}
 	loadHeads := heads != nil && heads.imm == nil
 	if loadHeads {
 		g.p = &gen.Plan{Pattern: spec.Pattern{Params: heads.params}}
