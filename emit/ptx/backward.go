@@ -53,35 +53,35 @@ func GenerateBackward(p *gen.Plan, cfg Config) (*Backward, error) {
 		return nil, fmt.Errorf("ptx: target %s: the backward kernels use mma.sync; generate them for sm_%d (which sm_90a GPUs run)", t.Name(), t.SM)
 	}
 	// the forward's checks: target, tiles, head dim, layout, programs
-	if _, err := newFwd(p, cfg, t); err != nil {
+	gm, err := planGeom(p, t)
+	if err != nil {
 		return nil, err
 	}
 	if p.QHull != nil && (len(p.QHull.Args) != 3 || len(p.QHull.Results) != 2) {
 		return nil, fmt.Errorf("ptx: plan %s: the query hull program %s takes %d arguments and returns %d values, want 3 and 2", p.Name, p.QHull.Name, len(p.QHull.Args), len(p.QHull.Results))
 	}
+	// the query hull may read documents too
+	gm.docs = gm.docs || (p.QHull != nil && p.QHull.UsesDocs())
+	// 4 warps, padded rows; 64-key tiles, and 64 query rows per CTA (dq)
+	// or bwdQ per step (dk/dv)
+	gm.tileK, gm.threads, gm.RS = TileK, Threads, rowStride(gm.D)
 	b := &Backward{Target: t, HeadDim: p.HeadDim}
 	var funcs []*Func
 	var shared [2]int
 	for n, dkv := range []bool{false, true} {
-		g, err := newFwd(p, cfg, t)
-		if err != nil {
-			return nil, err
-		}
-		g.docs = g.docs || (p.QHull != nil && p.QHull.UsesDocs())
-		bk := &bwdK{kit: g, dkv: dkv, bq: TileQ}
+		name := "attn_bwd_dq_" + p.Name
+		gm.tileQ = TileQ
 		if dkv {
-			bk.bq = bwdQ[p.HeadDim]
+			name = "attn_bwd_dkv_" + p.Name
+			gm.tileQ = bwdQ[p.HeadDim]
 			if len(p.Pred.Insts) > bigPred {
 				// a long partial-tile predicate (NATTEN's: ptxas 11.8
 				// spilled at 64 queries) needs the registers of 32
-				bk.bq = min(bk.bq, 32)
+				gm.tileQ = min(gm.tileQ, 32)
 			}
 		}
-		name := "attn_bwd_dq_" + p.Name
-		if dkv {
-			name = "attn_bwd_dkv_" + p.Name
-		}
-		g.f = NewFunc(name)
+		g := newKit(p, cfg, gm, name)
+		bk := &bwdK{kit: g, dkv: dkv}
 		g.f.Params = g.withHeadParams(backwardParams(dkv, g.docs, p.UsesTree()))
 		g.f.ReqNTID = Threads
 		// one CTA per SM is all the register budget must allow: ptxas
@@ -112,7 +112,7 @@ func GenerateBackward(p *gen.Plan, cfg Config) (*Backward, error) {
 	b.DQParams, b.DKVParams = funcs[0].Params, funcs[1].Params
 	b.PTX, b.DQShared, b.DKVShared = text, shared[0], shared[1]
 	b.HasQueryHull = p.QHull != nil
-	b.HeadParams = (&kit{p: p}).maskHeadParams()
+	b.HeadParams = maskHeadParams(p)
 	return b, nil
 }
 
@@ -207,7 +207,6 @@ type bwdK struct {
 	aKw, aVw     Operand // this warp's K and V fragment addresses (dkv)
 	aRowCol, aK  Operand // ldmatrix lane offsets: A operands and trans B; non-trans B
 	ch16w        Operand // b64 chunk offset of this thread's copies
-	bq           int     // query rows per step: the dq tile (64), or the dkv kernel's query tiles (bwdQ)
 }
 
 // Shared memory. dq: Q, dO, then 2 buffers of K and V; then delta of the
@@ -216,7 +215,7 @@ type bwdK struct {
 func (g *bwdK) tileBytes() int { return TileQ * g.RS }
 
 // bufBytes is one tile of the double-buffered pair: bq rows.
-func (g *bwdK) bufBytes() int { return g.bq * g.RS }
+func (g *bwdK) bufBytes() int { return g.tileQ * g.RS }
 
 func (g *bwdK) smemBytes() int {
 	if g.dkv {
@@ -230,7 +229,7 @@ const voteBytes = 4 * Threads / 32
 
 // dkvFlags is the dk/dv kernel's flag tile (sanitize), after the rows'
 // -lse*log2(e) and delta; its two vote areas follow it.
-func (g *bwdK) dkvFlags() int { return 2*g.tileBytes() + 4*g.bufBytes() + 2*2*4*g.bq }
+func (g *bwdK) dkvFlags() int { return 2*g.tileBytes() + 4*g.bufBytes() + 2*2*4*g.tileQ }
 
 // buffer b of the double-buffered pair of tiles (dq: K, V; dkv: Q, dO).
 func (g *bwdK) bufBase(buf Operand) Operand {
@@ -239,7 +238,7 @@ func (g *bwdK) bufBase(buf Operand) Operand {
 
 // dkv: the 64 (-lse*log2(e), delta) pairs of buffer buf, as two arrays.
 func (g *bwdK) rowBase(buf Operand) Operand {
-	return g.f.Add(g.f.Add(g.smem, I(int64(2*g.tileBytes()+4*g.bufBytes()))), g.f.MulC(buf, int64(2*4*g.bq)))
+	return g.f.Add(g.f.Add(g.smem, I(int64(2*g.tileBytes()+4*g.bufBytes()))), g.f.MulC(buf, int64(2*4*g.tileQ)))
 }
 
 // prologue reads the parameters and thread coordinates and sets up the
@@ -792,7 +791,7 @@ func (g *bwdK) kernelDKV() error {
 	// group, unless the programs read head parameters, whose values are
 	// then loaded and the schedule evaluated per head inside the loop.
 	perHead := len(g.p.HeadParams()) > 0
-	bq := int64(g.bq)
+	bq := int64(g.tileQ)
 	schedule := func() (first, cfirst Reg, err error) {
 		f.Comment("query-tile range of this key tile")
 		nqt := f.FloorDiv(f.Add(g.sq, I(bq-1)), bq)
@@ -854,7 +853,7 @@ func (g *bwdK) kernelDKV() error {
 		sb := g.bufBase(R(buf))
 		sDO := f.Add(sb, I(int64(g.bufBytes())))
 		f.Comment("S^T = K Q^T (this warp's 16 keys by the tile's 64 queries); P^T")
-		s := zeros(f, g.bq/8)
+		s := zeros(f, g.tileQ/8)
 		g.product16(s, aKw, f.Add(sb, g.aK), nil)
 		f.Comment("per query column: -lse*log2(e) and delta from shared memory")
 		rb := g.rowBase(R(buf))
@@ -880,7 +879,7 @@ func (g *bwdK) kernelDKV() error {
 			kp[0], kp[1] = f.Min(kp[0], lastK), f.Min(kp[1], lastK)
 		}
 		qc0 := f.Add(f.Add(qr0, f.MulC(g.t4, 2)), g.off)
-		qcols := make([][2]Operand, g.bq/8)
+		qcols := make([][2]Operand, g.tileQ/8)
 		for n := range qcols {
 			for x := 0; x < 2; x++ {
 				c := f.Add(qc0, I(int64(n*8+x)))
@@ -896,7 +895,7 @@ func (g *bwdK) kernelDKV() error {
 		}
 		f.Place(nomask)
 		f.Comment("dP^T = V dO^T; dS^T = P^T (dP^T - delta), in place")
-		ds := zeros(f, g.bq/8)
+		ds := zeros(f, g.tileQ/8)
 		g.product16(ds, aVw, f.Add(sDO, g.aK), nil)
 		for n := range ds {
 			for c := 0; c < 2; c++ {
@@ -911,12 +910,12 @@ func (g *bwdK) kernelDKV() error {
 		flags := f.Add(g.smem, I(int64(g.dkvFlags())))
 		vote := f.Add(flags, I(int64(g.bufBytes())))
 		f.Comment("masked rows: non-finite dO elements of a partial tile zeroed and flagged; dV += P^T dO (dO through ldmatrix.trans)")
-		fixed := g.sanitizePartial(partial, sDO, flags, vote, g.bq)
+		fixed := g.sanitizePartial(partial, sDO, flags, vote, g.tileQ)
 		pa := g.pack(s)
 		g.accumulate(dvA, pa, f.Add(sDO, g.aRowCol))
 		g.restoreNaN(fixed, pa, f.Add(flags, g.aRowCol), dvA)
 		f.Comment("the same for Q; dK += dS^T Q")
-		fixed = g.sanitizePartial(partial, sb, flags, f.Add(vote, I(voteBytes)), g.bq)
+		fixed = g.sanitizePartial(partial, sb, flags, f.Add(vote, I(voteBytes)), g.tileQ)
 		g.accumulate(dkA, g.pack(ds), f.Add(sb, g.aRowCol))
 		g.restoreNaN(fixed, pa, f.Add(flags, g.aRowCol), dkA)
 		return nil
@@ -973,14 +972,14 @@ type qLoader struct {
 // those rows have P = 0 and dS = 0).
 func (l *qLoader) load(qt, buf Operand) {
 	g, f := l.g, l.g.f
-	bq := int64(g.bq)
+	bq := int64(g.tileQ)
 	f.Comment("Q and dO tile copies, rows past seq_q zero-filled")
 	r0 := f.MulC(qt, bq)
 	lim := f.Sub(f.Sub(g.sq, I(1)), r0)
 	sb := g.bufBase(buf)
 	src := func(base Operand) Operand { return g.wide(base, r0, g.pitch*int64(2*g.D)) }
-	g.copyRows(sb, src(l.qb), lim, g.bq)
-	g.copyRows(f.Add(sb, I(int64(g.bufBytes()))), src(l.db), lim, g.bq)
+	g.copyRows(sb, src(l.qb), lim, g.tileQ)
+	g.copyRows(f.Add(sb, I(int64(g.bufBytes()))), src(l.db), lim, g.tileQ)
 	f.Comment(fmt.Sprintf("the rows' -lse*log2(e) (threads 0-%d) and delta (%d-%d)", bq-1, bq, 2*bq-1))
 	r := f.Op3(OpAnd, B32, g.tid, I(bq-1))
 	isDelta := f.Setp("ge", U32, g.tid, I(bq))
@@ -1011,8 +1010,8 @@ func (g *bwdK) findQ(start, k0, k1 Operand) (t, c Reg, err error) {
 	f.Place(scan)
 	past := f.Setp("gt", S32, R(t), g.qthi)
 	f.Bra(done, &past, false)
-	r0 := f.MulC(R(t), int64(g.bq))
-	rend := f.Add(r0, I(int64(g.bq)))
+	r0 := f.MulC(R(t), int64(g.tileQ))
+	rend := f.Add(r0, I(int64(g.tileQ)))
 	q0 := f.Add(r0, g.off)
 	q1 := f.Add(f.Sub(f.Min(rend, g.sq), I(1)), g.off)
 	f.Comment("tile class: the plan's class program")
@@ -1029,7 +1028,7 @@ func (g *bwdK) findQ(start, k0, k1 Operand) (t, c Reg, err error) {
 		if err != nil {
 			return t, c, err
 		}
-		f.Set(U32, t, f.Max(f.Add(R(t), I(1)), f.FloorDiv(f.Sub(qh[0], g.off), int64(g.bq))))
+		f.Set(U32, t, f.Max(f.Add(R(t), I(1)), f.FloorDiv(f.Sub(qh[0], g.off), int64(g.tileQ))))
 	} else {
 		f.Into(OpAdd, U32, t, R(t), I(1))
 	}

@@ -2,6 +2,7 @@ package ptx
 
 import (
 	"fmt"
+	"github.com/attngen/attngen/gen"
 	"strings"
 
 	"github.com/attngen/attngen/runtime/gpu"
@@ -84,9 +85,9 @@ func (g *kit) env(args ...Operand) Env {
 
 // maskHeadParams are the plan's head parameters as runtime/mask describes
 // them (nil: none).
-func (g *kit) maskHeadParams() []mask.HeadParam {
+func maskHeadParams(p *gen.Plan) []mask.HeadParam {
 	var out []mask.HeadParam
-	for _, hp := range g.p.HeadParams() {
+	for _, hp := range p.HeadParams() {
 		out = append(out, mask.HeadParam{Name: hp.Name, Min: hp.Min, Max: hp.Max})
 	}
 	return out

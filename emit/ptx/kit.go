@@ -21,26 +21,47 @@ const (
 
 var negInf = Fimm(float32(math.Inf(-1)))
 
-// newFwd checks that target t can render plan p (its element type, tile
-// sizes, head dimension, layout and programs) and returns the emitter
-// state shared by the forward and backward kernels.
-func newFwd(p *gen.Plan, cfg Config, t Target) (*kit, error) {
+// geom is a kernel's geometry: everything the toolkit's pieces need to
+// know about the kernel they are emitted into, stated by each kernel
+// (never read from the package's tile constants).
+type geom struct {
+	tileQ   int  // query rows per CTA (per work item; the dk/dv kernel: per query-tile step)
+	tileK   int  // keys per key tile
+	threads int  // compute threads per CTA: those that scan, vote, and write results
+	D       int  // head dimension
+	RS      int  // shared-memory row pitch of a padded tile, bytes (rowStride; 0: no padded tiles)
+	elem    Type // BF16 or F16
+	st      int  // residue stride (1: identity layout); global row pitch multiplier
+	docs    bool // the kernel's programs read document arrays
+	tree    bool // the plan reads a tree (the tree arrays replace the document arrays)
+	heads   bool // the plan has head parameters (head_params)
+}
+
+// warps is the compute warps per CTA.
+func (g geom) warps() int { return g.threads / 32 }
+
+// planGeom checks that target t can render plan p (its element type,
+// tile sizes, head dimension, layout and programs) and returns the plan's
+// part of a kernel's geometry: head dimension, element type, layout
+// stride and run-time data; the kernel states its tiles, threads and row
+// pitch.
+func planGeom(p *gen.Plan, t Target) (geom, error) {
 	if err := t.Check(); err != nil {
-		return nil, err
+		return geom{}, err
 	}
 	elem, _ := t.ElemType()
 	if q, k := t.TileSizes(p.HeadDim); p.TileQ != q || p.TileK != k {
-		return nil, fmt.Errorf("ptx: plan tiles %dx%d, the %s forward kernel runs %dx%d (compile the plan for a ptx.Target)", p.TileQ, p.TileK, t.Arch(), q, k)
+		return geom{}, fmt.Errorf("ptx: plan tiles %dx%d, the %s forward kernel runs %dx%d (compile the plan for a ptx.Target)", p.TileQ, p.TileK, t.Arch(), q, k)
 	}
 	if err := t.Supports(p.HeadDim); err != nil {
-		return nil, err
+		return geom{}, err
 	}
 	st := 1
 	switch {
 	case p.Layout.Kind == gen.Residue && p.Layout.Stride >= 1:
 		st = p.Layout.Stride
 	case p.Layout.Kind != gen.Identity:
-		return nil, fmt.Errorf("ptx: %s layout cannot be rendered", p.Layout.Kind)
+		return geom{}, fmt.Errorf("ptx: %s layout cannot be rendered", p.Layout.Kind)
 	}
 	for _, pr := range []struct {
 		name string
@@ -49,18 +70,23 @@ func newFwd(p *gen.Plan, cfg Config, t Target) (*kit, error) {
 		res  int
 	}{{"predicate", p.Pred, 2, 1}, {"hull", p.Hull, 3, 2}, {"class", p.Class, 4, 1}} {
 		if pr.p == nil {
-			return nil, fmt.Errorf("ptx: plan %s: no %s program", p.Name, pr.name)
+			return geom{}, fmt.Errorf("ptx: plan %s: no %s program", p.Name, pr.name)
 		}
 		if len(pr.p.Args) != pr.args || len(pr.p.Results) != pr.res {
-			return nil, fmt.Errorf("ptx: plan %s: the %s program %s takes %d arguments and returns %d values, want %d and %d", p.Name, pr.name, pr.p.Name, len(pr.p.Args), len(pr.p.Results), pr.args, pr.res)
+			return geom{}, fmt.Errorf("ptx: plan %s: the %s program %s takes %d arguments and returns %d values, want %d and %d", p.Name, pr.name, pr.p.Name, len(pr.p.Args), len(pr.p.Results), pr.args, pr.res)
 		}
 	}
-	g := &kit{p: p, cfg: cfg, elem: elem, D: p.HeadDim, RS: rowStride(p.HeadDim), st: st, tq: TileQ, tk: TileK, threads: Threads}
+	g := geom{D: p.HeadDim, elem: elem, st: st, tree: p.UsesTree(), heads: len(p.HeadParams()) > 0}
 	g.docs = p.Pred.UsesDocs() || p.Hull.UsesDocs() || p.Class.UsesDocs()
 	if g.docs && st > 1 {
-		return nil, fmt.Errorf("ptx: document masks with a residue layout are not supported")
+		return geom{}, fmt.Errorf("ptx: document masks with a residue layout are not supported")
 	}
 	return g, nil
+}
+
+// newKit is the toolkit for a kernel named name of plan p with geometry g.
+func newKit(p *gen.Plan, cfg Config, g geom, name string) *kit {
+	return &kit{p: p, cfg: cfg, geom: g, f: NewFunc(name)}
 }
 
 func layoutText(l gen.Layout) string {
@@ -70,20 +96,18 @@ func layoutText(l gen.Layout) string {
 	return l.Kind.String()
 }
 
+// kit is the kernel toolkit: the pieces every kernel of the package is
+// made of, emitted into the kernel's function f for its geometry (the
+// embedded geom). The kernels (fwd80, bwdK, hop) embed it and add their
+// own pieces; none of them redefines one of the toolkit's
+// (TestKitNotShadowed).
 type kit struct {
+	geom
 	p       *gen.Plan
 	cfg     Config
-	elem    Type // BF16 or F16
 	f       *Func
-	D       int // head dim
-	RS      int // shared row stride in bytes
-	st      int // residue stride (1: identity layout); global row pitch multiplier
 	pitch   int64
-	docs    bool
 	docRegs *DocRegs // document arrays (document kernels), else nil
-	tq      int      // query rows per CTA
-	tk      int      // keys per key tile
-	threads int      // threads per CTA
 	// next, if set, is where a CTA whose query tile lies past its residue
 	// class's queries goes (the persistent kernel's next work item);
 	// otherwise it returns
@@ -112,11 +136,11 @@ type kit struct {
 	i0, i1                  Operand // absolute positions of the thread's two rows
 }
 
-// cpr is the number of 16-byte chunks per row; rowStep the rows 128
-// threads cover per copy step.
+// cpr is the number of 16-byte chunks per row; rowStep the rows the
+// compute threads cover per copy step.
 func (g *kit) cpr() int { return g.D / 8 }
 
-func (g *kit) rowStep() int { return Threads / g.cpr() }
+func (g *kit) rowStep() int { return g.threads / g.cpr() }
 
 // bar emits the kernel's barrier among its compute threads: bar.sync 0,
 // or the named barrier barSrc.
@@ -275,7 +299,7 @@ func (g *kit) keyRange(qrow0, off Operand) (q0, q1, ktlo Operand, err error) {
 	f := g.f
 	f.Comment("key-tile range: the plan's key hull of this tile's query positions, hull(q0, q1, 0), clipped to [0, seq_k-1]")
 	q0 = f.Add(qrow0, off)
-	q1 = f.Add(f.Sub(f.Min(f.Add(qrow0, I(TileQ)), g.sq), I(1)), off)
+	q1 = f.Add(f.Sub(f.Min(f.Add(qrow0, I(int64(g.tileQ))), g.sq), I(1)), off)
 	f.CommentProg("key hull", g.p.Hull)
 	hull, err := RenderInts(f, g.p.Hull, g.env(q0, q1, I(0)))
 	if err != nil {
@@ -284,8 +308,8 @@ func (g *kit) keyRange(qrow0, off Operand) (q0, q1, ktlo Operand, err error) {
 	lo := f.Max(hull[0], I(0))
 	hi := f.Min(hull[1], f.Sub(g.sk, I(1)))
 	// floored: an empty hull gives last < 0
-	ktlo = f.FloorDiv(lo, TileK)
-	g.kthi = f.reg(S32, f.FloorDiv(hi, TileK))
+	ktlo = f.FloorDiv(lo, int64(g.tileK))
+	g.kthi = f.reg(S32, f.FloorDiv(hi, int64(g.tileK)))
 	return q0, q1, ktlo, nil
 }
 
@@ -303,8 +327,8 @@ func (g *kit) find(start, q0, q1 Operand) (t, c Reg, err error) {
 	f.Place(scan)
 	past := f.Setp("gt", S32, R(t), g.kthi)
 	f.Bra(done, &past, false)
-	k0 := f.MulC(R(t), int64(g.tk))
-	kend := f.Add(k0, I(int64(g.tk)))
+	k0 := f.MulC(R(t), int64(g.tileK))
+	kend := f.Add(k0, I(int64(g.tileK)))
 	k1 := f.Sub(f.Min(kend, g.sk), I(1))
 	f.Comment("tile class: the plan's class program")
 	cls, err := RenderInts(f, g.p.Class, g.env(q0, q1, k0, k1))
@@ -322,7 +346,7 @@ func (g *kit) find(start, q0, q1 Operand) (t, c Reg, err error) {
 	if err != nil {
 		return t, c, err
 	}
-	f.Set(U32, t, f.Max(f.Add(R(t), I(1)), f.FloorDiv(h[0], int64(g.tk))))
+	f.Set(U32, t, f.Max(f.Add(R(t), I(1)), f.FloorDiv(h[0], int64(g.tileK))))
 	f.Bra(scan, nil, false)
 	f.Place(done)
 	return t, c, nil
@@ -338,20 +362,20 @@ func (g *kit) copyKV(kt Operand, base func() Operand, vOff int64) {
 	f.Comment("K and V tile copies, keys past seq_k zero-filled")
 	sb := base()
 	sK := f.Add(sb, g.copyS)
-	k0 := f.MulC(kt, TileK)
+	k0 := f.MulC(kt, int64(g.tileK))
 	key0 := f.Add(k0, g.rb)
 	last := f.Sub(g.sk, I(1))
 	rowBytes := g.pitch * int64(2*g.D)
 	// immediate address offsets are s32: a huge residue stride takes the
 	// checked path for every tile
-	fast := int64(TileK-g.rowStep())*rowBytes <= math.MaxInt32
+	fast := int64(g.tileK-g.rowStep())*rowBytes <= math.MaxInt32
 	tail, done := f.NewLabel("tailcopy"), f.NewLabel("copied")
 	if fast {
-		over := f.Setp("gt", S32, f.Add(k0, I(TileK-1)), last)
+		over := f.Setp("gt", S32, f.Add(k0, I(int64(g.tileK-1))), last)
 		f.Bra(tail, &over, false)
 		ks := g.wide(g.kbase, key0, rowBytes)
 		vs := g.wide(g.vbase, key0, rowBytes)
-		for it := 0; it < TileK/g.rowStep(); it++ {
+		for it := 0; it < g.tileK/g.rowStep(); it++ {
 			so, gOff := int64(it*g.rowStep()*g.RS), int64(it*g.rowStep())*rowBytes
 			f.Emit(Inst{Op: OpCpAsync, Dst: []Operand{Addr(sK.Reg, so)}, Src: []Operand{Addr(ks.Reg, gOff), I(16), I(16)}})
 			f.Emit(Inst{Op: OpCpAsync, Dst: []Operand{Addr(sK.Reg, so+vOff)}, Src: []Operand{Addr(vs.Reg, gOff), I(16), I(16)}})
@@ -359,7 +383,7 @@ func (g *kit) copyKV(kt Operand, base func() Operand, vOff int64) {
 		f.Bra(done, nil, false)
 	}
 	f.Place(tail)
-	for it := 0; it < TileK/g.rowStep(); it++ {
+	for it := 0; it < g.tileK/g.rowStep(); it++ {
 		key := f.Add(key0, I(int64(it*g.rowStep())))
 		valid := f.Setp("le", S32, key, last)
 		size := f.Selp(U32, I(16), I(0), valid)

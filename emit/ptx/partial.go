@@ -51,7 +51,7 @@ func (g *kit) maskPartial(kt, cls Operand, s [][4]Reg) error {
 	pp := f.Setp("ne", S32, cls, I(cPartial))
 	f.Bra(nomask, &pp, false)
 	if g.useIntervals() {
-		c0 := f.Add(f.MulC(kt, int64(g.tk)), f.MulC(g.t4, 2))
+		c0 := f.Add(f.MulC(kt, int64(g.tileK)), f.MulC(g.t4, 2))
 		keep, err := g.rowIntervals([2]Operand{g.i0, g.i1}, f.Sub(g.sk, I(1)))
 		if err != nil {
 			return err
@@ -66,7 +66,7 @@ func (g *kit) maskPartial(kt, cls Operand, s [][4]Reg) error {
 		return nil
 	}
 	f.Comment("partial tile: the fused predicate per element, and the key bound")
-	c0 := f.Add(f.MulC(kt, int64(g.tk)), f.MulC(g.t4, 2))
+	c0 := f.Add(f.MulC(kt, int64(g.tileK)), f.MulC(g.t4, 2))
 	f.CommentProg("partial-tile predicate", g.p.Pred)
 	memo := NewMemo()
 	rows := [2]Operand{g.i0, g.i1}
@@ -113,7 +113,7 @@ func (g *kit) bits() elemBits {
 
 // flagBytes is the shared memory after the key/value buffers: one word per
 // warp for sanitize's vote.
-func (g *kit) flagBytes() int { return 4 * g.threads / 32 }
+func (g *kit) flagBytes() int { return 4 * g.warps() }
 
 // sanLayout is where sanitizeIn finds a thread's share of a key/value
 // stage: base (emitted where it is needed) is the thread's address in the
@@ -216,7 +216,7 @@ func (g *kit) voteNonFinite(load func(w int) Reg, words int, vote func() Operand
 	all := f.Mov(B32, I(0))
 	voters := g.voters
 	if voters == 0 {
-		voters = g.threads / 32
+		voters = g.warps()
 	}
 	for w := 0; w < voters; w++ {
 		x := f.NewReg(B32)
