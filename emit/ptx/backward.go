@@ -82,7 +82,11 @@ func GenerateBackward(p *gen.Plan, cfg Config) (*Backward, error) {
 		}
 		g := newKit(p, cfg, gm, name)
 		bk := &bwdK{kit: g, dkv: dkv}
-		g.f.Params = g.withHeadParams(backwardParams(dkv, g.docs, p.UsesTree()))
+		if dkv {
+			g.f.Params = g.kernelParams([]Param{parQ, parK, parV, parDO, parFLSE, parDlt}, []Param{parDK, parDV}, []Param{parScl})
+		} else {
+			g.f.Params = g.kernelParams([]Param{parQ, parK, parV, parFwdO, parDO, parFLSE, parDlt}, []Param{parDQ}, []Param{parScl})
+		}
 		g.f.ReqNTID = Threads
 		// one CTA per SM is all the register budget must allow: ptxas
 		// otherwise caps some kernels near 168 registers and spills

@@ -136,11 +136,7 @@ func GenerateForward(p *gen.Plan, cfg Config) (*Forward, error) {
 	// 64x64 tiles, 4 warps of 16 query rows, padded rows
 	gm.tileQ, gm.tileK, gm.threads, gm.RS = TileQ, TileK, Threads, rowStride(gm.D)
 	g := newKit(p, cfg, gm, "attn_fwd_"+p.Name)
-	g.f.Params = forwardParams(g.docs)
-	if p.UsesTree() {
-		g.f.Params = treeForwardParams()
-	}
-	g.f.Params = g.withHeadParams(g.f.Params)
+	g.f.Params = g.kernelParams([]Param{parQ, parK, parV, parO, parLSE}, nil, nil)
 	g.f.ReqNTID = g.threads
 	g.f.MinCTAs = minCTAs[p.HeadDim]
 	if g.f.MinCTAs > 2 && len(p.Pred.Insts) > bigPred {

@@ -2,9 +2,9 @@ package ptx
 
 import (
 	"fmt"
-	"github.com/attngen/attngen/gen"
 	"strings"
 
+	"github.com/attngen/attngen/gen"
 	"github.com/attngen/attngen/runtime/gpu"
 	"github.com/attngen/attngen/runtime/mask"
 )
@@ -18,6 +18,7 @@ import (
 // loop over the group) and its programs read them there (Env.Heads).
 // Plans without head parameters take no such parameter, and their
 // kernels are unchanged.
+
 // headParamsName is the kernel parameter that holds the head values.
 const headParamsName = gpu.HeadParamsParam
 
@@ -30,29 +31,6 @@ func (g *kit) headParamsParam() Param {
 		names = append(names, fmt.Sprintf("%s in [%d, %d]", hp.Name, hp.Min, hp.Max))
 	}
 	return Param{Name: headParamsName, T: U64, Doc: fmt.Sprintf("head parameters [heads_q][%d], s32, head-major: %s", len(hps), strings.Join(names, ", "))}
-}
-
-// withHeadParams returns the parameter list ps with head_params inserted
-// after the mask's run-time data (the document or tree arrays), or after
-// lse and delta when there is none, for a plan with head parameters; ps
-// itself for the others.
-func (g *kit) withHeadParams(ps []Param) []Param {
-	if len(g.p.HeadParams()) == 0 {
-		return ps
-	}
-	at := -1
-	for k, p := range ps {
-		switch p.Name {
-		case "lse", "delta", "doc_end", "tree_info":
-			at = k + 1
-		}
-	}
-	if at < 0 {
-		panic("BUG: ptx: a parameter list without lse")
-	}
-	out := append([]Param(nil), ps[:at]...)
-	out = append(out, g.headParamsParam())
-	return append(out, ps[at:]...)
 }
 
 // headValues loads the values of the plan's head parameters at query head

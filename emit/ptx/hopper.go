@@ -246,7 +246,9 @@ func generateHopper(p *gen.Plan, cfg Config, t Target, gm geom) (*Forward, error
 	gm.tileQ, gm.tileK, gm.threads, gm.RS = hopTileQ, hopTileK(gm.D), hopThreads, 0
 	g := newKit(p, cfg, gm, "attn_fwd_"+p.Name)
 	h := &hop{kit: g, halves: g.D / boxCols, tileBytes: g.tileK * 2 * g.D, qBytes: hopTileQ * 2 * g.D, boxBytes: g.tileK * swzBytes, lastFirst: heaviestFirst(p)}
-	g.f.Params = g.withHeadParams(hopperParams(g.docs, p.UsesTree()))
+	// q, k and v through tensor maps passed by address (TensorMaps), and
+	// the batch size of the persistent grid
+	g.f.Params = g.kernelParams([]Param{parO, parLSE}, []Param{parTmQ, parTmK, parTmV}, []Param{parBat})
 	g.f.ReqNTID = hopThreads
 	if h.producer = hopProducer(p, g.D); h.producer {
 		// ptxas 12.4 honours setmaxnreg only with .minnctapersm (or

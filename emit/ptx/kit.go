@@ -25,16 +25,16 @@ var negInf = Fimm(float32(math.Inf(-1)))
 // know about the kernel they are emitted into, stated by each kernel
 // (never read from the package's tile constants).
 type geom struct {
-	tileQ   int  // query rows per CTA (per work item; the dk/dv kernel: per query-tile step)
-	tileK   int  // keys per key tile
-	threads int  // compute threads per CTA: those that scan, vote, and write results
-	D       int  // head dimension
-	RS      int  // shared-memory row pitch of a padded tile, bytes (rowStride; 0: no padded tiles)
-	elem    Type // BF16 or F16
-	st      int  // residue stride (1: identity layout); global row pitch multiplier
-	docs    bool // the kernel's programs read document arrays
-	tree    bool // the plan reads a tree (the tree arrays replace the document arrays)
-	heads   bool // the plan has head parameters (head_params)
+	tileQ    int  // query rows per CTA (per work item; the dk/dv kernel: per query-tile step)
+	tileK    int  // keys per key tile
+	threads  int  // compute threads per CTA: those that scan, vote, and write results
+	D        int  // head dimension
+	RS       int  // shared-memory row pitch of a padded tile, bytes (rowStride; 0: no padded tiles)
+	elem     Type // BF16 or F16
+	st       int  // residue stride (1: identity layout); global row pitch multiplier
+	docs     bool // the kernel's programs read document arrays
+	tree     bool // the plan reads a tree (the tree arrays replace the document arrays)
+	hasHeads bool // the plan has head parameters (head_params)
 }
 
 // warps is the compute warps per CTA.
@@ -76,7 +76,7 @@ func planGeom(p *gen.Plan, t Target) (geom, error) {
 			return geom{}, fmt.Errorf("ptx: plan %s: the %s program %s takes %d arguments and returns %d values, want %d and %d", p.Name, pr.name, pr.p.Name, len(pr.p.Args), len(pr.p.Results), pr.args, pr.res)
 		}
 	}
-	g := geom{D: p.HeadDim, elem: elem, st: st, tree: p.UsesTree(), heads: len(p.HeadParams()) > 0}
+	g := geom{D: p.HeadDim, elem: elem, st: st, tree: p.UsesTree(), hasHeads: len(p.HeadParams()) > 0}
 	g.docs = p.Pred.UsesDocs() || p.Hull.UsesDocs() || p.Class.UsesDocs()
 	if g.docs && st > 1 {
 		return geom{}, fmt.Errorf("ptx: document masks with a residue layout are not supported")

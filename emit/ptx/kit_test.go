@@ -90,6 +90,9 @@ func TestKitNotShadowed(t *testing.T) {
 			t.Fatalf("no fields or methods of %s found", typ)
 		}
 		for n := range names[typ] {
+			if toolkit[n] {
+				t.Errorf("kit redeclares its geometry's %s", n)
+			}
 			toolkit[n] = true
 		}
 	}
