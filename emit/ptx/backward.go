@@ -201,7 +201,6 @@ type bwdK struct {
 	*kit
 	dkv bool
 
-	hq, hkv      Operand
 	scale        Operand // f32 softmax scale
 	bz, c        Operand // batch and residue class
 	sqAll, skAll Operand
@@ -210,7 +209,6 @@ type bwdK struct {
 	qthi         Operand // last query tile (dkv)
 	aKw, aVw     Operand // this warp's K and V fragment addresses (dkv)
 	aRowCol, aK  Operand // ldmatrix lane offsets: A operands and trans B; non-trans B
-	ch16w        Operand // b64 chunk offset of this thread's copies
 }
 
 // Shared memory. dq: Q, dO, then 2 buffers of K and V; then delta of the
@@ -245,27 +243,19 @@ func (g *bwdK) rowBase(buf Operand) Operand {
 	return g.f.Add(g.f.Add(g.smem, I(int64(2*g.tileBytes()+4*g.bufBytes()))), g.f.MulC(buf, int64(2*4*g.tileQ)))
 }
 
-// prologue reads the parameters and thread coordinates and sets up the
-// segment of the CTA (the residue class for residue layouts); tile is the
-// CTA's tile index along x (a query tile for dq, a key tile for dkv).
-func (g *bwdK) prologue() (tile, h Operand, err error) {
+// segment sets up the CTA's segment after the prologue: the residue
+// class for residue layouts (CTAs whose tile lies past the class's
+// queries, or keys for the dk/dv kernel, return), the position offset,
+// the copy lanes and the ldmatrix lane offsets; tile is the CTA's tile
+// index along x (a query tile for dq, a key tile for dkv).
+func (g *bwdK) segment(tile Operand) error {
 	f := g.f
-	g.sq, g.sk = g.param("seq_q", U32), g.param("seq_k", U32)
-	g.hq, g.hkv = g.param("heads_q", U32), g.param("heads_kv", U32)
-	g.scl = g.param("scale_log2", F32)
-	g.scale = g.param("scale", F32)
-	g.tid = g.special("%tid.x")
-	tile, h, g.bz = g.special("%ctaid.x"), g.special("%ctaid.y"), g.special("%ctaid.z")
-	g.warp = f.Op3(OpShr, U32, g.tid, I(5))
-	g.lane = f.Op3(OpAnd, B32, g.tid, I(31))
-	g.g4 = f.Op3(OpShr, U32, g.lane, I(2))
-	g.t4 = f.Op3(OpAnd, B32, g.lane, I(3))
 	g.sqAll, g.skAll = g.sq, g.sk
 	g.c, g.qR0 = I(0), I(0)
 	if st := int64(g.st); st > 1 {
 		c, b, nq, nk, err := g.residueClass(g.bz, g.sqAll, g.skAll, st)
 		if err != nil {
-			return tile, h, err
+			return err
 		}
 		g.c, g.bz = c, b
 		run := f.NewLabel("run")
@@ -283,20 +273,10 @@ func (g *bwdK) prologue() (tile, h Operand, err error) {
 	}
 	g.off = f.Sub(g.sk, g.sq)
 	g.pitch = int64(g.st)
-	g.smem = R(f.Mov(U32, Sym("smem")))
-	ch := f.Op3(OpAnd, B32, g.tid, I(int64(g.cpr()-1)))
-	g.rb = f.Op3(OpShr, U32, g.tid, I(int64(log2(int64(g.cpr())))))
-	ch16 := f.MulC(ch, 16)
-	g.copyS = f.Add(f.MulC(g.rb, int64(g.RS)), ch16)
-	w := f.NewReg(U64)
-	f.Emit(Inst{Op: OpCvtWide, T: U64, T2: U32, Dst: []Operand{R(w)}, Src: []Operand{f.reg(U32, ch16)}})
-	g.ch16w = R(w)
-	lrow := f.Add(f.Op3(OpAnd, B32, g.lane, I(7)), f.MulC(f.Op3(OpAnd, B32, f.Op3(OpShr, U32, g.lane, I(3)), I(1)), 8))
-	lcol2 := f.MulC(f.Op3(OpShr, U32, g.lane, I(4)), 16)
-	g.aRowCol = f.Add(f.MulC(lrow, int64(g.RS)), lcol2)
-	g.aK = f.Add(f.MulC(f.Add(f.Op3(OpAnd, B32, g.lane, I(7)), f.MulC(f.Op3(OpShr, U32, g.lane, I(4)), 8)), int64(g.RS)),
-		f.MulC(f.Op3(OpAnd, B32, f.Op3(OpShr, U32, g.lane, I(3)), I(1)), 16))
-	return tile, h, nil
+	g.copyLanes()
+	g.aRowCol = g.ldmRowCol()
+	g.aK = g.ldmKey()
+	return nil
 }
 
 // rowsBase is the b64 address of row 0 of a [batch][heads][seqAll][D]
@@ -535,13 +515,12 @@ func (g *bwdK) kernel() error {
 func (g *bwdK) kernelDQ() error {
 	f := g.f
 	D := g.D
-	f.Comment("parameters and thread coordinates")
-	q, k, v, o, dout := g.global("q"), g.global("k"), g.global("v"), g.global("o"), g.global("dout")
-	lse, delta := g.global("lse"), g.global("delta")
-	g.dataRegs()
-	dq := g.global("dq")
-	qt, h, err := g.prologue()
-	if err != nil {
+	cta := g.prologue(true, false)
+	qt, h := cta[0], cta[1]
+	g.bz, g.scale = cta[2], g.par["scale"]
+	q, k, v, o, dout := g.par["q"], g.par["k"], g.par["v"], g.par["o"], g.par["dout"]
+	lse, delta, dq := g.par["lse"], g.par["delta"], g.par["dq"]
+	if err := g.segment(qt); err != nil {
 		return err
 	}
 	g.headValues(h)
@@ -760,13 +739,12 @@ func (g *bwdK) loadKV(kt, buf Operand) {
 func (g *bwdK) kernelDKV() error {
 	f := g.f
 	D := g.D
-	f.Comment("parameters and thread coordinates")
-	q, k, v, dout := g.global("q"), g.global("k"), g.global("v"), g.global("dout")
-	lse, delta := g.global("lse"), g.global("delta")
-	g.dataRegs()
-	dk, dv := g.global("dk"), g.global("dv")
-	kt, kvh, err := g.prologue()
-	if err != nil {
+	cta := g.prologue(true, false)
+	kt, kvh := cta[0], cta[1]
+	g.bz, g.scale = cta[2], g.par["scale"]
+	q, k, v, dout := g.par["q"], g.par["k"], g.par["v"], g.par["dout"]
+	lse, delta, dk, dv := g.par["lse"], g.par["delta"], g.par["dk"], g.par["dv"]
+	if err := g.segment(kt); err != nil {
 		return err
 	}
 	group := f.Op3(OpDiv, U32, g.hq, g.hkv)
@@ -821,6 +799,7 @@ func (g *bwdK) kernelDKV() error {
 		return g.findQ(qtlo, k0, k1)
 	}
 	var first, cfirst Reg
+	var err error
 	if perHead {
 		g.fragAddrs()
 	} else if first, cfirst, err = schedule(); err != nil {

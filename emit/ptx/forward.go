@@ -181,19 +181,10 @@ func (g *fwd80) smemBytes() int { return g.qBytes() + 4*g.kvBytes() + g.flagByte
 func (g *fwd80) kernel() error {
 	f := g.f
 	D := g.D
-	f.Comment("parameters and thread coordinates")
-	q, k, v, o, lse := g.global("q"), g.global("k"), g.global("v"), g.global("o"), g.global("lse")
-	g.dataRegs()
-	g.sq, g.sk = g.param("seq_q", U32), g.param("seq_k", U32)
-	hq, hkv := g.param("heads_q", U32), g.param("heads_kv", U32)
-	g.scl = g.param("scale_log2", F32)
-	g.tid = g.special("%tid.x")
-	qt, h, bz := g.special("%ctaid.x"), g.special("%ctaid.y"), g.special("%ctaid.z")
-	g.headValues(h)
-	g.warp = f.Op3(OpShr, U32, g.tid, I(5))
-	g.lane = f.Op3(OpAnd, B32, g.tid, I(31))
-	g.g4 = f.Op3(OpShr, U32, g.lane, I(2))
-	g.t4 = f.Op3(OpAnd, B32, g.lane, I(3))
+	cta := g.prologue(true, true)
+	qt, h, bz := cta[0], cta[1], cta[2]
+	q, k, v, o, lse := g.par["q"], g.par["k"], g.par["v"], g.par["o"], g.par["lse"]
+	hq, hkv := g.hq, g.hkv
 	group := f.Op3(OpDiv, U32, hq, hkv)
 	kvh := f.Op3(OpDiv, U32, h, group)
 	qrow0 := f.MulC(qt, int64(g.tileQ))
@@ -218,16 +209,10 @@ func (g *fwd80) kernel() error {
 	g.pitch = pitch
 
 	f.Comment(fmt.Sprintf("shared memory: Q %d bytes, then 2 buffers of K and V, %d bytes each (row pitch %d)", g.qBytes(), g.kvBytes(), g.RS))
-	g.smem = R(f.Mov(U32, Sym("smem")))
-	ch := f.Op3(OpAnd, B32, g.tid, I(int64(g.cpr()-1)))
-	g.rb = f.Op3(OpShr, U32, g.tid, I(int64(log2(int64(g.cpr())))))
-	ch16 := f.MulC(ch, 16)
-	g.copyS = f.Add(f.MulC(g.rb, int64(g.RS)), ch16)
-	ch16w := f.NewReg(U64)
-	f.Emit(Inst{Op: OpCvtWide, T: U64, T2: U32, Dst: []Operand{R(ch16w)}, Src: []Operand{f.reg(U32, ch16)}})
-	g.kbase = f.Op3(OpAdd, U64, g.wide(k, kvIdx, int64(2*D)), R(ch16w))
-	g.vbase = f.Op3(OpAdd, U64, g.wide(v, kvIdx, int64(2*D)), R(ch16w))
-	qbaseCh := f.Op3(OpAdd, U64, qbase, R(ch16w))
+	g.copyLanes()
+	g.kbase = f.Op3(OpAdd, U64, g.wide(k, kvIdx, int64(2*D)), g.ch16w)
+	g.vbase = f.Op3(OpAdd, U64, g.wide(v, kvIdx, int64(2*D)), g.ch16w)
+	qbaseCh := f.Op3(OpAdd, U64, qbase, g.ch16w)
 
 	f.Comment("Q tile: cp.async, rows past seq_q zero-filled")
 	lim := f.Sub(f.Sub(g.sq, I(1)), qrow0) // last valid row of the tile
@@ -274,9 +259,7 @@ func (g *fwd80) kernel() error {
 	f.Emit(Inst{Op: OpBar, Src: []Operand{I(0)}})
 
 	f.Comment("Q fragments: ldmatrix.x4 per 16 columns")
-	lrow := f.Add(f.Op3(OpAnd, B32, g.lane, I(7)), f.MulC(f.Op3(OpAnd, B32, f.Op3(OpShr, U32, g.lane, I(3)), I(1)), 8))
-	lcol2 := f.MulC(f.Op3(OpShr, U32, g.lane, I(4)), 16) // 8 columns * 2 bytes
-	aRowCol := f.Add(f.MulC(lrow, int64(g.RS)), lcol2)   // Q and V (trans) lane offset
+	aRowCol := g.ldmRowCol() // Q and V (trans) lane offset
 	aQ := f.Add(f.Add(g.smem, f.MulC(g.warp, int64(16*g.RS))), aRowCol)
 	qa := make([][4]Reg, D/16)
 	for ks := range qa {
@@ -285,9 +268,7 @@ func (g *fwd80) kernel() error {
 		}
 		f.Emit(Inst{Op: OpLdmatrix, Dst: []Operand{Vec(qa[ks][:]...)}, Src: []Operand{Addr(aQ.Reg, int64(ks*32))}})
 	}
-	// K lane offset: key (l&7) + 8*(l>>4), column 8*((l>>3)&1)
-	aK := f.Add(f.MulC(f.Add(f.Op3(OpAnd, B32, g.lane, I(7)), f.MulC(f.Op3(OpShr, U32, g.lane, I(4)), 8)), int64(g.RS)),
-		f.MulC(f.Op3(OpAnd, B32, f.Op3(OpShr, U32, g.lane, I(3)), I(1)), 16))
+	aK := g.ldmKey()
 
 	err = g.pipeline("tile", cur, ccur, buf, g.kthi,
 		func(start Operand) (Reg, Reg, error) { return g.find(start, q0, q1) },

@@ -486,20 +486,10 @@ const (
 func (h *hop) kernel() error {
 	f := h.f
 	D := h.D
-	f.Comment("parameters and thread coordinates")
-	w := &workList{}
-	w.o, w.lse = h.global("o"), h.global("lse")
-	h.dataRegs()
-	h.tmQ, h.tmK, h.tmV = h.param("tmap_q", U64), h.param("tmap_k", U64), h.param("tmap_v", U64)
-	w.sqAll, w.skAll = h.param("seq_q", U32), h.param("seq_k", U32)
-	w.hq, w.hkv = h.param("heads_q", U32), h.param("heads_kv", U32)
-	h.scl = h.param("scale_log2", F32)
-	batch := h.param(gpu.PersistentParam, U32)
-	h.tid = h.special("%tid.x")
-	h.warp = f.Op3(OpShr, U32, h.tid, I(5))
-	h.lane = f.Op3(OpAnd, B32, h.tid, I(31))
-	h.g4 = f.Op3(OpShr, U32, h.lane, I(2))
-	h.t4 = f.Op3(OpAnd, B32, h.lane, I(3))
+	h.prologue(false, false) // work items, not a grid of tiles
+	w := &workList{o: h.par["o"], lse: h.par["lse"], sqAll: h.sq, skAll: h.sk, hq: h.hq, hkv: h.hkv}
+	h.tmQ, h.tmK, h.tmV = h.par["tmap_q"], h.par["tmap_k"], h.par["tmap_v"]
+	batch := h.par[gpu.PersistentParam]
 	issuer := int64(0)
 	if h.producer {
 		issuer = hopThreads

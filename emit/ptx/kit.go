@@ -3,6 +3,7 @@ package ptx
 import (
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/attngen/attngen/gen"
 	"github.com/attngen/attngen/runtime/gpu"
@@ -108,6 +109,9 @@ type kit struct {
 	f       *Func
 	pitch   int64
 	docRegs *DocRegs // document arrays (document kernels), else nil
+	// par is the kernel's parameters by name as readParams read them:
+	// device addresses (generic to global), tensor-map addresses, scalars
+	par map[string]Operand
 	// next, if set, is where a CTA whose query tile lies past its residue
 	// class's queries goes (the persistent kernel's next work item);
 	// otherwise it returns
@@ -127,6 +131,8 @@ type kit struct {
 	// per-thread values
 	tid, lane, warp, g4, t4 Operand
 	sq, sk                  Operand
+	hq, hkv                 Operand // heads_q, heads_kv
+	ch16w                   Operand // b64 chunk offset of this thread's copies (copyLanes)
 	kbase, vbase            Operand // b64 global + ch*16
 	smem                    Operand
 	copyS                   Operand // rb*RS + ch*16
@@ -173,21 +179,96 @@ func (g *kit) wide(base, x Operand, c int64) Operand {
 	return f.Op3(OpAdd, U64, base, R(off))
 }
 
-// dataRegs loads the addresses of the run-time mask data the kernel
-// takes: a tree's arrays, or documents', and head_params (whose values
-// headValues loads per head).
-func (g *kit) dataRegs() {
+// readParams emits the loads of the kernel's parameters, in the order of
+// its list (kernelParams): device addresses converted to global ones,
+// but tensor maps (tmap_*), whose addresses the bulk tensor copies take
+// as they are, and the scalars. It sets the mask's run-time data (a
+// tree's arrays, or documents', and head_params, whose values headValues
+// loads per head) and the shape.
+func (g *kit) readParams() {
+	g.par = map[string]Operand{}
+	for _, p := range g.f.Params {
+		switch {
+		case p.T == U64 && strings.HasPrefix(p.Name, "tmap_"):
+			g.par[p.Name] = g.param(p.Name, U64)
+		case p.T == U64:
+			g.par[p.Name] = g.global(p.Name)
+		default:
+			g.par[p.Name] = g.param(p.Name, p.T)
+		}
+	}
+	reg := func(name string) Reg { return g.par[name].Reg }
 	switch {
-	case g.p.UsesTree():
-		lo, off, anc, info := g.global("tree_lo"), g.global("tree_off"), g.global("tree_anc"), g.global("tree_info")
-		g.docRegs = &DocRegs{Tree: &TreeRegs{Lo: lo.Reg, Off: off.Reg, Anc: anc.Reg, Info: info.Reg}}
+	case g.tree:
+		g.docRegs = &DocRegs{Tree: &TreeRegs{Lo: reg("tree_lo"), Off: reg("tree_off"), Anc: reg("tree_anc"), Info: reg("tree_info")}}
 	case g.docs:
-		id, start, end := g.global("doc_id"), g.global("doc_start"), g.global("doc_end")
-		g.docRegs = &DocRegs{ID: id.Reg, Start: start.Reg, End: end.Reg}
+		g.docRegs = &DocRegs{ID: reg("doc_id"), Start: reg("doc_start"), End: reg("doc_end")}
 	}
-	if len(g.p.HeadParams()) > 0 {
-		g.headBase = g.global(headParamsName)
+	if g.hasHeads {
+		g.headBase = g.par[headParamsName]
 	}
+	g.sq, g.sk, g.hq, g.hkv, g.scl = g.par["seq_q"], g.par["seq_k"], g.par["heads_q"], g.par["heads_kv"], g.par["scale_log2"]
+}
+
+// prologue emits what every kernel starts with: its parameters
+// (readParams), the thread index and, for a grid of tiles (grid), the
+// CTA's coordinates cta (%ctaid.x, .y, .z; the persistent sm_90a kernel
+// decodes work items instead), the values of the query head %ctaid.y when
+// headAtCTA (kernels whose CTA computes one query head and reads its
+// values first), then the lane coordinates: warp, lane, and the mma
+// fragment's row group g4 and column pair t4.
+func (g *kit) prologue(grid, headAtCTA bool) (cta [3]Operand) {
+	f := g.f
+	f.Comment("parameters and thread coordinates")
+	g.readParams()
+	g.tid = g.special("%tid.x")
+	if grid {
+		cta = [3]Operand{g.special("%ctaid.x"), g.special("%ctaid.y"), g.special("%ctaid.z")}
+	}
+	if headAtCTA {
+		g.headValues(cta[1])
+	}
+	g.warp = f.Op3(OpShr, U32, g.tid, I(5))
+	g.lane = f.Op3(OpAnd, B32, g.tid, I(31))
+	g.g4 = f.Op3(OpShr, U32, g.lane, I(2))
+	g.t4 = f.Op3(OpAnd, B32, g.lane, I(3))
+	return cta
+}
+
+// copyLanes emits the shared memory's base (smem) and this thread's part
+// of the cp.async copies of padded tiles: its 16-byte chunk of a row, the
+// first row it copies (rb; then every rowStep rows), its shared offset
+// copyS = rb*RS + chunk*16 and the chunk's byte offset ch16w (b64) in
+// global rows.
+func (g *kit) copyLanes() {
+	f := g.f
+	g.smem = R(f.Mov(U32, Sym("smem")))
+	ch := f.Op3(OpAnd, B32, g.tid, I(int64(g.cpr()-1)))
+	g.rb = f.Op3(OpShr, U32, g.tid, I(int64(log2(int64(g.cpr())))))
+	ch16 := f.MulC(ch, 16)
+	g.copyS = f.Add(f.MulC(g.rb, int64(g.RS)), ch16)
+	w := f.NewReg(U64)
+	f.Emit(Inst{Op: OpCvtWide, T: U64, T2: U32, Dst: []Operand{R(w)}, Src: []Operand{f.reg(U32, ch16)}})
+	g.ch16w = R(w)
+}
+
+// ldmRowCol is this lane's ldmatrix.x4 offset in a padded tile for an A
+// operand (16 rows by 16 columns: row (l&7) + 8((l>>3)&1), column
+// 8(l>>4)) and, the same, for a B operand read with .trans.
+func (g *kit) ldmRowCol() Operand {
+	f := g.f
+	lrow := f.Add(f.Op3(OpAnd, B32, g.lane, I(7)), f.MulC(f.Op3(OpAnd, B32, f.Op3(OpShr, U32, g.lane, I(3)), I(1)), 8))
+	lcol2 := f.MulC(f.Op3(OpShr, U32, g.lane, I(4)), 16) // 8 columns * 2 bytes
+	return f.Add(f.MulC(lrow, int64(g.RS)), lcol2)
+}
+
+// ldmKey is this lane's ldmatrix.x4 offset in a padded tile for a B
+// operand read without .trans (keys by columns): key (l&7) + 8(l>>4),
+// column 8((l>>3)&1).
+func (g *kit) ldmKey() Operand {
+	f := g.f
+	return f.Add(f.MulC(f.Add(f.Op3(OpAnd, B32, g.lane, I(7)), f.MulC(f.Op3(OpShr, U32, g.lane, I(4)), 8)), int64(g.RS)),
+		f.MulC(f.Op3(OpAnd, B32, f.Op3(OpShr, U32, g.lane, I(3)), I(1)), 16))
 }
 
 func (g *kit) special(n string) Operand { return R(g.f.Mov(U32, Special(n))) }
