@@ -523,6 +523,7 @@ func (g *bwdK) kernelDQ() error {
 	if err := g.segment(qt); err != nil {
 		return err
 	}
+	g.qhead = h
 	g.headValues(h)
 	kvh := f.Op3(OpDiv, U32, h, f.Op3(OpDiv, U32, g.hq, g.hkv))
 	qrow0 := f.MulC(qt, TileQ)
@@ -638,9 +639,11 @@ func (g *bwdK) kernelDQ() error {
 		f.Comment("S = Q K^T; P = exp2(S scale log2(e) - lse log2(e))")
 		s := zeros(f, TileK/8)
 		g.product16(s, aQ, f.Add(sb, g.aK), qa)
+		at := g.rowsAt(R(cur))
+		g.scoreStage(s, at)
 		for n := range s {
 			for x := range s[n] {
-				f.Set(F32, s[n][x], f.F(OpEx2, f.F(OpFma, R(s[n][x]), g.scl, nl[x/2])))
+				f.Set(F32, s[n][x], g.prob(s[n][x], nl[x/2]))
 			}
 		}
 		partial := f.Setp("eq", S32, R(ccur), I(cPartial))
@@ -690,6 +693,7 @@ func (g *bwdK) kernelDQ() error {
 				f.Set(F32, ds[n][x], f.F(OpMulF, R(s[n][x]), f.F(OpSubF, R(ds[n][x]), dl[x/2])))
 			}
 		}
+		g.scoreGrad(ds, at)
 		g.zeroMasked(s, ds, partial)
 		f.Comment("masked keys: non-finite K elements of a partial tile zeroed, flagged over V")
 		sV := f.Add(sb, I(int64(g.bufBytes())))
@@ -812,6 +816,7 @@ func (g *bwdK) kernelDKV() error {
 	done := f.NewLabel("heads_done")
 	f.Place(heads)
 	h := f.Add(f.Op3(OpMulLo, S32, kvh, group), R(gi))
+	g.qhead = h
 	if perHead {
 		g.headValues(h)
 		if first, cfirst, err = schedule(); err != nil {
@@ -842,12 +847,18 @@ func (g *bwdK) kernelDKV() error {
 		rb := g.rowBase(R(buf))
 		qr0 := f.MulC(R(cur), bq)
 		colAddr := f.reg(U32, f.Add(rb, f.MulC(g.t4, 8))) // column 2*t4 of block 0
+		// S^T: the thread's keys kpos are its rows, its queries columns
+		at := scoreAt{
+			query: func(n, x int) Operand { return f.Add(f.Add(f.Add(qr0, f.MulC(g.t4, 2)), g.off), I(int64(n*8+x%2))) },
+			key:   func(n, x int) Operand { return kpos[x/2] },
+		}
+		g.scoreStage(s, at)
 		for n := range s {
 			for c := 0; c < 2; c++ {
 				nlv := f.NewReg(F32)
 				f.Emit(Inst{Op: OpLd, T: F32, Space: "shared", Dst: []Operand{R(nlv)}, Src: []Operand{Addr(colAddr.Reg, int64(4*(8*n+c)))}})
 				for _, x := range []int{c, c + 2} {
-					f.Set(F32, s[n][x], f.F(OpEx2, f.F(OpFma, R(s[n][x]), g.scl, R(nlv))))
+					f.Set(F32, s[n][x], g.prob(s[n][x], R(nlv)))
 				}
 			}
 		}
@@ -889,6 +900,7 @@ func (g *bwdK) kernelDKV() error {
 				}
 			}
 		}
+		g.scoreGrad(ds, at)
 		g.zeroMasked(s, ds, partial)
 		flags := f.Add(g.smem, I(int64(g.dkvFlags())))
 		vote := f.Add(flags, I(int64(g.bufBytes())))

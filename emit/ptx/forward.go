@@ -183,6 +183,7 @@ func (g *fwd80) kernel() error {
 	D := g.D
 	cta := g.prologue(true, true)
 	qt, h, bz := cta[0], cta[1], cta[2]
+	g.qhead = h
 	q, k, v, o, lse := g.par["q"], g.par["k"], g.par["v"], g.par["o"], g.par["lse"]
 	hq, hkv := g.hq, g.hkv
 	group := f.Op3(OpDiv, U32, hq, hkv)
@@ -316,6 +317,7 @@ func (g *fwd80) compute(kt, cls, buf Operand, qa [][4]Reg, aK, aV Operand, m, l 
 			g.mma(s[2*np+1], qa[ks], b[2], b[3])
 		}
 	}
+	g.scoreStage(s, g.rowsAt(kt))
 	if err := g.maskPartial(kt, cls, s); err != nil {
 		return err
 	}

@@ -438,6 +438,7 @@ func (h *hop) item(w *workList, it Operand) (*item, error) {
 	if h.lastFirst {
 		qt = f.Sub(f.Sub(w.ntiles, I(1)), rank)
 	}
+	h.qhead = hd
 	h.headValues(hd) // this item's query head's values (head parameters)
 	kvh := f.Op3(OpDiv, U32, hd, w.group)
 	qrow0 := f.MulC(qt, hopTileQ)
@@ -809,6 +810,7 @@ func (h *hop) scores(s [][4]Reg, buf, descQ Operand) {
 func (h *hop) finishTile(kt, cls, buf Operand, s [][4]Reg, m, l [2]Reg, acc [][4]Reg) error {
 	f := h.f
 	stage := h.stageAddr(buf)
+	h.scoreStage(s, h.rowsAt(kt))
 	if err := h.maskPartial(kt, cls, s); err != nil {
 		return err
 	}

@@ -127,6 +127,8 @@ type kit struct {
 	// query head's values (headValues), for plans with head parameters
 	headBase Operand
 	heads    []HeadVal
+	// qhead is the query head being computed (the score stage's)
+	qhead Operand
 
 	// per-thread values
 	tid, lane, warp, g4, t4 Operand

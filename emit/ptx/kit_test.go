@@ -112,3 +112,91 @@ func TestKitNotShadowed(t *testing.T) {
 		}
 	}
 }
+
+// calls maps each function of the package (Type.method or func) to the
+// names it calls as methods or functions and the Op constants it uses.
+func packageCalls(t *testing.T) map[string]map[string]bool {
+	t.Helper()
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	out := map[string]map[string]bool{}
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		af, err := parser.ParseFile(fset, f, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range af.Decls {
+			fd, ok := d.(*ast.FuncDecl)
+			if !ok || fd.Body == nil {
+				continue
+			}
+			name := fd.Name.Name
+			if fd.Recv != nil && len(fd.Recv.List) == 1 {
+				rt := fd.Recv.List[0].Type
+				if s, ok := rt.(*ast.StarExpr); ok {
+					rt = s.X
+				}
+				if id, ok := rt.(*ast.Ident); ok {
+					name = id.Name + "." + name
+				}
+			}
+			used := map[string]bool{}
+			ast.Inspect(fd.Body, func(n ast.Node) bool {
+				switch n := n.(type) {
+				case *ast.CallExpr:
+					switch fn := n.Fun.(type) {
+					case *ast.SelectorExpr:
+						used[fn.Sel.Name] = true
+					case *ast.Ident:
+						used[fn.Name] = true
+					}
+				case *ast.Ident:
+					if strings.HasPrefix(n.Name, "Op") {
+						used[n.Name] = true
+					}
+				}
+				return true
+			})
+			out[name] = used
+		}
+	}
+	return out
+}
+
+// TestScoreStageOnce checks that the score stage is written once: each of
+// its concepts (score.go) is one toolkit method, called by every kernel
+// at its place (scoreStage in the tile body of the sm_80 forward, the
+// sm_90a forward and both backward kernels; scoreGrad in both backward
+// kernels; prob in the online softmax and both backward kernels; rowTotal
+// in the epilogue, which both forwards run), and no other function
+// exponentiates (OpEx2 only in prob and in softmax's rescale factor).
+func TestScoreStageOnce(t *testing.T) {
+	calls := packageCalls(t)
+	want := map[string][]string{
+		"scoreStage": {"bwdK.kernelDKV", "bwdK.kernelDQ", "fwd80.compute", "hop.finishTile"},
+		"scoreGrad":  {"bwdK.kernelDKV", "bwdK.kernelDQ"},
+		"prob":       {"bwdK.kernelDKV", "bwdK.kernelDQ", "kit.softmax"},
+		"rowTotal":   {"kit.finish"},
+		"softmax":    {"fwd80.compute", "hop.finishTile"},
+		"finish":     {"fwd80.kernel", "hop.kernel"},
+		"OpEx2":      {"kit.prob", "kit.softmax"},
+	}
+	for callee, callers := range want {
+		var got []string
+		for fn, used := range calls {
+			if used[callee] {
+				got = append(got, fn)
+			}
+		}
+		sort.Strings(got)
+		if strings.Join(got, " ") != strings.Join(callers, " ") {
+			t.Errorf("%s is used by %v, want %v", callee, got, callers)
+		}
+	}
+}

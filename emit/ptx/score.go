@@ -4,6 +4,82 @@ import (
 	"math"
 )
 
+// The score stage: where every kernel turns the products q.k of a tile
+// into probabilities, written once here for the sm_80 forward, the
+// backward's dq and dk/dv kernels and the sm_90a forward. Each concept has
+// one method, called by every kernel at the same point of its tile:
+//
+//   - scoreStage: the tile's scores are complete (the mma.sync or wgmma
+//     accumulator fragment, s[n][x] the pair at scoreAt's positions)
+//     and not yet masked, and hold the raw products q.k; the kernels
+//     apply the softmax scale in the exponent (prob). A modification of
+//     the score goes here, before the mask (so that masked scores stay
+//     -Inf, or P 0): logit soft-capping (s <- c tanh(s/c) on the scaled
+//     score) and ALiBi (s <- s - slope[h] (i - j), at.head's slope).
+//   - scoreGrad: the backward's dS = P (dP - delta) of the tile is
+//     formed, before masked pairs are zeroed; the derivative of the
+//     score stage multiplies it here (soft-capping's 1 - tanh^2 of the
+//     capped score; ALiBi's bias has none).
+//   - prob: the one exponentiation of a score, P = 2^(s scale log2(e) +
+//     bias), with bias -m (the forward's online softmax) or -lse log2(e)
+//     (the backward's).
+//   - rowTotal: a row's final sum of exponentials l is used with its
+//     maximum m (the forwards' epilogue, finish: O/l and lse); a learned
+//     sink logit per query head joins the denominator here (l +
+//     2^(sink log2(e) - m), m log2-scaled as softmax keeps it), so the
+//     lse the backward reads has it. Its gradient, dsink[h] = -sum_i
+//     p_sink(i) delta_i, belongs in the dq kernel next to delta
+//     (kernelDQ), where each row's delta and lse meet.
+//
+// The query head they work for is the toolkit's qhead.
+//
+// Plans without score modifications emit nothing at scoreStage,
+// scoreGrad and rowTotal, so their kernels are byte for byte what they
+// were before the stage had a place (TestKernelsGolden).
+
+// scoreAt tells the score stage where the scores of a tile fragment lie:
+// the query and key positions of element x of block n, emitted on demand
+// (a stage that needs none costs nothing).
+type scoreAt struct {
+	query, key func(n, x int) Operand
+}
+
+// rowsAt is scoreAt for the row-major fragments of the forwards and the
+// dq kernel: the thread's rows i0 (x < 2) and i1, and the key tile kt's
+// key kt*tileK + 8n + 2t4 + x%2.
+func (g *kit) rowsAt(kt Operand) scoreAt {
+	return scoreAt{
+		query: func(n, x int) Operand {
+			if x >= 2 {
+				return g.i1
+			}
+			return g.i0
+		},
+		key: func(n, x int) Operand {
+			return g.f.Add(g.f.Add(g.f.MulC(kt, int64(g.tileK)), g.f.MulC(g.t4, 2)), I(int64(n*8+x%2)))
+		},
+	}
+}
+
+// scoreStage is the score stage of a complete, unmasked tile of scores s
+// (see above); without score modifications it emits nothing.
+func (g *kit) scoreStage(s [][4]Reg, at scoreAt) {}
+
+// scoreGrad is the score stage's derivative applied to a tile's dS (see
+// above); without score modifications it emits nothing.
+func (g *kit) scoreGrad(ds [][4]Reg, at scoreAt) {}
+
+// prob is the probability of score x: 2^(x scale log2(e) + bias).
+func (g *kit) prob(x Reg, bias Operand) Operand {
+	f := g.f
+	return f.F(OpEx2, f.F(OpFma, R(x), g.scl, bias))
+}
+
+// rowTotal is a row's denominator: its sum of exponentials l relative to
+// its maximum m (log2-scaled, as softmax keeps it); without a learned
+// sink it is l.
+func (g *kit) rowTotal(m, l Operand) Operand { return l }
+
 // softmax emits the online softmax of one tile's scores s (fragment as in
 // maskPartial) into the row state m, l and the accumulators acc (rescaled),
 // leaving the unnormalized probabilities in s.
@@ -36,7 +112,7 @@ func (g *kit) softmax(s [][4]Reg, m, l [2]Reg, acc [][4]Reg) {
 		sum := Operand{}
 		for n := range s {
 			for x := 2 * r; x < 2*r+2; x++ {
-				e := f.F(OpEx2, f.F(OpFma, R(s[n][x]), g.scl, nm))
+				e := g.prob(s[n][x], nm)
 				f.Set(F32, s[n][x], e)
 				if sum.Kind == 0 {
 					sum = e
@@ -101,6 +177,7 @@ func (g *kit) finish(obase, lbase, qrow0 Operand, m, l [2]Reg, acc [][4]Reg) {
 			f.Emit(Inst{Op: OpShflBfly, Dst: []Operand{R(o)}, Src: []Operand{lt, I(lane), I(31), I(0xffffffff)}})
 			lt = f.F(OpAddF, lt, R(o))
 		}
+		lt = g.rowTotal(R(m[r]), lt)
 		zero := f.Setp("eq", F32, lt, Fimm(0))
 		one := f.Selp(F32, Fimm(1), lt, zero)
 		inv := f.Selp(F32, Fimm(0), f.F(OpDivF, Fimm(1), one), zero)
