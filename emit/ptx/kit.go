@@ -41,6 +41,10 @@ type geom struct {
 // warps is the compute warps per CTA.
 func (g geom) warps() int { return g.threads / 32 }
 
+// rowStride is the shared-memory row pitch of a tile: D bf16 values plus
+// 16 bytes of padding, which staggers ldmatrix rows across banks.
+func rowStride(d int) int { return 2*d + 16 }
+
 // planGeom checks that target t can render plan p (its element type,
 // tile sizes, head dimension, layout and programs) and returns the plan's
 // part of a kernel's geometry: head dimension, element type, layout
@@ -277,6 +281,59 @@ func (g *kit) special(n string) Operand { return R(g.f.Mov(U32, Special(n))) }
 
 func (g *kit) mma(d [4]Reg, a [4]Reg, b0, b1 Reg) {
 	g.f.Emit(Inst{Op: OpMma, T: g.elem, Dst: []Operand{Vec(d[:]...)}, Src: []Operand{Vec(a[:]...), Vec(b0, b1), Vec(d[:]...)}})
+}
+
+// frag loads the ldmatrix.x4 (or .trans) fragment at addr+off.
+func (g *kit) frag(op Op, addr Operand, off int64) [4]Reg {
+	var r [4]Reg
+	for x := range r {
+		r[x] = g.f.NewReg(B32)
+	}
+	g.f.Emit(Inst{Op: op, Dst: []Operand{Vec(r[:]...)}, Src: []Operand{Addr(addr.Reg, off)}})
+	return r
+}
+
+func zeros(f *Func, n int) [][4]Reg {
+	a := make([][4]Reg, n)
+	for i := range a {
+		for x := range a[i] {
+			a[i][x] = f.Mov(F32, Fimm(0))
+		}
+	}
+	return a
+}
+
+// product16 accumulates a 16 x n product into c (n/8 blocks of 8
+// columns, n = 8 len(c)): A rows from a [16][D] tile at aA (this warp's
+// rows, ldmatrix lane offset included; or the fragments aRegs) times the
+// transpose of an [n][D] tile at bB (the aK lane offset included), over D.
+func (g *kit) product16(c [][4]Reg, aA, bB Operand, aRegs [][4]Reg) {
+	for ks := 0; ks < g.D/16; ks++ {
+		a := [4]Reg{}
+		if aRegs != nil {
+			a = aRegs[ks]
+		} else {
+			a = g.frag(OpLdmatrix, aA, int64(ks*32))
+		}
+		for np := 0; np < len(c)/2; np++ {
+			b := g.frag(OpLdmatrix, bB, int64(np*16*g.RS+ks*32))
+			g.mma(c[2*np], a, b[0], b[1])
+			g.mma(c[2*np+1], a, b[2], b[3])
+		}
+	}
+}
+
+// accumulate adds A (k-steps of 16 over the rows of a tile) times the
+// tile at bT (read with ldmatrix.trans, aRowCol lane offset
+// included) into acc (D/8 blocks).
+func (g *kit) accumulate(acc [][4]Reg, a [][4]Reg, bT Operand) {
+	for kk := range a {
+		for dp := 0; dp < g.D/16; dp++ {
+			b := g.frag(OpLdmatrixT, bT, int64(kk*16*g.RS+dp*32))
+			g.mma(acc[2*dp], a[kk], b[0], b[1])
+			g.mma(acc[2*dp+1], a[kk], b[2], b[3])
+		}
+	}
 }
 
 // pack converts a 16 x n f32 fragment set (the C layout of n/8 blocks)
