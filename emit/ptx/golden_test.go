@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/attngen/attngen/gen"
+	"github.com/attngen/attngen/runtime/gpu"
 	"github.com/attngen/attngen/spec"
 )
 
@@ -88,5 +89,57 @@ func TestKernelsGolden(t *testing.T) {
 	}
 	if bad > 0 {
 		t.Errorf("%d of %d kernels differ from %s (rerun with -update after checking the change)", bad, len(gl)-1, path)
+	}
+}
+
+// TestKernelsPerTarget checks what Kernels gives each kind of target: the
+// forward and the backward's two kernels (one module, sharing the
+// target's element type) for the plain targets, the sm_90a forward alone
+// for the architecture-specific one; and that the zero target is SM80.
+func TestKernelsPerTarget(t *testing.T) {
+	t.Parallel()
+	p := examplePlan(t, "causal")
+	for _, tg := range []Target{{}, SM80, f16SM80, {SM: 90, Elem: "bf16"}, SM90a} {
+		pt := p
+		if tg.Accel {
+			s, err := spec.ParseFile("../../spec/examples/causal.yaml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if pt, err = gen.Compile(s, tg, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ks, err := Kernels(pt, Config{Target: tg})
+		if err != nil {
+			t.Fatalf("%s: %v", tg, err)
+		}
+		want := tg
+		if want == (Target{}) {
+			want = SM80
+		}
+		if ks.Target != want || ks.Forward.Target != want {
+			t.Errorf("%v: set for %v, forward for %v", tg, ks.Target, ks.Forward.Target)
+		}
+		var kinds []string
+		for _, k := range ks.GPU() {
+			kinds = append(kinds, k.Kind+"/"+k.Target+"/"+k.Elem)
+		}
+		got := strings.Join(kinds, " ")
+		wantKinds := fmt.Sprintf("%s/%s/%s", gpu.KindForward, want.Arch(), want.Elem)
+		if want.HasBackward() {
+			if ks.Backward == nil || ks.Backward.Target != want {
+				t.Fatalf("%v: backward %+v", tg, ks.Backward)
+			}
+			wantKinds += fmt.Sprintf(" %s/%s/%s %s/%s/%s", gpu.KindBwdDQ, want.Arch(), want.Elem, gpu.KindBwdDKV, want.Arch(), want.Elem)
+		} else if ks.Backward != nil {
+			t.Errorf("%v: a backward for an architecture-specific target", tg)
+		}
+		if got != wantKinds {
+			t.Errorf("%v: kernels %s, want %s", tg, got, wantKinds)
+		}
+	}
+	if SM90a.HasBackward() || !SM80.HasBackward() {
+		t.Error("HasBackward: sm_90a has no backward kernels, sm_80 has")
 	}
 }
