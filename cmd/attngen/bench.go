@@ -878,10 +878,11 @@ func benchGPU(s *spec.Spec, b gpuBench, asJSON bool, stdout, progress io.Writer)
 		if err != nil {
 			return err
 		}
-		f, err := ptx.GenerateForward(plan, ptx.Config{Target: t})
+		set, err := ptx.Kernels(plan, ptx.Config{Target: t})
 		if err != nil {
 			return err
 		}
+		f := set.Forward
 		if _, err := f.Geometry(sh.Batch, sh.HeadsQ, sh.HeadsKV, sh.SeqQ, sh.SeqK, 0); err != nil {
 			return fmt.Errorf("bench -gpu: the %s kernel: %w", t.Arch(), err)
 		}
@@ -893,15 +894,17 @@ func benchGPU(s *spec.Spec, b gpuBench, asJSON bool, stdout, progress io.Writer)
 	}
 	var kb *gpurun.BackwardKernel
 	if b.bwd {
+		// the backward timed is the sm_80 target's (whose kernels every
+		// GPU runs, the sm_90a target's included)
 		plan, err := gen.Compile(s, ptx.SM80, nil)
 		if err != nil {
 			return err
 		}
-		bw, err := ptx.GenerateBackward(plan, ptx.Config{})
+		set, err := ptx.Kernels(plan, ptx.Config{Target: ptx.SM80})
 		if err != nil {
 			return err
 		}
-		if kb, err = gpurun.GPUBackward(ctx, bw); err != nil {
+		if kb, err = gpurun.GPUBackward(ctx, set.Backward); err != nil {
 			return err
 		}
 	}

@@ -236,28 +236,19 @@ func packageFiles(s *spec.Spec, importPath, name string, gpus []ptx.Target, comm
 	return gen.PackageFilesWith(s, p, ks, importPath, name, command, opts)
 }
 
-// gpuKernels emits the spec's PTX kernels for a target: the forward, then
-// the backward's dq and dk/dv kernels (one module); an architecture-
-// specific target (sm_90a) has the forward only (the backward's kernels
-// are mma.sync ones, which the sm_80 target's PTX serves on every GPU).
+// gpuKernels emits the spec's PTX kernels for a target, as ptx.Kernels
+// decides them: the forward, then (for targets that have them) the
+// backward's dq and dk/dv kernels (one module).
 func gpuKernels(s *spec.Spec, t ptx.Target) ([]gpu.Kernel, error) {
 	plan, err := gen.Compile(s, t, nil)
 	if err != nil {
 		return nil, err
 	}
-	f, err := ptx.GenerateForward(plan, ptx.Config{Target: t})
+	ks, err := ptx.Kernels(plan, ptx.Config{Target: t})
 	if err != nil {
 		return nil, err
 	}
-	if t.Accel {
-		return []gpu.Kernel{f.Kernel()}, nil
-	}
-	b, err := ptx.GenerateBackward(plan, ptx.Config{Target: t})
-	if err != nil {
-		return nil, fmt.Errorf("%s: backward kernels for %s: %w", s.Name, t.Name(), err)
-	}
-	bk := b.Kernels()
-	return []gpu.Kernel{f.Kernel(), bk[0], bk[1]}, nil
+	return ks.GPU(), nil
 }
 
 func quoteArgs(args []string) []string {

@@ -61,21 +61,22 @@ func verifyPTX(s *spec.Spec, t ptx.Target, r *rand.Rand, gpu bool, sample int, s
 	if err != nil {
 		return 0, err
 	}
-	fi, err := ptx.GenerateForward(plan, ptx.Config{Target: t})
+	ks, err := ptx.Kernels(plan, ptx.Config{Target: t})
 	if err != nil {
 		return 0, err
 	}
+	fi, bw := ks.Forward, ks.Backward
 	ik, err := gpurun.Interp(fi)
 	if err != nil {
 		return 0, err
 	}
-	// the sm_90a target has a forward kernel only (the backward's kernels
-	// are the sm_80 target's), and runs residue layouts on lengths that
-	// are multiples of the stride: its shapes are rounded up to them
-	accel := t.Accel
+	// the sm_90a target has a forward kernel only (ptx.Kernels gives it no
+	// backward: the sm_80 target's kernels serve it), and runs residue
+	// layouts on lengths that are multiples of the stride: its shapes are
+	// rounded up to them
 	fit := func(shs ...verify.Shape) []verify.Shape {
 		out := slices.Clone(shs)
-		if st := fi.Stride; accel && st > 1 {
+		if st := fi.Stride; fi.Target.Accel && st > 1 {
 			for x := range out {
 				out[x].SeqQ = (out[x].SeqQ + st - 1) / st * st
 				out[x].SeqK = (out[x].SeqK + st - 1) / st * st
@@ -83,12 +84,8 @@ func verifyPTX(s *spec.Spec, t ptx.Target, r *rand.Rand, gpu bool, sample int, s
 		}
 		return out
 	}
-	var bw *ptx.Backward
 	var ib *gpurun.BackwardKernel
-	if !accel {
-		if bw, err = ptx.GenerateBackward(plan, ptx.Config{Target: t}); err != nil {
-			return 0, err
-		}
+	if bw != nil {
 		if ib, err = gpurun.InterpBackward(bw); err != nil {
 			return 0, err
 		}
@@ -118,7 +115,7 @@ func verifyPTX(s *spec.Spec, t ptx.Target, r *rand.Rand, gpu bool, sample int, s
 	nfSim := verify.Shape{Batch: 2, HeadsQ: 2, HeadsKV: 1, SeqQ: 61, SeqK: 130, HeadDim: s.HeadDim}
 	mdSim := fit(nfSim)[0]
 	report("ptx-sim", verify.CheckMaskedData(s.Pattern(), ik.Run(), mdSim, r, 2), maskedText(mdSim))
-	if accel {
+	if bw == nil {
 		fmt.Fprintf(stdout, "%-7s the backward of %s: the sm_80 kernels serve it (verify -sm 80)\n", "ptx-sim", t.Name())
 		if !gpu {
 			return failed, nil
@@ -140,11 +137,7 @@ func verifyPTX(s *spec.Spec, t ptx.Target, r *rand.Rand, gpu bool, sample int, s
 	}
 	defer ctx.Release()
 	dev := ctx.Device()
-	fg, err := ptx.GenerateForward(plan, ptx.Config{Target: t})
-	if err != nil {
-		return failed, err
-	}
-	gk, err := gpurun.GPU(ctx, fg)
+	gk, err := gpurun.GPU(ctx, fi)
 	if err != nil {
 		return failed, err
 	}

@@ -1,6 +1,7 @@
 // Package ptx lowers a gen.Plan to PTX text for sm_80 and later: the
 // forward attention kernel (bf16 or fp16 inputs, fp32 accumulation) whose
-// tile schedule is evaluated inside the kernel from the plan's programs.
+// tile schedule is evaluated inside the kernel from the plan's programs,
+// and the backward's two kernels.
 //
 // It knows nothing of the spec language: it never imports spec and never
 // looks at a mask. Everything it computes about a mask comes from the
@@ -18,11 +19,86 @@
 // sm_<SM>a. It is a gen.Target (Name, TileSizes), so a plan is compiled
 // for it directly; it also tells the head dimensions the kernel supports
 // (HeadDims, Supports). SM80 is the default; DefaultTargets are the
-// targets attngen's tests build for both element types. GenerateForward
-// writes the sm_80 kernel for every target but the sm_90a ones (SM90a),
-// which get the Hopper kernel (hopper.go, below); attngen generate embeds
-// it next to the sm_80 kernels, its gpu.Kernel marked OptIn (runners use
-// it only when asked for) until SM90aVerified records a GPU run.
+// targets attngen's tests build for both element types.
+//
+// Kernels(plan, cfg) is the one place that decides which kernels a target
+// gets, and attngen's generate, verify and bench ask it: the forward
+// kernel, and the backward's dq and dk/dv kernels for every target that
+// has them (Target.HasBackward: all but the architecture-specific sm_90a
+// ones, whose backward is the plain target's mma.sync kernels, which those
+// GPUs run). GenerateForward writes the sm_80 kernel for every target but
+// the sm_90a ones (SM90a), which get the Hopper kernel (hopper.go, below);
+// attngen generate embeds it next to the sm_80 kernels, its gpu.Kernel
+// marked OptIn (runners use it only when asked for) until SM90aVerified
+// records a GPU run. GenerateBackward writes the backward's module.
+//
+// # Structure
+//
+// Three layers: the PTX builder (ir.go, table.go, build.go, prog.go: a
+// module, its functions, registers and instructions, the plan's programs
+// as PTX), which knows no kernel; the kernel toolkit (kit), the pieces
+// every kernel is made of, emitted for the kernel's explicit geometry;
+// and thin kernels built on it: the sm_80 forward (fwd80), the backward's
+// dq and dk/dv kernels (bwdK) and the sm_90a forward (hop). Each kernel
+// type embeds *kit and adds its own pieces; none redeclares one of the
+// toolkit's (TestKitNotShadowed), so each toolkit piece is the same code
+// in every kernel.
+//
+// The geometry (geom) is what the toolkit knows of the kernel it is
+// emitted into, stated by each kernel: query rows and keys per tile,
+// compute threads (and so warps), head dimension, padded row pitch,
+// element type, layout stride, and whether the kernel takes document
+// arrays, tree arrays or head parameters. planGeom checks a plan against
+// a target and gives the plan's part; the kernel adds its tiles (sm_80
+// forward and dq: 64x64, 128 threads, rows padded to 2D+16 bytes; dk/dv:
+// bwdQ query rows per step; sm_90a: 128 query rows, 256 compute threads,
+// swizzled boxes without padding).
+//
+// Written once, for every kernel:
+//
+//   - the parameter list (kernelParams): the kernel's tensors, the mask's
+//     run-time data (tree or document arrays, then head_params), the
+//     kernel's addresses after them (the backward's gradients, the sm_90a
+//     kernel's tensor maps), the shape scalars (seq_q, seq_k, heads_q,
+//     heads_kv, scale_log2), the kernel's own scalars (the backward's
+//     scale, the persistent kernel's batch); each parameter is described
+//     once (params.go);
+//   - the prologue (prologue): the parameters read in list order, the
+//     thread and CTA coordinates, the query head's values where the CTA
+//     computes one head, the lane coordinates; the copy lanes and the
+//     ldmatrix lane offsets of padded tiles (copyLanes, ldmRowCol,
+//     ldmKey);
+//   - the residue split (residueClass, residueQueries), the key hull of a
+//     query tile (keyRange) and the scan of its key tiles (find), the
+//     head-parameter loads (headValues), the K/V copies and the
+//     double-buffered tile loop (copyKV, pipeline), the mma.sync tile
+//     products (product16, accumulate, pack);
+//   - partial tiles (partial.go): the predicate or the rows' key intervals
+//     per element (maskPartial), and the masked-value rule's vote,
+//     zeroing and IEEE add-back (sanitizeIn, voteNonFinite, indicators,
+//     addBack);
+//   - the score stage (score.go): where a tile's q.k become probabilities.
+//     Each concept is one method, called by every kernel at the same point
+//     (TestScoreStageOnce checks the callers): scoreStage, when a tile's
+//     scores are complete and not yet masked (the sm_80 and sm_90a
+//     forwards' tile, both backward kernels' S or S^T), where soft-capping
+//     (s <- c tanh(s/c)) and ALiBi (s <- s - slope[h] (i - j)) go, with
+//     the fragment's query and key positions (scoreAt) and the query head
+//     (kit.qhead); scoreGrad, when the backward has formed dS, where the
+//     stage's derivative goes (soft-capping's 1 - tanh^2); prob, the one
+//     exponentiation of a score, 2^(s scale log2(e) + bias) (the online
+//     softmax's bias -m, the backward's -lse log2(e)); rowTotal, where the
+//     forwards' epilogue (finish) uses a row's final l with its m, where a
+//     learned sink logit per head joins the denominator (and so the lse the
+//     backward reads; its gradient goes next to delta in the dq kernel).
+//     Without score modifications scoreStage, scoreGrad and rowTotal emit
+//     nothing. The online softmax (softmax), lg2 and the forwards'
+//     epilogue (finish) are there too.
+//
+// TestKernelsGolden hashes the PTX and the descriptions of every example's
+// kernels for every target (testdata/kernels.sha256): a change of the
+// toolkit or of a kernel that is meant to leave the PTX as it is must pass
+// it unchanged.
 //
 // # Pieces
 //
@@ -63,12 +139,17 @@
 //     Memo shares values between renderings in one block by the arguments
 //     they depend on, so the per-element predicate computes row-only values
 //     once per row and column-only values once per column.
-//   - forward.go: the forward kernel, its parameter layout and Launch
-//     geometry (the grid's query tiles come from mask.MaxQueries).
-//   - heads.go: head parameters (below): the head_params parameter, where
-//     it goes in each kernel's list, and the loads of a head's values.
-//   - backward.go: the backward pass, two kernels in one module, its
-//     parameter layouts and BackwardLaunch geometry.
+//   - kernels.go: Kernels and KernelSet, the kernels of a target.
+//   - kit.go, params.go, partial.go, score.go: the toolkit (above).
+//   - forward.go: the forward's API: Config, Forward, its Launch geometry
+//     (the grid's query tiles come from mask.MaxQueries) and arguments,
+//     GenerateForward; fwd80.go: the sm_80 forward kernel.
+//   - heads.go: head parameters (below): the head_params parameter and the
+//     loads of a head's values.
+//   - backward.go: the backward pass, two kernels in one module, its API
+//     (Backward, BackwardLaunch) and the pieces both kernels share; dq.go
+//     and dkv.go: the dq and dk/dv kernels.
+//   - tree.go: TreeArrays, a tree kernel's arrays.
 //   - hopper.go: the sm_90a forward kernel and its tensor maps
 //     (Forward.TensorMaps). The op table marks its ops (wgmma, mbarrier,
 //     the bulk tensor copy, the proxy fences; hopperOps) with the SM that

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/attngen/attngen/gen"
 	"github.com/attngen/attngen/runtime/gpu"
 	"github.com/attngen/attngen/runtime/mask"
 )
@@ -23,7 +24,7 @@ const headParamsName = gpu.HeadParamsParam
 
 // headParamsParam describes the head_params parameter of the plan's
 // kernels, naming each head parameter with its range.
-func (g *fwd) headParamsParam() Param {
+func (g *kit) headParamsParam() Param {
 	hps := g.p.HeadParams()
 	var names []string
 	for _, hp := range hps {
@@ -32,35 +33,12 @@ func (g *fwd) headParamsParam() Param {
 	return Param{Name: headParamsName, T: U64, Doc: fmt.Sprintf("head parameters [heads_q][%d], s32, head-major: %s", len(hps), strings.Join(names, ", "))}
 }
 
-// withHeadParams returns the parameter list ps with head_params inserted
-// after the mask's run-time data (the document or tree arrays), or after
-// lse and delta when there is none, for a plan with head parameters; ps
-// itself for the others.
-func (g *fwd) withHeadParams(ps []Param) []Param {
-	if len(g.p.HeadParams()) == 0 {
-		return ps
-	}
-	at := -1
-	for k, p := range ps {
-		switch p.Name {
-		case "lse", "delta", "doc_end", "tree_info":
-			at = k + 1
-		}
-	}
-	if at < 0 {
-		panic("BUG: ptx: a parameter list without lse")
-	}
-	out := append([]Param(nil), ps[:at]...)
-	out = append(out, g.headParamsParam())
-	return append(out, ps[at:]...)
-}
-
 // headValues loads the values of the plan's head parameters at query head
 // h (a 32-bit operand below heads_q) from head_params into fresh
 // registers, which the programs rendered after it read (g.env); nothing
 // for plans without head parameters. A kernel that computes several heads
 // calls it once per head, before the programs of that head.
-func (g *fwd) headValues(h Operand) {
+func (g *kit) headValues(h Operand) {
 	hps := g.p.HeadParams()
 	if len(hps) == 0 {
 		return
@@ -79,15 +57,15 @@ func (g *fwd) headValues(h Operand) {
 // env is the environment of a plan program rendered in the kernel: the
 // arguments, the kernel's document or tree arrays and the current head's
 // parameter values.
-func (g *fwd) env(args ...Operand) Env {
+func (g *kit) env(args ...Operand) Env {
 	return Env{Args: args, Docs: g.docRegs, Heads: g.heads}
 }
 
 // maskHeadParams are the plan's head parameters as runtime/mask describes
 // them (nil: none).
-func (g *fwd) maskHeadParams() []mask.HeadParam {
+func maskHeadParams(p *gen.Plan) []mask.HeadParam {
 	var out []mask.HeadParam
-	for _, hp := range g.p.HeadParams() {
+	for _, hp := range p.HeadParams() {
 		out = append(out, mask.HeadParam{Name: hp.Name, Min: hp.Min, Max: hp.Max})
 	}
 	return out

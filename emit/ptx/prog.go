@@ -35,12 +35,12 @@ type HeadVal struct {
 }
 
 // DocRegs are the b64 global addresses of a document kernel's three s32
-// arrays over key positions (see forwardParams): the document id, the
+// arrays over key positions (docParams): the document id, the
 // first and the last position of each position's document.
 type DocRegs struct {
 	ID, Start, End Reg
 	// Tree, for a tree kernel, holds its parent-array arrays instead
-	// (treeForwardParams); ID, Start and End are then unused.
+	// (treeParams); ID, Start and End are then unused.
 	Tree *TreeRegs
 }
 

@@ -35,11 +35,11 @@ func progKernelHeads(p *gen.Prog, bind map[int]int64, docs bool, heads *progHead
 	tree := docs && p.UsesTree()
 	switch {
 	case tree:
-		f.Params = append(f.Params, treeForwardParams()[5:9]...)
+		f.Params = append(f.Params, treeParams...)
 	case docs:
-		f.Params = append(f.Params, forwardParams(true)[5:8]...)
+		f.Params = append(f.Params, docParams...)
 	}
-	g := &fwd{f: f}
+	g := &kit{f: f}
 	loadHeads := heads != nil && heads.imm == nil
 	if loadHeads {
 		g.p = &gen.Plan{Pattern: spec.Pattern{Params: heads.params}}

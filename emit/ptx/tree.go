@@ -6,22 +6,6 @@ import (
 	"github.com/attngen/attngen/runtime/mask"
 )
 
-// treeForwardParams is the parameter layout of a tree kernel (a plan that
-// reads a parent array): forwardParams' with, after lse, the four device
-// addresses of TreeArrays' arrays in place of the document arrays.
-func treeForwardParams() []Param {
-	ps := forwardParams(false)
-	tree := []Param{
-		{Name: "tree_lo", T: U64, Doc: "per position [seq_k], s32: the largest t with keys 0..t all ancestors-or-self"},
-		{Name: "tree_off", T: U64, Doc: "per position [seq_k], s32: first word of the position's row in tree_anc (0 in the leading chain)"},
-		{Name: "tree_anc", T: U64, Doc: "ancestor rows of the positions past the chain, b32 words: bit c of a row is position chain+c"},
-		{Name: "tree_info", T: U64, Doc: "s32[3]: the leading chain's length, the least tree_lo past it, its largest chain ancestor past it"},
-	}
-	out := append([]Param(nil), ps[:5]...)
-	out = append(out, tree...)
-	return append(out, ps[5:]...)
-}
-
 // TreeArrays returns the arrays a tree kernel reads for a parent array
 // (one entry per key position, shared by every batch element and head;
 // see mask.Docs.ResetTree): lo[i] is TreeLo(i); each position past the

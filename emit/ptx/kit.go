@@ -1,0 +1,541 @@
+package ptx
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/attngen/attngen/gen"
+	"github.com/attngen/attngen/runtime/gpu"
+	"github.com/attngen/attngen/runtime/mask"
+)
+
+// maxSeq bounds seq_k; RenderProg's range analysis (ArgMax) relies on it.
+const maxSeq = gpu.MaxSeq
+
+// Class values of the tile class program (mask.Class), as s32 immediates.
+const (
+	cEmpty   = int64(mask.Empty)
+	cPartial = int64(mask.Partial)
+	cFull    = int64(mask.Full)
+)
+
+var negInf = Fimm(float32(math.Inf(-1)))
+
+// geom is a kernel's geometry: everything the toolkit's pieces need to
+// know about the kernel they are emitted into, stated by each kernel
+// (never read from the package's tile constants).
+type geom struct {
+	tileQ    int  // query rows per CTA (per work item; the dk/dv kernel: per query-tile step)
+	tileK    int  // keys per key tile
+	threads  int  // compute threads per CTA: those that scan, vote, and write results
+	D        int  // head dimension
+	RS       int  // shared-memory row pitch of a padded tile, bytes (rowStride; 0: no padded tiles)
+	elem     Type // BF16 or F16
+	st       int  // residue stride (1: identity layout); global row pitch multiplier
+	docs     bool // the kernel's programs read document arrays
+	tree     bool // the plan reads a tree (the tree arrays replace the document arrays)
+	hasHeads bool // the plan has head parameters (head_params)
+}
+
+// warps is the compute warps per CTA.
+func (g geom) warps() int { return g.threads / 32 }
+
+// rowStride is the shared-memory row pitch of a tile: D bf16 values plus
+// 16 bytes of padding, which staggers ldmatrix rows across banks.
+func rowStride(d int) int { return 2*d + 16 }
+
+// planGeom checks that target t can render plan p (its element type,
+// tile sizes, head dimension, layout and programs) and returns the plan's
+// part of a kernel's geometry: head dimension, element type, layout
+// stride and run-time data; the kernel states its tiles, threads and row
+// pitch.
+func planGeom(p *gen.Plan, t Target) (geom, error) {
+	if err := t.Check(); err != nil {
+		return geom{}, err
+	}
+	elem, _ := t.ElemType()
+	if q, k := t.TileSizes(p.HeadDim); p.TileQ != q || p.TileK != k {
+		return geom{}, fmt.Errorf("ptx: plan tiles %dx%d, the %s forward kernel runs %dx%d (compile the plan for a ptx.Target)", p.TileQ, p.TileK, t.Arch(), q, k)
+	}
+	if err := t.Supports(p.HeadDim); err != nil {
+		return geom{}, err
+	}
+	if p.Score.Active() {
+		return geom{}, fmt.Errorf("ptx: plan %s: the %s kernels do not render a score stage (%s) yet; generate with -sm none", p.Name, t.Arch(), p.Score)
+	}
+	st := 1
+	switch {
+	case p.Layout.Kind == gen.Residue && p.Layout.Stride >= 1:
+		st = p.Layout.Stride
+	case p.Layout.Kind != gen.Identity:
+		return geom{}, fmt.Errorf("ptx: %s layout cannot be rendered", p.Layout.Kind)
+	}
+	for _, pr := range []struct {
+		name string
+		p    *gen.Prog
+		args int
+		res  int
+	}{{"predicate", p.Pred, 2, 1}, {"hull", p.Hull, 3, 2}, {"class", p.Class, 4, 1}} {
+		if pr.p == nil {
+			return geom{}, fmt.Errorf("ptx: plan %s: no %s program", p.Name, pr.name)
+		}
+		if len(pr.p.Args) != pr.args || len(pr.p.Results) != pr.res {
+			return geom{}, fmt.Errorf("ptx: plan %s: the %s program %s takes %d arguments and returns %d values, want %d and %d", p.Name, pr.name, pr.p.Name, len(pr.p.Args), len(pr.p.Results), pr.args, pr.res)
+		}
+	}
+	g := geom{D: p.HeadDim, elem: elem, st: st, tree: p.UsesTree(), hasHeads: len(p.HeadParams()) > 0}
+	g.docs = p.Pred.UsesDocs() || p.Hull.UsesDocs() || p.Class.UsesDocs()
+	if g.docs && st > 1 {
+		return geom{}, fmt.Errorf("ptx: document masks with a residue layout are not supported")
+	}
+	return g, nil
+}
+
+// newKit is the toolkit for a kernel named name of plan p with geometry g.
+func newKit(p *gen.Plan, cfg Config, g geom, name string) *kit {
+	return &kit{p: p, cfg: cfg, geom: g, f: NewFunc(name)}
+}
+
+func layoutText(l gen.Layout) string {
+	if l.Kind == gen.Residue {
+		return fmt.Sprintf("%s (stride %d)", l.Kind, l.Stride)
+	}
+	return l.Kind.String()
+}
+
+// kit is the kernel toolkit: the pieces every kernel of the package is
+// made of, emitted into the kernel's function f for its geometry (the
+// embedded geom). The kernels (fwd80, bwdK, hop) embed it and add their
+// own pieces; none of them redefines one of the toolkit's
+// (TestKitNotShadowed).
+type kit struct {
+	geom
+	p       *gen.Plan
+	cfg     Config
+	f       *Func
+	pitch   int64
+	docRegs *DocRegs // document arrays (document kernels), else nil
+	// par is the kernel's parameters by name as readParams read them:
+	// device addresses (generic to global), tensor-map addresses, scalars
+	par map[string]Operand
+	// next, if set, is where a CTA whose query tile lies past its residue
+	// class's queries goes (the persistent kernel's next work item);
+	// otherwise it returns
+	next string
+	// barSrc, if set, is the named barrier (id, threads) the kernel's
+	// CTA-wide barriers use among its compute threads (the sm_90a kernel's
+	// consumer warpgroups, beside a producer warp); nil: bar.sync 0
+	barSrc []Operand
+	// voters is the warps that vote in voteNonFinite (0: every warp)
+	voters int
+
+	// headBase is the b64 address of head_params and heads the current
+	// query head's values (headValues), for plans with head parameters
+	headBase Operand
+	heads    []HeadVal
+	// qhead is the query head being computed (the score stage's)
+	qhead Operand
+
+	// per-thread values
+	tid, lane, warp, g4, t4 Operand
+	sq, sk                  Operand
+	hq, hkv                 Operand // heads_q, heads_kv
+	ch16w                   Operand // b64 chunk offset of this thread's copies (copyLanes)
+	kbase, vbase            Operand // b64 global + ch*16
+	smem                    Operand
+	copyS                   Operand // rb*RS + ch*16
+	rb                      Operand // copy row of this thread
+	kthi                    Operand
+	scl                     Operand
+	i0, i1                  Operand // absolute positions of the thread's two rows
+}
+
+// cpr is the number of 16-byte chunks per row; rowStep the rows the
+// compute threads cover per copy step.
+func (g *kit) cpr() int { return g.D / 8 }
+
+func (g *kit) rowStep() int { return g.threads / g.cpr() }
+
+// bar emits the kernel's barrier among its compute threads: bar.sync 0,
+// or the named barrier barSrc.
+func (g *kit) bar() {
+	if g.barSrc != nil {
+		g.f.Emit(Inst{Op: OpBarN, Src: g.barSrc})
+		return
+	}
+	g.f.Emit(Inst{Op: OpBar, Src: []Operand{I(0)}})
+}
+
+func (g *kit) param(name string, t Type) Operand {
+	r := g.f.NewReg(t)
+	g.f.Emit(Inst{Op: OpLdParam, T: t, Dst: []Operand{R(r)}, Src: []Operand{AddrSym(name, 0)}})
+	return R(r)
+}
+
+func (g *kit) global(name string) Operand {
+	a := g.param(name, U64)
+	r := g.f.NewReg(U64)
+	g.f.Emit(Inst{Op: OpCvtaGlob, Dst: []Operand{R(r)}, Src: []Operand{a}})
+	return R(r)
+}
+
+// wide returns base + x*c as a b64 address (x u32).
+func (g *kit) wide(base, x Operand, c int64) Operand {
+	f := g.f
+	off := f.NewReg(U64)
+	f.Emit(Inst{Op: OpMulWide, T: U32, Dst: []Operand{R(off)}, Src: []Operand{f.reg(U32, x), I(c)}})
+	return f.Op3(OpAdd, U64, base, R(off))
+}
+
+// readParams emits the loads of the kernel's parameters, in the order of
+// its list (kernelParams): device addresses converted to global ones,
+// but tensor maps (tmap_*), whose addresses the bulk tensor copies take
+// as they are, and the scalars. It sets the mask's run-time data (a
+// tree's arrays, or documents', and head_params, whose values headValues
+// loads per head) and the shape.
+func (g *kit) readParams() {
+	g.par = map[string]Operand{}
+	for _, p := range g.f.Params {
+		switch {
+		case p.T == U64 && strings.HasPrefix(p.Name, "tmap_"):
+			g.par[p.Name] = g.param(p.Name, U64)
+		case p.T == U64:
+			g.par[p.Name] = g.global(p.Name)
+		default:
+			g.par[p.Name] = g.param(p.Name, p.T)
+		}
+	}
+	reg := func(name string) Reg { return g.par[name].Reg }
+	switch {
+	case g.tree:
+		g.docRegs = &DocRegs{Tree: &TreeRegs{Lo: reg("tree_lo"), Off: reg("tree_off"), Anc: reg("tree_anc"), Info: reg("tree_info")}}
+	case g.docs:
+		g.docRegs = &DocRegs{ID: reg("doc_id"), Start: reg("doc_start"), End: reg("doc_end")}
+	}
+	if g.hasHeads {
+		g.headBase = g.par[headParamsName]
+	}
+	g.sq, g.sk, g.hq, g.hkv, g.scl = g.par["seq_q"], g.par["seq_k"], g.par["heads_q"], g.par["heads_kv"], g.par["scale_log2"]
+}
+
+// prologue emits what every kernel starts with: its parameters
+// (readParams), the thread index and, for a grid of tiles (grid), the
+// CTA's coordinates cta (%ctaid.x, .y, .z; the persistent sm_90a kernel
+// decodes work items instead), the values of the query head %ctaid.y when
+// headAtCTA (kernels whose CTA computes one query head and reads its
+// values first), then the lane coordinates: warp, lane, and the mma
+// fragment's row group g4 and column pair t4.
+func (g *kit) prologue(grid, headAtCTA bool) (cta [3]Operand) {
+	f := g.f
+	f.Comment("parameters and thread coordinates")
+	g.readParams()
+	g.tid = g.special("%tid.x")
+	if grid {
+		cta = [3]Operand{g.special("%ctaid.x"), g.special("%ctaid.y"), g.special("%ctaid.z")}
+	}
+	if headAtCTA {
+		g.headValues(cta[1])
+	}
+	g.warp = f.Op3(OpShr, U32, g.tid, I(5))
+	g.lane = f.Op3(OpAnd, B32, g.tid, I(31))
+	g.g4 = f.Op3(OpShr, U32, g.lane, I(2))
+	g.t4 = f.Op3(OpAnd, B32, g.lane, I(3))
+	return cta
+}
+
+// copyLanes emits the shared memory's base (smem) and this thread's part
+// of the cp.async copies of padded tiles: its 16-byte chunk of a row, the
+// first row it copies (rb; then every rowStep rows), its shared offset
+// copyS = rb*RS + chunk*16 and the chunk's byte offset ch16w (b64) in
+// global rows.
+func (g *kit) copyLanes() {
+	f := g.f
+	g.smem = R(f.Mov(U32, Sym("smem")))
+	ch := f.Op3(OpAnd, B32, g.tid, I(int64(g.cpr()-1)))
+	g.rb = f.Op3(OpShr, U32, g.tid, I(int64(log2(int64(g.cpr())))))
+	ch16 := f.MulC(ch, 16)
+	g.copyS = f.Add(f.MulC(g.rb, int64(g.RS)), ch16)
+	w := f.NewReg(U64)
+	f.Emit(Inst{Op: OpCvtWide, T: U64, T2: U32, Dst: []Operand{R(w)}, Src: []Operand{f.reg(U32, ch16)}})
+	g.ch16w = R(w)
+}
+
+// ldmRowCol is this lane's ldmatrix.x4 offset in a padded tile for an A
+// operand (16 rows by 16 columns: row (l&7) + 8((l>>3)&1), column
+// 8(l>>4)) and, the same, for a B operand read with .trans.
+func (g *kit) ldmRowCol() Operand {
+	f := g.f
+	lrow := f.Add(f.Op3(OpAnd, B32, g.lane, I(7)), f.MulC(f.Op3(OpAnd, B32, f.Op3(OpShr, U32, g.lane, I(3)), I(1)), 8))
+	lcol2 := f.MulC(f.Op3(OpShr, U32, g.lane, I(4)), 16) // 8 columns * 2 bytes
+	return f.Add(f.MulC(lrow, int64(g.RS)), lcol2)
+}
+
+// ldmKey is this lane's ldmatrix.x4 offset in a padded tile for a B
+// operand read without .trans (keys by columns): key (l&7) + 8(l>>4),
+// column 8((l>>3)&1).
+func (g *kit) ldmKey() Operand {
+	f := g.f
+	return f.Add(f.MulC(f.Add(f.Op3(OpAnd, B32, g.lane, I(7)), f.MulC(f.Op3(OpShr, U32, g.lane, I(4)), 8)), int64(g.RS)),
+		f.MulC(f.Op3(OpAnd, B32, f.Op3(OpShr, U32, g.lane, I(3)), I(1)), 16))
+}
+
+func (g *kit) special(n string) Operand { return R(g.f.Mov(U32, Special(n))) }
+
+func (g *kit) mma(d [4]Reg, a [4]Reg, b0, b1 Reg) {
+	g.f.Emit(Inst{Op: OpMma, T: g.elem, Dst: []Operand{Vec(d[:]...)}, Src: []Operand{Vec(a[:]...), Vec(b0, b1), Vec(d[:]...)}})
+}
+
+// frag loads the ldmatrix.x4 (or .trans) fragment at addr+off.
+func (g *kit) frag(op Op, addr Operand, off int64) [4]Reg {
+	var r [4]Reg
+	for x := range r {
+		r[x] = g.f.NewReg(B32)
+	}
+	g.f.Emit(Inst{Op: op, Dst: []Operand{Vec(r[:]...)}, Src: []Operand{Addr(addr.Reg, off)}})
+	return r
+}
+
+func zeros(f *Func, n int) [][4]Reg {
+	a := make([][4]Reg, n)
+	for i := range a {
+		for x := range a[i] {
+			a[i][x] = f.Mov(F32, Fimm(0))
+		}
+	}
+	return a
+}
+
+// product16 accumulates a 16 x n product into c (n/8 blocks of 8
+// columns, n = 8 len(c)): A rows from a [16][D] tile at aA (this warp's
+// rows, ldmatrix lane offset included; or the fragments aRegs) times the
+// transpose of an [n][D] tile at bB (the aK lane offset included), over D.
+func (g *kit) product16(c [][4]Reg, aA, bB Operand, aRegs [][4]Reg) {
+	for ks := 0; ks < g.D/16; ks++ {
+		a := [4]Reg{}
+		if aRegs != nil {
+			a = aRegs[ks]
+		} else {
+			a = g.frag(OpLdmatrix, aA, int64(ks*32))
+		}
+		for np := 0; np < len(c)/2; np++ {
+			b := g.frag(OpLdmatrix, bB, int64(np*16*g.RS+ks*32))
+			g.mma(c[2*np], a, b[0], b[1])
+			g.mma(c[2*np+1], a, b[2], b[3])
+		}
+	}
+}
+
+// accumulate adds A (k-steps of 16 over the rows of a tile) times the
+// tile at bT (read with ldmatrix.trans, aRowCol lane offset
+// included) into acc (D/8 blocks).
+func (g *kit) accumulate(acc [][4]Reg, a [][4]Reg, bT Operand) {
+	for kk := range a {
+		for dp := 0; dp < g.D/16; dp++ {
+			b := g.frag(OpLdmatrixT, bT, int64(kk*16*g.RS+dp*32))
+			g.mma(acc[2*dp], a[kk], b[0], b[1])
+			g.mma(acc[2*dp+1], a[kk], b[2], b[3])
+		}
+	}
+}
+
+// pack converts a 16 x n f32 fragment set (the C layout of n/8 blocks)
+// into the A fragments of its n/16 k-steps.
+func (g *kit) pack(s [][4]Reg) [][4]Reg {
+	f := g.f
+	pt := BF16x2
+	if g.elem == F16 {
+		pt = F16x2
+	}
+	pk := func(hi, lo Reg) Reg {
+		r := f.NewReg(B32)
+		f.Emit(Inst{Op: OpCvtPack, T: pt, Dst: []Operand{R(r)}, Src: []Operand{R(hi), R(lo)}})
+		return r
+	}
+	a := make([][4]Reg, len(s)/2)
+	for kk := range a {
+		a[kk] = [4]Reg{pk(s[2*kk][1], s[2*kk][0]), pk(s[2*kk][3], s[2*kk][2]), pk(s[2*kk+1][1], s[2*kk+1][0]), pk(s[2*kk+1][3], s[2*kk+1][2])}
+	}
+	return a
+}
+
+// pipeline emits the double-buffered tile loop the kernels share: tile
+// cur (class ccur) is in buffer buf; each step finds the next tile
+// (find(cur+1)), starts its copies into the other buffer (load) unless it
+// is past last, waits for the current tile's copies, runs body between
+// two barriers, and moves on while cur <= last.
+func (g *kit) pipeline(stem string, cur, ccur, buf Reg, last Operand, find func(start Operand) (Reg, Reg, error), load func(t, buf Operand), body func() error) error {
+	f := g.f
+	loop := f.NewLabel(stem)
+	f.Place(loop)
+	nxt, cnxt, err := find(f.Add(R(cur), I(1)))
+	if err != nil {
+		return err
+	}
+	noload := f.NewLabel("noprefetch")
+	pl := f.Setp("gt", S32, R(nxt), last)
+	f.Bra(noload, &pl, false)
+	load(R(nxt), f.Op3(OpXor, B32, R(buf), I(1)))
+	f.Place(noload)
+	f.Emit(Inst{Op: OpCpCommit})
+	f.Emit(Inst{Op: OpCpWait, Src: []Operand{I(1)}})
+	f.Emit(Inst{Op: OpBar, Src: []Operand{I(0)}})
+	if err := body(); err != nil {
+		return err
+	}
+	f.Emit(Inst{Op: OpBar, Src: []Operand{I(0)}})
+	f.Set(U32, cur, R(nxt))
+	f.Set(U32, ccur, R(cnxt))
+	f.Into(OpXor, B32, buf, R(buf), I(1))
+	pc := f.Setp("le", S32, R(cur), last)
+	f.Bra(loop, &pc, false)
+	return nil
+}
+
+// residueClass emits the residue layout's split of ctaid.z (z) into the
+// class c = z mod st this CTA runs and the batch z / st, and the class's
+// query and key counts (gen.ResidueProg rendered with st).
+func (g *kit) residueClass(z, sqAll, skAll Operand, st int64) (c, b, nq, nk Operand, err error) {
+	f := g.f
+	f.Comment(fmt.Sprintf("residue layout, stride %d: this CTA runs class c = ctaid.z mod %d on positions c, c+%d, ...", st, st, st))
+	c = f.FloorMod(z, st)
+	b = f.FloorDiv(z, st)
+	res := gen.ResidueProg()
+	f.CommentProg(fmt.Sprintf("the class's queries and keys, st = %d", st), res)
+	nqk, err := RenderInts(f, res, Env{Args: []Operand{c, sqAll, skAll, I(st)}})
+	if err != nil {
+		return c, b, nq, nk, err
+	}
+	return c, b, nqk[0], nqk[1], nil
+}
+
+// residueQueries is residueClass for a CTA of query tile rows from qrow0
+// of its class: CTAs past the class's queries return, the class's segment
+// sizes become g.sq and g.sk, and qRow is the tensor row of the tile's
+// first query (the class's queries are its last nq keys).
+func (g *kit) residueQueries(z, sqAll, skAll, qrow0 Operand, st int64) (c, b, qRow Operand, err error) {
+	f := g.f
+	c, b, nq, nk, err := g.residueClass(z, sqAll, skAll, st)
+	if err != nil {
+		return c, b, qRow, err
+	}
+	first := f.Sub(nk, nq)
+	offAll := f.Sub(skAll, sqAll)
+	run := f.Setp("lt", S32, qrow0, nq)
+	if g.next != "" {
+		f.Bra(g.next, &run, true)
+	} else {
+		exit := f.NewLabel("run")
+		f.Bra(exit, &run, false)
+		f.Emit(Inst{Op: OpRet})
+		f.Place(exit)
+	}
+	g.sq, g.sk = nq, nk
+	return c, b, f.Sub(f.Add(c, f.MulC(f.Add(first, qrow0), st)), offAll), nil
+}
+
+// keyRange emits the key-tile range of the query tile whose first row is
+// qrow0 (positions q0 = qrow0 + off to q1, its last row below seq_q plus
+// off): the plan's key hull of those positions, clipped to [0, seq_k-1].
+// It sets g.kthi to the last tile and returns q0, q1 and the first tile.
+func (g *kit) keyRange(qrow0, off Operand) (q0, q1, ktlo Operand, err error) {
+	f := g.f
+	f.Comment("key-tile range: the plan's key hull of this tile's query positions, hull(q0, q1, 0), clipped to [0, seq_k-1]")
+	q0 = f.Add(qrow0, off)
+	q1 = f.Add(f.Sub(f.Min(f.Add(qrow0, I(int64(g.tileQ))), g.sq), I(1)), off)
+	f.CommentProg("key hull", g.p.Hull)
+	hull, err := RenderInts(f, g.p.Hull, g.env(q0, q1, I(0)))
+	if err != nil {
+		return q0, q1, ktlo, err
+	}
+	lo := f.Max(hull[0], I(0))
+	hi := f.Min(hull[1], f.Sub(g.sk, I(1)))
+	// floored: an empty hull gives last < 0
+	ktlo = f.FloorDiv(lo, int64(g.tileK))
+	g.kthi = f.reg(S32, f.FloorDiv(hi, int64(g.tileK)))
+	return q0, q1, ktlo, nil
+}
+
+// find emits a scan from key tile start to the first tile at or past it
+// whose class (the plan's class(q0, q1, k0, k1) program) is not empty, or
+// past kthi. After an empty tile it jumps to the tile holding the next key
+// the plan's hull allows at or past the following tile (hull(q0, q1, x)'s
+// next), so that long runs of empty tiles (between the sinks and the
+// window of a sink+window mask) cost one step. Full tiles that run past
+// seq_k are demoted to partial so the key bound is checked.
+func (g *kit) find(start, q0, q1 Operand) (t, c Reg, err error) {
+	f := g.f
+	t, c = f.Mov(U32, start), f.Mov(U32, I(cEmpty))
+	scan, done := f.NewLabel("scan"), f.NewLabel("found")
+	f.Place(scan)
+	past := f.Setp("gt", S32, R(t), g.kthi)
+	f.Bra(done, &past, false)
+	k0 := f.MulC(R(t), int64(g.tileK))
+	kend := f.Add(k0, I(int64(g.tileK)))
+	k1 := f.Sub(f.Min(kend, g.sk), I(1))
+	f.Comment("tile class: the plan's class program")
+	cls, err := RenderInts(f, g.p.Class, g.env(q0, q1, k0, k1))
+	if err != nil {
+		return t, c, err
+	}
+	f.Set(U32, c, f.reg(S32, cls[0]))
+	over := f.PAnd(f.Setp("gt", S32, kend, g.sk), f.Setp("eq", S32, R(c), I(cFull)))
+	f.Emit(Inst{Op: OpMov, T: U32, Guard: &over, Dst: []Operand{R(c)}, Src: []Operand{I(cPartial)}})
+	empty := f.Setp("eq", S32, R(c), I(cEmpty))
+	f.Bra(done, &empty, true)
+	f.Comment("empty tile: jump to the tile of the first key at or past the next tile that the key hull allows")
+	f.CommentProg("key hull", g.p.Hull)
+	h, err := RenderInts(f, g.p.Hull, g.env(q0, q1, kend))
+	if err != nil {
+		return t, c, err
+	}
+	f.Set(U32, t, f.Max(f.Add(R(t), I(1)), f.FloorDiv(h[0], int64(g.tileK))))
+	f.Bra(scan, nil, false)
+	f.Place(done)
+	return t, c, nil
+}
+
+// copyKV issues the cp.async copies of key tile kt into the K tile at
+// base() (rendered after the comment) and the V tile vOff bytes after it,
+// keys past seq_k zero-filled. A tile wholly below seq_k (every tile but
+// the last) takes one address per tensor and immediate offsets per row;
+// the last tile checks and clamps each row.
+func (g *kit) copyKV(kt Operand, base func() Operand, vOff int64) {
+	f := g.f
+	f.Comment("K and V tile copies, keys past seq_k zero-filled")
+	sb := base()
+	sK := f.Add(sb, g.copyS)
+	k0 := f.MulC(kt, int64(g.tileK))
+	key0 := f.Add(k0, g.rb)
+	last := f.Sub(g.sk, I(1))
+	rowBytes := g.pitch * int64(2*g.D)
+	// immediate address offsets are s32: a huge residue stride takes the
+	// checked path for every tile
+	fast := int64(g.tileK-g.rowStep())*rowBytes <= math.MaxInt32
+	tail, done := f.NewLabel("tailcopy"), f.NewLabel("copied")
+	if fast {
+		over := f.Setp("gt", S32, f.Add(k0, I(int64(g.tileK-1))), last)
+		f.Bra(tail, &over, false)
+		ks := g.wide(g.kbase, key0, rowBytes)
+		vs := g.wide(g.vbase, key0, rowBytes)
+		for it := 0; it < g.tileK/g.rowStep(); it++ {
+			so, gOff := int64(it*g.rowStep()*g.RS), int64(it*g.rowStep())*rowBytes
+			f.Emit(Inst{Op: OpCpAsync, Dst: []Operand{Addr(sK.Reg, so)}, Src: []Operand{Addr(ks.Reg, gOff), I(16), I(16)}})
+			f.Emit(Inst{Op: OpCpAsync, Dst: []Operand{Addr(sK.Reg, so+vOff)}, Src: []Operand{Addr(vs.Reg, gOff), I(16), I(16)}})
+		}
+		f.Bra(done, nil, false)
+	}
+	f.Place(tail)
+	for it := 0; it < g.tileK/g.rowStep(); it++ {
+		key := f.Add(key0, I(int64(it*g.rowStep())))
+		valid := f.Setp("le", S32, key, last)
+		size := f.Selp(U32, I(16), I(0), valid)
+		kc := f.Min(key, last)
+		so := int64(it * g.rowStep() * g.RS)
+		ks := g.wide(g.kbase, kc, rowBytes)
+		vs := g.wide(g.vbase, kc, rowBytes)
+		f.Emit(Inst{Op: OpCpAsync, Dst: []Operand{Addr(sK.Reg, so)}, Src: []Operand{Addr(ks.Reg, 0), I(16), size}})
+		f.Emit(Inst{Op: OpCpAsync, Dst: []Operand{Addr(sK.Reg, so+vOff)}, Src: []Operand{Addr(vs.Reg, 0), I(16), size}})
+	}
+	f.Place(done)
+}

@@ -1,0 +1,87 @@
+package ptx
+
+import (
+	"github.com/attngen/attngen/runtime/gpu"
+)
+
+// The kernels' parameters, each described once. Tensors are row-major
+// [batch][heads][seq][D]; elem is the target's element type.
+var (
+	parQ    = Param{Name: "q", T: U64, Doc: "queries [batch][heads_q][seq_q][D], elem"}
+	parK    = Param{Name: "k", T: U64, Doc: "keys [batch][heads_kv][seq_k][D], elem"}
+	parV    = Param{Name: "v", T: U64, Doc: "values [batch][heads_kv][seq_k][D], elem"}
+	parO    = Param{Name: "o", T: U64, Doc: "output [batch][heads_q][seq_q][D], elem"}
+	parLSE  = Param{Name: "lse", T: U64, Doc: "log-sum-exp [batch][heads_q][seq_q], f32 (natural log)"}
+	parFwdO = Param{Name: "o", T: U64, Doc: "forward output [batch][heads_q][seq_q][D], elem"}
+	parDO   = Param{Name: "dout", T: U64, Doc: "gradient of the output [batch][heads_q][seq_q][D], elem"}
+	parFLSE = Param{Name: "lse", T: U64, Doc: "forward log-sum-exp [batch][heads_q][seq_q], f32 (natural log)"}
+	parDlt  = Param{Name: "delta", T: U64, Doc: "rowsum(dout * out) [batch][heads_q][seq_q], f32 (written by the dq kernel, read by the dk/dv kernel)"}
+	parDQ   = Param{Name: "dq", T: U64, Doc: "query gradient [batch][heads_q][seq_q][D], f32"}
+	parDK   = Param{Name: "dk", T: U64, Doc: "key gradient [batch][heads_kv][seq_k][D], f32"}
+	parDV   = Param{Name: "dv", T: U64, Doc: "value gradient [batch][heads_kv][seq_k][D], f32"}
+	parTmQ  = Param{Name: "tmap_q", T: U64, Doc: "address of the tensor map of q (TensorMaps) in global memory"}
+	parTmK  = Param{Name: "tmap_k", T: U64, Doc: "address of the tensor map of k (TensorMaps)"}
+	parTmV  = Param{Name: "tmap_v", T: U64, Doc: "address of the tensor map of v (TensorMaps)"}
+	parScl  = Param{Name: "scale", T: F32, Doc: "softmax scale"}
+	parBat  = Param{Name: gpu.PersistentParam, T: U32, Doc: "batch elements: the persistent grid's work items are query tiles x heads_q x batch x residue classes"}
+)
+
+// docParams are a document kernel's arrays: per key position (absolute,
+// [seq_k], shared by every batch element and head) the s32 document id
+// (non-decreasing), the first and the last position of its document
+// (DocArrays).
+var docParams = []Param{
+	{Name: "doc_id", T: U64, Doc: "document id per position [seq_k], s32, non-decreasing"},
+	{Name: "doc_start", T: U64, Doc: "first position of the position's document [seq_k], s32"},
+	{Name: "doc_end", T: U64, Doc: "last position of the position's document [seq_k], s32"},
+}
+
+// treeParams are a tree kernel's arrays (TreeArrays), in place of the
+// document arrays.
+var treeParams = []Param{
+	{Name: "tree_lo", T: U64, Doc: "per position [seq_k], s32: the largest t with keys 0..t all ancestors-or-self"},
+	{Name: "tree_off", T: U64, Doc: "per position [seq_k], s32: first word of the position's row in tree_anc (0 in the leading chain)"},
+	{Name: "tree_anc", T: U64, Doc: "ancestor rows of the positions past the chain, b32 words: bit c of a row is position chain+c"},
+	{Name: "tree_info", T: U64, Doc: "s32[3]: the leading chain's length, the least tree_lo past it, its largest chain ancestor past it"},
+}
+
+// shapeParams are the scalars every kernel takes.
+var shapeParams = []Param{
+	{Name: "seq_q", T: U32, Doc: "query rows (<= seq_k); row r is position r + seq_k - seq_q"},
+	{Name: "seq_k", T: U32, Doc: "keys"},
+	{Name: "heads_q", T: U32, Doc: "query heads"},
+	{Name: "heads_kv", T: U32, Doc: "key/value heads; query head h reads h / (heads_q/heads_kv)"},
+	{Name: "scale_log2", T: F32, Doc: "softmax scale times log2(e)"},
+}
+
+// kernelParams is the one builder of a kernel's parameter list. Every
+// kernel's list has the same order:
+//
+//  1. tensors: the kernel's own device addresses (the sm_80 forward's
+//     q, k, v, o, lse; the dq kernel's q, k, v, o, dout, lse, delta; the
+//     dk/dv kernel's the same without o; the sm_90a kernel's o, lse);
+//  2. the mask's run-time data, from the geometry: the tree arrays
+//     (treeParams) of a tree plan or the document arrays (docParams) of a
+//     document kernel, then head_params for a plan with head parameters;
+//  3. after: the kernel's own addresses that follow (the backward's
+//     gradients, dq or dk and dv; the sm_90a kernel's tensor maps);
+//  4. the shape scalars (shapeParams);
+//  5. scalars: the kernel's own (the backward's scale, the persistent
+//     kernel's batch).
+//
+// readParams reads them in this order.
+func (g *kit) kernelParams(tensors, after, scalars []Param) []Param {
+	ps := append([]Param(nil), tensors...)
+	switch {
+	case g.tree:
+		ps = append(ps, treeParams...)
+	case g.docs:
+		ps = append(ps, docParams...)
+	}
+	if g.hasHeads {
+		ps = append(ps, g.headParamsParam())
+	}
+	ps = append(ps, after...)
+	ps = append(ps, shapeParams...)
+	return append(ps, scalars...)
+}
