@@ -48,7 +48,7 @@ func packages() []pkg {
 				}
 			},
 			bwd: func(v int) verify.RunBackward {
-				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape) error {
+				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape, _ []float32) error {
 					return bigbird.BackwardVariant(bigbird.Variant(v), dq, dk, dv, dout, q, k, vv, out, lse, bigbird.Shape(conv(s)))
 				}
 			},
@@ -83,7 +83,7 @@ func packages() []pkg {
 				}
 			},
 			bwd: func(v int) verify.RunBackward {
-				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape) error {
+				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape, _ []float32) error {
 					return block.BackwardVariant(block.Variant(v), dq, dk, dv, dout, q, k, vv, out, lse, block.Shape(conv(s)))
 				}
 			},
@@ -118,7 +118,7 @@ func packages() []pkg {
 				}
 			},
 			bwd: func(v int) verify.RunBackward {
-				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape) error {
+				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape, _ []float32) error {
 					return bridge.BackwardVariant(bridge.Variant(v), dq, dk, dv, dout, q, k, vv, out, lse, bridge.Shape(conv(s)))
 				}
 			},
@@ -153,7 +153,7 @@ func packages() []pkg {
 				}
 			},
 			bwd: func(v int) verify.RunBackward {
-				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape) error {
+				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape, _ []float32) error {
 					return causal.BackwardVariant(causal.Variant(v), dq, dk, dv, dout, q, k, vv, out, lse, causal.Shape(conv(s)))
 				}
 			},
@@ -188,7 +188,7 @@ func packages() []pkg {
 				}
 			},
 			bwd: func(v int) verify.RunBackward {
-				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape) error {
+				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape, _ []float32) error {
 					return chunked.BackwardVariant(chunked.Variant(v), dq, dk, dv, dout, q, k, vv, out, lse, chunked.Shape(conv(s)))
 				}
 			},
@@ -223,7 +223,7 @@ func packages() []pkg {
 				}
 			},
 			bwd: func(v int) verify.RunBackward {
-				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape) error {
+				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape, _ []float32) error {
 					return dilated.BackwardVariant(dilated.Variant(v), dq, dk, dv, dout, q, k, vv, out, lse, dilated.Shape(conv(s)))
 				}
 			},
@@ -258,7 +258,7 @@ func packages() []pkg {
 				}
 			},
 			bwd: func(v int) verify.RunBackward {
-				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape) error {
+				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape, _ []float32) error {
 					return document.BackwardVariant(document.Variant(v), dq, dk, dv, dout, q, k, vv, out, lse, docs, document.Shape(conv(s)))
 				}
 			},
@@ -293,7 +293,7 @@ func packages() []pkg {
 				}
 			},
 			bwd: func(v int) verify.RunBackward {
-				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape) error {
+				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape, _ []float32) error {
 					return except.BackwardVariant(except.Variant(v), dq, dk, dv, dout, q, k, vv, out, lse, except.Shape(conv(s)))
 				}
 			},
@@ -328,7 +328,7 @@ func packages() []pkg {
 				}
 			},
 			bwd: func(v int) verify.RunBackward {
-				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape) error {
+				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape, _ []float32) error {
 					return hetero.BackwardVariant(hetero.Variant(v), dq, dk, dv, dout, q, k, vv, out, lse, hetero.Shape(conv(s)))
 				}
 			},
@@ -363,7 +363,7 @@ func packages() []pkg {
 				}
 			},
 			bwd: func(v int) verify.RunBackward {
-				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape) error {
+				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape, _ []float32) error {
 					return hybrid.BackwardVariant(hybrid.Variant(v), dq, dk, dv, dout, q, k, vv, out, lse, hybrid.Shape(conv(s)))
 				}
 			},
@@ -398,7 +398,7 @@ func packages() []pkg {
 				}
 			},
 			bwd: func(v int) verify.RunBackward {
-				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape) error {
+				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape, _ []float32) error {
 					return longformer.BackwardVariant(longformer.Variant(v), dq, dk, dv, dout, q, k, vv, out, lse, longformer.Shape(conv(s)))
 				}
 			},
@@ -433,7 +433,7 @@ func packages() []pkg {
 				}
 			},
 			bwd: func(v int) verify.RunBackward {
-				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape) error {
+				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape, _ []float32) error {
 					return neighborhood.BackwardVariant(neighborhood.Variant(v), dq, dk, dv, dout, q, k, vv, out, lse, neighborhood.Shape(conv(s)))
 				}
 			},
@@ -468,7 +468,7 @@ func packages() []pkg {
 				}
 			},
 			bwd: func(v int) verify.RunBackward {
-				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape) error {
+				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape, _ []float32) error {
 					return offsets.BackwardVariant(offsets.Variant(v), dq, dk, dv, dout, q, k, vv, out, lse, offsets.Shape(conv(s)))
 				}
 			},
@@ -503,7 +503,7 @@ func packages() []pkg {
 				}
 			},
 			bwd: func(v int) verify.RunBackward {
-				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape) error {
+				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape, _ []float32) error {
 					return perhead.BackwardVariant(perhead.Variant(v), dq, dk, dv, dout, q, k, vv, out, lse, perhead.HeadParams{Window: headValues(s, 0), Sinks: headValues(s, 1)}, perhead.Shape(conv(s)))
 				}
 			},
@@ -544,7 +544,7 @@ func packages() []pkg {
 				}
 			},
 			bwd: func(v int) verify.RunBackward {
-				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape) error {
+				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape, _ []float32) error {
 					return prefixlm.BackwardVariant(prefixlm.Variant(v), dq, dk, dv, dout, q, k, vv, out, lse, prefixlm.Shape(conv(s)))
 				}
 			},
@@ -579,7 +579,7 @@ func packages() []pkg {
 				}
 			},
 			bwd: func(v int) verify.RunBackward {
-				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape) error {
+				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape, _ []float32) error {
 					return sebridge.BackwardVariant(sebridge.Variant(v), dq, dk, dv, dout, q, k, vv, out, lse, sebridge.Shape(conv(s)))
 				}
 			},
@@ -614,7 +614,7 @@ func packages() []pkg {
 				}
 			},
 			bwd: func(v int) verify.RunBackward {
-				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape) error {
+				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape, _ []float32) error {
 					return streaming.BackwardVariant(streaming.Variant(v), dq, dk, dv, dout, q, k, vv, out, lse, streaming.Shape(conv(s)))
 				}
 			},
@@ -655,7 +655,7 @@ func packages() []pkg {
 				}
 			},
 			bwd: func(v int) verify.RunBackward {
-				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape) error {
+				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape, _ []float32) error {
 					return tree.BackwardVariant(tree.Variant(v), dq, dk, dv, dout, q, k, vv, out, lse, docs, tree.Shape(conv(s)))
 				}
 			},
@@ -690,7 +690,7 @@ func packages() []pkg {
 				}
 			},
 			bwd: func(v int) verify.RunBackward {
-				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape) error {
+				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape, _ []float32) error {
 					return window.BackwardVariant(window.Variant(v), dq, dk, dv, dout, q, k, vv, out, lse, window.Shape(conv(s)))
 				}
 			},

@@ -13,7 +13,7 @@ import (
 // does (NaiveGradRounded with bf16 rounding), with wrong applied to its
 // gradients (nil: none).
 func bf16Backward(p spec.Pattern, wrong func(g Grads[float32])) RunBackward {
-	return func(dq, dk, dv, dout, q, k, v, out, lse []float32, ids []int32, s Shape) error {
+	return func(dq, dk, dv, dout, q, k, v, out, lse []float32, ids []int32, s Shape, dsink []float32) error {
 		g, err := NaiveGradRounded(p, nil, q, k, v, dout, s, roundBF16)
 		if err != nil {
 			return err
@@ -24,6 +24,7 @@ func bf16Backward(p spec.Pattern, wrong func(g Grads[float32])) RunBackward {
 		copy(dq, g.Q)
 		copy(dk, g.K)
 		copy(dv, g.V)
+		copy(dsink, g.DSink)
 		return nil
 	}
 }
@@ -102,7 +103,7 @@ func TestCheckGradSampled(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rep, err := CheckGradSampled(p, ids, q, k, v, dout, s, yard.Q, yard.K, yard.V, GradBF16, all)
+		rep, err := CheckGradSampled(p, ids, q, k, v, dout, s, yard.Q, yard.K, yard.V, nil, GradBF16, all)
 		if err != nil {
 			t.Fatalf("%v: the yardstick itself: %v", p, err)
 		}
@@ -120,7 +121,7 @@ func TestCheckGradSampled(t *testing.T) {
 			}
 			return y
 		}
-		rep, err = CheckGradSampled(p, ids, q, k, v, dout, s, narrow(ref.Q), narrow(ref.K), narrow(ref.V), GradBF16, all)
+		rep, err = CheckGradSampled(p, ids, q, k, v, dout, s, narrow(ref.Q), narrow(ref.K), narrow(ref.V), nil, GradBF16, all)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -149,21 +150,21 @@ func TestCheckGradSampled(t *testing.T) {
 	if len(rows.Query) == 0 || len(rows.Key) != 24 {
 		t.Fatalf("sampled %d query rows and %d keys, want some and 24", len(rows.Query), len(rows.Key))
 	}
-	if _, err := CheckGradSampled(p, nil, q, k, v, dout, s, g.Q, g.K, g.V, GradBF16, rows); err != nil {
+	if _, err := CheckGradSampled(p, nil, q, k, v, dout, s, g.Q, g.K, g.V, nil, GradBF16, rows); err != nil {
 		t.Fatalf("the yardstick on sampled rows: %v", err)
 	}
 	wrong := slices.Clone(g.K)
 	for i := range wrong {
 		wrong[i] *= 1.02
 	}
-	if _, err := CheckGradSampled(p, nil, q, k, v, dout, s, g.Q, wrong, g.V, GradBF16, rows); err == nil || !strings.Contains(err.Error(), "dk error too large") {
+	if _, err := CheckGradSampled(p, nil, q, k, v, dout, s, g.Q, wrong, g.V, nil, GradBF16, rows); err == nil || !strings.Contains(err.Error(), "dk error too large") {
 		t.Errorf("dk off by 2%%: %v", err)
 	}
 	// the rows are positions 100 to 399: keys 2 to 60 are kept by none
 	dead := slices.Clone(g.V)
 	dead[10*s.HeadDim] = 1
 	deadRows := GradRows{Key: []int{10}}
-	if _, err := CheckGradSampled(p, nil, q, k, v, dout, s, g.Q, g.K, dead, GradBF16, deadRows); err == nil || !strings.Contains(err.Error(), "want exactly 0") {
+	if _, err := CheckGradSampled(p, nil, q, k, v, dout, s, g.Q, g.K, dead, nil, GradBF16, deadRows); err == nil || !strings.Contains(err.Error(), "want exactly 0") {
 		t.Errorf("a dead key's dv set: %v", err)
 	}
 	if every := SampleGradRows(p, nil, s, 0, r); len(every.Query) != 600 || len(every.Key) != 400 {
@@ -180,10 +181,10 @@ func TestCheckGradSampled(t *testing.T) {
 	if _, err := CheckGradSampledRun(p, fwd, bf16Backward(p, func(g Grads[float32]) { g.Q[5] = 0.5 }), s, r, GradBF16, 0); err == nil {
 		t.Error("CheckGradSampledRun on every row: one dq element changed passed")
 	}
-	if _, err := CheckGradSampled(p, nil, q, k, v, dout, s, g.Q, g.K, g.V, GradBF16, GradRows{Key: []int{400}}); err == nil {
+	if _, err := CheckGradSampled(p, nil, q, k, v, dout, s, g.Q, g.K, g.V, nil, GradBF16, GradRows{Key: []int{400}}); err == nil {
 		t.Error("key row 400 of 400 accepted")
 	}
-	if _, err := CheckGradSampled(p, nil, q, k, v, dout, s, g.Q, g.K, g.V, GradBF16, GradRows{Query: []int{-1}}); err == nil {
+	if _, err := CheckGradSampled(p, nil, q, k, v, dout, s, g.Q, g.K, g.V, nil, GradBF16, GradRows{Query: []int{-1}}); err == nil {
 		t.Error("query row -1 accepted")
 	}
 }

@@ -123,7 +123,7 @@ func run() error {
 				}
 			},
 			bwd: func(v int) verify.RunBackward {
-				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape) error {
+				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape, _ []float32) error {
 					return %[3]s.BackwardVariant(%[3]s.Variant(v), dq, dk, dv, dout, q, k, vv, out, lse, %[5]s%[3]s.Shape(conv(s)))
 				}
 			},
