@@ -63,13 +63,33 @@ func checkFD(t *testing.T, p spec.Pattern, s Shape, r *rand.Rand) {
 	}
 	g := grad64(p, docs, q, k, v, dout, s, nil)
 	const h = 1e-5
-	for x, pair := range []struct {
+	pairs := []struct {
 		name string
 		in   []float64
 		grad []float64
-	}{{"dq", q, g.Q}, {"dk", k, g.K}, {"dv", v, g.V}} {
+	}{{"dq", q, g.Q}, {"dk", k, g.K}, {"dv", v, g.V}}
+	if s.Score.hasSinks() {
+		// the sink logits themselves (a head without one has dsink 0)
+		sinks := s.Score.Sinks
+		for h, x := range sinks {
+			if math.IsInf(x, -1) && g.DSink[h] != 0 {
+				t.Fatalf("%v %+v: dsink[%d] = %v for a head without a sink", p, s, h, g.DSink[h])
+			}
+		}
+		pairs = append(pairs, struct {
+			name string
+			in   []float64
+			grad []float64
+		}{"dsink", sinks, g.DSink})
+	} else if g.DSink != nil {
+		t.Fatalf("%v %+v: dsink %v without sinks", p, s, g.DSink)
+	}
+	for x, pair := range pairs {
 		_ = x
 		for i := range pair.in {
+			if math.IsInf(pair.in[i], -1) {
+				continue // a head without a sink
+			}
 			keep := pair.in[i]
 			pair.in[i] = keep + h
 			up := loss()

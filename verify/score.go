@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 
 	"github.com/attngen/attngen/spec"
 )
@@ -39,6 +40,31 @@ const (
 	AlibiSigned                  // i - j
 	AlibiSymmetric               // |i - j|
 )
+
+// String describes the stage in a check's messages (a Shape printed with
+// %v shows it rather than a pointer): "none", or its parts.
+func (sc *Score) String() string {
+	if sc == nil {
+		return "none"
+	}
+	var parts []string
+	if sc.SoftCap > 0 {
+		parts = append(parts, fmt.Sprintf("softcap %v", sc.SoftCap))
+	}
+	switch sc.Alibi {
+	case AlibiSigned:
+		parts = append(parts, fmt.Sprintf("alibi (i-j) slopes %v", sc.Slopes))
+	case AlibiSymmetric:
+		parts = append(parts, fmt.Sprintf("alibi |i-j| slopes %v", sc.Slopes))
+	}
+	if sc.Sinks != nil {
+		parts = append(parts, fmt.Sprintf("sinks %v", sc.Sinks))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return "score{" + strings.Join(parts, ", ") + "}"
+}
 
 // check reports values that do not fit the shape.
 func (sc *Score) check(s Shape) error {
