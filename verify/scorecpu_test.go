@@ -1,0 +1,58 @@
+package verify_test
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/attngen/attngen/runtime/cpu"
+	"github.com/attngen/attngen/verify"
+)
+
+// scoreBackwardShapes are the shapes of the CPU backward's score tests:
+// batches of grouped heads off the tile sizes, and decoding.
+var scoreBackwardShapes = []verify.Shape{
+	{Batch: 2, HeadsQ: 3, HeadsKV: 1, SeqQ: 61, SeqK: 130, HeadDim: 64},
+	{Batch: 1, HeadsQ: 4, HeadsKV: 2, SeqQ: 2, SeqK: 300, HeadDim: 64},
+}
+
+// TestCPUBackwardScore: every CPU variant's backward passes the gradient
+// checks (CheckGrad, CheckGradSampledRun, CheckGradDependencies and
+// CheckGradNonFinite, dsink included) with every stage combination, on
+// a causal window (every row keeps keys) and a non-causal one.
+func TestCPUBackwardScore(t *testing.T) {
+	r := rand.New(rand.NewPCG(241, 242))
+	for _, c := range []struct {
+		mask, score string
+		causal      bool
+	}{
+		{"{window: {size: 40}}", "{softcap: 20, alibi: {}, learned_sinks: true}", true},
+		{"{window: {size: 40}}", "{softcap: call}", true},
+		{"{window: {left: 30, right: 7}}", "{alibi: {slopes: call}, learned_sinks: true}", false},
+	} {
+		s := scoreSpec(t, c.mask, c.score, c.causal)
+		p := s.Pattern()
+		for _, tg := range cpu.Targets {
+			if !cpu.Supported(tg.Variant) {
+				continue
+			}
+			fwd, bwd := cpuScoreKernels(t, s, tg.Variant)
+			for _, sh := range scoreBackwardShapes {
+				sh.Score = verify.RandomScore(s.Score, sh.HeadsQ, r)
+				if _, err := verify.CheckGrad(p, fwd, bwd, sh, r); err != nil {
+					t.Errorf("%s %s, %s: %v", c.mask, c.score, tg.Name, err)
+				}
+				if _, err := verify.CheckGradSampledRun(p, fwd, bwd, sh, r, verify.GradFP32, 12); err != nil {
+					t.Errorf("%s %s, %s, sampled: %v", c.mask, c.score, tg.Name, err)
+				}
+				if err := verify.CheckGradNonFinite(p, fwd, bwd, sh, r, 3); err != nil {
+					t.Errorf("%s %s, %s: %v", c.mask, c.score, tg.Name, err)
+				}
+			}
+			dep := verify.Shape{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: 70, SeqK: 70, HeadDim: 64}
+			dep.Score = verify.RandomScore(s.Score, 1, r)
+			if err := verify.CheckGradDependencies(p, fwd, bwd, dep, r); err != nil {
+				t.Errorf("%s %s, %s: %v", c.mask, c.score, tg.Name, err)
+			}
+		}
+	}
+}
