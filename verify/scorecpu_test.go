@@ -56,3 +56,38 @@ func TestCPUBackwardScore(t *testing.T) {
 		}
 	}
 }
+
+// TestCPUBackwardSinkEmptyRows: with learned sinks, a row that keeps no
+// key has output 0 and lse = its sink logit, so it adds nothing to dsink
+// whatever its dout. The CPU backward passes CheckGrad there, and must
+// pass CheckGradNonFinite: NaN or an infinity in the dout of such a row
+// may not reach dsink.
+//
+// It fails today on every variant (a runtime/cpu bug, not fixed here):
+// bcall.deltas (runtime/cpu/backward.go) computes delta = dout . out for
+// every row whose lse is not -Inf, which with a sink includes the rows
+// that keep nothing (lse = sink), so a non-finite dout gives delta =
+// NaN * 0 = NaN; sinkGrads then adds exp(sink - lse) * delta = 1 * NaN
+// to dsink[h]. Rows that keep no key need delta 0 (or to be skipped).
+func TestCPUBackwardSinkEmptyRows(t *testing.T) {
+	r := rand.New(rand.NewPCG(243, 244))
+	// rows before position 100 keep nothing
+	s := scoreSpec(t, "{intersect: [{window: {size: 40}}, {queries: {from: 100}}]}", "{learned_sinks: true}", true)
+	p := s.Pattern()
+	for _, tg := range cpu.Targets {
+		if !cpu.Supported(tg.Variant) {
+			continue
+		}
+		fwd, bwd := cpuScoreKernels(t, s, tg.Variant)
+		sh := verify.Shape{Batch: 2, HeadsQ: 3, HeadsKV: 1, SeqQ: 61, SeqK: 130, HeadDim: 64}
+		sh.Score = verify.RandomScore(s.Score, sh.HeadsQ, r)
+		if rep, err := verify.CheckGrad(p, fwd, bwd, sh, r); err != nil {
+			t.Errorf("%s: %v", tg.Name, err)
+		} else if rep.MaskedRows == 0 {
+			t.Fatalf("%s: no row keeps nothing: %v", tg.Name, rep)
+		}
+		if err := verify.CheckGradNonFinite(p, fwd, bwd, sh, r, 5); err != nil {
+			t.Errorf("%s: %v", tg.Name, err)
+		}
+	}
+}
