@@ -130,12 +130,15 @@ func TestAttention64(t *testing.T) {
 }
 
 // TestNaiveGradFP32 checks the yardstick against the reference: float32
-// error only.
+// error only, without a score stage and with each (dsink included).
 func TestNaiveGradFP32(t *testing.T) {
 	r := rand.New(rand.NewPCG(95, 96))
-	for k := 0; k < 10; k++ {
+	for k := 0; k < 10+len(stageCases); k++ {
 		p := spectest.Pattern(r, 60, 2)
 		s := Shape{Batch: 1, HeadsQ: 2, HeadsKV: 1, SeqQ: 1 + r.IntN(60), SeqK: 60, HeadDim: 16}
+		if k >= 10 {
+			s.Score = stageCases[k-10].make(r, s.HeadsQ)
+		}
 		nq, nkv, _ := s.Sizes()
 		q, kk, v, dout := randSlice(r, nq), randSlice(r, nkv), randSlice(r, nkv), randSlice(r, nq)
 		ref, err := ReferenceGrad(p, nil, q, kk, v, dout, s)
@@ -149,7 +152,10 @@ func TestNaiveGradFP32(t *testing.T) {
 		for _, c := range []struct {
 			a []float32
 			b []float64
-		}{{got.Q, ref.Q}, {got.K, ref.K}, {got.V, ref.V}} {
+		}{{got.Q, ref.Q}, {got.K, ref.K}, {got.V, ref.V}, {got.DSink, ref.DSink}} {
+			if len(c.a) != len(c.b) {
+				t.Fatalf("%v: %d values, reference %d", p, len(c.a), len(c.b))
+			}
 			for i := range c.a {
 				if math.Abs(float64(c.a[i])-c.b[i]) > 1e-4*(1+math.Abs(c.b[i])) {
 					t.Fatalf("%v: %v vs reference %v", p, c.a[i], c.b[i])

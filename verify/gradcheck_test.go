@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -84,6 +85,11 @@ func TestCheckGradSampled(t *testing.T) {
 		{spec.Pattern{Mask: spec.Window(20), Causal: true}, Shape{Batch: 2, HeadsQ: 4, HeadsKV: 2, SeqQ: 50, SeqK: 70, HeadDim: 32}},
 		{spec.Pattern{Mask: spec.Intersect(spec.Document(), spec.Window(30)), Causal: true}, Shape{Batch: 1, HeadsQ: 2, HeadsKV: 1, SeqQ: 60, SeqK: 60, HeadDim: 16, Scale: 0.4}},
 		{spec.Pattern{Mask: spec.Block(16), Causal: false}, Shape{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: 20, SeqK: 90, HeadDim: 16}},
+		// every stage, a head without a sink, rows that keep nothing
+		{spec.Pattern{Mask: spec.Bridge(30, 2, 3, 0), Causal: true}, Shape{Batch: 2, HeadsQ: 3, HeadsKV: 1, SeqQ: 40, SeqK: 60, HeadDim: 16,
+			Score: &Score{SoftCap: 3, Alibi: AlibiSigned, Slopes: AlibiSlopes(3), Sinks: []float64{0.5, math.Inf(-1), 2}}}},
+		{spec.Pattern{Mask: spec.Window(20), Causal: false}, Shape{Batch: 1, HeadsQ: 2, HeadsKV: 2, SeqQ: 30, SeqK: 30, HeadDim: 16,
+			Score: &Score{Alibi: AlibiSymmetric, Slopes: []float64{0.3, 0.01}, Sinks: []float64{-1, 3}}}},
 	} {
 		p, s := c.p, c.s
 		nq, nkv, nl := s.Sizes()
@@ -99,11 +105,14 @@ func TestCheckGradSampled(t *testing.T) {
 		for x := 0; x < nkv/s.HeadDim; x++ {
 			all.Key = append(all.Key, x)
 		}
+		if s.Score.hasSinks() {
+			all.Sink = []int{0, 1, 2}[:s.HeadsQ]
+		}
 		yard, err := NaiveGradRounded(p, docs, q, k, v, dout, s, roundBF16)
 		if err != nil {
 			t.Fatal(err)
 		}
-		rep, err := CheckGradSampled(p, ids, q, k, v, dout, s, yard.Q, yard.K, yard.V, nil, GradBF16, all)
+		rep, err := CheckGradSampled(p, ids, q, k, v, dout, s, yard.Q, yard.K, yard.V, yard.DSink, GradBF16, all)
 		if err != nil {
 			t.Fatalf("%v: the yardstick itself: %v", p, err)
 		}
@@ -115,13 +124,16 @@ func TestCheckGradSampled(t *testing.T) {
 			t.Fatal(err)
 		}
 		narrow := func(x []float64) []float32 {
+			if x == nil {
+				return nil
+			}
 			y := make([]float32, len(x))
 			for i, e := range x {
 				y[i] = float32(e)
 			}
 			return y
 		}
-		rep, err = CheckGradSampled(p, ids, q, k, v, dout, s, narrow(ref.Q), narrow(ref.K), narrow(ref.V), nil, GradBF16, all)
+		rep, err = CheckGradSampled(p, ids, q, k, v, dout, s, narrow(ref.Q), narrow(ref.K), narrow(ref.V), narrow(ref.DSink), GradBF16, all)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -131,6 +143,26 @@ func TestCheckGradSampled(t *testing.T) {
 			}
 		}
 		t.Logf("%v: %v", p, rep)
+		if s.Score.hasSinks() {
+			if rep.RefMax[3] == 0 {
+				t.Errorf("%v: dsink's reference is 0", p)
+			}
+			wrong := slices.Clone(yard.DSink)
+			wrong[0] = -wrong[0]
+			if _, err := CheckGradSampled(p, ids, q, k, v, dout, s, yard.Q, yard.K, yard.V, wrong, GradBF16, all); err == nil || !strings.Contains(err.Error(), "dsink error too large") {
+				t.Errorf("%v: dsink[0] negated: %v", p, err)
+			}
+			if math.IsInf(s.Score.Sinks[1], -1) { // head 1 has no sink: its dsink must be 0
+				wrong = slices.Clone(yard.DSink)
+				wrong[1] = 1e-30
+				if _, err := CheckGradSampled(p, ids, q, k, v, dout, s, yard.Q, yard.K, yard.V, wrong, GradBF16, all); err == nil || !strings.Contains(err.Error(), "want exactly 0") {
+					t.Errorf("%v: dsink of a head without a sink set: %v", p, err)
+				}
+			}
+			if _, err := CheckGradSampled(p, ids, q, k, v, dout, s, yard.Q, yard.K, yard.V, nil, GradBF16, all); err == nil {
+				t.Errorf("%v: no dsink accepted", p)
+			}
+		}
 	}
 
 	// sampled rows of a longer shape
