@@ -170,3 +170,63 @@ func TestAttention64Score(t *testing.T) {
 		}
 	}
 }
+
+// TestDependenciesStrongAlibi: the dependency checks do not fail correct
+// kernels (the float32 yardsticks) whose stage gives far pairs weights
+// too small for float32 to show (a steep ALiBi slope, a cap, a heavy
+// sink: row i's weight of key j near e^-60); they still fail a kernel
+// that drops a visible pair or reads a masked one.
+func TestDependenciesStrongAlibi(t *testing.T) {
+	r := rand.New(rand.NewPCG(217, 218))
+	p := spec.Pattern{Mask: spec.Window(100), Causal: true}
+	s := Shape{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: 70, SeqK: 70, HeadDim: 64,
+		Score: &Score{SoftCap: 6.9, Alibi: AlibiSigned, Slopes: []float64{0.87}, Sinks: []float64{-0.8}}}
+	fwd := func(out, lse, q, k, v []float32, ids []int32, s Shape) error {
+		return NaiveFP32(p, nil, q, k, v, s, out, lse)
+	}
+	bwd := func(dq, dk, dv, dout, q, k, v, out, lse []float32, ids []int32, s Shape, dsink []float32) error {
+		g, err := NaiveGradFP32(p, nil, q, k, v, dout, s)
+		if err != nil {
+			return err
+		}
+		copy(dq, g.Q)
+		copy(dk, g.K)
+		copy(dv, g.V)
+		copy(dsink, g.DSink)
+		return nil
+	}
+	for n := 0; n < 3; n++ {
+		if err := CheckDependencies(p, fwd, s, r); err != nil {
+			t.Errorf("forward: %v", err)
+		}
+		if err := CheckGradDependencies(p, fwd, bwd, s, r); err != nil {
+			t.Errorf("backward: %v", err)
+		}
+	}
+	// a forward that drops key 3 of row 5 (weight about e^-2 with the slope)
+	drop := func(out, lse, q, k, v []float32, ids []int32, s Shape) error {
+		k2 := clone(k)
+		if err := fwd(out, lse, q, k, v, ids, s); err != nil {
+			return err
+		}
+		o5 := make([]float32, s.SeqQ*s.HeadDim)
+		for d := 0; d < s.HeadDim; d++ {
+			k2[3*s.HeadDim+d] = k[4*s.HeadDim+d]
+		}
+		v2 := clone(v)
+		copy(v2[3*s.HeadDim:4*s.HeadDim], v[4*s.HeadDim:5*s.HeadDim])
+		if err := fwd(o5, make([]float32, s.SeqQ), q, k2, v2, ids, s); err != nil {
+			return err
+		}
+		copy(out[5*s.HeadDim:6*s.HeadDim], o5[5*s.HeadDim:6*s.HeadDim])
+		return nil
+	}
+	if err := CheckDependencies(p, drop, s, r); err == nil {
+		t.Error("a forward whose row 5 ignores key 3 passed")
+	}
+	wide := Shape{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: 70, SeqK: 70, HeadDim: 64, Score: s.Score}
+	narrow := spec.Pattern{Mask: spec.Window(10), Causal: true}
+	if err := CheckDependencies(narrow, fwd, wide, r); err == nil {
+		t.Error("a window-100 forward passed as a window-10 one")
+	}
+}
