@@ -22,7 +22,7 @@ func cpuBackward(t testing.TB, p spec.Pattern, variant cpu.Variant, d int) verif
 		t.Fatal(err)
 	}
 	m := plan.Mask()
-	return func(dq, dk, dv, dout, q, k, v, out, lse []float32, docs []int32, s verify.Shape) error {
+	return func(dq, dk, dv, dout, q, k, v, out, lse []float32, docs []int32, s verify.Shape, _ []float32) error {
 		if p.HasParams() {
 			return cpu.BackwardHeads(m, variant, dq, dk, dv, dout, q, k, v, out, lse, docs, cpu.SplitHeadParams(s.HeadParams, len(p.Params), s.HeadsQ), cpuShape(s))
 		}
@@ -173,12 +173,12 @@ func TestBackwardDocumentErrors(t *testing.T) {
 	nq, nkv, nl := s.Sizes()
 	mk := func(n int) []float32 { return make([]float32, n) }
 	for _, ids := range [][]int32{{0, 0}, {0, 1, 0, 1, 1}, nil} {
-		err := bwd(mk(nq), mk(nkv), mk(nkv), mk(nq), mk(nq), mk(nkv), mk(nkv), mk(nq), mk(nl), ids, s)
+		err := bwd(mk(nq), mk(nkv), mk(nkv), mk(nq), mk(nq), mk(nkv), mk(nkv), mk(nq), mk(nl), ids, s, nil)
 		if !errors.Is(err, cpu.ErrDocument) {
 			t.Errorf("ids %v: error %v, want ErrDocument", ids, err)
 		}
 	}
-	if err := bwd(mk(nq), mk(nkv), mk(nkv), mk(nq), mk(nq), mk(nkv), mk(nkv), mk(nq), mk(nl), []int32{0, 0, 1, 1, 1}, s); err != nil {
+	if err := bwd(mk(nq), mk(nkv), mk(nkv), mk(nq), mk(nq), mk(nkv), mk(nkv), mk(nq), mk(nl), []int32{0, 0, 1, 1, 1}, s, nil); err != nil {
 		t.Error(err)
 	}
 }

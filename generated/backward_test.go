@@ -71,7 +71,7 @@ func TestBackwardAPI(t *testing.T) {
 		if err := fwd(out, lse, q, k, v, ids, s); err != nil {
 			t.Fatalf("%s: %v", p.file, err)
 		}
-		call := func(s verify.Shape) error { return bwd(dq, dk, dv, dout, q, k, v, out, lse, ids, s) }
+		call := func(s verify.Shape) error { return bwd(dq, dk, dv, dout, q, k, v, out, lse, ids, s, nil) }
 		if err := call(s); err != nil {
 			t.Fatalf("%s: %v", p.file, err)
 		}
@@ -87,26 +87,26 @@ func TestBackwardAPI(t *testing.T) {
 			call      func() error
 		}{
 			{"other head dim", "headDim", func() error { return call(bad) }},
-			{"batch 1<<57", "shape", func() error { return bwd(nil, nil, nil, nil, nil, nil, nil, nil, nil, ids, big) }},
+			{"batch 1<<57", "shape", func() error { return bwd(nil, nil, nil, nil, nil, nil, nil, nil, nil, ids, big, nil) }},
 			{"seq_q > seq_k", "shape", func() error { b := s; b.SeqQ = 13; return call(b) }},
-			{"short lse", "short", func() error { return bwd(dq, dk, dv, dout, q, k, v, out, lse[:nl-1], ids, s) }},
-			{"no lse", "short", func() error { return bwd(dq, dk, dv, dout, q, k, v, out, nil, ids, s) }},
-			{"short dout", "short", func() error { return bwd(dq, dk, dv, dout[:nq-1], q, k, v, out, lse, ids, s) }},
-			{"short dv", "short", func() error { return bwd(dq, dk, dv[:nkv-1], dout, q, k, v, out, lse, ids, s) }},
+			{"short lse", "short", func() error { return bwd(dq, dk, dv, dout, q, k, v, out, lse[:nl-1], ids, s, nil) }},
+			{"no lse", "short", func() error { return bwd(dq, dk, dv, dout, q, k, v, out, nil, ids, s, nil) }},
+			{"short dout", "short", func() error { return bwd(dq, dk, dv, dout[:nq-1], q, k, v, out, lse, ids, s, nil) }},
+			{"short dv", "short", func() error { return bwd(dq, dk, dv[:nkv-1], dout, q, k, v, out, lse, ids, s, nil) }},
 			{"dk over dv", "alias", func() error {
 				buf := make([]float32, nkv+8)
-				return bwd(dq, buf[:nkv], buf[8:], dout, q, k, v, out, lse, ids, s)
+				return bwd(dq, buf[:nkv], buf[8:], dout, q, k, v, out, lse, ids, s, nil)
 			}},
-			{"dq over dout", "alias", func() error { return bwd(dout, dk, dv, dout, q, k, v, out, lse, ids, s) }},
-			{"dv over k", "alias", func() error { return bwd(dq, dk, k, dout, q, k, v, out, lse, ids, s) }},
-			{"variant 99", "variant", func() error { return p.bwd(99)(dq, dk, dv, dout, q, k, v, out, lse, ids, s) }},
+			{"dq over dout", "alias", func() error { return bwd(dout, dk, dv, dout, q, k, v, out, lse, ids, s, nil) }},
+			{"dv over k", "alias", func() error { return bwd(dq, dk, k, dout, q, k, v, out, lse, ids, s, nil) }},
+			{"variant 99", "variant", func() error { return p.bwd(99)(dq, dk, dv, dout, q, k, v, out, lse, ids, s, nil) }},
 		} {
 			if err := c.call(); !errors.Is(err, p.errs[c.err]) {
 				t.Errorf("%s: Backward, %s: error %v, want %s.Err%s", p.file, c.what, err, p.dir, c.err)
 			}
 		}
 		if p.docs {
-			if err := bwd(dq, dk, dv, dout, q, k, v, out, lse, make([]int32, s.SeqK+1), s); !errors.Is(err, p.errs["data"]) {
+			if err := bwd(dq, dk, dv, dout, q, k, v, out, lse, make([]int32, s.SeqK+1), s, nil); !errors.Is(err, p.errs["data"]) {
 				t.Errorf("%s: Backward with %d entries of data: error %v, want ErrDocument (ErrTree for a tree)", p.file, s.SeqK+1, err)
 			}
 		}

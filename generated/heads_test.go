@@ -120,7 +120,7 @@ func TestHeadParamPackages(t *testing.T) {
 		if err := run(out, lse, q, k, vv, ids, none); !errors.Is(err, p.errs["headParam"]) {
 			t.Errorf("%s: no values: %v, want ErrHeadParam", p.file, err)
 		}
-		if err := p.bwd(int(cpu.Auto))(make([]float32, nq), make([]float32, nkv), make([]float32, nkv), randVec(r, nq), q, k, vv, out, lse, ids, bad); !errors.Is(err, p.errs["headParam"]) {
+		if err := p.bwd(int(cpu.Auto))(make([]float32, nq), make([]float32, nkv), make([]float32, nkv), randVec(r, nq), q, k, vv, out, lse, ids, bad, nil); !errors.Is(err, p.errs["headParam"]) {
 			t.Errorf("%s: backward with a value past the max: %v, want ErrHeadParam", p.file, err)
 		}
 	}

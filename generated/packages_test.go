@@ -47,7 +47,7 @@ func packages() []pkg {
 				}
 			},
 			bwd: func(v int) verify.RunBackward {
-				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape) error {
+				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape, dsink []float32) error {
 					return alibi.BackwardVariant(alibi.Variant(v), dq, dk, dv, dout, q, k, vv, out, lse, alibi.Shape(conv(s)))
 				}
 			},
@@ -82,7 +82,7 @@ func packages() []pkg {
 				}
 			},
 			bwd: func(v int) verify.RunBackward {
-				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape) error {
+				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape, dsink []float32) error {
 					return bigbird.BackwardVariant(bigbird.Variant(v), dq, dk, dv, dout, q, k, vv, out, lse, bigbird.Shape(conv(s)))
 				}
 			},
@@ -117,7 +117,7 @@ func packages() []pkg {
 				}
 			},
 			bwd: func(v int) verify.RunBackward {
-				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape) error {
+				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape, dsink []float32) error {
 					return block.BackwardVariant(block.Variant(v), dq, dk, dv, dout, q, k, vv, out, lse, block.Shape(conv(s)))
 				}
 			},
@@ -152,7 +152,7 @@ func packages() []pkg {
 				}
 			},
 			bwd: func(v int) verify.RunBackward {
-				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape) error {
+				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape, dsink []float32) error {
 					return bridge.BackwardVariant(bridge.Variant(v), dq, dk, dv, dout, q, k, vv, out, lse, bridge.Shape(conv(s)))
 				}
 			},
@@ -187,7 +187,7 @@ func packages() []pkg {
 				}
 			},
 			bwd: func(v int) verify.RunBackward {
-				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape) error {
+				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape, dsink []float32) error {
 					return causal.BackwardVariant(causal.Variant(v), dq, dk, dv, dout, q, k, vv, out, lse, causal.Shape(conv(s)))
 				}
 			},
@@ -222,7 +222,7 @@ func packages() []pkg {
 				}
 			},
 			bwd: func(v int) verify.RunBackward {
-				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape) error {
+				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape, dsink []float32) error {
 					return chunked.BackwardVariant(chunked.Variant(v), dq, dk, dv, dout, q, k, vv, out, lse, chunked.Shape(conv(s)))
 				}
 			},
@@ -257,7 +257,7 @@ func packages() []pkg {
 				}
 			},
 			bwd: func(v int) verify.RunBackward {
-				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape) error {
+				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape, dsink []float32) error {
 					return dilated.BackwardVariant(dilated.Variant(v), dq, dk, dv, dout, q, k, vv, out, lse, dilated.Shape(conv(s)))
 				}
 			},
@@ -292,7 +292,7 @@ func packages() []pkg {
 				}
 			},
 			bwd: func(v int) verify.RunBackward {
-				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape) error {
+				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape, dsink []float32) error {
 					return document.BackwardVariant(document.Variant(v), dq, dk, dv, dout, q, k, vv, out, lse, docs, document.Shape(conv(s)))
 				}
 			},
@@ -327,7 +327,7 @@ func packages() []pkg {
 				}
 			},
 			bwd: func(v int) verify.RunBackward {
-				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape) error {
+				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape, dsink []float32) error {
 					return except.BackwardVariant(except.Variant(v), dq, dk, dv, dout, q, k, vv, out, lse, except.Shape(conv(s)))
 				}
 			},
@@ -357,7 +357,7 @@ func packages() []pkg {
 				}
 			},
 			bwd: func(v int) verify.RunBackward {
-				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape) error {
+				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape, dsink []float32) error {
 					return gemma2.BackwardVariant(gemma2.Variant(v), dq, dk, dv, dout, q, k, vv, out, lse, gemma2.Shape(conv(s)))
 				}
 			},
@@ -387,7 +387,7 @@ func packages() []pkg {
 				}
 			},
 			bwd: func(v int) verify.RunBackward {
-				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape) error {
+				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape, dsink []float32) error {
 					return gemma2global.BackwardVariant(gemma2global.Variant(v), dq, dk, dv, dout, q, k, vv, out, lse, gemma2global.Shape(conv(s)))
 				}
 			},
@@ -417,8 +417,8 @@ func packages() []pkg {
 				}
 			},
 			bwd: func(v int) verify.RunBackward {
-				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape) error {
-					return gptoss.BackwardVariant(gptoss.Variant(v), dq, dk, dv, nil, dout, q, k, vv, out, lse, gptoss.Score{SinkLogits: scoreSinks(s)}, gptoss.Shape(conv(s)))
+				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape, dsink []float32) error {
+					return gptoss.BackwardVariant(gptoss.Variant(v), dq, dk, dv, dsink, dout, q, k, vv, out, lse, gptoss.Score{SinkLogits: scoreSinks(s)}, gptoss.Shape(conv(s)))
 				}
 			},
 			run16: func(v, elem int) verify.Run {
@@ -452,7 +452,7 @@ func packages() []pkg {
 				}
 			},
 			bwd: func(v int) verify.RunBackward {
-				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape) error {
+				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape, dsink []float32) error {
 					return hetero.BackwardVariant(hetero.Variant(v), dq, dk, dv, dout, q, k, vv, out, lse, hetero.Shape(conv(s)))
 				}
 			},
@@ -487,7 +487,7 @@ func packages() []pkg {
 				}
 			},
 			bwd: func(v int) verify.RunBackward {
-				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape) error {
+				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape, dsink []float32) error {
 					return hybrid.BackwardVariant(hybrid.Variant(v), dq, dk, dv, dout, q, k, vv, out, lse, hybrid.Shape(conv(s)))
 				}
 			},
@@ -522,7 +522,7 @@ func packages() []pkg {
 				}
 			},
 			bwd: func(v int) verify.RunBackward {
-				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape) error {
+				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape, dsink []float32) error {
 					return longformer.BackwardVariant(longformer.Variant(v), dq, dk, dv, dout, q, k, vv, out, lse, longformer.Shape(conv(s)))
 				}
 			},
@@ -557,7 +557,7 @@ func packages() []pkg {
 				}
 			},
 			bwd: func(v int) verify.RunBackward {
-				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape) error {
+				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape, dsink []float32) error {
 					return neighborhood.BackwardVariant(neighborhood.Variant(v), dq, dk, dv, dout, q, k, vv, out, lse, neighborhood.Shape(conv(s)))
 				}
 			},
@@ -592,7 +592,7 @@ func packages() []pkg {
 				}
 			},
 			bwd: func(v int) verify.RunBackward {
-				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape) error {
+				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape, dsink []float32) error {
 					return offsets.BackwardVariant(offsets.Variant(v), dq, dk, dv, dout, q, k, vv, out, lse, offsets.Shape(conv(s)))
 				}
 			},
@@ -627,7 +627,7 @@ func packages() []pkg {
 				}
 			},
 			bwd: func(v int) verify.RunBackward {
-				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape) error {
+				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape, dsink []float32) error {
 					return perhead.BackwardVariant(perhead.Variant(v), dq, dk, dv, dout, q, k, vv, out, lse, perhead.HeadParams{Window: headValues(s, 0), Sinks: headValues(s, 1)}, perhead.Shape(conv(s)))
 				}
 			},
@@ -668,7 +668,7 @@ func packages() []pkg {
 				}
 			},
 			bwd: func(v int) verify.RunBackward {
-				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape) error {
+				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape, dsink []float32) error {
 					return prefixlm.BackwardVariant(prefixlm.Variant(v), dq, dk, dv, dout, q, k, vv, out, lse, prefixlm.Shape(conv(s)))
 				}
 			},
@@ -703,7 +703,7 @@ func packages() []pkg {
 				}
 			},
 			bwd: func(v int) verify.RunBackward {
-				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape) error {
+				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape, dsink []float32) error {
 					return sebridge.BackwardVariant(sebridge.Variant(v), dq, dk, dv, dout, q, k, vv, out, lse, sebridge.Shape(conv(s)))
 				}
 			},
@@ -738,7 +738,7 @@ func packages() []pkg {
 				}
 			},
 			bwd: func(v int) verify.RunBackward {
-				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape) error {
+				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape, dsink []float32) error {
 					return streaming.BackwardVariant(streaming.Variant(v), dq, dk, dv, dout, q, k, vv, out, lse, streaming.Shape(conv(s)))
 				}
 			},
@@ -779,7 +779,7 @@ func packages() []pkg {
 				}
 			},
 			bwd: func(v int) verify.RunBackward {
-				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape) error {
+				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape, dsink []float32) error {
 					return tree.BackwardVariant(tree.Variant(v), dq, dk, dv, dout, q, k, vv, out, lse, docs, tree.Shape(conv(s)))
 				}
 			},
@@ -814,7 +814,7 @@ func packages() []pkg {
 				}
 			},
 			bwd: func(v int) verify.RunBackward {
-				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape) error {
+				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape, dsink []float32) error {
 					return window.BackwardVariant(window.Variant(v), dq, dk, dv, dout, q, k, vv, out, lse, window.Shape(conv(s)))
 				}
 			},

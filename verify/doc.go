@@ -14,7 +14,12 @@
 // pictures of a mask and its tile classes (text, PNG, SVG) for people to
 // check by eye. Masks with head parameters are bound per query head to
 // Shape.HeadParams (heads.go) everywhere a row is judged, and the checks
-// draw values per head (RandomHeadParams) when a shape carries none. It
-// trusts no emitter's claims: it evaluates masks only through
+// draw values per head (RandomHeadParams) when a shape carries none. The
+// score stage (Shape.Score, score.go: soft-capping, ALiBi, learned sinks)
+// is written once from its published definitions, with one float64
+// softmax and one float32 twin that the reference, the yardsticks and the
+// gradients (dsink included, RunBackward's last argument) all use; tests
+// hold it to the models' own formulas (Gemma 2, the ALiBi paper, gpt-oss).
+// It trusts no emitter's claims: it evaluates masks only through
 // spec.Pattern and runs kernels only through their public entry points.
 package verify

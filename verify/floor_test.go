@@ -46,7 +46,7 @@ func cpuBackward(t *testing.T, p spec.Pattern, headDim int, variant cpu.Variant)
 		t.Fatal(err)
 	}
 	m := plan.Mask()
-	return func(dq, dk, dv, dout, q, k, v, out, lse []float32, docs []int32, s verify.Shape) error {
+	return func(dq, dk, dv, dout, q, k, v, out, lse []float32, docs []int32, s verify.Shape, dsink []float32) error {
 		return cpu.Backward(m, variant, dq, dk, dv, dout, q, k, v, out, lse, docs, cpu.Shape{
 			Batch: s.Batch, HeadsQ: s.HeadsQ, HeadsKV: s.HeadsKV, SeqQ: s.SeqQ, SeqK: s.SeqK,
 			HeadDim: s.HeadDim, Scale: float32(s.Scale),
@@ -88,17 +88,17 @@ func TestGradSingleKeyRows(t *testing.T) {
 // wrongOut is a backward fed a changed forward output (delta = dout .
 // out is then wrong): change(out) before bwd runs.
 func wrongOut(bwd verify.RunBackward, change func(out []float32)) verify.RunBackward {
-	return func(dq, dk, dv, dout, q, k, v, out, lse []float32, docs []int32, s verify.Shape) error {
+	return func(dq, dk, dv, dout, q, k, v, out, lse []float32, docs []int32, s verify.Shape, dsink []float32) error {
 		o := append([]float32(nil), out...)
 		change(o)
-		return bwd(dq, dk, dv, dout, q, k, v, o, lse, docs, s)
+		return bwd(dq, dk, dv, dout, q, k, v, o, lse, docs, s, dsink)
 	}
 }
 
 // wrongGrads is a backward whose gradients are changed after it ran.
 func wrongGrads(bwd verify.RunBackward, change func(dq, dk, dv, dout []float32, s verify.Shape)) verify.RunBackward {
-	return func(dq, dk, dv, dout, q, k, v, out, lse []float32, docs []int32, s verify.Shape) error {
-		if err := bwd(dq, dk, dv, dout, q, k, v, out, lse, docs, s); err != nil {
+	return func(dq, dk, dv, dout, q, k, v, out, lse []float32, docs []int32, s verify.Shape, dsink []float32) error {
+		if err := bwd(dq, dk, dv, dout, q, k, v, out, lse, docs, s, dsink); err != nil {
 			return err
 		}
 		change(dq, dk, dv, dout, s)

@@ -8,27 +8,35 @@ import (
 )
 
 // Grads are the gradients of a scalar loss with respect to q, k and v,
-// laid out like q, k and v.
+// laid out like q, k and v, and with learned sinks (Score.Sinks) with
+// respect to each query head's sink logit: DSink has HeadsQ values (nil
+// without sinks).
 type Grads[T float32 | float64] struct {
 	Q, K, V []T
+	DSink   []T
 }
 
 // ReferenceGrad computes in float64 the gradients of masked attention (as
-// Reference defines it) given dout, the gradient of the loss with respect
-// to the output: with P the softmax of the scaled scores over the kept
-// keys of a row, O = P V and delta = rowsum(dout * O),
+// Reference defines it, score stage included) given dout, the gradient of
+// the loss with respect to the output: with x = scale*q.k, S the staged
+// scores (Score.apply), dx their derivative with respect to x (1 without
+// soft-capping, 1 - tanh^2 with), P the softmax of S over the kept keys
+// of a row and its sink, p_sink the sink's weight (exp(sink - lse)), O =
+// P V and delta = rowsum(dout * O),
 //
-//	dV = P^T dout
-//	dP = dout V^T
-//	dS = P * (dP - delta)
-//	dQ = dS K * scale
-//	dK = dS^T Q * scale
+//	dV    = P^T dout
+//	dP    = dout V^T
+//	dS    = P * (dP - delta) * dx
+//	dQ    = dS K * scale
+//	dK    = dS^T Q * scale
+//	dsink = -sum over the head's rows (every batch) of p_sink * delta
 //
-// Query heads of a group sum their dK and dV into their key/value head.
-// A row that keeps no key (or whose kept scores are all -Inf) contributes
-// nothing, so its dQ is exactly 0, as are dK and dV of keys no row keeps.
-// Masked pairs never read their key or value. Nothing of size SeqQ x SeqK
-// is stored.
+// (the sink is a softmax term with no value: its dP is 0). Query heads of
+// a group sum their dK and dV into their key/value head. A row that keeps
+// no key (or whose kept scores are all -Inf) contributes nothing, so its
+// dQ is exactly 0, as are dK and dV of keys no row keeps; with a sink its
+// output is 0, so its delta and its dsink term are 0 too. Masked pairs
+// never read their key or value. Nothing of size SeqQ x SeqK is stored.
 func ReferenceGrad(p spec.Pattern, docs *spec.Docs, q, k, v, dout []float32, s Shape) (Grads[float64], error) {
 	if err := checkGradInputs(p, docs, q, k, v, dout, s); err != nil {
 		return Grads[float64]{}, err
@@ -43,13 +51,18 @@ func ReferenceGrad(p spec.Pattern, docs *spec.Docs, q, k, v, dout []float32, s S
 // pair (i, j) of a row with weights P,
 //
 //	a_ij = |dout_i|·|v_j|                 (the terms of dP_ij)
-//	c_ij = scale |q_i|·|k_j|              (the terms of the score)
+//	c_ij = dx_ij scale |q_i|·|k_j| + g_ij (the terms of the staged score)
 //	e_ij = 1 + c_ij + max_j' c_ij'        (P_ij's relative error: its score, the row's lse)
 //	b_i  = sum_j P_ij e_ij a_ij           (delta_i = dout_i·out_i, out's error included)
-//	m_ij = P_ij (a_ij + b_i + e_ij |dP_ij - delta_i|)   (dS_ij's)
+//	m_ij = dx_ij P_ij (a_ij + b_i + e_ij |dP_ij - delta_i|) + |P_ij (dP_ij - delta_i)| f_ij   (dS_ij's)
 //
-// and then |dq_i| <- scale sum_j m_ij |k_j|, |dk_j| <- scale sum_i m_ij
-// |q_i| and |dv_j| <- sum_i P_ij e_ij |dout_i| (elementwise |x|). A
+// where dx_ij is the stage's derivative and g_ij and f_ij the rounding
+// the stage adds to the score and to dx (Score.stageMag; all three 1, 0
+// and 0 without a stage), the max also taken over |sink| with a sink.
+// Then |dq_i| <- scale sum_j m_ij |k_j|, |dk_j| <- scale sum_i m_ij
+// |q_i|, |dv_j| <- sum_i P_ij e_ij |dout_i| (elementwise |x|) and
+// |dsink_h| <- sum_i p_sink,i ((1 + |sink_h| + max_j c_ij) |delta_i| +
+// b_i) over the head's rows. A
 // gradient entry whose true value cancels to 0 (as dq and dk do when a
 // row keeps a single key: dS = P (dP - delta) = 0) still has rounding
 // noise of about this size times 2^-24, which no yardstick that happens
@@ -77,10 +90,19 @@ func checkGradInputs(p spec.Pattern, docs *spec.Docs, q, k, v, dout []float32, s
 // referenceGrad is ReferenceGrad and GradMagnitude in one pass, on inputs
 // already checked.
 func referenceGrad(p spec.Pattern, docs *spec.Docs, q, k, v, dout []float32, s Shape) (ref, mag Grads[float64]) {
-	nq, nkv, _ := s.Sizes()
-	mag = Grads[float64]{Q: make([]float64, nq), K: make([]float64, nkv), V: make([]float64, nkv)}
+	mag = newGrads[float64](s)
 	ref = grad64(p, docs, wide(q), wide(k), wide(v), wide(dout), s, &mag)
 	return ref, mag
+}
+
+// newGrads returns zero gradients of a shape (DSink only with sinks).
+func newGrads[T float32 | float64](s Shape) Grads[T] {
+	nq, nkv, _ := s.Sizes()
+	g := Grads[T]{Q: make([]T, nq), K: make([]T, nkv), V: make([]T, nkv)}
+	if s.Score.hasSinks() {
+		g.DSink = make([]T, s.HeadsQ)
+	}
+	return g
 }
 
 func wide(x []float32) []float64 {
@@ -91,10 +113,25 @@ func wide(x []float32) []float64 {
 	return y
 }
 
-// rowProbs fills kept with the keys row r (of head bh = b*HeadsQ + h)
-// keeps and prob with their softmax weights (float64), and returns false
-// when the row has no weight (keeps nothing, or every kept score -Inf).
-func rowProbs(p spec.Pattern, docs *spec.Docs, q, k []float64, s Shape, bh, r int, kept []int, prob []float64) ([]int, bool) {
+// rowSoft is one query row's softmax in float64 with the score stage:
+// the keys the row keeps, their weights (prob, indexed by key), the
+// derivative of their staged scores with respect to x = scale*q.k (dx,
+// indexed by key) and the sink's weight psink (0 without a sink).
+type rowSoft struct {
+	kept     []int
+	prob, dx []float64
+	psink    float64
+}
+
+func newRowSoft(s Shape) *rowSoft {
+	return &rowSoft{prob: make([]float64, s.SeqK), dx: make([]float64, s.SeqK)}
+}
+
+// rowProbs fills x with the softmax of row r of head bh = b*HeadsQ + h
+// (float64, through the score stage and the one softmax) and returns
+// false when the row has no weight (keeps nothing, or every kept score
+// -Inf): its output is then 0, and with a sink its lse is the sink logit.
+func rowProbs(p spec.Pattern, docs *spec.Docs, q, k []float64, s Shape, bh, r int, x *rowSoft) bool {
 	D, scale := s.HeadDim, s.EffScale()
 	group := s.HeadsQ / s.HeadsKV
 	b, h := bh/s.HeadsQ, bh%s.HeadsQ
@@ -102,8 +139,7 @@ func rowProbs(p spec.Pattern, docs *spec.Docs, q, k []float64, s Shape, bh, r in
 	row := bh*s.SeqQ + r
 	qr := q[row*D : row*D+D]
 	i := spec.Row(r, s.SeqQ, s.SeqK)
-	kept = kept[:0]
-	m := math.Inf(-1)
+	x.kept, x.psink = x.kept[:0], 0
 	for j := 0; j < s.SeqK; j++ {
 		if !p.AtDocs(i, j, docs) {
 			continue
@@ -113,53 +149,41 @@ func rowProbs(p spec.Pattern, docs *spec.Docs, q, k []float64, s Shape, bh, r in
 		for d := range qr {
 			dot += qr[d] * kj[d]
 		}
-		prob[j] = dot * scale
-		kept = append(kept, j)
-		m = math.Max(m, prob[j])
+		x.prob[j], x.dx[j] = s.Score.apply(dot*scale, h, i, j)
+		x.kept = append(x.kept, j)
 	}
-	if len(kept) == 0 {
-		return kept, false
+	sink := s.Score.sink(h)
+	ms, sum, _, ok := softmax(x.prob, x.kept, sink)
+	if !ok {
+		return false
 	}
-	ms := m
-	if math.IsInf(m, -1) {
-		ms = 0
+	for _, j := range x.kept {
+		x.prob[j] = math.Exp(x.prob[j]-ms) / sum
 	}
-	sum := 0.0
-	for _, j := range kept {
-		prob[j] = math.Exp(prob[j] - ms)
-		sum += prob[j]
-	}
-	if sum == 0 {
-		return kept, false
-	}
-	for _, j := range kept {
-		prob[j] /= sum
-	}
-	return kept, true
+	x.psink = math.Exp(sink-ms) / sum
+	return true
 }
 
-// attention64 is masked attention with float64 inputs (the finite
-// difference checks differentiate it).
+// attention64 is masked attention with float64 inputs, the score stage
+// included (the finite difference checks differentiate it, sink logits
+// included).
 func attention64(p spec.Pattern, docs *spec.Docs, q, k, v []float64, s Shape) []float64 {
 	nq, _, _ := s.Sizes()
 	D := s.HeadDim
 	group := s.HeadsQ / s.HeadsKV
 	out := make([]float64, nq)
-	prob := make([]float64, s.SeqK)
 	hs := mustHeads(p, s)
-	var kept []int
+	x := newRowSoft(s)
 	for bh := 0; bh < s.Batch*s.HeadsQ; bh++ {
 		kvBase := (bh/s.HeadsQ*s.HeadsKV + bh%s.HeadsQ/group) * s.SeqK * D
 		for r := 0; r < s.SeqQ; r++ {
-			var ok bool
-			kept, ok = rowProbs(hs.at(bh%s.HeadsQ), docs, q, k, s, bh, r, kept, prob)
-			if !ok {
+			if !rowProbs(hs.at(bh%s.HeadsQ), docs, q, k, s, bh, r, x) {
 				continue
 			}
 			o := out[(bh*s.SeqQ+r)*D:][:D]
-			for _, j := range kept {
-				for d, x := range v[kvBase+j*D : kvBase+j*D+D] {
-					o[d] += prob[j] * x
+			for _, j := range x.kept {
+				for d, y := range v[kvBase+j*D : kvBase+j*D+D] {
+					o[d] += x.prob[j] * y
 				}
 			}
 		}
@@ -170,29 +194,25 @@ func attention64(p spec.Pattern, docs *spec.Docs, q, k, v []float64, s Shape) []
 // grad64 is ReferenceGrad on float64 inputs; with mag non-nil (its
 // slices allocated, zero) it also accumulates GradMagnitude there.
 func grad64(p spec.Pattern, docs *spec.Docs, q, k, v, dout []float64, s Shape, mag *Grads[float64]) Grads[float64] {
-	nq, nkv, _ := s.Sizes()
 	D, scale := s.HeadDim, s.EffScale()
 	group := s.HeadsQ / s.HeadsKV
-	g := Grads[float64]{Q: make([]float64, nq), K: make([]float64, nkv), V: make([]float64, nkv)}
-	prob := make([]float64, s.SeqK)
+	g := newGrads[float64](s)
 	hs := mustHeads(p, s)
-	ds := make([]float64, s.SeqK)
+	x := newRowSoft(s)
 	o := make([]float64, D)
-	var kept []int
 	for bh := 0; bh < s.Batch*s.HeadsQ; bh++ {
-		kvBase := (bh/s.HeadsQ*s.HeadsKV + bh%s.HeadsQ/group) * s.SeqK * D
+		h := bh % s.HeadsQ
+		kvBase := (bh/s.HeadsQ*s.HeadsKV + h/group) * s.SeqK * D
 		for r := 0; r < s.SeqQ; r++ {
-			var ok bool
-			kept, ok = rowProbs(hs.at(bh%s.HeadsQ), docs, q, k, s, bh, r, kept, prob)
-			if !ok {
+			if !rowProbs(hs.at(h), docs, q, k, s, bh, r, x) {
 				continue
 			}
 			row := bh*s.SeqQ + r
 			qr, dor := q[row*D:][:D], dout[row*D:][:D]
 			clear(o)
-			for _, j := range kept {
-				for d, x := range v[kvBase+j*D : kvBase+j*D+D] {
-					o[d] += prob[j] * x
+			for _, j := range x.kept {
+				for d, y := range v[kvBase+j*D : kvBase+j*D+D] {
+					o[d] += x.prob[j] * y
 				}
 			}
 			delta := 0.0
@@ -200,23 +220,26 @@ func grad64(p spec.Pattern, docs *spec.Docs, q, k, v, dout []float64, s Shape, m
 				delta += dor[d] * o[d]
 			}
 			if mag != nil {
-				magRow(mag, kept, prob, qr, dor, q, k, v, delta, scale, kvBase, row, D)
+				magRow(mag, x, qr, dor, k, v, delta, s, h, spec.Row(r, s.SeqQ, s.SeqK), kvBase, row)
 			}
-			for _, j := range kept {
+			if g.DSink != nil {
+				g.DSink[h] -= x.psink * delta
+			}
+			for _, j := range x.kept {
 				vj := v[kvBase+j*D : kvBase+j*D+D]
 				dp := 0.0
 				for d := range vj {
 					dp += dor[d] * vj[d]
 				}
-				ds[j] = prob[j] * (dp - delta)
+				ds := x.prob[j] * (dp - delta) * x.dx[j]
 				dv := g.V[kvBase+j*D : kvBase+j*D+D]
 				dk := g.K[kvBase+j*D : kvBase+j*D+D]
 				kj := k[kvBase+j*D : kvBase+j*D+D]
 				dq := g.Q[row*D : row*D+D]
 				for d := range dv {
-					dv[d] += prob[j] * dor[d]
-					dk[d] += ds[j] * qr[d] * scale
-					dq[d] += ds[j] * kj[d] * scale
+					dv[d] += x.prob[j] * dor[d]
+					dk[d] += ds * qr[d] * scale
+					dq[d] += ds * kj[d] * scale
 				}
 			}
 		}
@@ -233,19 +256,36 @@ func absDot(x, y []float64) float64 {
 	return t
 }
 
-// magRow adds the GradMagnitude terms of one query row (lse index row, its
-// keys at kvBase, weights prob over kept, delta = dout . out) to mag.
-func magRow(mag *Grads[float64], kept []int, prob, qr, dor, q, k, v []float64, delta, scale float64, kvBase, row, D int) {
-	a, c := make([]float64, len(kept)), make([]float64, len(kept))
+// magRow adds the GradMagnitude terms of one query row (lse index row of
+// query head h at position i, its keys at kvBase, its softmax x, delta =
+// dout . out) to mag.
+func magRow(mag *Grads[float64], x *rowSoft, qr, dor, k, v []float64, delta float64, s Shape, h, i, kvBase, row int) {
+	D, scale := s.HeadDim, s.EffScale()
+	kept := x.kept
+	a, c, f := make([]float64, len(kept)), make([]float64, len(kept)), make([]float64, len(kept))
 	cmax := 0.0
 	for n, j := range kept {
+		kj := k[kvBase+j*D:][:D]
 		a[n] = absDot(dor, v[kvBase+j*D:][:D])
-		c[n] = scale * absDot(qr, k[kvBase+j*D:][:D])
+		raw := scale * absDot(qr, kj)
+		dot := 0.0
+		for d := range qr {
+			dot += qr[d] * kj[d]
+		}
+		g, fe := s.Score.stageMag(dot*scale, raw, h, i, j)
+		c[n], f[n] = x.dx[j]*raw+g, fe
 		cmax = max(cmax, c[n])
+	}
+	sink := math.Abs(s.Score.sink(h))
+	if x.psink > 0 {
+		cmax = max(cmax, sink) // the sink's rounding reaches lse
 	}
 	b := 0.0
 	for n, j := range kept {
-		b += prob[j] * (1 + c[n] + cmax) * a[n]
+		b += x.prob[j] * (1 + c[n] + cmax) * a[n]
+	}
+	if mag.DSink != nil && x.psink > 0 {
+		mag.DSink[h] += x.psink * ((1+sink+cmax)*math.Abs(delta) + b)
 	}
 	dq := mag.Q[row*D:][:D]
 	for n, j := range kept {
@@ -255,10 +295,10 @@ func magRow(mag *Grads[float64], kept []int, prob, qr, dor, q, k, v []float64, d
 			dp += dor[d] * vj[d]
 		}
 		e := 1 + c[n] + cmax
-		m := prob[j] * (a[n] + b + e*math.Abs(dp-delta))
+		m := x.dx[j]*x.prob[j]*(a[n]+b+e*math.Abs(dp-delta)) + math.Abs(x.prob[j]*(dp-delta))*f[n]
 		dk, dv := mag.K[kvBase+j*D:][:D], mag.V[kvBase+j*D:][:D]
 		for d := range dv {
-			dv[d] += prob[j] * e * math.Abs(dor[d])
+			dv[d] += x.prob[j] * e * math.Abs(dor[d])
 			dk[d] += scale * m * math.Abs(qr[d])
 			dq[d] += scale * m * math.Abs(kj[d])
 		}
@@ -267,17 +307,20 @@ func magRow(mag *Grads[float64], kept []int, prob, qr, dor, q, k, v []float64, d
 
 // NaiveGradFP32 is a straightforward float32 backward, the yardstick for
 // the error of backward kernels: per row, a dense keep row of the mask,
-// scores, max, exp, sum and probabilities in float32 (recomputed, not
-// taken from a forward), then delta = dout . out and the gradients of
-// ReferenceGrad accumulated in float32, rows in order.
+// scores, the score stage (computed in float64, rounded to float32, with
+// its derivative), max, exp, sum and probabilities in float32
+// (softmax32; recomputed, not taken from a forward), then delta = dout .
+// out and the gradients of ReferenceGrad accumulated in float32, rows in
+// order (dsink too, batch by batch).
 func NaiveGradFP32(p spec.Pattern, docs *spec.Docs, q, k, v, dout []float32, s Shape) (Grads[float32], error) {
 	return NaiveGradRounded(p, docs, q, k, v, dout, s, nil)
 }
 
 // NaiveGradRounded is NaiveGradFP32 for kernels that feed 16-bit tensor
 // cores: round (nil: none) is applied to the output before delta, to the
-// probabilities before dv += P dout, and to dS before dk and dq (the
-// values a bf16 or f16 backward multiplies), accumulating in float32.
+// probabilities before dv += P dout, and to dS (after the stage's
+// derivative) before dk and dq (the values a bf16 or f16 backward
+// multiplies), accumulating in float32.
 func NaiveGradRounded(p spec.Pattern, docs *spec.Docs, q, k, v, dout []float32, s Shape, round func(float32) float32) (Grads[float32], error) {
 	if round == nil {
 		round = func(x float32) float32 { return x }
@@ -285,7 +328,7 @@ func NaiveGradRounded(p spec.Pattern, docs *spec.Docs, q, k, v, dout []float32, 
 	if err := checkInputs(s, len(q), len(k), len(v), docs); err != nil {
 		return Grads[float32]{}, err
 	}
-	nq, nkv, _ := s.Sizes()
+	nq, _, _ := s.Sizes()
 	if len(dout) < nq {
 		return Grads[float32]{}, fmt.Errorf("dout has %d elements, shape needs %d", len(dout), nq)
 	}
@@ -295,19 +338,22 @@ func NaiveGradRounded(p spec.Pattern, docs *spec.Docs, q, k, v, dout []float32, 
 	}
 	D, scale := s.HeadDim, float32(s.EffScale())
 	group := s.HeadsQ / s.HeadsKV
-	g := Grads[float32]{Q: make([]float32, nq), K: make([]float32, nkv), V: make([]float32, nkv)}
-	scores := make([]float32, s.SeqK)
+	g := newGrads[float32](s)
+	scores, dx := make([]float32, s.SeqK), make([]float32, s.SeqK)
 	keep := make([]bool, s.SeqK)
+	kept := make([]int, 0, s.SeqK)
 	o := make([]float32, D)
 	var progs []spec.Prog
 	for b := 0; b < s.Batch; b++ {
 		for h := 0; h < s.HeadsQ; h++ {
 			kvBase := (b*s.HeadsKV + h/group) * s.SeqK * D
+			sink := float32(s.Score.sink(h))
 			for r := 0; r < s.SeqQ; r++ {
 				row := (b*s.HeadsQ+h)*s.SeqQ + r
 				qr, dor := q[row*D:][:D], dout[row*D:][:D]
-				progs = denseRow(hs.at(h), docs, spec.Row(r, s.SeqQ, s.SeqK), s.SeqK, keep, progs)
-				m := float32(math.Inf(-1))
+				i := spec.Row(r, s.SeqQ, s.SeqK)
+				progs = denseRow(hs.at(h), docs, i, s.SeqK, keep, progs)
+				kept = kept[:0]
 				for j := 0; j < s.SeqK; j++ {
 					if !keep[j] {
 						continue
@@ -316,42 +362,34 @@ func NaiveGradRounded(p spec.Pattern, docs *spec.Docs, q, k, v, dout []float32, 
 					for d, x := range k[kvBase+j*D : kvBase+j*D+D] {
 						dot += qr[d] * x
 					}
-					scores[j] = dot * scale
-					m = max(m, scores[j])
+					scores[j], dx[j] = stage32(s.Score, dot*scale, h, i, j)
+					kept = append(kept, j)
 				}
-				if math.IsInf(float64(m), -1) {
+				m, sum, _, ok := softmax32(scores, kept, sink)
+				if !ok {
 					continue
 				}
-				var sum float32
-				for j := 0; j < s.SeqK; j++ {
-					if keep[j] {
-						scores[j] = float32(math.Exp(float64(scores[j] - m)))
-						sum += scores[j]
-					}
-				}
 				clear(o)
-				for j := 0; j < s.SeqK; j++ {
-					if keep[j] {
-						scores[j] /= sum
-						for d, x := range v[kvBase+j*D : kvBase+j*D+D] {
-							o[d] += scores[j] * x
-						}
+				for _, j := range kept {
+					scores[j] = float32(math.Exp(float64(scores[j]-m))) / sum
+					for d, x := range v[kvBase+j*D : kvBase+j*D+D] {
+						o[d] += scores[j] * x
 					}
 				}
 				var delta float32
 				for d := range o {
 					delta += dor[d] * round(o[d])
 				}
-				for j := 0; j < s.SeqK; j++ {
-					if !keep[j] {
-						continue
-					}
+				if g.DSink != nil {
+					g.DSink[h] -= float32(math.Exp(float64(sink-m))) / sum * delta
+				}
+				for _, j := range kept {
 					vj := v[kvBase+j*D : kvBase+j*D+D]
 					var dp float32
 					for d := range vj {
 						dp += dor[d] * vj[d]
 					}
-					ds := round(scores[j]*(dp-delta)) * scale
+					ds := round(scores[j]*(dp-delta)*dx[j]) * scale
 					pj := round(scores[j])
 					kj := k[kvBase+j*D : kvBase+j*D+D]
 					dv, dk, dq := g.V[kvBase+j*D:][:D], g.K[kvBase+j*D:][:D], g.Q[row*D:][:D]
@@ -365,4 +403,15 @@ func NaiveGradRounded(p spec.Pattern, docs *spec.Docs, q, k, v, dout []float32, 
 		}
 	}
 	return g, nil
+}
+
+// stage32 is the score stage as the float32 yardsticks apply it: on the
+// float32 score x, in float64, rounded to float32 (score and
+// derivative); x itself and 1 without a stage.
+func stage32(sc *Score, x float32, h, i, j int) (float32, float32) {
+	if sc == nil {
+		return x, 1
+	}
+	y, dx := sc.apply(float64(x), h, i, j)
+	return float32(y), float32(dx)
 }

@@ -63,13 +63,33 @@ func checkFD(t *testing.T, p spec.Pattern, s Shape, r *rand.Rand) {
 	}
 	g := grad64(p, docs, q, k, v, dout, s, nil)
 	const h = 1e-5
-	for x, pair := range []struct {
+	pairs := []struct {
 		name string
 		in   []float64
 		grad []float64
-	}{{"dq", q, g.Q}, {"dk", k, g.K}, {"dv", v, g.V}} {
+	}{{"dq", q, g.Q}, {"dk", k, g.K}, {"dv", v, g.V}}
+	if s.Score.hasSinks() {
+		// the sink logits themselves (a head without one has dsink 0)
+		sinks := s.Score.Sinks
+		for h, x := range sinks {
+			if math.IsInf(x, -1) && g.DSink[h] != 0 {
+				t.Fatalf("%v %+v: dsink[%d] = %v for a head without a sink", p, s, h, g.DSink[h])
+			}
+		}
+		pairs = append(pairs, struct {
+			name string
+			in   []float64
+			grad []float64
+		}{"dsink", sinks, g.DSink})
+	} else if g.DSink != nil {
+		t.Fatalf("%v %+v: dsink %v without sinks", p, s, g.DSink)
+	}
+	for x, pair := range pairs {
 		_ = x
 		for i := range pair.in {
+			if math.IsInf(pair.in[i], -1) {
+				continue // a head without a sink
+			}
 			keep := pair.in[i]
 			pair.in[i] = keep + h
 			up := loss()
@@ -110,12 +130,15 @@ func TestAttention64(t *testing.T) {
 }
 
 // TestNaiveGradFP32 checks the yardstick against the reference: float32
-// error only.
+// error only, without a score stage and with each (dsink included).
 func TestNaiveGradFP32(t *testing.T) {
 	r := rand.New(rand.NewPCG(95, 96))
-	for k := 0; k < 10; k++ {
+	for k := 0; k < 10+len(stageCases); k++ {
 		p := spectest.Pattern(r, 60, 2)
 		s := Shape{Batch: 1, HeadsQ: 2, HeadsKV: 1, SeqQ: 1 + r.IntN(60), SeqK: 60, HeadDim: 16}
+		if k >= 10 {
+			s.Score = stageCases[k-10].make(r, s.HeadsQ)
+		}
 		nq, nkv, _ := s.Sizes()
 		q, kk, v, dout := randSlice(r, nq), randSlice(r, nkv), randSlice(r, nkv), randSlice(r, nq)
 		ref, err := ReferenceGrad(p, nil, q, kk, v, dout, s)
@@ -129,7 +152,10 @@ func TestNaiveGradFP32(t *testing.T) {
 		for _, c := range []struct {
 			a []float32
 			b []float64
-		}{{got.Q, ref.Q}, {got.K, ref.K}, {got.V, ref.V}} {
+		}{{got.Q, ref.Q}, {got.K, ref.K}, {got.V, ref.V}, {got.DSink, ref.DSink}} {
+			if len(c.a) != len(c.b) {
+				t.Fatalf("%v: %d values, reference %d", p, len(c.a), len(c.b))
+			}
 			for i := range c.a {
 				if math.Abs(float64(c.a[i])-c.b[i]) > 1e-4*(1+math.Abs(c.b[i])) {
 					t.Fatalf("%v: %v vs reference %v", p, c.a[i], c.b[i])

@@ -13,27 +13,67 @@ import (
 // RunBackward is a backward kernel under test: the gradients dq, dk and dv
 // of masked attention from dout, the inputs q, k, v, and the output and
 // the natural-log lse of the forward, with document ids when the mask has
-// document.
-type RunBackward func(dq, dk, dv, dout, q, k, v, out, lse []float32, docs []int32, s Shape) error
+// document; with learned sinks (s.Score.Sinks) dsink receives the HeadsQ
+// gradients of the sink logits (dsink is nil without sinks).
+type RunBackward func(dq, dk, dv, dout, q, k, v, out, lse []float32, docs []int32, s Shape, dsink []float32) error
 
-// GradReport is what CheckGrad measured on one shape: for dq, dk and dv
-// in turn, the kernel's and the yardstick's largest error against
-// ReferenceGrad, and the largest reference magnitude.
+// GradReport is what CheckGrad measured on one shape: for dq, dk, dv and
+// dsink (0 without sinks) in turn, the kernel's and the yardstick's
+// largest error against ReferenceGrad, and the largest reference
+// magnitude.
 type GradReport struct {
 	Shape                Shape
-	KernelErr, NaiveErr  [3]float64
-	RefMax               [3]float64
+	KernelErr, NaiveErr  [4]float64
+	RefMax               [4]float64
 	MaskedRows, DeadKeys int // rows that keep no key, key rows no query keeps (checked exactly 0)
 }
 
-var gradNames = [3]string{"dq", "dk", "dv"}
+var gradNames = [4]string{"dq", "dk", "dv", "dsink"}
 
 func (r GradReport) String() string {
 	s := fmt.Sprintf("B%d Hq%d Hkv%d Sq%d Sk%d D%d:", r.Shape.Batch, r.Shape.HeadsQ, r.Shape.HeadsKV, r.Shape.SeqQ, r.Shape.SeqK, r.Shape.HeadDim)
 	for x, n := range gradNames {
+		if x == 3 && !r.Shape.Score.hasSinks() {
+			break
+		}
 		s += fmt.Sprintf(" %s err %.2e (yardstick %.2e, max %.2e)", n, r.KernelErr[x], r.NaiveErr[x], r.RefMax[x])
 	}
 	return s + fmt.Sprintf(", %d fully masked rows, %d keys kept by no row", r.MaskedRows, r.DeadKeys)
+}
+
+// newDSink returns the dsink buffer a check hands a backward: HeadsQ
+// NaNs with sinks (an entry the backward does not write stays NaN), nil
+// without.
+func newDSink(s Shape) []float32 {
+	if !s.Score.hasSinks() {
+		return nil
+	}
+	d := make([]float32, s.HeadsQ)
+	poison(d)
+	return d
+}
+
+// deadSinks returns, for each query head, whether its dsink must be
+// exactly 0: the head has no sink (logit -Inf) or none of its rows (in any
+// batch) keeps a key. rowKeeps is structure's.
+func deadSinks(s Shape, rowKeeps []bool) []bool {
+	dead := make([]bool, s.HeadsQ)
+	for h := range dead {
+		dead[h] = math.IsInf(s.Score.sink(h), -1)
+		if dead[h] {
+			continue
+		}
+		dead[h] = true
+		for b := 0; b < s.Batch && dead[h]; b++ {
+			for r := 0; r < s.SeqQ; r++ {
+				if rowKeeps[(b*s.HeadsQ+h)*s.SeqQ+r] {
+					dead[h] = false
+					break
+				}
+			}
+		}
+	}
+	return dead
 }
 
 // structure returns, for a shape, which query rows ([batch, head, seq_q])
@@ -125,7 +165,7 @@ func roundF16Normal(x float32) float32 {
 
 // CheckGrad runs the forward fwd and then the backward bwd on fresh random
 // inputs of one shape (every output poisoned with NaN first) and compares
-// dq, dk and dv with ReferenceGrad and with NaiveGradFP32 on the same
+// dq, dk, dv and dsink with ReferenceGrad and with NaiveGradFP32 on the same
 // inputs: CheckGradWith with GradFP32.
 func CheckGrad(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r *rand.Rand) (GradReport, error) {
 	return CheckGradWith(p, fwd, bwd, s, r, GradFP32)
@@ -133,12 +173,13 @@ func CheckGrad(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r *rand.Rand) 
 
 // CheckGradWith runs the forward fwd and then the backward bwd on fresh
 // random inputs of one shape, rounded by opt.Round (every output poisoned
-// with NaN first), and compares dq, dk and dv with ReferenceGrad and with
-// the yardstick of opt on the same inputs: each entry's error may be at
-// most opt.Factor times the yardstick's largest error, or opt.Factor
-// times its rounding floor (GradOptions). The rows of dq whose query keeps
-// no key, and the rows of dk and dv of keys no query keeps, must be
-// exactly 0.
+// with NaN first), and compares dq, dk, dv and, with learned sinks, dsink
+// with ReferenceGrad and with the yardstick of opt on the same inputs:
+// each entry's error may be at most opt.Factor times the yardstick's
+// largest error, or opt.Factor times its rounding floor (GradOptions).
+// The rows of dq whose query keeps no key, the rows of dk and dv of keys
+// no query keeps, and dsink of a head without a sink (logit -Inf) or
+// whose rows keep no key, must be exactly 0.
 func CheckGradWith(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r *rand.Rand, opt GradOptions) (GradReport, error) {
 	if !(opt.Factor > 0) || !(opt.Floor >= 0) {
 		return GradReport{Shape: s}, fmt.Errorf("CheckGradWith: factor %v and floor %v: want a positive factor and a floor of 0 or more", opt.Factor, opt.Floor)
@@ -175,17 +216,26 @@ func CheckGradWith(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r *rand.Ra
 	poison(dq)
 	poison(dk)
 	poison(dv)
-	if err := bwd(dq, dk, dv, dout, q, k, v, out, lse, ids, s); err != nil {
+	dsink := newDSink(s)
+	if err := bwd(dq, dk, dv, dout, q, k, v, out, lse, ids, s, dsink); err != nil {
 		return rep, err
 	}
 	rowKeeps, keyKept := structure(p, docs, s)
-	got := [3][]float32{dq, dk, dv}
-	want := [3][]float64{ref.Q, ref.K, ref.V}
-	yard := [3][]float32{naive.Q, naive.K, naive.V}
-	live := [3][]bool{rowKeeps, keyKept, keyKept}
-	mags := [3][]float64{mag.Q, mag.K, mag.V}
-	var worst [3]entryErr
+	got := [4][]float32{dq, dk, dv, dsink}
+	want := [4][]float64{ref.Q, ref.K, ref.V, ref.DSink}
+	yard := [4][]float32{naive.Q, naive.K, naive.V, naive.DSink}
+	live := [4][]bool{rowKeeps, keyKept, keyKept, nil}
+	mags := [4][]float64{mag.Q, mag.K, mag.V, mag.DSink}
+	width := [4]int{D, D, D, 1}
+	if dsink != nil {
+		live[3] = deadSinks(s, rowKeeps)
+		for h, dead := range live[3] {
+			live[3][h] = !dead
+		}
+	}
+	var worst [4]entryErr
 	for x := range got {
+		D := width[x]
 		for row, ok := range live[x] {
 			if !ok {
 				if x < 2 {
@@ -197,7 +247,7 @@ func CheckGradWith(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r *rand.Ra
 				}
 				for d := 0; d < D; d++ {
 					if e := got[x][row*D+d]; e != 0 {
-						return rep, fmt.Errorf("%v: %s[row %d, dim %d] = %v, want exactly 0 (no pair of that row is kept)", s, gradNames[x], row, d, e)
+						return rep, fmt.Errorf("%v: %s[row %d, dim %d] = %v, want exactly 0 (%s)", s, gradNames[x], row, d, e, zeroWhy(x))
 					}
 				}
 				continue
@@ -239,11 +289,19 @@ func (w *entryErr) add(e, f, factor float64, row, dim int, got float32, want flo
 	}
 }
 
+// zeroWhy says why entries of gradient x must be exactly 0.
+func zeroWhy(x int) string {
+	if x == 3 {
+		return "the head has no sink, or none of its rows keeps a key"
+	}
+	return "no pair of that row is kept"
+}
+
 // judgeGrads applies the rule of GradOptions to what CheckGradWith or
 // CheckGradSampled measured: a gradient fails when some entry's error
 // exceeds both opt.Factor times its rounding floor and opt.Factor times
 // the yardstick's largest error on that gradient.
-func judgeGrads(s Shape, rep *GradReport, worst [3]entryErr, opt GradOptions, where string) error {
+func judgeGrads(s Shape, rep *GradReport, worst [4]entryErr, opt GradOptions, where string) error {
 	for x, w := range worst {
 		if lim := opt.Factor * rep.NaiveErr[x]; w.err > lim {
 			return fmt.Errorf("%v: %s error too large%s: %s[row %d, dim %d] = %v, reference %v: error %.3g above %v x the yardstick's %.3g and %v x the entry's rounding floor %.3g; %v",
@@ -255,8 +313,12 @@ func judgeGrads(s Shape, rep *GradReport, worst [3]entryErr, opt GradOptions, wh
 
 // CheckGradDependencies checks, for one small shape of one batch and one
 // head, that perturbing row i of dout changes dv exactly at the keys row i
-// keeps, dk only there, and dq only in row i; outputs are compared bit
-// for bit.
+// keeps (those whose reference weight is at most VisibleWeight may stay
+// as they are), dk only there, and dq only in row i; outputs are compared
+// bit for bit. With a learned sink, dsink must not change when row i keeps no
+// key (its term p_sink * delta is 0: its output is) and must change when
+// the reference's change of its term, p_sink (delta' - delta), is more
+// than 2^-16 of dsink.
 func CheckGradDependencies(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r *rand.Rand) error {
 	if s.Batch != 1 || s.HeadsQ != 1 || s.HeadsKV != 1 {
 		return errors.New("CheckGradDependencies wants one batch and one head")
@@ -271,10 +333,13 @@ func CheckGradDependencies(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r 
 		return err
 	}
 	base := [3][]float32{make([]float32, nq), make([]float32, nkv), make([]float32, nkv)}
-	if err := bwd(base[0], base[1], base[2], dout, q, k, v, out, lse, ids, s); err != nil {
+	baseSink := newDSink(s)
+	if err := bwd(base[0], base[1], base[2], dout, q, k, v, out, lse, ids, s, baseSink); err != nil {
 		return err
 	}
 	got := [3][]float32{make([]float32, nq), make([]float32, nkv), make([]float32, nkv)}
+	gotSink := newDSink(s)
+	w := pairWeights(p, docs, q, k, s)
 	changed := func(x []float32, y []float32, row int) bool {
 		for d := 0; d < D; d++ {
 			if x[row*D+d] != y[row*D+d] {
@@ -283,6 +348,7 @@ func CheckGradDependencies(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r 
 		}
 		return false
 	}
+	same := func(x float32) float32 { return x }
 	for i := 0; i < s.SeqQ; i++ {
 		d2 := clone(dout)
 		for d := 0; d < D; d++ {
@@ -291,7 +357,8 @@ func CheckGradDependencies(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r 
 		for _, g := range got {
 			poison(g)
 		}
-		if err := bwd(got[0], got[1], got[2], d2, q, k, v, out, lse, ids, s); err != nil {
+		poison(gotSink)
+		if err := bwd(got[0], got[1], got[2], d2, q, k, v, out, lse, ids, s, gotSink); err != nil {
 			return err
 		}
 		row := spec.Row(i, s.SeqQ, s.SeqK)
@@ -302,12 +369,27 @@ func CheckGradDependencies(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r 
 		}
 		for j := 0; j < s.SeqK; j++ {
 			keeps := p.AtDocs(row, j, docs)
-			if c := changed(got[2], base[2], j); c != keeps {
+			if c := changed(got[2], base[2], j); c != keeps && (c || w[i][j] > VisibleWeight) {
 				return fmt.Errorf("%v: changing dout row %d changed dv row %d: %v, but the mask keeps the pair: %v", s, i, j, c, keeps)
 			}
 			if c := changed(got[1], base[1], j); c && !keeps {
 				return fmt.Errorf("%v: changing dout row %d changed dk row %d, which the row masks", s, i, j)
 			}
+		}
+		if baseSink == nil {
+			continue
+		}
+		before, after := gradRow(p, docs, q, k, v, dout, s, i, same), gradRow(p, docs, q, k, v, d2, s, i, same)
+		c := math.Float32bits(gotSink[0]) != math.Float32bits(baseSink[0])
+		if !before.ok || before.psink64 == 0 {
+			if c {
+				return fmt.Errorf("%v: changing dout row %d, which keeps no key or has no sink weight, changed dsink from %v to %v", s, i, baseSink[0], gotSink[0])
+			}
+			continue
+		}
+		want := -before.psink64 * (after.delta64 - before.delta64)
+		if !c && math.Abs(want) > 0x1p-16*max(math.Abs(float64(baseSink[0])), math.Abs(float64(gotSink[0]))) {
+			return fmt.Errorf("%v: changing dout row %d left dsink at %v; the reference's term changed by %v", s, i, baseSink[0], want)
 		}
 	}
 	return nil
@@ -319,11 +401,14 @@ func CheckGradDependencies(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r 
 // none of the poisoned keys, and every dk and dv row of a clean key that
 // only such queries keep, must be bit-identical to the clean run. Then it
 // poisons q and dout (or one of them) of a random query row and of a
-// random row that keeps no key (lse -Inf; when the shape has one): every
-// dk and dv row of a key neither row keeps, and every other row of dq,
-// must be bit-identical to the clean run (a backward that multiplies a
-// masked pair's P or dS, 0, by the row's q or dout gets 0 * NaN = NaN
-// there).
+// random row that keeps no key (lse -Inf, or the sink logit with a sink;
+// when the shape has one): every dk and dv row of a key neither row
+// keeps, and every other row of dq, must be bit-identical to the clean
+// run (a backward that multiplies a masked pair's P or dS, 0, by the
+// row's q or dout gets 0 * NaN = NaN there). With learned sinks, dsink of
+// a head none of whose rows is dirty (keeps a poisoned key; is a poisoned
+// row that keeps a key) must be bit-identical too: a row that keeps no
+// key has output 0 and adds nothing to dsink, whatever its dout.
 func CheckGradNonFinite(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r *rand.Rand, trials int) error {
 	if err := s.Validate(); err != nil {
 		return err
@@ -334,9 +419,9 @@ func CheckGradNonFinite(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r *ra
 	q, k, v, ids, docs := randomInputs(p, &s, r)
 	hs := mustHeads(p, s)
 	dout := randomSlice(r, nq, 1)
-	run := func(q, k, v, dout []float32) ([3][]float32, error) {
+	run := func(q, k, v, dout []float32) ([4][]float32, error) {
 		out, lse := make([]float32, nq), make([]float32, nl)
-		g := [3][]float32{make([]float32, nq), make([]float32, nkv), make([]float32, nkv)}
+		g := [4][]float32{make([]float32, nq), make([]float32, nkv), make([]float32, nkv), newDSink(s)}
 		fill(out, lse)
 		if err := fwd(out, lse, q, k, v, ids, s); err != nil {
 			return g, err
@@ -344,7 +429,7 @@ func CheckGradNonFinite(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r *ra
 		for _, x := range g {
 			poison(x)
 		}
-		return g, bwd(g[0], g[1], g[2], dout, q, k, v, out, lse, ids, s)
+		return g, bwd(g[0], g[1], g[2], dout, q, k, v, out, lse, ids, s, g[3])
 	}
 	clean, err := run(q, k, v, dout)
 	if err != nil {
@@ -361,7 +446,21 @@ func CheckGradNonFinite(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r *ra
 			dead = append(dead, x)
 		}
 	}
-	same := func(got [3][]float32, x int, n int) bool {
+	// sinkSame reports dsink of every head whose rows are all clean
+	// bit-identical to the clean run's.
+	sinkSame := func(got [4][]float32, dirty func(x int) bool) (int, bool) {
+		for h := range got[3] {
+			quiet := true
+			for x := 0; x < nl && quiet; x++ {
+				quiet = x/s.SeqQ%s.HeadsQ != h || !dirty(x)
+			}
+			if quiet && math.Float32bits(got[3][h]) != math.Float32bits(clean[3][h]) {
+				return h, false
+			}
+		}
+		return 0, true
+	}
+	same := func(got [4][]float32, x int, n int) bool {
 		for d := 0; d < D; d++ {
 			if math.Float32bits(got[x][n*D+d]) != math.Float32bits(clean[x][n*D+d]) {
 				return false
@@ -420,6 +519,9 @@ func CheckGradNonFinite(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r *ra
 				return fmt.Errorf("%v: the keys query row %d masks poisoned: dk/dv of clean key row %d, kept by clean rows only, changed", s, row, n)
 			}
 		}
+		if h, ok := sinkSame(got, func(x int) bool { return dirty[x] }); !ok {
+			return fmt.Errorf("%v: the keys query row %d masks poisoned: dsink[%d] = %v, clean run %v, changed though no row of the head keeps a poisoned key", s, row, h, got[3][h], clean[3][h])
+		}
 
 		// q and dout of a random row and of a row that keeps no key
 		rows := []int{r.IntN(nl)}
@@ -461,6 +563,9 @@ func CheckGradNonFinite(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r *ra
 			if !keyDirty[n] && (!same(got, 1, n) || !same(got, 2, n)) {
 				return fmt.Errorf("%v: q and dout of query rows %v poisoned: dk/dv of key row %d, which they mask, changed", s, rows, n)
 			}
+		}
+		if h, ok := sinkSame(got, func(x int) bool { return poisoned[x] && rowKeeps[x] }); !ok {
+			return fmt.Errorf("%v: q and dout of query rows %v poisoned: dsink[%d] = %v, clean run %v, changed though none of the head's poisoned rows keeps a key", s, rows, h, got[3][h], clean[3][h])
 		}
 	}
 	return nil

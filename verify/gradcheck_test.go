@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -13,7 +14,7 @@ import (
 // does (NaiveGradRounded with bf16 rounding), with wrong applied to its
 // gradients (nil: none).
 func bf16Backward(p spec.Pattern, wrong func(g Grads[float32])) RunBackward {
-	return func(dq, dk, dv, dout, q, k, v, out, lse []float32, ids []int32, s Shape) error {
+	return func(dq, dk, dv, dout, q, k, v, out, lse []float32, ids []int32, s Shape, dsink []float32) error {
 		g, err := NaiveGradRounded(p, nil, q, k, v, dout, s, roundBF16)
 		if err != nil {
 			return err
@@ -24,6 +25,7 @@ func bf16Backward(p spec.Pattern, wrong func(g Grads[float32])) RunBackward {
 		copy(dq, g.Q)
 		copy(dk, g.K)
 		copy(dv, g.V)
+		copy(dsink, g.DSink)
 		return nil
 	}
 }
@@ -83,6 +85,11 @@ func TestCheckGradSampled(t *testing.T) {
 		{spec.Pattern{Mask: spec.Window(20), Causal: true}, Shape{Batch: 2, HeadsQ: 4, HeadsKV: 2, SeqQ: 50, SeqK: 70, HeadDim: 32}},
 		{spec.Pattern{Mask: spec.Intersect(spec.Document(), spec.Window(30)), Causal: true}, Shape{Batch: 1, HeadsQ: 2, HeadsKV: 1, SeqQ: 60, SeqK: 60, HeadDim: 16, Scale: 0.4}},
 		{spec.Pattern{Mask: spec.Block(16), Causal: false}, Shape{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: 20, SeqK: 90, HeadDim: 16}},
+		// every stage, a head without a sink, rows that keep nothing
+		{spec.Pattern{Mask: spec.Bridge(30, 2, 3, 0), Causal: true}, Shape{Batch: 2, HeadsQ: 3, HeadsKV: 1, SeqQ: 40, SeqK: 60, HeadDim: 16,
+			Score: &Score{SoftCap: 3, Alibi: AlibiSigned, Slopes: AlibiSlopes(3), Sinks: []float64{0.5, math.Inf(-1), 2}}}},
+		{spec.Pattern{Mask: spec.Window(20), Causal: false}, Shape{Batch: 1, HeadsQ: 2, HeadsKV: 2, SeqQ: 30, SeqK: 30, HeadDim: 16,
+			Score: &Score{Alibi: AlibiSymmetric, Slopes: []float64{0.3, 0.01}, Sinks: []float64{-1, 3}}}},
 	} {
 		p, s := c.p, c.s
 		nq, nkv, nl := s.Sizes()
@@ -98,11 +105,14 @@ func TestCheckGradSampled(t *testing.T) {
 		for x := 0; x < nkv/s.HeadDim; x++ {
 			all.Key = append(all.Key, x)
 		}
+		if s.Score.hasSinks() {
+			all.Sink = []int{0, 1, 2}[:s.HeadsQ]
+		}
 		yard, err := NaiveGradRounded(p, docs, q, k, v, dout, s, roundBF16)
 		if err != nil {
 			t.Fatal(err)
 		}
-		rep, err := CheckGradSampled(p, ids, q, k, v, dout, s, yard.Q, yard.K, yard.V, GradBF16, all)
+		rep, err := CheckGradSampled(p, ids, q, k, v, dout, s, yard.Q, yard.K, yard.V, yard.DSink, GradBF16, all)
 		if err != nil {
 			t.Fatalf("%v: the yardstick itself: %v", p, err)
 		}
@@ -114,13 +124,16 @@ func TestCheckGradSampled(t *testing.T) {
 			t.Fatal(err)
 		}
 		narrow := func(x []float64) []float32 {
+			if x == nil {
+				return nil
+			}
 			y := make([]float32, len(x))
 			for i, e := range x {
 				y[i] = float32(e)
 			}
 			return y
 		}
-		rep, err = CheckGradSampled(p, ids, q, k, v, dout, s, narrow(ref.Q), narrow(ref.K), narrow(ref.V), GradBF16, all)
+		rep, err = CheckGradSampled(p, ids, q, k, v, dout, s, narrow(ref.Q), narrow(ref.K), narrow(ref.V), narrow(ref.DSink), GradBF16, all)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -130,6 +143,26 @@ func TestCheckGradSampled(t *testing.T) {
 			}
 		}
 		t.Logf("%v: %v", p, rep)
+		if s.Score.hasSinks() {
+			if rep.RefMax[3] == 0 {
+				t.Errorf("%v: dsink's reference is 0", p)
+			}
+			wrong := slices.Clone(yard.DSink)
+			wrong[0] = -wrong[0]
+			if _, err := CheckGradSampled(p, ids, q, k, v, dout, s, yard.Q, yard.K, yard.V, wrong, GradBF16, all); err == nil || !strings.Contains(err.Error(), "dsink error too large") {
+				t.Errorf("%v: dsink[0] negated: %v", p, err)
+			}
+			if math.IsInf(s.Score.Sinks[1], -1) { // head 1 has no sink: its dsink must be 0
+				wrong = slices.Clone(yard.DSink)
+				wrong[1] = 1e-30
+				if _, err := CheckGradSampled(p, ids, q, k, v, dout, s, yard.Q, yard.K, yard.V, wrong, GradBF16, all); err == nil || !strings.Contains(err.Error(), "want exactly 0") {
+					t.Errorf("%v: dsink of a head without a sink set: %v", p, err)
+				}
+			}
+			if _, err := CheckGradSampled(p, ids, q, k, v, dout, s, yard.Q, yard.K, yard.V, nil, GradBF16, all); err == nil {
+				t.Errorf("%v: no dsink accepted", p)
+			}
+		}
 	}
 
 	// sampled rows of a longer shape
@@ -149,21 +182,21 @@ func TestCheckGradSampled(t *testing.T) {
 	if len(rows.Query) == 0 || len(rows.Key) != 24 {
 		t.Fatalf("sampled %d query rows and %d keys, want some and 24", len(rows.Query), len(rows.Key))
 	}
-	if _, err := CheckGradSampled(p, nil, q, k, v, dout, s, g.Q, g.K, g.V, GradBF16, rows); err != nil {
+	if _, err := CheckGradSampled(p, nil, q, k, v, dout, s, g.Q, g.K, g.V, nil, GradBF16, rows); err != nil {
 		t.Fatalf("the yardstick on sampled rows: %v", err)
 	}
 	wrong := slices.Clone(g.K)
 	for i := range wrong {
 		wrong[i] *= 1.02
 	}
-	if _, err := CheckGradSampled(p, nil, q, k, v, dout, s, g.Q, wrong, g.V, GradBF16, rows); err == nil || !strings.Contains(err.Error(), "dk error too large") {
+	if _, err := CheckGradSampled(p, nil, q, k, v, dout, s, g.Q, wrong, g.V, nil, GradBF16, rows); err == nil || !strings.Contains(err.Error(), "dk error too large") {
 		t.Errorf("dk off by 2%%: %v", err)
 	}
 	// the rows are positions 100 to 399: keys 2 to 60 are kept by none
 	dead := slices.Clone(g.V)
 	dead[10*s.HeadDim] = 1
 	deadRows := GradRows{Key: []int{10}}
-	if _, err := CheckGradSampled(p, nil, q, k, v, dout, s, g.Q, g.K, dead, GradBF16, deadRows); err == nil || !strings.Contains(err.Error(), "want exactly 0") {
+	if _, err := CheckGradSampled(p, nil, q, k, v, dout, s, g.Q, g.K, dead, nil, GradBF16, deadRows); err == nil || !strings.Contains(err.Error(), "want exactly 0") {
 		t.Errorf("a dead key's dv set: %v", err)
 	}
 	if every := SampleGradRows(p, nil, s, 0, r); len(every.Query) != 600 || len(every.Key) != 400 {
@@ -180,10 +213,10 @@ func TestCheckGradSampled(t *testing.T) {
 	if _, err := CheckGradSampledRun(p, fwd, bf16Backward(p, func(g Grads[float32]) { g.Q[5] = 0.5 }), s, r, GradBF16, 0); err == nil {
 		t.Error("CheckGradSampledRun on every row: one dq element changed passed")
 	}
-	if _, err := CheckGradSampled(p, nil, q, k, v, dout, s, g.Q, g.K, g.V, GradBF16, GradRows{Key: []int{400}}); err == nil {
+	if _, err := CheckGradSampled(p, nil, q, k, v, dout, s, g.Q, g.K, g.V, nil, GradBF16, GradRows{Key: []int{400}}); err == nil {
 		t.Error("key row 400 of 400 accepted")
 	}
-	if _, err := CheckGradSampled(p, nil, q, k, v, dout, s, g.Q, g.K, g.V, GradBF16, GradRows{Query: []int{-1}}); err == nil {
+	if _, err := CheckGradSampled(p, nil, q, k, v, dout, s, g.Q, g.K, g.V, nil, GradBF16, GradRows{Query: []int{-1}}); err == nil {
 		t.Error("query row -1 accepted")
 	}
 }

@@ -12,10 +12,12 @@ import (
 )
 
 // GradRows names the gradient rows a sampled gradient check judges: Query
-// rows of dq as lse indices ([batch][heads_q][seq_q]) and Key rows of dk
-// and dv as key indices ([batch][heads_kv][seq_k]).
+// rows of dq as lse indices ([batch][heads_q][seq_q]), Key rows of dk
+// and dv as key indices ([batch][heads_kv][seq_k]) and, with learned
+// sinks, the query heads whose dsink is judged (Sink; each needs the
+// softmax of every row of the head, in every batch).
 type GradRows struct {
-	Query, Key []int
+	Query, Key, Sink []int
 }
 
 // SampleGradRows picks the rows CheckGradSampled judges on a shape too
@@ -24,7 +26,9 @@ type GradRows struct {
 // (the first and last keys, the first and last of the keys no query keeps
 // and of the keys some query keeps, then random ones), sorted. The keys'
 // rows need the softmax of every query row of their group that keeps them,
-// so they stay within one head. n <= 0 picks every row and every key.
+// so they stay within one head. With learned sinks it also picks dsink of
+// the query heads of that key/value head. n <= 0 picks every row, every
+// key and every head.
 func SampleGradRows(p spec.Pattern, docs *spec.Docs, s Shape, n int, r *rand.Rand) GradRows {
 	g := GradRows{Query: SampleRows(p, docs, s, n, r)}
 	if n <= 0 {
@@ -32,10 +36,22 @@ func SampleGradRows(p spec.Pattern, docs *spec.Docs, s Shape, n int, r *rand.Ran
 		for x := 0; x < nkv/s.HeadDim; x++ {
 			g.Key = append(g.Key, x)
 		}
+		if s.Score.hasSinks() {
+			for h := 0; h < s.HeadsQ; h++ {
+				g.Sink = append(g.Sink, h)
+			}
+		}
 		return g
 	}
 	n = min(n, s.SeqK)
-	base := (r.IntN(s.Batch)*s.HeadsKV + r.IntN(s.HeadsKV)) * s.SeqK
+	kvh := r.IntN(s.HeadsKV)
+	base := (r.IntN(s.Batch)*s.HeadsKV + kvh) * s.SeqK
+	if s.Score.hasSinks() {
+		group := s.HeadsQ / s.HeadsKV
+		for h := kvh * group; h < (kvh+1)*group; h++ {
+			g.Sink = append(g.Sink, h)
+		}
+	}
 	kept := make([]bool, s.SeqK)
 	for row := 0; row < s.SeqQ; row++ {
 		i := spec.Row(row, s.SeqQ, s.SeqK)
@@ -79,20 +95,23 @@ func SampleGradRows(p spec.Pattern, docs *spec.Docs, s Shape, n int, r *rand.Ran
 }
 
 // rowStats is one query row's softmax: in float64 (m64 and the sum give
-// P = exp(s - m64) / sum64, delta64 = dout . out), and as the
-// straightforward backward of NaiveGradRounded computes it in float32.
+// P = exp(s - m64) / sum64 for a staged score s, delta64 = dout . out),
+// and as the straightforward backward of NaiveGradRounded computes it in
+// float32; psink64 and psink32 are the sink's weights (0 without one).
 type rowStats struct {
-	ok             bool // the row keeps a key with weight
-	m64, sum64     float64
-	delta64        float64
-	cmax64, b64    float64 // GradMagnitude's max_j c_ij and b_i
-	m32, sum32     float32
-	delta32        float32
-	ok32           bool
-	scale64        float64
-	scale32        float32
-	qr, dor        []float32
-	kvBase, stride int
+	ok               bool // the row keeps a key with weight
+	m64, sum64       float64
+	delta64, psink64 float64
+	cmax64, b64      float64 // GradMagnitude's max_j c_ij (and |sink|) and b_i
+	m32, sum32       float32
+	delta32, psink32 float32
+	ok32             bool
+	scale64          float64
+	scale32          float32
+	qr, dor          []float32
+	kvBase, stride   int
+	h, i             int    // query head, position
+	sc               *Score // the shape's stage
 }
 
 // gradRow computes the softmax statistics of lse row x (= bh*SeqQ + r)
@@ -103,59 +122,54 @@ func gradRow(p spec.Pattern, docs *spec.Docs, q, k, v, dout []float32, s Shape, 
 	group := s.HeadsQ / s.HeadsKV
 	bh, r := x/s.SeqQ, x%s.SeqQ
 	st := rowStats{scale64: s.EffScale(), scale32: float32(s.EffScale()), qr: q[x*D:][:D], dor: dout[x*D:][:D],
-		kvBase: (bh/s.HeadsQ*s.HeadsKV + bh%s.HeadsQ/group) * s.SeqK * D}
-	i := spec.Row(r, s.SeqQ, s.SeqK)
-	var kept []int
+		kvBase: (bh/s.HeadsQ*s.HeadsKV + bh%s.HeadsQ/group) * s.SeqK * D, h: bh % s.HeadsQ, i: spec.Row(r, s.SeqQ, s.SeqK), sc: s.Score}
+	var kept, idx []int
 	var s64, c64, a64 []float64
 	var s32 []float32
-	m64, m32 := math.Inf(-1), float32(math.Inf(-1))
 	for j := 0; j < s.SeqK; j++ {
-		if !p.AtDocs(i, j, docs) {
+		if !p.AtDocs(st.i, j, docs) {
 			continue
 		}
-		d64, d32 := st.dots(k, j)
+		d64, d32, c, a := st.scores(k, v, j)
+		idx = append(idx, len(kept))
 		kept, s64, s32 = append(kept, j), append(s64, d64), append(s32, d32)
-		c, a := st.mags(k, v, j)
 		c64, a64 = append(c64, c), append(a64, a)
 		st.cmax64 = max(st.cmax64, c)
-		m64 = math.Max(m64, d64)
-		m32 = max(m32, d32)
 	}
 	if len(kept) == 0 {
 		return st
 	}
 	// float64, as ReferenceGrad
-	ms := m64
-	if math.IsInf(m64, -1) {
-		ms = 0
-	}
-	o64 := make([]float64, D)
-	for n, j := range kept {
-		e := math.Exp(s64[n] - ms)
-		st.sum64 += e
-		for d, y := range v[st.kvBase+j*D:][:D] {
-			o64[d] += e * float64(y)
+	sink := s.Score.sink(st.h)
+	if ms, sum, _, ok := softmax(s64, idx, sink); ok {
+		st.ok, st.m64, st.sum64 = true, ms, sum
+		st.psink64 = math.Exp(sink-ms) / sum
+		if st.psink64 > 0 {
+			st.cmax64 = max(st.cmax64, math.Abs(sink))
 		}
-	}
-	if st.sum64 > 0 {
-		st.ok, st.m64 = true, ms
+		o64 := make([]float64, D)
+		for n, j := range kept {
+			e := math.Exp(s64[n]-ms) / sum
+			for d, y := range v[st.kvBase+j*D:][:D] {
+				o64[d] += e * float64(y)
+			}
+		}
 		for d := range o64 {
-			st.delta64 += float64(st.dor[d]) * o64[d] / st.sum64
+			st.delta64 += float64(st.dor[d]) * o64[d]
 		}
 		for n := range kept {
-			st.b64 += math.Exp(s64[n]-ms) / st.sum64 * (1 + c64[n] + st.cmax64) * a64[n]
+			st.b64 += math.Exp(s64[n]-ms) / sum * (1 + c64[n] + st.cmax64) * a64[n]
 		}
 	}
 	// float32, as NaiveGradRounded
-	if math.IsInf(float64(m32), -1) {
+	sink32 := float32(sink)
+	m32, sum32, _, ok32 := softmax32(s32, idx, sink32)
+	if !ok32 {
 		return st
 	}
 	o32 := make([]float32, D)
-	for n := range kept {
-		st.sum32 += float32(math.Exp(float64(s32[n] - m32)))
-	}
 	for n, j := range kept {
-		pj := float32(math.Exp(float64(s32[n]-m32))) / st.sum32
+		pj := float32(math.Exp(float64(s32[n]-m32))) / sum32
 		for d, y := range v[st.kvBase+j*D:][:D] {
 			o32[d] += pj * y
 		}
@@ -163,12 +177,13 @@ func gradRow(p spec.Pattern, docs *spec.Docs, q, k, v, dout []float32, s Shape, 
 	for d := range o32 {
 		st.delta32 += st.dor[d] * round(o32[d])
 	}
-	st.ok32, st.m32 = true, m32
+	st.ok32, st.m32, st.sum32 = true, m32, sum32
+	st.psink32 = float32(math.Exp(float64(sink32-m32))) / sum32
 	return st
 }
 
-// dots returns the scaled score of the row with key j in float64 and as
-// NaiveGradRounded computes it.
+// dots returns the scaled score x of the row with key j in float64 and as
+// NaiveGradRounded computes it (before the stage).
 func (st *rowStats) dots(k []float32, j int) (float64, float32) {
 	var d64 float64
 	var d32 float32
@@ -179,8 +194,19 @@ func (st *rowStats) dots(k []float32, j int) (float64, float32) {
 	return d64 * st.scale64, d32 * st.scale32
 }
 
-// mags returns GradMagnitude's c_ij = scale |q_i|·|k_j| and a_ij =
-// |dout_i|·|v_j| for key j of the row.
+// scores returns the staged score of the row with key j in float64 and
+// as NaiveGradRounded computes it, and GradMagnitude's c_ij and a_ij.
+func (st *rowStats) scores(k, v []float32, j int) (s64 float64, s32 float32, c, a float64) {
+	x64, x32 := st.dots(k, j)
+	s64, dx := st.sc.apply(x64, st.h, st.i, j)
+	s32, _ = stage32(st.sc, x32, st.h, st.i, j)
+	raw, a := st.mags(k, v, j)
+	g, _ := st.sc.stageMag(x64, raw, st.h, st.i, j)
+	return s64, s32, dx*raw + g, a
+}
+
+// mags returns scale |q_i|·|k_j| and GradMagnitude's a_ij = |dout_i|·|v_j|
+// for key j of the row.
 func (st *rowStats) mags(k, v []float32, j int) (c, a float64) {
 	D := len(st.qr)
 	kj, vj := k[st.kvBase+j*D:][:D], v[st.kvBase+j*D:][:D]
@@ -194,36 +220,41 @@ func (st *rowStats) mags(k, v []float32, j int) (c, a float64) {
 // pair returns, for key j of the row, P and dS in float64, the rounded
 // P and dS * scale of NaiveGradRounded (0 where the row has no weight),
 // and GradMagnitude's weights of the pair: m_ij (of dS, for dq and dk)
-// and P_ij e_ij (for dv).
+// and P_ij e_ij (for dv). dS includes the stage's derivative.
 func (st *rowStats) pair(k, v []float32, j int, round func(float32) float32) (p64, ds64 float64, p32, ds32 float32, mds, mp float64) {
 	D := len(st.qr)
-	d64, d32 := st.dots(k, j)
+	x64, x32 := st.dots(k, j)
 	vj := v[st.kvBase+j*D:][:D]
 	if st.ok {
-		p64 = math.Exp(d64-st.m64) / st.sum64
+		s64, dx := st.sc.apply(x64, st.h, st.i, j)
+		p64 = math.Exp(s64-st.m64) / st.sum64
 		dp := 0.0
 		for d, y := range vj {
 			dp += float64(st.dor[d]) * float64(y)
 		}
-		ds64 = p64 * (dp - st.delta64)
-		c, a := st.mags(k, v, j)
-		e := 1 + c + st.cmax64
-		mds = p64 * (a + st.b64 + e*math.Abs(dp-st.delta64))
+		ds64 = p64 * (dp - st.delta64) * dx
+		raw, a := st.mags(k, v, j)
+		g, f := st.sc.stageMag(x64, raw, st.h, st.i, j)
+		e := 1 + dx*raw + g + st.cmax64
+		mds = dx*p64*(a+st.b64+e*math.Abs(dp-st.delta64)) + math.Abs(p64*(dp-st.delta64))*f
 		mp = p64 * e
 	}
 	if st.ok32 {
-		pj := float32(math.Exp(float64(d32-st.m32))) / st.sum32
+		s32, dx32 := stage32(st.sc, x32, st.h, st.i, j)
+		pj := float32(math.Exp(float64(s32-st.m32))) / st.sum32
 		var dp float32
 		for d, y := range vj {
 			dp += st.dor[d] * y
 		}
-		ds32 = round(pj*(dp-st.delta32)) * st.scale32
+		ds32 = round(pj*(dp-st.delta32)*dx32) * st.scale32
 		p32 = round(pj)
 	}
 	return p64, ds64, p32, ds32, mds, mp
 }
 
-// CheckGradSampled judges gradients a backward wrote (dq, dk, dv) for
+// CheckGradSampled judges gradients a backward wrote (dq, dk, dv, and
+// dsink with learned sinks: HeadsQ values, judged for the heads of
+// rows.Sink) for
 // inputs q, k, v and dout (as the backward read them: rounded to its
 // element type) and document ids (nil without documents) on the rows of
 // rows only, for shapes too long for ReferenceGrad: each sampled element
@@ -233,9 +264,11 @@ func (st *rowStats) pair(k, v []float32, j int, round func(float32) float32) (p6
 // largest error on that gradient, or opt.Factor times its rounding floor
 // (opt.Floor times its GradMagnitude, computed for the same elements);
 // rows of dq whose query keeps no key and rows of dk and dv of
-// keys no query keeps must be exactly 0. The softmax of every query row
-// that keeps a sampled key is computed, on every CPU.
-func CheckGradSampled(p spec.Pattern, ids []int32, q, k, v, dout []float32, s Shape, dq, dk, dv []float32, opt GradOptions, rows GradRows) (GradReport, error) {
+// keys no query keeps must be exactly 0, as must dsink of a head without
+// a sink or whose rows keep no key. The softmax of every query row that
+// keeps a sampled key, and of every row of a head in rows.Sink, is
+// computed, on every CPU.
+func CheckGradSampled(p spec.Pattern, ids []int32, q, k, v, dout []float32, s Shape, dq, dk, dv, dsink []float32, opt GradOptions, rows GradRows) (GradReport, error) {
 	rep := GradReport{Shape: s}
 	if err := s.Validate(); err != nil {
 		return rep, err
@@ -269,6 +302,17 @@ func CheckGradSampled(p spec.Pattern, ids []int32, q, k, v, dout []float32, s Sh
 			return rep, fmt.Errorf("%v: key row %d outside 0..%d", s, x, nkv/s.HeadDim-1)
 		}
 	}
+	switch {
+	case s.Score.hasSinks() && len(dsink) < s.HeadsQ:
+		return rep, fmt.Errorf("%v: the shape has learned sinks, and dsink has %d values, want HeadsQ = %d", s, len(dsink), s.HeadsQ)
+	case !s.Score.hasSinks() && len(rows.Sink) > 0:
+		return rep, fmt.Errorf("%v: dsink rows %v, but the shape has no learned sinks", s, rows.Sink)
+	}
+	for _, h := range rows.Sink {
+		if h < 0 || h >= s.HeadsQ {
+			return rep, fmt.Errorf("%v: dsink head %d outside 0..%d", s, h, s.HeadsQ-1)
+		}
+	}
 	round := opt.RoundGrad
 	if round == nil {
 		round = func(x float32) float32 { return x }
@@ -280,6 +324,13 @@ func CheckGradSampled(p spec.Pattern, ids []int32, q, k, v, dout []float32, s Sh
 	need := map[int]bool{}
 	for _, x := range rows.Query {
 		need[x] = true
+	}
+	for _, h := range rows.Sink {
+		for b := 0; b < s.Batch; b++ {
+			for r := 0; r < s.SeqQ; r++ {
+				need[(b*s.HeadsQ+h)*s.SeqQ+r] = true
+			}
+		}
 	}
 	for _, kr := range rows.Key {
 		b, g, j := kr/s.SeqK/s.HeadsKV, kr/s.SeqK%s.HeadsKV, kr%s.SeqK
@@ -318,9 +369,9 @@ func CheckGradSampled(p spec.Pattern, ids []int32, q, k, v, dout []float32, s Sh
 	close(work)
 	wg.Wait()
 
-	var worst [3]entryErr
+	var worst [4]entryErr
 	judge := func(x int, got []float32, ref []float64, yard []float32, mag []float64, row int) error {
-		for d := 0; d < D; d++ {
+		for d := range got {
 			e := math.Abs(float64(got[d]) - ref[d])
 			if !(e <= math.MaxFloat64) {
 				return fmt.Errorf("%v: %s[row %d, dim %d] = %v (not written or not finite), reference %v", s, gradNames[x], row, d, got[d], ref[d])
@@ -416,6 +467,33 @@ func CheckGradSampled(p spec.Pattern, ids []int32, q, k, v, dout []float32, s Sh
 			return rep, err
 		}
 	}
+	for _, h := range rows.Sink {
+		var ref, mag float64
+		var yard float32
+		live := false
+		for b := 0; b < s.Batch; b++ {
+			for r := 0; r < s.SeqQ; r++ {
+				st := stats[(b*s.HeadsQ+h)*s.SeqQ+r]
+				live = live || st.ok
+				if st.ok {
+					ref -= st.psink64 * st.delta64
+					mag += st.psink64 * ((1+math.Abs(s.Score.sink(h))+st.cmax64)*math.Abs(st.delta64) + st.b64)
+				}
+				if st.ok32 {
+					yard -= st.psink32 * st.delta32
+				}
+			}
+		}
+		if !live || math.IsInf(s.Score.sink(h), -1) {
+			if dsink[h] != 0 {
+				return rep, fmt.Errorf("%v: dsink[row %d, dim 0] = %v, want exactly 0 (%s)", s, h, dsink[h], zeroWhy(3))
+			}
+			continue
+		}
+		if err := judge(3, dsink[h:h+1], []float64{ref}, []float32{yard}, []float64{mag}, h); err != nil {
+			return rep, err
+		}
+	}
 	if err := judgeGrads(s, &rep, worst, opt, " on sampled rows"); err != nil {
 		return rep, err
 	}
@@ -448,8 +526,9 @@ func CheckGradSampledRun(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r *r
 	poison(dq)
 	poison(dk)
 	poison(dv)
-	if err := bwd(dq, dk, dv, dout, q, k, v, out, lse, ids, s); err != nil {
+	dsink := newDSink(s)
+	if err := bwd(dq, dk, dv, dout, q, k, v, out, lse, ids, s, dsink); err != nil {
 		return GradReport{Shape: s}, err
 	}
-	return CheckGradSampled(p, ids, q, k, v, dout, s, dq, dk, dv, opt, SampleGradRows(p, docs, s, n, r))
+	return CheckGradSampled(p, ids, q, k, v, dout, s, dq, dk, dv, dsink, opt, SampleGradRows(p, docs, s, n, r))
 }

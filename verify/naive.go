@@ -11,7 +11,7 @@ import (
 // float64 reference) and the "naive" line of benchmarks: per row, a dense
 // keep row of the mask, then scores over every key it keeps, max, exp, sum,
 // weighted sum, all in float32, with the score stage (Shape.Score) on each
-// kept score and the sink in the sum. out and lse (lse may be nil) are written
+// kept score and the sink in the sum (softmax32). out and lse (lse may be nil) are written
 // like Reference.
 func NaiveFP32(p spec.Pattern, docs *spec.Docs, q, k, v []float32, s Shape, out, lse []float32) error {
 	return naiveRowsFP32(p, docs, q, k, v, s, nil, out, lse)
@@ -39,7 +39,7 @@ func naive(p spec.Pattern, docs *spec.Docs, q, k, v []float32, s Shape, rows []i
 	}
 	forRows(s, rows, func() func(row int) {
 		x := naiveRow{p: hs, docs: docs, q: q, k: k, v: v, s: s, out: out, lse: lse, roundP: roundP, roundOut: roundOut,
-			scores: make([]float32, s.SeqK), acc: make([]float32, s.HeadDim), keep: make([]bool, s.SeqK)}
+			scores: make([]float32, s.SeqK), acc: make([]float32, s.HeadDim), keep: make([]bool, s.SeqK), kept: make([]int, 0, s.SeqK)}
 		return x.run
 	})
 	return nil
@@ -55,6 +55,7 @@ type naiveRow struct {
 	roundP, roundOut func(float32) float32
 	scores, acc      []float32
 	keep             []bool
+	kept             []int
 	progs            []spec.Prog
 }
 
@@ -67,10 +68,8 @@ func (x *naiveRow) run(row int) {
 	qr := x.q[row*D : row*D+D]
 	i := spec.Row(r, s.SeqQ, s.SeqK)
 	x.progs = denseRow(x.p.at(h), x.docs, i, s.SeqK, x.keep, x.progs)
-	scores, acc, keep := x.scores, x.acc, x.keep
-	m := float32(math.Inf(-1))
+	scores, acc, keep, kept := x.scores, x.acc, x.keep, x.kept[:0]
 	for j := 0; j < s.SeqK; j++ {
-		scores[j] = float32(math.Inf(-1))
 		if !keep[j] {
 			continue
 		}
@@ -79,45 +78,32 @@ func (x *naiveRow) run(row int) {
 		for d := range qr {
 			dot += qr[d] * kj[d]
 		}
-		scores[j] = dot * scale
-		if s.Score != nil {
-			sc, _ := s.Score.apply(float64(scores[j]), h, i, j)
-			scores[j] = float32(sc)
-		}
-		m = max(m, scores[j])
+		scores[j], _ = stage32(s.Score, dot*scale, h, i, j)
+		kept = append(kept, j)
 	}
+	x.kept = kept
 	o := x.out[row*D : row*D+D]
-	sink := float32(s.Score.sink(h))
-	if math.IsInf(float64(m), -1) {
+	m, sum, lse, ok := softmax32(scores, kept, float32(s.Score.sink(h)))
+	if x.lse != nil {
+		x.lse[row] = lse
+	}
+	if !ok {
 		clear(o)
-		if x.lse != nil {
-			x.lse[row] = sink
-		}
 		return
 	}
-	m = max(m, sink)
 	clear(acc)
-	var sum float32
-	for j := 0; j < s.SeqK; j++ {
+	for _, j := range kept {
 		if math.IsInf(float64(scores[j]), -1) {
-			continue
+			continue // weight 0: its value is never read
 		}
-		w := float32(math.Exp(float64(scores[j] - m)))
-		sum += w
-		w = x.roundP(w)
+		w := x.roundP(float32(math.Exp(float64(scores[j] - m))))
 		vj := x.v[kvBase+j*D : kvBase+j*D+D]
 		for d := range acc {
 			acc[d] += w * vj[d]
 		}
 	}
-	if !math.IsInf(float64(sink), -1) {
-		sum += float32(math.Exp(float64(sink - m)))
-	}
 	for d := range o {
 		o[d] = x.roundOut(acc[d] / sum)
-	}
-	if x.lse != nil {
-		x.lse[row] = m + float32(math.Log(float64(sum)))
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"sync"
 
 	"github.com/attngen/attngen/spec"
@@ -43,6 +44,31 @@ const (
 	AlibiSigned                  // i - j
 	AlibiSymmetric               // |i - j|
 )
+
+// String describes the stage in a check's messages (a Shape printed with
+// %v shows it rather than a pointer): "none", or its parts.
+func (sc *Score) String() string {
+	if sc == nil {
+		return "none"
+	}
+	var parts []string
+	if sc.SoftCap > 0 {
+		parts = append(parts, fmt.Sprintf("softcap %v", sc.SoftCap))
+	}
+	switch sc.Alibi {
+	case AlibiSigned:
+		parts = append(parts, fmt.Sprintf("alibi (i-j) slopes %v", sc.Slopes))
+	case AlibiSymmetric:
+		parts = append(parts, fmt.Sprintf("alibi |i-j| slopes %v", sc.Slopes))
+	}
+	if sc.Sinks != nil {
+		parts = append(parts, fmt.Sprintf("sinks %v", sc.Sinks))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return "score{" + strings.Join(parts, ", ") + "}"
+}
 
 // check reports values that do not fit the shape.
 func (sc *Score) check(s Shape) error {
@@ -114,6 +140,59 @@ func softmax(scores []float64, kept []int, sink float64) (ms, sum, lse float64, 
 		sum += math.Exp(sink - ms)
 	}
 	return ms, sum, ms + math.Log(sum), true
+}
+
+// softmax32 is softmax's float32 twin, for the float32 yardsticks
+// (NaiveFP32, NaiveGradRounded and the sampled gradient check, which
+// must agree with NaiveGradRounded bit for bit): the same rule with
+// float32 sums of exponentials computed in float64 and rounded, in the
+// order of kept.
+func softmax32(scores []float32, kept []int, sink float32) (ms, sum, lse float32, ok bool) {
+	m := sink
+	for _, j := range kept {
+		m = max(m, scores[j])
+	}
+	ms = m
+	if math.IsInf(float64(m), -1) {
+		ms = 0
+	}
+	for _, j := range kept {
+		sum += float32(math.Exp(float64(scores[j] - ms)))
+	}
+	if sum == 0 && !math.IsNaN(float64(ms)) {
+		return ms, 0, sink, false
+	}
+	if !math.IsInf(float64(sink), -1) {
+		sum += float32(math.Exp(float64(sink - ms)))
+	}
+	return ms, sum, ms + float32(math.Log(float64(sum))), true
+}
+
+// hasSinks reports a stage with learned sinks.
+func (sc *Score) hasSinks() bool { return sc != nil && sc.Sinks != nil }
+
+// stageMag returns the rounding magnitude a float32 stage adds to a kept
+// pair's score (in units of the rounding unit), and the magnitude of its
+// derivative's rounding error, for GradMagnitude: with no stage both are
+// 0; otherwise |s| + |bias| (the rounding of tanh and of the bias and its
+// subtraction) and, with soft-capping, 2 t^2 + 2 |t| dx c / cap, where t
+// = tanh(x / cap), dx = 1 - t^2 and c is the magnitude of x (the rounding
+// of t, squared, and the error x carries into t).
+func (sc *Score) stageMag(x, c float64, h, i, j int) (smag, dxe float64) {
+	if sc == nil {
+		return 0, 0
+	}
+	s, dx := sc.apply(x, h, i, j)
+	smag = math.Abs(s)
+	switch sc.Alibi {
+	case AlibiSigned, AlibiSymmetric:
+		smag += math.Abs(sc.Slopes[h] * float64(i-j))
+	}
+	if sc.SoftCap > 0 {
+		t := math.Tanh(x / sc.SoftCap)
+		dxe = 2*t*t + 2*math.Abs(t)*dx*c/sc.SoftCap
+	}
+	return smag, dxe
 }
 
 // AlibiSlopes returns the ALiBi slopes of n heads as the paper defines

@@ -963,7 +963,7 @@ func benchGPU(s *spec.Spec, b gpuBench, asJSON bool, stdout, progress io.Writer)
 			return err
 		}
 		fmt.Fprintf(progress, "bench %s: checking the gradients of the timed launches against the float64 reference\n", s.Name)
-		rep, cerr := verify.CheckGradSampled(s.Pattern(), nil, q, kk, v, dout, sh, dq, dk, dv, verify.GradBF16, verify.SampleGradRows(s.Pattern(), nil, sh, b.sample, r))
+		rep, cerr := verify.CheckGradSampled(s.Pattern(), nil, q, kk, v, dout, sh, dq, dk, dv, nil, verify.GradBF16, verify.SampleGradRows(s.Pattern(), nil, sh, b.sample, r))
 		check := "ok: " + rep.String()
 		if cerr != nil {
 			check = "FAIL: " + cerr.Error()

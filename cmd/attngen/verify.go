@@ -42,7 +42,8 @@ func kernelRun(p spec.Pattern, headDim int, variant cpu.Variant) (verify.Run, er
 }
 
 // kernelBackward adapts the backward of a CPU variant running a pattern's
-// plan to verify.RunBackward.
+// plan to verify.RunBackward (dsink, given with learned sinks, is
+// BackArgs.DSinks).
 func kernelBackward(p spec.Pattern, headDim int, variant cpu.Variant) (verify.RunBackward, error) {
 	sc := p.Score
 	plan, err := gen.Compile(&spec.Spec{Name: "verify", Mask: p.Mask, Causal: p.Causal, HeadDim: headDim, HeadParams: p.Params, Score: sc}, gen.CPUTarget, nil)
@@ -50,8 +51,8 @@ func kernelBackward(p spec.Pattern, headDim int, variant cpu.Variant) (verify.Ru
 		return nil, err
 	}
 	m := plan.Mask()
-	return func(dq, dk, dv, dout, q, k, v, out, lse []float32, docs []int32, s verify.Shape) error {
-		a := cpu.BackArgs{DQ: dq, DK: dk, DV: dv, DOut: dout, Q: q, K: k, V: v, Out: out, LSE: lse, Docs: docs,
+	return func(dq, dk, dv, dout, q, k, v, out, lse []float32, docs []int32, s verify.Shape, dsink []float32) error {
+		a := cpu.BackArgs{DQ: dq, DK: dk, DV: dv, DOut: dout, Q: q, K: k, V: v, Out: out, LSE: lse, Docs: docs, DSinks: dsink,
 			HeadParams: cpu.SplitHeadParams(s.HeadParams, len(p.Params), s.HeadsQ), Shape: cpu.Shape{
 				Batch: s.Batch, HeadsQ: s.HeadsQ, HeadsKV: s.HeadsKV, SeqQ: s.SeqQ, SeqK: s.SeqK,
 				HeadDim: s.HeadDim, Scale: float32(s.Scale),

@@ -320,10 +320,10 @@ func agreeBackward(s *spec.Spec, fwd *gpurun.Kernel, a, b *gpurun.BackwardKernel
 	}
 	ga := [3][]float32{make([]float32, nq), make([]float32, nkv), make([]float32, nkv)}
 	gb := [3][]float32{make([]float32, nq), make([]float32, nkv), make([]float32, nkv)}
-	if err := a.Run()(ga[0], ga[1], ga[2], dout, q, k, v, out, lse, ids, sh); err != nil {
+	if err := a.Run()(ga[0], ga[1], ga[2], dout, q, k, v, out, lse, ids, sh, nil); err != nil {
 		return err
 	}
-	if err := b.Run()(gb[0], gb[1], gb[2], dout, q, k, v, out, lse, ids, sh); err != nil {
+	if err := b.Run()(gb[0], gb[1], gb[2], dout, q, k, v, out, lse, ids, sh, nil); err != nil {
 		return err
 	}
 	for x, name := range []string{"dq", "dk", "dv"} {

@@ -361,7 +361,15 @@ func (c *bcall) deltas() {
 		if math.IsInf(float64(l), -1) {
 			continue
 		}
-		c.dlt[row] = dot(c.dout[row*D:][:D], c.out[row*D:][:D])
+		o := c.out[row*D:][:D]
+		if len(c.sc.sinks) > 0 && allZero(o) {
+			// With a learned sink a row that keeps no key has a finite
+			// lse and out exactly 0: its delta, a sum over kept keys, is
+			// 0 (and a NaN in its dout must not reach dsink).
+			c.dlt[row] = 0
+			continue
+		}
+		c.dlt[row] = dot(c.dout[row*D:][:D], o)
 	}
 }
 
@@ -566,4 +574,14 @@ func axpy(a float32, x, y []float32) {
 	for i, e := range x {
 		y[i] += a * e
 	}
+}
+
+// allZero reports whether every element of x is +0 or -0.
+func allZero(x []float32) bool {
+	for _, e := range x {
+		if e != 0 {
+			return false
+		}
+	}
+	return true
 }

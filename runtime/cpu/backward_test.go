@@ -152,7 +152,7 @@ func TestBackwardNonFinite(t *testing.T) {
 					fwd := func(out, lse, q, k, v2 []float32, docs []int32, s verify.Shape) error {
 						return cpu.Forward(m, v, out, lse, q, k, v2, docs, cs(s))
 					}
-					bwd := func(dq, dk, dv, dout, q, k, v2, out, lse []float32, docs []int32, s verify.Shape) error {
+					bwd := func(dq, dk, dv, dout, q, k, v2, out, lse []float32, docs []int32, s verify.Shape, _ []float32) error {
 						return cpu.Backward(m, v, dq, dk, dv, dout, q, k, v2, out, lse, docs, cs(s))
 					}
 					if err := verify.CheckGradNonFinite(p, fwd, bwd, s, r, 3); err != nil {

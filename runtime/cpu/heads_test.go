@@ -56,7 +56,7 @@ func headsRun(p spec.Pattern, m mask.Mask, v cpu.Variant) verify.Run {
 }
 
 func headsBackward(p spec.Pattern, m mask.Mask, v cpu.Variant) verify.RunBackward {
-	return func(dq, dk, dv, dout, q, k, v2, out, lse []float32, docs []int32, s verify.Shape) error {
+	return func(dq, dk, dv, dout, q, k, v2, out, lse []float32, docs []int32, s verify.Shape, _ []float32) error {
 		return cpu.BackwardHeads(m, v, dq, dk, dv, dout, q, k, v2, out, lse, docs, cpu.SplitHeadParams(s.HeadParams, len(p.Params), s.HeadsQ), cpuShapeOf(s))
 	}
 }

@@ -49,9 +49,10 @@ func GPUBackward(ctx *cuda.Context, bw *ptx.Backward) (*BackwardKernel, error) {
 // are rounded to the element type, lse goes as float32 (natural log), and
 // dq, dk and dv come back as float32. The gradient buffers and delta are
 // filled with NaN on the device first, so that an element no kernel
-// writes comes back NaN.
+// writes comes back NaN. The PTX backward does not compute the gradient
+// of learned sinks yet: dsink is left as it is.
 func (k *BackwardKernel) Run() verify.RunBackward {
-	return func(dq, dk, dv, dout, q, kk, v, out, lse []float32, ids []int32, s verify.Shape) error {
+	return func(dq, dk, dv, dout, q, kk, v, out, lse []float32, ids []int32, s verify.Shape, dsink []float32) error {
 		defer k.b.reset()
 		c, err := k.prepare(dq, dk, dv, dout, q, kk, v, out, lse, ids, s)
 		if err != nil {

@@ -131,19 +131,19 @@ func TestInterpBackwardCatchesWrongKernel(t *testing.T) {
 			s := sh
 			s.HeadDim = 128
 			n1, n2, n3 := s.Sizes()
-			return bk.Run()(buf(n1), buf(n2), buf(n2), buf(n1), buf(n1), buf(n2), buf(n2), buf(n1), buf(n3), nil, s)
+			return bk.Run()(buf(n1), buf(n2), buf(n2), buf(n1), buf(n1), buf(n2), buf(n2), buf(n1), buf(n3), nil, s, nil)
 		}, "head dim 128"},
 		{"short lse", func() error {
-			return bk.Run()(buf(nq), buf(nkv), buf(nkv), buf(nq), buf(nq), buf(nkv), buf(nkv), buf(nq), buf(nl-1), nil, sh)
+			return bk.Run()(buf(nq), buf(nkv), buf(nkv), buf(nq), buf(nq), buf(nkv), buf(nkv), buf(nq), buf(nl-1), nil, sh, nil)
 		}, "lse has"},
 		{"short dv", func() error {
-			return bk.Run()(buf(nq), buf(nkv), buf(nkv-1), buf(nq), buf(nq), buf(nkv), buf(nkv), buf(nq), buf(nl), nil, sh)
+			return bk.Run()(buf(nq), buf(nkv), buf(nkv-1), buf(nq), buf(nq), buf(nkv), buf(nkv), buf(nq), buf(nl), nil, sh, nil)
 		}, "dv has"},
 		{"bad shape", func() error {
 			s := sh
 			s.HeadsQ = 3
 			s.HeadsKV = 2
-			return bk.Run()(buf(nq), buf(nkv), buf(nkv), buf(nq), buf(nq), buf(nkv), buf(nkv), buf(nq), buf(nl), nil, s)
+			return bk.Run()(buf(nq), buf(nkv), buf(nkv), buf(nq), buf(nq), buf(nkv), buf(nkv), buf(nq), buf(nl), nil, s, nil)
 		}, "multiple"},
 		{"bench reps", func() error {
 			_, err := bk.Bench(buf(nq), buf(nkv), buf(nkv), buf(nq), buf(nq), buf(nkv), buf(nkv), buf(nq), buf(nl), nil, sh, 0, 0)
@@ -173,7 +173,7 @@ func TestInterpBackwardDocs(t *testing.T) {
 	t.Log(rep)
 	nq, nkv, nl := sh.Sizes()
 	buf := func(n int) []float32 { return make([]float32, n) }
-	err = bk.Run()(buf(nq), buf(nkv), buf(nkv), buf(nq), buf(nq), buf(nkv), buf(nkv), buf(nq), buf(nl), make([]int32, 10), sh)
+	err = bk.Run()(buf(nq), buf(nkv), buf(nkv), buf(nq), buf(nq), buf(nkv), buf(nkv), buf(nq), buf(nl), make([]int32, 10), sh, nil)
 	if err == nil || !strings.Contains(err.Error(), "document ids") {
 		t.Errorf("10 document ids for 150 keys: %v", err)
 	}
@@ -201,7 +201,7 @@ func TestInterpBackwardBench(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := [3][]float32{make([]float32, nq), make([]float32, nkv), make([]float32, nkv)}
-	if err := bk.Run()(g[0], g[1], g[2], dout, q, k, v, out, lse, nil, sh); err != nil {
+	if err := bk.Run()(g[0], g[1], g[2], dout, q, k, v, out, lse, nil, sh, nil); err != nil {
 		t.Fatal(err)
 	}
 	b := [3][]float32{make([]float32, nq), make([]float32, nkv), make([]float32, nkv)}
@@ -291,19 +291,19 @@ func TestBackwardMockGPU(t *testing.T) {
 		}
 	}
 	p := s.Pattern()
-	if _, err := verify.CheckGradSampled(p, nil, q, kk, v, dout, sh, g[0], g[1], g[2], verify.GradBF16, verify.SampleGradRows(p, nil, sh, 16, r)); err == nil || !strings.Contains(err.Error(), "not written") {
+	if _, err := verify.CheckGradSampled(p, nil, q, kk, v, dout, sh, g[0], g[1], g[2], nil, verify.GradBF16, verify.SampleGradRows(p, nil, sh, 16, r)); err == nil || !strings.Contains(err.Error(), "not written") {
 		t.Fatalf("check of gradients never written: %v", err)
 	}
 	for _, grad := range g {
 		clear(grad)
 	}
-	if err := k.Run()(g[0], g[1], g[2], dout, q, kk, v, out, lse, nil, sh); err != nil {
+	if err := k.Run()(g[0], g[1], g[2], dout, q, kk, v, out, lse, nil, sh, nil); err != nil {
 		t.Fatal(err)
 	}
 	if !math.IsNaN(float64(g[1][5])) {
 		t.Errorf("Run: dk[5] = %v, want the NaN fill", g[1][5])
 	}
-	if err := k.Run()(g[0], g[1], g[2], dout, q, kk, v, out, lse[:1], nil, sh); err == nil || !strings.Contains(err.Error(), "lse has 1 elements") {
+	if err := k.Run()(g[0], g[1], g[2], dout, q, kk, v, out, lse[:1], nil, sh, nil); err == nil || !strings.Contains(err.Error(), "lse has 1 elements") {
 		t.Errorf("short lse: %v", err)
 	}
 	if _, err := GPUBackward(ctx, nil); err == nil {

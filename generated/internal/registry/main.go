@@ -128,7 +128,7 @@ func run() error {
 		}
 		dsink := ""
 		if s.Score.LearnedSinks {
-			dsink = "nil, "
+			dsink = "dsink, "
 		}
 		if s.Mask.HasTree() {
 			dataErr = "ErrTree"
@@ -162,7 +162,7 @@ func run() error {
 				}
 			},
 			bwd: func(v int) verify.RunBackward {
-				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape) error {
+				return func(dq, dk, dv, dout, q, k, vv, out, lse []float32, docs []int32, s verify.Shape, dsink []float32) error {
 					return %[3]s.BackwardVariant(%[3]s.Variant(v), dq, dk, dv, %[12]sdout, q, k, vv, out, lse, %[5]s%[3]s.Shape(conv(s)))
 				}
 			},
