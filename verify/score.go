@@ -309,13 +309,16 @@ func WithScore(p spec.Pattern, s Shape, r *rand.Rand) Shape {
 }
 
 // checkScore reports a shape whose score values do not fit the pattern's
-// score section.
+// score section: missing when the pattern has one, or of other parts
+// (values without a section are the caller's explicit stage).
 func checkScore(p spec.Pattern, s Shape) error {
+	sc := p.Score
 	switch {
-	case p.Score.Active() && s.Score == nil:
-		return fmt.Errorf("score: the pattern has a score section (%s) and the shape no values (Shape.Score)", p.Score)
-	case !p.Score.Active() && s.Score != nil:
-		return fmt.Errorf("score: the shape has score values, and the pattern no score section")
+	case sc.Active() && s.Score == nil:
+		return fmt.Errorf("score: the pattern has a score section (%s) and the shape no values (Shape.Score)", sc)
+	case sc.Active() && ((s.Score.SoftCap > 0) != sc.SoftCap || (s.Score.Alibi != AlibiNone) != sc.Alibi ||
+		sc.Alibi && (s.Score.Alibi == AlibiSymmetric) != sc.AlibiSymmetric || (s.Score.Sinks != nil) != sc.LearnedSinks):
+		return fmt.Errorf("score: the shape's values (%v) do not fit the pattern's score section (%s)", s.Score, sc)
 	}
 	return s.Score.check(s)
 }
