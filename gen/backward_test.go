@@ -17,12 +17,18 @@ func cpuShape(s verify.Shape) cpu.Shape {
 }
 
 func cpuBackward(t testing.TB, p spec.Pattern, variant cpu.Variant, d int) verify.RunBackward {
-	plan, err := Compile(&spec.Spec{Name: "t", Mask: p.Mask, Causal: p.Causal, HeadDim: d, HeadParams: p.Params}, CPUTarget, nil)
+	plan, err := Compile(&spec.Spec{Name: "t", Mask: p.Mask, Causal: p.Causal, HeadDim: d, HeadParams: p.Params, Score: p.Score}, CPUTarget, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := plan.Mask()
-	return func(dq, dk, dv, dout, q, k, v, out, lse []float32, docs []int32, s verify.Shape, _ []float32) error {
+	return func(dq, dk, dv, dout, q, k, v, out, lse []float32, docs []int32, s verify.Shape, dsink []float32) error {
+		if p.Score.Active() {
+			a := cpu.BackArgs{DQ: dq, DK: dk, DV: dv, DOut: dout, Q: q, K: k, V: v, Out: out, LSE: lse, Docs: docs,
+				HeadParams: cpu.SplitHeadParams(s.HeadParams, len(p.Params), s.HeadsQ), DSinks: dsink, Shape: cpuShape(s)}
+			a.SoftCap, a.Slopes, a.Sinks = s.Score.Float32()
+			return cpu.BackwardArgs(m, variant, a)
+		}
 		if p.HasParams() {
 			return cpu.BackwardHeads(m, variant, dq, dk, dv, dout, q, k, v, out, lse, docs, cpu.SplitHeadParams(s.HeadParams, len(p.Params), s.HeadsQ), cpuShape(s))
 		}

@@ -11,15 +11,16 @@ import (
 )
 
 func cpuRun(t testing.TB, p spec.Pattern, variant cpu.Variant, d int) verify.Run {
-	plan, err := Compile(&spec.Spec{Name: "t", Mask: p.Mask, Causal: p.Causal, HeadDim: d, HeadParams: p.Params}, CPUTarget, nil)
+	plan, err := Compile(&spec.Spec{Name: "t", Mask: p.Mask, Causal: p.Causal, HeadDim: d, HeadParams: p.Params, Score: p.Score}, CPUTarget, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := plan.Mask()
 	return func(out, lse, q, k, v []float32, docs []int32, s verify.Shape) error {
 		cs := cpu.Shape{Batch: s.Batch, HeadsQ: s.HeadsQ, HeadsKV: s.HeadsKV, SeqQ: s.SeqQ, SeqK: s.SeqK, HeadDim: s.HeadDim, Scale: float32(s.Scale)}
-		if p.HasParams() {
+		if p.HasParams() || p.Score.Active() {
 			a := cpu.Args{Q: q, K: k, V: v, Out: out, LSE: lse, HeadParams: cpu.SplitHeadParams(s.HeadParams, len(p.Params), s.HeadsQ), Shape: cs}
+			a.SoftCap, a.Slopes, a.Sinks = s.Score.Float32()
 			if p.Mask.HasTree() {
 				a.Tree = docs
 			} else {
