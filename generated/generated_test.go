@@ -143,6 +143,9 @@ func TestCompiledMaskMatchesPlan(t *testing.T) {
 		if got.Stride() != want.Stride() || got.UsesDocs() != want.UsesDocs() {
 			t.Fatalf("%s: stride %d docs %v, plan %d %v", p.file, got.Stride(), got.UsesDocs(), want.Stride(), want.UsesDocs())
 		}
+		if g, w := mask.ScoreOf(got), mask.ScoreOf(want); g != w || g.Active() != s.Score.Active() {
+			t.Fatalf("%s: score stage %+v, plan %+v", p.file, g, w)
+		}
 		for iter := 0; iter < 3000; iter++ {
 			n := 1 + r.IntN(3000)
 			var docs *mask.Docs
