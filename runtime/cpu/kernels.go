@@ -26,6 +26,10 @@ type kernels struct {
 	// like decode; without them a call that modifies scores decodes
 	// through the tile path.
 	decodeScore [3][2][4]decodeScoreKernel
+	// tanh is the score stage's vector tanh on its own (dst[i] =
+	// tanh(src[i]) for n a multiple of lanes), for the tests that measure
+	// it; no call runs it.
+	tanh func(dst, src *float32, n int)
 	// gemm and bwdProb are the tiled backward's kernels (backward_tiled.go);
 	// without them the backward runs its pure-Go per-pair path.
 	gemm    func(c, a, b *float32, m, n, k, sam, sak, ldb, ldc, acc int)
@@ -72,6 +76,26 @@ func asmTile(d64, d128 asmFunc) tileFunc {
 			mp = &mask[0]
 		}
 		f(&q[0], &kt[0], &v[0], &s[0], &o[0], &m[0], &l[0], mp)
+	}
+}
+
+// asmScoreFunc is the pointer ABI of every assembly tile kernel with the
+// score stage.
+type asmScoreFunc func(q, kt, v, s, o, m, l *float32, mask *uint64, sc *scoreTile)
+
+// asmTileScore adapts the assembly tile kernels with the score stage of
+// head dimensions 64 and 128 to tileScoreFunc.
+func asmTileScore(d64, d128 asmScoreFunc) tileScoreFunc {
+	return func(q, kt, v, s, o, m, l []float32, mask []uint64, d int, sc *scoreTile) {
+		f := d64
+		if d == 128 {
+			f = d128
+		}
+		var mp *uint64
+		if mask != nil {
+			mp = &mask[0]
+		}
+		f(&q[0], &kt[0], &v[0], &s[0], &o[0], &m[0], &l[0], mp, sc)
 	}
 }
 
