@@ -140,6 +140,18 @@ func (k *kernels) decodeRun(elem Elem, q []float32, kb, vb unsafe.Pointer, off *
 	f(&q[0], (*byte)(kb), (*byte)(vb), &off[0], &o[0], &m[0], &l[0])
 }
 
+// hasDecodeScore reports whether the variant has decode kernels with the
+// score stage.
+func (k *kernels) hasDecodeScore() bool { return k.decodeScore[F32][0][0] != nil }
+
+// decodeScoreRun is decodeRun with the score stage of sc (rows[i] and
+// slope[i] of the rows i < rows, cols[j] of the keys j < TK).
+func (k *kernels) decodeScoreRun(elem Elem, q []float32, kb, vb unsafe.Pointer, off *[2 * TK]int, o, m, l []float32, rows, d int, sc *scoreTile) {
+	_, _, _, _ = q[rows*d-1], o[rows*d-1], m[rows-1], l[rows-1]
+	f := k.decodeScore[elem][d/128][bits.TrailingZeros(uint(rows))]
+	f(&q[0], (*byte)(kb), (*byte)(vb), &off[0], &o[0], &m[0], &l[0], sc)
+}
+
 // scaleRowK sets dst = src*s with the variant's kernel when it has one
 // for len(src) floats, and reports whether it did.
 func (k *kernels) scaleRowK(dst, src []float32, s float32) bool {

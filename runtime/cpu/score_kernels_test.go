@@ -1,8 +1,10 @@
 package cpu
 
 import (
+	"fmt"
 	"math"
-	"math/rand"
+	"math/bits"
+	"math/rand/v2"
 	"testing"
 	"unsafe"
 
@@ -66,7 +68,7 @@ func TestTanhKernels(t *testing.T) {
 		for x := float32(1e-30); x < 50; x = x*1.0001 + 1e-38 {
 			xs = append(xs, x, -x)
 		}
-		r := rand.New(rand.NewSource(1))
+		r := rand.New(rand.NewPCG(1, 1))
 		for n := 0; n < 1<<20; n++ {
 			xs = append(xs, float32(r.NormFloat64()*3))
 		}
@@ -92,6 +94,361 @@ func TestTanhKernels(t *testing.T) {
 		t.Logf("worst %.2f ulp at %g over %d values", worst, at, len(xs))
 		if worst > 2.5 {
 			t.Errorf("%.2f ulp at %g, want at most 2.5", worst, at)
+		}
+	})
+}
+
+// The score kernels (tileScore, decodeScore) are checked against atRef
+// with the score stage in float64 (scoreRef: cap*tanh(s*invCap) with the
+// scoreTile's float32 cap and invCap, then slope*d with d exact). The
+// kernels compute it in float32, so each modified score may be off by
+// scoreErr: the tanh (2.5 ulp, TestTanhKernels), the roundings of
+// s*invCap and of the product by cap, the conversion of d and the
+// multiply-add, each bounded with a factor 2 to spare. A row's maximum is
+// then within the largest bound B over its kept keys, and each p within a
+// factor 2^(b + B), so o and l are held to atTol + e^(2 Bc) - 1 (about
+// atTol + 2 Bc), Bc the largest B of the row over the tiles so far (alpha
+// carries the earlier ones). With Gaussian inputs the scores themselves are rounded: there
+// tileScoreGo is the yardstick, as atStepF32 is in TestTileAsm, and the
+// kernel may add 4 times its error. Rows at distances of 2^30 get bounds
+// of about 2^7 and are checked for NaN and untouched state only; the
+// distances that decide the test are the small ones on top of large
+// positions, where a rounding of the positions before the subtraction
+// would show.
+
+// scoreFlagSets are the combinations of flags every test runs.
+var scoreFlagSets = []uint32{scoreCap, scoreAlibi, scoreAlibi | scoreAbs, scoreCap | scoreAlibi, scoreCap | scoreAlibi | scoreAbs}
+
+// scoreRef is the score stage in float64.
+func scoreRef(sc *scoreTile, r, c int, s float64) float64 {
+	if sc.flags&scoreCap != 0 {
+		s = float64(sc.cap) * math.Tanh(s*float64(sc.invCap))
+	}
+	if sc.flags&scoreAlibi != 0 {
+		d := float64(sc.cols[c]) - float64(sc.rows[r])
+		if sc.flags&scoreAbs != 0 {
+			s -= float64(sc.slope[r]) * math.Abs(d)
+		} else {
+			s += float64(sc.slope[r]) * d
+		}
+	}
+	return s
+}
+
+// scoreErr bounds the float32 kernels' error in the score stage of one
+// score s (exact).
+func scoreErr(sc *scoreTile, r, c int, s float64) float64 {
+	const u = 0x1p-24
+	b := 0.0
+	if sc.flags&scoreCap != 0 {
+		t := math.Abs(math.Tanh(s * float64(sc.invCap)))
+		b = 2 * float64(sc.cap) * (t*(2.5*2*u+3*u) + 0x1p-126)
+	}
+	if sc.flags&scoreAlibi != 0 {
+		d := math.Abs(float64(sc.cols[c]) - float64(sc.rows[r]))
+		b += 2 * (float64(sc.slope[r])*d + math.Abs(scoreRef(sc, r, c, s))) * 2 * u
+	}
+	return b
+}
+
+// scoreBounds returns, for each row, the largest scoreErr over the keys
+// the row keeps in tile t.
+func scoreBounds(q []float32, t *atTile, d int, sc *scoreTile) (b [TQ]float64) {
+	for r := 0; r < TQ; r++ {
+		for c := 0; c < TK; c++ {
+			if !atKept(t.mask, r, c) {
+				continue
+			}
+			dot := 0.0
+			for k := 0; k < d; k++ {
+				dot += float64(q[r*d+k]) * float64(t.kt[k*TK+c])
+			}
+			b[r] = math.Max(b[r], scoreErr(sc, r, c, dot))
+		}
+	}
+	return b
+}
+
+// rowErrs is atRef.errs row by row.
+func (ref *atRef) rowErrs(st *atState) (eo, el, em [TQ]float64, err error) {
+	d := ref.d
+	for r := 0; r < TQ; r++ {
+		if !ref.touched[r] {
+			for j := 0; j < d; j++ {
+				if math.Float32bits(st.o[r*d+j]) != math.Float32bits(ref.initO[r*d+j]) {
+					return eo, el, em, fmt.Errorf("untouched row %d: o[%d] = %v, was %v", r, j, st.o[r*d+j], ref.initO[r*d+j])
+				}
+			}
+			if math.Float32bits(st.m[r]) != math.Float32bits(ref.initM[r]) || math.Float32bits(st.l[r]) != math.Float32bits(ref.initL[r]) {
+				return eo, el, em, fmt.Errorf("untouched row %d: m, l = %v, %v, was %v, %v", r, st.m[r], st.l[r], ref.initM[r], ref.initL[r])
+			}
+			continue
+		}
+		if math.IsNaN(float64(st.m[r])) || math.IsNaN(float64(st.l[r])) || math.IsInf(float64(st.l[r]), 0) {
+			return eo, el, em, fmt.Errorf("row %d: m, l = %v, %v", r, st.m[r], st.l[r])
+		}
+		em[r] = math.Abs(float64(st.m[r]) - ref.m[r])
+		el[r] = math.Abs(float64(st.l[r])-ref.l[r]) / ref.l[r]
+		for j := 0; j < d; j++ {
+			x := float64(st.o[r*d+j])
+			if math.IsNaN(x) || math.IsInf(x, 0) {
+				return eo, el, em, fmt.Errorf("row %d: o[%d] = %v", r, j, x)
+			}
+			eo[r] = math.Max(eo[r], math.Abs(x-ref.o[r*d+j])/math.Max(ref.oabs[r*d+j], 1e-300))
+		}
+	}
+	return eo, el, em, nil
+}
+
+// newScoreTile makes the score parameters of one query tile: flags, a cap
+// between 2 and 80 and slopes between 0.001 and 1 (log-uniform, log2
+// units), and the rows' positions: consecutive from a base within 2^29 of
+// 0, or scattered.
+func newScoreTile(rng *rand.Rand, flags uint32) *scoreTile {
+	sc := &scoreTile{flags: flags}
+	sc.cap = float32(2 * math.Pow(40, rng.Float64()))
+	sc.invCap = 1 / sc.cap
+	base := int32(rng.Int64N(1<<30) - 1<<29)
+	scatter := rng.IntN(4) == 0
+	for r := range sc.slope {
+		sc.slope[r] = float32(0.001 * math.Pow(1000, rng.Float64()))
+		sc.rows[r] = base + int32(r)
+		if scatter {
+			sc.rows[r] = base + int32(rng.IntN(1000)-500)
+		}
+	}
+	return sc
+}
+
+// setCols sets the key positions of a key tile: near the rows (distances
+// within a few hundred, both signs), far from them (up to 2^30 away) or
+// scattered over 2^31; the padding after them gets random values, which
+// no kernel may use.
+func setCols(rng *rand.Rand, sc *scoreTile) {
+	base := sc.rows[0]
+	switch rng.IntN(4) {
+	case 0, 1: // near: the distances that decide the test
+		base += int32(rng.IntN(400) - 200)
+		for c := 0; c < TK; c++ {
+			sc.cols[c] = base + int32(c)
+		}
+	case 2: // far
+		base += int32(rng.Int64N(1<<31) - 1<<30)
+		for c := 0; c < TK; c++ {
+			sc.cols[c] = base + int32(c)
+		}
+	default: // scattered, independent of the rows
+		for c := 0; c < TK; c++ {
+			sc.cols[c] = int32(rng.Int64N(1<<31) - 1<<30)
+		}
+	}
+	if rng.IntN(3) == 0 { // in no particular order
+		rng.Shuffle(TK, func(i, j int) { sc.cols[i], sc.cols[j] = sc.cols[j], sc.cols[i] })
+	}
+	// The padding: int32 bits of NaN and random positions.
+	p := (*[TK + 16]int32)(unsafe.Pointer(&sc.cols))
+	for c := TK; c < len(p); c++ {
+		p[c] = int32(rng.Uint32())
+	}
+}
+
+// poisonMasked writes NaN and infinities into what a tile's mask lets no
+// kernel use: the kt columns of the keys no row keeps, and the v rows of
+// the keys outside the whole multiples of 4 keys around every kept key
+// (the tile kernels run P V over the keys from a row block's first kept
+// key to its last, in steps of 4).
+func poisonMasked(rng *rand.Rand, t *atTile, d int) {
+	if t.mask == nil {
+		return
+	}
+	var all uint64
+	for _, w := range t.mask {
+		all |= w
+	}
+	bad := []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))}
+	lo, hi := TK, 0
+	if all != 0 {
+		lo = bits.TrailingZeros64(all) &^ 3
+		hi = (TK - bits.LeadingZeros64(all) + 3) &^ 3
+	}
+	for c := 0; c < TK; c++ {
+		if all>>uint(c)&1 == 0 {
+			x := bad[rng.IntN(len(bad))]
+			for k := 0; k < d; k++ {
+				t.kt[k*TK+c] = x
+			}
+		}
+		if c < lo || c >= hi {
+			for k := 0; k < d; k++ {
+				t.v[c*d+k] = bad[rng.IntN(len(bad))]
+			}
+		}
+	}
+}
+
+// scoreCase is one sequence of tiles for the score kernels.
+type scoreCase struct {
+	name  string
+	grid  bool
+	scale float32
+	sd    float64
+	masks []string // tile masks (atGen.tile); "rows" for a decode step of n rows
+	prior bool
+}
+
+// scoreRunner runs one tile of a sequence through the kernel under test.
+type scoreRunner func(q []float32, t *atTile, st *atState, sc *scoreTile)
+
+// scoreScenario runs c's tiles with the score parameters sc (new key
+// positions for each tile) through run, and checks the state after each
+// against the reference and the bounds above; n is the rows a decode step
+// runs (mask kind "rows"); prep, if not nil, changes each tile first (to
+// what a 16-bit decode kernel reads).
+func scoreScenario(t *testing.T, g *atGen, c scoreCase, sc *scoreTile, n int, prep func(*atTile), run scoreRunner) {
+	t.Helper()
+	d := g.d
+	q := g.q()
+	st := newAtState(d)
+	if c.prior {
+		pre := g.tile("full")
+		ref := newAtRef(st, d)
+		ref.step(q, pre)
+		for r := 6; r < TQ; r++ {
+			st.m[r], st.l[r] = float32(ref.m[r]), float32(ref.l[r])
+			for j := 0; j < d; j++ {
+				st.o[r*d+j] = float32(ref.o[r*d+j])
+			}
+		}
+	}
+	poisonUntouched(st, d, g.rng)
+	ref := newAtRef(st, d)
+	ref.score = func(r, c int, s float64) float64 { return scoreRef(sc, r, c, s) }
+	yard := st.clone()
+	var bc [TQ]float64
+	for i, mk := range c.masks {
+		var tile *atTile
+		if mk == "rows" {
+			tile = g.tile("full")
+			tile.mask = make([]uint64, TQ)
+			for r := 0; r < n; r++ {
+				tile.mask[r] = ^uint64(0)
+			}
+		} else {
+			tile = g.tile(mk)
+		}
+		if prep != nil {
+			prep(tile)
+		}
+		setCols(g.rng, sc)
+		b := scoreBounds(q, tile, d, sc)
+		for r := range bc {
+			bc[r] = math.Max(bc[r], b[r])
+		}
+		if !c.grid {
+			tileScoreGo(q, tile.kt, tile.v, yard.s, yard.o, yard.m, yard.l, tile.mask, d, sc)
+		}
+		if mk != "rows" {
+			poisonMasked(g.rng, tile, d)
+		}
+		before := st.clone()
+		for j := range st.s {
+			st.s[j] = float32(math.NaN())
+		}
+		run(q, tile, st, sc)
+		if err := atUnkept(before, st, tile.mask, d); err != nil {
+			t.Fatalf("tile %d (%s): %v", i, mk, err)
+		}
+		ref.step(q, tile)
+		eo, el, em, err := ref.rowErrs(st)
+		if err != nil {
+			t.Fatalf("tile %d (%s): %v", i, mk, err)
+		}
+		var yo, ym float64 // the yardstick's errors (Gaussian scores)
+		if !c.grid {
+			fo, fl, fm, err := ref.rowErrs(yard)
+			if err != nil {
+				t.Fatalf("tile %d (%s): tileScoreGo: %v", i, mk, err)
+			}
+			for r := range fo {
+				yo = math.Max(yo, math.Max(fo[r], math.Max(fl[r], math.Ln2*fm[r])))
+				ym = math.Max(ym, fm[r])
+			}
+			yo, ym = 4*yo+1e-6, 4*ym+1e-6
+		}
+		for r := 0; r < TQ; r++ {
+			tol := atTol + math.Expm1(2*bc[r]) + yo
+			if em[r] > bc[r]+ym || el[r] > tol || eo[r] > tol {
+				t.Fatalf("tile %d (%s) row %d: errors m %.3g (bound %.3g), l %.3g, o %.3g (bound %.3g); row at %d, slope %g, cap %g",
+					i, mk, r, em[r], bc[r]+ym, el[r], eo[r], tol, sc.rows[r], sc.slope[r], sc.cap)
+			}
+		}
+	}
+}
+
+// TestTileScoreAsm checks every variant's tile kernel with the score
+// stage (tileScore, PureGo's tileScoreGo included) for each combination of
+// flags on sequences of full, partial, empty and sparse tiles, exact and
+// Gaussian scores, with the masked keys' kt columns and v rows poisoned.
+func TestTileScoreAsm(t *testing.T) {
+	cases := []scoreCase{
+		{"full", true, 1, 0, []string{"full", "full"}, false},
+		{"partial", true, 1, 0, []string{"partial", "dense", "empty"}, false},
+		{"successive", true, 1, 0, []string{"partial", "full", "dense", "empty", "full"}, true},
+		{"large", true, 8, 0, []string{"full", "partial", "dense"}, false},
+		{"sparse", true, 1, 0, []string{"zeroblocks", "zerochunks", "single", "blockdiag", "blockdiag8", "causal", "bottom"}, true},
+		{"gaussian", false, 0, 6, []string{"full", "partial", "dense"}, false},
+		{"gaussian-large", false, 0, 60, []string{"partial", "full", "causal"}, true},
+	}
+	eachKernels(t, func(k *kernels) bool { return k.tileScore != nil }, func(t *testing.T, kern *kernels) {
+		for _, d := range []int{64, 128} {
+			run := func(q []float32, tl *atTile, st *atState, sc *scoreTile) {
+				kern.tileScore(q, tl.kt, tl.v, st.s, st.o, st.m, st.l, tl.mask, d, sc)
+			}
+			for ci, c := range cases {
+				for _, flags := range scoreFlagSets {
+					t.Run(fmt.Sprintf("D%d/%s/%d", d, c.name, flags), func(t *testing.T) {
+						for seed := uint64(0); seed < 2; seed++ {
+							rng := rand.New(rand.NewPCG(seed, uint64(ci*1000+int(flags)*10+d)))
+							g := &atGen{rng: rng, d: d, grid: c.grid, scale: c.scale, sd: c.sd}
+							scoreScenario(t, g, c, newScoreTile(rng, flags), TQ, nil, run)
+						}
+					})
+				}
+			}
+		}
+	})
+}
+
+// TestDecodeScoreAsm checks each decode kernel with the score stage
+// (every element type, head dimension and row count) the same way, on
+// whole tiles of n rows.
+func TestDecodeScoreAsm(t *testing.T) {
+	cases := []scoreCase{
+		{"one", true, 1, 0, []string{"rows"}, false},
+		{"successive", true, 1, 0, []string{"rows", "rows", "rows"}, true},
+		{"large", true, 8, 0, []string{"rows", "rows"}, false},
+		{"gaussian", false, 0, 6, []string{"rows", "rows"}, true},
+		{"gaussian-large", false, 0, 60, []string{"rows", "rows"}, false},
+	}
+	eachKernels(t, (*kernels).hasDecodeScore, func(t *testing.T, kern *kernels) {
+		for _, elem := range []Elem{F32, BF16, F16} {
+			for _, d := range []int{64, 128} {
+				for _, n := range []int{1, 2, 4, 8} {
+					for ci, c := range cases {
+						for _, flags := range scoreFlagSets {
+							rng := rand.New(rand.NewPCG(uint64(elem), uint64(ci*100000+n*1000+d*10+int(flags))))
+							g := &atGen{rng: rng, d: d, grid: c.grid, scale: c.scale, sd: c.sd}
+							name := fmt.Sprintf("%s/D%d/R%d/%s/%d", elem, d, n, c.name, flags)
+							t.Run(name, func(t *testing.T) {
+								prep := func(tl *atTile) { roundTile16(tl, elem) }
+								scoreScenario(t, g, c, newScoreTile(rng, flags), n, prep, func(q []float32, tl *atTile, st *atState, sc *scoreTile) {
+									decodeAt(kern, g.rng, st, elem, d, n, q, tl, sc)
+								})
+							})
+						}
+					}
+				}
+			}
 		}
 	})
 }
