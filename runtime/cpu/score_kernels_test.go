@@ -6,6 +6,7 @@ import (
 	"math/bits"
 	"math/rand/v2"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/attngen/attngen/emit/avo"
@@ -449,6 +450,105 @@ func TestDecodeScoreAsm(t *testing.T) {
 					}
 				}
 			}
+		}
+	})
+}
+
+// scoreBenchKinds are the score stages the benchmarks compare with the
+// plain kernel.
+var scoreBenchKinds = []struct {
+	name  string
+	flags uint32
+}{{"cap", scoreCap}, {"alibi", scoreAlibi}, {"both", scoreCap | scoreAlibi}}
+
+// benchScoreKinds times run(nil) (the plain kernel) and run(sc) for each
+// of scoreBenchKinds in rounds, one batch of calls of each in turn, and
+// reports the fastest batch of each, in ns per call (plain-ns, cap-ns, ...),
+// and the overhead over the plain kernel in percent (cap-%, ...). Taking
+// turns and the minimum keep the comparison fair on a busy machine.
+func benchScoreKinds(b *testing.B, rng *rand.Rand, run func(sc *scoreTile)) {
+	const batch = 64
+	scs := []*scoreTile{nil}
+	for _, k := range scoreBenchKinds {
+		sc := newScoreTile(rng, k.flags)
+		for j := range sc.cols {
+			sc.cols[j] = sc.rows[0] - 100 + int32(j)
+		}
+		scs = append(scs, sc)
+	}
+	best := make([]time.Duration, len(scs))
+	for i := range best {
+		best[i] = time.Hour
+	}
+	for b.Loop() {
+		for i, sc := range scs {
+			t0 := time.Now()
+			for j := 0; j < batch; j++ {
+				run(sc)
+			}
+			best[i] = min(best[i], time.Since(t0))
+		}
+	}
+	ns := func(i int) float64 { return float64(best[i].Nanoseconds()) / batch }
+	b.ReportMetric(ns(0), "plain-ns")
+	for i, k := range scoreBenchKinds {
+		b.ReportMetric(ns(i+1), k.name+"-ns")
+		b.ReportMetric(100*(ns(i+1)/ns(0)-1), k.name+"-%")
+	}
+}
+
+// BenchmarkTileScore times each assembly variant's tile kernel on a full
+// tile, plain (tile) and with the score stage (tileScore) for
+// soft-capping, ALiBi and both (benchScoreKinds: ns per tile).
+func BenchmarkTileScore(b *testing.B) {
+	eachKernels(b, func(k *kernels) bool { return k.tileScore != nil && k != goKernels }, func(b *testing.B, kern *kernels) {
+		for _, d := range []int{64, 128} {
+			b.Run(fmt.Sprintf("D%d", d), func(b *testing.B) {
+				rng := rand.New(rand.NewPCG(1, 2))
+				g := &atGen{rng: rng, d: d, sd: 6}
+				q, tile := g.q(), g.tile("full")
+				st := newAtState(d)
+				benchScoreKinds(b, rng, func(sc *scoreTile) {
+					if sc == nil {
+						kern.tile(q, tile.kt, tile.v, st.s, st.o, st.m, st.l, nil, d)
+					} else {
+						kern.tileScore(q, tile.kt, tile.v, st.s, st.o, st.m, st.l, nil, d, sc)
+					}
+				})
+			})
+		}
+	})
+}
+
+// BenchmarkDecodeScoreKernel times the float32 decode kernels of D = 128
+// with 1 and 4 rows on one key tile in cache (BenchmarkDecodeKernel's
+// setting), plain and with the score stage (benchScoreKinds: ns per tile).
+func BenchmarkDecodeScoreKernel(b *testing.B) {
+	eachKernels(b, (*kernels).hasDecodeScore, func(b *testing.B, kern *kernels) {
+		const d = 128
+		rng := rand.New(rand.NewPCG(1, 1))
+		k, v, q := atFloats(TK*d), atFloats(TK*d), atFloats(TQ*d)
+		for _, x := range [][]float32{k, v, q} {
+			for i := range x {
+				x[i] = float32(rng.NormFloat64() * 0.1)
+			}
+		}
+		var off [2 * TK]int
+		for j := range off {
+			off[j] = 4 * (j % TK) * d
+		}
+		kb, vb := unsafe.Pointer(&k[0]), unsafe.Pointer(&v[0])
+		for _, n := range []int{1, 4} {
+			b.Run(fmt.Sprintf("rows=%d", n), func(b *testing.B) {
+				st := newAtState(d)
+				benchScoreKinds(b, rng, func(sc *scoreTile) {
+					if sc == nil {
+						kern.decodeRun(F32, q, kb, vb, &off, st.o, st.m, st.l, n, d)
+					} else {
+						kern.decodeScoreRun(F32, q, kb, vb, &off, st.o, st.m, st.l, n, d, sc)
+					}
+				})
+			})
 		}
 	})
 }
