@@ -454,6 +454,72 @@ func TestDecodeScoreAsm(t *testing.T) {
 	})
 }
 
+// TestScoreKernelsNoStage: flags that ask for no score stage (0, or
+// scoreAbs without scoreAlibi) give the plain kernels' results bit for bit,
+// and scoreCap|scoreAbs gives scoreCap's, in the full and the masked copy
+// of the tile kernels and in every decode kernel.
+func TestScoreKernelsNoStage(t *testing.T) {
+	same := func(a, b *atState) bool {
+		for _, p := range [][2][]float32{{a.o, b.o}, {a.m, b.m}, {a.l, b.l}} {
+			for i := range p[0] {
+				if math.Float32bits(p[0][i]) != math.Float32bits(p[1][i]) {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	cases := []struct{ flags, like uint32 }{{0, 0}, {scoreAbs, 0}, {scoreCap | scoreAbs, scoreCap}, {scoreAbs | 8, 0}}
+	eachKernels(t, func(k *kernels) bool { return k.tileScore != nil && k.hasDecodeScore() }, func(t *testing.T, kern *kernels) {
+		rng := rand.New(rand.NewPCG(3, 3))
+		for _, d := range []int{64, 128} {
+			g := &atGen{rng: rng, d: d, sd: 6}
+			q := g.q()
+			for _, mk := range []string{"full", "partial"} {
+				tile := g.tile(mk)
+				for _, c := range cases {
+					sc := newScoreTile(rng, c.flags)
+					setCols(rng, sc)
+					like := *sc
+					like.flags = c.like
+					a, b := newAtState(d), newAtState(d)
+					kern.tileScore(q, tile.kt, tile.v, a.s, a.o, a.m, a.l, tile.mask, d, sc)
+					if c.like == 0 {
+						kern.tile(q, tile.kt, tile.v, b.s, b.o, b.m, b.l, tile.mask, d)
+					} else {
+						kern.tileScore(q, tile.kt, tile.v, b.s, b.o, b.m, b.l, tile.mask, d, &like)
+					}
+					if !same(a, b) {
+						t.Errorf("D=%d %s tile, flags %#x: not flags %#x's results", d, mk, c.flags, c.like)
+					}
+				}
+			}
+			for _, elem := range []Elem{F32, BF16, F16} {
+				for _, n := range []int{1, 2, 4, 8} {
+					for _, c := range cases {
+						sc := newScoreTile(rng, c.flags)
+						setCols(rng, sc)
+						like := *sc
+						like.flags = c.like
+						tile := g.tile("full")
+						a, b := newAtState(d), newAtState(d)
+						seed := rng.Uint64()
+						decodeAt(kern, rand.New(rand.NewPCG(seed, 0)), a, elem, d, n, q, tile, sc)
+						if c.like == 0 {
+							decodeAt(kern, rand.New(rand.NewPCG(seed, 0)), b, elem, d, n, q, tile, nil)
+						} else {
+							decodeAt(kern, rand.New(rand.NewPCG(seed, 0)), b, elem, d, n, q, tile, &like)
+						}
+						if !same(a, b) {
+							t.Errorf("%s D=%d rows %d, flags %#x: not flags %#x's results", elem, d, n, c.flags, c.like)
+						}
+					}
+				}
+			}
+		}
+	})
+}
+
 // scoreBenchKinds are the score stages the benchmarks compare with the
 // plain kernel.
 var scoreBenchKinds = []struct {
