@@ -32,8 +32,10 @@
 // the score stage's kernels (EmitScoreKernels, score.go: tileScoreAVX512D64
 // and the like, decodeScoreAVX2BF16D128R4 and the like, each its plain
 // kernel with one pass of soft-capping and ALiBi over the scores before the
-// softmax, after one branch on the flags; and tanhAVX512, tanhAVX2, the
-// vector tanh alone for the tests). The score kernels read runtime/cpu's
+// softmax, after one branch on the flags; scoreBwdAVX512 and scoreBwdAVX2
+// (EmitScoreBwd), the stage for the tiled backward, writing the soft-cap's
+// factor 1 - tanh^2 beside it; and tanhAVX512, tanhAVX2, the vector tanh
+// alone for the tests). The score kernels read runtime/cpu's
 // scoreTile by the offsets score.go exports (ScoreCapOff, ...), and the
 // tanh constants (TanhPoly, TanhSmall, TanhM2L2E) sit in the constant
 // table's last slots, after the older ones, so that adding them changed no

@@ -140,7 +140,8 @@ func TestHeaders(t *testing.T) {
 	for _, isa := range ISAs {
 		gemm := "//go:noescape\nfunc " + GemmName(isa) + "(c *float32, a *float32, b *float32, m int, n int, k int, sam int, sak int, ldb int, ldc int, acc int)\n"
 		prob := "//go:noescape\nfunc " + BwdProbName(isa) + "(s *float32, dp *float32, lb *float32, dl *float32, mask *uint64, rows int, c float32, scale float32)\n"
-		for _, decl := range []string{gemm, prob} {
+		sbwd := "//go:noescape\nfunc " + ScoreBwdName(isa) + "(s *float32, dt *float32, rows int, c float32, sc *scoreTile)\n"
+		for _, decl := range []string{gemm, prob, sbwd} {
 			if !bytes.Contains(stubs, []byte(decl)) {
 				t.Errorf("missing declaration %q", decl)
 			}
@@ -167,8 +168,8 @@ func functions(asm []byte) map[string]string {
 // tiles, decode kernels, the peak loop, the transpose, two widening loops,
 // two row helpers, the log-sum-exp loop, two narrowing loops, the
 // backward's gemm and probability kernels, and the score stage's tanh,
-// tiles and decode kernels.
-var nFuncs = len(ISAs) * (2*(len(HeadDims)+len(Elems)*len(HeadDims)*len(DecodeRows)) + 1 + 8 + 2 + 1)
+// tiles, decode kernels and backward kernel.
+var nFuncs = len(ISAs) * (2*(len(HeadDims)+len(Elems)*len(HeadDims)*len(DecodeRows)) + 1 + 8 + 2 + 2)
 
 func TestVZEROUPPERBeforeRET(t *testing.T) {
 	asm, _ := defaultKernel(t)

@@ -114,7 +114,8 @@ func scoreSignature(ctx *build.Context, expr string) {
 // tanh test kernels (EmitTanh), the tile kernels with the score stage
 // (tileScoreAVX512D64, ...) and the decode kernels with it
 // (decodeScoreAVX2BF16D128R4, ...), each the plain kernel with the score
-// pass between the scores and the softmax.
+// pass between the scores and the softmax, and the tiled backward's
+// score kernels (EmitScoreBwd).
 func EmitScoreKernels(ctx *build.Context, c ConstTable) {
 	for _, isa := range ISAs {
 		EmitTanh(ctx, c, isa)
@@ -133,6 +134,9 @@ func EmitScoreKernels(ctx *build.Context, c ConstTable) {
 				}
 			}
 		}
+	}
+	for _, isa := range ISAs {
+		EmitScoreBwd(ctx, c, isa)
 	}
 }
 
@@ -273,6 +277,9 @@ type scoreKind struct{ cap, alibi, abs bool }
 
 func (k scoreKind) String() string {
 	s := ""
+	if k == (scoreKind{}) {
+		return "none"
+	}
 	if k.cap {
 		s += "cap"
 	}
@@ -294,10 +301,24 @@ type scoreRegs struct {
 // scoreVec applies the stages of k to the scores x; cols holds each lane's
 // key position (kind.alibi; overwritten).
 func (g *tileGen) scoreVec(k scoreKind, x reg.VecVirtual, r scoreRegs, cols reg.VecVirtual) {
+	g.scoreVecDeriv(k, x, r, cols, nil)
+}
+
+// scoreVecDeriv is scoreVec that also stores, with k.cap, the soft-cap's
+// derivative factor 1 - tanh^2 (at least 0: NaN gives 0) to *deriv.
+func (g *tileGen) scoreVecDeriv(k scoreKind, x reg.VecVirtual, r scoreRegs, cols reg.VecVirtual, deriv *op.Mem) {
 	ctx := g.ctx
 	if k.cap {
 		ctx.VMULPS(r.invCap, x, x)
 		g.tanh(x)
+		if deriv != nil {
+			t2, z := g.vec(), g.vec()
+			g.bcast(g.c.slot(kOne), t2)
+			ctx.VFNMADD231PS(x, x, t2) // 1 - t^2
+			g.zero(z)
+			ctx.VMAXPS(z, t2, t2) // max(1 - t^2, 0), 0 for NaN
+			ctx.VMOVUPS(t2, *deriv)
+		}
 		ctx.VMULPS(r.cap, x, x)
 	}
 	if !k.alibi {
@@ -320,10 +341,20 @@ func (g *tileGen) scoreVec(k scoreKind, x reg.VecVirtual, r scoreRegs, cols reg.
 // each followed by a jump to pfx_done (flags without ScoreCap or
 // ScoreAlibi go there at once; ScoreAbs counts only with ScoreAlibi).
 func (g *tileGen) scoreDispatch(sc reg.Register, pfx string, body func(k scoreKind, label string)) {
+	g.scoreDispatchNone(sc, pfx, false, body)
+}
+
+// scoreDispatchNone is scoreDispatch; with none, flags that ask for no
+// stage run body(scoreKind{}, ...) instead of going to pfx_done.
+func (g *tileGen) scoreDispatchNone(sc reg.Register, pfx string, none bool, body func(k scoreKind, label string)) {
 	ctx := g.ctx
 	f := ctx.GP32()
 	ctx.MOVL(mem(sc, ScoreFlagsOff), f)
 	done := op.LabelRef(pfx + "_done")
+	skip := done
+	if none {
+		skip = op.LabelRef(pfx + "_none")
+	}
 	run := func(k scoreKind, last bool) {
 		l := pfx + "_" + k.String()
 		ctx.Label(l)
@@ -336,8 +367,11 @@ func (g *tileGen) scoreDispatch(sc reg.Register, pfx string, body func(k scoreKi
 	ctx.TESTL(op.U32(ScoreAlibi), f)
 	ctx.JNZ(op.LabelRef(pfx + "_alibiany"))
 	ctx.TESTL(op.U32(ScoreCap), f)
-	ctx.JZ(done)
+	ctx.JZ(skip)
 	run(scoreKind{cap: true}, false)
+	if none {
+		run(scoreKind{}, false)
+	}
 	ctx.Label(pfx + "_alibiany")
 	ctx.TESTL(op.U32(ScoreCap), f)
 	ctx.JNZ(op.LabelRef(pfx + "_capalibiany"))
@@ -494,4 +528,90 @@ func (g *tileGen) decodeScorePass(sbuf op.Mem, r, nv int) {
 		ctx.DECQ(n)
 		ctx.JNZ(op.LabelRef(label))
 	})
+}
+
+// ScoreBwdName is the backward's score kernel of an ISA: scoreBwdAVX512,
+// scoreBwdAVX2.
+func ScoreBwdName(isa ISA) string { return "scoreBwd" + isa.String() }
+
+// ScoreBwdSignature is the Go signature of the backward's score kernels.
+const ScoreBwdSignature = "func(s, dt *float32, rows int, c float32, sc *scoreTile)"
+
+// EmitScoreBwd adds the tiled backward's score kernel of an ISA:
+// scoreBwd(s, dt, rows, c, sc) rewrites the first rows rows of TK scores
+// at s (S = Q K^T in natural units, rows TK floats apart) in place into
+// the score stage of c*S (c = scale*log2(e): log2 units, so that bwdProb
+// then runs with c = 1), and with ScoreCap writes to dt (laid out like s)
+// the factor 1 - tanh^2 of each score (in [0, 1], 0 for NaN), by which
+// dS is multiplied on the way back through the cap (d(cap tanh(x/cap))/dx
+// = 1 - tanh^2; ALiBi adds a constant). Without ScoreCap dt is not
+// written. (The parameter is not named g: that is the goroutine register
+// to the Go assembler.) Row r reads slope[r] and rows[r], column c cols[c]; masked
+// pairs get whatever their S gives (bwdProb zeroes them).
+func EmitScoreBwd(ctx *build.Context, c ConstTable, isa ISA) {
+	g := &tileGen{ctx: ctx, isa: isa, w: isa.lanes(), c: c}
+	name := ScoreBwdName(isa)
+	ctx.Function(name)
+	ctx.Pragma("noescape")
+	scoreSignature(ctx, ScoreBwdSignature)
+	ctx.Doc(
+		name+" applies the score stage of sc to c times the first rows rows of",
+		"TK scores at s, in place, and with the cap writes 1 - tanh^2 of each to dt",
+		fmt.Sprintf("(see emit/avo.EmitScoreBwd). It needs %s.", isa.requires()),
+	)
+	sc := g.param("sc")
+	cx := ctx.Load(ctx.Param("c"), ctx.XMM())
+	nv, vb := TK/g.w, 4*g.w
+	g.scoreDispatchNone(sc, "sb", true, func(k scoreKind, label string) {
+		var r scoreRegs
+		if k.cap {
+			g.loadCap(sc, &r)
+		}
+		cv := g.vec()
+		ctx.VBROADCASTSS(cx, cv)
+		sp, n := g.param("s"), g.param("rows")
+		var gp, rp reg.Register
+		if k.cap {
+			gp = g.param("dt")
+		}
+		if k.alibi {
+			rp = ctx.GP64()
+			ctx.MOVQ(sc, rp)
+		}
+		ctx.TESTQ(n, n)
+		ctx.JZ(op.LabelRef("sb_done"))
+		ctx.Label(label)
+		if k.alibi {
+			r.slope, r.rows = g.vec(), g.vec()
+			ctx.VBROADCASTSS(mem(rp, ScoreSlopeOff), r.slope)
+			ctx.VPBROADCASTD(mem(rp, ScoreRowsOff), r.rows)
+		}
+		for j := 0; j < nv; j++ {
+			x := g.vec()
+			ctx.VMULPS(mem(sp, vb*j), cv, x)
+			var cols reg.VecVirtual
+			if k.alibi {
+				cols = g.vec()
+				g.loadInts(mem(sc, ScoreColsOff+vb*j), cols)
+			}
+			var deriv *op.Mem
+			if k.cap {
+				m := mem(gp, vb*j)
+				deriv = &m
+			}
+			g.scoreVecDeriv(k, x, r, cols, deriv)
+			ctx.VMOVUPS(x, mem(sp, vb*j))
+		}
+		ctx.ADDQ(op.U32(4*TK), sp)
+		if k.cap {
+			ctx.ADDQ(op.U32(4*TK), gp)
+		}
+		if k.alibi {
+			ctx.ADDQ(op.U8(4), rp)
+		}
+		ctx.DECQ(n)
+		ctx.JNZ(op.LabelRef(label))
+	})
+	ctx.VZEROUPPER()
+	ctx.RET()
 }

@@ -132,6 +132,9 @@
 // kernel's rows i read rows[i] and slope[i], its keys j cols[j] (it may
 // read up to 16 int32 past cols[TK-1]: the padding). The kernels branch on
 // the flags once per call; masked scores may be rewritten to anything.
+// For the tiled backward, scoreBwd (scoreBwdAVX512, scoreBwdAVX2; no Go
+// pass calls it yet) applies the stage to c*S in place and writes the
+// soft-cap's factor 1 - tanh^2 (see kernels.scoreBwdK).
 //
 // The kernels multiply a masked p = 0 by its value row, and 0 times NaN or
 // an infinity is NaN. So that masked data never reaches an output, the

@@ -34,6 +34,10 @@ type kernels struct {
 	// without them the backward runs its pure-Go per-pair path.
 	gemm    func(c, a, b *float32, m, n, k, sam, sak, ldb, ldc, acc int)
 	bwdProb func(s, dp, lb, dl *float32, mask *uint64, rows int, c, scale float32)
+	// scoreBwd is the tiled backward's score stage (emit/avo.EmitScoreBwd):
+	// the first rows rows of TK scores S at s become the stage of c*S in
+	// place, and with scoreCap dt gets 1 - tanh^2 of each (see scoreBwdK).
+	scoreBwd func(s, dt *float32, rows int, c float32, sc *scoreTile)
 	// The row helpers take whole multiples of lanes floats (n, d below).
 	lanes int
 	// scaleRow sets dst[i] = src[i]*s for i < n.
@@ -150,6 +154,22 @@ func (k *kernels) decodeScoreRun(elem Elem, q []float32, kb, vb unsafe.Pointer, 
 	_, _, _, _ = q[rows*d-1], o[rows*d-1], m[rows-1], l[rows-1]
 	f := k.decodeScore[elem][d/128][bits.TrailingZeros(uint(rows))]
 	f(&q[0], (*byte)(kb), (*byte)(vb), &off[0], &o[0], &m[0], &l[0], sc)
+}
+
+// scoreBwdK runs the variant's scoreBwd on the first rows rows of s
+// (rows of TK scores in natural units, S = Q K^T), if it has one, and
+// reports whether it did: s becomes the score stage of c*S (log2 units
+// with c = scale*log2(e); bwdProb then takes c = 1), and with scoreCap dt
+// (laid out like s) gets the factor 1 - tanh^2 in [0, 1] (0 for NaN) by
+// which dS is multiplied through the cap; without scoreCap dt is not
+// written.
+func (k *kernels) scoreBwdK(s, dt []float32, rows int, c float32, sc *scoreTile) bool {
+	if k.scoreBwd == nil || rows <= 0 {
+		return k.scoreBwd != nil
+	}
+	_, _ = s[rows*TK-1], dt[rows*TK-1]
+	k.scoreBwd(&s[0], &dt[0], rows, c, sc)
+	return true
 }
 
 // scaleRowK sets dst = src*s with the variant's kernel when it has one

@@ -520,6 +520,83 @@ func TestScoreKernelsNoStage(t *testing.T) {
 	})
 }
 
+// TestScoreBwdKernels checks each variant's backward score kernel
+// (scoreBwd) for every combination of flags against the float64 stage:
+// s' = stage(c*S) within scoreErr plus the rounding of c*S, dt = 1 -
+// tanh^2 within 2^-20 (dt = 0 and s' = +-cap for infinite S, dt = 0 and s'
+// NaN for NaN), rows past rows and, without the cap, all of dt untouched.
+func TestScoreBwdKernels(t *testing.T) {
+	eachKernels(t, func(k *kernels) bool { return k.scoreBwd != nil }, func(t *testing.T, kern *kernels) {
+		rng := rand.New(rand.NewPCG(5, 5))
+		for _, flags := range append([]uint32{0}, scoreFlagSets...) {
+			for _, rows := range []int{0, 1, 17, TQ} {
+				for seed := 0; seed < 4; seed++ {
+					sc := newScoreTile(rng, flags)
+					setCols(rng, sc)
+					c := float32(0.05 + 0.5*rng.Float64())
+					s, dt := make([]float32, TQ*TK), make([]float32, TQ*TK)
+					for i := range s {
+						s[i] = float32(rng.NormFloat64() * float64(sc.cap) / float64(c))
+						dt[i] = -7
+					}
+					s[3], s[TK+5], s[2*TK+7] = float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN())
+					in := append([]float32(nil), s...)
+					if !kern.scoreBwdK(s, dt, rows, c, sc) {
+						t.Fatal("no scoreBwd")
+					}
+					for r := 0; r < TQ; r++ {
+						for col := 0; col < TK; col++ {
+							i := r*TK + col
+							x := float64(c * in[i]) // c*S, rounded as the kernel's product
+							got, gd := float64(s[i]), float64(dt[i])
+							if r >= rows {
+								if math.Float32bits(s[i]) != math.Float32bits(in[i]) || gd != -7 {
+									t.Fatalf("flags %d rows %d: row %d changed: s %v (was %v), dt %v", flags, rows, r, got, in[i], gd)
+								}
+								continue
+							}
+							if flags&scoreCap == 0 {
+								if gd != -7 {
+									t.Fatalf("flags %d: dt[%d] = %v written without the cap", flags, i, gd)
+								}
+							} else {
+								th := math.Tanh(x * float64(sc.invCap))
+								want := 1 - th*th
+								if math.IsNaN(x) {
+									want = 0
+								}
+								if !(math.Abs(gd-want) <= 0x1p-20 && gd >= 0 && gd <= 1) { // NaN fails
+									t.Fatalf("flags %d r %d c %d: dt = %v, want %v (S = %v)", flags, r, col, gd, want, in[i])
+								}
+							}
+							want := scoreRef(sc, r, col, x)
+							if math.IsNaN(x) {
+								if !math.IsNaN(got) {
+									t.Fatalf("flags %d r %d c %d: s' = %v for NaN", flags, r, col, got)
+								}
+								continue
+							}
+							if math.IsInf(x, 0) && flags&scoreCap == 0 {
+								if got != want {
+									t.Fatalf("flags %d r %d c %d: s' = %v, want %v", flags, r, col, got, want)
+								}
+								continue
+							}
+							bound := scoreErr(sc, r, col, x)
+							if !math.IsInf(x, 0) {
+								bound += math.Abs(x) * 0x1p-23
+							}
+							if !(math.Abs(got-want) <= bound) {
+								t.Fatalf("flags %d r %d c %d: s' = %v, want %v (bound %.3g)", flags, r, col, got, want, bound)
+							}
+						}
+					}
+				}
+			}
+		}
+	})
+}
+
 // scoreBenchKinds are the score stages the benchmarks compare with the
 // plain kernel.
 var scoreBenchKinds = []struct {

@@ -973,3 +973,17 @@ func decodeScoreAVX2F16D128R4(q *float32, k *byte, v *byte, off *int, o *float32
 //
 //go:noescape
 func decodeScoreAVX2F16D128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// scoreBwdAVX512 applies the score stage of sc to c times the first rows rows of
+// TK scores at s, in place, and with the cap writes 1 - tanh^2 of each to dt
+// (see emit/avo.EmitScoreBwd). It needs AVX-512 Foundation.
+//
+//go:noescape
+func scoreBwdAVX512(s *float32, dt *float32, rows int, c float32, sc *scoreTile)
+
+// scoreBwdAVX2 applies the score stage of sc to c times the first rows rows of
+// TK scores at s, in place, and with the cap writes 1 - tanh^2 of each to dt
+// (see emit/avo.EmitScoreBwd). It needs AVX2 and FMA3.
+//
+//go:noescape
+func scoreBwdAVX2(s *float32, dt *float32, rows int, c float32, sc *scoreTile)
