@@ -47,7 +47,13 @@ const (
 	kTwo64     = kMinNormal + 1 // 2^64: scales a subnormal into the normals
 	kBias127   = kTwo64 + 1     // 127: the exponent bias
 	kBias191   = kBias127 + 1   // 127 + 64: the bias of a subnormal scaled by 2^64
-	kSlots     = kBias191 + 1
+	// The score stage's constants (score.go), appended so that the slots
+	// above keep their offsets.
+	kTanhSmall = kBias191 + 1           // TanhSmall: below it tanh is its Taylor polynomial
+	kTanhM2L2E = kTanhSmall + 1         // TanhM2L2E = -2 log2(e)
+	kTanhT     = kTanhM2L2E + 1         // TanhPoly[0..7] (x^3 .. x^17) in slots kTanhT..kTanhT+7
+	kLaneDiv   = kTanhT + len(TanhPoly) // int32 lane/r for r = 2, 4, 8: two slots (16 lanes) each
+	kSlots     = kLaneDiv + 2*len(laneDivs)
 )
 
 const slotBytes = 32
@@ -116,6 +122,16 @@ func slotValue(k, lane int) uint32 {
 		return math.Float32bits(127)
 	case k == kBias191:
 		return math.Float32bits(191)
+	case k == kTanhSmall:
+		return math.Float32bits(TanhSmall)
+	case k == kTanhM2L2E:
+		return math.Float32bits(float32(TanhM2L2E))
+	case k >= kTanhT && k < kTanhT+len(TanhPoly):
+		return math.Float32bits(float32(TanhPoly[k-kTanhT]))
+	case k >= kLaneDiv && k < kLaneDiv+2*len(laneDivs):
+		// Lane 8h+lane of the pair of slots for r holds (8h+lane)/r.
+		i := k - kLaneDiv
+		return uint32((8*(i%2) + lane) / laneDivs[i/2])
 	case k >= kC1 && k < kC1+len(exp2Coeffs):
 		return exp2Coeffs[k-kC1]
 	case k >= kPat0 && k < kPat0+4:

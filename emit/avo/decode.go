@@ -127,13 +127,27 @@ func decodeShapeOf(isa ISA, d, r int) decodeShape {
 // key's p of the group broadcast once, each value chunk loaded once per
 // group.
 func EmitDecode(ctx *build.Context, c ConstTable, isa ISA, e Elem, d, r int) {
+	emitDecode(ctx, c, isa, e, d, r, false)
+}
+
+// emitDecode emits a decode kernel; with score, the kernel with the score
+// stage (DecodeScoreSignature, EmitScoreKernels): the same kernel with the
+// score pass over the score vectors before the maxima.
+func emitDecode(ctx *build.Context, c ConstTable, isa ISA, e Elem, d, r int, score bool) {
 	g := &tileGen{ctx: ctx, isa: isa, d: d, w: isa.lanes(), c: c}
 	sh := decodeShapeOf(isa, d, r)
 	nc := sh.nc
 	name := DecodeName(isa, e, d, r)
+	if score {
+		name = DecodeScoreName(isa, e, d, r)
+	}
 	ctx.Function(name)
 	ctx.Pragma("noescape")
-	ctx.SignatureExpr(DecodeSignature)
+	if score {
+		scoreSignature(ctx, DecodeScoreSignature)
+	} else {
+		ctx.SignatureExpr(DecodeSignature)
+	}
 	needs := "AVX-512 Foundation"
 	if isa == AVX2 {
 		needs = "AVX2, FMA3"
@@ -141,12 +155,16 @@ func EmitDecode(ctx *build.Context, c ConstTable, isa ISA, e Elem, d, r int) {
 			needs += ", F16C"
 		}
 	}
-	ctx.Doc(
+	doc := []string{
 		fmt.Sprintf("%s is the decode kernel for %s keys and values, D = %d and %d", name, e, d, r),
-		"query rows ("+needs+"): one online-softmax step against a whole key",
+		"query rows (" + needs + "): one online-softmax step against a whole key",
 		"tile that every row keeps, key and value row j read in place at byte off[j]",
 		"of k and v.",
-	)
+	}
+	if score {
+		doc[len(doc)-1] = "of k and v, with the score stage of sc (see scoreTile)."
+	}
+	ctx.Doc(doc...)
 	es := e.size()
 	keys := sh.keys // keys per score vector
 	nv := sh.nv     // score vectors of the tile
@@ -297,6 +315,10 @@ func EmitDecode(ctx *build.Context, c ConstTable, isa ISA, e Elem, d, r int) {
 	ctx.ADDQ(op.U8(uint8(8*keys)), op0)
 	ctx.DECQ(nb)
 	ctx.JNZ(op.LabelRef("qk"))
+	if score {
+		ctx.Comment("The score stage.")
+		g.decodeScorePass(sbuf, r, nv)
+	}
 
 	ctx.Comment("Row maxima, alpha, p and l, each row's value in every lane of its residue.")
 	mx := []reg.VecVirtual{g.vec(), g.vec()}
@@ -501,19 +523,22 @@ func (g *tileGen) foldKeys(x reg.VecVirtual, r int, f func(a, b, dst reg.Registe
 }
 
 // rowVec loads the r floats at p into a vector whose lane i holds p[i%r].
-func (g *tileGen) rowVec(p reg.Register, r int) reg.VecVirtual {
+func (g *tileGen) rowVec(p reg.Register, r int) reg.VecVirtual { return g.rowVecAt(mem(p, 0), r) }
+
+// rowVecAt is rowVec of the r floats (or int32) at p.
+func (g *tileGen) rowVecAt(p op.Mem, r int) reg.VecVirtual {
 	ctx := g.ctx
 	x := g.vec()
 	if g.isa == AVX2 {
 		switch r {
 		case 1:
-			ctx.VBROADCASTSS(mem(p, 0), x)
+			ctx.VBROADCASTSS(p, x)
 		case 2:
-			ctx.VBROADCASTSD(mem(p, 0), x)
+			ctx.VBROADCASTSD(p, x)
 		case 4:
-			ctx.VBROADCASTF128(mem(p, 0), x)
+			ctx.VBROADCASTF128(p, x)
 		case 8:
-			ctx.VMOVUPS(mem(p, 0), x)
+			ctx.VMOVUPS(p, x)
 		default:
 			panic(fmt.Sprintf("BUG: rowVec of %d rows", r))
 		}
@@ -521,13 +546,13 @@ func (g *tileGen) rowVec(p reg.Register, r int) reg.VecVirtual {
 	}
 	switch r {
 	case 1:
-		ctx.VBROADCASTSS(mem(p, 0), x)
+		ctx.VBROADCASTSS(p, x)
 	case 2:
-		ctx.VPBROADCASTQ(mem(p, 0), x)
+		ctx.VPBROADCASTQ(p, x)
 	case 4:
-		ctx.VBROADCASTF32X4(mem(p, 0), x)
+		ctx.VBROADCASTF32X4(p, x)
 	case 8:
-		ctx.VMOVUPS(mem(p, 0), x.AsY())
+		ctx.VMOVUPS(p, x.AsY())
 		ctx.VSHUFF32X4(op.U8(0x44), x, x, x)
 	default:
 		panic(fmt.Sprintf("BUG: rowVec of %d rows", r))

@@ -28,7 +28,18 @@
 // register blocks on AVX-512, 3, 2 or 1 rows x 4 ymm in 16 registers on
 // AVX2; bwdProbAVX512 and bwdProbAVX2, P = exp2(c S - lb) and dS = P scale
 // (dP - delta), the keep words as opmasks on AVX-512 and as bit tests
-// ANDed into both results on AVX2, reusing the tile kernels' exp2).
+// ANDed into both results on AVX2, reusing the tile kernels' exp2), and
+// the score stage's kernels (EmitScoreKernels, score.go: tileScoreAVX512D64
+// and the like, decodeScoreAVX2BF16D128R4 and the like, each its plain
+// kernel with one pass of soft-capping and ALiBi over the scores before the
+// softmax, after one branch on the flags; scoreBwdAVX512 and scoreBwdAVX2
+// (EmitScoreBwd), the stage for the tiled backward, writing the soft-cap's
+// factor 1 - tanh^2 beside it; and tanhAVX512, tanhAVX2, the vector tanh
+// alone for the tests). The score kernels read runtime/cpu's
+// scoreTile by the offsets score.go exports (ScoreCapOff, ...), and the
+// tanh constants (TanhPoly, TanhSmall, TanhM2L2E) sit in the constant
+// table's last slots, after the older ones, so that adding them changed no
+// older kernel; runtime/cpu's TestScoreABI compares both with its own.
 // Generate compiles and prints it,
 // WriteFiles writes runtime/cpu/tile_amd64.s and runtime/cpu/tile_amd64.go; the command
 // cmd/genkernel runs it for go generate (runtime/cpu/generate.go). Output is

@@ -71,6 +71,7 @@ func Build() *build.Context {
 		EmitNarrow(ctx, c, isa)
 	}
 	EmitBackward(ctx, c)
+	EmitScoreKernels(ctx, c)
 	return ctx
 }
 

@@ -100,6 +100,23 @@ func TestHeaders(t *testing.T) {
 				}
 			}
 		}
+		for _, d := range HeadDims {
+			decl := "//go:noescape\nfunc " + TileScoreName(isa, d) + "(q *float32, kt *float32, v *float32, s *float32, o *float32, m *float32, l *float32, mask *uint64, sc *scoreTile)\n"
+			if !bytes.Contains(stubs, []byte(decl)) {
+				t.Errorf("missing declaration %q", decl)
+			}
+			for _, e := range Elems {
+				for _, r := range DecodeRows {
+					decl := "//go:noescape\nfunc " + DecodeScoreName(isa, e, d, r) + "(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)\n"
+					if !bytes.Contains(stubs, []byte(decl)) {
+						t.Errorf("missing declaration %q", decl)
+					}
+				}
+			}
+		}
+		if !bytes.Contains(stubs, []byte("\nfunc "+TanhName(isa)+"(dst *float32, src *float32, n int)\n")) {
+			t.Errorf("missing %s", TanhName(isa))
+		}
 		if !bytes.Contains(stubs, []byte("\nfunc "+PeakName(isa)+"(n int)\n")) {
 			t.Errorf("missing %s", PeakName(isa))
 		}
@@ -123,7 +140,8 @@ func TestHeaders(t *testing.T) {
 	for _, isa := range ISAs {
 		gemm := "//go:noescape\nfunc " + GemmName(isa) + "(c *float32, a *float32, b *float32, m int, n int, k int, sam int, sak int, ldb int, ldc int, acc int)\n"
 		prob := "//go:noescape\nfunc " + BwdProbName(isa) + "(s *float32, dp *float32, lb *float32, dl *float32, mask *uint64, rows int, c float32, scale float32)\n"
-		for _, decl := range []string{gemm, prob} {
+		sbwd := "//go:noescape\nfunc " + ScoreBwdName(isa) + "(s *float32, dt *float32, rows int, c float32, sc *scoreTile)\n"
+		for _, decl := range []string{gemm, prob, sbwd} {
 			if !bytes.Contains(stubs, []byte(decl)) {
 				t.Errorf("missing declaration %q", decl)
 			}
@@ -148,9 +166,10 @@ func functions(asm []byte) map[string]string {
 
 // nFuncs is the number of functions the kernel file holds, for each ISA:
 // tiles, decode kernels, the peak loop, the transpose, two widening loops,
-// two row helpers, the log-sum-exp loop, two narrowing loops, and the
-// backward's gemm and probability kernels.
-var nFuncs = len(ISAs) * (len(HeadDims) + len(Elems)*len(HeadDims)*len(DecodeRows) + 1 + 8 + 2)
+// two row helpers, the log-sum-exp loop, two narrowing loops, the
+// backward's gemm and probability kernels, and the score stage's tanh,
+// tiles, decode kernels and backward kernel.
+var nFuncs = len(ISAs) * (2*(len(HeadDims)+len(Elems)*len(HeadDims)*len(DecodeRows)) + 1 + 8 + 2 + 2)
 
 func TestVZEROUPPERBeforeRET(t *testing.T) {
 	asm, _ := defaultKernel(t)

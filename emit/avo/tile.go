@@ -56,10 +56,13 @@ type tileGen struct {
 // Y0-Y15 only (Generate checks it). Every kernel ends with VZEROUPPER.
 func EmitTile(ctx *build.Context, c ConstTable, isa ISA, d int) {
 	qk, pv := isa.blocks()
-	emitTile(ctx, c, isa, d, TileName(isa, d), qk, pv)
+	emitTile(ctx, c, isa, d, TileName(isa, d), qk, pv, false)
 }
 
-func emitTile(ctx *build.Context, c ConstTable, isa ISA, d int, name string, qk, pv blocking) {
+// emitTile emits a tile kernel; with score, the kernel with the score
+// stage (TileScoreSignature, EmitScoreKernels): the same kernel with the
+// score pass between phases 1 and 2 of both copies.
+func emitTile(ctx *build.Context, c ConstTable, isa ISA, d int, name string, qk, pv blocking, score bool) {
 	w := isa.lanes()
 	qkc, pkc := min(qk.kc, d), min(pv.kc, TK)
 	if TQ%qk.rows != 0 || TK%(qk.vecs*w) != 0 || d%qkc != 0 || qkc%qk.unroll != 0 ||
@@ -70,11 +73,20 @@ func emitTile(ctx *build.Context, c ConstTable, isa ISA, d int, name string, qk,
 	g := &tileGen{ctx: ctx, isa: isa, d: d, w: w, qk: qk, pv: pv, c: c}
 	ctx.Function(name)
 	ctx.Pragma("noescape")
-	ctx.SignatureExpr(TileSignature)
-	ctx.Doc(
-		fmt.Sprintf("%s is the tile microkernel (see the package doc for the ABI) for", name),
-		fmt.Sprintf("D = %d, written for %s. A nil mask means a full tile.", d, isa.requires()),
-	)
+	if score {
+		scoreSignature(ctx, TileScoreSignature)
+		ctx.Doc(
+			fmt.Sprintf("%s is the tile microkernel with the score stage of sc (see", name),
+			fmt.Sprintf("scoreTile) for D = %d, written for %s. A nil mask means a full", d, isa.requires()),
+			"tile.",
+		)
+	} else {
+		ctx.SignatureExpr(TileSignature)
+		ctx.Doc(
+			fmt.Sprintf("%s is the tile microkernel (see the package doc for the ABI) for", name),
+			fmt.Sprintf("D = %d, written for %s. A nil mask means a full tile.", d, isa.requires()),
+		)
+	}
 	g.alpha = ctx.AllocLocal(4 * TQ)
 	g.msafe = ctx.AllocLocal(4 * g.w)
 	g.scratch = ctx.AllocLocal(4 * g.w * g.w)
@@ -86,6 +98,10 @@ func emitTile(ctx *build.Context, c ConstTable, isa ISA, d int, name string, qk,
 
 	ctx.Comment("Full tile. Phase 1: S = Q K^T into s.")
 	g.scores()
+	if score {
+		ctx.Comment("The score stage.")
+		g.scorePass(nil, "fscore")
+	}
 	ctx.Comment("Phase 2: online softmax row by row.")
 	g.softmax(nil, "unmasked")
 	ctx.Comment("Phase 3: O = alpha O + P V.")
@@ -98,6 +114,10 @@ func emitTile(ctx *build.Context, c ConstTable, isa ISA, d int, name string, qk,
 	g.blockMasks(mask)
 	ctx.Comment("Phase 1: S = Q K^T into s, kept row blocks and column vectors only.")
 	g.scoresMasked()
+	if score {
+		ctx.Comment("The score stage, rows that keep a key only.")
+		g.scorePass(mask, "mscore")
+	}
 	ctx.Comment("Phase 2: online softmax row by row, masked.")
 	g.softmax(mask, "masked")
 	ctx.Comment("Phase 3: O = alpha O + P V, kept row blocks and key ranges only.")

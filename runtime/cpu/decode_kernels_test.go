@@ -11,17 +11,12 @@ import (
 // decodeAt runs the decode kernel of elem on an atTile: its keys written
 // back as rows (kt transposed) and its values, both scattered in shuffled
 // order with gaps between rows that hold NaN (the kernel must read exactly
-// the rows off names), for the first n rows of q. For 16-bit elements the
-// tile's values are first truncated to the format, so that the reference
-// sees what the kernel reads.
-func decodeAt(kern *kernels, rng *rand.Rand, st *atState, elem Elem, d, n int, q []float32, t *atTile) {
-	if elem != F32 {
-		for _, x := range [][]float32{t.kt, t.v} {
-			for i, y := range x {
-				x[i] = f16to32n(to16(y, elem), elem)
-			}
-		}
-	}
+// the rows off names), for the first n rows of q; with sc, the decode
+// kernel with the score stage. For 16-bit elements the tile's values are
+// first truncated to the format, so that the reference sees what the
+// kernel reads.
+func decodeAt(kern *kernels, rng *rand.Rand, st *atState, elem Elem, d, n int, q []float32, t *atTile, sc *scoreTile) {
+	roundTile16(t, elem)
 	pitch := d + 16*rng.IntN(3)
 	k, v := atFloats(TK*pitch+d), atFloats(TK*pitch+d)
 	k16, v16 := make([]uint16, len(k)), make([]uint16, len(v))
@@ -52,7 +47,24 @@ func decodeAt(kern *kernels, rng *rand.Rand, st *atState, elem Elem, d, n int, q
 	if elem != F32 {
 		kb, vb = unsafe.Pointer(&k16[0]), unsafe.Pointer(&v16[0])
 	}
+	if sc != nil {
+		kern.decodeScoreRun(elem, q, kb, vb, &off, st.o, st.m, st.l, n, d, sc)
+		return
+	}
 	kern.decodeRun(elem, q, kb, vb, &off, st.o, st.m, st.l, n, d)
+}
+
+// roundTile16 truncates a tile's keys and values to a 16-bit elem (nothing
+// for F32); a second call changes nothing.
+func roundTile16(t *atTile, elem Elem) {
+	if elem == F32 {
+		return
+	}
+	for _, x := range [][]float32{t.kt, t.v} {
+		for i, y := range x {
+			x[i] = f16to32n(to16(y, elem), elem)
+		}
+	}
 }
 
 // to16 truncates x to bfloat16 or half precision (half-precision values
@@ -139,7 +151,7 @@ func testDecodeAsm(t *testing.T, kern *kernels) {
 							tile := g.tile("full")
 							tile.mask = rowsMask
 							before := st.clone()
-							decodeAt(kern, rng, st, elem, d, n, q, tile)
+							decodeAt(kern, rng, st, elem, d, n, q, tile, nil)
 							if err := atUnkept(before, st, tile.mask, d); err != nil {
 								t.Fatalf("%s D=%d %s rows %d tile %d: %v", elem, d, c.name, n, i, err)
 							}

@@ -121,6 +121,21 @@
 // nearest, ties to even, in Go), so it is bit for bit the float32 output
 // rounded.
 //
+// The score kernels (tileScore, decodeScore: emit/avo's tileScoreAVX512D64,
+// decodeScoreAVX2F32D128R4 and the like, and tileScoreGo) take one more
+// argument, a *scoreTile (score.go, whose field offsets are part of the
+// ABI), and rewrite each score s_c of row r before the maximum: s_c =
+// cap*tanh(s_c*invCap) with scoreCap (tanh32's function, within 2.5 ulp,
+// both halves computed and blended), then with scoreAlibi s_c +=
+// slope[r]*(cols[c] - rows[r]) (or -= slope[r]*|cols[c] - rows[r]| with
+// scoreAbs), the distance exact in int32 and converted once. A decode
+// kernel's rows i read rows[i] and slope[i], its keys j cols[j] (it may
+// read up to 16 int32 past cols[TK-1]: the padding). The kernels branch on
+// the flags once per call; masked scores may be rewritten to anything.
+// For the tiled backward, scoreBwd (scoreBwdAVX512, scoreBwdAVX2; no Go
+// pass calls it yet) applies the stage to c*S in place and writes the
+// soft-cap's factor 1 - tanh^2 (see kernels.scoreBwdK).
+//
 // The kernels multiply a masked p = 0 by its value row, and 0 times NaN or
 // an infinity is NaN. So that masked data never reaches an output, the
 // driver marks the value rows of a key tile that hold a non-finite element

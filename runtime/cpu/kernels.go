@@ -26,10 +26,18 @@ type kernels struct {
 	// like decode; without them a call that modifies scores decodes
 	// through the tile path.
 	decodeScore [3][2][4]decodeScoreKernel
+	// tanh is the score stage's vector tanh on its own (dst[i] =
+	// tanh(src[i]) for n a multiple of lanes), for the tests that measure
+	// it; no call runs it.
+	tanh func(dst, src *float32, n int)
 	// gemm and bwdProb are the tiled backward's kernels (backward_tiled.go);
 	// without them the backward runs its pure-Go per-pair path.
 	gemm    func(c, a, b *float32, m, n, k, sam, sak, ldb, ldc, acc int)
 	bwdProb func(s, dp, lb, dl *float32, mask *uint64, rows int, c, scale float32)
+	// scoreBwd is the tiled backward's score stage (emit/avo.EmitScoreBwd):
+	// the first rows rows of TK scores S at s become the stage of c*S in
+	// place, and with scoreCap dt gets 1 - tanh^2 of each (see scoreBwdK).
+	scoreBwd func(s, dt *float32, rows int, c float32, sc *scoreTile)
 	// The row helpers take whole multiples of lanes floats (n, d below).
 	lanes int
 	// scaleRow sets dst[i] = src[i]*s for i < n.
@@ -75,6 +83,26 @@ func asmTile(d64, d128 asmFunc) tileFunc {
 	}
 }
 
+// asmScoreFunc is the pointer ABI of every assembly tile kernel with the
+// score stage.
+type asmScoreFunc func(q, kt, v, s, o, m, l *float32, mask *uint64, sc *scoreTile)
+
+// asmTileScore adapts the assembly tile kernels with the score stage of
+// head dimensions 64 and 128 to tileScoreFunc.
+func asmTileScore(d64, d128 asmScoreFunc) tileScoreFunc {
+	return func(q, kt, v, s, o, m, l []float32, mask []uint64, d int, sc *scoreTile) {
+		f := d64
+		if d == 128 {
+			f = d128
+		}
+		var mp *uint64
+		if mask != nil {
+			mp = &mask[0]
+		}
+		f(&q[0], &kt[0], &v[0], &s[0], &o[0], &m[0], &l[0], mp, sc)
+	}
+}
+
 // goKernels is the pure-Go variant: the portable microkernel and Go for
 // everything else.
 var goKernels = &kernels{tile: tileGo, tileScore: tileScoreGo, lanes: 1, peak: peakGo, peakFlops: 12 * 2}
@@ -114,6 +142,34 @@ func (k *kernels) decodeRun(elem Elem, q []float32, kb, vb unsafe.Pointer, off *
 	_, _, _, _ = q[rows*d-1], o[rows*d-1], m[rows-1], l[rows-1]
 	f := k.decode[elem][d/128][bits.TrailingZeros(uint(rows))]
 	f(&q[0], (*byte)(kb), (*byte)(vb), &off[0], &o[0], &m[0], &l[0])
+}
+
+// hasDecodeScore reports whether the variant has decode kernels with the
+// score stage.
+func (k *kernels) hasDecodeScore() bool { return k.decodeScore[F32][0][0] != nil }
+
+// decodeScoreRun is decodeRun with the score stage of sc (rows[i] and
+// slope[i] of the rows i < rows, cols[j] of the keys j < TK).
+func (k *kernels) decodeScoreRun(elem Elem, q []float32, kb, vb unsafe.Pointer, off *[2 * TK]int, o, m, l []float32, rows, d int, sc *scoreTile) {
+	_, _, _, _ = q[rows*d-1], o[rows*d-1], m[rows-1], l[rows-1]
+	f := k.decodeScore[elem][d/128][bits.TrailingZeros(uint(rows))]
+	f(&q[0], (*byte)(kb), (*byte)(vb), &off[0], &o[0], &m[0], &l[0], sc)
+}
+
+// scoreBwdK runs the variant's scoreBwd on the first rows rows of s
+// (rows of TK scores in natural units, S = Q K^T), if it has one, and
+// reports whether it did: s becomes the score stage of c*S (log2 units
+// with c = scale*log2(e); bwdProb then takes c = 1), and with scoreCap dt
+// (laid out like s) gets the factor 1 - tanh^2 in [0, 1] (0 for NaN) by
+// which dS is multiplied through the cap; without scoreCap dt is not
+// written.
+func (k *kernels) scoreBwdK(s, dt []float32, rows int, c float32, sc *scoreTile) bool {
+	if k.scoreBwd == nil || rows <= 0 {
+		return k.scoreBwd != nil
+	}
+	_, _ = s[rows*TK-1], dt[rows*TK-1]
+	k.scoreBwd(&s[0], &dt[0], rows, c, sc)
+	return true
 }
 
 // scaleRowK sets dst = src*s with the variant's kernel when it has one

@@ -26,7 +26,8 @@ func archKernels(v Variant) *kernels {
 // The tables, made once so that dispatch allocates nothing.
 var (
 	avx512Kernels = &kernels{
-		tile: asmTile(tileAVX512D64, tileAVX512D128),
+		tile:      asmTile(tileAVX512D64, tileAVX512D128),
+		tileScore: asmTileScore(tileScoreAVX512D64, tileScoreAVX512D128),
 		decode: [3][2][4]decodeKernel{
 			F32: {
 				{decodeAVX512F32D64R1, decodeAVX512F32D64R2, decodeAVX512F32D64R4, decodeAVX512F32D64R8},
@@ -41,8 +42,24 @@ var (
 				{decodeAVX512F16D128R1, decodeAVX512F16D128R2, decodeAVX512F16D128R4, decodeAVX512F16D128R8},
 			},
 		},
+		decodeScore: [3][2][4]decodeScoreKernel{
+			F32: {
+				{decodeScoreAVX512F32D64R1, decodeScoreAVX512F32D64R2, decodeScoreAVX512F32D64R4, decodeScoreAVX512F32D64R8},
+				{decodeScoreAVX512F32D128R1, decodeScoreAVX512F32D128R2, decodeScoreAVX512F32D128R4, decodeScoreAVX512F32D128R8},
+			},
+			BF16: {
+				{decodeScoreAVX512BF16D64R1, decodeScoreAVX512BF16D64R2, decodeScoreAVX512BF16D64R4, decodeScoreAVX512BF16D64R8},
+				{decodeScoreAVX512BF16D128R1, decodeScoreAVX512BF16D128R2, decodeScoreAVX512BF16D128R4, decodeScoreAVX512BF16D128R8},
+			},
+			F16: {
+				{decodeScoreAVX512F16D64R1, decodeScoreAVX512F16D64R2, decodeScoreAVX512F16D64R4, decodeScoreAVX512F16D64R8},
+				{decodeScoreAVX512F16D128R1, decodeScoreAVX512F16D128R2, decodeScoreAVX512F16D128R4, decodeScoreAVX512F16D128R8},
+			},
+		},
+		tanh:      tanhAVX512,
 		gemm:      gemmAVX512,
 		bwdProb:   bwdProbAVX512,
+		scoreBwd:  scoreBwdAVX512,
 		lanes:     16,
 		scaleRow:  scaleRowAVX512,
 		lse:       lseAVX512,
@@ -54,7 +71,8 @@ var (
 		readSum: readSumAVX512, readBlock: 128,
 	}
 	avx2Kernels = &kernels{
-		tile: asmTile(tileAVX2D64, tileAVX2D128),
+		tile:      asmTile(tileAVX2D64, tileAVX2D128),
+		tileScore: asmTileScore(tileScoreAVX2D64, tileScoreAVX2D128),
 		decode: [3][2][4]decodeKernel{
 			F32: {
 				{decodeAVX2F32D64R1, decodeAVX2F32D64R2, decodeAVX2F32D64R4, decodeAVX2F32D64R8},
@@ -69,8 +87,24 @@ var (
 				{decodeAVX2F16D128R1, decodeAVX2F16D128R2, decodeAVX2F16D128R4, decodeAVX2F16D128R8},
 			},
 		},
+		decodeScore: [3][2][4]decodeScoreKernel{
+			F32: {
+				{decodeScoreAVX2F32D64R1, decodeScoreAVX2F32D64R2, decodeScoreAVX2F32D64R4, decodeScoreAVX2F32D64R8},
+				{decodeScoreAVX2F32D128R1, decodeScoreAVX2F32D128R2, decodeScoreAVX2F32D128R4, decodeScoreAVX2F32D128R8},
+			},
+			BF16: {
+				{decodeScoreAVX2BF16D64R1, decodeScoreAVX2BF16D64R2, decodeScoreAVX2BF16D64R4, decodeScoreAVX2BF16D64R8},
+				{decodeScoreAVX2BF16D128R1, decodeScoreAVX2BF16D128R2, decodeScoreAVX2BF16D128R4, decodeScoreAVX2BF16D128R8},
+			},
+			F16: {
+				{decodeScoreAVX2F16D64R1, decodeScoreAVX2F16D64R2, decodeScoreAVX2F16D64R4, decodeScoreAVX2F16D64R8},
+				{decodeScoreAVX2F16D128R1, decodeScoreAVX2F16D128R2, decodeScoreAVX2F16D128R4, decodeScoreAVX2F16D128R8},
+			},
+		},
+		tanh:      tanhAVX2,
 		gemm:      gemmAVX2,
 		bwdProb:   bwdProbAVX2,
+		scoreBwd:  scoreBwdAVX2,
 		lanes:     8,
 		scaleRow:  scaleRowAVX2,
 		lse:       lseAVX2,

@@ -549,3 +549,441 @@ func gemmAVX2(c *float32, a *float32, b *float32, m int, n int, k int, sam int, 
 //
 //go:noescape
 func bwdProbAVX2(s *float32, dp *float32, lb *float32, dl *float32, mask *uint64, rows int, c float32, scale float32)
+
+// tanhAVX512 writes dst[i] = tanh(src[i]) for i < n (a multiple of 16), the score
+// stage's tanh (tests measure its error). It needs AVX-512 Foundation.
+//
+//go:noescape
+func tanhAVX512(dst *float32, src *float32, n int)
+
+// tanhAVX2 writes dst[i] = tanh(src[i]) for i < n (a multiple of 8), the score
+// stage's tanh (tests measure its error). It needs AVX2 and FMA3.
+//
+//go:noescape
+func tanhAVX2(dst *float32, src *float32, n int)
+
+// tileScoreAVX512D64 is the tile microkernel with the score stage of sc (see
+// scoreTile) for D = 64, written for AVX-512 Foundation. A nil mask means a full
+// tile.
+//
+//go:noescape
+func tileScoreAVX512D64(q *float32, kt *float32, v *float32, s *float32, o *float32, m *float32, l *float32, mask *uint64, sc *scoreTile)
+
+// tileScoreAVX512D128 is the tile microkernel with the score stage of sc (see
+// scoreTile) for D = 128, written for AVX-512 Foundation. A nil mask means a full
+// tile.
+//
+//go:noescape
+func tileScoreAVX512D128(q *float32, kt *float32, v *float32, s *float32, o *float32, m *float32, l *float32, mask *uint64, sc *scoreTile)
+
+// tileScoreAVX2D64 is the tile microkernel with the score stage of sc (see
+// scoreTile) for D = 64, written for AVX2 and FMA3. A nil mask means a full
+// tile.
+//
+//go:noescape
+func tileScoreAVX2D64(q *float32, kt *float32, v *float32, s *float32, o *float32, m *float32, l *float32, mask *uint64, sc *scoreTile)
+
+// tileScoreAVX2D128 is the tile microkernel with the score stage of sc (see
+// scoreTile) for D = 128, written for AVX2 and FMA3. A nil mask means a full
+// tile.
+//
+//go:noescape
+func tileScoreAVX2D128(q *float32, kt *float32, v *float32, s *float32, o *float32, m *float32, l *float32, mask *uint64, sc *scoreTile)
+
+// decodeScoreAVX512F32D64R1 is the decode kernel for F32 keys and values, D = 64 and 1
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512F32D64R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512F32D64R2 is the decode kernel for F32 keys and values, D = 64 and 2
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512F32D64R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512F32D64R4 is the decode kernel for F32 keys and values, D = 64 and 4
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512F32D64R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512F32D64R8 is the decode kernel for F32 keys and values, D = 64 and 8
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512F32D64R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512F32D128R1 is the decode kernel for F32 keys and values, D = 128 and 1
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512F32D128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512F32D128R2 is the decode kernel for F32 keys and values, D = 128 and 2
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512F32D128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512F32D128R4 is the decode kernel for F32 keys and values, D = 128 and 4
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512F32D128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512F32D128R8 is the decode kernel for F32 keys and values, D = 128 and 8
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512F32D128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512BF16D64R1 is the decode kernel for BF16 keys and values, D = 64 and 1
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512BF16D64R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512BF16D64R2 is the decode kernel for BF16 keys and values, D = 64 and 2
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512BF16D64R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512BF16D64R4 is the decode kernel for BF16 keys and values, D = 64 and 4
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512BF16D64R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512BF16D64R8 is the decode kernel for BF16 keys and values, D = 64 and 8
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512BF16D64R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512BF16D128R1 is the decode kernel for BF16 keys and values, D = 128 and 1
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512BF16D128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512BF16D128R2 is the decode kernel for BF16 keys and values, D = 128 and 2
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512BF16D128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512BF16D128R4 is the decode kernel for BF16 keys and values, D = 128 and 4
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512BF16D128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512BF16D128R8 is the decode kernel for BF16 keys and values, D = 128 and 8
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512BF16D128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512F16D64R1 is the decode kernel for F16 keys and values, D = 64 and 1
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512F16D64R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512F16D64R2 is the decode kernel for F16 keys and values, D = 64 and 2
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512F16D64R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512F16D64R4 is the decode kernel for F16 keys and values, D = 64 and 4
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512F16D64R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512F16D64R8 is the decode kernel for F16 keys and values, D = 64 and 8
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512F16D64R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512F16D128R1 is the decode kernel for F16 keys and values, D = 128 and 1
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512F16D128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512F16D128R2 is the decode kernel for F16 keys and values, D = 128 and 2
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512F16D128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512F16D128R4 is the decode kernel for F16 keys and values, D = 128 and 4
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512F16D128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512F16D128R8 is the decode kernel for F16 keys and values, D = 128 and 8
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512F16D128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2F32D64R1 is the decode kernel for F32 keys and values, D = 64 and 1
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2F32D64R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2F32D64R2 is the decode kernel for F32 keys and values, D = 64 and 2
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2F32D64R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2F32D64R4 is the decode kernel for F32 keys and values, D = 64 and 4
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2F32D64R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2F32D64R8 is the decode kernel for F32 keys and values, D = 64 and 8
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2F32D64R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2F32D128R1 is the decode kernel for F32 keys and values, D = 128 and 1
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2F32D128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2F32D128R2 is the decode kernel for F32 keys and values, D = 128 and 2
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2F32D128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2F32D128R4 is the decode kernel for F32 keys and values, D = 128 and 4
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2F32D128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2F32D128R8 is the decode kernel for F32 keys and values, D = 128 and 8
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2F32D128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2BF16D64R1 is the decode kernel for BF16 keys and values, D = 64 and 1
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2BF16D64R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2BF16D64R2 is the decode kernel for BF16 keys and values, D = 64 and 2
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2BF16D64R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2BF16D64R4 is the decode kernel for BF16 keys and values, D = 64 and 4
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2BF16D64R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2BF16D64R8 is the decode kernel for BF16 keys and values, D = 64 and 8
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2BF16D64R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2BF16D128R1 is the decode kernel for BF16 keys and values, D = 128 and 1
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2BF16D128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2BF16D128R2 is the decode kernel for BF16 keys and values, D = 128 and 2
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2BF16D128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2BF16D128R4 is the decode kernel for BF16 keys and values, D = 128 and 4
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2BF16D128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2BF16D128R8 is the decode kernel for BF16 keys and values, D = 128 and 8
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2BF16D128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2F16D64R1 is the decode kernel for F16 keys and values, D = 64 and 1
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2F16D64R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2F16D64R2 is the decode kernel for F16 keys and values, D = 64 and 2
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2F16D64R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2F16D64R4 is the decode kernel for F16 keys and values, D = 64 and 4
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2F16D64R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2F16D64R8 is the decode kernel for F16 keys and values, D = 64 and 8
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2F16D64R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2F16D128R1 is the decode kernel for F16 keys and values, D = 128 and 1
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2F16D128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2F16D128R2 is the decode kernel for F16 keys and values, D = 128 and 2
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2F16D128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2F16D128R4 is the decode kernel for F16 keys and values, D = 128 and 4
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2F16D128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2F16D128R8 is the decode kernel for F16 keys and values, D = 128 and 8
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2F16D128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// scoreBwdAVX512 applies the score stage of sc to c times the first rows rows of
+// TK scores at s, in place, and with the cap writes 1 - tanh^2 of each to dt
+// (see emit/avo.EmitScoreBwd). It needs AVX-512 Foundation.
+//
+//go:noescape
+func scoreBwdAVX512(s *float32, dt *float32, rows int, c float32, sc *scoreTile)
+
+// scoreBwdAVX2 applies the score stage of sc to c times the first rows rows of
+// TK scores at s, in place, and with the cap writes 1 - tanh^2 of each to dt
+// (see emit/avo.EmitScoreBwd). It needs AVX2 and FMA3.
+//
+//go:noescape
+func scoreBwdAVX2(s *float32, dt *float32, rows int, c float32, sc *scoreTile)

@@ -88,6 +88,9 @@ type atRef struct {
 	touched       []bool // some key kept in some tile so far
 	initO         []float32
 	initM, initL  []float32
+	// score, if not nil, is the score stage applied to each kept score of
+	// row r, key column c (the tests of the score kernels).
+	score func(r, c int, s float64) float64
 }
 
 func newAtRef(st *atState, d int) *atRef {
@@ -123,6 +126,9 @@ func (ref *atRef) step(q []float32, t *atTile) {
 			dot := 0.0
 			for k := 0; k < d; k++ {
 				dot += float64(q[r*d+k]) * float64(t.kt[k*TK+c])
+			}
+			if ref.score != nil {
+				dot = ref.score(r, c, dot)
 			}
 			sc[c] = dot
 			mx = math.Max(mx, dot)
