@@ -288,18 +288,6 @@ func (k *kernels) scoreTileK() tileScoreFunc {
 	return tileScoreGo
 }
 
-// hasDecodeScore reports whether the variant has decode kernels with the
-// score stage.
-func (k *kernels) hasDecodeScore() bool { return k.decodeScore[F32][0][0] != nil }
-
-// decodeScoreRun is decodeRun with the score stage st (its rows and slopes
-// those of the kernel's rows).
-func (k *kernels) decodeScoreRun(elem Elem, q []float32, kb, vb unsafe.Pointer, off *[2 * TK]int, o, m, l []float32, rows, d int, st *scoreTile) {
-	_, _, _, _ = q[rows*d-1], o[rows*d-1], m[rows-1], l[rows-1]
-	f := k.decodeScore[elem][d/128][bits.TrailingZeros(uint(rows))]
-	f(&q[0], (*byte)(kb), (*byte)(vb), &off[0], &o[0], &m[0], &l[0], st)
-}
-
 // tileRun runs the tile kernel, or with a score stage (st not nil) the
 // variant's score tile kernel.
 func (k *kernels) tileRun(q, kt, v, s, o, m, l []float32, mask []uint64, d int, st *scoreTile) {
