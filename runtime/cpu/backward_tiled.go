@@ -84,6 +84,7 @@ func (kn *kernels) bwdProbK(s, dp, lb, dl []float32, mask []uint64, rows int, c,
 type bwdBuffers struct {
 	dp     []float32 // [TQ][TK] dP, then dS
 	dt     []float32 // [TQ][TK] the soft-cap's derivative 1 - tanh^2 of each kept score
+	st     scoreTile // the score stage's positions and slopes for scoreBwd
 	dk, dv []float32 // [TK][D] a key tile's gradients
 	lb, dl []float32 // [TQ] lse*log2(e) and delta of the query tile's rows
 	words  []uint64  // [TQ] keep words of the live rows
@@ -162,7 +163,9 @@ func (c *bcall) probs(w *buffers, bb *bwdBuffers, qo, rows, pq, h, i0, j0, strid
 		return
 	}
 	capped := c.sc.flags&scoreCap != 0
-	c.scoreRows(w.s, bb.dt, bb.words, rows, h, i0, j0, stride)
+	if st := c.bwdScoreTile(bb, rows, h, i0, j0, stride); !c.kern.scoreBwdK(w.s, bb.dt, rows, c.scale*math.Log2E, st) {
+		c.scoreRows(w.s, bb.dt, bb.words, rows, h, i0, j0, stride)
+	}
 	c.kern.bwdProbK(w.s, bb.dp, bb.lb, bb.dl, bb.words, rows, 1, c.scale)
 	if capped {
 		for r := 0; r < rows; r++ {
@@ -172,6 +175,28 @@ func (c *bcall) probs(w *buffers, bb *bwdBuffers, qo, rows, pq, h, i0, j0, strid
 			}
 		}
 	}
+}
+
+// bwdScoreTile fills bb.st for the variant's scoreBwd kernel: query head
+// h's rows (row r at absolute position i0 + stride*r) against the key
+// tile whose column x is at j0 + stride*x, positions from base i0.
+func (c *bcall) bwdScoreTile(bb *bwdBuffers, rows, h, i0, j0, stride int) *scoreTile {
+	st, sc := &bb.st, &c.sc
+	st.flags, st.cap, st.invCap = sc.flags, sc.cap, 0
+	if sc.cap != 0 {
+		st.invCap = 1 / sc.cap
+	}
+	slope := float32(0)
+	if sc.flags&scoreAlibi != 0 {
+		slope = sc.slopes[h]
+	}
+	for r := 0; r < TQ; r++ {
+		st.slope[r], st.rows[r] = slope, int32(stride*r)
+	}
+	for x := range st.cols {
+		st.cols[x] = int32(j0 - i0 + stride*x)
+	}
+	return st
 }
 
 // scoreRows rewrites the kept raw products of rows rows of s (TK a row)
