@@ -53,6 +53,23 @@
 // values: a mask with head parameters goes through ForwardArgs and
 // BackwardHeads.
 //
+// # Score stage
+//
+// A compiled mask may declare a score stage (mask.ScoreOf: a spec's score
+// section): soft-capping, ALiBi and learned sinks. The call's values
+// (Args.SoftCap, Slopes, Sinks; BackArgs likewise) are checked against it
+// before anything is written (ErrScore) and held in the kernels' log2
+// units. Soft-capping and ALiBi rewrite scores inside the kernels (the
+// score kernels below: the driver fills a scoreTile with each row's head
+// slope and absolute position and each key column's position, per tile);
+// a learned sink joins a row's softmax when the row is finished: with M =
+// max(m, sink), out = o 2^(m-M) / (l 2^(m-M) + 2^(sink-M)) and lse = (M +
+// log2 of that sum) ln 2, so a row that keeps no key gets out 0 and lse =
+// the sink. The stage never changes the schedule. The backward recomputes
+// P through the same stage (scoreBwd), multiplies dS by the soft-cap's
+// derivative, and writes dsink[h] = -sum over head h's rows of p_sink *
+// delta when BackArgs.DSinks is given (rows that keep no key have delta 0).
+//
 // # Backward
 //
 // Backward computes dq, dk and dv from dout, q, k, v and the forward's out
@@ -132,9 +149,9 @@
 // kernel's rows i read rows[i] and slope[i], its keys j cols[j] (it may
 // read up to 16 int32 past cols[TK-1]: the padding). The kernels branch on
 // the flags once per call; masked scores may be rewritten to anything.
-// For the tiled backward, scoreBwd (scoreBwdAVX512, scoreBwdAVX2; no Go
-// pass calls it yet) applies the stage to c*S in place and writes the
-// soft-cap's factor 1 - tanh^2 (see kernels.scoreBwdK).
+// For the tiled backward, scoreBwd (scoreBwdAVX512, scoreBwdAVX2; the Go
+// pass scoreRows where a variant has none) applies the stage to c*S in
+// place and writes the soft-cap's factor 1 - tanh^2 (see kernels.scoreBwdK).
 //
 // The kernels multiply a masked p = 0 by its value row, and 0 times NaN or
 // an infinity is NaN. So that masked data never reaches an output, the
