@@ -178,19 +178,39 @@ func (f *Func) blockSkip(skip string) {
 //     to s, l, and o scaled by alpha where alpha is not 1;
 //  3. O += P V: row blocks, chunks of 16 output columns, the reduction
 //     over the 64 keys.
-func EmitTile(d int) *Func {
+func EmitTile(d int) *Func { return emitTile(d, false) }
+
+// EmitTileScore returns the tile kernel with the score stage for head
+// dimension d (TileScoreName: emit/avo's TileScoreSignature, the tile ABI
+// plus runtime/cpu's *scoreTile): EmitTile's kernel with the score pass
+// (tileScorePass) between phases 1 and 2 of both copies.
+func EmitTileScore(d int) *Func { return emitTile(d, true) }
+
+func emitTile(d int, score bool) *Func {
 	if d != 64 && d != 128 {
 		panic("BUG: tile D")
 	}
-	f := NewFunc(TileName(d), tileParams, nil,
-		fmt.Sprintf("%s is the tile microkernel (see the package doc for the ABI) for", TileName(d)),
-		fmt.Sprintf("D = %d, written for NEON (Advanced SIMD). A nil mask means a full tile.", d))
+	var f *Func
+	if score {
+		f = NewFunc(TileScoreName(d), append(tileParams[:len(tileParams):len(tileParams)], scoreParam), nil,
+			fmt.Sprintf("%s is the tile microkernel with the score stage of sc (see", TileScoreName(d)),
+			fmt.Sprintf("scoreTile) for D = %d, written for NEON (Advanced SIMD). A nil mask means", d),
+			"a full tile.")
+	} else {
+		f = NewFunc(TileName(d), tileParams, nil,
+			fmt.Sprintf("%s is the tile microkernel (see the package doc for the ABI) for", TileName(d)),
+			fmt.Sprintf("D = %d, written for NEON (Advanced SIMD). A nil mask means a full tile.", d))
+	}
 	for i, p := range tileParams {
 		f.I("MOVD %s, R%d", f.Arg(p.Name), i)
 	}
 	f.I("CBNZ R7, masked")
 	f.Comment("Full tile. Phase 1: S = Q K^T into s.")
 	f.tileQK(d, false)
+	if score {
+		f.Comment("The score stage.")
+		f.tileScorePass(false)
+	}
 	f.Comment("Phase 2: online softmax row by row.")
 	f.tileSoftmax(d, false)
 	f.Comment("Phase 3: O += P V.")
@@ -199,6 +219,10 @@ func EmitTile(d int) *Func {
 	f.Label("masked")
 	f.Comment("Masked tile. Phase 1: S = Q K^T, row blocks that keep something.")
 	f.tileQK(d, true)
+	if score {
+		f.Comment("The score stage, rows that keep a key only.")
+		f.tileScorePass(true)
+	}
 	f.Comment("Phase 2: online softmax row by row, masked.")
 	f.tileSoftmax(d, true)
 	f.Comment("Phase 3: O += P V, row blocks that keep something.")
