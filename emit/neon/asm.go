@@ -113,7 +113,6 @@ func (f *Func) fcmeq(d, n, m V)        { f.V(opFCMEQ.inst(d, n, m)) }
 func (f *Func) faddp(d, n, m V)        { f.V(opFADDP.inst(d, n, m)) }
 func (f *Func) and(d, n, m V)          { f.V(opAND.inst(d, n, m)) }
 func (f *Func) orr(d, n, m V)          { f.V(opORR.inst(d, n, m)) }
-func (f *Func) eor(d, n, m V)          { f.V(opEOR.inst(d, n, m)) }
 func (f *Func) bic(d, n, m V)          { f.V(opBIC.inst(d, n, m)) }
 func (f *Func) bif(d, n, m V)          { f.V(opBIF.inst(d, n, m)) }
 func (f *Func) bit(d, n, m V)          { f.V(opBIT.inst(d, n, m)) }
