@@ -105,6 +105,7 @@ func (f *Func) fmax(d, n, m V)         { f.V(opFMAX.inst(d, n, m)) }
 func (f *Func) fmaxnm(d, n, m V)       { f.V(opFMAXNM.inst(d, n, m)) }
 func (f *Func) fmin(d, n, m V)         { f.V(opFMIN.inst(d, n, m)) }
 func (f *Func) fmla(d, n, m V)         { f.V(opFMLA.inst(d, n, m)) }
+func (f *Func) fmls(d, n, m V)         { f.V(opFMLS.inst(d, n, m)) }
 func (f *Func) fmlaE(d, n, m V, i int) { f.V(opFMLAe.inst(d, n, m, i)) }
 func (f *Func) fmulE(d, n, m V, i int) { f.V(opFMULe.inst(d, n, m, i)) }
 func (f *Func) fcmgt(d, n, m V)        { f.V(opFCMGT.inst(d, n, m)) }
@@ -132,6 +133,7 @@ func (f *Func) frintn(d, n V)          { f.V(opFRINTN.inst(d, n)) }
 func (f *Func) fcvtzs(d, n V)          { f.V(opFCVTZS.inst(d, n)) }
 func (f *Func) scvtf(d, n V)           { f.V(opSCVTF.inst(d, n)) }
 func (f *Func) fabs(d, n V)            { f.V(opFABS.inst(d, n)) }
+func (f *Func) abs(d, n V)             { f.V(opABS4S.inst(d, n)) }
 func (f *Func) fcvtl(d, n V, hi bool)  { f.V(pick(hi, opFCVTL2, opFCVTL).inst(d, n)) }
 func (f *Func) fmaxnmv(d, n V)         { f.V(opFMAXNMV.inst(d, n)) }
 func (f *Func) faddp2s(d, n V)         { f.V(opFADDP2S.inst(d, n)) }

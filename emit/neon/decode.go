@@ -70,15 +70,39 @@ func (f *Func) loadRow(e Elem, ptr, e0 int, dst []V, raw, zero V) {
 //
 // Each row reads the tile's keys and values once (the first from memory,
 // the others from cache); the AVX-512 kernels share one pass among rows.
-func EmitDecode(e Elem, d, r int) *Func {
-	name := DecodeName(e, d, r)
-	f := NewFunc(name, decodeParams, nil,
-		fmt.Sprintf("%s is the decode kernel for %s keys and values, D = %d and %d", name, e, d, r),
-		"query rows (NEON): one online-softmax step against a whole key tile that",
-		"every row keeps, key and value row j read in place at byte off[j] of k and v.")
+func EmitDecode(e Elem, d, r int) *Func { return emitDecode(e, d, r, false) }
+
+// EmitDecodeScore returns the decode kernel with the score stage
+// (DecodeScoreName: emit/avo's DecodeScoreSignature, the decode ABI plus
+// runtime/cpu's *scoreTile, in R7): EmitDecode's kernel with the score
+// pass (decodeScorePass) on each row's scores in the buffer before its
+// softmax; row i reads rows[i] and slope[i] (R20 walks them), key j
+// cols[j].
+func EmitDecodeScore(e Elem, d, r int) *Func { return emitDecode(e, d, r, true) }
+
+func emitDecode(e Elem, d, r int, score bool) *Func {
+	var f *Func
+	if score {
+		name := DecodeScoreName(e, d, r)
+		f = NewFunc(name, append(decodeParams[:len(decodeParams):len(decodeParams)], scoreParam), nil,
+			fmt.Sprintf("%s is the decode kernel with the score stage of sc for %s", name, e),
+			fmt.Sprintf("keys and values, D = %d and %d query rows (NEON): one online-softmax step", d, r),
+			"against a whole key tile that every row keeps, key and value row j read in",
+			"place at byte off[j] of k and v.")
+	} else {
+		name := DecodeName(e, d, r)
+		f = NewFunc(name, decodeParams, nil,
+			fmt.Sprintf("%s is the decode kernel for %s keys and values, D = %d and %d", name, e, d, r),
+			"query rows (NEON): one online-softmax step against a whole key tile that",
+			"every row keeps, key and value row j read in place at byte off[j] of k and v.")
+	}
 	f.Frame = 4 * TK
 	for i, p := range decodeParams {
 		f.I("MOVD %s, R%d", f.Arg(p.Name), i)
+	}
+	if score {
+		f.I("MOVD %s, R7", f.Arg(scoreParam.Name))
+		f.I("MOVD R7, R20")
 	}
 	f.I("MOVD R0, R8")
 	f.I("MOVD R5, R9")
@@ -121,6 +145,10 @@ func EmitDecode(e Elem, d, r int) *Func {
 	f.I("SUBS $1, R22")
 	f.I("BNE d_qk")
 
+	if score {
+		f.Comment("The score stage of the row, in the buffer.")
+		f.decodeScorePass()
+	}
 	f.Comment("Softmax of the row; p back into the buffer.")
 	f.I("MOVD $buf-%d(SP), R24", 4*TK)
 	for k := 0; k < 4; k++ {
@@ -167,6 +195,9 @@ func EmitDecode(e Elem, d, r int) *Func {
 	f.I("ADD $4, R9")
 	f.I("ADD $4, R10")
 	f.I("ADD $%d, R11", 4*d)
+	if score {
+		f.I("ADD $4, R20")
+	}
 	f.I("SUBS $1, R21")
 	f.I("BNE d_row")
 	f.I("RET")

@@ -38,6 +38,20 @@ func Generate(pkg string) *File {
 	fl.Add(EmitNarrow(F16))
 	fl.Add(EmitPeak())
 	fl.Add(EmitReadSum())
+	// The score stage's kernels, after the others (which they leave as
+	// they were).
+	fl.Add(EmitTanh())
+	for _, d := range []int{64, 128} {
+		fl.Add(EmitTileScore(d))
+	}
+	for _, e := range Elems {
+		for _, d := range []int{64, 128} {
+			for _, r := range DecodeRows {
+				fl.Add(EmitDecodeScore(e, d, r))
+			}
+		}
+	}
+	fl.Add(EmitScoreBwd())
 	return fl
 }
 

@@ -55,6 +55,7 @@ var (
 	opFMIN   = op3{"fmin", "", 0x4ea0f400, "4s", ""}
 	opFDIV   = op3{"fdiv", "", 0x6e20fc00, "4s", ""}
 	opFMLA   = op3{"fmla", "VFMLA", 0x4e20cc00, "4s", "S4"}
+	opFMLS   = op3{"fmls", "VFMLS", 0x4ea0cc00, "4s", "S4"}
 	opFCMGT  = op3{"fcmgt", "", 0x6ea0e400, "4s", ""}
 	opFCMEQ  = op3{"fcmeq", "", 0x4e20e400, "4s", ""}
 	opFADDP  = op3{"faddp", "", 0x6e20d400, "4s", ""}
@@ -78,10 +79,11 @@ var (
 )
 
 // ops3 lists the three-same operations (for the encoding tests).
-var ops3 = []op3{opFADD, opFSUB, opFMUL, opFMAX, opFMAXNM, opFMIN, opFDIV, opFMLA, opFCMGT, opFCMEQ, opFADDP,
+var ops3 = []op3{opFADD, opFSUB, opFMUL, opFMAX, opFMAXNM, opFMIN, opFDIV, opFMLA, opFMLS, opFCMGT, opFCMEQ, opFADDP,
 	opAND, opORR, opEOR, opBIC, opBIF, opBIT, opADD4S, opSUB4S, opCMTST, opCMEQ, opTRN1S, opTRN2S, opTRN1D, opTRN2D, opUZP1H, opZIP1H, opZIP2H}
 
-// inst is d = n op m (for fmla: d += n*m; bif, bit: the bitwise inserts).
+// inst is d = n op m (for fmla: d += n*m; fmls: d -= n*m; bif, bit: the
+// bitwise inserts).
 func (o op3) inst(d, n, m V) Inst {
 	check(d, n, m)
 	i := Inst{Enc: o.base | rm(m) | rn(n) | rd(d),
@@ -106,6 +108,7 @@ var (
 	opFCVTZS  = op2{"fcvtzs", 0x4ea1b800, "v%d.4s", "v%d.4s"}
 	opSCVTF   = op2{"scvtf", 0x4e21d800, "v%d.4s", "v%d.4s"}
 	opFABS    = op2{"fabs", 0x4ea0f800, "v%d.4s", "v%d.4s"}
+	opABS4S   = op2{"abs", 0x4ea0b800, "v%d.4s", "v%d.4s"} // int32 lanes
 	opFCVTL   = op2{"fcvtl", 0x0e217800, "v%d.4s", "v%d.4h"}
 	opFCVTL2  = op2{"fcvtl2", 0x4e217800, "v%d.4s", "v%d.8h"}
 	opFCVTN   = op2{"fcvtn", 0x0e216800, "v%d.4h", "v%d.4s"}
@@ -114,7 +117,7 @@ var (
 	opFADDP2S = op2{"faddp", 0x7e30d800, "s%d", "v%d.2s"}
 )
 
-var ops2 = []op2{opFRINTN, opFCVTZS, opSCVTF, opFABS, opFCVTL, opFCVTL2, opFCVTN, opFCVTN2, opFMAXNMV, opFADDP2S}
+var ops2 = []op2{opFRINTN, opFCVTZS, opSCVTF, opFABS, opABS4S, opFCVTL, opFCVTL2, opFCVTN, opFCVTN2, opFMAXNMV, opFADDP2S}
 
 func (o op2) inst(d, n V) Inst {
 	check(d, n)

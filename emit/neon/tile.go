@@ -37,16 +37,22 @@ const (
 // loadConsts fills V16-V25 (tmp: a free general register number).
 func (f *Func) loadConsts(tmp int) {
 	f.Comment("V16 = -125, V17-V22 = c1..c6, V23 = 1, V24 = -Inf, V25 = [1 2 4 8].")
-	f.dupConst(vLo, f32bits(-125), tmp)
-	for i, c := range exp2Coeffs {
-		f.dupConst(vC1+V(i), f32bits(c), tmp)
-	}
-	f.dupConst(vOne, f32bits(1), tmp)
+	f.loadExp2Consts(tmp)
 	f.dupConst(vNegInf, 0xff800000, tmp)
 	for i := 0; i < 4; i++ {
 		f.I("MOVW $%d, R%d", 1<<i, tmp)
 		f.I("VMOV R%d, V%d.S[%d]", tmp, vPat, i)
 	}
+}
+
+// loadExp2Consts fills V16-V23, the constants of exp2 (tmp: a free general
+// register number).
+func (f *Func) loadExp2Consts(tmp int) {
+	f.dupConst(vLo, f32bits(-125), tmp)
+	for i, c := range exp2Coeffs {
+		f.dupConst(vC1+V(i), f32bits(c), tmp)
+	}
+	f.dupConst(vOne, f32bits(1), tmp)
 }
 
 // exp2 replaces every lane x of v (x <= 0, -Inf or NaN) by 2^x, as
@@ -57,6 +63,14 @@ func (f *Func) loadConsts(tmp int) {
 // NaN and FMAX returns NaN). t0..t3 are scratch; V16-V23 the constants.
 func (f *Func) exp2(x, t0, t1, t2, t3 V) {
 	f.fcmgt(t0, vLo, x) // flushed: -125 > x
+	b := f.exp2Clamped(x, t1, t2, t3)
+	f.bic(x, b, t0)
+}
+
+// exp2Clamped is exp2 without the flush: 2^max(x, -125) (at least 2^-125,
+// a normal number), NaN for NaN, into t2 or t3, which it returns; x is
+// left holding the fraction f, t1 is scratch.
+func (f *Func) exp2Clamped(x, t1, t2, t3 V) V {
 	f.fmax(x, x, vLo)
 	f.frintn(t1, x)
 	f.fsub(x, x, t1) // f in [-0.5, 0.5]
@@ -73,7 +87,7 @@ func (f *Func) exp2(x, t0, t1, t2, t3 V) {
 	f.fmla(b, a, x)
 	f.shl(t1, t1, 23)
 	f.addi(b, b, t1)
-	f.bic(x, b, t0)
+	return b
 }
 
 // TileSignature is the Go parameter list of every tile kernel.
@@ -164,19 +178,39 @@ func (f *Func) blockSkip(skip string) {
 //     to s, l, and o scaled by alpha where alpha is not 1;
 //  3. O += P V: row blocks, chunks of 16 output columns, the reduction
 //     over the 64 keys.
-func EmitTile(d int) *Func {
+func EmitTile(d int) *Func { return emitTile(d, false) }
+
+// EmitTileScore returns the tile kernel with the score stage for head
+// dimension d (TileScoreName: emit/avo's TileScoreSignature, the tile ABI
+// plus runtime/cpu's *scoreTile): EmitTile's kernel with the score pass
+// (tileScorePass) between phases 1 and 2 of both copies.
+func EmitTileScore(d int) *Func { return emitTile(d, true) }
+
+func emitTile(d int, score bool) *Func {
 	if d != 64 && d != 128 {
 		panic("BUG: tile D")
 	}
-	f := NewFunc(TileName(d), tileParams, nil,
-		fmt.Sprintf("%s is the tile microkernel (see the package doc for the ABI) for", TileName(d)),
-		fmt.Sprintf("D = %d, written for NEON (Advanced SIMD). A nil mask means a full tile.", d))
+	var f *Func
+	if score {
+		f = NewFunc(TileScoreName(d), append(tileParams[:len(tileParams):len(tileParams)], scoreParam), nil,
+			fmt.Sprintf("%s is the tile microkernel with the score stage of sc (see", TileScoreName(d)),
+			fmt.Sprintf("scoreTile) for D = %d, written for NEON (Advanced SIMD). A nil mask means", d),
+			"a full tile.")
+	} else {
+		f = NewFunc(TileName(d), tileParams, nil,
+			fmt.Sprintf("%s is the tile microkernel (see the package doc for the ABI) for", TileName(d)),
+			fmt.Sprintf("D = %d, written for NEON (Advanced SIMD). A nil mask means a full tile.", d))
+	}
 	for i, p := range tileParams {
 		f.I("MOVD %s, R%d", f.Arg(p.Name), i)
 	}
 	f.I("CBNZ R7, masked")
 	f.Comment("Full tile. Phase 1: S = Q K^T into s.")
 	f.tileQK(d, false)
+	if score {
+		f.Comment("The score stage.")
+		f.tileScorePass(false)
+	}
 	f.Comment("Phase 2: online softmax row by row.")
 	f.tileSoftmax(d, false)
 	f.Comment("Phase 3: O += P V.")
@@ -185,6 +219,10 @@ func EmitTile(d int) *Func {
 	f.Label("masked")
 	f.Comment("Masked tile. Phase 1: S = Q K^T, row blocks that keep something.")
 	f.tileQK(d, true)
+	if score {
+		f.Comment("The score stage, rows that keep a key only.")
+		f.tileScorePass(true)
+	}
 	f.Comment("Phase 2: online softmax row by row, masked.")
 	f.tileSoftmax(d, true)
 	f.Comment("Phase 3: O += P V, row blocks that keep something.")

@@ -139,7 +139,8 @@
 // rounded.
 //
 // The score kernels (tileScore, decodeScore: emit/avo's tileScoreAVX512D64,
-// decodeScoreAVX2F32D128R4 and the like, and tileScoreGo) take one more
+// decodeScoreAVX2F32D128R4 and the like, emit/neon's tileScoreNEOND64,
+// decodeScoreNEONF16D64R2 and the like, and tileScoreGo) take one more
 // argument, a *scoreTile (score.go, whose field offsets are part of the
 // ABI), and rewrite each score s_c of row r before the maximum: s_c =
 // cap*tanh(s_c*invCap) with scoreCap (tanh32's function, within 2.5 ulp,
@@ -148,10 +149,13 @@
 // scoreAbs), the distance exact in int32 and converted once. A decode
 // kernel's rows i read rows[i] and slope[i], its keys j cols[j] (it may
 // read up to 16 int32 past cols[TK-1]: the padding). The kernels branch on
-// the flags once per call; masked scores may be rewritten to anything.
-// For the tiled backward, scoreBwd (scoreBwdAVX512, scoreBwdAVX2; the Go
-// pass scoreRows where a variant has none) applies the stage to c*S in
-// place and writes the soft-cap's factor 1 - tanh^2 (see kernels.scoreBwdK).
+// the flags once per call (NEON's decode kernels, which go one row at a
+// time, once per row); masked scores may be rewritten to anything.
+// For the tiled backward, scoreBwd (scoreBwdAVX512, scoreBwdAVX2,
+// scoreBwdNEON; the Go pass scoreRows where a variant has none) applies the stage to c*S in place and writes the
+// soft-cap's factor 1 - tanh^2 (see kernels.scoreBwdK). Each variant's
+// vector tanh is also in its table alone (tanh: tanhAVX512, tanhAVX2,
+// tanhNEON), for the tests that measure its error.
 //
 // The kernels multiply a masked p = 0 by its value row, and 0 times NaN or
 // an infinity is NaN. So that masked data never reaches an output, the

@@ -25,7 +25,8 @@ func archKernels(v Variant) *kernels {
 // neonKernels is the NEON table, made once so that dispatch allocates
 // nothing. The kernels are written by emit/neon (tile_arm64.s).
 var neonKernels = &kernels{
-	tile: asmTile(tileNEOND64, tileNEOND128),
+	tile:      asmTile(tileNEOND64, tileNEOND128),
+	tileScore: asmTileScore(tileScoreNEOND64, tileScoreNEOND128),
 	decode: [3][2][4]decodeKernel{
 		F32: {
 			{decodeNEONF32D64R1, decodeNEONF32D64R2, decodeNEONF32D64R4, decodeNEONF32D64R8},
@@ -40,6 +41,22 @@ var neonKernels = &kernels{
 			{decodeNEONF16D128R1, decodeNEONF16D128R2, decodeNEONF16D128R4, decodeNEONF16D128R8},
 		},
 	},
+	decodeScore: [3][2][4]decodeScoreKernel{
+		F32: {
+			{decodeScoreNEONF32D64R1, decodeScoreNEONF32D64R2, decodeScoreNEONF32D64R4, decodeScoreNEONF32D64R8},
+			{decodeScoreNEONF32D128R1, decodeScoreNEONF32D128R2, decodeScoreNEONF32D128R4, decodeScoreNEONF32D128R8},
+		},
+		BF16: {
+			{decodeScoreNEONBF16D64R1, decodeScoreNEONBF16D64R2, decodeScoreNEONBF16D64R4, decodeScoreNEONBF16D64R8},
+			{decodeScoreNEONBF16D128R1, decodeScoreNEONBF16D128R2, decodeScoreNEONBF16D128R4, decodeScoreNEONBF16D128R8},
+		},
+		F16: {
+			{decodeScoreNEONF16D64R1, decodeScoreNEONF16D64R2, decodeScoreNEONF16D64R4, decodeScoreNEONF16D64R8},
+			{decodeScoreNEONF16D128R1, decodeScoreNEONF16D128R2, decodeScoreNEONF16D128R4, decodeScoreNEONF16D128R8},
+		},
+	},
+	tanh:      tanhNEON,
+	scoreBwd:  scoreBwdNEON,
 	gemm:      gemmNEON,
 	bwdProb:   bwdProbNEON,
 	lanes:     4,

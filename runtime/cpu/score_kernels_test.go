@@ -256,9 +256,10 @@ func setCols(rng *rand.Rand, sc *scoreTile) {
 // poisonMasked writes NaN and infinities into what a tile's mask lets no
 // kernel use: the kt columns of the keys no row keeps, and the v rows of
 // the keys outside the whole multiples of 4 keys around every kept key
-// (the tile kernels run P V over the keys from a row block's first kept
-// key to its last, in steps of 4).
-func poisonMasked(rng *rand.Rand, t *atTile, d int) {
+// (emit/avo's tile kernels run P V over the keys from a row block's first
+// kept key to its last, in steps of 4). With wholePV (pvWholeBlocks) v is
+// poisoned only in a tile that keeps no key.
+func poisonMasked(rng *rand.Rand, t *atTile, d int, wholePV bool) {
 	if t.mask == nil {
 		return
 	}
@@ -271,6 +272,9 @@ func poisonMasked(rng *rand.Rand, t *atTile, d int) {
 	if all != 0 {
 		lo = bits.TrailingZeros64(all) &^ 3
 		hi = (TK - bits.LeadingZeros64(all) + 3) &^ 3
+		if wholePV {
+			lo, hi = 0, TK
+		}
 	}
 	for c := 0; c < TK; c++ {
 		if all>>uint(c)&1 == 0 {
@@ -285,6 +289,17 @@ func poisonMasked(rng *rand.Rand, t *atTile, d int) {
 			}
 		}
 	}
+}
+
+// pvWholeBlocks reports whether kern's masked tile kernels run P V over
+// every key of a row block that keeps one (NEON's, emit/neon) rather than
+// over the kept keys' range (emit/avo's): they multiply the p = 0 of the
+// keys outside it by their value rows, which the tile ABI allows (the
+// driver zeroes non-finite value rows first), so no value row of a tile
+// that keeps a key may be poisoned for them.
+func pvWholeBlocks(kern *kernels) bool {
+	k, ok := kernelsOf(NEON)
+	return ok && k == kern
 }
 
 // scoreCase is one sequence of tiles for the score kernels.
@@ -304,8 +319,8 @@ type scoreRunner func(q []float32, t *atTile, st *atState, sc *scoreTile)
 // positions for each tile) through run, and checks the state after each
 // against the reference and the bounds above; n is the rows a decode step
 // runs (mask kind "rows"); prep, if not nil, changes each tile first (to
-// what a 16-bit decode kernel reads).
-func scoreScenario(t *testing.T, g *atGen, c scoreCase, sc *scoreTile, n int, prep func(*atTile), run scoreRunner) {
+// what a 16-bit decode kernel reads); wholePV is poisonMasked's.
+func scoreScenario(t *testing.T, g *atGen, c scoreCase, sc *scoreTile, n int, prep func(*atTile), wholePV bool, run scoreRunner) {
 	t.Helper()
 	d := g.d
 	q := g.q()
@@ -349,7 +364,7 @@ func scoreScenario(t *testing.T, g *atGen, c scoreCase, sc *scoreTile, n int, pr
 			tileScoreGo(q, tile.kt, tile.v, yard.s, yard.o, yard.m, yard.l, tile.mask, d, sc)
 		}
 		if mk != "rows" {
-			poisonMasked(g.rng, tile, d)
+			poisonMasked(g.rng, tile, d, wholePV)
 		}
 		before := st.clone()
 		for j := range st.s {
@@ -389,7 +404,8 @@ func scoreScenario(t *testing.T, g *atGen, c scoreCase, sc *scoreTile, n int, pr
 // TestTileScoreAsm checks every variant's tile kernel with the score
 // stage (tileScore, PureGo's tileScoreGo included) for each combination of
 // flags on sequences of full, partial, empty and sparse tiles, exact and
-// Gaussian scores, with the masked keys' kt columns and v rows poisoned.
+// Gaussian scores, with the masked keys' kt columns and v rows poisoned
+// (the v rows a kernel may read, pvWholeBlocks, only where nothing is kept).
 func TestTileScoreAsm(t *testing.T) {
 	cases := []scoreCase{
 		{"full", true, 1, 0, []string{"full", "full"}, false},
@@ -411,7 +427,7 @@ func TestTileScoreAsm(t *testing.T) {
 						for seed := uint64(0); seed < 2; seed++ {
 							rng := rand.New(rand.NewPCG(seed, uint64(ci*1000+int(flags)*10+d)))
 							g := &atGen{rng: rng, d: d, grid: c.grid, scale: c.scale, sd: c.sd}
-							scoreScenario(t, g, c, newScoreTile(rng, flags), TQ, nil, run)
+							scoreScenario(t, g, c, newScoreTile(rng, flags), TQ, nil, pvWholeBlocks(kern), run)
 						}
 					})
 				}
@@ -442,7 +458,7 @@ func TestDecodeScoreAsm(t *testing.T) {
 							name := fmt.Sprintf("%s/D%d/R%d/%s/%d", elem, d, n, c.name, flags)
 							t.Run(name, func(t *testing.T) {
 								prep := func(tl *atTile) { roundTile16(tl, elem) }
-								scoreScenario(t, g, c, newScoreTile(rng, flags), n, prep, func(q []float32, tl *atTile, st *atState, sc *scoreTile) {
+								scoreScenario(t, g, c, newScoreTile(rng, flags), n, prep, false, func(q []float32, tl *atTile, st *atState, sc *scoreTile) {
 									decodeAt(kern, g.rng, st, elem, d, n, q, tl, sc)
 								})
 							})

@@ -255,3 +255,222 @@ func peakNEON(n int)
 //
 //go:noescape
 func readSumNEON(p *float32, n int) float32
+
+// tanhNEON writes dst[i] = tanh(src[i]) for i < n (a multiple of 4), the score
+// stage's tanh (tests measure its error), written for NEON.
+//
+//go:noescape
+func tanhNEON(dst *float32, src *float32, n int)
+
+// tileScoreNEOND64 is the tile microkernel with the score stage of sc (see
+// scoreTile) for D = 64, written for NEON (Advanced SIMD). A nil mask means
+// a full tile.
+//
+//go:noescape
+func tileScoreNEOND64(q *float32, kt *float32, v *float32, s *float32, o *float32, m *float32, l *float32, mask *uint64, sc *scoreTile)
+
+// tileScoreNEOND128 is the tile microkernel with the score stage of sc (see
+// scoreTile) for D = 128, written for NEON (Advanced SIMD). A nil mask means
+// a full tile.
+//
+//go:noescape
+func tileScoreNEOND128(q *float32, kt *float32, v *float32, s *float32, o *float32, m *float32, l *float32, mask *uint64, sc *scoreTile)
+
+// decodeScoreNEONF32D64R1 is the decode kernel with the score stage of sc for F32
+// keys and values, D = 64 and 1 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONF32D64R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONF32D64R2 is the decode kernel with the score stage of sc for F32
+// keys and values, D = 64 and 2 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONF32D64R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONF32D64R4 is the decode kernel with the score stage of sc for F32
+// keys and values, D = 64 and 4 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONF32D64R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONF32D64R8 is the decode kernel with the score stage of sc for F32
+// keys and values, D = 64 and 8 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONF32D64R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONF32D128R1 is the decode kernel with the score stage of sc for F32
+// keys and values, D = 128 and 1 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONF32D128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONF32D128R2 is the decode kernel with the score stage of sc for F32
+// keys and values, D = 128 and 2 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONF32D128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONF32D128R4 is the decode kernel with the score stage of sc for F32
+// keys and values, D = 128 and 4 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONF32D128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONF32D128R8 is the decode kernel with the score stage of sc for F32
+// keys and values, D = 128 and 8 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONF32D128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONBF16D64R1 is the decode kernel with the score stage of sc for BF16
+// keys and values, D = 64 and 1 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONBF16D64R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONBF16D64R2 is the decode kernel with the score stage of sc for BF16
+// keys and values, D = 64 and 2 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONBF16D64R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONBF16D64R4 is the decode kernel with the score stage of sc for BF16
+// keys and values, D = 64 and 4 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONBF16D64R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONBF16D64R8 is the decode kernel with the score stage of sc for BF16
+// keys and values, D = 64 and 8 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONBF16D64R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONBF16D128R1 is the decode kernel with the score stage of sc for BF16
+// keys and values, D = 128 and 1 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONBF16D128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONBF16D128R2 is the decode kernel with the score stage of sc for BF16
+// keys and values, D = 128 and 2 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONBF16D128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONBF16D128R4 is the decode kernel with the score stage of sc for BF16
+// keys and values, D = 128 and 4 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONBF16D128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONBF16D128R8 is the decode kernel with the score stage of sc for BF16
+// keys and values, D = 128 and 8 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONBF16D128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONF16D64R1 is the decode kernel with the score stage of sc for F16
+// keys and values, D = 64 and 1 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONF16D64R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONF16D64R2 is the decode kernel with the score stage of sc for F16
+// keys and values, D = 64 and 2 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONF16D64R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONF16D64R4 is the decode kernel with the score stage of sc for F16
+// keys and values, D = 64 and 4 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONF16D64R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONF16D64R8 is the decode kernel with the score stage of sc for F16
+// keys and values, D = 64 and 8 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONF16D64R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONF16D128R1 is the decode kernel with the score stage of sc for F16
+// keys and values, D = 128 and 1 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONF16D128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONF16D128R2 is the decode kernel with the score stage of sc for F16
+// keys and values, D = 128 and 2 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONF16D128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONF16D128R4 is the decode kernel with the score stage of sc for F16
+// keys and values, D = 128 and 4 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONF16D128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONF16D128R8 is the decode kernel with the score stage of sc for F16
+// keys and values, D = 128 and 8 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONF16D128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// scoreBwdNEON applies the score stage of sc to c times the first rows rows of
+// TK scores at s, in place, and with the cap writes 1 - tanh^2 of each to dt
+// (see emit/neon.EmitScoreBwd).
+//
+//go:noescape
+func scoreBwdNEON(s *float32, dt *float32, rows int, c float32, sc *scoreTile)
