@@ -39,6 +39,10 @@ type Backward struct {
 	// HeadParams are the plan's head parameters, whose values both
 	// kernels take in head_params (as Forward's); nil when they take none.
 	HeadParams []mask.HeadParam
+	// Score is the plan's score stage, whose values the kernels take as
+	// Forward's do; with learned sinks the dq kernel also writes each
+	// row's term of the sink gradient (dsink_rows, summed by gpu.DSink).
+	Score mask.Score
 }
 
 // GenerateBackward emits the backward kernels of a plan for cfg.Target.
@@ -80,12 +84,18 @@ func GenerateBackward(p *gen.Plan, cfg Config) (*Backward, error) {
 				gm.tileQ = min(gm.tileQ, 32)
 			}
 		}
+		// the dq kernel reads the learned sinks for their gradient
+		gm.sinks = !dkv && p.Score.LearnedSinks
 		g := newKit(p, cfg, gm, name)
 		bk := &bwdK{kit: g, dkv: dkv}
 		if dkv {
 			g.f.Params = g.kernelParams([]Param{parQ, parK, parV, parDO, parFLSE, parDlt}, []Param{parDK, parDV}, []Param{parScl})
 		} else {
-			g.f.Params = g.kernelParams([]Param{parQ, parK, parV, parFwdO, parDO, parFLSE, parDlt}, []Param{parDQ}, []Param{parScl})
+			after := []Param{parDQ}
+			if gm.sinks {
+				after = append(after, parDSink)
+			}
+			g.f.Params = g.kernelParams([]Param{parQ, parK, parV, parFwdO, parDO, parFLSE, parDlt}, after, []Param{parScl})
 		}
 		g.f.ReqNTID = Threads
 		// one CTA per SM is all the register budget must allow: ptxas
@@ -117,6 +127,7 @@ func GenerateBackward(p *gen.Plan, cfg Config) (*Backward, error) {
 	b.PTX, b.DQShared, b.DKVShared = text, shared[0], shared[1]
 	b.HasQueryHull = p.QHull != nil
 	b.HeadParams = maskHeadParams(p)
+	b.Score = p.Score.Runtime()
 	return b, nil
 }
 
