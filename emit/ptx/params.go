@@ -96,7 +96,11 @@ func (g *kit) kernelParams(tensors, after, scalars []Param) []Param {
 	}
 	sc := g.p.Score
 	if sc.Alibi != mask.AlibiOff {
-		ps = append(ps, parSlopes)
+		sl := parSlopes
+		if !sc.SlopesAtCall {
+			sl.Doc += ": the spec's geometric slopes, mask.AlibiSlopes(heads_q)"
+		}
+		ps = append(ps, sl)
 	}
 	if sc.LearnedSinks && g.sinks {
 		ps = append(ps, parSinks)
