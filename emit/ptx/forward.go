@@ -17,6 +17,10 @@ type Config struct {
 	// extraction and an odd atanh series (error below 1e-7) instead of
 	// lg2.approx.ftz.f32, for interpreters without lg2.
 	SoftLg2 bool
+
+	// scoreMutant generates a mutant of the score stage (score.go; tests
+	// only, through export_test.go)
+	scoreMutant int
 }
 
 // Forward is a generated forward kernel.

@@ -63,8 +63,8 @@ func (g *kit) rowsAt(kt Operand) scoreAt {
 	}
 }
 
-// Mutants of the score stage, for tests that must see them fail (zero
-// in every kernel attngen writes): ALiBi with j - i, the soft-cap applied
+// Mutants of the score stage (Config.scoreMutant), for tests that must
+// see them fail (mutNone in every kernel attngen writes): ALiBi with j - i, the soft-cap applied
 // after masking (to -Inf scores as well), a sink counted twice in the
 // denominator, and the sink gradient with the wrong sign.
 const (
@@ -74,9 +74,6 @@ const (
 	mutSinkTwice
 	mutDSinkSign
 )
-
-// scoreMutant is the mutant the kernels are generated with (tests only).
-var scoreMutant = mutNone
 
 // scoreConsts emits the soft-cap's constants once per kernel, after the
 // parameters: cap2 = cap log2(e) (an immediate when the plan fixes the
@@ -153,7 +150,7 @@ func (g *kit) scoreStage(s [][4]Reg, at scoreAt) {
 	for n := range s {
 		for x := range s[n] {
 			v := R(s[n][x])
-			if sc.SoftCap && scoreMutant != mutCapAfterMask {
+			if sc.SoftCap && g.cfg.scoreMutant != mutCapAfterMask {
 				t := g.tanh(f.F(OpMulF, v, g.capX))
 				g.tanhT[n][x] = t.Reg
 				v = f.F(OpMulF, t, g.cap2)
@@ -162,7 +159,7 @@ func (g *kit) scoreStage(s [][4]Reg, at scoreAt) {
 			}
 			if sc.Alibi != mask.AlibiOff {
 				d := f.Sub(at.key(n, x), at.query(n, x))
-				if scoreMutant == mutAlibiJI {
+				if g.cfg.scoreMutant == mutAlibiJI {
 					d = f.Sub(at.query(n, x), at.key(n, x))
 				}
 				d = f.MulC(d, int64(g.st))
@@ -181,7 +178,7 @@ func (g *kit) scoreStage(s [][4]Reg, at scoreAt) {
 // scoreMasked is the mutant that soft-caps the scores after the mask
 // (tests only): masked -Inf scores become -cap.
 func (g *kit) scoreMasked(s [][4]Reg) {
-	if scoreMutant != mutCapAfterMask || !g.p.Score.SoftCap {
+	if g.cfg.scoreMutant != mutCapAfterMask || !g.p.Score.SoftCap {
 		return
 	}
 	f := g.f
@@ -234,7 +231,8 @@ func (g *kit) tanh(x Operand) Operand {
 // above): with soft-capping dS times 1 - t^2, t the tanh scoreStage left
 // in tanhT; ALiBi's bias has none. Without soft-capping it emits nothing.
 func (g *kit) scoreGrad(ds [][4]Reg, at scoreAt) {
-	if !g.p.Score.SoftCap {
+	if !g.p.Score.SoftCap || g.cfg.scoreMutant == mutCapAfterMask {
+		// (the mutant is a forward's: its backward has no tanh)
 		return
 	}
 	f := g.f
@@ -281,7 +279,7 @@ func (g *kit) rowTotal(m, l Operand) total {
 	mm := f.F(OpMaxF, m, g.sink2)
 	w := f.F(OpEx2, f.F(OpSubF, m, mm))
 	e := f.F(OpEx2, f.F(OpSubF, g.sink2, mm))
-	if scoreMutant == mutSinkTwice {
+	if g.cfg.scoreMutant == mutSinkTwice {
 		e = f.F(OpAddF, e, e)
 	}
 	return total{m: mm, l: f.F(OpFma, l, w, e), w: w, empty: g.sinkN}
@@ -301,7 +299,7 @@ func (g *kit) sinkGrad(lse, delta, addr Operand, w Reg) {
 	none := f.Setp("eq", F32, g.sink2, negInf)
 	p = f.Selp(F32, Fimm(0), p, none)
 	k := float32(-1)
-	if scoreMutant == mutDSinkSign {
+	if g.cfg.scoreMutant == mutDSinkSign {
 		k = 1
 	}
 	term := f.F(OpMulF, f.F(OpMulF, p, delta), Fimm(k))
