@@ -83,6 +83,13 @@ func GenerateBackward(p *gen.Plan, cfg Config) (*Backward, error) {
 				// spilled at 64 queries) needs the registers of 32
 				gm.tileQ = min(gm.tileQ, 32)
 			}
+			if p.Score.SoftCap && len(p.Pred.Insts) > capPred {
+				// the soft-cap's tanh per score, and its t kept for dS,
+				// leave a long predicate the registers of 32 queries
+				// (NATTEN, 55 instructions, at 64: 76-80 bytes of spills
+				// with ptxas 11.8 and 12.4)
+				gm.tileQ = min(gm.tileQ, 32)
+			}
 		}
 		// the dq kernel reads the learned sinks for their gradient
 		gm.sinks = !dkv && p.Score.LearnedSinks
@@ -201,6 +208,10 @@ func (l BackwardLaunch) Args(x Launch, ptrs ...uint64) ([]any, error) {
 // for score fragments (ptxas 11.8 spilled at 64 queries, and for sm_90 at
 // 32), so it takes 16.
 var bwdQ = map[int]int{64: 64, 128: 16}
+
+// capPred is the predicate length (IR instructions) above which the dk/dv
+// kernel of a soft-capped plan takes at most 32 query rows per step.
+const capPred = 48
 
 // heldQ is the largest head dimension whose Q fragments the dq kernel
 // holds in registers; above it (D = 128: 32 more registers next to 64 of

@@ -417,7 +417,7 @@ func TestHeadParamsPtxas(t *testing.T) {
 // examples, which may take head parameters.
 func compilePattern(t *testing.T, tg Target, name string, pat spec.Pattern, d int) *gen.Plan {
 	t.Helper()
-	p, err := gen.Compile(&spec.Spec{Name: name, Mask: pat.Mask, Causal: pat.Causal, HeadDim: d, HeadParams: pat.Params}, tg, nil)
+	p, err := gen.Compile(&spec.Spec{Name: name, Mask: pat.Mask, Causal: pat.Causal, HeadDim: d, HeadParams: pat.Params, Score: pat.Score}, tg, nil)
 	if err != nil {
 		t.Fatalf("%s (%s): %v", name, pat, err)
 	}

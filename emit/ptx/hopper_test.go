@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/attngen/attngen/gen"
+	"github.com/attngen/attngen/runtime/mask"
 	"github.com/attngen/attngen/spec"
 	"github.com/attngen/attngen/verify"
 	ptxi "github.com/attngen/attngen/verify/ptx"
@@ -481,8 +482,9 @@ func TestHopperPtxas12(t *testing.T) {
 //
 // With a producer warpgroup (hopProducer) the consumers' loop issues no
 // copy: the producer's code, outside it, holds the copies of Q and one
-// site for a K/V tile, 3*d/64 UTMALDG.
-func wantHopperLoop(d int, producer bool) sassLoop {
+// site for a K/V tile, 3*d/64 UTMALDG. The score stage adds its MUFU.EX2
+// as on sm_80 (scoreEX2).
+func wantHopperLoop(d int, producer bool, sc mask.Score) sassLoop {
 	tk := hopTileK(d)
 	l := sassLoop{
 		Every:   sassCounts{HGMMA: tk / 16, DEPBAR: 1, EX2: tk/2 + 2},
@@ -492,6 +494,7 @@ func wantHopperLoop(d int, producer bool) sassLoop {
 	if producer {
 		l.Cond.UTMALDG, l.Outside.UTMALDG = 0, 3*d/64
 	}
+	scoreEX2(&l, tk, sc)
 	return l
 }
 
@@ -510,7 +513,7 @@ func TestHopperSASS(t *testing.T) {
 			t.Fatalf("%s: %v", c.name, err)
 		}
 		producer := c.k.Threads > hopThreads
-		want := wantHopperLoop(c.k.HeadDim, producer)
+		want := wantHopperLoop(c.k.HeadDim, producer, c.k.Score)
 		insts := got.Insts
 		got.Insts = 0
 		if got != want {
