@@ -91,9 +91,9 @@ func (k *BackwardKernel) dsink(c bwdCall, s verify.Shape, dsink []float32) error
 // given inputs, rounded as Run rounds them: the gradients and delta are
 // filled with NaN, the pair is launched warmup times untimed, then reps
 // times, each pair timed on its own, and dq, dk and dv are read as the
-// last launches left them, so that the caller checks the gradients of the
-// timed runs.
-func (k *BackwardKernel) Bench(dq, dk, dv, dout, q, kk, v, out, lse []float32, ids []int32, s verify.Shape, warmup, reps int) (Timing, error) {
+// last launches left them (and dsink, with learned sinks, as Run gives
+// it), so that the caller checks the gradients of the timed runs.
+func (k *BackwardKernel) Bench(dq, dk, dv, dout, q, kk, v, out, lse []float32, ids []int32, s verify.Shape, dsink []float32, warmup, reps int) (Timing, error) {
 	if warmup < 0 || reps < 1 {
 		return Timing{}, fmt.Errorf("gpurun: Bench: warmup %d, reps %d: want warmup >= 0 and reps >= 1", warmup, reps)
 	}
@@ -118,7 +118,10 @@ func (k *BackwardKernel) Bench(dq, dk, dv, dout, q, kk, v, out, lse []float32, i
 		}
 		t.Times = append(t.Times, d)
 	}
-	return t, k.results(c, dq, dk, dv)
+	if err := k.results(c, dq, dk, dv); err != nil {
+		return t, err
+	}
+	return t, k.dsink(c, s, dsink)
 }
 
 // bwdCall is one prepared backward call: inputs on the device, the
