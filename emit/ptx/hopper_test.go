@@ -292,12 +292,15 @@ func hopperRun(t *testing.T, k *Forward, mod *ptxi.Module) verify.Run {
 			ptrs = append(ptrs, docArrays(t, dev, alloc, ids[:s.SeqK])...)
 		}
 		ptrs = append(ptrs, headArray(t, dev, alloc, s.HeadParams)...)
+		sp, softCap := scoreArrays(t, dev, alloc, k.Params, k.Score, s)
+		ptrs = append(ptrs, sp...)
 		sh := shape{s.Batch, s.HeadsQ, s.HeadsKV, s.SeqQ, s.SeqK}
 		ptrs = append(ptrs, tensorMaps(t, dev, k, sh, in[0], in[1], in[2])...)
 		l, err := k.Geometry(s.Batch, s.HeadsQ, s.HeadsKV, s.SeqQ, s.SeqK, s.Scale)
 		if err != nil {
 			return err
 		}
+		l.SoftCap = softCap
 		args, err := l.Args(ptrs...)
 		if err != nil {
 			return err
