@@ -28,7 +28,7 @@ import (
 
 // benchResult is one line of attngen bench -json.
 type benchResult struct {
-	Pass       string  `json:"pass"` // fwd or bwd
+	Pass string `json:"pass"` // fwd or bwd
 	// Score is the score section the line ran ("none": the same mask
 	// without it, timed right after the line with it); empty for specs
 	// without one.
