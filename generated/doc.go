@@ -7,7 +7,7 @@
 // test checks that the lines below cover every example.
 package generated
 
-//go:generate go run ../cmd/attngen -spec ../spec/examples/alibi.yaml -sm none -out alibi
+//go:generate go run ../cmd/attngen -spec ../spec/examples/alibi.yaml -out alibi
 //go:generate go run ../cmd/attngen -spec ../spec/examples/bigbird.yaml -out bigbird
 //go:generate go run ../cmd/attngen -spec ../spec/examples/block.yaml -out block
 //go:generate go run ../cmd/attngen -spec ../spec/examples/bridge.yaml -out bridge
@@ -16,9 +16,9 @@ package generated
 //go:generate go run ../cmd/attngen -spec ../spec/examples/dilated.yaml -out dilated
 //go:generate go run ../cmd/attngen -spec ../spec/examples/document.yaml -out document
 //go:generate go run ../cmd/attngen -spec ../spec/examples/except.yaml -out except
-//go:generate go run ../cmd/attngen -spec ../spec/examples/gemma2.yaml -sm none -out gemma2
-//go:generate go run ../cmd/attngen -spec ../spec/examples/gemma2_global.yaml -sm none -out gemma2global
-//go:generate go run ../cmd/attngen -spec ../spec/examples/gptoss.yaml -sm none -out gptoss
+//go:generate go run ../cmd/attngen -spec ../spec/examples/gemma2.yaml -out gemma2
+//go:generate go run ../cmd/attngen -spec ../spec/examples/gemma2_global.yaml -out gemma2global
+//go:generate go run ../cmd/attngen -spec ../spec/examples/gptoss.yaml -out gptoss
 //go:generate go run ../cmd/attngen -spec ../spec/examples/hetero.yaml -out hetero
 //go:generate go run ../cmd/attngen -spec ../spec/examples/hybrid.yaml -out hybrid
 //go:generate go run ../cmd/attngen -spec ../spec/examples/longformer.yaml -out longformer

@@ -35,7 +35,6 @@ type pkg struct {
 	compiled  mask.Mask
 	geometry  func(k int, s verify.Shape) (grid, block [3]int, dynShared int, err error)
 	gpus      int
-	score     bool               // the spec has a score section (no PTX kernels yet: generated with -sm none)
 	gpuKind   func(k int) string // GPUKernels[k].Kind
 	kernels   []gpu.Kernel       // GPUKernels
 	best      func() (int, string)
@@ -192,10 +191,6 @@ func TestGPUGeometry(t *testing.T) {
 	r := rand.New(rand.NewPCG(65, 66))
 	for _, p := range packages() {
 		s := load(t, p)
-		if p.score && p.gpus == 0 {
-			t.Logf("%s: no GPU kernels: the PTX kernels do not render score sections yet", p.file)
-			continue
-		}
 		if p.gpus != 4 {
 			t.Fatalf("%s: %d GPU kernels, want the forward and the backward's two for sm_80 and the sm_90a forward", p.file, p.gpus)
 		}

@@ -37,10 +37,15 @@ func packages() []pkg {
 		{file: "alibi.yaml", dir: "alibi", mask: alibi.Mask, headDim: alibi.HeadDim, docs: false, tree: false,
 			supported: func(v int) bool { return alibi.Supported(alibi.Variant(v)) },
 			compiled:  alibi.CompiledMask(),
-			score:     true,
-			best:      func() (int, string) { return int(alibi.Best()), alibi.Best().String() },
-			variant:   reflect.TypeFor[alibi.Variant](),
-			errs:      map[string]error{"shape": alibi.ErrShape, "short": alibi.ErrShort, "variant": alibi.ErrVariant, "headDim": alibi.ErrHeadDim, "document": alibi.ErrDocument, "alias": alibi.ErrAlias, "page": alibi.ErrPage, "data": alibi.ErrDocument, "score": alibi.ErrScore},
+			geometry: func(k int, s verify.Shape) ([3]int, [3]int, int, error) {
+				return alibi.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.HeadsKV, s.SeqQ, s.SeqK)
+			},
+			gpus:    len(alibi.GPUKernels),
+			gpuKind: func(k int) string { return alibi.GPUKernels[k].Kind },
+			kernels: alibi.GPUKernels,
+			best:    func() (int, string) { return int(alibi.Best()), alibi.Best().String() },
+			variant: reflect.TypeFor[alibi.Variant](),
+			errs:    map[string]error{"shape": alibi.ErrShape, "short": alibi.ErrShort, "variant": alibi.ErrVariant, "headDim": alibi.ErrHeadDim, "document": alibi.ErrDocument, "alias": alibi.ErrAlias, "page": alibi.ErrPage, "data": alibi.ErrDocument, "score": alibi.ErrScore},
 			run: func(v int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					return alibi.ForwardVariant(alibi.Variant(v), out, lse, q, k, vv, alibi.Shape(conv(s)))
@@ -347,10 +352,15 @@ func packages() []pkg {
 		{file: "gemma2.yaml", dir: "gemma2", mask: gemma2.Mask, headDim: gemma2.HeadDim, docs: false, tree: false,
 			supported: func(v int) bool { return gemma2.Supported(gemma2.Variant(v)) },
 			compiled:  gemma2.CompiledMask(),
-			score:     true,
-			best:      func() (int, string) { return int(gemma2.Best()), gemma2.Best().String() },
-			variant:   reflect.TypeFor[gemma2.Variant](),
-			errs:      map[string]error{"shape": gemma2.ErrShape, "short": gemma2.ErrShort, "variant": gemma2.ErrVariant, "headDim": gemma2.ErrHeadDim, "document": gemma2.ErrDocument, "alias": gemma2.ErrAlias, "page": gemma2.ErrPage, "data": gemma2.ErrDocument, "score": gemma2.ErrScore},
+			geometry: func(k int, s verify.Shape) ([3]int, [3]int, int, error) {
+				return gemma2.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.HeadsKV, s.SeqQ, s.SeqK)
+			},
+			gpus:    len(gemma2.GPUKernels),
+			gpuKind: func(k int) string { return gemma2.GPUKernels[k].Kind },
+			kernels: gemma2.GPUKernels,
+			best:    func() (int, string) { return int(gemma2.Best()), gemma2.Best().String() },
+			variant: reflect.TypeFor[gemma2.Variant](),
+			errs:    map[string]error{"shape": gemma2.ErrShape, "short": gemma2.ErrShort, "variant": gemma2.ErrVariant, "headDim": gemma2.ErrHeadDim, "document": gemma2.ErrDocument, "alias": gemma2.ErrAlias, "page": gemma2.ErrPage, "data": gemma2.ErrDocument, "score": gemma2.ErrScore},
 			run: func(v int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					return gemma2.ForwardVariant(gemma2.Variant(v), out, lse, q, k, vv, gemma2.Shape(conv(s)))
@@ -377,10 +387,15 @@ func packages() []pkg {
 		{file: "gemma2_global.yaml", dir: "gemma2global", mask: gemma2global.Mask, headDim: gemma2global.HeadDim, docs: false, tree: false,
 			supported: func(v int) bool { return gemma2global.Supported(gemma2global.Variant(v)) },
 			compiled:  gemma2global.CompiledMask(),
-			score:     true,
-			best:      func() (int, string) { return int(gemma2global.Best()), gemma2global.Best().String() },
-			variant:   reflect.TypeFor[gemma2global.Variant](),
-			errs:      map[string]error{"shape": gemma2global.ErrShape, "short": gemma2global.ErrShort, "variant": gemma2global.ErrVariant, "headDim": gemma2global.ErrHeadDim, "document": gemma2global.ErrDocument, "alias": gemma2global.ErrAlias, "page": gemma2global.ErrPage, "data": gemma2global.ErrDocument, "score": gemma2global.ErrScore},
+			geometry: func(k int, s verify.Shape) ([3]int, [3]int, int, error) {
+				return gemma2global.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.HeadsKV, s.SeqQ, s.SeqK)
+			},
+			gpus:    len(gemma2global.GPUKernels),
+			gpuKind: func(k int) string { return gemma2global.GPUKernels[k].Kind },
+			kernels: gemma2global.GPUKernels,
+			best:    func() (int, string) { return int(gemma2global.Best()), gemma2global.Best().String() },
+			variant: reflect.TypeFor[gemma2global.Variant](),
+			errs:    map[string]error{"shape": gemma2global.ErrShape, "short": gemma2global.ErrShort, "variant": gemma2global.ErrVariant, "headDim": gemma2global.ErrHeadDim, "document": gemma2global.ErrDocument, "alias": gemma2global.ErrAlias, "page": gemma2global.ErrPage, "data": gemma2global.ErrDocument, "score": gemma2global.ErrScore},
 			run: func(v int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					return gemma2global.ForwardVariant(gemma2global.Variant(v), out, lse, q, k, vv, gemma2global.Shape(conv(s)))
@@ -407,10 +422,15 @@ func packages() []pkg {
 		{file: "gptoss.yaml", dir: "gptoss", mask: gptoss.Mask, headDim: gptoss.HeadDim, docs: false, tree: false,
 			supported: func(v int) bool { return gptoss.Supported(gptoss.Variant(v)) },
 			compiled:  gptoss.CompiledMask(),
-			score:     true,
-			best:      func() (int, string) { return int(gptoss.Best()), gptoss.Best().String() },
-			variant:   reflect.TypeFor[gptoss.Variant](),
-			errs:      map[string]error{"shape": gptoss.ErrShape, "short": gptoss.ErrShort, "variant": gptoss.ErrVariant, "headDim": gptoss.ErrHeadDim, "document": gptoss.ErrDocument, "alias": gptoss.ErrAlias, "page": gptoss.ErrPage, "data": gptoss.ErrDocument, "score": gptoss.ErrScore},
+			geometry: func(k int, s verify.Shape) ([3]int, [3]int, int, error) {
+				return gptoss.GPUKernels[k].Geometry(s.Batch, s.HeadsQ, s.HeadsKV, s.SeqQ, s.SeqK)
+			},
+			gpus:    len(gptoss.GPUKernels),
+			gpuKind: func(k int) string { return gptoss.GPUKernels[k].Kind },
+			kernels: gptoss.GPUKernels,
+			best:    func() (int, string) { return int(gptoss.Best()), gptoss.Best().String() },
+			variant: reflect.TypeFor[gptoss.Variant](),
+			errs:    map[string]error{"shape": gptoss.ErrShape, "short": gptoss.ErrShort, "variant": gptoss.ErrVariant, "headDim": gptoss.ErrHeadDim, "document": gptoss.ErrDocument, "alias": gptoss.ErrAlias, "page": gptoss.ErrPage, "data": gptoss.ErrDocument, "score": gptoss.ErrScore},
 			run: func(v int) verify.Run {
 				return func(out, lse, q, k, vv []float32, docs []int32, s verify.Shape) error {
 					return gptoss.ForwardVariant(gptoss.Variant(v), out, lse, q, k, vv, gptoss.Score{SinkLogits: scoreSinks(s)}, gptoss.Shape(conv(s)))

@@ -28,7 +28,7 @@ import (
 
 // benchResult is one line of attngen bench -json.
 type benchResult struct {
-	Pass       string  `json:"pass"` // fwd or bwd
+	Pass string `json:"pass"` // fwd or bwd
 	// Score is the score section the line ran ("none": the same mask
 	// without it, timed right after the line with it); empty for specs
 	// without one.
@@ -316,9 +316,6 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 			return usagef("-score %q: modifies nothing", *scoreFlag)
 		}
 		s.Score = sc.Score
-	}
-	if *gpu && s.Score.Active() {
-		return usagef("-gpu: the PTX kernels do not render score sections yet")
 	}
 	hb, err := benchHeadParams(s, *headParamsFlag, *heads, stderr)
 	if err != nil {
@@ -868,6 +865,8 @@ func benchGPU(s *spec.Spec, b gpuBench, asJSON bool, stdout, progress io.Writer)
 		}
 	}
 	sh := verify.Shape{Batch: b.batch, HeadsQ: b.heads, HeadsKV: b.heads, SeqQ: b.seq, SeqK: b.seq, HeadDim: s.HeadDim, HeadParams: b.hp.flat}
+	// a score section's call-time values: random, as the CPU bench's
+	sh = verify.WithScore(s.Pattern(), sh, rand.New(rand.NewPCG(b.seed, 0x73636f7265)))
 	type fwdKernel struct {
 		t ptx.Target
 		k *gpurun.Kernel
@@ -957,13 +956,17 @@ func benchGPU(s *spec.Spec, b gpuBench, asJSON bool, stdout, progress io.Writer)
 	if b.bwd {
 		dout := benchInputs(r, nq)
 		dq, dk, dv := make([]float32, nq), make([]float32, nkv), make([]float32, nkv)
+		var dsink []float32
+		if s.Score.LearnedSinks {
+			dsink = make([]float32, sh.HeadsQ)
+		}
 		fmt.Fprintf(progress, "bench %s: timing the bf16 backward (dq and dk/dv kernels together) on %s: %d warm-up launches, then the median of %d\n", s.Name, dev, b.warmup, b.reps)
-		tm, err := kb.Bench(dq, dk, dv, dout, q, kk, v, out, lse, nil, sh, b.warmup, b.reps)
+		tm, err := kb.Bench(dq, dk, dv, dout, q, kk, v, out, lse, nil, sh, dsink, b.warmup, b.reps)
 		if err != nil {
 			return err
 		}
 		fmt.Fprintf(progress, "bench %s: checking the gradients of the timed launches against the float64 reference\n", s.Name)
-		rep, cerr := verify.CheckGradSampled(s.Pattern(), nil, q, kk, v, dout, sh, dq, dk, dv, nil, verify.GradBF16, verify.SampleGradRows(s.Pattern(), nil, sh, b.sample, r))
+		rep, cerr := verify.CheckGradSampled(s.Pattern(), nil, q, kk, v, dout, sh, dq, dk, dv, dsink, verify.GradBF16, verify.SampleGradRows(s.Pattern(), nil, sh, b.sample, r))
 		check := "ok: " + rep.String()
 		if cerr != nil {
 			check = "FAIL: " + cerr.Error()

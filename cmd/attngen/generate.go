@@ -163,22 +163,9 @@ func checkTargets(s *spec.Spec, gpus []ptx.Target) error {
 		who = append(who, refusers("GPU target", gpuNames, gpuDims))
 	}
 	if len(who) == 0 {
-		return checkScoreTargets(s, gpus)
-	}
-	return fmt.Errorf("%s: head_dim: %d is not supported by %s", at, s.HeadDim, strings.Join(who, " nor by "))
-}
-
-// checkScoreTargets refuses, at the score line, a score section for GPU
-// targets: the PTX kernels do not render score stages yet.
-func checkScoreTargets(s *spec.Spec, gpus []ptx.Target) error {
-	if !s.Score.Active() || len(gpus) == 0 {
 		return nil
 	}
-	names := make([]string, len(gpus))
-	for k, t := range gpus {
-		names[k] = t.Name()
-	}
-	return fmt.Errorf("%s: score: %s is not rendered by GPU target %s yet (the CPU runtime runs it: generate with -sm none)", s.Score.Pos, s.Score, strings.Join(names, ", "))
+	return fmt.Errorf("%s: head_dim: %d is not supported by %s", at, s.HeadDim, strings.Join(who, " nor by "))
 }
 
 // refusers names targets and the head dimensions they run: "CPU target

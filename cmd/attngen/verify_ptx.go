@@ -310,6 +310,7 @@ func agreeBackward(s *spec.Spec, fwd *gpurun.Kernel, a, b *gpurun.BackwardKernel
 		return x
 	}
 	q, k, v, dout := mk(nq), mk(nkv), mk(nkv), mk(nq)
+	sh = verify.WithScore(s.Pattern(), sh, r)
 	var ids []int32
 	if s.Mask.HasDocument() {
 		ids = verify.RandomDocs(r, sh.SeqK)
@@ -353,6 +354,7 @@ func agree(s *spec.Spec, a, b *gpurun.Kernel, sh verify.Shape, r *rand.Rand) err
 		return x
 	}
 	q, k, v := mk(nq), mk(nkv), mk(nkv)
+	sh = verify.WithScore(s.Pattern(), sh, r)
 	ids := verify.RandomData(s.Pattern(), r, sh.SeqK)
 	oa, la, ob, lb := make([]float32, nq), make([]float32, nl), make([]float32, nq), make([]float32, nl)
 	if err := a.Run()(oa, la, q, k, v, ids, sh); err != nil {

@@ -39,6 +39,10 @@ type Backward struct {
 	// HeadParams are the plan's head parameters, whose values both
 	// kernels take in head_params (as Forward's); nil when they take none.
 	HeadParams []mask.HeadParam
+	// Score is the plan's score stage, whose values the kernels take as
+	// Forward's do; with learned sinks the dq kernel also writes each
+	// row's term of the sink gradient (dsink_rows, summed by gpu.DSink).
+	Score mask.Score
 }
 
 // GenerateBackward emits the backward kernels of a plan for cfg.Target.
@@ -79,13 +83,26 @@ func GenerateBackward(p *gen.Plan, cfg Config) (*Backward, error) {
 				// spilled at 64 queries) needs the registers of 32
 				gm.tileQ = min(gm.tileQ, 32)
 			}
+			if p.Score.SoftCap && len(p.Pred.Insts) > capPred {
+				// the soft-cap's tanh per score, and its t kept for dS,
+				// leave a long predicate the registers of 32 queries
+				// (NATTEN, 55 instructions, at 64: 76-80 bytes of spills
+				// with ptxas 11.8 and 12.4)
+				gm.tileQ = min(gm.tileQ, 32)
+			}
 		}
+		// the dq kernel reads the learned sinks for their gradient
+		gm.sinks = !dkv && p.Score.LearnedSinks
 		g := newKit(p, cfg, gm, name)
 		bk := &bwdK{kit: g, dkv: dkv}
 		if dkv {
 			g.f.Params = g.kernelParams([]Param{parQ, parK, parV, parDO, parFLSE, parDlt}, []Param{parDK, parDV}, []Param{parScl})
 		} else {
-			g.f.Params = g.kernelParams([]Param{parQ, parK, parV, parFwdO, parDO, parFLSE, parDlt}, []Param{parDQ}, []Param{parScl})
+			after := []Param{parDQ}
+			if gm.sinks {
+				after = append(after, parDSink)
+			}
+			g.f.Params = g.kernelParams([]Param{parQ, parK, parV, parFwdO, parDO, parFLSE, parDlt}, after, []Param{parScl})
 		}
 		g.f.ReqNTID = Threads
 		// one CTA per SM is all the register budget must allow: ptxas
@@ -117,6 +134,7 @@ func GenerateBackward(p *gen.Plan, cfg Config) (*Backward, error) {
 	b.PTX, b.DQShared, b.DKVShared = text, shared[0], shared[1]
 	b.HasQueryHull = p.QHull != nil
 	b.HeadParams = maskHeadParams(p)
+	b.Score = p.Score.Runtime()
 	return b, nil
 }
 
@@ -190,6 +208,10 @@ func (l BackwardLaunch) Args(x Launch, ptrs ...uint64) ([]any, error) {
 // for score fragments (ptxas 11.8 spilled at 64 queries, and for sm_90 at
 // 32), so it takes 16.
 var bwdQ = map[int]int{64: 64, 128: 16}
+
+// capPred is the predicate length (IR instructions) above which the dk/dv
+// kernel of a soft-capped plan takes at most 32 query rows per step.
+const capPred = 48
 
 // heldQ is the largest head dimension whose Q fragments the dq kernel
 // holds in registers; above it (D = 128: 32 more registers next to 64 of

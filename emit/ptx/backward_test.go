@@ -52,6 +52,7 @@ func runBackwardHeads(t *testing.T, p *gen.Plan, cfg Config, s shape, ids []int3
 	nq, nkv, nl := vs.Sizes()
 	rng := rand.New(rand.NewPCG(seed, uint64(s.sk*7+D)))
 	vs.HeadParams = callHeads(p, heads, rng, s)
+	drawScore(p, &vs, rng)
 	round, unround := bf16, fromBF16
 	if fk.Elem == F16 {
 		round, unround = f16, fromF16
@@ -142,11 +143,20 @@ func runBackwardHeads(t *testing.T, p *gen.Plan, cfg Config, s shape, ids []int3
 		docPtrs = docArrays(t, dev, alloc, ids)
 	}
 	docPtrs = append(docPtrs, headArray(t, dev, alloc, vs.HeadParams)...)
+	fwdScore, softCap := scoreArrays(t, dev, alloc, fk.Params, fk.Score, vs)
+	dqScore, _ := scoreArrays(t, dev, alloc, bk.DQParams, bk.Score, vs)
+	dkvScore, _ := scoreArrays(t, dev, alloc, bk.DKVParams, bk.Score, vs)
+	var dqOut []uint64 // dq, and the sink gradient's row terms
+	dqOut = append(dqOut, dqa)
+	if paramsHave(bk.DQParams, parDSink.Name) {
+		dqOut = append(dqOut, alloc(4*nl))
+	}
 	fl, err := fk.Geometry(s.batch, s.hq, s.hkv, s.sq, s.sk, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	args, err := fl.Args(append([]uint64{qa, ka, va, oa, la}, docPtrs...)...)
+	fl.SoftCap = softCap
+	args, err := fl.Args(append(append([]uint64{qa, ka, va, oa, la}, docPtrs...), fwdScore...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,14 +167,15 @@ func runBackwardHeads(t *testing.T, p *gen.Plan, cfg Config, s shape, ids []int3
 	if err != nil {
 		t.Fatal(err)
 	}
-	args, err = bl.Args(bl.DQ, append(append([]uint64{qa, ka, va, oa, doa, la, dea}, docPtrs...), dqa)...)
+	bl.DQ.SoftCap, bl.DKV.SoftCap = softCap, softCap
+	args, err = bl.Args(bl.DQ, append(append(append([]uint64{qa, ka, va, oa, doa, la, dea}, docPtrs...), dqScore...), dqOut...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if r.dqSt, err = dev.Launch(bmod, bk.DQ, bl.DQ.Grid, bl.DQ.Block, bl.DQ.DynShared, args...); err != nil {
 		t.Fatal(err)
 	}
-	args, err = bl.Args(bl.DKV, append(append([]uint64{qa, ka, va, doa, la, dea}, docPtrs...), dka, dva)...)
+	args, err = bl.Args(bl.DKV, append(append(append([]uint64{qa, ka, va, doa, la, dea}, docPtrs...), dkvScore...), dka, dva)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -82,7 +82,7 @@ func (g *bwdK) kernelDKV() error {
 	done := f.NewLabel("heads_done")
 	f.Place(heads)
 	h := f.Add(f.Op3(OpMulLo, S32, kvh, group), R(gi))
-	g.qhead = h
+	g.scoreHead(h)
 	if perHead {
 		g.headValues(h)
 		if first, cfirst, err = schedule(); err != nil {

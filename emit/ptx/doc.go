@@ -90,10 +90,60 @@
 //     softmax's bias -m, the backward's -lse log2(e)); rowTotal, where the
 //     forwards' epilogue (finish) uses a row's final l with its m, where a
 //     learned sink logit per head joins the denominator (and so the lse the
-//     backward reads; its gradient goes next to delta in the dq kernel).
-//     Without score modifications scoreStage, scoreGrad and rowTotal emit
-//     nothing. The online softmax (softmax), lg2 and the forwards'
-//     epilogue (finish) are there too.
+//     backward reads); scoreHead, where a kernel sets its query head,
+//     loading the head's slope and sink; sinkGrad, the dq kernel's term
+//     of the sink gradient next to delta. Without score modifications
+//     none of them emits anything. The online softmax (softmax), lg2 and
+//     the forwards' epilogue (finish) are there too.
+//
+// # The score stage
+//
+// The plan's stage (gen.ScoreStage) is rendered in the kernels' log2
+// units. Soft-capping and ALiBi rewrite a tile's raw products q.k at
+// scoreStage, before the mask (masked scores stay -Inf, or P 0), into
+// scaled scores: cap2 tanh(q.k capX) with cap2 = cap log2(e) and capX =
+// scale log2(e)/cap2 (one correctly rounded division per kernel; the cap
+// an immediate when the spec fixes it, else the soft_cap parameter), then
+// plus slope log2(e) times the distance j - i, an exact s32 difference of
+// the element's positions times the residue stride (absolute positions
+// are offset + stride x segment position), converted to f32 once (for
+// |i - j| the slope is negated and the distance's absolute value taken).
+// prob and softmax then take the scores as they are instead of scaling
+// them in the exponent. tanh is runtime/cpu's tanh32 algorithm: the odd
+// polynomial to x^17 below |x| = 0.55, above (1 - e)/(1 + e) with e =
+// ex2.approx(-2 log2(e) |x|) and the quotient from rcp.approx refined by
+// one Newton step, the sign copied by bits (not tanh.approx.f32, whose
+// 2^-11 relative error is far from float32 rounding); TestTanhInterp
+// measures 1.82 ulp at worst under the interpreter. The backward keeps
+// each score's t (tanhT) and multiplies dS by 1 - t^2 at scoreGrad.
+//
+// Learned sinks join each row's denominator at rowTotal relative to M =
+// max(m, sink2): l 2^(m-M) + 2^(sink2-M), the output weighted by 2^(m-M),
+// lse = (M + log2 L) ln 2, and a row that keeps nothing gets out 0 and
+// lse = the sink (natural units, as the call gave it). The sink gradient
+// dsink[h] = -sum_i p_sink(i) delta_i is deterministic: the dq kernel
+// computes each row's term -2^(sink2 - lse log2(e)) delta (0 at a head
+// whose sink is -Inf) where it writes delta, into dsink_rows
+// ([batch][heads_q][seq_q]), and the host sums head h's rows over the
+// batch in float64 in a fixed order (gpu.DSink), rather than float
+// atomics whose order, and so result, vary from run to run.
+//
+// The stage's values are parameters that exist only when its part is
+// active (kernelParams): alibi_slopes and sinks ([heads_q] f32, natural
+// units) after the mask's run-time data, dsink_rows after dq, soft_cap
+// after the shape scalars; scoreHead loads the current head's slope and
+// sink. Plans without a stage keep their parameter lists and PTX byte
+// for byte (TestKernelsGolden). A soft-capped plan whose predicate is
+// longer than capPred instructions runs its dk/dv kernel at 32 query rows
+// per step (the neighbourhood example spilled at 64). Tests: TestScoreStage
+// and TestScoreMutants (score_test.go, an external test package that runs
+// the kernels through verify/gpurun against verify's checks: every
+// combination of parts, the sm_80 and sm_90a forwards and the backward
+// with dsink; ALiBi with j - i, the cap after masking, a sink counted
+// twice and dsink with the wrong sign must fail, through Config's
+// unexported scoreMutant), TestTanhInterp, TestScorePtxas (every example
+// with every part added: no spills with ptxas 11.8 and 12.4) and
+// TestScoreSASS (gemma2's key-tile loop against the plain mask).
 //
 // TestKernelsGolden hashes the PTX and the descriptions of every example's
 // kernels for every target (testdata/kernels.sha256): a change of the
@@ -140,7 +190,8 @@
 //     they depend on, so the per-element predicate computes row-only values
 //     once per row and column-only values once per column.
 //   - kernels.go: Kernels and KernelSet, the kernels of a target.
-//   - kit.go, params.go, partial.go, score.go: the toolkit (above).
+//   - kit.go, params.go, partial.go, score.go: the toolkit (above); the
+//     op table's rcp.approx.ftz.f32 (OpRcp) is the score stage's.
 //   - forward.go: the forward's API: Config, Forward, its Launch geometry
 //     (the grid's query tiles come from mask.MaxQueries) and arguments,
 //     GenerateForward; fwd80.go: the sm_80 forward kernel.

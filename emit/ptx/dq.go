@@ -12,11 +12,11 @@ func (g *bwdK) kernelDQ() error {
 	qt, h := cta[0], cta[1]
 	g.bz, g.scale = cta[2], g.par["scale"]
 	q, k, v, o, dout := g.par["q"], g.par["k"], g.par["v"], g.par["o"], g.par["dout"]
-	lse, delta, dq := g.par["lse"], g.par["delta"], g.par["dq"]
+	lse, delta, dq, dsink := g.par["lse"], g.par["delta"], g.par["dq"], g.par[parDSink.Name]
 	if err := g.segment(qt); err != nil {
 		return err
 	}
-	g.qhead = h
+	g.scoreHead(h)
 	g.headValues(h)
 	kvh := f.Op3(OpDiv, U32, h, f.Op3(OpDiv, U32, g.hq, g.hkv))
 	qrow0 := f.MulC(qt, TileQ)
@@ -26,6 +26,10 @@ func (g *bwdK) kernelDQ() error {
 	db := g.rowsBase(dout, g.hq, h, g.sqAll, row0, 2)
 	lrow := g.lseRows(lse, h, row0)
 	drow := g.lseRows(delta, h, row0)
+	var srow Operand
+	if g.sinks {
+		srow = g.lseRows(dsink, h, row0)
+	}
 	dqb := g.rowsBase(dq, g.hq, h, g.sqAll, row0, 4)
 	kvIdx := f.Add(f.Op3(OpMulLo, S32, f.Add(f.Op3(OpMulLo, S32, g.bz, g.hkv), kvh), g.skAll), g.c)
 	g.kbase = f.Op3(OpAdd, U64, g.wide(k, kvIdx, int64(2*D)), g.ch16w)
@@ -67,6 +71,11 @@ func (g *bwdK) kernelDQ() error {
 		w := f.PAnd(first, valid)
 		da2 := g.wide(drow, rc, 4*g.pitch)
 		f.Emit(Inst{Op: OpSt, T: F32, Space: "global", Guard: &w, Dst: []Operand{Addr(da2.Reg, 0)}, Src: []Operand{tot}})
+		if g.sinks {
+			lx := f.NewReg(F32)
+			f.Emit(Inst{Op: OpLd, T: F32, Space: "global", Dst: []Operand{R(lx)}, Src: []Operand{Addr(g.wide(lrow, rc, 4*g.pitch).Reg, 0)}})
+			g.sinkGrad(R(lx), tot, g.wide(srow, rc, 4*g.pitch), w)
+		}
 	}
 
 	f.Comment("this thread's rows: -lse*log2(e) (0 past seq_q)")

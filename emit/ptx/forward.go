@@ -17,6 +17,10 @@ type Config struct {
 	// extraction and an odd atanh series (error below 1e-7) instead of
 	// lg2.approx.ftz.f32, for interpreters without lg2.
 	SoftLg2 bool
+
+	// scoreMutant generates a mutant of the score stage (score.go; tests
+	// only, through export_test.go)
+	scoreMutant int
 }
 
 // Forward is a generated forward kernel.
@@ -41,6 +45,11 @@ type Forward struct {
 	// head the kernel takes in head_params (gpu.CheckHeadParams checks a
 	// call's); nil when it takes none.
 	HeadParams []mask.HeadParam
+	// Score is the plan's score stage: the kernel takes a soft-cap the
+	// spec does not fix in soft_cap (Launch.SoftCap), ALiBi slopes in
+	// alibi_slopes (the call's, or mask.AlibiSlopes(heads_q)) and learned
+	// sink logits in sinks (gpu.SoftCapParam, SlopesParam, SinksParam).
+	Score mask.Score
 }
 
 // Launch is the geometry and parameter list of one call. DynShared is
@@ -55,6 +64,9 @@ type Launch struct {
 	SeqQ, SeqK, HeadsQ, HeadsKV uint32
 	ScaleLog2                   float32
 	Batch                       uint32
+	// SoftCap is the soft-cap value (natural units) of a kernel that takes
+	// it at call time (parameter soft_cap); the caller sets it.
+	SoftCap float32
 	// Persistent: the kernel loops over its work items (gpu.Kernel.Persistent);
 	// Grid is one CTA per item, and any grid of at least one CTA along x is
 	// correct: a runner launches Kernel().ResidentGrid(Grid, SMs).
@@ -151,6 +163,11 @@ func (l Launch) Args(ptrs ...uint64) ([]any, error) {
 			a = l.ScaleLog2
 		case gpu.PersistentParam:
 			a = l.Batch
+		case gpu.SoftCapParam:
+			if c := l.SoftCap; !(c > 0 && c <= math.MaxFloat32/2) {
+				return nil, fmt.Errorf("ptx: the kernel takes its soft-cap at call time (Launch.SoftCap): %v is not a finite value above 0", c)
+			}
+			a = l.SoftCap
 		case "scale":
 			continue // the backward's last parameter: BackwardLaunch.Args appends it
 		default:

@@ -25,6 +25,7 @@ const bigPred = 96
 func generateSM80(p *gen.Plan, cfg Config, t Target, gm geom) (*Forward, error) {
 	// 64x64 tiles, 4 warps of 16 query rows, padded rows
 	gm.tileQ, gm.tileK, gm.threads, gm.RS = TileQ, TileK, Threads, rowStride(gm.D)
+	gm.sinks = p.Score.LearnedSinks
 	g := newKit(p, cfg, gm, "attn_fwd_"+p.Name)
 	g.f.Params = g.kernelParams([]Param{parQ, parK, parV, parO, parLSE}, nil, nil)
 	g.f.ReqNTID = g.threads
@@ -54,7 +55,7 @@ func generateSM80(p *gen.Plan, cfg Config, t Target, gm geom) (*Forward, error) 
 		return nil, err
 	}
 	return &Forward{Name: g.f.Name, Target: t, HeadDim: p.HeadDim, Elem: g.elem, Stride: g.st, Params: g.f.Params, PTX: text, DynShared: k.smemBytes(), TileQ: g.tileQ, Threads: g.threads,
-		HeadParams: maskHeadParams(p)}, nil
+		HeadParams: maskHeadParams(p), Score: p.Score.Runtime()}, nil
 }
 
 // fwd80 is the sm_80 forward kernel.
@@ -73,7 +74,7 @@ func (g *fwd80) kernel() error {
 	D := g.D
 	cta := g.prologue(true, true)
 	qt, h, bz := cta[0], cta[1], cta[2]
-	g.qhead = h
+	g.scoreHead(h)
 	q, k, v, o, lse := g.par["q"], g.par["k"], g.par["v"], g.par["o"], g.par["lse"]
 	hq, hkv := g.hq, g.hkv
 	group := f.Op3(OpDiv, U32, hq, hkv)
@@ -193,6 +194,7 @@ func (g *fwd80) compute(kt, cls, buf Operand, qa [][4]Reg, aK, aV Operand, m, l 
 	if err := g.maskPartial(kt, cls, s); err != nil {
 		return err
 	}
+	g.scoreMasked(s)
 	fix := g.sanitize(cls, sb)
 
 	g.softmax(s, m, l, acc)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/attngen/attngen/gen"
 	"github.com/attngen/attngen/runtime/gpu"
+	"github.com/attngen/attngen/runtime/mask"
 	"github.com/attngen/attngen/spec"
 	"github.com/attngen/attngen/verify"
 	ptxi "github.com/attngen/attngen/verify/ptx"
@@ -417,7 +418,7 @@ func TestHeadParamsPtxas(t *testing.T) {
 // examples, which may take head parameters.
 func compilePattern(t *testing.T, tg Target, name string, pat spec.Pattern, d int) *gen.Plan {
 	t.Helper()
-	p, err := gen.Compile(&spec.Spec{Name: name, Mask: pat.Mask, Causal: pat.Causal, HeadDim: d, HeadParams: pat.Params}, tg, nil)
+	p, err := gen.Compile(&spec.Spec{Name: name, Mask: pat.Mask, Causal: pat.Causal, HeadDim: d, HeadParams: pat.Params, Score: pat.Score}, tg, nil)
 	if err != nil {
 		t.Fatalf("%s (%s): %v", name, pat, err)
 	}
@@ -464,4 +465,51 @@ func checkPlanProg(t *testing.T, p *gen.Plan, prog *gen.Prog, bind map[int]int64
 		ids = nil
 	}
 	return checkProgHeads(t, prog, bind, ids, cases, &progHeads{params: hps}, vals)
+}
+
+// drawScore gives the shape of a run of plan p random values of its score
+// stage (verify.RandomScore), unless it has some or p has no stage.
+func drawScore(p *gen.Plan, vs *verify.Shape, rng *rand.Rand) {
+	if p.Source.Score.Active() && vs.Score == nil {
+		vs.Score = verify.RandomScore(p.Source.Score, vs.HeadsQ, rng)
+	}
+}
+
+// scoreArrays uploads the score values of vs that a kernel with
+// parameters params takes (alibi_slopes: the call's or mask.AlibiSlopes;
+// sinks) and returns their addresses in parameter order and the call-time
+// soft-cap (0 when the kernel takes none).
+func scoreArrays(t *testing.T, dev *ptxi.Device, alloc func(int) uint64, params []Param, sc mask.Score, vs verify.Shape) ([]uint64, float32) {
+	t.Helper()
+	if !sc.Active() {
+		return nil, 0
+	}
+	if vs.Score == nil {
+		t.Fatal("scoreArrays: a kernel with a score stage and a shape without values")
+	}
+	softCap, slopes, sinks := vs.Score.Float32()
+	if !sc.SlopesAtCall {
+		slopes = nil
+		for _, v := range mask.AlibiSlopes(vs.HeadsQ) {
+			slopes = append(slopes, float32(v))
+		}
+	}
+	var ptrs []uint64
+	for _, a := range []struct {
+		name string
+		v    []float32
+	}{{parSlopes.Name, slopes}, {parSinks.Name, sinks}} {
+		if !paramsHave(params, a.name) {
+			continue
+		}
+		p := alloc(4 * len(a.v))
+		if err := dev.WriteF32(p, a.v); err != nil {
+			t.Fatal(err)
+		}
+		ptrs = append(ptrs, p)
+	}
+	if !paramsHave(params, parCap.Name) {
+		softCap = 0
+	}
+	return ptrs, softCap
 }

@@ -244,6 +244,7 @@ func generateHopper(p *gen.Plan, cfg Config, t Target, gm geom) (*Forward, error
 	// two consumer warpgroups of 64 query rows; key tiles of the plan's
 	// (GenerateForward checked them); swizzled boxes, no padded rows
 	gm.tileQ, gm.tileK, gm.threads, gm.RS = hopTileQ, hopTileK(gm.D), hopThreads, 0
+	gm.sinks = p.Score.LearnedSinks
 	g := newKit(p, cfg, gm, "attn_fwd_"+p.Name)
 	h := &hop{kit: g, halves: g.D / boxCols, tileBytes: g.tileK * 2 * g.D, qBytes: hopTileQ * 2 * g.D, boxBytes: g.tileK * swzBytes, lastFirst: heaviestFirst(p)}
 	// q, k and v through tensor maps passed by address (TensorMaps), and
@@ -275,7 +276,7 @@ func generateHopper(p *gen.Plan, cfg Config, t Target, gm geom) (*Forward, error
 	if err != nil {
 		return nil, err
 	}
-	return &Forward{Name: g.f.Name, Target: t, HeadDim: p.HeadDim, Elem: g.elem, Stride: g.st, Params: g.f.Params, PTX: text, DynShared: h.smemBytes(), TileQ: hopTileQ, Threads: g.f.ReqNTID, HeadParams: maskHeadParams(p)}, nil
+	return &Forward{Name: g.f.Name, Target: t, HeadDim: p.HeadDim, Elem: g.elem, Stride: g.st, Params: g.f.Params, PTX: text, DynShared: h.smemBytes(), TileQ: hopTileQ, Threads: g.f.ReqNTID, HeadParams: maskHeadParams(p), Score: p.Score.Runtime()}, nil
 }
 
 // producerText describes the producer warpgroup in the module's header.
@@ -438,7 +439,7 @@ func (h *hop) item(w *workList, it Operand) (*item, error) {
 	if h.lastFirst {
 		qt = f.Sub(f.Sub(w.ntiles, I(1)), rank)
 	}
-	h.qhead = hd
+	h.scoreHead(hd)
 	h.headValues(hd) // this item's query head's values (head parameters)
 	kvh := f.Op3(OpDiv, U32, hd, w.group)
 	qrow0 := f.MulC(qt, hopTileQ)

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/attngen/attngen/gen"
+	"github.com/attngen/attngen/runtime/mask"
 	"github.com/attngen/attngen/spec"
 	"github.com/attngen/attngen/verify"
 	ptxi "github.com/attngen/attngen/verify/ptx"
@@ -291,12 +292,15 @@ func hopperRun(t *testing.T, k *Forward, mod *ptxi.Module) verify.Run {
 			ptrs = append(ptrs, docArrays(t, dev, alloc, ids[:s.SeqK])...)
 		}
 		ptrs = append(ptrs, headArray(t, dev, alloc, s.HeadParams)...)
+		sp, softCap := scoreArrays(t, dev, alloc, k.Params, k.Score, s)
+		ptrs = append(ptrs, sp...)
 		sh := shape{s.Batch, s.HeadsQ, s.HeadsKV, s.SeqQ, s.SeqK}
 		ptrs = append(ptrs, tensorMaps(t, dev, k, sh, in[0], in[1], in[2])...)
 		l, err := k.Geometry(s.Batch, s.HeadsQ, s.HeadsKV, s.SeqQ, s.SeqK, s.Scale)
 		if err != nil {
 			return err
 		}
+		l.SoftCap = softCap
 		args, err := l.Args(ptrs...)
 		if err != nil {
 			return err
@@ -481,8 +485,9 @@ func TestHopperPtxas12(t *testing.T) {
 //
 // With a producer warpgroup (hopProducer) the consumers' loop issues no
 // copy: the producer's code, outside it, holds the copies of Q and one
-// site for a K/V tile, 3*d/64 UTMALDG.
-func wantHopperLoop(d int, producer bool) sassLoop {
+// site for a K/V tile, 3*d/64 UTMALDG. The score stage adds its MUFU.EX2
+// as on sm_80 (scoreEX2).
+func wantHopperLoop(d int, producer bool, sc mask.Score) sassLoop {
 	tk := hopTileK(d)
 	l := sassLoop{
 		Every:   sassCounts{HGMMA: tk / 16, DEPBAR: 1, EX2: tk/2 + 2},
@@ -492,6 +497,7 @@ func wantHopperLoop(d int, producer bool) sassLoop {
 	if producer {
 		l.Cond.UTMALDG, l.Outside.UTMALDG = 0, 3*d/64
 	}
+	scoreEX2(&l, tk, sc)
 	return l
 }
 
@@ -510,7 +516,7 @@ func TestHopperSASS(t *testing.T) {
 			t.Fatalf("%s: %v", c.name, err)
 		}
 		producer := c.k.Threads > hopThreads
-		want := wantHopperLoop(c.k.HeadDim, producer)
+		want := wantHopperLoop(c.k.HeadDim, producer, c.k.Score)
 		insts := got.Insts
 		got.Insts = 0
 		if got != want {

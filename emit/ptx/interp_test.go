@@ -156,6 +156,7 @@ func runForwardGrid(t *testing.T, p *gen.Plan, cfg Config, s shape, want *spec.P
 	nq, nkv, nl := vs.Sizes()
 	rng := rand.New(rand.NewPCG(uint64(s.sq), uint64(s.sk*7+D)))
 	vs.HeadParams = callHeads(p, heads, rng, s)
+	drawScore(p, &vs, rng)
 	round, unround, u := bf16, fromBF16, math.Ldexp(1, -8)
 	if k.Elem == F16 {
 		round, unround, u = f16, fromF16, math.Ldexp(1, -11)
@@ -222,6 +223,9 @@ func runForwardGrid(t *testing.T, p *gen.Plan, cfg Config, s shape, want *spec.P
 		ptrs = append(ptrs, docArrays(t, dev, alloc, ids)...)
 	}
 	ptrs = append(ptrs, headArray(t, dev, alloc, vs.HeadParams)...)
+	sp, softCap := scoreArrays(t, dev, alloc, k.Params, k.Score, vs)
+	ptrs = append(ptrs, sp...)
+	l.SoftCap = softCap
 	if k.Target.Accel {
 		ptrs = append(ptrs, tensorMaps(t, dev, k, s, qa, ka, va)...)
 	}
@@ -680,10 +684,21 @@ func launchOn(t *testing.T, p *gen.Plan, tg Target, sh shape, ids []int32, heads
 		}
 		return a
 	}, heads)...)
+	vs := verify.Shape{Batch: sh.batch, HeadsQ: sh.hq, HeadsKV: sh.hkv, SeqQ: sh.sq, SeqK: sh.sk, HeadDim: p.HeadDim}
+	drawScore(p, &vs, rand.New(rand.NewPCG(uint64(sh.sk), 12)))
+	sp, softCap := scoreArrays(t, dev, func(n int) uint64 {
+		a, err := dev.Alloc(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}, k.Params, k.Score, vs)
+	ptrs = append(ptrs, sp...)
 	l, err := k.Geometry(sh.batch, sh.hq, sh.hkv, sh.sq, sh.sk, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
+	l.SoftCap = softCap
 	oAddr := ptrs[3]
 	if k.Target.Accel {
 		ptrs = append(ptrs[3:], tensorMaps(t, dev, k, sh, ptrs[0], ptrs[1], ptrs[2])...)

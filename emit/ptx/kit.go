@@ -36,6 +36,7 @@ type geom struct {
 	docs     bool // the kernel's programs read document arrays
 	tree     bool // the plan reads a tree (the tree arrays replace the document arrays)
 	hasHeads bool // the plan has head parameters (head_params)
+	sinks    bool // the kernel reads the learned sinks (the forwards' epilogue, the dq kernel's gradient)
 }
 
 // warps is the compute warps per CTA.
@@ -61,8 +62,8 @@ func planGeom(p *gen.Plan, t Target) (geom, error) {
 	if err := t.Supports(p.HeadDim); err != nil {
 		return geom{}, err
 	}
-	if p.Score.Active() {
-		return geom{}, fmt.Errorf("ptx: plan %s: the %s kernels do not render a score stage (%s) yet; generate with -sm none", p.Name, t.Arch(), p.Score)
+	if sc := p.Score; sc.SoftCap && (sc.Cap < 0 || math.IsNaN(sc.Cap) || math.IsInf(sc.Cap, 0) || float32(sc.Cap*math.Log2E) > math.MaxFloat32/2) {
+		return geom{}, fmt.Errorf("ptx: plan %s: soft-cap %v is not a positive finite float32", p.Name, sc.Cap)
 	}
 	st := 1
 	switch {
@@ -136,6 +137,16 @@ type kit struct {
 	heads    []HeadVal
 	// qhead is the query head being computed (the score stage's)
 	qhead Operand
+	// the score stage's values (score.go): capX takes a raw score q.k to
+	// x = s/c of the soft-cap's tanh (scale*log2(e)/cap2), cap2 is the cap
+	// in log2 units; slope is the current head's ALiBi factor in log2
+	// units (negated for |i - j|), sink2 and sinkN its learned sink logit
+	// in log2 and natural units; tanhT holds the tile's tanh values from
+	// scoreStage to scoreGrad
+	capX, cap2   Operand
+	slope        Operand
+	sink2, sinkN Operand
+	tanhT        [][4]Reg
 
 	// per-thread values
 	tid, lane, warp, g4, t4 Operand
@@ -217,6 +228,7 @@ func (g *kit) readParams() {
 		g.headBase = g.par[headParamsName]
 	}
 	g.sq, g.sk, g.hq, g.hkv, g.scl = g.par["seq_q"], g.par["seq_k"], g.par["heads_q"], g.par["heads_kv"], g.par["scale_log2"]
+	g.scoreConsts()
 }
 
 // prologue emits what every kernel starts with: its parameters

@@ -174,8 +174,10 @@ func packageCalls(t *testing.T) map[string]map[string]bool {
 // at its place (scoreStage in the tile body of the sm_80 forward, the
 // sm_90a forward and both backward kernels; scoreGrad in both backward
 // kernels; prob in the online softmax and both backward kernels; rowTotal
-// in the epilogue, which both forwards run), and no other function
-// exponentiates (OpEx2 only in prob and in softmax's rescale factor).
+// in the epilogue, which both forwards run; scoreHead where each kernel
+// sets its query head; sinkGrad in the dq kernel), and no other function
+// exponentiates (OpEx2 only in prob, in softmax's rescale factor, in the
+// soft-cap's tanh, in the sink's terms of rowTotal and sinkGrad).
 func TestScoreStageOnce(t *testing.T) {
 	calls := packageCalls(t)
 	want := map[string][]string{
@@ -183,9 +185,12 @@ func TestScoreStageOnce(t *testing.T) {
 		"scoreGrad":  {"bwdK.kernelDKV", "bwdK.kernelDQ"},
 		"prob":       {"bwdK.kernelDKV", "bwdK.kernelDQ", "kit.softmax"},
 		"rowTotal":   {"kit.finish"},
+		"scoreHead":  {"bwdK.kernelDKV", "bwdK.kernelDQ", "fwd80.kernel", "hop.item"},
+		"sinkGrad":   {"bwdK.kernelDQ"},
+		"tanh":       {"kit.scoreMasked", "kit.scoreStage"},
 		"softmax":    {"fwd80.compute", "hop.finishTile"},
 		"finish":     {"fwd80.kernel", "hop.kernel"},
-		"OpEx2":      {"kit.prob", "kit.softmax"},
+		"OpEx2":      {"kit.prob", "kit.rowTotal", "kit.sinkGrad", "kit.softmax", "kit.tanh"},
 	}
 	for callee, callers := range want {
 		var got []string

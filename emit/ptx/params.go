@@ -2,6 +2,7 @@ package ptx
 
 import (
 	"github.com/attngen/attngen/runtime/gpu"
+	"github.com/attngen/attngen/runtime/mask"
 )
 
 // The kernels' parameters, each described once. Tensors are row-major
@@ -24,6 +25,12 @@ var (
 	parTmV  = Param{Name: "tmap_v", T: U64, Doc: "address of the tensor map of v (TensorMaps)"}
 	parScl  = Param{Name: "scale", T: F32, Doc: "softmax scale"}
 	parBat  = Param{Name: gpu.PersistentParam, T: U32, Doc: "batch elements: the persistent grid's work items are query tiles x heads_q x batch x residue classes"}
+
+	// the score stage's (score.go)
+	parCap    = Param{Name: gpu.SoftCapParam, T: F32, Doc: "soft-cap value c of s <- c tanh(s/c), natural units, finite and > 0"}
+	parSlopes = Param{Name: gpu.SlopesParam, T: U64, Doc: "ALiBi slopes [heads_q], f32, natural units"}
+	parSinks  = Param{Name: gpu.SinksParam, T: U64, Doc: "learned sink logits [heads_q], f32, natural units (-Inf: none)"}
+	parDSink  = Param{Name: gpu.DSinkRowsParam, T: U64, Doc: "sink gradient terms [batch][heads_q][seq_q], f32: -exp(sink - lse) * delta per row; dsink[h] sums head h's rows (gpu.DSink)"}
 )
 
 // docParams are a document kernel's arrays: per key position (absolute,
@@ -63,13 +70,19 @@ var shapeParams = []Param{
 //  2. the mask's run-time data, from the geometry: the tree arrays
 //     (treeParams) of a tree plan or the document arrays (docParams) of a
 //     document kernel, then head_params for a plan with head parameters;
+//     then the score stage's arrays: alibi_slopes with ALiBi, sinks with
+//     learned sinks in the kernels that read them (geom.sinks);
 //  3. after: the kernel's own addresses that follow (the backward's
-//     gradients, dq or dk and dv; the sm_90a kernel's tensor maps);
-//  4. the shape scalars (shapeParams);
+//     gradients, dq (and dsink_rows with learned sinks) or dk and dv; the
+//     sm_90a kernel's tensor maps);
+//  4. the shape scalars (shapeParams), then soft_cap when the plan takes
+//     its soft-cap at call time;
 //  5. scalars: the kernel's own (the backward's scale, the persistent
 //     kernel's batch).
 //
-// readParams reads them in this order.
+// Parameters of the score stage are there only when its part is active,
+// so the kernels of a plan without one keep their list. readParams reads
+// them in this order.
 func (g *kit) kernelParams(tensors, after, scalars []Param) []Param {
 	ps := append([]Param(nil), tensors...)
 	switch {
@@ -81,7 +94,21 @@ func (g *kit) kernelParams(tensors, after, scalars []Param) []Param {
 	if g.hasHeads {
 		ps = append(ps, g.headParamsParam())
 	}
+	sc := g.p.Score
+	if sc.Alibi != mask.AlibiOff {
+		sl := parSlopes
+		if !sc.SlopesAtCall {
+			sl.Doc += ": the spec's geometric slopes, mask.AlibiSlopes(heads_q)"
+		}
+		ps = append(ps, sl)
+	}
+	if sc.LearnedSinks && g.sinks {
+		ps = append(ps, parSinks)
+	}
 	ps = append(ps, after...)
 	ps = append(ps, shapeParams...)
+	if sc.SoftCap && sc.Cap == 0 {
+		ps = append(ps, parCap)
+	}
 	return append(ps, scalars...)
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/attngen/attngen/gen"
+	"github.com/attngen/attngen/runtime/mask"
 	"github.com/attngen/attngen/spec"
 )
 
@@ -333,13 +334,31 @@ func readSASSLoop(listing string) (sassLoop, error) {
 // (TileK/16)*(d/16) LDSM.16.MT88.4, behind a branch. Outside the loop, Q
 // is read once into fragments, d/16 ldmatrix.x4, and no HMMA or ex2 runs
 // (the epilogue's lg2 and division are MUFU.LG2 and MUFU.RCP).
-func wantSASSLoop(d int) sassLoop {
+//
+// The score stage (sc) adds, with soft-capping, one tanh per score (its
+// e = 2^(-2 log2(e) |x|)): TileK/2 more MUFU.EX2 on every tile; with
+// learned sinks, the epilogue's two per row (2^(m - M) and 2^(sink - M)):
+// 4 outside.
+func wantSASSLoop(d int, sc mask.Score) sassLoop {
 	pv := (d / 8) * (TileK / 16)
 	tiles := (TileK / 16) * (d / 16)
-	return sassLoop{
+	l := sassLoop{
 		Every:   sassCounts{HMMA: (TileK/8)*(d/16) + pv, LDSM: tiles, LDSMT: tiles, EX2: TileK/2 + 2},
 		Cond:    sassCounts{HMMA: pv, LDSMT: tiles},
 		Outside: sassCounts{LDSM: d / 16},
+	}
+	scoreEX2(&l, TileK, sc)
+	return l
+}
+
+// scoreEX2 adds the score stage's MUFU.EX2 to a loop of tk-key tiles
+// (wantSASSLoop).
+func scoreEX2(l *sassLoop, tk int, sc mask.Score) {
+	if sc.SoftCap {
+		l.Every.EX2 += tk / 2
+	}
+	if sc.LearnedSinks {
+		l.Outside.EX2 += 4
 	}
 }
 
@@ -362,7 +381,7 @@ func TestSASSInnerLoop(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
-		want := wantSASSLoop(c.k.HeadDim)
+		want := wantSASSLoop(c.k.HeadDim, c.k.Score)
 		t.Logf("%s: %d SASS instructions in the key-tile loop", c.name, got.Insts)
 		got.Insts = 0
 		if got != want {

@@ -62,6 +62,7 @@ const (
 	OpBitcast // mov.b32 between .b32 and .f32 registers
 	OpCvtU16  // cvt.u16.u32: the low half of a b32 into a b16 register
 	OpCvtF16  // cvt.f32.f16: an IEEE half in a b16 register to f32 (exact)
+	OpRcp     // rcp.approx.ftz.f32 (the score stage's tanh refines it with a Newton step)
 
 	// sm_90 and sm_90a ops of the Hopper forward kernel (hopper.go); the
 	// sm_80 kernel uses none of them (hopperOps).
@@ -186,6 +187,7 @@ var opTable = [numOps]opSpec{
 	OpBitcast:   {text: "mov.b32", sig: "XX", nd: 1},
 	OpCvtU16:    {text: "cvt.u16.u32", sig: "HB", nd: 1},
 	OpCvtF16:    {text: "cvt.f32.f16", sig: "FH", nd: 1},
+	OpRcp:       {text: "rcp.approx.ftz.f32", sig: "FF", nd: 1},
 
 	OpWgFence:       {text: "wgmma.fence.sync.aligned", minSM: 90, accel: true},
 	OpWgCommit:      {text: "wgmma.commit_group.sync.aligned", minSM: 90, accel: true},

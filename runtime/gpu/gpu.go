@@ -36,7 +36,12 @@ type Kernel struct {
 	// The scalar ones are SeqQ, SeqK, HeadsQ, HeadsKV and scale*log2(e), and
 	// for the backward's kernels the scale itself. Kernels of masks with
 	// head parameters (mask.HeadParams) take one more device address,
-	// HeadParamsParam, after the mask's document or tree arrays.
+	// HeadParamsParam, after the mask's document or tree arrays. Kernels
+	// of masks with a score stage (mask.Score) take its values: after
+	// those, the device addresses SlopesParam (ALiBi) and SinksParam
+	// (learned sinks; the forward and dq kernels), the dq kernel's output
+	// DSinkRowsParam after dq, and the scalar SoftCapParam after the shape
+	// scalars when the cap is given at call time.
 	Params [][3]string
 
 	TileQ     int // query rows per CTA
@@ -63,6 +68,49 @@ type Kernel struct {
 // head h at h*n), shared by every batch element. CheckHeadParams checks
 // them before a call: the kernels trust each value to lie in its range.
 const HeadParamsParam = "head_params"
+
+// The parameters of the score stage (mask.Score), each taken only by the
+// kernels of masks whose stage has the part:
+//
+//   - SoftCapParam, f32: the soft-cap value of a call (natural units, finite
+//     and above 0), when the mask takes it at call time (a cap the spec
+//     fixes is written into the kernel);
+//   - SlopesParam: the device address of the ALiBi slopes, [HeadsQ]f32 in
+//     natural units (the mask's geometric ones, mask.AlibiSlopes, when it
+//     does not take them at call time);
+//   - SinksParam: the device address of the learned sink logits,
+//     [HeadsQ]f32 in natural units (-Inf: no sink at that head);
+//   - DSinkRowsParam: the dq kernel's output, [batch][HeadsQ][SeqQ]f32,
+//     each query row's term -p_sink*delta of the sink gradient (p_sink =
+//     exp(sink[h] - lse), delta = rowsum(dout*out)); the gradient of
+//     sink[h] is the sum of head h's rows over the batch, which the
+//     caller forms in a fixed order (DSink), so that it is deterministic.
+const (
+	SoftCapParam   = "soft_cap"
+	SlopesParam    = "alibi_slopes"
+	SinksParam     = "sinks"
+	DSinkRowsParam = "dsink_rows"
+)
+
+// DSink sums the dq kernel's DSinkRowsParam output rows
+// ([batch][headsQ][seqQ]) into the gradient of each query head's sink
+// logit, in float64 in a fixed order (batch, then rows), into dsink
+// ([headsQ]).
+func DSink(dsink, rows []float32, batch, headsQ, seqQ int) error {
+	if len(dsink) < headsQ || len(rows) < batch*headsQ*seqQ {
+		return fmt.Errorf("gpu: DSink: %d gradients and %d row terms, want %d and %d", len(dsink), len(rows), headsQ, batch*headsQ*seqQ)
+	}
+	for h := 0; h < headsQ; h++ {
+		sum := 0.0
+		for b := 0; b < batch; b++ {
+			for _, x := range rows[(b*headsQ+h)*seqQ : (b*headsQ+h+1)*seqQ] {
+				sum += float64(x)
+			}
+		}
+		dsink[h] = float32(sum)
+	}
+	return nil
+}
 
 // TakesHeadParams reports whether the kernel takes head parameter values
 // (HeadParamsParam).

@@ -5,6 +5,7 @@ import (
 
 	"github.com/attngen/attngen/cuda"
 	"github.com/attngen/attngen/emit/ptx"
+	"github.com/attngen/attngen/runtime/gpu"
 	"github.com/attngen/attngen/verify"
 )
 
@@ -49,8 +50,9 @@ func GPUBackward(ctx *cuda.Context, bw *ptx.Backward) (*BackwardKernel, error) {
 // are rounded to the element type, lse goes as float32 (natural log), and
 // dq, dk and dv come back as float32. The gradient buffers and delta are
 // filled with NaN on the device first, so that an element no kernel
-// writes comes back NaN. The PTX backward does not compute the gradient
-// of learned sinks yet: dsink is left as it is.
+// writes comes back NaN. With learned sinks dsink receives the sink
+// gradients: the dq kernel's row terms (dsink_rows, filled with NaN
+// first) summed in a fixed order (gpu.DSink).
 func (k *BackwardKernel) Run() verify.RunBackward {
 	return func(dq, dk, dv, dout, q, kk, v, out, lse []float32, ids []int32, s verify.Shape, dsink []float32) error {
 		defer k.b.reset()
@@ -64,17 +66,34 @@ func (k *BackwardKernel) Run() verify.RunBackward {
 		if err := k.b.sync(); err != nil {
 			return err
 		}
-		return k.results(c, dq, dk, dv)
+		if err := k.results(c, dq, dk, dv); err != nil {
+			return err
+		}
+		return k.dsink(c, s, dsink)
 	}
+}
+
+// dsink reads the dq kernel's sink gradient terms and sums them into
+// dsink (nothing for a kernel without learned sinks, or a nil dsink).
+func (k *BackwardKernel) dsink(c bwdCall, s verify.Shape, dsink []float32) error {
+	if c.dsa == 0 || dsink == nil {
+		return nil
+	}
+	_, _, nl := s.Sizes()
+	rows, err := k.b.readF32(c.dsa, nl)
+	if err != nil {
+		return err
+	}
+	return gpu.DSink(dsink, rows, s.Batch, s.HeadsQ, s.SeqQ)
 }
 
 // Bench times the backward (both kernels, launched back to back) on the
 // given inputs, rounded as Run rounds them: the gradients and delta are
 // filled with NaN, the pair is launched warmup times untimed, then reps
 // times, each pair timed on its own, and dq, dk and dv are read as the
-// last launches left them, so that the caller checks the gradients of the
-// timed runs.
-func (k *BackwardKernel) Bench(dq, dk, dv, dout, q, kk, v, out, lse []float32, ids []int32, s verify.Shape, warmup, reps int) (Timing, error) {
+// last launches left them (and dsink, with learned sinks, as Run gives
+// it), so that the caller checks the gradients of the timed runs.
+func (k *BackwardKernel) Bench(dq, dk, dv, dout, q, kk, v, out, lse []float32, ids []int32, s verify.Shape, dsink []float32, warmup, reps int) (Timing, error) {
 	if warmup < 0 || reps < 1 {
 		return Timing{}, fmt.Errorf("gpurun: Bench: warmup %d, reps %d: want warmup >= 0 and reps >= 1", warmup, reps)
 	}
@@ -99,7 +118,10 @@ func (k *BackwardKernel) Bench(dq, dk, dv, dout, q, kk, v, out, lse []float32, i
 		}
 		t.Times = append(t.Times, d)
 	}
-	return t, k.results(c, dq, dk, dv)
+	if err := k.results(c, dq, dk, dv); err != nil {
+		return t, err
+	}
+	return t, k.dsink(c, s, dsink)
 }
 
 // bwdCall is one prepared backward call: inputs on the device, the
@@ -108,6 +130,7 @@ type bwdCall struct {
 	l              ptx.BackwardLaunch
 	dqArgs, kvArgs []any
 	dqa, dka, dva  uint64
+	dsa            uint64 // the dq kernel's sink gradient terms (0: none)
 	nq, nkv        int
 }
 
@@ -191,16 +214,28 @@ func (k *BackwardKernel) prepare(dq, dk, dv, dout, q, kk, v, out, lse []float32,
 			return bwdCall{}, err
 		}
 	}
-	docs, err := uploadData(k.b, k.B.DQParams, k.B.HeadParams, ids, s)
+	docs, softCap, err := uploadData(k.b, k.B.DQParams, k.B.HeadParams, k.B.Score, ids, s)
 	if err != nil {
 		return bwdCall{}, err
 	}
+	l.DQ.SoftCap, l.DKV.SoftCap = softCap, softCap
 	qa, ka, va, oa, doa := in[0], in[1], in[2], in[3], in[4]
 	ptrs := append(append([]uint64{qa, ka, va, oa, doa, la, delta}, docs...), c.dqa)
+	if paramsHave(k.B.DQParams, gpu.DSinkRowsParam) {
+		if c.dsa, err = nan(nl); err != nil {
+			return bwdCall{}, err
+		}
+		ptrs = append(ptrs, c.dsa)
+	}
 	if c.dqArgs, err = l.Args(l.DQ, ptrs...); err != nil {
 		return bwdCall{}, err
 	}
-	ptrs = append(append([]uint64{qa, ka, va, doa, la, delta}, docs...), c.dka, c.dva)
+	// the dk/dv kernel takes the mask's data without the sinks
+	kvDocs, _, err := uploadData(k.b, k.B.DKVParams, k.B.HeadParams, k.B.Score, ids, s)
+	if err != nil {
+		return bwdCall{}, err
+	}
+	ptrs = append(append([]uint64{qa, ka, va, doa, la, delta}, kvDocs...), c.dka, c.dva)
 	if c.kvArgs, err = l.Args(l.DKV, ptrs...); err != nil {
 		return bwdCall{}, err
 	}

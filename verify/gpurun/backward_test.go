@@ -146,7 +146,7 @@ func TestInterpBackwardCatchesWrongKernel(t *testing.T) {
 			return bk.Run()(buf(nq), buf(nkv), buf(nkv), buf(nq), buf(nq), buf(nkv), buf(nkv), buf(nq), buf(nl), nil, s, nil)
 		}, "multiple"},
 		{"bench reps", func() error {
-			_, err := bk.Bench(buf(nq), buf(nkv), buf(nkv), buf(nq), buf(nq), buf(nkv), buf(nkv), buf(nq), buf(nl), nil, sh, 0, 0)
+			_, err := bk.Bench(buf(nq), buf(nkv), buf(nkv), buf(nq), buf(nq), buf(nkv), buf(nkv), buf(nq), buf(nl), nil, sh, nil, 0, 0)
 			return err
 		}, "reps 0"},
 	} {
@@ -205,7 +205,7 @@ func TestInterpBackwardBench(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := [3][]float32{make([]float32, nq), make([]float32, nkv), make([]float32, nkv)}
-	tm, err := bk.Bench(b[0], b[1], b[2], dout, q, k, v, out, lse, nil, sh, 1, 2)
+	tm, err := bk.Bench(b[0], b[1], b[2], dout, q, k, v, out, lse, nil, sh, nil, 1, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,7 +278,7 @@ func TestBackwardMockGPU(t *testing.T) {
 	q, kk, v, dout, out := randomBF16(r, nq), randomBF16(r, nkv), randomBF16(r, nkv), randomBF16(r, nq), randomBF16(r, nq)
 	lse := make([]float32, nl)
 	g := [3][]float32{make([]float32, nq), make([]float32, nkv), make([]float32, nkv)}
-	tm, err := k.Bench(g[0], g[1], g[2], dout, q, kk, v, out, lse, nil, sh, 2, 20)
+	tm, err := k.Bench(g[0], g[1], g[2], dout, q, kk, v, out, lse, nil, sh, nil, 2, 20)
 	if err != nil {
 		t.Fatal(err)
 	}

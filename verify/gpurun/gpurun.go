@@ -5,11 +5,17 @@
 // as the CPU kernels. Inputs are rounded to the kernel's 16-bit element
 // type on the way in; outputs are widened to float32 on the way out. The
 // kernels of masks with head parameters get the call's values,
-// verify.Shape.HeadParams, in their head_params buffer.
+// verify.Shape.HeadParams, in their head_params buffer, and the kernels
+// of masks with a score stage its values, verify.Shape.Score: the
+// call-time soft-cap as the soft_cap scalar, the ALiBi slopes (the call's,
+// or the mask's geometric ones from mask.AlibiSlopes) and the learned sink
+// logits as device buffers; the backward returns the sink gradient
+// (summed from the dq kernel's row terms by gpu.DSink).
 package gpurun
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -133,10 +139,11 @@ func (k *Kernel) prepare(out, lse, q, kk, v []float32, ids []int32, s verify.Sha
 		return call{}, err
 	}
 	ptrs = append(ptrs, oa, la)
-	data, err := uploadData(k.b, k.F.Params, k.F.HeadParams, ids, s)
+	data, softCap, err := uploadData(k.b, k.F.Params, k.F.HeadParams, k.F.Score, ids, s)
 	if err != nil {
 		return call{}, err
 	}
+	l.SoftCap = softCap
 	ptrs = append(ptrs, data...)
 	if k.F.Target.Accel {
 		// the sm_90a kernel takes out, lse, the mask data, then the
@@ -262,52 +269,108 @@ func (k *Kernel) Bench(out, lse, q, kk, v []float32, ids []int32, s verify.Shape
 // order the kernel's parameters name it: a tree's four arrays (from the
 // parent array ids), or documents' three (the ids, their starts and ends);
 // then, for a kernel of a mask with head parameters hps, the values of
-// s.HeadParams (head-major, checked against the parameters' ranges);
-// nothing for kernels that take none of them.
-func uploadData(b backend, params []ptx.Param, hps []mask.HeadParam, ids []int32, s verify.Shape) ([]uint64, error) {
+// s.HeadParams (head-major, checked against the parameters' ranges); then
+// the score stage's arrays (scoreArrays); nothing for kernels that take
+// none of them. It returns the call-time soft-cap too (0 for none).
+func uploadData(b backend, params []ptx.Param, hps []mask.HeadParam, st mask.Score, ids []int32, s verify.Shape) ([]uint64, float32, error) {
 	seqK := s.SeqK
 	var arrays [][]uint32
 	switch {
 	case paramsHave(params, "tree_lo"):
 		if len(ids) < seqK {
-			return nil, fmt.Errorf("gpurun: the kernel needs a parent array of %d entries, got %d", seqK, len(ids))
+			return nil, 0, fmt.Errorf("gpurun: the kernel needs a parent array of %d entries, got %d", seqK, len(ids))
 		}
 		lo, off, anc, info, err := ptx.TreeArrays(ids[:seqK])
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		arrays = [][]uint32{words(lo), words(off), anc, words(info[:])}
 	case paramsHave(params, "doc_id"):
 		if len(ids) < seqK {
-			return nil, fmt.Errorf("gpurun: the kernel needs %d document ids, got %d", seqK, len(ids))
+			return nil, 0, fmt.Errorf("gpurun: the kernel needs %d document ids, got %d", seqK, len(ids))
 		}
 		start, end, err := ptx.DocArrays(ids[:seqK])
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		arrays = [][]uint32{words(ids[:seqK]), words(start), words(end)}
 	}
 	switch takes := paramsHave(params, gpu.HeadParamsParam); {
 	case takes:
 		if err := gpu.CheckHeadParams(hps, s.HeadsQ, s.HeadParams); err != nil {
-			return nil, fmt.Errorf("gpurun: %w", err)
+			return nil, 0, fmt.Errorf("gpurun: %w", err)
 		}
 		arrays = append(arrays, words(s.HeadParams))
 	case len(s.HeadParams) > 0:
-		return nil, fmt.Errorf("gpurun: %d head parameter values for a kernel that takes none", len(s.HeadParams))
+		return nil, 0, fmt.Errorf("gpurun: %d head parameter values for a kernel that takes none", len(s.HeadParams))
 	}
+	sa, softCap, err := scoreArrays(params, st, s)
+	if err != nil {
+		return nil, 0, err
+	}
+	arrays = append(arrays, sa...)
 	var ptrs []uint64
 	for _, u := range arrays {
 		a, err := b.alloc(4 * len(u))
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		if err := b.writeU32(a, u); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		ptrs = append(ptrs, a)
 	}
-	return ptrs, nil
+	return ptrs, softCap, nil
+}
+
+// scoreArrays are the score stage's values of a call for a kernel with
+// parameters params of a mask with stage st, from s.Score: the ALiBi
+// slopes (the call's when the mask takes them at call time, else the
+// mask's geometric ones, mask.AlibiSlopes) and the learned sink logits,
+// as f32 bits in the order the parameters name them, and the soft-cap
+// when the kernel takes it at call time (0 otherwise).
+func scoreArrays(params []ptx.Param, st mask.Score, s verify.Shape) ([][]uint32, float32, error) {
+	switch {
+	case !st.Active() && s.Score != nil:
+		return nil, 0, fmt.Errorf("gpurun: score values (%v) for a kernel without a score stage", s.Score)
+	case !st.Active():
+		return nil, 0, nil
+	case s.Score == nil:
+		return nil, 0, fmt.Errorf("gpurun: the kernel's mask has a score stage and the shape no values (verify.Shape.Score)")
+	}
+	softCap, slopes, sinks := s.Score.Float32()
+	bits := func(x []float32) []uint32 {
+		u := make([]uint32, len(x))
+		for i, v := range x {
+			u[i] = math.Float32bits(v)
+		}
+		return u
+	}
+	var arrays [][]uint32
+	if paramsHave(params, gpu.SlopesParam) {
+		if !st.SlopesAtCall {
+			slopes = nil
+			for _, v := range mask.AlibiSlopes(s.HeadsQ) {
+				slopes = append(slopes, float32(v))
+			}
+		}
+		if len(slopes) != s.HeadsQ {
+			return nil, 0, fmt.Errorf("gpurun: %d ALiBi slopes, the kernel takes one per query head (%d)", len(slopes), s.HeadsQ)
+		}
+		arrays = append(arrays, bits(slopes))
+	}
+	if paramsHave(params, gpu.SinksParam) {
+		if len(sinks) != s.HeadsQ {
+			return nil, 0, fmt.Errorf("gpurun: %d sink logits, the kernel takes one per query head (%d)", len(sinks), s.HeadsQ)
+		}
+		arrays = append(arrays, bits(sinks))
+	}
+	if !paramsHave(params, gpu.SoftCapParam) {
+		softCap = 0
+	} else if !(softCap > 0) {
+		return nil, 0, fmt.Errorf("gpurun: the kernel takes its soft-cap at call time and the shape gives none")
+	}
+	return arrays, softCap, nil
 }
 
 func words(x []int32) []uint32 {

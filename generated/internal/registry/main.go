@@ -137,11 +137,6 @@ func run() error {
 			gpus:      len(%[1]s.GPUKernels),
 			gpuKind:   func(k int) string { return %[1]s.GPUKernels[k].Kind },
 			kernels:   %[1]s.GPUKernels,`, n)
-		if s.Score.Active() {
-			// generated with -sm none until the PTX kernels render the
-			// score stage (generated/doc.go)
-			gpus = "score: true,"
-		}
 		headErr := ""
 		if s.Pattern().HasParams() {
 			headErr = ", \"headParam\": " + n + ".ErrHeadParam"
