@@ -580,21 +580,44 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 						call         func(cpu.Variant) error
 					}{"none", " without the score section", ps.plain})
 				}
-				for _, run := range runs {
-					fmt.Fprintf(stderr, "bench %s: %s%s%s, %d thread%s, best of %d\n", s.Name, ps.label, variant, run.label, th, plural(th), *reps)
-					measurePeak(variant)
-					var callErr error
-					call := func() {
+				var callErr error
+				calls := make([]func(), len(runs))
+				for x, run := range runs {
+					calls[x] = func() {
 						if err := run.call(variant); err != nil && callErr == nil {
 							callErr = err
 						}
 					}
-					reps, ms, sysMs, allocs, err := timeVariant(variant, call)
+				}
+				// With and without the score section: after each one's own
+				// timing (system time, allocations, profile), -reps rounds
+				// of one call of each, alternating, give the times of both
+				// lines, so that both sample the same moments of a machine
+				// whose speed drifts.
+				var pair [2]float64
+				if len(runs) == 2 && variant != cpu.PureGo {
+					best := [2]time.Duration{1 << 62, 1 << 62}
+					for rep := 0; rep < *reps; rep++ {
+						for x, call := range calls {
+							t0 := time.Now()
+							call()
+							best[x] = min(best[x], time.Since(t0))
+						}
+					}
+					pair = [2]float64{float64(best[0].Nanoseconds()) / 1e6, float64(best[1].Nanoseconds()) / 1e6}
+				}
+				for x, run := range runs {
+					fmt.Fprintf(stderr, "bench %s: %s%s%s, %d thread%s, best of %d\n", s.Name, ps.label, variant, run.label, th, plural(th), *reps)
+					measurePeak(variant)
+					reps, ms, sysMs, allocs, err := timeVariant(variant, calls[x])
 					if err != nil {
 						return err
 					}
 					if callErr != nil {
 						return fmt.Errorf("bench %s: %s%s: %w", s.Name, ps.label, variant, callErr)
+					}
+					if pair[x] > 0 {
+						ms = pair[x] // the alternating rounds' best
 					}
 					add(ps.name, variant.String(), run.score, *batch, *heads, true, reps, ms, sysMs, allocs)
 				}
@@ -641,7 +664,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 			r.Pass, v, r.Threads, r.Dtype, r.SeqQ, r.HeadsKV, r.Ms, sys, r.GFlops, r.PeakGFlops, r.PctPeak, r.GBps, r.PeakGBps, allocs)
 	}
 	if scoreText != "" {
-		fmt.Fprintf(stdout, "score section %s: time with it / time of the same mask without it, measured one right after the other:\n", scoreText)
+		fmt.Fprintf(stdout, "score section %s: time with it / time of the same mask without it, each the best of -reps rounds alternating one call of each:\n", scoreText)
 		for x, r := range results {
 			if r.Score != scoreText || x+1 >= len(results) || results[x+1].Score != "none" {
 				continue
