@@ -200,6 +200,28 @@ func (g *tileGen) tanh(x reg.VecVirtual) {
 	ctx.VMULPS(z, p, p)
 	ctx.VFMADD213PS(a, a, p)
 
+	// Which lanes take the small half (a < TanhSmall, false for NaN).
+	// When every lane does (the usual case: attention scores are far
+	// below the cap), the large half is skipped: the blend would take
+	// none of it, so the result is the same bits either way.
+	g.labels++
+	small := fmt.Sprintf("tanh_small%d", g.labels)
+	var k reg.Register
+	var m reg.VecVirtual
+	if avx512 {
+		k = ctx.K()
+		ctx.VCMPPS_BCST(op.U8(0x11), c.slot(kTanhSmall), a, k) // a < TanhSmall (LT_OQ)
+		ctx.KORTESTW(k, k)
+		ctx.JCS(op.LabelRef(small)) // every lane small
+	} else {
+		m = g.vec()
+		ctx.VCMPPS(op.U8(0x11), c.slot(kTanhSmall), a, m) // a < TanhSmall (LT_OQ)
+		bitsSmall := ctx.GP32()
+		ctx.VMOVMSKPS(m, bitsSmall)
+		ctx.CMPL(bitsSmall, op.U8(0xff))
+		ctx.JE(op.LabelRef(small)) // every lane small
+	}
+
 	// Large half: e = 2^y, y = max(-125, TanhM2L2E a) = n + f.
 	y, lo, n := g.vec(), g.vec(), g.vec()
 	if avx512 {
@@ -241,16 +263,16 @@ func (g *tileGen) tanh(x reg.VecVirtual) {
 
 	// Blend and sign.
 	if avx512 {
-		k := ctx.K()
-		ctx.VCMPPS_BCST(op.U8(0x11), c.slot(kTanhSmall), a, k) // a < TanhSmall (LT_OQ)
-		ctx.VBLENDMPS(p, num, k, p)                            // p = k ? small : large
-		ctx.VPTERNLOGD(op.U8(0xde), a, p, x)                   // x = p | (x ^ a)
+		ctx.VBLENDMPS(p, num, k, p) // p = k ? small : large
+	} else {
+		ctx.VBLENDVPS(m, p, num, p) // p = m ? small : large
+	}
+	ctx.Label(small)
+	if avx512 {
+		ctx.VPTERNLOGD(op.U8(0xde), a, p, x) // x = p | (x ^ a)
 		return
 	}
-	m := g.vec()
-	ctx.VCMPPS(op.U8(0x11), c.slot(kTanhSmall), a, m) // a < TanhSmall (LT_OQ)
-	ctx.VBLENDVPS(m, p, num, p)                       // p = m ? small : large
-	ctx.VXORPS(a, x, x)                               // the sign bit of x
+	ctx.VXORPS(a, x, x) // the sign bit of x
 	ctx.VORPS(p, x, x)
 }
 

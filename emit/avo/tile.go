@@ -24,6 +24,7 @@ type tileGen struct {
 	msafe   op.Mem // stack local [w]float32: the group's maxima, 0 for rows with no key
 	scratch op.Mem // stack local [w][w]float32: one partial vector per row of the group
 	blockOr op.Mem // stack local [TQ/rows]uint64: OR of the mask words of each row block
+	labels  int    // numbers labels emitted more than once in the function (tanh's)
 }
 
 // EmitTile adds the tile kernel for isa and head dimension d to ctx. The
