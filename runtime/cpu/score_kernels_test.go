@@ -8,42 +8,7 @@ import (
 	"testing"
 	"time"
 	"unsafe"
-
-	"github.com/attngen/attngen/emit/avo"
 )
-
-// TestScoreABI holds emit/avo's view of the score stage to this package's:
-// the scoreTile offsets and size the kernels address, the flag bits and
-// the tanh constants its constant table holds.
-func TestScoreABI(t *testing.T) {
-	var sc scoreTile
-	for _, c := range []struct {
-		name      string
-		got, want uintptr
-	}{
-		{"cap", unsafe.Offsetof(sc.cap), avo.ScoreCapOff},
-		{"invCap", unsafe.Offsetof(sc.invCap), avo.ScoreInvCapOff},
-		{"flags", unsafe.Offsetof(sc.flags), avo.ScoreFlagsOff},
-		{"slope", unsafe.Offsetof(sc.slope), avo.ScoreSlopeOff},
-		{"rows", unsafe.Offsetof(sc.rows), avo.ScoreRowsOff},
-		{"cols", unsafe.Offsetof(sc.cols), avo.ScoreColsOff},
-		{"size", unsafe.Sizeof(sc), avo.ScoreSize},
-	} {
-		if c.got != c.want {
-			t.Errorf("scoreTile %s at %d, emit/avo says %d", c.name, c.got, c.want)
-		}
-	}
-	if scoreCap != avo.ScoreCap || scoreAlibi != avo.ScoreAlibi || scoreAbs != avo.ScoreAbs {
-		t.Errorf("flags %d %d %d, emit/avo says %d %d %d", scoreCap, scoreAlibi, scoreAbs, avo.ScoreCap, avo.ScoreAlibi, avo.ScoreAbs)
-	}
-	poly := [8]float64{tanhT3, tanhT5, tanhT7, tanhT9, tanhT11, tanhT13, tanhT15, tanhT17}
-	if poly != avo.TanhPoly {
-		t.Errorf("tanh coefficients %v, emit/avo says %v", poly, avo.TanhPoly)
-	}
-	if tanhSmall != avo.TanhSmall || tanhM2L2E != avo.TanhM2L2E {
-		t.Errorf("tanh threshold and exponent scale %v %v, emit/avo says %v %v", tanhSmall, tanhM2L2E, avo.TanhSmall, avo.TanhM2L2E)
-	}
-}
 
 // TestTanhKernels measures each variant's vector tanh (the score stage's,
 // run alone by the kernels' tanh field) as TestTanh32 measures tanh32: a

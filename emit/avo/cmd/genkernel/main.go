@@ -1,6 +1,7 @@
 // Command genkernel writes the amd64 assembly of package runtime/cpu into
 // the current folder (or -dir): the tile kernels and the FMA peak loops
-// (tile_amd64.s, tile_amd64.go) and the read-bandwidth loops
+// (tile_amd64.s, tile_amd64.go), the score stage's ABI as a test file of
+// the package (score_abi_amd64_test.go) and the read-bandwidth loops
 // (readbw_amd64.s, readbw_amd64.go). It is run by go generate in
 // runtime/cpu/ (see runtime/cpu/generate.go); the output is byte-for-byte
 // deterministic.
