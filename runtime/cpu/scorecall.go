@@ -125,10 +125,10 @@ func (c *call) tileScoreRows(st *scoreTile, j job, rows int) {
 			st.slope[r], st.rows[r] = 0, 0
 			continue
 		}
-		h := int(j.h) + r/per
-		if c.sc.flags&scoreAlibi != 0 {
-			st.slope[r] = c.sc.slopes[h]
+		if c.sc.flags&scoreAlibi == 0 {
+			continue // positions and slopes are ALiBi's only
 		}
+		st.slope[r] = c.sc.slopes[int(j.h)+r/per]
 		st.rows[r] = int32(g.stride * (r % per))
 	}
 }

@@ -93,8 +93,8 @@ func (w *buffers) runItem(c *call, it item) {
 				continue
 			}
 		}
-		if st != nil {
-			c.tileScoreCols(st, j, ref.K)
+		if st != nil && c.sc.flags&scoreAlibi != 0 {
+			c.tileScoreCols(st, j, ref.K) // positions: ALiBi's only
 		}
 		if direct && class == mask.Full && k0+TK <= g.nk {
 			n := decodeRows(rows)
