@@ -160,7 +160,9 @@ func BackwardArgs(m mask.Mask, variant Variant, a BackArgs) error {
 		return err
 	}
 	c.kern = kern
-	c.asm = kern.gemm != nil && kern.bwdProb != nil
+	// A score stage that rewrites scores needs the variant's scoreBwd too;
+	// without it the per-pair Go backward runs the stage.
+	c.asm = kern.gemm != nil && kern.bwdProb != nil && (!c.sc.modifies || kern.scoreBwd != nil)
 	c.deltas()
 	if c.asm {
 		c.markNonFinite()

@@ -163,9 +163,7 @@ func (c *bcall) probs(w *buffers, bb *bwdBuffers, qo, rows, pq, h, i0, j0, strid
 		return
 	}
 	capped := c.sc.flags&scoreCap != 0
-	if st := c.bwdScoreTile(bb, rows, h, i0, j0, stride); !c.kern.scoreBwdK(w.s, bb.dt, rows, c.scale*math.Log2E, st) {
-		c.scoreRows(w.s, bb.dt, bb.words, rows, h, i0, j0, stride)
-	}
+	c.kern.scoreBwdK(w.s, bb.dt, rows, c.scale*math.Log2E, c.bwdScoreTile(bb, rows, h, i0, j0, stride))
 	c.kern.bwdProbK(w.s, bb.dp, bb.lb, bb.dl, bb.words, rows, 1, c.scale)
 	if capped {
 		for r := 0; r < rows; r++ {
@@ -197,44 +195,6 @@ func (c *bcall) bwdScoreTile(bb *bwdBuffers, rows, h, i0, j0, stride int) *score
 		st.cols[x] = int32(j0 - i0 + stride*x)
 	}
 	return st
-}
-
-// scoreRows rewrites the kept raw products of rows rows of s (TK a row)
-// into scores after the stage in log2 units, as the forward's kernels
-// compute them, and stores 1 - tanh^2 of the soft-cap in dt.
-func (c *bcall) scoreRows(s, dt []float32, words []uint64, rows, h, i0, j0, stride int) {
-	sc := &c.sc
-	c2 := c.scale * math.Log2E
-	var inv, slope float32
-	if sc.cap != 0 {
-		inv = 1 / sc.cap
-	}
-	if sc.flags&scoreAlibi != 0 {
-		slope = sc.slopes[h]
-	}
-	for r := 0; r < rows; r++ {
-		for x := words[r]; x != 0; x &= x - 1 {
-			col := bits.TrailingZeros64(x)
-			k := r*TK + col
-			v := s[k] * c2
-			if sc.flags&scoreCap != 0 {
-				t := tanh32(v * inv)
-				v, dt[k] = sc.cap*t, 1-t*t
-			}
-			if sc.flags&scoreAlibi != 0 {
-				d := int32(j0 + stride*col - i0 - stride*r)
-				if sc.flags&scoreAbs != 0 {
-					if d < 0 {
-						d = -d
-					}
-					v -= slope * float32(d)
-				} else {
-					v += slope * float32(d)
-				}
-			}
-			s[k] = v
-		}
-	}
 }
 
 // keyTileAsm is keyTile with the assembly kernels; with fused set it also

@@ -152,7 +152,7 @@
 // the flags once per call (NEON's decode kernels, which go one row at a
 // time, once per row); masked scores may be rewritten to anything.
 // For the tiled backward, scoreBwd (scoreBwdAVX512, scoreBwdAVX2,
-// scoreBwdNEON; the Go pass scoreRows where a variant has none) applies the stage to c*S in place and writes the
+// scoreBwdNEON; a variant without one runs the per-pair Go backward for such a stage) applies the stage to c*S in place and writes the
 // soft-cap's factor 1 - tanh^2 (see kernels.scoreBwdK). Each variant's
 // vector tanh is also in its table alone (tanh: tanhAVX512, tanhAVX2,
 // tanhNEON), for the tests that measure its error.

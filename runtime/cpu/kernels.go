@@ -156,9 +156,10 @@ func (k *kernels) decodeScoreRun(elem Elem, q []float32, kb, vb unsafe.Pointer, 
 	f(&q[0], (*byte)(kb), (*byte)(vb), &off[0], &o[0], &m[0], &l[0], sc)
 }
 
-// scoreBwdK runs the variant's scoreBwd on the first rows rows of s
-// (rows of TK scores in natural units, S = Q K^T), if it has one, and
-// reports whether it did: s becomes the score stage of c*S (log2 units
+// scoreBwdK runs the variant's scoreBwd (which the tiled backward requires
+// for a stage that rewrites scores) on the first rows rows of s (rows of
+// TK scores in natural units, S = Q K^T), if it has one, and reports
+// whether it did: s becomes the score stage of c*S (log2 units
 // with c = scale*log2(e); bwdProb then takes c = 1), and with scoreCap dt
 // (laid out like s) gets the factor 1 - tanh^2 in [0, 1] (0 for NaN) by
 // which dS is multiplied through the cap; without scoreCap dt is not
