@@ -48,10 +48,10 @@ func decodeAt(kern *kernels, rng *rand.Rand, st *atState, elem Elem, d, n int, q
 		kb, vb = unsafe.Pointer(&k16[0]), unsafe.Pointer(&v16[0])
 	}
 	if sc != nil {
-		kern.decodeScoreRun(elem, q, kb, vb, &off, st.o, st.m, st.l, n, d, sc)
+		kern.decodeScoreRun(elem, q, kb, vb, &off, st.o, st.m, st.l, n, square(d), sc)
 		return
 	}
-	kern.decodeRun(elem, q, kb, vb, &off, st.o, st.m, st.l, n, d)
+	kern.decodeRun(elem, q, kb, vb, &off, st.o, st.m, st.l, n, square(d))
 }
 
 // roundTile16 truncates a tile's keys and values to a 16-bit elem (nothing
@@ -208,7 +208,7 @@ func benchDecodeKernel(b *testing.B, kern *kernels) {
 		st := newAtState(d)
 		b.Run(fmt.Sprintf("rows=%d", n), func(b *testing.B) {
 			for b.Loop() {
-				kern.decodeRun(F32, q, unsafe.Pointer(&k[0]), unsafe.Pointer(&v[0]), &off, st.o, st.m, st.l, n, d)
+				kern.decodeRun(F32, q, unsafe.Pointer(&k[0]), unsafe.Pointer(&v[0]), &off, st.o, st.m, st.l, n, square(d))
 			}
 		})
 	}

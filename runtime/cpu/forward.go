@@ -34,10 +34,12 @@ const (
 )
 
 // tileFunc is one microkernel (see the package documentation).
-type tileFunc func(q, kt, v, s, o, m, l []float32, mask []uint64, d int)
+// d are its head dimensions: q [TQ][d.qk], kt [d.qk][TK], v [TK][d.v], o
+// [TQ][d.v].
+type tileFunc func(q, kt, v, s, o, m, l []float32, mask []uint64, d dims)
 
 // tileScoreFunc is a microkernel with the score stage (scoreTile).
-type tileScoreFunc func(q, kt, v, s, o, m, l []float32, mask []uint64, d int, sc *scoreTile)
+type tileScoreFunc func(q, kt, v, s, o, m, l []float32, mask []uint64, d dims, sc *scoreTile)
 
 // Supported reports whether this machine and build can run the variant:
 // always for Auto, which runs Best.

@@ -14,18 +14,16 @@ import (
 // that step, which computes the same values.
 type kernels struct {
 	// tile is the forward microkernel (the tile ABI of the package
-	// documentation).
+	// documentation) for every pair of head dimensions the variant has
+	// (byDims; the pure-Go one runs any).
 	tile tileFunc
 	// tileScore is the microkernel with the score stage (score.go); nil:
 	// the runtime runs tileScoreGo for tiles whose scores are modified.
 	tileScore tileScoreFunc
-	// decode holds the decode kernels (emit/avo.EmitDecode's ABI) by
-	// element type, head dimension (64, 128) and rows (1, 2, 4, 8).
-	decode [3][2][4]decodeKernel
-	// decodeScore are the decode kernels with the score stage, indexed
-	// like decode; without them a call that modifies scores decodes
-	// through the tile path.
-	decodeScore [3][2][4]decodeScoreKernel
+	// byDims holds the assembly kernels of each pair of head dimensions
+	// the variant is written for; a call of other dimensions runs the
+	// smallest pair that holds it, on zero-padded tiles (kernelDims).
+	byDims []dimKernels
 	// tanh is the score stage's vector tanh on its own (dst[i] =
 	// tanh(src[i]) for n a multiple of lanes), for the tests that measure
 	// it; no call runs it.
@@ -64,17 +62,68 @@ type kernels struct {
 	readBlock int
 }
 
+// dims are the head dimensions of a kernel: qk of q and k, v of v and
+// the output.
+type dims struct{ qk, v int }
+
+// square returns the dims of one head dimension d for q, k and v.
+func square(d int) dims { return dims{d, d} }
+
+// dimKernels are a variant's kernels for one pair of head dimensions.
+type dimKernels struct {
+	dims
+	tile      asmFunc
+	tileScore asmScoreFunc
+	// decode holds the decode kernels (emit/avo.EmitDecode's ABI) by
+	// element type and rows (1, 2, 4, 8); decodeScore are the decode
+	// kernels with the score stage, indexed likewise. Either may be all
+	// nil: without them a call decodes through the tile path.
+	decode      [3][4]decodeKernel
+	decodeScore [3][4]decodeScoreKernel
+}
+
+// at returns the kernels of dimensions d, or nil.
+func (k *kernels) at(d dims) *dimKernels {
+	for i := range k.byDims {
+		if k.byDims[i].dims == d {
+			return &k.byDims[i]
+		}
+	}
+	return nil
+}
+
+// kernelDims returns the dimensions a call of head dimensions d runs its
+// tiles at: d itself where the variant has kernels of d (or is the
+// pure-Go one, which runs any), else the pair of the variant's kernels
+// that holds d with the fewest padded elements (q, k and v are
+// zero-padded into it: the extra terms of each dot product are exact
+// zeros, and the extra output columns are dropped). ok is false when no
+// kernel holds d.
+func (k *kernels) kernelDims(d dims) (dims, bool) {
+	if k.tile == nil {
+		return dims{}, false
+	}
+	if len(k.byDims) == 0 || k.at(d) != nil {
+		return d, true
+	}
+	best, cost := dims{}, -1
+	for _, x := range k.byDims {
+		if x.qk >= d.qk && x.v >= d.v {
+			if c := x.qk + x.v; cost < 0 || c < cost {
+				best, cost = x.dims, c
+			}
+		}
+	}
+	return best, cost >= 0
+}
+
 // asmFunc is the pointer ABI of every assembly tile kernel.
 type asmFunc func(q, kt, v, s, o, m, l *float32, mask *uint64)
 
-// asmTile adapts the assembly tile kernels of head dimensions 64 and 128
-// to tileFunc.
-func asmTile(d64, d128 asmFunc) tileFunc {
-	return func(q, kt, v, s, o, m, l []float32, mask []uint64, d int) {
-		f := d64
-		if d == 128 {
-			f = d128
-		}
+// asmTile adapts the assembly tile kernels of ks to tileFunc.
+func asmTile(ks []dimKernels) tileFunc {
+	return func(q, kt, v, s, o, m, l []float32, mask []uint64, d dims) {
+		f := dimsOf(ks, d).tile
 		var mp *uint64
 		if mask != nil {
 			mp = &mask[0]
@@ -88,13 +137,10 @@ func asmTile(d64, d128 asmFunc) tileFunc {
 type asmScoreFunc func(q, kt, v, s, o, m, l *float32, mask *uint64, sc *scoreTile)
 
 // asmTileScore adapts the assembly tile kernels with the score stage of
-// head dimensions 64 and 128 to tileScoreFunc.
-func asmTileScore(d64, d128 asmScoreFunc) tileScoreFunc {
-	return func(q, kt, v, s, o, m, l []float32, mask []uint64, d int, sc *scoreTile) {
-		f := d64
-		if d == 128 {
-			f = d128
-		}
+// ks to tileScoreFunc.
+func asmTileScore(ks []dimKernels) tileScoreFunc {
+	return func(q, kt, v, s, o, m, l []float32, mask []uint64, d dims, sc *scoreTile) {
+		f := dimsOf(ks, d).tileScore
 		var mp *uint64
 		if mask != nil {
 			mp = &mask[0]
@@ -102,6 +148,20 @@ func asmTileScore(d64, d128 asmScoreFunc) tileScoreFunc {
 		f(&q[0], &kt[0], &v[0], &s[0], &o[0], &m[0], &l[0], mp, sc)
 	}
 }
+
+// dimsOf returns the kernels of dimensions d in ks; the driver asks only
+// for dimensions kernelDims gave it.
+func dimsOf(ks []dimKernels, d dims) *dimKernels {
+	for i := range ks {
+		if ks[i].dims == d {
+			return &ks[i]
+		}
+	}
+	panic("cpu: no kernel for these head dimensions")
+}
+
+// maxKernelDim is the largest head dimension of any kernel.
+const maxKernelDim = 256
 
 // goKernels is the pure-Go variant: the portable microkernel and Go for
 // everything else.
@@ -131,28 +191,35 @@ func tileFor(v Variant) (tileFunc, bool) {
 // row helpers' vectors.
 func (k *kernels) whole(n int) bool { return n > 0 && k.lanes > 0 && n%k.lanes == 0 }
 
-// hasDecode reports whether the variant has decode kernels.
-func (k *kernels) hasDecode() bool { return k.decode[F32][0][0] != nil }
+// hasDecode reports whether the variant has decode kernels of dimensions
+// d.
+func (k *kernels) hasDecode(d dims) bool {
+	x := k.at(d)
+	return x != nil && x.decode[F32][0] != nil
+}
 
-// decodeRun runs the decode kernel of elem, d (64 or 128) and rows (1, 2,
-// 4 or 8) on k and v (the first elements of the caller's k and v; every
+// decodeRun runs the decode kernel of elem, d and rows (1, 2, 4 or 8) on
+// k and v (the first elements of the caller's k and v; every
 // offset in off[:TK] must lie in them, with a whole row after it; off[TK:]
 // are the rows to read next, prefetch hints).
-func (k *kernels) decodeRun(elem Elem, q []float32, kb, vb unsafe.Pointer, off *[2 * TK]int, o, m, l []float32, rows, d int) {
-	_, _, _, _ = q[rows*d-1], o[rows*d-1], m[rows-1], l[rows-1]
-	f := k.decode[elem][d/128][bits.TrailingZeros(uint(rows))]
+func (k *kernels) decodeRun(elem Elem, q []float32, kb, vb unsafe.Pointer, off *[2 * TK]int, o, m, l []float32, rows int, d dims) {
+	_, _, _, _ = q[rows*d.qk-1], o[rows*d.v-1], m[rows-1], l[rows-1]
+	f := dimsOf(k.byDims, d).decode[elem][bits.TrailingZeros(uint(rows))]
 	f(&q[0], (*byte)(kb), (*byte)(vb), &off[0], &o[0], &m[0], &l[0])
 }
 
 // hasDecodeScore reports whether the variant has decode kernels with the
-// score stage.
-func (k *kernels) hasDecodeScore() bool { return k.decodeScore[F32][0][0] != nil }
+// score stage of dimensions d.
+func (k *kernels) hasDecodeScore(d dims) bool {
+	x := k.at(d)
+	return x != nil && x.decodeScore[F32][0] != nil
+}
 
 // decodeScoreRun is decodeRun with the score stage of sc (rows[i] and
 // slope[i] of the rows i < rows, cols[j] of the keys j < TK).
-func (k *kernels) decodeScoreRun(elem Elem, q []float32, kb, vb unsafe.Pointer, off *[2 * TK]int, o, m, l []float32, rows, d int, sc *scoreTile) {
-	_, _, _, _ = q[rows*d-1], o[rows*d-1], m[rows-1], l[rows-1]
-	f := k.decodeScore[elem][d/128][bits.TrailingZeros(uint(rows))]
+func (k *kernels) decodeScoreRun(elem Elem, q []float32, kb, vb unsafe.Pointer, off *[2 * TK]int, o, m, l []float32, rows int, d dims, sc *scoreTile) {
+	_, _, _, _ = q[rows*d.qk-1], o[rows*d.v-1], m[rows-1], l[rows-1]
+	f := dimsOf(k.byDims, d).decodeScore[elem][bits.TrailingZeros(uint(rows))]
 	f(&q[0], (*byte)(kb), (*byte)(vb), &off[0], &o[0], &m[0], &l[0], sc)
 }
 
@@ -291,7 +358,7 @@ func (k *kernels) scoreTileK() tileScoreFunc {
 
 // tileRun runs the tile kernel, or with a score stage (st not nil) the
 // variant's score tile kernel.
-func (k *kernels) tileRun(q, kt, v, s, o, m, l []float32, mask []uint64, d int, st *scoreTile) {
+func (k *kernels) tileRun(q, kt, v, s, o, m, l []float32, mask []uint64, d dims, st *scoreTile) {
 	if st == nil {
 		k.tile(q, kt, v, s, o, m, l, mask, d)
 		return

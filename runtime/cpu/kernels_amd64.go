@@ -26,36 +26,9 @@ func archKernels(v Variant) *kernels {
 // The tables, made once so that dispatch allocates nothing.
 var (
 	avx512Kernels = &kernels{
-		tile:      asmTile(tileAVX512D64, tileAVX512D128),
-		tileScore: asmTileScore(tileScoreAVX512D64, tileScoreAVX512D128),
-		decode: [3][2][4]decodeKernel{
-			F32: {
-				{decodeAVX512F32D64R1, decodeAVX512F32D64R2, decodeAVX512F32D64R4, decodeAVX512F32D64R8},
-				{decodeAVX512F32D128R1, decodeAVX512F32D128R2, decodeAVX512F32D128R4, decodeAVX512F32D128R8},
-			},
-			BF16: {
-				{decodeAVX512BF16D64R1, decodeAVX512BF16D64R2, decodeAVX512BF16D64R4, decodeAVX512BF16D64R8},
-				{decodeAVX512BF16D128R1, decodeAVX512BF16D128R2, decodeAVX512BF16D128R4, decodeAVX512BF16D128R8},
-			},
-			F16: {
-				{decodeAVX512F16D64R1, decodeAVX512F16D64R2, decodeAVX512F16D64R4, decodeAVX512F16D64R8},
-				{decodeAVX512F16D128R1, decodeAVX512F16D128R2, decodeAVX512F16D128R4, decodeAVX512F16D128R8},
-			},
-		},
-		decodeScore: [3][2][4]decodeScoreKernel{
-			F32: {
-				{decodeScoreAVX512F32D64R1, decodeScoreAVX512F32D64R2, decodeScoreAVX512F32D64R4, decodeScoreAVX512F32D64R8},
-				{decodeScoreAVX512F32D128R1, decodeScoreAVX512F32D128R2, decodeScoreAVX512F32D128R4, decodeScoreAVX512F32D128R8},
-			},
-			BF16: {
-				{decodeScoreAVX512BF16D64R1, decodeScoreAVX512BF16D64R2, decodeScoreAVX512BF16D64R4, decodeScoreAVX512BF16D64R8},
-				{decodeScoreAVX512BF16D128R1, decodeScoreAVX512BF16D128R2, decodeScoreAVX512BF16D128R4, decodeScoreAVX512BF16D128R8},
-			},
-			F16: {
-				{decodeScoreAVX512F16D64R1, decodeScoreAVX512F16D64R2, decodeScoreAVX512F16D64R4, decodeScoreAVX512F16D64R8},
-				{decodeScoreAVX512F16D128R1, decodeScoreAVX512F16D128R2, decodeScoreAVX512F16D128R4, decodeScoreAVX512F16D128R8},
-			},
-		},
+		tile:      asmTile(avx512Dims),
+		tileScore: asmTileScore(avx512Dims),
+		byDims:    avx512Dims,
 		tanh:      tanhAVX512,
 		gemm:      gemmAVX512,
 		bwdProb:   bwdProbAVX512,
@@ -71,36 +44,9 @@ var (
 		readSum: readSumAVX512, readBlock: 128,
 	}
 	avx2Kernels = &kernels{
-		tile:      asmTile(tileAVX2D64, tileAVX2D128),
-		tileScore: asmTileScore(tileScoreAVX2D64, tileScoreAVX2D128),
-		decode: [3][2][4]decodeKernel{
-			F32: {
-				{decodeAVX2F32D64R1, decodeAVX2F32D64R2, decodeAVX2F32D64R4, decodeAVX2F32D64R8},
-				{decodeAVX2F32D128R1, decodeAVX2F32D128R2, decodeAVX2F32D128R4, decodeAVX2F32D128R8},
-			},
-			BF16: {
-				{decodeAVX2BF16D64R1, decodeAVX2BF16D64R2, decodeAVX2BF16D64R4, decodeAVX2BF16D64R8},
-				{decodeAVX2BF16D128R1, decodeAVX2BF16D128R2, decodeAVX2BF16D128R4, decodeAVX2BF16D128R8},
-			},
-			F16: {
-				{decodeAVX2F16D64R1, decodeAVX2F16D64R2, decodeAVX2F16D64R4, decodeAVX2F16D64R8},
-				{decodeAVX2F16D128R1, decodeAVX2F16D128R2, decodeAVX2F16D128R4, decodeAVX2F16D128R8},
-			},
-		},
-		decodeScore: [3][2][4]decodeScoreKernel{
-			F32: {
-				{decodeScoreAVX2F32D64R1, decodeScoreAVX2F32D64R2, decodeScoreAVX2F32D64R4, decodeScoreAVX2F32D64R8},
-				{decodeScoreAVX2F32D128R1, decodeScoreAVX2F32D128R2, decodeScoreAVX2F32D128R4, decodeScoreAVX2F32D128R8},
-			},
-			BF16: {
-				{decodeScoreAVX2BF16D64R1, decodeScoreAVX2BF16D64R2, decodeScoreAVX2BF16D64R4, decodeScoreAVX2BF16D64R8},
-				{decodeScoreAVX2BF16D128R1, decodeScoreAVX2BF16D128R2, decodeScoreAVX2BF16D128R4, decodeScoreAVX2BF16D128R8},
-			},
-			F16: {
-				{decodeScoreAVX2F16D64R1, decodeScoreAVX2F16D64R2, decodeScoreAVX2F16D64R4, decodeScoreAVX2F16D64R8},
-				{decodeScoreAVX2F16D128R1, decodeScoreAVX2F16D128R2, decodeScoreAVX2F16D128R4, decodeScoreAVX2F16D128R8},
-			},
-		},
+		tile:      asmTile(avx2Dims),
+		tileScore: asmTileScore(avx2Dims),
+		byDims:    avx2Dims,
 		tanh:      tanhAVX2,
 		gemm:      gemmAVX2,
 		bwdProb:   bwdProbAVX2,
@@ -116,3 +62,63 @@ var (
 		readSum: readSumAVX2, readBlock: 64,
 	}
 )
+
+// avx512Dims are the AVX512 kernels by head dimensions.
+var avx512Dims = []dimKernels{
+	{
+		dims: square(64), tile: tileAVX512D64, tileScore: tileScoreAVX512D64,
+		decode: [3][4]decodeKernel{
+			F32:  {decodeAVX512F32D64R1, decodeAVX512F32D64R2, decodeAVX512F32D64R4, decodeAVX512F32D64R8},
+			BF16: {decodeAVX512BF16D64R1, decodeAVX512BF16D64R2, decodeAVX512BF16D64R4, decodeAVX512BF16D64R8},
+			F16:  {decodeAVX512F16D64R1, decodeAVX512F16D64R2, decodeAVX512F16D64R4, decodeAVX512F16D64R8},
+		},
+		decodeScore: [3][4]decodeScoreKernel{
+			F32:  {decodeScoreAVX512F32D64R1, decodeScoreAVX512F32D64R2, decodeScoreAVX512F32D64R4, decodeScoreAVX512F32D64R8},
+			BF16: {decodeScoreAVX512BF16D64R1, decodeScoreAVX512BF16D64R2, decodeScoreAVX512BF16D64R4, decodeScoreAVX512BF16D64R8},
+			F16:  {decodeScoreAVX512F16D64R1, decodeScoreAVX512F16D64R2, decodeScoreAVX512F16D64R4, decodeScoreAVX512F16D64R8},
+		},
+	},
+	{
+		dims: square(128), tile: tileAVX512D128, tileScore: tileScoreAVX512D128,
+		decode: [3][4]decodeKernel{
+			F32:  {decodeAVX512F32D128R1, decodeAVX512F32D128R2, decodeAVX512F32D128R4, decodeAVX512F32D128R8},
+			BF16: {decodeAVX512BF16D128R1, decodeAVX512BF16D128R2, decodeAVX512BF16D128R4, decodeAVX512BF16D128R8},
+			F16:  {decodeAVX512F16D128R1, decodeAVX512F16D128R2, decodeAVX512F16D128R4, decodeAVX512F16D128R8},
+		},
+		decodeScore: [3][4]decodeScoreKernel{
+			F32:  {decodeScoreAVX512F32D128R1, decodeScoreAVX512F32D128R2, decodeScoreAVX512F32D128R4, decodeScoreAVX512F32D128R8},
+			BF16: {decodeScoreAVX512BF16D128R1, decodeScoreAVX512BF16D128R2, decodeScoreAVX512BF16D128R4, decodeScoreAVX512BF16D128R8},
+			F16:  {decodeScoreAVX512F16D128R1, decodeScoreAVX512F16D128R2, decodeScoreAVX512F16D128R4, decodeScoreAVX512F16D128R8},
+		},
+	},
+}
+
+// avx2Dims are the AVX2 kernels by head dimensions.
+var avx2Dims = []dimKernels{
+	{
+		dims: square(64), tile: tileAVX2D64, tileScore: tileScoreAVX2D64,
+		decode: [3][4]decodeKernel{
+			F32:  {decodeAVX2F32D64R1, decodeAVX2F32D64R2, decodeAVX2F32D64R4, decodeAVX2F32D64R8},
+			BF16: {decodeAVX2BF16D64R1, decodeAVX2BF16D64R2, decodeAVX2BF16D64R4, decodeAVX2BF16D64R8},
+			F16:  {decodeAVX2F16D64R1, decodeAVX2F16D64R2, decodeAVX2F16D64R4, decodeAVX2F16D64R8},
+		},
+		decodeScore: [3][4]decodeScoreKernel{
+			F32:  {decodeScoreAVX2F32D64R1, decodeScoreAVX2F32D64R2, decodeScoreAVX2F32D64R4, decodeScoreAVX2F32D64R8},
+			BF16: {decodeScoreAVX2BF16D64R1, decodeScoreAVX2BF16D64R2, decodeScoreAVX2BF16D64R4, decodeScoreAVX2BF16D64R8},
+			F16:  {decodeScoreAVX2F16D64R1, decodeScoreAVX2F16D64R2, decodeScoreAVX2F16D64R4, decodeScoreAVX2F16D64R8},
+		},
+	},
+	{
+		dims: square(128), tile: tileAVX2D128, tileScore: tileScoreAVX2D128,
+		decode: [3][4]decodeKernel{
+			F32:  {decodeAVX2F32D128R1, decodeAVX2F32D128R2, decodeAVX2F32D128R4, decodeAVX2F32D128R8},
+			BF16: {decodeAVX2BF16D128R1, decodeAVX2BF16D128R2, decodeAVX2BF16D128R4, decodeAVX2BF16D128R8},
+			F16:  {decodeAVX2F16D128R1, decodeAVX2F16D128R2, decodeAVX2F16D128R4, decodeAVX2F16D128R8},
+		},
+		decodeScore: [3][4]decodeScoreKernel{
+			F32:  {decodeScoreAVX2F32D128R1, decodeScoreAVX2F32D128R2, decodeScoreAVX2F32D128R4, decodeScoreAVX2F32D128R8},
+			BF16: {decodeScoreAVX2BF16D128R1, decodeScoreAVX2BF16D128R2, decodeScoreAVX2BF16D128R4, decodeScoreAVX2BF16D128R8},
+			F16:  {decodeScoreAVX2F16D128R1, decodeScoreAVX2F16D128R2, decodeScoreAVX2F16D128R4, decodeScoreAVX2F16D128R8},
+		},
+	},
+}

@@ -31,7 +31,7 @@ func eachKernels[T runner[T]](t T, use func(*kernels) bool, f func(t T, kern *ke
 
 // eachDecode runs f for each variant with decode kernels.
 func eachDecode[T runner[T]](t T, f func(t T, kern *kernels)) {
-	eachKernels(t, (*kernels).hasDecode, f)
+	eachKernels(t, func(k *kernels) bool { return k.hasDecode(square(64)) }, f)
 }
 
 // eachBwdKernels runs f for each variant with the tiled backward's kernels.

@@ -326,7 +326,7 @@ func scoreScenario(t *testing.T, g *atGen, c scoreCase, sc *scoreTile, n int, pr
 			bc[r] = math.Max(bc[r], b[r])
 		}
 		if !c.grid {
-			tileScoreGo(q, tile.kt, tile.v, yard.s, yard.o, yard.m, yard.l, tile.mask, d, sc)
+			tileScoreGo(q, tile.kt, tile.v, yard.s, yard.o, yard.m, yard.l, tile.mask, square(d), sc)
 		}
 		if mk != "rows" {
 			poisonMasked(g.rng, tile, d, wholePV)
@@ -384,7 +384,7 @@ func TestTileScoreAsm(t *testing.T) {
 	eachKernels(t, func(k *kernels) bool { return k.tileScore != nil }, func(t *testing.T, kern *kernels) {
 		for _, d := range []int{64, 128} {
 			run := func(q []float32, tl *atTile, st *atState, sc *scoreTile) {
-				kern.tileScore(q, tl.kt, tl.v, st.s, st.o, st.m, st.l, tl.mask, d, sc)
+				kern.tileScore(q, tl.kt, tl.v, st.s, st.o, st.m, st.l, tl.mask, square(d), sc)
 			}
 			for ci, c := range cases {
 				for _, flags := range scoreFlagSets {
@@ -412,7 +412,7 @@ func TestDecodeScoreAsm(t *testing.T) {
 		{"gaussian", false, 0, 6, []string{"rows", "rows"}, true},
 		{"gaussian-large", false, 0, 60, []string{"rows", "rows"}, false},
 	}
-	eachKernels(t, (*kernels).hasDecodeScore, func(t *testing.T, kern *kernels) {
+	eachKernels(t, func(k *kernels) bool { return k.hasDecodeScore(square(64)) }, func(t *testing.T, kern *kernels) {
 		for _, elem := range []Elem{F32, BF16, F16} {
 			for _, d := range []int{64, 128} {
 				for _, n := range []int{1, 2, 4, 8} {
@@ -451,7 +451,7 @@ func TestScoreKernelsNoStage(t *testing.T) {
 		return true
 	}
 	cases := []struct{ flags, like uint32 }{{0, 0}, {scoreAbs, 0}, {scoreCap | scoreAbs, scoreCap}, {scoreAbs | 8, 0}}
-	eachKernels(t, func(k *kernels) bool { return k.tileScore != nil && k.hasDecodeScore() }, func(t *testing.T, kern *kernels) {
+	eachKernels(t, func(k *kernels) bool { return k.tileScore != nil && k.hasDecodeScore(square(64)) }, func(t *testing.T, kern *kernels) {
 		rng := rand.New(rand.NewPCG(3, 3))
 		for _, d := range []int{64, 128} {
 			g := &atGen{rng: rng, d: d, sd: 6}
@@ -464,11 +464,11 @@ func TestScoreKernelsNoStage(t *testing.T) {
 					like := *sc
 					like.flags = c.like
 					a, b := newAtState(d), newAtState(d)
-					kern.tileScore(q, tile.kt, tile.v, a.s, a.o, a.m, a.l, tile.mask, d, sc)
+					kern.tileScore(q, tile.kt, tile.v, a.s, a.o, a.m, a.l, tile.mask, square(d), sc)
 					if c.like == 0 {
-						kern.tile(q, tile.kt, tile.v, b.s, b.o, b.m, b.l, tile.mask, d)
+						kern.tile(q, tile.kt, tile.v, b.s, b.o, b.m, b.l, tile.mask, square(d))
 					} else {
-						kern.tileScore(q, tile.kt, tile.v, b.s, b.o, b.m, b.l, tile.mask, d, &like)
+						kern.tileScore(q, tile.kt, tile.v, b.s, b.o, b.m, b.l, tile.mask, square(d), &like)
 					}
 					if !same(a, b) {
 						t.Errorf("D=%d %s tile, flags %#x: not flags %#x's results", d, mk, c.flags, c.like)
@@ -634,9 +634,9 @@ func BenchmarkTileScore(b *testing.B) {
 				st := newAtState(d)
 				benchScoreKinds(b, rng, func(sc *scoreTile) {
 					if sc == nil {
-						kern.tile(q, tile.kt, tile.v, st.s, st.o, st.m, st.l, nil, d)
+						kern.tile(q, tile.kt, tile.v, st.s, st.o, st.m, st.l, nil, square(d))
 					} else {
-						kern.tileScore(q, tile.kt, tile.v, st.s, st.o, st.m, st.l, nil, d, sc)
+						kern.tileScore(q, tile.kt, tile.v, st.s, st.o, st.m, st.l, nil, square(d), sc)
 					}
 				})
 			})
@@ -648,7 +648,7 @@ func BenchmarkTileScore(b *testing.B) {
 // with 1 and 4 rows on one key tile in cache (BenchmarkDecodeKernel's
 // setting), plain and with the score stage (benchScoreKinds: ns per tile).
 func BenchmarkDecodeScoreKernel(b *testing.B) {
-	eachKernels(b, (*kernels).hasDecodeScore, func(b *testing.B, kern *kernels) {
+	eachKernels(b, func(k *kernels) bool { return k.hasDecodeScore(square(64)) }, func(b *testing.B, kern *kernels) {
 		const d = 128
 		rng := rand.New(rand.NewPCG(1, 1))
 		k, v, q := atFloats(TK*d), atFloats(TK*d), atFloats(TQ*d)
@@ -667,9 +667,9 @@ func BenchmarkDecodeScoreKernel(b *testing.B) {
 				st := newAtState(d)
 				benchScoreKinds(b, rng, func(sc *scoreTile) {
 					if sc == nil {
-						kern.decodeRun(F32, q, kb, vb, &off, st.o, st.m, st.l, n, d)
+						kern.decodeRun(F32, q, kb, vb, &off, st.o, st.m, st.l, n, square(d))
 					} else {
-						kern.decodeScoreRun(F32, q, kb, vb, &off, st.o, st.m, st.l, n, d, sc)
+						kern.decodeScoreRun(F32, q, kb, vb, &off, st.o, st.m, st.l, n, square(d), sc)
 					}
 				})
 			})

@@ -6,7 +6,8 @@ import (
 )
 
 // tileGo is the pure-Go microkernel: it computes exactly the function the
-// ABI in doc.go describes, for one TQ×TK tile with D = d (64 or 128). It
+// ABI in doc.go describes, for one TQ×TK tile with head dimensions d (any
+// multiples of 4 up to maxKernelDim). It
 // runs wherever the assembly cannot: other architectures, the purego
 // build tag, CPUs without the instructions.
 //
@@ -35,21 +36,22 @@ import (
 // scores are all -Inf or NaN and that has no state yet (mnew = -Inf) takes
 // 0 as its maximum, as the assembly does: p is 0 for -Inf and NaN for NaN.
 // Masked scores are never read, so s may hold anything on entry.
-func tileGo(q, kt, v, s, o, m, l []float32, mask []uint64, d int) {
+func tileGo(q, kt, v, s, o, m, l []float32, mask []uint64, d dims) {
 	tileScoreGo(q, kt, v, s, o, m, l, mask, d, nil)
 }
 
 // tileScoreGo is tileGo with the score stage (scoreTile) applied between
 // the scores and the softmax; sc == nil is tileGo.
-func tileScoreGo(q, kt, v, s, o, m, l []float32, mask []uint64, d int, sc *scoreTile) {
-	if d != 64 && d != 128 {
-		panic("kernel: tileGo: D must be 64 or 128")
+func tileScoreGo(q, kt, v, s, o, m, l []float32, mask []uint64, dd dims, sc *scoreTile) {
+	if dd.qk%4 != 0 || dd.v%4 != 0 || dd.qk < 4 || dd.v < 4 || dd.qk > maxKernelDim || dd.v > maxKernelDim {
+		panic("kernel: tileGo: head dimensions must be multiples of 4 up to maxKernelDim")
 	}
+	d, dv := dd.qk, dd.v
 	q = q[:TQ*d]
 	kt = kt[:d*TK]
-	v = v[:TK*d]
+	v = v[:TK*dv]
 	s = s[:TQ*TK]
-	o = o[:TQ*d]
+	o = o[:TQ*dv]
 	m = m[:TQ]
 	l = l[:TQ]
 
@@ -70,7 +72,7 @@ func tileScoreGo(q, kt, v, s, o, m, l []float32, mask []uint64, d int, sc *score
 	}
 
 	// Pass 1: scores, for the key columns each row pair keeps.
-	var kb [128][4]float32
+	var kb [maxKernelDim][4]float32
 	kp := kb[:d]
 	for c := 0; c < TK; c += 4 {
 		if all>>uint(c)&0xF == 0 {
@@ -158,7 +160,7 @@ func tileScoreGo(q, kt, v, s, o, m, l []float32, mask []uint64, d int, sc *score
 			l[r] += sum
 		} else {
 			l[r] = a*l[r] + sum
-			or := o[r*d : (r+1)*d]
+			or := o[r*dv : (r+1)*dv]
 			for i := range or {
 				or[i] *= a
 			}
@@ -178,9 +180,9 @@ func tileScoreGo(q, kt, v, s, o, m, l []float32, mask []uint64, d int, sc *score
 	hi := TK - bits.LeadingZeros64(all)
 	var vb [TK][4]float32
 	vp := vb[lo:hi]
-	for j := 0; j < d; j += 4 {
+	for j := 0; j < dv; j += 4 {
 		for i := range vp {
-			vp[i] = *(*[4]float32)(v[(lo+i)*d+j:])
+			vp[i] = *(*[4]float32)(v[(lo+i)*dv+j:])
 		}
 		for r := 0; r < TQ; r += 2 {
 			u := keep[r] | keep[r+1]
@@ -190,7 +192,7 @@ func tileScoreGo(q, kt, v, s, o, m, l []float32, mask []uint64, d int, sc *score
 			a := bits.TrailingZeros64(u)
 			b := TK - bits.LeadingZeros64(u)
 			mma2x4(s[r*TK+a:r*TK+b], s[(r+1)*TK+a:(r+1)*TK+b], vb[a:b],
-				(*[4]float32)(o[r*d+j:]), (*[4]float32)(o[(r+1)*d+j:]))
+				(*[4]float32)(o[r*dv+j:]), (*[4]float32)(o[(r+1)*dv+j:]))
 		}
 	}
 }

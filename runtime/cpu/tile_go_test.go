@@ -64,7 +64,7 @@ func (b *tgBufs) fill(rng *rand.Rand, qscale, kscale float32) {
 }
 
 func (b *tgBufs) call(mask []uint64) {
-	tileGo(b.q, b.kt, b.v, b.s, b.o, b.m, b.l, mask, b.d)
+	tileGo(b.q, b.kt, b.v, b.s, b.o, b.m, b.l, mask, square(b.d))
 }
 
 // tgRef is the float64 reference's online-softmax state for TQ rows, plus
@@ -534,8 +534,8 @@ func TestTileGoBounds(t *testing.T) {
 		s, o, m, l := grow(b.s), grow(b.o), grow(b.m), grow(b.l)
 		mask := tgMask(rng, "random")
 		mask = append(mask, ^uint64(0), ^uint64(0))
-		tileGo(grow(b.q), grow(b.kt), grow(b.v), s, o, m, l, mask, d)
-		tileGo(grow(b.q), grow(b.kt), grow(b.v), s, o, m, l, nil, d)
+		tileGo(grow(b.q), grow(b.kt), grow(b.v), s, o, m, l, mask, square(d))
+		tileGo(grow(b.q), grow(b.kt), grow(b.v), s, o, m, l, nil, square(d))
 		for _, x := range [][]float32{s, o, m, l} {
 			for _, y := range x[len(x)-pad:] {
 				if y != sentinel {
@@ -547,13 +547,17 @@ func TestTileGoBounds(t *testing.T) {
 }
 
 func TestTileGoBadD(t *testing.T) {
-	defer func() {
-		if recover() == nil {
-			t.Fatal("tileGo with D = 96 did not panic")
-		}
-	}()
-	b := newTGBufs(96)
-	b.call(nil)
+	for _, d := range []int{0, 6, maxKernelDim + 4} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("tileGo with D = %d did not panic", d)
+				}
+			}()
+			b := newTGBufs(max(d, 4))
+			tileGo(b.q, b.kt, b.v, b.s, b.o, b.m, b.l, nil, square(d))
+		}()
+	}
 }
 
 // tileNaive is the straightforward scalar version of the kernel, the
@@ -626,7 +630,7 @@ func TestTileNaive(t *testing.T) {
 // tgBench reports GFLOP/s counting 4*TQ*TK*D flops per call (the two
 // matrix products of a full tile) whatever the mask skips, so "causal"
 // reports the rate a causal attention would see on its diagonal tiles.
-func tgBench(b *testing.B, f func(q, kt, v, s, o, m, l []float32, mask []uint64, d int), d int, kind string) {
+func tgBench(b *testing.B, f func(q, kt, v, s, o, m, l []float32, mask []uint64, d dims), d int, kind string) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	tb := newTGBufs(d)
 	tb.fill(rng, 0.3, 0.3)
@@ -644,7 +648,7 @@ func tgBench(b *testing.B, f func(q, kt, v, s, o, m, l []float32, mask []uint64,
 		for r := range tb.m {
 			tb.m[r] = float32(math.Inf(-1))
 		}
-		f(tb.q, tb.kt, tb.v, tb.s, tb.o, tb.m, tb.l, mask, d)
+		f(tb.q, tb.kt, tb.v, tb.s, tb.o, tb.m, tb.l, mask, square(d))
 	}
 	b.ReportMetric(4*TQ*TK*float64(d)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 }
@@ -659,12 +663,17 @@ func BenchmarkTileGoD128(b *testing.B) {
 	b.Run("causal", func(b *testing.B) { tgBench(b, tileGo, 128, "causal") })
 }
 
+// naiveDims is tileNaive in tileFunc's form.
+func naiveDims(q, kt, v, s, o, m, l []float32, mask []uint64, d dims) {
+	tileNaive(q, kt, v, s, o, m, l, mask, d.qk)
+}
+
 func BenchmarkTileNaiveD64(b *testing.B) {
-	b.Run("full", func(b *testing.B) { tgBench(b, tileNaive, 64, "full") })
-	b.Run("causal", func(b *testing.B) { tgBench(b, tileNaive, 64, "causal") })
+	b.Run("full", func(b *testing.B) { tgBench(b, naiveDims, 64, "full") })
+	b.Run("causal", func(b *testing.B) { tgBench(b, naiveDims, 64, "causal") })
 }
 
 func BenchmarkTileNaiveD128(b *testing.B) {
-	b.Run("full", func(b *testing.B) { tgBench(b, tileNaive, 128, "full") })
-	b.Run("causal", func(b *testing.B) { tgBench(b, tileNaive, 128, "causal") })
+	b.Run("full", func(b *testing.B) { tgBench(b, naiveDims, 128, "full") })
+	b.Run("causal", func(b *testing.B) { tgBench(b, naiveDims, 128, "causal") })
 }

@@ -75,7 +75,7 @@ func (w *buffers) runItem(c *call, it item) {
 	// row keeps go to the decode kernels, which read the key and value rows
 	// in place, with the query rows scaled, in groups of 8 rows (zero rows
 	// pad the last group to 1, 2, 4 or 8).
-	direct := c.kern.hasDecode() && c.transient && rows <= maxDecodeRows && (!c.sc.modifies || c.kern.hasDecodeScore())
+	direct := c.kern.hasDecode(square(D)) && c.transient && rows <= maxDecodeRows && (!c.sc.modifies || c.kern.hasDecodeScore(square(D)))
 	var qs []float32
 	var st *scoreTile // the score stage's positions and slopes, when it rewrites scores
 	if c.sc.modifies {
@@ -120,10 +120,10 @@ func (w *buffers) runItem(c *call, it item) {
 			for r0 := 0; r0 < rows; r0 += 8 {
 				n := decodeRows(min(rows-r0, 8))
 				if st != nil {
-					c.kern.decodeScoreRun(c.elem, qs[r0*D:], kb, vb, &w.off, o[r0*D:], m[r0:], l[r0:], n, D, st.from(r0, &w.st2))
+					c.kern.decodeScoreRun(c.elem, qs[r0*D:], kb, vb, &w.off, o[r0*D:], m[r0:], l[r0:], n, square(D), st.from(r0, &w.st2))
 					continue
 				}
-				c.kern.decodeRun(c.elem, qs[r0*D:], kb, vb, &w.off, o[r0*D:], m[r0:], l[r0:], n, D)
+				c.kern.decodeRun(c.elem, qs[r0*D:], kb, vb, &w.off, o[r0*D:], m[r0:], l[r0:], n, square(D))
 			}
 			continue
 		}
@@ -164,12 +164,12 @@ func (w *buffers) runItem(c *call, it item) {
 				all &= k
 			}
 			if fix := nf &^ all; fix != 0 {
-				c.kern.tileRun(qt0, kt, w.sanitize(vt, fix, D), w.s[:TQ*TK], o, m, l, keep, D, st)
+				c.kern.tileRun(qt0, kt, w.sanitize(vt, fix, D), w.s[:TQ*TK], o, m, l, keep, square(D), st)
 				w.restore(vt, fix, keep[:rows], D)
 				continue
 			}
 		}
-		c.kern.tileRun(qt0, kt, vt, w.s[:TQ*TK], o, m, l, keep, D, st)
+		c.kern.tileRun(qt0, kt, vt, w.s[:TQ*TK], o, m, l, keep, square(D), st)
 	}
 	if it.part < 0 {
 		c.finish(w, j, o, m, l)
