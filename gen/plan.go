@@ -69,7 +69,10 @@ type Plan struct {
 	Target  string
 	TileQ   int
 	TileK   int
-	HeadDim int
+	// HeadDim is the head dimension of q and k, HeadDimV that of v and
+	// the output (equal unless the spec's head_dim is {qk, v}).
+	HeadDim  int
+	HeadDimV int
 	Pred    *Prog // pred(i, j) -> keep: evaluated on partial tiles only, on segment positions
 	Hull    *Prog // hull(q0, q1, x) -> (next, last): see mask.Mask.Hull
 	QHull   *Prog // qhull(k0, k1, x) -> (next, last): the query hull of key positions [k0, k1] (LowerQHull)
@@ -119,7 +122,10 @@ func Compile(s *spec.Spec, t Target, dump func(pass string, p *Plan)) (*Plan, er
 	if s.Mask != nil && s.Mask.Primitives() > spec.MaxPrimitives {
 		return nil, fmt.Errorf("plan %s: the mask has %d primitives, at most %d (spec.MaxPrimitives)", s.Name, s.Mask.Primitives(), spec.MaxPrimitives)
 	}
-	p := &Plan{Name: s.Name, Source: s.Pattern(), Pattern: s.Pattern(), Target: t.Name(), HeadDim: s.HeadDim, Score: ScoreOf(s.Score)}
+	p := &Plan{Name: s.Name, Source: s.Pattern(), Pattern: s.Pattern(), Target: t.Name(), HeadDim: s.HeadDim, HeadDimV: s.HeadDimV, Score: ScoreOf(s.Score)}
+	if p.HeadDimV == 0 {
+		p.HeadDimV = p.HeadDim
+	}
 	p.TileQ, p.TileK = t.TileSizes(s.HeadDim)
 	for _, ps := range Pipeline {
 		if err := ps.Run(p); err != nil {

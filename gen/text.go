@@ -39,7 +39,11 @@ func (p *Plan) Text(sq, sk, first int) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "plan %s\n", p.Name)
 	fmt.Fprintf(&b, "target %s\n", p.Target)
-	fmt.Fprintf(&b, "head_dim %d\n", p.HeadDim)
+	if p.HeadDimV != 0 && p.HeadDimV != p.HeadDim {
+		fmt.Fprintf(&b, "head_dim %d %d\n", p.HeadDim, p.HeadDimV)
+	} else {
+		fmt.Fprintf(&b, "head_dim %d\n", p.HeadDim)
+	}
 	fmt.Fprintf(&b, "tiles %d %d\n", p.TileQ, p.TileK)
 	for _, hp := range p.Source.Params {
 		fmt.Fprintf(&b, "head_param %s %d %d\n", hp.Name, hp.Min, hp.Max)
@@ -153,11 +157,15 @@ func ParseText(text string) (*Dump, error) {
 	}
 	p.Target = f[1]
 	f, _, _ = next()
-	v, err := ints(f, "head_dim", "")
+	want := []string{"head_dim", ""}
+	if len(f) == 3 {
+		want = append(want, "") // head_dim QK V
+	}
+	v, err := ints(f, want...)
 	if err != nil {
 		return nil, err
 	}
-	p.HeadDim = v[0]
+	p.HeadDim, p.HeadDimV = v[0], v[len(v)-1]
 	f, _, _ = next()
 	if v, err = ints(f, "tiles", "", ""); err != nil {
 		return nil, err

@@ -100,3 +100,31 @@ func TestScoreText(t *testing.T) {
 		}
 	}
 }
+
+// TestHeadDimText: head_dim {qk, v} reaches the plan and survives its
+// text; one size gives equal dims.
+func TestHeadDimText(t *testing.T) {
+	for _, c := range []struct {
+		src   string
+		qk, v int
+	}{{"head_dim: 96", 96, 96}, {"head_dim: {qk: 192, v: 128}", 192, 128}, {"", 128, 128}} {
+		s, err := spec.Parse("t.yaml", []byte("name: s\nmask: {window: {size: 8}}\n"+c.src+"\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := Compile(s, Tiles{"generic", 64, 64}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.HeadDim != c.qk || p.HeadDimV != c.v {
+			t.Fatalf("%q: plan dims %d, %d", c.src, p.HeadDim, p.HeadDimV)
+		}
+		d, err := ParseText(p.Text(100, 100, 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Plan.HeadDim != c.qk || d.Plan.HeadDimV != c.v {
+			t.Fatalf("%q: dims %d, %d after the text", c.src, d.Plan.HeadDim, d.Plan.HeadDimV)
+		}
+	}
+}

@@ -44,7 +44,8 @@
 //     constant. Query head h computes the mask with its own values
 //     (Pattern.Bind); an unbound pattern (At, Keys, Classify) evaluates
 //     every such field at its parameter's Max.
-//   - head_dim defaults to 128 and may be 1 to MaxHeadDim here; the
+//   - head_dim defaults to 128 and may be 1 to MaxHeadDim here, one size
+//     or {qk: D1, v: D2} (HeadDim, HeadDimV); the
 //     targets a package is generated for say which sizes they run, and
 //     their errors point at the head_dim line (HeadDimPos).
 //   - causal defaults to true.

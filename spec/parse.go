@@ -20,11 +20,15 @@ import (
 // Spec is a parsed, validated spec file. Its masks are normalized: no
 // shorthand survives parsing.
 type Spec struct {
-	File    string
-	Name    string // Go package name of the generated code
-	Mask    *Mask
-	Causal  bool
-	HeadDim int
+	File   string
+	Name   string // Go package name of the generated code
+	Mask   *Mask
+	Causal bool
+	// HeadDim is the head dimension of q and k (head_dim, or its qk);
+	// HeadDimV that of v and the output (head_dim's v; equal to HeadDim
+	// when head_dim is one number).
+	HeadDim  int
+	HeadDimV int
 	// HeadDimPos is where head_dim was written (zero when defaulted):
 	// which head dimensions run is the targets' business, and their errors
 	// point here.
@@ -315,7 +319,7 @@ var topKeys = []string{"name", "mask", "causal", "head_dim", "page_size", "sched
 const MaxPageSize = 1 << 20
 
 func (p *parser) spec(doc *yaml.Node) *Spec {
-	s := &Spec{File: p.file, Causal: true, HeadDim: 128, Masks: map[string]*Mask{}}
+	s := &Spec{File: p.file, Causal: true, HeadDim: 128, HeadDimV: 128, Masks: map[string]*Mask{}}
 	if doc.Kind == 0 || len(doc.Content) == 0 {
 		p.errs = append(p.errs, &Error{Pos{p.file, 1, 1}, "empty spec: want a mapping with at least name and mask"})
 		return nil
@@ -398,13 +402,8 @@ func (p *parser) spec(doc *yaml.Node) *Spec {
 		}
 	}
 	if n := fields["head_dim"]; n != nil {
-		if v, ok := p.integer(n, "head_dim"); ok {
-			if v < 1 || v > MaxHeadDim {
-				p.errorf(n, "head_dim: %d is not supported (want 1 to %d; each target lists the sizes it runs)", v, MaxHeadDim)
-			}
-			s.HeadDim = v
-			s.HeadDimPos = p.pos(n)
-		}
+		s.HeadDim, s.HeadDimV = p.headDim(n)
+		s.HeadDimPos = p.pos(n)
 	}
 	for k, hp := range p.heads {
 		if !p.used[k] {
@@ -544,6 +543,31 @@ func (p *parser) integer(n *yaml.Node, what string) (int, bool) {
 		return 0, false
 	}
 	return int(v), true
+}
+
+// headDim reads head_dim: one size for q, k and v, or {qk: D1, v: D2}.
+func (p *parser) headDim(n *yaml.Node) (qk, v int) {
+	one := func(x *yaml.Node, what string) int {
+		d, ok := p.integer(x, what)
+		if !ok {
+			return 128
+		}
+		if d < 1 || d > MaxHeadDim {
+			p.errorf(x, "%s: %d is not supported (want 1 to %d; each target lists the sizes it runs)", what, d, MaxHeadDim)
+			return 128
+		}
+		return d
+	}
+	if n.Kind != yaml.MappingNode {
+		d := one(n, "head_dim")
+		return d, d
+	}
+	f := p.mapping(n, "head_dim", []string{"qk", "v"})
+	if f["qk"] == nil || f["v"] == nil {
+		p.errorf(n, "head_dim: a mapping needs both qk (the size of q and k) and v (the size of v and the output)")
+		return 128, 128
+	}
+	return one(f["qk"], "head_dim.qk"), one(f["v"], "head_dim.v")
 }
 
 var decimalInt = regexp.MustCompile(`^[-+]?(0|[1-9][0-9]*)$`)

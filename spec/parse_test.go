@@ -127,7 +127,11 @@ var errCases = []errCase{
 	{"head_dim hex", base + "head_dim: 0x80\n", []wantErr{at(3, 11, "head_dim: want a decimal integer", "0x80")}},
 	{"head_dim overflow", base + "head_dim: 99999999999999999999\n",
 		[]wantErr{at(3, 11, "head_dim: integer 99999999999999999999 out of range", "at most 2147483647")}},
-	{"head_dim mapping", base + "head_dim: {size: 64}\n", []wantErr{at(3, 11, "head_dim: want an integer", "got a mapping")}},
+	{"head_dim mapping", base + "head_dim: {size: 64}\n", []wantErr{at(3, 11, "head_dim: a mapping needs both qk", "and v"), at(3, 12, `head_dim: unknown key "size"`, "want qk, v")}},
+	{"head_dim qk only", base + "head_dim: {qk: 192}\n", []wantErr{at(3, 11, "head_dim: a mapping needs both qk", "and v")}},
+	{"head_dim v zero", base + "head_dim: {qk: 192, v: 0}\n", []wantErr{at(3, 24, "head_dim.v: 0 is not supported")}},
+	{"head_dim qk quoted", base + "head_dim: {qk: \"192\", v: 128}\n", []wantErr{at(3, 16, "head_dim.qk: want an integer")}},
+	{"head_dim list", base + "head_dim: [192, 128]\n", []wantErr{at(3, 11, "head_dim: want an integer", "got a list")}},
 
 	// schedule.
 	{"schedule not a list", base + "schedule: mask\n",
@@ -897,26 +901,28 @@ func TestParseDefaults(t *testing.T) {
 	}
 
 	for _, c := range []struct {
-		src     string
-		causal  bool
-		headDim int
+		src      string
+		causal   bool
+		headDim  int
+		headDimV int
 	}{
-		{"causal: false", false, 128},
-		{"causal: False", false, 128},
-		{"causal: FALSE", false, 128},
-		{"causal: true", true, 128},
-		{"causal: True", true, 128},
-		{"causal: TRUE", true, 128},
-		{"head_dim: 64", true, 64},
-		{"head_dim: 128\ncausal: false", false, 128},
+		{"causal: false", false, 128, 128},
+		{"causal: False", false, 128, 128},
+		{"causal: FALSE", false, 128, 128},
+		{"causal: true", true, 128, 128},
+		{"causal: True", true, 128, 128},
+		{"causal: TRUE", true, 128, 128},
+		{"head_dim: 64", true, 64, 64},
+		{"head_dim: {qk: 192, v: 128}", true, 192, 128},
+		{"head_dim: 128\ncausal: false", false, 128, 128},
 	} {
 		s, err := spec.Parse("t.yaml", []byte("name: a\nmask: {full: {}}\n"+c.src+"\n"))
 		if err != nil {
 			t.Errorf("%s: %v", c.src, err)
 			continue
 		}
-		if s.Causal != c.causal || s.HeadDim != c.headDim {
-			t.Errorf("%s: causal %v head_dim %d", c.src, s.Causal, s.HeadDim)
+		if s.Causal != c.causal || s.HeadDim != c.headDim || s.HeadDimV != c.headDimV {
+			t.Errorf("%s: causal %v head_dim %d, %d", c.src, s.Causal, s.HeadDim, s.HeadDimV)
 		}
 	}
 
