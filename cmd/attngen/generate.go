@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -140,15 +139,20 @@ func checkTargets(s *spec.Spec, gpus []ptx.Target) error {
 		at = spec.Pos{File: s.File, Line: 1, Col: 1}
 	}
 	var cpuNames, gpuNames []string
-	var cpuDims, gpuDims [][]int
+	var cpuDims, gpuDims []string
 	for _, t := range cpu.Targets {
-		if t.Supports(s.HeadDim) != nil {
-			cpuNames, cpuDims = append(cpuNames, t.Name), append(cpuDims, t.HeadDims)
+		v := s.HeadDimV
+		if v == 0 {
+			v = s.HeadDim
+		}
+		if t.Supports(s.HeadDim, v) != nil {
+			cpuNames, cpuDims = append(cpuNames, t.Name), append(cpuDims, t.HeadDimText())
 		}
 	}
+	list := func(d []int) string { return strings.ReplaceAll(strings.Trim(fmt.Sprint(d), "[]"), " ", ", ") }
 	for _, t := range gpus {
-		if t.Supports(s.HeadDim) != nil {
-			gpuNames, gpuDims = append(gpuNames, t.Name()), append(gpuDims, t.HeadDims())
+		if t.Supports(s.HeadDim) != nil || (s.HeadDimV != 0 && s.HeadDimV != s.HeadDim) {
+			gpuNames, gpuDims = append(gpuNames, t.Name()), append(gpuDims, list(t.HeadDims()))
 		}
 	}
 	var who []string
@@ -165,18 +169,22 @@ func checkTargets(s *spec.Spec, gpus []ptx.Target) error {
 	if len(who) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%s: head_dim: %d is not supported by %s", at, s.HeadDim, strings.Join(who, " nor by "))
+	dims := fmt.Sprint(s.HeadDim)
+	if s.HeadDimV != 0 && s.HeadDimV != s.HeadDim {
+		dims = fmt.Sprintf("{qk: %d, v: %d}", s.HeadDim, s.HeadDimV)
+	}
+	return fmt.Errorf("%s: head_dim: %s is not supported by %s", at, dims, strings.Join(who, " nor by "))
 }
 
 // refusers names targets and the head dimensions they run: "CPU target
 // avx2 (it runs 64, 128)", "GPU targets a, b (they run 64, 128)"; for the
 // CPU runtime's, "(its targets avx512, avx2, neon, purego run 64, 128)". Targets
 // whose lists differ get one each.
-func refusers(what string, names []string, dims [][]int) string {
-	list := func(d []int) string { return strings.ReplaceAll(strings.Trim(fmt.Sprint(d), "[]"), " ", ", ") }
+func refusers(what string, names []string, dims []string) string {
+	list := func(d string) string { return d }
 	same := true
 	for _, d := range dims {
-		same = same && slices.Equal(d, dims[0])
+		same = same && d == dims[0]
 	}
 	if strings.HasPrefix(what, "its") {
 		if same {

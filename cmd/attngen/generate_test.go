@@ -78,19 +78,19 @@ func TestGenerateDeterministic(t *testing.T) {
 func TestGenerateRefusesWhatCheckRefuses(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "hd.yaml")
-	if err := os.WriteFile(path, []byte("name: hd\nmask: {full: {}}\nhead_dim: 96\n"), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte("name: hd\nmask: {full: {}}\nhead_dim: 100\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "out")
 	var stdout, stderr bytes.Buffer
 	err := cmdGenerate([]string{"-spec", path, "-out", out}, &stdout, &stderr)
-	want := path + ":3:11: head_dim: 96 is not supported by the CPU runtime (its targets avx512, avx2, neon, purego run 64, 128) nor by GPU targets ptx-sm80-bf16, ptx-sm90a-bf16 (they run 64, 128)"
+	want := path + ":3:11: head_dim: 100 is not supported by the CPU runtime (its targets avx512, avx2, neon, purego run multiples of 8 from 8 to 256) nor by GPU targets ptx-sm80-bf16, ptx-sm90a-bf16 (they run 64, 128)"
 	if err == nil || err.Error() != want {
 		t.Fatalf("generate: %v, want %s", err, want)
 	}
 	// -sm none: the CPU runtime alone refuses it, and no GPU target is named.
 	err = cmdGenerate([]string{"-spec", path, "-out", out, "-sm", "none"}, &stdout, &stderr)
-	want = path + ":3:11: head_dim: 96 is not supported by the CPU runtime (its targets avx512, avx2, neon, purego run 64, 128)"
+	want = path + ":3:11: head_dim: 100 is not supported by the CPU runtime (its targets avx512, avx2, neon, purego run multiples of 8 from 8 to 256)"
 	if err == nil || err.Error() != want {
 		t.Fatalf("generate -sm none: %v, want %s", err, want)
 	}
@@ -156,7 +156,7 @@ func TestGPUTargetsAccel(t *testing.T) {
 func TestCheckTargetsNamesRefusers(t *testing.T) {
 	saved := cpu.Targets
 	defer func() { cpu.Targets = saved }()
-	s := &spec.Spec{File: "x.yaml", HeadDim: 96, HeadDimPos: spec.Pos{File: "x.yaml", Line: 3, Col: 11}}
+	s := &spec.Spec{File: "x.yaml", HeadDim: 100, HeadDimPos: spec.Pos{File: "x.yaml", Line: 3, Col: 11}}
 	sm80 := []ptx.Target{{SM: 80, Elem: "bf16"}, {SM: 80, Elem: "f16"}}
 	for _, c := range []struct {
 		name    string
@@ -164,12 +164,12 @@ func TestCheckTargetsNamesRefusers(t *testing.T) {
 		gpus    []ptx.Target
 		want    string
 	}{
-		{"every CPU target", saved, nil, "x.yaml:3:11: head_dim: 96 is not supported by the CPU runtime (its targets avx512, avx2, neon, purego run 64, 128)"},
-		{"every CPU target and two GPU targets", saved, sm80, "x.yaml:3:11: head_dim: 96 is not supported by the CPU runtime (its targets avx512, avx2, neon, purego run 64, 128) nor by GPU targets ptx-sm80-bf16, ptx-sm80-f16 (they run 64, 128)"},
-		{"one CPU target", []cpu.Target{{Name: "wide", HeadDims: []int{64}}, {Name: "narrow", HeadDims: []int{96}}}, nil, "x.yaml:3:11: head_dim: 96 is not supported by CPU target wide (it runs 64)"},
-		{"the GPU targets alone", []cpu.Target{{Name: "any", HeadDims: []int{96}}}, sm80[:1], "x.yaml:3:11: head_dim: 96 is not supported by GPU target ptx-sm80-bf16 (it runs 64, 128)"},
-		{"CPU targets of different sizes", []cpu.Target{{Name: "a", HeadDims: []int{64}}, {Name: "b", HeadDims: []int{128}}}, nil, "x.yaml:3:11: head_dim: 96 is not supported by the CPU runtime (a runs 64, b runs 128)"},
-		{"no refuser", []cpu.Target{{Name: "any", HeadDims: []int{96}}}, nil, ""},
+		{"every CPU target", saved, nil, "x.yaml:3:11: head_dim: 100 is not supported by the CPU runtime (its targets avx512, avx2, neon, purego run multiples of 8 from 8 to 256)"},
+		{"every CPU target and two GPU targets", saved, sm80, "x.yaml:3:11: head_dim: 100 is not supported by the CPU runtime (its targets avx512, avx2, neon, purego run multiples of 8 from 8 to 256) nor by GPU targets ptx-sm80-bf16, ptx-sm80-f16 (they run 64, 128)"},
+		{"one CPU target", []cpu.Target{{Name: "wide", HeadDims: []int{64}}, {Name: "narrow", HeadDims: []int{100}}}, nil, "x.yaml:3:11: head_dim: 100 is not supported by CPU target wide (it runs 64)"},
+		{"the GPU targets alone", []cpu.Target{{Name: "any", HeadDims: []int{100}}}, sm80[:1], "x.yaml:3:11: head_dim: 100 is not supported by GPU target ptx-sm80-bf16 (it runs 64, 128)"},
+		{"CPU targets of different sizes", []cpu.Target{{Name: "a", HeadDims: []int{64}}, {Name: "b", HeadDims: []int{128}}}, nil, "x.yaml:3:11: head_dim: 100 is not supported by the CPU runtime (a runs 64, b runs 128)"},
+		{"no refuser", []cpu.Target{{Name: "any", HeadDims: []int{100}}}, nil, ""},
 	} {
 		cpu.Targets = c.targets
 		err := checkTargets(s, c.gpus)

@@ -93,7 +93,7 @@ func BackwardArgs(m mask.Mask, variant Variant, a BackArgs) error {
 		return fmt.Errorf("%w: %s", ErrVariant, variant)
 	}
 	t, _ := TargetOf(variant)
-	if err := t.Supports(s.HeadDim); err != nil {
+	if err := t.Supports(s.HeadDim, s.HeadDim); err != nil {
 		return err
 	}
 	if !m.UsesDocs() {

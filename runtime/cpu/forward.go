@@ -493,7 +493,7 @@ func forward(m mask.Mask, variant Variant, a *Args) error {
 	}
 	s := a.Shape
 	t, _ := TargetOf(variant)
-	if err := t.Supports(s.HeadDim); err != nil {
+	if err := t.Supports(s.HeadDim, s.HeadDim); err != nil {
 		return err
 	}
 	in, err := a.inputs()
