@@ -38,6 +38,9 @@ type Grads[T float32 | float64] struct {
 // output is 0, so its delta and its dsink term are 0 too. Masked pairs
 // never read their key or value. Nothing of size SeqQ x SeqK is stored.
 func ReferenceGrad(p spec.Pattern, docs *spec.Docs, q, k, v, dout []float32, s Shape) (Grads[float64], error) {
+	if err := s.plain(); err != nil {
+		return Grads[float64]{}, err
+	}
 	if err := checkGradInputs(p, docs, q, k, v, dout, s); err != nil {
 		return Grads[float64]{}, err
 	}

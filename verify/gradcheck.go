@@ -181,6 +181,9 @@ func CheckGrad(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r *rand.Rand) 
 // no query keeps, and dsink of a head without a sink (logit -Inf) or
 // whose rows keep no key, must be exactly 0.
 func CheckGradWith(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r *rand.Rand, opt GradOptions) (GradReport, error) {
+	if err := s.plain(); err != nil {
+		return GradReport{}, err
+	}
 	if !(opt.Factor > 0) || !(opt.Floor >= 0) {
 		return GradReport{Shape: s}, fmt.Errorf("CheckGradWith: factor %v and floor %v: want a positive factor and a floor of 0 or more", opt.Factor, opt.Floor)
 	}
@@ -320,6 +323,9 @@ func judgeGrads(s Shape, rep *GradReport, worst [4]entryErr, opt GradOptions, wh
 // the reference's change of its term, p_sink (delta' - delta), is more
 // than 2^-16 of dsink.
 func CheckGradDependencies(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r *rand.Rand) error {
+	if err := s.plain(); err != nil {
+		return err
+	}
 	if s.Batch != 1 || s.HeadsQ != 1 || s.HeadsKV != 1 {
 		return errors.New("CheckGradDependencies wants one batch and one head")
 	}
@@ -410,6 +416,9 @@ func CheckGradDependencies(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r 
 // row that keeps a key) must be bit-identical too: a row that keeps no
 // key has output 0 and adds nothing to dsink, whatever its dout.
 func CheckGradNonFinite(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r *rand.Rand, trials int) error {
+	if err := s.plain(); err != nil {
+		return err
+	}
 	if err := s.Validate(); err != nil {
 		return err
 	}

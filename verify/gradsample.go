@@ -269,6 +269,9 @@ func (st *rowStats) pair(k, v []float32, j int, round func(float32) float32) (p6
 // keeps a sampled key, and of every row of a head in rows.Sink, is
 // computed, on every CPU.
 func CheckGradSampled(p spec.Pattern, ids []int32, q, k, v, dout []float32, s Shape, dq, dk, dv, dsink []float32, opt GradOptions, rows GradRows) (GradReport, error) {
+	if err := s.plain(); err != nil {
+		return GradReport{}, err
+	}
 	rep := GradReport{Shape: s}
 	if err := s.Validate(); err != nil {
 		return rep, err

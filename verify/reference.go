@@ -17,6 +17,18 @@ import (
 type Shape struct {
 	Batch, HeadsQ, HeadsKV int
 	SeqQ, SeqK, HeadDim    int
+	// HeadDimV is the head dimension of v and the output (0: HeadDim;
+	// the forward reference only).
+	HeadDimV int
+	// Ragged rows and positions (the forward reference only), each nil or
+	// one entry per batch row (QPos, KPos: or one for all): batch row b
+	// has SeqLensQ[b] queries and SeqLensK[b] keys (its other rows get
+	// output 0 and lse -Inf), its first query at absolute position QPos[b]
+	// and its first key at KPos[b] (defaults: KPos 0, QPos = KPos + keys -
+	// queries). The mask is evaluated at those positions; document ids
+	// index absolute positions.
+	SeqLensQ, SeqLensK []int32
+	QPos, KPos         []int32
 	// Scale multiplies the scores; 0 means 1/sqrt(HeadDim).
 	Scale float64
 	// HeadParams are the values of the mask's head parameters, head-major
@@ -35,12 +47,48 @@ func (s Shape) Validate() error {
 		return fmt.Errorf("shape %+v: every dimension must be at least 1", s)
 	case s.HeadsQ%s.HeadsKV != 0:
 		return fmt.Errorf("shape: HeadsQ = %d is not a multiple of HeadsKV = %d", s.HeadsQ, s.HeadsKV)
-	case s.SeqQ > s.SeqK:
+	case s.SeqQ > s.SeqK && s.QPos == nil:
 		return fmt.Errorf("shape: SeqQ = %d exceeds SeqK = %d (queries are the last SeqQ positions of the keys)", s.SeqQ, s.SeqK)
+	case s.HeadDimV < 0:
+		return fmt.Errorf("shape: HeadDimV = %d", s.HeadDimV)
 	case math.IsNaN(s.Scale) || math.IsInf(s.Scale, 0):
 		return fmt.Errorf("shape: scale %v is not finite", s.Scale)
 	}
 	return nil
+}
+
+// DV is the head dimension of v and the output.
+func (s Shape) DV() int {
+	if s.HeadDimV == 0 {
+		return s.HeadDim
+	}
+	return s.HeadDimV
+}
+
+// plain reports whether the shape has one head dimension and no ragged
+// rows or positions: what the references other than Reference need.
+func (s Shape) plain() error {
+	if s.DV() != s.HeadDim || s.SeqLensQ != nil || s.SeqLensK != nil || s.QPos != nil || s.KPos != nil {
+		return fmt.Errorf("shape: HeadDimV, SeqLensQ, SeqLensK, QPos and KPos are the forward reference's only")
+	}
+	return nil
+}
+
+// row returns batch row b's queries, keys and positions.
+func (s Shape) row(b int) (nq, nk, qpos, kpos int) {
+	at := func(x []int32, def int) int {
+		switch len(x) {
+		case 0:
+			return def
+		case 1:
+			return int(x[0])
+		}
+		return int(x[b])
+	}
+	nq, nk = at(s.SeqLensQ, s.SeqQ), at(s.SeqLensK, s.SeqK)
+	kpos = at(s.KPos, 0)
+	qpos = at(s.QPos, kpos+nk-nq)
+	return
 }
 
 // Sizes returns the number of elements of q (and out), of k (and v), and of lse.
@@ -65,14 +113,15 @@ func checkInputs(s Shape, q, k, v int, docs *spec.Docs) error {
 		return err
 	}
 	nq, nkv, _ := s.Sizes()
+	nv := nkv / s.HeadDim * s.DV()
 	switch {
 	case q < nq:
 		return fmt.Errorf("q has %d elements, shape needs %d", q, nq)
 	case k < nkv:
 		return fmt.Errorf("k has %d elements, shape needs %d", k, nkv)
-	case v < nkv:
-		return fmt.Errorf("v has %d elements, shape needs %d", v, nkv)
-	case docs != nil && docs.Len() < s.SeqK:
+	case v < nv:
+		return fmt.Errorf("v has %d elements, shape needs %d", v, nv)
+	case docs != nil && s.QPos == nil && s.KPos == nil && docs.Len() < s.SeqK:
 		return fmt.Errorf("run-time data (document ids or parent array) covers %d positions, shape needs SeqK = %d", docs.Len(), s.SeqK)
 	}
 	return nil
@@ -115,10 +164,25 @@ func ReferenceRows(p spec.Pattern, docs *spec.Docs, q, k, v []float32, s Shape, 
 	if err != nil {
 		return nil, nil, err
 	}
-	out, lse = make([]float64, nq), make([]float64, nl)
+	for _, x := range []struct {
+		v   []int32
+		one bool
+	}{{s.SeqLensQ, false}, {s.SeqLensK, false}, {s.QPos, true}, {s.KPos, true}} {
+		if x.v != nil && len(x.v) != s.Batch && !(x.one && len(x.v) == 1) {
+			return nil, nil, fmt.Errorf("shape: a per-row slice has %d entries, want Batch = %d", len(x.v), s.Batch)
+		}
+	}
+	for b := 0; b < s.Batch; b++ {
+		if rq, rk, qp, kp := s.row(b); rq < 0 || rq > s.SeqQ || rk < 0 || rk > s.SeqK || qp < 0 || kp < 0 {
+			return nil, nil, fmt.Errorf("shape: batch row %d: %d queries at %d, %d keys at %d", b, rq, qp, rk, kp)
+		} else if docs != nil && docs.Len() < max(qp+rq, kp+rk) {
+			return nil, nil, fmt.Errorf("run-time data covers %d positions, batch row %d reaches %d", docs.Len(), b, max(qp+rq, kp+rk))
+		}
+	}
+	out, lse = make([]float64, nq/s.HeadDim*s.DV()), make([]float64, nl)
 	forRows(s, rows, func() func(row int) {
 		r := refRow{p: hs, docs: docs, q: q, k: k, v: v, s: s, out: out, lse: lse,
-			scores: make([]float64, s.SeqK), kept: make([]int, 0, s.SeqK), acc: make([]float64, s.HeadDim)}
+			scores: make([]float64, s.SeqK), kept: make([]int, 0, s.SeqK), acc: make([]float64, s.DV())}
 		return r.run
 	})
 	return out, lse, nil
@@ -137,38 +201,45 @@ type refRow struct {
 }
 
 func (x *refRow) run(row int) {
-	s, D, scale := x.s, x.s.HeadDim, x.s.EffScale()
+	s, D, DV, scale := x.s, x.s.HeadDim, x.s.DV(), x.s.EffScale()
 	group := s.HeadsQ / s.HeadsKV
 	bh, r := row/s.SeqQ, row%s.SeqQ
 	b, h := bh/s.HeadsQ, bh%s.HeadsQ
-	kvBase := (b*s.HeadsKV + h/group) * s.SeqK * D
+	nq, nk, qpos, kpos := s.row(b)
+	kvRow := (b*s.HeadsKV + h/group) * s.SeqK
+	o := x.out[row*DV : row*DV+DV]
+	if r >= nq {
+		clear(o)
+		x.lse[row] = math.Inf(-1)
+		return
+	}
 	qr := x.q[row*D : row*D+D]
-	i := spec.Row(r, s.SeqQ, s.SeqK)
+	i := qpos + r
 	scores, kept, acc := x.scores, x.kept[:0], x.acc
 	p := x.p.at(h)
-	for j := 0; j < s.SeqK; j++ {
-		if !p.AtDocs(i, j, x.docs) {
+	for j := 0; j < nk; j++ {
+		if !p.AtDocs(i, kpos+j, x.docs) {
 			continue
 		}
-		kj := x.k[kvBase+j*D : kvBase+j*D+D]
+		kj := x.k[(kvRow+j)*D:][:D]
 		dot := 0.0
 		for d := range qr {
 			dot += float64(qr[d]) * float64(kj[d])
 		}
-		scores[j], _ = s.Score.apply(dot*scale, h, i, j)
+		scores[j], _ = s.Score.apply(dot*scale, h, i, kpos+j)
 		kept = append(kept, j)
 	}
 	x.kept = kept
-	o := x.out[row*D : row*D+D]
 	ms, sum, lse, ok := softmax(scores, kept, s.Score.sink(h))
 	x.lse[row] = lse
 	if !ok {
+		clear(o)
 		return
 	}
 	clear(acc)
 	for _, j := range kept {
 		w := math.Exp(scores[j] - ms)
-		vj := x.v[kvBase+j*D : kvBase+j*D+D]
+		vj := x.v[(kvRow+j)*DV:][:DV]
 		for d := range acc {
 			acc[d] += w * float64(vj[d])
 		}

@@ -398,7 +398,7 @@ func TestArgsErrors(t *testing.T) {
 		{"page past the 16-bit cache", causal{}, with(paged, func(a *cpu.Args) { a.K16 = a.K16[:len(a.K16)/2] }), cpu.ErrPage},
 		{"short table, 16-bit", causal{}, with(paged, func(a *cpu.Args) { a.Paged.Table = table[:4] }), cpu.ErrPage},
 		{"overflowing shape, 16-bit", causal{}, with(b16, func(a *cpu.Args) { a.Shape.Batch = 1 << 57 }), cpu.ErrShape},
-		{"head dim 96", causal{}, with(b16, func(a *cpu.Args) { a.Shape.HeadDim = 96 }), cpu.ErrHeadDim},
+		{"head dim 100", causal{}, with(b16, func(a *cpu.Args) { a.Shape.HeadDim = 100 }), cpu.ErrHeadDim},
 	}
 	for _, c := range cases {
 		err := cpu.ForwardArgs(c.m, cpu.Auto, c.a)

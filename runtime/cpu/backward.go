@@ -93,8 +93,11 @@ func BackwardArgs(m mask.Mask, variant Variant, a BackArgs) error {
 		return fmt.Errorf("%w: %s", ErrVariant, variant)
 	}
 	t, _ := TargetOf(variant)
-	if err := t.Supports(s.HeadDim, s.HeadDim); err != nil {
+	if err := t.Supports(s.HeadDim, s.headDimV()); err != nil {
 		return err
+	}
+	if s.headDimV() != s.HeadDim {
+		return fmt.Errorf("%w: HeadDimV = %d: the backward runs one head dimension for q, k and v", ErrHeadDim, s.HeadDimV)
 	}
 	if !m.UsesDocs() {
 		docs = nil // ignored by masks without run-time data
@@ -126,10 +129,10 @@ func BackwardArgs(m mask.Mask, variant Variant, a BackArgs) error {
 	}
 	var ds memSpan
 	if m.UsesDocs() {
-		if err := checkDataLen(m, s, docs); err != nil {
+		if err := checkDataLen(m, s, s.SeqK, docs); err != nil {
 			return err
 		}
-		ds = span(docs[:docsLen(s, docs)])
+		ds = span(docs[:docsLen(s, s.SeqK, docs)])
 	}
 	type named struct {
 		name string
@@ -243,7 +246,7 @@ func (c *bcall) drop() {
 
 func (c *bcall) setup(m mask.Mask, s Shape, docs []int32, hp *[mask.MaxHeadParams][]int32) error {
 	var err error
-	if c.docs, err = resetData(c.docs, m, s, docs); err != nil {
+	if c.docs, err = resetData(c.docs, m, s, s.SeqK, docs); err != nil {
 		return err
 	}
 	c.nparams = len(mask.HeadParams(m))
@@ -254,7 +257,7 @@ func (c *bcall) setup(m mask.Mask, s Shape, docs []int32, hp *[mask.MaxHeadParam
 	if c.scale == 0 {
 		c.scale = float32(1 / math.Sqrt(float64(s.HeadDim)))
 	}
-	c.segs, c.msegs = segments(c.segs, c.msegs, s.SeqQ, s.SeqK, m.Stride())
+	c.segs = segments(c.segs, s.SeqQ, s.SeqK, m.Stride(), s.SeqK-s.SeqQ, 0)
 	rows := max(len(c.docs), 1)
 	if c.nparams > 0 {
 		rows *= s.HeadsQ

@@ -59,7 +59,7 @@ func TestBackwardErrors(t *testing.T) {
 		"dq = dout":  {short(func(b *bargs) { b.dq = b.dout }), s, cpu.ErrAlias},
 		"sq > sk":    {a, cpu.Shape{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: 3, SeqK: 2, HeadDim: 64}, cpu.ErrShape},
 		"gqa":        {a, cpu.Shape{Batch: 1, HeadsQ: 3, HeadsKV: 2, SeqQ: 1, SeqK: 1, HeadDim: 64}, cpu.ErrShape},
-		"head dim":   {a, cpu.Shape{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: 1, SeqK: 1, HeadDim: 32}, cpu.ErrHeadDim},
+		"head dim":   {a, cpu.Shape{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: 1, SeqK: 1, HeadDim: 100}, cpu.ErrHeadDim},
 		"overflow":   {a, cpu.Shape{Batch: 1 << 57, HeadsQ: 1, HeadsKV: 1, SeqQ: 1, SeqK: 1, HeadDim: 64}, cpu.ErrShape},
 	} {
 		if err := c.a.call(causal{}, cpu.PureGo, c.s); !errors.Is(err, c.want) {

@@ -13,23 +13,42 @@ import (
 )
 
 // segment is one residue class (or the whole sequence): nq queries and nk
-// keys, position x at absolute position off + stride*x (mask.Segments),
-// with its key tiles numbered from base on among the call's tiles; qt0 is
-// the index of its first query tile among the call's query tiles.
-type segment struct{ nq, nk, off, stride, tiles, base, qt0 int }
+// keys, segment position x at absolute position off + stride*x, its
+// queries at segment positions qx0 .. qx0+nq-1 and its keys at kx0 ..
+// kx0+nk-1, with its key tiles numbered from base on among the call's
+// tiles; qt0 is the index of its first query tile among the call's query
+// tiles.
+type segment struct{ nq, nk, off, stride, qx0, kx0, tiles, base, qt0 int }
 
-func segments(dst []segment, scratch []mask.Segment, sq, sk, st int) ([]segment, []mask.Segment) {
+// segments returns the segments of a call of sq queries at absolute
+// positions qpos.. and sk keys at kpos.. under a layout of stride st:
+// class c holds the positions p = c (mod st), at segment position (p -
+// c)/st. Classes without queries are left out; a class may have queries
+// and no keys (its rows keep nothing). With the default positions (qpos =
+// sk - sq, kpos = 0) these are mask.Segments' bottom-right aligned
+// segments.
+func segments(dst []segment, sq, sk, st, qpos, kpos int) []segment {
 	dst = dst[:0]
-	scratch = mask.Segments(scratch[:0], sq, sk, st)
+	st = max(st, 1)
 	base, qt := 0, 0
-	for _, g := range scratch {
-		t := (g.SeqK + TK - 1) / TK
-		dst = append(dst, segment{nq: g.SeqQ, nk: g.SeqK, off: g.Offset, stride: g.Stride, tiles: t, base: base, qt0: qt})
+	for c := 0; c < st; c++ {
+		kx0 := mask.FloorDiv(kpos-c+st-1, st)
+		nk := max(mask.FloorDiv(kpos+sk-1-c, st)-kx0+1, 0)
+		qx0 := mask.FloorDiv(qpos-c+st-1, st)
+		nq := max(mask.FloorDiv(qpos+sq-1-c, st)-qx0+1, 0)
+		if nq == 0 {
+			continue
+		}
+		t := (nk + TK - 1) / TK
+		dst = append(dst, segment{nq: nq, nk: nk, off: c, stride: st, qx0: qx0, kx0: kx0, tiles: t, base: base, qt0: qt})
 		base += t
-		qt += (g.SeqQ + TQ - 1) / TQ
+		qt += (nq + TQ - 1) / TQ
 	}
-	return dst, scratch
+	return dst
 }
+
+// keyAbs is the absolute position of key x (0-based) of segment g.
+func (g segment) keyAbs(x int) int { return g.off + g.stride*(g.kx0+x) }
 
 // A job is one query tile: per rows of each of nh query heads (h, h+1,
 // ...; they share a key/value head and their rows share positions, so the
@@ -71,7 +90,19 @@ type call struct {
 	pageSize, tableStride int
 	table                 []int32
 	segs                  []segment
-	msegs                 []mask.Segment
+	// The call's geometry: its real head dimensions dd and those its
+	// kernels run at, kd (kernelDims: zero-padded tiles when they differ);
+	// the resolved strides of q, k, v and out (ls), and of lse (lseB,
+	// lseH: batch and head; rows consecutive); the absolute positions of
+	// the first query and key rows (qpos, kpos).
+	dd, kd     dims
+	ls         Layout
+	lseB, lseH int
+	qpos, kpos int
+	// direct: the decode kernels may read key and value rows in place
+	// (kernels of the call's own dims, and k and v rows at the same
+	// offsets).
+	direct bool
 
 	// The key tiles some query tile visits, found once per call: visits
 	// holds, for each schedule row (visitRow: a document row, one per batch
@@ -115,7 +146,7 @@ type call struct {
 }
 
 // partSize is the state one part keeps: o, m and l of TQ rows.
-func partSize(d int) int { return TQ*d + 2*TQ }
+func partSize(dv int) int { return TQ*dv + 2*TQ }
 
 // maxPooled bounds the workspace (packed key and value tiles, in floats) a
 // call keeps for the next one: 512 MiB; a larger one is left to the
@@ -133,11 +164,14 @@ const (
 var calls = sync.Pool{New: func() any { return new(call) }}
 
 // setup fills the call's state and workspace.
-func (c *call) setup(m mask.Mask, kern *kernels, s Shape, out []float32, out16 []uint16, lse []float32, in inputs, docs []int32, hp *[mask.MaxHeadParams][]int32) error {
+func (c *call) setup(m mask.Mask, kern *kernels, s Shape, g *geom, out []float32, out16 []uint16, lse []float32, in inputs, docs []int32, hp *[mask.MaxHeadParams][]int32) error {
 	var err error
-	if c.docs, err = resetData(c.docs, m, s, docs); err != nil { // a pooled call's Docs keep their buffers
+	if c.docs, err = resetData(c.docs, m, s, g.dataLen, docs); err != nil { // a pooled call's Docs keep their buffers
 		return err
 	}
+	c.dd = s.dims()
+	c.kd, _ = kern.kernelDims(c.dd) // every variant that runs has a tile kernel
+	c.ls, c.lseB, c.lseH, c.qpos, c.kpos = g.ls, g.lseB, g.lseH, g.qpos, g.kpos
 	c.nparams = len(mask.HeadParams(m))
 	c.hvals = headValues(c.hvals, hp, c.nparams, s.HeadsQ)
 	c.heads = setHeads(c.heads, c.docs, c.hvals, c.nparams, s.HeadsQ)
@@ -148,7 +182,7 @@ func (c *call) setup(m mask.Mask, kern *kernels, s Shape, out []float32, out16 [
 		c.scale = float32(1 / math.Sqrt(float64(s.HeadDim)))
 	}
 	c.scale *= math.Log2E
-	c.segs, c.msegs = segments(c.segs, c.msegs, s.SeqQ, s.SeqK, m.Stride())
+	c.segs = segments(c.segs, s.SeqQ, s.SeqK, m.Stride(), c.qpos, c.kpos)
 	c.tilesPerKV, c.qtiles = 0, 0
 	for _, g := range c.segs {
 		c.tilesPerKV += g.tiles
@@ -165,16 +199,19 @@ func (c *call) setup(m mask.Mask, kern *kernels, s Shape, out []float32, out16 [
 		kept = 0
 	}
 	tiles, ok := mul(s.Batch, s.HeadsKV, kept)
-	nkv, ok2 := mul(tiles, TK, s.HeadDim)
-	kv, _ := mul(s.Batch, s.HeadsKV, s.SeqK, s.HeadDim)
-	if !ok || !ok2 || nkv > 2*kv+maxPooled {
-		return fmt.Errorf("%w: %+v: the key and value tiles of a layout of stride %d would take %d times the keys' memory", ErrShape, s, m.Stride(), nkv/kv)
+	nkv, ok2 := mul(tiles, TK, c.kd.qk)
+	nv, ok3 := mul(tiles, TK, c.kd.v)
+	kv, _ := mul(s.Batch, s.HeadsKV, max(s.SeqK, 1), c.kd.qk+c.kd.v)
+	if !ok || !ok2 || !ok3 || nkv+nv > 2*kv+maxPooled {
+		return fmt.Errorf("%w: %+v: the key and value tiles of a layout of stride %d would take %d times the keys' memory", ErrShape, s, m.Stride(), (nkv+nv)/kv)
 	}
-	c.vInPlace = in.elem == F32 && c.pageSize == 0 && m.Stride() == 1
-	nv := nkv
+	// Values are read in place when whole tiles of them are consecutive
+	// rows of v at the kernels' width.
+	c.vInPlace = in.elem == F32 && c.pageSize == 0 && m.Stride() == 1 && c.kd == c.dd && c.ls.V.Pos == c.dd.v
 	if c.vInPlace && kept > 0 {
-		nv = s.Batch * s.HeadsKV * TK * s.HeadDim // the tail tiles only
+		nv = s.Batch * s.HeadsKV * TK * c.kd.v // the tail tiles only
 	}
+	c.direct = c.kd == c.dd && kern.hasDecode(c.kd) && c.ls.K == c.ls.V
 	c.kt = grow(c.kt, nkv)
 	c.vt = grow(c.vt, nv)
 	if cap(c.known) < tiles {
@@ -233,11 +270,10 @@ func (c *call) plan() {
 				c.refs = append(c.refs, c.refs[from:to]...)
 			} else {
 				for _, g := range c.segs {
-					qoff := g.nk - g.nq
 					for r0 := 0; r0 < g.nq; r0 += TQ {
 						c.visits = append(c.visits, int32(len(c.refs)))
-						q0, q1 := r0+qoff, min(r0+TQ, g.nq)-1+qoff
-						c.refs = mask.Visit(c.mask, c.refs, q0, q1, g.nk, TK, docs)
+						q0, q1 := r0+g.qx0, min(r0+TQ, g.nq)-1+g.qx0
+						c.refs = mask.VisitFrom(c.mask, c.refs, q0, q1, g.kx0, g.nk, TK, docs)
 					}
 				}
 			}
@@ -358,7 +394,7 @@ func (c *call) makeJobs() {
 		}
 		parts += p
 	}
-	c.partial = grow(c.partial, parts*partSize(s.HeadDim))
+	c.partial = grow(c.partial, parts*partSize(c.kd.v))
 	if cap(c.pending) < len(c.jobs) {
 		c.pending = make([]atomic.Int32, len(c.jobs))
 	}
@@ -386,14 +422,14 @@ func (c *call) docsOf(b, h int) *mask.Docs { return c.viewOf(c.dataRow(b), h) }
 // for a transient call, else the call's packed tile (packed by the first
 // worker that needs it).
 func (c *call) tileData(w *buffers, b, kvh int, g segment, t int, nf bool) (kt, vt []float32, bad uint64) {
-	D := c.s.HeadDim
+	D, DV := c.kd.qk, c.kd.v
 	bk := b*c.s.HeadsKV + kvh
 	if c.transient {
-		kt, vt = w.kt[:TK*D], w.vt[:TK*D]
+		kt, vt = w.kt[:TK*D], w.vt[:TK*DV]
 		c.pack(kt, vt, w.conv, bk, g, t)
 		vt = c.valueTile(vt, bk, g, t)
 		if nf {
-			bad = c.kern.nonFiniteRows(vt, D)
+			bad = c.kern.nonFiniteRows(vt, DV)
 		}
 		return kt, vt, bad
 	}
@@ -404,7 +440,7 @@ func (c *call) tileData(w *buffers, b, kvh int, g segment, t int, nf bool) (kt, 
 			bad = c.nonFinite[p].Load()
 		} else {
 			// computed by whichever worker gets there first; they agree
-			bad = c.kern.nonFiniteRows(vt, D)
+			bad = c.kern.nonFiniteRows(vt, DV)
 			c.nonFinite[p].Store(bad)
 			c.known[p].Store(true)
 		}
@@ -421,7 +457,7 @@ func (c *call) packed(w *buffers, b, kvh int, g segment, t int) int {
 		return p
 	}
 	if st.CompareAndSwap(0, 1) {
-		D := c.s.HeadDim
+		D := c.kd.qk
 		bk := b*c.s.HeadsKV + kvh
 		c.pack(c.kt[p*TK*D:][:TK*D], c.vtOf(p, bk), w.conv, bk, g, t)
 		st.Store(2)
@@ -437,25 +473,33 @@ func (c *call) packed(w *buffers, b, kvh int, g segment, t int) int {
 // not read in place: its own slot, or with vInPlace the one tail tile of
 // bk (whole tiles never write it then).
 func (c *call) vtOf(p, bk int) []float32 {
-	D := c.s.HeadDim
+	D := c.kd.v
 	if c.vInPlace {
 		return c.vt[bk*TK*D:][:TK*D]
 	}
 	return c.vt[p*TK*D:][:TK*D]
 }
 
-// keyRow returns the offset in k and v of key position pos of (batch, kv
-// head) bk: contiguous [batch, kv head, SeqK, D], or through the page
-// table of a paged cache.
-func (c *call) keyRow(bk, pos int) int {
-	D := c.s.HeadDim
-	if c.pageSize == 0 {
-		return (bk*c.s.SeqK + pos) * D
-	}
+// keyRow returns the offset in k of key row pos (0-based among the call's
+// keys) of (batch, kv head) bk, with k's strides: directly, or through
+// the page table of a paged cache (the batch stride is then the page's).
+func (c *call) keyRow(bk, pos int) int { return c.cacheRow(c.ls.K, bk, pos) }
+
+// valRow is keyRow for v.
+func (c *call) valRow(bk, pos int) int { return c.cacheRow(c.ls.V, bk, pos) }
+
+func (c *call) cacheRow(x Strides, bk, pos int) int {
 	b, kvh := bk/c.s.HeadsKV, bk%c.s.HeadsKV
+	if c.pageSize == 0 {
+		return b*x.Batch + kvh*x.Head + pos*x.Pos
+	}
 	page := int(c.table[b*c.tableStride+pos/c.pageSize])
-	return ((page*c.s.HeadsKV+kvh)*c.pageSize + pos%c.pageSize) * D
+	return page*x.Batch + kvh*x.Head + pos%c.pageSize*x.Pos
 }
+
+// keyIndex is the row (0-based among the call's keys) of key x of
+// segment g.
+func (c *call) keyIndex(g segment, x int) int { return g.keyAbs(x) - c.kpos }
 
 // rowOffsets sets off[x] to the byte offset in k and v of key x of whole
 // key tile t of segment g of (batch, kv head) bk.
@@ -465,14 +509,14 @@ func (c *call) rowOffsets(off []int, bk int, g segment, t int) {
 	if c.elem != F32 {
 		es = 2
 	}
-	if first, pitch, ok := c.tileRun(bk, g, t); ok {
+	if first, pitch, _, _, ok := c.tileRun(bk, g, t); ok {
 		for x := range off {
 			off[x] = es * (first + x*pitch)
 		}
 		return
 	}
 	for x := range off {
-		off[x] = es * c.keyRow(bk, g.off+g.stride*(t*TK+x))
+		off[x] = es * c.keyRow(bk, c.keyIndex(g, t*TK+x))
 	}
 }
 
@@ -486,31 +530,36 @@ func (c *call) kvBase() (k, v unsafe.Pointer) {
 }
 
 // tileRun reports whether the 64 keys of whole key tile t of segment g of
-// (batch, kv head) bk lie pitch floats apart from offset first (always for
-// contiguous caches; within one page for paged ones).
-func (c *call) tileRun(bk int, g segment, t int) (first, pitch int, ok bool) {
+// (batch, kv head) bk lie pitch elements apart in k from offset first
+// (always for a direct cache; within one page for paged ones); vfirst and
+// vpitch are the same for v.
+func (c *call) tileRun(bk int, g segment, t int) (first, pitch, vfirst, vpitch int, ok bool) {
 	if (t+1)*TK > g.nk {
-		return 0, 0, false
+		return 0, 0, 0, 0, false
 	}
-	p0, p1 := g.off+g.stride*t*TK, g.off+g.stride*((t+1)*TK-1)
+	p0, p1 := c.keyIndex(g, t*TK), c.keyIndex(g, (t+1)*TK-1)
 	if c.pageSize > 0 && p0/c.pageSize != p1/c.pageSize {
-		return 0, 0, false
+		return 0, 0, 0, 0, false
 	}
-	return c.keyRow(bk, p0), g.stride * c.s.HeadDim, true
+	return c.keyRow(bk, p0), g.stride * c.ls.K.Pos, c.valRow(bk, p0), g.stride * c.ls.V.Pos, true
 }
 
 // pack lays out key tile t of segment g of (batch, kv head) bk: kt[d][c]
 // (the keys transposed, times scale*log2(e), so that the kernels' scores
-// come out scaled) and vt[c][d], zero past the segment's keys. A whole
-// tile of float32 keys evenly spaced in k goes straight through the
-// variant's transpose, and its values are not copied when they are
-// consecutive rows (valueTile reads them in place; vt is not written);
-// other tiles (the last of a segment, tiles across pages, 16-bit inputs,
-// which are widened) are gathered into tmp first.
+// come out scaled; rows past the keys' head dimension zero, when the
+// kernels run wider) and vt[c][d] (zero past the values' head dimension),
+// zero past the segment's keys. A whole tile of float32 keys evenly
+// spaced in k at the kernels' width goes straight through the variant's
+// transpose, and its values are not copied when they are consecutive rows
+// at the kernels' width (valueTile reads them in place; vt is not
+// written); other tiles (the last of a segment, tiles across pages,
+// 16-bit inputs, which are widened, padded dims) are gathered into tmp
+// first.
 func (c *call) pack(kt, vt, tmp []float32, bk int, g segment, t int) {
-	D := c.s.HeadDim
-	first, pitch, run := c.tileRun(bk, g, t)
-	if c.elem == F32 && run {
+	D, DV := c.kd.qk, c.kd.v
+	dq, dv := c.dd.qk, c.dd.v
+	first, pitch, vfirst, vpitch, run := c.tileRun(bk, g, t)
+	if c.elem == F32 && run && dq == D {
 		src := c.k[first : first+(TK-1)*pitch+D]
 		if pitch == D && c.transient && c.kern.transpose != nil {
 			// Decoding reads each key tile once, from memory: one sequential
@@ -521,40 +570,44 @@ func (c *call) pack(kt, vt, tmp []float32, bk int, g segment, t int) {
 			copy(src, c.k[first:first+TK*D])
 		}
 		c.kern.transposeTile(kt, src, pitch, D, c.scale)
-		if pitch != D { // values not in place
+		if vpitch != DV || dv != DV { // values not in place (valueTile reads them in place otherwise)
 			for x := 0; x < TK; x++ {
-				row := first + x*pitch
-				copy(vt[x*D:(x+1)*D], c.v[row:row+D])
+				row := vfirst + x*vpitch
+				copy(vt[x*DV:x*DV+dv], c.v[row:row+dv])
+				clear(vt[x*DV+dv : (x+1)*DV])
 			}
 		}
 		return
 	}
-	// Gather the rows (tail tiles, pages, residue classes), widening 16-bit
-	// ones, then transpose the keys.
+	// Gather the rows (tail tiles, pages, residue classes, padded dims),
+	// widening 16-bit ones, then transpose the keys.
 	tmp = tmp[:TK*D]
-	if c.elem != F32 && run && pitch == D {
+	if c.elem != F32 && run && pitch == D && vpitch == DV && dq == D && dv == DV {
 		// 16-bit rows back to back: one widening pass each
 		c.kern.widenRow(tmp, c.k16[first:first+TK*D], c.elem)
-		c.kern.widenRow(vt[:TK*D], c.v16[first:first+TK*D], c.elem)
+		c.kern.widenRow(vt[:TK*DV], c.v16[vfirst:vfirst+TK*DV], c.elem)
 		c.kern.transposeTile(kt, tmp, D, D, c.scale)
 		return
 	}
 	for x := 0; x < TK; x++ {
-		kr, vr := tmp[x*D:(x+1)*D], vt[x*D:(x+1)*D]
+		kr, vr := tmp[x*D:(x+1)*D], vt[x*DV:(x+1)*DV]
 		key := t*TK + x
 		if key >= g.nk {
 			clear(kr)
 			clear(vr)
 			continue
 		}
-		row := c.keyRow(bk, g.off+g.stride*key)
+		pos := c.keyIndex(g, key)
+		krow, vrow := c.keyRow(bk, pos), c.valRow(bk, pos)
 		if c.elem == F32 {
-			copy(kr, c.k[row:row+D])
-			copy(vr, c.v[row:row+D])
+			copy(kr, c.k[krow:krow+dq])
+			copy(vr, c.v[vrow:vrow+dv])
 		} else {
-			c.kern.widenRow(kr, c.k16[row:row+D], c.elem)
-			c.kern.widenRow(vr, c.v16[row:row+D], c.elem)
+			c.kern.widenRow(kr[:dq], c.k16[krow:krow+dq], c.elem)
+			c.kern.widenRow(vr[:dv], c.v16[vrow:vrow+dv], c.elem)
 		}
+		clear(kr[dq:])
+		clear(vr[dv:])
 	}
 	c.kern.transposeTile(kt, tmp, D, D, c.scale)
 }
@@ -563,9 +616,9 @@ func (c *call) pack(kt, vt, tmp []float32, bk int, g segment, t int) {
 // head) bk, given where pack wrote them (vt): the rows of v themselves when
 // pack left them in place.
 func (c *call) valueTile(vt []float32, bk int, g segment, t int) []float32 {
-	if c.elem == F32 {
-		if first, pitch, run := c.tileRun(bk, g, t); run && pitch == c.s.HeadDim {
-			return c.v[first:][:TK*c.s.HeadDim]
+	if c.elem == F32 && c.dd == c.kd {
+		if _, _, vfirst, vpitch, run := c.tileRun(bk, g, t); run && vpitch == c.kd.v {
+			return c.v[vfirst:][:TK*c.kd.v]
 		}
 	}
 	return vt

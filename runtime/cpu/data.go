@@ -8,8 +8,9 @@ import (
 
 // A mask reads one kind of run-time data (mask.Mask.UsesDocs): document
 // ids, or for a tree mask (mask.UsesTree) a parent array. Both are one
-// int32 per key position, SeqK shared by every batch or Batch*SeqK (one
-// row per batch), and index into a pooled mask.Docs per row.
+// int32 per position, n shared by every batch or Batch*n (one row per
+// batch), and index into a pooled mask.Docs per row; n is SeqK, or with
+// positions (Args.QPos, KPos) one past the last query or key position.
 
 // dataErr is the error a mask's data problems wrap, and what the data is
 // called in messages.
@@ -20,30 +21,34 @@ func dataErr(m mask.Mask) (error, string) {
 	return ErrDocument, "document ids"
 }
 
-// checkDataLen checks the length of a mask's data against the shape.
-func checkDataLen(m mask.Mask, s Shape, data []int32) error {
-	if n, ok := mul(s.Batch, s.SeqK); !ok || len(data) != s.SeqK && len(data) != n {
+// checkDataLen checks the length of a mask's data against the shape: n
+// positions a row.
+func checkDataLen(m mask.Mask, s Shape, n int, data []int32) error {
+	if all, ok := mul(s.Batch, n); !ok || len(data) != n && len(data) != all {
 		e, what := dataErr(m)
-		return fmt.Errorf("%w: %d %s; the shape needs SeqK = %d (shared by every batch) or Batch*SeqK = %d (one row per batch)", e, len(data), what, s.SeqK, n)
+		if n != s.SeqK {
+			return fmt.Errorf("%w: %d %s; the positions need %d (shared by every batch) or Batch*%d = %d (one row per batch)", e, len(data), what, n, n, all)
+		}
+		return fmt.Errorf("%w: %d %s; the shape needs SeqK = %d (shared by every batch) or Batch*SeqK = %d (one row per batch)", e, len(data), what, s.SeqK, all)
 	}
 	return nil
 }
 
 // resetData indexes the data rows of a call into docs (pooled: each
 // mask.Docs keeps its buffers) and returns it.
-func resetData(docs []mask.Docs, m mask.Mask, s Shape, data []int32) ([]mask.Docs, error) {
+func resetData(docs []mask.Docs, m mask.Mask, s Shape, n int, data []int32) ([]mask.Docs, error) {
 	docs = docs[:0]
 	if !m.UsesDocs() {
 		return docs, nil
 	}
 	tree := mask.UsesTree(m)
-	rows := docsLen(s, data) / s.SeqK
+	rows := docsLen(s, n, data) / n
 	for b := 0; b < rows; b++ {
 		if b == cap(docs) {
 			docs = append(docs, mask.Docs{})
 		}
 		docs = docs[:b+1]
-		row := data[b*s.SeqK : (b+1)*s.SeqK]
+		row := data[b*n : (b+1)*n]
 		var err error
 		if tree {
 			err = docs[b].ResetTree(row)

@@ -11,13 +11,18 @@ import (
 	"github.com/attngen/attngen/runtime/mask"
 )
 
-// Shape describes one attention call. Tensors are laid out
-// [batch, heads, seq, head_dim], row-major. Query head h reads key/value
-// head h / (HeadsQ/HeadsKV) (grouped-query attention). Query row r sits at
-// absolute position r + SeqK - SeqQ (bottom-right aligned), so SeqQ <= SeqK.
+// Shape describes one attention call. Tensors are laid out [batch,
+// heads, seq, head_dim], row-major, unless Args.Layout gives strides.
+// Query head h reads key/value head h / (HeadsQ/HeadsKV) (grouped-query
+// attention). Query row r sits at absolute position r + SeqK - SeqQ
+// (bottom-right aligned), so SeqQ <= SeqK, unless Args.QPos and KPos say
+// where the queries and keys are.
 type Shape struct {
 	Batch, HeadsQ, HeadsKV int
-	SeqQ, SeqK, HeadDim    int
+	// HeadDim is the head dimension of q and k; HeadDimV that of v and the
+	// output, 0 meaning HeadDim.
+	SeqQ, SeqK, HeadDim int
+	HeadDimV            int
 	// Scale multiplies the scores q.k; 0 means 1/sqrt(HeadDim).
 	Scale float32
 }
@@ -170,120 +175,12 @@ func (in inputs) spans(nq, nkv int) [3]memSpan {
 	return [3]memSpan{span(in.q16[:nq]), span(in.k16[:nkv]), span(in.v16[:nkv])}
 }
 
-// checkArgs checks the slices against the shape's sizes: lengths, document
-// ids (one run of SeqK shared by every batch, or one per batch), and that
-// no output (out or out16, lse) overlaps an input (q, k, v, document ids,
-// the page table) or the other output. table is the part of the page table
-// the call reads (nil without pages).
-func (z sizes) checkArgs(m mask.Mask, s Shape, a *Args, in inputs, table []int32, data []int32) error {
-	needDocs := m.UsesDocs()
-	lq, lk, lv := in.lens()
-	lo, oname := len(a.Out), "out"
-	if a.Out16 != nil {
-		lo, oname = len(a.Out16), "out16"
+// docsLen is the number of document ids a call reads, n a row.
+func docsLen(s Shape, n int, docs []int32) int {
+	if len(docs) == n {
+		return n
 	}
-	switch {
-	case lq < z.q:
-		return fmt.Errorf("%w: q has %d elements, the shape needs %d", ErrShort, lq, z.q)
-	case lk < z.kv:
-		return fmt.Errorf("%w: k has %d elements, the shape needs %d", ErrShort, lk, z.kv)
-	case lv < z.kv:
-		return fmt.Errorf("%w: v has %d elements, the shape needs %d", ErrShort, lv, z.kv)
-	case lo < z.q:
-		return fmt.Errorf("%w: %s has %d elements, the shape needs %d", ErrShort, oname, lo, z.q)
-	case a.LSE != nil && len(a.LSE) < z.lse:
-		return fmt.Errorf("%w: lse has %d elements, the shape needs %d (or pass nil)", ErrShort, len(a.LSE), z.lse)
-	}
-	if needDocs {
-		if err := checkDataLen(m, s, data); err != nil {
-			return err
-		}
-	}
-	var o memSpan
-	if a.Out16 != nil {
-		o = span(a.Out16[:z.q])
-	} else {
-		o = span(a.Out[:z.q])
-	}
-	l := span(a.LSE[:min(len(a.LSE), z.lse)])
-	var d memSpan
-	dname := "docs"
-	if needDocs {
-		d = span(data[:docsLen(s, data)])
-		if mask.UsesTree(m) {
-			dname = "tree"
-		}
-	}
-	sp := in.spans(z.q, z.kv)
-	for _, x := range []struct {
-		name string
-		m    memSpan
-	}{{"q", sp[0]}, {"k", sp[1]}, {"v", sp[2]}, {"lse", l}, {dname, d}, {"the page table", span(table)}} {
-		if o.overlaps(x.m) {
-			return fmt.Errorf("%w: %s and %s share memory", ErrAlias, oname, x.name)
-		}
-		if x.name != "lse" && l.overlaps(x.m) {
-			return fmt.Errorf("%w: lse and %s share memory", ErrAlias, x.name)
-		}
-	}
-	return nil
-}
-
-func (pg *Paged) stride(s Shape) int {
-	if pg.TableStride > 0 {
-		return pg.TableStride
-	}
-	return (s.SeqK + pg.PageSize - 1) / pg.PageSize
-}
-
-// check validates a page table against the shape and the caches, with
-// overflow-safe sizes, and returns the elements of k and v the pages span
-// (what the length and aliasing checks then use) and the part of the
-// table the call reads.
-func (pg *Paged) check(s Shape, in inputs) (int, []int32, error) {
-	if pg.PageSize < 1 || pg.PageSize > math.MaxInt32 || pg.TableStride < 0 {
-		return 0, nil, fmt.Errorf("%w: page size %d, table stride %d", ErrPage, pg.PageSize, pg.TableStride)
-	}
-	need := (s.SeqK + pg.PageSize - 1) / pg.PageSize
-	stride := pg.stride(s)
-	if stride < need {
-		return 0, nil, fmt.Errorf("%w: table stride %d is below the %d pages of SeqK = %d", ErrPage, stride, need, s.SeqK)
-	}
-	rows, ok := mul(s.Batch-1, stride)
-	if !ok || rows > math.MaxInt-need || len(pg.Table) < rows+need {
-		return 0, nil, fmt.Errorf("%w: %d table entries; %d batches of %d pages, %d apart, need %d", ErrPage, len(pg.Table), s.Batch, need, stride, rows+need)
-	}
-	// A longer table is refused rather than read in part: it is most
-	// likely laid out with another stride (a fixed number of pages per
-	// batch) than the one the call reads it with.
-	if pg.TableStride == 0 && len(pg.Table) != rows+need {
-		return 0, nil, fmt.Errorf("%w: %d table entries; %d batches of ceil(SeqK/PageSize) = %d pages back to back are exactly %d (a table with more entries per batch needs TableStride)", ErrPage, len(pg.Table), s.Batch, need, rows+need)
-	}
-	if full, ok := mul(s.Batch, stride); pg.TableStride > 0 && ok && len(pg.Table) > full {
-		return 0, nil, fmt.Errorf("%w: %d table entries; %d batches of TableStride %d entries are at most %d", ErrPage, len(pg.Table), s.Batch, stride, full)
-	}
-	per, ok := mul(s.HeadsKV, pg.PageSize, s.HeadDim)
-	if !ok {
-		return 0, nil, fmt.Errorf("%w: a page of %d heads x %d positions x %d overflows", ErrPage, s.HeadsKV, pg.PageSize, s.HeadDim)
-	}
-	_, lk, lv := in.lens()
-	pages := min(lk, lv) / per
-	for b := 0; b < s.Batch; b++ {
-		for i, p := range pg.Table[b*stride : b*stride+need] {
-			if p < 0 || int(p) >= pages {
-				return 0, nil, fmt.Errorf("%w: batch %d, entry %d: page %d, but k and v hold %d pages of %d elements", ErrPage, b, i, p, pages, per)
-			}
-		}
-	}
-	return pages * per, pg.Table[:rows+need], nil
-}
-
-// docsLen is the number of document ids a call reads.
-func docsLen(s Shape, docs []int32) int {
-	if len(docs) == s.SeqK {
-		return s.SeqK
-	}
-	return s.Batch * s.SeqK
+	return s.Batch * n
 }
 
 // memSpan is the byte range a slice covers.
@@ -354,6 +251,27 @@ type Args struct {
 	Slopes  []float32
 	Sinks   []float32
 	Shape   Shape
+	// Layout gives the element strides of Q, K, V and the output (see
+	// Layout: BHSD, BSHD, PackedQKV or any strides); the zero value is
+	// contiguous [batch, heads, seq, head_dim] for each.
+	Layout Layout
+	// Ragged batches and positions, each nil or one entry per batch row:
+	// SeqLensQ[b] queries (at most SeqQ) and SeqLensK[b] keys (at most
+	// SeqK) of row b, the rest of its rows are never read (a row's
+	// output past its queries gets zeros and an lse of -Inf; keys past
+	// its length, and with a paged cache the table entries past its
+	// pages, are never read). QPos[b] and KPos[b] are the absolute
+	// positions of row b's first query and first key (QPos and KPos may
+	// also hold one entry for every row): its queries are at QPos[b] ..
+	// QPos[b]+SeqLensQ[b]-1 and its keys likewise, and the mask is
+	// evaluated on those positions, so a chunk of queries may attend to
+	// any slice of keys. The defaults are KPos 0 and QPos = KPos + keys -
+	// queries (bottom-right alignment, as without them). With positions,
+	// a mask's document ids or parents cover positions 0 .. (the largest
+	// query or key position + 1) a row. A call with per-row values runs
+	// its rows one after another, each as one call.
+	SeqLensQ, SeqLensK []int32
+	QPos, KPos         []int32
 }
 
 // inputs checks that the slices given fit Elem and returns q, k and v.
@@ -491,53 +409,28 @@ func forward(m mask.Mask, variant Variant, a *Args) error {
 	if !ok {
 		return fmt.Errorf("%w: %s", ErrVariant, variant)
 	}
-	s := a.Shape
-	t, _ := TargetOf(variant)
-	if err := t.Supports(s.HeadDim, s.HeadDim); err != nil {
+	var v validated
+	if err := a.validate(m, variant, &v); err != nil {
 		return err
 	}
-	in, err := a.inputs()
-	if err != nil {
-		return err
+	if !v.ragged {
+		return v.run(m, kern, a, a.Shape, &v.g, &v.io)
 	}
-	tree := mask.UsesTree(m)
-	if a.Docs != nil && (!m.UsesDocs() || tree) {
-		return fmt.Errorf("%w: %d document ids given, but the mask has no documents (Docs must be nil)", ErrDocument, len(a.Docs))
-	}
-	if a.Tree != nil && !tree {
-		return fmt.Errorf("%w: %d parent entries given in Tree, but the mask has no tree (Tree must be nil)", ErrTree, len(a.Tree))
-	}
-	data := a.Docs
-	if tree {
-		data = a.Tree
-	}
-	z, err := s.check()
-	if err != nil {
-		return err
-	}
-	if err := checkHeads(m, s, &a.HeadParams); err != nil {
-		return err
-	}
-	var table []int32
-	pg := &a.Paged
-	if paged := pg.PageSize != 0 || pg.Table != nil || pg.TableStride != 0; paged {
-		if z.kv, table, err = pg.check(s, in); err != nil {
-			return err
-		}
-	}
-	if err := z.checkArgs(m, s, a, in, table, data); err != nil {
-		return err
-	}
+	return v.runRows(m, kern, a)
+}
+
+// run runs one validated call of shape s, geometry g and slices io.
+func (v *validated) run(m mask.Mask, kern *kernels, a *Args, s Shape, g *geom, io *callIO) error {
 	c := calls.Get().(*call)
 	if err := checkScore(&c.sc, mask.ScoreOf(m), s, a.SoftCap, a.Slopes, a.Sinks); err != nil {
 		calls.Put(c)
 		return err
 	}
 	c.pageSize, c.tableStride, c.table = 0, 0, nil
-	if table != nil {
-		c.pageSize, c.tableStride, c.table = pg.PageSize, pg.stride(s), table
+	if io.table != nil {
+		c.pageSize, c.tableStride, c.table = a.Paged.PageSize, v.tableStride, io.table
 	}
-	if err := c.setup(m, kern, s, a.Out, a.Out16, a.LSE, in, data, &a.HeadParams); err != nil {
+	if err := c.setup(m, kern, s, g, io.out, io.out16, io.lse, io.in, io.data, &a.HeadParams); err != nil {
 		c.release()
 		return err
 	}

@@ -97,8 +97,9 @@ func (k *kernels) at(d dims) *dimKernels {
 // pure-Go one, which runs any), else the pair of the variant's kernels
 // that holds d with the fewest padded elements (q, k and v are
 // zero-padded into it: the extra terms of each dot product are exact
-// zeros, and the extra output columns are dropped). ok is false when no
-// kernel holds d.
+// zeros, and the extra output columns are dropped), else d, which the
+// portable tile kernel then runs (tileRun). ok is false for a variant
+// without a tile kernel.
 func (k *kernels) kernelDims(d dims) (dims, bool) {
 	if k.tile == nil {
 		return dims{}, false
@@ -106,7 +107,7 @@ func (k *kernels) kernelDims(d dims) (dims, bool) {
 	if len(k.byDims) == 0 || k.at(d) != nil {
 		return d, true
 	}
-	best, cost := dims{}, -1
+	best, cost := d, -1
 	for _, x := range k.byDims {
 		if x.qk >= d.qk && x.v >= d.v {
 			if c := x.qk + x.v; cost < 0 || c < cost {
@@ -114,7 +115,7 @@ func (k *kernels) kernelDims(d dims) (dims, bool) {
 			}
 		}
 	}
-	return best, cost >= 0
+	return best, true
 }
 
 // asmFunc is the pointer ABI of every assembly tile kernel.
@@ -356,9 +357,14 @@ func (k *kernels) scoreTileK() tileScoreFunc {
 	return tileScoreGo
 }
 
-// tileRun runs the tile kernel, or with a score stage (st not nil) the
-// variant's score tile kernel.
+// tileRun runs the tile kernel of dimensions d, or with a score stage (st
+// not nil) the variant's score tile kernel; dimensions the variant has no
+// kernel of run the portable one.
 func (k *kernels) tileRun(q, kt, v, s, o, m, l []float32, mask []uint64, d dims, st *scoreTile) {
+	if len(k.byDims) > 0 && k.at(d) == nil {
+		tileScoreGo(q, kt, v, s, o, m, l, mask, d, st)
+		return
+	}
 	if st == nil {
 		k.tile(q, kt, v, s, o, m, l, mask, d)
 		return

@@ -13,33 +13,42 @@ func TestPackTranspose(t *testing.T) { eachKernels(t, nil, testPackTranspose) }
 
 func testPackTranspose(t *testing.T, kern *kernels) {
 	r := rand.New(rand.NewPCG(16, 17))
-	for _, D := range []int{64, 128} {
+	for _, D := range []int{64, 128, 96, 40} {
 		for _, stride := range []int{1, 3} {
 			sk := 300
 			k, v := make([]float32, 2*sk*D), make([]float32, 2*sk*D)
 			for i := range k {
 				k[i], v[i] = float32(r.NormFloat64()), float32(r.NormFloat64())
 			}
-			c := &call{kern: kern, s: Shape{SeqK: sk, HeadDim: D}, inputs: inputs{k: k, v: v}, scale: 0.375}
+			s := Shape{Batch: 2, HeadsQ: 1, HeadsKV: 1, SeqQ: 1, SeqK: sk, HeadDim: D}
+			kd, ok := kern.kernelDims(s.dims())
+			if !ok {
+				t.Fatalf("D %d: no kernel dims", D)
+			}
+			c := &call{kern: kern, s: s, dd: s.dims(), kd: kd, ls: BHSD(s), inputs: inputs{k: k, v: v}, scale: 0.375}
 			for off := 0; off < stride; off++ {
 				g := segment{nk: (sk - off + stride - 1) / stride, off: off, stride: stride}
 				for tt := 0; tt*TK < g.nk; tt++ {
-					kt, vt := make([]float32, TK*D), make([]float32, TK*D)
+					kt, vt := make([]float32, TK*kd.qk), make([]float32, TK*kd.v)
 					for i := range kt {
-						kt[i], vt[i] = -7, -7
+						kt[i] = -7
 					}
-					c.pack(kt, vt, make([]float32, TK*D), 1, g, tt)
+					for i := range vt {
+						vt[i] = -7
+					}
+					c.pack(kt, vt, make([]float32, TK*kd.qk), 1, g, tt)
 					vt = c.valueTile(vt, 1, g, tt)
+					inPlace := kd == c.dd && g.stride == 1 && (tt+1)*TK <= g.nk
 					for x := 0; x < TK; x++ {
 						key := tt*TK + x
-						for d := 0; d < D; d++ {
+						for d := 0; d < kd.qk; d++ {
 							wantK, wantV := float32(0), float32(0)
-							if key < g.nk {
+							if key < g.nk && d < D {
 								row := (sk + g.off + g.stride*key) * D
 								wantK, wantV = 0.375*k[row+d], v[row+d]
 							}
-							if kt[d*TK+x] != wantK || (key < g.nk || !(g.stride == 1 && (tt+1)*TK <= g.nk)) && vt[x*D+d] != wantV {
-								t.Fatalf("D %d stride %d class %d tile %d key %d dim %d: kt %v vt %v, want %v %v", D, stride, off, tt, x, d, kt[d*TK+x], vt[x*D+d], wantK, wantV)
+							if kt[d*TK+x] != wantK || (key < g.nk || !inPlace) && vt[x*kd.v+d] != wantV {
+								t.Fatalf("D %d (kernels %v) stride %d class %d tile %d key %d dim %d: kt %v vt %v, want %v %v", D, kd, stride, off, tt, x, d, kt[d*TK+x], vt[x*kd.v+d], wantK, wantV)
 							}
 						}
 					}

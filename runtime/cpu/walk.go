@@ -16,34 +16,44 @@ func (w *buffers) run(c *call) {
 	}
 }
 
-// rowOf returns, for row r of job j's tile, the query head and the row of
-// the call's q, out and lse (the [batch, head, seq_q] index).
+// rowOf returns, for row r of job j's tile, the query head and the query
+// row (0-based among the call's queries).
 func (c *call) rowOf(j job, r int) (head, row int) {
-	s := c.s
 	g := c.segs[j.seg]
 	per := int(j.per)
 	head = int(j.h) + r/per
-	x := int(j.qt)*TQ + r%per + g.nk - g.nq // segment position
-	abs := g.off + g.stride*x
-	return head, (int(j.b)*s.HeadsQ+head)*s.SeqQ + abs - (s.SeqK - s.SeqQ)
+	x := int(j.qt)*TQ + r%per + g.qx0 // segment position
+	return head, g.off + g.stride*x - c.qpos
 }
+
+// qAt, outAt and lseAt are the offsets in q, the output and lse of query
+// row row of head h of batch b.
+func (c *call) qAt(b, h, row int) int {
+	return b*c.ls.Q.Batch + h*c.ls.Q.Head + row*c.ls.Q.Pos
+}
+
+func (c *call) outAt(b, h, row int) int {
+	return b*c.ls.Out.Batch + h*c.ls.Out.Head + row*c.ls.Out.Pos
+}
+
+func (c *call) lseAt(b, h, row int) int { return b*c.lseB + h*c.lseH + row }
 
 // runItem runs the key tiles of one item over its job's query tile, then
 // finishes the rows (or stores the part's state, and merges the parts if
 // it is the last).
 func (w *buffers) runItem(c *call, it item) {
-	s, D := c.s, c.s.HeadDim
+	s, D, DV, dq := c.s, c.kd.qk, c.kd.v, c.dd.qk
 	j := c.jobs[it.job]
 	g := c.segs[j.seg]
 	b, per := int(j.b), int(j.per)
 	rows := int(j.nh) * per
 	hk := int(j.h) / (s.HeadsQ / s.HeadsKV)
 	// The query tile: the rows of q in place when they are TQ consecutive
-	// rows of one head, else copied (zero past the tile's rows). The scale
-	// is in the packed keys.
+	// rows of one head at the kernels' width, else copied (zero past the
+	// tile's rows and the head dimension). The scale is in the packed keys.
 	var qt0 []float32
-	if _, row := c.rowOf(j, 0); c.elem == F32 && rows == TQ && j.nh == 1 && g.stride == 1 {
-		qt0 = c.q[row*D:][:TQ*D]
+	if h, row := c.rowOf(j, 0); c.elem == F32 && rows == TQ && j.nh == 1 && g.stride == 1 && dq == D && c.ls.Q.Pos == D {
+		qt0 = c.q[c.qAt(b, h, row):][:TQ*D]
 	} else {
 		qt0 = w.q[:TQ*D]
 		for r := 0; r < TQ; r++ {
@@ -52,22 +62,23 @@ func (w *buffers) runItem(c *call, it item) {
 				clear(dst)
 				continue
 			}
-			_, row := c.rowOf(j, r)
+			h, row := c.rowOf(j, r)
+			at := c.qAt(b, h, row)
 			if c.elem == F32 {
-				copy(dst, c.q[row*D:][:D])
+				copy(dst, c.q[at:][:dq])
 			} else {
-				c.kern.widenRow(dst, c.q16[row*D:][:D], c.elem)
+				c.kern.widenRow(dst[:dq], c.q16[at:][:dq], c.elem)
 			}
+			clear(dst[dq:])
 		}
 	}
-	o, m, l := w.o[:TQ*D], w.m[:TQ], w.l[:TQ]
+	o, m, l := w.o[:TQ*DV], w.m[:TQ], w.l[:TQ]
 	clear(o)
 	clear(l)
 	for r := range m {
 		m[r] = float32(math.Inf(-1))
 	}
-	qoff := g.nk - g.nq
-	q0 := int(j.qt)*TQ + qoff
+	q0 := int(j.qt)*TQ + g.qx0
 	q1 := q0 + per - 1
 	docs := c.docsOf(b, int(j.h)) // the job's heads have the same values
 	refs := c.refs[it.r0:it.r1]
@@ -75,7 +86,7 @@ func (w *buffers) runItem(c *call, it item) {
 	// row keeps go to the decode kernels, which read the key and value rows
 	// in place, with the query rows scaled, in groups of 8 rows (zero rows
 	// pad the last group to 1, 2, 4 or 8).
-	direct := c.kern.hasDecode(square(D)) && c.transient && rows <= maxDecodeRows && (!c.sc.modifies || c.kern.hasDecodeScore(square(D)))
+	direct := c.direct && c.transient && rows <= maxDecodeRows && (!c.sc.modifies || c.kern.hasDecodeScore(c.kd))
 	var qs []float32
 	var st *scoreTile // the score stage's positions and slopes, when it rewrites scores
 	if c.sc.modifies {
@@ -88,7 +99,7 @@ func (w *buffers) runItem(c *call, it item) {
 		words := w.mask[:TQ]
 		if class == mask.Partial {
 			// exact class and keep words of the tile's positions
-			class = mask.Refine(c.mask, words, q0, q1, ref.K, g.nk, TK, docs)
+			class = mask.RefineFrom(c.mask, words, q0, q1, g.kx0, ref.K, g.nk, TK, docs)
 			if class == mask.Empty {
 				continue
 			}
@@ -120,10 +131,10 @@ func (w *buffers) runItem(c *call, it item) {
 			for r0 := 0; r0 < rows; r0 += 8 {
 				n := decodeRows(min(rows-r0, 8))
 				if st != nil {
-					c.kern.decodeScoreRun(c.elem, qs[r0*D:], kb, vb, &w.off, o[r0*D:], m[r0:], l[r0:], n, square(D), st.from(r0, &w.st2))
+					c.kern.decodeScoreRun(c.elem, qs[r0*D:], kb, vb, &w.off, o[r0*DV:], m[r0:], l[r0:], n, c.kd, st.from(r0, &w.st2))
 					continue
 				}
-				c.kern.decodeRun(c.elem, qs[r0*D:], kb, vb, &w.off, o[r0*D:], m[r0:], l[r0:], n, square(D))
+				c.kern.decodeRun(c.elem, qs[r0*D:], kb, vb, &w.off, o[r0*DV:], m[r0:], l[r0:], n, c.kd)
 			}
 			continue
 		}
@@ -164,22 +175,22 @@ func (w *buffers) runItem(c *call, it item) {
 				all &= k
 			}
 			if fix := nf &^ all; fix != 0 {
-				c.kern.tileRun(qt0, kt, w.sanitize(vt, fix, D), w.s[:TQ*TK], o, m, l, keep, square(D), st)
-				w.restore(vt, fix, keep[:rows], D)
+				c.kern.tileRun(qt0, kt, w.sanitize(vt, fix, DV), w.s[:TQ*TK], o, m, l, keep, c.kd, st)
+				w.restore(vt, fix, keep[:rows], DV)
 				continue
 			}
 		}
-		c.kern.tileRun(qt0, kt, vt, w.s[:TQ*TK], o, m, l, keep, square(D), st)
+		c.kern.tileRun(qt0, kt, vt, w.s[:TQ*TK], o, m, l, keep, c.kd, st)
 	}
 	if it.part < 0 {
 		c.finish(w, j, o, m, l)
 		return
 	}
 	// A part of a split job: keep its state; the last part merges.
-	ps := c.partial[int(it.part)*partSize(D):][:partSize(D)]
-	copy(ps, o[:rows*D])
-	copy(ps[TQ*D:], m[:rows])
-	copy(ps[TQ*D+TQ:], l[:rows])
+	ps := c.partial[int(it.part)*partSize(DV):][:partSize(DV)]
+	copy(ps, o[:rows*DV])
+	copy(ps[TQ*DV:], m[:rows])
+	copy(ps[TQ*DV+TQ:], l[:rows])
 	if c.pending[it.job].Add(1) == j.parts {
 		w.merge(c, j)
 	}
@@ -190,7 +201,7 @@ func (w *buffers) runItem(c *call, it item) {
 // M the largest part maximum, l = sum_p 2^(m_p - M) l_p and o likewise
 // (every factor 1 when M is -Inf).
 func (w *buffers) merge(c *call, j job) {
-	D := c.s.HeadDim
+	D := c.kd.v
 	rows := int(j.nh) * int(j.per)
 	o, m, l := w.o[:TQ*D], w.m[:TQ], w.l[:TQ]
 	negInf := float32(math.Inf(-1))
@@ -221,62 +232,66 @@ func (w *buffers) merge(c *call, j job) {
 
 // finish writes the rows of a job: out = o / l, lse = (m + log2 l) ln 2,
 // or 0 and -Inf for rows that keep no key (l = 0). A 16-bit output gets
-// the same float32 values rounded to the format.
+// the same float32 values rounded to the format. o's rows are the
+// kernels' width; the output gets the values' head dimension of each.
 func (c *call) finish(w *buffers, j job, o, m, l []float32) {
-	D := c.s.HeadDim
+	DV, dv := c.kd.v, c.dd.v
+	b := int(j.b)
 	rows := int(j.nh) * int(j.per)
 	lse := &w.lse // the kernels are called through the table: a stack array would escape
 	sinks := c.sc.sinks
 	vecLSE := c.lse != nil && len(sinks) == 0 && c.kern.lseK(lse[:], m[:TQ], l[:TQ], rows)
 	for r := 0; r < rows; r++ {
 		head, row := c.rowOf(j, r)
+		at := c.outAt(b, head, row)
+		or := o[r*DV : r*DV+dv]
 		if len(sinks) > 0 {
 			// The learned sink joins the row's softmax: out = o 2^(m-M)/L.
 			inv, ls := finishSink(m[r], l[r], sinks[head], c.sc.sinksN[head])
 			if l[r] == 0 {
-				if c.out16 != nil {
-					clear(c.out16[row*D : row*D+D])
-				} else {
-					clear(c.out[row*D : row*D+D])
-				}
-				if c.lse != nil {
-					c.lse[row] = ls
-				}
-				continue
+				c.clearRow(at)
+			} else {
+				c.writeRow(or, at, inv)
 			}
-			c.writeRow(o[r*D:r*D+D], row, inv)
 			if c.lse != nil {
-				c.lse[row] = ls
+				c.lse[c.lseAt(b, head, row)] = ls
 			}
 			continue
 		}
 		if l[r] == 0 {
-			if c.out16 != nil {
-				clear(c.out16[row*D : row*D+D])
-			} else {
-				clear(c.out[row*D : row*D+D])
-			}
+			c.clearRow(at)
 			if c.lse != nil {
-				c.lse[row] = float32(math.Inf(-1))
+				c.lse[c.lseAt(b, head, row)] = float32(math.Inf(-1))
 			}
 			continue
 		}
-		c.writeRow(o[r*D:r*D+D], row, 1/l[r])
+		c.writeRow(or, at, 1/l[r])
 		switch {
 		case vecLSE:
-			c.lse[row] = lse[r]
+			c.lse[c.lseAt(b, head, row)] = lse[r]
 		case c.lse != nil:
-			c.lse[row] = float32((float64(m[r]) + math.Log2(float64(l[r]))) * math.Ln2)
+			c.lse[c.lseAt(b, head, row)] = float32((float64(m[r]) + math.Log2(float64(l[r]))) * math.Ln2)
 		}
 	}
 }
 
-// writeRow writes o*inv to output row row, in the output's format.
-func (c *call) writeRow(o []float32, row int, inv float32) {
+// clearRow writes zeros to the output row at offset at.
+func (c *call) clearRow(at int) {
+	dv := c.dd.v
+	if c.out16 != nil {
+		clear(c.out16[at : at+dv])
+	} else {
+		clear(c.out[at : at+dv])
+	}
+}
+
+// writeRow writes o*inv to the output row at offset at, in the output's
+// format.
+func (c *call) writeRow(o []float32, at int, inv float32) {
 	D := len(o)
 	if c.out16 != nil {
-		c.kern.narrowRow(c.out16[row*D:row*D+D], o, inv, c.elem)
-	} else if dst := c.out[row*D : row*D+D]; !c.kern.scaleRowK(dst, o, inv) {
+		c.kern.narrowRow(c.out16[at:at+D], o, inv, c.elem)
+	} else if dst := c.out[at : at+D]; !c.kern.scaleRowK(dst, o, inv) {
 		for d, x := range o {
 			dst[d] = x * inv
 		}

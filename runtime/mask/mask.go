@@ -85,12 +85,18 @@ type Tile struct {
 // key ranges the hull excludes, so its cost is proportional to the tiles
 // it returns plus the jumps.
 func Visit(m Mask, dst []Tile, q0, q1, nk, tileK int, d *Docs) []Tile {
-	next, last := m.Hull(q0, q1, 0, d)
-	last = min(last, nk-1)
-	for k := max(next, 0); k <= last; {
-		kt := k / tileK
-		k0 := kt * tileK
-		k1 := min(k0+tileK, nk) - 1
+	return VisitFrom(m, dst, q0, q1, 0, nk, tileK, d)
+}
+
+// VisitFrom is Visit over the nk keys at positions kb, kb+1, ...: tile K
+// holds keys [kb + K*tileK, kb + (K+1)*tileK).
+func VisitFrom(m Mask, dst []Tile, q0, q1, kb, nk, tileK int, d *Docs) []Tile {
+	next, last := m.Hull(q0, q1, kb, d)
+	last = min(last, kb+nk-1)
+	for k := max(next, kb); k <= last; {
+		kt := (k - kb) / tileK
+		k0 := kb + kt*tileK
+		k1 := min(k0+tileK, kb+nk) - 1
 		if c := m.Class(q0, q1, k0, k1, d); c != Empty {
 			dst = append(dst, Tile{kt, c})
 		}
@@ -106,7 +112,14 @@ func Visit(m Mask, dst []Tile, q0, q1, nk, tileK int, d *Docs) []Tile {
 // tile: Empty when no word keeps a key, Full when every row keeps every key
 // (within nk), else Partial.
 func Refine(m Mask, words []uint64, q0, q1, kt, nk, tileK int, d *Docs) Class {
-	k0 := kt * tileK
+	return RefineFrom(m, words, q0, q1, 0, kt, nk, tileK, d)
+}
+
+// RefineFrom is Refine for key tile kt of the nk keys at positions kb,
+// kb+1, ... (VisitFrom's tiles).
+func RefineFrom(m Mask, words []uint64, q0, q1, kb, kt, nk, tileK int, d *Docs) Class {
+	k0 := kb + kt*tileK
+	nk += kb
 	tail := TailBits(min(nk-k0, tileK))
 	any, all := uint64(0), tail
 	for r := range words {
