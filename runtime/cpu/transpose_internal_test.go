@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"math"
 	"math/rand/v2"
 	"testing"
 )
@@ -36,7 +37,11 @@ func testPackTranspose(t *testing.T, kern *kernels) {
 					for i := range vt {
 						vt[i] = -7
 					}
-					c.pack(kt, vt, make([]float32, TK*kd.qk), 1, g, tt)
+					tmp := make([]float32, TK*kd.qk) // scratch of earlier tiles: garbage
+					for i := range tmp {
+						tmp[i] = float32(math.NaN())
+					}
+					c.pack(kt, vt, tmp, 1, g, tt)
 					vt = c.valueTile(vt, 1, g, tt)
 					inPlace := kd == c.dd && g.stride == 1 && (tt+1)*TK <= g.nk
 					for x := 0; x < TK; x++ {
