@@ -93,11 +93,8 @@ func BackwardArgs(m mask.Mask, variant Variant, a BackArgs) error {
 		return fmt.Errorf("%w: %s", ErrVariant, variant)
 	}
 	t, _ := TargetOf(variant)
-	if err := t.Supports(s.HeadDim, s.headDimV()); err != nil {
+	if err := t.Supports(s.HeadDim, s.HeadDim); err != nil {
 		return err
-	}
-	if s.headDimV() != s.HeadDim {
-		return fmt.Errorf("%w: HeadDimV = %d: the backward runs one head dimension for q, k and v", ErrHeadDim, s.HeadDimV)
 	}
 	if !m.UsesDocs() {
 		docs = nil // ignored by masks without run-time data

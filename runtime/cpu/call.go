@@ -169,7 +169,7 @@ func (c *call) setup(m mask.Mask, kern *kernels, s Shape, g *geom, out []float32
 	if c.docs, err = resetData(c.docs, m, s, g.dataLen, docs); err != nil { // a pooled call's Docs keep their buffers
 		return err
 	}
-	c.dd = s.dims()
+	c.dd = dims{s.HeadDim, g.dv}
 	c.kd, _ = kern.kernelDims(c.dd) // every variant that runs has a tile kernel
 	c.ls, c.lseB, c.lseH, c.qpos, c.kpos = g.ls, g.lseB, g.lseH, g.qpos, g.kpos
 	c.nparams = len(mask.HeadParams(m))

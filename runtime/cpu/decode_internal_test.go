@@ -16,7 +16,7 @@ func TestDecodePlan(t *testing.T) {
 		s := Shape{Batch: 1, HeadsQ: 8, HeadsKV: 2, SeqQ: 1, SeqK: sk, HeadDim: 64}
 		nq, nkv := 8*64, 2*sk*64
 		c := new(call)
-		g := &geom{ls: BHSD(s), lseB: s.HeadsQ * s.SeqQ, lseH: s.SeqQ, qpos: s.SeqK - s.SeqQ, dataLen: s.SeqK}
+		g := &geom{dv: s.HeadDim, ls: BHSD(s, 0), lseB: s.HeadsQ * s.SeqQ, lseH: s.SeqQ, qpos: s.SeqK - s.SeqQ, dataLen: s.SeqK}
 		if err := c.setup(window{1024}, goKernels, s, g, make([]float32, nq), nil, nil, inputs{q: make([]float32, nq), k: make([]float32, nkv), v: make([]float32, nkv)}, nil, new([mask.MaxHeadParams][]int32)); err != nil {
 			t.Fatal(err)
 		}

@@ -19,10 +19,9 @@ import (
 // where the queries and keys are.
 type Shape struct {
 	Batch, HeadsQ, HeadsKV int
-	// HeadDim is the head dimension of q and k; HeadDimV that of v and the
-	// output, 0 meaning HeadDim.
+	// HeadDim is the head dimension of q and k, and of v and the output
+	// unless Args.HeadDimV says otherwise.
 	SeqQ, SeqK, HeadDim int
-	HeadDimV            int
 	// Scale multiplies the scores q.k; 0 means 1/sqrt(HeadDim).
 	Scale float32
 }
@@ -272,6 +271,10 @@ type Args struct {
 	// its rows one after another, each as one call.
 	SeqLensQ, SeqLensK []int32
 	QPos, KPos         []int32
+	// HeadDimV is the head dimension of V and the output when it is not
+	// Shape.HeadDim (MLA-style attention: q and k of 192, v of 128); 0
+	// means HeadDim.
+	HeadDimV int
 }
 
 // inputs checks that the slices given fit Elem and returns q, k and v.

@@ -27,9 +27,10 @@ type Strides struct{ Batch, Head, Pos int }
 type Layout struct{ Q, K, V, Out Strides }
 
 // BHSD is the default layout of s, written out: [Batch, Heads, Seq,
-// HeadDim] for every tensor.
-func BHSD(s Shape) Layout {
-	dv := s.headDimV()
+// HeadDim] for every tensor; dv is the head dimension of v and the output
+// (Args.HeadDimV; 0 means s.HeadDim), as for every layout below.
+func BHSD(s Shape, dv int) Layout {
+	dv = orDim(dv, s.HeadDim)
 	return Layout{
 		Q:   Strides{s.HeadsQ * s.SeqQ * s.HeadDim, s.SeqQ * s.HeadDim, s.HeadDim},
 		K:   Strides{s.HeadsKV * s.SeqK * s.HeadDim, s.SeqK * s.HeadDim, s.HeadDim},
@@ -40,8 +41,8 @@ func BHSD(s Shape) Layout {
 
 // BSHD is the layout of FlashAttention, ggml and most inference engines:
 // [Batch, Seq, Heads, HeadDim] for every tensor.
-func BSHD(s Shape) Layout {
-	dv := s.headDimV()
+func BSHD(s Shape, dv int) Layout {
+	dv = orDim(dv, s.HeadDim)
 	return Layout{
 		Q:   Strides{s.SeqQ * s.HeadsQ * s.HeadDim, s.HeadDim, s.HeadsQ * s.HeadDim},
 		K:   Strides{s.SeqK * s.HeadsKV * s.HeadDim, s.HeadDim, s.HeadsKV * s.HeadDim},
@@ -60,19 +61,16 @@ func PackedQKV(s Shape) Layout {
 	d := s.HeadDim
 	w := (s.HeadsQ + 2*s.HeadsKV) * d
 	in := Strides{s.SeqK * w, d, w}
-	return Layout{Q: in, K: in, V: in, Out: BSHD(s).Out}
+	return Layout{Q: in, K: in, V: in, Out: BSHD(s, 0).Out}
 }
 
-// headDimV is the head dimension of v and the output.
-func (s Shape) headDimV() int {
-	if s.HeadDimV == 0 {
-		return s.HeadDim
+// orDim is d, or def when d is 0.
+func orDim(d, def int) int {
+	if d == 0 {
+		return def
 	}
-	return s.HeadDimV
+	return d
 }
-
-// dims returns the call's head dimensions.
-func (s Shape) dims() dims { return dims{s.HeadDim, s.headDimV()} }
 
 // orDefault returns x, or d when x is the zero Strides.
 func (x Strides) orDefault(d Strides) Strides {
@@ -85,10 +83,9 @@ func (x Strides) orDefault(d Strides) Strides {
 // resolve returns the layout with every zero Strides replaced by its
 // default; with a paged cache (pageSize > 0) k's and v's are the pages'
 // [page][HeadsKV][PageSize][HeadDim].
-func (l Layout) resolve(s Shape, pageSize int) Layout {
-	d := BHSD(s)
+func (l Layout) resolve(s Shape, dv, pageSize int) Layout {
+	d := BHSD(s, dv)
 	if pageSize > 0 {
-		dv := s.headDimV()
 		d.K = Strides{s.HeadsKV * pageSize * s.HeadDim, pageSize * s.HeadDim, s.HeadDim}
 		d.V = Strides{s.HeadsKV * pageSize * dv, pageSize * dv, dv}
 	}

@@ -34,9 +34,8 @@ type shapeCall struct {
 	nOut, nL int
 }
 
-func newShapeCall(t *testing.T, r *rand.Rand, m mask.Mask, s cpu.Shape, pos int) *shapeCall {
+func newShapeCall(t *testing.T, r *rand.Rand, m mask.Mask, s cpu.Shape, dv, pos int) *shapeCall {
 	t.Helper()
-	dv := s.HeadDimV
 	if dv == 0 {
 		dv = s.HeadDim
 	}
@@ -52,7 +51,7 @@ func newShapeCall(t *testing.T, r *rand.Rand, m mask.Mask, s cpu.Shape, pos int)
 			t.Fatal(err)
 		}
 	}
-	c.a = cpu.Args{Q: c.q, K: c.k, V: c.v, Out: poisoned32(c.nOut, 0x7fc0_0011), LSE: poisoned32(c.nL, 0x7fc0_0012), Docs: c.docs, Shape: s}
+	c.a = cpu.Args{Q: c.q, K: c.k, V: c.v, Out: poisoned32(c.nOut, 0x7fc0_0011), LSE: poisoned32(c.nL, 0x7fc0_0012), Docs: c.docs, Shape: s, HeadDimV: dv}
 	return c
 }
 
@@ -60,7 +59,7 @@ func newShapeCall(t *testing.T, r *rand.Rand, m mask.Mask, s cpu.Shape, pos int)
 func verifyShape(a *cpu.Args) verify.Shape {
 	s := a.Shape
 	return verify.Shape{Batch: s.Batch, HeadsQ: s.HeadsQ, HeadsKV: s.HeadsKV, SeqQ: s.SeqQ, SeqK: s.SeqK, HeadDim: s.HeadDim,
-		HeadDimV: s.HeadDimV, Scale: float64(s.Scale), SeqLensQ: a.SeqLensQ, SeqLensK: a.SeqLensK, QPos: a.QPos, KPos: a.KPos}
+		HeadDimV: a.HeadDimV, Scale: float64(s.Scale), SeqLensQ: a.SeqLensQ, SeqLensK: a.SeqLensK, QPos: a.QPos, KPos: a.KPos}
 }
 
 // closeTo checks a call's BHSD out and lse against the float64 reference:
@@ -106,8 +105,8 @@ func TestHeadDims(t *testing.T) {
 		for di, d := range dims {
 			for _, v := range supported() {
 				for x, s := range shapes {
-					s.HeadDim, s.HeadDimV = d[0], d[1]
-					c := newShapeCall(t, r, m, s, s.SeqK)
+					s.HeadDim = d[0]
+					c := newShapeCall(t, r, m, s, d[1], s.SeqK)
 					name := fmt.Sprintf("%s %s dims %v %+v", p.Mask, v, d, s)
 					wo, wl, err := verify.Reference(p, c.ids, c.q, c.k, c.v, verifyShape(&c.a))
 					if err != nil {
@@ -122,7 +121,7 @@ func TestHeadDims(t *testing.T) {
 							t.Fatal(err)
 						}
 					case 2: // a paged cache of 16 positions a page, stale pages NaN
-						a.K, a.V, a.Paged = pagedOf(r, c.k, c.v, s, 16)
+						a.K, a.V, a.Paged = pagedOf(r, c.k, c.v, s, d[1], 16)
 					}
 					if err := cpu.ForwardArgs(m, v, a); err != nil {
 						t.Fatalf("%s: %v", name, err)
@@ -150,8 +149,7 @@ func widen16(elem cpu.Elem, x []uint16) []float32 {
 // pagedOf lays k and v (BHSD, their own head sizes) out as a paged cache
 // of p positions a page in shuffled pages, the rest NaN, and returns the
 // Paged value.
-func pagedOf(r *rand.Rand, k, v []float32, s cpu.Shape, p int) ([]float32, []float32, cpu.Paged) {
-	dv := s.HeadDimV
+func pagedOf(r *rand.Rand, k, v []float32, s cpu.Shape, dv, p int) ([]float32, []float32, cpu.Paged) {
 	if dv == 0 {
 		dv = s.HeadDim
 	}
@@ -205,14 +203,14 @@ func TestLayouts(t *testing.T) {
 		} {
 			for _, v := range supported() {
 				for _, elem := range []cpu.Elem{cpu.F32, cpu.F16} {
-					c := newShapeCall(t, r, m, s, s.SeqK)
+					c := newShapeCall(t, r, m, s, 0, s.SeqK)
 					ref := c.a
 					if err := cpu.ForwardArgs(m, v, ref); err != nil {
 						t.Fatal(err)
 					}
 					D := s.HeadDim
 					nq, nk := [3]int{s.Batch, s.HeadsQ, s.SeqQ}, [3]int{s.Batch, s.HeadsKV, s.SeqK}
-					layouts := map[string]cpu.Layout{"BSHD": cpu.BSHD(s), "BHSD": cpu.BHSD(s),
+					layouts := map[string]cpu.Layout{"BSHD": cpu.BSHD(s, 0), "BHSD": cpu.BHSD(s, 0),
 						"padded": {Q: cpu.Strides{Batch: s.SeqQ*2*s.HeadsQ*D + 17, Head: 2 * D, Pos: 2 * s.HeadsQ * D}, K: cpu.Strides{Batch: 1, Head: 7 * D, Pos: 14 * D},
 							V: cpu.Strides{Batch: 29 * 201 * D, Head: D + 3, Pos: 3*D + 9}, Out: cpu.Strides{Batch: 8000 + s.SeqQ*s.HeadsQ*D, Head: D + 1, Pos: s.HeadsQ*D + 5}}}
 					if s.SeqQ == s.SeqK {
@@ -318,7 +316,7 @@ func gatherStrided(dst, src []float32, n [3]int, w int, x cpu.Strides) {
 func TestLayoutErrors(t *testing.T) {
 	s := cpu.Shape{Batch: 2, HeadsQ: 2, HeadsKV: 1, SeqQ: 5, SeqK: 9, HeadDim: 64}
 	r := rand.New(rand.NewPCG(305, 306))
-	base := newShapeCall(t, r, causal{}, s, s.SeqK)
+	base := newShapeCall(t, r, causal{}, s, 0, s.SeqK)
 	pk := cpu.PackedQKV(cpu.Shape{Batch: 2, HeadsQ: 2, HeadsKV: 1, SeqQ: 9, SeqK: 9, HeadDim: 64})
 	for _, c := range []struct {
 		name string
@@ -371,7 +369,7 @@ func TestRagged(t *testing.T) {
 			lensK[0], lensQ[0] = int32(s.SeqK), int32(s.SeqQ)
 			for _, v := range supported() {
 				for _, paged := range []bool{false, true} {
-					c := newShapeCall(t, r, m, s, s.SeqK)
+					c := newShapeCall(t, r, m, s, 0, s.SeqK)
 					// stale data past each row's keys
 					for b := range lensK {
 						for h := 0; h < s.HeadsKV; h++ {
@@ -384,7 +382,7 @@ func TestRagged(t *testing.T) {
 					a := c.a
 					a.SeqLensQ, a.SeqLensK = lensQ, lensK
 					if paged {
-						a.K, a.V, a.Paged = pagedOf(r, c.k, c.v, s, 16)
+						a.K, a.V, a.Paged = pagedOf(r, c.k, c.v, s, 0, 16)
 						// table entries past a row's pages are never read
 						for b := range lensK {
 							need := (s.SeqK + 15) / 16
@@ -466,7 +464,7 @@ func TestPositions(t *testing.T) {
 		p, m := headsPlan(t, src)
 		s := cpu.Shape{Batch: 1, HeadsQ: 2, HeadsKV: 1, SeqQ: 333, SeqK: 333, HeadDim: 64}
 		for _, v := range supported() {
-			c := newShapeCall(t, r, m, s, s.SeqK)
+			c := newShapeCall(t, r, m, s, 0, s.SeqK)
 			whole := c.a
 			if err := cpu.ForwardArgs(m, v, whole); err != nil {
 				t.Fatal(err)

@@ -22,11 +22,11 @@ func testPackTranspose(t *testing.T, kern *kernels) {
 				k[i], v[i] = float32(r.NormFloat64()), float32(r.NormFloat64())
 			}
 			s := Shape{Batch: 2, HeadsQ: 1, HeadsKV: 1, SeqQ: 1, SeqK: sk, HeadDim: D}
-			kd, ok := kern.kernelDims(s.dims())
+			kd, ok := kern.kernelDims(square(D))
 			if !ok {
 				t.Fatalf("D %d: no kernel dims", D)
 			}
-			c := &call{kern: kern, s: s, dd: s.dims(), kd: kd, ls: BHSD(s), inputs: inputs{k: k, v: v}, scale: 0.375}
+			c := &call{kern: kern, s: s, dd: square(D), kd: kd, ls: BHSD(s, 0), inputs: inputs{k: k, v: v}, scale: 0.375}
 			for off := 0; off < stride; off++ {
 				g := segment{nk: (sk - off + stride - 1) / stride, off: off, stride: stride}
 				for tt := 0; tt*TK < g.nk; tt++ {

@@ -12,6 +12,7 @@ import (
 // positions of the first query and key rows, and the positions a row of
 // document ids or parents covers.
 type geom struct {
+	dv         int // the head dimension of v and the output
 	ls         Layout
 	lseB, lseH int
 	qpos, kpos int
@@ -46,7 +47,7 @@ type validated struct {
 // exceed SeqK, since the queries need not be the last keys.
 func (s Shape) checkDims(free bool) error {
 	switch {
-	case s.Batch < 1 || s.HeadsQ < 1 || s.HeadsKV < 1 || s.SeqQ < 1 || s.SeqK < 1 || s.HeadDim < 1 || s.HeadDimV < 0:
+	case s.Batch < 1 || s.HeadsQ < 1 || s.HeadsKV < 1 || s.SeqQ < 1 || s.SeqK < 1 || s.HeadDim < 1:
 		return fmt.Errorf("%w: %+v: every dimension must be at least 1", ErrShape, s)
 	case s.HeadsQ%s.HeadsKV != 0:
 		return fmt.Errorf("%w: HeadsQ = %d is not a multiple of HeadsKV = %d", ErrShape, s.HeadsQ, s.HeadsKV)
@@ -126,7 +127,11 @@ func (r *rows) check() error {
 func (a *Args) validate(m mask.Mask, variant Variant, v *validated) error {
 	s := a.Shape
 	t, _ := TargetOf(variant)
-	if err := t.Supports(s.HeadDim, s.headDimV()); err != nil {
+	if a.HeadDimV < 0 {
+		return fmt.Errorf("%w: HeadDimV = %d", ErrShape, a.HeadDimV)
+	}
+	v.g.dv = orDim(a.HeadDimV, s.HeadDim)
+	if err := t.Supports(s.HeadDim, v.g.dv); err != nil {
 		return err
 	}
 	in, err := a.inputs()
@@ -182,7 +187,7 @@ func (a *Args) validate(m mask.Mask, variant Variant, v *validated) error {
 		}
 	}
 	v.g.qpos, v.g.kpos = v.r.qPos(0), v.r.kPos(0)
-	v.g.ls = a.Layout.resolve(s, a.Paged.PageSize)
+	v.g.ls = a.Layout.resolve(s, v.g.dv, a.Paged.PageSize)
 	v.g.lseB, v.g.lseH = s.HeadsQ*s.SeqQ, s.SeqQ
 	v.io = callIO{in: in, out: a.Out, out16: a.Out16, lse: a.LSE}
 	if err := v.checkSlices(m, a, data); err != nil {
@@ -204,7 +209,7 @@ func (a *Args) validate(m mask.Mask, variant Variant, v *validated) error {
 // strides: lengths, the page table, the data rows and aliasing.
 func (v *validated) checkSlices(m mask.Mask, a *Args, data []int32) error {
 	s, ls, in := a.Shape, v.g.ls, v.io.in
-	dq, dv := s.HeadDim, s.headDimV()
+	dq, dv := s.HeadDim, v.g.dv
 	lq, lk, lvv := in.lens()
 	nq := [3]int{s.Batch, s.HeadsQ, s.SeqQ}
 	qe, err := checkStrides("q", ls.Q, nq, dq, lq)
@@ -340,7 +345,7 @@ func (v *validated) checkPages(s Shape, pg *Paged, lk, lv int) (ke, ve int, err 
 	if err != nil {
 		return 0, 0, err
 	}
-	pv, err := pages("v", ls.V, s.headDimV(), lv)
+	pv, err := pages("v", ls.V, v.g.dv, lv)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -359,7 +364,7 @@ func (v *validated) checkPages(s Shape, pg *Paged, lk, lv int) (ke, ve int, err 
 		return 0, 0, nil
 	}
 	ke, _ = ls.K.extent([3]int{np, s.HeadsKV, pg.PageSize}, s.HeadDim)
-	ve, _ = ls.V.extent([3]int{np, s.HeadsKV, pg.PageSize}, s.headDimV())
+	ve, _ = ls.V.extent([3]int{np, s.HeadsKV, pg.PageSize}, v.g.dv)
 	return ke, ve, nil
 }
 
@@ -400,9 +405,9 @@ func (v *validated) runRows(m mask.Mask, kern *kernels, a *Args) error {
 			for r := nq; r < s.SeqQ; r++ {
 				at := b*ls.Out.Batch + h*ls.Out.Head + r*ls.Out.Pos
 				if a.Out16 != nil {
-					clear(a.Out16[at : at+s.headDimV()])
+					clear(a.Out16[at : at+v.g.dv])
 				} else {
-					clear(a.Out[at : at+s.headDimV()])
+					clear(a.Out[at : at+v.g.dv])
 				}
 				if a.LSE != nil {
 					a.LSE[b*v.g.lseB+h*v.g.lseH+r] = float32(math.Inf(-1))
