@@ -115,7 +115,7 @@ func TestCPUErrors(t *testing.T) {
 		{"short q", nq, nl, nq - 1, nkv, nkv, good},
 		{"short k", nq, nl, nq, nkv - 1, nkv, good},
 		{"short v", nq, nl, nq, nkv, nkv - 1, good},
-		{"head dim", nq, nl, nq, nkv, nkv, verify.Shape{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: 1, SeqK: 1, HeadDim: 32}},
+		{"head dim", nq, nl, nq, nkv, nkv, verify.Shape{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: 1, SeqK: 1, HeadDim: 100}},
 		{"sq > sk", nq, nl, nq, nkv, nkv, verify.Shape{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: 2, SeqK: 1, HeadDim: 64}},
 		{"gqa", nq, nl, nq, nkv, nkv, verify.Shape{Batch: 1, HeadsQ: 3, HeadsKV: 2, SeqQ: 1, SeqK: 1, HeadDim: 64}},
 		{"zero", nq, nl, nq, nkv, nkv, verify.Shape{HeadDim: 64}},

@@ -73,11 +73,11 @@ type Plan struct {
 	// the output (equal unless the spec's head_dim is {qk, v}).
 	HeadDim  int
 	HeadDimV int
-	Pred    *Prog // pred(i, j) -> keep: evaluated on partial tiles only, on segment positions
-	Hull    *Prog // hull(q0, q1, x) -> (next, last): see mask.Mask.Hull
-	QHull   *Prog // qhull(k0, k1, x) -> (next, last): the query hull of key positions [k0, k1] (LowerQHull)
-	Class   *Prog // class(q0, q1, k0, k1) -> mask.Class, sound
-	Word    *Prog // word(i, k0) -> keep bits of keys k0..k0+63; nil: Pred per lane
+	Pred     *Prog // pred(i, j) -> keep: evaluated on partial tiles only, on segment positions
+	Hull     *Prog // hull(q0, q1, x) -> (next, last): see mask.Mask.Hull
+	QHull    *Prog // qhull(k0, k1, x) -> (next, last): the query hull of key positions [k0, k1] (LowerQHull)
+	Class    *Prog // class(q0, q1, k0, k1) -> mask.Class, sound
+	Word     *Prog // word(i, k0) -> keep bits of keys k0..k0+63; nil: Pred per lane
 	// RowInterval: every row keeps an interval of keys (maybe empty), and
 	// Hull of that row alone, hull(i, i, 0), gives its ends exactly (next >
 	// last when it keeps none): a partial tile may test lo <= j <= hi per

@@ -42,8 +42,8 @@ const Causal = true
 type Shape struct {
 	Batch, HeadsQ, HeadsKV int
 	SeqQ, SeqK             int
-	// HeadDim must equal the package's HeadDim (anything else is
-	// ErrHeadDim).
+	// HeadDim is 0 (the package's HeadDim) or the package's HeadDim
+	// (anything else is ErrHeadDim).
 	HeadDim int
 	// Scale multiplies the scores q.k; 0 means 1/sqrt(HeadDim). Its
 	// magnitude must be finite and at most about 2.4e38 (ErrShape).
@@ -56,7 +56,7 @@ var (
 	ErrShape    = cpu.ErrShape    // a dimension below 1, SeqQ > SeqK, sizes that overflow, a bad Scale, Args slices that do not fit Elem
 	ErrShort    = cpu.ErrShort    // a slice shorter than the shape, or no output
 	ErrVariant  = cpu.ErrVariant  // a variant this machine or build cannot run
-	ErrHeadDim  = cpu.ErrHeadDim  // Shape.HeadDim is not HeadDim
+	ErrHeadDim  = cpu.ErrHeadDim  // Shape.HeadDim is neither 0 nor HeadDim
 	ErrDocument = cpu.ErrDocument // document ids of a wrong length, or decreasing
 	ErrAlias    = cpu.ErrAlias    // an output (out, lse; dq, dk, dv) shares memory with another argument
 	ErrPage     = cpu.ErrPage     // a page table that does not fit the shape or the cache
@@ -99,6 +99,35 @@ func Best() Variant { return Variant(cpu.Best()) }
 // positions of the layout; tests compare it with attngen's plan.
 func CompiledMask() mask.Mask { return compiled{} }
 
+// shapeOf checks s against the package (Shape.HeadDim 0 means HeadDim)
+// and returns the runtime's shape.
+func shapeOf(s Shape) (cpu.Shape, error) {
+	if s.HeadDim == 0 {
+		s.HeadDim = HeadDim
+	}
+	if s.HeadDim != HeadDim {
+		return cpu.Shape{}, fmt.Errorf("%w: Shape.HeadDim = %d, the package was generated for %d", ErrHeadDim, s.HeadDim, HeadDim)
+	}
+	return cpu.Shape(s), nil
+}
+
+// Layout gives the element strides of q, k, v and the output in
+// Args.Layout (the zero value: [batch, heads, seq, head_dim] each), and
+// Strides those of one tensor: see the runtime's documentation. Strides
+// are checked (ErrShort, ErrAlias, ErrShape) and every layout gives the
+// bits of the default on the same values.
+type (
+	Layout  = cpu.Layout
+	Strides = cpu.Strides
+)
+
+// BSHD is the [batch, seq, heads, head_dim] layout of s for every tensor
+// (FlashAttention's, ggml's, most inference engines').
+func BSHD(s Shape) Layout {
+	cs, _ := shapeOf(s)
+	return cpu.BSHD(cs, 0)
+}
+
 // Forward computes masked attention: out = softmax(scale * q k^T + mask) v
 // and, when lse is not nil, the natural log-sum-exp of each row's kept
 // scaled scores. out is [Batch, HeadsQ, SeqQ, HeadDim], lse is [Batch,
@@ -130,10 +159,11 @@ func Forward(out, lse, q, k, v []float32, docs []int32, s Shape) error {
 
 // ForwardVariant is Forward with a chosen implementation.
 func ForwardVariant(variant Variant, out, lse, q, k, v []float32, docs []int32, s Shape) error {
-	if s.HeadDim != HeadDim {
-		return fmt.Errorf("%w: Shape.HeadDim = %d, the package was generated for %d", ErrHeadDim, s.HeadDim, HeadDim)
+	cs, err := shapeOf(s)
+	if err != nil {
+		return err
 	}
-	return cpu.Forward(compiled{}, cpu.Variant(variant), out, lse, q, k, v, docs, cpu.Shape(s))
+	return cpu.Forward(compiled{}, cpu.Variant(variant), out, lse, q, k, v, docs, cs)
 }
 
 // Forward16 is Forward with q, k and v in a 16-bit format (elem: BF16 or
@@ -146,10 +176,11 @@ func Forward16(elem Elem, out, lse []float32, q, k, v []uint16, docs []int32, s 
 
 // ForwardVariant16 is Forward16 with a chosen implementation.
 func ForwardVariant16(variant Variant, elem Elem, out, lse []float32, q, k, v []uint16, docs []int32, s Shape) error {
-	if s.HeadDim != HeadDim {
-		return fmt.Errorf("%w: Shape.HeadDim = %d, the package was generated for %d", ErrHeadDim, s.HeadDim, HeadDim)
+	cs, err := shapeOf(s)
+	if err != nil {
+		return err
 	}
-	return cpu.Forward16(compiled{}, cpu.Variant(variant), cpu.Elem(elem), out, lse, q, k, v, docs, cpu.Shape(s))
+	return cpu.Forward16(compiled{}, cpu.Variant(variant), cpu.Elem(elem), out, lse, q, k, v, docs, cs)
 }
 
 // Args are the arguments of ForwardArgs, the general entry point: q, k
@@ -177,6 +208,19 @@ type Args struct {
 	// them.
 	Docs  []int32
 	Shape Shape
+	// Layout gives the strides of Q, K, V and the output (see Layout); the
+	// zero value is [batch, heads, seq, head_dim] each.
+	Layout Layout
+	// Ragged batches and positions, each nil or one entry per batch row
+	// (QPos and KPos: or one for every row): SeqLensQ[b] queries and
+	// SeqLensK[b] keys of row b (rows past them are never read; its
+	// output rows past its queries get 0 and lse -Inf), and the absolute
+	// positions of its first query and key, at which the mask is
+	// evaluated (defaults: KPos 0, QPos = KPos + keys - queries, the
+	// bottom-right alignment). With positions, document ids or parents
+	// cover positions 0 to the last query or key position of a row.
+	SeqLensQ, SeqLensK []int32
+	QPos, KPos         []int32
 }
 
 // ForwardArgs computes masked attention as Forward does, on the inputs,
@@ -188,12 +232,14 @@ func ForwardArgs(a Args) error {
 
 // ForwardArgsVariant is ForwardArgs with a chosen implementation.
 func ForwardArgsVariant(variant Variant, a Args) error {
-	if a.Shape.HeadDim != HeadDim {
-		return fmt.Errorf("%w: Shape.HeadDim = %d, the package was generated for %d", ErrHeadDim, a.Shape.HeadDim, HeadDim)
+	cs, err := shapeOf(a.Shape)
+	if err != nil {
+		return err
 	}
 	return cpu.ForwardArgs(compiled{}, cpu.Variant(variant), cpu.Args{
 		Elem: cpu.Elem(a.Elem), Q: a.Q, K: a.K, V: a.V, Q16: a.Q16, K16: a.K16, V16: a.V16,
-		Out: a.Out, Out16: a.Out16, LSE: a.LSE, Docs: a.Docs, Shape: cpu.Shape(a.Shape),
+		Out: a.Out, Out16: a.Out16, LSE: a.LSE, Docs: a.Docs, Shape: cs,
+		Layout: a.Layout, SeqLensQ: a.SeqLensQ, SeqLensK: a.SeqLensK, QPos: a.QPos, KPos: a.KPos,
 	})
 }
 
@@ -229,8 +275,9 @@ func Backward(dq, dk, dv, dout, q, k, v, out, lse []float32, docs []int32, s Sha
 
 // BackwardVariant is Backward with a chosen implementation.
 func BackwardVariant(variant Variant, dq, dk, dv, dout, q, k, v, out, lse []float32, docs []int32, s Shape) error {
-	if s.HeadDim != HeadDim {
-		return fmt.Errorf("%w: Shape.HeadDim = %d, the package was generated for %d", ErrHeadDim, s.HeadDim, HeadDim)
+	cs, err := shapeOf(s)
+	if err != nil {
+		return err
 	}
-	return cpu.Backward(compiled{}, cpu.Variant(variant), dq, dk, dv, dout, q, k, v, out, lse, docs, cpu.Shape(s))
+	return cpu.Backward(compiled{}, cpu.Variant(variant), dq, dk, dv, dout, q, k, v, out, lse, docs, cs)
 }

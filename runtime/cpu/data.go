@@ -77,7 +77,8 @@ func resetData(docs []mask.Docs, m mask.Mask, s Shape, n int, data []int32) ([]m
 
 // checkHeads checks head parameter values against the mask and the shape:
 // for a mask with n head parameters, entries 0 .. n-1 hold HeadsQ values
-// each, within the parameter's range, and the entries past n are nil; a
+// each (or one, for every head), within the parameter's range, and the
+// entries past n are nil; a
 // mask without head parameters takes none.
 func checkHeads(m mask.Mask, s Shape, hp *[mask.MaxHeadParams][]int32) error {
 	params := mask.HeadParams(m)
@@ -92,8 +93,8 @@ func checkHeads(m mask.Mask, s Shape, hp *[mask.MaxHeadParams][]int32) error {
 			continue
 		}
 		p := params[k]
-		if len(vals) != s.HeadsQ {
-			return fmt.Errorf("%w: head parameter %s has %d values; the shape needs one per query head, HeadsQ = %d", ErrHeadParam, p.Name, len(vals), s.HeadsQ)
+		if len(vals) != s.HeadsQ && len(vals) != 1 {
+			return fmt.Errorf("%w: head parameter %s has %d values; the shape needs one per query head, HeadsQ = %d (or one for every head)", ErrHeadParam, p.Name, len(vals), s.HeadsQ)
 		}
 		for h, v := range vals {
 			if int(v) < p.Min || int(v) > p.Max {
@@ -110,6 +111,12 @@ func checkHeads(m mask.Mask, s Shape, hp *[mask.MaxHeadParams][]int32) error {
 func headValues(vals []int32, hp *[mask.MaxHeadParams][]int32, n, headsQ int) []int32 {
 	vals = grow(vals, n*headsQ)
 	for k := 0; k < n; k++ {
+		if len(hp[k]) == 1 { // one value for every head
+			for h := 0; h < headsQ; h++ {
+				vals[h*n+k] = hp[k][0]
+			}
+			continue
+		}
 		for h, v := range hp[k][:headsQ] {
 			vals[h*n+k] = v
 		}

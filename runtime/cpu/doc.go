@@ -27,7 +27,7 @@
 // ErrShort; document ids given to a mask without documents ErrDocument;
 // a parent array given to a mask without a tree, of a wrong length or with
 // a parent not before its child ErrTree; head parameter values missing,
-// not HeadsQ long, outside their range, or given to a mask without head
+// neither HeadsQ nor 1 long, outside their range, or given to a mask without head
 // parameters ErrHeadParam;
 // an output (Out or Out16, or lse) overlapping an input, the document ids,
 // the page table or the other output ErrAlias. Inputs are widened and

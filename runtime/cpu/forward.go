@@ -230,8 +230,8 @@ type Args struct {
 	// HeadParams are the values of the mask's head parameters
 	// (mask.HeadParams: window sizes or sink counts that differ between
 	// query heads): entry k holds parameter k's value at each query head,
-	// HeadsQ values in the order of the heads, each within the parameter's
-	// [Min, Max]. Query head h computes the mask with every parameter at
+	// HeadsQ values in the order of the heads (or one value for every
+	// head), each within the parameter's [Min, Max]. Query head h computes the mask with every parameter at
 	// its value at h. Entries past the mask's parameters, and all of them
 	// for a mask without head parameters, must be nil. The values are
 	// read before anything is written.
