@@ -76,6 +76,13 @@ type BackArgs struct {
 	Slopes, Sinks           []float32
 	DSinks                  []float32
 	Shape                   Shape
+	// Layout gives the strides of Q, K, V and Out (see Layout); DQ, DK and
+	// DV take those of Q, K and V, DOut that of Out. The zero value is
+	// contiguous [batch, heads, seq, head_dim] for each. A strided call
+	// gathers its tensors into pooled contiguous buffers and scatters the
+	// gradients back (the backward's products dwarf the copies), so it
+	// gives the bits of the contiguous call.
+	Layout Layout
 }
 
 // BackwardArgs is Backward with every argument in a (see BackArgs): the
@@ -84,6 +91,9 @@ type BackArgs struct {
 // tanh^2; ALiBi's bias has none; the sink's probability is in lse), and
 // bad stage values are ErrScore.
 func BackwardArgs(m mask.Mask, variant Variant, a BackArgs) error {
+	if a.Layout != (Layout{}) {
+		return backwardStrided(m, variant, &a)
+	}
 	dq, dk, dv, dout, q, k, v, out, lse, docs, heads, s := a.DQ, a.DK, a.DV, a.DOut, a.Q, a.K, a.V, a.Out, a.LSE, a.Docs, a.HeadParams, a.Shape
 	if variant == Auto {
 		variant = Best()
@@ -162,7 +172,9 @@ func BackwardArgs(m mask.Mask, variant Variant, a BackArgs) error {
 	c.kern = kern
 	// A score stage that rewrites scores needs the variant's scoreBwd too;
 	// without it the per-pair Go backward runs the stage.
-	c.asm = kern.gemm != nil && kern.bwdProb != nil && (!c.sc.modifies || kern.scoreBwd != nil)
+	// The tiled kernels' products run 64 columns at a time: head sizes
+	// that are not a multiple of 64 take the per-pair path.
+	c.asm = kern.gemm != nil && kern.bwdProb != nil && (!c.sc.modifies || kern.scoreBwd != nil) && s.HeadDim%64 == 0
 	c.deltas()
 	if c.asm {
 		c.markNonFinite()

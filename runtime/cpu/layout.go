@@ -159,3 +159,18 @@ func checkStrides(what string, x Strides, n [3]int, w, length int) (int, error) 
 	}
 	return e, nil
 }
+
+// tokenDisjoint reports whether two tensors that share token rows never
+// share an element: x and y have the same Batch and Pos strides, heads of
+// w elements back to back (Head = w), batch rows of whole tokens (Batch a
+// multiple of Pos, at least n positions apart), and y starts delta
+// elements after x, with both tensors' heads of one token inside one Pos
+// stride and their intervals there apart ([0, hx*w) and [delta, delta +
+// hy*w)). This is a packed QKV buffer's q, k and v, or dq, dk and dv.
+func tokenDisjoint(x, y Strides, hx, hy, n, w, delta int) bool {
+	if delta < 0 {
+		x, y, hx, hy, delta = y, x, hy, hx, -delta
+	}
+	return x.Batch == y.Batch && x.Pos == y.Pos && x.Head == w && y.Head == w && x.Pos > 0 &&
+		x.Batch%x.Pos == 0 && x.Batch/x.Pos >= n && hx*w <= delta && delta+hy*w <= x.Pos
+}

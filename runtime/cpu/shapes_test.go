@@ -535,3 +535,86 @@ func TestPositions(t *testing.T) {
 		}
 	}
 }
+
+// TestBackwardHeadDims: the backward of every variant at head sizes with
+// and without kernels of their own, against the float64 gradients.
+func TestBackwardHeadDims(t *testing.T) {
+	r := rand.New(rand.NewPCG(311, 312))
+	dims := []int{8, 40, 96, 256}
+	if testing.Short() {
+		dims = []int{40, 96}
+	}
+	for _, src := range shapeSpecs[:2] {
+		p, m := headsPlan(t, src)
+		for _, d := range dims {
+			for _, v := range supported() {
+				s := verify.Shape{Batch: 1, HeadsQ: 2, HeadsKV: 1, SeqQ: 70, SeqK: 130, HeadDim: d}
+				if _, err := verify.CheckGrad(p, headsRun(p, m, v), headsBackward(p, m, v), s, r); err != nil {
+					t.Fatalf("%s %s D %d: %v", p.Mask, v, d, err)
+				}
+			}
+		}
+	}
+}
+
+// TestBackwardLayouts: the backward of BSHD and packed-QKV tensors (dq,
+// dk, dv in the layouts of q, k, v) gives the bits of the BHSD backward
+// on every variant; overlapping gradients are ErrAlias.
+func TestBackwardLayouts(t *testing.T) {
+	r := rand.New(rand.NewPCG(313, 314))
+	_, m := headsPlan(t, shapeSpecs[0])
+	s := cpu.Shape{Batch: 2, HeadsQ: 4, HeadsKV: 2, SeqQ: 100, SeqK: 100, HeadDim: 64}
+	D := s.HeadDim
+	nq, nk := [3]int{s.Batch, s.HeadsQ, s.SeqQ}, [3]int{s.Batch, s.HeadsKV, s.SeqK}
+	for _, v := range supported() {
+		c := newShapeCall(t, r, m, s, 0, s.SeqK)
+		if err := cpu.ForwardArgs(m, v, c.a); err != nil {
+			t.Fatal(err)
+		}
+		dout := randSlice(r, c.nOut)
+		want := cpu.BackArgs{DQ: make([]float32, len(c.q)), DK: make([]float32, len(c.k)), DV: make([]float32, len(c.v)),
+			DOut: dout, Q: c.q, K: c.k, V: c.v, Out: c.a.Out, LSE: c.a.LSE, Shape: s}
+		if err := cpu.BackwardArgs(m, v, want); err != nil {
+			t.Fatal(err)
+		}
+		for name, l := range map[string]cpu.Layout{"BSHD": cpu.BSHD(s, 0), "packed": cpu.PackedQKV(s)} {
+			w := (s.HeadsQ + 2*s.HeadsKV) * D
+			in := make([]float32, s.Batch*s.SeqK*w)
+			q, k, vv := in, in[s.HeadsQ*D:], in[(s.HeadsQ+s.HeadsKV)*D:]
+			if name == "BSHD" {
+				q, k, vv = make([]float32, len(c.q)), make([]float32, len(c.k)), make([]float32, len(c.v))
+			}
+			copyStrided(q, c.q, nq, D, l.Q)
+			copyStrided(k, c.k, nk, D, l.K)
+			copyStrided(vv, c.v, nk, D, l.V)
+			out, do := make([]float32, c.nOut), make([]float32, c.nOut)
+			copyStrided(out, c.a.Out, nq, D, l.Out)
+			copyStrided(do, dout, nq, D, l.Out)
+			grads := poisoned32(len(in), 0x7fc0_0031)
+			dq, dk, dv := poisoned32(len(c.q), 0x7fc0_0032), poisoned32(len(c.k), 0x7fc0_0033), poisoned32(len(c.v), 0x7fc0_0034)
+			if name == "packed" { // the gradients in one packed buffer too
+				dq, dk, dv = grads, grads[s.HeadsQ*D:], grads[(s.HeadsQ+s.HeadsKV)*D:]
+			}
+			a := cpu.BackArgs{DQ: dq, DK: dk, DV: dv, DOut: do, Q: q, K: k, V: vv, Out: out, LSE: c.a.LSE, Shape: s, Layout: l}
+			if err := cpu.BackwardArgs(m, v, a); err != nil {
+				t.Fatalf("%s %s: %v", v, name, err)
+			}
+			for _, g := range []struct {
+				what      string
+				got, want []float32
+				n         [3]int
+				x         cpu.Strides
+			}{{"dq", dq, want.DQ, nq, l.Q}, {"dk", dk, want.DK, nk, l.K}, {"dv", dv, want.DV, nk, l.V}} {
+				back := make([]float32, len(g.want))
+				gatherStrided(back, g.got, g.n, D, g.x)
+				if i := sameBits32(back, g.want); i >= 0 {
+					t.Fatalf("%s %s: %s[%d] = %v, BHSD %v", v, name, g.what, i, back[i], g.want[i])
+				}
+			}
+			a.DK = a.DQ // dq and dk overlap
+			if err := cpu.BackwardArgs(m, v, a); !errors.Is(err, cpu.ErrAlias) {
+				t.Fatalf("%s %s: overlapping gradients: %v", v, name, err)
+			}
+		}
+	}
+}
