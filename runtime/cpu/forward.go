@@ -422,12 +422,13 @@ func forward(m mask.Mask, variant Variant, a *Args) error {
 	return v.runRows(m, kern, a)
 }
 
-// run runs one validated call of shape s, geometry g and slices io.
-func (v *validated) run(m mask.Mask, kern *kernels, a *Args, s Shape, g *geom, io *callIO) error {
+// prepare sets up a call of shape s, geometry g and slices io from the
+// pool.
+func (v *validated) prepare(m mask.Mask, kern *kernels, a *Args, s Shape, g *geom, io *callIO) (*call, error) {
 	c := calls.Get().(*call)
 	if err := checkScore(&c.sc, mask.ScoreOf(m), s, a.SoftCap, a.Slopes, a.Sinks); err != nil {
 		calls.Put(c)
-		return err
+		return nil, err
 	}
 	c.pageSize, c.tableStride, c.table = 0, 0, nil
 	if io.table != nil {
@@ -435,6 +436,15 @@ func (v *validated) run(m mask.Mask, kern *kernels, a *Args, s Shape, g *geom, i
 	}
 	if err := c.setup(m, kern, s, g, io.out, io.out16, io.lse, io.in, io.data, &a.HeadParams); err != nil {
 		c.release()
+		return nil, err
+	}
+	return c, nil
+}
+
+// run runs one validated call of shape s, geometry g and slices io.
+func (v *validated) run(m mask.Mask, kern *kernels, a *Args, s Shape, g *geom, io *callIO) error {
+	c, err := v.prepare(m, kern, a, s, g, io)
+	if err != nil {
 		return err
 	}
 	nw := min(runtime.GOMAXPROCS(0), len(c.items))

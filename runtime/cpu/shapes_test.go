@@ -34,7 +34,7 @@ type shapeCall struct {
 	nOut, nL int
 }
 
-func newShapeCall(t *testing.T, r *rand.Rand, m mask.Mask, s cpu.Shape, dv, pos int) *shapeCall {
+func newShapeCall(t testing.TB, r *rand.Rand, m mask.Mask, s cpu.Shape, dv, pos int) *shapeCall {
 	t.Helper()
 	if dv == 0 {
 		dv = s.HeadDim

@@ -3,6 +3,10 @@ package cpu
 import (
 	"fmt"
 	"math"
+	"runtime"
+	"sort"
+	"sync"
+	"sync/atomic"
 
 	"github.com/attngen/attngen/runtime/mask"
 )
@@ -369,38 +373,72 @@ func (v *validated) checkPages(s Shape, pg *Paged, lk, lv int) (ke, ve int, err 
 }
 
 // runRows runs a ragged call: each batch row as its own call of its
-// queries, keys and positions, in order. Rows past a row's SeqLensQ get
-// zeros and an lse of -Inf.
+// queries, keys and positions (the call that row alone would be, so its
+// results are that call's bits), all rows' items dispatched together to
+// the workers. Rows past a row's SeqLensQ get zeros and an lse of -Inf.
 func (v *validated) runRows(m mask.Mask, kern *kernels, a *Args) error {
 	s, ls := a.Shape, v.g.ls
+	rc := rowCalls.Get().(*rowCall)
+	defer rowCalls.Put(rc)
+	rc.calls, rc.starts = rc.calls[:0], rc.starts[:0]
+	release := func() {
+		for _, c := range rc.calls {
+			c.release()
+		}
+		clear(rc.calls)
+	}
+	n := 0
 	for b := 0; b < s.Batch; b++ {
 		nq, nk := v.r.lenQ(b), v.r.lenK(b)
-		if nq > 0 {
-			sb := s
-			sb.Batch, sb.SeqQ, sb.SeqK = 1, nq, nk
-			g := v.g
-			g.qpos, g.kpos, g.lseB = v.r.qPos(b), v.r.kPos(b), 0
-			io := v.io
-			io.in = v.io.in.row(b, ls, a.Paged.PageSize != 0)
-			if io.out != nil {
-				io.out = io.out[b*ls.Out.Batch:]
-			} else {
-				io.out16 = io.out16[b*ls.Out.Batch:]
-			}
-			if io.lse != nil {
-				io.lse = io.lse[b*v.g.lseB:]
-			}
-			if io.table != nil {
-				io.table = io.table[b*v.tableStride:][:(nk+a.Paged.PageSize-1)/a.Paged.PageSize]
-			}
-			if io.data != nil && len(io.data) != v.g.dataLen {
-				io.data = io.data[b*v.g.dataLen:][:v.g.dataLen]
-			}
-			if err := v.run(m, kern, a, sb, &g, &io); err != nil {
-				return err
-			}
+		if nq == 0 {
+			continue
 		}
-		// the rows past the row's queries
+		sb := s
+		sb.Batch, sb.SeqQ, sb.SeqK = 1, nq, nk
+		g := v.g
+		g.qpos, g.kpos, g.lseB = v.r.qPos(b), v.r.kPos(b), 0
+		io := v.io
+		io.in = v.io.in.row(b, ls, a.Paged.PageSize != 0)
+		if io.out != nil {
+			io.out = io.out[b*ls.Out.Batch:]
+		} else {
+			io.out16 = io.out16[b*ls.Out.Batch:]
+		}
+		if io.lse != nil {
+			io.lse = io.lse[b*v.g.lseB:]
+		}
+		if io.table != nil {
+			io.table = io.table[b*v.tableStride:][:(nk+a.Paged.PageSize-1)/a.Paged.PageSize]
+		}
+		if io.data != nil && len(io.data) != v.g.dataLen {
+			io.data = io.data[b*v.g.dataLen:][:v.g.dataLen]
+		}
+		c, err := v.prepare(m, kern, a, sb, &g, &io)
+		if err != nil {
+			release()
+			return err
+		}
+		rc.calls = append(rc.calls, c)
+		rc.starts = append(rc.starts, n)
+		n += len(c.items)
+	}
+	rc.n = n
+	rc.next.Store(0)
+	nw := min(runtime.GOMAXPROCS(0), n)
+	var hs [64]*worker
+	ws := helpers(hs[:0], min(nw-1, len(hs)))
+	rc.wg.Add(len(ws))
+	for _, w := range ws {
+		w.jobs <- rc
+	}
+	b := callerBuffers.Get().(*buffers)
+	rc.work(b)
+	callerBuffers.Put(b)
+	rc.wg.Wait()
+	release()
+	// the rows past each row's queries
+	for b := 0; b < s.Batch; b++ {
+		nq := v.r.lenQ(b)
 		for h := 0; h < s.HeadsQ; h++ {
 			for r := nq; r < s.SeqQ; r++ {
 				at := b*ls.Out.Batch + h*ls.Out.Head + r*ls.Out.Pos
@@ -417,6 +455,33 @@ func (v *validated) runRows(m mask.Mask, kern *kernels, a *Args) error {
 	}
 	return nil
 }
+
+// A rowCall is the task of a ragged call: the items of one call per
+// batch row, numbered across them (starts[i] is call i's first), taken by
+// the workers in order.
+type rowCall struct {
+	calls  []*call
+	starts []int
+	n      int
+	next   atomic.Int64
+	wg     sync.WaitGroup
+}
+
+var rowCalls = sync.Pool{New: func() any { return new(rowCall) }}
+
+func (rc *rowCall) work(w *buffers) {
+	for {
+		n := int(rc.next.Add(1) - 1)
+		if n >= rc.n {
+			return
+		}
+		i := sort.SearchInts(rc.starts, n+1) - 1
+		c := rc.calls[i]
+		w.runItem(c, c.items[n-rc.starts[i]])
+	}
+}
+
+func (rc *rowCall) done() { rc.wg.Done() }
 
 // row returns the inputs of batch row b: q from its batch offset, k and v
 // too unless the cache is paged (pages are found through the table).
