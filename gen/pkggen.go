@@ -248,6 +248,15 @@ func BSHD(s Shape) Layout {
 	return cpu.BSHD(cs, ` + headDimV + `)
 }
 
+// PackedQKV is the layout of a fused QKV projection's output, one buffer
+// [batch, seq, (HeadsQ + 2 HeadsKV) * HeadDim]: pass Q = buf, K =
+// buf[HeadsQ*HeadDim:] and V = buf[(HeadsQ+HeadsKV)*HeadDim:]; the output
+// is BSHD. It needs SeqQ = SeqK and one head dimension.
+func PackedQKV(s Shape) Layout {
+	cs, _ := shapeOf(s)
+	return cpu.PackedQKV(cs)
+}
+
 `)
 	docArg, docParam, docPass, docDoc := "nil", "", "", ""
 	dataField := ""

@@ -139,6 +139,15 @@ func BSHD(s Shape) Layout {
 	return cpu.BSHD(cs, 0)
 }
 
+// PackedQKV is the layout of a fused QKV projection's output, one buffer
+// [batch, seq, (HeadsQ + 2 HeadsKV) * HeadDim]: pass Q = buf, K =
+// buf[HeadsQ*HeadDim:] and V = buf[(HeadsQ+HeadsKV)*HeadDim:]; the output
+// is BSHD. It needs SeqQ = SeqK and one head dimension.
+func PackedQKV(s Shape) Layout {
+	cs, _ := shapeOf(s)
+	return cpu.PackedQKV(cs)
+}
+
 // Forward computes masked attention: out = softmax(scale * q k^T + mask) v
 // and, when lse is not nil, the natural log-sum-exp of each row's kept
 // scaled scores. out is [Batch, HeadsQ, SeqQ, HeadDim], lse is [Batch,
