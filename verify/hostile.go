@@ -32,10 +32,11 @@ func CheckNonFinite(p spec.Pattern, run Run, s Shape, r *rand.Rand, trials int) 
 		return err
 	}
 	nq, nkv, nl := s.Sizes()
-	D := s.HeadDim
+	nv, no := s.SizesV()
+	D, DV := s.HeadDim, s.DV()
 	q, k, v, ids, docs := randomInputs(p, &s, r)
 	hs := mustHeads(p, s)
-	clean, cleanLSE := make([]float32, nq), make([]float32, nl)
+	clean, cleanLSE := make([]float32, no), make([]float32, nl)
 	fill(clean, cleanLSE)
 	if err := run(clean, cleanLSE, q, k, v, ids, s); err != nil {
 		return err
@@ -51,7 +52,7 @@ func CheckNonFinite(p spec.Pattern, run Run, s Shape, r *rand.Rand, trials int) 
 	}
 	specials := []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))}
 	special := func() float32 { return specials[r.IntN(len(specials))] }
-	out, lse := make([]float32, nq), make([]float32, nl)
+	out, lse := make([]float32, no), make([]float32, nl)
 	for t := 0; t < trials; t++ {
 		pq, pk, pv := clone(q), clone(k), clone(v)
 		badQ := map[int]bool{}      // query rows holding a special value
@@ -69,7 +70,9 @@ func CheckNonFinite(p spec.Pattern, run Run, s Shape, r *rand.Rand, trials int) 
 				badKey[[2]int{kv, j}] = true
 				for d := 0; d < D; d++ {
 					pk[(kv*s.SeqK+j)*D+d] = special()
-					pv[(kv*s.SeqK+j)*D+d] = special()
+				}
+				for d := 0; d < DV; d++ {
+					pv[(kv*s.SeqK+j)*DV+d] = special()
 				}
 			}
 			what = fmt.Sprintf("the %d keys query row %d masks poisoned", n, row)
@@ -85,9 +88,9 @@ func CheckNonFinite(p spec.Pattern, run Run, s Shape, r *rand.Rand, trials int) 
 					pk[x] = special()
 					badKey[[2]int{x / D / s.SeqK, x / D % s.SeqK}] = true
 				default:
-					x := r.IntN(nkv)
+					x := r.IntN(nv)
 					pv[x] = special()
-					badKey[[2]int{x / D / s.SeqK, x / D % s.SeqK}] = true
+					badKey[[2]int{x / DV / s.SeqK, x / DV % s.SeqK}] = true
 				}
 			}
 			what = "special values in q, k and v"
@@ -106,7 +109,7 @@ func CheckNonFinite(p spec.Pattern, run Run, s Shape, r *rand.Rand, trials int) 
 			for j := 0; j < s.SeqK && !dep; j++ {
 				dep = badKey[[2]int{kv, j}] && keeps(row, j)
 			}
-			o, c := out[row*D:][:D], clean[row*D:][:D]
+			o, c := out[row*DV:][:DV], clean[row*DV:][:DV]
 			if !dep {
 				for d := range o {
 					if math.Float32bits(o[d]) != math.Float32bits(c[d]) {
@@ -120,8 +123,8 @@ func CheckNonFinite(p spec.Pattern, run Run, s Shape, r *rand.Rand, trials int) 
 			}
 			under := weightUnderflows(hs.row(s, row), docs, pq, pk, pv, s, row)
 			for d := range o {
-				if k := kind(float64(o[d])); k != kind(ref[row*D+d]) && !(under && k <= 1) {
-					return fmt.Errorf("%v, %s: row %d: out[%d] = %v, reference %v", s, what, row, d, o[d], ref[row*D+d])
+				if k := kind(float64(o[d])); k != kind(ref[row*DV+d]) && !(under && k <= 1) {
+					return fmt.Errorf("%v, %s: row %d: out[%d] = %v, reference %v", s, what, row, d, o[d], ref[row*DV+d])
 				}
 			}
 			if kind(float64(lse[row])) != kind(refLSE[row]) {
@@ -147,7 +150,7 @@ func roughlyAttention(p spec.Pattern, docs *spec.Docs, q, k, v []float32, s Shap
 	if err != nil {
 		return err
 	}
-	D := s.HeadDim
+	D := s.DV()
 	for row, want := range refLSE {
 		if math.IsInf(want, -1) {
 			if !math.IsInf(float64(lse[row]), -1) {
@@ -278,11 +281,12 @@ func CheckMaskedData(p spec.Pattern, run Run, s Shape, r *rand.Rand, rows int) e
 	if rows < 0 {
 		return fmt.Errorf("CheckMaskedData: %d rows, want 0 or more", rows)
 	}
-	nq, nkv, nl := s.Sizes()
-	D := s.HeadDim
+	_, nkv, nl := s.Sizes()
+	_, no := s.SizesV()
+	D, DV := s.HeadDim, s.DV()
 	q, k, v, ids, docs := randomInputs(p, &s, r)
 	hs := mustHeads(p, s)
-	clean, cleanLSE := make([]float32, nq), make([]float32, nl)
+	clean, cleanLSE := make([]float32, no), make([]float32, nl)
 	fill(clean, cleanLSE)
 	if err := run(clean, cleanLSE, q, k, v, ids, s); err != nil {
 		return err
@@ -309,7 +313,7 @@ func CheckMaskedData(p spec.Pattern, run Run, s Shape, r *rand.Rand, rows int) e
 	}
 	specials := []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))}
 	special := func() float32 { return specials[r.IntN(len(specials))] }
-	out, lse := make([]float32, nq), make([]float32, nl)
+	out, lse := make([]float32, no), make([]float32, nl)
 	for t := 0; t <= rows; t++ {
 		pq, pk, pv := clone(q), clone(k), clone(v)
 		bad := make([]bool, nkv/D) // poisoned key rows, kv*SeqK + j
@@ -338,7 +342,10 @@ func CheckMaskedData(p spec.Pattern, run Run, s Shape, r *rand.Rand, rows int) e
 		for x, b := range bad {
 			if b {
 				for d := 0; d < D; d++ {
-					pk[x*D+d], pv[x*D+d] = special(), special()
+					pk[x*D+d] = special()
+				}
+				for d := 0; d < DV; d++ {
+					pv[x*DV+d] = special()
 				}
 			}
 		}
@@ -367,7 +374,7 @@ func CheckMaskedData(p spec.Pattern, run Run, s Shape, r *rand.Rand, rows int) e
 			if reads {
 				continue
 			}
-			o, c := out[row*D:][:D], clean[row*D:][:D]
+			o, c := out[row*DV:][:DV], clean[row*DV:][:DV]
 			for d := range o {
 				if math.Float32bits(o[d]) != math.Float32bits(c[d]) {
 					return fmt.Errorf("%v, NaN and infinities at %s: row %d reads none of them, but out[%d] = %v, clean run %v", s, what, row, d, o[d], c[d])
@@ -396,11 +403,12 @@ func CheckMaskedData(p spec.Pattern, run Run, s Shape, r *rand.Rand, rows int) e
 // the tiny weights reachable with finite scores: it maps infinite scores
 // to +-cap, so kept weights span e^(-2 cap).
 func weightUnderflows(p spec.Pattern, docs *spec.Docs, q, k, v []float32, s Shape, row int) bool {
-	D, scale := s.HeadDim, s.EffScale()
+	D, DV, scale := s.HeadDim, s.DV(), s.EffScale()
 	group := s.HeadsQ / s.HeadsKV
 	bh, r := row/s.SeqQ, row%s.SeqQ
 	b, h := bh/s.HeadsQ, bh%s.HeadsQ
-	kvBase := (b*s.HeadsKV + h/group) * s.SeqK * D
+	kvRow := (b*s.HeadsKV + h/group) * s.SeqK
+	kvBase := kvRow * D
 	qr := q[row*D : row*D+D]
 	i := spec.Row(r, s.SeqQ, s.SeqK)
 	m := s.Score.sink(h)
@@ -415,7 +423,7 @@ func weightUnderflows(p spec.Pattern, docs *spec.Docs, q, k, v []float32, s Shap
 		}
 		sc, _ := s.Score.apply(dot*scale, h, i, j)
 		m = math.Max(m, sc)
-		if !allFinite32(v[kvBase+j*D : kvBase+j*D+D]) {
+		if !allFinite32(v[(kvRow+j)*DV:][:DV]) {
 			bad = append(bad, sc)
 		}
 	}

@@ -55,8 +55,12 @@ type NumericReport struct {
 }
 
 func (r NumericReport) String() string {
-	return fmt.Sprintf("B%d Hq%d Hkv%d Sq%d Sk%d D%d: out err %.2e (yardstick %.2e), lse err %.2e (yardstick %.2e), %d fully masked rows",
-		r.Shape.Batch, r.Shape.HeadsQ, r.Shape.HeadsKV, r.Shape.SeqQ, r.Shape.SeqK, r.Shape.HeadDim,
+	d := fmt.Sprint(r.Shape.HeadDim)
+	if r.Shape.DV() != r.Shape.HeadDim {
+		d += fmt.Sprintf("/%d", r.Shape.DV())
+	}
+	return fmt.Sprintf("B%d Hq%d Hkv%d Sq%d Sk%d D%s: out err %.2e (yardstick %.2e), lse err %.2e (yardstick %.2e), %d fully masked rows",
+		r.Shape.Batch, r.Shape.HeadsQ, r.Shape.HeadsKV, r.Shape.SeqQ, r.Shape.SeqK, d,
 		r.KernelErr, r.NaiveErr, r.KernelLSE, r.NaiveLSE, r.MaskedRows) + r.sampled()
 }
 
@@ -124,7 +128,8 @@ func randomInputs(p spec.Pattern, s *Shape, r *rand.Rand) (q, k, v []float32, id
 	*s = WithHeadParams(p, *s, r)
 	*s = WithScore(p, *s, r)
 	nq, nkv, _ := s.Sizes()
-	q, k, v = randomSlice(r, nq, 1), randomSlice(r, nkv, 1), randomSlice(r, nkv, 1)
+	nv, _ := s.SizesV()
+	q, k, v = randomSlice(r, nq, 1), randomSlice(r, nkv, 1), randomSlice(r, nv, 1)
 	if p.Mask.HasData() {
 		ids = RandomData(p, r, s.SeqK)
 		docs, _ = DataOf(p, ids)
@@ -189,7 +194,8 @@ func CheckNumericSampled(p spec.Pattern, run Run, s Shape, r *rand.Rand, opt Num
 	s = WithHeadParams(p, s, r)
 	s = WithScore(p, s, r)
 	nq, nkv, nl := s.Sizes()
-	q, k, v := randomSlice(r, nq, 1), randomSlice(r, nkv, 1), randomSlice(r, nkv, 1)
+	nv, no := s.SizesV()
+	q, k, v := randomSlice(r, nq, 1), randomSlice(r, nkv, 1), randomSlice(r, nv, 1)
 	if opt.Round != nil {
 		opt.Round(q)
 		opt.Round(k)
@@ -205,7 +211,7 @@ func CheckNumericSampled(p spec.Pattern, run Run, s Shape, r *rand.Rand, opt Num
 	if n > 0 {
 		rows = SampleRows(p, docs, s, n, r)
 	}
-	out, lse := make([]float32, nq), make([]float32, nl)
+	out, lse := make([]float32, no), make([]float32, nl)
 	poison(out)
 	poison(lse)
 	if err := run(out, lse, q, k, v, ids, s); err != nil {
@@ -222,7 +228,8 @@ func CheckNumericSampled(p spec.Pattern, run Run, s Shape, r *rand.Rand, opt Num
 // keep no key must be exactly 0 with lse -Inf.
 func CheckOutput(p spec.Pattern, ids []int32, q, k, v []float32, s Shape, out, lse []float32, opt NumericOptions, rows []int) (NumericReport, error) {
 	rep := NumericReport{Shape: s, Rows: len(rows)}
-	nq, _, nl := s.Sizes()
+	_, nq := s.SizesV()
+	_, _, nl := s.Sizes()
 	if len(out) < nq || len(lse) < nl {
 		return rep, fmt.Errorf("%v: out or lse shorter than the shape", s)
 	}
@@ -247,7 +254,7 @@ func CheckOutput(p spec.Pattern, ids []int32, q, k, v []float32, s Shape, out, l
 	if err != nil {
 		return rep, err
 	}
-	D := s.HeadDim
+	D := s.DV()
 	check := func(row int) error {
 		if math.IsInf(refLSE[row], -1) {
 			rep.MaskedRows++
@@ -307,8 +314,9 @@ func CheckDependencies(p spec.Pattern, run Run, s Shape, r *rand.Rand) error {
 	if s.Batch != 1 || s.HeadsQ != 1 || s.HeadsKV != 1 {
 		return errors.New("CheckDependencies wants one batch and one head")
 	}
-	nq, nkv, nl := s.Sizes()
-	D := s.HeadDim
+	_, nkv, nl := s.Sizes()
+	nv, nq := s.SizesV()
+	D, DV := s.HeadDim, s.DV()
 	q, k, v, ids, docs := randomInputs(p, &s, r)
 	p = mustHeads(p, s).at(0)
 	base, lse := make([]float32, nq), make([]float32, nl)
@@ -316,14 +324,16 @@ func CheckDependencies(p spec.Pattern, run Run, s Shape, r *rand.Rand) error {
 		return err
 	}
 	out := make([]float32, nq)
-	k2, v2 := make([]float32, nkv), make([]float32, nkv)
+	k2, v2 := make([]float32, nkv), make([]float32, nv)
 	w := pairWeights(p, docs, q, k, s)
 	for j := 0; j < s.SeqK; j++ {
 		copy(k2, k)
 		copy(v2, v)
 		for d := 0; d < D; d++ {
 			k2[j*D+d] += float32(r.NormFloat64())
-			v2[j*D+d] += float32(r.NormFloat64())
+		}
+		for d := 0; d < DV; d++ {
+			v2[j*DV+d] += float32(r.NormFloat64())
 		}
 		poison(out)
 		if err := run(out, lse, q, k2, v2, ids, s); err != nil {
@@ -331,8 +341,8 @@ func CheckDependencies(p spec.Pattern, run Run, s Shape, r *rand.Rand) error {
 		}
 		for row := 0; row < s.SeqQ; row++ {
 			changed := false
-			for d := 0; d < D; d++ {
-				if out[row*D+d] != base[row*D+d] {
+			for d := 0; d < DV; d++ {
+				if out[row*DV+d] != base[row*DV+d] {
 					changed = true
 				}
 			}

@@ -39,7 +39,7 @@ func naive(p spec.Pattern, docs *spec.Docs, q, k, v []float32, s Shape, rows []i
 	}
 	forRows(s, rows, func() func(row int) {
 		x := naiveRow{p: hs, docs: docs, q: q, k: k, v: v, s: s, out: out, lse: lse, roundP: roundP, roundOut: roundOut,
-			scores: make([]float32, s.SeqK), acc: make([]float32, s.HeadDim), keep: make([]bool, s.SeqK), kept: make([]int, 0, s.SeqK)}
+			scores: make([]float32, s.SeqK), acc: make([]float32, s.DV()), keep: make([]bool, s.SeqK), kept: make([]int, 0, s.SeqK)}
 		return x.run
 	})
 	return nil
@@ -60,11 +60,12 @@ type naiveRow struct {
 }
 
 func (x *naiveRow) run(row int) {
-	s, D, scale := x.s, x.s.HeadDim, float32(x.s.EffScale())
+	s, D, DV, scale := x.s, x.s.HeadDim, x.s.DV(), float32(x.s.EffScale())
 	group := s.HeadsQ / s.HeadsKV
 	bh, r := row/s.SeqQ, row%s.SeqQ
 	b, h := bh/s.HeadsQ, bh%s.HeadsQ
-	kvBase := (b*s.HeadsKV + h/group) * s.SeqK * D
+	kvRow := (b*s.HeadsKV + h/group) * s.SeqK
+	kvBase := kvRow * D
 	qr := x.q[row*D : row*D+D]
 	i := spec.Row(r, s.SeqQ, s.SeqK)
 	x.progs = denseRow(x.p.at(h), x.docs, i, s.SeqK, x.keep, x.progs)
@@ -82,7 +83,7 @@ func (x *naiveRow) run(row int) {
 		kept = append(kept, j)
 	}
 	x.kept = kept
-	o := x.out[row*D : row*D+D]
+	o := x.out[row*DV : row*DV+DV]
 	m, sum, lse, ok := softmax32(scores, kept, float32(s.Score.sink(h)))
 	if x.lse != nil {
 		x.lse[row] = lse
@@ -97,7 +98,7 @@ func (x *naiveRow) run(row int) {
 			continue // weight 0: its value is never read
 		}
 		w := x.roundP(float32(math.Exp(float64(scores[j] - m))))
-		vj := x.v[kvBase+j*D : kvBase+j*D+D]
+		vj := x.v[(kvRow+j)*DV:][:DV]
 		for d := range acc {
 			acc[d] += w * vj[d]
 		}

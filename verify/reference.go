@@ -91,6 +91,13 @@ func (s Shape) row(b int) (nq, nk, qpos, kpos int) {
 	return
 }
 
+// SizesV returns the number of elements of v and of out (those of k and q
+// unless HeadDimV differs).
+func (s Shape) SizesV() (v, out int) {
+	nq, nkv, _ := s.Sizes()
+	return nkv / s.HeadDim * s.DV(), nq / s.HeadDim * s.DV()
+}
+
 // Sizes returns the number of elements of q (and out), of k (and v), and of lse.
 func (s Shape) Sizes() (q, kv, lse int) {
 	return s.Batch * s.HeadsQ * s.SeqQ * s.HeadDim, s.Batch * s.HeadsKV * s.SeqK * s.HeadDim, s.Batch * s.HeadsQ * s.SeqQ
