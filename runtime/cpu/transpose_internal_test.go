@@ -7,13 +7,14 @@ import (
 
 // TestPackTranspose: pack lays out every key tile as kt[d][c] = key c, dim
 // d (zero past the keys) and the values as rows, whatever path it takes
-// (each variant's transpose for whole tiles where it has one), for both
-// head dimensions, identity and strided layouts, whole and tail tiles.
+// (each variant's transpose for whole tiles where it has one), for every
+// square head dimension of its table, identity and strided layouts,
+// whole and tail tiles.
 func TestPackTranspose(t *testing.T) { eachKernels(t, nil, testPackTranspose) }
 
 func testPackTranspose(t *testing.T, kern *kernels) {
 	r := rand.New(rand.NewPCG(16, 17))
-	for _, D := range []int{64, 128} {
+	for _, D := range squareTestDims(kern) {
 		for _, stride := range []int{1, 3} {
 			sk := 300
 			k, v := make([]float32, 2*sk*D), make([]float32, 2*sk*D)
@@ -57,7 +58,7 @@ func TestTransposeAsm(t *testing.T) {
 
 func testTranspose(t *testing.T, kern *kernels) {
 	r := rand.New(rand.NewPCG(18, 19))
-	for _, D := range []int{64, 128} {
+	for _, D := range squareTestDims(kern) {
 		for _, pitch := range []int{D, D + 16, 5 * D} {
 			k := make([]float32, (TK-1)*pitch+D)
 			for i := range k {
