@@ -155,7 +155,11 @@ type blocking struct {
 // exactly 16 live registers.
 //
 // kc = 64 splits the reduction of QK^T at D = 128 in two, so that the half
-// of kt a column chunk reads (16 KiB) stays in L1 across the row blocks.
+// of kt a column chunk reads (16 KiB) stays in L1 across the row blocks
+// (at other D, in the fewest parts of at most 64 steps, as equal as they
+// can be: split). vecs is the widest column chunk of P V; where d.V/w is no
+// multiple of it the chunks are as equal as they can be (5 vectors: 3 +
+// 2), since a chunk of fewer vectors costs more loads per FMA.
 func (i ISA) blocks() (qk, pv blocking) {
 	if i == AVX512 {
 		return blocking{rows: 6, vecs: 4, bFirst: true, unroll: 4, kc: 64}, blocking{rows: 6, vecs: 4, bFirst: true, unroll: 4, kc: 64}
