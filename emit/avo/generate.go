@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/mmcloughlin/avo/build"
+	"github.com/mmcloughlin/avo/ir"
 	"github.com/mmcloughlin/avo/pass"
 	"github.com/mmcloughlin/avo/printer"
 )
@@ -82,18 +83,34 @@ func Build() *build.Context {
 // needs AVX-512 (avo never spills and silently takes Y16-Y31 when more than
 // 16 vectors are live).
 func Generate(ctx *build.Context, opts Options) (asm, stubs []byte, err error) {
+	f, err := compile(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return printKernel(f, opts)
+}
+
+// compile runs avo's passes (register allocation above all: most of the
+// time a generation takes) on the functions of ctx.
+func compile(ctx *build.Context) (*ir.File, error) {
+	f, err := ctx.Result()
+	if err != nil {
+		return nil, err
+	}
+	if err := pass.Compile.Execute(f); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// printKernel prints a compiled file (which it leaves as it is) as Generate
+// does.
+func printKernel(f *ir.File, opts Options) (asm, stubs []byte, err error) {
 	if opts.Pkg == "" {
 		opts.Pkg = "cpu"
 	}
 	if opts.Command == "" {
 		opts.Command = DefaultCommand
-	}
-	f, err := ctx.Result()
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := pass.Compile.Execute(f); err != nil {
-		return nil, nil, err
 	}
 	cfg := printer.Config{Argv: strings.Fields(opts.Command), Pkg: opts.Pkg}
 	if asm, err = printer.NewGoAsm(cfg).Print(f); err != nil {

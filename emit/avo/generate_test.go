@@ -8,25 +8,41 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/mmcloughlin/avo/ir"
 )
 
-// The kernel file with the default options, generated once per test
-// binary (it is about 32k lines and takes seconds): the tests that read it
-// share one generation; TestDeterministic compares it with a second one.
+// The kernel file, compiled once per test binary (it is about 600k lines
+// and takes a minute or more), and printed with the default options: the
+// tests that read it share one compilation (TestHeaders prints it with
+// others); TestDeterministic compares it with a second, separate
+// generation.
 var (
 	kernelOnce             sync.Once
+	kernelFile             *ir.File
 	kernelAsm, kernelStubs []byte
 	kernelErr              error
 )
+
+// compiledKernel returns the compiled kernel file, failing t on an error.
+func compiledKernel(t *testing.T) *ir.File {
+	t.Helper()
+	kernelOnce.Do(func() {
+		if kernelFile, kernelErr = compile(Build()); kernelErr == nil {
+			kernelAsm, kernelStubs, kernelErr = printKernel(kernelFile, Options{})
+		}
+	})
+	if kernelErr != nil {
+		t.Fatal(kernelErr)
+	}
+	return kernelFile
+}
 
 // defaultKernel returns Kernel(Options{}), failing t on an error. Callers
 // must not modify the bytes.
 func defaultKernel(t *testing.T) (asm, stubs []byte) {
 	t.Helper()
-	kernelOnce.Do(func() { kernelAsm, kernelStubs, kernelErr = Kernel(Options{}) })
-	if kernelErr != nil {
-		t.Fatal(kernelErr)
-	}
+	compiledKernel(t)
 	return kernelAsm, kernelStubs
 }
 
@@ -68,7 +84,7 @@ func TestCommittedUpToDate(t *testing.T) {
 
 func TestHeaders(t *testing.T) {
 	t.Parallel()
-	asm, stubs, err := Kernel(Options{Pkg: "mykernels", Command: "go run example.com/gen -x"})
+	asm, stubs, err := printKernel(compiledKernel(t), Options{Pkg: "mykernels", Command: "go run example.com/gen -x"})
 	if err != nil {
 		t.Fatal(err)
 	}
