@@ -35,78 +35,93 @@ func (e Elem) size() int {
 var DecodeRows = []int{1, 2, 4, 8}
 
 // DecodeName is the decode kernel of an ISA for keys and values of type
-// e, head dimension d and r query rows: decodeAVX512F32D128R4,
-// decodeAVX2BF16D64R1 and so on.
-func DecodeName(isa ISA, e Elem, d, r int) string {
-	return fmt.Sprintf("decode%s%sD%dR%d", isa, e, d, r)
+// e, head dimensions d and r query rows: decodeAVX512F32D128R4,
+// decodeAVX2BF16D64R1, decodeAVX2F16D192V128R8 and so on.
+func DecodeName(isa ISA, e Elem, d Dims, r int) string {
+	return fmt.Sprintf("decode%s%s%sR%d", isa, e, d, r)
 }
 
 // DecodeSignature is the Go signature of every decode kernel.
 const DecodeSignature = "func(q *float32, k, v *byte, off *int, o, m, l *float32)"
 
-// decodeShape is how a decode kernel of one ISA, head dimension and row
+// decodeShape is how a decode kernel of one ISA, head dimensions and row
 // count uses its registers.
 type decodeShape struct {
-	keys int  // keys per score vector (w/r)
-	nv   int  // score vectors of the tile
-	nc   int  // vectors per row of d floats
-	qMem bool // the score FMAs read q from memory (no room for r q registers)
-	rg   int  // rows per group of the P V product
-	cv   int  // vectors of o per row and column chunk of the P V product
+	keys   int   // keys per score vector (w/r)
+	nv     int   // score vectors of the tile
+	nq     int   // vectors per row of q and k (QK floats)
+	no     int   // vectors per row of v and o (V floats)
+	qMem   bool  // the score FMAs read q from memory (no room for r q registers)
+	rg     int   // rows per group of the P V product
+	chunks []int // vectors of o per row in each column chunk of the P V product
 }
 
 // decodeShapeOf returns the register use of a decode kernel. The score
 // phase holds w accumulators (keys x rows), a key vector and, where they
 // fit, the r rows' chunks of q. The P V product holds rg x cv accumulators
-// (rg rows of o, cv vectors each), rg broadcast p and one value vector:
+// (rg rows of o, cv vectors each, cv a column chunk of chunks), rg
+// broadcast p and one value vector; the chunks are the o row's vectors
+// split into the fewest of at most a limit, as equal as they can be:
 //
-//   - AVX-512 (32 registers): whole o rows, as many rows as fill 16
-//     registers (rg = 16/nc), one column chunk.
-//   - AVX2 (16 registers): 8 accumulators, one row by 8 vectors for r = 1
-//     (9 loads per 8 FMAs), else 2 rows by 4 vectors (6 loads per 8 FMAs);
-//     D = 128 and wider rows take column chunks (the o row is 16 vectors).
+//   - AVX-512 (32 registers): whole o rows (one chunk) up to 8 vectors or
+//     for one row, else chunks of at most 8; as many rows as fill 16
+//     registers (rg = 16/cv, rounded down to a power of two that divides r).
+//   - AVX2 (16 registers): 8 accumulators, one row by chunks of at most 8
+//     vectors for r = 1 (9 loads per 8 FMAs), else 2 rows by chunks of at
+//     most 4 (6 loads per 8 FMAs); D = 128 and wider rows take several
+//     chunks (the o row is 16 vectors).
 //
 // Every group and column chunk is one pass over the tile's keys: the
 // first reads its part of each value row from memory, the row groups after
 // it the same part again, from L1.
-func decodeShapeOf(isa ISA, d, r int) decodeShape {
+func decodeShapeOf(isa ISA, d Dims, r int) decodeShape {
 	w := isa.lanes()
-	nc := d / w
-	if d%w != 0 || w%r != 0 {
-		panic(fmt.Sprintf("BUG: %s decode kernel for D = %d, %d rows", isa, d, r))
+	d.check(isa)
+	if w%r != 0 {
+		panic(fmt.Sprintf("BUG: %s decode kernel for %s, %d rows", isa, d.doc(), r))
 	}
-	s := decodeShape{keys: w / r, nv: TK * r / w, nc: nc}
+	s := decodeShape{keys: w / r, nv: TK * r / w, nq: d.QK / w, no: d.V / w}
 	if isa == AVX512 {
-		s.rg, s.cv = min(r, w/nc), nc
+		most := s.no
+		if r > 1 && most > 8 {
+			most = 8
+		}
+		s.chunks = split(s.no, most, 1)
+		s.rg = min(r, w/s.chunks[0])
+		for s.rg&(s.rg-1) != 0 {
+			s.rg-- // a power of two, which divides r
+		}
 		return s
 	}
 	s.qMem = w+r+1 > 16
-	s.rg, s.cv = 2, 4
+	most := 4
+	s.rg = 2
 	if r == 1 {
-		s.rg, s.cv = 1, 8
+		s.rg, most = 1, 8
 	}
-	s.cv = min(s.cv, nc)
-	if nc%s.cv != 0 || r%s.rg != 0 || s.rg*s.cv+s.rg+1 > 16 {
-		panic(fmt.Sprintf("BUG: AVX2 decode blocking %+v for D = %d, %d rows", s, d, r))
+	s.chunks = split(s.no, most, 1)
+	if r%s.rg != 0 || s.rg*s.chunks[0]+s.rg+1 > 16 {
+		panic(fmt.Sprintf("BUG: AVX2 decode blocking %+v for %s, %d rows", s, d.doc(), r))
 	}
 	return s
 }
 
 // EmitDecode adds the decode kernel of an ISA for keys and values of type
-// e, head dimension d and r query rows (1, 2, 4 or 8): the tile kernel's
+// e, head dimensions d and r query rows (1, 2, 4 or 8): the tile kernel's
 // online-softmax step for r rows against one whole key tile that every row
 // keeps, reading the TK key and value rows in place (no packed copy) in one
 // pass, so that each is read from memory once and at a steady pace.
 // Decoding reads every key tile once, from memory, for a handful of rows:
 // transposing and packing it costs more than the products.
 //
-// The ABI: q holds r query rows of d float32, scaled by scale*log2(e); key
-// j's row is at byte off[j] of k and its value row at byte off[j] of v (any
+// The ABI: q holds r query rows of d.QK float32, scaled by scale*log2(e);
+// key j's row (d.QK elements) is at byte off[j] of k and its value row
+// (d.V elements) at byte off[j] of v (any
 // layout: contiguous, paged, strided), for j < TK; off[TK+j] are the
 // offsets of the key rows to read next (the next tile's, or these again),
 // which the AVX2 one-row kernels ask the cache for (prefetch hints, never
 // loaded, so any value is safe); o, m and l are the running state of
-// the r rows, as in the tile ABI (o rows d floats apart). 16-bit rows are
+// the r rows, as in the tile ABI (o rows d.V floats apart). 16-bit rows are
 // widened exactly to float32 as they are loaded. The kernel reads and
 // writes r rows of o, m and l and nothing past them.
 //
@@ -126,17 +141,17 @@ func decodeShapeOf(isa ISA, d, r int) decodeShape {
 // decodeShapeOf), from memory the first time and from cache after: each
 // key's p of the group broadcast once, each value chunk loaded once per
 // group.
-func EmitDecode(ctx *build.Context, c ConstTable, isa ISA, e Elem, d, r int) {
+func EmitDecode(ctx *build.Context, c ConstTable, isa ISA, e Elem, d Dims, r int) {
 	emitDecode(ctx, c, isa, e, d, r, false)
 }
 
 // emitDecode emits a decode kernel; with score, the kernel with the score
 // stage (DecodeScoreSignature, EmitScoreKernels): the same kernel with the
 // score pass over the score vectors before the maxima.
-func emitDecode(ctx *build.Context, c ConstTable, isa ISA, e Elem, d, r int, score bool) {
-	g := &tileGen{ctx: ctx, isa: isa, d: d, w: isa.lanes(), c: c}
+func emitDecode(ctx *build.Context, c ConstTable, isa ISA, e Elem, d Dims, r int, score bool) {
+	g := &tileGen{ctx: ctx, isa: isa, dq: d.QK, dv: d.V, w: isa.lanes(), c: c}
 	sh := decodeShapeOf(isa, d, r)
-	nc := sh.nc
+	nq, no := sh.nq, sh.no
 	name := DecodeName(isa, e, d, r)
 	if score {
 		name = DecodeScoreName(isa, e, d, r)
@@ -156,7 +171,7 @@ func emitDecode(ctx *build.Context, c ConstTable, isa ISA, e Elem, d, r int, sco
 		}
 	}
 	doc := []string{
-		fmt.Sprintf("%s is the decode kernel for %s keys and values, D = %d and %d", name, e, d, r),
+		fmt.Sprintf("%s is the decode kernel for %s keys and values, %s and %d", name, e, d.doc(), r),
 		"query rows (" + needs + "): one online-softmax step against a whole key",
 		"tile that every row keeps, key and value row j read in place at byte off[j]",
 		"of k and v.",
@@ -233,27 +248,33 @@ func emitDecode(ctx *build.Context, c ConstTable, isa ISA, e Elem, d, r int, sco
 		}
 	}
 	// keyChunk loads chunk ci of key j's row into a new vector (and asks
-	// for the value row's line when prefetching).
+	// for the value row's lines when prefetching: the vLines lines of the
+	// row spread over the nq key chunks, line x with chunk x*nq/vLines,
+	// which for QK = V is every chunk that starts a line).
+	vLines := (es*d.V + 63) / 64
 	keyChunk := func(j, ci int, t reg.Register) reg.VecVirtual {
 		kv := g.vec()
-		pf := prefetch && (es*g.w*ci)%64 == 0 // once per value cache line
 		if held {
 			load(mem(kr[j], es*g.w*ci), kv)
-			if pf {
-				ctx.PREFETCHT2(op.Mem{Base: kr[j], Index: vdel, Scale: 1, Disp: es * g.w * ci})
-			}
-			return kv
+		} else {
+			load(op.Mem{Base: kb, Index: t, Scale: 1, Disp: es * g.w * ci}, kv)
 		}
-		load(op.Mem{Base: kb, Index: t, Scale: 1, Disp: es * g.w * ci}, kv)
-		if pf {
-			ctx.PREFETCHT2(op.Mem{Base: vbase, Index: t, Scale: 1, Disp: es * g.w * ci})
+		for x := 0; prefetch && x < vLines; x++ {
+			if x*nq/vLines != ci {
+				continue
+			}
+			if held {
+				ctx.PREFETCHT2(op.Mem{Base: kr[j], Index: vdel, Scale: 1, Disp: 64 * x})
+			} else {
+				ctx.PREFETCHT2(op.Mem{Base: vbase, Index: t, Scale: 1, Disp: 64 * x})
+			}
 		}
 		return kv
 	}
 	// qChunk is chunk ci of query row i: loaded into a register, or left
 	// in memory for the FMAs to read.
 	qChunk := func(i, ci int, inReg bool) op.Op {
-		qm := mem(q, 4*(i*d+g.w*ci))
+		qm := mem(q, 4*(i*d.QK+g.w*ci))
 		if !inReg {
 			return qm
 		}
@@ -281,22 +302,22 @@ func emitDecode(ctx *build.Context, c ConstTable, isa ISA, e Elem, d, r int, sco
 		// per job) and 3.1-3.8 instead of 3.9-4.4 at Hkv=2 (four rows);
 		// AVX-512 gained 3% at one row. The chunk-major order below is
 		// kept for AVX-512 with several rows.
-		inRegs := r == 1 && nc+g.w+1 <= g.isa.regs()
-		qv := make([]op.Op, nc*r)
+		inRegs := r == 1 && nq+g.w+1 <= g.isa.regs()
+		qv := make([]op.Op, nq*r)
 		for x := range qv {
-			qv[x] = qChunk(x/nc, x%nc, inRegs)
+			qv[x] = qChunk(x/nq, x%nq, inRegs)
 		}
 		for j := 0; j < keys; j++ {
 			t := keyOffset(j)
-			for ci := 0; ci < nc; ci++ {
+			for ci := 0; ci < nq; ci++ {
 				kv := keyChunk(j, ci, t)
 				for i := 0; i < r; i++ {
-					fma(ci == 0, qv[i*nc+ci], kv, j*r+i)
+					fma(ci == 0, qv[i*nq+ci], kv, j*r+i)
 				}
 			}
 		}
 	} else {
-		for ci := 0; ci < nc; ci++ {
+		for ci := 0; ci < nq; ci++ {
 			qv := make([]op.Op, r)
 			for i := range qv {
 				qv[i] = qChunk(i, ci, !sh.qMem)
@@ -374,104 +395,114 @@ func emitDecode(ctx *build.Context, c ConstTable, isa ISA, e Elem, d, r int, sco
 	for i := 0; i < r; i++ {
 		a := g.vec()
 		ctx.VBROADCASTSS(abuf.Offset(4*i), a)
-		for ci := 0; ci < nc; ci++ {
+		for ci := 0; ci < no; ci++ {
 			x := g.vec()
-			ctx.VMULPS(mem(o, 4*(i*d+g.w*ci)), a, x)
-			ctx.VMOVUPS(x, mem(o, 4*(i*d+g.w*ci)))
+			ctx.VMULPS(mem(o, 4*(i*d.V+g.w*ci)), a, x)
+			ctx.VMOVUPS(x, mem(o, 4*(i*d.V+g.w*ci)))
 		}
 	}
 
-	rg, cv := sh.rg, sh.cv
-	chunks := nc / cv
-	if chunks == 1 {
+	rg, multi := sh.rg, len(sh.chunks) > 1
+	if !multi {
 		ctx.Comment("o += P V, in groups of rows, each over the whole tile.")
 	} else {
 		ctx.Comment("o += P V, in column chunks of o and groups of rows, each over the whole tile.")
 	}
 	const unroll = 4
 	// With column chunks, vc and o point at the chunk's first column.
-	var vc, cn reg.Register
-	if chunks > 1 {
-		vc, cn = g.param("v"), ctx.GP64()
-		ctx.MOVQ(op.U32(uint32(chunks)), cn)
-		ctx.Label("pvc")
+	var vc reg.Register
+	if multi {
+		vc = g.param("v")
 	}
 	// One row (the memory-bound case: no grouped heads) also asks, in its
-	// P V pass, for the next tile's key rows (off[TK:], the chunk's column
-	// range), so that memory stays busy while this tile's values are
-	// summed from cache: a causal decode of 32k keys, H=8, Hkv=8, 1 thread,
-	// took 8.6-9.0 ms instead of 9.1-10.7. With four rows, compute-bound,
-	// it measured no better (3.2-3.8 against 2.7-3.9 ms) and is left out.
+	// P V pass, for the next tile's key rows (off[TK:]: kLines lines of
+	// each row a chunk, kc at the chunk's first), so that memory stays busy
+	// while this tile's values are summed from cache: a causal decode of
+	// 32k keys, H=8, Hkv=8, 1 thread, took 8.6-9.0 ms instead of 9.1-10.7.
+	// With four rows, compute-bound, it measured no better (3.2-3.8
+	// against 2.7-3.9 ms) and is left out.
 	nextK := prefetch && r == 1
-	var kc reg.Register
-	if nextK {
-		kc = g.param("k")
-	}
-	for r0 := 0; r0 < r; r0 += rg {
-		var vb reg.Register
-		if chunks > 1 {
-			vb = vc
-		} else {
-			vb = g.param("v")
+	kLines := ((es*d.QK+63)/64 + len(sh.chunks) - 1) / len(sh.chunks)
+	for gi, run := range runs(sh.chunks) {
+		sfx, cv := runSuffix(gi), run.size
+		var cn reg.Register
+		if multi {
+			cn = ctx.GP64()
+			ctx.MOVQ(op.U32(uint32(run.count)), cn)
+			ctx.Label("pvc" + sfx)
 		}
-		op1, pp, n := g.param("off"), ctx.GP64(), ctx.GP64()
-		ctx.LEAQ(sbuf, pp)
-		ctx.MOVQ(op.U32(uint32(TK/unroll)), n)
-		ov := make([][]reg.VecVirtual, rg)
-		for i := range ov {
-			ov[i] = make([]reg.VecVirtual, cv)
-			for ci := range ov[i] {
-				ov[i][ci] = g.vec()
-				ctx.VMOVUPS(mem(o, 4*((r0+i)*d+g.w*ci)), ov[i][ci])
-			}
+		// kc is loaded in the chunk loop, so every chunk asks for the first
+		// kLines lines of the next key rows and its advance below is lost:
+		// a slip kept for now so that the D = 64 and 128 kernels stay as
+		// they were (the hints cover half of a D = 128 row).
+		var kc reg.Register
+		if nextK {
+			kc = g.param("k")
 		}
-		label := fmt.Sprintf("pv%d", r0)
-		ctx.Label(label)
-		for j := 0; j < unroll; j++ {
-			vp := ctx.GP64()
-			ctx.MOVQ(mem(op1, 8*j), vp)
-			ctx.ADDQ(vb, vp)
-			pv := make([]reg.VecVirtual, rg)
-			for i := range pv {
-				pv[i] = g.vec()
-				ctx.VBROADCASTSS(mem(pp, 4*(j*r+r0+i)), pv[i])
+		for r0 := 0; r0 < r; r0 += rg {
+			var vb reg.Register
+			if multi {
+				vb = vc
+			} else {
+				vb = g.param("v")
 			}
-			for ci := 0; ci < cv; ci++ {
-				t := g.vec()
-				load(mem(vp, es*g.w*ci), t)
-				for i := range ov {
-					ctx.VFMADD231PS(t, pv[i], ov[i][ci])
+			op1, pp, n := g.param("off"), ctx.GP64(), ctx.GP64()
+			ctx.LEAQ(sbuf, pp)
+			ctx.MOVQ(op.U32(uint32(TK/unroll)), n)
+			ov := make([][]reg.VecVirtual, rg)
+			for i := range ov {
+				ov[i] = make([]reg.VecVirtual, cv)
+				for ci := range ov[i] {
+					ov[i][ci] = g.vec()
+					ctx.VMOVUPS(mem(o, 4*((r0+i)*d.V+g.w*ci)), ov[i][ci])
 				}
 			}
-			if nextK {
-				np := ctx.GP64()
-				ctx.MOVQ(mem(op1, 8*(TK+j)), np)
-				ctx.ADDQ(kc, np)
+			label := fmt.Sprintf("pv%d%s", r0, sfx)
+			ctx.Label(label)
+			for j := 0; j < unroll; j++ {
+				vp := ctx.GP64()
+				ctx.MOVQ(mem(op1, 8*j), vp)
+				ctx.ADDQ(vb, vp)
+				pv := make([]reg.VecVirtual, rg)
+				for i := range pv {
+					pv[i] = g.vec()
+					ctx.VBROADCASTSS(mem(pp, 4*(j*r+r0+i)), pv[i])
+				}
 				for ci := 0; ci < cv; ci++ {
-					if (es*g.w*ci)%64 == 0 {
-						ctx.PREFETCHT0(mem(np, es*g.w*ci))
+					t := g.vec()
+					load(mem(vp, es*g.w*ci), t)
+					for i := range ov {
+						ctx.VFMADD231PS(t, pv[i], ov[i][ci])
+					}
+				}
+				if nextK {
+					np := ctx.GP64()
+					ctx.MOVQ(mem(op1, 8*(TK+j)), np)
+					ctx.ADDQ(kc, np)
+					for x := 0; x < kLines; x++ {
+						ctx.PREFETCHT0(mem(np, 64*x))
 					}
 				}
 			}
-		}
-		ctx.ADDQ(op.U32(uint32(4*unroll*r)), pp)
-		ctx.ADDQ(op.U8(8*unroll), op1)
-		ctx.DECQ(n)
-		ctx.JNZ(op.LabelRef(label))
-		for i := range ov {
-			for ci, x := range ov[i] {
-				ctx.VMOVUPS(x, mem(o, 4*((r0+i)*d+g.w*ci)))
+			ctx.ADDQ(op.U32(uint32(4*unroll*r)), pp)
+			ctx.ADDQ(op.U8(8*unroll), op1)
+			ctx.DECQ(n)
+			ctx.JNZ(op.LabelRef(label))
+			for i := range ov {
+				for ci, x := range ov[i] {
+					ctx.VMOVUPS(x, mem(o, 4*((r0+i)*d.V+g.w*ci)))
+				}
 			}
 		}
-	}
-	if chunks > 1 {
-		if nextK {
-			ctx.ADDQ(op.U32(uint32(es*g.w*cv)), kc)
+		if multi {
+			if nextK {
+				ctx.ADDQ(op.U32(uint32(64*kLines)), kc)
+			}
+			ctx.ADDQ(op.U32(uint32(es*g.w*cv)), vc)
+			ctx.ADDQ(op.U32(uint32(4*g.w*cv)), o)
+			ctx.DECQ(cn)
+			ctx.JNZ(op.LabelRef("pvc" + sfx))
 		}
-		ctx.ADDQ(op.U32(uint32(es*g.w*cv)), vc)
-		ctx.ADDQ(op.U32(uint32(4*g.w*cv)), o)
-		ctx.DECQ(cn)
-		ctx.JNZ(op.LabelRef("pvc"))
 	}
 	ctx.VZEROUPPER()
 	ctx.RET()

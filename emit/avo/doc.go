@@ -4,11 +4,12 @@
 // package runtime/cpu, and which tiles run, full or partial, is the plan's.
 //
 // Build returns an avo build context holding the whole kernel file: the
-// shared constant table (EmitConsts), one tile kernel per ISA and head
-// dimension (EmitTile: tileAVX512D64, tileAVX512D128, tileAVX2D64,
-// tileAVX2D128), the decode kernels of both ISAs (EmitDecode:
-// decodeAVX512F32D128R4, decodeAVX2BF16D64R8 and the like, by key and
-// value type, head dimension and rows, for decoding's whole key tiles read
+// shared constant table (EmitConsts), one tile kernel per ISA and pair of
+// head dimensions of KernelDims (EmitTile: tileAVX512D64, tileAVX2D96,
+// tileAVX512D192V128 where q and k have 192 and v and o 128), the decode
+// kernels of both ISAs (EmitDecode: decodeAVX512F32D128R4,
+// decodeAVX2BF16D64R8 and the like, by key and value type, head
+// dimensions and rows, for decoding's whole key tiles read
 // in place; one generator, the ISA choosing the register blocking, the
 // lane folds and broadcasts and how m and l are stored for r rows only),
 // the FMA peak loops the
@@ -41,7 +42,11 @@
 // table's last slots, after the older ones, so that adding them changed no
 // older kernel; runtime/cpu's TestScoreABI compares both with its own.
 // Generate compiles and prints it,
-// WriteFiles writes runtime/cpu/tile_amd64.s and runtime/cpu/tile_amd64.go; the command
+// WriteFiles writes runtime/cpu/tile_amd64.s and runtime/cpu/tile_amd64.go,
+// and beside them the table of each ISA's kernels by head dimensions
+// (Table: kernels_dims_amd64.go, avx512Dims and avx2Dims, runtime/cpu's
+// []dimKernels, one entry per KernelDims), so that a new size is one entry
+// of KernelDims; the command
 // cmd/genkernel runs it for go generate (runtime/cpu/generate.go). Output is
 // byte-for-byte deterministic, and a test compares the committed files with
 // a fresh generation.
@@ -57,7 +62,13 @@
 // Each tile kernel runs three phases: S = Q K^T, the online softmax, and
 // O = alpha O + P V. The two products are register-blocked (AVX-512: 6 rows
 // x 4 zmm accumulators with explicit broadcasts; AVX2: 3 rows x 4 ymm, all
-// 16 registers) and stream the operand whose chunk stays in L1. The softmax
+// 16 registers) and stream the operand whose chunk stays in L1. Head
+// dimensions are any multiples of 16 up to 256, qk and v apart: the
+// reduction over qk goes in the fewest parts of at most 64 steps, as equal
+// as they can be (80: 40 + 40), and the columns of v in the fewest chunks
+// of at most 4 vectors, as equal as they can be (AVX-512, 80: 3 + 2
+// vectors), one loop per run of equal chunks; the decode kernels split
+// the o row likewise (decodeShapeOf). The softmax
 // takes rows in groups of one per lane so that the row maxima and sums are
 // transposing reductions, works in log2 units with a degree-6 exp2 (1.3 ulp,
 // VSCALEFPS on AVX-512, exponent-field add on AVX2, anything below 2^-125

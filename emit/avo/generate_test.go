@@ -8,25 +8,41 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/mmcloughlin/avo/ir"
 )
 
-// The kernel file with the default options, generated once per test
-// binary (it is about 32k lines and takes seconds): the tests that read it
-// share one generation; TestDeterministic compares it with a second one.
+// The kernel file, compiled once per test binary (it is about 600k lines
+// and takes a minute or more), and printed with the default options: the
+// tests that read it share one compilation (TestHeaders prints it with
+// others); TestDeterministic compares it with a second, separate
+// generation.
 var (
 	kernelOnce             sync.Once
+	kernelFile             *ir.File
 	kernelAsm, kernelStubs []byte
 	kernelErr              error
 )
+
+// compiledKernel returns the compiled kernel file, failing t on an error.
+func compiledKernel(t *testing.T) *ir.File {
+	t.Helper()
+	kernelOnce.Do(func() {
+		if kernelFile, kernelErr = compile(Build()); kernelErr == nil {
+			kernelAsm, kernelStubs, kernelErr = printKernel(kernelFile, Options{})
+		}
+	})
+	if kernelErr != nil {
+		t.Fatal(kernelErr)
+	}
+	return kernelFile
+}
 
 // defaultKernel returns Kernel(Options{}), failing t on an error. Callers
 // must not modify the bytes.
 func defaultKernel(t *testing.T) (asm, stubs []byte) {
 	t.Helper()
-	kernelOnce.Do(func() { kernelAsm, kernelStubs, kernelErr = Kernel(Options{}) })
-	if kernelErr != nil {
-		t.Fatal(kernelErr)
-	}
+	compiledKernel(t)
 	return kernelAsm, kernelStubs
 }
 
@@ -40,7 +56,7 @@ func TestDeterministic(t *testing.T) {
 		t.Fatal(err)
 	}
 	asm, stubs := defaultKernel(t)
-	for name, y := range map[string][]byte{AsmFile: asm, StubsFile: stubs} {
+	for name, y := range map[string][]byte{AsmFile: asm, StubsFile: stubs, TableFile: Table(Options{})} {
 		x, err := os.ReadFile(filepath.Join(dir, name))
 		if err != nil {
 			t.Fatal(err)
@@ -55,7 +71,7 @@ func TestDeterministic(t *testing.T) {
 // generator writes now (regenerate with go generate ./runtime/cpu).
 func TestCommittedUpToDate(t *testing.T) {
 	asm, stubs := defaultKernel(t)
-	for name, want := range map[string][]byte{AsmFile: asm, StubsFile: stubs} {
+	for name, want := range map[string][]byte{AsmFile: asm, StubsFile: stubs, TableFile: Table(Options{})} {
 		got, err := os.ReadFile(filepath.Join("..", "..", "runtime", "cpu", name))
 		if err != nil {
 			t.Fatal(err)
@@ -68,7 +84,7 @@ func TestCommittedUpToDate(t *testing.T) {
 
 func TestHeaders(t *testing.T) {
 	t.Parallel()
-	asm, stubs, err := Kernel(Options{Pkg: "mykernels", Command: "go run example.com/gen -x"})
+	asm, stubs, err := printKernel(compiledKernel(t), Options{Pkg: "mykernels", Command: "go run example.com/gen -x"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,14 +100,14 @@ func TestHeaders(t *testing.T) {
 		t.Error("package clause")
 	}
 	for _, isa := range ISAs {
-		for _, d := range HeadDims {
+		for _, d := range KernelDims {
 			decl := "//go:noescape\nfunc " + TileName(isa, d) + "(q *float32, kt *float32, v *float32, s *float32, o *float32, m *float32, l *float32, mask *uint64)\n"
 			if !bytes.Contains(stubs, []byte(decl)) {
 				t.Errorf("missing declaration %q", decl)
 			}
 		}
 		for _, e := range Elems {
-			for _, d := range HeadDims {
+			for _, d := range KernelDims {
 				for _, r := range DecodeRows {
 					decl := "//go:noescape\nfunc " + DecodeName(isa, e, d, r) + "(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)\n"
 					if !bytes.Contains(stubs, []byte(decl)) {
@@ -100,7 +116,7 @@ func TestHeaders(t *testing.T) {
 				}
 			}
 		}
-		for _, d := range HeadDims {
+		for _, d := range KernelDims {
 			decl := "//go:noescape\nfunc " + TileScoreName(isa, d) + "(q *float32, kt *float32, v *float32, s *float32, o *float32, m *float32, l *float32, mask *uint64, sc *scoreTile)\n"
 			if !bytes.Contains(stubs, []byte(decl)) {
 				t.Errorf("missing declaration %q", decl)
@@ -169,7 +185,7 @@ func functions(asm []byte) map[string]string {
 // two row helpers, the log-sum-exp loop, two narrowing loops, the
 // backward's gemm and probability kernels, and the score stage's tanh,
 // tiles, decode kernels and backward kernel.
-var nFuncs = len(ISAs) * (2*(len(HeadDims)+len(Elems)*len(HeadDims)*len(DecodeRows)) + 1 + 8 + 2 + 2)
+var nFuncs = len(ISAs) * (2*(len(KernelDims)+len(Elems)*len(KernelDims)*len(DecodeRows)) + 1 + 8 + 2 + 2)
 
 func TestVZEROUPPERBeforeRET(t *testing.T) {
 	asm, _ := defaultKernel(t)
@@ -209,7 +225,7 @@ func TestAVX2Registers(t *testing.T) {
 	}
 	for _, m := range requires {
 		name, isas := string(m[2]), string(m[1])
-		avx2 := strings.Contains(name, "AVX2") || strings.HasSuffix(name, "256")
+		avx2 := strings.Contains(name, "AVX2") || name == PeakName(AVX2)
 		if avx2 == strings.Contains(isas, "AVX512") {
 			t.Errorf("%s requires %s", name, isas)
 		}
@@ -218,8 +234,16 @@ func TestAVX2Registers(t *testing.T) {
 	if CheckAVX2Registers(bad) == nil {
 		t.Error("Y16 in an AVX2 function not reported")
 	}
-	ok := []byte("TEXT ·tileAVX512D64(SB), $0-64\n\tVADDPS Z3, Z16, Z2\n\tRET\n")
-	if err := CheckAVX2Registers(ok); err != nil {
-		t.Errorf("AVX-512 function reported: %v", err)
+	bad = []byte("TEXT ·peakFMA256(SB), $0-8\n\tVADDPS Y3, Y16, Y2\n\tRET\n")
+	if CheckAVX2Registers(bad) == nil {
+		t.Error("Y16 in the 256-bit peak loop not reported")
+	}
+	// An AVX-512 kernel whose name ends in 256 (D = 256) is no AVX2
+	// function.
+	for _, name := range []string{"tileAVX512D64", TileName(AVX512, Square(256))} {
+		ok := []byte("TEXT ·" + name + "(SB), $0-64\n\tVADDPS Z3, Z16, Z2\n\tRET\n")
+		if err := CheckAVX2Registers(ok); err != nil {
+			t.Errorf("AVX-512 function reported: %v", err)
+		}
 	}
 }

@@ -26,8 +26,51 @@ const (
 // their functions.
 var ISAs = []ISA{AVX512, AVX2}
 
-// HeadDims lists the head dimensions a tile kernel exists for.
-var HeadDims = []int{64, 128}
+// Dims are the head dimensions of a kernel: QK of q and k (the reduction
+// of the scores), V of v and the output. Both are multiples of the vector
+// width (16 floats, which AVX2's 8 divide) up to MaxDim.
+type Dims struct{ QK, V int }
+
+// Square returns the dims of one head dimension d for q, k and v.
+func Square(d int) Dims { return Dims{d, d} }
+
+// MaxDim is the largest head dimension of any kernel.
+const MaxDim = 256
+
+// KernelDims lists the head dimensions every kernel (tile, tile with the
+// score stage, decode and decode with the score stage) exists for, on
+// both ISAs; the generated table (TableFile) lists them in this order. A
+// new size is one entry here.
+var KernelDims = []Dims{
+	Square(32), Square(64), Square(80), Square(96), Square(128), Square(192), Square(256),
+	{192, 128},
+}
+
+// String is the dims' part of a kernel name: D64 for square dims, D192V128
+// where QK and V differ.
+func (d Dims) String() string {
+	if d.QK == d.V {
+		return fmt.Sprintf("D%d", d.QK)
+	}
+	return fmt.Sprintf("D%dV%d", d.QK, d.V)
+}
+
+// doc is the dims in a kernel's doc comment: "D = 64", or "D = 192 (q and
+// k), 128 (v and o)".
+func (d Dims) doc() string {
+	if d.QK == d.V {
+		return fmt.Sprintf("D = %d", d.QK)
+	}
+	return fmt.Sprintf("D = %d (q and k), %d (v and o)", d.QK, d.V)
+}
+
+// check panics unless d is a pair a kernel of isa can be written for.
+func (d Dims) check(isa ISA) {
+	w := isa.lanes()
+	if d.QK <= 0 || d.V <= 0 || d.QK > MaxDim || d.V > MaxDim || d.QK%w != 0 || d.V%w != 0 {
+		panic(fmt.Sprintf("BUG: no %s kernel for head dimensions %d, %d", isa, d.QK, d.V))
+	}
+}
 
 // Tile sizes of the microkernel ABI (kernel.TQ and kernel.TK).
 const (
@@ -70,10 +113,10 @@ func (i ISA) vec(ctx *build.Context) reg.VecVirtual {
 	return ctx.YMM()
 }
 
-// TileName is the Go name of the tile kernel for an ISA and head dimension,
-// for example tileAVX512D128.
-func TileName(isa ISA, d int) string {
-	return fmt.Sprintf("tile%sD%d", isa, d)
+// TileName is the Go name of the tile kernel for an ISA and head
+// dimensions, for example tileAVX512D128 or tileAVX2D192V128.
+func TileName(isa ISA, d Dims) string {
+	return fmt.Sprintf("tile%s%s", isa, d)
 }
 
 // PeakName is the Go name of the FMA peak loop for an ISA: peakFMA512 or
@@ -112,10 +155,50 @@ type blocking struct {
 // exactly 16 live registers.
 //
 // kc = 64 splits the reduction of QK^T at D = 128 in two, so that the half
-// of kt a column chunk reads (16 KiB) stays in L1 across the row blocks.
+// of kt a column chunk reads (16 KiB) stays in L1 across the row blocks
+// (at other D, in the fewest parts of at most 64 steps, as equal as they
+// can be: split). vecs is the widest column chunk of P V; where d.V/w is no
+// multiple of it the chunks are as equal as they can be (5 vectors: 3 +
+// 2), since a chunk of fewer vectors costs more loads per FMA.
 func (i ISA) blocks() (qk, pv blocking) {
 	if i == AVX512 {
 		return blocking{rows: 6, vecs: 4, bFirst: true, unroll: 4, kc: 64}, blocking{rows: 6, vecs: 4, bFirst: true, unroll: 4, kc: 64}
 	}
 	return blocking{rows: 3, vecs: 4, unroll: 4, kc: 64}, blocking{rows: 3, vecs: 4, unroll: 4, kc: 64}
+}
+
+// split divides n (a multiple of unit) into the fewest parts of at most
+// most (a multiple of unit) each, each a multiple of unit and as equal as
+// they can be, the larger first: split(80, 64, 4) is [40 40],
+// split(5, 4, 1) is [3 2], split(128, 64, 4) is [64 64].
+func split(n, most, unit int) []int {
+	if n <= 0 || unit <= 0 || most < unit || n%unit != 0 || most%unit != 0 {
+		panic(fmt.Sprintf("BUG: split(%d, %d, %d)", n, most, unit))
+	}
+	k := (n + most - 1) / most
+	units := n / unit
+	parts := make([]int, k)
+	for i := range parts {
+		parts[i] = units / k * unit
+		if i < units%k {
+			parts[i] += unit
+		}
+	}
+	return parts
+}
+
+// run is a run of equal parts of a split: count parts of size each.
+type run struct{ size, count int }
+
+// runs groups consecutive equal parts: one loop of count iterations each.
+func runs(parts []int) []run {
+	var rs []run
+	for _, p := range parts {
+		if len(rs) > 0 && rs[len(rs)-1].size == p {
+			rs[len(rs)-1].count++
+			continue
+		}
+		rs = append(rs, run{p, 1})
+	}
+	return rs
 }

@@ -76,9 +76,9 @@ func (c ConstTable) laneDiv(r int) op.Mem {
 func (c ConstTable) tanhT(i int) op.Mem { return c.slot(kTanhT + (i-3)/2) }
 
 // Names of the score-stage kernels.
-func TileScoreName(isa ISA, d int) string { return fmt.Sprintf("tileScore%sD%d", isa, d) }
-func DecodeScoreName(isa ISA, e Elem, d, r int) string {
-	return fmt.Sprintf("decodeScore%s%sD%dR%d", isa, e, d, r)
+func TileScoreName(isa ISA, d Dims) string { return fmt.Sprintf("tileScore%s%s", isa, d) }
+func DecodeScoreName(isa ISA, e Elem, d Dims, r int) string {
+	return fmt.Sprintf("decodeScore%s%s%sR%d", isa, e, d, r)
 }
 func TanhName(isa ISA) string { return "tanh" + isa.String() }
 
@@ -122,13 +122,13 @@ func EmitScoreKernels(ctx *build.Context, c ConstTable) {
 	}
 	for _, isa := range ISAs {
 		qk, pv := isa.blocks()
-		for _, d := range HeadDims {
+		for _, d := range KernelDims {
 			emitTile(ctx, c, isa, d, TileScoreName(isa, d), qk, pv, true)
 		}
 	}
 	for _, isa := range ISAs {
 		for _, e := range Elems {
-			for _, d := range HeadDims {
+			for _, d := range KernelDims {
 				for _, r := range DecodeRows {
 					emitDecode(ctx, c, isa, e, d, r, true)
 				}

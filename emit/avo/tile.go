@@ -12,11 +12,11 @@ import (
 // TileSignature is the Go signature of every tile kernel.
 const TileSignature = "func(q, kt, v, s, o, m, l *float32, mask *uint64)"
 
-// tileGen emits one tile kernel: one ISA, one head dimension.
+// tileGen emits one tile kernel: one ISA, one pair of head dimensions.
 type tileGen struct {
 	ctx     *build.Context
 	isa     ISA
-	d       int
+	dq, dv  int      // head dimensions: of q and k, of v and o
 	w       int      // float32 lanes per vector
 	qk, pv  blocking // register blocking of the two products
 	c       ConstTable
@@ -27,20 +27,23 @@ type tileGen struct {
 	labels  int    // numbers labels emitted more than once in the function (tanh's)
 }
 
-// EmitTile adds the tile kernel for isa and head dimension d to ctx. The
+// EmitTile adds the tile kernel for isa and head dimensions d to ctx. The
 // constant table must have been added to the same context by EmitConsts.
 //
 // The kernel runs in three phases:
 //
 //  1. scores: S = Q K^T into s, register-blocked (see ISA.blocks), in column
-//     chunks, parts of the reduction over d, row blocks, and the reduction
-//     loop unrolled by blocking.unroll;
+//     chunks, parts of the reduction over d.QK (as equal as they can be, at
+//     most blocking.kc each: 80 is two parts of 40), row blocks, and the
+//     reduction loop unrolled by blocking.unroll;
 //  2. softmax, in groups of one row per vector lane, with transposing
 //     reductions (see softmax); the mask is applied only when mask != nil;
 //     rows with no key kept so far and none in this tile are left untouched
 //     (alpha = 1, p = 0, m and l unchanged), and no NaN arises on the way;
 //  3. O = alpha*O + P V, register-blocked the same way, in column chunks of
-//     V that stay in L1.
+//     V that stay in L1: d.V/w vectors in the fewest chunks of at most
+//     blocking.vecs, as equal as they can be (AVX-512, D = 80: a chunk of 3
+//     vectors, then one of 2), one loop per run of equal chunks.
 //
 // The nil test of the mask is done once, on entry, and selects one of two
 // copies of the whole kernel. The full-tile copy computes everything. The
@@ -55,7 +58,7 @@ type tileGen struct {
 //
 // No vector register is ever spilled (avo cannot), and the AVX2 kernels use
 // Y0-Y15 only (Generate checks it). Every kernel ends with VZEROUPPER.
-func EmitTile(ctx *build.Context, c ConstTable, isa ISA, d int) {
+func EmitTile(ctx *build.Context, c ConstTable, isa ISA, d Dims) {
 	qk, pv := isa.blocks()
 	emitTile(ctx, c, isa, d, TileName(isa, d), qk, pv, false)
 }
@@ -63,29 +66,28 @@ func EmitTile(ctx *build.Context, c ConstTable, isa ISA, d int) {
 // emitTile emits a tile kernel; with score, the kernel with the score
 // stage (TileScoreSignature, EmitScoreKernels): the same kernel with the
 // score pass between phases 1 and 2 of both copies.
-func emitTile(ctx *build.Context, c ConstTable, isa ISA, d int, name string, qk, pv blocking, score bool) {
+func emitTile(ctx *build.Context, c ConstTable, isa ISA, d Dims, name string, qk, pv blocking, score bool) {
 	w := isa.lanes()
-	qkc, pkc := min(qk.kc, d), min(pv.kc, TK)
-	if TQ%qk.rows != 0 || TK%(qk.vecs*w) != 0 || d%qkc != 0 || qkc%qk.unroll != 0 ||
-		TQ%pv.rows != 0 || d%(pv.vecs*w) != 0 || TK%pkc != 0 || pkc%pv.unroll != 0 ||
-		qk.rows != pv.rows || pkc != TK || d&(d-1) != 0 {
-		panic(fmt.Sprintf("BUG: blocking %+v, %+v does not fit %s with D = %d", qk, pv, isa, d))
+	d.check(isa)
+	if TQ%qk.rows != 0 || TK%(qk.vecs*w) != 0 || qk.kc%qk.unroll != 0 || d.QK%qk.unroll != 0 ||
+		TQ%pv.rows != 0 || min(pv.kc, TK) != TK || TK%pv.unroll != 0 || qk.rows != pv.rows {
+		panic(fmt.Sprintf("BUG: blocking %+v, %+v does not fit %s with %s", qk, pv, isa, d.doc()))
 	}
-	g := &tileGen{ctx: ctx, isa: isa, d: d, w: w, qk: qk, pv: pv, c: c}
+	g := &tileGen{ctx: ctx, isa: isa, dq: d.QK, dv: d.V, w: w, qk: qk, pv: pv, c: c}
 	ctx.Function(name)
 	ctx.Pragma("noescape")
 	if score {
 		scoreSignature(ctx, TileScoreSignature)
 		ctx.Doc(
 			fmt.Sprintf("%s is the tile microkernel with the score stage of sc (see", name),
-			fmt.Sprintf("scoreTile) for D = %d, written for %s. A nil mask means a full", d, isa.requires()),
+			fmt.Sprintf("scoreTile) for %s, written for %s. A nil mask means a full", d.doc(), isa.requires()),
 			"tile.",
 		)
 	} else {
 		ctx.SignatureExpr(TileSignature)
 		ctx.Doc(
 			fmt.Sprintf("%s is the tile microkernel (see the package doc for the ABI) for", name),
-			fmt.Sprintf("D = %d, written for %s. A nil mask means a full tile.", d, isa.requires()),
+			fmt.Sprintf("%s, written for %s. A nil mask means a full tile.", d.doc(), isa.requires()),
 		)
 	}
 	g.alpha = ctx.AllocLocal(4 * TQ)
@@ -224,16 +226,18 @@ func (g *tileGen) gemmLoop(blk blocking, acc [][]reg.VecVirtual, ap reg.Register
 }
 
 // scores emits phase 1: s = q kt in column chunks of qk.vecs vectors (the
-// outer loop), then parts of qk.kc of the reduction over d (so that the
-// part of kt a chunk reads stays in L1), then row blocks of qk.rows.
+// outer loop), then parts of at most qk.kc of the reduction over dq (so
+// that the part of kt a chunk reads stays in L1), then row blocks of
+// qk.rows.
 func (g *tileGen) scores() {
 	ctx, blk := g.ctx, g.qk
 	q, kt, s := g.param("q"), g.param("kt"), g.param("s")
-	cw, kc := blk.vecs*g.w, min(blk.kc, g.d)
+	cw := blk.vecs * g.w
 	ch := ctx.GP64()
 	ctx.MOVQ(op.U32(uint32(TK/cw)), ch)
 	ctx.Label("qk_chunk")
-	for part := 0; part < g.d/kc; part++ {
+	k0 := 0 // the part's first reduction step
+	for part, kc := range split(g.dq, blk.kc, blk.unroll) {
 		qr, sr, rb := ctx.GP64(), ctx.GP64(), ctx.GP64()
 		ctx.MOVQ(q, qr)
 		ctx.MOVQ(s, sr)
@@ -249,16 +253,17 @@ func (g *tileGen) scores() {
 				}
 			}
 		}
-		g.gemm(blk, acc, qr, 4*part*kc, 4*g.d, kt, 4*part*kc*TK, 4*TK, kc, fmt.Sprintf("qk_d%d", part))
+		g.gemm(blk, acc, qr, 4*k0, 4*g.dq, kt, 4*k0*TK, 4*TK, kc, fmt.Sprintf("qk_d%d", part))
 		for r, row := range acc {
 			for j, x := range row {
 				ctx.VMOVUPS(x, mem(sr, 4*(r*TK+j*g.w)))
 			}
 		}
-		ctx.ADDQ(op.U32(uint32(4*blk.rows*g.d)), qr)
+		ctx.ADDQ(op.U32(uint32(4*blk.rows*g.dq)), qr)
 		ctx.ADDQ(op.U32(uint32(4*blk.rows*TK)), sr)
 		ctx.DECQ(rb)
 		ctx.JNZ(op.LabelRef(fmt.Sprintf("qk_rows%d", part)))
+		k0 += kc
 	}
 	ctx.ADDQ(op.U32(uint32(4*cw)), kt)
 	ctx.ADDQ(op.U32(uint32(4*cw)), s)
@@ -603,57 +608,78 @@ func (g *tileGen) alphaAVX2(mnew, mold, msafe, alpha reg.VecVirtual) {
 	ctx.VBLENDVPS(dead, one, alpha, alpha) // untouched rows: alpha = 1
 }
 
-// pvProduct emits phase 3: o = alpha*o + p v in column chunks of pv.vecs
-// vectors (the outer loop), then parts of pv.kc keys (so that the part of
-// v a chunk reads stays in L1), then row blocks of pv.rows.
+// pvProduct emits phase 3: o = alpha*o + p v in column chunks of at most
+// pv.vecs vectors (the outer loops, one per run of equal chunks: see
+// pvChunks), then parts of pv.kc keys (so that the part of v a chunk
+// reads stays in L1), then row blocks of pv.rows.
 func (g *tileGen) pvProduct() {
-	ctx, blk := g.ctx, g.pv
+	ctx := g.ctx
 	v, o, s := g.param("v"), g.param("o"), g.param("s")
-	rows, cw, kc := blk.rows, blk.vecs*g.w, min(blk.kc, TK)
-	ch := ctx.GP64()
-	ctx.MOVQ(op.U32(uint32(g.d/cw)), ch)
-	ctx.Label("pv_chunk")
-	for part := 0; part < TK/kc; part++ {
-		ap, orow, srow, rb := ctx.GP64(), ctx.GP64(), ctx.GP64(), ctx.GP64()
-		if part == 0 {
-			ctx.LEAQ(g.alpha, ap)
-		}
-		ctx.MOVQ(o, orow)
-		ctx.MOVQ(s, srow)
-		ctx.MOVQ(op.U32(uint32(TQ/rows)), rb)
-		ctx.Label(fmt.Sprintf("pv_rows%d", part))
-		acc := g.newAcc(blk)
-		for r, row := range acc {
-			if part > 0 {
-				for j, x := range row {
-					ctx.VMOVUPS(mem(orow, 4*(r*g.d+j*g.w)), x)
+	for gi, run := range g.pvChunks() {
+		sfx := runSuffix(gi)
+		blk := g.pv
+		blk.vecs = run.size
+		rows, cw, kc := blk.rows, blk.vecs*g.w, min(blk.kc, TK)
+		ch := ctx.GP64()
+		ctx.MOVQ(op.U32(uint32(run.count)), ch)
+		ctx.Label("pv_chunk" + sfx)
+		for part := 0; part < TK/kc; part++ {
+			ap, orow, srow, rb := ctx.GP64(), ctx.GP64(), ctx.GP64(), ctx.GP64()
+			if part == 0 {
+				ctx.LEAQ(g.alpha, ap)
+			}
+			ctx.MOVQ(o, orow)
+			ctx.MOVQ(s, srow)
+			ctx.MOVQ(op.U32(uint32(TQ/rows)), rb)
+			ctx.Label(fmt.Sprintf("pv_rows%d%s", part, sfx))
+			acc := g.newAcc(blk)
+			for r, row := range acc {
+				if part > 0 {
+					for j, x := range row {
+						ctx.VMOVUPS(mem(orow, 4*(r*g.dv+j*g.w)), x)
+					}
+					continue
 				}
-				continue
+				a := g.vec()
+				ctx.VBROADCASTSS(mem(ap, 4*r), a)
+				for j, x := range row {
+					ctx.VMULPS(mem(orow, 4*(r*g.dv+j*g.w)), a, x)
+				}
 			}
-			a := g.vec()
-			ctx.VBROADCASTSS(mem(ap, 4*r), a)
-			for j, x := range row {
-				ctx.VMULPS(mem(orow, 4*(r*g.d+j*g.w)), a, x)
+			g.gemm(blk, acc, srow, 4*part*kc, 4*TK, v, 4*part*kc*g.dv, 4*g.dv, kc, fmt.Sprintf("pv_k%d%s", part, sfx))
+			for r, row := range acc {
+				for j, x := range row {
+					ctx.VMOVUPS(x, mem(orow, 4*(r*g.dv+j*g.w)))
+				}
 			}
-		}
-		g.gemm(blk, acc, srow, 4*part*kc, 4*TK, v, 4*part*kc*g.d, 4*g.d, kc, fmt.Sprintf("pv_k%d", part))
-		for r, row := range acc {
-			for j, x := range row {
-				ctx.VMOVUPS(x, mem(orow, 4*(r*g.d+j*g.w)))
+			ctx.ADDQ(op.U32(uint32(4*rows*g.dv)), orow)
+			ctx.ADDQ(op.U32(uint32(4*rows*TK)), srow)
+			if part == 0 {
+				ctx.ADDQ(op.U8(uint8(4*rows)), ap)
 			}
+			ctx.DECQ(rb)
+			ctx.JNZ(op.LabelRef(fmt.Sprintf("pv_rows%d%s", part, sfx)))
 		}
-		ctx.ADDQ(op.U32(uint32(4*rows*g.d)), orow)
-		ctx.ADDQ(op.U32(uint32(4*rows*TK)), srow)
-		if part == 0 {
-			ctx.ADDQ(op.U8(uint8(4*rows)), ap)
-		}
-		ctx.DECQ(rb)
-		ctx.JNZ(op.LabelRef(fmt.Sprintf("pv_rows%d", part)))
+		ctx.ADDQ(op.U32(uint32(4*cw)), o)
+		ctx.ADDQ(op.U32(uint32(4*cw)), v)
+		ctx.DECQ(ch)
+		ctx.JNZ(op.LabelRef("pv_chunk" + sfx))
 	}
-	ctx.ADDQ(op.U32(uint32(4*cw)), o)
-	ctx.ADDQ(op.U32(uint32(4*cw)), v)
-	ctx.DECQ(ch)
-	ctx.JNZ(op.LabelRef("pv_chunk"))
+}
+
+// pvChunks returns the column chunks of the P V product as runs of equal
+// chunks: dv/w vectors split into the fewest chunks of at most pv.vecs,
+// as equal as they can be (the fewer vectors a chunk has, the more loads
+// each FMA costs, so 5 vectors are 3 + 2 rather than 4 + 1).
+func (g *tileGen) pvChunks() []run { return runs(split(g.dv/g.w, g.pv.vecs, 1)) }
+
+// runSuffix tells apart the labels of the loops of run gi of a split (none
+// for the first, so that a kernel with one run keeps its labels).
+func runSuffix(gi int) string {
+	if gi == 0 {
+		return ""
+	}
+	return fmt.Sprintf("_r%d", gi)
 }
 
 // log2 is the base-2 logarithm of a power of two.
@@ -713,14 +739,16 @@ func (g *tileGen) blockMasks(mask reg.Register) {
 // whatever it held; the masked softmax never uses it.
 func (g *tileGen) scoresMasked() {
 	ctx, blk := g.ctx, g.qk
-	cw, kc := blk.vecs*g.w, min(blk.kc, g.d)
+	cw := blk.vecs * g.w
+	parts := split(g.dq, blk.kc, blk.unroll)
 	for ch := 0; ch < TK/cw; ch++ {
-		for part := 0; part < g.d/kc; part++ {
+		k0 := 0 // the part's first reduction step
+		for part, kc := range parts {
 			pfx := fmt.Sprintf("mqk_c%d_p%d", ch, part)
 			qr, sr, ktp, orp, rb := ctx.GP64(), ctx.GP64(), ctx.GP64(), ctx.GP64(), ctx.GP64()
 			ctx.MOVQ(g.param("q"), qr)
 			g.lea(g.param("s"), 4*ch*cw, sr)
-			g.lea(g.param("kt"), 4*(ch*cw+part*kc*TK), ktp)
+			g.lea(g.param("kt"), 4*(ch*cw+k0*TK), ktp)
 			ctx.LEAQ(g.blockOr, orp)
 			ctx.MOVQ(op.U32(uint32(TQ/blk.rows)), rb)
 			ctx.Label(pfx + "_rows")
@@ -767,9 +795,9 @@ func (g *tileGen) scoresMasked() {
 					}
 				}
 				ap, n := ctx.GP64(), ctx.GP64()
-				g.lea(qr, 4*part*kc, ap)
+				g.lea(qr, 4*k0, ap)
 				ctx.MOVQ(op.U32(uint32(kc/blk.unroll)), n)
-				g.gemmLoop(b, acc, ap, 4*g.d, bp, 4*TK, n, fmt.Sprintf("%s_v%d_d", pfx, nv))
+				g.gemmLoop(b, acc, ap, 4*g.dq, bp, 4*TK, n, fmt.Sprintf("%s_v%d_d", pfx, nv))
 				for r, row := range acc {
 					for j, x := range row {
 						ctx.VMOVUPS(x, mem(sp, 4*(r*TK+j*g.w)))
@@ -780,11 +808,12 @@ func (g *tileGen) scoresMasked() {
 				}
 			}
 			ctx.Label(pfx + "_next")
-			ctx.ADDQ(op.U32(uint32(4*blk.rows*g.d)), qr)
+			ctx.ADDQ(op.U32(uint32(4*blk.rows*g.dq)), qr)
 			ctx.ADDQ(op.U32(uint32(4*blk.rows*TK)), sr)
 			ctx.ADDQ(op.U8(8), orp)
 			ctx.DECQ(rb)
 			ctx.JNZ(op.LabelRef(pfx + "_rows"))
+			k0 += kc
 		}
 	}
 }
@@ -795,59 +824,68 @@ func (g *tileGen) scoresMasked() {
 // from the first to the last the block keeps, rounded out to whole unrolled
 // steps (the p between are 0 where masked).
 func (g *tileGen) pvMasked() {
-	ctx, blk := g.ctx, g.pv
+	ctx := g.ctx
 	v, o, s := g.param("v"), g.param("o"), g.param("s")
-	rows, cw, u := blk.rows, blk.vecs*g.w, blk.unroll
-	ch := ctx.GP64()
-	ctx.MOVQ(op.U32(uint32(g.d/cw)), ch)
-	ctx.Label("mpv_chunk")
-	ap, orow, srow, orp, rb := ctx.GP64(), ctx.GP64(), ctx.GP64(), ctx.GP64(), ctx.GP64()
-	ctx.LEAQ(g.alpha, ap)
-	ctx.MOVQ(o, orow)
-	ctx.MOVQ(s, srow)
-	ctx.LEAQ(g.blockOr, orp)
-	ctx.MOVQ(op.U32(uint32(TQ/rows)), rb)
-	ctx.Label("mpv_rows")
-	bitsr := ctx.GP64()
-	ctx.MOVQ(mem(orp, 0), bitsr)
-	ctx.TESTQ(bitsr, bitsr)
-	ctx.JZ(op.LabelRef("mpv_next"))
-	// Steps lo..hi of u keys hold every kept key.
-	lo, n := ctx.GP64(), ctx.GP64()
-	bitScan(ctx, bitsr, lo, n)
-	ctx.SHRQ(op.U8(log2(u)), lo)
-	ctx.SHRQ(op.U8(log2(u)), n)
-	ctx.SUBQ(lo, n)
-	ctx.INCQ(n)
-	ctx.SHLQ(op.U8(log2(4*u)), lo) // byte offset of key u*lo in a row of s
-	pa := ctx.GP64()
-	ctx.LEAQ(op.Mem{Base: srow, Index: lo, Scale: 1}, pa)
-	ctx.SHLQ(op.U8(log2(g.d)), lo) // byte offset of value row u*lo
-	pb := ctx.GP64()
-	ctx.LEAQ(op.Mem{Base: v, Index: lo, Scale: 1}, pb)
-	acc := g.newAcc(blk)
-	for r, row := range acc {
-		a := g.vec()
-		ctx.VBROADCASTSS(mem(ap, 4*r), a)
-		for j, x := range row {
-			ctx.VMULPS(mem(orow, 4*(r*g.d+j*g.w)), a, x)
+	for gi, run := range g.pvChunks() {
+		sfx := runSuffix(gi)
+		blk := g.pv
+		blk.vecs = run.size
+		rows, cw, u := blk.rows, blk.vecs*g.w, blk.unroll
+		ch := ctx.GP64()
+		ctx.MOVQ(op.U32(uint32(run.count)), ch)
+		ctx.Label("mpv_chunk" + sfx)
+		ap, orow, srow, orp, rb := ctx.GP64(), ctx.GP64(), ctx.GP64(), ctx.GP64(), ctx.GP64()
+		ctx.LEAQ(g.alpha, ap)
+		ctx.MOVQ(o, orow)
+		ctx.MOVQ(s, srow)
+		ctx.LEAQ(g.blockOr, orp)
+		ctx.MOVQ(op.U32(uint32(TQ/rows)), rb)
+		ctx.Label("mpv_rows" + sfx)
+		bitsr := ctx.GP64()
+		ctx.MOVQ(mem(orp, 0), bitsr)
+		ctx.TESTQ(bitsr, bitsr)
+		ctx.JZ(op.LabelRef("mpv_next" + sfx))
+		// Steps lo..hi of u keys hold every kept key.
+		lo, n := ctx.GP64(), ctx.GP64()
+		bitScan(ctx, bitsr, lo, n)
+		ctx.SHRQ(op.U8(log2(u)), lo)
+		ctx.SHRQ(op.U8(log2(u)), n)
+		ctx.SUBQ(lo, n)
+		ctx.INCQ(n)
+		ctx.SHLQ(op.U8(log2(4*u)), lo) // byte offset of key u*lo in a row of s
+		pa := ctx.GP64()
+		ctx.LEAQ(op.Mem{Base: srow, Index: lo, Scale: 1}, pa)
+		if g.dv&(g.dv-1) == 0 {
+			ctx.SHLQ(op.U8(log2(g.dv)), lo) // byte offset of value row u*lo
+		} else {
+			ctx.IMUL3Q(op.U32(uint32(g.dv)), lo, lo)
 		}
-	}
-	g.gemmLoop(blk, acc, pa, 4*TK, pb, 4*g.d, n, "mpv_k")
-	for r, row := range acc {
-		for j, x := range row {
-			ctx.VMOVUPS(x, mem(orow, 4*(r*g.d+j*g.w)))
+		pb := ctx.GP64()
+		ctx.LEAQ(op.Mem{Base: v, Index: lo, Scale: 1}, pb)
+		acc := g.newAcc(blk)
+		for r, row := range acc {
+			a := g.vec()
+			ctx.VBROADCASTSS(mem(ap, 4*r), a)
+			for j, x := range row {
+				ctx.VMULPS(mem(orow, 4*(r*g.dv+j*g.w)), a, x)
+			}
 		}
+		g.gemmLoop(blk, acc, pa, 4*TK, pb, 4*g.dv, n, "mpv_k"+sfx)
+		for r, row := range acc {
+			for j, x := range row {
+				ctx.VMOVUPS(x, mem(orow, 4*(r*g.dv+j*g.w)))
+			}
+		}
+		ctx.Label("mpv_next" + sfx)
+		ctx.ADDQ(op.U32(uint32(4*rows*g.dv)), orow)
+		ctx.ADDQ(op.U32(uint32(4*rows*TK)), srow)
+		ctx.ADDQ(op.U8(uint8(4*rows)), ap)
+		ctx.ADDQ(op.U8(8), orp)
+		ctx.DECQ(rb)
+		ctx.JNZ(op.LabelRef("mpv_rows" + sfx))
+		ctx.ADDQ(op.U32(uint32(4*cw)), o)
+		ctx.ADDQ(op.U32(uint32(4*cw)), v)
+		ctx.DECQ(ch)
+		ctx.JNZ(op.LabelRef("mpv_chunk" + sfx))
 	}
-	ctx.Label("mpv_next")
-	ctx.ADDQ(op.U32(uint32(4*rows*g.d)), orow)
-	ctx.ADDQ(op.U32(uint32(4*rows*TK)), srow)
-	ctx.ADDQ(op.U8(uint8(4*rows)), ap)
-	ctx.ADDQ(op.U8(8), orp)
-	ctx.DECQ(rb)
-	ctx.JNZ(op.LabelRef("mpv_rows"))
-	ctx.ADDQ(op.U32(uint32(4*cw)), o)
-	ctx.ADDQ(op.U32(uint32(4*cw)), v)
-	ctx.DECQ(ch)
-	ctx.JNZ(op.LabelRef("mpv_chunk"))
 }

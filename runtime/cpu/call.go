@@ -99,10 +99,11 @@ type call struct {
 	ls         Layout
 	lseB, lseH int
 	qpos, kpos int
-	// direct: the decode kernels may read key and value rows in place
-	// (kernels of the call's own dims, and k and v rows at the same
-	// offsets).
-	direct bool
+	// direct: the decode kernels run whole tiles every row keeps (the
+	// variant has them at the call's own dims); sameKV: they read k and v
+	// rows in place (k and v rows at the same offsets), else from copies
+	// (gatherRows), so that every layout runs the same kernels.
+	direct, sameKV bool
 
 	// The key tiles some query tile visits, found once per call: visits
 	// holds, for each schedule row (visitRow: a document row, one per batch
@@ -211,7 +212,8 @@ func (c *call) setup(m mask.Mask, kern *kernels, s Shape, g *geom, out []float32
 	if c.vInPlace && kept > 0 {
 		nv = s.Batch * s.HeadsKV * TK * c.kd.v // the tail tiles only
 	}
-	c.direct = c.kd == c.dd && kern.hasDecode(c.kd) && c.ls.K == c.ls.V
+	c.direct = c.kd == c.dd && kern.hasDecode(c.kd)
+	c.sameKV = c.ls.K == c.ls.V
 	c.kt = grow(c.kt, nkv)
 	c.vt = grow(c.vt, nv)
 	if cap(c.known) < tiles {
@@ -518,6 +520,35 @@ func (c *call) rowOffsets(off []int, bk int, g segment, t int) {
 	for x := range off {
 		off[x] = es * c.keyRow(bk, c.keyIndex(g, t*TK+x))
 	}
+}
+
+// gatherRows copies the key and value rows of whole key tile t of
+// segment g of (batch, kv head) bk, in their element type, into w's
+// buffers, rows a pitch of the larger head size apart, sets w.off to
+// their offsets (the next tile's: the same, nothing to prefetch) and
+// returns the buffers.
+func (c *call) gatherRows(w *buffers, bk int, g segment, t int) (k, v unsafe.Pointer) {
+	es := 4
+	if c.elem != F32 {
+		es = 2
+	}
+	dq, dv := c.dd.qk, c.dd.v
+	pitch := max(dq, dv)
+	for x := 0; x < TK; x++ {
+		pos := c.keyIndex(g, t*TK+x)
+		kr, vr := c.keyRow(bk, pos), c.valRow(bk, pos)
+		if c.elem == F32 {
+			copy(w.gk[x*pitch:][:dq], c.k[kr:kr+dq])
+			copy(w.gv[x*pitch:][:dv], c.v[vr:vr+dv])
+		} else {
+			k16 := unsafe.Slice((*uint16)(unsafe.Pointer(&w.gk[0])), len(w.gk))
+			v16 := unsafe.Slice((*uint16)(unsafe.Pointer(&w.gv[0])), len(w.gv))
+			copy(k16[x*pitch:][:dq], c.k16[kr:kr+dq])
+			copy(v16[x*pitch:][:dv], c.v16[vr:vr+dv])
+		}
+		w.off[x], w.off[TK+x] = es*x*pitch, es*x*pitch
+	}
+	return unsafe.Pointer(&w.gk[0]), unsafe.Pointer(&w.gv[0])
 }
 
 // kvBase returns the first elements of k and v, which rowOffsets' offsets

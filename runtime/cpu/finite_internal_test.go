@@ -58,7 +58,7 @@ func testNonFiniteRows(t *testing.T, kern *kernels) {
 	r := rand.New(rand.NewPCG(16, 17))
 	bad := []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), math.Float32frombits(0xffc00001)}
 	good := []float32{math.MaxFloat32, -math.MaxFloat32, math.SmallestNonzeroFloat32, float32(math.Copysign(0, -1))}
-	for _, d := range []int{64, 128} {
+	for _, d := range squareTestDims(kern) {
 		for trial := 0; trial < 200; trial++ {
 			v := make([]float32, TK*d)
 			for i := range v {

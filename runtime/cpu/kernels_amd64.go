@@ -23,7 +23,9 @@ func archKernels(v Variant) *kernels {
 	return nil
 }
 
-// The tables, made once so that dispatch allocates nothing.
+// The tables, made once so that dispatch allocates nothing; avx512Dims
+// and avx2Dims, the kernels by head dimensions, are emit/avo's
+// (kernels_dims_amd64.go).
 var (
 	avx512Kernels = &kernels{
 		tile:      asmTile(avx512Dims),
@@ -62,63 +64,3 @@ var (
 		readSum: readSumAVX2, readBlock: 64,
 	}
 )
-
-// avx512Dims are the AVX512 kernels by head dimensions.
-var avx512Dims = []dimKernels{
-	{
-		dims: square(64), tile: tileAVX512D64, tileScore: tileScoreAVX512D64,
-		decode: [3][4]decodeKernel{
-			F32:  {decodeAVX512F32D64R1, decodeAVX512F32D64R2, decodeAVX512F32D64R4, decodeAVX512F32D64R8},
-			BF16: {decodeAVX512BF16D64R1, decodeAVX512BF16D64R2, decodeAVX512BF16D64R4, decodeAVX512BF16D64R8},
-			F16:  {decodeAVX512F16D64R1, decodeAVX512F16D64R2, decodeAVX512F16D64R4, decodeAVX512F16D64R8},
-		},
-		decodeScore: [3][4]decodeScoreKernel{
-			F32:  {decodeScoreAVX512F32D64R1, decodeScoreAVX512F32D64R2, decodeScoreAVX512F32D64R4, decodeScoreAVX512F32D64R8},
-			BF16: {decodeScoreAVX512BF16D64R1, decodeScoreAVX512BF16D64R2, decodeScoreAVX512BF16D64R4, decodeScoreAVX512BF16D64R8},
-			F16:  {decodeScoreAVX512F16D64R1, decodeScoreAVX512F16D64R2, decodeScoreAVX512F16D64R4, decodeScoreAVX512F16D64R8},
-		},
-	},
-	{
-		dims: square(128), tile: tileAVX512D128, tileScore: tileScoreAVX512D128,
-		decode: [3][4]decodeKernel{
-			F32:  {decodeAVX512F32D128R1, decodeAVX512F32D128R2, decodeAVX512F32D128R4, decodeAVX512F32D128R8},
-			BF16: {decodeAVX512BF16D128R1, decodeAVX512BF16D128R2, decodeAVX512BF16D128R4, decodeAVX512BF16D128R8},
-			F16:  {decodeAVX512F16D128R1, decodeAVX512F16D128R2, decodeAVX512F16D128R4, decodeAVX512F16D128R8},
-		},
-		decodeScore: [3][4]decodeScoreKernel{
-			F32:  {decodeScoreAVX512F32D128R1, decodeScoreAVX512F32D128R2, decodeScoreAVX512F32D128R4, decodeScoreAVX512F32D128R8},
-			BF16: {decodeScoreAVX512BF16D128R1, decodeScoreAVX512BF16D128R2, decodeScoreAVX512BF16D128R4, decodeScoreAVX512BF16D128R8},
-			F16:  {decodeScoreAVX512F16D128R1, decodeScoreAVX512F16D128R2, decodeScoreAVX512F16D128R4, decodeScoreAVX512F16D128R8},
-		},
-	},
-}
-
-// avx2Dims are the AVX2 kernels by head dimensions.
-var avx2Dims = []dimKernels{
-	{
-		dims: square(64), tile: tileAVX2D64, tileScore: tileScoreAVX2D64,
-		decode: [3][4]decodeKernel{
-			F32:  {decodeAVX2F32D64R1, decodeAVX2F32D64R2, decodeAVX2F32D64R4, decodeAVX2F32D64R8},
-			BF16: {decodeAVX2BF16D64R1, decodeAVX2BF16D64R2, decodeAVX2BF16D64R4, decodeAVX2BF16D64R8},
-			F16:  {decodeAVX2F16D64R1, decodeAVX2F16D64R2, decodeAVX2F16D64R4, decodeAVX2F16D64R8},
-		},
-		decodeScore: [3][4]decodeScoreKernel{
-			F32:  {decodeScoreAVX2F32D64R1, decodeScoreAVX2F32D64R2, decodeScoreAVX2F32D64R4, decodeScoreAVX2F32D64R8},
-			BF16: {decodeScoreAVX2BF16D64R1, decodeScoreAVX2BF16D64R2, decodeScoreAVX2BF16D64R4, decodeScoreAVX2BF16D64R8},
-			F16:  {decodeScoreAVX2F16D64R1, decodeScoreAVX2F16D64R2, decodeScoreAVX2F16D64R4, decodeScoreAVX2F16D64R8},
-		},
-	},
-	{
-		dims: square(128), tile: tileAVX2D128, tileScore: tileScoreAVX2D128,
-		decode: [3][4]decodeKernel{
-			F32:  {decodeAVX2F32D128R1, decodeAVX2F32D128R2, decodeAVX2F32D128R4, decodeAVX2F32D128R8},
-			BF16: {decodeAVX2BF16D128R1, decodeAVX2BF16D128R2, decodeAVX2BF16D128R4, decodeAVX2BF16D128R8},
-			F16:  {decodeAVX2F16D128R1, decodeAVX2F16D128R2, decodeAVX2F16D128R4, decodeAVX2F16D128R8},
-		},
-		decodeScore: [3][4]decodeScoreKernel{
-			F32:  {decodeScoreAVX2F32D128R1, decodeScoreAVX2F32D128R2, decodeScoreAVX2F32D128R4, decodeScoreAVX2F32D128R8},
-			BF16: {decodeScoreAVX2BF16D128R1, decodeScoreAVX2BF16D128R2, decodeScoreAVX2BF16D128R4, decodeScoreAVX2BF16D128R8},
-			F16:  {decodeScoreAVX2F16D128R1, decodeScoreAVX2F16D128R2, decodeScoreAVX2F16D128R4, decodeScoreAVX2F16D128R8},
-		},
-	},
-}

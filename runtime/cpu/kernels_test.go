@@ -43,15 +43,16 @@ func eachBwdKernels[T runner[T]](t T, f func(t T, kern *kernels)) {
 // instructions it uses: a variant's table may name no function without one
 // of its marks.
 var kernelMarks = map[Variant][]string{
-	AVX512: {"AVX512", "512"},
-	AVX2:   {"AVX2", "256"},
+	AVX512: {"AVX512", "FMA512"},
+	AVX2:   {"AVX2", "FMA256"}, // not "256": tileAVX512D256 is AVX-512's
 	NEON:   {"NEON"},
 	PureGo: {"Go"},
 }
 
-// TestKernelTables: every function in a variant's table is that variant's
-// own (the AVX2 variant runs no AVX-512 helper even on a CPU with
-// AVX-512), and every variant this machine runs has a microkernel.
+// TestKernelTables: every function in a variant's table, its kernels by
+// head dimensions (byDims) included, is that variant's own (the AVX2
+// variant runs no AVX-512 helper even on a CPU with AVX-512), and every
+// variant this machine runs has a microkernel.
 func TestKernelTables(t *testing.T) {
 	for _, tg := range Targets {
 		k, ok := kernelsOf(tg.Variant)
@@ -69,9 +70,13 @@ func TestKernelTables(t *testing.T) {
 		var check func(name string, v reflect.Value)
 		check = func(name string, v reflect.Value) {
 			switch v.Kind() {
-			case reflect.Array:
+			case reflect.Array, reflect.Slice:
 				for i := 0; i < v.Len(); i++ {
 					check(name, v.Index(i))
+				}
+			case reflect.Struct: // a dimKernels of byDims
+				for i := 0; i < v.NumField(); i++ {
+					check(name+"."+v.Type().Field(i).Name, v.Field(i))
 				}
 			case reflect.Func:
 				if v.IsNil() || name == "tile" || name == "tileScore" { // adapter closures

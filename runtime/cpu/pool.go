@@ -17,6 +17,7 @@ type buffers struct {
 	vclean        []float32   // a value tile with masked non-finite entries zeroed
 	kt, vt        []float32   // a key and a value tile packed for a transient call
 	conv          []float32   // 16-bit key rows widened before the transpose
+	gk, gv        []float32   // a tile's key and value rows copied for the decode kernels (call.gatherRows)
 	lse           [TQ]float32 // the log-sum-exp of a job's rows
 	mask          []uint64
 	refs          []mask.Tile
@@ -30,6 +31,7 @@ func newBuffers() *buffers {
 		q: make([]float32, TQ*d), qs: make([]float32, TQ*d), s: make([]float32, TQ*TK), o: make([]float32, TQ*d),
 		m: make([]float32, TQ), l: make([]float32, TQ), mask: make([]uint64, TQ),
 		vclean: make([]float32, TK*d), kt: make([]float32, TK*d), vt: make([]float32, TK*d), conv: make([]float32, TK*d),
+		gk: make([]float32, TK*d), gv: make([]float32, TK*d),
 	}
 }
 

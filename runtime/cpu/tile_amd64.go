@@ -4,11 +4,29 @@
 
 package cpu
 
+// tileAVX512D32 is the tile microkernel (see the package doc for the ABI) for
+// D = 32, written for AVX-512 Foundation. A nil mask means a full tile.
+//
+//go:noescape
+func tileAVX512D32(q *float32, kt *float32, v *float32, s *float32, o *float32, m *float32, l *float32, mask *uint64)
+
 // tileAVX512D64 is the tile microkernel (see the package doc for the ABI) for
 // D = 64, written for AVX-512 Foundation. A nil mask means a full tile.
 //
 //go:noescape
 func tileAVX512D64(q *float32, kt *float32, v *float32, s *float32, o *float32, m *float32, l *float32, mask *uint64)
+
+// tileAVX512D80 is the tile microkernel (see the package doc for the ABI) for
+// D = 80, written for AVX-512 Foundation. A nil mask means a full tile.
+//
+//go:noescape
+func tileAVX512D80(q *float32, kt *float32, v *float32, s *float32, o *float32, m *float32, l *float32, mask *uint64)
+
+// tileAVX512D96 is the tile microkernel (see the package doc for the ABI) for
+// D = 96, written for AVX-512 Foundation. A nil mask means a full tile.
+//
+//go:noescape
+func tileAVX512D96(q *float32, kt *float32, v *float32, s *float32, o *float32, m *float32, l *float32, mask *uint64)
 
 // tileAVX512D128 is the tile microkernel (see the package doc for the ABI) for
 // D = 128, written for AVX-512 Foundation. A nil mask means a full tile.
@@ -16,17 +34,103 @@ func tileAVX512D64(q *float32, kt *float32, v *float32, s *float32, o *float32, 
 //go:noescape
 func tileAVX512D128(q *float32, kt *float32, v *float32, s *float32, o *float32, m *float32, l *float32, mask *uint64)
 
+// tileAVX512D192 is the tile microkernel (see the package doc for the ABI) for
+// D = 192, written for AVX-512 Foundation. A nil mask means a full tile.
+//
+//go:noescape
+func tileAVX512D192(q *float32, kt *float32, v *float32, s *float32, o *float32, m *float32, l *float32, mask *uint64)
+
+// tileAVX512D256 is the tile microkernel (see the package doc for the ABI) for
+// D = 256, written for AVX-512 Foundation. A nil mask means a full tile.
+//
+//go:noescape
+func tileAVX512D256(q *float32, kt *float32, v *float32, s *float32, o *float32, m *float32, l *float32, mask *uint64)
+
+// tileAVX512D192V128 is the tile microkernel (see the package doc for the ABI) for
+// D = 192 (q and k), 128 (v and o), written for AVX-512 Foundation. A nil mask means a full tile.
+//
+//go:noescape
+func tileAVX512D192V128(q *float32, kt *float32, v *float32, s *float32, o *float32, m *float32, l *float32, mask *uint64)
+
+// tileAVX2D32 is the tile microkernel (see the package doc for the ABI) for
+// D = 32, written for AVX2 and FMA3. A nil mask means a full tile.
+//
+//go:noescape
+func tileAVX2D32(q *float32, kt *float32, v *float32, s *float32, o *float32, m *float32, l *float32, mask *uint64)
+
 // tileAVX2D64 is the tile microkernel (see the package doc for the ABI) for
 // D = 64, written for AVX2 and FMA3. A nil mask means a full tile.
 //
 //go:noescape
 func tileAVX2D64(q *float32, kt *float32, v *float32, s *float32, o *float32, m *float32, l *float32, mask *uint64)
 
+// tileAVX2D80 is the tile microkernel (see the package doc for the ABI) for
+// D = 80, written for AVX2 and FMA3. A nil mask means a full tile.
+//
+//go:noescape
+func tileAVX2D80(q *float32, kt *float32, v *float32, s *float32, o *float32, m *float32, l *float32, mask *uint64)
+
+// tileAVX2D96 is the tile microkernel (see the package doc for the ABI) for
+// D = 96, written for AVX2 and FMA3. A nil mask means a full tile.
+//
+//go:noescape
+func tileAVX2D96(q *float32, kt *float32, v *float32, s *float32, o *float32, m *float32, l *float32, mask *uint64)
+
 // tileAVX2D128 is the tile microkernel (see the package doc for the ABI) for
 // D = 128, written for AVX2 and FMA3. A nil mask means a full tile.
 //
 //go:noescape
 func tileAVX2D128(q *float32, kt *float32, v *float32, s *float32, o *float32, m *float32, l *float32, mask *uint64)
+
+// tileAVX2D192 is the tile microkernel (see the package doc for the ABI) for
+// D = 192, written for AVX2 and FMA3. A nil mask means a full tile.
+//
+//go:noescape
+func tileAVX2D192(q *float32, kt *float32, v *float32, s *float32, o *float32, m *float32, l *float32, mask *uint64)
+
+// tileAVX2D256 is the tile microkernel (see the package doc for the ABI) for
+// D = 256, written for AVX2 and FMA3. A nil mask means a full tile.
+//
+//go:noescape
+func tileAVX2D256(q *float32, kt *float32, v *float32, s *float32, o *float32, m *float32, l *float32, mask *uint64)
+
+// tileAVX2D192V128 is the tile microkernel (see the package doc for the ABI) for
+// D = 192 (q and k), 128 (v and o), written for AVX2 and FMA3. A nil mask means a full tile.
+//
+//go:noescape
+func tileAVX2D192V128(q *float32, kt *float32, v *float32, s *float32, o *float32, m *float32, l *float32, mask *uint64)
+
+// decodeAVX512F32D32R1 is the decode kernel for F32 keys and values, D = 32 and 1
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512F32D32R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX512F32D32R2 is the decode kernel for F32 keys and values, D = 32 and 2
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512F32D32R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX512F32D32R4 is the decode kernel for F32 keys and values, D = 32 and 4
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512F32D32R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX512F32D32R8 is the decode kernel for F32 keys and values, D = 32 and 8
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512F32D32R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512F32D64R1 is the decode kernel for F32 keys and values, D = 64 and 1
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
@@ -60,6 +164,70 @@ func decodeAVX512F32D64R4(q *float32, k *byte, v *byte, off *int, o *float32, m 
 //go:noescape
 func decodeAVX512F32D64R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
+// decodeAVX512F32D80R1 is the decode kernel for F32 keys and values, D = 80 and 1
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512F32D80R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX512F32D80R2 is the decode kernel for F32 keys and values, D = 80 and 2
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512F32D80R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX512F32D80R4 is the decode kernel for F32 keys and values, D = 80 and 4
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512F32D80R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX512F32D80R8 is the decode kernel for F32 keys and values, D = 80 and 8
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512F32D80R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX512F32D96R1 is the decode kernel for F32 keys and values, D = 96 and 1
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512F32D96R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX512F32D96R2 is the decode kernel for F32 keys and values, D = 96 and 2
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512F32D96R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX512F32D96R4 is the decode kernel for F32 keys and values, D = 96 and 4
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512F32D96R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX512F32D96R8 is the decode kernel for F32 keys and values, D = 96 and 8
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512F32D96R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
 // decodeAVX512F32D128R1 is the decode kernel for F32 keys and values, D = 128 and 1
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
 // tile that every row keeps, key and value row j read in place at byte off[j]
@@ -91,6 +259,134 @@ func decodeAVX512F32D128R4(q *float32, k *byte, v *byte, off *int, o *float32, m
 //
 //go:noescape
 func decodeAVX512F32D128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX512F32D192R1 is the decode kernel for F32 keys and values, D = 192 and 1
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512F32D192R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX512F32D192R2 is the decode kernel for F32 keys and values, D = 192 and 2
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512F32D192R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX512F32D192R4 is the decode kernel for F32 keys and values, D = 192 and 4
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512F32D192R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX512F32D192R8 is the decode kernel for F32 keys and values, D = 192 and 8
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512F32D192R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX512F32D256R1 is the decode kernel for F32 keys and values, D = 256 and 1
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512F32D256R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX512F32D256R2 is the decode kernel for F32 keys and values, D = 256 and 2
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512F32D256R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX512F32D256R4 is the decode kernel for F32 keys and values, D = 256 and 4
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512F32D256R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX512F32D256R8 is the decode kernel for F32 keys and values, D = 256 and 8
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512F32D256R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX512F32D192V128R1 is the decode kernel for F32 keys and values, D = 192 (q and k), 128 (v and o) and 1
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512F32D192V128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX512F32D192V128R2 is the decode kernel for F32 keys and values, D = 192 (q and k), 128 (v and o) and 2
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512F32D192V128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX512F32D192V128R4 is the decode kernel for F32 keys and values, D = 192 (q and k), 128 (v and o) and 4
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512F32D192V128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX512F32D192V128R8 is the decode kernel for F32 keys and values, D = 192 (q and k), 128 (v and o) and 8
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512F32D192V128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX512BF16D32R1 is the decode kernel for BF16 keys and values, D = 32 and 1
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512BF16D32R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX512BF16D32R2 is the decode kernel for BF16 keys and values, D = 32 and 2
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512BF16D32R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX512BF16D32R4 is the decode kernel for BF16 keys and values, D = 32 and 4
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512BF16D32R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX512BF16D32R8 is the decode kernel for BF16 keys and values, D = 32 and 8
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512BF16D32R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512BF16D64R1 is the decode kernel for BF16 keys and values, D = 64 and 1
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
@@ -124,6 +420,70 @@ func decodeAVX512BF16D64R4(q *float32, k *byte, v *byte, off *int, o *float32, m
 //go:noescape
 func decodeAVX512BF16D64R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
+// decodeAVX512BF16D80R1 is the decode kernel for BF16 keys and values, D = 80 and 1
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512BF16D80R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX512BF16D80R2 is the decode kernel for BF16 keys and values, D = 80 and 2
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512BF16D80R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX512BF16D80R4 is the decode kernel for BF16 keys and values, D = 80 and 4
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512BF16D80R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX512BF16D80R8 is the decode kernel for BF16 keys and values, D = 80 and 8
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512BF16D80R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX512BF16D96R1 is the decode kernel for BF16 keys and values, D = 96 and 1
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512BF16D96R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX512BF16D96R2 is the decode kernel for BF16 keys and values, D = 96 and 2
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512BF16D96R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX512BF16D96R4 is the decode kernel for BF16 keys and values, D = 96 and 4
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512BF16D96R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX512BF16D96R8 is the decode kernel for BF16 keys and values, D = 96 and 8
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512BF16D96R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
 // decodeAVX512BF16D128R1 is the decode kernel for BF16 keys and values, D = 128 and 1
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
 // tile that every row keeps, key and value row j read in place at byte off[j]
@@ -155,6 +515,134 @@ func decodeAVX512BF16D128R4(q *float32, k *byte, v *byte, off *int, o *float32, 
 //
 //go:noescape
 func decodeAVX512BF16D128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX512BF16D192R1 is the decode kernel for BF16 keys and values, D = 192 and 1
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512BF16D192R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX512BF16D192R2 is the decode kernel for BF16 keys and values, D = 192 and 2
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512BF16D192R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX512BF16D192R4 is the decode kernel for BF16 keys and values, D = 192 and 4
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512BF16D192R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX512BF16D192R8 is the decode kernel for BF16 keys and values, D = 192 and 8
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512BF16D192R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX512BF16D256R1 is the decode kernel for BF16 keys and values, D = 256 and 1
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512BF16D256R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX512BF16D256R2 is the decode kernel for BF16 keys and values, D = 256 and 2
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512BF16D256R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX512BF16D256R4 is the decode kernel for BF16 keys and values, D = 256 and 4
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512BF16D256R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX512BF16D256R8 is the decode kernel for BF16 keys and values, D = 256 and 8
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512BF16D256R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX512BF16D192V128R1 is the decode kernel for BF16 keys and values, D = 192 (q and k), 128 (v and o) and 1
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512BF16D192V128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX512BF16D192V128R2 is the decode kernel for BF16 keys and values, D = 192 (q and k), 128 (v and o) and 2
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512BF16D192V128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX512BF16D192V128R4 is the decode kernel for BF16 keys and values, D = 192 (q and k), 128 (v and o) and 4
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512BF16D192V128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX512BF16D192V128R8 is the decode kernel for BF16 keys and values, D = 192 (q and k), 128 (v and o) and 8
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512BF16D192V128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX512F16D32R1 is the decode kernel for F16 keys and values, D = 32 and 1
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512F16D32R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX512F16D32R2 is the decode kernel for F16 keys and values, D = 32 and 2
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512F16D32R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX512F16D32R4 is the decode kernel for F16 keys and values, D = 32 and 4
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512F16D32R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX512F16D32R8 is the decode kernel for F16 keys and values, D = 32 and 8
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512F16D32R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512F16D64R1 is the decode kernel for F16 keys and values, D = 64 and 1
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
@@ -188,6 +676,70 @@ func decodeAVX512F16D64R4(q *float32, k *byte, v *byte, off *int, o *float32, m 
 //go:noescape
 func decodeAVX512F16D64R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
+// decodeAVX512F16D80R1 is the decode kernel for F16 keys and values, D = 80 and 1
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512F16D80R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX512F16D80R2 is the decode kernel for F16 keys and values, D = 80 and 2
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512F16D80R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX512F16D80R4 is the decode kernel for F16 keys and values, D = 80 and 4
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512F16D80R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX512F16D80R8 is the decode kernel for F16 keys and values, D = 80 and 8
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512F16D80R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX512F16D96R1 is the decode kernel for F16 keys and values, D = 96 and 1
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512F16D96R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX512F16D96R2 is the decode kernel for F16 keys and values, D = 96 and 2
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512F16D96R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX512F16D96R4 is the decode kernel for F16 keys and values, D = 96 and 4
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512F16D96R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX512F16D96R8 is the decode kernel for F16 keys and values, D = 96 and 8
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512F16D96R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
 // decodeAVX512F16D128R1 is the decode kernel for F16 keys and values, D = 128 and 1
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
 // tile that every row keeps, key and value row j read in place at byte off[j]
@@ -219,6 +771,134 @@ func decodeAVX512F16D128R4(q *float32, k *byte, v *byte, off *int, o *float32, m
 //
 //go:noescape
 func decodeAVX512F16D128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX512F16D192R1 is the decode kernel for F16 keys and values, D = 192 and 1
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512F16D192R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX512F16D192R2 is the decode kernel for F16 keys and values, D = 192 and 2
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512F16D192R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX512F16D192R4 is the decode kernel for F16 keys and values, D = 192 and 4
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512F16D192R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX512F16D192R8 is the decode kernel for F16 keys and values, D = 192 and 8
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512F16D192R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX512F16D256R1 is the decode kernel for F16 keys and values, D = 256 and 1
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512F16D256R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX512F16D256R2 is the decode kernel for F16 keys and values, D = 256 and 2
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512F16D256R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX512F16D256R4 is the decode kernel for F16 keys and values, D = 256 and 4
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512F16D256R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX512F16D256R8 is the decode kernel for F16 keys and values, D = 256 and 8
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512F16D256R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX512F16D192V128R1 is the decode kernel for F16 keys and values, D = 192 (q and k), 128 (v and o) and 1
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512F16D192V128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX512F16D192V128R2 is the decode kernel for F16 keys and values, D = 192 (q and k), 128 (v and o) and 2
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512F16D192V128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX512F16D192V128R4 is the decode kernel for F16 keys and values, D = 192 (q and k), 128 (v and o) and 4
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512F16D192V128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX512F16D192V128R8 is the decode kernel for F16 keys and values, D = 192 (q and k), 128 (v and o) and 8
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX512F16D192V128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F32D32R1 is the decode kernel for F32 keys and values, D = 32 and 1
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F32D32R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F32D32R2 is the decode kernel for F32 keys and values, D = 32 and 2
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F32D32R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F32D32R4 is the decode kernel for F32 keys and values, D = 32 and 4
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F32D32R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F32D32R8 is the decode kernel for F32 keys and values, D = 32 and 8
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F32D32R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2F32D64R1 is the decode kernel for F32 keys and values, D = 64 and 1
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
@@ -252,6 +932,70 @@ func decodeAVX2F32D64R4(q *float32, k *byte, v *byte, off *int, o *float32, m *f
 //go:noescape
 func decodeAVX2F32D64R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
+// decodeAVX2F32D80R1 is the decode kernel for F32 keys and values, D = 80 and 1
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F32D80R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F32D80R2 is the decode kernel for F32 keys and values, D = 80 and 2
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F32D80R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F32D80R4 is the decode kernel for F32 keys and values, D = 80 and 4
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F32D80R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F32D80R8 is the decode kernel for F32 keys and values, D = 80 and 8
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F32D80R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F32D96R1 is the decode kernel for F32 keys and values, D = 96 and 1
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F32D96R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F32D96R2 is the decode kernel for F32 keys and values, D = 96 and 2
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F32D96R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F32D96R4 is the decode kernel for F32 keys and values, D = 96 and 4
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F32D96R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F32D96R8 is the decode kernel for F32 keys and values, D = 96 and 8
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F32D96R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
 // decodeAVX2F32D128R1 is the decode kernel for F32 keys and values, D = 128 and 1
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
 // tile that every row keeps, key and value row j read in place at byte off[j]
@@ -283,6 +1027,134 @@ func decodeAVX2F32D128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *
 //
 //go:noescape
 func decodeAVX2F32D128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F32D192R1 is the decode kernel for F32 keys and values, D = 192 and 1
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F32D192R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F32D192R2 is the decode kernel for F32 keys and values, D = 192 and 2
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F32D192R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F32D192R4 is the decode kernel for F32 keys and values, D = 192 and 4
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F32D192R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F32D192R8 is the decode kernel for F32 keys and values, D = 192 and 8
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F32D192R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F32D256R1 is the decode kernel for F32 keys and values, D = 256 and 1
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F32D256R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F32D256R2 is the decode kernel for F32 keys and values, D = 256 and 2
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F32D256R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F32D256R4 is the decode kernel for F32 keys and values, D = 256 and 4
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F32D256R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F32D256R8 is the decode kernel for F32 keys and values, D = 256 and 8
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F32D256R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F32D192V128R1 is the decode kernel for F32 keys and values, D = 192 (q and k), 128 (v and o) and 1
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F32D192V128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F32D192V128R2 is the decode kernel for F32 keys and values, D = 192 (q and k), 128 (v and o) and 2
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F32D192V128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F32D192V128R4 is the decode kernel for F32 keys and values, D = 192 (q and k), 128 (v and o) and 4
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F32D192V128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F32D192V128R8 is the decode kernel for F32 keys and values, D = 192 (q and k), 128 (v and o) and 8
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F32D192V128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2BF16D32R1 is the decode kernel for BF16 keys and values, D = 32 and 1
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2BF16D32R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2BF16D32R2 is the decode kernel for BF16 keys and values, D = 32 and 2
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2BF16D32R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2BF16D32R4 is the decode kernel for BF16 keys and values, D = 32 and 4
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2BF16D32R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2BF16D32R8 is the decode kernel for BF16 keys and values, D = 32 and 8
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2BF16D32R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2BF16D64R1 is the decode kernel for BF16 keys and values, D = 64 and 1
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
@@ -316,6 +1188,70 @@ func decodeAVX2BF16D64R4(q *float32, k *byte, v *byte, off *int, o *float32, m *
 //go:noescape
 func decodeAVX2BF16D64R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
+// decodeAVX2BF16D80R1 is the decode kernel for BF16 keys and values, D = 80 and 1
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2BF16D80R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2BF16D80R2 is the decode kernel for BF16 keys and values, D = 80 and 2
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2BF16D80R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2BF16D80R4 is the decode kernel for BF16 keys and values, D = 80 and 4
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2BF16D80R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2BF16D80R8 is the decode kernel for BF16 keys and values, D = 80 and 8
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2BF16D80R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2BF16D96R1 is the decode kernel for BF16 keys and values, D = 96 and 1
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2BF16D96R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2BF16D96R2 is the decode kernel for BF16 keys and values, D = 96 and 2
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2BF16D96R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2BF16D96R4 is the decode kernel for BF16 keys and values, D = 96 and 4
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2BF16D96R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2BF16D96R8 is the decode kernel for BF16 keys and values, D = 96 and 8
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2BF16D96R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
 // decodeAVX2BF16D128R1 is the decode kernel for BF16 keys and values, D = 128 and 1
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
 // tile that every row keeps, key and value row j read in place at byte off[j]
@@ -347,6 +1283,134 @@ func decodeAVX2BF16D128R4(q *float32, k *byte, v *byte, off *int, o *float32, m 
 //
 //go:noescape
 func decodeAVX2BF16D128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2BF16D192R1 is the decode kernel for BF16 keys and values, D = 192 and 1
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2BF16D192R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2BF16D192R2 is the decode kernel for BF16 keys and values, D = 192 and 2
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2BF16D192R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2BF16D192R4 is the decode kernel for BF16 keys and values, D = 192 and 4
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2BF16D192R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2BF16D192R8 is the decode kernel for BF16 keys and values, D = 192 and 8
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2BF16D192R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2BF16D256R1 is the decode kernel for BF16 keys and values, D = 256 and 1
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2BF16D256R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2BF16D256R2 is the decode kernel for BF16 keys and values, D = 256 and 2
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2BF16D256R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2BF16D256R4 is the decode kernel for BF16 keys and values, D = 256 and 4
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2BF16D256R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2BF16D256R8 is the decode kernel for BF16 keys and values, D = 256 and 8
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2BF16D256R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2BF16D192V128R1 is the decode kernel for BF16 keys and values, D = 192 (q and k), 128 (v and o) and 1
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2BF16D192V128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2BF16D192V128R2 is the decode kernel for BF16 keys and values, D = 192 (q and k), 128 (v and o) and 2
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2BF16D192V128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2BF16D192V128R4 is the decode kernel for BF16 keys and values, D = 192 (q and k), 128 (v and o) and 4
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2BF16D192V128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2BF16D192V128R8 is the decode kernel for BF16 keys and values, D = 192 (q and k), 128 (v and o) and 8
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2BF16D192V128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F16D32R1 is the decode kernel for F16 keys and values, D = 32 and 1
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F16D32R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F16D32R2 is the decode kernel for F16 keys and values, D = 32 and 2
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F16D32R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F16D32R4 is the decode kernel for F16 keys and values, D = 32 and 4
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F16D32R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F16D32R8 is the decode kernel for F16 keys and values, D = 32 and 8
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F16D32R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2F16D64R1 is the decode kernel for F16 keys and values, D = 64 and 1
 // query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
@@ -380,6 +1444,70 @@ func decodeAVX2F16D64R4(q *float32, k *byte, v *byte, off *int, o *float32, m *f
 //go:noescape
 func decodeAVX2F16D64R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
+// decodeAVX2F16D80R1 is the decode kernel for F16 keys and values, D = 80 and 1
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F16D80R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F16D80R2 is the decode kernel for F16 keys and values, D = 80 and 2
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F16D80R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F16D80R4 is the decode kernel for F16 keys and values, D = 80 and 4
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F16D80R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F16D80R8 is the decode kernel for F16 keys and values, D = 80 and 8
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F16D80R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F16D96R1 is the decode kernel for F16 keys and values, D = 96 and 1
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F16D96R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F16D96R2 is the decode kernel for F16 keys and values, D = 96 and 2
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F16D96R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F16D96R4 is the decode kernel for F16 keys and values, D = 96 and 4
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F16D96R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F16D96R8 is the decode kernel for F16 keys and values, D = 96 and 8
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F16D96R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
 // decodeAVX2F16D128R1 is the decode kernel for F16 keys and values, D = 128 and 1
 // query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
 // tile that every row keeps, key and value row j read in place at byte off[j]
@@ -411,6 +1539,102 @@ func decodeAVX2F16D128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *
 //
 //go:noescape
 func decodeAVX2F16D128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F16D192R1 is the decode kernel for F16 keys and values, D = 192 and 1
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F16D192R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F16D192R2 is the decode kernel for F16 keys and values, D = 192 and 2
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F16D192R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F16D192R4 is the decode kernel for F16 keys and values, D = 192 and 4
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F16D192R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F16D192R8 is the decode kernel for F16 keys and values, D = 192 and 8
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F16D192R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F16D256R1 is the decode kernel for F16 keys and values, D = 256 and 1
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F16D256R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F16D256R2 is the decode kernel for F16 keys and values, D = 256 and 2
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F16D256R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F16D256R4 is the decode kernel for F16 keys and values, D = 256 and 4
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F16D256R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F16D256R8 is the decode kernel for F16 keys and values, D = 256 and 8
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F16D256R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F16D192V128R1 is the decode kernel for F16 keys and values, D = 192 (q and k), 128 (v and o) and 1
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F16D192V128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F16D192V128R2 is the decode kernel for F16 keys and values, D = 192 (q and k), 128 (v and o) and 2
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F16D192V128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F16D192V128R4 is the decode kernel for F16 keys and values, D = 192 (q and k), 128 (v and o) and 4
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F16D192V128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeAVX2F16D192V128R8 is the decode kernel for F16 keys and values, D = 192 (q and k), 128 (v and o) and 8
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v.
+//
+//go:noescape
+func decodeAVX2F16D192V128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // peakFMA512 runs n iterations of 12 independent VFMADD231PS chains on
 // 512-bit registers (384 flops per iteration) to measure the FP32 FMA peak.
@@ -562,12 +1786,33 @@ func tanhAVX512(dst *float32, src *float32, n int)
 //go:noescape
 func tanhAVX2(dst *float32, src *float32, n int)
 
+// tileScoreAVX512D32 is the tile microkernel with the score stage of sc (see
+// scoreTile) for D = 32, written for AVX-512 Foundation. A nil mask means a full
+// tile.
+//
+//go:noescape
+func tileScoreAVX512D32(q *float32, kt *float32, v *float32, s *float32, o *float32, m *float32, l *float32, mask *uint64, sc *scoreTile)
+
 // tileScoreAVX512D64 is the tile microkernel with the score stage of sc (see
 // scoreTile) for D = 64, written for AVX-512 Foundation. A nil mask means a full
 // tile.
 //
 //go:noescape
 func tileScoreAVX512D64(q *float32, kt *float32, v *float32, s *float32, o *float32, m *float32, l *float32, mask *uint64, sc *scoreTile)
+
+// tileScoreAVX512D80 is the tile microkernel with the score stage of sc (see
+// scoreTile) for D = 80, written for AVX-512 Foundation. A nil mask means a full
+// tile.
+//
+//go:noescape
+func tileScoreAVX512D80(q *float32, kt *float32, v *float32, s *float32, o *float32, m *float32, l *float32, mask *uint64, sc *scoreTile)
+
+// tileScoreAVX512D96 is the tile microkernel with the score stage of sc (see
+// scoreTile) for D = 96, written for AVX-512 Foundation. A nil mask means a full
+// tile.
+//
+//go:noescape
+func tileScoreAVX512D96(q *float32, kt *float32, v *float32, s *float32, o *float32, m *float32, l *float32, mask *uint64, sc *scoreTile)
 
 // tileScoreAVX512D128 is the tile microkernel with the score stage of sc (see
 // scoreTile) for D = 128, written for AVX-512 Foundation. A nil mask means a full
@@ -576,6 +1821,34 @@ func tileScoreAVX512D64(q *float32, kt *float32, v *float32, s *float32, o *floa
 //go:noescape
 func tileScoreAVX512D128(q *float32, kt *float32, v *float32, s *float32, o *float32, m *float32, l *float32, mask *uint64, sc *scoreTile)
 
+// tileScoreAVX512D192 is the tile microkernel with the score stage of sc (see
+// scoreTile) for D = 192, written for AVX-512 Foundation. A nil mask means a full
+// tile.
+//
+//go:noescape
+func tileScoreAVX512D192(q *float32, kt *float32, v *float32, s *float32, o *float32, m *float32, l *float32, mask *uint64, sc *scoreTile)
+
+// tileScoreAVX512D256 is the tile microkernel with the score stage of sc (see
+// scoreTile) for D = 256, written for AVX-512 Foundation. A nil mask means a full
+// tile.
+//
+//go:noescape
+func tileScoreAVX512D256(q *float32, kt *float32, v *float32, s *float32, o *float32, m *float32, l *float32, mask *uint64, sc *scoreTile)
+
+// tileScoreAVX512D192V128 is the tile microkernel with the score stage of sc (see
+// scoreTile) for D = 192 (q and k), 128 (v and o), written for AVX-512 Foundation. A nil mask means a full
+// tile.
+//
+//go:noescape
+func tileScoreAVX512D192V128(q *float32, kt *float32, v *float32, s *float32, o *float32, m *float32, l *float32, mask *uint64, sc *scoreTile)
+
+// tileScoreAVX2D32 is the tile microkernel with the score stage of sc (see
+// scoreTile) for D = 32, written for AVX2 and FMA3. A nil mask means a full
+// tile.
+//
+//go:noescape
+func tileScoreAVX2D32(q *float32, kt *float32, v *float32, s *float32, o *float32, m *float32, l *float32, mask *uint64, sc *scoreTile)
+
 // tileScoreAVX2D64 is the tile microkernel with the score stage of sc (see
 // scoreTile) for D = 64, written for AVX2 and FMA3. A nil mask means a full
 // tile.
@@ -583,12 +1856,79 @@ func tileScoreAVX512D128(q *float32, kt *float32, v *float32, s *float32, o *flo
 //go:noescape
 func tileScoreAVX2D64(q *float32, kt *float32, v *float32, s *float32, o *float32, m *float32, l *float32, mask *uint64, sc *scoreTile)
 
+// tileScoreAVX2D80 is the tile microkernel with the score stage of sc (see
+// scoreTile) for D = 80, written for AVX2 and FMA3. A nil mask means a full
+// tile.
+//
+//go:noescape
+func tileScoreAVX2D80(q *float32, kt *float32, v *float32, s *float32, o *float32, m *float32, l *float32, mask *uint64, sc *scoreTile)
+
+// tileScoreAVX2D96 is the tile microkernel with the score stage of sc (see
+// scoreTile) for D = 96, written for AVX2 and FMA3. A nil mask means a full
+// tile.
+//
+//go:noescape
+func tileScoreAVX2D96(q *float32, kt *float32, v *float32, s *float32, o *float32, m *float32, l *float32, mask *uint64, sc *scoreTile)
+
 // tileScoreAVX2D128 is the tile microkernel with the score stage of sc (see
 // scoreTile) for D = 128, written for AVX2 and FMA3. A nil mask means a full
 // tile.
 //
 //go:noescape
 func tileScoreAVX2D128(q *float32, kt *float32, v *float32, s *float32, o *float32, m *float32, l *float32, mask *uint64, sc *scoreTile)
+
+// tileScoreAVX2D192 is the tile microkernel with the score stage of sc (see
+// scoreTile) for D = 192, written for AVX2 and FMA3. A nil mask means a full
+// tile.
+//
+//go:noescape
+func tileScoreAVX2D192(q *float32, kt *float32, v *float32, s *float32, o *float32, m *float32, l *float32, mask *uint64, sc *scoreTile)
+
+// tileScoreAVX2D256 is the tile microkernel with the score stage of sc (see
+// scoreTile) for D = 256, written for AVX2 and FMA3. A nil mask means a full
+// tile.
+//
+//go:noescape
+func tileScoreAVX2D256(q *float32, kt *float32, v *float32, s *float32, o *float32, m *float32, l *float32, mask *uint64, sc *scoreTile)
+
+// tileScoreAVX2D192V128 is the tile microkernel with the score stage of sc (see
+// scoreTile) for D = 192 (q and k), 128 (v and o), written for AVX2 and FMA3. A nil mask means a full
+// tile.
+//
+//go:noescape
+func tileScoreAVX2D192V128(q *float32, kt *float32, v *float32, s *float32, o *float32, m *float32, l *float32, mask *uint64, sc *scoreTile)
+
+// decodeScoreAVX512F32D32R1 is the decode kernel for F32 keys and values, D = 32 and 1
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512F32D32R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512F32D32R2 is the decode kernel for F32 keys and values, D = 32 and 2
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512F32D32R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512F32D32R4 is the decode kernel for F32 keys and values, D = 32 and 4
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512F32D32R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512F32D32R8 is the decode kernel for F32 keys and values, D = 32 and 8
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512F32D32R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512F32D64R1 is the decode kernel for F32 keys and values, D = 64 and 1
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
@@ -622,6 +1962,70 @@ func decodeScoreAVX512F32D64R4(q *float32, k *byte, v *byte, off *int, o *float3
 //go:noescape
 func decodeScoreAVX512F32D64R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
+// decodeScoreAVX512F32D80R1 is the decode kernel for F32 keys and values, D = 80 and 1
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512F32D80R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512F32D80R2 is the decode kernel for F32 keys and values, D = 80 and 2
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512F32D80R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512F32D80R4 is the decode kernel for F32 keys and values, D = 80 and 4
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512F32D80R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512F32D80R8 is the decode kernel for F32 keys and values, D = 80 and 8
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512F32D80R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512F32D96R1 is the decode kernel for F32 keys and values, D = 96 and 1
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512F32D96R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512F32D96R2 is the decode kernel for F32 keys and values, D = 96 and 2
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512F32D96R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512F32D96R4 is the decode kernel for F32 keys and values, D = 96 and 4
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512F32D96R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512F32D96R8 is the decode kernel for F32 keys and values, D = 96 and 8
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512F32D96R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
 // decodeScoreAVX512F32D128R1 is the decode kernel for F32 keys and values, D = 128 and 1
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
 // tile that every row keeps, key and value row j read in place at byte off[j]
@@ -653,6 +2057,134 @@ func decodeScoreAVX512F32D128R4(q *float32, k *byte, v *byte, off *int, o *float
 //
 //go:noescape
 func decodeScoreAVX512F32D128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512F32D192R1 is the decode kernel for F32 keys and values, D = 192 and 1
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512F32D192R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512F32D192R2 is the decode kernel for F32 keys and values, D = 192 and 2
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512F32D192R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512F32D192R4 is the decode kernel for F32 keys and values, D = 192 and 4
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512F32D192R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512F32D192R8 is the decode kernel for F32 keys and values, D = 192 and 8
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512F32D192R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512F32D256R1 is the decode kernel for F32 keys and values, D = 256 and 1
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512F32D256R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512F32D256R2 is the decode kernel for F32 keys and values, D = 256 and 2
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512F32D256R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512F32D256R4 is the decode kernel for F32 keys and values, D = 256 and 4
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512F32D256R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512F32D256R8 is the decode kernel for F32 keys and values, D = 256 and 8
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512F32D256R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512F32D192V128R1 is the decode kernel for F32 keys and values, D = 192 (q and k), 128 (v and o) and 1
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512F32D192V128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512F32D192V128R2 is the decode kernel for F32 keys and values, D = 192 (q and k), 128 (v and o) and 2
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512F32D192V128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512F32D192V128R4 is the decode kernel for F32 keys and values, D = 192 (q and k), 128 (v and o) and 4
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512F32D192V128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512F32D192V128R8 is the decode kernel for F32 keys and values, D = 192 (q and k), 128 (v and o) and 8
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512F32D192V128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512BF16D32R1 is the decode kernel for BF16 keys and values, D = 32 and 1
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512BF16D32R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512BF16D32R2 is the decode kernel for BF16 keys and values, D = 32 and 2
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512BF16D32R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512BF16D32R4 is the decode kernel for BF16 keys and values, D = 32 and 4
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512BF16D32R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512BF16D32R8 is the decode kernel for BF16 keys and values, D = 32 and 8
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512BF16D32R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512BF16D64R1 is the decode kernel for BF16 keys and values, D = 64 and 1
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
@@ -686,6 +2218,70 @@ func decodeScoreAVX512BF16D64R4(q *float32, k *byte, v *byte, off *int, o *float
 //go:noescape
 func decodeScoreAVX512BF16D64R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
+// decodeScoreAVX512BF16D80R1 is the decode kernel for BF16 keys and values, D = 80 and 1
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512BF16D80R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512BF16D80R2 is the decode kernel for BF16 keys and values, D = 80 and 2
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512BF16D80R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512BF16D80R4 is the decode kernel for BF16 keys and values, D = 80 and 4
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512BF16D80R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512BF16D80R8 is the decode kernel for BF16 keys and values, D = 80 and 8
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512BF16D80R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512BF16D96R1 is the decode kernel for BF16 keys and values, D = 96 and 1
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512BF16D96R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512BF16D96R2 is the decode kernel for BF16 keys and values, D = 96 and 2
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512BF16D96R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512BF16D96R4 is the decode kernel for BF16 keys and values, D = 96 and 4
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512BF16D96R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512BF16D96R8 is the decode kernel for BF16 keys and values, D = 96 and 8
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512BF16D96R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
 // decodeScoreAVX512BF16D128R1 is the decode kernel for BF16 keys and values, D = 128 and 1
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
 // tile that every row keeps, key and value row j read in place at byte off[j]
@@ -717,6 +2313,134 @@ func decodeScoreAVX512BF16D128R4(q *float32, k *byte, v *byte, off *int, o *floa
 //
 //go:noescape
 func decodeScoreAVX512BF16D128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512BF16D192R1 is the decode kernel for BF16 keys and values, D = 192 and 1
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512BF16D192R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512BF16D192R2 is the decode kernel for BF16 keys and values, D = 192 and 2
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512BF16D192R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512BF16D192R4 is the decode kernel for BF16 keys and values, D = 192 and 4
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512BF16D192R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512BF16D192R8 is the decode kernel for BF16 keys and values, D = 192 and 8
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512BF16D192R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512BF16D256R1 is the decode kernel for BF16 keys and values, D = 256 and 1
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512BF16D256R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512BF16D256R2 is the decode kernel for BF16 keys and values, D = 256 and 2
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512BF16D256R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512BF16D256R4 is the decode kernel for BF16 keys and values, D = 256 and 4
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512BF16D256R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512BF16D256R8 is the decode kernel for BF16 keys and values, D = 256 and 8
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512BF16D256R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512BF16D192V128R1 is the decode kernel for BF16 keys and values, D = 192 (q and k), 128 (v and o) and 1
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512BF16D192V128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512BF16D192V128R2 is the decode kernel for BF16 keys and values, D = 192 (q and k), 128 (v and o) and 2
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512BF16D192V128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512BF16D192V128R4 is the decode kernel for BF16 keys and values, D = 192 (q and k), 128 (v and o) and 4
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512BF16D192V128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512BF16D192V128R8 is the decode kernel for BF16 keys and values, D = 192 (q and k), 128 (v and o) and 8
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512BF16D192V128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512F16D32R1 is the decode kernel for F16 keys and values, D = 32 and 1
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512F16D32R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512F16D32R2 is the decode kernel for F16 keys and values, D = 32 and 2
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512F16D32R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512F16D32R4 is the decode kernel for F16 keys and values, D = 32 and 4
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512F16D32R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512F16D32R8 is the decode kernel for F16 keys and values, D = 32 and 8
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512F16D32R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512F16D64R1 is the decode kernel for F16 keys and values, D = 64 and 1
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
@@ -750,6 +2474,70 @@ func decodeScoreAVX512F16D64R4(q *float32, k *byte, v *byte, off *int, o *float3
 //go:noescape
 func decodeScoreAVX512F16D64R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
+// decodeScoreAVX512F16D80R1 is the decode kernel for F16 keys and values, D = 80 and 1
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512F16D80R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512F16D80R2 is the decode kernel for F16 keys and values, D = 80 and 2
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512F16D80R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512F16D80R4 is the decode kernel for F16 keys and values, D = 80 and 4
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512F16D80R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512F16D80R8 is the decode kernel for F16 keys and values, D = 80 and 8
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512F16D80R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512F16D96R1 is the decode kernel for F16 keys and values, D = 96 and 1
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512F16D96R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512F16D96R2 is the decode kernel for F16 keys and values, D = 96 and 2
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512F16D96R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512F16D96R4 is the decode kernel for F16 keys and values, D = 96 and 4
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512F16D96R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512F16D96R8 is the decode kernel for F16 keys and values, D = 96 and 8
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512F16D96R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
 // decodeScoreAVX512F16D128R1 is the decode kernel for F16 keys and values, D = 128 and 1
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
 // tile that every row keeps, key and value row j read in place at byte off[j]
@@ -781,6 +2569,134 @@ func decodeScoreAVX512F16D128R4(q *float32, k *byte, v *byte, off *int, o *float
 //
 //go:noescape
 func decodeScoreAVX512F16D128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512F16D192R1 is the decode kernel for F16 keys and values, D = 192 and 1
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512F16D192R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512F16D192R2 is the decode kernel for F16 keys and values, D = 192 and 2
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512F16D192R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512F16D192R4 is the decode kernel for F16 keys and values, D = 192 and 4
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512F16D192R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512F16D192R8 is the decode kernel for F16 keys and values, D = 192 and 8
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512F16D192R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512F16D256R1 is the decode kernel for F16 keys and values, D = 256 and 1
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512F16D256R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512F16D256R2 is the decode kernel for F16 keys and values, D = 256 and 2
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512F16D256R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512F16D256R4 is the decode kernel for F16 keys and values, D = 256 and 4
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512F16D256R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512F16D256R8 is the decode kernel for F16 keys and values, D = 256 and 8
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512F16D256R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512F16D192V128R1 is the decode kernel for F16 keys and values, D = 192 (q and k), 128 (v and o) and 1
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512F16D192V128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512F16D192V128R2 is the decode kernel for F16 keys and values, D = 192 (q and k), 128 (v and o) and 2
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512F16D192V128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512F16D192V128R4 is the decode kernel for F16 keys and values, D = 192 (q and k), 128 (v and o) and 4
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512F16D192V128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX512F16D192V128R8 is the decode kernel for F16 keys and values, D = 192 (q and k), 128 (v and o) and 8
+// query rows (AVX-512 Foundation): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX512F16D192V128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2F32D32R1 is the decode kernel for F32 keys and values, D = 32 and 1
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2F32D32R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2F32D32R2 is the decode kernel for F32 keys and values, D = 32 and 2
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2F32D32R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2F32D32R4 is the decode kernel for F32 keys and values, D = 32 and 4
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2F32D32R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2F32D32R8 is the decode kernel for F32 keys and values, D = 32 and 8
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2F32D32R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2F32D64R1 is the decode kernel for F32 keys and values, D = 64 and 1
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
@@ -814,6 +2730,70 @@ func decodeScoreAVX2F32D64R4(q *float32, k *byte, v *byte, off *int, o *float32,
 //go:noescape
 func decodeScoreAVX2F32D64R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
+// decodeScoreAVX2F32D80R1 is the decode kernel for F32 keys and values, D = 80 and 1
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2F32D80R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2F32D80R2 is the decode kernel for F32 keys and values, D = 80 and 2
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2F32D80R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2F32D80R4 is the decode kernel for F32 keys and values, D = 80 and 4
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2F32D80R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2F32D80R8 is the decode kernel for F32 keys and values, D = 80 and 8
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2F32D80R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2F32D96R1 is the decode kernel for F32 keys and values, D = 96 and 1
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2F32D96R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2F32D96R2 is the decode kernel for F32 keys and values, D = 96 and 2
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2F32D96R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2F32D96R4 is the decode kernel for F32 keys and values, D = 96 and 4
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2F32D96R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2F32D96R8 is the decode kernel for F32 keys and values, D = 96 and 8
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2F32D96R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
 // decodeScoreAVX2F32D128R1 is the decode kernel for F32 keys and values, D = 128 and 1
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
 // tile that every row keeps, key and value row j read in place at byte off[j]
@@ -845,6 +2825,134 @@ func decodeScoreAVX2F32D128R4(q *float32, k *byte, v *byte, off *int, o *float32
 //
 //go:noescape
 func decodeScoreAVX2F32D128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2F32D192R1 is the decode kernel for F32 keys and values, D = 192 and 1
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2F32D192R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2F32D192R2 is the decode kernel for F32 keys and values, D = 192 and 2
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2F32D192R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2F32D192R4 is the decode kernel for F32 keys and values, D = 192 and 4
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2F32D192R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2F32D192R8 is the decode kernel for F32 keys and values, D = 192 and 8
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2F32D192R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2F32D256R1 is the decode kernel for F32 keys and values, D = 256 and 1
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2F32D256R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2F32D256R2 is the decode kernel for F32 keys and values, D = 256 and 2
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2F32D256R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2F32D256R4 is the decode kernel for F32 keys and values, D = 256 and 4
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2F32D256R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2F32D256R8 is the decode kernel for F32 keys and values, D = 256 and 8
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2F32D256R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2F32D192V128R1 is the decode kernel for F32 keys and values, D = 192 (q and k), 128 (v and o) and 1
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2F32D192V128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2F32D192V128R2 is the decode kernel for F32 keys and values, D = 192 (q and k), 128 (v and o) and 2
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2F32D192V128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2F32D192V128R4 is the decode kernel for F32 keys and values, D = 192 (q and k), 128 (v and o) and 4
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2F32D192V128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2F32D192V128R8 is the decode kernel for F32 keys and values, D = 192 (q and k), 128 (v and o) and 8
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2F32D192V128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2BF16D32R1 is the decode kernel for BF16 keys and values, D = 32 and 1
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2BF16D32R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2BF16D32R2 is the decode kernel for BF16 keys and values, D = 32 and 2
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2BF16D32R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2BF16D32R4 is the decode kernel for BF16 keys and values, D = 32 and 4
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2BF16D32R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2BF16D32R8 is the decode kernel for BF16 keys and values, D = 32 and 8
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2BF16D32R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2BF16D64R1 is the decode kernel for BF16 keys and values, D = 64 and 1
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
@@ -878,6 +2986,70 @@ func decodeScoreAVX2BF16D64R4(q *float32, k *byte, v *byte, off *int, o *float32
 //go:noescape
 func decodeScoreAVX2BF16D64R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
+// decodeScoreAVX2BF16D80R1 is the decode kernel for BF16 keys and values, D = 80 and 1
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2BF16D80R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2BF16D80R2 is the decode kernel for BF16 keys and values, D = 80 and 2
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2BF16D80R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2BF16D80R4 is the decode kernel for BF16 keys and values, D = 80 and 4
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2BF16D80R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2BF16D80R8 is the decode kernel for BF16 keys and values, D = 80 and 8
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2BF16D80R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2BF16D96R1 is the decode kernel for BF16 keys and values, D = 96 and 1
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2BF16D96R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2BF16D96R2 is the decode kernel for BF16 keys and values, D = 96 and 2
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2BF16D96R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2BF16D96R4 is the decode kernel for BF16 keys and values, D = 96 and 4
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2BF16D96R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2BF16D96R8 is the decode kernel for BF16 keys and values, D = 96 and 8
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2BF16D96R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
 // decodeScoreAVX2BF16D128R1 is the decode kernel for BF16 keys and values, D = 128 and 1
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
 // tile that every row keeps, key and value row j read in place at byte off[j]
@@ -909,6 +3081,134 @@ func decodeScoreAVX2BF16D128R4(q *float32, k *byte, v *byte, off *int, o *float3
 //
 //go:noescape
 func decodeScoreAVX2BF16D128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2BF16D192R1 is the decode kernel for BF16 keys and values, D = 192 and 1
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2BF16D192R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2BF16D192R2 is the decode kernel for BF16 keys and values, D = 192 and 2
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2BF16D192R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2BF16D192R4 is the decode kernel for BF16 keys and values, D = 192 and 4
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2BF16D192R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2BF16D192R8 is the decode kernel for BF16 keys and values, D = 192 and 8
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2BF16D192R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2BF16D256R1 is the decode kernel for BF16 keys and values, D = 256 and 1
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2BF16D256R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2BF16D256R2 is the decode kernel for BF16 keys and values, D = 256 and 2
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2BF16D256R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2BF16D256R4 is the decode kernel for BF16 keys and values, D = 256 and 4
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2BF16D256R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2BF16D256R8 is the decode kernel for BF16 keys and values, D = 256 and 8
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2BF16D256R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2BF16D192V128R1 is the decode kernel for BF16 keys and values, D = 192 (q and k), 128 (v and o) and 1
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2BF16D192V128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2BF16D192V128R2 is the decode kernel for BF16 keys and values, D = 192 (q and k), 128 (v and o) and 2
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2BF16D192V128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2BF16D192V128R4 is the decode kernel for BF16 keys and values, D = 192 (q and k), 128 (v and o) and 4
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2BF16D192V128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2BF16D192V128R8 is the decode kernel for BF16 keys and values, D = 192 (q and k), 128 (v and o) and 8
+// query rows (AVX2, FMA3): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2BF16D192V128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2F16D32R1 is the decode kernel for F16 keys and values, D = 32 and 1
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2F16D32R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2F16D32R2 is the decode kernel for F16 keys and values, D = 32 and 2
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2F16D32R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2F16D32R4 is the decode kernel for F16 keys and values, D = 32 and 4
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2F16D32R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2F16D32R8 is the decode kernel for F16 keys and values, D = 32 and 8
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2F16D32R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2F16D64R1 is the decode kernel for F16 keys and values, D = 64 and 1
 // query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
@@ -942,6 +3242,70 @@ func decodeScoreAVX2F16D64R4(q *float32, k *byte, v *byte, off *int, o *float32,
 //go:noescape
 func decodeScoreAVX2F16D64R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
+// decodeScoreAVX2F16D80R1 is the decode kernel for F16 keys and values, D = 80 and 1
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2F16D80R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2F16D80R2 is the decode kernel for F16 keys and values, D = 80 and 2
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2F16D80R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2F16D80R4 is the decode kernel for F16 keys and values, D = 80 and 4
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2F16D80R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2F16D80R8 is the decode kernel for F16 keys and values, D = 80 and 8
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2F16D80R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2F16D96R1 is the decode kernel for F16 keys and values, D = 96 and 1
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2F16D96R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2F16D96R2 is the decode kernel for F16 keys and values, D = 96 and 2
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2F16D96R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2F16D96R4 is the decode kernel for F16 keys and values, D = 96 and 4
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2F16D96R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2F16D96R8 is the decode kernel for F16 keys and values, D = 96 and 8
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2F16D96R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
 // decodeScoreAVX2F16D128R1 is the decode kernel for F16 keys and values, D = 128 and 1
 // query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
 // tile that every row keeps, key and value row j read in place at byte off[j]
@@ -973,6 +3337,102 @@ func decodeScoreAVX2F16D128R4(q *float32, k *byte, v *byte, off *int, o *float32
 //
 //go:noescape
 func decodeScoreAVX2F16D128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2F16D192R1 is the decode kernel for F16 keys and values, D = 192 and 1
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2F16D192R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2F16D192R2 is the decode kernel for F16 keys and values, D = 192 and 2
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2F16D192R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2F16D192R4 is the decode kernel for F16 keys and values, D = 192 and 4
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2F16D192R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2F16D192R8 is the decode kernel for F16 keys and values, D = 192 and 8
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2F16D192R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2F16D256R1 is the decode kernel for F16 keys and values, D = 256 and 1
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2F16D256R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2F16D256R2 is the decode kernel for F16 keys and values, D = 256 and 2
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2F16D256R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2F16D256R4 is the decode kernel for F16 keys and values, D = 256 and 4
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2F16D256R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2F16D256R8 is the decode kernel for F16 keys and values, D = 256 and 8
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2F16D256R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2F16D192V128R1 is the decode kernel for F16 keys and values, D = 192 (q and k), 128 (v and o) and 1
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2F16D192V128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2F16D192V128R2 is the decode kernel for F16 keys and values, D = 192 (q and k), 128 (v and o) and 2
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2F16D192V128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2F16D192V128R4 is the decode kernel for F16 keys and values, D = 192 (q and k), 128 (v and o) and 4
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2F16D192V128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreAVX2F16D192V128R8 is the decode kernel for F16 keys and values, D = 192 (q and k), 128 (v and o) and 8
+// query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
+// tile that every row keeps, key and value row j read in place at byte off[j]
+// of k and v, with the score stage of sc (see scoreTile).
+//
+//go:noescape
+func decodeScoreAVX2F16D192V128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // scoreBwdAVX512 applies the score stage of sc to c times the first rows rows of
 // TK scores at s, in place, and with the cap writes 1 - tanh^2 of each to dt

@@ -3,6 +3,7 @@
 package cpu
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 
@@ -12,16 +13,23 @@ import (
 )
 
 // atVariants lists the tile kernels of this architecture for the tests
-// of tile_kernels_test.go.
+// of tile_kernels_test.go: every square entry of the AVX-512 and AVX2
+// tables (TestNonSquareAVX holds the others to them).
 func atVariants() []atVariant {
-	avx512 := xcpu.X86.HasAVX512F
-	avx2 := xcpu.X86.HasAVX2 && xcpu.X86.HasFMA
-	return []atVariant{
-		{"AVX512D64", 64, tileAVX512D64, avx512},
-		{"AVX512D128", 128, tileAVX512D128, avx512},
-		{"AVX2D64", 64, tileAVX2D64, avx2},
-		{"AVX2D128", 128, tileAVX2D128, avx2},
+	var vs []atVariant
+	for _, isa := range []struct {
+		name string
+		k    *kernels
+		ok   bool
+	}{
+		{"AVX512", avx512Kernels, xcpu.X86.HasAVX512F},
+		{"AVX2", avx2Kernels, xcpu.X86.HasAVX2 && xcpu.X86.HasFMA},
+	} {
+		for _, d := range squareTestDims(isa.k) {
+			vs = append(vs, atVariant{fmt.Sprintf("%sD%d", isa.name, d), d, isa.k.at(square(d)).tile, isa.ok})
+		}
 	}
+	return vs
 }
 
 func TestPeakFMA(t *testing.T) {
@@ -63,10 +71,13 @@ func benchTileAsm(b *testing.B, name string, maskKind string) {
 	b.ReportMetric(flops/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 }
 
-func BenchmarkTileAVX512D64(b *testing.B)  { benchTileAsm(b, "AVX512D64", "full") }
-func BenchmarkTileAVX512D128(b *testing.B) { benchTileAsm(b, "AVX512D128", "full") }
-func BenchmarkTileAVX2D64(b *testing.B)    { benchTileAsm(b, "AVX2D64", "full") }
-func BenchmarkTileAVX2D128(b *testing.B)   { benchTileAsm(b, "AVX2D128", "full") }
+// BenchmarkTile runs the full-tile kernel of every square head dimension
+// of both ISAs (BenchmarkTile/AVX512D96 and so on).
+func BenchmarkTile(b *testing.B) {
+	for _, v := range atVariants() {
+		b.Run(v.name, func(b *testing.B) { benchTileAsm(b, v.name, "full") })
+	}
+}
 
 // The masked benchmarks run the same work with a mask (partial tiles).
 func BenchmarkTileMaskedAVX512D128(b *testing.B) { benchTileAsm(b, "AVX512D128", "dense") }

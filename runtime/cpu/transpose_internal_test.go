@@ -8,13 +8,14 @@ import (
 
 // TestPackTranspose: pack lays out every key tile as kt[d][c] = key c, dim
 // d (zero past the keys) and the values as rows, whatever path it takes
-// (each variant's transpose for whole tiles where it has one), for both
-// head dimensions, identity and strided layouts, whole and tail tiles.
+// (each variant's transpose for whole tiles where it has one), for every
+// square head dimension of its table, identity and strided layouts,
+// whole and tail tiles.
 func TestPackTranspose(t *testing.T) { eachKernels(t, nil, testPackTranspose) }
 
 func testPackTranspose(t *testing.T, kern *kernels) {
 	r := rand.New(rand.NewPCG(16, 17))
-	for _, D := range []int{64, 128, 96, 40} {
+	for _, D := range append(squareTestDims(kern), 40, 104) { // and sizes padded to larger kernels
 		for _, stride := range []int{1, 3} {
 			sk := 300
 			k, v := make([]float32, 2*sk*D), make([]float32, 2*sk*D)
@@ -71,7 +72,7 @@ func TestTransposeAsm(t *testing.T) {
 
 func testTranspose(t *testing.T, kern *kernels) {
 	r := rand.New(rand.NewPCG(18, 19))
-	for _, D := range []int{64, 128} {
+	for _, D := range squareTestDims(kern) {
 		for _, pitch := range []int{D, D + 16, 5 * D} {
 			k := make([]float32, (TK-1)*pitch+D)
 			for i := range k {

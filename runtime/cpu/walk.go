@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"math"
+	"unsafe"
 
 	"github.com/attngen/attngen/runtime/mask"
 )
@@ -118,15 +119,23 @@ func (w *buffers) runItem(c *call, it item) {
 				}
 				clear(qs[rows*D:])
 			}
-			c.rowOffsets(w.off[:TK], b*s.HeadsKV+hk, g, ref.K)
-			// The next tile's rows, which the kernels may prefetch: tile
-			// K+1 when it is whole, else this one's again.
-			if (ref.K+2)*TK <= g.nk {
-				c.rowOffsets(w.off[TK:], b*s.HeadsKV+hk, g, ref.K+1)
+			var kb, vb unsafe.Pointer
+			if c.sameKV {
+				c.rowOffsets(w.off[:TK], b*s.HeadsKV+hk, g, ref.K)
+				// The next tile's rows, which the kernels may prefetch: tile
+				// K+1 when it is whole, else this one's again.
+				if (ref.K+2)*TK <= g.nk {
+					c.rowOffsets(w.off[TK:], b*s.HeadsKV+hk, g, ref.K+1)
+				} else {
+					copy(w.off[TK:], w.off[:TK])
+				}
+				kb, vb = c.kvBase()
 			} else {
-				copy(w.off[TK:], w.off[:TK])
+				// k and v rows at different offsets (their own strides or
+				// sizes): the tile's rows are copied, as they are, into
+				// buffers a row pitch apart, and read there.
+				kb, vb = c.gatherRows(w, b*s.HeadsKV+hk, g, ref.K)
 			}
-			kb, vb := c.kvBase()
 			// groups of 8 rows, the last padded to 1, 2, 4 or 8
 			for r0 := 0; r0 < rows; r0 += 8 {
 				n := decodeRows(min(rows-r0, 8))
