@@ -1,0 +1,95 @@
+// Command decoder is a small transformer decoder with random weights
+// whose attention runs through packages attngen generated (attn/, from
+// specs/), in three configurations: Llama-3-like (grouped-query 4:1,
+// head_dim 128, causal), Gemma-2-like (sliding window 4096 and global
+// layers alternating, head_dim 256, soft-capping at 50, Gemma's
+// query_pre_attn_scalar as the scale) and gpt-oss-like (sliding window 128
+// and full layers alternating, learned sinks, head_dim 64, grouped-query
+// 8:1), each with RoPE, RMSNorm and a SwiGLU MLP.
+//
+// The KV cache is paged (16 positions a page, one pool of pages shared by
+// every sequence) and batching is continuous: sequences of different
+// lengths are prefilled together and decoded token by token in one batch
+// per step, joining and leaving at different steps.
+//
+// Usage:
+//
+//	go run ./examples/decoder          serve a few requests greedily per configuration
+//	go run ./examples/decoder -bench   tokens per second of prefill and decode, attngen against Go loops
+//
+// decoder_test.go compares every step's logits with a float64 dense
+// model. The GoMLX comparison of -bench is a separate module, gomlx/.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"time"
+)
+
+func main() {
+	bench := flag.Bool("bench", false, "time prefill and decode against a Go-loop attention")
+	batch := flag.Int("batch", 4, "-bench: sequences in the batch")
+	prompt := flag.Int("prompt", 512, "-bench: prompt length of each sequence")
+	steps := flag.Int("steps", 32, "-bench: decode steps")
+	flag.Parse()
+	if flag.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "decoder: unexpected argument %q\n", flag.Arg(0))
+		os.Exit(2)
+	}
+	if *batch < 1 || *prompt < 1 || *steps < 1 {
+		fmt.Fprintln(os.Stderr, "decoder: -batch, -prompt and -steps must be at least 1")
+		os.Exit(2)
+	}
+	for _, c := range Configs {
+		if err := c.Check(); err != nil {
+			fail(err)
+		}
+		if err := CheckGenerated(c); err != nil {
+			fail(err)
+		}
+	}
+	if *bench {
+		if err := Bench(os.Stdout, *batch, *prompt, *steps); err != nil {
+			fail(err)
+		}
+		return
+	}
+	for _, c := range Configs {
+		if err := demo(c); err != nil {
+			fail(err)
+		}
+	}
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "decoder:", err)
+	os.Exit(1)
+}
+
+// demo serves five requests that join and leave at different steps.
+func demo(c *Config) error {
+	w := NewWeights(c)
+	e := NewEngine(c, w, Generated{}, 256)
+	r := rand.New(rand.NewPCG(7, 7))
+	var reqs []*Request
+	for i, n := range []int{12, 3, 40, 7, 25} {
+		p := make([]int, n)
+		for j := range p {
+			p[j] = r.IntN(c.Vocab)
+		}
+		reqs = append(reqs, &Request{Arrive: 3 * i, Prompt: p, MaxNew: 6 + 2*i})
+	}
+	t0 := time.Now()
+	steps, err := Serve(e, reqs, false)
+	if err != nil {
+		return fmt.Errorf("%s: %w", c.Name, err)
+	}
+	fmt.Printf("%s: %d layers, windows %v, %d steps in %v\n", c.Name, c.Layers(), c.Windows, steps, time.Since(t0).Round(time.Millisecond))
+	for i, q := range reqs {
+		fmt.Printf("  request %d: prompt %2d tokens, steps %2d-%2d, generated %v\n", i, len(q.Prompt), q.Joined, q.Left, q.Tokens[len(q.Prompt):])
+	}
+	return nil
+}
