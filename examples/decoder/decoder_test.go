@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"sync"
 	"testing"
+
+	"github.com/attngen/attngen/examples/decoder/engine"
 )
 
 // The test serves the same requests in every configuration: they join at
@@ -27,16 +29,16 @@ var schedule = []reqSpec{
 
 // requests returns the schedule's requests with forced tokens, and the
 // token list each one feeds (its prompt and its picks but the last).
-func requests(c *Config) ([]*Request, [][]int) {
+func requests(c *engine.Config) ([]*engine.Request, [][]int) {
 	r := rand.New(rand.NewPCG(c.Seed, 99))
-	var reqs []*Request
+	var reqs []*engine.Request
 	var fed [][]int
 	for _, s := range schedule {
 		t := make([]int, s.prompt+s.gen)
 		for i := range t {
 			t[i] = r.IntN(c.Vocab)
 		}
-		reqs = append(reqs, &Request{Arrive: s.arrive, Prompt: t[:s.prompt], MaxNew: s.gen, Forced: t[s.prompt:]})
+		reqs = append(reqs, &engine.Request{Arrive: s.arrive, Prompt: t[:s.prompt], MaxNew: s.gen, Forced: t[s.prompt:]})
 		fed = append(fed, t[:len(t)-1])
 	}
 	return reqs, fed
@@ -56,24 +58,24 @@ var (
 	servedBy = map[string]*served{}
 )
 
-func serve(t *testing.T, c *Config) *served {
+func serve(t *testing.T, c *engine.Config) *served {
 	t.Helper()
 	servedMu.Lock()
 	defer servedMu.Unlock()
 	if s := servedBy[c.Name]; s != nil {
 		return s
 	}
-	if err := CheckGenerated(c); err != nil {
+	if err := engine.CheckGenerated(c); err != nil {
 		t.Fatal(err)
 	}
-	w := NewWeights(c)
+	w := engine.NewWeights(c)
 	s := &served{}
-	for _, a := range []Attention{Generated{}, Loops{}} {
+	for _, a := range []engine.Attention{engine.Generated{}, engine.Loops{}} {
 		reqs, fed := requests(c)
 		s.fed = fed
 		// Few pages, so that later requests reuse pages earlier ones left.
-		e := NewEngine(c, w, a, 32)
-		steps, err := Serve(e, reqs, true)
+		e := engine.NewEngine(c, w, a, 32)
+		steps, err := engine.Serve(e, reqs, true)
 		if err != nil {
 			t.Fatalf("%s, %s: %v", c.Name, a.Name(), err)
 		}
@@ -109,7 +111,7 @@ type bug struct {
 // reference computes, in float64 and by dense attention over every key of
 // the sequence with the mask written from the model's definition, the
 // logits of every position of each token list.
-func reference(c *Config, w *Weights, seqs [][]int, b bug) [][][]float64 {
+func reference(c *engine.Config, w *engine.Weights, seqs [][]int, b bug) [][][]float64 {
 	out := make([][][]float64, len(seqs))
 	var wg sync.WaitGroup
 	for i, toks := range seqs {
@@ -168,7 +170,7 @@ func rope64(x []float64, heads, d, pos int, theta float64) {
 	}
 }
 
-func refModel(c *Config, w *Weights, toks []int, b bug) [][]float64 {
+func refModel(c *engine.Config, w *engine.Weights, toks []int, b bug) [][]float64 {
 	n, H, D := len(toks), c.Hidden, c.HeadDim
 	x := make([][]float64, n)
 	for i, t := range toks {
@@ -266,7 +268,7 @@ func refModel(c *Config, w *Weights, toks []int, b bug) [][]float64 {
 // tolerance bounds the error of a logit against the float64 reference,
 // relative to the largest logit of the position (see
 // TestDecoderMatchesFloat64).
-func tolerance(c *Config) float64 {
+func tolerance(c *engine.Config) float64 {
 	if c.SoftCap > 0 {
 		return 1e-3
 	}
@@ -307,7 +309,7 @@ func maxErr[T float32 | float64](got [][][]T, want [][][]float64) (float64, stri
 // Each leaves a margin above 15, and each bug of TestDetectsBugs is at
 // least 10 times above it.
 func TestDecoderMatchesFloat64(t *testing.T) {
-	for _, c := range Configs {
+	for _, c := range engine.Configs {
 		t.Run(c.Name, func(t *testing.T) {
 			s := serve(t, c)
 			for _, x := range []struct {
@@ -329,13 +331,13 @@ func TestDecoderMatchesFloat64(t *testing.T) {
 // that each position's logits equal those of the incremental run, in which
 // the position came in its prompt or in a decode step.
 func TestPrefillThenDecodeIsRecompute(t *testing.T) {
-	for _, c := range Configs {
+	for _, c := range engine.Configs {
 		t.Run(c.Name, func(t *testing.T) {
 			s := serve(t, c)
-			e := NewEngine(c, NewWeights(c), Generated{}, 64)
-			seqs := make([]*Seq, len(s.fed))
+			e := engine.NewEngine(c, engine.NewWeights(c), engine.Generated{}, 64)
+			seqs := make([]*engine.Seq, len(s.fed))
 			for i := range seqs {
-				seqs[i] = &Seq{}
+				seqs[i] = &engine.Seq{}
 			}
 			lg, err := e.Step(seqs, s.fed, true)
 			if err != nil {
@@ -371,21 +373,21 @@ func TestPrefillThenDecodeIsRecompute(t *testing.T) {
 // so each mistake is one the schedule exercises).
 func TestDetectsBugs(t *testing.T) {
 	for _, x := range []struct {
-		c   *Config
+		c   *engine.Config
 		why string
 		b   bug
 	}{
-		{&GptOss, "window 127 instead of 128", bug{window: -1}},
-		{&GptOss, "window 129 instead of 128", bug{window: 1}},
-		{&GptOss, "no learned sinks", bug{noSinks: true}},
-		{&Gemma2, "no soft-cap", bug{noSoftCap: true}},
-		{&Gemma2, "1/sqrt(head_dim) instead of query_pre_attn_scalar", bug{scale: true}},
-		{&Llama, "query head h on key/value head h % HeadsKV", bug{gqa: true}},
-		{&Llama, "keys without RoPE", bug{noRoPEK: true}},
+		{&engine.GptOss, "window 127 instead of 128", bug{window: -1}},
+		{&engine.GptOss, "window 129 instead of 128", bug{window: 1}},
+		{&engine.GptOss, "no learned sinks", bug{noSinks: true}},
+		{&engine.Gemma2, "no soft-cap", bug{noSoftCap: true}},
+		{&engine.Gemma2, "1/sqrt(head_dim) instead of query_pre_attn_scalar", bug{scale: true}},
+		{&engine.Llama, "query head h on key/value head h % HeadsKV", bug{gqa: true}},
+		{&engine.Llama, "keys without RoPE", bug{noRoPEK: true}},
 	} {
 		t.Run(x.c.Name+"/"+x.why, func(t *testing.T) {
 			s := serve(t, x.c)
-			ref := reference(x.c, NewWeights(x.c), s.fed, x.b)
+			ref := reference(x.c, engine.NewWeights(x.c), s.fed, x.b)
 			e, where := maxErr(s.gen, ref)
 			t.Logf("relative error %.3g (%s)", e, where)
 			if e <= 10*tolerance(x.c) {

@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"time"
+
+	"github.com/attngen/attngen/examples/decoder/engine"
 )
 
 func main() {
@@ -22,21 +24,21 @@ func main() {
 		fmt.Fprintln(os.Stderr, "decoder: -batch, -prompt and -steps must be at least 1")
 		os.Exit(2)
 	}
-	for _, c := range Configs {
+	for _, c := range engine.Configs {
 		if err := c.Check(); err != nil {
 			fail(err)
 		}
-		if err := CheckGenerated(c); err != nil {
+		if err := engine.CheckGenerated(c); err != nil {
 			fail(err)
 		}
 	}
 	if *bench {
-		if err := Bench(os.Stdout, *batch, *prompt, *steps); err != nil {
+		if err := engine.Bench(os.Stdout, []engine.Attention{engine.Generated{}, engine.Loops{}}, *batch, *prompt, *steps); err != nil {
 			fail(err)
 		}
 		return
 	}
-	for _, c := range Configs {
+	for _, c := range engine.Configs {
 		if err := demo(c); err != nil {
 			fail(err)
 		}
@@ -49,20 +51,20 @@ func fail(err error) {
 }
 
 // demo serves five requests that join and leave at different steps.
-func demo(c *Config) error {
-	w := NewWeights(c)
-	e := NewEngine(c, w, Generated{}, 256)
+func demo(c *engine.Config) error {
+	w := engine.NewWeights(c)
+	e := engine.NewEngine(c, w, engine.Generated{}, 256)
 	r := rand.New(rand.NewPCG(7, 7))
-	var reqs []*Request
+	var reqs []*engine.Request
 	for i, n := range []int{12, 3, 40, 7, 25} {
 		p := make([]int, n)
 		for j := range p {
 			p[j] = r.IntN(c.Vocab)
 		}
-		reqs = append(reqs, &Request{Arrive: 3 * i, Prompt: p, MaxNew: 6 + 2*i})
+		reqs = append(reqs, &engine.Request{Arrive: 3 * i, Prompt: p, MaxNew: 6 + 2*i})
 	}
 	t0 := time.Now()
-	steps, err := Serve(e, reqs, false)
+	steps, err := engine.Serve(e, reqs, false)
 	if err != nil {
 		return fmt.Errorf("%s: %w", c.Name, err)
 	}

@@ -1,4 +1,4 @@
-package main
+package engine
 
 import (
 	"fmt"
@@ -8,15 +8,16 @@ import (
 	"time"
 )
 
-// Bench times, for every configuration and attention, one prefill of
-// batch sequences of prompt tokens in one step, then steps decode steps
-// of the batch, and prints tokens per second and the time in attention.
-func Bench(wr io.Writer, batch, prompt, steps int) error {
+// Bench times, for every configuration and each attention of attns, one
+// prefill of batch sequences of prompt tokens in one step, then steps
+// decode steps of the batch, and prints tokens per second and the time in
+// attention.
+func Bench(wr io.Writer, attns []Attention, batch, prompt, steps int) error {
 	fmt.Fprintf(wr, "batch %d, prompt %d, %d decode steps, GOMAXPROCS %d\n", batch, prompt, steps, runtime.GOMAXPROCS(0))
 	fmt.Fprintf(wr, "%-8s %-8s %14s %14s %14s %14s\n", "config", "attn", "prefill tok/s", "(attn ms)", "decode tok/s", "(attn ms)")
 	for _, c := range Configs {
 		w := NewWeights(c)
-		for _, a := range []Attention{Generated{}, Loops{}} {
+		for _, a := range attns {
 			pre, preAttn, dec, decAttn, err := benchOne(c, w, a, batch, prompt, steps)
 			if err != nil {
 				return err
