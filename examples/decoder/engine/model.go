@@ -123,8 +123,8 @@ func NewWeights(c *Config) *Weights {
 	return w
 }
 
-// matVec sets y = W x for the rows of x (n of them, in elements apart)
-// and of y (out elements apart): W is [out][in]. Output columns are split
+// matMul sets y = W x for the given rows of x (xs elements apart)
+// and of y (ys elements apart): W is [out][in]. Output columns are split
 // across GOMAXPROCS goroutines.
 func matMul(y []float32, ys int, x []float32, xs int, rows []int, w []float32, out, in int) {
 	workers := min(runtime.GOMAXPROCS(0), max(1, out*in*len(rows)/(1<<16)))
