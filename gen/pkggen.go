@@ -455,6 +455,15 @@ func BackwardVariant(variant Variant, %s, dout, q, k, v, out, lse []float32%s, s
 `, docDoc, grads, docParam, gradPass, docPass, grads, docParam, call)
 }
 
+// headDimVOf is what the generated code passes as the v head dimension:
+// HeadDimV for a {qk, v} spec, else 0 (HeadDim).
+func headDimVOf(s *spec.Spec) string {
+	if s.HeadDimV != 0 && s.HeadDimV != s.HeadDim {
+		return "HeadDimV"
+	}
+	return "0"
+}
+
 // pagedAPI is the paged-cache part of the API of a spec with page_size.
 func pagedAPI(s *spec.Spec, docParam, docPass, call string) string {
 	if s.PageSize == 0 {
@@ -462,6 +471,16 @@ func pagedAPI(s *spec.Spec, docParam, docPass, call string) string {
 	}
 	return fmt.Sprintf(`// PageSize is the key positions a page of the paged KV cache holds.
 const PageSize = %d
+
+// PagedBSHD is BSHD (q and the output [batch, seq, heads, head_dim]) with
+// a paged cache whose pages hold positions of all kv heads side by side,
+// [page][PageSize][HeadsKV][HeadDim] (vLLM's layout). Without a Layout a
+// paged cache is [page][HeadsKV][PageSize][HeadDim]; BSHD's k and v
+// strides are those of a contiguous cache, not of pages.
+func PagedBSHD(s Shape) Layout {
+	cs, _ := shapeOf(s)
+	return cpu.PagedBSHD(cs, PageSize, %s)
+}
 
 // ForwardPaged is Forward on a paged KV cache: k and v hold pages of
 // PageSize positions, [page][HeadsKV][PageSize][HeadDim], and table lists
@@ -486,7 +505,7 @@ func ForwardPagedVariant(variant Variant, out, lse, q, k, v []float32, table []i
 	return %s
 }
 
-`, s.PageSize, docParam, docPass, docParam, call)
+`, s.PageSize, headDimVOf(s), docParam, docPass, docParam, call)
 }
 
 // argsAPI is the general entry point, Args and ForwardArgs: its Docs field
@@ -523,10 +542,10 @@ func argsAPI(s *spec.Spec, docs, tree, heads bool, st ScoreStage) string {
 // slice is given when it is not nil; the layouts are those of Forward
 // and ForwardPaged.`
 		cases = "(Forward, Forward16 and ForwardPaged are\n// special cases)"
-		fields += "\t// Table, when not nil, is the page table of a paged cache in K and V\n\t// (or K16 and V16), as ForwardPaged takes it; nil means a contiguous\n\t// cache.\n\tTable []int32\n"
+		fields += "\t// Table, when not nil, is the page table of a paged cache in K and V\n\t// (or K16 and V16), as ForwardPaged takes it; nil means a contiguous\n\t// cache. TableStride, when not 0, is the entries a batch row has in\n\t// Table (rows read only their first ceil(keys/PageSize)), so one table\n\t// of a fixed width serves every step.\n\tTable       []int32\n\tTableStride int\n"
 		table = `	var pg cpu.Paged
-	if a.Table != nil {
-		pg = cpu.Paged{PageSize: PageSize, Table: a.Table}
+	if a.Table != nil || a.TableStride != 0 {
+		pg = cpu.Paged{PageSize: PageSize, Table: a.Table, TableStride: a.TableStride}
 	}
 `
 		pass += " Paged: pg,"

@@ -51,6 +51,17 @@ func BSHD(s Shape, dv int) Layout {
 	}
 }
 
+// PagedBSHD is BSHD with a paged cache whose pages hold their positions'
+// heads side by side, [page][PageSize][HeadsKV][HeadDim] (vLLM's layout):
+// K's and V's Batch stride is the page's.
+func PagedBSHD(s Shape, pageSize, dv int) Layout {
+	l := BSHD(s, dv)
+	dv = orDim(dv, s.HeadDim)
+	l.K = Strides{pageSize * s.HeadsKV * s.HeadDim, s.HeadDim, s.HeadsKV * s.HeadDim}
+	l.V = Strides{pageSize * s.HeadsKV * dv, dv, s.HeadsKV * dv}
+	return l
+}
+
 // PackedQKV is the layout of a fused QKV projection's output: one buffer
 // [Batch, Seq, (HeadsQ + 2 HeadsKV) * HeadDim] holding each position's
 // query heads, then its key heads, then its value heads. Pass Q = buf, K =

@@ -618,3 +618,59 @@ func TestBackwardLayouts(t *testing.T) {
 		}
 	}
 }
+
+// TestPagedBSHD: a paged cache in vLLM's layout ([page][PageSize][HeadsKV]
+// [HeadDim], PagedBSHD) with a fixed-width table (TableStride) gives the
+// bits of the contiguous call, decoding and prefill, on every variant.
+func TestPagedBSHD(t *testing.T) {
+	r := rand.New(rand.NewPCG(315, 316))
+	_, m := headsPlan(t, shapeSpecs[0])
+	for _, s := range []cpu.Shape{
+		{Batch: 3, HeadsQ: 4, HeadsKV: 2, SeqQ: 1, SeqK: 300, HeadDim: 64},
+		{Batch: 2, HeadsQ: 2, HeadsKV: 2, SeqQ: 70, SeqK: 150, HeadDim: 96},
+	} {
+		for _, v := range supported() {
+			c := newShapeCall(t, r, m, s, 0, s.SeqK)
+			want := c.a
+			if err := cpu.ForwardArgs(m, v, want); err != nil {
+				t.Fatal(err)
+			}
+			const ps = 16
+			pk, pv, pg := pagedOf(r, c.k, c.v, s, 0, ps)
+			// the same pages with each position's heads side by side
+			D, H := s.HeadDim, s.HeadsKV
+			vk, vv := make([]float32, len(pk)), make([]float32, len(pv))
+			for p := 0; p < len(pk)/(H*ps*D); p++ {
+				for h := 0; h < H; h++ {
+					for x := 0; x < ps; x++ {
+						copy(vk[((p*ps+x)*H+h)*D:][:D], pk[((p*H+h)*ps+x)*D:])
+						copy(vv[((p*ps+x)*H+h)*D:][:D], pv[((p*H+h)*ps+x)*D:])
+					}
+				}
+			}
+			// a table of 40 entries a row, the tail never read
+			need := (s.SeqK + ps - 1) / ps
+			wide := make([]int32, s.Batch*40)
+			for i := range wide {
+				wide[i] = -1
+			}
+			for b := 0; b < s.Batch; b++ {
+				copy(wide[b*40:], pg.Table[b*need:(b+1)*need])
+			}
+			a := c.a
+			a.K, a.V, a.Paged = vk, vv, cpu.Paged{PageSize: ps, Table: wide, TableStride: 40}
+			a.Layout = cpu.PagedBSHD(s, ps, 0)
+			a.Layout.Q, a.Layout.Out = cpu.Strides{}, cpu.Strides{} // q and out BHSD
+			a.Out, a.LSE = poisoned32(c.nOut, 0x7fc0_0041), poisoned32(c.nL, 0x7fc0_0042)
+			if err := cpu.ForwardArgs(m, v, a); err != nil {
+				t.Fatalf("%s %+v: %v", v, s, err)
+			}
+			if i := sameBits32(a.Out, want.Out); i >= 0 {
+				t.Fatalf("%s %+v: out[%d] = %v, contiguous %v", v, s, i, a.Out[i], want.Out[i])
+			}
+			if i := sameBits32(a.LSE, want.LSE); i >= 0 {
+				t.Fatalf("%s %+v: lse[%d] = %v, contiguous %v", v, s, i, a.LSE[i], want.LSE[i])
+			}
+		}
+	}
+}

@@ -128,6 +128,15 @@ func BSHD(s Shape) Layout {
 	return cpu.BSHD(cs, 0)
 }
 
+// PackedQKV is the layout of a fused QKV projection's output, one buffer
+// [batch, seq, (HeadsQ + 2 HeadsKV) * HeadDim]: pass Q = buf, K =
+// buf[HeadsQ*HeadDim:] and V = buf[(HeadsQ+HeadsKV)*HeadDim:]; the output
+// is BSHD. It needs SeqQ = SeqK and one head dimension.
+func PackedQKV(s Shape) Layout {
+	cs, _ := shapeOf(s)
+	return cpu.PackedQKV(cs)
+}
+
 // Forward computes masked attention: out = softmax(scale * q k^T + mask) v
 // and, when lse is not nil, the natural log-sum-exp of each row's kept
 // scaled scores. out is [Batch, HeadsQ, SeqQ, HeadDim], lse is [Batch,
@@ -162,6 +171,16 @@ func ForwardVariant(variant Variant, out, lse, q, k, v []float32, s Shape) error
 
 // PageSize is the key positions a page of the paged KV cache holds.
 const PageSize = 16
+
+// PagedBSHD is BSHD (q and the output [batch, seq, heads, head_dim]) with
+// a paged cache whose pages hold positions of all kv heads side by side,
+// [page][PageSize][HeadsKV][HeadDim] (vLLM's layout). Without a Layout a
+// paged cache is [page][HeadsKV][PageSize][HeadDim]; BSHD's k and v
+// strides are those of a contiguous cache, not of pages.
+func PagedBSHD(s Shape) Layout {
+	cs, _ := shapeOf(s)
+	return cpu.PagedBSHD(cs, PageSize, 0)
+}
 
 // ForwardPaged is Forward on a paged KV cache: k and v hold pages of
 // PageSize positions, [page][HeadsKV][PageSize][HeadDim], and table lists
@@ -227,9 +246,12 @@ type Args struct {
 	LSE []float32
 	// Table, when not nil, is the page table of a paged cache in K and V
 	// (or K16 and V16), as ForwardPaged takes it; nil means a contiguous
-	// cache.
-	Table []int32
-	Shape Shape
+	// cache. TableStride, when not 0, is the entries a batch row has in
+	// Table (rows read only their first ceil(keys/PageSize)), so one table
+	// of a fixed width serves every step.
+	Table       []int32
+	TableStride int
+	Shape       Shape
 	// Layout gives the strides of Q, K, V and the output (see Layout); the
 	// zero value is [batch, heads, seq, head_dim] each.
 	Layout Layout
@@ -259,8 +281,8 @@ func ForwardArgsVariant(variant Variant, a Args) error {
 		return err
 	}
 	var pg cpu.Paged
-	if a.Table != nil {
-		pg = cpu.Paged{PageSize: PageSize, Table: a.Table}
+	if a.Table != nil || a.TableStride != 0 {
+		pg = cpu.Paged{PageSize: PageSize, Table: a.Table, TableStride: a.TableStride}
 	}
 	return cpu.ForwardArgs(compiled{}, cpu.Variant(variant), cpu.Args{
 		Elem: cpu.Elem(a.Elem), Q: a.Q, K: a.K, V: a.V, Q16: a.Q16, K16: a.K16, V16: a.V16,
