@@ -139,6 +139,9 @@ func apiFile(s *spec.Spec, p *Plan, pkgName, command string, pkgDoc bool) ([]byt
 	}
 	fmt.Fprintf(&b, "// Mask is the normalized mask, as attngen check prints it.\nconst Mask = %q\n\n", s.Mask.String())
 	fmt.Fprintf(&b, "// Causal reports whether the mask is ANDed with j <= i.\nconst Causal = %v\n\n", s.Causal)
+	if p.Score.SoftCap && p.Score.Cap != 0 {
+		fmt.Fprintf(&b, "// SoftCap is the spec's soft-cap of the scaled scores (cap*tanh(s/cap)).\nconst SoftCap = %v\n\n", p.Score.Cap)
+	}
 	b.WriteString(`// Shape describes one call. Tensors are laid out [batch, heads, seq,
 // head_dim], row-major. Query head h reads key/value head
 // h / (HeadsQ/HeadsKV) (grouped-query attention). Queries are the last SeqQ

@@ -41,6 +41,9 @@ const Mask = "{full: {}}"
 // Causal reports whether the mask is ANDed with j <= i.
 const Causal = true
 
+// SoftCap is the spec's soft-cap of the scaled scores (cap*tanh(s/cap)).
+const SoftCap = 50
+
 // Shape describes one call. Tensors are laid out [batch, heads, seq,
 // head_dim], row-major. Query head h reads key/value head
 // h / (HeadsQ/HeadsKV) (grouped-query attention). Queries are the last SeqQ
