@@ -119,7 +119,7 @@ func testDecodeAsm(t *testing.T, kern *kernels) {
 		{"gaussian-large", false, 0, 60, 3, true},
 	}
 	for _, elem := range []Elem{F32, BF16, F16} {
-		for _, d := range []int{64, 128} {
+		for _, d := range squareTestDims(kern) {
 			for ci, c := range cases {
 				for _, n := range []int{1, 2, 4, 8} {
 					for seed := uint64(0); seed < 2; seed++ {

@@ -382,7 +382,7 @@ func TestTileScoreAsm(t *testing.T) {
 		{"gaussian-large", false, 0, 60, []string{"partial", "full", "causal"}, true},
 	}
 	eachKernels(t, func(k *kernels) bool { return k.tileScore != nil }, func(t *testing.T, kern *kernels) {
-		for _, d := range []int{64, 128} {
+		for _, d := range squareTestDims(kern) {
 			run := func(q []float32, tl *atTile, st *atState, sc *scoreTile) {
 				kern.tileScore(q, tl.kt, tl.v, st.s, st.o, st.m, st.l, tl.mask, square(d), sc)
 			}
@@ -414,7 +414,7 @@ func TestDecodeScoreAsm(t *testing.T) {
 	}
 	eachKernels(t, func(k *kernels) bool { return k.hasDecodeScore(square(64)) }, func(t *testing.T, kern *kernels) {
 		for _, elem := range []Elem{F32, BF16, F16} {
-			for _, d := range []int{64, 128} {
+			for _, d := range squareTestDims(kern) {
 				for _, n := range []int{1, 2, 4, 8} {
 					for ci, c := range cases {
 						for _, flags := range scoreFlagSets {
@@ -453,7 +453,7 @@ func TestScoreKernelsNoStage(t *testing.T) {
 	cases := []struct{ flags, like uint32 }{{0, 0}, {scoreAbs, 0}, {scoreCap | scoreAbs, scoreCap}, {scoreAbs | 8, 0}}
 	eachKernels(t, func(k *kernels) bool { return k.tileScore != nil && k.hasDecodeScore(square(64)) }, func(t *testing.T, kern *kernels) {
 		rng := rand.New(rand.NewPCG(3, 3))
-		for _, d := range []int{64, 128} {
+		for _, d := range squareTestDims(kern) {
 			g := &atGen{rng: rng, d: d, sd: 6}
 			q := g.q()
 			for _, mk := range []string{"full", "partial"} {
