@@ -16,8 +16,12 @@
 //
 // The kernels compute the functions of runtime/cpu's pure-Go code and
 // amd64 kernels (emit/avo), with the same ABIs: the tile kernel (tile.go,
-// D = 64 and 128, 6x4 register blocking with FMLA by element), the decode
-// kernels (decode.go: F32, BF16, F16; D = 64, 128; 1, 2, 4, 8 rows), the
+// 6x4 register blocking with FMLA by element), the decode kernels
+// (decode.go: F32, BF16, F16; 1, 2, 4, 8 rows), both for every pair of
+// head dimensions of KernelDims (dims.go: qk of q and k, v of v and the
+// output, each a multiple of 4 up to 256, qk != v allowed; names such as
+// tileNEOND64 and tileNEOND192V128), with the table of them that
+// runtime/cpu dispatches on (neonDims, written by Table), the
 // tiled backward's gemm and bwdProb (backward.go), the row helpers
 // scaleRow, nonFinite, widen and transpose (rows.go), the FMA-peak and
 // read-bandwidth probes (probes.go), and the score stage's kernels

@@ -129,13 +129,14 @@ func TestEncodings(t *testing.T) {
 }
 
 // TestGenerateReproducible: two runs give the same bytes, and the
-// generated file is what runtime/cpu holds.
+// generated files (the kernels and their table) are what runtime/cpu
+// holds.
 func TestGenerateReproducible(t *testing.T) {
 	a, b := Generate("cpu"), Generate("cpu")
-	if string(a.Asm()) != string(b.Asm()) || string(a.Stubs()) != string(b.Stubs()) {
+	if string(a.Asm()) != string(b.Asm()) || string(a.Stubs()) != string(b.Stubs()) || string(Table("cpu")) != string(Table("cpu")) {
 		t.Fatal("two runs differ")
 	}
-	for name, want := range map[string][]byte{AsmFile: a.Asm(), StubsFile: a.Stubs()} {
+	for name, want := range map[string][]byte{AsmFile: a.Asm(), StubsFile: a.Stubs(), TableFile: Table("cpu")} {
 		have, err := os.ReadFile(filepath.Join("..", "..", "runtime", "cpu", name))
 		if err != nil {
 			t.Fatal(err)

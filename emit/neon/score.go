@@ -50,9 +50,9 @@ var TanhPoly = [8]float64{
 }
 
 // Names of the score-stage kernels.
-func TileScoreName(d int) string { return fmt.Sprintf("tileScoreNEOND%d", d) }
-func DecodeScoreName(e Elem, d, r int) string {
-	return fmt.Sprintf("decodeScoreNEON%sD%dR%d", e, d, r)
+func TileScoreName(d Dims) string { return "tileScoreNEON" + d.suffix() }
+func DecodeScoreName(e Elem, d Dims, r int) string {
+	return fmt.Sprintf("decodeScoreNEON%s%sR%d", e, d.suffix(), r)
 }
 
 const (

@@ -94,8 +94,9 @@ func (f *Func) exp2Clamped(x, t1, t2, t3 V) V {
 var tileParams = []Param{{"q", "*float32"}, {"kt", "*float32"}, {"v", "*float32"}, {"s", "*float32"},
 	{"o", "*float32"}, {"m", "*float32"}, {"l", "*float32"}, {"mask", "*uint64"}}
 
-// TileName is the NEON tile kernel of head dimension d.
-func TileName(d int) string { return fmt.Sprintf("tileNEOND%d", d) }
+// TileName is the NEON tile kernel of head dimensions d: tileNEOND64 for
+// qk = v = 64, tileNEOND192V128 for qk = 192 and v = 128.
+func TileName(d Dims) string { return "tileNEON" + d.suffix() }
 
 // Register blocking of both products: 6 rows x 4 vectors (16 columns) of
 // accumulators, V0-V23 (row r, vector j in V(4r+j)); the six rows' next
@@ -111,18 +112,20 @@ const (
 	vB      = 30
 )
 
-// kloop emits acc[r][j] += sum_k A[r][k] B[k][4j:4j+4] for k < klen: A
-// row r at Ra + r*aRow (floats at 4-byte steps), B step k at Rb + k*bRow
-// (four vectors). It advances Ra and Rb and counts Rn down.
-func (f *Func) kloop(label string, ra, rb, rn, aRow, bRow, klen int) {
+// kloop emits acc[r][j] += sum_k A[r][k] B[k][4j:4j+4] for k < klen (a
+// multiple of 4) and j < nvec: A row r at Ra + r*aRow (floats at 4-byte
+// steps), B step k at Rb + k*bRow (nvec vectors; the accumulators of row
+// r are V(4r) onwards whatever nvec). It advances Ra and Rb and counts Rn
+// down.
+func (f *Func) kloop(label string, ra, rb, rn, aRow, bRow, klen, nvec int) {
 	f.I("MOVD $%d, R%d", klen/4, rn)
 	f.Label(label)
 	for r := 0; r < blkRows; r++ {
 		f.I("FMOVQ %d(R%d), F%d", r*aRow, ra, vA+r)
 	}
 	for kk := 0; kk < 4; kk++ {
-		for j := 0; j < blkVecs; j++ {
-			b := V(vB + (kk*blkVecs+j)%2)
+		for j := 0; j < nvec; j++ {
+			b := V(vB + (kk*nvec+j)%2)
 			f.I("FMOVQ %d(R%d), F%d", kk*bRow+16*j, rb, b)
 			for r := 0; r < blkRows; r++ {
 				f.fmlaE(V(4*r+j), b, V(vA+r), kk)
@@ -135,11 +138,11 @@ func (f *Func) kloop(label string, ra, rb, rn, aRow, bRow, klen int) {
 	f.I("BNE %s", label)
 }
 
-// accMem emits a load (store) of the accumulators from (to) rows at Rp +
-// r*row.
-func (f *Func) accMem(store bool, rp, row int) {
+// accMem emits a load (store) of nvec vectors of accumulators a row from
+// (to) rows at Rp + r*row.
+func (f *Func) accMem(store bool, rp, row, nvec int) {
 	for r := 0; r < blkRows; r++ {
-		for j := 0; j < blkVecs; j++ {
+		for j := 0; j < nvec; j++ {
 			if store {
 				f.I("FMOVQ F%d, %d(R%d)", 4*r+j, r*row+16*j, rp)
 			} else {
@@ -160,8 +163,9 @@ func (f *Func) blockSkip(skip string) {
 	f.I("CBZ R12, %s", skip)
 }
 
-// EmitTile returns the tile kernel for head dimension d (64 or 128): the
-// function of runtime/cpu's tileGo and the tile ABI of its package doc.
+// EmitTile returns the tile kernel for head dimensions d (each a multiple
+// of 4 up to 256): the function of runtime/cpu's tileGo and the tile ABI
+// of its package doc (q [TQ][qk], kt [qk][TK], v [TK][v], o [TQ][v]).
 //
 // Arguments stay in R0 (q), R1 (kt), R2 (v), R3 (s), R4 (o), R5 (m), R6
 // (l), R7 (mask). A nil mask selects the full-tile copy of the kernel; the
@@ -171,69 +175,69 @@ func (f *Func) blockSkip(skip string) {
 // gives a row that keeps nothing p = 0 and no state change. Phases:
 //
 //  1. S = Q K^T into s: row blocks, then column chunks of 16 keys, then
-//     the reduction over d, 4 steps an iteration (kloop);
+//     the reduction over qk, 4 steps an iteration (kloop);
 //  2. online softmax, one row at a time, all 16 vectors of a row in
 //     V0-V15: maximum (FMAXNM, which ignores NaN as tileGo's comparison
 //     does), alpha (scalar, exp2 in lane 0), p = exp2(s - ms) written back
 //     to s, l, and o scaled by alpha where alpha is not 1;
-//  3. O += P V: row blocks, chunks of 16 output columns, the reduction
-//     over the 64 keys.
-func EmitTile(d int) *Func { return emitTile(d, false) }
+//  3. O += P V: row blocks, chunks of 16 output columns (and one of the
+//     v%16 columns left, with fewer accumulators), the reduction over the
+//     64 keys.
+func EmitTile(d Dims) *Func { return emitTile(d, false) }
 
 // EmitTileScore returns the tile kernel with the score stage for head
 // dimension d (TileScoreName: emit/avo's TileScoreSignature, the tile ABI
 // plus runtime/cpu's *scoreTile): EmitTile's kernel with the score pass
 // (tileScorePass) between phases 1 and 2 of both copies.
-func EmitTileScore(d int) *Func { return emitTile(d, true) }
+func EmitTileScore(d Dims) *Func { return emitTile(d, true) }
 
-func emitTile(d int, score bool) *Func {
-	if d != 64 && d != 128 {
-		panic("BUG: tile D")
-	}
+func emitTile(d Dims, score bool) *Func {
+	d.check()
 	var f *Func
 	if score {
 		f = NewFunc(TileScoreName(d), append(tileParams[:len(tileParams):len(tileParams)], scoreParam), nil,
 			fmt.Sprintf("%s is the tile microkernel with the score stage of sc (see", TileScoreName(d)),
-			fmt.Sprintf("scoreTile) for D = %d, written for NEON (Advanced SIMD). A nil mask means", d),
+			fmt.Sprintf("scoreTile) for %s, written for NEON (Advanced SIMD). A nil mask means", d.text()),
 			"a full tile.")
 	} else {
 		f = NewFunc(TileName(d), tileParams, nil,
 			fmt.Sprintf("%s is the tile microkernel (see the package doc for the ABI) for", TileName(d)),
-			fmt.Sprintf("D = %d, written for NEON (Advanced SIMD). A nil mask means a full tile.", d))
+			fmt.Sprintf("%s, written for NEON (Advanced SIMD). A nil mask means a full tile.", d.text()))
 	}
 	for i, p := range tileParams {
 		f.I("MOVD %s, R%d", f.Arg(p.Name), i)
 	}
 	f.I("CBNZ R7, masked")
 	f.Comment("Full tile. Phase 1: S = Q K^T into s.")
-	f.tileQK(d, false)
+	f.tileQK(d.QK, false)
 	if score {
 		f.Comment("The score stage.")
 		f.tileScorePass(false)
 	}
 	f.Comment("Phase 2: online softmax row by row.")
-	f.tileSoftmax(d, false)
+	f.tileSoftmax(d.V, false)
 	f.Comment("Phase 3: O += P V.")
-	f.tilePV(d, false)
+	f.tilePV(d.V, false)
 	f.I("RET")
 	f.Label("masked")
 	f.Comment("Masked tile. Phase 1: S = Q K^T, row blocks that keep something.")
-	f.tileQK(d, true)
+	f.tileQK(d.QK, true)
 	if score {
 		f.Comment("The score stage, rows that keep a key only.")
 		f.tileScorePass(true)
 	}
 	f.Comment("Phase 2: online softmax row by row, masked.")
-	f.tileSoftmax(d, true)
+	f.tileSoftmax(d.V, true)
 	f.Comment("Phase 3: O += P V, row blocks that keep something.")
-	f.tilePV(d, true)
+	f.tilePV(d.V, true)
 	f.I("RET")
 	return f
 }
 
 func pfx(masked bool) string { return pick(masked, "m_", "f_") }
 
-func (f *Func) tileQK(d int, masked bool) {
+// tileQK emits phase 1 for q rows of qk floats.
+func (f *Func) tileQK(qk int, masked bool) {
 	p := pfx(masked)
 	f.I("MOVD R0, R8")  // q of the row block
 	f.I("MOVD R3, R9")  // s of the row block
@@ -252,20 +256,22 @@ func (f *Func) tileQK(d int, masked bool) {
 	}
 	f.I("MOVD R8, R16")
 	f.I("MOVD R13, R17")
-	f.kloop(p+"qk_k", 16, 17, 19, 4*d, 4*TK, d)
-	f.accMem(true, 14, 4*TK)
+	f.kloop(p+"qk_k", 16, 17, 19, 4*qk, 4*TK, qk, blkVecs)
+	f.accMem(true, 14, 4*TK, blkVecs)
 	f.I("ADD $64, R13")
 	f.I("ADD $64, R14")
 	f.I("SUBS $1, R15")
 	f.I("BNE %s", p+"qk_ch")
 	f.Label(p + "qk_next")
-	f.I("ADD $%d, R8", blkRows*4*d)
+	f.I("ADD $%d, R8", blkRows*4*qk)
 	f.I("ADD $%d, R9", blkRows*4*TK)
 	f.I("ADD $%d, R10", blkRows*8)
 	f.I("SUBS $1, R11")
 	f.I("BNE %s", p+"qk_rb")
 }
 
+// tilePV emits phase 3 for o and value rows of d floats: d/16 chunks of
+// 16 columns in a loop, then a chunk of the d%16 columns left.
 func (f *Func) tilePV(d int, masked bool) {
 	p := pfx(masked)
 	f.I("MOVD R3, R8")  // p of the row block
@@ -278,17 +284,26 @@ func (f *Func) tilePV(d int, masked bool) {
 	}
 	f.I("MOVD R2, R13") // v of the column chunk
 	f.I("MOVD R9, R14") // o of the chunk
-	f.I("MOVD $%d, R15", d/(4*blkVecs))
-	f.Label(p + "pv_ch")
-	f.accMem(false, 14, 4*d)
-	f.I("MOVD R8, R16")
-	f.I("MOVD R13, R17")
-	f.kloop(p+"pv_k", 16, 17, 19, 4*TK, 4*d, TK)
-	f.accMem(true, 14, 4*d)
-	f.I("ADD $64, R13")
-	f.I("ADD $64, R14")
-	f.I("SUBS $1, R15")
-	f.I("BNE %s", p+"pv_ch")
+	chunk := func(label string, nvec int) {
+		f.accMem(false, 14, 4*d, nvec)
+		f.I("MOVD R8, R16")
+		f.I("MOVD R13, R17")
+		f.kloop(label, 16, 17, 19, 4*TK, 4*d, TK, nvec)
+		f.accMem(true, 14, 4*d, nvec)
+	}
+	if n := d / (4 * blkVecs); n > 0 {
+		f.I("MOVD $%d, R15", n)
+		f.Label(p + "pv_ch")
+		chunk(p+"pv_k", blkVecs)
+		f.I("ADD $64, R13")
+		f.I("ADD $64, R14")
+		f.I("SUBS $1, R15")
+		f.I("BNE %s", p+"pv_ch")
+	}
+	if rem := d % (4 * blkVecs) / 4; rem > 0 {
+		f.Comment(fmt.Sprintf("The last %d columns.", 4*rem))
+		chunk(p+"pv_kr", rem)
+	}
 	f.Label(p + "pv_next")
 	f.I("ADD $%d, R8", blkRows*4*TK)
 	f.I("ADD $%d, R9", blkRows*4*d)
@@ -318,7 +333,8 @@ func (f *Func) maxTree() {
 	f.fmaxnmv(28, 28)
 }
 
-// tileSoftmax emits phase 2. Registers: R8 the row of s, R9 m, R10 l,
+// tileSoftmax emits phase 2 (o rows of d floats). Registers: R8 the row
+// of s, R9 m, R10 l,
 // R11 the row of o, R12 the row count, R13 the mask words, R14 the row's
 // word, R17 alpha's bits; V0-V15 the row, V16-V25 constants, V26 ms, V27
 // the sums, V28-V31 scratch.
@@ -384,7 +400,7 @@ func (f *Func) tileSoftmax(d int, masked bool) {
 
 // softmaxRow emits the online-softmax step of one row whose 64 scores
 // (masked ones -Inf) are in V0-V15: m (at R9), l (at R10) and the o row (d
-// floats at R11) are updated and V0-V15 left holding p. Constants in
+// floats at R11, a multiple of 4) are updated and V0-V15 left holding p. Constants in
 // V16-V25 (loadConsts); scratch R15-R17, V26-V31; labels start with p.
 func (f *Func) softmaxRow(d int, p string) {
 	f.maxTree()
@@ -427,12 +443,13 @@ func (f *Func) softmaxRow(d int, p string) {
 	f.I("FMOVS F28, (R10)")
 	f.I("MOVD R11, R15")
 	f.I("MOVD R11, R16")
-	for i := 0; i < d/16; i++ {
-		f.I("VLD1.P 64(R15), %s", vlist(28, 4))
-		for k := V(28); k < 32; k++ {
+	for i := 0; i < d; i += 16 {
+		n := min(4, (d-i)/4)
+		f.I("VLD1.P %d(R15), %s", 16*n, vlist(28, n))
+		for k := V(28); k < V(28+n); k++ {
 			f.fmulE(k, k, 26, 0)
 		}
-		f.I("VST1.P %s, 64(R16)", vlist(28, 4))
+		f.I("VST1.P %s, %d(R16)", vlist(28, n), 16*n)
 	}
 	f.Label(p + "sm_rowdone")
 }

@@ -156,9 +156,11 @@ func testDecodeAsm(t *testing.T, kern *kernels) {
 								t.Fatalf("%s D=%d %s rows %d tile %d: %v", elem, d, c.name, n, i, err)
 							}
 							ref.step(q, tile)
-							all := &atTile{kt: tile.kt, v: tile.v}
-							refAll.step(q, all)
-							atStepF32(f32, d, q, all)
+							if !c.grid { // the yardstick of Gaussian scores only
+								all := &atTile{kt: tile.kt, v: tile.v}
+								refAll.step(q, all)
+								atStepF32(f32, d, q, all)
+							}
 							eo, el, em, err := ref.errs(st)
 							if err != nil {
 								t.Fatalf("%s D=%d %s rows %d tile %d: %v", elem, d, c.name, n, i, err)

@@ -23,7 +23,8 @@ func archKernels(v Variant) *kernels {
 }
 
 // neonKernels is the NEON table, made once so that dispatch allocates
-// nothing. The kernels are written by emit/neon (tile_arm64.s).
+// nothing. The kernels are written by emit/neon (tile_arm64.s), their
+// table by head dimensions, neonDims, too (kernels_dims_arm64.go).
 var neonKernels = &kernels{
 	tile:      asmTile(neonDims),
 	tileScore: asmTileScore(neonDims),
@@ -41,34 +42,4 @@ var neonKernels = &kernels{
 	narrow:    [3]func(*uint16, *float32, int, float32){BF16: narrowBF16NEON, F16: narrowF16NEON},
 	peak:      peakNEON, peakFlops: 12 * 2 * 4,
 	readSum: readSumNEON, readBlock: 32,
-}
-
-// neonDims are the NEON kernels by head dimensions.
-var neonDims = []dimKernels{
-	{
-		dims: square(64), tile: tileNEOND64, tileScore: tileScoreNEOND64,
-		decode: [3][4]decodeKernel{
-			F32:  {decodeNEONF32D64R1, decodeNEONF32D64R2, decodeNEONF32D64R4, decodeNEONF32D64R8},
-			BF16: {decodeNEONBF16D64R1, decodeNEONBF16D64R2, decodeNEONBF16D64R4, decodeNEONBF16D64R8},
-			F16:  {decodeNEONF16D64R1, decodeNEONF16D64R2, decodeNEONF16D64R4, decodeNEONF16D64R8},
-		},
-		decodeScore: [3][4]decodeScoreKernel{
-			F32:  {decodeScoreNEONF32D64R1, decodeScoreNEONF32D64R2, decodeScoreNEONF32D64R4, decodeScoreNEONF32D64R8},
-			BF16: {decodeScoreNEONBF16D64R1, decodeScoreNEONBF16D64R2, decodeScoreNEONBF16D64R4, decodeScoreNEONBF16D64R8},
-			F16:  {decodeScoreNEONF16D64R1, decodeScoreNEONF16D64R2, decodeScoreNEONF16D64R4, decodeScoreNEONF16D64R8},
-		},
-	},
-	{
-		dims: square(128), tile: tileNEOND128, tileScore: tileScoreNEOND128,
-		decode: [3][4]decodeKernel{
-			F32:  {decodeNEONF32D128R1, decodeNEONF32D128R2, decodeNEONF32D128R4, decodeNEONF32D128R8},
-			BF16: {decodeNEONBF16D128R1, decodeNEONBF16D128R2, decodeNEONBF16D128R4, decodeNEONBF16D128R8},
-			F16:  {decodeNEONF16D128R1, decodeNEONF16D128R2, decodeNEONF16D128R4, decodeNEONF16D128R8},
-		},
-		decodeScore: [3][4]decodeScoreKernel{
-			F32:  {decodeScoreNEONF32D128R1, decodeScoreNEONF32D128R2, decodeScoreNEONF32D128R4, decodeScoreNEONF32D128R8},
-			BF16: {decodeScoreNEONBF16D128R1, decodeScoreNEONBF16D128R2, decodeScoreNEONBF16D128R4, decodeScoreNEONBF16D128R8},
-			F16:  {decodeScoreNEONF16D128R1, decodeScoreNEONF16D128R2, decodeScoreNEONF16D128R4, decodeScoreNEONF16D128R8},
-		},
-	},
 }

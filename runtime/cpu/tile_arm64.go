@@ -4,17 +4,81 @@
 
 package cpu
 
+// tileNEOND32 is the tile microkernel (see the package doc for the ABI) for
+// D = 32, written for NEON (Advanced SIMD). A nil mask means a full tile.
+//
+//go:noescape
+func tileNEOND32(q *float32, kt *float32, v *float32, s *float32, o *float32, m *float32, l *float32, mask *uint64)
+
 // tileNEOND64 is the tile microkernel (see the package doc for the ABI) for
 // D = 64, written for NEON (Advanced SIMD). A nil mask means a full tile.
 //
 //go:noescape
 func tileNEOND64(q *float32, kt *float32, v *float32, s *float32, o *float32, m *float32, l *float32, mask *uint64)
 
+// tileNEOND80 is the tile microkernel (see the package doc for the ABI) for
+// D = 80, written for NEON (Advanced SIMD). A nil mask means a full tile.
+//
+//go:noescape
+func tileNEOND80(q *float32, kt *float32, v *float32, s *float32, o *float32, m *float32, l *float32, mask *uint64)
+
+// tileNEOND96 is the tile microkernel (see the package doc for the ABI) for
+// D = 96, written for NEON (Advanced SIMD). A nil mask means a full tile.
+//
+//go:noescape
+func tileNEOND96(q *float32, kt *float32, v *float32, s *float32, o *float32, m *float32, l *float32, mask *uint64)
+
 // tileNEOND128 is the tile microkernel (see the package doc for the ABI) for
 // D = 128, written for NEON (Advanced SIMD). A nil mask means a full tile.
 //
 //go:noescape
 func tileNEOND128(q *float32, kt *float32, v *float32, s *float32, o *float32, m *float32, l *float32, mask *uint64)
+
+// tileNEOND192 is the tile microkernel (see the package doc for the ABI) for
+// D = 192, written for NEON (Advanced SIMD). A nil mask means a full tile.
+//
+//go:noescape
+func tileNEOND192(q *float32, kt *float32, v *float32, s *float32, o *float32, m *float32, l *float32, mask *uint64)
+
+// tileNEOND256 is the tile microkernel (see the package doc for the ABI) for
+// D = 256, written for NEON (Advanced SIMD). A nil mask means a full tile.
+//
+//go:noescape
+func tileNEOND256(q *float32, kt *float32, v *float32, s *float32, o *float32, m *float32, l *float32, mask *uint64)
+
+// tileNEOND192V128 is the tile microkernel (see the package doc for the ABI) for
+// qk = 192, v = 128, written for NEON (Advanced SIMD). A nil mask means a full tile.
+//
+//go:noescape
+func tileNEOND192V128(q *float32, kt *float32, v *float32, s *float32, o *float32, m *float32, l *float32, mask *uint64)
+
+// decodeNEONF32D32R1 is the decode kernel for F32 keys and values, D = 32 and 1
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONF32D32R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONF32D32R2 is the decode kernel for F32 keys and values, D = 32 and 2
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONF32D32R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONF32D32R4 is the decode kernel for F32 keys and values, D = 32 and 4
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONF32D32R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONF32D32R8 is the decode kernel for F32 keys and values, D = 32 and 8
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONF32D32R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONF32D64R1 is the decode kernel for F32 keys and values, D = 64 and 1
 // query rows (NEON): one online-softmax step against a whole key tile that
@@ -44,6 +108,62 @@ func decodeNEONF32D64R4(q *float32, k *byte, v *byte, off *int, o *float32, m *f
 //go:noescape
 func decodeNEONF32D64R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
+// decodeNEONF32D80R1 is the decode kernel for F32 keys and values, D = 80 and 1
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONF32D80R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONF32D80R2 is the decode kernel for F32 keys and values, D = 80 and 2
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONF32D80R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONF32D80R4 is the decode kernel for F32 keys and values, D = 80 and 4
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONF32D80R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONF32D80R8 is the decode kernel for F32 keys and values, D = 80 and 8
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONF32D80R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONF32D96R1 is the decode kernel for F32 keys and values, D = 96 and 1
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONF32D96R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONF32D96R2 is the decode kernel for F32 keys and values, D = 96 and 2
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONF32D96R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONF32D96R4 is the decode kernel for F32 keys and values, D = 96 and 4
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONF32D96R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONF32D96R8 is the decode kernel for F32 keys and values, D = 96 and 8
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONF32D96R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
 // decodeNEONF32D128R1 is the decode kernel for F32 keys and values, D = 128 and 1
 // query rows (NEON): one online-softmax step against a whole key tile that
 // every row keeps, key and value row j read in place at byte off[j] of k and v.
@@ -71,6 +191,118 @@ func decodeNEONF32D128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *
 //
 //go:noescape
 func decodeNEONF32D128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONF32D192R1 is the decode kernel for F32 keys and values, D = 192 and 1
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONF32D192R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONF32D192R2 is the decode kernel for F32 keys and values, D = 192 and 2
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONF32D192R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONF32D192R4 is the decode kernel for F32 keys and values, D = 192 and 4
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONF32D192R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONF32D192R8 is the decode kernel for F32 keys and values, D = 192 and 8
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONF32D192R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONF32D256R1 is the decode kernel for F32 keys and values, D = 256 and 1
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONF32D256R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONF32D256R2 is the decode kernel for F32 keys and values, D = 256 and 2
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONF32D256R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONF32D256R4 is the decode kernel for F32 keys and values, D = 256 and 4
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONF32D256R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONF32D256R8 is the decode kernel for F32 keys and values, D = 256 and 8
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONF32D256R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONF32D192V128R1 is the decode kernel for F32 keys and values, qk = 192, v = 128 and 1
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONF32D192V128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONF32D192V128R2 is the decode kernel for F32 keys and values, qk = 192, v = 128 and 2
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONF32D192V128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONF32D192V128R4 is the decode kernel for F32 keys and values, qk = 192, v = 128 and 4
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONF32D192V128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONF32D192V128R8 is the decode kernel for F32 keys and values, qk = 192, v = 128 and 8
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONF32D192V128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONBF16D32R1 is the decode kernel for BF16 keys and values, D = 32 and 1
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONBF16D32R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONBF16D32R2 is the decode kernel for BF16 keys and values, D = 32 and 2
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONBF16D32R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONBF16D32R4 is the decode kernel for BF16 keys and values, D = 32 and 4
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONBF16D32R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONBF16D32R8 is the decode kernel for BF16 keys and values, D = 32 and 8
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONBF16D32R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONBF16D64R1 is the decode kernel for BF16 keys and values, D = 64 and 1
 // query rows (NEON): one online-softmax step against a whole key tile that
@@ -100,6 +332,62 @@ func decodeNEONBF16D64R4(q *float32, k *byte, v *byte, off *int, o *float32, m *
 //go:noescape
 func decodeNEONBF16D64R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
+// decodeNEONBF16D80R1 is the decode kernel for BF16 keys and values, D = 80 and 1
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONBF16D80R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONBF16D80R2 is the decode kernel for BF16 keys and values, D = 80 and 2
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONBF16D80R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONBF16D80R4 is the decode kernel for BF16 keys and values, D = 80 and 4
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONBF16D80R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONBF16D80R8 is the decode kernel for BF16 keys and values, D = 80 and 8
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONBF16D80R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONBF16D96R1 is the decode kernel for BF16 keys and values, D = 96 and 1
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONBF16D96R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONBF16D96R2 is the decode kernel for BF16 keys and values, D = 96 and 2
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONBF16D96R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONBF16D96R4 is the decode kernel for BF16 keys and values, D = 96 and 4
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONBF16D96R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONBF16D96R8 is the decode kernel for BF16 keys and values, D = 96 and 8
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONBF16D96R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
 // decodeNEONBF16D128R1 is the decode kernel for BF16 keys and values, D = 128 and 1
 // query rows (NEON): one online-softmax step against a whole key tile that
 // every row keeps, key and value row j read in place at byte off[j] of k and v.
@@ -127,6 +415,118 @@ func decodeNEONBF16D128R4(q *float32, k *byte, v *byte, off *int, o *float32, m 
 //
 //go:noescape
 func decodeNEONBF16D128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONBF16D192R1 is the decode kernel for BF16 keys and values, D = 192 and 1
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONBF16D192R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONBF16D192R2 is the decode kernel for BF16 keys and values, D = 192 and 2
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONBF16D192R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONBF16D192R4 is the decode kernel for BF16 keys and values, D = 192 and 4
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONBF16D192R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONBF16D192R8 is the decode kernel for BF16 keys and values, D = 192 and 8
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONBF16D192R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONBF16D256R1 is the decode kernel for BF16 keys and values, D = 256 and 1
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONBF16D256R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONBF16D256R2 is the decode kernel for BF16 keys and values, D = 256 and 2
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONBF16D256R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONBF16D256R4 is the decode kernel for BF16 keys and values, D = 256 and 4
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONBF16D256R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONBF16D256R8 is the decode kernel for BF16 keys and values, D = 256 and 8
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONBF16D256R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONBF16D192V128R1 is the decode kernel for BF16 keys and values, qk = 192, v = 128 and 1
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONBF16D192V128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONBF16D192V128R2 is the decode kernel for BF16 keys and values, qk = 192, v = 128 and 2
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONBF16D192V128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONBF16D192V128R4 is the decode kernel for BF16 keys and values, qk = 192, v = 128 and 4
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONBF16D192V128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONBF16D192V128R8 is the decode kernel for BF16 keys and values, qk = 192, v = 128 and 8
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONBF16D192V128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONF16D32R1 is the decode kernel for F16 keys and values, D = 32 and 1
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONF16D32R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONF16D32R2 is the decode kernel for F16 keys and values, D = 32 and 2
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONF16D32R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONF16D32R4 is the decode kernel for F16 keys and values, D = 32 and 4
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONF16D32R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONF16D32R8 is the decode kernel for F16 keys and values, D = 32 and 8
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONF16D32R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONF16D64R1 is the decode kernel for F16 keys and values, D = 64 and 1
 // query rows (NEON): one online-softmax step against a whole key tile that
@@ -156,6 +556,62 @@ func decodeNEONF16D64R4(q *float32, k *byte, v *byte, off *int, o *float32, m *f
 //go:noescape
 func decodeNEONF16D64R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
+// decodeNEONF16D80R1 is the decode kernel for F16 keys and values, D = 80 and 1
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONF16D80R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONF16D80R2 is the decode kernel for F16 keys and values, D = 80 and 2
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONF16D80R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONF16D80R4 is the decode kernel for F16 keys and values, D = 80 and 4
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONF16D80R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONF16D80R8 is the decode kernel for F16 keys and values, D = 80 and 8
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONF16D80R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONF16D96R1 is the decode kernel for F16 keys and values, D = 96 and 1
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONF16D96R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONF16D96R2 is the decode kernel for F16 keys and values, D = 96 and 2
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONF16D96R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONF16D96R4 is the decode kernel for F16 keys and values, D = 96 and 4
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONF16D96R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONF16D96R8 is the decode kernel for F16 keys and values, D = 96 and 8
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONF16D96R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
 // decodeNEONF16D128R1 is the decode kernel for F16 keys and values, D = 128 and 1
 // query rows (NEON): one online-softmax step against a whole key tile that
 // every row keeps, key and value row j read in place at byte off[j] of k and v.
@@ -183,6 +639,90 @@ func decodeNEONF16D128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *
 //
 //go:noescape
 func decodeNEONF16D128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONF16D192R1 is the decode kernel for F16 keys and values, D = 192 and 1
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONF16D192R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONF16D192R2 is the decode kernel for F16 keys and values, D = 192 and 2
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONF16D192R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONF16D192R4 is the decode kernel for F16 keys and values, D = 192 and 4
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONF16D192R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONF16D192R8 is the decode kernel for F16 keys and values, D = 192 and 8
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONF16D192R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONF16D256R1 is the decode kernel for F16 keys and values, D = 256 and 1
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONF16D256R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONF16D256R2 is the decode kernel for F16 keys and values, D = 256 and 2
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONF16D256R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONF16D256R4 is the decode kernel for F16 keys and values, D = 256 and 4
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONF16D256R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONF16D256R8 is the decode kernel for F16 keys and values, D = 256 and 8
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONF16D256R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONF16D192V128R1 is the decode kernel for F16 keys and values, qk = 192, v = 128 and 1
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONF16D192V128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONF16D192V128R2 is the decode kernel for F16 keys and values, qk = 192, v = 128 and 2
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONF16D192V128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONF16D192V128R4 is the decode kernel for F16 keys and values, qk = 192, v = 128 and 4
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONF16D192V128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
+
+// decodeNEONF16D192V128R8 is the decode kernel for F16 keys and values, qk = 192, v = 128 and 8
+// query rows (NEON): one online-softmax step against a whole key tile that
+// every row keeps, key and value row j read in place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeNEONF16D192V128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // gemmNEON computes C (+)= A B: c[i*ldc+j] (+)= sum over l < k of
 // a[i*sam+l*sak] * b[l*ldb+j], for i < m and j < n (a multiple of 16),
@@ -262,6 +802,13 @@ func readSumNEON(p *float32, n int) float32
 //go:noescape
 func tanhNEON(dst *float32, src *float32, n int)
 
+// tileScoreNEOND32 is the tile microkernel with the score stage of sc (see
+// scoreTile) for D = 32, written for NEON (Advanced SIMD). A nil mask means
+// a full tile.
+//
+//go:noescape
+func tileScoreNEOND32(q *float32, kt *float32, v *float32, s *float32, o *float32, m *float32, l *float32, mask *uint64, sc *scoreTile)
+
 // tileScoreNEOND64 is the tile microkernel with the score stage of sc (see
 // scoreTile) for D = 64, written for NEON (Advanced SIMD). A nil mask means
 // a full tile.
@@ -269,12 +816,79 @@ func tanhNEON(dst *float32, src *float32, n int)
 //go:noescape
 func tileScoreNEOND64(q *float32, kt *float32, v *float32, s *float32, o *float32, m *float32, l *float32, mask *uint64, sc *scoreTile)
 
+// tileScoreNEOND80 is the tile microkernel with the score stage of sc (see
+// scoreTile) for D = 80, written for NEON (Advanced SIMD). A nil mask means
+// a full tile.
+//
+//go:noescape
+func tileScoreNEOND80(q *float32, kt *float32, v *float32, s *float32, o *float32, m *float32, l *float32, mask *uint64, sc *scoreTile)
+
+// tileScoreNEOND96 is the tile microkernel with the score stage of sc (see
+// scoreTile) for D = 96, written for NEON (Advanced SIMD). A nil mask means
+// a full tile.
+//
+//go:noescape
+func tileScoreNEOND96(q *float32, kt *float32, v *float32, s *float32, o *float32, m *float32, l *float32, mask *uint64, sc *scoreTile)
+
 // tileScoreNEOND128 is the tile microkernel with the score stage of sc (see
 // scoreTile) for D = 128, written for NEON (Advanced SIMD). A nil mask means
 // a full tile.
 //
 //go:noescape
 func tileScoreNEOND128(q *float32, kt *float32, v *float32, s *float32, o *float32, m *float32, l *float32, mask *uint64, sc *scoreTile)
+
+// tileScoreNEOND192 is the tile microkernel with the score stage of sc (see
+// scoreTile) for D = 192, written for NEON (Advanced SIMD). A nil mask means
+// a full tile.
+//
+//go:noescape
+func tileScoreNEOND192(q *float32, kt *float32, v *float32, s *float32, o *float32, m *float32, l *float32, mask *uint64, sc *scoreTile)
+
+// tileScoreNEOND256 is the tile microkernel with the score stage of sc (see
+// scoreTile) for D = 256, written for NEON (Advanced SIMD). A nil mask means
+// a full tile.
+//
+//go:noescape
+func tileScoreNEOND256(q *float32, kt *float32, v *float32, s *float32, o *float32, m *float32, l *float32, mask *uint64, sc *scoreTile)
+
+// tileScoreNEOND192V128 is the tile microkernel with the score stage of sc (see
+// scoreTile) for qk = 192, v = 128, written for NEON (Advanced SIMD). A nil mask means
+// a full tile.
+//
+//go:noescape
+func tileScoreNEOND192V128(q *float32, kt *float32, v *float32, s *float32, o *float32, m *float32, l *float32, mask *uint64, sc *scoreTile)
+
+// decodeScoreNEONF32D32R1 is the decode kernel with the score stage of sc for F32
+// keys and values, D = 32 and 1 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONF32D32R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONF32D32R2 is the decode kernel with the score stage of sc for F32
+// keys and values, D = 32 and 2 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONF32D32R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONF32D32R4 is the decode kernel with the score stage of sc for F32
+// keys and values, D = 32 and 4 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONF32D32R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONF32D32R8 is the decode kernel with the score stage of sc for F32
+// keys and values, D = 32 and 8 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONF32D32R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONF32D64R1 is the decode kernel with the score stage of sc for F32
 // keys and values, D = 64 and 1 query rows (NEON): one online-softmax step
@@ -308,6 +922,70 @@ func decodeScoreNEONF32D64R4(q *float32, k *byte, v *byte, off *int, o *float32,
 //go:noescape
 func decodeScoreNEONF32D64R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
+// decodeScoreNEONF32D80R1 is the decode kernel with the score stage of sc for F32
+// keys and values, D = 80 and 1 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONF32D80R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONF32D80R2 is the decode kernel with the score stage of sc for F32
+// keys and values, D = 80 and 2 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONF32D80R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONF32D80R4 is the decode kernel with the score stage of sc for F32
+// keys and values, D = 80 and 4 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONF32D80R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONF32D80R8 is the decode kernel with the score stage of sc for F32
+// keys and values, D = 80 and 8 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONF32D80R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONF32D96R1 is the decode kernel with the score stage of sc for F32
+// keys and values, D = 96 and 1 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONF32D96R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONF32D96R2 is the decode kernel with the score stage of sc for F32
+// keys and values, D = 96 and 2 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONF32D96R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONF32D96R4 is the decode kernel with the score stage of sc for F32
+// keys and values, D = 96 and 4 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONF32D96R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONF32D96R8 is the decode kernel with the score stage of sc for F32
+// keys and values, D = 96 and 8 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONF32D96R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
 // decodeScoreNEONF32D128R1 is the decode kernel with the score stage of sc for F32
 // keys and values, D = 128 and 1 query rows (NEON): one online-softmax step
 // against a whole key tile that every row keeps, key and value row j read in
@@ -339,6 +1017,134 @@ func decodeScoreNEONF32D128R4(q *float32, k *byte, v *byte, off *int, o *float32
 //
 //go:noescape
 func decodeScoreNEONF32D128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONF32D192R1 is the decode kernel with the score stage of sc for F32
+// keys and values, D = 192 and 1 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONF32D192R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONF32D192R2 is the decode kernel with the score stage of sc for F32
+// keys and values, D = 192 and 2 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONF32D192R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONF32D192R4 is the decode kernel with the score stage of sc for F32
+// keys and values, D = 192 and 4 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONF32D192R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONF32D192R8 is the decode kernel with the score stage of sc for F32
+// keys and values, D = 192 and 8 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONF32D192R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONF32D256R1 is the decode kernel with the score stage of sc for F32
+// keys and values, D = 256 and 1 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONF32D256R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONF32D256R2 is the decode kernel with the score stage of sc for F32
+// keys and values, D = 256 and 2 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONF32D256R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONF32D256R4 is the decode kernel with the score stage of sc for F32
+// keys and values, D = 256 and 4 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONF32D256R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONF32D256R8 is the decode kernel with the score stage of sc for F32
+// keys and values, D = 256 and 8 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONF32D256R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONF32D192V128R1 is the decode kernel with the score stage of sc for F32
+// keys and values, qk = 192, v = 128 and 1 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONF32D192V128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONF32D192V128R2 is the decode kernel with the score stage of sc for F32
+// keys and values, qk = 192, v = 128 and 2 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONF32D192V128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONF32D192V128R4 is the decode kernel with the score stage of sc for F32
+// keys and values, qk = 192, v = 128 and 4 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONF32D192V128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONF32D192V128R8 is the decode kernel with the score stage of sc for F32
+// keys and values, qk = 192, v = 128 and 8 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONF32D192V128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONBF16D32R1 is the decode kernel with the score stage of sc for BF16
+// keys and values, D = 32 and 1 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONBF16D32R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONBF16D32R2 is the decode kernel with the score stage of sc for BF16
+// keys and values, D = 32 and 2 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONBF16D32R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONBF16D32R4 is the decode kernel with the score stage of sc for BF16
+// keys and values, D = 32 and 4 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONBF16D32R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONBF16D32R8 is the decode kernel with the score stage of sc for BF16
+// keys and values, D = 32 and 8 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONBF16D32R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONBF16D64R1 is the decode kernel with the score stage of sc for BF16
 // keys and values, D = 64 and 1 query rows (NEON): one online-softmax step
@@ -372,6 +1178,70 @@ func decodeScoreNEONBF16D64R4(q *float32, k *byte, v *byte, off *int, o *float32
 //go:noescape
 func decodeScoreNEONBF16D64R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
+// decodeScoreNEONBF16D80R1 is the decode kernel with the score stage of sc for BF16
+// keys and values, D = 80 and 1 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONBF16D80R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONBF16D80R2 is the decode kernel with the score stage of sc for BF16
+// keys and values, D = 80 and 2 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONBF16D80R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONBF16D80R4 is the decode kernel with the score stage of sc for BF16
+// keys and values, D = 80 and 4 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONBF16D80R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONBF16D80R8 is the decode kernel with the score stage of sc for BF16
+// keys and values, D = 80 and 8 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONBF16D80R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONBF16D96R1 is the decode kernel with the score stage of sc for BF16
+// keys and values, D = 96 and 1 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONBF16D96R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONBF16D96R2 is the decode kernel with the score stage of sc for BF16
+// keys and values, D = 96 and 2 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONBF16D96R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONBF16D96R4 is the decode kernel with the score stage of sc for BF16
+// keys and values, D = 96 and 4 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONBF16D96R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONBF16D96R8 is the decode kernel with the score stage of sc for BF16
+// keys and values, D = 96 and 8 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONBF16D96R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
 // decodeScoreNEONBF16D128R1 is the decode kernel with the score stage of sc for BF16
 // keys and values, D = 128 and 1 query rows (NEON): one online-softmax step
 // against a whole key tile that every row keeps, key and value row j read in
@@ -403,6 +1273,134 @@ func decodeScoreNEONBF16D128R4(q *float32, k *byte, v *byte, off *int, o *float3
 //
 //go:noescape
 func decodeScoreNEONBF16D128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONBF16D192R1 is the decode kernel with the score stage of sc for BF16
+// keys and values, D = 192 and 1 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONBF16D192R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONBF16D192R2 is the decode kernel with the score stage of sc for BF16
+// keys and values, D = 192 and 2 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONBF16D192R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONBF16D192R4 is the decode kernel with the score stage of sc for BF16
+// keys and values, D = 192 and 4 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONBF16D192R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONBF16D192R8 is the decode kernel with the score stage of sc for BF16
+// keys and values, D = 192 and 8 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONBF16D192R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONBF16D256R1 is the decode kernel with the score stage of sc for BF16
+// keys and values, D = 256 and 1 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONBF16D256R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONBF16D256R2 is the decode kernel with the score stage of sc for BF16
+// keys and values, D = 256 and 2 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONBF16D256R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONBF16D256R4 is the decode kernel with the score stage of sc for BF16
+// keys and values, D = 256 and 4 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONBF16D256R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONBF16D256R8 is the decode kernel with the score stage of sc for BF16
+// keys and values, D = 256 and 8 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONBF16D256R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONBF16D192V128R1 is the decode kernel with the score stage of sc for BF16
+// keys and values, qk = 192, v = 128 and 1 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONBF16D192V128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONBF16D192V128R2 is the decode kernel with the score stage of sc for BF16
+// keys and values, qk = 192, v = 128 and 2 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONBF16D192V128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONBF16D192V128R4 is the decode kernel with the score stage of sc for BF16
+// keys and values, qk = 192, v = 128 and 4 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONBF16D192V128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONBF16D192V128R8 is the decode kernel with the score stage of sc for BF16
+// keys and values, qk = 192, v = 128 and 8 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONBF16D192V128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONF16D32R1 is the decode kernel with the score stage of sc for F16
+// keys and values, D = 32 and 1 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONF16D32R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONF16D32R2 is the decode kernel with the score stage of sc for F16
+// keys and values, D = 32 and 2 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONF16D32R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONF16D32R4 is the decode kernel with the score stage of sc for F16
+// keys and values, D = 32 and 4 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONF16D32R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONF16D32R8 is the decode kernel with the score stage of sc for F16
+// keys and values, D = 32 and 8 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONF16D32R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONF16D64R1 is the decode kernel with the score stage of sc for F16
 // keys and values, D = 64 and 1 query rows (NEON): one online-softmax step
@@ -436,6 +1434,70 @@ func decodeScoreNEONF16D64R4(q *float32, k *byte, v *byte, off *int, o *float32,
 //go:noescape
 func decodeScoreNEONF16D64R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
+// decodeScoreNEONF16D80R1 is the decode kernel with the score stage of sc for F16
+// keys and values, D = 80 and 1 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONF16D80R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONF16D80R2 is the decode kernel with the score stage of sc for F16
+// keys and values, D = 80 and 2 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONF16D80R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONF16D80R4 is the decode kernel with the score stage of sc for F16
+// keys and values, D = 80 and 4 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONF16D80R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONF16D80R8 is the decode kernel with the score stage of sc for F16
+// keys and values, D = 80 and 8 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONF16D80R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONF16D96R1 is the decode kernel with the score stage of sc for F16
+// keys and values, D = 96 and 1 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONF16D96R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONF16D96R2 is the decode kernel with the score stage of sc for F16
+// keys and values, D = 96 and 2 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONF16D96R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONF16D96R4 is the decode kernel with the score stage of sc for F16
+// keys and values, D = 96 and 4 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONF16D96R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONF16D96R8 is the decode kernel with the score stage of sc for F16
+// keys and values, D = 96 and 8 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONF16D96R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
 // decodeScoreNEONF16D128R1 is the decode kernel with the score stage of sc for F16
 // keys and values, D = 128 and 1 query rows (NEON): one online-softmax step
 // against a whole key tile that every row keeps, key and value row j read in
@@ -467,6 +1529,102 @@ func decodeScoreNEONF16D128R4(q *float32, k *byte, v *byte, off *int, o *float32
 //
 //go:noescape
 func decodeScoreNEONF16D128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONF16D192R1 is the decode kernel with the score stage of sc for F16
+// keys and values, D = 192 and 1 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONF16D192R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONF16D192R2 is the decode kernel with the score stage of sc for F16
+// keys and values, D = 192 and 2 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONF16D192R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONF16D192R4 is the decode kernel with the score stage of sc for F16
+// keys and values, D = 192 and 4 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONF16D192R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONF16D192R8 is the decode kernel with the score stage of sc for F16
+// keys and values, D = 192 and 8 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONF16D192R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONF16D256R1 is the decode kernel with the score stage of sc for F16
+// keys and values, D = 256 and 1 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONF16D256R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONF16D256R2 is the decode kernel with the score stage of sc for F16
+// keys and values, D = 256 and 2 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONF16D256R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONF16D256R4 is the decode kernel with the score stage of sc for F16
+// keys and values, D = 256 and 4 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONF16D256R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONF16D256R8 is the decode kernel with the score stage of sc for F16
+// keys and values, D = 256 and 8 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONF16D256R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONF16D192V128R1 is the decode kernel with the score stage of sc for F16
+// keys and values, qk = 192, v = 128 and 1 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONF16D192V128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONF16D192V128R2 is the decode kernel with the score stage of sc for F16
+// keys and values, qk = 192, v = 128 and 2 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONF16D192V128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONF16D192V128R4 is the decode kernel with the score stage of sc for F16
+// keys and values, qk = 192, v = 128 and 4 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONF16D192V128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
+
+// decodeScoreNEONF16D192V128R8 is the decode kernel with the score stage of sc for F16
+// keys and values, qk = 192, v = 128 and 8 query rows (NEON): one online-softmax step
+// against a whole key tile that every row keeps, key and value row j read in
+// place at byte off[j] of k and v.
+//
+//go:noescape
+func decodeScoreNEONF16D192V128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // scoreBwdNEON applies the score stage of sc to c times the first rows rows of
 // TK scores at s, in place, and with the cap writes 1 - tanh^2 of each to dt

@@ -2,15 +2,19 @@
 
 package cpu
 
-import "testing"
+import (
+	"fmt"
+	"testing"
+)
 
 // atVariants lists the tile kernels of this architecture for the tests
-// of tile_kernels_test.go.
+// of tile_kernels_test.go: every square entry of the NEON table.
 func atVariants() []atVariant {
-	return []atVariant{
-		{"NEOND64", 64, tileNEOND64, hasNEON},
-		{"NEOND128", 128, tileNEOND128, hasNEON},
+	var vs []atVariant
+	for _, d := range squareTestDims(neonKernels) {
+		vs = append(vs, atVariant{fmt.Sprintf("NEOND%d", d), d, neonKernels.at(square(d)).tile, hasNEON})
 	}
+	return vs
 }
 
 func TestPeakNEON(t *testing.T) {

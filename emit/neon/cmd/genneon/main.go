@@ -1,5 +1,5 @@
 // Command genneon writes the arm64 NEON assembly of package runtime/cpu
-// into the current folder (or -dir): tile_arm64.s and tile_arm64.go. It is
+// into the current folder (or -dir): tile_arm64.s, tile_arm64.go and kernels_dims_arm64.go. It is
 // run by go generate in runtime/cpu/ (see runtime/cpu/generate.go); the
 // output is byte-for-byte deterministic.
 package main
