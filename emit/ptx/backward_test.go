@@ -709,7 +709,7 @@ func TestBackwardInterpColumnSchedule(t *testing.T) {
 		t.Run(mk.name, func(t *testing.T) {
 			r := runBackwardKernels(t, p, Config{SoftLg2: true}, sh, nil, 4, nil)
 			pq := *p
-			pq.TileQ = bwdQ[64]
+			pq.TileQ = tilesOf(64).dkvQ
 			if len(p.Pred.Insts) > bigPred {
 				pq.TileQ = 32
 			}

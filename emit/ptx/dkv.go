@@ -18,6 +18,22 @@ func (g *bwdK) kernelDKV() error {
 		return err
 	}
 	group := f.Op3(OpDiv, U32, g.hq, g.hkv)
+	// with the columns split (cols > 1), warp w owns keys 16(w mod 4) ..
+	// and columns Dc(w / 4) .. of dk and dv (Dc = D/cols)
+	g.kwarp = g.warp
+	Dc := D / g.cols
+	var colS, colG Operand // this warp's first column: shared (elem) and global (f32) byte offsets
+	if g.cols > 1 {
+		g.kwarp = f.Op3(OpAnd, B32, g.warp, I(3))
+		half := f.Op3(OpShr, U32, g.warp, I(2))
+		colS, colG = f.MulC(half, int64(2*Dc)), f.MulC(half, int64(4*Dc))
+	}
+	cols := func(a Operand) Operand {
+		if g.cols > 1 {
+			return f.Add(a, colS)
+		}
+		return a
+	}
 	krow0 := f.MulC(kt, TileK)
 	kIdx := f.Add(f.Op3(OpMulLo, S32, f.Add(f.Op3(OpMulLo, S32, g.bz, g.hkv), kvh), g.skAll), f.Add(g.c, f.MulC(krow0, g.pitch)))
 	kb := g.wide(k, kIdx, int64(2*D))
@@ -31,11 +47,11 @@ func (g *bwdK) kernelDKV() error {
 	g.copyRows(f.Add(g.smem, I(int64(g.tileBytes()))), f.Op3(OpAdd, U64, vb, g.ch16w), klim, TileK)
 	f.Emit(Inst{Op: OpCpCommit})
 
-	dkA, dvA := zeros(f, D/8), zeros(f, D/8)
+	dkA, dvA := zeros(f, Dc/8), zeros(f, Dc/8)
 	k0 := f.Add(krow0, I(0))
 	k1 := f.Sub(f.Min(f.Add(krow0, I(TileK)), g.sk), I(1))
 	// this thread's keys (positions) in the C layout: rows g4 and g4+8 of the warp's 16
-	kpos := [2]Operand{f.Add(f.Add(krow0, f.MulC(g.warp, 16)), g.g4)}
+	kpos := [2]Operand{f.Add(f.Add(krow0, f.MulC(g.kwarp, 16)), g.g4)}
 	kpos[1] = f.Add(kpos[0], I(8))
 
 	// The query-tile range and the first tile to visit come from the
@@ -173,12 +189,12 @@ func (g *bwdK) kernelDKV() error {
 		f.Comment("masked rows: non-finite dO elements of a partial tile zeroed and flagged; dV += P^T dO (dO through ldmatrix.trans)")
 		fixed := g.sanitizePartial(partial, sDO, flags, vote, g.tileQ)
 		pa := g.pack(s)
-		g.accumulate(dvA, pa, f.Add(sDO, g.aRowCol))
-		g.restoreNaN(fixed, pa, f.Add(flags, g.aRowCol), dvA)
+		g.accumulate(dvA, pa, cols(f.Add(sDO, g.aRowCol)))
+		g.restoreNaN(fixed, pa, cols(f.Add(flags, g.aRowCol)), dvA)
 		f.Comment("the same for Q; dK += dS^T Q")
-		fixed = g.sanitizePartial(partial, sb, flags, f.Add(vote, I(voteBytes)), g.tileQ)
-		g.accumulate(dkA, g.pack(ds), f.Add(sb, g.aRowCol))
-		g.restoreNaN(fixed, pa, f.Add(flags, g.aRowCol), dkA)
+		fixed = g.sanitizePartial(partial, sb, flags, f.Add(vote, I(int64(g.voteBytes()))), g.tileQ)
+		g.accumulate(dkA, g.pack(ds), cols(f.Add(sb, g.aRowCol)))
+		g.restoreNaN(fixed, pa, cols(f.Add(flags, g.aRowCol)), dkA)
 		return nil
 	}
 	if err := g.pipeline("qtile", cur, ccur, buf, g.qthi,
@@ -195,11 +211,14 @@ func (g *bwdK) kernelDKV() error {
 
 	f.Comment("epilogue: dk = scale * acc, dv = acc, f32, keys past seq_k not stored")
 	for r := 0; r < 2; r++ {
-		kr := f.Add(f.Add(f.MulC(g.warp, 16), g.g4), I(int64(8*r)))
+		kr := f.Add(f.Add(f.MulC(g.kwarp, 16), g.g4), I(int64(8*r)))
 		valid := f.Setp("le", S32, kr, klim)
 		ka := g.wide(g.wide(dkb, kr, g.pitch*int64(4*D)), g.t4, 8)
 		va := g.wide(g.wide(dvb, kr, g.pitch*int64(4*D)), g.t4, 8)
-		for n := 0; n < D/8; n++ {
+		if g.cols > 1 {
+			ka, va = g.wide(ka, colG, 1), g.wide(va, colG, 1)
+		}
+		for n := 0; n < Dc/8; n++ {
 			for x := 0; x < 2; x++ {
 				kv := f.F(OpMulF, R(dkA[n][2*r+x]), g.scale)
 				f.Emit(Inst{Op: OpSt, T: F32, Space: "global", Guard: &valid, Dst: []Operand{Addr(ka.Reg, int64(n*32+4*x))}, Src: []Operand{kv}})
@@ -216,7 +235,7 @@ func (g *bwdK) kernelDKV() error {
 func (g *bwdK) fragAddrs() {
 	f := g.f
 	f.Comment("K and V fragment addresses: this warp's 16 keys")
-	g.aKw = f.Add(f.Add(g.smem, f.MulC(g.warp, int64(16*g.RS))), g.aRowCol)
+	g.aKw = f.Add(f.Add(g.smem, f.MulC(g.kwarp, int64(16*g.RS))), g.aRowCol)
 	g.aVw = f.Add(g.aKw, I(int64(g.tileBytes())))
 }
 

@@ -43,7 +43,7 @@ func (g *bwdK) kernelDQ() error {
 	f.Emit(Inst{Op: OpCpCommit})
 
 	f.Comment("delta = rowsum(dout * out): two threads per row, D/2 columns each, f32")
-	sDelta := f.Add(g.smem, I(int64(6*g.tileBytes())))
+	sDelta := f.Add(g.smem, I(int64(g.dqDelta())))
 	{
 		r := f.Op3(OpShr, U32, g.tid, I(1))
 		half := f.Op3(OpAnd, B32, g.tid, I(1))
@@ -127,7 +127,7 @@ func (g *bwdK) kernelDQ() error {
 
 	aQ := f.Add(f.Add(g.smem, f.MulC(g.warp, int64(16*g.RS))), g.aRowCol)
 	var qa [][4]Reg
-	if D <= heldQ {
+	if g.holdQ {
 		f.Comment("Q fragments, held; dO fragments are read per tile")
 		qa = make([][4]Reg, D/16)
 		for ks := range qa {
@@ -139,7 +139,7 @@ func (g *bwdK) kernelDQ() error {
 	body := func() error {
 		sb := g.bufBase(R(buf))
 		f.Comment("S = Q K^T; P = exp2(S scale log2(e) - lse log2(e))")
-		s := zeros(f, TileK/8)
+		s := zeros(f, g.tileK/8)
 		g.product16(s, aQ, f.Add(sb, g.aK), qa)
 		at := g.rowsAt(R(cur))
 		g.scoreStage(s, at)
@@ -153,14 +153,14 @@ func (g *bwdK) kernelDQ() error {
 		f.Bra(nomask, &partial, true)
 		f.Comment("partial tile: the fused predicate per element, and the key bound")
 		f.CommentProg("partial-tile predicate", g.p.Pred)
-		c0 := f.Add(f.MulC(R(cur), TileK), f.MulC(g.t4, 2))
+		c0 := f.Add(f.MulC(R(cur), int64(g.tileK)), f.MulC(g.t4, 2))
 		lastK := f.Sub(g.sk, I(1))
 		prow := [2]Operand{g.i0, g.i1}
 		if g.docs {
 			prow[0], prow[1] = f.Min(prow[0], lastK), f.Min(prow[1], lastK)
 		}
-		cols := make([][2]Operand, TileK/8)
-		inK := make([][2]Reg, TileK/8)
+		cols := make([][2]Operand, g.tileK/8)
+		inK := make([][2]Reg, g.tileK/8)
 		for n := range cols {
 			for x := 0; x < 2; x++ {
 				c := f.Add(c0, I(int64(n*8+x)))
@@ -188,7 +188,7 @@ func (g *bwdK) kernelDQ() error {
 		}
 		f.Place(nomask)
 		f.Comment("dP = dO V^T; dS = P (dP - delta), in place")
-		ds := zeros(f, TileK/8)
+		ds := zeros(f, g.tileK/8)
 		g.product16(ds, aDO, f.Add(f.Add(sb, I(int64(g.bufBytes()))), g.aK), nil)
 		for n := range ds {
 			for x := range ds[n] {
@@ -199,7 +199,7 @@ func (g *bwdK) kernelDQ() error {
 		g.zeroMasked(s, ds, partial)
 		f.Comment("masked keys: non-finite K elements of a partial tile zeroed, flagged over V")
 		sV := f.Add(sb, I(int64(g.bufBytes())))
-		done := g.sanitizePartial(partial, sb, sV, f.Add(g.smem, I(int64(6*g.tileBytes()+4*TileQ))), TileK)
+		done := g.sanitizePartial(partial, sb, sV, f.Add(g.smem, I(int64(g.dqDelta()+4*TileQ))), g.tileK)
 		f.Comment("dQ += dS K (K through ldmatrix.trans)")
 		g.accumulate(dq_, g.pack(ds), f.Add(sb, g.aRowCol))
 		g.restoreNaN(done, g.pack(s), f.Add(sV, g.aRowCol), dq_)

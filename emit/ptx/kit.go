@@ -59,7 +59,7 @@ func planGeom(p *gen.Plan, t Target) (geom, error) {
 	if q, k := t.TileSizes(p.HeadDim); p.TileQ != q || p.TileK != k {
 		return geom{}, fmt.Errorf("ptx: plan tiles %dx%d, the %s forward kernel runs %dx%d (compile the plan for a ptx.Target)", p.TileQ, p.TileK, t.Arch(), q, k)
 	}
-	if err := t.Supports(p.HeadDim); err != nil {
+	if err := t.Supports(p.HeadDim, p.HeadDimV); err != nil {
 		return geom{}, err
 	}
 	if sc := p.Score; sc.SoftCap && (sc.Cap < 0 || math.IsNaN(sc.Cap) || math.IsInf(sc.Cap, 0) || float32(sc.Cap*math.Log2E) > math.MaxFloat32/2) {
@@ -155,6 +155,7 @@ type kit struct {
 	ch16w                   Operand // b64 chunk offset of this thread's copies (copyLanes)
 	kbase, vbase            Operand // b64 global + ch*16
 	smem                    Operand
+	act                     *Reg    // this thread's copy lane holds a chunk of the row (nil: every lane does)
 	copyS                   Operand // rb*RS + ch*16
 	rb                      Operand // copy row of this thread
 	kthi                    Operand
@@ -162,11 +163,45 @@ type kit struct {
 	i0, i1                  Operand // absolute positions of the thread's two rows
 }
 
-// cpr is the number of 16-byte chunks per row; rowStep the rows the
-// compute threads cover per copy step.
+// cpr is the number of 16-byte chunks per row; lanes the copy lanes per
+// row, cpr rounded up to a power of two (D = 96 and 192 leave the lanes
+// from cpr on idle: act); rowStep the rows the compute threads cover per
+// copy step.
 func (g *kit) cpr() int { return g.D / 8 }
 
-func (g *kit) rowStep() int { return g.threads / g.cpr() }
+func (g *kit) lanes() int {
+	n := 1
+	for n < g.cpr() {
+		n *= 2
+	}
+	return n
+}
+
+func (g *kit) rowStep() int { return g.threads / g.lanes() }
+
+// cpAsync emits one 16-byte cp.async of src to dst (size bytes read, the
+// rest zero-filled), guarded by the copy lane's act.
+func (g *kit) cpAsync(dst, src, size Operand) {
+	g.f.Emit(Inst{Op: OpCpAsync, Guard: g.act, Dst: []Operand{dst}, Src: []Operand{src, I(16), size}})
+}
+
+// ldShared loads the b32 word at a of a thread's share of a tile: 0 in an
+// idle copy lane (act false), which owns none.
+func (g *kit) ldShared(a Operand) Reg {
+	f := g.f
+	x := f.NewReg(B32)
+	if g.act != nil {
+		f.Set(B32, x, I(0))
+	}
+	f.Emit(Inst{Op: OpLd, T: B32, Space: "shared", Guard: g.act, Dst: []Operand{R(x)}, Src: []Operand{a}})
+	return x
+}
+
+// stShared stores v to the word at a of a thread's share of a tile (not
+// in an idle copy lane).
+func (g *kit) stShared(a, v Operand) {
+	g.f.Emit(Inst{Op: OpSt, T: B32, Space: "shared", Guard: g.act, Dst: []Operand{a}, Src: []Operand{v}})
+}
 
 // bar emits the kernel's barrier among its compute threads: bar.sync 0,
 // or the named barrier barSrc.
@@ -264,8 +299,12 @@ func (g *kit) prologue(grid, headAtCTA bool) (cta [3]Operand) {
 func (g *kit) copyLanes() {
 	f := g.f
 	g.smem = R(f.Mov(U32, Sym("smem")))
-	ch := f.Op3(OpAnd, B32, g.tid, I(int64(g.cpr()-1)))
-	g.rb = f.Op3(OpShr, U32, g.tid, I(int64(log2(int64(g.cpr())))))
+	ch := f.Op3(OpAnd, B32, g.tid, I(int64(g.lanes()-1)))
+	g.rb = f.Op3(OpShr, U32, g.tid, I(int64(log2(int64(g.lanes())))))
+	if g.lanes() != g.cpr() {
+		act := f.Setp("lt", U32, ch, I(int64(g.cpr())))
+		g.act = &act
+	}
 	ch16 := f.MulC(ch, 16)
 	g.copyS = f.Add(f.MulC(g.rb, int64(g.RS)), ch16)
 	w := f.NewReg(U64)
@@ -340,10 +379,11 @@ func (g *kit) product16(c [][4]Reg, aA, bB Operand, aRegs [][4]Reg) {
 
 // accumulate adds A (k-steps of 16 over the rows of a tile) times the
 // tile at bT (read with ldmatrix.trans, aRowCol lane offset
-// included) into acc (D/8 blocks).
+// included) into acc (len(acc) blocks of 8 columns from bT's: D/8, or
+// fewer for a kernel whose warps split the columns).
 func (g *kit) accumulate(acc [][4]Reg, a [][4]Reg, bT Operand) {
 	for kk := range a {
-		for dp := 0; dp < g.D/16; dp++ {
+		for dp := 0; dp < len(acc)/2; dp++ {
 			b := g.frag(OpLdmatrixT, bT, int64(kk*16*g.RS+dp*32))
 			g.mma(acc[2*dp], a[kk], b[0], b[1])
 			g.mma(acc[2*dp+1], a[kk], b[2], b[3])
@@ -532,8 +572,8 @@ func (g *kit) copyKV(kt Operand, base func() Operand, vOff int64) {
 		vs := g.wide(g.vbase, key0, rowBytes)
 		for it := 0; it < g.tileK/g.rowStep(); it++ {
 			so, gOff := int64(it*g.rowStep()*g.RS), int64(it*g.rowStep())*rowBytes
-			f.Emit(Inst{Op: OpCpAsync, Dst: []Operand{Addr(sK.Reg, so)}, Src: []Operand{Addr(ks.Reg, gOff), I(16), I(16)}})
-			f.Emit(Inst{Op: OpCpAsync, Dst: []Operand{Addr(sK.Reg, so+vOff)}, Src: []Operand{Addr(vs.Reg, gOff), I(16), I(16)}})
+			g.cpAsync(Addr(sK.Reg, so), Addr(ks.Reg, gOff), I(16))
+			g.cpAsync(Addr(sK.Reg, so+vOff), Addr(vs.Reg, gOff), I(16))
 		}
 		f.Bra(done, nil, false)
 	}
@@ -546,8 +586,8 @@ func (g *kit) copyKV(kt Operand, base func() Operand, vOff int64) {
 		so := int64(it * g.rowStep() * g.RS)
 		ks := g.wide(g.kbase, kc, rowBytes)
 		vs := g.wide(g.vbase, kc, rowBytes)
-		f.Emit(Inst{Op: OpCpAsync, Dst: []Operand{Addr(sK.Reg, so)}, Src: []Operand{Addr(ks.Reg, 0), I(16), size}})
-		f.Emit(Inst{Op: OpCpAsync, Dst: []Operand{Addr(sK.Reg, so+vOff)}, Src: []Operand{Addr(vs.Reg, 0), I(16), size}})
+		g.cpAsync(Addr(sK.Reg, so), Addr(ks.Reg, 0), size)
+		g.cpAsync(Addr(sK.Reg, so+vOff), Addr(vs.Reg, 0), size)
 	}
 	f.Place(done)
 }
