@@ -30,7 +30,10 @@ func (g *bwdK) kernelDQ() error {
 	if g.sinks {
 		srow = g.lseRows(dsink, h, row0)
 	}
-	dqb := g.rowsBase(dq, g.hq, h, g.sqAll, row0, 4)
+	var dqb Operand
+	if !g.lateBases() {
+		dqb = g.rowsBase(dq, g.hq, h, g.sqAll, row0, 4)
+	}
 	kvIdx := f.Add(f.Op3(OpMulLo, S32, f.Add(f.Op3(OpMulLo, S32, g.bz, g.hkv), kvh), g.skAll), g.c)
 	g.kbase = f.Op3(OpAdd, U64, g.wide(k, kvIdx, int64(2*D)), g.ch16w)
 	g.vbase = f.Op3(OpAdd, U64, g.wide(v, kvIdx, int64(2*D)), g.ch16w)
@@ -214,6 +217,9 @@ func (g *bwdK) kernelDQ() error {
 	f.Emit(Inst{Op: OpCpWait, Src: []Operand{I(0)}})
 
 	f.Comment("epilogue: dq = scale * acc, f32, rows past seq_q not stored")
+	if g.lateBases() {
+		dqb = g.rowsBase(g.global("dq"), g.hq, h, g.sqAll, row0, 4)
+	}
 	for r := 0; r < 2; r++ {
 		valid := f.Setp("le", S32, rows[r], lim)
 		rb := g.wide(g.wide(dqb, rows[r], g.pitch*int64(4*D)), g.t4, 8)

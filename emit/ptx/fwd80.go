@@ -97,8 +97,11 @@ func (g *fwd80) kernel() error {
 	f.Comment("global bases: this tile's query rows, this head's keys and values")
 	rowIdx := f.Add(f.Op3(OpMulLo, S32, f.Add(f.Op3(OpMulLo, S32, bz, hq), h), sqAll), qRow)
 	qbase := g.wide(q, rowIdx, int64(2*D))
-	obase := g.wide(o, rowIdx, int64(2*D))
-	lbase := g.wide(lse, rowIdx, 4)
+	var obase, lbase Operand
+	if !g.lateBases() {
+		obase = g.wide(o, rowIdx, int64(2*D))
+		lbase = g.wide(lse, rowIdx, 4)
+	}
 	kvIdx := f.Add(f.Op3(OpMulLo, S32, f.Add(f.Op3(OpMulLo, S32, bz, hkv), kvh), skAll), kRow)
 	g.pitch = pitch
 
@@ -178,6 +181,11 @@ func (g *fwd80) kernel() error {
 	f.Place(fin)
 	f.Emit(Inst{Op: OpCpWait, Src: []Operand{I(0)}}) // no copy outlives the CTA
 
+	if g.lateBases() {
+		f.Comment("global bases of this tile's output and log-sum-exp rows")
+		obase = g.wide(g.global("o"), rowIdx, int64(2*D))
+		lbase = g.wide(g.global("lse"), rowIdx, 4)
+	}
 	g.finish(obase, lbase, qrow0, m, l, acc)
 	f.Emit(Inst{Op: OpRet})
 	return nil
@@ -197,10 +205,19 @@ func (g *fwd80) compute(kt, cls, buf, aQ Operand, qa [][4]Reg, aK, aV Operand, m
 	f.Comment("S = Q K^T")
 	sb := f.Add(f.Add(g.smem, I(int64(g.qBytes()))), f.MulC(buf, int64(2*g.kvBytes())))
 	sK := f.Add(sb, aK)
+	var bits Reg
+	if g.earlyMask() {
+		var err error
+		if bits, err = g.keepBits(kt, cls); err != nil {
+			return err
+		}
+	}
 	s := zeros(f, g.tileK/8)
 	g.product16(s, aQ, sK, qa)
 	g.scoreStage(s, g.rowsAt(kt))
-	if err := g.maskPartial(kt, cls, s); err != nil {
+	if g.earlyMask() {
+		g.applyBits(cls, bits, s)
+	} else if err := g.maskPartial(kt, cls, s); err != nil {
 		return err
 	}
 	g.scoreMasked(s)

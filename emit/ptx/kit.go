@@ -331,6 +331,13 @@ func (g *kit) ldmKey() Operand {
 		f.MulC(f.Op3(OpAnd, B32, f.Op3(OpShr, U32, g.lane, I(3)), I(1)), 16))
 }
 
+// lateBases reports whether a kernel computes its output rows' global
+// bases after the tile loop (reloading the parameters) rather than in its
+// prologue: at D >= 192 a base kept across the loop was the value ptxas
+// spilled (8 bytes, bigbird at D = 256, gemma2's dq at D = 192: stored
+// in the prologue, loaded in the epilogue).
+func (g *kit) lateBases() bool { return g.D >= 192 }
+
 func (g *kit) special(n string) Operand { return R(g.f.Mov(U32, Special(n))) }
 
 func (g *kit) mma(d [4]Reg, a [4]Reg, b0, b1 Reg) {

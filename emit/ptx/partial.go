@@ -99,6 +99,69 @@ func (g *kit) maskPartial(kt, cls Operand, s [][4]Reg) error {
 	return nil
 }
 
+// earlyMask reports whether a kernel evaluates the partial-tile predicate
+// into keep bits (keepBits) before the tile's scores are live, rather
+// than on the scores (maskPartial): at D >= 192, whose accumulators
+// leave few registers, a long predicate (above bigPred) evaluated next to
+// the scores spilled (bigbird: 8 bytes with ptxas 12.4 at D = 192, with
+// 11.8 at D = 256).
+func (g *kit) earlyMask() bool {
+	return g.D >= 192 && len(g.p.Pred.Insts) > bigPred && !g.useIntervals()
+}
+
+// keepBits emits, for a partial tile (cls), the predicate and the key
+// bound of each score element the thread holds (maskPartial's), as bit
+// 4n+x of a word (at most 32 elements); 0 on other tiles.
+func (g *kit) keepBits(kt, cls Operand) (Reg, error) {
+	f := g.f
+	bits := f.Mov(B32, I(0))
+	nomask := f.NewLabel("nobits")
+	pp := f.Setp("ne", S32, cls, I(cPartial))
+	f.Bra(nomask, &pp, false)
+	f.Comment("partial tile: the fused predicate per element, and the key bound, as keep bits (before the scores are live)")
+	c0 := f.Add(f.MulC(kt, int64(g.tileK)), f.MulC(g.t4, 2))
+	f.CommentProg("partial-tile predicate", g.p.Pred)
+	memo := NewMemo()
+	rows := [2]Operand{g.i0, g.i1}
+	lastK := f.Sub(g.sk, I(1))
+	if g.docs {
+		rows[0], rows[1] = f.Min(rows[0], lastK), f.Min(rows[1], lastK)
+	}
+	for n := 0; n < g.tileK/8; n++ {
+		cols := [2]Operand{f.Add(c0, I(int64(n*8))), f.Add(c0, I(int64(n*8+1)))}
+		inK := [2]Reg{f.Setp("lt", S32, cols[0], g.sk), f.Setp("lt", S32, cols[1], g.sk)}
+		if g.docs {
+			cols[0], cols[1] = f.Min(cols[0], lastK), f.Min(cols[1], lastK)
+		}
+		for x := 0; x < 4; x++ {
+			keep, err := RenderPred(f, g.p.Pred, g.env(rows[x/2], cols[x&1]), memo)
+			if err != nil {
+				return bits, err
+			}
+			keep = f.PAnd(keep, inK[x&1])
+			f.Into(OpOr, B32, bits, R(bits), f.Selp(U32, I(int64(1)<<(4*n+x)), I(0), keep))
+		}
+	}
+	f.Place(nomask)
+	return bits, nil
+}
+
+// applyBits masks the scores s of a partial tile (cls) by keepBits' word:
+// elements whose bit is clear become -Inf.
+func (g *kit) applyBits(cls Operand, bits Reg, s [][4]Reg) {
+	f := g.f
+	nomask := f.NewLabel("nomask")
+	pp := f.Setp("ne", S32, cls, I(cPartial))
+	f.Bra(nomask, &pp, false)
+	for n := range s {
+		for x := range s[n] {
+			keep := f.Setp("ne", U32, f.Op3(OpAnd, B32, R(bits), I(int64(1)<<(4*n+x))), I(0))
+			f.Emit(Inst{Op: OpSelp, T: F32, Dst: []Operand{R(s[n][x])}, Src: []Operand{R(s[n][x]), negInf, R(keep)}})
+		}
+	}
+	f.Place(nomask)
+}
+
 // Element bits of the 16-bit types: exponent, its lowest bit, mantissa, and
 // the codes sanitize writes for a non-finite value (+Inf 1, -Inf 128, NaN
 // 16384: sums over the 64 keys of a tile stay exact and separable).

@@ -94,8 +94,8 @@ var tiles = map[int]dimTiles{
 	64:  {fwdK: 64, holdQ: true, minCTAs: 3, dqK: 64, dqHoldQ: true, dkvQ: 64, dkvCols: 1, hopK: 64},
 	96:  {fwdK: 64, holdQ: true, minCTAs: 2, dqK: 64, dkvQ: 32, dkvCols: 1, hopK: 64},
 	128: {fwdK: 64, holdQ: true, dqK: 64, dkvQ: 16, dkvCols: 1, hopK: 64},
-	192: {fwdK: 64, dqK: 64, dkvQ: 16, dkvCols: 2, hopK: 32},
-	256: {fwdK: 32, dqK: 32, dkvQ: 16, dkvCols: 2, hopK: 16},
+	192: {fwdK: 32, minCTAs: 1, dqK: 32, dkvQ: 16, dkvCols: 2, hopK: 32},
+	256: {fwdK: 32, minCTAs: 1, dqK: 32, dkvQ: 16, dkvCols: 2, hopK: 16},
 }
 
 // tilesOf is the tiling at head dimension d (qk), the zero value for an
