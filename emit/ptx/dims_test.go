@@ -2,6 +2,8 @@ package ptx
 
 import (
 	"fmt"
+	"github.com/attngen/attngen/verify"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sort"
@@ -127,4 +129,94 @@ func TestPtxasHeadDims(t *testing.T) {
 	}
 	sort.Strings(table)
 	t.Logf("\n%s", strings.Join(table, "\n"))
+}
+
+// dimCase is one head dimension of TestInterpHeadDims with its mask.
+type dimCase struct {
+	d  int
+	mk testMask
+}
+
+// dimCases give every size the examples lack one mask with partial
+// tiles: a window, a sink and window (long empty runs), blocks (full and
+// empty tiles), causal.
+var dimCases = []dimCase{
+	{32, testMask{"window", spec.Pattern{Mask: spec.Window(40), Causal: true}}},
+	{96, testMask{"sinkwin", spec.Pattern{Mask: spec.Union(spec.Global(3), spec.Window(17)), Causal: true}}},
+	{192, testMask{"block", spec.Pattern{Mask: spec.Block(24)}}},
+	{256, testMask{"causal", spec.Pattern{Mask: spec.Full(), Causal: true}}},
+}
+
+// shortDims picks the sizes -short runs for a kernel: one each, chosen
+// for the paths the other sizes lack.
+func shortDims(cases []dimCase, d int) []dimCase {
+	if !testing.Short() {
+		return cases
+	}
+	for _, c := range cases {
+		if c.d == d {
+			return []dimCase{c}
+		}
+	}
+	panic("shortDims: no such size")
+}
+
+// TestInterpHeadDims runs every kernel at every head dimension the
+// examples lack (dimCases) under the interpreter on small awkward shapes
+// against the float64 reference, and checks that non-finite values at
+// masked positions reach no output (verify.CheckNonFinite for the
+// forwards, checkBackwardNonFinite for the backward). -short runs one size
+// per kernel: the sm_80 forward and the backward at 96 (copy lanes left
+// idle) and 192 (dk/dv's split columns), the sm_90a forward at 96 (the
+// 64-byte swizzle).
+func TestInterpHeadDims(t *testing.T) {
+	t.Parallel()
+	sh := shape{1, 2, 1, 70, 130} // grouped heads, SeqQ < SeqK, not multiples of the tiles
+	r := rand.New(rand.NewPCG(95, 96))
+	nf := verify.Shape{Batch: 1, HeadsQ: 2, HeadsKV: 1, SeqQ: 37, SeqK: 70}
+	t.Run("sm80", func(t *testing.T) {
+		for _, c := range shortDims(dimCases, 96) {
+			p := compile(t, c.mk.name, c.mk.p.Mask, c.mk.p.Causal, c.d)
+			t.Run(fmt.Sprintf("%s/d%d", c.mk.name, c.d), func(t *testing.T) {
+				runForward(t, p, Config{SoftLg2: true}, sh, nil, true)
+				k, mod := generated(t, p, Config{SoftLg2: true})
+				s := nf
+				s.HeadDim = c.d
+				if err := verify.CheckNonFinite(c.mk.p, hopperRun(t, k, mod), s, r, 1); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+	})
+	t.Run("backward", func(t *testing.T) {
+		for _, c := range shortDims(dimCases, 192) {
+			p := compile(t, c.mk.name, c.mk.p.Mask, c.mk.p.Causal, c.d)
+			t.Run(fmt.Sprintf("%s/d%d", c.mk.name, c.d), func(t *testing.T) {
+				res := runBackwardKernels(t, p, Config{SoftLg2: true}, sh, nil, uint64(c.d), nil)
+				if bad := checkBackward(t, res, p.Source, BF16, true); bad > 0 {
+					t.Fatalf("%d failures", bad)
+				}
+			})
+		}
+		if !testing.Short() {
+			for k, c := range dimCases[1:3] { // the idle copy lanes and the split columns
+				checkBackwardNonFinite(t, k, c.mk, c.d)
+			}
+		}
+	})
+	t.Run("sm90a", func(t *testing.T) {
+		for _, c := range shortDims(dimCases, 96) {
+			p := compileFor(t, SM90a, c.mk.name, c.mk.p.Mask, c.mk.p.Causal, c.d)
+			t.Run(fmt.Sprintf("%s/d%d", c.mk.name, c.d), func(t *testing.T) {
+				cfg := Config{Target: SM90a, SoftLg2: true}
+				runForward(t, p, cfg, fitStride(p, sh), nil, true)
+				k, mod := generated(t, p, cfg)
+				s := nf
+				s.HeadDim = c.d
+				if err := verify.CheckNonFinite(c.mk.p, hopperRun(t, k, mod), s, r, 1); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+	})
 }
