@@ -80,12 +80,6 @@ func GenerateBackward(p *gen.Plan, cfg Config) (*Backward, error) {
 		if dkv {
 			name = "attn_bwd_dkv_" + p.Name
 			gm.tileQ, gm.tileK, gm.threads = tl.dkvQ, TileK, Threads*tl.dkvCols
-		} else if gm.D >= 192 && len(p.Pred.Insts) > bigPred {
-			// dq at D >= 192: a long predicate next to 96 or 128
-			// accumulators and the score tiles spilled (bigbird: 8 bytes,
-			// ptxas 11.8 and 12.4, at D = 192 with 64 keys, at 256 with
-			// 32); half the table's keys halve the score tiles
-			gm.tileK = tl.dqK / 2
 			if len(p.Pred.Insts) > bigPred {
 				// a long partial-tile predicate (NATTEN's: ptxas 11.8
 				// spilled at 64 queries) needs the registers of 32
@@ -98,6 +92,12 @@ func GenerateBackward(p *gen.Plan, cfg Config) (*Backward, error) {
 				// with ptxas 11.8 and 12.4)
 				gm.tileQ = min(gm.tileQ, 32)
 			}
+		} else if gm.D >= 192 && len(p.Pred.Insts) > bigPred {
+			// dq at D >= 192: a long predicate next to 96 or 128
+			// accumulators and the score tiles spilled (bigbird: 8 bytes,
+			// ptxas 11.8 and 12.4, with 32 keys at D = 256); half the
+			// table's keys halve the score tiles
+			gm.tileK = tl.dqK / 2
 		}
 		// the dq kernel reads the learned sinks for their gradient
 		gm.sinks = !dkv && p.Score.LearnedSinks
