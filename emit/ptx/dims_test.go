@@ -220,3 +220,39 @@ func TestInterpHeadDims(t *testing.T) {
 		}
 	})
 }
+
+// TestSASSHeadDims is TestSASSInnerLoop at the head dimensions the
+// examples lack: the sm_80 forward of causal and gemma2 (the soft-cap's
+// tanh), written for sm_90 and assembled for sm_90a with ptxas 12.4, its
+// key-tile loop counted against wantSASSLoop (key tiles of 32 and Q read
+// per tile at D = 192 and 256).
+func TestSASSHeadDims(t *testing.T) {
+	t.Parallel()
+	p12 := ptxas12(t)
+	dis := nvdisasm(t, p12)
+	var cs []cubin
+	var jobs []asmJob
+	for _, d := range otherDims {
+		for _, m := range []string{"causal", "gemma2"} {
+			k := forwardOf(t, dimPlan(t, m, d, SM80), Config{Target: Target{SM: 90, Elem: "bf16"}})
+			cs = append(cs, cubin{name: fmt.Sprintf("%s D=%d", m, d), k: k})
+			jobs = append(jobs, asmJob{p12, "sm_90a", k.PTX})
+		}
+	}
+	cs = assembled(t, cs, jobs)
+	lists := disassembled(t, dis, cs)
+	for x, c := range cs {
+		got, err := readSASSLoop(lists[x])
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		want := wantSASSLoop(c.k.HeadDim, c.k.Score)
+		got.Insts = 0
+		if got != want {
+			t.Errorf("%s: SASS of the key-tile loop\n every tile: %v\n  want      %v\n conditional: %v\n  want        %v\n outside: %v\n  want    %v",
+				c.name, got.Every, want.Every, got.Cond, want.Cond, got.Outside, want.Outside)
+			continue
+		}
+		t.Logf("%s: every tile %v; sanitized partial tiles add %v; outside the loop %v", c.name, got.Every, got.Cond, got.Outside)
+	}
+}
