@@ -69,26 +69,37 @@ type dimTiles struct {
 // tiles is the table of the kernels' tiles per head dimension (qk). The
 // limits are registers (255 a thread) and shared memory (164 KiB a CTA on
 // sm_80, 227 KiB on sm_90a); ptxas 11.8 and 12.4 report no spills for
-// every example at every size (TestPtxasHeadDims).
+// the examples at 64 and 128 (TestPtxas, TestPtxas12, TestBackwardPtxas)
+// and for dimMasks at the other sizes (TestPtxasHeadDims), whose numbers
+// the choices below come from.
 //
-//   - sm_80 forward: a thread holds D/2 f32 accumulators, 32 score
-//     registers (a 64-key tile) and, when it holds Q, D/4 more; at D = 192
-//     and 256 Q is read from shared memory per tile, as FlashAttention 2
-//     does. Shared memory is Q plus two K/V buffers, 64 rows of 2D+16
-//     bytes each: at D = 256 a 64-key tile takes 165 KiB, so the key tile
-//     is 32 (99 KiB). At D = 32 and 64 a CTA needs little shared memory,
-//     and .minnctapersm 3 keeps ptxas 12.4 from capping registers at 128
-//     (four CTAs) and spilling (see minCTAs).
-//   - dq: D/2 accumulators; Q, dO and two K/V buffers: at D = 256 64 keys
-//     take 198 KiB, so its key tile is 32.
+//   - sm_80 forward: a thread holds D/2 f32 accumulators, tk/2 score
+//     registers (tk keys a tile) and, when it holds Q, D/4 more. Up to 128
+//     it holds Q and takes 64-key tiles. At 192 and 256 Q is read from
+//     shared memory per tile, as FlashAttention 2 does, and the key tile
+//     is 32: with 64 keys the D = 192 kernels took 255 registers and
+//     spilled 4-16 bytes (document, gemma2, neighborhood), and at D = 256
+//     a 64-key tile would also take 165 KiB of shared memory (Q and two
+//     K/V buffers, rows of 2D+16 bytes). .minnctapersm: 3 at D = 32 and
+//     64 (below four CTAs' 128 registers, which ptxas 12.4 capped the
+//     kernels at and spilled, see fwd80.go), 2 at 96 (ptxas chose three
+//     CTAs' 168 and spilled 8-32 bytes), 1 at 192 and 256 (168 again,
+//     gemma2 spilled 8-16 bytes); none at 128, whose own choice spills
+//     nothing.
+//   - dq: D/2 accumulators and two score tiles (S and dS) of tk/2: the
+//     key tile follows the forward's (32 at 192 and 256; halved again for
+//     predicates longer than bigPred); Q held up to 64.
 //   - dk/dv: a warp owns 16 keys and 2D/dkvCols accumulators (dk and dv):
 //     at D = 192 and 256 that is too many for one warp (192, 256), so eight
 //     warps split the columns in two, each pair computing the same scores
 //     (FlashAttention 2's 8-warp backward at these sizes); the query rows
-//     per step shrink as the accumulators grow (64 at D <= 64, 32 at 96,
+//     per step shrink as the accumulators grow (64 up to D = 64, 32 at 96,
 //     16 from 128).
-//   - sm_90a forward: Q (128 rows) and three stages of K and V: at D = 256
-//     64-key stages would take 256 KiB, so the key tile is 32 (160 KiB).
+//   - sm_90a forward: two consumer warpgroups hold D/2 accumulators and two
+//     tk/2 score tiles (this tile's and the next's, in flight): at 192
+//     64-key tiles spilled 32-96 bytes with 240 registers, so the key tile
+//     is 32, and at 256 16 (three 64-key stages would not fit shared
+//     memory either); hopRegs and hopProducer give the register split.
 var tiles = map[int]dimTiles{
 	32:  {fwdK: 64, holdQ: true, minCTAs: 3, dqK: 64, dqHoldQ: true, dkvQ: 64, dkvCols: 1, hopK: 64},
 	64:  {fwdK: 64, holdQ: true, minCTAs: 3, dqK: 64, dqHoldQ: true, dkvQ: 64, dkvCols: 1, hopK: 64},
