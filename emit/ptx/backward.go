@@ -27,7 +27,8 @@ import (
 type Backward struct {
 	DQ, DKV      string // entry names
 	Target       Target
-	HeadDim      int
+	HeadDim      int // of q, k, dq and dk
+	HeadDimV     int // of v, the output, dout and dv (HeadDim unless the plan's head_dim is {qk, v})
 	Elem         Type
 	Stride       int // residue stride (1: identity layout)
 	DQParams     []Param
@@ -71,7 +72,7 @@ func GenerateBackward(p *gen.Plan, cfg Config) (*Backward, error) {
 	// column split) and the table's query rows per step
 	tl := tilesOf(gm.D)
 	gm.RS = rowStride(gm.D)
-	b := &Backward{Target: t, HeadDim: p.HeadDim}
+	b := &Backward{Target: t, HeadDim: p.HeadDim, HeadDimV: gm.Dv}
 	var funcs []*Func
 	var shared [2]int
 	for n, dkv := range []bool{false, true} {
@@ -327,24 +328,34 @@ func (g *bwdK) segment(tile Operand) error {
 // rowsBase is the b64 address of row 0 of a [batch][heads][seqAll][D]
 // elem tensor's head h at tensor row row0, plus this thread's chunk.
 func (g *bwdK) rowsBase(base, heads, h, seqAll, row0 Operand, esize int64) Operand {
+	return g.rowsBaseOf(g.D, base, heads, h, seqAll, row0, esize)
+}
+
+// rowsBaseOf is rowsBase for rows of d elements (Dv: v, the output, dout).
+func (g *bwdK) rowsBaseOf(d int, base, heads, h, seqAll, row0 Operand, esize int64) Operand {
 	f := g.f
 	idx := f.Add(f.Op3(OpMulLo, S32, f.Add(f.Op3(OpMulLo, S32, g.bz, heads), h), seqAll), row0)
-	return g.wide(base, idx, esize*int64(g.D))
+	return g.wide(base, idx, esize*int64(d))
 }
 
 // copyRows issues cp.async copies of rows [0, n) of a tile into shared
 // memory at dst (row pitch RS) from src (the tile's row 0 plus this
 // thread's chunk; rows pitch*2D bytes apart), zero-filling rows past lim
 // (lim >= 0 is the last valid row).
-func (g *bwdK) copyRows(dst, src, lim Operand, n int) {
+func (g *bwdK) copyRows(dst, src, lim Operand, n int) { g.copyRowsOf(g.D, g.act, dst, src, lim, n) }
+
+// copyRowsV is copyRows for value-shaped rows (Dv elements: v, dout).
+func (g *bwdK) copyRowsV(dst, src, lim Operand, n int) { g.copyRowsOf(g.Dv, g.vact, dst, src, lim, n) }
+
+func (g *bwdK) copyRowsOf(d int, act *Reg, dst, src, lim Operand, n int) {
 	f := g.f
 	sd := f.Add(dst, g.copyS)
 	for it := 0; it < n/g.rowStep(); it++ {
 		r := f.Add(g.rb, I(int64(it*g.rowStep())))
 		valid := f.Setp("le", S32, r, lim)
 		size := f.Selp(U32, I(16), I(0), valid)
-		a := g.wide(src, f.Min(r, lim), g.pitch*int64(2*g.D))
-		g.cpAsync(Addr(sd.Reg, int64(it*g.rowStep()*g.RS)), Addr(a.Reg, 0), size)
+		a := g.wide(src, f.Min(r, lim), g.pitch*int64(2*d))
+		g.cpAsyncG(act, Addr(sd.Reg, int64(it*g.rowStep()*g.RS)), Addr(a.Reg, 0), size)
 	}
 }
 
@@ -420,12 +431,12 @@ func (g *bwdK) zeroMasked(p, ds [][4]Reg, partial Reg) {
 // non-finite and 0 elsewhere, and set done to 1 (the same in every
 // thread); restoreNaN then makes the gradients of pairs that keep a
 // rewritten element NaN.
-func (g *bwdK) sanitize(done Reg, base, flags, vote Operand, n int) {
+func (g *bwdK) sanitize(done Reg, base, flags, vote Operand, n int, act *Reg) {
 	f := g.f
 	sT := f.reg(U32, f.Add(base, g.copyS))
 	sF := f.reg(U32, f.Add(flags, g.copyS))
 	words, addr := g.share(n)
-	load := func(w int) Reg { return g.ldShared(Addr(sT.Reg, addr(w))) }
+	load := func(w int) Reg { return g.ldSharedG(act, Addr(sT.Reg, addr(w))) }
 	skip := f.NewLabel("finite")
 	g.voteNonFinite(load, words, func() Operand { return vote }, skip)
 	f.Comment("a non-finite element in the tile: zero it, and flag it")
@@ -437,9 +448,9 @@ func (g *bwdK) sanitize(done Reg, base, flags, vote Operand, n int) {
 		hi := f.Op3(OpShr, U32, nf, I(31))
 		m := f.Op3(OpOr, B32, f.Op3(OpMulLo, U32, lo, I(0xffff)), f.Op3(OpMulLo, U32, hi, I(0xffff0000)))
 		xc := f.Op3(OpAnd, B32, R(x), f.Op3(OpXor, B32, m, I(0xffffffff)))
-		g.stShared(Addr(sT.Reg, addr(w)), f.reg(B32, xc))
+		g.stSharedG(act, Addr(sT.Reg, addr(w)), f.reg(B32, xc))
 		fl := f.Op3(OpOr, B32, f.Op3(OpMulLo, U32, lo, I(one)), f.Op3(OpMulLo, U32, hi, I(one<<16)))
-		g.stShared(Addr(sF.Reg, addr(w)), f.reg(B32, fl))
+		g.stSharedG(act, Addr(sF.Reg, addr(w)), f.reg(B32, fl))
 	}
 	f.Emit(Inst{Op: OpBar, Src: []Operand{I(0)}})
 	f.Set(B32, done, I(1))
@@ -449,11 +460,17 @@ func (g *bwdK) sanitize(done Reg, base, flags, vote Operand, n int) {
 // sanitizePartial is sanitize in partial tiles only: it returns the
 // register restoreNaN tests (0 on every other tile).
 func (g *bwdK) sanitizePartial(partial Reg, base, flags, vote Operand, n int) Reg {
+	return g.sanitizePartialOf(g.act, partial, base, flags, vote, n)
+}
+
+// sanitizePartialOf is sanitizePartial for the copy lanes of act (vact: a
+// value-shaped tile, dout's).
+func (g *bwdK) sanitizePartialOf(act *Reg, partial Reg, base, flags, vote Operand, n int) Reg {
 	f := g.f
 	done := f.Mov(B32, I(0))
 	skip := f.NewLabel("unmasked")
 	f.Bra(skip, &partial, true)
-	g.sanitize(done, base, flags, vote, n)
+	g.sanitize(done, base, flags, vote, n, act)
 	f.Place(skip)
 	return done
 }

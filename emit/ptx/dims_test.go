@@ -3,6 +3,8 @@ package ptx
 import (
 	"fmt"
 	"github.com/attngen/attngen/verify"
+	ptxi "github.com/attngen/attngen/verify/ptx"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -26,14 +28,22 @@ var dimMasks = []string{"causal", "bigbird", "neighborhood", "gemma2", "document
 // assemble for every example).
 var otherDims = []int{32, 96, 192, 256}
 
+// splitDimsTested are the {qk, v} pairs (splitDims) the checks run.
+var splitDimsTested = [][2]int{{192, 128}}
+
 // dimPlan compiles example name at head dimension d for target tg.
 func dimPlan(t *testing.T, name string, d int, tg Target) *gen.Plan {
+	return dimPlanV(t, name, d, d, tg)
+}
+
+// dimPlanV is dimPlan at head dimension {qk: d, v: dv}.
+func dimPlanV(t *testing.T, name string, d, dv int, tg Target) *gen.Plan {
 	t.Helper()
 	s, err := spec.ParseFile(filepath.Join("../../spec/examples", name+".yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.HeadDim, s.HeadDimV = d, d
+	s.HeadDim, s.HeadDimV = d, dv
 	p, err := gen.Compile(s, tg, nil)
 	if err != nil {
 		t.Fatalf("%s D=%d %s: %v", name, d, tg, err)
@@ -65,7 +75,11 @@ func TestPtxasHeadDims(t *testing.T) {
 	if p12 != "" {
 		plain = append(plain, run{p12, "12.4", "sm_90", 90})
 	}
-	dims := otherDims
+	var dims [][2]int
+	for _, d := range otherDims {
+		dims = append(dims, [2]int{d, d})
+	}
+	dims = append(dims, splitDimsTested...)
 	masks := dimMasks
 	if testing.Short() {
 		masks = masks[:2]
@@ -76,31 +90,35 @@ func TestPtxasHeadDims(t *testing.T) {
 	}
 	var js []job
 	var jobs []asmJob
-	for _, d := range dims {
+	for _, dd := range dims {
+		d, name := dd[0], fmt.Sprint(dd[0])
+		if dd[1] != d {
+			name = fmt.Sprintf("%d,%d", d, dd[1])
+		}
 		for _, m := range masks {
-			p := dimPlan(t, m, d, SM80)
+			p := dimPlanV(t, m, d, dd[1], SM80)
 			for _, rn := range plain {
 				tg := Target{SM: rn.sm, Elem: "bf16"}
 				k := forwardOf(t, p, Config{Target: tg})
 				if k.DynShared > 164<<10 {
 					t.Errorf("%s D=%d %s: forward shared memory %d bytes > 164 KiB", m, d, tg, k.DynShared)
 				}
-				js = append(js, job{fmt.Sprintf("D=%d %s fwd %s ptxas %s", d, m, rn.arch, rn.ver), 1})
+				js = append(js, job{fmt.Sprintf("D=%s %s fwd %s ptxas %s", name, m, rn.arch, rn.ver), 1})
 				jobs = append(jobs, asmJob{rn.ptxas, rn.arch, k.PTX})
 				b := backwardOf(t, p, Config{Target: tg})
 				if b.DQShared > 164<<10 || b.DKVShared > 164<<10 {
 					t.Errorf("%s D=%d %s: backward shared memory %d, %d bytes > 164 KiB", m, d, tg, b.DQShared, b.DKVShared)
 				}
-				js = append(js, job{fmt.Sprintf("D=%d %s bwd %s ptxas %s", d, m, rn.arch, rn.ver), 2})
+				js = append(js, job{fmt.Sprintf("D=%s %s bwd %s ptxas %s", name, m, rn.arch, rn.ver), 2})
 				jobs = append(jobs, asmJob{rn.ptxas, rn.arch, b.PTX})
 			}
 			if p12 != "" {
-				hp := dimPlan(t, m, d, SM90a)
+				hp := dimPlanV(t, m, d, dd[1], SM90a)
 				k := forwardOf(t, hp, Config{Target: SM90a})
 				if k.DynShared > 227<<10 {
 					t.Errorf("%s D=%d sm_90a: shared memory %d bytes > 227 KiB", m, d, k.DynShared)
 				}
-				js = append(js, job{fmt.Sprintf("D=%d %s fwd sm_90a ptxas 12.4", d, m), 1})
+				js = append(js, job{fmt.Sprintf("D=%s %s fwd sm_90a ptxas 12.4", name, m), 1})
 				jobs = append(jobs, asmJob{p12, "sm_90a", k.PTX})
 			}
 		}
@@ -254,5 +272,187 @@ func TestSASSHeadDims(t *testing.T) {
 			continue
 		}
 		t.Logf("%s: every tile %v; sanitized partial tiles add %v; outside the loop %v", c.name, got.Every, got.Cond, got.Outside)
+	}
+}
+
+// splitRun is what runSplit gives: the forward's output and lse, and
+// (sm_80 targets) the backward's gradients.
+type splitRun struct {
+	out, lse, dq, dk, dv []float32
+}
+
+// runSplit runs the kernels of plan p (a plain mask: no documents, head
+// parameters or score stage) under the interpreter on the given inputs,
+// already rounded to bf16: q and k rows of p.HeadDim, v and dout rows of
+// dv elements; the backward only for targets that have it.
+func runSplit(t *testing.T, p *gen.Plan, cfg Config, sh shape, dv int, q, kk, v, do []float32) splitRun {
+	t.Helper()
+	fk, fmod := generated(t, p, cfg)
+	dev := ptxi.NewDevice()
+	alloc := func(n int) uint64 {
+		a, err := dev.Alloc(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	up := func(x []float32) uint64 {
+		h := make([]uint16, len(x))
+		for i, f := range x {
+			h[i] = bf16(f)
+		}
+		a := alloc(2 * len(h))
+		if err := dev.WriteU16(a, h); err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	rows := sh.batch * sh.hq * sh.sq
+	qa, ka, va, doa := up(q), up(kk), up(v), up(do)
+	oa, la := alloc(2*rows*dv), alloc(4*rows)
+	ptrs := []uint64{qa, ka, va, oa, la}
+	if cfg.Target.Accel {
+		ptrs = append([]uint64{oa, la}, tensorMaps(t, dev, fk, sh, qa, ka, va)...)
+	}
+	l, err := fk.Geometry(sh.batch, sh.hq, sh.hkv, sh.sq, sh.sk, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args, err := l.Args(ptrs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dev.Launch(fmod, fk.Name, l.Grid, l.Block, l.DynShared, args...); err != nil {
+		t.Fatal(err)
+	}
+	readF := func(a uint64, n int) []float32 {
+		x, err := dev.ReadF32(a, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return x
+	}
+	oh, err := dev.ReadU16(oa, rows*dv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r splitRun
+	for _, h := range oh {
+		r.out = append(r.out, fromBF16(h))
+	}
+	r.lse = readF(la, rows)
+	if cfg.Target.Accel {
+		return r
+	}
+	bk, bmod := generatedBackward(t, p, cfg)
+	keys := sh.batch * sh.hkv * sh.sk
+	dqa, dka, dva, dea := alloc(4*len(q)), alloc(4*len(kk)), alloc(4*keys*dv), alloc(4*rows)
+	bl, err := bk.Geometry(sh.batch, sh.hq, sh.hkv, sh.sq, sh.sk, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args, err = bl.Args(bl.DQ, qa, ka, va, oa, doa, la, dea, dqa)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dev.Launch(bmod, bk.DQ, bl.DQ.Grid, bl.DQ.Block, bl.DQ.DynShared, args...); err != nil {
+		t.Fatal(err)
+	}
+	args, err = bl.Args(bl.DKV, qa, ka, va, doa, la, dea, dka, dva)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dev.Launch(bmod, bk.DKV, bl.DKV.Grid, bl.DKV.Block, bl.DKV.DynShared, args...); err != nil {
+		t.Fatal(err)
+	}
+	r.dq, r.dk, r.dv = readF(dqa, len(q)), readF(dka, len(kk)), readF(dva, keys*dv)
+	return r
+}
+
+// TestInterpSplitHeadDims checks the kernels of head_dim {qk: 192, v: 128}
+// (q and k rows of 192, v, the output and dout rows of 128) against the
+// square head_dim 192 kernels, which the other tests hold to the float64
+// reference, on the same inputs with v and dout padded by zero columns to
+// 192: the output, lse, dv's first 128 columns and dk are the padded
+// run's bit for bit (the same products in the same order; the padding's
+// columns add zeros), and dq too but for delta = rowsum(dout * out),
+// whose sum the dq kernel splits at Dv/2 (within 1e-5 of dq's largest
+// element). The padded run's extra output and dv columns must be 0.
+func TestInterpSplitHeadDims(t *testing.T) {
+	t.Parallel()
+	const D, Dv = 192, 128
+	mk := testMask{"sinkwin", spec.Pattern{Mask: spec.Union(spec.Global(3), spec.Window(17)), Causal: true}}
+	sh := shape{1, 2, 1, 70, 130}
+	rng := rand.New(rand.NewPCG(97, 98))
+	draw := func(rows, cols, pad int) (x, padded []float32) {
+		for r := 0; r < rows; r++ {
+			for c := 0; c < pad; c++ {
+				v := float32(0)
+				if c < cols {
+					v = fromBF16(bf16(float32(rng.NormFloat64())))
+					x = append(x, v)
+				}
+				padded = append(padded, v)
+			}
+		}
+		return x, padded
+	}
+	rows, keys := sh.batch*sh.hq*sh.sq, sh.batch*sh.hkv*sh.sk
+	q, _ := draw(rows, D, D)
+	kk, _ := draw(keys, D, D)
+	v, vp := draw(keys, Dv, D)
+	do, dop := draw(rows, Dv, D)
+	for _, tg := range []Target{SM80, SM90a} {
+		t.Run(tg.Name(), func(t *testing.T) {
+			split, err := gen.Compile(&spec.Spec{Name: mk.name, Mask: mk.p.Mask, Causal: mk.p.Causal, HeadDim: D, HeadDimV: Dv}, tg, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			square := compileFor(t, tg, mk.name, mk.p.Mask, mk.p.Causal, D)
+			cfg := Config{Target: tg, SoftLg2: true}
+			if tg.Accel {
+				sh = fitStride(split, sh)
+			}
+			got := runSplit(t, split, cfg, sh, Dv, q, kk, v, do)
+			want := runSplit(t, square, cfg, sh, D, q, kk, vp, dop)
+			same := func(what string, a []float32, ac int, b []float32, bc int, tol float64) {
+				t.Helper()
+				bad := 0
+				for x := range a {
+					r, c := x/ac, x%ac
+					w := b[r*bc+c]
+					if d := math.Abs(float64(a[x]) - float64(w)); !(d <= tol) && math.Float32bits(a[x]) != math.Float32bits(w) {
+						if bad < 5 {
+							t.Errorf("%s[%d][%d] = %v, the padded run's %v", what, r, c, a[x], w)
+						}
+						bad++
+					}
+				}
+				for x := range b {
+					if x%bc >= ac && b[x] != 0 {
+						t.Fatalf("%s[%d][%d] = %v in the padding", what, x/bc, x%bc, b[x])
+					}
+				}
+				if bad > 0 {
+					t.Errorf("%s: %d of %d differ", what, bad, len(a))
+				}
+			}
+			maxAbs := func(x []float32) float64 {
+				m := 0.0
+				for _, y := range x {
+					m = math.Max(m, math.Abs(float64(y)))
+				}
+				return m
+			}
+			same("out", got.out, Dv, want.out, D, 0)
+			same("lse", got.lse, 1, want.lse, 1, 0)
+			if tg.Accel {
+				return
+			}
+			same("dk", got.dk, D, want.dk, D, 0)
+			same("dv", got.dv, Dv, want.dv, D, 0)
+			same("dq", got.dq, D, want.dq, D, 1e-5*maxAbs(want.dq))
+			t.Logf("max |out| %.3g, |dq| %.3g, |dk| %.3g, |dv| %.3g", maxAbs(got.out), maxAbs(got.dq), maxAbs(got.dk), maxAbs(got.dv))
+		})
 	}
 }

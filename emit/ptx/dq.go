@@ -22,8 +22,8 @@ func (g *bwdK) kernelDQ() error {
 	qrow0 := f.MulC(qt, TileQ)
 	row0 := f.Add(g.qR0, f.MulC(qrow0, g.pitch))
 	qb := g.rowsBase(q, g.hq, h, g.sqAll, row0, 2)
-	ob := g.rowsBase(o, g.hq, h, g.sqAll, row0, 2)
-	db := g.rowsBase(dout, g.hq, h, g.sqAll, row0, 2)
+	ob := g.rowsBaseOf(g.Dv, o, g.hq, h, g.sqAll, row0, 2)
+	db := g.rowsBaseOf(g.Dv, dout, g.hq, h, g.sqAll, row0, 2)
 	lrow := g.lseRows(lse, h, row0)
 	drow := g.lseRows(delta, h, row0)
 	var srow Operand
@@ -36,13 +36,13 @@ func (g *bwdK) kernelDQ() error {
 	}
 	kvIdx := f.Add(f.Op3(OpMulLo, S32, f.Add(f.Op3(OpMulLo, S32, g.bz, g.hkv), kvh), g.skAll), g.c)
 	g.kbase = f.Op3(OpAdd, U64, g.wide(k, kvIdx, int64(2*D)), g.ch16w)
-	g.vbase = f.Op3(OpAdd, U64, g.wide(v, kvIdx, int64(2*D)), g.ch16w)
+	g.vbase = f.Op3(OpAdd, U64, g.wide(v, kvIdx, int64(2*g.Dv)), g.ch16w)
 
 	f.Comment("Q and dO tiles: cp.async, rows past seq_q zero-filled")
 	lim := f.Sub(f.Sub(g.sq, I(1)), qrow0)
 	g.copyRows(g.smem, f.Op3(OpAdd, U64, qb, g.ch16w), lim, TileQ)
 	sDO := f.Add(g.smem, I(int64(g.tileBytes())))
-	g.copyRows(sDO, f.Op3(OpAdd, U64, db, g.ch16w), lim, TileQ)
+	g.copyRowsV(sDO, f.Op3(OpAdd, U64, db, g.ch16w), lim, TileQ)
 	f.Emit(Inst{Op: OpCpCommit})
 
 	f.Comment("delta = rowsum(dout * out): two threads per row, D/2 columns each, f32")
@@ -52,11 +52,12 @@ func (g *bwdK) kernelDQ() error {
 		half := f.Op3(OpAnd, B32, g.tid, I(1))
 		valid := f.Setp("le", S32, r, lim)
 		rc := f.Min(r, lim)
-		col := f.MulC(half, int64(D)) // bytes: D/2 elements of 2 bytes
-		oa := g.wide(g.wide(ob, rc, g.pitch*int64(2*D)), col, 1)
-		da := g.wide(g.wide(db, rc, g.pitch*int64(2*D)), col, 1)
+		Dv := g.Dv
+		col := f.MulC(half, int64(Dv)) // bytes: Dv/2 elements of 2 bytes
+		oa := g.wide(g.wide(ob, rc, g.pitch*int64(2*Dv)), col, 1)
+		da := g.wide(g.wide(db, rc, g.pitch*int64(2*Dv)), col, 1)
 		sum := f.Mov(F32, Fimm(0))
-		for w := 0; w < D/4; w++ {
+		for w := 0; w < Dv/4; w++ {
 			ow, dw := f.NewReg(B32), f.NewReg(B32)
 			f.Emit(Inst{Op: OpLd, T: B32, Space: "global", Dst: []Operand{R(ow)}, Src: []Operand{Addr(oa.Reg, int64(4*w))}})
 			f.Emit(Inst{Op: OpLd, T: B32, Space: "global", Dst: []Operand{R(dw)}, Src: []Operand{Addr(da.Reg, int64(4*w))}})
@@ -192,7 +193,7 @@ func (g *bwdK) kernelDQ() error {
 		f.Place(nomask)
 		f.Comment("dP = dO V^T; dS = P (dP - delta), in place")
 		ds := zeros(f, g.tileK/8)
-		g.product16(ds, aDO, f.Add(f.Add(sb, I(int64(g.bufBytes()))), g.aK), nil)
+		g.productOver(g.Dv, ds, aDO, f.Add(f.Add(sb, I(int64(g.bufBytes()))), g.aK), nil)
 		for n := range ds {
 			for x := range ds[n] {
 				f.Set(F32, ds[n][x], f.F(OpMulF, R(s[n][x]), f.F(OpSubF, R(ds[n][x]), dl[x/2])))

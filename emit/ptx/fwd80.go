@@ -55,7 +55,7 @@ func generateSM80(p *gen.Plan, cfg Config, t Target, gm geom) (*Forward, error) 
 	if err != nil {
 		return nil, err
 	}
-	return &Forward{Name: g.f.Name, Target: t, HeadDim: p.HeadDim, Elem: g.elem, Stride: g.st, Params: g.f.Params, PTX: text, DynShared: k.smemBytes(), TileQ: g.tileQ, Threads: g.threads,
+	return &Forward{Name: g.f.Name, Target: t, HeadDim: p.HeadDim, HeadDimV: g.Dv, Elem: g.elem, Stride: g.st, Params: g.f.Params, PTX: text, DynShared: k.smemBytes(), TileQ: g.tileQ, Threads: g.threads,
 		HeadParams: maskHeadParams(p), Score: p.Score.Runtime()}, nil
 }
 
@@ -99,7 +99,7 @@ func (g *fwd80) kernel() error {
 	qbase := g.wide(q, rowIdx, int64(2*D))
 	var obase, lbase Operand
 	if !g.lateBases() {
-		obase = g.wide(o, rowIdx, int64(2*D))
+		obase = g.wide(o, rowIdx, int64(2*g.Dv))
 		lbase = g.wide(lse, rowIdx, 4)
 	}
 	kvIdx := f.Add(f.Op3(OpMulLo, S32, f.Add(f.Op3(OpMulLo, S32, bz, hkv), kvh), skAll), kRow)
@@ -108,7 +108,7 @@ func (g *fwd80) kernel() error {
 	f.Comment(fmt.Sprintf("shared memory: Q %d bytes, then 2 buffers of K and V, %d bytes each (row pitch %d)", g.qBytes(), g.kvBytes(), g.RS))
 	g.copyLanes()
 	g.kbase = f.Op3(OpAdd, U64, g.wide(k, kvIdx, int64(2*D)), g.ch16w)
-	g.vbase = f.Op3(OpAdd, U64, g.wide(v, kvIdx, int64(2*D)), g.ch16w)
+	g.vbase = f.Op3(OpAdd, U64, g.wide(v, kvIdx, int64(2*g.Dv)), g.ch16w)
 	qbaseCh := f.Op3(OpAdd, U64, qbase, g.ch16w)
 
 	f.Comment("Q tile: cp.async, rows past seq_q zero-filled")
@@ -125,7 +125,7 @@ func (g *fwd80) kernel() error {
 	f.Comment("softmax state and output accumulators")
 	m := [2]Reg{f.Mov(F32, negInf), f.Mov(F32, negInf)}
 	l := [2]Reg{f.Mov(F32, Fimm(0)), f.Mov(F32, Fimm(0))}
-	acc := make([][4]Reg, D/8)
+	acc := make([][4]Reg, g.Dv/8)
 	for n := range acc {
 		for x := range acc[n] {
 			acc[n][x] = f.Mov(F32, Fimm(0))
@@ -183,7 +183,7 @@ func (g *fwd80) kernel() error {
 
 	if g.lateBases() {
 		f.Comment("global bases of this tile's output and log-sum-exp rows")
-		obase = g.wide(g.global("o"), rowIdx, int64(2*D))
+		obase = g.wide(g.global("o"), rowIdx, int64(2*g.Dv))
 		lbase = g.wide(g.global("lse"), rowIdx, 4)
 	}
 	g.finish(obase, lbase, qrow0, m, l, acc)
@@ -201,7 +201,6 @@ func (g *fwd80) load(kt, buf Operand) {
 // compute runs one key tile: S = Q K^T, mask, online softmax, O += P V.
 func (g *fwd80) compute(kt, cls, buf, aQ Operand, qa [][4]Reg, aK, aV Operand, m, l [2]Reg, acc [][4]Reg) error {
 	f := g.f
-	D := g.D
 	f.Comment("S = Q K^T")
 	sb := f.Add(f.Add(g.smem, I(int64(g.qBytes()))), f.MulC(buf, int64(2*g.kvBytes())))
 	sK := f.Add(sb, aK)
@@ -241,7 +240,7 @@ func (g *fwd80) compute(kt, cls, buf, aQ Operand, qa [][4]Reg, aK, aV Operand, m
 			pack(s[2*kk][1], s[2*kk][0]), pack(s[2*kk][3], s[2*kk][2]),
 			pack(s[2*kk+1][1], s[2*kk+1][0]), pack(s[2*kk+1][3], s[2*kk+1][2]),
 		}
-		for dp := 0; dp < D/16; dp++ {
+		for dp := 0; dp < len(acc)/2; dp++ {
 			var b [4]Reg
 			for x := range b {
 				b[x] = f.NewReg(B32)
@@ -289,7 +288,7 @@ func (g *fwd80) restore(done Reg, sb, aV Operand, s [][4]Reg, acc [][4]Reg) {
 	f.Comment("add back the kept non-finite values of a sanitized tile")
 	a := g.indicators(s)
 	sN := f.Add(sb, aV)
-	for dp := 0; dp < g.D/16; dp++ {
+	for dp := 0; dp < len(acc)/2; dp++ {
 		var c [2][4]Reg
 		for h := range c {
 			for x := range c[h] {

@@ -183,7 +183,11 @@ func (k *Forward) tensorMapLayouts() []gpu.TensorMapLayout {
 	}
 	mk := func(param, tensor string, rows int) gpu.TensorMapLayout {
 		sw := hopSwizzle(k.HeadDim)
-		return gpu.TensorMapLayout{Param: param, Tensor: tensor, Cols: k.HeadDim, BoxCols: sw / 2, BoxRows: rows, Swizzle: sw}
+		cols := k.HeadDim
+		if tensor == "v" && k.HeadDimV != 0 {
+			cols = k.HeadDimV
+		}
+		return gpu.TensorMapLayout{Param: param, Tensor: tensor, Cols: cols, BoxCols: sw / 2, BoxRows: rows, Swizzle: sw}
 	}
 	return []gpu.TensorMapLayout{
 		mk("tmap_q", "q", k.TileQ),
@@ -235,6 +239,8 @@ type hop struct {
 	*kit
 	swz       int     // the swizzle span, bytes (hopSwizzle)
 	halves    int     // boxes per tile row: D/boxCols
+	vHalves   int     // boxes per V tile row: Dv/boxCols
+	vBytes    int     // one V tile
 	tileBytes int     // one K or V tile
 	qBytes    int     // the Q tile
 	boxBytes  int     // one box of a key or value tile: tk rows of 128 bytes
@@ -251,7 +257,10 @@ type hop struct {
 
 func (h *hop) qOff() int { return 0 }
 
-func (h *hop) stageOff(b int) int { return h.qBytes + 2*b*h.tileBytes }
+func (h *hop) stageOff(b int) int { return h.qBytes + b*h.stageBytes() }
+
+// stageBytes is one stage: a K tile and a V tile.
+func (h *hop) stageBytes() int { return h.tileBytes + h.vBytes }
 
 func (h *hop) barOff() int { return h.stageOff(stages) }
 
@@ -281,7 +290,10 @@ func generateHopper(p *gen.Plan, cfg Config, t Target, gm geom) (*Forward, error
 	gm.tileQ, gm.tileK, gm.threads, gm.RS = hopTileQ, hopTileK(gm.D), hopThreads, 0
 	gm.sinks = p.Score.LearnedSinks
 	g := newKit(p, cfg, gm, "attn_fwd_"+p.Name)
-	h := &hop{kit: g, swz: sw, halves: g.D / (sw / 2), tileBytes: g.tileK * 2 * g.D, qBytes: hopTileQ * 2 * g.D, boxBytes: g.tileK * sw, lastFirst: heaviestFirst(p)}
+	if hopSwizzle(gm.Dv) != sw {
+		return nil, fmt.Errorf("ptx: head_dim {qk: %d, v: %d}: the %s kernel needs one swizzle for both", gm.D, gm.Dv, t.Arch())
+	}
+	h := &hop{kit: g, swz: sw, halves: g.D / (sw / 2), vHalves: g.Dv / (sw / 2), tileBytes: g.tileK * 2 * g.D, vBytes: g.tileK * 2 * g.Dv, qBytes: hopTileQ * 2 * g.D, boxBytes: g.tileK * sw, lastFirst: heaviestFirst(p)}
 	// q, k and v through tensor maps passed by address (TensorMaps), and
 	// the batch size of the persistent grid
 	g.f.Params = g.kernelParams([]Param{parO, parLSE}, []Param{parTmQ, parTmK, parTmV}, []Param{parBat})
@@ -311,7 +323,7 @@ func generateHopper(p *gen.Plan, cfg Config, t Target, gm geom) (*Forward, error
 	if err != nil {
 		return nil, err
 	}
-	return &Forward{Name: g.f.Name, Target: t, HeadDim: p.HeadDim, Elem: g.elem, Stride: g.st, Params: g.f.Params, PTX: text, DynShared: h.smemBytes(), TileQ: hopTileQ, Threads: g.f.ReqNTID, HeadParams: maskHeadParams(p), Score: p.Score.Runtime()}, nil
+	return &Forward{Name: g.f.Name, Target: t, HeadDim: p.HeadDim, HeadDimV: g.Dv, Elem: g.elem, Stride: g.st, Params: g.f.Params, PTX: text, DynShared: h.smemBytes(), TileQ: hopTileQ, Threads: g.f.ReqNTID, HeadParams: maskHeadParams(p), Score: p.Score.Runtime()}, nil
 }
 
 // producerText describes the producer warpgroup in the module's header.
@@ -362,10 +374,15 @@ func (h *hop) wait(bar Operand, parity Operand) {
 // map tm at (column 64b, class, row group) to dst, box b at
 // dst+b*rows*128, completing on bar.
 func (h *hop) copyTile(dst Operand, tm Operand, row Operand, rows int, bar Operand) {
+	h.copyBoxes(h.halves, dst, tm, row, rows, bar)
+}
+
+// copyBoxes is copyTile for a tile of boxes boxes a row (vHalves: a V tile).
+func (h *hop) copyBoxes(boxes int, dst Operand, tm Operand, row Operand, rows int, bar Operand) {
 	f := h.f
 	bar = f.reg(U32, bar)
 	row, c := f.reg(S32, row), f.reg(S32, h.cls)
-	for b := 0; b < h.halves; b++ {
+	for b := 0; b < boxes; b++ {
 		col := f.Mov(S32, I(int64(b*h.boxCols())))
 		f.Emit(Inst{Op: OpBulkTensor3, Guard: &h.t0, Dst: []Operand{Addr(f.reg(U32, dst).Reg, int64(b*rows*h.swz))},
 			Src: []Operand{TensorCoord(tm.Reg, col, c.Reg, row.Reg), Addr(bar.Reg, 0)}})
@@ -382,7 +399,7 @@ func (h *hop) expect(bar Operand, n int) {
 // stageAddr is the shared address of stage buf (a register).
 func (h *hop) stageAddr(buf Operand) Operand {
 	f := h.f
-	return f.Add(f.Add(h.smem, I(int64(h.stageOff(0)))), f.MulC(buf, int64(2*h.tileBytes)))
+	return f.Add(f.Add(h.smem, I(int64(h.stageOff(0)))), f.MulC(buf, int64(h.stageBytes())))
 }
 
 // stageBar is the shared address of stage buf's mbarrier.
@@ -415,10 +432,10 @@ func (h *hop) load(kt, buf Operand) {
 	f.Comment("K and V tiles by bulk tensor copies (thread 0), keys past seq_k zero-filled")
 	stage := h.stageAddr(buf)
 	bar := h.stageBar(buf)
-	h.expect(bar, 2*h.tileBytes)
+	h.expect(bar, h.stageBytes())
 	row := f.Add(h.kvRow0, f.MulC(kt, int64(h.tileK)))
 	h.copyTile(stage, h.tmK, row, h.tileK, bar)
-	h.copyTile(f.Add(stage, I(int64(h.tileBytes))), h.tmV, row, h.tileK, bar)
+	h.copyBoxes(h.vHalves, f.Add(stage, I(int64(h.tileBytes))), h.tmV, row, h.tileK, bar)
 }
 
 // items opens a loop over the CTA's work items, from first in steps of
@@ -496,7 +513,7 @@ func (h *hop) item(w *workList, it Operand) (*item, error) {
 	bhQ := f.Add(f.Op3(OpMulLo, S32, bz, w.hq), hd)
 	rowIdx := f.Add(f.Op3(OpMulLo, S32, bhQ, w.sqAll), qRow)
 	x := &item{qrow0: qrow0, off: off}
-	x.obase = h.wide(w.o, rowIdx, int64(2*h.D))
+	x.obase = h.wide(w.o, rowIdx, int64(2*h.Dv))
 	x.lbase = h.wide(w.lse, rowIdx, 4)
 	// row groups of st rows (TensorMaps): the tile's first query row lies in
 	// group (rowIdx - c) / st, key 0 of this head's class in group
@@ -591,7 +608,7 @@ func (h *hop) kernel() error {
 	f.Comment("softmax state and output accumulators")
 	m := [2]Reg{f.Mov(F32, negInf), f.Mov(F32, negInf)}
 	l := [2]Reg{f.Mov(F32, Fimm(0)), f.Mov(F32, Fimm(0))}
-	acc := make([][4]Reg, D/8)
+	acc := make([][4]Reg, h.Dv/8)
 	for n := range acc {
 		for y := range acc[n] {
 			acc[n][y] = f.Mov(F32, Fimm(0))
@@ -855,7 +872,7 @@ func (h *hop) finishTile(kt, cls, buf Operand, s [][4]Reg, m, l [2]Reg, acc [][4
 	fix := h.sanitizeIn(cls, sanLayout{
 		base:  func() Operand { return f.Add(stage, f.MulC(h.tid, 4)) },
 		vOff:  int64(h.tileBytes),
-		words: h.tileBytes / (4 * hopThreads),
+		words: h.vBytes / (4 * hopThreads),
 		addr:  func(w int) int64 { return int64(w * 4 * hopThreads) },
 		flags: func() Operand {
 			a := f.Add(h.smem, I(int64(h.flagOff())))
@@ -899,7 +916,7 @@ func (h *hop) restoreHopper(done Reg, stage Operand, s [][4]Reg, acc [][4]Reg) {
 	f.Comment("add back the kept non-finite values of a sanitized tile")
 	a := h.indicators(s)
 	chunk := min(64/16, len(a)) // k-slices of 16 keys per 64 keys (or per tile)
-	for b := 0; b < h.halves; b++ {
+	for b := 0; b < h.vHalves; b++ {
 		for k0 := 0; k0 < len(a); k0 += chunk {
 			c := make([]Reg, h.boxCols()/2)
 			for x := range c {

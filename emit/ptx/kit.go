@@ -29,7 +29,8 @@ type geom struct {
 	tileQ    int  // query rows per CTA (per work item; the dk/dv kernel: per query-tile step)
 	tileK    int  // keys per key tile
 	threads  int  // compute threads per CTA: those that scan, vote, and write results
-	D        int  // head dimension
+	D        int  // head dimension of q and k (qk)
+	Dv       int  // head dimension of v and the output (D unless the plan's head_dim is {qk, v})
 	RS       int  // shared-memory row pitch of a padded tile, bytes (rowStride; 0: no padded tiles)
 	elem     Type // BF16 or F16
 	st       int  // residue stride (1: identity layout); global row pitch multiplier
@@ -85,7 +86,11 @@ func planGeom(p *gen.Plan, t Target) (geom, error) {
 			return geom{}, fmt.Errorf("ptx: plan %s: the %s program %s takes %d arguments and returns %d values, want %d and %d", p.Name, pr.name, pr.p.Name, len(pr.p.Args), len(pr.p.Results), pr.args, pr.res)
 		}
 	}
-	g := geom{D: p.HeadDim, elem: elem, st: st, tree: p.UsesTree(), hasHeads: len(p.HeadParams()) > 0}
+	dv := p.HeadDimV
+	if dv == 0 {
+		dv = p.HeadDim
+	}
+	g := geom{D: p.HeadDim, Dv: dv, elem: elem, st: st, tree: p.UsesTree(), hasHeads: len(p.HeadParams()) > 0}
 	g.docs = p.Pred.UsesDocs() || p.Hull.UsesDocs() || p.Class.UsesDocs()
 	if g.docs && st > 1 {
 		return geom{}, fmt.Errorf("ptx: document masks with a residue layout are not supported")
@@ -156,6 +161,7 @@ type kit struct {
 	kbase, vbase            Operand // b64 global + ch*16
 	smem                    Operand
 	act                     *Reg    // this thread's copy lane holds a chunk of the row (nil: every lane does)
+	vact                    *Reg    // the same for rows of v (Dv elements; a V tile has the K tile's pitch)
 	copyS                   Operand // rb*RS + ch*16
 	rb                      Operand // copy row of this thread
 	kthi                    Operand
@@ -181,26 +187,35 @@ func (g *kit) rowStep() int { return g.threads / g.lanes() }
 
 // cpAsync emits one 16-byte cp.async of src to dst (size bytes read, the
 // rest zero-filled), guarded by the copy lane's act.
-func (g *kit) cpAsync(dst, src, size Operand) {
-	g.f.Emit(Inst{Op: OpCpAsync, Guard: g.act, Dst: []Operand{dst}, Src: []Operand{src, I(16), size}})
+func (g *kit) cpAsync(dst, src, size Operand) { g.cpAsyncG(g.act, dst, src, size) }
+
+// cpAsyncG is cpAsync guarded by act (nil: none).
+func (g *kit) cpAsyncG(act *Reg, dst, src, size Operand) {
+	g.f.Emit(Inst{Op: OpCpAsync, Guard: act, Dst: []Operand{dst}, Src: []Operand{src, I(16), size}})
 }
 
 // ldShared loads the b32 word at a of a thread's share of a tile: 0 in an
 // idle copy lane (act false), which owns none.
-func (g *kit) ldShared(a Operand) Reg {
+func (g *kit) ldShared(a Operand) Reg { return g.ldSharedG(g.act, a) }
+
+// ldSharedG is ldShared for the lanes of act (vact: a value tile's).
+func (g *kit) ldSharedG(act *Reg, a Operand) Reg {
 	f := g.f
 	x := f.NewReg(B32)
-	if g.act != nil {
+	if act != nil {
 		f.Set(B32, x, I(0))
 	}
-	f.Emit(Inst{Op: OpLd, T: B32, Space: "shared", Guard: g.act, Dst: []Operand{R(x)}, Src: []Operand{a}})
+	f.Emit(Inst{Op: OpLd, T: B32, Space: "shared", Guard: act, Dst: []Operand{R(x)}, Src: []Operand{a}})
 	return x
 }
 
 // stShared stores v to the word at a of a thread's share of a tile (not
 // in an idle copy lane).
-func (g *kit) stShared(a, v Operand) {
-	g.f.Emit(Inst{Op: OpSt, T: B32, Space: "shared", Guard: g.act, Dst: []Operand{a}, Src: []Operand{v}})
+func (g *kit) stShared(a, v Operand) { g.stSharedG(g.act, a, v) }
+
+// stSharedG is stShared for the lanes of act.
+func (g *kit) stSharedG(act *Reg, a, v Operand) {
+	g.f.Emit(Inst{Op: OpSt, T: B32, Space: "shared", Guard: act, Dst: []Operand{a}, Src: []Operand{v}})
 }
 
 // bar emits the kernel's barrier among its compute threads: bar.sync 0,
@@ -305,6 +320,11 @@ func (g *kit) copyLanes() {
 		act := f.Setp("lt", U32, ch, I(int64(g.cpr())))
 		g.act = &act
 	}
+	g.vact = g.act
+	if g.Dv != g.D {
+		vact := f.Setp("lt", U32, ch, I(int64(g.Dv/8)))
+		g.vact = &vact
+	}
 	ch16 := f.MulC(ch, 16)
 	g.copyS = f.Add(f.MulC(g.rb, int64(g.RS)), ch16)
 	w := f.NewReg(U64)
@@ -369,7 +389,13 @@ func zeros(f *Func, n int) [][4]Reg {
 // rows, ldmatrix lane offset included; or the fragments aRegs) times the
 // transpose of an [n][D] tile at bB (the aK lane offset included), over D.
 func (g *kit) product16(c [][4]Reg, aA, bB Operand, aRegs [][4]Reg) {
-	for ks := 0; ks < g.D/16; ks++ {
+	g.productOver(g.D, c, aA, bB, aRegs)
+}
+
+// productOver is product16 over the first d columns (Dv for the products
+// of value-shaped tiles).
+func (g *kit) productOver(d int, c [][4]Reg, aA, bB Operand, aRegs [][4]Reg) {
+	for ks := 0; ks < d/16; ks++ {
 		a := [4]Reg{}
 		if aRegs != nil {
 			a = aRegs[ks]
@@ -568,6 +594,7 @@ func (g *kit) copyKV(kt Operand, base func() Operand, vOff int64) {
 	key0 := f.Add(k0, g.rb)
 	last := f.Sub(g.sk, I(1))
 	rowBytes := g.pitch * int64(2*g.D)
+	vBytes := g.pitch * int64(2*g.Dv) // rows of v
 	// immediate address offsets are s32: a huge residue stride takes the
 	// checked path for every tile
 	fast := int64(g.tileK-g.rowStep())*rowBytes <= math.MaxInt32
@@ -576,11 +603,11 @@ func (g *kit) copyKV(kt Operand, base func() Operand, vOff int64) {
 		over := f.Setp("gt", S32, f.Add(k0, I(int64(g.tileK-1))), last)
 		f.Bra(tail, &over, false)
 		ks := g.wide(g.kbase, key0, rowBytes)
-		vs := g.wide(g.vbase, key0, rowBytes)
+		vs := g.wide(g.vbase, key0, vBytes)
 		for it := 0; it < g.tileK/g.rowStep(); it++ {
 			so, gOff := int64(it*g.rowStep()*g.RS), int64(it*g.rowStep())*rowBytes
 			g.cpAsync(Addr(sK.Reg, so), Addr(ks.Reg, gOff), I(16))
-			g.cpAsync(Addr(sK.Reg, so+vOff), Addr(vs.Reg, gOff), I(16))
+			g.cpAsyncG(g.vact, Addr(sK.Reg, so+vOff), Addr(vs.Reg, int64(it*g.rowStep())*vBytes), I(16))
 		}
 		f.Bra(done, nil, false)
 	}
@@ -592,9 +619,9 @@ func (g *kit) copyKV(kt Operand, base func() Operand, vOff int64) {
 		kc := f.Min(key, last)
 		so := int64(it * g.rowStep() * g.RS)
 		ks := g.wide(g.kbase, kc, rowBytes)
-		vs := g.wide(g.vbase, kc, rowBytes)
+		vs := g.wide(g.vbase, kc, vBytes)
 		g.cpAsync(Addr(sK.Reg, so), Addr(ks.Reg, 0), size)
-		g.cpAsync(Addr(sK.Reg, so+vOff), Addr(vs.Reg, 0), size)
+		g.cpAsyncG(g.vact, Addr(sK.Reg, so+vOff), Addr(vs.Reg, 0), size)
 	}
 	f.Place(done)
 }

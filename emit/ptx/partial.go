@@ -205,7 +205,8 @@ func (g *kit) sanitizeIn(cls Operand, lay sanLayout) Reg {
 	f.Bra(skip, &np, false)
 	sK := lay.base()
 	vOff, words, addr := lay.vOff, lay.words, lay.addr
-	load := func(off int64) Reg { return g.ldShared(Addr(sK.Reg, off)) }
+	// the thread's share of the value tile (rows of Dv elements)
+	load := func(off int64) Reg { return g.ldSharedG(g.vact, Addr(sK.Reg, off)) }
 	g.voteNonFinite(func(w int) Reg { return load(vOff + addr(w)) }, words, lay.flags, skip)
 	f.Comment("a non-finite value in the tile: zero it, and write its code over the keys")
 	code := func(h Operand, nf Operand) Operand {
@@ -221,11 +222,11 @@ func (g *kit) sanitizeIn(cls Operand, lay sanLayout) Reg {
 		nf := g.nonFinite(x)
 		m := f.Op3(OpMulLo, U32, f.Op3(OpShr, U32, nf, I(15)), I(0xffff))
 		xc := f.Op3(OpAnd, B32, R(x), f.Op3(OpXor, B32, m, I(0xffffffff)))
-		g.stShared(Addr(sK.Reg, vOff+addr(w)), f.reg(B32, xc))
+		g.stSharedG(g.vact, Addr(sK.Reg, vOff+addr(w)), f.reg(B32, xc))
 		lo := code(f.Op3(OpAnd, B32, R(x), I(0xffff)), f.Op3(OpAnd, B32, nf, I(0x8000)))
 		hi := code(f.Op3(OpShr, U32, R(x), I(16)), f.Op3(OpAnd, B32, nf, I(0x80000000)))
 		n := f.Op3(OpOr, B32, lo, f.Op3(OpShl, B32, hi, I(16)))
-		g.stShared(Addr(sK.Reg, addr(w)), f.reg(B32, n))
+		g.stSharedG(g.vact, Addr(sK.Reg, addr(w)), f.reg(B32, n))
 	}
 	if lay.fence {
 		f.Emit(Inst{Op: OpFenceProxy})

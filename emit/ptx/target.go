@@ -52,7 +52,7 @@ var _ gen.Target = Target{}
 // of different key and value sizes.
 var headDims = []int{32, 64, 96, 128, 192, 256}
 
-var splitDims = [][2]int{}
+var splitDims = [][2]int{{192, 128}}
 
 // dimTiles is the tiling of the kernels at one head dimension (tilesOf).
 type dimTiles struct {
