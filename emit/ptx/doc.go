@@ -18,8 +18,13 @@
 // it), the element type and, with Accel, the architecture-specific target
 // sm_<SM>a. It is a gen.Target (Name, TileSizes), so a plan is compiled
 // for it directly; it also tells the head dimensions the kernels support
-// (HeadDims, HeadDimText, Supports: 32, 64, 96, 128, 192 and 256, square),
-// whose tiles one table holds (tiles in target.go, with the reasons). SM80 is the default; DefaultTargets are the
+// (HeadDims, HeadDimText, Supports: 32, 64, 96, 128, 192 and 256, square,
+// and {qk: 192, v: 128}, q and k rows of 192 and v, output and dout rows
+// of 128, as DeepSeek's MLA has), whose tiles one table holds (tiles in
+// target.go, with the reasons; a split pair takes its qk size's tiles).
+// In a split kernel V tiles keep the K tile's row pitch and copy with
+// their own lanes (vact); the products over value columns (P V, dO V^T)
+// run over Dv. SM80 is the default; DefaultTargets are the
 // targets attngen's tests build for both element types.
 //
 // Kernels(plan, cfg) is the one place that decides which kernels a target

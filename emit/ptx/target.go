@@ -66,7 +66,8 @@ type dimTiles struct {
 	hopK    int  // the sm_90a forward's key tile (128 query rows)
 }
 
-// tiles is the table of the kernels' tiles per head dimension (qk). The
+// tiles is the table of the kernels' tiles per head dimension (qk; the
+// split pair {192, 128} takes 192's, with fewer value columns). The
 // limits are registers (255 a thread) and shared memory (164 KiB a CTA on
 // sm_80, 227 KiB on sm_90a); ptxas 11.8 and 12.4 report no spills for
 // the examples at 64 and 128 (TestPtxas, TestPtxas12, TestBackwardPtxas)
