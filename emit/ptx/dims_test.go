@@ -53,8 +53,8 @@ func dimPlanV(t *testing.T, name string, d, dv int, tg Target) *gen.Plan {
 
 // TestPtxasHeadDims assembles, at every head dimension the examples lack,
 // the kernels of dimMasks (bf16): the sm_80 forward and the backward
-// module with ptxas 11.8 for sm_80 and sm_90 (ATTNGEN_PTXAS) and ptxas
-// 12.4 for sm_90 (ATTNGEN_PTXAS12), and the sm_90a forward with ptxas 12.4
+// module with ptxas 11.8 for sm_80 (ATTNGEN_PTXAS) and ptxas 12.4 for
+// sm_90 (ATTNGEN_PTXAS12), and the sm_90a forward with ptxas 12.4
 // for sm_90a, and requires no spills, and shared memory within the
 // target's limit (164 KiB a CTA on sm_80, 227 KiB on sm_90a). It logs a
 // table of registers per kernel.
@@ -70,7 +70,9 @@ func TestPtxasHeadDims(t *testing.T) {
 	}
 	var plain []run
 	if p11 != "" {
-		plain = append(plain, run{p11, "11.8", "sm_80", 80}, run{p11, "11.8", "sm_90", 90})
+		// (11.8 for sm_90 reports within 2 registers of sm_80 at every size;
+		// TestPtxas and TestBackwardPtxas keep it for the examples)
+		plain = append(plain, run{p11, "11.8", "sm_80", 80})
 	}
 	if p12 != "" {
 		plain = append(plain, run{p12, "12.4", "sm_90", 90})
