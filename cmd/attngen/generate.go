@@ -149,10 +149,9 @@ func checkTargets(s *spec.Spec, gpus []ptx.Target) error {
 			cpuNames, cpuDims = append(cpuNames, t.Name), append(cpuDims, t.HeadDimText())
 		}
 	}
-	list := func(d []int) string { return strings.ReplaceAll(strings.Trim(fmt.Sprint(d), "[]"), " ", ", ") }
 	for _, t := range gpus {
-		if t.Supports(s.HeadDim) != nil || (s.HeadDimV != 0 && s.HeadDimV != s.HeadDim) {
-			gpuNames, gpuDims = append(gpuNames, t.Name()), append(gpuDims, list(t.HeadDims()))
+		if t.Supports(s.HeadDim, s.HeadDimV) != nil {
+			gpuNames, gpuDims = append(gpuNames, t.Name()), append(gpuDims, t.HeadDimText())
 		}
 	}
 	var who []string

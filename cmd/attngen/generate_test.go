@@ -84,7 +84,7 @@ func TestGenerateRefusesWhatCheckRefuses(t *testing.T) {
 	out := filepath.Join(dir, "out")
 	var stdout, stderr bytes.Buffer
 	err := cmdGenerate([]string{"-spec", path, "-out", out}, &stdout, &stderr)
-	want := path + ":3:11: head_dim: 100 is not supported by the CPU runtime (its targets avx512, avx2, neon, purego run multiples of 8 from 8 to 256) nor by GPU targets ptx-sm80-bf16, ptx-sm90a-bf16 (they run 64, 128)"
+	want := path + ":3:11: head_dim: 100 is not supported by the CPU runtime (its targets avx512, avx2, neon, purego run multiples of 8 from 8 to 256) nor by GPU targets ptx-sm80-bf16, ptx-sm90a-bf16 (they run 32, 64, 96, 128, 192, 256)"
 	if err == nil || err.Error() != want {
 		t.Fatalf("generate: %v, want %s", err, want)
 	}
@@ -165,9 +165,9 @@ func TestCheckTargetsNamesRefusers(t *testing.T) {
 		want    string
 	}{
 		{"every CPU target", saved, nil, "x.yaml:3:11: head_dim: 100 is not supported by the CPU runtime (its targets avx512, avx2, neon, purego run multiples of 8 from 8 to 256)"},
-		{"every CPU target and two GPU targets", saved, sm80, "x.yaml:3:11: head_dim: 100 is not supported by the CPU runtime (its targets avx512, avx2, neon, purego run multiples of 8 from 8 to 256) nor by GPU targets ptx-sm80-bf16, ptx-sm80-f16 (they run 64, 128)"},
+		{"every CPU target and two GPU targets", saved, sm80, "x.yaml:3:11: head_dim: 100 is not supported by the CPU runtime (its targets avx512, avx2, neon, purego run multiples of 8 from 8 to 256) nor by GPU targets ptx-sm80-bf16, ptx-sm80-f16 (they run 32, 64, 96, 128, 192, 256)"},
 		{"one CPU target", []cpu.Target{{Name: "wide", HeadDims: []int{64}}, {Name: "narrow", HeadDims: []int{100}}}, nil, "x.yaml:3:11: head_dim: 100 is not supported by CPU target wide (it runs 64)"},
-		{"the GPU targets alone", []cpu.Target{{Name: "any", HeadDims: []int{100}}}, sm80[:1], "x.yaml:3:11: head_dim: 100 is not supported by GPU target ptx-sm80-bf16 (it runs 64, 128)"},
+		{"the GPU targets alone", []cpu.Target{{Name: "any", HeadDims: []int{100}}}, sm80[:1], "x.yaml:3:11: head_dim: 100 is not supported by GPU target ptx-sm80-bf16 (it runs 32, 64, 96, 128, 192, 256)"},
 		{"CPU targets of different sizes", []cpu.Target{{Name: "a", HeadDims: []int{64}}, {Name: "b", HeadDims: []int{128}}}, nil, "x.yaml:3:11: head_dim: 100 is not supported by the CPU runtime (a runs 64, b runs 128)"},
 		{"no refuser", []cpu.Target{{Name: "any", HeadDims: []int{100}}}, nil, ""},
 	} {

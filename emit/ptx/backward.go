@@ -27,7 +27,8 @@ import (
 type Backward struct {
 	DQ, DKV      string // entry names
 	Target       Target
-	HeadDim      int
+	HeadDim      int // of q, k, dq and dk
+	HeadDimV     int // of v, the output, dout and dv (HeadDim unless the plan's head_dim is {qk, v})
 	Elem         Type
 	Stride       int // residue stride (1: identity layout)
 	DQParams     []Param
@@ -66,18 +67,20 @@ func GenerateBackward(p *gen.Plan, cfg Config) (*Backward, error) {
 	}
 	// the query hull may read documents too
 	gm.docs = gm.docs || (p.QHull != nil && p.QHull.UsesDocs())
-	// 4 warps, padded rows; 64-key tiles, and 64 query rows per CTA (dq)
-	// or bwdQ per step (dk/dv)
-	gm.tileK, gm.threads, gm.RS = TileK, Threads, rowStride(gm.D)
-	b := &Backward{Target: t, HeadDim: p.HeadDim}
+	// padded rows; dq: 64 query rows per CTA (4 warps) and the table's
+	// key tile; dk/dv: 64 keys per CTA (4 warps of 16, times the table's
+	// column split) and the table's query rows per step
+	tl := tilesOf(gm.D)
+	gm.RS = rowStride(gm.D)
+	b := &Backward{Target: t, HeadDim: p.HeadDim, HeadDimV: gm.Dv}
 	var funcs []*Func
 	var shared [2]int
 	for n, dkv := range []bool{false, true} {
 		name := "attn_bwd_dq_" + p.Name
-		gm.tileQ = TileQ
+		gm.tileQ, gm.tileK, gm.threads = TileQ, tl.dqK, Threads
 		if dkv {
 			name = "attn_bwd_dkv_" + p.Name
-			gm.tileQ = bwdQ[p.HeadDim]
+			gm.tileQ, gm.tileK, gm.threads = tl.dkvQ, TileK, Threads*tl.dkvCols
 			if len(p.Pred.Insts) > bigPred {
 				// a long partial-tile predicate (NATTEN's: ptxas 11.8
 				// spilled at 64 queries) needs the registers of 32
@@ -90,11 +93,20 @@ func GenerateBackward(p *gen.Plan, cfg Config) (*Backward, error) {
 				// with ptxas 11.8 and 12.4)
 				gm.tileQ = min(gm.tileQ, 32)
 			}
+		} else if gm.D >= 192 && len(p.Pred.Insts) > bigPred {
+			// dq at D >= 192: a long predicate next to 96 or 128
+			// accumulators and the score tiles spilled (bigbird: 8 bytes,
+			// ptxas 11.8 and 12.4, with 32 keys at D = 256); half the
+			// table's keys halve the score tiles
+			gm.tileK = tl.dqK / 2
 		}
 		// the dq kernel reads the learned sinks for their gradient
 		gm.sinks = !dkv && p.Score.LearnedSinks
 		g := newKit(p, cfg, gm, name)
-		bk := &bwdK{kit: g, dkv: dkv}
+		bk := &bwdK{kit: g, dkv: dkv, cols: 1, holdQ: tl.dqHoldQ}
+		if dkv {
+			bk.cols = tl.dkvCols
+		}
 		if dkv {
 			g.f.Params = g.kernelParams([]Param{parQ, parK, parV, parDO, parFLSE, parDlt}, []Param{parDK, parDV}, []Param{parScl})
 		} else {
@@ -104,7 +116,7 @@ func GenerateBackward(p *gen.Plan, cfg Config) (*Backward, error) {
 			}
 			g.f.Params = g.kernelParams([]Param{parQ, parK, parV, parFwdO, parDO, parFLSE, parDlt}, after, []Param{parScl})
 		}
-		g.f.ReqNTID = Threads
+		g.f.ReqNTID = g.threads
 		// one CTA per SM is all the register budget must allow: ptxas
 		// otherwise caps some kernels near 168 registers and spills
 		g.f.MinCTAs = 1
@@ -141,15 +153,16 @@ func GenerateBackward(p *gen.Plan, cfg Config) (*Backward, error) {
 // Kernels describes the two kernels as generated packages embed them
 // (both share the module text).
 func (b *Backward) Kernels() [2]gpu.Kernel {
-	mk := func(kind, name string, params []Param, dyn int) gpu.Kernel {
+	tl := tilesOf(b.HeadDim)
+	mk := func(kind, name string, params []Param, dyn, tileK, threads int) gpu.Kernel {
 		k := gpu.Kernel{Target: b.Target.Arch(), Elem: b.Target.Elem, Kind: kind, Name: name, PTX: b.PTX,
-			TileQ: TileQ, TileK: TileK, Threads: Threads, DynShared: dyn, Stride: max(b.Stride, 1)}
+			TileQ: TileQ, TileK: tileK, Threads: threads, DynShared: dyn, Stride: max(b.Stride, 1)}
 		for _, p := range params {
 			k.Params = append(k.Params, [3]string{p.Name, p.T.String(), p.Doc})
 		}
 		return k
 	}
-	return [2]gpu.Kernel{mk(gpu.KindBwdDQ, b.DQ, b.DQParams, b.DQShared), mk(gpu.KindBwdDKV, b.DKV, b.DKVParams, b.DKVShared)}
+	return [2]gpu.Kernel{mk(gpu.KindBwdDQ, b.DQ, b.DQParams, b.DQShared, tl.dqK, Threads), mk(gpu.KindBwdDKV, b.DKV, b.DKVParams, b.DKVShared, TileK, Threads*tl.dkvCols)}
 }
 
 // BackwardLaunch is the launch of both kernels for one call.
@@ -203,25 +216,26 @@ func (l BackwardLaunch) Args(x Launch, ptrs ...uint64) ([]any, error) {
 	return append(args, l.Scale), nil
 }
 
-// bwdQ is the query rows per step of the dk/dv kernel per head dimension:
-// at D = 128 its 128 registers of dk and dv accumulators leave little room
-// for score fragments (ptxas 11.8 spilled at 64 queries, and for sm_90 at
-// 32), so it takes 16.
-var bwdQ = map[int]int{64: 64, 128: 16}
+// The dk/dv kernel's query rows per step are tilesOf(D).dkvQ: at D = 128
+// its 128 registers of dk and dv accumulators leave little room for score
+// fragments (ptxas 11.8 spilled at 64 queries, and for sm_90 at 32), so
+// it takes 16; so do D = 192 and 256, whose warps hold half the columns
+// (96 and 128 registers).
 
 // capPred is the predicate length (IR instructions) above which the dk/dv
 // kernel of a soft-capped plan takes at most 32 query rows per step.
 const capPred = 48
 
-// heldQ is the largest head dimension whose Q fragments the dq kernel
-// holds in registers; above it (D = 128: 32 more registers next to 64 of
-// dq accumulators) ptxas 11.8 spilled, so they are read per tile.
-const heldQ = 64
+// The dq kernel holds Q's fragments in registers where tilesOf(D).dqHoldQ
+// (D <= 64); above (D = 128: 32 more registers next to 64 of dq
+// accumulators) ptxas 11.8 spilled, so they are read per tile.
 
 // bwdK emits one of the two backward kernels.
 type bwdK struct {
 	*kit
-	dkv bool
+	dkv   bool
+	cols  int  // dk/dv: warps per 16 keys, splitting dk's and dv's columns (1: none)
+	holdQ bool // dq: Q's fragments live in registers
 
 	scale        Operand // f32 softmax scale
 	bz, c        Operand // batch and residue class
@@ -229,6 +243,7 @@ type bwdK struct {
 	qR0          Operand // tensor row (within a head) of the segment's query 0
 	off          Operand // position of query row r is r + off
 	qthi         Operand // last query tile (dkv)
+	kwarp        Operand // dkv: the warp's group of 16 keys (warp mod 4)
 	aKw, aVw     Operand // this warp's K and V fragment addresses (dkv)
 	aRowCol, aK  Operand // ldmatrix lane offsets: A operands and trans B; non-trans B
 }
@@ -238,18 +253,27 @@ type bwdK struct {
 // the rows' -lse*log2(e) and delta.
 func (g *bwdK) tileBytes() int { return TileQ * g.RS }
 
-// bufBytes is one tile of the double-buffered pair: bq rows.
-func (g *bwdK) bufBytes() int { return g.tileQ * g.RS }
+// bufBytes is one tile of the double-buffered pair: tileK keys (dq) or
+// tileQ query rows (dkv).
+func (g *bwdK) bufBytes() int {
+	if g.dkv {
+		return g.tileQ * g.RS
+	}
+	return g.tileK * g.RS
+}
 
 func (g *bwdK) smemBytes() int {
 	if g.dkv {
-		return g.dkvFlags() + g.bufBytes() + 2*voteBytes
+		return g.dkvFlags() + g.bufBytes() + 2*g.voteBytes()
 	}
-	return 6*g.tileBytes() + 4*TileQ + voteBytes
+	return g.dqDelta() + 4*TileQ + g.voteBytes()
 }
 
+// dqDelta is the dq kernel's delta array, after Q, dO and the K/V buffers.
+func (g *bwdK) dqDelta() int { return 2*g.tileBytes() + 4*g.bufBytes() }
+
 // voteBytes is one word per warp for sanitize's vote.
-const voteBytes = 4 * Threads / 32
+func (g *bwdK) voteBytes() int { return 4 * g.warps() }
 
 // dkvFlags is the dk/dv kernel's flag tile (sanitize), after the rows'
 // -lse*log2(e) and delta; its two vote areas follow it.
@@ -304,24 +328,34 @@ func (g *bwdK) segment(tile Operand) error {
 // rowsBase is the b64 address of row 0 of a [batch][heads][seqAll][D]
 // elem tensor's head h at tensor row row0, plus this thread's chunk.
 func (g *bwdK) rowsBase(base, heads, h, seqAll, row0 Operand, esize int64) Operand {
+	return g.rowsBaseOf(g.D, base, heads, h, seqAll, row0, esize)
+}
+
+// rowsBaseOf is rowsBase for rows of d elements (Dv: v, the output, dout).
+func (g *bwdK) rowsBaseOf(d int, base, heads, h, seqAll, row0 Operand, esize int64) Operand {
 	f := g.f
 	idx := f.Add(f.Op3(OpMulLo, S32, f.Add(f.Op3(OpMulLo, S32, g.bz, heads), h), seqAll), row0)
-	return g.wide(base, idx, esize*int64(g.D))
+	return g.wide(base, idx, esize*int64(d))
 }
 
 // copyRows issues cp.async copies of rows [0, n) of a tile into shared
 // memory at dst (row pitch RS) from src (the tile's row 0 plus this
 // thread's chunk; rows pitch*2D bytes apart), zero-filling rows past lim
 // (lim >= 0 is the last valid row).
-func (g *bwdK) copyRows(dst, src, lim Operand, n int) {
+func (g *bwdK) copyRows(dst, src, lim Operand, n int) { g.copyRowsOf(g.D, g.act, dst, src, lim, n) }
+
+// copyRowsV is copyRows for value-shaped rows (Dv elements: v, dout).
+func (g *bwdK) copyRowsV(dst, src, lim Operand, n int) { g.copyRowsOf(g.Dv, g.vact, dst, src, lim, n) }
+
+func (g *bwdK) copyRowsOf(d int, act *Reg, dst, src, lim Operand, n int) {
 	f := g.f
 	sd := f.Add(dst, g.copyS)
 	for it := 0; it < n/g.rowStep(); it++ {
 		r := f.Add(g.rb, I(int64(it*g.rowStep())))
 		valid := f.Setp("le", S32, r, lim)
 		size := f.Selp(U32, I(16), I(0), valid)
-		a := g.wide(src, f.Min(r, lim), g.pitch*int64(2*g.D))
-		f.Emit(Inst{Op: OpCpAsync, Dst: []Operand{Addr(sd.Reg, int64(it*g.rowStep()*g.RS))}, Src: []Operand{Addr(a.Reg, 0), I(16), size}})
+		a := g.wide(src, f.Min(r, lim), g.pitch*int64(2*d))
+		g.cpAsyncG(act, Addr(sd.Reg, int64(it*g.rowStep()*g.RS)), Addr(a.Reg, 0), size)
 	}
 }
 
@@ -397,16 +431,12 @@ func (g *bwdK) zeroMasked(p, ds [][4]Reg, partial Reg) {
 // non-finite and 0 elsewhere, and set done to 1 (the same in every
 // thread); restoreNaN then makes the gradients of pairs that keep a
 // rewritten element NaN.
-func (g *bwdK) sanitize(done Reg, base, flags, vote Operand, n int) {
+func (g *bwdK) sanitize(done Reg, base, flags, vote Operand, n int, act *Reg) {
 	f := g.f
 	sT := f.reg(U32, f.Add(base, g.copyS))
 	sF := f.reg(U32, f.Add(flags, g.copyS))
 	words, addr := g.share(n)
-	load := func(w int) Reg {
-		x := f.NewReg(B32)
-		f.Emit(Inst{Op: OpLd, T: B32, Space: "shared", Dst: []Operand{R(x)}, Src: []Operand{Addr(sT.Reg, addr(w))}})
-		return x
-	}
+	load := func(w int) Reg { return g.ldSharedG(act, Addr(sT.Reg, addr(w))) }
 	skip := f.NewLabel("finite")
 	g.voteNonFinite(load, words, func() Operand { return vote }, skip)
 	f.Comment("a non-finite element in the tile: zero it, and flag it")
@@ -418,9 +448,9 @@ func (g *bwdK) sanitize(done Reg, base, flags, vote Operand, n int) {
 		hi := f.Op3(OpShr, U32, nf, I(31))
 		m := f.Op3(OpOr, B32, f.Op3(OpMulLo, U32, lo, I(0xffff)), f.Op3(OpMulLo, U32, hi, I(0xffff0000)))
 		xc := f.Op3(OpAnd, B32, R(x), f.Op3(OpXor, B32, m, I(0xffffffff)))
-		f.Emit(Inst{Op: OpSt, T: B32, Space: "shared", Dst: []Operand{Addr(sT.Reg, addr(w))}, Src: []Operand{f.reg(B32, xc)}})
+		g.stSharedG(act, Addr(sT.Reg, addr(w)), f.reg(B32, xc))
 		fl := f.Op3(OpOr, B32, f.Op3(OpMulLo, U32, lo, I(one)), f.Op3(OpMulLo, U32, hi, I(one<<16)))
-		f.Emit(Inst{Op: OpSt, T: B32, Space: "shared", Dst: []Operand{Addr(sF.Reg, addr(w))}, Src: []Operand{f.reg(B32, fl)}})
+		g.stSharedG(act, Addr(sF.Reg, addr(w)), f.reg(B32, fl))
 	}
 	f.Emit(Inst{Op: OpBar, Src: []Operand{I(0)}})
 	f.Set(B32, done, I(1))
@@ -430,11 +460,17 @@ func (g *bwdK) sanitize(done Reg, base, flags, vote Operand, n int) {
 // sanitizePartial is sanitize in partial tiles only: it returns the
 // register restoreNaN tests (0 on every other tile).
 func (g *bwdK) sanitizePartial(partial Reg, base, flags, vote Operand, n int) Reg {
+	return g.sanitizePartialOf(g.act, partial, base, flags, vote, n)
+}
+
+// sanitizePartialOf is sanitizePartial for the copy lanes of act (vact: a
+// value-shaped tile, dout's).
+func (g *bwdK) sanitizePartialOf(act *Reg, partial Reg, base, flags, vote Operand, n int) Reg {
 	f := g.f
 	done := f.Mov(B32, I(0))
 	skip := f.NewLabel("unmasked")
 	f.Bra(skip, &partial, true)
-	g.sanitize(done, base, flags, vote, n)
+	g.sanitize(done, base, flags, vote, n, act)
 	f.Place(skip)
 	return done
 }
@@ -455,7 +491,7 @@ func (g *bwdK) restoreNaN(done Reg, pa [][4]Reg, flags Operand, acc [][4]Reg) {
 	f.Bra(skip, &none, false)
 	f.Comment("gradients that a kept pair reaches from a rewritten element are NaN")
 	nan := Fimm(float32(math.NaN()))
-	for dp := 0; dp < g.D/16; dp++ {
+	for dp := 0; dp < len(acc)/2; dp++ {
 		c := zeros(f, 2)
 		for kk := range pa {
 			b := g.frag(OpLdmatrixT, flags, int64(kk*16*g.RS+dp*32))

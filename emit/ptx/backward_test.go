@@ -570,113 +570,120 @@ func TestBackwardInterpNonFinite(t *testing.T) {
 		{"block", spec.Pattern{Mask: spec.Block(24)}},
 	}
 	masks = append(masks, randomMasks(8, 3)...)
-	specials := []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))}
 	for k, mk := range masks {
 		d := 64
 		if k%2 == 1 && !testing.Short() {
 			d = 128
 		}
-		p := compile(t, mk.name, mk.p.Mask, mk.p.Causal, d)
-		sh := shape{1, 2, 1, 90, 130}
-		t.Run(fmt.Sprintf("%s/d%d", mk.name, d), func(t *testing.T) {
-			t.Logf("%s", mk.p)
-			cfg := Config{SoftLg2: true}
-			clean := runBackwardKernels(t, p, cfg, sh, nil, 11, nil)
-			vs := clean.vs
-			keeps := func(r, j int) bool { return mk.p.AtDocs(spec.Row(r, vs.SeqQ, vs.SeqK), j, nil) }
-			rng := rand.New(rand.NewPCG(uint64(k), 5))
-			D := vs.HeadDim
-			same := func(what string, a, b []float32, row int) {
-				t.Helper()
-				for x := row * D; x < (row+1)*D; x++ {
-					if math.Float32bits(a[x]) != math.Float32bits(b[x]) {
-						t.Fatalf("%s row %d changed: %v, clean %v", what, row, a[x], b[x])
-					}
-				}
-			}
-			// keys: poison the keys and values a row masks (kv head 0 serves both query heads)
-			r0 := vs.SeqQ / 2
-			poisoned := map[int]bool{}
-			for j := 0; j < vs.SeqK; j++ {
-				if !keeps(r0, j) && rng.IntN(3) == 0 {
-					poisoned[j] = true
-				}
-			}
-			got := runBackwardKernels(t, p, cfg, sh, nil, 11, func(q, kk, v, dout []float32) {
-				for j := range poisoned {
-					for x := 0; x < D; x++ {
-						kk[j*D+x] = specials[rng.IntN(3)]
-						v[j*D+x] = specials[rng.IntN(3)]
-					}
-				}
-			})
-			reach := make([]bool, vs.SeqQ) // rows that keep a poisoned key
-			for r := range reach {
-				for j := range poisoned {
-					reach[r] = reach[r] || keeps(r, j)
-				}
-			}
-			checked := 0
-			for h := 0; h < vs.HeadsQ; h++ {
-				for r := 0; r < vs.SeqQ; r++ {
-					if !reach[r] {
-						same("dq", got.dq, clean.dq, h*vs.SeqQ+r)
-						checked++
-					}
-				}
-			}
-			for j := 0; j < vs.SeqK; j++ {
-				ok := !poisoned[j]
-				for r := 0; r < vs.SeqQ && ok; r++ {
-					ok = !(keeps(r, j) && reach[r])
-				}
-				if ok {
-					same("dk", got.dk, clean.dk, j)
-					same("dv", got.dv, clean.dv, j)
-					checked++
-				}
-			}
-			// rows: poison q and dout of row r1 of head 1, and of a row that keeps nothing
-			r1 := rng.IntN(vs.SeqQ)
-			rows := []int{vs.SeqQ + r1}
-			for r := 0; r < vs.SeqQ; r++ {
-				dead := true
-				for j := 0; j < vs.SeqK && dead; j++ {
-					dead = !keeps(r, j)
-				}
-				if dead {
-					rows = append(rows, r)
-					break
-				}
-			}
-			got = runBackwardKernels(t, p, cfg, sh, nil, 11, func(q, kk, v, dout []float32) {
-				for _, row := range rows {
-					for x := 0; x < D; x++ {
-						q[row*D+x] = specials[rng.IntN(3)]
-						dout[row*D+x] = specials[rng.IntN(3)]
-					}
-				}
-			})
-			for row := 0; row < vs.HeadsQ*vs.SeqQ; row++ {
-				if row != rows[0] && (len(rows) == 1 || row != rows[1]) {
-					same("dq", got.dq, clean.dq, row)
-					checked++
-				}
-			}
-			for j := 0; j < vs.SeqK; j++ {
-				ok := true
-				for _, row := range rows {
-					ok = ok && !keeps(row%vs.SeqQ, j)
-				}
-				if ok {
-					same("dk", got.dk, clean.dk, j)
-					same("dv", got.dv, clean.dv, j)
-					checked++
-				}
-			}
-			t.Logf("%d poisoned keys, poisoned rows %v: %d gradient rows bit-identical", len(poisoned), rows, checked)
-		})
+		checkBackwardNonFinite(t, k, mk, d)
 	}
+}
+
+// checkBackwardNonFinite is TestBackwardInterpNonFinite's check of mask
+// mk at head dimension d (k seeds the poison).
+func checkBackwardNonFinite(t *testing.T, k int, mk testMask, d int) {
+	t.Helper()
+	specials := []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))}
+	p := compile(t, mk.name, mk.p.Mask, mk.p.Causal, d)
+	sh := shape{1, 2, 1, 90, 130}
+	t.Run(fmt.Sprintf("%s/d%d", mk.name, d), func(t *testing.T) {
+		t.Logf("%s", mk.p)
+		cfg := Config{SoftLg2: true}
+		clean := runBackwardKernels(t, p, cfg, sh, nil, 11, nil)
+		vs := clean.vs
+		keeps := func(r, j int) bool { return mk.p.AtDocs(spec.Row(r, vs.SeqQ, vs.SeqK), j, nil) }
+		rng := rand.New(rand.NewPCG(uint64(k), 5))
+		D := vs.HeadDim
+		same := func(what string, a, b []float32, row int) {
+			t.Helper()
+			for x := row * D; x < (row+1)*D; x++ {
+				if math.Float32bits(a[x]) != math.Float32bits(b[x]) {
+					t.Fatalf("%s row %d changed: %v, clean %v", what, row, a[x], b[x])
+				}
+			}
+		}
+		// keys: poison the keys and values a row masks (kv head 0 serves both query heads)
+		r0 := vs.SeqQ / 2
+		poisoned := map[int]bool{}
+		for j := 0; j < vs.SeqK; j++ {
+			if !keeps(r0, j) && rng.IntN(3) == 0 {
+				poisoned[j] = true
+			}
+		}
+		got := runBackwardKernels(t, p, cfg, sh, nil, 11, func(q, kk, v, dout []float32) {
+			for j := range poisoned {
+				for x := 0; x < D; x++ {
+					kk[j*D+x] = specials[rng.IntN(3)]
+					v[j*D+x] = specials[rng.IntN(3)]
+				}
+			}
+		})
+		reach := make([]bool, vs.SeqQ) // rows that keep a poisoned key
+		for r := range reach {
+			for j := range poisoned {
+				reach[r] = reach[r] || keeps(r, j)
+			}
+		}
+		checked := 0
+		for h := 0; h < vs.HeadsQ; h++ {
+			for r := 0; r < vs.SeqQ; r++ {
+				if !reach[r] {
+					same("dq", got.dq, clean.dq, h*vs.SeqQ+r)
+					checked++
+				}
+			}
+		}
+		for j := 0; j < vs.SeqK; j++ {
+			ok := !poisoned[j]
+			for r := 0; r < vs.SeqQ && ok; r++ {
+				ok = !(keeps(r, j) && reach[r])
+			}
+			if ok {
+				same("dk", got.dk, clean.dk, j)
+				same("dv", got.dv, clean.dv, j)
+				checked++
+			}
+		}
+		// rows: poison q and dout of row r1 of head 1, and of a row that keeps nothing
+		r1 := rng.IntN(vs.SeqQ)
+		rows := []int{vs.SeqQ + r1}
+		for r := 0; r < vs.SeqQ; r++ {
+			dead := true
+			for j := 0; j < vs.SeqK && dead; j++ {
+				dead = !keeps(r, j)
+			}
+			if dead {
+				rows = append(rows, r)
+				break
+			}
+		}
+		got = runBackwardKernels(t, p, cfg, sh, nil, 11, func(q, kk, v, dout []float32) {
+			for _, row := range rows {
+				for x := 0; x < D; x++ {
+					q[row*D+x] = specials[rng.IntN(3)]
+					dout[row*D+x] = specials[rng.IntN(3)]
+				}
+			}
+		})
+		for row := 0; row < vs.HeadsQ*vs.SeqQ; row++ {
+			if row != rows[0] && (len(rows) == 1 || row != rows[1]) {
+				same("dq", got.dq, clean.dq, row)
+				checked++
+			}
+		}
+		for j := 0; j < vs.SeqK; j++ {
+			ok := true
+			for _, row := range rows {
+				ok = ok && !keeps(row%vs.SeqQ, j)
+			}
+			if ok {
+				same("dk", got.dk, clean.dk, j)
+				same("dv", got.dv, clean.dv, j)
+				checked++
+			}
+		}
+		t.Logf("%d poisoned keys, poisoned rows %v: %d gradient rows bit-identical", len(poisoned), rows, checked)
+	})
 }
 
 // TestBackwardInterpColumnSchedule counts the query tiles each dk/dv CTA
@@ -709,7 +716,7 @@ func TestBackwardInterpColumnSchedule(t *testing.T) {
 		t.Run(mk.name, func(t *testing.T) {
 			r := runBackwardKernels(t, p, Config{SoftLg2: true}, sh, nil, 4, nil)
 			pq := *p
-			pq.TileQ = bwdQ[64]
+			pq.TileQ = tilesOf(64).dkvQ
 			if len(p.Pred.Insts) > bigPred {
 				pq.TileQ = 32
 			}

@@ -18,24 +18,52 @@ func (g *bwdK) kernelDKV() error {
 		return err
 	}
 	group := f.Op3(OpDiv, U32, g.hq, g.hkv)
+	// with the columns split (cols > 1), warp w owns keys 16(w mod 4) ..
+	// and columns Dc(w / 4) .. of dk and dv (Dc = D/cols)
+	g.kwarp = g.warp
+	Dc := D / g.cols
+	var colS, colG Operand // this warp's first column: shared (elem) and global (f32) byte offsets
+	if g.cols > 1 {
+		g.kwarp = f.Op3(OpAnd, B32, g.warp, I(3))
+		half := f.Op3(OpShr, U32, g.warp, I(2))
+		colS, colG = f.MulC(half, int64(2*Dc)), f.MulC(half, int64(4*Dc))
+	}
+	Dvc := g.Dv / g.cols
+	colSV, colGV := colS, colG // the same for dv's columns
+	if g.cols > 1 && g.Dv != D {
+		half := f.Op3(OpShr, U32, g.warp, I(2))
+		colSV, colGV = f.MulC(half, int64(2*Dvc)), f.MulC(half, int64(4*Dvc))
+	}
+	cols := func(a Operand) Operand {
+		if g.cols > 1 {
+			return f.Add(a, colS)
+		}
+		return a
+	}
+	colsV := func(a Operand) Operand {
+		if g.cols > 1 {
+			return f.Add(a, colSV)
+		}
+		return a
+	}
 	krow0 := f.MulC(kt, TileK)
 	kIdx := f.Add(f.Op3(OpMulLo, S32, f.Add(f.Op3(OpMulLo, S32, g.bz, g.hkv), kvh), g.skAll), f.Add(g.c, f.MulC(krow0, g.pitch)))
 	kb := g.wide(k, kIdx, int64(2*D))
-	vb := g.wide(v, kIdx, int64(2*D))
+	vb := g.wide(v, kIdx, int64(2*g.Dv))
 	dkb := g.wide(dk, kIdx, int64(4*D))
-	dvb := g.wide(dv, kIdx, int64(4*D))
+	dvb := g.wide(dv, kIdx, int64(4*g.Dv))
 
 	f.Comment("K and V tiles: cp.async, keys past seq_k zero-filled")
 	klim := f.Sub(f.Sub(g.sk, I(1)), krow0)
 	g.copyRows(g.smem, f.Op3(OpAdd, U64, kb, g.ch16w), klim, TileK)
-	g.copyRows(f.Add(g.smem, I(int64(g.tileBytes()))), f.Op3(OpAdd, U64, vb, g.ch16w), klim, TileK)
+	g.copyRowsV(f.Add(g.smem, I(int64(g.tileBytes()))), f.Op3(OpAdd, U64, vb, g.ch16w), klim, TileK)
 	f.Emit(Inst{Op: OpCpCommit})
 
-	dkA, dvA := zeros(f, D/8), zeros(f, D/8)
+	dkA, dvA := zeros(f, Dc/8), zeros(f, Dvc/8)
 	k0 := f.Add(krow0, I(0))
 	k1 := f.Sub(f.Min(f.Add(krow0, I(TileK)), g.sk), I(1))
 	// this thread's keys (positions) in the C layout: rows g4 and g4+8 of the warp's 16
-	kpos := [2]Operand{f.Add(f.Add(krow0, f.MulC(g.warp, 16)), g.g4)}
+	kpos := [2]Operand{f.Add(f.Add(krow0, f.MulC(g.kwarp, 16)), g.g4)}
 	kpos[1] = f.Add(kpos[0], I(8))
 
 	// The query-tile range and the first tile to visit come from the
@@ -90,7 +118,7 @@ func (g *bwdK) kernelDKV() error {
 		}
 	}
 	qb := f.Op3(OpAdd, U64, g.rowsBase(q, g.hq, h, g.sqAll, g.qR0, 2), g.ch16w)
-	db := f.Op3(OpAdd, U64, g.rowsBase(dout, g.hq, h, g.sqAll, g.qR0, 2), g.ch16w)
+	db := f.Op3(OpAdd, U64, g.rowsBaseOf(g.Dv, dout, g.hq, h, g.sqAll, g.qR0, 2), g.ch16w)
 	lb := g.lseRows(lse, h, g.qR0)
 	deb := g.lseRows(delta, h, g.qR0)
 	ld := &qLoader{g: g, qb: qb, db: db, lb: lb, deb: deb}
@@ -156,7 +184,7 @@ func (g *bwdK) kernelDKV() error {
 		f.Place(nomask)
 		f.Comment("dP^T = V dO^T; dS^T = P^T (dP^T - delta), in place")
 		ds := zeros(f, g.tileQ/8)
-		g.product16(ds, aVw, f.Add(sDO, g.aK), nil)
+		g.productOver(g.Dv, ds, aVw, f.Add(sDO, g.aK), nil)
 		for n := range ds {
 			for c := 0; c < 2; c++ {
 				dlv := f.NewReg(F32)
@@ -171,14 +199,14 @@ func (g *bwdK) kernelDKV() error {
 		flags := f.Add(g.smem, I(int64(g.dkvFlags())))
 		vote := f.Add(flags, I(int64(g.bufBytes())))
 		f.Comment("masked rows: non-finite dO elements of a partial tile zeroed and flagged; dV += P^T dO (dO through ldmatrix.trans)")
-		fixed := g.sanitizePartial(partial, sDO, flags, vote, g.tileQ)
+		fixed := g.sanitizePartialOf(g.vact, partial, sDO, flags, vote, g.tileQ)
 		pa := g.pack(s)
-		g.accumulate(dvA, pa, f.Add(sDO, g.aRowCol))
-		g.restoreNaN(fixed, pa, f.Add(flags, g.aRowCol), dvA)
+		g.accumulate(dvA, pa, colsV(f.Add(sDO, g.aRowCol)))
+		g.restoreNaN(fixed, pa, colsV(f.Add(flags, g.aRowCol)), dvA)
 		f.Comment("the same for Q; dK += dS^T Q")
-		fixed = g.sanitizePartial(partial, sb, flags, f.Add(vote, I(voteBytes)), g.tileQ)
-		g.accumulate(dkA, g.pack(ds), f.Add(sb, g.aRowCol))
-		g.restoreNaN(fixed, pa, f.Add(flags, g.aRowCol), dkA)
+		fixed = g.sanitizePartial(partial, sb, flags, f.Add(vote, I(int64(g.voteBytes()))), g.tileQ)
+		g.accumulate(dkA, g.pack(ds), cols(f.Add(sb, g.aRowCol)))
+		g.restoreNaN(fixed, pa, cols(f.Add(flags, g.aRowCol)), dkA)
 		return nil
 	}
 	if err := g.pipeline("qtile", cur, ccur, buf, g.qthi,
@@ -195,15 +223,22 @@ func (g *bwdK) kernelDKV() error {
 
 	f.Comment("epilogue: dk = scale * acc, dv = acc, f32, keys past seq_k not stored")
 	for r := 0; r < 2; r++ {
-		kr := f.Add(f.Add(f.MulC(g.warp, 16), g.g4), I(int64(8*r)))
+		kr := f.Add(f.Add(f.MulC(g.kwarp, 16), g.g4), I(int64(8*r)))
 		valid := f.Setp("le", S32, kr, klim)
 		ka := g.wide(g.wide(dkb, kr, g.pitch*int64(4*D)), g.t4, 8)
-		va := g.wide(g.wide(dvb, kr, g.pitch*int64(4*D)), g.t4, 8)
-		for n := 0; n < D/8; n++ {
+		va := g.wide(g.wide(dvb, kr, g.pitch*int64(4*g.Dv)), g.t4, 8)
+		if g.cols > 1 {
+			ka, va = g.wide(ka, colG, 1), g.wide(va, colGV, 1)
+		}
+		for n := 0; n < max(Dc, Dvc)/8; n++ {
 			for x := 0; x < 2; x++ {
-				kv := f.F(OpMulF, R(dkA[n][2*r+x]), g.scale)
-				f.Emit(Inst{Op: OpSt, T: F32, Space: "global", Guard: &valid, Dst: []Operand{Addr(ka.Reg, int64(n*32+4*x))}, Src: []Operand{kv}})
-				f.Emit(Inst{Op: OpSt, T: F32, Space: "global", Guard: &valid, Dst: []Operand{Addr(va.Reg, int64(n*32+4*x))}, Src: []Operand{R(dvA[n][2*r+x])}})
+				if n < Dc/8 {
+					kv := f.F(OpMulF, R(dkA[n][2*r+x]), g.scale)
+					f.Emit(Inst{Op: OpSt, T: F32, Space: "global", Guard: &valid, Dst: []Operand{Addr(ka.Reg, int64(n*32+4*x))}, Src: []Operand{kv}})
+				}
+				if n < Dvc/8 {
+					f.Emit(Inst{Op: OpSt, T: F32, Space: "global", Guard: &valid, Dst: []Operand{Addr(va.Reg, int64(n*32+4*x))}, Src: []Operand{R(dvA[n][2*r+x])}})
+				}
 			}
 		}
 	}
@@ -216,7 +251,7 @@ func (g *bwdK) kernelDKV() error {
 func (g *bwdK) fragAddrs() {
 	f := g.f
 	f.Comment("K and V fragment addresses: this warp's 16 keys")
-	g.aKw = f.Add(f.Add(g.smem, f.MulC(g.warp, int64(16*g.RS))), g.aRowCol)
+	g.aKw = f.Add(f.Add(g.smem, f.MulC(g.kwarp, int64(16*g.RS))), g.aRowCol)
 	g.aVw = f.Add(g.aKw, I(int64(g.tileBytes())))
 }
 
@@ -238,9 +273,9 @@ func (l *qLoader) load(qt, buf Operand) {
 	r0 := f.MulC(qt, bq)
 	lim := f.Sub(f.Sub(g.sq, I(1)), r0)
 	sb := g.bufBase(buf)
-	src := func(base Operand) Operand { return g.wide(base, r0, g.pitch*int64(2*g.D)) }
-	g.copyRows(sb, src(l.qb), lim, g.tileQ)
-	g.copyRows(f.Add(sb, I(int64(g.bufBytes()))), src(l.db), lim, g.tileQ)
+	src := func(base Operand, d int) Operand { return g.wide(base, r0, g.pitch*int64(2*d)) }
+	g.copyRows(sb, src(l.qb, g.D), lim, g.tileQ)
+	g.copyRowsV(f.Add(sb, I(int64(g.bufBytes()))), src(l.db, g.Dv), lim, g.tileQ)
 	f.Comment(fmt.Sprintf("the rows' -lse*log2(e) (threads 0-%d) and delta (%d-%d)", bq-1, bq, 2*bq-1))
 	r := f.Op3(OpAnd, B32, g.tid, I(bq-1))
 	isDelta := f.Setp("ge", U32, g.tid, I(bq))

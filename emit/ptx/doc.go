@@ -17,8 +17,14 @@
 // module is written for (its .target, with the PTX ISA version known for
 // it), the element type and, with Accel, the architecture-specific target
 // sm_<SM>a. It is a gen.Target (Name, TileSizes), so a plan is compiled
-// for it directly; it also tells the head dimensions the kernel supports
-// (HeadDims, Supports). SM80 is the default; DefaultTargets are the
+// for it directly; it also tells the head dimensions the kernels support
+// (HeadDims, HeadDimText, Supports: 32, 64, 96, 128, 192 and 256, square,
+// and {qk: 192, v: 128}, q and k rows of 192 and v, output and dout rows
+// of 128, as DeepSeek's MLA has), whose tiles one table holds (tiles in
+// target.go, with the reasons; a split pair takes its qk size's tiles).
+// In a split kernel V tiles keep the K tile's row pitch and copy with
+// their own lanes (vact); the products over value columns (P V, dO V^T)
+// run over Dv. SM80 is the default; DefaultTargets are the
 // targets attngen's tests build for both element types.
 //
 // Kernels(plan, cfg) is the one place that decides which kernels a target
@@ -49,10 +55,15 @@
 // compute threads (and so warps), head dimension, padded row pitch,
 // element type, layout stride, and whether the kernel takes document
 // arrays, tree arrays or head parameters. planGeom checks a plan against
-// a target and gives the plan's part; the kernel adds its tiles (sm_80
-// forward and dq: 64x64, 128 threads, rows padded to 2D+16 bytes; dk/dv:
-// bwdQ query rows per step; sm_90a: 128 query rows, 256 compute threads,
-// swizzled boxes without padding).
+// a target and gives the plan's part; the kernel adds its tiles from the
+// table (tilesOf: sm_80 forward and dq: 64 query rows, 128 threads, 64 or
+// 32 keys, rows padded to 2D+16 bytes; dk/dv: 64 keys, 128 or 256
+// threads (columns split), dkvQ query rows per step; sm_90a: 128 query
+// rows, 256 compute threads, 64, 32 or 16 keys, swizzled boxes without
+// padding: 128-byte swizzle, 64-byte where D is not a multiple of 64).
+// Rows of 2D bytes split into 16-byte copy chunks per lane; where D/8 is
+// not a power of two (96, 192) the lanes are rounded up to one and the
+// extra lanes idle (act guards their copies and their share of sanitize).
 //
 // Written once, for every kernel:
 //

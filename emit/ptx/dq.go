@@ -22,38 +22,42 @@ func (g *bwdK) kernelDQ() error {
 	qrow0 := f.MulC(qt, TileQ)
 	row0 := f.Add(g.qR0, f.MulC(qrow0, g.pitch))
 	qb := g.rowsBase(q, g.hq, h, g.sqAll, row0, 2)
-	ob := g.rowsBase(o, g.hq, h, g.sqAll, row0, 2)
-	db := g.rowsBase(dout, g.hq, h, g.sqAll, row0, 2)
+	ob := g.rowsBaseOf(g.Dv, o, g.hq, h, g.sqAll, row0, 2)
+	db := g.rowsBaseOf(g.Dv, dout, g.hq, h, g.sqAll, row0, 2)
 	lrow := g.lseRows(lse, h, row0)
 	drow := g.lseRows(delta, h, row0)
 	var srow Operand
 	if g.sinks {
 		srow = g.lseRows(dsink, h, row0)
 	}
-	dqb := g.rowsBase(dq, g.hq, h, g.sqAll, row0, 4)
+	var dqb Operand
+	if !g.lateBases() {
+		dqb = g.rowsBase(dq, g.hq, h, g.sqAll, row0, 4)
+	}
 	kvIdx := f.Add(f.Op3(OpMulLo, S32, f.Add(f.Op3(OpMulLo, S32, g.bz, g.hkv), kvh), g.skAll), g.c)
 	g.kbase = f.Op3(OpAdd, U64, g.wide(k, kvIdx, int64(2*D)), g.ch16w)
-	g.vbase = f.Op3(OpAdd, U64, g.wide(v, kvIdx, int64(2*D)), g.ch16w)
+	g.vbase = f.Op3(OpAdd, U64, g.wide(v, kvIdx, int64(2*g.Dv)), g.ch16w)
 
 	f.Comment("Q and dO tiles: cp.async, rows past seq_q zero-filled")
 	lim := f.Sub(f.Sub(g.sq, I(1)), qrow0)
 	g.copyRows(g.smem, f.Op3(OpAdd, U64, qb, g.ch16w), lim, TileQ)
 	sDO := f.Add(g.smem, I(int64(g.tileBytes())))
-	g.copyRows(sDO, f.Op3(OpAdd, U64, db, g.ch16w), lim, TileQ)
+	g.copyRowsV(sDO, f.Op3(OpAdd, U64, db, g.ch16w), lim, TileQ)
 	f.Emit(Inst{Op: OpCpCommit})
 
 	f.Comment("delta = rowsum(dout * out): two threads per row, D/2 columns each, f32")
-	sDelta := f.Add(g.smem, I(int64(6*g.tileBytes())))
+	sDelta := f.Add(g.smem, I(int64(g.dqDelta())))
 	{
 		r := f.Op3(OpShr, U32, g.tid, I(1))
 		half := f.Op3(OpAnd, B32, g.tid, I(1))
 		valid := f.Setp("le", S32, r, lim)
 		rc := f.Min(r, lim)
-		col := f.MulC(half, int64(D)) // bytes: D/2 elements of 2 bytes
-		oa := g.wide(g.wide(ob, rc, g.pitch*int64(2*D)), col, 1)
-		da := g.wide(g.wide(db, rc, g.pitch*int64(2*D)), col, 1)
+		Dv := g.Dv
+		col := f.MulC(half, int64(Dv)) // bytes: Dv/2 elements of 2 bytes
+		oa := g.wide(g.wide(ob, rc, g.pitch*int64(2*Dv)), col, 1)
+		da := g.wide(g.wide(db, rc, g.pitch*int64(2*Dv)), col, 1)
 		sum := f.Mov(F32, Fimm(0))
-		for w := 0; w < D/4; w++ {
+		for w := 0; w < Dv/4; w++ {
 			ow, dw := f.NewReg(B32), f.NewReg(B32)
 			f.Emit(Inst{Op: OpLd, T: B32, Space: "global", Dst: []Operand{R(ow)}, Src: []Operand{Addr(oa.Reg, int64(4*w))}})
 			f.Emit(Inst{Op: OpLd, T: B32, Space: "global", Dst: []Operand{R(dw)}, Src: []Operand{Addr(da.Reg, int64(4*w))}})
@@ -127,7 +131,7 @@ func (g *bwdK) kernelDQ() error {
 
 	aQ := f.Add(f.Add(g.smem, f.MulC(g.warp, int64(16*g.RS))), g.aRowCol)
 	var qa [][4]Reg
-	if D <= heldQ {
+	if g.holdQ {
 		f.Comment("Q fragments, held; dO fragments are read per tile")
 		qa = make([][4]Reg, D/16)
 		for ks := range qa {
@@ -139,7 +143,7 @@ func (g *bwdK) kernelDQ() error {
 	body := func() error {
 		sb := g.bufBase(R(buf))
 		f.Comment("S = Q K^T; P = exp2(S scale log2(e) - lse log2(e))")
-		s := zeros(f, TileK/8)
+		s := zeros(f, g.tileK/8)
 		g.product16(s, aQ, f.Add(sb, g.aK), qa)
 		at := g.rowsAt(R(cur))
 		g.scoreStage(s, at)
@@ -153,14 +157,14 @@ func (g *bwdK) kernelDQ() error {
 		f.Bra(nomask, &partial, true)
 		f.Comment("partial tile: the fused predicate per element, and the key bound")
 		f.CommentProg("partial-tile predicate", g.p.Pred)
-		c0 := f.Add(f.MulC(R(cur), TileK), f.MulC(g.t4, 2))
+		c0 := f.Add(f.MulC(R(cur), int64(g.tileK)), f.MulC(g.t4, 2))
 		lastK := f.Sub(g.sk, I(1))
 		prow := [2]Operand{g.i0, g.i1}
 		if g.docs {
 			prow[0], prow[1] = f.Min(prow[0], lastK), f.Min(prow[1], lastK)
 		}
-		cols := make([][2]Operand, TileK/8)
-		inK := make([][2]Reg, TileK/8)
+		cols := make([][2]Operand, g.tileK/8)
+		inK := make([][2]Reg, g.tileK/8)
 		for n := range cols {
 			for x := 0; x < 2; x++ {
 				c := f.Add(c0, I(int64(n*8+x)))
@@ -188,8 +192,8 @@ func (g *bwdK) kernelDQ() error {
 		}
 		f.Place(nomask)
 		f.Comment("dP = dO V^T; dS = P (dP - delta), in place")
-		ds := zeros(f, TileK/8)
-		g.product16(ds, aDO, f.Add(f.Add(sb, I(int64(g.bufBytes()))), g.aK), nil)
+		ds := zeros(f, g.tileK/8)
+		g.productOver(g.Dv, ds, aDO, f.Add(f.Add(sb, I(int64(g.bufBytes()))), g.aK), nil)
 		for n := range ds {
 			for x := range ds[n] {
 				f.Set(F32, ds[n][x], f.F(OpMulF, R(s[n][x]), f.F(OpSubF, R(ds[n][x]), dl[x/2])))
@@ -199,7 +203,7 @@ func (g *bwdK) kernelDQ() error {
 		g.zeroMasked(s, ds, partial)
 		f.Comment("masked keys: non-finite K elements of a partial tile zeroed, flagged over V")
 		sV := f.Add(sb, I(int64(g.bufBytes())))
-		done := g.sanitizePartial(partial, sb, sV, f.Add(g.smem, I(int64(6*g.tileBytes()+4*TileQ))), TileK)
+		done := g.sanitizePartial(partial, sb, sV, f.Add(g.smem, I(int64(g.dqDelta()+4*TileQ))), g.tileK)
 		f.Comment("dQ += dS K (K through ldmatrix.trans)")
 		g.accumulate(dq_, g.pack(ds), f.Add(sb, g.aRowCol))
 		g.restoreNaN(done, g.pack(s), f.Add(sV, g.aRowCol), dq_)
@@ -214,6 +218,9 @@ func (g *bwdK) kernelDQ() error {
 	f.Emit(Inst{Op: OpCpWait, Src: []Operand{I(0)}})
 
 	f.Comment("epilogue: dq = scale * acc, f32, rows past seq_q not stored")
+	if g.lateBases() {
+		dqb = g.rowsBase(g.global("dq"), g.hq, h, g.sqAll, row0, 4)
+	}
 	for r := 0; r < 2; r++ {
 		valid := f.Setp("le", S32, rows[r], lim)
 		rb := g.wide(g.wide(dqb, rows[r], g.pitch*int64(4*D)), g.t4, 8)

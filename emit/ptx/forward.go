@@ -27,8 +27,11 @@ type Config struct {
 type Forward struct {
 	Name    string // kernel entry name
 	Target  Target
-	HeadDim int
-	Elem    Type // the target's element type
+	HeadDim int // of q and k
+	// HeadDimV is the head dimension of v and the output (HeadDim unless
+	// the plan's head_dim is {qk, v})
+	HeadDimV int
+	Elem     Type // the target's element type
 	// Stride is the residue layout's stride (1 for the identity layout):
 	// CTAs with blockIdx.z = batch*Stride + c run residue class c, whose
 	// positions c, c+Stride, ... form one segment of the plan's layout

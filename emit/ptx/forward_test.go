@@ -161,7 +161,11 @@ func TestForwardGolden(t *testing.T) {
 
 func TestForwardRejects(t *testing.T) {
 	causal := examplePlan(t, "causal")
-	odd, err := gen.Compile(&spec.Spec{Name: "odd", Mask: spec.Full(), Causal: true, HeadDim: 96}, SM80, nil)
+	odd, err := gen.Compile(&spec.Spec{Name: "odd", Mask: spec.Full(), Causal: true, HeadDim: 80}, SM80, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oddSplit, err := gen.Compile(&spec.Spec{Name: "odd", Mask: spec.Full(), Causal: true, HeadDim: 128, HeadDimV: 64}, SM80, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +200,8 @@ func TestForwardRejects(t *testing.T) {
 		cfg  Config
 		want string
 	}{
-		{"head dim", odd, Config{}, "head_dim 96"},
+		{"head dim", odd, Config{}, "head_dim 80"},
+		{"split head dims", oddSplit, Config{}, "head_dim {qk: 128, v: 64}"},
 		{"tiles", tiles48, Config{}, "tiles 48x64"},
 		{"element", causal, Config{Target: Target{SM: 80, Elem: "f32"}}, "element type"},
 		{"old sm", causal, Config{Target: Target{SM: 75, Elem: "bf16"}}, "cp.async.cg.shared.global (sm_80)"},

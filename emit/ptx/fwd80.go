@@ -6,15 +6,15 @@ import (
 	"github.com/attngen/attngen/gen"
 )
 
-// minCTAs is the .minnctapersm of the kernel per head dimension (none
-// where absent). At head_dim 64 a CTA takes 46 KB of shared memory, so four
-// fit an SM, and ptxas 12.4 for sm_90 then caps the kernel at 128
+// The sm_80 forward's .minnctapersm per head dimension is
+// tilesOf(D).minCTAs. At head_dim 64 a CTA takes 46 KB of shared memory,
+// so four fit an SM, and ptxas 12.4 for sm_90 then caps the kernel at 128
 // registers (four CTAs of 128 threads) and spills (hetero: 48 bytes of
 // spill stores, TestPtxas12); asking for three CTAs allows 170 registers,
-// and the kernels take 141-159 without spills. At head_dim 128 (87 KB, two
-// CTAs) ptxas's own choice (176-181 registers) spills nothing, while
-// .minnctapersm 1 or 2 would let it take 243.
-var minCTAs = map[int]int{64: 3}
+// and the kernels take 141-159 without spills (at head_dim 32 likewise).
+// At head_dim 128 (87 KB, two CTAs) ptxas's own choice (176-181
+// registers) spills nothing, while .minnctapersm 1 or 2 would let it take
+// 243; above it one CTA fits an SM.
 
 // bigPred is the predicate length (IR instructions) above which a kernel
 // asks for at most two CTAs per SM (see Forward): the examples' predicates
@@ -23,13 +23,14 @@ const bigPred = 96
 
 // generateSM80 is GenerateForward for the targets but sm_90a.
 func generateSM80(p *gen.Plan, cfg Config, t Target, gm geom) (*Forward, error) {
-	// 64x64 tiles, 4 warps of 16 query rows, padded rows
-	gm.tileQ, gm.tileK, gm.threads, gm.RS = TileQ, TileK, Threads, rowStride(gm.D)
+	// 64 query rows (4 warps of 16) by the table's key tile, padded rows
+	tl := tilesOf(gm.D)
+	gm.tileQ, gm.tileK, gm.threads, gm.RS = TileQ, tl.fwdK, Threads, rowStride(gm.D)
 	gm.sinks = p.Score.LearnedSinks
 	g := newKit(p, cfg, gm, "attn_fwd_"+p.Name)
 	g.f.Params = g.kernelParams([]Param{parQ, parK, parV, parO, parLSE}, nil, nil)
 	g.f.ReqNTID = g.threads
-	g.f.MinCTAs = minCTAs[p.HeadDim]
+	g.f.MinCTAs = tl.minCTAs
 	if g.f.MinCTAs > 2 && len(p.Pred.Insts) > bigPred {
 		// a long partial-tile predicate, inlined per element, needs more
 		// than the 170 registers three CTAs allow (bigbird: 168 and 128
@@ -37,7 +38,7 @@ func generateSM80(p *gen.Plan, cfg Config, t Target, gm geom) (*Forward, error) 
 		g.f.MinCTAs = 2
 	}
 	g.f.DynShared = "smem"
-	k := &fwd80{kit: g}
+	k := &fwd80{kit: g, holdQ: tl.holdQ}
 	if err := k.kernel(); err != nil {
 		return nil, err
 	}
@@ -54,13 +55,14 @@ func generateSM80(p *gen.Plan, cfg Config, t Target, gm geom) (*Forward, error) 
 	if err != nil {
 		return nil, err
 	}
-	return &Forward{Name: g.f.Name, Target: t, HeadDim: p.HeadDim, Elem: g.elem, Stride: g.st, Params: g.f.Params, PTX: text, DynShared: k.smemBytes(), TileQ: g.tileQ, Threads: g.threads,
+	return &Forward{Name: g.f.Name, Target: t, HeadDim: p.HeadDim, HeadDimV: g.Dv, Elem: g.elem, Stride: g.st, Params: g.f.Params, PTX: text, DynShared: k.smemBytes(), TileQ: g.tileQ, Threads: g.threads,
 		HeadParams: maskHeadParams(p), Score: p.Score.Runtime()}, nil
 }
 
 // fwd80 is the sm_80 forward kernel.
 type fwd80 struct {
 	*kit
+	holdQ bool // Q's fragments live in registers (else they are read per tile)
 }
 
 func (g *fwd80) kvBytes() int { return g.tileK * g.RS }
@@ -95,15 +97,18 @@ func (g *fwd80) kernel() error {
 	f.Comment("global bases: this tile's query rows, this head's keys and values")
 	rowIdx := f.Add(f.Op3(OpMulLo, S32, f.Add(f.Op3(OpMulLo, S32, bz, hq), h), sqAll), qRow)
 	qbase := g.wide(q, rowIdx, int64(2*D))
-	obase := g.wide(o, rowIdx, int64(2*D))
-	lbase := g.wide(lse, rowIdx, 4)
+	var obase, lbase Operand
+	if !g.lateBases() {
+		obase = g.wide(o, rowIdx, int64(2*g.Dv))
+		lbase = g.wide(lse, rowIdx, 4)
+	}
 	kvIdx := f.Add(f.Op3(OpMulLo, S32, f.Add(f.Op3(OpMulLo, S32, bz, hkv), kvh), skAll), kRow)
 	g.pitch = pitch
 
 	f.Comment(fmt.Sprintf("shared memory: Q %d bytes, then 2 buffers of K and V, %d bytes each (row pitch %d)", g.qBytes(), g.kvBytes(), g.RS))
 	g.copyLanes()
 	g.kbase = f.Op3(OpAdd, U64, g.wide(k, kvIdx, int64(2*D)), g.ch16w)
-	g.vbase = f.Op3(OpAdd, U64, g.wide(v, kvIdx, int64(2*D)), g.ch16w)
+	g.vbase = f.Op3(OpAdd, U64, g.wide(v, kvIdx, int64(2*g.Dv)), g.ch16w)
 	qbaseCh := f.Op3(OpAdd, U64, qbase, g.ch16w)
 
 	f.Comment("Q tile: cp.async, rows past seq_q zero-filled")
@@ -114,13 +119,13 @@ func (g *fwd80) kernel() error {
 		valid := f.Setp("le", S32, r, lim)
 		size := f.Selp(U32, I(16), I(0), valid)
 		src := g.wide(qbaseCh, f.Min(r, lim), pitch*int64(2*D))
-		f.Emit(Inst{Op: OpCpAsync, Dst: []Operand{Addr(sQ.Reg, int64(it*g.rowStep()*g.RS))}, Src: []Operand{Addr(src.Reg, 0), I(16), size}})
+		g.cpAsync(Addr(sQ.Reg, int64(it*g.rowStep()*g.RS)), Addr(src.Reg, 0), size)
 	}
 	f.Emit(Inst{Op: OpCpCommit})
 	f.Comment("softmax state and output accumulators")
 	m := [2]Reg{f.Mov(F32, negInf), f.Mov(F32, negInf)}
 	l := [2]Reg{f.Mov(F32, Fimm(0)), f.Mov(F32, Fimm(0))}
-	acc := make([][4]Reg, D/8)
+	acc := make([][4]Reg, g.Dv/8)
 	for n := range acc {
 		for x := range acc[n] {
 			acc[n][x] = f.Mov(F32, Fimm(0))
@@ -150,25 +155,37 @@ func (g *fwd80) kernel() error {
 	f.Emit(Inst{Op: OpCpWait, Src: []Operand{I(1)}})
 	f.Emit(Inst{Op: OpBar, Src: []Operand{I(0)}})
 
-	f.Comment("Q fragments: ldmatrix.x4 per 16 columns")
+	if g.holdQ {
+		f.Comment("Q fragments: ldmatrix.x4 per 16 columns")
+	} else {
+		f.Comment("Q fragments are read from shared memory per tile")
+	}
 	aRowCol := g.ldmRowCol() // Q and V (trans) lane offset
 	aQ := f.Add(f.Add(g.smem, f.MulC(g.warp, int64(16*g.RS))), aRowCol)
-	qa := make([][4]Reg, D/16)
-	for ks := range qa {
-		qa[ks] = g.frag(OpLdmatrix, aQ, int64(ks*32))
+	var qa [][4]Reg
+	if g.holdQ {
+		qa = make([][4]Reg, D/16)
+		for ks := range qa {
+			qa[ks] = g.frag(OpLdmatrix, aQ, int64(ks*32))
+		}
 	}
 	aK := g.ldmKey()
 
 	err = g.pipeline("tile", cur, ccur, buf, g.kthi,
 		func(start Operand) (Reg, Reg, error) { return g.find(start, q0, q1) },
 		g.load,
-		func() error { return g.compute(R(cur), R(ccur), R(buf), qa, aK, aRowCol, m, l, acc) })
+		func() error { return g.compute(R(cur), R(ccur), R(buf), aQ, qa, aK, aRowCol, m, l, acc) })
 	if err != nil {
 		return err
 	}
 	f.Place(fin)
 	f.Emit(Inst{Op: OpCpWait, Src: []Operand{I(0)}}) // no copy outlives the CTA
 
+	if g.lateBases() {
+		f.Comment("global bases of this tile's output and log-sum-exp rows")
+		obase = g.wide(g.global("o"), rowIdx, int64(2*g.Dv))
+		lbase = g.wide(g.global("lse"), rowIdx, 4)
+	}
 	g.finish(obase, lbase, qrow0, m, l, acc)
 	f.Emit(Inst{Op: OpRet})
 	return nil
@@ -182,16 +199,24 @@ func (g *fwd80) load(kt, buf Operand) {
 }
 
 // compute runs one key tile: S = Q K^T, mask, online softmax, O += P V.
-func (g *fwd80) compute(kt, cls, buf Operand, qa [][4]Reg, aK, aV Operand, m, l [2]Reg, acc [][4]Reg) error {
+func (g *fwd80) compute(kt, cls, buf, aQ Operand, qa [][4]Reg, aK, aV Operand, m, l [2]Reg, acc [][4]Reg) error {
 	f := g.f
-	D := g.D
 	f.Comment("S = Q K^T")
 	sb := f.Add(f.Add(g.smem, I(int64(g.qBytes()))), f.MulC(buf, int64(2*g.kvBytes())))
 	sK := f.Add(sb, aK)
+	var bits Reg
+	if g.earlyMask() {
+		var err error
+		if bits, err = g.keepBits(kt, cls); err != nil {
+			return err
+		}
+	}
 	s := zeros(f, g.tileK/8)
-	g.product16(s, Operand{}, sK, qa)
+	g.product16(s, aQ, sK, qa)
 	g.scoreStage(s, g.rowsAt(kt))
-	if err := g.maskPartial(kt, cls, s); err != nil {
+	if g.earlyMask() {
+		g.applyBits(cls, bits, s)
+	} else if err := g.maskPartial(kt, cls, s); err != nil {
 		return err
 	}
 	g.scoreMasked(s)
@@ -215,7 +240,7 @@ func (g *fwd80) compute(kt, cls, buf Operand, qa [][4]Reg, aK, aV Operand, m, l 
 			pack(s[2*kk][1], s[2*kk][0]), pack(s[2*kk][3], s[2*kk][2]),
 			pack(s[2*kk+1][1], s[2*kk+1][0]), pack(s[2*kk+1][3], s[2*kk+1][2]),
 		}
-		for dp := 0; dp < D/16; dp++ {
+		for dp := 0; dp < len(acc)/2; dp++ {
 			var b [4]Reg
 			for x := range b {
 				b[x] = f.NewReg(B32)
@@ -263,7 +288,7 @@ func (g *fwd80) restore(done Reg, sb, aV Operand, s [][4]Reg, acc [][4]Reg) {
 	f.Comment("add back the kept non-finite values of a sanitized tile")
 	a := g.indicators(s)
 	sN := f.Add(sb, aV)
-	for dp := 0; dp < g.D/16; dp++ {
+	for dp := 0; dp < len(acc)/2; dp++ {
 		var c [2][4]Reg
 		for h := range c {
 			for x := range c[h] {

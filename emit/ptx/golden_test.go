@@ -38,8 +38,8 @@ func TestKernelsGolden(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, d := range headDims {
-			s.HeadDim = d
+		for _, d := range []int{64, 128} { // the other sizes: TestPtxasHeadDims, the interpreter tests
+			s.HeadDim, s.HeadDimV = d, d
 			for _, cfg := range goldenTargets {
 				p, err := gen.Compile(s, cfg.Target, nil)
 				if err != nil {

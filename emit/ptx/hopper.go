@@ -8,12 +8,28 @@ import (
 	"github.com/attngen/attngen/runtime/mask"
 )
 
-// hopTileK is the sm_90a kernel's key tile at head dimension d. The
-// kernel is written for any multiple of 64 up to 256 (wgmma's N, the
-// tensor box, restore in chunks of 64 keys), but the planner's keep words
-// hold 64 keys and gen.Compile refuses larger key tiles, so it is 64 for
-// now.
-func hopTileK(d int) int { return TileK }
+// hopTileK is the sm_90a kernel's key tile at head dimension d
+// (tilesOf(d).hopK). The kernel is written for any multiple of 16 up to
+// 256 that is a multiple of 64 or divides it (wgmma's N, the tensor box,
+// restore in chunks of 64 keys), but the planner's keep words hold 64
+// keys and gen.Compile refuses larger key tiles: 64, and 32 at D = 256,
+// whose three 64-key stages would not fit shared memory.
+func hopTileK(d int) int {
+	if k := tilesOf(d).hopK; k > 0 {
+		return k
+	}
+	return TileK
+}
+
+// hopSwizzle is the sm_90a kernel's swizzle span in bytes at head
+// dimension d: 128 (boxes of 64 columns) where d is a multiple of 64,
+// else 64 (boxes of 32 columns: D = 32 and 96).
+func hopSwizzle(d int) int {
+	if d%64 == 0 {
+		return 128
+	}
+	return 64
+}
 
 // The sm_90a forward kernel (Target.Accel): the sm_80 kernel's schedule,
 // masking, softmax, masked-value rule and epilogue, with the tile products
@@ -32,7 +48,9 @@ func hopTileK(d int) int { return TileK }
 // is D/64 boxes of its rows by 64 columns (128 bytes per row), each
 // written by one cp.async.bulk.tensor with the 128-byte swizzle: box b
 // holds columns 64b..64b+63, row r at 128r, its 16-byte units permuted by
-// the address (bits 4-6 XOR bits 7-9).
+// the address (bits 4-6 XOR bits 7-9). Head dimensions that are not a
+// multiple of 64 (32, 96) take boxes of 32 columns (64 bytes a row) with
+// the 64-byte swizzle (bits 4-5 XOR bits 7-8) instead (hopSwizzle).
 
 // hopProducer reports whether the sm_90a kernel of plan p runs the
 // producer design: a third warpgroup whose first warp issues the copies,
@@ -48,7 +66,7 @@ func hopTileK(d int) int { return TileK }
 // without a producer, where thread 0 of the consumers issues the copies
 // (bigbird 252 registers, neighbourhood 238, no spills).
 func hopProducer(p *gen.Plan, d int) bool {
-	return d < 128 || len(p.Hull.Insts)+len(p.Class.Insts) <= bigScan
+	return d <= 64 || len(p.Hull.Insts)+len(p.Class.Insts) <= bigScan
 }
 
 // bigScan is the hull and class program length (IR instructions) above
@@ -67,7 +85,10 @@ const bigScan = 128
 // class program spills 68 bytes at 64 registers and none at 80, so 216
 // and 80.
 func hopRegs(d int) (consumers, producer int) {
-	if d >= 128 {
+	switch {
+	case d >= 192:
+		return 240, 32
+	case d > 64:
 		return 224, 64
 	}
 	return 216, 80
@@ -78,16 +99,27 @@ const (
 	hopTileQ      = 64 * hopWarpgroups  // query rows per CTA
 	hopThreads    = 128 * hopWarpgroups // threads per CTA
 
-	swzBytes = 128                // the swizzle span: one box row
-	boxCols  = swzBytes / 2       // 16-bit columns per box row
-	descSW   = uint64(1) << 62    // descriptor swizzle field: 128B
-	sbo      = 8 * swzBytes       // 8 rows of 128 bytes: the stride between 8-row groups
-	hopAlign = 1024               // the swizzle pattern's period
-	barBytes = 8                  // one mbarrier
-	stages   = 3                  // K/V pipeline stages
-	kStep    = 16 * swzBytes / 16 // descriptor start advance per 16 keys (MN-major), in 16-byte units
-	colStep  = 2 * 16 / 16        // descriptor start advance per 16 columns (K-major), in 16-byte units
+	hopAlign = 1024        // the 128-byte swizzle pattern's period
+	barBytes = 8           // one mbarrier
+	stages   = 3           // K/V pipeline stages
+	colStep  = 2 * 16 / 16 // descriptor start advance per 16 columns (K-major), in 16-byte units
 )
+
+// The swizzle's quantities, for span h.swz (hopSwizzle): boxCols 16-bit
+// columns per box row, the descriptor's swizzle field (128B: 1, 64B: 2),
+// sbo the stride between 8-row groups (8 rows of a box), kStep the
+// descriptor start advance per 16 keys (MN-major) in 16-byte units, and
+// colSteps the 16-column steps per box row.
+func (h *hop) boxCols() int  { return h.swz / 2 }
+func (h *hop) sbo() int      { return 8 * h.swz }
+func (h *hop) kStep() int    { return 16 * h.swz / 16 }
+func (h *hop) colSteps() int { return h.swz / 32 }
+func (h *hop) descSW() uint64 {
+	if h.swz == 64 {
+		return uint64(2) << 62
+	}
+	return uint64(1) << 62
+}
 
 // heavyRef is the query tiles of the reference call heaviestFirst weighs
 // (seq_q = seq_k = heavyRef*128 per residue class: 8192, the benchmarks'
@@ -150,7 +182,12 @@ func (k *Forward) tensorMapLayouts() []gpu.TensorMapLayout {
 		return nil
 	}
 	mk := func(param, tensor string, rows int) gpu.TensorMapLayout {
-		return gpu.TensorMapLayout{Param: param, Tensor: tensor, Cols: k.HeadDim, BoxCols: boxCols, BoxRows: rows, Swizzle: swzBytes}
+		sw := hopSwizzle(k.HeadDim)
+		cols := k.HeadDim
+		if tensor == "v" && k.HeadDimV != 0 {
+			cols = k.HeadDimV
+		}
+		return gpu.TensorMapLayout{Param: param, Tensor: tensor, Cols: cols, BoxCols: sw / 2, BoxRows: rows, Swizzle: sw}
 	}
 	return []gpu.TensorMapLayout{
 		mk("tmap_q", "q", k.TileQ),
@@ -200,7 +237,10 @@ func (k *Forward) strideFits(seqQ, seqK int) error {
 // hop is the sm_90a kernel's generator state beyond fwd's.
 type hop struct {
 	*kit
-	halves    int     // boxes per tile row: D/64
+	swz       int     // the swizzle span, bytes (hopSwizzle)
+	halves    int     // boxes per tile row: D/boxCols
+	vHalves   int     // boxes per V tile row: Dv/boxCols
+	vBytes    int     // one V tile
 	tileBytes int     // one K or V tile
 	qBytes    int     // the Q tile
 	boxBytes  int     // one box of a key or value tile: tk rows of 128 bytes
@@ -217,7 +257,10 @@ type hop struct {
 
 func (h *hop) qOff() int { return 0 }
 
-func (h *hop) stageOff(b int) int { return h.qBytes + 2*b*h.tileBytes }
+func (h *hop) stageOff(b int) int { return h.qBytes + b*h.stageBytes() }
+
+// stageBytes is one stage: a K tile and a V tile.
+func (h *hop) stageBytes() int { return h.tileBytes + h.vBytes }
 
 func (h *hop) barOff() int { return h.stageOff(stages) }
 
@@ -238,15 +281,19 @@ func (h *hop) voteSets() int {
 
 // generateHopper is GenerateForward for sm_90a.
 func generateHopper(p *gen.Plan, cfg Config, t Target, gm geom) (*Forward, error) {
-	if gm.D%boxCols != 0 {
-		return nil, fmt.Errorf("ptx: head_dim %d: the %s kernel needs a multiple of %d", gm.D, t.Arch(), boxCols)
+	sw := hopSwizzle(gm.D)
+	if gm.D%(sw/2) != 0 {
+		return nil, fmt.Errorf("ptx: head_dim %d: the %s kernel needs a multiple of %d", gm.D, t.Arch(), sw/2)
 	}
 	// two consumer warpgroups of 64 query rows; key tiles of the plan's
 	// (GenerateForward checked them); swizzled boxes, no padded rows
 	gm.tileQ, gm.tileK, gm.threads, gm.RS = hopTileQ, hopTileK(gm.D), hopThreads, 0
 	gm.sinks = p.Score.LearnedSinks
 	g := newKit(p, cfg, gm, "attn_fwd_"+p.Name)
-	h := &hop{kit: g, halves: g.D / boxCols, tileBytes: g.tileK * 2 * g.D, qBytes: hopTileQ * 2 * g.D, boxBytes: g.tileK * swzBytes, lastFirst: heaviestFirst(p)}
+	if hopSwizzle(gm.Dv) != sw {
+		return nil, fmt.Errorf("ptx: head_dim {qk: %d, v: %d}: the %s kernel needs one swizzle for both", gm.D, gm.Dv, t.Arch())
+	}
+	h := &hop{kit: g, swz: sw, halves: g.D / (sw / 2), vHalves: g.Dv / (sw / 2), tileBytes: g.tileK * 2 * g.D, vBytes: g.tileK * 2 * g.Dv, qBytes: hopTileQ * 2 * g.D, boxBytes: g.tileK * sw, lastFirst: heaviestFirst(p)}
 	// q, k and v through tensor maps passed by address (TensorMaps), and
 	// the batch size of the persistent grid
 	g.f.Params = g.kernelParams([]Param{parO, parLSE}, []Param{parTmQ, parTmK, parTmV}, []Param{parBat})
@@ -265,7 +312,7 @@ func generateHopper(p *gen.Plan, cfg Config, t Target, gm geom) (*Forward, error
 	mod := &Module{
 		Comments: []string{
 			fmt.Sprintf("attngen forward kernel for spec %q, target %s", p.Name, t.Name()),
-			fmt.Sprintf("tiles %dx%d, head_dim %d, %s in, f32 accumulate, layout %s; %d consumer warpgroups%s, wgmma, bulk tensor copies (128B swizzle), %d-stage mbarrier pipeline, persistent grid", hopTileQ, g.tileK, p.HeadDim, g.elem, layoutText(p.Layout), hopWarpgroups, producerText(h.producer, g.D), stages),
+			fmt.Sprintf("tiles %dx%d, head_dim %d, %s in, f32 accumulate, layout %s; %d consumer warpgroups%s, wgmma, bulk tensor copies (%dB swizzle), %d-stage mbarrier pipeline, persistent grid", hopTileQ, g.tileK, p.HeadDim, g.elem, layoutText(p.Layout), hopWarpgroups, producerText(h.producer, g.D), sw, stages),
 			fmt.Sprintf("generated by emit/ptx.GenerateForward(plan, ptx.Config{Target: ptx.Target{SM: %d, Elem: %q, Accel: true}, SoftLg2: %v})", t.SM, t.Elem, cfg.SoftLg2),
 		},
 		SM:    t.SM,
@@ -276,7 +323,7 @@ func generateHopper(p *gen.Plan, cfg Config, t Target, gm geom) (*Forward, error
 	if err != nil {
 		return nil, err
 	}
-	return &Forward{Name: g.f.Name, Target: t, HeadDim: p.HeadDim, Elem: g.elem, Stride: g.st, Params: g.f.Params, PTX: text, DynShared: h.smemBytes(), TileQ: hopTileQ, Threads: g.f.ReqNTID, HeadParams: maskHeadParams(p), Score: p.Score.Runtime()}, nil
+	return &Forward{Name: g.f.Name, Target: t, HeadDim: p.HeadDim, HeadDimV: g.Dv, Elem: g.elem, Stride: g.st, Params: g.f.Params, PTX: text, DynShared: h.smemBytes(), TileQ: hopTileQ, Threads: g.f.ReqNTID, HeadParams: maskHeadParams(p), Score: p.Score.Runtime()}, nil
 }
 
 // producerText describes the producer warpgroup in the module's header.
@@ -290,7 +337,8 @@ func producerText(producer bool, d int) string {
 
 // desc returns a wgmma matrix descriptor for the 128-byte swizzled operand
 // at shared address addr (a u32 register) plus off bytes: start address,
-// leading byte offset lbo, stride byte offset sbo, swizzle mode 128B.
+// leading byte offset lbo, stride byte offset sbo, the kernel's swizzle
+// mode.
 func (h *hop) desc(addr Operand, off int64, lbo int) Operand {
 	f := h.f
 	w := f.NewReg(U64)
@@ -299,7 +347,7 @@ func (h *hop) desc(addr Operand, off int64, lbo int) Operand {
 		f.Into(OpAdd, U64, w, R(w), I(off))
 	}
 	d := f.Op3(OpShr, U64, R(w), I(4))
-	return f.Op3(OpOr, B64, d, I(int64(uint64(lbo>>4)<<16|uint64(sbo>>4)<<32|descSW)))
+	return f.Op3(OpOr, B64, d, I(int64(uint64(lbo>>4)<<16|uint64(h.sbo()>>4)<<32|h.descSW())))
 }
 
 // descAt is a descriptor advanced by n 16-byte units (its start address
@@ -326,12 +374,17 @@ func (h *hop) wait(bar Operand, parity Operand) {
 // map tm at (column 64b, class, row group) to dst, box b at
 // dst+b*rows*128, completing on bar.
 func (h *hop) copyTile(dst Operand, tm Operand, row Operand, rows int, bar Operand) {
+	h.copyBoxes(h.halves, dst, tm, row, rows, bar)
+}
+
+// copyBoxes is copyTile for a tile of boxes boxes a row (vHalves: a V tile).
+func (h *hop) copyBoxes(boxes int, dst Operand, tm Operand, row Operand, rows int, bar Operand) {
 	f := h.f
 	bar = f.reg(U32, bar)
 	row, c := f.reg(S32, row), f.reg(S32, h.cls)
-	for b := 0; b < h.halves; b++ {
-		col := f.Mov(S32, I(int64(b*boxCols)))
-		f.Emit(Inst{Op: OpBulkTensor3, Guard: &h.t0, Dst: []Operand{Addr(f.reg(U32, dst).Reg, int64(b*rows*swzBytes))},
+	for b := 0; b < boxes; b++ {
+		col := f.Mov(S32, I(int64(b*h.boxCols())))
+		f.Emit(Inst{Op: OpBulkTensor3, Guard: &h.t0, Dst: []Operand{Addr(f.reg(U32, dst).Reg, int64(b*rows*h.swz))},
 			Src: []Operand{TensorCoord(tm.Reg, col, c.Reg, row.Reg), Addr(bar.Reg, 0)}})
 	}
 }
@@ -346,7 +399,7 @@ func (h *hop) expect(bar Operand, n int) {
 // stageAddr is the shared address of stage buf (a register).
 func (h *hop) stageAddr(buf Operand) Operand {
 	f := h.f
-	return f.Add(f.Add(h.smem, I(int64(h.stageOff(0)))), f.MulC(buf, int64(2*h.tileBytes)))
+	return f.Add(f.Add(h.smem, I(int64(h.stageOff(0)))), f.MulC(buf, int64(h.stageBytes())))
 }
 
 // stageBar is the shared address of stage buf's mbarrier.
@@ -379,10 +432,10 @@ func (h *hop) load(kt, buf Operand) {
 	f.Comment("K and V tiles by bulk tensor copies (thread 0), keys past seq_k zero-filled")
 	stage := h.stageAddr(buf)
 	bar := h.stageBar(buf)
-	h.expect(bar, 2*h.tileBytes)
+	h.expect(bar, h.stageBytes())
 	row := f.Add(h.kvRow0, f.MulC(kt, int64(h.tileK)))
 	h.copyTile(stage, h.tmK, row, h.tileK, bar)
-	h.copyTile(f.Add(stage, I(int64(h.tileBytes))), h.tmV, row, h.tileK, bar)
+	h.copyBoxes(h.vHalves, f.Add(stage, I(int64(h.tileBytes))), h.tmV, row, h.tileK, bar)
 }
 
 // items opens a loop over the CTA's work items, from first in steps of
@@ -460,7 +513,7 @@ func (h *hop) item(w *workList, it Operand) (*item, error) {
 	bhQ := f.Add(f.Op3(OpMulLo, S32, bz, w.hq), hd)
 	rowIdx := f.Add(f.Op3(OpMulLo, S32, bhQ, w.sqAll), qRow)
 	x := &item{qrow0: qrow0, off: off}
-	x.obase = h.wide(w.o, rowIdx, int64(2*h.D))
+	x.obase = h.wide(w.o, rowIdx, int64(2*h.Dv))
 	x.lbase = h.wide(w.lse, rowIdx, 4)
 	// row groups of st rows (TensorMaps): the tile's first query row lies in
 	// group (rowIdx - c) / st, key 0 of this head's class in group
@@ -541,7 +594,7 @@ func (h *hop) kernel() error {
 	qPhase := f.Mov(B32, I(0)) // the parity of the Q mbarrier's next phase
 	f.Comment("Q descriptors: K-major, 128B swizzle, 16 columns per step; warpgroup w reads rows 64w..64w+63")
 	wg := f.Op3(OpShr, U32, h.warp, I(2))
-	descQ := h.desc(f.Add(h.smem, f.MulC(wg, 64*swzBytes)), int64(h.qOff()), 16)
+	descQ := h.desc(f.Add(h.smem, f.MulC(wg, int64(64*h.swz))), int64(h.qOff()), 16)
 	var buf Reg
 	if h.producer {
 		buf = f.Mov(U32, I(0)) // the stage of the next tile: the producer's order runs on across items
@@ -555,7 +608,7 @@ func (h *hop) kernel() error {
 	f.Comment("softmax state and output accumulators")
 	m := [2]Reg{f.Mov(F32, negInf), f.Mov(F32, negInf)}
 	l := [2]Reg{f.Mov(F32, Fimm(0)), f.Mov(F32, Fimm(0))}
-	acc := make([][4]Reg, D/8)
+	acc := make([][4]Reg, h.Dv/8)
 	for n := range acc {
 		for y := range acc[n] {
 			acc[n][y] = f.Mov(F32, Fimm(0))
@@ -797,9 +850,10 @@ func (h *hop) scores(s [][4]Reg, buf, descQ Operand) {
 	descK := h.desc(h.stageAddr(buf), 0, 16)
 	f.Emit(Inst{Op: OpWgFence})
 	for ks := 0; ks < h.D/16; ks++ {
-		// 16 columns: box ks/4, 32 bytes further per step inside its rows
-		uq := int64(ks/4*hopTileQ*swzBytes/16 + ks%4*colStep)
-		u := int64(ks/4*h.boxBytes/16 + ks%4*colStep)
+		// 16 columns: box ks/colSteps, 32 bytes further per step inside its rows
+		cs := h.colSteps()
+		uq := int64(ks/cs*hopTileQ*h.swz/16 + ks%cs*colStep)
+		u := int64(ks/cs*h.boxBytes/16 + ks%cs*colStep)
 		h.wgmmaSS(flat(s), h.descAt(descQ, uq), h.descAt(descK, u), ks > 0, false)
 	}
 }
@@ -818,7 +872,7 @@ func (h *hop) finishTile(kt, cls, buf Operand, s [][4]Reg, m, l [2]Reg, acc [][4
 	fix := h.sanitizeIn(cls, sanLayout{
 		base:  func() Operand { return f.Add(stage, f.MulC(h.tid, 4)) },
 		vOff:  int64(h.tileBytes),
-		words: h.tileBytes / (4 * hopThreads),
+		words: h.vBytes / (4 * hopThreads),
 		addr:  func(w int) int64 { return int64(w * 4 * hopThreads) },
 		flags: func() Operand {
 			a := f.Add(h.smem, I(int64(h.flagOff())))
@@ -839,7 +893,7 @@ func (h *hop) finishTile(kt, cls, buf Operand, s [][4]Reg, m, l [2]Reg, acc [][4
 	descV := h.desc(stage, int64(h.tileBytes), h.boxBytes)
 	f.Emit(Inst{Op: OpWgFence})
 	for kk := range a {
-		h.wgmmaRS(flat(acc), a[kk], h.descAt(descV, int64(kk*kStep)), true)
+		h.wgmmaRS(flat(acc), a[kk], h.descAt(descV, int64(kk*h.kStep())), true)
 	}
 	f.Emit(Inst{Op: OpWgCommit})
 	f.Emit(Inst{Op: OpWgWait, Src: []Operand{I(0)}})
@@ -861,22 +915,22 @@ func (h *hop) restoreHopper(done Reg, stage Operand, s [][4]Reg, acc [][4]Reg) {
 	f.Bra(skip, &none, false)
 	f.Comment("add back the kept non-finite values of a sanitized tile")
 	a := h.indicators(s)
-	const chunk = 64 / 16 // k-slices of 16 keys per 64 keys
-	for b := 0; b < h.halves; b++ {
+	chunk := min(64/16, len(a)) // k-slices of 16 keys per 64 keys (or per tile)
+	for b := 0; b < h.vHalves; b++ {
 		for k0 := 0; k0 < len(a); k0 += chunk {
-			c := make([]Reg, boxCols/2)
+			c := make([]Reg, h.boxCols()/2)
 			for x := range c {
 				c[x] = f.NewReg(F32)
 			}
 			d := h.desc(stage, int64(b*h.boxBytes), h.boxBytes)
 			f.Emit(Inst{Op: OpWgFence})
 			for kk := k0; kk < k0+chunk; kk++ {
-				h.wgmmaRS(c, a[kk], h.descAt(d, int64(kk*kStep)), kk > k0)
+				h.wgmmaRS(c, a[kk], h.descAt(d, int64(kk*h.kStep())), kk > k0)
 			}
 			f.Emit(Inst{Op: OpWgCommit})
 			f.Emit(Inst{Op: OpWgWait, Src: []Operand{I(0)}})
 			for x := range c {
-				h.addBack(c[x], acc[b*boxCols/8+x/4][x%4])
+				h.addBack(c[x], acc[b*h.boxCols()/8+x/4][x%4])
 			}
 		}
 	}

@@ -45,10 +45,11 @@ func tensorMaps(t *testing.T, dev *ptxi.Device, k *Forward, s shape, q, kk, v ui
 		if tm.Param != names[x] {
 			t.Fatalf("tensor map %d is for %s, parameter %d is %s", x, tm.Param, x, names[x])
 		}
-		if tm.Swizzle != 128 {
-			t.Fatalf("tensor map %s: swizzle %d", tm.Param, tm.Swizzle)
+		sw, ok := map[int]ptxi.Swizzle{128: ptxi.Swizzle128B, 64: ptxi.Swizzle64B}[tm.Swizzle]
+		if want := hopSwizzle(k.HeadDim); !ok || tm.Swizzle != want {
+			t.Fatalf("tensor map %s: swizzle %d, want %d", tm.Param, tm.Swizzle, want)
 		}
-		a, err := dev.NewTensorMap(ptxi.TensorMap{Global: tm.Global, ElemSize: tm.ElemSize, Dims: tm.Dims[:], Strides: tm.Strides[:], Box: tm.Box[:], Swizzle: ptxi.Swizzle128B})
+		a, err := dev.NewTensorMap(ptxi.TensorMap{Global: tm.Global, ElemSize: tm.ElemSize, Dims: tm.Dims[:], Strides: tm.Strides[:], Box: tm.Box[:], Swizzle: sw})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -246,6 +247,7 @@ func TestHopperVisits(t *testing.T) {
 // hopperRun is a verify.Run of a sm_90a kernel k (parsed: mod) under the
 // interpreter.
 func hopperRun(t *testing.T, k *Forward, mod *ptxi.Module) verify.Run {
+	// (the sm_80 forward too: TestInterpHeadDims)
 	return func(out, lse, q, kk, v []float32, ids []int32, s verify.Shape) error {
 		dev := ptxi.NewDevice()
 		nq, nkv, nl := s.Sizes()
@@ -278,6 +280,9 @@ func hopperRun(t *testing.T, k *Forward, mod *ptxi.Module) verify.Run {
 		}
 		poison(t, dev, oa, la, nq, nl)
 		ptrs := []uint64{oa, la}
+		if !k.Target.Accel { // the sm_80 kernel takes q, k and v by address
+			ptrs = append(in[:3:3], oa, la)
+		}
 		alloc := func(n int) uint64 {
 			a, err := dev.Alloc(n)
 			if err != nil {
@@ -295,7 +300,9 @@ func hopperRun(t *testing.T, k *Forward, mod *ptxi.Module) verify.Run {
 		sp, softCap := scoreArrays(t, dev, alloc, k.Params, k.Score, s)
 		ptrs = append(ptrs, sp...)
 		sh := shape{s.Batch, s.HeadsQ, s.HeadsKV, s.SeqQ, s.SeqK}
-		ptrs = append(ptrs, tensorMaps(t, dev, k, sh, in[0], in[1], in[2])...)
+		if k.Target.Accel {
+			ptrs = append(ptrs, tensorMaps(t, dev, k, sh, in[0], in[1], in[2])...)
+		}
 		l, err := k.Geometry(s.Batch, s.HeadsQ, s.HeadsKV, s.SeqQ, s.SeqK, s.Scale)
 		if err != nil {
 			return err

@@ -29,7 +29,8 @@ type geom struct {
 	tileQ    int  // query rows per CTA (per work item; the dk/dv kernel: per query-tile step)
 	tileK    int  // keys per key tile
 	threads  int  // compute threads per CTA: those that scan, vote, and write results
-	D        int  // head dimension
+	D        int  // head dimension of q and k (qk)
+	Dv       int  // head dimension of v and the output (D unless the plan's head_dim is {qk, v})
 	RS       int  // shared-memory row pitch of a padded tile, bytes (rowStride; 0: no padded tiles)
 	elem     Type // BF16 or F16
 	st       int  // residue stride (1: identity layout); global row pitch multiplier
@@ -59,7 +60,7 @@ func planGeom(p *gen.Plan, t Target) (geom, error) {
 	if q, k := t.TileSizes(p.HeadDim); p.TileQ != q || p.TileK != k {
 		return geom{}, fmt.Errorf("ptx: plan tiles %dx%d, the %s forward kernel runs %dx%d (compile the plan for a ptx.Target)", p.TileQ, p.TileK, t.Arch(), q, k)
 	}
-	if err := t.Supports(p.HeadDim); err != nil {
+	if err := t.Supports(p.HeadDim, p.HeadDimV); err != nil {
 		return geom{}, err
 	}
 	if sc := p.Score; sc.SoftCap && (sc.Cap < 0 || math.IsNaN(sc.Cap) || math.IsInf(sc.Cap, 0) || float32(sc.Cap*math.Log2E) > math.MaxFloat32/2) {
@@ -85,7 +86,11 @@ func planGeom(p *gen.Plan, t Target) (geom, error) {
 			return geom{}, fmt.Errorf("ptx: plan %s: the %s program %s takes %d arguments and returns %d values, want %d and %d", p.Name, pr.name, pr.p.Name, len(pr.p.Args), len(pr.p.Results), pr.args, pr.res)
 		}
 	}
-	g := geom{D: p.HeadDim, elem: elem, st: st, tree: p.UsesTree(), hasHeads: len(p.HeadParams()) > 0}
+	dv := p.HeadDimV
+	if dv == 0 {
+		dv = p.HeadDim
+	}
+	g := geom{D: p.HeadDim, Dv: dv, elem: elem, st: st, tree: p.UsesTree(), hasHeads: len(p.HeadParams()) > 0}
 	g.docs = p.Pred.UsesDocs() || p.Hull.UsesDocs() || p.Class.UsesDocs()
 	if g.docs && st > 1 {
 		return geom{}, fmt.Errorf("ptx: document masks with a residue layout are not supported")
@@ -155,6 +160,8 @@ type kit struct {
 	ch16w                   Operand // b64 chunk offset of this thread's copies (copyLanes)
 	kbase, vbase            Operand // b64 global + ch*16
 	smem                    Operand
+	act                     *Reg    // this thread's copy lane holds a chunk of the row (nil: every lane does)
+	vact                    *Reg    // the same for rows of v (Dv elements; a V tile has the K tile's pitch)
 	copyS                   Operand // rb*RS + ch*16
 	rb                      Operand // copy row of this thread
 	kthi                    Operand
@@ -162,11 +169,54 @@ type kit struct {
 	i0, i1                  Operand // absolute positions of the thread's two rows
 }
 
-// cpr is the number of 16-byte chunks per row; rowStep the rows the
-// compute threads cover per copy step.
+// cpr is the number of 16-byte chunks per row; lanes the copy lanes per
+// row, cpr rounded up to a power of two (D = 96 and 192 leave the lanes
+// from cpr on idle: act); rowStep the rows the compute threads cover per
+// copy step.
 func (g *kit) cpr() int { return g.D / 8 }
 
-func (g *kit) rowStep() int { return g.threads / g.cpr() }
+func (g *kit) lanes() int {
+	n := 1
+	for n < g.cpr() {
+		n *= 2
+	}
+	return n
+}
+
+func (g *kit) rowStep() int { return g.threads / g.lanes() }
+
+// cpAsync emits one 16-byte cp.async of src to dst (size bytes read, the
+// rest zero-filled), guarded by the copy lane's act.
+func (g *kit) cpAsync(dst, src, size Operand) { g.cpAsyncG(g.act, dst, src, size) }
+
+// cpAsyncG is cpAsync guarded by act (nil: none).
+func (g *kit) cpAsyncG(act *Reg, dst, src, size Operand) {
+	g.f.Emit(Inst{Op: OpCpAsync, Guard: act, Dst: []Operand{dst}, Src: []Operand{src, I(16), size}})
+}
+
+// ldShared loads the b32 word at a of a thread's share of a tile: 0 in an
+// idle copy lane (act false), which owns none.
+func (g *kit) ldShared(a Operand) Reg { return g.ldSharedG(g.act, a) }
+
+// ldSharedG is ldShared for the lanes of act (vact: a value tile's).
+func (g *kit) ldSharedG(act *Reg, a Operand) Reg {
+	f := g.f
+	x := f.NewReg(B32)
+	if act != nil {
+		f.Set(B32, x, I(0))
+	}
+	f.Emit(Inst{Op: OpLd, T: B32, Space: "shared", Guard: act, Dst: []Operand{R(x)}, Src: []Operand{a}})
+	return x
+}
+
+// stShared stores v to the word at a of a thread's share of a tile (not
+// in an idle copy lane).
+func (g *kit) stShared(a, v Operand) { g.stSharedG(g.act, a, v) }
+
+// stSharedG is stShared for the lanes of act.
+func (g *kit) stSharedG(act *Reg, a, v Operand) {
+	g.f.Emit(Inst{Op: OpSt, T: B32, Space: "shared", Guard: act, Dst: []Operand{a}, Src: []Operand{v}})
+}
 
 // bar emits the kernel's barrier among its compute threads: bar.sync 0,
 // or the named barrier barSrc.
@@ -264,8 +314,17 @@ func (g *kit) prologue(grid, headAtCTA bool) (cta [3]Operand) {
 func (g *kit) copyLanes() {
 	f := g.f
 	g.smem = R(f.Mov(U32, Sym("smem")))
-	ch := f.Op3(OpAnd, B32, g.tid, I(int64(g.cpr()-1)))
-	g.rb = f.Op3(OpShr, U32, g.tid, I(int64(log2(int64(g.cpr())))))
+	ch := f.Op3(OpAnd, B32, g.tid, I(int64(g.lanes()-1)))
+	g.rb = f.Op3(OpShr, U32, g.tid, I(int64(log2(int64(g.lanes())))))
+	if g.lanes() != g.cpr() {
+		act := f.Setp("lt", U32, ch, I(int64(g.cpr())))
+		g.act = &act
+	}
+	g.vact = g.act
+	if g.Dv != g.D {
+		vact := f.Setp("lt", U32, ch, I(int64(g.Dv/8)))
+		g.vact = &vact
+	}
 	ch16 := f.MulC(ch, 16)
 	g.copyS = f.Add(f.MulC(g.rb, int64(g.RS)), ch16)
 	w := f.NewReg(U64)
@@ -291,6 +350,13 @@ func (g *kit) ldmKey() Operand {
 	return f.Add(f.MulC(f.Add(f.Op3(OpAnd, B32, g.lane, I(7)), f.MulC(f.Op3(OpShr, U32, g.lane, I(4)), 8)), int64(g.RS)),
 		f.MulC(f.Op3(OpAnd, B32, f.Op3(OpShr, U32, g.lane, I(3)), I(1)), 16))
 }
+
+// lateBases reports whether a kernel computes its output rows' global
+// bases after the tile loop (reloading the parameters) rather than in its
+// prologue: at D >= 192 a base kept across the loop was the value ptxas
+// spilled (8 bytes, bigbird at D = 256, gemma2's dq at D = 192: stored
+// in the prologue, loaded in the epilogue).
+func (g *kit) lateBases() bool { return g.D >= 192 }
 
 func (g *kit) special(n string) Operand { return R(g.f.Mov(U32, Special(n))) }
 
@@ -323,7 +389,13 @@ func zeros(f *Func, n int) [][4]Reg {
 // rows, ldmatrix lane offset included; or the fragments aRegs) times the
 // transpose of an [n][D] tile at bB (the aK lane offset included), over D.
 func (g *kit) product16(c [][4]Reg, aA, bB Operand, aRegs [][4]Reg) {
-	for ks := 0; ks < g.D/16; ks++ {
+	g.productOver(g.D, c, aA, bB, aRegs)
+}
+
+// productOver is product16 over the first d columns (Dv for the products
+// of value-shaped tiles).
+func (g *kit) productOver(d int, c [][4]Reg, aA, bB Operand, aRegs [][4]Reg) {
+	for ks := 0; ks < d/16; ks++ {
 		a := [4]Reg{}
 		if aRegs != nil {
 			a = aRegs[ks]
@@ -340,10 +412,11 @@ func (g *kit) product16(c [][4]Reg, aA, bB Operand, aRegs [][4]Reg) {
 
 // accumulate adds A (k-steps of 16 over the rows of a tile) times the
 // tile at bT (read with ldmatrix.trans, aRowCol lane offset
-// included) into acc (D/8 blocks).
+// included) into acc (len(acc) blocks of 8 columns from bT's: D/8, or
+// fewer for a kernel whose warps split the columns).
 func (g *kit) accumulate(acc [][4]Reg, a [][4]Reg, bT Operand) {
 	for kk := range a {
-		for dp := 0; dp < g.D/16; dp++ {
+		for dp := 0; dp < len(acc)/2; dp++ {
 			b := g.frag(OpLdmatrixT, bT, int64(kk*16*g.RS+dp*32))
 			g.mma(acc[2*dp], a[kk], b[0], b[1])
 			g.mma(acc[2*dp+1], a[kk], b[2], b[3])
@@ -521,6 +594,7 @@ func (g *kit) copyKV(kt Operand, base func() Operand, vOff int64) {
 	key0 := f.Add(k0, g.rb)
 	last := f.Sub(g.sk, I(1))
 	rowBytes := g.pitch * int64(2*g.D)
+	vBytes := g.pitch * int64(2*g.Dv) // rows of v
 	// immediate address offsets are s32: a huge residue stride takes the
 	// checked path for every tile
 	fast := int64(g.tileK-g.rowStep())*rowBytes <= math.MaxInt32
@@ -529,11 +603,11 @@ func (g *kit) copyKV(kt Operand, base func() Operand, vOff int64) {
 		over := f.Setp("gt", S32, f.Add(k0, I(int64(g.tileK-1))), last)
 		f.Bra(tail, &over, false)
 		ks := g.wide(g.kbase, key0, rowBytes)
-		vs := g.wide(g.vbase, key0, rowBytes)
+		vs := g.wide(g.vbase, key0, vBytes)
 		for it := 0; it < g.tileK/g.rowStep(); it++ {
 			so, gOff := int64(it*g.rowStep()*g.RS), int64(it*g.rowStep())*rowBytes
-			f.Emit(Inst{Op: OpCpAsync, Dst: []Operand{Addr(sK.Reg, so)}, Src: []Operand{Addr(ks.Reg, gOff), I(16), I(16)}})
-			f.Emit(Inst{Op: OpCpAsync, Dst: []Operand{Addr(sK.Reg, so+vOff)}, Src: []Operand{Addr(vs.Reg, gOff), I(16), I(16)}})
+			g.cpAsync(Addr(sK.Reg, so), Addr(ks.Reg, gOff), I(16))
+			g.cpAsyncG(g.vact, Addr(sK.Reg, so+vOff), Addr(vs.Reg, int64(it*g.rowStep())*vBytes), I(16))
 		}
 		f.Bra(done, nil, false)
 	}
@@ -545,9 +619,9 @@ func (g *kit) copyKV(kt Operand, base func() Operand, vOff int64) {
 		kc := f.Min(key, last)
 		so := int64(it * g.rowStep() * g.RS)
 		ks := g.wide(g.kbase, kc, rowBytes)
-		vs := g.wide(g.vbase, kc, rowBytes)
-		f.Emit(Inst{Op: OpCpAsync, Dst: []Operand{Addr(sK.Reg, so)}, Src: []Operand{Addr(ks.Reg, 0), I(16), size}})
-		f.Emit(Inst{Op: OpCpAsync, Dst: []Operand{Addr(sK.Reg, so+vOff)}, Src: []Operand{Addr(vs.Reg, 0), I(16), size}})
+		vs := g.wide(g.vbase, kc, vBytes)
+		g.cpAsync(Addr(sK.Reg, so), Addr(ks.Reg, 0), size)
+		g.cpAsyncG(g.vact, Addr(sK.Reg, so+vOff), Addr(vs.Reg, 0), size)
 	}
 	f.Place(done)
 }

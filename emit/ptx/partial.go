@@ -99,6 +99,69 @@ func (g *kit) maskPartial(kt, cls Operand, s [][4]Reg) error {
 	return nil
 }
 
+// earlyMask reports whether a kernel evaluates the partial-tile predicate
+// into keep bits (keepBits) before the tile's scores are live, rather
+// than on the scores (maskPartial): at D >= 192, whose accumulators
+// leave few registers, a long predicate (above bigPred) evaluated next to
+// the scores spilled (bigbird: 8 bytes with ptxas 12.4 at D = 192, with
+// 11.8 at D = 256).
+func (g *kit) earlyMask() bool {
+	return g.D >= 192 && len(g.p.Pred.Insts) > bigPred && !g.useIntervals()
+}
+
+// keepBits emits, for a partial tile (cls), the predicate and the key
+// bound of each score element the thread holds (maskPartial's), as bit
+// 4n+x of a word (at most 32 elements); 0 on other tiles.
+func (g *kit) keepBits(kt, cls Operand) (Reg, error) {
+	f := g.f
+	bits := f.Mov(B32, I(0))
+	nomask := f.NewLabel("nobits")
+	pp := f.Setp("ne", S32, cls, I(cPartial))
+	f.Bra(nomask, &pp, false)
+	f.Comment("partial tile: the fused predicate per element, and the key bound, as keep bits (before the scores are live)")
+	c0 := f.Add(f.MulC(kt, int64(g.tileK)), f.MulC(g.t4, 2))
+	f.CommentProg("partial-tile predicate", g.p.Pred)
+	memo := NewMemo()
+	rows := [2]Operand{g.i0, g.i1}
+	lastK := f.Sub(g.sk, I(1))
+	if g.docs {
+		rows[0], rows[1] = f.Min(rows[0], lastK), f.Min(rows[1], lastK)
+	}
+	for n := 0; n < g.tileK/8; n++ {
+		cols := [2]Operand{f.Add(c0, I(int64(n*8))), f.Add(c0, I(int64(n*8+1)))}
+		inK := [2]Reg{f.Setp("lt", S32, cols[0], g.sk), f.Setp("lt", S32, cols[1], g.sk)}
+		if g.docs {
+			cols[0], cols[1] = f.Min(cols[0], lastK), f.Min(cols[1], lastK)
+		}
+		for x := 0; x < 4; x++ {
+			keep, err := RenderPred(f, g.p.Pred, g.env(rows[x/2], cols[x&1]), memo)
+			if err != nil {
+				return bits, err
+			}
+			keep = f.PAnd(keep, inK[x&1])
+			f.Into(OpOr, B32, bits, R(bits), f.Selp(U32, I(int64(1)<<(4*n+x)), I(0), keep))
+		}
+	}
+	f.Place(nomask)
+	return bits, nil
+}
+
+// applyBits masks the scores s of a partial tile (cls) by keepBits' word:
+// elements whose bit is clear become -Inf.
+func (g *kit) applyBits(cls Operand, bits Reg, s [][4]Reg) {
+	f := g.f
+	nomask := f.NewLabel("nomask")
+	pp := f.Setp("ne", S32, cls, I(cPartial))
+	f.Bra(nomask, &pp, false)
+	for n := range s {
+		for x := range s[n] {
+			keep := f.Setp("ne", U32, f.Op3(OpAnd, B32, R(bits), I(int64(1)<<(4*n+x))), I(0))
+			f.Emit(Inst{Op: OpSelp, T: F32, Dst: []Operand{R(s[n][x])}, Src: []Operand{R(s[n][x]), negInf, R(keep)}})
+		}
+	}
+	f.Place(nomask)
+}
+
 // Element bits of the 16-bit types: exponent, its lowest bit, mantissa, and
 // the codes sanitize writes for a non-finite value (+Inf 1, -Inf 128, NaN
 // 16384: sums over the 64 keys of a tile stay exact and separable).
@@ -142,11 +205,8 @@ func (g *kit) sanitizeIn(cls Operand, lay sanLayout) Reg {
 	f.Bra(skip, &np, false)
 	sK := lay.base()
 	vOff, words, addr := lay.vOff, lay.words, lay.addr
-	load := func(off int64) Reg {
-		x := f.NewReg(B32)
-		f.Emit(Inst{Op: OpLd, T: B32, Space: "shared", Dst: []Operand{R(x)}, Src: []Operand{Addr(sK.Reg, off)}})
-		return x
-	}
+	// the thread's share of the value tile (rows of Dv elements)
+	load := func(off int64) Reg { return g.ldSharedG(g.vact, Addr(sK.Reg, off)) }
 	g.voteNonFinite(func(w int) Reg { return load(vOff + addr(w)) }, words, lay.flags, skip)
 	f.Comment("a non-finite value in the tile: zero it, and write its code over the keys")
 	code := func(h Operand, nf Operand) Operand {
@@ -162,11 +222,11 @@ func (g *kit) sanitizeIn(cls Operand, lay sanLayout) Reg {
 		nf := g.nonFinite(x)
 		m := f.Op3(OpMulLo, U32, f.Op3(OpShr, U32, nf, I(15)), I(0xffff))
 		xc := f.Op3(OpAnd, B32, R(x), f.Op3(OpXor, B32, m, I(0xffffffff)))
-		f.Emit(Inst{Op: OpSt, T: B32, Space: "shared", Dst: []Operand{Addr(sK.Reg, vOff+addr(w))}, Src: []Operand{f.reg(B32, xc)}})
+		g.stSharedG(g.vact, Addr(sK.Reg, vOff+addr(w)), f.reg(B32, xc))
 		lo := code(f.Op3(OpAnd, B32, R(x), I(0xffff)), f.Op3(OpAnd, B32, nf, I(0x8000)))
 		hi := code(f.Op3(OpShr, U32, R(x), I(16)), f.Op3(OpAnd, B32, nf, I(0x80000000)))
 		n := f.Op3(OpOr, B32, lo, f.Op3(OpShl, B32, hi, I(16)))
-		f.Emit(Inst{Op: OpSt, T: B32, Space: "shared", Dst: []Operand{Addr(sK.Reg, addr(w))}, Src: []Operand{f.reg(B32, n)}})
+		g.stSharedG(g.vact, Addr(sK.Reg, addr(w)), f.reg(B32, n))
 	}
 	if lay.fence {
 		f.Emit(Inst{Op: OpFenceProxy})

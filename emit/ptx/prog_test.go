@@ -368,11 +368,11 @@ func TestTarget(t *testing.T) {
 	if q, k := SM80.TileSizes(128); q != TileQ || k != TileK {
 		t.Errorf("tiles %dx%d", q, k)
 	}
-	if fmt.Sprint(SM80.HeadDims()) != "[64 128]" {
+	if fmt.Sprint(SM80.HeadDims()) != "[32 64 96 128 192 256]" {
 		t.Errorf("head dims %v", SM80.HeadDims())
 	}
 	for _, d := range SM80.HeadDims() {
-		if err := SM80.Supports(d); err != nil {
+		if err := SM80.Supports(d, d); err != nil {
 			t.Errorf("head_dim %d: %v", d, err)
 		}
 	}
@@ -394,12 +394,14 @@ func TestTarget(t *testing.T) {
 		d    int
 		want string
 	}{
-		{SM80, 96, "head_dim 96"},
+		{SM80, 80, "head_dim 80"},
+		{SM80, 48, "head_dim 48"},
+		{SM90a, 512, "head_dim 512"},
 		{Target{SM: 80, Elem: "f32"}, 64, `element type "f32"`},
 		{Target{SM: 75, Elem: "bf16"}, 64, "cp.async"},
 		{Target{SM: 100, Elem: "bf16"}, 64, "sm_100"},
 	} {
-		if err := c.t.Supports(c.d); err == nil || !strings.Contains(err.Error(), c.want) {
+		if err := c.t.Supports(c.d, c.d); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s head_dim %d: err = %v, want it to mention %q", c.t, c.d, err, c.want)
 		}
 	}

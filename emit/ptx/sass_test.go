@@ -314,40 +314,48 @@ func readSASSLoop(listing string) (sassLoop, error) {
 }
 
 // wantSASSLoop is what the kernel's structure implies, per warp (SASS
-// counts warp instructions) and per key tile of TileK keys, for head
-// dimension d. A warp owns 16 query rows; every warp reads the whole key
-// and value tile.
+// counts warp instructions) and per key tile of tk keys (tilesOf(d).fwdK),
+// for head dimension d. A warp owns 16 query rows; every warp reads the
+// whole key and value tile.
 //
-//   - S = Q K^T is 16 x TileK scores over d: (TileK/8)*(d/16) products of
+//   - S = Q K^T is 16 x tk scores over d: (tk/8)*(d/16) products of
 //     m16n8k16 (one HMMA.16816 each), with the key fragments read by one
-//     ldmatrix.x4 (16 keys x 16 dims) per (TileK/16)*(d/16).
-//   - O += P V is 16 x d outputs over TileK keys: (d/8)*(TileK/16) HMMA,
+//     ldmatrix.x4 (16 keys x 16 dims) per (tk/16)*(d/16).
+//   - O += P V is 16 x d outputs over tk keys: (d/8)*(tk/16) HMMA,
 //     the values read transposed, one LDSM.16.MT88.4 per 16 keys x 16 dims:
-//     (TileK/16)*(d/16).
-//   - A thread holds 2 rows x TileK/4 scores of the warp's 16 x TileK block
-//     (TileK/8 accumulator fragments of 2 x 2): TileK/2 exponentials, plus
-//     one rescale factor ex2(m_old - m_new) per row: TileK/2 + 2 MUFU.EX2.
+//     (tk/16)*(d/16).
+//   - A thread holds 2 rows x tk/4 scores of the warp's 16 x tk block
+//     (tk/8 accumulator fragments of 2 x 2): tk/2 exponentials, plus
+//     one rescale factor ex2(m_old - m_new) per row: tk/2 + 2 MUFU.EX2.
 //
 // Those run on every tile. A partial tile whose value tile holds a
 // non-finite value (sanitize, restore) runs one more P V-shaped product
-// over the codes written where the keys were: (d/8)*(TileK/16) HMMA and
-// (TileK/16)*(d/16) LDSM.16.MT88.4, behind a branch. Outside the loop, Q
+// over the codes written where the keys were: (d/8)*(tk/16) HMMA and
+// (tk/16)*(d/16) LDSM.16.MT88.4, behind a branch. Outside the loop, Q
 // is read once into fragments, d/16 ldmatrix.x4, and no HMMA or ex2 runs
-// (the epilogue's lg2 and division are MUFU.LG2 and MUFU.RCP).
+// (the epilogue's lg2 and division are MUFU.LG2 and MUFU.RCP); where the
+// kernel does not hold Q (tilesOf(d).holdQ: D = 192, 256) those d/16
+// ldmatrix.x4 run on every tile instead.
 //
 // The score stage (sc) adds, with soft-capping, one tanh per score (its
-// e = 2^(-2 log2(e) |x|)): TileK/2 more MUFU.EX2 on every tile; with
+// e = 2^(-2 log2(e) |x|)): tk/2 more MUFU.EX2 on every tile; with
 // learned sinks, the epilogue's two per row (2^(m - M) and 2^(sink - M)):
 // 4 outside.
 func wantSASSLoop(d int, sc mask.Score) sassLoop {
-	pv := (d / 8) * (TileK / 16)
-	tiles := (TileK / 16) * (d / 16)
+	tl := tilesOf(d)
+	tk := tl.fwdK
+	pv := (d / 8) * (tk / 16)
+	tiles := (tk / 16) * (d / 16)
 	l := sassLoop{
-		Every:   sassCounts{HMMA: (TileK/8)*(d/16) + pv, LDSM: tiles, LDSMT: tiles, EX2: TileK/2 + 2},
+		Every:   sassCounts{HMMA: (tk/8)*(d/16) + pv, LDSM: tiles, LDSMT: tiles, EX2: tk/2 + 2},
 		Cond:    sassCounts{HMMA: pv, LDSMT: tiles},
 		Outside: sassCounts{LDSM: d / 16},
 	}
-	scoreEX2(&l, TileK, sc)
+	if !tl.holdQ {
+		l.Every.LDSM += d / 16
+		l.Outside.LDSM = 0
+	}
+	scoreEX2(&l, tk, sc)
 	return l
 }
 

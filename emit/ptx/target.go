@@ -47,8 +47,72 @@ var DefaultTargets = []Target{SM80, {SM: 80, Elem: "f16"}}
 
 var _ gen.Target = Target{}
 
-// headDims are the head dimensions the forward kernel is written for.
-var headDims = []int{64, 128}
+// headDims are the head dimensions the kernels are written for, square
+// (q, k, v and the output rows of one size); splitDims the pairs (qk, v)
+// of different key and value sizes.
+var headDims = []int{32, 64, 96, 128, 192, 256}
+
+var splitDims = [][2]int{{192, 128}}
+
+// dimTiles is the tiling of the kernels at one head dimension (tilesOf).
+type dimTiles struct {
+	fwdK    int  // the sm_80 forward's key tile (64 query rows, 4 warps)
+	holdQ   bool // the sm_80 forward holds Q's fragments in registers (else it reads them per tile)
+	minCTAs int  // the sm_80 forward's .minnctapersm (0: none)
+	dqK     int  // the dq kernel's key tile (64 query rows, 4 warps)
+	dqHoldQ bool // the dq kernel holds Q's fragments in registers
+	dkvQ    int  // the dk/dv kernel's query rows per step (before the predicate's limits)
+	dkvCols int  // warps per 16 keys of the dk/dv kernel, each owning D/dkvCols columns of dk and dv
+	hopK    int  // the sm_90a forward's key tile (128 query rows)
+}
+
+// tiles is the table of the kernels' tiles per head dimension (qk; the
+// split pair {192, 128} takes 192's, with fewer value columns). The
+// limits are registers (255 a thread) and shared memory (164 KiB a CTA on
+// sm_80, 227 KiB on sm_90a); ptxas 11.8 and 12.4 report no spills for
+// the examples at 64 and 128 (TestPtxas, TestPtxas12, TestBackwardPtxas)
+// and for dimMasks at the other sizes (TestPtxasHeadDims), whose numbers
+// the choices below come from.
+//
+//   - sm_80 forward: a thread holds D/2 f32 accumulators, tk/2 score
+//     registers (tk keys a tile) and, when it holds Q, D/4 more. Up to 128
+//     it holds Q and takes 64-key tiles. At 192 and 256 Q is read from
+//     shared memory per tile, as FlashAttention 2 does, and the key tile
+//     is 32: with 64 keys the D = 192 kernels took 255 registers and
+//     spilled 4-16 bytes (document, gemma2, neighborhood), and at D = 256
+//     a 64-key tile would also take 165 KiB of shared memory (Q and two
+//     K/V buffers, rows of 2D+16 bytes). .minnctapersm: 3 at D = 32 and
+//     64 (below four CTAs' 128 registers, which ptxas 12.4 capped the
+//     kernels at and spilled, see fwd80.go), 2 at 96 (ptxas chose three
+//     CTAs' 168 and spilled 8-32 bytes), 1 at 192 and 256 (168 again,
+//     gemma2 spilled 8-16 bytes); none at 128, whose own choice spills
+//     nothing.
+//   - dq: D/2 accumulators and two score tiles (S and dS) of tk/2: the
+//     key tile follows the forward's (32 at 192 and 256; halved again for
+//     predicates longer than bigPred); Q held up to 64.
+//   - dk/dv: a warp owns 16 keys and 2D/dkvCols accumulators (dk and dv):
+//     at D = 192 and 256 that is too many for one warp (192, 256), so eight
+//     warps split the columns in two, each pair computing the same scores
+//     (FlashAttention 2's 8-warp backward at these sizes); the query rows
+//     per step shrink as the accumulators grow (64 up to D = 64, 32 at 96,
+//     16 from 128).
+//   - sm_90a forward: two consumer warpgroups hold D/2 accumulators and two
+//     tk/2 score tiles (this tile's and the next's, in flight): at 192
+//     64-key tiles spilled 32-96 bytes with 240 registers, so the key tile
+//     is 32, and at 256 16 (three 64-key stages would not fit shared
+//     memory either); hopRegs and hopProducer give the register split.
+var tiles = map[int]dimTiles{
+	32:  {fwdK: 64, holdQ: true, minCTAs: 3, dqK: 64, dqHoldQ: true, dkvQ: 64, dkvCols: 1, hopK: 64},
+	64:  {fwdK: 64, holdQ: true, minCTAs: 3, dqK: 64, dqHoldQ: true, dkvQ: 64, dkvCols: 1, hopK: 64},
+	96:  {fwdK: 64, holdQ: true, minCTAs: 2, dqK: 64, dkvQ: 32, dkvCols: 1, hopK: 64},
+	128: {fwdK: 64, holdQ: true, dqK: 64, dkvQ: 16, dkvCols: 1, hopK: 64},
+	192: {fwdK: 32, minCTAs: 1, dqK: 32, dkvQ: 16, dkvCols: 2, hopK: 32},
+	256: {fwdK: 32, minCTAs: 1, dqK: 32, dkvQ: 16, dkvCols: 2, hopK: 16},
+}
+
+// tilesOf is the tiling at head dimension d (qk), the zero value for an
+// unsupported one.
+func tilesOf(d int) dimTiles { return tiles[d] }
 
 // Name is the target's planner name, e.g. "ptx-sm80-bf16" or
 // "ptx-sm90a-bf16".
@@ -67,30 +131,50 @@ func (t Target) Arch() string {
 	return fmt.Sprintf("sm_%d", t.SM)
 }
 
-// TileSizes is the forward kernel's tile: 64 queries by 64 keys for every
-// head dimension; on sm_90a 128 queries (two consumer warpgroups of 64
-// rows) by hopTileK(headDim) keys.
+// TileSizes is the forward kernel's tile at head dimension headDim (qk):
+// 64 queries by tilesOf(headDim).fwdK keys on sm_80, 128 queries (two
+// consumer warpgroups of 64 rows) by hopTileK(headDim) keys on sm_90a.
 func (t Target) TileSizes(headDim int) (q, k int) {
 	if t.Accel {
 		return hopTileQ, hopTileK(headDim)
 	}
+	if k := tilesOf(headDim).fwdK; k > 0 {
+		return TileQ, k
+	}
 	return TileQ, TileK
 }
 
-// HeadDims lists the head dimensions the forward kernel supports.
+// HeadDims lists the square head dimensions the kernels support.
 func (t Target) HeadDims() []int { return slices.Clone(headDims) }
 
-// Supports reports why the target cannot run a kernel of head dimension
-// headDim (nil when it can): an unknown SM version or element type, or an
-// unsupported head dimension.
-func (t Target) Supports(headDim int) error {
+// HeadDimText lists the head dimensions the kernels support, square and
+// split ({qk, v}), for messages.
+func (t Target) HeadDimText() string {
+	s := joinInts(headDims)
+	for _, p := range splitDims {
+		s += fmt.Sprintf(", {qk: %d, v: %d}", p[0], p[1])
+	}
+	return s
+}
+
+// Supports reports why the target cannot run kernels whose q and k rows
+// have qk elements and v and output rows v (nil when it can): an unknown
+// SM version or element type, or an unsupported pair. v = 0 means qk.
+func (t Target) Supports(qk, v int) error {
 	if err := t.Check(); err != nil {
 		return err
 	}
-	if !slices.Contains(headDims, headDim) {
-		return fmt.Errorf("ptx: head_dim %d: the forward kernel supports %s", headDim, joinInts(headDims))
+	if v == 0 {
+		v = qk
 	}
-	return nil
+	if v == qk && slices.Contains(headDims, qk) || slices.Contains(splitDims, [2]int{qk, v}) {
+		return nil
+	}
+	what := fmt.Sprint(qk)
+	if v != qk {
+		what = fmt.Sprintf("{qk: %d, v: %d}", qk, v)
+	}
+	return fmt.Errorf("ptx: head_dim %s: the kernels support %s", what, t.HeadDimText())
 }
 
 // Check reports whether the target can be rendered: a PTX ISA version is

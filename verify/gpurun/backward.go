@@ -22,6 +22,9 @@ func InterpBackward(bw *ptx.Backward) (*BackwardKernel, error) {
 	if bw == nil {
 		return nil, fmt.Errorf("gpurun: no backward kernels")
 	}
+	if err := square(bw.DQ, bw.HeadDim, bw.HeadDimV); err != nil {
+		return nil, err
+	}
 	b, err := newInterp(bw.DQ, bw.PTX)
 	if err != nil {
 		return nil, err
@@ -35,6 +38,9 @@ func InterpBackward(bw *ptx.Backward) (*BackwardKernel, error) {
 func GPUBackward(ctx *cuda.Context, bw *ptx.Backward) (*BackwardKernel, error) {
 	if bw == nil {
 		return nil, fmt.Errorf("gpurun: no backward kernels")
+	}
+	if err := square(bw.DQ, bw.HeadDim, bw.HeadDimV); err != nil {
+		return nil, err
 	}
 	if err := deviceRuns(ctx, bw.Target.Arch()); err != nil {
 		return nil, err

@@ -392,11 +392,24 @@ func paramsHave(ps []ptx.Param, name string) bool {
 
 // Interp binds a kernel to a fresh PTX interpreter device per call.
 func Interp(f *ptx.Forward) (*Kernel, error) {
+	if err := square(f.Name, f.HeadDim, f.HeadDimV); err != nil {
+		return nil, err
+	}
 	b, err := newInterp(f.Name, f.PTX)
 	if err != nil {
 		return nil, err
 	}
 	return &Kernel{F: f, b: b}, nil
+}
+
+// square refuses kernels whose v rows differ from their q and k rows
+// (head_dim {qk, v}): a verify.Shape has one head dimension, so the
+// runner would size v and the output wrongly.
+func square(name string, qk, v int) error {
+	if v != 0 && v != qk {
+		return fmt.Errorf("gpurun: kernel %s has head_dim {qk: %d, v: %d}: the runner sizes tensors by one head dimension", name, qk, v)
+	}
+	return nil
 }
 
 func newInterp(name, text string) (*interpBackend, error) {
@@ -458,6 +471,9 @@ func (b *interpBackend) fill(a uint64, n int, x byte) error {
 // compute capability 8.0 and later, sm_90a only on 9.0) is refused before
 // anything is loaded. Which kernel to bind is the caller's choice (Pick).
 func GPU(ctx *cuda.Context, f *ptx.Forward) (*Kernel, error) {
+	if err := square(f.Name, f.HeadDim, f.HeadDimV); err != nil {
+		return nil, err
+	}
 	if err := deviceRuns(ctx, f.Target.Arch()); err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package gpurun
 import (
 	"math/rand/v2"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/attngen/attngen/emit/ptx"
@@ -67,5 +68,26 @@ func TestInterpF16Yardstick(t *testing.T) {
 			t.Errorf("%s f16: %v", name, err)
 		}
 		t.Logf("%s f16: %v", name, rep)
+	}
+}
+
+// TestRefusesSplitHeadDims: kernels of head_dim {qk, v} are refused with
+// an error (a verify.Shape has one head dimension), not run on wrongly
+// sized tensors.
+func TestRefusesSplitHeadDims(t *testing.T) {
+	s := &spec.Spec{Name: "mla", Mask: spec.Full(), Causal: true, HeadDim: 192, HeadDimV: 128}
+	p, err := gen.Compile(s, ptx.SM80, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ks, err := ptx.Kernels(p, ptx.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Interp(ks.Forward); err == nil || !strings.Contains(err.Error(), "{qk: 192, v: 128}") {
+		t.Errorf("Interp: err = %v", err)
+	}
+	if _, err := InterpBackward(ks.Backward); err == nil || !strings.Contains(err.Error(), "{qk: 192, v: 128}") {
+		t.Errorf("InterpBackward: err = %v", err)
 	}
 }
