@@ -7,19 +7,30 @@ import (
 	"time"
 
 	"github.com/attngen/attngen/runtime/cpu"
+	"github.com/attngen/attngen/runtime/mask"
 )
 
-// timePair times calls a and b in alternating rounds (the same noise for
-// both) and returns their median times.
+// timePair times calls a and b in rounds (the same noise for both), each
+// round running them in the other order, and returns their median times.
 func timePair(rounds int, a, b func()) (ta, tb time.Duration) {
 	var xa, xb []time.Duration
 	for i := 0; i < rounds; i++ {
+		// the order alternates, so that neither call always runs second
+		// (on caches the other warmed)
+		first, second := a, b
+		if i%2 == 1 {
+			first, second = b, a
+		}
 		t0 := time.Now()
-		a()
+		first()
 		t1 := time.Now()
-		b()
+		second()
 		t2 := time.Now()
-		xa, xb = append(xa, t1.Sub(t0)), append(xb, t2.Sub(t1))
+		da, db := t1.Sub(t0), t2.Sub(t1)
+		if i%2 == 1 {
+			da, db = db, da
+		}
+		xa, xb = append(xa, da), append(xb, db)
 	}
 	med := func(x []time.Duration) time.Duration {
 		for i := 1; i < len(x); i++ {
@@ -41,7 +52,7 @@ func timePair(rounds int, a, b func()) (ta, tb time.Duration) {
 func BenchmarkShapes(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 2))
 	_, m := headsPlan(b, "name: s\nmask: {window: {size: 1024}}\n")
-	v := cpu.Best()
+	var v cpu.Variant
 	run := func(a cpu.Args) func() {
 		return func() {
 			if err := cpu.ForwardArgs(m, v, a); err != nil {
@@ -50,6 +61,18 @@ func BenchmarkShapes(b *testing.B) {
 		}
 	}
 	for b.Loop() {
+		for _, v = range supported() {
+			if v == cpu.PureGo {
+				continue
+			}
+			shapesRound(b, r, m, v, run)
+		}
+	}
+}
+
+// shapesRound is one variant's part of BenchmarkShapes.
+func shapesRound(b *testing.B, r *rand.Rand, m mask.Mask, v cpu.Variant, run func(cpu.Args) func()) {
+	{
 		// Layouts: prefill S=2048, H=8/2, D=128.
 		s := cpu.Shape{Batch: 1, HeadsQ: 8, HeadsKV: 2, SeqQ: 2048, SeqK: 2048, HeadDim: 128}
 		c := newShapeCall(b, r, m, s, 0, s.SeqK)
@@ -64,8 +87,8 @@ func BenchmarkShapes(b *testing.B) {
 				buf := make([]float32, s.SeqK*(s.HeadsQ+2*s.HeadsKV)*s.HeadDim)
 				a.Q, a.K, a.V = buf, buf[s.HeadsQ*s.HeadDim:], buf[(s.HeadsQ+s.HeadsKV)*s.HeadDim:]
 			}
-			ta, tb := timePair(9, run(base), run(a))
-			fmt.Printf("layout %-6s prefill S=2048 D=128: BHSD %v, %s %v, ratio %.3f\n", name, ta, name, tb, float64(tb)/float64(ta))
+			ta, tb := timePair(21, run(base), run(a))
+			fmt.Printf("%s layout %-6s prefill S=2048 D=128: BHSD %v, %s %v, ratio %.3f\n", v, name, ta, name, tb, float64(tb)/float64(ta))
 		}
 		// Ragged decode: 8 sequences of 1k..7k keys (32k in all) against 8
 		// of 4k each; H=8/2, D=128, one query each.
@@ -77,8 +100,8 @@ func BenchmarkShapes(b *testing.B) {
 		uni := cd.a
 		uni.Shape.SeqK = 4096
 		uni.K, uni.V = cd.k[:8*2*4096*128], cd.v[:8*2*4096*128]
-		ta, tb := timePair(15, run(uni), run(rag))
-		fmt.Printf("ragged decode 8 seqs, 32k keys: uniform %v, ragged %v, ratio %.3f\n", ta, tb, float64(tb)/float64(ta))
+		ta, tb := timePair(61, run(uni), run(rag))
+		fmt.Printf("%s ragged decode 8 seqs, 32k keys: uniform %v, ragged %v, ratio %.3f\n", v, ta, tb, float64(tb)/float64(ta))
 		// Head sizes, per FLOP: prefill S=2048, H=8/8.
 		at := func(d int) cpu.Args {
 			s := cpu.Shape{Batch: 1, HeadsQ: 8, HeadsKV: 8, SeqQ: 2048, SeqK: 2048, HeadDim: d}
@@ -87,7 +110,7 @@ func BenchmarkShapes(b *testing.B) {
 		a128 := at(128)
 		for _, d := range []int{96, 256, 64, 192} {
 			ta, tb := timePair(7, run(a128), run(at(d)))
-			fmt.Printf("head dim %d vs 128, prefill per FLOP: %v, %v, ratio %.3f (%s)\n", d, ta, tb, float64(tb)/float64(ta)*128/float64(d), v)
+			fmt.Printf("%s head dim %d vs 128, prefill per FLOP: %v, %v, ratio %.3f\n", v, d, ta, tb, float64(tb)/float64(ta)*128/float64(d))
 		}
 	}
 }
