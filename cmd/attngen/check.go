@@ -37,7 +37,7 @@ func cmdCheck(args []string, stdout, stderr io.Writer) error {
 		return exitError{1}
 	}
 	fmt.Fprintf(stdout, "%s: ok\n", s.File)
-	fmt.Fprintf(stdout, "name: %s\ncausal: %v\nhead_dim: %d\n", s.Name, s.Causal, s.HeadDim)
+	fmt.Fprintf(stdout, "name: %s\ncausal: %v\nhead_dim: %s\n", s.Name, s.Causal, headDimString(s))
 	fmt.Fprint(stdout, spec.HeadParamsYAML(s.HeadParams))
 	fmt.Fprintf(stdout, "mask: %s\n", s.Mask)
 	if s.Score.Active() {
@@ -89,4 +89,13 @@ func cmdCheck(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stdout, "note: tree masks are counted as one chain (causal attention); the parent array comes at run time")
 	}
 	return nil
+}
+
+// headDimString is a spec's head_dim as it would be written: one size, or
+// {qk: D1, v: D2}.
+func headDimString(s *spec.Spec) string {
+	if s.HeadDimV != 0 && s.HeadDimV != s.HeadDim {
+		return fmt.Sprintf("{qk: %d, v: %d}", s.HeadDim, s.HeadDimV)
+	}
+	return fmt.Sprint(s.HeadDim)
 }

@@ -294,11 +294,7 @@ func cmdVerify(args []string, stdout, stderr io.Writer) error {
 		*seed = uint64(time.Now().UnixNano()) | 1
 	}
 	r := rand.New(rand.NewPCG(*seed, 0x61747467656e))
-	hd := fmt.Sprint(s.HeadDim)
-	if s.HeadDimV != 0 && s.HeadDimV != s.HeadDim {
-		hd = fmt.Sprintf("{qk: %d, v: %d}", s.HeadDim, s.HeadDimV)
-	}
-	fmt.Fprintf(stdout, "verify %s (%s), seed %d\nmask: %s (causal %v), head_dim %s\n", s.Name, s.File, *seed, s.Mask, s.Causal, hd)
+	fmt.Fprintf(stdout, "verify %s (%s), seed %d\nmask: %s (causal %v), head_dim %s\n", s.Name, s.File, *seed, s.Mask, s.Causal, headDimString(s))
 	failed := 0
 	for _, t := range cpu.Targets {
 		v := t.Variant
