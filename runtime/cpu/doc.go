@@ -19,8 +19,13 @@
 // float32 (Out) or, for 16-bit inputs, in their format (Out16), the
 // optional float32 lse, document ids or a tree's parent array (Tree), the
 // values of the mask's head parameters (HeadParams), a Paged cache
-// description (the zero value: contiguous) and the Shape, so every
-// combination is one call.
+// description (the zero value: contiguous), the Shape, the strides of each
+// tensor (Layout; layout.go), ragged rows and positions (SeqLensQ,
+// SeqLensK, QPos, KPos) and the head dimension of v (HeadDimV), so every
+// combination is one call. validate.go checks it all before anything is
+// written; a call with per-row lengths or positions runs each batch row as
+// the call of that row alone (its bits are that call's), the rows' items
+// dispatched to the workers together (rowCall).
 // Forward, ForwardPaged and Forward16 fill an Args and call it. It checks
 // the Args before it touches anything: slices of the other element type,
 // both outputs or an unknown Elem wrap ErrShape; no output or a short one
@@ -110,15 +115,19 @@
 //
 // One call processes one query tile against one key tile, updating the
 // online-softmax state of the tile's rows. Tiles are TQ = 48 query rows by
-// TK = 64 keys; D is 64 or 128. All buffers are float32, row-major,
-// contiguous, 64-byte aligned:
+// TK = 64 keys; D is the kernel's head dimension of q and k and DV that of
+// v and the output (each variant's table, kernels_dims_*.go, lists its
+// pairs: 32, 64, 80, 96, 128, 192, 256 and 192/128; a call of other
+// sizes runs the smallest pair that holds them on zero-padded tiles, or
+// tileGo, which runs any multiple of 4). All buffers are float32,
+// row-major, contiguous, 64-byte aligned:
 //
 //	q    [TQ][D]   query rows; unused rows are zero
 //	kt   [D][TK]   the key tile transposed and multiplied by scale*log2(e)
 //	               (kt[d][c] = scale*log2(e)*key c, dim d); unused columns zero
-//	v    [TK][D]   value rows; unused rows zero
+//	v    [TK][DV]  value rows; unused rows zero
 //	s    [TQ][TK]  scratch for scores and probabilities
-//	o    [TQ][D]   running unnormalized output
+//	o    [TQ][DV]  running unnormalized output
 //	m    [TQ]      running maximum score in log2 units (starts at -Inf)
 //	l    [TQ]      running sum of 2^(score - m) (starts at 0)
 //	mask [TQ]uint64, or nil: bit c of mask[r] is set when row r keeps key c.
