@@ -123,7 +123,7 @@ func TestCheckMalformed(t *testing.T) {
 		// A file that parses but asks for a head dimension no target runs:
 		// check refuses it exactly as generation does.
 		{"head_dim no target runs", "name: a\nmask: {full: {}}\nhead_dim: 100\n",
-			[]string{"3:11: head_dim: 100 is not supported by the CPU runtime (its targets avx512, avx2, neon, purego run multiples of 8 from 8 to 256) nor by GPU target ptx-sm80-bf16 (it runs 32, 64, 96, 128, 192, 256)"}},
+			[]string{"3:11: head_dim: 100 is not supported by the CPU runtime (its targets avx512, avx2, neon, purego run multiples of 8 from 8 to 256) nor by GPU target ptx-sm80-bf16 (it runs 32, 64, 96, 128, 192, 256, {qk: 192, v: 128})"}},
 		{"too deep", "name: a\nmask: " + strings.Repeat("{union: [", 70) + "{full: {}}" + strings.Repeat("]}", 70) + "\n",
 			[]string{fmt.Sprintf("2:%d: mask%s: masks nested more than 64 deep", 7+64*9, strings.Repeat(".union[0]", 64))}},
 		{"several", strings.Join([]string{

@@ -84,7 +84,7 @@ func TestGenerateRefusesWhatCheckRefuses(t *testing.T) {
 	out := filepath.Join(dir, "out")
 	var stdout, stderr bytes.Buffer
 	err := cmdGenerate([]string{"-spec", path, "-out", out}, &stdout, &stderr)
-	want := path + ":3:11: head_dim: 100 is not supported by the CPU runtime (its targets avx512, avx2, neon, purego run multiples of 8 from 8 to 256) nor by GPU targets ptx-sm80-bf16, ptx-sm90a-bf16 (they run 32, 64, 96, 128, 192, 256)"
+	want := path + ":3:11: head_dim: 100 is not supported by the CPU runtime (its targets avx512, avx2, neon, purego run multiples of 8 from 8 to 256) nor by GPU targets ptx-sm80-bf16, ptx-sm90a-bf16 (they run 32, 64, 96, 128, 192, 256, {qk: 192, v: 128})"
 	if err == nil || err.Error() != want {
 		t.Fatalf("generate: %v, want %s", err, want)
 	}
@@ -165,9 +165,9 @@ func TestCheckTargetsNamesRefusers(t *testing.T) {
 		want    string
 	}{
 		{"every CPU target", saved, nil, "x.yaml:3:11: head_dim: 100 is not supported by the CPU runtime (its targets avx512, avx2, neon, purego run multiples of 8 from 8 to 256)"},
-		{"every CPU target and two GPU targets", saved, sm80, "x.yaml:3:11: head_dim: 100 is not supported by the CPU runtime (its targets avx512, avx2, neon, purego run multiples of 8 from 8 to 256) nor by GPU targets ptx-sm80-bf16, ptx-sm80-f16 (they run 32, 64, 96, 128, 192, 256)"},
+		{"every CPU target and two GPU targets", saved, sm80, "x.yaml:3:11: head_dim: 100 is not supported by the CPU runtime (its targets avx512, avx2, neon, purego run multiples of 8 from 8 to 256) nor by GPU targets ptx-sm80-bf16, ptx-sm80-f16 (they run 32, 64, 96, 128, 192, 256, {qk: 192, v: 128})"},
 		{"one CPU target", []cpu.Target{{Name: "wide", HeadDims: []int{64}}, {Name: "narrow", HeadDims: []int{100}}}, nil, "x.yaml:3:11: head_dim: 100 is not supported by CPU target wide (it runs 64)"},
-		{"the GPU targets alone", []cpu.Target{{Name: "any", HeadDims: []int{100}}}, sm80[:1], "x.yaml:3:11: head_dim: 100 is not supported by GPU target ptx-sm80-bf16 (it runs 32, 64, 96, 128, 192, 256)"},
+		{"the GPU targets alone", []cpu.Target{{Name: "any", HeadDims: []int{100}}}, sm80[:1], "x.yaml:3:11: head_dim: 100 is not supported by GPU target ptx-sm80-bf16 (it runs 32, 64, 96, 128, 192, 256, {qk: 192, v: 128})"},
 		{"CPU targets of different sizes", []cpu.Target{{Name: "a", HeadDims: []int{64}}, {Name: "b", HeadDims: []int{128}}}, nil, "x.yaml:3:11: head_dim: 100 is not supported by the CPU runtime (a runs 64, b runs 128)"},
 		{"no refuser", []cpu.Target{{Name: "any", HeadDims: []int{100}}}, nil, ""},
 	} {
@@ -176,5 +176,26 @@ func TestCheckTargetsNamesRefusers(t *testing.T) {
 		if got := fmt.Sprint(err); (c.want == "" && err != nil) || (c.want != "" && got != c.want) {
 			t.Errorf("%s: %v\nwant %s", c.name, err, c.want)
 		}
+	}
+}
+
+// TestCheckTargetsSplitHeadDim: head_dim {qk, v} runs on the CPU at any
+// pair of multiples of 8 and on the GPU targets at their pairs only; the
+// message writes the pair as the spec does.
+func TestCheckTargetsSplitHeadDim(t *testing.T) {
+	at := spec.Pos{File: "x.yaml", Line: 3, Col: 11}
+	sm80 := []ptx.Target{{SM: 80, Elem: "bf16"}}
+	if err := checkTargets(&spec.Spec{File: "x.yaml", HeadDim: 192, HeadDimV: 128, HeadDimPos: at}, sm80); err != nil {
+		t.Errorf("{qk: 192, v: 128}: %v", err)
+	}
+	err := checkTargets(&spec.Spec{File: "x.yaml", HeadDim: 128, HeadDimV: 64, HeadDimPos: at}, sm80)
+	if err == nil || !strings.Contains(err.Error(), "x.yaml:3:11: head_dim: {qk: 128, v: 64} is not supported by GPU target ptx-sm80-bf16") {
+		t.Errorf("{qk: 128, v: 64}: %v", err)
+	}
+	if err := checkTargets(&spec.Spec{File: "x.yaml", HeadDim: 128, HeadDimV: 64, HeadDimPos: at}, nil); err != nil {
+		t.Errorf("{qk: 128, v: 64} on the CPU: %v", err)
+	}
+	if err := checkTargets(&spec.Spec{File: "x.yaml", HeadDim: 128, HeadDimV: 60, HeadDimPos: at}, nil); err == nil || !strings.Contains(err.Error(), "head_dim: {qk: 128, v: 60} is not supported by the CPU runtime") {
+		t.Errorf("{qk: 128, v: 60} on the CPU: %v", err)
 	}
 }
