@@ -1,8 +1,8 @@
 package main
 
 // The attention layers' packages, one per layer type, generated from specs/
-// into attn/ (CPU targets only: the program runs on the CPU, and the GPU
-// targets refuse head_dim 256). go generate ./examples/... rewrites them
+// into attn/ (CPU targets only: the program runs on the CPU, so the
+// packages embed no PTX). go generate ./examples/... rewrites them
 // byte for byte; they are never edited by hand.
 
 //go:generate go run ../../cmd/attngen -spec specs/llama.yaml -out attn/llama -sm none
