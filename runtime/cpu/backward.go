@@ -392,17 +392,7 @@ func (c *bcall) run(pass int) {
 	c.pass = pass
 	c.next.Store(0)
 	n := len(c.passItems())
-	nw := min(runtime.GOMAXPROCS(0), n)
-	var hs [64]*worker
-	ws := helpers(hs[:0], min(nw-1, len(hs)))
-	c.wg.Add(len(ws))
-	for _, w := range ws {
-		w.jobs <- c
-	}
-	b := callerBuffers.Get().(*buffers)
-	c.work(b)
-	callerBuffers.Put(b)
-	c.wg.Wait()
+	dispatch(c, &c.wg, n)
 }
 
 func (c *bcall) done() { c.wg.Done() }

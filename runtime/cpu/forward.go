@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"runtime"
 	"slices"
 	"unsafe"
 
@@ -447,17 +446,7 @@ func (v *validated) run(m mask.Mask, kern *kernels, a *Args, s Shape, g *geom, i
 	if err != nil {
 		return err
 	}
-	nw := min(runtime.GOMAXPROCS(0), len(c.items))
-	var hs [64]*worker
-	ws := helpers(hs[:0], min(nw-1, len(hs)))
-	c.wg.Add(len(ws))
-	for _, w := range ws {
-		w.jobs <- c
-	}
-	b := callerBuffers.Get().(*buffers)
-	b.run(c)
-	callerBuffers.Put(b)
-	c.wg.Wait()
+	dispatch(c, &c.wg, len(c.items))
 	c.release()
 	return nil
 }

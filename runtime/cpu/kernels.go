@@ -83,10 +83,13 @@ type dimKernels struct {
 }
 
 // at returns the kernels of dimensions d, or nil.
-func (k *kernels) at(d dims) *dimKernels {
-	for i := range k.byDims {
-		if k.byDims[i].dims == d {
-			return &k.byDims[i]
+func (k *kernels) at(d dims) *dimKernels { return find(k.byDims, d) }
+
+// find returns the kernels of dimensions d in ks, or nil.
+func find(ks []dimKernels, d dims) *dimKernels {
+	for i := range ks {
+		if ks[i].dims == d {
+			return &ks[i]
 		}
 	}
 	return nil
@@ -153,10 +156,8 @@ func asmTileScore(ks []dimKernels) tileScoreFunc {
 // dimsOf returns the kernels of dimensions d in ks; the driver asks only
 // for dimensions kernelDims gave it.
 func dimsOf(ks []dimKernels, d dims) *dimKernels {
-	for i := range ks {
-		if ks[i].dims == d {
-			return &ks[i]
-		}
+	if x := find(ks, d); x != nil {
+		return x
 	}
 	panic("cpu: no kernel for these head dimensions")
 }

@@ -114,6 +114,23 @@ func (w *worker) loop() {
 	}
 }
 
+// dispatch runs task t on the calling goroutine and on up to n-1 helpers
+// (n: its items; at most GOMAXPROCS in all), and returns when every helper
+// it handed t to has called t.done (wg counts them).
+func dispatch(t task, wg *sync.WaitGroup, n int) {
+	nw := min(runtime.GOMAXPROCS(0), n)
+	var hs [64]*worker
+	ws := helpers(hs[:0], min(nw-1, len(hs)))
+	wg.Add(len(ws))
+	for _, w := range ws {
+		w.jobs <- t
+	}
+	b := callerBuffers.Get().(*buffers)
+	t.work(b)
+	callerBuffers.Put(b)
+	wg.Wait()
+}
+
 // Workers reports the worker goroutines the package holds now (idle or
 // busy); tests use it to check that idle workers exit.
 func Workers() int {

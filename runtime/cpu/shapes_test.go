@@ -180,13 +180,7 @@ func pagedOf(r *rand.Rand, k, v []float32, s cpu.Shape, dv, p int) ([]float32, [
 // from offset base on.
 func strided(src []float32, n [3]int, w int, x cpu.Strides, base, size int) []float32 {
 	dst := poisoned32(size, 0x7fc0_0015)
-	for b := 0; b < n[0]; b++ {
-		for h := 0; h < n[1]; h++ {
-			for p := 0; p < n[2]; p++ {
-				copy(dst[base+b*x.Batch+h*x.Head+p*x.Pos:][:w], src[((b*n[1]+h)*n[2]+p)*w:][:w])
-			}
-		}
-	}
+	copyStrided(dst[base:], src, n, w, x)
 	return dst
 }
 

@@ -3,7 +3,6 @@ package cpu
 import (
 	"fmt"
 	"math"
-	"runtime"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -424,17 +423,7 @@ func (v *validated) runRows(m mask.Mask, kern *kernels, a *Args) error {
 	}
 	rc.n = n
 	rc.next.Store(0)
-	nw := min(runtime.GOMAXPROCS(0), n)
-	var hs [64]*worker
-	ws := helpers(hs[:0], min(nw-1, len(hs)))
-	rc.wg.Add(len(ws))
-	for _, w := range ws {
-		w.jobs <- rc
-	}
-	b := callerBuffers.Get().(*buffers)
-	rc.work(b)
-	callerBuffers.Put(b)
-	rc.wg.Wait()
+	dispatch(rc, &rc.wg, n)
 	release()
 	// the rows past each row's queries
 	for b := 0; b < s.Batch; b++ {
