@@ -64,13 +64,22 @@ func (x *naiveRow) run(row int) {
 	group := s.HeadsQ / s.HeadsKV
 	bh, r := row/s.SeqQ, row%s.SeqQ
 	b, h := bh/s.HeadsQ, bh%s.HeadsQ
+	nq, nk, qpos, kpos := s.row(b)
 	kvRow := (b*s.HeadsKV + h/group) * s.SeqK
 	kvBase := kvRow * D
+	o := x.out[row*DV : row*DV+DV]
+	if r >= nq {
+		clear(o)
+		if x.lse != nil {
+			x.lse[row] = float32(math.Inf(-1))
+		}
+		return
+	}
 	qr := x.q[row*D : row*D+D]
-	i := spec.Row(r, s.SeqQ, s.SeqK)
-	x.progs = denseRow(x.p.at(h), x.docs, i, s.SeqK, x.keep, x.progs)
+	i := qpos + r
+	x.progs = denseRowAt(x.p.at(h), x.docs, i, kpos, nk, x.keep, x.progs)
 	scores, acc, keep, kept := x.scores, x.acc, x.keep, x.kept[:0]
-	for j := 0; j < s.SeqK; j++ {
+	for j := 0; j < nk; j++ {
 		if !keep[j] {
 			continue
 		}
@@ -79,11 +88,10 @@ func (x *naiveRow) run(row int) {
 		for d := range qr {
 			dot += qr[d] * kj[d]
 		}
-		scores[j], _ = stage32(s.Score, dot*scale, h, i, j)
+		scores[j], _ = stage32(s.Score, dot*scale, h, i, kpos+j)
 		kept = append(kept, j)
 	}
 	x.kept = kept
-	o := x.out[row*DV : row*DV+DV]
 	m, sum, lse, ok := softmax32(scores, kept, float32(s.Score.sink(h)))
 	if x.lse != nil {
 		x.lse[row] = lse
@@ -111,17 +119,25 @@ func (x *naiveRow) run(row int) {
 // denseRow fills keep with row i of the mask (the dense mask row a
 // straightforward implementation consults per pair).
 func denseRow(p spec.Pattern, docs *spec.Docs, i, n int, keep []bool, progs []spec.Prog) []spec.Prog {
+	return denseRowAt(p, docs, i, 0, n, keep, progs)
+}
+
+// denseRowAt is denseRow at the key positions kpos..kpos+n-1: keep[j] for
+// position kpos+j.
+func denseRowAt(p spec.Pattern, docs *spec.Docs, i, kpos, n int, keep []bool, progs []spec.Prog) []spec.Prog {
+	keep = keep[:n]
 	clear(keep)
 	if docs != nil && p.Mask.HasData() {
 		for j := range keep {
-			keep[j] = p.AtDocs(i, j, docs)
+			keep[j] = p.AtDocs(i, kpos+j, docs)
 		}
 		return progs
 	}
-	progs = p.Keys(progs[:0], i, n)
+	progs = p.Keys(progs[:0], i, max(kpos+n, i+1))
 	for _, g := range progs {
+		g = g.Clip(kpos, kpos+n-1)
 		for j := g.Lo; j <= g.Hi; j += g.Step {
-			keep[j] = true
+			keep[j-kpos] = true
 		}
 	}
 	return progs

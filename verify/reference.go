@@ -131,6 +131,21 @@ func checkInputs(s Shape, q, k, v int, docs *spec.Docs) error {
 	case docs != nil && s.QPos == nil && s.KPos == nil && docs.Len() < s.SeqK:
 		return fmt.Errorf("run-time data (document ids or parent array) covers %d positions, shape needs SeqK = %d", docs.Len(), s.SeqK)
 	}
+	for _, x := range []struct {
+		v   []int32
+		one bool
+	}{{s.SeqLensQ, false}, {s.SeqLensK, false}, {s.QPos, true}, {s.KPos, true}} {
+		if x.v != nil && len(x.v) != s.Batch && !(x.one && len(x.v) == 1) {
+			return fmt.Errorf("shape: a per-row slice has %d entries, want Batch = %d", len(x.v), s.Batch)
+		}
+	}
+	for b := 0; b < s.Batch; b++ {
+		if rq, rk, qp, kp := s.row(b); rq < 0 || rq > s.SeqQ || rk < 0 || rk > s.SeqK || qp < 0 || kp < 0 {
+			return fmt.Errorf("shape: batch row %d: %d queries at %d, %d keys at %d", b, rq, qp, rk, kp)
+		} else if docs != nil && docs.Len() < max(qp+rq, kp+rk) {
+			return fmt.Errorf("run-time data covers %d positions, batch row %d reaches %d", docs.Len(), b, max(qp+rq, kp+rk))
+		}
+	}
 	return nil
 }
 
@@ -170,21 +185,6 @@ func ReferenceRows(p spec.Pattern, docs *spec.Docs, q, k, v []float32, s Shape, 
 	hs, err := headsOf(p, s)
 	if err != nil {
 		return nil, nil, err
-	}
-	for _, x := range []struct {
-		v   []int32
-		one bool
-	}{{s.SeqLensQ, false}, {s.SeqLensK, false}, {s.QPos, true}, {s.KPos, true}} {
-		if x.v != nil && len(x.v) != s.Batch && !(x.one && len(x.v) == 1) {
-			return nil, nil, fmt.Errorf("shape: a per-row slice has %d entries, want Batch = %d", len(x.v), s.Batch)
-		}
-	}
-	for b := 0; b < s.Batch; b++ {
-		if rq, rk, qp, kp := s.row(b); rq < 0 || rq > s.SeqQ || rk < 0 || rk > s.SeqK || qp < 0 || kp < 0 {
-			return nil, nil, fmt.Errorf("shape: batch row %d: %d queries at %d, %d keys at %d", b, rq, qp, rk, kp)
-		} else if docs != nil && docs.Len() < max(qp+rq, kp+rk) {
-			return nil, nil, fmt.Errorf("run-time data covers %d positions, batch row %d reaches %d", docs.Len(), b, max(qp+rq, kp+rk))
-		}
 	}
 	out, lse = make([]float64, nq/s.HeadDim*s.DV()), make([]float64, nl)
 	forRows(s, rows, func() func(row int) {

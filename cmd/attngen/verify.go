@@ -3,11 +3,13 @@ package main
 import (
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"time"
 
 	"github.com/attngen/attngen/gen"
 	"github.com/attngen/attngen/runtime/cpu"
+	"github.com/attngen/attngen/runtime/mask"
 	"github.com/attngen/attngen/spec"
 	"github.com/attngen/attngen/verify"
 )
@@ -16,6 +18,12 @@ import (
 // section) to verify.Run; a pattern with head parameters or a score stage
 // runs ForwardArgs with the shape's values.
 func kernelRun(p spec.Pattern, headDim int, variant cpu.Variant) (verify.Run, error) {
+	return kernelRunLayout(p, headDim, variant, false)
+}
+
+// kernelRunLayout is kernelRun, through q, k, v and out held as BSHD
+// (forwardBSHD) when bshd is set.
+func kernelRunLayout(p spec.Pattern, headDim int, variant cpu.Variant, bshd bool) (verify.Run, error) {
 	sc := p.Score
 	plan, err := gen.Compile(&spec.Spec{Name: "verify", Mask: p.Mask, Causal: p.Causal, HeadDim: headDim, HeadParams: p.Params, Score: sc}, gen.CPUTarget, nil)
 	if err != nil {
@@ -27,18 +35,69 @@ func kernelRun(p spec.Pattern, headDim int, variant cpu.Variant) (verify.Run, er
 			Batch: s.Batch, HeadsQ: s.HeadsQ, HeadsKV: s.HeadsKV, SeqQ: s.SeqQ, SeqK: s.SeqK,
 			HeadDim: s.HeadDim, Scale: float32(s.Scale),
 		}
-		if p.HasParams() || sc.Active() || s.HeadDimV != 0 {
-			a := cpu.Args{Q: q, K: k, V: v, Out: out, LSE: lse, HeadParams: cpu.SplitHeadParams(s.HeadParams, len(p.Params), s.HeadsQ), Shape: cs, HeadDimV: s.HeadDimV}
+		if p.HasParams() || sc.Active() || s.HeadDimV != 0 || ragged(s) || bshd {
+			a := cpu.Args{Q: q, K: k, V: v, Out: out, LSE: lse, HeadParams: cpu.SplitHeadParams(s.HeadParams, len(p.Params), s.HeadsQ), Shape: cs, HeadDimV: s.HeadDimV,
+				SeqLensQ: s.SeqLensQ, SeqLensK: s.SeqLensK, QPos: s.QPos, KPos: s.KPos}
 			a.SoftCap, a.Slopes, a.Sinks = s.Score.Float32()
 			if p.Mask.HasTree() {
 				a.Tree = docs
 			} else {
 				a.Docs = docs
 			}
+			if bshd {
+				return forwardBSHD(m, variant, a)
+			}
 			return cpu.ForwardArgs(m, variant, a)
 		}
 		return cpu.Forward(m, variant, out, lse, q, k, v, docs, cs)
 	}, nil
+}
+
+// ragged reports a shape with per-row lengths or positions.
+func ragged(s verify.Shape) bool {
+	return s.SeqLensQ != nil || s.SeqLensK != nil || s.QPos != nil || s.KPos != nil
+}
+
+// forwardBSHD runs a's call with q, k, v and the output held as
+// [batch, seq, heads, head_dim] (cpu.BSHD): the inputs are copied into
+// that layout, the call reads them through its strides, and the output is
+// copied back, so that the check judges the strided call on the
+// reference's layout.
+func forwardBSHD(m mask.Mask, variant cpu.Variant, a cpu.Args) error {
+	s, dv := a.Shape, a.HeadDimV
+	if dv == 0 {
+		dv = s.HeadDim
+	}
+	ly := cpu.BSHD(s, dv)
+	// rows calls f with each row's offsets in the contiguous layout and in
+	// the strided one.
+	rows := func(n [3]int, w int, st cpu.Strides, f func(c, t int)) {
+		for b := 0; b < n[0]; b++ {
+			for h := 0; h < n[1]; h++ {
+				for r := 0; r < n[2]; r++ {
+					f(((b*n[1]+h)*n[2]+r)*w, b*st.Batch+h*st.Head+r*st.Pos)
+				}
+			}
+		}
+	}
+	in := func(x []float32, n [3]int, w int, st cpu.Strides) []float32 {
+		y := make([]float32, n[0]*n[1]*n[2]*w)
+		rows(n, w, st, func(c, t int) { copy(y[t:t+w], x[c:c+w]) })
+		return y
+	}
+	nq, nk := [3]int{s.Batch, s.HeadsQ, s.SeqQ}, [3]int{s.Batch, s.HeadsKV, s.SeqK}
+	b := a
+	b.Q, b.K, b.V = in(a.Q, nq, s.HeadDim, ly.Q), in(a.K, nk, s.HeadDim, ly.K), in(a.V, nk, dv, ly.V)
+	b.Out = make([]float32, nq[0]*nq[1]*nq[2]*dv)
+	for i := range b.Out {
+		b.Out[i] = float32(math.NaN())
+	}
+	b.Layout = ly
+	if err := cpu.ForwardArgs(m, variant, b); err != nil {
+		return err
+	}
+	rows(nq, dv, ly.Out, func(c, t int) { copy(a.Out[c:c+dv], b.Out[t:t+dv]) })
+	return nil
 }
 
 // kernelBackward adapts the backward of a CPU variant running a pattern's
@@ -67,8 +126,11 @@ func kernelBackward(p spec.Pattern, headDim int, variant cpu.Variant) (verify.Ru
 // non-finite checks, and the length of the dependency and stack checks.
 type cpuChecks struct {
 	shapes, hostile []verify.Shape
-	depN            int
-	headDimV        int // of v and the output when not the head dimension, else 0
+	// ragged are shapes with per-row lengths and positions, run with q, k,
+	// v and out held as BSHD (forwardBSHD)
+	ragged   []verify.Shape
+	depN     int
+	headDimV int // of v and the output when not the head dimension, else 0
 }
 
 // defaultCPUChecks are attngen verify's: verify.Shapes, two hostile
@@ -84,12 +146,44 @@ func defaultCPUChecks(headDim, headDimV, depN int) cpuChecks {
 			{Batch: 2, HeadsQ: 2, HeadsKV: 1, SeqQ: 61, SeqK: 130, HeadDim: headDim, HeadDimV: headDimV},
 			{Batch: 1, HeadsQ: 4, HeadsKV: 2, SeqQ: 2, SeqK: 600, HeadDim: headDim, HeadDimV: headDimV},
 		},
-		depN: depN, headDimV: headDimV,
+		ragged: raggedShapes(headDim, headDimV),
+		depN:   depN, headDimV: headDimV,
 	}
 	for i := range c.shapes {
 		c.shapes[i].HeadDimV = headDimV
 	}
 	return c
+}
+
+// raggedShapes are the shapes of the check of per-row lengths, positions
+// and a strided layout: a prefill whose rows have their own query and key
+// counts and positions (one row's queries before some of its keys, one
+// with a single query), and a decode batch of four cache lengths at the
+// default alignment. Every position lies below SeqK, so that run-time
+// data drawn for SeqK positions covers them.
+func raggedShapes(headDim, headDimV int) []verify.Shape {
+	return []verify.Shape{
+		{Batch: 3, HeadsQ: 4, HeadsKV: 2, SeqQ: 37, SeqK: 130, HeadDim: headDim, HeadDimV: headDimV,
+			SeqLensQ: []int32{37, 20, 1}, SeqLensK: []int32{130, 75, 64}, QPos: []int32{93, 50, 64}, KPos: []int32{0, 41, 3}},
+		{Batch: 4, HeadsQ: 4, HeadsKV: 2, SeqQ: 1, SeqK: 300, HeadDim: headDim, HeadDimV: headDimV,
+			SeqLensK: []int32{300, 1, 129, 64}},
+	}
+}
+
+// raggedText describes a ragged shape's rows.
+func raggedText(sh verify.Shape) string {
+	t := fmt.Sprintf("rows of %v queries and %v keys", orAll(sh.SeqLensQ, sh.SeqQ), orAll(sh.SeqLensK, sh.SeqK))
+	if sh.QPos != nil || sh.KPos != nil {
+		t += fmt.Sprintf(" at positions %v and %v", sh.QPos, sh.KPos)
+	}
+	return t
+}
+
+func orAll(x []int32, n int) any {
+	if x == nil {
+		return fmt.Sprintf("[%d ...]", n)
+	}
+	return x
 }
 
 // maskedText is what a passed verify.CheckMaskedData on shape sh reports.
@@ -132,6 +226,21 @@ func verifyCPU(s *spec.Spec, v cpu.Variant, c cpuChecks, r *rand.Rand, stdout io
 			continue
 		}
 		fmt.Fprintf(stdout, "%-7s ok   %s\n", v, maskedText(sh))
+	}
+	if len(c.ragged) > 0 {
+		bshd, err := kernelRunLayout(s.Pattern(), s.HeadDim, v, true)
+		if err != nil {
+			return failed, err
+		}
+		for _, sh := range c.ragged {
+			rep, err := verify.CheckNumeric(s.Pattern(), bshd, sh, r)
+			if err != nil {
+				failed++
+				fmt.Fprintf(stdout, "%-7s FAIL BSHD, %s: %v\n", v, raggedText(sh), err)
+				continue
+			}
+			fmt.Fprintf(stdout, "%-7s ok   BSHD, %s: %v\n", v, raggedText(sh), rep)
+		}
 	}
 	if c.headDimV != 0 {
 		fmt.Fprintf(stdout, "%-7s backward and 3-layer stack checks skipped: the CPU backward runs one head dimension, and head_dim {qk, v} layers do not stack\n", v)

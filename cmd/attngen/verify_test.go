@@ -263,7 +263,8 @@ func propertyChecks(d int) cpuChecks {
 			{Batch: 2, HeadsQ: 2, HeadsKV: 1, SeqQ: 29, SeqK: 70, HeadDim: d},
 			{Batch: 1, HeadsQ: 4, HeadsKV: 2, SeqQ: 2, SeqK: 130, HeadDim: d},
 		},
-		depN: 24,
+		ragged: raggedShapes(d, 0),
+		depN:   24,
 	}
 }
 
