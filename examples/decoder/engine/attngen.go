@@ -8,6 +8,8 @@ import (
 	"github.com/attngen/attngen/examples/decoder/attn/gptossglobal"
 	"github.com/attngen/attngen/examples/decoder/attn/gptosslocal"
 	"github.com/attngen/attngen/examples/decoder/attn/llama"
+	"github.com/attngen/attngen/runtime/cpu"
+	"github.com/attngen/attngen/runtime/mask"
 )
 
 // Generated is the attention of the packages generated from specs/: one
@@ -19,20 +21,23 @@ func (Generated) Name() string { return "attngen" }
 
 // layerKind is one generated package: the configuration and window it
 // serves, the head dim and page size it was generated for (checked
-// against the configuration by main and the test), and its call.
+// against the configuration by main and the test), and its compiled mask.
+// Every package's CompiledMask runs through runtime/cpu's ForwardArgs, so
+// one call (layerKind.call) serves every layer type: the packages' own
+// Shape, Args and Score types differ, the runtime's do not.
 type layerKind struct {
 	config            string
 	window            int // 0: full causal
 	headDim, pageSize int
-	call              func(c *Config, w *Weights, a *AttnCall) error
+	mask              mask.Mask
 }
 
 var layerKinds = []layerKind{
-	{"llama3", 0, llama.HeadDim, llama.PageSize, callLlama},
-	{"gemma2", 4096, gemma2local.HeadDim, gemma2local.PageSize, callGemma2Local},
-	{"gemma2", 0, gemma2global.HeadDim, gemma2global.PageSize, callGemma2Global},
-	{"gptoss", 128, gptosslocal.HeadDim, gptosslocal.PageSize, callGptOssLocal},
-	{"gptoss", 0, gptossglobal.HeadDim, gptossglobal.PageSize, callGptOssGlobal},
+	{"llama3", 0, llama.HeadDim, llama.PageSize, llama.CompiledMask()},
+	{"gemma2", 4096, gemma2local.HeadDim, gemma2local.PageSize, gemma2local.CompiledMask()},
+	{"gemma2", 0, gemma2global.HeadDim, gemma2global.PageSize, gemma2global.CompiledMask()},
+	{"gptoss", 128, gptosslocal.HeadDim, gptosslocal.PageSize, gptosslocal.CompiledMask()},
+	{"gptoss", 0, gptossglobal.HeadDim, gptossglobal.PageSize, gptossglobal.CompiledMask()},
 }
 
 func kindOf(c *Config, window int) (*layerKind, error) {
@@ -66,58 +71,19 @@ func (Generated) Attend(c *Config, w *Weights, a *AttnCall) error {
 	return k.call(c, w, a)
 }
 
-// cacheStrides are the strides of the page pools, [page][PageSize][HeadsKV][HeadDim]:
-// Batch is the page stride.
-func cacheStrides(c *Config) (b, h, p int) {
-	return PageSize * c.HeadsKV * c.HeadDim, c.HeadDim, c.HeadsKV * c.HeadDim
-}
-
-// The calls below are the same but for the package's types: each
-// generated package has its own Shape, Args, Layout and Strides.
-
-func callLlama(c *Config, w *Weights, a *AttnCall) error {
-	s := llama.Shape{Batch: a.B, HeadsQ: c.HeadsQ, HeadsKV: c.HeadsKV, SeqQ: a.T, SeqK: a.SeqK, Scale: float32(c.Scale())}
-	ly := llama.BSHD(s)
-	pb, ph, pp := cacheStrides(c)
-	ly.K = llama.Strides{Batch: pb, Head: ph, Pos: pp}
+// call runs one layer's attention: q and out [B, T, HeadsQ, HeadDim]
+// (BSHD), the cache in page pools [page][PageSize][HeadsKV][HeadDim]
+// (Batch is the page stride), each sequence with its own query and key
+// counts, and the layer's sink logits when the mask has learned sinks.
+func (k *layerKind) call(c *Config, w *Weights, a *AttnCall) error {
+	s := cpu.Shape{Batch: a.B, HeadsQ: c.HeadsQ, HeadsKV: c.HeadsKV, SeqQ: a.T, SeqK: a.SeqK, HeadDim: k.headDim, Scale: float32(c.Scale())}
+	ly := cpu.BSHD(s, 0)
+	ly.K = cpu.Strides{Batch: k.pageSize * c.HeadsKV * c.HeadDim, Head: c.HeadDim, Pos: c.HeadsKV * c.HeadDim}
 	ly.V = ly.K
-	return llama.ForwardArgs(llama.Args{Q: a.Q, K: a.K, V: a.V, Out: a.Out, Table: a.Table, Shape: s, Layout: ly, SeqLensQ: a.LensQ, SeqLensK: a.LensK})
-}
-
-func callGemma2Local(c *Config, w *Weights, a *AttnCall) error {
-	s := gemma2local.Shape{Batch: a.B, HeadsQ: c.HeadsQ, HeadsKV: c.HeadsKV, SeqQ: a.T, SeqK: a.SeqK, Scale: float32(c.Scale())}
-	ly := gemma2local.BSHD(s)
-	pb, ph, pp := cacheStrides(c)
-	ly.K = gemma2local.Strides{Batch: pb, Head: ph, Pos: pp}
-	ly.V = ly.K
-	return gemma2local.ForwardArgs(gemma2local.Args{Q: a.Q, K: a.K, V: a.V, Out: a.Out, Table: a.Table, Shape: s, Layout: ly, SeqLensQ: a.LensQ, SeqLensK: a.LensK})
-}
-
-func callGemma2Global(c *Config, w *Weights, a *AttnCall) error {
-	s := gemma2global.Shape{Batch: a.B, HeadsQ: c.HeadsQ, HeadsKV: c.HeadsKV, SeqQ: a.T, SeqK: a.SeqK, Scale: float32(c.Scale())}
-	ly := gemma2global.BSHD(s)
-	pb, ph, pp := cacheStrides(c)
-	ly.K = gemma2global.Strides{Batch: pb, Head: ph, Pos: pp}
-	ly.V = ly.K
-	return gemma2global.ForwardArgs(gemma2global.Args{Q: a.Q, K: a.K, V: a.V, Out: a.Out, Table: a.Table, Shape: s, Layout: ly, SeqLensQ: a.LensQ, SeqLensK: a.LensK})
-}
-
-func callGptOssLocal(c *Config, w *Weights, a *AttnCall) error {
-	s := gptosslocal.Shape{Batch: a.B, HeadsQ: c.HeadsQ, HeadsKV: c.HeadsKV, SeqQ: a.T, SeqK: a.SeqK, Scale: float32(c.Scale())}
-	ly := gptosslocal.BSHD(s)
-	pb, ph, pp := cacheStrides(c)
-	ly.K = gptosslocal.Strides{Batch: pb, Head: ph, Pos: pp}
-	ly.V = ly.K
-	return gptosslocal.ForwardArgs(gptosslocal.Args{Q: a.Q, K: a.K, V: a.V, Out: a.Out, Table: a.Table, Shape: s, Layout: ly, SeqLensQ: a.LensQ, SeqLensK: a.LensK,
-		Score: gptosslocal.Score{SinkLogits: w.Layers[a.Layer].Sinks}})
-}
-
-func callGptOssGlobal(c *Config, w *Weights, a *AttnCall) error {
-	s := gptossglobal.Shape{Batch: a.B, HeadsQ: c.HeadsQ, HeadsKV: c.HeadsKV, SeqQ: a.T, SeqK: a.SeqK, Scale: float32(c.Scale())}
-	ly := gptossglobal.BSHD(s)
-	pb, ph, pp := cacheStrides(c)
-	ly.K = gptossglobal.Strides{Batch: pb, Head: ph, Pos: pp}
-	ly.V = ly.K
-	return gptossglobal.ForwardArgs(gptossglobal.Args{Q: a.Q, K: a.K, V: a.V, Out: a.Out, Table: a.Table, Shape: s, Layout: ly, SeqLensQ: a.LensQ, SeqLensK: a.LensK,
-		Score: gptossglobal.Score{SinkLogits: w.Layers[a.Layer].Sinks}})
+	args := cpu.Args{Q: a.Q, K: a.K, V: a.V, Out: a.Out, Paged: cpu.Paged{PageSize: k.pageSize, Table: a.Table},
+		Shape: s, Layout: ly, SeqLensQ: a.LensQ, SeqLensK: a.LensK}
+	if mask.ScoreOf(k.mask).LearnedSinks {
+		args.Sinks = w.Layers[a.Layer].Sinks
+	}
+	return cpu.ForwardArgs(k.mask, cpu.Auto, args)
 }
