@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/attngen/attngen/runtime/cpu"
@@ -211,6 +212,42 @@ func externals() []external {
 				return floorDiv(qi, j.block) == floorDiv(kb, j.block) && kb%j.block <= qi%j.block
 			},
 			sizes: [][2]int{{sq, sq + j.prefix}},
+		})
+	}
+	for _, bd := range []struct{ n, block int }{{12, 4}, {30, 4}, {40, 8}, {9, 1}} {
+		// attention-gym generate_block_diffusion_mask(block_size, seq_len)
+		// (BD3-LM's block_diff_mask): 2n tokens, the noised copy x_t at
+		// 0..n-1 and the clean x_0 at n..2n-1, blocks of block_size
+		// counted from the start of each half. A noised query sees its own
+		// noised block (M_BD) and the clean blocks before its block
+		// (M_OBC); a clean query its own clean block and the clean blocks
+		// before it (M_BD, M_BC). The spec writes M_OBC as one window per
+		// query phase r = q mod b: the clean keys up to q + n-1-r are the
+		// clean blocks before q's.
+		n, b := bd.n, bd.block
+		blk := func(x int) int {
+			if x >= n {
+				return (x - n) / b
+			}
+			return x / b
+		}
+		terms := []string{
+			fmt.Sprintf("{intersect: [{queries: {below: %d}}, {keys: {below: %d}}, {block: {size: %d}}]}", n, n, b),
+			fmt.Sprintf("{intersect: [{queries: {from: %d}}, {keys: {from: %d}}, {union: [{block: {size: %d, offset: %d}}, {window: {left: %d, right: 0}}]}]}", n, n, b, n%b, 2*n),
+		}
+		for r := 0; r < b; r++ {
+			terms = append(terms, fmt.Sprintf("{intersect: [{queries: {below: %d, stride: %d, phase: %d}}, {keys: {from: %d}}, {window: {left: 0, right: %d}}]}", n, b, r, n, n-1-r))
+		}
+		out = append(out, external{
+			name:   fmt.Sprintf("attention-gym generate_block_diffusion_mask(%d, %d)", b, n),
+			causal: false,
+			mask:   "{union: [" + strings.Join(terms, ", ") + "]}",
+			keep: func(q, kv int) bool {
+				xq, xkv := q >= n, kv >= n
+				bq, bkv := blk(q), blk(kv)
+				return bq == bkv && xq == xkv || bq > bkv && xkv && !xq || bq >= bkv && xkv && xq
+			},
+			sizes: [][2]int{{2 * n, 2 * n}, {n, 2 * n}, {1, 2 * n}},
 		})
 	}
 	for _, n := range []int{4, 50} {
