@@ -731,6 +731,56 @@ func treeExternals() []external {
 			sizes: [][2]int{{n, n}, {len(rel), n}, {1, n}},
 		})
 	}
+	// attention-gym generate_jetspec_tree_causal_mask_mod(prefix_length,
+	// build_tree_ancestor_matrix(parent_indices)): Q_LEN = the tree's
+	// nodes, KV_LEN = prefix + nodes; node q sees every prefix key and the
+	// nodes on its path from the root (itself included). parent_indices
+	// lists each node's parent, parents first, the root's entry (node 0)
+	// ignored. attngen: the prefix a chain, the root's parent the last
+	// prefix position (-1 without a prefix), node t's parent P +
+	// parent_indices[t]; FlexAttention's q_idx is attngen's position minus
+	// the prefix (bottom-right alignment).
+	for _, c := range []struct {
+		p   int
+		par []int
+	}{
+		{0, []int{-1, 0, 1, 1, 3, 3, 0}}, // the paper's Figure 3
+		{5, []int{-1, 0, 1, 1, 3, 3, 0}},
+		{17, singleRoot(randomRel(40, 7))},
+	} {
+		p, par := c.p, c.par
+		nodes := len(par)
+		// anc[i][j]: node j is on node i's root-to-self path, built as
+		// build_tree_ancestor_matrix does, row by row from the parent's
+		anc := make([][]bool, nodes)
+		for i := range anc {
+			anc[i] = make([]bool, nodes)
+			if i > 0 {
+				copy(anc[i], anc[par[i]])
+			}
+			anc[i][i] = true
+		}
+		parent := make([]int32, p+nodes)
+		for j := range parent {
+			switch {
+			case j <= p:
+				parent[j] = int32(j - 1)
+			default:
+				parent[j] = int32(p + par[j-p])
+			}
+		}
+		out = append(out, external{
+			name:   fmt.Sprintf("attention-gym JetSpec tree causal mask, prefix %d, %d nodes", p, nodes),
+			causal: true,
+			mask:   "{tree: {}}",
+			keep: func(q, kv int) bool {
+				qi := q - p // FlexAttention's q_idx
+				return kv < p || kv < p+nodes && anc[qi][kv-p]
+			},
+			tree:  parent,
+			sizes: [][2]int{{nodes, p + nodes}},
+		})
+	}
 	// attention-gym generate_shared_prefix_mask_mod(offsets,
 	// prefix_document_id): packed documents, each continuation naming the
 	// prefix document it extends (a prefix document names itself); prefix
@@ -776,6 +826,19 @@ func treeExternals() []external {
 		tree:  parent,
 		sizes: [][2]int{{n, n}, {40, n}},
 	})
+	return out
+}
+
+// singleRoot turns a draft forest into one tree: every root but node 0
+// hangs off node 0.
+func singleRoot(rel []int) []int {
+	out := slices.Clone(rel)
+	for x := 1; x < len(out); x++ {
+		if out[x] < 0 {
+			out[x] = 0
+		}
+	}
+	out[0] = -1
 	return out
 }
 
