@@ -18,9 +18,11 @@ type Shape struct {
 	Batch, HeadsQ, HeadsKV int
 	SeqQ, SeqK, HeadDim    int
 	// HeadDimV is the head dimension of v and the output (0: HeadDim;
-	// the forward reference only).
+	// Reference, ReferenceGrad, GradMagnitude, NaiveGradFP32 and
+	// CheckGrad take it, the other references and checks do not).
 	HeadDimV int
-	// Ragged rows and positions (the forward reference only), each nil or
+	// Ragged rows and positions (as HeadDimV: Reference and the gradient
+	// reference and CheckGrad), each nil or
 	// one entry per batch row (QPos, KPos: or one for all): batch row b
 	// has SeqLensQ[b] queries and SeqLensK[b] keys (its other rows get
 	// output 0 and lse -Inf), its first query at absolute position QPos[b]
@@ -66,10 +68,12 @@ func (s Shape) DV() int {
 }
 
 // plain reports whether the shape has one head dimension and no ragged
-// rows or positions: what the references other than Reference need.
+// rows or positions: what the references and checks other than
+// Reference, ReferenceGrad, GradMagnitude, NaiveGradFP32 (and
+// NaiveGradRounded) and CheckGrad (CheckGradWith) need.
 func (s Shape) plain() error {
 	if s.DV() != s.HeadDim || s.SeqLensQ != nil || s.SeqLensK != nil || s.QPos != nil || s.KPos != nil {
-		return fmt.Errorf("shape: HeadDimV, SeqLensQ, SeqLensK, QPos and KPos are the forward reference's only")
+		return fmt.Errorf("shape: HeadDimV, SeqLensQ, SeqLensK, QPos and KPos are for Reference, ReferenceGrad, GradMagnitude, NaiveGradFP32 and CheckGrad only")
 	}
 	return nil
 }
@@ -134,6 +138,28 @@ func checkInputs(s Shape, q, k, v int, docs *spec.Docs) error {
 	return nil
 }
 
+// checkRows checks the per-row lengths and positions: entry counts, the
+// lengths within SeqQ and SeqK, positions at least 0, and the run-time
+// data (docs, when not nil) covering every position a row reaches.
+func (s Shape) checkRows(docs *spec.Docs) error {
+	for _, x := range []struct {
+		v   []int32
+		one bool
+	}{{s.SeqLensQ, false}, {s.SeqLensK, false}, {s.QPos, true}, {s.KPos, true}} {
+		if x.v != nil && len(x.v) != s.Batch && !(x.one && len(x.v) == 1) {
+			return fmt.Errorf("shape: a per-row slice has %d entries, want Batch = %d", len(x.v), s.Batch)
+		}
+	}
+	for b := 0; b < s.Batch; b++ {
+		if rq, rk, qp, kp := s.row(b); rq < 0 || rq > s.SeqQ || rk < 0 || rk > s.SeqK || qp < 0 || kp < 0 {
+			return fmt.Errorf("shape: batch row %d: %d queries at %d, %d keys at %d", b, rq, qp, rk, kp)
+		} else if docs != nil && docs.Len() < max(qp+rq, kp+rk) {
+			return fmt.Errorf("run-time data covers %d positions, batch row %d reaches %d", docs.Len(), b, max(qp+rq, kp+rk))
+		}
+	}
+	return nil
+}
+
 // Reference computes masked attention in float64: for each batch, query head
 // and query row, softmax over the kept keys of scale*q.k, times v. It returns
 // the output ([batch, heads_q, seq_q, head_dim]) and the natural-log
@@ -171,20 +197,8 @@ func ReferenceRows(p spec.Pattern, docs *spec.Docs, q, k, v []float32, s Shape, 
 	if err != nil {
 		return nil, nil, err
 	}
-	for _, x := range []struct {
-		v   []int32
-		one bool
-	}{{s.SeqLensQ, false}, {s.SeqLensK, false}, {s.QPos, true}, {s.KPos, true}} {
-		if x.v != nil && len(x.v) != s.Batch && !(x.one && len(x.v) == 1) {
-			return nil, nil, fmt.Errorf("shape: a per-row slice has %d entries, want Batch = %d", len(x.v), s.Batch)
-		}
-	}
-	for b := 0; b < s.Batch; b++ {
-		if rq, rk, qp, kp := s.row(b); rq < 0 || rq > s.SeqQ || rk < 0 || rk > s.SeqK || qp < 0 || kp < 0 {
-			return nil, nil, fmt.Errorf("shape: batch row %d: %d queries at %d, %d keys at %d", b, rq, qp, rk, kp)
-		} else if docs != nil && docs.Len() < max(qp+rq, kp+rk) {
-			return nil, nil, fmt.Errorf("run-time data covers %d positions, batch row %d reaches %d", docs.Len(), b, max(qp+rq, kp+rk))
-		}
+	if err := s.checkRows(docs); err != nil {
+		return nil, nil, err
 	}
 	out, lse = make([]float64, nq/s.HeadDim*s.DV()), make([]float64, nl)
 	forRows(s, rows, func() func(row int) {

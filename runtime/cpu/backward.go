@@ -182,8 +182,7 @@ func BackwardArgs(m mask.Mask, variant Variant, a BackArgs) error {
 	// without it the per-pair Go backward runs the stage. The products of
 	// the tiled kernels run 64 columns at a time: head sizes that are not a
 	// multiple of 64 run on rows padded with zeros (backward_tiled.go).
-	c.asm = kern.gemm != nil && kern.bwdProb != nil && (!c.sc.modifies || kern.scoreBwd != nil) &&
-		s.HeadDim%8 == 0 && dv%8 == 0 && padDim(s.HeadDim) <= maxHeadDim() && padDim(dv) <= maxHeadDim()
+	c.asm = kern.tiledBackward(s.HeadDim, dv, c.sc.modifies)
 	c.sums = grow(c.sums, s.HeadsQ)
 	clear(c.sums)
 	if !ragged {
@@ -228,6 +227,15 @@ func BackwardArgs(m mask.Mask, variant Variant, a BackArgs) error {
 		a.DSinks[h] = float32(-sum)
 	}
 	return nil
+}
+
+// tiledBackward reports whether the variant's tiled backward runs head
+// sizes qk and v (multiples of 8, padded to 64 columns inside the
+// kernels' buffers), with a score stage that rewrites scores (modifies)
+// or not.
+func (kn *kernels) tiledBackward(qk, v int, modifies bool) bool {
+	return kn.gemm != nil && kn.bwdProb != nil && (!modifies || kn.scoreBwd != nil) &&
+		qk%8 == 0 && v%8 == 0 && padDim(qk) <= maxHeadDim() && padDim(v) <= maxHeadDim()
 }
 
 // backRows checks the per-row lengths and positions of a backward call
