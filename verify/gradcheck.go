@@ -180,7 +180,11 @@ func CheckGrad(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r *rand.Rand) 
 // largest error, or opt.Factor times its rounding floor (GradOptions).
 // The rows of dq whose query keeps no key, the rows of dk and dv of keys
 // no query keeps, and dsink of a head without a sink (logit -Inf) or
-// whose rows keep no key, must be exactly 0.
+// whose rows keep no key, must be exactly 0. The shape may have a head
+// size of v of its own (HeadDimV: v, out, dout and dv have rows of it),
+// per-row lengths and positions (the backward gets them in s); q, k, v
+// and dout past a row's lengths are NaN, which no reference reads, and
+// the gradient rows there must be exactly 0 too.
 func CheckGradWith(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r *rand.Rand, opt GradOptions) (GradReport, error) {
 	if !(opt.Factor > 0) || !(opt.Floor >= 0) {
 		return GradReport{Shape: s}, fmt.Errorf("CheckGradWith: factor %v and floor %v: want a positive factor and a floor of 0 or more", opt.Factor, opt.Floor)

@@ -17,6 +17,8 @@ import (
 // Forward: q, out, dout and dq are [Batch, HeadsQ, SeqQ, HeadDim], k, v,
 // dk and dv [Batch, HeadsKV, SeqK, HeadDim], lse [Batch, HeadsQ, SeqQ];
 // docs as in Forward (ignored by masks without documents or a tree).
+// BackwardArgs takes the rest of the forward's shapes: a head size of v
+// of its own, strides, per-row lengths and positions (BackArgs).
 //
 // It is the FlashAttention-2 backward walked through the plan: delta =
 // rowsum(dout * out); then, per key tile, over the query tiles that visit
@@ -35,7 +37,8 @@ import (
 //
 // The AVX512 and AVX2 variants run the tiled backward of
 // backward_tiled.go with their own kernels (one fused pass per kv head when
-// there are enough of them for the threads); PureGo runs the pure-Go
+// there are enough of them for the threads), at every head size that is a
+// multiple of 8 up to 256 (padded to 64 columns); PureGo runs the pure-Go
 // per-pair code below (Go dot products and math.Exp per kept pair), which
 // the tiled paths match within float32 rounding, not bit for bit (nor do
 // the AVX-512 and AVX2 kernels match each other bit for bit).

@@ -12,8 +12,9 @@ import (
 // pair done as five matrix products by the variant's gemm and one
 // elementwise pass by its bwdProb (emit/avo EmitBackward; gemmK and
 // bwdProbK call them). For a query tile
-// of rows rows (one query head, rows pq = stride*D floats apart, read in
-// place) and a key tile of nk keys (its kv head, pk floats apart):
+// of rows rows (one query head, its rows of q and dout read in place
+// through their strides: a segment's consecutive rows are stride*Pos
+// floats apart) and a key tile of nk keys (its kv head, likewise):
 //
 //	S  = Q K^T             gemm, B = K^T packed [D][TK] (the variant's transposeTile kernel)
 //	dP = dO V^T            gemm, B = V^T packed the same way
@@ -25,7 +26,15 @@ import (
 // dK and dV of a key tile accumulate in the worker's buffers over the query
 // tiles and the heads of the group, in the order of mask.Columns, and are
 // written once; dQ accumulates in place, in the order of the query tile's
-// row of the schedule. Every sum has a fixed order, so the result does not
+// row of the schedule.
+//
+// The products with head-dimension columns (dV, dK, dQ) run 64 columns at
+// a time: for a head size that is not a multiple of 64 (any multiple of
+// 8 up to 256 runs here) the B operand (dO, Q or K rows) is copied into
+// the worker's buffers with zero columns up to padDim, dK and dV
+// accumulate padDim wide, and dQ rows go through a padded copy (copied
+// in, accumulated, copied out). Each column of a product depends on that
+// column of B only, so the padding changes no bit of the others. Every sum has a fixed order, so the result does not
 // depend on the thread count.
 //
 // Masked pairs: P and dS are exactly +0 there whatever S and dP hold, so
