@@ -416,13 +416,24 @@ func (c *bcall) markNonFinite() {
 	c.qbad = grow(c.qbad, (c.lseLen()+63)/64)
 	clear(c.qbad)
 	var any uint64
+	mark := func(li int) {
+		c.qbad[li>>6] |= 1 << uint(li&63)
+		any = 1
+	}
+	// whole blocks of 64 contiguous rows through the variant's scan
+	fast := c.ls.Q.Pos == D && c.ls.Out.Pos == DV
 	for b := 0; b < s.Batch; b++ {
 		for h := 0; h < s.HeadsQ; h++ {
-			for row := 0; row < s.SeqQ; row++ {
+			row := 0
+			for ; fast && row+64 <= s.SeqQ; row += 64 {
+				x := c.kern.nonFiniteRows(c.q[c.qAt(b, h, row):], D) | c.kern.nonFiniteRows(c.dout[c.oAt(b, h, row):], DV)
+				for ; x != 0; x &= x - 1 {
+					mark(c.lAt(b, h, row+bits.TrailingZeros64(x)))
+				}
+			}
+			for ; row < s.SeqQ; row++ {
 				if !allFinite(c.q[c.qAt(b, h, row):][:D]) || !allFinite(c.dout[c.oAt(b, h, row):][:DV]) {
-					li := c.lAt(b, h, row)
-					c.qbad[li>>6] |= 1 << uint(li&63)
-					any = 1
+					mark(c.lAt(b, h, row))
 				}
 			}
 		}
