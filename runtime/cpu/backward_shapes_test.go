@@ -1,6 +1,7 @@
 package cpu_test
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -15,20 +16,50 @@ import (
 
 // shapesRun and shapesBackward are verify's Run and RunBackward of
 // ForwardArgs and BackwardArgs with every shape field of a verify.Shape
-// passed through: HeadDimV, per-row lengths and positions.
+// passed through: head and score values, HeadDimV, per-row lengths and
+// positions (and dsink).
 func shapesRun(p spec.Pattern, m mask.Mask, v cpu.Variant) verify.Run {
 	return func(out, lse, q, k, v2 []float32, docs []int32, s verify.Shape) error {
-		return cpu.ForwardArgs(m, v, cpu.Args{Q: q, K: k, V: v2, Out: out, LSE: lse, Docs: docs,
+		a := cpu.Args{Q: q, K: k, V: v2, Out: out, LSE: lse, Docs: docs,
 			HeadParams: cpu.SplitHeadParams(s.HeadParams, len(p.Params), s.HeadsQ), Shape: cpuShapeOf(s),
-			HeadDimV: s.HeadDimV, SeqLensQ: s.SeqLensQ, SeqLensK: s.SeqLensK, QPos: s.QPos, KPos: s.KPos})
+			HeadDimV: s.HeadDimV, SeqLensQ: s.SeqLensQ, SeqLensK: s.SeqLensK, QPos: s.QPos, KPos: s.KPos}
+		a.SoftCap, a.Slopes, a.Sinks = s.Score.Float32()
+		return cpu.ForwardArgs(m, v, a)
 	}
 }
 
 func shapesBackward(p spec.Pattern, m mask.Mask, v cpu.Variant) verify.RunBackward {
-	return func(dq, dk, dv, dout, q, k, v2, out, lse []float32, docs []int32, s verify.Shape, _ []float32) error {
-		return cpu.BackwardArgs(m, v, cpu.BackArgs{DQ: dq, DK: dk, DV: dv, DOut: dout, Q: q, K: k, V: v2, Out: out, LSE: lse, Docs: docs,
-			HeadParams: cpu.SplitHeadParams(s.HeadParams, len(p.Params), s.HeadsQ), Shape: cpuShapeOf(s),
-			HeadDimV: s.HeadDimV, SeqLensQ: s.SeqLensQ, SeqLensK: s.SeqLensK, QPos: s.QPos, KPos: s.KPos})
+	return func(dq, dk, dv, dout, q, k, v2, out, lse []float32, docs []int32, s verify.Shape, dsink []float32) error {
+		a := cpu.BackArgs{DQ: dq, DK: dk, DV: dv, DOut: dout, Q: q, K: k, V: v2, Out: out, LSE: lse, Docs: docs,
+			HeadParams: cpu.SplitHeadParams(s.HeadParams, len(p.Params), s.HeadsQ), Shape: cpuShapeOf(s), DSinks: dsink,
+			HeadDimV: s.HeadDimV, SeqLensQ: s.SeqLensQ, SeqLensK: s.SeqLensK, QPos: s.QPos, KPos: s.KPos}
+		a.SoftCap, a.Slopes, a.Sinks = s.Score.Float32()
+		return cpu.BackwardArgs(m, v, a)
+	}
+}
+
+// TestBackwardScoreShapes: the score stages (soft-capping, ALiBi at the
+// rows' absolute positions, learned sinks and their dsink summed over
+// ragged rows) and head parameters through split head sizes, per-row
+// lengths and positions, on every variant, against the float64 gradients.
+func TestBackwardScoreShapes(t *testing.T) {
+	r := rand.New(rand.NewPCG(411, 412))
+	for _, c := range scoreSpecs {
+		p, m := headsPlan(t, fmt.Sprintf("%shead_dim: %d\n", c.src, c.d))
+		for _, v := range supported() {
+			for _, s := range []verify.Shape{
+				{Batch: 3, HeadsQ: 4, HeadsKV: 2, SeqQ: 60, SeqK: 150, HeadDim: c.d, HeadDimV: 40, SeqLensQ: []int32{60, 1, 33}, SeqLensK: []int32{150, 77, 140}},
+				{Batch: 2, HeadsQ: 2, HeadsKV: 1, SeqQ: 70, SeqK: 100, HeadDim: c.d, QPos: []int32{130, 45}, KPos: []int32{64, 0}},
+			} {
+				if c.full {
+					s.SeqLensQ = s.SeqLensK
+					s.SeqQ = s.SeqK
+				}
+				if _, err := verify.CheckGrad(p, shapesRun(p, m, v), shapesBackward(p, m, v), s, r); err != nil {
+					t.Fatalf("%s %s %+v: %v", p.Score, v, s, err)
+				}
+			}
+		}
 	}
 }
 
@@ -426,6 +457,58 @@ func TestBackwardStrides(t *testing.T) {
 		}
 		if n := testing.AllocsPerRun(5, func() { _ = cpu.BackwardArgs(m, v, a) }); n != 0 {
 			t.Errorf("%s: %v allocations per strided ragged call", v, n)
+		}
+	}
+}
+
+// TestBackwardShapeErrors: bad lengths, positions, head sizes and strides
+// of a backward call are errors (ErrShape, ErrShort, ErrAlias, ErrHeadDim),
+// never a panic, and nothing is written then.
+func TestBackwardShapeErrors(t *testing.T) {
+	r := rand.New(rand.NewPCG(413, 414))
+	_, m := headsPlan(t, shapeSpecs[2]) // documents: data checked per row
+	s := cpu.Shape{Batch: 2, HeadsQ: 2, HeadsKV: 1, SeqQ: 40, SeqK: 90, HeadDim: 32}
+	c := newShapeCall(t, r, m, s, 0, s.SeqK)
+	if err := cpu.ForwardArgs(m, cpu.Auto, c.a); err != nil {
+		t.Fatal(err)
+	}
+	base := cpu.BackArgs{DOut: randSlice(r, c.nOut), Q: c.q, K: c.k, V: c.v, Out: c.a.Out, LSE: c.a.LSE, Docs: c.docs, Shape: s}
+	for _, x := range []struct {
+		name string
+		edit func(a *cpu.BackArgs)
+		want error
+	}{
+		{"SeqLensQ past SeqQ", func(a *cpu.BackArgs) { a.SeqLensQ = []int32{41, 3} }, cpu.ErrShape},
+		{"SeqLensK negative", func(a *cpu.BackArgs) { a.SeqLensK = []int32{90, -1} }, cpu.ErrShape},
+		{"SeqLensK of one entry", func(a *cpu.BackArgs) { a.SeqLensK = []int32{90} }, cpu.ErrShape},
+		{"queries before position 0", func(a *cpu.BackArgs) { a.SeqLensK = []int32{90, 10} }, cpu.ErrShape},
+		{"KPos past int32", func(a *cpu.BackArgs) { a.KPos = []int32{math.MaxInt32 - 10} }, cpu.ErrShape},
+		{"QPos negative", func(a *cpu.BackArgs) { a.QPos = []int32{-1} }, cpu.ErrShape},
+		{"positions past the document ids", func(a *cpu.BackArgs) { a.QPos, a.KPos = []int32{500}, []int32{400} }, cpu.ErrDocument},
+		{"HeadDimV negative", func(a *cpu.BackArgs) { a.HeadDimV = -8 }, cpu.ErrShape},
+		{"HeadDimV unsupported", func(a *cpu.BackArgs) { a.HeadDimV = 12 }, cpu.ErrHeadDim},
+		{"HeadDimV larger than v", func(a *cpu.BackArgs) { a.HeadDimV = 64 }, cpu.ErrShort},
+		{"negative stride", func(a *cpu.BackArgs) { a.Layout.K = cpu.Strides{Batch: 90 * 32, Head: 90 * 32, Pos: -32} }, cpu.ErrShape},
+		{"strides past dq", func(a *cpu.BackArgs) { a.Layout.Q = cpu.Strides{Batch: 2 * 40 * 64, Head: 40 * 64, Pos: 64} }, cpu.ErrShort},
+		{"dk rows overlapping", func(a *cpu.BackArgs) { a.Layout.K = cpu.Strides{Batch: 90 * 32, Head: 90 * 32, Pos: 16} }, cpu.ErrAlias},
+		{"dq and dv sharing memory", func(a *cpu.BackArgs) { a.DQ = a.DV }, cpu.ErrAlias},
+		{"dq and lse sharing memory", func(a *cpu.BackArgs) { a.LSE = a.DQ[:len(c.a.LSE)] }, cpu.ErrAlias},
+	} {
+		for _, v := range supported() {
+			a := base
+			a.DQ, a.DK, a.DV = poisoned32(len(c.q), 0x7fc0_0081), poisoned32(len(c.k), 0x7fc0_0082), poisoned32(len(c.v), 0x7fc0_0083)
+			x.edit(&a)
+			err := cpu.BackwardArgs(m, v, a)
+			if !errors.Is(err, x.want) {
+				t.Fatalf("%s %s: %v, want %v", x.name, v, err, x.want)
+			}
+			for _, g := range [][]float32{a.DQ, a.DK, a.DV} {
+				for i, y := range g {
+					if b := math.Float32bits(y); b != 0x7fc0_0081 && b != 0x7fc0_0082 && b != 0x7fc0_0083 {
+						t.Fatalf("%s %s: [%d] = %v written before the error", x.name, v, i, y)
+					}
+				}
+			}
 		}
 	}
 }
