@@ -38,9 +38,6 @@ type Grads[T float32 | float64] struct {
 // output is 0, so its delta and its dsink term are 0 too. Masked pairs
 // never read their key or value. Nothing of size SeqQ x SeqK is stored.
 func ReferenceGrad(p spec.Pattern, docs *spec.Docs, q, k, v, dout []float32, s Shape) (Grads[float64], error) {
-	if err := s.plain(); err != nil {
-		return Grads[float64]{}, err
-	}
 	if err := checkGradInputs(p, docs, q, k, v, dout, s); err != nil {
 		return Grads[float64]{}, err
 	}
@@ -84,8 +81,8 @@ func checkGradInputs(p spec.Pattern, docs *spec.Docs, q, k, v, dout []float32, s
 	if err := checkInputs(s, len(q), len(k), len(v), docs); err != nil {
 		return err
 	}
-	if nq, _, _ := s.Sizes(); len(dout) < nq {
-		return fmt.Errorf("dout has %d elements, shape needs %d", len(dout), nq)
+	if _, no := s.SizesV(); len(dout) < no {
+		return fmt.Errorf("dout has %d elements, shape needs %d", len(dout), no)
 	}
 	return checkHeads(p, s)
 }
@@ -101,7 +98,8 @@ func referenceGrad(p spec.Pattern, docs *spec.Docs, q, k, v, dout []float32, s S
 // newGrads returns zero gradients of a shape (DSink only with sinks).
 func newGrads[T float32 | float64](s Shape) Grads[T] {
 	nq, nkv, _ := s.Sizes()
-	g := Grads[T]{Q: make([]T, nq), K: make([]T, nkv), V: make([]T, nkv)}
+	nv, _ := s.SizesV()
+	g := Grads[T]{Q: make([]T, nq), K: make([]T, nkv), V: make([]T, nv)}
 	if s.Score.hasSinks() {
 		g.DSink = make([]T, s.HeadsQ)
 	}
@@ -119,11 +117,13 @@ func wide(x []float32) []float64 {
 // rowSoft is one query row's softmax in float64 with the score stage:
 // the keys the row keeps, their weights (prob, indexed by key), the
 // derivative of their staged scores with respect to x = scale*q.k (dx,
-// indexed by key) and the sink's weight psink (0 without a sink).
+// indexed by key), the sink's weight psink (0 without a sink), the row's
+// absolute position i and that of its batch row's first key, kpos.
 type rowSoft struct {
 	kept     []int
 	prob, dx []float64
 	psink    float64
+	i, kpos  int
 }
 
 func newRowSoft(s Shape) *rowSoft {
@@ -141,10 +141,15 @@ func rowProbs(p spec.Pattern, docs *spec.Docs, q, k []float64, s Shape, bh, r in
 	kvBase := (b*s.HeadsKV + h/group) * s.SeqK * D
 	row := bh*s.SeqQ + r
 	qr := q[row*D : row*D+D]
-	i := spec.Row(r, s.SeqQ, s.SeqK)
+	nq, nk, qpos, kpos := s.row(b)
 	x.kept, x.psink = x.kept[:0], 0
-	for j := 0; j < s.SeqK; j++ {
-		if !p.AtDocs(i, j, docs) {
+	if r >= nq {
+		return false // past the batch row's queries: output 0, lse -Inf
+	}
+	i := qpos + r
+	x.i, x.kpos = i, kpos
+	for j := 0; j < nk; j++ {
+		if !p.AtDocs(i, kpos+j, docs) {
 			continue
 		}
 		kj := k[kvBase+j*D : kvBase+j*D+D]
@@ -152,7 +157,7 @@ func rowProbs(p spec.Pattern, docs *spec.Docs, q, k []float64, s Shape, bh, r in
 		for d := range qr {
 			dot += qr[d] * kj[d]
 		}
-		x.prob[j], x.dx[j] = s.Score.apply(dot*scale, h, i, j)
+		x.prob[j], x.dx[j] = s.Score.apply(dot*scale, h, i, kpos+j)
 		x.kept = append(x.kept, j)
 	}
 	sink := s.Score.sink(h)
@@ -171,21 +176,21 @@ func rowProbs(p spec.Pattern, docs *spec.Docs, q, k []float64, s Shape, bh, r in
 // included (the finite difference checks differentiate it, sink logits
 // included).
 func attention64(p spec.Pattern, docs *spec.Docs, q, k, v []float64, s Shape) []float64 {
-	nq, _, _ := s.Sizes()
-	D := s.HeadDim
+	_, no := s.SizesV()
+	DV := s.DV()
 	group := s.HeadsQ / s.HeadsKV
-	out := make([]float64, nq)
+	out := make([]float64, no)
 	hs := mustHeads(p, s)
 	x := newRowSoft(s)
 	for bh := 0; bh < s.Batch*s.HeadsQ; bh++ {
-		kvBase := (bh/s.HeadsQ*s.HeadsKV + bh%s.HeadsQ/group) * s.SeqK * D
+		vBase := (bh/s.HeadsQ*s.HeadsKV + bh%s.HeadsQ/group) * s.SeqK * DV
 		for r := 0; r < s.SeqQ; r++ {
 			if !rowProbs(hs.at(bh%s.HeadsQ), docs, q, k, s, bh, r, x) {
 				continue
 			}
-			o := out[(bh*s.SeqQ+r)*D:][:D]
+			o := out[(bh*s.SeqQ+r)*DV:][:DV]
 			for _, j := range x.kept {
-				for d, y := range v[kvBase+j*D : kvBase+j*D+D] {
+				for d, y := range v[vBase+j*DV : vBase+j*DV+DV] {
 					o[d] += x.prob[j] * y
 				}
 			}
@@ -197,24 +202,25 @@ func attention64(p spec.Pattern, docs *spec.Docs, q, k, v []float64, s Shape) []
 // grad64 is ReferenceGrad on float64 inputs; with mag non-nil (its
 // slices allocated, zero) it also accumulates GradMagnitude there.
 func grad64(p spec.Pattern, docs *spec.Docs, q, k, v, dout []float64, s Shape, mag *Grads[float64]) Grads[float64] {
-	D, scale := s.HeadDim, s.EffScale()
+	D, DV, scale := s.HeadDim, s.DV(), s.EffScale()
 	group := s.HeadsQ / s.HeadsKV
 	g := newGrads[float64](s)
 	hs := mustHeads(p, s)
 	x := newRowSoft(s)
-	o := make([]float64, D)
+	o := make([]float64, DV)
 	for bh := 0; bh < s.Batch*s.HeadsQ; bh++ {
 		h := bh % s.HeadsQ
-		kvBase := (bh/s.HeadsQ*s.HeadsKV + h/group) * s.SeqK * D
+		kv := bh/s.HeadsQ*s.HeadsKV + h/group
+		kvBase, vBase := kv*s.SeqK*D, kv*s.SeqK*DV
 		for r := 0; r < s.SeqQ; r++ {
 			if !rowProbs(hs.at(h), docs, q, k, s, bh, r, x) {
 				continue
 			}
 			row := bh*s.SeqQ + r
-			qr, dor := q[row*D:][:D], dout[row*D:][:D]
+			qr, dor := q[row*D:][:D], dout[row*DV:][:DV]
 			clear(o)
 			for _, j := range x.kept {
-				for d, y := range v[kvBase+j*D : kvBase+j*D+D] {
+				for d, y := range v[vBase+j*DV : vBase+j*DV+DV] {
 					o[d] += x.prob[j] * y
 				}
 			}
@@ -223,24 +229,26 @@ func grad64(p spec.Pattern, docs *spec.Docs, q, k, v, dout []float64, s Shape, m
 				delta += dor[d] * o[d]
 			}
 			if mag != nil {
-				magRow(mag, x, qr, dor, k, v, delta, s, h, spec.Row(r, s.SeqQ, s.SeqK), kvBase, row)
+				magRow(mag, x, qr, dor, k, v, delta, s, h, kv, row)
 			}
 			if g.DSink != nil {
 				g.DSink[h] -= x.psink * delta
 			}
 			for _, j := range x.kept {
-				vj := v[kvBase+j*D : kvBase+j*D+D]
+				vj := v[vBase+j*DV : vBase+j*DV+DV]
 				dp := 0.0
 				for d := range vj {
 					dp += dor[d] * vj[d]
 				}
 				ds := x.prob[j] * (dp - delta) * x.dx[j]
-				dv := g.V[kvBase+j*D : kvBase+j*D+D]
+				dv := g.V[vBase+j*DV : vBase+j*DV+DV]
 				dk := g.K[kvBase+j*D : kvBase+j*D+D]
 				kj := k[kvBase+j*D : kvBase+j*D+D]
 				dq := g.Q[row*D : row*D+D]
 				for d := range dv {
 					dv[d] += x.prob[j] * dor[d]
+				}
+				for d := range dk {
 					dk[d] += ds * qr[d] * scale
 					dq[d] += ds * kj[d] * scale
 				}
@@ -260,22 +268,23 @@ func absDot(x, y []float64) float64 {
 }
 
 // magRow adds the GradMagnitude terms of one query row (lse index row of
-// query head h at position i, its keys at kvBase, its softmax x, delta =
-// dout . out) to mag.
-func magRow(mag *Grads[float64], x *rowSoft, qr, dor, k, v []float64, delta float64, s Shape, h, i, kvBase, row int) {
-	D, scale := s.HeadDim, s.EffScale()
+// query head h, its keys those of kv head row kv ([batch, kv head]), its
+// softmax x, delta = dout . out) to mag.
+func magRow(mag *Grads[float64], x *rowSoft, qr, dor, k, v []float64, delta float64, s Shape, h, kv, row int) {
+	D, DV, scale := s.HeadDim, s.DV(), s.EffScale()
+	kvBase, vBase, i := kv*s.SeqK*D, kv*s.SeqK*DV, x.i
 	kept := x.kept
 	a, c, f := make([]float64, len(kept)), make([]float64, len(kept)), make([]float64, len(kept))
 	cmax := 0.0
 	for n, j := range kept {
 		kj := k[kvBase+j*D:][:D]
-		a[n] = absDot(dor, v[kvBase+j*D:][:D])
+		a[n] = absDot(dor, v[vBase+j*DV:][:DV])
 		raw := scale * absDot(qr, kj)
 		dot := 0.0
 		for d := range qr {
 			dot += qr[d] * kj[d]
 		}
-		g, fe := s.Score.stageMag(dot*scale, raw, h, i, j)
+		g, fe := s.Score.stageMag(dot*scale, raw, h, i, x.kpos+j)
 		c[n], f[n] = x.dx[j]*raw+g, fe
 		cmax = max(cmax, c[n])
 	}
@@ -292,16 +301,18 @@ func magRow(mag *Grads[float64], x *rowSoft, qr, dor, k, v []float64, delta floa
 	}
 	dq := mag.Q[row*D:][:D]
 	for n, j := range kept {
-		vj, kj := v[kvBase+j*D:][:D], k[kvBase+j*D:][:D]
+		vj, kj := v[vBase+j*DV:][:DV], k[kvBase+j*D:][:D]
 		dp := 0.0
 		for d := range vj {
 			dp += dor[d] * vj[d]
 		}
 		e := 1 + c[n] + cmax
 		m := x.dx[j]*x.prob[j]*(a[n]+b+e*math.Abs(dp-delta)) + math.Abs(x.prob[j]*(dp-delta))*f[n]
-		dk, dv := mag.K[kvBase+j*D:][:D], mag.V[kvBase+j*D:][:D]
+		dk, dv := mag.K[kvBase+j*D:][:D], mag.V[vBase+j*DV:][:DV]
 		for d := range dv {
 			dv[d] += x.prob[j] * e * math.Abs(dor[d])
+		}
+		for d := range dk {
 			dk[d] += scale * m * math.Abs(qr[d])
 			dq[d] += scale * m * math.Abs(kj[d])
 		}
@@ -331,33 +342,40 @@ func NaiveGradRounded(p spec.Pattern, docs *spec.Docs, q, k, v, dout []float32, 
 	if err := checkInputs(s, len(q), len(k), len(v), docs); err != nil {
 		return Grads[float32]{}, err
 	}
-	nq, _, _ := s.Sizes()
-	if len(dout) < nq {
-		return Grads[float32]{}, fmt.Errorf("dout has %d elements, shape needs %d", len(dout), nq)
+	if _, no := s.SizesV(); len(dout) < no {
+		return Grads[float32]{}, fmt.Errorf("dout has %d elements, shape needs %d", len(dout), no)
 	}
 	hs, err := headsOf(p, s)
 	if err != nil {
 		return Grads[float32]{}, err
 	}
-	D, scale := s.HeadDim, float32(s.EffScale())
+	D, DV, scale := s.HeadDim, s.DV(), float32(s.EffScale())
 	group := s.HeadsQ / s.HeadsKV
 	g := newGrads[float32](s)
 	scores, dx := make([]float32, s.SeqK), make([]float32, s.SeqK)
 	keep := make([]bool, s.SeqK)
 	kept := make([]int, 0, s.SeqK)
-	o := make([]float32, D)
+	o := make([]float32, DV)
 	var progs []spec.Prog
 	for b := 0; b < s.Batch; b++ {
+		nq, nk, qpos, kpos := s.row(b)
 		for h := 0; h < s.HeadsQ; h++ {
 			kvBase := (b*s.HeadsKV + h/group) * s.SeqK * D
+			vBase := (b*s.HeadsKV + h/group) * s.SeqK * DV
 			sink := float32(s.Score.sink(h))
-			for r := 0; r < s.SeqQ; r++ {
+			for r := 0; r < nq; r++ {
 				row := (b*s.HeadsQ+h)*s.SeqQ + r
-				qr, dor := q[row*D:][:D], dout[row*D:][:D]
-				i := spec.Row(r, s.SeqQ, s.SeqK)
-				progs = denseRow(hs.at(h), docs, i, s.SeqK, keep, progs)
+				qr, dor := q[row*D:][:D], dout[row*DV:][:DV]
+				i := qpos + r
+				if kpos == 0 {
+					progs = denseRow(hs.at(h), docs, i, nk, keep[:nk], progs)
+				} else {
+					for j := range keep[:nk] {
+						keep[j] = hs.at(h).AtDocs(i, kpos+j, docs)
+					}
+				}
 				kept = kept[:0]
-				for j := 0; j < s.SeqK; j++ {
+				for j := 0; j < nk; j++ {
 					if !keep[j] {
 						continue
 					}
@@ -365,7 +383,7 @@ func NaiveGradRounded(p spec.Pattern, docs *spec.Docs, q, k, v, dout []float32, 
 					for d, x := range k[kvBase+j*D : kvBase+j*D+D] {
 						dot += qr[d] * x
 					}
-					scores[j], dx[j] = stage32(s.Score, dot*scale, h, i, j)
+					scores[j], dx[j] = stage32(s.Score, dot*scale, h, i, kpos+j)
 					kept = append(kept, j)
 				}
 				m, sum, _, ok := softmax32(scores, kept, sink)
@@ -375,7 +393,7 @@ func NaiveGradRounded(p spec.Pattern, docs *spec.Docs, q, k, v, dout []float32, 
 				clear(o)
 				for _, j := range kept {
 					scores[j] = float32(math.Exp(float64(scores[j]-m))) / sum
-					for d, x := range v[kvBase+j*D : kvBase+j*D+D] {
+					for d, x := range v[vBase+j*DV : vBase+j*DV+DV] {
 						o[d] += scores[j] * x
 					}
 				}
@@ -387,7 +405,7 @@ func NaiveGradRounded(p spec.Pattern, docs *spec.Docs, q, k, v, dout []float32, 
 					g.DSink[h] -= float32(math.Exp(float64(sink-m))) / sum * delta
 				}
 				for _, j := range kept {
-					vj := v[kvBase+j*D : kvBase+j*D+D]
+					vj := v[vBase+j*DV : vBase+j*DV+DV]
 					var dp float32
 					for d := range vj {
 						dp += dor[d] * vj[d]
@@ -395,9 +413,11 @@ func NaiveGradRounded(p spec.Pattern, docs *spec.Docs, q, k, v, dout []float32, 
 					ds := round(scores[j]*(dp-delta)*dx[j]) * scale
 					pj := round(scores[j])
 					kj := k[kvBase+j*D : kvBase+j*D+D]
-					dv, dk, dq := g.V[kvBase+j*D:][:D], g.K[kvBase+j*D:][:D], g.Q[row*D:][:D]
+					dv, dk, dq := g.V[vBase+j*DV:][:DV], g.K[kvBase+j*D:][:D], g.Q[row*D:][:D]
 					for d := range dv {
 						dv[d] += pj * dor[d]
+					}
+					for d := range dk {
 						dk[d] += ds * qr[d]
 						dq[d] += ds * kj[d]
 					}

@@ -88,10 +88,11 @@ func structure(p spec.Pattern, docs *spec.Docs, s Shape) (rowKeeps, keyKept []bo
 	for bh := 0; bh < s.Batch*s.HeadsQ; bh++ {
 		kv := bh/s.HeadsQ*s.HeadsKV + bh%s.HeadsQ/group
 		p := hs.at(bh % s.HeadsQ)
-		for r := 0; r < s.SeqQ; r++ {
-			i := spec.Row(r, s.SeqQ, s.SeqK)
-			for j := 0; j < s.SeqK; j++ {
-				if p.AtDocs(i, j, docs) {
+		nq, nk, qpos, kpos := s.row(bh / s.HeadsQ)
+		for r := 0; r < nq; r++ {
+			i := qpos + r
+			for j := 0; j < nk; j++ {
+				if p.AtDocs(i, kpos+j, docs) {
 					rowKeeps[bh*s.SeqQ+r] = true
 					keyKept[kv*s.SeqK+j] = true
 				}
@@ -179,20 +180,26 @@ func CheckGrad(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r *rand.Rand) 
 // largest error, or opt.Factor times its rounding floor (GradOptions).
 // The rows of dq whose query keeps no key, the rows of dk and dv of keys
 // no query keeps, and dsink of a head without a sink (logit -Inf) or
-// whose rows keep no key, must be exactly 0.
+// whose rows keep no key, must be exactly 0. The shape may have a head
+// size of v of its own (HeadDimV: v, out, dout and dv have rows of it),
+// per-row lengths and positions (the backward gets them in s); q, k, v
+// and dout past a row's lengths are NaN, which no reference reads, and
+// the gradient rows there must be exactly 0 too.
 func CheckGradWith(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r *rand.Rand, opt GradOptions) (GradReport, error) {
-	if err := s.plain(); err != nil {
-		return GradReport{}, err
-	}
 	if !(opt.Factor > 0) || !(opt.Floor >= 0) {
 		return GradReport{Shape: s}, fmt.Errorf("CheckGradWith: factor %v and floor %v: want a positive factor and a floor of 0 or more", opt.Factor, opt.Floor)
 	}
 	rep := GradReport{Shape: s}
 	nq, nkv, nl := s.Sizes()
-	D := s.HeadDim
+	nv, no := s.SizesV()
+	D, DV := s.HeadDim, s.DV()
 	q, k, v, ids, docs := randomInputs(p, &s, r)
 	rep.Shape = s
-	dout := randomSlice(r, nq, 1)
+	if n := s.dataLen(); ids != nil && n > len(ids) {
+		ids = RandomData(p, r, n) // positions past SeqK
+		docs, _ = DataOf(p, ids)
+	}
+	dout := randomSlice(r, no, 1)
 	if opt.Round != nil {
 		for _, x := range [][]float32{q, k, v, dout} {
 			opt.Round(x)
@@ -204,18 +211,19 @@ func CheckGradWith(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r *rand.Ra
 	if err := checkHeads(p, s); err != nil {
 		return rep, err
 	}
+	s.poisonPast(q, k, v, dout) // no reference reads there; no kernel may
 	ref, mag := referenceGrad(p, docs, q, k, v, dout, s)
 	naive, err := NaiveGradRounded(p, docs, q, k, v, dout, s, opt.RoundGrad)
 	if err != nil {
 		return rep, err
 	}
-	out, lse := make([]float32, nq), make([]float32, nl)
+	out, lse := make([]float32, no), make([]float32, nl)
 	poison(out)
 	poison(lse)
 	if err := fwd(out, lse, q, k, v, ids, s); err != nil {
 		return rep, fmt.Errorf("forward: %w", err)
 	}
-	dq, dk, dv := make([]float32, nq), make([]float32, nkv), make([]float32, nkv)
+	dq, dk, dv := make([]float32, nq), make([]float32, nkv), make([]float32, nv)
 	poison(dq)
 	poison(dk)
 	poison(dv)
@@ -229,7 +237,7 @@ func CheckGradWith(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r *rand.Ra
 	yard := [4][]float32{naive.Q, naive.K, naive.V, naive.DSink}
 	live := [4][]bool{rowKeeps, keyKept, keyKept, nil}
 	mags := [4][]float64{mag.Q, mag.K, mag.V, mag.DSink}
-	width := [4]int{D, D, D, 1}
+	width := [4]int{D, D, DV, 1}
 	if dsink != nil {
 		live[3] = deadSinks(s, rowKeeps)
 		for h, dead := range live[3] {
@@ -272,6 +280,37 @@ func CheckGradWith(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r *rand.Ra
 		return rep, err
 	}
 	return rep, nil
+}
+
+// dataLen is the number of positions run-time data must cover: SeqK, or
+// with positions the last one a batch row reaches.
+func (s Shape) dataLen() int {
+	n := s.SeqK
+	for b := 0; b < s.Batch; b++ {
+		nq, nk, qp, kp := s.row(b)
+		n = max(n, qp+nq, kp+nk)
+	}
+	return n
+}
+
+// poisonPast writes NaN to the rows of q and dout past each batch row's
+// queries and the rows of k and v past its keys (nothing when the shape
+// has no per-row lengths).
+func (s Shape) poisonPast(q, k, v, dout []float32) {
+	D, DV := s.HeadDim, s.DV()
+	for b := 0; b < s.Batch; b++ {
+		nq, nk, _, _ := s.row(b)
+		for h := 0; h < s.HeadsQ; h++ {
+			row := (b*s.HeadsQ + h) * s.SeqQ
+			poison(q[(row+nq)*D : (row+s.SeqQ)*D])
+			poison(dout[(row+nq)*DV : (row+s.SeqQ)*DV])
+		}
+		for h := 0; h < s.HeadsKV; h++ {
+			row := (b*s.HeadsKV + h) * s.SeqK
+			poison(k[(row+nk)*D : (row+s.SeqK)*D])
+			poison(v[(row+nk)*DV : (row+s.SeqK)*DV])
+		}
+	}
 }
 
 // entryErr tracks, for one gradient, the largest error of an entry that

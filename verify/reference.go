@@ -18,9 +18,11 @@ type Shape struct {
 	Batch, HeadsQ, HeadsKV int
 	SeqQ, SeqK, HeadDim    int
 	// HeadDimV is the head dimension of v and the output (0: HeadDim;
-	// the forward reference only).
+	// Reference, ReferenceGrad, GradMagnitude, NaiveGradFP32 and
+	// CheckGrad take it, the other references and checks do not).
 	HeadDimV int
-	// Ragged rows and positions (the forward reference only), each nil or
+	// Ragged rows and positions (as HeadDimV: Reference and the gradient
+	// reference and CheckGrad), each nil or
 	// one entry per batch row (QPos, KPos: or one for all): batch row b
 	// has SeqLensQ[b] queries and SeqLensK[b] keys (its other rows get
 	// output 0 and lse -Inf), its first query at absolute position QPos[b]
@@ -66,10 +68,12 @@ func (s Shape) DV() int {
 }
 
 // plain reports whether the shape has one head dimension and no ragged
-// rows or positions: what the references other than Reference need.
+// rows or positions: what the references and checks other than
+// Reference, ReferenceGrad, GradMagnitude, NaiveGradFP32 (and
+// NaiveGradRounded) and CheckGrad (CheckGradWith) need.
 func (s Shape) plain() error {
 	if s.DV() != s.HeadDim || s.SeqLensQ != nil || s.SeqLensK != nil || s.QPos != nil || s.KPos != nil {
-		return fmt.Errorf("shape: HeadDimV, SeqLensQ, SeqLensK, QPos and KPos are the forward reference's only")
+		return fmt.Errorf("shape: HeadDimV, SeqLensQ, SeqLensK, QPos and KPos are for Reference, ReferenceGrad, GradMagnitude, NaiveGradFP32 and CheckGrad only")
 	}
 	return nil
 }
@@ -131,6 +135,13 @@ func checkInputs(s Shape, q, k, v int, docs *spec.Docs) error {
 	case docs != nil && s.QPos == nil && s.KPos == nil && docs.Len() < s.SeqK:
 		return fmt.Errorf("run-time data (document ids or parent array) covers %d positions, shape needs SeqK = %d", docs.Len(), s.SeqK)
 	}
+	return s.checkRows(docs)
+}
+
+// checkRows checks the per-row lengths and positions: entry counts, the
+// lengths within SeqQ and SeqK, positions at least 0, and the run-time
+// data (docs, when not nil) covering every position a row reaches.
+func (s Shape) checkRows(docs *spec.Docs) error {
 	for _, x := range []struct {
 		v   []int32
 		one bool

@@ -297,3 +297,44 @@ func BackwardVariant(variant Variant, dq, dk, dv, dout, q, k, v, out, lse []floa
 	}
 	return cpu.Backward(compiled{}, cpu.Variant(variant), dq, dk, dv, dout, q, k, v, out, lse, tree, cs)
 }
+
+// BackArgs are the arguments of BackwardArgs, the backward's general
+// entry point: Backward's float32 slices (dq, dk, dv, dout, q, k, v, out
+// and lse as Backward takes them) with the strides, per-row lengths and
+// positions the forward took (Args).
+type BackArgs struct {
+	DQ, DK, DV              []float32
+	DOut, Q, K, V, Out, LSE []float32
+	// Tree is the parent array the forward took.
+	Tree  []int32
+	Shape Shape
+	// Layout gives the strides of Q, K, V and Out as Args.Layout does; DQ,
+	// DK and DV take those of Q, K and V, DOut that of Out. dq, dk and dv
+	// may share one packed buffer as q, k and v do (PackedQKV).
+	Layout Layout
+	// SeqLensQ, SeqLensK, QPos and KPos are the per-row lengths and
+	// positions the forward took (Args): each batch row's gradients are
+	// those of the backward of that row alone; rows of dq past a row's
+	// queries and of dk and dv past its keys are written 0, and nothing
+	// past the lengths is read.
+	SeqLensQ, SeqLensK []int32
+	QPos, KPos         []int32
+}
+
+// BackwardArgs computes the gradients as Backward does, for the tensors,
+// strides, lengths and positions that a describes.
+func BackwardArgs(a BackArgs) error {
+	return BackwardArgsVariant(Auto, a)
+}
+
+// BackwardArgsVariant is BackwardArgs with a chosen implementation.
+func BackwardArgsVariant(variant Variant, a BackArgs) error {
+	cs, err := shapeOf(a.Shape)
+	if err != nil {
+		return err
+	}
+	return cpu.BackwardArgs(compiled{}, cpu.Variant(variant), cpu.BackArgs{
+		DQ: a.DQ, DK: a.DK, DV: a.DV, DOut: a.DOut, Q: a.Q, K: a.K, V: a.V, Out: a.Out, LSE: a.LSE, Docs: a.Tree, Shape: cs,
+		Layout: a.Layout, SeqLensQ: a.SeqLensQ, SeqLensK: a.SeqLensK, QPos: a.QPos, KPos: a.KPos,
+	})
+}

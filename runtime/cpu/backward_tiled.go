@@ -12,8 +12,9 @@ import (
 // pair done as five matrix products by the variant's gemm and one
 // elementwise pass by its bwdProb (emit/avo EmitBackward; gemmK and
 // bwdProbK call them). For a query tile
-// of rows rows (one query head, rows pq = stride*D floats apart, read in
-// place) and a key tile of nk keys (its kv head, pk floats apart):
+// of rows rows (one query head, its rows of q and dout read in place
+// through their strides: a segment's consecutive rows are stride*Pos
+// floats apart) and a key tile of nk keys (its kv head, likewise):
 //
 //	S  = Q K^T             gemm, B = K^T packed [D][TK] (the variant's transposeTile kernel)
 //	dP = dO V^T            gemm, B = V^T packed the same way
@@ -25,7 +26,15 @@ import (
 // dK and dV of a key tile accumulate in the worker's buffers over the query
 // tiles and the heads of the group, in the order of mask.Columns, and are
 // written once; dQ accumulates in place, in the order of the query tile's
-// row of the schedule. Every sum has a fixed order, so the result does not
+// row of the schedule.
+//
+// The products with head-dimension columns (dV, dK, dQ) run 64 columns at
+// a time: for a head size that is not a multiple of 64 (any multiple of
+// 8 up to 256 runs here) the B operand (dO, Q or K rows) is copied into
+// the worker's buffers with zero columns up to padDim, dK and dV
+// accumulate padDim wide, and dQ rows go through a padded copy (copied
+// in, accumulated, copied out). Each column of a product depends on that
+// column of B only, so the padding changes no bit of the others. Every sum has a fixed order, so the result does not
 // depend on the thread count.
 //
 // Masked pairs: P and dS are exactly +0 there whatever S and dP hold, so
@@ -85,10 +94,11 @@ type bwdBuffers struct {
 	dp     []float32 // [TQ][TK] dP, then dS
 	dt     []float32 // [TQ][TK] the soft-cap's derivative 1 - tanh^2 of each kept score
 	st     scoreTile // the score stage's positions and slopes for scoreBwd
-	dk, dv []float32 // [TK][D] a key tile's gradients
+	dk, dv []float32 // [TK][padDim(D)] a key tile's gradients
 	lb, dl []float32 // [TQ] lse*log2(e) and delta of the query tile's rows
 	words  []uint64  // [TQ] keep words of the live rows
-	qc, oc []float32 // [TQ][D] a query tile's Q and dO rows, non-finite elements of some rows zeroed
+	qc, oc []float32 // [TQ][padDim(D)] a query tile's Q and dO rows, padded with zeros, non-finite elements of some rows zeroed
+	dqp    []float32 // [TQ][padDim(D)] a query tile's dQ rows, padded with zeros
 }
 
 func (w *buffers) bwdBufs() *bwdBuffers {
@@ -96,9 +106,22 @@ func (w *buffers) bwdBufs() *bwdBuffers {
 		d := maxHeadDim()
 		w.bwd = &bwdBuffers{dp: make([]float32, TQ*TK), dt: make([]float32, TQ*TK), dk: make([]float32, TK*d), dv: make([]float32, TK*d),
 			lb: make([]float32, TQ), dl: make([]float32, TQ), words: make([]uint64, TQ),
-			qc: make([]float32, TQ*d), oc: make([]float32, TQ*d)}
+			qc: make([]float32, TQ*d), oc: make([]float32, TQ*d), dqp: make([]float32, TQ*d)}
 	}
 	return w.bwd
+}
+
+// padDim is d rounded up to the 64 columns the products run at a time.
+func padDim(d int) int { return (d + 63) &^ 63 }
+
+// qtile is where a query tile's rows are: the element offsets of its first
+// row in q (and dq) and in out (and dout), and the rows' pitches there.
+type qtile struct{ qo, oo, pq, po int }
+
+// tileOf returns the query tile of query head h of batch b whose first
+// row is row, its rows stride rows apart.
+func (c *bcall) tileOf(b, h, row, stride int) qtile {
+	return qtile{c.qAt(b, h, row), c.oAt(b, h, row), stride * c.ls.Q.Pos, stride * c.ls.Out.Pos}
 }
 
 // packT writes the transpose of nk rows of D floats (pitch floats apart)
@@ -116,11 +139,11 @@ func (kn *kernels) packT(dst, src []float32, nk, pitch, D int) {
 	}
 }
 
-// rowsOf fills lb and dl of the rows rows of a query tile starting at row
-// q0 ([batch, head, seq] index, rows pitch apart in rows units of 1).
-func (c *bcall) rowsOf(bb *bwdBuffers, q0, rows, stride int) {
+// rowsOf fills lb and dl of the rows rows of a query tile whose first
+// row has lse index l0, the others stride apart.
+func (c *bcall) rowsOf(bb *bwdBuffers, l0, rows, stride int) {
 	for r := 0; r < rows; r++ {
-		row := q0 + r*stride
+		row := l0 + r*stride
 		l := c.lse[row]
 		if math.IsInf(float64(l), -1) {
 			bb.lb[r], bb.dl[r] = 0, 0
@@ -132,12 +155,13 @@ func (c *bcall) rowsOf(bb *bwdBuffers, q0, rows, stride int) {
 }
 
 // liveWords copies the keep words of w.mask into bb.words, 0 for rows
-// whose lse is -Inf, and reports whether any pair is kept.
-func (c *bcall) liveWords(w *buffers, bb *bwdBuffers, q0, rows, stride int) bool {
+// whose lse is -Inf (lse indices from l0, stride apart), and reports
+// whether any pair is kept.
+func (c *bcall) liveWords(w *buffers, bb *bwdBuffers, l0, rows, stride int) bool {
 	var any uint64
 	for r := 0; r < rows; r++ {
 		x := w.mask[r]
-		if x != 0 && math.IsInf(float64(c.lse[q0+r*stride]), -1) {
+		if x != 0 && math.IsInf(float64(c.lse[l0+r*stride]), -1) {
 			x = 0
 		}
 		bb.words[r] = x
@@ -146,18 +170,17 @@ func (c *bcall) liveWords(w *buffers, bb *bwdBuffers, q0, rows, stride int) bool
 	return any != 0
 }
 
-// probs computes S and dP of a query tile (rows at element offset qo, pq
-// apart) against the packed key tile in w.kt, w.vt, then P into w.s and dS
-// into bb.dp.
+// probs computes S and dP of a query tile (qt) against the packed key
+// tile in w.kt, w.vt, then P into w.s and dS into bb.dp.
 //
 // With a score stage that rewrites scores, S goes through it between the
 // products (query head h, row r at absolute position i0 + stride*r, key
 // column x at j0 + stride*x) in the forward's float32 log2 units, and dS
 // is multiplied by the soft-cap's derivative 1 - tanh^2 after bwdProb.
-func (c *bcall) probs(w *buffers, bb *bwdBuffers, qo, rows, pq, h, i0, j0, stride int) {
-	D := c.s.HeadDim
-	c.kern.gemmK(w.s, c.q[qo:], w.kt, rows, TK, D, pq, 1, TK, TK, false)
-	c.kern.gemmK(bb.dp, c.dout[qo:], w.vt, rows, TK, D, pq, 1, TK, TK, false)
+func (c *bcall) probs(w *buffers, bb *bwdBuffers, qt qtile, rows, h, i0, j0, stride int) {
+	D, DV := c.s.HeadDim, c.dvd
+	c.kern.gemmK(w.s, c.q[qt.qo:], w.kt, rows, TK, D, qt.pq, 1, TK, TK, false)
+	c.kern.gemmK(bb.dp, c.dout[qt.oo:], w.vt, rows, TK, DV, qt.po, 1, TK, TK, false)
 	if !c.sc.modifies {
 		c.kern.bwdProbK(w.s, bb.dp, bb.lb, bb.dl, bb.words, rows, c.scale*math.Log2E, c.scale)
 		return
@@ -200,55 +223,54 @@ func (c *bcall) bwdScoreTile(bb *bwdBuffers, rows, h, i0, j0, stride int) *score
 // keyTileAsm is keyTile with the assembly kernels; with fused set it also
 // adds dS K to dQ of every pair (see columnAsm).
 func (c *bcall) keyTileAsm(w *buffers, it bitem, fused bool) {
-	s, D := c.s, c.s.HeadDim
+	s, D, DV := c.s, c.s.HeadDim, c.dvd
+	Dp, DVp := padDim(D), padDim(DV)
 	b, kvh, g, kt := int(it.b), int(it.h), c.segs[it.seg], int(it.t)
 	bb := w.bwdBufs()
 	group := s.HeadsQ / s.HeadsKV
 	k0 := kt * TK
 	nk := min(TK, g.nk-k0)
-	off := g.nk - g.nq
-	pk := g.stride * D
-	ko := c.kvrow(b, kvh, g, k0) * D
+	ki := c.kIdx(g, k0)
+	ko, vo := c.kAt(b, kvh, ki), c.vAt(b, kvh, ki)
+	pk, pv := g.stride*c.ls.K.Pos, g.stride*c.ls.V.Pos
 	krows := c.k[ko:]
 	c.kern.packT(w.kt[:D*TK], krows, nk, pk, D)
-	c.kern.packT(w.vt[:D*TK], c.v[ko:], nk, pk, D)
-	var kc []float32
-	var bad uint64
+	c.kern.packT(w.vt[:DV*TK], c.v[vo:], nk, pv, DV)
+	var kr keyRows
 	if fused {
-		kc, bad = w.cleanKeys(c.kern, krows, nk, pk, D)
+		kr = w.keyRowsOf(c.kern, krows, nk, pk, D)
 	}
-	dk, dv := bb.dk[:nk*D], bb.dv[:nk*D]
+	dk, dv := bb.dk[:nk*Dp], bb.dv[:nk*DVp]
 	clear(dk)
 	clear(dv)
 	step := c.headStep()
 	for h0 := kvh * group; h0 < (kvh+1)*group; h0 += step {
-		for _, ct := range c.colsOf(b, h0)[it.seg].Of(kt) {
+		for _, ct := range c.schedOf(b, h0)[it.seg].Of(kt) {
 			if !c.words(w, b, h0, g, ct.Q, kt, ct.Class) {
 				continue
 			}
-			rows := min(TQ, g.nq-ct.Q*TQ)
+			x0 := ct.Q * TQ
+			rows := min(TQ, g.nq-x0)
+			row0 := c.qRow(g, x0)
 			for h := h0; h < h0+step; h++ {
-				q0 := c.qrow(b, h, g, ct.Q*TQ+off)
-				if !c.liveWords(w, bb, q0, rows, g.stride) {
+				l0 := c.lAt(b, h, row0)
+				if !c.liveWords(w, bb, l0, rows, g.stride) {
 					continue
 				}
-				c.rowsOf(bb, q0, rows, g.stride)
-				c.probs(w, bb, q0*D, rows, g.stride*D, h, g.off+g.stride*(ct.Q*TQ+off), g.off+g.stride*k0, g.stride)
-				if fix := c.tileBad(bb, q0, rows, g.stride, nk); fix != 0 {
-					c.gradsClean(w, bb, dk, dv, q0*D, rows, g.stride*D, nk, fix)
-				} else {
-					c.kern.gemmK(dv, w.s, c.dout[q0*D:], nk, D, rows, 1, TK, g.stride*D, D, true)
-					c.kern.gemmK(dk, bb.dp, c.q[q0*D:], nk, D, rows, 1, TK, g.stride*D, D, true)
-				}
+				c.rowsOf(bb, l0, rows, g.stride)
+				qt := c.tileOf(b, h, row0, g.stride)
+				c.probs(w, bb, qt, rows, h, qAbs(g, x0), g.keyAbs(k0), g.stride)
+				fix := c.tileBad(bb, l0, rows, g.stride, nk)
+				c.grads(w, bb, dk, dv, qt, rows, nk, fix)
 				if fused {
-					c.dqAsm(bb, c.dq[q0*D:], rows, g.stride*D, krows, kc, pk, bad, nk)
+					c.dqAsm(bb, qt, rows, krows, pk, kr, nk)
 				}
 			}
 		}
 	}
 	for j := 0; j < nk; j++ {
-		copy(c.dk[ko+j*pk:][:D], dk[j*D:][:D])
-		copy(c.dv[ko+j*pk:][:D], dv[j*D:][:D])
+		copy(c.dk[ko+j*pk:][:D], dk[j*Dp:][:D])
+		copy(c.dv[vo+j*pv:][:DV], dv[j*DVp:][:DV])
 	}
 }
 
@@ -267,43 +289,69 @@ func (c *bcall) columnAsm(w *buffers, it bitem) {
 	}
 }
 
-// cleanKeys returns, when some of the nk key rows at k (pitch floats
-// apart) hold a NaN or an infinity (bad, as bits), a copy of the rows in
-// w.vclean (D apart) with those elements 0; nil and 0 when none does.
-func (w *buffers) cleanKeys(kn *kernels, k []float32, nk, pitch, D int) ([]float32, uint64) {
+// keyRows are the key rows dQ += dS K multiplies: the tile's rows in
+// place (k, ld = their pitch), or a copy in w.vclean, ld = padDim(D)
+// apart, padded with zeros, with the non-finite elements of the rows in
+// bad (as bits) zeroed.
+type keyRows struct {
+	k   []float32
+	ld  int
+	bad uint64
+}
+
+// keyRowsOf returns the keyRows of the nk key rows at k (pitch floats
+// apart): in place when they are finite and D is a multiple of 64.
+func (w *buffers) keyRowsOf(kn *kernels, k []float32, nk, pitch, D int) keyRows {
 	bad := kn.badRows(k, nk, pitch, D)
-	if bad == 0 {
-		return nil, 0
+	Dp := padDim(D)
+	if bad == 0 && Dp == D {
+		return keyRows{k, pitch, 0}
 	}
-	kc := w.vclean[:nk*D]
+	kc := w.vclean[:nk*Dp]
 	for j := 0; j < nk; j++ {
-		row := kc[j*D:][:D]
+		row := kc[j*Dp:][:Dp]
 		copy(row, k[j*pitch:][:D])
+		clear(row[D:])
 		if bad&(1<<uint(j)) != 0 {
-			for d, x := range row {
+			for d, x := range row[:D] {
 				if x-x != 0 {
 					row[d] = 0
 				}
 			}
 		}
 	}
-	return kc, bad
+	return keyRows{kc, Dp, bad}
 }
 
 // dqAsm adds dS K (dS in bb.dp, scale included) to the rows rows of dq
-// (pq floats apart): K is the nk key rows at krows (pk apart), or, when
-// kc is not nil, its copy with the non-finite elements of the rows in bad
-// zeroed (D apart), whose left-out terms are then added for the rows that
-// keep those keys.
-func (c *bcall) dqAsm(bb *bwdBuffers, dq []float32, rows, pq int, krows, kc []float32, pk int, bad uint64, nk int) {
+// of query tile qt: K is kr (the nk key rows at krows, pk apart, or their
+// copy), and the terms a copy left out (non-finite elements of the rows
+// in kr.bad) are then added for the rows that keep those keys. A head
+// size that is not a multiple of 64 accumulates in a padded copy of the
+// dq rows.
+func (c *bcall) dqAsm(bb *bwdBuffers, qt qtile, rows int, krows []float32, pk int, kr keyRows, nk int) {
 	D := c.s.HeadDim
-	if kc == nil {
-		c.kern.gemmK(dq, bb.dp, krows, rows, D, nk, TK, 1, pk, pq, true)
+	Dp := padDim(D)
+	dq, pq := c.dq[qt.qo:], qt.pq
+	if Dp == D {
+		c.kern.gemmK(dq, bb.dp, kr.k, rows, D, nk, TK, 1, kr.ld, pq, true)
+	} else {
+		acc := bb.dqp[:rows*Dp]
+		for r := 0; r < rows; r++ {
+			row := acc[r*Dp:][:Dp]
+			copy(row, dq[r*pq:][:D])
+			clear(row[D:])
+		}
+		c.kern.gemmK(acc, bb.dp, kr.k, rows, Dp, nk, TK, 1, kr.ld, Dp, true)
+		for r := 0; r < rows; r++ {
+			copy(dq[r*pq:][:D], acc[r*Dp:][:D])
+		}
+	}
+	if kr.bad == 0 {
 		return
 	}
-	c.kern.gemmK(dq, bb.dp, kc, rows, D, nk, TK, 1, D, pq, true)
 	for r := 0; r < rows; r++ {
-		for x := bb.words[r] & bad; x != 0; x &= x - 1 {
+		for x := bb.words[r] & kr.bad; x != 0; x &= x - 1 {
 			j := bits.TrailingZeros64(x)
 			ds := bb.dp[r*TK+j]
 			dqr := dq[r*pq:][:D]
@@ -318,28 +366,31 @@ func (c *bcall) dqAsm(bb *bwdBuffers, dq []float32, rows, pq int, krows, kc []fl
 
 // queryTileAsm is queryTile with the assembly kernels.
 func (c *bcall) queryTileAsm(w *buffers, it bitem) {
-	s, D := c.s, c.s.HeadDim
+	s, D, DV := c.s, c.s.HeadDim, c.dvd
 	b, h, g, qt := int(it.b), int(it.h), c.segs[it.seg], int(it.t)
 	bb := w.bwdBufs()
 	kvh := h / (s.HeadsQ / s.HeadsKV)
-	off := g.nk - g.nq
-	rows := min(TQ, g.nq-qt*TQ)
-	q0 := c.qrow(b, h, g, qt*TQ+off)
-	pq, pk := g.stride*D, g.stride*D
-	c.rowsOf(bb, q0, rows, g.stride)
-	for _, t := range c.colsOf(b, h)[it.seg].Row(qt) {
-		if !c.words(w, b, h, g, qt, t.K, t.Class) || !c.liveWords(w, bb, q0, rows, g.stride) {
+	x0 := qt * TQ
+	rows := min(TQ, g.nq-x0)
+	row0 := c.qRow(g, x0)
+	l0 := c.lAt(b, h, row0)
+	tile := c.tileOf(b, h, row0, g.stride)
+	pk, pv := g.stride*c.ls.K.Pos, g.stride*c.ls.V.Pos
+	c.rowsOf(bb, l0, rows, g.stride)
+	for _, t := range c.schedOf(b, h)[it.seg].Row(qt) {
+		if !c.words(w, b, h, g, qt, t.K, t.Class) || !c.liveWords(w, bb, l0, rows, g.stride) {
 			continue
 		}
 		k0 := t.K * TK
 		nk := min(TK, g.nk-k0)
-		ko := c.kvrow(b, kvh, g, k0) * D
+		ki := c.kIdx(g, k0)
+		ko, vo := c.kAt(b, kvh, ki), c.vAt(b, kvh, ki)
 		krows := c.k[ko:]
 		c.kern.packT(w.kt[:D*TK], krows, nk, pk, D)
-		c.kern.packT(w.vt[:D*TK], c.v[ko:], nk, pk, D)
-		c.probs(w, bb, q0*D, rows, pq, h, g.off+g.stride*(qt*TQ+off), g.off+g.stride*k0, g.stride)
-		kc, bad := w.cleanKeys(c.kern, krows, nk, pk, D)
-		c.dqAsm(bb, c.dq[q0*D:], rows, pq, krows, kc, pk, bad, nk)
+		c.kern.packT(w.vt[:DV*TK], c.v[vo:], nk, pv, DV)
+		c.probs(w, bb, tile, rows, h, qAbs(g, x0), g.keyAbs(k0), g.stride)
+		kr := w.keyRowsOf(c.kern, krows, nk, pk, D)
+		c.dqAsm(bb, tile, rows, krows, pk, kr, nk)
 	}
 }
 
@@ -358,42 +409,50 @@ func (kn *kernels) badRows(k []float32, nk, pitch, D int) uint64 {
 	return nf
 }
 
-// markNonFinite sets c.qbad and c.anyBad: the rows ([batch, head, seq_q])
-// whose q or dout holds a NaN or an infinity, 64 rows at a time.
+// markNonFinite sets c.qbad and c.anyBad: the rows (by lse index) whose
+// q or dout holds a NaN or an infinity.
 func (c *bcall) markNonFinite() {
-	D, n := c.s.HeadDim, len(c.lse)
-	c.qbad = grow(c.qbad, (n+63)/64)
+	s, D, DV := c.s, c.s.HeadDim, c.dvd
+	c.qbad = grow(c.qbad, (c.lseLen()+63)/64)
+	clear(c.qbad)
 	var any uint64
-	for i := range c.qbad {
-		r0 := i * 64
-		var x uint64
-		if r0+64 <= n {
-			x = c.kern.nonFiniteRows(c.q[r0*D:], D) | c.kern.nonFiniteRows(c.dout[r0*D:], D)
-		} else {
-			for r := r0; r < n; r++ {
-				if !allFinite(c.q[r*D:][:D]) || !allFinite(c.dout[r*D:][:D]) {
-					x |= 1 << uint(r-r0)
+	mark := func(li int) {
+		c.qbad[li>>6] |= 1 << uint(li&63)
+		any = 1
+	}
+	// whole blocks of 64 contiguous rows through the variant's scan
+	fast := c.ls.Q.Pos == D && c.ls.Out.Pos == DV
+	for b := 0; b < s.Batch; b++ {
+		for h := 0; h < s.HeadsQ; h++ {
+			row := 0
+			for ; fast && row+64 <= s.SeqQ; row += 64 {
+				x := c.kern.nonFiniteRows(c.q[c.qAt(b, h, row):], D) | c.kern.nonFiniteRows(c.dout[c.oAt(b, h, row):], DV)
+				for ; x != 0; x &= x - 1 {
+					mark(c.lAt(b, h, row+bits.TrailingZeros64(x)))
+				}
+			}
+			for ; row < s.SeqQ; row++ {
+				if !allFinite(c.q[c.qAt(b, h, row):][:D]) || !allFinite(c.dout[c.oAt(b, h, row):][:DV]) {
+					mark(c.lAt(b, h, row))
 				}
 			}
 		}
-		c.qbad[i] = x
-		any |= x
 	}
 	c.anyBad = any != 0
 }
 
-// tileBad returns, as bits, the rows of a query tile (rows rows from row
-// q0, stride apart) whose q or dout holds a non-finite element and that
-// mask some of the nk keys of the tile (bb.words: none kept when the row's
-// lse is -Inf).
-func (c *bcall) tileBad(bb *bwdBuffers, q0, rows, stride, nk int) uint64 {
+// tileBad returns, as bits, the rows of a query tile (rows rows from lse
+// index l0, stride apart) whose q or dout holds a non-finite element and
+// that mask some of the nk keys of the tile (bb.words: none kept when the
+// row's lse is -Inf).
+func (c *bcall) tileBad(bb *bwdBuffers, l0, rows, stride, nk int) uint64 {
 	if !c.anyBad {
 		return 0
 	}
 	tail := mask.TailBits(nk)
 	var fix uint64
 	for r := 0; r < rows; r++ {
-		row := q0 + r*stride
+		row := l0 + r*stride
 		if c.qbad[row>>6]&(1<<uint(row&63)) != 0 && bb.words[r]&tail != tail {
 			fix |= 1 << uint(r)
 		}
@@ -401,57 +460,63 @@ func (c *bcall) tileBad(bb *bwdBuffers, q0, rows, stride, nk int) uint64 {
 	return fix
 }
 
-// gradsClean adds P^T dO to dv and dS^T Q to dk (P in w.s, dS in bb.dp)
-// for a query tile whose rows in fix hold a NaN or an infinity in q or
-// dout (rows at element offset qo, pq apart): the products read copies of
-// the dO and Q rows with those elements 0 (only the matrices where a row
-// of fix has one), then the left-out terms are added for the keys each
-// row keeps (IEEE arithmetic through kept pairs).
-func (c *bcall) gradsClean(w *buffers, bb *bwdBuffers, dk, dv []float32, qo, rows, pq, nk int, fix uint64) {
-	D := c.s.HeadDim
+// grads adds P^T dO to dv and dS^T Q to dk (P in w.s, dS in bb.dp; dk
+// and dv padDim(D) and padDim(DV) floats a row) for query tile qt, whose
+// rows in fix hold a NaN or an infinity in q or dout (see product).
+func (c *bcall) grads(w *buffers, bb *bwdBuffers, dk, dv []float32, qt qtile, rows, nk int, fix uint64) {
+	D, DV := c.s.HeadDim, c.dvd
 	var fixO, fixQ uint64
 	for x := fix; x != 0; x &= x - 1 {
 		r := bits.TrailingZeros64(x)
-		if !allFinite(c.dout[qo+r*pq:][:D]) {
+		if !allFinite(c.dout[qt.oo+r*qt.po:][:DV]) {
 			fixO |= 1 << uint(r)
 		}
-		if !allFinite(c.q[qo+r*pq:][:D]) {
+		if !allFinite(c.q[qt.qo+r*qt.pq:][:D]) {
 			fixQ |= 1 << uint(r)
 		}
 	}
-	product := func(dst, a, src, clean []float32, fix uint64) {
-		if fix == 0 {
-			c.kern.gemmK(dst, a, src[qo:], nk, D, rows, 1, TK, pq, D, true)
-			return
-		}
-		clean = clean[:rows*D]
-		for r := 0; r < rows; r++ {
-			row := clean[r*D:][:D]
-			copy(row, src[qo+r*pq:][:D])
-			if fix&(1<<uint(r)) != 0 {
-				for d, x := range row {
-					if x-x != 0 {
-						row[d] = 0
-					}
-				}
-			}
-		}
-		c.kern.gemmK(dst, a, clean, nk, D, rows, 1, TK, D, D, true)
-		tail := mask.TailBits(nk)
-		for x := fix; x != 0; x &= x - 1 {
-			r := bits.TrailingZeros64(x)
-			srow := src[qo+r*pq:][:D]
-			for y := bb.words[r] & tail; y != 0; y &= y - 1 {
-				j := bits.TrailingZeros64(y)
-				f, drow := a[r*TK+j], dst[j*D:][:D]
-				for d, e := range srow {
-					if e-e != 0 {
-						drow[d] += f * e
-					}
+	c.product(bb, dv, w.s, c.dout[qt.oo:], qt.po, DV, bb.oc, rows, nk, fixO)
+	c.product(bb, dk, bb.dp, c.q[qt.qo:], qt.pq, D, bb.qc, rows, nk, fixQ)
+}
+
+// product adds a^T src to dst (a: [rows][TK], P or dS; src: rows rows of
+// W floats, ps apart; dst: nk rows of padDim(W) floats). The product reads
+// src in place when W is a multiple of 64 and no row is in fix; else a
+// copy in clean, padded with zeros, with the non-finite elements of the
+// rows in fix zeroed, whose left-out terms are then added for the keys
+// each such row keeps (IEEE arithmetic through kept pairs).
+func (c *bcall) product(bb *bwdBuffers, dst, a, src []float32, ps, W int, clean []float32, rows, nk int, fix uint64) {
+	Wp := padDim(W)
+	if fix == 0 && Wp == W {
+		c.kern.gemmK(dst, a, src, nk, W, rows, 1, TK, ps, W, true)
+		return
+	}
+	clean = clean[:rows*Wp]
+	for r := 0; r < rows; r++ {
+		row := clean[r*Wp:][:Wp]
+		copy(row, src[r*ps:][:W])
+		clear(row[W:])
+		if fix&(1<<uint(r)) != 0 {
+			for d, x := range row[:W] {
+				if x-x != 0 {
+					row[d] = 0
 				}
 			}
 		}
 	}
-	product(dv, w.s, c.dout, bb.oc, fixO)
-	product(dk, bb.dp, c.q, bb.qc, fixQ)
+	c.kern.gemmK(dst, a, clean, nk, Wp, rows, 1, TK, Wp, Wp, true)
+	tail := mask.TailBits(nk)
+	for x := fix; x != 0; x &= x - 1 {
+		r := bits.TrailingZeros64(x)
+		srow := src[r*ps:][:W]
+		for y := bb.words[r] & tail; y != 0; y &= y - 1 {
+			j := bits.TrailingZeros64(y)
+			f, drow := a[r*TK+j], dst[j*Wp:][:W]
+			for d, e := range srow {
+				if e-e != 0 {
+					drow[d] += f * e
+				}
+			}
+		}
+	}
 }

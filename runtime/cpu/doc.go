@@ -81,14 +81,22 @@
 // and lse (FlashAttention-2 style: delta = rowsum(dout*out); per key tile,
 // over the query tiles of mask.Columns, the forward schedule transposed, P
 // = exp(S - lse) is recomputed for dV and dK; dQ gathers dS K). It
-// validates its arguments like Forward. The AVX512 variant (and Auto where
+// validates its arguments like Forward, and BackwardArgs takes the
+// forward's shapes (BackArgs): HeadDimV, strides (every tensor read and
+// written in place through them, so any layout gives the contiguous
+// call's bits), and per-row lengths and positions (each batch row runs as
+// the backward call of that row alone, one after the other; gradient rows
+// past a row's lengths are 0 and nothing there is read; the schedule is
+// mask.VisitFrom's at the rows' absolute positions, transposed). The AVX512 variant (and Auto where
 // it is the best) runs each (query tile, key tile) pair as five products
 // by one strided AVX-512 matrix kernel (gemmAVX512: S = Q K^T, dP = dO V^T,
 // dV += P^T dO, dK += dS^T Q, dQ += dS K, with K and V transposed into
 // [D][TK] tiles by transposeTileAVX512) and one
 // elementwise kernel (bwdProbAVX512: P = exp2(c S - lse log2 e) and dS = P
 // (dP - delta) scale, the keep words as opmasks, masked lanes exactly 0),
-// all written by emit/avo. The AVX2 variant runs the same schedule with
+// all written by emit/avo; a head size that is not a multiple of 64 (any
+// multiple of 8 up to 256 runs tiled) goes through rows padded with zeros
+// in the worker's buffers. The AVX2 variant runs the same schedule with
 // its own two kernels (gemmAVX2, 3 rows x 4 ymm register blocks in 16
 // registers; bwdProbAVX2, the keep words tested against bit patterns and
 // ANDed into P and dS, so masked lanes are exactly 0 there too;
