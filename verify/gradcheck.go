@@ -31,7 +31,7 @@ type GradReport struct {
 var gradNames = [4]string{"dq", "dk", "dv", "dsink"}
 
 func (r GradReport) String() string {
-	s := fmt.Sprintf("B%d Hq%d Hkv%d Sq%d Sk%d D%d:", r.Shape.Batch, r.Shape.HeadsQ, r.Shape.HeadsKV, r.Shape.SeqQ, r.Shape.SeqK, r.Shape.HeadDim)
+	s := r.Shape.dims() + ":"
 	for x, n := range gradNames {
 		if x == 3 && !r.Shape.Score.hasSinks() {
 			break
@@ -362,32 +362,33 @@ func judgeGrads(s Shape, rep *GradReport, worst [4]entryErr, opt GradOptions, wh
 // the reference's change of its term, p_sink (delta' - delta), is more
 // than 2^-16 of dsink.
 func CheckGradDependencies(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r *rand.Rand) error {
-	if err := s.plain(); err != nil {
+	if err := s.plainRows(); err != nil {
 		return err
 	}
 	if s.Batch != 1 || s.HeadsQ != 1 || s.HeadsKV != 1 {
 		return errors.New("CheckGradDependencies wants one batch and one head")
 	}
 	nq, nkv, nl := s.Sizes()
-	D := s.HeadDim
+	nv, no := s.SizesV()
+	D, DV := s.HeadDim, s.DV()
 	q, k, v, ids, docs := randomInputs(p, &s, r)
 	p = mustHeads(p, s).at(0)
-	dout := randomSlice(r, nq, 1)
-	out, lse := make([]float32, nq), make([]float32, nl)
+	dout := randomSlice(r, no, 1)
+	out, lse := make([]float32, no), make([]float32, nl)
 	if err := fwd(out, lse, q, k, v, ids, s); err != nil {
 		return err
 	}
-	base := [3][]float32{make([]float32, nq), make([]float32, nkv), make([]float32, nkv)}
+	base := [3][]float32{make([]float32, nq), make([]float32, nkv), make([]float32, nv)}
 	baseSink := newDSink(s)
 	if err := bwd(base[0], base[1], base[2], dout, q, k, v, out, lse, ids, s, baseSink); err != nil {
 		return err
 	}
-	got := [3][]float32{make([]float32, nq), make([]float32, nkv), make([]float32, nkv)}
+	got := [3][]float32{make([]float32, nq), make([]float32, nkv), make([]float32, nv)}
 	gotSink := newDSink(s)
 	w := pairWeights(p, docs, q, k, s)
-	changed := func(x []float32, y []float32, row int) bool {
-		for d := 0; d < D; d++ {
-			if x[row*D+d] != y[row*D+d] {
+	changed := func(x []float32, y []float32, row, w int) bool {
+		for d := 0; d < w; d++ {
+			if x[row*w+d] != y[row*w+d] {
 				return true
 			}
 		}
@@ -396,8 +397,8 @@ func CheckGradDependencies(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r 
 	same := func(x float32) float32 { return x }
 	for i := 0; i < s.SeqQ; i++ {
 		d2 := clone(dout)
-		for d := 0; d < D; d++ {
-			d2[i*D+d] += float32(1000 * r.NormFloat64())
+		for d := 0; d < DV; d++ {
+			d2[i*DV+d] += float32(1000 * r.NormFloat64())
 		}
 		for _, g := range got {
 			poison(g)
@@ -408,16 +409,16 @@ func CheckGradDependencies(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r 
 		}
 		row := spec.Row(i, s.SeqQ, s.SeqK)
 		for r2 := 0; r2 < s.SeqQ; r2++ {
-			if r2 != i && changed(got[0], base[0], r2) {
+			if r2 != i && changed(got[0], base[0], r2, D) {
 				return fmt.Errorf("%v: changing dout row %d changed dq row %d", s, i, r2)
 			}
 		}
 		for j := 0; j < s.SeqK; j++ {
 			keeps := p.AtDocs(row, j, docs)
-			if c := changed(got[2], base[2], j); c != keeps && (c || w[i][j] > VisibleWeight) {
+			if c := changed(got[2], base[2], j, DV); c != keeps && (c || w[i][j] > VisibleWeight) {
 				return fmt.Errorf("%v: changing dout row %d changed dv row %d: %v, but the mask keeps the pair: %v", s, i, j, c, keeps)
 			}
-			if c := changed(got[1], base[1], j); c && !keeps {
+			if c := changed(got[1], base[1], j, D); c && !keeps {
 				return fmt.Errorf("%v: changing dout row %d changed dk row %d, which the row masks", s, i, j)
 			}
 		}
@@ -455,21 +456,22 @@ func CheckGradDependencies(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r 
 // row that keeps a key) must be bit-identical too: a row that keeps no
 // key has output 0 and adds nothing to dsink, whatever its dout.
 func CheckGradNonFinite(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r *rand.Rand, trials int) error {
-	if err := s.plain(); err != nil {
+	if err := s.plainRows(); err != nil {
 		return err
 	}
 	if err := s.Validate(); err != nil {
 		return err
 	}
 	nq, nkv, nl := s.Sizes()
-	D := s.HeadDim
+	nv, no := s.SizesV()
+	D, DV := s.HeadDim, s.DV()
 	group := s.HeadsQ / s.HeadsKV
 	q, k, v, ids, docs := randomInputs(p, &s, r)
 	hs := mustHeads(p, s)
-	dout := randomSlice(r, nq, 1)
+	dout := randomSlice(r, no, 1)
 	run := func(q, k, v, dout []float32) ([4][]float32, error) {
-		out, lse := make([]float32, nq), make([]float32, nl)
-		g := [4][]float32{make([]float32, nq), make([]float32, nkv), make([]float32, nkv), newDSink(s)}
+		out, lse := make([]float32, no), make([]float32, nl)
+		g := [4][]float32{make([]float32, nq), make([]float32, nkv), make([]float32, nv), newDSink(s)}
 		fill(out, lse)
 		if err := fwd(out, lse, q, k, v, ids, s); err != nil {
 			return g, err
@@ -509,8 +511,12 @@ func CheckGradNonFinite(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r *ra
 		return 0, true
 	}
 	same := func(got [4][]float32, x int, n int) bool {
-		for d := 0; d < D; d++ {
-			if math.Float32bits(got[x][n*D+d]) != math.Float32bits(clean[x][n*D+d]) {
+		w := D
+		if x == 2 {
+			w = DV
+		}
+		for d := 0; d < w; d++ {
+			if math.Float32bits(got[x][n*w+d]) != math.Float32bits(clean[x][n*w+d]) {
 				return false
 			}
 		}
@@ -528,7 +534,9 @@ func CheckGradNonFinite(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r *ra
 			bad[kv*s.SeqK+j] = true
 			for d := 0; d < D; d++ {
 				pk[(kv*s.SeqK+j)*D+d] = specials[r.IntN(3)]
-				pv[(kv*s.SeqK+j)*D+d] = specials[r.IntN(3)]
+			}
+			for d := 0; d < DV; d++ {
+				pv[(kv*s.SeqK+j)*DV+d] = specials[r.IntN(3)]
 			}
 		}
 		got, err := run(q, pk, pv, dout)
@@ -582,13 +590,15 @@ func CheckGradNonFinite(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r *ra
 		for _, x := range rows {
 			poisoned[x] = true
 			to := [][]float32{pq, po} // both half the time, q only or dout only a quarter each
+			ws := []int{D, DV}
 			if m := r.IntN(4); m < 2 {
-				to = to[m : m+1]
+				to, ws = to[m:m+1], ws[m:m+1]
 			}
-			for _, a := range to {
-				for d := 0; d < D; d++ {
+			for t, a := range to {
+				w := ws[t]
+				for d := 0; d < w; d++ {
 					if d == 0 || r.IntN(2) == 0 {
-						a[x*D+d] = specials[r.IntN(3)]
+						a[x*w+d] = specials[r.IntN(3)]
 					}
 				}
 			}

@@ -109,7 +109,7 @@ type rowStats struct {
 	scale64          float64
 	scale32          float32
 	qr, dor          []float32
-	kvBase, stride   int
+	kvRow, stride    int    // the key/value head's first row (k and v rows j at kvRow+j)
 	h, i             int    // query head, position
 	sc               *Score // the shape's stage
 }
@@ -118,11 +118,11 @@ type rowStats struct {
 // in float64 and as NaiveGradRounded does, with round applied to the
 // output before delta.
 func gradRow(p spec.Pattern, docs *spec.Docs, q, k, v, dout []float32, s Shape, x int, round func(float32) float32) rowStats {
-	D := s.HeadDim
+	D, DV := s.HeadDim, s.DV()
 	group := s.HeadsQ / s.HeadsKV
 	bh, r := x/s.SeqQ, x%s.SeqQ
-	st := rowStats{scale64: s.EffScale(), scale32: float32(s.EffScale()), qr: q[x*D:][:D], dor: dout[x*D:][:D],
-		kvBase: (bh/s.HeadsQ*s.HeadsKV + bh%s.HeadsQ/group) * s.SeqK * D, h: bh % s.HeadsQ, i: spec.Row(r, s.SeqQ, s.SeqK), sc: s.Score}
+	st := rowStats{scale64: s.EffScale(), scale32: float32(s.EffScale()), qr: q[x*D:][:D], dor: dout[x*DV:][:DV],
+		kvRow: (bh/s.HeadsQ*s.HeadsKV + bh%s.HeadsQ/group) * s.SeqK, h: bh % s.HeadsQ, i: spec.Row(r, s.SeqQ, s.SeqK), sc: s.Score}
 	var kept, idx []int
 	var s64, c64, a64 []float64
 	var s32 []float32
@@ -147,10 +147,10 @@ func gradRow(p spec.Pattern, docs *spec.Docs, q, k, v, dout []float32, s Shape, 
 		if st.psink64 > 0 {
 			st.cmax64 = max(st.cmax64, math.Abs(sink))
 		}
-		o64 := make([]float64, D)
+		o64 := make([]float64, DV)
 		for n, j := range kept {
 			e := math.Exp(s64[n]-ms) / sum
-			for d, y := range v[st.kvBase+j*D:][:D] {
+			for d, y := range st.vRow(v, j) {
 				o64[d] += e * float64(y)
 			}
 		}
@@ -167,10 +167,10 @@ func gradRow(p spec.Pattern, docs *spec.Docs, q, k, v, dout []float32, s Shape, 
 	if !ok32 {
 		return st
 	}
-	o32 := make([]float32, D)
+	o32 := make([]float32, DV)
 	for n, j := range kept {
 		pj := float32(math.Exp(float64(s32[n]-m32))) / sum32
-		for d, y := range v[st.kvBase+j*D:][:D] {
+		for d, y := range st.vRow(v, j) {
 			o32[d] += pj * y
 		}
 	}
@@ -187,7 +187,7 @@ func gradRow(p spec.Pattern, docs *spec.Docs, q, k, v, dout []float32, s Shape, 
 func (st *rowStats) dots(k []float32, j int) (float64, float32) {
 	var d64 float64
 	var d32 float32
-	for d, y := range k[st.kvBase+j*len(st.qr):][:len(st.qr)] {
+	for d, y := range st.kRow(k, j) {
 		d64 += float64(st.qr[d]) * float64(y)
 		d32 += st.qr[d] * y
 	}
@@ -208,13 +208,24 @@ func (st *rowStats) scores(k, v []float32, j int) (s64 float64, s32 float32, c, 
 // mags returns scale |q_i|·|k_j| and GradMagnitude's a_ij = |dout_i|·|v_j|
 // for key j of the row.
 func (st *rowStats) mags(k, v []float32, j int) (c, a float64) {
-	D := len(st.qr)
-	kj, vj := k[st.kvBase+j*D:][:D], v[st.kvBase+j*D:][:D]
+	kj, vj := st.kRow(k, j), st.vRow(v, j)
 	for d, x := range st.qr {
 		c += math.Abs(float64(x)) * math.Abs(float64(kj[d]))
-		a += math.Abs(float64(st.dor[d])) * math.Abs(float64(vj[d]))
+	}
+	for d, x := range st.dor {
+		a += math.Abs(float64(x)) * math.Abs(float64(vj[d]))
 	}
 	return c * st.scale64, a
+}
+
+// kRow and vRow return key j's row of k (the query's width) and of v
+// (dout's width).
+func (st *rowStats) kRow(k []float32, j int) []float32 {
+	return k[(st.kvRow+j)*len(st.qr):][:len(st.qr)]
+}
+
+func (st *rowStats) vRow(v []float32, j int) []float32 {
+	return v[(st.kvRow+j)*len(st.dor):][:len(st.dor)]
 }
 
 // pair returns, for key j of the row, P and dS in float64, the rounded
@@ -222,9 +233,8 @@ func (st *rowStats) mags(k, v []float32, j int) (c, a float64) {
 // and GradMagnitude's weights of the pair: m_ij (of dS, for dq and dk)
 // and P_ij e_ij (for dv). dS includes the stage's derivative.
 func (st *rowStats) pair(k, v []float32, j int, round func(float32) float32) (p64, ds64 float64, p32, ds32 float32, mds, mp float64) {
-	D := len(st.qr)
 	x64, x32 := st.dots(k, j)
-	vj := v[st.kvBase+j*D:][:D]
+	vj := st.vRow(v, j)
 	if st.ok {
 		s64, dx := st.sc.apply(x64, st.h, st.i, j)
 		p64 = math.Exp(s64-st.m64) / st.sum64
@@ -408,7 +418,7 @@ func CheckGradSampled(p spec.Pattern, ids []int32, q, k, v, dout []float32, s Sh
 			}
 			keeps = true
 			_, ds64, _, ds32, mds, _ := st.pair(k, v, j, round)
-			for d, y := range k[st.kvBase+j*D:][:D] {
+			for d, y := range st.kRow(k, j) {
 				ref[d] += ds64 * float64(y) * st.scale64
 				yard[d] += ds32 * y
 				mag[d] += mds * math.Abs(float64(y)) * st.scale64

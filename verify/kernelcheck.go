@@ -55,13 +55,19 @@ type NumericReport struct {
 }
 
 func (r NumericReport) String() string {
-	d := fmt.Sprint(r.Shape.HeadDim)
-	if r.Shape.DV() != r.Shape.HeadDim {
-		d += fmt.Sprintf("/%d", r.Shape.DV())
-	}
-	return fmt.Sprintf("B%d Hq%d Hkv%d Sq%d Sk%d D%s: out err %.2e (yardstick %.2e), lse err %.2e (yardstick %.2e), %d fully masked rows",
-		r.Shape.Batch, r.Shape.HeadsQ, r.Shape.HeadsKV, r.Shape.SeqQ, r.Shape.SeqK, d,
+	return fmt.Sprintf("%s: out err %.2e (yardstick %.2e), lse err %.2e (yardstick %.2e), %d fully masked rows",
+		r.Shape.dims(),
 		r.KernelErr, r.NaiveErr, r.KernelLSE, r.NaiveLSE, r.MaskedRows) + r.sampled()
+}
+
+// dims renders the shape's sizes as the reports print them: "B2 Hq4
+// Hkv2 Sq37 Sk130 D128", with "D192/128" when v's head dimension differs.
+func (s Shape) dims() string {
+	d := fmt.Sprint(s.HeadDim)
+	if s.DV() != s.HeadDim {
+		d += fmt.Sprintf("/%d", s.DV())
+	}
+	return fmt.Sprintf("B%d Hq%d Hkv%d Sq%d Sk%d D%s", s.Batch, s.HeadsQ, s.HeadsKV, s.SeqQ, s.SeqK, d)
 }
 
 func (r NumericReport) sampled() string {

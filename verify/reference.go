@@ -67,10 +67,21 @@ func (s Shape) DV() int {
 	return s.HeadDimV
 }
 
+// plainRows reports whether the shape has no ragged rows or positions
+// (HeadDimV may differ): what CheckGradDependencies and
+// CheckGradNonFinite need.
+func (s Shape) plainRows() error {
+	if s.SeqLensQ != nil || s.SeqLensK != nil || s.QPos != nil || s.KPos != nil {
+		return fmt.Errorf("shape: SeqLensQ, SeqLensK, QPos and KPos are for Reference, ReferenceGrad, GradMagnitude, NaiveGradFP32 and CheckGrad only")
+	}
+	return nil
+}
+
 // plain reports whether the shape has one head dimension and no ragged
 // rows or positions: what the references and checks other than
 // Reference, ReferenceGrad, GradMagnitude, NaiveGradFP32 (and
-// NaiveGradRounded) and CheckGrad (CheckGradWith) need.
+// NaiveGradRounded), CheckGrad (CheckGradWith), CheckGradDependencies and
+// CheckGradNonFinite need.
 func (s Shape) plain() error {
 	if s.DV() != s.HeadDim || s.SeqLensQ != nil || s.SeqLensK != nil || s.QPos != nil || s.KPos != nil {
 		return fmt.Errorf("shape: HeadDimV, SeqLensQ, SeqLensK, QPos and KPos are for Reference, ReferenceGrad, GradMagnitude, NaiveGradFP32 and CheckGrad only")

@@ -86,6 +86,41 @@ func TestBackwardHeadDimV(t *testing.T) {
 	}
 }
 
+// TestBackwardHeadDimVChecks: with split head sizes the gradients depend
+// on dout exactly as the mask says (CheckGradDependencies) and NaN and
+// infinities at masked positions reach none (CheckGradNonFinite), on
+// every variant; a backward that adds dout's first row to every dv row
+// fails the first.
+func TestBackwardHeadDimVChecks(t *testing.T) {
+	r := rand.New(rand.NewPCG(421, 422))
+	for _, src := range shapeSpecs {
+		p, m := headsPlan(t, src)
+		for _, v := range supported() {
+			fwd, bwd := shapesRun(p, m, v), shapesBackward(p, m, v)
+			dep := verify.Shape{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: 40, SeqK: 70, HeadDim: 72, HeadDimV: 40}
+			if err := verify.CheckGradDependencies(p, fwd, bwd, dep, r); err != nil {
+				t.Fatalf("%s %s: %v", p.Mask, v, err)
+			}
+			nf := verify.Shape{Batch: 2, HeadsQ: 2, HeadsKV: 1, SeqQ: 61, SeqK: 130, HeadDim: 40, HeadDimV: 72}
+			if err := verify.CheckGradNonFinite(p, fwd, bwd, nf, r, 2); err != nil {
+				t.Fatalf("%s %s: %v", p.Mask, v, err)
+			}
+			leak := func(dq, dk, dv, dout, q, k, v2, out, lse []float32, docs []int32, s verify.Shape, dsink []float32) error {
+				if err := bwd(dq, dk, dv, dout, q, k, v2, out, lse, docs, s, dsink); err != nil {
+					return err
+				}
+				for j := 0; j < s.SeqK; j++ {
+					dv[j*s.HeadDimV] += dout[0]
+				}
+				return nil
+			}
+			if err := verify.CheckGradDependencies(p, fwd, leak, dep, r); err == nil {
+				t.Fatalf("%s %s: a backward whose dv reads dout row 0 everywhere passed", p.Mask, v)
+			}
+		}
+	}
+}
+
 // TestBackwardThreadsPadded: the tiled backward at head sizes it pads (and at
 // split sizes) gives the same bits whatever the thread count, which picks
 // the fused pass or the two passes.
