@@ -70,6 +70,47 @@ func TestCheckGradWithBF16(t *testing.T) {
 	}
 }
 
+// TestCheckGradBF16DSink: a bf16 backward whose dsink reads delta from
+// the forward's bf16 output (as the PTX dq kernel does) passes GradBF16,
+// OutUnit's floor included, on 200 seeds, and twice the dsink still fails
+// on every seed: the floor does not let a wrong dsink through. (The PTX
+// kernels' seeds that failed without the floor are emit/ptx's
+// TestDSinkFloorSeeds.)
+func TestCheckGradBF16DSink(t *testing.T) {
+	p := spec.Pattern{Mask: spec.Not(spec.Window(40)), Causal: true, Score: spec.Score{LearnedSinks: true}}
+	fwd := func(out, lse, q, k, v []float32, ids []int32, s Shape) error {
+		return NaiveBF16(p, nil, q, k, v, s, out, lse)
+	}
+	// kernel's dsink is scale times -sum p_sink (dout . out)
+	kernel := func(scale float32) RunBackward {
+		return func(dq, dk, dv, dout, q, k, v, out, lse []float32, ids []int32, s Shape, dsink []float32) error {
+			if err := bf16Backward(p, nil)(dq, dk, dv, dout, q, k, v, out, lse, ids, s, dsink); err != nil {
+				return err
+			}
+			clear(dsink)
+			for row := range lse {
+				h := row / s.SeqQ % s.HeadsQ
+				ps := float32(math.Exp(s.Score.sink(h) - float64(lse[row])))
+				var delta float32
+				for d := 0; d < s.HeadDim; d++ {
+					delta += dout[row*s.HeadDim+d] * out[row*s.HeadDim+d]
+				}
+				dsink[h] -= scale * ps * delta
+			}
+			return nil
+		}
+	}
+	s := Shape{Batch: 1, HeadsQ: 3, HeadsKV: 1, SeqQ: 69, SeqK: 132, HeadDim: 64}
+	for seed := uint64(0); seed < 200; seed++ {
+		if _, err := CheckGradWith(p, fwd, kernel(1), s, rand.New(rand.NewPCG(seed, 6)), GradBF16); err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+		if _, err := CheckGradWith(p, fwd, kernel(2), s, rand.New(rand.NewPCG(seed, 6)), GradBF16); err == nil || !strings.Contains(err.Error(), "dsink error too large") {
+			t.Fatalf("seed %d: twice the dsink: %v, want dsink's error too large", seed, err)
+		}
+	}
+}
+
 // TestCheckGradSampled: on every row, the sampled check's yardstick is
 // NaiveGradRounded bit for bit (a backward that is that yardstick has
 // exactly its error) and its reference is ReferenceGrad (the float64
