@@ -47,16 +47,16 @@ func (g *bwdK) kernelDKV() error {
 		return a
 	}
 	krow0 := f.MulC(kt, TileK)
-	kIdx := f.Add(f.Op3(OpMulLo, S32, f.Add(f.Op3(OpMulLo, S32, g.bz, g.hkv), kvh), g.skAll), f.Add(g.c, f.MulC(krow0, g.pitch)))
-	kb := g.wide(k, kIdx, int64(2*D))
-	vb := g.wide(v, kIdx, int64(2*g.Dv))
-	dkb := g.wide(dk, kIdx, int64(4*D))
-	dvb := g.wide(dv, kIdx, int64(4*g.Dv))
+	kRow := f.Add(g.c, f.MulC(krow0, g.pitch)) // the tile's first key: a tensor row of the head
+	kb := g.rowsBase("k", k, kvh, kRow, 2)
+	vb := g.rowsBase("v", v, kvh, kRow, 2)
+	dkb := g.rowsBase("k", dk, kvh, kRow, 4)
+	dvb := g.rowsBase("v", dv, kvh, kRow, 4)
 
 	f.Comment("K and V tiles: cp.async, keys past seq_k zero-filled")
 	klim := f.Sub(f.Sub(g.sk, I(1)), krow0)
-	g.copyRows(g.smem, f.Op3(OpAdd, U64, kb, g.ch16w), klim, TileK)
-	g.copyRowsV(f.Add(g.smem, I(int64(g.tileBytes()))), f.Op3(OpAdd, U64, vb, g.ch16w), klim, TileK)
+	g.copyRows("k", g.smem, f.Op3(OpAdd, U64, kb, g.ch16w), klim, TileK)
+	g.copyRowsV("v", f.Add(g.smem, I(int64(g.tileBytes()))), f.Op3(OpAdd, U64, vb, g.ch16w), klim, TileK)
 	f.Emit(Inst{Op: OpCpCommit})
 
 	dkA, dvA := zeros(f, Dc/8), zeros(f, Dvc/8)
@@ -117,8 +117,8 @@ func (g *bwdK) kernelDKV() error {
 			return err
 		}
 	}
-	qb := f.Op3(OpAdd, U64, g.rowsBase(q, g.hq, h, g.sqAll, g.qR0, 2), g.ch16w)
-	db := f.Op3(OpAdd, U64, g.rowsBaseOf(g.Dv, dout, g.hq, h, g.sqAll, g.qR0, 2), g.ch16w)
+	qb := f.Op3(OpAdd, U64, g.rowsBase("q", q, h, g.qR0, 2), g.ch16w)
+	db := f.Op3(OpAdd, U64, g.rowsBase("o", dout, h, g.qR0, 2), g.ch16w)
 	lb := g.lseRows(lse, h, g.qR0)
 	deb := g.lseRows(delta, h, g.qR0)
 	ld := &qLoader{g: g, qb: qb, db: db, lb: lb, deb: deb}
@@ -225,8 +225,8 @@ func (g *bwdK) kernelDKV() error {
 	for r := 0; r < 2; r++ {
 		kr := f.Add(f.Add(f.MulC(g.kwarp, 16), g.g4), I(int64(8*r)))
 		valid := f.Setp("le", S32, kr, klim)
-		ka := g.wide(g.wide(dkb, kr, g.pitch*int64(4*D)), g.t4, 8)
-		va := g.wide(g.wide(dvb, kr, g.pitch*int64(4*g.Dv)), g.t4, 8)
+		ka := g.wide(g.rowAt("k", dkb, kr, 4*g.pitch), g.t4, 8)
+		va := g.wide(g.rowAt("v", dvb, kr, 4*g.pitch), g.t4, 8)
 		if g.cols > 1 {
 			ka, va = g.wide(ka, colG, 1), g.wide(va, colGV, 1)
 		}
@@ -273,9 +273,8 @@ func (l *qLoader) load(qt, buf Operand) {
 	r0 := f.MulC(qt, bq)
 	lim := f.Sub(f.Sub(g.sq, I(1)), r0)
 	sb := g.bufBase(buf)
-	src := func(base Operand, d int) Operand { return g.wide(base, r0, g.pitch*int64(2*d)) }
-	g.copyRows(sb, src(l.qb, g.D), lim, g.tileQ)
-	g.copyRowsV(f.Add(sb, I(int64(g.bufBytes()))), src(l.db, g.Dv), lim, g.tileQ)
+	g.copyRows("q", sb, g.rowAt("q", l.qb, r0, 2*g.pitch), lim, g.tileQ)
+	g.copyRowsV("o", f.Add(sb, I(int64(g.bufBytes()))), g.rowAt("o", l.db, r0, 2*g.pitch), lim, g.tileQ)
 	f.Comment(fmt.Sprintf("the rows' -lse*log2(e) (threads 0-%d) and delta (%d-%d)", bq-1, bq, 2*bq-1))
 	r := f.Op3(OpAnd, B32, g.tid, I(bq-1))
 	isDelta := f.Setp("ge", U32, g.tid, I(bq))

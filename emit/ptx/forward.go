@@ -3,6 +3,7 @@ package ptx
 import (
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/attngen/attngen/gen"
 	"github.com/attngen/attngen/runtime/gpu"
@@ -70,6 +71,14 @@ type Launch struct {
 	// SoftCap is the soft-cap value (natural units) of a kernel that takes
 	// it at call time (parameter soft_cap); the caller sets it.
 	SoftCap float32
+	// Layout is the call's element strides (gpu.Layout; a zero Strides is
+	// the default, gpu.BHSD). Args passes those the kernel takes (the
+	// stride_* parameters), checked (gpu.CheckLayout); the sm_90a kernel's
+	// q, k and v strides go into its tensor maps (TensorMapsWith) instead.
+	Layout gpu.Layout
+	// HeadDim and HeadDimV are the kernel's head dimensions and Stride its
+	// residue stride (Geometry sets them), which resolve and check Layout.
+	HeadDim, HeadDimV, Stride int
 	// Persistent: the kernel loops over its work items (gpu.Kernel.Persistent);
 	// Grid is one CTA per item, and any grid of at least one CTA along x is
 	// correct: a runner launches Kernel().ResidentGrid(Grid, SMs).
@@ -109,6 +118,7 @@ func (k *Forward) Geometry(batch, headsQ, headsKV, seqQ, seqK int, scale float64
 		Grid: grid, Block: block, DynShared: dyn, Params: k.Params,
 		SeqQ: uint32(seqQ), SeqK: uint32(seqK), HeadsQ: uint32(headsQ), HeadsKV: uint32(headsKV),
 		ScaleLog2: float32(scale * math.Log2E), Batch: uint32(batch), Persistent: k.Kernel().Persistent(),
+		HeadDim: k.HeadDim, HeadDimV: orDim(k.HeadDimV, k.HeadDim), Stride: max(k.Stride, 1),
 	}, nil
 }
 
@@ -136,7 +146,8 @@ func GenerateForward(p *gen.Plan, cfg Config) (*Forward, error) {
 // addresses (q, k, v, o, lse, for document kernels doc_id, doc_start,
 // doc_end, for kernels of plans with head parameters head_params), then
 // the scalars (uint32 and float32) by name: seq_q, seq_k, heads_q,
-// heads_kv, scale_log2 and, for the persistent kernel, batch.
+// heads_kv, scale_log2, the strides of l.Layout and, for the persistent
+// kernel, batch.
 func (l Launch) Args(ptrs ...uint64) ([]any, error) {
 	want := 0
 	for _, p := range l.Params {
@@ -151,8 +162,23 @@ func (l Launch) Args(ptrs ...uint64) ([]any, error) {
 	for _, p := range ptrs {
 		args = append(args, p)
 	}
+	var strides map[string]uint32
+	for _, p := range l.Params {
+		if strings.HasPrefix(p.Name, "stride_") {
+			ly := l.Layout.Resolve(int(l.HeadsQ), int(l.HeadsKV), int(l.SeqQ), int(l.SeqK), l.HeadDim, l.HeadDimV)
+			if err := gpu.CheckLayout(ly, l.Stride, l.HeadDim, l.HeadDimV); err != nil {
+				return nil, fmt.Errorf("ptx: %w", err)
+			}
+			strides = ly.StrideArgs()
+			break
+		}
+	}
 	for _, p := range l.Params {
 		var a any
+		if x, ok := strides[p.Name]; ok {
+			args = append(args, x)
+			continue
+		}
 		switch p.Name {
 		case "seq_q":
 			a = l.SeqQ
@@ -206,4 +232,12 @@ func DocArrays(ids []int32) (start, end []int32, err error) {
 		}
 	}
 	return start, end, nil
+}
+
+// orDim is d, or def when d is 0.
+func orDim(d, def int) int {
+	if d == 0 {
+		return def
+	}
+	return d
 }

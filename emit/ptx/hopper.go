@@ -209,6 +209,12 @@ func (k *Forward) tensorMapLayouts() []gpu.TensorMapLayout {
 // needs seq_q and seq_k to be multiples of the stride (so that every
 // head's rows start a group).
 func (k *Forward) TensorMaps(batch, headsQ, headsKV, seqQ, seqK int, q, kAddr, v uint64) ([]TensorMap, error) {
+	return k.TensorMapsWith(batch, headsQ, headsKV, seqQ, seqK, q, kAddr, v, gpu.Layout{})
+}
+
+// TensorMapsWith is TensorMaps for q, k and v at the strides of l
+// (gpu.Kernel.TensorMapsWith: rows at one pitch, a multiple of 16 bytes).
+func (k *Forward) TensorMapsWith(batch, headsQ, headsKV, seqQ, seqK int, q, kAddr, v uint64, l gpu.Layout) ([]TensorMap, error) {
 	if !k.Target.Accel {
 		return nil, fmt.Errorf("ptx: kernel %s (%s) takes no tensor maps", k.Name, k.Target.Arch())
 	}
@@ -218,7 +224,7 @@ func (k *Forward) TensorMaps(batch, headsQ, headsKV, seqQ, seqK int, q, kAddr, v
 	if err := k.strideFits(seqQ, seqK); err != nil {
 		return nil, err
 	}
-	tms, err := k.Kernel().TensorMapsOf(batch, headsQ, headsKV, seqQ, seqK, q, kAddr, v)
+	tms, err := k.Kernel().TensorMapsWith(batch, headsQ, headsKV, seqQ, seqK, q, kAddr, v, l)
 	if err != nil {
 		return nil, fmt.Errorf("ptx: %w", err)
 	}
@@ -296,7 +302,7 @@ func generateHopper(p *gen.Plan, cfg Config, t Target, gm geom) (*Forward, error
 	h := &hop{kit: g, swz: sw, halves: g.D / (sw / 2), vHalves: g.Dv / (sw / 2), tileBytes: g.tileK * 2 * g.D, vBytes: g.tileK * 2 * g.Dv, qBytes: hopTileQ * 2 * g.D, boxBytes: g.tileK * sw, lastFirst: heaviestFirst(p)}
 	// q, k and v through tensor maps passed by address (TensorMaps), and
 	// the batch size of the persistent grid
-	g.f.Params = g.kernelParams([]Param{parO, parLSE}, []Param{parTmQ, parTmK, parTmV}, []Param{parBat})
+	g.f.Params = g.kernelParams([]Param{parO, parLSE}, []Param{parTmQ, parTmK, parTmV}, []Param{parBat}, stridesHop)
 	g.f.ReqNTID = hopThreads
 	if h.producer = hopProducer(p, g.D); h.producer {
 		// ptxas 12.4 honours setmaxnreg only with .minnctapersm (or
@@ -513,7 +519,7 @@ func (h *hop) item(w *workList, it Operand) (*item, error) {
 	bhQ := f.Add(f.Op3(OpMulLo, S32, bz, w.hq), hd)
 	rowIdx := f.Add(f.Op3(OpMulLo, S32, bhQ, w.sqAll), qRow)
 	x := &item{qrow0: qrow0, off: off}
-	x.obase = h.wide(w.o, rowIdx, int64(2*h.Dv))
+	x.obase = h.rowAt("o", h.headAt("o", w.o, bz, hd, 2), qRow, 2) // o at its strides
 	x.lbase = h.wide(w.lse, rowIdx, 4)
 	// row groups of st rows (TensorMaps): the tile's first query row lies in
 	// group (rowIdx - c) / st, key 0 of this head's class in group

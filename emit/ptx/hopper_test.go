@@ -2,6 +2,7 @@ package ptx
 
 import (
 	"fmt"
+	"github.com/attngen/attngen/runtime/gpu"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -27,7 +28,13 @@ var f16SM90a = Target{SM: 90, Elem: "f16", Accel: true}
 // interpreter's device and returns their addresses in parameter order.
 func tensorMaps(t *testing.T, dev *ptxi.Device, k *Forward, s shape, q, kk, v uint64) []uint64 {
 	t.Helper()
-	tms, err := k.TensorMaps(s.batch, s.hq, s.hkv, s.sq, s.sk, q, kk, v)
+	return tensorMapsWith(t, dev, k, s, q, kk, v, gpu.Layout{})
+}
+
+// tensorMapsWith is tensorMaps for q, k and v at the strides of ly.
+func tensorMapsWith(t *testing.T, dev *ptxi.Device, k *Forward, s shape, q, kk, v uint64, ly gpu.Layout) []uint64 {
+	t.Helper()
+	tms, err := k.TensorMapsWith(s.batch, s.hq, s.hkv, s.sq, s.sk, q, kk, v, ly)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -249,6 +249,33 @@ func (g *kit) wide(base, x Operand, c int64) Operand {
 	return f.Op3(OpAdd, U64, base, R(off))
 }
 
+// strideOf loads tensor t's element stride along axis (strideParams) at
+// its use: ptxas reads a parameter from the constant bank, so no register
+// holds a stride across the tile loop.
+func (g *kit) strideOf(t, axis string) Operand { return g.param(strideName(t, axis), U32) }
+
+// headAt returns base + esize*(b*batch + h*head) at tensor t's strides,
+// b64 (the products in 64 bits: mul.wide.u32).
+func (g *kit) headAt(t string, base, b, h Operand, esize int64) Operand {
+	f := g.f
+	ob, oh := f.NewReg(U64), f.NewReg(U64)
+	f.Emit(Inst{Op: OpMulWide, T: U32, Dst: []Operand{R(ob)}, Src: []Operand{f.reg(U32, b), g.strideOf(t, "batch")}})
+	f.Emit(Inst{Op: OpMulWide, T: U32, Dst: []Operand{R(oh)}, Src: []Operand{f.reg(U32, h), g.strideOf(t, "head")}})
+	sum := f.Op3(OpShl, B64, f.Op3(OpAdd, U64, R(ob), R(oh)), I(int64(log2(esize))))
+	return f.Op3(OpAdd, U64, base, sum)
+}
+
+// rowAt returns base + (row*mul)*pos, b64, pos being tensor t's pos
+// stride: row is a tensor row of the head (u32) and mul the element size
+// times the rows' pitch (the residue stride, or 1); row*mul stays below
+// 2^31 (positions are below gpu.MaxSeq) and the product with pos is wide.
+func (g *kit) rowAt(t string, base, row Operand, mul int64) Operand {
+	f := g.f
+	off := f.NewReg(U64)
+	f.Emit(Inst{Op: OpMulWide, T: U32, Dst: []Operand{R(off)}, Src: []Operand{f.reg(U32, f.MulC(row, mul)), g.strideOf(t, "pos")}})
+	return f.Op3(OpAdd, U64, base, R(off))
+}
+
 // readParams emits the loads of the kernel's parameters, in the order of
 // its list (kernelParams): device addresses converted to global ones,
 // but tensor maps (tmap_*), whose addresses the bulk tensor copies take
@@ -259,6 +286,8 @@ func (g *kit) readParams() {
 	g.par = map[string]Operand{}
 	for _, p := range g.f.Params {
 		switch {
+		case strings.HasPrefix(p.Name, "stride_"):
+			continue // loaded where used (strideOf)
 		case p.T == U64 && strings.HasPrefix(p.Name, "tmap_"):
 			g.par[p.Name] = g.param(p.Name, U64)
 		case p.T == U64:
@@ -584,7 +613,8 @@ func (g *kit) find(start, q0, q1 Operand) (t, c Reg, err error) {
 // base() (rendered after the comment) and the V tile vOff bytes after it,
 // keys past seq_k zero-filled. A tile wholly below seq_k (every tile but
 // the last) takes one address per tensor and immediate offsets per row;
-// the last tile checks and clamps each row.
+// the last tile checks and clamps each row. Rows are at the pos strides of
+// k and v (rowAt) times the pitch.
 func (g *kit) copyKV(kt Operand, base func() Operand, vOff int64) {
 	f := g.f
 	f.Comment("K and V tile copies, keys past seq_k zero-filled")
@@ -593,24 +623,16 @@ func (g *kit) copyKV(kt Operand, base func() Operand, vOff int64) {
 	k0 := f.MulC(kt, int64(g.tileK))
 	key0 := f.Add(k0, g.rb)
 	last := f.Sub(g.sk, I(1))
-	rowBytes := g.pitch * int64(2*g.D)
-	vBytes := g.pitch * int64(2*g.Dv) // rows of v
-	// immediate address offsets are s32: a huge residue stride takes the
-	// checked path for every tile
-	fast := int64(g.tileK-g.rowStep())*rowBytes <= math.MaxInt32
 	tail, done := f.NewLabel("tailcopy"), f.NewLabel("copied")
-	if fast {
-		over := f.Setp("gt", S32, f.Add(k0, I(int64(g.tileK-1))), last)
-		f.Bra(tail, &over, false)
-		ks := g.wide(g.kbase, key0, rowBytes)
-		vs := g.wide(g.vbase, key0, vBytes)
-		for it := 0; it < g.tileK/g.rowStep(); it++ {
-			so, gOff := int64(it*g.rowStep()*g.RS), int64(it*g.rowStep())*rowBytes
-			g.cpAsync(Addr(sK.Reg, so), Addr(ks.Reg, gOff), I(16))
-			g.cpAsyncG(g.vact, Addr(sK.Reg, so+vOff), Addr(vs.Reg, int64(it*g.rowStep())*vBytes), I(16))
-		}
-		f.Bra(done, nil, false)
+	over := f.Setp("gt", S32, f.Add(k0, I(int64(g.tileK-1))), last)
+	f.Bra(tail, &over, false)
+	for it := 0; it < g.tileK/g.rowStep(); it++ {
+		key := f.Add(key0, I(int64(it*g.rowStep())))
+		so := int64(it * g.rowStep() * g.RS)
+		g.cpAsync(Addr(sK.Reg, so), Addr(g.rowAt("k", g.kbase, key, 2*g.pitch).Reg, 0), I(16))
+		g.cpAsyncG(g.vact, Addr(sK.Reg, so+vOff), Addr(g.rowAt("v", g.vbase, key, 2*g.pitch).Reg, 0), I(16))
 	}
+	f.Bra(done, nil, false)
 	f.Place(tail)
 	for it := 0; it < g.tileK/g.rowStep(); it++ {
 		key := f.Add(key0, I(int64(it*g.rowStep())))
@@ -618,10 +640,8 @@ func (g *kit) copyKV(kt Operand, base func() Operand, vOff int64) {
 		size := f.Selp(U32, I(16), I(0), valid)
 		kc := f.Min(key, last)
 		so := int64(it * g.rowStep() * g.RS)
-		ks := g.wide(g.kbase, kc, rowBytes)
-		vs := g.wide(g.vbase, kc, vBytes)
-		g.cpAsync(Addr(sK.Reg, so), Addr(ks.Reg, 0), size)
-		g.cpAsyncG(g.vact, Addr(sK.Reg, so+vOff), Addr(vs.Reg, 0), size)
+		g.cpAsync(Addr(sK.Reg, so), Addr(g.rowAt("k", g.kbase, kc, 2*g.pitch).Reg, 0), size)
+		g.cpAsyncG(g.vact, Addr(sK.Reg, so+vOff), Addr(g.rowAt("v", g.vbase, kc, 2*g.pitch).Reg, 0), size)
 	}
 	f.Place(done)
 }

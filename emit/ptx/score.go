@@ -415,7 +415,7 @@ func (g *kit) finish(obase, lbase, qrow0 Operand, m, l [2]Reg, acc [][4]Reg) {
 		lse = f.Selp(F32, tot.empty, lse, zero)
 		row := f.Add(f.Add(f.MulC(g.warp, 16), g.g4), I(int64(8*r))) // row within the tile
 		valid := f.Setp("lt", S32, f.Add(qrow0, row), g.sq)
-		ob := g.wide(g.wide(obase, row, g.pitch*int64(2*g.Dv)), g.t4, 4)
+		ob := g.wide(g.rowAt("o", obase, row, 2*g.pitch), g.t4, 4)
 		for n := range acc {
 			x0 := f.F(OpMulF, R(acc[n][2*r]), inv)
 			x1 := f.F(OpMulF, R(acc[n][2*r+1]), inv)
