@@ -156,6 +156,7 @@ func (b *Backward) Kernels() [2]gpu.Kernel {
 	tl := tilesOf(b.HeadDim)
 	mk := func(kind, name string, params []Param, dyn, tileK, threads int) gpu.Kernel {
 		k := gpu.Kernel{Target: b.Target.Arch(), Elem: b.Target.Elem, Kind: kind, Name: name, PTX: b.PTX,
+			HeadDim: b.HeadDim, HeadDimV: orDim(b.HeadDimV, b.HeadDim),
 			TileQ: TileQ, TileK: tileK, Threads: threads, DynShared: dyn, Stride: max(b.Stride, 1)}
 		for _, p := range params {
 			k.Params = append(k.Params, [3]string{p.Name, p.T.String(), p.Doc})

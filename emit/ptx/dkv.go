@@ -50,8 +50,15 @@ func (g *bwdK) kernelDKV() error {
 	kRow := f.Add(g.c, f.MulC(krow0, g.pitch)) // the tile's first key: a tensor row of the head
 	kb := g.rowsBase("k", k, kvh, kRow, 2)
 	vb := g.rowsBase("v", v, kvh, kRow, 2)
-	dkb := g.rowsBase("k", dk, kvh, kRow, 4)
-	dvb := g.rowsBase("v", dv, kvh, kRow, 4)
+	// the gradients' bases: here, or for the identity layout after the
+	// loop from the CTA's coordinates (no register holds them across it)
+	gradBases := func() (Operand, Operand) {
+		return g.rowsBase("k", dk, kvh, kRow, 4), g.rowsBase("v", dv, kvh, kRow, 4)
+	}
+	var dkb, dvb Operand
+	if g.st > 1 {
+		dkb, dvb = gradBases()
+	}
 
 	f.Comment("K and V tiles: cp.async, keys past seq_k zero-filled")
 	klim := f.Sub(f.Sub(g.sk, I(1)), krow0)
@@ -222,6 +229,12 @@ func (g *bwdK) kernelDKV() error {
 	f.Place(done)
 
 	f.Comment("epilogue: dk = scale * acc, dv = acc, f32, keys past seq_k not stored")
+	if g.st == 1 {
+		dk, dv = g.global("dk"), g.global("dv")
+		kvh, kRow = g.special("%ctaid.y"), f.MulC(g.special("%ctaid.x"), TileK)
+		g.bz = g.special("%ctaid.z")
+		dkb, dvb = gradBases()
+	}
 	for r := 0; r < 2; r++ {
 		kr := f.Add(f.Add(f.MulC(g.kwarp, 16), g.g4), I(int64(8*r)))
 		valid := f.Setp("le", S32, kr, klim)

@@ -71,7 +71,7 @@
 //     run-time data (tree or document arrays, then head_params), the
 //     kernel's addresses after them (the backward's gradients, the sm_90a
 //     kernel's tensor maps), the shape scalars (seq_q, seq_k, heads_q,
-//     heads_kv, scale_log2), the kernel's own scalars (the backward's
+//     heads_kv, scale_log2), the tensors' element strides, the kernel's own scalars (the backward's
 //     scale, the persistent kernel's batch); each parameter is described
 //     once (params.go);
 //   - the prologue (prologue): the parameters read in list order, the
@@ -250,7 +250,23 @@
 // epilogue writes O/l and lse = (m + log2 l) ln 2, or 0 and -Inf for rows
 // without keys.
 //
-// Shapes: tensors are [batch][heads][seq][D] row-major; query head h reads
+// Shapes: a tensor's rows of D (or Dv) contiguous elements lie at the
+// element strides (batch, head, pos) the kernel takes for it
+// (strideParams, u32 stride_<t>_<axis> after the shape scalars;
+// gpu.Layout, default gpu.BHSD, [batch][heads][seq][D] row-major): the
+// sm_80 forward and both backward kernels take those of q, k, v and o
+// (dout and the forward's o take o's, dq, dk and dv, f32, those of q, k
+// and v; lse, delta and dsink_rows stay contiguous [batch][heads_q][seq_q]),
+// the sm_90a forward o's, its q, k and v strides being its tensor maps'
+// (TensorMapsWith: rows at one pitch, a multiple of 16 bytes, so BHSD
+// with padded rows; BSHD and packed QKV are refused there). A row's
+// address is the (b, h) base, a 64-bit product of the batch and head
+// strides, plus a 32-bit row x pitch x element size times the pos stride,
+// widened; the strides are loaded from their parameters where used, so
+// no register holds them across the tile loop. TestInterpStrides
+// (layout_test.go) runs padded BHSD, BSHD, a mix and packed QKV against
+// the contiguous call's bits. Not yet on the GPU: per-row lengths and
+// positions (runtime/cpu's SeqLensQ, SeqLensK, QPos, KPos). Query head h reads
 // key/value head h / (heads_q/heads_kv); seq_q <= seq_k, query row r is
 // position r + seq_k - seq_q. Plans with a residue layout run it
 // directly: CTA z = batch*stride + c runs residue class c, whose query and

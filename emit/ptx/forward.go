@@ -88,6 +88,7 @@ type Launch struct {
 // Kernel describes the kernel as generated packages embed it.
 func (k *Forward) Kernel() gpu.Kernel {
 	g := gpu.Kernel{Target: k.Target.Arch(), Elem: k.Target.Elem, Name: k.Name, PTX: k.PTX,
+		HeadDim: k.HeadDim, HeadDimV: orDim(k.HeadDimV, k.HeadDim),
 		TileQ: k.TileQ, Threads: k.Threads, DynShared: k.DynShared, Stride: max(k.Stride, 1),
 		TensorMaps: k.tensorMapLayouts(), OptIn: k.Target.Accel && !SM90aVerified}
 	for _, p := range k.Params {

@@ -182,7 +182,12 @@ func (g *fwd80) kernel() error {
 
 	if g.lateBases() {
 		f.Comment("global bases of this tile's output and log-sum-exp rows")
-		obase = g.rowAt("o", g.headAt("o", g.global("o"), bz, h, 2), qRow, 2)
+		ob, oh, oRow := bz, h, qRow
+		if g.st == 1 {
+			// the CTA's coordinates again: no register holds them across the loop
+			ob, oh, oRow = g.special("%ctaid.z"), g.special("%ctaid.y"), f.MulC(g.special("%ctaid.x"), int64(g.tileQ))
+		}
+		obase = g.rowAt("o", g.headAt("o", g.global("o"), ob, oh, 2), oRow, 2)
 		lbase = g.wide(g.global("lse"), rowIdx, 4)
 	}
 	g.finish(obase, lbase, qrow0, m, l, acc)

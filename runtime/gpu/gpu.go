@@ -33,7 +33,8 @@ type Kernel struct {
 	Name   string // entry point in PTX
 	PTX    string // the module, for cuModuleLoadData
 	// Params lists the kernel parameters in order: name, PTX type, meaning.
-	// The scalar ones are SeqQ, SeqK, HeadsQ, HeadsKV and scale*log2(e), and
+	// The scalar ones are SeqQ, SeqK, HeadsQ, HeadsKV and scale*log2(e), then
+	// the element strides of the tensors (StrideParam, Layout), and
 	// for the backward's kernels the scale itself. Kernels of masks with
 	// head parameters (mask.HeadParams) take one more device address,
 	// HeadParamsParam, after the mask's document or tree arrays. Kernels
@@ -43,6 +44,11 @@ type Kernel struct {
 	// DSinkRowsParam after dq, and the scalar SoftCapParam after the shape
 	// scalars when the cap is given at call time.
 	Params [][3]string
+
+	// HeadDim is the head dimension of q and k, HeadDimV that of v and
+	// the output (and dout); they differ for head_dim {qk, v}. They size
+	// a call's tensors and its default layout (BHSD).
+	HeadDim, HeadDimV int
 
 	TileQ     int // query rows per CTA
 	TileK     int // keys per CTA of a KindBwdDKV kernel
