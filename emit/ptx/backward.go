@@ -93,10 +93,12 @@ func GenerateBackward(p *gen.Plan, cfg Config) (*Backward, error) {
 				// with ptxas 11.8 and 12.4)
 				gm.tileQ = min(gm.tileQ, 32)
 			}
-		} else if gm.D >= 192 && len(p.Pred.Insts) > bigPred {
+		} else if gm.D >= 192 && len(p.Pred.Insts) > bigPred || gm.D >= 256 && p.Score.SoftCap {
 			// dq at D >= 192: a long predicate next to 96 or 128
 			// accumulators and the score tiles spilled (bigbird: 8 bytes,
-			// ptxas 11.8 and 12.4, with 32 keys at D = 256); half the
+			// ptxas 11.8 and 12.4, with 32 keys at D = 256); so did the
+			// soft-cap's tanh and its t kept for dS at D = 256 (gemma2:
+			// 4 bytes at 255 registers, ptxas 12.4 for sm_90); half the
 			// table's keys halve the score tiles
 			gm.tileK = tl.dqK / 2
 		}
