@@ -320,6 +320,7 @@ func (g *bwdK) segment(tile Operand) error {
 		g.qR0 = f.Sub(f.Add(g.c, f.MulC(f.Sub(nk, nq), st)), f.Sub(g.skAll, g.sqAll))
 		g.sq, g.sk = nq, nk
 	}
+	g.rowLens(g.bz)
 	g.off = f.Sub(g.sk, g.sq)
 	g.pitch = int64(g.st)
 	g.copyLanes()
@@ -356,7 +357,7 @@ func (g *bwdK) copyRowsOf(t string, act *Reg, dst, src, lim Operand, n int) {
 		r := f.Add(g.rb, I(int64(it*g.rowStep())))
 		valid := f.Setp("le", S32, r, lim)
 		size := f.Selp(U32, I(16), I(0), valid)
-		a := g.rowAt(t, src, f.Min(r, lim), 2*g.pitch)
+		a := g.rowAt(t, src, f.Min(r, g.rowsLim(lim)), 2*g.pitch)
 		g.cpAsyncG(act, Addr(sd.Reg, int64(it*g.rowStep()*g.RS)), Addr(a.Reg, 0), size)
 	}
 }

@@ -94,6 +94,11 @@ func (g *bwdK) kernelDKV() error {
 			qtlo, qthi = f.FloorDiv(lo, bq), f.FloorDiv(hi, bq)
 		}
 		g.qthi = f.reg(S32, qthi)
+		if g.lens {
+			// a key tile wholly past its batch row's keys visits no query tile
+			past := f.Setp("ge", S32, krow0, g.sk)
+			f.Emit(Inst{Op: OpMov, T: S32, Guard: &past, Dst: []Operand{g.qthi}, Src: []Operand{I(-1)}})
+		}
 		qtlo = f.reg(S32, qtlo)
 		if !perHead {
 			g.fragAddrs()
@@ -238,6 +243,12 @@ func (g *bwdK) kernelDKV() error {
 	for r := 0; r < 2; r++ {
 		kr := f.Add(f.Add(f.MulC(g.kwarp, 16), g.g4), I(int64(8*r)))
 		valid := f.Setp("le", S32, kr, klim)
+		var inK *Reg // keys of the tensor past the batch row's keys: 0
+		if g.lens {
+			in := valid
+			inK = &in
+			valid = f.Setp("lt", S32, f.Add(kRow, kr), g.skT)
+		}
 		ka := g.wide(g.rowAt("k", dkb, kr, 4*g.pitch), g.t4, 8)
 		va := g.wide(g.rowAt("v", dvb, kr, 4*g.pitch), g.t4, 8)
 		if g.cols > 1 {
@@ -247,10 +258,17 @@ func (g *bwdK) kernelDKV() error {
 			for x := 0; x < 2; x++ {
 				if n < Dc/8 {
 					kv := f.F(OpMulF, R(dkA[n][2*r+x]), g.scale)
+					if inK != nil {
+						kv = f.Selp(F32, kv, Fimm(0), *inK)
+					}
 					f.Emit(Inst{Op: OpSt, T: F32, Space: "global", Guard: &valid, Dst: []Operand{Addr(ka.Reg, int64(n*32+4*x))}, Src: []Operand{kv}})
 				}
 				if n < Dvc/8 {
-					f.Emit(Inst{Op: OpSt, T: F32, Space: "global", Guard: &valid, Dst: []Operand{Addr(va.Reg, int64(n*32+4*x))}, Src: []Operand{R(dvA[n][2*r+x])}})
+					vv := Operand(R(dvA[n][2*r+x]))
+					if inK != nil {
+						vv = f.Selp(F32, vv, Fimm(0), *inK)
+					}
+					f.Emit(Inst{Op: OpSt, T: F32, Space: "global", Guard: &valid, Dst: []Operand{Addr(va.Reg, int64(n*32+4*x))}, Src: []Operand{vv}})
 				}
 			}
 		}

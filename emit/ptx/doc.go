@@ -70,7 +70,8 @@
 //   - the parameter list (kernelParams): the kernel's tensors, the mask's
 //     run-time data (tree or document arrays, then head_params), the
 //     kernel's addresses after them (the backward's gradients, the sm_90a
-//     kernel's tensor maps), the shape scalars (seq_q, seq_k, heads_q,
+//     kernel's tensor maps), the per-row lengths of the identity layout's
+//     kernels (seq_lens_q, seq_lens_k), the shape scalars (seq_q, seq_k, heads_q,
 //     heads_kv, scale_log2), the tensors' element strides, the kernel's own scalars (the backward's
 //     scale, the persistent kernel's batch); each parameter is described
 //     once (params.go);
@@ -265,8 +266,27 @@
 // widened; the strides are loaded from their parameters where used, so
 // no register holds them across the tile loop. TestInterpStrides
 // (layout_test.go) runs padded BHSD, BSHD, a mix and packed QKV against
-// the contiguous call's bits. Not yet on the GPU: per-row lengths and
-// positions (runtime/cpu's SeqLensQ, SeqLensK, QPos, KPos). Query head h reads
+// the contiguous call's bits.
+//
+// Ragged batches: the kernels of the identity layout up to head_dim 128 (the sm_80 forward,
+// both backward kernels, the sm_90a forward) takes seq_lens_q and
+// seq_lens_k (gpu.SeqLensQParam: device addresses of [batch]s32, 0 for
+// none; Launch.SeqLensQ and SeqLensK, not among Args' addresses). After
+// the batch row is known (rowLens: per CTA, per work item on sm_90a) the
+// row's lengths, clamped to 0..seq_q and 0..seq_k, replace seq_q and seq_k
+// everywhere but the tensors' indexing and the stores' bounds (sqT, skT):
+// copies zero-fill past them (so no element past a row's keys or queries
+// is read on sm_80; the sm_90a kernel's tensor copies read them and the
+// key bound and the masked-value rule keep them out), the default
+// alignment is the row's (query r at position r + lenK - lenQ), a tile
+// past the row's queries (keys) visits no tile, and the tensors' rows past
+// a row's queries get out 0, lse -Inf, dq 0 (and a 0 dsink_rows term),
+// past its keys dk 0 and dv 0, as runtime/cpu writes them. Residue-layout
+// kernels and those of head_dim 192 and 256 (maxLensDim: ptxas spilled
+// with the lengths in registers) take no lengths: Launch.Args refuses them. TestInterpRagged
+// (ragged_test.go) requires each row's bits to be those of the row alone,
+// with NaN past every row's lengths. Not yet on the GPU: positions
+// (runtime/cpu's QPos, KPos; verify/gpurun refuses them). Query head h reads
 // key/value head h / (heads_q/heads_kv); seq_q <= seq_k, query row r is
 // position r + seq_k - seq_q. Plans with a residue layout run it
 // directly: CTA z = batch*stride + c runs residue class c, whose query and

@@ -50,7 +50,7 @@ func (g *bwdK) kernelDQ() error {
 		r := f.Op3(OpShr, U32, g.tid, I(1))
 		half := f.Op3(OpAnd, B32, g.tid, I(1))
 		valid := f.Setp("le", S32, r, lim)
-		rc := f.Min(r, lim)
+		rc := f.Min(r, g.rowsLim(lim))
 		Dv := g.Dv
 		col := f.MulC(half, int64(Dv)) // bytes: Dv/2 elements of 2 bytes
 		oa := g.wide(g.rowAt("o", ob, rc, 2*g.pitch), col, 1)
@@ -77,7 +77,13 @@ func (g *bwdK) kernelDQ() error {
 		if g.sinks {
 			lx := f.NewReg(F32)
 			f.Emit(Inst{Op: OpLd, T: F32, Space: "global", Dst: []Operand{R(lx)}, Src: []Operand{Addr(g.wide(lrow, rc, 4*g.pitch).Reg, 0)}})
-			g.sinkGrad(R(lx), tot, g.wide(srow, rc, 4*g.pitch), w)
+			sa := g.wide(srow, rc, 4*g.pitch)
+			g.sinkGrad(R(lx), tot, sa, w)
+			if g.lens {
+				// rows of the tensor past the batch row's queries: a 0 term
+				past := f.PAnd(f.PAnd(first, f.PNot(valid)), f.Setp("lt", S32, f.Add(qrow0, r), g.sqT))
+				f.Emit(Inst{Op: OpSt, T: F32, Space: "global", Guard: &past, Dst: []Operand{Addr(g.wide(srow, r, 4*g.pitch).Reg, 0)}, Src: []Operand{Fimm(0)}})
+			}
 		}
 	}
 
@@ -88,7 +94,7 @@ func (g *bwdK) kernelDQ() error {
 		rr := f.Add(f.Add(f.MulC(g.warp, 16), g.g4), I(int64(8*r)))
 		rows[r] = rr
 		valid := f.Setp("le", S32, rr, lim)
-		la := g.wide(lrow, f.Min(rr, lim), 4*g.pitch)
+		la := g.wide(lrow, f.Min(rr, g.rowsLim(lim)), 4*g.pitch)
 		x := f.NewReg(F32)
 		f.Emit(Inst{Op: OpLd, T: F32, Space: "global", Dst: []Operand{R(x)}, Src: []Operand{Addr(la.Reg, 0)}})
 		nl[r] = f.Selp(F32, f.F(OpMulF, R(x), Fimm(float32(-math.Log2E))), Fimm(0), valid)
@@ -222,10 +228,19 @@ func (g *bwdK) kernelDQ() error {
 	}
 	for r := 0; r < 2; r++ {
 		valid := f.Setp("le", S32, rows[r], lim)
+		var inQ *Reg // rows of the tensor past the batch row's queries: 0
+		if g.lens {
+			in := valid
+			inQ = &in
+			valid = f.Setp("lt", S32, f.Add(qrow0, rows[r]), g.sqT)
+		}
 		rb := g.wide(g.rowAt("q", dqb, rows[r], 4*g.pitch), g.t4, 8)
 		for n := range dq_ {
 			for x := 0; x < 2; x++ {
 				val := f.F(OpMulF, R(dq_[n][2*r+x]), g.scale)
+				if inQ != nil {
+					val = f.Selp(F32, val, Fimm(0), *inQ)
+				}
 				f.Emit(Inst{Op: OpSt, T: F32, Space: "global", Guard: &valid, Dst: []Operand{Addr(rb.Reg, int64(n*32+4*x))}, Src: []Operand{val}})
 			}
 		}

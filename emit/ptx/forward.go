@@ -76,6 +76,11 @@ type Launch struct {
 	// stride_* parameters), checked (gpu.CheckLayout); the sm_90a kernel's
 	// q, k and v strides go into its tensor maps (TensorMapsWith) instead.
 	Layout gpu.Layout
+	// SeqLensQ and SeqLensK are the device addresses of the call's
+	// per-batch-row lengths ([batch]s32; gpu.SeqLensQParam), 0 for none.
+	// Args passes them to a kernel that takes them and refuses non-zero
+	// ones for a kernel that does not (the residue layouts').
+	SeqLensQ, SeqLensK uint64
 	// HeadDim and HeadDimV are the kernel's head dimensions and Stride its
 	// residue stride (Geometry sets them), which resolve and check Layout.
 	HeadDim, HeadDimV, Stride int
@@ -148,20 +153,35 @@ func GenerateForward(p *gen.Plan, cfg Config) (*Forward, error) {
 // doc_end, for kernels of plans with head parameters head_params), then
 // the scalars (uint32 and float32) by name: seq_q, seq_k, heads_q,
 // heads_kv, scale_log2, the strides of l.Layout and, for the persistent
-// kernel, batch.
+// kernel, batch. The per-row lengths (seq_lens_q, seq_lens_k) are not
+// among ptrs: they come from l.SeqLensQ and l.SeqLensK.
 func (l Launch) Args(ptrs ...uint64) ([]any, error) {
-	want := 0
+	want, lens := 0, false
 	for _, p := range l.Params {
-		if p.T == U64 {
+		switch {
+		case isLensParam(p.Name):
+			lens = true
+		case p.T == U64:
 			want++
 		}
 	}
 	if len(ptrs) != want {
 		return nil, fmt.Errorf("ptx: the kernel takes %d device addresses, got %d", want, len(ptrs))
 	}
+	if !lens && (l.SeqLensQ != 0 || l.SeqLensK != 0) {
+		return nil, fmt.Errorf("ptx: the kernel (residue stride %d, head_dim %d) takes no per-row lengths (residue layouts and head_dim above %d do not): run each batch row as its own call", l.Stride, l.HeadDim, maxLensDim)
+	}
 	var args []any
-	for _, p := range ptrs {
-		args = append(args, p)
+	for _, p := range l.Params {
+		switch {
+		case p.Name == gpu.SeqLensQParam:
+			args = append(args, l.SeqLensQ)
+		case p.Name == gpu.SeqLensKParam:
+			args = append(args, l.SeqLensK)
+		case p.T == U64:
+			args = append(args, ptrs[0])
+			ptrs = ptrs[1:]
+		}
 	}
 	var strides map[string]uint32
 	for _, p := range l.Params {

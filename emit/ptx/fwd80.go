@@ -91,6 +91,7 @@ func (g *fwd80) kernel() error {
 		}
 		bz, qRow, kRow = b, r, c
 	}
+	g.rowLens(bz)
 	off := f.Sub(g.sk, g.sq)
 	pitch := int64(g.st)
 
@@ -117,7 +118,7 @@ func (g *fwd80) kernel() error {
 		r := f.Add(g.rb, I(int64(it*g.rowStep())))
 		valid := f.Setp("le", S32, r, lim)
 		size := f.Selp(U32, I(16), I(0), valid)
-		src := g.rowAt("q", qbaseCh, f.Min(r, lim), 2*pitch)
+		src := g.rowAt("q", qbaseCh, f.Min(r, g.rowsLim(lim)), 2*pitch)
 		g.cpAsync(Addr(sQ.Reg, int64(it*g.rowStep()*g.RS)), Addr(src.Reg, 0), size)
 	}
 	f.Emit(Inst{Op: OpCpCommit})

@@ -66,8 +66,14 @@ func hopSwizzle(d int) int {
 // without a producer, where thread 0 of the consumers issues the copies
 // (bigbird 252 registers, neighbourhood 238, no spills).
 func hopProducer(p *gen.Plan, d int) bool {
-	return d <= 64 || len(p.Hull.Insts)+len(p.Class.Insts) <= bigScan
+	n := len(p.Hull.Insts) + len(p.Class.Insts)
+	return n <= bigScan || d <= 64 && n <= bigScan64
 }
+
+// bigScan64 is bigScan at head_dim 64: with per-row lengths (two more
+// registers per item) bigbird's producer (631 instructions) spilled 4
+// bytes at its 80 registers (ptxas 12.4), so it has none either.
+const bigScan64 = 512
 
 // bigScan is the hull and class program length (IR instructions) above
 // which a head_dim 128 sm_90a kernel has no producer warpgroup
@@ -512,6 +518,7 @@ func (h *hop) item(w *workList, it Operand) (*item, error) {
 		}
 		bz, qRow, h.cls = b, r, c
 	}
+	h.rowLens(bz)
 	off := f.Sub(h.sk, h.sq)
 	h.pitch = st
 

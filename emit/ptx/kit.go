@@ -38,6 +38,7 @@ type geom struct {
 	tree     bool // the plan reads a tree (the tree arrays replace the document arrays)
 	hasHeads bool // the plan has head parameters (head_params)
 	sinks    bool // the kernel reads the learned sinks (the forwards' epilogue, the dq kernel's gradient)
+	lens     bool // the kernel takes per-row lengths (lensParams): the identity layout's, up to maxLensDim
 }
 
 // warps is the compute warps per CTA.
@@ -90,13 +91,19 @@ func planGeom(p *gen.Plan, t Target) (geom, error) {
 	if dv == 0 {
 		dv = p.HeadDim
 	}
-	g := geom{D: p.HeadDim, Dv: dv, elem: elem, st: st, tree: p.UsesTree(), hasHeads: len(p.HeadParams()) > 0}
+	g := geom{D: p.HeadDim, Dv: dv, elem: elem, st: st, tree: p.UsesTree(), hasHeads: len(p.HeadParams()) > 0, lens: st == 1 && p.HeadDim <= maxLensDim}
 	g.docs = p.Pred.UsesDocs() || p.Hull.UsesDocs() || p.Class.UsesDocs()
 	if g.docs && st > 1 {
 		return geom{}, fmt.Errorf("ptx: document masks with a residue layout are not supported")
 	}
 	return g, nil
 }
+
+// maxLensDim is the largest head dimension (qk) whose kernels take per-row
+// lengths: at 192 and 256 the row's lengths, held in registers across the
+// tile loop, made ptxas 11.8 and 12.4 spill (bigbird's and document's
+// forwards, causal's backward), so those kernels take none yet.
+const maxLensDim = 128
 
 // newKit is the toolkit for a kernel named name of plan p with geometry g.
 func newKit(p *gen.Plan, cfg Config, g geom, name string) *kit {
@@ -155,7 +162,8 @@ type kit struct {
 
 	// per-thread values
 	tid, lane, warp, g4, t4 Operand
-	sq, sk                  Operand
+	sq, sk                  Operand // the (class's) queries and keys of this CTA's batch row
+	sqT, skT                Operand // the (class's) query and key rows of the tensors: bounds of the stores
 	hq, hkv                 Operand // heads_q, heads_kv
 	ch16w                   Operand // b64 chunk offset of this thread's copies (copyLanes)
 	kbase, vbase            Operand // b64 global + ch*16
@@ -288,6 +296,8 @@ func (g *kit) readParams() {
 		switch {
 		case strings.HasPrefix(p.Name, "stride_"):
 			continue // loaded where used (strideOf)
+		case isLensParam(p.Name):
+			g.par[p.Name] = g.param(p.Name, U64) // 0 or a generic address (rowLens)
 		case p.T == U64 && strings.HasPrefix(p.Name, "tmap_"):
 			g.par[p.Name] = g.param(p.Name, U64)
 		case p.T == U64:
@@ -307,7 +317,45 @@ func (g *kit) readParams() {
 		g.headBase = g.par[headParamsName]
 	}
 	g.sq, g.sk, g.hq, g.hkv, g.scl = g.par["seq_q"], g.par["seq_k"], g.par["heads_q"], g.par["heads_kv"], g.par["scale_log2"]
+	g.sqT, g.skT = g.sq, g.sk
 	g.scoreConsts()
+}
+
+// rowLens sets g.sq and g.sk to batch row b's lengths when the kernel
+// takes them (geom.lens) and the call gives them (a non-zero address):
+// seq_lens_q[b] clamped to 0..seq_q and seq_lens_k[b] to 0..seq_k, so
+// that a wrong length never reads or writes past the tensors' rows.
+// g.sqT and g.skT keep the tensors' rows (the stores' bounds).
+func (g *kit) rowLens(b Operand) {
+	if !g.lens {
+		return
+	}
+	f := g.f
+	f.Comment("this batch row's queries and keys: seq_lens_q[b] and seq_lens_k[b] when given (clamped to the tensors' rows), else seq_q and seq_k")
+	load := func(name string, all Operand) Operand {
+		a := g.par[name]
+		has := f.Setp("ne", S64, a, I(0))
+		x := f.Mov(S32, all)
+		ga := f.NewReg(U64)
+		f.Emit(Inst{Op: OpCvtaGlob, Dst: []Operand{R(ga)}, Src: []Operand{a}})
+		off := f.NewReg(U64)
+		f.Emit(Inst{Op: OpMulWide, T: U32, Dst: []Operand{R(off)}, Src: []Operand{f.reg(U32, b), I(4)}})
+		addr := f.Op3(OpAdd, U64, R(ga), R(off))
+		f.Emit(Inst{Op: OpLd, T: S32, Space: "global", Guard: &has, Dst: []Operand{R(x)}, Src: []Operand{Addr(addr.Reg, 0)}})
+		return f.Min(f.Max(R(x), I(0)), all)
+	}
+	g.sq = load(gpu.SeqLensQParam, g.sqT)
+	g.sk = load(gpu.SeqLensKParam, g.skT)
+}
+
+// rowsLim is lim, the last valid row of a tile (possibly below 0 for a
+// tile past its batch row's lengths, geom.lens), clamped at 0 for the
+// clamped row addresses of loads and copies that lim also guards.
+func (g *kit) rowsLim(lim Operand) Operand {
+	if !g.lens {
+		return lim // every tile holds a row
+	}
+	return g.f.Max(lim, I(0))
 }
 
 // prologue emits what every kernel starts with: its parameters
@@ -545,6 +593,7 @@ func (g *kit) residueQueries(z, sqAll, skAll, qrow0 Operand, st int64) (c, b, qR
 		f.Place(exit)
 	}
 	g.sq, g.sk = nq, nk
+	g.sqT, g.skT = nq, nk
 	return c, b, f.Sub(f.Add(c, f.MulC(f.Add(first, qrow0), st)), offAll), nil
 }
 
@@ -567,6 +616,11 @@ func (g *kit) keyRange(qrow0, off Operand) (q0, q1, ktlo Operand, err error) {
 	// floored: an empty hull gives last < 0
 	ktlo = f.FloorDiv(lo, int64(g.tileK))
 	g.kthi = f.reg(S32, f.FloorDiv(hi, int64(g.tileK)))
+	if g.lens {
+		// a tile wholly past its row's queries visits no key tile
+		past := f.Setp("ge", S32, qrow0, g.sq)
+		f.Emit(Inst{Op: OpMov, T: S32, Guard: &past, Dst: []Operand{g.kthi}, Src: []Operand{I(-1)}})
+	}
 	return q0, q1, ktlo, nil
 }
 

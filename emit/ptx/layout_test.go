@@ -126,8 +126,9 @@ type stridedOut struct {
 // out at lc's strides (lc nil: the default layout, through a zero
 // Layout), every element outside the rows NaN, the outputs NaN before the
 // launch. It checks that the kernels write no element outside the rows of
-// the strided outputs and returns the outputs gathered.
-func runStrided(t *testing.T, p *gen.Plan, cfg Config, s shape, lc *layoutCall, q, k, v, dout []uint16, bwd bool) stridedOut {
+// the strided outputs and returns the outputs gathered. lens, when not
+// nil, are the call's per-row lengths (seq_lens_q, seq_lens_k: [2][batch]).
+func runStrided(t *testing.T, p *gen.Plan, cfg Config, s shape, lc *layoutCall, q, k, v, dout []uint16, bwd bool, lens ...[]int32) stridedOut {
 	t.Helper()
 	fk, fmod := generated(t, p, cfg)
 	d, dv := p.HeadDim, fk.HeadDimV
@@ -199,6 +200,22 @@ func runStrided(t *testing.T, p *gen.Plan, cfg Config, s shape, lc *layoutCall, 
 		t.Fatal(err)
 	}
 	fl.Layout = call
+	var lensQ, lensK uint64
+	if lens != nil {
+		put := func(x []int32) uint64 {
+			a := sd.alloc(4 * len(x))
+			w := make([]uint32, len(x))
+			for i, v := range x {
+				w[i] = uint32(v)
+			}
+			if err := sd.dev.WriteU32(a, w); err != nil {
+				t.Fatal(err)
+			}
+			return a
+		}
+		lensQ, lensK = put(lens[0]), put(lens[1])
+	}
+	fl.SeqLensQ, fl.SeqLensK = lensQ, lensK
 	ptrs := []uint64{qa, ka, va, oa, la}
 	if fk.Target.Accel {
 		ptrs = append(ptrs[3:], tensorMapsWith(t, sd.dev, fk, s, qa, ka, va, call)...)
@@ -254,6 +271,7 @@ func runStrided(t *testing.T, p *gen.Plan, cfg Config, s shape, lc *layoutCall, 
 		t.Fatal(err)
 	}
 	bl.DQ.Layout, bl.DKV.Layout = call, call
+	bl.DQ.SeqLensQ, bl.DQ.SeqLensK, bl.DKV.SeqLensQ, bl.DKV.SeqLensK = lensQ, lensK, lensQ, lensK
 	args, err = bl.Args(bl.DQ, qa, ka, va, oa, doa, la, dea, dqa)
 	if err != nil {
 		t.Fatal(err)

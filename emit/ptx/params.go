@@ -56,6 +56,18 @@ var treeParams = []Param{
 	{Name: "tree_info", T: U64, Doc: "s32[3]: the leading chain's length, the least tree_lo past it, its largest chain ancestor past it"},
 }
 
+// lensParams are the per-row lengths of the kernels of the identity
+// layout (geom.lens): device addresses, 0 for none (gpu.SeqLensQParam).
+// Launch.Args passes them from Launch.SeqLensQ and SeqLensK, not from its
+// list of addresses.
+var lensParams = []Param{
+	{Name: gpu.SeqLensQParam, T: U64, Doc: "queries of each batch row [batch], s32, clamped to 0..seq_q (0: none, every row has seq_q)"},
+	{Name: gpu.SeqLensKParam, T: U64, Doc: "keys of each batch row [batch], s32, clamped to 0..seq_k (0: none, every row has seq_k)"},
+}
+
+// isLensParam reports whether parameter name is one of lensParams.
+func isLensParam(name string) bool { return name == gpu.SeqLensQParam || name == gpu.SeqLensKParam }
+
 // shapeParams are the scalars every kernel takes.
 var shapeParams = []Param{
 	{Name: "seq_q", T: U32, Doc: "query rows (<= seq_k); row r is position r + seq_k - seq_q"},
@@ -107,7 +119,8 @@ func strideParams(ts []string) []Param {
 //     learned sinks in the kernels that read them (geom.sinks);
 //  3. after: the kernel's own addresses that follow (the backward's
 //     gradients, dq (and dsink_rows with learned sinks) or dk and dv; the
-//     sm_90a kernel's tensor maps);
+//     sm_90a kernel's tensor maps), then, in the identity layout, the
+//     per-row lengths seq_lens_q and seq_lens_k (lensParams);
 //  4. the shape scalars (shapeParams), then the layout: the element
 //     strides (batch, head, pos) of each tensor of strides (strideParams:
 //     q, k, v, o; the sm_90a kernel's o alone), then soft_cap when the
@@ -141,6 +154,9 @@ func (g *kit) kernelParams(tensors, after, scalars []Param, strides []string) []
 		ps = append(ps, parSinks)
 	}
 	ps = append(ps, after...)
+	if g.lens {
+		ps = append(ps, lensParams...)
+	}
 	ps = append(ps, shapeParams...)
 	ps = append(ps, strideParams(strides)...)
 	if sc.SoftCap && sc.Cap == 0 {

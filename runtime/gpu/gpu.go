@@ -92,6 +92,17 @@ const HeadParamsParam = "head_params"
 //     sink[h] is the sum of head h's rows over the batch, which the
 //     caller forms in a fixed order (DSink), so that it is deterministic.
 const (
+	// SeqLensQParam and SeqLensKParam are the per-batch-row lengths a
+	// kernel of the identity layout takes: device addresses of [batch]s32
+	// arrays, row b having seq_lens_q[b] queries and seq_lens_k[b] keys
+	// (clamped to 0..seq_q and 0..seq_k), or 0 for none (every row has
+	// seq_q and seq_k). A row's outputs past its queries are written 0
+	// (lse -Inf, dq 0), its dk and dv past its keys 0; keys past a row's
+	// length and queries past its queries are never read. Residue-layout
+	// kernels and those of head_dim above 128 take neither.
+	SeqLensQParam = "seq_lens_q"
+	SeqLensKParam = "seq_lens_k"
+
 	SoftCapParam   = "soft_cap"
 	SlopesParam    = "alibi_slopes"
 	SinksParam     = "sinks"

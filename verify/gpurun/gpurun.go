@@ -97,6 +97,40 @@ type call struct {
 	wantsLSE bool
 }
 
+// uploadLens writes a shape's per-row lengths (verify.Shape.SeqLensQ,
+// SeqLensK) to the device for the kernels' seq_lens_q and seq_lens_k (0:
+// none). Positions (QPos, KPos) the kernels do not take: refused.
+func uploadLens(b backend, s verify.Shape) (q, k uint64, err error) {
+	if s.QPos != nil || s.KPos != nil {
+		return 0, 0, fmt.Errorf("gpurun: the GPU kernels take no positions (verify.Shape.QPos, KPos): run the call with the default alignment")
+	}
+	put := func(what string, x []int32, n int) (uint64, error) {
+		if x == nil {
+			return 0, nil
+		}
+		if len(x) != s.Batch {
+			return 0, fmt.Errorf("gpurun: %s has %d entries, want batch = %d", what, len(x), s.Batch)
+		}
+		w := make([]uint32, len(x))
+		for i, v := range x {
+			if v < 0 || int(v) > n {
+				return 0, fmt.Errorf("gpurun: %s[%d] = %d, want 0 to %d", what, i, v, n)
+			}
+			w[i] = uint32(v)
+		}
+		a, err := b.alloc(4 * len(w))
+		if err != nil {
+			return 0, err
+		}
+		return a, b.writeU32(a, w)
+	}
+	if q, err = put("SeqLensQ", s.SeqLensQ, s.SeqQ); err != nil {
+		return 0, 0, err
+	}
+	k, err = put("SeqLensK", s.SeqLensK, s.SeqK)
+	return q, k, err
+}
+
 // prepare checks the shape, writes q, k and v (rounded to the element
 // type) and the document arrays to the device and allocates out and lse.
 func (k *Kernel) prepare(out, lse, q, kk, v []float32, ids []int32, s verify.Shape) (call, error) {
@@ -148,6 +182,9 @@ func (k *Kernel) prepare(out, lse, q, kk, v []float32, ids []int32, s verify.Sha
 		return call{}, err
 	}
 	l.SoftCap = softCap
+	if l.SeqLensQ, l.SeqLensK, err = uploadLens(k.b, s); err != nil {
+		return call{}, err
+	}
 	ptrs = append(ptrs, data...)
 	if k.F.Target.Accel {
 		// the sm_90a kernel takes out, lse, the mask data, then the
