@@ -94,8 +94,8 @@ type mockLaunch struct {
 	Block   [3]uint32
 	Shared  uint32
 	NParams uint32
-	Sizes   [16]uint32
-	Values  [16]uint64
+	Sizes   [64]uint32
+	Values  [64]uint64
 }
 
 // mockAPI is the mock-only functions of mock_cuda.c, called through purego.
@@ -829,7 +829,7 @@ func TestThreading(t *testing.T) {
 }
 
 func TestMockLayout(t *testing.T) {
-	if s := unsafe.Sizeof(mockLaunch{}); s != 240 {
-		t.Fatalf("mockLaunch is %d bytes, mock_cuda.c's struct is 240", s)
+	if s := unsafe.Sizeof(mockLaunch{}); s != 816 {
+		t.Fatalf("mockLaunch is %d bytes, mock_cuda.c's struct is 816", s)
 	}
 }

@@ -87,7 +87,7 @@ var GPUKernels = []gpu.Kernel{
 		if k.TileK != 0 {
 			tileK = fmt.Sprintf(" TileK: %d,", k.TileK)
 		}
-		fmt.Fprintf(&b, "\t\t},\n\t\tTileQ: %d,%s Threads: %d, DynShared: %d, Stride: %d", k.TileQ, tileK, k.Threads, k.DynShared, max(k.Stride, 1))
+		fmt.Fprintf(&b, "\t\t},\n\t\tHeadDim: %d, HeadDimV: %d,\n\t\tTileQ: %d,%s Threads: %d, DynShared: %d, Stride: %d", k.HeadDim, k.HeadDimV, k.TileQ, tileK, k.Threads, k.DynShared, max(k.Stride, 1))
 		if len(k.TensorMaps) > 0 {
 			b.WriteString(",\n\t\tTensorMaps: []gpu.TensorMapLayout{\n")
 			for _, m := range k.TensorMaps {

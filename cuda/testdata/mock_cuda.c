@@ -65,7 +65,7 @@ enum {
 #define MOCK_NUM_REGS 40
 #define MOCK_LOCAL_BYTES 8
 #define MOCK_ELAPSED_MS 1.5f
-#define MAX_PARAMS 16
+#define MAX_PARAMS 64
 
 /* ---- state ---- */
 
@@ -87,7 +87,7 @@ struct mock_launch {
 	uint32_t sizes[MAX_PARAMS];
 	uint64_t values[MAX_PARAMS];
 };
-_Static_assert(sizeof(struct mock_launch) == 240, "Go mirrors this layout");
+_Static_assert(sizeof(struct mock_launch) == 816, "Go mirrors this layout");
 
 static struct mock_launch g_last;
 static int g_launches;

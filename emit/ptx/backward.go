@@ -93,10 +93,12 @@ func GenerateBackward(p *gen.Plan, cfg Config) (*Backward, error) {
 				// with ptxas 11.8 and 12.4)
 				gm.tileQ = min(gm.tileQ, 32)
 			}
-		} else if gm.D >= 192 && len(p.Pred.Insts) > bigPred {
+		} else if gm.D >= 192 && len(p.Pred.Insts) > bigPred || gm.D >= 256 && p.Score.SoftCap {
 			// dq at D >= 192: a long predicate next to 96 or 128
 			// accumulators and the score tiles spilled (bigbird: 8 bytes,
-			// ptxas 11.8 and 12.4, with 32 keys at D = 256); half the
+			// ptxas 11.8 and 12.4, with 32 keys at D = 256); so did the
+			// soft-cap's tanh and its t kept for dS at D = 256 (gemma2:
+			// 4 bytes at 255 registers, ptxas 12.4 for sm_90); half the
 			// table's keys halve the score tiles
 			gm.tileK = tl.dqK / 2
 		}
@@ -108,13 +110,13 @@ func GenerateBackward(p *gen.Plan, cfg Config) (*Backward, error) {
 			bk.cols = tl.dkvCols
 		}
 		if dkv {
-			g.f.Params = g.kernelParams([]Param{parQ, parK, parV, parDO, parFLSE, parDlt}, []Param{parDK, parDV}, []Param{parScl})
+			g.f.Params = g.kernelParams([]Param{parQ, parK, parV, parDO, parFLSE, parDlt}, []Param{parDK, parDV}, []Param{parScl}, stridesFwd)
 		} else {
 			after := []Param{parDQ}
 			if gm.sinks {
 				after = append(after, parDSink)
 			}
-			g.f.Params = g.kernelParams([]Param{parQ, parK, parV, parFwdO, parDO, parFLSE, parDlt}, after, []Param{parScl})
+			g.f.Params = g.kernelParams([]Param{parQ, parK, parV, parFwdO, parDO, parFLSE, parDlt}, after, []Param{parScl}, stridesFwd)
 		}
 		g.f.ReqNTID = g.threads
 		// one CTA per SM is all the register budget must allow: ptxas
@@ -156,6 +158,7 @@ func (b *Backward) Kernels() [2]gpu.Kernel {
 	tl := tilesOf(b.HeadDim)
 	mk := func(kind, name string, params []Param, dyn, tileK, threads int) gpu.Kernel {
 		k := gpu.Kernel{Target: b.Target.Arch(), Elem: b.Target.Elem, Kind: kind, Name: name, PTX: b.PTX,
+			HeadDim: b.HeadDim, HeadDimV: orDim(b.HeadDimV, b.HeadDim),
 			TileQ: TileQ, TileK: tileK, Threads: threads, DynShared: dyn, Stride: max(b.Stride, 1)}
 		for _, p := range params {
 			k.Params = append(k.Params, [3]string{p.Name, p.T.String(), p.Doc})
@@ -193,7 +196,7 @@ func (b *Backward) Geometry(batch, headsQ, headsKV, seqQ, seqK int, scale float6
 		}
 		x := Launch{Grid: grid, Block: block, DynShared: dyn, Params: params,
 			SeqQ: uint32(seqQ), SeqK: uint32(seqK), HeadsQ: uint32(headsQ), HeadsKV: uint32(headsKV),
-			ScaleLog2: float32(scale * math.Log2E)}
+			ScaleLog2: float32(scale * math.Log2E), HeadDim: b.HeadDim, HeadDimV: orDim(b.HeadDimV, b.HeadDim), Stride: max(k.Stride, 1)}
 		if n == 0 {
 			l.DQ = x
 		} else {
@@ -317,6 +320,7 @@ func (g *bwdK) segment(tile Operand) error {
 		g.qR0 = f.Sub(f.Add(g.c, f.MulC(f.Sub(nk, nq), st)), f.Sub(g.skAll, g.sqAll))
 		g.sq, g.sk = nq, nk
 	}
+	g.rowLens(g.bz)
 	g.off = f.Sub(g.sk, g.sq)
 	g.pitch = int64(g.st)
 	g.copyLanes()
@@ -325,36 +329,35 @@ func (g *bwdK) segment(tile Operand) error {
 	return nil
 }
 
-// rowsBase is the b64 address of row 0 of a [batch][heads][seqAll][D]
-// elem tensor's head h at tensor row row0, plus this thread's chunk.
-func (g *bwdK) rowsBase(base, heads, h, seqAll, row0 Operand, esize int64) Operand {
-	return g.rowsBaseOf(g.D, base, heads, h, seqAll, row0, esize)
-}
-
-// rowsBaseOf is rowsBase for rows of d elements (Dv: v, the output, dout).
-func (g *bwdK) rowsBaseOf(d int, base, heads, h, seqAll, row0 Operand, esize int64) Operand {
-	f := g.f
-	idx := f.Add(f.Op3(OpMulLo, S32, f.Add(f.Op3(OpMulLo, S32, g.bz, heads), h), seqAll), row0)
-	return g.wide(base, idx, esize*int64(d))
+// rowsBase is the b64 address of tensor row row0 of head h of the CTA's
+// batch element in a tensor at base whose strides are tensor t's
+// (strideParams: q for q and dq, o for the output and dout, k for k and
+// dk, v for v and dv), elements of esize bytes.
+func (g *bwdK) rowsBase(t string, base, h, row0 Operand, esize int64) Operand {
+	return g.rowAt(t, g.headAt(t, base, g.bz, h, esize), row0, esize)
 }
 
 // copyRows issues cp.async copies of rows [0, n) of a tile into shared
 // memory at dst (row pitch RS) from src (the tile's row 0 plus this
-// thread's chunk; rows pitch*2D bytes apart), zero-filling rows past lim
-// (lim >= 0 is the last valid row).
-func (g *bwdK) copyRows(dst, src, lim Operand, n int) { g.copyRowsOf(g.D, g.act, dst, src, lim, n) }
+// thread's chunk; rows pitch times tensor t's pos stride apart),
+// zero-filling rows past lim (lim >= 0 is the last valid row).
+func (g *bwdK) copyRows(t string, dst, src, lim Operand, n int) {
+	g.copyRowsOf(t, g.act, dst, src, lim, n)
+}
 
 // copyRowsV is copyRows for value-shaped rows (Dv elements: v, dout).
-func (g *bwdK) copyRowsV(dst, src, lim Operand, n int) { g.copyRowsOf(g.Dv, g.vact, dst, src, lim, n) }
+func (g *bwdK) copyRowsV(t string, dst, src, lim Operand, n int) {
+	g.copyRowsOf(t, g.vact, dst, src, lim, n)
+}
 
-func (g *bwdK) copyRowsOf(d int, act *Reg, dst, src, lim Operand, n int) {
+func (g *bwdK) copyRowsOf(t string, act *Reg, dst, src, lim Operand, n int) {
 	f := g.f
 	sd := f.Add(dst, g.copyS)
 	for it := 0; it < n/g.rowStep(); it++ {
 		r := f.Add(g.rb, I(int64(it*g.rowStep())))
 		valid := f.Setp("le", S32, r, lim)
 		size := f.Selp(U32, I(16), I(0), valid)
-		a := g.wide(src, f.Min(r, lim), g.pitch*int64(2*d))
+		a := g.rowAt(t, src, f.Min(r, g.rowsLim(lim)), 2*g.pitch)
 		g.cpAsyncG(act, Addr(sd.Reg, int64(it*g.rowStep()*g.RS)), Addr(a.Reg, 0), size)
 	}
 }

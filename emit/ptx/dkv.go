@@ -47,16 +47,23 @@ func (g *bwdK) kernelDKV() error {
 		return a
 	}
 	krow0 := f.MulC(kt, TileK)
-	kIdx := f.Add(f.Op3(OpMulLo, S32, f.Add(f.Op3(OpMulLo, S32, g.bz, g.hkv), kvh), g.skAll), f.Add(g.c, f.MulC(krow0, g.pitch)))
-	kb := g.wide(k, kIdx, int64(2*D))
-	vb := g.wide(v, kIdx, int64(2*g.Dv))
-	dkb := g.wide(dk, kIdx, int64(4*D))
-	dvb := g.wide(dv, kIdx, int64(4*g.Dv))
+	kRow := f.Add(g.c, f.MulC(krow0, g.pitch)) // the tile's first key: a tensor row of the head
+	kb := g.rowsBase("k", k, kvh, kRow, 2)
+	vb := g.rowsBase("v", v, kvh, kRow, 2)
+	// the gradients' bases: here, or for the identity layout after the
+	// loop from the CTA's coordinates (no register holds them across it)
+	gradBases := func() (Operand, Operand) {
+		return g.rowsBase("k", dk, kvh, kRow, 4), g.rowsBase("v", dv, kvh, kRow, 4)
+	}
+	var dkb, dvb Operand
+	if g.st > 1 {
+		dkb, dvb = gradBases()
+	}
 
 	f.Comment("K and V tiles: cp.async, keys past seq_k zero-filled")
 	klim := f.Sub(f.Sub(g.sk, I(1)), krow0)
-	g.copyRows(g.smem, f.Op3(OpAdd, U64, kb, g.ch16w), klim, TileK)
-	g.copyRowsV(f.Add(g.smem, I(int64(g.tileBytes()))), f.Op3(OpAdd, U64, vb, g.ch16w), klim, TileK)
+	g.copyRows("k", g.smem, f.Op3(OpAdd, U64, kb, g.ch16w), klim, TileK)
+	g.copyRowsV("v", f.Add(g.smem, I(int64(g.tileBytes()))), f.Op3(OpAdd, U64, vb, g.ch16w), klim, TileK)
 	f.Emit(Inst{Op: OpCpCommit})
 
 	dkA, dvA := zeros(f, Dc/8), zeros(f, Dvc/8)
@@ -87,6 +94,11 @@ func (g *bwdK) kernelDKV() error {
 			qtlo, qthi = f.FloorDiv(lo, bq), f.FloorDiv(hi, bq)
 		}
 		g.qthi = f.reg(S32, qthi)
+		if g.lens {
+			// a key tile wholly past its batch row's keys visits no query tile
+			past := f.Setp("ge", S32, krow0, g.sk)
+			f.Emit(Inst{Op: OpMov, T: S32, Guard: &past, Dst: []Operand{g.qthi}, Src: []Operand{I(-1)}})
+		}
 		qtlo = f.reg(S32, qtlo)
 		if !perHead {
 			g.fragAddrs()
@@ -117,8 +129,8 @@ func (g *bwdK) kernelDKV() error {
 			return err
 		}
 	}
-	qb := f.Op3(OpAdd, U64, g.rowsBase(q, g.hq, h, g.sqAll, g.qR0, 2), g.ch16w)
-	db := f.Op3(OpAdd, U64, g.rowsBaseOf(g.Dv, dout, g.hq, h, g.sqAll, g.qR0, 2), g.ch16w)
+	qb := f.Op3(OpAdd, U64, g.rowsBase("q", q, h, g.qR0, 2), g.ch16w)
+	db := f.Op3(OpAdd, U64, g.rowsBase("o", dout, h, g.qR0, 2), g.ch16w)
 	lb := g.lseRows(lse, h, g.qR0)
 	deb := g.lseRows(delta, h, g.qR0)
 	ld := &qLoader{g: g, qb: qb, db: db, lb: lb, deb: deb}
@@ -222,11 +234,23 @@ func (g *bwdK) kernelDKV() error {
 	f.Place(done)
 
 	f.Comment("epilogue: dk = scale * acc, dv = acc, f32, keys past seq_k not stored")
+	if g.st == 1 {
+		dk, dv = g.global("dk"), g.global("dv")
+		kvh, kRow = g.special("%ctaid.y"), f.MulC(g.special("%ctaid.x"), TileK)
+		g.bz = g.special("%ctaid.z")
+		dkb, dvb = gradBases()
+	}
 	for r := 0; r < 2; r++ {
 		kr := f.Add(f.Add(f.MulC(g.kwarp, 16), g.g4), I(int64(8*r)))
 		valid := f.Setp("le", S32, kr, klim)
-		ka := g.wide(g.wide(dkb, kr, g.pitch*int64(4*D)), g.t4, 8)
-		va := g.wide(g.wide(dvb, kr, g.pitch*int64(4*g.Dv)), g.t4, 8)
+		var inK *Reg // keys of the tensor past the batch row's keys: 0
+		if g.lens {
+			in := valid
+			inK = &in
+			valid = f.Setp("lt", S32, f.Add(kRow, kr), g.skT)
+		}
+		ka := g.wide(g.rowAt("k", dkb, kr, 4*g.pitch), g.t4, 8)
+		va := g.wide(g.rowAt("v", dvb, kr, 4*g.pitch), g.t4, 8)
 		if g.cols > 1 {
 			ka, va = g.wide(ka, colG, 1), g.wide(va, colGV, 1)
 		}
@@ -234,10 +258,17 @@ func (g *bwdK) kernelDKV() error {
 			for x := 0; x < 2; x++ {
 				if n < Dc/8 {
 					kv := f.F(OpMulF, R(dkA[n][2*r+x]), g.scale)
+					if inK != nil {
+						kv = f.Selp(F32, kv, Fimm(0), *inK)
+					}
 					f.Emit(Inst{Op: OpSt, T: F32, Space: "global", Guard: &valid, Dst: []Operand{Addr(ka.Reg, int64(n*32+4*x))}, Src: []Operand{kv}})
 				}
 				if n < Dvc/8 {
-					f.Emit(Inst{Op: OpSt, T: F32, Space: "global", Guard: &valid, Dst: []Operand{Addr(va.Reg, int64(n*32+4*x))}, Src: []Operand{R(dvA[n][2*r+x])}})
+					vv := Operand(R(dvA[n][2*r+x]))
+					if inK != nil {
+						vv = f.Selp(F32, vv, Fimm(0), *inK)
+					}
+					f.Emit(Inst{Op: OpSt, T: F32, Space: "global", Guard: &valid, Dst: []Operand{Addr(va.Reg, int64(n*32+4*x))}, Src: []Operand{vv}})
 				}
 			}
 		}
@@ -273,9 +304,8 @@ func (l *qLoader) load(qt, buf Operand) {
 	r0 := f.MulC(qt, bq)
 	lim := f.Sub(f.Sub(g.sq, I(1)), r0)
 	sb := g.bufBase(buf)
-	src := func(base Operand, d int) Operand { return g.wide(base, r0, g.pitch*int64(2*d)) }
-	g.copyRows(sb, src(l.qb, g.D), lim, g.tileQ)
-	g.copyRowsV(f.Add(sb, I(int64(g.bufBytes()))), src(l.db, g.Dv), lim, g.tileQ)
+	g.copyRows("q", sb, g.rowAt("q", l.qb, r0, 2*g.pitch), lim, g.tileQ)
+	g.copyRowsV("o", f.Add(sb, I(int64(g.bufBytes()))), g.rowAt("o", l.db, r0, 2*g.pitch), lim, g.tileQ)
 	f.Comment(fmt.Sprintf("the rows' -lse*log2(e) (threads 0-%d) and delta (%d-%d)", bq-1, bq, 2*bq-1))
 	r := f.Op3(OpAnd, B32, g.tid, I(bq-1))
 	isDelta := f.Setp("ge", U32, g.tid, I(bq))

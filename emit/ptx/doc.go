@@ -70,8 +70,9 @@
 //   - the parameter list (kernelParams): the kernel's tensors, the mask's
 //     run-time data (tree or document arrays, then head_params), the
 //     kernel's addresses after them (the backward's gradients, the sm_90a
-//     kernel's tensor maps), the shape scalars (seq_q, seq_k, heads_q,
-//     heads_kv, scale_log2), the kernel's own scalars (the backward's
+//     kernel's tensor maps), the per-row lengths of the identity layout's
+//     kernels (seq_lens_q, seq_lens_k), the shape scalars (seq_q, seq_k, heads_q,
+//     heads_kv, scale_log2), the tensors' element strides, the kernel's own scalars (the backward's
 //     scale, the persistent kernel's batch); each parameter is described
 //     once (params.go);
 //   - the prologue (prologue): the parameters read in list order, the
@@ -250,7 +251,42 @@
 // epilogue writes O/l and lse = (m + log2 l) ln 2, or 0 and -Inf for rows
 // without keys.
 //
-// Shapes: tensors are [batch][heads][seq][D] row-major; query head h reads
+// Shapes: a tensor's rows of D (or Dv) contiguous elements lie at the
+// element strides (batch, head, pos) the kernel takes for it
+// (strideParams, u32 stride_<t>_<axis> after the shape scalars;
+// gpu.Layout, default gpu.BHSD, [batch][heads][seq][D] row-major): the
+// sm_80 forward and both backward kernels take those of q, k, v and o
+// (dout and the forward's o take o's, dq, dk and dv, f32, those of q, k
+// and v; lse, delta and dsink_rows stay contiguous [batch][heads_q][seq_q]),
+// the sm_90a forward o's, its q, k and v strides being its tensor maps'
+// (TensorMapsWith: rows at one pitch, a multiple of 16 bytes, so BHSD
+// with padded rows; BSHD and packed QKV are refused there). A row's
+// address is the (b, h) base, a 64-bit product of the batch and head
+// strides, plus a 32-bit row x pitch x element size times the pos stride,
+// widened; the strides are loaded from their parameters where used, so
+// no register holds them across the tile loop. TestInterpStrides
+// (layout_test.go) runs padded BHSD, BSHD, a mix and packed QKV against
+// the contiguous call's bits.
+//
+// Ragged batches: the kernels of the identity layout up to head_dim 128 (the sm_80 forward,
+// both backward kernels, the sm_90a forward) takes seq_lens_q and
+// seq_lens_k (gpu.SeqLensQParam: device addresses of [batch]s32, 0 for
+// none; Launch.SeqLensQ and SeqLensK, not among Args' addresses). After
+// the batch row is known (rowLens: per CTA, per work item on sm_90a) the
+// row's lengths, clamped to 0..seq_q and 0..seq_k, replace seq_q and seq_k
+// everywhere but the tensors' indexing and the stores' bounds (sqT, skT):
+// copies zero-fill past them (so no element past a row's keys or queries
+// is read on sm_80; the sm_90a kernel's tensor copies read them and the
+// key bound and the masked-value rule keep them out), the default
+// alignment is the row's (query r at position r + lenK - lenQ), a tile
+// past the row's queries (keys) visits no tile, and the tensors' rows past
+// a row's queries get out 0, lse -Inf, dq 0 (and a 0 dsink_rows term),
+// past its keys dk 0 and dv 0, as runtime/cpu writes them. Residue-layout
+// kernels and those of head_dim 192 and 256 (maxLensDim: ptxas spilled
+// with the lengths in registers) take no lengths: Launch.Args refuses them. TestInterpRagged
+// (ragged_test.go) requires each row's bits to be those of the row alone,
+// with NaN past every row's lengths. Not yet on the GPU: positions
+// (runtime/cpu's QPos, KPos; verify/gpurun refuses them). Query head h reads
 // key/value head h / (heads_q/heads_kv); seq_q <= seq_k, query row r is
 // position r + seq_k - seq_q. Plans with a residue layout run it
 // directly: CTA z = batch*stride + c runs residue class c, whose query and

@@ -21,9 +21,9 @@ func (g *bwdK) kernelDQ() error {
 	kvh := f.Op3(OpDiv, U32, h, f.Op3(OpDiv, U32, g.hq, g.hkv))
 	qrow0 := f.MulC(qt, TileQ)
 	row0 := f.Add(g.qR0, f.MulC(qrow0, g.pitch))
-	qb := g.rowsBase(q, g.hq, h, g.sqAll, row0, 2)
-	ob := g.rowsBaseOf(g.Dv, o, g.hq, h, g.sqAll, row0, 2)
-	db := g.rowsBaseOf(g.Dv, dout, g.hq, h, g.sqAll, row0, 2)
+	qb := g.rowsBase("q", q, h, row0, 2)
+	ob := g.rowsBase("o", o, h, row0, 2)
+	db := g.rowsBase("o", dout, h, row0, 2)
 	lrow := g.lseRows(lse, h, row0)
 	drow := g.lseRows(delta, h, row0)
 	var srow Operand
@@ -32,17 +32,16 @@ func (g *bwdK) kernelDQ() error {
 	}
 	var dqb Operand
 	if !g.lateBases() {
-		dqb = g.rowsBase(dq, g.hq, h, g.sqAll, row0, 4)
+		dqb = g.rowsBase("q", dq, h, row0, 4)
 	}
-	kvIdx := f.Add(f.Op3(OpMulLo, S32, f.Add(f.Op3(OpMulLo, S32, g.bz, g.hkv), kvh), g.skAll), g.c)
-	g.kbase = f.Op3(OpAdd, U64, g.wide(k, kvIdx, int64(2*D)), g.ch16w)
-	g.vbase = f.Op3(OpAdd, U64, g.wide(v, kvIdx, int64(2*g.Dv)), g.ch16w)
+	g.kbase = f.Op3(OpAdd, U64, g.rowsBase("k", k, kvh, g.c, 2), g.ch16w)
+	g.vbase = f.Op3(OpAdd, U64, g.rowsBase("v", v, kvh, g.c, 2), g.ch16w)
 
 	f.Comment("Q and dO tiles: cp.async, rows past seq_q zero-filled")
 	lim := f.Sub(f.Sub(g.sq, I(1)), qrow0)
-	g.copyRows(g.smem, f.Op3(OpAdd, U64, qb, g.ch16w), lim, TileQ)
+	g.copyRows("q", g.smem, f.Op3(OpAdd, U64, qb, g.ch16w), lim, TileQ)
 	sDO := f.Add(g.smem, I(int64(g.tileBytes())))
-	g.copyRowsV(sDO, f.Op3(OpAdd, U64, db, g.ch16w), lim, TileQ)
+	g.copyRowsV("o", sDO, f.Op3(OpAdd, U64, db, g.ch16w), lim, TileQ)
 	f.Emit(Inst{Op: OpCpCommit})
 
 	f.Comment("delta = rowsum(dout * out): two threads per row, D/2 columns each, f32")
@@ -51,11 +50,11 @@ func (g *bwdK) kernelDQ() error {
 		r := f.Op3(OpShr, U32, g.tid, I(1))
 		half := f.Op3(OpAnd, B32, g.tid, I(1))
 		valid := f.Setp("le", S32, r, lim)
-		rc := f.Min(r, lim)
+		rc := f.Min(r, g.rowsLim(lim))
 		Dv := g.Dv
 		col := f.MulC(half, int64(Dv)) // bytes: Dv/2 elements of 2 bytes
-		oa := g.wide(g.wide(ob, rc, g.pitch*int64(2*Dv)), col, 1)
-		da := g.wide(g.wide(db, rc, g.pitch*int64(2*Dv)), col, 1)
+		oa := g.wide(g.rowAt("o", ob, rc, 2*g.pitch), col, 1)
+		da := g.wide(g.rowAt("o", db, rc, 2*g.pitch), col, 1)
 		sum := f.Mov(F32, Fimm(0))
 		for w := 0; w < Dv/4; w++ {
 			ow, dw := f.NewReg(B32), f.NewReg(B32)
@@ -78,7 +77,13 @@ func (g *bwdK) kernelDQ() error {
 		if g.sinks {
 			lx := f.NewReg(F32)
 			f.Emit(Inst{Op: OpLd, T: F32, Space: "global", Dst: []Operand{R(lx)}, Src: []Operand{Addr(g.wide(lrow, rc, 4*g.pitch).Reg, 0)}})
-			g.sinkGrad(R(lx), tot, g.wide(srow, rc, 4*g.pitch), w)
+			sa := g.wide(srow, rc, 4*g.pitch)
+			g.sinkGrad(R(lx), tot, sa, w)
+			if g.lens {
+				// rows of the tensor past the batch row's queries: a 0 term
+				past := f.PAnd(f.PAnd(first, f.PNot(valid)), f.Setp("lt", S32, f.Add(qrow0, r), g.sqT))
+				f.Emit(Inst{Op: OpSt, T: F32, Space: "global", Guard: &past, Dst: []Operand{Addr(g.wide(srow, r, 4*g.pitch).Reg, 0)}, Src: []Operand{Fimm(0)}})
+			}
 		}
 	}
 
@@ -89,7 +94,7 @@ func (g *bwdK) kernelDQ() error {
 		rr := f.Add(f.Add(f.MulC(g.warp, 16), g.g4), I(int64(8*r)))
 		rows[r] = rr
 		valid := f.Setp("le", S32, rr, lim)
-		la := g.wide(lrow, f.Min(rr, lim), 4*g.pitch)
+		la := g.wide(lrow, f.Min(rr, g.rowsLim(lim)), 4*g.pitch)
 		x := f.NewReg(F32)
 		f.Emit(Inst{Op: OpLd, T: F32, Space: "global", Dst: []Operand{R(x)}, Src: []Operand{Addr(la.Reg, 0)}})
 		nl[r] = f.Selp(F32, f.F(OpMulF, R(x), Fimm(float32(-math.Log2E))), Fimm(0), valid)
@@ -219,14 +224,23 @@ func (g *bwdK) kernelDQ() error {
 
 	f.Comment("epilogue: dq = scale * acc, f32, rows past seq_q not stored")
 	if g.lateBases() {
-		dqb = g.rowsBase(g.global("dq"), g.hq, h, g.sqAll, row0, 4)
+		dqb = g.rowsBase("q", g.global("dq"), h, row0, 4)
 	}
 	for r := 0; r < 2; r++ {
 		valid := f.Setp("le", S32, rows[r], lim)
-		rb := g.wide(g.wide(dqb, rows[r], g.pitch*int64(4*D)), g.t4, 8)
+		var inQ *Reg // rows of the tensor past the batch row's queries: 0
+		if g.lens {
+			in := valid
+			inQ = &in
+			valid = f.Setp("lt", S32, f.Add(qrow0, rows[r]), g.sqT)
+		}
+		rb := g.wide(g.rowAt("q", dqb, rows[r], 4*g.pitch), g.t4, 8)
 		for n := range dq_ {
 			for x := 0; x < 2; x++ {
 				val := f.F(OpMulF, R(dq_[n][2*r+x]), g.scale)
+				if inQ != nil {
+					val = f.Selp(F32, val, Fimm(0), *inQ)
+				}
 				f.Emit(Inst{Op: OpSt, T: F32, Space: "global", Guard: &valid, Dst: []Operand{Addr(rb.Reg, int64(n*32+4*x))}, Src: []Operand{val}})
 			}
 		}

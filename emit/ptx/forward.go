@@ -3,6 +3,7 @@ package ptx
 import (
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/attngen/attngen/gen"
 	"github.com/attngen/attngen/runtime/gpu"
@@ -70,6 +71,19 @@ type Launch struct {
 	// SoftCap is the soft-cap value (natural units) of a kernel that takes
 	// it at call time (parameter soft_cap); the caller sets it.
 	SoftCap float32
+	// Layout is the call's element strides (gpu.Layout; a zero Strides is
+	// the default, gpu.BHSD). Args passes those the kernel takes (the
+	// stride_* parameters), checked (gpu.CheckLayout); the sm_90a kernel's
+	// q, k and v strides go into its tensor maps (TensorMapsWith) instead.
+	Layout gpu.Layout
+	// SeqLensQ and SeqLensK are the device addresses of the call's
+	// per-batch-row lengths ([batch]s32; gpu.SeqLensQParam), 0 for none.
+	// Args passes them to a kernel that takes them and refuses non-zero
+	// ones for a kernel that does not (the residue layouts').
+	SeqLensQ, SeqLensK uint64
+	// HeadDim and HeadDimV are the kernel's head dimensions and Stride its
+	// residue stride (Geometry sets them), which resolve and check Layout.
+	HeadDim, HeadDimV, Stride int
 	// Persistent: the kernel loops over its work items (gpu.Kernel.Persistent);
 	// Grid is one CTA per item, and any grid of at least one CTA along x is
 	// correct: a runner launches Kernel().ResidentGrid(Grid, SMs).
@@ -79,6 +93,7 @@ type Launch struct {
 // Kernel describes the kernel as generated packages embed it.
 func (k *Forward) Kernel() gpu.Kernel {
 	g := gpu.Kernel{Target: k.Target.Arch(), Elem: k.Target.Elem, Name: k.Name, PTX: k.PTX,
+		HeadDim: k.HeadDim, HeadDimV: orDim(k.HeadDimV, k.HeadDim),
 		TileQ: k.TileQ, Threads: k.Threads, DynShared: k.DynShared, Stride: max(k.Stride, 1),
 		TensorMaps: k.tensorMapLayouts(), OptIn: k.Target.Accel && !SM90aVerified}
 	for _, p := range k.Params {
@@ -109,6 +124,7 @@ func (k *Forward) Geometry(batch, headsQ, headsKV, seqQ, seqK int, scale float64
 		Grid: grid, Block: block, DynShared: dyn, Params: k.Params,
 		SeqQ: uint32(seqQ), SeqK: uint32(seqK), HeadsQ: uint32(headsQ), HeadsKV: uint32(headsKV),
 		ScaleLog2: float32(scale * math.Log2E), Batch: uint32(batch), Persistent: k.Kernel().Persistent(),
+		HeadDim: k.HeadDim, HeadDimV: orDim(k.HeadDimV, k.HeadDim), Stride: max(k.Stride, 1),
 	}, nil
 }
 
@@ -136,23 +152,54 @@ func GenerateForward(p *gen.Plan, cfg Config) (*Forward, error) {
 // addresses (q, k, v, o, lse, for document kernels doc_id, doc_start,
 // doc_end, for kernels of plans with head parameters head_params), then
 // the scalars (uint32 and float32) by name: seq_q, seq_k, heads_q,
-// heads_kv, scale_log2 and, for the persistent kernel, batch.
+// heads_kv, scale_log2, the strides of l.Layout and, for the persistent
+// kernel, batch. The per-row lengths (seq_lens_q, seq_lens_k) are not
+// among ptrs: they come from l.SeqLensQ and l.SeqLensK.
 func (l Launch) Args(ptrs ...uint64) ([]any, error) {
-	want := 0
+	want, lens := 0, false
 	for _, p := range l.Params {
-		if p.T == U64 {
+		switch {
+		case isLensParam(p.Name):
+			lens = true
+		case p.T == U64:
 			want++
 		}
 	}
 	if len(ptrs) != want {
 		return nil, fmt.Errorf("ptx: the kernel takes %d device addresses, got %d", want, len(ptrs))
 	}
+	if !lens && (l.SeqLensQ != 0 || l.SeqLensK != 0) {
+		return nil, fmt.Errorf("ptx: the kernel (residue stride %d, head_dim %d) takes no per-row lengths (residue layouts and head_dim above %d do not): run each batch row as its own call", l.Stride, l.HeadDim, maxLensDim)
+	}
 	var args []any
-	for _, p := range ptrs {
-		args = append(args, p)
+	for _, p := range l.Params {
+		switch {
+		case p.Name == gpu.SeqLensQParam:
+			args = append(args, l.SeqLensQ)
+		case p.Name == gpu.SeqLensKParam:
+			args = append(args, l.SeqLensK)
+		case p.T == U64:
+			args = append(args, ptrs[0])
+			ptrs = ptrs[1:]
+		}
+	}
+	var strides map[string]uint32
+	for _, p := range l.Params {
+		if strings.HasPrefix(p.Name, "stride_") {
+			ly := l.Layout.Resolve(int(l.HeadsQ), int(l.HeadsKV), int(l.SeqQ), int(l.SeqK), l.HeadDim, l.HeadDimV)
+			if err := gpu.CheckLayout(ly, l.Stride, l.HeadDim, l.HeadDimV); err != nil {
+				return nil, fmt.Errorf("ptx: %w", err)
+			}
+			strides = ly.StrideArgs()
+			break
+		}
 	}
 	for _, p := range l.Params {
 		var a any
+		if x, ok := strides[p.Name]; ok {
+			args = append(args, x)
+			continue
+		}
 		switch p.Name {
 		case "seq_q":
 			a = l.SeqQ
@@ -206,4 +253,12 @@ func DocArrays(ids []int32) (start, end []int32, err error) {
 		}
 	}
 	return start, end, nil
+}
+
+// orDim is d, or def when d is 0.
+func orDim(d, def int) int {
+	if d == 0 {
+		return def
+	}
+	return d
 }

@@ -28,7 +28,7 @@ func generateSM80(p *gen.Plan, cfg Config, t Target, gm geom) (*Forward, error) 
 	gm.tileQ, gm.tileK, gm.threads, gm.RS = TileQ, tl.fwdK, Threads, rowStride(gm.D)
 	gm.sinks = p.Score.LearnedSinks
 	g := newKit(p, cfg, gm, "attn_fwd_"+p.Name)
-	g.f.Params = g.kernelParams([]Param{parQ, parK, parV, parO, parLSE}, nil, nil)
+	g.f.Params = g.kernelParams([]Param{parQ, parK, parV, parO, parLSE}, nil, nil, stridesFwd)
 	g.f.ReqNTID = g.threads
 	g.f.MinCTAs = tl.minCTAs
 	if g.f.MinCTAs > 2 && len(p.Pred.Insts) > bigPred {
@@ -91,24 +91,24 @@ func (g *fwd80) kernel() error {
 		}
 		bz, qRow, kRow = b, r, c
 	}
+	g.rowLens(bz)
 	off := f.Sub(g.sk, g.sq)
 	pitch := int64(g.st)
 
-	f.Comment("global bases: this tile's query rows, this head's keys and values")
-	rowIdx := f.Add(f.Op3(OpMulLo, S32, f.Add(f.Op3(OpMulLo, S32, bz, hq), h), sqAll), qRow)
-	qbase := g.wide(q, rowIdx, int64(2*D))
+	f.Comment("global bases: this tile's query rows, this head's keys and values (the tensors' strides)")
+	rowIdx := f.Add(f.Op3(OpMulLo, S32, f.Add(f.Op3(OpMulLo, S32, bz, hq), h), sqAll), qRow) // lse: contiguous
+	qbase := g.rowAt("q", g.headAt("q", q, bz, h, 2), qRow, 2)
 	var obase, lbase Operand
 	if !g.lateBases() {
-		obase = g.wide(o, rowIdx, int64(2*g.Dv))
+		obase = g.rowAt("o", g.headAt("o", o, bz, h, 2), qRow, 2)
 		lbase = g.wide(lse, rowIdx, 4)
 	}
-	kvIdx := f.Add(f.Op3(OpMulLo, S32, f.Add(f.Op3(OpMulLo, S32, bz, hkv), kvh), skAll), kRow)
 	g.pitch = pitch
 
 	f.Comment(fmt.Sprintf("shared memory: Q %d bytes, then 2 buffers of K and V, %d bytes each (row pitch %d)", g.qBytes(), g.kvBytes(), g.RS))
 	g.copyLanes()
-	g.kbase = f.Op3(OpAdd, U64, g.wide(k, kvIdx, int64(2*D)), g.ch16w)
-	g.vbase = f.Op3(OpAdd, U64, g.wide(v, kvIdx, int64(2*g.Dv)), g.ch16w)
+	g.kbase = f.Op3(OpAdd, U64, g.rowAt("k", g.headAt("k", k, bz, kvh, 2), kRow, 2), g.ch16w)
+	g.vbase = f.Op3(OpAdd, U64, g.rowAt("v", g.headAt("v", v, bz, kvh, 2), kRow, 2), g.ch16w)
 	qbaseCh := f.Op3(OpAdd, U64, qbase, g.ch16w)
 
 	f.Comment("Q tile: cp.async, rows past seq_q zero-filled")
@@ -118,7 +118,7 @@ func (g *fwd80) kernel() error {
 		r := f.Add(g.rb, I(int64(it*g.rowStep())))
 		valid := f.Setp("le", S32, r, lim)
 		size := f.Selp(U32, I(16), I(0), valid)
-		src := g.wide(qbaseCh, f.Min(r, lim), pitch*int64(2*D))
+		src := g.rowAt("q", qbaseCh, f.Min(r, g.rowsLim(lim)), 2*pitch)
 		g.cpAsync(Addr(sQ.Reg, int64(it*g.rowStep()*g.RS)), Addr(src.Reg, 0), size)
 	}
 	f.Emit(Inst{Op: OpCpCommit})
@@ -183,7 +183,12 @@ func (g *fwd80) kernel() error {
 
 	if g.lateBases() {
 		f.Comment("global bases of this tile's output and log-sum-exp rows")
-		obase = g.wide(g.global("o"), rowIdx, int64(2*g.Dv))
+		ob, oh, oRow := bz, h, qRow
+		if g.st == 1 {
+			// the CTA's coordinates again: no register holds them across the loop
+			ob, oh, oRow = g.special("%ctaid.z"), g.special("%ctaid.y"), f.MulC(g.special("%ctaid.x"), int64(g.tileQ))
+		}
+		obase = g.rowAt("o", g.headAt("o", g.global("o"), ob, oh, 2), oRow, 2)
 		lbase = g.wide(g.global("lse"), rowIdx, 4)
 	}
 	g.finish(obase, lbase, qrow0, m, l, acc)

@@ -66,8 +66,14 @@ func hopSwizzle(d int) int {
 // without a producer, where thread 0 of the consumers issues the copies
 // (bigbird 252 registers, neighbourhood 238, no spills).
 func hopProducer(p *gen.Plan, d int) bool {
-	return d <= 64 || len(p.Hull.Insts)+len(p.Class.Insts) <= bigScan
+	n := len(p.Hull.Insts) + len(p.Class.Insts)
+	return n <= bigScan || d <= 64 && n <= bigScan64
 }
+
+// bigScan64 is bigScan at head_dim 64: with per-row lengths (two more
+// registers per item) bigbird's producer (631 instructions) spilled 4
+// bytes at its 80 registers (ptxas 12.4), so it has none either.
+const bigScan64 = 512
 
 // bigScan is the hull and class program length (IR instructions) above
 // which a head_dim 128 sm_90a kernel has no producer warpgroup
@@ -209,6 +215,12 @@ func (k *Forward) tensorMapLayouts() []gpu.TensorMapLayout {
 // needs seq_q and seq_k to be multiples of the stride (so that every
 // head's rows start a group).
 func (k *Forward) TensorMaps(batch, headsQ, headsKV, seqQ, seqK int, q, kAddr, v uint64) ([]TensorMap, error) {
+	return k.TensorMapsWith(batch, headsQ, headsKV, seqQ, seqK, q, kAddr, v, gpu.Layout{})
+}
+
+// TensorMapsWith is TensorMaps for q, k and v at the strides of l
+// (gpu.Kernel.TensorMapsWith: rows at one pitch, a multiple of 16 bytes).
+func (k *Forward) TensorMapsWith(batch, headsQ, headsKV, seqQ, seqK int, q, kAddr, v uint64, l gpu.Layout) ([]TensorMap, error) {
 	if !k.Target.Accel {
 		return nil, fmt.Errorf("ptx: kernel %s (%s) takes no tensor maps", k.Name, k.Target.Arch())
 	}
@@ -218,7 +230,7 @@ func (k *Forward) TensorMaps(batch, headsQ, headsKV, seqQ, seqK int, q, kAddr, v
 	if err := k.strideFits(seqQ, seqK); err != nil {
 		return nil, err
 	}
-	tms, err := k.Kernel().TensorMapsOf(batch, headsQ, headsKV, seqQ, seqK, q, kAddr, v)
+	tms, err := k.Kernel().TensorMapsWith(batch, headsQ, headsKV, seqQ, seqK, q, kAddr, v, l)
 	if err != nil {
 		return nil, fmt.Errorf("ptx: %w", err)
 	}
@@ -296,7 +308,7 @@ func generateHopper(p *gen.Plan, cfg Config, t Target, gm geom) (*Forward, error
 	h := &hop{kit: g, swz: sw, halves: g.D / (sw / 2), vHalves: g.Dv / (sw / 2), tileBytes: g.tileK * 2 * g.D, vBytes: g.tileK * 2 * g.Dv, qBytes: hopTileQ * 2 * g.D, boxBytes: g.tileK * sw, lastFirst: heaviestFirst(p)}
 	// q, k and v through tensor maps passed by address (TensorMaps), and
 	// the batch size of the persistent grid
-	g.f.Params = g.kernelParams([]Param{parO, parLSE}, []Param{parTmQ, parTmK, parTmV}, []Param{parBat})
+	g.f.Params = g.kernelParams([]Param{parO, parLSE}, []Param{parTmQ, parTmK, parTmV}, []Param{parBat}, stridesHop)
 	g.f.ReqNTID = hopThreads
 	if h.producer = hopProducer(p, g.D); h.producer {
 		// ptxas 12.4 honours setmaxnreg only with .minnctapersm (or
@@ -506,6 +518,7 @@ func (h *hop) item(w *workList, it Operand) (*item, error) {
 		}
 		bz, qRow, h.cls = b, r, c
 	}
+	h.rowLens(bz)
 	off := f.Sub(h.sk, h.sq)
 	h.pitch = st
 
@@ -513,7 +526,7 @@ func (h *hop) item(w *workList, it Operand) (*item, error) {
 	bhQ := f.Add(f.Op3(OpMulLo, S32, bz, w.hq), hd)
 	rowIdx := f.Add(f.Op3(OpMulLo, S32, bhQ, w.sqAll), qRow)
 	x := &item{qrow0: qrow0, off: off}
-	x.obase = h.wide(w.o, rowIdx, int64(2*h.Dv))
+	x.obase = h.rowAt("o", h.headAt("o", w.o, bz, hd, 2), qRow, 2) // o at its strides
 	x.lbase = h.wide(w.lse, rowIdx, 4)
 	// row groups of st rows (TensorMaps): the tile's first query row lies in
 	// group (rowIdx - c) / st, key 0 of this head's class in group

@@ -38,6 +38,7 @@ type geom struct {
 	tree     bool // the plan reads a tree (the tree arrays replace the document arrays)
 	hasHeads bool // the plan has head parameters (head_params)
 	sinks    bool // the kernel reads the learned sinks (the forwards' epilogue, the dq kernel's gradient)
+	lens     bool // the kernel takes per-row lengths (lensParams): the identity layout's, up to maxLensDim
 }
 
 // warps is the compute warps per CTA.
@@ -90,13 +91,19 @@ func planGeom(p *gen.Plan, t Target) (geom, error) {
 	if dv == 0 {
 		dv = p.HeadDim
 	}
-	g := geom{D: p.HeadDim, Dv: dv, elem: elem, st: st, tree: p.UsesTree(), hasHeads: len(p.HeadParams()) > 0}
+	g := geom{D: p.HeadDim, Dv: dv, elem: elem, st: st, tree: p.UsesTree(), hasHeads: len(p.HeadParams()) > 0, lens: st == 1 && p.HeadDim <= maxLensDim}
 	g.docs = p.Pred.UsesDocs() || p.Hull.UsesDocs() || p.Class.UsesDocs()
 	if g.docs && st > 1 {
 		return geom{}, fmt.Errorf("ptx: document masks with a residue layout are not supported")
 	}
 	return g, nil
 }
+
+// maxLensDim is the largest head dimension (qk) whose kernels take per-row
+// lengths: at 192 and 256 the row's lengths, held in registers across the
+// tile loop, made ptxas 11.8 and 12.4 spill (bigbird's and document's
+// forwards, causal's backward), so those kernels take none yet.
+const maxLensDim = 128
 
 // newKit is the toolkit for a kernel named name of plan p with geometry g.
 func newKit(p *gen.Plan, cfg Config, g geom, name string) *kit {
@@ -155,7 +162,8 @@ type kit struct {
 
 	// per-thread values
 	tid, lane, warp, g4, t4 Operand
-	sq, sk                  Operand
+	sq, sk                  Operand // the (class's) queries and keys of this CTA's batch row
+	sqT, skT                Operand // the (class's) query and key rows of the tensors: bounds of the stores
 	hq, hkv                 Operand // heads_q, heads_kv
 	ch16w                   Operand // b64 chunk offset of this thread's copies (copyLanes)
 	kbase, vbase            Operand // b64 global + ch*16
@@ -249,6 +257,33 @@ func (g *kit) wide(base, x Operand, c int64) Operand {
 	return f.Op3(OpAdd, U64, base, R(off))
 }
 
+// strideOf loads tensor t's element stride along axis (strideParams) at
+// its use: ptxas reads a parameter from the constant bank, so no register
+// holds a stride across the tile loop.
+func (g *kit) strideOf(t, axis string) Operand { return g.param(strideName(t, axis), U32) }
+
+// headAt returns base + esize*(b*batch + h*head) at tensor t's strides,
+// b64 (the products in 64 bits: mul.wide.u32).
+func (g *kit) headAt(t string, base, b, h Operand, esize int64) Operand {
+	f := g.f
+	ob, oh := f.NewReg(U64), f.NewReg(U64)
+	f.Emit(Inst{Op: OpMulWide, T: U32, Dst: []Operand{R(ob)}, Src: []Operand{f.reg(U32, b), g.strideOf(t, "batch")}})
+	f.Emit(Inst{Op: OpMulWide, T: U32, Dst: []Operand{R(oh)}, Src: []Operand{f.reg(U32, h), g.strideOf(t, "head")}})
+	sum := f.Op3(OpShl, B64, f.Op3(OpAdd, U64, R(ob), R(oh)), I(int64(log2(esize))))
+	return f.Op3(OpAdd, U64, base, sum)
+}
+
+// rowAt returns base + (row*mul)*pos, b64, pos being tensor t's pos
+// stride: row is a tensor row of the head (u32) and mul the element size
+// times the rows' pitch (the residue stride, or 1); row*mul stays below
+// 2^31 (positions are below gpu.MaxSeq) and the product with pos is wide.
+func (g *kit) rowAt(t string, base, row Operand, mul int64) Operand {
+	f := g.f
+	off := f.NewReg(U64)
+	f.Emit(Inst{Op: OpMulWide, T: U32, Dst: []Operand{R(off)}, Src: []Operand{f.reg(U32, f.MulC(row, mul)), g.strideOf(t, "pos")}})
+	return f.Op3(OpAdd, U64, base, R(off))
+}
+
 // readParams emits the loads of the kernel's parameters, in the order of
 // its list (kernelParams): device addresses converted to global ones,
 // but tensor maps (tmap_*), whose addresses the bulk tensor copies take
@@ -259,6 +294,10 @@ func (g *kit) readParams() {
 	g.par = map[string]Operand{}
 	for _, p := range g.f.Params {
 		switch {
+		case strings.HasPrefix(p.Name, "stride_"):
+			continue // loaded where used (strideOf)
+		case isLensParam(p.Name):
+			g.par[p.Name] = g.param(p.Name, U64) // 0 or a generic address (rowLens)
 		case p.T == U64 && strings.HasPrefix(p.Name, "tmap_"):
 			g.par[p.Name] = g.param(p.Name, U64)
 		case p.T == U64:
@@ -278,7 +317,45 @@ func (g *kit) readParams() {
 		g.headBase = g.par[headParamsName]
 	}
 	g.sq, g.sk, g.hq, g.hkv, g.scl = g.par["seq_q"], g.par["seq_k"], g.par["heads_q"], g.par["heads_kv"], g.par["scale_log2"]
+	g.sqT, g.skT = g.sq, g.sk
 	g.scoreConsts()
+}
+
+// rowLens sets g.sq and g.sk to batch row b's lengths when the kernel
+// takes them (geom.lens) and the call gives them (a non-zero address):
+// seq_lens_q[b] clamped to 0..seq_q and seq_lens_k[b] to 0..seq_k, so
+// that a wrong length never reads or writes past the tensors' rows.
+// g.sqT and g.skT keep the tensors' rows (the stores' bounds).
+func (g *kit) rowLens(b Operand) {
+	if !g.lens {
+		return
+	}
+	f := g.f
+	f.Comment("this batch row's queries and keys: seq_lens_q[b] and seq_lens_k[b] when given (clamped to the tensors' rows), else seq_q and seq_k")
+	load := func(name string, all Operand) Operand {
+		a := g.par[name]
+		has := f.Setp("ne", S64, a, I(0))
+		x := f.Mov(S32, all)
+		ga := f.NewReg(U64)
+		f.Emit(Inst{Op: OpCvtaGlob, Dst: []Operand{R(ga)}, Src: []Operand{a}})
+		off := f.NewReg(U64)
+		f.Emit(Inst{Op: OpMulWide, T: U32, Dst: []Operand{R(off)}, Src: []Operand{f.reg(U32, b), I(4)}})
+		addr := f.Op3(OpAdd, U64, R(ga), R(off))
+		f.Emit(Inst{Op: OpLd, T: S32, Space: "global", Guard: &has, Dst: []Operand{R(x)}, Src: []Operand{Addr(addr.Reg, 0)}})
+		return f.Min(f.Max(R(x), I(0)), all)
+	}
+	g.sq = load(gpu.SeqLensQParam, g.sqT)
+	g.sk = load(gpu.SeqLensKParam, g.skT)
+}
+
+// rowsLim is lim, the last valid row of a tile (possibly below 0 for a
+// tile past its batch row's lengths, geom.lens), clamped at 0 for the
+// clamped row addresses of loads and copies that lim also guards.
+func (g *kit) rowsLim(lim Operand) Operand {
+	if !g.lens {
+		return lim // every tile holds a row
+	}
+	return g.f.Max(lim, I(0))
 }
 
 // prologue emits what every kernel starts with: its parameters
@@ -516,6 +593,7 @@ func (g *kit) residueQueries(z, sqAll, skAll, qrow0 Operand, st int64) (c, b, qR
 		f.Place(exit)
 	}
 	g.sq, g.sk = nq, nk
+	g.sqT, g.skT = nq, nk
 	return c, b, f.Sub(f.Add(c, f.MulC(f.Add(first, qrow0), st)), offAll), nil
 }
 
@@ -538,6 +616,11 @@ func (g *kit) keyRange(qrow0, off Operand) (q0, q1, ktlo Operand, err error) {
 	// floored: an empty hull gives last < 0
 	ktlo = f.FloorDiv(lo, int64(g.tileK))
 	g.kthi = f.reg(S32, f.FloorDiv(hi, int64(g.tileK)))
+	if g.lens {
+		// a tile wholly past its row's queries visits no key tile
+		past := f.Setp("ge", S32, qrow0, g.sq)
+		f.Emit(Inst{Op: OpMov, T: S32, Guard: &past, Dst: []Operand{g.kthi}, Src: []Operand{I(-1)}})
+	}
 	return q0, q1, ktlo, nil
 }
 
@@ -584,7 +667,8 @@ func (g *kit) find(start, q0, q1 Operand) (t, c Reg, err error) {
 // base() (rendered after the comment) and the V tile vOff bytes after it,
 // keys past seq_k zero-filled. A tile wholly below seq_k (every tile but
 // the last) takes one address per tensor and immediate offsets per row;
-// the last tile checks and clamps each row.
+// the last tile checks and clamps each row. Rows are at the pos strides of
+// k and v (rowAt) times the pitch.
 func (g *kit) copyKV(kt Operand, base func() Operand, vOff int64) {
 	f := g.f
 	f.Comment("K and V tile copies, keys past seq_k zero-filled")
@@ -593,24 +677,16 @@ func (g *kit) copyKV(kt Operand, base func() Operand, vOff int64) {
 	k0 := f.MulC(kt, int64(g.tileK))
 	key0 := f.Add(k0, g.rb)
 	last := f.Sub(g.sk, I(1))
-	rowBytes := g.pitch * int64(2*g.D)
-	vBytes := g.pitch * int64(2*g.Dv) // rows of v
-	// immediate address offsets are s32: a huge residue stride takes the
-	// checked path for every tile
-	fast := int64(g.tileK-g.rowStep())*rowBytes <= math.MaxInt32
 	tail, done := f.NewLabel("tailcopy"), f.NewLabel("copied")
-	if fast {
-		over := f.Setp("gt", S32, f.Add(k0, I(int64(g.tileK-1))), last)
-		f.Bra(tail, &over, false)
-		ks := g.wide(g.kbase, key0, rowBytes)
-		vs := g.wide(g.vbase, key0, vBytes)
-		for it := 0; it < g.tileK/g.rowStep(); it++ {
-			so, gOff := int64(it*g.rowStep()*g.RS), int64(it*g.rowStep())*rowBytes
-			g.cpAsync(Addr(sK.Reg, so), Addr(ks.Reg, gOff), I(16))
-			g.cpAsyncG(g.vact, Addr(sK.Reg, so+vOff), Addr(vs.Reg, int64(it*g.rowStep())*vBytes), I(16))
-		}
-		f.Bra(done, nil, false)
+	over := f.Setp("gt", S32, f.Add(k0, I(int64(g.tileK-1))), last)
+	f.Bra(tail, &over, false)
+	for it := 0; it < g.tileK/g.rowStep(); it++ {
+		key := f.Add(key0, I(int64(it*g.rowStep())))
+		so := int64(it * g.rowStep() * g.RS)
+		g.cpAsync(Addr(sK.Reg, so), Addr(g.rowAt("k", g.kbase, key, 2*g.pitch).Reg, 0), I(16))
+		g.cpAsyncG(g.vact, Addr(sK.Reg, so+vOff), Addr(g.rowAt("v", g.vbase, key, 2*g.pitch).Reg, 0), I(16))
 	}
+	f.Bra(done, nil, false)
 	f.Place(tail)
 	for it := 0; it < g.tileK/g.rowStep(); it++ {
 		key := f.Add(key0, I(int64(it*g.rowStep())))
@@ -618,10 +694,8 @@ func (g *kit) copyKV(kt Operand, base func() Operand, vOff int64) {
 		size := f.Selp(U32, I(16), I(0), valid)
 		kc := f.Min(key, last)
 		so := int64(it * g.rowStep() * g.RS)
-		ks := g.wide(g.kbase, kc, rowBytes)
-		vs := g.wide(g.vbase, kc, vBytes)
-		g.cpAsync(Addr(sK.Reg, so), Addr(ks.Reg, 0), size)
-		g.cpAsyncG(g.vact, Addr(sK.Reg, so+vOff), Addr(vs.Reg, 0), size)
+		g.cpAsync(Addr(sK.Reg, so), Addr(g.rowAt("k", g.kbase, kc, 2*g.pitch).Reg, 0), size)
+		g.cpAsyncG(g.vact, Addr(sK.Reg, so+vOff), Addr(g.rowAt("v", g.vbase, kc, 2*g.pitch).Reg, 0), size)
 	}
 	f.Place(done)
 }

@@ -1,12 +1,16 @@
 package ptx
 
 import (
+	"fmt"
+
 	"github.com/attngen/attngen/runtime/gpu"
 	"github.com/attngen/attngen/runtime/mask"
 )
 
-// The kernels' parameters, each described once. Tensors are row-major
-// [batch][heads][seq][D]; elem is the target's element type.
+// The kernels' parameters, each described once. Tensors are rows of D
+// (or Dv) contiguous elements at the element strides the kernel takes
+// (strideParams; the default, gpu.BHSD, is row-major
+// [batch][heads][seq][D]); elem is the target's element type.
 var (
 	parQ    = Param{Name: "q", T: U64, Doc: "queries [batch][heads_q][seq_q][D], elem"}
 	parK    = Param{Name: "k", T: U64, Doc: "keys [batch][heads_kv][seq_k][D], elem"}
@@ -52,6 +56,18 @@ var treeParams = []Param{
 	{Name: "tree_info", T: U64, Doc: "s32[3]: the leading chain's length, the least tree_lo past it, its largest chain ancestor past it"},
 }
 
+// lensParams are the per-row lengths of the kernels of the identity
+// layout (geom.lens): device addresses, 0 for none (gpu.SeqLensQParam).
+// Launch.Args passes them from Launch.SeqLensQ and SeqLensK, not from its
+// list of addresses.
+var lensParams = []Param{
+	{Name: gpu.SeqLensQParam, T: U64, Doc: "queries of each batch row [batch], s32, clamped to 0..seq_q (0: none, every row has seq_q)"},
+	{Name: gpu.SeqLensKParam, T: U64, Doc: "keys of each batch row [batch], s32, clamped to 0..seq_k (0: none, every row has seq_k)"},
+}
+
+// isLensParam reports whether parameter name is one of lensParams.
+func isLensParam(name string) bool { return name == gpu.SeqLensQParam || name == gpu.SeqLensKParam }
+
 // shapeParams are the scalars every kernel takes.
 var shapeParams = []Param{
 	{Name: "seq_q", T: U32, Doc: "query rows (<= seq_k); row r is position r + seq_k - seq_q"},
@@ -59,6 +75,35 @@ var shapeParams = []Param{
 	{Name: "heads_q", T: U32, Doc: "query heads"},
 	{Name: "heads_kv", T: U32, Doc: "key/value heads; query head h reads h / (heads_q/heads_kv)"},
 	{Name: "scale_log2", T: F32, Doc: "softmax scale times log2(e)"},
+}
+
+// Layout tensors: the tensors whose element strides a kernel takes
+// (strideParams). The backward's other tensors take one of theirs: dout
+// and the forward's o take o's, dq q's, dk k's and dv v's; lse, delta and
+// dsink_rows stay contiguous [batch][heads_q][seq_q].
+var (
+	stridesFwd = []string{"q", "k", "v", "o"}
+	stridesHop = []string{"o"} // q, k and v: the tensor maps' strides
+)
+
+// strideAxes are the axes of a tensor's strides, in parameter order.
+var strideAxes = [3]string{"batch", "head", "pos"}
+
+// strideName is the parameter of tensor t's element stride along axis
+// (strideAxes).
+func strideName(t, axis string) string { return gpu.StrideParam(t, axis) }
+
+// strideParams are the element strides (batch, head, pos) of each tensor
+// of ts, u32 each: element (b, h, r, d) of tensor t is at element
+// b*batch + h*head + r*pos + d of its address (gpu.Layout).
+func strideParams(ts []string) []Param {
+	var ps []Param
+	for _, t := range ts {
+		for _, ax := range strideAxes {
+			ps = append(ps, Param{Name: strideName(t, ax), T: U32, Doc: fmt.Sprintf("element stride of %s along its %s axis", t, ax)})
+		}
+	}
+	return ps
 }
 
 // kernelParams is the one builder of a kernel's parameter list. Every
@@ -74,16 +119,19 @@ var shapeParams = []Param{
 //     learned sinks in the kernels that read them (geom.sinks);
 //  3. after: the kernel's own addresses that follow (the backward's
 //     gradients, dq (and dsink_rows with learned sinks) or dk and dv; the
-//     sm_90a kernel's tensor maps);
-//  4. the shape scalars (shapeParams), then soft_cap when the plan takes
-//     its soft-cap at call time;
+//     sm_90a kernel's tensor maps), then, in the identity layout, the
+//     per-row lengths seq_lens_q and seq_lens_k (lensParams);
+//  4. the shape scalars (shapeParams), then the layout: the element
+//     strides (batch, head, pos) of each tensor of strides (strideParams:
+//     q, k, v, o; the sm_90a kernel's o alone), then soft_cap when the
+//     plan takes its soft-cap at call time;
 //  5. scalars: the kernel's own (the backward's scale, the persistent
 //     kernel's batch).
 //
 // Parameters of the score stage are there only when its part is active,
 // so the kernels of a plan without one keep their list. readParams reads
 // them in this order.
-func (g *kit) kernelParams(tensors, after, scalars []Param) []Param {
+func (g *kit) kernelParams(tensors, after, scalars []Param, strides []string) []Param {
 	ps := append([]Param(nil), tensors...)
 	switch {
 	case g.tree:
@@ -106,7 +154,11 @@ func (g *kit) kernelParams(tensors, after, scalars []Param) []Param {
 		ps = append(ps, parSinks)
 	}
 	ps = append(ps, after...)
+	if g.lens {
+		ps = append(ps, lensParams...)
+	}
 	ps = append(ps, shapeParams...)
+	ps = append(ps, strideParams(strides)...)
 	if sc.SoftCap && sc.Cap == 0 {
 		ps = append(ps, parCap)
 	}

@@ -414,14 +414,24 @@ func (g *kit) finish(obase, lbase, qrow0 Operand, m, l [2]Reg, acc [][4]Reg) {
 		lse := f.F(OpMulF, f.F(OpAddF, tot.m, g.lg2(one)), Fimm(float32(math.Ln2)))
 		lse = f.Selp(F32, tot.empty, lse, zero)
 		row := f.Add(f.Add(f.MulC(g.warp, 16), g.g4), I(int64(8*r))) // row within the tile
-		valid := f.Setp("lt", S32, f.Add(qrow0, row), g.sq)
-		ob := g.wide(g.wide(obase, row, g.pitch*int64(2*g.Dv)), g.t4, 4)
+		valid := f.Setp("lt", S32, f.Add(qrow0, row), g.sqT)
+		var inQ *Reg // rows of the tensor past the batch row's queries: 0 and -Inf
+		if g.lens {
+			p := f.Setp("lt", S32, f.Add(qrow0, row), g.sq)
+			inQ = &p
+			lse = f.Selp(F32, lse, negInf, p)
+		}
+		ob := g.wide(g.rowAt("o", obase, row, 2*g.pitch), g.t4, 4)
 		for n := range acc {
 			x0 := f.F(OpMulF, R(acc[n][2*r]), inv)
 			x1 := f.F(OpMulF, R(acc[n][2*r+1]), inv)
 			pr := f.NewReg(B32)
 			f.Emit(Inst{Op: OpCvtPack, T: pt, Dst: []Operand{R(pr)}, Src: []Operand{x1, x0}})
-			f.Emit(Inst{Op: OpSt, T: B32, Space: "global", Guard: &valid, Dst: []Operand{Addr(ob.Reg, int64(n*16))}, Src: []Operand{R(pr)}})
+			val := Operand(R(pr))
+			if inQ != nil {
+				val = f.Selp(B32, val, I(0), *inQ)
+			}
+			f.Emit(Inst{Op: OpSt, T: B32, Space: "global", Guard: &valid, Dst: []Operand{Addr(ob.Reg, int64(n*16))}, Src: []Operand{val}})
 		}
 		lb := g.wide(lbase, row, 4*g.pitch)
 		w := f.PAnd(valid, first)

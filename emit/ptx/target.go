@@ -85,11 +85,13 @@ type dimTiles struct {
 //     64 (below four CTAs' 128 registers, which ptxas 12.4 capped the
 //     kernels at and spilled, see fwd80.go), 2 at 96 (ptxas chose three
 //     CTAs' 168 and spilled 8-32 bytes), 1 at 192 and 256 (168 again,
-//     gemma2 spilled 8-16 bytes); none at 128, whose own choice spills
-//     nothing.
+//     gemma2 spilled 8-16 bytes), 2 at 128 (without it ptxas 12.4 chose
+//     three CTAs' 168 for gemma2 with strides and spilled 36-52 bytes;
+//     two CTAs allow 255).
 //   - dq: D/2 accumulators and two score tiles (S and dS) of tk/2: the
 //     key tile follows the forward's (32 at 192 and 256; halved again for
-//     predicates longer than bigPred); Q held up to 64.
+//     predicates longer than bigPred, and for a soft-cap at 256: gemma2
+//     spilled 4 bytes at 255 registers with ptxas 12.4); Q held up to 64.
 //   - dk/dv: a warp owns 16 keys and 2D/dkvCols accumulators (dk and dv):
 //     at D = 192 and 256 that is too many for one warp (192, 256), so eight
 //     warps split the columns in two, each pair computing the same scores
@@ -105,7 +107,7 @@ var tiles = map[int]dimTiles{
 	32:  {fwdK: 64, holdQ: true, minCTAs: 3, dqK: 64, dqHoldQ: true, dkvQ: 64, dkvCols: 1, hopK: 64},
 	64:  {fwdK: 64, holdQ: true, minCTAs: 3, dqK: 64, dqHoldQ: true, dkvQ: 64, dkvCols: 1, hopK: 64},
 	96:  {fwdK: 64, holdQ: true, minCTAs: 2, dqK: 64, dkvQ: 32, dkvCols: 1, hopK: 64},
-	128: {fwdK: 64, holdQ: true, dqK: 64, dkvQ: 16, dkvCols: 1, hopK: 64},
+	128: {fwdK: 64, holdQ: true, minCTAs: 2, dqK: 64, dkvQ: 16, dkvCols: 1, hopK: 64},
 	192: {fwdK: 32, minCTAs: 1, dqK: 32, dkvQ: 16, dkvCols: 2, hopK: 32},
 	256: {fwdK: 32, minCTAs: 1, dqK: 32, dkvQ: 16, dkvCols: 2, hopK: 16},
 }

@@ -33,7 +33,8 @@ type Kernel struct {
 	Name   string // entry point in PTX
 	PTX    string // the module, for cuModuleLoadData
 	// Params lists the kernel parameters in order: name, PTX type, meaning.
-	// The scalar ones are SeqQ, SeqK, HeadsQ, HeadsKV and scale*log2(e), and
+	// The scalar ones are SeqQ, SeqK, HeadsQ, HeadsKV and scale*log2(e), then
+	// the element strides of the tensors (StrideParam, Layout), and
 	// for the backward's kernels the scale itself. Kernels of masks with
 	// head parameters (mask.HeadParams) take one more device address,
 	// HeadParamsParam, after the mask's document or tree arrays. Kernels
@@ -43,6 +44,11 @@ type Kernel struct {
 	// DSinkRowsParam after dq, and the scalar SoftCapParam after the shape
 	// scalars when the cap is given at call time.
 	Params [][3]string
+
+	// HeadDim is the head dimension of q and k, HeadDimV that of v and
+	// the output (and dout); they differ for head_dim {qk, v}. They size
+	// a call's tensors and its default layout (BHSD).
+	HeadDim, HeadDimV int
 
 	TileQ     int // query rows per CTA
 	TileK     int // keys per CTA of a KindBwdDKV kernel
@@ -86,6 +92,17 @@ const HeadParamsParam = "head_params"
 //     sink[h] is the sum of head h's rows over the batch, which the
 //     caller forms in a fixed order (DSink), so that it is deterministic.
 const (
+	// SeqLensQParam and SeqLensKParam are the per-batch-row lengths a
+	// kernel of the identity layout takes: device addresses of [batch]s32
+	// arrays, row b having seq_lens_q[b] queries and seq_lens_k[b] keys
+	// (clamped to 0..seq_q and 0..seq_k), or 0 for none (every row has
+	// seq_q and seq_k). A row's outputs past its queries are written 0
+	// (lse -Inf, dq 0), its dk and dv past its keys 0; keys past a row's
+	// length and queries past its queries are never read. Residue-layout
+	// kernels and those of head_dim above 128 take neither.
+	SeqLensQParam = "seq_lens_q"
+	SeqLensKParam = "seq_lens_k"
+
 	SoftCapParam   = "soft_cap"
 	SlopesParam    = "alibi_slopes"
 	SinksParam     = "sinks"
@@ -176,6 +193,17 @@ type TensorMap struct {
 // (nil for a kernel that takes none). Residue layouts (Stride above 1)
 // need seq_q and seq_k to be multiples of the stride, as Geometry does.
 func (k Kernel) TensorMapsOf(batch, headsQ, headsKV, seqQ, seqK int, q, kAddr, v uint64) ([]TensorMap, error) {
+	return k.TensorMapsWith(batch, headsQ, headsKV, seqQ, seqK, q, kAddr, v, Layout{})
+}
+
+// TensorMapsWith is TensorMapsOf for a call whose q, k and v have the
+// element strides of l (a zero Strides: the default, BHSD). The maps see
+// a tensor's rows as one sequence [batch*heads*seq] at one pitch, so each
+// tensor's strides must be rows at a pitch: Head = seq*Pos and Batch =
+// heads*Head (BHSD, or BHSD with a padded row pitch); other layouts (BSHD,
+// packed QKV) are refused. The pitch, 2*Pos bytes, must be a multiple of
+// 16 (the tensor copy's global strides are).
+func (k Kernel) TensorMapsWith(batch, headsQ, headsKV, seqQ, seqK int, q, kAddr, v uint64, l Layout) ([]TensorMap, error) {
 	if len(k.TensorMaps) == 0 {
 		return nil, nil
 	}
@@ -184,6 +212,7 @@ func (k Kernel) TensorMapsOf(batch, headsQ, headsKV, seqQ, seqK int, q, kAddr, v
 	}
 	st := uint64(max(k.Stride, 1))
 	var out []TensorMap
+	ly := l
 	for _, l := range k.TensorMaps {
 		var g uint64
 		rows := uint64(batch)
@@ -201,13 +230,46 @@ func (k Kernel) TensorMapsOf(batch, headsQ, headsKV, seqQ, seqK int, q, kAddr, v
 			return nil, fmt.Errorf("gpu: kernel %q: tensor map %q has no columns or box", k.Name, l.Param)
 		}
 		c := uint64(l.Cols)
+		pitch, err := tmapPitch(k.Name, l.Tensor, ly, l.Cols, batch, headsQ, headsKV, seqQ, seqK)
+		if err != nil {
+			return nil, err
+		}
 		out = append(out, TensorMap{Param: l.Param, Tensor: l.Tensor, Global: g, ElemSize: 2,
 			Dims:    [3]uint64{c, st, rows / st},
-			Strides: [2]uint64{2 * c, 2 * c * st},
+			Strides: [2]uint64{2 * pitch, 2 * pitch * st},
 			Box:     [3]uint32{uint32(l.BoxCols), 1, uint32(l.BoxRows)},
 			Swizzle: l.Swizzle})
 	}
 	return out, nil
+}
+
+// tmapPitch returns the row pitch (elements) of tensor t of a call with
+// layout ly for a rank-3 tensor map of rows of cols elements, or an error
+// when the tensor's rows are not one sequence at one pitch or the pitch
+// is not a multiple of 16 bytes.
+func tmapPitch(name, t string, ly Layout, cols, batch, headsQ, headsKV, seqQ, seqK int) (uint64, error) {
+	var x Strides
+	heads, seq := headsKV, seqK
+	switch t {
+	case "q":
+		x, heads, seq = ly.Q, headsQ, seqQ
+	case "k":
+		x = ly.K
+	case "v":
+		x = ly.V
+	}
+	if x == (Strides{}) {
+		return uint64(cols), nil
+	}
+	switch {
+	case x.Pos < cols || x.Batch < 0 || x.Head < 0:
+		return 0, fmt.Errorf("gpu: kernel %q: %s strides %+v: the pos stride must be at least the row's %d elements", name, t, x, cols)
+	case (heads > 1 || batch > 1) && x.Head != seq*x.Pos || batch > 1 && x.Batch != heads*x.Head:
+		return 0, fmt.Errorf("gpu: kernel %q reads %s through a tensor map of rows [batch][heads][seq] at one pitch: its strides %+v are not (want head = seq*pos = %d*pos, batch = heads*head = %d*head; BSHD and packed layouts need the sm_80 kernel)", name, t, x, seq, heads)
+	case 2*x.Pos%16 != 0 || x.Pos > MaxStride:
+		return 0, fmt.Errorf("gpu: kernel %q: %s pos stride %d: a tensor map's global strides are multiples of 16 bytes (8 elements) below 2^32", name, t, x.Pos)
+	}
+	return uint64(x.Pos), nil
 }
 
 // MaxSeq bounds seq_k: the kernels hold positions, and sums of positions

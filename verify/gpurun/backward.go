@@ -22,9 +22,6 @@ func InterpBackward(bw *ptx.Backward) (*BackwardKernel, error) {
 	if bw == nil {
 		return nil, fmt.Errorf("gpurun: no backward kernels")
 	}
-	if err := square(bw.DQ, bw.HeadDim, bw.HeadDimV); err != nil {
-		return nil, err
-	}
 	b, err := newInterp(bw.DQ, bw.PTX)
 	if err != nil {
 		return nil, err
@@ -38,9 +35,6 @@ func InterpBackward(bw *ptx.Backward) (*BackwardKernel, error) {
 func GPUBackward(ctx *cuda.Context, bw *ptx.Backward) (*BackwardKernel, error) {
 	if bw == nil {
 		return nil, fmt.Errorf("gpurun: no backward kernels")
-	}
-	if err := square(bw.DQ, bw.HeadDim, bw.HeadDimV); err != nil {
-		return nil, err
 	}
 	if err := deviceRuns(ctx, bw.Target.Arch()); err != nil {
 		return nil, err
@@ -137,7 +131,7 @@ type bwdCall struct {
 	dqArgs, kvArgs []any
 	dqa, dka, dva  uint64
 	dsa            uint64 // the dq kernel's sink gradient terms (0: none)
-	nq, nkv        int
+	nq, nkv, nv    int    // elements of q (dq), k (dk) and v (dv)
 }
 
 // start launches the dq kernel and then the dk/dv kernel.
@@ -161,12 +155,16 @@ func (k *BackwardKernel) prepare(dq, dk, dv, dout, q, kk, v, out, lse []float32,
 	if s.HeadDim != k.B.HeadDim {
 		return bwdCall{}, fmt.Errorf("gpurun: head dim %d, kernel is for %d", s.HeadDim, k.B.HeadDim)
 	}
+	if dv := s.DV(); dv != k.B.HeadDimV && !(k.B.HeadDimV == 0 && dv == k.B.HeadDim) {
+		return bwdCall{}, fmt.Errorf("gpurun: head dim of v %d, kernel is for %d", dv, k.B.HeadDimV)
+	}
 	nq, nkv, nl := s.Sizes()
+	nv, nout := s.SizesV()
 	for _, x := range []struct {
 		name    string
 		n, want int
-	}{{"q", len(q), nq}, {"k", len(kk), nkv}, {"v", len(v), nkv}, {"out", len(out), nq}, {"dout", len(dout), nq},
-		{"lse", len(lse), nl}, {"dq", len(dq), nq}, {"dk", len(dk), nkv}, {"dv", len(dv), nkv}} {
+	}{{"q", len(q), nq}, {"k", len(kk), nkv}, {"v", len(v), nv}, {"out", len(out), nout}, {"dout", len(dout), nout},
+		{"lse", len(lse), nl}, {"dq", len(dq), nq}, {"dk", len(dk), nkv}, {"dv", len(dv), nv}} {
 		if x.n < x.want {
 			return bwdCall{}, fmt.Errorf("gpurun: %s has %d elements, the shape needs %d", x.name, x.n, x.want)
 		}
@@ -198,7 +196,7 @@ func (k *BackwardKernel) prepare(dq, dk, dv, dout, q, kk, v, out, lse []float32,
 		return a, k.b.fill(a, 4*n, 0xff)
 	}
 	var in [5]uint64 // q, k, v, out, dout
-	for i, x := range [][]float32{q[:nq], kk[:nkv], v[:nkv], out[:nq], dout[:nq]} {
+	for i, x := range [][]float32{q[:nq], kk[:nkv], v[:nv], out[:nout], dout[:nout]} {
 		if in[i], err = put16(x); err != nil {
 			return bwdCall{}, err
 		}
@@ -210,12 +208,12 @@ func (k *BackwardKernel) prepare(dq, dk, dv, dout, q, kk, v, out, lse []float32,
 	if err := k.b.writeF32(la, lse[:nl]); err != nil {
 		return bwdCall{}, err
 	}
-	c := bwdCall{l: l, nq: nq, nkv: nkv}
+	c := bwdCall{l: l, nq: nq, nkv: nkv, nv: nv}
 	var delta uint64
 	for _, x := range []struct {
 		a *uint64
 		n int
-	}{{&delta, nl}, {&c.dqa, nq}, {&c.dka, nkv}, {&c.dva, nkv}} {
+	}{{&delta, nl}, {&c.dqa, nq}, {&c.dka, nkv}, {&c.dva, nv}} {
 		if *x.a, err = nan(x.n); err != nil {
 			return bwdCall{}, err
 		}
@@ -254,7 +252,7 @@ func (k *BackwardKernel) results(c bwdCall, dq, dk, dv []float32) error {
 		a   uint64
 		n   int
 		dst []float32
-	}{{c.dqa, c.nq, dq}, {c.dka, c.nkv, dk}, {c.dva, c.nkv, dv}} {
+	}{{c.dqa, c.nq, dq}, {c.dka, c.nkv, dk}, {c.dva, c.nv, dv}} {
 		f, err := k.b.readF32(x.a, x.n)
 		if err != nil {
 			return err

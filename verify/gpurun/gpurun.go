@@ -97,14 +97,52 @@ type call struct {
 	wantsLSE bool
 }
 
+// uploadLens writes a shape's per-row lengths (verify.Shape.SeqLensQ,
+// SeqLensK) to the device for the kernels' seq_lens_q and seq_lens_k (0:
+// none). Positions (QPos, KPos) the kernels do not take: refused.
+func uploadLens(b backend, s verify.Shape) (q, k uint64, err error) {
+	if s.QPos != nil || s.KPos != nil {
+		return 0, 0, fmt.Errorf("gpurun: the GPU kernels take no positions (verify.Shape.QPos, KPos): run the call with the default alignment")
+	}
+	put := func(what string, x []int32, n int) (uint64, error) {
+		if x == nil {
+			return 0, nil
+		}
+		if len(x) != s.Batch {
+			return 0, fmt.Errorf("gpurun: %s has %d entries, want batch = %d", what, len(x), s.Batch)
+		}
+		w := make([]uint32, len(x))
+		for i, v := range x {
+			if v < 0 || int(v) > n {
+				return 0, fmt.Errorf("gpurun: %s[%d] = %d, want 0 to %d", what, i, v, n)
+			}
+			w[i] = uint32(v)
+		}
+		a, err := b.alloc(4 * len(w))
+		if err != nil {
+			return 0, err
+		}
+		return a, b.writeU32(a, w)
+	}
+	if q, err = put("SeqLensQ", s.SeqLensQ, s.SeqQ); err != nil {
+		return 0, 0, err
+	}
+	k, err = put("SeqLensK", s.SeqLensK, s.SeqK)
+	return q, k, err
+}
+
 // prepare checks the shape, writes q, k and v (rounded to the element
 // type) and the document arrays to the device and allocates out and lse.
 func (k *Kernel) prepare(out, lse, q, kk, v []float32, ids []int32, s verify.Shape) (call, error) {
 	if s.HeadDim != k.F.HeadDim {
 		return call{}, fmt.Errorf("gpurun: head dim %d, kernel is for %d", s.HeadDim, k.F.HeadDim)
 	}
+	if dv := s.DV(); dv != k.F.HeadDimV && !(k.F.HeadDimV == 0 && dv == k.F.HeadDim) {
+		return call{}, fmt.Errorf("gpurun: head dim of v %d, kernel is for %d", dv, k.F.HeadDimV)
+	}
 	nq, nkv, nl := s.Sizes()
-	if len(q) < nq || len(kk) < nkv || len(v) < nkv || len(out) < nq || (lse != nil && len(lse) < nl) {
+	nv, nout := s.SizesV()
+	if len(q) < nq || len(kk) < nkv || len(v) < nv || len(out) < nout || (lse != nil && len(lse) < nl) {
 		return call{}, fmt.Errorf("gpurun: slices shorter than the shape")
 	}
 	l, err := k.F.Geometry(s.Batch, s.HeadsQ, s.HeadsKV, s.SeqQ, s.SeqK, s.Scale)
@@ -116,7 +154,7 @@ func (k *Kernel) prepare(out, lse, q, kk, v []float32, ids []int32, s verify.Sha
 		toElem, fromElem = verify.F16, verify.FromF16
 	}
 	var ptrs []uint64 // q, k and v, then out and lse
-	for _, x := range [][]float32{q[:nq], kk[:nkv], v[:nkv]} {
+	for _, x := range [][]float32{q[:nq], kk[:nkv], v[:nv]} {
 		h := make([]uint16, len(x))
 		for i, f := range x {
 			h[i] = toElem(f)
@@ -130,7 +168,7 @@ func (k *Kernel) prepare(out, lse, q, kk, v []float32, ids []int32, s verify.Sha
 		}
 		ptrs = append(ptrs, a)
 	}
-	oa, err := k.b.alloc(2 * nq)
+	oa, err := k.b.alloc(2 * nout)
 	if err != nil {
 		return call{}, err
 	}
@@ -144,6 +182,9 @@ func (k *Kernel) prepare(out, lse, q, kk, v []float32, ids []int32, s verify.Sha
 		return call{}, err
 	}
 	l.SoftCap = softCap
+	if l.SeqLensQ, l.SeqLensK, err = uploadLens(k.b, s); err != nil {
+		return call{}, err
+	}
 	ptrs = append(ptrs, data...)
 	if k.F.Target.Accel {
 		// the sm_90a kernel takes out, lse, the mask data, then the
@@ -168,7 +209,7 @@ func (k *Kernel) prepare(out, lse, q, kk, v []float32, ids []int32, s verify.Sha
 	if err != nil {
 		return call{}, err
 	}
-	return call{l: l, args: args, oa: oa, la: la, nq: nq, nl: nl, fromElem: fromElem, wantsLSE: lse != nil}, nil
+	return call{l: l, args: args, oa: oa, la: la, nq: nout, nl: nl, fromElem: fromElem, wantsLSE: lse != nil}, nil
 }
 
 // results reads out and lse back (widened to float32).
@@ -392,24 +433,11 @@ func paramsHave(ps []ptx.Param, name string) bool {
 
 // Interp binds a kernel to a fresh PTX interpreter device per call.
 func Interp(f *ptx.Forward) (*Kernel, error) {
-	if err := square(f.Name, f.HeadDim, f.HeadDimV); err != nil {
-		return nil, err
-	}
 	b, err := newInterp(f.Name, f.PTX)
 	if err != nil {
 		return nil, err
 	}
 	return &Kernel{F: f, b: b}, nil
-}
-
-// square refuses kernels whose v rows differ from their q and k rows
-// (head_dim {qk, v}): a verify.Shape has one head dimension, so the
-// runner would size v and the output wrongly.
-func square(name string, qk, v int) error {
-	if v != 0 && v != qk {
-		return fmt.Errorf("gpurun: kernel %s has head_dim {qk: %d, v: %d}: the runner sizes tensors by one head dimension", name, qk, v)
-	}
-	return nil
 }
 
 func newInterp(name, text string) (*interpBackend, error) {
@@ -471,9 +499,6 @@ func (b *interpBackend) fill(a uint64, n int, x byte) error {
 // compute capability 8.0 and later, sm_90a only on 9.0) is refused before
 // anything is loaded. Which kernel to bind is the caller's choice (Pick).
 func GPU(ctx *cuda.Context, f *ptx.Forward) (*Kernel, error) {
-	if err := square(f.Name, f.HeadDim, f.HeadDimV); err != nil {
-		return nil, err
-	}
 	if err := deviceRuns(ctx, f.Target.Arch()); err != nil {
 		return nil, err
 	}

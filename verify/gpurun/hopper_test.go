@@ -155,8 +155,8 @@ type mockLaunch struct {
 	Block   [3]uint32
 	Shared  uint32
 	NParams uint32
-	Sizes   [16]uint32
-	Values  [16]uint64
+	Sizes   [64]uint32
+	Values  [64]uint64
 }
 
 // TestHopperMockGPU runs the sm_90a kernel's GPU path against the mock

@@ -1,6 +1,7 @@
 package gpurun
 
 import (
+	"math"
 	"math/rand/v2"
 	"path/filepath"
 	"strings"
@@ -71,23 +72,56 @@ func TestInterpF16Yardstick(t *testing.T) {
 	}
 }
 
-// TestRefusesSplitHeadDims: kernels of head_dim {qk, v} are refused with
-// an error (a verify.Shape has one head dimension), not run on wrongly
-// sized tensors.
-func TestRefusesSplitHeadDims(t *testing.T) {
+// TestSplitHeadDims: the runner sizes v and the output by the shape's
+// HeadDimV, so a kernel of head_dim {qk: 192, v: 128} runs (its output
+// within bf16 rounding of the float64 reference), and a shape whose
+// HeadDimV is not the kernel's is refused.
+func TestSplitHeadDims(t *testing.T) {
 	s := &spec.Spec{Name: "mla", Mask: spec.Full(), Causal: true, HeadDim: 192, HeadDimV: 128}
 	p, err := gen.Compile(s, ptx.SM80, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ks, err := ptx.Kernels(p, ptx.Config{})
+	ks, err := ptx.Kernels(p, ptx.Config{SoftLg2: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Interp(ks.Forward); err == nil || !strings.Contains(err.Error(), "{qk: 192, v: 128}") {
-		t.Errorf("Interp: err = %v", err)
+	k, err := Interp(ks.Forward)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := InterpBackward(ks.Backward); err == nil || !strings.Contains(err.Error(), "{qk: 192, v: 128}") {
-		t.Errorf("InterpBackward: err = %v", err)
+	sh := verify.Shape{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: 9, SeqK: 13, HeadDim: 192, HeadDimV: 128}
+	nq, nkv, nl := sh.Sizes()
+	nv, nout := sh.SizesV()
+	r := rand.New(rand.NewPCG(3, 4))
+	draw := func(n int) []float32 {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = verify.FromBF16(verify.BF16(float32(r.NormFloat64())))
+		}
+		return x
+	}
+	q, kk, v := draw(nq), draw(nkv), draw(nv)
+	out, lse := make([]float32, nout), make([]float32, nl)
+	if err := k.Run()(out, lse, q, kk, v, nil, sh); err != nil {
+		t.Fatal(err)
+	}
+	ref, _, err := verify.Reference(p.Source, nil, q, kk, v, sh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range ref {
+		if d := math.Abs(float64(out[i]) - ref[i]); !(d <= 0.02*(1+math.Abs(ref[i]))) {
+			t.Fatalf("out[%d] = %g, want %g", i, out[i], ref[i])
+		}
+	}
+	bad := sh
+	bad.HeadDimV = 192
+	nv, nout = bad.SizesV()
+	if err := k.Run()(make([]float32, nout), lse, q, kk, make([]float32, nv), nil, bad); err == nil || !strings.Contains(err.Error(), "head dim of v") {
+		t.Errorf("HeadDimV 192 on a {192, 128} kernel: err = %v", err)
+	}
+	if _, err := InterpBackward(ks.Backward); err != nil {
+		t.Errorf("InterpBackward: %v", err)
 	}
 }

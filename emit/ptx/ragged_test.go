@@ -1,0 +1,138 @@
+package ptx
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// raggedCase is a batch of rows of different lengths in tensors of
+// seq_q and seq_k rows: lensQ[b] queries and lensK[b] keys in row b.
+type raggedCase struct {
+	s            shape
+	lensQ, lensK []int32
+}
+
+// raggedCases: a full row, rows shorter than a tile and ending mid-tile,
+// a row with keys and no queries, a row with no keys and no queries.
+var raggedCases = []raggedCase{
+	{shape{4, 2, 1, 70, 100}, []int32{70, 33, 0, 0}, []int32{100, 47, 20, 0}},
+}
+
+// TestInterpRagged runs a ragged batch (per-row lengths seq_lens_q and
+// seq_lens_k) through the sm_80 forward and backward and the sm_90a
+// forward, every element past each row's queries (q, dout) and keys (k,
+// v) NaN, and requires each row's bits to be those of a call of that row
+// alone at its lengths; the tensors' rows past a row's queries hold out
+// 0, lse -Inf and dq 0, past its keys dk 0 and dv 0. A launch without
+// lengths (address 0) gives the bits of the plain call, which the strided
+// tests already compare.
+func TestInterpRagged(t *testing.T) {
+	t.Parallel()
+	// block: keys past a row's length share partial and full tiles with
+	// kept keys of every query (dk and dv there are computed, then zeroed)
+	masks := []string{"streaming", "block", "causal", "gemma2"}
+	if testing.Short() {
+		masks = masks[:2]
+	}
+	type target struct {
+		name string
+		tg   Target
+		bwd  bool
+	}
+	for _, tc := range []target{{"sm80", SM80, true}, {"sm90a", SM90a, false}} {
+		for _, name := range masks {
+			p := dimPlan(t, name, 64, tc.tg)
+			cfg := Config{Target: tc.tg, SoftLg2: true}
+			for _, rc := range raggedCases {
+				s := rc.s
+				t.Run(fmt.Sprintf("%s/%s/%v", tc.name, name, s), func(t *testing.T) {
+					rng := rand.New(rand.NewPCG(uint64(s.sq), 7))
+					const d = 64
+					nan16 := uint16(0x7fc0)
+					draw := func(n [3]int, lens []int32) []uint16 {
+						x := make([]uint16, n[0]*n[1]*n[2]*d)
+						for i := range x {
+							row := i / d % n[2]
+							b := i / (d * n[2] * n[1])
+							if row >= int(lens[b]) {
+								x[i] = nan16 // past the row's length: never read
+							} else {
+								x[i] = bf16(float32(rng.NormFloat64()))
+							}
+						}
+						return x
+					}
+					nq, nk := [3]int{s.batch, s.hq, s.sq}, [3]int{s.batch, s.hkv, s.sk}
+					q, k, v, do := draw(nq, rc.lensQ), draw(nk, rc.lensK), draw(nk, rc.lensK), draw(nq, rc.lensQ)
+					got := runStrided(t, p, cfg, s, nil, q, k, v, do, tc.bwd, rc.lensQ, rc.lensK)
+					negInf := math.Float32bits(float32(math.Inf(-1)))
+					for b := 0; b < s.batch; b++ {
+						lq, lk := int(rc.lensQ[b]), int(rc.lensK[b])
+						// row b alone: its heads' first lq (lk) rows
+						one := shape{1, s.hq, s.hkv, lq, lk}
+						rows := func(x []uint16, heads, n, l int) []uint16 {
+							var o []uint16
+							for h := 0; h < heads; h++ {
+								o = append(o, x[((b*heads+h)*n)*d:][:l*d]...)
+							}
+							return o
+						}
+						var ref stridedOut
+						if lq > 0 {
+							ref = runStrided(t, p, cfg, one, nil, rows(q, s.hq, s.sq, lq), rows(k, s.hkv, s.sk, lk), rows(v, s.hkv, s.sk, lk), rows(do, s.hq, s.sq, lq), tc.bwd)
+						}
+						check := func(what string, x []uint32, heads, n, l, w int, want []uint32, past uint32) {
+							for h := 0; h < heads; h++ {
+								for r := 0; r < n; r++ {
+									for c := 0; c < w; c++ {
+										g := x[((b*heads+h)*n+r)*w+c]
+										e := past
+										if r < l && want != nil {
+											e = want[(h*l+r)*w+c]
+										}
+										if g != e {
+											t.Fatalf("row %d (lengths %d, %d): %s[head %d][%d][%d] = %#x, want %#x", b, lq, lk, what, h, r, c, g, e)
+										}
+									}
+								}
+							}
+						}
+						w16 := func(x []uint16) []uint32 {
+							if x == nil {
+								return nil
+							}
+							o := make([]uint32, len(x))
+							for i, v := range x {
+								o[i] = uint32(v)
+							}
+							return o
+						}
+						wf := func(x []float32) []uint32 {
+							if x == nil {
+								return nil
+							}
+							o := make([]uint32, len(x))
+							for i, v := range x {
+								o[i] = math.Float32bits(v)
+							}
+							return o
+						}
+						check("out", w16(got.out), s.hq, s.sq, lq, d, w16(ref.out), 0)
+						check("lse", wf(got.lse), s.hq, s.sq, lq, 1, wf(ref.lse), negInf)
+						if tc.bwd {
+							check("dq", got.dq, s.hq, s.sq, lq, d, ref.dq, 0)
+							kl := lk
+							if lq == 0 {
+								kl = 0 // no queries: every key's gradient is 0
+							}
+							check("dk", got.dk, s.hkv, s.sk, kl, d, ref.dk, 0)
+							check("dv", got.dv, s.hkv, s.sk, kl, d, ref.dv, 0)
+						}
+					}
+				})
+			}
+		}
+	}
+}
