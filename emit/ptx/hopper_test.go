@@ -240,10 +240,16 @@ func TestHopperCatchesWrongMask(t *testing.T) {
 func TestHopperVisits(t *testing.T) {
 	t.Parallel()
 	masks := append(append(exampleMasks(t), randomMasks(4, 16)...), randomDocMasks(5, 4)...)
-	// at head_dim 64 every kernel has a producer warpgroup: per tile the
-	// consumers' release of the stage (they pass no barrier of their own
-	// between tiles), per item their release of Q
-	perItem := func(tiles, partial int) int64 { return int64(tiles + partial + 1) }
+	// with a producer warpgroup (hopProducer: at head_dim 64 every kernel
+	// but those of long scan programs): per tile the consumers' release of
+	// the stage (they pass no barrier of their own between tiles), per item
+	// their release of Q; without one, per tile only
+	perItem := func(p *gen.Plan, tiles, partial int) int64 {
+		if hopProducer(p, 64) {
+			return int64(tiles + partial + 1)
+		}
+		return int64(tiles + partial)
+	}
 	setup := func(ctas, items int) int64 { return int64(min(ctas, items)) }
 	checkVisits(t, SM90a, masks, fitStride, perItem, 0, setup)
 	if !testing.Short() {

@@ -526,7 +526,7 @@ func TestInterpVisits(t *testing.T) {
 	t.Parallel()
 	masks := append(exampleMasks(t), randomMasks(4, 16)...)
 	masks = append(masks, randomDocMasks(5, 4)...)
-	checkVisits(t, SM80, masks, nil, func(tiles, partial int) int64 { return int64(1 + 2*tiles + partial) }, 0, nil)
+	checkVisits(t, SM80, masks, nil, func(_ *gen.Plan, tiles, partial int) int64 { return int64(1 + 2*tiles + partial) }, 0, nil)
 }
 
 // checkVisits is TestInterpVisits for the kernel of target tg, whose CTAs
@@ -537,7 +537,7 @@ func TestInterpVisits(t *testing.T) {
 // For a persistent kernel, grid is the CTAs launched (0: Geometry's, one
 // per work item) and setup(ctas, items) the barriers outside the work
 // items.
-func checkVisits(t *testing.T, tg Target, masks []testMask, adjust func(*gen.Plan, shape) shape, barriers func(tiles, partial int) int64, grid int, setup func(ctas, items int) int64) {
+func checkVisits(t *testing.T, tg Target, masks []testMask, adjust func(*gen.Plan, shape) shape, barriers func(p *gen.Plan, tiles, partial int) int64, grid int, setup func(ctas, items int) int64) {
 	t.Helper()
 	for _, c := range masks {
 		p := compilePattern(t, tg, c.name, c.p, 64)
@@ -591,7 +591,7 @@ func checkVisits(t *testing.T, tg Target, masks []testMask, adjust func(*gen.Pla
 							}
 						}
 						if len(scan) > 0 {
-							want += barriers(len(scan), partial)
+							want += barriers(p, len(scan), partial)
 						}
 						classes := map[int]mask.Class{}
 						for _, r := range scan {
