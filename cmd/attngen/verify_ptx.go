@@ -115,6 +115,16 @@ func verifyPTX(s *spec.Spec, t ptx.Target, r *rand.Rand, gpu bool, sample int, s
 	nfSim := verify.Shape{Batch: 2, HeadsQ: 2, HeadsKV: 1, SeqQ: 61, SeqK: 130, HeadDim: s.HeadDim}
 	mdSim := fit(nfSim)[0]
 	report("ptx-sim", verify.CheckMaskedData(s.Pattern(), ik.Run(), mdSim, r, 2), maskedText(mdSim))
+	// a ragged batch, where the kernels take per-row lengths
+	ragged := verify.Shape{Batch: 3, HeadsQ: 2, HeadsKV: 1, SeqQ: 37, SeqK: 130, HeadDim: s.HeadDim,
+		SeqLensQ: []int32{37, 20, 1}, SeqLensK: []int32{130, 75, 64}}
+	lens := takesLens(fi.Params)
+	if lens {
+		rep, err := verify.CheckNumericWith(s.Pattern(), ik.Run(), ragged, r, opts)
+		report("ptx-sim", err, raggedText(ragged)+": "+rep.String()+yard)
+	} else {
+		fmt.Fprintf(stdout, "%-7s ragged batch skipped: the %s kernel takes no per-row lengths (residue layouts and head_dim above 128 do not)\n", "ptx-sim", t.Name())
+	}
 	if bw == nil {
 		fmt.Fprintf(stdout, "%-7s the backward of %s: the sm_80 kernels serve it (verify -sm 80)\n", "ptx-sim", t.Name())
 		if !gpu {
@@ -125,6 +135,10 @@ func verifyPTX(s *spec.Spec, t ptx.Target, r *rand.Rand, gpu bool, sample int, s
 	for _, sh := range interpBwdShapes(s.HeadDim) {
 		rep, err := verify.CheckGradWith(s.Pattern(), ik.Run(), ib.Run(), sh, r, gopts)
 		report("ptx-sim", err, "backward "+rep.String()+yard)
+	}
+	if lens {
+		rep, err := verify.CheckGradWith(s.Pattern(), ik.Run(), ib.Run(), ragged, r, gopts)
+		report("ptx-sim", err, "backward "+raggedText(ragged)+": "+rep.String()+yard)
 	}
 	report("ptx-sim", verify.CheckGradDependencies(s.Pattern(), ik.Run(), ib.Run(), dep, r), bwdDepText)
 	report("ptx-sim", verify.CheckGradNonFinite(s.Pattern(), ik.Run(), ib.Run(), nfSim, r, 2), nonFiniteText(nfSim))
@@ -201,6 +215,17 @@ func verifyPTX(s *spec.Spec, t ptx.Target, r *rand.Rand, gpu bool, sample int, s
 		report("gpu=sim", agreeBackward(s, ik, gb, ib, sh, r), fmt.Sprintf("backward: GPU and interpreter gradients agree on %dx%d", sh.SeqQ, sh.SeqK))
 	}
 	return failed, nil
+}
+
+// takesLens reports whether a kernel's parameters include the per-row
+// lengths (gpu.SeqLensQParam).
+func takesLens(ps []ptx.Param) bool {
+	for _, p := range ps {
+		if p.Name == gpu.SeqLensQParam {
+			return true
+		}
+	}
+	return false
 }
 
 // openGPU opens device 0's primary context through the CUDA driver.

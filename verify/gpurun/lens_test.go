@@ -43,6 +43,19 @@ func TestInterpRaggedLens(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("ragged: %v", rep)
+	bw, err := ptx.GenerateBackward(plan, ptx.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, err := InterpBackward(bw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := verify.CheckGradWith(s.Pattern(), k.Run(), kb.Run(), sh, r, verify.GradBF16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("ragged backward: %v", g)
 	sh.SeqLensQ, sh.SeqLensK, sh.KPos = nil, nil, []int32{5}
 	if _, err := verify.CheckNumericWith(s.Pattern(), k.Run(), sh, r, verify.BF16Kernel); err == nil || !strings.Contains(err.Error(), "positions") {
 		t.Errorf("positions: err = %v, want a refusal", err)
