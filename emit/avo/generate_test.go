@@ -147,6 +147,7 @@ func TestHeaders(t *testing.T) {
 			ScaleRowName(isa):   "(dst *float32, src *float32, n int, s float32)",
 			NonFiniteName(isa):  "(v *float32, d int) uint64",
 			LSEName(isa):        "(dst *float32, m *float32, l *float32, n int)",
+			PrefetchName(isa):   "(p *byte, rows int, pitch int, n int)",
 		} {
 			if !bytes.Contains(stubs, []byte("\nfunc "+name+sig+"\n")) {
 				t.Errorf("missing %s%s", name, sig)

@@ -351,20 +351,26 @@ func (c *call) makeJobs() {
 	s := c.s
 	group := s.HeadsQ / s.HeadsKV
 	c.jobs = c.jobs[:0]
+	// Jobs in the order (batch, segment, query tile, head): the heads of
+	// one query tile one after another, so that consecutive jobs read the
+	// same key tiles and, in a layout whose heads sit side by side (BSHD,
+	// packed QKV), the same pages of q and out: a query tile's rows lie on
+	// TQ pages there, which each job would otherwise find again through
+	// the TLB.
 	for b := 0; b < s.Batch; b++ {
-		for kvh := 0; kvh < s.HeadsKV; kvh++ {
-			for gi, g := range c.segs {
-				heads := 1
-				if g.nq <= TQ/2 {
-					heads = min(group, TQ/g.nq)
-				}
-				for h, nh := 0, 0; h < group; h += nh {
-					h0 := kvh*group + h
-					nh = 1
-					for nh < heads && h+nh < group && sameHeads(c.hvals, c.nparams, h0, h0+nh) {
-						nh++
-					}
-					for qt := 0; qt*TQ < g.nq; qt++ {
+		for gi, g := range c.segs {
+			heads := 1
+			if g.nq <= TQ/2 {
+				heads = min(group, TQ/g.nq)
+			}
+			for qt := 0; qt*TQ < g.nq; qt++ {
+				for kvh := 0; kvh < s.HeadsKV; kvh++ {
+					for h, nh := 0, 0; h < group; h += nh {
+						h0 := kvh*group + h
+						nh = 1
+						for nh < heads && h+nh < group && sameHeads(c.hvals, c.nparams, h0, h0+nh) {
+							nh++
+						}
 						vi := c.visitRow(b, h0)*c.qtiles + g.qt0 + qt
 						c.jobs = append(c.jobs, job{
 							b: int32(b), h: int32(h0), nh: int32(nh), seg: int32(gi), qt: int32(qt),

@@ -1696,6 +1696,12 @@ func narrowBF16AVX512(dst *uint16, src *float32, n int, s float32)
 //go:noescape
 func narrowF16AVX512(dst *uint16, src *float32, n int, s float32)
 
+// prefetchRowsAVX512 prefetches (PREFETCHT0) the lines of the n bytes at p +
+// r*pitch for r < rows.
+//
+//go:noescape
+func prefetchRowsAVX512(p *byte, rows int, pitch int, n int)
+
 // transposeTileAVX2 writes dst[i*64+c] = scale*src[c*pitch+i] for i < d (a
 // multiple of 8) and c < 64: the transposed, scaled key tile of the tile
 // kernels. It needs AVX2.
@@ -1745,6 +1751,12 @@ func narrowBF16AVX2(dst *uint16, src *float32, n int, s float32)
 //
 //go:noescape
 func narrowF16AVX2(dst *uint16, src *float32, n int, s float32)
+
+// prefetchRowsAVX2 prefetches (PREFETCHT0) the lines of the n bytes at p +
+// r*pitch for r < rows.
+//
+//go:noescape
+func prefetchRowsAVX2(p *byte, rows int, pitch int, n int)
 
 // gemmAVX512 computes C (+)= A B: c[i*ldc+j] (+)= sum over l < k of
 // a[i*sam+l*sak] * b[l*ldb+j], for i < m and j < n (a multiple of 64),

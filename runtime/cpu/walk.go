@@ -7,15 +7,88 @@ import (
 	"github.com/attngen/attngen/runtime/mask"
 )
 
-func (w *buffers) run(c *call) {
-	for {
-		n := c.next.Add(1) - 1
-		if n >= int64(len(c.items)) {
-			return
-		}
-		w.runItem(c, c.items[n])
+func (w *buffers) run(c *call) { w.drain(c) }
+
+// An itemSource hands out the items of a forward task, each once: a
+// call's (call.claim) or those of a ragged call's rows (rowCall.claim).
+type itemSource interface {
+	claim() (*call, item, bool)
+}
+
+// drain runs items from src until none is left. runItem claims the next
+// item itself, before its last key tile, so that it can prefetch that
+// item's query rows while the tile runs.
+func (w *buffers) drain(src itemSource) {
+	c, it, ok := src.claim()
+	for ok {
+		c, it, ok = w.runItem(c, it, src)
 	}
 }
+
+// claim takes the call's next item.
+func (c *call) claim() (*call, item, bool) {
+	n := c.next.Add(1) - 1
+	if n >= int64(len(c.items)) {
+		return nil, item{}, false
+	}
+	return c, c.items[n], true
+}
+
+// qInPlace reports whether job j's query tile is read from q in place: TQ
+// consecutive float32 rows of one head at the kernels' width.
+func (c *call) qInPlace(j job) bool {
+	return c.elem == F32 && int(j.nh)*int(j.per) == TQ && j.nh == 1 && c.segs[j.seg].stride == 1 && c.dd.qk == c.kd.qk && c.ls.Q.Pos == c.kd.qk
+}
+
+// prefetchQ prefetches part k of parts of the query rows of item it's job
+// when they will be copied (they are not the tile in place): per head,
+// rows a position stride apart.
+func (c *call) prefetchQ(it item, k, parts int) {
+	j := c.jobs[it.job]
+	if c.kern.prefetch == nil || c.qInPlace(j) {
+		return
+	}
+	per := int(j.per)
+	r0, r1 := k*per/parts, (k+1)*per/parts
+	pitch := c.segs[j.seg].stride * c.ls.Q.Pos
+	for h := 0; h < int(j.nh); h++ {
+		head, row := c.rowOf(j, h*per+r0)
+		at := c.qAt(int(j.b), head, row)
+		if c.elem == F32 {
+			prefetchRows(c.kern, c.q, at, r1-r0, pitch, c.dd.qk)
+		} else {
+			prefetchRows(c.kern, c.q16, at, r1-r0, pitch, c.dd.qk)
+		}
+	}
+}
+
+// prefetchOut prefetches part k of parts of the output rows job j
+// finishes when they lie apart (not consecutive rows of one head), so that
+// finish writes to cache lines it has.
+func (c *call) prefetchOut(j job, k, parts int) {
+	dv := c.dd.v
+	if c.kern.prefetch == nil || c.ls.Out.Pos == dv && c.segs[j.seg].stride == 1 {
+		return
+	}
+	per := int(j.per)
+	r0, r1 := k*per/parts, (k+1)*per/parts
+	pitch := c.segs[j.seg].stride * c.ls.Out.Pos
+	for h := 0; h < int(j.nh); h++ {
+		head, row := c.rowOf(j, h*per+r0)
+		at := c.outAt(int(j.b), head, row)
+		if c.out16 != nil {
+			prefetchRows(c.kern, c.out16, at, r1-r0, pitch, dv)
+		} else {
+			prefetchRows(c.kern, c.out, at, r1-r0, pitch, dv)
+		}
+	}
+}
+
+// prefetchTiles is over how many of an item's last key tiles runItem
+// spreads the prefetches of the next item's query rows and of its own
+// output rows: a few rows before each tile, so that they arrive while the
+// kernels compute instead of stalling the copies.
+const prefetchTiles = 4
 
 // rowOf returns, for row r of job j's tile, the query head and the query
 // row (0-based among the call's queries).
@@ -41,8 +114,11 @@ func (c *call) lseAt(b, h, row int) int { return b*c.lseB + h*c.lseH + row }
 
 // runItem runs the key tiles of one item over its job's query tile, then
 // finishes the rows (or stores the part's state, and merges the parts if
-// it is the last).
-func (w *buffers) runItem(c *call, it item) {
+// it is the last). It returns the next item of src, which it claims
+// before the item's last key tile and whose query rows it prefetches
+// then (with the output rows this item finishes), so that the copies
+// after the tile find them in cache.
+func (w *buffers) runItem(c *call, it item, src itemSource) (*call, item, bool) {
 	s, D, DV, dq := c.s, c.kd.qk, c.kd.v, c.dd.qk
 	j := c.jobs[it.job]
 	g := c.segs[j.seg]
@@ -53,7 +129,8 @@ func (w *buffers) runItem(c *call, it item) {
 	// rows of one head at the kernels' width, else copied (zero past the
 	// tile's rows and the head dimension). The scale is in the packed keys.
 	var qt0 []float32
-	if h, row := c.rowOf(j, 0); c.elem == F32 && rows == TQ && j.nh == 1 && g.stride == 1 && dq == D && c.ls.Q.Pos == D {
+	if c.qInPlace(j) {
+		h, row := c.rowOf(j, 0)
 		qt0 = c.q[c.qAt(b, h, row):][:TQ*D]
 	} else {
 		qt0 = w.q[:TQ*D]
@@ -94,7 +171,30 @@ func (w *buffers) runItem(c *call, it item) {
 		st = &w.st
 		c.tileScoreRows(st, j, rows)
 	}
-	for _, ref := range refs {
+	var (
+		nc    *call
+		nit   item
+		ahead bool // nc, nit: the next item, claimed
+		nok   bool
+	)
+	pf := min(len(refs), prefetchTiles)
+
+	for i, ref := range refs {
+		if k := i - (len(refs) - pf); k >= 0 {
+			// The last tiles: claim the next item and ask for its query
+			// rows, and for this job's output rows, a part before each
+			// tile, while the tiles run.
+			if k == 0 {
+				nc, nit, nok = src.claim()
+				ahead = true
+			}
+			if nok {
+				nc.prefetchQ(nit, k, pf)
+			}
+			if it.part < 0 {
+				c.prefetchOut(j, k, pf)
+			}
+		}
 		k0 := ref.K * TK
 		class := ref.Class
 		words := w.mask[:TQ]
@@ -193,16 +293,20 @@ func (w *buffers) runItem(c *call, it item) {
 	}
 	if it.part < 0 {
 		c.finish(w, j, o, m, l)
-		return
+	} else {
+		// A part of a split job: keep its state; the last part merges.
+		ps := c.partial[int(it.part)*partSize(DV):][:partSize(DV)]
+		copy(ps, o[:rows*DV])
+		copy(ps[TQ*DV:], m[:rows])
+		copy(ps[TQ*DV+TQ:], l[:rows])
+		if c.pending[it.job].Add(1) == j.parts {
+			w.merge(c, j)
+		}
 	}
-	// A part of a split job: keep its state; the last part merges.
-	ps := c.partial[int(it.part)*partSize(DV):][:partSize(DV)]
-	copy(ps, o[:rows*DV])
-	copy(ps[TQ*DV:], m[:rows])
-	copy(ps[TQ*DV+TQ:], l[:rows])
-	if c.pending[it.job].Add(1) == j.parts {
-		w.merge(c, j)
+	if !ahead {
+		return src.claim()
 	}
+	return nc, nit, nok
 }
 
 // merge combines the parts of a split job (in part order, so the result
