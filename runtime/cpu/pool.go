@@ -12,6 +12,7 @@ import (
 // buffers are one goroutine's tile buffers.
 type buffers struct {
 	q, s, o, m, l []float32
+	qDirty        int         // w.q is zero from here on (runItem clears what it wrote past a tile's rows)
 	qs            []float32   // the query rows scaled, for the decode kernels
 	off           [2 * TK]int // byte offsets of a tile's key rows and the next tile's, for the decode kernels
 	vclean        []float32   // a value tile with masked non-finite entries zeroed

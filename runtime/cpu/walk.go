@@ -41,11 +41,11 @@ func (c *call) qInPlace(j job) bool {
 }
 
 // prefetchQ prefetches part k of parts of the query rows of item it's job
-// when they will be copied (they are not the tile in place): per head,
-// rows a position stride apart.
+// when they will be copied (they are not the tile in place) and are more
+// than a decoding job's few: per head, rows a position stride apart.
 func (c *call) prefetchQ(it item, k, parts int) {
 	j := c.jobs[it.job]
-	if c.kern.prefetch == nil || c.qInPlace(j) {
+	if c.kern.prefetch == nil || int(j.nh)*int(j.per) <= maxDecodeRows || c.qInPlace(j) {
 		return
 	}
 	per := int(j.per)
@@ -63,11 +63,12 @@ func (c *call) prefetchQ(it item, k, parts int) {
 }
 
 // prefetchOut prefetches part k of parts of the output rows job j
-// finishes when they lie apart (not consecutive rows of one head), so that
-// finish writes to cache lines it has.
+// finishes when they lie apart (not consecutive rows of one head) and are
+// more than a decoding job's few, so that finish writes to cache lines it
+// has.
 func (c *call) prefetchOut(j job, k, parts int) {
 	dv := c.dd.v
-	if c.kern.prefetch == nil || c.ls.Out.Pos == dv && c.segs[j.seg].stride == 1 {
+	if c.kern.prefetch == nil || int(j.nh)*int(j.per) <= maxDecodeRows || c.ls.Out.Pos == dv && c.segs[j.seg].stride == 1 {
 		return
 	}
 	per := int(j.per)
@@ -133,13 +134,16 @@ func (w *buffers) runItem(c *call, it item, src itemSource) (*call, item, bool) 
 		h, row := c.rowOf(j, 0)
 		qt0 = c.q[c.qAt(b, h, row):][:TQ*D]
 	} else {
+		// w.q is zero from w.qDirty on, so only what an earlier tile wrote
+		// past this one's rows is cleared (a decoding job's few rows
+		// would otherwise clear the whole tile each time).
 		qt0 = w.q[:TQ*D]
-		for r := 0; r < TQ; r++ {
+		if end := rows * D; w.qDirty > end {
+			clear(w.q[end:w.qDirty])
+		}
+		w.qDirty = rows * D
+		for r := 0; r < rows; r++ {
 			dst := qt0[r*D : r*D+D]
-			if r >= rows {
-				clear(dst)
-				continue
-			}
 			h, row := c.rowOf(j, r)
 			at := c.qAt(b, h, row)
 			if c.elem == F32 {
@@ -150,8 +154,11 @@ func (w *buffers) runItem(c *call, it item, src itemSource) (*call, item, bool) 
 			clear(dst[dq:])
 		}
 	}
+	// Only the job's rows of o start at zero: the kernels leave the rows
+	// past them untouched (they keep no key) or add 0 to them, and nothing
+	// reads them.
 	o, m, l := w.o[:TQ*DV], w.m[:TQ], w.l[:TQ]
-	clear(o)
+	clear(o[:rows*DV])
 	clear(l)
 	for r := range m {
 		m[r] = float32(math.Inf(-1))
@@ -178,6 +185,7 @@ func (w *buffers) runItem(c *call, it item, src itemSource) (*call, item, bool) 
 		nok   bool
 	)
 	pf := min(len(refs), prefetchTiles)
+	offNext := -1 // the key tile whose row offsets w.off[TK:] holds, or -1
 
 	for i, ref := range refs {
 		if k := i - (len(refs) - pf); k >= 0 {
@@ -221,16 +229,23 @@ func (w *buffers) runItem(c *call, it item, src itemSource) (*call, item, bool) 
 			}
 			var kb, vb unsafe.Pointer
 			if c.sameKV {
-				c.rowOffsets(w.off[:TK], b*s.HeadsKV+hk, g, ref.K)
+				if offNext == ref.K {
+					copy(w.off[:TK], w.off[TK:]) // found as the previous tile's next
+				} else {
+					c.rowOffsets(w.off[:TK], b*s.HeadsKV+hk, g, ref.K)
+				}
 				// The next tile's rows, which the kernels may prefetch: tile
 				// K+1 when it is whole, else this one's again.
+				offNext = -1
 				if (ref.K+2)*TK <= g.nk {
 					c.rowOffsets(w.off[TK:], b*s.HeadsKV+hk, g, ref.K+1)
+					offNext = ref.K + 1
 				} else {
 					copy(w.off[TK:], w.off[:TK])
 				}
 				kb, vb = c.kvBase()
 			} else {
+				offNext = -1
 				// k and v rows at different offsets (their own strides or
 				// sizes): the tile's rows are copied, as they are, into
 				// buffers a row pitch apart, and read there.
