@@ -423,6 +423,13 @@ func emitDecode(ctx *build.Context, c ConstTable, isa ISA, e Elem, d Dims, r int
 	// against 2.7-3.9 ms) and is left out.
 	nextK := prefetch && r == 1
 	kLines := ((es*d.QK+63)/64 + len(sh.chunks) - 1) / len(sh.chunks)
+	// kc is loaded once, before the chunks: each column chunk of o asks
+	// for the next kLines lines of the next key rows (kc advances by them
+	// after each chunk), so that the chunks together cover whole rows.
+	var kc reg.Register
+	if nextK {
+		kc = g.param("k")
+	}
 	for gi, run := range runs(sh.chunks) {
 		sfx, cv := runSuffix(gi), run.size
 		var cn reg.Register
@@ -430,14 +437,6 @@ func emitDecode(ctx *build.Context, c ConstTable, isa ISA, e Elem, d Dims, r int
 			cn = ctx.GP64()
 			ctx.MOVQ(op.U32(uint32(run.count)), cn)
 			ctx.Label("pvc" + sfx)
-		}
-		// kc is loaded in the chunk loop, so every chunk asks for the first
-		// kLines lines of the next key rows and its advance below is lost:
-		// a slip kept for now so that the D = 64 and 128 kernels stay as
-		// they were (the hints cover half of a D = 128 row).
-		var kc reg.Register
-		if nextK {
-			kc = g.param("k")
 		}
 		for r0 := 0; r0 < r; r0 += rg {
 			var vb reg.Register

@@ -187,3 +187,37 @@ func BenchmarkLayoutCalls(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDecodeOneRow times a causal decoding step of one query row per
+// job (H = Hkv = 8, the memory-bound case whose kernels prefetch the next
+// tile's key rows) at D = 128 and 256 on each assembly variant, on one
+// thread, and reports the thread's CPU time per call (cpu-ns/op) beside
+// the wall time, which other processes on a busy machine add to.
+func BenchmarkDecodeOneRow(b *testing.B) {
+	if threadClock == nil {
+		b.Skip("no thread CPU clock on this OS")
+	}
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	r := rand.New(rand.NewPCG(3, 4))
+	_, m := headsPlan(b, "name: s\nhead_dim: 128\nmask: {window: {size: 1000000}}\n")
+	for _, v := range supported() {
+		if v == cpu.PureGo {
+			continue
+		}
+		for _, d := range []int{128, 256} {
+			s := cpu.Shape{Batch: 1, HeadsQ: 8, HeadsKV: 8, SeqQ: 1, SeqK: 32768, HeadDim: d}
+			a := newShapeCall(b, r, m, s, 0, s.SeqK).a
+			b.Run(fmt.Sprintf("%s/D=%d", v, d), func(b *testing.B) {
+				runtime.LockOSThread() // the thread whose clock is read
+				defer runtime.UnlockOSThread()
+				t0 := threadClock()
+				for b.Loop() {
+					if err := cpu.ForwardArgs(m, v, a); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(threadClock()-t0)/float64(b.N), "cpu-ns/op")
+			})
+		}
+	}
+}
