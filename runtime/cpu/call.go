@@ -100,9 +100,9 @@ type call struct {
 	lseB, lseH int
 	qpos, kpos int
 	// direct: the decode kernels run whole tiles every row keeps (the
-	// variant has them at the call's own dims); sameKV: they read k and v
-	// rows in place (k and v rows at the same offsets), else from copies
-	// (gatherRows), so that every layout runs the same kernels.
+	// variant has them at the call's own dims), reading k and v rows in
+	// place through their own offsets; sameKV: k and v rows lie at the
+	// same offsets (the value offsets are the keys').
 	direct, sameKV bool
 
 	// The key tiles some query tile visits, found once per call: visits
@@ -509,52 +509,32 @@ func (c *call) cacheRow(x Strides, bk, pos int) int {
 // segment g.
 func (c *call) keyIndex(g segment, x int) int { return g.keyAbs(x) - c.kpos }
 
-// rowOffsets sets off[x] to the byte offset in k and v of key x of whole
-// key tile t of segment g of (batch, kv head) bk.
-func (c *call) rowOffsets(off []int, bk int, g segment, t int) {
+// rowOffsets sets off[x] to the byte offset in k of key x of whole key
+// tile t of segment g of (batch, kv head) bk, and with v set, in v of its
+// value row.
+func (c *call) rowOffsets(off []int, bk int, g segment, t int, v bool) {
 	off = off[:TK]
 	es := 4
 	if c.elem != F32 {
 		es = 2
 	}
-	if first, pitch, _, _, ok := c.tileRun(bk, g, t); ok {
+	if first, pitch, vfirst, vpitch, ok := c.tileRun(bk, g, t); ok {
+		if v {
+			first, pitch = vfirst, vpitch
+		}
 		for x := range off {
 			off[x] = es * (first + x*pitch)
 		}
 		return
 	}
 	for x := range off {
-		off[x] = es * c.keyRow(bk, c.keyIndex(g, t*TK+x))
-	}
-}
-
-// gatherRows copies the key and value rows of whole key tile t of
-// segment g of (batch, kv head) bk, in their element type, into w's
-// buffers, rows a pitch of the larger head size apart, sets w.off to
-// their offsets (the next tile's: the same, nothing to prefetch) and
-// returns the buffers.
-func (c *call) gatherRows(w *buffers, bk int, g segment, t int) (k, v unsafe.Pointer) {
-	es := 4
-	if c.elem != F32 {
-		es = 2
-	}
-	dq, dv := c.dd.qk, c.dd.v
-	pitch := max(dq, dv)
-	for x := 0; x < TK; x++ {
 		pos := c.keyIndex(g, t*TK+x)
-		kr, vr := c.keyRow(bk, pos), c.valRow(bk, pos)
-		if c.elem == F32 {
-			copy(w.gk[x*pitch:][:dq], c.k[kr:kr+dq])
-			copy(w.gv[x*pitch:][:dv], c.v[vr:vr+dv])
+		if v {
+			off[x] = es * c.valRow(bk, pos)
 		} else {
-			k16 := unsafe.Slice((*uint16)(unsafe.Pointer(&w.gk[0])), len(w.gk))
-			v16 := unsafe.Slice((*uint16)(unsafe.Pointer(&w.gv[0])), len(w.gv))
-			copy(k16[x*pitch:][:dq], c.k16[kr:kr+dq])
-			copy(v16[x*pitch:][:dv], c.v16[vr:vr+dv])
+			off[x] = es * c.keyRow(bk, pos)
 		}
-		w.off[x], w.off[TK+x] = es*x*pitch, es*x*pitch
 	}
-	return unsafe.Pointer(&w.gk[0]), unsafe.Pointer(&w.gv[0])
 }
 
 // kvBase returns the first elements of k and v, which rowOffsets' offsets

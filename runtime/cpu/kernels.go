@@ -205,11 +205,24 @@ func (k *kernels) hasDecode(d dims) bool {
 	return x != nil && x.decode[F32][0] != nil
 }
 
+// decodeOffsets are the byte offsets a decode kernel reads a key tile's
+// rows at (the decode ABI's off): [0, TK) the key rows' in k, [TK, 2TK)
+// those of the key rows to read next (the next tile's, or these again:
+// prefetch hints, never loaded), [2TK, 3TK) the value rows' in v, so
+// that keys and values of their own strides or sizes are read in place.
+type decodeOffsets [3 * TK]int
+
+// Where decodeOffsets' parts start.
+const (
+	offNextK = TK
+	offV     = 2 * TK
+)
+
 // decodeRun runs the decode kernel of elem, d and rows (1, 2, 4 or 8) on
-// k and v (the first elements of the caller's k and v; every
-// offset in off[:TK] must lie in them, with a whole row after it; off[TK:]
-// are the rows to read next, prefetch hints).
-func (k *kernels) decodeRun(elem Elem, q []float32, kb, vb unsafe.Pointer, off *[2 * TK]int, o, m, l []float32, rows int, d dims) {
+// k and v (the first elements of the caller's k and v; every key offset
+// in off[:TK] must lie in k and every value offset in off[offV:] in v,
+// each with a whole row after it; off[offNextK:offV] are prefetch hints).
+func (k *kernels) decodeRun(elem Elem, q []float32, kb, vb unsafe.Pointer, off *decodeOffsets, o, m, l []float32, rows int, d dims) {
 	_, _, _, _ = q[rows*d.qk-1], o[rows*d.v-1], m[rows-1], l[rows-1]
 	f := dimsOf(k.byDims, d).decode[elem][bits.TrailingZeros(uint(rows))]
 	f(&q[0], (*byte)(kb), (*byte)(vb), &off[0], &o[0], &m[0], &l[0])
@@ -224,7 +237,7 @@ func (k *kernels) hasDecodeScore(d dims) bool {
 
 // decodeScoreRun is decodeRun with the score stage of sc (rows[i] and
 // slope[i] of the rows i < rows, cols[j] of the keys j < TK).
-func (k *kernels) decodeScoreRun(elem Elem, q []float32, kb, vb unsafe.Pointer, off *[2 * TK]int, o, m, l []float32, rows int, d dims, sc *scoreTile) {
+func (k *kernels) decodeScoreRun(elem Elem, q []float32, kb, vb unsafe.Pointer, off *decodeOffsets, o, m, l []float32, rows int, d dims, sc *scoreTile) {
 	_, _, _, _ = q[rows*d.qk-1], o[rows*d.v-1], m[rows-1], l[rows-1]
 	f := dimsOf(k.byDims, d).decodeScore[elem][bits.TrailingZeros(uint(rows))]
 	f(&q[0], (*byte)(kb), (*byte)(vb), &off[0], &o[0], &m[0], &l[0], sc)

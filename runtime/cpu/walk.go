@@ -2,7 +2,6 @@ package cpu
 
 import (
 	"math"
-	"unsafe"
 
 	"github.com/attngen/attngen/runtime/mask"
 )
@@ -227,30 +226,29 @@ func (w *buffers) runItem(c *call, it item, src itemSource) (*call, item, bool) 
 				}
 				clear(qs[rows*D:])
 			}
-			var kb, vb unsafe.Pointer
-			if c.sameKV {
-				if offNext == ref.K {
-					copy(w.off[:TK], w.off[TK:]) // found as the previous tile's next
-				} else {
-					c.rowOffsets(w.off[:TK], b*s.HeadsKV+hk, g, ref.K)
-				}
-				// The next tile's rows, which the kernels may prefetch: tile
-				// K+1 when it is whole, else this one's again.
-				offNext = -1
-				if (ref.K+2)*TK <= g.nk {
-					c.rowOffsets(w.off[TK:], b*s.HeadsKV+hk, g, ref.K+1)
-					offNext = ref.K + 1
-				} else {
-					copy(w.off[TK:], w.off[:TK])
-				}
-				kb, vb = c.kvBase()
+			bk := b*s.HeadsKV + hk
+			if offNext == ref.K {
+				copy(w.off[:TK], w.off[offNextK:offV]) // found as the previous tile's next
 			} else {
-				offNext = -1
-				// k and v rows at different offsets (their own strides or
-				// sizes): the tile's rows are copied, as they are, into
-				// buffers a row pitch apart, and read there.
-				kb, vb = c.gatherRows(w, b*s.HeadsKV+hk, g, ref.K)
+				c.rowOffsets(w.off[:TK], bk, g, ref.K, false)
 			}
+			// The next tile's rows, which the kernels may prefetch: tile
+			// K+1 when it is whole, else this one's again.
+			offNext = -1
+			if (ref.K+2)*TK <= g.nk {
+				c.rowOffsets(w.off[offNextK:offV], bk, g, ref.K+1, false)
+				offNext = ref.K + 1
+			} else {
+				copy(w.off[offNextK:offV], w.off[:TK])
+			}
+			// The value rows: at the keys' offsets, or (their own strides
+			// or sizes) at their own.
+			if c.sameKV {
+				copy(w.off[offV:], w.off[:TK])
+			} else {
+				c.rowOffsets(w.off[offV:], bk, g, ref.K, true)
+			}
+			kb, vb := c.kvBase()
 			// groups of 8 rows, the last padded to 1, 2, 4 or 8
 			for r0 := 0; r0 < rows; r0 += 8 {
 				n := decodeRows(min(rows-r0, 8))
