@@ -190,9 +190,11 @@ func BenchmarkLayoutCalls(b *testing.B) {
 
 // BenchmarkDecodeOneRow times a causal decoding step of one query row per
 // job (H = Hkv = 8, the memory-bound case whose kernels prefetch the next
-// tile's key rows) at D = 128 and 256 on each assembly variant, on one
-// thread, and reports the thread's CPU time per call (cpu-ns/op) beside
-// the wall time, which other processes on a busy machine add to.
+// tile's key rows) at D = 128 and 256, and one of H = 8, Hkv = 2 in BSHD
+// with head_dim {qk: 192, v: 128} (key and value rows at offsets of their
+// own), on each assembly variant, on one thread, and reports the thread's
+// CPU time per call (cpu-ns/op) beside the wall time, which other
+// processes on a busy machine add to.
 func BenchmarkDecodeOneRow(b *testing.B) {
 	if threadClock == nil {
 		b.Skip("no thread CPU clock on this OS")
@@ -204,10 +206,18 @@ func BenchmarkDecodeOneRow(b *testing.B) {
 		if v == cpu.PureGo {
 			continue
 		}
-		for _, d := range []int{128, 256} {
+		for _, d := range []int{128, 256, 192} {
 			s := cpu.Shape{Batch: 1, HeadsQ: 8, HeadsKV: 8, SeqQ: 1, SeqK: 32768, HeadDim: d}
-			a := newShapeCall(b, r, m, s, 0, s.SeqK).a
-			b.Run(fmt.Sprintf("%s/D=%d", v, d), func(b *testing.B) {
+			name := fmt.Sprintf("%s/D=%d", v, d)
+			dv := 0
+			if d == 192 {
+				s.HeadsKV, dv, name = 2, 128, fmt.Sprintf("%s/BSHD-192-128", v)
+			}
+			a := newShapeCall(b, r, m, s, dv, s.SeqK).a
+			if d == 192 {
+				a.Layout = cpu.BSHD(s, dv)
+			}
+			b.Run(name, func(b *testing.B) {
 				runtime.LockOSThread() // the thread whose clock is read
 				defer runtime.UnlockOSThread()
 				t0 := threadClock()
