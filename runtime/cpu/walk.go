@@ -15,8 +15,8 @@ type itemSource interface {
 }
 
 // drain runs items from src until none is left. runItem claims the next
-// item itself, before its last key tile, so that it can prefetch that
-// item's query rows while the tile runs.
+// item itself, before its last key tiles, so that it can prefetch that
+// item's query rows while the tiles run.
 func (w *buffers) drain(src itemSource) {
 	c, it, ok := src.claim()
 	for ok {
@@ -115,9 +115,9 @@ func (c *call) lseAt(b, h, row int) int { return b*c.lseB + h*c.lseH + row }
 // runItem runs the key tiles of one item over its job's query tile, then
 // finishes the rows (or stores the part's state, and merges the parts if
 // it is the last). It returns the next item of src, which it claims
-// before the item's last key tile and whose query rows it prefetches
-// then (with the output rows this item finishes), so that the copies
-// after the tile find them in cache.
+// before the item's last prefetchTiles key tiles and whose query rows it
+// prefetches then (with the output rows this item finishes), so that the
+// copies after the tiles find them in cache.
 func (w *buffers) runItem(c *call, it item, src itemSource) (*call, item, bool) {
 	s, D, DV, dq := c.s, c.kd.qk, c.kd.v, c.dd.qk
 	j := c.jobs[it.job]
@@ -184,8 +184,7 @@ func (w *buffers) runItem(c *call, it item, src itemSource) (*call, item, bool) 
 		nok   bool
 	)
 	pf := min(len(refs), prefetchTiles)
-	offNext := -1 // the key tile whose row offsets w.off[TK:] holds, or -1
-
+	offNext := -1 // the key tile whose key offsets w.off[offNextK:offV] hold, or -1
 	for i, ref := range refs {
 		if k := i - (len(refs) - pf); k >= 0 {
 			// The last tiles: claim the next item and ask for its query
