@@ -349,35 +349,31 @@ func (c *call) slotRow(b, kvh int) int {
 // on the shape only, so results do not depend on the number of threads.
 func (c *call) makeJobs() {
 	s := c.s
-	group := s.HeadsQ / s.HeadsKV
 	c.jobs = c.jobs[:0]
-	// Jobs in the order (batch, segment, query tile, head): the heads of
-	// one query tile one after another, so that consecutive jobs read the
-	// same key tiles and, in a layout whose heads sit side by side (BSHD,
-	// packed QKV), the same pages of q and out: a query tile's rows lie on
-	// TQ pages there, which each job would otherwise find again through
-	// the TLB.
+	// With the heads of q side by side in each position (BSHD, packed
+	// QKV), jobs go query tile by query tile, the heads of each one after
+	// another: consecutive jobs then read the same pages of q and out (a
+	// tile's rows lie on TQ pages there, which each job would otherwise
+	// find again through the TLB) and the same key tiles. Otherwise (BHSD)
+	// they go head by head, the query tiles of each in order: consecutive
+	// jobs then read consecutive rows of q and out, which the hardware
+	// prefetchers stream (1.5-3% faster there than the other order, which
+	// is as much faster for BSHD).
+	tileMajor := c.ls.Q.Head < c.ls.Q.Pos
 	for b := 0; b < s.Batch; b++ {
-		for gi, g := range c.segs {
-			heads := 1
-			if g.nq <= TQ/2 {
-				heads = min(group, TQ/g.nq)
-			}
-			for qt := 0; qt*TQ < g.nq; qt++ {
-				for kvh := 0; kvh < s.HeadsKV; kvh++ {
-					for h, nh := 0, 0; h < group; h += nh {
-						h0 := kvh*group + h
-						nh = 1
-						for nh < heads && h+nh < group && sameHeads(c.hvals, c.nparams, h0, h0+nh) {
-							nh++
-						}
-						vi := c.visitRow(b, h0)*c.qtiles + g.qt0 + qt
-						c.jobs = append(c.jobs, job{
-							b: int32(b), h: int32(h0), nh: int32(nh), seg: int32(gi), qt: int32(qt),
-							per: int32(min(TQ, g.nq-qt*TQ)), v0: c.visits[vi], v1: c.visits[vi+1], parts: 1, part0: -1,
-						})
+		if tileMajor {
+			for gi, g := range c.segs {
+				for qt := 0; qt*TQ < g.nq; qt++ {
+					for kvh := 0; kvh < s.HeadsKV; kvh++ {
+						c.headJobs(b, gi, kvh, qt, qt+1)
 					}
 				}
+			}
+			continue
+		}
+		for kvh := 0; kvh < s.HeadsKV; kvh++ {
+			for gi, g := range c.segs {
+				c.headJobs(b, gi, kvh, 0, (g.nq+TQ-1)/TQ)
 			}
 		}
 	}
@@ -408,6 +404,33 @@ func (c *call) makeJobs() {
 	}
 	c.pending = c.pending[:len(c.jobs)]
 	clear(c.pending)
+}
+
+// headJobs adds the jobs of query tiles qt0 .. qt1-1 of segment gi of
+// (batch b, kv head kvh): per group of query heads that share a job (a
+// segment's few rows: the heads with the same values), its query tiles in
+// order.
+func (c *call) headJobs(b, gi, kvh, qt0, qt1 int) {
+	s, g := c.s, c.segs[gi]
+	group := s.HeadsQ / s.HeadsKV
+	heads := 1
+	if g.nq <= TQ/2 {
+		heads = min(group, TQ/g.nq)
+	}
+	for h, nh := 0, 0; h < group; h += nh {
+		h0 := kvh*group + h
+		nh = 1
+		for nh < heads && h+nh < group && sameHeads(c.hvals, c.nparams, h0, h0+nh) {
+			nh++
+		}
+		for qt := qt0; qt < qt1; qt++ {
+			vi := c.visitRow(b, h0)*c.qtiles + g.qt0 + qt
+			c.jobs = append(c.jobs, job{
+				b: int32(b), h: int32(h0), nh: int32(nh), seg: int32(gi), qt: int32(qt),
+				per: int32(min(TQ, g.nq-qt*TQ)), v0: c.visits[vi], v1: c.visits[vi+1], parts: 1, part0: -1,
+			})
+		}
+	}
 }
 
 // release drops the call's references to the caller's slices and returns

@@ -149,3 +149,44 @@ func TestDecodeGappedTiles(t *testing.T) {
 		}
 	})
 }
+
+// TestJobOrder: prefill jobs go head by head in BHSD (consecutive jobs
+// read consecutive query tiles of one head) and query tile by query tile
+// in BSHD (consecutive jobs read the heads of one tile), every job once
+// either way.
+func TestJobOrder(t *testing.T) {
+	s := Shape{Batch: 2, HeadsQ: 4, HeadsKV: 2, SeqQ: 150, SeqK: 150, HeadDim: 32}
+	n, nkv := s.Batch*s.HeadsQ*s.SeqQ*s.HeadDim, s.Batch*s.HeadsKV*s.SeqK*s.HeadDim
+	for _, bshd := range []bool{false, true} {
+		ls := BHSD(s, 0)
+		if bshd {
+			ls = BSHD(s, 0)
+		}
+		c := new(call)
+		g := &geom{dv: s.HeadDim, ls: ls, lseB: s.HeadsQ * s.SeqQ, lseH: s.SeqQ, qpos: 0, dataLen: s.SeqK}
+		if err := c.setup(window{40}, goKernels, s, g, make([]float32, n), nil, nil, inputs{q: make([]float32, n), k: make([]float32, nkv), v: make([]float32, nkv)}, nil, new([mask.MaxHeadParams][]int32)); err != nil {
+			t.Fatal(err)
+		}
+		qtiles := (s.SeqQ + TQ - 1) / TQ
+		if len(c.jobs) != s.Batch*s.HeadsQ*qtiles {
+			t.Fatalf("BSHD %v: %d jobs, want %d", bshd, len(c.jobs), s.Batch*s.HeadsQ*qtiles)
+		}
+		seen := map[[3]int32]bool{}
+		for i, j := range c.jobs {
+			seen[[3]int32{j.b, j.h, j.qt}] = true
+			if i == 0 || c.jobs[i-1].b != j.b {
+				continue
+			}
+			p := c.jobs[i-1]
+			if bshd && p.qt != j.qt && !(j.qt == p.qt+1 && j.h == 0) {
+				t.Fatalf("BSHD: job %d (head %d, tile %d) after head %d, tile %d: want the tile's heads in a row", i, j.h, j.qt, p.h, p.qt)
+			}
+			if !bshd && p.h != j.h && !(j.h == p.h+1 && j.qt == 0) {
+				t.Fatalf("BHSD: job %d (head %d, tile %d) after head %d, tile %d: want the head's tiles in a row", i, j.h, j.qt, p.h, p.qt)
+			}
+		}
+		if len(seen) != len(c.jobs) {
+			t.Errorf("BSHD %v: %d distinct jobs of %d", bshd, len(seen), len(c.jobs))
+		}
+	}
+}
