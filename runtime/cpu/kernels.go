@@ -52,10 +52,10 @@ type kernels struct {
 	// transpose writes kt[i*TK+c] = scale*k[c*pitch+i] for a whole key
 	// tile (c < TK, i < d).
 	transpose func(kt, k *float32, pitch, d int, scale float32)
-	// prefetch asks for the cache lines of the n bytes at p + r*pitch, r
-	// < rows (pitch in bytes, n > 0), without waiting for them: a query tile's rows that
-	// are copied, or an output tile's rows, when they lie apart (BSHD).
-	// It changes no value; without it nothing is prefetched.
+	// prefetch asks for the cache lines of the n bytes at p + r*pitch for
+	// r < rows (pitch in bytes, n > 0) without waiting for them: the rows
+	// of a query tile that is copied, or of an output tile, when they lie
+	// apart (BSHD). It changes no value; without it nothing is prefetched.
 	prefetch func(p *byte, rows, pitch, n int)
 	// peak is the FMA peak loop of the variant's vectors (peakFlops FLOPs
 	// an iteration); readSum sums n floats (a multiple of readBlock) at
@@ -260,8 +260,6 @@ func (k *kernels) scoreBwdK(s, dt []float32, rows int, c float32, sc *scoreTile)
 	return true
 }
 
-// scaleRowK sets dst = src*s with the variant's kernel when it has one
-// for len(src) floats, and reports whether it did.
 // prefetchRows prefetches the n elements at x[at], x[at+pitch], ... (rows
 // rows) when the variant has the loop; every row must lie in x.
 func prefetchRows[T float32 | uint16](k *kernels, x []T, at, rows, pitch, n int) {
@@ -273,6 +271,8 @@ func prefetchRows[T float32 | uint16](k *kernels, x []T, at, rows, pitch, n int)
 	k.prefetch((*byte)(unsafe.Pointer(&x[at])), rows, es*pitch, es*n)
 }
 
+// scaleRowK sets dst = src*s with the variant's kernel when it has one
+// for len(src) floats, and reports whether it did.
 func (k *kernels) scaleRowK(dst, src []float32, s float32) bool {
 	n := len(src)
 	if k.scaleRow == nil || !k.whole(n) || len(dst) < n {
