@@ -44,6 +44,11 @@ func DecodeName(isa ISA, e Elem, d Dims, r int) string {
 // DecodeSignature is the Go signature of every decode kernel.
 const DecodeSignature = "func(q *float32, k, v *byte, off *int, o, m, l *float32)"
 
+// VOffsets is where the value rows' offsets start in a decode kernel's
+// off (EmitDecode): after the TK key offsets and the TK offsets of the
+// next key rows.
+const VOffsets = 2 * TK
+
 // decodeShape is how a decode kernel of one ISA, head dimensions and row
 // count uses its registers.
 type decodeShape struct {
@@ -116,8 +121,8 @@ func decodeShapeOf(isa ISA, d Dims, r int) decodeShape {
 //
 // The ABI: q holds r query rows of d.QK float32, scaled by scale*log2(e);
 // key j's row (d.QK elements) is at byte off[j] of k and its value row
-// (d.V elements) at byte off[j] of v (any
-// layout: contiguous, paged, strided), for j < TK; off[TK+j] are the
+// (d.V elements) at byte off[VOffsets+j] of v (any layout, each tensor
+// its own: contiguous, paged, strided), for j < TK; off[TK+j] are the
 // offsets of the key rows to read next (the next tile's, or these again),
 // which the AVX2 one-row kernels ask the cache for (prefetch hints, never
 // loaded, so any value is safe); o, m and l are the running state of
@@ -173,11 +178,11 @@ func emitDecode(ctx *build.Context, c ConstTable, isa ISA, e Elem, d Dims, r int
 	doc := []string{
 		fmt.Sprintf("%s is the decode kernel for %s keys and values, %s and %d", name, e, d.doc(), r),
 		"query rows (" + needs + "): one online-softmax step against a whole key",
-		"tile that every row keeps, key and value row j read in place at byte off[j]",
-		"of k and v.",
+		"tile that every row keeps, key row j read in place at byte off[j] of k and",
+		fmt.Sprintf("its value row at byte off[%d+j] of v.", VOffsets),
 	}
 	if score {
-		doc[len(doc)-1] = "of k and v, with the score stage of sc (see scoreTile)."
+		doc[len(doc)-1] = fmt.Sprintf("its value row at byte off[%d+j] of v, with the score stage of sc (see scoreTile).", VOffsets)
 	}
 	ctx.Doc(doc...)
 	es := e.size()
@@ -209,12 +214,9 @@ func emitDecode(ctx *build.Context, c ConstTable, isa ISA, e Elem, d Dims, r int
 	// once (the P V pass then reads the tile from cache): a causal decode
 	// of 32k keys, one row per job, took 10.8 ms instead of 12.4. The
 	// AVX-512 kernels measured slower with it (11.3-11.9 ms against 10.4).
-	var vdel, vbase reg.Register
+	var vbase reg.Register
 	prefetch := g.isa == AVX2
-	if prefetch && held {
-		vdel = g.param("v")
-		ctx.SUBQ(kb, vdel) // v - k: a key row's address plus vdel is its value row's
-	} else if prefetch {
+	if prefetch {
 		vbase = g.param("v")
 	}
 	ctx.LEAQ(sbuf, sp)
@@ -263,11 +265,9 @@ func emitDecode(ctx *build.Context, c ConstTable, isa ISA, e Elem, d Dims, r int
 			if x*nq/vLines != ci {
 				continue
 			}
-			if held {
-				ctx.PREFETCHT2(op.Mem{Base: kr[j], Index: vdel, Scale: 1, Disp: 64 * x})
-			} else {
-				ctx.PREFETCHT2(op.Mem{Base: vbase, Index: t, Scale: 1, Disp: 64 * x})
-			}
+			vo := ctx.GP64()
+			ctx.MOVQ(mem(op0, 8*(VOffsets+j)), vo) // the value row's own offset
+			ctx.PREFETCHT2(op.Mem{Base: vbase, Index: vo, Scale: 1, Disp: 64 * x})
 		}
 		return kv
 	}
@@ -423,6 +423,13 @@ func emitDecode(ctx *build.Context, c ConstTable, isa ISA, e Elem, d Dims, r int
 	// against 2.7-3.9 ms) and is left out.
 	nextK := prefetch && r == 1
 	kLines := ((es*d.QK+63)/64 + len(sh.chunks) - 1) / len(sh.chunks)
+	// kc is loaded once, before the chunks: each column chunk of o asks
+	// for the next kLines lines of the next key rows (kc advances by them
+	// after each chunk), so that the chunks together cover whole rows.
+	var kc reg.Register
+	if nextK {
+		kc = g.param("k")
+	}
 	for gi, run := range runs(sh.chunks) {
 		sfx, cv := runSuffix(gi), run.size
 		var cn reg.Register
@@ -430,14 +437,6 @@ func emitDecode(ctx *build.Context, c ConstTable, isa ISA, e Elem, d Dims, r int
 			cn = ctx.GP64()
 			ctx.MOVQ(op.U32(uint32(run.count)), cn)
 			ctx.Label("pvc" + sfx)
-		}
-		// kc is loaded in the chunk loop, so every chunk asks for the first
-		// kLines lines of the next key rows and its advance below is lost:
-		// a slip kept for now so that the D = 64 and 128 kernels stay as
-		// they were (the hints cover half of a D = 128 row).
-		var kc reg.Register
-		if nextK {
-			kc = g.param("k")
 		}
 		for r0 := 0; r0 < r; r0 += rg {
 			var vb reg.Register
@@ -461,7 +460,7 @@ func emitDecode(ctx *build.Context, c ConstTable, isa ISA, e Elem, d Dims, r int
 			ctx.Label(label)
 			for j := 0; j < unroll; j++ {
 				vp := ctx.GP64()
-				ctx.MOVQ(mem(op1, 8*j), vp)
+				ctx.MOVQ(mem(op1, 8*(VOffsets+j)), vp)
 				ctx.ADDQ(vb, vp)
 				pv := make([]reg.VecVirtual, rg)
 				for i := range pv {

@@ -23,7 +23,9 @@
 // EmitNarrow: narrowBF16, narrowF16, each name ending in its ISA; AVX2 has
 // no opmasks, VGETEXPPS or VPMOVDW, so it blends, takes exponent and
 // mantissa from the bits and packs with VPACKUSDW, reading its constants
-// from the constant table's slots), and the two kernels of the tiled backward for each ISA
+// from the constant table's slots; EmitPrefetch: prefetchRows, PREFETCHT0
+// over rows a pitch apart, for query and output tiles whose rows the
+// driver copies or writes later), and the two kernels of the tiled backward for each ISA
 // (EmitBackward: gemmAVX512 and gemmAVX2, C (+)= A B with A read through
 // two strides so that it may be transposed, 6, 4, 2 or 1 rows x 4 zmm
 // register blocks on AVX-512, 3, 2 or 1 rows x 4 ymm in 16 registers on

@@ -44,7 +44,7 @@ const Constraint = "amd64,!purego"
 // table, the tile kernel for every ISA and head dimension, the decode
 // kernels of every ISA, the FMA peak loops, then for every ISA the key-tile
 // transpose, the 16-bit widening and narrowing loops and the driver's row
-// helpers, and the backward's kernels (EmitBackward).
+// helpers (the prefetch loop among them), and the backward's kernels (EmitBackward).
 func Build() *build.Context {
 	ctx := build.NewContext()
 	ctx.ConstraintExpr(Constraint)
@@ -72,6 +72,7 @@ func Build() *build.Context {
 		EmitRowHelpers(ctx, c, isa)
 		EmitLSE(ctx, c, isa)
 		EmitNarrow(ctx, c, isa)
+		EmitPrefetch(ctx, isa)
 	}
 	EmitBackward(ctx, c)
 	EmitScoreKernels(ctx, c)

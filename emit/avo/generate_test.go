@@ -147,6 +147,7 @@ func TestHeaders(t *testing.T) {
 			ScaleRowName(isa):   "(dst *float32, src *float32, n int, s float32)",
 			NonFiniteName(isa):  "(v *float32, d int) uint64",
 			LSEName(isa):        "(dst *float32, m *float32, l *float32, n int)",
+			PrefetchName(isa):   "(p *byte, rows int, pitch int, n int)",
 		} {
 			if !bytes.Contains(stubs, []byte("\nfunc "+name+sig+"\n")) {
 				t.Errorf("missing %s%s", name, sig)
@@ -182,10 +183,22 @@ func functions(asm []byte) map[string]string {
 
 // nFuncs is the number of functions the kernel file holds, for each ISA:
 // tiles, decode kernels, the peak loop, the transpose, two widening loops,
-// two row helpers, the log-sum-exp loop, two narrowing loops, the
-// backward's gemm and probability kernels, and the score stage's tanh,
-// tiles, decode kernels and backward kernel.
-var nFuncs = len(ISAs) * (2*(len(KernelDims)+len(Elems)*len(KernelDims)*len(DecodeRows)) + 1 + 8 + 2 + 2)
+// two row helpers, the log-sum-exp loop, two narrowing loops, the prefetch
+// loop, the backward's gemm and probability kernels, and the score stage's
+// tanh, tiles, decode kernels and backward kernel.
+var nFuncs = len(ISAs) * (2*(len(KernelDims)+len(Elems)*len(KernelDims)*len(DecodeRows)) + 1 + 9 + 2 + 2)
+
+// scalarOnly reports whether a function of the kernel file touches no
+// vector register (the prefetch loops): it needs no VZEROUPPER and no
+// AVX-512 instruction whatever its ISA's name.
+func scalarOnly(name string) bool {
+	for _, isa := range ISAs {
+		if name == PrefetchName(isa) {
+			return true
+		}
+	}
+	return false
+}
 
 func TestVZEROUPPERBeforeRET(t *testing.T) {
 	asm, _ := defaultKernel(t)
@@ -203,7 +216,7 @@ func TestVZEROUPPERBeforeRET(t *testing.T) {
 			}
 			if ins[0] == "RET" {
 				rets++
-				if prev != "VZEROUPPER" {
+				if prev != "VZEROUPPER" && !scalarOnly(name) {
 					t.Errorf("%s: RET after %s", name, prev)
 				}
 			}
@@ -226,6 +239,12 @@ func TestAVX2Registers(t *testing.T) {
 	for _, m := range requires {
 		name, isas := string(m[2]), string(m[1])
 		avx2 := strings.Contains(name, "AVX2") || name == PeakName(AVX2)
+		if scalarOnly(name) {
+			if strings.Contains(isas, "AVX") {
+				t.Errorf("%s, a loop without vectors, requires %s", name, isas)
+			}
+			continue
+		}
 		if avx2 == strings.Contains(isas, "AVX512") {
 			t.Errorf("%s requires %s", name, isas)
 		}

@@ -402,3 +402,49 @@ func broadcastBits(ctx *build.Context, bits uint32) reg.VecVirtual {
 	ctx.VPBROADCASTD(g, x)
 	return x
 }
+
+// PrefetchName is the prefetch loop of an ISA: prefetchRowsAVX512,
+// prefetchRowsAVX2.
+func PrefetchName(isa ISA) string { return "prefetchRows" + isa.String() }
+
+// EmitPrefetch adds prefetchRows(p *byte, rows, pitch, n int) of an ISA:
+// a PREFETCHT0 of every 64-byte line of the n bytes at p, p + pitch, ...
+// (rows rows, pitch bytes apart; n > 0), the lines of a query tile or an
+// output tile whose rows lie apart (BSHD) that the driver asks for while
+// a kernel still runs, so that copying or writing them later finds them
+// in cache. A prefetch never faults and changes no value; the loop
+// touches no vector register, and both ISAs get the same loop under their
+// own name (each variant's table names only its own functions).
+func EmitPrefetch(ctx *build.Context, isa ISA) {
+	name := PrefetchName(isa)
+	ctx.Function(name)
+	ctx.Attributes(attr.NOSPLIT)
+	ctx.Pragma("noescape")
+	ctx.SignatureExpr("func(p *byte, rows, pitch, n int)")
+	ctx.Doc(
+		name+" prefetches (PREFETCHT0) the lines of the n bytes at p +",
+		"r*pitch for r < rows.",
+	)
+	p := ctx.Load(ctx.Param("p"), ctx.GP64())
+	rows := ctx.Load(ctx.Param("rows"), ctx.GP64())
+	pitch := ctx.Load(ctx.Param("pitch"), ctx.GP64())
+	n := ctx.Load(ctx.Param("n"), ctx.GP64())
+	ctx.TESTQ(rows, rows)
+	ctx.JZ(op.LabelRef("done"))
+	ctx.TESTQ(n, n)
+	ctx.JZ(op.LabelRef("done"))
+	ctx.Label("row")
+	x := ctx.GP64()
+	ctx.XORQ(x, x)
+	ctx.Label("line")
+	ctx.PREFETCHT0(op.Mem{Base: p, Index: x, Scale: 1})
+	ctx.ADDQ(op.U8(64), x)
+	ctx.CMPQ(x, n)
+	ctx.JB(op.LabelRef("line"))
+	ctx.PREFETCHT0(op.Mem{Base: p, Index: n, Scale: 1, Disp: -1}) // the last line, when p is not 64-byte aligned
+	ctx.ADDQ(pitch, p)
+	ctx.DECQ(rows)
+	ctx.JNZ(op.LabelRef("row"))
+	ctx.Label("done")
+	ctx.RET()
+}

@@ -67,8 +67,9 @@ func (f *Func) loadRow(e Elem, ptr, e0 int, dst []V, raw, zero V) {
 // elements, value rows of v elements, o rows of v floats): the tile
 // kernel's online-softmax step for r rows against one whole key tile that
 // every row keeps, key j's row at byte off[j] of k and its value row at
-// byte off[j] of v, q scaled by scale*log2(e), o, m and l the rows'
-// running state.
+// byte off[2*TK+j] of v (off[TK:2*TK], the next key rows' offsets, are
+// prefetch hints these kernels do not use), q scaled by scale*log2(e), o,
+// m and l the rows' running state.
 //
 // The rows go one at a time (R8 the q row, R9 m, R10 l, R11 the o row):
 //
@@ -95,6 +96,9 @@ func EmitDecode(e Elem, d Dims, r int) *Func { return emitDecode(e, d, r, false)
 // cols[j].
 func EmitDecodeScore(e Elem, d Dims, r int) *Func { return emitDecode(e, d, r, true) }
 
+// vOffsets is where the value rows' offsets start in a decode kernel's off.
+const vOffsets = 2 * TK
+
 func emitDecode(e Elem, d Dims, r int, score bool) *Func {
 	d.check()
 	var f *Func
@@ -103,14 +107,15 @@ func emitDecode(e Elem, d Dims, r int, score bool) *Func {
 		f = NewFunc(name, append(decodeParams[:len(decodeParams):len(decodeParams)], scoreParam), nil,
 			fmt.Sprintf("%s is the decode kernel with the score stage of sc for %s", name, e),
 			fmt.Sprintf("keys and values, %s and %d query rows (NEON): one online-softmax step", d.text(), r),
-			"against a whole key tile that every row keeps, key and value row j read in",
-			"place at byte off[j] of k and v.")
+			"against a whole key tile that every row keeps, key row j read in place at",
+			"byte off[j] of k and its value row at byte off[2*TK+j] of v.")
 	} else {
 		name := DecodeName(e, d, r)
 		f = NewFunc(name, decodeParams, nil,
 			fmt.Sprintf("%s is the decode kernel for %s keys and values, %s and %d", name, e, d.text(), r),
 			"query rows (NEON): one online-softmax step against a whole key tile that",
-			"every row keeps, key and value row j read in place at byte off[j] of k and v.")
+			"every row keeps, key row j read in place at byte off[j] of k and its value",
+			"row at byte off[2*TK+j] of v.")
 	}
 	f.Frame = 4 * TK
 	for i, p := range decodeParams {
@@ -192,7 +197,7 @@ func emitDecode(e Elem, d Dims, r int, score bool) *Func {
 		for i := 0; i < nv; i++ {
 			f.I("FMOVQ %d(R11), F%d", 256*h+16*i, 8+i)
 		}
-		f.I("MOVD R3, R23")
+		f.I("ADD $%d, R3, R23", 8*vOffsets) // the value rows' offsets
 		f.I("MOVD $buf-%d(SP), R24", 4*TK)
 		f.I("MOVD $%d, R22", TK/4)
 		label := fmt.Sprintf("d_pv%d", h)

@@ -24,23 +24,25 @@ func decodeAt(kern *kernels, rng *rand.Rand, st *atState, elem Elem, d, n int, q
 		k[i], v[i] = float32(math.NaN()), float32(math.NaN())
 		k16[i], v16[i] = 0x7fc0, 0x7e00 // NaN in bfloat16 and in half precision
 	}
-	var off [2 * TK]int
+	var off decodeOffsets
 	es := 4
 	if elem != F32 {
 		es = 2
 	}
-	perm := rng.Perm(TK)
+	// key and value rows in orders of their own: a kernel that read a
+	// value row at its key's offset would read another key's value
+	perm, vperm := rng.Perm(TK), rng.Perm(TK)
 	for c := 0; c < TK; c++ {
-		row := perm[c] * pitch
-		off[c] = es * row
+		row, vrow := perm[c]*pitch, vperm[c]*pitch
+		off[c], off[offV+c] = es*row, es*vrow
 		for i := 0; i < d; i++ {
 			k[row+i], k16[row+i] = t.kt[i*TK+c], to16(t.kt[i*TK+c], elem)
-			v[row+i], v16[row+i] = t.v[c*d+i], to16(t.v[c*d+i], elem)
+			v[vrow+i], v16[vrow+i] = t.v[c*d+i], to16(t.v[c*d+i], elem)
 		}
 	}
 	// The next rows are prefetch hints, never loads: offsets far outside
 	// any mapping would fault if a kernel read them.
-	for c := TK; c < 2*TK; c++ {
+	for c := offNextK; c < offV; c++ {
 		off[c] = -1<<44 + rng.IntN(1<<20)
 	}
 	kb, vb := unsafe.Pointer(&k[0]), unsafe.Pointer(&v[0])
@@ -202,9 +204,9 @@ func benchDecodeKernel(b *testing.B, kern *kernels) {
 			x[i] = float32(rng.NormFloat64() * 0.1)
 		}
 	}
-	var off [2 * TK]int
+	var off decodeOffsets
 	for j := range off {
-		off[j] = 4 * j * d
+		off[j] = 4 * (j % TK) * d
 	}
 	for _, n := range []int{1, 2, 4, 8} {
 		st := newAtState(d)

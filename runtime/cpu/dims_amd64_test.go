@@ -200,10 +200,10 @@ func padDecode(t *testing.T, kern *kernels, rng *rand.Rand, d dims, elem Elem, r
 		for j := range k {
 			k[j], vn[j], vp[j] = float32(math.NaN()), float32(math.NaN()), float32(math.NaN())
 		}
-		var off [2 * TK]int
+		var off decodeOffsets
 		for c, p := range rng.Perm(TK) {
 			row := p * pitch
-			off[c] = es * row
+			off[c], off[offV+c] = es*row, es*row
 			for j := 0; j < qk; j++ {
 				k[row+j], vp[row+j] = tile.kt[j*TK+c], 0
 				if j < v {
@@ -211,7 +211,7 @@ func padDecode(t *testing.T, kern *kernels, rng *rand.Rand, d dims, elem Elem, r
 				}
 			}
 		}
-		for c := TK; c < 2*TK; c++ { // prefetch hints only
+		for c := offNextK; c < offV; c++ { // prefetch hints only
 			off[c] = -1<<44 + rng.IntN(1<<20)
 		}
 		ptr := func(x []float32) unsafe.Pointer {

@@ -210,11 +210,11 @@ func nsDecode(t *testing.T, rng *rand.Rand, d dims, f, fq decodeKernel, fs, fqs 
 		for j := range k {
 			k[j], va[j], vp[j] = float32(math.NaN()), float32(math.NaN()), float32(math.NaN())
 		}
-		var off [2 * TK]int
+		var off decodeOffsets
 		perm := rng.Perm(TK)
 		for c := 0; c < TK; c++ {
 			row := perm[c] * pitch
-			off[c] = es * row
+			off[c], off[offV+c] = es*row, es*row
 			for j := 0; j < qk; j++ {
 				k[row+j] = tile.kt[j*TK+c]
 				vp[row+j] = 0
@@ -223,7 +223,7 @@ func nsDecode(t *testing.T, rng *rand.Rand, d dims, f, fq decodeKernel, fs, fqs 
 				}
 			}
 		}
-		for c := TK; c < 2*TK; c++ {
+		for c := offNextK; c < offV; c++ {
 			off[c] = -1<<44 + rng.IntN(1<<20)
 		}
 		ptr := func(x []float32) *byte {

@@ -203,7 +203,14 @@
 // loops, and the driver's row loops (output scaling, log-sum-exp,
 // non-finite value rows, 16-bit outputs) run the variant's row helpers,
 // on AVX-512, AVX2 and NEON alike (emit/avo, emit/neon). Query
-// tiles are read from q in place when they are TQ consecutive rows.
+// tiles are read from q in place when they are TQ consecutive rows, else
+// copied. Jobs are listed query tile by query tile, the heads of each one
+// after another, so that consecutive jobs read the same key tiles and, in
+// layouts whose heads sit side by side (BSHD, packed QKV), the same pages
+// of q and the output; a worker claims its next item before an item's
+// last key tiles and prefetches its copied query rows, and the item's own
+// output rows when they lie apart, a part before each of those tiles
+// (the amd64 variants' prefetchRows).
 //
 // Decoding jobs of at most maxDecodeRows (16) rows skip packing for whole
 // key tiles that every row keeps: on AVX-512, AVX2 and NEON (whose
@@ -211,10 +218,12 @@
 // time) the decode kernels
 // (emit/avo.EmitDecode, 1, 2, 4 or 8 rows, float32, bfloat16 or half
 // precision; larger jobs in groups of 8) read the key and value rows in
-// place, through one byte offset per key row (contiguous, paged or strided
-// alike), in one pass per tile and group, with the query rows scaled
-// instead of the keys; they are also given the next tile's offsets, which
-// the AVX2 one-row kernels prefetch. Partial tiles still go through the tile kernel,
+// place, through one byte offset per key row and one per value row
+// (decodeOffsets: contiguous, paged or strided alike, k and v each with
+// its own strides and head size, so that BSHD with head_dim {qk: 192, v:
+// 128} reads both in place too), in one pass per tile and group, with the
+// query rows scaled instead of the keys; they are also given the next
+// tile's key offsets, which the AVX2 one-row kernels prefetch. Partial tiles still go through the tile kernel,
 // whose running state (o, m, l) they share.
 package cpu
 

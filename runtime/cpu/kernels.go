@@ -52,6 +52,11 @@ type kernels struct {
 	// transpose writes kt[i*TK+c] = scale*k[c*pitch+i] for a whole key
 	// tile (c < TK, i < d).
 	transpose func(kt, k *float32, pitch, d int, scale float32)
+	// prefetch asks for the cache lines of the n bytes at p + r*pitch for
+	// r < rows (pitch in bytes, n > 0) without waiting for them: the rows
+	// of a query tile that is copied, or of an output tile, when they lie
+	// apart (BSHD). It changes no value; without it nothing is prefetched.
+	prefetch func(p *byte, rows, pitch, n int)
 	// peak is the FMA peak loop of the variant's vectors (peakFlops FLOPs
 	// an iteration); readSum sums n floats (a multiple of readBlock) at
 	// the read-bandwidth probe's pace. Both are probes for benchmarks, not
@@ -200,11 +205,24 @@ func (k *kernels) hasDecode(d dims) bool {
 	return x != nil && x.decode[F32][0] != nil
 }
 
+// decodeOffsets are the byte offsets a decode kernel reads a key tile's
+// rows at (the decode ABI's off): [0, TK) the key rows' in k, [TK, 2TK)
+// those of the key rows to read next (the next tile's, or these again:
+// prefetch hints, never loaded), [2TK, 3TK) the value rows' in v, so
+// that keys and values of their own strides or sizes are read in place.
+type decodeOffsets [3 * TK]int
+
+// Where decodeOffsets' parts start.
+const (
+	offNextK = TK
+	offV     = 2 * TK
+)
+
 // decodeRun runs the decode kernel of elem, d and rows (1, 2, 4 or 8) on
-// k and v (the first elements of the caller's k and v; every
-// offset in off[:TK] must lie in them, with a whole row after it; off[TK:]
-// are the rows to read next, prefetch hints).
-func (k *kernels) decodeRun(elem Elem, q []float32, kb, vb unsafe.Pointer, off *[2 * TK]int, o, m, l []float32, rows int, d dims) {
+// k and v (the first elements of the caller's k and v; every key offset
+// in off[:TK] must lie in k and every value offset in off[offV:] in v,
+// each with a whole row after it; off[offNextK:offV] are prefetch hints).
+func (k *kernels) decodeRun(elem Elem, q []float32, kb, vb unsafe.Pointer, off *decodeOffsets, o, m, l []float32, rows int, d dims) {
 	_, _, _, _ = q[rows*d.qk-1], o[rows*d.v-1], m[rows-1], l[rows-1]
 	f := dimsOf(k.byDims, d).decode[elem][bits.TrailingZeros(uint(rows))]
 	f(&q[0], (*byte)(kb), (*byte)(vb), &off[0], &o[0], &m[0], &l[0])
@@ -219,7 +237,7 @@ func (k *kernels) hasDecodeScore(d dims) bool {
 
 // decodeScoreRun is decodeRun with the score stage of sc (rows[i] and
 // slope[i] of the rows i < rows, cols[j] of the keys j < TK).
-func (k *kernels) decodeScoreRun(elem Elem, q []float32, kb, vb unsafe.Pointer, off *[2 * TK]int, o, m, l []float32, rows int, d dims, sc *scoreTile) {
+func (k *kernels) decodeScoreRun(elem Elem, q []float32, kb, vb unsafe.Pointer, off *decodeOffsets, o, m, l []float32, rows int, d dims, sc *scoreTile) {
 	_, _, _, _ = q[rows*d.qk-1], o[rows*d.v-1], m[rows-1], l[rows-1]
 	f := dimsOf(k.byDims, d).decodeScore[elem][bits.TrailingZeros(uint(rows))]
 	f(&q[0], (*byte)(kb), (*byte)(vb), &off[0], &o[0], &m[0], &l[0], sc)
@@ -240,6 +258,17 @@ func (k *kernels) scoreBwdK(s, dt []float32, rows int, c float32, sc *scoreTile)
 	_, _ = s[rows*TK-1], dt[rows*TK-1]
 	k.scoreBwd(&s[0], &dt[0], rows, c, sc)
 	return true
+}
+
+// prefetchRows prefetches the n elements at x[at], x[at+pitch], ... (rows
+// rows) when the variant has the loop; every row must lie in x.
+func prefetchRows[T float32 | uint16](k *kernels, x []T, at, rows, pitch, n int) {
+	if k.prefetch == nil || rows <= 0 || n <= 0 {
+		return
+	}
+	_ = x[at+(rows-1)*pitch+n-1]
+	es := int(unsafe.Sizeof(x[0]))
+	k.prefetch((*byte)(unsafe.Pointer(&x[at])), rows, es*pitch, es*n)
 }
 
 // scaleRowK sets dst = src*s with the variant's kernel when it has one

@@ -42,6 +42,7 @@ var (
 		narrow:    [3]func(*uint16, *float32, int, float32){BF16: narrowBF16AVX512, F16: narrowF16AVX512},
 		widen:     [3]func(*float32, *uint16, int){BF16: widenBF16AVX512, F16: widenF16AVX512},
 		transpose: transposeTileAVX512,
+		prefetch:  prefetchRowsAVX512,
 		peak:      peakFMA512, peakFlops: 12 * 2 * 16,
 		readSum: readSumAVX512, readBlock: 128,
 	}
@@ -60,6 +61,7 @@ var (
 		narrow:    [3]func(*uint16, *float32, int, float32){BF16: narrowBF16AVX2, F16: narrowF16AVX2},
 		widen:     [3]func(*float32, *uint16, int){BF16: widenBF16AVX2, F16: widenF16AVX2},
 		transpose: transposeTileAVX2,
+		prefetch:  prefetchRowsAVX2,
 		peak:      peakFMA256, peakFlops: 12 * 2 * 8,
 		readSum: readSumAVX2, readBlock: 64,
 	}

@@ -97,3 +97,41 @@ func TestKernelTables(t *testing.T) {
 		}
 	}
 }
+
+// TestPrefetchRows: the prefetch loop of every variant that has one reads
+// nothing it may not (rows up to the last element of a slice, odd
+// pitches and lengths, 16-bit elements) and changes nothing, and
+// prefetchRows refuses a request past the slice (its bounds check, which
+// stands for the asm's: a prefetch never faults, so a wrong row would pass
+// unseen).
+func TestPrefetchRows(t *testing.T) {
+	eachKernels(t, func(k *kernels) bool { return k.prefetch != nil }, func(t *testing.T, k *kernels) {
+		x := make([]float32, 4099)
+		for i := range x {
+			x[i] = float32(i)
+		}
+		x16 := make([]uint16, 999)
+		for _, c := range []struct{ at, rows, pitch, n int }{
+			{0, 1, 0, 1}, {3, 5, 817, 17}, {0, 48, 85, 64}, {4099 - 128, 1, 0, 128}, {1, 3, 1365, 1},
+		} {
+			prefetchRows(k, x, c.at, c.rows, c.pitch, c.n)
+			prefetchRows(k, x16, c.at/5, c.rows, c.pitch/5, c.n)
+		}
+		for i, v := range x {
+			if v != float32(i) {
+				t.Fatalf("x[%d] = %v after prefetching", i, v)
+			}
+		}
+		for i, v := range x16 {
+			if v != 0 {
+				t.Fatalf("x16[%d] = %v after prefetching", i, v)
+			}
+		}
+		defer func() {
+			if recover() == nil {
+				t.Error("prefetchRows read past the slice without a panic")
+			}
+		}()
+		prefetchRows(k, x, 4099-192, 2, 128, 65) // the second row ends past x
+	})
+}

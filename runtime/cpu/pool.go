@@ -12,13 +12,13 @@ import (
 // buffers are one goroutine's tile buffers.
 type buffers struct {
 	q, s, o, m, l []float32
-	qs            []float32   // the query rows scaled, for the decode kernels
-	off           [2 * TK]int // byte offsets of a tile's key rows and the next tile's, for the decode kernels
-	vclean        []float32   // a value tile with masked non-finite entries zeroed
-	kt, vt        []float32   // a key and a value tile packed for a transient call
-	conv          []float32   // 16-bit key rows widened before the transpose
-	gk, gv        []float32   // a tile's key and value rows copied for the decode kernels (call.gatherRows)
-	lse           [TQ]float32 // the log-sum-exp of a job's rows
+	qDirty        int           // w.q is zero from here on (runItem clears what it wrote past a tile's rows)
+	qs            []float32     // the query rows scaled, for the decode kernels
+	off           decodeOffsets // byte offsets of a tile's key rows, the next tile's and its value rows, for the decode kernels
+	vclean        []float32     // a value tile with masked non-finite entries zeroed
+	kt, vt        []float32     // a key and a value tile packed for a transient call
+	conv          []float32     // 16-bit key rows widened before the transpose
+	lse           [TQ]float32   // the log-sum-exp of a job's rows
 	mask          []uint64
 	refs          []mask.Tile
 	bwd           *bwdBuffers // the AVX-512 backward's tiles, made on first use
@@ -31,7 +31,6 @@ func newBuffers() *buffers {
 		q: make([]float32, TQ*d), qs: make([]float32, TQ*d), s: make([]float32, TQ*TK), o: make([]float32, TQ*d),
 		m: make([]float32, TQ), l: make([]float32, TQ), mask: make([]uint64, TQ),
 		vclean: make([]float32, TK*d), kt: make([]float32, TK*d), vt: make([]float32, TK*d), conv: make([]float32, TK*d),
-		gk: make([]float32, TK*d), gv: make([]float32, TK*d),
 	}
 }
 

@@ -657,7 +657,7 @@ func BenchmarkDecodeScoreKernel(b *testing.B) {
 				x[i] = float32(rng.NormFloat64() * 0.1)
 			}
 		}
-		var off [2 * TK]int
+		var off decodeOffsets
 		for j := range off {
 			off[j] = 4 * (j % TK) * d
 		}

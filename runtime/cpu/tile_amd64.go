@@ -102,1536 +102,1536 @@ func tileAVX2D192V128(q *float32, kt *float32, v *float32, s *float32, o *float3
 
 // decodeAVX512F32D32R1 is the decode kernel for F32 keys and values, D = 32 and 1
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512F32D32R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512F32D32R2 is the decode kernel for F32 keys and values, D = 32 and 2
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512F32D32R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512F32D32R4 is the decode kernel for F32 keys and values, D = 32 and 4
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512F32D32R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512F32D32R8 is the decode kernel for F32 keys and values, D = 32 and 8
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512F32D32R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512F32D64R1 is the decode kernel for F32 keys and values, D = 64 and 1
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512F32D64R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512F32D64R2 is the decode kernel for F32 keys and values, D = 64 and 2
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512F32D64R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512F32D64R4 is the decode kernel for F32 keys and values, D = 64 and 4
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512F32D64R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512F32D64R8 is the decode kernel for F32 keys and values, D = 64 and 8
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512F32D64R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512F32D80R1 is the decode kernel for F32 keys and values, D = 80 and 1
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512F32D80R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512F32D80R2 is the decode kernel for F32 keys and values, D = 80 and 2
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512F32D80R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512F32D80R4 is the decode kernel for F32 keys and values, D = 80 and 4
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512F32D80R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512F32D80R8 is the decode kernel for F32 keys and values, D = 80 and 8
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512F32D80R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512F32D96R1 is the decode kernel for F32 keys and values, D = 96 and 1
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512F32D96R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512F32D96R2 is the decode kernel for F32 keys and values, D = 96 and 2
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512F32D96R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512F32D96R4 is the decode kernel for F32 keys and values, D = 96 and 4
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512F32D96R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512F32D96R8 is the decode kernel for F32 keys and values, D = 96 and 8
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512F32D96R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512F32D128R1 is the decode kernel for F32 keys and values, D = 128 and 1
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512F32D128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512F32D128R2 is the decode kernel for F32 keys and values, D = 128 and 2
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512F32D128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512F32D128R4 is the decode kernel for F32 keys and values, D = 128 and 4
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512F32D128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512F32D128R8 is the decode kernel for F32 keys and values, D = 128 and 8
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512F32D128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512F32D192R1 is the decode kernel for F32 keys and values, D = 192 and 1
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512F32D192R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512F32D192R2 is the decode kernel for F32 keys and values, D = 192 and 2
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512F32D192R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512F32D192R4 is the decode kernel for F32 keys and values, D = 192 and 4
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512F32D192R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512F32D192R8 is the decode kernel for F32 keys and values, D = 192 and 8
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512F32D192R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512F32D256R1 is the decode kernel for F32 keys and values, D = 256 and 1
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512F32D256R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512F32D256R2 is the decode kernel for F32 keys and values, D = 256 and 2
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512F32D256R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512F32D256R4 is the decode kernel for F32 keys and values, D = 256 and 4
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512F32D256R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512F32D256R8 is the decode kernel for F32 keys and values, D = 256 and 8
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512F32D256R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512F32D192V128R1 is the decode kernel for F32 keys and values, D = 192 (q and k), 128 (v and o) and 1
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512F32D192V128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512F32D192V128R2 is the decode kernel for F32 keys and values, D = 192 (q and k), 128 (v and o) and 2
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512F32D192V128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512F32D192V128R4 is the decode kernel for F32 keys and values, D = 192 (q and k), 128 (v and o) and 4
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512F32D192V128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512F32D192V128R8 is the decode kernel for F32 keys and values, D = 192 (q and k), 128 (v and o) and 8
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512F32D192V128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512BF16D32R1 is the decode kernel for BF16 keys and values, D = 32 and 1
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512BF16D32R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512BF16D32R2 is the decode kernel for BF16 keys and values, D = 32 and 2
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512BF16D32R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512BF16D32R4 is the decode kernel for BF16 keys and values, D = 32 and 4
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512BF16D32R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512BF16D32R8 is the decode kernel for BF16 keys and values, D = 32 and 8
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512BF16D32R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512BF16D64R1 is the decode kernel for BF16 keys and values, D = 64 and 1
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512BF16D64R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512BF16D64R2 is the decode kernel for BF16 keys and values, D = 64 and 2
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512BF16D64R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512BF16D64R4 is the decode kernel for BF16 keys and values, D = 64 and 4
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512BF16D64R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512BF16D64R8 is the decode kernel for BF16 keys and values, D = 64 and 8
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512BF16D64R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512BF16D80R1 is the decode kernel for BF16 keys and values, D = 80 and 1
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512BF16D80R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512BF16D80R2 is the decode kernel for BF16 keys and values, D = 80 and 2
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512BF16D80R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512BF16D80R4 is the decode kernel for BF16 keys and values, D = 80 and 4
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512BF16D80R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512BF16D80R8 is the decode kernel for BF16 keys and values, D = 80 and 8
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512BF16D80R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512BF16D96R1 is the decode kernel for BF16 keys and values, D = 96 and 1
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512BF16D96R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512BF16D96R2 is the decode kernel for BF16 keys and values, D = 96 and 2
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512BF16D96R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512BF16D96R4 is the decode kernel for BF16 keys and values, D = 96 and 4
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512BF16D96R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512BF16D96R8 is the decode kernel for BF16 keys and values, D = 96 and 8
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512BF16D96R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512BF16D128R1 is the decode kernel for BF16 keys and values, D = 128 and 1
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512BF16D128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512BF16D128R2 is the decode kernel for BF16 keys and values, D = 128 and 2
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512BF16D128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512BF16D128R4 is the decode kernel for BF16 keys and values, D = 128 and 4
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512BF16D128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512BF16D128R8 is the decode kernel for BF16 keys and values, D = 128 and 8
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512BF16D128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512BF16D192R1 is the decode kernel for BF16 keys and values, D = 192 and 1
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512BF16D192R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512BF16D192R2 is the decode kernel for BF16 keys and values, D = 192 and 2
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512BF16D192R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512BF16D192R4 is the decode kernel for BF16 keys and values, D = 192 and 4
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512BF16D192R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512BF16D192R8 is the decode kernel for BF16 keys and values, D = 192 and 8
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512BF16D192R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512BF16D256R1 is the decode kernel for BF16 keys and values, D = 256 and 1
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512BF16D256R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512BF16D256R2 is the decode kernel for BF16 keys and values, D = 256 and 2
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512BF16D256R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512BF16D256R4 is the decode kernel for BF16 keys and values, D = 256 and 4
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512BF16D256R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512BF16D256R8 is the decode kernel for BF16 keys and values, D = 256 and 8
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512BF16D256R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512BF16D192V128R1 is the decode kernel for BF16 keys and values, D = 192 (q and k), 128 (v and o) and 1
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512BF16D192V128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512BF16D192V128R2 is the decode kernel for BF16 keys and values, D = 192 (q and k), 128 (v and o) and 2
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512BF16D192V128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512BF16D192V128R4 is the decode kernel for BF16 keys and values, D = 192 (q and k), 128 (v and o) and 4
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512BF16D192V128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512BF16D192V128R8 is the decode kernel for BF16 keys and values, D = 192 (q and k), 128 (v and o) and 8
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512BF16D192V128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512F16D32R1 is the decode kernel for F16 keys and values, D = 32 and 1
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512F16D32R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512F16D32R2 is the decode kernel for F16 keys and values, D = 32 and 2
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512F16D32R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512F16D32R4 is the decode kernel for F16 keys and values, D = 32 and 4
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512F16D32R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512F16D32R8 is the decode kernel for F16 keys and values, D = 32 and 8
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512F16D32R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512F16D64R1 is the decode kernel for F16 keys and values, D = 64 and 1
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512F16D64R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512F16D64R2 is the decode kernel for F16 keys and values, D = 64 and 2
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512F16D64R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512F16D64R4 is the decode kernel for F16 keys and values, D = 64 and 4
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512F16D64R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512F16D64R8 is the decode kernel for F16 keys and values, D = 64 and 8
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512F16D64R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512F16D80R1 is the decode kernel for F16 keys and values, D = 80 and 1
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512F16D80R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512F16D80R2 is the decode kernel for F16 keys and values, D = 80 and 2
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512F16D80R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512F16D80R4 is the decode kernel for F16 keys and values, D = 80 and 4
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512F16D80R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512F16D80R8 is the decode kernel for F16 keys and values, D = 80 and 8
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512F16D80R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512F16D96R1 is the decode kernel for F16 keys and values, D = 96 and 1
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512F16D96R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512F16D96R2 is the decode kernel for F16 keys and values, D = 96 and 2
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512F16D96R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512F16D96R4 is the decode kernel for F16 keys and values, D = 96 and 4
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512F16D96R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512F16D96R8 is the decode kernel for F16 keys and values, D = 96 and 8
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512F16D96R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512F16D128R1 is the decode kernel for F16 keys and values, D = 128 and 1
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512F16D128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512F16D128R2 is the decode kernel for F16 keys and values, D = 128 and 2
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512F16D128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512F16D128R4 is the decode kernel for F16 keys and values, D = 128 and 4
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512F16D128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512F16D128R8 is the decode kernel for F16 keys and values, D = 128 and 8
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512F16D128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512F16D192R1 is the decode kernel for F16 keys and values, D = 192 and 1
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512F16D192R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512F16D192R2 is the decode kernel for F16 keys and values, D = 192 and 2
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512F16D192R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512F16D192R4 is the decode kernel for F16 keys and values, D = 192 and 4
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512F16D192R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512F16D192R8 is the decode kernel for F16 keys and values, D = 192 and 8
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512F16D192R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512F16D256R1 is the decode kernel for F16 keys and values, D = 256 and 1
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512F16D256R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512F16D256R2 is the decode kernel for F16 keys and values, D = 256 and 2
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512F16D256R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512F16D256R4 is the decode kernel for F16 keys and values, D = 256 and 4
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512F16D256R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512F16D256R8 is the decode kernel for F16 keys and values, D = 256 and 8
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512F16D256R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512F16D192V128R1 is the decode kernel for F16 keys and values, D = 192 (q and k), 128 (v and o) and 1
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512F16D192V128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512F16D192V128R2 is the decode kernel for F16 keys and values, D = 192 (q and k), 128 (v and o) and 2
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512F16D192V128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512F16D192V128R4 is the decode kernel for F16 keys and values, D = 192 (q and k), 128 (v and o) and 4
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512F16D192V128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX512F16D192V128R8 is the decode kernel for F16 keys and values, D = 192 (q and k), 128 (v and o) and 8
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX512F16D192V128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2F32D32R1 is the decode kernel for F32 keys and values, D = 32 and 1
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2F32D32R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2F32D32R2 is the decode kernel for F32 keys and values, D = 32 and 2
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2F32D32R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2F32D32R4 is the decode kernel for F32 keys and values, D = 32 and 4
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2F32D32R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2F32D32R8 is the decode kernel for F32 keys and values, D = 32 and 8
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2F32D32R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2F32D64R1 is the decode kernel for F32 keys and values, D = 64 and 1
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2F32D64R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2F32D64R2 is the decode kernel for F32 keys and values, D = 64 and 2
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2F32D64R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2F32D64R4 is the decode kernel for F32 keys and values, D = 64 and 4
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2F32D64R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2F32D64R8 is the decode kernel for F32 keys and values, D = 64 and 8
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2F32D64R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2F32D80R1 is the decode kernel for F32 keys and values, D = 80 and 1
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2F32D80R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2F32D80R2 is the decode kernel for F32 keys and values, D = 80 and 2
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2F32D80R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2F32D80R4 is the decode kernel for F32 keys and values, D = 80 and 4
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2F32D80R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2F32D80R8 is the decode kernel for F32 keys and values, D = 80 and 8
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2F32D80R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2F32D96R1 is the decode kernel for F32 keys and values, D = 96 and 1
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2F32D96R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2F32D96R2 is the decode kernel for F32 keys and values, D = 96 and 2
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2F32D96R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2F32D96R4 is the decode kernel for F32 keys and values, D = 96 and 4
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2F32D96R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2F32D96R8 is the decode kernel for F32 keys and values, D = 96 and 8
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2F32D96R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2F32D128R1 is the decode kernel for F32 keys and values, D = 128 and 1
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2F32D128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2F32D128R2 is the decode kernel for F32 keys and values, D = 128 and 2
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2F32D128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2F32D128R4 is the decode kernel for F32 keys and values, D = 128 and 4
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2F32D128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2F32D128R8 is the decode kernel for F32 keys and values, D = 128 and 8
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2F32D128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2F32D192R1 is the decode kernel for F32 keys and values, D = 192 and 1
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2F32D192R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2F32D192R2 is the decode kernel for F32 keys and values, D = 192 and 2
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2F32D192R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2F32D192R4 is the decode kernel for F32 keys and values, D = 192 and 4
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2F32D192R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2F32D192R8 is the decode kernel for F32 keys and values, D = 192 and 8
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2F32D192R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2F32D256R1 is the decode kernel for F32 keys and values, D = 256 and 1
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2F32D256R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2F32D256R2 is the decode kernel for F32 keys and values, D = 256 and 2
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2F32D256R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2F32D256R4 is the decode kernel for F32 keys and values, D = 256 and 4
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2F32D256R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2F32D256R8 is the decode kernel for F32 keys and values, D = 256 and 8
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2F32D256R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2F32D192V128R1 is the decode kernel for F32 keys and values, D = 192 (q and k), 128 (v and o) and 1
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2F32D192V128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2F32D192V128R2 is the decode kernel for F32 keys and values, D = 192 (q and k), 128 (v and o) and 2
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2F32D192V128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2F32D192V128R4 is the decode kernel for F32 keys and values, D = 192 (q and k), 128 (v and o) and 4
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2F32D192V128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2F32D192V128R8 is the decode kernel for F32 keys and values, D = 192 (q and k), 128 (v and o) and 8
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2F32D192V128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2BF16D32R1 is the decode kernel for BF16 keys and values, D = 32 and 1
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2BF16D32R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2BF16D32R2 is the decode kernel for BF16 keys and values, D = 32 and 2
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2BF16D32R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2BF16D32R4 is the decode kernel for BF16 keys and values, D = 32 and 4
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2BF16D32R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2BF16D32R8 is the decode kernel for BF16 keys and values, D = 32 and 8
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2BF16D32R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2BF16D64R1 is the decode kernel for BF16 keys and values, D = 64 and 1
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2BF16D64R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2BF16D64R2 is the decode kernel for BF16 keys and values, D = 64 and 2
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2BF16D64R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2BF16D64R4 is the decode kernel for BF16 keys and values, D = 64 and 4
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2BF16D64R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2BF16D64R8 is the decode kernel for BF16 keys and values, D = 64 and 8
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2BF16D64R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2BF16D80R1 is the decode kernel for BF16 keys and values, D = 80 and 1
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2BF16D80R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2BF16D80R2 is the decode kernel for BF16 keys and values, D = 80 and 2
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2BF16D80R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2BF16D80R4 is the decode kernel for BF16 keys and values, D = 80 and 4
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2BF16D80R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2BF16D80R8 is the decode kernel for BF16 keys and values, D = 80 and 8
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2BF16D80R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2BF16D96R1 is the decode kernel for BF16 keys and values, D = 96 and 1
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2BF16D96R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2BF16D96R2 is the decode kernel for BF16 keys and values, D = 96 and 2
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2BF16D96R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2BF16D96R4 is the decode kernel for BF16 keys and values, D = 96 and 4
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2BF16D96R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2BF16D96R8 is the decode kernel for BF16 keys and values, D = 96 and 8
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2BF16D96R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2BF16D128R1 is the decode kernel for BF16 keys and values, D = 128 and 1
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2BF16D128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2BF16D128R2 is the decode kernel for BF16 keys and values, D = 128 and 2
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2BF16D128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2BF16D128R4 is the decode kernel for BF16 keys and values, D = 128 and 4
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2BF16D128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2BF16D128R8 is the decode kernel for BF16 keys and values, D = 128 and 8
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2BF16D128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2BF16D192R1 is the decode kernel for BF16 keys and values, D = 192 and 1
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2BF16D192R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2BF16D192R2 is the decode kernel for BF16 keys and values, D = 192 and 2
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2BF16D192R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2BF16D192R4 is the decode kernel for BF16 keys and values, D = 192 and 4
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2BF16D192R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2BF16D192R8 is the decode kernel for BF16 keys and values, D = 192 and 8
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2BF16D192R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2BF16D256R1 is the decode kernel for BF16 keys and values, D = 256 and 1
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2BF16D256R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2BF16D256R2 is the decode kernel for BF16 keys and values, D = 256 and 2
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2BF16D256R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2BF16D256R4 is the decode kernel for BF16 keys and values, D = 256 and 4
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2BF16D256R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2BF16D256R8 is the decode kernel for BF16 keys and values, D = 256 and 8
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2BF16D256R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2BF16D192V128R1 is the decode kernel for BF16 keys and values, D = 192 (q and k), 128 (v and o) and 1
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2BF16D192V128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2BF16D192V128R2 is the decode kernel for BF16 keys and values, D = 192 (q and k), 128 (v and o) and 2
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2BF16D192V128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2BF16D192V128R4 is the decode kernel for BF16 keys and values, D = 192 (q and k), 128 (v and o) and 4
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2BF16D192V128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2BF16D192V128R8 is the decode kernel for BF16 keys and values, D = 192 (q and k), 128 (v and o) and 8
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2BF16D192V128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2F16D32R1 is the decode kernel for F16 keys and values, D = 32 and 1
 // query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2F16D32R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2F16D32R2 is the decode kernel for F16 keys and values, D = 32 and 2
 // query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2F16D32R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2F16D32R4 is the decode kernel for F16 keys and values, D = 32 and 4
 // query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2F16D32R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2F16D32R8 is the decode kernel for F16 keys and values, D = 32 and 8
 // query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2F16D32R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2F16D64R1 is the decode kernel for F16 keys and values, D = 64 and 1
 // query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2F16D64R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2F16D64R2 is the decode kernel for F16 keys and values, D = 64 and 2
 // query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2F16D64R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2F16D64R4 is the decode kernel for F16 keys and values, D = 64 and 4
 // query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2F16D64R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2F16D64R8 is the decode kernel for F16 keys and values, D = 64 and 8
 // query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2F16D64R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2F16D80R1 is the decode kernel for F16 keys and values, D = 80 and 1
 // query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2F16D80R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2F16D80R2 is the decode kernel for F16 keys and values, D = 80 and 2
 // query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2F16D80R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2F16D80R4 is the decode kernel for F16 keys and values, D = 80 and 4
 // query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2F16D80R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2F16D80R8 is the decode kernel for F16 keys and values, D = 80 and 8
 // query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2F16D80R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2F16D96R1 is the decode kernel for F16 keys and values, D = 96 and 1
 // query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2F16D96R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2F16D96R2 is the decode kernel for F16 keys and values, D = 96 and 2
 // query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2F16D96R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2F16D96R4 is the decode kernel for F16 keys and values, D = 96 and 4
 // query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2F16D96R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2F16D96R8 is the decode kernel for F16 keys and values, D = 96 and 8
 // query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2F16D96R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2F16D128R1 is the decode kernel for F16 keys and values, D = 128 and 1
 // query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2F16D128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2F16D128R2 is the decode kernel for F16 keys and values, D = 128 and 2
 // query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2F16D128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2F16D128R4 is the decode kernel for F16 keys and values, D = 128 and 4
 // query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2F16D128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2F16D128R8 is the decode kernel for F16 keys and values, D = 128 and 8
 // query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2F16D128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2F16D192R1 is the decode kernel for F16 keys and values, D = 192 and 1
 // query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2F16D192R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2F16D192R2 is the decode kernel for F16 keys and values, D = 192 and 2
 // query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2F16D192R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2F16D192R4 is the decode kernel for F16 keys and values, D = 192 and 4
 // query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2F16D192R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2F16D192R8 is the decode kernel for F16 keys and values, D = 192 and 8
 // query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2F16D192R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2F16D256R1 is the decode kernel for F16 keys and values, D = 256 and 1
 // query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2F16D256R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2F16D256R2 is the decode kernel for F16 keys and values, D = 256 and 2
 // query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2F16D256R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2F16D256R4 is the decode kernel for F16 keys and values, D = 256 and 4
 // query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2F16D256R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2F16D256R8 is the decode kernel for F16 keys and values, D = 256 and 8
 // query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2F16D256R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2F16D192V128R1 is the decode kernel for F16 keys and values, D = 192 (q and k), 128 (v and o) and 1
 // query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2F16D192V128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2F16D192V128R2 is the decode kernel for F16 keys and values, D = 192 (q and k), 128 (v and o) and 2
 // query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2F16D192V128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2F16D192V128R4 is the decode kernel for F16 keys and values, D = 192 (q and k), 128 (v and o) and 4
 // query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2F16D192V128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeAVX2F16D192V128R8 is the decode kernel for F16 keys and values, D = 192 (q and k), 128 (v and o) and 8
 // query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v.
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v.
 //
 //go:noescape
 func decodeAVX2F16D192V128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
@@ -1696,6 +1696,12 @@ func narrowBF16AVX512(dst *uint16, src *float32, n int, s float32)
 //go:noescape
 func narrowF16AVX512(dst *uint16, src *float32, n int, s float32)
 
+// prefetchRowsAVX512 prefetches (PREFETCHT0) the lines of the n bytes at p +
+// r*pitch for r < rows.
+//
+//go:noescape
+func prefetchRowsAVX512(p *byte, rows int, pitch int, n int)
+
 // transposeTileAVX2 writes dst[i*64+c] = scale*src[c*pitch+i] for i < d (a
 // multiple of 8) and c < 64: the transposed, scaled key tile of the tile
 // kernels. It needs AVX2.
@@ -1745,6 +1751,12 @@ func narrowBF16AVX2(dst *uint16, src *float32, n int, s float32)
 //
 //go:noescape
 func narrowF16AVX2(dst *uint16, src *float32, n int, s float32)
+
+// prefetchRowsAVX2 prefetches (PREFETCHT0) the lines of the n bytes at p +
+// r*pitch for r < rows.
+//
+//go:noescape
+func prefetchRowsAVX2(p *byte, rows int, pitch int, n int)
 
 // gemmAVX512 computes C (+)= A B: c[i*ldc+j] (+)= sum over l < k of
 // a[i*sam+l*sak] * b[l*ldb+j], for i < m and j < n (a multiple of 64),
@@ -1900,1536 +1912,1536 @@ func tileScoreAVX2D192V128(q *float32, kt *float32, v *float32, s *float32, o *f
 
 // decodeScoreAVX512F32D32R1 is the decode kernel for F32 keys and values, D = 32 and 1
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512F32D32R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512F32D32R2 is the decode kernel for F32 keys and values, D = 32 and 2
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512F32D32R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512F32D32R4 is the decode kernel for F32 keys and values, D = 32 and 4
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512F32D32R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512F32D32R8 is the decode kernel for F32 keys and values, D = 32 and 8
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512F32D32R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512F32D64R1 is the decode kernel for F32 keys and values, D = 64 and 1
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512F32D64R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512F32D64R2 is the decode kernel for F32 keys and values, D = 64 and 2
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512F32D64R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512F32D64R4 is the decode kernel for F32 keys and values, D = 64 and 4
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512F32D64R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512F32D64R8 is the decode kernel for F32 keys and values, D = 64 and 8
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512F32D64R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512F32D80R1 is the decode kernel for F32 keys and values, D = 80 and 1
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512F32D80R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512F32D80R2 is the decode kernel for F32 keys and values, D = 80 and 2
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512F32D80R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512F32D80R4 is the decode kernel for F32 keys and values, D = 80 and 4
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512F32D80R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512F32D80R8 is the decode kernel for F32 keys and values, D = 80 and 8
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512F32D80R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512F32D96R1 is the decode kernel for F32 keys and values, D = 96 and 1
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512F32D96R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512F32D96R2 is the decode kernel for F32 keys and values, D = 96 and 2
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512F32D96R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512F32D96R4 is the decode kernel for F32 keys and values, D = 96 and 4
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512F32D96R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512F32D96R8 is the decode kernel for F32 keys and values, D = 96 and 8
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512F32D96R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512F32D128R1 is the decode kernel for F32 keys and values, D = 128 and 1
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512F32D128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512F32D128R2 is the decode kernel for F32 keys and values, D = 128 and 2
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512F32D128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512F32D128R4 is the decode kernel for F32 keys and values, D = 128 and 4
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512F32D128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512F32D128R8 is the decode kernel for F32 keys and values, D = 128 and 8
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512F32D128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512F32D192R1 is the decode kernel for F32 keys and values, D = 192 and 1
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512F32D192R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512F32D192R2 is the decode kernel for F32 keys and values, D = 192 and 2
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512F32D192R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512F32D192R4 is the decode kernel for F32 keys and values, D = 192 and 4
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512F32D192R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512F32D192R8 is the decode kernel for F32 keys and values, D = 192 and 8
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512F32D192R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512F32D256R1 is the decode kernel for F32 keys and values, D = 256 and 1
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512F32D256R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512F32D256R2 is the decode kernel for F32 keys and values, D = 256 and 2
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512F32D256R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512F32D256R4 is the decode kernel for F32 keys and values, D = 256 and 4
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512F32D256R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512F32D256R8 is the decode kernel for F32 keys and values, D = 256 and 8
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512F32D256R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512F32D192V128R1 is the decode kernel for F32 keys and values, D = 192 (q and k), 128 (v and o) and 1
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512F32D192V128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512F32D192V128R2 is the decode kernel for F32 keys and values, D = 192 (q and k), 128 (v and o) and 2
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512F32D192V128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512F32D192V128R4 is the decode kernel for F32 keys and values, D = 192 (q and k), 128 (v and o) and 4
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512F32D192V128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512F32D192V128R8 is the decode kernel for F32 keys and values, D = 192 (q and k), 128 (v and o) and 8
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512F32D192V128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512BF16D32R1 is the decode kernel for BF16 keys and values, D = 32 and 1
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512BF16D32R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512BF16D32R2 is the decode kernel for BF16 keys and values, D = 32 and 2
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512BF16D32R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512BF16D32R4 is the decode kernel for BF16 keys and values, D = 32 and 4
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512BF16D32R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512BF16D32R8 is the decode kernel for BF16 keys and values, D = 32 and 8
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512BF16D32R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512BF16D64R1 is the decode kernel for BF16 keys and values, D = 64 and 1
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512BF16D64R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512BF16D64R2 is the decode kernel for BF16 keys and values, D = 64 and 2
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512BF16D64R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512BF16D64R4 is the decode kernel for BF16 keys and values, D = 64 and 4
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512BF16D64R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512BF16D64R8 is the decode kernel for BF16 keys and values, D = 64 and 8
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512BF16D64R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512BF16D80R1 is the decode kernel for BF16 keys and values, D = 80 and 1
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512BF16D80R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512BF16D80R2 is the decode kernel for BF16 keys and values, D = 80 and 2
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512BF16D80R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512BF16D80R4 is the decode kernel for BF16 keys and values, D = 80 and 4
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512BF16D80R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512BF16D80R8 is the decode kernel for BF16 keys and values, D = 80 and 8
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512BF16D80R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512BF16D96R1 is the decode kernel for BF16 keys and values, D = 96 and 1
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512BF16D96R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512BF16D96R2 is the decode kernel for BF16 keys and values, D = 96 and 2
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512BF16D96R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512BF16D96R4 is the decode kernel for BF16 keys and values, D = 96 and 4
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512BF16D96R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512BF16D96R8 is the decode kernel for BF16 keys and values, D = 96 and 8
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512BF16D96R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512BF16D128R1 is the decode kernel for BF16 keys and values, D = 128 and 1
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512BF16D128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512BF16D128R2 is the decode kernel for BF16 keys and values, D = 128 and 2
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512BF16D128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512BF16D128R4 is the decode kernel for BF16 keys and values, D = 128 and 4
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512BF16D128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512BF16D128R8 is the decode kernel for BF16 keys and values, D = 128 and 8
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512BF16D128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512BF16D192R1 is the decode kernel for BF16 keys and values, D = 192 and 1
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512BF16D192R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512BF16D192R2 is the decode kernel for BF16 keys and values, D = 192 and 2
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512BF16D192R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512BF16D192R4 is the decode kernel for BF16 keys and values, D = 192 and 4
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512BF16D192R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512BF16D192R8 is the decode kernel for BF16 keys and values, D = 192 and 8
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512BF16D192R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512BF16D256R1 is the decode kernel for BF16 keys and values, D = 256 and 1
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512BF16D256R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512BF16D256R2 is the decode kernel for BF16 keys and values, D = 256 and 2
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512BF16D256R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512BF16D256R4 is the decode kernel for BF16 keys and values, D = 256 and 4
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512BF16D256R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512BF16D256R8 is the decode kernel for BF16 keys and values, D = 256 and 8
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512BF16D256R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512BF16D192V128R1 is the decode kernel for BF16 keys and values, D = 192 (q and k), 128 (v and o) and 1
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512BF16D192V128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512BF16D192V128R2 is the decode kernel for BF16 keys and values, D = 192 (q and k), 128 (v and o) and 2
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512BF16D192V128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512BF16D192V128R4 is the decode kernel for BF16 keys and values, D = 192 (q and k), 128 (v and o) and 4
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512BF16D192V128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512BF16D192V128R8 is the decode kernel for BF16 keys and values, D = 192 (q and k), 128 (v and o) and 8
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512BF16D192V128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512F16D32R1 is the decode kernel for F16 keys and values, D = 32 and 1
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512F16D32R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512F16D32R2 is the decode kernel for F16 keys and values, D = 32 and 2
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512F16D32R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512F16D32R4 is the decode kernel for F16 keys and values, D = 32 and 4
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512F16D32R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512F16D32R8 is the decode kernel for F16 keys and values, D = 32 and 8
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512F16D32R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512F16D64R1 is the decode kernel for F16 keys and values, D = 64 and 1
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512F16D64R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512F16D64R2 is the decode kernel for F16 keys and values, D = 64 and 2
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512F16D64R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512F16D64R4 is the decode kernel for F16 keys and values, D = 64 and 4
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512F16D64R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512F16D64R8 is the decode kernel for F16 keys and values, D = 64 and 8
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512F16D64R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512F16D80R1 is the decode kernel for F16 keys and values, D = 80 and 1
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512F16D80R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512F16D80R2 is the decode kernel for F16 keys and values, D = 80 and 2
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512F16D80R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512F16D80R4 is the decode kernel for F16 keys and values, D = 80 and 4
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512F16D80R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512F16D80R8 is the decode kernel for F16 keys and values, D = 80 and 8
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512F16D80R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512F16D96R1 is the decode kernel for F16 keys and values, D = 96 and 1
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512F16D96R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512F16D96R2 is the decode kernel for F16 keys and values, D = 96 and 2
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512F16D96R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512F16D96R4 is the decode kernel for F16 keys and values, D = 96 and 4
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512F16D96R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512F16D96R8 is the decode kernel for F16 keys and values, D = 96 and 8
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512F16D96R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512F16D128R1 is the decode kernel for F16 keys and values, D = 128 and 1
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512F16D128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512F16D128R2 is the decode kernel for F16 keys and values, D = 128 and 2
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512F16D128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512F16D128R4 is the decode kernel for F16 keys and values, D = 128 and 4
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512F16D128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512F16D128R8 is the decode kernel for F16 keys and values, D = 128 and 8
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512F16D128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512F16D192R1 is the decode kernel for F16 keys and values, D = 192 and 1
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512F16D192R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512F16D192R2 is the decode kernel for F16 keys and values, D = 192 and 2
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512F16D192R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512F16D192R4 is the decode kernel for F16 keys and values, D = 192 and 4
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512F16D192R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512F16D192R8 is the decode kernel for F16 keys and values, D = 192 and 8
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512F16D192R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512F16D256R1 is the decode kernel for F16 keys and values, D = 256 and 1
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512F16D256R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512F16D256R2 is the decode kernel for F16 keys and values, D = 256 and 2
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512F16D256R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512F16D256R4 is the decode kernel for F16 keys and values, D = 256 and 4
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512F16D256R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512F16D256R8 is the decode kernel for F16 keys and values, D = 256 and 8
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512F16D256R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512F16D192V128R1 is the decode kernel for F16 keys and values, D = 192 (q and k), 128 (v and o) and 1
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512F16D192V128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512F16D192V128R2 is the decode kernel for F16 keys and values, D = 192 (q and k), 128 (v and o) and 2
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512F16D192V128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512F16D192V128R4 is the decode kernel for F16 keys and values, D = 192 (q and k), 128 (v and o) and 4
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512F16D192V128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX512F16D192V128R8 is the decode kernel for F16 keys and values, D = 192 (q and k), 128 (v and o) and 8
 // query rows (AVX-512 Foundation): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX512F16D192V128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2F32D32R1 is the decode kernel for F32 keys and values, D = 32 and 1
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2F32D32R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2F32D32R2 is the decode kernel for F32 keys and values, D = 32 and 2
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2F32D32R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2F32D32R4 is the decode kernel for F32 keys and values, D = 32 and 4
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2F32D32R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2F32D32R8 is the decode kernel for F32 keys and values, D = 32 and 8
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2F32D32R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2F32D64R1 is the decode kernel for F32 keys and values, D = 64 and 1
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2F32D64R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2F32D64R2 is the decode kernel for F32 keys and values, D = 64 and 2
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2F32D64R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2F32D64R4 is the decode kernel for F32 keys and values, D = 64 and 4
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2F32D64R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2F32D64R8 is the decode kernel for F32 keys and values, D = 64 and 8
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2F32D64R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2F32D80R1 is the decode kernel for F32 keys and values, D = 80 and 1
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2F32D80R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2F32D80R2 is the decode kernel for F32 keys and values, D = 80 and 2
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2F32D80R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2F32D80R4 is the decode kernel for F32 keys and values, D = 80 and 4
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2F32D80R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2F32D80R8 is the decode kernel for F32 keys and values, D = 80 and 8
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2F32D80R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2F32D96R1 is the decode kernel for F32 keys and values, D = 96 and 1
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2F32D96R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2F32D96R2 is the decode kernel for F32 keys and values, D = 96 and 2
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2F32D96R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2F32D96R4 is the decode kernel for F32 keys and values, D = 96 and 4
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2F32D96R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2F32D96R8 is the decode kernel for F32 keys and values, D = 96 and 8
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2F32D96R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2F32D128R1 is the decode kernel for F32 keys and values, D = 128 and 1
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2F32D128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2F32D128R2 is the decode kernel for F32 keys and values, D = 128 and 2
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2F32D128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2F32D128R4 is the decode kernel for F32 keys and values, D = 128 and 4
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2F32D128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2F32D128R8 is the decode kernel for F32 keys and values, D = 128 and 8
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2F32D128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2F32D192R1 is the decode kernel for F32 keys and values, D = 192 and 1
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2F32D192R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2F32D192R2 is the decode kernel for F32 keys and values, D = 192 and 2
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2F32D192R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2F32D192R4 is the decode kernel for F32 keys and values, D = 192 and 4
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2F32D192R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2F32D192R8 is the decode kernel for F32 keys and values, D = 192 and 8
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2F32D192R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2F32D256R1 is the decode kernel for F32 keys and values, D = 256 and 1
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2F32D256R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2F32D256R2 is the decode kernel for F32 keys and values, D = 256 and 2
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2F32D256R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2F32D256R4 is the decode kernel for F32 keys and values, D = 256 and 4
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2F32D256R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2F32D256R8 is the decode kernel for F32 keys and values, D = 256 and 8
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2F32D256R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2F32D192V128R1 is the decode kernel for F32 keys and values, D = 192 (q and k), 128 (v and o) and 1
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2F32D192V128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2F32D192V128R2 is the decode kernel for F32 keys and values, D = 192 (q and k), 128 (v and o) and 2
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2F32D192V128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2F32D192V128R4 is the decode kernel for F32 keys and values, D = 192 (q and k), 128 (v and o) and 4
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2F32D192V128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2F32D192V128R8 is the decode kernel for F32 keys and values, D = 192 (q and k), 128 (v and o) and 8
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2F32D192V128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2BF16D32R1 is the decode kernel for BF16 keys and values, D = 32 and 1
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2BF16D32R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2BF16D32R2 is the decode kernel for BF16 keys and values, D = 32 and 2
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2BF16D32R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2BF16D32R4 is the decode kernel for BF16 keys and values, D = 32 and 4
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2BF16D32R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2BF16D32R8 is the decode kernel for BF16 keys and values, D = 32 and 8
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2BF16D32R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2BF16D64R1 is the decode kernel for BF16 keys and values, D = 64 and 1
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2BF16D64R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2BF16D64R2 is the decode kernel for BF16 keys and values, D = 64 and 2
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2BF16D64R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2BF16D64R4 is the decode kernel for BF16 keys and values, D = 64 and 4
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2BF16D64R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2BF16D64R8 is the decode kernel for BF16 keys and values, D = 64 and 8
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2BF16D64R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2BF16D80R1 is the decode kernel for BF16 keys and values, D = 80 and 1
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2BF16D80R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2BF16D80R2 is the decode kernel for BF16 keys and values, D = 80 and 2
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2BF16D80R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2BF16D80R4 is the decode kernel for BF16 keys and values, D = 80 and 4
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2BF16D80R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2BF16D80R8 is the decode kernel for BF16 keys and values, D = 80 and 8
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2BF16D80R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2BF16D96R1 is the decode kernel for BF16 keys and values, D = 96 and 1
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2BF16D96R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2BF16D96R2 is the decode kernel for BF16 keys and values, D = 96 and 2
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2BF16D96R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2BF16D96R4 is the decode kernel for BF16 keys and values, D = 96 and 4
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2BF16D96R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2BF16D96R8 is the decode kernel for BF16 keys and values, D = 96 and 8
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2BF16D96R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2BF16D128R1 is the decode kernel for BF16 keys and values, D = 128 and 1
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2BF16D128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2BF16D128R2 is the decode kernel for BF16 keys and values, D = 128 and 2
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2BF16D128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2BF16D128R4 is the decode kernel for BF16 keys and values, D = 128 and 4
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2BF16D128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2BF16D128R8 is the decode kernel for BF16 keys and values, D = 128 and 8
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2BF16D128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2BF16D192R1 is the decode kernel for BF16 keys and values, D = 192 and 1
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2BF16D192R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2BF16D192R2 is the decode kernel for BF16 keys and values, D = 192 and 2
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2BF16D192R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2BF16D192R4 is the decode kernel for BF16 keys and values, D = 192 and 4
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2BF16D192R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2BF16D192R8 is the decode kernel for BF16 keys and values, D = 192 and 8
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2BF16D192R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2BF16D256R1 is the decode kernel for BF16 keys and values, D = 256 and 1
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2BF16D256R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2BF16D256R2 is the decode kernel for BF16 keys and values, D = 256 and 2
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2BF16D256R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2BF16D256R4 is the decode kernel for BF16 keys and values, D = 256 and 4
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2BF16D256R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2BF16D256R8 is the decode kernel for BF16 keys and values, D = 256 and 8
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2BF16D256R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2BF16D192V128R1 is the decode kernel for BF16 keys and values, D = 192 (q and k), 128 (v and o) and 1
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2BF16D192V128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2BF16D192V128R2 is the decode kernel for BF16 keys and values, D = 192 (q and k), 128 (v and o) and 2
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2BF16D192V128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2BF16D192V128R4 is the decode kernel for BF16 keys and values, D = 192 (q and k), 128 (v and o) and 4
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2BF16D192V128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2BF16D192V128R8 is the decode kernel for BF16 keys and values, D = 192 (q and k), 128 (v and o) and 8
 // query rows (AVX2, FMA3): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2BF16D192V128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2F16D32R1 is the decode kernel for F16 keys and values, D = 32 and 1
 // query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2F16D32R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2F16D32R2 is the decode kernel for F16 keys and values, D = 32 and 2
 // query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2F16D32R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2F16D32R4 is the decode kernel for F16 keys and values, D = 32 and 4
 // query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2F16D32R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2F16D32R8 is the decode kernel for F16 keys and values, D = 32 and 8
 // query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2F16D32R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2F16D64R1 is the decode kernel for F16 keys and values, D = 64 and 1
 // query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2F16D64R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2F16D64R2 is the decode kernel for F16 keys and values, D = 64 and 2
 // query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2F16D64R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2F16D64R4 is the decode kernel for F16 keys and values, D = 64 and 4
 // query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2F16D64R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2F16D64R8 is the decode kernel for F16 keys and values, D = 64 and 8
 // query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2F16D64R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2F16D80R1 is the decode kernel for F16 keys and values, D = 80 and 1
 // query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2F16D80R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2F16D80R2 is the decode kernel for F16 keys and values, D = 80 and 2
 // query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2F16D80R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2F16D80R4 is the decode kernel for F16 keys and values, D = 80 and 4
 // query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2F16D80R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2F16D80R8 is the decode kernel for F16 keys and values, D = 80 and 8
 // query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2F16D80R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2F16D96R1 is the decode kernel for F16 keys and values, D = 96 and 1
 // query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2F16D96R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2F16D96R2 is the decode kernel for F16 keys and values, D = 96 and 2
 // query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2F16D96R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2F16D96R4 is the decode kernel for F16 keys and values, D = 96 and 4
 // query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2F16D96R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2F16D96R8 is the decode kernel for F16 keys and values, D = 96 and 8
 // query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2F16D96R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2F16D128R1 is the decode kernel for F16 keys and values, D = 128 and 1
 // query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2F16D128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2F16D128R2 is the decode kernel for F16 keys and values, D = 128 and 2
 // query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2F16D128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2F16D128R4 is the decode kernel for F16 keys and values, D = 128 and 4
 // query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2F16D128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2F16D128R8 is the decode kernel for F16 keys and values, D = 128 and 8
 // query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2F16D128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2F16D192R1 is the decode kernel for F16 keys and values, D = 192 and 1
 // query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2F16D192R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2F16D192R2 is the decode kernel for F16 keys and values, D = 192 and 2
 // query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2F16D192R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2F16D192R4 is the decode kernel for F16 keys and values, D = 192 and 4
 // query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2F16D192R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2F16D192R8 is the decode kernel for F16 keys and values, D = 192 and 8
 // query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2F16D192R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2F16D256R1 is the decode kernel for F16 keys and values, D = 256 and 1
 // query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2F16D256R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2F16D256R2 is the decode kernel for F16 keys and values, D = 256 and 2
 // query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2F16D256R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2F16D256R4 is the decode kernel for F16 keys and values, D = 256 and 4
 // query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2F16D256R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2F16D256R8 is the decode kernel for F16 keys and values, D = 256 and 8
 // query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2F16D256R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2F16D192V128R1 is the decode kernel for F16 keys and values, D = 192 (q and k), 128 (v and o) and 1
 // query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2F16D192V128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2F16D192V128R2 is the decode kernel for F16 keys and values, D = 192 (q and k), 128 (v and o) and 2
 // query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2F16D192V128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2F16D192V128R4 is the decode kernel for F16 keys and values, D = 192 (q and k), 128 (v and o) and 4
 // query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2F16D192V128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreAVX2F16D192V128R8 is the decode kernel for F16 keys and values, D = 192 (q and k), 128 (v and o) and 8
 // query rows (AVX2, FMA3, F16C): one online-softmax step against a whole key
-// tile that every row keeps, key and value row j read in place at byte off[j]
-// of k and v, with the score stage of sc (see scoreTile).
+// tile that every row keeps, key row j read in place at byte off[j] of k and
+// its value row at byte off[128+j] of v, with the score stage of sc (see scoreTile).
 //
 //go:noescape
 func decodeScoreAVX2F16D192V128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)

@@ -54,672 +54,768 @@ func tileNEOND192V128(q *float32, kt *float32, v *float32, s *float32, o *float3
 
 // decodeNEONF32D32R1 is the decode kernel for F32 keys and values, D = 32 and 1
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONF32D32R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONF32D32R2 is the decode kernel for F32 keys and values, D = 32 and 2
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONF32D32R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONF32D32R4 is the decode kernel for F32 keys and values, D = 32 and 4
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONF32D32R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONF32D32R8 is the decode kernel for F32 keys and values, D = 32 and 8
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONF32D32R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONF32D64R1 is the decode kernel for F32 keys and values, D = 64 and 1
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONF32D64R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONF32D64R2 is the decode kernel for F32 keys and values, D = 64 and 2
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONF32D64R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONF32D64R4 is the decode kernel for F32 keys and values, D = 64 and 4
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONF32D64R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONF32D64R8 is the decode kernel for F32 keys and values, D = 64 and 8
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONF32D64R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONF32D80R1 is the decode kernel for F32 keys and values, D = 80 and 1
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONF32D80R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONF32D80R2 is the decode kernel for F32 keys and values, D = 80 and 2
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONF32D80R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONF32D80R4 is the decode kernel for F32 keys and values, D = 80 and 4
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONF32D80R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONF32D80R8 is the decode kernel for F32 keys and values, D = 80 and 8
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONF32D80R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONF32D96R1 is the decode kernel for F32 keys and values, D = 96 and 1
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONF32D96R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONF32D96R2 is the decode kernel for F32 keys and values, D = 96 and 2
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONF32D96R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONF32D96R4 is the decode kernel for F32 keys and values, D = 96 and 4
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONF32D96R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONF32D96R8 is the decode kernel for F32 keys and values, D = 96 and 8
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONF32D96R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONF32D128R1 is the decode kernel for F32 keys and values, D = 128 and 1
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONF32D128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONF32D128R2 is the decode kernel for F32 keys and values, D = 128 and 2
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONF32D128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONF32D128R4 is the decode kernel for F32 keys and values, D = 128 and 4
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONF32D128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONF32D128R8 is the decode kernel for F32 keys and values, D = 128 and 8
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONF32D128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONF32D192R1 is the decode kernel for F32 keys and values, D = 192 and 1
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONF32D192R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONF32D192R2 is the decode kernel for F32 keys and values, D = 192 and 2
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONF32D192R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONF32D192R4 is the decode kernel for F32 keys and values, D = 192 and 4
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONF32D192R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONF32D192R8 is the decode kernel for F32 keys and values, D = 192 and 8
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONF32D192R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONF32D256R1 is the decode kernel for F32 keys and values, D = 256 and 1
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONF32D256R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONF32D256R2 is the decode kernel for F32 keys and values, D = 256 and 2
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONF32D256R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONF32D256R4 is the decode kernel for F32 keys and values, D = 256 and 4
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONF32D256R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONF32D256R8 is the decode kernel for F32 keys and values, D = 256 and 8
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONF32D256R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONF32D192V128R1 is the decode kernel for F32 keys and values, qk = 192, v = 128 and 1
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONF32D192V128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONF32D192V128R2 is the decode kernel for F32 keys and values, qk = 192, v = 128 and 2
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONF32D192V128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONF32D192V128R4 is the decode kernel for F32 keys and values, qk = 192, v = 128 and 4
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONF32D192V128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONF32D192V128R8 is the decode kernel for F32 keys and values, qk = 192, v = 128 and 8
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONF32D192V128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONBF16D32R1 is the decode kernel for BF16 keys and values, D = 32 and 1
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONBF16D32R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONBF16D32R2 is the decode kernel for BF16 keys and values, D = 32 and 2
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONBF16D32R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONBF16D32R4 is the decode kernel for BF16 keys and values, D = 32 and 4
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONBF16D32R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONBF16D32R8 is the decode kernel for BF16 keys and values, D = 32 and 8
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONBF16D32R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONBF16D64R1 is the decode kernel for BF16 keys and values, D = 64 and 1
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONBF16D64R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONBF16D64R2 is the decode kernel for BF16 keys and values, D = 64 and 2
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONBF16D64R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONBF16D64R4 is the decode kernel for BF16 keys and values, D = 64 and 4
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONBF16D64R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONBF16D64R8 is the decode kernel for BF16 keys and values, D = 64 and 8
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONBF16D64R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONBF16D80R1 is the decode kernel for BF16 keys and values, D = 80 and 1
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONBF16D80R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONBF16D80R2 is the decode kernel for BF16 keys and values, D = 80 and 2
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONBF16D80R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONBF16D80R4 is the decode kernel for BF16 keys and values, D = 80 and 4
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONBF16D80R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONBF16D80R8 is the decode kernel for BF16 keys and values, D = 80 and 8
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONBF16D80R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONBF16D96R1 is the decode kernel for BF16 keys and values, D = 96 and 1
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONBF16D96R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONBF16D96R2 is the decode kernel for BF16 keys and values, D = 96 and 2
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONBF16D96R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONBF16D96R4 is the decode kernel for BF16 keys and values, D = 96 and 4
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONBF16D96R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONBF16D96R8 is the decode kernel for BF16 keys and values, D = 96 and 8
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONBF16D96R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONBF16D128R1 is the decode kernel for BF16 keys and values, D = 128 and 1
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONBF16D128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONBF16D128R2 is the decode kernel for BF16 keys and values, D = 128 and 2
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONBF16D128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONBF16D128R4 is the decode kernel for BF16 keys and values, D = 128 and 4
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONBF16D128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONBF16D128R8 is the decode kernel for BF16 keys and values, D = 128 and 8
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONBF16D128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONBF16D192R1 is the decode kernel for BF16 keys and values, D = 192 and 1
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONBF16D192R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONBF16D192R2 is the decode kernel for BF16 keys and values, D = 192 and 2
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONBF16D192R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONBF16D192R4 is the decode kernel for BF16 keys and values, D = 192 and 4
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONBF16D192R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONBF16D192R8 is the decode kernel for BF16 keys and values, D = 192 and 8
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONBF16D192R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONBF16D256R1 is the decode kernel for BF16 keys and values, D = 256 and 1
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONBF16D256R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONBF16D256R2 is the decode kernel for BF16 keys and values, D = 256 and 2
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONBF16D256R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONBF16D256R4 is the decode kernel for BF16 keys and values, D = 256 and 4
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONBF16D256R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONBF16D256R8 is the decode kernel for BF16 keys and values, D = 256 and 8
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONBF16D256R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONBF16D192V128R1 is the decode kernel for BF16 keys and values, qk = 192, v = 128 and 1
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONBF16D192V128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONBF16D192V128R2 is the decode kernel for BF16 keys and values, qk = 192, v = 128 and 2
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONBF16D192V128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONBF16D192V128R4 is the decode kernel for BF16 keys and values, qk = 192, v = 128 and 4
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONBF16D192V128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONBF16D192V128R8 is the decode kernel for BF16 keys and values, qk = 192, v = 128 and 8
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONBF16D192V128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONF16D32R1 is the decode kernel for F16 keys and values, D = 32 and 1
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONF16D32R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONF16D32R2 is the decode kernel for F16 keys and values, D = 32 and 2
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONF16D32R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONF16D32R4 is the decode kernel for F16 keys and values, D = 32 and 4
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONF16D32R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONF16D32R8 is the decode kernel for F16 keys and values, D = 32 and 8
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONF16D32R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONF16D64R1 is the decode kernel for F16 keys and values, D = 64 and 1
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONF16D64R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONF16D64R2 is the decode kernel for F16 keys and values, D = 64 and 2
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONF16D64R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONF16D64R4 is the decode kernel for F16 keys and values, D = 64 and 4
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONF16D64R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONF16D64R8 is the decode kernel for F16 keys and values, D = 64 and 8
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONF16D64R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONF16D80R1 is the decode kernel for F16 keys and values, D = 80 and 1
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONF16D80R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONF16D80R2 is the decode kernel for F16 keys and values, D = 80 and 2
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONF16D80R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONF16D80R4 is the decode kernel for F16 keys and values, D = 80 and 4
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONF16D80R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONF16D80R8 is the decode kernel for F16 keys and values, D = 80 and 8
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONF16D80R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONF16D96R1 is the decode kernel for F16 keys and values, D = 96 and 1
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONF16D96R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONF16D96R2 is the decode kernel for F16 keys and values, D = 96 and 2
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONF16D96R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONF16D96R4 is the decode kernel for F16 keys and values, D = 96 and 4
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONF16D96R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONF16D96R8 is the decode kernel for F16 keys and values, D = 96 and 8
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONF16D96R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONF16D128R1 is the decode kernel for F16 keys and values, D = 128 and 1
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONF16D128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONF16D128R2 is the decode kernel for F16 keys and values, D = 128 and 2
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONF16D128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONF16D128R4 is the decode kernel for F16 keys and values, D = 128 and 4
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONF16D128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONF16D128R8 is the decode kernel for F16 keys and values, D = 128 and 8
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONF16D128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONF16D192R1 is the decode kernel for F16 keys and values, D = 192 and 1
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONF16D192R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONF16D192R2 is the decode kernel for F16 keys and values, D = 192 and 2
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONF16D192R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONF16D192R4 is the decode kernel for F16 keys and values, D = 192 and 4
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONF16D192R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONF16D192R8 is the decode kernel for F16 keys and values, D = 192 and 8
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONF16D192R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONF16D256R1 is the decode kernel for F16 keys and values, D = 256 and 1
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONF16D256R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONF16D256R2 is the decode kernel for F16 keys and values, D = 256 and 2
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONF16D256R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONF16D256R4 is the decode kernel for F16 keys and values, D = 256 and 4
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONF16D256R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONF16D256R8 is the decode kernel for F16 keys and values, D = 256 and 8
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONF16D256R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONF16D192V128R1 is the decode kernel for F16 keys and values, qk = 192, v = 128 and 1
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONF16D192V128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONF16D192V128R2 is the decode kernel for F16 keys and values, qk = 192, v = 128 and 2
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONF16D192V128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONF16D192V128R4 is the decode kernel for F16 keys and values, qk = 192, v = 128 and 4
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONF16D192V128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
 
 // decodeNEONF16D192V128R8 is the decode kernel for F16 keys and values, qk = 192, v = 128 and 8
 // query rows (NEON): one online-softmax step against a whole key tile that
-// every row keeps, key and value row j read in place at byte off[j] of k and v.
+// every row keeps, key row j read in place at byte off[j] of k and its value
+// row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeNEONF16D192V128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32)
@@ -860,768 +956,768 @@ func tileScoreNEOND192V128(q *float32, kt *float32, v *float32, s *float32, o *f
 
 // decodeScoreNEONF32D32R1 is the decode kernel with the score stage of sc for F32
 // keys and values, D = 32 and 1 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONF32D32R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONF32D32R2 is the decode kernel with the score stage of sc for F32
 // keys and values, D = 32 and 2 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONF32D32R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONF32D32R4 is the decode kernel with the score stage of sc for F32
 // keys and values, D = 32 and 4 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONF32D32R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONF32D32R8 is the decode kernel with the score stage of sc for F32
 // keys and values, D = 32 and 8 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONF32D32R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONF32D64R1 is the decode kernel with the score stage of sc for F32
 // keys and values, D = 64 and 1 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONF32D64R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONF32D64R2 is the decode kernel with the score stage of sc for F32
 // keys and values, D = 64 and 2 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONF32D64R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONF32D64R4 is the decode kernel with the score stage of sc for F32
 // keys and values, D = 64 and 4 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONF32D64R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONF32D64R8 is the decode kernel with the score stage of sc for F32
 // keys and values, D = 64 and 8 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONF32D64R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONF32D80R1 is the decode kernel with the score stage of sc for F32
 // keys and values, D = 80 and 1 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONF32D80R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONF32D80R2 is the decode kernel with the score stage of sc for F32
 // keys and values, D = 80 and 2 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONF32D80R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONF32D80R4 is the decode kernel with the score stage of sc for F32
 // keys and values, D = 80 and 4 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONF32D80R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONF32D80R8 is the decode kernel with the score stage of sc for F32
 // keys and values, D = 80 and 8 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONF32D80R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONF32D96R1 is the decode kernel with the score stage of sc for F32
 // keys and values, D = 96 and 1 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONF32D96R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONF32D96R2 is the decode kernel with the score stage of sc for F32
 // keys and values, D = 96 and 2 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONF32D96R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONF32D96R4 is the decode kernel with the score stage of sc for F32
 // keys and values, D = 96 and 4 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONF32D96R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONF32D96R8 is the decode kernel with the score stage of sc for F32
 // keys and values, D = 96 and 8 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONF32D96R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONF32D128R1 is the decode kernel with the score stage of sc for F32
 // keys and values, D = 128 and 1 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONF32D128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONF32D128R2 is the decode kernel with the score stage of sc for F32
 // keys and values, D = 128 and 2 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONF32D128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONF32D128R4 is the decode kernel with the score stage of sc for F32
 // keys and values, D = 128 and 4 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONF32D128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONF32D128R8 is the decode kernel with the score stage of sc for F32
 // keys and values, D = 128 and 8 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONF32D128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONF32D192R1 is the decode kernel with the score stage of sc for F32
 // keys and values, D = 192 and 1 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONF32D192R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONF32D192R2 is the decode kernel with the score stage of sc for F32
 // keys and values, D = 192 and 2 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONF32D192R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONF32D192R4 is the decode kernel with the score stage of sc for F32
 // keys and values, D = 192 and 4 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONF32D192R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONF32D192R8 is the decode kernel with the score stage of sc for F32
 // keys and values, D = 192 and 8 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONF32D192R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONF32D256R1 is the decode kernel with the score stage of sc for F32
 // keys and values, D = 256 and 1 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONF32D256R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONF32D256R2 is the decode kernel with the score stage of sc for F32
 // keys and values, D = 256 and 2 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONF32D256R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONF32D256R4 is the decode kernel with the score stage of sc for F32
 // keys and values, D = 256 and 4 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONF32D256R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONF32D256R8 is the decode kernel with the score stage of sc for F32
 // keys and values, D = 256 and 8 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONF32D256R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONF32D192V128R1 is the decode kernel with the score stage of sc for F32
 // keys and values, qk = 192, v = 128 and 1 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONF32D192V128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONF32D192V128R2 is the decode kernel with the score stage of sc for F32
 // keys and values, qk = 192, v = 128 and 2 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONF32D192V128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONF32D192V128R4 is the decode kernel with the score stage of sc for F32
 // keys and values, qk = 192, v = 128 and 4 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONF32D192V128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONF32D192V128R8 is the decode kernel with the score stage of sc for F32
 // keys and values, qk = 192, v = 128 and 8 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONF32D192V128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONBF16D32R1 is the decode kernel with the score stage of sc for BF16
 // keys and values, D = 32 and 1 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONBF16D32R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONBF16D32R2 is the decode kernel with the score stage of sc for BF16
 // keys and values, D = 32 and 2 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONBF16D32R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONBF16D32R4 is the decode kernel with the score stage of sc for BF16
 // keys and values, D = 32 and 4 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONBF16D32R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONBF16D32R8 is the decode kernel with the score stage of sc for BF16
 // keys and values, D = 32 and 8 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONBF16D32R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONBF16D64R1 is the decode kernel with the score stage of sc for BF16
 // keys and values, D = 64 and 1 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONBF16D64R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONBF16D64R2 is the decode kernel with the score stage of sc for BF16
 // keys and values, D = 64 and 2 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONBF16D64R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONBF16D64R4 is the decode kernel with the score stage of sc for BF16
 // keys and values, D = 64 and 4 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONBF16D64R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONBF16D64R8 is the decode kernel with the score stage of sc for BF16
 // keys and values, D = 64 and 8 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONBF16D64R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONBF16D80R1 is the decode kernel with the score stage of sc for BF16
 // keys and values, D = 80 and 1 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONBF16D80R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONBF16D80R2 is the decode kernel with the score stage of sc for BF16
 // keys and values, D = 80 and 2 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONBF16D80R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONBF16D80R4 is the decode kernel with the score stage of sc for BF16
 // keys and values, D = 80 and 4 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONBF16D80R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONBF16D80R8 is the decode kernel with the score stage of sc for BF16
 // keys and values, D = 80 and 8 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONBF16D80R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONBF16D96R1 is the decode kernel with the score stage of sc for BF16
 // keys and values, D = 96 and 1 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONBF16D96R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONBF16D96R2 is the decode kernel with the score stage of sc for BF16
 // keys and values, D = 96 and 2 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONBF16D96R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONBF16D96R4 is the decode kernel with the score stage of sc for BF16
 // keys and values, D = 96 and 4 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONBF16D96R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONBF16D96R8 is the decode kernel with the score stage of sc for BF16
 // keys and values, D = 96 and 8 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONBF16D96R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONBF16D128R1 is the decode kernel with the score stage of sc for BF16
 // keys and values, D = 128 and 1 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONBF16D128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONBF16D128R2 is the decode kernel with the score stage of sc for BF16
 // keys and values, D = 128 and 2 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONBF16D128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONBF16D128R4 is the decode kernel with the score stage of sc for BF16
 // keys and values, D = 128 and 4 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONBF16D128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONBF16D128R8 is the decode kernel with the score stage of sc for BF16
 // keys and values, D = 128 and 8 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONBF16D128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONBF16D192R1 is the decode kernel with the score stage of sc for BF16
 // keys and values, D = 192 and 1 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONBF16D192R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONBF16D192R2 is the decode kernel with the score stage of sc for BF16
 // keys and values, D = 192 and 2 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONBF16D192R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONBF16D192R4 is the decode kernel with the score stage of sc for BF16
 // keys and values, D = 192 and 4 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONBF16D192R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONBF16D192R8 is the decode kernel with the score stage of sc for BF16
 // keys and values, D = 192 and 8 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONBF16D192R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONBF16D256R1 is the decode kernel with the score stage of sc for BF16
 // keys and values, D = 256 and 1 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONBF16D256R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONBF16D256R2 is the decode kernel with the score stage of sc for BF16
 // keys and values, D = 256 and 2 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONBF16D256R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONBF16D256R4 is the decode kernel with the score stage of sc for BF16
 // keys and values, D = 256 and 4 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONBF16D256R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONBF16D256R8 is the decode kernel with the score stage of sc for BF16
 // keys and values, D = 256 and 8 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONBF16D256R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONBF16D192V128R1 is the decode kernel with the score stage of sc for BF16
 // keys and values, qk = 192, v = 128 and 1 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONBF16D192V128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONBF16D192V128R2 is the decode kernel with the score stage of sc for BF16
 // keys and values, qk = 192, v = 128 and 2 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONBF16D192V128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONBF16D192V128R4 is the decode kernel with the score stage of sc for BF16
 // keys and values, qk = 192, v = 128 and 4 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONBF16D192V128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONBF16D192V128R8 is the decode kernel with the score stage of sc for BF16
 // keys and values, qk = 192, v = 128 and 8 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONBF16D192V128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONF16D32R1 is the decode kernel with the score stage of sc for F16
 // keys and values, D = 32 and 1 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONF16D32R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONF16D32R2 is the decode kernel with the score stage of sc for F16
 // keys and values, D = 32 and 2 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONF16D32R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONF16D32R4 is the decode kernel with the score stage of sc for F16
 // keys and values, D = 32 and 4 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONF16D32R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONF16D32R8 is the decode kernel with the score stage of sc for F16
 // keys and values, D = 32 and 8 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONF16D32R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONF16D64R1 is the decode kernel with the score stage of sc for F16
 // keys and values, D = 64 and 1 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONF16D64R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONF16D64R2 is the decode kernel with the score stage of sc for F16
 // keys and values, D = 64 and 2 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONF16D64R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONF16D64R4 is the decode kernel with the score stage of sc for F16
 // keys and values, D = 64 and 4 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONF16D64R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONF16D64R8 is the decode kernel with the score stage of sc for F16
 // keys and values, D = 64 and 8 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONF16D64R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONF16D80R1 is the decode kernel with the score stage of sc for F16
 // keys and values, D = 80 and 1 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONF16D80R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONF16D80R2 is the decode kernel with the score stage of sc for F16
 // keys and values, D = 80 and 2 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONF16D80R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONF16D80R4 is the decode kernel with the score stage of sc for F16
 // keys and values, D = 80 and 4 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONF16D80R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONF16D80R8 is the decode kernel with the score stage of sc for F16
 // keys and values, D = 80 and 8 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONF16D80R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONF16D96R1 is the decode kernel with the score stage of sc for F16
 // keys and values, D = 96 and 1 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONF16D96R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONF16D96R2 is the decode kernel with the score stage of sc for F16
 // keys and values, D = 96 and 2 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONF16D96R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONF16D96R4 is the decode kernel with the score stage of sc for F16
 // keys and values, D = 96 and 4 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONF16D96R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONF16D96R8 is the decode kernel with the score stage of sc for F16
 // keys and values, D = 96 and 8 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONF16D96R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONF16D128R1 is the decode kernel with the score stage of sc for F16
 // keys and values, D = 128 and 1 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONF16D128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONF16D128R2 is the decode kernel with the score stage of sc for F16
 // keys and values, D = 128 and 2 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONF16D128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONF16D128R4 is the decode kernel with the score stage of sc for F16
 // keys and values, D = 128 and 4 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONF16D128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONF16D128R8 is the decode kernel with the score stage of sc for F16
 // keys and values, D = 128 and 8 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONF16D128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONF16D192R1 is the decode kernel with the score stage of sc for F16
 // keys and values, D = 192 and 1 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONF16D192R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONF16D192R2 is the decode kernel with the score stage of sc for F16
 // keys and values, D = 192 and 2 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONF16D192R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONF16D192R4 is the decode kernel with the score stage of sc for F16
 // keys and values, D = 192 and 4 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONF16D192R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONF16D192R8 is the decode kernel with the score stage of sc for F16
 // keys and values, D = 192 and 8 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONF16D192R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONF16D256R1 is the decode kernel with the score stage of sc for F16
 // keys and values, D = 256 and 1 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONF16D256R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONF16D256R2 is the decode kernel with the score stage of sc for F16
 // keys and values, D = 256 and 2 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONF16D256R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONF16D256R4 is the decode kernel with the score stage of sc for F16
 // keys and values, D = 256 and 4 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONF16D256R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONF16D256R8 is the decode kernel with the score stage of sc for F16
 // keys and values, D = 256 and 8 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONF16D256R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONF16D192V128R1 is the decode kernel with the score stage of sc for F16
 // keys and values, qk = 192, v = 128 and 1 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONF16D192V128R1(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONF16D192V128R2 is the decode kernel with the score stage of sc for F16
 // keys and values, qk = 192, v = 128 and 2 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONF16D192V128R2(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONF16D192V128R4 is the decode kernel with the score stage of sc for F16
 // keys and values, qk = 192, v = 128 and 4 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONF16D192V128R4(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)
 
 // decodeScoreNEONF16D192V128R8 is the decode kernel with the score stage of sc for F16
 // keys and values, qk = 192, v = 128 and 8 query rows (NEON): one online-softmax step
-// against a whole key tile that every row keeps, key and value row j read in
-// place at byte off[j] of k and v.
+// against a whole key tile that every row keeps, key row j read in place at
+// byte off[j] of k and its value row at byte off[2*TK+j] of v.
 //
 //go:noescape
 func decodeScoreNEONF16D192V128R8(q *float32, k *byte, v *byte, off *int, o *float32, m *float32, l *float32, sc *scoreTile)

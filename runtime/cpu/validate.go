@@ -458,16 +458,17 @@ type rowCall struct {
 
 var rowCalls = sync.Pool{New: func() any { return new(rowCall) }}
 
-func (rc *rowCall) work(w *buffers) {
-	for {
-		n := int(rc.next.Add(1) - 1)
-		if n >= rc.n {
-			return
-		}
-		i := sort.SearchInts(rc.starts, n+1) - 1
-		c := rc.calls[i]
-		w.runItem(c, c.items[n-rc.starts[i]])
+func (rc *rowCall) work(w *buffers) { w.drain(rc) }
+
+// claim takes the next item of the rows' calls.
+func (rc *rowCall) claim() (*call, item, bool) {
+	n := int(rc.next.Add(1) - 1)
+	if n >= rc.n {
+		return nil, item{}, false
 	}
+	i := sort.SearchInts(rc.starts, n+1) - 1
+	c := rc.calls[i]
+	return c, c.items[n-rc.starts[i]], true
 }
 
 func (rc *rowCall) done() { rc.wg.Done() }

@@ -2,20 +2,93 @@ package cpu
 
 import (
 	"math"
-	"unsafe"
 
 	"github.com/attngen/attngen/runtime/mask"
 )
 
-func (w *buffers) run(c *call) {
-	for {
-		n := c.next.Add(1) - 1
-		if n >= int64(len(c.items)) {
-			return
-		}
-		w.runItem(c, c.items[n])
+func (w *buffers) run(c *call) { w.drain(c) }
+
+// An itemSource hands out the items of a forward task, each once: a
+// call's (call.claim) or those of a ragged call's rows (rowCall.claim).
+type itemSource interface {
+	claim() (*call, item, bool)
+}
+
+// drain runs items from src until none is left. runItem claims the next
+// item itself, before its last key tiles, so that it can prefetch that
+// item's query rows while the tiles run.
+func (w *buffers) drain(src itemSource) {
+	c, it, ok := src.claim()
+	for ok {
+		c, it, ok = w.runItem(c, it, src)
 	}
 }
+
+// claim takes the call's next item.
+func (c *call) claim() (*call, item, bool) {
+	n := c.next.Add(1) - 1
+	if n >= int64(len(c.items)) {
+		return nil, item{}, false
+	}
+	return c, c.items[n], true
+}
+
+// qInPlace reports whether job j's query tile is read from q in place: TQ
+// consecutive float32 rows of one head at the kernels' width.
+func (c *call) qInPlace(j job) bool {
+	return c.elem == F32 && int(j.nh)*int(j.per) == TQ && j.nh == 1 && c.segs[j.seg].stride == 1 && c.dd.qk == c.kd.qk && c.ls.Q.Pos == c.kd.qk
+}
+
+// prefetchQ prefetches part k of parts of the query rows of item it's job
+// when they will be copied (they are not the tile in place) and are more
+// than a decoding job's few: per head, rows a position stride apart.
+func (c *call) prefetchQ(it item, k, parts int) {
+	j := c.jobs[it.job]
+	if c.kern.prefetch == nil || int(j.nh)*int(j.per) <= maxDecodeRows || c.qInPlace(j) {
+		return
+	}
+	per := int(j.per)
+	r0, r1 := k*per/parts, (k+1)*per/parts
+	pitch := c.segs[j.seg].stride * c.ls.Q.Pos
+	for h := 0; h < int(j.nh); h++ {
+		head, row := c.rowOf(j, h*per+r0)
+		at := c.qAt(int(j.b), head, row)
+		if c.elem == F32 {
+			prefetchRows(c.kern, c.q, at, r1-r0, pitch, c.dd.qk)
+		} else {
+			prefetchRows(c.kern, c.q16, at, r1-r0, pitch, c.dd.qk)
+		}
+	}
+}
+
+// prefetchOut prefetches part k of parts of the output rows job j
+// finishes when they lie apart (not consecutive rows of one head) and are
+// more than a decoding job's few, so that finish writes to cache lines it
+// has.
+func (c *call) prefetchOut(j job, k, parts int) {
+	dv := c.dd.v
+	if c.kern.prefetch == nil || int(j.nh)*int(j.per) <= maxDecodeRows || c.ls.Out.Pos == dv && c.segs[j.seg].stride == 1 {
+		return
+	}
+	per := int(j.per)
+	r0, r1 := k*per/parts, (k+1)*per/parts
+	pitch := c.segs[j.seg].stride * c.ls.Out.Pos
+	for h := 0; h < int(j.nh); h++ {
+		head, row := c.rowOf(j, h*per+r0)
+		at := c.outAt(int(j.b), head, row)
+		if c.out16 != nil {
+			prefetchRows(c.kern, c.out16, at, r1-r0, pitch, dv)
+		} else {
+			prefetchRows(c.kern, c.out, at, r1-r0, pitch, dv)
+		}
+	}
+}
+
+// prefetchTiles is over how many of an item's last key tiles runItem
+// spreads the prefetches of the next item's query rows and of its own
+// output rows: a few rows before each tile, so that they arrive while the
+// kernels compute instead of stalling the copies.
+const prefetchTiles = 4
 
 // rowOf returns, for row r of job j's tile, the query head and the query
 // row (0-based among the call's queries).
@@ -41,8 +114,11 @@ func (c *call) lseAt(b, h, row int) int { return b*c.lseB + h*c.lseH + row }
 
 // runItem runs the key tiles of one item over its job's query tile, then
 // finishes the rows (or stores the part's state, and merges the parts if
-// it is the last).
-func (w *buffers) runItem(c *call, it item) {
+// it is the last). It returns the next item of src, which it claims
+// before the item's last prefetchTiles key tiles and whose query rows it
+// prefetches then (with the output rows this item finishes), so that the
+// copies after the tiles find them in cache.
+func (w *buffers) runItem(c *call, it item, src itemSource) (*call, item, bool) {
 	s, D, DV, dq := c.s, c.kd.qk, c.kd.v, c.dd.qk
 	j := c.jobs[it.job]
 	g := c.segs[j.seg]
@@ -53,16 +129,20 @@ func (w *buffers) runItem(c *call, it item) {
 	// rows of one head at the kernels' width, else copied (zero past the
 	// tile's rows and the head dimension). The scale is in the packed keys.
 	var qt0 []float32
-	if h, row := c.rowOf(j, 0); c.elem == F32 && rows == TQ && j.nh == 1 && g.stride == 1 && dq == D && c.ls.Q.Pos == D {
+	if c.qInPlace(j) {
+		h, row := c.rowOf(j, 0)
 		qt0 = c.q[c.qAt(b, h, row):][:TQ*D]
 	} else {
+		// w.q is zero from w.qDirty on, so only what an earlier tile wrote
+		// past this one's rows is cleared (a decoding job's few rows
+		// would otherwise clear the whole tile each time).
 		qt0 = w.q[:TQ*D]
-		for r := 0; r < TQ; r++ {
+		if end := rows * D; w.qDirty > end {
+			clear(w.q[end:w.qDirty])
+		}
+		w.qDirty = rows * D
+		for r := 0; r < rows; r++ {
 			dst := qt0[r*D : r*D+D]
-			if r >= rows {
-				clear(dst)
-				continue
-			}
 			h, row := c.rowOf(j, r)
 			at := c.qAt(b, h, row)
 			if c.elem == F32 {
@@ -73,8 +153,11 @@ func (w *buffers) runItem(c *call, it item) {
 			clear(dst[dq:])
 		}
 	}
+	// Only the job's rows of o start at zero: the kernels leave the rows
+	// past them untouched (they keep no key) or add 0 to them, and nothing
+	// reads them.
 	o, m, l := w.o[:TQ*DV], w.m[:TQ], w.l[:TQ]
-	clear(o)
+	clear(o[:rows*DV])
 	clear(l)
 	for r := range m {
 		m[r] = float32(math.Inf(-1))
@@ -94,7 +177,30 @@ func (w *buffers) runItem(c *call, it item) {
 		st = &w.st
 		c.tileScoreRows(st, j, rows)
 	}
-	for _, ref := range refs {
+	var (
+		nc    *call
+		nit   item
+		ahead bool // nc, nit: the next item, claimed
+		nok   bool
+	)
+	pf := min(len(refs), prefetchTiles)
+	offNext := -1 // the key tile whose key offsets w.off[offNextK:offV] hold, or -1
+	for i, ref := range refs {
+		if k := i - (len(refs) - pf); k >= 0 {
+			// The last tiles: claim the next item and ask for its query
+			// rows, and for this job's output rows, a part before each
+			// tile, while the tiles run.
+			if k == 0 {
+				nc, nit, nok = src.claim()
+				ahead = true
+			}
+			if nok {
+				nc.prefetchQ(nit, k, pf)
+			}
+			if it.part < 0 {
+				c.prefetchOut(j, k, pf)
+			}
+		}
 		k0 := ref.K * TK
 		class := ref.Class
 		words := w.mask[:TQ]
@@ -119,23 +225,29 @@ func (w *buffers) runItem(c *call, it item) {
 				}
 				clear(qs[rows*D:])
 			}
-			var kb, vb unsafe.Pointer
-			if c.sameKV {
-				c.rowOffsets(w.off[:TK], b*s.HeadsKV+hk, g, ref.K)
-				// The next tile's rows, which the kernels may prefetch: tile
-				// K+1 when it is whole, else this one's again.
-				if (ref.K+2)*TK <= g.nk {
-					c.rowOffsets(w.off[TK:], b*s.HeadsKV+hk, g, ref.K+1)
-				} else {
-					copy(w.off[TK:], w.off[:TK])
-				}
-				kb, vb = c.kvBase()
+			bk := b*s.HeadsKV + hk
+			if offNext == ref.K {
+				copy(w.off[:TK], w.off[offNextK:offV]) // found as the previous tile's next
 			} else {
-				// k and v rows at different offsets (their own strides or
-				// sizes): the tile's rows are copied, as they are, into
-				// buffers a row pitch apart, and read there.
-				kb, vb = c.gatherRows(w, b*s.HeadsKV+hk, g, ref.K)
+				c.rowOffsets(w.off[:TK], bk, g, ref.K, false)
 			}
+			// The next tile's rows, which the kernels may prefetch: tile
+			// K+1 when it is whole, else this one's again.
+			offNext = -1
+			if (ref.K+2)*TK <= g.nk {
+				c.rowOffsets(w.off[offNextK:offV], bk, g, ref.K+1, false)
+				offNext = ref.K + 1
+			} else {
+				copy(w.off[offNextK:offV], w.off[:TK])
+			}
+			// The value rows: at the keys' offsets, or (their own strides
+			// or sizes) at their own.
+			if c.sameKV {
+				copy(w.off[offV:], w.off[:TK])
+			} else {
+				c.rowOffsets(w.off[offV:], bk, g, ref.K, true)
+			}
+			kb, vb := c.kvBase()
 			// groups of 8 rows, the last padded to 1, 2, 4 or 8
 			for r0 := 0; r0 < rows; r0 += 8 {
 				n := decodeRows(min(rows-r0, 8))
@@ -193,16 +305,20 @@ func (w *buffers) runItem(c *call, it item) {
 	}
 	if it.part < 0 {
 		c.finish(w, j, o, m, l)
-		return
+	} else {
+		// A part of a split job: keep its state; the last part merges.
+		ps := c.partial[int(it.part)*partSize(DV):][:partSize(DV)]
+		copy(ps, o[:rows*DV])
+		copy(ps[TQ*DV:], m[:rows])
+		copy(ps[TQ*DV+TQ:], l[:rows])
+		if c.pending[it.job].Add(1) == j.parts {
+			w.merge(c, j)
+		}
 	}
-	// A part of a split job: keep its state; the last part merges.
-	ps := c.partial[int(it.part)*partSize(DV):][:partSize(DV)]
-	copy(ps, o[:rows*DV])
-	copy(ps[TQ*DV:], m[:rows])
-	copy(ps[TQ*DV+TQ:], l[:rows])
-	if c.pending[it.job].Add(1) == j.parts {
-		w.merge(c, j)
+	if !ahead {
+		return src.claim()
 	}
+	return nc, nit, nok
 }
 
 // merge combines the parts of a split job (in part order, so the result
