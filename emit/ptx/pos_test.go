@@ -3,6 +3,7 @@ package ptx_test
 import (
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/attngen/attngen/emit/ptx"
@@ -218,5 +219,51 @@ func TestInterpPositionsGrad(t *testing.T) {
 			}
 			t.Logf("%v", rep)
 		})
+	}
+}
+
+// TestPositionsRefused: kernels that take no positions (a residue
+// layout's, a tree mask's, a long scan's: dilated, tree, bigbird) refuse
+// non-zero Launch.QPos or KPos with an error naming them, and take an
+// address of 0.
+func TestPositionsRefused(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"dilated", "tree", "bigbird", "causal"} {
+		s, err := spec.ParseFile("../../spec/examples/" + name + ".yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := gen.Compile(s, ptx.SM80, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fw, err := ptx.GenerateForward(p, ptx.Config{Target: ptx.SM80})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := fw.Geometry(1, 1, 1, 64, 128, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, pr := range fw.Params {
+			if pr.T == ptx.U64 && pr.Name != "seq_lens_q" && pr.Name != "seq_lens_k" && pr.Name != "q_pos" && pr.Name != "k_pos" {
+				n++
+			}
+		}
+		ptrs := make([]uint64, n)
+		for i := range ptrs {
+			ptrs[i] = uint64(0x1000 * (i + 1))
+		}
+		if _, err := l.Args(ptrs...); err != nil {
+			t.Fatalf("%s: no positions: %v", name, err)
+		}
+		l.KPos = 0x9000
+		_, err = l.Args(ptrs...)
+		if takes := name == "causal"; takes != (err == nil) {
+			t.Errorf("%s: positions given: err = %v, want a refusal: %v", name, err, !takes)
+		} else if err != nil && !strings.Contains(err.Error(), "takes no positions") {
+			t.Errorf("%s: err = %v, want it to say the kernel takes no positions", name, err)
+		}
 	}
 }
