@@ -321,7 +321,7 @@ func (g *bwdK) segment(tile Operand) error {
 		g.sq, g.sk = nq, nk
 	}
 	g.rowLens(g.bz)
-	g.off = f.Sub(g.sk, g.sq)
+	g.off = g.rowPos(g.bz)
 	g.pitch = int64(g.st)
 	g.copyLanes()
 	g.aRowCol = g.ldmRowCol()

@@ -67,10 +67,11 @@ func (g *bwdK) kernelDKV() error {
 	f.Emit(Inst{Op: OpCpCommit})
 
 	dkA, dvA := zeros(f, Dc/8), zeros(f, Dvc/8)
-	k0 := f.Add(krow0, I(0))
-	k1 := f.Sub(f.Min(f.Add(krow0, I(TileK)), g.sk), I(1))
+	// the tile's first and last key positions (kp: the row's first key's)
+	k0 := g.keyPos(f.Add(krow0, I(0)))
+	k1 := g.keyPos(f.Sub(f.Min(f.Add(krow0, I(TileK)), g.sk), I(1)))
 	// this thread's keys (positions) in the C layout: rows g4 and g4+8 of the warp's 16
-	kpos := [2]Operand{f.Add(f.Add(krow0, f.MulC(g.kwarp, 16)), g.g4)}
+	kpos := [2]Operand{g.keyPos(f.Add(f.Add(krow0, f.MulC(g.kwarp, 16)), g.g4))}
 	kpos[1] = f.Add(kpos[0], I(8))
 
 	// The query-tile range and the first tile to visit come from the
@@ -173,7 +174,7 @@ func (g *bwdK) kernelDKV() error {
 		f.Bra(nomask, &partial, true)
 		f.Comment("partial tile: the fused predicate per element (rows past seq_q have P = 0 already)")
 		f.CommentProg("partial-tile predicate", g.p.Pred)
-		lastK := f.Sub(g.sk, I(1))
+		lastK := g.lastPos() // the documents' last position
 		kp := kpos
 		if g.docs {
 			kp[0], kp[1] = f.Min(kp[0], lastK), f.Min(kp[1], lastK)

@@ -71,7 +71,7 @@
 //     run-time data (tree or document arrays, then head_params), the
 //     kernel's addresses after them (the backward's gradients, the sm_90a
 //     kernel's tensor maps), the per-row lengths of the identity layout's
-//     kernels (seq_lens_q, seq_lens_k), the shape scalars (seq_q, seq_k, heads_q,
+//     kernels (seq_lens_q, seq_lens_k) and their positions (q_pos, k_pos), the shape scalars (seq_q, seq_k, heads_q,
 //     heads_kv, scale_log2), the tensors' element strides, the kernel's own scalars (the backward's
 //     scale, the persistent kernel's batch); each parameter is described
 //     once (params.go);
@@ -285,9 +285,46 @@
 // kernels and those of head_dim 192 and 256 (maxLensDim: ptxas spilled
 // with the lengths in registers) take no lengths: Launch.Args refuses them. TestInterpRagged
 // (ragged_test.go) requires each row's bits to be those of the row alone,
-// with NaN past every row's lengths. Not yet on the GPU: positions
-// (runtime/cpu's QPos, KPos; verify/gpurun refuses them). Query head h reads
-// key/value head h / (heads_q/heads_kv); seq_q <= seq_k, query row r is
+// with NaN past every row's lengths.
+//
+// Positions: the kernels that take lengths, but those of tree masks and
+// of long hull and class programs (geom.pos), take q_pos and k_pos too (gpu.QPosParam: device addresses
+// of [batch]s32, 0 for the default alignment; Launch.QPos and KPos, not
+// among Args' addresses), the absolute positions of each batch row's
+// first query and first key (runtime/cpu's QPos and KPos). rowPos loads
+// them after the lengths: the row's first key at kp = k_pos[b] (default
+// 0), its first query at q_pos[b] (default kp + keys - queries, the
+// bottom-right alignment), so query row r is at r + q_pos and key index j
+// at j + kp (keyPos; keyIdx takes kp off). Tiles stay on the tensors'
+// rows (key tile kt holds keys kt*tileK.. of the row, at positions from
+// kp + kt*tileK, which need not lie on the mask's blocks); every program
+// is evaluated at positions: the key hull at hull(q0, q1, 0) raised to kp and its
+// ends turned back into key indices (clamped in positions first so that
+// the hull's -Inf and Inf do not wrap), the class program at the tile's
+// first and last key positions, which classifies an offset tile exactly
+// as runtime/mask.VisitFrom does (a tile full at aligned positions may
+// be partial offset), the dk/dv kernel's query hull and class at its key
+// tile's positions, the partial tiles' predicate and row intervals, and
+// the score stage's positions (ALiBi's distances are absolute). Document
+// ids index absolute positions: the document arrays must cover every
+// position a row reaches (one past its last query or key), and positions
+// past a row's keys are clamped to the last of them (lastPos). Without
+// positions kp is the immediate 0 and the programs' key arguments are
+// the key indices unchanged. Positions plus lengths must stay below
+// 2^31; negative positions read as 0 (verify/gpurun refuses them).
+// Residue layouts, head_dim 192 and 256, tree masks and masks whose hull
+// and class programs exceed bigScan instructions (bigbird, neighbourhood:
+// ptxas spilled) take none:
+// Launch.Args refuses non-zero QPos or KPos. seq_q <= seq_k is still
+// required of a call (Geometry), so a query chunk longer than its key
+// chunk is not yet a call. TestInterpPositions (pos_test.go) cuts a call
+// into query and key chunks at their positions, checks each against
+// verify's reference and the key chunks merged by lse against the single
+// call (sm_80 and sm_90a); TestInterpPositionsGrad checks the backward
+// at positions against verify's gradient reference.
+//
+// Query head h reads
+// key/value head h / (heads_q/heads_kv); seq_q <= seq_k, by default query row r is
 // position r + seq_k - seq_q. Plans with a residue layout run it
 // directly: CTA z = batch*stride + c runs residue class c, whose query and
 // key counts are gen.ResidueProg rendered with st bound to the plan's

@@ -163,10 +163,12 @@ func (g *bwdK) kernelDQ() error {
 		f.Comment("partial tile: the fused predicate per element, and the key bound")
 		f.CommentProg("partial-tile predicate", g.p.Pred)
 		c0 := f.Add(f.MulC(R(cur), int64(g.tileK)), f.MulC(g.t4, 2))
-		lastK := f.Sub(g.sk, I(1))
+		lastK := g.keyPos(f.Sub(g.sk, I(1))) // the last key's position
+		var lastP Operand                    // the documents' last position
 		prow := [2]Operand{g.i0, g.i1}
 		if g.docs {
-			prow[0], prow[1] = f.Min(prow[0], lastK), f.Min(prow[1], lastK)
+			lastP = g.lastPos()
+			prow[0], prow[1] = f.Min(prow[0], lastP), f.Min(prow[1], lastP)
 		}
 		cols := make([][2]Operand, g.tileK/8)
 		inK := make([][2]Reg, g.tileK/8)
@@ -174,8 +176,9 @@ func (g *bwdK) kernelDQ() error {
 			for x := 0; x < 2; x++ {
 				c := f.Add(c0, I(int64(n*8+x)))
 				inK[n][x] = f.Setp("lt", S32, c, g.sk)
+				c = g.keyPos(c)
 				if g.docs {
-					c = f.Min(c, lastK)
+					c = f.Min(c, lastP)
 				}
 				cols[n][x] = c
 			}

@@ -81,6 +81,12 @@ type Launch struct {
 	// Args passes them to a kernel that takes them and refuses non-zero
 	// ones for a kernel that does not (the residue layouts').
 	SeqLensQ, SeqLensK uint64
+	// QPos and KPos are the device addresses of the call's per-batch-row
+	// positions ([batch]s32; gpu.QPosParam), 0 for the default alignment.
+	// Args passes them to a kernel that takes them and refuses non-zero
+	// ones for a kernel that does not (residue layouts, head_dim above
+	// 128, tree masks, hull and class programs above bigScan).
+	QPos, KPos uint64
 	// HeadDim and HeadDimV are the kernel's head dimensions and Stride its
 	// residue stride (Geometry sets them), which resolve and check Layout.
 	HeadDim, HeadDimV, Stride int
@@ -154,13 +160,16 @@ func GenerateForward(p *gen.Plan, cfg Config) (*Forward, error) {
 // the scalars (uint32 and float32) by name: seq_q, seq_k, heads_q,
 // heads_kv, scale_log2, the strides of l.Layout and, for the persistent
 // kernel, batch. The per-row lengths (seq_lens_q, seq_lens_k) are not
-// among ptrs: they come from l.SeqLensQ and l.SeqLensK.
+// among ptrs: they come from l.SeqLensQ and l.SeqLensK, nor are the
+// positions (q_pos, k_pos: l.QPos and l.KPos).
 func (l Launch) Args(ptrs ...uint64) ([]any, error) {
-	want, lens := 0, false
+	want, lens, pos := 0, false, false
 	for _, p := range l.Params {
 		switch {
 		case isLensParam(p.Name):
 			lens = true
+		case isPosParam(p.Name):
+			pos = true
 		case p.T == U64:
 			want++
 		}
@@ -171,9 +180,16 @@ func (l Launch) Args(ptrs ...uint64) ([]any, error) {
 	if !lens && (l.SeqLensQ != 0 || l.SeqLensK != 0) {
 		return nil, fmt.Errorf("ptx: the kernel (residue stride %d, head_dim %d) takes no per-row lengths (residue layouts and head_dim above %d do not): run each batch row as its own call", l.Stride, l.HeadDim, maxLensDim)
 	}
+	if !pos && (l.QPos != 0 || l.KPos != 0) {
+		return nil, fmt.Errorf("ptx: the kernel (residue stride %d, head_dim %d) takes no positions (residue layouts, head_dim above %d, tree masks and masks whose hull and class programs exceed %d instructions do not): run the call at the default alignment", l.Stride, l.HeadDim, maxLensDim, bigScan)
+	}
 	var args []any
 	for _, p := range l.Params {
 		switch {
+		case p.Name == gpu.QPosParam:
+			args = append(args, l.QPos)
+		case p.Name == gpu.KPosParam:
+			args = append(args, l.KPos)
 		case p.Name == gpu.SeqLensQParam:
 			args = append(args, l.SeqLensQ)
 		case p.Name == gpu.SeqLensKParam:

@@ -77,7 +77,7 @@ func TestForwardHeader(t *testing.T) {
 	for _, want := range []string{
 		".version 7.8\n.target sm_80\n.address_size 64\n",
 		".extern .shared .align 16 .b8 smem[];\n",
-		".visible .entry attn_fwd_bridge(\n\t.param .u64 q,\n\t.param .u64 k,\n\t.param .u64 v,\n\t.param .u64 o,\n\t.param .u64 lse,\n\t.param .u64 seq_lens_q,\n\t.param .u64 seq_lens_k,\n\t.param .u32 seq_q,\n\t.param .u32 seq_k,\n\t.param .u32 heads_q,\n\t.param .u32 heads_kv,\n\t.param .f32 scale_log2,\n" +
+		".visible .entry attn_fwd_bridge(\n\t.param .u64 q,\n\t.param .u64 k,\n\t.param .u64 v,\n\t.param .u64 o,\n\t.param .u64 lse,\n\t.param .u64 seq_lens_q,\n\t.param .u64 seq_lens_k,\n\t.param .u64 q_pos,\n\t.param .u64 k_pos,\n\t.param .u32 seq_q,\n\t.param .u32 seq_k,\n\t.param .u32 heads_q,\n\t.param .u32 heads_kv,\n\t.param .f32 scale_log2,\n" +
 			"\t.param .u32 stride_q_batch,\n\t.param .u32 stride_q_head,\n\t.param .u32 stride_q_pos,\n\t.param .u32 stride_k_batch,\n\t.param .u32 stride_k_head,\n\t.param .u32 stride_k_pos,\n" +
 			"\t.param .u32 stride_v_batch,\n\t.param .u32 stride_v_head,\n\t.param .u32 stride_v_pos,\n\t.param .u32 stride_o_batch,\n\t.param .u32 stride_o_head,\n\t.param .u32 stride_o_pos\n)\n.reqntid 128, 1, 1\n.minnctapersm 2\n{\n",
 		"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {",

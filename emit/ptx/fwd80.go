@@ -92,7 +92,7 @@ func (g *fwd80) kernel() error {
 		bz, qRow, kRow = b, r, c
 	}
 	g.rowLens(bz)
-	off := f.Sub(g.sk, g.sq)
+	off := g.rowPos(bz)
 	pitch := int64(g.st)
 
 	f.Comment("global bases: this tile's query rows, this head's keys and values (the tensors' strides)")

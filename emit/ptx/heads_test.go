@@ -185,10 +185,10 @@ func TestHeadParamsParams(t *testing.T) {
 		ps   []Param
 		want string
 	}{
-		{"forward", fk.Params, "q k v o lse head_params seq_lens_q seq_lens_k seq_q"},
-		{"dq", bk.DQParams, "q k v o dout lse delta head_params dq seq_lens_q seq_lens_k seq_q"},
-		{"dk/dv", bk.DKVParams, "q k v dout lse delta head_params dk dv seq_lens_q seq_lens_k seq_q"},
-		{"sm_90a", hk.Params, "o lse head_params tmap_q tmap_k tmap_v seq_lens_q seq_lens_k seq_q"},
+		{"forward", fk.Params, "q k v o lse head_params seq_lens_q seq_lens_k q_pos k_pos seq_q"},
+		{"dq", bk.DQParams, "q k v o dout lse delta head_params dq seq_lens_q seq_lens_k q_pos k_pos seq_q"},
+		{"dk/dv", bk.DKVParams, "q k v dout lse delta head_params dk dv seq_lens_q seq_lens_k q_pos k_pos seq_q"},
+		{"sm_90a", hk.Params, "o lse head_params tmap_q tmap_k tmap_v seq_lens_q seq_lens_k q_pos k_pos seq_q"},
 	} {
 		if got := names(c.ps); !strings.HasPrefix(got, c.want) {
 			t.Errorf("%s parameters %q, want them to start %q", c.what, got, c.want)
@@ -231,7 +231,7 @@ func TestHeadParamsParams(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := names(dk.Params), "q k v o lse doc_id doc_start doc_end head_params seq_lens_q seq_lens_k seq_q"; !strings.HasPrefix(got, want) {
+	if got, want := names(dk.Params), "q k v o lse doc_id doc_start doc_end head_params seq_lens_q seq_lens_k q_pos k_pos seq_q"; !strings.HasPrefix(got, want) {
 		t.Errorf("document kernel parameters %q, want %q...", got, want)
 	}
 	for _, name := range exampleNames(t) {

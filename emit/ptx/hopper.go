@@ -519,7 +519,7 @@ func (h *hop) item(w *workList, it Operand) (*item, error) {
 		bz, qRow, h.cls = b, r, c
 	}
 	h.rowLens(bz)
-	off := f.Sub(h.sk, h.sq)
+	off := h.rowPos(bz)
 	h.pitch = st
 
 	f.Comment("global bases of the output and the log-sum-exp; tensor-map coordinates")

@@ -391,7 +391,7 @@ func TestHopperHeader(t *testing.T) {
 		for _, p := range k.Params {
 			names = append(names, p.Name)
 		}
-		if got, want := strings.Join(names, " "), "o lse tmap_q tmap_k tmap_v seq_lens_q seq_lens_k seq_q seq_k heads_q heads_kv scale_log2 stride_o_batch stride_o_head stride_o_pos batch"; got != want {
+		if got, want := strings.Join(names, " "), "o lse tmap_q tmap_k tmap_v seq_lens_q seq_lens_k q_pos k_pos seq_q seq_k heads_q heads_kv scale_log2 stride_o_batch stride_o_head stride_o_pos batch"; got != want {
 			t.Errorf("parameters %s, want %s", got, want)
 		}
 		// Q 32 KiB (128 rows), three stages of K and V 96 KiB, 4 mbarriers,

@@ -39,6 +39,7 @@ type geom struct {
 	hasHeads bool // the plan has head parameters (head_params)
 	sinks    bool // the kernel reads the learned sinks (the forwards' epilogue, the dq kernel's gradient)
 	lens     bool // the kernel takes per-row lengths (lensParams): the identity layout's, up to maxLensDim
+	pos      bool // the kernel takes per-row positions (posParams): those with lens but tree masks' and those of programs above bigScan
 }
 
 // warps is the compute warps per CTA.
@@ -93,11 +94,18 @@ func planGeom(p *gen.Plan, t Target) (geom, error) {
 	}
 	g := geom{D: p.HeadDim, Dv: dv, elem: elem, st: st, tree: p.UsesTree(), hasHeads: len(p.HeadParams()) > 0, lens: st == 1 && p.HeadDim <= maxLensDim}
 	g.docs = p.Pred.UsesDocs() || p.Hull.UsesDocs() || p.Class.UsesDocs()
+	g.pos = g.lens && !g.tree && len(p.Hull.Insts)+len(p.Class.Insts) <= bigScan
 	if g.docs && st > 1 {
 		return geom{}, fmt.Errorf("ptx: document masks with a residue layout are not supported")
 	}
 	return g, nil
 }
+
+// Kernels whose hull and class programs together exceed bigScan IR
+// instructions (bigbird's 631, neighbourhood's) take no positions: with
+// the first key's position in a register and the programs' key arguments
+// offset by it, ptxas spilled (neighbourhood's sm_80 forward with 11.8,
+// bigbird's sm_90a forward at head_dim 128 with 12.4: 40-48 bytes).
 
 // maxLensDim is the largest head dimension (qk) whose kernels take per-row
 // lengths: at 192 and 256 the row's lengths, held in registers across the
@@ -164,6 +172,7 @@ type kit struct {
 	tid, lane, warp, g4, t4 Operand
 	sq, sk                  Operand // the (class's) queries and keys of this CTA's batch row
 	sqT, skT                Operand // the (class's) query and key rows of the tensors: bounds of the stores
+	qp0, kp                 Operand // absolute positions of this batch row's first query and first key (rowPos; kp I(0) without positions)
 	hq, hkv                 Operand // heads_q, heads_kv
 	ch16w                   Operand // b64 chunk offset of this thread's copies (copyLanes)
 	kbase, vbase            Operand // b64 global + ch*16
@@ -296,8 +305,8 @@ func (g *kit) readParams() {
 		switch {
 		case strings.HasPrefix(p.Name, "stride_"):
 			continue // loaded where used (strideOf)
-		case isLensParam(p.Name):
-			g.par[p.Name] = g.param(p.Name, U64) // 0 or a generic address (rowLens)
+		case isLensParam(p.Name) || isPosParam(p.Name):
+			g.par[p.Name] = g.param(p.Name, U64) // 0 or a generic address (rowLens, rowPos)
 		case p.T == U64 && strings.HasPrefix(p.Name, "tmap_"):
 			g.par[p.Name] = g.param(p.Name, U64)
 		case p.T == U64:
@@ -318,6 +327,7 @@ func (g *kit) readParams() {
 	}
 	g.sq, g.sk, g.hq, g.hkv, g.scl = g.par["seq_q"], g.par["seq_k"], g.par["heads_q"], g.par["heads_kv"], g.par["scale_log2"]
 	g.sqT, g.skT = g.sq, g.sk
+	g.kp = I(0)
 	g.scoreConsts()
 }
 
@@ -333,19 +343,62 @@ func (g *kit) rowLens(b Operand) {
 	f := g.f
 	f.Comment("this batch row's queries and keys: seq_lens_q[b] and seq_lens_k[b] when given (clamped to the tensors' rows), else seq_q and seq_k")
 	load := func(name string, all Operand) Operand {
-		a := g.par[name]
-		has := f.Setp("ne", S64, a, I(0))
-		x := f.Mov(S32, all)
-		ga := f.NewReg(U64)
-		f.Emit(Inst{Op: OpCvtaGlob, Dst: []Operand{R(ga)}, Src: []Operand{a}})
-		off := f.NewReg(U64)
-		f.Emit(Inst{Op: OpMulWide, T: U32, Dst: []Operand{R(off)}, Src: []Operand{f.reg(U32, b), I(4)}})
-		addr := f.Op3(OpAdd, U64, R(ga), R(off))
-		f.Emit(Inst{Op: OpLd, T: S32, Space: "global", Guard: &has, Dst: []Operand{R(x)}, Src: []Operand{Addr(addr.Reg, 0)}})
-		return f.Min(f.Max(R(x), I(0)), all)
+		return f.Min(f.Max(R(g.rowParam(name, b, all)), I(0)), all)
 	}
 	g.sq = load(gpu.SeqLensQParam, g.sqT)
 	g.sk = load(gpu.SeqLensKParam, g.skT)
+}
+
+// rowParam loads entry b of the [batch]s32 array at parameter name's
+// address, or gives def when the address is 0.
+func (g *kit) rowParam(name string, b, def Operand) Reg {
+	f := g.f
+	a := g.par[name]
+	has := f.Setp("ne", S64, a, I(0))
+	x := f.Mov(S32, def)
+	ga := f.NewReg(U64)
+	f.Emit(Inst{Op: OpCvtaGlob, Dst: []Operand{R(ga)}, Src: []Operand{a}})
+	off := f.NewReg(U64)
+	f.Emit(Inst{Op: OpMulWide, T: U32, Dst: []Operand{R(off)}, Src: []Operand{f.reg(U32, b), I(4)}})
+	addr := f.Op3(OpAdd, U64, R(ga), R(off))
+	f.Emit(Inst{Op: OpLd, T: S32, Space: "global", Guard: &has, Dst: []Operand{R(x)}, Src: []Operand{Addr(addr.Reg, 0)}})
+	return x
+}
+
+// rowPos returns the absolute position of batch row b's first query (the
+// query row r is at r plus it) and sets g.kp to that of its first key
+// (key index j is at j + g.kp): with positions (geom.pos) and a non-zero
+// address, k_pos[b] and q_pos[b] (negative entries read as 0), else the
+// default alignment, kp 0 and the first query at kp + sk - sq (the row's
+// lengths, after rowLens). Without geom.pos kp stays I(0), so the mask
+// programs' key arguments are the key indices unchanged.
+func (g *kit) rowPos(b Operand) Operand {
+	f := g.f
+	if !g.pos {
+		g.qp0 = f.Sub(g.sk, g.sq)
+		return g.qp0
+	}
+	f.Comment("this batch row's absolute positions: k_pos[b] (else 0) and q_pos[b] (else k_pos + keys - queries)")
+	g.kp = f.Max(R(g.rowParam(gpu.KPosParam, b, I(0))), I(0))
+	g.qp0 = f.Max(R(g.rowParam(gpu.QPosParam, b, f.Add(g.kp, f.Sub(g.sk, g.sq)))), I(0))
+	return g.qp0
+}
+
+// keyPos is the absolute position of key index j (j + g.kp).
+func (g *kit) keyPos(j Operand) Operand { return g.f.Add(j, g.kp) }
+
+// keyIdx is the key index of absolute key position x (x - g.kp).
+func (g *kit) keyIdx(x Operand) Operand { return g.f.Sub(x, g.kp) }
+
+// lastPos is the last position the document arrays must cover for this
+// batch row: its last key, or its last query when that lies past it
+// (positions); seq_k - 1 (the arrays' seq_k entries) without positions.
+func (g *kit) lastPos() Operand {
+	f := g.f
+	if !g.pos {
+		return f.Sub(g.sk, I(1))
+	}
+	return f.Sub(f.Max(f.Add(g.qp0, g.sq), f.Add(g.kp, g.sk)), I(1))
 }
 
 // rowsLim is lim, the last valid row of a tile (possibly below 0 for a
@@ -603,16 +656,24 @@ func (g *kit) residueQueries(z, sqAll, skAll, qrow0 Operand, st int64) (c, b, qR
 // It sets g.kthi to the last tile and returns q0, q1 and the first tile.
 func (g *kit) keyRange(qrow0, off Operand) (q0, q1, ktlo Operand, err error) {
 	f := g.f
-	f.Comment("key-tile range: the plan's key hull of this tile's query positions, hull(q0, q1, 0), clipped to [0, seq_k-1]")
+	f.Comment("key-tile range: the plan's key hull of this tile's query positions, hull(q0, q1, 0), as key indices clipped to [0, seq_k-1]")
 	q0 = f.Add(qrow0, off)
 	q1 = f.Add(f.Sub(f.Min(f.Add(qrow0, I(int64(g.tileQ))), g.sq), I(1)), off)
 	f.CommentProg("key hull", g.p.Hull)
+	// x = 0 (folded into the program) rather than kp: the hull's next
+	// from 0, raised to kp below, is a sound start at fewer registers
 	hull, err := RenderInts(f, g.p.Hull, g.env(q0, q1, I(0)))
 	if err != nil {
 		return q0, q1, ktlo, err
 	}
 	lo := f.Max(hull[0], I(0))
 	hi := f.Min(hull[1], f.Sub(g.sk, I(1)))
+	if g.pos {
+		// clamped to [kp-1, kp+seq_k-1] before kp is taken off, so that
+		// the hull's -Inf and Inf do not wrap
+		lo = g.keyIdx(f.Max(hull[0], g.kp))
+		hi = g.keyIdx(f.Max(f.Min(hull[1], g.keyPos(f.Sub(g.sk, I(1)))), f.Sub(g.kp, I(1))))
+	}
 	// floored: an empty hull gives last < 0
 	ktlo = f.FloorDiv(lo, int64(g.tileK))
 	g.kthi = f.reg(S32, f.FloorDiv(hi, int64(g.tileK)))
@@ -641,8 +702,8 @@ func (g *kit) find(start, q0, q1 Operand) (t, c Reg, err error) {
 	k0 := f.MulC(R(t), int64(g.tileK))
 	kend := f.Add(k0, I(int64(g.tileK)))
 	k1 := f.Sub(f.Min(kend, g.sk), I(1))
-	f.Comment("tile class: the plan's class program")
-	cls, err := RenderInts(f, g.p.Class, g.env(q0, q1, k0, k1))
+	f.Comment("tile class: the plan's class program (at the keys' positions)")
+	cls, err := RenderInts(f, g.p.Class, g.env(q0, q1, g.keyPos(k0), g.keyPos(k1)))
 	if err != nil {
 		return t, c, err
 	}
@@ -653,11 +714,15 @@ func (g *kit) find(start, q0, q1 Operand) (t, c Reg, err error) {
 	f.Bra(done, &empty, true)
 	f.Comment("empty tile: jump to the tile of the first key at or past the next tile that the key hull allows")
 	f.CommentProg("key hull", g.p.Hull)
-	h, err := RenderInts(f, g.p.Hull, g.env(q0, q1, kend))
+	h, err := RenderInts(f, g.p.Hull, g.env(q0, q1, g.keyPos(kend)))
 	if err != nil {
 		return t, c, err
 	}
-	f.Set(U32, t, f.Max(f.Add(R(t), I(1)), f.FloorDiv(h[0], int64(g.tileK))))
+	next := h[0]
+	if g.pos {
+		next = g.keyIdx(f.Max(next, g.kp)) // Inf - kp does not wrap
+	}
+	f.Set(U32, t, f.Max(f.Add(R(t), I(1)), f.FloorDiv(next, int64(g.tileK))))
 	f.Bra(scan, nil, false)
 	f.Place(done)
 	return t, c, nil

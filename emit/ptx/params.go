@@ -65,6 +65,17 @@ var lensParams = []Param{
 	{Name: gpu.SeqLensKParam, T: U64, Doc: "keys of each batch row [batch], s32, clamped to 0..seq_k (0: none, every row has seq_k)"},
 }
 
+// posParams are the per-row positions of the kernels that take them
+// (geom.pos): device addresses, 0 for the default alignment
+// (gpu.QPosParam). Launch.Args passes them from Launch.QPos and KPos.
+var posParams = []Param{
+	{Name: gpu.QPosParam, T: U64, Doc: "absolute position of each batch row's first query [batch], s32 (0: k_pos + keys - queries)"},
+	{Name: gpu.KPosParam, T: U64, Doc: "absolute position of each batch row's first key [batch], s32 (0: 0)"},
+}
+
+// isPosParam reports whether parameter name is one of posParams.
+func isPosParam(name string) bool { return name == gpu.QPosParam || name == gpu.KPosParam }
+
 // isLensParam reports whether parameter name is one of lensParams.
 func isLensParam(name string) bool { return name == gpu.SeqLensQParam || name == gpu.SeqLensKParam }
 
@@ -120,7 +131,8 @@ func strideParams(ts []string) []Param {
 //  3. after: the kernel's own addresses that follow (the backward's
 //     gradients, dq (and dsink_rows with learned sinks) or dk and dv; the
 //     sm_90a kernel's tensor maps), then, in the identity layout, the
-//     per-row lengths seq_lens_q and seq_lens_k (lensParams);
+//     per-row lengths seq_lens_q and seq_lens_k (lensParams), then, where
+//     geom.pos, the positions q_pos and k_pos (posParams);
 //  4. the shape scalars (shapeParams), then the layout: the element
 //     strides (batch, head, pos) of each tensor of strides (strideParams:
 //     q, k, v, o; the sm_90a kernel's o alone), then soft_cap when the
@@ -156,6 +168,9 @@ func (g *kit) kernelParams(tensors, after, scalars []Param, strides []string) []
 	ps = append(ps, after...)
 	if g.lens {
 		ps = append(ps, lensParams...)
+	}
+	if g.pos {
+		ps = append(ps, posParams...)
 	}
 	ps = append(ps, shapeParams...)
 	ps = append(ps, strideParams(strides)...)

@@ -21,9 +21,11 @@ func (g *kit) useIntervals() bool {
 
 // rowIntervals emits, for a plan whose rows keep intervals of keys
 // (Plan.RowInterval), the interval of each of the thread's rows once per
-// tile: the ends of the row's own key hull, hull(i, i, 0), the last one
-// clipped to seq_k-1 (the key bound). keep(r, j) then emits lo_r <= j <=
-// hi_r: two comparisons per element instead of the predicate.
+// tile: the ends of the row's own key hull, hull(i, i, 0) (at positions:
+// exact from 0, so exact from kp for the key positions j), the last one
+// clipped to lastK, the position of the last key (the key bound). keep(r,
+// j) then emits lo_r <= j <= hi_r for key position j: two comparisons per
+// element instead of the predicate.
 func (g *kit) rowIntervals(rows [2]Operand, lastK Operand) (keep func(r int, j Operand) Reg, err error) {
 	f := g.f
 	f.Comment("partial tile: each row keeps the keys between the ends of its own key hull (Plan.RowInterval), within seq_k")
@@ -51,8 +53,8 @@ func (g *kit) maskPartial(kt, cls Operand, s [][4]Reg) error {
 	pp := f.Setp("ne", S32, cls, I(cPartial))
 	f.Bra(nomask, &pp, false)
 	if g.useIntervals() {
-		c0 := f.Add(f.MulC(kt, int64(g.tileK)), f.MulC(g.t4, 2))
-		keep, err := g.rowIntervals([2]Operand{g.i0, g.i1}, f.Sub(g.sk, I(1)))
+		c0 := g.keyPos(f.Add(f.MulC(kt, int64(g.tileK)), f.MulC(g.t4, 2)))
+		keep, err := g.rowIntervals([2]Operand{g.i0, g.i1}, g.keyPos(f.Sub(g.sk, I(1))))
 		if err != nil {
 			return err
 		}
@@ -70,16 +72,19 @@ func (g *kit) maskPartial(kt, cls Operand, s [][4]Reg) error {
 	f.CommentProg("partial-tile predicate", g.p.Pred)
 	memo := NewMemo()
 	rows := [2]Operand{g.i0, g.i1}
-	lastK := f.Sub(g.sk, I(1))
+	var lastK Operand
 	if g.docs {
+		lastK = g.lastPos()
 		rows[0], rows[1] = f.Min(rows[0], lastK), f.Min(rows[1], lastK)
 	}
 	for n := range s {
 		cols := [2]Operand{f.Add(c0, I(int64(n*8))), f.Add(c0, I(int64(n*8+1)))}
 		inK := [2]Reg{f.Setp("lt", S32, cols[0], g.sk), f.Setp("lt", S32, cols[1], g.sk)}
+		cols[0], cols[1] = g.keyPos(cols[0]), g.keyPos(cols[1])
 		if g.docs {
-			// document arrays have seq_k entries: clamp positions past the
-			// end (their scores are masked or their rows not stored)
+			// document arrays cover the row's positions (seq_k entries
+			// without positions): clamp positions past the end (their
+			// scores are masked or their rows not stored)
 			cols[0], cols[1] = f.Min(cols[0], lastK), f.Min(cols[1], lastK)
 		}
 		for x := range s[n] {
@@ -123,13 +128,15 @@ func (g *kit) keepBits(kt, cls Operand) (Reg, error) {
 	f.CommentProg("partial-tile predicate", g.p.Pred)
 	memo := NewMemo()
 	rows := [2]Operand{g.i0, g.i1}
-	lastK := f.Sub(g.sk, I(1))
+	var lastK Operand
 	if g.docs {
+		lastK = g.lastPos()
 		rows[0], rows[1] = f.Min(rows[0], lastK), f.Min(rows[1], lastK)
 	}
 	for n := 0; n < g.tileK/8; n++ {
 		cols := [2]Operand{f.Add(c0, I(int64(n*8))), f.Add(c0, I(int64(n*8+1)))}
 		inK := [2]Reg{f.Setp("lt", S32, cols[0], g.sk), f.Setp("lt", S32, cols[1], g.sk)}
+		cols[0], cols[1] = g.keyPos(cols[0]), g.keyPos(cols[1])
 		if g.docs {
 			cols[0], cols[1] = f.Min(cols[0], lastK), f.Min(cols[1], lastK)
 		}

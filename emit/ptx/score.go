@@ -48,7 +48,7 @@ type scoreAt struct {
 
 // rowsAt is scoreAt for the row-major fragments of the forwards and the
 // dq kernel: the thread's rows i0 (x < 2) and i1, and the key tile kt's
-// key kt*tileK + 8n + 2t4 + x%2.
+// key kt*tileK + 8n + 2t4 + x%2 at its position (plus kp).
 func (g *kit) rowsAt(kt Operand) scoreAt {
 	return scoreAt{
 		query: func(n, x int) Operand {
@@ -58,7 +58,7 @@ func (g *kit) rowsAt(kt Operand) scoreAt {
 			return g.i0
 		},
 		key: func(n, x int) Operand {
-			return g.f.Add(g.f.Add(g.f.MulC(kt, int64(g.tileK)), g.f.MulC(g.t4, 2)), I(int64(n*8+x%2)))
+			return g.keyPos(g.f.Add(g.f.Add(g.f.MulC(kt, int64(g.tileK)), g.f.MulC(g.t4, 2)), I(int64(n*8+x%2))))
 		},
 	}
 }

@@ -103,6 +103,19 @@ const (
 	SeqLensQParam = "seq_lens_q"
 	SeqLensKParam = "seq_lens_k"
 
+	// QPosParam and KPosParam are the absolute positions of each batch
+	// row's first query and first key that the kernels taking per-row
+	// lengths also take (but those of tree masks and of masks with long
+	// hull and class programs, bigbird's and neighbourhood's): device addresses of
+	// [batch]s32 arrays (negative entries read as 0), or 0 for the
+	// default alignment (k_pos 0, q_pos = k_pos + keys - queries, the row's
+	// lengths). The mask, ALiBi's distances and the document arrays
+	// (indexed by absolute position, covering every position a row
+	// reaches) are evaluated at those positions; positions plus lengths
+	// must stay below 2^31.
+	QPosParam = "q_pos"
+	KPosParam = "k_pos"
+
 	SoftCapParam   = "soft_cap"
 	SlopesParam    = "alibi_slopes"
 	SinksParam     = "sinks"

@@ -223,10 +223,12 @@ func (k *BackwardKernel) prepare(dq, dk, dv, dout, q, kk, v, out, lse []float32,
 		return bwdCall{}, err
 	}
 	l.DQ.SoftCap, l.DKV.SoftCap = softCap, softCap
-	if l.DQ.SeqLensQ, l.DQ.SeqLensK, err = uploadLens(k.b, s); err != nil {
+	rows, err := uploadRows(k.b, s)
+	if err != nil {
 		return bwdCall{}, err
 	}
-	l.DKV.SeqLensQ, l.DKV.SeqLensK = l.DQ.SeqLensQ, l.DQ.SeqLensK
+	rows.set(&l.DQ)
+	rows.set(&l.DKV)
 	qa, ka, va, oa, doa := in[0], in[1], in[2], in[3], in[4]
 	ptrs := append(append([]uint64{qa, ka, va, oa, doa, la, delta}, docs...), c.dqa)
 	if paramsHave(k.B.DQParams, gpu.DSinkRowsParam) {

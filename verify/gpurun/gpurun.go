@@ -97,24 +97,36 @@ type call struct {
 	wantsLSE bool
 }
 
-// uploadLens writes a shape's per-row lengths (verify.Shape.SeqLensQ,
-// SeqLensK) to the device for the kernels' seq_lens_q and seq_lens_k (0:
-// none). Positions (QPos, KPos) the kernels do not take: refused.
-func uploadLens(b backend, s verify.Shape) (q, k uint64, err error) {
-	if s.QPos != nil || s.KPos != nil {
-		return 0, 0, fmt.Errorf("gpurun: the GPU kernels take no positions (verify.Shape.QPos, KPos): run the call with the default alignment")
-	}
-	put := func(what string, x []int32, n int) (uint64, error) {
+// rowArgs are the device addresses of a call's per-row lengths and
+// positions (0: none), as ptx.Launch takes them.
+type rowArgs struct{ lensQ, lensK, qpos, kpos uint64 }
+
+// set puts the addresses into a launch.
+func (r rowArgs) set(l *ptx.Launch) {
+	l.SeqLensQ, l.SeqLensK, l.QPos, l.KPos = r.lensQ, r.lensK, r.qpos, r.kpos
+}
+
+// uploadRows writes a shape's per-row lengths (verify.Shape.SeqLensQ,
+// SeqLensK) and positions (QPos, KPos; one entry for every row is
+// widened to one per row) to the device for the kernels' seq_lens_q,
+// seq_lens_k, q_pos and k_pos. Lengths must lie in 0..SeqQ (SeqK),
+// positions at least 0 and each row's last position below 2^31.
+func uploadRows(b backend, s verify.Shape) (rowArgs, error) {
+	var r rowArgs
+	put := func(what string, x []int32, lo, hi int, one bool) (uint64, error) {
 		if x == nil {
 			return 0, nil
+		}
+		if len(x) == 1 && one {
+			x = slices.Repeat(x, s.Batch)
 		}
 		if len(x) != s.Batch {
 			return 0, fmt.Errorf("gpurun: %s has %d entries, want batch = %d", what, len(x), s.Batch)
 		}
 		w := make([]uint32, len(x))
 		for i, v := range x {
-			if v < 0 || int(v) > n {
-				return 0, fmt.Errorf("gpurun: %s[%d] = %d, want 0 to %d", what, i, v, n)
+			if int(v) < lo || int(v) > hi {
+				return 0, fmt.Errorf("gpurun: %s[%d] = %d, want %d to %d", what, i, v, lo, hi)
 			}
 			w[i] = uint32(v)
 		}
@@ -124,11 +136,59 @@ func uploadLens(b backend, s verify.Shape) (q, k uint64, err error) {
 		}
 		return a, b.writeU32(a, w)
 	}
-	if q, err = put("SeqLensQ", s.SeqLensQ, s.SeqQ); err != nil {
-		return 0, 0, err
+	var err error
+	if r.lensQ, err = put("SeqLensQ", s.SeqLensQ, 0, s.SeqQ, false); err != nil {
+		return r, err
 	}
-	k, err = put("SeqLensK", s.SeqLensK, s.SeqK)
-	return q, k, err
+	if r.lensK, err = put("SeqLensK", s.SeqLensK, 0, s.SeqK, false); err != nil {
+		return r, err
+	}
+	if s.QPos == nil && s.KPos == nil {
+		return r, nil
+	}
+	if _, err := reach(s); err != nil {
+		return r, err
+	}
+	if r.qpos, err = put("QPos", s.QPos, 0, math.MaxInt32, true); err != nil {
+		return r, err
+	}
+	r.kpos, err = put("KPos", s.KPos, 0, math.MaxInt32, true)
+	return r, err
+}
+
+// rowOf is batch row b's queries, keys and positions (verify.Shape's
+// defaults: KPos 0, QPos = KPos + keys - queries).
+func rowOf(s verify.Shape, b int) (nq, nk, qp, kp int) {
+	at := func(x []int32, def int) int {
+		switch len(x) {
+		case 0:
+			return def
+		case 1:
+			return int(x[0])
+		}
+		return int(x[b])
+	}
+	nq, nk = at(s.SeqLensQ, s.SeqQ), at(s.SeqLensK, s.SeqK)
+	kp = at(s.KPos, 0)
+	return nq, nk, at(s.QPos, kp+nk-nq), kp
+}
+
+// reach is the number of positions the mask's run-time data must cover:
+// SeqK without positions, else one past the last query or key position
+// of any row. Rows whose positions would pass 2^31 - 1 are refused.
+func reach(s verify.Shape) (int, error) {
+	if s.QPos == nil && s.KPos == nil {
+		return s.SeqK, nil
+	}
+	n := 0
+	for b := 0; b < s.Batch; b++ {
+		nq, nk, qp, kp := rowOf(s, b)
+		if qp < 0 || kp < 0 || qp+nq > math.MaxInt32 || kp+nk > math.MaxInt32 {
+			return 0, fmt.Errorf("gpurun: batch row %d: queries at %d, keys at %d: positions must lie in 0 to %d", b, qp, kp, math.MaxInt32-1)
+		}
+		n = max(n, qp+nq, kp+nk)
+	}
+	return n, nil
 }
 
 // prepare checks the shape, writes q, k and v (rounded to the element
@@ -182,9 +242,11 @@ func (k *Kernel) prepare(out, lse, q, kk, v []float32, ids []int32, s verify.Sha
 		return call{}, err
 	}
 	l.SoftCap = softCap
-	if l.SeqLensQ, l.SeqLensK, err = uploadLens(k.b, s); err != nil {
+	rows, err := uploadRows(k.b, s)
+	if err != nil {
 		return call{}, err
 	}
+	rows.set(&l)
 	ptrs = append(ptrs, data...)
 	if k.F.Target.Accel {
 		// the sm_90a kernel takes out, lse, the mask data, then the
@@ -314,12 +376,18 @@ func (k *Kernel) Bench(out, lse, q, kk, v []float32, ids []int32, s verify.Shape
 // the score stage's arrays (scoreArrays); nothing for kernels that take
 // none of them. It returns the call-time soft-cap too (0 for none).
 func uploadData(b backend, params []ptx.Param, hps []mask.HeadParam, st mask.Score, ids []int32, s verify.Shape) ([]uint64, float32, error) {
-	seqK := s.SeqK
+	if (s.QPos != nil || s.KPos != nil) && !paramsHave(params, gpu.QPosParam) {
+		return nil, 0, fmt.Errorf("gpurun: the kernel takes no positions (residue layouts, head_dim above 128, tree masks and long mask programs do not): run the call at the default alignment")
+	}
+	seqK, err := reach(s) // the positions the data covers
+	if err != nil {
+		return nil, 0, err
+	}
 	var arrays [][]uint32
 	switch {
 	case paramsHave(params, "tree_lo"):
 		if len(ids) < seqK {
-			return nil, 0, fmt.Errorf("gpurun: the kernel needs a parent array of %d entries, got %d", seqK, len(ids))
+			return nil, 0, fmt.Errorf("gpurun: the kernel needs a parent array of %d entries (the call's positions), got %d", seqK, len(ids))
 		}
 		lo, off, anc, info, err := ptx.TreeArrays(ids[:seqK])
 		if err != nil {
@@ -328,7 +396,7 @@ func uploadData(b backend, params []ptx.Param, hps []mask.HeadParam, st mask.Sco
 		arrays = [][]uint32{words(lo), words(off), anc, words(info[:])}
 	case paramsHave(params, "doc_id"):
 		if len(ids) < seqK {
-			return nil, 0, fmt.Errorf("gpurun: the kernel needs %d document ids, got %d", seqK, len(ids))
+			return nil, 0, fmt.Errorf("gpurun: the kernel needs %d document ids (the call's positions), got %d", seqK, len(ids))
 		}
 		start, end, err := ptx.DocArrays(ids[:seqK])
 		if err != nil {

@@ -1,0 +1,269 @@
+package ptx_test
+
+import (
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/attngen/attngen/emit/ptx"
+	"github.com/attngen/attngen/gen"
+	"github.com/attngen/attngen/spec"
+	"github.com/attngen/attngen/verify"
+	"github.com/attngen/attngen/verify/gpurun"
+)
+
+// posSpecs are the masks of the positions tests: a window with sinks, a
+// document mask (with a window), blocks of 24 keys, which tiles of 64
+// keys at offset positions straddle, and ALiBi (whose distances are
+// absolute: key chunks see the query's distance to each key).
+var posSpecs = []struct{ name, yaml string }{
+	{"sinkwin", "name: sinkwin\nmask:\n  streaming: {sinks: 4, window: 48}\nhead_dim: 64\n"},
+	{"document", "name: document\nmask:\n  intersect:\n    - document: {}\n    - streaming: {sinks: 2, window: 60}\nhead_dim: 64\n"},
+	{"block", "name: block\nmask:\n  block: {size: 24}\nhead_dim: 64\n"},
+	{"alibi", "name: alibi\nmask:\n  full: {}\nhead_dim: 64\nscore:\n  alibi: {}\n"},
+}
+
+// posCall is one call of a chunked batch: its shape (positions included)
+// and its inputs, contiguous BHSD.
+type posCall struct {
+	s       verify.Shape
+	q, k, v []float32
+}
+
+// rowsOf returns rows [r0, r1) of every (batch, head) of x, a [batch][heads][n][d] tensor.
+func rowsOf(x []float32, batch, heads, n, d, r0, r1 int) []float32 {
+	var o []float32
+	for bh := 0; bh < batch*heads; bh++ {
+		o = append(o, x[(bh*n+r0)*d:(bh*n+r1)*d]...)
+	}
+	return o
+}
+
+// posKernels compiles the kernels of spec text y for target tg under the
+// interpreter (the backward's with bwd).
+func posKernels(t *testing.T, y string, tg ptx.Target, bwd bool) (*spec.Spec, *gpurun.Kernel, *gpurun.BackwardKernel) {
+	t.Helper()
+	s, err := spec.Parse("pos.yaml", []byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := gen.Compile(s, tg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ks, err := ptx.Kernels(p, ptx.Config{Target: tg, SoftLg2: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fk, err := gpurun.Interp(ks.Forward)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bk *gpurun.BackwardKernel
+	if bwd {
+		if bk, err = gpurun.InterpBackward(ks.Backward); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s, fk, bk
+}
+
+// TestInterpPositions runs the sm_80 and sm_90a forwards on a batch whose rows sit at
+// positions (q_pos, k_pos: row 1's keys start at 37), cut into query
+// chunks and key chunks, each chunk at its own positions: every chunk's
+// out and lse must match verify's reference at those positions
+// (verify.CheckOutput, bf16 tolerance), and the key chunks merged by
+// their lse must give the single call's out and lse within the chunks'
+// bf16 rounding (2^-8 relative to the row's sum of p|v| per rounding, the
+// reference's out of |v|) and float32 rounding of lse.
+func TestInterpPositions(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		tg   ptx.Target
+	}{{"sm80", ptx.SM80}, {"sm90a", ptx.SM90a}} {
+		for _, ps := range posSpecs {
+			testPositions(t, tc.name, tc.tg, ps.name, ps.yaml)
+		}
+	}
+}
+
+// testPositions is TestInterpPositions for one target and mask.
+func testPositions(t *testing.T, tgName string, tg ptx.Target, name, yaml string) {
+	{
+		t.Run(tgName+"/"+name, func(t *testing.T) {
+			t.Parallel()
+			sp, fk, _ := posKernels(t, yaml, tg, false)
+			pat := sp.Pattern()
+			const d, batch, hq, hkv, sq, sk = 64, 2, 2, 1, 40, 150
+			r := rand.New(rand.NewPCG(11, uint64(len(name))))
+			kpos := []int32{0, 37}
+			qpos := []int32{sk - sq, 37 + sk - sq + 3} // row 1: 3 past the default
+			draw := func(n int) []float32 {
+				x := make([]float32, n)
+				for i := range x {
+					x[i] = verify.FromBF16(verify.BF16(float32(r.NormFloat64())))
+				}
+				return x
+			}
+			full := posCall{verify.Shape{Batch: batch, HeadsQ: hq, HeadsKV: hkv, SeqQ: sq, SeqK: sk, HeadDim: d, QPos: qpos, KPos: kpos},
+				draw(batch * hq * sq * d), draw(batch * hkv * sk * d), draw(batch * hkv * sk * d)}
+			full.s = verify.WithScore(pat, full.s, r) // ALiBi's slopes (nil: no score stage)
+			var ids []int32
+			if pat.Mask.HasDocument() {
+				ids = verify.RandomDocs(r, int(qpos[1])+sq+1)
+			}
+			run := func(c posCall) ([]float32, []float32) {
+				nq, _, nl := c.s.Sizes()
+				out, lse := make([]float32, nq), make([]float32, nl)
+				if err := fk.Run()(out, lse, c.q, c.k, c.v, ids, c.s); err != nil {
+					t.Fatal(err)
+				}
+				_, err := verify.CheckOutput(pat, ids, c.q, c.k, c.v, c.s, out, lse, verify.BF16Kernel, nil)
+				if err != nil {
+					t.Fatalf("queries at %v, keys at %v (%d x %d): %v", c.s.QPos, c.s.KPos, c.s.SeqQ, c.s.SeqK, err)
+				}
+				return out, lse
+			}
+			shift := func(x []int32, by int) []int32 {
+				o := make([]int32, len(x))
+				for i := range x {
+					o[i] = x[i] + int32(by)
+				}
+				return o
+			}
+			fo, fl := run(full)
+			// query chunks: rows [0, 17) and [17, 40), each at its positions
+			for _, c := range [][2]int{{0, 17}, {17, sq}} {
+				s := full.s
+				s.SeqQ, s.QPos = c[1]-c[0], shift(qpos, c[0])
+				run(posCall{s, rowsOf(full.q, batch, hq, sq, d, c[0], c[1]), full.k, full.v})
+			}
+			// key chunks [0, 90) and [90, 150), merged by lse
+			var outs, lses [][]float32
+			for _, c := range [][2]int{{0, 90}, {90, sk}} {
+				s := full.s
+				s.SeqK, s.KPos = c[1]-c[0], shift(kpos, c[0])
+				o, l := run(posCall{s, full.q, rowsOf(full.k, batch, hkv, sk, d, c[0], c[1]), rowsOf(full.v, batch, hkv, sk, d, c[0], c[1])})
+				outs, lses = append(outs, o), append(lses, l)
+			}
+			abs := make([]float32, len(full.v))
+			for i, x := range full.v {
+				abs[i] = float32(math.Abs(float64(x)))
+			}
+			var docs *spec.Docs
+			if ids != nil {
+				var err error
+				if docs, err = verify.DataOf(pat, ids); err != nil {
+					t.Fatal(err)
+				}
+			}
+			pv, _, err := verify.Reference(pat, docs, full.q, full.k, abs, full.s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			const u = 1.0 / 256
+			for row := range fl {
+				m := math.Inf(-1)
+				for _, l := range lses {
+					m = math.Max(m, float64(l[row]))
+				}
+				sum := 0.0
+				for _, l := range lses {
+					sum += math.Exp(float64(l[row]) - m)
+				}
+				lse := m + math.Log(sum)
+				if math.IsInf(m, -1) {
+					lse = m
+				}
+				if w := float64(fl[row]); lse != w && !(math.Abs(lse-w) <= 2e-5*(1+math.Abs(w))) {
+					t.Fatalf("row %d: merged lse %g, single call %g", row, lse, w)
+				}
+				for c := 0; c < d; c++ {
+					x := 0.0
+					for i, o := range outs {
+						if !math.IsInf(float64(lses[i][row]), -1) {
+							x += math.Exp(float64(lses[i][row])-lse) * float64(o[row*d+c])
+						}
+					}
+					w := float64(fo[row*d+c])
+					if tol := 4*u*pv[row*d+c] + 1e-6; !(math.Abs(x-w) <= tol) {
+						t.Fatalf("row %d col %d: merged out %g, single call %g (diff %g > %g)", row, c, x, w, math.Abs(x-w), tol)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestInterpPositionsGrad runs the sm_80 forward and both backward
+// kernels (dq; dk and dv) at positions against verify's gradient
+// reference (verify.CheckGradWith, bf16 tolerance): row 0 at the default
+// alignment with a query chunk 3 before it, row 1's keys from 37 and its
+// queries past its last key, ragged, so that key tiles straddle the
+// masks' blocks and windows at offsets.
+func TestInterpPositionsGrad(t *testing.T) {
+	t.Parallel()
+	for _, ps := range posSpecs {
+		t.Run(ps.name, func(t *testing.T) {
+			t.Parallel()
+			sp, fk, bk := posKernels(t, ps.yaml, ptx.SM80, true)
+			r := rand.New(rand.NewPCG(12, uint64(len(ps.name))))
+			sh := verify.Shape{Batch: 2, HeadsQ: 2, HeadsKV: 1, SeqQ: 40, SeqK: 100, HeadDim: 64,
+				SeqLensQ: []int32{40, 33}, SeqLensK: []int32{100, 71},
+				QPos: []int32{57, 37 + 71 + 4}, KPos: []int32{0, 37}}
+			rep, err := verify.CheckGradWith(sp.Pattern(), fk.Run(), bk.Run(), sh, r, verify.GradBF16)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%v", rep)
+		})
+	}
+}
+
+// TestPositionsRefused: kernels that take no positions (a residue
+// layout's, a tree mask's, a long scan's: dilated, tree, bigbird) refuse
+// non-zero Launch.QPos or KPos with an error naming them, and take an
+// address of 0.
+func TestPositionsRefused(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"dilated", "tree", "bigbird", "causal"} {
+		s, err := spec.ParseFile("../../spec/examples/" + name + ".yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := gen.Compile(s, ptx.SM80, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fw, err := ptx.GenerateForward(p, ptx.Config{Target: ptx.SM80})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := fw.Geometry(1, 1, 1, 64, 128, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, pr := range fw.Params {
+			if pr.T == ptx.U64 && pr.Name != "seq_lens_q" && pr.Name != "seq_lens_k" && pr.Name != "q_pos" && pr.Name != "k_pos" {
+				n++
+			}
+		}
+		ptrs := make([]uint64, n)
+		for i := range ptrs {
+			ptrs[i] = uint64(0x1000 * (i + 1))
+		}
+		if _, err := l.Args(ptrs...); err != nil {
+			t.Fatalf("%s: no positions: %v", name, err)
+		}
+		l.KPos = 0x9000
+		_, err = l.Args(ptrs...)
+		if takes := name == "causal"; takes != (err == nil) {
+			t.Errorf("%s: positions given: err = %v, want a refusal: %v", name, err, !takes)
+		} else if err != nil && !strings.Contains(err.Error(), "takes no positions") {
+			t.Errorf("%s: err = %v, want it to say the kernel takes no positions", name, err)
+		}
+	}
+}
