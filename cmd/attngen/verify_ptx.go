@@ -118,12 +118,23 @@ func verifyPTX(s *spec.Spec, t ptx.Target, r *rand.Rand, gpu bool, sample int, s
 	// a ragged batch, where the kernels take per-row lengths
 	ragged := verify.Shape{Batch: 3, HeadsQ: 2, HeadsKV: 1, SeqQ: 37, SeqK: 130, HeadDim: s.HeadDim,
 		SeqLensQ: []int32{37, 20, 1}, SeqLensK: []int32{130, 75, 64}}
-	lens := takesLens(fi.Params)
+	// and the same rows at positions of their own, where the kernels take
+	// positions (raggedShapes' first shape)
+	positioned := raggedShapes(s.HeadDim, 0)[0]
+	positioned.HeadsQ = 2
+	positioned.HeadsKV = 1
+	lens, pos := takesParam(fi.Params, lensParam), takesParam(fi.Params, posParam)
 	if lens {
 		rep, err := verify.CheckNumericWith(s.Pattern(), ik.Run(), ragged, r, opts)
 		report("ptx-sim", err, raggedText(ragged)+": "+rep.String()+yard)
 	} else {
 		fmt.Fprintf(stdout, "%-7s ragged batch skipped: the %s kernel takes no per-row lengths (residue layouts and head_dim above 128 do not)\n", "ptx-sim", t.Name())
+	}
+	if pos {
+		rep, err := verify.CheckNumericWith(s.Pattern(), ik.Run(), positioned, r, opts)
+		report("ptx-sim", err, raggedText(positioned)+": "+rep.String()+yard)
+	} else {
+		fmt.Fprintf(stdout, "%-7s positions skipped: the %s kernel takes no positions (residue layouts, trees, head_dim above 128 and masks of long programs do not)\n", "ptx-sim", t.Name())
 	}
 	if bw == nil {
 		fmt.Fprintf(stdout, "%-7s the backward of %s: the sm_80 kernels serve it (verify -sm 80)\n", "ptx-sim", t.Name())
@@ -139,6 +150,10 @@ func verifyPTX(s *spec.Spec, t ptx.Target, r *rand.Rand, gpu bool, sample int, s
 	if lens {
 		rep, err := verify.CheckGradWith(s.Pattern(), ik.Run(), ib.Run(), ragged, r, gopts)
 		report("ptx-sim", err, "backward "+raggedText(ragged)+": "+rep.String()+yard)
+	}
+	if pos && takesParam(bw.DQParams, posParam) {
+		rep, err := verify.CheckGradWith(s.Pattern(), ik.Run(), ib.Run(), positioned, r, gopts)
+		report("ptx-sim", err, "backward "+raggedText(positioned)+": "+rep.String()+yard)
 	}
 	report("ptx-sim", verify.CheckGradDependencies(s.Pattern(), ik.Run(), ib.Run(), dep, r), bwdDepText)
 	report("ptx-sim", verify.CheckGradNonFinite(s.Pattern(), ik.Run(), ib.Run(), nfSim, r, 2), nonFiniteText(nfSim))
@@ -217,11 +232,18 @@ func verifyPTX(s *spec.Spec, t ptx.Target, r *rand.Rand, gpu bool, sample int, s
 	return failed, nil
 }
 
-// takesLens reports whether a kernel's parameters include the per-row
-// lengths (gpu.SeqLensQParam).
-func takesLens(ps []ptx.Param) bool {
+// lensParam and posParam name the parameters of per-row lengths and
+// positions (verifyPTX's gpu flag hides the package there).
+const (
+	lensParam = gpu.SeqLensQParam
+	posParam  = gpu.QPosParam
+)
+
+// takesParam reports whether a kernel's parameters include one named
+// name (gpu.SeqLensQParam: per-row lengths; gpu.QPosParam: positions).
+func takesParam(ps []ptx.Param, name string) bool {
 	for _, p := range ps {
-		if p.Name == gpu.SeqLensQParam {
+		if p.Name == name {
 			return true
 		}
 	}
