@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/attngen/attngen/cuda/cudamock"
 )
 
 // The tests run against a mock libcuda.so.1 built from testdata/mock_cuda.c
@@ -86,17 +88,8 @@ func mockLibrary(t *testing.T, variant string) string {
 	return mockPath[variant]
 }
 
-// mockLaunch mirrors struct mock_launch in mock_cuda.c.
-type mockLaunch struct {
-	Func    uint64
-	Stream  uint64
-	Grid    [3]uint32
-	Block   [3]uint32
-	Shared  uint32
-	NParams uint32
-	Sizes   [64]uint32
-	Values  [64]uint64
-}
+// mockLaunch is the mock driver's launch record (cudamock.Launch).
+type mockLaunch = cudamock.Launch
 
 // mockAPI is the mock-only functions of mock_cuda.c, called through purego.
 type mockAPI struct {

@@ -145,12 +145,13 @@ func TestVerifyPTXBackward(t *testing.T) {
 func TestVerifyPTXSM90a(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 10))
 	for _, c := range []struct {
-		file string
-		tg   ptx.Target
-		seqs [][2]int // the numeric shapes' seq_q and seq_k
+		file   string
+		tg     ptx.Target
+		seqs   [][2]int // the numeric shapes' seq_q and seq_k
+		ragged int      // the ragged batch's lines: without and with positions (0: the kernel takes neither)
 	}{
-		{"dilated", ptx.SM90a, [][2]int{{8, 8}, {40, 72}, {72, 72}}}, // stride 8
-		{"window", ptx.Target{SM: 90, Elem: "f16", Accel: true}, [][2]int{{1, 1}, {37, 70}, {65, 65}}},
+		{"dilated", ptx.SM90a, [][2]int{{8, 8}, {40, 72}, {72, 72}}, 0}, // stride 8
+		{"window", ptx.Target{SM: 90, Elem: "f16", Accel: true}, [][2]int{{1, 1}, {37, 70}, {65, 65}}, 2},
 	} {
 		s, err := spec.ParseFile("../../spec/examples/" + c.file + ".yaml")
 		if err != nil {
@@ -168,8 +169,14 @@ func TestVerifyPTXSM90a(t *testing.T) {
 				t.Errorf("%s: no line for Sq%d Sk%d:\n%s", c.file, sq[0], sq[1], text)
 			}
 		}
-		if n := strings.Count(text, prefix); n != len(c.seqs)+2 || strings.Contains(text, "dq err") || !strings.Contains(text, "the sm_80 kernels serve it") {
-			t.Errorf("%s: %d passed lines, want %d and no backward:\n%s", c.file, n, len(c.seqs)+2, text)
+		if n := strings.Count(text, prefix); n != len(c.seqs)+2+c.ragged || strings.Contains(text, "dq err") || !strings.Contains(text, "the sm_80 kernels serve it") {
+			t.Errorf("%s: %d passed lines, want %d and no backward:\n%s", c.file, n, len(c.seqs)+2+c.ragged, text)
+		}
+		if got := strings.Count(text, prefix+"rows of "); got != c.ragged {
+			t.Errorf("%s: %d ragged lines, want %d:\n%s", c.file, got, c.ragged, text)
+		}
+		if c.ragged == 0 && (!strings.Contains(text, "ragged batch skipped") || !strings.Contains(text, "positions skipped")) {
+			t.Errorf("%s: the kernel takes no lengths or positions, and verify does not say it skipped them:\n%s", c.file, text)
 		}
 		if !strings.Contains(text, prefix+"masked data: ") {
 			t.Errorf("%s: no masked-data line:\n%s", c.file, text)

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/attngen/attngen/cuda"
+	"github.com/attngen/attngen/cuda/cudamock"
 	"github.com/attngen/attngen/emit/ptx"
 	"github.com/attngen/attngen/gen"
 	"github.com/attngen/attngen/spec"
@@ -147,17 +148,8 @@ type mockTensorMap struct {
 	Calls       uint64
 }
 
-// mockLaunch mirrors struct mock_launch in cuda/testdata/mock_cuda.c.
-type mockLaunch struct {
-	Func    uint64
-	Stream  uint64
-	Grid    [3]uint32
-	Block   [3]uint32
-	Shared  uint32
-	NParams uint32
-	Sizes   [64]uint32
-	Values  [64]uint64
-}
+// mockLaunch is the mock driver's launch record (cudamock.Launch).
+type mockLaunch = cudamock.Launch
 
 // TestHopperMockGPU runs the sm_90a kernel's GPU path against the mock
 // driver (cuda/testdata/mock_cuda.c, built with gcc; skipped without it),

@@ -8,20 +8,12 @@ import (
 	"testing"
 
 	"github.com/attngen/attngen/cuda"
+	"github.com/attngen/attngen/cuda/cudamock"
 	"github.com/ebitengine/purego"
 )
 
-// mockLaunch mirrors struct mock_launch in cuda/testdata/mock_cuda.c.
-type mockLaunch struct {
-	Func    uint64
-	Stream  uint64
-	Grid    [3]uint32
-	Block   [3]uint32
-	Shared  uint32
-	NParams uint32
-	Sizes   [16]uint32
-	Values  [16]uint64
-}
+// mockLaunch is the mock driver's launch record (cudamock.Launch).
+type mockLaunch = cudamock.Launch
 
 // TestGPUBackendOnMock runs the GPU backend's plumbing against the CUDA
 // binding's mock driver (cuda/testdata/mock_cuda.c, a "Mock NVIDIA H200"
