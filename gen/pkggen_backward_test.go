@@ -1,15 +1,8 @@
 package gen
 
 import (
-	"go/ast"
-	"go/importer"
-	"go/parser"
-	"go/token"
-	"go/types"
 	"strings"
 	"testing"
-
-	"github.com/attngen/attngen/spec"
 )
 
 // TestBackwardPackageAPI: every generated package has BackArgs and
@@ -26,32 +19,7 @@ func TestBackwardPackageAPI(t *testing.T) {
 		{"name: splitdocs\nhead_dim: {qk: 192, v: 128}\nmask: {intersect: [{document: {}}, {window: {size: 30}}]}\n", true},
 		{"name: plain\nhead_dim: 64\nmask: {window: {size: 30}}\n", false},
 	} {
-		s, err := spec.Parse("p.yaml", []byte(c.src))
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := Compile(s, CPUTarget, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		files, err := PackageFiles(s, p, nil, "example.com/"+s.Name, s.Name, "gen test")
-		if err != nil {
-			t.Fatal(err)
-		}
-		fset := token.NewFileSet()
-		var asts []*ast.File
-		for _, name := range []string{"attention.go", "mask.go"} {
-			f, err := parser.ParseFile(fset, name, files[name], parser.ParseComments)
-			if err != nil {
-				t.Fatal(err)
-			}
-			asts = append(asts, f)
-		}
-		conf := types.Config{Importer: importer.ForCompiler(fset, "source", nil)}
-		pkg, err := conf.Check("example.com/"+s.Name, fset, asts, nil)
-		if err != nil {
-			t.Fatalf("%s: the generated package does not type-check: %v", s.Name, err)
-		}
+		s, files, pkg := checkedPackage(t, c.src)
 		for _, name := range []string{"BackArgs", "BackwardArgs", "BackwardArgsVariant"} {
 			if pkg.Scope().Lookup(name) == nil {
 				t.Errorf("%s: no %s", s.Name, name)

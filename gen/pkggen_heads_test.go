@@ -29,32 +29,7 @@ func TestHeadParamsPackageAPI(t *testing.T) {
 			"mask: {intersect: [{document: {}}, {window: {left: left, right: Right}}]}\n", "docs"},
 		{"name: plain\nhead_dim: 64\nmask: {window: {size: 30}}\n", ""},
 	} {
-		s, err := spec.Parse("p.yaml", []byte(c.src))
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := Compile(s, CPUTarget, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		files, err := PackageFiles(s, p, nil, "example.com/"+s.Name, s.Name, "gen test")
-		if err != nil {
-			t.Fatal(err)
-		}
-		fset := token.NewFileSet()
-		var asts []*ast.File
-		for _, name := range []string{"attention.go", "mask.go"} {
-			f, err := parser.ParseFile(fset, name, files[name], parser.ParseComments)
-			if err != nil {
-				t.Fatal(err)
-			}
-			asts = append(asts, f)
-		}
-		conf := types.Config{Importer: importer.ForCompiler(fset, "source", nil)}
-		pkg, err := conf.Check("example.com/"+s.Name, fset, asts, nil)
-		if err != nil {
-			t.Fatalf("%s: the generated package does not type-check: %v", s.Name, err)
-		}
+		s, files, pkg := checkedPackage(t, c.src)
 		api := string(files["attention.go"])
 		if len(s.HeadParams) == 0 {
 			if strings.Contains(api, "HeadParam") || strings.Contains(api, "heads HeadParams") {
@@ -115,4 +90,38 @@ func TestHeadParamsPackageAPI(t *testing.T) {
 			t.Errorf("%s: the package documentation does not explain the head parameters", s.Name)
 		}
 	}
+}
+
+// checkedPackage generates the CPU package of the spec src and
+// type-checks its attention.go and mask.go against the runtime: the spec,
+// the generated files and the checked package.
+func checkedPackage(t *testing.T, src string) (*spec.Spec, map[string][]byte, *types.Package) {
+	t.Helper()
+	s, err := spec.Parse("p.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Compile(s, CPUTarget, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := PackageFiles(s, p, nil, "example.com/"+s.Name, s.Name, "gen test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	var asts []*ast.File
+	for _, name := range []string{"attention.go", "mask.go"} {
+		f, err := parser.ParseFile(fset, name, files[name], parser.ParseComments)
+		if err != nil {
+			t.Fatal(err)
+		}
+		asts = append(asts, f)
+	}
+	conf := types.Config{Importer: importer.ForCompiler(fset, "source", nil)}
+	pkg, err := conf.Check("example.com/"+s.Name, fset, asts, nil)
+	if err != nil {
+		t.Fatalf("%s: the generated package does not type-check: %v", s.Name, err)
+	}
+	return s, files, pkg
 }
