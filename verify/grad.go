@@ -141,7 +141,7 @@ func rowProbs(p spec.Pattern, docs *spec.Docs, q, k []float64, s Shape, bh, r in
 	kvBase := (b*s.HeadsKV + h/group) * s.SeqK * D
 	row := bh*s.SeqQ + r
 	qr := q[row*D : row*D+D]
-	nq, nk, qpos, kpos := s.row(b)
+	nq, nk, qpos, kpos := s.Row(b)
 	x.kept, x.psink = x.kept[:0], 0
 	if r >= nq {
 		return false // past the batch row's queries: output 0, lse -Inf
@@ -358,7 +358,7 @@ func NaiveGradRounded(p spec.Pattern, docs *spec.Docs, q, k, v, dout []float32, 
 	o := make([]float32, DV)
 	var progs []spec.Prog
 	for b := 0; b < s.Batch; b++ {
-		nq, nk, qpos, kpos := s.row(b)
+		nq, nk, qpos, kpos := s.Row(b)
 		for h := 0; h < s.HeadsQ; h++ {
 			kvBase := (b*s.HeadsKV + h/group) * s.SeqK * D
 			vBase := (b*s.HeadsKV + h/group) * s.SeqK * DV

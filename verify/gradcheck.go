@@ -88,7 +88,7 @@ func structure(p spec.Pattern, docs *spec.Docs, s Shape) (rowKeeps, keyKept []bo
 	for bh := 0; bh < s.Batch*s.HeadsQ; bh++ {
 		kv := bh/s.HeadsQ*s.HeadsKV + bh%s.HeadsQ/group
 		p := hs.at(bh % s.HeadsQ)
-		nq, nk, qpos, kpos := s.row(bh / s.HeadsQ)
+		nq, nk, qpos, kpos := s.Row(bh / s.HeadsQ)
 		for r := 0; r < nq; r++ {
 			i := qpos + r
 			for j := 0; j < nk; j++ {
@@ -318,7 +318,7 @@ func sinkOutFloor(p spec.Pattern, docs *spec.Docs, q, k, v, dout []float32, s Sh
 	for row := range lse {
 		bh, r := row/s.SeqQ, row%s.SeqQ
 		h := bh % s.HeadsQ
-		if nq, _, _, _ := s.row(bh / s.HeadsQ); r >= nq {
+		if nq, _, _, _ := s.Row(bh / s.HeadsQ); r >= nq {
 			continue
 		}
 		ps := math.Exp(s.Score.sink(h) - lse[row])
@@ -343,7 +343,7 @@ func sinkOutFloor(p spec.Pattern, docs *spec.Docs, q, k, v, dout []float32, s Sh
 func (s Shape) dataLen() int {
 	n := s.SeqK
 	for b := 0; b < s.Batch; b++ {
-		nq, nk, qp, kp := s.row(b)
+		nq, nk, qp, kp := s.Row(b)
 		n = max(n, qp+nq, kp+nk)
 	}
 	return n
@@ -355,7 +355,7 @@ func (s Shape) dataLen() int {
 func (s Shape) poisonPast(q, k, v, dout []float32) {
 	D, DV := s.HeadDim, s.DV()
 	for b := 0; b < s.Batch; b++ {
-		nq, nk, _, _ := s.row(b)
+		nq, nk, _, _ := s.Row(b)
 		for h := 0; h < s.HeadsQ; h++ {
 			row := (b*s.HeadsQ + h) * s.SeqQ
 			poison(q[(row+nq)*D : (row+s.SeqQ)*D])

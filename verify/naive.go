@@ -64,7 +64,7 @@ func (x *naiveRow) run(row int) {
 	group := s.HeadsQ / s.HeadsKV
 	bh, r := row/s.SeqQ, row%s.SeqQ
 	b, h := bh/s.HeadsQ, bh%s.HeadsQ
-	nq, nk, qpos, kpos := s.row(b)
+	nq, nk, qpos, kpos := s.Row(b)
 	kvRow := (b*s.HeadsKV + h/group) * s.SeqK
 	kvBase := kvRow * D
 	o := x.out[row*DV : row*DV+DV]

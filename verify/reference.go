@@ -89,8 +89,10 @@ func (s Shape) plain() error {
 	return nil
 }
 
-// row returns batch row b's queries, keys and positions.
-func (s Shape) row(b int) (nq, nk, qpos, kpos int) {
+// Row returns batch row b's queries, keys and the positions of its first
+// query and key, with the defaults filled in (SeqQ and SeqK; KPos 0, QPos
+// = KPos + keys - queries).
+func (s Shape) Row(b int) (nq, nk, qpos, kpos int) {
 	at := func(x []int32, def int) int {
 		switch len(x) {
 		case 0:
@@ -162,7 +164,7 @@ func (s Shape) checkRows(docs *spec.Docs) error {
 		}
 	}
 	for b := 0; b < s.Batch; b++ {
-		if rq, rk, qp, kp := s.row(b); rq < 0 || rq > s.SeqQ || rk < 0 || rk > s.SeqK || qp < 0 || kp < 0 {
+		if rq, rk, qp, kp := s.Row(b); rq < 0 || rq > s.SeqQ || rk < 0 || rk > s.SeqK || qp < 0 || kp < 0 {
 			return fmt.Errorf("shape: batch row %d: %d queries at %d, %d keys at %d", b, rq, qp, rk, kp)
 		} else if docs != nil && docs.Len() < max(qp+rq, kp+rk) {
 			return fmt.Errorf("run-time data covers %d positions, batch row %d reaches %d", docs.Len(), b, max(qp+rq, kp+rk))
@@ -234,7 +236,7 @@ func (x *refRow) run(row int) {
 	group := s.HeadsQ / s.HeadsKV
 	bh, r := row/s.SeqQ, row%s.SeqQ
 	b, h := bh/s.HeadsQ, bh%s.HeadsQ
-	nq, nk, qpos, kpos := s.row(b)
+	nq, nk, qpos, kpos := s.Row(b)
 	kvRow := (b*s.HeadsKV + h/group) * s.SeqK
 	o := x.out[row*DV : row*DV+DV]
 	if r >= nq {

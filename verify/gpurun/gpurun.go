@@ -156,23 +156,6 @@ func uploadRows(b backend, s verify.Shape) (rowArgs, error) {
 	return r, err
 }
 
-// rowOf is batch row b's queries, keys and positions (verify.Shape's
-// defaults: KPos 0, QPos = KPos + keys - queries).
-func rowOf(s verify.Shape, b int) (nq, nk, qp, kp int) {
-	at := func(x []int32, def int) int {
-		switch len(x) {
-		case 0:
-			return def
-		case 1:
-			return int(x[0])
-		}
-		return int(x[b])
-	}
-	nq, nk = at(s.SeqLensQ, s.SeqQ), at(s.SeqLensK, s.SeqK)
-	kp = at(s.KPos, 0)
-	return nq, nk, at(s.QPos, kp+nk-nq), kp
-}
-
 // reach is the number of positions the mask's run-time data must cover:
 // SeqK without positions, else one past the last query or key position
 // of any row. Rows whose positions would pass 2^31 - 1 are refused.
@@ -182,7 +165,7 @@ func reach(s verify.Shape) (int, error) {
 	}
 	n := 0
 	for b := 0; b < s.Batch; b++ {
-		nq, nk, qp, kp := rowOf(s, b)
+		nq, nk, qp, kp := s.Row(b)
 		if qp < 0 || kp < 0 || qp+nq > math.MaxInt32 || kp+nk > math.MaxInt32 {
 			return 0, fmt.Errorf("gpurun: batch row %d: queries at %d, keys at %d: positions must lie in 0 to %d", b, qp, kp, math.MaxInt32-1)
 		}
