@@ -207,10 +207,6 @@ func CheckGradWith(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r *rand.Ra
 	D, DV := s.HeadDim, s.DV()
 	q, k, v, ids, docs := randomInputs(p, &s, r)
 	rep.Shape = s
-	if n := s.dataLen(); ids != nil && n > len(ids) {
-		ids = RandomData(p, r, n) // positions past SeqK
-		docs, _ = DataOf(p, ids)
-	}
 	dout := randomSlice(r, no, 1)
 	if opt.Round != nil {
 		for _, x := range [][]float32{q, k, v, dout} {
@@ -416,11 +412,10 @@ func judgeGrads(s Shape, rep *GradReport, worst [4]entryErr, opt GradOptions, wh
 // bit for bit. With a learned sink, dsink must not change when row i keeps no
 // key (its term p_sink * delta is 0: its output is) and must change when
 // the reference's change of its term, p_sink (delta' - delta), is more
-// than 2^-16 of dsink.
+// than 2^-16 of dsink. With per-row lengths or positions (s.SeqLensQ,
+// QPos, ...) the mask is evaluated at the row's positions, and a dout row
+// past the row's queries, like a key past its keys, changes nothing.
 func CheckGradDependencies(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r *rand.Rand) error {
-	if err := s.plainRows(); err != nil {
-		return err
-	}
 	if s.Batch != 1 || s.HeadsQ != 1 || s.HeadsKV != 1 {
 		return errors.New("CheckGradDependencies wants one batch and one head")
 	}
@@ -463,14 +458,14 @@ func CheckGradDependencies(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r 
 		if err := bwd(got[0], got[1], got[2], d2, q, k, v, out, lse, ids, s, gotSink); err != nil {
 			return err
 		}
-		row := spec.Row(i, s.SeqQ, s.SeqK)
 		for r2 := 0; r2 < s.SeqQ; r2++ {
 			if r2 != i && changed(got[0], base[0], r2, D) {
 				return fmt.Errorf("%v: changing dout row %d changed dq row %d", s, i, r2)
 			}
 		}
 		for j := 0; j < s.SeqK; j++ {
-			keeps := p.AtDocs(row, j, docs)
+			qi, kj, in := s.pairAt(i, j)
+			keeps := in && p.AtDocs(qi, kj, docs)
 			if c := changed(got[2], base[2], j, DV); c != keeps && (c || w[i][j] > VisibleWeight) {
 				return fmt.Errorf("%v: changing dout row %d changed dv row %d: %v, but the mask keeps the pair: %v", s, i, j, c, keeps)
 			}
@@ -510,11 +505,11 @@ func CheckGradDependencies(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r 
 // row's q or dout gets 0 * NaN = NaN there). With learned sinks, dsink of
 // a head none of whose rows is dirty (keeps a poisoned key; is a poisoned
 // row that keeps a key) must be bit-identical too: a row that keeps no
-// key has output 0 and adds nothing to dsink, whatever its dout.
+// key has output 0 and adds nothing to dsink, whatever its dout. With
+// per-row lengths or positions a pair is kept only within the batch row's
+// lengths, at its positions: the keys past a row's length are among those
+// poisoned, and the rows past its queries among those that keep no key.
 func CheckGradNonFinite(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r *rand.Rand, trials int) error {
-	if err := s.plainRows(); err != nil {
-		return err
-	}
 	if err := s.Validate(); err != nil {
 		return err
 	}
@@ -543,7 +538,10 @@ func CheckGradNonFinite(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r *ra
 	}
 	kvOf := func(bh int) int { return bh/s.HeadsQ*s.HeadsKV + bh%s.HeadsQ/group }
 	// keeps: lse row x ([batch, heads_q, seq_q] index) keeps key j
-	keeps := func(x, j int) bool { return hs.row(s, x).AtDocs(spec.Row(x%s.SeqQ, s.SeqQ, s.SeqK), j, docs) }
+	keeps := func(x, j int) bool {
+		i, kj, in := s.pairAt(x, j)
+		return in && hs.row(s, x).AtDocs(i, kj, docs)
+	}
 	specials := []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))}
 	rowKeeps, _ := structure(p, docs, s)
 	var dead []int

@@ -111,6 +111,7 @@ type rowStats struct {
 	qr, dor          []float32
 	kvRow, stride    int    // the key/value head's first row (k and v rows j at kvRow+j)
 	h, i             int    // query head, position
+	kpos, nk         int    // the batch row's first key position and its keys
 	sc               *Score // the shape's stage
 }
 
@@ -121,13 +122,17 @@ func gradRow(p spec.Pattern, docs *spec.Docs, q, k, v, dout []float32, s Shape, 
 	D, DV := s.HeadDim, s.DV()
 	group := s.HeadsQ / s.HeadsKV
 	bh, r := x/s.SeqQ, x%s.SeqQ
+	nq, nk, qpos, kpos := s.Row(bh / s.HeadsQ)
 	st := rowStats{scale64: s.EffScale(), scale32: float32(s.EffScale()), qr: q[x*D:][:D], dor: dout[x*DV:][:DV],
-		kvRow: (bh/s.HeadsQ*s.HeadsKV + bh%s.HeadsQ/group) * s.SeqK, h: bh % s.HeadsQ, i: spec.Row(r, s.SeqQ, s.SeqK), sc: s.Score}
+		kvRow: (bh/s.HeadsQ*s.HeadsKV + bh%s.HeadsQ/group) * s.SeqK, h: bh % s.HeadsQ, i: qpos + r, kpos: kpos, nk: nk, sc: s.Score}
+	if r >= nq {
+		return st // past the batch row's queries: no key, output 0
+	}
 	var kept, idx []int
 	var s64, c64, a64 []float64
 	var s32 []float32
-	for j := 0; j < s.SeqK; j++ {
-		if !p.AtDocs(st.i, j, docs) {
+	for j := 0; j < nk; j++ {
+		if !p.AtDocs(st.i, kpos+j, docs) {
 			continue
 		}
 		d64, d32, c, a := st.scores(k, v, j)
@@ -198,10 +203,10 @@ func (st *rowStats) dots(k []float32, j int) (float64, float32) {
 // as NaiveGradRounded computes it, and GradMagnitude's c_ij and a_ij.
 func (st *rowStats) scores(k, v []float32, j int) (s64 float64, s32 float32, c, a float64) {
 	x64, x32 := st.dots(k, j)
-	s64, dx := st.sc.apply(x64, st.h, st.i, j)
-	s32, _ = stage32(st.sc, x32, st.h, st.i, j)
+	s64, dx := st.sc.apply(x64, st.h, st.i, st.kpos+j)
+	s32, _ = stage32(st.sc, x32, st.h, st.i, st.kpos+j)
 	raw, a := st.mags(k, v, j)
-	g, _ := st.sc.stageMag(x64, raw, st.h, st.i, j)
+	g, _ := st.sc.stageMag(x64, raw, st.h, st.i, st.kpos+j)
 	return s64, s32, dx*raw + g, a
 }
 
@@ -236,7 +241,7 @@ func (st *rowStats) pair(k, v []float32, j int, round func(float32) float32) (p6
 	x64, x32 := st.dots(k, j)
 	vj := st.vRow(v, j)
 	if st.ok {
-		s64, dx := st.sc.apply(x64, st.h, st.i, j)
+		s64, dx := st.sc.apply(x64, st.h, st.i, st.kpos+j)
 		p64 = math.Exp(s64-st.m64) / st.sum64
 		dp := 0.0
 		for d, y := range vj {
@@ -244,13 +249,13 @@ func (st *rowStats) pair(k, v []float32, j int, round func(float32) float32) (p6
 		}
 		ds64 = p64 * (dp - st.delta64) * dx
 		raw, a := st.mags(k, v, j)
-		g, f := st.sc.stageMag(x64, raw, st.h, st.i, j)
+		g, f := st.sc.stageMag(x64, raw, st.h, st.i, st.kpos+j)
 		e := 1 + dx*raw + g + st.cmax64
 		mds = dx*p64*(a+st.b64+e*math.Abs(dp-st.delta64)) + math.Abs(p64*(dp-st.delta64))*f
 		mp = p64 * e
 	}
 	if st.ok32 {
-		s32, dx32 := stage32(st.sc, x32, st.h, st.i, j)
+		s32, dx32 := stage32(st.sc, x32, st.h, st.i, st.kpos+j)
 		pj := float32(math.Exp(float64(s32-st.m32))) / st.sum32
 		var dp float32
 		for d, y := range vj {

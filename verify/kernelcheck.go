@@ -137,7 +137,7 @@ func randomInputs(p spec.Pattern, s *Shape, r *rand.Rand) (q, k, v []float32, id
 	nv, _ := s.SizesV()
 	q, k, v = randomSlice(r, nq, 1), randomSlice(r, nkv, 1), randomSlice(r, nv, 1)
 	if p.Mask.HasData() {
-		ids = RandomData(p, r, s.SeqK)
+		ids = RandomData(p, r, s.dataLen()) // SeqK, or the last position a row reaches
 		docs, _ = DataOf(p, ids)
 	}
 	return q, k, v, ids, docs

@@ -67,16 +67,6 @@ func (s Shape) DV() int {
 	return s.HeadDimV
 }
 
-// plainRows reports whether the shape has no ragged rows or positions
-// (HeadDimV may differ): what CheckGradDependencies and
-// CheckGradNonFinite need.
-func (s Shape) plainRows() error {
-	if s.SeqLensQ != nil || s.SeqLensK != nil || s.QPos != nil || s.KPos != nil {
-		return fmt.Errorf("shape: SeqLensQ, SeqLensK, QPos and KPos are for Reference, ReferenceGrad, GradMagnitude, NaiveGradFP32 and CheckGrad only")
-	}
-	return nil
-}
-
 // plain reports whether the shape has one head dimension and no ragged
 // rows or positions: what the references and checks other than
 // Reference, ReferenceGrad, GradMagnitude, NaiveGradFP32 (and
@@ -106,6 +96,17 @@ func (s Shape) Row(b int) (nq, nk, qpos, kpos int) {
 	kpos = at(s.KPos, 0)
 	qpos = at(s.QPos, kpos+nk-nq)
 	return
+}
+
+// pairAt returns the positions of lse row x ([batch, heads_q, seq_q]) and
+// key index j of its batch row, and whether both lie within the row's
+// lengths (a pair past them is kept by no mask).
+func (s Shape) pairAt(x, j int) (i, kj int, ok bool) {
+	nq, nk, qpos, kpos := s.Row(x / s.SeqQ / s.HeadsQ)
+	if r := x % s.SeqQ; r < nq && j < nk {
+		return qpos + r, kpos + j, true
+	}
+	return 0, 0, false
 }
 
 // SizesV returns the number of elements of v and of out (those of k and q

@@ -115,7 +115,7 @@ func kernelBackward(p spec.Pattern, headDim int, variant cpu.Variant) (verify.Ru
 			HeadParams: cpu.SplitHeadParams(s.HeadParams, len(p.Params), s.HeadsQ), Shape: cpu.Shape{
 				Batch: s.Batch, HeadsQ: s.HeadsQ, HeadsKV: s.HeadsKV, SeqQ: s.SeqQ, SeqK: s.SeqK,
 				HeadDim: s.HeadDim, Scale: float32(s.Scale),
-			}, HeadDimV: s.HeadDimV}
+			}, HeadDimV: s.HeadDimV, SeqLensQ: s.SeqLensQ, SeqLensK: s.SeqLensK, QPos: s.QPos, KPos: s.KPos}
 		a.SoftCap, a.Slopes, a.Sinks = s.Score.Float32()
 		return cpu.BackwardArgs(m, variant, a)
 	}, nil
@@ -291,8 +291,8 @@ func verifyCPU(s *spec.Spec, v cpu.Variant, c cpuChecks, r *rand.Rand, stdout io
 // verifyBackward runs the gradient checks on one CPU variant's backward
 // (after its forward, run): dq, dk and dv against the float64 reference
 // on c.shapes, the dependencies of the gradients on dout by perturbation
-// (S = c.depN), and NaN and infinities at masked positions (c.hostile).
-// It prints a line per check and returns the number that failed.
+// (S = c.depN), NaN and infinities at masked positions (c.hostile), and
+// both again at per-row lengths and positions (c.ragged). It prints a line per check and returns the number that failed.
 func verifyBackward(s *spec.Spec, v cpu.Variant, run verify.Run, c cpuChecks, r *rand.Rand, stdout io.Writer) (int, error) {
 	bwd, err := kernelBackward(s.Pattern(), s.HeadDim, v)
 	if err != nil {
@@ -322,6 +322,18 @@ func verifyBackward(s *spec.Spec, v cpu.Variant, run verify.Run, c cpuChecks, r 
 			continue
 		}
 		fmt.Fprintf(stdout, "%-7s ok   %s\n", v, nonFiniteText(sh))
+	}
+	for _, sh := range c.ragged {
+		rep, err := verify.CheckGrad(s.Pattern(), run, bwd, sh, r)
+		if err == nil {
+			err = verify.CheckGradNonFinite(s.Pattern(), run, bwd, sh, r, 3)
+		}
+		if err != nil {
+			failed++
+			fmt.Fprintf(stdout, "%-7s FAIL backward, %s: %v\n", v, raggedText(sh), err)
+			continue
+		}
+		fmt.Fprintf(stdout, "%-7s ok   backward, %s: %v; no NaN or infinity at a masked pair or past a row's lengths reaches a gradient\n", v, raggedText(sh), rep)
 	}
 	return failed, nil
 }

@@ -121,6 +121,62 @@ func TestBackwardHeadDimVChecks(t *testing.T) {
 	}
 }
 
+// TestBackwardRaggedChecks: at per-row lengths and positions the
+// gradients depend on dout exactly as the mask at the row's positions
+// says, and NaN and infinities at masked positions, past a row's keys or
+// in its queries past its length reach none, on every variant; a backward
+// that ignores the lengths fails both checks.
+func TestBackwardRaggedChecks(t *testing.T) {
+	r := rand.New(rand.NewPCG(431, 432))
+	deps := []verify.Shape{
+		{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: 40, SeqK: 90, HeadDim: 40, SeqLensQ: []int32{29}, SeqLensK: []int32{71}},
+		{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: 50, SeqK: 30, HeadDim: 24, HeadDimV: 40, QPos: []int32{77}, KPos: []int32{61}},
+	}
+	nfs := []verify.Shape{
+		{Batch: 3, HeadsQ: 2, HeadsKV: 1, SeqQ: 45, SeqK: 130, HeadDim: 40, SeqLensQ: []int32{45, 1, 20}, SeqLensK: []int32{130, 66, 100}},
+		{Batch: 2, HeadsQ: 2, HeadsKV: 2, SeqQ: 60, SeqK: 70, HeadDim: 32, HeadDimV: 48, QPos: []int32{90, 3}, KPos: []int32{64, 0}},
+	}
+	for _, src := range shapeSpecs {
+		p, m := headsPlan(t, src)
+		for _, v := range supported() {
+			fwd, bwd := shapesRun(p, m, v), shapesBackward(p, m, v)
+			for _, s := range deps {
+				if err := verify.CheckGradDependencies(p, fwd, bwd, s, r); err != nil {
+					t.Fatalf("%s %s: %v", p.Mask, v, err)
+				}
+			}
+			for _, s := range nfs {
+				if err := verify.CheckGradNonFinite(p, fwd, bwd, s, r, 2); err != nil {
+					t.Fatalf("%s %s: %v", p.Mask, v, err)
+				}
+			}
+			// unragged runs the backward as if every row had all the
+			// queries and keys: it reads the poisoned and perturbed rows
+			// past the lengths.
+			unragged := func(dq, dk, dv, dout, q, k, v2, out, lse []float32, docs []int32, s verify.Shape, dsink []float32) error {
+				s.SeqLensQ, s.SeqLensK = nil, nil
+				return bwd(dq, dk, dv, dout, q, k, v2, out, lse, docs, s, dsink)
+			}
+			if err := verify.CheckGradDependencies(p, fwd, unragged, deps[0], r); err == nil {
+				t.Fatalf("%s %s: a backward that ignores SeqLensK passed CheckGradDependencies", p.Mask, v)
+			}
+			if err := verify.CheckGradNonFinite(p, fwd, unragged, nfs[0], r, 8); err == nil {
+				t.Fatalf("%s %s: a backward that ignores the lengths passed CheckGradNonFinite", p.Mask, v)
+			}
+			shifted := func(dq, dk, dv, dout, q, k, v2, out, lse []float32, docs []int32, s verify.Shape, dsink []float32) error {
+				s.QPos = []int32{s.QPos[0] - 1}
+				if docs != nil {
+					docs = docs[:len(docs)-1] // the ids the earlier positions need
+				}
+				return bwd(dq, dk, dv, dout, q, k, v2, out, lse, docs, s, dsink)
+			}
+			if err := verify.CheckGradDependencies(p, fwd, shifted, deps[1], r); err == nil || errors.Is(err, cpu.ErrShape) || errors.Is(err, cpu.ErrDocument) {
+				t.Fatalf("%s %s: a backward whose queries sit one position early passed CheckGradDependencies (%v)", p.Mask, v, err)
+			}
+		}
+	}
+}
+
 // TestBackwardThreadsPadded: the tiled backward at head sizes it pads (and at
 // split sizes) gives the same bits whatever the thread count, which picks
 // the fused pass or the two passes.
