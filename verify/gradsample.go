@@ -45,18 +45,19 @@ func SampleGradRows(p spec.Pattern, docs *spec.Docs, s Shape, n int, r *rand.Ran
 	}
 	n = min(n, s.SeqK)
 	kvh := r.IntN(s.HeadsKV)
-	base := (r.IntN(s.Batch)*s.HeadsKV + kvh) * s.SeqK
+	b := r.IntN(s.Batch)
+	base := (b*s.HeadsKV + kvh) * s.SeqK
+	group := s.HeadsQ / s.HeadsKV
 	if s.Score.hasSinks() {
-		group := s.HeadsQ / s.HeadsKV
 		for h := kvh * group; h < (kvh+1)*group; h++ {
 			g.Sink = append(g.Sink, h)
 		}
 	}
 	kept := make([]bool, s.SeqK)
 	for row := 0; row < s.SeqQ; row++ {
-		i := spec.Row(row, s.SeqQ, s.SeqK)
+		x := (b*s.HeadsQ+kvh*group)*s.SeqQ + row // the group's first query head
 		for j := range kept {
-			if !kept[j] && p.AtDocs(i, j, docs) {
+			if qi, kj, in := s.pairAt(x, j); !kept[j] && in && p.AtDocs(qi, kj, docs) {
 				kept[j] = true
 			}
 		}
@@ -284,9 +285,6 @@ func (st *rowStats) pair(k, v []float32, j int, round func(float32) float32) (p6
 // keeps a sampled key, and of every row of a head in rows.Sink, is
 // computed, on every CPU.
 func CheckGradSampled(p spec.Pattern, ids []int32, q, k, v, dout []float32, s Shape, dq, dk, dv, dsink []float32, opt GradOptions, rows GradRows) (GradReport, error) {
-	if err := s.plain(); err != nil {
-		return GradReport{}, err
-	}
 	rep := GradReport{Shape: s}
 	if err := s.Validate(); err != nil {
 		return rep, err
@@ -295,7 +293,8 @@ func CheckGradSampled(p spec.Pattern, ids []int32, q, k, v, dout []float32, s Sh
 		return rep, fmt.Errorf("CheckGradSampled: factor %v and floor %v: want a positive factor and a floor of 0 or more", opt.Factor, opt.Floor)
 	}
 	nq, nkv, nl := s.Sizes()
-	if len(q) < nq || len(k) < nkv || len(v) < nkv || len(dout) < nq || len(dq) < nq || len(dk) < nkv || len(dv) < nkv {
+	nv, no := s.SizesV()
+	if len(q) < nq || len(k) < nkv || len(v) < nv || len(dout) < no || len(dq) < nq || len(dk) < nkv || len(dv) < nv {
 		return rep, fmt.Errorf("%v: inputs or gradients shorter than the shape", s)
 	}
 	var docs *spec.Docs
@@ -335,8 +334,14 @@ func CheckGradSampled(p spec.Pattern, ids []int32, q, k, v, dout []float32, s Sh
 	if round == nil {
 		round = func(x float32) float32 { return x }
 	}
-	D := s.HeadDim
+	D, DV := s.HeadDim, s.DV()
 	group := s.HeadsQ / s.HeadsKV
+	// keeps: lse row x keeps key index j of its batch row (at the row's
+	// lengths and positions)
+	keeps := func(x, j int) bool {
+		i, kj, in := s.pairAt(x, j)
+		return in && hs.row(s, x).AtDocs(i, kj, docs)
+	}
 	// the rows whose softmax is needed: the sampled query rows and every
 	// row of the sampled keys' groups that keeps a sampled key
 	need := map[int]bool{}
@@ -354,8 +359,8 @@ func CheckGradSampled(p spec.Pattern, ids []int32, q, k, v, dout []float32, s Sh
 		b, g, j := kr/s.SeqK/s.HeadsKV, kr/s.SeqK%s.HeadsKV, kr%s.SeqK
 		for h := g * group; h < (g+1)*group; h++ {
 			for r := 0; r < s.SeqQ; r++ {
-				if hs.at(h).AtDocs(spec.Row(r, s.SeqQ, s.SeqK), j, docs) {
-					need[(b*s.HeadsQ+h)*s.SeqQ+r] = true
+				if x := (b*s.HeadsQ+h)*s.SeqQ + r; keeps(x, j) {
+					need[x] = true
 				}
 			}
 		}
@@ -402,7 +407,7 @@ func CheckGradSampled(p spec.Pattern, ids []int32, q, k, v, dout []float32, s Sh
 		return nil
 	}
 	zero := func(x int, got []float32, row int) error {
-		for d := 0; d < D; d++ {
+		for d := range got {
 			if got[d] != 0 {
 				return fmt.Errorf("%v: %s[row %d, dim %d] = %v, want exactly 0 (no pair of that row is kept)", s, gradNames[x], row, d, got[d])
 			}
@@ -412,16 +417,15 @@ func CheckGradSampled(p spec.Pattern, ids []int32, q, k, v, dout []float32, s Sh
 	ref, yard, mag := make([]float64, D), make([]float32, D), make([]float64, D)
 	for _, x := range rows.Query {
 		st := stats[x]
-		i := spec.Row(x%s.SeqQ, s.SeqQ, s.SeqK)
 		clear(ref)
 		clear(yard)
 		clear(mag)
-		keeps := false
+		kept := false
 		for j := 0; j < s.SeqK; j++ {
-			if !hs.row(s, x).AtDocs(i, j, docs) {
+			if !keeps(x, j) {
 				continue
 			}
-			keeps = true
+			kept = true
 			_, ds64, _, ds32, mds, _ := st.pair(k, v, j, round)
 			for d, y := range st.kRow(k, j) {
 				ref[d] += ds64 * float64(y) * st.scale64
@@ -429,7 +433,7 @@ func CheckGradSampled(p spec.Pattern, ids []int32, q, k, v, dout []float32, s Sh
 				mag[d] += mds * math.Abs(float64(y)) * st.scale64
 			}
 		}
-		if !keeps {
+		if !kept {
 			rep.MaskedRows++
 			if err := zero(0, dq[x*D:][:D], x); err != nil {
 				return rep, err
@@ -440,7 +444,7 @@ func CheckGradSampled(p spec.Pattern, ids []int32, q, k, v, dout []float32, s Sh
 			return rep, err
 		}
 	}
-	ref2, yard2, mag2 := make([]float64, D), make([]float32, D), make([]float64, D)
+	ref2, yard2, mag2 := make([]float64, DV), make([]float32, DV), make([]float64, DV)
 	for _, kr := range rows.Key {
 		b, g, j := kr/s.SeqK/s.HeadsKV, kr/s.SeqK%s.HeadsKV, kr%s.SeqK
 		clear(ref)
@@ -449,31 +453,34 @@ func CheckGradSampled(p spec.Pattern, ids []int32, q, k, v, dout []float32, s Sh
 		clear(ref2)
 		clear(yard2)
 		clear(mag2)
-		keeps := false
+		kept := false
 		for h := g * group; h < (g+1)*group; h++ {
 			for r := 0; r < s.SeqQ; r++ {
-				if !hs.at(h).AtDocs(spec.Row(r, s.SeqQ, s.SeqK), j, docs) {
+				x := (b*s.HeadsQ+h)*s.SeqQ + r
+				if !keeps(x, j) {
 					continue
 				}
-				keeps = true
-				st := stats[(b*s.HeadsQ+h)*s.SeqQ+r]
+				kept = true
+				st := stats[x]
 				p64, ds64, p32, ds32, mds, mp := st.pair(k, v, j, round)
 				for d := 0; d < D; d++ {
 					ref[d] += ds64 * float64(st.qr[d]) * st.scale64 // dk
 					yard[d] += ds32 * st.qr[d]
 					mag[d] += mds * math.Abs(float64(st.qr[d])) * st.scale64
+				}
+				for d := 0; d < DV; d++ {
 					ref2[d] += p64 * float64(st.dor[d]) // dv
 					yard2[d] += p32 * st.dor[d]
 					mag2[d] += mp * math.Abs(float64(st.dor[d]))
 				}
 			}
 		}
-		if !keeps {
+		if !kept {
 			rep.DeadKeys++
 			if err := zero(1, dk[kr*D:][:D], kr); err != nil {
 				return rep, err
 			}
-			if err := zero(2, dv[kr*D:][:D], kr); err != nil {
+			if err := zero(2, dv[kr*DV:][:DV], kr); err != nil {
 				return rep, err
 			}
 			continue
@@ -481,7 +488,7 @@ func CheckGradSampled(p spec.Pattern, ids []int32, q, k, v, dout []float32, s Sh
 		if err := judge(1, dk[kr*D:][:D], ref, yard, mag, kr); err != nil {
 			return rep, err
 		}
-		if err := judge(2, dv[kr*D:][:D], ref2, yard2, mag2, kr); err != nil {
+		if err := judge(2, dv[kr*DV:][:DV], ref2, yard2, mag2, kr); err != nil {
 			return rep, err
 		}
 	}
@@ -527,20 +534,22 @@ func CheckGradSampledRun(p spec.Pattern, fwd Run, bwd RunBackward, s Shape, r *r
 		return GradReport{Shape: s}, err
 	}
 	nq, nkv, nl := s.Sizes()
+	nv, no := s.SizesV()
 	q, k, v, ids, docs := randomInputs(p, &s, r)
-	dout := randomSlice(r, nq, 1)
+	dout := randomSlice(r, no, 1)
 	if opt.Round != nil {
 		for _, x := range [][]float32{q, k, v, dout} {
 			opt.Round(x)
 		}
 	}
-	out, lse := make([]float32, nq), make([]float32, nl)
+	s.poisonPast(q, k, v, dout)
+	out, lse := make([]float32, no), make([]float32, nl)
 	poison(out)
 	poison(lse)
 	if err := fwd(out, lse, q, k, v, ids, s); err != nil {
 		return GradReport{Shape: s}, fmt.Errorf("forward: %w", err)
 	}
-	dq, dk, dv := make([]float32, nq), make([]float32, nkv), make([]float32, nkv)
+	dq, dk, dv := make([]float32, nq), make([]float32, nkv), make([]float32, nv)
 	poison(dq)
 	poison(dk)
 	poison(dv)

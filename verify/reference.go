@@ -67,18 +67,6 @@ func (s Shape) DV() int {
 	return s.HeadDimV
 }
 
-// plain reports whether the shape has one head dimension and no ragged
-// rows or positions: what the references and checks other than
-// Reference, ReferenceGrad, GradMagnitude, NaiveGradFP32 (and
-// NaiveGradRounded), CheckGrad (CheckGradWith), CheckGradDependencies and
-// CheckGradNonFinite need.
-func (s Shape) plain() error {
-	if s.DV() != s.HeadDim || s.SeqLensQ != nil || s.SeqLensK != nil || s.QPos != nil || s.KPos != nil {
-		return fmt.Errorf("shape: HeadDimV, SeqLensQ, SeqLensK, QPos and KPos are for Reference, ReferenceGrad, GradMagnitude, NaiveGradFP32 and CheckGrad only")
-	}
-	return nil
-}
-
 // Row returns batch row b's queries, keys and the positions of its first
 // query and key, with the defaults filled in (SeqQ and SeqK; KPos 0, QPos
 // = KPos + keys - queries).

@@ -124,8 +124,9 @@ func TestBackwardHeadDimVChecks(t *testing.T) {
 // TestBackwardRaggedChecks: at per-row lengths and positions the
 // gradients depend on dout exactly as the mask at the row's positions
 // says, and NaN and infinities at masked positions, past a row's keys or
-// in its queries past its length reach none, on every variant; a backward
-// that ignores the lengths fails both checks.
+// in its queries past its length reach none, and the sampled gradient
+// check agrees, on every variant; a backward that ignores the lengths
+// fails every check.
 func TestBackwardRaggedChecks(t *testing.T) {
 	r := rand.New(rand.NewPCG(431, 432))
 	deps := []verify.Shape{
@@ -149,6 +150,11 @@ func TestBackwardRaggedChecks(t *testing.T) {
 				if err := verify.CheckGradNonFinite(p, fwd, bwd, s, r, 2); err != nil {
 					t.Fatalf("%s %s: %v", p.Mask, v, err)
 				}
+				for _, n := range []int{0, 12} { // every row, then a sample
+					if _, err := verify.CheckGradSampledRun(p, fwd, bwd, s, r, verify.GradFP32, n); err != nil {
+						t.Fatalf("%s %s, sampled (%d): %v", p.Mask, v, n, err)
+					}
+				}
 			}
 			// unragged runs the backward as if every row had all the
 			// queries and keys: it reads the poisoned and perturbed rows
@@ -159,6 +165,9 @@ func TestBackwardRaggedChecks(t *testing.T) {
 			}
 			if err := verify.CheckGradDependencies(p, fwd, unragged, deps[0], r); err == nil {
 				t.Fatalf("%s %s: a backward that ignores SeqLensK passed CheckGradDependencies", p.Mask, v)
+			}
+			if _, err := verify.CheckGradSampledRun(p, fwd, unragged, nfs[0], r, verify.GradFP32, 0); err == nil {
+				t.Fatalf("%s %s: a backward that ignores the lengths passed CheckGradSampledRun", p.Mask, v)
 			}
 			if err := verify.CheckGradNonFinite(p, fwd, unragged, nfs[0], r, 8); err == nil {
 				t.Fatalf("%s %s: a backward that ignores the lengths passed CheckGradNonFinite", p.Mask, v)
