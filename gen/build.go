@@ -36,7 +36,7 @@ func (b *builder) isConst(v int) (int64, bool) {
 }
 
 func (b *builder) emit(in Inst) int {
-	switch in.Op.Arity() {
+	switch in.Arity() {
 	case 0:
 		in.A, in.B, in.C = 0, 0, 0
 	case 1:
@@ -64,7 +64,7 @@ func (b *builder) emit(in Inst) int {
 // fold evaluates an instruction whose operands are constants, and the
 // identities of min, max, and, or and select with one constant operand.
 func (b *builder) fold(in Inst) (int, bool) {
-	if in.Op == IRArg || in.Op == IRConst || in.Op == IRParam || in.Op.Docs() || in.Op == IRWRange {
+	if in.Op == IRArg || in.Op == IRConst || in.Op == IRLoad || in.Op.Tree() || in.Op == IRWRange {
 		return 0, false
 	}
 	ops := in.operands()

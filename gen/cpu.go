@@ -18,7 +18,7 @@ func (p *Plan) UsesTree() bool {
 }
 
 // HeadParams are the run-time integers, one per query head, the plan's
-// programs read (IRParam k is HeadParams()[k]), with the ranges the spec
+// programs read (an IRLoad of FieldParam+k reads HeadParams()[k]), with the ranges the spec
 // declares; empty for most masks.
 func (p *Plan) HeadParams() []spec.HeadParam { return p.Pattern.Params }
 

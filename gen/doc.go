@@ -14,11 +14,13 @@
 // Prog.Eval evaluates them (the reference renderers are tested against,
 // and Plan.Mask, which attngen's own commands run).
 //
-// Programs may read run-time data: document ids and parent arrays (ops
-// docid, docstart, docend, treeanc, treeinfo, wtree) and head parameters
-// (op param: the value at the query head being computed, Plan.HeadParams
-// giving each one's declared range), so a mask whose window or sink count
-// varies by head still has a closed-form hull and class per head.
+// Programs read run-time data through one op, IRLoad, whose immediate is
+// a Field of an input (inputs.go): document ids and their documents'
+// bounds, summaries of a parent array, and head parameters (the value at
+// the query head being computed, Plan.HeadParams giving each one's
+// declared range), so a mask whose window or sink count varies by head
+// still has a closed-form hull and class per head. Tree ancestry
+// (treeanc, wtree) keeps ops of its own.
 //
 // The tile schedule of a call is not stored: Visit walks it with the
 // runtime's own functions (mask.Visit, mask.Refine), jumping over keys the

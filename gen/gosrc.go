@@ -146,18 +146,10 @@ func GoBody(p *Prog, args []string, docs string, want []string) ([]jen.Code, err
 				jen.Id(name(k)).Op(":=").Add(ref(in.C, t)),
 				jen.If(ref(in.A, goBool)).Block(jen.Id(name(k)).Op("=").Add(ref(in.B, t))))
 			continue
-		case IRDocID:
-			e = jen.Int().Call(jen.Id(docs).Dot("ID").Call(ref(in.A, goInt)))
-		case IRDocStart:
-			e = jen.Id(docs).Dot("Start").Call(ref(in.A, goInt))
-		case IRDocEnd:
-			e = jen.Id(docs).Dot("End").Call(ref(in.A, goInt))
+		case IRLoad:
+			e = goLoad(Field(in.Imm), docs, ref(in.A, goInt))
 		case IRTreeAnc:
 			e = jen.Id(docs).Dot("TreeAnc").Call(ref(in.A, goInt), ref(in.B, goInt))
-		case IRTreeInfo:
-			e = jen.Id(docs).Dot("TreeInfo").Call(jen.Lit(int(in.Imm)))
-		case IRParam:
-			e = jen.Id(docs).Dot("Param").Call(jen.Lit(int(in.Imm)))
 		case IRWTree:
 			e = jen.Id(docs).Dot("TreeWord").Call(ref(in.A, goInt), ref(in.B, goInt))
 		case IRWRange:
@@ -220,4 +212,20 @@ func GoBody(p *Prog, args []string, docs string, want []string) ([]jen.Code, err
 // traces back to the plan.
 func progComment(p *Prog) string {
 	return strings.TrimSuffix(p.String(), "\n")
+}
+
+// goLoad is field f read from the *mask.Docs named docs, at position a
+// when f is Indexed: the accessor Field.Load calls.
+func goLoad(f Field, docs string, a jen.Code) jen.Code {
+	switch {
+	case f == FieldDocID:
+		return jen.Int().Call(jen.Id(docs).Dot("ID").Call(a))
+	case f == FieldDocStart:
+		return jen.Id(docs).Dot("Start").Call(a)
+	case f == FieldDocEnd:
+		return jen.Id(docs).Dot("End").Call(a)
+	case f < FieldParam:
+		return jen.Id(docs).Dot("TreeInfo").Call(jen.Lit(int(f - FieldTreeInfo)))
+	}
+	return jen.Id(docs).Dot("Param").Call(jen.Lit(int(f - FieldParam)))
 }

@@ -15,37 +15,33 @@ import (
 type IROp uint8
 
 const (
-	IRArg      IROp = iota // argument number Imm of the program
-	IRConst                // Imm
-	IRAdd                  // A + B
-	IRSub                  // A - B
-	IRMulC                 // A * Imm
-	IRDivC                 // floor(A / Imm), Imm >= 1
-	IRModC                 // A mod Imm in [0, Imm), Imm >= 1
-	IRDiv                  // floor(A / B), B >= 1 at run time
-	IRMin                  // min(A, B)
-	IRMax                  // max(A, B)
-	IRLt                   // A < B
-	IRLe                   // A <= B
-	IREq                   // A == B
-	IRAnd                  // A && B
-	IROr                   // A || B
-	IRNot                  // !A
-	IRSelect               // A != 0 ? B : C
-	IRDocID                // document id of position A (run-time ids)
-	IRDocStart             // first position of A's document
-	IRDocEnd               // last position of A's document
-	IRTreeAnc              // 1 if B is A or an ancestor of A in the run-time parent array, else 0
-	IRTreeInfo             // a per-call value of the parent array: Imm 0 the leading chain's length, 1 the least TreeLo past it, 2 the largest chain ancestor past it (mask.Docs.TreeInfo)
-	IRWRange               // keep word with lanes A..B set (clipped to [0, 63]); A = -1: from lane 0 (Imm&1), B = -1: to lane 63 (Imm&2)
-	IRWStep                // keep word with lanes A, A +- Imm, A +- 2*Imm, ... set (every lane congruent to A mod Imm)
-	IRWAnd                 // A & B (words)
-	IRWOr                  // A | B (words)
-	IRWIf                  // A != 0 ? B : 0 (a word kept or dropped by a scalar condition)
-	IRWNot                 // ^A (the complement of a word: lanes past the keys are cut by the caller)
-	IRWPeriod              // keep word with the lanes c whose m = (c + A) mod Imm has m <= B and m mod C == 0 (Imm >= 1; C >= 1 at run time)
-	IRWTree                // keep word with the lanes c whose key B + c is A or an ancestor of A (run-time parent array)
-	IRParam                // head parameter number Imm at the head being computed (mask.Docs.Param; Plan.Params gives its range)
+	IRArg     IROp = iota // argument number Imm of the program
+	IRConst               // Imm
+	IRAdd                 // A + B
+	IRSub                 // A - B
+	IRMulC                // A * Imm
+	IRDivC                // floor(A / Imm), Imm >= 1
+	IRModC                // A mod Imm in [0, Imm), Imm >= 1
+	IRDiv                 // floor(A / B), B >= 1 at run time
+	IRMin                 // min(A, B)
+	IRMax                 // max(A, B)
+	IRLt                  // A < B
+	IRLe                  // A <= B
+	IREq                  // A == B
+	IRAnd                 // A && B
+	IROr                  // A || B
+	IRNot                 // !A
+	IRSelect              // A != 0 ? B : C
+	IRLoad                // field Imm (a Field) of the run-time inputs, at position A when the field is Indexed (inputs.go)
+	IRTreeAnc             // 1 if B is A or an ancestor of A in the run-time parent array, else 0
+	IRWRange              // keep word with lanes A..B set (clipped to [0, 63]); A = -1: from lane 0 (Imm&1), B = -1: to lane 63 (Imm&2)
+	IRWStep               // keep word with lanes A, A +- Imm, A +- 2*Imm, ... set (every lane congruent to A mod Imm)
+	IRWAnd                // A & B (words)
+	IRWOr                 // A | B (words)
+	IRWIf                 // A != 0 ? B : 0 (a word kept or dropped by a scalar condition)
+	IRWNot                // ^A (the complement of a word: lanes past the keys are cut by the caller)
+	IRWPeriod             // keep word with the lanes c whose m = (c + A) mod Imm has m <= B and m mod C == 0 (Imm >= 1; C >= 1 at run time)
+	IRWTree               // keep word with the lanes c whose key B + c is A or an ancestor of A (run-time parent array)
 	numIROps
 )
 
@@ -54,7 +50,7 @@ const (
 const NumIROps = numIROps
 
 var irNames = [numIROps]string{"arg", "const", "add", "sub", "mulc", "divc", "modc", "div", "min", "max", "lt", "le", "eq", "and", "or", "not", "select",
-	"docid", "docstart", "docend", "treeanc", "treeinfo", "wrange", "wstep", "wand", "wor", "wif", "wnot", "wperiod", "wtree", "param"}
+	"load", "treeanc", "wrange", "wstep", "wand", "wor", "wif", "wnot", "wperiod", "wtree"}
 
 func (o IROp) String() string {
 	if o < numIROps {
@@ -63,12 +59,13 @@ func (o IROp) String() string {
 	return fmt.Sprintf("IROp(%d)", int(o))
 }
 
-// Arity is the number of value operands the op reads.
+// Arity is the number of value operands the op reads (a load's: 1, or 0
+// for a field that is not Indexed; Inst.Arity knows which).
 func (o IROp) Arity() int {
 	switch o {
-	case IRArg, IRConst, IRTreeInfo, IRParam:
+	case IRArg, IRConst:
 		return 0
-	case IRMulC, IRDivC, IRModC, IRNot, IRDocID, IRDocStart, IRDocEnd, IRWStep, IRWNot:
+	case IRMulC, IRDivC, IRModC, IRNot, IRLoad, IRWStep, IRWNot:
 		return 1
 	case IRSelect, IRWPeriod:
 		return 3
@@ -79,7 +76,7 @@ func (o IROp) Arity() int {
 // HasImm reports whether the op carries an immediate.
 func (o IROp) HasImm() bool {
 	switch o {
-	case IRArg, IRConst, IRMulC, IRDivC, IRModC, IRWStep, IRWRange, IRWPeriod, IRTreeInfo, IRParam:
+	case IRArg, IRConst, IRMulC, IRDivC, IRModC, IRWStep, IRWRange, IRWPeriod, IRLoad:
 		return true
 	}
 	return false
@@ -90,12 +87,34 @@ func (o IROp) HasImm() bool {
 // per element and never see them.
 func (o IROp) Word() bool { return o >= IRWRange && o <= IRWTree }
 
-// Docs reports whether the op reads the run-time data of the mask
-// (document ids or a parent array).
-func (o IROp) Docs() bool { return o == IRDocID || o == IRDocStart || o == IRDocEnd || o.Tree() }
+// Tree reports whether the op is one of the parent array's own (more
+// than a load of one of its fields).
+func (o IROp) Tree() bool { return o == IRTreeAnc || o == IRWTree }
 
-// Tree reports whether the op reads a parent array.
-func (o IROp) Tree() bool { return o == IRTreeAnc || o == IRTreeInfo || o == IRWTree }
+// Arity is the number of value operands in reads: its op's, but 0 for a
+// load of a field that is not Indexed.
+func (in Inst) Arity() int {
+	if f, ok := in.Field(); ok && !f.Indexed() {
+		return 0
+	}
+	return in.Op.Arity()
+}
+
+// Docs reports whether in reads the document ids or the parent array.
+func (in Inst) Docs() bool {
+	if f, ok := in.Field(); ok {
+		return f.Input() != InputHeadParams
+	}
+	return in.Op.Tree()
+}
+
+// TreeData reports whether in reads the parent array.
+func (in Inst) TreeData() bool {
+	if f, ok := in.Field(); ok {
+		return f.Input() == InputTree
+	}
+	return in.Op.Tree()
+}
 
 // Inst is one SSA instruction; it defines value number = its index. A, B
 // and C name earlier values.
@@ -108,7 +127,7 @@ type Inst struct {
 // operands returns the value operands of in (-1 entries of wrange are
 // absent bounds).
 func (in Inst) operands() []int {
-	switch in.Op.Arity() {
+	switch in.Arity() {
 	case 1:
 		return []int{in.A}
 	case 2:
@@ -155,6 +174,18 @@ func (p *Prog) String() string {
 	}
 	b.WriteByte('\n')
 	for k, in := range p.Insts {
+		if f, ok := in.Field(); ok {
+			name, sub, hasSub := f.mnemonic()
+			fmt.Fprintf(&b, "v%d = %s", k, name)
+			if f.Indexed() {
+				fmt.Fprintf(&b, " v%d", in.A)
+			}
+			if hasSub {
+				fmt.Fprintf(&b, " %d", sub)
+			}
+			b.WriteByte('\n')
+			continue
+		}
 		fmt.Fprintf(&b, "v%d = %s", k, in.Op)
 		if in.Op == IRWRange {
 			for _, x := range []int{in.A, in.B} {
@@ -216,13 +247,21 @@ func ParseProg(text string) (*Prog, error) {
 		if len(f) < 3 || f[1] != "=" || f[0] != fmt.Sprintf("v%d", len(p.Insts)) {
 			return nil, fmt.Errorf("program line %d: want \"v%d = op ...\", got %q", line, len(p.Insts), sc.Text())
 		}
+		ops := f[3:]
+		if g, ok := loadMnemonics[f[2]]; ok {
+			in, err := parseLoad(g.first, g.n, ops)
+			if err != nil {
+				return nil, fmt.Errorf("program line %d: %s: %w", line, f[2], err)
+			}
+			p.Insts = append(p.Insts, in)
+			continue
+		}
 		op := IROp(0)
-		for ; op < numIROps && op.String() != f[2]; op++ {
+		for ; op < numIROps && (op == IRLoad || op.String() != f[2]); op++ {
 		}
 		if op == numIROps {
 			return nil, fmt.Errorf("program line %d: unknown op %q", line, f[2])
 		}
-		ops := f[3:]
 		in := Inst{Op: op}
 		want := op.Arity()
 		if op.HasImm() && op != IRWRange {
@@ -283,13 +322,9 @@ func (p *Prog) Check() error {
 			if in.Imm < 0 || in.Imm >= int64(len(p.Args)) {
 				return fmt.Errorf("program %s v%d: argument %d of %d", p.Name, k, in.Imm, len(p.Args))
 			}
-		case IRTreeInfo:
-			if in.Imm < 0 || in.Imm > 2 {
-				return fmt.Errorf("program %s v%d: treeinfo %d (want 0 to 2)", p.Name, k, in.Imm)
-			}
-		case IRParam:
-			if in.Imm < 0 || in.Imm >= mask.MaxHeadParams {
-				return fmt.Errorf("program %s v%d: head parameter %d (want 0 to %d)", p.Name, k, in.Imm, mask.MaxHeadParams-1)
+		case IRLoad:
+			if !Field(in.Imm).Valid() {
+				return fmt.Errorf("program %s v%d: load of field %d (want 0 to %d)", p.Name, k, in.Imm, NumFields-1)
 			}
 		case IRWRange:
 			if (in.A < 0) != (in.Imm&1 != 0) || (in.B < 0) != (in.Imm&2 != 0) {
@@ -308,7 +343,7 @@ func (p *Prog) Check() error {
 // UsesTree reports whether the program reads a parent array.
 func (p *Prog) UsesTree() bool {
 	for _, in := range p.Insts {
-		if in.Op.Tree() {
+		if in.TreeData() {
 			return true
 		}
 	}
@@ -319,7 +354,7 @@ func (p *Prog) UsesTree() bool {
 // or a parent array (UsesTree).
 func (p *Prog) UsesDocs() bool {
 	for _, in := range p.Insts {
-		if in.Op.Docs() {
+		if in.Docs() {
 			return true
 		}
 	}
@@ -331,8 +366,8 @@ func (p *Prog) UsesDocs() bool {
 func (p *Prog) Params() int {
 	n := 0
 	for _, in := range p.Insts {
-		if in.Op == IRParam {
-			n = max(n, int(in.Imm)+1)
+		if f, ok := in.Field(); ok && f.Input() == InputHeadParams {
+			n = max(n, int(f-FieldParam)+1)
 		}
 	}
 	return n
@@ -404,18 +439,15 @@ func (p *Prog) Eval(args []int64, docs *mask.Docs, scratch, res []int64) {
 			if v[in.A] != 0 {
 				x = v[in.B]
 			}
-		case IRDocID:
-			x = int64(docs.ID(int(v[in.A])))
-		case IRDocStart:
-			x = int64(docs.Start(int(v[in.A])))
-		case IRDocEnd:
-			x = int64(docs.End(int(v[in.A])))
+		case IRLoad:
+			f := Field(in.Imm)
+			a := 0
+			if f.Indexed() {
+				a = int(v[in.A])
+			}
+			x = int64(f.Load(docs, a))
 		case IRTreeAnc:
 			x = b2i(docs.TreeAnc(int(v[in.A]), int(v[in.B])))
-		case IRTreeInfo:
-			x = int64(docs.TreeInfo(int(in.Imm)))
-		case IRParam:
-			x = int64(docs.Param(int(in.Imm)))
 		case IRWTree:
 			x = int64(docs.TreeWord(int(v[in.A]), int(v[in.B])))
 		case IRWRange:
@@ -469,4 +501,36 @@ func b2i(b bool) int64 {
 		return 1
 	}
 	return 0
+}
+
+// parseLoad reads the operands of a load of the field group starting at
+// first and holding n fields: a position operand for an Indexed field,
+// the number within the group when it has more than one.
+func parseLoad(first Field, n int64, ops []string) (Inst, error) {
+	in := Inst{Op: IRLoad, Imm: int64(first)}
+	want := 0
+	if first.Indexed() {
+		want++
+	}
+	if n > 1 {
+		want++
+	}
+	if len(ops) != want {
+		return in, fmt.Errorf("takes %d operands, got %d", want, len(ops))
+	}
+	if first.Indexed() {
+		v, err := strconv.Atoi(strings.TrimPrefix(ops[0], "v"))
+		if err != nil || !strings.HasPrefix(ops[0], "v") {
+			return in, fmt.Errorf("bad operand %q", ops[0])
+		}
+		in.A = v
+	}
+	if n > 1 {
+		k, err := strconv.ParseInt(ops[len(ops)-1], 10, 64)
+		if err != nil || k < 0 || k >= n {
+			return in, fmt.Errorf("bad number %q (want 0 to %d)", ops[len(ops)-1], n-1)
+		}
+		in.Imm += k
+	}
+	return in, nil
 }

@@ -355,9 +355,9 @@ var primitives = map[spec.Op]primitive{
 		// ancestor (at most treeinfo 2); keys past the chain are partial
 		// (the runtime's keep words decide). Sound, as spec.ClassifyDocs.
 		class: func(b *builder, m *spec.Mask, causal bool, q0, q1, k0, k1 int) int {
-			chain := b.emit(Inst{Op: IRTreeInfo, Imm: 0})
-			minLo := b.emit(Inst{Op: IRTreeInfo, Imm: 1})
-			maxTop := b.emit(Inst{Op: IRTreeInfo, Imm: 2})
+			chain := b.load(FieldTreeInfo+0, 0)
+			minLo := b.load(FieldTreeInfo+1, 0)
+			maxTop := b.load(FieldTreeInfo+2, 0)
 			q0c := b.lt(q0, chain)
 			lo := b.min(minLo, b.sel(q0c, q0, b.konst(Inf)))
 			top := b.max(maxTop, b.sel(q0c, b.addC(chain, -1), b.konst(-1)))
@@ -369,13 +369,13 @@ var primitives = map[spec.Op]primitive{
 }
 
 // field is the value of a mask field that may be a head parameter, plus
-// add: the constant c + add, or the parameter read at run time (IRParam)
+// add: the constant c + add, or the parameter read at run time (an IRLoad of FieldParam+k)
 // plus its Ref's Add and add.
 func (b *builder) field(r spec.Ref, c int, add int64) int {
 	if !r.Set() {
 		return b.konst(int64(c) + add)
 	}
-	return b.shift(b.emit(Inst{Op: IRParam, Imm: int64(r.Param - 1)}), int64(r.Add)+add)
+	return b.shift(b.load(FieldParam+Field(r.Param-1), 0), int64(r.Add)+add)
 }
 
 // plus is x + sign*field (sign 1 or -1): addC for a constant.
@@ -680,8 +680,8 @@ func LowerPred(p spec.Pattern) *Prog {
 	i, j := b.arg(0), b.arg(1)
 	li, lj, same := i, j, b.konst(1)
 	if p.Mask.HasDocument() {
-		same = b.eq(b.emit(Inst{Op: IRDocID, A: i}), b.emit(Inst{Op: IRDocID, A: j}))
-		ds := b.emit(Inst{Op: IRDocStart, A: i})
+		same = b.eq(b.load(FieldDocID, i), b.load(FieldDocID, j))
+		ds := b.load(FieldDocStart, i)
 		li, lj = b.sub(i, ds), b.sub(j, ds)
 	}
 	r := b.and(same, b.lowerPred(p.Mask, p.Causal, li, lj))
@@ -700,10 +700,10 @@ func LowerHull(p spec.Pattern) *Prog {
 	if p.Mask.HasDocument() {
 		// from the start of q0's document to q1, or to the end of q1's
 		// document without causality
-		next = b.max(x, b.emit(Inst{Op: IRDocStart, A: q0}))
+		next = b.max(x, b.load(FieldDocStart, q0))
 		last = q1
 		if !p.Causal {
-			last = b.emit(Inst{Op: IRDocEnd, A: q1})
+			last = b.load(FieldDocEnd, q1)
 		}
 	} else {
 		next, last = b.lowerHull(p.Mask, p.Causal, q0, q1, x)
@@ -740,9 +740,9 @@ func LowerQHull(p spec.Pattern) *Prog {
 	if p.Mask.HasDocument() {
 		next = x
 		if !p.Causal {
-			next = b.max(x, b.emit(Inst{Op: IRDocStart, A: k0}))
+			next = b.max(x, b.load(FieldDocStart, k0))
 		}
-		last = b.emit(Inst{Op: IRDocEnd, A: k1})
+		last = b.load(FieldDocEnd, k1)
 	} else {
 		next, last = b.lowerQHull(p.Mask, p.Causal, k0, k1, x)
 	}
@@ -762,14 +762,14 @@ func LowerClass(p spec.Pattern) *Prog {
 	if !p.Mask.HasDocument() {
 		return b.done(b.lowerClass(p.Mask, p.Causal, q0, q1, k0, k1))
 	}
-	id := func(x int) int { return b.emit(Inst{Op: IRDocID, A: x}) }
+	id := func(x int) int { return b.load(FieldDocID, x) }
 	iq0, iq1, ik0, ik1 := id(q0), id(q1), id(k0), id(k1)
 	empty := b.or(b.lt(iq1, ik0), b.lt(ik1, iq0))
 	if p.Causal {
 		empty = b.or(empty, b.lt(q1, k0))
 	}
 	same := b.ands(b.eq(iq0, iq1), b.eq(ik0, ik1), b.eq(iq0, ik0))
-	s := b.emit(Inst{Op: IRDocStart, A: q0})
+	s := b.load(FieldDocStart, q0)
 	local := b.lowerClass(p.Mask, p.Causal, b.sub(q0, s), b.sub(q1, s), b.sub(k0, s), b.sub(k1, s))
 	c := b.sel(same, local, b.konst(1))
 	return b.done(b.sel(empty, b.konst(0), c))

@@ -199,6 +199,7 @@ func TestEveryOpRendersAndEvaluates(t *testing.T) {
 	ids, _ := mask.NewDocs([]int32{0, 0, 1, 1, 1, 2, 2, 2})
 	docs := &mask.Docs{}
 	docs.SetHead(ids, []int32{5, 6, 7, 8})
+	var insts []Inst
 	for op := IROp(0); op < NumIROps; op++ {
 		in := Inst{Op: op, A: 0, B: 1, C: 2, Imm: 3}
 		switch op {
@@ -206,9 +207,18 @@ func TestEveryOpRendersAndEvaluates(t *testing.T) {
 			in.Imm = 1
 		case IRWRange:
 			in.Imm = 0
-		case IRTreeInfo:
-			in.Imm = 2
+		case IRLoad: // every field
+			for f := Field(0); f < NumFields; f++ {
+				if f.Input() != InputHeadParams || f-FieldParam < 4 {
+					insts = append(insts, Inst{Op: IRLoad, Imm: int64(f)})
+				}
+			}
+			continue
 		}
+		insts = append(insts, in)
+	}
+	for _, in := range insts {
+		op := in.Op
 		p := &Prog{Name: "op", Args: []string{"a", "b", "c"}, Insts: []Inst{{Op: IRArg, Imm: 0}, {Op: IRArg, Imm: 1}, {Op: IRArg, Imm: 2}, in}, Results: []int{3}}
 		if err := p.Check(); err != nil {
 			t.Fatalf("%s: %v", op, err)

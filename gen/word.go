@@ -60,10 +60,10 @@ func (w *wordLowering) lower(in Inst) (wval, bool) {
 	b := w.b
 	scalar := func(v int) (wval, bool) { return wval{kind: wScalar, v: v}, true }
 	var a, c wval
-	if in.Op.Arity() >= 1 {
+	if in.Arity() >= 1 {
 		a = w.vals[in.A]
 	}
-	if in.Op.Arity() >= 2 {
+	if in.Arity() >= 2 {
 		c = w.vals[in.B]
 	}
 	if in.Op.Word() {
@@ -84,17 +84,17 @@ func (w *wordLowering) lower(in Inst) (wval, bool) {
 	}
 	if allScalar {
 		e := in
-		if in.Op.Arity() >= 1 {
+		if in.Arity() >= 1 {
 			e.A = a.v
 		}
-		if in.Op.Arity() >= 2 {
+		if in.Arity() >= 2 {
 			e.B = c.v
 		}
-		if in.Op.Arity() >= 3 {
+		if in.Arity() >= 3 {
 			e.C = w.vals[in.C].v
 		}
 		v := b.emit(e)
-		if in.Op == IRDocID {
+		if in.loads(FieldDocID) {
 			w.docOf[v] = a.v
 		}
 		return scalar(v)
@@ -134,8 +134,8 @@ func (w *wordLowering) lower(in Inst) (wval, bool) {
 			}
 			return wval{kind: k, v: a.v, sign: a.sign, d: in.Imm}, true
 		}
-	case IRDocID:
-		if a.kind == wAff && a.sign == 1 {
+	case IRLoad:
+		if in.loads(FieldDocID) && a.kind == wAff && a.sign == 1 {
 			return wval{kind: wDoc, v: a.v}, true
 		}
 	case IRTreeAnc:
@@ -221,8 +221,8 @@ func (w *wordLowering) compare(op IROp, a, c wval) (wval, bool) {
 		if op != IREq || !known {
 			return wval{}, false
 		}
-		lo := b.sub(b.emit(Inst{Op: IRDocStart, A: p}), x.v)
-		hi := b.sub(b.emit(Inst{Op: IRDocEnd, A: p}), x.v)
+		lo := b.sub(b.load(FieldDocStart, p), x.v)
+		hi := b.sub(b.load(FieldDocEnd, p), x.v)
 		return wval{kind: wWord, v: b.wrange(lo, hi)}, true
 	}
 	return wval{}, false

@@ -342,8 +342,8 @@
 //
 // A plan with head parameters (gen.Plan.HeadParams: issue 11's window
 // sizes and sink counts per query head, spec head_params) has programs
-// that read them (gen.IRParam k: parameter k at the query head being
-// computed). Its kernels take one more device address, head_params, right
+// that read them (an IRLoad of gen.FieldParam+k: parameter k at the
+// query head being computed). Its kernels take one more device address, head_params, right
 // after the mask's run-time data (after lse, or delta in the backward's
 // kernels, and after the document or tree arrays; before the sm_90a
 // kernel's tensor maps): s32 values, head-major [heads_q][n] for the

@@ -343,7 +343,7 @@ func TestWideOps(t *testing.T) {
 					in.A = 0 // a position: true unless 0
 				}
 				some := false // an operand does not fit s32
-				for k, x := range []int{in.A, in.B, in.C}[:o.op.Arity()] {
+				for k, x := range []int{in.A, in.B, in.C}[:in.Arity()] {
 					some = some || wide[x] && !(o.op == gen.IRSelect && k == 0)
 				}
 				if !some {
@@ -422,7 +422,7 @@ func TestRenderRangeRejects(t *testing.T) {
 		want  string
 	}{
 		{"range past 64 bits", []gen.Inst{arg, {Op: gen.IRMulC, A: 0, Imm: gen.Inf}, {Op: gen.IRMulC, A: 1, Imm: gen.Inf}, {Op: gen.IRMulC, A: 2, Imm: gen.Inf}}, "does not fit 64 bits"},
-		{"document id of a wide value", []gen.Inst{arg, inf, {Op: gen.IRAdd, A: 0, B: 1}, {Op: gen.IRDocID, A: 2}}, "outside s32"},
+		{"document id of a wide value", []gen.Inst{arg, inf, {Op: gen.IRAdd, A: 0, B: 1}, {Op: gen.IRLoad, Imm: int64(gen.FieldDocID), A: 2}}, "outside s32"},
 	} {
 		p := &gen.Prog{Name: "bad", Args: []string{"i"}, Insts: c.insts, Results: []int{len(c.insts) - 1}}
 		f := NewFunc("k")

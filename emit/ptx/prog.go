@@ -353,7 +353,7 @@ func RenderInts(f *Func, p *gen.Prog, env Env) ([]Operand, error) {
 
 // operands lists the value operands of a non-word instruction.
 func operands(in gen.Inst) []int {
-	switch in.Op.Arity() {
+	switch in.Arity() {
 	case 1:
 		return []int{in.A}
 	case 2:
@@ -377,7 +377,7 @@ var cmpOf = map[gen.IROp]struct {
 // renderInst emits one instruction of p; vals holds the values before it.
 func (f *Func) renderInst(p *gen.Prog, k int, in gen.Inst, vals []Value, env Env) (Value, error) {
 	var a, b, c Value
-	switch in.Op.Arity() {
+	switch in.Arity() {
 	case 3:
 		c = vals[in.C]
 		fallthrough
@@ -470,34 +470,45 @@ func (f *Func) renderInst(p *gen.Prog, k int, in gen.Inst, vals []Value, env Env
 			return c, nil
 		}
 		return intVal(f.Selp(S32, f.IntOf(b), f.IntOf(c), cond.P)), nil
-	case gen.IRParam:
-		if int(in.Imm) >= len(env.Heads) {
-			return Value{}, fmt.Errorf("ptx: program %s v%d: %s %d needs the values of the head parameters, which this kernel does not take (%d given)", p.Name, k, in.Op, in.Imm, len(env.Heads))
-		}
-		return intVal(env.Heads[in.Imm].V), nil
-	case gen.IRTreeAnc, gen.IRTreeInfo:
+	case gen.IRLoad:
+		return f.renderLoad(p, k, gen.Field(in.Imm), a, env)
+	case gen.IRTreeAnc:
 		if env.Docs == nil || env.Docs.Tree == nil {
 			return Value{}, fmt.Errorf("ptx: program %s v%d: %s needs the run-time tree arrays, which this kernel does not take", p.Name, k, in.Op)
-		}
-		t := env.Docs.Tree
-		if in.Op == gen.IRTreeInfo {
-			return intVal(f.LoadS32(t.Info, I(in.Imm))), nil
 		}
 		if (!a.IsPred && isWide(a.Int)) || (!b.IsPred && isWide(b.Int)) {
 			return Value{}, fmt.Errorf("ptx: program %s v%d: %s of a value outside s32 (not a position)", p.Name, k, in.Op)
 		}
-		return predVal(f.treeAnc(t, f.IntOf(a), f.IntOf(b))), nil
-	case gen.IRDocID, gen.IRDocStart, gen.IRDocEnd:
-		if env.Docs == nil || env.Docs.Tree != nil {
-			return Value{}, fmt.Errorf("ptx: program %s v%d: %s needs the run-time document arrays, which this kernel does not take", p.Name, k, in.Op)
-		}
-		if !a.IsPred && isWide(a.Int) {
-			return Value{}, fmt.Errorf("ptx: program %s v%d: %s of a value outside s32 (not a position)", p.Name, k, in.Op)
-		}
-		base := map[gen.IROp]Reg{gen.IRDocID: env.Docs.ID, gen.IRDocStart: env.Docs.Start, gen.IRDocEnd: env.Docs.End}[in.Op]
-		return intVal(f.LoadS32(base, f.IntOf(a))), nil
+		return predVal(f.treeAnc(env.Docs.Tree, f.IntOf(a), f.IntOf(b))), nil
 	}
 	return Value{}, fmt.Errorf("ptx: program %s v%d: op %s cannot be rendered", p.Name, k, in.Op)
+}
+
+// renderLoad emits an IRLoad of field fl (instruction k of p) at position
+// a: an s32 from the kernel parameter that holds the field (env.Docs'
+// arrays, env.Heads' values), or an error when the kernel takes none.
+func (f *Func) renderLoad(p *gen.Prog, k int, fl gen.Field, a Value, env Env) (Value, error) {
+	switch fl.Input() {
+	case gen.InputHeadParams:
+		n := int(fl - gen.FieldParam)
+		if n >= len(env.Heads) {
+			return Value{}, fmt.Errorf("ptx: program %s v%d: %s needs the values of the head parameters, which this kernel does not take (%d given)", p.Name, k, fl, len(env.Heads))
+		}
+		return intVal(env.Heads[n].V), nil
+	case gen.InputTree:
+		if env.Docs == nil || env.Docs.Tree == nil {
+			return Value{}, fmt.Errorf("ptx: program %s v%d: %s needs the run-time tree arrays, which this kernel does not take", p.Name, k, fl)
+		}
+		return intVal(f.LoadS32(env.Docs.Tree.Info, I(int64(fl-gen.FieldTreeInfo)))), nil
+	}
+	if env.Docs == nil || env.Docs.Tree != nil {
+		return Value{}, fmt.Errorf("ptx: program %s v%d: %s needs the run-time document arrays, which this kernel does not take", p.Name, k, fl)
+	}
+	if !a.IsPred && isWide(a.Int) {
+		return Value{}, fmt.Errorf("ptx: program %s v%d: %s of a value outside s32 (not a position)", p.Name, k, fl)
+	}
+	base := map[gen.Field]Reg{gen.FieldDocID: env.Docs.ID, gen.FieldDocStart: env.Docs.Start, gen.FieldDocEnd: env.Docs.End}[fl]
+	return intVal(f.LoadS32(base, f.IntOf(a))), nil
 }
 
 // treeAnc is 1 when key j is query i or an ancestor of i (TreeArrays):
@@ -579,7 +590,7 @@ func valueRanges(p *gen.Prog, env Env, live []bool) ([]interval, error) {
 			continue
 		}
 		var a, b, c interval
-		switch in.Op.Arity() {
+		switch in.Arity() {
 		case 3:
 			c = rs[in.C]
 			fallthrough
@@ -636,23 +647,27 @@ func valueRanges(p *gen.Prog, env Env, live []bool) ([]interval, error) {
 			r = interval{0, 1}
 		case gen.IRSelect:
 			r = span(b.lo, b.hi, c.lo, c.hi)
-		case gen.IRDocID:
-			r = interval{math.MinInt32, math.MaxInt32}
-		case gen.IRDocStart, gen.IRDocEnd:
-			r = interval{0, ArgMax}
+		case gen.IRLoad:
+			switch fl := gen.Field(in.Imm); {
+			case fl == gen.FieldDocID:
+				r = interval{math.MinInt32, math.MaxInt32}
+			case fl.Input() == gen.InputDocs:
+				r = interval{0, ArgMax} // a document's first or last position
+			case fl.Input() == gen.InputTree:
+				r = interval{-1, ArgMax} // a chain length, a TreeLo, a chain position (TreeArrays)
+			default:
+				n := int(fl - gen.FieldParam)
+				if n >= len(env.Heads) {
+					return nil, fmt.Errorf("ptx: program %s v%d: %s needs the values of the head parameters, which this kernel does not take (%d given)", p.Name, k, fl, len(env.Heads))
+				}
+				h := env.Heads[n]
+				r = interval{h.Min, h.Max}
+				if isImm(h.V) {
+					r = interval{h.V.Imm, h.V.Imm}
+				}
+			}
 		case gen.IRTreeAnc:
 			r = interval{0, 1}
-		case gen.IRTreeInfo:
-			r = interval{-1, ArgMax} // a chain length, a TreeLo, a chain position (TreeArrays)
-		case gen.IRParam:
-			if int(in.Imm) >= len(env.Heads) {
-				return nil, fmt.Errorf("ptx: program %s v%d: %s %d needs the values of the head parameters, which this kernel does not take (%d given)", p.Name, k, in.Op, in.Imm, len(env.Heads))
-			}
-			h := env.Heads[in.Imm]
-			r = interval{h.Min, h.Max}
-			if isImm(h.V) {
-				r = interval{h.V.Imm, h.V.Imm}
-			}
 		default:
 			return nil, fmt.Errorf("ptx: program %s v%d: op %s cannot be rendered", p.Name, k, in.Op)
 		}

@@ -25,14 +25,21 @@ func opProg(op gen.IROp, imm int64) *gen.Prog {
 // of both signs, with gen.Inf and -gen.Inf where the op only compares or
 // selects (programs never do arithmetic on them).
 func opCases(op gen.IROp, r *rand.Rand, docN int) [][]int64 {
+	return opCasesImm(op, 0, r, docN)
+}
+
+// opCasesImm is opCases for op with immediate imm (a load's field).
+func opCasesImm(op gen.IROp, imm int64, r *rand.Rand, docN int) [][]int64 {
 	var cases [][]int64
 	inf := int64(gen.Inf)
 	for c := 0; c < 96; c++ {
 		v := func() int64 { return int64(r.IntN(81) - 40) }
 		a := []int64{v(), v(), v()}
 		switch op {
-		case gen.IRDocID, gen.IRDocStart, gen.IRDocEnd:
-			a[0] = int64(r.IntN(docN))
+		case gen.IRLoad:
+			if gen.Field(imm).Indexed() {
+				a[0] = int64(r.IntN(docN))
+			}
 		case gen.IRTreeAnc:
 			// a query position, and a key anywhere around the positions
 			a[0], a[1] = int64(r.IntN(docN)), int64(r.IntN(docN+10)-5)
@@ -94,35 +101,41 @@ func TestEveryIROp(t *testing.T) {
 				imms = []int64{-3, 0, 1, 4, 5}
 			case gen.IRDivC, gen.IRModC:
 				imms = []int64{1, 2, 3, 8, 7}
-			case gen.IRTreeInfo, gen.IRParam:
-				imms = []int64{0, 1, 2}
-			}
-			if op == gen.IRParam {
-				checkParamOp(t, r, imms)
-				return
 			}
 			var docs []int32
-			switch {
-			case op.Tree():
+			if op.Tree() {
 				docs = treeParents(len(ids), 3)
-			case op.Docs():
-				docs = ids
 			}
-			for _, imm := range imms {
-				p := opProg(op, imm)
-				cases := opCases(op, r, len(ids))
-				// operands in registers
-				checkProg(t, p, nil, docs, cases)
-				// operands as immediates (constant folding), and one of
-				// A, B, C an immediate; one kernel per case
-				for c, a := range cases[:12] {
-					binds := []map[int]int64{{0: a[0], 1: a[1], 2: a[2]}, {c % 3: a[c%3]}}
-					for _, bind := range binds {
-						checkProg(t, p, bind, docs, [][]int64{a})
-					}
-				}
+			if op == gen.IRLoad {
+				// every field: the head parameters', then the document
+				// arrays' and the parent array's
+				checkParamOp(t, r, []int64{int64(gen.FieldParam), int64(gen.FieldParam + 1), int64(gen.FieldParam + 2)})
+				checkOp(t, r, op, []int64{int64(gen.FieldDocID), int64(gen.FieldDocStart), int64(gen.FieldDocEnd)}, ids, len(ids))
+				imms, docs = []int64{int64(gen.FieldTreeInfo), int64(gen.FieldTreeInfo + 1), int64(gen.FieldTreeInfo + 2)}, treeParents(len(ids), 3)
 			}
+			checkOp(t, r, op, imms, docs, len(ids))
 		})
+	}
+}
+
+// checkOp runs op with each immediate of imms on run-time data docs (nil:
+// none) under the interpreter against Prog.Eval: with its operands in
+// registers, as immediates (folded) and mixed.
+func checkOp(t *testing.T, r *rand.Rand, op gen.IROp, imms []int64, docs []int32, docN int) {
+	t.Helper()
+	for _, imm := range imms {
+		p := opProg(op, imm)
+		cases := opCasesImm(op, imm, r, docN)
+		// operands in registers
+		checkProg(t, p, nil, docs, cases)
+		// operands as immediates (constant folding), and one of
+		// A, B, C an immediate; one kernel per case
+		for c, a := range cases[:12] {
+			binds := []map[int]int64{{0: a[0], 1: a[1], 2: a[2]}, {c % 3: a[c%3]}}
+			for _, bind := range binds {
+				checkProg(t, p, bind, docs, [][]int64{a})
+			}
+		}
 	}
 }
 
@@ -139,8 +152,8 @@ func checkParamOp(t *testing.T, r *rand.Rand, imms []int64) {
 	t.Helper()
 	heads := &progHeads{params: opHeads}
 	for _, imm := range imms {
-		p := opProg(gen.IRParam, imm)
-		cases := opCases(gen.IRParam, r, 1)
+		p := opProg(gen.IRLoad, imm)
+		cases := opCasesImm(gen.IRLoad, imm, r, 1)
 		vals := make([][]int32, len(cases))
 		for c := range vals {
 			vals[c] = make([]int32, len(opHeads))
@@ -171,7 +184,7 @@ func checkParamOp(t *testing.T, r *rand.Rand, imms []int64) {
 // kernel's values, or with a value outside its range, is an error.
 func TestParamRange(t *testing.T) {
 	p := &gen.Prog{Name: "i_plus_w", Args: []string{"i"},
-		Insts:   []gen.Inst{{Op: gen.IRArg}, {Op: gen.IRParam, Imm: 0}, {Op: gen.IRAdd, A: 0, B: 1}},
+		Insts:   []gen.Inst{{Op: gen.IRArg}, {Op: gen.IRLoad, Imm: int64(gen.FieldParam)}, {Op: gen.IRAdd, A: 0, B: 1}},
 		Results: []int{2}}
 	big := int64(math.MaxInt32)
 	for _, c := range []struct {
@@ -225,8 +238,8 @@ func TestRenderRejects(t *testing.T) {
 		{"modc 2^32", prog(gen.Inst{Op: gen.IRModC, A: 0, Imm: 1 << 32}), nil, "does not fit s32"},
 		{"folded overflow", prog(gen.Inst{Op: gen.IRConst, Imm: gen.Inf}, gen.Inst{Op: gen.IRAdd, A: 1, B: 1}), func(f *Func) []Operand { return []Operand{reg(f, S32)} }, "does not fit s32"},
 		{"div by 0", prog(gen.Inst{Op: gen.IRConst, Imm: 0}, gen.Inst{Op: gen.IRDiv, A: 0, B: 1}), nil, "div by the constant 0"},
-		{"docid without arrays", prog(gen.Inst{Op: gen.IRDocID, A: 0}), nil, "document arrays"},
-		{"docend without arrays", prog(gen.Inst{Op: gen.IRDocEnd, A: 0}), nil, "document arrays"},
+		{"docid without arrays", prog(gen.Inst{Op: gen.IRLoad, Imm: int64(gen.FieldDocID), A: 0}), nil, "document arrays"},
+		{"docend without arrays", prog(gen.Inst{Op: gen.IRLoad, Imm: int64(gen.FieldDocEnd), A: 0}), nil, "document arrays"},
 		{"argument count", prog(gen.Inst{Op: gen.IRNot, A: 0}), func(f *Func) []Operand { return []Operand{I(1), I(2)} }, "takes 1 arguments"},
 		{"64-bit argument", prog(gen.Inst{Op: gen.IRNot, A: 0}), func(f *Func) []Operand { return []Operand{reg(f, U64)} }, "not an s32"},
 		{"float argument", prog(gen.Inst{Op: gen.IRNot, A: 0}), func(f *Func) []Operand { return []Operand{reg(f, F32)} }, "not an s32"},
