@@ -6,8 +6,11 @@
 // package cuda, does). Select picks a package's kernel for a device by its
 // compute capability (CanRun), leaving out kernels marked OptIn unless
 // asked for; a kernel that reads its inputs through tensor maps (sm_90a)
-// describes them (TensorMapLayout), and TensorMapsOf gives a call's maps
-// as cuTensorMapEncodeTiled takes them.
+// describes them (TensorMapLayout), and TensorMapsOf (TensorMapsWith for a
+// call at given strides) gives a call's maps as cuTensorMapEncodeTiled
+// takes them: rank 4, (column, position, head, batch), or rank 5 with the
+// residue class, each axis at the tensor's own byte stride, so BHSD, BSHD
+// and packed QKV tensors are read in place.
 package gpu
 
 import (
