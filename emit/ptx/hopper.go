@@ -165,10 +165,10 @@ func heaviestFirst(p *gen.Plan) bool {
 
 // TensorMap describes one tensor map a sm_90a kernel reads through, as
 // cuTensorMapEncodeTiled takes it (gpu.TensorMap): a 16-bit element
-// tensor of rank 3, dimensions innermost first, byte strides of
-// dimensions 1 and 2, the box copied per cp.async.bulk.tensor, the
-// 128-byte swizzle, element strides 1, no interleave, out-of-bound
-// elements filled with zeros.
+// tensor of rank 4 (rank 5 in the residue layout), dimensions innermost
+// first, the byte strides of dimensions 1.., the box copied per
+// cp.async.bulk.tensor, the kernel's swizzle, element strides 1, no
+// interleave, out-of-bound elements filled with zeros.
 type TensorMap = gpu.TensorMap
 
 // SM90aVerified records whether a GPU run has verified the sm_90a forward
@@ -203,23 +203,23 @@ func (k *Forward) tensorMapLayouts() []gpu.TensorMapLayout {
 }
 
 // TensorMaps returns the tensor maps of a sm_90a kernel's call with the
-// given shape on tensors at q, k and v (gpu.Kernel.TensorMapsOf). A
-// tensor [batch*heads][seq][D] is seen as its rows grouped by the
-// layout's stride st: element (col, c, R) is column col of row R*st + c of
-// the flattened [batch*heads*seq] rows, so a box (64 columns, 1, rows)
-// holds rows c, c+st, ... of one residue class (st = 1: consecutive
-// rows); the box of q has a query tile's rows, those of k and v a key
-// tile's. Rows of a box past its class's or head's positions are rows of
-// other classes or heads, which the kernel masks (keys) or does not store
-// (queries); past the tensor's end they read as zeros. The residue layout
-// needs seq_q and seq_k to be multiples of the stride (so that every
-// head's rows start a group).
+// given shape on tensors at q, k and v (gpu.Kernel.TensorMapsOf), in the
+// default layout. A tensor is seen as (col, position, head, batch), each
+// axis at its own stride, and with the layout's residue stride st > 1 as
+// (col, class, group, head, batch), position group*st + class, so that a
+// box (64 columns, rows, 1, 1) holds consecutive positions of one head
+// and a box (64 columns, 1, rows, 1, 1) positions c, c+st, ... of one
+// class; the box of q has a query tile's rows, those of k and v a key
+// tile's. Positions of a box past its head's read as zeros, which the
+// kernel masks (keys) or does not store (queries). The residue layout
+// needs seq_q and seq_k to be multiples of the stride.
 func (k *Forward) TensorMaps(batch, headsQ, headsKV, seqQ, seqK int, q, kAddr, v uint64) ([]TensorMap, error) {
 	return k.TensorMapsWith(batch, headsQ, headsKV, seqQ, seqK, q, kAddr, v, gpu.Layout{})
 }
 
 // TensorMapsWith is TensorMaps for q, k and v at the strides of l
-// (gpu.Kernel.TensorMapsWith: rows at one pitch, a multiple of 16 bytes).
+// (gpu.Kernel.TensorMapsWith: BHSD, BSHD, packed QKV or any strides a
+// tensor map holds, multiples of 16 bytes).
 func (k *Forward) TensorMapsWith(batch, headsQ, headsKV, seqQ, seqK int, q, kAddr, v uint64, l gpu.Layout) ([]TensorMap, error) {
 	if !k.Target.Accel {
 		return nil, fmt.Errorf("ptx: kernel %s (%s) takes no tensor maps", k.Name, k.Target.Arch())
