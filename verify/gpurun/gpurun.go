@@ -10,7 +10,11 @@
 // call-time soft-cap as the soft_cap scalar, the ALiBi slopes (the call's,
 // or the mask's geometric ones from mask.AlibiSlopes) and the learned sink
 // logits as device buffers; the backward returns the sink gradient
-// (summed from the dq kernel's row terms by gpu.DSink).
+// (summed from the dq kernel's row terms by gpu.DSink). A forward Kernel
+// holds its calls' q, k, v and output contiguous ([batch][heads][seq][D])
+// on the device, or, by WithLayout, as BSHD or as views into one packed
+// QKV buffer, read and written in place through the kernel's strides
+// (the sm_90a kernel's tensor maps) with NaN in every gap.
 package gpurun
 
 import (
