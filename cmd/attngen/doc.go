@@ -6,7 +6,7 @@
 //
 //	attngen -spec F [-out DIR] [-pkg NAME] [-sm 80,90a|none] [-dtype bf16,f16] [-verify]
 //	attngen generate ...    the same, named
-//	attngen verify -spec F [-seed N] [-sm 80,90a] [-dtype bf16] [-gpu] [-sample N] [-no-ptx]
+//	attngen verify -spec F [-seed N] [-sm 80,90a] [-dtype bf16] [-gpu] [-layout bhsd|bshd|packed] [-sample N] [-no-ptx]
 //	attngen bench -spec F [-seq S] [-seq-q Q] [-heads H] [-heads-kv H] [-batch B] [-dtype fp32] [-out-dtype fp32] [-paged PAGE] [-threads 1,2] [-reps R] [-bw-mib M] [-pass fwd|bwd|both] [-variants LIST] [-json] [-gpu [-sm 80,90a] [-warmup N] [-sample N] [-seed N]]
 //	attngen check -spec F [-seq N] [-sm 80] [-dtype bf16]
 //	attngen show -spec F [-seq N] [-tile T] [-o mask.png|mask.svg] [-width W]

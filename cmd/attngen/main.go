@@ -23,7 +23,7 @@ type cmdDoc struct {
 var cmdDocs = []cmdDoc{
 	{"generate", "-spec F [-out DIR] [-pkg NAME] [-sm 80,90a|none] [-dtype bf16,f16] [-verify]",
 		"generate a Go package with F's fused attention kernels (the default command: 'attngen -spec F' is 'attngen generate -spec F')"},
-	{"verify", "verify -spec F [-seed N] [-sm 80,90a] [-dtype bf16] [-gpu] [-no-ptx]",
+	{"verify", "verify -spec F [-seed N] [-sm 80,90a] [-dtype bf16] [-gpu] [-layout bhsd|bshd|packed] [-no-ptx]",
 		"check F's CPU kernels, and its PTX kernels under the interpreter (or on the GPU with -gpu), against the float64 reference"},
 	{"bench", "bench -spec F [-seq S] [-heads H] [-batch B] [-threads 1,2] [-reps R] [-pass fwd|bwd|both] [-json] [-gpu]",
 		"effective GFLOP/s of every kernel variant against the measured FMA peak"},

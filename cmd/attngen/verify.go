@@ -5,6 +5,8 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/attngen/attngen/gen"
@@ -12,6 +14,7 @@ import (
 	"github.com/attngen/attngen/runtime/mask"
 	"github.com/attngen/attngen/spec"
 	"github.com/attngen/attngen/verify"
+	"github.com/attngen/attngen/verify/gpurun"
 )
 
 // kernelRun adapts a CPU variant running a pattern's plan (with its score
@@ -375,6 +378,7 @@ func cmdVerify(args []string, stdout, stderr io.Writer) error {
 	noPTX := fs.Bool("no-ptx", false, "skip the PTX kernels under the interpreter")
 	dtype := fs.String("dtype", "bf16", "element types of the PTX kernels to verify, comma separated: bf16, f16 (as attngen -spec)")
 	sm := fs.String("sm", "80", "SM versions of the PTX kernels to verify (as attngen -spec; 90a: the sm_90a forward, with -gpu on a compute capability 9.0 device only); none: CPU kernels only")
+	layout := fs.String("layout", "bhsd", "layout of q, k, v and out on the device for the PTX forward kernels' checks, under the interpreter and with -gpu: bhsd, bshd, or packed (views into one QKV buffer; shapes get as many queries as keys); the backward's checks stay bhsd")
 	sample := fs.Int("sample", 512, fmt.Sprintf("-gpu: on shapes of %d or more query rows, the query rows judged against the float64 reference (first, last, fully masked, mask boundaries, tile edges, random; for every head up to four), and on the backward's S = 4096 shape as many dq rows and dk/dv keys of one head; 0: every row", sampleFrom))
 	if err := parseArgs(fs, args, stdout, path); err != nil {
 		return err
@@ -391,6 +395,12 @@ func cmdVerify(args []string, stdout, stderr io.Writer) error {
 	gpus, err := gpuTargets(*sm, *dtype)
 	if err != nil {
 		return usageError{err.Error()}
+	}
+	if !slices.Contains(gpurun.Layouts, *layout) {
+		return usagef("-layout %q: want one of %s", *layout, strings.Join(gpurun.Layouts, ", "))
+	}
+	if *layout != gpurun.BHSD && (len(gpus) == 0 || *noPTX && !*gpu) {
+		return usagef("-layout %s: no PTX kernel runs (-sm none, or -no-ptx without -gpu)", *layout)
 	}
 	if len(gpus) == 0 && *gpu {
 		return usagef("-gpu with -sm none: no PTX kernel to run")
@@ -433,7 +443,7 @@ func cmdVerify(args []string, stdout, stderr io.Writer) error {
 		if *noPTX && !*gpu {
 			break
 		}
-		n, err := verifyPTX(s, t, r, *gpu, *sample, stdout, stderr)
+		n, err := verifyPTXLayout(s, t, r, *gpu, *sample, *layout, stdout, stderr)
 		if err != nil {
 			return err
 		}

@@ -57,6 +57,16 @@ func interpBwdShapes(d int) []verify.Shape {
 // type (verify.BF16Kernel, verify.F16Kernel; for the backward
 // verify.GradBF16, verify.GradF16) on inputs rounded to it.
 func verifyPTX(s *spec.Spec, t ptx.Target, r *rand.Rand, gpu bool, sample int, stdout, progress io.Writer) (int, error) {
+	return verifyPTXLayout(s, t, r, gpu, sample, gpurun.BHSD, stdout, progress)
+}
+
+// verifyPTXLayout is verifyPTX with the forward kernels' checks run on q,
+// k, v and out held in the named layout (gpurun.Layouts: bhsd, bshd,
+// packed) on the device, under the interpreter and on the GPU; the
+// packed layout (one QKV projection's output) runs every forward shape
+// with as many queries as keys. The backward's checks, and the forward
+// runs they make, stay BHSD.
+func verifyPTXLayout(s *spec.Spec, t ptx.Target, r *rand.Rand, gpu bool, sample int, layout string, stdout, progress io.Writer) (int, error) {
 	plan, err := gen.Compile(s, t, nil)
 	if err != nil {
 		return 0, err
@@ -70,14 +80,24 @@ func verifyPTX(s *spec.Spec, t ptx.Target, r *rand.Rand, gpu bool, sample int, s
 	if err != nil {
 		return 0, err
 	}
+	ikB := ik // the backward checks' forward: BHSD
+	if ik, err = ik.WithLayout(layout); err != nil {
+		return 0, err
+	}
+	if ik.Layout() != gpurun.BHSD {
+		fmt.Fprintf(stdout, "%-7s the forward checks of %s hold q, k, v and out as %s on the device\n", "ptx-sim", t.Name(), ik.Layout())
+	}
 	// the sm_90a target has a forward kernel only (ptx.Kernels gives it no
 	// backward: the sm_80 target's kernels serve it), and runs residue
 	// layouts on lengths that are multiples of the stride: its shapes are
-	// rounded up to them
+	// rounded up to them; the packed layout gets as many queries as keys
 	fit := func(shs ...verify.Shape) []verify.Shape {
 		out := slices.Clone(shs)
-		if st := fi.Stride; fi.Target.Accel && st > 1 {
-			for x := range out {
+		for x := range out {
+			if layout == gpurun.Packed {
+				out[x].SeqQ = out[x].SeqK
+			}
+			if st := fi.Stride; fi.Target.Accel && st > 1 {
 				out[x].SeqQ = (out[x].SeqQ + st - 1) / st * st
 				out[x].SeqK = (out[x].SeqK + st - 1) / st * st
 			}
@@ -116,13 +136,14 @@ func verifyPTX(s *spec.Spec, t ptx.Target, r *rand.Rand, gpu bool, sample int, s
 	mdSim := fit(nfSim)[0]
 	report("ptx-sim", verify.CheckMaskedData(s.Pattern(), ik.Run(), mdSim, r, 2), maskedText(mdSim))
 	// a ragged batch, where the kernels take per-row lengths
-	ragged := verify.Shape{Batch: 3, HeadsQ: 2, HeadsKV: 1, SeqQ: 37, SeqK: 130, HeadDim: s.HeadDim,
-		SeqLensQ: []int32{37, 20, 1}, SeqLensK: []int32{130, 75, 64}}
+	ragged := fit(verify.Shape{Batch: 3, HeadsQ: 2, HeadsKV: 1, SeqQ: 37, SeqK: 130, HeadDim: s.HeadDim,
+		SeqLensQ: []int32{37, 20, 1}, SeqLensK: []int32{130, 75, 64}})[0]
 	// and the same rows at positions of their own, where the kernels take
 	// positions (raggedShapes' first shape)
 	positioned := raggedShapes(s.HeadDim, 0)[0]
 	positioned.HeadsQ = 2
 	positioned.HeadsKV = 1
+	positioned = fit(positioned)[0]
 	lens, pos := takesParam(fi.Params, lensParam), takesParam(fi.Params, posParam)
 	if lens {
 		rep, err := verify.CheckNumericWith(s.Pattern(), ik.Run(), ragged, r, opts)
@@ -141,22 +162,22 @@ func verifyPTX(s *spec.Spec, t ptx.Target, r *rand.Rand, gpu bool, sample int, s
 		if !gpu {
 			return failed, nil
 		}
-		return failed, verifyGPUForward(s, t, fi, ik, r, sample, fit, dep, depText, mdSim, report, stdout, progress)
+		return failed, verifyGPUForward(s, t, fi, ikB, r, sample, layout, fit, dep, depText, mdSim, report, stdout, progress)
 	}
 	for _, sh := range interpBwdShapes(s.HeadDim) {
-		rep, err := verify.CheckGradWith(s.Pattern(), ik.Run(), ib.Run(), sh, r, gopts)
+		rep, err := verify.CheckGradWith(s.Pattern(), ikB.Run(), ib.Run(), sh, r, gopts)
 		report("ptx-sim", err, "backward "+rep.String()+yard)
 	}
 	if lens {
-		rep, err := verify.CheckGradWith(s.Pattern(), ik.Run(), ib.Run(), ragged, r, gopts)
+		rep, err := verify.CheckGradWith(s.Pattern(), ikB.Run(), ib.Run(), ragged, r, gopts)
 		report("ptx-sim", err, "backward "+raggedText(ragged)+": "+rep.String()+yard)
 	}
 	if pos && takesParam(bw.DQParams, posParam) {
-		rep, err := verify.CheckGradWith(s.Pattern(), ik.Run(), ib.Run(), positioned, r, gopts)
+		rep, err := verify.CheckGradWith(s.Pattern(), ikB.Run(), ib.Run(), positioned, r, gopts)
 		report("ptx-sim", err, "backward "+raggedText(positioned)+": "+rep.String()+yard)
 	}
-	report("ptx-sim", verify.CheckGradDependencies(s.Pattern(), ik.Run(), ib.Run(), dep, r), bwdDepText)
-	report("ptx-sim", verify.CheckGradNonFinite(s.Pattern(), ik.Run(), ib.Run(), nfSim, r, 2), nonFiniteText(nfSim))
+	report("ptx-sim", verify.CheckGradDependencies(s.Pattern(), ikB.Run(), ib.Run(), dep, r), bwdDepText)
+	report("ptx-sim", verify.CheckGradNonFinite(s.Pattern(), ikB.Run(), ib.Run(), nfSim, r, 2), nonFiniteText(nfSim))
 	if !gpu {
 		return failed, nil
 	}
@@ -170,17 +191,22 @@ func verifyPTX(s *spec.Spec, t ptx.Target, r *rand.Rand, gpu bool, sample int, s
 	if err != nil {
 		return failed, err
 	}
+	gkB := gk // the backward checks' forward: BHSD
+	if gk, err = gk.WithLayout(layout); err != nil {
+		return failed, err
+	}
 	gb, err := gpurun.GPUBackward(ctx, bw)
 	if err != nil {
 		return failed, err
 	}
 	fmt.Fprintf(stdout, "gpu: %s\n", dev)
 	shapes := append(interpShapes(s.HeadDim), verify.Shapes(s.HeadDim)...)
-	shapes = append(shapes, verify.Shape{Batch: 1, HeadsQ: 2, HeadsKV: 1, SeqQ: 8192, SeqK: 8192, HeadDim: s.HeadDim})
+	shapes = fit(append(shapes, verify.Shape{Batch: 1, HeadsQ: 2, HeadsKV: 1, SeqQ: 8192, SeqK: 8192, HeadDim: s.HeadDim})...)
 	bwdShapes := append(interpBwdShapes(s.HeadDim), verify.Shapes(s.HeadDim)...)
 	// the backward's long shape, judged on sampled rows and keys
 	bwdLong := verify.Shape{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: 4096, SeqK: 4096, HeadDim: s.HeadDim}
 	nfGPU := []verify.Shape{nfSim, {Batch: 1, HeadsQ: 4, HeadsKV: 2, SeqQ: 2, SeqK: 600, HeadDim: s.HeadDim}}
+	mdGPU := fit(nfGPU...) // the forward's masked-data shapes
 	steps := len(shapes) + 1 + len(nfGPU) + len(interpShapes(s.HeadDim)) + len(bwdShapes) + 2 + len(nfGPU) + len(interpBwdShapes(s.HeadDim))
 	step := 0
 	next := func(what string) {
@@ -198,36 +224,36 @@ func verifyPTX(s *spec.Spec, t ptx.Target, r *rand.Rand, gpu bool, sample int, s
 	}
 	next("dependencies, S = 40")
 	report("gpu", verify.CheckDependencies(s.Pattern(), gk.Run(), dep, r), depText)
-	for _, sh := range nfGPU {
+	for _, sh := range mdGPU {
 		next(fmt.Sprintf("masked data, B%d Hq%d Hkv%d Sq%d Sk%d", sh.Batch, sh.HeadsQ, sh.HeadsKV, sh.SeqQ, sh.SeqK))
 		report("gpu", verify.CheckMaskedData(s.Pattern(), gk.Run(), sh, r, 3), maskedText(sh))
 	}
-	// GPU against the interpreter on identical inputs.
-	for _, sh := range interpShapes(s.HeadDim) {
+	// GPU (in the layout) against the interpreter (BHSD) on identical inputs.
+	for _, sh := range fit(interpShapes(s.HeadDim)...) {
 		next(fmt.Sprintf("GPU against the interpreter, %dx%d", sh.SeqQ, sh.SeqK))
-		report("gpu=sim", agree(s, gk, ik, sh, r), fmt.Sprintf("GPU and interpreter agree within %s output rounding on %dx%d", t.Elem, sh.SeqQ, sh.SeqK))
+		report("gpu=sim", agree(s, gk, ikB, sh, r), fmt.Sprintf("GPU and interpreter agree within %s output rounding on %dx%d", t.Elem, sh.SeqQ, sh.SeqK))
 	}
 	for _, sh := range bwdShapes {
 		next(fmt.Sprintf("backward, B%d Hq%d Hkv%d Sq%d Sk%d", sh.Batch, sh.HeadsQ, sh.HeadsKV, sh.SeqQ, sh.SeqK))
-		rep, err := verify.CheckGradWith(s.Pattern(), gk.Run(), gb.Run(), sh, r, gopts)
+		rep, err := verify.CheckGradWith(s.Pattern(), gkB.Run(), gb.Run(), sh, r, gopts)
 		report("gpu", err, "backward "+rep.String())
 	}
 	next(fmt.Sprintf("backward, B1 Hq1 Hkv1 Sq%d Sk%d, sampled", bwdLong.SeqQ, bwdLong.SeqK))
-	rep, err := verify.CheckGradSampledRun(s.Pattern(), gk.Run(), gb.Run(), bwdLong, r, gopts, sample)
+	rep, err := verify.CheckGradSampledRun(s.Pattern(), gkB.Run(), gb.Run(), bwdLong, r, gopts, sample)
 	what := fmt.Sprintf(" (of %d sampled dq rows and %d dk/dv keys)", sample, sample)
 	if sample == 0 {
 		what = " (every row)"
 	}
 	report("gpu", err, "backward "+rep.String()+what)
 	next("backward dependencies, S = 40")
-	report("gpu", verify.CheckGradDependencies(s.Pattern(), gk.Run(), gb.Run(), dep, r), bwdDepText)
+	report("gpu", verify.CheckGradDependencies(s.Pattern(), gkB.Run(), gb.Run(), dep, r), bwdDepText)
 	for _, sh := range nfGPU {
 		next(fmt.Sprintf("backward non-finite, B%d Hq%d Hkv%d Sq%d Sk%d", sh.Batch, sh.HeadsQ, sh.HeadsKV, sh.SeqQ, sh.SeqK))
-		report("gpu", verify.CheckGradNonFinite(s.Pattern(), gk.Run(), gb.Run(), sh, r, 3), nonFiniteText(sh))
+		report("gpu", verify.CheckGradNonFinite(s.Pattern(), gkB.Run(), gb.Run(), sh, r, 3), nonFiniteText(sh))
 	}
 	for _, sh := range interpBwdShapes(s.HeadDim) {
 		next(fmt.Sprintf("backward, GPU against the interpreter, %dx%d", sh.SeqQ, sh.SeqK))
-		report("gpu=sim", agreeBackward(s, ik, gb, ib, sh, r), fmt.Sprintf("backward: GPU and interpreter gradients agree on %dx%d", sh.SeqQ, sh.SeqK))
+		report("gpu=sim", agreeBackward(s, ikB, gb, ib, sh, r), fmt.Sprintf("backward: GPU and interpreter gradients agree on %dx%d", sh.SeqQ, sh.SeqK))
 	}
 	return failed, nil
 }
@@ -282,11 +308,12 @@ func gpuRunsTargets(ts []ptx.Target) error {
 }
 
 // verifyGPUForward is verifyPTX's GPU part for a target with a forward
-// kernel only (sm_90a): the interpreter shapes, verify.Shapes and S = 8192
-// (sampled rows), rounded by fit; dependencies; the masked-data rule on
-// shape md; and GPU against the interpreter on identical inputs. Each
-// check goes to count, which reports it and counts failures.
-func verifyGPUForward(s *spec.Spec, t ptx.Target, fi *ptx.Forward, ik *gpurun.Kernel, r *rand.Rand, sample int,
+// kernel only (sm_90a), its tensors held in the named layout on the GPU:
+// the interpreter shapes, verify.Shapes and S = 8192 (sampled rows),
+// rounded by fit; dependencies; the masked-data rule on shape md; and GPU
+// against the interpreter (ik, BHSD) on identical inputs. Each check goes
+// to count, which reports it and counts failures.
+func verifyGPUForward(s *spec.Spec, t ptx.Target, fi *ptx.Forward, ik *gpurun.Kernel, r *rand.Rand, sample int, layout string,
 	fit func(...verify.Shape) []verify.Shape, dep verify.Shape, depText string, md verify.Shape, count func(string, error, string), stdout, progress io.Writer) error {
 	ctx, err := openGPU()
 	if err != nil {
@@ -295,6 +322,9 @@ func verifyGPUForward(s *spec.Spec, t ptx.Target, fi *ptx.Forward, ik *gpurun.Ke
 	defer ctx.Release()
 	gk, err := gpurun.GPU(ctx, fi)
 	if err != nil {
+		return err
+	}
+	if gk, err = gk.WithLayout(layout); err != nil {
 		return err
 	}
 	opts := verify.BF16Kernel

@@ -358,3 +358,41 @@ func TestVerifyRandomSpecs(t *testing.T) {
 		t.Errorf("%d valid random specs of %d drawn, want %d", valid, 4*n, n)
 	}
 }
+
+// TestVerifyPTXLayout: verify -layout runs the PTX forward checks with q,
+// k, v and out held as BSHD or as a packed QKV buffer on the device (the
+// packed layout on shapes of as many queries as keys), and says so; a
+// layout verify does not know is a usage error.
+func TestVerifyPTXLayout(t *testing.T) {
+	r := rand.New(rand.NewPCG(23, 24))
+	s, err := spec.ParseFile("../../spec/examples/window.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		layout string
+		seqs   [][2]int
+	}{
+		{"bshd", [][2]int{{1, 1}, {37, 70}, {65, 65}}},
+		{"packed", [][2]int{{1, 1}, {70, 70}, {65, 65}}},
+	} {
+		var out bytes.Buffer
+		failed, err := verifyPTXLayout(s, ptx.SM90a, r, false, 0, c.layout, &out, io.Discard)
+		text := out.String()
+		if err != nil || failed != 0 {
+			t.Fatalf("%s: %d failed, %v:\n%s", c.layout, failed, err, text)
+		}
+		if !strings.Contains(text, "hold q, k, v and out as "+c.layout+" on the device") {
+			t.Errorf("%s: the layout is not reported:\n%s", c.layout, text)
+		}
+		for _, sq := range c.seqs {
+			if !strings.Contains(text, fmt.Sprintf(" Sq%d Sk%d D%d: out err", sq[0], sq[1], s.HeadDim)) {
+				t.Errorf("%s: no line for Sq%d Sk%d:\n%s", c.layout, sq[0], sq[1], text)
+			}
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	if err := cmdVerify([]string{"-spec", "../../spec/examples/window.yaml", "-layout", "sbhd"}, &stdout, &stderr); err == nil || !strings.Contains(err.Error()+stderr.String(), "want one of bhsd, bshd, packed") {
+		t.Errorf("-layout sbhd: %v %s", err, stderr.String())
+	}
+}

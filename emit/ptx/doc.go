@@ -259,14 +259,20 @@
 // (dout and the forward's o take o's, dq, dk and dv, f32, those of q, k
 // and v; lse, delta and dsink_rows stay contiguous [batch][heads_q][seq_q]),
 // the sm_90a forward o's, its q, k and v strides being its tensor maps'
-// (TensorMapsWith: rows at one pitch, a multiple of 16 bytes, so BHSD
-// with padded rows; BSHD and packed QKV are refused there). A row's
+// (TensorMapsWith: one byte stride per axis, so BHSD, BSHD, packed QKV,
+// padded rows and any mix run, each stride of an axis of more than one
+// row a positive multiple of 16 bytes below 2^40 and the addresses
+// 16-byte aligned; other strides, a 0 broadcast among them, are refused
+// there and run on the sm_80 kernel). A row's
 // address is the (b, h) base, a 64-bit product of the batch and head
 // strides, plus a 32-bit row x pitch x element size times the pos stride,
 // widened; the strides are loaded from their parameters where used, so
 // no register holds them across the tile loop. TestInterpStrides
 // (layout_test.go) runs padded BHSD, BSHD, a mix and packed QKV against
-// the contiguous call's bits.
+// the contiguous call's bits on the sm_80 forward and backward and the
+// sm_90a forward (the latter's contiguous call also against the sm_80
+// kernel's, within bf16 rounding, so that maps wrong alike in every
+// layout fail too).
 //
 // Ragged batches: the kernels of the identity layout up to head_dim 128 (the sm_80 forward,
 // both backward kernels, the sm_90a forward) takes seq_lens_q and
@@ -371,12 +377,15 @@
 // threads is two consumer warpgroups of 64 query rows (4 warps of 16 rows
 // each), which visit the key tiles of the CTA's 128 rows together.
 //
-// Q, K and V are read by cp.async.bulk.tensor.3d through tensor maps
+// Q, K and V are read by cp.async.bulk.tensor.4d through tensor maps
 // passed by address (parameters tmap_q, tmap_k, tmap_v in place of q, k
 // and v; Forward.TensorMaps describes them for cuTensorMapEncodeTiled):
-// boxes of 64 columns by 128 query rows or 64 key rows with the 128-byte
-// swizzle, two boxes per row of a head_dim 128 tile, into 1024-byte
-// aligned shared memory. One thread, the issuer, initializes four
+// rank 4, (column, position, head, batch), each axis at the tensor's own
+// byte stride, boxes of 64 columns by 128 query positions or 64 key
+// positions of one head with the 128-byte swizzle, two boxes per row of a
+// head_dim 128 tile, into 1024-byte aligned shared memory; the copy of a
+// tile names its first position, its head and its batch row, and rows of a
+// box past the head's positions read as zeros. One thread, the issuer, initializes four
 // mbarriers (Q, and one per stage of the 3-stage K/V pipeline), acquires
 // the three tensor maps for the tensor copies
 // (fence.proxy.tensormap::generic.acquire.sys: the host wrote them into
@@ -437,10 +446,15 @@
 // keys were, in the value tile's layout, and restore reads them with the
 // value descriptor moved to the key tile, one box and 64 keys at a time),
 // with fence.proxy.async after its generic stores. The residue layout is a
-// tensor-map view: rows grouped by the stride (column, class, row group),
-// so a box holds rows c, c+st, ... of one class, no gather; it needs seq_q
-// and seq_k to be multiples of the stride (Geometry and TensorMaps refuse
-// other calls). Documents and grouped-query heads are as on sm_80.
+// tensor-map view: rank 5, positions grouped by the stride (column, class,
+// group, head, batch; position group*st + class, the class axis at the pos
+// stride, the group axis at st times it), copied by
+// cp.async.bulk.tensor.5d, so a box holds positions c, c+st, ... of one
+// class of one head, no gather; it needs seq_q and seq_k to be multiples
+// of the stride (Geometry and TensorMaps refuse other calls). Each map
+// spans one head's seq positions, so a batch row of fewer keys (per-row
+// lengths, where a kernel takes them) needs no other map: the keys past
+// its length are masked, and boxes past the head read zeros. Documents and grouped-query heads are as on sm_80.
 //
 // The grid is persistent: the kernel takes the batch size (parameter
 // batch, gpu.PersistentParam) and its CTAs loop over the call's work

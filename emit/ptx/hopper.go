@@ -165,10 +165,10 @@ func heaviestFirst(p *gen.Plan) bool {
 
 // TensorMap describes one tensor map a sm_90a kernel reads through, as
 // cuTensorMapEncodeTiled takes it (gpu.TensorMap): a 16-bit element
-// tensor of rank 3, dimensions innermost first, byte strides of
-// dimensions 1 and 2, the box copied per cp.async.bulk.tensor, the
-// 128-byte swizzle, element strides 1, no interleave, out-of-bound
-// elements filled with zeros.
+// tensor of rank 4 (rank 5 in the residue layout), dimensions innermost
+// first, the byte strides of dimensions 1.., the box copied per
+// cp.async.bulk.tensor, the kernel's swizzle, element strides 1, no
+// interleave, out-of-bound elements filled with zeros.
 type TensorMap = gpu.TensorMap
 
 // SM90aVerified records whether a GPU run has verified the sm_90a forward
@@ -203,23 +203,23 @@ func (k *Forward) tensorMapLayouts() []gpu.TensorMapLayout {
 }
 
 // TensorMaps returns the tensor maps of a sm_90a kernel's call with the
-// given shape on tensors at q, k and v (gpu.Kernel.TensorMapsOf). A
-// tensor [batch*heads][seq][D] is seen as its rows grouped by the
-// layout's stride st: element (col, c, R) is column col of row R*st + c of
-// the flattened [batch*heads*seq] rows, so a box (64 columns, 1, rows)
-// holds rows c, c+st, ... of one residue class (st = 1: consecutive
-// rows); the box of q has a query tile's rows, those of k and v a key
-// tile's. Rows of a box past its class's or head's positions are rows of
-// other classes or heads, which the kernel masks (keys) or does not store
-// (queries); past the tensor's end they read as zeros. The residue layout
-// needs seq_q and seq_k to be multiples of the stride (so that every
-// head's rows start a group).
+// given shape on tensors at q, k and v (gpu.Kernel.TensorMapsOf), in the
+// default layout. A tensor is seen as (col, position, head, batch), each
+// axis at its own stride, and with the layout's residue stride st > 1 as
+// (col, class, group, head, batch), position group*st + class, so that a
+// box (64 columns, rows, 1, 1) holds consecutive positions of one head
+// and a box (64 columns, 1, rows, 1, 1) positions c, c+st, ... of one
+// class; the box of q has a query tile's rows, those of k and v a key
+// tile's. Positions of a box past its head's read as zeros, which the
+// kernel masks (keys) or does not store (queries). The residue layout
+// needs seq_q and seq_k to be multiples of the stride.
 func (k *Forward) TensorMaps(batch, headsQ, headsKV, seqQ, seqK int, q, kAddr, v uint64) ([]TensorMap, error) {
 	return k.TensorMapsWith(batch, headsQ, headsKV, seqQ, seqK, q, kAddr, v, gpu.Layout{})
 }
 
 // TensorMapsWith is TensorMaps for q, k and v at the strides of l
-// (gpu.Kernel.TensorMapsWith: rows at one pitch, a multiple of 16 bytes).
+// (gpu.Kernel.TensorMapsWith: BHSD, BSHD, packed QKV or any strides a
+// tensor map holds, multiples of 16 bytes).
 func (k *Forward) TensorMapsWith(batch, headsQ, headsKV, seqQ, seqK int, q, kAddr, v uint64, l gpu.Layout) ([]TensorMap, error) {
 	if !k.Target.Accel {
 		return nil, fmt.Errorf("ptx: kernel %s (%s) takes no tensor maps", k.Name, k.Target.Arch())
@@ -259,8 +259,9 @@ type hop struct {
 	t0        Reg     // the issuer: the thread that initializes the mbarriers and issues the copies
 	tmQ       Operand // tensor map addresses
 	tmK, tmV  Operand
-	cls       Operand // dimension-1 coordinate: the residue class (0 for the identity layout)
-	kvRow0    Operand // dimension-2 coordinate of this CTA's key 0
+	cls       Operand // the residue class, dimension 1 of a rank-5 map (0 for the identity layout)
+	kvHead    Operand // this item's key/value head: the head coordinate of k's and v's maps
+	bat       Operand // this item's batch row: the batch coordinate of every map
 	phase     Reg     // bit b: the parity of stage b's mbarrier phase to wait for next
 	vote      Reg     // with a producer: the set of vote words the next vote uses
 	lastFirst bool    // work items take query tiles last first (heaviestFirst)
@@ -383,21 +384,28 @@ func (h *hop) wait(bar Operand, parity Operand) {
 }
 
 // copyTile has thread 0 copy the boxes of a tile of rows rows from tensor
-// map tm at (column 64b, class, row group) to dst, box b at
-// dst+b*rows*128, completing on bar.
-func (h *hop) copyTile(dst Operand, tm Operand, row Operand, rows int, bar Operand) {
-	h.copyBoxes(h.halves, dst, tm, row, rows, bar)
+// map tm to dst, box b at dst+b*rows*swz, completing on bar: the rows of
+// positions row, row+1, ... of head head of the item's batch row, at
+// coordinates (column b*boxCols, row, head, batch) of a rank-4 map, or, in
+// the residue layout, positions (row+i)*st + class, at (column, class,
+// row, head, batch) of a rank-5 map (TensorMaps).
+func (h *hop) copyTile(dst Operand, tm Operand, row, head Operand, rows int, bar Operand) {
+	h.copyBoxes(h.halves, dst, tm, row, head, rows, bar)
 }
 
 // copyBoxes is copyTile for a tile of boxes boxes a row (vHalves: a V tile).
-func (h *hop) copyBoxes(boxes int, dst Operand, tm Operand, row Operand, rows int, bar Operand) {
+func (h *hop) copyBoxes(boxes int, dst Operand, tm Operand, row, head Operand, rows int, bar Operand) {
 	f := h.f
 	bar = f.reg(U32, bar)
-	row, c := f.reg(S32, row), f.reg(S32, h.cls)
+	row, hd, bz := f.reg(S32, row), f.reg(S32, head), f.reg(S32, h.bat)
 	for b := 0; b < boxes; b++ {
 		col := f.Mov(S32, I(int64(b*h.boxCols())))
-		f.Emit(Inst{Op: OpBulkTensor3, Guard: &h.t0, Dst: []Operand{Addr(f.reg(U32, dst).Reg, int64(b*rows*h.swz))},
-			Src: []Operand{TensorCoord(tm.Reg, col, c.Reg, row.Reg), Addr(bar.Reg, 0)}})
+		op, crd := OpBulkTensor4, []Reg{col, row.Reg, hd.Reg, bz.Reg}
+		if h.st > 1 {
+			op, crd = OpBulkTensor5, []Reg{col, f.reg(S32, h.cls).Reg, row.Reg, hd.Reg, bz.Reg}
+		}
+		f.Emit(Inst{Op: op, Guard: &h.t0, Dst: []Operand{Addr(f.reg(U32, dst).Reg, int64(b*rows*h.swz))},
+			Src: []Operand{TensorCoord(tm.Reg, crd...), Addr(bar.Reg, 0)}})
 	}
 }
 
@@ -445,9 +453,9 @@ func (h *hop) load(kt, buf Operand) {
 	stage := h.stageAddr(buf)
 	bar := h.stageBar(buf)
 	h.expect(bar, h.stageBytes())
-	row := f.Add(h.kvRow0, f.MulC(kt, int64(h.tileK)))
-	h.copyTile(stage, h.tmK, row, h.tileK, bar)
-	h.copyBoxes(h.vHalves, f.Add(stage, I(int64(h.tileBytes))), h.tmV, row, h.tileK, bar)
+	row := f.MulC(kt, int64(h.tileK))
+	h.copyTile(stage, h.tmK, row, h.kvHead, h.tileK, bar)
+	h.copyBoxes(h.vHalves, f.Add(stage, I(int64(h.tileBytes))), h.tmV, row, h.kvHead, h.tileK, bar)
 }
 
 // items opens a loop over the CTA's work items, from first in steps of
@@ -475,7 +483,8 @@ func (h *hop) items(w *workList, first Operand, prefix string) (func(), *item, e
 type item struct {
 	qrow0, q0, q1 Operand // first query row (class-local); its positions' range
 	ktlo          Operand // the first key tile of the hull
-	qGroup        Operand // tensor-map row group of the first query row
+	qGroup        Operand // tensor-map position (identity) or row group (residue) of the first query row
+	qHead         Operand // the query head
 	obase, lbase  Operand // global bases of the output and the lse
 	off           Operand // seq_k - seq_q (class-local)
 }
@@ -490,7 +499,7 @@ type workList struct {
 
 // item emits the decoding of work item it (a register) of w: its query
 // tile (heaviest first), head and batch x class, and the key-tile range of
-// the tile, and sets the generator's per-item state (sq, sk, cls, kvRow0,
+// the tile, and sets the generator's per-item state (sq, sk, cls, kvHead, bat,
 // kthi, pitch). A residue class's tile past its queries goes to h.next.
 func (h *hop) item(w *workList, it Operand) (*item, error) {
 	f := h.f
@@ -528,11 +537,15 @@ func (h *hop) item(w *workList, it Operand) (*item, error) {
 	x := &item{qrow0: qrow0, off: off}
 	x.obase = h.rowAt("o", h.headAt("o", w.o, bz, hd, 2), qRow, 2) // o at its strides
 	x.lbase = h.wide(w.lse, rowIdx, 4)
-	// row groups of st rows (TensorMaps): the tile's first query row lies in
-	// group (rowIdx - c) / st, key 0 of this head's class in group
-	// (bh_kv * seq_k) / st (seq_q and seq_k are multiples of st)
-	x.qGroup = f.FloorDiv(f.Sub(rowIdx, h.cls), st)
-	h.kvRow0 = f.FloorDiv(f.Op3(OpMulLo, S32, f.Add(f.Op3(OpMulLo, S32, bz, w.hkv), kvh), w.skAll), st)
+	// tensor-map coordinates (TensorMaps): the batch row and the heads; the
+	// tile's first query row is position qRow of its head, in the residue
+	// layout row group (qRow - c) / st of class c (seq_q and seq_k are
+	// multiples of st), and key tile kt starts at kt*tk either way
+	x.qGroup, x.qHead = qRow, hd
+	if st > 1 {
+		x.qGroup = f.FloorDiv(f.Sub(qRow, h.cls), st)
+	}
+	h.kvHead, h.bat = kvh, bz
 
 	var err error
 	if x.q0, x.q1, x.ktlo, err = h.keyRange(qrow0, off); err != nil {
@@ -642,7 +655,7 @@ func (h *hop) kernel() error {
 	if !h.producer {
 		f.Comment("Q tile by bulk tensor copies, rows past seq_q zero-filled (the last item's reads of Q ended before its last tile's barrier)")
 		h.expect(barQ, h.qBytes)
-		h.copyTile(f.Add(h.smem, I(int64(h.qOff()))), h.tmQ, x.qGroup, hopTileQ, barQ)
+		h.copyTile(f.Add(h.smem, I(int64(h.qOff()))), h.tmQ, x.qGroup, x.qHead, hopTileQ, barQ)
 		buf = f.Mov(U32, I(0)) // every stage is free between items: start at stage 0
 		h.load(R(cur), R(buf))
 	}
@@ -774,7 +787,7 @@ func (h *hop) produce(w *workList, first, barQ Operand) error {
 	f.Place(qfree)
 	f.Set(U32, qUsed, I(1))
 	h.expect(barQ, h.qBytes)
-	h.copyTile(f.Add(h.smem, I(int64(h.qOff()))), h.tmQ, x.qGroup, hopTileQ, barQ)
+	h.copyTile(f.Add(h.smem, I(int64(h.qOff()))), h.tmQ, x.qGroup, x.qHead, hopTileQ, barQ)
 	loop := f.NewLabel("ptile")
 	f.Place(loop)
 	f.Comment("the stage: once the consumers are done with the tile it held")

@@ -74,7 +74,8 @@ const (
 	OpMbarInit      // mbarrier.init [bar], count
 	OpMbarArriveTx  // mbarrier.arrive.expect_tx state, [bar], bytes
 	OpMbarTryWait   // mbarrier.try_wait.parity p, [bar], parity
-	OpBulkTensor3   // cp.async.bulk.tensor.3d [dst], [tmap, {c0, c1, c2}], [bar]
+	OpBulkTensor4   // cp.async.bulk.tensor.4d [dst], [tmap, {c0, c1, c2, c3}], [bar]
+	OpBulkTensor5   // cp.async.bulk.tensor.5d [dst], [tmap, {c0, .., c4}], [bar]
 	OpFenceProxy    // fence.proxy.async.shared::cta
 	OpFenceMbarInit // fence.mbarrier_init.release.cluster
 	OpFenceTmap     // fence.proxy.tensormap::generic.acquire.sys [tmap], 128
@@ -94,7 +95,7 @@ const (
 //	P predicate (a source may be negated); B b32 register; H b16 register
 //	F f32 register or immediate; U u32 register or immediate; I immediate
 //	A address (64-bit register, or 32-bit for .shared); S shared address; V vector of registers; L label; X any 32-bit register
-//	D b64 register; M tensor-map operand [tmap, {c0, c1, c2}] (TensorCoord)
+//	D b64 register; M tensor-map operand [tmap, {c0, c1, ...}] (TensorCoord), as many coordinates as the op's rank (bulkRank)
 type opSpec struct {
 	text   string // mnemonic; {T}, {T2}, {C} and {S} are replaced
 	types  []Type // allowed T (nil: none)
@@ -107,10 +108,18 @@ type opSpec struct {
 	accel bool
 }
 
+// bulkRank is the rank of a bulk tensor copy op: its coordinates.
+func bulkRank(op Op) int {
+	if op == OpBulkTensor5 {
+		return 5
+	}
+	return 4
+}
+
 // hopperOps are the ops only the sm_90a forward kernel (hopper.go) uses.
 var hopperOps = map[Op]bool{
 	OpWgFence: true, OpWgCommit: true, OpWgWait: true, OpWgmmaSS: true, OpWgmmaRS: true,
-	OpMbarInit: true, OpMbarArriveTx: true, OpMbarTryWait: true, OpBulkTensor3: true,
+	OpMbarInit: true, OpMbarArriveTx: true, OpMbarTryWait: true, OpBulkTensor4: true, OpBulkTensor5: true,
 	OpFenceProxy: true, OpFenceMbarInit: true, OpFenceTmap: true,
 	OpBarN: true, OpBarArrive: true, OpSetmaxnregInc: true, OpSetmaxnregDec: true,
 }
@@ -197,7 +206,8 @@ var opTable = [numOps]opSpec{
 	OpMbarInit:      {text: "mbarrier.init.shared::cta.b64", sig: "SU", nd: 1, minSM: 90},
 	OpMbarArriveTx:  {text: "mbarrier.arrive.expect_tx.shared::cta.b64", sig: "DSU", nd: 1, minSM: 90},
 	OpMbarTryWait:   {text: "mbarrier.try_wait.parity.shared::cta.b64", sig: "PSU", nd: 1, minSM: 90},
-	OpBulkTensor3:   {text: "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes", sig: "SMS", nd: 1, minSM: 90},
+	OpBulkTensor4:   {text: "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes", sig: "SMS", nd: 1, minSM: 90},
+	OpBulkTensor5:   {text: "cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes", sig: "SMS", nd: 1, minSM: 90},
 	OpFenceProxy:    {text: "fence.proxy.async.shared::cta", minSM: 90},
 	OpFenceMbarInit: {text: "fence.mbarrier_init.release.cluster", minSM: 90},
 	OpFenceTmap:     {text: "fence.proxy.tensormap::generic.acquire.sys", sig: "AI", minSM: 90},
@@ -325,8 +335,8 @@ func fits(c byte, o Operand, in *Inst) error {
 		}
 		return nil
 	case 'M':
-		if o.Kind != KTensor || o.Reg.T != B64 || len(o.Vec) != 3 {
-			return fmt.Errorf("operand %s: want [tensor map, {c0, c1, c2}]", o)
+		if n := bulkRank(in.Op); o.Kind != KTensor || o.Reg.T != B64 || len(o.Vec) != n {
+			return fmt.Errorf("operand %s: want [tensor map, {c0, ...}] with %d coordinates", o, n)
 		}
 		for _, r := range o.Vec {
 			if r.T != B32 {

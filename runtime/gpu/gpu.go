@@ -6,8 +6,11 @@
 // package cuda, does). Select picks a package's kernel for a device by its
 // compute capability (CanRun), leaving out kernels marked OptIn unless
 // asked for; a kernel that reads its inputs through tensor maps (sm_90a)
-// describes them (TensorMapLayout), and TensorMapsOf gives a call's maps
-// as cuTensorMapEncodeTiled takes them.
+// describes them (TensorMapLayout), and TensorMapsOf (TensorMapsWith for a
+// call at given strides) gives a call's maps as cuTensorMapEncodeTiled
+// takes them: rank 4, (column, position, head, batch), or rank 5 with the
+// residue class, each axis at the tensor's own byte stride, so BHSD, BSHD
+// and packed QKV tensors are read in place.
 package gpu
 
 import (
@@ -171,12 +174,15 @@ func CheckHeadParams(ps []mask.HeadParam, headsQ int, vals []int32) error {
 }
 
 // TensorMapLayout is how a kernel reads one tensor through a tensor map:
-// the tensor [rows][Cols] of 16-bit elements (rows: batch*heads*seq) seen
-// as rank 3, rows grouped by the kernel's residue stride st: element (col,
-// c, R) is column col of row R*st + c, so a box of (BoxCols, 1, BoxRows)
-// holds rows c, c+st, ... of one residue class (st = 1: consecutive
-// rows). The copies use the Swizzle-byte swizzle, element strides 1, no
-// interleave, and read zeros past the tensor's end.
+// the tensor's rows of Cols 16-bit elements, each (batch, head, position)
+// row at its own offset (the tensor's element strides, Layout), seen as
+// rank 4, (col, position, head, batch), or, for a kernel of residue stride
+// st > 1, as rank 5, (col, class, group, head, batch), position group*st +
+// class: a box of (BoxCols, BoxRows, 1, 1) holds BoxRows consecutive
+// positions of one head, a box of (BoxCols, 1, BoxRows, 1, 1) the
+// positions c, c+st, ... of one residue class. The copies use the
+// Swizzle-byte swizzle, element strides 1, no interleave, and read zeros
+// past a head's positions (and before them).
 type TensorMapLayout struct {
 	Param   string // the kernel parameter taking the map's address, e.g. "tmap_q"
 	Tensor  string // "q", "k" or "v"
@@ -187,19 +193,25 @@ type TensorMapLayout struct {
 }
 
 // TensorMap is one tensor map of a call, as cuTensorMapEncodeTiled takes
-// it: a 16-bit element tensor of rank 3 at Global, dimensions innermost
-// first, byte strides of dimensions 1 and 2 (dimension 2's is dimension
-// 1's times its size: no overlap), the box, the swizzle in bytes.
+// it: a 16-bit element tensor at Global, its dimensions innermost first
+// (rank 4: columns, positions, heads, batch; rank 5 with a residue stride
+// st > 1: columns, st, positions/st, heads, batch), the byte strides of
+// dimensions 1.. (each independent of the others: a BSHD tensor's head
+// stride is below its position stride), the box, the swizzle in bytes.
 type TensorMap struct {
 	Param    string // the kernel parameter that takes its address
 	Tensor   string // "q", "k" or "v"
 	Global   uint64 // the tensor's device address
 	ElemSize int
-	Dims     [3]uint64 // columns, stride, batch*heads*seq/stride
-	Strides  [2]uint64 // bytes
-	Box      [3]uint32
+	Dims     []uint64 // rank 4 or 5, innermost first
+	Strides  []uint64 // bytes, of dimensions 1..rank-1
+	Box      []uint32
 	Swizzle  int // bytes
 }
+
+// MaxTensorMapStride bounds a tensor map's byte strides (cuTensorMapEncodeTiled:
+// multiples of 16 below 2^40).
+const MaxTensorMapStride = 1 << 40
 
 // TensorMapsOf returns the tensor maps of a call with the given shape on
 // tensors at device addresses q, k and v, in the order of k.TensorMaps
@@ -210,12 +222,15 @@ func (k Kernel) TensorMapsOf(batch, headsQ, headsKV, seqQ, seqK int, q, kAddr, v
 }
 
 // TensorMapsWith is TensorMapsOf for a call whose q, k and v have the
-// element strides of l (a zero Strides: the default, BHSD). The maps see
-// a tensor's rows as one sequence [batch*heads*seq] at one pitch, so each
-// tensor's strides must be rows at a pitch: Head = seq*Pos and Batch =
-// heads*Head (BHSD, or BHSD with a padded row pitch); other layouts (BSHD,
-// packed QKV) are refused. The pitch, 2*Pos bytes, must be a multiple of
-// 16 (the tensor copy's global strides are).
+// element strides of l (a zero Strides: the default, BHSD). Each map
+// carries the tensor's batch, head and position strides separately, so
+// any layout runs: BHSD, BSHD, a view into a packed QKV buffer, padded
+// rows, as long as the tensor map can hold it: the addresses 16-byte
+// aligned, each stride of an axis of more than one row a positive multiple
+// of 8 elements (16 bytes; with a residue stride st, st times the pos
+// stride too) below 2^39 elements (2^40 bytes), and the pos stride at least
+// the row's elements. A stride of 0 (a broadcast the sm_80 kernel takes)
+// is refused: a tensor map's strides are positive.
 func (k Kernel) TensorMapsWith(batch, headsQ, headsKV, seqQ, seqK int, q, kAddr, v uint64, l Layout) ([]TensorMap, error) {
 	if len(k.TensorMaps) == 0 {
 		return nil, nil
@@ -223,66 +238,77 @@ func (k Kernel) TensorMapsWith(batch, headsQ, headsKV, seqQ, seqK int, q, kAddr,
 	if _, _, _, err := k.Geometry(batch, headsQ, headsKV, seqQ, seqK); err != nil {
 		return nil, err
 	}
-	st := uint64(max(k.Stride, 1))
+	st := max(k.Stride, 1)
 	var out []TensorMap
-	ly := l
-	for _, l := range k.TensorMaps {
+	for _, tl := range k.TensorMaps {
 		var g uint64
-		rows := uint64(batch)
-		switch l.Tensor {
+		var x Strides
+		heads, seq := headsKV, seqK
+		switch tl.Tensor {
 		case "q":
-			g, rows = q, rows*uint64(headsQ*seqQ)
+			g, x, heads, seq = q, l.Q, headsQ, seqQ
 		case "k":
-			g, rows = kAddr, rows*uint64(headsKV*seqK)
+			g, x = kAddr, l.K
 		case "v":
-			g, rows = v, rows*uint64(headsKV*seqK)
+			g, x = v, l.V
 		default:
-			return nil, fmt.Errorf("gpu: kernel %q: tensor map %q of unknown tensor %q", k.Name, l.Param, l.Tensor)
+			return nil, fmt.Errorf("gpu: kernel %q: tensor map %q of unknown tensor %q", k.Name, tl.Param, tl.Tensor)
 		}
-		if l.Cols < 1 || l.BoxCols < 1 || l.BoxRows < 1 {
-			return nil, fmt.Errorf("gpu: kernel %q: tensor map %q has no columns or box", k.Name, l.Param)
+		if tl.Cols < 1 || tl.BoxCols < 1 || tl.BoxRows < 1 {
+			return nil, fmt.Errorf("gpu: kernel %q: tensor map %q has no columns or box", k.Name, tl.Param)
 		}
-		c := uint64(l.Cols)
-		pitch, err := tmapPitch(k.Name, l.Tensor, ly, l.Cols, batch, headsQ, headsKV, seqQ, seqK)
+		if g%16 != 0 {
+			return nil, fmt.Errorf("gpu: kernel %q: %s at %#x: a tensor map's address is 16-byte aligned", k.Name, tl.Tensor, g)
+		}
+		if x == (Strides{}) {
+			x = Strides{Batch: heads * seq * tl.Cols, Head: seq * tl.Cols, Pos: tl.Cols}
+		}
+		if x.Pos < tl.Cols || x.Batch < 0 || x.Head < 0 {
+			return nil, fmt.Errorf("gpu: kernel %q: %s strides %+v: none may be negative and the pos stride must be at least the row's %d elements", k.Name, tl.Tensor, x, tl.Cols)
+		}
+		// each axis's byte stride, checked where the axis has more than
+		// one row (a single row's stride is never used: any valid one
+		// stands in)
+		stride := func(axis string, elems, n int) (uint64, error) {
+			b := 2 * uint64(elems)
+			if b%16 == 0 && b > 0 && b < MaxTensorMapStride {
+				return b, nil
+			}
+			if n <= 1 {
+				return 16, nil
+			}
+			return 0, fmt.Errorf("gpu: kernel %q reads %s through a tensor map: its %s stride of %d elements (%d bytes) is not a positive multiple of 16 bytes below 2^40 (strides %+v; the sm_80 kernel takes any)", k.Name, tl.Tensor, axis, elems, b, x)
+		}
+		ps, err := stride("pos", x.Pos, seq)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, TensorMap{Param: l.Param, Tensor: l.Tensor, Global: g, ElemSize: 2,
-			Dims:    [3]uint64{c, st, rows / st},
-			Strides: [2]uint64{2 * pitch, 2 * pitch * st},
-			Box:     [3]uint32{uint32(l.BoxCols), 1, uint32(l.BoxRows)},
-			Swizzle: l.Swizzle})
+		hs, err := stride("head", x.Head, heads)
+		if err != nil {
+			return nil, err
+		}
+		bs, err := stride("batch", x.Batch, batch)
+		if err != nil {
+			return nil, err
+		}
+		c := uint64(tl.Cols)
+		m := TensorMap{Param: tl.Param, Tensor: tl.Tensor, Global: g, ElemSize: 2, Swizzle: tl.Swizzle}
+		if st == 1 {
+			m.Dims = []uint64{c, uint64(seq), uint64(heads), uint64(batch)}
+			m.Strides = []uint64{ps, hs, bs}
+			m.Box = []uint32{uint32(tl.BoxCols), uint32(tl.BoxRows), 1, 1}
+		} else {
+			gs, err := stride("pos (times the residue stride)", x.Pos*st, seq/st)
+			if err != nil {
+				return nil, err
+			}
+			m.Dims = []uint64{c, uint64(st), uint64(seq / st), uint64(heads), uint64(batch)}
+			m.Strides = []uint64{ps, gs, hs, bs}
+			m.Box = []uint32{uint32(tl.BoxCols), 1, uint32(tl.BoxRows), 1, 1}
+		}
+		out = append(out, m)
 	}
 	return out, nil
-}
-
-// tmapPitch returns the row pitch (elements) of tensor t of a call with
-// layout ly for a rank-3 tensor map of rows of cols elements, or an error
-// when the tensor's rows are not one sequence at one pitch or the pitch
-// is not a multiple of 16 bytes.
-func tmapPitch(name, t string, ly Layout, cols, batch, headsQ, headsKV, seqQ, seqK int) (uint64, error) {
-	var x Strides
-	heads, seq := headsKV, seqK
-	switch t {
-	case "q":
-		x, heads, seq = ly.Q, headsQ, seqQ
-	case "k":
-		x = ly.K
-	case "v":
-		x = ly.V
-	}
-	if x == (Strides{}) {
-		return uint64(cols), nil
-	}
-	switch {
-	case x.Pos < cols || x.Batch < 0 || x.Head < 0:
-		return 0, fmt.Errorf("gpu: kernel %q: %s strides %+v: the pos stride must be at least the row's %d elements", name, t, x, cols)
-	case (heads > 1 || batch > 1) && x.Head != seq*x.Pos || batch > 1 && x.Batch != heads*x.Head:
-		return 0, fmt.Errorf("gpu: kernel %q reads %s through a tensor map of rows [batch][heads][seq] at one pitch: its strides %+v are not (want head = seq*pos = %d*pos, batch = heads*head = %d*head; BSHD and packed layouts need the sm_80 kernel)", name, t, x, seq, heads)
-	case 2*x.Pos%16 != 0 || x.Pos > MaxStride:
-		return 0, fmt.Errorf("gpu: kernel %q: %s pos stride %d: a tensor map's global strides are multiples of 16 bytes (8 elements) below 2^32", name, t, x.Pos)
-	}
-	return uint64(x.Pos), nil
 }
 
 // MaxSeq bounds seq_k: the kernels hold positions, and sums of positions

@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -98,7 +99,8 @@ func TestSelect(t *testing.T) {
 }
 
 // TestTensorMapsOf checks the maps of a call against the layout written
-// out by hand (rows grouped by the stride), and the refusals.
+// out by hand (rank 4, or rank 5 with the residue class), and the
+// refusals.
 func TestTensorMapsOf(t *testing.T) {
 	k := pkgKernels()[3]
 	tms, err := k.TensorMapsOf(2, 4, 2, 100, 300, 1<<20, 2<<20, 3<<20)
@@ -106,27 +108,68 @@ func TestTensorMapsOf(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []TensorMap{
-		{Param: "tmap_q", Tensor: "q", Global: 1 << 20, ElemSize: 2, Dims: [3]uint64{128, 1, 2 * 4 * 100}, Strides: [2]uint64{256, 256}, Box: [3]uint32{64, 1, 128}, Swizzle: 128},
-		{Param: "tmap_k", Tensor: "k", Global: 2 << 20, ElemSize: 2, Dims: [3]uint64{128, 1, 2 * 2 * 300}, Strides: [2]uint64{256, 256}, Box: [3]uint32{64, 1, 64}, Swizzle: 128},
-		{Param: "tmap_v", Tensor: "v", Global: 3 << 20, ElemSize: 2, Dims: [3]uint64{128, 1, 2 * 2 * 300}, Strides: [2]uint64{256, 256}, Box: [3]uint32{64, 1, 64}, Swizzle: 128},
+		{Param: "tmap_q", Tensor: "q", Global: 1 << 20, ElemSize: 2, Dims: []uint64{128, 100, 4, 2}, Strides: []uint64{256, 100 * 256, 4 * 100 * 256}, Box: []uint32{64, 128, 1, 1}, Swizzle: 128},
+		{Param: "tmap_k", Tensor: "k", Global: 2 << 20, ElemSize: 2, Dims: []uint64{128, 300, 2, 2}, Strides: []uint64{256, 300 * 256, 2 * 300 * 256}, Box: []uint32{64, 64, 1, 1}, Swizzle: 128},
+		{Param: "tmap_v", Tensor: "v", Global: 3 << 20, ElemSize: 2, Dims: []uint64{128, 300, 2, 2}, Strides: []uint64{256, 300 * 256, 2 * 300 * 256}, Box: []uint32{64, 64, 1, 1}, Swizzle: 128},
 	}
 	if len(tms) != len(want) {
 		t.Fatalf("%d maps", len(tms))
 	}
 	for x := range want {
-		if tms[x] != want[x] {
+		if !reflect.DeepEqual(tms[x], want[x]) {
 			t.Errorf("map %d: %+v, want %+v", x, tms[x], want[x])
 		}
+	}
+	// BSHD and a packed QKV buffer: the head stride below the pos stride
+	bshd := Layout{Q: Strides{Batch: 100 * 4 * 128, Head: 128, Pos: 4 * 128}, K: Strides{Batch: 300 * 2 * 128, Head: 128, Pos: 2 * 128}}
+	bshd.V = bshd.K
+	tms, err = k.TensorMapsWith(2, 4, 2, 100, 300, 1<<20, 2<<20, 3<<20, bshd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q := tms[0]; !reflect.DeepEqual(q.Dims, []uint64{128, 100, 4, 2}) || !reflect.DeepEqual(q.Strides, []uint64{4 * 256, 256, 100 * 4 * 256}) {
+		t.Errorf("BSHD map of q: %+v", q)
+	}
+	w := (4 + 2*2) * 128
+	in := Strides{Batch: 300 * w, Head: 128, Pos: w}
+	tms, err = k.TensorMapsWith(2, 4, 2, 300, 300, 1<<20, 1<<20+2*4*128, 1<<20+2*6*128, Layout{Q: in, K: in, V: in})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := tms[2]; v.Global != 1<<20+2*6*128 || !reflect.DeepEqual(v.Strides, []uint64{2 * uint64(w), 256, 2 * 300 * uint64(w)}) {
+		t.Errorf("packed map of v: %+v", v)
+	}
+	for _, c := range []struct {
+		what string
+		ly   Layout
+		q    uint64
+		want string
+	}{
+		{"a head stride of 4 elements", Layout{Q: Strides{Batch: 100 * 4 * 128, Head: 4, Pos: 4 * 128}}, 1 << 20, "head stride of 4 elements"},
+		{"a pos stride of 132 elements", Layout{K: Strides{Batch: 2 * 300 * 132, Head: 300 * 132, Pos: 132}}, 1 << 20, "pos stride of 132"},
+		{"a broadcast head", Layout{K: Strides{Batch: 300 * 128, Head: 0, Pos: 128}}, 1 << 20, "head stride of 0"},
+		{"rows overlapping", Layout{V: Strides{Batch: 2 * 300 * 64, Head: 300 * 64, Pos: 64}}, 1 << 20, "at least the row's 128"},
+		{"a negative stride", Layout{V: Strides{Batch: -1, Head: 300 * 128, Pos: 128}}, 1 << 20, "negative"},
+		{"a stride of 2^39 elements", Layout{Q: Strides{Batch: 1 << 39, Head: 100 * 128, Pos: 128}}, 1 << 20, "below 2^40"},
+		{"q unaligned", Layout{}, 1<<20 + 8, "16-byte aligned"},
+	} {
+		if _, err := k.TensorMapsWith(2, 4, 2, 100, 300, c.q, 2<<20, 3<<20, c.ly); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error saying %q", c.what, err, c.want)
+		}
+	}
+	// an axis of one row takes any stride
+	if _, err := k.TensorMapsWith(1, 1, 1, 100, 300, 1<<20, 2<<20, 3<<20, Layout{Q: Strides{Batch: 0, Head: 3, Pos: 128}}); err != nil {
+		t.Errorf("batch and heads of one row with strides 0 and 3: %v", err)
 	}
 	k.Stride = 3
 	tms, err = k.TensorMapsOf(1, 2, 1, 99, 300, 1<<20, 2<<20, 3<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if q := tms[0]; q.Dims != [3]uint64{128, 3, 2 * 99 / 3} || q.Strides != [2]uint64{256, 3 * 256} {
+	if q := tms[0]; !reflect.DeepEqual(q.Dims, []uint64{128, 3, 99 / 3, 2, 1}) || !reflect.DeepEqual(q.Strides, []uint64{256, 3 * 256, 99 * 256, 2 * 99 * 256}) || !reflect.DeepEqual(q.Box, []uint32{64, 1, 128, 1, 1}) {
 		t.Errorf("residue map of q: %+v", q)
 	}
-	if _, err := k.TensorMapsOf(1, 2, 1, 100, 300, 1, 2, 3); err == nil || !strings.Contains(err.Error(), "multiples of the stride") {
+	if _, err := k.TensorMapsOf(1, 2, 1, 100, 300, 1<<20, 2<<20, 3<<20); err == nil || !strings.Contains(err.Error(), "multiples of the stride") {
 		t.Errorf("seq_q 100 with stride 3: %v", err)
 	}
 	if _, _, _, err := k.Geometry(1, 2, 1, 99, 301); err == nil || !strings.Contains(err.Error(), "multiples of the stride") {
@@ -140,7 +183,7 @@ func TestTensorMapsOf(t *testing.T) {
 	}
 	k = pkgKernels()[3]
 	k.TensorMaps[1].Tensor = "x"
-	if _, err := k.TensorMapsOf(1, 1, 1, 1, 1, 1, 2, 3); err == nil || !strings.Contains(err.Error(), `unknown tensor "x"`) {
+	if _, err := k.TensorMapsOf(1, 1, 1, 1, 1, 1<<20, 2<<20, 3<<20); err == nil || !strings.Contains(err.Error(), `unknown tensor "x"`) {
 		t.Errorf("unknown tensor: %v", err)
 	}
 	if _, err := k.TensorMapsOf(0, 1, 1, 1, 1, 1, 2, 3); err == nil {

@@ -22,7 +22,8 @@ type Layout struct{ Q, K, V, Out Strides }
 // along axis ("batch", "head" or "pos"), e.g. stride_q_pos. Kernels take
 // them after the shape scalars, three per tensor: the sm_80 forward and
 // the backward's kernels those of q, k, v and o, the sm_90a forward o's
-// (its q, k and v strides go into the tensor maps: TensorMapsOf).
+// (its q, k and v strides go into the tensor maps, one per axis:
+// TensorMapsWith).
 func StrideParam(t, axis string) string { return "stride_" + t + "_" + axis }
 
 // BHSD is the default layout of a call: contiguous [batch][heads][seq][D]

@@ -10,7 +10,11 @@
 // call-time soft-cap as the soft_cap scalar, the ALiBi slopes (the call's,
 // or the mask's geometric ones from mask.AlibiSlopes) and the learned sink
 // logits as device buffers; the backward returns the sink gradient
-// (summed from the dq kernel's row terms by gpu.DSink).
+// (summed from the dq kernel's row terms by gpu.DSink). A forward Kernel
+// holds its calls' q, k, v and output contiguous ([batch][heads][seq][D])
+// on the device, or, by WithLayout, as BSHD or as views into one packed
+// QKV buffer, read and written in place through the kernel's strides
+// (the sm_90a kernel's tensor maps) with NaN in every gap.
 package gpurun
 
 import (
@@ -61,10 +65,12 @@ func launch(b backend, fn string, l ptx.Launch, args []any) error {
 	return b.sync()
 }
 
-// Kernel is a generated forward kernel bound to a backend.
+// Kernel is a generated forward kernel bound to a backend, holding its
+// calls' tensors in a layout (WithLayout; the default BHSD).
 type Kernel struct {
-	F *ptx.Forward
-	b backend
+	F      *ptx.Forward
+	b      backend
+	layout string
 }
 
 // Run returns the kernel as a verify.Run.
@@ -91,8 +97,10 @@ func (k *Kernel) run(out, lse, q, kk, v []float32, ids []int32, s verify.Shape) 
 type call struct {
 	l        ptx.Launch
 	args     []any
-	oa, la   uint64 // out and lse
-	nq, nl   int
+	oa, la   uint64     // out and lse
+	nq, nl   int        // elements of the out and lse buffers
+	pl       *placement // the tensors' layout, nil for the default (contiguous BHSD)
+	dv       int
 	fromElem func(uint16) float32
 	wantsLSE bool
 }
@@ -196,12 +204,27 @@ func (k *Kernel) prepare(out, lse, q, kk, v []float32, ids []int32, s verify.Sha
 	if k.F.Elem == ptx.F16 {
 		toElem, fromElem = verify.F16, verify.FromF16
 	}
-	var ptrs []uint64 // q, k and v, then out and lse
+	var hs [][]uint16 // q, k and v in the element type
 	for _, x := range [][]float32{q[:nq], kk[:nkv], v[:nv]} {
 		h := make([]uint16, len(x))
 		for i, f := range x {
 			h[i] = toElem(f)
 		}
+		hs = append(hs, h)
+	}
+	var pl *placement
+	if k.layout != "" && k.layout != BHSD {
+		p, err := place(k.layout, s)
+		if err != nil {
+			return call{}, err
+		}
+		pl = &p
+		hs = p.inputs(hs[0], hs[1], hs[2], s.HeadDim, s.DV())
+		nout = p.ext[3]
+		l.Layout = p.ly
+	}
+	var ptrs []uint64 // q, k and v, then out and lse
+	for _, h := range hs {
 		a, err := k.b.alloc(2 * len(h))
 		if err != nil {
 			return call{}, err
@@ -211,9 +234,20 @@ func (k *Kernel) prepare(out, lse, q, kk, v []float32, ids []int32, s verify.Sha
 		}
 		ptrs = append(ptrs, a)
 	}
+	if pl != nil && pl.packed {
+		// q, k and v: views into the one buffer
+		a := ptrs[0]
+		ptrs = []uint64{a + 2*uint64(pl.off[0]), a + 2*uint64(pl.off[1]), a + 2*uint64(pl.off[2])}
+	}
 	oa, err := k.b.alloc(2 * nout)
 	if err != nil {
 		return call{}, err
+	}
+	if pl != nil {
+		// the output's gaps: NaN, which results checks are still there
+		if err := k.b.fill(oa, 2*nout, 0xff); err != nil {
+			return call{}, err
+		}
 	}
 	la, err := k.b.alloc(4 * nl)
 	if err != nil {
@@ -234,7 +268,7 @@ func (k *Kernel) prepare(out, lse, q, kk, v []float32, ids []int32, s verify.Sha
 	if k.F.Target.Accel {
 		// the sm_90a kernel takes out, lse, the mask data, then the
 		// addresses of the tensor maps of q, k and v in place of theirs
-		tms, err := k.F.TensorMaps(s.Batch, s.HeadsQ, s.HeadsKV, s.SeqQ, s.SeqK, ptrs[0], ptrs[1], ptrs[2])
+		tms, err := k.F.TensorMapsWith(s.Batch, s.HeadsQ, s.HeadsKV, s.SeqQ, s.SeqK, ptrs[0], ptrs[1], ptrs[2], l.Layout)
 		if err != nil {
 			return call{}, err
 		}
@@ -254,7 +288,7 @@ func (k *Kernel) prepare(out, lse, q, kk, v []float32, ids []int32, s verify.Sha
 	if err != nil {
 		return call{}, err
 	}
-	return call{l: l, args: args, oa: oa, la: la, nq: nout, nl: nl, fromElem: fromElem, wantsLSE: lse != nil}, nil
+	return call{l: l, args: args, oa: oa, la: la, nq: nout, nl: nl, pl: pl, dv: s.DV(), fromElem: fromElem, wantsLSE: lse != nil}, nil
 }
 
 // results reads out and lse back (widened to float32).
@@ -262,6 +296,11 @@ func (k *Kernel) results(c call, out, lse []float32) error {
 	oh, err := k.b.readU16(c.oa, c.nq)
 	if err != nil {
 		return err
+	}
+	if c.pl != nil {
+		if oh, err = c.pl.output(oh, c.dv); err != nil {
+			return err
+		}
 	}
 	for i, h := range oh {
 		out[i] = c.fromElem(h)

@@ -224,15 +224,16 @@ func TestHopperMockGPU(t *testing.T) {
 	if n := lastTensorMap(&tm); n != calls0+3 {
 		t.Fatalf("%d tensor maps encoded, want 3", n-calls0)
 	}
-	// the last map encoded is v's: [batch*heads_kv*seq_k rows / 8][8][128]
+	// the last map encoded is v's: rank 5, (D, class, group, head, batch)
+	// of BHSD rows, the residue stride 8
 	D, st := uint64(s.HeadDim), uint64(8)
-	rows := uint64(sh.Batch * sh.HeadsKV * sh.SeqK)
+	hkv, sk := uint64(sh.HeadsKV), uint64(sh.SeqK)
 	switch {
-	case tm.Rank != 3 || tm.DType != int32(cuda.TensorMapUint16) || tm.Swizzle != int32(cuda.TensorMapSwizzle128B):
+	case tm.Rank != 5 || tm.DType != int32(cuda.TensorMapUint16) || tm.Swizzle != int32(cuda.TensorMapSwizzle128B):
 		t.Errorf("tensor map of v: rank %d, type %d, swizzle %d", tm.Rank, tm.DType, tm.Swizzle)
-	case tm.Dims != [5]uint64{D, st, rows / st} || tm.Strides != [5]uint64{2 * D, 2 * D * st}:
+	case tm.Dims != [5]uint64{D, st, sk / st, hkv, uint64(sh.Batch)} || tm.Strides != [5]uint64{2 * D, 2 * D * st, 2 * D * sk, 2 * D * sk * hkv}:
 		t.Errorf("tensor map of v: dims %v, strides %v", tm.Dims, tm.Strides)
-	case tm.Box != [5]uint32{64, 1, 64} || tm.ElemStrides != [5]uint32{1, 1, 1}:
+	case tm.Box != [5]uint32{64, 1, 64, 1, 1} || tm.ElemStrides != [5]uint32{1, 1, 1, 1, 1}:
 		t.Errorf("tensor map of v: box %v, element strides %v", tm.Box, tm.ElemStrides)
 	case tm.Interleave != 0 || tm.L2 != 0 || tm.OOB != 0:
 		t.Errorf("tensor map of v: interleave %d, L2 %d, fill %d", tm.Interleave, tm.L2, tm.OOB)
@@ -258,10 +259,9 @@ func TestHopperMockGPU(t *testing.T) {
 		t.Errorf("last parameter %s = %d (%d bytes), want batch = %d", f.Params[n].Name, l.Values[n], l.Sizes[n], sh.Batch)
 	}
 	want := []struct {
-		param string
-		rows  uint64
-		box   uint32
-	}{{"tmap_q", uint64(sh.Batch * sh.HeadsQ * sh.SeqQ), 128}, {"tmap_k", rows, 64}, {"tmap_v", rows, 64}}
+		param      string
+		seq, heads uint64
+	}{{"tmap_q", uint64(sh.SeqQ), uint64(sh.HeadsQ)}, {"tmap_k", sk, hkv}, {"tmap_v", sk, hkv}}
 	var globals []uint64
 	for x, p := range f.Params {
 		if !strings.HasPrefix(p.Name, "tmap_") {
@@ -280,8 +280,11 @@ func TestHopperMockGPU(t *testing.T) {
 			binary.LittleEndian.PutUint16(b[2*i:], u)
 		}
 		g := binary.LittleEndian.Uint64(b)
-		dims := [3]uint64{binary.LittleEndian.Uint64(b[8:]), binary.LittleEndian.Uint64(b[16:]), binary.LittleEndian.Uint64(b[24:])}
-		if dims != [3]uint64{D, st, w.rows / st} {
+		var dims [5]uint64
+		for i := range dims {
+			dims[i] = binary.LittleEndian.Uint64(b[8+8*i:])
+		}
+		if dims != [5]uint64{D, st, w.seq / st, w.heads, uint64(sh.Batch)} {
 			t.Errorf("%s: the map in device memory has dimensions %v", p.Name, dims)
 		}
 		globals = append(globals, g)

@@ -267,27 +267,33 @@ func (d *decoder) mbarrier(in *inst, m *modset) {
 }
 
 // bulkTensor decodes
-// cp.async.bulk.tensor.{2d,3d}.shared::cluster.global[.tile].mbarrier::complete_tx::bytes [dst], [tmap, {c0, ..}], [mbar];
+// cp.async.bulk.tensor.{1d,..,5d}.shared::cluster.global[.tile].mbarrier::complete_tx::bytes [dst], [tmap, {c0, ..}], [mbar];
 func (d *decoder) bulkTensor(in *inst, m *modset) {
 	st := d.st
 	ops := st.ops
 	d.needTarget("cp.async.bulk.tensor", 90, false)
 	for _, w := range []string{"async", "bulk", "tensor", "global", "mbarrier::complete_tx::bytes"} {
 		if !m.has(w) {
-			d.fail(st.tok, "expected cp.async.bulk.tensor.{2d,3d}.shared::cluster.global.mbarrier::complete_tx::bytes (missing .%s)", w)
+			d.fail(st.tok, "expected cp.async.bulk.tensor.{1d,..,5d}.shared::cluster.global.mbarrier::complete_tx::bytes (missing .%s)", w)
 		}
 	}
 	if m.oneOf("shared::cluster", "shared::cta") == "" {
 		d.fail(st.tok, "cp.async.bulk.tensor: the destination must be .shared::cluster (or .shared::cta)")
 	}
 	m.has("tile")
-	switch m.oneOf("2d", "3d") {
+	switch m.oneOf("1d", "2d", "3d", "4d", "5d") {
+	case "1d":
+		in.vec = 1
 	case "2d":
 		in.vec = 2
 	case "3d":
 		in.vec = 3
+	case "4d":
+		in.vec = 4
+	case "5d":
+		in.vec = 5
 	default:
-		d.fail(st.tok, "cp.async.bulk.tensor: only .2d and .3d are supported")
+		d.fail(st.tok, "cp.async.bulk.tensor: the dimension (.1d to .5d) is missing")
 	}
 	d.nops(3)
 	in.op = opBulkTensor

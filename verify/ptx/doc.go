@@ -152,11 +152,21 @@
 //     1..2^20-1, tx-count beyond +-(2^20-1), an operation on an offset with
 //     no initialized mbarrier, ld/st of an mbarrier's 8 bytes, a parity other
 //     than 0/1. Arrivals and waits are per active thread.
-//   - cp.async.bulk.tensor.{2d,3d}.shared::cluster.global[.tile].mbarrier::
-//     complete_tx::bytes [dst], [tmap, {c0, ..}], [mbar]: tmap is a 64-bit
-//     register holding an address from Device.NewTensorMap (TensorMap: base,
-//     element size, dims, byte strides, box, swizzle; element strides 1, no
-//     interleave, zero fill out of bounds). The box is copied at issue into
+//   - cp.async.bulk.tensor.{1d,2d,3d,4d,5d}.shared::cluster.global[.tile].
+//     mbarrier::complete_tx::bytes [dst], [tmap, {c0, ..}], [mbar]: tmap is
+//     a 64-bit register holding an address from Device.NewTensorMap
+//     (TensorMap: base, element size, dims, byte strides, box, swizzle;
+//     element strides 1, no interleave, zero fill out of bounds), of the
+//     copy's rank (1 to 5), with cuTensorMapEncodeTiled's limits: base
+//     16-byte aligned, dims 1..2^32, strides of dimensions 1.. positive
+//     multiples of 16 below 2^40 and independent of each other (element
+//     (c0, c1, ..) at base + c0*size + c1*stride1 + c2*stride2 + ..; a
+//     BSHD tensor's head stride may be below its position stride), box
+//     sizes 1..256 with an inner box of a multiple of 16 bytes. The
+//     coordinates are s32, innermost first; an element with any coordinate
+//     outside [0, dim) reads as zero (TestBulkTensorRanks holds every rank
+//     to the tile mode's definition, with mutants of coordinate order and
+//     strides that it tells apart). The box is copied at issue into
 //     dst (128-byte aligned) densely, dimension 0 fastest, each 16-byte unit
 //     placed by the same address swizzle as wgmma (a swizzled map needs an
 //     inner box exactly the swizzle width); its bytes are pending (loading
@@ -303,7 +313,7 @@
 //	wgmma.fence.sync.aligned; wgmma.commit_group.sync.aligned; wgmma.wait_group.sync.aligned N
 //	wgmma.mma_async.sync.aligned.m64nNk16.f32.{bf16.bf16,f16.f16} {d..}, adesc|{a0..a3}, bdesc, scale-d, +-1, +-1[, tA], tB
 //	mbarrier.init/inval/arrive[.expect_tx]/expect_tx/try_wait[.parity]/test_wait[.parity][.SEM][.cta].shared::cta.b64 ...
-//	cp.async.bulk.tensor.{2d,3d}.shared::cluster.global.mbarrier::complete_tx::bytes [dst], [tmap, {c..}], [mbar]
+//	cp.async.bulk.tensor.{1d..5d}.shared::cluster.global.mbarrier::complete_tx::bytes [dst], [tmap, {c..}], [mbar]
 //	setmaxnreg.{inc,dec}.sync.aligned.u32 N; fence.proxy.async[.SPACE]; fence.mbarrier_init.release.cluster
 //	fence.proxy.tensormap::generic.acquire.SCOPE [a], 128
 //	     (wgmma and setmaxnreg need .target sm_90a; mbarrier, the bulk copy and the fences sm_90 or later)

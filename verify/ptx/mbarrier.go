@@ -217,22 +217,32 @@ func (r *blockRun) mbarOverlap(off, n int) (int, bool) {
 
 // TensorMap is what the interpreter knows of a CUDA tensor map
 // (CUtensorMap, cuTensorMapEncodeTiled): a tiled view of a global tensor
-// with dimension 0 innermost. Tests and runners fill one in and register it
-// with Device.NewTensorMap, which returns the device address a kernel passes
-// (as a .u64 parameter or register) to cp.async.bulk.tensor. Element strides
-// are 1, there is no interleave, and out-of-bound elements are filled with
-// zeros (CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE); those are the only modes
-// modelled.
+// of rank 1 to 5 with dimension 0 innermost. Tests and runners fill one in
+// and register it with Device.NewTensorMap, which returns the device
+// address a kernel passes (as a .u64 parameter or register) to
+// cp.async.bulk.tensor. Element strides are 1, there is no interleave, and
+// out-of-bound elements are filled with zeros
+// (CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE); those are the only modes modelled.
+// Element (c0, c1, ..) lies at Global + c0*ElemSize + c1*Strides[0] +
+// c2*Strides[1] + ..: the strides of dimensions 1.. are independent byte
+// strides (in any order of size: a BSHD tensor seen as (D, seq, heads,
+// batch) has a head stride below its position stride).
 type TensorMap struct {
 	Global   uint64   // device address of element (0, 0, ...): 16-byte aligned
 	ElemSize int      // bytes per element: 1, 2, 4 or 8
-	Dims     []uint64 // size of each dimension, innermost first (rank 2 or 3)
-	Strides  []uint64 // byte stride of dimensions 1..rank-1 (multiples of 16)
+	Dims     []uint64 // size of each dimension, innermost first (rank 1 to 5), each 1..2^32
+	Strides  []uint64 // byte stride of dimensions 1..rank-1: multiples of 16, above 0, below 2^40
 	Box      []uint32 // box size per dimension, 1..256; Box[0]*ElemSize a multiple of 16
 	Swizzle  Swizzle  // destination swizzle; when set, Box[0]*ElemSize must equal its span
 }
 
-const tensorMapBytes = 128
+const (
+	tensorMapBytes = 128
+	maxTensorRank  = 5       // cuTensorMapEncodeTiled's tensorRank: 1..5
+	maxTmapStride  = 1 << 40 // global strides are below 2^40 bytes
+	maxTmapDim     = 1 << 32 // global dimensions are at most 2^32
+	maxTmapBox     = 256     // box dimensions are at most 256
+)
 
 // NewTensorMap checks tm, copies it into 128 bytes of global memory (whose
 // contents are opaque to kernels) and returns their address.
@@ -242,8 +252,8 @@ func (d *Device) NewTensorMap(tm TensorMap) (uint64, error) {
 	}
 	rank := len(tm.Dims)
 	switch {
-	case rank < 2 || rank > 3:
-		return bad("rank %d: only 2 and 3 are modelled", rank)
+	case rank < 1 || rank > maxTensorRank:
+		return bad("rank %d: a tiled tensor map has rank 1 to %d", rank, maxTensorRank)
 	case len(tm.Strides) != rank-1 || len(tm.Box) != rank:
 		return bad("%d dims need %d strides and %d box sizes", rank, rank-1, rank)
 	case tm.ElemSize != 1 && tm.ElemSize != 2 && tm.ElemSize != 4 && tm.ElemSize != 8:
@@ -254,16 +264,16 @@ func (d *Device) NewTensorMap(tm TensorMap) (uint64, error) {
 		return bad("swizzle %d", tm.Swizzle)
 	}
 	for i, s := range tm.Strides {
-		if s%16 != 0 || s == 0 {
-			return bad("stride %d (%d bytes) is not a positive multiple of 16", i+1, s)
+		if s%16 != 0 || s == 0 || s >= maxTmapStride {
+			return bad("stride %d (%d bytes) is not a positive multiple of 16 below 2^40", i+1, s)
 		}
 	}
 	for i, b := range tm.Box {
-		if b < 1 || b > 256 {
-			return bad("box size %d of dimension %d outside 1..256", b, i)
+		if b < 1 || b > maxTmapBox {
+			return bad("box size %d of dimension %d outside 1..%d", b, i, maxTmapBox)
 		}
-		if tm.Dims[i] < 1 || tm.Dims[i] > 1<<32 {
-			return bad("dimension %d size %d", i, tm.Dims[i])
+		if tm.Dims[i] < 1 || tm.Dims[i] > maxTmapDim {
+			return bad("dimension %d size %d outside 1..2^32", i, tm.Dims[i])
 		}
 	}
 	inner := int(tm.Box[0]) * tm.ElemSize
@@ -294,12 +304,14 @@ func (d *Device) NewTensorMap(tm TensorMap) (uint64, error) {
 }
 
 // bulkTensor copies one box at issue, as the ISA's tile mode defines it:
-// the box whose first element has the given coordinates (signed; elements
-// outside the tensor read as zero) lands in shared memory densely,
-// dimension 0 fastest, then each 16-byte unit is placed by the map's swizzle
+// the box whose first element has the given coordinates (signed, one per
+// dimension, innermost first; elements outside the tensor read as zero)
+// lands in shared memory densely, dimension 0 fastest, then dimension 1,
+// and so on; then each 16-byte unit is placed by the map's swizzle
 // (swizzleAddr on the destination address). The bytes stay pending
 // (unreadable) until the mbarrier's current phase completes; the copy
-// counts the box's full size against its tx-count (complete_tx).
+// counts the box's full size against its tx-count (complete_tx), out of
+// bound elements included.
 func (r *blockRun) bulkTensor(w *warp, in *inst, active uint32) error {
 	rank := int(in.vec)
 	for m := active; m != 0; m &= m - 1 {
@@ -312,10 +324,10 @@ func (r *blockRun) bulkTensor(w *warp, in *inst, active uint32) error {
 		if len(tm.Dims) != rank {
 			return r.errf(w, in, l, "a .%dd copy through a rank-%d tensor map", rank, len(tm.Dims))
 		}
-		var box [3]int
-		var crd [3]int64
+		var box [maxTensorRank]int
+		var crd [maxTensorRank]int64
 		total := tm.ElemSize
-		for i := 0; i < 3; i++ {
+		for i := 0; i < maxTensorRank; i++ {
 			box[i] = 1
 			if i < rank {
 				box[i] = int(tm.Box[i])
@@ -342,56 +354,62 @@ func (r *blockRun) bulkTensor(w *warp, in *inst, active uint32) error {
 			return r.errf(w, in, l, "cp.async.bulk.tensor destination overlaps the mbarrier at shared offset %#x", lo)
 		}
 		es := tm.ElemSize
-		for i2 := 0; i2 < box[2]; i2++ {
-			for i1 := 0; i1 < box[1]; i1++ {
-				for i0 := 0; i0 < box[0]; i0++ {
-					lin := ((i2*box[1]+i1)*box[0] + i0) * es
-					dst := int(swizzleAddr(uint32(doff+lin), tm.Swizzle))
-					if dst+es > len(r.sm) {
-						return r.errf(w, in, l, "cp.async.bulk.tensor writes shared offset %#x, outside the %d bytes of shared memory", dst, len(r.sm))
+		// idx walks the box's elements in their shared-memory order:
+		// dimension 0 fastest
+		var idx [maxTensorRank]int
+		for lin := 0; lin < total; lin += es {
+			dst := int(swizzleAddr(uint32(doff+lin), tm.Swizzle))
+			if dst+es > len(r.sm) {
+				return r.errf(w, in, l, "cp.async.bulk.tensor writes shared offset %#x, outside the %d bytes of shared memory", dst, len(r.sm))
+			}
+			if r.shadow {
+				for b := dst; b < dst+es; b++ {
+					if r.pend[b] {
+						return r.errf(w, in, l, "cp.async.bulk.tensor to shared offset %#x, which an earlier copy has not completed", b)
 					}
-					if r.shadow {
-						for b := dst; b < dst+es; b++ {
-							if r.pend[b] {
-								return r.errf(w, in, l, "cp.async.bulk.tensor to shared offset %#x, which an earlier copy has not completed", b)
-							}
-							if ws := r.wsh[b]; r.d.CheckRaces && !r.ordered(w, ws) {
-								return r.errf(w, in, l, "race: cp.async.bulk.tensor to shared offset %#x written by warp %d since the last barrier", b, ws&63-1)
-							}
-							if r.d.CheckRaces {
-								if msg := r.readRace(w, b, "cp.async.bulk.tensor to"); msg != "" {
-									return r.errf(w, in, l, "%s", msg)
-								}
-							}
-							r.pend[b] = true
-						}
-						mb.copies = append(mb.copies, chunk{uint32(dst), uint32(es)})
+					if ws := r.wsh[b]; r.d.CheckRaces && !r.ordered(w, ws) {
+						return r.errf(w, in, l, "race: cp.async.bulk.tensor to shared offset %#x written by warp %d since the last barrier", b, ws&63-1)
 					}
-					c := [3]int64{crd[0] + int64(i0), crd[1] + int64(i1), crd[2] + int64(i2)}
-					inside := true
-					g := tm.Global
-					for i := 0; i < rank; i++ {
-						if c[i] < 0 || uint64(c[i]) >= tm.Dims[i] {
-							inside = false
-							break
-						}
-						if i == 0 {
-							g += uint64(c[0]) * uint64(es)
-						} else {
-							g += uint64(c[i]) * tm.Strides[i-1]
+					if r.d.CheckRaces {
+						if msg := r.readRace(w, b, "cp.async.bulk.tensor to"); msg != "" {
+							return r.errf(w, in, l, "%s", msg)
 						}
 					}
-					if !inside {
-						clear(r.sm[dst : dst+es])
-						continue
-					}
-					goff, ok := r.d.global(g, es)
-					if !ok {
-						return r.errf(w, in, l, "cp.async.bulk.tensor reads element (%d, %d, %d) at %#x, outside any allocation", c[0], c[1], c[2], g)
-					}
-					copy(r.sm[dst:dst+es], r.d.mem[goff:goff+es])
+					r.pend[b] = true
+				}
+				mb.copies = append(mb.copies, chunk{uint32(dst), uint32(es)})
+			}
+			var c [maxTensorRank]int64
+			inside := true
+			g := tm.Global
+			for i := 0; i < rank; i++ {
+				c[i] = crd[i] + int64(idx[i])
+				if c[i] < 0 || uint64(c[i]) >= tm.Dims[i] {
+					inside = false
+					break
+				}
+				if i == 0 {
+					g += uint64(c[0]) * uint64(es)
+				} else {
+					g += uint64(c[i]) * tm.Strides[i-1]
 				}
 			}
+			// the next element of the box
+			for i := 0; i < maxTensorRank; i++ {
+				if idx[i]++; idx[i] < box[i] {
+					break
+				}
+				idx[i] = 0
+			}
+			if !inside {
+				clear(r.sm[dst : dst+es])
+				continue
+			}
+			goff, ok := r.d.global(g, es)
+			if !ok {
+				return r.errf(w, in, l, "cp.async.bulk.tensor reads element %v at %#x, outside any allocation", c[:rank], g)
+			}
+			copy(r.sm[dst:dst+es], r.d.mem[goff:goff+es])
 		}
 		r.events++
 		mb.tx -= int64(total)
