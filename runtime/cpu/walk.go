@@ -370,8 +370,10 @@ func (w *buffers) merge(c *call, j job) {
 				f = exp2(ps[TQ*D+r] - mx)
 			}
 			lr += f * ps[TQ*D+TQ+r]
-			for d, x := range ps[r*D : r*D+D] {
-				or[d] += f * x
+			if !c.kern.addScaledK(or, ps[r*D:r*D+D], f) {
+				for d, x := range ps[r*D : r*D+D] {
+					or[d] += f * x
+				}
 			}
 		}
 		m[r], l[r] = mx, lr
