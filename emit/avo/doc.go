@@ -19,7 +19,7 @@
 // transposeTileAVX512, 16 x 16 blocks, transposeTileAVX2, 8 x 8 blocks,
 // each through three rounds of shuffles), the loops that widen 16-bit
 // inputs (EmitWiden: widenBF16AVX512, widenF16AVX2, ...), the driver's
-// row helpers (EmitRowHelpers: scaleRow, nonFiniteRows; EmitLSE: lse;
+// row helpers (EmitRowHelpers: scaleRow, addScaledRow, nonFiniteRows; EmitLSE: lse;
 // EmitNarrow: narrowBF16, narrowF16, each name ending in its ISA; AVX2 has
 // no opmasks, VGETEXPPS or VPMOVDW, so it blends, takes exponent and
 // mantissa from the bits and packs with VPACKUSDW, reading its constants

@@ -139,15 +139,16 @@ func TestHeaders(t *testing.T) {
 	}
 	for _, isa := range ISAs {
 		for name, sig := range map[string]string{
-			TransposeName(isa):  "(dst *float32, src *float32, pitch int, d int, scale float32)",
-			WidenBF16Name(isa):  "(dst *float32, src *uint16, n int)",
-			WidenF16Name(isa):   "(dst *float32, src *uint16, n int)",
-			NarrowBF16Name(isa): "(dst *uint16, src *float32, n int, s float32)",
-			NarrowF16Name(isa):  "(dst *uint16, src *float32, n int, s float32)",
-			ScaleRowName(isa):   "(dst *float32, src *float32, n int, s float32)",
-			NonFiniteName(isa):  "(v *float32, d int) uint64",
-			LSEName(isa):        "(dst *float32, m *float32, l *float32, n int)",
-			PrefetchName(isa):   "(p *byte, rows int, pitch int, n int)",
+			TransposeName(isa):    "(dst *float32, src *float32, pitch int, d int, scale float32)",
+			WidenBF16Name(isa):    "(dst *float32, src *uint16, n int)",
+			WidenF16Name(isa):     "(dst *float32, src *uint16, n int)",
+			NarrowBF16Name(isa):   "(dst *uint16, src *float32, n int, s float32)",
+			NarrowF16Name(isa):    "(dst *uint16, src *float32, n int, s float32)",
+			ScaleRowName(isa):     "(dst *float32, src *float32, n int, s float32)",
+			AddScaledRowName(isa): "(dst *float32, src *float32, n int, s float32)",
+			NonFiniteName(isa):    "(v *float32, d int) uint64",
+			LSEName(isa):          "(dst *float32, m *float32, l *float32, n int)",
+			PrefetchName(isa):     "(p *byte, rows int, pitch int, n int)",
 		} {
 			if !bytes.Contains(stubs, []byte("\nfunc "+name+sig+"\n")) {
 				t.Errorf("missing %s%s", name, sig)
@@ -183,10 +184,10 @@ func functions(asm []byte) map[string]string {
 
 // nFuncs is the number of functions the kernel file holds, for each ISA:
 // tiles, decode kernels, the peak loop, the transpose, two widening loops,
-// two row helpers, the log-sum-exp loop, two narrowing loops, the prefetch
-// loop, the backward's gemm and probability kernels, and the score stage's
-// tanh, tiles, decode kernels and backward kernel.
-var nFuncs = len(ISAs) * (2*(len(KernelDims)+len(Elems)*len(KernelDims)*len(DecodeRows)) + 1 + 9 + 2 + 2)
+// three row helpers, the log-sum-exp loop, two narrowing loops, the
+// prefetch loop, the backward's gemm and probability kernels, and the
+// score stage's tanh, tiles, decode kernels and backward kernel.
+var nFuncs = len(ISAs) * (2*(len(KernelDims)+len(Elems)*len(KernelDims)*len(DecodeRows)) + 1 + 10 + 2 + 2)
 
 // scalarOnly reports whether a function of the kernel file touches no
 // vector register (the prefetch loops): it needs no VZEROUPPER and no

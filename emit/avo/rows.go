@@ -11,17 +11,22 @@ import (
 
 // Names of the row helpers of the driver, by ISA: scaleRowAVX512,
 // nonFiniteRowsAVX2 and so on.
-func ScaleRowName(isa ISA) string  { return "scaleRow" + isa.String() }
-func NonFiniteName(isa ISA) string { return "nonFiniteRows" + isa.String() }
+func ScaleRowName(isa ISA) string     { return "scaleRow" + isa.String() }
+func AddScaledRowName(isa ISA) string { return "addScaledRow" + isa.String() }
+func NonFiniteName(isa ISA) string    { return "nonFiniteRows" + isa.String() }
 
 const nonFiniteExpBit = 0x7f800000
 
-// EmitRowHelpers adds two loops of an ISA the driver runs on whole rows,
+// EmitRowHelpers adds three loops of an ISA the driver runs on whole rows,
 // which Go would run one element at a time (w = 16 floats a vector on
 // AVX-512, 8 on AVX2):
 //
 //   - scaleRow(dst, src *float32, n int, s float32): dst[i] = src[i]*s for
 //     n a multiple of w (the output rows, o/l);
+//   - addScaledRow(dst, src *float32, n int, s float32): dst[i] +=
+//     src[i]*s, the product rounded, then the sum (VMULPS, VADDPS: no
+//     FMA, so the bits are those of Go's dst[i] += src[i]*s on amd64), n a
+//     multiple of w (merging the parts of a split job);
 //   - nonFiniteRows(v *float32, d int) uint64: bit r set when row r of the
 //     TK rows of d floats at v (d a multiple of w) holds a NaN or an
 //     infinity, that is an element whose exponent bits are all ones (the
@@ -55,6 +60,45 @@ func EmitRowHelpers(ctx *build.Context, c ConstTable, isa ISA) {
 	x := isa.vec(ctx)
 	ctx.VMULPS(op.Mem{Base: src}, sc, x)
 	ctx.VMOVUPS(x, op.Mem{Base: dst})
+	ctx.ADDQ(op.U8(uint8(4*w)), src)
+	ctx.ADDQ(op.U8(uint8(4*w)), dst)
+	ctx.DECQ(n)
+	ctx.JNZ(op.LabelRef("loop"))
+	ctx.Label("done")
+	ctx.VZEROUPPER()
+	ctx.RET()
+
+	name = AddScaledRowName(isa)
+	ctx.Function(name)
+	ctx.Attributes(attr.NOSPLIT)
+	ctx.Pragma("noescape")
+	ctx.SignatureExpr("func(dst, src *float32, n int, s float32)")
+	if isa == AVX512 {
+		ctx.Doc(
+			name+" adds src[i]*s to dst[i] for i < n (a multiple of 16), the",
+			"product rounded first (no FMA). It needs AVX-512 Foundation.",
+		)
+	} else {
+		ctx.Doc(
+			name+" adds src[i]*s to dst[i] for i < n (a multiple of 8), the",
+			"product rounded first (no FMA). It needs AVX2.",
+		)
+	}
+	dst = ctx.Load(ctx.Param("dst"), ctx.GP64())
+	src = ctx.Load(ctx.Param("src"), ctx.GP64())
+	n = ctx.Load(ctx.Param("n"), ctx.GP64())
+	sx = ctx.Load(ctx.Param("s"), ctx.XMM())
+	sc = isa.vec(ctx)
+	ctx.VBROADCASTSS(sx, sc)
+	ctx.SHRQ(op.U8(log2(w)), n)
+	ctx.TESTQ(n, n)
+	ctx.JZ(op.LabelRef("done"))
+	ctx.Label("loop")
+	x, y := isa.vec(ctx), isa.vec(ctx)
+	ctx.VMULPS(op.Mem{Base: src}, sc, x)
+	ctx.VMOVUPS(op.Mem{Base: dst}, y)
+	ctx.VADDPS(x, y, y) // dst first, as Go's dst += p
+	ctx.VMOVUPS(y, op.Mem{Base: dst})
 	ctx.ADDQ(op.U8(uint8(4*w)), src)
 	ctx.ADDQ(op.U8(uint8(4*w)), dst)
 	ctx.DECQ(n)

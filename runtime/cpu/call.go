@@ -52,12 +52,15 @@ func (g segment) keyAbs(x int) int { return g.off + g.stride*(g.kx0+x) }
 
 // A job is one query tile: per rows of each of nh query heads (h, h+1,
 // ...; they share a key/value head and their rows share positions, so the
-// tile reads each key and value once for all of them) against the key
-// tiles of its visit list, c.refs[v0:v1]. A job split into parts > 1 items
-// (flash decoding: keys across threads) keeps each part's softmax state in
+// tile reads each key and value once for all of them), segment queries x0
+// .. x0+per-1 (within query tile qt), against the key tiles of its visit
+// list, c.refs[v0:v1] (query tile qt's: a job of fewer positions skips the
+// tiles its rows keep nothing of). A job split into parts > 1 items (flash
+// decoding: keys across threads) keeps each part's softmax state in
 // c.partial from slot part0 on, and the last part to finish merges them.
 type job struct {
 	b, h, nh, seg, qt, per int32
+	x0                     int32
 	v0, v1                 int32
 	parts, part0           int32
 }
@@ -359,13 +362,34 @@ func (c *call) makeJobs() {
 	// jobs then read consecutive rows of q and out, which the hardware
 	// prefetchers stream (1.5-3% faster there than the other order, which
 	// is as much faster for BSHD).
+	//
+	// In those layouts a query tile's job also holds the rows of several
+	// query heads of its kv head at fewer positions (sideHeads: 4 heads of
+	// 12 positions each instead of one head of 48), so that its rows of q
+	// and of the output are a few runs of adjacent heads on a quarter of
+	// the pages, which the hardware prefetchers stream, and the TLB finds
+	// a quarter of the pages; the jobs of one query tile's positions
+	// follow each other, kv head by kv head.
 	tileMajor := c.ls.Q.Head < c.ls.Q.Pos
+	side := 1
+	if tileMajor {
+		side = sideHeads(s.HeadsQ / s.HeadsKV)
+	}
 	for b := 0; b < s.Batch; b++ {
 		if tileMajor {
 			for gi, g := range c.segs {
-				for qt := 0; qt*TQ < g.nq; qt++ {
+				if g.nq <= TQ/2 {
+					// few rows: the heads of a kv head already share a job
 					for kvh := 0; kvh < s.HeadsKV; kvh++ {
-						c.headJobs(b, gi, kvh, qt, qt+1)
+						c.headJobs(b, gi, kvh, 0, (g.nq+TQ-1)/TQ)
+					}
+					continue
+				}
+				for qt := 0; qt*TQ < g.nq; qt++ {
+					for x0 := qt * TQ; x0 < min((qt+1)*TQ, g.nq); x0 += TQ / side {
+						for kvh := 0; kvh < s.HeadsKV; kvh++ {
+							c.sideJobs(b, gi, kvh, qt, x0, side)
+						}
 					}
 				}
 			}
@@ -424,13 +448,50 @@ func (c *call) headJobs(b, gi, kvh, qt0, qt1 int) {
 			nh++
 		}
 		for qt := qt0; qt < qt1; qt++ {
-			vi := c.visitRow(b, h0)*c.qtiles + g.qt0 + qt
-			c.jobs = append(c.jobs, job{
-				b: int32(b), h: int32(h0), nh: int32(nh), seg: int32(gi), qt: int32(qt),
-				per: int32(min(TQ, g.nq-qt*TQ)), v0: c.visits[vi], v1: c.visits[vi+1], parts: 1, part0: -1,
-			})
+			c.addJob(b, gi, h0, nh, qt, qt*TQ, min(TQ, g.nq-qt*TQ))
 		}
 	}
+}
+
+// sideHeads is how many query heads of a kv head (of group) share a job
+// of a layout whose heads sit side by side: the most, up to group, that
+// divide TQ, so that their rows fill the tile.
+func sideHeads(group int) int {
+	n := 1
+	for d := 2; d <= min(group, TQ); d++ {
+		if TQ%d == 0 {
+			n = d
+		}
+	}
+	return n
+}
+
+// sideJobs adds the jobs of segment gi of (batch b, kv head kvh) for the
+// TQ/side positions from segment query x0 on (in query tile qt), each of
+// up to side query heads (those with the same values, as in headJobs).
+func (c *call) sideJobs(b, gi, kvh, qt, x0, side int) {
+	s, g := c.s, c.segs[gi]
+	group := s.HeadsQ / s.HeadsKV
+	per := min(TQ/side, g.nq-x0, (qt+1)*TQ-x0)
+	for h, nh := 0, 0; h < group; h += nh {
+		h0 := kvh*group + h
+		nh = 1
+		for nh < side && h+nh < group && sameHeads(c.hvals, c.nparams, h0, h0+nh) {
+			nh++
+		}
+		c.addJob(b, gi, h0, nh, qt, x0, per)
+	}
+}
+
+// addJob adds the job of nh query heads from h0 of batch b at the per
+// segment queries from x0 of segment gi, in query tile qt (whose visit
+// list it takes).
+func (c *call) addJob(b, gi, h0, nh, qt, x0, per int) {
+	vi := c.visitRow(b, h0)*c.qtiles + c.segs[gi].qt0 + qt
+	c.jobs = append(c.jobs, job{
+		b: int32(b), h: int32(h0), nh: int32(nh), seg: int32(gi), qt: int32(qt), x0: int32(x0),
+		per: int32(per), v0: c.visits[vi], v1: c.visits[vi+1], parts: 1, part0: -1,
+	})
 }
 
 // release drops the call's references to the caller's slices and returns

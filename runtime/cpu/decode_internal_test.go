@@ -151,42 +151,62 @@ func TestDecodeGappedTiles(t *testing.T) {
 }
 
 // TestJobOrder: prefill jobs go head by head in BHSD (consecutive jobs
-// read consecutive query tiles of one head) and query tile by query tile
-// in BSHD (consecutive jobs read the heads of one tile), every job once
-// either way.
+// read consecutive query tiles of one head, each job one head's tile) and
+// position by position in BSHD, each job the rows of sideHeads query heads
+// of one kv head at TQ/sideHeads positions (consecutive jobs read the
+// heads of the same positions, then the next positions); either way every
+// query row of every head is in exactly one job.
 func TestJobOrder(t *testing.T) {
-	s := Shape{Batch: 2, HeadsQ: 4, HeadsKV: 2, SeqQ: 150, SeqK: 150, HeadDim: 32}
-	n, nkv := s.Batch*s.HeadsQ*s.SeqQ*s.HeadDim, s.Batch*s.HeadsKV*s.SeqK*s.HeadDim
-	for _, bshd := range []bool{false, true} {
-		ls := BHSD(s, 0)
-		if bshd {
-			ls = BSHD(s, 0)
-		}
-		c := new(call)
-		g := &geom{dv: s.HeadDim, ls: ls, lseB: s.HeadsQ * s.SeqQ, lseH: s.SeqQ, qpos: 0, dataLen: s.SeqK}
-		if err := c.setup(window{40}, goKernels, s, g, make([]float32, n), nil, nil, inputs{q: make([]float32, n), k: make([]float32, nkv), v: make([]float32, nkv)}, nil, new([mask.MaxHeadParams][]int32)); err != nil {
-			t.Fatal(err)
-		}
-		qtiles := (s.SeqQ + TQ - 1) / TQ
-		if len(c.jobs) != s.Batch*s.HeadsQ*qtiles {
-			t.Fatalf("BSHD %v: %d jobs, want %d", bshd, len(c.jobs), s.Batch*s.HeadsQ*qtiles)
-		}
-		seen := map[[3]int32]bool{}
-		for i, j := range c.jobs {
-			seen[[3]int32{j.b, j.h, j.qt}] = true
-			if i == 0 || c.jobs[i-1].b != j.b {
-				continue
+	for _, s := range []Shape{
+		{Batch: 2, HeadsQ: 4, HeadsKV: 2, SeqQ: 150, SeqK: 150, HeadDim: 32},
+		{Batch: 1, HeadsQ: 10, HeadsKV: 2, SeqQ: 101, SeqK: 130, HeadDim: 32},
+	} {
+		n, nkv := s.Batch*s.HeadsQ*s.SeqQ*s.HeadDim, s.Batch*s.HeadsKV*s.SeqK*s.HeadDim
+		group := s.HeadsQ / s.HeadsKV
+		for _, bshd := range []bool{false, true} {
+			ls := BHSD(s, 0)
+			if bshd {
+				ls = BSHD(s, 0)
 			}
-			p := c.jobs[i-1]
-			if bshd && p.qt != j.qt && !(j.qt == p.qt+1 && j.h == 0) {
-				t.Fatalf("BSHD: job %d (head %d, tile %d) after head %d, tile %d: want the tile's heads in a row", i, j.h, j.qt, p.h, p.qt)
+			c := new(call)
+			g := &geom{dv: s.HeadDim, ls: ls, lseB: s.HeadsQ * s.SeqQ, lseH: s.SeqQ, qpos: s.SeqK - s.SeqQ, dataLen: s.SeqK}
+			if err := c.setup(window{40}, goKernels, s, g, make([]float32, n), nil, nil, inputs{q: make([]float32, n), k: make([]float32, nkv), v: make([]float32, nkv)}, nil, new([mask.MaxHeadParams][]int32)); err != nil {
+				t.Fatal(err)
 			}
-			if !bshd && p.h != j.h && !(j.h == p.h+1 && j.qt == 0) {
-				t.Fatalf("BHSD: job %d (head %d, tile %d) after head %d, tile %d: want the head's tiles in a row", i, j.h, j.qt, p.h, p.qt)
+			side := 1
+			if bshd {
+				side = sideHeads(group)
 			}
-		}
-		if len(seen) != len(c.jobs) {
-			t.Errorf("BSHD %v: %d distinct jobs of %d", bshd, len(seen), len(c.jobs))
+			seen := make([]int, s.Batch*s.HeadsQ*s.SeqQ)
+			for i, j := range c.jobs {
+				if int(j.nh) > side || j.h/int32(group) != (j.h+j.nh-1)/int32(group) || int(j.nh)*int(j.per) > TQ ||
+					j.x0 < j.qt*TQ || j.x0+j.per > (j.qt+1)*TQ {
+					t.Fatalf("BSHD %v %+v: job %d %+v: more heads than %d, heads of two kv heads, or rows outside its query tile", bshd, s, i, j, side)
+				}
+				for h := j.h; h < j.h+j.nh; h++ {
+					for x := j.x0; x < j.x0+j.per; x++ {
+						seen[(int(j.b)*s.HeadsQ+int(h))*s.SeqQ+int(x)]++
+					}
+				}
+				if i == 0 || c.jobs[i-1].b != j.b {
+					continue
+				}
+				p := c.jobs[i-1]
+				if bshd && j.x0 < p.x0 {
+					t.Fatalf("BSHD %+v: job %d (heads %d+%d, positions %d+%d) after positions %d+%d: want the positions in order", s, i, j.h, j.nh, j.x0, j.per, p.x0, p.per)
+				}
+				if bshd && j.x0 == p.x0 && j.h <= p.h {
+					t.Fatalf("BSHD %+v: job %d (heads %d+%d) after heads %d+%d at the same positions: want the heads in order", s, i, j.h, j.nh, p.h, p.nh)
+				}
+				if !bshd && p.h != j.h && !(j.h == p.h+1 && j.qt == 0) {
+					t.Fatalf("BHSD: job %d (head %d, tile %d) after head %d, tile %d: want the head's tiles in a row", i, j.h, j.qt, p.h, p.qt)
+				}
+			}
+			for i, k := range seen {
+				if k != 1 {
+					t.Fatalf("BSHD %v %+v: query row %d (batch, head, position %d) is in %d jobs, want 1", bshd, s, i, i%s.SeqQ, k)
+				}
+			}
 		}
 	}
 }

@@ -204,10 +204,16 @@
 // non-finite value rows, 16-bit outputs) run the variant's row helpers,
 // on AVX-512, AVX2 and NEON alike (emit/avo, emit/neon). Query
 // tiles are read from q in place when they are TQ consecutive rows, else
-// copied. Jobs are listed query tile by query tile, the heads of each one
-// after another, so that consecutive jobs read the same key tiles and, in
-// layouts whose heads sit side by side (BSHD, packed QKV), the same pages
-// of q and the output; a worker claims its next item before an item's
+// copied. In layouts whose heads sit side by side (BSHD, packed QKV) a
+// prefill job holds the rows of several query heads of one kv head at
+// fewer positions (sideHeads: up to the group's heads, a divisor of TQ;
+// 4 heads of 12 positions for 4:1 grouped-query attention), so that its
+// rows of q and of the output are runs of adjacent heads on a quarter of
+// the pages; jobs are listed position by position there, the kv heads of
+// each one after another, so that consecutive jobs read the same key
+// tiles and the same pages of q and the output, and head by head, the
+// query tiles of each in order, in BHSD. A row's bits do not depend on
+// the rows it shares a job with. A worker claims its next item before an item's
 // last key tiles and prefetches its copied query rows, and the item's own
 // output rows when they lie apart, a part before each of those tiles
 // (the amd64 variants' prefetchRows).

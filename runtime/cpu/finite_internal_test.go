@@ -122,6 +122,46 @@ func testScaleRow(t *testing.T, kern *kernels) {
 	}
 }
 
+// TestAddScaledRow: each variant's merge of a part's output row adds the
+// rounded product of each element and the factor to the row, bit for bit
+// the Go loop on amd64 (product, then sum), specials included: infinities,
+// signed zeros, NaN in either operand.
+func TestAddScaledRow(t *testing.T) {
+	eachKernels(t, func(k *kernels) bool { return k.addScaled != nil }, testAddScaledRow)
+}
+
+func testAddScaledRow(t *testing.T, kern *kernels) {
+	r := rand.New(rand.NewPCG(22, 23))
+	nan, inf := float32(math.NaN()), float32(math.Inf(1))
+	for _, n := range []int{16, 64, 128, 256} {
+		src, dst, want := make([]float32, n), make([]float32, n+1), make([]float32, n)
+		for i := range src {
+			src[i], dst[i] = float32(r.NormFloat64()*1e3), float32(r.NormFloat64()*1e3)
+		}
+		specials := [][2]float32{{inf, 1}, {-inf, inf}, {nan, 2}, {3, nan}, {nan, nan}, {0, float32(math.Copysign(0, -1))}, {1e-30, -1e-30}}
+		for i, sp := range specials {
+			src[i], dst[i] = sp[0], sp[1]
+		}
+		dst[n] = 7 // past the row: untouched
+		f := float32(r.Float64())
+		for i, x := range src {
+			p := x * f
+			want[i] = dst[i] + p
+		}
+		if !kern.addScaledK(dst[:n], src, f) {
+			t.Fatalf("n %d: the row update did not run", n)
+		}
+		for i, w := range want {
+			if math.Float32bits(dst[i]) != math.Float32bits(w) && !(math.IsNaN(float64(w)) && math.IsNaN(float64(dst[i]))) {
+				t.Fatalf("n %d: dst[%d] = %v, want %v", n, i, dst[i], w)
+			}
+		}
+		if dst[n] != 7 {
+			t.Fatalf("n %d: wrote past the row", n)
+		}
+	}
+}
+
 // TestLSE: each variant's log-sum-exp of the output rows is within
 // 4*2^-24 (|m| + |log2 l|) ln 2 (two float32 ulp) of the float64 value
 // (m + log2 l) ln 2, over the sums a row can have (1 up to 2^40, and NaN

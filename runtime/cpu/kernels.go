@@ -40,6 +40,9 @@ type kernels struct {
 	lanes int
 	// scaleRow sets dst[i] = src[i]*s for i < n.
 	scaleRow func(dst, src *float32, n int, s float32)
+	// addScaled adds src[i]*s to dst[i] for i < n, the product rounded
+	// first (Go's dst[i] += src[i]*s where Go does not fuse it).
+	addScaled func(dst, src *float32, n int, s float32)
 	// lse sets dst[i] = (m[i] + log2(l[i])) * ln 2 for i < n.
 	lse func(dst, m, l *float32, n int)
 	// nonFinite returns the rows of a TK x d value tile holding a NaN or an
@@ -279,6 +282,17 @@ func (k *kernels) scaleRowK(dst, src []float32, s float32) bool {
 		return false
 	}
 	k.scaleRow(&dst[0], &src[0], n, s)
+	return true
+}
+
+// addScaledK adds src*s to dst with k's kernel when it has one for
+// len(src) floats, and reports whether it did.
+func (k *kernels) addScaledK(dst, src []float32, s float32) bool {
+	n := len(src)
+	if k.addScaled == nil || !k.whole(n) || len(dst) < n {
+		return false
+	}
+	k.addScaled(&dst[0], &src[0], n, s)
 	return true
 }
 

@@ -137,7 +137,7 @@ func (c *call) tileScoreRows(st *scoreTile, j job, rows int) {
 // segment, relative to the base of tileScoreRows.
 func (c *call) tileScoreCols(st *scoreTile, j job, kt int) {
 	g := c.segs[j.seg]
-	q0 := int(j.qt)*TQ + g.qx0
+	q0 := int(j.x0) + g.qx0
 	d := g.stride * (g.kx0 + kt*TK - q0)
 	for x := range st.cols {
 		st.cols[x] = int32(d + g.stride*x)

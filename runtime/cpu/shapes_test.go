@@ -668,3 +668,103 @@ func TestPagedBSHD(t *testing.T) {
 		}
 	}
 }
+
+// TestSideHeads: in layouts whose heads sit side by side (BSHD, packed
+// QKV) a prefill job holds several query heads of a kv head at fewer
+// positions (4 heads of 12 positions for 4:1 grouped-query attention, 3
+// of 16, 6 of 8); that gives the BHSD call's bits, on every variant, with
+// masks that skip and refine tiles (windows, documents, residue
+// classes), head parameters whose runs of equal values split the heads
+// of a job, score stages with per-head slopes and sinks, 16-bit inputs,
+// and ragged rows with positions.
+func TestSideHeads(t *testing.T) {
+	r := rand.New(rand.NewPCG(305, 306))
+	shapes := []cpu.Shape{
+		{Batch: 2, HeadsQ: 8, HeadsKV: 2, SeqQ: 157, SeqK: 203, HeadDim: 64},
+		{Batch: 1, HeadsQ: 6, HeadsKV: 2, SeqQ: 131, SeqK: 131, HeadDim: 64},
+		{Batch: 1, HeadsQ: 6, HeadsKV: 1, SeqQ: 100, SeqK: 170, HeadDim: 64},
+	}
+	for si, sp := range scoreSpecs {
+		p, m := headsPlan(t, fmt.Sprintf("%shead_dim: %d\n", sp.src, 64))
+		for x, s := range shapes {
+			if sp.full {
+				s.SeqQ = s.SeqK
+			}
+			if testing.Short() && (si+x)%2 == 1 {
+				continue
+			}
+			for _, v := range supported() {
+				c := newShapeCall(t, r, m, s, 0, s.SeqK)
+				base := c.a
+				base.SoftCap, base.Slopes, base.Sinks = verify.RandomScore(p.Score, s.HeadsQ, r).Float32()
+				if n := len(p.Params); n > 0 {
+					// runs of equal values (heads 0-2, 4-5) and single ones
+					hv := verify.RandomHeadParams(p, r, s.HeadsQ, s.SeqK)
+					for h := 1; h < s.HeadsQ; h++ {
+						if h != 3 && h != 6 {
+							copy(hv[h*n:(h+1)*n], hv[(h-1)*n:h*n])
+						}
+					}
+					base.HeadParams = cpu.SplitHeadParams(hv, n, s.HeadsQ)
+				}
+				if x == 0 {
+					// ragged rows at their own positions
+					base.SeqLensQ, base.SeqLensK = []int32{157, 60}, []int32{203, 190}
+					base.QPos, base.KPos = []int32{46, 130}, []int32{0, 0}
+				}
+				for _, elem := range []cpu.Elem{cpu.F32, cpu.BF16} {
+					want := base
+					want.Out, want.LSE = poisoned32(c.nOut, 0x7fc0_0021), poisoned32(c.nL, 0x7fc0_0022)
+					if elem != cpu.F32 {
+						want.Q, want.K, want.V, want.Elem = nil, nil, nil, elem
+						want.Q16, want.K16, want.V16 = slice16(elem, c.q), slice16(elem, c.k), slice16(elem, c.v)
+					}
+					if err := cpu.ForwardArgs(m, v, want); err != nil {
+						t.Fatal(err)
+					}
+					D := s.HeadDim
+					nq, nk := [3]int{s.Batch, s.HeadsQ, s.SeqQ}, [3]int{s.Batch, s.HeadsKV, s.SeqK}
+					layouts := []string{"BSHD"}
+					if s.SeqQ == s.SeqK {
+						layouts = append(layouts, "packed")
+					}
+					for _, name := range layouts {
+						a := base
+						var q, k, vv []float32
+						if name == "packed" {
+							a.Layout = cpu.PackedQKV(s)
+							w := (s.HeadsQ + 2*s.HeadsKV) * D
+							buf := poisoned32(s.Batch*s.SeqK*w, 0x7fc0_0023)
+							q, k, vv = buf, buf[s.HeadsQ*D:], buf[(s.HeadsQ+s.HeadsKV)*D:]
+						} else {
+							a.Layout = cpu.BSHD(s, 0)
+							q, k, vv = poisoned32(c.nOut, 0x7fc0_0023), poisoned32(len(c.k), 0x7fc0_0023), poisoned32(len(c.v), 0x7fc0_0023)
+						}
+						copyStrided(q, c.q, nq, D, a.Layout.Q)
+						copyStrided(k, c.k, nk, D, a.Layout.K)
+						copyStrided(vv, c.v, nk, D, a.Layout.V)
+						out := poisoned32(c.nOut, 0x7fc0_0024)
+						a.Out, a.LSE = out, poisoned32(c.nL, 0x7fc0_0025)
+						if elem == cpu.F32 {
+							a.Q, a.K, a.V = q, k, vv
+						} else {
+							a.Q, a.K, a.V, a.Elem = nil, nil, nil, elem
+							a.Q16, a.K16, a.V16 = slice16(elem, q), slice16(elem, k), slice16(elem, vv)
+						}
+						if err := cpu.ForwardArgs(m, v, a); err != nil {
+							t.Fatalf("%s %s %s %+v: %v", p.Mask, v, name, s, err)
+						}
+						got := make([]float32, c.nOut)
+						gatherStrided(got, out, nq, D, a.Layout.Out)
+						if i := sameBits32(got, want.Out); i >= 0 {
+							t.Fatalf("%s %s %s %s %+v: out[%d] = %v, BHSD %v", p.Mask, v, elem, name, s, i, got[i], want.Out[i])
+						}
+						if i := sameBits32(a.LSE, want.LSE); i >= 0 {
+							t.Fatalf("%s %s %s %s %+v: lse[%d] = %v, BHSD %v", p.Mask, v, elem, name, s, i, a.LSE[i], want.LSE[i])
+						}
+					}
+				}
+			}
+		}
+	}
+}

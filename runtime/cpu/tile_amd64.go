@@ -1669,6 +1669,12 @@ func widenF16AVX512(dst *float32, src *uint16, n int)
 //go:noescape
 func scaleRowAVX512(dst *float32, src *float32, n int, s float32)
 
+// addScaledRowAVX512 adds src[i]*s to dst[i] for i < n (a multiple of 16), the
+// product rounded first (no FMA). It needs AVX-512 Foundation.
+//
+//go:noescape
+func addScaledRowAVX512(dst *float32, src *float32, n int, s float32)
+
 // nonFiniteRowsAVX512 returns the rows of the TK rows of d floats at v (d a
 // multiple of 16) that hold a NaN or an infinity, as bits. It needs AVX-512
 // Foundation.
@@ -1725,6 +1731,12 @@ func widenF16AVX2(dst *float32, src *uint16, n int)
 //
 //go:noescape
 func scaleRowAVX2(dst *float32, src *float32, n int, s float32)
+
+// addScaledRowAVX2 adds src[i]*s to dst[i] for i < n (a multiple of 8), the
+// product rounded first (no FMA). It needs AVX2.
+//
+//go:noescape
+func addScaledRowAVX2(dst *float32, src *float32, n int, s float32)
 
 // nonFiniteRowsAVX2 returns the rows of the TK rows of d floats at v (d a
 // multiple of 8) that hold a NaN or an infinity, as bits. It needs AVX2.

@@ -49,16 +49,27 @@ func (c *call) prefetchQ(it item, k, parts int) {
 	}
 	per := int(j.per)
 	r0, r1 := k*per/parts, (k+1)*per/parts
-	pitch := c.segs[j.seg].stride * c.ls.Q.Pos
-	for h := 0; h < int(j.nh); h++ {
-		head, row := c.rowOf(j, h*per+r0)
-		at := c.qAt(int(j.b), head, row)
+	at0, hs, ps := c.jobRows(j, c.ls.Q)
+	at0 += r0 * ps
+	// heads side by side (BSHD, packed QKV): one run of them per position
+	heads, n := runOf(int(j.nh), hs, c.dd.qk)
+	for h := 0; h < heads; h++ {
 		if c.elem == F32 {
-			prefetchRows(c.kern, c.q, at, r1-r0, pitch, c.dd.qk)
+			prefetchRows(c.kern, c.q, at0+h*hs, r1-r0, ps, n)
 		} else {
-			prefetchRows(c.kern, c.q16, at, r1-r0, pitch, c.dd.qk)
+			prefetchRows(c.kern, c.q16, at0+h*hs, r1-r0, ps, n)
 		}
 	}
+}
+
+// runOf returns how many runs nh rows of n elements, hs apart, are read
+// in, and the elements of each: one run of all of them when they are
+// adjacent (hs = n), else a run each.
+func runOf(nh, hs, n int) (runs, elems int) {
+	if hs == n {
+		return 1, nh * n
+	}
+	return nh, n
 }
 
 // prefetchOut prefetches part k of parts of the output rows job j
@@ -72,14 +83,14 @@ func (c *call) prefetchOut(j job, k, parts int) {
 	}
 	per := int(j.per)
 	r0, r1 := k*per/parts, (k+1)*per/parts
-	pitch := c.segs[j.seg].stride * c.ls.Out.Pos
-	for h := 0; h < int(j.nh); h++ {
-		head, row := c.rowOf(j, h*per+r0)
-		at := c.outAt(int(j.b), head, row)
+	at0, hs, ps := c.jobRows(j, c.ls.Out)
+	at0 += r0 * ps
+	heads, n := runOf(int(j.nh), hs, dv)
+	for h := 0; h < heads; h++ {
 		if c.out16 != nil {
-			prefetchRows(c.kern, c.out16, at, r1-r0, pitch, dv)
+			prefetchRows(c.kern, c.out16, at0+h*hs, r1-r0, ps, n)
 		} else {
-			prefetchRows(c.kern, c.out, at, r1-r0, pitch, dv)
+			prefetchRows(c.kern, c.out, at0+h*hs, r1-r0, ps, n)
 		}
 	}
 }
@@ -96,8 +107,18 @@ func (c *call) rowOf(j job, r int) (head, row int) {
 	g := c.segs[j.seg]
 	per := int(j.per)
 	head = int(j.h) + r/per
-	x := int(j.qt)*TQ + r%per + g.qx0 // segment position
+	x := int(j.x0) + r%per + g.qx0 // segment position
 	return head, g.off + g.stride*x - c.qpos
+}
+
+// jobRows returns, for a tensor of strides x (q or the output), the
+// offset of job j's first row (its first head, first position) and the
+// steps from one of its heads to the next and from one of its positions
+// to the next: row h*per + i of the job's tile is at at + h*hs + i*ps.
+func (c *call) jobRows(j job, x Strides) (at, hs, ps int) {
+	g := c.segs[j.seg]
+	row := g.off + g.stride*(int(j.x0)+g.qx0) - c.qpos
+	return int(j.b)*x.Batch + int(j.h)*x.Head + row*x.Pos, x.Head, g.stride * x.Pos
 }
 
 // qAt, outAt and lseAt are the offsets in q, the output and lse of query
@@ -141,16 +162,19 @@ func (w *buffers) runItem(c *call, it item, src itemSource) (*call, item, bool) 
 			clear(w.q[end:w.qDirty])
 		}
 		w.qDirty = rows * D
-		for r := 0; r < rows; r++ {
-			dst := qt0[r*D : r*D+D]
-			h, row := c.rowOf(j, r)
-			at := c.qAt(b, h, row)
-			if c.elem == F32 {
-				copy(dst, c.q[at:][:dq])
-			} else {
-				c.kern.widenRow(dst[:dq], c.q16[at:][:dq], c.elem)
+		// position by position, the heads of each (adjacent in BSHD)
+		at0, hs, ps := c.jobRows(j, c.ls.Q)
+		for i := 0; i < per; i++ {
+			for h := 0; h < int(j.nh); h++ {
+				dst := qt0[(h*per+i)*D:][:D]
+				at := at0 + h*hs + i*ps
+				if c.elem == F32 {
+					copy(dst, c.q[at:][:dq])
+				} else {
+					c.kern.widenRow(dst[:dq], c.q16[at:][:dq], c.elem)
+				}
+				clear(dst[dq:])
 			}
-			clear(dst[dq:])
 		}
 	}
 	// Only the job's rows of o start at zero: the kernels leave the rows
@@ -162,7 +186,7 @@ func (w *buffers) runItem(c *call, it item, src itemSource) (*call, item, bool) 
 	for r := range m {
 		m[r] = float32(math.Inf(-1))
 	}
-	q0 := int(j.qt)*TQ + g.qx0
+	q0 := int(j.x0) + g.qx0
 	q1 := q0 + per - 1
 	docs := c.docsOf(b, int(j.h)) // the job's heads have the same values
 	refs := c.refs[it.r0:it.r1]
@@ -346,8 +370,10 @@ func (w *buffers) merge(c *call, j job) {
 				f = exp2(ps[TQ*D+r] - mx)
 			}
 			lr += f * ps[TQ*D+TQ+r]
-			for d, x := range ps[r*D : r*D+D] {
-				or[d] += f * x
+			if !c.kern.addScaledK(or, ps[r*D:r*D+D], f) {
+				for d, x := range ps[r*D : r*D+D] {
+					or[d] += f * x
+				}
 			}
 		}
 		m[r], l[r] = mx, lr
@@ -366,9 +392,19 @@ func (c *call) finish(w *buffers, j job, o, m, l []float32) {
 	lse := &w.lse // the kernels are called through the table: a stack array would escape
 	sinks := c.sc.sinks
 	vecLSE := c.lse != nil && len(sinks) == 0 && c.kern.lseK(lse[:], m[:TQ], l[:TQ], rows)
-	for r := 0; r < rows; r++ {
-		head, row := c.rowOf(j, r)
-		at := c.outAt(b, head, row)
+	// position by position, the heads of each (adjacent in BSHD)
+	g := c.segs[j.seg]
+	per := int(j.per)
+	at0, hs, ps := c.jobRows(j, c.ls.Out)
+	row0 := g.off + g.stride*(int(j.x0)+g.qx0) - c.qpos
+	for x := 0; x < rows; x++ {
+		i, h := x, 0
+		if j.nh > 1 {
+			i, h = x/int(j.nh), x%int(j.nh)
+		}
+		r := h*per + i
+		head, row := int(j.h)+h, row0+i*g.stride
+		at := at0 + h*hs + i*ps
 		or := o[r*DV : r*DV+dv]
 		if len(sinks) > 0 {
 			// The learned sink joins the row's softmax: out = o 2^(m-M)/L.
