@@ -333,7 +333,7 @@ func TestPositionsRefused(t *testing.T) {
 		l.KPos = 0x9000
 		_, err = l.Args(ptrs...)
 		if takes := name != "dilated"; takes != (err == nil) {
-			t.Errorf("%s: positions given: err = %v, want a refusal: %v", name, err, !takes)
+			t.Errorf("%s%s: positions given: err = %v, want a refusal: %v", name, dims, err, !takes)
 		} else if err != nil && !strings.Contains(err.Error(), "takes no positions") {
 			t.Errorf("%s: err = %v, want it to say the kernel takes no positions", name, err)
 		}
