@@ -42,7 +42,8 @@ type geom struct {
 	pos      bool // the kernel takes per-row positions (posParams): every kernel with lens
 	// stage: the kernel keeps the row's lengths and positions in shared
 	// memory rather than registers (stageRow): those with lens at head_dim
-	// above 128 (stageDim) or with hull and class programs above bigScan
+	// above 128 (stageDim) or with hull and class programs above bigScan;
+	// the sm_90a kernel's without a producer (generateHopper)
 	stage bool
 }
 
@@ -384,8 +385,8 @@ func (g *kit) rowPos(b Operand) Operand {
 	return g.qp0
 }
 
-// rowBytes is the shared memory stageRow takes: four words (sq, sk, kp,
-// qp0) in a kernel that stages them (geom.stage), none otherwise.
+// rowBytes is the shared memory stageRow takes: stageWords words in a
+// kernel that stages (geom.stage), none otherwise.
 func (g *kit) rowBytes() int {
 	if !g.stage {
 		return 0
@@ -406,11 +407,12 @@ const stageWords = 8
 // ld.volatile.shared, which ptxas neither hoists out of the tile loop nor
 // merges. Kernels that do not stage (geom.stage) keep them in registers;
 // without per-row lengths they are kernel parameters (which ptxas reads
-// from the constant bank at their uses) and immediates. Every thread of the barrier must reach the call; the values
-// must be the same in every one of them. With again (the sm_90a kernel's
-// work items, one batch row each) a barrier comes first, so that every
-// thread's reads of the last item's words precede their rewrite;
-// without it the words are written once (one batch row per CTA).
+// from the constant bank at their uses) and immediates. Every thread of
+// the barrier must reach the call, and the values must be the same in
+// every one of them. With again (the sm_90a kernel's work items, one
+// batch row each) a barrier comes first, so that every thread's reads of
+// the last item's words precede their rewrite; without it the words are
+// written once (one batch row per CTA).
 //
 // With the row's lengths and positions held in registers across the tile
 // loop ptxas 11.8 and 12.4 spilled at head_dim 192 and 256 (bigbird's,
