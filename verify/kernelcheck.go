@@ -210,7 +210,7 @@ func CheckNumericSampled(p spec.Pattern, run Run, s Shape, r *rand.Rand, opt Num
 	var ids []int32
 	var docs *spec.Docs
 	if p.Mask.HasData() {
-		ids = RandomData(p, r, s.SeqK)
+		ids = RandomData(p, r, s.dataLen()) // with positions, every position a row reaches
 		docs, _ = DataOf(p, ids)
 	}
 	var rows []int

@@ -149,13 +149,13 @@ func verifyPTXLayout(s *spec.Spec, t ptx.Target, r *rand.Rand, gpu bool, sample 
 		rep, err := verify.CheckNumericWith(s.Pattern(), ik.Run(), ragged, r, opts)
 		report("ptx-sim", err, raggedText(ragged)+": "+rep.String()+yard)
 	} else {
-		fmt.Fprintf(stdout, "%-7s ragged batch skipped: the %s kernel takes no per-row lengths (residue layouts and head_dim above 128 do not)\n", "ptx-sim", t.Name())
+		fmt.Fprintf(stdout, "%-7s ragged batch skipped: the %s kernel takes no per-row lengths (residue layouts do not)\n", "ptx-sim", t.Name())
 	}
 	if pos {
 		rep, err := verify.CheckNumericWith(s.Pattern(), ik.Run(), positioned, r, opts)
 		report("ptx-sim", err, raggedText(positioned)+": "+rep.String()+yard)
 	} else {
-		fmt.Fprintf(stdout, "%-7s positions skipped: the %s kernel takes no positions (residue layouts, trees, head_dim above 128 and masks of long programs do not)\n", "ptx-sim", t.Name())
+		fmt.Fprintf(stdout, "%-7s positions skipped: the %s kernel takes no positions (residue layouts do not)\n", "ptx-sim", t.Name())
 	}
 	if bw == nil {
 		fmt.Fprintf(stdout, "%-7s the backward of %s: the sm_80 kernels serve it (verify -sm 80)\n", "ptx-sim", t.Name())

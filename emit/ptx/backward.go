@@ -265,7 +265,11 @@ func (g *bwdK) bufBytes() int {
 	return g.tileK * g.RS
 }
 
-func (g *bwdK) smemBytes() int {
+func (g *bwdK) smemBytes() int { return g.rowOff() + g.rowBytes() }
+
+// rowOff is where stageRow keeps the batch row's values: after the vote
+// words.
+func (g *bwdK) rowOff() int {
 	if g.dkv {
 		return g.dkvFlags() + g.bufBytes() + 2*g.voteBytes()
 	}
@@ -321,7 +325,9 @@ func (g *bwdK) segment(tile Operand) error {
 		g.sq, g.sk = nq, nk
 	}
 	g.rowLens(g.bz)
-	g.off = g.rowPos(g.bz)
+	g.rowPos(g.bz)
+	g.stageRow(int64(g.rowOff()), false)
+	g.off = g.qp0
 	g.pitch = int64(g.st)
 	g.copyLanes()
 	g.aRowCol = g.ldmRowCol()

@@ -688,7 +688,8 @@ func checkBackwardNonFinite(t *testing.T, k int, mk testMask, d int) {
 
 // TestBackwardInterpColumnSchedule counts the query tiles each dk/dv CTA
 // visits, by its barriers (two per tile, two more per partial tile for
-// the votes of the masked-input rule), against the plan's closed-form column
+// the votes of the masked-input rule, one per CTA after stageRow's stores
+// in a kernel that stages), against the plan's closed-form column
 // schedule (gen.Plan.VisitColumn: the query hull and class programs
 // evaluated in Go, per head for masks with head parameters) with the
 // kernel's query step, summed over the query heads of each group; and checks by brute force that the schedule visits
@@ -748,6 +749,10 @@ func TestBackwardInterpColumnSchedule(t *testing.T) {
 						}
 					}
 				}
+			}
+			if stagedBarriers(t, p, SM80) != 0 {
+				// stageRow's barrier, in every CTA (one per key tile)
+				want += int64((sh.sk + TileK - 1) / TileK)
 			}
 			if r.dkvSt.Barriers != want {
 				t.Fatalf("dk/dv kernel: %d barriers, the closed-form schedule gives %d", r.dkvSt.Barriers, want)

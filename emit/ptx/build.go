@@ -12,6 +12,10 @@ func (f *Func) reg(t Type, o Operand) Operand {
 		return o
 	}
 	r := f.NewReg(t)
+	if o.Kind == KStaged && t.Size() == 4 {
+		f.Emit(Inst{Op: OpLdVol, T: S32, Dst: []Operand{R(r)}, Src: []Operand{AddrSym(o.Name, o.Off)}})
+		return R(r)
+	}
 	f.Emit(Inst{Op: OpMov, T: t, Dst: []Operand{R(r)}, Src: []Operand{o}})
 	return R(r)
 }

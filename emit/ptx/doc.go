@@ -274,8 +274,8 @@
 // kernel's, within bf16 rounding, so that maps wrong alike in every
 // layout fail too).
 //
-// Ragged batches: the kernels of the identity layout up to head_dim 128 (the sm_80 forward,
-// both backward kernels, the sm_90a forward) takes seq_lens_q and
+// Ragged batches: the kernels of the identity layout, at every head_dim (the sm_80 forward,
+// both backward kernels, the sm_90a forward), take seq_lens_q and
 // seq_lens_k (gpu.SeqLensQParam: device addresses of [batch]s32, 0 for
 // none; Launch.SeqLensQ and SeqLensK, not among Args' addresses). After
 // the batch row is known (rowLens: per CTA, per work item on sm_90a) the
@@ -288,13 +288,31 @@
 // past the row's queries (keys) visits no tile, and the tensors' rows past
 // a row's queries get out 0, lse -Inf, dq 0 (and a 0 dsink_rows term),
 // past its keys dk 0 and dv 0, as runtime/cpu writes them. Residue-layout
-// kernels and those of head_dim 192 and 256 (maxLensDim: ptxas spilled
-// with the lengths in registers) take no lengths: Launch.Args refuses them. TestInterpRagged
+// kernels take no lengths: Launch.Args refuses them. TestInterpRagged
 // (ragged_test.go) requires each row's bits to be those of the row alone,
-// with NaN past every row's lengths.
+// with NaN past every row's lengths (head_dim 64, 192, 256, {192, 128},
+// and bigbird's long programs).
 //
-// Positions: the kernels that take lengths, but those of tree masks and
-// of long hull and class programs (geom.pos), take q_pos and k_pos too (gpu.QPosParam: device addresses
+// Staged row values: with a row's lengths and positions in registers
+// across the tile loop ptxas 11.8 and 12.4 spilled at head_dim 192 and
+// 256 (bigbird's, causal's and the neighbourhood's forwards; the dk/dv
+// kernels of causal, document and the neighbourhood at 256: 4 to 36
+// bytes) and for hull and class programs above bigScan (the neighbourhood's
+// sm_80 forward, bigbird's sm_90a forward at 128: 52 bytes). Those
+// kernels (geom.stage; on sm_90a the design without a producer) keep them
+// in shared memory instead (stageRow): thread 0 stores sq, sk, kp and qp0
+// (and the sm_80 forward its query tile's positions q0, q1 and last key
+// tile kthi) into the words after the vote words, a CTA barrier follows
+// (on sm_90a a barrier before the store too, since each work item
+// rewrites them), and each value becomes a staged operand (Staged,
+// KStaged) which Func.Emit loads with ld.volatile.shared into a fresh
+// register right before every instruction that reads it (find loads q0
+// and q1 once per scan): ptxas may neither hoist nor merge a volatile
+// load, so no register holds them across the loop, the same effect the
+// strides get from being reread from the constant bank. The other
+// kernels keep them in registers, byte for byte as before.
+//
+// Positions: the kernels that take lengths take q_pos and k_pos too (gpu.QPosParam: device addresses
 // of [batch]s32, 0 for the default alignment; Launch.QPos and KPos, not
 // among Args' addresses), the absolute positions of each batch row's
 // first query and first key (runtime/cpu's QPos and KPos). rowPos loads
@@ -314,20 +332,26 @@
 // the score stage's positions (ALiBi's distances are absolute). Document
 // ids index absolute positions: the document arrays must cover every
 // position a row reaches (one past its last query or key), and positions
-// past a row's keys are clamped to the last of them (lastPos). Without
+// past a row's keys are clamped to the last of them (lastPos). A tree's
+// arrays (TreeArrays) index absolute positions the same way: the parent
+// array must cover every position a row reaches, as runtime/cpu's Tree
+// with QPos and KPos does (verify/gpurun builds the arrays from its first
+// reach entries, a prefix, which is the same tree on those positions);
+// treeanc, the tree's hull and its class program are evaluated at the
+// queries' and keys' absolute positions, and its per-call values (chain,
+// least lo, largest top) are those of that array. Without
 // positions kp is the immediate 0 and the programs' key arguments are
 // the key indices unchanged. Positions plus lengths must stay below
 // 2^31; negative positions read as 0 (verify/gpurun refuses them).
-// Residue layouts, head_dim 192 and 256, tree masks and masks whose hull
-// and class programs exceed bigScan instructions (bigbird, neighbourhood:
-// ptxas spilled) take none:
-// Launch.Args refuses non-zero QPos or KPos. seq_q <= seq_k is still
+// Residue layouts take none: Launch.Args refuses non-zero QPos or KPos
+// (TestPositionsRefused). seq_q <= seq_k is still
 // required of a call (Geometry), so a query chunk longer than its key
 // chunk is not yet a call. TestInterpPositions (pos_test.go) cuts a call
 // into query and key chunks at their positions, checks each against
 // verify's reference and the key chunks merged by lse against the single
 // call (sm_80 and sm_90a); TestInterpPositionsGrad checks the backward
-// at positions against verify's gradient reference.
+// at positions against verify's gradient reference (both with bigbird, a
+// tree and head_dim 192, 256 and {192, 128} among their masks).
 //
 // Query head h reads
 // key/value head h / (heads_q/heads_kv); seq_q <= seq_k, by default query row r is

@@ -69,7 +69,11 @@ func (g *fwd80) kvBytes() int { return g.tileK * g.RS }
 
 func (g *fwd80) qBytes() int { return g.tileQ * g.RS }
 
-func (g *fwd80) smemBytes() int { return g.qBytes() + 4*g.kvBytes() + g.flagBytes() }
+func (g *fwd80) smemBytes() int { return g.rowOff() + g.rowBytes() }
+
+// rowOff is where stageRow keeps the batch row's values: after the vote
+// words.
+func (g *fwd80) rowOff() int { return g.qBytes() + 4*g.kvBytes() + g.flagBytes() }
 
 func (g *fwd80) kernel() error {
 	f := g.f
@@ -138,6 +142,7 @@ func (g *fwd80) kernel() error {
 	if err != nil {
 		return err
 	}
+	g.stageRow(int64(g.rowOff()), false, &q0, &q1, &g.kthi)
 
 	fin := f.NewLabel("finish")
 	f.CommentProg("tile class", g.p.Class)

@@ -279,7 +279,11 @@ func (h *hop) barOff() int { return h.stageOff(stages) }
 
 func (h *hop) flagOff() int { return h.barOff() + (1+stages)*barBytes }
 
-func (h *hop) smemBytes() int { return h.flagOff() + h.voteSets()*h.flagBytes() }
+func (h *hop) smemBytes() int { return h.rowOff() + h.rowBytes() }
+
+// rowOff is where stageRow keeps the work item's batch row values: after
+// the vote words.
+func (h *hop) rowOff() int { return h.flagOff() + h.voteSets()*h.flagBytes() }
 
 // voteSets is the number of sets of vote words: two with a producer
 // warpgroup, whose consumers pass no barrier between tiles, so that
@@ -311,7 +315,12 @@ func generateHopper(p *gen.Plan, cfg Config, t Target, gm geom) (*Forward, error
 	// the batch size of the persistent grid
 	g.f.Params = g.kernelParams([]Param{parO, parLSE}, []Param{parTmQ, parTmK, parTmV}, []Param{parBat}, stridesHop)
 	g.f.ReqNTID = hopThreads
-	if h.producer = hopProducer(p, g.D); h.producer {
+	h.producer = hopProducer(p, g.D)
+	// the design with a producer kept the row's values in registers
+	// without spills at every head_dim; the one without (long hull and
+	// class programs) spilled with them (bigbird at 128: 52 bytes)
+	h.stage = g.lens && !h.producer
+	if h.producer {
 		// ptxas 12.4 honours setmaxnreg only with .minnctapersm (or
 		// .maxnreg) given: without it, it dropped the setmaxnreg of the
 		// head_dim 64 kernels, capped them at 168 registers and spilled
@@ -529,6 +538,10 @@ func (h *hop) item(w *workList, it Operand) (*item, error) {
 	}
 	h.rowLens(bz)
 	off := h.rowPos(bz)
+	// every item rewrites the staged words, after a barrier that orders the
+	// last item's reads of them before (the design without a producer,
+	// whose consumers are all the CTA's threads)
+	h.stageRow(int64(h.rowOff()), true)
 	h.pitch = st
 
 	f.Comment("global bases of the output and the log-sum-exp; tensor-map coordinates")

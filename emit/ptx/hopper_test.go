@@ -234,7 +234,8 @@ func TestHopperCatchesWrongMask(t *testing.T) {
 // TestHopperVisits counts the key tiles the persistent kernel visits by
 // its barriers: one per CTA with work after the mbarrier initialization,
 // then per work item one per visited tile and one more per partial tile
-// (sanitize's vote on finite data), none for items without tiles, against
+// (sanitize's vote on finite data), none for items without tiles (but
+// stageRow's two in every item of a kernel that stages), against
 // the scan of the plan's hull and class programs; on Geometry's grid (one
 // CTA per item) and on two CTAs.
 func TestHopperVisits(t *testing.T) {

@@ -517,7 +517,9 @@ func planTiles(p *gen.Plan, q0, q1, nk int, docs *spec.Docs) []gen.TileRef {
 // TestInterpVisits counts the key tiles the kernel visits through its
 // barriers (one for Q, two per visited tile and one more per partial
 // tile, sanitize's vote on finite data; none in CTAs that visit
-// no tile or lie past a residue class's queries) and compares them with a
+// no tile or lie past a residue class's queries, but the barrier after
+// stageRow's stores in every CTA of a kernel that stages its row values,
+// stagedBarriers) and compares them with a
 // scan of the plan's hull and class programs (planTiles). It also checks
 // that the plan's exact schedule (Visit, refined by keep words) is a
 // subset of that scan and agrees on full tiles: the class program is
@@ -527,6 +529,27 @@ func TestInterpVisits(t *testing.T) {
 	masks := append(exampleMasks(t), randomMasks(4, 16)...)
 	masks = append(masks, randomDocMasks(5, 4)...)
 	checkVisits(t, SM80, masks, nil, func(_ *gen.Plan, tiles, partial int) int64 { return int64(1 + 2*tiles + partial) }, 0, nil)
+}
+
+// stagedBarriers is the barriers stageRow adds to every CTA (sm_80: one
+// after the stores) or work item (sm_90a: one before and one after them)
+// of plan p's forward for target tg at head_dim 64, whether or not it
+// visits a tile: none for a kernel that does not stage (geom.stage).
+func stagedBarriers(t *testing.T, p *gen.Plan, tg Target) int64 {
+	t.Helper()
+	g, err := planGeom(p, tg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	switch {
+	case !g.stage:
+		return 0
+	case tg.Accel && hopProducer(p, 64):
+		return 0 // the design with a producer does not stage (generateHopper)
+	case tg.Accel:
+		return 2
+	}
+	return 1
 }
 
 // checkVisits is TestInterpVisits for the kernel of target tg, whose CTAs
@@ -611,6 +634,7 @@ func checkVisits(t *testing.T, tg Target, masks []testMask, adjust func(*gen.Pla
 				}
 			}
 			want *= int64(sh.batch * mult)
+			want += stagedBarriers(t, p, tg) * int64(items)
 			if setup != nil {
 				ctas := grid
 				if ctas == 0 {

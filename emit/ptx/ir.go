@@ -91,6 +91,10 @@ const (
 	KSym                 // a shared variable or parameter name used as a value
 	KLabel
 	KTensor // [Reg, {Vec...}]: a tensor map address and its coordinates
+	// KStaged is a 32-bit word of shared memory at [Name+Off] used as a
+	// value: Emit loads it with ld.volatile.shared into a fresh register
+	// right before each instruction that reads it (Staged)
+	KStaged
 )
 
 // Operand is one instruction operand.
@@ -117,6 +121,13 @@ func Addr(r Reg, off int64) Operand {
 	return Operand{Kind: KAddr, Reg: r, Off: off}
 }
 func AddrSym(n string, off int64) Operand { return Operand{Kind: KAddr, Name: n, Off: off} }
+
+// Staged is the s32 word at shared variable sym + off as a source operand
+// that is reloaded at every use (ld.volatile.shared, which ptxas may
+// neither hoist nor merge): a value the same for the whole CTA that
+// would otherwise hold a register across a loop (the kit's per-row
+// lengths and positions, stageRow).
+func Staged(sym string, off int64) Operand { return Operand{Kind: KStaged, Name: sym, Off: off} }
 
 // TensorCoord is the source operand [tmap, {c0, c1, ...}] of a bulk tensor
 // copy: a 64-bit register holding a tensor map's address, and s32
@@ -224,8 +235,23 @@ func (f *Func) NewLabel(stem string) string {
 	return fmt.Sprintf("$L%d_%s", f.labels, stem)
 }
 
-// Emit appends an instruction.
-func (f *Func) Emit(in Inst) { f.Body = append(f.Body, in) }
+// Emit appends an instruction, preceded by a load of each staged source
+// operand (KStaged) into a fresh register, which replaces it.
+func (f *Func) Emit(in Inst) {
+	copied := false
+	for x, o := range in.Src {
+		if o.Kind != KStaged {
+			continue
+		}
+		if !copied {
+			in.Src, copied = append([]Operand(nil), in.Src...), true
+		}
+		r := f.NewReg(S32)
+		f.Body = append(f.Body, Inst{Op: OpLdVol, T: S32, Dst: []Operand{R(r)}, Src: []Operand{AddrSym(o.Name, o.Off)}})
+		in.Src[x] = R(r)
+	}
+	f.Body = append(f.Body, in)
+}
 
 // Place puts a label at the current position.
 func (f *Func) Place(label string) { f.Emit(Inst{Op: OpLabel, Dst: []Operand{Label(label)}}) }

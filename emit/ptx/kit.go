@@ -38,8 +38,13 @@ type geom struct {
 	tree     bool // the plan reads a tree (the tree arrays replace the document arrays)
 	hasHeads bool // the plan has head parameters (head_params)
 	sinks    bool // the kernel reads the learned sinks (the forwards' epilogue, the dq kernel's gradient)
-	lens     bool // the kernel takes per-row lengths (lensParams): the identity layout's, up to maxLensDim
-	pos      bool // the kernel takes per-row positions (posParams): those with lens but tree masks' and those of programs above bigScan
+	lens     bool // the kernel takes per-row lengths (lensParams): the identity layout's
+	pos      bool // the kernel takes per-row positions (posParams): every kernel with lens
+	// stage: the kernel keeps the row's lengths and positions in shared
+	// memory rather than registers (stageRow): those with lens at head_dim
+	// above 128 (stageDim) or with hull and class programs above bigScan;
+	// the sm_90a kernel's without a producer (generateHopper)
+	stage bool
 }
 
 // warps is the compute warps per CTA.
@@ -92,26 +97,22 @@ func planGeom(p *gen.Plan, t Target) (geom, error) {
 	if dv == 0 {
 		dv = p.HeadDim
 	}
-	g := geom{D: p.HeadDim, Dv: dv, elem: elem, st: st, tree: p.UsesTree(), hasHeads: len(p.HeadParams()) > 0, lens: st == 1 && p.HeadDim <= maxLensDim}
+	g := geom{D: p.HeadDim, Dv: dv, elem: elem, st: st, tree: p.UsesTree(), hasHeads: len(p.HeadParams()) > 0, lens: st == 1}
 	g.docs = p.Pred.UsesDocs() || p.Hull.UsesDocs() || p.Class.UsesDocs()
-	g.pos = g.lens && !g.tree && len(p.Hull.Insts)+len(p.Class.Insts) <= bigScan
+	g.pos = g.lens
+	g.stage = g.lens && (p.HeadDim > stageDim || len(p.Hull.Insts)+len(p.Class.Insts) > bigScan)
 	if g.docs && st > 1 {
 		return geom{}, fmt.Errorf("ptx: document masks with a residue layout are not supported")
 	}
 	return g, nil
 }
 
-// Kernels whose hull and class programs together exceed bigScan IR
-// instructions (bigbird's 631, neighbourhood's) take no positions: with
-// the first key's position in a register and the programs' key arguments
-// offset by it, ptxas spilled (neighbourhood's sm_80 forward with 11.8,
-// bigbird's sm_90a forward at head_dim 128 with 12.4: 40-48 bytes).
-
-// maxLensDim is the largest head dimension (qk) whose kernels take per-row
-// lengths: at 192 and 256 the row's lengths, held in registers across the
-// tile loop, made ptxas 11.8 and 12.4 spill (bigbird's and document's
-// forwards, causal's backward), so those kernels take none yet.
-const maxLensDim = 128
+// stageDim is the largest head dimension (qk) whose kernels keep the
+// batch row's lengths and positions in registers (geom.stage): above it,
+// and for hull and class programs above bigScan, ptxas 11.8 and 12.4
+// spilled with them in registers across the tile loop, so those kernels
+// stage them in shared memory (stageRow).
+const stageDim = 128
 
 // newKit is the toolkit for a kernel named name of plan p with geometry g.
 func newKit(p *gen.Plan, cfg Config, g geom, name string) *kit {
@@ -382,6 +383,65 @@ func (g *kit) rowPos(b Operand) Operand {
 	g.kp = f.Max(R(g.rowParam(gpu.KPosParam, b, I(0))), I(0))
 	g.qp0 = f.Max(R(g.rowParam(gpu.QPosParam, b, f.Add(g.kp, f.Sub(g.sk, g.sq)))), I(0))
 	return g.qp0
+}
+
+// rowBytes is the shared memory stageRow takes: stageWords words in a
+// kernel that stages (geom.stage), none otherwise.
+func (g *kit) rowBytes() int {
+	if !g.stage {
+		return 0
+	}
+	return 4 * stageWords
+}
+
+// stageWords is the most words stageRow stages: the row's four values and
+// up to four more of the CTA's (its query tile's positions and last key
+// tile).
+const stageWords = 8
+
+// stageRow keeps the batch row's values that rowLens and rowPos loaded
+// (g.sq, g.sk, g.kp, g.qp0) out of registers from here on: thread 0
+// stores them into shared memory at byte offset off of the dynamic
+// shared array (rowBytes), a CTA barrier (bar) follows, and each becomes a
+// staged operand (Staged) that every instruction reading it reloads with
+// ld.volatile.shared, which ptxas neither hoists out of the tile loop nor
+// merges. Kernels that do not stage (geom.stage) keep them in registers;
+// without per-row lengths they are kernel parameters (which ptxas reads
+// from the constant bank at their uses) and immediates. Every thread of
+// the barrier must reach the call, and the values must be the same in
+// every one of them. With again (the sm_90a kernel's work items, one
+// batch row each) a barrier comes first, so that every thread's reads of
+// the last item's words precede their rewrite; without it the words are
+// written once (one batch row per CTA).
+//
+// With the row's lengths and positions held in registers across the tile
+// loop ptxas 11.8 and 12.4 spilled at head_dim 192 and 256 (bigbird's,
+// causal's and neighbourhood's forwards, the dk/dv kernels of causal,
+// document and neighbourhood at 256) and with the key position in a
+// register at 128 (neighbourhood, bigbird).
+func (g *kit) stageRow(off int64, again bool, more ...*Operand) {
+	if !g.stage {
+		return
+	}
+	f := g.f
+	if again {
+		g.bar()
+	}
+	f.Comment("this batch row's lengths and positions into shared memory (thread 0), reloaded where used (ld.volatile.shared): no register holds them across the tile loop")
+	t0 := f.Setp("eq", U32, g.tid, I(0))
+	vals := append([]*Operand{&g.sq, &g.sk, &g.kp, &g.qp0}, more...)
+	if len(vals) > stageWords {
+		panic("BUG: stageRow: more than stageWords values")
+	}
+	for k, v := range vals {
+		if v.Kind != KReg {
+			continue // an immediate (kp without positions) or staged already
+		}
+		a := AddrSym(g.f.DynShared, off+int64(4*k))
+		f.Emit(Inst{Op: OpSt, T: S32, Space: "shared", Guard: &t0, Dst: []Operand{a}, Src: []Operand{*v}})
+		*v = Staged(g.f.DynShared, off+int64(4*k))
+	}
+	g.bar()
 }
 
 // keyPos is the absolute position of key index j (j + g.kp).
@@ -694,6 +754,11 @@ func (g *kit) keyRange(qrow0, off Operand) (q0, q1, ktlo Operand, err error) {
 // seq_k are demoted to partial so the key bound is checked.
 func (g *kit) find(start, q0, q1 Operand) (t, c Reg, err error) {
 	f := g.f
+	for _, q := range []*Operand{&q0, &q1} {
+		if q.Kind == KStaged {
+			*q = f.reg(S32, *q) // staged (stageRow): loaded once for the scan
+		}
+	}
 	t, c = f.Mov(U32, start), f.Mov(U32, I(cEmpty))
 	scan, done := f.NewLabel("scan"), f.NewLabel("found")
 	f.Place(scan)

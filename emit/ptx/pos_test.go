@@ -1,8 +1,10 @@
 package ptx_test
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -22,6 +24,39 @@ var posSpecs = []struct{ name, yaml string }{
 	{"document", "name: document\nmask:\n  intersect:\n    - document: {}\n    - streaming: {sinks: 2, window: 60}\nhead_dim: 64\n"},
 	{"block", "name: block\nmask:\n  block: {size: 24}\nhead_dim: 64\n"},
 	{"alibi", "name: alibi\nmask:\n  full: {}\nhead_dim: 64\nscore:\n  alibi: {}\n"},
+	// hull and class programs above bigScan (the kernels stage the row's
+	// values in shared memory), and a tree, whose parent array covers
+	// every position a row reaches
+	{"bigbird", "name: bigbird\nmask:\n  bigbird: {block: 16, blocks: 16, window: 3, global: 1, random: 2, seed: 7}\ncausal: false\nhead_dim: 64\n"},
+	{"tree", "name: tree\nmask: {tree: {}}\nhead_dim: 64\n"},
+}
+
+// posDims are the head dimensions above 128 (whose kernels stage the
+// row's values in shared memory) the positions tests run, each with one
+// mask of posSpecs: {qk, v}.
+var posDims = []struct {
+	spec  string
+	d, dv int
+}{{"sinkwin", 192, 192}, {"document", 256, 256}, {"block", 192, 128}}
+
+// withDims is spec text y at head_dim {qk: d, v: dv}.
+func withDims(y string, d, dv int) string {
+	hd := fmt.Sprintf("head_dim: %d\n", d)
+	if dv != d {
+		hd = fmt.Sprintf("head_dim: {qk: %d, v: %d}\n", d, dv)
+	}
+	return strings.Replace(y, "head_dim: 64\n", hd, 1)
+}
+
+// posSpec returns the text of posSpecs' name.
+func posSpec(t *testing.T, name string) string {
+	for _, ps := range posSpecs {
+		if ps.name == name {
+			return ps.yaml
+		}
+	}
+	t.Fatalf("no spec %s", name)
+	return ""
 }
 
 // posCall is one call of a chunked batch: its shape (positions included)
@@ -84,19 +119,27 @@ func TestInterpPositions(t *testing.T) {
 		tg   ptx.Target
 	}{{"sm80", ptx.SM80}, {"sm90a", ptx.SM90a}} {
 		for _, ps := range posSpecs {
-			testPositions(t, tc.name, tc.tg, ps.name, ps.yaml)
+			testPositions(t, tc.name, tc.tg, ps.name, ps.yaml, 64, 64)
+		}
+		for _, pd := range posDims {
+			name := fmt.Sprintf("%s_d%d", pd.spec, pd.d)
+			if pd.dv != pd.d {
+				name += fmt.Sprintf("_v%d", pd.dv)
+			}
+			testPositions(t, tc.name, tc.tg, name, withDims(posSpec(t, pd.spec), pd.d, pd.dv), pd.d, pd.dv)
 		}
 	}
 }
 
-// testPositions is TestInterpPositions for one target and mask.
-func testPositions(t *testing.T, tgName string, tg ptx.Target, name, yaml string) {
+// testPositions is TestInterpPositions for one target and mask at head
+// dimensions {qk: d, v: dv}.
+func testPositions(t *testing.T, tgName string, tg ptx.Target, name, yaml string, d, dv int) {
 	{
 		t.Run(tgName+"/"+name, func(t *testing.T) {
 			t.Parallel()
 			sp, fk, _ := posKernels(t, yaml, tg, false)
 			pat := sp.Pattern()
-			const d, batch, hq, hkv, sq, sk = 64, 2, 2, 1, 40, 150
+			const batch, hq, hkv, sq, sk = 2, 2, 1, 40, 150
 			r := rand.New(rand.NewPCG(11, uint64(len(name))))
 			kpos := []int32{0, 37}
 			qpos := []int32{sk - sq, 37 + sk - sq + 3} // row 1: 3 past the default
@@ -107,16 +150,25 @@ func testPositions(t *testing.T, tgName string, tg ptx.Target, name, yaml string
 				}
 				return x
 			}
-			full := posCall{verify.Shape{Batch: batch, HeadsQ: hq, HeadsKV: hkv, SeqQ: sq, SeqK: sk, HeadDim: d, QPos: qpos, KPos: kpos},
-				draw(batch * hq * sq * d), draw(batch * hkv * sk * d), draw(batch * hkv * sk * d)}
+			full := posCall{verify.Shape{Batch: batch, HeadsQ: hq, HeadsKV: hkv, SeqQ: sq, SeqK: sk, HeadDim: d, HeadDimV: dv, QPos: qpos, KPos: kpos},
+				draw(batch * hq * sq * d), draw(batch * hkv * sk * d), draw(batch * hkv * sk * dv)}
 			full.s = verify.WithScore(pat, full.s, r) // ALiBi's slopes (nil: no score stage)
 			var ids []int32
-			if pat.Mask.HasDocument() {
-				ids = verify.RandomDocs(r, int(qpos[1])+sq+1)
+			if pat.Mask.HasData() {
+				// documents or a tree's parent array over every position
+				// a row reaches (row 1's last query)
+				ids = verify.RandomData(pat, r, int(qpos[1])+sq)
 			}
 			run := func(c posCall) ([]float32, []float32) {
-				nq, _, nl := c.s.Sizes()
-				out, lse := make([]float32, nq), make([]float32, nl)
+				_, _, nl := c.s.Sizes()
+				_, no := c.s.SizesV()
+				out, lse := make([]float32, no), make([]float32, nl)
+				for i := range out {
+					out[i] = float32(math.NaN())
+				}
+				for i := range lse {
+					lse[i] = float32(math.NaN())
+				}
 				if err := fk.Run()(out, lse, c.q, c.k, c.v, ids, c.s); err != nil {
 					t.Fatal(err)
 				}
@@ -145,7 +197,7 @@ func testPositions(t *testing.T, tgName string, tg ptx.Target, name, yaml string
 			for _, c := range [][2]int{{0, 90}, {90, sk}} {
 				s := full.s
 				s.SeqK, s.KPos = c[1]-c[0], shift(kpos, c[0])
-				o, l := run(posCall{s, full.q, rowsOf(full.k, batch, hkv, sk, d, c[0], c[1]), rowsOf(full.v, batch, hkv, sk, d, c[0], c[1])})
+				o, l := run(posCall{s, full.q, rowsOf(full.k, batch, hkv, sk, d, c[0], c[1]), rowsOf(full.v, batch, hkv, sk, dv, c[0], c[1])})
 				outs, lses = append(outs, o), append(lses, l)
 			}
 			abs := make([]float32, len(full.v))
@@ -180,15 +232,15 @@ func testPositions(t *testing.T, tgName string, tg ptx.Target, name, yaml string
 				if w := float64(fl[row]); lse != w && !(math.Abs(lse-w) <= 2e-5*(1+math.Abs(w))) {
 					t.Fatalf("row %d: merged lse %g, single call %g", row, lse, w)
 				}
-				for c := 0; c < d; c++ {
+				for c := 0; c < dv; c++ {
 					x := 0.0
 					for i, o := range outs {
 						if !math.IsInf(float64(lses[i][row]), -1) {
-							x += math.Exp(float64(lses[i][row])-lse) * float64(o[row*d+c])
+							x += math.Exp(float64(lses[i][row])-lse) * float64(o[row*dv+c])
 						}
 					}
-					w := float64(fo[row*d+c])
-					if tol := 4*u*pv[row*d+c] + 1e-6; !(math.Abs(x-w) <= tol) {
+					w := float64(fo[row*dv+c])
+					if tol := 4*u*pv[row*dv+c] + 1e-6; !(math.Abs(x-w) <= tol) {
 						t.Fatalf("row %d col %d: merged out %g, single call %g (diff %g > %g)", row, c, x, w, math.Abs(x-w), tol)
 					}
 				}
@@ -205,12 +257,23 @@ func testPositions(t *testing.T, tgName string, tg ptx.Target, name, yaml string
 // masks' blocks and windows at offsets.
 func TestInterpPositionsGrad(t *testing.T) {
 	t.Parallel()
+	type gcase struct {
+		name, yaml string
+		d, dv      int
+	}
+	var cs []gcase
 	for _, ps := range posSpecs {
+		cs = append(cs, gcase{ps.name, ps.yaml, 64, 64})
+	}
+	for _, pd := range posDims {
+		cs = append(cs, gcase{fmt.Sprintf("%s_d%d_v%d", pd.spec, pd.d, pd.dv), withDims(posSpec(t, pd.spec), pd.d, pd.dv), pd.d, pd.dv})
+	}
+	for _, ps := range cs {
 		t.Run(ps.name, func(t *testing.T) {
 			t.Parallel()
 			sp, fk, bk := posKernels(t, ps.yaml, ptx.SM80, true)
 			r := rand.New(rand.NewPCG(12, uint64(len(ps.name))))
-			sh := verify.Shape{Batch: 2, HeadsQ: 2, HeadsKV: 1, SeqQ: 40, SeqK: 100, HeadDim: 64,
+			sh := verify.Shape{Batch: 2, HeadsQ: 2, HeadsKV: 1, SeqQ: 40, SeqK: 100, HeadDim: ps.d, HeadDimV: ps.dv,
 				SeqLensQ: []int32{40, 33}, SeqLensK: []int32{100, 71},
 				QPos: []int32{57, 37 + 71 + 4}, KPos: []int32{0, 37}}
 			rep, err := verify.CheckGradWith(sp.Pattern(), fk.Run(), bk.Run(), sh, r, verify.GradBF16)
@@ -223,15 +286,24 @@ func TestInterpPositionsGrad(t *testing.T) {
 }
 
 // TestPositionsRefused: kernels that take no positions (a residue
-// layout's, a tree mask's, a long scan's: dilated, tree, bigbird) refuse
-// non-zero Launch.QPos or KPos with an error naming them, and take an
-// address of 0.
+// layout's: dilated) refuse non-zero Launch.QPos or KPos with an error
+// naming them, and take an address of 0; a tree mask's, a long scan's
+// (bigbird) and those at head_dim 192 and 256 take them.
 func TestPositionsRefused(t *testing.T) {
 	t.Parallel()
-	for _, name := range []string{"dilated", "tree", "bigbird", "causal"} {
+	for _, name := range []string{"dilated", "tree", "bigbird", "causal", "causal@192", "bigbird@256", "gemma2@192,128"} {
+		name, dims, _ := strings.Cut(name, "@")
 		s, err := spec.ParseFile("../../spec/examples/" + name + ".yaml")
 		if err != nil {
 			t.Fatal(err)
+		}
+		if dims != "" {
+			qk, v, split := strings.Cut(dims, ",")
+			s.HeadDim, _ = strconv.Atoi(qk)
+			s.HeadDimV = s.HeadDim
+			if split {
+				s.HeadDimV, _ = strconv.Atoi(v)
+			}
 		}
 		p, err := gen.Compile(s, ptx.SM80, nil)
 		if err != nil {
@@ -260,10 +332,15 @@ func TestPositionsRefused(t *testing.T) {
 		}
 		l.KPos = 0x9000
 		_, err = l.Args(ptrs...)
-		if takes := name == "causal"; takes != (err == nil) {
-			t.Errorf("%s: positions given: err = %v, want a refusal: %v", name, err, !takes)
+		if takes := name != "dilated"; takes != (err == nil) {
+			t.Errorf("%s%s: positions given: err = %v, want a refusal: %v", name, dims, err, !takes)
 		} else if err != nil && !strings.Contains(err.Error(), "takes no positions") {
 			t.Errorf("%s: err = %v, want it to say the kernel takes no positions", name, err)
+		}
+		l.KPos, l.SeqLensK = 0, 0x9000
+		_, err = l.Args(ptrs...)
+		if takes := name != "dilated"; takes != (err == nil) {
+			t.Errorf("%s%s: lengths given: err = %v, want a refusal: %v", name, dims, err, !takes)
 		}
 	}
 }

@@ -27,7 +27,9 @@ var raggedCases = []raggedCase{
 // alone at its lengths; the tensors' rows past a row's queries hold out
 // 0, lse -Inf and dq 0, past its keys dk 0 and dv 0. A launch without
 // lengths (address 0) gives the bits of the plain call, which the strided
-// tests already compare.
+// tests already compare. It runs the masks at head_dim 64 and, at the
+// head dimensions above 128 (whose kernels stage the row's lengths in
+// shared memory), raggedDims.
 func TestInterpRagged(t *testing.T) {
 	t.Parallel()
 	// block: keys past a row's length share partial and full tiles with
@@ -36,22 +38,33 @@ func TestInterpRagged(t *testing.T) {
 	if testing.Short() {
 		masks = masks[:2]
 	}
+	type run struct {
+		mask  string
+		d, dv int
+	}
+	var runs []run
+	for _, m := range masks {
+		runs = append(runs, run{m, 64, 64})
+	}
+	// bigbird: hull and class programs above bigScan (staged at every
+	// head_dim); the others at the sizes above 128
+	runs = append(runs, run{"bigbird", 64, 64}, run{"causal", 192, 192}, run{"block", 256, 256}, run{"streaming", 192, 128})
 	type target struct {
 		name string
 		tg   Target
 		bwd  bool
 	}
 	for _, tc := range []target{{"sm80", SM80, true}, {"sm90a", SM90a, false}} {
-		for _, name := range masks {
-			p := dimPlan(t, name, 64, tc.tg)
+		for _, rn := range runs {
+			name, d, dv := rn.mask, rn.d, rn.dv
+			p := dimPlanV(t, name, d, dv, tc.tg)
 			cfg := Config{Target: tc.tg, SoftLg2: true}
 			for _, rc := range raggedCases {
 				s := rc.s
-				t.Run(fmt.Sprintf("%s/%s/%v", tc.name, name, s), func(t *testing.T) {
+				t.Run(fmt.Sprintf("%s/%s/d%d,%d/%v", tc.name, name, d, dv, s), func(t *testing.T) {
 					rng := rand.New(rand.NewPCG(uint64(s.sq), 7))
-					const d = 64
 					nan16 := uint16(0x7fc0)
-					draw := func(n [3]int, lens []int32) []uint16 {
+					draw := func(n [3]int, lens []int32, d int) []uint16 {
 						x := make([]uint16, n[0]*n[1]*n[2]*d)
 						for i := range x {
 							row := i / d % n[2]
@@ -65,14 +78,14 @@ func TestInterpRagged(t *testing.T) {
 						return x
 					}
 					nq, nk := [3]int{s.batch, s.hq, s.sq}, [3]int{s.batch, s.hkv, s.sk}
-					q, k, v, do := draw(nq, rc.lensQ), draw(nk, rc.lensK), draw(nk, rc.lensK), draw(nq, rc.lensQ)
+					q, k, v, do := draw(nq, rc.lensQ, d), draw(nk, rc.lensK, d), draw(nk, rc.lensK, dv), draw(nq, rc.lensQ, dv)
 					got := runStrided(t, p, cfg, s, nil, q, k, v, do, tc.bwd, rc.lensQ, rc.lensK)
 					negInf := math.Float32bits(float32(math.Inf(-1)))
 					for b := 0; b < s.batch; b++ {
 						lq, lk := int(rc.lensQ[b]), int(rc.lensK[b])
 						// row b alone: its heads' first lq (lk) rows
 						one := shape{1, s.hq, s.hkv, lq, lk}
-						rows := func(x []uint16, heads, n, l int) []uint16 {
+						rows := func(x []uint16, heads, n, l, d int) []uint16 {
 							var o []uint16
 							for h := 0; h < heads; h++ {
 								o = append(o, x[((b*heads+h)*n)*d:][:l*d]...)
@@ -81,7 +94,7 @@ func TestInterpRagged(t *testing.T) {
 						}
 						var ref stridedOut
 						if lq > 0 {
-							ref = runStrided(t, p, cfg, one, nil, rows(q, s.hq, s.sq, lq), rows(k, s.hkv, s.sk, lk), rows(v, s.hkv, s.sk, lk), rows(do, s.hq, s.sq, lq), tc.bwd)
+							ref = runStrided(t, p, cfg, one, nil, rows(q, s.hq, s.sq, lq, d), rows(k, s.hkv, s.sk, lk, d), rows(v, s.hkv, s.sk, lk, dv), rows(do, s.hq, s.sq, lq, dv), tc.bwd)
 						}
 						check := func(what string, x []uint32, heads, n, l, w int, want []uint32, past uint32) {
 							for h := 0; h < heads; h++ {
@@ -119,7 +132,7 @@ func TestInterpRagged(t *testing.T) {
 							}
 							return o
 						}
-						check("out", w16(got.out), s.hq, s.sq, lq, d, w16(ref.out), 0)
+						check("out", w16(got.out), s.hq, s.sq, lq, dv, w16(ref.out), 0)
 						check("lse", wf(got.lse), s.hq, s.sq, lq, 1, wf(ref.lse), negInf)
 						if tc.bwd {
 							check("dq", got.dq, s.hq, s.sq, lq, d, ref.dq, 0)
@@ -128,7 +141,7 @@ func TestInterpRagged(t *testing.T) {
 								kl = 0 // no queries: every key's gradient is 0
 							}
 							check("dk", got.dk, s.hkv, s.sk, kl, d, ref.dk, 0)
-							check("dv", got.dv, s.hkv, s.sk, kl, d, ref.dv, 0)
+							check("dv", got.dv, s.hkv, s.sk, kl, dv, ref.dv, 0)
 						}
 					}
 				})

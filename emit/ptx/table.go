@@ -63,6 +63,7 @@ const (
 	OpCvtU16  // cvt.u16.u32: the low half of a b32 into a b16 register
 	OpCvtF16  // cvt.f32.f16: an IEEE half in a b16 register to f32 (exact)
 	OpRcp     // rcp.approx.ftz.f32 (the score stage's tanh refines it with a Newton step)
+	OpLdVol   // ld.volatile.shared.T: a staged word (Staged), loaded at each use
 
 	// sm_90 and sm_90a ops of the Hopper forward kernel (hopper.go); the
 	// sm_80 kernel uses none of them (hopperOps).
@@ -174,6 +175,7 @@ var opTable = [numOps]opSpec{
 	OpCvtPack:   {text: "cvt.rn.{T}.f32", types: []Type{BF16x2, F16x2}, sig: "TFF", nd: 1, minSM: 80},
 	OpCvtaGlob:  {text: "cvta.to.global.u64", sig: "DD", nd: 1},
 	OpLd:        {text: "ld.{S}.{T}", types: []Type{U32, S32, B32, F32, U64, B64}, sig: "TA", nd: 1},
+	OpLdVol:     {text: "ld.volatile.shared.{T}", types: []Type{U32, S32, B32}, sig: "TS", nd: 1},
 	OpSt:        {text: "st.{S}.{T}", types: []Type{U32, S32, B32, F32, U64, B64}, sig: "AT", nd: 1},
 	OpCpAsync:   {text: "cp.async.cg.shared.global", sig: "SAIU", nd: 1, minSM: 80},
 	OpCpCommit:  {text: "cp.async.commit_group", minSM: 80},

@@ -7,8 +7,9 @@ import (
 )
 
 // TreeArrays returns the arrays a tree kernel reads for a parent array
-// (one entry per key position, shared by every batch element and head;
-// see mask.Docs.ResetTree): lo[i] is TreeLo(i); each position past the
+// (one entry per key position, or with q_pos and k_pos per position a
+// batch row reaches, shared by every batch element and head; see
+// mask.Docs.ResetTree): lo[i] is TreeLo(i); each position past the
 // leading chain (chain+r) has a row of r/32+1 words at anc[off[i]], bit c
 // set when position chain+c is i or an ancestor of i; info is the chain's
 // length, the least lo of a position past it (the sequence length when

@@ -126,7 +126,7 @@ func TestTreeKernelParams(t *testing.T) {
 		return out
 	}
 	got := fmt.Sprint(names(compile(t, "tree", spec.Tree(), true, 64)))
-	if want := "[q k v o lse tree_lo tree_off tree_anc tree_info seq_lens_q seq_lens_k seq_q seq_k heads_q heads_kv scale_log2 stride_q_batch stride_q_head stride_q_pos stride_k_batch stride_k_head stride_k_pos stride_v_batch stride_v_head stride_v_pos stride_o_batch stride_o_head stride_o_pos]"; got != want {
+	if want := "[q k v o lse tree_lo tree_off tree_anc tree_info seq_lens_q seq_lens_k q_pos k_pos seq_q seq_k heads_q heads_kv scale_log2 stride_q_batch stride_q_head stride_q_pos stride_k_batch stride_k_head stride_k_pos stride_v_batch stride_v_head stride_v_pos stride_o_batch stride_o_head stride_o_pos]"; got != want {
 		t.Errorf("tree kernel params %s, want %s", got, want)
 	}
 	if got := fmt.Sprint(names(compile(t, "full", spec.Full(), true, 64))); got != "[q k v o lse seq_lens_q seq_lens_k q_pos k_pos seq_q seq_k heads_q heads_kv scale_log2 stride_q_batch stride_q_head stride_q_pos stride_k_batch stride_k_head stride_k_pos stride_v_batch stride_v_head stride_v_pos stride_o_batch stride_o_head stride_o_pos]" {

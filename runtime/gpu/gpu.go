@@ -102,14 +102,13 @@ const (
 	// seq_q and seq_k). A row's outputs past its queries are written 0
 	// (lse -Inf, dq 0), its dk and dv past its keys 0; keys past a row's
 	// length and queries past its queries are never read. Residue-layout
-	// kernels and those of head_dim above 128 take neither.
+	// kernels take neither.
 	SeqLensQParam = "seq_lens_q"
 	SeqLensKParam = "seq_lens_k"
 
 	// QPosParam and KPosParam are the absolute positions of each batch
 	// row's first query and first key that the kernels taking per-row
-	// lengths also take (but those of tree masks and of masks with long
-	// hull and class programs, bigbird's and neighbourhood's): device addresses of
+	// lengths also take: device addresses of
 	// [batch]s32 arrays (negative entries read as 0), or 0 for the
 	// default alignment (k_pos 0, q_pos = k_pos + keys - queries, the row's
 	// lengths). The mask, ALiBi's distances and the document arrays

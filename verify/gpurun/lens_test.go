@@ -16,15 +16,21 @@ import (
 // and backward under the interpreter on a ragged batch
 // (verify.Shape.SeqLensQ, SeqLensK, passed as seq_lens_q and seq_lens_k)
 // against the references, then both with positions (QPos, KPos: q_pos
-// and k_pos, one entry for every row widened to one per row), and checks
-// that positions are refused for a kernel that takes none (the tree
-// example's).
+// and k_pos, one entry for every row widened to one per row); then the
+// same for the kernels that stage the row's values in shared memory
+// (head_dim 192, 256 and {192, 128}; bigbird's long hull and class
+// programs) and for a tree (its parent array covering the positions the
+// rows reach), and checks that positions are refused for a kernel that
+// takes none (the dilated example's residue layout).
 func TestInterpRaggedLens(t *testing.T) {
 	t.Parallel()
-	kernel := func(name string) (*spec.Spec, *gen.Plan, *Kernel) {
+	kernelAt := func(name string, d, dv int) (*spec.Spec, *gen.Plan, *Kernel) {
 		s, err := spec.ParseFile(filepath.Join("../../spec/examples", name+".yaml"))
 		if err != nil {
 			t.Fatal(err)
+		}
+		if d != 0 {
+			s.HeadDim, s.HeadDimV = d, dv
 		}
 		plan, err := gen.Compile(s, ptx.SM80, nil)
 		if err != nil {
@@ -40,6 +46,7 @@ func TestInterpRaggedLens(t *testing.T) {
 		}
 		return s, plan, k
 	}
+	kernel := func(name string) (*spec.Spec, *gen.Plan, *Kernel) { return kernelAt(name, 0, 0) }
 	s, plan, k := kernel("streaming")
 	r := rand.New(rand.NewPCG(5, 6))
 	sh := verify.Shape{Batch: 3, HeadsQ: 2, HeadsKV: 1, SeqQ: 40, SeqK: 70, HeadDim: s.HeadDim,
@@ -76,9 +83,40 @@ func TestInterpRaggedLens(t *testing.T) {
 	if _, err := verify.CheckNumericWith(s.Pattern(), k.Run(), sh, r, verify.BF16Kernel); err == nil {
 		t.Errorf("a negative position: no error")
 	}
-	ts, _, tk := kernel("tree")
-	sh = verify.Shape{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: 20, SeqK: 30, HeadDim: ts.HeadDim, KPos: []int32{5}}
-	if _, err := verify.CheckNumericWith(ts.Pattern(), tk.Run(), sh, r, verify.BF16Kernel); err == nil || !strings.Contains(err.Error(), "takes no positions") {
-		t.Errorf("positions on the tree kernel: err = %v, want a refusal", err)
+	for _, c := range []struct {
+		name  string
+		d, dv int
+	}{{"causal", 192, 192}, {"gemma2", 256, 256}, {"streaming", 192, 128}, {"bigbird", 0, 0}, {"tree", 0, 0}} {
+		cs, cplan, ck := kernelAt(c.name, c.d, c.dv)
+		bw, err := ptx.GenerateBackward(cplan, ptx.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cb, err := InterpBackward(bw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sh := verify.Shape{Batch: 3, HeadsQ: 2, HeadsKV: 1, SeqQ: 40, SeqK: 70, HeadDim: cs.HeadDim, HeadDimV: cs.HeadDimV,
+			SeqLensQ: []int32{40, 9, 0}, SeqLensK: []int32{70, 30, 12}}
+		for _, pos := range []bool{false, true} {
+			if pos {
+				// queries 5 past their row's last key, keys from 100
+				sh.QPos, sh.KPos = []int32{135, 126, 300}, []int32{100}
+			}
+			rep, err := verify.CheckNumericWith(cs.Pattern(), ck.Run(), sh, r, verify.BF16Kernel)
+			if err != nil {
+				t.Fatalf("%s D=%d,%d positions %v: %v", c.name, cs.HeadDim, cs.HeadDimV, pos, err)
+			}
+			g, err := verify.CheckGradWith(cs.Pattern(), ck.Run(), cb.Run(), sh, r, verify.GradBF16)
+			if err != nil {
+				t.Fatalf("%s D=%d,%d positions %v backward: %v", c.name, cs.HeadDim, cs.HeadDimV, pos, err)
+			}
+			t.Logf("%s positions %v: %v; backward %v", c.name, pos, rep, g)
+		}
+	}
+	ds, _, dk := kernel("dilated")
+	sh = verify.Shape{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: 20, SeqK: 30, HeadDim: ds.HeadDim, KPos: []int32{5}}
+	if _, err := verify.CheckNumericWith(ds.Pattern(), dk.Run(), sh, r, verify.BF16Kernel); err == nil || !strings.Contains(err.Error(), "takes no positions") {
+		t.Errorf("positions on the dilated kernel (a residue layout): err = %v, want a refusal", err)
 	}
 }
