@@ -243,7 +243,7 @@ type bwdK struct {
 	scale        Operand // f32 softmax scale
 	bz, c        Operand // batch and residue class
 	sqAll, skAll Operand
-	qR0          Operand // tensor row (within a head) of the segment's query 0
+	qR0, kR0     Operand // tensor rows (within a head) of the segment's query 0 and key 0
 	off          Operand // position of query row r is r + off
 	qthi         Operand // last query tile (dkv)
 	kwarp        Operand // dkv: the warp's group of 16 keys (warp mod 4)
@@ -300,29 +300,23 @@ func (g *bwdK) rowBase(buf Operand) Operand {
 func (g *bwdK) segment(tile Operand) error {
 	f := g.f
 	g.sqAll, g.skAll = g.sq, g.sk
-	g.c, g.qR0 = I(0), I(0)
-	if st := int64(g.st); st > 1 {
-		c, b, nq, nk, err := g.residueClass(g.bz, g.sqAll, g.skAll, st)
-		if err != nil {
-			return err
-		}
-		g.c, g.bz = c, b
-		run := f.NewLabel("run")
-		n := nq
-		if g.dkv {
-			n = nk
-		}
-		ok := f.Setp("lt", S32, f.MulC(tile, TileQ), n)
-		f.Bra(run, &ok, false)
-		f.Emit(Inst{Op: OpRet})
-		f.Place(run)
-		// the class's queries are its last nq keys
-		g.qR0 = f.Sub(f.Add(g.c, f.MulC(f.Sub(nk, nq), st)), f.Sub(g.skAll, g.sqAll))
-		g.sq, g.sk = nq, nk
+	g.c, g.qR0, g.kR0 = I(0), I(0), I(0)
+	st := int64(g.st)
+	if st > 1 {
+		g.c, g.bz = g.residueSplit(g.bz, st)
 	}
 	g.rowLens(g.bz)
 	g.off = g.rowPos(g.bz)
 	g.pitch = int64(g.st)
+	if st > 1 {
+		g.qR0, g.kR0 = g.residueSegment(g.c, st)
+		if g.dkv {
+			g.residueExit(f.MulC(tile, TileK), g.skT)
+		} else {
+			g.residueExit(f.MulC(tile, TileQ), g.sqT)
+		}
+		g.off = g.qp0
+	}
 	g.copyLanes()
 	g.aRowCol = g.ldmRowCol()
 	g.aK = g.ldmKey()

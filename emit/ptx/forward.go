@@ -79,13 +79,13 @@ type Launch struct {
 	// SeqLensQ and SeqLensK are the device addresses of the call's
 	// per-batch-row lengths ([batch]s32; gpu.SeqLensQParam), 0 for none.
 	// Args passes them to a kernel that takes them and refuses non-zero
-	// ones for a kernel that does not (the residue layouts').
+	// ones for a kernel that does not (head_dim above 128).
 	SeqLensQ, SeqLensK uint64
 	// QPos and KPos are the device addresses of the call's per-batch-row
 	// positions ([batch]s32; gpu.QPosParam), 0 for the default alignment.
 	// Args passes them to a kernel that takes them and refuses non-zero
-	// ones for a kernel that does not (residue layouts, head_dim above
-	// 128, tree masks, hull and class programs above bigScan).
+	// ones for a kernel that does not (head_dim above 128, tree masks,
+	// hull and class programs above bigScan).
 	QPos, KPos uint64
 	// HeadDim and HeadDimV are the kernel's head dimensions and Stride its
 	// residue stride (Geometry sets them), which resolve and check Layout.
@@ -178,10 +178,10 @@ func (l Launch) Args(ptrs ...uint64) ([]any, error) {
 		return nil, fmt.Errorf("ptx: the kernel takes %d device addresses, got %d", want, len(ptrs))
 	}
 	if !lens && (l.SeqLensQ != 0 || l.SeqLensK != 0) {
-		return nil, fmt.Errorf("ptx: the kernel (residue stride %d, head_dim %d) takes no per-row lengths (residue layouts and head_dim above %d do not): run each batch row as its own call", l.Stride, l.HeadDim, maxLensDim)
+		return nil, fmt.Errorf("ptx: the kernel (head_dim %d) takes no per-row lengths (those of head_dim above %d do not): run each batch row as its own call", l.HeadDim, maxLensDim)
 	}
 	if !pos && (l.QPos != 0 || l.KPos != 0) {
-		return nil, fmt.Errorf("ptx: the kernel (residue stride %d, head_dim %d) takes no positions (residue layouts, head_dim above %d, tree masks and masks whose hull and class programs exceed %d instructions do not): run the call at the default alignment", l.Stride, l.HeadDim, maxLensDim, bigScan)
+		return nil, fmt.Errorf("ptx: the kernel (head_dim %d) takes no positions (head_dim above %d, tree masks and masks whose hull and class programs exceed %d instructions do not): run the call at the default alignment", l.HeadDim, maxLensDim, bigScan)
 	}
 	var args []any
 	for _, p := range l.Params {

@@ -259,7 +259,7 @@ type hop struct {
 	t0        Reg     // the issuer: the thread that initializes the mbarriers and issues the copies
 	tmQ       Operand // tensor map addresses
 	tmK, tmV  Operand
-	cls       Operand // dimension-1 coordinate: the residue class (0 for the identity layout)
+	kcls      Operand // dimension-1 coordinate of this item's keys: the tensor row of the class's first key (0 for the identity layout)
 	kvRow0    Operand // dimension-2 coordinate of this CTA's key 0
 	phase     Reg     // bit b: the parity of stage b's mbarrier phase to wait for next
 	vote      Reg     // with a producer: the set of vote words the next vote uses
@@ -383,17 +383,19 @@ func (h *hop) wait(bar Operand, parity Operand) {
 }
 
 // copyTile has thread 0 copy the boxes of a tile of rows rows from tensor
-// map tm at (column 64b, class, row group) to dst, box b at
-// dst+b*rows*128, completing on bar.
-func (h *hop) copyTile(dst Operand, tm Operand, row Operand, rows int, bar Operand) {
-	h.copyBoxes(h.halves, dst, tm, row, rows, bar)
+// map tm at (column 64b, cls, row group row) to dst, box b at
+// dst+b*rows*128, completing on bar; cls is the rows' residue within
+// their row group (the class's first tensor row, 0 for the identity
+// layout).
+func (h *hop) copyTile(dst Operand, tm Operand, cls, row Operand, rows int, bar Operand) {
+	h.copyBoxes(h.halves, dst, tm, cls, row, rows, bar)
 }
 
 // copyBoxes is copyTile for a tile of boxes boxes a row (vHalves: a V tile).
-func (h *hop) copyBoxes(boxes int, dst Operand, tm Operand, row Operand, rows int, bar Operand) {
+func (h *hop) copyBoxes(boxes int, dst Operand, tm Operand, cls, row Operand, rows int, bar Operand) {
 	f := h.f
 	bar = f.reg(U32, bar)
-	row, c := f.reg(S32, row), f.reg(S32, h.cls)
+	row, c := f.reg(S32, row), f.reg(S32, cls)
 	for b := 0; b < boxes; b++ {
 		col := f.Mov(S32, I(int64(b*h.boxCols())))
 		f.Emit(Inst{Op: OpBulkTensor3, Guard: &h.t0, Dst: []Operand{Addr(f.reg(U32, dst).Reg, int64(b*rows*h.swz))},
@@ -446,8 +448,8 @@ func (h *hop) load(kt, buf Operand) {
 	bar := h.stageBar(buf)
 	h.expect(bar, h.stageBytes())
 	row := f.Add(h.kvRow0, f.MulC(kt, int64(h.tileK)))
-	h.copyTile(stage, h.tmK, row, h.tileK, bar)
-	h.copyBoxes(h.vHalves, f.Add(stage, I(int64(h.tileBytes))), h.tmV, row, h.tileK, bar)
+	h.copyTile(stage, h.tmK, h.kcls, row, h.tileK, bar)
+	h.copyBoxes(h.vHalves, f.Add(stage, I(int64(h.tileBytes))), h.tmV, h.kcls, row, h.tileK, bar)
 }
 
 // items opens a loop over the CTA's work items, from first in steps of
@@ -476,6 +478,7 @@ type item struct {
 	qrow0, q0, q1 Operand // first query row (class-local); its positions' range
 	ktlo          Operand // the first key tile of the hull
 	qGroup        Operand // tensor-map row group of the first query row
+	qcls          Operand // its dimension-1 coordinate (the residue of its tensor row; 0 for the identity layout)
 	obase, lbase  Operand // global bases of the output and the lse
 	off           Operand // seq_k - seq_q (class-local)
 }
@@ -509,29 +512,33 @@ func (h *hop) item(w *workList, it Operand) (*item, error) {
 	kvh := f.Op3(OpDiv, U32, hd, w.group)
 	qrow0 := f.MulC(qt, hopTileQ)
 	h.sq, h.sk = w.sqAll, w.skAll
+	h.sqT, h.skT = w.sqAll, w.skAll
 	qRow := qrow0 // tensor row of the tile's first query
-	h.cls = I(0)
+	h.kcls = I(0)
+	var c, qR0 Operand = I(0), I(0)
 	if st > 1 {
-		c, b, r, err := h.residueQueries(bz, w.sqAll, w.skAll, qrow0, st)
-		if err != nil {
-			return nil, err
-		}
-		bz, qRow, h.cls = b, r, c
+		c, bz = h.residueSplit(bz, st)
 	}
 	h.rowLens(bz)
 	off := h.rowPos(bz)
 	h.pitch = st
+	if st > 1 {
+		qR0, h.kcls = h.residueSegment(c, st)
+		h.residueExit(qrow0, h.sqT)
+		off, qRow = h.qp0, f.Add(qR0, f.MulC(qrow0, st))
+	}
 
 	f.Comment("global bases of the output and the log-sum-exp; tensor-map coordinates")
 	bhQ := f.Add(f.Op3(OpMulLo, S32, bz, w.hq), hd)
 	rowIdx := f.Add(f.Op3(OpMulLo, S32, bhQ, w.sqAll), qRow)
-	x := &item{qrow0: qrow0, off: off}
+	x := &item{qrow0: qrow0, off: off, qcls: qR0}
 	x.obase = h.rowAt("o", h.headAt("o", w.o, bz, hd, 2), qRow, 2) // o at its strides
 	x.lbase = h.wide(w.lse, rowIdx, 4)
 	// row groups of st rows (TensorMaps): the tile's first query row lies in
-	// group (rowIdx - c) / st, key 0 of this head's class in group
-	// (bh_kv * seq_k) / st (seq_q and seq_k are multiples of st)
-	x.qGroup = f.FloorDiv(f.Sub(rowIdx, h.cls), st)
+	// group (rowIdx - qR0) / st, the class's key 0 (tensor row kR0) of this
+	// head in group (bh_kv * seq_k) / st (seq_q and seq_k are multiples of
+	// st, so every head's rows start a group)
+	x.qGroup = f.FloorDiv(f.Sub(rowIdx, qR0), st)
 	h.kvRow0 = f.FloorDiv(f.Op3(OpMulLo, S32, f.Add(f.Op3(OpMulLo, S32, bz, w.hkv), kvh), w.skAll), st)
 
 	var err error
@@ -642,7 +649,7 @@ func (h *hop) kernel() error {
 	if !h.producer {
 		f.Comment("Q tile by bulk tensor copies, rows past seq_q zero-filled (the last item's reads of Q ended before its last tile's barrier)")
 		h.expect(barQ, h.qBytes)
-		h.copyTile(f.Add(h.smem, I(int64(h.qOff()))), h.tmQ, x.qGroup, hopTileQ, barQ)
+		h.copyTile(f.Add(h.smem, I(int64(h.qOff()))), h.tmQ, x.qcls, x.qGroup, hopTileQ, barQ)
 		buf = f.Mov(U32, I(0)) // every stage is free between items: start at stage 0
 		h.load(R(cur), R(buf))
 	}
@@ -774,7 +781,7 @@ func (h *hop) produce(w *workList, first, barQ Operand) error {
 	f.Place(qfree)
 	f.Set(U32, qUsed, I(1))
 	h.expect(barQ, h.qBytes)
-	h.copyTile(f.Add(h.smem, I(int64(h.qOff()))), h.tmQ, x.qGroup, hopTileQ, barQ)
+	h.copyTile(f.Add(h.smem, I(int64(h.qOff()))), h.tmQ, x.qcls, x.qGroup, hopTileQ, barQ)
 	loop := f.NewLabel("ptile")
 	f.Place(loop)
 	f.Comment("the stage: once the consumers are done with the tile it held")
