@@ -175,7 +175,7 @@ type BackwardLaunch struct {
 }
 
 // Geometry is the launch of a call with the given shape; scale 0 means
-// 1/sqrt(D).
+// 1/sqrt(D). seq_q > seq_k needs positions, as Forward.Geometry says.
 func (b *Backward) Geometry(batch, headsQ, headsKV, seqQ, seqK int, scale float64) (BackwardLaunch, error) {
 	ks := b.Kernels()
 	var l BackwardLaunch
@@ -185,8 +185,11 @@ func (b *Backward) Geometry(batch, headsQ, headsKV, seqQ, seqK int, scale float6
 	if sl := float32(scale * math.Log2E); !(scale > 0) || math.IsInf(float64(sl), 0) || float32(scale) == 0 {
 		return l, fmt.Errorf("ptx: softmax scale %v: the kernel needs a positive scale whose product with log2(e) is a finite float32", scale)
 	}
+	if err := wideFits(b.DQParams, seqQ, seqK); err != nil {
+		return l, err
+	}
 	for n, k := range ks {
-		grid, block, dyn, err := k.Geometry(batch, headsQ, headsKV, seqQ, seqK)
+		grid, block, dyn, err := k.GeometryAt(batch, headsQ, headsKV, seqQ, seqK, seqQ > seqK)
 		if err != nil {
 			return l, fmt.Errorf("ptx: %w", err)
 		}

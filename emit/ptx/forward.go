@@ -111,12 +111,19 @@ func (k *Forward) Kernel() gpu.Kernel {
 // Geometry is the launch of a call with the given shape (the kernel's
 // gpu.Kernel geometry, after checking the shape); scale 0 means
 // 1/sqrt(D), and a scale must be positive (the kernel takes the row max
-// before scaling).
+// before scaling). seq_q > seq_k (a query chunk longer than its key
+// chunk) needs a kernel that takes positions, and the call must then
+// give them (Launch.QPos, or KPos with the default alignment of each row,
+// q_pos = k_pos + keys - queries, at or past 0; Args refuses a launch
+// with neither).
 func (k *Forward) Geometry(batch, headsQ, headsKV, seqQ, seqK int, scale float64) (Launch, error) {
 	if err := k.strideFits(seqQ, seqK); err != nil {
 		return Launch{}, err
 	}
-	grid, block, dyn, err := k.Kernel().Geometry(batch, headsQ, headsKV, seqQ, seqK)
+	if err := wideFits(k.Params, seqQ, seqK); err != nil {
+		return Launch{}, err
+	}
+	grid, block, dyn, err := k.Kernel().GeometryAt(batch, headsQ, headsKV, seqQ, seqK, seqQ > seqK)
 	if err != nil {
 		return Launch{}, fmt.Errorf("ptx: %w", err)
 	}
@@ -179,6 +186,9 @@ func (l Launch) Args(ptrs ...uint64) ([]any, error) {
 	}
 	if !lens && (l.SeqLensQ != 0 || l.SeqLensK != 0) {
 		return nil, fmt.Errorf("ptx: the kernel (head_dim %d) takes no per-row lengths (those of head_dim above %d do not): run each batch row as its own call", l.HeadDim, maxLensDim)
+	}
+	if l.SeqQ > l.SeqK && l.QPos == 0 && l.KPos == 0 {
+		return nil, fmt.Errorf("ptx: seq_q %d exceeds seq_k %d: the default alignment (queries the last seq_q keys) puts queries before position 0; give the rows' positions (Launch.QPos, or KPos far enough from 0)", l.SeqQ, l.SeqK)
 	}
 	if !pos && (l.QPos != 0 || l.KPos != 0) {
 		return nil, fmt.Errorf("ptx: the kernel (head_dim %d) takes no positions (head_dim above %d, tree masks and masks whose hull and class programs exceed %d instructions do not): run the call at the default alignment", l.HeadDim, maxLensDim, bigScan)
@@ -269,6 +279,20 @@ func DocArrays(ids []int32) (start, end []int32, err error) {
 		}
 	}
 	return start, end, nil
+}
+
+// wideFits refuses seq_q > seq_k for a kernel that takes no positions
+// (params without q_pos): only positions place such queries.
+func wideFits(params []Param, seqQ, seqK int) error {
+	if seqQ <= seqK {
+		return nil
+	}
+	for _, p := range params {
+		if isPosParam(p.Name) {
+			return nil
+		}
+	}
+	return fmt.Errorf("ptx: seq_q %d exceeds seq_k %d, and the kernel takes no positions (q_pos) that could place its queries (head_dim above %d, tree masks and masks whose hull and class programs exceed %d instructions take none)", seqQ, seqK, maxLensDim, bigScan)
 }
 
 // orDim is d, or def when d is 0.

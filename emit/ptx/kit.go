@@ -633,7 +633,7 @@ func (g *kit) residueSegment(c Operand, st int64) (qR0, kR0 Operand) {
 	f := g.f
 	f.Comment("the class's segment of this batch row: its first query and key (tensor rows qR0, kR0 below st; segment positions qx0, kx0), its queries and keys among the row's lengths and among the tensors' rows")
 	ceil := func(x Operand) Operand { return f.Add(f.FloorDiv(f.Sub(x, I(1)), st), I(1)) } // ceil(x / st), no overflow
-	count := func(n, r0 Operand) Operand { return f.Max(ceil(f.Sub(n, r0)), I(0)) }  // rows r0, r0+st, ... below n
+	count := func(n, r0 Operand) Operand { return f.Max(ceil(f.Sub(n, r0)), I(0)) }        // rows r0, r0+st, ... below n
 	first := func(pos Operand) (x0, r0 Operand) {
 		x0 = ceil(f.Sub(pos, c))
 		return x0, f.Sub(f.Add(c, f.MulC(x0, st)), pos)
