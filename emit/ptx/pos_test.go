@@ -16,12 +16,16 @@ import (
 // posSpecs are the masks of the positions tests: a window with sinks, a
 // document mask (with a window), blocks of 24 keys, which tiles of 64
 // keys at offset positions straddle, and ALiBi (whose distances are
-// absolute: key chunks see the query's distance to each key).
+// absolute: key chunks see the query's distance to each key), and a
+// dilated mask in the residue layout (stride 4: a row's residue classes
+// are its positions mod 4, so a chunk at an offset starts its classes on
+// other tensor rows).
 var posSpecs = []struct{ name, yaml string }{
 	{"sinkwin", "name: sinkwin\nmask:\n  streaming: {sinks: 4, window: 48}\nhead_dim: 64\n"},
 	{"document", "name: document\nmask:\n  intersect:\n    - document: {}\n    - streaming: {sinks: 2, window: 60}\nhead_dim: 64\n"},
 	{"block", "name: block\nmask:\n  block: {size: 24}\nhead_dim: 64\n"},
 	{"alibi", "name: alibi\nmask:\n  full: {}\nhead_dim: 64\nscore:\n  alibi: {}\n"},
+	{"dilated", "name: dilated\nmask:\n  dilated: {stride: 4, size: 9}\nhead_dim: 64\n"},
 }
 
 // posCall is one call of a chunked batch: its shape (positions included)
@@ -71,7 +75,8 @@ func posKernels(t *testing.T, y string, tg ptx.Target, bwd bool) (*spec.Spec, *g
 
 // TestInterpPositions runs the sm_80 and sm_90a forwards on a batch whose rows sit at
 // positions (q_pos, k_pos: row 1's keys start at 37), cut into query
-// chunks and key chunks, each chunk at its own positions: every chunk's
+// chunks and key chunks, each chunk at its own positions (the first key
+// chunk is shorter than the queries: seq_q > seq_k): every chunk's
 // out and lse must match verify's reference at those positions
 // (verify.CheckOutput, bf16 tolerance), and the key chunks merged by
 // their lse must give the single call's out and lse within the chunks'
@@ -95,11 +100,22 @@ func testPositions(t *testing.T, tgName string, tg ptx.Target, name, yaml string
 		t.Run(tgName+"/"+name, func(t *testing.T) {
 			t.Parallel()
 			sp, fk, _ := posKernels(t, yaml, tg, false)
+			if name == "dilated" && fk.F.Stride != 4 {
+				t.Fatalf("the dilated mask runs at residue stride %d, want 4", fk.F.Stride)
+			}
 			pat := sp.Pattern()
-			const d, batch, hq, hkv, sq, sk = 64, 2, 2, 1, 40, 150
+			const d, batch, hq, hkv = 64, 2, 2, 1
+			sq, sk := 40, 150
+			qcuts, kcuts := []int{0, 17, sq}, []int{0, 30, 90, sk}
+			if st := fk.F.Stride; tg.Accel && st > 1 {
+				// the sm_90a residue kernel's tensors: multiples of the stride
+				up := func(x int) int { return (x + st - 1) / st * st }
+				sq, sk = up(sq), up(sk)
+				qcuts, kcuts = []int{0, 17 / st * st, sq}, []int{0, 30 / st * st, 90 / st * st, sk}
+			}
 			r := rand.New(rand.NewPCG(11, uint64(len(name))))
 			kpos := []int32{0, 37}
-			qpos := []int32{sk - sq, 37 + sk - sq + 3} // row 1: 3 past the default
+			qpos := []int32{int32(sk - sq), int32(37 + sk - sq + 3)} // row 1: 3 past the default
 			draw := func(n int) []float32 {
 				x := make([]float32, n)
 				for i := range x {
@@ -135,14 +151,17 @@ func testPositions(t *testing.T, tgName string, tg ptx.Target, name, yaml string
 			}
 			fo, fl := run(full)
 			// query chunks: rows [0, 17) and [17, 40), each at its positions
-			for _, c := range [][2]int{{0, 17}, {17, sq}} {
+			for x := range len(qcuts) - 1 {
+				c := [2]int{qcuts[x], qcuts[x+1]}
 				s := full.s
 				s.SeqQ, s.QPos = c[1]-c[0], shift(qpos, c[0])
 				run(posCall{s, rowsOf(full.q, batch, hq, sq, d, c[0], c[1]), full.k, full.v})
 			}
-			// key chunks [0, 90) and [90, 150), merged by lse
+			// key chunks [0, 30), [30, 90) and [90, 150), merged by lse;
+			// the first has fewer keys than the 40 queries
 			var outs, lses [][]float32
-			for _, c := range [][2]int{{0, 90}, {90, sk}} {
+			for x := range len(kcuts) - 1 {
+				c := [2]int{kcuts[x], kcuts[x+1]}
 				s := full.s
 				s.SeqK, s.KPos = c[1]-c[0], shift(kpos, c[0])
 				o, l := run(posCall{s, full.q, rowsOf(full.k, batch, hkv, sk, d, c[0], c[1]), rowsOf(full.v, batch, hkv, sk, d, c[0], c[1])})
@@ -202,7 +221,8 @@ func testPositions(t *testing.T, tgName string, tg ptx.Target, name, yaml string
 // reference (verify.CheckGradWith, bf16 tolerance): row 0 at the default
 // alignment with a query chunk 3 before it, row 1's keys from 37 and its
 // queries past its last key, ragged, so that key tiles straddle the
-// masks' blocks and windows at offsets.
+// masks' blocks and windows at offsets; then a call of more queries than
+// keys (seq_q > seq_k) at positions, ragged.
 func TestInterpPositionsGrad(t *testing.T) {
 	t.Parallel()
 	for _, ps := range posSpecs {
@@ -218,6 +238,16 @@ func TestInterpPositionsGrad(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Logf("%v", rep)
+			// a query chunk longer than its key chunk (seq_q > seq_k):
+			// row 0's queries run past its keys, row 1's keys lie within
+			// its queries, ragged
+			sh = verify.Shape{Batch: 2, HeadsQ: 2, HeadsKV: 1, SeqQ: 70, SeqK: 45, HeadDim: 64,
+				SeqLensQ: []int32{70, 61}, SeqLensK: []int32{45, 29},
+				QPos: []int32{20, 3}, KPos: []int32{0, 30}}
+			if rep, err = verify.CheckGradWith(sp.Pattern(), fk.Run(), bk.Run(), sh, r, verify.GradBF16); err != nil {
+				t.Fatalf("seq_q > seq_k: %v", err)
+			}
+			t.Logf("seq_q > seq_k: %v", rep)
 		})
 	}
 }

@@ -224,7 +224,9 @@ func (k Kernel) TensorMapsWith(batch, headsQ, headsKV, seqQ, seqK int, q, kAddr,
 	if len(k.TensorMaps) == 0 {
 		return nil, nil
 	}
-	if _, _, _, err := k.Geometry(batch, headsQ, headsKV, seqQ, seqK); err != nil {
+	// the maps do not depend on the rows' positions: a shape with seq_q >
+	// seq_k is checked as a call with positions (GeometryAt checks the call)
+	if _, _, _, err := k.GeometryAt(batch, headsQ, headsKV, seqQ, seqK, seqQ > seqK); err != nil {
 		return nil, err
 	}
 	st := uint64(max(k.Stride, 1))
