@@ -252,10 +252,12 @@ func TestInterpPositionsGrad(t *testing.T) {
 	}
 }
 
-// TestPositionsRefused: kernels that take no positions (a residue
-// layout's, a tree mask's, a long scan's: dilated, tree, bigbird) refuse
-// non-zero Launch.QPos or KPos with an error naming them, and take an
-// address of 0.
+// TestPositionsRefused: kernels that take no positions (a tree mask's, a
+// long scan's: tree, bigbird) refuse non-zero Launch.QPos or KPos with an
+// error naming them, and take an address of 0; those that take them (a
+// residue layout's, dilated, and causal's) take both. A call of more
+// queries than keys (seq_q > seq_k) is refused by Geometry for the
+// kernels without positions, and by Args when it gives no positions.
 func TestPositionsRefused(t *testing.T) {
 	t.Parallel()
 	for _, name := range []string{"dilated", "tree", "bigbird", "causal"} {
@@ -288,12 +290,33 @@ func TestPositionsRefused(t *testing.T) {
 		if _, err := l.Args(ptrs...); err != nil {
 			t.Fatalf("%s: no positions: %v", name, err)
 		}
-		l.KPos = 0x9000
-		_, err = l.Args(ptrs...)
-		if takes := name == "causal"; takes != (err == nil) {
-			t.Errorf("%s: positions given: err = %v, want a refusal: %v", name, err, !takes)
-		} else if err != nil && !strings.Contains(err.Error(), "takes no positions") {
-			t.Errorf("%s: err = %v, want it to say the kernel takes no positions", name, err)
+		takes := name == "causal" || name == "dilated"
+		for _, set := range []func(*ptx.Launch){func(l *ptx.Launch) { l.KPos = 0x9000 }, func(l *ptx.Launch) { l.QPos = 0x9000 }} {
+			lp := l
+			set(&lp)
+			_, err = lp.Args(ptrs...)
+			if takes != (err == nil) {
+				t.Errorf("%s: positions given: err = %v, want a refusal: %v", name, err, !takes)
+			} else if err != nil && !strings.Contains(err.Error(), "takes no positions") {
+				t.Errorf("%s: err = %v, want it to say the kernel takes no positions", name, err)
+			}
+		}
+		wide, err := fw.Geometry(1, 1, 1, 100, 64, 0)
+		if !takes {
+			if err == nil || !strings.Contains(err.Error(), "exceeds seq_k") {
+				t.Errorf("%s: seq_q > seq_k: err = %v, want a refusal", name, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: seq_q > seq_k: %v", name, err)
+		}
+		if _, err := wide.Args(ptrs...); err == nil || !strings.Contains(err.Error(), "exceeds seq_k") {
+			t.Errorf("%s: seq_q > seq_k without positions: err = %v, want a refusal", name, err)
+		}
+		wide.QPos = 0x9000
+		if _, err := wide.Args(ptrs...); err != nil {
+			t.Errorf("%s: seq_q > seq_k at positions: %v", name, err)
 		}
 	}
 }
