@@ -12,8 +12,10 @@ import (
 // and sk keys (bottom-right aligned) gathered by position mod st. The
 // class holds keys c, c+st, ... below sk (nk of them); its queries are the
 // last nq of those. The identity layout is st = 1, c = 0. runtime/mask's
-// Residue is rendered from it (ResidueGo) and the PTX kernel renders it
-// with st bound to the plan's stride; both are tested against Eval.
+// Residue is rendered from it (ResidueGo) and tested against Eval. Calls
+// at per-row lengths and positions split a row by its absolute positions
+// (runtime/cpu's segments, emit/ptx's residueSegment), which is this
+// split at the default alignment.
 func ResidueProg() *Prog {
 	b := newBuilder("residue", "c", "sq", "sk", "st")
 	c, sq, sk, st := b.arg(0), b.arg(1), b.arg(2), b.arg(3)

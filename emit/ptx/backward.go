@@ -175,7 +175,7 @@ type BackwardLaunch struct {
 }
 
 // Geometry is the launch of a call with the given shape; scale 0 means
-// 1/sqrt(D).
+// 1/sqrt(D). seq_q > seq_k needs positions, as Forward.Geometry says.
 func (b *Backward) Geometry(batch, headsQ, headsKV, seqQ, seqK int, scale float64) (BackwardLaunch, error) {
 	ks := b.Kernels()
 	var l BackwardLaunch
@@ -185,8 +185,11 @@ func (b *Backward) Geometry(batch, headsQ, headsKV, seqQ, seqK int, scale float6
 	if sl := float32(scale * math.Log2E); !(scale > 0) || math.IsInf(float64(sl), 0) || float32(scale) == 0 {
 		return l, fmt.Errorf("ptx: softmax scale %v: the kernel needs a positive scale whose product with log2(e) is a finite float32", scale)
 	}
+	if err := wideFits(b.DQParams, seqQ, seqK); err != nil {
+		return l, err
+	}
 	for n, k := range ks {
-		grid, block, dyn, err := k.Geometry(batch, headsQ, headsKV, seqQ, seqK)
+		grid, block, dyn, err := k.GeometryAt(batch, headsQ, headsKV, seqQ, seqK, seqQ > seqK)
 		if err != nil {
 			return l, fmt.Errorf("ptx: %w", err)
 		}
@@ -243,7 +246,7 @@ type bwdK struct {
 	scale        Operand // f32 softmax scale
 	bz, c        Operand // batch and residue class
 	sqAll, skAll Operand
-	qR0          Operand // tensor row (within a head) of the segment's query 0
+	qR0, kR0     Operand // tensor rows (within a head) of the segment's query 0 and key 0
 	off          Operand // position of query row r is r + off
 	qthi         Operand // last query tile (dkv)
 	kwarp        Operand // dkv: the warp's group of 16 keys (warp mod 4)
@@ -304,31 +307,25 @@ func (g *bwdK) rowBase(buf Operand) Operand {
 func (g *bwdK) segment(tile Operand) error {
 	f := g.f
 	g.sqAll, g.skAll = g.sq, g.sk
-	g.c, g.qR0 = I(0), I(0)
-	if st := int64(g.st); st > 1 {
-		c, b, nq, nk, err := g.residueClass(g.bz, g.sqAll, g.skAll, st)
-		if err != nil {
-			return err
-		}
-		g.c, g.bz = c, b
-		run := f.NewLabel("run")
-		n := nq
-		if g.dkv {
-			n = nk
-		}
-		ok := f.Setp("lt", S32, f.MulC(tile, TileQ), n)
-		f.Bra(run, &ok, false)
-		f.Emit(Inst{Op: OpRet})
-		f.Place(run)
-		// the class's queries are its last nq keys
-		g.qR0 = f.Sub(f.Add(g.c, f.MulC(f.Sub(nk, nq), st)), f.Sub(g.skAll, g.sqAll))
-		g.sq, g.sk = nq, nk
+	g.c, g.qR0, g.kR0 = I(0), I(0), I(0)
+	st := int64(g.st)
+	if st > 1 {
+		g.c, g.bz = g.residueSplit(g.bz, st)
 	}
 	g.rowLens(g.bz)
 	g.rowPos(g.bz)
 	g.stageRow(int64(g.rowOff()), false)
 	g.off = g.qp0
 	g.pitch = int64(g.st)
+	if st > 1 {
+		g.qR0, g.kR0 = g.residueSegment(g.c, st)
+		if g.dkv {
+			g.residueExit(f.MulC(tile, TileK), g.skT)
+		} else {
+			g.residueExit(f.MulC(tile, TileQ), g.sqT)
+		}
+		g.off = g.qp0
+	}
 	g.copyLanes()
 	g.aRowCol = g.ldmRowCol()
 	g.aK = g.ldmKey()

@@ -47,7 +47,7 @@ func (g *bwdK) kernelDKV() error {
 		return a
 	}
 	krow0 := f.MulC(kt, TileK)
-	kRow := f.Add(g.c, f.MulC(krow0, g.pitch)) // the tile's first key: a tensor row of the head
+	kRow := f.Add(g.kR0, f.MulC(krow0, g.pitch)) // the tile's first key: a tensor row of the head
 	kb := g.rowsBase("k", k, kvh, kRow, 2)
 	vb := g.rowsBase("v", v, kvh, kRow, 2)
 	// the gradients' bases: here, or for the identity layout after the
@@ -56,8 +56,10 @@ func (g *bwdK) kernelDKV() error {
 		return g.rowsBase("k", dk, kvh, kRow, 4), g.rowsBase("v", dv, kvh, kRow, 4)
 	}
 	var dkb, dvb Operand
+	var kTlim Operand // residue layout: the tile's keys among the class's rows of the tensors (the stores' bound)
 	if g.st > 1 {
 		dkb, dvb = gradBases()
+		kTlim = f.Sub(g.skT, krow0)
 	}
 
 	f.Comment("K and V tiles: cp.async, keys past seq_k zero-filled")
@@ -248,7 +250,11 @@ func (g *bwdK) kernelDKV() error {
 		if g.lens {
 			in := valid
 			inK = &in
-			valid = f.Setp("lt", S32, f.Add(kRow, kr), g.skT)
+			if g.st > 1 {
+				valid = f.Setp("lt", S32, kr, kTlim)
+			} else {
+				valid = f.Setp("lt", S32, f.Add(kRow, kr), g.skT)
+			}
 		}
 		ka := g.wide(g.rowAt("k", dkb, kr, 4*g.pitch), g.t4, 8)
 		va := g.wide(g.rowAt("v", dvb, kr, 4*g.pitch), g.t4, 8)

@@ -8,8 +8,10 @@
 // plan, as data: the tile sizes, the layout (identity, or residue with a
 // stride), and the plan's integer programs (gen.Prog), which it renders
 // into the kernel: the key hull hull(q0, q1, x), the tile class
-// class(q0, q1, k0, k1), the partial-tile predicate pred(i, j) and, for
-// residue layouts, gen.ResidueProg. A new mask primitive therefore needs
+// class(q0, q1, k0, k1) and the partial-tile predicate pred(i, j); a
+// residue layout's classes are split at each batch row's lengths and
+// positions (residueSegment, runtime/cpu's segments; gen.ResidueProg at
+// the default alignment). A new mask primitive therefore needs
 // no change here; a new IR op does (and TestEveryIROp fails until it
 // renders).
 //
@@ -70,8 +72,8 @@
 //   - the parameter list (kernelParams): the kernel's tensors, the mask's
 //     run-time data (tree or document arrays, then head_params), the
 //     kernel's addresses after them (the backward's gradients, the sm_90a
-//     kernel's tensor maps), the per-row lengths of the identity layout's
-//     kernels (seq_lens_q, seq_lens_k) and their positions (q_pos, k_pos), the shape scalars (seq_q, seq_k, heads_q,
+//     kernel's tensor maps), the per-row lengths (seq_lens_q, seq_lens_k)
+//     and positions (q_pos, k_pos), the shape scalars (seq_q, seq_k, heads_q,
 //     heads_kv, scale_log2), the tensors' element strides, the kernel's own scalars (the backward's
 //     scale, the persistent kernel's batch); each parameter is described
 //     once (params.go);
@@ -80,7 +82,7 @@
 //     computes one head, the lane coordinates; the copy lanes and the
 //     ldmatrix lane offsets of padded tiles (copyLanes, ldmRowCol,
 //     ldmKey);
-//   - the residue split (residueClass, residueQueries), the key hull of a
+//   - the residue split (residueSplit, residueSegment, residueExit), the key hull of a
 //     query tile (keyRange) and the scan of its key tiles (find), the
 //     head-parameter loads (headValues), the K/V copies and the
 //     double-buffered tile loop (copyKV, pipeline), the mma.sync tile
@@ -274,8 +276,9 @@
 // kernel's, within bf16 rounding, so that maps wrong alike in every
 // layout fail too).
 //
-// Ragged batches: the kernels of the identity layout, at every head_dim (the sm_80 forward,
-// both backward kernels, the sm_90a forward), take seq_lens_q and
+// Ragged batches: every kernel (the sm_80 forward, both backward
+// kernels, the sm_90a forward; identity layouts at every head_dim,
+// residue layouts up to head_dim 128) takes seq_lens_q and
 // seq_lens_k (gpu.SeqLensQParam: device addresses of [batch]s32, 0 for
 // none; Launch.SeqLensQ and SeqLensK, not among Args' addresses). After
 // the batch row is known (rowLens: per CTA, per work item on sm_90a) the
@@ -288,10 +291,39 @@
 // past the row's queries (keys) visits no tile, and the tensors' rows past
 // a row's queries get out 0, lse -Inf, dq 0 (and a 0 dsink_rows term),
 // past its keys dk 0 and dv 0, as runtime/cpu writes them. Residue-layout
-// kernels take no lengths: Launch.Args refuses them. TestInterpRagged
+// kernels above head_dim 128 (stageDim: their class split is not staged)
+// take no lengths: Launch.Args refuses them. TestInterpRagged
 // (ragged_test.go) requires each row's bits to be those of the row alone,
 // with NaN past every row's lengths (head_dim 64, 192, 256, {192, 128},
-// and bigbird's long programs).
+// and bigbird's long programs); TestInterpRaggedResidue does the
+// same for a residue layout (stride 3, row lengths that are not
+// multiples of it, rows of no queries or keys, classes of two query and
+// key tiles; on sm_90a the row alone is its rows padded to a multiple of
+// the stride, at its lengths).
+//
+// Residue layouts at lengths and positions: a batch row's class c is its
+// absolute positions p = c (mod st) (queries at q_pos.., keys at
+// k_pos.., at the row's lengths; the defaults as above), each at segment
+// position (p - c) / st, where the plan's programs see it, as runtime/cpu
+// splits a call (its segments). After rowLens and rowPos, residueSegment
+// gives the class's first query the tensor row qR0 = (c - q_pos) mod st
+// and segment position qx0 = ceil((q_pos - c) / st) (the key likewise,
+// kR0 and kx0), then every st-th row: g.sq and g.sk become the class's
+// queries and keys among the row's lengths, ceil((len - R0) / st), sqT
+// and skT its rows among the tensors' (so that the tail rows past a row's
+// length, of every class together, are written 0), qp0 and kp the
+// segment positions qx0 and kx0. At the default positions this is
+// gen.ResidueProg's split (qR0 = (c - (seq_k - seq_q)) mod st, kR0 = c).
+// A CTA whose tile lies past its class's tensor rows returns; one past
+// the class's rows of the batch row writes its empty rows. The sm_90a
+// kernel's tensor maps see rows grouped by the stride (column, residue,
+// row group: TensorMapsWith, unchanged), so a class's queries are the
+// boxes at dimension-1 coordinate qR0 and its keys at kR0 (they differ at
+// positions); the tensors' rows must still be multiples of the stride
+// (every head's rows start a group), a row's lengths need not: its tail
+// boxes read the rows past its length (the next head's, or zeros past
+// the tensor), which the key bound and the masked-value rule keep out
+// and the stores skip.
 //
 // Staged row values: with a row's lengths and positions in registers
 // across the tile loop ptxas 11.8 and 12.4 spilled at head_dim 192 and
@@ -343,22 +375,30 @@
 // positions kp is the immediate 0 and the programs' key arguments are
 // the key indices unchanged. Positions plus lengths must stay below
 // 2^31; negative positions read as 0 (verify/gpurun refuses them).
-// Residue layouts take none: Launch.Args refuses non-zero QPos or KPos
-// (TestPositionsRefused). seq_q <= seq_k is still
-// required of a call (Geometry), so a query chunk longer than its key
-// chunk is not yet a call. TestInterpPositions (pos_test.go) cuts a call
-// into query and key chunks at their positions, checks each against
-// verify's reference and the key chunks merged by lse against the single
-// call (sm_80 and sm_90a); TestInterpPositionsGrad checks the backward
-// at positions against verify's gradient reference (both with bigbird, a
-// tree and head_dim 192, 256 and {192, 128} among their masks).
+// Residue layouts above head_dim 128 take none: Launch.Args refuses
+// non-zero QPos or KPos (TestPositionsRefused). A call
+// may have more queries than keys (seq_q > seq_k: a query chunk longer
+// than its key chunk) on a kernel that takes positions: Geometry
+// (gpu.Kernel.GeometryAt) sizes the grid by the tensors' query rows,
+// ceil(seq_q / st) per class, and Launch.Args requires QPos or KPos (the
+// default alignment would put queries before position 0; a row whose
+// default lands there reads as 0); a kernel without positions refuses
+// such a shape in Geometry. TestInterpPositions (pos_test.go) cuts a call
+// into query and key chunks at their positions (the first key chunk
+// shorter than the queries), checks each against verify's reference and
+// the key chunks merged by lse against the single call (sm_80 and
+// sm_90a, a dilated mask in the residue layout among the masks);
+// TestInterpPositionsGrad checks the backward at positions, and with
+// seq_q > seq_k, against verify's gradient reference (both with bigbird,
+// a tree and head_dim 192, 256 and {192, 128} among their masks).
 //
 // Query head h reads
-// key/value head h / (heads_q/heads_kv); seq_q <= seq_k, by default query row r is
+// key/value head h / (heads_q/heads_kv); by default (seq_q <= seq_k) query row r is
 // position r + seq_k - seq_q. Plans with a residue layout run it
-// directly: CTA z = batch*stride + c runs residue class c, whose query and
-// key counts are gen.ResidueProg rendered with st bound to the plan's
-// stride, reading rows c, c+stride, ... (a strided row pitch, no gather).
+// directly: CTA z = batch*stride + c runs residue class c of batch row
+// z / stride (residueSegment, above: at the default alignment
+// gen.ResidueProg's counts), reading rows qR0, qR0+stride, ... and kR0,
+// kR0+stride, ... (a strided row pitch, no gather).
 // Document kernels (a plan program reads document ids) take doc_id,
 // doc_start and doc_end arrays (DocArrays) over the seq_k positions,
 // shared by every batch element and head; documents with a residue layout

@@ -34,8 +34,8 @@ func (g *bwdK) kernelDQ() error {
 	if !g.lateBases() {
 		dqb = g.rowsBase("q", dq, h, row0, 4)
 	}
-	g.kbase = f.Op3(OpAdd, U64, g.rowsBase("k", k, kvh, g.c, 2), g.ch16w)
-	g.vbase = f.Op3(OpAdd, U64, g.rowsBase("v", v, kvh, g.c, 2), g.ch16w)
+	g.kbase = f.Op3(OpAdd, U64, g.rowsBase("k", k, kvh, g.kR0, 2), g.ch16w)
+	g.vbase = f.Op3(OpAdd, U64, g.rowsBase("v", v, kvh, g.kR0, 2), g.ch16w)
 
 	f.Comment("Q and dO tiles: cp.async, rows past seq_q zero-filled")
 	lim := f.Sub(f.Sub(g.sq, I(1)), qrow0)

@@ -79,12 +79,12 @@ type Launch struct {
 	// SeqLensQ and SeqLensK are the device addresses of the call's
 	// per-batch-row lengths ([batch]s32; gpu.SeqLensQParam), 0 for none.
 	// Args passes them to a kernel that takes them and refuses non-zero
-	// ones for a kernel that does not (the residue layouts').
+	// ones for a kernel that does not (head_dim above 128).
 	SeqLensQ, SeqLensK uint64
 	// QPos and KPos are the device addresses of the call's per-batch-row
 	// positions ([batch]s32; gpu.QPosParam), 0 for the default alignment.
 	// Args passes them to a kernel that takes them and refuses non-zero
-	// ones for a kernel that does not (residue layouts).
+	// ones for a kernel that does not (residue layouts above head_dim 128).
 	QPos, KPos uint64
 	// HeadDim and HeadDimV are the kernel's head dimensions and Stride its
 	// residue stride (Geometry sets them), which resolve and check Layout.
@@ -110,12 +110,19 @@ func (k *Forward) Kernel() gpu.Kernel {
 // Geometry is the launch of a call with the given shape (the kernel's
 // gpu.Kernel geometry, after checking the shape); scale 0 means
 // 1/sqrt(D), and a scale must be positive (the kernel takes the row max
-// before scaling).
+// before scaling). seq_q > seq_k (a query chunk longer than its key
+// chunk) needs a kernel that takes positions, and the call must then
+// give them (Launch.QPos, or KPos with the default alignment of each row,
+// q_pos = k_pos + keys - queries, at or past 0; Args refuses a launch
+// with neither).
 func (k *Forward) Geometry(batch, headsQ, headsKV, seqQ, seqK int, scale float64) (Launch, error) {
 	if err := k.strideFits(seqQ, seqK); err != nil {
 		return Launch{}, err
 	}
-	grid, block, dyn, err := k.Kernel().Geometry(batch, headsQ, headsKV, seqQ, seqK)
+	if err := wideFits(k.Params, seqQ, seqK); err != nil {
+		return Launch{}, err
+	}
+	grid, block, dyn, err := k.Kernel().GeometryAt(batch, headsQ, headsKV, seqQ, seqK, seqQ > seqK)
 	if err != nil {
 		return Launch{}, fmt.Errorf("ptx: %w", err)
 	}
@@ -177,10 +184,13 @@ func (l Launch) Args(ptrs ...uint64) ([]any, error) {
 		return nil, fmt.Errorf("ptx: the kernel takes %d device addresses, got %d", want, len(ptrs))
 	}
 	if !lens && (l.SeqLensQ != 0 || l.SeqLensK != 0) {
-		return nil, fmt.Errorf("ptx: the kernel (residue stride %d) takes no per-row lengths (residue layouts do not): run each batch row as its own call", l.Stride)
+		return nil, fmt.Errorf("ptx: the kernel (residue stride %d, head_dim %d) takes no per-row lengths (residue layouts above head_dim %d do not): run each batch row as its own call", l.Stride, l.HeadDim, stageDim)
+	}
+	if l.SeqQ > l.SeqK && l.QPos == 0 && l.KPos == 0 {
+		return nil, fmt.Errorf("ptx: seq_q %d exceeds seq_k %d: the default alignment (queries the last seq_q keys) puts queries before position 0; give the rows' positions (Launch.QPos, or KPos far enough from 0)", l.SeqQ, l.SeqK)
 	}
 	if !pos && (l.QPos != 0 || l.KPos != 0) {
-		return nil, fmt.Errorf("ptx: the kernel (residue stride %d) takes no positions (residue layouts do not): run the call at the default alignment", l.Stride)
+		return nil, fmt.Errorf("ptx: the kernel (residue stride %d, head_dim %d) takes no positions (residue layouts above head_dim %d do not): run the call at the default alignment", l.Stride, l.HeadDim, stageDim)
 	}
 	var args []any
 	for _, p := range l.Params {
@@ -268,6 +278,20 @@ func DocArrays(ids []int32) (start, end []int32, err error) {
 		}
 	}
 	return start, end, nil
+}
+
+// wideFits refuses seq_q > seq_k for a kernel that takes no positions
+// (params without q_pos): only positions place such queries.
+func wideFits(params []Param, seqQ, seqK int) error {
+	if seqQ <= seqK {
+		return nil
+	}
+	for _, p := range params {
+		if isPosParam(p.Name) {
+			return nil
+		}
+	}
+	return fmt.Errorf("ptx: seq_q %d exceeds seq_k %d, and the kernel takes no positions (q_pos) that could place its queries (residue layouts above head_dim %d take none)", seqQ, seqK, stageDim)
 }
 
 // orDim is d, or def when d is 0.

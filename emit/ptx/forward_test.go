@@ -312,10 +312,26 @@ func TestGeometry(t *testing.T) {
 	if _, err := k.Geometry(1, 1, 1, 1, 1, -0.5); err == nil {
 		t.Error("negative scale accepted")
 	}
-	for _, bad := range [][5]int{{1, 8, 3, 10, 10}, {1, 1, 1, 11, 10}, {0, 1, 1, 1, 1}} {
+	for _, bad := range [][5]int{{1, 8, 3, 10, 10}, {0, 1, 1, 1, 1}} {
 		if _, err := k.Geometry(bad[0], bad[1], bad[2], bad[3], bad[4], 0); err == nil {
 			t.Errorf("shape %v accepted", bad)
 		}
+	}
+	// more queries than keys: a launch only with positions (the kernel
+	// takes them; TestPositionsRefused checks kernels that do not)
+	wide, err := k.Geometry(1, 1, 1, 70, 10, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wide.Grid != [3]int{2, 1, 1} {
+		t.Errorf("seq_q 70 > seq_k 10: grid %v, want 2 query tiles", wide.Grid)
+	}
+	if _, err := wide.Args(1, 2, 3, 4, 5); err == nil || !strings.Contains(err.Error(), "exceeds seq_k") {
+		t.Errorf("seq_q > seq_k without positions: %v", err)
+	}
+	wide.QPos = 6
+	if _, err := wide.Args(1, 2, 3, 4, 5); err != nil {
+		t.Errorf("seq_q > seq_k at positions: %v", err)
 	}
 }
 

@@ -86,18 +86,20 @@ func (g *fwd80) kernel() error {
 	group := f.Op3(OpDiv, U32, hq, hkv)
 	kvh := f.Op3(OpDiv, U32, h, group)
 	qrow0 := f.MulC(qt, int64(g.tileQ))
-	sqAll, skAll := g.sq, g.sk
+	sqAll := g.sq
 	qRow, kRow := qrow0, I(0) // tensor rows of the tile's first query and of key 0
+	var c Operand
 	if st := int64(g.st); st > 1 {
-		c, b, r, err := g.residueQueries(bz, sqAll, skAll, qrow0, st)
-		if err != nil {
-			return err
-		}
-		bz, qRow, kRow = b, r, c
+		c, bz = g.residueSplit(bz, st)
 	}
 	g.rowLens(bz)
 	off := g.rowPos(bz)
 	pitch := int64(g.st)
+	if st := int64(g.st); st > 1 {
+		qR0, kR0 := g.residueSegment(c, st)
+		g.residueExit(qrow0, g.sqT)
+		off, qRow, kRow = g.qp0, f.Add(qR0, f.MulC(qrow0, st)), kR0
+	}
 
 	f.Comment("global bases: this tile's query rows, this head's keys and values (the tensors' strides)")
 	rowIdx := f.Add(f.Op3(OpMulLo, S32, f.Add(f.Op3(OpMulLo, S32, bz, hq), h), sqAll), qRow) // lse: contiguous

@@ -259,7 +259,7 @@ type hop struct {
 	t0        Reg     // the issuer: the thread that initializes the mbarriers and issues the copies
 	tmQ       Operand // tensor map addresses
 	tmK, tmV  Operand
-	cls       Operand // the residue class, dimension 1 of a rank-5 map (0 for the identity layout)
+	kcls      Operand // dimension-1 coordinate of this item's keys in a rank-5 map: the tensor row of the class's first key (0 for the identity layout)
 	kvHead    Operand // this item's key/value head: the head coordinate of k's and v's maps
 	bat       Operand // this item's batch row: the batch coordinate of every map
 	phase     Reg     // bit b: the parity of stage b's mbarrier phase to wait for next
@@ -396,14 +396,15 @@ func (h *hop) wait(bar Operand, parity Operand) {
 // map tm to dst, box b at dst+b*rows*swz, completing on bar: the rows of
 // positions row, row+1, ... of head head of the item's batch row, at
 // coordinates (column b*boxCols, row, head, batch) of a rank-4 map, or, in
-// the residue layout, positions (row+i)*st + class, at (column, class,
-// row, head, batch) of a rank-5 map (TensorMaps).
-func (h *hop) copyTile(dst Operand, tm Operand, row, head Operand, rows int, bar Operand) {
-	h.copyBoxes(h.halves, dst, tm, row, head, rows, bar)
+// the residue layout, positions (row+i)*st + cls, at (column, cls, row,
+// head, batch) of a rank-5 map (TensorMaps); cls is the rows' residue
+// (the tensor row of their class's first row; unused by rank-4 maps).
+func (h *hop) copyTile(dst Operand, tm Operand, cls, row, head Operand, rows int, bar Operand) {
+	h.copyBoxes(h.halves, dst, tm, cls, row, head, rows, bar)
 }
 
 // copyBoxes is copyTile for a tile of boxes boxes a row (vHalves: a V tile).
-func (h *hop) copyBoxes(boxes int, dst Operand, tm Operand, row, head Operand, rows int, bar Operand) {
+func (h *hop) copyBoxes(boxes int, dst Operand, tm Operand, cls, row, head Operand, rows int, bar Operand) {
 	f := h.f
 	bar = f.reg(U32, bar)
 	row, hd, bz := f.reg(S32, row), f.reg(S32, head), f.reg(S32, h.bat)
@@ -411,7 +412,7 @@ func (h *hop) copyBoxes(boxes int, dst Operand, tm Operand, row, head Operand, r
 		col := f.Mov(S32, I(int64(b*h.boxCols())))
 		op, crd := OpBulkTensor4, []Reg{col, row.Reg, hd.Reg, bz.Reg}
 		if h.st > 1 {
-			op, crd = OpBulkTensor5, []Reg{col, f.reg(S32, h.cls).Reg, row.Reg, hd.Reg, bz.Reg}
+			op, crd = OpBulkTensor5, []Reg{col, f.reg(S32, cls).Reg, row.Reg, hd.Reg, bz.Reg}
 		}
 		f.Emit(Inst{Op: op, Guard: &h.t0, Dst: []Operand{Addr(f.reg(U32, dst).Reg, int64(b*rows*h.swz))},
 			Src: []Operand{TensorCoord(tm.Reg, crd...), Addr(bar.Reg, 0)}})
@@ -463,8 +464,8 @@ func (h *hop) load(kt, buf Operand) {
 	bar := h.stageBar(buf)
 	h.expect(bar, h.stageBytes())
 	row := f.MulC(kt, int64(h.tileK))
-	h.copyTile(stage, h.tmK, row, h.kvHead, h.tileK, bar)
-	h.copyBoxes(h.vHalves, f.Add(stage, I(int64(h.tileBytes))), h.tmV, row, h.kvHead, h.tileK, bar)
+	h.copyTile(stage, h.tmK, h.kcls, row, h.kvHead, h.tileK, bar)
+	h.copyBoxes(h.vHalves, f.Add(stage, I(int64(h.tileBytes))), h.tmV, h.kcls, row, h.kvHead, h.tileK, bar)
 }
 
 // items opens a loop over the CTA's work items, from first in steps of
@@ -494,6 +495,7 @@ type item struct {
 	ktlo          Operand // the first key tile of the hull
 	qGroup        Operand // tensor-map position (identity) or row group (residue) of the first query row
 	qHead         Operand // the query head
+	qcls          Operand // the first query row's dimension-1 coordinate in a rank-5 map (the residue of its tensor row; 0 for the identity layout)
 	obase, lbase  Operand // global bases of the output and the lse
 	off           Operand // seq_k - seq_q (class-local)
 }
@@ -527,14 +529,12 @@ func (h *hop) item(w *workList, it Operand) (*item, error) {
 	kvh := f.Op3(OpDiv, U32, hd, w.group)
 	qrow0 := f.MulC(qt, hopTileQ)
 	h.sq, h.sk = w.sqAll, w.skAll
+	h.sqT, h.skT = w.sqAll, w.skAll
 	qRow := qrow0 // tensor row of the tile's first query
-	h.cls = I(0)
+	h.kcls = I(0)
+	var c, qR0 Operand = I(0), I(0)
 	if st > 1 {
-		c, b, r, err := h.residueQueries(bz, w.sqAll, w.skAll, qrow0, st)
-		if err != nil {
-			return nil, err
-		}
-		bz, qRow, h.cls = b, r, c
+		c, bz = h.residueSplit(bz, st)
 	}
 	h.rowLens(bz)
 	off := h.rowPos(bz)
@@ -543,20 +543,26 @@ func (h *hop) item(w *workList, it Operand) (*item, error) {
 	// whose consumers are all the CTA's threads)
 	h.stageRow(int64(h.rowOff()), true)
 	h.pitch = st
+	if st > 1 {
+		qR0, h.kcls = h.residueSegment(c, st)
+		h.residueExit(qrow0, h.sqT)
+		off, qRow = h.qp0, f.Add(qR0, f.MulC(qrow0, st))
+	}
 
 	f.Comment("global bases of the output and the log-sum-exp; tensor-map coordinates")
 	bhQ := f.Add(f.Op3(OpMulLo, S32, bz, w.hq), hd)
 	rowIdx := f.Add(f.Op3(OpMulLo, S32, bhQ, w.sqAll), qRow)
-	x := &item{qrow0: qrow0, off: off}
+	x := &item{qrow0: qrow0, off: off, qcls: qR0}
 	x.obase = h.rowAt("o", h.headAt("o", w.o, bz, hd, 2), qRow, 2) // o at its strides
 	x.lbase = h.wide(w.lse, rowIdx, 4)
 	// tensor-map coordinates (TensorMaps): the batch row and the heads; the
 	// tile's first query row is position qRow of its head, in the residue
-	// layout row group (qRow - c) / st of class c (seq_q and seq_k are
-	// multiples of st), and key tile kt starts at kt*tk either way
+	// layout row group qrow0 = (qRow - qR0) / st at class coordinate qR0
+	// (seq_q and seq_k are multiples of st), and key tile kt starts at
+	// row (group) kt*tk at class coordinate kR0
 	x.qGroup, x.qHead = qRow, hd
 	if st > 1 {
-		x.qGroup = f.FloorDiv(f.Sub(qRow, h.cls), st)
+		x.qGroup = qrow0
 	}
 	h.kvHead, h.bat = kvh, bz
 
@@ -668,7 +674,7 @@ func (h *hop) kernel() error {
 	if !h.producer {
 		f.Comment("Q tile by bulk tensor copies, rows past seq_q zero-filled (the last item's reads of Q ended before its last tile's barrier)")
 		h.expect(barQ, h.qBytes)
-		h.copyTile(f.Add(h.smem, I(int64(h.qOff()))), h.tmQ, x.qGroup, x.qHead, hopTileQ, barQ)
+		h.copyTile(f.Add(h.smem, I(int64(h.qOff()))), h.tmQ, x.qcls, x.qGroup, x.qHead, hopTileQ, barQ)
 		buf = f.Mov(U32, I(0)) // every stage is free between items: start at stage 0
 		h.load(R(cur), R(buf))
 	}
@@ -800,7 +806,7 @@ func (h *hop) produce(w *workList, first, barQ Operand) error {
 	f.Place(qfree)
 	f.Set(U32, qUsed, I(1))
 	h.expect(barQ, h.qBytes)
-	h.copyTile(f.Add(h.smem, I(int64(h.qOff()))), h.tmQ, x.qGroup, x.qHead, hopTileQ, barQ)
+	h.copyTile(f.Add(h.smem, I(int64(h.qOff()))), h.tmQ, x.qcls, x.qGroup, x.qHead, hopTileQ, barQ)
 	loop := f.NewLabel("ptile")
 	f.Place(loop)
 	f.Comment("the stage: once the consumers are done with the tile it held")

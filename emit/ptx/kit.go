@@ -38,7 +38,7 @@ type geom struct {
 	tree     bool // the plan reads a tree (the tree arrays replace the document arrays)
 	hasHeads bool // the plan has head parameters (head_params)
 	sinks    bool // the kernel reads the learned sinks (the forwards' epilogue, the dq kernel's gradient)
-	lens     bool // the kernel takes per-row lengths (lensParams): the identity layout's
+	lens     bool // the kernel takes per-row lengths (lensParams): every kernel but the residue layout's above stageDim
 	pos      bool // the kernel takes per-row positions (posParams): every kernel with lens
 	// stage: the kernel keeps the row's lengths and positions in shared
 	// memory rather than registers (stageRow): those with lens at head_dim
@@ -97,10 +97,12 @@ func planGeom(p *gen.Plan, t Target) (geom, error) {
 	if dv == 0 {
 		dv = p.HeadDim
 	}
-	g := geom{D: p.HeadDim, Dv: dv, elem: elem, st: st, tree: p.UsesTree(), hasHeads: len(p.HeadParams()) > 0, lens: st == 1}
+	g := geom{D: p.HeadDim, Dv: dv, elem: elem, st: st, tree: p.UsesTree(), hasHeads: len(p.HeadParams()) > 0, lens: st == 1 || p.HeadDim <= stageDim}
 	g.docs = p.Pred.UsesDocs() || p.Hull.UsesDocs() || p.Class.UsesDocs()
 	g.pos = g.lens
-	g.stage = g.lens && (p.HeadDim > stageDim || len(p.Hull.Insts)+len(p.Class.Insts) > bigScan)
+	// Residue kernels compute their class split in registers (residueSplit)
+	// and do not stage, so above stageDim they take no lengths.
+	g.stage = g.lens && st == 1 && (p.HeadDim > stageDim || len(p.Hull.Insts)+len(p.Class.Insts) > bigScan)
 	if g.docs && st > 1 {
 		return geom{}, fmt.Errorf("ptx: document masks with a residue layout are not supported")
 	}
@@ -667,47 +669,69 @@ func (g *kit) pipeline(stem string, cur, ccur, buf Reg, last Operand, find func(
 	return nil
 }
 
-// residueClass emits the residue layout's split of ctaid.z (z) into the
-// class c = z mod st this CTA runs and the batch z / st, and the class's
-// query and key counts (gen.ResidueProg rendered with st).
-func (g *kit) residueClass(z, sqAll, skAll Operand, st int64) (c, b, nq, nk Operand, err error) {
+// residueSplit splits ctaid.z (z) of a residue-layout kernel into the
+// class c = z mod st this CTA runs and its batch row z / st.
+func (g *kit) residueSplit(z Operand, st int64) (c, b Operand) {
 	f := g.f
-	f.Comment(fmt.Sprintf("residue layout, stride %d: this CTA runs class c = ctaid.z mod %d on positions c, c+%d, ...", st, st, st))
-	c = f.FloorMod(z, st)
-	b = f.FloorDiv(z, st)
-	res := gen.ResidueProg()
-	f.CommentProg(fmt.Sprintf("the class's queries and keys, st = %d", st), res)
-	nqk, err := RenderInts(f, res, Env{Args: []Operand{c, sqAll, skAll, I(st)}})
-	if err != nil {
-		return c, b, nq, nk, err
-	}
-	return c, b, nqk[0], nqk[1], nil
+	f.Comment(fmt.Sprintf("residue layout, stride %d: this CTA runs class c = ctaid.z mod %d (absolute positions c, c+%d, ...) of batch row ctaid.z / %d", st, st, st, st))
+	return f.FloorMod(z, st), f.FloorDiv(z, st)
 }
 
-// residueQueries is residueClass for a CTA of query tile rows from qrow0
-// of its class: CTAs past the class's queries return, the class's segment
-// sizes become g.sq and g.sk, and qRow is the tensor row of the tile's
-// first query (the class's queries are its last nq keys).
-func (g *kit) residueQueries(z, sqAll, skAll, qrow0 Operand, st int64) (c, b, qRow Operand, err error) {
+// residueSegment reduces this CTA's batch row to residue class c, after
+// rowLens and rowPos: the row's queries sit at absolute positions qp0..
+// and its keys at kp.. (query row r at r + qp0, key j at j + kp), and
+// the class holds the positions p = c (mod st), p at segment position
+// (p - c) / st, as runtime/cpu's segments (and, at the default
+// positions, gen.ResidueProg) have it. The class's first query is the
+// tensor row qR0 = (c - qp0) mod st (then every st-th row) at segment
+// position qx0 = ceil((qp0 - c) / st), its first key likewise kR0 and
+// kx0. It sets g.sq and g.sk to the class's queries and keys among the
+// row's lengths, g.sqT and g.skT to its rows of the tensors (the stores'
+// bounds: the rows past the row's lengths of every class together are
+// the tensors' rows past them), g.qp0 to qx0 and, with positions, g.kp to
+// kx0, so that the programs see segment positions; it returns qR0 and
+// kR0. Without positions kp is 0, so kR0 = c and kx0 = 0.
+func (g *kit) residueSegment(c Operand, st int64) (qR0, kR0 Operand) {
 	f := g.f
-	c, b, nq, nk, err := g.residueClass(z, sqAll, skAll, st)
-	if err != nil {
-		return c, b, qRow, err
+	f.Comment("the class's segment of this batch row: its first query and key (tensor rows qR0, kR0 below st; segment positions qx0, kx0), its queries and keys among the row's lengths and among the tensors' rows")
+	ceil := func(x Operand) Operand { return f.Add(f.FloorDiv(f.Sub(x, I(1)), st), I(1)) } // ceil(x / st), no overflow
+	count := func(n, r0 Operand) Operand { return f.Max(ceil(f.Sub(n, r0)), I(0)) }        // rows r0, r0+st, ... below n
+	first := func(pos Operand) (x0, r0 Operand) {
+		x0 = ceil(f.Sub(pos, c))
+		return x0, f.Sub(f.Add(c, f.MulC(x0, st)), pos)
 	}
-	first := f.Sub(nk, nq)
-	offAll := f.Sub(skAll, sqAll)
-	run := f.Setp("lt", S32, qrow0, nq)
+	qx0, qR0 := first(f.Max(g.qp0, I(0)))
+	kx0, kR0 := Operand(I(0)), c
+	if !isImm(g.kp) || g.kp.Imm != 0 {
+		kx0, kR0 = first(g.kp)
+	}
+	g.sqT, g.skT = count(g.sqT, qR0), count(g.skT, kR0)
+	if g.lens {
+		g.sq, g.sk = count(g.sq, qR0), count(g.sk, kR0)
+	} else {
+		g.sq, g.sk = g.sqT, g.skT
+	}
+	g.qp0 = qx0
+	if g.pos {
+		g.kp = kx0
+	}
+	return qR0, kR0
+}
+
+// residueExit sends a CTA (or work item) whose tile, from segment row
+// row0 on, lies past its class's rows of the tensors (g.sqT; dk/dv: keys,
+// g.skT) to g.next, or returns.
+func (g *kit) residueExit(row0, rows Operand) {
+	f := g.f
+	run := f.Setp("lt", S32, row0, rows)
 	if g.next != "" {
 		f.Bra(g.next, &run, true)
-	} else {
-		exit := f.NewLabel("run")
-		f.Bra(exit, &run, false)
-		f.Emit(Inst{Op: OpRet})
-		f.Place(exit)
+		return
 	}
-	g.sq, g.sk = nq, nk
-	g.sqT, g.skT = nq, nk
-	return c, b, f.Sub(f.Add(c, f.MulC(f.Add(first, qrow0), st)), offAll), nil
+	exit := f.NewLabel("run")
+	f.Bra(exit, &run, false)
+	f.Emit(Inst{Op: OpRet})
+	f.Place(exit)
 }
 
 // keyRange emits the key-tile range of the query tile whose first row is

@@ -56,8 +56,9 @@ var treeParams = []Param{
 	{Name: "tree_info", T: U64, Doc: "s32[3]: the leading chain's length, the least tree_lo past it, its largest chain ancestor past it"},
 }
 
-// lensParams are the per-row lengths of the kernels of the identity
-// layout (geom.lens): device addresses, 0 for none (gpu.SeqLensQParam).
+// lensParams are the per-row lengths of the kernels that take them
+// (geom.lens: every kernel but the residue layout's above stageDim): device addresses, 0 for
+// none (gpu.SeqLensQParam).
 // Launch.Args passes them from Launch.SeqLensQ and SeqLensK, not from its
 // list of addresses.
 var lensParams = []Param{
@@ -130,7 +131,7 @@ func strideParams(ts []string) []Param {
 //     learned sinks in the kernels that read them (geom.sinks);
 //  3. after: the kernel's own addresses that follow (the backward's
 //     gradients, dq (and dsink_rows with learned sinks) or dk and dv; the
-//     sm_90a kernel's tensor maps), then, in the identity layout, the
+//     sm_90a kernel's tensor maps), then, where geom.lens, the
 //     per-row lengths seq_lens_q and seq_lens_k (lensParams), then, where
 //     geom.pos, the positions q_pos and k_pos (posParams);
 //  4. the shape scalars (shapeParams), then the layout: the element

@@ -18,7 +18,10 @@ import (
 // posSpecs are the masks of the positions tests: a window with sinks, a
 // document mask (with a window), blocks of 24 keys, which tiles of 64
 // keys at offset positions straddle, and ALiBi (whose distances are
-// absolute: key chunks see the query's distance to each key).
+// absolute: key chunks see the query's distance to each key), and a
+// dilated mask in the residue layout (stride 4: a row's residue classes
+// are its positions mod 4, so a chunk at an offset starts its classes on
+// other tensor rows).
 var posSpecs = []struct{ name, yaml string }{
 	{"sinkwin", "name: sinkwin\nmask:\n  streaming: {sinks: 4, window: 48}\nhead_dim: 64\n"},
 	{"document", "name: document\nmask:\n  intersect:\n    - document: {}\n    - streaming: {sinks: 2, window: 60}\nhead_dim: 64\n"},
@@ -29,6 +32,7 @@ var posSpecs = []struct{ name, yaml string }{
 	// every position a row reaches
 	{"bigbird", "name: bigbird\nmask:\n  bigbird: {block: 16, blocks: 16, window: 3, global: 1, random: 2, seed: 7}\ncausal: false\nhead_dim: 64\n"},
 	{"tree", "name: tree\nmask: {tree: {}}\nhead_dim: 64\n"},
+	{"dilated", "name: dilated\nmask:\n  dilated: {stride: 4, size: 9}\nhead_dim: 64\n"},
 }
 
 // posDims are the head dimensions above 128 (whose kernels stage the
@@ -106,7 +110,8 @@ func posKernels(t *testing.T, y string, tg ptx.Target, bwd bool) (*spec.Spec, *g
 
 // TestInterpPositions runs the sm_80 and sm_90a forwards on a batch whose rows sit at
 // positions (q_pos, k_pos: row 1's keys start at 37), cut into query
-// chunks and key chunks, each chunk at its own positions: every chunk's
+// chunks and key chunks, each chunk at its own positions (the first key
+// chunk is shorter than the queries: seq_q > seq_k): every chunk's
 // out and lse must match verify's reference at those positions
 // (verify.CheckOutput, bf16 tolerance), and the key chunks merged by
 // their lse must give the single call's out and lse within the chunks'
@@ -138,11 +143,22 @@ func testPositions(t *testing.T, tgName string, tg ptx.Target, name, yaml string
 		t.Run(tgName+"/"+name, func(t *testing.T) {
 			t.Parallel()
 			sp, fk, _ := posKernels(t, yaml, tg, false)
+			if name == "dilated" && fk.F.Stride != 4 {
+				t.Fatalf("the dilated mask runs at residue stride %d, want 4", fk.F.Stride)
+			}
 			pat := sp.Pattern()
-			const batch, hq, hkv, sq, sk = 2, 2, 1, 40, 150
+			const batch, hq, hkv = 2, 2, 1
+			sq, sk := 40, 150
+			qcuts, kcuts := []int{0, 17, sq}, []int{0, 30, 90, sk}
+			if st := fk.F.Stride; tg.Accel && st > 1 {
+				// the sm_90a residue kernel's tensors: multiples of the stride
+				up := func(x int) int { return (x + st - 1) / st * st }
+				sq, sk = up(sq), up(sk)
+				qcuts, kcuts = []int{0, 17 / st * st, sq}, []int{0, 30 / st * st, 90 / st * st, sk}
+			}
 			r := rand.New(rand.NewPCG(11, uint64(len(name))))
 			kpos := []int32{0, 37}
-			qpos := []int32{sk - sq, 37 + sk - sq + 3} // row 1: 3 past the default
+			qpos := []int32{int32(sk - sq), int32(37 + sk - sq + 3)} // row 1: 3 past the default
 			draw := func(n int) []float32 {
 				x := make([]float32, n)
 				for i := range x {
@@ -187,14 +203,17 @@ func testPositions(t *testing.T, tgName string, tg ptx.Target, name, yaml string
 			}
 			fo, fl := run(full)
 			// query chunks: rows [0, 17) and [17, 40), each at its positions
-			for _, c := range [][2]int{{0, 17}, {17, sq}} {
+			for x := range len(qcuts) - 1 {
+				c := [2]int{qcuts[x], qcuts[x+1]}
 				s := full.s
 				s.SeqQ, s.QPos = c[1]-c[0], shift(qpos, c[0])
 				run(posCall{s, rowsOf(full.q, batch, hq, sq, d, c[0], c[1]), full.k, full.v})
 			}
-			// key chunks [0, 90) and [90, 150), merged by lse
+			// key chunks [0, 30), [30, 90) and [90, 150), merged by lse;
+			// the first has fewer keys than the 40 queries
 			var outs, lses [][]float32
-			for _, c := range [][2]int{{0, 90}, {90, sk}} {
+			for x := range len(kcuts) - 1 {
+				c := [2]int{kcuts[x], kcuts[x+1]}
 				s := full.s
 				s.SeqK, s.KPos = c[1]-c[0], shift(kpos, c[0])
 				o, l := run(posCall{s, full.q, rowsOf(full.k, batch, hkv, sk, d, c[0], c[1]), rowsOf(full.v, batch, hkv, sk, dv, c[0], c[1])})
@@ -254,7 +273,8 @@ func testPositions(t *testing.T, tgName string, tg ptx.Target, name, yaml string
 // reference (verify.CheckGradWith, bf16 tolerance): row 0 at the default
 // alignment with a query chunk 3 before it, row 1's keys from 37 and its
 // queries past its last key, ragged, so that key tiles straddle the
-// masks' blocks and windows at offsets.
+// masks' blocks and windows at offsets; then a call of more queries than
+// keys (seq_q > seq_k) at positions, ragged.
 func TestInterpPositionsGrad(t *testing.T) {
 	t.Parallel()
 	type gcase struct {
@@ -281,17 +301,30 @@ func TestInterpPositionsGrad(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Logf("%v", rep)
+			// a query chunk longer than its key chunk (seq_q > seq_k):
+			// row 0's queries run past its keys, row 1's keys lie within
+			// its queries, ragged
+			sh = verify.Shape{Batch: 2, HeadsQ: 2, HeadsKV: 1, SeqQ: 70, SeqK: 45, HeadDim: ps.d, HeadDimV: ps.dv,
+				SeqLensQ: []int32{70, 61}, SeqLensK: []int32{45, 29},
+				QPos: []int32{20, 3}, KPos: []int32{0, 30}}
+			if rep, err = verify.CheckGradWith(sp.Pattern(), fk.Run(), bk.Run(), sh, r, verify.GradBF16); err != nil {
+				t.Fatalf("seq_q > seq_k: %v", err)
+			}
+			t.Logf("seq_q > seq_k: %v", rep)
 		})
 	}
 }
 
 // TestPositionsRefused: kernels that take no positions (a residue
-// layout's: dilated) refuse non-zero Launch.QPos or KPos with an error
-// naming them, and take an address of 0; a tree mask's, a long scan's
-// (bigbird) and those at head_dim 192 and 256 take them.
+// layout's above head_dim 128: dilated at 192) refuse non-zero
+// Launch.QPos or KPos with an error naming them, and take an address of
+// 0; the others (a residue layout's up to 128, a tree mask's, a long
+// scan's: bigbird, and those at head_dim 192 and 256) take both. A call of
+// more queries than keys (seq_q > seq_k) is refused by Geometry for the
+// kernels without positions, and by Args when it gives no positions.
 func TestPositionsRefused(t *testing.T) {
 	t.Parallel()
-	for _, name := range []string{"dilated", "tree", "bigbird", "causal", "causal@192", "bigbird@256", "gemma2@192,128"} {
+	for _, name := range []string{"dilated", "dilated@192", "tree", "bigbird", "causal", "causal@192", "bigbird@256", "gemma2@192,128"} {
 		name, dims, _ := strings.Cut(name, "@")
 		s, err := spec.ParseFile("../../spec/examples/" + name + ".yaml")
 		if err != nil {
@@ -330,16 +363,37 @@ func TestPositionsRefused(t *testing.T) {
 		if _, err := l.Args(ptrs...); err != nil {
 			t.Fatalf("%s: no positions: %v", name, err)
 		}
-		l.KPos = 0x9000
-		_, err = l.Args(ptrs...)
-		if takes := name != "dilated"; takes != (err == nil) {
-			t.Errorf("%s%s: positions given: err = %v, want a refusal: %v", name, dims, err, !takes)
-		} else if err != nil && !strings.Contains(err.Error(), "takes no positions") {
-			t.Errorf("%s: err = %v, want it to say the kernel takes no positions", name, err)
+		takes := name != "dilated" || dims == ""
+		for _, set := range []func(*ptx.Launch){func(l *ptx.Launch) { l.KPos = 0x9000 }, func(l *ptx.Launch) { l.QPos = 0x9000 }} {
+			lp := l
+			set(&lp)
+			_, err = lp.Args(ptrs...)
+			if takes != (err == nil) {
+				t.Errorf("%s%s: positions given: err = %v, want a refusal: %v", name, dims, err, !takes)
+			} else if err != nil && !strings.Contains(err.Error(), "takes no positions") {
+				t.Errorf("%s: err = %v, want it to say the kernel takes no positions", name, err)
+			}
+		}
+		wide, err := fw.Geometry(1, 1, 1, 100, 64, 0)
+		if !takes {
+			if err == nil || !strings.Contains(err.Error(), "exceeds seq_k") {
+				t.Errorf("%s: seq_q > seq_k: err = %v, want a refusal", name, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: seq_q > seq_k: %v", name, err)
+		}
+		if _, err := wide.Args(ptrs...); err == nil || !strings.Contains(err.Error(), "exceeds seq_k") {
+			t.Errorf("%s: seq_q > seq_k without positions: err = %v, want a refusal", name, err)
+		}
+		wide.QPos = 0x9000
+		if _, err := wide.Args(ptrs...); err != nil {
+			t.Errorf("%s: seq_q > seq_k at positions: %v", name, err)
 		}
 		l.KPos, l.SeqLensK = 0, 0x9000
 		_, err = l.Args(ptrs...)
-		if takes := name != "dilated"; takes != (err == nil) {
+		if takes != (err == nil) {
 			t.Errorf("%s%s: lengths given: err = %v, want a refusal: %v", name, dims, err, !takes)
 		}
 	}

@@ -52,8 +52,11 @@ func TestInterpPrograms(t *testing.T) {
 	}
 }
 
-// TestInterpResidue renders gen.ResidueProg as the residue kernel does
-// (stride bound as an immediate) and compares it with Prog.Eval.
+// TestInterpResidue renders gen.ResidueProg with the stride bound as an
+// immediate and compares it with Prog.Eval (the kernels split a residue
+// class at each row's lengths and positions, residueSegment, which is
+// this program's split at the default alignment; the ragged and
+// positions tests hold it to the reference).
 func TestInterpResidue(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
 	for _, st := range []int64{1, 2, 3, 5, 8, 48, 100} {

@@ -96,13 +96,16 @@ const HeadParamsParam = "head_params"
 //     caller forms in a fixed order (DSink), so that it is deterministic.
 const (
 	// SeqLensQParam and SeqLensKParam are the per-batch-row lengths a
-	// kernel of the identity layout takes: device addresses of [batch]s32
+	// kernel takes: device addresses of [batch]s32
 	// arrays, row b having seq_lens_q[b] queries and seq_lens_k[b] keys
 	// (clamped to 0..seq_q and 0..seq_k), or 0 for none (every row has
 	// seq_q and seq_k). A row's outputs past its queries are written 0
 	// (lse -Inf, dq 0), its dk and dv past its keys 0; keys past a row's
-	// length and queries past its queries are never read. Residue-layout
-	// kernels take neither.
+	// length and queries past its queries are never read (but by the
+	// sm_90a kernel's tensor copies, whose rows the kernel masks). In a
+	// residue layout of stride st a row's class c holds its positions p =
+	// c (mod st), at the row's lengths and positions. Residue-layout kernels
+	// of head_dim above 128 take neither.
 	SeqLensQParam = "seq_lens_q"
 	SeqLensKParam = "seq_lens_k"
 
@@ -114,7 +117,8 @@ const (
 	// lengths). The mask, ALiBi's distances and the document arrays
 	// (indexed by absolute position, covering every position a row
 	// reaches) are evaluated at those positions; positions plus lengths
-	// must stay below 2^31.
+	// must stay below 2^31. A call with q_pos may have seq_q > seq_k
+	// (GeometryAt).
 	QPosParam = "q_pos"
 	KPosParam = "k_pos"
 
@@ -234,7 +238,9 @@ func (k Kernel) TensorMapsWith(batch, headsQ, headsKV, seqQ, seqK int, q, kAddr,
 	if len(k.TensorMaps) == 0 {
 		return nil, nil
 	}
-	if _, _, _, err := k.Geometry(batch, headsQ, headsKV, seqQ, seqK); err != nil {
+	// the maps do not depend on the rows' positions: a shape with seq_q >
+	// seq_k is checked as a call with positions (GeometryAt checks the call)
+	if _, _, _, err := k.GeometryAt(batch, headsQ, headsKV, seqQ, seqK, seqQ > seqK); err != nil {
 		return nil, err
 	}
 	st := max(k.Stride, 1)
@@ -349,6 +355,16 @@ func (k Kernel) Persistent() bool {
 	return false
 }
 
+// takes reports whether k has parameter name.
+func (k Kernel) takes(name string) bool {
+	for _, p := range k.Params {
+		if p[0] == name {
+			return true
+		}
+	}
+	return false
+}
+
 // ResidentGrid is the grid to launch, for a call whose Geometry gave grid,
 // on a device with sms multiprocessors: for a persistent kernel
 // min(work items, sms*PersistentCTAsPerSM) CTAs (at least one), any other
@@ -367,13 +383,33 @@ func (k Kernel) ResidentGrid(grid [3]int, sms int) [3]int {
 // (a KindBwdDKV kernel: one key tile of one key/value head); a persistent
 // kernel gets one CTA per work item along x (Persistent, ResidentGrid).
 // A shape the kernel cannot run is an error: a dimension below 1, HeadsQ
-// not a multiple of HeadsKV, SeqQ > SeqK, SeqK >= MaxSeq, or a grid past
+// not a multiple of HeadsKV, SeqQ > SeqK (GeometryAt allows it for a
+// call that passes q_pos), SeqK >= MaxSeq, or a grid past
 // CUDA's limits (HeadsQ and Batch*Stride at most 65535); a kernel with
 // tensor maps and a residue layout also needs seq_q and seq_k to be
 // multiples of the stride (every head's rows then start a row group of its
 // tensor maps).
 func (k Kernel) Geometry(batch, headsQ, headsKV, seqQ, seqK int) (grid, block [3]int, dynShared int, err error) {
+	return k.GeometryAt(batch, headsQ, headsKV, seqQ, seqK, false)
+}
+
+// GeometryAt is Geometry for a call that passes the rows' positions
+// (QPosParam or KPosParam, a non-zero address) when positions is true:
+// its queries may then outnumber its keys (seq_q > seq_k: a query chunk
+// longer than the key chunk it attends to), which the default alignment
+// of key positions from 0 (queries the last seq_q keys) cannot place.
+// Positions for a kernel that takes none are an error.
+func (k Kernel) GeometryAt(batch, headsQ, headsKV, seqQ, seqK int, positions bool) (grid, block [3]int, dynShared int, err error) {
 	st := max(k.Stride, 1)
+	switch {
+	case positions && !k.takes(QPosParam):
+		err = fmt.Errorf("gpu: kernel %q takes no positions (%s)", k.Name, QPosParam)
+	case seqQ > seqK && !positions && seqK >= 1:
+		err = fmt.Errorf("gpu: seq_q %d exceeds seq_k %d: the default alignment puts queries before position 0; pass their positions (%s, GeometryAt)", seqQ, seqK, QPosParam)
+	}
+	if err != nil {
+		return grid, block, 0, err
+	}
 	switch {
 	case k.Kind != KindForward && k.Kind != KindBwdDQ && k.Kind != KindBwdDKV:
 		err = fmt.Errorf("gpu: kernel %q has unknown kind %q", k.Name, k.Kind)
@@ -383,10 +419,8 @@ func (k Kernel) Geometry(batch, headsQ, headsKV, seqQ, seqK int) (grid, block [3
 		err = fmt.Errorf("gpu: shape %d %d %d %d %d: every dimension must be at least 1", batch, headsQ, headsKV, seqQ, seqK)
 	case headsQ%headsKV != 0:
 		err = fmt.Errorf("gpu: heads_q %d is not a multiple of heads_kv %d", headsQ, headsKV)
-	case seqQ > seqK:
-		err = fmt.Errorf("gpu: seq_q %d exceeds seq_k %d", seqQ, seqK)
-	case seqK >= MaxSeq:
-		err = fmt.Errorf("gpu: seq_k %d: the kernel's 32-bit positions need seq_k < %d", seqK, MaxSeq)
+	case seqK >= MaxSeq || seqQ >= MaxSeq:
+		err = fmt.Errorf("gpu: seq_q %d, seq_k %d: the kernel's 32-bit positions need both below %d", seqQ, seqK, MaxSeq)
 	case headsQ > maxGridYZ || batch > maxGridYZ/st:
 		err = fmt.Errorf("gpu: heads_q %d and batch %d x stride %d: the grid allows at most %d of each", headsQ, batch, st, maxGridYZ)
 	case len(k.TensorMaps) > 0 && st > 1 && (seqQ%st != 0 || seqK%st != 0):
@@ -395,8 +429,15 @@ func (k Kernel) Geometry(batch, headsQ, headsKV, seqQ, seqK int) (grid, block [3
 	if err != nil {
 		return grid, block, 0, err
 	}
+	// a class holds at most ceil(seq_q / st) of the tensors' query rows
+	// whatever the rows' positions (mask.MaxQueries at the default
+	// alignment)
+	rows := (seqQ + st - 1) / st
+	if seqQ <= seqK {
+		rows = mask.MaxQueries(seqQ, seqK, st)
+	}
 	if k.Persistent() {
-		items := int64((mask.MaxQueries(seqQ, seqK, st)+k.TileQ-1)/k.TileQ) * int64(headsQ) * int64(batch) * int64(st)
+		items := int64((rows+k.TileQ-1)/k.TileQ) * int64(headsQ) * int64(batch) * int64(st)
 		if items > maxGridX {
 			return grid, block, 0, fmt.Errorf("gpu: kernel %q: %d work items (query tiles x heads_q x batch x stride): the persistent kernel counts them in 31 bits", k.Name, items)
 		}
@@ -406,6 +447,5 @@ func (k Kernel) Geometry(batch, headsQ, headsKV, seqQ, seqK int) (grid, block [3
 		keys := (seqK + st - 1) / st // the most keys of a residue class
 		return [3]int{(keys + k.TileK - 1) / k.TileK, headsKV, batch * st}, [3]int{k.Threads, 1, 1}, k.DynShared, nil
 	}
-	rows := mask.MaxQueries(seqQ, seqK, st)
 	return [3]int{(rows + k.TileQ - 1) / k.TileQ, headsQ, batch * st}, [3]int{k.Threads, 1, 1}, k.DynShared, nil
 }

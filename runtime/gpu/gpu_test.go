@@ -237,3 +237,48 @@ func TestPersistentGrid(t *testing.T) {
 		t.Error("a backward kernel with a batch parameter is persistent")
 	}
 }
+
+// TestGeometryAtPositions: seq_q > seq_k is refused by Geometry and by
+// GeometryAt without positions, and by GeometryAt with positions for a
+// kernel that takes none; with positions a kernel taking q_pos gets a
+// grid whose query tiles cover every class's ceil(seq_q/stride) rows
+// (plain and persistent), and calls with seq_q <= seq_k keep their grids.
+func TestGeometryAtPositions(t *testing.T) {
+	k := pkgKernels()[0]
+	if _, _, _, err := k.Geometry(1, 2, 1, 200, 50); err == nil || !strings.Contains(err.Error(), "exceeds seq_k") {
+		t.Errorf("Geometry, seq_q > seq_k: %v", err)
+	}
+	if _, _, _, err := k.GeometryAt(1, 2, 1, 200, 50, true); err == nil || !strings.Contains(err.Error(), "takes no positions") {
+		t.Errorf("GeometryAt with positions, a kernel without q_pos: %v", err)
+	}
+	k.Params = append(k.Params, [3]string{QPosParam, "u64", ""})
+	for _, c := range []struct{ stride, sq, sk, tiles int }{{1, 200, 50, 4}, {3, 200, 50, 2}, {3, 100, 301, 1}, {8, 65, 65, 1}} {
+		k.Stride = c.stride
+		plain, _, _, err := k.Geometry(2, 2, 1, min(c.sq, c.sk), c.sk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		grid, _, _, err := k.GeometryAt(2, 2, 1, c.sq, c.sk, true)
+		if err != nil {
+			t.Fatalf("%+v: %v", c, err)
+		}
+		if grid != [3]int{c.tiles, 2, 2 * c.stride} {
+			t.Errorf("%+v: grid %v, want %d query tiles", c, grid, c.tiles)
+		}
+		if c.sq <= c.sk && plain != grid {
+			t.Errorf("%+v: positions changed the grid %v to %v", c, plain, grid)
+		}
+	}
+	if _, _, _, err := k.GeometryAt(1, 1, 1, MaxSeq, 10, true); err == nil || !strings.Contains(err.Error(), "32-bit positions") {
+		t.Errorf("seq_q = MaxSeq: %v", err)
+	}
+	p := pkgKernels()[3]
+	p.Params = [][3]string{{"o", "u64", ""}, {QPosParam, "u64", ""}, {PersistentParam, "u32", ""}}
+	grid, _, _, err := p.GeometryAt(3, 2, 1, 300, 100, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if grid != [3]int{3 * 2 * 3, 1, 1} {
+		t.Errorf("persistent, seq_q 300 > seq_k 100: grid %v, want %d items", grid, 3*2*3)
+	}
+}

@@ -399,7 +399,7 @@ func (k *Kernel) Bench(out, lse, q, kk, v []float32, ids []int32, s verify.Shape
 // none of them. It returns the call-time soft-cap too (0 for none).
 func uploadData(b backend, params []ptx.Param, hps []mask.HeadParam, st mask.Score, ids []int32, s verify.Shape) ([]uint64, float32, error) {
 	if (s.QPos != nil || s.KPos != nil) && !paramsHave(params, gpu.QPosParam) {
-		return nil, 0, fmt.Errorf("gpurun: the kernel takes no positions (residue layouts do not): run the call at the default alignment")
+		return nil, 0, fmt.Errorf("gpurun: the kernel takes no positions (residue layouts above head_dim 128 do not): run the call at the default alignment")
 	}
 	seqK, err := reach(s) // the positions the data covers
 	if err != nil {
