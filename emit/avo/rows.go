@@ -35,77 +35,37 @@ const nonFiniteExpBit = 0x7f800000
 func EmitRowHelpers(ctx *build.Context, c ConstTable, isa ISA) {
 	w := isa.lanes()
 	name := ScaleRowName(isa)
-	ctx.Function(name)
-	ctx.Attributes(attr.NOSPLIT)
-	ctx.Pragma("noescape")
-	ctx.SignatureExpr("func(dst, src *float32, n int, s float32)")
+	doc := []string{name + " writes dst[i] = src[i]*s for i < n (a multiple of 8). It needs AVX2."}
 	if isa == AVX512 {
-		ctx.Doc(
-			name+" writes dst[i] = src[i]*s for i < n (a multiple of 16). It",
+		doc = []string{
+			name + " writes dst[i] = src[i]*s for i < n (a multiple of 16). It",
 			"needs AVX-512 Foundation.",
-		)
-	} else {
-		ctx.Doc(name + " writes dst[i] = src[i]*s for i < n (a multiple of 8). It needs AVX2.")
+		}
 	}
-	dst := ctx.Load(ctx.Param("dst"), ctx.GP64())
-	src := ctx.Load(ctx.Param("src"), ctx.GP64())
-	n := ctx.Load(ctx.Param("n"), ctx.GP64())
-	sx := ctx.Load(ctx.Param("s"), ctx.XMM())
-	sc := isa.vec(ctx)
-	ctx.VBROADCASTSS(sx, sc)
-	ctx.SHRQ(op.U8(log2(w)), n)
-	ctx.TESTQ(n, n)
-	ctx.JZ(op.LabelRef("done"))
-	ctx.Label("loop")
-	x := isa.vec(ctx)
-	ctx.VMULPS(op.Mem{Base: src}, sc, x)
-	ctx.VMOVUPS(x, op.Mem{Base: dst})
-	ctx.ADDQ(op.U8(uint8(4*w)), src)
-	ctx.ADDQ(op.U8(uint8(4*w)), dst)
-	ctx.DECQ(n)
-	ctx.JNZ(op.LabelRef("loop"))
-	ctx.Label("done")
-	ctx.VZEROUPPER()
-	ctx.RET()
+	emitRowLoop(ctx, isa, name, doc, func(src, dst reg.Register, sc reg.VecVirtual) {
+		x := isa.vec(ctx)
+		ctx.VMULPS(op.Mem{Base: src}, sc, x)
+		ctx.VMOVUPS(x, op.Mem{Base: dst})
+	})
 
 	name = AddScaledRowName(isa)
-	ctx.Function(name)
-	ctx.Attributes(attr.NOSPLIT)
-	ctx.Pragma("noescape")
-	ctx.SignatureExpr("func(dst, src *float32, n int, s float32)")
-	if isa == AVX512 {
-		ctx.Doc(
-			name+" adds src[i]*s to dst[i] for i < n (a multiple of 16), the",
-			"product rounded first (no FMA). It needs AVX-512 Foundation.",
-		)
-	} else {
-		ctx.Doc(
-			name+" adds src[i]*s to dst[i] for i < n (a multiple of 8), the",
-			"product rounded first (no FMA). It needs AVX2.",
-		)
+	doc = []string{
+		name + " adds src[i]*s to dst[i] for i < n (a multiple of 8), the",
+		"product rounded first (no FMA). It needs AVX2.",
 	}
-	dst = ctx.Load(ctx.Param("dst"), ctx.GP64())
-	src = ctx.Load(ctx.Param("src"), ctx.GP64())
-	n = ctx.Load(ctx.Param("n"), ctx.GP64())
-	sx = ctx.Load(ctx.Param("s"), ctx.XMM())
-	sc = isa.vec(ctx)
-	ctx.VBROADCASTSS(sx, sc)
-	ctx.SHRQ(op.U8(log2(w)), n)
-	ctx.TESTQ(n, n)
-	ctx.JZ(op.LabelRef("done"))
-	ctx.Label("loop")
-	x, y := isa.vec(ctx), isa.vec(ctx)
-	ctx.VMULPS(op.Mem{Base: src}, sc, x)
-	ctx.VMOVUPS(op.Mem{Base: dst}, y)
-	ctx.VADDPS(x, y, y) // dst first, as Go's dst += p
-	ctx.VMOVUPS(y, op.Mem{Base: dst})
-	ctx.ADDQ(op.U8(uint8(4*w)), src)
-	ctx.ADDQ(op.U8(uint8(4*w)), dst)
-	ctx.DECQ(n)
-	ctx.JNZ(op.LabelRef("loop"))
-	ctx.Label("done")
-	ctx.VZEROUPPER()
-	ctx.RET()
+	if isa == AVX512 {
+		doc = []string{
+			name + " adds src[i]*s to dst[i] for i < n (a multiple of 16), the",
+			"product rounded first (no FMA). It needs AVX-512 Foundation.",
+		}
+	}
+	emitRowLoop(ctx, isa, name, doc, func(src, dst reg.Register, sc reg.VecVirtual) {
+		x, y := isa.vec(ctx), isa.vec(ctx)
+		ctx.VMULPS(op.Mem{Base: src}, sc, x)
+		ctx.VMOVUPS(op.Mem{Base: dst}, y)
+		ctx.VADDPS(x, y, y) // dst first, as Go's dst += p
+		ctx.VMOVUPS(y, op.Mem{Base: dst})
+	})
 
 	name = NonFiniteName(isa)
 	ctx.Function(name)
@@ -490,5 +450,36 @@ func EmitPrefetch(ctx *build.Context, isa ISA) {
 	ctx.DECQ(rows)
 	ctx.JNZ(op.LabelRef("row"))
 	ctx.Label("done")
+	ctx.RET()
+}
+
+// emitRowLoop emits name, a func(dst, src *float32, n int, s float32)
+// documented by doc, that runs body once per vector of the n floats (a
+// multiple of the lanes) with src and dst at that vector and s broadcast
+// in sc.
+func emitRowLoop(ctx *build.Context, isa ISA, name string, doc []string, body func(src, dst reg.Register, sc reg.VecVirtual)) {
+	w := isa.lanes()
+	ctx.Function(name)
+	ctx.Attributes(attr.NOSPLIT)
+	ctx.Pragma("noescape")
+	ctx.SignatureExpr("func(dst, src *float32, n int, s float32)")
+	ctx.Doc(doc...)
+	dst := ctx.Load(ctx.Param("dst"), ctx.GP64())
+	src := ctx.Load(ctx.Param("src"), ctx.GP64())
+	n := ctx.Load(ctx.Param("n"), ctx.GP64())
+	sx := ctx.Load(ctx.Param("s"), ctx.XMM())
+	sc := isa.vec(ctx)
+	ctx.VBROADCASTSS(sx, sc)
+	ctx.SHRQ(op.U8(log2(w)), n)
+	ctx.TESTQ(n, n)
+	ctx.JZ(op.LabelRef("done"))
+	ctx.Label("loop")
+	body(src, dst, sc)
+	ctx.ADDQ(op.U8(uint8(4*w)), src)
+	ctx.ADDQ(op.U8(uint8(4*w)), dst)
+	ctx.DECQ(n)
+	ctx.JNZ(op.LabelRef("loop"))
+	ctx.Label("done")
+	ctx.VZEROUPPER()
 	ctx.RET()
 }
